@@ -1,0 +1,58 @@
+"""Qt-free engine of modelmon: formats, load plans, strategies, cache control, measurement.
+
+    >>> from modelmon.core import load
+    >>> tensors = load("model.safetensors", strategy="sequential", threads=4)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from modelmon.core.errors import (
+    ConfigError,
+    LoadCancelled,
+    LoadError,
+    ModelFormatError,
+    ModelmonError,
+    OptionsError,
+)
+from modelmon.core.options import LoadOptions
+
+if TYPE_CHECKING:
+    from modelmon.core.records import Model
+    from modelmon.core.result import LoadResult
+
+__all__ = [
+    "ConfigError",
+    "LoadCancelled",
+    "LoadError",
+    "LoadOptions",
+    "ModelFormatError",
+    "ModelmonError",
+    "OptionsError",
+    "load",
+    "measure",
+    "open_model",
+]
+
+
+# numpy and the format libraries load on first use, so `modelmon --version` stays instant.
+def load(path: Any, strategy: str | None = None, **options: Any) -> dict[str, Any]:
+    """Load every tensor into this process; see ``modelmon.core.api.load``."""
+    from modelmon.core.api import load as _load
+
+    return _load(path, strategy, **options)
+
+
+def measure(path: Any, strategy: str | None = None, **options: Any) -> LoadResult:
+    """Measure one load in worker processes; see ``modelmon.core.api.measure``."""
+    from modelmon.core.api import measure as _measure
+
+    return _measure(path, strategy, **options)
+
+
+def open_model(path: Any) -> Model:
+    """Parse a model (file, shard index or directory); see ``modelmon.core.formats``."""
+    from modelmon.core.formats import open_model as _open_model
+
+    return _open_model(path)

@@ -1,0 +1,218 @@
+"""The ``modelmon`` command: the GUI by default, headless verbs for servers without a display.
+
+Exit codes: 0 success · 1 load failed · 2 usage error · 3 bad model file · 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+from modelmon import __version__
+
+EXIT_OK, EXIT_LOAD_FAILED, EXIT_USAGE, EXIT_BAD_MODEL, EXIT_CANCELLED = 0, 1, 2, 3, 130
+
+EPILOG = """\
+examples:
+  modelmon                                   open the app (offers a demo model)
+  modelmon model.safetensors                 open the app on a model
+  modelmon inspect model.safetensors.index.json --json
+  modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
+  modelmon load big.safetensors --discard --json      measure a model larger than RAM
+  modelmon strategies
+
+exit codes:
+  0 success · 1 load failed · 2 usage error · 3 bad model file · 130 cancelled (Ctrl+C)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="modelmon", description="Why do your model weights load slowly? Measure it.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"modelmon {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+
+    gui = verbs.add_parser("gui", help="open the desktop app (the default)")
+    gui.add_argument("path", nargs="?", help="model file, shard index or directory")
+
+    inspect = verbs.add_parser("inspect", help="format, tensors, blocks, dtypes, storage facts")
+    inspect.add_argument("path")
+    inspect.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    load = verbs.add_parser("load", help="run one measured load in worker processes",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    load.add_argument("path")
+    add_load_options(load)
+    load.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    strategies = verbs.add_parser("strategies", help="list the load strategies")
+    strategies.add_argument("--json", action="store_true")
+    return parser
+
+
+def add_load_options(parser: argparse.ArgumentParser) -> None:
+    from modelmon.core.options import (
+        CACHE_MODES,
+        FADVISE_HINTS,
+        MADVISE_HINTS,
+        PARTITIONS,
+        PREFETCH_MODES,
+    )
+
+    parser.add_argument("--strategy", "-s", default="sequential", help="see `modelmon strategies`")
+    parser.add_argument("--workers", "-w", type=int, default=1, help="worker processes")
+    parser.add_argument("--threads", "-t", type=int, default=1, help="threads per worker")
+    parser.add_argument("--chunk-mib", type=float, default=8.0, help="read size in MiB")
+    parser.add_argument("--cache", choices=CACHE_MODES, default="cold",
+                        help="page-cache state to start from (verified); default cold")
+    parser.add_argument("--fadvise", choices=FADVISE_HINTS, default="none")
+    parser.add_argument("--madvise", choices=MADVISE_HINTS, default="none")
+    parser.add_argument("--partition", choices=PARTITIONS, default="contiguous")
+    parser.add_argument("--prefetch", choices=PREFETCH_MODES, default="read",
+                        help="warm-up pass of the warmup strategy")
+    parser.add_argument("--verify", action="store_true", help="crc32 of every tensor")
+    parser.add_argument("--discard", action="store_true",
+                        help="stream through bounded buffers, keep nothing (models > RAM)")
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    from modelmon.core.options import LoadOptions
+
+    return LoadOptions(workers=args.workers, threads=args.threads,
+                       chunk=int(args.chunk_mib * (1 << 20)), fadvise=args.fadvise,
+                       madvise=args.madvise, partition=args.partition, cache=args.cache,
+                       verify=args.verify, discard=args.discard, prefetch=args.prefetch)
+
+
+def fail(message: str, code: int) -> int:
+    print(f"modelmon: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    known_verbs = {"gui", "inspect", "load", "strategies"}
+    # `modelmon FILE` opens the app on FILE: route a bare path to the gui verb.
+    if args_list and args_list[0] not in known_verbs and not args_list[0].startswith("-"):
+        args_list = ["gui", *args_list]
+    args = parser.parse_args(args_list)
+    from modelmon.core.errors import LoadError, ModelFormatError, OptionsError
+
+    try:
+        if args.verb in (None, "gui"):
+            from modelmon.gui.app import run_app
+
+            return run_app(getattr(args, "path", None))
+        if args.verb == "strategies":
+            return cmd_strategies(args)
+        if args.verb == "inspect":
+            return cmd_inspect(args)
+        return cmd_load(args)
+    except ModelFormatError as exc:
+        return fail(str(exc), EXIT_BAD_MODEL)
+    except OptionsError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except LoadError as exc:
+        return fail(str(exc), EXIT_LOAD_FAILED)
+    except KeyboardInterrupt:
+        return fail("cancelled", EXIT_CANCELLED)
+
+
+def emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    from modelmon.core.strategies import STRATEGIES, get_strategy
+
+    get_strategy("sequential")  # imports and registers them all
+    if args.json:
+        emit_json([{"name": n, "summary": c.summary, "options": sorted(c.uses)}
+                   for n, c in STRATEGIES.items()])
+    else:
+        width = max(map(len, STRATEGIES))
+        for name, cls in STRATEGIES.items():
+            print(f"{name:<{width}}  {cls.summary}")
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import os
+    from dataclasses import asdict
+
+    from modelmon.core.formats import open_model
+    from modelmon.core.report import describe_model, render_inspect
+    from modelmon.core.storage import memory_facts, storage_facts
+
+    model = open_model(args.path)
+    info = describe_model(model)
+    folders: dict[str, str] = {}
+    for file in model.files:
+        folders.setdefault(os.path.dirname(file.path), file.path)
+    info["storage"] = [asdict(storage_facts(path)) for path in folders.values()]
+    info["memory"] = asdict(memory_facts())
+    if args.json:
+        emit_json(info)
+    else:
+        print(render_inspect(info))
+    return EXIT_OK
+
+
+class Progress:
+    """A one-line progress bar on a terminal's stderr, at most 10 redraws a second."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.done, self.last = max(total, 1), enabled, 0, 0.0
+        self.started = time.monotonic()
+
+    def update(self, message: object) -> None:
+        from modelmon.core.records import ReadBatch
+
+        if not (self.enabled and isinstance(message, ReadBatch)) or message.prefetch:
+            return
+        self.done += sum(message.lengths)
+        now = time.monotonic()
+        if now - self.last >= 0.1:
+            self.last = now
+            fraction = min(1.0, self.done / self.total)
+            rate = self.done / max(now - self.started, 1e-9) / 1e6
+            bar = "#" * int(fraction * 30)
+            sys.stderr.write(f"\r[{bar:<30}] {fraction:6.1%} {rate:8.0f} MB/s")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.last:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    from modelmon.core.report import render_result
+    from modelmon.core.runner import LoadRun
+
+    options = options_from_args(args)
+    run = LoadRun(args.path, args.strategy, options)
+    progress = Progress(run.model.total_bytes, sys.stderr.isatty() and not args.json)
+    run.on_message = progress.update
+    previous = signal.signal(signal.SIGINT, lambda *_: run.cancel())
+    try:
+        result = run.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        progress.close()
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        print(render_result(result))
+    if result.status == "cancelled":
+        return fail("cancelled", EXIT_CANCELLED)
+    if result.status != "ok":
+        return fail(f"load failed: {result.error}", EXIT_LOAD_FAILED)
+    return EXIT_OK

@@ -1,0 +1,34 @@
+"""Typed errors of the engine. Each prints as one clear line; none needs a traceback."""
+
+from __future__ import annotations
+
+
+class ModelmonError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class ModelFormatError(ModelmonError):
+    """A model file or index that cannot be trusted: names the file, problem and offset."""
+
+    def __init__(self, file: str, problem: str, offset: int | None = None) -> None:
+        self.file = str(file)
+        self.problem = problem
+        self.offset = offset
+        where = f" (at byte {offset})" if offset is not None else ""
+        super().__init__(f"{self.file}: {problem}{where}")
+
+
+class LoadError(ModelmonError):
+    """A load that could not be run or failed part-way (worker failure, I/O error, no RAM)."""
+
+
+class LoadCancelled(ModelmonError):
+    """A load stopped on request."""
+
+
+class OptionsError(ModelmonError, ValueError):
+    """Strategy options that make no sense (negative workers, unknown hint...)."""
+
+
+class ConfigError(ModelmonError):
+    """A config file that is not valid: names the key at fault."""

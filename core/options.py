@@ -1,0 +1,139 @@
+"""Load options shared by every strategy, validated in one place (API, CLI and config)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from modelmon.core.errors import OptionsError
+
+MiB = 1 << 20
+FADVISE_HINTS = ("none", "sequential", "random", "willneed", "noreuse")
+MADVISE_HINTS = ("none", "sequential", "random", "willneed", "hugepage")
+PARTITIONS = ("contiguous", "round-robin")
+CACHE_MODES = ("cold", "warm", "keep")
+PREFETCH_MODES = ("read", "willneed", "both")
+MAX_PARALLEL = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOptions:
+    """How to load. Each field is a knob a strategy may use; ``uses`` on a strategy says which."""
+
+    workers: int = 1  # processes (threads when loading in-process)
+    threads: int = 1  # threads per worker
+    chunk: int = 8 * MiB  # bytes per read where reads are chunked
+    fadvise: str = "none"  # posix_fadvise hint on each descriptor before reading
+    madvise: str = "none"  # madvise hint on each mapping (mmap strategies)
+    partition: str = "contiguous"  # how tensors are dealt to workers
+    cache: str = "keep"  # page-cache state to start from: cold | warm | keep
+    verify: bool = False  # per-tensor crc32, identical across strategies
+    discard: bool = False  # stream through bounded buffers and keep nothing
+    prefetch: str = "read"  # warmup strategy: parallel read pass, WILLNEED, or both
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise OptionsError(f"{name} must be a whole number ≥ 1, not {value!r}")
+            if value > MAX_PARALLEL:
+                raise OptionsError(f"{name} must be ≤ {MAX_PARALLEL}, not {value}")
+        chunk = self.chunk
+        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 4096:
+            raise OptionsError(f"chunk must be at least 4096 bytes, not {chunk!r}")
+        if chunk > 1 << 30:
+            raise OptionsError(f"chunk must be at most 1 GiB, not {chunk}")
+        for name, allowed in (
+            ("fadvise", FADVISE_HINTS),
+            ("madvise", MADVISE_HINTS),
+            ("partition", PARTITIONS),
+            ("cache", CACHE_MODES),
+            ("prefetch", PREFETCH_MODES),
+        ):
+            if getattr(self, name) not in allowed:
+                choices = ", ".join(allowed)
+                raise OptionsError(f"{name} must be one of {choices}, not {getattr(self, name)!r}")
+        for name in ("verify", "discard"):
+            if not isinstance(getattr(self, name), bool):
+                raise OptionsError(f"{name} must be true or false, not {getattr(self, name)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def with_(self, **changes: Any) -> LoadOptions:
+        """A copy with some options changed, validated like the rest."""
+        return from_mapping(changes, base=self)
+
+
+OPTION_NAMES = tuple(f.name for f in fields(LoadOptions))
+
+
+def from_mapping(values: Mapping[str, Any], base: LoadOptions | None = None) -> LoadOptions:
+    """Build options from a mapping; an unknown key is an error naming it."""
+    unknown = sorted(set(values) - set(OPTION_NAMES))
+    if unknown:
+        raise OptionsError(f"unknown option {unknown[0]!r} (known: {', '.join(OPTION_NAMES)})")
+    current = asdict(base) if base is not None else {}
+    current.update(values)
+    return LoadOptions(**current)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'8MiB', '512k', '1G', '4096' → bytes (binary units; a bare number is bytes)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise OptionsError(f"not a size: {text!r} (try 8MiB, 512KiB, 1GiB)")
+    unit = (match.group(2) or "").lower()[:1]
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def parse_spec(spec: str) -> tuple[str, LoadOptions]:
+    """'sequential workers=4 chunk=16MiB fadvise=sequential' → (strategy, options).
+
+    The syntax of ``bench --a/--b`` and of the GUI's strategy summary line.
+    """
+    words = spec.split()
+    if not words:
+        raise OptionsError("empty strategy spec")
+    strategy, values = words[0], {}
+    for word in words[1:]:
+        key, sep, raw = word.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise OptionsError(f"option {word!r} must look like name=value")
+        values[key] = _coerce(key, raw)
+    return strategy, from_mapping(values)
+
+
+def _coerce(key: str, raw: str) -> Any:
+    if key in ("workers", "threads"):
+        if not raw.isdigit():
+            raise OptionsError(f"{key} must be a whole number ≥ 1, not {raw!r}")
+        return int(raw)
+    if key == "chunk":
+        return parse_size(raw)
+    if key in ("verify", "discard"):
+        if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise OptionsError(f"{key} must be true or false, not {raw!r}")
+        return raw.lower() in ("true", "1", "yes")
+    return raw
+
+
+def format_spec(strategy: str, options: LoadOptions) -> str:
+    """The inverse of parse_spec, naming only what differs from the defaults."""
+    default = LoadOptions()
+    parts = [strategy]
+    for name in OPTION_NAMES:
+        value = getattr(options, name)
+        if value == getattr(default, name):
+            continue
+        if name == "chunk":
+            value = f"{value // MiB}MiB" if value % MiB == 0 else str(value)
+        parts.append(f"{name}={str(value).lower() if isinstance(value, bool) else value}")
+    return " ".join(parts)

@@ -1,0 +1,3 @@
+"""gui"""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""resources"""
+
+from __future__ import annotations

@@ -1,0 +1,214 @@
+"""Suite-wide setup: Qt offscreen, and a check that no test leaks processes, threads or fds.
+
+modelmon starts worker processes and threads and opens model files with their own fds; a
+test that leaves any of these behind hides exactly the bugs the tool exists to find, and
+makes later tests flaky. ``no_leaks`` fails such a test and names what it left behind.
+Opt out with ``@pytest.mark.allow_leaks("why")``.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+LEAK_GRACE_S = 2.0  # how long stragglers (exiting workers, joining threads) get
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    children: frozenset[tuple[int, str]]  # (pid, start time): a reused pid is a new process
+    threads: frozenset[threading.Thread]
+    fds: frozenset[tuple[int, str]]  # (fd, readlink target)
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return ""
+    return stat.rpartition(")")[2].split()[19]  # field 22, counted after "(comm)"
+
+
+def _child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` from /proc (20x cheaper than psutil, which scans all pids)."""
+    kids: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(k) for k in f.read().split())
+        except OSError:
+            continue
+    return kids
+
+
+def _descendants() -> set[int]:
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):  # kernel without it
+        import psutil
+
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    found: set[int] = set()
+    todo = _child_pids(os.getpid())
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(_child_pids(pid))
+    return found
+
+
+def _interpreter_helpers() -> tuple[set[int], set[int]]:
+    """Pids and fds of multiprocessing's resource tracker and forkserver.
+
+    Each is started once, on first use, and lives as long as the interpreter by design:
+    the test that happens to start one has not leaked it.
+    """
+    from multiprocessing import forkserver, resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    server = forkserver._forkserver
+    pids = {tracker._pid, server._forkserver_pid}
+    fds = {tracker._fd, server._forkserver_alive_fd}
+    return {p for p in pids if p}, {f for f in fds if f is not None}
+
+
+def snapshot() -> Snapshot:
+    """What this process has open now: child processes, Python threads, file descriptors."""
+    helper_pids, helper_fds = _interpreter_helpers()
+    children = frozenset((p, _start_time(p)) for p in _descendants() - helper_pids)
+    threads = frozenset(t for t in threading.enumerate() if _thread_alive(t))
+    fds = set()
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in helper_fds:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the directory fd listdir used, closed by now
+            continue
+        if target.startswith("/dev/pts/"):  # the terminal, reopened by pytest's capture
+            continue
+        fds.add((fd, target))
+    return Snapshot(frozenset(children), threads, frozenset(fds))
+
+
+def _thread_alive(thread: threading.Thread) -> bool:
+    if isinstance(thread, threading._DummyThread):  # made for a foreign (e.g. Qt) thread,
+        native = thread.native_id  # never removed from threading's table: ask the kernel
+        return native is not None and os.path.exists(f"/proc/self/task/{native}")
+    return thread.is_alive()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return "(exited)"
+    if state == "Z":
+        return "(zombie: exited but never waited for)"
+    return cmd[:200] or "(no cmdline)"
+
+
+@dataclass(frozen=True)
+class Leaks:
+    children: frozenset[tuple[int, str]]
+    threads: frozenset[threading.Thread]
+    fds: frozenset[tuple[int, str]]
+
+    def __bool__(self) -> bool:
+        return bool(self.children or self.threads or self.fds)
+
+    def describe(self) -> list[str]:
+        """One line per leak: pid and command line, thread name, fd and what it points to."""
+        lines = [f"child process {pid}: {_cmdline(pid)}" for pid, _ in sorted(self.children)]
+        lines += [
+            f"thread {t.name!r} (ident {t.ident}, daemon={t.daemon})"
+            for t in sorted(self.threads, key=lambda t: t.ident or 0)
+        ]
+        lines += [f"fd {fd} -> {target}" for fd, target in sorted(self.fds)]
+        return lines
+
+
+def _diff(now: Snapshot, before: Snapshot) -> Leaks:
+    return Leaks(now.children - before.children, now.threads - before.threads, now.fds - before.fds)
+
+
+def find_leaks(before: Snapshot, grace: float | None = None) -> Leaks:
+    """What was opened or started since ``before`` and is still there after ``grace`` s.
+
+    Cheap when nothing leaked (one snapshot). Otherwise stragglers get ``grace`` seconds
+    to finish, while finished multiprocessing children are reaped (``active_children``
+    joins them) and a garbage collection closes files held only by reference cycles.
+    """
+    found = _diff(snapshot(), before)
+    if not found:
+        return found
+    deadline = time.monotonic() + (LEAK_GRACE_S if grace is None else grace)
+    gc.collect()
+    while True:
+        multiprocessing.active_children()
+        found = _diff(snapshot(), before)
+        if not found or time.monotonic() >= deadline:
+            return found
+        for thread in found.threads:
+            if not isinstance(thread, threading._DummyThread):
+                thread.join(timeout=max(0.0, min(0.05, deadline - time.monotonic())))
+        time.sleep(0.02)
+
+
+def reap_zombies(pids: Iterable[int]) -> None:
+    """Wait for those of ``pids`` that are zombies, so a reported leak doesn't linger."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                zombie = f.read().rpartition(")")[2].split()[0] == "Z"
+            if zombie:
+                os.waitpid(pid, os.WNOHANG)
+        except (OSError, ChildProcessError):
+            continue
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(request: pytest.FixtureRequest):
+    marker = request.node.get_closest_marker("allow_leaks")
+    if marker is not None:
+        if not (marker.args or marker.kwargs.get("reason")):
+            pytest.fail(
+                "@pytest.mark.allow_leaks needs a reason: allow_leaks('why')", pytrace=False
+            )
+        yield
+        return
+    before = snapshot()
+    yield
+    found = find_leaks(before)
+    if found:
+        lines = found.describe()
+        reap_zombies(pid for pid, _ in found.children)
+        pytest.fail(
+            f"{request.node.nodeid} left behind (fix it, or mark the test "
+            "@pytest.mark.allow_leaks('why')):\n  " + "\n  ".join(lines),
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def leak_check() -> SimpleNamespace:
+    """The helpers behind ``no_leaks``, for tests of the checker itself."""
+    return SimpleNamespace(snapshot=snapshot, find_leaks=find_leaks, reap_zombies=reap_zombies)

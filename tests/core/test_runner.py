@@ -1,0 +1,147 @@
+"""Runs in worker processes: honest cache state, results, cancel, crashed workers."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from modelmon.core.errors import LoadError
+from modelmon.core.formats import open_model
+from modelmon.core.options import LoadOptions
+from modelmon.core.records import ReadBatch, WorkerReady
+from modelmon.core.runner import LoadRun, run_load
+from modelmon.core.synth import write_safetensors_model
+
+KCMP_FILE = 0
+SYS_KCMP = 312  # x86_64
+
+
+@pytest.fixture(scope="module")
+def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """~120 MB: cold 4 KiB reads take over a second to get through."""
+    folder = tmp_path_factory.mktemp("big")
+    return write_safetensors_model(folder, layers=4, hidden=1024, vocab=4096, dtype="F16")
+
+
+def test_cold_run_starts_verified_cold(sharded_model: Path) -> None:
+    result = run_load(sharded_model, "sequential", LoadOptions(workers=2, cache="cold"))
+    assert result.status == "ok"
+    assert result.cache.requested == "cold" and result.cache.cold
+    assert result.cache.resident_before <= 0.01
+    assert result.cache.resident_after >= 0.99  # the load itself brought it all in
+    model = open_model(sharded_model)
+    assert result.bytes == model.total_bytes and result.seconds > 0 and result.mbps > 0
+    assert {b.name for b in result.blocks} == set(model.blocks())
+    assert sum(b.bytes for b in result.blocks) == model.total_bytes
+    assert all(0 <= b.start <= b.end <= result.seconds + 1e-3 for b in result.blocks)
+    assert sorted(w.id for w in result.workers) == [0, 1]
+    assert sum(w.bytes for w in result.workers) == model.total_bytes
+
+
+def test_warm_run_starts_verified_warm(sharded_model: Path) -> None:
+    result = run_load(sharded_model, "mmap", LoadOptions(cache="warm"))
+    assert result.cache.warm and result.cache.resident_before >= 0.99 and not result.cache.cold
+
+
+def test_result_json_has_the_documented_fields(sharded_model: Path) -> None:
+    data = run_load(sharded_model, "pread", LoadOptions(verify=True)).to_dict()
+    for key in ("strategy", "options", "files", "bytes", "seconds", "mbps", "cache", "checksum",
+                "blocks", "workers"):
+        assert key in data
+    assert set(data["cache"]) >= {"requested", "resident_before", "resident_after"}
+    assert set(data["blocks"][0]) >= {"name", "bytes", "seconds"}
+    assert set(data["workers"][0]) >= {"id", "bytes", "seconds"}
+
+
+def test_refuses_a_load_that_does_not_fit(sharded_model: Path) -> None:
+    with pytest.raises(LoadError, match="discard"):
+        LoadRun(sharded_model, "sequential", LoadOptions(), memory_limit=1000).run()
+    # Streaming needs no room for the model.
+    run = LoadRun(sharded_model, "sequential", LoadOptions(discard=True), memory_limit=1000)
+    assert run.run().status == "ok"
+
+
+def test_cancel_mid_load_stops_every_worker_fast(big_model: Path) -> None:
+    cancelled_at: list[float] = []
+
+    def on_message(message: object) -> None:
+        if isinstance(message, ReadBatch) and not cancelled_at:
+            cancelled_at.append(time.monotonic())
+            run.cancel()
+
+    options = LoadOptions(workers=2, chunk=4096, discard=True, cache="cold")
+    run = LoadRun(big_model, "pread", options, on_message=on_message)
+    result = run.run()
+    assert result.status == "cancelled" and result.error == "cancelled"
+    assert time.monotonic() - cancelled_at[0] < 1.0
+    # The leak fixture proves no worker process is left.
+
+
+def test_killed_worker_fails_the_run_naming_it(big_model: Path) -> None:
+    killed_at: list[float] = []
+
+    def on_message(message: object) -> None:
+        if isinstance(message, ReadBatch) and not killed_at:
+            killed_at.append(time.monotonic())
+            os.kill(run.ready[1].pid, signal.SIGKILL)
+
+    options = LoadOptions(workers=2, chunk=4096, discard=True, cache="cold")
+    run = LoadRun(big_model, "sequential", options, on_message=on_message)
+    result = run.run()
+    assert result.status == "failed"
+    assert "worker 1" in (result.error or "") and "SIGKILL" in (result.error or "")
+    assert time.monotonic() - killed_at[0] < 1.0
+
+
+def _fds_of(pid: int, path: str) -> list[int]:
+    found = []
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}") == path:
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="kcmp syscall number is x86_64's")
+@pytest.mark.parametrize(("strategy", "shared"), [("mmap-shared-fd", True), ("mmap", False)])
+def test_shared_fd_workers_share_one_open_file_description(big_model: Path, strategy: str,
+                                                           shared: bool) -> None:
+    """kcmp(KCMP_FILE) says whether two processes' descriptors are the same open file."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    path = os.path.realpath(open_model(big_model).files[0].path)
+    verdicts: list[bool] = []
+
+    def on_message(message: object) -> None:
+        if isinstance(message, ReadBatch) and not verdicts:
+            first, second = run.ready[0].pid, run.ready[1].pid
+            pairs = [(a, b) for a in _fds_of(first, path) for b in _fds_of(second, path)]
+            verdicts.append(any(libc.syscall(SYS_KCMP, first, second, KCMP_FILE, a, b) == 0
+                                for a, b in pairs))
+
+    run = LoadRun(big_model, strategy, LoadOptions(workers=2, chunk=1 << 20, discard=True),
+                  on_message=on_message)
+    assert run.run().status == "ok"
+    assert verdicts == [shared]
+
+
+def test_workers_import_no_qt(sharded_model: Path) -> None:
+    readies: list[WorkerReady] = []
+    run = LoadRun(sharded_model, "sequential", LoadOptions(workers=2),
+                  on_message=lambda m: readies.append(m) if isinstance(m, WorkerReady) else None)
+    run.run()
+    assert len(readies) == 2 and all(r.qt_free for r in readies)
+
+
+def test_changed_file_is_refused_by_workers(tmp_path: Path) -> None:
+    path = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=64)
+    run = LoadRun(path, "pread", LoadOptions())
+    write_safetensors_model(tmp_path, layers=2, hidden=64, vocab=64)  # replaced after planning
+    result = run.run()
+    assert result.status == "failed" and "changed" in (result.error or "")
