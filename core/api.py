@@ -22,21 +22,12 @@ from modelmon.core.worker import build_context
 PathLike = str | os.PathLike[str]
 
 
-def _resolve(strategy: str | None, config: PathLike | None, options: dict[str, Any]
-             ) -> tuple[str, LoadOptions]:
-    base = LoadOptions()
-    name = strategy
-    if config is not None:
-        from modelmon.core.config import read_config
-
-        recommended = read_config(config)
-        name = name or recommended.strategy
-        base = recommended.options
-    return name or "sequential", from_mapping(options, base=base)
+def _resolve(strategy: str | None, options: dict[str, Any]) -> tuple[str, LoadOptions]:
+    return strategy or "sequential", from_mapping(options, base=LoadOptions())
 
 
-def load(path: PathLike | Model, strategy: str | None = None, *, config: PathLike | None = None,
-         stop: StopFlag | None = None, **options: Any) -> dict[str, np.ndarray]:
+def load(path: PathLike | Model, strategy: str | None = None, *, stop: StopFlag | None = None,
+         **options: Any) -> dict[str, np.ndarray]:
     """Load every tensor into this process and return {name: array}.
 
     Runs the strategy's in-process form: each of ``workers`` is a thread group with its own
@@ -44,7 +35,7 @@ def load(path: PathLike | Model, strategy: str | None = None, *, config: PathLik
     would not fit in available RAM. ``discard=True`` streams through bounded buffers and
     returns an empty dict (use it with ``verify=True`` to checksum a model larger than RAM).
     """
-    name, resolved = _resolve(strategy, config, options)
+    name, resolved = _resolve(strategy, options)
     model = path if isinstance(path, Model) else open_model(path)
     strategy_class = get_strategy(name)
     check_memory(model, resolved)
@@ -92,8 +83,7 @@ def load(path: PathLike | Model, strategy: str | None = None, *, config: PathLik
     return dict(sorted(tensors.items(), key=lambda item: order[item[0]]))
 
 
-def measure(path: PathLike | Model, strategy: str | None = None, *,
-            config: PathLike | None = None, **options: Any) -> LoadResult:
+def measure(path: PathLike | Model, strategy: str | None = None, **options: Any) -> LoadResult:
     """Run one load in worker processes (nothing comes back but the measurement)."""
-    name, resolved = _resolve(strategy, config, options)
+    name, resolved = _resolve(strategy, options)
     return run_load(path, name, resolved)

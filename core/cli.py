@@ -10,6 +10,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from modelmon import __version__
@@ -24,6 +25,7 @@ examples:
   modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
   modelmon load big.safetensors --discard --json      measure a model larger than RAM
   modelmon strategies
+  modelmon demo                              write the demo models, print their paths
 
 exit codes:
   0 success · 1 load failed · 2 usage error · 3 bad model file · 130 cancelled (Ctrl+C)
@@ -52,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     strategies = verbs.add_parser("strategies", help="list the load strategies")
     strategies.add_argument("--json", action="store_true")
+
+    demo = verbs.add_parser("demo", help="write the demo models (once) and print their paths")
+    demo.add_argument("--dir", help="where to write them (default: the user cache directory)")
+    demo.add_argument("--json", action="store_true")
     return parser
 
 
@@ -94,10 +100,12 @@ def fail(message: str, code: int) -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None,
+         open_gui: Callable[[str | None], int] | None = None) -> int:
+    """Run the CLI. ``open_gui(path)`` opens the app: the engine never imports the GUI itself."""
     args_list = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known_verbs = {"gui", "inspect", "load", "strategies"}
+    known_verbs = {"gui", "inspect", "load", "strategies", "demo"}
     # `modelmon FILE` opens the app on FILE: route a bare path to the gui verb.
     if args_list and args_list[0] not in known_verbs and not args_list[0].startswith("-"):
         args_list = ["gui", *args_list]
@@ -106,13 +114,16 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.verb in (None, "gui"):
-            from modelmon.gui.app import run_app
-
-            return run_app(getattr(args, "path", None))
+            if open_gui is None:
+                return fail("the app is not available here; use a headless verb (see --help)",
+                            EXIT_USAGE)
+            return open_gui(getattr(args, "path", None))
         if args.verb == "strategies":
             return cmd_strategies(args)
         if args.verb == "inspect":
             return cmd_inspect(args)
+        if args.verb == "demo":
+            return cmd_demo(args)
         return cmd_load(args)
     except ModelFormatError as exc:
         return fail(str(exc), EXIT_BAD_MODEL)
@@ -140,6 +151,22 @@ def cmd_strategies(args: argparse.Namespace) -> int:
         width = max(map(len, STRATEGIES))
         for name, cls in STRATEGIES.items():
             print(f"{name:<{width}}  {cls.summary}")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from modelmon.core.demo import demo_models
+
+    quiet = args.json or not sys.stderr.isatty()
+    paths = demo_models(Path(args.dir) if args.dir else None,
+                        None if quiet else lambda text: print(text, file=sys.stderr))
+    if args.json:
+        emit_json({kind: str(path) for kind, path in paths.items()})
+    else:
+        for kind, path in paths.items():
+            print(f"{kind:<12} {path}")
     return EXIT_OK
 
 

@@ -53,8 +53,9 @@ class PlannedTensor:
 
 
 def default_intermediate(hidden: int) -> int:
-    """Llama's MLP width: about 8/3 of hidden, rounded up to 256 (a K-quant block)."""
-    return -(-hidden * 8 // 3 // 256) * 256 or 256
+    """Llama's MLP width: 8/3 of hidden rounded up to a multiple of 256 (a K-quant block);
+    11008 for hidden 4096, as in Llama 2 7B."""
+    return max(1, -(-hidden * 8 // (3 * 256))) * 256
 
 
 def llama_safetensors_plan(

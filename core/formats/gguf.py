@@ -1,13 +1,12 @@
 """GGUF files: validate with ``struct`` first, then let ``gguf.GGUFReader`` lay the tensors out.
 
-``GGUFReader`` trusts every count and length in the file: a damaged count sends it into a
-loop of billions of empty reads, and it keeps one numpy view per array element. So
-``_scan_layout`` walks the header, KV section and tensor infos itself, checking each length
-against the bytes actually left, before the reader ever sees the file. The reader then
-gives the array dtype and shape a loader gets, and its layout is cross-checked with ours.
+GGUFReader trusts every count and length in the file: a damaged count sends it into a loop
+of billions of empty reads. So ``_scan_layout`` first walks the header, KV section and
+tensor infos, checking each length against the bytes actually left. The reader then gives
+the arrays a loader gets (dtype, shape), and its layout is cross-checked with ours.
 
-The reader memory-maps the file; ``_run_reader`` drops every view and closes that map
-before returning, so no fd or mapping outlives a call (both on success and on error).
+The reader memory-maps the file; ``_run_reader`` drops it, and with it the map and the fd
+the map holds, before it returns or raises.
 """
 
 from __future__ import annotations
@@ -104,6 +103,15 @@ def read_gguf_tensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     return _run_reader(
         file, layout, lambda reader: {t.name: np.array(t.data) for t in reader.tensors}
     )
+
+
+def with_gguf_reader(path: str | os.PathLike[str], extract: Callable[[GGUFReader], _T]) -> _T:
+    """Run ``extract(reader)`` on a validated file; the map and its fd are gone on return.
+
+    ``extract`` must return copies, never views of the reader's map.
+    """
+    file = os.fspath(path)
+    return _run_reader(file, _scan_layout(file), extract)
 
 
 # --- the reader, kept on a leash ---------------------------------------------------------------
@@ -205,9 +213,8 @@ class _Cursor:
     def skip(self, length: int, what: str) -> int:
         start = self.pos
         if length > self.size - start:
-            raise self.fail(
-                f"truncated: {what} needs {length} bytes, {self.size - start} left in file", start
-            )
+            problem = f"truncated: {what} needs {length} bytes, {self.size - start} left in file"
+            raise self.fail(problem, start)
         self.pos = start + length
         return start
 
@@ -383,25 +390,16 @@ def _place(cursor: _Cursor, layout: _Layout, raw: _RawTensorInfo) -> _TensorInfo
         n_elements *= d
     row = dims[0] if dims else 1
     if row % block_size:
-        raise cursor.fail(
-            f"tensor {shown}: row of {row} is not a multiple of the {ggml_type.name} "
-            f"block size {block_size}",
-            start,
-        )
+        problem = f"row of {row} is not a multiple of the {ggml_type.name} block size {block_size}"
+        raise cursor.fail(f"tensor {shown}: {problem}", start)
     n_bytes = n_elements // block_size * type_size
     if relative_offset % layout.alignment:
-        raise cursor.fail(
-            f"tensor {shown}: data offset {relative_offset} is not a multiple of the "
-            f"alignment {layout.alignment}",
-            start,
-        )
+        problem = f"data offset {relative_offset} is not a multiple of the alignment"
+        raise cursor.fail(f"tensor {shown}: {problem} {layout.alignment}", start)
     offset = layout.data_start + relative_offset
     if offset > layout.size or n_bytes > layout.size - offset:
-        raise cursor.fail(
-            f"tensor {shown}: data [{offset}, {offset + n_bytes}) runs past the end of the "
-            f"file ({layout.size} bytes)",
-            start,
-        )
+        problem = f"data [{offset}, {offset + n_bytes}) runs past the end of the file"
+        raise cursor.fail(f"tensor {shown}: {problem} ({layout.size} bytes)", start)
     return _TensorInfo(name, start, ggml_type, dims, offset, n_bytes)
 
 
@@ -409,18 +407,14 @@ def _check_overlaps(file: str, tensors: list[_TensorInfo]) -> None:
     names: dict[str, int] = {}
     for tensor in tensors:
         if tensor.name in names:
-            raise ModelFormatError(
-                file, f"duplicate tensor name {_show(tensor.name)}", tensor.info_offset
-            )
+            problem = f"duplicate tensor name {_show(tensor.name)}"
+            raise ModelFormatError(file, problem, tensor.info_offset)
         names[tensor.name] = tensor.info_offset
     by_offset = sorted(tensors, key=lambda t: (t.offset, t.n_bytes))
     for before, after in itertools.pairwise(by_offset):
         if after.offset < before.offset + before.n_bytes:
-            raise ModelFormatError(
-                file,
-                f"tensors {_show(before.name)} and {_show(after.name)} overlap",
-                after.offset,
-            )
+            problem = f"tensors {_show(before.name)} and {_show(after.name)} overlap"
+            raise ModelFormatError(file, problem, after.offset)
 
 
 # --- small helpers -----------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
@@ -60,34 +59,17 @@ class LibraryStrategy(Strategy):
                 manager.__exit__(None, None, None)
 
     def _run_gguf(self, ctx: WorkerContext) -> None:
-        from gguf import GGUFReader
+        from modelmon.core.formats.gguf import with_gguf_reader
 
-        path = ctx.model.files[0].path
-        reader = GGUFReader(path)
-        try:
+        def load_all(reader: Any) -> None:
             by_name = {tensor.name: tensor for tensor in reader.tensors}
 
             def load(index: int) -> None:
                 extent = ctx.model.extents[index]
                 tensor = timed_read(ctx.recorder, 0, extent.offset, extent.length, np.array,
                                     by_name[extent.name].data)
-                ctx.sink.adopt(index, tensor)
+                ctx.sink.adopt(index, tensor)  # a copy: nothing keeps a view of the map
 
             ctx.tensors_in_threads(load)
-        finally:
-            by_name = {}
-            close_gguf_reader(reader)
 
-
-def close_gguf_reader(reader: Any) -> None:
-    """GGUFReader keeps its np.memmap (and a dup'd descriptor) open: close it explicitly."""
-    memmap = getattr(reader, "data", None)
-    reader.tensors = []
-    reader.fields = {}
-    mapping = getattr(memmap, "_mmap", None)
-    reader.data = None
-    del memmap
-    if mapping is not None:
-        # BufferError: a view still exists; the mapping then closes when it is collected.
-        with contextlib.suppress(BufferError):
-            mapping.close()
+        with_gguf_reader(ctx.model.files[0].path, load_all)

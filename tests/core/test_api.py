@@ -1,0 +1,54 @@
+"""The library API: modelmon.core.load / measure."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+import modelmon.core
+from modelmon.core import runner
+from modelmon.core.errors import LoadCancelled, LoadError, OptionsError
+from modelmon.core.storage import MemoryFacts
+
+
+def test_load_returns_every_tensor_in_file_order(sharded_model: Path) -> None:
+    tensors = modelmon.core.load(sharded_model, threads=3, workers=2)
+    model = modelmon.core.open_model(sharded_model)
+    assert list(tensors) == [e.name for e in model.extents]
+    first = safetensors.numpy.load_file(model.files[0].path)
+    for name, array in first.items():
+        np.testing.assert_array_equal(tensors[name], array)
+
+
+def test_load_refuses_what_does_not_fit(sharded_model: Path, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    tiny = MemoryFacts(total=1 << 30, available=4096, page_cache=0, cgroup_limit=None,
+                       cgroup_used=None, usable=4096)
+    monkeypatch.setattr(runner, "memory_facts", lambda: tiny)
+    with pytest.raises(LoadError, match="would not fit") as caught:
+        modelmon.core.load(sharded_model)
+    assert "\n" not in str(caught.value)
+    assert modelmon.core.load(sharded_model, discard=True, verify=True) == {}
+
+
+def test_stop_flag_cancels_an_in_process_load(sharded_model: Path) -> None:
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(LoadCancelled):
+        modelmon.core.load(sharded_model, "pread", stop=stop)
+
+
+def test_bad_names_are_options_errors(sharded_model: Path) -> None:
+    with pytest.raises(OptionsError, match="unknown strategy"):
+        modelmon.core.load(sharded_model, "teleport")
+    with pytest.raises(OptionsError, match="unknown option 'thread'"):
+        modelmon.core.load(sharded_model, thread=4)
+
+
+def test_measure_runs_in_workers(sharded_model: Path) -> None:
+    result = modelmon.core.measure(sharded_model, "sequential", workers=2, cache="cold")
+    assert result.status == "ok" and result.cache.cold and len(result.workers) == 2
