@@ -306,14 +306,21 @@ def warm(paths: PathArg | Iterable[PathArg], stop: threading.Event | None = None
     return residency_of(names)
 
 
-def _visible(path: str) -> bool:
-    """Whether the kernel shows us this file's page cache (see the module docstring)."""
+def hidden_reason(path: str) -> str | None:
+    """None, or why the kernel hides this file's page cache from us.
+
+    cachestat and mincore only report the real page cache of files the caller owns or could
+    open for writing (or as root); for others they report our own mappings, which looks cold.
+    """
     if os.geteuid() == 0:
-        return True
+        return None
     try:
-        return os.stat(path).st_uid == os.geteuid() or os.access(path, os.W_OK)
+        if os.stat(path).st_uid == os.geteuid() or os.access(path, os.W_OK):
+            return None
     except OSError:
-        return False
+        pass
+    return (f"cannot see the page cache of {path}: the kernel shows it only for files you "
+            "own or could write")
 
 
 def mapping_processes(paths: Iterable[str]) -> list[tuple[int, str]]:
@@ -389,7 +396,7 @@ def prepare(paths: PathArg | Iterable[PathArg], mode: Mode,
     elif mode == "warm":
         warm(names, stop)
     fraction, used, found = _measure(names, method)
-    hidden = [name for name in names if not _visible(name)]
+    hidden = [name for name in names if hidden_reason(name) is not None]
     cold = fraction <= COLD_THRESHOLD and not hidden
     is_warm = fraction >= WARM_THRESHOLD
     note = ""

@@ -24,6 +24,8 @@ examples:
   modelmon inspect model.safetensors.index.json --json
   modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
   modelmon load big.safetensors --discard --json      measure a model larger than RAM
+  modelmon load model.gguf --json --samples           with time series and access pattern
+  modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
   modelmon strategies
   modelmon demo                              write the demo models, print their paths
 
@@ -51,6 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("path")
     add_load_options(load)
     load.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    load.add_argument("--samples", action="store_true",
+                      help="with --json: add the metric time series and the access pattern")
+    load.add_argument("--interval-ms", type=float, default=100.0, help="sampling period")
+
+    bench = verbs.add_parser("bench", help="A/B: two configurations, alternating, n pairs",
+                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_argument("path")
+    bench.add_argument("--a", required=True, metavar="SPEC",
+                       help='configuration A, e.g. "mmap-shared-fd workers=4"')
+    bench.add_argument("--b", required=True, metavar="SPEC",
+                       help='configuration B, e.g. "sequential workers=4 chunk=16MiB"')
+    bench.add_argument("-n", type=int, default=3, help="pairs to run (default 3)")
+    bench.add_argument("--cache", choices=("cold", "warm"), default="cold")
+    bench.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
     strategies = verbs.add_parser("strategies", help="list the load strategies")
     strategies.add_argument("--json", action="store_true")
@@ -105,7 +121,7 @@ def main(argv: list[str] | None = None,
     """Run the CLI. ``open_gui(path)`` opens the app: the engine never imports the GUI itself."""
     args_list = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known_verbs = {"gui", "inspect", "load", "strategies", "demo"}
+    known_verbs = {"gui", "inspect", "load", "bench", "strategies", "demo"}
     # `modelmon FILE` opens the app on FILE: route a bare path to the gui verb.
     if args_list and args_list[0] not in known_verbs and not args_list[0].startswith("-"):
         args_list = ["gui", *args_list]
@@ -124,6 +140,10 @@ def main(argv: list[str] | None = None,
             return cmd_inspect(args)
         if args.verb == "demo":
             return cmd_demo(args)
+        if args.verb == "bench":
+            from modelmon.core.cli_bench import cmd_bench
+
+            return cmd_bench(args)
         return cmd_load(args)
     except ModelFormatError as exc:
         return fail(str(exc), EXIT_BAD_MODEL)
@@ -222,20 +242,22 @@ class Progress:
 
 def cmd_load(args: argparse.Namespace) -> int:
     from modelmon.core.report import render_result
-    from modelmon.core.runner import LoadRun
+    from modelmon.core.session import Session
 
     options = options_from_args(args)
-    run = LoadRun(args.path, args.strategy, options)
-    progress = Progress(run.model.total_bytes, sys.stderr.isatty() and not args.json)
-    run.on_message = progress.update
-    previous = signal.signal(signal.SIGINT, lambda *_: run.cancel())
+    session = Session(args.path, args.strategy, options, interval_s=args.interval_ms / 1000,
+                      monitor=args.samples)
+    progress = Progress(session.model.total_bytes, sys.stderr.isatty() and not args.json)
+    session.load.on_message = progress.update
+    previous = signal.signal(signal.SIGINT, lambda *_: session.cancel())
     try:
-        result = run.run()
+        outcome = session.run()
     finally:
         signal.signal(signal.SIGINT, previous)
         progress.close()
+    result = outcome.result
     if args.json:
-        emit_json(result.to_dict())
+        emit_json(outcome.to_dict(samples=args.samples))
     else:
         print(render_result(result))
     if result.status == "cancelled":

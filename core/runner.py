@@ -75,6 +75,9 @@ def _exit_description(exitcode: int | None) -> str:
     if exitcode is None:
         return "still running"
     if exitcode < 0:
+        if -exitcode == signal.SIGBUS:
+            return ("killed by SIGBUS: a mapped page vanished (was the file truncated or "
+                    "replaced during the load?)")
         try:
             return f"killed by {signal.Signals(-exitcode).name}"
         except ValueError:
@@ -88,22 +91,33 @@ class LoadRun:
     def __init__(self, model: Model | str | os.PathLike[str], strategy: str = "sequential",
                  options: LoadOptions | None = None, *,
                  on_message: Callable[[object], None] | None = None,
+                 on_start: Callable[[LoadRun], None] | None = None,
+                 cancel: threading.Event | None = None,
                  memory_limit: int | None = None) -> None:
         self.model = model if isinstance(model, Model) else open_model(model)
         self.strategy = strategy
         self.strategy_class = get_strategy(strategy)
         self.options = options or LoadOptions()
         self.on_message = on_message
+        self.on_start = on_start  # called in run()'s thread right after the workers are told go
         self.memory_limit = memory_limit
         self.reads = ReadLog()
         self.ready: dict[int, WorkerReady] = {}
         self.done: dict[int, WorkerDone] = {}
         self.t0_ns = 0
-        self._cancel = threading.Event()
+        self._cancel = cancel or threading.Event()  # may be shared by a series of runs
         self._failure: str | None = None
 
     def cancel(self) -> None:
         self._cancel.set()
+
+    @property
+    def loaded_bytes(self) -> int:
+        """Bytes the workers reported loaded so far (safe to read from any thread)."""
+        return self.reads.bytes
+
+    def worker_pids(self) -> dict[int, int]:
+        return {worker: ready.pid for worker, ready in list(self.ready.items())}
 
     @property
     def paths(self) -> list[str]:
@@ -140,6 +154,8 @@ class LoadRun:
                 state = cache.prepare(self.paths, self.options.cache)
                 self.t0_ns = now_ns()
                 go.set()
+                if self.on_start is not None:
+                    self.on_start(self)
                 self._collect(conns, processes, until_ready=False)
             if self._failure is not None:
                 status = "failed"

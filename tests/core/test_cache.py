@@ -242,7 +242,7 @@ def test_mapped_pages_survive_eviction(model_file: Path) -> None:
 def test_unverifiable_files_are_never_called_cold(
     model_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cache, "_visible", lambda _path: False)
+    monkeypatch.setattr(cache, "hidden_reason", lambda path: f"cannot see {path}")
     state = cache.prepare([model_file], "cold")
     assert state.resident_before <= cache.COLD_THRESHOLD
     assert not state.cold and "cannot verify" in state.note

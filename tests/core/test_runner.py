@@ -145,3 +145,22 @@ def test_changed_file_is_refused_by_workers(tmp_path: Path) -> None:
     write_safetensors_model(tmp_path, layers=2, hidden=64, vocab=64)  # replaced after planning
     result = run.run()
     assert result.status == "failed" and "changed" in (result.error or "")
+
+
+def test_file_truncated_during_an_mmap_load_fails_clearly(tmp_path: Path) -> None:
+    """SIGBUS in a worker (mapped page gone) ends the run as failed; the parent lives on."""
+    path = write_safetensors_model(tmp_path, layers=4, hidden=1024, vocab=4096)
+    truncated: list[bool] = []
+
+    def on_message(message: object) -> None:
+        if isinstance(message, ReadBatch) and not truncated:
+            truncated.append(True)
+            os.truncate(path, 4096)
+
+    options = LoadOptions(workers=2, chunk=64 << 10, discard=True, cache="cold")
+    for strategy in ("mmap", "pread"):
+        truncated.clear()
+        write_safetensors_model(tmp_path, layers=4, hidden=1024, vocab=4096)
+        result = LoadRun(path, strategy, options, on_message=on_message).run()
+        assert result.status == "failed", strategy
+        assert ("SIGBUS" in (result.error or "")) or ("truncated" in (result.error or ""))

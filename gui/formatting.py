@@ -1,0 +1,50 @@
+"""Numbers as the window shows them. Qt-free; decimal units like the engine (1 MB = 10^6 B)."""
+
+from __future__ import annotations
+
+import math
+
+from modelmon.core.report import human_bytes
+from modelmon.core.result import CacheReport
+
+__all__ = ["cache_state_text", "duration_text", "human_bytes", "percent_text", "rate_text"]
+
+
+def percent_text(fraction: float) -> str:
+    if math.isnan(fraction):
+        return "? %"
+    value = fraction * 100
+    return f"{value:.1f} %" if value < 10 else f"{value:.0f} %"
+
+
+def cache_state_text(cache: CacheReport) -> str:
+    """The verified page-cache state a run started from: "cold ✓ 0.0 %", "NOT cold 37 %"..."""
+    if cache.method == "none":
+        return "not measured"
+    resident = percent_text(cache.resident_before)
+    if cache.requested == "cold":
+        if cache.cold:
+            return f"cold ✓ {resident}"
+        if "cannot verify" in cache.note:
+            return "cold, unverified"
+        return f"NOT cold {resident}"
+    if cache.requested == "warm":
+        return "warm ✓" if cache.warm else f"NOT warm {resident}"
+    return f"as found, {resident} cached"
+
+
+def rate_text(mbps: float) -> str:
+    if mbps >= 10_000:
+        return f"{mbps / 1000:.1f} GB/s"
+    return f"{mbps:.0f} MB/s" if mbps >= 10 else f"{mbps:.1f} MB/s"
+
+
+def duration_text(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "–"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"

@@ -1,0 +1,172 @@
+"""The main window: menus, drag and drop, and the wiring between the pages. No logic of its own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from PySide6.QtCore import QSettings
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QProgressBar,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from modelmon.gui.model_info import ModelInfo
+from modelmon.gui.model_loader import ModelLoader
+from modelmon.gui.recent import RecentFiles
+from modelmon.gui.widgets.message_bar import MessageBar
+from modelmon.gui.widgets.start_page import StartPage
+from modelmon.gui.workspace import Workspace
+
+MODEL_FILTER = "Models (*.safetensors *.gguf *.json);;All files (*)"
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, settings: QSettings | None = None, loader: ModelLoader | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("modelmon")
+        self.resize(1400, 900)
+        self.setAcceptDrops(True)
+        self.recent = RecentFiles(settings or QSettings("modelmon", "modelmon"))
+        self.loader = loader or ModelLoader(self)
+        self.messages = MessageBar()
+        self.start_page = StartPage()
+        self.workspace = Workspace()
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.start_page)
+        self.pages.addWidget(self.workspace)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(4, 4, 4, 0)
+        layout.addWidget(self.messages)
+        layout.addWidget(self.pages, 1)
+        self.setCentralWidget(central)
+        self.busy = QProgressBar(maximumWidth=160, textVisible=False)
+        self.busy.setRange(0, 0)
+        self.busy_text = QLabel()
+        self.statusBar().addPermanentWidget(self.busy_text)
+        self.statusBar().addPermanentWidget(self.busy)
+        self.busy.hide()
+        self._pending_open: str | None = None
+        self._make_menus()
+        self._wire()
+
+    def _make_menus(self) -> None:
+        files = self.menuBar().addMenu("&File")
+        self.open_action = self._action(files, "&Open model…", QKeySequence.StandardKey.Open,
+                                        self.choose_file, "Open a model file or shard index.")
+        self._action(files, "Open &folder…", "Ctrl+Shift+O", self.choose_folder,
+                     "Open the model in a folder (its index, or its one model file).")
+        self.recent_menu = files.addMenu("Open &recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        self._action(files, "Use &demo model", None, self.loader.use_demo,
+                     "Open a ~480 MB Llama-shaped demo model (written once to your cache).")
+        files.addSeparator()
+        self._action(files, "&Quit", QKeySequence.StandardKey.Quit, self.close, "Quit modelmon.")
+        runs = self.menuBar().addMenu("&Run")
+        self.run_a_action = self._action(runs, "Run &A", "Ctrl+R",
+                                         lambda: self.workspace.run("A"),
+                                         "Load the model once with configuration A.")
+        self.run_b_action = self._action(runs, "Run &B", "Ctrl+Shift+R",
+                                         lambda: self.workspace.run("B"),
+                                         "Load the model once with configuration B.")
+        self.cancel_action = self._action(runs, "&Cancel", "Esc", self.workspace.cancel,
+                                          "Stop the running load and its workers.")
+        self._on_running(False)
+
+    def _action(self, menu: QMenu, text: str, shortcut: QKeySequence.StandardKey | str | None,
+                slot: Callable[[], object], tip: str) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setStatusTip(tip)
+        action.setToolTip(tip)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _wire(self) -> None:
+        self.start_page.open_requested.connect(self.choose_file)
+        self.start_page.demo_requested.connect(self.loader.use_demo)
+        self.loader.loaded.connect(self._on_loaded)
+        self.loader.failed.connect(lambda error: self.messages.show_message(error, "error"))
+        self.loader.busy.connect(self._on_busy)
+        self.workspace.message.connect(self.messages.show_message)
+        self.workspace.running_changed.connect(self._on_running)
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def open_path(self, path: str) -> None:
+        """Open a model; while a load runs, cancel it first and open when it has stopped."""
+        if self.workspace.running:
+            self._pending_open = path
+            self.workspace.cancel()
+            return
+        self.messages.clear()
+        self.loader.open(path)
+
+    def choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open model", "", MODEL_FILTER)
+        if path:
+            self.open_path(path)
+
+    def choose_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open model folder")
+        if path:
+            self.open_path(path)
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for path in self.recent.paths():
+            action = self.recent_menu.addAction(os.path.basename(path.rstrip("/")) or path)
+            action.setToolTip(path)
+            action.triggered.connect(lambda _=False, path=path: self.open_path(path))
+        if self.recent_menu.isEmpty():
+            self.recent_menu.addAction("(none yet)").setEnabled(False)
+
+    def _on_loaded(self, info: ModelInfo) -> None:
+        self.workspace.set_model(info)
+        self.pages.setCurrentWidget(self.workspace)
+        self.setWindowTitle(f"modelmon — {info.name}")
+        self.recent.add(info.path)
+
+    def _on_busy(self, text: str | None) -> None:
+        self.start_page.set_busy(text)
+        self.busy.setVisible(text is not None)
+        self.busy_text.setText(text or "")
+
+    def _on_running(self, running: bool) -> None:
+        self.run_a_action.setEnabled(not running)
+        self.run_b_action.setEnabled(not running)
+        self.cancel_action.setEnabled(running)
+        if not running and self._pending_open is not None:
+            path, self._pending_open = self._pending_open, None
+            self.open_path(path)
+
+    # --- drag and drop, closing -----------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        urls = event.mimeData().urls()
+        if urls and urls[0].isLocalFile():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        urls = event.mimeData().urls()
+        if urls and urls[0].isLocalFile():
+            event.acceptProposedAction()
+            self.open_path(urls[0].toLocalFile())
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        # Stop the load and its workers before the window goes: nothing may outlive it.
+        self.workspace.shutdown()
+        self.loader.shutdown()
+        event.accept()
+

@@ -1,0 +1,170 @@
+"""Where in the model each read landed, and when: file offset (MB) against time (s).
+
+Each read is a segment from (start time, offset) to (end time, offset + length), coloured by
+worker. Sequential reading draws diagonal stripes (one per worker); mmap through a shared
+descriptor with round-robin tensors draws a scatter over the whole file.
+
+Bounded work per tick: segments go into per-worker numpy buffers, drawn by curve items of at
+most CHUNK_SEGMENTS segments each. Only the newest item of a worker gets new data, so Qt
+rebuilds one bounded path per worker per tick; full items keep their cached paths. Past
+MAX_SEGMENTS, every other read is dropped (and from then on only every stride-th read is
+kept), so the plot stays an even sample of the whole run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from modelmon.core.records import Model
+from modelmon.gui.live import MB, AccessPoints
+from modelmon.gui.plots.style import make_plot, pen, set_title
+from modelmon.gui.theme import Theme, current_theme
+
+CHUNK_SEGMENTS = 16_384
+MAX_SEGMENTS = 200_000
+MAX_LEGEND_WORKERS = 8
+
+
+class _WorkerTrace:
+    """The kept segments of one worker and the curve items that draw them."""
+
+    def __init__(self, plot: pg.PlotItem, colour: str) -> None:
+        self.plot = plot
+        self.pen = pen(colour)
+        self.x = np.empty(2 * CHUNK_SEGMENTS, dtype=np.float64)  # start, end, start, end...
+        self.y = np.empty(2 * CHUNK_SEGMENTS, dtype=np.float64)
+        self.count = 0  # segments kept
+        self.seen = 0  # reads received (for the stride)
+        self.items: list[pg.PlotCurveItem] = []
+
+    def append(self, t0: np.ndarray, t1: np.ndarray, y0: np.ndarray, y1: np.ndarray,
+               stride: int) -> None:
+        keep = (self.seen + np.arange(len(t0))) % stride == 0
+        self.seen += len(t0)
+        if not keep.all():
+            t0, t1, y0, y1 = t0[keep], t1[keep], y0[keep], y1[keep]
+        added = len(t0)
+        if not added:
+            return
+        old = self.count
+        self._reserve(old + added)
+        self.x[2 * old: 2 * (old + added): 2] = t0
+        self.x[2 * old + 1: 2 * (old + added): 2] = t1
+        self.y[2 * old: 2 * (old + added): 2] = y0
+        self.y[2 * old + 1: 2 * (old + added): 2] = y1
+        self.count += added
+        self._redraw(first_chunk=old // CHUNK_SEGMENTS)
+
+    def halve(self) -> None:
+        """Keep every other segment (and read, from now on: the caller doubles the stride)."""
+        pairs = self.count // 2 + self.count % 2
+        self.x[: 2 * pairs] = self.x[: 2 * self.count].reshape(-1, 2)[::2].ravel()
+        self.y[: 2 * pairs] = self.y[: 2 * self.count].reshape(-1, 2)[::2].ravel()
+        self.count = pairs
+        self._redraw(first_chunk=0)
+
+    def _reserve(self, segments: int) -> None:
+        if 2 * segments > len(self.x):
+            size = max(2 * segments, 2 * len(self.x))
+            self.x = np.resize(self.x, size)  # a new buffer: items keep views of the old one
+            self.y = np.resize(self.y, size)
+
+    def _redraw(self, first_chunk: int) -> None:
+        chunks = -(-self.count // CHUNK_SEGMENTS)
+        while len(self.items) > chunks:
+            self.plot.removeItem(self.items.pop())
+        for chunk in range(first_chunk, chunks):
+            lo, hi = chunk * CHUNK_SEGMENTS, min(self.count, (chunk + 1) * CHUNK_SEGMENTS)
+            if chunk == len(self.items):
+                item = pg.PlotCurveItem(pen=self.pen, connect="pairs", skipFiniteCheck=True)
+                self.plot.addItem(item)
+                self.items.append(item)
+            # Copies: the buffer's live region is rewritten by the next append and halve.
+            self.items[chunk].setData(self.x[2 * lo: 2 * hi].copy(), self.y[2 * lo: 2 * hi].copy())
+
+    def remove(self) -> None:
+        for item in self.items:
+            self.plot.removeItem(item)
+        self.items.clear()
+
+
+class AccessPatternPlot(QWidget):
+    """The reads of the current run; cleared when the next run starts."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot = make_plot("Access pattern", "time since load start (s)",
+                              "offset in model (MB, files stacked)")
+        self.plot.setToolTip("Each read as a short segment at its file offset and time, one "
+                             "colour per worker: diagonal stripes are sequential streams, a "
+                             "scatter is random access.")
+        self.item: pg.PlotItem = self.plot.getPlotItem()
+        self.item.setLimits(xMin=0)
+        self.traces: dict[int, _WorkerTrace] = {}
+        self.stride = 1
+        self.title = "Access pattern"
+        self.file_lines: list[pg.InfiniteLine] = []
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+
+    @property
+    def segment_count(self) -> int:
+        return sum(t.count for t in self.traces.values())
+
+    def set_model(self, model: Model) -> None:
+        """Mark where each file starts, and fix the offset range to the whole model."""
+        self.start_run("")
+        for line in self.file_lines:
+            self.item.removeItem(line)
+        self.file_lines.clear()
+        theme = current_theme()
+        base = 0.0
+        for file in model.files:
+            if len(model.files) > 1:
+                name = file.path.rsplit("/", 1)[-1]
+                line = pg.InfiniteLine(base, angle=0, pen=pen(theme.foreground, dashed=True),
+                                       label=name, labelOpts={"position": 0.02,
+                                                              "color": theme.foreground,
+                                                              "anchors": [(0, 1), (0, 1)]})
+                self.item.addItem(line)
+                self.file_lines.append(line)
+            base += file.size / MB
+        self.item.setYRange(0, max(base, 1e-6), padding=0.02)
+        self.item.setLimits(yMin=-0.05 * base, yMax=1.05 * base)
+
+    def start_run(self, title: str) -> None:
+        for trace in self.traces.values():
+            trace.remove()
+        self.traces.clear()
+        self.stride = 1
+        self.title = f"Access pattern — {title}" if title else "Access pattern"
+        set_title(self.plot, self.title)
+        self.item.enableAutoRange(axis="x")
+
+    def add_reads(self, reads: AccessPoints) -> None:
+        if not len(reads):
+            return
+        theme = current_theme()
+        for worker in np.unique(reads.worker):
+            mine = reads.worker == worker
+            trace = self._trace(int(worker), theme)
+            trace.append(reads.t_start[mine], reads.t_end[mine], reads.y_start[mine],
+                         reads.y_end[mine], self.stride)
+        while self.segment_count > MAX_SEGMENTS:
+            self.stride *= 2
+            for trace in self.traces.values():
+                trace.halve()
+
+    def _trace(self, worker: int, theme: Theme) -> _WorkerTrace:
+        if worker not in self.traces:
+            colour = theme.worker_colour(worker)
+            self.traces[worker] = _WorkerTrace(self.item, colour)
+            workers = sorted(self.traces)
+            keys = [(f"w{w}", theme.worker_colour(w)) for w in workers[:MAX_LEGEND_WORKERS]]
+            if len(workers) > MAX_LEGEND_WORKERS:
+                keys.append((f"+{len(workers) - MAX_LEGEND_WORKERS} workers", theme.foreground))
+            set_title(self.plot, self.title, keys)
+        return self.traces[worker]

@@ -1,0 +1,77 @@
+"""Progress of the running load: bytes of total, MB/s, ETA, and the Cancel button."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+
+from modelmon.gui.formatting import duration_text, human_bytes, rate_text
+from modelmon.gui.live import LiveUpdate
+
+RATE_WINDOW_S = 1.0  # MB/s and ETA from the last second: reacts to stalls, still steady
+
+
+class ProgressStrip(QWidget):
+    cancel_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.label = self.spec = ""
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bar.setTextVisible(True)
+        self.bar.setFormat("idle")
+        self.bar.setToolTip("Tensor bytes loaded so far of the model's total.")
+        self.detail = QLabel("")
+        self.detail.setMinimumWidth(360)
+        self.detail.setToolTip("Throughput over the last second and the time left at that rate.")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the running load (Esc); its workers are stopped.")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.bar, 1)
+        layout.addWidget(self.detail)
+        layout.addWidget(self.cancel_button)
+
+    def started(self, label: str, spec: str) -> None:
+        self.label, self.spec = label, spec
+        self.bar.setValue(0)
+        self.bar.setFormat(f"Run {label}: starting…")
+        self.detail.setText(spec)
+        self.cancel_button.setEnabled(True)
+
+    def show_update(self, update: LiveUpdate) -> None:
+        label = self.label
+        if update.phase == "starting workers":
+            self.bar.setFormat(f"Run {label}: starting workers "
+                               f"({update.workers_ready}/{update.workers} ready)")
+            return
+        if update.phase == "preparing cache":
+            self.bar.setFormat(f"Run {label}: preparing the page cache…")
+            return
+        self.bar.setValue(int(update.fraction * 1000))
+        self.bar.setFormat(f"Run {label}: {human_bytes(update.bytes_done)} of "
+                           f"{human_bytes(update.bytes_total)} (%p%)")
+        rate = self._recent_rate(update)
+        remaining = update.bytes_total - update.bytes_done
+        eta = remaining / (rate * 1e6) if rate > 0 else float("inf")
+        if update.phase == "done":
+            self.detail.setText(self.spec)
+        else:
+            self.detail.setText(f"{rate_text(rate)} · {duration_text(update.elapsed_s)} "
+                                f"elapsed · ETA {duration_text(eta)}")
+
+    @staticmethod
+    def _recent_rate(update: LiveUpdate) -> float:
+        if update.phase == "done":
+            return update.bytes_done / update.elapsed_s / 1e6 if update.elapsed_s > 0 else 0.0
+        bins = update.load_mbps[-max(1, int(RATE_WINDOW_S / update.bin_s)):]
+        if len(bins):
+            return float(bins.mean())
+        return update.bytes_done / update.elapsed_s / 1e6 if update.elapsed_s > 0.05 else 0.0
+
+    def stopped(self, text: str) -> None:
+        self.cancel_button.setEnabled(False)
+        self.bar.setFormat(text)

@@ -1,0 +1,224 @@
+"""A load configuration editor: strategy and its options, with its own Run button.
+
+Self-contained so that several can sit side by side (A and B now; a session of A/B × n
+later). Options the chosen strategy doesn't use are disabled, saying so in their tooltip.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QGridLayout,
+    QGroupBox,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QWidget,
+)
+
+from modelmon.core.options import (
+    CACHE_MODES,
+    FADVISE_HINTS,
+    MADVISE_HINTS,
+    MAX_PARALLEL,
+    PARTITIONS,
+    PREFETCH_MODES,
+    LoadOptions,
+    format_spec,
+)
+from modelmon.core.strategies import STRATEGIES
+from modelmon.gui.theme import current_theme
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+CHUNK_SIZES = (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 2 * MiB, 4 * MiB, 8 * MiB,
+               16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB, 256 * MiB, 1 * GiB)
+
+# One sentence per knob: what it changes in the load.
+TIPS = {
+    "strategy": "How the bytes are read; hover a strategy in the list for what it does.",
+    "workers": "Worker processes that load in parallel, each with its own share of tensors.",
+    "threads": "Threads inside each worker process, each reading its own part of the share.",
+    "chunk": "Bytes per read call (per copied piece for mmap strategies): small means many "
+             "system calls.",
+    "fadvise": "posix_fadvise hint given on each file descriptor before reading; it changes "
+               "the kernel's readahead.",
+    "madvise": "madvise hint given on each memory mapping (mmap strategies only).",
+    "partition": "How tensors are dealt to workers: contiguous byte ranges, or round-robin "
+                 "(scattered).",
+    "cache": "Page-cache state to start from, verified before the load: cold (pages dropped), "
+             "warm (pre-read) or keep (as found).",
+    "prefetch": "How the warmup strategy pre-reads: a parallel read pass, "
+                "POSIX_FADV_WILLNEED, or both.",
+    "verify": "crc32 of every tensor (the same digest for every strategy) to prove the bytes "
+              "are right.",
+    "discard": "Stream through bounded buffers and keep nothing: measures models larger "
+               "than RAM.",
+}
+
+
+def chunk_text(size: int) -> str:
+    for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} B"
+
+
+class StrategyPanel(QGroupBox):
+    """Edits one (strategy, LoadOptions) pair; ``run_requested`` when its Run button is hit."""
+
+    run_requested = Signal()
+    changed = Signal()
+
+    def __init__(self, label: str, parent: QWidget | None = None) -> None:
+        super().__init__(f"Configuration {label}", parent)
+        self.label = label
+        self.strategy_box = QComboBox()
+        for row, (name, cls) in enumerate(STRATEGIES.items()):
+            self.strategy_box.addItem(name)
+            self.strategy_box.setItemData(row, cls.summary, Qt.ItemDataRole.ToolTipRole)
+        self.workers = self._spin(1, MAX_PARALLEL)
+        self.threads = self._spin(1, MAX_PARALLEL)
+        self.chunk = QComboBox()
+        for size in CHUNK_SIZES:
+            self.chunk.addItem(chunk_text(size), size)
+        self.fadvise = self._choices(FADVISE_HINTS)
+        self.madvise = self._choices(MADVISE_HINTS)
+        self.partition = self._choices(PARTITIONS)
+        self.cache = self._choices(CACHE_MODES)
+        self.prefetch = self._choices(PREFETCH_MODES)
+        self.verify = QCheckBox("verify")
+        self.discard = QCheckBox("discard")
+        self.run_button = QPushButton(f"Run {label}")
+        self.run_button.setToolTip(f"Load the model once with configuration {label} "
+                                   "and measure it.")
+        self.spec_line = QLabel()
+        self.spec_line.setTextFormat(Qt.TextFormat.PlainText)
+        self.spec_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.spec_line.setWordWrap(True)
+        self._discard_forced = False
+        colour = current_theme().run_colour(label)
+        self.setStyleSheet(f"QGroupBox::title {{ color: {colour}; font-weight: bold; }}")
+        self._layout()
+        self._knobs = {
+            "workers": self.workers, "threads": self.threads, "chunk": self.chunk,
+            "fadvise": self.fadvise, "madvise": self.madvise, "partition": self.partition,
+            "cache": self.cache, "prefetch": self.prefetch, "verify": self.verify,
+            "discard": self.discard,
+        }
+        for widget in (self.strategy_box, *self._knobs.values()):
+            signal = getattr(widget, "currentIndexChanged", None) or getattr(
+                widget, "valueChanged", None) or widget.toggled
+            signal.connect(self._on_change)
+        self.run_button.clicked.connect(self.run_requested)
+        self._on_change()
+
+    def _layout(self) -> None:
+        grid = QGridLayout(self)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(4)
+        grid.addWidget(self._caption("strategy", "Strategy"), 0, 0)
+        grid.addWidget(self.strategy_box, 0, 1, 1, 3)
+        pairs = (("workers", self.workers, "threads", self.threads),
+                 ("chunk", self.chunk, "cache", self.cache),
+                 ("fadvise", self.fadvise, "madvise", self.madvise),
+                 ("partition", self.partition, "prefetch", self.prefetch))
+        for row, (left, left_widget, right, right_widget) in enumerate(pairs, start=1):
+            grid.addWidget(self._caption(left, left.capitalize()), row, 0)
+            grid.addWidget(left_widget, row, 1)
+            grid.addWidget(self._caption(right, right.capitalize()), row, 2)
+            grid.addWidget(right_widget, row, 3)
+        self.verify.setToolTip(TIPS["verify"])
+        self.discard.setToolTip(TIPS["discard"])
+        grid.addWidget(self.verify, 5, 1)
+        grid.addWidget(self.discard, 5, 3)
+        grid.addWidget(self.spec_line, 6, 0, 1, 3)
+        grid.addWidget(self.run_button, 6, 3)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 1)
+        grid.setRowStretch(7, 1)
+
+    def _caption(self, key: str, text: str) -> QLabel:
+        caption = QLabel(f"{text}:")
+        caption.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        caption.setToolTip(TIPS[key])
+        return caption
+
+    @staticmethod
+    def _spin(low: int, high: int) -> QSpinBox:
+        spin = QSpinBox()
+        spin.setRange(low, high)
+        return spin
+
+    @staticmethod
+    def _choices(values: tuple[str, ...]) -> QComboBox:
+        box = QComboBox()
+        box.addItems(list(values))
+        return box
+
+    # --- the configuration ------------------------------------------------------------------
+
+    def strategy(self) -> str:
+        return self.strategy_box.currentText()
+
+    def options(self) -> LoadOptions:
+        """The options as edited; those the strategy doesn't use keep their defaults, so the
+        spec line and the results name only what matters. Always valid: every value comes
+        from a fixed list."""
+        edited = LoadOptions(
+            workers=self.workers.value(), threads=self.threads.value(),
+            chunk=int(self.chunk.currentData()), fadvise=self.fadvise.currentText(),
+            madvise=self.madvise.currentText(), partition=self.partition.currentText(),
+            cache=self.cache.currentText(), verify=self.verify.isChecked(),
+            discard=self.discard.isChecked() or self._discard_forced,
+            prefetch=self.prefetch.currentText(),
+        )
+        cls = STRATEGIES.get(self.strategy())
+        uses = cls.uses if cls is not None else frozenset()
+        default = LoadOptions()
+        unused = {name: getattr(default, name) for name in self._knobs if name not in uses}
+        if self._discard_forced:
+            unused.pop("discard", None)
+        return edited.with_(**unused) if unused else edited
+
+    def spec(self) -> str:
+        return format_spec(self.strategy(), self.options())
+
+    def set_config(self, strategy: str, options: LoadOptions) -> None:
+        self.strategy_box.setCurrentText(strategy)
+        self.workers.setValue(options.workers)
+        self.threads.setValue(options.threads)
+        if self.chunk.findData(options.chunk) < 0:  # a size outside the presets (from a config)
+            self.chunk.addItem(chunk_text(options.chunk), options.chunk)
+        self.chunk.setCurrentIndex(self.chunk.findData(options.chunk))
+        for name in ("fadvise", "madvise", "partition", "cache", "prefetch"):
+            box: QComboBox = self._knobs[name]  # type: ignore[assignment]
+            box.setCurrentText(getattr(options, name))
+        self.verify.setChecked(options.verify)
+        self.discard.setChecked(options.discard)
+
+    def require_discard(self, required: bool) -> None:
+        """The model doesn't fit in RAM: only discard mode can run, so lock it on."""
+        self._discard_forced = required
+        self._on_change()
+
+    def set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+
+    def _on_change(self) -> None:
+        cls = STRATEGIES.get(self.strategy())
+        uses = cls.uses if cls is not None else frozenset()
+        self.strategy_box.setToolTip(cls.summary if cls is not None else TIPS["strategy"])
+        for name, widget in self._knobs.items():
+            used = name in uses
+            widget.setEnabled(used)
+            tip = TIPS[name] if used else f"{TIPS[name]} (not used by {self.strategy()})"
+            widget.setToolTip(tip)
+        if self._discard_forced:
+            self.discard.setChecked(True)
+            self.discard.setEnabled(False)
+            self.discard.setToolTip(f"{TIPS['discard']} Locked on: the model doesn't fit in "
+                                    "the RAM available.")
+        self.spec_line.setText(self.spec())
+        self.changed.emit()

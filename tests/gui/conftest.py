@@ -1,0 +1,78 @@
+"""Models and a window for the GUI tests (pytest-qt; Qt runs offscreen, see tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from PySide6.QtCore import QSettings
+
+from modelmon.core.options import LoadOptions
+from modelmon.core.synth import write_safetensors_model
+from modelmon.gui.main_window import MainWindow
+
+# Qt converts large images (the first paint of a big window) on its own GUI thread pool,
+# whose idle threads hold eventfds for 30 s: the leak check would blame whichever test
+# painted first. They are Qt's, not ours; without the pool Qt converts in the GUI thread.
+# Read once, when the pool is first wanted: this runs before any QApplication exists.
+os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
+
+# A load that takes seconds even on a fast disk: 4 KiB reads from a cold cache, told to the
+# kernel as random so it doesn't read ahead, streaming through bounded buffers.
+SLOW_OPTIONS = LoadOptions(workers=2, chunk=4096, fadvise="random", cache="cold", discard=True)
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """~8 MB, 2 shards and an index: loads in a few hundred ms with worker start-up."""
+    return write_safetensors_model(tmp_path_factory.mktemp("small"), layers=4, hidden=256,
+                                   vocab=1024, shards=2)
+
+
+@pytest.fixture(scope="session")
+def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """~117 MB in one file: with SLOW_OPTIONS a load runs for a couple of seconds."""
+    return write_safetensors_model(tmp_path_factory.mktemp("slow"), layers=2, hidden=1024,
+                                   vocab=16000)
+
+
+@pytest.fixture
+def malformed_file(tmp_path: Path) -> Path:
+    path = tmp_path / "broken.safetensors"
+    path.write_bytes(b"this is not a safetensors file, only plain bytes\n" * 20)
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> QSettings:
+    """Settings in tmp_path, so tests never touch the user's recent files."""
+    return QSettings(str(tmp_path / "modelmon.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def window(qtbot, settings: QSettings) -> Iterator[MainWindow]:
+    main_window = MainWindow(settings=settings)
+    qtbot.addWidget(main_window)
+    main_window.show()
+    yield main_window
+    main_window.close()  # stops any load: the leak check runs after this
+
+
+def open_model(qtbot, window: MainWindow, path: Path) -> None:
+    window.open_path(str(path))
+    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
+
+
+def worker_processes() -> list[psutil.Process]:
+    """Live children started by multiprocessing's spawn (workers; not the resource tracker)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(child.cmdline()) and child.status() != "zombie":
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found

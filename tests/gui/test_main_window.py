@@ -1,0 +1,145 @@
+"""The window as a user drives it: open, run A and B, cancel, bad files, closing mid-load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from modelmon.core import open_model as parse_model
+from modelmon.gui.formatting import cache_state_text
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.model_loader import ModelLoader
+
+from .conftest import SLOW_OPTIONS, open_model, worker_processes
+
+
+def run_and_wait(qtbot, window: MainWindow, label: str, timeout_ms: int = 20_000) -> None:
+    workspace = window.workspace
+    rows = workspace.results.results.rowCount()
+    workspace.run(label)
+    qtbot.waitUntil(lambda: workspace.results.results.rowCount() == rows + 1, timeout=timeout_ms)
+
+
+def test_window_opens_on_a_model(qtbot, window: MainWindow, small_model: Path):
+    open_model(qtbot, window, small_model)
+    assert window.windowTitle() == f"modelmon — {small_model.name}"
+    assert window.pages.currentWidget() is window.workspace
+    tensors = len(parse_model(small_model).extents)
+    assert window.workspace.model_panel.values["tensors"].text() == f"{tensors:,}"
+    assert "fits" in window.workspace.model_panel.values["memory"].text()
+    assert window.recent.paths() == [str(small_model)]
+
+
+def test_run_a_then_b_fills_plots_and_results(qtbot, window: MainWindow, small_model: Path):
+    open_model(qtbot, window, small_model)
+    workspace = window.workspace
+    run_and_wait(qtbot, window, "A")
+    (first,) = workspace.results.results.records
+    assert first.label == "A" and first.status == "ok", first.message
+    assert first.spec.startswith("sequential")
+    assert first.result.cache.method != "none"  # the cache state was measured, not assumed
+    cache_cell = workspace.results.results.cell_text(first, 2)
+    assert cache_cell == cache_state_text(first.result.cache)
+    assert cache_cell.startswith(("cold ✓", "NOT cold"))
+    assert workspace.throughput.point_count("A") > 0
+    assert workspace.access.segment_count > 0
+    assert "A" in workspace.blocks.bars
+    assert all(ready.qt_free for ready in workspace.controller.live.ready)
+
+    workspace.panels["B"].strategy_box.setCurrentText("pread")
+    run_and_wait(qtbot, window, "B")
+    second = workspace.results.results.records[1]
+    assert (second.label, second.status) == ("B", "ok"), second.message
+    assert second.spec.startswith("pread")
+    assert workspace.throughput.point_count("B") > 0
+    assert set(workspace.blocks.bars) == {"A", "B"}
+    assert workspace.results.results.cell_text(second, 6) == "ok"
+
+
+def test_cancel_stops_the_workers(qtbot, window: MainWindow, slow_model: Path):
+    open_model(qtbot, window, slow_model)
+    workspace = window.workspace
+    workspace.panels["A"].set_config("sequential", SLOW_OPTIONS)
+    ticks = []
+    workspace.controller.tick.connect(ticks.append)
+    workspace.run("A")
+    qtbot.waitUntil(lambda: bool(ticks) and ticks[-1].bytes_done > 0, timeout=20_000)
+    assert worker_processes()
+    qtbot.keyClick(window, Qt.Key.Key_Escape)  # the Cancel action's shortcut
+    qtbot.waitUntil(lambda: workspace.results.results.rowCount() == 1, timeout=10_000)
+    (record,) = workspace.results.results.records
+    assert record.status == "cancelled"
+    assert workspace.results.results.cell_text(record, 6).startswith("cancelled")
+    assert worker_processes() == []
+    assert not workspace.running and workspace.panels["A"].run_button.isEnabled()
+
+
+def test_closing_mid_load_leaves_no_worker(qtbot, settings, slow_model: Path):
+    window = MainWindow(settings=settings)
+    qtbot.addWidget(window)
+    window.show()
+    open_model(qtbot, window, slow_model)
+    window.workspace.panels["B"].set_config("mmap-shared-fd", SLOW_OPTIONS)
+    ticks = []
+    window.workspace.controller.tick.connect(ticks.append)
+    window.workspace.run("B")
+    qtbot.waitUntil(lambda: bool(ticks) and ticks[-1].phase == "loading", timeout=20_000)
+    window.close()
+    assert not window.workspace.running
+    assert worker_processes() == []
+
+
+def test_a_malformed_file_shows_one_line_and_the_app_goes_on(
+        qtbot, window: MainWindow, malformed_file: Path, small_model: Path):
+    window.open_path(str(malformed_file))
+    qtbot.waitUntil(lambda: window.messages.isVisible(), timeout=10_000)
+    assert window.messages.level == "error"
+    text = window.messages.message()
+    assert malformed_file.name in text and "\n" not in text and "Traceback" not in text
+    assert window.pages.currentWidget() is window.start_page
+    open_model(qtbot, window, small_model)  # still usable
+    assert not window.messages.isVisible()
+
+
+def test_a_run_that_cannot_start_shows_its_error(qtbot, window, small_model: Path,
+                                                  monkeypatch):
+    open_model(qtbot, window, small_model)
+    monkeypatch.setattr("modelmon.core.runner.memory_facts",
+                        lambda: type("Tiny", (), {"usable": 1024})())
+    run_and_wait(qtbot, window, "A")
+    (record,) = window.workspace.results.results.records
+    assert record.status == "failed" and "would not fit" in (record.message or "")
+    assert window.messages.level == "error" and "would not fit" in window.messages.message()
+
+
+def test_demo_model_is_made_in_the_background(qtbot, settings, small_model: Path):
+    import threading
+
+    release = threading.Event()
+
+    def make_demo() -> Path:
+        release.wait(5)
+        return small_model
+
+    window = MainWindow(settings=settings, loader=ModelLoader(make_demo=make_demo))
+    qtbot.addWidget(window)
+    window.show()
+    window.start_page.demo_button.click()
+    qtbot.waitUntil(lambda: window.start_page.busy.isVisible(), timeout=2_000)
+    assert not window.start_page.demo_button.isEnabled()  # the UI is responsive, not frozen
+    release.set()
+    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
+    assert not window.start_page.busy.isVisible()
+    window.close()
+
+
+def test_dropping_a_folder_opens_its_model(qtbot, window: MainWindow, small_model: Path):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(small_model.parent))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(event)
+    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
+    assert window.workspace.info.model.total_bytes == parse_model(small_model).total_bytes
