@@ -111,3 +111,32 @@ def test_ctrl_c_cancels_and_leaves_no_worker(tmp_path: Path) -> None:
 def test_version() -> None:
     done = run("--version")
     assert done.returncode == 0 and done.stdout.startswith("modelmon ")
+
+
+def test_bench_json(sharded_model: Path) -> None:
+    done = run("bench", str(sharded_model), "--a", "mmap-shared-fd workers=2",
+               "--b", "sequential workers=2", "-n", "2", "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [r["side"] for r in data["runs"]] == ["A", "B", "A", "B"]
+    assert all(r["cache"]["resident_before"] <= 0.01 for r in data["runs"])
+    assert data["verdict"]["text"] in ("A faster", "B faster", "within noise")
+    assert len(data["ratios"]) == 2 and data["a"]["spec"] == "mmap-shared-fd workers=2"
+
+
+def test_bench_table_and_bad_spec(sharded_model: Path) -> None:
+    done = run("bench", str(sharded_model), "--a", "pread", "--b", "sequential", "-n", "1")
+    assert done.returncode == 0, done.stderr
+    assert "verdict:" in done.stdout and "B/A per pair" in done.stdout
+    done = run("bench", str(sharded_model), "--a", "pread workers=lots", "--b", "sequential")
+    assert done.returncode == 2 and "workers" in done.stderr
+
+
+def test_load_json_with_samples(sharded_model: Path) -> None:
+    done = run("load", str(sharded_model), "--json", "--samples", "--interval-ms", "20")
+    data = json.loads(done.stdout)
+    series = data["samples"]["series"]
+    assert {"load_mbps", "iowait_pct", "workers_rss", "resident_fraction"} <= set(series)
+    assert len(series["load_mbps"]["t"]) == len(series["load_mbps"]["v"]) >= 1
+    pattern = data["samples"]["access_pattern"]
+    assert len(pattern["offset"]) == len(pattern["start"]) > 0

@@ -1,0 +1,1 @@
+"""Benchmarks of modelmon against the storage that hurts (not part of the installed package)."""

@@ -1,0 +1,139 @@
+"""Storage environments made by the benchmarks (and a few tests) themselves, torn down after.
+
+- ``fuse_mount``: a real network FUSE mount — ``rclone serve http`` on loopback and
+  ``rclone mount`` of it with no VFS cache: the closest thing here to GCSFuse.
+- ``throttled_disk``: a blkio cgroup (v1) that throttles reads of the disk holding a folder
+  like a hard disk (bytes/s and IOPS); loads run inside it via ``cgroup_procs``.
+Everything started is ended by pid; nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+class EnvUnavailable(RuntimeError):
+    """This environment can't be made here; the message says why (a skip reason)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(3)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(3)
+
+
+def fuse_unavailable() -> str | None:
+    if shutil.which("rclone") is None:
+        return "rclone is not installed (apt-get install rclone fuse3)"
+    if shutil.which("fusermount3") is None and shutil.which("fusermount") is None:
+        return "fusermount is not installed (apt-get install fuse3)"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing: this machine cannot mount FUSE filesystems"
+    return None
+
+
+@contextlib.contextmanager
+def fuse_mount(source: Path, mount_point: Path, timeout_s: float = 15.0) -> Iterator[Path]:
+    """Serve ``source`` over HTTP on loopback and mount it at ``mount_point`` (read-only)."""
+    reason = fuse_unavailable()
+    if reason:
+        raise EnvUnavailable(reason)
+    mount_point.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    server = subprocess.Popen(["rclone", "serve", "http", str(source), "--addr",
+                               f"127.0.0.1:{port}", "--dir-cache-time", "1s"], **quiet)
+    mounter: subprocess.Popen[bytes] | None = None
+    try:
+        mounter = subprocess.Popen(
+            ["rclone", "mount", ":http:", str(mount_point), "--http-url",
+             f"http://127.0.0.1:{port}", "--vfs-cache-mode", "off", "--read-only",
+             "--dir-cache-time", "1s"], **quiet)
+        deadline = time.monotonic() + timeout_s
+        while not os.path.ismount(mount_point):
+            if mounter.poll() is not None or time.monotonic() > deadline:
+                raise EnvUnavailable("rclone mount did not come up (is FUSE permitted here?)")
+            time.sleep(0.1)
+        yield mount_point
+    finally:
+        if mounter is not None:
+            _stop(mounter)
+        if os.path.ismount(mount_point):
+            fusermount = shutil.which("fusermount3") or "fusermount"
+            subprocess.run([fusermount, "-u", "-z", str(mount_point)], check=False, **quiet)
+        _stop(server)
+
+
+@dataclass(frozen=True)
+class Throttle:
+    cgroup: Path
+    device: str  # "MAJ:MIN" of the disk
+
+    def add(self, pid: int) -> None:
+        (self.cgroup / "cgroup.procs").write_text(str(pid))
+
+
+def _disk_of(folder: Path) -> str:
+    """MAJ:MIN of the whole disk holding ``folder`` (throttles apply to disks, not partitions)."""
+    dev = os.stat(folder).st_dev
+    sys_dev = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve()
+    if (sys_dev / "partition").exists():
+        sys_dev = sys_dev.parent
+    return (sys_dev / "dev").read_text().strip()
+
+
+def throttle_unavailable(folder: Path) -> str | None:
+    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
+        return "no blkio cgroup v1 with throttling at /sys/fs/cgroup/blkio"
+    if not os.access(BLKIO, os.W_OK):
+        return "cannot create blkio cgroups (needs root)"
+    try:
+        _disk_of(folder)
+    except OSError:
+        return f"{folder} is not on a block device"
+    return None
+
+
+@contextlib.contextmanager
+def throttled_disk(folder: Path, read_bps: int = 150 << 20, read_iops: int = 200
+                   ) -> Iterator[Throttle]:
+    """A cgroup throttling reads of ``folder``'s disk like a hard disk; removed afterwards.
+
+    Processes added with ``Throttle.add`` (and their children, e.g. spawned workers) are
+    throttled. They must have exited before the context ends, or the cgroup can't be removed.
+    """
+    reason = throttle_unavailable(folder)
+    if reason:
+        raise EnvUnavailable(reason)
+    device = _disk_of(folder)
+    cgroup = BLKIO / f"modelmon-hdd-{os.getpid()}"
+    cgroup.mkdir()
+    try:
+        (cgroup / "blkio.throttle.read_bps_device").write_text(f"{device} {read_bps}")
+        (cgroup / "blkio.throttle.read_iops_device").write_text(f"{device} {read_iops}")
+        yield Throttle(cgroup, device)
+    finally:
+        for pid in (cgroup / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # move stragglers back to the root group
+                (BLKIO / "cgroup.procs").write_text(pid)
+        cgroup.rmdir()
