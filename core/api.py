@@ -22,20 +22,28 @@ from modelmon.core.worker import build_context
 PathLike = str | os.PathLike[str]
 
 
-def _resolve(strategy: str | None, options: dict[str, Any]) -> tuple[str, LoadOptions]:
-    return strategy or "sequential", from_mapping(options, base=LoadOptions())
+def _resolve(strategy: str | None, config: PathLike | None, options: dict[str, Any]
+             ) -> tuple[str, LoadOptions]:
+    """Explicit arguments win over the config file, which wins over the defaults."""
+    if config is None:
+        return strategy or "sequential", from_mapping(options, base=LoadOptions())
+    from modelmon.core.config import read_config
+
+    recommended = read_config(config)
+    return strategy or recommended.strategy, from_mapping(options, base=recommended.options)
 
 
-def load(path: PathLike | Model, strategy: str | None = None, *, stop: StopFlag | None = None,
-         **options: Any) -> dict[str, np.ndarray]:
+def load(path: PathLike | Model, strategy: str | None = None, *, config: PathLike | None = None,
+         stop: StopFlag | None = None, **options: Any) -> dict[str, np.ndarray]:
     """Load every tensor into this process and return {name: array}.
 
     Runs the strategy's in-process form: each of ``workers`` is a thread group with its own
     descriptors (``mmap-shared-fd`` shares one), ``threads`` threads each. Refuses a load that
     would not fit in available RAM. ``discard=True`` streams through bounded buffers and
     returns an empty dict (use it with ``verify=True`` to checksum a model larger than RAM).
+    ``config`` applies a file written by ``modelmon recommend``; explicit options override it.
     """
-    name, resolved = _resolve(strategy, options)
+    name, resolved = _resolve(strategy, config, options)
     model = path if isinstance(path, Model) else open_model(path)
     strategy_class = get_strategy(name)
     check_memory(model, resolved)
@@ -83,7 +91,8 @@ def load(path: PathLike | Model, strategy: str | None = None, *, stop: StopFlag 
     return dict(sorted(tensors.items(), key=lambda item: order[item[0]]))
 
 
-def measure(path: PathLike | Model, strategy: str | None = None, **options: Any) -> LoadResult:
+def measure(path: PathLike | Model, strategy: str | None = None, *,
+            config: PathLike | None = None, **options: Any) -> LoadResult:
     """Run one load in worker processes (nothing comes back but the measurement)."""
-    name, resolved = _resolve(strategy, options)
+    name, resolved = _resolve(strategy, config, options)
     return run_load(path, name, resolved)

@@ -26,6 +26,7 @@ examples:
   modelmon load big.safetensors --discard --json      measure a model larger than RAM
   modelmon load model.gguf --json --samples           with time series and access pattern
   modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
+  modelmon recommend model.safetensors -o modelmon.toml --budget 120
   modelmon strategies
   modelmon demo                              write the demo models, print their paths
 
@@ -67,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-n", type=int, default=3, help="pairs to run (default 3)")
     bench.add_argument("--cache", choices=("cold", "warm"), default="cold")
     bench.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    rec = verbs.add_parser("recommend", help="measure strategies within a budget, pick the best,"
+                           " explain it, write a config", epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    rec.add_argument("path")
+    rec.add_argument("-o", "--output", help="write the config here (TOML), atomically")
+    rec.add_argument("--budget", type=float, default=120.0, help="seconds to spend (default 120)")
+    rec.add_argument("--memory-limit", help="RAM the load may use, e.g. 2GiB (default: available)")
+    rec.add_argument("--workers", type=int, help="parallelism to try (default max(4, CPUs))")
+    rec.add_argument("--json", action="store_true", help="print the config document as JSON")
 
     strategies = verbs.add_parser("strategies", help="list the load strategies")
     strategies.add_argument("--json", action="store_true")
@@ -121,12 +132,12 @@ def main(argv: list[str] | None = None,
     """Run the CLI. ``open_gui(path)`` opens the app: the engine never imports the GUI itself."""
     args_list = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known_verbs = {"gui", "inspect", "load", "bench", "strategies", "demo"}
+    known_verbs = {"gui", "inspect", "load", "bench", "recommend", "strategies", "demo"}
     # `modelmon FILE` opens the app on FILE: route a bare path to the gui verb.
     if args_list and args_list[0] not in known_verbs and not args_list[0].startswith("-"):
         args_list = ["gui", *args_list]
     args = parser.parse_args(args_list)
-    from modelmon.core.errors import LoadError, ModelFormatError, OptionsError
+    from modelmon.core.errors import ConfigError, LoadError, ModelFormatError, OptionsError
 
     try:
         if args.verb in (None, "gui"):
@@ -140,6 +151,10 @@ def main(argv: list[str] | None = None,
             return cmd_inspect(args)
         if args.verb == "demo":
             return cmd_demo(args)
+        if args.verb == "recommend":
+            from modelmon.core.cli_recommend import cmd_recommend
+
+            return cmd_recommend(args)
         if args.verb == "bench":
             from modelmon.core.cli_bench import cmd_bench
 
@@ -149,8 +164,8 @@ def main(argv: list[str] | None = None,
         return fail(str(exc), EXIT_BAD_MODEL)
     except OptionsError as exc:
         return fail(str(exc), EXIT_USAGE)
-    except LoadError as exc:
-        return fail(str(exc), EXIT_LOAD_FAILED)
+    except (LoadError, ConfigError) as exc:
+        return fail(str(exc), EXIT_LOAD_FAILED if isinstance(exc, LoadError) else EXIT_USAGE)
     except KeyboardInterrupt:
         return fail("cancelled", EXIT_CANCELLED)
 
