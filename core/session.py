@@ -97,9 +97,9 @@ class Session:
                             memory_limit=memory_limit)
         self.sampler: Sampler | None = None
         if monitor:
-            target = MonitorTarget(paths=tuple(self.load.paths), workers=self.options.workers,
-                                   pids=self.load.worker_pids,
-                                   loaded_bytes=lambda: self.load.loaded_bytes)
+            load = self.load  # not self: no Session → sampler → target → Session cycle
+            target = MonitorTarget(paths=tuple(load.paths), workers=self.options.workers,
+                                   pids=load.worker_pids, loaded_bytes=lambda: load.loaded_bytes)
             self.sampler = Sampler(target, interval_s=interval_s, sources=sources)
 
     def cancel(self) -> None:
@@ -115,6 +115,9 @@ class Session:
         finally:
             if self.sampler is not None:
                 self.sampler.stop()
+            # The run held a bound method of ours: drop it, or the session's buffers (tens of
+            # MB of ring buffers) wait for the cyclic garbage collector instead of going now.
+            self.load.on_start = None
         return self._assemble(result)
 
     def _assemble(self, result: LoadResult) -> SessionResult:

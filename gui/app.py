@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
+from types import TracebackType
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
@@ -13,6 +15,8 @@ from PySide6.QtWidgets import QApplication
 from modelmon import __version__
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.theme import apply_palette
+
+log = logging.getLogger("modelmon.gui")
 
 
 def create_application(argv: list[str] | None = None) -> QApplication:
@@ -32,11 +36,28 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
+def show_unexpected_errors(window: MainWindow) -> None:
+    """A bug in a slot becomes one line in the window (the traceback goes to stderr, for
+    the bug report) instead of a silent half-updated window."""
+
+    def hook(kind: type[BaseException], error: BaseException,
+             trace: TracebackType | None) -> None:
+        log.error("unexpected error", exc_info=(kind, error, trace))
+        lines = str(error).strip().splitlines()
+        text = f"{kind.__name__}: {lines[0]}" if lines else kind.__name__
+        with contextlib.suppress(RuntimeError):  # the window is already gone
+            window.messages.show_message(f"Internal error ({text}); details on stderr.",
+                                         "error")
+
+    sys.excepthook = hook
+
+
 def run_app(path: str | None = None) -> int:
     """Open the window (on ``path`` if given) and run until it closes; the exit code."""
     logging.basicConfig(level=logging.WARNING, format="modelmon: %(levelname)s: %(message)s")
     app = create_application()
     window = MainWindow()
+    show_unexpected_errors(window)
     window.show()
     if path:
         window.open_path(path)

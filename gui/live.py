@@ -16,9 +16,9 @@ from modelmon.core.records import Model, ReadBatch, WorkerDone, WorkerFailed, Wo
 
 BIN_S = 0.01  # the finest throughput bin; shown coarser as the load goes on (display_bin_s)
 # Shown bin widths: the finest that keeps a curve to about MAX_SHOWN_BINS points, so a 0.3 s
-# load still shows its shape and a long one is smooth (100 ms bins from 25 s on).
+# load still shows its shape and a long one is smooth (100 ms bins from 10 s on).
 SHOWN_BIN_WIDTHS = (0.01, 0.02, 0.05, 0.1)
-MAX_SHOWN_BINS = 250
+MAX_SHOWN_BINS = 100
 # The newest bins are still filling: workers flush their read batches every 50 ms and the
 # runner forwards them, so a bin is shown only once this much time has passed after it.
 SETTLE_S = 0.15

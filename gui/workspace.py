@@ -74,7 +74,7 @@ class Workspace(QWidget):
         rows = QSplitter(Qt.Orientation.Vertical)
         rows.addWidget(plots)
         rows.addWidget(bottom)
-        rows.setSizes([380, 260])
+        rows.setSizes([340, 300])
         for splitter in (plots, bottom, rows):
             splitter.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)

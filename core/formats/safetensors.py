@@ -112,7 +112,7 @@ def parse_safetensors_file(
         if not isinstance(info, dict):
             raise _fail(name, f"tensor {key!r}: entry is not an object", 8)
         dtype = info.get("dtype")
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:
             raise _fail(name, f"tensor {key!r}: unknown dtype {dtype!r}", 8)
         shape = _int_list(info.get("shape"), None)
         if shape is None:

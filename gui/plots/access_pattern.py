@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
 from modelmon.core.records import Model
 from modelmon.gui.live import MB, AccessPoints
-from modelmon.gui.plots.style import make_plot, pen, set_title
+from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.theme import Theme, current_theme
 
 CHUNK_SEGMENTS = 16_384
@@ -90,25 +90,20 @@ class _WorkerTrace:
         self.items.clear()
 
 
-class AccessPatternPlot(QWidget):
+class AccessPatternPlot(ThemedPlot):
     """The reads of the current run; cleared when the next run starts."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.plot = make_plot("Access pattern", "time since load start (s)",
-                              "offset in model (MB, files stacked)")
+        super().__init__("Access pattern", "time since load start (s)",
+                         "offset in model (MB, files stacked)", parent=parent)
         self.plot.setToolTip("Each read as a short segment at its file offset and time, one "
                              "colour per worker: diagonal stripes are sequential streams, a "
                              "scatter is random access.")
-        self.item: pg.PlotItem = self.plot.getPlotItem()
         self.item.setLimits(xMin=0)
         self.traces: dict[int, _WorkerTrace] = {}
         self.stride = 1
-        self.title = "Access pattern"
+        self.run_title = "Access pattern"
         self.file_lines: list[pg.InfiniteLine] = []
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
 
     @property
     def segment_count(self) -> int:
@@ -140,8 +135,8 @@ class AccessPatternPlot(QWidget):
             trace.remove()
         self.traces.clear()
         self.stride = 1
-        self.title = f"Access pattern — {title}" if title else "Access pattern"
-        set_title(self.plot, self.title)
+        self.run_title = f"Access pattern — {title}" if title else "Access pattern"
+        self.set_title(self.run_title)
         self.item.enableAutoRange(axis="x")
 
     def add_reads(self, reads: AccessPoints) -> None:
@@ -166,5 +161,5 @@ class AccessPatternPlot(QWidget):
             keys = [(f"w{w}", theme.worker_colour(w)) for w in workers[:MAX_LEGEND_WORKERS]]
             if len(workers) > MAX_LEGEND_WORKERS:
                 keys.append((f"+{len(workers) - MAX_LEGEND_WORKERS} workers", theme.foreground))
-            set_title(self.plot, self.title, keys)
+            self.set_title(self.run_title, keys)
         return self.traces[worker]

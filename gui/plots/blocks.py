@@ -7,32 +7,56 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
 from modelmon.core.result import BlockTiming, LoadResult
-from modelmon.gui.plots.style import make_plot, pen, set_title
+from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.theme import current_theme
 
-MAX_TICK_LABELS = 24
 BAR_HEIGHT = 0.4
 ROW_OFFSETS = {"A": -0.21, "B": 0.21}  # A in the upper half of a block's row, B in the lower
+LABEL_SPACING_PX = 16  # at least this much height per shown label, so labels never overlap
 
 
-class BlockTimelinePlot(QWidget):
+def short_block_name(name: str) -> str:
+    """"model.layers.12" → "layers.12": the prefix is the same on every row."""
+    return name.removeprefix("model.")
+
+
+class BlockAxis(pg.AxisItem):
+    """Row numbers labelled with block names, thinned to what fits the axis' height."""
+
+    def __init__(self) -> None:
+        super().__init__("left")
+        self.names: list[str] = []
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # Qt names
+        if not self.names:
+            return []
+        low, high = sorted((minVal, maxVal))  # an inverted axis passes them swapped
+        first, last = max(0, math.ceil(low)), min(len(self.names) - 1, math.floor(high))
+        visible = max(1, last - first + 1)
+        step = max(1, math.ceil(visible * LABEL_SPACING_PX / max(size, 1.0)))
+        return [(float(step), [float(row) for row in range(first, last + 1, step)])]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [short_block_name(self.names[int(v)]) if 0 <= int(v) < len(self.names) else ""
+                for v in values]
+
+
+class BlockTimelinePlot(ThemedPlot):
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.plot = make_plot("Blocks", "time since load start (s)", "block")
+        axis = BlockAxis()
+        super().__init__("Blocks: first to last read", "time since load start (s)", "",
+                         axis_items={"left": axis}, parent=parent)
+        self.axis = axis
         self.plot.setToolTip("Each block's load time, from its first read to its last, for "
                              "the last finished run of A and of B (shown when a run ends).")
-        self.item = self.plot.getPlotItem()
         self.item.invertY(True)  # first block at the top, like a table
         self.item.setLimits(xMin=0)
         self.blocks: dict[str, tuple[BlockTiming, ...]] = {}
         self.bars: dict[str, pg.BarGraphItem] = {}
         self.order: list[str] = []
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
 
     def set_block_order(self, names: list[str]) -> None:
         """The model's blocks in load order; clears every bar (a new model)."""
@@ -65,11 +89,11 @@ class BlockTimelinePlot(QWidget):
                 brush=pg.mkBrush(colour), pen=pen(colour))
             self.item.addItem(bar)
             self.bars[label] = bar
-        set_title(self.plot, "Blocks: first to last read",
-                  [(f"run {label}", theme.run_colour(label)) for label in sorted(self.bars)])
-        step = max(1, math.ceil(len(self.order) / MAX_TICK_LABELS))
-        ticks = [(row, name) for row, name in enumerate(self.order) if row % step == 0]
-        self.item.getAxis("left").setTicks([ticks, []])
+        self.set_title("Blocks: first to last read",
+                       [(f"run {label}", theme.run_colour(label)) for label in sorted(self.bars)])
+        self.axis.names = list(self.order)
+        self.axis.picture = None  # names changed: redraw the labels
+        self.axis.update()
         if self.order:
             self.item.setYRange(-0.6, len(self.order) - 0.4, padding=0)
         self.item.enableAutoRange(axis="x")

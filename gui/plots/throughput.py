@@ -4,27 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
 from modelmon.gui.live import LiveUpdate
-from modelmon.gui.plots.style import make_plot, pen, set_title
+from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.theme import current_theme
 
 
-class ThroughputPlot(QWidget):
+class ThroughputPlot(ThemedPlot):
     """The last run of A and the last run of B on one time axis (seconds since load start)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.plot = make_plot("Throughput", "time since load start (s)", "read throughput (MB/s)")
+        super().__init__("Throughput", "time since load start (s)", "read throughput (MB/s)",
+                         parent=parent)
         self.plot.setToolTip("Tensor bytes read per 100 ms bin, as MB/s; a read spanning bins "
                              "counts in each by its overlap. Dashed: warm-up prefetch reads.")
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.prefetch_curves: dict[str, pg.PlotDataItem] = {}
-        self.plot.getPlotItem().setLimits(xMin=0, yMin=0)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
+        self.item.setLimits(xMin=0, yMin=0)
 
     def _curve(self, label: str, prefetch: bool) -> pg.PlotDataItem:
         curves = self.prefetch_curves if prefetch else self.curves
@@ -46,7 +43,7 @@ class ThroughputPlot(QWidget):
         keys = [(f"run {label}", theme.run_colour(label)) for label in sorted(self.curves)]
         if self.prefetch_curves:
             keys.append(("dashed: warm-up prefetch", theme.foreground))
-        set_title(self.plot, "Throughput", keys)
+        self.set_title("Throughput", keys)
 
     def start_run(self, label: str) -> None:
         """A new run of ``label`` replaces its previous curve."""

@@ -26,6 +26,13 @@ def _device_text(facts: StorageFacts) -> str:
     return f"{where} ({facts.transport})" if facts.transport else where
 
 
+def _rotational_text(facts: StorageFacts) -> str:
+    if facts.rotational and facts.transport in ("virtio", "scsi", "virtual"):
+        # A virtual disk's flag is whatever the hypervisor says, often "rotational".
+        return "yes (as the virtual disk reports it)"
+    return _yes_no(facts.rotational)
+
+
 def _network_text(facts: StorageFacts) -> str:
     if facts.is_fuse:
         return "FUSE, possibly network" if facts.is_network else "FUSE, local"
@@ -96,7 +103,7 @@ class ModelPanel(QGroupBox):
         tip = "\n".join(f.description + f"  [{f.path}]" for f in storage)
         self._set("fs", f"{facts.fs_type} at {facts.mount_point}{more}", tip)
         self._set("device", _device_text(facts), tip)
-        self._set("rotational", _yes_no(facts.rotational, "yes (spinning disk)", "no"), tip)
+        self._set("rotational", _rotational_text(facts), tip)
         readahead = facts.read_ahead_kb
         self._set("readahead", "unknown" if readahead is None else f"{readahead} KiB", tip)
         self._set("network", _network_text(facts), tip)

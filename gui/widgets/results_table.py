@@ -154,10 +154,14 @@ class ResultsTable(QTableView):
         self.verticalHeader().setVisible(False)
         self.setWordWrap(False)
         header = self.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)  # the status column: errors are long
+        # Fitted to the contents on each new row, then the user's to change; the status
+        # column takes the rest (errors are long).
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
         self.setToolTip("Every finished run, oldest first. Hover a cell for details.")
 
     def add(self, record: RunRecord) -> None:
         self.results.add(record)
+        for column in range(len(COLUMNS) - 1):
+            self.resizeColumnToContents(column)
         self.scrollToBottom()

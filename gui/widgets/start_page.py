@@ -19,7 +19,9 @@ class StartPage(QWidget):
                       "from a verified cold or warm page cache, and plots where the time goes.")
         hint.setWordWrap(True)
         hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        hint.setMaximumWidth(620)
+        # A wrapped label centred in a box layout gets neither width nor height-for-width.
+        hint.setFixedWidth(620)
+        hint.setMinimumHeight(hint.heightForWidth(620))
         self.open_button = QPushButton("Open model…")
         self.open_button.setToolTip("Choose a model file, a *.safetensors.index.json or a folder.")
         self.demo_button = QPushButton("Use demo model")

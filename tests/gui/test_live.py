@@ -31,7 +31,8 @@ def test_bins_keep_every_byte_and_coarser_bins_sum_finer_ones():
 
 def test_shown_bins_get_coarser_as_the_load_goes_on():
     assert display_bin_s(0.3) == 0.01
-    assert display_bin_s(4.0) == 0.02
+    assert display_bin_s(1.5) == 0.02
+    assert display_bin_s(4.0) == 0.05
     assert display_bin_s(600.0) == 0.1
 
 

@@ -143,3 +143,18 @@ def test_dropping_a_folder_opens_its_model(qtbot, window: MainWindow, small_mode
     window.dropEvent(event)
     qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
     assert window.workspace.info.model.total_bytes == parse_model(small_model).total_bytes
+
+
+def test_opening_a_model_during_a_load_cancels_it_first(qtbot, window: MainWindow,
+                                                         slow_model: Path, small_model: Path):
+    open_model(qtbot, window, slow_model)
+    window.workspace.panels["A"].set_config("sequential", SLOW_OPTIONS)
+    ticks = []
+    window.workspace.controller.tick.connect(ticks.append)
+    window.workspace.run("A")
+    qtbot.waitUntil(lambda: bool(ticks) and ticks[-1].phase == "loading", timeout=20_000)
+    window.open_path(str(small_model))
+    qtbot.waitUntil(lambda: window.windowTitle() == f"modelmon — {small_model.name}",
+                    timeout=10_000)
+    assert not window.workspace.running and worker_processes() == []
+    assert window.workspace.results.results.rowCount() == 0  # a new model: a fresh table
