@@ -20,6 +20,7 @@ EXIT_OK, EXIT_LOAD_FAILED, EXIT_USAGE, EXIT_BAD_MODEL, EXIT_CANCELLED = 0, 1, 2,
 EPILOG = """\
 examples:
   modelmon                                   open the app (offers a demo model)
+  modelmon --demo                            open the app on the demo model
   modelmon model.safetensors                 open the app on a model
   modelmon inspect model.safetensors.index.json --json
   modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
@@ -40,10 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="modelmon", description="Why do your model weights load slowly? Measure it.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"modelmon {__version__}")
+    parser.add_argument("--demo", action="store_true",
+                        help="open the app on the demo model (generated once)")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
     gui = verbs.add_parser("gui", help="open the desktop app (the default)")
     gui.add_argument("path", nargs="?", help="model file, shard index or directory")
+    gui.add_argument("--demo", action="store_true",
+                     help="open the demo model (generated once into your cache)")
 
     inspect = verbs.add_parser("inspect", help="format, tensors, blocks, dtypes, storage facts")
     inspect.add_argument("path")
@@ -128,8 +133,8 @@ def fail(message: str, code: int) -> int:
 
 
 def main(argv: list[str] | None = None,
-         open_gui: Callable[[str | None], int] | None = None) -> int:
-    """Run the CLI. ``open_gui(path)`` opens the app: the engine never imports the GUI itself."""
+         open_gui: Callable[[str | None, bool], int] | None = None) -> int:
+    """Run the CLI. ``open_gui(path, demo)`` opens the app: the engine never imports the GUI."""
     args_list = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     known_verbs = {"gui", "inspect", "load", "bench", "recommend", "strategies", "demo"}
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None,
             if open_gui is None:
                 return fail("the app is not available here; use a headless verb (see --help)",
                             EXIT_USAGE)
-            return open_gui(getattr(args, "path", None))
+            return open_gui(getattr(args, "path", None), bool(args.demo))
         if args.verb == "strategies":
             return cmd_strategies(args)
         if args.verb == "inspect":

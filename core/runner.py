@@ -9,12 +9,15 @@ join → terminate → kill, so no worker outlives the run.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import send_handle
 from typing import Any
@@ -69,6 +72,22 @@ def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> None:
         deadline = time.monotonic() + grace_s
         for process in alive:
             process.join(max(0.0, deadline - time.monotonic()))
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start spawn children without re-running the parent's ``__main__`` script.
+
+    ``spawn`` re-imports the main script in every child; a script (or app) that imports Qt at
+    the top would put Qt in every worker. The workers need nothing from it: their entry point
+    is ``worker_main``, imported by name. So while starting them, ``__main__`` is a bare module.
+    """
+    real = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real
 
 
 def _exit_description(exitcode: int | None) -> str:
@@ -141,7 +160,8 @@ class LoadRun:
                 parent_end, child_end = context.Pipe(duplex=True)
                 process = context.Process(target=worker_main, name=f"modelmon-worker-{worker}",
                                           args=(task, child_end, stop, go), daemon=True)
-                process.start()
+                with _main_module_hidden():
+                    process.start()
                 child_end.close()
                 for descriptor in shared:
                     send_handle(parent_end, descriptor, process.pid)
@@ -151,7 +171,7 @@ class LoadRun:
             if self._failure is None and not self._cancel.is_set():
                 # Measured after the workers parsed headers, just before go: what the load
                 # really starts from.
-                state = cache.prepare(self.paths, self.options.cache)
+                state = cache.prepare(self.paths, self.options.cache, stop=self._cancel)
                 self.t0_ns = now_ns()
                 go.set()
                 if self.on_start is not None:

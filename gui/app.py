@@ -52,8 +52,8 @@ def show_unexpected_errors(window: MainWindow) -> None:
     sys.excepthook = hook
 
 
-def run_app(path: str | None = None) -> int:
-    """Open the window (on ``path`` if given) and run until it closes; the exit code."""
+def run_app(path: str | None = None, demo: bool = False) -> int:
+    """Open the window (on ``path``, or the demo model) and run until it closes; the exit code."""
     logging.basicConfig(level=logging.WARNING, format="modelmon: %(levelname)s: %(message)s")
     app = create_application()
     window = MainWindow()
@@ -61,6 +61,8 @@ def run_app(path: str | None = None) -> int:
     window.show()
     if path:
         window.open_path(path)
+    elif demo:
+        window.loader.use_demo()
     # Ctrl+C in the terminal closes the window properly (stopping any load) instead of being
     # swallowed while Qt's event loop runs: a short timer lets Python see the signal.
     signal.signal(signal.SIGINT, lambda *_: window.close())

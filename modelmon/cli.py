@@ -12,13 +12,13 @@ import sys
 EXIT_USAGE = 2
 
 
-def open_gui(path: str | None) -> int:
+def open_gui(path: str | None, demo: bool = False) -> int:
     # Without a display Qt aborts with a core dump: say what to do instead.
     if sys.platform.startswith("linux") and not any(
         os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
     ):
         print("modelmon: no display for the app (DISPLAY and WAYLAND_DISPLAY are unset); run "
-              "it under xvfb-run, or use a headless verb: modelmon inspect|load|strategies",
+              "it under xvfb-run, or use a headless verb: modelmon inspect|load|bench|recommend",
               file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -26,7 +26,7 @@ def open_gui(path: str | None) -> int:
     except ImportError as exc:  # e.g. Qt's system libraries are missing
         print(f"modelmon: the app cannot start: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return run_app(path)
+    return run_app(path, demo=demo)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -164,3 +166,24 @@ def test_file_truncated_during_an_mmap_load_fails_clearly(tmp_path: Path) -> Non
         result = LoadRun(path, strategy, options, on_message=on_message).run()
         assert result.status == "failed", strategy
         assert ("SIGBUS" in (result.error or "")) or ("truncated" in (result.error or ""))
+
+
+def test_workers_never_rerun_the_parents_main_script(sharded_model: Path, tmp_path: Path
+                                                     ) -> None:
+    """A script that imports Qt at its top must not drag Qt into the workers."""
+    script = tmp_path / "app_like.py"
+    script.write_text(
+        "import sys\n"
+        "import PySide6.QtCore  # noqa: F401  (a GUI app's top-level import)\n"
+        "from modelmon.core.options import LoadOptions\n"
+        "from modelmon.core.records import WorkerReady\n"
+        "from modelmon.core.runner import LoadRun\n"
+        "readies = []\n"
+        "if __name__ == '__main__':\n"
+        "    run = LoadRun(sys.argv[1], 'sequential', LoadOptions(workers=2),\n"
+        "                  on_message=lambda m: readies.append(m)\n"
+        "                  if isinstance(m, WorkerReady) else None)\n"
+        "    print(run.run().status, all(r.qt_free for r in readies), len(readies))\n")
+    done = subprocess.run([sys.executable, str(script), str(sharded_model)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.split() == ["ok", "True", "2"], done.stderr[-1500:]

@@ -14,12 +14,16 @@ QT = ("PySide6", "shiboken6", "pyqtgraph")
 
 def test_gui_verb_bare_path_and_no_verb_open_the_app(monkeypatch, small_model: Path):
     opened = []
-    monkeypatch.setattr("modelmon.gui.app.run_app", lambda path: opened.append(path) or 0)
+    monkeypatch.setattr("modelmon.gui.app.run_app",
+                        lambda path, demo=False: opened.append((path, demo)) or 0)
     monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
     assert modelmon.cli.main(["gui", str(small_model)]) == 0
     assert modelmon.cli.main([str(small_model)]) == 0
     assert modelmon.cli.main([]) == 0
-    assert opened == [str(small_model), str(small_model), None]
+    assert modelmon.cli.main(["--demo"]) == 0
+    assert modelmon.cli.main(["gui", "--demo"]) == 0
+    model = str(small_model)
+    assert opened == [(model, False), (model, False), (None, False), (None, True), (None, True)]
 
 
 def test_no_display_is_a_clear_message_not_a_crash(monkeypatch, capsys):
