@@ -1,7 +1,7 @@
 """GGUF files: validate with ``struct`` first, then let ``gguf.GGUFReader`` lay the tensors out.
 
 GGUFReader trusts every count and length in the file: a damaged count sends it into a loop
-of billions of empty reads. So ``_scan_layout`` first walks the header, KV section and
+of billions of empty reads. So ``scan_layout`` first walks the header, KV section and
 tensor infos, checking each length against the bytes actually left. The reader then gives
 the arrays a loader gets (dtype, shape), and its layout is cross-checked with ours.
 
@@ -13,75 +13,36 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import itertools
-import mmap
 import os
 import struct
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, GGUFValueType, LlamaFileType
+from gguf import GGUFReader, GGUFValueType, LlamaFileType
 
 from modelmon.core.errors import ModelFormatError
 from modelmon.core.formats.blocks import block_of
+from modelmon.core.formats.gguf_layout import (
+    Layout,
+    one_line,
+    scan_layout,
+    show_name,
+)
 from modelmon.core.records import Model, ModelFile, TensorExtent
 
-HEADER_SIZE = 24  # magic u32, version u32, tensor_count u64, kv_count u64
-SUPPORTED_VERSIONS = (2, 3)  # what GGUFReader reads; v1 had 32-bit counts
-DEFAULT_ALIGNMENT = 32
-MAX_DIMS = 4  # GGML_MAX_DIMS: llama.cpp rejects more
-MAX_ARRAY_NESTING = 4  # the reader recurses once per level; real files nest 1 level
-# Left to itself, GGUFReader keeps one numpy view (~860 bytes, ~14 us) per KV array element:
-# 5 s and 330 MB for a 128k-token vocabulary. _ArraySkippingReader avoids that; should it
-# ever be unavailable, this cap bounds the cost. Real files hold < 1.5M elements in all.
-MAX_ARRAY_ELEMENTS = 1 << 22
-MIN_TENSOR_INFO_SIZE = 24  # name length u64 + n_dims u32 + type u32 + offset u64
-MIN_KV_SIZE = 13  # key length u64 + value type u32 + a 1-byte value
-
-_STRING, _ARRAY, _UINT32 = 8, 9, 4
-_SCALAR_FORMATS = dict(zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd", strict=True))
-_KEPT_KEYS = ("general.architecture", "general.name", "general.file_type", "general.alignment")
 _MAX_METADATA_CHARS = 200
 
 # What GGUFReader raises on a file it cannot make sense of (UnicodeDecodeError is a ValueError).
 _READER_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, struct.error)
 
 _T = TypeVar("_T")
-# name, offset of its entry, ggml type number, dims (ne0 first), offset in the data section
-_RawTensorInfo = tuple[str, int, int, tuple[int, ...], int]
-
-
-@dataclass(frozen=True, slots=True)
-class _TensorInfo:
-    name: str
-    info_offset: int  # where its entry starts in the tensor-info section
-    ggml_type: GGMLQuantizationType
-    dims: tuple[int, ...]  # ne0 first
-    offset: int  # absolute
-    n_bytes: int
-
-
-@dataclass(slots=True)
-class _Layout:
-    """What ``_scan_layout`` learned: enough to check the reader and describe the model."""
-
-    size: int
-    version: int
-    kv_count: int
-    alignment: int = DEFAULT_ALIGNMENT
-    data_start: int = 0
-    values: dict[str, object] = field(default_factory=dict)  # the _KEPT_KEYS present
-    array_sizes: dict[int, int] = field(default_factory=dict)  # KV array value offset → bytes
-    tensors: list[_TensorInfo] = field(default_factory=list)
 
 
 def parse_gguf(path: str | os.PathLike[str]) -> Model:
     """Validate a GGUF file and describe its tensors; problems raise ``ModelFormatError``."""
     file = os.fspath(path)
-    layout = _scan_layout(file)
+    layout = scan_layout(file)
     described = _run_reader(file, layout, lambda reader: _describe_tensors(file, reader))
     ours = {(t.name, t.ggml_type.name, t.dims, t.offset, t.n_bytes) for t in layout.tensors}
     theirs = {(e.name, e.dtype, e.shape, e.offset, e.length) for e, _ in described}
@@ -91,7 +52,8 @@ def parse_gguf(path: str | os.PathLike[str]) -> Model:
     for extent, array_nbytes in described:
         if array_nbytes != extent.length:
             problem = f"reader array holds {array_nbytes} bytes, not {extent.length}"
-            raise ModelFormatError(file, f"tensor {_show(extent.name)}: {problem}", extent.offset)
+            where = extent.offset
+            raise ModelFormatError(file, f"tensor {show_name(extent.name)}: {problem}", where)
     extents = tuple(sorted((e for e, _ in described), key=lambda extent: extent.offset))
     return Model(file, "gguf", (ModelFile(file, layout.size),), extents, _metadata(layout))
 
@@ -99,7 +61,7 @@ def parse_gguf(path: str | os.PathLike[str]) -> Model:
 def read_gguf_tensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Reference read: every tensor as the gguf package returns it, copied out of its map."""
     file = os.fspath(path)
-    layout = _scan_layout(file)
+    layout = scan_layout(file)
     return _run_reader(
         file, layout, lambda reader: {t.name: np.array(t.data) for t in reader.tensors}
     )
@@ -111,7 +73,7 @@ def with_gguf_reader(path: str | os.PathLike[str], extract: Callable[[GGUFReader
     ``extract`` must return copies, never views of the reader's map.
     """
     file = os.fspath(path)
-    return _run_reader(file, _scan_layout(file), extract)
+    return _run_reader(file, scan_layout(file), extract)
 
 
 # --- the reader, kept on a leash ---------------------------------------------------------------
@@ -168,7 +130,7 @@ def _reader_hook_matches() -> bool:
 _SKIP_ARRAYS = _reader_hook_matches()
 
 
-def _run_reader(file: str, layout: _Layout, extract: Callable[[GGUFReader], _T]) -> _T:
+def _run_reader(file: str, layout: Layout, extract: Callable[[GGUFReader], _T]) -> _T:
     """``extract(reader)``, which must return copies; reader errors become ModelFormatError.
 
     The error is raised only after the except block ends: until then the reader's traceback
@@ -179,10 +141,10 @@ def _run_reader(file: str, layout: _Layout, extract: Callable[[GGUFReader], _T])
         return _extract_and_unmap(file, layout, extract)
     except _READER_ERRORS as exc:
         failure = f"{type(exc).__name__}: {exc}"
-    raise ModelFormatError(file, f"gguf reader rejected the file: {_one_line(failure)}")
+    raise ModelFormatError(file, f"gguf reader rejected the file: {one_line(failure)}")
 
 
-def _extract_and_unmap(file: str, layout: _Layout, extract: Callable[[GGUFReader], _T]) -> _T:
+def _extract_and_unmap(file: str, layout: Layout, extract: Callable[[GGUFReader], _T]) -> _T:
     if _SKIP_ARRAYS:
         reader: GGUFReader = _ArraySkippingReader(file, layout.array_sizes)
     else:
@@ -196,231 +158,7 @@ def _extract_and_unmap(file: str, layout: _Layout, extract: Callable[[GGUFReader
     return result
 
 
-# --- the struct walk ---------------------------------------------------------------------------
-
-
-class _Cursor:
-    """Reads little- or big-endian values from ``buf``, refusing to run past its end."""
-
-    def __init__(self, file: str, buf: mmap.mmap, size: int, order: str) -> None:
-        self.file, self.buf, self.size, self.order = file, buf, size, order
-        self.pos = HEADER_SIZE
-        self.array_elements = 0
-
-    def fail(self, problem: str, offset: int | None = None) -> ModelFormatError:
-        return ModelFormatError(self.file, problem, self.pos if offset is None else offset)
-
-    def skip(self, length: int, what: str) -> int:
-        start = self.pos
-        if length > self.size - start:
-            problem = f"truncated: {what} needs {length} bytes, {self.size - start} left in file"
-            raise self.fail(problem, start)
-        self.pos = start + length
-        return start
-
-    def unpack(self, fmt: str, what: str) -> int | float | bool:
-        start = self.skip(struct.calcsize(fmt), what)
-        return struct.unpack_from(self.order + fmt, self.buf, start)[0]
-
-    def u32(self, what: str) -> int:
-        return int(self.unpack("I", what))
-
-    def u64(self, what: str) -> int:
-        return int(self.unpack("Q", what))
-
-    def string(self, what: str) -> tuple[int, int]:
-        """Step over one string; its start and length."""
-        length_at = self.pos
-        length = self.u64(f"{what} length")
-        if length > self.size - self.pos:
-            raise self.fail(f"{what} length {length} runs past the end of the file", length_at)
-        return self.skip(length, what), length
-
-    def text(self, what: str) -> str:
-        """A string that must be UTF-8 (the reader decodes keys and tensor names)."""
-        start, length = self.string(what)
-        try:
-            return self.buf[start : start + length].decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{what} is not UTF-8", start) from None
-
-    def value(self, value_type: int, what: str, keep: bool = False, depth: int = 0) -> object:
-        """Check one KV value fits; return it if ``keep`` and it is a scalar or string."""
-        if value_type in _SCALAR_FORMATS:
-            scalar = self.unpack(_SCALAR_FORMATS[value_type], what)
-            return scalar if keep else None
-        if value_type == _STRING:
-            start, length = self.string(what)
-            # Values are free text to the reader (only keys and names must be UTF-8).
-            return self.buf[start : start + length].decode("utf-8", "replace") if keep else None
-        if value_type != _ARRAY:
-            raise self.fail(f"{what} has unknown value type {value_type}", self.pos - 4)
-        if depth >= MAX_ARRAY_NESTING:
-            raise self.fail(f"{what}: arrays nested more than {MAX_ARRAY_NESTING} deep")
-        item_type = self.u32(f"{what} item type")
-        count_at = self.pos
-        count = self.u64(f"{what} length")
-        if item_type in _SCALAR_FORMATS:
-            item_size = struct.calcsize(_SCALAR_FORMATS[item_type])
-        elif item_type in (_STRING, _ARRAY):
-            item_size = 8 if item_type == _STRING else 12  # the least each item can take
-        else:
-            raise self.fail(f"{what} has unknown item type {item_type}", count_at - 4)
-        if count * item_size > self.size - self.pos:
-            raise self.fail(f"absurd array length {count} in {what}", count_at)
-        self.array_elements += count
-        if self.array_elements > MAX_ARRAY_ELEMENTS:
-            raise self.fail(f"KV arrays hold over {MAX_ARRAY_ELEMENTS} elements", count_at)
-        if item_type in _SCALAR_FORMATS:
-            self.skip(count * item_size, what)
-        elif item_type == _STRING:
-            self.skip_strings(count, what)
-        else:
-            for _ in range(count):
-                self.value(item_type, what, depth=depth + 1)
-        return None
-
-    def skip_strings(self, count: int, what: str) -> None:
-        """Step over ``count`` strings: the hot loop for a tokenizer vocabulary."""
-        buf, size, length_format, pos = self.buf, self.size, self.order + "Q", self.pos
-        for _ in range(count):
-            if size - pos < 8:
-                self.pos = pos
-                self.u64(f"{what} string length")  # raises the usual truncation error
-            (length,) = struct.unpack_from(length_format, buf, pos)
-            if length > size - pos - 8:
-                raise self.fail(f"{what}: string length {length} runs past the end", pos)
-            pos += 8 + length
-        self.pos = pos
-
-
-def _scan_layout(file: str) -> _Layout:
-    with open(file, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size < 4:
-            raise ModelFormatError(file, f"not a GGUF file ({size} bytes)")
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return _scan_mapped(file, buf, size)
-
-
-def _scan_mapped(file: str, buf: mmap.mmap, size: int) -> _Layout:
-    magic = buf[:4]
-    if magic != b"GGUF":
-        raise ModelFormatError(file, f"not a GGUF file (magic {magic!r}, expected b'GGUF')", 0)
-    if size < HEADER_SIZE:
-        raise ModelFormatError(file, f"truncated header: {size} bytes, need {HEADER_SIZE}", 0)
-    # Like GGUFReader: a version whose low 16 bits read as 0 was written on a machine of the
-    # other byte order, and every number in the file is swapped.
-    native = "<" if sys.byteorder == "little" else ">"
-    order = native
-    (version,) = struct.unpack_from(native + "I", buf, 4)
-    if version & 0xFFFF == 0:
-        order = ">" if native == "<" else "<"
-        (version,) = struct.unpack_from(order + "I", buf, 4)
-    if version not in SUPPORTED_VERSIONS:
-        raise ModelFormatError(file, f"unsupported GGUF version {version} (reads 2 and 3)", 4)
-    tensor_count, kv_count = struct.unpack_from(order + "QQ", buf, 8)
-    room = size - HEADER_SIZE
-    if tensor_count * MIN_TENSOR_INFO_SIZE > room:
-        raise ModelFormatError(file, f"absurd tensor count {tensor_count} for {size} bytes", 8)
-    if kv_count * MIN_KV_SIZE > room:
-        raise ModelFormatError(file, f"absurd KV count {kv_count} for {size} bytes", 16)
-    if tensor_count * MIN_TENSOR_INFO_SIZE + kv_count * MIN_KV_SIZE > room:
-        raise ModelFormatError(file, "tensor and KV counts cannot both fit in the file", 8)
-
-    layout = _Layout(size=size, version=version, kv_count=kv_count)
-    cursor = _Cursor(file, buf, size, order)
-    _scan_kv(cursor, kv_count, layout)
-    infos = [_scan_tensor_info(cursor, index) for index in range(tensor_count)]
-    padding = -cursor.pos % layout.alignment
-    layout.data_start = cursor.pos + padding
-    layout.tensors = [_place(cursor, layout, info) for info in infos]
-    _check_overlaps(file, layout.tensors)
-    return layout
-
-
-def _scan_kv(cursor: _Cursor, kv_count: int, layout: _Layout) -> None:
-    seen: set[str] = set()
-    for index in range(kv_count):
-        start = cursor.pos
-        key = cursor.text(f"KV #{index} key")
-        if key in seen:
-            raise cursor.fail(f"duplicate KV key {_show(key)}", start)
-        seen.add(key)
-        value_type = cursor.u32(f"KV {_show(key)} type")
-        value_at = cursor.pos
-        value = cursor.value(value_type, f"KV {_show(key)}", keep=key in _KEPT_KEYS)
-        if value_type == _ARRAY:
-            layout.array_sizes[value_at] = cursor.pos - value_at
-        if key == "general.alignment":
-            if value_type != _UINT32 or not isinstance(value, int):
-                raise cursor.fail("general.alignment is not a UINT32", start)
-            if value <= 0 or value & (value - 1):
-                raise cursor.fail(f"general.alignment {value} is not a power of two", start)
-            layout.alignment = value
-        elif key in _KEPT_KEYS and value is not None:
-            layout.values[key] = value
-
-
-def _scan_tensor_info(cursor: _Cursor, index: int) -> _RawTensorInfo:
-    start = cursor.pos
-    name = cursor.text(f"tensor #{index} name")
-    n_dims = cursor.u32(f"tensor {_show(name)} dimension count")
-    if n_dims > MAX_DIMS:
-        raise cursor.fail(f"tensor {_show(name)} has {n_dims} dimensions (max {MAX_DIMS})", start)
-    dims = tuple(cursor.u64(f"tensor {_show(name)} shape") for _ in range(n_dims))
-    type_number = cursor.u32(f"tensor {_show(name)} type")
-    relative_offset = cursor.u64(f"tensor {_show(name)} offset")
-    return name, start, type_number, dims, relative_offset
-
-
-def _place(cursor: _Cursor, layout: _Layout, raw: _RawTensorInfo) -> _TensorInfo:
-    """Check one tensor's type, shape and extent against the file."""
-    name, start, type_number, dims, relative_offset = raw
-    shown = _show(name)
-    try:
-        ggml_type = GGMLQuantizationType(type_number)
-        block_size, type_size = GGML_QUANT_SIZES[ggml_type]
-    except (ValueError, KeyError):
-        raise cursor.fail(f"tensor {shown} has unknown ggml type {type_number}", start) from None
-    if any(d >= 1 << 63 for d in dims):
-        raise cursor.fail(f"tensor {shown} has absurd shape {list(dims)}", start)
-    n_elements = 1
-    for d in dims:
-        n_elements *= d
-    row = dims[0] if dims else 1
-    if row % block_size:
-        problem = f"row of {row} is not a multiple of the {ggml_type.name} block size {block_size}"
-        raise cursor.fail(f"tensor {shown}: {problem}", start)
-    n_bytes = n_elements // block_size * type_size
-    if relative_offset % layout.alignment:
-        problem = f"data offset {relative_offset} is not a multiple of the alignment"
-        raise cursor.fail(f"tensor {shown}: {problem} {layout.alignment}", start)
-    offset = layout.data_start + relative_offset
-    if offset > layout.size or n_bytes > layout.size - offset:
-        problem = f"data [{offset}, {offset + n_bytes}) runs past the end of the file"
-        raise cursor.fail(f"tensor {shown}: {problem} ({layout.size} bytes)", start)
-    return _TensorInfo(name, start, ggml_type, dims, offset, n_bytes)
-
-
-def _check_overlaps(file: str, tensors: list[_TensorInfo]) -> None:
-    names: dict[str, int] = {}
-    for tensor in tensors:
-        if tensor.name in names:
-            problem = f"duplicate tensor name {_show(tensor.name)}"
-            raise ModelFormatError(file, problem, tensor.info_offset)
-        names[tensor.name] = tensor.info_offset
-    by_offset = sorted(tensors, key=lambda t: (t.offset, t.n_bytes))
-    for before, after in itertools.pairwise(by_offset):
-        if after.offset < before.offset + before.n_bytes:
-            problem = f"tensors {_show(before.name)} and {_show(after.name)} overlap"
-            raise ModelFormatError(file, problem, after.offset)
-
-
-# --- small helpers -----------------------------------------------------------------------------
-
-
-def _metadata(layout: _Layout) -> dict[str, str]:
+def _metadata(layout: Layout) -> dict[str, str]:
     metadata = {
         "GGUF.version": str(layout.version),
         "GGUF.tensor_count": str(len(layout.tensors)),
@@ -428,18 +166,8 @@ def _metadata(layout: _Layout) -> dict[str, str]:
         "general.alignment": str(layout.alignment),
     }
     for key, value in layout.values.items():
-        metadata[key] = _one_line(str(value))[:_MAX_METADATA_CHARS]
+        metadata[key] = one_line(str(value))[:_MAX_METADATA_CHARS]
         if key == "general.file_type" and isinstance(value, int):
             with contextlib.suppress(ValueError):  # a file type newer than our gguf package
                 metadata[key] = LlamaFileType(value).name
     return metadata
-
-
-def _show(name: str) -> str:
-    """A name fit for a one-line message: quoted, escaped if odd, and not too long."""
-    shown = repr(name) if name.isprintable() else ascii(name)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -185,3 +185,20 @@ def test_index_that_is_not_json(tmp_path: Path) -> None:
     index.write_text(json.dumps({"weight_map": {"a": "../../etc/passwd"}}))
     with pytest.raises(ModelFormatError, match="beside the index"):
         open_model(index)
+
+
+def test_permission_denied_is_one_clear_line(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root reads anything, so the kernel's EACCES is simulated where the file is opened."""
+    path = write_raw(tmp_path / "m.safetensors", {"x": entry("U8", [1], 0, 1)}, b"a")
+    real_open = open
+
+    def denying_open(file: object, *args: object, **kwargs: object) -> object:
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", denying_open)
+    with pytest.raises(ModelFormatError, match="permission denied") as caught:
+        open_model(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
