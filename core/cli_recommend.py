@@ -15,7 +15,7 @@ from modelmon.core.config import FORMAT_VERSION, fingerprint, write_config
 from modelmon.core.explain import apply_snippets
 from modelmon.core.formats import open_model
 from modelmon.core.options import parse_size
-from modelmon.core.recommend import Recommendation, recommend
+from modelmon.core.recommend import Candidate, Recommendation, recommend
 from modelmon.core.storage import memory_facts, storage_facts
 
 
@@ -60,12 +60,19 @@ def build_document(rec: Recommendation, config_name: str, memory_limit: int | No
         "alternatives": [
             {"rank": rank, "strategy": c.strategy, "spec": c.spec,
              "median_mbps": round(c.median_mbps, 1), "runs": len(c.results),
-             **({"note": c.role} if c.role else {})}
+             **({"note": _note(c)} if _note(c) else {})}
             for rank, c in enumerate(rec.ranked, 1) if c is not winner
         ],
         "apply": apply_snippets(model, winner, rec.ranked, config_name),
         "explanation": list(rec.explanation),
     }
+
+
+def _note(candidate: Candidate) -> str:
+    parts = [candidate.role] if candidate.role else []
+    if not candidate.results and candidate.stopped_below_mbps is not None:
+        parts.append("stopped at the time limit: median_mbps is the bound it stayed under")
+    return "; ".join(parts)
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:

@@ -64,11 +64,27 @@ def explain(model: Model, winner: Candidate, ranked: tuple[Candidate, ...], ceil
         lines.append(f"The library's own read (safetensors get_tensor / gguf reader) reached "
                      f"{baseline.median_mbps:.0f} MB/s: {verdict}.")
     shared = next((c for c in ranked if c.strategy == "mmap-shared-fd"), None)
-    if shared:
+    if shared and not shared.results and shared.stopped_below_mbps is not None:
+        lines.append(f"Known failure mode here: {shared.options.workers} workers mapping one "
+                     f"shared descriptor were stopped at the time limit, under "
+                     f"{shared.stopped_below_mbps:.0f} MB/s: at least "
+                     f"{_times(winner.median_mbps, shared.stopped_below_mbps)} slower than the "
+                     "best. Give every process its own descriptor.")
+    elif shared and shared.median_mbps < winner.median_mbps:
         lines.append(f"Known failure mode here: {shared.options.workers} workers mapping one "
                      f"shared descriptor reached {shared.median_mbps:.0f} MB/s, "
                      f"{_times(winner.median_mbps, shared.median_mbps)} slower than the best. "
                      "Give every process its own descriptor.")
+    elif shared:
+        lines.append(f"Workers mapping one shared descriptor were not slower here "
+                     f"({shared.median_mbps:.0f} MB/s in {len(shared.results)} run): this "
+                     "storage does not punish the pattern, but network and FUSE mounts do, "
+                     "so it is not recommended.")
+    slow = [c for c in ranked if not c.results and c.stopped_below_mbps is not None
+            and c is not shared]
+    if slow:
+        names = ", ".join(c.spec for c in slow)
+        lines.append(f"Stopped at the time limit (far slower than the best): {names}.")
     mmap = _best(ranked, "mmap")
     if mmap and winner.strategy not in MMAP_FAMILY and mmap.median_mbps < winner.median_mbps:
         lines.append(f"Plain mmap with own descriptors reached {mmap.median_mbps:.0f} MB/s: "

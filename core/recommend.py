@@ -27,6 +27,7 @@ class Candidate:
     options: LoadOptions
     role: str = ""  # "baseline" is always measured; "failure mode" is measured once, set aside
     results: list[LoadResult] = field(default_factory=list)
+    stopped_below_mbps: float | None = None  # cut short at the time limit: slower than this
 
     @property
     def spec(self) -> str:
@@ -34,7 +35,10 @@ class Candidate:
 
     @property
     def median_mbps(self) -> float:
-        return statistics.median(r.mbps for r in self.results) if self.results else 0.0
+        """Median of the completed runs; for a run cut short, the bound it stayed under."""
+        if self.results:
+            return statistics.median(r.mbps for r in self.results)
+        return self.stopped_below_mbps or 0.0
 
 
 @dataclass(frozen=True)
@@ -76,46 +80,64 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
     return grid
 
 
-def _runs_affordable(budget_left: float, seconds_per_run: float) -> int:
-    return max(0, int(budget_left / max(seconds_per_run, 0.05)))
+FINALISTS_EXTRA_RUNS = 4  # budget kept back so the two leaders get two more runs each
+SLOW_RUN_FACTOR = 4.0  # a run this many times slower than the fastest so far is cut short
 
 
 def search(model: Model, pool: list[Candidate], budget_s: float, seconds_per_run: float,
            started: float, progress: Progress, cancel: threading.Event | None) -> None:
-    """Successive halving: everyone once, then the better half again until one stands out
-    or the budget runs out. The failure mode is measured once, for the explanation."""
+    """Successive halving within the budget.
+
+    Round one measures as many candidates as leave room for the two leaders to run twice
+    more (one cold run each is too noisy to pick from); then the better half runs again until
+    two remain with three runs each or the budget is spent. A run far slower than the best so
+    far is stopped at a time limit (it is out of the race; how slow it was is still shown).
+    The failure mode is measured once, for the explanation.
+    """
+    fastest = [math.inf]  # wall seconds of the fastest completed load
+
     def left() -> float:
         return budget_s - (time.monotonic() - started)
+
+    def affordable() -> int:
+        return max(0, int(left() / max(seconds_per_run, 0.05)))
 
     def run(candidate: Candidate) -> None:
         if cancel is not None and cancel.is_set():
             raise LoadError("recommendation cancelled")
-        t0 = time.monotonic()
-        options = candidate.options.with_(cache="cold")
-        result = LoadRun(model, candidate.strategy, options, cancel=cancel).run()
         nonlocal seconds_per_run
-        seconds_per_run = 0.7 * seconds_per_run + 0.3 * (time.monotonic() - t0)
+        limit = None if math.isinf(fastest[0]) else max(2.0, SLOW_RUN_FACTOR * fastest[0])
+        options = candidate.options.with_(cache="cold")
+        started_run = time.monotonic()
+        load = LoadRun(model, candidate.strategy, options, cancel=cancel, time_limit_s=limit)
+        result = load.run()
+        seconds_per_run = 0.7 * seconds_per_run + 0.3 * (time.monotonic() - started_run)
         if result.status == "ok":
             candidate.results.append(result)
+            fastest[0] = min(fastest[0], result.seconds)
             progress(f"{candidate.spec}: {result.mbps:.0f} MB/s"
                      + ("" if result.cache.cold else " (not verified cold)"))
+        elif load.timed_out:
+            candidate.stopped_below_mbps = load.loaded_bytes / limit / 1e6 if limit else 0.0
+            progress(f"{candidate.spec}: stopped after {limit:.1f} s "
+                     f"(under {candidate.stopped_below_mbps:.0f} MB/s)")
         else:
             progress(f"{candidate.spec}: {result.status}: {result.error}")
 
-    affordable = _runs_affordable(left(), seconds_per_run)
-    del pool[max(2, affordable):]  # keep at least the planner's pick and the baseline
+    first_round = max(2, min(len(pool), affordable() - FINALISTS_EXTRA_RUNS))
+    del pool[first_round:]
     for candidate in pool:
+        if left() <= 0 and sum(len(c.results) for c in pool) >= 2:
+            break
         run(candidate)
     alive = [c for c in pool if c.results and c.role != "failure mode"]
     while len(alive) > 1:
         alive.sort(key=lambda c: c.median_mbps, reverse=True)
-        alive = alive[: max(2, math.ceil(len(alive) / 2))] if len(alive) > 2 else alive
-        if _runs_affordable(left(), seconds_per_run) < len(alive):
+        alive = alive[: max(2, math.ceil(len(alive) / 2))]
+        if affordable() < len(alive) or min(len(c.results) for c in alive) >= 3:
             break
         for candidate in alive:
             run(candidate)
-        if len(alive) == 2 and min(len(c.results) for c in alive) >= 5:
-            break
 
 
 def recommend(model: Model, budget_s: float = 120.0, *, memory_limit: int | None = None,
@@ -133,8 +155,8 @@ def recommend(model: Model, budget_s: float = 120.0, *, memory_limit: int | None
     seconds_per_run = (time.monotonic() - t0) / 2
     pool = candidates(model, fits, parallel)
     search(model, pool, budget_s, seconds_per_run, started, say, cancel)
-    measured = [c for c in pool if c.results]
-    contenders = [c for c in measured if c.role != "failure mode"] or measured
+    measured = [c for c in pool if c.results or c.stopped_below_mbps is not None]
+    contenders = [c for c in measured if c.role != "failure mode" and c.results]
     if not contenders:
         raise LoadError("no candidate load completed: nothing to recommend")
     winner = max(contenders, key=lambda c: (len(c.results) > 1, c.median_mbps))

@@ -112,7 +112,8 @@ class LoadRun:
                  on_message: Callable[[object], None] | None = None,
                  on_start: Callable[[LoadRun], None] | None = None,
                  cancel: threading.Event | None = None,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None,
+                 time_limit_s: float | None = None) -> None:
         self.model = model if isinstance(model, Model) else open_model(model)
         self.strategy = strategy
         self.strategy_class = get_strategy(strategy)
@@ -125,6 +126,8 @@ class LoadRun:
         self.done: dict[int, WorkerDone] = {}
         self.t0_ns = 0
         self._cancel = cancel or threading.Event()  # may be shared by a series of runs
+        self.time_limit_s = time_limit_s  # stop a load that runs longer (status "cancelled")
+        self.timed_out = False
         self._failure: str | None = None
 
     def cancel(self) -> None:
@@ -179,7 +182,7 @@ class LoadRun:
                 self._collect(conns, processes, until_ready=False)
             if self._failure is not None:
                 status = "failed"
-            elif self._cancel.is_set() and len(self.done) < workers:
+            elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
                 status = "cancelled"
         finally:
             stop.set()
@@ -201,6 +204,10 @@ class LoadRun:
             if len(target) == len(processes):
                 return
             if self._cancel.is_set():
+                return
+            limit = self.time_limit_s
+            if not until_ready and limit is not None and now_ns() - self.t0_ns > limit * 1e9:
+                self.timed_out = True
                 return
             if until_ready and time.monotonic() - started > READY_TIMEOUT_S:
                 self._failure = f"workers not ready after {READY_TIMEOUT_S:.0f} s"
@@ -277,7 +284,9 @@ class LoadRun:
             workers=workers,
             checksum=model_checksum(crcs, self.model) if verified else None,
             tensor_checksums=crcs if verified else {},
-            error=self._failure or ("cancelled" if status == "cancelled" else None),
+            error=self._failure or (None if status != "cancelled" else
+                                    f"stopped at the time limit of {self.time_limit_s:g} s"
+                                    if self.timed_out else "cancelled"),
             notes=notes,
         )
 

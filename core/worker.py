@@ -61,6 +61,19 @@ def build_context(model: Model, task_strategy: str, options: LoadOptions, worker
     )
 
 
+def own_peak_rss() -> int:
+    """This process's own peak RSS (VmHWM). Not ru_maxrss: Linux carries that across fork and
+    exec, so a spawned worker would report its parent's peak (measured: 560 MiB for 48)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -111,7 +124,7 @@ def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
             ctx.prefetch_recorder.flush()
         ctx.sink.check_complete()
         end = now_ns()
-        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peak_rss = own_peak_rss()
         send(WorkerDone(task.worker, ctx.sink.bytes_filled, start, end,
                         ctx.sink.checksums() if task.options.verify else (), peak_rss,
                         tuple(ctx.notes)))

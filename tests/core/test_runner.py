@@ -187,3 +187,24 @@ def test_workers_never_rerun_the_parents_main_script(sharded_model: Path, tmp_pa
     done = subprocess.run([sys.executable, str(script), str(sharded_model)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.split() == ["ok", "True", "2"], done.stderr[-1500:]
+
+
+def test_worker_peak_rss_is_its_own_not_the_parents(sharded_model: Path) -> None:
+    """ru_maxrss survives fork+exec; a worker must report its own peak (VmHWM)."""
+    ballast = bytearray(600 << 20)  # make the parent's peak far larger than a worker's
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    result = run_load(sharded_model, "sequential", LoadOptions(workers=2, discard=True))
+    del ballast
+    assert result.status == "ok"
+    assert all(0 < w.peak_rss < 300 << 20 for w in result.workers), [w.peak_rss
+                                                                     for w in result.workers]
+
+
+def test_time_limit_stops_a_slow_load(big_model: Path) -> None:
+    options = LoadOptions(workers=2, chunk=4096, fadvise="random", discard=True, cache="cold")
+    run = LoadRun(big_model, "pread", options, time_limit_s=0.3)
+    started = time.monotonic()
+    result = run.run()
+    assert run.timed_out and result.status == "cancelled"
+    assert "time limit" in (result.error or "")
+    assert time.monotonic() - started < 5
