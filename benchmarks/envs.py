@@ -92,6 +92,12 @@ class Throttle:
     def add(self, pid: int) -> None:
         (self.cgroup / "cgroup.procs").write_text(str(pid))
 
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` run inside the cgroup from its first instruction (its children too): a
+        shell moves itself in, then execs the command, so nothing runs unthrottled first."""
+        procs = self.cgroup / "cgroup.procs"
+        return ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *argv]
+
 
 def _disk_of(folder: Path) -> str:
     """MAJ:MIN of the whole disk holding ``folder`` (throttles apply to disks, not partitions)."""

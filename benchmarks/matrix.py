@@ -1,0 +1,222 @@
+"""One environment × model job: the recommendation, then rounds of ceilings + every entry.
+
+A job is plain JSON (so the ``hdd`` part can run in a child process placed in the blkio
+cgroup, whose spawned workers inherit the cgroup):
+
+    python -m benchmarks.matrix JOBS.json OUT.json
+
+Each repeat (round) measures the ceilings, then runs every entry once, in an order rotated by
+one each round, so slow drift of the machine (this disk is a virtual one, shared with other
+guests) spreads over all entries instead of favouring the ones that run first, and every
+ratio to a ceiling compares runs of the same round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from benchmarks.diagnose import diagnose
+from benchmarks.peers import run_peer
+from modelmon.core.ceilings import measure_ceilings
+from modelmon.core.formats import open_model
+from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core.recommend import recommend
+from modelmon.core.runner import LoadRun
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A row of a table: a modelmon strategy with options, or a peer loader."""
+
+    kind: str  # "strategy" | "peer"
+    name: str  # strategy or peer name
+    options: dict[str, Any] = field(default_factory=dict)  # LoadOptions fields (strategies)
+    role: str = ""  # "recommended" for recommend()'s pick
+
+    @property
+    def label(self) -> str:
+        if self.kind == "peer":
+            return f"peer: {self.name}"
+        spec = format_spec(self.name, LoadOptions(**self.options))
+        return f"{spec} (recommended)" if self.role == "recommended" else spec
+
+
+@dataclass
+class Job:
+    env: str  # "local" | "hdd" | "fuse"
+    model_key: str  # names the model in the report
+    model_path: str
+    cache: str  # "cold" | "warm"
+    repeats: int
+    entries: list[Entry]
+    ceilings: list[str]
+    recommend_budget_s: float = 0.0  # 0: no recommendation
+    workers: int = 4
+    diagnose: bool = True  # monitored runs of the best configuration (diagnose.py)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Job:
+        entries = [Entry(**e) for e in data.pop("entries")]
+        return Job(entries=entries, **data)
+
+
+def _strategy_run(model: Any, entry: Entry, cache: str) -> dict[str, Any]:
+    options = LoadOptions(**entry.options).with_(cache=cache)
+    result = LoadRun(model, entry.name, options).run()
+    workers = result.workers
+    return {
+        "status": result.status, "error": result.error, "bytes": result.bytes,
+        "seconds": result.seconds, "mbps": result.mbps,
+        "resident_before": result.cache.resident_before,
+        "resident_after": result.cache.resident_after,
+        "cold": result.cache.cold, "warm": result.cache.warm,
+        "peak_rss": sum(w.peak_rss for w in workers),
+        "worker_seconds": [w.seconds for w in workers],
+        "worker_peak_rss": [w.peak_rss for w in workers],
+        "notes": list(result.notes),
+    }
+
+
+def _peer_run(files: list[str], entry: Entry, cache: str) -> dict[str, Any]:
+    result = run_peer(entry.name, files, cache)
+    return {
+        "status": result.status, "error": result.error, "bytes": result.bytes,
+        "seconds": result.seconds, "mbps": result.mbps,
+        "resident_before": result.resident_before, "resident_after": result.resident_after,
+        "cold": result.cold, "warm": result.warm, "peak_rss": result.peak_rss,
+        "rss_ready": result.rss_ready, "worker_seconds": [], "notes": [],
+    }
+
+
+def blkio_counters() -> dict[str, int] | None:
+    """Read requests and bytes this process's blkio cgroup (v1) has let through, if any."""
+    try:
+        with open("/proc/self/cgroup") as handle:
+            line = next(x for x in handle.read().splitlines() if ":blkio:" in x)
+        folder = "/sys/fs/cgroup/blkio" + line.split(":", 2)[2]
+        found = {}
+        for name in ("io_serviced", "io_service_bytes"):
+            with open(f"{folder}/blkio.throttle.{name}") as handle:
+                found[name] = sum(int(x.split()[2]) for x in handle.read().splitlines()
+                                  if len(x.split()) == 3 and x.split()[1] == "Read")
+        return found
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
+    """Measure the job; a JSON-able dict with ceilings, recommendation and every run."""
+    say = progress or (lambda _: None)
+    started = time.monotonic()
+    load_at_start = os.getloadavg()[0]  # 1-minute load: others' work on this machine shows here
+    blkio_start = blkio_counters() if job.env == "hdd" else None
+    model = open_model(job.model_path)
+    files = [f.path for f in model.files]
+    out: dict[str, Any] = {"env": job.env, "model_key": job.model_key, "cache": job.cache,
+                           "model_bytes": model.total_bytes, "repeats": job.repeats,
+                           "ceilings": {}, "recommendation": None, "runs": []}
+    entries = list(job.entries)
+    if job.recommend_budget_s > 0:
+        t0 = time.monotonic()
+        pick = recommend(model, job.recommend_budget_s, workers=job.workers)
+        winner = pick.winner
+        chosen = {k: v for k, v in winner.options.to_dict().items() if k != "cache"}
+        out["recommendation"] = {
+            "spec": winner.spec, "budget_s": job.recommend_budget_s,
+            "elapsed_s": time.monotonic() - t0, "explanation": list(pick.explanation),
+            "ranked": [{"spec": c.spec, "median_mbps": c.median_mbps, "role": c.role}
+                       for c in pick.ranked],
+        }
+        say(f"recommend picked {winner.spec} in {time.monotonic() - t0:.0f} s")
+        entries = with_recommended(entries, Entry("strategy", winner.strategy, chosen))
+    out["entries"] = [{"label": e.label, **asdict(e)} for e in entries]
+    ceiling_runs: dict[str, list[float]] = {name: [] for name in job.ceilings}
+    verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
+    specs: dict[str, str] = {}
+    for repeat in range(job.repeats):
+        # The ceilings open every round, so each ratio compares runs made minutes apart at most.
+        for ceiling in measure_ceilings(model, job.ceilings, repeats=1,
+                                        workers=job.workers).items:
+            ceiling_runs[ceiling.name].append(ceiling.mbps)
+            verified[ceiling.name] = verified[ceiling.name] and bool(ceiling.verified)
+            specs[ceiling.name] = ceiling.spec
+            say(f"[{job.env}/{job.model_key}/{job.cache} {repeat + 1}/{job.repeats}] ceiling "
+                f"{ceiling.name}: {ceiling.mbps:.0f} MB/s")
+        shift = repeat % len(entries) if entries else 0
+        for entry in entries[shift:] + entries[:shift]:
+            if entry.kind == "peer":
+                run = _peer_run(files, entry, job.cache)
+            else:
+                run = _strategy_run(model, entry, job.cache)
+            run.update(label=entry.label, kind=entry.kind, name=entry.name, role=entry.role,
+                       repeat=repeat)
+            out["runs"].append(run)
+            state = "cold" if run["cold"] else "warm" if run["warm"] else "NOT " + job.cache
+            say(f"[{job.env}/{job.model_key}/{job.cache} {repeat + 1}/{job.repeats}] "
+                f"{entry.label}: {run['status']} {run['mbps']:.0f} MB/s ({state})"
+                + (f" {run['error']}" if run["error"] else ""))
+    out["ceilings"] = {name: {"mbps": statistics.median(runs), "runs": runs,
+                              "spec": specs.get(name, ""), "verified": verified[name]}
+                       for name, runs in ceiling_runs.items() if runs}
+    best = best_strategy(entries, out["runs"])
+    if job.diagnose and best is not None:
+        out["diagnosis"] = diagnose(model, best.name, best.options, job.cache)
+        say(f"diagnosis of {best.label}: done")
+    out["elapsed_s"] = time.monotonic() - started
+    out["loadavg"] = [load_at_start, os.getloadavg()[0]]
+    blkio_end = blkio_counters() if blkio_start else None
+    if blkio_start and blkio_end:  # what the throttle saw: requests and their average size
+        reads = blkio_end["io_serviced"] - blkio_start["io_serviced"]
+        done = blkio_end["io_service_bytes"] - blkio_start["io_service_bytes"]
+        out["blkio"] = {"reads": reads, "bytes": done,
+                        "bytes_per_read": done / reads if reads else None}
+    return out
+
+
+def with_recommended(entries: list[Entry], pick: Entry) -> list[Entry]:
+    """``entries`` with ``pick`` marked as recommended (added unless already there)."""
+    marked = Entry(pick.kind, pick.name, dict(pick.options), "recommended")
+    same = [i for i, e in enumerate(entries) if e.label == pick.label]  # same spec
+    if not same:
+        return [*entries, marked]
+    return [marked if i == same[0] else e for i, e in enumerate(entries)]
+
+
+def best_strategy(entries: list[Entry], runs: list[dict[str, Any]]) -> Entry | None:
+    """The modelmon configuration with the highest median MB/s (ok runs only)."""
+    speeds: list[tuple[float, int]] = []
+    for number, entry in enumerate(entries):
+        mine = [r["mbps"] for r in runs if r["label"] == entry.label and r["status"] == "ok"]
+        if entry.kind == "strategy" and mine:
+            speeds.append((statistics.median(mine), number))
+    return entries[max(speeds)[1]] if speeds else None
+
+
+def main(argv: list[str]) -> int:
+    """JOBS.json (a list of jobs) → OUT.json (a list of results), progress on stderr."""
+    job_path, out_path = argv
+    with open(job_path) as handle:
+        jobs = [Job.from_dict(data) for data in json.load(handle)]
+    results = []
+    for job in jobs:
+        print(f"{job.env} · {job.model_key} · {job.cache}", file=sys.stderr, flush=True)
+        results.append(run_job(job, lambda line: print(line, file=sys.stderr, flush=True)))
+    with open(out_path, "w") as handle:
+        json.dump(results, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

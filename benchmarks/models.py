@@ -1,0 +1,85 @@
+"""The generated models the benchmark loads: shaped like real LLM checkpoints.
+
+Generated once into the scratch folder and reused while their parameters stay the same (a
+``.spec.json`` beside each records them); ``python -m benchmarks.run`` removes the scratch
+folder at the end unless told to keep it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from modelmon.core.formats import open_model
+from modelmon.core.synth import write_gguf_model, write_safetensors_model
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    key: str  # short name used in tables and file names
+    description: str
+    format: str  # "safetensors" | "gguf"
+    params: dict[str, Any] = field(default_factory=dict)  # write_*_model keyword arguments
+
+    def folder(self, scratch: Path) -> Path:
+        return scratch / self.key
+
+
+# The full run's models. TinyLlama 1.1B's exact shapes in fp16, three shards (2.4 GB); a ~1 GB
+# Q4_K GGUF (a ~1.9B-parameter Llama: 22 layers, hidden 2560); and a small 322 MB fp16 model
+# with TinyLlama's vocabulary for the slow environments (hdd, fuse), where each load of the big
+# one would take 16 s or (mmap with a shared descriptor on FUSE) minutes.
+TINYLLAMA = ModelSpec("tinyllama-f16", "TinyLlama-1.1B shapes, fp16, 3 safetensors shards",
+                      "safetensors", {"layers": 22, "hidden": 2048, "intermediate": 5632,
+                                      "vocab": 32000, "shards": 3})
+GGUF_Q4K = ModelSpec("llama-1.9b-q4k", "Llama-shaped 1.9B (22 layers, hidden 2560), Q4_K GGUF",
+                     "gguf", {"layers": 22, "hidden": 2560, "vocab": 32000,
+                              "tensor_type": "Q4_K"})
+SMALL = ModelSpec("small-f16", "8 layers, hidden 1024, TinyLlama vocabulary, fp16, 1 file",
+                  "safetensors", {"layers": 8, "hidden": 1024, "intermediate": 2816,
+                                  "vocab": 32000, "shards": 1})
+# FUSE: smaller still, so that the loaders that crawl there (mmap with a shared descriptor,
+# fastsafetensors, cattensors: 6–13 MB/s) get three runs each within the budget.
+FUSE_SMALL = ModelSpec("fuse-f16", "4 layers, hidden 1024, vocabulary 16000, fp16, 1 file",
+                       "safetensors", {"layers": 4, "hidden": 1024, "intermediate": 2816,
+                                       "vocab": 16000, "shards": 1})
+# The smoke test's model: a few MB.
+TINY = ModelSpec("tiny-f16", "4 layers, hidden 256, fp16, 2 shards", "safetensors",
+                 {"layers": 4, "hidden": 256, "vocab": 1024, "shards": 2})
+
+
+def _entry_point(spec: ModelSpec, folder: Path) -> Path:
+    if spec.format == "gguf":
+        return folder / f"{spec.key}.gguf"
+    shards = int(spec.params.get("shards", 1))
+    return folder / ("model.safetensors.index.json" if shards > 1 else "model.safetensors")
+
+
+def ensure_model(spec: ModelSpec, scratch: Path) -> tuple[Path, float]:
+    """The model's path (generating it unless already there); seconds spent generating."""
+    folder = spec.folder(scratch)
+    marker = folder / ".spec.json"
+    wanted = json.dumps(asdict(spec), sort_keys=True)
+    target = _entry_point(spec, folder)
+    if marker.exists() and marker.read_text() == wanted and target.exists():
+        return target, 0.0
+    if folder.exists():
+        shutil.rmtree(folder)
+    started = time.monotonic()
+    if spec.format == "gguf":
+        write_gguf_model(target, **spec.params)
+    else:
+        write_safetensors_model(folder, **spec.params)
+    marker.write_text(wanted)
+    return target, time.monotonic() - started
+
+
+def describe(spec: ModelSpec, path: Path) -> dict[str, Any]:
+    model = open_model(path)
+    return {"key": spec.key, "description": spec.description, "format": model.format,
+            "bytes": model.total_bytes, "files": len(model.files),
+            "tensors": len(model.extents), "path": str(path)}

@@ -1,0 +1,316 @@
+"""docs/benchmarks.md from the results of one run (``run.py``): every number comes from it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from benchmarks.explain import explain_miss
+from benchmarks.peers import PEERS
+from benchmarks.summary import (
+    CEILING_FOR,
+    MiB,
+    all_targets,
+    ceiling_of,
+    library_of,
+    rows_of,
+)
+
+ENV_TITLES = {
+    "local": "local disk",
+    "hdd": "hdd: the same disk throttled like a hard disk (blkio cgroup v1: 150 MiB/s, 200 IOPS)",
+    "fuse": "fuse: rclone serve http on loopback + rclone mount (no VFS cache)",
+}
+TABLE_HEAD = ("| configuration | MB/s median | min–max | × {ceiling} ceiling | × library "
+              "| {cache} verified (resident before) |\n| --- | ---: | ---: | ---: | ---: | --- |")
+
+
+def _mb(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def _verified(row: Any, cache: str) -> str:
+    if row.kind == "ceiling":
+        return "–" if row.verified is None else ("✓" if row.verified else "✗")
+    if row.resident is None:
+        return "–"
+    mark = "✓" if row.verified else "✗"
+    return f"{mark} ({row.resident:.1%})"
+
+
+def job_table(job: dict[str, Any]) -> str:
+    rows = rows_of(job)
+    cache = job["cache"]
+    ceiling, library = ceiling_of(job), library_of(rows)
+    lines = [TABLE_HEAD.format(ceiling=CEILING_FOR[cache].replace("_", " "), cache=cache)]
+    for row in rows:
+        if not row.ok and row.kind != "ceiling":
+            lines.append(f"| {row.label} | failed | – | – | – | {row.error or ''} |")
+            continue
+        spread = f"{_mb(row.low)}–{_mb(row.high)}"
+        to_ceiling = row.median / ceiling if ceiling else None
+        to_library = row.median / library if library and row.kind != "ceiling" else None
+        label = f"**{row.label}**" if row.role == "recommended" else row.label
+        lines.append(f"| {label} | {_mb(row.median)} | {spread} | {_ratio(to_ceiling)} | "
+                     f"{_ratio(to_library)} | {_verified(row, cache)} |")
+    return "\n".join(lines)
+
+
+def _job_title(job: dict[str, Any], models: dict[str, Any]) -> str:
+    model = models.get(job["model_key"], {})
+    size = f"{model['bytes'] / 1e9:.2f} GB" if model else "?"
+    return f"{job['model_key']} ({size}) · {job['cache']}"
+
+
+def _recommendation(job: dict[str, Any]) -> str:
+    pick = job.get("recommendation")
+    if not pick:
+        return ""
+    ranked = ", ".join(f"{c['spec']} {c['median_mbps']:.0f}" for c in pick["ranked"][:4])
+    text = (f"`recommend(model, budget_s={pick['budget_s']:g})` picked **{pick['spec']}** in "
+            f"{pick['elapsed_s']:.0f} s (its own ranking, MB/s: {ranked}).")
+    rows = rows_of(job)
+    chosen = next((r for r in rows if r.role == "recommended"), None)
+    best = max((r for r in rows if r.kind == "strategy" and r.ok), key=lambda r: r.median,
+               default=None)
+    if chosen and best and chosen is not best and chosen.median < 0.8 * best.median:
+        measured = {c["spec"] for c in pick["ranked"]}
+        why = ("within the budget each candidate got about one cold run, and on this machine "
+               "one run can mislead (see the min–max columns)" if best.label in measured else
+               f"recommend() did not get to measure {best.label} within its budget")
+        text += (f" Over the rounds above the pick ran at {chosen.median:.0f} MB/s, below "
+                 f"{best.label} at {best.median:.0f} MB/s: {why}.")
+    if pick["elapsed_s"] > 1.5 * pick["budget_s"]:
+        text += (f" It took {pick['elapsed_s']:.0f} s for a {pick['budget_s']:g} s budget: "
+                 "recommend() always measures two ceilings and at least two candidates, and "
+                 "every candidate kept after its first trim runs once, however slow.")
+    return text
+
+
+def _caveat(results: dict[str, Any]) -> list[str]:
+    loads = [x for j in results.get("jobs", []) for x in j.get("loadavg", [])]
+    cores = results["machine"].get("cores") or 1
+    if not loads or max(loads) <= cores:
+        return []
+    return [f"**Caveat:** other processes shared this {cores}-core machine during the run "
+            f"(1-minute load average up to {max(loads):.1f}, see each table), and the local "
+            "disk is a virtual one whose host we cannot see or drop caches on: the local "
+            "numbers spread widely (min–max columns), so small ratios there are noise. The "
+            "hdd and fuse numbers are set by the throttle and by rclone and spread far "
+            "less.\n"]
+
+
+def environment_sections(results: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    models = results.get("models", {})
+    for env in ("local", "hdd", "fuse"):
+        jobs = [j for j in results.get("jobs", []) if j["env"] == env]
+        skipped = results.get("skipped_envs", {}).get(env)
+        out.append(f"### {ENV_TITLES[env]}\n")
+        if skipped:
+            out.append(f"Skipped: {skipped}\n")
+            continue
+        if not jobs:
+            out.append("Not run (not asked for).\n")
+            continue
+        for cache in ("cold", "warm"):
+            plot = results.get("plots", {}).get(f"{env}-{cache}")
+            if plot:
+                out.append(f"![{env} {cache}](benchmarks/{plot})\n")
+        for job in jobs:
+            out.append(f"#### {env} · {_job_title(job, models)}\n")
+            out.append(job_table(job) + "\n")
+            load = job.get("loadavg")
+            if load:
+                out.append(f"Load average (1 min) at start / end of this job: {load[0]:.1f} / "
+                           f"{load[1]:.1f} on {results['machine']['cores']} cores; "
+                           f"{job['elapsed_s']:.0f} s in all.\n")
+            line = _recommendation(job)
+            if line:
+                out.append(line + "\n")
+            diagnosis = job.get("diagnosis")
+            if diagnosis:
+                from benchmarks.diagnose import summary_line
+
+                out.append(f"Monitored run of the best configuration ({diagnosis['strategy']}): "
+                           f"{summary_line(diagnosis)}.\n")
+    return out
+
+
+def targets_section(results: dict[str, Any]) -> list[str]:
+    lines = ["| where | target | measured | met |", "| --- | --- | --- | --- |"]
+    misses = []
+    for target in all_targets(results):
+        mark = {True: "✓ met", False: "✗ **missed**", None: "not measured"}[target.met]
+        lines.append(f"| {target.section} | {target.target} | {target.measured} | {mark} |")
+        if target.met is False:
+            misses.append(target)
+    out = ["\n".join(lines) + "\n"]
+    if misses:
+        out.append("**Why the missed targets were missed** (from the monitored runs above):\n")
+        for target in misses:
+            out.append(f"- *{target.section}: {target.target}.* {explain_miss(target, results)}")
+        out.append("")
+    return out
+
+
+def peers_section(results: dict[str, Any]) -> list[str]:
+    lines = ["| peer | how it is run | status |", "| --- | --- | --- |"]
+    for name, (how, formats) in PEERS.items():
+        why = results.get("peers", {}).get(name)
+        status = f"skipped: {why}" if why else f"measured ({', '.join(formats)} models)"
+        lines.append(f"| {name} | {how} | {status} |")
+    return ["\n".join(lines) + "\n"]
+
+
+def overhead_section(results: dict[str, Any]) -> list[str]:
+    over = results.get("overhead") or {}
+    if "skipped" in over:
+        return [f"Skipped: {over['skipped']}\n"]
+    if not over:
+        return ["Not run.\n"]
+    return [f"`benchmarks/monitor_overhead.py` on {over['model_key']}: `{over['strategy']}`, "
+            f"{over['workers']} workers, discard mode, cold, {over['pairs']} pairs alternating "
+            f"(monitored first in every other pair).\n",
+            "| monitored MB/s | unmonitored MB/s | ratio per pair | median ratio | overhead | "
+            "sampler CPU (share of one core) |\n| ---: | ---: | --- | ---: | ---: | ---: |\n"
+            f"| {_mb(over['median_mbps_monitored'])} | {_mb(over['median_mbps_unmonitored'])} | "
+            f"{', '.join(f'{r:.3f}' for r in over['ratios'])} | {over['median_ratio']:.3f} | "
+            f"{over['overhead']:.1%} | {over['sampler_core_share_median']:.1%} |\n"]
+
+
+def memory_section(results: dict[str, Any]) -> list[str]:
+    memory = results.get("memory") or {}
+    if "skipped" in memory:
+        return [f"Skipped: {memory['skipped']}\n"]
+    out = []
+    rows = memory.get("load_to_ram", [])
+    if rows:
+        out.append(f"Load to RAM, {memory.get('model_key')}, cold, one run each, measured in a "
+                   "fresh process (`benchmarks/memory.py`: its own peak RSS was "
+                   f"{memory.get('parent_peak_rss', 0) / MiB:.0f} MiB). Peak RSS is the sum of "
+                   "the workers' `ru_maxrss`; *sampled* is the largest sum of the workers' RSS "
+                   "seen by the Session at 10 Hz. RSS counts the model's file pages a process "
+                   "maps, so mmap-based loaders show the page cache on top of their copies. "
+                   "Peers: their one process's VmHWM, from the local cold runs.\n")
+        lines = ["| configuration | bytes loaded | peak RSS | sampled | ratio |",
+                 "| --- | ---: | ---: | ---: | ---: |"]
+        for row in rows:
+            sampled = row.get("sampled_peak_rss")
+            lines.append(f"| {row['strategy']}, {row['workers']} worker(s) | "
+                         f"{row['bytes'] / MiB:,.0f} MiB | {row['peak_rss'] / MiB:,.0f} MiB | "
+                         f"{f'{sampled / MiB:,.0f} MiB' if sampled else '–'} | "
+                         f"{row['ratio']:.2f}× |")
+        for row in memory.get("peers", []):
+            lines.append(f"| {row['label']} | {row['bytes'] / MiB:,.0f} MiB | "
+                         f"{row['peak_rss'] / MiB:,.0f} MiB | – | {row['ratio']:.2f}× |")
+        out.append("\n".join(lines) + "\n")
+    discard = memory.get("discard") or {}
+    if "runs" in discard:
+        lines = [f"Discard mode on the same {memory['model_bytes'] / MiB:,.0f} MiB model with "
+                 f"`memory_limit` = {discard['memory_limit'] / MiB:,.0f} MiB (a keep-everything "
+                 "load is refused at that limit): `sequential`, 16 MiB reads, cold.\n",
+                 "| workers | MB/s | cold | peak RSS per worker | sampled (all workers) |",
+                 "| ---: | ---: | --- | --- | ---: |"]
+        for run in discard["runs"]:
+            peaks = ", ".join(f"{p / MiB:.0f}" for p in run["worker_peak_rss"])
+            sampled = run.get("sampled_peak_rss")
+            lines.append(f"| {run['workers']} | {_mb(run['mbps'])} | "
+                         f"{'✓' if run['cold'] else '✗'} | {peaks} MiB | "
+                         f"{f'{sampled / MiB:,.0f} MiB' if sampled else '–'} |")
+        out.append("\n".join(lines) + "\n")
+    return out or ["Not run.\n"]
+
+
+def plan_section(results: dict[str, Any]) -> list[str]:
+    plan = results.get("plan") or {}
+    if "in_memory_s" not in plan:
+        return [f"Skipped: {plan.get('skipped', 'not run')}\n"]
+    load = plan.get("whole_load") or {}
+    return [f"{plan['tensors']:,} tensors, {plan['workers']} workers, "
+            f"{plan['chunk'] // MiB} MiB reads. `partition` + `coalesce` on a `Model` built in "
+            f"memory: **{plan['in_memory_s'] * 1000:.0f} ms**. A real safetensors file of "
+            f"{plan['tensors']:,} 32-byte tensors ({plan['header_bytes'] / 1e6:.1f} MB header): "
+            f"`open_model` {plan['open_model_s'] * 1000:.0f} ms + plan "
+            f"{plan['plan_after_open_s'] * 1000:.0f} ms = **{plan['open_and_plan_s'] * 1000:.0f} "
+            f"ms** (medians of 3). A whole `sequential` load of that file ({load.get('status')}) "
+            f"took {load.get('wall_s', 0):.2f} s wall, spawn and parse in every worker "
+            f"included.\n"]
+
+
+def gui_section(results: dict[str, Any]) -> list[str]:
+    tick = results.get("gui_tick") or {}
+    head = ("<!-- GUI tick: filled by benchmarks/run.py from `python -m benchmarks.gui_tick` "
+            "(QT_QPA_PLATFORM=offscreen) when that script exists and prints JSON. -->\n")
+    if "result" not in tick:
+        return [head, f"*Placeholder:* {tick.get('skipped', 'not run')}.\n"]
+    lines = ["| measure | value |", "| --- | --- |"]
+    for key, value in tick["result"].items():
+        shown = (json.dumps(value, separators=(", ", ": "), default=str)
+                 if isinstance(value, dict | list) else value)
+        lines.append(f"| {key} | `{shown}` |" if isinstance(value, dict | list)
+                     else f"| {key} | {shown} |")
+    return [head, "From `python -m benchmarks.gui_tick` (its own defaults), run by this "
+            "command.\n", "\n".join(lines) + "\n"]
+
+
+def render(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    out = [
+        "# Benchmarks\n",
+        "Reproduce (one command, under 30 minutes on a 2-core machine; run as root for the hdd "
+        "and fuse environments):\n",
+        f"```sh\n{results['reproduce']}\n```\n",
+        f"This file was written by `{results['command']}` on {machine['date']}; the whole run "
+        f"took **{results['wall_s'] / 60:.1f} min**. Raw numbers: "
+        "[benchmarks/results.json](benchmarks/results.json).\n",
+        *([f"The text around the numbers was rendered again from that run's results.json "
+           f"(`{results['rendered_again']}`): same runs, same numbers.\n"]
+          if results.get("rendered_again") else []),
+        "## Machine\n",
+        "| | |\n| --- | --- |\n"
+        f"| CPU | {machine['cpu']}, {machine['cores']} cores |\n"
+        f"| RAM | {machine['ram_gib']} GiB |\n| kernel | {machine['kernel']} ({machine['os']}) |\n"
+        f"| disk | {machine['disk']}; {machine.get('disk_size') or 'size unknown'} |\n"
+        f"| filesystem | {machine['filesystem']} |\n| Python | {machine['python']} |\n"
+        f"| libraries | {', '.join(f'{k} {v}' for k, v in machine['libraries'].items())} |\n",
+        "## Models\n",
+        "| model | what | format | files | tensors | bytes | used in |\n"
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for key, model in results.get("models", {}).items():
+        used = sorted({f"{j['env']} {j['cache']}" for j in results.get("jobs", [])
+                       if j["model_key"] == key})
+        out.append(f"| {key} | {model['description']} | {model['format']} | {model['files']} | "
+                   f"{model['tensors']:,} | {model['bytes'] / 1e9:.2f} GB | {', '.join(used)} |")
+    out.append("")
+    for note in results.get("notes", []):
+        out.append(f"- {note}")
+    out += ["", *_caveat(results), "## Targets\n", *targets_section(results)]
+    out += ["## Throughput by environment\n", *_method_notes(), *environment_sections(results)]
+    out += ["## Peers\n", *peers_section(results)]
+    out += ["## Monitoring overhead\n", *overhead_section(results)]
+    out += ["## Peak memory\n", *memory_section(results)]
+    out += ["## Plan time for a 100 000-tensor model\n", *plan_section(results)]
+    out += ["## GUI event-loop tick latency\n", *gui_section(results)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _method_notes() -> list[str]:
+    return [
+        "Every number is a median over repeats run in one session; within a repeat every "
+        "configuration runs once, in an order rotated each repeat. Every run starts from a "
+        "verified page-cache state (cold: fsync + `POSIX_FADV_DONTNEED`, then `cachestat` ≤ 1 % "
+        "resident; warm: ≥ 99 % resident), measured just before the load starts; the last "
+        "column shows the worst `resident_before` of the runs. MB/s are 10⁶ bytes per second of "
+        "tensor bytes, from go to the last tensor (process start and imports not counted, for "
+        "peers as for modelmon's workers). Ceilings are `measure_ceilings`: sequential 16 MiB "
+        "reads in discard mode, 1 worker (sequential read) or 4 workers with their own "
+        "descriptors (parallel read). `× library` compares with modelmon's `library` strategy "
+        "(the safetensors / gguf library itself, in one worker). Peers load every tensor, keep "
+        "them all and touch every page of every result (see `benchmarks/peer_child.py`).\n",
+    ]

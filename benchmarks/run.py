@@ -1,0 +1,168 @@
+"""Run every benchmark and write docs/benchmarks.md (+ PNG plots and results.json).
+
+    ./dev bench [ARGS]                      # set up, install the bench extra and peers, run
+    .venv/bin/python -m benchmarks.run [--envs local,hdd,fuse] [--repeats 3] [--keep-models]
+
+Environments it cannot make here (no root for cgroups, no FUSE) are skipped with the reason.
+Every mount, cgroup and process it makes is removed or ended, also on Ctrl+C or an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import extras, memory, plots, report, suite
+from benchmarks.machine import facts
+from benchmarks.models import ensure_model
+from benchmarks.peers import PEERS, peer_unavailable
+from benchmarks.summary import peer_memory
+
+ROOT = Path(__file__).resolve().parents[1]
+REPRODUCE = "./dev bench        # = .venv/bin/python -m benchmarks.run, after installing the peers"
+
+
+def say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def _guarded(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A side section that fails says why in the report instead of losing the whole run."""
+    try:
+        return work()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        traceback.print_exc()
+        return {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through every finally: mounts, cgroups, children
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md",
+                        help="the markdown to write; PNGs and results.json go to OUT_DIR/"
+                             "benchmarks/ (default docs/benchmarks.md)")
+    parser.add_argument("--scratch", type=Path, default=ROOT / "tmp" / "bench",
+                        help="where models are generated and mounts made (default tmp/bench, "
+                             "on the disk under test)")
+    parser.add_argument("--keep-models", action="store_true",
+                        help="keep the scratch folder (models are reused by the next run)")
+    parser.add_argument("--envs", help="comma-separated subset of local,hdd,fuse (default all; "
+                                       "--smoke: local)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny model, few configurations, local only: checks the machinery")
+    parser.add_argument("--render", type=Path, metavar="RESULTS_JSON",
+                        help="run nothing: write the markdown and plots again from the "
+                             "results.json of an earlier run (same numbers, current text)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.render:
+        results = json.loads(args.render.read_text())
+        results["rendered_again"] = shlex.join(["python", "-m", "benchmarks.run",
+                                                *(sys.argv[1:] if argv is None else argv)])
+        _write(results, args.out)
+        say(f"rendered {args.out} again from {args.render}")
+        return 0
+    previous = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        results = run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    say(f"done in {results['wall_s'] / 60:.1f} min: {args.out}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.monotonic()
+    profile = suite.smoke_profile() if args.smoke else suite.full_profile()
+    chosen = args.envs or ("local" if args.smoke else "local,hdd,fuse")
+    envs = [e.strip() for e in chosen.split(",") if e.strip()]
+    scratch = args.scratch.resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    command = os.environ.get("MODELMON_BENCH_COMMAND") or shlex.join(
+        ["python", "-m", "benchmarks.run", *sys.argv[1:]])
+    results: dict[str, Any] = {"command": command, "reproduce": REPRODUCE,
+                               "machine": facts(scratch), "jobs": [], "skipped_envs": {},
+                               "notes": list(profile.notes)}
+    try:
+        say("checking which peers import here")
+        wanted = {p for spec in profile.peers.values() for p in spec}
+        results["peers"] = {name: peer_unavailable(name) for name in PEERS if name in wanted}
+        for name, why in results["peers"].items():
+            if why:
+                say(f"peer {name} skipped: {why}")
+        paths: dict[str, Path] = {}
+        for spec in profile.models:
+            path, seconds = ensure_model(spec, scratch)
+            paths[spec.key] = path
+            say(f"model {spec.key}: {path}" + (f" (generated in {seconds:.0f} s)" if seconds
+                                                 else " (reused)"))
+        results["models"] = {spec.key: _describe(spec, paths[spec.key]) for spec in profile.models}
+        available = {n for n, why in results["peers"].items() if why is None}
+        suite.run_environments(profile, envs, paths, available, scratch, results, say)
+        results.update(_extras(profile, paths, scratch, results, args.smoke))
+    finally:
+        if not args.keep_models:
+            shutil.rmtree(scratch, ignore_errors=True)
+    results["wall_s"] = time.monotonic() - started
+    _write(results, args.out)
+    return results
+
+
+def _describe(spec: Any, path: Path) -> dict[str, Any]:
+    from benchmarks.models import describe
+
+    return describe(spec, path)
+
+
+def _extras(profile: suite.Profile, paths: dict[str, Path], scratch: Path,
+            results: dict[str, Any], smoke: bool) -> dict[str, Any]:
+    big = paths[profile.memory_model]
+    say("monitoring overhead")
+    over = _guarded("monitoring overhead", lambda: extras.overhead(big, profile.overhead_pairs))
+    over.setdefault("model_key", profile.memory_model)
+    say("peak memory (in a fresh process)")
+    cold = next((j for j in results["jobs"] if j["env"] == "local" and j["cache"] == "cold"
+                 and j["model_key"] == profile.memory_model), None)
+    probe = _guarded("peak memory", lambda: memory.run_fresh(
+        big, scratch / "memory.json", profile.discard_repeats))
+    probe.update(model_key=profile.memory_model, peers=peer_memory(cold) if cold else [])
+    say("plan time")
+    plan = _guarded("plan time", lambda: extras.plan_time(scratch, profile.plan_tensors))
+    say("GUI tick latency")
+    tick = ({"skipped": "not run in --smoke"} if smoke else extras.gui_tick())
+    return {"overhead": over, "memory": probe, "plan": plan, "gui_tick": tick}
+
+
+def _write(results: dict[str, Any], out: Path) -> None:
+    folder = out.parent / "benchmarks"
+    folder.mkdir(parents=True, exist_ok=True)
+    missing = plots.matplotlib_missing()
+    results["plots"] = plots.plot_all(results, folder)
+    if missing and not any(n.startswith("No plots") for n in results["notes"]):
+        results["notes"].append(f"No plots: {missing}.")
+    (folder / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    out.write_text(report.render(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
