@@ -117,8 +117,8 @@ def run_ab(model: Model, a: Config, b: Config, n: int = 3, cache: str = "cold", 
     ordered: list[tuple[str, LoadResult]] = []
     for pair in range(n):
         for side, config in (("A", a), ("B", b)):
-            if cancel is not None and cancel.is_set():
-                break
+            if cancel is not None and cancel.is_set():  # between two runs: void, as mid-run
+                raise ABFailed(side, pair, None)
             options = config.options.with_(cache=cache)
             forward = (lambda m, s=side: on_message(s, m)) if on_message else None
             result = run_factory(model, config.strategy, options, on_message=forward,

@@ -3,10 +3,8 @@ with validation (an unknown key or a bad value is one clear line naming the key)
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from typing import Any
 
 import tomli_w
 
+from modelmon.core.atomic import write_atomic
 from modelmon.core.errors import ConfigError, OptionsError
 from modelmon.core.options import OPTION_NAMES, LoadOptions, from_mapping, parse_size
 from modelmon.core.records import Model
@@ -77,37 +76,8 @@ def fingerprint(model: Model) -> str:
 
 
 def write_config(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
-    """Write atomically: a temp file beside the target, fsync, rename. The old file survives
-    any failure (full disk, read-only folder, a crash mid-write) untouched."""
-    target = Path(path)
-    payload = tomli_w.dumps(dict(document)).encode()
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        descriptor, temp_name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.",
-                                                 suffix=".tmp")
-    except OSError as exc:
-        raise ConfigError(f"{target}: cannot write here: {exc.strerror or exc}") from None
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException as exc:  # a full disk, or Ctrl+C mid-write: the old file stays
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        if isinstance(exc, OSError):
-            raise ConfigError(f"{target}: write failed, previous file kept: "
-                              f"{exc.strerror or exc}") from None
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        folder_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(folder_fd)
-        finally:
-            os.close(folder_fd)
-    return target
+    """Write atomically (see ``modelmon.core.atomic``): the old file survives any failure."""
+    return write_atomic(path, tomli_w.dumps(dict(document)).encode(), ConfigError)
 
 
 def read_config(path: str | os.PathLike[str]) -> ConfigFile:

@@ -1,108 +1,65 @@
-"""LoadController: one measured load off the GUI thread, its records delivered to the GUI thread.
+"""LoadController: one background job at a time (a load, A/B × n, ceilings, a recommendation),
+its reports delivered to the GUI thread at a fixed rate.
 
-``LoadRun.run()`` blocks, so it runs in a ``threading.Thread`` (the "run thread"). Every record
-it reports is written to a one-way pipe; a ``QSocketNotifier`` on the read end wakes the GUI
-thread, which drains a bounded amount per wake into a ``LiveAccumulator``. A 40 ms timer turns
-what is new into one ``tick`` per period, so the GUI repaints at a fixed rate whatever the
-read rate is. The run's outcome travels through the same pipe after the last record, so
-``finished`` always comes after every tick's data.
+The job (``modelmon.gui.jobs``) blocks, so it runs in a ``threading.Thread`` (the "job thread").
+Everything it reports goes through a ``Channel``: a deque plus a wake-up pipe, watched by a
+``QSocketNotifier``. The GUI thread takes a bounded amount per wake: workers' records go
+into the current run's ``LiveAccumulator``; a 40 ms timer turns what is new into one ``tick``
+per period, and polls the running ``Session``'s sampler (``MetricFeed``) for ``metrics``, so
+the GUI repaints at a fixed rate whatever the read rate is. The job's end travels through the
+same channel after its last record, so ``job_finished`` always comes after every tick's data.
 
-Nothing Qt crosses threads: the run thread only writes bytes to a pipe. The pipe buffer is
-raised to 1 MiB so that a briefly busy GUI thread (a slow repaint) doesn't make the run thread
-block in ``send`` and, through it, stall the workers being measured.
+Nothing Qt crosses threads: the job thread only appends to a deque and writes to a pipe, and
+never waits for the GUI thread, so a slow repaint cannot stall the workers being measured.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import multiprocessing
 import threading
 import time
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
 
 from PySide6.QtCore import QObject, QSocketNotifier, QTimer, Signal
 
-from modelmon.core.errors import ModelmonError
-from modelmon.core.options import LoadOptions
-from modelmon.core.records import Model
-from modelmon.core.result import LoadResult
-from modelmon.core.runner import LoadRun, stop_processes
+from modelmon.core.records import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
+from modelmon.core.runner import stop_processes
+from modelmon.gui.channel import Channel
+from modelmon.gui.jobs import CeilingDone, Job, JobEnd, Progress, RunEnd, RunStart
 from modelmon.gui.live import LiveAccumulator, LiveUpdate
+from modelmon.gui.metrics_live import MetricFeed, MetricSnapshot
 
 log = logging.getLogger(__name__)
 
 TICK_MS = 40
-DRAIN_MAX_MESSAGES = 200  # per wake; the notifier fires again at once if more is waiting
+DRAIN_MAX_MESSAGES = 200  # per wake; more waiting → come back through the event loop
 DRAIN_MAX_S = 0.005
-PIPE_BYTES = 1 << 20
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
-CANCEL_WAIT_S = 5.0  # LoadRun ends within ~1 s of cancel(); past this we kill its workers
+CANCEL_WAIT_S = 5.0  # a LoadRun ends within ~1 s of cancel; past this we kill its workers
 KILL_WAIT_S = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """The run thread's last message: the result, or why there is none (one line)."""
-
-    result: LoadResult | None
-    error: str | None
-
-
-def one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def _run_thread(run: LoadRun, writer: Connection) -> None:
-    """Body of the run thread: run the load, then send the outcome and close the pipe."""
-    try:
-        outcome = _Outcome(run.run(), None)
-    except ModelmonError as exc:  # LoadError (no RAM), ModelFormatError: expected, one line
-        outcome = _Outcome(None, one_line(exc))
-    except Exception as exc:  # a bug or an OS error: the window says it, the log has the trace
-        log.exception("load failed")
-        outcome = _Outcome(None, f"{type(exc).__name__}: {one_line(exc)}")
-    try:
-        writer.send(outcome)
-    except (OSError, ValueError):  # the GUI closed its end: nobody is waiting
-        pass
-    finally:
-        writer.close()
-
-
-class _Forwarder:
-    """``on_message`` of the run: each record into the pipe, until the reader goes away."""
-
-    def __init__(self, writer: Connection) -> None:
-        self.writer = writer
-        self.broken = False
-
-    def __call__(self, message: object) -> None:
-        if self.broken:
-            return
-        try:
-            self.writer.send(message)
-        except (OSError, ValueError):
-            self.broken = True
+RECORDS = (ReadBatch, WorkerReady, WorkerDone, WorkerFailed)
 
 
 class LoadController(QObject):
-    """Runs one load at a time. Signals arrive in the GUI thread."""
+    """Runs one job at a time. Signals arrive in the GUI thread."""
 
-    tick = Signal(object)  # LiveUpdate, once per TICK_MS while a load runs, and a final one
-    finished = Signal(object)  # LoadResult (status ok, cancelled or failed)
-    failed = Signal(str)  # the load could not run at all: one line
+    run_started = Signal(object)  # RunStart: a load of the job begins
+    tick = Signal(object)  # LiveUpdate of the current load, every TICK_MS and a final one
+    metrics = Signal(object)  # MetricSnapshot of the current load, when the sampler has news
+    run_finished = Signal(object)  # RunEnd: the load ended (its result or why it couldn't run)
+    progress = Signal(object)  # Progress: a line about a job without live loads
+    ceiling = Signal(object)  # Ceiling: one more ceiling measured
+    job_finished = Signal(object)  # JobEnd: the job is over; a new one may start
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._run: LoadRun | None = None
+        self._job: Job | None = None
         self._thread: threading.Thread | None = None
-        self._reader: Connection | None = None
+        self._channel: Channel | None = None
         self._notifier: QSocketNotifier | None = None
+        self._run: RunStart | None = None
         self._live: LiveAccumulator | None = None
+        self._feed: MetricFeed | None = None
+        self._drain_again = False
         self._timer = QTimer(self)
         self._timer.setInterval(TICK_MS)
         self._timer.timeout.connect(self._emit_tick)
@@ -112,48 +69,41 @@ class LoadController(QObject):
         return self._thread is not None
 
     @property
+    def job(self) -> Job | None:
+        return self._job
+
+    @property
     def live(self) -> LiveAccumulator | None:
         """The records of the current (or last) load: ready workers, failures, totals."""
         return self._live
 
-    def start(self, model: Model, strategy: str, options: LoadOptions) -> bool:
-        """Start a load; False (and ``failed`` soon after) if it cannot start."""
+    @property
+    def feed(self) -> MetricFeed | None:
+        return self._feed
+
+    def start(self, job: Job) -> None:
+        """Start ``job`` in the background; its outcome comes as ``job_finished``."""
         if self.running:
-            raise RuntimeError("a load is already running: cancel it first")
-        reader, writer = multiprocessing.Pipe(duplex=False)
-        if F_SETPIPE_SZ is not None:
-            with contextlib.suppress(OSError):  # a smaller buffer only costs smoothness
-                fcntl.fcntl(writer.fileno(), F_SETPIPE_SZ, PIPE_BYTES)
-        forwarder = _Forwarder(writer)
-        try:
-            run = LoadRun(model, strategy, options, on_message=forwarder)
-        except ModelmonError as exc:
-            reader.close()
-            writer.close()
-            # Queued, like every other outcome: the caller finishes its own bookkeeping first.
-            message = one_line(exc)
-            QTimer.singleShot(0, lambda: self.failed.emit(message))
-            return False
-        self._run, self._reader = run, reader
-        self._live = LiveAccumulator(model, options.workers)
-        self._notifier = QSocketNotifier(reader.fileno(), QSocketNotifier.Type.Read, self)
+            raise RuntimeError("a job is already running: cancel it first")
+        channel = Channel()
+        self._job, self._channel = job, channel
+        self._notifier = QSocketNotifier(channel.wake_fd, QSocketNotifier.Type.Read, self)
         self._notifier.activated.connect(self._drain)
-        self._thread = threading.Thread(target=_run_thread, args=(run, writer),
-                                        name="modelmon-load", daemon=True)
+        self._thread = threading.Thread(target=job.run, args=(channel,),
+                                        name=f"modelmon-{job.kind}", daemon=True)
         self._thread.start()
         self._timer.start()
-        return True
 
     def cancel(self) -> None:
-        """Ask the load to stop; ``finished`` follows with status "cancelled" within ~1 s."""
-        if self._run is not None:
-            self._run.cancel()
+        """Ask the job to stop; a load ends (status "cancelled") within ~1 s."""
+        if self._job is not None:
+            self._job.cancel()
 
     def shutdown(self, timeout_s: float = CANCEL_WAIT_S) -> bool:
-        """Stop any load now and wait for it: cancel → join → kill its workers → join.
+        """Stop any job now and wait for it: cancel → join → kill its workers → join.
 
         Blocks (up to ``timeout_s`` + KILL_WAIT_S); for closing the window, not for buttons.
-        No signal is emitted. True when no run thread is left.
+        No signal is emitted. True when no job thread is left.
         """
         thread = self._thread
         if thread is None:
@@ -162,74 +112,95 @@ class LoadController(QObject):
         self._timer.stop()
         if self._notifier is not None:
             self._notifier.setEnabled(False)
-        if not self._join_draining(thread, timeout_s):
-            # LoadRun's own join → terminate → kill didn't get to run (the thread is stuck):
-            # stop the workers ourselves, so that run() sees them gone and returns.
-            log.warning("load did not stop within %.1f s of cancel: killing its workers",
+        if not self._join_discarding(thread, timeout_s):
+            # The LoadRun's own join → terminate → kill didn't get to run (the thread is
+            # stuck): stop the workers ourselves, so that run() sees them gone and returns.
+            log.warning("job did not stop within %.1f s of cancel: killing its workers",
                         timeout_s)
             workers = [p for p in multiprocessing.active_children()
                        if p.name.startswith("modelmon-worker-")]
             stop_processes(workers, grace_s=0.2)
-            self._join_draining(thread, KILL_WAIT_S)
+            self._join_discarding(thread, KILL_WAIT_S)
         stopped = not thread.is_alive()
         self._release()
         return stopped
 
-    def _join_draining(self, thread: threading.Thread, timeout_s: float) -> bool:
-        """Join the run thread, discarding its records meanwhile so it never blocks on us."""
+    def _join_discarding(self, thread: threading.Thread, timeout_s: float) -> bool:
+        """Join the job thread, dropping its reports meanwhile (nobody will look at them)."""
         deadline = time.monotonic() + timeout_s
         while thread.is_alive() and time.monotonic() < deadline:
-            reader = self._reader
-            with contextlib.suppress(EOFError, OSError):
-                while reader is not None and reader.poll(0):
-                    reader.recv()
+            if self._channel is not None:
+                self._channel.discard()
             thread.join(0.02)
         return not thread.is_alive()
 
+    # --- the GUI thread's side ------------------------------------------------------------
+
     def _drain(self) -> None:
-        """Take what the pipe holds, at most DRAIN_MAX_MESSAGES or DRAIN_MAX_S per wake."""
-        reader, live = self._reader, self._live
-        if reader is None or live is None:
+        """Take what the channel holds, at most DRAIN_MAX_MESSAGES or DRAIN_MAX_S per wake."""
+        self._drain_again = False
+        channel = self._channel
+        if channel is None:
             return
-        deadline = time.perf_counter() + DRAIN_MAX_S
-        for _ in range(DRAIN_MAX_MESSAGES):
-            try:
-                if not reader.poll(0):
-                    return
-                message = reader.recv()
-            except (EOFError, OSError):  # the run thread died without an outcome
-                self._finish(_Outcome(None, "the load stopped without a result"))
+        items, more = channel.take(DRAIN_MAX_MESSAGES, DRAIN_MAX_S)
+        for item in items:
+            if isinstance(item, RECORDS):
+                if self._live is not None:
+                    self._live.add(item)
+            elif isinstance(item, RunStart):
+                self._begin_run(item)
+            elif isinstance(item, RunEnd):
+                self._end_run(item)
+            elif isinstance(item, Progress):
+                self.progress.emit(item)
+            elif isinstance(item, CeilingDone):
+                self.ceiling.emit(item.ceiling)
+            elif isinstance(item, JobEnd):
+                self._finish(item)
                 return
-            if isinstance(message, _Outcome):
-                self._finish(message)
-                return
-            live.add(message)
-            if time.perf_counter() > deadline:
-                return
+        if more and not self._drain_again:
+            # The wake-up byte is gone: come back after the events already queued.
+            self._drain_again = True
+            QTimer.singleShot(0, self._drain)
+
+    def _begin_run(self, start: RunStart) -> None:
+        self._run = start
+        self._live = LiveAccumulator(start.session.model, start.workers)
+        self._feed = MetricFeed(start.label, start.session)
+        self.run_started.emit(start)
+
+    def _end_run(self, end: RunEnd) -> None:
+        if end.outcome is not None:
+            self._emit_tick(final=True)
+            self.metrics.emit(MetricSnapshot.of_result(end.label, end.outcome))
+        self._run = None
+        self._feed = None
+        self.run_finished.emit(end)
 
     def _emit_tick(self, final: bool = False) -> None:
-        if self._live is None or self._run is None:
+        run, live = self._run, self._live
+        if run is None or live is None:
             return
-        update: LiveUpdate = self._live.take_update(self._run.t0_ns, time.perf_counter_ns(),
-                                                    final=final)
+        update: LiveUpdate = live.take_update(run.session.load.t0_ns, time.perf_counter_ns(),
+                                              final=final)
         self.tick.emit(update)
+        if not final and self._feed is not None:
+            snapshot = self._feed.poll()
+            if snapshot is not None:
+                self.metrics.emit(snapshot)
 
-    def _finish(self, outcome: _Outcome) -> None:
+    def _finish(self, end: JobEnd) -> None:
         self._timer.stop()
-        if outcome.result is not None:
-            self._emit_tick(final=True)
         if self._thread is not None:
-            self._thread.join(KILL_WAIT_S)  # it only has to close its end of the pipe
+            self._thread.join(KILL_WAIT_S)  # it only has to close its end of the channel
         self._release()
-        if outcome.result is not None:
-            self.finished.emit(outcome.result)
-        else:
-            self.failed.emit(outcome.error or "the load failed")
+        self.job_finished.emit(end)
 
     def _release(self) -> None:
         if self._notifier is not None:
             self._notifier.setEnabled(False)
             self._notifier.deleteLater()
-        if self._reader is not None:
-            self._reader.close()
-        self._notifier = self._reader = self._thread = self._run = None
+        if self._channel is not None:
+            self._channel.close_reader()
+        self._notifier = self._channel = self._thread = self._job = None
+        self._run = self._feed = None

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import math
 
+from modelmon.core.ab import Verdict
+from modelmon.core.ceilings import Ceilings
 from modelmon.core.report import human_bytes
 from modelmon.core.result import CacheReport
 
-__all__ = ["cache_state_text", "duration_text", "human_bytes", "percent_text", "rate_text"]
+__all__ = ["cache_state_text", "ceilings_text", "duration_text", "human_bytes", "percent_text",
+           "rate_text", "verdict_text"]
+
+CEILING_NAMES = {"sequential_read": "sequential", "parallel_read": "parallel",
+                 "parallel_read_warm": "warm", "memcpy": "memcpy"}
 
 
 def percent_text(fraction: float) -> str:
@@ -48,3 +54,23 @@ def duration_text(seconds: float) -> str:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest:02d} s"
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """"B faster: 2.31× (pairs 2.10–2.52, noise ±3 %)": the winner's gain, over the pairs."""
+    ratio, low, high = verdict.median_ratio, verdict.min_ratio, verdict.max_ratio
+    noise = f"noise ±{verdict.noise * 100:.0f} %"
+    if verdict.text == "A faster":  # say A's gain over B, not B's loss
+        ratio, low, high = 1 / ratio, 1 / high, 1 / low
+        head = "A faster"
+    elif verdict.text == "B faster":
+        head = "B faster"
+    else:
+        head = "Within noise, B/A"
+    return f"{head}: {ratio:.2f}× (pairs {low:.2f}–{high:.2f}, {noise})"
+
+
+def ceilings_text(ceilings: Ceilings) -> str:
+    """"ceilings MB/s: sequential 480 · parallel 1,250 · memcpy 9,800"."""
+    parts = [f"{CEILING_NAMES.get(c.name, c.name)} {c.mbps:,.0f}" for c in ceilings.items]
+    return "ceilings MB/s: " + " · ".join(parts) if parts else "no ceilings measured"

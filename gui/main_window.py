@@ -22,10 +22,13 @@ from modelmon.gui.model_info import ModelInfo
 from modelmon.gui.model_loader import ModelLoader
 from modelmon.gui.recent import RecentFiles
 from modelmon.gui.widgets.message_bar import MessageBar
+from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
 from modelmon.gui.workspace import Workspace
 
 MODEL_FILTER = "Models (*.safetensors *.gguf *.json);;All files (*)"
+RESULT_FILTERS = {"json": "JSON (*.json);;All files (*)", "csv": "CSV (*.csv);;All files (*)"}
+PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
 
 
 class MainWindow(QMainWindow):
@@ -70,6 +73,25 @@ class MainWindow(QMainWindow):
         self._action(files, "Use &demo model", None, self.loader.use_demo,
                      "Open a ~480 MB Llama-shaped demo model (written once to your cache).")
         files.addSeparator()
+        self.recommend_action = self._action(
+            files, "Export &recommended configuration…", "Ctrl+E", self.export_recommended,
+            "Search for the fastest configuration within a time budget and write it as TOML.")
+        self.ab_config_action = self._action(
+            files, "Export A/B &winner as configuration…", "Ctrl+Shift+E", self.export_ab_config,
+            "Write the faster side of the last A/B, with its evidence, as a TOML config.")
+        self.json_action = self._action(
+            files, "Export results as &JSON…", "Ctrl+Shift+J", lambda: self.export_results("json"),
+            "Write every run (with its metric series), the ceilings and the A/B as JSON.")
+        self.csv_action = self._action(
+            files, "Export results as &CSV…", "Ctrl+Shift+C", lambda: self.export_results("csv"),
+            "Write the results table, one run a row, as CSV.")
+        plots = files.addMenu("Export &plot")
+        plots.setToolTipsVisible(True)
+        for name in self.workspace.plots:
+            self._action(plots, f"{name}…", None,
+                         lambda _=False, name=name: self.export_plot(name),
+                         f"Save the {name.lower()} plot as PNG or SVG.")
+        files.addSeparator()
         self._action(files, "&Quit", QKeySequence.StandardKey.Quit, self.close, "Quit modelmon.")
         runs = self.menuBar().addMenu("&Run")
         self.run_a_action = self._action(runs, "Run &A", "Ctrl+R",
@@ -78,8 +100,23 @@ class MainWindow(QMainWindow):
         self.run_b_action = self._action(runs, "Run &B", "Ctrl+Shift+R",
                                          lambda: self.workspace.run("B"),
                                          "Load the model once with configuration B.")
+        self.ab_action = self._action(runs, "Run A/B × &n", "Ctrl+T", self._run_ab,
+                                      "Run A, B, A, B … from the same verified cache state and "
+                                      "give the verdict.")
+        self.ceilings_action = self._action(runs, "&Measure ceilings", "Ctrl+Shift+M",
+                                            self.workspace.measure_ceilings,
+                                            "Measure what this storage gives on this file.")
         self.cancel_action = self._action(runs, "&Cancel", "Esc", self.workspace.cancel,
-                                          "Stop the running load and its workers.")
+                                          "Stop the running job and its workers.")
+        view = self.menuBar().addMenu("&View")
+        tabs = self.workspace.tabs
+        for index in range(tabs.count()):
+            title = tabs.tabText(index).replace("&&", "&")
+            self._action(view, tabs.tabText(index), f"Ctrl+{index + 1}",
+                         lambda _=False, index=index: tabs.setCurrentIndex(index),
+                         f"Show the {title} tab: {tabs.tabToolTip(index)}")
+        for menu in (files, runs, view):
+            menu.setToolTipsVisible(True)
         self._on_running(False)
 
     def _action(self, menu: QMenu, text: str, shortcut: QKeySequence.StandardKey | str | None,
@@ -101,6 +138,7 @@ class MainWindow(QMainWindow):
         self.loader.busy.connect(self._on_busy)
         self.workspace.message.connect(self.messages.show_message)
         self.workspace.running_changed.connect(self._on_running)
+        self.workspace.state_changed.connect(self._update_actions)
 
     # --- opening ------------------------------------------------------------------------------
 
@@ -144,12 +182,56 @@ class MainWindow(QMainWindow):
         self.busy_text.setText(text or "")
 
     def _on_running(self, running: bool) -> None:
-        self.run_a_action.setEnabled(not running)
-        self.run_b_action.setEnabled(not running)
-        self.cancel_action.setEnabled(running)
+        self._update_actions()
         if not running and self._pending_open is not None:
             path, self._pending_open = self._pending_open, None
             self.open_path(path)
+
+    def _update_actions(self) -> None:
+        running, ready = self.workspace.running, self.workspace.info is not None
+        for action in (self.run_a_action, self.run_b_action, self.ab_action,
+                       self.ceilings_action, self.recommend_action):
+            action.setEnabled(ready and not running)
+        self.cancel_action.setEnabled(running)
+        self.ab_config_action.setEnabled(self.workspace.exporter.can_export_ab)
+        for action in (self.json_action, self.csv_action):
+            action.setEnabled(self.workspace.exporter.can_export_results)
+
+    def _run_ab(self) -> None:
+        compare = self.workspace.compare
+        self.workspace.run_ab(compare.pairs.value(), compare.cache.currentText())
+
+    # --- exports ------------------------------------------------------------------------------
+
+    def _save_path(self, title: str, name: str, filters: str) -> str:
+        folder = os.path.dirname(self.workspace.info.path) if self.workspace.info else ""
+        path, _ = QFileDialog.getSaveFileName(self, title, os.path.join(folder, name), filters)
+        return path
+
+    def export_recommended(self) -> None:
+        info = self.workspace.info
+        dialog = RecommendDialog(os.path.dirname(info.path) if info else "", self)
+        if dialog.exec():
+            budget, path = dialog.values()
+            if path:
+                self.workspace.recommend(budget, path)
+
+    def export_ab_config(self) -> None:
+        path = self._save_path("Export A/B winner", "modelmon.toml", TOML_FILTER)
+        if path:
+            self.workspace.exporter.export_ab_config(path)
+
+    def export_results(self, kind: str) -> None:
+        path = self._save_path("Export results", f"modelmon-results.{kind}",
+                               RESULT_FILTERS[kind])
+        if path:
+            self.workspace.exporter.export_results(path)
+
+    def export_plot(self, name: str) -> None:
+        default = name.lower().replace(" ", "-") + ".png"
+        path = self._save_path(f"Export plot: {name}", default, PLOT_FILTER)
+        if path:
+            self.workspace.exporter.export_plot(name, path)
 
     # --- drag and drop, closing -----------------------------------------------------------
 

@@ -96,10 +96,12 @@ class AccessPatternPlot(ThemedPlot):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Access pattern", "time since load start (s)",
                          "offset in model (MB, files stacked)", parent=parent)
-        self.plot.setToolTip("Each read as a short segment at its file offset and time, one "
+        self.set_tip("Each read as a short segment at its file offset and time, one "
                              "colour per worker: diagonal stripes are sequential streams, a "
                              "scatter is random access.")
         self.item.setLimits(xMin=0)
+        self.follower = self.follow(follow_y=False)  # y: the whole model, fixed per model
+        self.last_end_s = 0.0
         self.traces: dict[int, _WorkerTrace] = {}
         self.stride = 1
         self.run_title = "Access pattern"
@@ -130,14 +132,18 @@ class AccessPatternPlot(ThemedPlot):
         self.item.setYRange(0, max(base, 1e-6), padding=0.02)
         self.item.setLimits(yMin=-0.05 * base, yMax=1.05 * base)
 
-    def start_run(self, title: str) -> None:
+    def start_run(self, title: str, spec: str = "") -> None:
+        """Clear for a new run: ``title`` ("run B · pair 2/3") heads the plot, ``spec`` goes
+        under it (a long spec in the title would push the worker colours out of view)."""
         for trace in self.traces.values():
             trace.remove()
         self.traces.clear()
         self.stride = 1
         self.run_title = f"Access pattern — {title}" if title else "Access pattern"
         self.set_title(self.run_title)
-        self.item.enableAutoRange(axis="x")
+        self.set_caption(f"{spec} · one colour per worker" if spec else None)
+        self.last_end_s = 0.0
+        self.follower.restart()
 
     def add_reads(self, reads: AccessPoints) -> None:
         if not len(reads):
@@ -152,6 +158,8 @@ class AccessPatternPlot(ThemedPlot):
             self.stride *= 2
             for trace in self.traces.values():
                 trace.halve()
+        self.last_end_s = max(self.last_end_s, float(reads.t_end.max()))
+        self.follower.show(max(self.last_end_s, 0.01))
 
     def _trace(self, worker: int, theme: Theme) -> _WorkerTrace:
         if worker not in self.traces:

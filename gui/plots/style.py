@@ -3,19 +3,101 @@
 from __future__ import annotations
 
 import html
+import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QPen
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
 
 from modelmon.gui.theme import current_theme
 
 
-def pen(colour: str, dashed: bool = False) -> QPen:
-    """Width 1 and cosmetic: thicker pens make Qt's raster engine many times slower."""
+def pen(colour: str, dashed: bool = False, alpha: int = 255) -> QPen:
+    """Width 1 and cosmetic: thicker pens make Qt's raster engine many times slower.
+
+    A lower ``alpha`` makes the thin, secondary lines (one per worker) recede behind totals.
+    """
     style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
-    return pg.mkPen(colour, width=1, style=style)
+    qpen = pg.mkPen(colour, width=1, style=style)
+    if alpha < 255:
+        colour_with_alpha = qpen.color()
+        colour_with_alpha.setAlpha(alpha)
+        qpen.setColor(colour_with_alpha)
+    return qpen
+
+
+FOLLOW_HINT = " Drag or scroll to zoom; double-click to follow the data again."
+NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 × 10^k at or above ``value`` (> 0)."""
+    if not math.isfinite(value) or value <= 0:
+        return 1.0
+    exponent = math.floor(math.log10(value))
+    # Divide by a power of ten (exact for negative exponents) rather than multiply by its
+    # inverse: 0.15, not 0.15000000000000002, on the axis.
+    steps = [m * 10.0**exponent if exponent >= 0 else m / 10.0**-exponent for m in NICE_STEPS]
+    return next(step for step in steps if step >= value * (1 - 1e-9))
+
+
+def cache_axes(item: pg.PlotItem) -> None:
+    """Keep each axis (labels and grid lines) as a pixmap, redrawn only when its range or
+    size changes: replaying the axes' drawing is most of a pyqtgraph repaint otherwise."""
+    for side in ("left", "bottom", "right", "top"):
+        item.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+class RangeFollower:
+    """Keeps a live plot's range just above its data, in steps (see ``nice_ceiling``).
+
+    pyqtgraph's auto range moves with every new point, and each move redraws the axes
+    (tick text, grid), the costliest part of a repaint; in steps, the axes change a few
+    times per run. Panning or zooming hands the range to the user until ``resume``
+    (a new run) or a double click.
+    """
+
+    def __init__(self, item: pg.PlotItem, follow_y: bool = True) -> None:
+        self.vb: pg.ViewBox = item.vb
+        self.follow_y = follow_y
+        self.following = True
+        self.shown: tuple[float, float | None] | None = None
+        self.last: tuple[float, float | None] = (0.0, None)  # the data's extent, last shown
+        self.vb.disableAutoRange()
+        item.hideButtons()  # its "A" button would switch the per-point auto range back on
+        self.vb.sigRangeChangedManually.connect(self._taken)
+
+    def _taken(self, *_: object) -> None:
+        self.following = False
+
+    def resume(self) -> None:
+        """Follow the data again (a double click after zooming)."""
+        self.following = True
+        self.shown = None
+        self.show(*self.last)
+
+    def restart(self) -> None:
+        """A new run: follow its data from nothing."""
+        self.following = True
+        self.shown = None
+        self.last = (0.0, None)
+
+    def show(self, x_max: float, y_max: float | None = None) -> None:
+        """The data reach ``x_max`` (and ``y_max``): widen the range if they got past it."""
+        self.last = (x_max, y_max)
+        if not self.following:
+            return
+        x = nice_ceiling(x_max)
+        y = nice_ceiling(y_max * 1.05) if self.follow_y and y_max is not None else None
+        if (x, y) == self.shown:
+            return
+        self.shown = (x, y)
+        if y is None:
+            self.vb.setRange(xRange=(0.0, x), padding=0.0, disableAutoRange=False)
+        else:
+            self.vb.setRange(xRange=(0.0, x), yRange=(0.0, y), padding=0.0,
+                             disableAutoRange=False)
 
 
 class ThemedPlot(QWidget):
@@ -34,19 +116,66 @@ class ThemedPlot(QWidget):
         self.item.setDownsampling(auto=True, mode="peak")
         self.item.setClipToView(True)
         self.item.setMenuEnabled(False)
+        cache_axes(self.item)
         self.axis_labels = {"bottom": x_label, "left": y_label}
         for side in self.axis_labels:
             self.item.getAxis(side).enableAutoSIPrefix(False)  # "MB/s" must not become "kMB/s"
         self.title, self.keys = title, []
+        self.follower: RangeFollower | None = None  # set by live plots
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
         self.plot.setMinimumHeight(180)
+        # Why the plot has nothing to show (e.g. no block device under a FUSE mount): said in
+        # words above it, never as a flat zero line that would read as "idle".
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setTextFormat(Qt.TextFormat.PlainText)
+        self.note.setContentsMargins(8, 4, 8, 4)
+        self.note.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
+        layout.setSpacing(0)
+        # A one-line key below the plot (what solid, dashed and faint mean): like the title's
+        # colour key, it never covers data.
+        self.caption = QLabel()
+        self.caption.setTextFormat(Qt.TextFormat.PlainText)
+        self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.caption.setContentsMargins(4, 0, 4, 2)
+        self.caption.hide()
+        layout.addWidget(self.note)
+        layout.addWidget(self.plot, 1)
+        layout.addWidget(self.caption)
         self.apply_theme()
+
+    def set_caption(self, text: str | None) -> None:
+        self.caption.setText(text or "")
+        self.caption.setVisible(bool(text))
+
+    def follow(self, follow_y: bool = True) -> RangeFollower:
+        """Make this a live plot whose range follows its data in steps."""
+        self.follower = RangeFollower(self.item, follow_y)
+        self.set_tip(self.plot.toolTip())
+        return self.follower
+
+    def set_tip(self, text: str) -> None:
+        """The plot's tooltip; a live plot's also says how to get its range back."""
+        hint = FOLLOW_HINT if self.follower is not None else ""
+        self.plot.setToolTip(text + hint if text and not text.endswith(hint) else text)
+
+    def _clicked(self, event: object) -> None:
+        double = getattr(event, "double", None)
+        if self.follower is not None and callable(double) and double():
+            self.follower.resume()
+
+    def set_note(self, text: str | None) -> None:
+        self.note.setText(text or "")
+        self.note.setVisible(bool(text))
 
     def apply_theme(self) -> None:
         theme = current_theme()
         self.plot.setBackground(theme.background)
+        self.note.setStyleSheet(f"color: {theme.warning}; background: {theme.background};")
+        self.caption.setStyleSheet(f"color: {theme.foreground}; background: {theme.background};"
+                                   " font-size: 8pt;")
         self.item.showGrid(x=True, y=True, alpha=theme.grid_alpha)
         for side, text in self.axis_labels.items():
             axis = self.item.getAxis(side)

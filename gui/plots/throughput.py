@@ -6,9 +6,16 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
+from modelmon.core.ceilings import Ceilings
+from modelmon.gui.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.live import LiveUpdate
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.theme import current_theme
+
+# The cold read ceilings are what a cold load is held against: the y range always takes them
+# in. The warm and memcpy ceilings are often 10× higher and would flatten every curve: their
+# lines are drawn, and seen once a warm load gets near them.
+IN_RANGE_CEILINGS = ("sequential_read", "parallel_read")
 
 
 class ThroughputPlot(ThemedPlot):
@@ -17,10 +24,17 @@ class ThroughputPlot(ThemedPlot):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Throughput", "time since load start (s)", "read throughput (MB/s)",
                          parent=parent)
-        self.plot.setToolTip("Tensor bytes read per 100 ms bin, as MB/s; a read spanning bins "
-                             "counts in each by its overlap. Dashed: warm-up prefetch reads.")
+        self.set_tip("Tensor bytes read per time bin (10–100 ms, coarser for longer "
+                             "loads), as MB/s; a read spanning bins counts in each by its "
+                             "overlap. Dashed in a run's colour: warm-up prefetch reads. Dashed "
+                             "grey: the ceilings measured on this file (Run ▸ Measure "
+                             "ceilings).")
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.prefetch_curves: dict[str, pg.PlotDataItem] = {}
+        self.ceiling_lines: dict[str, pg.InfiniteLine] = {}
+        self.anchor_mbps = 0.0  # the cold ceilings: the y range always takes them in
+        self.extents: dict[str, tuple[float, float]] = {}  # label -> (last time, peak MB/s)
+        self.follower = self.follow()
         self.item.setLimits(xMin=0, yMin=0)
 
     def _curve(self, label: str, prefetch: bool) -> pg.PlotDataItem:
@@ -44,19 +58,67 @@ class ThroughputPlot(ThemedPlot):
         if self.prefetch_curves:
             keys.append(("dashed: warm-up prefetch", theme.foreground))
         self.set_title("Throughput", keys)
+        captions = []
+        if self.ceiling_lines:
+            captions.append("dashed grey lines: ceilings measured on this file")
+        if self.prefetch_curves:
+            captions.append("dashed in a run's colour: warm-up prefetch reads")
+        self.set_caption(" · ".join(captions))
+
+    def set_ceilings(self, ceilings: Ceilings | None) -> None:
+        """Dashed horizontal lines at the measured ceilings (None: remove them)."""
+        for line in self.ceiling_lines.values():
+            self.item.removeItem(line)
+        self.ceiling_lines.clear()
+        theme = current_theme()
+        anchored = []
+        items = sorted(ceilings.items if ceilings is not None else (), key=lambda c: c.mbps)
+        for index, ceiling in enumerate(items):
+            name = CEILING_NAMES.get(ceiling.name, ceiling.name)
+            # Labels alternate between the right and the left end of their lines: two
+            # ceilings close in MB/s would otherwise write over each other.
+            right = index % 2 == 0
+            line = pg.InfiniteLine(ceiling.mbps, angle=0, pen=pen(theme.foreground, dashed=True,
+                                                                  alpha=160),
+                                   label=f"{name} ceiling {rate_text(ceiling.mbps)}",
+                                   labelOpts={"position": 0.98 if right else 0.02,
+                                              "color": theme.foreground,
+                                              "anchors": [(1, 1), (1, 1)] if right
+                                              else [(0, 1), (0, 1)]})
+            line.setToolTip(ceiling.spec)
+            # Not in the auto range (the anchor below decides which ceilings are).
+            self.item.addItem(line, ignoreBounds=True)
+            self.ceiling_lines[ceiling.name] = line
+            if ceiling.name in IN_RANGE_CEILINGS:
+                anchored.append(ceiling.mbps)
+        self.anchor_mbps = max(anchored, default=0.0)
+        self._refit()
+        self._retitle()
+
+    def _refit(self) -> None:
+        x_end = max((x for x, _ in self.extents.values()), default=0.0)
+        peak = max((y for _, y in self.extents.values()), default=0.0)
+        self.follower.show(max(x_end, 0.1), max(peak, self.anchor_mbps, 1.0))
 
     def start_run(self, label: str) -> None:
         """A new run of ``label`` replaces its previous curve."""
         self._curve(label, prefetch=False).setData([], [])
         if label in self.prefetch_curves:
             self.prefetch_curves[label].setData([], [])
+        self.extents.pop(label, None)
+        self.follower.restart()
+        self._refit()
 
     def show_update(self, label: str, update: LiveUpdate) -> None:
         rates = update.load_mbps
         times = (np.arange(len(rates)) + 0.5) * update.bin_s
         self._curve(label, prefetch=False).setData(times, rates)
+        peak = float(rates.max()) if len(rates) else 0.0
         if update.prefetch_mbps.any():
             self._curve(label, prefetch=True).setData(times, update.prefetch_mbps)
+            peak = max(peak, float(update.prefetch_mbps.max()))
+        self.extents[label] = (len(rates) * update.bin_s, peak)
+        self._refit()
 
     def point_count(self, label: str) -> int:
         curve = self.curves.get(label)
@@ -65,3 +127,5 @@ class ThroughputPlot(ThemedPlot):
     def clear(self) -> None:
         for curve in (*self.curves.values(), *self.prefetch_curves.values()):
             curve.setData([], [])
+        self.extents.clear()
+        self.follower.restart()

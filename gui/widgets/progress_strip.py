@@ -72,6 +72,14 @@ class ProgressStrip(QWidget):
             return float(bins.mean())
         return update.bytes_done / update.elapsed_s / 1e6 if update.elapsed_s > 0.05 else 0.0
 
+    def show_job(self, text: str, fraction: float | None = None) -> None:
+        """A job without a live load (ceilings, a recommendation): its line, and how far."""
+        self.cancel_button.setEnabled(True)
+        if fraction is not None:
+            self.bar.setValue(int(min(1.0, max(0.0, fraction)) * 1000))
+        self.bar.setFormat(text.replace("%", "%%"))  # the bar's format treats % specially
+        self.detail.setText("")
+
     def stopped(self, text: str) -> None:
         self.cancel_button.setEnabled(False)
-        self.bar.setFormat(text)
+        self.bar.setFormat(text.replace("%", "%%"))

@@ -2,55 +2,43 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-from modelmon.core.result import LoadResult
-from modelmon.gui.formatting import cache_state_text
+from modelmon.core.ceilings import Ceilings
+from modelmon.gui.formatting import CEILING_NAMES, cache_state_text, human_bytes
+from modelmon.gui.records import RunRecord, ceiling_for
 from modelmon.gui.theme import current_theme
+
+__all__ = ["COLUMNS", "ResultsModel", "ResultsTable", "RunRecord"]
 
 Index = QModelIndex | QPersistentModelIndex
 
 
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """A finished run as the table (and later the export) sees it."""
-
-    label: str  # "A" | "B"
-    spec: str  # format_spec(strategy, options)
-    result: LoadResult | None  # None when the run could not start at all
-    error: str | None = None  # why it failed or could not start
-
-    @property
-    def status(self) -> str:
-        return self.result.status if self.result is not None else "failed"
-
-    @property
-    def message(self) -> str | None:
-        if self.result is not None and self.result.status == "failed":
-            return self.result.error
-        return self.error
-
-
 COLUMNS = (
-    ("Run", "Which configuration ran."),
+    ("Run", "Which configuration ran (and which pair, in an A/B)."),
     ("Strategy", "The strategy and every option that differs from the defaults."),
     ("Cache before", "Page-cache state measured just before the load started (verified)."),
     ("Seconds", "Wall time from the go signal until the last worker finished."),
     ("MB/s", "Tensor bytes loaded per second (decimal MB)."),
-    ("GB", "Tensor bytes loaded (decimal GB)."),
+    ("% of ceiling", "MB/s as a share of the parallel-read ceiling measured on this file "
+                     "(Run ▸ Measure ceilings); warm runs against the warm ceiling."),
+    ("Peak RSS", "Peak resident memory of the workers together."),
     ("Status", "ok, cancelled, or failed with the reason."),
 )
+NUMERIC = range(3, 7)
+STATUS = len(COLUMNS) - 1
+CEILING_COLUMN = 5
 
 
 class ResultsModel(QAbstractTableModel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.records: list[RunRecord] = []
+        self.ceilings: Ceilings | None = None
 
     def add(self, record: RunRecord) -> None:
         row = len(self.records)
@@ -61,7 +49,15 @@ class ResultsModel(QAbstractTableModel):
     def clear(self) -> None:
         self.beginResetModel()
         self.records.clear()
+        self.ceilings = None
         self.endResetModel()
+
+    def set_ceilings(self, ceilings: Ceilings | None) -> None:
+        """New ceilings: every row's "% of ceiling" is worked out again."""
+        self.ceilings = ceilings
+        if self.records:
+            self.dataChanged.emit(self.index(0, CEILING_COLUMN),
+                                  self.index(len(self.records) - 1, CEILING_COLUMN))
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
         return 0 if parent.isValid() else len(self.records)
@@ -84,45 +80,64 @@ class ResultsModel(QAbstractTableModel):
             return None
         record, column = self.records[index.row()], index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            return self.cell_text(record, column)
+            return self.cell_text(record, column, self.ceilings)
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(record, column)
         if role == Qt.ItemDataRole.ForegroundRole:
             return self._colour(record, column)
-        if role == Qt.ItemDataRole.TextAlignmentRole and 3 <= column <= 5:
+        if role == Qt.ItemDataRole.TextAlignmentRole and column in NUMERIC:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
     @staticmethod
-    def cell_text(record: RunRecord, column: int) -> str:
+    def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str:
         result = record.result
         if column == 0:
-            return record.label
+            return record.run_name
         if column == 1:
             return record.spec
-        if column == 6:
+        if column == STATUS:
             return record.status + (f": {record.message}" if record.message else "")
+        if column == 6:
+            rss = record.peak_rss()
+            return human_bytes(rss[0]) if rss is not None else "–"
         if result is None:
             return "–"
         if column == 2:
             return cache_state_text(result.cache)
-        if result.status != "ok" and not result.bytes:
+        if not record.measured:
             return "–"
         if column == 3:
             return f"{result.seconds:.3f}"
         if column == 4:
             return f"{result.mbps:,.0f}"
-        return f"{result.bytes / 1e9:.3f}"
+        share = ceiling_for(record, ceilings)
+        return f"{share[0]:.0%}" if share is not None else "–"
 
-    @staticmethod
-    def _tooltip(record: RunRecord, column: int) -> str | None:
+    def _tooltip(self, record: RunRecord, column: int) -> str | None:
         result = record.result
         if column == 2 and result is not None:
             cache = result.cache
             tip = (f"requested {cache.requested}; {cache.resident_before:.1%} resident before, "
                    f"{cache.resident_after:.1%} after ({cache.method})")
             return tip + (f"\n{cache.note}" if cache.note else "")
+        if column == 4 and result is not None:
+            return f"{result.bytes:,} bytes of tensors"
+        if column == CEILING_COLUMN:
+            share = ceiling_for(record, self.ceilings)
+            if share is not None and self.ceilings is not None:
+                ceiling = self.ceilings.get(share[1])
+                name = CEILING_NAMES.get(share[1], share[1])
+                return (f"of the {name} ceiling, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
+                        if ceiling is not None else None)
+            return "Measure the ceilings (Run ▸ Measure ceilings) to see this."
         if column == 6:
+            rss = record.peak_rss()
+            if rss is not None:
+                return f"{rss[0]:,} bytes: {rss[1]}"
+            return "No sample of the workers' memory: the load was over before the sampler " \
+                   "looked (it samples every 100 ms)."
+        if column == STATUS:
             notes = "\n".join(result.notes) if result is not None else ""
             return "\n".join(t for t in (record.message, notes) if t) or None
         return COLUMNS[column][1]
@@ -132,7 +147,7 @@ class ResultsModel(QAbstractTableModel):
         theme = current_theme()
         if column == 0:
             return QColor(theme.run_colour(record.label))
-        if column == 6:
+        if column == STATUS:
             return QColor({"ok": theme.ok, "cancelled": theme.warning}.get(record.status,
                                                                            theme.error))
         if column == 2 and record.result is not None:
@@ -152,6 +167,8 @@ class ResultsTable(QTableView):
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setAlternatingRowColors(True)
         self.verticalHeader().setVisible(False)
+        # Compact rows: an A/B × 3 (six runs) fits without scrolling at 1400×900.
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.setWordWrap(False)
         header = self.horizontalHeader()
         # Fitted to the contents on each new row, then the user's to change; the status
@@ -162,6 +179,13 @@ class ResultsTable(QTableView):
 
     def add(self, record: RunRecord) -> None:
         self.results.add(record)
+        self.fit_columns()
+        self.scrollToBottom()
+
+    def set_ceilings(self, ceilings: Ceilings | None) -> None:
+        self.results.set_ceilings(ceilings)
+        self.resizeColumnToContents(CEILING_COLUMN)
+
+    def fit_columns(self) -> None:
         for column in range(len(COLUMNS) - 1):
             self.resizeColumnToContents(column)
-        self.scrollToBottom()

@@ -86,3 +86,14 @@ def test_real_cold_ab_shared_fd_against_sequential(sharded_model: Path) -> None:
     low, high = sorted(ratios)
     assert result.verdict.median_ratio == pytest.approx((low * high) ** 0.5)  # median of logs
     assert set(result.to_dict()) >= {"a", "b", "ratios", "verdict", "runs"}
+
+
+def test_cancel_between_runs_voids_the_comparison(sharded_model: Path) -> None:
+    import threading
+
+    cancel = threading.Event()
+    FakeRun.speeds = {"a": [100, 100], "b": [200, 200]}
+    with pytest.raises(ABFailed, match="cancelled"):
+        run_ab(open_model(sharded_model), Config("a", LoadOptions()), Config("b", LoadOptions()),
+               n=2, cancel=cancel, run_factory=FakeRun,
+               on_result=lambda side, pair, result: cancel.set())

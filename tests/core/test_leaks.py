@@ -60,9 +60,12 @@ def test_back_to_back_loads_leak_nothing(sharded_model: Path, tmp_path: Path, ki
     """In a fresh interpreter, so no other test's allocations blur the figure."""
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
+    # One malloc arena: otherwise how threads happen to interleave on a busy machine decides
+    # how many arenas keep freed memory, which moves RSS by MiBs with nothing leaked.
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
     done = subprocess.run([sys.executable, str(probe), str(sharded_model), kind, str(warmup),
                            str(loads)], capture_output=True, text=True, timeout=600,
-                          check=False)
+                          check=False, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout)
     (fds, threads, children, rss), (fds2, threads2, children2, rss2) = (figures["before"],

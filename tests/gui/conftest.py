@@ -23,6 +23,8 @@ os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
 # A load that takes seconds even on a fast disk: 4 KiB reads from a cold cache, told to the
 # kernel as random so it doesn't read ahead, streaming through bounded buffers.
 SLOW_OPTIONS = LoadOptions(workers=2, chunk=4096, fadvise="random", cache="cold", discard=True)
+# On slow_model, a few tenths of a second: long enough for several 100 ms metric samples.
+MEDIUM_OPTIONS = SLOW_OPTIONS.with_(chunk=64 << 10)
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +66,11 @@ def window(qtbot, settings: QSettings) -> Iterator[MainWindow]:
 def open_model(qtbot, window: MainWindow, path: Path) -> None:
     window.open_path(str(path))
     qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
+
+
+def wait_idle(qtbot, window: MainWindow, timeout_ms: int = 30_000) -> None:
+    """Until the running job (a load, an A/B, the ceilings...) has ended."""
+    qtbot.waitUntil(lambda: not window.workspace.running, timeout=timeout_ms)
 
 
 def worker_processes() -> list[psutil.Process]:

@@ -91,3 +91,25 @@ def test_access_plot_decimates_beyond_its_cap(qtbot):
     # Bounded items: none holds more than a chunk of segments.
     for trace in plot.traces.values():
         assert all(len(item.xData) <= 2 * access_pattern.CHUNK_SEGMENTS for item in trace.items)
+
+
+def test_plots_redraw_less_often_while_the_event_loop_lags():
+    from modelmon.gui.pacing import BASE_S, MAX_S, FramePacer
+
+    pacer = FramePacer(tick_s=0.04)
+    now, frames = 0.0, 0
+    for _ in range(60):  # 2.4 s of ticks on time: a redraw on every third 40 ms tick
+        now += 0.04
+        frames += pacer.tick(now)
+    assert 19 <= frames <= 21 and pacer.interval_s == BASE_S
+    for _ in range(10):  # the loop lags 60 ms a tick: redraws back off, to MAX_S at most
+        now += 0.1
+        pacer.tick(now)
+    assert pacer.interval_s == MAX_S
+    for _ in range(200):  # on time again: back to the base rate
+        now += 0.04
+        pacer.tick(now)
+    assert pacer.interval_s == BASE_S
+    pacer.pause()  # between loads the tick stops: the gap to the next one is no lag
+    now += 5.0
+    assert pacer.tick(now) and pacer.interval_s == BASE_S

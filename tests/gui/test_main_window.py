@@ -11,6 +11,7 @@ from modelmon.core import open_model as parse_model
 from modelmon.gui.formatting import cache_state_text
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.model_loader import ModelLoader
+from modelmon.gui.widgets.results_table import STATUS
 
 from .conftest import SLOW_OPTIONS, open_model, worker_processes
 
@@ -55,7 +56,7 @@ def test_run_a_then_b_fills_plots_and_results(qtbot, window: MainWindow, small_m
     assert second.spec.startswith("pread")
     assert workspace.throughput.point_count("B") > 0
     assert set(workspace.blocks.bars) == {"A", "B"}
-    assert workspace.results.results.cell_text(second, 6) == "ok"
+    assert workspace.results.results.cell_text(second, STATUS) == "ok"
 
 
 def test_cancel_stops_the_workers(qtbot, window: MainWindow, slow_model: Path):
@@ -71,7 +72,7 @@ def test_cancel_stops_the_workers(qtbot, window: MainWindow, slow_model: Path):
     qtbot.waitUntil(lambda: workspace.results.results.rowCount() == 1, timeout=10_000)
     (record,) = workspace.results.results.records
     assert record.status == "cancelled"
-    assert workspace.results.results.cell_text(record, 6).startswith("cancelled")
+    assert workspace.results.results.cell_text(record, STATUS).startswith("cancelled")
     assert worker_processes() == []
     assert not workspace.running and workspace.panels["A"].run_button.isEnabled()
 

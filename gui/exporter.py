@@ -1,0 +1,116 @@
+"""The File ▸ Export actions: results (JSON, CSV), the A/B winner as a config, plots.
+
+Files are assembled and written in a background thread (a config reads the head of every
+model file for its fingerprint, which takes a while on a network mount); the outcome is
+one line in the message bar. Plots are rendered in the GUI thread (Qt painting), then
+written like the rest: atomically, the previous file kept on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Signal
+
+from modelmon.core.errors import ModelmonError
+from modelmon.gui.export import ExportError, results_csv, results_json, write_atomic
+from modelmon.gui.plots.export import export_plot
+from modelmon.gui.tasks import BackgroundTask
+
+if TYPE_CHECKING:
+    from modelmon.gui.workspace import Workspace
+
+TASK_WAIT_S = 5.0
+
+
+class Exporter(QObject):
+    finished = Signal(bool, str)  # ok, the line shown
+
+    def __init__(self, workspace: Workspace) -> None:
+        super().__init__(workspace)
+        self.w = workspace
+        self._tasks: list[BackgroundTask] = []
+
+    @property
+    def can_export_results(self) -> bool:
+        return bool(self.w.records)
+
+    @property
+    def can_export_ab(self) -> bool:
+        return self.w.ab_result is not None and self.w.info is not None
+
+    def export_results(self, path: str) -> None:
+        """JSON or CSV by the file name's suffix (.csv → CSV, anything else → JSON)."""
+        w = self.w
+        if not w.records:
+            self._report(False, "No results to export yet: run A, B or an A/B first.")
+            return
+        records, ceilings, ab = list(w.records), w.ceilings, w.ab_result
+        model = w.info.path if w.info is not None else ""
+        if Path(path).suffix.lower() == ".csv":
+            self._background(lambda: write_atomic(path, results_csv(records, ceilings)),
+                             f"Results written to {path} (CSV)")
+        else:
+            self._background(
+                lambda: write_atomic(path, results_json(model, records, ceilings, ab)),
+                f"Results written to {path} (JSON)")
+
+    def export_ab_config(self, path: str) -> None:
+        """The faster side of the last A/B, with its evidence, as a modelmon config (TOML)."""
+        w = self.w
+        if w.ab_result is None or w.info is None:
+            self._report(False, "No A/B yet: run A/B × n first, then export its winner.")
+            return
+        from modelmon.gui.ab_config import ab_document, pick
+
+        ab, ceilings, model = w.ab_result, w.ceilings, w.info.model
+        side = pick(ab).side
+
+        def work() -> Path:
+            from modelmon.core.config import write_config
+
+            return write_config(path, ab_document(model, ab, ceilings, Path(path).name))
+
+        self._background(work, f"Configuration {side} ({(ab.a if side == 'A' else ab.b).spec}) "
+                               f"written to {path}")
+
+    def export_plot(self, name: str, path: str) -> None:
+        plot = self.w.plots.get(name)
+        if plot is None:
+            self._report(False, f"No plot named {name!r}.")
+            return
+        try:
+            export_plot(plot, path)
+        except ModelmonError as exc:
+            self._report(False, str(exc))
+        except OSError as exc:
+            self._report(False, f"{path}: {exc.strerror or exc}")
+        else:
+            self._report(True, f"Plot {name!r} written to {path}")
+
+    def _background(self, work: Callable[[], object], success: str) -> None:
+        task = BackgroundTask(work, "export", self)
+        task.succeeded.connect(lambda _result: self._report(True, success))
+        task.failed.connect(lambda error: self._report(False, error))
+        self._tasks = [t for t in self._tasks if t.running]
+        self._tasks.append(task)
+        task.start()
+
+    def _report(self, ok: bool, text: str) -> None:
+        self.w.message.emit(text if ok else f"Export failed: {text}", "info" if ok else "error")
+        self.finished.emit(ok, text)
+
+    @property
+    def busy(self) -> bool:
+        return any(task.running for task in self._tasks)
+
+    def shutdown(self, timeout_s: float = TASK_WAIT_S) -> None:
+        """Let writes in progress finish: a half-written export is worse than a late close."""
+        for task in self._tasks:
+            task.wait(timeout_s)
+        self._tasks = [t for t in self._tasks if t.running]
+
+
+__all__ = ["ExportError", "Exporter"]

@@ -1,0 +1,240 @@
+"""The sampler's series, live: IO wait, worker CPU, memory, device reads. A and B overlaid.
+
+Each plot shows the last run of A and the last run of B in their colours, on the time axis
+of the throughput plot (seconds since the load started). Totals are solid, one thin faint
+line per worker, and a second quantity (available memory, the load's own MB/s) dashed.
+Work per update is bounded: one ``setData`` per curve, at most MAX_WORKER_CURVES workers.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import QWidget
+
+from modelmon.gui.metrics_live import MetricSnapshot
+from modelmon.gui.plots.style import ThemedPlot, nice_ceiling, pen
+from modelmon.gui.theme import current_theme
+
+MAX_WORKER_CURVES = 16  # per run; more workers still count in the totals
+FAINT_ALPHA = 90
+GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    series: str  # a series name; "worker_rss.*" means one curve per worker
+    style: str = "solid"  # "solid" | "dashed" | "faint"
+    scale: float = 1.0  # values × scale = what the axis shows
+    right: bool = False  # on the right-hand axis
+
+    @property
+    def per_worker(self) -> bool:
+        return self.series.endswith(".*")
+
+
+def _worker_of(name: str) -> int:
+    return int(name.rsplit(".", 1)[1]) if name.rsplit(".", 1)[-1].isdigit() else 1 << 30
+
+
+class MetricPlot(ThemedPlot):
+    """Curves of a few series per run label; optionally a second y axis on the right."""
+
+    def __init__(self, title: str, y_label: str, traces: tuple[Trace, ...], key: str,
+                 right_label: str | None = None, requires: str | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(title, "time since load start (s)", y_label, parent=parent)
+        self.base_title = title
+        self.traces = traces
+        self.key = key  # what solid / dashed / faint mean here, in the title
+        self.requires = requires  # the metric source without which the plot has no data
+        self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
+        # label -> (last time, peak left, peak right): what the ranges must take in.
+        self.extents: dict[str, tuple[float, float, float]] = {}
+        self.item.setLimits(xMin=0, yMin=0)
+        self.follower = self.follow()
+        self.right_box: pg.ViewBox | None = None
+        self.right_top: float | None = None
+        self.pending: dict[str, MetricSnapshot] = {}  # for when it is shown again
+        if right_label is not None:
+            self._add_right_axis(right_label)
+        self._described = False
+        self.set_caption(key)
+        self._retitle()
+
+    def _add_right_axis(self, label: str) -> None:
+        box = pg.ViewBox()
+        self.item.showAxis("right")
+        self.item.scene().addItem(box)
+        axis = self.item.getAxis("right")
+        axis.linkToView(box)
+        axis.enableAutoSIPrefix(False)
+        box.setXLink(self.item)
+        box.setLimits(yMin=0)
+        box.disableAutoRange()  # set in steps, like the left axis (see RangeFollower)
+        self.axis_labels["right"] = label
+        self.right_box = box
+        self.item.vb.sigResized.connect(self._sync_right)
+        self.apply_theme()
+
+    def _sync_right(self) -> None:
+        if self.right_box is not None:
+            self.right_box.setGeometry(self.item.vb.sceneBoundingRect())
+            self.right_box.linkedViewChanged(self.item.vb, self.right_box.XAxis)
+
+    def _retitle(self) -> None:
+        theme = current_theme()
+        labels = sorted(self.extents)
+        keys = [(f"run {label}", theme.run_colour(label)) for label in labels]
+        self.set_title(self.base_title, keys)
+
+    def _curve(self, label: str, name: str, trace: Trace) -> pg.PlotDataItem:
+        key = (label, name)
+        curve = self.curves.get(key)
+        if curve is None:
+            colour = current_theme().run_colour(label)
+            alpha = FAINT_ALPHA if trace.style == "faint" else 255
+            # connect="finite": a failed sample (NaN) is a gap, not a drop to zero.
+            curve = pg.PlotDataItem(pen=pen(colour, dashed=trace.style == "dashed", alpha=alpha),
+                                    connect="finite")
+            if trace.right and self.right_box is not None:
+                curve.setDownsampling(auto=True, method="peak")
+                curve.setClipToView(True)
+                self.right_box.addItem(curve)
+            else:
+                self.item.addItem(curve)  # the PlotItem applies its downsampling and clipping
+            self.curves[key] = curve
+        return curve
+
+    def start_run(self, label: str) -> None:
+        """A new run of ``label`` replaces its curves. They are emptied, not removed: making
+        curves costs more than keeping an empty one (of a worker the new run lacks)."""
+        self.pending.pop(label, None)
+        for (run, _), curve in self.curves.items():
+            if run == label:
+                curve.setData([], [])
+        if self.extents.pop(label, None) is not None:
+            self._retitle()
+        self.follower.restart()
+        self._refit()
+
+    def show_snapshot(self, snapshot: MetricSnapshot) -> None:
+        if not self.isVisible():
+            # On a tab not shown: drawn when it is (snapshots are whole series, so only the
+            # latest of each run matters). Saves the GUI thread most of the metrics' cost.
+            self.pending[snapshot.label] = snapshot
+            return
+        self._draw(snapshot)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        pending, self.pending = self.pending, {}
+        for snapshot in pending.values():
+            self._draw(snapshot)
+
+    def _draw(self, snapshot: MetricSnapshot) -> None:
+        self._describe(snapshot)
+        if self.requires is not None:
+            reason = snapshot.unavailable.get(self.requires)
+            self.set_note(f"No {self.requires} counters here: {reason}" if reason else None)
+        x_end = peak_left = peak_right = 0.0
+        for trace in self.traces:
+            for name in self._names(trace, snapshot):
+                times, values = snapshot.series[name]
+                shown = values * trace.scale if trace.scale != 1.0 else values
+                self._curve(snapshot.label, name, trace).setData(times, shown)
+                finite = shown[np.isfinite(shown)]
+                top = float(finite.max()) if len(finite) else 0.0
+                if trace.right:
+                    peak_right = max(peak_right, top)
+                else:
+                    peak_left = max(peak_left, top)
+                if len(times):
+                    x_end = max(x_end, float(times[-1]))
+        known = snapshot.label in self.extents
+        self.extents[snapshot.label] = (x_end, peak_left, peak_right)
+        if not known:
+            self._retitle()
+        self._refit()
+
+    def _refit(self) -> None:
+        if not self.extents:
+            return
+        x_end = max(x for x, _, _ in self.extents.values())
+        peak = max(y for _, y, _ in self.extents.values())
+        self.follower.show(max(x_end, 0.1), peak if peak > 0 else 1.0)
+        if self.right_box is not None:
+            top = nice_ceiling(max(r for _, _, r in self.extents.values()) * 1.05)
+            if top != self.right_top:
+                self.right_top = top
+                self.right_box.setYRange(0.0, top, padding=0.0)
+
+    @staticmethod
+    def _names(trace: Trace, snapshot: MetricSnapshot) -> list[str]:
+        if not trace.per_worker:
+            return [trace.series] if trace.series in snapshot.series else []
+        prefix = trace.series[:-1]
+        names = sorted((n for n in snapshot.series if n.startswith(prefix)), key=_worker_of)
+        return names[:MAX_WORKER_CURVES]
+
+    def _describe(self, snapshot: MetricSnapshot) -> None:
+        """The tooltip says what each series is, in the sampler's own words (once)."""
+        if self._described or not snapshot.specs:
+            return
+        lines = []
+        for trace in self.traces:
+            name = trace.series.replace(".*", ".0")
+            spec = snapshot.specs.get(name)
+            if spec is not None:
+                what = "per worker (faint)" if trace.per_worker else trace.style
+                lines.append(f"{html.escape(trace.series)} ({what}): "
+                             f"{html.escape(spec.description)}")
+        if lines:
+            self.set_tip("<br>".join(lines))
+            self._described = True
+
+    def point_count(self, label: str) -> int:
+        counts = [0 if c.yData is None else int(np.isfinite(c.yData).sum())
+                  for (run, _), c in self.curves.items() if run == label]
+        return sum(counts)
+
+    def clear(self) -> None:
+        self.pending.clear()
+        for curve in self.curves.values():
+            curve.setData([], [])
+        self.extents.clear()
+        self.right_top = None
+        self.follower.restart()
+        self._retitle()
+        self.set_note(None)
+
+
+def iowait_plot() -> MetricPlot:
+    return MetricPlot("IO wait", "IO wait (% of all CPUs)", (Trace("iowait_pct"),),
+                      "share of all cores idle with IO pending")
+
+
+def cpu_plot() -> MetricPlot:
+    return MetricPlot("Worker CPU", "CPU (% of one core)",
+                      (Trace("workers_cpu_pct"), Trace("worker_cpu_pct.*", "faint")),
+                      "solid: all workers, faint: each worker")
+
+
+def memory_plot() -> MetricPlot:
+    return MetricPlot("Memory", "worker RSS (GB)",
+                      (Trace("workers_rss", scale=1 / GB),
+                       Trace("worker_rss.*", "faint", scale=1 / GB),
+                       Trace("mem_available", "dashed", scale=1 / GB, right=True)),
+                      "solid: workers' RSS, faint: each worker, dashed: available (right)",
+                      right_label="available memory (GB)")
+
+
+def device_plot() -> MetricPlot:
+    return MetricPlot("Device reads", "read throughput (MB/s)",
+                      (Trace("device_read_mbps"), Trace("load_mbps", "dashed")),
+                      "solid: the block device, dashed: the load's own bytes",
+                      requires="device")

@@ -1,0 +1,120 @@
+"""A/B × n and the ceilings: the controls, and the verdict shown large when an A/B ends."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
+
+from modelmon.core.ab import ABResult
+from modelmon.core.ceilings import Ceilings
+from modelmon.gui.formatting import ceilings_text, rate_text, verdict_text
+from modelmon.gui.theme import current_theme
+from modelmon.gui.widgets.elided_label import ElidedLabel
+
+DEFAULT_PAIRS = 3
+MAX_PAIRS = 50
+
+TIPS = {
+    "pairs": "How many A-then-B pairs to run: the verdict needs every pair to agree, so more "
+             "pairs separate a real difference from noise.",
+    "cache": "Page-cache state every run of the A/B starts from, verified before each load "
+             "(it overrides the cache option of A and B).",
+    "ab": "Run A, B, A, B … from the same verified cache state and judge the pairs (Esc "
+          "cancels).",
+    "ceilings": "Measure what this disk gives on this very file (cold sequential and parallel "
+                "reads, warm reads, memcpy), for the dashed lines and the % of ceiling column.",
+    "verdict": "The A/B verdict: the median over pairs of B's MB/s over A's, the range of the "
+               "pairs, and their spread (noise).",
+}
+
+
+class CompareBar(QWidget):
+    ab_requested = Signal(int, str)  # pairs, cache mode
+    ceilings_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.pairs = QSpinBox()
+        self.pairs.setRange(1, MAX_PAIRS)
+        self.pairs.setValue(DEFAULT_PAIRS)
+        self.pairs.setSuffix(" pairs")
+        self.pairs.setToolTip(TIPS["pairs"])
+        self.cache = QComboBox()
+        self.cache.addItems(["cold", "warm"])
+        self.cache.setToolTip(TIPS["cache"])
+        self.ab_button = QPushButton()
+        self.ab_button.setToolTip(TIPS["ab"])
+        self.ceilings_button = QPushButton("Measure ceilings")
+        self.ceilings_button.setToolTip(TIPS["ceilings"])
+        # The verdict and the ceilings may be long: they take the room there is and never
+        # widen the window (their whole text is in their tooltips).
+        self.verdict = ElidedLabel("")
+        self.verdict.setToolTip(TIPS["verdict"])
+        font = self.verdict.font()
+        font.setPointSizeF(font.pointSizeF() * 1.35)
+        font.setBold(True)
+        self.verdict.setFont(font)
+        self.ceilings_label = ElidedLabel("no ceilings measured")
+        self.ceilings_label.setToolTip(TIPS["ceilings"])
+        caption = QLabel("A/B ×")
+        caption.setToolTip(TIPS["pairs"])
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 2)
+        for widget in (caption, self.pairs, self.cache, self.ab_button):
+            layout.addWidget(widget)
+        layout.addSpacing(16)
+        layout.addWidget(self.verdict, 3)
+        layout.addWidget(self.ceilings_label, 2)
+        layout.addWidget(self.ceilings_button)
+        self.pairs.valueChanged.connect(self._name_button)
+        self.ab_button.clicked.connect(
+            lambda: self.ab_requested.emit(self.pairs.value(), self.cache.currentText()))
+        self.ceilings_button.clicked.connect(self.ceilings_requested)
+        self._name_button()
+
+    def _name_button(self) -> None:
+        self.ab_button.setText(f"Run A/B × {self.pairs.value()}")
+
+    def set_enabled(self, ready: bool) -> None:
+        """Buttons work when a model is open and nothing runs."""
+        self.ab_button.setEnabled(ready)
+        self.ceilings_button.setEnabled(ready)
+
+    def show_running(self, pairs: int) -> None:
+        self.verdict.setStyleSheet("")
+        self.verdict.setText(f"A/B × {pairs} running…")
+
+    def show_verdict(self, ab: ABResult) -> None:
+        verdict = ab.verdict
+        theme = current_theme()
+        colour = {"A faster": theme.run_colour("A"),
+                  "B faster": theme.run_colour("B")}.get(verdict.text, theme.foreground)
+        self.verdict.setStyleSheet(f"color: {colour};")
+        text = verdict_text(verdict)
+        if verdict.note:
+            text += f" — {verdict.note}"
+        self.verdict.setText(text)
+        self.verdict.setToolTip(
+            f"{text}\n{TIPS['verdict']}\nA: {ab.a.spec}: median {rate_text(ab.a.median_mbps)} "
+            f"({rate_text(ab.a.min_mbps)}–{rate_text(ab.a.max_mbps)})\n"
+            f"B: {ab.b.spec}: median {rate_text(ab.b.median_mbps)} "
+            f"({rate_text(ab.b.min_mbps)}–{rate_text(ab.b.max_mbps)})\n"
+            f"pairs B/A: {', '.join(f'{r:.2f}' for r in ab.ratios)}; cache: {ab.cache}")
+
+    def show_failure(self, text: str) -> None:
+        self.verdict.setStyleSheet(f"color: {current_theme().warning};")
+        self.verdict.setText(text)
+
+    def clear_verdict(self) -> None:
+        self.verdict.setText("")
+        self.verdict.setToolTip(TIPS["verdict"])
+
+    def show_ceilings(self, ceilings: Ceilings | None) -> None:
+        if ceilings is None or not ceilings.items:
+            self.ceilings_label.setText("no ceilings measured")
+            self.ceilings_label.setToolTip(TIPS["ceilings"])
+            return
+        self.ceilings_label.setText(ceilings_text(ceilings))
+        self.ceilings_label.setToolTip(
+            "Ceilings measured on this file (the dashed lines):\n" + "\n".join(
+                f"{c.name}: {c.mbps:,.0f} MB/s — {c.spec}" for c in ceilings.items))

@@ -1,0 +1,74 @@
+"""Asks for what a recommendation needs: a time budget, and where to write the config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QWidget,
+)
+
+DEFAULT_BUDGET_S = 60
+TOML_FILTER = "modelmon config (*.toml);;All files (*)"
+TIPS = {
+    "budget": "Time the search may take: more time measures more candidates, each more often "
+              "(every run starts from a verified cold cache).",
+    "path": "Where the TOML config goes; an existing file is replaced only once the new one is "
+            "completely written.",
+    "browse": "Choose the config file's folder and name.",
+    "ok": "Start measuring in the background (the window stays usable; Esc cancels).",
+}
+
+
+class RecommendDialog(QDialog):
+    def __init__(self, folder: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Export recommended configuration")
+        self.budget = QSpinBox()
+        self.budget.setRange(10, 3600)
+        self.budget.setValue(DEFAULT_BUDGET_S)
+        self.budget.setSuffix(" s")
+        self.budget.setToolTip(TIPS["budget"])
+        self.path = QLineEdit(str(Path(folder or Path.home()) / "modelmon.toml"))
+        self.path.setToolTip(TIPS["path"])
+        self.path.setMinimumWidth(380)
+        browse = QPushButton("Browse…")
+        browse.setToolTip(TIPS["browse"])
+        browse.clicked.connect(self._browse)
+        where = QHBoxLayout()
+        where.addWidget(self.path, 1)
+        where.addWidget(browse)
+        intro = QLabel("modelmon measures the ceilings of this storage, then loads the model "
+                       "with the most promising strategies, cold, keeping the better half "
+                       "each round, and writes the winner with its evidence.")
+        intro.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        ok = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok.setText("Measure and export")
+        ok.setToolTip(TIPS["ok"])
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form = QFormLayout(self)
+        form.addRow(intro)
+        form.addRow("Time budget:", self.budget)
+        form.addRow("Config file:", where)
+        form.addRow(buttons)
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Config file", self.path.text(),
+                                              TOML_FILTER)
+        if path:
+            self.path.setText(path)
+
+    def values(self) -> tuple[float, str]:
+        return float(self.budget.value()), self.path.text().strip()

@@ -1,0 +1,100 @@
+"""A/B × n and the ceilings in the window: verdict, % of ceiling, cancel, closing mid-A/B."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.widgets.results_table import CEILING_COLUMN, STATUS
+
+from .conftest import SLOW_OPTIONS, open_model, wait_idle, worker_processes
+
+VERDICT = re.compile(r"^(B faster|A faster|Within noise, B/A): \d+\.\d\d× "
+                     r"\(pairs \d+\.\d\d–\d+\.\d\d, noise ±\d+ %\)")
+
+
+def test_ab_times_two_shows_a_verdict_and_every_run(qtbot, window: MainWindow,
+                                                   small_model: Path):
+    open_model(qtbot, window, small_model)
+    workspace = window.workspace
+    workspace.compare.pairs.setValue(2)
+    assert workspace.compare.ab_button.text() == "Run A/B × 2"
+    workspace.compare.ab_button.click()
+    assert workspace.running and not workspace.compare.ab_button.isEnabled()
+    wait_idle(qtbot, window)
+    ab = workspace.ab_result
+    assert ab is not None, window.messages.message()
+    assert [r.run_name for r in workspace.records] == ["A · pair 1", "B · pair 1",
+                                                       "A · pair 2", "B · pair 2"]
+    assert all(r.status == "ok" and r.result.cache.requested == "cold"
+               for r in workspace.records)
+    text = workspace.compare.verdict.text()
+    assert VERDICT.match(text), text
+    assert text.startswith(ab.verdict.text.split()[0].capitalize())
+    assert window.ab_config_action.isEnabled() and window.json_action.isEnabled()
+    # Both sides are on the throughput plot, in their colours.
+    assert workspace.throughput.point_count("A") > 0 and workspace.throughput.point_count("B")
+
+
+def test_ceilings_fill_the_dashed_lines_and_the_percent_column(qtbot, window: MainWindow,
+                                                              small_model: Path):
+    open_model(qtbot, window, small_model)
+    workspace = window.workspace
+    workspace.run("A")
+    wait_idle(qtbot, window)
+    model = workspace.results.results
+    assert model.cell_text(workspace.records[0], CEILING_COLUMN, model.ceilings) == "–"
+    workspace.ceiling_repeats = 1
+    window.ceilings_action.trigger()
+    wait_idle(qtbot, window)
+    ceilings = workspace.ceilings
+    assert ceilings is not None, window.messages.message()
+    assert {c.name for c in ceilings.items} == {"sequential_read", "parallel_read",
+                                                "parallel_read_warm", "memcpy"}
+    assert all(len(c.runs) == 1 for c in ceilings.items)
+    assert set(workspace.throughput.ceiling_lines) == {c.name for c in ceilings.items}
+    cell = model.cell_text(workspace.records[0], CEILING_COLUMN, model.ceilings)
+    assert re.fullmatch(r"\d+%", cell), cell
+    assert workspace.compare.ceilings_label.text().startswith("ceilings MB/s: sequential")
+
+
+def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_model: Path):
+    open_model(qtbot, window, slow_model)
+    workspace = window.workspace
+    for label in ("A", "B"):
+        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
+    ticks = []
+    workspace.controller.tick.connect(ticks.append)
+    workspace.run_ab(3)
+    qtbot.waitUntil(lambda: bool(ticks) and ticks[-1].bytes_done > 0, timeout=20_000)
+    assert worker_processes()
+    cancelled_at = time.monotonic()
+    qtbot.keyClick(window, Qt.Key.Key_Escape)  # the Cancel action's shortcut
+    wait_idle(qtbot, window, 10_000)
+    assert time.monotonic() - cancelled_at < 2.0
+    assert worker_processes() == []
+    assert workspace.ab_result is None
+    assert workspace.compare.verdict.text() == "A/B cancelled: no verdict"
+    (record,) = workspace.records
+    assert workspace.results.results.cell_text(record, STATUS).startswith("cancelled")
+    assert workspace.compare.ab_button.isEnabled()
+
+
+def test_closing_mid_ab_leaves_no_worker(qtbot, settings, slow_model: Path):
+    window = MainWindow(settings=settings)
+    qtbot.addWidget(window)
+    window.show()
+    open_model(qtbot, window, slow_model)
+    for label in ("A", "B"):
+        window.workspace.panels[label].set_config("mmap-shared-fd", SLOW_OPTIONS)
+    ticks = []
+    window.workspace.controller.tick.connect(ticks.append)
+    window.workspace.run_ab(3)
+    qtbot.waitUntil(lambda: bool(ticks) and ticks[-1].phase == "loading", timeout=20_000)
+    window.close()
+    assert not window.workspace.running
+    assert worker_processes() == []

@@ -1,0 +1,137 @@
+"""File ▸ Export: configs (A/B winner, recommendation), results, plots; failures keep old files."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from xml.dom import minidom
+
+import pytest
+
+from modelmon.core.config import read_config
+from modelmon.gui.export import CSV_FIELDS
+from modelmon.gui.main_window import MainWindow
+
+from .conftest import open_model, wait_idle
+
+OLD = b"the previous export\n"
+NAMES = ("ab.toml", "results.json", "results.csv", "plot.png")
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Path]:
+    """A folder holding an old copy of each export, that cannot be written to.
+
+    As root (the test machines), file modes don't stop writes: a tmpfs remounted read-only
+    does. Otherwise the folder is made read-only.
+    """
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "modelmon-test", str(folder)],
+        capture_output=True).returncode == 0
+    for name in NAMES:
+        (folder / name).write_bytes(OLD)
+    if mounted:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root without mount: cannot make a read-only folder")
+        folder.chmod(0o555)
+    try:
+        yield folder
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=True)
+        else:
+            folder.chmod(0o755)
+
+
+def export(qtbot, window: MainWindow, action, path: Path) -> tuple[bool, str]:
+    with qtbot.waitSignal(window.workspace.exporter.finished, timeout=20_000) as done:
+        action(str(path))
+    return done.args[0], done.args[1]
+
+
+def test_ab_winner_results_and_plots_export(qtbot, window: MainWindow, small_model: Path,
+                                            tmp_path: Path, read_only: Path):
+    open_model(qtbot, window, small_model)
+    workspace, exporter = window.workspace, window.workspace.exporter
+    workspace.run_ab(1)
+    wait_idle(qtbot, window)
+    ab = workspace.ab_result
+    assert ab is not None, window.messages.message()
+
+    ok, text = export(qtbot, window, exporter.export_ab_config, tmp_path / "ab.toml")
+    assert ok, text
+    config = read_config(tmp_path / "ab.toml")  # the validating reader accepts it
+    winner = ab.b if ab.b.median_mbps > ab.a.median_mbps else ab.a
+    assert config.strategy == winner.spec.split()[0]
+    assert config.document["evidence"]["cache"] == "cold"
+    assert config.document["evidence"]["runs"] == 1
+    assert any("A/B × 1" in line for line in config.document["explanation"])
+
+    ok, text = export(qtbot, window, exporter.export_results, tmp_path / "results.json")
+    assert ok, text
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert [run["run"] for run in document["runs"]] == ["A · pair 1", "B · pair 1"]
+    assert document["ab"]["verdict"]["text"] == ab.verdict.text
+    assert "mem_available" in document["runs"][0]["samples"]["series"]
+
+    ok, text = export(qtbot, window, exporter.export_results, tmp_path / "results.csv")
+    assert ok, text
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "results.csv").read_text())))
+    assert len(rows) == 2 and tuple(rows[0]) == CSV_FIELDS
+    assert float(rows[1]["mbps"]) == pytest.approx(workspace.records[1].result.mbps, rel=1e-3)
+
+    ok, text = export(qtbot, window, lambda p: exporter.export_plot("Throughput", p),
+                      tmp_path / "throughput.png")
+    assert ok, text
+    assert (tmp_path / "throughput.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    ok, text = export(qtbot, window, lambda p: exporter.export_plot("Memory", p),
+                      tmp_path / "memory.svg")
+    assert ok, text
+    assert minidom.parse(str(tmp_path / "memory.svg")).documentElement.tagName == "svg"
+
+    # The same exports into a read-only folder: one line each, the old files untouched.
+    for name, action in (("ab.toml", exporter.export_ab_config),
+                         ("results.json", exporter.export_results),
+                         ("results.csv", exporter.export_results),
+                         ("plot.png", lambda p: exporter.export_plot("Throughput", p))):
+        ok, text = export(qtbot, window, action, read_only / name)
+        assert not ok
+        assert window.messages.level == "error" and "\n" not in window.messages.message()
+        assert name in text and ("Read-only" in text or "ermission" in text), text
+        assert (read_only / name).read_bytes() == OLD
+    assert sorted(p.name for p in read_only.iterdir()) == sorted(NAMES)  # no temp files left
+
+
+def test_recommended_configuration_is_measured_and_written(qtbot, window: MainWindow,
+                                                           small_model: Path, tmp_path: Path):
+    open_model(qtbot, window, small_model)
+    path = tmp_path / "recommended.toml"
+    window.workspace.recommend(1.0, str(path))
+    assert window.workspace.running and window.cancel_action.isEnabled()
+    wait_idle(qtbot, window, 90_000)
+    assert path.exists(), window.messages.message()
+    config = read_config(path)
+    assert config.document["evidence"]["runs"] >= 1
+    assert window.messages.message().startswith(f"Recommended {config.strategy}")
+
+
+def test_a_recommendation_stops_on_cancel_and_writes_nothing(qtbot, window: MainWindow,
+                                                             slow_model: Path, tmp_path: Path):
+    open_model(qtbot, window, slow_model)
+    path = tmp_path / "never.toml"
+    window.workspace.recommend(600.0, str(path))
+    qtbot.wait(300)  # measuring the first ceiling, in worker processes
+    window.cancel_action.trigger()
+    wait_idle(qtbot, window, 10_000)
+    assert not path.exists()
+    assert window.messages.message().startswith("No recommendation written")
+    assert window.messages.level == "info"
