@@ -21,7 +21,7 @@ from modelmon.core.metrics.base import (
     Source,
     register,
 )
-from modelmon.core.metrics.workers import Gap, WorkerProbe, worker_ids
+from modelmon.core.metrics.workers import Gap, WorkerProbe, system_and_workers_failing, worker_ids
 
 # Linux counts guest time inside user and nice too: leaving it out avoids counting it twice.
 _ALREADY_COUNTED = ("guest", "guest_nice")
@@ -129,6 +129,4 @@ class CpuSource(Source):
         return values
 
     def failing(self, at_least: int = FAILURES_TO_REPORT) -> str | None:
-        reasons = [r for r in (self._system_log.reason(at_least),
-                               self._workers.failing(at_least)) if r]
-        return "; ".join(reasons) or None
+        return system_and_workers_failing(self._system_log, self._workers, at_least)

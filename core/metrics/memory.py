@@ -15,7 +15,7 @@ from modelmon.core.metrics.base import (
     Source,
     register,
 )
-from modelmon.core.metrics.workers import Gap, WorkerProbe, worker_ids
+from modelmon.core.metrics.workers import Gap, WorkerProbe, system_and_workers_failing, worker_ids
 
 MEMINFO = "/proc/meminfo"
 _WANTED = {b"MemAvailable:": "available", b"Cached:": "cached"}
@@ -107,6 +107,4 @@ class MemorySource(Source):
         return values
 
     def failing(self, at_least: int = FAILURES_TO_REPORT) -> str | None:
-        reasons = [r for r in (self._system_log.reason(at_least),
-                               self._workers.failing(at_least)) if r]
-        return "; ".join(reasons) or None
+        return system_and_workers_failing(self._system_log, self._workers, at_least)

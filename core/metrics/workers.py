@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psutil
 
@@ -83,6 +83,13 @@ class WorkerProbe(Generic[Reading]):
         which = ", ".join(str(worker) for worker in failed)
         plural = "s" if len(failed) > 1 else ""
         return f"{self._what} of worker{plural} {which} failed on every sample ({error})"
+
+
+def system_and_workers_failing(system_log: FailureLog, workers: WorkerProbe[Any],
+                               at_least: int = FAILURES_TO_REPORT) -> str | None:
+    """What a source reading both a system figure and every worker reports as failing."""
+    reasons = [r for r in (system_log.reason(at_least), workers.failing(at_least)) if r]
+    return "; ".join(reasons) or None
 
 
 def worker_ids(target: MonitorTarget) -> range:
