@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 
@@ -32,14 +33,15 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[Any], grace_s: float = 3.0) -> None:
+    """End a child we started: terminate, wait, then kill if it lingers."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(3)
+            process.wait(grace_s)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(3)
+            process.wait(grace_s)
 
 
 def fuse_unavailable() -> str | None:
@@ -77,11 +79,11 @@ def fuse_mount(source: Path, mount_point: Path, timeout_s: float = 15.0) -> Iter
         yield mount_point
     finally:
         if mounter is not None:
-            _stop(mounter)
+            stop_process(mounter)
         if os.path.ismount(mount_point):
             fusermount = shutil.which("fusermount3") or "fusermount"
             subprocess.run([fusermount, "-u", "-z", str(mount_point)], check=False, **quiet)
-        _stop(server)
+        stop_process(server)
 
 
 @dataclass(frozen=True)

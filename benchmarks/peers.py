@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.envs import stop_process
 from modelmon.core import cache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,16 +73,6 @@ def peer_unavailable(peer: str) -> str | None:
     return f"not importable ({why}); see benchmarks/README.md to install it"
 
 
-def _stop(child: subprocess.Popen[str]) -> None:
-    if child.poll() is None:
-        child.terminate()
-        try:
-            child.wait(3)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(3)
-
-
 def _readline(child: subprocess.Popen[str]) -> str:
     assert child.stdout is not None
     return child.stdout.readline().strip()
@@ -110,7 +101,7 @@ def run_peer(peer: str, files: list[str], mode: str) -> PeerResult:
                               state.resident_before, cache.measure(files), state.cold,
                               state.warm, int(data["peak_rss"]), int(data["rss_ready"]))
         except Exception as exc:
-            _stop(child)
+            stop_process(child)
             errors.seek(0)
             lines = errors.read().strip().splitlines()
             why = f"{exc}: {lines[-1]}" if lines else str(exc)
@@ -118,7 +109,7 @@ def run_peer(peer: str, files: list[str], mode: str) -> PeerResult:
                               0.0, bool(state and state.cold), bool(state and state.warm), 0, 0,
                               why)
         finally:
-            _stop(child)
+            stop_process(child)
             for stream in (child.stdin, child.stdout):
                 if stream is not None:
                     with contextlib.suppress(Exception):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
+from benchmarks.envs import EnvUnavailable, fuse_mount, stop_process, throttled_disk
 from benchmarks.matrix import Entry, Job, run_job, with_recommended
 from benchmarks.models import FUSE_SMALL, GGUF_Q4K, SMALL, TINY, TINYLLAMA, ModelSpec
 from modelmon.core.options import MiB, parse_spec
@@ -147,14 +147,8 @@ def _run_in_cgroup(jobs: list[Job], command: Callable[[list[str]], list[str]], s
         child = subprocess.Popen(argv, cwd=ROOT, stdout=sys.stderr)
         try:
             code = child.wait()
-        finally:
-            if child.poll() is None:  # Ctrl+C or an error here: end it by pid, then wait
-                child.terminate()
-                try:
-                    child.wait(10)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait(10)
+        finally:  # Ctrl+C or an error here: end it by pid, then wait
+            stop_process(child, grace_s=10)
         if code != 0:
             raise RuntimeError(f"the hdd child process exited with code {code}")
         return list(json.loads(out_file.read_text()))

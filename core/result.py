@@ -19,16 +19,24 @@ class ReadLog:
 
     def __init__(self) -> None:
         self._batches: list[ReadBatch] = []
+        self._columns: dict[str, np.ndarray] | None = None  # built once per set of batches
         self.count = 0
         self.bytes = 0
 
     def add(self, batch: ReadBatch) -> None:
+        self._columns = None
         self._batches.append(batch)
         self.count += len(batch.offsets)
         if not batch.prefetch:
             self.bytes += sum(batch.lengths)
 
     def columns(self) -> dict[str, np.ndarray]:
+        """The reads as arrays; the result and the session both ask, so it is built once."""
+        if self._columns is None:
+            self._columns = self._build_columns()
+        return self._columns
+
+    def _build_columns(self) -> dict[str, np.ndarray]:
         batches = self._batches
         sizes = [len(b.offsets) for b in batches]
         return {
