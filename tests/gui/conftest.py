@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
+from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 
@@ -32,6 +33,21 @@ SLOW_OPTIONS = LoadOptions(
 )
 # On slow_model, a few tenths of a second: long enough for several 100 ms metric samples.
 MEDIUM_OPTIONS = SLOW_OPTIONS.with_(chunk=64 << 10)
+
+
+@pytest.fixture
+def two_file_model() -> Model:
+    """A model that exists only as records (no files): two shards of one fp16 tensor each."""
+    files = (ModelFile("/m/a.safetensors", 2_000_000), ModelFile("/m/b.safetensors", 3_000_000))
+    extents = (
+        TensorExtent(
+            "x", files[0].path, 8, 1_999_992, "F16", (999_996,), "other", "<f2", (999_996,)
+        ),
+        TensorExtent(
+            "y", files[1].path, 8, 2_999_992, "F16", (1_499_996,), "other", "<f2", (1_499_996,)
+        ),
+    )
+    return Model("/m", "safetensors", files, extents)
 
 
 @pytest.fixture(scope="session")

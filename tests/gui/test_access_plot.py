@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from modelmon.core.model.records import Model, ModelFile, TensorExtent
+from modelmon.core.model.records import Model
 from modelmon.gui.plots import access_pattern
 from modelmon.gui.plots.access_pattern import AccessPatternPlot
 from modelmon.gui.state.live import AccessPoints
 
 
-def _model() -> Model:
-    files = (ModelFile("/m/a.safetensors", 2_000_000), ModelFile("/m/b.safetensors", 3_000_000))
-    extents = (
-        TensorExtent(
-            "x", files[0].path, 8, 1_999_992, "F16", (999_996,), "other", "<f2", (999_996,)
-        ),
-        TensorExtent(
-            "y", files[1].path, 8, 2_999_992, "F16", (1_499_996,), "other", "<f2", (1_499_996,)
-        ),
-    )
-    return Model("/m", "safetensors", files, extents)
-
-
-def test_access_plot_decimates_beyond_its_cap(qtbot):
+def test_access_plot_decimates_beyond_its_cap(qtbot, two_file_model: Model):
     plot = AccessPatternPlot()
     qtbot.addWidget(plot)
-    plot.set_model(_model())
+    plot.set_model(two_file_model)
     count = 60_000
     for start in range(0, 5 * count, count):
         times = np.linspace(start, start + count, count) / 1e5

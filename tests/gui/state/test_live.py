@@ -13,7 +13,7 @@ from modelmon.core import open_model
 from modelmon.core.loading.messages import ReadBatch, WorkerReady
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.session import Session
-from modelmon.core.model.records import Model, ModelFile, TensorExtent
+from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.gui.state.live import LiveView, ThroughputBins, display_bin_s
 from modelmon.gui.state.pacing import BASE_S, MAX_S, FramePacer
@@ -46,22 +46,9 @@ def test_shown_bins_get_coarser_as_the_load_goes_on():
     assert display_bin_s(600.0) == 0.1
 
 
-def _model() -> Model:
-    files = (ModelFile("/m/a.safetensors", 2_000_000), ModelFile("/m/b.safetensors", 3_000_000))
-    extents = (
-        TensorExtent(
-            "x", files[0].path, 8, 1_999_992, "F16", (999_996,), "other", "<f2", (999_996,)
-        ),
-        TensorExtent(
-            "y", files[1].path, 8, 2_999_992, "F16", (1_499_996,), "other", "<f2", (1_499_996,)
-        ),
-    )
-    return Model("/m", "safetensors", files, extents)
-
-
-def test_the_view_stacks_files_and_counts_only_load_bytes():
+def test_the_view_stacks_files_and_counts_only_load_bytes(two_file_model: Model):
     # A LoadRun that is not run: the records below are what its workers would send it.
-    load = LoadRun(_model(), "sequential", LoadOptions(workers=1))
+    load = LoadRun(two_file_model, "sequential", LoadOptions(workers=1))
     view = LiveView(load)
     t0 = 1_000_000_000
     assert view.update(t0).phase == "starting workers"
@@ -104,8 +91,8 @@ def test_the_view_stacks_files_and_counts_only_load_bytes():
         view.update(t0 + 700_000_000)
 
 
-def test_the_rate_and_eta_follow_the_last_second():
-    load = LoadRun(_model(), "sequential", LoadOptions(workers=1))
+def test_the_rate_and_eta_follow_the_last_second(two_file_model: Model):
+    load = LoadRun(two_file_model, "sequential", LoadOptions(workers=1))
     view = LiveView(load)
     t0 = 1_000_000_000
     load.t0_ns = t0
