@@ -33,6 +33,11 @@ class ReadBatch:
     starts: tuple[int, ...]
     ends: tuple[int, ...]
     prefetch: bool = False  # reads of a warm-up pass, not the load itself
+    # Per read: which reader thread of the worker did it, and through which open file
+    # description (``reads.new_descriptor_id``; -1: not known, e.g. a library opened its own).
+    # Empty: reader 0, descriptor unknown.
+    readers: tuple[int, ...] = ()
+    descriptors: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,14 +30,20 @@ from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
-from modelmon.core.loading.reads import ReadLog, now_ns
+from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import WorkerTask, worker_main
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import LoadResult, WorkerTiming, block_timings, model_checksum
+from modelmon.core.output.result import (
+    DESCRIPTOR_NOTE,
+    LoadResult,
+    WorkerTiming,
+    block_timings,
+    model_checksum,
+)
 from modelmon.core.system import cache, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 
@@ -176,6 +182,7 @@ class LoadRun:
             if self.strategy_class.shares_fd
             else []
         )
+        shared_ids = tuple(new_descriptor_id() for _ in shared)
         processes: list[Any] = []
         conns: dict[int, Connection] = {}
         state = cache.not_measured(self.options.cache)
@@ -191,6 +198,7 @@ class LoadRun:
                     self.options,
                     os.getpid(),
                     self.share,
+                    shared_ids,
                 )
                 parent_end, child_end = context.Pipe(duplex=True)
                 process = context.Process(
@@ -316,6 +324,9 @@ class LoadRun:
             for w, d in sorted(done.items())
         )
         notes = tuple(sorted({n for d in done.values() for n in d.notes}))
+        sharing = descriptor_sharing(columns)
+        if sharing is not None and sharing.shared:  # named wherever it happens
+            notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,

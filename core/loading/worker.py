@@ -45,6 +45,7 @@ class WorkerTask:
     options: LoadOptions
     parent_pid: int
     share: tuple[int, int] = (0, 1)  # (rank, ranks): load only this rank's slice of tensors
+    shared_ids: tuple[int, ...] = ()  # ids of the descriptors the parent shares (by file)
 
 
 def build_context(
@@ -56,6 +57,7 @@ def build_context(
     send: Any,
     stop: StopFlag,
     shared_fds: dict[int, int] | None = None,
+    shared_ids: dict[int, int] | None = None,
 ) -> WorkerContext:
     """The context of worker ``worker`` of ``workers``: its share of tensors, sink, recorders."""
     strategy = get_strategy(task_strategy)
@@ -72,6 +74,7 @@ def build_context(
         recorder=ReadRecorder(worker, send),
         stop=stop,
         shared_fds=shared_fds,
+        shared_ids=shared_ids,
         prefetch_recorder=ReadRecorder(worker, send, prefetch=True),
     )
 
@@ -120,7 +123,15 @@ def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
         if model.files != task.files:
             raise LoadError("the model's files changed between planning and loading")
         ctx = build_context(
-            model, task.strategy, task.options, task.worker, task.workers, send, stop, shared_fds
+            model,
+            task.strategy,
+            task.options,
+            task.worker,
+            task.workers,
+            send,
+            stop,
+            shared_fds,
+            dict(enumerate(task.shared_ids)),
         )
         qt_free = not any(name.split(".")[0] in ("PySide6", "pyqtgraph") for name in sys.modules)
         send(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from modelmon.core.errors import LoadCancelled, LoadError, OptionsError
-from modelmon.core.loading.reads import ReadRecorder, now_ns
+from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id, now_ns
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.model.plan import Read, ShareQueue, coalesce
 from modelmon.core.model.records import Model
@@ -53,6 +53,7 @@ class WorkerContext:
     recorder: ReadRecorder
     stop: StopFlag
     shared_fds: dict[int, int] | None = None  # file index → descriptor shared by all workers
+    shared_ids: dict[int, int] | None = None  # file index → the shared description's id
     prefetch_recorder: ReadRecorder | None = None
     notes: list[str] = field(default_factory=list)
     _abort: threading.Event = field(default_factory=threading.Event)
@@ -72,18 +73,27 @@ class WorkerContext:
     def fd(self, file: int, extra_flags: int = 0) -> int:
         """The calling thread's own descriptor for model file ``file`` (opened, hinted once)."""
         if self.shared_fds is not None and not extra_flags:
+            ids = self.shared_ids or {}
+            self._reading_through(file, ids.get(file, -1))
             return self.shared_fds[file]
-        mine: dict[tuple[int, int], int] | None = getattr(self._thread_fds, "fds", None)
+        mine: dict[tuple[int, int], tuple[int, int]] | None = getattr(self._thread_fds, "fds", None)
         if mine is None:
             mine = self._thread_fds.fds = {}
         key = (file, extra_flags)
-        descriptor = mine.get(key)
-        if descriptor is None:
-            descriptor = self._open(file, extra_flags)
-            mine[key] = descriptor
-        return descriptor
+        opened = mine.get(key)
+        if opened is None:
+            opened = mine[key] = self._open(file, extra_flags)
+        self._reading_through(file, opened[1])
+        return opened[0]
 
-    def _open(self, file: int, extra_flags: int) -> int:
+    def _reading_through(self, file: int, description: int) -> None:
+        """The calling thread's next reads of ``file`` go through ``description``: say so."""
+        for recorder in (self.recorder, self.prefetch_recorder):
+            if recorder is not None:
+                recorder.reading_through(file, description)
+
+    def _open(self, file: int, extra_flags: int) -> tuple[int, int]:
+        """A new descriptor (so a new open file description) and its id."""
         path = self.model.files[file].path
         descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC | extra_flags)
         with self._fd_lock:
@@ -91,13 +101,13 @@ class WorkerContext:
         hint = self.options.fadvise
         if hint != "none":
             os.posix_fadvise(descriptor, 0, 0, FADVISE[hint])
-        return descriptor
+        return descriptor, new_descriptor_id()
 
     def _close_thread_fds(self) -> None:
         """Close the calling thread's descriptors (a reader thread that is done)."""
-        mine: dict[tuple[int, int], int] = getattr(self._thread_fds, "fds", {})
+        mine: dict[tuple[int, int], tuple[int, int]] = getattr(self._thread_fds, "fds", {})
         with self._fd_lock:
-            for descriptor in mine.values():
+            for descriptor, _ in mine.values():
                 self._opened.remove(descriptor)
                 os.close(descriptor)
         mine.clear()
@@ -121,6 +131,9 @@ class WorkerContext:
 
         def guarded(reader: int) -> None:
             try:
+                for recorder in (self.recorder, self.prefetch_recorder):
+                    if recorder is not None:
+                        recorder.reading_as(reader)
                 body(reader)
             except LoadCancelled as exc:
                 errors.append(exc)
