@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from modelmon.core.errors import LoadCancelled, LoadError, OptionsError
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id, now_ns
 from modelmon.core.loading.sink import TensorSink
-from modelmon.core.model.plan import Read, ShareQueue, coalesce
+from modelmon.core.model.plan import Read, ShareQueue, ShareState, coalesce
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 
@@ -55,6 +55,11 @@ class WorkerContext:
     shared_fds: dict[int, int] | None = None  # file index → descriptor shared by all workers
     shared_ids: dict[int, int] | None = None  # file index → the shared description's id
     prefetch_recorder: ReadRecorder | None = None
+    # Work shared with the other worker processes (``loading.sharing``): every reader thread
+    # of every worker draws from one queue; this worker's threads are readers
+    # ``first_reader`` .. ``first_reader + threads - 1`` of it.
+    shares: ShareState | None = None
+    first_reader: int = 0
     notes: list[str] = field(default_factory=list)
     _abort: threading.Event = field(default_factory=threading.Event)
     _thread_fds: threading.local = field(default_factory=threading.local)
@@ -170,14 +175,28 @@ class WorkerContext:
                     return next(pending, None)
 
             take: Callable[[int], int | None] = next_tensor
+        elif self.shares is not None:
+            readers = self.options.threads
+            queue = ShareQueue.of_tensors(
+                self.model, self.indexes, self.shares.readers, self.shares
+            )
+            first = self.first_reader  # this worker's threads: readers first.. of all
+            take = lambda reader: queue.take(first + reader)  # noqa: E731
         else:
             take = ShareQueue.of_tensors(self.model, self.indexes, readers).take
         self._drain_in_threads(readers, take, work)
 
     def reads_in_threads(self, work: Callable[[Read], None]) -> None:
         """The worker's coalesced reads for ``options.threads`` threads, dealt by a
-        ``ShareQueue``: each streams its own stretch, then helps with the largest one left."""
+        ``ShareQueue``: each streams its own stretch, then helps with the largest one left
+        (of every worker's, when the workers share their work)."""
         reads = coalesce(self.model, self.indexes, self.options.chunk)
+        if self.shares is not None:
+            queue = ShareQueue.of_reads(reads, self.shares.readers, self.shares)
+            first = self.first_reader
+            take = lambda reader: queue.take(first + reader)  # noqa: E731
+            self._drain_in_threads(self.options.threads, take, work)
+            return
         readers = max(1, min(self.options.threads, len(reads)))
         self._drain_in_threads(readers, ShareQueue.of_reads(reads, readers).take, work)
 
@@ -239,6 +258,9 @@ class Strategy:
         {"workers", "threads", "cache", "verify", "discard", "partition"}
     )
     shares_fd: ClassVar[bool] = False
+    # Its readers draw from one queue (ShareQueue) that may span worker processes. False for a
+    # strategy that drains more than one queue (warm-up: the prefetch pass, then the copy).
+    shares_work: ClassVar[bool] = True
     forced_partition: ClassVar[str | None] = None
 
     def run(self, ctx: WorkerContext) -> None:
