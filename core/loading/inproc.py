@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from modelmon.core.loading.reads import ReadRecorder
+from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id
 from modelmon.core.loading.runner import check_memory
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.loading.strategies import get_strategy
@@ -51,6 +51,7 @@ def load_in_process(
         recorder=ReadRecorder(0, None),
         stop=stop or threading.Event(),
         shared_fds=dict(enumerate(shared)) if shared else None,
+        shared_ids={file: new_descriptor_id() for file in range(len(shared))},
     )
     try:
         strategy_class().run(ctx)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 class WorkerReady:
     worker: int
     pid: int
-    tensors: int  # how many tensors this worker was dealt
+    tensors: int  # how many tensors this worker was dealt (may be handed: all, when shared)
     bytes: int  # and how many bytes they hold
     qt_free: bool  # the worker imported no Qt (a house rule, checked where it matters)
 
@@ -33,6 +33,11 @@ class ReadBatch:
     starts: tuple[int, ...]
     ends: tuple[int, ...]
     prefetch: bool = False  # reads of a warm-up pass, not the load itself
+    # Per read: which reader thread of the worker did it, and through which open file
+    # description (``reads.new_descriptor_id``; -1: not known, e.g. a library opened its own).
+    # Empty: reader 0, descriptor unknown.
+    readers: tuple[int, ...] = ()
+    descriptors: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,9 @@ class WorkerDone:
     checksums: tuple[tuple[str, int], ...] = ()  # (tensor name, crc32) when verify is on
     peak_rss: int = 0
     notes: tuple[str, ...] = ()  # e.g. why O_DIRECT fell back to buffered reads
+    # (tensor, start, end, crc32) of every span filled, when the workers shared one queue of
+    # work: the parent checks that all workers' spans tile the model and combines the crcs.
+    spans: tuple[tuple[int, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,12 @@ here, and each batch becomes arrays once.
 from __future__ import annotations
 
 import bisect
+import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,11 +27,25 @@ def now_ns() -> int:
     return time.perf_counter_ns()
 
 
+_descriptor_serial = itertools.count(1)
+READER_BITS = 16  # a reader's load-wide id: worker << READER_BITS | reader thread
+
+
+def new_descriptor_id() -> int:
+    """A load-wide id for an open file description this process just opened (``os.open``):
+    its pid and a serial. Each ``open`` makes a new description; readers that use the same
+    descriptor (threads of a process, or processes handed it over SCM_RIGHTS with its id)
+    record the same id, so the read log shows who shared one."""
+    return os.getpid() << 24 | next(_descriptor_serial)
+
+
 class ReadRecorder:
     """Collects reads (file, offset, length, start, end) and ships them in small batches.
 
-    Thread-safe; flushes when a batch is full or old, so the parent sees progress live without
-    one message per read.
+    Each read also carries the reader thread that did it and the open file description it
+    went through, as the calling thread last declared them (``reading_as``,
+    ``reading_through``). Thread-safe; flushes when a batch is full or old, so the parent sees
+    progress live without one message per read.
     """
 
     def __init__(
@@ -45,14 +62,29 @@ class ReadRecorder:
         self._max_batch = max_batch
         self._max_age_ns = int(max_age_s * 1e9)
         self._lock = threading.Lock()
-        self._columns: tuple[list[int], ...] = ([], [], [], [], [])
+        self._columns: tuple[list[int], ...] = ([], [], [], [], [], [], [])
         self._oldest = 0
+        self._thread = threading.local()  # reader and descriptors of the calling thread
         self.reads = 0
         self.bytes = 0
 
+    def reading_as(self, reader: int) -> None:
+        """The calling thread is reader thread ``reader`` of this worker (default 0)."""
+        self._thread.reader = reader
+
+    def reading_through(self, file: int, descriptor: int) -> None:
+        """The calling thread's reads of ``file`` go through open file description
+        ``descriptor`` (a ``new_descriptor_id``) from now on."""
+        mine: dict[int, int] | None = getattr(self._thread, "descriptors", None)
+        if mine is None:
+            mine = self._thread.descriptors = {}
+        mine[file] = descriptor
+
     def record(self, file: int, offset: int, length: int, start_ns: int, end_ns: int) -> None:
+        reader: int = getattr(self._thread, "reader", 0)
+        descriptor = getattr(self._thread, "descriptors", {}).get(file, -1)
         with self._lock:
-            files, offsets, lengths, starts, ends = self._columns
+            files, offsets, lengths, starts, ends, readers, descriptors = self._columns
             if not files:
                 self._oldest = end_ns
             files.append(file)
@@ -60,6 +92,8 @@ class ReadRecorder:
             lengths.append(length)
             starts.append(start_ns)
             ends.append(end_ns)
+            readers.append(reader)
+            descriptors.append(descriptor)
             self.reads += 1
             self.bytes += length
             if len(files) >= self._max_batch or end_ns - self._oldest >= self._max_age_ns:
@@ -70,7 +104,7 @@ class ReadRecorder:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        files, offsets, lengths, starts, ends = self._columns
+        files, offsets, lengths, starts, ends, readers, descriptors = self._columns
         if not files:
             return
         batch = ReadBatch(
@@ -81,8 +115,10 @@ class ReadRecorder:
             tuple(starts),
             tuple(ends),
             self.prefetch,
+            tuple(readers),
+            tuple(descriptors),
         )
-        self._columns = ([], [], [], [], [])
+        self._columns = ([], [], [], [], [], [], [])
         if self._send is not None:
             self._send(batch)
 
@@ -180,8 +216,85 @@ def _build_columns(batches: list[ReadBatch]) -> dict[str, np.ndarray]:
         "start": np.fromiter((t for b in batches for t in b.starts), np.int64, count),
         "end": np.fromiter((t for b in batches for t in b.ends), np.int64, count),
         "prefetch": np.repeat(np.array([b.prefetch for b in batches], dtype=bool), sizes),
+        # load-wide reader ids: worker << READER_BITS | reader thread
+        "reader": np.fromiter(
+            (
+                b.worker << READER_BITS | r
+                for b in batches
+                for r in (b.readers or itertools.repeat(0, len(b.offsets)))
+            ),
+            np.int64,
+            count,
+        ),
+        "descriptor": np.fromiter(
+            (d for b in batches for d in (b.descriptors or itertools.repeat(-1, len(b.offsets)))),
+            np.int64,
+            count,
+        ),
     }
 
 
 def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+
+@dataclass(frozen=True, slots=True)
+class DescriptorSharing:
+    """How a load's readers used open file descriptions, from its read log."""
+
+    readers: int  # reader threads (of every worker) that read through a known description
+    descriptions: int  # the most distinct descriptions open on any one file
+    most_sharing: int  # the most readers that read through any one description
+    files: int  # files read through known descriptions
+
+    @property
+    def shared(self) -> bool:
+        return self.most_sharing > 1
+
+    def text(self) -> str:
+        """ "4 readers share 1 descriptor", or "4 readers, each its own descriptor"."""
+        readers = f"{self.readers} reader{'s' if self.readers != 1 else ''}"
+        if not self.shared:
+            return f"{readers}, each its own descriptor" if self.readers > 1 else readers
+        per_file = " per file" if self.files > 1 else ""
+        plural = "s" if self.descriptions != 1 else ""
+        verb = "share" if self.readers != 1 else "shares"
+        return f"{readers} {verb} {self.descriptions} descriptor{plural}{per_file}"
+
+
+class DescriptorTally:
+    """Which readers read which file through which description: fed read columns as they
+    come (the live plot, tick by tick) or all at once (the result)."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, int, int]] = set()  # (file, description, reader)
+
+    def add(self, file: np.ndarray, reader: np.ndarray, descriptor: np.ndarray) -> None:
+        known = descriptor >= 0
+        if not known.any():
+            return
+        triples = np.unique(np.stack([file[known], descriptor[known], reader[known]]), axis=1)
+        self._seen.update(zip(*(row.tolist() for row in triples), strict=True))
+
+    def sharing(self) -> DescriptorSharing | None:
+        """None when no read went through a known description."""
+        if not self._seen:
+            return None
+        per_description: dict[int, set[int]] = {}
+        per_file: dict[int, set[int]] = {}
+        for file, description, reader in self._seen:
+            per_description.setdefault(description, set()).add(reader)
+            per_file.setdefault(file, set()).add(description)
+        return DescriptorSharing(
+            readers=len({reader for _, _, reader in self._seen}),
+            descriptions=max(len(d) for d in per_file.values()),
+            most_sharing=max(len(r) for r in per_description.values()),
+            files=len(per_file),
+        )
+
+
+def descriptor_sharing(columns: dict[str, np.ndarray]) -> DescriptorSharing | None:
+    """The descriptor sharing of a whole read log's columns (``ReadLog.columns``)."""
+    tally = DescriptorTally()
+    tally.add(columns["file"], columns["reader"], columns["descriptor"])
+    return tally.sharing()

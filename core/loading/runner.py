@@ -30,14 +30,22 @@ from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
-from modelmon.core.loading.reads import ReadLog, now_ns
+from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
+from modelmon.core.loading.sharing import SharedShares
+from modelmon.core.loading.sink import Span, check_spans, span_checksums
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import WorkerTask, worker_main
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import LoadResult, WorkerTiming, block_timings, model_checksum
+from modelmon.core.output.result import (
+    DESCRIPTOR_NOTE,
+    LoadResult,
+    WorkerTiming,
+    block_timings,
+    model_checksum,
+)
 from modelmon.core.system import cache, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 
@@ -146,6 +154,18 @@ class LoadRun:
         self.timed_out = False
         self._failure: str | None = None
 
+    @property
+    def shares_work(self) -> bool:
+        """Whether the workers draw their reads from one shared queue instead of being dealt
+        fixed shares up front (``loading.sharing``): so that they finish together."""
+        strategy, options = self.strategy_class, self.options
+        return (
+            options.workers > 1
+            and strategy.shares_work
+            and not strategy.shares_fd
+            and strategy.partition_for(options) == "contiguous"
+        )
+
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
         every worker is ready; a start gate that replaces it calls this)."""
@@ -176,6 +196,8 @@ class LoadRun:
             if self.strategy_class.shares_fd
             else []
         )
+        shared_ids = tuple(new_descriptor_id() for _ in shared)
+        shares = SharedShares(context, workers * self.options.threads) if self.shares_work else None
         processes: list[Any] = []
         conns: dict[int, Connection] = {}
         state = cache.not_measured(self.options.cache)
@@ -191,12 +213,13 @@ class LoadRun:
                     self.options,
                     os.getpid(),
                     self.share,
+                    shared_ids,
                 )
                 parent_end, child_end = context.Pipe(duplex=True)
                 process = context.Process(
                     target=worker_main,
                     name=f"modelmon-worker-{worker}",
-                    args=(task, child_end, stop, go),
+                    args=(task, child_end, stop, go, shares),
                     daemon=True,
                 )
                 with _main_module_hidden():
@@ -229,6 +252,8 @@ class LoadRun:
                 conn.close()
             for descriptor in shared:
                 os.close(descriptor)
+            if shares is not None:
+                shares.close()
         return self._result(status, state)
 
     def _collect(
@@ -301,6 +326,8 @@ class LoadRun:
         end_ns = max((d.end_ns for d in done.values()), default=self.t0_ns)
         seconds = (end_ns - self.t0_ns) / 1e9 if done else 0.0
         crcs = {name: crc for d in done.values() for name, crc in d.checksums}
+        if self.shares_work and status == "ok" and self._failure is None:
+            crcs = self._check_shared_work()
         verified = self.options.verify and status == "ok"
         columns = self.reads.columns()
         read_counts = {w: int((columns["worker"] == w).sum()) for w in done}
@@ -316,6 +343,9 @@ class LoadRun:
             for w, d in sorted(done.items())
         )
         notes = tuple(sorted({n for d in done.values() for n in d.notes}))
+        sharing = descriptor_sharing(columns)
+        if sharing is not None and sharing.shared:  # named wherever it happens
+            notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,
@@ -340,6 +370,20 @@ class LoadRun:
             ),
             notes=notes,
         )
+
+    def _check_shared_work(self) -> dict[str, int]:
+        """The spans every worker filled tile every tensor exactly (else the run failed); the
+        per-tensor crc32s combined from them when verifying."""
+        spans: dict[int, list[Span]] = {i: [] for i in range(len(self.model.extents))}
+        for done in self.done.values():
+            for index, start, end, crc in done.spans:
+                spans[index].append((start, end, crc))
+        try:
+            check_spans(self.model, spans)
+        except LoadError as exc:
+            self._failure = f"the workers' shared work: {exc}"
+            return {}
+        return dict(span_checksums(self.model, spans)) if self.options.verify else {}
 
 
 def run_load(

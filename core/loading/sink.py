@@ -77,9 +77,56 @@ class _Run:
         self.crc = 0
 
 
+# Bytes [start, end) of one tensor and their crc32 (0 without verify).
+Span = tuple[int, int, int]
+
+
+def check_spans(model: Model, spans: dict[int, list[Span]], complete: bool = True) -> None:
+    """The spans of each tensor tile it exactly (``complete``: all of it; else no byte twice),
+    or a LoadError names the first that does not."""
+    for index, mine in spans.items():
+        extent = model.extents[index]
+        position = 0
+        for start, end, _ in sorted(mine):
+            if start < position or (complete and start > position):
+                what = "skipped" if start > position else "read twice"
+                raise LoadError(
+                    f"{extent.name}: bytes {min(start, position)}-"
+                    f"{max(start, position)} {what} (strategy read them wrongly)"
+                )
+            position = end
+        if complete and position != extent.length:
+            raise LoadError(
+                f"{extent.name}: {position} of {extent.length} bytes loaded "
+                "(strategy skipped bytes)"
+            )
+
+
+def span_checksums(model: Model, spans: dict[int, list[Span]]) -> tuple[tuple[str, int], ...]:
+    """Per-tensor crc32 of complete spans (after ``check_spans``): combined in order."""
+    result = []
+    for index, mine in spans.items():
+        crc = 0
+        for start, end, part in sorted(mine):
+            crc = crc32_combine(crc, part, end - start)
+        result.append((model.extents[index].name, crc))
+    return tuple(result)
+
+
 class TensorSink:
+    """Destination memory and fill tracking for ``indexes``. ``lazy``: allocate a tensor's
+    array when its first piece is asked for (a worker process that draws work from a queue
+    shared with others fills only some of the tensors it may be handed)."""
+
     def __init__(
-        self, model: Model, indexes: Sequence[int], *, keep: bool, verify: bool, scratch_bytes: int
+        self,
+        model: Model,
+        indexes: Sequence[int],
+        *,
+        keep: bool,
+        verify: bool,
+        scratch_bytes: int,
+        lazy: bool = False,
     ) -> None:
         self.model = model
         self.keep = keep
@@ -94,13 +141,11 @@ class TensorSink:
         self._views: dict[int, memoryview] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
-        if keep:
+        if keep and not lazy:
             for index in indexes:
                 # Pages are mapped lazily: the first write faults them in, which is part of
                 # loading for any real loader too, so it is inside the timed region.
-                array = allocate(model.extents[index])
-                self.arrays[index] = array
-                self._views[index] = array.reshape(-1).view(np.uint8).data
+                self._allocate(index)
 
     @property
     def bytes_filled(self) -> int:
@@ -123,7 +168,19 @@ class TensorSink:
         """Writable memory for bytes [start, start+length) of tensor ``index``."""
         if index < 0 or not self.keep:
             return self.scratch(length)
-        return self._views[index][start : start + length]
+        view = self._views.get(index)
+        if view is None:  # lazy: allocated on first use
+            with self._lock:
+                view = self._views.get(index)
+                if view is None:
+                    view = self._allocate(index)
+        return view[start : start + length]
+
+    def _allocate(self, index: int) -> memoryview:
+        array = allocate(self.model.extents[index])
+        self.arrays[index] = array
+        view = self._views[index] = array.reshape(-1).view(np.uint8).data
+        return view
 
     def scatter_views(self, pieces: Sequence[tuple[int, int, int]]) -> list[memoryview]:
         """Distinct memory for every (extent, start, length) piece of one vectored read.
@@ -178,35 +235,27 @@ class TensorSink:
             self.arrays[index] = shaped
         self._runs[index].append(run)
 
-    def check_complete(self) -> None:
-        """Every tensor's runs tile it exactly, or a LoadError names the first that does not."""
-        for index, runs in self._runs.items():
-            extent = self.model.extents[index]
-            runs.sort(key=lambda run: (run.start, run.end))
-            position = 0
-            for run in runs:
-                if run.start != position:
-                    what = "skipped" if run.start > position else "read twice"
-                    raise LoadError(
-                        f"{extent.name}: bytes {min(run.start, position)}-"
-                        f"{max(run.start, position)} {what} (strategy read them wrongly)"
-                    )
-                position = run.end
-            if position != extent.length:
-                raise LoadError(
-                    f"{extent.name}: {position} of {extent.length} bytes loaded "
-                    "(strategy skipped bytes)"
-                )
+    def spans(self) -> dict[int, list[Span]]:
+        """Per tensor, the spans filled so far (call once the readers have stopped)."""
+        with self._lock:
+            return {
+                index: [(run.start, run.end, run.crc) for run in runs]
+                for index, runs in self._runs.items()
+            }
+
+    def filled_spans(self) -> tuple[tuple[int, int, int, int], ...]:
+        """(tensor, start, end, crc32) of every span filled: what a worker that shared its
+        work with others reports, so the parent can check and checksum the whole model."""
+        return tuple((index, *span) for index, spans in self.spans().items() for span in spans)
+
+    def check_complete(self, complete: bool = True) -> None:
+        """Every tensor's runs tile it exactly, or a LoadError names the first that does not.
+        ``complete=False``: only that no byte was filled twice (a share of shared work)."""
+        check_spans(self.model, self.spans(), complete)
 
     def checksums(self) -> tuple[tuple[str, int], ...]:
         """Per-tensor crc32 (after ``check_complete``): the runs' crcs combined in order."""
-        result = []
-        for index, runs in self._runs.items():
-            crc = 0
-            for run in sorted(runs, key=lambda run: run.start):
-                crc = crc32_combine(crc, run.crc, run.end - run.start)
-            result.append((self.model.extents[index].name, crc))
-        return tuple(result)
+        return span_checksums(self.model, self.spans())
 
     def release(self) -> None:
         self._views.clear()

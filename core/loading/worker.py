@@ -24,11 +24,12 @@ from typing import Any
 from modelmon.core.errors import LoadCancelled, LoadError, one_line
 from modelmon.core.loading.messages import WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.reads import ReadRecorder, now_ns
+from modelmon.core.loading.sharing import SharedShares
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
 from modelmon.core.model.formats import open_model
-from modelmon.core.model.plan import assigned_bytes, partition, rank_slice
+from modelmon.core.model.plan import ShareState, assigned_bytes, load_order, partition, rank_slice
 from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions
 
@@ -45,6 +46,7 @@ class WorkerTask:
     options: LoadOptions
     parent_pid: int
     share: tuple[int, int] = (0, 1)  # (rank, ranks): load only this rank's slice of tensors
+    shared_ids: tuple[int, ...] = ()  # ids of the descriptors the parent shares (by file)
 
 
 def build_context(
@@ -56,12 +58,23 @@ def build_context(
     send: Any,
     stop: StopFlag,
     shared_fds: dict[int, int] | None = None,
+    shared_ids: dict[int, int] | None = None,
+    shares: ShareState | None = None,
 ) -> WorkerContext:
-    """The context of worker ``worker`` of ``workers``: its share of tensors, sink, recorders."""
+    """The context of worker ``worker`` of ``workers``: its share of tensors, sink, recorders.
+    With ``shares`` (work shared by all workers) it may be handed any tensor."""
     strategy = get_strategy(task_strategy)
-    indexes = partition(model, workers, strategy.partition_for(options))[worker]
+    if shares is None:
+        indexes = partition(model, workers, strategy.partition_for(options))[worker]
+    else:
+        indexes = load_order(model)
     sink = TensorSink(
-        model, indexes, keep=not options.discard, verify=options.verify, scratch_bytes=options.chunk
+        model,
+        indexes,
+        keep=not options.discard,
+        verify=options.verify,
+        scratch_bytes=options.chunk,
+        lazy=shares is not None,
     )
     return WorkerContext(
         worker=worker,
@@ -72,7 +85,10 @@ def build_context(
         recorder=ReadRecorder(worker, send),
         stop=stop,
         shared_fds=shared_fds,
+        shared_ids=shared_ids,
         prefetch_recorder=ReadRecorder(worker, send, prefetch=True),
+        shares=shares,
+        first_reader=worker * options.threads,
     )
 
 
@@ -98,8 +114,11 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
-    """Process entry. Sends WorkerReady, waits for ``go``, loads, sends WorkerDone/Failed."""
+def worker_main(
+    task: WorkerTask, conn: Connection, stop: Any, go: Any, shared: SharedShares | None = None
+) -> None:
+    """Process entry. Sends WorkerReady, waits for ``go``, loads, sends WorkerDone/Failed.
+    ``shared``: the queue this worker's readers share with every other worker's."""
     _die_with_parent(task.parent_pid)
     # Ctrl+C in a terminal reaches the whole process group: the parent decides, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -111,6 +130,7 @@ def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
 
     ctx: WorkerContext | None = None
     shared_fds: dict[int, int] | None = None
+    shares = shared.attach() if shared is not None else None
     try:
         strategy = get_strategy(task.strategy)()
         if strategy.shares_fd:
@@ -120,7 +140,16 @@ def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
         if model.files != task.files:
             raise LoadError("the model's files changed between planning and loading")
         ctx = build_context(
-            model, task.strategy, task.options, task.worker, task.workers, send, stop, shared_fds
+            model,
+            task.strategy,
+            task.options,
+            task.worker,
+            task.workers,
+            send,
+            stop,
+            shared_fds,
+            dict(enumerate(task.shared_ids)),
+            shares,
         )
         qt_free = not any(name.split(".")[0] in ("PySide6", "pyqtgraph") for name in sys.modules)
         send(
@@ -140,7 +169,8 @@ def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
         ctx.recorder.flush()
         if ctx.prefetch_recorder is not None:
             ctx.prefetch_recorder.flush()
-        ctx.sink.check_complete()
+        # A share of shared work covers only parts of tensors: the parent checks the whole.
+        ctx.sink.check_complete(complete=shares is None)
         end = now_ns()
         peak_rss = own_peak_rss()
         send(
@@ -149,9 +179,10 @@ def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
                 ctx.sink.bytes_filled,
                 start,
                 end,
-                ctx.sink.checksums() if task.options.verify else (),
+                ctx.sink.checksums() if task.options.verify and shares is None else (),
                 peak_rss,
                 tuple(ctx.notes),
+                ctx.sink.filled_spans() if shares is not None else (),
             )
         )
     except BaseException as exc:  # everything becomes one message; the parent decides
@@ -167,4 +198,6 @@ def worker_main(task: WorkerTask, conn: Connection, stop: Any, go: Any) -> None:
         for descriptor in (shared_fds or {}).values():
             with contextlib.suppress(OSError):
                 os.close(descriptor)
+        if shared is not None:
+            shared.close()
         conn.close()

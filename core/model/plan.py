@@ -11,9 +11,10 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from modelmon.core.model.records import Model, TensorExtent
 
@@ -144,6 +145,27 @@ def _cut_run(model: Model, run: list[int], order: dict[str, int], chunk: int) ->
     return reads
 
 
+@dataclass
+class ShareState:
+    """Where a ``ShareQueue`` keeps every reader's share (next item, end) and the lock over
+    them: plain lists and a thread lock (``local``), or arrays in shared memory with a process
+    lock (``loading.sharing``), so the reader threads of several worker processes draw from
+    one queue. ``dealt[0]`` turns 1 once the first queue over it dealt the starting shares."""
+
+    next: MutableSequence[int]
+    end: MutableSequence[int]
+    lock: AbstractContextManager[Any]
+    dealt: MutableSequence[int]
+
+    @property
+    def readers(self) -> int:
+        return len(self.next)
+
+    @classmethod
+    def local(cls, readers: int) -> ShareState:
+        return cls([0] * readers, [0] * readers, threading.Lock(), [0])
+
+
 class ShareQueue(Generic[T]):
     """Items (reads or tensors, in file order) handed to ``readers`` threads on demand.
 
@@ -152,27 +174,44 @@ class ShareQueue(Generic[T]):
     still unread (work stealing by halving), so every reader still reads long sequential runs,
     there are only a few seeks per reader, and all finish within about one item of each other
     instead of waiting on the slowest fixed share. A share of reads may be cut inside a tensor
-    (the sink accepts a tensor's pieces in any order). Thread-safe.
+    (the sink accepts a tensor's pieces in any order). Thread-safe; process-safe over a shared
+    ``ShareState``, when every process builds its queue from the same items.
     """
 
-    def __init__(self, items: Sequence[T], sizes: Sequence[int], readers: int) -> None:
+    def __init__(
+        self,
+        items: Sequence[T],
+        sizes: Sequence[int],
+        readers: int,
+        state: ShareState | None = None,
+    ) -> None:
         self.items = list(items)
         self._sums = [0, *itertools.accumulate(sizes)]
-        total = self._sums[-1]
-        bounds = [self._index_at(total * r / readers) for r in range(readers)]
-        self._next = bounds
-        self._end = [*bounds[1:], len(self.items)]
-        self._lock = threading.Lock()
+        state = state or ShareState.local(readers)
+        if state.readers != readers:
+            raise ValueError(f"a share state for {state.readers} readers, not {readers}")
+        self._next, self._end, self._lock = state.next, state.end, state.lock
+        with self._lock:
+            if not state.dealt[0]:
+                total = self._sums[-1]
+                bounds = [self._index_at(total * r / readers) for r in range(readers)]
+                self._next[:] = bounds
+                self._end[:] = [*bounds[1:], len(self.items)]
+                state.dealt[0] = 1
 
     @classmethod
-    def of_reads(cls, reads: Sequence[Read], readers: int) -> ShareQueue[Read]:
-        return ShareQueue(reads, [read.length for read in reads], readers)
+    def of_reads(
+        cls, reads: Sequence[Read], readers: int, state: ShareState | None = None
+    ) -> ShareQueue[Read]:
+        return ShareQueue(reads, [read.length for read in reads], readers, state)
 
     @classmethod
-    def of_tensors(cls, model: Model, indexes: Sequence[int], readers: int) -> ShareQueue[int]:
+    def of_tensors(
+        cls, model: Model, indexes: Sequence[int], readers: int, state: ShareState | None = None
+    ) -> ShareQueue[int]:
         order = file_index(model)
         ordered = sorted(indexes, key=lambda i: _position(model.extents[i], order))
-        return ShareQueue(ordered, [model.extents[i].length for i in ordered], readers)
+        return ShareQueue(ordered, [model.extents[i].length for i in ordered], readers, state)
 
     def _index_at(self, byte: float) -> int:
         return bisect.bisect_left(self._sums, byte, hi=len(self.items))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -292,7 +293,13 @@ def write_gguf_model(
     plan = llama_gguf_plan(layers, hidden, width, vocab)
     tables = _ValueTables(seed)
 
-    writer = GGUFWriter(target, arch)
+    # Written to a side file, then copied into place in large writes. GGUFWriter's many small
+    # writes (header, metadata, then tensor by tensor with padding) left files whose page-cache
+    # reads went to the disk in ~0.8 MB requests instead of ~4 MB (measured in the benchmarks'
+    # blkio cgroup, 150 MiB/s and 200 IOPS: 96 MB/s for such a file, 155 MB/s for a `cp` of
+    # the same bytes): the test model then measured how it had been written, not the loaders.
+    drafted = target.with_name(target.name + ".partial")
+    writer = GGUFWriter(drafted, arch)
     try:
         _add_gguf_metadata(writer, layers, hidden, width, vocab, tensor_type)
         # Declare every tensor first and write the data one tensor at a time afterwards:
@@ -312,6 +319,10 @@ def write_gguf_model(
             writer.write_tensor_data(data)
     finally:
         writer.close()
+    try:
+        shutil.copyfile(drafted, target)
+    finally:
+        drafted.unlink()
     return target
 
 

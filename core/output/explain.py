@@ -118,15 +118,18 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
         if facts is not None and facts.is_network
         else "the failure mode of FUSE and network mounts"
     )
+    # What the read log saw: how many readers went through the one description.
+    sharing = next((r.descriptor_sharing for r in shared.results if r.descriptor_sharing), None)
+    who = sharing or f"{shared.readers} readers"
     if rate < best:
         return [
-            f"mmap with one shared descriptor ({shared.options.workers} workers): "
+            f"mmap with one shared descriptor ({who}): "
             f"{bound}{rate:.0f} MB/s here, {'at least ' if bound else ''}"
             f"{_times(best, rate)} slower: this is {where}. Give every reader its own "
             "descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     return [
-        f"Workers mapping one shared descriptor were not slower here ({rate:.0f} MB/s in "
+        f"Workers mapping one shared descriptor ({who}) were not slower here ({rate:.0f} MB/s in "
         f"{len(shared.results)} run): this storage does not punish the pattern, but network "
         "and FUSE mounts do, so it is not recommended."
     ]

@@ -53,6 +53,11 @@ class WorkerTiming:
     peak_rss: int
 
 
+# The note a result carries when its readers shared an open file description, measured from
+# its read log: "descriptors: 4 readers share 1 descriptor".
+DESCRIPTOR_NOTE = "descriptors: "
+
+
 @dataclass(frozen=True, slots=True)
 class LoadResult:
     status: str  # "ok" | "cancelled" | "failed"
@@ -70,6 +75,14 @@ class LoadResult:
     tensor_checksums: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     notes: tuple[str, ...] = ()
+
+    @property
+    def descriptor_sharing(self) -> str | None:
+        """ "4 readers share 1 descriptor" when the readers shared one (from the read log)."""
+        found = (
+            n.removeprefix(DESCRIPTOR_NOTE) for n in self.notes if n.startswith(DESCRIPTOR_NOTE)
+        )
+        return next(found, None)
 
     @property
     def mbps(self) -> float:

@@ -3,6 +3,8 @@
 Each read is a segment from (start time, offset) to (end time, offset + length), coloured by
 worker. Sequential reading draws diagonal stripes (one per worker); mmap through a shared
 descriptor with round-robin tensors draws a scatter over the whole file.
+The caption says how the readers used descriptors, measured from the reads ("4 readers share
+1 descriptor"): sharing one is what causes that scatter.
 
 Bounded work per tick: segments go into per-worker numpy buffers, drawn by curve items of at
 most CHUNK_SEGMENTS segments each. Only the newest item of a worker gets new data, so Qt
@@ -17,6 +19,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
+from modelmon.core.loading.reads import DescriptorTally
 from modelmon.core.model.records import Model
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.live import MB, AccessPoints
@@ -114,6 +117,9 @@ class AccessPatternPlot(ThemedPlot):
         self.traces: dict[int, _WorkerTrace] = {}
         self.stride = 1
         self.run_title = "Access pattern"
+        self.run_spec = ""
+        self.descriptors = DescriptorTally()
+        self.sharing_text = ""  # "4 readers share 1 descriptor" once reads say so
         self.file_lines: list[pg.InfiniteLine] = []
 
     @property
@@ -157,7 +163,10 @@ class AccessPatternPlot(ThemedPlot):
         self.stride = 1
         self.run_title = f"Access pattern — {title}" if title else "Access pattern"
         self.set_title(self.run_title)
-        self.set_caption(f"{spec} · one colour per worker" if spec else None)
+        self.run_spec = spec
+        self.descriptors = DescriptorTally()
+        self.sharing_text = ""
+        self._caption()
         self.last_end_s = 0.0
         self.follower.restart()
 
@@ -179,8 +188,17 @@ class AccessPatternPlot(ThemedPlot):
             self.stride *= 2
             for trace in self.traces.values():
                 trace.halve()
+        self.descriptors.add(reads.file, reads.reader, reads.descriptor)
+        sharing = self.descriptors.sharing()
+        if sharing is not None and sharing.text() != self.sharing_text:
+            self.sharing_text = sharing.text()
+            self._caption()
         self.last_end_s = max(self.last_end_s, float(reads.t_end.max()))
         self.follower.show(max(self.last_end_s, 0.01))
+
+    def _caption(self) -> None:
+        parts = [self.run_spec, "one colour per worker" if self.run_spec else "", self.sharing_text]
+        self.set_caption(" · ".join(p for p in parts if p) or None)
 
     def _trace(self, worker: int, theme: Theme) -> _WorkerTrace:
         if worker not in self.traces:

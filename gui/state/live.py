@@ -48,15 +48,26 @@ class AccessPoints:
     y_start: np.ndarray
     y_end: np.ndarray
     prefetch: np.ndarray  # bool: reads of a warm-up pass
+    file: np.ndarray  # int32: index into the model's files
+    reader: np.ndarray  # int64: load-wide reader id (loading.reads.READER_BITS)
+    descriptor: np.ndarray  # int64: open file description id, -1 when not known
 
     def __len__(self) -> int:
         return len(self.worker)
 
     @staticmethod
     def empty() -> AccessPoints:
-        floats = np.empty(0, dtype=np.float64)
+        floats, ids = np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64)
         return AccessPoints(
-            np.empty(0, dtype=np.int32), floats, floats, floats, floats, np.empty(0, dtype=bool)
+            np.empty(0, dtype=np.int32),
+            floats,
+            floats,
+            floats,
+            floats,
+            np.empty(0, dtype=bool),
+            np.empty(0, dtype=np.int32),
+            ids,
+            ids,
         )
 
     @staticmethod
@@ -66,10 +77,7 @@ class AccessPoints:
         if len(parts) <= 1:
             return parts[0] if parts else AccessPoints.empty()
         return AccessPoints(
-            *(
-                np.concatenate([getattr(p, name) for p in parts])
-                for name in ("worker", "t_start", "t_end", "y_start", "y_end", "prefetch")
-            )
+            *(np.concatenate([getattr(p, name) for p in parts]) for name in AccessPoints.__slots__)
         )
 
 
@@ -269,5 +277,13 @@ class LiveView:
             self.last_end_s = max(self.last_end_s, float(t_end.max()))
         y_start = self.file_base_mb[reads["file"]] + reads["offset"] / MB
         return AccessPoints(
-            reads["worker"], t_start, t_end, y_start, y_start + lengths / MB, prefetch
+            reads["worker"],
+            t_start,
+            t_end,
+            y_start,
+            y_start + lengths / MB,
+            prefetch,
+            reads["file"],
+            reads["reader"],
+            reads["descriptor"],
         )

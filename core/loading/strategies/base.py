@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from modelmon.core.errors import LoadCancelled, LoadError, OptionsError
-from modelmon.core.loading.reads import ReadRecorder, now_ns
+from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id, now_ns
 from modelmon.core.loading.sink import TensorSink
-from modelmon.core.model.plan import Read, ShareQueue, coalesce
+from modelmon.core.model.plan import Read, ShareQueue, ShareState, coalesce
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 
@@ -53,7 +53,13 @@ class WorkerContext:
     recorder: ReadRecorder
     stop: StopFlag
     shared_fds: dict[int, int] | None = None  # file index → descriptor shared by all workers
+    shared_ids: dict[int, int] | None = None  # file index → the shared description's id
     prefetch_recorder: ReadRecorder | None = None
+    # Work shared with the other worker processes (``loading.sharing``): every reader thread
+    # of every worker draws from one queue; this worker's threads are readers
+    # ``first_reader`` .. ``first_reader + threads - 1`` of it.
+    shares: ShareState | None = None
+    first_reader: int = 0
     notes: list[str] = field(default_factory=list)
     _abort: threading.Event = field(default_factory=threading.Event)
     _thread_fds: threading.local = field(default_factory=threading.local)
@@ -72,18 +78,27 @@ class WorkerContext:
     def fd(self, file: int, extra_flags: int = 0) -> int:
         """The calling thread's own descriptor for model file ``file`` (opened, hinted once)."""
         if self.shared_fds is not None and not extra_flags:
+            ids = self.shared_ids or {}
+            self._reading_through(file, ids.get(file, -1))
             return self.shared_fds[file]
-        mine: dict[tuple[int, int], int] | None = getattr(self._thread_fds, "fds", None)
+        mine: dict[tuple[int, int], tuple[int, int]] | None = getattr(self._thread_fds, "fds", None)
         if mine is None:
             mine = self._thread_fds.fds = {}
         key = (file, extra_flags)
-        descriptor = mine.get(key)
-        if descriptor is None:
-            descriptor = self._open(file, extra_flags)
-            mine[key] = descriptor
-        return descriptor
+        opened = mine.get(key)
+        if opened is None:
+            opened = mine[key] = self._open(file, extra_flags)
+        self._reading_through(file, opened[1])
+        return opened[0]
 
-    def _open(self, file: int, extra_flags: int) -> int:
+    def _reading_through(self, file: int, description: int) -> None:
+        """The calling thread's next reads of ``file`` go through ``description``: say so."""
+        for recorder in (self.recorder, self.prefetch_recorder):
+            if recorder is not None:
+                recorder.reading_through(file, description)
+
+    def _open(self, file: int, extra_flags: int) -> tuple[int, int]:
+        """A new descriptor (so a new open file description) and its id."""
         path = self.model.files[file].path
         descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC | extra_flags)
         with self._fd_lock:
@@ -91,13 +106,13 @@ class WorkerContext:
         hint = self.options.fadvise
         if hint != "none":
             os.posix_fadvise(descriptor, 0, 0, FADVISE[hint])
-        return descriptor
+        return descriptor, new_descriptor_id()
 
     def _close_thread_fds(self) -> None:
         """Close the calling thread's descriptors (a reader thread that is done)."""
-        mine: dict[tuple[int, int], int] = getattr(self._thread_fds, "fds", {})
+        mine: dict[tuple[int, int], tuple[int, int]] = getattr(self._thread_fds, "fds", {})
         with self._fd_lock:
-            for descriptor in mine.values():
+            for descriptor, _ in mine.values():
                 self._opened.remove(descriptor)
                 os.close(descriptor)
         mine.clear()
@@ -121,6 +136,9 @@ class WorkerContext:
 
         def guarded(reader: int) -> None:
             try:
+                for recorder in (self.recorder, self.prefetch_recorder):
+                    if recorder is not None:
+                        recorder.reading_as(reader)
                 body(reader)
             except LoadCancelled as exc:
                 errors.append(exc)
@@ -157,14 +175,28 @@ class WorkerContext:
                     return next(pending, None)
 
             take: Callable[[int], int | None] = next_tensor
+        elif self.shares is not None:
+            readers = self.options.threads
+            queue = ShareQueue.of_tensors(
+                self.model, self.indexes, self.shares.readers, self.shares
+            )
+            first = self.first_reader  # this worker's threads: readers first.. of all
+            take = lambda reader: queue.take(first + reader)  # noqa: E731
         else:
             take = ShareQueue.of_tensors(self.model, self.indexes, readers).take
         self._drain_in_threads(readers, take, work)
 
     def reads_in_threads(self, work: Callable[[Read], None]) -> None:
         """The worker's coalesced reads for ``options.threads`` threads, dealt by a
-        ``ShareQueue``: each streams its own stretch, then helps with the largest one left."""
+        ``ShareQueue``: each streams its own stretch, then helps with the largest one left
+        (of every worker's, when the workers share their work)."""
         reads = coalesce(self.model, self.indexes, self.options.chunk)
+        if self.shares is not None:
+            queue = ShareQueue.of_reads(reads, self.shares.readers, self.shares)
+            first = self.first_reader
+            take = lambda reader: queue.take(first + reader)  # noqa: E731
+            self._drain_in_threads(self.options.threads, take, work)
+            return
         readers = max(1, min(self.options.threads, len(reads)))
         self._drain_in_threads(readers, ShareQueue.of_reads(reads, readers).take, work)
 
@@ -226,6 +258,9 @@ class Strategy:
         {"workers", "threads", "cache", "verify", "discard", "partition"}
     )
     shares_fd: ClassVar[bool] = False
+    # Its readers draw from one queue (ShareQueue) that may span worker processes. False for a
+    # strategy that drains more than one queue (warm-up: the prefetch pass, then the copy).
+    shares_work: ClassVar[bool] = True
     forced_partition: ClassVar[str | None] = None
 
     def run(self, ctx: WorkerContext) -> None:

@@ -4,7 +4,13 @@ The sink places every big tensor's array at an address congruent to its file off
 the page size, so the whole aligned blocks inside a tensor are read directly into it; only
 the blocks a read shares with a neighbour (a tensor boundary, the head and tail of the
 aligned window, padding) and tensors too small to have their own mapping go through a
-bounce buffer and are copied out. Reads per system call are the same as ``sequential``'s.
+bounce buffer and are copied out.
+
+O_DIRECT has no readahead: a reader with one read in flight keeps the device at queue depth
+one. So each read (``sequential``'s plan, chunk-sized) is cut at aligned points into
+``QUEUE_DEPTH`` stretches issued at once, by the reader and its own helper threads through the
+reader's descriptor (no readahead state to share: O_DIRECT has none). Run:ai's streamer gets
+its depth from 16 reader threads with 2 MiB blocks, one read in flight each.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import errno
 import mmap
 import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +30,7 @@ from modelmon.core.loading.strategies.sequential import sequential_read
 from modelmon.core.model.plan import IOV_MAX, Read
 
 ALIGN = 4096  # covers 512-byte and 4 KiB logical blocks alike
+QUEUE_DEPTH = 4  # aligned reads in flight per reader
 
 
 def _aligned_buffer(size: int) -> mmap.mmap:
@@ -117,6 +125,63 @@ def _iovecs(
     return vector if len(vector) <= IOV_MAX else None, bounced
 
 
+def split_vector(vector: list[memoryview], parts: int) -> list[list[memoryview]]:
+    """``vector`` cut into up to ``parts`` consecutive stretches of about equal size, cut only
+    at multiples of ALIGN from its start (so each stretch is an aligned O_DIRECT read)."""
+    total = sum(len(view) for view in vector)
+    step = max(ALIGN, _up(-(-total // parts)))
+    stretches: list[list[memoryview]] = []
+    current: list[memoryview] = []
+    filled = 0
+    for view in vector:
+        position = 0
+        while position < len(view):
+            take = min(step - filled, len(view) - position)
+            current.append(view[position : position + take])
+            filled += take
+            position += take
+            if filled == step:
+                stretches.append(current)
+                current, filled = [], 0
+    if current:
+        stretches.append(current)
+    return stretches
+
+
+def read_in_flight(
+    fd: int, vector: list[memoryview], offset: int, helpers: ThreadPoolExecutor | None
+) -> int:
+    """preadv of ``vector`` at ``offset`` as up to QUEUE_DEPTH aligned reads at once; the bytes
+    read before the first short one (O_DIRECT stops short only at the end of the file)."""
+    stretches = split_vector(vector, QUEUE_DEPTH if helpers is not None else 1)
+    sizes = [sum(len(view) for view in stretch) for stretch in stretches]
+    starts, position = [], offset
+    for size in sizes:
+        starts.append(position)
+        position += size
+    pending: list[Future[int]] = []
+    try:
+        if helpers is not None:
+            pending = [
+                helpers.submit(os.preadv, fd, stretch, start)
+                for stretch, start in zip(stretches[1:], starts[1:], strict=True)
+            ]
+        counts = [os.preadv(fd, stretches[0], starts[0])]
+        counts += [future.result() for future in pending]
+    finally:
+        for future in pending:
+            future.exception()  # wait: no helper may still be reading into the views
+        for stretch in stretches:
+            for view in stretch:
+                view.release()
+    got = 0
+    for count, size in zip(counts, sizes, strict=True):
+        got += count
+        if count < size:
+            break
+    return got
+
+
 @register
 class DirectStrategy(Strategy):
     name = "direct"
@@ -136,6 +201,7 @@ class DirectStrategy(Strategy):
             return
         local = threading.local()
         buffers: list[mmap.mmap] = []
+        pools: list[ThreadPoolExecutor] = []
         lock = threading.Lock()
 
         def bounce() -> mmap.mmap:
@@ -146,13 +212,33 @@ class DirectStrategy(Strategy):
                     buffers.append(buffer)
             return buffer
 
+        def helpers() -> ThreadPoolExecutor | None:
+            """The calling reader's own helper threads (the rest of its queue depth)."""
+            if QUEUE_DEPTH <= 1:
+                return None
+            pool: ThreadPoolExecutor | None = getattr(local, "pool", None)
+            if pool is None:
+                name = f"{threading.current_thread().name}-inflight"
+                pool = local.pool = ThreadPoolExecutor(QUEUE_DEPTH - 1, name)
+                with lock:
+                    pools.append(pool)
+            return pool
+
         try:
-            ctx.reads_in_threads(lambda read: self._read_one(ctx, read, bounce()))
+            ctx.reads_in_threads(lambda read: self._read_one(ctx, read, bounce(), helpers()))
         finally:
+            for pool in pools:
+                pool.shutdown(wait=True)
             for buffer in buffers:
                 buffer.close()
 
-    def _read_one(self, ctx: WorkerContext, read: Read, bounce_map: mmap.mmap) -> None:
+    def _read_one(
+        self,
+        ctx: WorkerContext,
+        read: Read,
+        bounce_map: mmap.mmap,
+        helpers: ThreadPoolExecutor | None,
+    ) -> None:
         fd = ctx.fd(read.file, os.O_DIRECT)
         window = (_down(read.offset), _up(read.offset + read.length))
         placed = _place(ctx, read)
@@ -167,7 +253,15 @@ class DirectStrategy(Strategy):
             length = window[1] - window[0]
             try:
                 got = timed_read(
-                    ctx.recorder, read.file, window[0], length, os.preadv, fd, vector, window[0]
+                    ctx.recorder,
+                    read.file,
+                    window[0],
+                    length,
+                    read_in_flight,
+                    fd,
+                    vector,
+                    window[0],
+                    helpers,
                 )
             finally:
                 for view in vector:

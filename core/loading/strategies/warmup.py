@@ -38,6 +38,7 @@ class WarmupStrategy(Strategy):
         "then mmap and copy out of the page cache"
     )
     uses = Strategy.uses | {"chunk", "fadvise", "madvise", "prefetch"}
+    shares_work = False  # two passes, two queues: each worker keeps its own share
 
     def run(self, ctx: WorkerContext) -> None:
         recorder = ctx.prefetch_recorder or ctx.recorder

@@ -16,6 +16,7 @@ import pytest
 
 import modelmon.core
 from modelmon.core.loading.messages import ReadBatch
+from modelmon.core.loading.reads import descriptor_sharing
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
@@ -146,3 +147,21 @@ def test_each_thread_of_each_worker_process_reads_through_its_own_description(
     run = LoadRun(big_model, strategy, options, on_message=on_message, time_limit_s=20)
     run.run()
     assert seen == [1 if shared else 4]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [("mmap-shared-fd", "4 readers share 1 descriptor"), ("mmap", None), ("pread", None)],
+)
+def test_a_result_names_the_descriptor_sharing_its_read_log_shows(
+    big_model: Path, strategy: str, expected: str | None
+) -> None:
+    options = LoadOptions(workers=2, threads=2, chunk=1 << 20, discard=True, cache="keep")
+    run = LoadRun(big_model, strategy, options)
+    result = run.run()
+    assert result.status == "ok"
+    assert result.descriptor_sharing == expected
+    sharing = descriptor_sharing(run.reads.columns())
+    assert sharing is not None and sharing.readers == 4
+    if expected is None:
+        assert sharing.text() == "4 readers, each its own descriptor"

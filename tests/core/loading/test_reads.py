@@ -7,7 +7,15 @@ import threading
 import numpy as np
 
 from modelmon.core.loading.messages import ReadBatch
-from modelmon.core.loading.reads import ReadLog
+from modelmon.core.loading.reads import (
+    READER_BITS,
+    DescriptorSharing,
+    DescriptorTally,
+    ReadLog,
+    ReadRecorder,
+    descriptor_sharing,
+    new_descriptor_id,
+)
 
 
 def batch(worker: int, first: int, reads: int, prefetch: bool = False) -> ReadBatch:
@@ -74,3 +82,58 @@ def test_a_reader_that_must_not_wait_gets_nothing_while_another_converts():
     assert cursor == 0 and len(columns["start"]) == 0
     columns, cursor = log.columns_since(0, wait=False)
     assert cursor == 10 and columns["start"].tolist() == list(range(10))
+
+
+def test_recorder_tags_each_read_with_its_reader_thread_and_description():
+    batches: list[ReadBatch] = []
+    recorder = ReadRecorder(worker=1, send=batches.append, max_batch=1_000)
+    shared = new_descriptor_id()
+
+    def reader(number: int, own: bool) -> None:
+        recorder.reading_as(number)
+        recorder.reading_through(0, new_descriptor_id() if own else shared)
+        recorder.record(0, number * 4096, 4096, number, number + 1)
+
+    for own in (True, False):
+        threads = [threading.Thread(target=reader, args=(n, own)) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    recorder.record(1, 0, 4096, 9, 10)  # this thread declared no descriptor for file 1
+    recorder.flush()
+    log = ReadLog()
+    for sent in batches:
+        log.add(sent)
+    columns = log.columns()
+    assert sorted(set((columns["reader"] - (1 << READER_BITS)).tolist())) == [0, 1, 2]
+    assert columns["descriptor"][-1] == -1
+    assert len(set(columns["descriptor"][:3].tolist())) == 3  # own descriptors
+    assert set(columns["descriptor"][3:6].tolist()) == {shared}
+    sharing = descriptor_sharing(columns)
+    assert sharing is not None and sharing.shared
+    assert sharing.text() == "3 readers share 4 descriptors"  # 3 own + the shared one
+    own_only = descriptor_sharing({key: column[:3] for key, column in columns.items()})
+    assert own_only is not None and own_only.text() == "3 readers, each its own descriptor"
+
+
+def test_batches_without_reader_columns_read_as_reader_zero_and_unknown_description():
+    log = ReadLog()
+    log.add(batch(2, 0, 4))
+    columns = log.columns()
+    assert columns["reader"].tolist() == [2 << READER_BITS] * 4
+    assert columns["descriptor"].tolist() == [-1] * 4
+    assert descriptor_sharing(columns) is None
+
+
+def test_sharing_text_counts_descriptions_per_file():
+    tally = DescriptorTally()
+    # Two files, one description each, four readers through both.
+    tally.add(
+        np.array([0, 0, 0, 0, 1, 1, 1, 1]),
+        np.array([0, 1, 2, 3, 0, 1, 2, 3]),
+        np.array([7, 7, 7, 7, 8, 8, 8, 8]),
+    )
+    sharing = tally.sharing()
+    assert sharing == DescriptorSharing(readers=4, descriptions=1, most_sharing=4, files=2)
+    assert sharing.text() == "4 readers share 1 descriptor per file"

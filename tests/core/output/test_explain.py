@@ -14,6 +14,7 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
 from modelmon.core.output.explain import apply_snippets, explain, snippets
+from modelmon.core.output.result import DESCRIPTOR_NOTE
 from modelmon.core.system.storage import storage_facts
 
 from ..measuring.records import candidate
@@ -62,6 +63,17 @@ def test_shared_descriptor_on_fuse_is_named_the_failure_mode(model: Model, tmp_p
     facts = dataclasses.replace(storage_facts(tmp_path), is_fuse=True)
     line = next(x for x in explain(rec, facts) if x.startswith("mmap with one shared"))
     assert "12 MB/s here, 27.5× slower: this is the FUSE failure mode" in line
+    assert "(4 readers)" in line  # no read log said more
+
+
+def test_the_failure_mode_names_the_sharing_its_read_log_measured(model: Model) -> None:
+    winner = candidate("sequential", 330, 320, 340, workers=4, chunk=16 * MiB)
+    shared = candidate("mmap-shared-fd", 12, workers=2, threads=2, role="failure mode")
+    note = f"{DESCRIPTOR_NOTE}4 readers share 1 descriptor"
+    shared.results = [dataclasses.replace(r, notes=(note,)) for r in shared.results]
+    rec = record(model, winner=winner, ranked=(winner, shared))
+    line = next(x for x in explain(rec) if x.startswith("mmap with one shared"))
+    assert line.startswith("mmap with one shared descriptor (4 readers share 1 descriptor): ")
 
 
 def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:

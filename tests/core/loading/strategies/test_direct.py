@@ -13,7 +13,13 @@ import modelmon.core
 from modelmon.core.loading.reads import ReadRecorder
 from modelmon.core.loading.sink import OWN_MAPPING_MIN_BYTES, TensorSink
 from modelmon.core.loading.strategies.base import WorkerContext
-from modelmon.core.loading.strategies.direct import ALIGN, _iovecs, _place, probe_direct
+from modelmon.core.loading.strategies.direct import (
+    ALIGN,
+    _iovecs,
+    _place,
+    probe_direct,
+    split_vector,
+)
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import coalesce, load_order
 from modelmon.core.model.synth import write_safetensors_model
@@ -67,3 +73,22 @@ def test_direct_load_is_byte_identical(model_path: Path, chunk: int) -> None:
     for extent in model.extents:
         got = tensors[extent.name].tobytes()
         assert zlib.crc32(got) == zlib.crc32(data[extent.offset : extent.end]), extent.name
+
+
+def test_a_read_is_cut_into_aligned_stretches_in_flight_together() -> None:
+    memory = bytearray(10 * ALIGN + 100)
+    whole = memoryview(memory)
+    vector = [whole[: ALIGN + 100], whole[ALIGN + 100 : 7 * ALIGN], whole[7 * ALIGN :]]
+    stretches = split_vector(vector, 4)
+    sizes = [sum(len(view) for view in stretch) for stretch in stretches]
+    assert sum(sizes) == len(memory)
+    assert all(size % ALIGN == 0 for size in sizes[:-1])  # every cut on an aligned point
+    assert len(stretches) == 4
+    # Consecutive: the stretches cover the vector's bytes in order.
+    joined = b"".join(bytes(view) for stretch in stretches for view in stretch)
+    assert joined == bytes(memory)
+    for stretch in stretches:
+        for view in stretch:
+            view.release()
+    for view in vector:
+        view.release()
