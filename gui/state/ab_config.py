@@ -44,7 +44,7 @@ def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
     pairs = min(ab.a.runs, ab.b.runs)
     lines = [
         f"A/B × {pairs} from a verified {ab.cache} page cache, A and B alternating: "
-        f"{verdict_text(ab.verdict)}."
+        f"{verdict_text(ab.verdict, pairs)}."
     ]
     for side, summary in (("A", ab.a), ("B", ab.b)):
         lines.append(

@@ -91,7 +91,7 @@ class CompareBar(QWidget):
             verdict.text, theme.foreground
         )
         self.verdict.setStyleSheet(f"color: {colour};")
-        text = verdict_text(verdict)
+        text = verdict_text(verdict, min(ab.a.runs, ab.b.runs))
         if verdict.note:
             text += f" — {verdict.note}"
         self.verdict.setText(text)
