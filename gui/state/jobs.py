@@ -223,10 +223,17 @@ class RecommendJob(Job):
     kind = "recommend"
 
     def __init__(
-        self, model: Model, budget_s: float, path: str, memory_limit: int | None = None
+        self,
+        model: Model,
+        budget_s: float,
+        path: str,
+        memory_limit: int | None = None,
+        ceilings: Ceilings | None = None,
     ) -> None:
         super().__init__(model)
         self.budget_s, self.path, self.memory_limit = budget_s, path, memory_limit
+        # The window's ceilings of this model: the recommendation's too (one set per model).
+        self.ceilings = ceilings if ceilings is not None and ceilings.model == model.path else None
 
     def execute(self) -> Recommended:
         from modelmon.core.measuring.recommend import recommend
@@ -238,6 +245,7 @@ class RecommendJob(Job):
             memory_limit=self.memory_limit,
             progress=lambda text: self.report(JobProgress(text)),
             cancel=self.cancel_event,
+            ceilings=self.ceilings,
         )
         if self.cancelled:
             raise LoadError("recommendation cancelled")

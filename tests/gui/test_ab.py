@@ -85,7 +85,7 @@ def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_mo
     assert time.monotonic() - cancelled_at < 2.0
     assert worker_processes() == []
     assert workspace.ab_result is None
-    assert workspace.compare.verdict.text() == "A/B cancelled: no verdict"
+    assert workspace.compare.verdict.text() == "A/B cancelled after 0 of 3 pairs: no verdict"
     (record,) = workspace.records
     assert workspace.results.results.cell_text(record, STATUS).startswith("cancelled")
     assert workspace.compare.ab_button.isEnabled()
