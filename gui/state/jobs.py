@@ -79,6 +79,19 @@ class Recommended:
     path: str  # where the TOML was written
 
 
+JOB_NAMES = {
+    "run": "A load",
+    "ab": "An A/B comparison",
+    "ceilings": "A measurement of the ceilings",
+    "recommend": "A recommendation search",
+}
+
+
+def job_name(job: Job | None) -> str:
+    """What a user calls the job: "An A/B comparison"."""
+    return JOB_NAMES.get(job.kind, "A job") if job is not None else "A job"
+
+
 def make_session(
     model: Model, strategy: str, options: LoadOptions, cancel: threading.Event
 ) -> Session:
