@@ -19,6 +19,19 @@ if TYPE_CHECKING:  # the record lives with the search, which imports this module
 
 MMAP_FAMILY = ("mmap", "mmap-shared-fd", "library")
 
+# Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
+# config that holds it (an exported A/B winner) says this beside it.
+SHARED_FD_CAVEAT = (
+    "this storage does not punish the pattern, but network and FUSE mounts do, so it is "
+    "not recommended"
+)
+
+
+def shared_fd_caveat(spec: str) -> str:
+    """The caveat of a configuration that maps one shared descriptor (``spec``)."""
+    return f"{spec} has every worker map one shared descriptor: {SHARED_FD_CAVEAT}"
+
+
 # Why one candidate is more robust than another, by the first element of
 # ``Candidate.robustness`` where they differ.
 ROBUSTNESS_REASONS = (
@@ -127,8 +140,7 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
         ]
     return [
         f"Workers mapping one shared descriptor were not slower here ({rate:.0f} MB/s in "
-        f"{len(shared.results)} run): this storage does not punish the pattern, but network "
-        "and FUSE mounts do, so it is not recommended."
+        f"{len(shared.results)} run): {SHARED_FD_CAVEAT}."
     ]
 
 
