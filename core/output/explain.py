@@ -101,11 +101,15 @@ def _peers(rec: Recommendation) -> list[str]:
     if rec.pick is not None and rec.pick.peer is not None:
         loader = PEERS[rec.pick.strategy]
         settings = ", ".join(f"{k}={v}" for k, v in rec.pick.peer.env) or "its defaults"
+        # The file's evidence is of modelmon's best: its share of the ceiling is said here
+        # too, so that the sentence and the file's fraction_of_ceiling agree.
+        fraction = rec.ceilings.fraction(rec.winner.median_mbps, "parallel_read")
+        share = f", {fraction:.0%} of the parallel-read ceiling" if fraction else ""
         lines.append(
             f"Use {loader.description} with {settings}: {rec.pick.median_mbps:.0f} MB/s "
             f"({_runs_text(rec.pick)}), {_times(rec.pick.median_mbps, rec.winner.median_mbps)} "
-            f"modelmon's best ({rec.winner.spec}, {rec.winner.median_mbps:.0f} MB/s), which "
-            "the config file holds for modelmon.core.load."
+            f"modelmon's best ({rec.winner.spec}, {rec.winner.median_mbps:.0f} MB/s{share}), "
+            "which the config file holds for modelmon.core.load."
         )
     for peer in rec.peers:
         if peer is rec.pick:
