@@ -302,8 +302,9 @@ def recommend(
         say("measuring the ceilings of this storage (cold sequential and parallel reads, memcpy)")
     else:
         say("using the ceilings already measured on this model in this session")
-    measured = measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
-    ceilings = known.merged(measured)
+    ceilings = known.merged(
+        measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
+    )
     race = Race(model, started + budget_s, _first_pace(model, ceilings), say, cancel)
     race.check_cancel()
     own = candidates(model, fits, parallel) if pool is None else pool
