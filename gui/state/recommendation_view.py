@@ -60,11 +60,13 @@ def paired_text(candidate: Candidate) -> str:
 
 
 def ended_text(candidate: Candidate) -> str:
-    parts = [candidate.ended]
+    """ "cut early: 4× behind the leader; failure mode": how, why, and its role."""
+    ended, reason = candidate.ended, candidate.reason
+    parts = [reason if reason.startswith(ended) else ended]
+    if reason and not reason.startswith(ended):
+        parts.append(reason)
     if candidate.role:
         parts.append(candidate.role)
-    if candidate.reason and candidate.reason not in candidate.ended:
-        parts.append(candidate.reason)
     return "; ".join(parts)
 
 

@@ -65,7 +65,7 @@ def test_ranking_rows_say_runs_spread_regret_and_how_each_ended(sharded_model: P
     assert second.cells[5] == "−29 % (the pick is 1.41× faster)"
     assert second.cells[6].startswith("this/pick 0.70× (pairs 0.69–0.71×")
     assert cut.cells[3] == "under 120 MB/s" and cut.cells[5].startswith("under −88 %")
-    assert cut.cells[7] == "cut early; failure mode; cut early: far behind"
+    assert cut.cells[7] == "cut early: far behind; failure mode"
     assert late.cells[0] == "" and late.cells[2] == "0" and late.cells[7].startswith("not measured")
 
 
