@@ -52,6 +52,11 @@ class LoadController(QObject):
     def running(self) -> bool:
         return self._thread is not None
 
+    @property
+    def job(self) -> Job | None:
+        """The job running now."""
+        return self._job if self.running else None
+
     def start(self, job: Job) -> None:
         """Start ``job`` in the background; its outcome comes as ``job_finished``."""
         if self.running:

@@ -66,19 +66,23 @@ class Exporter(QObject):
         if w.ab_result is None or w.info is None:
             self._report(False, "No A/B yet: run A/B × n first, then export its winner.")
             return
-        from modelmon.gui.state.ab_config import ab_document, pick
+        from modelmon.gui.state.ab_config import ab_document, pick, shared_fd_note
 
         ab, ceilings, model = w.ab_result, w.ceilings, w.info.model
-        side = pick(ab).side
+        chosen = pick(ab)
+        side = chosen.side
+        caveat = shared_fd_note(ab, chosen)
 
         def work() -> Path:
             from modelmon.core.output.config import write_config
 
             return write_config(path, ab_document(model, ab, ceilings, Path(path).name))
 
-        self._background(
-            work, f"Configuration {side} ({(ab.a if side == 'A' else ab.b).spec}) written to {path}"
-        )
+        written = f"Configuration {side} ({(ab.a if side == 'A' else ab.b).spec}) written to {path}"
+        if caveat:  # as the recommendation says it, never as a plain success
+            self._background(work, f"{written}. Caveat: {caveat}.", "warning")
+        else:
+            self._background(work, written)
 
     def export_plot(self, name: str, path: str) -> None:
         plot = self.w.plots.get(name)
@@ -94,16 +98,16 @@ class Exporter(QObject):
         else:
             self._report(True, f"Plot {name!r} written to {path}")
 
-    def _background(self, work: Callable[[], object], success: str) -> None:
+    def _background(self, work: Callable[[], object], success: str, level: str = "info") -> None:
         task = BackgroundTask(work, "export", self)
-        task.succeeded.connect(lambda _result: self._report(True, success))
+        task.succeeded.connect(lambda _result: self._report(True, success, level))
         task.failed.connect(lambda error: self._report(False, error))
         self._tasks = [t for t in self._tasks if t.running]
         self._tasks.append(task)
         task.start()
 
-    def _report(self, ok: bool, text: str) -> None:
-        self.w.message.emit(text if ok else f"Export failed: {text}", "info" if ok else "error")
+    def _report(self, ok: bool, text: str, level: str = "info") -> None:
+        self.w.message.emit(text if ok else f"Export failed: {text}", level if ok else "error")
         self.finished.emit(ok, text)
 
     def shutdown(self, timeout_s: float = TASK_WAIT_S) -> None:

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMenu,
+    QMessageBox,
     QProgressBar,
     QStackedWidget,
     QVBoxLayout,
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from modelmon.gui.model_loader import ModelLoader
 from modelmon.gui.recent import RecentFiles
+from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
@@ -63,6 +65,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.busy)
         self.busy.hide()
         self._pending_open: str | None = None
+        self.confirmation: QMessageBox | None = None  # while asking (tests answer it)
         self._make_menus()
         self._wire()
 
@@ -209,13 +212,33 @@ class MainWindow(QMainWindow):
     # --- opening ------------------------------------------------------------------------------
 
     def open_path(self, path: str) -> None:
-        """Open a model; while a load runs, cancel it first and open when it has stopped."""
+        """Open a model; while a job runs, ask, then cancel it and open when it has stopped.
+        (Results of the model open now are kept: opening it again brings them back.)"""
         if self.workspace.running:
+            if not self.confirm_stop(path):
+                return
             self._pending_open = path
             self.workspace.cancel()
             return
         self.messages.clear()
         self.loader.open(path)
+
+    def confirm_stop(self, path: str) -> bool:
+        """Ask before opening ``path`` stops the running job (its runs so far are lost)."""
+        self.confirmation = QMessageBox(
+            QMessageBox.Icon.Question,
+            "Stop the running job?",
+            f"{job_name(self.workspace.controller.job)} is running. Opening "
+            f"{os.path.basename(path.rstrip('/')) or path} stops it, and what it has not "
+            "finished is lost.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            self,
+        )
+        self.confirmation.button(QMessageBox.StandardButton.Yes).setText("Stop and open")
+        self.confirmation.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        answer = self.confirmation.exec()
+        self.confirmation = None
+        return answer == QMessageBox.StandardButton.Yes
 
     def choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open model", "", MODEL_FILTER)
@@ -249,6 +272,8 @@ class MainWindow(QMainWindow):
 
     def _on_running(self, running: bool) -> None:
         self._update_actions()
+        if running:  # the last job's banner (a cancel, a failure) is not about this one
+            self.messages.clear()
         if not running and self._pending_open is not None:
             path, self._pending_open = self._pending_open, None
             self.open_path(path)

@@ -17,10 +17,12 @@ from PySide6.QtCore import QObject, QTimer
 from modelmon.core.measuring.ab import ABResult
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.output.result import LoadResult
-from modelmon.gui.state.formatting import cache_state_text, duration_text, rate_text
+from modelmon.core.output.verdict import stopped_words
+from modelmon.gui.state.formatting import cache_state_text, duration_text, rate_text, verdict_text
 from modelmon.gui.state.jobs import JobEnd, JobProgress, Recommended, RunStart
 from modelmon.gui.state.live import AccessPoints, LiveUpdate, LiveView
 from modelmon.gui.state.metrics_live import MetricFeed, MetricSnapshot
+from modelmon.gui.state.model_sessions import with_ceiling
 from modelmon.gui.state.pacing import FramePacer
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.results_rows import cache_unmet
@@ -41,6 +43,8 @@ class RunRouter(QObject):
         self.feed: MetricFeed | None = None
         self.last_update: LiveUpdate | None = None  # the latest shown, of this or the last load
         self.workers_qt_free = True  # of the last load that ended
+        self.pairs_done = 0  # of the running A/B: pairs whose B run completed
+        self.ab_pairs = 0  # of the running A/B: pairs asked for
         # The progress strip follows every tick; the plots redraw at the pacer's rate.
         self.pacer = FramePacer(TICK_MS / 1000)
         self.pending_reads: list[AccessPoints] = []
@@ -122,6 +126,8 @@ class RunRouter(QObject):
         w.results.add(record)
         w.state_changed.emit()
         result = record.result
+        if record.pair is not None and label == "B" and result is not None:
+            self.pairs_done = record.pair + 1 if result.status == "ok" else self.pairs_done
         if result is None:
             w.progress.stopped(f"Run {label}: could not run")
             w.message.emit(f"Run {label} could not run: {record.error}", "error")
@@ -163,11 +169,12 @@ class RunRouter(QObject):
         if fraction is None and budget:
             fraction = (time.monotonic() - self.job_started) / budget
         self.w.progress.show_job(progress.text, fraction)
+        if budget:  # a recommendation runs: its search, line by line
+            self.w.recommendation.show_progress(progress.text)
 
     def on_ceiling(self, ceiling: Ceiling) -> None:
         w = self.w
-        known = [c for c in (w.ceilings.items if w.ceilings else ()) if c.name != ceiling.name]
-        self.set_ceilings(Ceilings(w.info.model.path if w.info else "", (*known, ceiling)))
+        self.set_ceilings(with_ceiling(w.ceilings, w.info.model.path if w.info else "", ceiling))
 
     def set_ceilings(self, ceilings: Ceilings | None) -> None:
         w = self.w
@@ -195,18 +202,24 @@ class RunRouter(QObject):
         elif end.kind == "recommend":
             w.recommend_budget_s = 0.0
             if isinstance(end.value, Recommended):
-                winner = end.value.recommendation.winner
-                w.progress.stopped(f"Recommended: {winner.spec}")
+                rec = end.value.recommendation
+                # The window's ceilings and the recommendation's are one set: any it measured
+                # (those the window lacked) join the window's.
+                if w.info is not None and rec.ceilings.model == w.info.model.path:
+                    known = w.ceilings or Ceilings(rec.ceilings.model, ())
+                    self.set_ceilings(known.merged(rec.ceilings))
+                w.recommendation.show_recommendation(rec, end.value.path)
+                w.progress.stopped(f"Recommended: {rec.used.spec}")
                 w.message.emit(
-                    f"Recommended {winner.spec} "
-                    f"({rate_text(winner.median_mbps)}); written to "
-                    f"{end.value.path}",
+                    f"Recommended {rec.used.spec} "
+                    f"({rate_text(rec.used.median_mbps)}); written to "
+                    f"{end.value.path}; the Recommendation tab says why",
                     "info",
                 )
             else:
-                w.progress.stopped(
-                    "Recommendation: " + ("cancelled" if end.cancelled else "failed")
-                )
+                stopped = "Recommendation: " + ("cancelled" if end.cancelled else "failed")
+                w.progress.stopped(stopped)
+                w.recommendation.stopped(f"{stopped}: {end.error}")
                 w.message.emit(
                     f"No recommendation written: {end.error}", "info" if end.cancelled else "error"
                 )
@@ -221,12 +234,16 @@ class RunRouter(QObject):
             w.ab_result = ab
             w.compare.show_verdict(ab)
             # The verdict is shown large in the compare bar: no message repeating it.
-            w.progress.stopped(f"A/B × {min(ab.a.runs, ab.b.runs)}: {ab.verdict.text}")
+            pairs = min(ab.a.runs, ab.b.runs)
+            w.progress.stopped(f"A/B × {pairs}: {verdict_text(ab.verdict, pairs)}")
             w.state_changed.emit()
             return
+        pairs = self.ab_pairs
         if end.cancelled:
-            w.compare.show_failure("A/B cancelled: no verdict")
+            w.compare.show_failure(stopped_words(True, self.pairs_done, pairs))
+            w.progress.stopped("A/B cancelled")
             w.message.emit("A/B cancelled; its workers were stopped.", "info")
         else:
-            w.compare.show_failure("A/B stopped: no verdict")
+            w.compare.show_failure(stopped_words(False, self.pairs_done, pairs))
+            w.progress.stopped("A/B stopped")
             w.message.emit(f"A/B stopped, no verdict: {end.error}", "error")

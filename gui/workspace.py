@@ -26,10 +26,12 @@ from modelmon.gui.plots.throughput import ThroughputPlot
 from modelmon.gui.run_router import RunRouter
 from modelmon.gui.state.jobs import ABJob, CeilingsJob, Job, RecommendJob, SingleRun
 from modelmon.gui.state.model_info import ModelInfo
+from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.widgets.compare_bar import CompareBar
 from modelmon.gui.widgets.model_panel import ModelPanel
 from modelmon.gui.widgets.progress_strip import ProgressStrip
+from modelmon.gui.widgets.recommendation_view import RecommendationView
 from modelmon.gui.widgets.results_table import ResultsTable
 from modelmon.gui.widgets.strategy_panel import StrategyPanel
 
@@ -54,6 +56,8 @@ class Workspace(QWidget):
         self.ceilings: Ceilings | None = None
         self.ceiling_repeats = CEILING_REPEATS
         self.recommend_budget_s = 0.0  # of the recommendation running, for its progress bar
+        self.sessions = ModelSessions()  # the results of the other models opened
+        self.plots_show_ab = False  # the run plots show an A/B's runs (a single run clears them)
         self.model_panel = ModelPanel()
         self.panels = {label: StrategyPanel(label) for label in DEFAULT_CONFIGS}
         for label, (strategy, options) in DEFAULT_CONFIGS.items():
@@ -72,6 +76,7 @@ class Workspace(QWidget):
         self.metric_plots = (self.iowait, self.cpu, self.memory, self.device)
         self.residency = ResidencyPlot()
         self.results = ResultsTable()
+        self.recommendation = RecommendationView()
         self.controller = LoadController(self)
         self.router = RunRouter(self)
         self.exporter = Exporter(self)
@@ -124,6 +129,10 @@ class Workspace(QWidget):
                 splitter.addWidget(plot)
             index = self.tabs.addTab(splitter, title)
             self.tabs.setTabToolTip(index, tip)
+        index = self.tabs.addTab(self.recommendation, "Recommendation")
+        self.tabs.setTabToolTip(
+            index, "The last recommendation: its search, explanation, ranking and apply snippets."
+        )
         rows = QSplitter(Qt.Orientation.Vertical)
         rows.addWidget(self.tabs)
         rows.addWidget(self.results)
@@ -145,24 +154,33 @@ class Workspace(QWidget):
         return self.results.results.records
 
     def set_model(self, info: ModelInfo) -> None:
-        """Show a newly opened model; results, plots and ceilings of the previous one go."""
+        """Show a newly opened model. The previous model's runs, A/B and ceilings are kept
+        for when it is opened again; this model's own (if it was open before) come back."""
         if self.running:
             raise RuntimeError("cancel the running job before opening another model")
+        if self.info is not None:
+            self.sessions.stash(
+                self.info.path, ModelResults(list(self.records), self.ab_result, self.ceilings)
+            )
+        kept = self.sessions.take(info.path)
         self.info = info
         self.model_panel.show_model(info)
         for panel in self.panels.values():
             panel.require_discard(not info.fits_in_ram)
-        self.throughput.clear()
+        self.clear_run_plots()
         self.access.set_model(info.model)
         self.residency.set_model(info.model)
-        for plot in self.metric_plots:
-            plot.clear()
         self.blocks.set_block_order(info.model.blocks())
         self.results.results.clear()
-        self.ab_result = None
-        self.router.set_ceilings(None)
+        for record in kept.records:
+            self.results.add(record)
+        self.ab_result = kept.ab_result
+        self.router.set_ceilings(kept.ceilings)
         self.compare.clear_verdict()
+        if kept.ab_result is not None:
+            self.compare.show_verdict(kept.ab_result)
         self.compare.set_enabled(True)
+        self.recommendation.clear()
         self.progress.stopped("idle")
         if not info.fits_in_ram:
             self.message.emit(
@@ -171,12 +189,24 @@ class Workspace(QWidget):
                 "warning",
             )
 
+    def clear_run_plots(self) -> None:
+        """Empty every plot of runs, keys included (the model's axes and ceilings stay)."""
+        self.throughput.clear()
+        self.access.start_run("")
+        self.residency.start_run("", "")
+        for plot in self.metric_plots:
+            plot.clear()
+        self.blocks.set_block_order(self.info.model.blocks() if self.info else [])
+        self.plots_show_ab = False
+
     # --- starting jobs ------------------------------------------------------------------------
 
     def run(self, label: str) -> None:
         """Load once with configuration ``label``; ignored while a job runs."""
         if self.running or self.info is None:
             return
+        if self.plots_show_ab:  # a single run is compared with single runs, never an A/B's
+            self.clear_run_plots()
         panel = self.panels[label]
         self._start(SingleRun(self.info.model, label, panel.strategy(), panel.options()))
 
@@ -187,27 +217,37 @@ class Workspace(QWidget):
         a, b = (
             Config(self.panels[side].strategy(), self.panels[side].options()) for side in ("A", "B")
         )
-        self.compare.show_running(pairs)
+        # The plots show this A/B's runs only: never a run of an earlier one beside them.
+        self.clear_run_plots()
+        self.plots_show_ab = True
         self.ab_result = None  # the export of "the last A/B's winner" must not pick an older one
         self.state_changed.emit()
         self._start(ABJob(self.info.model, a, b, pairs, cache))
+        self.router.ab_pairs = pairs
+        self.compare.show_running(pairs)
 
     def measure_ceilings(self) -> None:
         if self.running or self.info is None:
             return
-        self.progress.started("ceilings", "")
         self._start(CeilingsJob(self.info.model, self.ceiling_repeats))
+        self.progress.show_job("Measuring ceilings…", 0.0)
 
     def recommend(self, budget_s: float, path: str) -> None:
         """Search for the best configuration within ``budget_s``, write it to ``path``."""
         if self.running or self.info is None:
             return
         self.recommend_budget_s = budget_s
+        self._start(RecommendJob(self.info.model, budget_s, path, ceilings=self.ceilings))
         self.progress.show_job(f"Recommending (budget {budget_s:.0f} s)…", 0.0)
-        self._start(RecommendJob(self.info.model, budget_s, path))
+        self.recommendation.started(budget_s)
+        self.tabs.setCurrentWidget(self.recommendation)
 
     def _start(self, job: Job) -> None:
+        """Start ``job``: what the last one left (its verdict or banner, a full bar) goes."""
+        self.compare.clear_verdict()
+        self.progress.reset()
         self.router.job_started = time.monotonic()
+        self.router.pairs_done = 0
         self.controller.start(job)
         self.set_running(True)
 

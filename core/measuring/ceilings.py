@@ -37,6 +37,8 @@ class Ceiling:
     runs: tuple[float, ...]
     spec: str  # how it was measured, in one line
     verified: bool | None  # every run started in the cache state asked for (None: no cache)
+    measured_at: float = 0.0  # time.time() when it was measured (0: unknown)
+    wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,14 @@ class Ceilings:
 
     def get(self, name: str) -> Ceiling | None:
         return next((c for c in self.items if c.name == name), None)
+
+    def has(self, names: Sequence[str]) -> bool:
+        return all(self.get(name) is not None for name in names)
+
+    def merged(self, newer: Ceilings) -> Ceilings:
+        """These ceilings with ``newer``'s in place of the same names (one set per model)."""
+        kept = tuple(c for c in self.items if newer.get(c.name) is None)
+        return Ceilings(newer.model or self.model, (*kept, *newer.items))
 
     def fraction(self, mbps: float, name: str) -> float | None:
         ceiling = self.get(name)
@@ -76,9 +86,12 @@ def _read_ceiling(
     model: Model, name: str, options: LoadOptions, repeats: int, cancel: threading.Event | None
 ) -> Ceiling:
     runs: list[float] = []
+    walls: list[float] = []
     verified = True
     for _ in range(repeats):
+        started = time.monotonic()
         result = LoadRun(model, "sequential", options, cancel=cancel).run()
+        walls.append(time.monotonic() - started)
         if result.status != "ok":
             raise LoadError(f"ceiling {name}: {result.status}: {result.error}")
         runs.append(result.mbps)
@@ -89,7 +102,15 @@ def _read_ceiling(
         f"sequential, {options.workers} worker(s), own descriptors, "
         f"{options.chunk // MiB} MiB reads, {options.cache}, discard"
     )
-    return Ceiling(name, statistics.median(runs), tuple(runs), spec, verified)
+    return Ceiling(
+        name,
+        statistics.median(runs),
+        tuple(runs),
+        spec,
+        verified,
+        measured_at=time.time(),
+        wall_s=statistics.median(walls),
+    )
 
 
 def measure_ceilings(
@@ -125,7 +146,12 @@ def measure_ceilings(
         if name == "memcpy":
             runs = tuple(memcpy_mbps() for _ in range(repeats))
             ceiling = Ceiling(
-                name, statistics.median(runs), runs, "numpy copy of a 256 MiB buffer in RAM", None
+                name,
+                statistics.median(runs),
+                runs,
+                "numpy copy of a 256 MiB buffer in RAM",
+                None,
+                measured_at=time.time(),
             )
         else:
             ceiling = _read_ceiling(model, name, plans[name], repeats, cancel)

@@ -257,6 +257,18 @@ def settle(
     return best, other, verdict, tie, len(ratios)
 
 
+NEEDED_CEILINGS = ("sequential_read", "parallel_read", "memcpy")
+
+
+def _first_pace(model: Model, ceilings: Ceilings) -> float:
+    """A run's wall time before any candidate ran: the parallel-read ceiling's (whose wall
+    time includes starting its workers), else its bytes at its rate."""
+    parallel = ceilings.get("parallel_read")
+    if parallel is None or parallel.mbps <= 0:  # cancelled before it was measured
+        return 0.0
+    return parallel.wall_s or model.file_bytes / (parallel.mbps * 1e6)
+
+
 def fill(race: Race, best: Candidate) -> None:
     """Spend what is left of the budget, too little for a pair, on more runs of the pick."""
     while race.left() >= race.pace(best) and race.run(best, race=False) is not None:
@@ -273,27 +285,27 @@ def recommend(
     cancel: threading.Event | None = None,
     pool: list[Candidate] | None = None,
     peers: bool = True,
+    ceilings: Ceilings | None = None,
 ) -> Recommendation:
     """Measure and pick. ``pool`` replaces the built-in search space; ``peers`` False leaves
-    other loaders out."""
+    other loaders out. ``ceilings``: measured on this model in this session (the window's):
+    reused, so that one set of ceilings stands for the model; those missing are measured."""
     say = progress or (lambda _: None)
     started = time.monotonic()
     usable = memory_facts().usable if memory_limit is None else memory_limit
     fits = model.total_bytes <= usable
     parallel = workers or default_parallelism()
     facts = storage_facts(model.files[0].path)
-    say("measuring the ceilings of this storage (cold sequential and parallel reads, memcpy)")
-    marks = [time.monotonic()]  # when each ceiling ended: a read ceiling's wall time is
-    ceilings = measure_ceilings(  # the first estimate of a candidate run's
-        model,
-        ("sequential_read", "parallel_read", "memcpy"),
-        repeats=1,
-        workers=parallel,
-        cancel=cancel,
-        on_ceiling=lambda _: marks.append(time.monotonic()),
+    known = ceilings if ceilings is not None else Ceilings(model.path, ())
+    missing = tuple(name for name in NEEDED_CEILINGS if known.get(name) is None)
+    if missing:
+        say("measuring the ceilings of this storage (cold sequential and parallel reads, memcpy)")
+    else:
+        say("using the ceilings already measured on this model in this session")
+    ceilings = known.merged(
+        measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
     )
-    first_pace = marks[2] - marks[1] if len(marks) > 2 else time.monotonic() - marks[0]
-    race = Race(model, started + budget_s, first_pace, say, cancel)
+    race = Race(model, started + budget_s, _first_pace(model, ceilings), say, cancel)
     race.check_cancel()
     own = candidates(model, fits, parallel) if pool is None else pool
     rivals, absent = peer_candidates(model, fits, parallel) if peers else ([], [])

@@ -17,7 +17,7 @@ import tomli_w
 
 from modelmon.core.errors import ConfigError, OptionsError
 from modelmon.core.model.records import Model
-from modelmon.core.options import OPTION_NAMES, LoadOptions, from_mapping, parse_size
+from modelmon.core.options import OPTION_NAMES, LoadOptions, MiB, from_mapping, parse_size
 from modelmon.core.output.explain import apply_snippets
 from modelmon.core.system.atomic import write_atomic
 from modelmon.core.system.memory import memory_facts
@@ -183,7 +183,7 @@ def build_document(
             "fingerprint": fingerprint(model),
         },
         "machine": machine,
-        "recommended": {"strategy": winner.strategy, **winner.options.to_dict()},
+        "recommended": recommended_table(winner.strategy, winner.options),
         "evidence": evidence,
         "alternatives": [
             {
@@ -200,6 +200,46 @@ def build_document(
         "apply": apply_snippets(model, winner, tuple(ranked), config_name, tuple(peers)),
         "explanation": list(explanation),
     }
+
+
+def recommended_table(strategy: str, options: LoadOptions) -> dict[str, Any]:
+    """The [recommended] table: the strategy and the options it uses (no others: a knob it
+    ignores would read as if it mattered); a chunk of whole MiB as ``chunk_mib``."""
+    from modelmon.core.loading.strategies import get_strategy
+
+    uses = get_strategy(strategy).uses
+    table: dict[str, Any] = {"strategy": strategy}
+    for name, value in options.to_dict().items():
+        if name not in uses:
+            continue
+        if name == "chunk" and value % MiB == 0:
+            table["chunk_mib"] = value // MiB
+        else:
+            table[name] = value
+    return table
+
+
+# Comments on keys of [recommended], by key and value: TOML writers keep no comments, so
+# ``render`` adds them. Said where a value alone would mislead.
+KEEP_COMMENT = (
+    "# keep: a load leaves the page cache as it finds it. The evidence below was measured "
+    "from a\n# verified {cache} cache: expect its figures when the model's pages are not "
+    "cached (a fresh start)."
+)
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """The document as TOML, with comments where a value needs one."""
+    text = tomli_w.dumps(dict(document))
+    evidence_cache = document.get("evidence", {}).get("cache")
+    lines, section = [], ""
+    for line in text.splitlines():
+        if line.startswith("["):
+            section = line.strip()
+        if section == "[recommended]" and line == 'cache = "keep"' and evidence_cache:
+            lines.extend(KEEP_COMMENT.format(cache=evidence_cache).splitlines())
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def recommendation_document(
@@ -232,7 +272,7 @@ def _note(candidate: Candidate) -> str:
 
 def write_config(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
     """Write atomically (see ``modelmon.core.system.atomic``): the old file survives any failure."""
-    return write_atomic(path, tomli_w.dumps(dict(document)).encode(), ConfigError)
+    return write_atomic(path, render(document).encode(), ConfigError)
 
 
 def read_config(path: str | os.PathLike[str]) -> ConfigFile:
@@ -297,6 +337,13 @@ def _recommended(table: Any, fail: Callable[[str, str], ConfigError]) -> tuple[s
         get_strategy(strategy)
     except OptionsError as exc:
         raise fail("recommended.strategy", str(exc)) from None
+    if "chunk_mib" in values:  # how files write it; ``chunk`` (bytes or "8MiB") reads too
+        if "chunk" in values:
+            raise fail("recommended.chunk_mib", "give chunk or chunk_mib, not both")
+        mib = values.pop("chunk_mib")
+        if not _number(mib) or mib <= 0:
+            raise fail("recommended.chunk_mib", f"must be MiB (a number > 0), not {mib!r}")
+        values["chunk"] = int(mib * MiB)
     for key, value in values.items():
         if key not in OPTION_NAMES:
             raise fail(f"recommended.{key}", "unknown key")

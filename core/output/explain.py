@@ -19,6 +19,19 @@ if TYPE_CHECKING:  # the record lives with the search, which imports this module
 
 MMAP_FAMILY = ("mmap", "mmap-shared-fd", "library")
 
+# Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
+# config that holds it (an exported A/B winner) says this beside it.
+SHARED_FD_CAVEAT = (
+    "this storage does not punish the pattern, but network and FUSE mounts do, so it is "
+    "not recommended"
+)
+
+
+def shared_fd_caveat(spec: str) -> str:
+    """The caveat of a configuration that maps one shared descriptor (``spec``)."""
+    return f"{spec} has every worker map one shared descriptor: {SHARED_FD_CAVEAT}"
+
+
 # Why one candidate is more robust than another, by the first element of
 # ``Candidate.robustness`` where they differ.
 ROBUSTNESS_REASONS = (
@@ -88,11 +101,15 @@ def _peers(rec: Recommendation) -> list[str]:
     if rec.pick is not None and rec.pick.peer is not None:
         loader = PEERS[rec.pick.strategy]
         settings = ", ".join(f"{k}={v}" for k, v in rec.pick.peer.env) or "its defaults"
+        # The file's evidence is of modelmon's best: its share of the ceiling is said here
+        # too, so that the sentence and the file's fraction_of_ceiling agree.
+        fraction = rec.ceilings.fraction(rec.winner.median_mbps, "parallel_read")
+        share = f", {fraction:.0%} of the parallel-read ceiling" if fraction else ""
         lines.append(
             f"Use {loader.description} with {settings}: {rec.pick.median_mbps:.0f} MB/s "
             f"({_runs_text(rec.pick)}), {_times(rec.pick.median_mbps, rec.winner.median_mbps)} "
-            f"modelmon's best ({rec.winner.spec}, {rec.winner.median_mbps:.0f} MB/s), which "
-            "the config file holds for modelmon.core.load."
+            f"modelmon's best ({rec.winner.spec}, {rec.winner.median_mbps:.0f} MB/s{share}), "
+            "which the config file holds for modelmon.core.load."
         )
     for peer in rec.peers:
         if peer is rec.pick:
@@ -130,8 +147,7 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
         ]
     return [
         f"Workers mapping one shared descriptor ({who}) were not slower here ({rate:.0f} MB/s in "
-        f"{len(shared.results)} run): this storage does not punish the pattern, but network "
-        "and FUSE mounts do, so it is not recommended."
+        f"{len(shared.results)} run): {SHARED_FD_CAVEAT}."
     ]
 
 

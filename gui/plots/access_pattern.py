@@ -151,8 +151,10 @@ class AccessPatternPlot(ThemedPlot):
                 self.item.addItem(line)
                 self.file_lines.append(line)
             base += file.size / MB
-        self.item.setYRange(0, max(base, 1e-6), padding=0.02)
+        # Limits first: the range is clamped to the limits in force, and those of a smaller
+        # model before would cut this model's range down to theirs.
         self.item.setLimits(yMin=-0.05 * base, yMax=1.05 * base)
+        self.item.setYRange(0, max(base, 1e-6), padding=0.02)
 
     def start_run(self, title: str, spec: str = "") -> None:
         """Clear for a new run: ``title`` ("run B · pair 2/3") heads the plot, ``spec`` goes

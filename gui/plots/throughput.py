@@ -136,7 +136,17 @@ class ThroughputPlot(ThemedPlot):
         return 0 if curve is None or curve.yData is None else len(curve.yData)
 
     def clear(self) -> None:
+        """No runs at all (a new model, a new A/B): curves and their keys go, ceilings stay."""
         for curve in (*self.curves.values(), *self.prefetch_curves.values()):
-            curve.setData([], [])
+            self.plot.removeItem(curve)
+        self.curves.clear()
+        self.prefetch_curves.clear()
         self.extents.clear()
         self.follower.restart()
+        self._refit()
+        self._retitle()
+
+    @property
+    def run_labels(self) -> list[str]:
+        """The runs the plot has a curve (and a key) for."""
+        return sorted(self.curves)

@@ -11,6 +11,7 @@ from modelmon.core.measuring.ceilings import Ceilings
 from modelmon.core.model.records import Model
 from modelmon.core.options import parse_spec
 from modelmon.core.output.config import build_document
+from modelmon.core.output.explain import shared_fd_caveat
 from modelmon.core.system.memory import memory_facts
 from modelmon.gui.state.formatting import rate_text, verdict_text
 
@@ -44,7 +45,7 @@ def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
     pairs = min(ab.a.runs, ab.b.runs)
     lines = [
         f"A/B × {pairs} from a verified {ab.cache} page cache, A and B alternating: "
-        f"{verdict_text(ab.verdict)}."
+        f"{verdict_text(ab.verdict, pairs)}."
     ]
     for side, summary in (("A", ab.a), ("B", ab.b)):
         lines.append(
@@ -58,7 +59,17 @@ def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
         )
     if ab.verdict.note:
         lines.append(f"Note: {ab.verdict.note}.")
+    caveat = shared_fd_note(ab, chosen)
+    if caveat:
+        lines.append(f"Caveat: {caveat}.")
     return lines
+
+
+def shared_fd_note(ab: ABResult, chosen: ABPick) -> str:
+    """The recommendation's caveat, when the exported side maps one shared descriptor."""
+    spec = (ab.a if chosen.side == "A" else ab.b).spec
+    strategy, _ = parse_spec(spec)
+    return shared_fd_caveat(spec) if strategy == "mmap-shared-fd" else ""
 
 
 def ab_document(

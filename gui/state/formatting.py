@@ -7,6 +7,7 @@ import math
 from modelmon.core.measuring.ab import ABResult, Verdict
 from modelmon.core.measuring.ceilings import Ceilings
 from modelmon.core.output.text import human_bytes
+from modelmon.core.output.verdict import verdict_words
 from modelmon.core.system.cache import CacheState
 
 __all__ = [
@@ -70,18 +71,10 @@ def duration_text(seconds: float) -> str:
     return f"{minutes} min {rest:02d} s"
 
 
-def verdict_text(verdict: Verdict) -> str:
-    """ "B faster: 2.31× (pairs 2.10–2.52, noise ±3 %)": the winner's gain, over the pairs."""
-    ratio, low, high = verdict.median_ratio, verdict.min_ratio, verdict.max_ratio
-    noise = f"noise ±{verdict.noise * 100:.0f} %"
-    if verdict.text == "A faster":  # say A's gain over B, not B's loss
-        ratio, low, high = 1 / ratio, 1 / high, 1 / low
-        head = "A faster"
-    elif verdict.text == "B faster":
-        head = "B faster"
-    else:
-        head = "Within noise, B/A"
-    return f"{head}: {ratio:.2f}× (pairs {low:.2f}–{high:.2f}, {noise})"
+def verdict_text(verdict: Verdict, pairs: int) -> str:
+    """The verdict in words (see ``core.output.verdict``), as a label's sentence."""
+    words = verdict_words(verdict, pairs)
+    return words[0].upper() + words[1:]
 
 
 def ab_detail_lines(ab: ABResult) -> list[str]:

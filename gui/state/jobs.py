@@ -79,6 +79,19 @@ class Recommended:
     path: str  # where the TOML was written
 
 
+JOB_NAMES = {
+    "run": "A load",
+    "ab": "An A/B comparison",
+    "ceilings": "A measurement of the ceilings",
+    "recommend": "A recommendation search",
+}
+
+
+def job_name(job: Job | None) -> str:
+    """What a user calls the job: "An A/B comparison"."""
+    return JOB_NAMES.get(job.kind, "A job") if job is not None else "A job"
+
+
 def make_session(
     model: Model, strategy: str, options: LoadOptions, cancel: threading.Event
 ) -> Session:
@@ -223,10 +236,17 @@ class RecommendJob(Job):
     kind = "recommend"
 
     def __init__(
-        self, model: Model, budget_s: float, path: str, memory_limit: int | None = None
+        self,
+        model: Model,
+        budget_s: float,
+        path: str,
+        memory_limit: int | None = None,
+        ceilings: Ceilings | None = None,
     ) -> None:
         super().__init__(model)
         self.budget_s, self.path, self.memory_limit = budget_s, path, memory_limit
+        # The window's ceilings of this model: the recommendation's too (one set per model).
+        self.ceilings = ceilings if ceilings is not None and ceilings.model == model.path else None
 
     def execute(self) -> Recommended:
         from modelmon.core.measuring.recommend import recommend
@@ -238,6 +258,7 @@ class RecommendJob(Job):
             memory_limit=self.memory_limit,
             progress=lambda text: self.report(JobProgress(text)),
             cancel=self.cancel_event,
+            ceilings=self.ceilings,
         )
         if self.cancelled:
             raise LoadError("recommendation cancelled")

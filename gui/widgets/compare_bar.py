@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpin
 from modelmon.core.measuring.ab import ABResult
 from modelmon.core.measuring.ceilings import Ceilings
 from modelmon.gui.state.formatting import ab_detail_lines, ceilings_text, verdict_text
+from modelmon.gui.state.model_sessions import ceiling_lines, measured_when
 from modelmon.gui.theme import current_theme
 from modelmon.gui.widgets.elided_label import ElidedLabel
 
@@ -91,7 +92,7 @@ class CompareBar(QWidget):
             verdict.text, theme.foreground
         )
         self.verdict.setStyleSheet(f"color: {colour};")
-        text = verdict_text(verdict)
+        text = verdict_text(verdict, min(ab.a.runs, ab.b.runs))
         if verdict.note:
             text += f" — {verdict.note}"
         self.verdict.setText(text)
@@ -110,8 +111,11 @@ class CompareBar(QWidget):
             self.ceilings_label.setText("no ceilings measured")
             self.ceilings_label.setToolTip(TIPS["ceilings"])
             return
-        self.ceilings_label.setText(ceilings_text(ceilings))
+        # One set per model and session, from "Measure ceilings" or a recommendation: when
+        # and how each was measured is part of what it means.
+        self.ceilings_label.setText(f"{ceilings_text(ceilings)} ({measured_when(ceilings)})")
         self.ceilings_label.setToolTip(
-            "Ceilings measured on this file (the dashed lines):\n"
-            + "\n".join(f"{c.name}: {c.mbps:,.0f} MB/s — {c.spec}" for c in ceilings.items)
+            "Ceilings measured on this file (the dashed lines), one set per model and "
+            "session (Measure ceilings and recommendations share it):\n"
+            + "\n".join(ceiling_lines(ceilings))
         )

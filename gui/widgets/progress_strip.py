@@ -72,5 +72,13 @@ class ProgressStrip(QWidget):
         self.detail.setText("")
 
     def stopped(self, text: str) -> None:
+        """The job ended: its outcome in words beside an empty bar (nothing is running)."""
         self.cancel_button.setEnabled(False)
+        self.bar.setValue(0)
         self.bar.setFormat(text.replace("%", "%%"))
+
+    def reset(self) -> None:
+        """A job starts: nothing of the last one's fill or words stays."""
+        self.bar.setValue(0)
+        self.bar.setFormat("starting…")
+        self.detail.setText("")

@@ -48,9 +48,11 @@ class RecommendDialog(QDialog):
         where.addWidget(self.path, 1)
         where.addWidget(browse)
         intro = QLabel(
-            "modelmon measures the ceilings of this storage, then loads the model "
-            "with the most promising strategies, cold, keeping the better half "
-            "each round, and writes the winner with its evidence."
+            "modelmon takes the ceilings of this storage (those measured on this model "
+            "in this session, or measures them), then loads the model with the most "
+            "promising strategies, cold, settles the top two in alternating pairs, and "
+            "writes the winner with its evidence. The Recommendation tab shows the "
+            "search as it runs, then the ranking and why."
         )
         intro.setWordWrap(True)
         buttons = QDialogButtonBox(

@@ -81,6 +81,8 @@ def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
 
 
 def render_ab(ab: ABResult) -> str:
+    from modelmon.core.output.verdict import verdict_words
+
     rows = [("side", "configuration", "median MB/s", "min–max MB/s", "median s")]
     for side, summary in (("A", ab.a), ("B", ab.b)):
         rows.append(
@@ -104,7 +106,8 @@ def render_ab(ab: ABResult) -> str:
         f"(spread {verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, "
         f"run-to-run noise ±{verdict.noise:.1%})"
     )
-    lines.append(f"verdict: {verdict.text}" + (f" — {verdict.note}" if verdict.note else ""))
+    words = verdict_words(verdict, min(ab.a.runs, ab.b.runs))
+    lines.append(f"verdict: {words}" + (f" — {verdict.note}" if verdict.note else ""))
     return "\n".join(lines)
 
 

@@ -26,7 +26,19 @@ VERB = "load"
 def add_parser(verbs: Verbs) -> None:
     parser = add_verb(verbs, VERB, "run one measured load in worker processes", epilog=True)
     parser.add_argument("path")
-    add_load_options(parser)
+    flags = add_load_options(parser)
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="apply a config file written by `modelmon recommend` or the app; load flags "
+        "given as well override it (its cache is keep: add --cache cold to measure it from a "
+        "cold cache, as its evidence was)",
+    )
+    # Only the flags given override a config file: their defaults are filled in by ``run``,
+    # so that it can tell a flag given from a default.
+    parser.set_defaults(load_flag_defaults={flag.dest: flag.default for flag in flags})
+    for flag in flags:
+        flag.default = argparse.SUPPRESS
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument(
         "--samples",
@@ -73,11 +85,22 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.measuring.session import Session
     from modelmon.core.output.text import render_result
 
+    given = {dest: getattr(args, dest) for dest in args.load_flag_defaults if hasattr(args, dest)}
+    for dest, default in args.load_flag_defaults.items():
+        if not hasattr(args, dest):
+            setattr(args, dest, default)
     if ranks_wanted(args):
         return run_ranks(args)
-    options = load_options(vars(args))
+    if args.config:
+        from modelmon.core.output.config import read_config
+
+        config = read_config(args.config)
+        strategy = given.get("strategy", config.strategy)
+        options = load_options(given, base=config.options)
+    else:
+        strategy, options = args.strategy, load_options(vars(args))
     session = Session(
-        args.path, args.strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
+        args.path, strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
     )
     progress = Progress(session.model.total_bytes, sys.stderr.isatty() and not args.json)
     session.load.on_message = progress.update

@@ -149,3 +149,23 @@ def test_a_recommendation_stops_on_cancel_and_writes_nothing(
     assert not path.exists()
     assert window.messages.message().startswith("No recommendation written")
     assert window.messages.level == "info"
+
+
+def test_an_ab_winner_on_one_shared_descriptor_carries_the_recommendations_caveat(
+    qtbot, window: MainWindow, small_model: Path, tmp_path: Path
+):
+    from modelmon.core.output.explain import SHARED_FD_CAVEAT
+
+    open_model(qtbot, window, small_model)
+    workspace = window.workspace
+    for label in ("A", "B"):  # whichever side wins, it maps one shared descriptor
+        workspace.panels[label].strategy_box.setCurrentText("mmap-shared-fd")
+    workspace.run_ab(1)
+    wait_idle(qtbot, window)
+    assert workspace.ab_result is not None, window.messages.message()
+    target = tmp_path / "ab.toml"
+    ok, text = export(qtbot, window, workspace.exporter.export_ab_config, target)
+    assert ok and "Caveat: mmap-shared-fd" in text and SHARED_FD_CAVEAT in text
+    assert window.messages.level == "warning"
+    explanation = read_config(target).document["explanation"]
+    assert any(line.startswith("Caveat: mmap-shared-fd") for line in explanation)

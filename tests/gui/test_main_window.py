@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QMessageBox
 
 from modelmon.core import open_model as parse_model
 from modelmon.gui.main_window import MainWindow
@@ -148,16 +149,43 @@ def test_dropping_a_folder_opens_its_model(qtbot, window: MainWindow, small_mode
     assert window.workspace.info.model.total_bytes == parse_model(small_model).total_bytes
 
 
-def test_opening_a_model_during_a_load_cancels_it_first(
+def answer_confirmation(window: MainWindow, button: QMessageBox.StandardButton) -> None:
+    """Click ``button`` of the confirmation once it is on screen (it runs its own loop)."""
+
+    def click() -> None:
+        box = window.confirmation
+        if box is None or not box.isVisible():
+            QTimer.singleShot(10, click)
+            return
+        box.button(button).click()
+
+    QTimer.singleShot(0, click)
+
+
+def test_opening_a_model_mid_ab_asks_first_and_keeps_each_models_results(
     qtbot, window: MainWindow, slow_model: Path, small_model: Path
 ):
     open_model(qtbot, window, slow_model)
-    window.workspace.panels["A"].set_config("sequential", SLOW_OPTIONS)
-    window.workspace.run("A")
+    for label in ("A", "B"):
+        window.workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
+    window.workspace.run_ab(3)
     wait_loading(qtbot, window.workspace)
+    # "Cancel": nothing is lost, the A/B goes on.
+    answer_confirmation(window, QMessageBox.StandardButton.Cancel)
+    window.open_path(str(small_model))
+    assert window.confirmation is None
+    assert window.workspace.running and window.workspace.info.path == str(slow_model)
+    # "Stop and open": the A/B is cancelled, then the other model opens.
+    answer_confirmation(window, QMessageBox.StandardButton.Yes)
     window.open_path(str(small_model))
     qtbot.waitUntil(
         lambda: window.windowTitle() == f"modelmon — {small_model.name}", timeout=10_000
     )
     assert not window.workspace.running and worker_processes() == []
-    assert window.workspace.results.results.rowCount() == 0  # a new model: a fresh table
+    assert window.workspace.results.results.rowCount() == 0  # a new model: its own table
+    # The first model's runs come back with it.
+    open_model_again = window.workspace.info
+    window.open_path(str(slow_model))
+    qtbot.waitUntil(lambda: window.workspace.info is not open_model_again, timeout=10_000)
+    (record,) = window.workspace.records
+    assert record.status == "cancelled"

@@ -56,11 +56,21 @@ def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, object], int, i
             if size < 8:
                 raise _fail(name, f"file is {size} bytes, too short for a safetensors header", 0)
             (header_len,) = struct.unpack("<Q", handle.read(8))
-            if header_len > MAX_HEADER_BYTES:
-                raise _fail(name, f"header length {header_len} exceeds the 100 MB limit", 0)
-            if 8 + header_len > size:
+            if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
+                # A JSON header starts with "{": without it, the 8 bytes were never a header
+                # length (a text file, another format), and its value means nothing to a user.
+                if handle.read(1) != b"{":
+                    raise _fail(
+                        name,
+                        "not a safetensors file (it does not begin with a safetensors header)",
+                        0,
+                    )
+                if header_len > MAX_HEADER_BYTES:
+                    raise _fail(name, f"header length {header_len} exceeds the 100 MB limit", 0)
                 raise _fail(
-                    name, f"header length {header_len} runs past the end of the {size}-byte file", 0
+                    name,
+                    f"truncated: its header needs {8 + header_len} bytes, the file has {size}",
+                    0,
                 )
             raw = handle.read(header_len)
     except IsADirectoryError:
@@ -128,7 +138,7 @@ def parse_safetensors_file(
         if end > data_len:
             raise _fail(
                 name,
-                f"tensor {key!r}: data_offsets end {end} is past the {data_len}-byte data section",
+                f"truncated: tensor {key!r} ends at {end}, past the {data_len}-byte data section",
                 data_start + begin,
             )
         entries.append((begin, end, key, dtype, tuple(dims)))

@@ -134,3 +134,22 @@ def test_peer_runs_cold_in_its_own_process_and_stops(sharded_model: Path) -> Non
     stop.set()
     stopped = peers.run_peer("safetensors", files, "cold", stop=stop)
     assert stopped.status == "cancelled" and stopped.error == "stopped"
+
+
+def test_ceilings_measured_in_the_session_are_reused_not_remeasured(sharded_model: Path) -> None:
+    """One set of ceilings per model: the window's are the recommendation's and its TOML's."""
+    from modelmon.core.measuring.ceilings import measure_ceilings
+    from modelmon.core.output.config import recommendation_document
+
+    model = open_model(sharded_model)
+    known = measure_ceilings(model, ("sequential_read", "parallel_read"), repeats=1, workers=2)
+    assert all(c.measured_at > 0 and c.wall_s > 0 for c in known.items)
+    fast = Candidate("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
+    rec = recommend(model, budget_s=3, workers=2, pool=[fast], peers=False, ceilings=known)
+    for name in ("sequential_read", "parallel_read"):
+        assert rec.ceilings.get(name) is known.get(name)  # the very record, not a new one
+    assert rec.ceilings.get("memcpy") is not None  # the missing one was measured
+    evidence = recommendation_document(rec, "m.toml")["evidence"]
+    parallel = known.get("parallel_read")
+    assert evidence["ceilings_mbps"]["parallel_read"] == round(parallel.mbps, 1)
+    assert evidence["fraction_of_ceiling"] == round(rec.winner.median_mbps / parallel.mbps, 3)

@@ -176,3 +176,49 @@ def test_read_only_folder(tmp_path: Path) -> None:
 def test_write_then_read(tmp_path: Path) -> None:
     path = write_config(tmp_path / "c.toml", DOCUMENT)
     assert read_config(path).strategy == "pread"
+
+
+def test_written_file_says_chunk_in_mib_comments_keep_and_leaves_unused_options_out(
+    tmp_path: Path, sharded_model: Path
+) -> None:
+    from modelmon.core.model.formats import open_model
+    from modelmon.core.output.config import build_document
+
+    from ..measuring.records import candidate
+
+    winner = candidate("pread", 900.0, 910.0, 905.0, workers=2, chunk=16 << 20, cache="keep")
+    document = build_document(
+        open_model(sharded_model),
+        winner,
+        (winner,),
+        None,
+        ["Best: pread."],
+        config_name="m.toml",
+        cache="cold",
+        usable_ram=10**10,
+    )
+    assert "madvise" not in document["recommended"]  # pread maps nothing
+    assert "prefetch" not in document["recommended"]  # only warmup has a warm-up pass
+    assert document["recommended"]["chunk_mib"] == 16 and "chunk" not in document["recommended"]
+    path = write_config(tmp_path / "m.toml", document)
+    text = path.read_text()
+    keep = text.index('cache = "keep"')
+    assert "# keep: a load leaves the page cache as it finds it" in text[:keep]
+    assert "verified cold cache" in text[:keep]
+    config = read_config(path)
+    assert (config.strategy, config.options) == ("pread", winner.options)
+
+
+def test_old_files_with_chunk_in_bytes_still_read_and_both_forms_are_refused(
+    tmp_path: Path,
+) -> None:
+    old = GOOD.replace('chunk = "16MiB"', "chunk = 16777216")
+    assert read_config(write(tmp_path, old)).options.chunk == 16 << 20
+    new = GOOD.replace('chunk = "16MiB"', "chunk_mib = 16")
+    assert read_config(write(tmp_path, new)).options.chunk == 16 << 20
+    both = GOOD.replace('chunk = "16MiB"', 'chunk = "16MiB"\nchunk_mib = 16')
+    with pytest.raises(ConfigError, match=r"recommended\.chunk_mib: give chunk or chunk_mib"):
+        read_config(write(tmp_path, both))
+    bad = GOOD.replace('chunk = "16MiB"', 'chunk_mib = "lots"')
+    with pytest.raises(ConfigError, match=r"recommended\.chunk_mib: must be MiB"):
+        read_config(write(tmp_path, bad))

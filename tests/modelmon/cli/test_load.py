@@ -120,3 +120,38 @@ def test_load_json_with_samples(modelmon, sharded_model: Path) -> None:
     assert len(series["load_mbps"]["t"]) == len(series["load_mbps"]["v"]) >= 1
     pattern = data["samples"]["access_pattern"]
     assert len(pattern["offset"]) == len(pattern["start"]) > 0
+
+
+def test_load_applies_a_config_file_and_flags_given_override_it(
+    modelmon, sharded_model: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "modelmon.toml"
+    config.write_text(
+        'format_version = 1\n[recommended]\nstrategy = "pread"\nworkers = 2\nthreads = 1\n'
+        'chunk_mib = 2\ncache = "keep"\n'
+    )
+    done = modelmon("load", str(sharded_model), "--config", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["strategy"] == "pread" and data["status"] == "ok"
+    options = data["options"]
+    assert (options["workers"], options["threads"], options["chunk"]) == (2, 1, 2 << 20)
+    assert options["cache"] == "keep"  # the file's, not the flag's default (cold)
+    done = modelmon(
+        "load",
+        str(sharded_model),
+        "--config",
+        str(config),
+        "--workers",
+        "3",
+        "--cache",
+        "cold",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    options = json.loads(done.stdout)["options"]
+    assert (options["workers"], options["chunk"], options["cache"]) == (3, 2 << 20, "cold")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('format_version = 1\n[recommended]\nstrategy = "pread"\nworkers = "many"\n')
+    done = modelmon("load", str(sharded_model), "--config", str(bad))
+    assert done.returncode != 0 and "recommended.workers" in done.stderr

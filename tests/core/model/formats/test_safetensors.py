@@ -225,3 +225,22 @@ def test_permission_denied_is_one_clear_line(
     with pytest.raises(ModelFormatError, match="permission denied") as caught:
         open_model(path)
     assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_text_and_truncated_files_are_named_for_what_they_are(tmp_path: Path) -> None:
+    """A user's words: "not a safetensors file", "truncated"; never a meaningless length."""
+    text = tmp_path / "notes.safetensors"
+    text.write_text("this is a plain text file, not weights\n" * 20)
+    with pytest.raises(ModelFormatError, match="not a safetensors file") as caught:
+        open_model(text)
+    assert "header length" not in str(caught.value)
+
+    good = write_raw(tmp_path / "good.safetensors", {"t": entry("U8", [64], 0, 64)}, b"\0" * 64)
+    content = good.read_bytes()
+    cut_header = tmp_path / "cut-header.safetensors"
+    cut_header.write_bytes(content[:20])  # in the middle of the JSON header
+    cut_data = tmp_path / "cut-data.safetensors"
+    cut_data.write_bytes(content[:-10])  # the last tensor's bytes are missing
+    for path in (cut_header, cut_data):
+        with pytest.raises(ModelFormatError, match="truncated"):
+            open_model(path)

@@ -1,0 +1,69 @@
+"""An A/B verdict in plain words: which side is faster, by how much, and how certain that is.
+
+"B faster: 1.13×" or "within noise, B/A 1.13×" makes the reader do the arithmetic and guess
+why; these sentences say it: "B is 13 % faster; not certain: the pairs vary 1.04–2.79×
+(noise ±9 %), more than the gain". The app's verdict label and the CLI's A/B text use them.
+"""
+
+from __future__ import annotations
+
+from modelmon.core.measuring.ab import Verdict
+
+__all__ = ["gain_text", "stopped_words", "verdict_words"]
+
+
+def gain_text(ratio: float) -> str:
+    """How much faster a side is, from its speed ratio (≥ 1): "13 %", "2.3×" from 2× on."""
+    if ratio >= 2:
+        return f"{ratio:.1f}×"
+    percent = (ratio - 1) * 100
+    return f"{percent:.1f} %" if percent < 10 else f"{percent:.0f} %"
+
+
+def _range(low: float, high: float) -> str:
+    return f"{low:.2f}–{high:.2f}×"
+
+
+def verdict_words(verdict: Verdict, pairs: int) -> str:
+    """The verdict of ``pairs`` A/B pairs as a sentence (the "not verified cold" note aside).
+
+    Kinds: a side faster (every pair agrees, the gain beyond twice the noise); a side ahead
+    but not certain (the pairs disagree, or the gain is within the noise); as fast as each
+    other; one pair only (no estimate of the noise at all).
+    """
+    ratio, low, high = verdict.median_ratio, verdict.min_ratio, verdict.max_ratio
+    leader, trailer = "B", "A"
+    if ratio < 1:  # say the leader's gain, not the other's loss: A's speed over B's
+        leader, trailer = "A", "B"
+        ratio, low, high = 1 / ratio, 1 / high, 1 / low
+    noise = f"noise ±{verdict.noise * 100:.0f} %"
+    ratios = f"{leader}/{trailer} per pair {_range(low, high)}"
+    if pairs < 2:
+        return (
+            f"{leader} was {gain_text(ratio)} faster in the one pair run; not certain: one "
+            "pair gives no estimate of the noise, run more pairs"
+        )
+    if verdict.text in ("A faster", "B faster"):
+        return (
+            f"{leader} is {gain_text(ratio)} faster: every one of the {pairs} pairs agrees "
+            f"({ratios}, {noise})"
+        )
+    if round((ratio - 1) * 100, 1) == 0:
+        return f"A and B are as fast as each other ({ratios}, {noise})"
+    if low < 1:
+        why = f"the pairs disagree on which is faster ({ratios}, {noise})"
+    else:
+        why = (
+            f"every pair favours {leader}, but the pairs vary {_range(low, high)} ({noise}): "
+            "the gain is within twice the noise, run more pairs"
+        )
+    return f"{leader} is {gain_text(ratio)} faster; not certain: {why}"
+
+
+def stopped_words(cancelled: bool, pairs_done: int, pairs: int, error: str | None = None) -> str:
+    """An A/B that ended without a verdict: cancelled, or a run failed."""
+    done = f"after {pairs_done} of {pairs} pairs" if pairs else ""
+    if cancelled:
+        return " ".join(("A/B cancelled", done)).strip() + ": no verdict"
+    reason = f" ({error})" if error else ""
+    return " ".join(("A/B stopped", done)).strip() + f": no verdict{reason}"

@@ -1,0 +1,127 @@
+"""A recommendation as the window shows it: the ranking with each candidate against the pick,
+and the apply snippets marked measured or not. Qt-free.
+
+The ranking is also the regret-style comparison: "vs the pick" is what a user loses (or, for
+a peer beaten on paper, gains) by loading with that candidate instead of the pick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core.output.explain import snippets
+from modelmon.gui.state.formatting import rate_text
+
+RANKING_COLUMNS = (
+    "#",
+    "candidate",
+    "runs",
+    "median",
+    "spread (min–max)",
+    "vs the pick",
+    "paired with the pick",
+    "how it ended",
+)
+SNIPPET_COLUMNS = ("tool", "how to apply it", "measured here")
+
+
+@dataclass(frozen=True, slots=True)
+class RankingRow:
+    cells: tuple[str, ...]  # in RANKING_COLUMNS order
+    picked: bool
+    in_config: bool  # the modelmon configuration the written file holds
+
+
+def versus_pick(candidate: Candidate, pick: Candidate) -> str:
+    """ "pick", "−23 % (pick 1.30× faster)", "+2 % (within its spread)"; "–" unmeasured."""
+    if candidate is pick:
+        return "the pick"
+    if pick.median_mbps <= 0 or not (candidate.results or candidate.stopped_below_mbps):
+        return "–"
+    ratio = candidate.median_mbps / pick.median_mbps
+    bound = "under " if not candidate.results else ""
+    change = f"{bound}{(ratio - 1) * 100:+.0f} %".replace("-", "−")
+    if ratio < 1:
+        return f"{change} (the pick is {1 / ratio:.2f}× faster)"
+    return change
+
+
+def paired_text(candidate: Candidate) -> str:
+    """Its paired runs against the pick (the finals), in the A/B's terms: this / the pick."""
+    verdict = candidate.verdict
+    if verdict is None:
+        return "–"
+    return (
+        f"this/pick {verdict.median_ratio:.2f}× (pairs {verdict.min_ratio:.2f}–"
+        f"{verdict.max_ratio:.2f}×, noise ±{verdict.noise * 100:.0f} %): {verdict.text}"
+    )
+
+
+def ended_text(candidate: Candidate) -> str:
+    """ "cut early: 4× behind the leader; failure mode": how, why, and its role."""
+    ended, reason = candidate.ended, candidate.reason
+    parts = [reason if reason.startswith(ended) else ended]
+    if reason and not reason.startswith(ended):
+        parts.append(reason)
+    if candidate.role:
+        parts.append(candidate.role)
+    return "; ".join(parts)
+
+
+def ranking_rows(rec: Recommendation) -> list[RankingRow]:
+    """Every candidate, modelmon's and the peers', best first; the unmeasured last."""
+    pick = rec.used
+    measured = sorted((*rec.ranked, *rec.peers), key=lambda c: c.median_mbps, reverse=True)
+    rows = []
+    for rank, c in enumerate((*measured, *rec.unranked), 1):
+        spread = c.spread_mbps
+        median = rate_text(c.median_mbps) if c.results else "–"
+        if not c.results and c.stopped_below_mbps is not None:
+            median = f"under {rate_text(c.stopped_below_mbps)}"
+        rows.append(
+            RankingRow(
+                (
+                    str(rank) if c in measured else "",
+                    c.spec,
+                    str(len(c.results)),
+                    median,
+                    f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
+                    versus_pick(c, pick),
+                    paired_text(c),
+                    ended_text(c),
+                ),
+                c is pick,
+                c is rec.winner,
+            )
+        )
+    return rows
+
+
+def snippet_rows(rec: Recommendation, config_name: str) -> list[tuple[str, str, str]]:
+    """(tool, snippet, measured here as … / not measured here) for each loader people use."""
+    rows = []
+    for s in snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers):
+        measured = (
+            f"yes, as {s.measured_as}: {rate_text(s.mbps or 0.0)}"
+            if s.measured_as is not None
+            else "not measured here"
+        )
+        rows.append((s.tool, s.text, measured))
+    return rows
+
+
+def summary_text(rec: Recommendation, path: str) -> str:
+    """The headline: what to use, at what rate, on how many runs, and where the file is."""
+    used = rec.used
+    runs = len(used.results)
+    head = (
+        f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs} cold "
+        f"run{'s' if runs != 1 else ''}"
+    )
+    if used is not rec.winner:
+        head += f" (the config file holds modelmon's best, {rec.winner.spec})"
+    return f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; " + (
+        f"written to {path}."
+    )

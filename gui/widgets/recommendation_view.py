@@ -1,0 +1,142 @@
+"""The recommendation in the window: the search's progress while it runs, then the pick, the
+explanation's sentences, the ranking (each candidate against the pick) and the apply snippets.
+
+What it shows comes from ``gui.state.recommendation_view``; this only lays it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from modelmon.core.measuring.recommend import Recommendation
+from modelmon.gui.state.recommendation_view import (
+    RANKING_COLUMNS,
+    SNIPPET_COLUMNS,
+    ranking_rows,
+    snippet_rows,
+    summary_text,
+)
+
+EMPTY = (
+    "No recommendation yet: File ▸ Export recommended configuration… measures the candidates "
+    "within a time budget and shows here what it found and why."
+)
+MAX_PROGRESS_LINES = 12  # the latest lines of the search; the whole story is the explanation
+
+
+def _table(columns: tuple[str, ...]) -> QTableWidget:
+    table = QTableWidget(0, len(columns))
+    table.setHorizontalHeaderLabels(list(columns))
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.verticalHeader().hide()
+    table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    table.horizontalHeader().setStretchLastSection(True)
+    table.setWordWrap(False)
+    return table
+
+
+def _fill(table: QTableWidget, rows: list[tuple[str, ...]], bold: Collection[int] = ()) -> None:
+    table.setRowCount(len(rows))
+    for r, cells in enumerate(rows):
+        for c, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            item.setToolTip(text)
+            if r in bold:
+                font = QFont(item.font())
+                font.setBold(True)
+                item.setFont(font)
+            table.setItem(r, c, item)
+    height = table.horizontalHeader().height() + 2 * table.frameWidth()
+    height += sum(table.rowHeight(r) for r in range(len(rows)))
+    table.setMinimumHeight(min(height, 400))
+
+
+class RecommendationView(QScrollArea):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.summary = QLabel(EMPTY)
+        self.summary.setWordWrap(True)
+        font = self.summary.font()
+        font.setBold(True)
+        self.summary.setFont(font)
+        self.progress_lines: list[str] = []
+        self.progress = QLabel()
+        self.progress.setWordWrap(True)
+        self.progress.setTextFormat(Qt.TextFormat.PlainText)
+        self.explanation = QLabel()
+        self.explanation.setWordWrap(True)
+        self.explanation.setTextFormat(Qt.TextFormat.PlainText)
+        self.explanation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.ranking = _table(RANKING_COLUMNS)
+        self.ranking.setToolTip(
+            "Every candidate, best first. 'vs the pick': what loading with it instead of the "
+            "pick gains or loses here (the regret); 'paired with the pick': the finals' "
+            "alternating runs, as in an A/B."
+        )
+        self.snippets = _table(SNIPPET_COLUMNS)
+        self.snippets.setToolTip(
+            "How to get the same loading in the tools people use; 'measured here' names the "
+            "candidate that stood for it, or says it was not measured."
+        )
+        self.captions = [QLabel("<b>Why</b>"), QLabel("<b>Ranking</b>"), QLabel("<b>Apply</b>")]
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.captions[0])
+        layout.addWidget(self.explanation)
+        layout.addWidget(self.captions[1])
+        layout.addWidget(self.ranking)
+        layout.addWidget(self.captions[2])
+        layout.addWidget(self.snippets)
+        layout.addStretch(1)
+        self.setWidget(body)
+        self.clear()
+
+    def _show_result_parts(self, visible: bool) -> None:
+        for widget in (*self.captions, self.explanation, self.ranking, self.snippets):
+            widget.setVisible(visible)
+
+    def clear(self, text: str = EMPTY) -> None:
+        self.summary.setText(text)
+        self.progress_lines = []
+        self.progress.clear()
+        self.progress.hide()
+        self._show_result_parts(False)
+
+    def started(self, budget_s: float) -> None:
+        self.clear(f"Recommending: searching for {budget_s:.0f} s (Esc cancels)…")
+        self.progress.show()
+
+    def show_progress(self, text: str) -> None:
+        self.progress_lines = [*self.progress_lines, text][-MAX_PROGRESS_LINES:]
+        self.progress.setText("\n".join(f"· {line}" for line in self.progress_lines))
+
+    def stopped(self, text: str) -> None:
+        """The search ended without a recommendation (cancelled, failed)."""
+        self.summary.setText(text)
+
+    def show_recommendation(self, rec: Recommendation, path: str) -> None:
+        self.summary.setText(summary_text(rec, path))
+        self.progress.hide()
+        self.explanation.setText("\n".join(rec.explanation))
+        rows = ranking_rows(rec)
+        _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
+        _fill(self.snippets, snippet_rows(rec, Path(path).name))
+        self._show_result_parts(True)

@@ -1,0 +1,54 @@
+"""The A/B verdict in plain words, for each kind of verdict."""
+
+from __future__ import annotations
+
+from modelmon.core.measuring.ab import Verdict, judge
+from modelmon.core.output.verdict import gain_text, stopped_words, verdict_words
+
+
+def test_faster_names_the_side_and_its_gain_in_percent():
+    verdict = judge([1.12, 1.13, 1.14])
+    assert verdict.text == "B faster"
+    assert verdict_words(verdict, 3) == (
+        "B is 13 % faster: every one of the 3 pairs agrees (B/A per pair 1.12–1.14×, noise ±1 %)"
+    )
+
+
+def test_slower_b_is_said_as_a_faster_never_as_a_loss():
+    verdict = judge([0.5, 0.52, 0.48])
+    assert verdict.text == "A faster"
+    words = verdict_words(verdict, 3)
+    assert words.startswith("A is 2.0× faster: every one of the 3 pairs agrees (A/B per pair")
+    assert "1.92–2.08×" in words
+
+
+def test_within_noise_says_who_is_ahead_and_why_it_is_not_certain():
+    # The issue's case: every pair favours B, yet the spread makes the gain uncertain.
+    verdict = judge([1.04, 1.13, 2.79, 1.05, 1.3])
+    assert verdict.text == "within noise"
+    words = verdict_words(verdict, 5)
+    assert words.startswith("B is 13 % faster; not certain: every pair favours B, but the pairs")
+    assert "1.04–2.79×" in words and "within twice the noise" in words
+    disagree = verdict_words(judge([0.95, 1.1, 1.02]), 3)
+    assert disagree.startswith("B is 2.0 % faster; not certain: the pairs disagree")
+    even = verdict_words(Verdict("within noise", 1.0001, 0.98, 1.02, 0.01), 3)
+    assert even == "A and B are as fast as each other (B/A per pair 0.98–1.02×, noise ±1 %)"
+
+
+def test_one_pair_is_too_few_to_be_certain():
+    verdict = judge([1.3])
+    assert verdict_words(verdict, 1) == (
+        "B was 30 % faster in the one pair run; not certain: one pair gives no estimate of "
+        "the noise, run more pairs"
+    )
+
+
+def test_a_stopped_ab_has_no_verdict():
+    assert stopped_words(True, 1, 3) == "A/B cancelled after 1 of 3 pairs: no verdict"
+    assert stopped_words(False, 0, 3, "B run 1 failed: disk gone") == (
+        "A/B stopped after 0 of 3 pairs: no verdict (B run 1 failed: disk gone)"
+    )
+
+
+def test_gain_text_switches_to_times_from_two():
+    assert (gain_text(1.05), gain_text(1.5), gain_text(2.31)) == ("5.0 %", "50 %", "2.3×")

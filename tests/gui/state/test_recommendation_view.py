@@ -1,0 +1,97 @@
+"""The recommendation as the window shows it, and one set of results per model (Qt-free)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from modelmon.core.measuring.ab import judge
+from modelmon.core.measuring.ceilings import Ceiling, Ceilings
+from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core.model.formats import open_model
+from modelmon.gui.state.model_sessions import (
+    ModelResults,
+    ModelSessions,
+    ceiling_lines,
+    measured_when,
+    with_ceiling,
+)
+from modelmon.gui.state.recommendation_view import (
+    RANKING_COLUMNS,
+    ranking_rows,
+    snippet_rows,
+    summary_text,
+)
+
+from ...core.measuring.records import candidate
+
+CEILINGS = Ceilings("m", (Ceiling("parallel_read", 1400.0, (1400.0,), "four readers", True),))
+
+
+def _recommendation(sharded_model: Path) -> Recommendation:
+    best = candidate("sequential", 1000.0, 1010.0, 990.0, workers=4)
+    second = candidate("pread", 700.0, 720.0, workers=4)
+    second.verdict = judge([0.7, 0.71, 0.69])
+    cut = candidate("mmap-shared-fd", workers=4, role="failure mode")
+    cut.stopped_below_mbps, cut.ended, cut.reason = 120.0, "cut early", "cut early: far behind"
+    late = candidate("direct", workers=4)
+    late.ended, late.reason = "not measured", "no budget left"
+    return Recommendation(
+        open_model(sharded_model),
+        best,
+        (best, second, cut),
+        CEILINGS,
+        False,
+        10**10,
+        60.0,
+        58.0,
+        ("Best: sequential.",),
+        unranked=(late,),
+    )
+
+
+def test_ranking_rows_say_runs_spread_regret_and_how_each_ended(sharded_model: Path):
+    rec = _recommendation(sharded_model)
+    rows = ranking_rows(rec)
+    assert [len(r.cells) for r in rows] == [len(RANKING_COLUMNS)] * 4
+    pick, second, cut, late = rows
+    assert (
+        pick.picked
+        and pick.in_config
+        and pick.cells[:4] == ("1", rec.winner.spec, "3", "1000 MB/s")
+    )
+    assert pick.cells[4] == "990 MB/s–1010 MB/s" and pick.cells[5] == "the pick"
+    assert second.cells[5] == "−29 % (the pick is 1.41× faster)"
+    assert second.cells[6].startswith("this/pick 0.70× (pairs 0.69–0.71×")
+    assert cut.cells[3] == "under 120 MB/s" and cut.cells[5].startswith("under −88 %")
+    assert cut.cells[7] == "cut early: far behind; failure mode"
+    assert late.cells[0] == "" and late.cells[2] == "0" and late.cells[7].startswith("not measured")
+
+
+def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(sharded_model: Path):
+    rec = _recommendation(sharded_model)
+    rows = snippet_rows(rec, "m.toml")
+    assert rows and all(len(row) == 3 for row in rows)
+    assert {row[2].split(",")[0] for row in rows} <= {"yes", "not measured here"}
+    assert any(row[2].startswith("yes, as ") for row in rows)
+    text = summary_text(dataclasses.replace(rec), "/tmp/m.toml")
+    assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 cold runs.")
+    assert text.endswith("written to /tmp/m.toml.")
+
+
+def test_each_model_keeps_its_results_and_its_one_set_of_ceilings():
+    sessions = ModelSessions()
+    ceilings = with_ceiling(None, "/a", Ceiling("sequential_read", 500.0, (500.0,), "x", True))
+    newer = Ceiling("sequential_read", 520.0, (520.0,), "y", True, measured_at=time.time())
+    ceilings = with_ceiling(ceilings, "/a", newer)
+    assert ceilings.items == (newer,)  # replaced by name, never two of one kind
+    sessions.stash("/a", ModelResults(ceilings=ceilings))
+    sessions.stash("/b", ModelResults())  # nothing measured: nothing kept
+    assert sessions.paths() == ["/a"]
+    assert sessions.take("/a").ceilings is ceilings
+    assert sessions.take("/a").empty  # taken: the window holds it now
+    assert measured_when(ceilings).startswith("measured ")
+    assert measured_when(Ceilings("m", ())) == "measured at an unknown time"
+    (line,) = ceiling_lines(ceilings)
+    assert line.startswith("sequential: 520 MB/s — y; median of 1 run, at ")

@@ -1,0 +1,153 @@
+"""What a run leaves behind: plot ranges and keys follow the model and the run shown; a new
+job starts from a clean slate; a recommendation shares the window's ceilings and shows why."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import open_model as parse_model
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.gui.main_window import MainWindow
+
+from .conftest import MEDIUM_OPTIONS, SLOW_OPTIONS, open_model, wait_idle, wait_loading
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """~1 MB: far smaller than the others, so a range kept from it would cut theirs."""
+    return write_safetensors_model(tmp_path_factory.mktemp("tiny"), layers=1, hidden=64, vocab=256)
+
+
+def model_mb(path: Path) -> float:
+    return parse_model(path).file_bytes / 1e6
+
+
+def y_top(plot) -> float:
+    return plot.item.vb.viewRange()[1][1]
+
+
+def test_offset_plots_follow_the_model_larger_after_smaller_and_back(
+    qtbot, window: MainWindow, tiny_model: Path, slow_model: Path
+):
+    workspace = window.workspace
+    for path in (tiny_model, slow_model, tiny_model):
+        open_model(qtbot, window, path)
+        qtbot.waitUntil(lambda path=path: workspace.info.path == str(path), timeout=10_000)
+        total = model_mb(path)
+        for plot in (workspace.access, workspace.residency):
+            # The whole model shows (every worker's reads, the last shard), and no more
+            # than a margin above it (a smaller model is not squashed into a corner).
+            assert total <= y_top(plot) <= 1.1 * total, (path.name, plot.title, y_top(plot))
+
+
+def test_keys_go_with_the_runs_when_the_model_changes(
+    qtbot, window: MainWindow, small_model: Path, tiny_model: Path
+):
+    workspace = window.workspace
+    open_model(qtbot, window, small_model)
+    workspace.compare.pairs.setValue(1)
+    workspace.run_ab(1)
+    wait_idle(qtbot, window)
+    assert workspace.throughput.run_labels == ["A", "B"]
+    assert [name for name, _ in workspace.throughput.keys] == ["run A", "run B"]
+    assert set(workspace.blocks.bars) == {"A", "B"}
+    open_model(qtbot, window, tiny_model)
+    qtbot.waitUntil(lambda: workspace.info.path == str(tiny_model), timeout=10_000)
+    assert workspace.throughput.run_labels == [] and workspace.throughput.keys == []
+    for plot in (*workspace.metric_plots, workspace.blocks, workspace.residency):
+        assert plot.keys == [], plot.title
+    assert workspace.access.keys == [] and workspace.blocks.bars == {}
+
+
+def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
+    qtbot, window: MainWindow, slow_model: Path
+):
+    workspace = window.workspace
+    open_model(qtbot, window, slow_model)
+    for label in ("A", "B"):
+        workspace.panels[label].set_config("sequential", MEDIUM_OPTIONS)
+    workspace.run_ab(1)
+    wait_idle(qtbot, window)
+    assert workspace.ab_result is not None and workspace.throughput.run_labels == ["A", "B"]
+    for label in ("A", "B"):
+        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
+    workspace.run_ab(2)
+    wait_loading(qtbot, workspace)
+    workspace.cancel()
+    wait_idle(qtbot, window)
+    assert workspace.throughput.run_labels == ["A"]  # the cancelled run alone
+    assert [name for name, _ in workspace.throughput.keys] == ["run A"]
+    assert workspace.compare.verdict.text() == "A/B cancelled after 0 of 2 pairs: no verdict"
+    assert workspace.progress.bar.value() == 0
+    # A single run afterwards is not drawn beside the cancelled A/B's run either.
+    workspace.panels["B"].set_config("sequential", MEDIUM_OPTIONS)
+    workspace.run("B")
+    assert workspace.compare.verdict.text() == ""  # the banner went as the run started
+    assert not window.messages.isVisible()
+    wait_idle(qtbot, window)
+    assert workspace.throughput.run_labels == ["B"]
+
+
+def test_every_kind_of_job_leaves_an_empty_bar_and_the_next_clears_its_words(
+    qtbot, window: MainWindow, small_model: Path
+):
+    workspace = window.workspace
+    bar = workspace.progress.bar
+    open_model(qtbot, window, small_model)
+    assert bar.value() == 0 and bar.format() == "idle"
+    workspace.run("A")
+    wait_idle(qtbot, window)
+    assert bar.value() == 0 and bar.format().startswith("Run A: ")  # its outcome, no fill
+    workspace.run_ab(1)
+    wait_idle(qtbot, window)
+    assert workspace.compare.verdict.text() and bar.value() == 0
+    workspace.ceiling_repeats = 1
+    workspace.measure_ceilings()
+    assert workspace.compare.verdict.text() == ""  # the verdict went with the new job
+    wait_idle(qtbot, window)
+    assert workspace.ceilings is not None and bar.value() == 0
+    assert bar.format() == "Ceilings measured"
+    assert "(measured " in workspace.compare.ceilings_label.text()
+    window.messages.show_message("left from before", "error")
+    workspace.run("B")
+    assert not window.messages.isVisible()
+    wait_idle(qtbot, window)
+    assert bar.value() == 0
+
+
+def test_the_recommendation_shares_the_ceilings_and_shows_why(
+    qtbot, window: MainWindow, small_model: Path, tmp_path: Path
+):
+    workspace = window.workspace
+    open_model(qtbot, window, small_model)
+    workspace.ceiling_repeats = 1
+    workspace.measure_ceilings()
+    wait_idle(qtbot, window)
+    parallel = workspace.ceilings.get("parallel_read")
+    target = tmp_path / "rec.toml"
+    workspace.recommend(4.0, str(target))
+    assert workspace.tabs.currentWidget() is workspace.recommendation
+    view = workspace.recommendation
+    qtbot.waitUntil(lambda: bool(view.progress_lines), timeout=10_000)  # the search, live
+    assert view.progress_lines[0].startswith("using the ceilings already measured")
+    wait_idle(qtbot, window, 120_000)
+    assert target.exists(), window.messages.message()
+    assert workspace.progress.bar.value() == 0
+    # One set of ceilings: the recommendation used the window's, and the file says so.
+    assert workspace.ceilings.get("parallel_read") is parallel
+    evidence = tomllib.loads(target.read_text())["evidence"]
+    assert evidence["ceilings_mbps"]["parallel_read"] == round(parallel.mbps, 1)
+    # The explanation, the ranking and the snippets are on screen.
+    assert view.summary.text().startswith("Use ") and str(target) in view.summary.text()
+    assert view.explanation.isVisibleTo(view) and "Best: " in view.explanation.text()
+    assert view.ranking.rowCount() >= 1 and view.ranking.item(0, 5).text() == "the pick"
+    assert view.snippets.rowCount() >= 1
+    assert {
+        view.snippets.item(r, 2).text().split(",")[0] for r in range(view.snippets.rowCount())
+    } <= {
+        "yes",
+        "not measured here",
+    }
