@@ -53,10 +53,10 @@ def _reads(readers: int, descriptors: list[int]) -> AccessPoints:
     )
 
 
-def test_access_plot_caption_names_descriptor_sharing(qtbot):
+def test_access_plot_caption_names_descriptor_sharing(qtbot, two_file_model: Model):
     plot = AccessPatternPlot()
     qtbot.addWidget(plot)
-    plot.set_model(_model())
+    plot.set_model(two_file_model)
     plot.start_run("run A", "mmap-shared-fd ×4")
     plot.add_reads(_reads(4, [5, 5, 5, 5]))
     assert plot.caption.text() == (
