@@ -33,7 +33,7 @@ from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, 
 from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import WorkerTask, worker_main
-from modelmon.core.model.formats import open_model
+from modelmon.core.model.formats import open_model, require_tensor_bytes
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
@@ -46,7 +46,9 @@ JOIN_GRACE_S = 0.5
 
 
 def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -> None:
-    """Refuse a keep-everything load that cannot fit in RAM, before anything starts."""
+    """Refuse a load of nothing, or a keep-everything load that cannot fit in RAM, before
+    anything starts."""
+    require_tensor_bytes(model)
     if options.discard:
         return
     usable = memory_facts().usable if limit is None else limit
