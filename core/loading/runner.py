@@ -296,8 +296,12 @@ class LoadRun:
         try:
             resident_after = residency.measure(self.paths)
         except OSError as exc:  # the file vanished under us: say so, don't crash the report
-            resident_after = float("nan")
-            self._failure = self._failure or one_line(exc)
+            resident_after = float("nan")  # "not measured": null in JSON
+            vanished = f"{exc.filename}: " if exc.filename else ""
+            self._failure = self._failure or (
+                f"{vanished}deleted or replaced during the load "
+                f"({(exc.strerror or one_line(exc)).lower()}); residency after not measured"
+            )
         state = dataclasses.replace(state, resident_after=resident_after)
         done = self.done
         end_ns = max((d.end_ns for d in done.values()), default=self.t0_ns)

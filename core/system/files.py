@@ -31,7 +31,7 @@ class UnusableFile(Exception):
 
 
 def _reason(exc: OSError) -> str:
-    """"no such file or directory", "permission denied", "too many levels of symbolic links"."""
+    """ "no such file or directory", "permission denied", "too many levels of symbolic links"."""
     return (exc.strerror or str(exc)).lower()
 
 

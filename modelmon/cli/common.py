@@ -236,6 +236,25 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     ]
 
 
+def ignored_options(strategy: str, options: LoadOptions) -> list[str]:
+    """The options set away from their defaults that ``strategy`` does not use, as
+    ``name=value`` (``madvise=random`` with pread): reported as ignored, not as applied."""
+    from modelmon.core.loading.strategies import get_strategy
+
+    uses = get_strategy(strategy).uses  # an unknown strategy is an OptionsError here
+    default = LoadOptions()
+    return [
+        f"{name}={getattr(options, name)}"
+        for name in OPTION_NAMES
+        if name not in uses and getattr(options, name) != getattr(default, name)
+    ]
+
+
+def note(message: str) -> None:
+    """One line on stderr that is neither an error nor output (an ignored option...)."""
+    print(f"modelmon: note: {message}", file=sys.stderr)
+
+
 def load_options(flags: Mapping[str, Any], base: LoadOptions | None = None) -> LoadOptions:
     """``LoadOptions`` from the flags of ``add_load_options`` that are in ``flags``, over
     ``base``; other keys (the verb's own, ``strategy``) are ignored."""

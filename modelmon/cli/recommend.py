@@ -46,7 +46,7 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core.errors import OptionsError
+    from modelmon.core.errors import LoadError, OptionsError
     from modelmon.core.measuring.recommend import recommend
     from modelmon.core.model.formats import open_model, require_tensor_bytes
     from modelmon.core.options import parse_size
@@ -62,14 +62,20 @@ def run(args: argparse.Namespace) -> int:
     chatty = sys.stderr.isatty() and not args.json
     cancel = threading.Event()
     with cancel_on_interrupt(cancel.set):
-        rec = recommend(
-            model,
-            args.budget,
-            memory_limit=limit,
-            workers=args.workers,
-            progress=(lambda text: print(f"  {text}", file=sys.stderr)) if chatty else None,
-            cancel=cancel,
-        )
+        try:
+            rec = recommend(
+                model,
+                args.budget,
+                memory_limit=limit,
+                workers=args.workers,
+                progress=(lambda text: print(f"  {text}", file=sys.stderr)) if chatty else None,
+                cancel=cancel,
+            )
+        except LoadError:
+            if not cancel.is_set():
+                raise
+            # A step stopped by the cancel (a ceiling...) reports it as its failure.
+            return fail("cancelled", ExitCode.CANCELLED)
     if cancel.is_set():
         return fail("cancelled", ExitCode.CANCELLED)
     name = Path(args.output).name if args.output else "modelmon.toml"

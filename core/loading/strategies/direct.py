@@ -9,6 +9,7 @@ bounce buffer and are copied out. Reads per system call are the same as ``sequen
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -150,7 +151,11 @@ class DirectStrategy(Strategy):
             ctx.reads_in_threads(lambda read: self._read_one(ctx, read, bounce()))
         finally:
             for buffer in buffers:
-                buffer.close()
+                # A failed read's traceback may still hold a view of its bounce buffer:
+                # close() would then raise BufferError over the error that says what went
+                # wrong (a truncated file). The mapping is freed with its last view instead.
+                with contextlib.suppress(BufferError):
+                    buffer.close()
 
     def _read_one(self, ctx: WorkerContext, read: Read, bounce_map: mmap.mmap) -> None:
         fd = ctx.fd(read.file, os.O_DIRECT)
