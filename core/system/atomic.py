@@ -92,8 +92,8 @@ def check_output(
         status: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
         status = None
-    except OSError as exc:
-        raise error(f"{target}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a path through a file, a symlink loop, a name too long
+        raise error(f"{target}: cannot write there: {exc.strerror or exc}") from None
     if status is not None:
         if stat.S_ISDIR(status.st_mode):
             raise error(f"{target}: is a directory; name a file to write")
