@@ -7,19 +7,24 @@ was (no file changed, none added, none removed).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import resource
+import signal
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import psutil
 import pytest
 
 from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.system import cache, residency
 
 HOSTILE_TIMEOUT_S = 5.0
 USAGE, BAD_MODEL, LOAD_FAILED = 2, 3, 1
@@ -308,3 +313,115 @@ def test_an_address_space_limit_below_the_model_is_one_line(tmp_path: Path) -> N
         assert done.returncode == code, done.stderr
         assert len(lines) == (1 if says else 0) and "Traceback" not in done.stderr, done.stderr
         assert says in done.stderr
+
+
+# --- signals and faults while a load runs -------------------------------------------------------
+
+SLOW_LOAD = ("-s", "pread", "-w", "1", "-t", "1", "--fadvise", "random", "--discard")
+READING = 0.05  # of the model in the page cache after a cold start: the load is reading
+
+
+class Running:
+    """modelmon started in the background on a model evicted from the page cache first, so
+    the model's residency says when the load reads it (a state, not a time)."""
+
+    def __init__(self, model: Path, *args: str) -> None:
+        self.model = str(model)
+        cache.evict([self.model])
+        self.process = subprocess.Popen(
+            [*MODELMON, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.parent = psutil.Process(self.process.pid)
+        self.workers: set[psutil.Process] = set()
+
+    def _note_workers(self) -> None:
+        # Not multiprocessing's resource tracker: that one exits after its parent, by design.
+        with contextlib.suppress(psutil.Error):
+            for child in self.parent.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if "resource_tracker" not in " ".join(child.cmdline()):
+                        self.workers.add(child)
+
+    def wait_until_reading(self) -> None:
+        """Poll for the state (the model being read), capped so a broken run fails."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            self._note_workers()
+            if residency.measure([self.model]) >= READING:
+                return
+            assert self.process.poll() is None, self.process.communicate()
+            time.sleep(0.02)
+        raise AssertionError("the model was never read")
+
+    def finish(self, code: int, says: str) -> str:
+        out, err = self.process.communicate(timeout=60)
+        lines = err.strip().splitlines()
+        assert self.process.returncode == code, err
+        assert len(lines) == 1 and says in lines[0], err  # no resource-tracker warning either
+        _, alive = psutil.wait_procs(self.workers, timeout=HOSTILE_TIMEOUT_S)
+        assert not alive, f"orphaned workers: {alive}"
+        return out
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("slow")
+    return write_safetensors_model(folder, layers=1, hidden=1024, vocab=4096, dtype="F16")
+
+
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("verb", ["load", "recommend"])
+def test_ctrl_c_and_sigterm_stop_cleanly(
+    slow_model: Path, verb: str, number: signal.Signals, code: int
+) -> None:
+    flags = (*SLOW_LOAD, "--chunk-mib", "0.00390625") if verb == "load" else ("--budget", "60")
+    before = tree(slow_model.parent)
+    running = Running(slow_model, verb, str(slow_model), *flags)
+    running.wait_until_reading()
+    sent = time.monotonic()
+    running.process.send_signal(number)
+    running.finish(code, "cancelled")
+    assert time.monotonic() - sent < HOSTILE_TIMEOUT_S
+    assert tree(slow_model.parent) == before
+
+
+def test_truncated_mid_load_through_the_cli(tmp_path: Path) -> None:
+    path = write_safetensors_model(tmp_path, layers=1, hidden=1024, vocab=4096, dtype="F16")
+    running = Running(path, "load", str(path), *SLOW_LOAD, "--chunk-mib", "0.00390625")
+    running.wait_until_reading()
+    os.truncate(path, 4096)
+    running.finish(LOAD_FAILED, "truncated during the load")
+
+
+def test_deleted_mid_load_through_the_cli(tmp_path: Path) -> None:
+    path = write_safetensors_model(tmp_path, layers=1, hidden=1024, vocab=4096, dtype="F16")
+    running = Running(path, "load", str(path), *SLOW_LOAD, "--chunk-mib", "0.015625", "--json")
+    running.wait_until_reading()
+    path.unlink()
+    out = running.finish(LOAD_FAILED, "deleted or replaced during the load")
+    document = json.loads(out)  # strict JSON: json.loads would take NaN, so look for null
+    assert document["cache"]["resident_after"] is None and "NaN" not in out
+
+
+# --- options a strategy does not use ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "ignored"),
+    [
+        (("-s", "pread", "--madvise", "random"), "madvise=random"),
+        (("-s", "sequential", "--prefetch", "willneed"), "prefetch=willneed"),
+    ],
+)
+def test_unused_load_options_are_reported_as_ignored(
+    model: Path, flags: tuple[str, ...], ignored: str
+) -> None:
+    done = hostile(model.parent, "load", str(model), *flags, "--json", code=0, says=ignored)
+    assert "ignored" in done.stderr
+    assert json.loads(done.stdout)["ignored_options"] == [ignored]
+
+
+def test_a_bench_specs_own_cache_is_reported_as_ignored(model: Path) -> None:
+    args = ("bench", str(model), "--a", "pread cache=warm", "--b", "sequential", "-n", "1")
+    done = hostile(model.parent, *args, "--json", code=0, says="cache=warm", timeout=30)
+    assert "--a" in done.stderr and "--b" not in done.stderr
