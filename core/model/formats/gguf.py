@@ -312,9 +312,9 @@ class _Walk:
         else:
             array_dtype = "|u1"
             array_shape = (*array_shape[:-1], row // block_size * type_size)
-        problem = array_shape_problem(array_shape, np.dtype(array_dtype).itemsize)
-        if problem is not None:
-            raise self.fail(f"tensor {show_name(name)}: {problem}", start)
+        unallocatable = array_shape_problem(array_shape, np.dtype(array_dtype).itemsize)
+        if unallocatable is not None:
+            raise self.fail(f"tensor {show_name(name)}: {unallocatable}", start)
         return TensorExtent(
             name=name,
             file=self.file,
