@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from modelmon.core.errors import ConfigError, OptionsError
+from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import OPTION_NAMES, LoadOptions, from_mapping, parse_size
 from modelmon.core.output.explain import apply_snippets
@@ -112,7 +113,7 @@ def fingerprint(model: Model) -> str:
     digest = hashlib.blake2b(digest_size=16)
     for file in model.files:
         digest.update(f"{Path(file.path).name}\0{file.size}\0".encode())
-        with open(file.path, "rb") as handle:
+        with open_model_file(file.path) as handle:  # a file swapped for a FIFO: no hang
             digest.update(handle.read(FINGERPRINT_BYTES))
     return digest.hexdigest()
 
