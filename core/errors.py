@@ -59,3 +59,11 @@ class ReferenceSyntaxError(ModelmonError, ValueError):
     def __init__(self, reference: str, expected: str) -> None:
         self.reference = reference
         super().__init__(f"{reference}: not a model reference; write {expected}")
+
+
+class EmptyModelError(ModelFormatError):
+    """A model with no tensor bytes (a vocab-only GGUF): it opens and inspects, but a load,
+    a benchmark or a recommendation of it would measure nothing (and divide by zero)."""
+
+    def __init__(self, file: str) -> None:
+        super().__init__(file, "holds no tensor data (vocab-only?): there is nothing to load")

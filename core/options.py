@@ -84,7 +84,8 @@ def from_mapping(values: Mapping[str, Any], base: LoadOptions | None = None) -> 
     return LoadOptions(**current)
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+# ASCII digits only: \d would take '²' and other digits that int() and float() refuse.
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE | re.ASCII)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -93,8 +94,10 @@ def parse_size(text: str) -> int:
     match = _SIZE.match(text)
     if not match:
         raise OptionsError(f"not a size: {text!r} (try 8MiB, 512KiB, 1GiB)")
-    unit = (match.group(2) or "").lower()[:1]
-    return int(float(match.group(1)) * _UNITS[unit])
+    number, unit = match.group(1), (match.group(2) or "").lower()[:1]
+    if len(number) > 24:  # past any real size; float() of 400 digits is inf, int(inf) raises
+        raise OptionsError(f"size too large: {text!r}")
+    return int(float(number) * _UNITS[unit])
 
 
 def parse_spec(spec: str) -> tuple[str, LoadOptions]:
@@ -117,7 +120,7 @@ def parse_spec(spec: str) -> tuple[str, LoadOptions]:
 
 def _coerce(key: str, raw: str) -> Any:
     if key in ("workers", "threads"):
-        if not raw.isdigit():
+        if not (raw.isascii() and raw.isdigit()):  # '²'.isdigit() is True, int('²') fails
             raise OptionsError(f"{key} must be a whole number ≥ 1, not {raw!r}")
         return int(raw)
     if key == "chunk":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import subprocess
 import sys
 import textwrap
@@ -10,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -68,16 +71,30 @@ def test_catches_a_zombie_and_reaps_it(leak_check):
     proc.wait()  # already reaped: Popen copes
 
 
+def _started(command: list[str]) -> bool:
+    """One of this process's children runs ``command`` (past its exec)."""
+    for process in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if process.cmdline() == command:
+                return True
+    return False
+
+
 def test_waits_for_stragglers(leak_check):
     """A worker thread still waiting for its child process when the test ends is no leak."""
     before = leak_check.snapshot()
-    worker = threading.Thread(
-        target=subprocess.run, args=([sys.executable, "-c", "import time; time.sleep(0.3)"],)
-    )
+    # The child lives until its stdin closes: alive exactly as long as the test wants.
+    release, hold = os.pipe()
+    child = [sys.executable, "-c", "import sys; sys.stdin.buffer.read()"]
+    worker = threading.Thread(target=subprocess.run, args=(child,), kwargs={"stdin": release})
     worker.start()
-    time.sleep(0.1)  # the child has started
+    deadline = time.monotonic() + 30
+    while not _started(child) and time.monotonic() < deadline:
+        time.sleep(0.01)  # polls for the state: the child has started
     found = leak_check.find_leaks(before, grace=0)
     assert found.threads == {worker} and len(found.children) == 1
+    os.close(hold)  # the child reads EOF and exits; the thread returns
+    os.close(release)
     assert not leak_check.find_leaks(before, grace=5)
 
 

@@ -35,7 +35,7 @@ from modelmon.core.loading.sharing import SharedShares
 from modelmon.core.loading.sink import Span, check_spans, span_checksums
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import WorkerTask, worker_main
-from modelmon.core.model.formats import open_model
+from modelmon.core.model.formats import open_model, require_tensor_bytes
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
@@ -54,7 +54,9 @@ JOIN_GRACE_S = 0.5
 
 
 def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -> None:
-    """Refuse a keep-everything load that cannot fit in RAM, before anything starts."""
+    """Refuse a load of nothing, or a keep-everything load that cannot fit in RAM, before
+    anything starts."""
+    require_tensor_bytes(model)
     if options.discard:
         return
     usable = memory_facts().usable if limit is None else limit
@@ -319,8 +321,12 @@ class LoadRun:
         try:
             resident_after = residency.measure(self.paths)
         except OSError as exc:  # the file vanished under us: say so, don't crash the report
-            resident_after = float("nan")
-            self._failure = self._failure or one_line(exc)
+            resident_after = float("nan")  # "not measured": null in JSON
+            vanished = f"{exc.filename}: " if exc.filename else ""
+            self._failure = self._failure or (
+                f"{vanished}deleted or replaced during the load "
+                f"({(exc.strerror or one_line(exc)).lower()}); residency after not measured"
+            )
         state = dataclasses.replace(state, resident_after=resident_after)
         done = self.done
         end_ns = max((d.end_ns for d in done.values()), default=self.t0_ns)

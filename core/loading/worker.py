@@ -114,6 +114,20 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _shrunk(files: tuple[ModelFile, ...]) -> str | None:
+    """Which planned file is now shorter than when the load was planned, said in one line: a
+    library's "incomplete metadata" or mmap's "length is greater than file size" name none."""
+    for file in files:
+        with contextlib.suppress(OSError):
+            size = os.stat(file.path).st_size
+            if size < file.size:
+                return (
+                    f"{file.path} was truncated during the load "
+                    f"({file.size} bytes when planned, {size} now)"
+                )
+    return None
+
+
 def worker_main(
     task: WorkerTask, conn: Connection, stop: Any, go: Any, shared: SharedShares | None = None
 ) -> None:
@@ -189,8 +203,12 @@ def worker_main(
         if ctx is not None:
             with contextlib.suppress(Exception):
                 ctx.recorder.flush()
+        kind, message = type(exc).__name__, one_line(exc)
+        shrunk = None if isinstance(exc, LoadCancelled) else _shrunk(task.files)
+        if shrunk is not None:  # whatever the strategy's own error, this is what happened
+            kind, message = "LoadError", shrunk
         with contextlib.suppress(Exception):
-            send(WorkerFailed(task.worker, type(exc).__name__, one_line(exc)))
+            send(WorkerFailed(task.worker, kind, message))
     finally:
         if ctx is not None:
             ctx.close()

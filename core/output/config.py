@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from modelmon.core.errors import ConfigError, OptionsError
+from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import OPTION_NAMES, LoadOptions, MiB, from_mapping, parse_size
 from modelmon.core.output.explain import apply_snippets
 from modelmon.core.system.atomic import write_atomic
+from modelmon.core.system.files import UnusableFile, parse_toml, read_small_file
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.storage import storage_facts
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.recommend import Recommendation
 
 FORMAT_VERSION = 1
+MAX_CONFIG_BYTES = 1 << 20  # a written config is a few kB
 FINGERPRINT_BYTES = 1 << 20  # the head of each file: headers hold every name and offset
 
 Check = Callable[[Any], bool]
@@ -111,7 +113,7 @@ def fingerprint(model: Model) -> str:
     digest = hashlib.blake2b(digest_size=16)
     for file in model.files:
         digest.update(f"{Path(file.path).name}\0{file.size}\0".encode())
-        with open(file.path, "rb") as handle:
+        with open_model_file(file.path) as handle:  # a file swapped for a FIFO: no hang
             digest.update(handle.read(FINGERPRINT_BYTES))
     return digest.hexdigest()
 
@@ -278,12 +280,9 @@ def write_config(path: str | os.PathLike[str], document: Mapping[str, Any]) -> P
 def read_config(path: str | os.PathLike[str]) -> ConfigFile:
     name = str(path)
     try:
-        with open(name, "rb") as handle:
-            document = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{name}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{name}: {exc.strerror or exc}") from None
+        document = parse_toml(read_small_file(name, MAX_CONFIG_BYTES))
+    except UnusableFile as exc:
+        raise ConfigError(f"{name}: {exc.reason}") from None
     return validate(name, document)
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.output.result import LoadResult
+
+
+def _fraction(value: float) -> str:
+    """A measured fraction as a percentage; "not measured" where there is none (NaN)."""
+    return f"{value:.1%}" if math.isfinite(value) else "not measured"
 
 
 def human_bytes(count: float) -> str:
@@ -84,7 +90,7 @@ def render_result(result: LoadResult) -> str:
         f"model     {result.model} ({result.format}, {len(result.files)} file(s))",
         f"strategy  {format_spec(result.strategy, LoadOptions(**result.options))}",
         f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
-        f"({verdict}, {cache.method}), {cache.resident_after:.1%} after"
+        f"({verdict}, {cache.method}), {_fraction(cache.resident_after)} after"
         + (f" — {cache.note}" if cache.note else ""),
     ]
     if result.status == "ok":

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from modelmon.core.errors import ModelmonError
@@ -70,4 +72,42 @@ def write_atomic(
             os.fsync(folder_fd)
         finally:
             os.close(folder_fd)
+    return target
+
+
+def check_output(
+    path: str | os.PathLike[str],
+    inputs: Iterable[str | os.PathLike[str]],
+    error: type[ModelmonError] = ModelmonError,
+) -> Path:
+    """Refuse, before any work, an output ``write_atomic`` should not write: an empty name, a
+    directory or special file, one of ``inputs`` (the same file by any name: a symlink, a hard
+    link), or a folder where no file can be created (probed with a temp file, which is right
+    where permission bits are not: root, read-only mounts)."""
+    text = os.fspath(path)
+    if not text.strip():
+        raise error("the output path is empty; name a file")
+    target = Path(text)
+    try:
+        status: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        status = None
+    except OSError as exc:  # a path through a file, a symlink loop, a name too long
+        raise error(f"{target}: cannot write there: {exc.strerror or exc}") from None
+    if status is not None:
+        if stat.S_ISDIR(status.st_mode):
+            raise error(f"{target}: is a directory; name a file to write")
+        if not stat.S_ISREG(status.st_mode):
+            raise error(f"{target}: not a regular file (a FIFO, socket or device?)")
+        for source in inputs:
+            with contextlib.suppress(OSError):
+                if os.path.samestat(status, os.stat(source)):
+                    raise error(f"{target}: is the input {source}; name another output file")
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        descriptor, probe = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise error(f"{target}: cannot write in {folder}: {exc.strerror or exc}") from None
+    os.close(descriptor)
+    os.unlink(probe)
     return target

@@ -6,6 +6,7 @@ Like the storage facts, everything reads /proc and /sys only; a missing entry gi
 from __future__ import annotations
 
 import os
+import resource
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,10 @@ class MemoryFacts:
     page_cache: int  # Cached
     cgroup_limit: int | None  # memory limit of our cgroup (smallest up the tree); None: none
     cgroup_used: int | None  # working set of the cgroup (usage minus inactive file cache)
-    usable: int  # min(available, cgroup_limit - cgroup_used)
+    usable: int  # min(available, cgroup_limit - cgroup_used, address-space room)
+    # RLIMIT_AS (ulimit -v) when set: a worker inherits it, and a load it cannot map or
+    # allocate fails with ENOMEM however much RAM is free.
+    address_space_limit: int | None = None
 
 
 def gib_text(count: float) -> str:
@@ -127,6 +131,9 @@ def memory_facts() -> MemoryFacts:
     mounts = parse_mountinfo(read_text(MOUNTINFO) or "")
     limit, used = cgroup_memory(mounts, read_text("/proc/self/cgroup") or "")
     usable = available if limit is None or used is None else min(available, limit - used)
+    address_space = address_space_limit()
+    if address_space is not None:  # what is left of it once an interpreter like ours runs
+        usable = min(usable, address_space - psutil.Process().memory_info().vms)
     return MemoryFacts(
         total=total,
         available=available,
@@ -134,4 +141,11 @@ def memory_facts() -> MemoryFacts:
         cgroup_limit=limit,
         cgroup_used=used,
         usable=max(0, usable),
+        address_space_limit=address_space,
     )
+
+
+def address_space_limit() -> int | None:
+    """This process's RLIMIT_AS soft limit in bytes; None when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft

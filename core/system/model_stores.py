@@ -6,14 +6,13 @@ environment variables the tools read) and the two layouts that need more than a 
 a hub snapshot (``refs/main`` names a commit; ``snapshots/COMMIT/`` holds symlinks into
 ``blobs/``) and an Ollama manifest (JSON naming the GGUF blob by digest).
 
-Everything here is read-only and offline. Bookkeeping files (refs, manifests) are read only
-when they are regular files and at most 1 MiB: a FIFO in their place must not hang a scan,
-and a huge file must not fill RAM.
+Everything here is read-only and offline. Bookkeeping files (refs, manifests) are read with
+``core.system.files.read_small_file`` (regular files of at most 1 MiB): a FIFO in their
+place must not hang a scan, and a huge file must not fill RAM.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelmon.core.errors import ModelReferenceError
+from modelmon.core.system.files import UnusableFile, parse_json, read_small_file
 
 MAX_BOOKKEEPING_BYTES = 1 << 20
 OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
@@ -31,49 +31,6 @@ HUB_REPO_PREFIX = "models--"
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHA256_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
-
-
-class UnusableFile(Exception):
-    """A bookkeeping file that cannot be read safely; ``reason`` is a short phrase."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def read_small_file(path: str | os.PathLike[str], limit: int = MAX_BOOKKEEPING_BYTES) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes, else UnusableFile.
-
-    O_NONBLOCK makes opening a FIFO return at once (a plain open waits for a writer); the
-    fstat on the opened descriptor then refuses anything that is not a regular file.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise UnusableFile("missing") from None
-    except OSError as exc:
-        raise UnusableFile(exc.strerror or str(exc)) from None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise UnusableFile("not a regular file (a FIFO, socket or device?)")
-        if status.st_size > limit:
-            raise UnusableFile(f"{status.st_size} bytes, over the {limit} byte limit")
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit:  # the file may grow after the fstat: read one byte past
-            chunk = os.read(fd, limit + 1 - total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > limit:
-            raise UnusableFile(f"over the {limit} byte limit")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise UnusableFile(exc.strerror or str(exc)) from None
-    finally:
-        os.close(fd)
 
 
 # --- where the stores are ----------------------------------------------------------------------
@@ -162,7 +119,7 @@ def _snapshot_names(snapshots: Path) -> list[str]:
 
 def _read_ref(label: str, ref_file: Path) -> str:
     try:
-        text = read_small_file(ref_file).decode("ascii").strip()
+        text = read_small_file(ref_file, MAX_BOOKKEEPING_BYTES).decode("ascii").strip()
     except UnusableFile as exc:
         raise ModelReferenceError(label, f"cannot read {ref_file}: {exc.reason}") from None
     except UnicodeDecodeError:
@@ -248,11 +205,9 @@ def ollama_manifest_path(store: Path, registry: str, namespace: str, name: str, 
 def ollama_model_blob(label: str, store: Path, manifest: Path) -> OllamaBlob:
     """The GGUF blob that ``manifest``'s model layer names, checked against its size."""
     try:
-        document = json.loads(read_small_file(manifest).decode("utf-8"))
+        document = parse_json(read_small_file(manifest, MAX_BOOKKEEPING_BYTES))
     except UnusableFile as exc:
         raise ModelReferenceError(label, f"cannot read manifest {manifest}: {exc.reason}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ModelReferenceError(label, f"manifest {manifest} is not valid JSON") from None
     layers = document.get("layers") if isinstance(document, dict) else None
     if not isinstance(layers, list):
         raise ModelReferenceError(label, f"manifest {manifest} has no layers list")

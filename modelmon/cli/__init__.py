@@ -15,14 +15,21 @@ import sys
 
 from modelmon import __version__
 from modelmon.cli import bench, demo, fleet, gui, inspect, load, models, recommend, strategies
-from modelmon.cli.common import EPILOG, EXPECTED_ERRORS, fail_on
+from modelmon.cli.common import (
+    EPILOG,
+    EXPECTED_ERRORS,
+    OneLineParser,
+    exit_code_for,
+    fail_on,
+    stop_on_sigterm,
+)
 
 # In the order ``--help`` lists them; ``gui`` is also what runs without a verb.
 VERBS = (gui, inspect, load, bench, recommend, models, strategies, demo, fleet)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="modelmon",
         description="Why do your model weights load slowly? Measure it.",
         epilog=EPILOG,
@@ -51,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     if words and words[0] not in by_name and not words[0].startswith("-"):
         words = [gui.VERB, *words]
     args = build_parser().parse_args(words)
+    verb = by_name[args.verb or gui.VERB]
+    if verb is not gui:  # the app keeps SIGTERM's default: Qt's loop would delay a handler
+        stop_on_sigterm()
     try:
-        return int(by_name[args.verb or gui.VERB].run(args))
+        return exit_code_for(int(verb.run(args)))
     except EXPECTED_ERRORS as error:
-        return int(fail_on(error))
+        return exit_code_for(int(fail_on(error)))

@@ -14,7 +14,10 @@ from modelmon.cli.common import (
     cancel_on_interrupt,
     emit_json,
     fail,
+    ignored_options,
     load_options,
+    note,
+    whole_number,
 )
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import LoadOptions, parse_spec
@@ -49,7 +52,7 @@ def add_parser(verbs: Verbs) -> None:
             flags='"sequential -w 4 --chunk-mib 16"',
         ),
     )
-    parser.add_argument("-n", type=int, default=3, help="pairs to run (default 3)")
+    parser.add_argument("-n", type=whole_number, default=3, help="pairs to run (default 3)")
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
@@ -78,6 +81,15 @@ def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
         words.insert(0, given.pop("strategy"))
     strategy, options = parse_spec(" ".join(words))
     return strategy, load_options(given, options)
+
+
+def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str]:
+    """A spec's options that do nothing in this A/B: those the strategy does not use, and its
+    own ``cache=`` (every run starts from bench's ``--cache`` state)."""
+    unused = ignored_options(strategy, options)
+    if options.cache != LoadOptions().cache and options.cache != cache:
+        unused.append(f"cache={options.cache}")
+    return unused
 
 
 def render_ab(ab: ABResult) -> str:
@@ -113,11 +125,22 @@ def render_ab(ab: ABResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from modelmon.core.measuring.ab import ABFailed, Config, run_ab
-    from modelmon.core.model.formats import open_model
+    from modelmon.core.model.formats import open_model, require_tensor_bytes
 
     a_strategy, a_options = parse_config_spec(args.a, "--a")
     b_strategy, b_options = parse_config_spec(args.b, "--b")
+    ignored = {
+        flag: unused_by_bench(strategy, options, args.cache)
+        for flag, strategy, options in (
+            ("--a", a_strategy, a_options),
+            ("--b", b_strategy, b_options),
+        )
+    }
+    said = "; ".join(f"{flag} {', '.join(names)}" for flag, names in ignored.items() if names)
+    if said:
+        note(f"ignored (not used by the strategy, or set by bench --cache): {said}")
     model = open_model(args.path)
+    require_tensor_bytes(model)
     cancel = threading.Event()
     chatty = sys.stderr.isatty() and not args.json
 

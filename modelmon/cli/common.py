@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from modelmon.core.errors import (
     ConfigError,
@@ -44,6 +45,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     BAD_MODEL = 3
     CANCELLED = 130
+    TERMINATED = 143
 
 
 MEANINGS = {
@@ -52,6 +54,7 @@ MEANINGS = {
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_MODEL: "bad model file",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
+    ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
 }
 
 # The errors a verb may end with, most specific first, and the exit code each means.
@@ -109,15 +112,72 @@ def fail_on(error: BaseException) -> ExitCode:
     return fail(message, code)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The stop signals this process received, in order: main() turns a cancellation that a
+# SIGTERM caused into ExitCode.TERMINATED.
+received_signals: list[int] = []
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (and exit code 2), like the rest."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE, f"modelmon: {message} (see {self.prog} --help)\n")
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    received_signals.append(signum)
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM stops a headless verb the way Ctrl-C does (KeyboardInterrupt, or the cancel of
+    ``cancel_on_interrupt``), so workers are stopped and reaped rather than orphaned."""
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def exit_code_for(code: int) -> int:
+    """A cancellation caused by SIGTERM exits TERMINATED, one caused by Ctrl-C CANCELLED."""
+    if code == ExitCode.CANCELLED and signal.SIGTERM in received_signals:
+        return int(ExitCode.TERMINATED)
+    return code
+
+
 @contextlib.contextmanager
 def cancel_on_interrupt(cancel: Callable[[], object]) -> Iterator[None]:
-    """Within the block, Ctrl-C calls ``cancel`` (the run stops and reports) instead of raising
-    KeyboardInterrupt; the previous SIGINT handler is back afterwards."""
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel())
+    """Within the block, Ctrl-C (and SIGTERM) calls ``cancel`` (the run stops and reports)
+    instead of raising KeyboardInterrupt; the previous handlers are back afterwards."""
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received_signals.append(signum)
+        cancel()
+
+    previous = {number: signal.signal(number, on_signal) for number in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def finite_number(text: str, minimum: float = 0.0) -> float:
+    """An argparse type: a finite number above ``minimum`` (refuses nan, inf, -5...)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= minimum:
+        raise argparse.ArgumentTypeError(f"must be a finite number above {minimum:g}: {text!r}")
+    return value
+
+
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number ≥ 1 written in ASCII digits ('²' is a digit to
+    ``str.isdigit`` but not a number)."""
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit()) or int(stripped) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1: {text!r}")
+    return int(stripped)
 
 
 def emit_json(data: Any) -> None:
@@ -140,16 +200,18 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             "--strategy", "-s", default="sequential", help="see `modelmon strategies`"
         ),
         parser.add_argument(
-            "--workers", "-w", type=int, default=default.workers, help="worker processes"
+            "--workers", "-w", type=whole_number, default=default.workers, help="worker processes"
         ),
         parser.add_argument(
             "--threads",
             "-t",
-            type=int,
+            type=whole_number,
             default=default.threads,
             help="reader threads per worker, each with its own descriptor",
         ),
-        parser.add_argument("--chunk-mib", type=float, default=8.0, help="read size in MiB"),
+        parser.add_argument(
+            "--chunk-mib", type=finite_number, default=8.0, help="read size in MiB"
+        ),
         parser.add_argument(
             "--cache",
             choices=CACHE_MODES,
@@ -172,6 +234,25 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             help="stream through bounded buffers, keep nothing (models > RAM)",
         ),
     ]
+
+
+def ignored_options(strategy: str, options: LoadOptions) -> list[str]:
+    """The options set away from their defaults that ``strategy`` does not use, as
+    ``name=value`` (``madvise=random`` with pread): reported as ignored, not as applied."""
+    from modelmon.core.loading.strategies import get_strategy
+
+    uses = get_strategy(strategy).uses  # an unknown strategy is an OptionsError here
+    default = LoadOptions()
+    return [
+        f"{name}={getattr(options, name)}"
+        for name in OPTION_NAMES
+        if name not in uses and getattr(options, name) != getattr(default, name)
+    ]
+
+
+def note(message: str) -> None:
+    """One line on stderr that is neither an error nor output (an ignored option...)."""
+    print(f"modelmon: note: {message}", file=sys.stderr)
 
 
 def load_options(flags: Mapping[str, Any], base: LoadOptions | None = None) -> LoadOptions:

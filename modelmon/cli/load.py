@@ -14,7 +14,10 @@ from modelmon.cli.common import (
     cancel_on_interrupt,
     emit_json,
     fail,
+    finite_number,
+    ignored_options,
     load_options,
+    note,
 )
 
 if TYPE_CHECKING:
@@ -45,7 +48,7 @@ def add_parser(verbs: Verbs) -> None:
         action="store_true",
         help="with --json: add the metric time series and the access pattern",
     )
-    parser.add_argument("--interval-ms", type=float, default=100.0, help="sampling period")
+    parser.add_argument("--interval-ms", type=finite_number, default=100.0, help="sampling period")
     from modelmon.cli.ranks import add_options as add_ranks_options
 
     add_ranks_options(parser)
@@ -99,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
         options = load_options(given, base=config.options)
     else:
         strategy, options = args.strategy, load_options(vars(args))
+    ignored = ignored_options(strategy, options)
+    if ignored:
+        note(f"{strategy} does not use {', '.join(ignored)}: ignored")
     session = Session(
         args.path, strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
     )
@@ -111,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     result = outcome.result
     if args.json:
-        emit_json(outcome.to_dict(samples=args.samples))
+        data = outcome.to_dict(samples=args.samples)
+        emit_json({**data, "ignored_options": ignored} if ignored else data)
     else:
         print(render_result(result))
     if result.status == "cancelled":

@@ -14,6 +14,7 @@ from modelmon.cli.common import (
     emit_json,
     fail,
     load_options,
+    whole_number,
 )
 
 
@@ -21,7 +22,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     """``load``'s options for several loaders on this node."""
     parser.add_argument(
         "--ranks",
-        type=int,
+        type=whole_number,
         default=1,
         metavar="N",
         help="N loaders at once on this node, started together, each with its own --workers",

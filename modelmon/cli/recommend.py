@@ -8,7 +8,15 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import ExitCode, add_verb, cancel_on_interrupt, emit_json, fail
+from modelmon.cli.common import (
+    ExitCode,
+    add_verb,
+    cancel_on_interrupt,
+    emit_json,
+    fail,
+    finite_number,
+    whole_number,
+)
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -26,34 +34,48 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument("path")
     parser.add_argument("-o", "--output", help="write the config here (TOML), atomically")
     parser.add_argument(
-        "--budget", type=float, default=120.0, help="seconds to spend (default 120)"
+        "--budget", type=finite_number, default=120.0, help="seconds to spend (default 120)"
     )
     parser.add_argument(
         "--memory-limit", help="RAM the load may use, e.g. 2GiB (default: available)"
     )
-    parser.add_argument("--workers", type=int, help="parallelism to try (default max(4, CPUs))")
+    parser.add_argument(
+        "--workers", type=whole_number, help="parallelism to try (default max(4, CPUs))"
+    )
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.core.errors import LoadError, OptionsError
     from modelmon.core.measuring.recommend import recommend
-    from modelmon.core.model.formats import open_model
+    from modelmon.core.model.formats import open_model, require_tensor_bytes
     from modelmon.core.options import parse_size
     from modelmon.core.output.config import recommendation_document, write_config
+    from modelmon.core.system.atomic import check_output
 
     model = open_model(args.path)
+    require_tensor_bytes(model)
     limit = parse_size(args.memory_limit) if args.memory_limit else None
+    if args.output is not None:  # refused before minutes of measuring, not after
+        inputs = [model.path, *(file.path for file in model.files)]
+        check_output(args.output, inputs, OptionsError)
     chatty = sys.stderr.isatty() and not args.json
     cancel = threading.Event()
     with cancel_on_interrupt(cancel.set):
-        rec = recommend(
-            model,
-            args.budget,
-            memory_limit=limit,
-            workers=args.workers,
-            progress=(lambda text: print(f"  {text}", file=sys.stderr)) if chatty else None,
-            cancel=cancel,
-        )
+        try:
+            rec = recommend(
+                model,
+                args.budget,
+                memory_limit=limit,
+                workers=args.workers,
+                progress=(lambda text: print(f"  {text}", file=sys.stderr)) if chatty else None,
+                cancel=cancel,
+            )
+        except LoadError:
+            if not cancel.is_set():
+                raise
+            # A step stopped by the cancel (a ceiling...) reports it as its failure.
+            return fail("cancelled", ExitCode.CANCELLED)
     if cancel.is_set():
         return fail("cancelled", ExitCode.CANCELLED)
     name = Path(args.output).name if args.output else "modelmon.toml"

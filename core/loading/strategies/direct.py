@@ -15,6 +15,7 @@ its depth from 16 reader threads with 2 MiB blocks, one read in flight each.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -230,7 +231,11 @@ class DirectStrategy(Strategy):
             for pool in pools:
                 pool.shutdown(wait=True)
             for buffer in buffers:
-                buffer.close()
+                # A failed read's traceback may still hold a view of its bounce buffer:
+                # close() would then raise BufferError over the error that says what went
+                # wrong (a truncated file). The mapping is freed with its last view instead.
+                with contextlib.suppress(BufferError):
+                    buffer.close()
 
     def _read_one(
         self,

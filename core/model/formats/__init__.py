@@ -6,10 +6,12 @@ import os
 import stat
 from pathlib import Path
 
-from modelmon.core.errors import ModelFormatError, ModelReferenceError
+from modelmon.core.errors import EmptyModelError, ModelFormatError, ModelReferenceError
+from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.formats.safetensors import parse_index, parse_safetensors_file
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.model.references import resolve_reference
+from modelmon.core.system.files import NOT_REGULAR
 
 GGUF_MAGIC = b"GGUF"
 
@@ -36,12 +38,12 @@ def open_model(path: str | os.PathLike[str]) -> Model:
         mode = target.stat().st_mode
     except FileNotFoundError:
         raise ModelFormatError(str(target), "no such file or directory") from None
-    except PermissionError:
-        raise ModelFormatError(str(target), "permission denied") from None
+    except OSError as exc:  # permission denied, a symlink loop, a name too long...
+        raise ModelFormatError(str(target), (exc.strerror or str(exc)).lower()) from None
     if stat.S_ISDIR(mode):
         return _open_directory(target)
     if not stat.S_ISREG(mode):
-        raise ModelFormatError(str(target), "not a regular file (a FIFO, socket or device?)")
+        raise ModelFormatError(str(target), NOT_REGULAR)
     if target.name.endswith(".json"):
         return _open_sharded(target)
     return _open_file(target)
@@ -50,10 +52,8 @@ def open_model(path: str | os.PathLike[str]) -> Model:
 def _open_file(target: Path) -> Model:
     name = str(target)
     try:
-        with open(name, "rb") as handle:
+        with open_model_file(name) as handle:
             magic = handle.read(4)
-    except PermissionError:
-        raise ModelFormatError(name, "permission denied") from None
     except OSError as exc:
         raise ModelFormatError(name, exc.strerror or str(exc)) from None
     if not magic:
@@ -92,7 +92,7 @@ def _open_sharded(index: Path) -> Model:
     weight_map = parse_index(index)
     shards = sorted(set(weight_map.values()))
     for shard in shards:
-        if not os.path.isfile(shard):
+        if not os.path.lexists(shard):
             raise ModelFormatError(shard, f"shard named by {index.name} is missing")
     return _combine(str(index), shards, weight_map)
 
@@ -129,3 +129,9 @@ def _combine(path: str, shards: list[str], weight_map: dict[str, str] | None) ->
                 f"({len(missing)} missing; a shard of another model?)",
             )
     return Model(path, "safetensors", tuple(files), tuple(extents), metadata)
+
+
+def require_tensor_bytes(model: Model) -> None:
+    """Refuse, with one EmptyModelError, to plan a load of a model with no tensor bytes."""
+    if model.total_bytes == 0:
+        raise EmptyModelError(model.path)

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
-from modelmon.core.errors import ModelFormatError
+from modelmon.core.errors import LoadError, ModelFormatError
 from modelmon.core.model.blocks import block_of
+from modelmon.core.model.formats.opening import open_model_file
+from modelmon.core.model.formats.shapes import array_shape_problem
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 
 HEADER_SIZE = 24  # magic u32, version u32, tensor_count u64, kv_count u64
@@ -78,11 +80,15 @@ def parse_gguf(path: str | os.PathLike[str]) -> Model:
 def read_gguf_layout(path: str | os.PathLike[str]) -> GGUFLayout:
     """The model, and what the library strategy's GGUFReader needs to skip the KV arrays."""
     file = os.fspath(path)
-    with open(file, "rb") as handle:
+    with open_model_file(file) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size < 4:
             raise ModelFormatError(file, f"not a GGUF file ({size} bytes)")
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        try:
+            mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as exc:  # ENOMEM: an address-space limit (ulimit -v) below the size
+            raise LoadError(f"{file}: cannot map it to parse: {exc.strerror or exc}") from None
+        with mapping as buf:
             return _Walk(file, buf, size).layout()
 
 
@@ -306,6 +312,9 @@ class _Walk:
         else:
             array_dtype = "|u1"
             array_shape = (*array_shape[:-1], row // block_size * type_size)
+        unallocatable = array_shape_problem(array_shape, np.dtype(array_dtype).itemsize)
+        if unallocatable is not None:
+            raise self.fail(f"tensor {show_name(name)}: {unallocatable}", start)
         return TensorExtent(
             name=name,
             file=self.file,

@@ -11,9 +11,12 @@ import os
 import struct
 from pathlib import Path
 
-from modelmon.core.errors import ModelFormatError
+from modelmon.core.errors import ModelFormatError, one_line
 from modelmon.core.model.blocks import block_of
+from modelmon.core.model.formats.opening import open_model_file
+from modelmon.core.model.formats.shapes import array_shape_problem
 from modelmon.core.model.records import ModelFile, TensorExtent
+from modelmon.core.system.files import UnusableFile, parse_json, read_small_file
 
 MAX_HEADER_BYTES = 100_000_000  # the reference's MAX_HEADER_SIZE
 
@@ -51,7 +54,7 @@ def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, object], int, i
     """Read and decode the JSON header: (header, data_start, file_size). Bounded by file size."""
     name = str(path)
     try:
-        with open(name, "rb") as handle:
+        with open_model_file(name) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size < 8:
                 raise _fail(name, f"file is {size} bytes, too short for a safetensors header", 0)
@@ -73,12 +76,8 @@ def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, object], int, i
                     0,
                 )
             raw = handle.read(header_len)
-    except IsADirectoryError:
-        raise _fail(name, "is a directory, not a safetensors file") from None
-    except PermissionError:
-        raise _fail(name, "permission denied") from None
-    except FileNotFoundError:
-        raise _fail(name, "no such file") from None
+    except OSError as exc:  # an I/O error reading the header
+        raise _fail(name, exc.strerror or str(exc)) from None
     if len(raw) != header_len:
         raise _fail(name, "file shrank while its header was read", 8)
     if not raw.startswith(b"{"):
@@ -89,6 +88,10 @@ def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, object], int, i
         raise _fail(name, "header is not valid UTF-8", 8 + exc.start) from None
     except json.JSONDecodeError as exc:
         raise _fail(name, f"header is not valid JSON: {exc.msg}", 8 + exc.pos) from None
+    except RecursionError:
+        raise _fail(name, "header JSON is nested too deep", 8) from None
+    except ValueError as exc:  # an integer of over 4300 digits
+        raise _fail(name, f"header JSON is not usable: {one_line(exc)}", 8) from None
     if not isinstance(header, dict):
         raise _fail(name, "header JSON is not an object", 8)
     return header, 8 + header_len, size
@@ -152,6 +155,9 @@ def parse_safetensors_file(
             kind = "overlaps the previous tensor" if begin < expected_begin else "leaves a gap"
             raise _fail(name, f"tensor {key!r}: data_offsets {kind}", data_start + begin)
         bits, array_dtype = DTYPES[dtype]
+        problem = array_shape_problem(shape, max(1, bits // 8))
+        if problem is not None:
+            raise _fail(name, f"tensor {key!r}: {problem}", data_start + begin)
         elements = 1
         for dim in shape:
             elements *= dim
@@ -192,15 +198,9 @@ def parse_index(index_path: str | os.PathLike[str]) -> dict[str, str]:
     """``*.safetensors.index.json`` → {tensor name: shard path}. Shards must sit beside it."""
     name = str(index_path)
     try:
-        size = os.path.getsize(name)
-        if size > MAX_HEADER_BYTES:
-            raise _fail(name, f"index is {size} bytes, over the 100 MB limit")
-        with open(name, "rb") as handle:
-            document = json.loads(handle.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(name, f"index is not valid JSON: {exc}".splitlines()[0]) from None
-    except OSError as exc:
-        raise _fail(name, exc.strerror or str(exc)) from None
+        document = parse_json(read_small_file(name, MAX_HEADER_BYTES))
+    except UnusableFile as exc:
+        raise _fail(name, f"index: {exc.reason}") from None
     weight_map = document.get("weight_map") if isinstance(document, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise _fail(name, "index has no 'weight_map' object")

@@ -27,14 +27,18 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def assert_covers(outcome: SessionResult, interval_s: float) -> None:
     duration = outcome.result.seconds
-    expected = duration / interval_s
-    assert abs(outcome.samples_taken - expected) <= max(1.0, duration) + 1, (
-        outcome.samples_taken,
-        expected,
-    )
     times, values = outcome.series["load_mbps"]
+    # Covers the load: sampled from its first interval to its end. At the configured rate: at
+    # most one sample per slot over the span sampled (the sampler may outlast the load while
+    # the run winds down; a busy machine may make it skip late slots, never add samples).
     assert times[0] <= 1.5 * interval_s and times[-1] >= duration - 1.5 * interval_s
+    assert len(times) == outcome.samples_taken
+    assert outcome.samples_taken <= (times[-1] - times[0]) / interval_s + 2, (
+        outcome.samples_taken,
+        times[-1] - times[0],
+    )
     assert np.all(np.diff(times) > 0)
+    assert np.median(np.diff(times)) == pytest.approx(interval_s, rel=0.5)
     assert np.nanmax(values) > 0
     assert len(outcome.reads["offset"]) > 0
     assert outcome.sampler_cpu_seconds < 0.05 * duration + 0.05  # < 5 % of one core

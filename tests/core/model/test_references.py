@@ -166,7 +166,7 @@ def test_missing_and_broken_ollama_references_say_what_and_where(
     model_home.manifest.write_text(json.dumps({**document, "layers": document["layers"][1:]}))
     assert "has 0 layers of type application/vnd.ollama.image.model" in _problem("ollama:tinyllama")
     model_home.manifest.write_text("{not json")
-    assert "is not valid JSON" in _problem("ollama:tinyllama")
+    assert "not valid JSON" in _problem("ollama:tinyllama")
     model_home.manifest.unlink()
     os.mkfifo(model_home.manifest)
     assert "not a regular file" in _problem("ollama:tinyllama")

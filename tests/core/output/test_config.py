@@ -82,7 +82,7 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path: Path, text: str, key: s
 
 
 def test_missing_config(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="No such file"):
+    with pytest.raises(ConfigError, match="no such file"):
         read_config(tmp_path / "nope.toml")
 
 

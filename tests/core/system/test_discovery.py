@@ -15,12 +15,9 @@ from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
 from modelmon.core.system import discovery
 from modelmon.core.system.discovery import MAX_FOLDER_DEPTH, discover_models
 from modelmon.core.system.model_stores import (
-    MAX_BOOKKEEPING_BYTES,
-    UnusableFile,
     hub_cache_dir,
     llamacpp_cache_dirs,
     ollama_model_dirs,
-    read_small_file,
     user_model_dirs,
 )
 from modelmon.core.system.storage import storage_facts
@@ -263,25 +260,6 @@ def test_store_locations_follow_the_tools_environment_variables(tmp_path: Path) 
         Path("/m"),
         tmp_path / "n",
     )
-
-
-def test_read_small_file_refuses_fifos_and_big_files(tmp_path: Path) -> None:
-    small = tmp_path / "main"
-    small.write_text("abc")
-    assert read_small_file(small) == b"abc"
-    big = tmp_path / "big"
-    big.write_bytes(b"x" * (MAX_BOOKKEEPING_BYTES + 1))
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    reasons = {}
-    for path in (big, fifo, tmp_path / "absent", tmp_path):
-        with pytest.raises(UnusableFile) as caught:
-            read_small_file(path)
-        reasons[path.name] = caught.value.reason
-    assert "over the 1048576 byte limit" in reasons["big"]
-    assert reasons["fifo"].startswith("not a regular file")
-    assert reasons["absent"] == "missing"
-    assert reasons[tmp_path.name].startswith("not a regular file")
 
 
 def test_a_blob_shorter_than_its_manifest_says_is_refused(model_home: SimpleNamespace) -> None:

@@ -18,7 +18,7 @@ from modelmon.core.system import cache
 
 FILE_BYTES = 64 << 20
 CHUNK = 1 << 20
-RUN_S = 1.5
+SAMPLES = 15  # regular samples to take at least: 1.5 s at 10 Hz, past three residency maps
 RAMP_BYTES_PER_NS = 0.2  # a fake load at 200 MB/s
 
 # Drops the file from the cache itself (so nothing between eviction and reading warms it),
@@ -31,6 +31,8 @@ print("go", flush=True)
 while os.read(fd, int(sys.argv[2])):
     time.sleep(0.012)
 os.close(fd)
+print("done", flush=True)
+sys.stdin.read()  # stays alive (its counters readable) until the test has sampled enough
 """
 
 
@@ -57,6 +59,7 @@ def test_sampling_a_cold_read_at_10_hz(model_file: Path):
     on_block_device = choose_devices((str(model_file),)).problem is None
     reader = subprocess.Popen(
         [sys.executable, "-c", READER, str(model_file), str(CHUNK)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -74,16 +77,24 @@ def test_sampling_a_cold_read_at_10_hz(model_file: Path):
         sampler = Sampler(target, interval_s=0.1)
         started = time.perf_counter()
         sampler.start()
-        time.sleep(RUN_S)
+        # Until two states hold, not for a time: the reader has read the whole file, and the
+        # sampler has taken SAMPLES samples (however slowly a busy machine runs either).
+        assert reader.stdout.readline() == "done\n"
+        deadline = time.monotonic() + 60
+        while sampler.samples_taken < SAMPLES and time.monotonic() < deadline:
+            time.sleep(0.01)
         sampler.stop()
         duration = time.perf_counter() - started
+        assert reader.stdin is not None
+        reader.stdin.close()
         reader.wait(timeout=10)
     finally:
         for process in [reader, *sleepers]:
             process.kill()
             process.wait()
-        if reader.stdout is not None:
-            reader.stdout.close()
+        for stream in (reader.stdin, reader.stdout):
+            if stream is not None:
+                stream.close()
 
     series = sampler.series()
     cpu_share = sampler.cpu_seconds / duration
@@ -97,12 +108,16 @@ def test_sampling_a_cold_read_at_10_hz(model_file: Path):
         f"per sample: {costs}"
     )
 
-    # One sample per slot (the baseline at t0 is not recorded), plus the final one.
-    assert abs(sampler.samples_taken - duration * 10) <= 1 + duration
+    # At most one sample per 100 ms slot (the baseline at t0 is not recorded), plus the final
+    # one: a late sample makes the sampler skip the slots it missed, never catch up in a burst.
+    assert SAMPLES <= sampler.samples_taken <= duration * 10 + 1
     times, _ = series["load_mbps"]
     assert len(times) == sampler.samples_taken and np.all(np.diff(times) > 0)
     offsets = (times[:-1] - times[0]) / 1e8  # regular samples sit on t0 + k·100 ms
-    assert np.max(np.abs(offsets - np.round(offsets))) < 0.3, offsets
+    assert np.all(np.diff(np.floor(offsets + 0.5)) >= 1), offsets  # one per slot
+    # On the grid, not drifting by each sample's cost: most samples land near their slot (a
+    # busy 2-core machine may make a few late, which the median ignores).
+    assert np.median(np.abs(offsets - np.round(offsets))) < 0.3, offsets
 
     load = series["load_mbps"][1]
     assert np.nanmedian(load) == pytest.approx(RAMP_BYTES_PER_NS * 1e3, rel=0.02)

@@ -522,9 +522,13 @@ def test_reader_errors_become_one_line_format_errors_without_leaks(
     assert "gguf reader rejected the file: ValueError: first line second line" in message
 
 
-def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
+def test_missing_or_special_file_is_a_format_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelFormatError, match=r"absent\.gguf: no such file"):
         parse_gguf(tmp_path / "absent.gguf")
+    fifo = tmp_path / "fifo.gguf"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelFormatError, match=r"fifo\.gguf: not a regular file"):
+        parse_gguf(fifo)
 
 
 # --- random damage -----------------------------------------------------------------------------

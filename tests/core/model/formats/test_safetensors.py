@@ -214,14 +214,14 @@ def test_permission_denied_is_one_clear_line(
 ) -> None:
     """Root reads anything, so the kernel's EACCES is simulated where the file is opened."""
     path = write_raw(tmp_path / "m.safetensors", {"x": entry("U8", [1], 0, 1)}, b"a")
-    real_open = open
+    real_open = os.open
 
     def denying_open(file: object, *args: object, **kwargs: object) -> object:
         if str(file) == str(path):
             raise PermissionError(13, "Permission denied", str(file))
-        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+        return real_open(file, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("builtins.open", denying_open)
+    monkeypatch.setattr("os.open", denying_open)
     with pytest.raises(ModelFormatError, match="permission denied") as caught:
         open_model(path)
     assert "\n" not in str(caught.value) and str(path) in str(caught.value)
