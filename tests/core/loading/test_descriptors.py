@@ -162,6 +162,11 @@ def test_a_result_names_the_descriptor_sharing_its_read_log_shows(
     assert result.status == "ok"
     assert result.descriptor_sharing == expected
     sharing = descriptor_sharing(run.reads.columns())
-    assert sharing is not None and sharing.readers == 4
+    assert sharing is not None
     if expected is None:
-        assert sharing.text() == "4 readers, each its own descriptor"
+        # Readers take work from one queue: on a warm cache a fast one may take all of it
+        # before the others start, so only the readers that read are counted; each has its own.
+        assert 1 <= sharing.readers <= 4
+        assert sharing.descriptions == sharing.readers and sharing.most_sharing == 1
+    else:  # mmap-shared-fd hands out fixed shares: every reader reads through the one
+        assert (sharing.readers, sharing.descriptions) == (4, 1)
