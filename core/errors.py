@@ -59,3 +59,7 @@ class ReferenceSyntaxError(ModelmonError, ValueError):
     def __init__(self, reference: str, expected: str) -> None:
         self.reference = reference
         super().__init__(f"{reference}: not a model reference; write {expected}")
+
+
+class ReadaheadError(OptionsError):
+    """A ``readahead`` option that cannot be applied here (no knob, no permission, device busy)."""

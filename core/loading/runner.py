@@ -38,7 +38,7 @@ from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.result import LoadResult, WorkerTiming, block_timings, model_checksum
-from modelmon.core.system import cache, residency
+from modelmon.core.system import cache, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 
 READY_TIMEOUT_S = 120.0
@@ -145,6 +145,7 @@ class LoadRun:
         self.time_limit_s = time_limit_s  # stop a load that runs longer (status "cancelled")
         self.timed_out = False
         self._failure: str | None = None
+        self.setup_notes: list[str] = []  # what was done to the machine for the run
 
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
@@ -167,6 +168,13 @@ class LoadRun:
         return [f.path for f in self.model.files]
 
     def run(self) -> LoadResult:
+        # The device's readahead, when an option sets it, is set around the whole run and
+        # restored on every way out (readahead.for_run); plain runs only share its lock.
+        with readahead.for_run(self.paths, self.options.readahead) as notes:
+            self.setup_notes = notes
+            return self._run()
+
+    def _run(self) -> LoadResult:
         check_memory(self.model, self.options, self.memory_limit)
         context = mp.get_context("spawn")
         stop, go = context.Event(), context.Event()
@@ -315,7 +323,7 @@ class LoadRun:
             )
             for w, d in sorted(done.items())
         )
-        notes = tuple(sorted({n for d in done.values() for n in d.notes}))
+        notes = tuple(sorted({n for d in done.values() for n in d.notes} | set(self.setup_notes)))
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,
