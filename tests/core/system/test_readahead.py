@@ -94,24 +94,22 @@ def test_never_changed_while_another_run_uses_the_device(loop_disk: Path) -> Non
     knob = readahead.locate(loop_disk)
     assert knob is not None
     before = knob.read_kb()
+    busy = pytest.raises(ReadaheadError, match="another modelmon run")
     with readahead.for_run([loop_disk], None):  # a plain run on the same device
-        with pytest.raises(ReadaheadError, match="another modelmon run"):
-            with readahead.for_run([loop_disk], before + 128):
-                pass
+        with busy, readahead.for_run([loop_disk], before + 128):
+            pass
         assert knob.read_kb() == before
-    with readahead.for_run([loop_disk], before + 128):
-        with pytest.raises(ReadaheadError, match="another modelmon run"):
-            with readahead.for_run([loop_disk], before + 256):
-                pass
+    busy = pytest.raises(ReadaheadError, match="another modelmon run")
+    with readahead.for_run([loop_disk], before + 128), busy, readahead.for_run([loop_disk], 256):
+        pass
     assert knob.read_kb() == before
 
 
 def test_refused_in_one_line_where_there_is_no_setting(tmp_path: Path) -> None:
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")
-    with pytest.raises(ReadaheadError) as caught:
-        with readahead.for_run(["/dev/shm"], 4096):
-            pass
+    with pytest.raises(ReadaheadError) as caught, readahead.for_run(["/dev/shm"], 4096):
+        pass
     assert "\n" not in str(caught.value) and "readahead" in str(caught.value)
 
 

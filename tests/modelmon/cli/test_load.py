@@ -120,3 +120,20 @@ def test_load_json_with_samples(modelmon, sharded_model: Path) -> None:
     assert len(series["load_mbps"]["t"]) == len(series["load_mbps"]["v"]) >= 1
     pattern = data["samples"]["access_pattern"]
     assert len(pattern["offset"]) == len(pattern["start"]) > 0
+
+
+def test_readahead_where_it_cannot_be_set_is_one_line_usage_error(modelmon, tmp_path) -> None:
+    if not os.path.isdir("/dev/shm"):
+        return
+    folder = Path("/dev/shm") / f"modelmon-ra-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    try:
+        model = write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
+        done = modelmon("load", str(model), "--readahead", "4096", "--cache", "keep")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "readahead" in done.stderr
+        assert "Traceback" not in done.stderr
+    finally:
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()
