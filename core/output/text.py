@@ -104,7 +104,13 @@ def render_result(result: LoadResult) -> str:
         slowest = max(result.blocks, key=lambda b: b.seconds)
         lines.append(
             f"blocks    {len(result.blocks)}; slowest {slowest.name} "
-            f"{slowest.seconds * 1000:.1f} ms; last done at {result.blocks[-1].end:.3f} s"
+            f"{slowest.seconds * 1000:.1f} ms; last done at "
+            f"{max(b.end for b in result.blocks):.3f} s"
+        )
+    if result.first_block_s is not None and result.half_blocks_s is not None:
+        lines.append(
+            f"first     block ready at {result.first_block_s:.3f} s, half of the blocks "
+            f"(in use order) at {result.half_blocks_s:.3f} s"
         )
     if result.checksum:
         lines.append(f"checksum  {result.checksum} (crc32 per tensor, blake2b over all)")
