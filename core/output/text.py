@@ -68,6 +68,18 @@ def render_inspect(info: dict[str, Any]) -> str:
             f"memory    {human_bytes(memory['usable'])} usable of "
             f"{human_bytes(memory['total'])}: the model {fits} in RAM"
         )
+        if "swap_total" in memory:
+            with_cache = "fits" if memory["usable"] >= 2 * info["tensor_bytes"] else "does not fit"
+            swap = (
+                f"swap {human_bytes(memory['swap_used'])} used of "
+                f"{human_bytes(memory['swap_total'])}"
+                if memory["swap_total"]
+                else "no swap"
+            )
+            lines.append(
+                f"          model + its page cache {with_cache}; {swap}; transparent "
+                f"hugepages {memory.get('hugepages') or 'unknown'}"
+            )
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from modelmon.core import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes, model_summary
-from modelmon.core.system.memory import MemoryFacts, memory_facts
+from modelmon.core.system.memory import MemoryFacts, memory_facts, swap_warning
 from modelmon.core.system.storage import StorageFacts, storage_by_folder
 
 
@@ -113,8 +113,25 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
     rows["network"] = PanelRow(network_text(facts), tip, "warning" if facts.is_network else None)
     memory, need = info.memory, model.total_bytes
     text = f"{human_bytes(memory.usable)} usable of {human_bytes(memory.total)}; "
-    if info.fits_in_ram:
-        rows["memory"] = PanelRow(text + f"model {human_bytes(need)} fits")
+    swap = (
+        f"swap {human_bytes(memory.swap_used)} used of {human_bytes(memory.swap_total)}"
+        if memory.swap_total
+        else "no swap"
+    )
+    facts_tip = (
+        f"model + its page cache: {human_bytes(2 * need)} "
+        f"({'fits' if memory.fits_with_cache(need) else 'does not fit'}); {swap}; "
+        f"transparent hugepages: {memory.hugepages or 'unknown'}"
+    )
+    warning = swap_warning(need, memory)
+    if info.fits_in_ram and warning:
+        rows["memory"] = PanelRow(
+            text + f"model {human_bytes(need)} fits, but may push into swap",
+            f"{warning}\n{facts_tip}",
+            "warning",
+        )
+    elif info.fits_in_ram:
+        rows["memory"] = PanelRow(text + f"model {human_bytes(need)} fits", facts_tip)
     else:
         rows["memory"] = PanelRow(
             text + f"model {human_bytes(need)} does NOT fit: only discard mode can run",

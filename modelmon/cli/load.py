@@ -76,9 +76,14 @@ def run(args: argparse.Namespace) -> int:
     if ranks_wanted(args):
         return run_ranks(args)
     options = load_options(vars(args))
+    from modelmon.core.system.memory import memory_facts, swap_warning
+
     session = Session(
         args.path, args.strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
     )
+    warning = swap_warning(session.model.total_bytes, memory_facts(), options.discard)
+    if warning:
+        print(f"modelmon: warning: {warning}", file=sys.stderr)
     progress = Progress(session.model.total_bytes, sys.stderr.isatty() and not args.json)
     session.load.on_message = progress.update
     try:
