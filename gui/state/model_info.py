@@ -14,6 +14,7 @@ from typing import Any
 from modelmon.core import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes, model_summary
+from modelmon.core.system import readahead
 from modelmon.core.system.memory import MemoryFacts, memory_facts, swap_warning
 from modelmon.core.system.storage import StorageFacts, storage_by_folder
 
@@ -25,6 +26,7 @@ class ModelInfo:
     summary: dict[str, Any]  # model_summary(): format, files, bytes, tensors, dtypes, blocks
     storage: tuple[StorageFacts, ...]  # one per folder holding model files
     memory: MemoryFacts
+    readahead_unavailable: str | None = None  # why readahead can't be set here; None: it can
 
     @property
     def name(self) -> str:
@@ -39,7 +41,10 @@ def gather(path: str) -> ModelInfo:
     """Parse the model and collect the facts; raises ModelFormatError for a bad file."""
     model = open_model(path)
     storage = storage_by_folder(f.path for f in model.files)
-    return ModelInfo(path, model, model_summary(model), storage, memory_facts())
+    paths = [f.path for f in model.files]
+    return ModelInfo(
+        path, model, model_summary(model), storage, memory_facts(), readahead.unavailable(paths)
+    )
 
 
 NAMED_BLOCKS = ("embeddings", "head", "other")
