@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core.errors import LoadError
+from modelmon.core.errors import LoadError, ReadaheadError
 from modelmon.core.measuring.ab import Verdict, judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
@@ -219,7 +219,10 @@ def readahead_round(race: Race, pool: list[Candidate], paths: list[str]) -> None
         if race.left() - keep < race.pace(candidate):
             candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
             continue
-        race.run(candidate, keep_s=keep)
+        try:
+            race.run(candidate, keep_s=keep)
+        except ReadaheadError as exc:  # e.g. another modelmon run started on the device
+            candidate.ended, candidate.reason = "failed", f"failed: {exc}"
 
 
 def finalists(pool: list[Candidate]) -> tuple[Candidate | None, Candidate | None]:

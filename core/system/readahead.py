@@ -109,7 +109,12 @@ def locate(path: str | os.PathLike[str]) -> ReadaheadKnob | None:
 def knobs_of(paths: Iterable[str | os.PathLike[str]]) -> list[ReadaheadKnob]:
     """The distinct knobs of ``paths`` (a sharded model may span devices), in order."""
     found: dict[str, ReadaheadKnob] = {}
+    devices: set[int] = set()
     for path in paths:
+        device = os.stat(path).st_dev
+        if device in devices:  # shards on one filesystem: one knob, looked up once
+            continue
+        devices.add(device)
         knob = locate(path)
         if knob is not None:
             found.setdefault(knob.sysfs, knob)
