@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from modelmon.core.errors import ReadaheadError
 from modelmon.core.system.storage import SYS_BDI, SYS_BLOCK, read_int, storage_facts
 
 SECTOR = 512  # blockdev --setra counts 512-byte sectors
+LOCK_PATIENCE_S = 0.5
 
 
 def state_dir() -> Path:
@@ -212,6 +214,20 @@ def _on_sigterm(previous: Any) -> Any:
     return handler
 
 
+def _lock(lock_fd: int, mode: int) -> bool:
+    """Take the lock, or False when another run holds it. Retried for ``LOCK_PATIENCE_S``:
+    another process's ``recover`` holds each lock for an instant while it looks at it."""
+    deadline = time.monotonic() + LOCK_PATIENCE_S
+    while True:
+        try:
+            fcntl.flock(lock_fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+
 def recover() -> list[str]:
     """Apply the restore records of runs that died with a value changed; what was done.
 
@@ -271,16 +287,12 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
                 raise ReadaheadError(f"cannot create the readahead lock: {exc}") from None
             held = _Held(knob, lock_fd, None)
             acquired.append(held)
-            try:
-                fcntl.flock(
-                    lock_fd, (fcntl.LOCK_EX if kb is not None else fcntl.LOCK_SH) | fcntl.LOCK_NB
-                )
-            except BlockingIOError:
+            if not _lock(lock_fd, fcntl.LOCK_EX if kb is not None else fcntl.LOCK_SH):
                 if kb is None:
                     continue  # another run changes it: this one only reads
                 raise ReadaheadError(
                     f"readahead of {knob.device} not changed: another modelmon run is using it"
-                ) from None
+                )
         if kb is not None:
             if threading.current_thread() is threading.main_thread():
                 previous_handler = signal.signal(
