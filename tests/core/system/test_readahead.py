@@ -145,3 +145,25 @@ def test_sigterm_restores_before_the_process_ends(loop_disk: Path) -> None:
     assert _finish(child) == -signal.SIGTERM
     assert knob.read_kb() == before
     assert readahead.recover() == []
+
+
+def test_a_fuse_mount_has_its_backing_device_knob(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from benchmarks.envs import fuse_mount, fuse_unavailable
+
+    reason = fuse_unavailable()
+    if reason or os.geteuid() != 0:
+        pytest.skip(reason or "needs root to write a bdi's read_ahead_kb")
+    source = tmp_path / "source"
+    write_safetensors_model(source, layers=1, hidden=32, vocab=64)
+    with fuse_mount(source, tmp_path / "mnt") as mounted:
+        knob = readahead.locate(mounted / "model.safetensors")
+        assert knob is not None and knob.kind == "bdi"
+        assert knob.sysfs == f"/sys/class/bdi/{knob.device}/read_ahead_kb"
+        before = knob.read_kb()
+        with readahead.for_run([mounted / "model.safetensors"], before + 1024):
+            assert knob.read_kb() == before + 1024
+        assert knob.read_kb() == before
+        write, mount_option = knob.permanent(4096)
+        assert write == f"echo 4096 | sudo tee {knob.sysfs}"
+        assert "max_readahead=4194304" in mount_option and "--max-read-ahead 4096Ki" in mount_option
