@@ -106,6 +106,7 @@ def _holder(folder: Path, kb: int) -> subprocess.Popen[str]:
         [sys.executable, "-c", _HOLDER, str(folder), str(kb)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # Ctrl+C's traceback
         text=True,
     )
     assert child.stdout is not None
@@ -167,3 +168,14 @@ def test_a_fuse_mount_has_its_backing_device_knob(tmp_path: Path) -> None:
         write, mount_option = knob.permanent(4096)
         assert write == f"echo 4096 | sudo tee {knob.sysfs}"
         assert "max_readahead=4194304" in mount_option and "--max-read-ahead 4096Ki" in mount_option
+
+
+def test_ctrl_c_restores_on_the_way_out(loop_disk: Path) -> None:
+    knob = readahead.locate(loop_disk)
+    assert knob is not None
+    before = knob.read_kb()
+    child = _holder(loop_disk, before + 896)
+    child.send_signal(signal.SIGINT)  # KeyboardInterrupt unwinds through for_run
+    assert _finish(child) != 0
+    assert knob.read_kb() == before
+    assert readahead.recover() == []
