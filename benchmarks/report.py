@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from benchmarks import knobs
 from benchmarks.explain import explain_miss
 from benchmarks.peers import PEERS
 from benchmarks.summary import (
@@ -351,6 +352,8 @@ def render(results: dict[str, Any]) -> str:
     out += ["## Peak memory\n", *memory_section(results)]
     out += ["## Plan time for a 100 000-tensor model\n", *plan_section(results)]
     out += ["## GUI event-loop tick latency\n", *gui_section(results)]
+    if "knobs" in results:  # benchmarks/knobs.py: readahead, time to the first block
+        out.append(knobs.markdown(results["knobs"]))
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import extras, memory, plots, report, suite
+from benchmarks import extras, knobs, memory, plots, report, suite
 from benchmarks.machine import facts
-from benchmarks.models import ensure_model
+from benchmarks.models import SMALL, ensure_model
 from benchmarks.peers import PEERS, peer_unavailable
 from benchmarks.summary import peer_memory
 
@@ -149,6 +149,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         available = {n for n, why in results["peers"].items() if why is None}
         suite.run_environments(profile, envs, paths, available, scratch, results, say)
         results.update(_extras(profile, paths, scratch, results, args.smoke))
+        if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
+            small = paths[SMALL.key]
+            results["knobs"] = _guarded(
+                "knobs", lambda: knobs.run(small, scratch, repeats=args.repeats, say=say)
+            )
     finally:
         if not args.keep_models:
             shutil.rmtree(scratch, ignore_errors=True)

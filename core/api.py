@@ -49,7 +49,22 @@ def load(
     """
     name, resolved = _resolve(strategy, config, options)
     model = path if isinstance(path, Model) else open_model(path)
+    if "readahead" not in options:
+        resolved = _config_readahead(model, resolved)
     return load_in_process(model, name, resolved, stop)
+
+
+def _config_readahead(model: Model, options: LoadOptions) -> LoadOptions:
+    """A config's readahead is a fact of the machine it was measured on (its apply snippet
+    says how to keep it): applied where this process may set it, else the load runs with the
+    device as it is, rather than fail. Asked for explicitly, a refusal is an error."""
+    if options.readahead is None:
+        return options
+    from modelmon.core.system import readahead
+
+    if readahead.unavailable([f.path for f in model.files]) is None:
+        return options
+    return options.with_(readahead=None)
 
 
 def measure(

@@ -67,3 +67,7 @@ class EmptyModelError(ModelFormatError):
 
     def __init__(self, file: str) -> None:
         super().__init__(file, "holds no tensor data (vocab-only?): there is nothing to load")
+
+
+class ReadaheadError(OptionsError):
+    """A ``readahead`` option that cannot be applied here (no knob, no permission, device busy)."""

@@ -17,6 +17,7 @@ CacheMode = Literal["cold", "warm", "keep"]  # the page-cache state a load start
 CACHE_MODES: tuple[CacheMode, ...] = get_args(CacheMode)
 PREFETCH_MODES = ("read", "willneed", "both")
 MAX_PARALLEL = 256
+MAX_READAHEAD_KIB = 1 << 20  # 1 GiB: far past any useful readahead, short of a typo's 10**9
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,9 @@ class LoadOptions:
     verify: bool = False  # per-tensor crc32, identical across strategies
     discard: bool = False  # stream through bounded buffers and keep nothing
     prefetch: str = "read"  # warmup strategy: parallel read pass, WILLNEED, or both
+    # KiB of device readahead set for the run (and restored after it, see
+    # ``modelmon.core.system.readahead``); None leaves the device as it is.
+    readahead: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("workers", "threads"):
@@ -59,12 +63,25 @@ class LoadOptions:
             if getattr(self, name) not in allowed:
                 choices = ", ".join(allowed)
                 raise OptionsError(f"{name} must be one of {choices}, not {getattr(self, name)!r}")
+        readahead = self.readahead
+        if readahead is not None and (
+            not isinstance(readahead, int)
+            or isinstance(readahead, bool)
+            or not 0 <= readahead <= MAX_READAHEAD_KIB
+        ):
+            raise OptionsError(
+                f"readahead must be whole KiB from 0 to {MAX_READAHEAD_KIB}, not {readahead!r}"
+            )
         for name in ("verify", "discard"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionsError(f"{name} must be true or false, not {getattr(self, name)!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every option; ``readahead`` only when set (TOML has no null, and unset is the norm)."""
+        data = asdict(self)
+        if self.readahead is None:
+            del data["readahead"]
+        return data
 
     def with_(self, **changes: Any) -> LoadOptions:
         """A copy with some options changed, validated like the rest."""
@@ -100,6 +117,18 @@ def parse_size(text: str) -> int:
     return int(float(number) * _UNITS[unit])
 
 
+def parse_readahead(text: str) -> int | None:
+    """'4096' (KiB, the unit of read_ahead_kb), '4MiB', '128KiB' → KiB; 'none' → None."""
+    if text.strip().lower() in ("none", "default", ""):
+        return None
+    if text.strip().isdigit():
+        return int(text)
+    size = parse_size(text)
+    if size % 1024:
+        raise OptionsError(f"readahead must be whole KiB, not {text!r}")
+    return size // 1024
+
+
 def parse_spec(spec: str) -> tuple[str, LoadOptions]:
     """'sequential workers=4 chunk=16MiB fadvise=sequential' → (strategy, options).
 
@@ -125,6 +154,8 @@ def _coerce(key: str, raw: str) -> Any:
         return int(raw)
     if key == "chunk":
         return parse_size(raw)
+    if key == "readahead":
+        return parse_readahead(raw)
     if key in ("verify", "discard"):
         if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
             raise OptionsError(f"{key} must be true or false, not {raw!r}")
@@ -142,5 +173,7 @@ def format_spec(strategy: str, options: LoadOptions) -> str:
             continue
         if name == "chunk":
             value = f"{value // MiB}MiB" if value % MiB == 0 else str(value)
+        if name == "readahead":
+            value = "none" if value is None else str(value)
         parts.append(f"{name}={str(value).lower() if isinstance(value, bool) else value}")
     return " ".join(parts)

@@ -167,6 +167,7 @@ class Workspace(QWidget):
         self.model_panel.show_model(info)
         for panel in self.panels.values():
             panel.require_discard(not info.fits_in_ram)
+            panel.set_readahead_unavailable(info.readahead_unavailable)
         self.clear_run_plots()
         self.access.set_model(info.model)
         self.residency.set_model(info.model)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import shutil
+import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -356,3 +358,42 @@ def model_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespa
         manifest=manifest,
         lmstudio_gguf=studio,
     )
+
+
+# --- a device of the test's own (readahead is changed on it, never on the machine's disk) ---
+
+
+def _run_tool(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def loop_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on an ext4 filesystem on a loop device made for this test."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "mount")):
+        pytest.skip("needs root, losetup, mkfs.ext4 and mount")
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as handle:
+        handle.truncate(48 << 20)
+    try:
+        device = _run_tool("losetup", "--find", "--show", str(image))
+    except (subprocess.CalledProcessError, OSError) as exc:
+        pytest.skip(f"no loop device here: {exc}")
+    mount_point = tmp_path / "mnt"
+    mount_point.mkdir()
+    try:
+        _run_tool("mkfs.ext4", "-q", "-F", device)
+        _run_tool("mount", device, str(mount_point))
+        try:
+            yield mount_point
+        finally:
+            _run_tool("umount", str(mount_point))
+    finally:
+        _run_tool("losetup", "-d", device)
+
+
+@pytest.fixture
+def own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state

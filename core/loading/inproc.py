@@ -22,13 +22,20 @@ from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
 from modelmon.core.model.plan import load_order
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
-from modelmon.core.system import cache
+from modelmon.core.system import cache, readahead
 
 
 def load_in_process(
     model: Model, strategy: str, options: LoadOptions, stop: StopFlag | None = None
 ) -> dict[str, np.ndarray]:
     """Load every tensor of ``model`` with ``strategy``; {name: array} in file order."""
+    with readahead.for_run([f.path for f in model.files], options.readahead):
+        return _load(model, strategy, options, stop)
+
+
+def _load(
+    model: Model, strategy: str, options: LoadOptions, stop: StopFlag | None
+) -> dict[str, np.ndarray]:
     strategy_class = get_strategy(strategy)
     check_memory(model, options)
     paths = [f.path for f in model.files]

@@ -46,7 +46,7 @@ from modelmon.core.output.result import (
     block_timings,
     model_checksum,
 )
-from modelmon.core.system import cache, residency
+from modelmon.core.system import cache, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 
 READY_TIMEOUT_S = 120.0
@@ -155,6 +155,7 @@ class LoadRun:
         self.time_limit_s = time_limit_s  # stop a load that runs longer (status "cancelled")
         self.timed_out = False
         self._failure: str | None = None
+        self.setup_notes: list[str] = []  # what was done to the machine for the run
 
     @property
     def shares_work(self) -> bool:
@@ -189,6 +190,13 @@ class LoadRun:
         return [f.path for f in self.model.files]
 
     def run(self) -> LoadResult:
+        # The device's readahead, when an option sets it, is set around the whole run and
+        # restored on every way out (readahead.for_run); plain runs only share its lock.
+        with readahead.for_run(self.paths, self.options.readahead) as notes:
+            self.setup_notes = notes
+            return self._run()
+
+    def _run(self) -> LoadResult:
         check_memory(self.model, self.options, self.memory_limit)
         context = mp.get_context("spawn")
         stop, go = context.Event(), context.Event()
@@ -348,7 +356,7 @@ class LoadRun:
             )
             for w, d in sorted(done.items())
         )
-        notes = tuple(sorted({n for d in done.values() for n in d.notes}))
+        notes = tuple(sorted({n for d in done.values() for n in d.notes} | set(self.setup_notes)))
         sharing = descriptor_sharing(columns)
         if sharing is not None and sharing.shared:  # named wherever it happens
             notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)

@@ -79,7 +79,8 @@ class Candidate:
 
         In order: own descriptors before a shared one (the FUSE/NFS failure mode); buffered
         reads before O_DIRECT (falls back, or fails, where the filesystem lacks it); modelmon
-        before a peer library (no new dependency, and the config file applies it); fewer
+        before a peer library (no new dependency, and the config file applies it); the
+        device's readahead as it is before a changed one (a change of the machine); fewer
         concurrent readers (less memory and fewer descriptors, kinder to neighbours); no hints
         or warm-up pass; then ``SIMPLICITY``.
         """
@@ -89,6 +90,7 @@ class Candidate:
             int(self.strategy == "mmap-shared-fd"),
             int(self.strategy == "direct"),
             int(self.peer is not None),
+            int(self.options.readahead is not None),
             self.readers,
             hints + int(self.strategy == "warmup"),
             order,

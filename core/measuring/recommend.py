@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core.errors import LoadError
+from modelmon.core.errors import LoadError, ReadaheadError
 from modelmon.core.measuring.ab import Verdict, judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
@@ -31,6 +31,7 @@ from modelmon.core.measuring.race import Race
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.explain import explain
+from modelmon.core.system import readahead
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.storage import StorageFacts, storage_facts
 
@@ -40,6 +41,9 @@ PAIRS = 3  # paired runs of the finalists the budget is planned for: the winner 
 MIN_PAIRS = 2  # fewer pairs than this decide nothing: the more robust finalist is picked
 SEMIFINALISTS = 4  # leaders of the screening that run once more before the finals are chosen
 SCREEN_FIRST = 2  # candidates screened whatever the reserve for the finals (a race needs two)
+# Device readahead tried for the leading strategy, where modelmon may set it: the kernel's
+# default, the common "raise it" advice, and two steps past it.
+READAHEAD_KIB = (128, 1024, 4096, 16384)
 
 
 @dataclass(frozen=True)
@@ -178,11 +182,13 @@ def semifinal(race: Race, pool: list[Candidate]) -> None:
         race.run(candidate, keep_s=keep)
 
 
-def screen(race: Race, order: list[Candidate], facts: StorageFacts) -> None:
-    """Each candidate once, while the budget keeps room for the semifinal and the finals."""
+def screen(race: Race, order: list[Candidate], facts: StorageFacts, later_runs: int = 0) -> None:
+    """Each candidate once, while the budget keeps room for the semifinal, the finals and
+    ``later_runs`` more runs at the leader's pace (the readahead round)."""
     screened = 0
     for candidate in order:
         reserve = finals_reserve(race, order) + semis_reserve(race, order)
+        reserve += later_runs * race.leader_pace_s
         keep = reserve if screened >= SCREEN_FIRST else 0.0
         first = race.leader is None and not any(c.wall_seconds for c in order)
         if race.left() - keep < race.pace(candidate) and not first:
@@ -193,6 +199,30 @@ def screen(race: Race, order: list[Candidate], facts: StorageFacts) -> None:
         why = ruled_out_by(facts, candidate)
         if why is not None:
             candidate.ended, candidate.reason = "ruled out", why
+
+
+def readahead_round(race: Race, pool: list[Candidate], paths: list[str]) -> None:
+    """The leading strategy again with each of ``READAHEAD_KIB`` set on the device (not the
+    value it has now: the leader ran with that), once each while the budget keeps the
+    semifinal's and finals' reserve; they join ``pool`` and go on like any candidate. Only
+    where readahead can be set (the caller checks)."""
+    own, _ = finalists(pool)
+    if own is None or own.strategy == "direct" or own.options.readahead is not None:
+        return  # O_DIRECT bypasses readahead
+    current = {knob.read_kb() for knob in readahead.knobs_of(paths)}
+    for kb in READAHEAD_KIB:
+        if current == {kb}:
+            continue
+        candidate = Candidate(own.strategy, own.options.with_(readahead=kb))
+        pool.append(candidate)
+        keep = finals_reserve(race, pool) + semis_reserve(race, pool)
+        if race.left() - keep < race.pace(candidate):
+            candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
+            continue
+        try:
+            race.run(candidate, keep_s=keep)
+        except ReadaheadError as exc:  # e.g. another modelmon run started on the device
+            candidate.ended, candidate.reason = "failed", f"failed: {exc}"
 
 
 def finalists(pool: list[Candidate]) -> tuple[Candidate | None, Candidate | None]:
@@ -312,7 +342,11 @@ def recommend(
     for note in absent:
         say(note)
     order = [*own[:SCREEN_FIRST], *rivals, *own[SCREEN_FIRST:]]
-    screen(race, order, facts)
+    paths = [f.path for f in model.files]
+    settable = pool is None and readahead.unavailable(paths) is None
+    screen(race, order, facts, len(READAHEAD_KIB) if settable else 0)
+    if settable:
+        readahead_round(race, order, paths)
     semifinal(race, order)
     winner, rival = finalists(order)
     if winner is None:

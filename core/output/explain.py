@@ -12,6 +12,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes
+from modelmon.core.system import readahead
 
 if TYPE_CHECKING:  # the record lives with the search, which imports this module
     from modelmon.core.measuring.recommend import Recommendation
@@ -38,6 +39,7 @@ ROBUSTNESS_REASONS = (
     "it gives every reader its own descriptor (one shared descriptor is the FUSE/NFS failure mode)",
     "it uses buffered reads (O_DIRECT falls back, or fails, on some filesystems)",
     "it needs no extra library, and the config file applies it",
+    "it leaves the device's readahead as it is (no change to the machine)",
     "it uses fewer concurrent readers ({a} against {b}): less memory, fewer descriptors, "
     "kinder to neighbours",
     "it needs no hints and no warm-up pass",
@@ -151,6 +153,40 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
     ]
 
 
+def permanent_readahead(model: Model, kb: int) -> tuple[str, ...]:
+    """The commands that keep device readahead ``kb`` KiB for the model's storage."""
+    knob = readahead.locate(model.files[0].path)
+    return knob.permanent(kb) if knob is not None else ()
+
+
+def _readahead(rec: Recommendation) -> list[str]:
+    """A sentence when the pick sets the device's readahead: measured against the same
+    configuration at the device's own value, and how to make it permanent."""
+    used = rec.used
+    kb = used.options.readahead
+    if kb is None:
+        return []
+    plain = next(
+        (c for c in rec.ranked if c.results and c.options == used.options.with_(readahead=None)),
+        None,
+    )
+    knob = readahead.locate(rec.model.files[0].path)
+    own = f"the device's own {knob.read_kb()} KiB" if knob is not None else "the device's own"
+    versus = (
+        f" against {plain.median_mbps:.0f} MB/s with {own} (measured, cold)"
+        if plain is not None and plain.strategy == used.strategy
+        else ""
+    )
+    line = f"Readahead {kb} KiB on the model's device: {used.median_mbps:.0f} MB/s{versus}."
+    commands = permanent_readahead(rec.model, kb)
+    if commands:
+        line += " modelmon sets it only for its runs; to keep it: " + "; or ".join(commands)
+        if knob is not None and knob.kind == "block":
+            line += " (blockdev counts 512-byte sectors)"
+        line += "."
+    return [line]
+
+
 def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]:
     lines = []
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
@@ -179,6 +215,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
             "give it a longer budget."
         )
     lines += _finals(rec, used)
+    lines += _readahead(rec)
     lines += _peers(rec)
     baseline = _best(rec.ranked, "library")
     if baseline is winner:
@@ -338,6 +375,10 @@ def snippets(
             )
         )
         out.append(snip("llama.cpp-mlock", "llama-server -m PATH --mlock", None))
+    if winner.options.readahead is not None:
+        commands = permanent_readahead(model, winner.options.readahead)
+        if commands:
+            out.append(snip("readahead-device", "; or ".join(commands), winner))
     if winner.options.fadvise == "sequential":
         out.append(
             snip(

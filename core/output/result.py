@@ -16,7 +16,11 @@ from modelmon.core.system.cache import CacheState
 
 @dataclass(frozen=True, slots=True)
 class BlockTiming:
-    """When a block was loaded, by all workers together: first read's start to last read's end."""
+    """When a block was loaded, by all workers together: first read's start to last read's end.
+
+    ``end`` is when the block became complete: from then on a loader that uses blocks as they
+    arrive (async preload, streaming) could use it.
+    """
 
     name: str
     bytes: int  # the whole block's
@@ -89,9 +93,22 @@ class LoadResult:
         """Decimal megabytes per second, the unit storage is sold in."""
         return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
 
+    @property
+    def first_block_s(self) -> float | None:
+        """Seconds until the first block, in the order a model uses them, was complete."""
+        return blocks_ready_s(self.blocks, 1) if self.status == "ok" else None
+
+    @property
+    def half_blocks_s(self) -> float | None:
+        """Seconds until the first half of the blocks (in use order) were all complete."""
+        count = (len(self.blocks) + 1) // 2
+        return blocks_ready_s(self.blocks, count) if self.status == "ok" else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["mbps"] = round(self.mbps, 3)
+        data["first_block_seconds"] = self.first_block_s
+        data["half_blocks_seconds"] = self.half_blocks_s
         data["blocks"] = [
             {"name": b.name, "bytes": b.bytes, "start": b.start, "end": b.end, "seconds": b.seconds}
             for b in self.blocks
@@ -99,6 +116,15 @@ class LoadResult:
         if self.checksum is None:
             data.pop("tensor_checksums")
         return data
+
+
+def blocks_ready_s(blocks: tuple[BlockTiming, ...], count: int) -> float | None:
+    """When the first ``count`` blocks in use order (embeddings, layers by number, head: the
+    order ``block_timings`` returns) were all complete; a streaming loader waits this long.
+    None without blocks."""
+    if not blocks or count < 1:
+        return None
+    return max(block.end for block in blocks[:count])
 
 
 def model_checksum(crcs: dict[str, int], model: Model) -> str:

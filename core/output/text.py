@@ -74,6 +74,18 @@ def render_inspect(info: dict[str, Any]) -> str:
             f"memory    {human_bytes(memory['usable'])} usable of "
             f"{human_bytes(memory['total'])}: the model {fits} in RAM"
         )
+        if "swap_total" in memory:
+            with_cache = "fits" if memory["usable"] >= 2 * info["tensor_bytes"] else "does not fit"
+            swap = (
+                f"swap {human_bytes(memory['swap_used'])} used of "
+                f"{human_bytes(memory['swap_total'])}"
+                if memory["swap_total"]
+                else "no swap"
+            )
+            lines.append(
+                f"          model + its page cache {with_cache}; {swap}; transparent "
+                f"hugepages {memory.get('hugepages') or 'unknown'}"
+            )
     return "\n".join(lines)
 
 
@@ -110,7 +122,13 @@ def render_result(result: LoadResult) -> str:
         slowest = max(result.blocks, key=lambda b: b.seconds)
         lines.append(
             f"blocks    {len(result.blocks)}; slowest {slowest.name} "
-            f"{slowest.seconds * 1000:.1f} ms; last done at {result.blocks[-1].end:.3f} s"
+            f"{slowest.seconds * 1000:.1f} ms; last done at "
+            f"{max(b.end for b in result.blocks):.3f} s"
+        )
+    if result.first_block_s is not None and result.half_blocks_s is not None:
+        lines.append(
+            f"first     block ready at {result.first_block_s:.3f} s, half of the blocks "
+            f"(in use order) at {result.half_blocks_s:.3f} s"
         )
     if result.checksum:
         lines.append(f"checksum  {result.checksum} (crc32 per tensor, blake2b over all)")

@@ -30,11 +30,43 @@ class MemoryFacts:
     # RLIMIT_AS (ulimit -v) when set: a worker inherits it, and a load it cannot map or
     # allocate fails with ENOMEM however much RAM is free.
     address_space_limit: int | None = None
+    swap_total: int = 0  # SwapTotal (zram included); 0: no swap
+    swap_used: int = 0  # SwapTotal - SwapFree
+    hugepages: str | None = None  # transparent hugepage mode: "always", "madvise", "never"
+
+    def fits_with_cache(self, model_bytes: int) -> bool:
+        """The model's arrays and its page cache both fit in usable RAM (a read-based keep
+        load holds both until the kernel drops the cache)."""
+        return 2 * model_bytes <= self.usable
+
+
+THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def swap_warning(model_bytes: int, facts: MemoryFacts, discard: bool = False) -> str | None:
+    """One line when keeping ``model_bytes`` in RAM would likely push the machine into swap,
+    else None. The arrays are anonymous memory; the file's page cache fills as it is read. When
+    both do not fit, the kernel reclaims, and with swap configured it balances that between the
+    page cache and other programs' anonymous pages (swappiness): they go to swap."""
+    if discard or facts.swap_total == 0 or facts.fits_with_cache(model_bytes):
+        return None
+    in_use = f"; {gib_text(facts.swap_used)} of swap already in use" if facts.swap_used else ""
+    return (
+        f"loading keeps {gib_text(model_bytes)} in RAM and reads as much through the page "
+        f"cache, more than the {gib_text(facts.usable)} usable: the machine may start "
+        f"swapping{in_use} (--discard measures without keeping)"
+    )
 
 
 def gib_text(count: float) -> str:
     """Bytes of RAM as people read them off ``free -h``: binary GiB, "1.5 GiB"."""
     return f"{count / 2**30:.1f} GiB"
+
+
+def parse_bracketed(text: str) -> str:
+    """The selected word of a sysfs choice list: ``always [madvise] never`` → ``madvise``."""
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else text.split()[0]
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -134,7 +166,12 @@ def memory_facts() -> MemoryFacts:
     address_space = address_space_limit()
     if address_space is not None:  # what is left of it once an interpreter like ours runs
         usable = min(usable, address_space - psutil.Process().memory_info().vms)
+    swap_total = meminfo.get("SwapTotal", 0)
+    thp = read_text(THP_ENABLED)
     return MemoryFacts(
+        swap_total=swap_total,
+        swap_used=max(0, swap_total - meminfo.get("SwapFree", swap_total)),
+        hugepages=parse_bracketed(thp) if thp else None,
         total=total,
         available=available,
         page_cache=page_cache,

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QWidget
 
 from modelmon.core.output.result import BlockTiming, LoadResult
 from modelmon.gui.plots.style import ThemedPlot, pen
-from modelmon.gui.state.formatting import short_block_name
+from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
 from modelmon.gui.theme import current_theme
 
 BAR_HEIGHT = 0.4
@@ -55,11 +55,16 @@ class BlockTimelinePlot(ThemedPlot):
         self.axis = axis
         self.plot.setToolTip(
             "Each block's load time, from its first read to its last, for "
-            "the last finished run of A and of B (shown when a run ends)."
+            "the last finished run of A and of B (shown when a run ends). The dashed line is "
+            "when the run's first block (in use order) was ready: what a loader that uses "
+            "layers as they arrive would wait."
         )
         self.item.invertY(True)  # first block at the top, like a table
         self.item.setLimits(xMin=0)
         self.blocks: dict[str, tuple[BlockTiming, ...]] = {}
+        self.ready: dict[str, str] = {}  # per run: when its first and half of its blocks were
+        self.ready_at: dict[str, float | None] = {}  # per run: its first block's time
+        self.ready_lines: list[pg.InfiniteLine] = []
         self.bars: dict[str, pg.BarGraphItem] = {}
         self.order: list[str] = []
 
@@ -67,10 +72,14 @@ class BlockTimelinePlot(ThemedPlot):
         """The model's blocks in load order; clears every bar (a new model)."""
         self.order = list(names)
         self.blocks.clear()
+        self.ready.clear()
+        self.ready_at.clear()
         self._redraw()
 
     def show_result(self, label: str, result: LoadResult) -> None:
         self.blocks[label] = result.blocks
+        self.ready[label] = blocks_ready_text(result)
+        self.ready_at[label] = result.first_block_s
         for block in result.blocks:
             if block.name not in self.order:
                 self.order.append(block.name)
@@ -80,6 +89,9 @@ class BlockTimelinePlot(ThemedPlot):
         for bar in self.bars.values():
             self.item.removeItem(bar)
         self.bars.clear()
+        for line in self.ready_lines:
+            self.item.removeItem(line)
+        self.ready_lines.clear()
         row_of = {name: row for row, name in enumerate(self.order)}
         theme = current_theme()
         for label, timings in sorted(self.blocks.items()):
@@ -97,9 +109,20 @@ class BlockTimelinePlot(ThemedPlot):
             )
             self.item.addItem(bar)
             self.bars[label] = bar
+            first = self.ready_at.get(label)
+            if first is not None:  # a dashed line where the run's first block was ready
+                line = pg.InfiniteLine(first, angle=90, pen=pen(colour, dashed=True))
+                self.item.addItem(line)
+                self.ready_lines.append(line)
         self.set_title(
             "Blocks: first to last read",
-            [(f"run {label}", theme.run_colour(label)) for label in sorted(self.bars)],
+            [
+                (
+                    f"run {label}" + (f" ({self.ready[label]})" if self.ready.get(label) else ""),
+                    theme.run_colour(label),
+                )
+                for label in sorted(self.bars)
+            ],
         )
         self.axis.names = list(self.order)
         self.axis.picture = None  # names changed: redraw the labels

@@ -6,6 +6,7 @@ import math
 
 from modelmon.core.measuring.ab import ABResult, Verdict
 from modelmon.core.measuring.ceilings import Ceilings
+from modelmon.core.output.result import LoadResult
 from modelmon.core.output.text import human_bytes
 from modelmon.core.output.verdict import verdict_words
 from modelmon.core.system.cache import CacheState
@@ -107,6 +108,14 @@ def nice_ceiling(value: float) -> float:
     # inverse: 0.15, not 0.15000000000000002, on the axis.
     steps = [m * 10.0**exponent if exponent >= 0 else m / 10.0**-exponent for m in NICE_STEPS]
     return next(step for step in steps if step >= value * (1 - 1e-9))
+
+
+def blocks_ready_text(result: LoadResult) -> str:
+    """ "first block 0.120 s, half 0.480 s": when a streaming loader could start; "" if none."""
+    first, half = result.first_block_s, result.half_blocks_s
+    if first is None or half is None:
+        return ""
+    return f"first block {first:.3f} s, half {half:.3f} s"
 
 
 def short_block_name(name: str) -> str:

@@ -38,6 +38,23 @@ KNOBS = (
 )
 
 
+# Readahead values offered (KiB); None leaves the device as it is.
+READAHEAD_CHOICES: tuple[int | None, ...] = (None, 128, 512, 1024, 4096, 16384)
+
+
+def readahead_text(kb: int | None) -> str:
+    return "device's own" if kb is None else chunk_text(kb * KiB)
+
+
+def readahead_blocked(strategy: str, unavailable: str | None) -> str | None:
+    """Why the readahead knob is greyed out for ``strategy`` on this model, or None."""
+    if unavailable is not None:
+        return unavailable
+    if strategy == "direct":
+        return "O_DIRECT reads bypass the page cache, and so readahead"
+    return None
+
+
 def chunk_text(size: int) -> str:
     """ "4 KiB", "1 GiB", "3000 B": the largest binary unit that divides it."""
     for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):

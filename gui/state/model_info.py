@@ -14,7 +14,8 @@ from typing import Any
 from modelmon.core import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes, model_summary
-from modelmon.core.system.memory import MemoryFacts, memory_facts
+from modelmon.core.system import readahead
+from modelmon.core.system.memory import MemoryFacts, memory_facts, swap_warning
 from modelmon.core.system.storage import StorageFacts, storage_by_folder
 
 
@@ -25,6 +26,7 @@ class ModelInfo:
     summary: dict[str, Any]  # model_summary(): format, files, bytes, tensors, dtypes, blocks
     storage: tuple[StorageFacts, ...]  # one per folder holding model files
     memory: MemoryFacts
+    readahead_unavailable: str | None = None  # why readahead can't be set here; None: it can
 
     @property
     def name(self) -> str:
@@ -39,7 +41,10 @@ def gather(path: str) -> ModelInfo:
     """Parse the model and collect the facts; raises ModelFormatError for a bad file."""
     model = open_model(path)
     storage = storage_by_folder(f.path for f in model.files)
-    return ModelInfo(path, model, model_summary(model), storage, memory_facts())
+    paths = [f.path for f in model.files]
+    return ModelInfo(
+        path, model, model_summary(model), storage, memory_facts(), readahead.unavailable(paths)
+    )
 
 
 NAMED_BLOCKS = ("embeddings", "head", "other")
@@ -113,8 +118,25 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
     rows["network"] = PanelRow(network_text(facts), tip, "warning" if facts.is_network else None)
     memory, need = info.memory, model.total_bytes
     text = f"{human_bytes(memory.usable)} usable of {human_bytes(memory.total)}; "
-    if info.fits_in_ram:
-        rows["memory"] = PanelRow(text + f"model {human_bytes(need)} fits")
+    swap = (
+        f"swap {human_bytes(memory.swap_used)} used of {human_bytes(memory.swap_total)}"
+        if memory.swap_total
+        else "no swap"
+    )
+    facts_tip = (
+        f"model + its page cache: {human_bytes(2 * need)} "
+        f"({'fits' if memory.fits_with_cache(need) else 'does not fit'}); {swap}; "
+        f"transparent hugepages: {memory.hugepages or 'unknown'}"
+    )
+    warning = swap_warning(need, memory)
+    if info.fits_in_ram and warning:
+        rows["memory"] = PanelRow(
+            text + f"model {human_bytes(need)} fits, but may push into swap",
+            f"{warning}\n{facts_tip}",
+            "warning",
+        )
+    elif info.fits_in_ram:
+        rows["memory"] = PanelRow(text + f"model {human_bytes(need)} fits", facts_tip)
     else:
         rows["memory"] = PanelRow(
             text + f"model {human_bytes(need)} does NOT fit: only discard mode can run",

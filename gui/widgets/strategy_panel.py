@@ -31,8 +31,11 @@ from modelmon.core.options import (
 )
 from modelmon.gui.state.load_config import (
     CHUNK_SIZES,
+    READAHEAD_CHOICES,
     chunk_text,
     effective_options,
+    readahead_blocked,
+    readahead_text,
     used_options,
 )
 from modelmon.gui.theme import current_theme
@@ -56,6 +59,8 @@ TIPS = {
     "verify": "crc32 of every tensor (the same digest for every strategy) to prove the bytes "
     "are right.",
     "discard": "Stream through bounded buffers and keep nothing: measures models larger than RAM.",
+    "readahead": "The device's readahead (read_ahead_kb), set for the run and restored after "
+    "it; needs write access to it.",
 }
 
 
@@ -84,6 +89,12 @@ class StrategyPanel(QGroupBox):
         self.prefetch = self._choices(PREFETCH_MODES)
         self.verify = QCheckBox("verify")
         self.discard = QCheckBox("discard")
+        # A knob of the machine, not of the strategy: outside ``_knobs``, enabled where the
+        # model's device lets it be set (``set_readahead_unavailable``).
+        self.readahead = QComboBox()
+        for kb in READAHEAD_CHOICES:
+            self.readahead.addItem(readahead_text(kb), kb)
+        self._readahead_unavailable: str | None = None
         self.run_button = QPushButton(f"Run {label}")
         self.run_button.setToolTip(
             f"Load the model once with configuration {label} and measure it."
@@ -108,7 +119,7 @@ class StrategyPanel(QGroupBox):
             "verify": self.verify,
             "discard": self.discard,
         }
-        for widget in (self.strategy_box, *self._knobs.values()):
+        for widget in (self.strategy_box, self.readahead, *self._knobs.values()):
             signal = (
                 getattr(widget, "currentIndexChanged", None)
                 or getattr(widget, "valueChanged", None)
@@ -139,11 +150,13 @@ class StrategyPanel(QGroupBox):
         self.discard.setToolTip(TIPS["discard"])
         grid.addWidget(self.verify, 5, 1)
         grid.addWidget(self.discard, 5, 3)
-        grid.addWidget(self.spec_line, 6, 0, 1, 3)
-        grid.addWidget(self.run_button, 6, 3)
+        grid.addWidget(self._caption("readahead", "Readahead"), 6, 0)
+        grid.addWidget(self.readahead, 6, 1)
+        grid.addWidget(self.spec_line, 7, 0, 1, 3)
+        grid.addWidget(self.run_button, 7, 3)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
-        grid.setRowStretch(7, 1)
+        grid.setRowStretch(8, 1)
 
     def _caption(self, key: str, text: str) -> QLabel:
         caption = QLabel(f"{text}:")
@@ -183,6 +196,7 @@ class StrategyPanel(QGroupBox):
             verify=self.verify.isChecked(),
             discard=self.discard.isChecked() or self._discard_forced,
             prefetch=self.prefetch.currentText(),
+            readahead=self.readahead.currentData() if self.readahead.isEnabled() else None,
         )
         return effective_options(self.strategy(), edited, self._discard_forced)
 
@@ -201,6 +215,14 @@ class StrategyPanel(QGroupBox):
             box.setCurrentText(getattr(options, name))
         self.verify.setChecked(options.verify)
         self.discard.setChecked(options.discard)
+        if self.readahead.findData(options.readahead) < 0:
+            self.readahead.addItem(readahead_text(options.readahead), options.readahead)
+        self.readahead.setCurrentIndex(self.readahead.findData(options.readahead))
+
+    def set_readahead_unavailable(self, reason: str | None) -> None:
+        """Why the model's device won't let readahead be set (greys the knob out), or None."""
+        self._readahead_unavailable = reason
+        self._on_change()
 
     def require_discard(self, required: bool) -> None:
         """The model doesn't fit in RAM: only discard mode can run, so lock it on."""
@@ -219,6 +241,11 @@ class StrategyPanel(QGroupBox):
             widget.setEnabled(used)
             tip = TIPS[name] if used else f"{TIPS[name]} (not used by {self.strategy()})"
             widget.setToolTip(tip)
+        blocked = readahead_blocked(self.strategy(), self._readahead_unavailable)
+        self.readahead.setEnabled(blocked is None)
+        self.readahead.setToolTip(
+            TIPS["readahead"] + (f" (not here: {blocked})" if blocked else "")
+        )
         if self._discard_forced:
             self.discard.setChecked(True)
             self.discard.setEnabled(False)

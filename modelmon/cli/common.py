@@ -30,6 +30,7 @@ from modelmon.core.options import (
     LoadOptions,
     MiB,
     from_mapping,
+    parse_readahead,
 )
 from modelmon.core.output.json import SCHEMA_VERSION, dumps
 
@@ -226,6 +227,14 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             choices=PREFETCH_MODES,
             default="read",
             help="warm-up pass of the warmup strategy",
+        ),
+        parser.add_argument(
+            "--readahead",
+            type=parse_readahead,
+            default=None,
+            metavar="KIB",
+            help="set the device's readahead (KiB, or 4MiB) for the run, restored after "
+            "(needs write access to its read_ahead_kb)",
         ),
         parser.add_argument("--verify", action="store_true", help="crc32 of every tensor"),
         parser.add_argument(

@@ -105,9 +105,14 @@ def run(args: argparse.Namespace) -> int:
     ignored = ignored_options(strategy, options)
     if ignored:
         note(f"{strategy} does not use {', '.join(ignored)}: ignored")
+    from modelmon.core.system.memory import memory_facts, swap_warning
+
     session = Session(
         args.path, strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
     )
+    warning = swap_warning(session.model.total_bytes, memory_facts(), options.discard)
+    if warning:
+        print(f"modelmon: warning: {warning}", file=sys.stderr)
     progress = Progress(session.model.total_bytes, sys.stderr.isatty() and not args.json)
     session.load.on_message = progress.update
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -10,8 +13,10 @@ import pytest
 import safetensors.numpy
 
 import modelmon.core
-from modelmon.core.errors import LoadCancelled, LoadError, OptionsError
+from modelmon.core.api import load
+from modelmon.core.errors import LoadCancelled, LoadError, OptionsError, ReadaheadError
 from modelmon.core.loading import runner
+from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.system.memory import MemoryFacts
 
 
@@ -59,3 +64,20 @@ def test_bad_names_are_options_errors(sharded_model: Path) -> None:
 def test_measure_runs_in_workers(sharded_model: Path) -> None:
     result = modelmon.core.measure(sharded_model, "sequential", workers=2, cache="cold")
     assert result.status == "ok" and result.cache.cold and len(result.workers) == 2
+
+
+def test_a_configs_readahead_is_skipped_where_it_cannot_be_set(tmp_path: Path) -> None:
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        model = write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
+        config = tmp_path / "modelmon.toml"
+        config.write_text(
+            'format_version = 1\n[recommended]\nstrategy = "sequential"\nreadahead = 4096\n'
+        )
+        assert load(model, config=config)  # tmpfs has no readahead: loaded as it is
+        with pytest.raises(ReadaheadError):
+            load(model, config=config, readahead=4096)  # asked for explicitly: refused
+    finally:
+        shutil.rmtree(folder)

@@ -94,6 +94,9 @@ def test_ab_winner_results_and_plots_export(
     rows = list(csv.DictReader(io.StringIO((tmp_path / "results.csv").read_text())))
     assert len(rows) == 2 and tuple(rows[0]) == CSV_FIELDS
     assert float(rows[1]["mbps"]) == pytest.approx(workspace.records[1].result.mbps, rel=1e-3)
+    first_block = workspace.records[1].result.first_block_s
+    assert float(rows[1]["first_block_seconds"]) == pytest.approx(first_block, rel=1e-3)
+    assert document["runs"][1]["result"]["first_block_seconds"] == pytest.approx(first_block)
 
     ok, text = export(
         qtbot, window, lambda p: exporter.export_plot("Throughput", p), tmp_path / "throughput.png"

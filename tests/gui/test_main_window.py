@@ -57,6 +57,8 @@ def test_run_a_then_b_fills_plots_and_results(qtbot, window: MainWindow, small_m
     assert second.spec.startswith("pread")
     assert workspace.throughput.point_count("B") > 0
     assert set(workspace.blocks.bars) == {"A", "B"}
+    assert workspace.blocks.ready["B"].startswith("first block")  # time to the first block
+    assert len(workspace.blocks.ready_lines) == 2
     assert workspace.results.results.cell_text(second, STATUS) == "ok"
 
 

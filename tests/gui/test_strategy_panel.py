@@ -49,3 +49,21 @@ def test_a_model_larger_than_ram_locks_discard_on(qtbot):
     panel.require_discard(False)
     panel.discard.setChecked(False)
     assert not panel.options().discard
+
+
+def test_readahead_is_greyed_out_with_the_reason_where_it_cannot_be_set(qtbot):
+    panel = StrategyPanel("A")
+    qtbot.addWidget(panel)
+    panel.set_config("mmap", LoadOptions(readahead=4096))
+    assert panel.options().readahead == 4096 and "readahead=4096" in panel.spec()
+    panel.set_config("mmap", LoadOptions())
+    assert panel.options().readahead is None
+    panel.readahead.setCurrentIndex(panel.readahead.findData(1024))
+    assert panel.options().readahead == 1024
+    panel.set_readahead_unavailable("no write access to /sys/block/vda/queue/read_ahead_kb")
+    assert not panel.readahead.isEnabled() and "no write access" in panel.readahead.toolTip()
+    assert panel.options().readahead is None
+    panel.set_readahead_unavailable(None)
+    assert panel.readahead.isEnabled() and panel.options().readahead == 1024
+    panel.strategy_box.setCurrentText("direct")
+    assert not panel.readahead.isEnabled() and "O_DIRECT" in panel.readahead.toolTip()

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from modelmon.core.loading.strategies import direct, library, mapped, pread, sequential, warmup  # noqa: F401
+from modelmon.core.loading.strategies import (  # noqa: F401
+    direct,
+    library,
+    mapped,
+    pread,
+    sequential,
+    stream,
+    warmup,
+)
 from modelmon.core.loading.strategies.base import STRATEGIES, Strategy, get_strategy
 
 # Listing order: the baseline, the mmap family, then the planned reads.
-LISTING_ORDER = ("library", "mmap", "mmap-shared-fd", "pread", "sequential", "direct", "warmup")
+LISTING_ORDER = (
+    "library",
+    "mmap",
+    "mmap-shared-fd",
+    "pread",
+    "sequential",
+    "stream",
+    "direct",
+    "warmup",
+)
 _registered = dict(STRATEGIES)
 STRATEGIES.clear()
 STRATEGIES.update({name: _registered[name] for name in LISTING_ORDER if name in _registered})

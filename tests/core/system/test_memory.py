@@ -58,3 +58,40 @@ def test_cgroup_v1_limit_and_unlimited(tmp_path: Path) -> None:
     (leaf / "memory.limit_in_bytes").write_text("9223372036854771712\n")
     assert memory.cgroup_memory(mounts, text) == (None, None)
     assert memory.cgroup_memory([], text) == (None, None)
+
+
+def test_swap_and_hugepage_facts_of_this_machine() -> None:
+    facts = memory.memory_facts()
+    assert 0 <= facts.swap_used <= facts.swap_total
+    mode = Path(memory.THP_ENABLED)
+    if mode.exists():
+        assert facts.hugepages in ("always", "madvise", "never")
+        assert f"[{facts.hugepages}]" in mode.read_text()
+
+
+def test_parse_bracketed() -> None:
+    assert memory.parse_bracketed("always [madvise] never") == "madvise"
+    assert memory.parse_bracketed("[always] madvise never\n") == "always"
+
+
+def _facts(usable: int, swap_total: int, swap_used: int = 0) -> memory.MemoryFacts:
+    return memory.MemoryFacts(
+        total=4 * usable,
+        available=usable,
+        page_cache=0,
+        cgroup_limit=None,
+        cgroup_used=None,
+        usable=usable,
+        swap_total=swap_total,
+        swap_used=swap_used,
+    )
+
+
+def test_swap_warning_when_model_and_its_cache_do_not_fit_and_there_is_swap() -> None:
+    gib = 1 << 30
+    assert memory.swap_warning(3 * gib, _facts(8 * gib, 4 * gib)) is None  # 6 GiB fits in 8
+    warning = memory.swap_warning(5 * gib, _facts(8 * gib, 4 * gib, gib))
+    assert warning is not None and "swap" in warning and "1.0 GiB of swap already" in warning
+    assert "\n" not in warning
+    assert memory.swap_warning(5 * gib, _facts(8 * gib, 0)) is None  # nowhere to swap to
+    assert memory.swap_warning(5 * gib, _facts(8 * gib, 4 * gib), discard=True) is None

@@ -23,6 +23,17 @@ def test_the_panel_says_what_the_model_is_and_whether_it_fits(sharded_model: Pat
     assert "does NOT fit" in memory.text and memory.level == "error"
 
 
+def test_the_memory_row_warns_where_loading_would_push_into_swap(sharded_model: Path):
+    info = gather(str(sharded_model))
+    need = info.model.total_bytes
+    tight = dataclasses.replace(info.memory, usable=need + need // 2, swap_total=1 << 30)
+    row = panel_rows(dataclasses.replace(info, memory=tight))["memory"]
+    assert row.level == "warning" and "swap" in row.text and row.tip and "hugepages" in row.tip
+    roomy = dataclasses.replace(info.memory, usable=4 * need, swap_total=1 << 30)
+    row = panel_rows(dataclasses.replace(info, memory=roomy))["memory"]
+    assert row.level is None and row.tip and "model + its page cache" in row.tip
+
+
 def test_storage_rows_word_virtual_disks_and_network_mounts(sharded_model: Path):
     info = gather(str(sharded_model))
     virtio = StorageFacts(

@@ -53,6 +53,8 @@ def test_bench_table_and_bad_spec(modelmon, sharded_model: Path) -> None:
         ("sequential workers=4 --fadvise random", "sequential workers=4 fadvise=random"),
         ("warmup --prefetch both --cache keep", "warmup prefetch=both"),
         ("direct", "direct"),
+        ("mmap --readahead 4MiB", "mmap readahead=4096"),
+        ("sequential --readahead 128", "sequential readahead=128"),
     ],
 )
 def test_a_spec_takes_loads_flags_or_names(flags: str, names: str) -> None:
@@ -69,6 +71,7 @@ def test_a_spec_takes_loads_flags_or_names(flags: str, names: str) -> None:
         ("sequential --teleport", "--teleport"),
         ("--workers 4", "empty strategy spec"),
         ("sequential 4", "name=value"),
+        ("sequential --readahead 1000B", "--readahead"),
     ],
 )
 def test_a_bad_spec_is_an_options_error_naming_the_flag(spec: str, message: str) -> None:

@@ -155,3 +155,20 @@ def test_load_applies_a_config_file_and_flags_given_override_it(
     bad.write_text('format_version = 1\n[recommended]\nstrategy = "pread"\nworkers = "many"\n')
     done = modelmon("load", str(sharded_model), "--config", str(bad))
     assert done.returncode != 0 and "recommended.workers" in done.stderr
+
+
+def test_readahead_where_it_cannot_be_set_is_one_line_usage_error(modelmon, tmp_path) -> None:
+    if not os.path.isdir("/dev/shm"):
+        return
+    folder = Path("/dev/shm") / f"modelmon-ra-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    try:
+        model = write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
+        done = modelmon("load", str(model), "--readahead", "4096", "--cache", "keep")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "readahead" in done.stderr
+        assert "Traceback" not in done.stderr
+    finally:
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()

@@ -1,0 +1,329 @@
+"""The device's readahead as a knob of a run: found, set for the run, always put back.
+
+A block device keeps it in ``/sys/block/<disk>/queue/read_ahead_kb``; NFS and FUSE mounts in
+their backing device's ``/sys/class/bdi/<major:minor>/read_ahead_kb``. ``for_run`` sets it
+for one run and restores the previous value on every way out: the end of the block (normal
+end, cancel, a worker crash, Ctrl+C), SIGTERM (a handler, where this is the main thread) and
+interpreter exit. A run that dies harder (kill -9, power) leaves a restore record: the lock
+file of the device holds the value to put back, and the next run applies it (``recover``).
+
+One lock file per device (``flock``): a run that changes the value holds it exclusively, any
+other run shares it; so the value never changes under another modelmon run on that device.
+Lock files live in ``$XDG_STATE_HOME/modelmon/readahead`` (``~/.local/state/...``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+from modelmon.core.errors import ReadaheadError
+from modelmon.core.system.storage import SYS_BDI, SYS_BLOCK, read_int, storage_facts
+
+SECTOR = 512  # blockdev --setra counts 512-byte sectors
+LOCK_PATIENCE_S = 0.5
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "modelmon" / "readahead"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadaheadKnob:
+    """Where one device's readahead lives, and how to make a value permanent."""
+
+    sysfs: str  # the file holding the value in KiB
+    device: str  # "vda", or "0:53" for a backing device
+    kind: Literal["block", "bdi"]
+    fs_type: str
+    mount_point: str
+
+    @property
+    def lock_name(self) -> str:
+        return ("block-" if self.kind == "block" else "bdi-") + self.device.replace(":", "_")
+
+    def read_kb(self) -> int:
+        value = read_int(self.sysfs)
+        if value is None:
+            raise ReadaheadError(f"cannot read {self.sysfs}")
+        return value
+
+    def unavailable(self) -> str | None:
+        """Why the value cannot be set here, or None."""
+        if not os.access(self.sysfs, os.W_OK):
+            return f"readahead of {self.device} cannot be set: no write access to {self.sysfs}"
+        return None
+
+    def permanent(self, kb: int) -> tuple[str, ...]:
+        """Commands that keep ``kb`` beyond this boot or mount (first: for now; then: for good)."""
+        if self.kind == "block":
+            return (
+                f"sudo blockdev --setra {kb * 1024 // SECTOR} /dev/{self.device}",
+                f'echo \'ACTION=="add|change", KERNEL=="{self.device}", '
+                f'ATTR{{queue/read_ahead_kb}}="{kb}"\' '
+                "| sudo tee /etc/udev/rules.d/60-modelmon-readahead.rules",
+            )
+        write = f"echo {kb} | sudo tee {self.sysfs}"
+        if self.fs_type.startswith("fuse"):
+            return (
+                write,
+                f"mount option max_readahead={kb * 1024} (rclone mount: --max-read-ahead "
+                f"{kb}Ki); the bdi value resets when {self.mount_point} is mounted again",
+            )
+        return (
+            write,
+            f"the bdi value resets when {self.mount_point} is mounted again: run the first "
+            'line after mounting (e.g. a udev rule on SUBSYSTEM=="bdi")',
+        )
+
+
+def locate(path: str | os.PathLike[str]) -> ReadaheadKnob | None:
+    """The readahead knob of the device holding ``path``; None when it has none (tmpfs...)."""
+    facts = storage_facts(path)
+    if facts.block_device is not None:
+        sysfs = Path(SYS_BLOCK) / facts.block_device / "queue" / "read_ahead_kb"
+        kind: Literal["block", "bdi"] = "block"
+        device = facts.block_device
+    else:
+        st_dev = os.stat(facts.path).st_dev
+        device = f"{os.major(st_dev)}:{os.minor(st_dev)}"
+        sysfs = Path(SYS_BDI) / device / "read_ahead_kb"
+        kind = "bdi"
+    if read_int(sysfs) is None:
+        return None
+    return ReadaheadKnob(str(sysfs), device, kind, facts.fs_type, facts.mount_point)
+
+
+def knobs_of(paths: Iterable[str | os.PathLike[str]]) -> list[ReadaheadKnob]:
+    """The distinct knobs of ``paths`` (a sharded model may span devices), in order."""
+    found: dict[str, ReadaheadKnob] = {}
+    devices: set[int] = set()
+    for path in paths:
+        device = os.stat(path).st_dev
+        if device in devices:  # shards on one filesystem: one knob, looked up once
+            continue
+        devices.add(device)
+        knob = locate(path)
+        if knob is not None:
+            found.setdefault(knob.sysfs, knob)
+    return list(found.values())
+
+
+def unavailable(paths: Iterable[str | os.PathLike[str]]) -> str | None:
+    """Why readahead cannot be set for a model with these files here, or None (one line)."""
+    listed = list(paths)
+    knobs = knobs_of(listed)
+    if not knobs:
+        where = os.fspath(listed[0]) if listed else "the model"
+        return f"{where} is on storage without a readahead setting"
+    return next((reason for knob in knobs if (reason := knob.unavailable())), None)
+
+
+def _write(sysfs: str, kb: int) -> None:
+    with open(sysfs, "w") as handle:
+        handle.write(str(kb))
+
+
+# --- held locks and the restore on every way out ----------------------------------------------
+
+
+@dataclass
+class _Held:
+    knob: ReadaheadKnob
+    lock_fd: int
+    previous: int | None  # None: shared, nothing changed
+
+
+_held: list[_Held] = []
+_held_lock = threading.RLock()  # re-entrant: the SIGTERM handler may interrupt its owner
+_atexit_registered = False
+
+
+def _open_lock(knob: ReadaheadKnob) -> int:
+    directory = state_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    return os.open(
+        directory / f"{knob.lock_name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+    )
+
+
+def _record(lock_fd: int, data: dict[str, Any] | None) -> None:
+    """The restore record is the lock file's content: written before the value changes,
+    emptied after it is back."""
+    os.ftruncate(lock_fd, 0)
+    if data is not None:
+        os.pwrite(lock_fd, json.dumps(data).encode(), 0)
+        os.fsync(lock_fd)
+
+
+def _read_record(lock_fd: int) -> dict[str, Any] | None:
+    raw = os.pread(lock_fd, 4096, 0)
+    if not raw.strip():
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _restore(held: _Held) -> None:
+    if held.previous is not None:
+        with contextlib.suppress(OSError):
+            _write(held.knob.sysfs, held.previous)
+            _record(held.lock_fd, None)
+        held.previous = None
+
+
+def _release(held: _Held) -> None:
+    _restore(held)
+    with contextlib.suppress(OSError):
+        os.close(held.lock_fd)  # closing drops the flock
+
+
+def restore_all() -> None:
+    """Put back every value this process changed (safe to call twice, from a handler too)."""
+    with _held_lock:
+        for held in _held:
+            _restore(held)
+
+
+def _on_sigterm(previous: Any) -> Any:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        restore_all()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)  # end as SIGTERM would have ended us
+
+    return handler
+
+
+def _lock(lock_fd: int, mode: int) -> bool:
+    """Take the lock, or False when another run holds it. Retried for ``LOCK_PATIENCE_S``:
+    another process's ``recover`` holds each lock for an instant while it looks at it."""
+    deadline = time.monotonic() + LOCK_PATIENCE_S
+    while True:
+        try:
+            fcntl.flock(lock_fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+
+def recover() -> list[str]:
+    """Apply the restore records of runs that died with a value changed; what was done.
+
+    A record whose lock can be taken has no living owner (a living owner holds it). The
+    previous value is written back only if the device still has the value that run set:
+    anything else was set since by someone else, on purpose.
+    """
+    directory = state_dir()
+    if not directory.is_dir():
+        return []
+    done: list[str] = []
+    for lock_file in sorted(directory.glob("*.lock")):
+        try:
+            lock_fd = os.open(lock_file, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            record = _read_record(lock_fd)
+            if record is None:
+                continue
+            sysfs, previous, set_kb = record.get("sysfs"), record.get("previous"), record.get("set")
+            if isinstance(sysfs, str) and isinstance(previous, int) and read_int(sysfs) == set_kb:
+                _write(sysfs, previous)
+                done.append(f"restored readahead {previous} KiB at {sysfs} (a run had died)")
+            _record(lock_fd, None)
+        except OSError:
+            continue
+        finally:
+            os.close(lock_fd)
+    return done
+
+
+@contextlib.contextmanager
+def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator[list[str]]:
+    """Readahead ``kb`` KiB on the devices of ``paths`` for the block; None: leave it, only
+    share the device locks. Yields notes (records applied, values set). Raises
+    ReadaheadError (one line) before changing anything when the value can't be set."""
+    global _atexit_registered
+    notes = recover()
+    listed = list(paths)
+    knobs = knobs_of(listed)
+    if kb is not None:
+        reason = unavailable(listed)
+        if reason is not None:
+            raise ReadaheadError(reason)
+    acquired: list[_Held] = []
+    previous_handler: Any = None
+    installed = False
+    try:
+        for knob in knobs:
+            try:
+                lock_fd = _open_lock(knob)
+            except OSError as exc:
+                if kb is None:
+                    continue  # a plain run goes on without the shared lock
+                raise ReadaheadError(f"cannot create the readahead lock: {exc}") from None
+            held = _Held(knob, lock_fd, None)
+            acquired.append(held)
+            if not _lock(lock_fd, fcntl.LOCK_EX if kb is not None else fcntl.LOCK_SH):
+                if kb is None:
+                    continue  # another run changes it: this one only reads
+                raise ReadaheadError(
+                    f"readahead of {knob.device} not changed: another modelmon run is using it"
+                )
+        if kb is not None:
+            if threading.current_thread() is threading.main_thread():
+                previous_handler = signal.signal(
+                    signal.SIGTERM, _on_sigterm(signal.getsignal(signal.SIGTERM))
+                )
+                installed = True
+            if not _atexit_registered:
+                atexit.register(restore_all)
+                _atexit_registered = True
+            for held in acquired:
+                current = held.knob.read_kb()
+                _record(
+                    held.lock_fd,
+                    {"sysfs": held.knob.sysfs, "previous": current, "set": kb, "pid": os.getpid()},
+                )
+                with _held_lock:
+                    held.previous = current
+                    _held.append(held)
+                try:
+                    _write(held.knob.sysfs, kb)
+                except OSError as exc:
+                    raise ReadaheadError(
+                        f"readahead of {held.knob.device} could not be set: {exc.strerror or exc}"
+                    ) from None
+                notes.append(f"readahead of {held.knob.device} set to {kb} KiB (was {current})")
+        yield notes
+    finally:
+        with _held_lock:
+            for held in acquired:
+                _release(held)
+                if held in _held:
+                    _held.remove(held)
+        if installed:
+            signal.signal(signal.SIGTERM, previous_handler)
