@@ -397,3 +397,25 @@ def own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     return state
+
+
+@pytest.fixture(autouse=True)
+def machine_devices_untouched(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite runs as root on a real machine: it may change the readahead of the loop
+    devices and FUSE mounts it makes for itself, never of the machine's own disks (a recommend
+    test would otherwise try four values on the disk everything else is reading from). Lock and
+    restore records go to a folder of the test session, not the user's ~/.local/state."""
+    from modelmon.core.system import readahead
+
+    own = readahead.ReadaheadKnob.unavailable
+
+    def unavailable(knob: readahead.ReadaheadKnob) -> str | None:
+        if not (knob.device.startswith("loop") or knob.fs_type.startswith("fuse")):
+            return f"readahead of {knob.device}: the tests change only devices they made"
+        return own(knob)
+
+    monkeypatch.setattr(readahead.ReadaheadKnob, "unavailable", unavailable)
+    if "XDG_STATE_HOME" not in os.environ:
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state"))
