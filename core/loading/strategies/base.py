@@ -255,7 +255,7 @@ class Strategy:
     name: ClassVar[str]
     summary: ClassVar[str]
     uses: ClassVar[frozenset[str]] = frozenset(
-        {"workers", "threads", "cache", "verify", "discard", "partition"}
+        {"workers", "threads", "cache", "verify", "discard", "partition", "readahead"}
     )
     shares_fd: ClassVar[bool] = False
     # Its readers draw from one queue (ShareQueue) that may span worker processes. False for a

@@ -191,7 +191,7 @@ class DirectStrategy(Strategy):
         "alignment allows; falls back to buffered sequential reads, saying why, where the "
         "filesystem refuses"
     )
-    uses = Strategy.uses | {"chunk"}
+    uses = Strategy.uses - {"readahead"} | {"chunk"}  # O_DIRECT bypasses readahead
 
     def run(self, ctx: WorkerContext) -> None:
         probes = (probe_direct(ctx.model.files[f].path) for f in ctx.files_used())

@@ -76,6 +76,7 @@ class StreamStrategy(Strategy):
         f"descriptor, read chunks at most {LOOKAHEAD_BLOCKS} blocks ahead: first layers early"
     )
     uses = Strategy.uses | {"chunk", "fadvise"}
+    shares_work = False  # its readers follow one worker's block window, in use order
 
     def run(self, ctx: WorkerContext) -> None:
         items, blocks = block_ordered_reads(ctx)
