@@ -143,7 +143,9 @@ def test_the_recommendation_shares_the_ceilings_and_shows_why(
     # The explanation, the ranking and the snippets are on screen.
     assert view.summary.text().startswith("Use ") and str(target) in view.summary.text()
     assert view.explanation.isVisibleTo(view) and "Best: " in view.explanation.text()
-    assert view.ranking.rowCount() >= 1 and view.ranking.item(0, 5).text() == "the pick"
+    # Ranked by median: within noise the pick may be the more robust of two, not the faster.
+    versus = [view.ranking.item(r, 5).text() for r in range(view.ranking.rowCount())]
+    assert versus.count("the pick") == 1
     assert view.snippets.rowCount() >= 1
     assert {
         view.snippets.item(r, 2).text().split(",")[0] for r in range(view.snippets.rowCount())
