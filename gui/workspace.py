@@ -12,6 +12,7 @@ import time
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
+from modelmon.core.errors import OptionsError
 from modelmon.core.measuring.ab import ABResult, Config
 from modelmon.core.measuring.ceilings import Ceilings
 from modelmon.core.options import LoadOptions
@@ -24,6 +25,7 @@ from modelmon.gui.plots.residency import ResidencyPlot
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
 from modelmon.gui.run_router import RunRouter
+from modelmon.gui.state.ab_session import ab_cache
 from modelmon.gui.state.jobs import ABJob, CeilingsJob, Job, RecommendJob, SingleRun
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.records import RunRecord
@@ -180,13 +182,22 @@ class Workspace(QWidget):
         panel = self.panels[label]
         self._start(SingleRun(self.info.model, label, panel.strategy(), panel.options()))
 
-    def run_ab(self, pairs: int, cache: str = "cold") -> None:
-        """A B A B … ``pairs`` pairs from the same verified cache state, then the verdict."""
+    def run_ab(self, pairs: int, cache: str | None = None) -> None:
+        """A B A B … ``pairs`` pairs from the same verified cache state, then the verdict.
+
+        The state is ``cache`` when given, else A's and B's Cache setting (they must agree).
+        """
         if self.running or self.info is None:
             return
         a, b = (
             Config(self.panels[side].strategy(), self.panels[side].options()) for side in ("A", "B")
         )
+        if cache is None:
+            try:
+                cache = ab_cache(a.options, b.options)
+            except OptionsError as exc:
+                self.message.emit(str(exc), "warning")
+                return
         self.compare.show_running(pairs)
         self.ab_result = None  # the export of "the last A/B's winner" must not pick an older one
         self.state_changed.emit()

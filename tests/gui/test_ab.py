@@ -11,7 +11,14 @@ from PySide6.QtCore import Qt
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.results_rows import CEILING_COLUMN, STATUS
 
-from .conftest import SLOW_OPTIONS, open_model, wait_idle, wait_loading, worker_processes
+from .conftest import (
+    SLOW_OPTIONS,
+    empty_home_discovery,
+    open_model,
+    wait_idle,
+    wait_loading,
+    worker_processes,
+)
 
 VERDICT = re.compile(
     r"^(B faster|A faster|Within noise, B/A): \d+\.\d\d× "
@@ -91,8 +98,8 @@ def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_mo
     assert workspace.compare.ab_button.isEnabled()
 
 
-def test_closing_mid_ab_leaves_no_worker(qtbot, settings, slow_model: Path):
-    window = MainWindow(settings=settings)
+def test_closing_mid_ab_leaves_no_worker(qtbot, settings, tmp_path, slow_model: Path):
+    window = MainWindow(settings=settings, discover=empty_home_discovery(tmp_path))
     qtbot.addWidget(window)
     window.show()
     open_model(qtbot, window, slow_model)
