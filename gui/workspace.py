@@ -10,7 +10,16 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from modelmon.core.errors import OptionsError
 from modelmon.core.measuring.ab import ABResult, Config
@@ -29,6 +38,7 @@ from modelmon.gui.state.ab_session import ab_cache
 from modelmon.gui.state.jobs import ABJob, CeilingsJob, Job, RecommendJob, SingleRun
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.row_heights import RowNeeds, row_heights
 from modelmon.gui.widgets.compare_bar import CompareBar
 from modelmon.gui.widgets.model_panel import ModelPanel
 from modelmon.gui.widgets.progress_strip import ProgressStrip
@@ -42,6 +52,26 @@ DEFAULT_CONFIGS = {
     "B": ("mmap-shared-fd", LoadOptions(workers=4, cache="cold")),
 }
 CEILING_REPEATS = 3
+# The window's rows: the top (facts, configurations) may shrink to TOP_MIN_HEIGHT px and
+# scroll; the results table shows RESULT_ROWS runs when there is room, RESULT_MIN_ROWS at least.
+TOP_MIN_HEIGHT = 90
+RESULT_ROWS = 4
+RESULT_MIN_ROWS = 2
+TOP_SLACK = 4  # px: a scroll area exactly as tall as its content may still show a scroll bar
+PLOT_MIN_HEIGHT = 190  # below this a plot's y-axis label no longer fits beside its axis
+MODEL_PANEL_MIN_WIDTH = 240  # narrower, its facts wrap onto more lines (and it scrolls)
+
+
+def scrolling(widget: QWidget, min_width: int | None = None) -> QScrollArea:
+    """``widget`` at its natural size when there is room, scrolling when there is not."""
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    if min_width is not None:
+        area.setMinimumWidth(min_width)
+    return area
 
 
 class Workspace(QWidget):
@@ -96,10 +126,17 @@ class Workspace(QWidget):
         }
 
     def _layout(self) -> None:
-        top = QHBoxLayout()
-        top.addWidget(self.model_panel, 5)
+        # The model facts and the two configurations keep their natural size and scroll
+        # when the window is smaller: squeezed, their rows would be drawn over each other.
+        top_row = QWidget()
+        top = QHBoxLayout(top_row)
+        top.setContentsMargins(0, 0, 0, 0)
+        self.model_scroll = scrolling(self.model_panel, MODEL_PANEL_MIN_WIDTH)
+        top.addWidget(self.model_scroll, 5)
         top.addWidget(self.panels["A"], 4)
         top.addWidget(self.panels["B"], 4)
+        self.top_scroll = scrolling(top_row)
+        self.top_scroll.setMinimumHeight(TOP_MIN_HEIGHT)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         for title, plots, tip in (
@@ -124,19 +161,70 @@ class Workspace(QWidget):
             splitter.setChildrenCollapsible(False)
             for plot in plots:
                 splitter.addWidget(plot)
-            index = self.tabs.addTab(splitter, title)
+            # Blocks: one labelled row per block, so the plot is as tall as the model needs
+            # and the tab scrolls.
+            page = scrolling(splitter) if plots == (self.blocks,) else splitter
+            index = self.tabs.addTab(page, title)
             self.tabs.setTabToolTip(index, tip)
-        rows = QSplitter(Qt.Orientation.Vertical)
-        rows.addWidget(self.tabs)
-        rows.addWidget(self.results)
-        rows.setSizes([400, 200])
-        rows.setChildrenCollapsible(False)
+        middle = QWidget()
+        middle_layout = QVBoxLayout(middle)
+        middle_layout.setContentsMargins(0, 0, 0, 0)
+        middle_layout.addWidget(self.progress)
+        middle_layout.addWidget(self.compare)
+        middle_layout.addWidget(self.tabs, 1)
+        # One vertical splitter: the user moves the room between the facts, the plots and
+        # the results; on resize the plots give and take first.
+        self.rows = QSplitter(Qt.Orientation.Vertical)
+        self.rows.addWidget(self.top_scroll)
+        self.rows.addWidget(middle)
+        self.rows.addWidget(self.results)
+        self.rows.setChildrenCollapsible(False)
+        for index, stretch in enumerate((0, 1, 0)):
+            self.rows.setStretchFactor(index, stretch)
+        self.rows.setSizes([top_row.sizeHint().height(), 400, 120])
+        self.rows_user_sized = False  # the user dragged a handle: their sizes stay
+        self.rows.splitterMoved.connect(self._rows_moved)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(top)
-        layout.addWidget(self.progress)
-        layout.addWidget(self.compare)
-        layout.addWidget(rows, 1)
+        layout.addWidget(self.rows, 1)
+
+    def _rows_moved(self, _position: int, _index: int) -> None:
+        self.rows_user_sized = True
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if not self.rows_user_sized:
+            self.fit_rows()
+
+    def fit_rows(self) -> None:
+        """Share the height: plots readable, a few result rows, the top up to its size."""
+        # The facts and configurations as tall as they want at this width (wrapped lines
+        # included); the model facts scroll on their own when taller than the configurations.
+        top_row = self.top_scroll.widget()
+        width = self.top_scroll.viewport().width()
+        top_natural = top_row.heightForWidth(width) if top_row.hasHeightForWidth() else -1
+        if top_natural <= 0:
+            top_natural = top_row.sizeHint().height()
+        header = self.results.horizontalHeader().sizeHint().height()
+        row = self.results.verticalHeader().defaultSectionSize()
+        frame = 2 * self.results.frameWidth()
+        middle = (
+            self.progress.sizeHint().height()
+            + self.compare.sizeHint().height()
+            + self.tabs.tabBar().sizeHint().height()
+            + PLOT_MIN_HEIGHT
+        )
+        needs = RowNeeds(
+            top_natural=top_natural + TOP_SLACK,
+            top_min=TOP_MIN_HEIGHT,
+            middle_min=middle,
+            results_natural=header + RESULT_ROWS * row + frame,
+            results_min=header + RESULT_MIN_ROWS * row + frame,
+        )
+        # From this widget's own height: the splitter may not have been resized yet.
+        margins = self.layout().contentsMargins()
+        total = self.height() - margins.top() - margins.bottom() - 2 * self.rows.handleWidth()
+        self.rows.setSizes(list(row_heights(total, needs)))
 
     @property
     def running(self) -> bool:
