@@ -82,7 +82,12 @@ class Workspace(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.info: ModelInfo | None = None
-        self.ab_result: ABResult | None = None
+        self._ab_result: ABResult | None = None
+        # Every A/B of this model that ended with a verdict, with its session's name: a later
+        # A/B that is cancelled doesn't take the earlier verdict out of the exports.
+        self.completed_abs: list[tuple[str, ABResult]] = []
+        self.ab_sessions = 0  # A/Bs started on this model: numbers their sessions
+        self.ab_session: str | None = None  # the name of the running or last A/B
         self.ceilings: Ceilings | None = None
         self.ceiling_repeats = CEILING_REPEATS
         self.recommend_budget_s = 0.0  # of the recommendation running, for its progress bar
@@ -227,6 +232,17 @@ class Workspace(QWidget):
         self.rows.setSizes(list(row_heights(total, needs)))
 
     @property
+    def ab_result(self) -> ABResult | None:
+        """The last A/B's verdict; None while an A/B runs or when the last had none."""
+        return self._ab_result
+
+    @ab_result.setter
+    def ab_result(self, ab: ABResult | None) -> None:
+        self._ab_result = ab
+        if ab is not None:
+            self.completed_abs.append((self.ab_session or "A/B", ab))
+
+    @property
     def running(self) -> bool:
         return self.controller.running
 
@@ -250,6 +266,8 @@ class Workspace(QWidget):
         self.blocks.set_block_order(info.model.blocks())
         self.results.results.clear()
         self.ab_result = None
+        self.completed_abs.clear()
+        self.ab_sessions = 0
         self.router.set_ceilings(None)
         self.compare.clear_verdict()
         self.compare.set_enabled(True)
@@ -289,7 +307,9 @@ class Workspace(QWidget):
         self.compare.show_running(pairs)
         self.ab_result = None  # the export of "the last A/B's winner" must not pick an older one
         self.state_changed.emit()
-        self._start(ABJob(self.info.model, a, b, pairs, cache))
+        self.ab_sessions += 1
+        self.ab_session = f"A/B {self.ab_sessions} at {time.strftime('%H:%M:%S')}"
+        self._start(ABJob(self.info.model, a, b, pairs, cache, self.ab_session))
 
     def measure_ceilings(self) -> None:
         if self.running or self.info is None:

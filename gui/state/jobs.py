@@ -135,14 +135,15 @@ class Job:
     ) -> SessionResult:
         """One monitored load, announced and concluded."""
         spec = format_spec(strategy, options)
+        ab_session = getattr(self, "session", None)  # an A/B's name, for its runs' records
         try:
             session = make_session(self.model, strategy, options, self.cancel_event)
             self.report(RunStart(label, spec, pair, pairs, session))
             outcome = session.run()
         except Exception as exc:
-            self._ended = RunRecord(label, spec, pair, None, one_line(exc))
+            self._ended = RunRecord(label, spec, pair, None, one_line(exc), ab_session)
             raise
-        self._ended = RunRecord(label, spec, pair, outcome)
+        self._ended = RunRecord(label, spec, pair, outcome, session=ab_session)
         return outcome
 
 
@@ -162,9 +163,13 @@ class ABJob(Job):
 
     kind = "ab"
 
-    def __init__(self, model: Model, a: Config, b: Config, n: int, cache: str) -> None:
+    def __init__(
+        self, model: Model, a: Config, b: Config, n: int, cache: str, session: str | None = None
+    ) -> None:
+        """``session`` names this A/B in its runs' records ("A/B 2 at 14:03:55")."""
         super().__init__(model)
         self.a, self.b, self.n, self.cache = a, b, n, cache
+        self.session = session
 
     def execute(self) -> ABResult:
         def run_one(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:

@@ -36,11 +36,12 @@ def test_ab_times_two_shows_a_verdict_and_every_run(qtbot, window: MainWindow, s
     wait_idle(qtbot, window)
     ab = workspace.ab_result
     assert ab is not None, window.messages.message()
+    session = workspace.ab_session
     assert [r.run_name for r in workspace.records] == [
-        "A · pair 1",
-        "B · pair 1",
-        "A · pair 2",
-        "B · pair 2",
+        f"A · pair 1 · {session}",
+        f"B · pair 1 · {session}",
+        f"A · pair 2 · {session}",
+        f"B · pair 2 · {session}",
     ]
     assert all(r.status == "ok" and r.result.cache.requested == "cold" for r in workspace.records)
     text = workspace.compare.verdict.text()
