@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +13,7 @@ if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "recommend"
+DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -36,6 +36,7 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.progress import progress_bars
     from modelmon.core.measuring.recommend import recommend
     from modelmon.core.model.formats import open_model
     from modelmon.core.options import parse_size
@@ -43,15 +44,20 @@ def run(args: argparse.Namespace) -> int:
 
     model = open_model(args.path)
     limit = parse_size(args.memory_limit) if args.memory_limit else None
-    chatty = sys.stderr.isatty() and not args.json
     cancel = threading.Event()
-    with cancel_on_interrupt(cancel.set):
+    with progress_bars() as bars, cancel_on_interrupt(cancel.set):
+        task = bars.budget_task("recommending", args.budget)
+
+        def progress(text: str) -> None:
+            bars.log(f"  {text}")
+            bars.describe(task, text if len(text) <= DESCRIPTION_CHARS else "recommending")
+
         rec = recommend(
             model,
             args.budget,
             memory_limit=limit,
             workers=args.workers,
-            progress=(lambda text: print(f"  {text}", file=sys.stderr)) if chatty else None,
+            progress=progress,
             cancel=cancel,
         )
     if cancel.is_set():
