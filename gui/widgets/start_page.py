@@ -113,10 +113,11 @@ class StartPage(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.verticalHeader().hide()
         self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)  # one line a model; long names end in "…" (tooltip: all)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(NAME_COLUMN, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)  # the reference takes the rest of the width
         header.sectionClicked.connect(self._header_clicked)
         self.table.setToolTip("Double-click or press Enter to open a model.")
         models = QWidget()
@@ -136,7 +137,8 @@ class StartPage(QWidget):
         lists = QSplitter(Qt.Orientation.Vertical)
         lists.addWidget(models)
         lists.addWidget(recent)
-        lists.setSizes([400, 120])
+        lists.setStretchFactor(0, 4)
+        lists.setStretchFactor(1, 1)
 
         layout = QVBoxLayout(self)
         layout.addWidget(title)
