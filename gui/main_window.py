@@ -25,7 +25,7 @@ from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.state.save_location import save_start
-from modelmon.gui.view_menus import HelpMenu, ThemeMenu
+from modelmon.gui.view_menus import HelpMenu, SampleMenu, ThemeMenu
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
@@ -194,6 +194,7 @@ class MainWindow(QMainWindow):
             )
         view.addSeparator()
         self.theme_menu = ThemeMenu(view, self.settings)
+        self.sample_menu = SampleMenu(view, self.settings, self._set_sample_interval)
         self.help_menu = HelpMenu(self)
         for menu in (files, runs, view):
             menu.setToolTipsVisible(True)
@@ -291,6 +292,9 @@ class MainWindow(QMainWindow):
             action.setEnabled(self.workspace.exporter.can_export_results)
         for action in self.plot_actions:
             action.setEnabled(ready)
+
+    def _set_sample_interval(self, seconds: float) -> None:
+        self.workspace.sample_interval_s = seconds
 
     def _run_ab(self) -> None:
         self.workspace.run_ab(self.workspace.compare.pairs.value())

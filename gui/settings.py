@@ -20,6 +20,8 @@ CONFIG = "ab/config_{label}"  # the strategy spec of configuration A or B, as pa
 PAIRS = "ab/pairs"
 EXPORT_FOLDER = "export/folder"
 THEME = "view/theme"  # "system" | "light" | "dark"
+SAMPLE_MS = "metrics/sample_ms"
+SAMPLE_CHOICES_MS = (50, 100, 250, 500)  # 100: the default; 50 for short loads, more for long
 THEMES = ("system", "light", "dark")
 
 
@@ -80,6 +82,19 @@ class AppSettings:
 
     def set_export_folder(self, folder: str) -> None:
         self._set(EXPORT_FOLDER, folder)
+
+    def sample_ms(self) -> int | None:
+        value = self.qsettings.value(SAMPLE_MS)
+        try:
+            ms = int(value) if value is not None else None  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return None
+        return ms if ms in SAMPLE_CHOICES_MS else None
+
+    def set_sample_ms(self, ms: int) -> None:
+        if ms not in SAMPLE_CHOICES_MS:
+            raise ValueError(f"sample every one of {SAMPLE_CHOICES_MS} ms, not {ms}")
+        self._set(SAMPLE_MS, ms)
 
     def theme(self) -> str:
         value = self._text(THEME)

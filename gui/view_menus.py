@@ -3,13 +3,16 @@ help windows. The window only calls ``add_theme_menu`` and ``add_help_menu``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6 import __version__ as pyside_version
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QApplication, QMainWindow, QMenu
 
-from modelmon.gui.settings import THEMES, AppSettings
+from modelmon.gui.settings import SAMPLE_CHOICES_MS, THEMES, AppSettings
 from modelmon.gui.state.help_text import about_html, how_it_measures, shortcuts_html
+from modelmon.gui.state.jobs import SAMPLE_INTERVAL_S
 from modelmon.gui.theme import apply_palette
 from modelmon.gui.widgets.help_dialog import HelpDialog
 
@@ -56,6 +59,39 @@ class ThemeMenu:
     def _system_changed(self, _scheme: Qt.ColorScheme) -> None:
         if self.settings.theme() == "system":
             self.apply()
+
+
+class SampleMenu:
+    """How often the metrics (IO wait, CPU, memory, device, page cache) are sampled."""
+
+    TIP = (
+        "How often a run's metrics are sampled: more often for loads of a second or less, "
+        "less often for loads of minutes (the next run uses it)."
+    )
+
+    def __init__(self, view: QMenu, settings: AppSettings, on_change: Callable[[float], None]):
+        self.settings, self.on_change = settings, on_change
+        self.menu = view.addMenu("&Sample metrics every")
+        self.menu.setToolTipsVisible(True)
+        self.group = QActionGroup(self.menu)
+        self.actions: dict[int, QAction] = {}
+        for ms in SAMPLE_CHOICES_MS:
+            action = QAction(f"{ms} ms", self.menu, checkable=True)
+            action.setToolTip(self.TIP)
+            action.setStatusTip(self.TIP)
+            action.triggered.connect(lambda _=False, ms=ms: self.choose(ms))
+            self.group.addAction(action)
+            self.menu.addAction(action)
+            self.actions[ms] = action
+        chosen = settings.sample_ms()
+        self.actions[chosen or round(SAMPLE_INTERVAL_S * 1000)].setChecked(True)
+        if chosen is not None:
+            on_change(chosen / 1000)
+
+    def choose(self, ms: int) -> None:
+        self.settings.set_sample_ms(ms)
+        self.actions[ms].setChecked(True)
+        self.on_change(ms / 1000)
 
 
 def _shortcuts(window: QMainWindow) -> list[tuple[str, str, str]]:

@@ -35,7 +35,14 @@ from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
 from modelmon.gui.run_router import RunRouter
 from modelmon.gui.state.ab_session import ab_cache
-from modelmon.gui.state.jobs import ABJob, CeilingsJob, Job, RecommendJob, SingleRun
+from modelmon.gui.state.jobs import (
+    SAMPLE_INTERVAL_S,
+    ABJob,
+    CeilingsJob,
+    Job,
+    RecommendJob,
+    SingleRun,
+)
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.row_heights import RowNeeds, row_heights
@@ -90,6 +97,7 @@ class Workspace(QWidget):
         self.ab_session: str | None = None  # the name of the running or last A/B
         self.ceilings: Ceilings | None = None
         self.ceiling_repeats = CEILING_REPEATS
+        self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' period for the next runs
         self.recommend_budget_s = 0.0  # of the recommendation running, for its progress bar
         self.model_panel = ModelPanel()
         self.panels = {label: StrategyPanel(label) for label in DEFAULT_CONFIGS}
@@ -153,7 +161,8 @@ class Workspace(QWidget):
             (
                 "CPU && memory",
                 (self.iowait, self.cpu, self.memory),
-                "IO wait, the workers' CPU and memory, sampled every 100 ms.",
+                "IO wait, the workers' CPU and memory, sampled every 100 ms unless View ▸ Sample "
+                "metrics every says otherwise.",
             ),
             (
                 "Disk && page cache",
@@ -326,6 +335,7 @@ class Workspace(QWidget):
         self._start(RecommendJob(self.info.model, budget_s, path))
 
     def _start(self, job: Job) -> None:
+        job.sample_interval_s = self.sample_interval_s
         self.router.job_started = time.monotonic()
         self.controller.start(job)
         self.set_running(True)

@@ -80,9 +80,13 @@ class Recommended:
 
 
 def make_session(
-    model: Model, strategy: str, options: LoadOptions, cancel: threading.Event
+    model: Model,
+    strategy: str,
+    options: LoadOptions,
+    cancel: threading.Event,
+    interval_s: float = SAMPLE_INTERVAL_S,
 ) -> Session:
-    session = Session(model, strategy, options, interval_s=SAMPLE_INTERVAL_S, cancel=cancel)
+    session = Session(model, strategy, options, interval_s=interval_s, cancel=cancel)
     if session.sampler is not None:
         session.sampler.map_interval_s = MAP_INTERVAL_S  # read by the sampler thread at start
     return session
@@ -96,6 +100,7 @@ class Job:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.cancel_event = threading.Event()
+        self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' sampling period of its runs
         self._report: Report = lambda _events: None
         self._ended: RunRecord | None = None  # the last run's end, sent with the next event
 
@@ -137,7 +142,9 @@ class Job:
         spec = format_spec(strategy, options)
         ab_session = getattr(self, "session", None)  # an A/B's name, for its runs' records
         try:
-            session = make_session(self.model, strategy, options, self.cancel_event)
+            session = make_session(
+                self.model, strategy, options, self.cancel_event, self.sample_interval_s
+            )
             self.report(RunStart(label, spec, pair, pairs, session))
             outcome = session.run()
         except Exception as exc:

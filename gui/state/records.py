@@ -52,8 +52,8 @@ class RunRecord:
     def peak_rss(self) -> tuple[int, str] | None:
         """Peak resident memory of the workers together, and how it was measured.
 
-        The max of the sampler's ``workers_rss`` (their RSS summed, every 100 ms): a load
-        shorter than a sample interval has none. Not the sum of ``WorkerTiming.peak_rss``
+        The max of the sampler's ``workers_rss`` (their RSS summed, every sample interval): a
+        load shorter than a sample interval has none. Not the sum of ``WorkerTiming.peak_rss``
         (each worker's own VmHWM): the workers peak at different moments, so the sum of
         their peaks overstates what they held at once.
         """
@@ -66,8 +66,8 @@ class RunRecord:
         return (
             int(seen.max()),
             f"max of the workers' summed RSS over {len(seen)} samples "
-            "taken every 100 ms (a page mapped by several workers counts "
-            "once for each)",
+            f"taken every {self.outcome.interval_s * 1000:.0f} ms (a page mapped by several "
+            "workers counts once for each)",
         )
 
 

@@ -91,7 +91,7 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             return f"{rss[0]:,} bytes: {rss[1]}"
         return (
             "No sample of the workers' memory: the load was over before the sampler "
-            "looked (it samples every 100 ms)."
+            "looked (View ▸ Sample metrics every sets how often it looks)."
         )
     if column == STATUS:
         notes = "\n".join(result.notes) if result is not None else ""

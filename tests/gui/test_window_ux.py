@@ -45,6 +45,8 @@ def test_settings_round_trip_geometry_configurations_and_pairs(qtbot, tmp_path: 
     options = LoadOptions(workers=3, threads=2, chunk=16 << 20, cache="warm", verify=True)
     first.workspace.panels["B"].set_config("pread", options)
     first.workspace.compare.pairs.setValue(7)
+    first.sample_menu.actions[250].trigger()
+    assert first.workspace.sample_interval_s == 0.25
     first.close()
 
     second = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
@@ -54,6 +56,8 @@ def test_settings_round_trip_geometry_configurations_and_pairs(qtbot, tmp_path: 
     assert panel.options() == first.workspace.panels["B"].options()
     assert panel.options().cache == "warm" and panel.options().verify
     assert second.workspace.compare.pairs.value() == 7
+    assert second.workspace.sample_interval_s == 0.25
+    assert second.sample_menu.actions[250].isChecked()
     second.close()
 
 
@@ -159,13 +163,17 @@ def test_the_blocks_tab_labels_every_block_of_a_24_layer_model(
     assert rows == [float(row) for row in range(len(names))]
 
 
-def test_verify_shows_the_checksum_in_the_results(qtbot, window: MainWindow, small_model: Path):
+def test_verify_shows_the_checksum_and_runs_sample_as_chosen(
+    qtbot, window: MainWindow, small_model: Path
+):
     open_model(qtbot, window, small_model)
     workspace = window.workspace
     workspace.panels["A"].verify.setChecked(True)
+    window.sample_menu.actions[50].trigger()
     workspace.run("A")
     wait_idle(qtbot, window)
     (record,) = workspace.records
+    assert record.outcome.interval_s == 0.05
     checksum = record.result.checksum
     assert checksum
     assert f"checksum {checksum}" in workspace.results.results.cell_text(record, STATUS)
