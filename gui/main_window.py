@@ -377,6 +377,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._remember()
+        self.theme_menu.stop()
         # Stop the load and its workers before the window goes: nothing may outlive it.
         self.workspace.shutdown()
         self.loader.shutdown()

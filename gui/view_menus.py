@@ -3,10 +3,11 @@ help windows. The window only calls ``add_theme_menu`` and ``add_help_menu``."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from PySide6 import __version__ as pyside_version
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QApplication, QMainWindow, QMenu
 
@@ -23,10 +24,15 @@ THEME_TIPS = {
 }
 
 
-class ThemeMenu:
-    """System / Light / Dark, one checked; the choice is applied and remembered."""
+class ThemeMenu(QObject):
+    """System / Light / Dark, one checked; the choice is applied and remembered.
+
+    A QObject owned by the View menu: the desktop's colour-scheme signal (application-wide)
+    reaches it only while its window lives (``stop`` disconnects it when the window closes).
+    """
 
     def __init__(self, view: QMenu, settings: AppSettings) -> None:
+        super().__init__(view)
         self.settings = settings
         self.menu = view.addMenu("&Theme")
         self.menu.setToolTipsVisible(True)
@@ -45,6 +51,11 @@ class ThemeMenu:
             self.apply()
         # The desktop switched between light and dark while we run: follow it if asked to.
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_changed)
+
+    def stop(self) -> None:
+        """The window closes: the desktop's changes are no longer its business."""
+        with contextlib.suppress(RuntimeError, TypeError):  # already disconnected
+            QGuiApplication.styleHints().colorSchemeChanged.disconnect(self._system_changed)
 
     def choose(self, name: str) -> None:
         self.settings.set_theme(name)

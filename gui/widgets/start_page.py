@@ -179,7 +179,9 @@ class StartPage(QWidget):
         task.start()
 
     def _on_discovered(self, discovery: object) -> None:
-        assert isinstance(discovery, Discovery)
+        if not isinstance(discovery, Discovery):  # a discover function that broke its word
+            self._on_failed(f"discovery returned {type(discovery).__name__}, not a Discovery")
+            return
         self._task = None
         self.rescan_button.setEnabled(True)
         self.set_discovery(discovery)

@@ -251,3 +251,34 @@ def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(
     names = [run["run"] for run in document["runs"]]
     assert len(names) == len(set(names)) == 3  # two of the first A/B, one cancelled
     assert names[2].endswith(workspace.ab_session)
+
+
+def test_the_system_theme_follows_the_desktop_and_a_chosen_one_does_not(
+    qtbot, window: MainWindow, light_afterwards: None, monkeypatch
+):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+
+    import modelmon.gui.theme as theme_module
+
+    # Qt's offscreen platform has no colour scheme of its own: stand in for the desktop.
+    desktop = {"dark": False}
+    original = theme_module.wants_dark
+
+    def desktop_wants_dark(choice: str = "system") -> bool:
+        return desktop["dark"] if choice == "system" else original(choice)
+
+    monkeypatch.setattr(theme_module, "wants_dark", desktop_wants_dark)
+    hints = QGuiApplication.styleHints()
+    window.theme_menu.choose("system")
+    desktop["dark"] = True
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert current_theme().dark
+    window.theme_menu.choose("light")  # a choice of the user's wins over the desktop
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert not current_theme().dark
+    window.theme_menu.choose("system")
+    assert current_theme().dark
+    desktop["dark"] = False
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Light)
+    assert not current_theme().dark
