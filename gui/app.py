@@ -9,7 +9,6 @@ import sys
 from types import TracebackType
 
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from modelmon import __version__
@@ -31,8 +30,6 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     app.setApplicationVersion(__version__)
     app.setDesktopFileName("modelmon")
     apply_palette(app)
-    # Follow the desktop when the user switches between dark and light while we run.
-    QGuiApplication.styleHints().colorSchemeChanged.connect(lambda _scheme: apply_palette(app))
     return app
 
 

@@ -8,6 +8,7 @@ written like the rest: atomically, the previous file kept on failure.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,13 @@ from PySide6.QtCore import QObject, Signal
 
 from modelmon.core.errors import ModelmonError
 from modelmon.gui.plots.image_export import export_plot
-from modelmon.gui.state.export_format import ExportError, results_csv, results_json, write_atomic
+from modelmon.gui.state.export_format import (
+    ExportError,
+    plot_heading,
+    results_csv,
+    results_json,
+    write_atomic,
+)
 from modelmon.gui.tasks import BackgroundTask
 
 if TYPE_CHECKING:
@@ -47,7 +54,9 @@ class Exporter(QObject):
         if not w.records:
             self._report(False, "No results to export yet: run A, B or an A/B first.")
             return
-        records, ceilings, ab = list(w.records), w.ceilings, w.ab_result
+        records, ceilings = list(w.records), w.ceilings
+        # The last A/B with a verdict, even when a later one was cancelled.
+        session, ab = w.completed_abs[-1] if w.completed_abs else (None, None)
         model = w.info.path if w.info is not None else ""
         if Path(path).suffix.lower() == ".csv":
             self._background(
@@ -56,7 +65,7 @@ class Exporter(QObject):
             )
         else:
             self._background(
-                lambda: write_atomic(path, results_json(model, records, ceilings, ab)),
+                lambda: write_atomic(path, results_json(model, records, ceilings, ab, session)),
                 f"Results written to {path} (JSON)",
             )
 
@@ -89,8 +98,14 @@ class Exporter(QObject):
         if plot is None:
             self._report(False, f"No plot named {name!r}.")
             return
+        w = self.w
+        heading = plot_heading(
+            w.info.name if w.info is not None else "no model",
+            {label: panel.spec() for label, panel in w.panels.items()},
+            time.strftime("%Y-%m-%d %H:%M"),
+        )
         try:
-            export_plot(plot, path)
+            export_plot(plot, path, heading)
         except ModelmonError as exc:
             self._report(False, str(exc))
         except OSError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QSize
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -19,10 +19,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from modelmon.core.system.discovery import Discovery, discover_models
 from modelmon.gui.model_loader import ModelLoader
 from modelmon.gui.recent import RecentFiles
+from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
+from modelmon.gui.state.recent_entries import recent_label
+from modelmon.gui.state.save_location import save_start
+from modelmon.gui.view_menus import HelpMenu, SampleMenu, ThemeMenu
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
@@ -31,6 +36,10 @@ from modelmon.gui.workspace import Workspace
 MODEL_FILTER = "Models (*.safetensors *.gguf *.json);;All files (*)"
 RESULT_FILTERS = {"json": "JSON (*.json);;All files (*)", "csv": "CSV (*.csv);;All files (*)"}
 PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
+# Below this the model facts, the two configurations and a plot no longer fit side by side
+# even with the panels scrolling; the default size is larger, the screen permitting.
+MINIMUM_SIZE = QSize(800, 500)
+DEFAULT_SIZE = QSize(1400, 900)
 
 
 class MainWindow(QMainWindow):
@@ -39,15 +48,20 @@ class MainWindow(QMainWindow):
         settings: QSettings | None = None,
         loader: ModelLoader | None = None,
         parent: QWidget | None = None,
+        discover: Callable[[], Discovery] = discover_models,
     ) -> None:
+        """``settings``: where to remember things (default: ``open_settings()``);
+        ``discover``: how the start page finds models (tests give a fake home)."""
         super().__init__(parent)
         self.setWindowTitle("modelmon")
-        self.resize(1400, 900)
+        self.setMinimumSize(MINIMUM_SIZE)
         self.setAcceptDrops(True)
-        self.recent = RecentFiles(settings or QSettings("modelmon", "modelmon"))
+        self.settings = AppSettings(settings if settings is not None else open_settings())
+        self.recent = RecentFiles(self.settings.qsettings)
         self.loader = loader or ModelLoader(self)
         self.messages = MessageBar()
-        self.start_page = StartPage()
+        self.start_page = StartPage(discover)
+        self.start_page.set_recent(self.recent.paths())
         self.workspace = Workspace()
         self.pages = QStackedWidget()
         self.pages.addWidget(self.start_page)
@@ -68,6 +82,7 @@ class MainWindow(QMainWindow):
         self.confirmation: QMessageBox | None = None  # while asking (tests answer it)
         self._make_menus()
         self._wire()
+        self._restore()
 
     def _make_menus(self) -> None:
         files = self.menuBar().addMenu("&File")
@@ -125,7 +140,7 @@ class MainWindow(QMainWindow):
         )
         plots = files.addMenu("Export &plot")
         plots.setToolTipsVisible(True)
-        for name in self.workspace.plots:
+        self.plot_actions = [
             self._action(
                 plots,
                 f"{name}…",
@@ -133,6 +148,8 @@ class MainWindow(QMainWindow):
                 lambda _=False, name=name: self.export_plot(name),
                 f"Save the {name.lower()} plot as PNG or SVG.",
             )
+            for name in self.workspace.plots
+        ]
         files.addSeparator()
         self._action(files, "&Quit", QKeySequence.StandardKey.Quit, self.close, "Quit modelmon.")
         runs = self.menuBar().addMenu("&Run")
@@ -178,6 +195,10 @@ class MainWindow(QMainWindow):
                 lambda _=False, index=index: tabs.setCurrentIndex(index),
                 f"Show the {title} tab: {tabs.tabToolTip(index)}",
             )
+        view.addSeparator()
+        self.theme_menu = ThemeMenu(view, self.settings)
+        self.sample_menu = SampleMenu(view, self.settings, self._set_sample_interval)
+        self.help_menu = HelpMenu(self)
         for menu in (files, runs, view):
             menu.setToolTipsVisible(True)
         self._on_running(False)
@@ -202,6 +223,7 @@ class MainWindow(QMainWindow):
     def _wire(self) -> None:
         self.start_page.open_requested.connect(self.choose_file)
         self.start_page.demo_requested.connect(self.loader.use_demo)
+        self.start_page.model_chosen.connect(self.open_path)
         self.loader.loaded.connect(self._on_loaded)
         self.loader.failed.connect(lambda error: self.messages.show_message(error, "error"))
         self.loader.busy.connect(self._on_busy)
@@ -253,7 +275,7 @@ class MainWindow(QMainWindow):
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
         for path in self.recent.paths():
-            action = self.recent_menu.addAction(os.path.basename(path.rstrip("/")) or path)
+            action = self.recent_menu.addAction(recent_label(path))
             action.setToolTip(path)
             action.triggered.connect(lambda _=False, path=path: self.open_path(path))
         if self.recent_menu.isEmpty():
@@ -264,6 +286,7 @@ class MainWindow(QMainWindow):
         self.pages.setCurrentWidget(self.workspace)
         self.setWindowTitle(f"modelmon — {info.name}")
         self.recent.add(info.path)
+        self.start_page.set_recent(self.recent.paths())
 
     def _on_busy(self, text: str | None) -> None:
         self.start_page.set_busy(text)
@@ -292,24 +315,54 @@ class MainWindow(QMainWindow):
         self.ab_config_action.setEnabled(self.workspace.exporter.can_export_ab)
         for action in (self.json_action, self.csv_action):
             action.setEnabled(self.workspace.exporter.can_export_results)
+        for action in self.plot_actions:
+            action.setEnabled(ready)
+
+    def _set_sample_interval(self, seconds: float) -> None:
+        self.workspace.sample_interval_s = seconds
 
     def _run_ab(self) -> None:
-        compare = self.workspace.compare
-        self.workspace.run_ab(compare.pairs.value(), compare.cache.currentText())
+        self.workspace.run_ab(self.workspace.compare.pairs.value())
+
+    # --- settings -----------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        """The geometry, configurations A and B and the pairs of the last session."""
+        geometry = self.settings.geometry()
+        if geometry is None or not self.restoreGeometry(geometry):
+            screen = self.screen().availableGeometry().size()
+            self.resize(DEFAULT_SIZE.boundedTo(screen).expandedTo(MINIMUM_SIZE))
+        for label, panel in self.workspace.panels.items():
+            config = self.settings.config(label)
+            if config is not None:
+                panel.set_config(*config)
+        pairs = self.settings.pairs()
+        if pairs is not None:
+            self.workspace.compare.pairs.setValue(pairs)
+
+    def _remember(self) -> None:
+        self.settings.set_geometry(self.saveGeometry())
+        for label, panel in self.workspace.panels.items():
+            self.settings.set_config(label, panel.strategy(), panel.options())
+        self.settings.set_pairs(self.workspace.compare.pairs.value())
 
     # --- exports ------------------------------------------------------------------------------
 
     def _save_path(self, title: str, name: str, filters: str) -> str:
-        folder = os.path.dirname(self.workspace.info.path) if self.workspace.info else ""
-        path, _ = QFileDialog.getSaveFileName(self, title, os.path.join(folder, name), filters)
+        """Ask where to save, starting in the last export folder; remember the folder."""
+        start = save_start(self.settings.export_folder(), name)
+        path, _ = QFileDialog.getSaveFileName(self, title, start, filters)
+        if path:
+            self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
         return path
 
     def export_recommended(self) -> None:
-        info = self.workspace.info
-        dialog = RecommendDialog(os.path.dirname(info.path) if info else "", self)
+        folder = os.path.dirname(save_start(self.settings.export_folder(), "modelmon.toml"))
+        dialog = RecommendDialog(folder, self)
         if dialog.exec():
             budget, path = dialog.values()
             if path:
+                self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
                 self.workspace.recommend(budget, path)
 
     def export_ab_config(self) -> None:
@@ -336,13 +389,22 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        urls = event.mimeData().urls()
-        if urls and urls[0].isLocalFile():
+        """A dropped file or folder opens; of several, the first (one model at a time)."""
+        urls = [url for url in event.mimeData().urls() if url.isLocalFile()]
+        if urls:
             event.acceptProposedAction()
             self.open_path(urls[0].toLocalFile())
+            if len(urls) > 1:
+                self.messages.show_message(
+                    f"{len(urls)} items dropped: opening the first, {urls[0].fileName()}.",
+                    "info",
+                )
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._remember()
+        self.theme_menu.stop()
         # Stop the load and its workers before the window goes: nothing may outlive it.
         self.workspace.shutdown()
         self.loader.shutdown()
+        self.start_page.shutdown()
         event.accept()

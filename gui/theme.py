@@ -86,15 +86,26 @@ def _is_dark(palette: QPalette) -> bool:
     return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
 
-def apply_palette(app: QApplication) -> None:
-    """Fusion style with the platform's palette; a dark one when the platform asks for dark
-    but its theme supplies a light palette (common with plain X11 and Wayland sessions)."""
+def wants_dark(choice: str = "system") -> bool:
+    """Dark for "dark"; for "system", what the platform's colour scheme says (Qt 6.5+)."""
+    if choice in ("dark", "light"):
+        return choice == "dark"
+    return QGuiApplication.styleHints().colorScheme() == Qt.ColorScheme.Dark
+
+
+def apply_palette(app: QApplication, choice: str = "system") -> None:
+    """Fusion style, light or dark as ``choice`` says ("system": as the platform says).
+
+    A dark palette of our own when the platform asks for dark but its theme supplies a light
+    one (common with plain X11 and Wayland sessions). Widgets and plots get a PaletteChange
+    event and recolour themselves.
+    """
     app.setStyle("Fusion")
-    scheme = QGuiApplication.styleHints().colorScheme()
-    if scheme == Qt.ColorScheme.Dark and not _is_dark(app.palette()):
+    dark = wants_dark(choice)
+    if dark and not _is_dark(app.palette()):
         app.setPalette(_dark_palette())
-    elif scheme == Qt.ColorScheme.Light and _is_dark(app.palette()):
-        app.setPalette(app.style().standardPalette())  # the user switched back to light
+    elif not dark and _is_dark(app.palette()):
+        app.setPalette(app.style().standardPalette())
 
 
 def current_theme() -> Theme:

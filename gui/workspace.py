@@ -10,8 +10,18 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
+from modelmon.core.errors import OptionsError
 from modelmon.core.measuring.ab import ABResult, Config
 from modelmon.core.measuring.ceilings import Ceilings
 from modelmon.core.options import LoadOptions
@@ -24,10 +34,19 @@ from modelmon.gui.plots.residency import ResidencyPlot
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
 from modelmon.gui.run_router import RunRouter
-from modelmon.gui.state.jobs import ABJob, CeilingsJob, Job, RecommendJob, SingleRun
+from modelmon.gui.state.ab_session import ab_cache
+from modelmon.gui.state.jobs import (
+    SAMPLE_INTERVAL_S,
+    ABJob,
+    CeilingsJob,
+    Job,
+    RecommendJob,
+    SingleRun,
+)
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
 from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.row_heights import RowNeeds, row_heights
 from modelmon.gui.widgets.compare_bar import CompareBar
 from modelmon.gui.widgets.model_panel import ModelPanel
 from modelmon.gui.widgets.progress_strip import ProgressStrip
@@ -42,6 +61,26 @@ DEFAULT_CONFIGS = {
     "B": ("mmap-shared-fd", LoadOptions(workers=4, cache="cold")),
 }
 CEILING_REPEATS = 3
+# The window's rows: the top (facts, configurations) may shrink to TOP_MIN_HEIGHT px and
+# scroll; the results table shows RESULT_ROWS runs when there is room, RESULT_MIN_ROWS at least.
+TOP_MIN_HEIGHT = 90
+RESULT_ROWS = 4
+RESULT_MIN_ROWS = 2
+TOP_SLACK = 4  # px: a scroll area exactly as tall as its content may still show a scroll bar
+PLOT_MIN_HEIGHT = 190  # below this a plot's y-axis label no longer fits beside its axis
+MODEL_PANEL_MIN_WIDTH = 240  # narrower, its facts wrap onto more lines (and it scrolls)
+
+
+def scrolling(widget: QWidget, min_width: int | None = None) -> QScrollArea:
+    """``widget`` at its natural size when there is room, scrolling when there is not."""
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    if min_width is not None:
+        area.setMinimumWidth(min_width)
+    return area
 
 
 class Workspace(QWidget):
@@ -52,9 +91,15 @@ class Workspace(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.info: ModelInfo | None = None
-        self.ab_result: ABResult | None = None
+        self._ab_result: ABResult | None = None
+        # Every A/B of this model that ended with a verdict, with its session's name: a later
+        # A/B that is cancelled doesn't take the earlier verdict out of the exports.
+        self.completed_abs: list[tuple[str, ABResult]] = []
+        self.ab_sessions = 0  # A/Bs started on this model: numbers their sessions
+        self.ab_session: str | None = None  # the name of the running or last A/B
         self.ceilings: Ceilings | None = None
         self.ceiling_repeats = CEILING_REPEATS
+        self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' period for the next runs
         self.recommend_budget_s = 0.0  # of the recommendation running, for its progress bar
         self.sessions = ModelSessions()  # the results of the other models opened
         self.plots_show_ab = False  # the run plots show an A/B's runs (a single run clears them)
@@ -99,10 +144,17 @@ class Workspace(QWidget):
         }
 
     def _layout(self) -> None:
-        top = QHBoxLayout()
-        top.addWidget(self.model_panel, 5)
+        # The model facts and the two configurations keep their natural size and scroll
+        # when the window is smaller: squeezed, their rows would be drawn over each other.
+        top_row = QWidget()
+        top = QHBoxLayout(top_row)
+        top.setContentsMargins(0, 0, 0, 0)
+        self.model_scroll = scrolling(self.model_panel, MODEL_PANEL_MIN_WIDTH)
+        top.addWidget(self.model_scroll, 5)
         top.addWidget(self.panels["A"], 4)
         top.addWidget(self.panels["B"], 4)
+        self.top_scroll = scrolling(top_row)
+        self.top_scroll.setMinimumHeight(TOP_MIN_HEIGHT)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         for title, plots, tip in (
@@ -114,7 +166,8 @@ class Workspace(QWidget):
             (
                 "CPU && memory",
                 (self.iowait, self.cpu, self.memory),
-                "IO wait, the workers' CPU and memory, sampled every 100 ms.",
+                "IO wait, the workers' CPU and memory, sampled every 100 ms unless View ▸ Sample "
+                "metrics every says otherwise.",
             ),
             (
                 "Disk && page cache",
@@ -127,23 +180,85 @@ class Workspace(QWidget):
             splitter.setChildrenCollapsible(False)
             for plot in plots:
                 splitter.addWidget(plot)
-            index = self.tabs.addTab(splitter, title)
+            # Blocks: one labelled row per block, so the plot is as tall as the model needs
+            # and the tab scrolls.
+            page = scrolling(splitter) if plots == (self.blocks,) else splitter
+            index = self.tabs.addTab(page, title)
             self.tabs.setTabToolTip(index, tip)
         index = self.tabs.addTab(self.recommendation, "Recommendation")
         self.tabs.setTabToolTip(
             index, "The last recommendation: its search, explanation, ranking and apply snippets."
         )
-        rows = QSplitter(Qt.Orientation.Vertical)
-        rows.addWidget(self.tabs)
-        rows.addWidget(self.results)
-        rows.setSizes([400, 200])
-        rows.setChildrenCollapsible(False)
+        middle = QWidget()
+        middle_layout = QVBoxLayout(middle)
+        middle_layout.setContentsMargins(0, 0, 0, 0)
+        middle_layout.addWidget(self.progress)
+        middle_layout.addWidget(self.compare)
+        middle_layout.addWidget(self.tabs, 1)
+        # One vertical splitter: the user moves the room between the facts, the plots and
+        # the results; on resize the plots give and take first.
+        self.rows = QSplitter(Qt.Orientation.Vertical)
+        self.rows.addWidget(self.top_scroll)
+        self.rows.addWidget(middle)
+        self.rows.addWidget(self.results)
+        self.rows.setChildrenCollapsible(False)
+        for index, stretch in enumerate((0, 1, 0)):
+            self.rows.setStretchFactor(index, stretch)
+        self.rows.setSizes([top_row.sizeHint().height(), 400, 120])
+        self.rows_user_sized = False  # the user dragged a handle: their sizes stay
+        self.rows.splitterMoved.connect(self._rows_moved)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(top)
-        layout.addWidget(self.progress)
-        layout.addWidget(self.compare)
-        layout.addWidget(rows, 1)
+        layout.addWidget(self.rows, 1)
+
+    def _rows_moved(self, _position: int, _index: int) -> None:
+        self.rows_user_sized = True
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if not self.rows_user_sized:
+            self.fit_rows()
+
+    def fit_rows(self) -> None:
+        """Share the height: plots readable, a few result rows, the top up to its size."""
+        # The facts and configurations as tall as they want at this width (wrapped lines
+        # included); the model facts scroll on their own when taller than the configurations.
+        top_row = self.top_scroll.widget()
+        width = self.top_scroll.viewport().width()
+        top_natural = top_row.heightForWidth(width) if top_row.hasHeightForWidth() else -1
+        if top_natural <= 0:
+            top_natural = top_row.sizeHint().height()
+        header = self.results.horizontalHeader().sizeHint().height()
+        row = self.results.verticalHeader().defaultSectionSize()
+        frame = 2 * self.results.frameWidth()
+        middle = (
+            self.progress.sizeHint().height()
+            + self.compare.sizeHint().height()
+            + self.tabs.tabBar().sizeHint().height()
+            + PLOT_MIN_HEIGHT
+        )
+        needs = RowNeeds(
+            top_natural=top_natural + TOP_SLACK,
+            top_min=TOP_MIN_HEIGHT,
+            middle_min=middle,
+            results_natural=header + RESULT_ROWS * row + frame,
+            results_min=header + RESULT_MIN_ROWS * row + frame,
+        )
+        # From this widget's own height: the splitter may not have been resized yet.
+        margins = self.layout().contentsMargins()
+        total = self.height() - margins.top() - margins.bottom() - 2 * self.rows.handleWidth()
+        self.rows.setSizes(list(row_heights(total, needs)))
+
+    @property
+    def ab_result(self) -> ABResult | None:
+        """The last A/B's verdict; None while an A/B runs or when the last had none."""
+        return self._ab_result
+
+    @ab_result.setter
+    def ab_result(self, ab: ABResult | None) -> None:
+        self._ab_result = ab
+        if ab is not None:
+            self.completed_abs.append((self.ab_session or "A/B", ab))
 
     @property
     def running(self) -> bool:
@@ -175,6 +290,9 @@ class Workspace(QWidget):
         self.results.results.clear()
         for record in kept.records:
             self.results.add(record)
+        self.completed_abs.clear()
+        self.ab_sessions = 0
+        self.ab_session = None
         self.ab_result = kept.ab_result
         self.router.set_ceilings(kept.ceilings)
         self.compare.clear_verdict()
@@ -211,19 +329,30 @@ class Workspace(QWidget):
         panel = self.panels[label]
         self._start(SingleRun(self.info.model, label, panel.strategy(), panel.options()))
 
-    def run_ab(self, pairs: int, cache: str = "cold") -> None:
-        """A B A B … ``pairs`` pairs from the same verified cache state, then the verdict."""
+    def run_ab(self, pairs: int, cache: str | None = None) -> None:
+        """A B A B … ``pairs`` pairs from the same verified cache state, then the verdict.
+
+        The state is ``cache`` when given, else A's and B's Cache setting (they must agree).
+        """
         if self.running or self.info is None:
             return
         a, b = (
             Config(self.panels[side].strategy(), self.panels[side].options()) for side in ("A", "B")
         )
+        if cache is None:
+            try:
+                cache = ab_cache(a.options, b.options)
+            except OptionsError as exc:
+                self.message.emit(str(exc), "warning")
+                return
         # The plots show this A/B's runs only: never a run of an earlier one beside them.
         self.clear_run_plots()
         self.plots_show_ab = True
         self.ab_result = None  # the export of "the last A/B's winner" must not pick an older one
         self.state_changed.emit()
-        self._start(ABJob(self.info.model, a, b, pairs, cache))
+        self.ab_sessions += 1
+        self.ab_session = f"A/B {self.ab_sessions} at {time.strftime('%H:%M:%S')}"
+        self._start(ABJob(self.info.model, a, b, pairs, cache, self.ab_session))
         self.router.ab_pairs = pairs
         self.compare.show_running(pairs)
 
@@ -247,6 +376,7 @@ class Workspace(QWidget):
         """Start ``job``: what the last one left (its verdict or banner, a full bar) goes."""
         self.compare.clear_verdict()
         self.progress.reset()
+        job.sample_interval_s = self.sample_interval_s
         self.router.job_started = time.monotonic()
         self.router.pairs_done = 0
         self.controller.start(job)

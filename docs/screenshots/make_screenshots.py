@@ -1,121 +1,142 @@
-"""Regenerate the screenshots in this folder from the real app (``run_app``, as the
-``modelmon --demo`` command runs it):
+"""Regenerate the screenshots in this folder from the real window: ``./dev screenshots``
+(which runs this under Xvfb). Writes, each in the light and the dark theme (``-dark``):
 
-    Xvfb :97 -screen 0 1500x950x24 -nolisten tcp &
-    DISPLAY=:97 .venv/bin/python docs/screenshots/make_screenshots.py [--first] [--dark]
+  start-page.png        the start page listing the models of a fake home (a Hugging Face
+                        cache, an Ollama store, an LM Studio folder), at the default size
+  ab-run.png            the demo model after the ceilings and an A/B × 3, at the default size
+  ab-run-1000x700.png   the same window at 1000 × 700
+  recommend.png         after File ▸ Export recommended configuration (a 30 s budget)
 
-(or ``xvfb-run -a -s "-screen 0 1500x950x24" .venv/bin/python docs/screenshots/...``).
-
-Default: opens the demo model, measures the ceilings (median of 3 runs each, as the app
-does), runs A/B × 3 with the default configurations (sequential against mmap-shared-fd, 4
-workers, cold cache), and saves ab-run.png (the Throughput tab), ab-run-system.png (the CPU
-& memory tab) and ab-run-disk.png (the Disk & page cache tab). ``--first`` runs A then B
-instead and saves first-window-sequential.png (after A) and first-window.png (after B).
-``--dark`` forces the dark palette and adds "-dark" to the names (with ``--first``, only
-first-window-dark.png). Timings are whatever this
-machine does.
+Nothing of the user's is read or written: the settings and the fake home live in a
+temporary folder; the demo model is the one ``modelmon --demo`` uses (in the cache).
+Timings are whatever this machine does. Options: ``--budget S`` for the recommendation,
+``--pairs N`` for the A/B.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TIMEOUT_S = 600
-PAIRS = 3
-CEILING_REPEATS = 3  # the app's default: a ceiling from one run can sit below a good load
+ROOT = HERE.parents[1]
+DEFAULT_SIZE = (1400, 900)
+SMALL_SIZE = (1000, 700)
+TIMEOUT_S = 900
+
+
+def fake_home(root: Path) -> dict[str, str]:
+    """A home with models where people keep them; the environment that points at it."""
+    sys.path.insert(0, str(ROOT))
+    from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
+    from tests.conftest import HUB_COMMITS, add_hub_repo, add_ollama_model
+
+    home, staged = root / "home", root / "staged"
+    hub = home / ".cache" / "huggingface" / "hub"
+    ollama = home / ".ollama" / "models"
+    llama = {"layers": 4, "hidden": 512, "vocab": 4096}
+    write_safetensors_model(staged / "sharded", dtype="F16", shards=2, seed=5, **llama)
+    write_gguf_model(staged / "quants" / "tiny-Q8_0.gguf", tensor_type="Q8_0", seed=6, **llama)
+    write_gguf_model(staged / "quants" / "tiny-F16.gguf", tensor_type="F16", seed=6, **llama)
+    for repo, folder in (("acme/tiny-llama", "sharded"), ("acme/tiny-llama-GGUF", "quants")):
+        add_hub_repo(hub, repo, HUB_COMMITS[repo], staged / folder)
+    pulled = write_gguf_model(staged / "tinyllama.gguf", tensor_type="Q8_0", seed=7, **llama)
+    add_ollama_model(ollama, "tinyllama", "latest", pulled)
+    write_gguf_model(
+        home / ".lmstudio" / "models" / "acme" / "tiny-GGUF" / "tiny-Q8_0.gguf",
+        tensor_type="Q8_0",
+        seed=8,
+        **llama,
+    )
+    return {"HOME": str(home), "HF_HUB_CACHE": str(hub), "OLLAMA_MODELS": str(ollama)}
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=30.0)
+    parser.add_argument("--pairs", type=int, default=3)
+    args = parser.parse_args()
     # Qt is imported here, not at the top: spawned workers re-run this script's top level.
-    from PySide6.QtCore import QTimer
+    from PySide6.QtCore import QEventLoop, QSettings
     from PySide6.QtWidgets import QApplication
 
-    from modelmon.gui import app as app_module
+    from modelmon.core.system.discovery import discover_models
+    from modelmon.gui.app import create_application, show_unexpected_errors
     from modelmon.gui.main_window import MainWindow
-    from modelmon.gui.theme import _dark_palette
 
-    dark = "--dark" in sys.argv
-    first = "--first" in sys.argv
-    suffix = "-dark" if dark else ""
-    application = app_module.create_application()  # run_app reuses it; timers need it
-    if dark:
-        application.setPalette(_dark_palette())
+    app = create_application()
     started = time.monotonic()
 
-    def window() -> MainWindow:
-        return next(w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow))
+    def wait(ready: Callable[[], bool], what: str) -> None:
+        while not ready():
+            if time.monotonic() - started > TIMEOUT_S:
+                raise TimeoutError(f"timed out waiting for {what}")
+            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+            time.sleep(0.02)
 
-    def save(name: str) -> None:
-        window().grab().save(str(HERE / f"{name}{suffix}.png"))
+    def settle(seconds: float = 0.8) -> None:
+        """Let layouts and plots repaint before a grab."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+            time.sleep(0.02)
 
-    def steps() -> list[Callable[[], None]]:
-        workspace = window().workspace
-        if first:
-            return [
-                lambda: workspace.panels["A"].run_button.click(),
-                lambda: None if dark else save("first-window-sequential"),
-                lambda: workspace.panels["B"].run_button.click(),
-                lambda: save("first-window"),
-            ]
-        workspace.ceiling_repeats = CEILING_REPEATS
-        workspace.compare.pairs.setValue(PAIRS)
-        return [
-            workspace.compare.ceilings_button.click,
-            workspace.compare.ab_button.click,
-            lambda: save("ab-run"),
-            lambda: workspace.tabs.setCurrentIndex(1),
-            lambda: save("ab-run-system"),
-            lambda: workspace.tabs.setCurrentIndex(2),
-            lambda: save("ab-run-disk"),
-            lambda: workspace.tabs.setCurrentIndex(0),
-        ]
+    with tempfile.TemporaryDirectory(prefix="modelmon-screenshots-") as scratch:
+        environ = fake_home(Path(scratch))
+        settings = QSettings(str(Path(scratch) / "settings.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(settings=settings, discover=lambda: discover_models(environ=environ))
+        show_unexpected_errors(window)
+        window.resize(*DEFAULT_SIZE)
+        window.show()
 
-    queue: list[Callable[[], None]] = []
+        def save(name: str, size: tuple[int, int] = DEFAULT_SIZE) -> None:
+            window.resize(*size)
+            for theme in ("light", "dark"):
+                window.theme_menu.choose(theme)
+                settle()
+                suffix = "-dark" if theme == "dark" else ""
+                path = HERE / f"{name}{suffix}.png"
+                window.grab().save(str(path))
+                print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+            window.theme_menu.choose("light")
+            window.resize(*DEFAULT_SIZE)
 
-    def step() -> None:
-        workspace = window().workspace
-        if time.monotonic() - started > TIMEOUT_S:
-            print("timed out", file=sys.stderr)
-            window().close()
-        elif workspace.info is None or workspace.running:
-            QTimer.singleShot(100, step)
-        elif queue:
-            queue.pop(0)()
-            QTimer.singleShot(700, step)  # time to repaint before a grab
-        else:
-            finish()
+        wait(lambda: window.start_page.discovery is not None, "discovery")
+        save("start-page")
 
-    def finish() -> None:
-        workspace = window().workspace
+        workspace = window.workspace
+        window.loader.use_demo()
+        wait(lambda: workspace.info is not None, "the demo model")
+        workspace.measure_ceilings()
+        wait(lambda: not workspace.running, "the ceilings")
+        workspace.compare.pairs.setValue(args.pairs)
+        workspace.run_ab(args.pairs)
+        wait(lambda: not workspace.running, "the A/B")
+        save("ab-run")
+        save("ab-run-1000x700", SMALL_SIZE)
+
+        workspace.recommend(args.budget, str(Path(scratch) / "recommended.toml"))
+        wait(lambda: not workspace.running, "the recommendation")
+        save("recommend")
+
         for record in workspace.records:
+            result = record.result
             print(
                 record.run_name,
                 record.spec,
                 record.status,
-                f"{record.result.mbps:.0f} MB/s" if record.result else "",
-                record.message or "",
+                f"{result.mbps:.0f} MB/s" if result else "",
+                file=sys.stderr,
             )
-        print(workspace.compare.verdict.text())
-        print(workspace.compare.ceilings_label.text())
-        window().close()
-
-    def begin() -> None:
-        window().start_page.demo_button.click()
-        QTimer.singleShot(100, wait_for_model)
-
-    def wait_for_model() -> None:
-        if window().workspace.info is None:
-            QTimer.singleShot(100, wait_for_model)
-            return
-        queue.extend(steps())
-        QTimer.singleShot(500, step)
-
-    QTimer.singleShot(500, begin)
-    return app_module.run_app(None)
+        print(workspace.compare.verdict.text(), file=sys.stderr)
+        print(window.messages.message(), file=sys.stderr)
+        window.close()
+    QApplication.processEvents()
+    return 0
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ class AccessPatternPlot(ThemedPlot):
         super().__init__(
             "Access pattern",
             "time since load start (s)",
-            "offset in model (MB, files stacked)",
+            "model offset (MB)",
             parent=parent,
         )
         self.set_tip(

@@ -17,6 +17,9 @@ from modelmon.gui.theme import current_theme
 BAR_HEIGHT = 0.4
 ROW_OFFSETS = {"A": -0.21, "B": 0.21}  # A in the upper half of a block's row, B in the lower
 LABEL_SPACING_PX = 16  # at least this much height per shown label, so labels never overlap
+# Room around the rows (title, time axis and its label): with it, the plot's minimum height
+# gives every block a labelled row; the Blocks tab scrolls when the window is shorter.
+CHROME_PX = 80
 
 
 class BlockAxis(pg.AxisItem):
@@ -75,6 +78,7 @@ class BlockTimelinePlot(ThemedPlot):
         self.ready.clear()
         self.ready_at.clear()
         self._redraw()
+        self.setMinimumHeight(len(self.order) * LABEL_SPACING_PX + CHROME_PX)
 
     def show_result(self, label: str, result: LoadResult) -> None:
         self.blocks[label] = result.blocks

@@ -30,7 +30,7 @@ class ResidencyPlot(ThemedPlot):
         super().__init__(
             "Page cache",
             "time since load start (s)",
-            "offset in model (MB, files stacked)",
+            "model offset (MB)",
             parent=parent,
         )
         self.set_tip(

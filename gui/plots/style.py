@@ -131,6 +131,7 @@ class ThemedPlot(QWidget):
         self.caption = QLabel()
         self.caption.setTextFormat(Qt.TextFormat.PlainText)
         self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.caption.setWordWrap(True)  # a narrow plot wraps its key rather than cut it
         self.caption.setContentsMargins(4, 0, 4, 2)
         self.caption.hide()
         layout.addWidget(self.note)

@@ -40,6 +40,8 @@ CSV_FIELDS = (
     "fraction_of_ceiling",
     "ceiling",
     "peak_rss_bytes",
+    "checksum",
+    "ab_session",
     "error",
 )
 
@@ -93,15 +95,22 @@ def run_row(record: RunRecord, ceilings: Ceilings | None) -> dict[str, Any]:
         "fraction_of_ceiling": _number(share[0], 4) if share else None,
         "ceiling": share[1] if share else None,
         "peak_rss_bytes": rss[0] if rss else None,
+        "checksum": result.checksum if result is not None else None,
+        "ab_session": record.session,
         "error": record.message,
     }
 
 
 def results_document(
-    model: str, records: Sequence[RunRecord], ceilings: Ceilings | None, ab: ABResult | None
+    model: str,
+    records: Sequence[RunRecord],
+    ceilings: Ceilings | None,
+    ab: ABResult | None,
+    ab_session: str | None = None,
 ) -> dict[str, Any]:
     """Everything the results table shows, plus each run's full result and metric series
-    (the access pattern is left out: it can hold millions of reads)."""
+    (the access pattern is left out: it can hold millions of reads). ``ab`` is the last
+    completed A/B (``ab_session`` names it, as its runs' ``ab_session`` do)."""
     runs = []
     for record in records:
         entry = run_row(record, ceilings)
@@ -116,15 +125,19 @@ def results_document(
         "modelmon": __version__,
         "model": model,
         "ceilings": ceilings.to_dict()["ceilings"] if ceilings is not None else [],
-        "ab": ab.to_dict() if ab is not None else None,
+        "ab": {**ab.to_dict(), "session": ab_session} if ab is not None else None,
         "runs": runs,
     }
 
 
 def results_json(
-    model: str, records: Sequence[RunRecord], ceilings: Ceilings | None, ab: ABResult | None
+    model: str,
+    records: Sequence[RunRecord],
+    ceilings: Ceilings | None,
+    ab: ABResult | None,
+    ab_session: str | None = None,
 ) -> bytes:
-    document = _clean(results_document(model, records, ceilings, ab))
+    document = _clean(results_document(model, records, ceilings, ab, ab_session))
     return (json.dumps(document, indent=1, allow_nan=False) + "\n").encode()
 
 
@@ -149,3 +162,10 @@ def results_csv(records: Sequence[RunRecord], ceilings: Ceilings | None) -> byte
         row = run_row(record, ceilings)
         writer.writerow({key: "" if row[key] is None else row[key] for key in CSV_FIELDS})
     return text.getvalue().encode()
+
+
+def plot_heading(model: str, configs: dict[str, str], when: str) -> list[str]:
+    """The lines above an exported plot: which model, which configurations, when."""
+    lines = [f"modelmon · {model} · exported {when}"]
+    lines.extend(f"{label}: {spec}" for label, spec in configs.items())
+    return lines

@@ -93,9 +93,13 @@ def job_name(job: Job | None) -> str:
 
 
 def make_session(
-    model: Model, strategy: str, options: LoadOptions, cancel: threading.Event
+    model: Model,
+    strategy: str,
+    options: LoadOptions,
+    cancel: threading.Event,
+    interval_s: float = SAMPLE_INTERVAL_S,
 ) -> Session:
-    session = Session(model, strategy, options, interval_s=SAMPLE_INTERVAL_S, cancel=cancel)
+    session = Session(model, strategy, options, interval_s=interval_s, cancel=cancel)
     if session.sampler is not None:
         session.sampler.map_interval_s = MAP_INTERVAL_S  # read by the sampler thread at start
     return session
@@ -109,6 +113,7 @@ class Job:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.cancel_event = threading.Event()
+        self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' sampling period of its runs
         self._report: Report = lambda _events: None
         self._ended: RunRecord | None = None  # the last run's end, sent with the next event
 
@@ -148,14 +153,17 @@ class Job:
     ) -> SessionResult:
         """One monitored load, announced and concluded."""
         spec = format_spec(strategy, options)
+        ab_session = getattr(self, "session", None)  # an A/B's name, for its runs' records
         try:
-            session = make_session(self.model, strategy, options, self.cancel_event)
+            session = make_session(
+                self.model, strategy, options, self.cancel_event, self.sample_interval_s
+            )
             self.report(RunStart(label, spec, pair, pairs, session))
             outcome = session.run()
         except Exception as exc:
-            self._ended = RunRecord(label, spec, pair, None, one_line(exc))
+            self._ended = RunRecord(label, spec, pair, None, one_line(exc), ab_session)
             raise
-        self._ended = RunRecord(label, spec, pair, outcome)
+        self._ended = RunRecord(label, spec, pair, outcome, session=ab_session)
         return outcome
 
 
@@ -175,9 +183,13 @@ class ABJob(Job):
 
     kind = "ab"
 
-    def __init__(self, model: Model, a: Config, b: Config, n: int, cache: str) -> None:
+    def __init__(
+        self, model: Model, a: Config, b: Config, n: int, cache: str, session: str | None = None
+    ) -> None:
+        """``session`` names this A/B in its runs' records ("A/B 2 at 14:03:55")."""
         super().__init__(model)
         self.a, self.b, self.n, self.cache = a, b, n, cache
+        self.session = session
 
     def execute(self) -> ABResult:
         def run_one(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:

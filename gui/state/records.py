@@ -19,6 +19,7 @@ class RunRecord:
     pair: int | None  # 0-based pair of an A/B; None for a single run
     outcome: SessionResult | None  # the monitored session; None when the run could not start
     error: str | None = None  # why it could not start (one line)
+    session: str | None = None  # the A/B it belongs to: "A/B 2 at 14:03:55"; None if single
 
     @property
     def result(self) -> LoadResult | None:
@@ -36,7 +37,11 @@ class RunRecord:
 
     @property
     def run_name(self) -> str:
-        return self.label if self.pair is None else f"{self.label} · pair {self.pair + 1}"
+        """ "A", or "B · pair 2 · A/B 1 at 14:03:55": runs of different A/Bs never share a name."""
+        if self.pair is None:
+            return self.label
+        name = f"{self.label} · pair {self.pair + 1}"
+        return f"{name} · {self.session}" if self.session else name
 
     @property
     def measured(self) -> bool:
@@ -47,8 +52,8 @@ class RunRecord:
     def peak_rss(self) -> tuple[int, str] | None:
         """Peak resident memory of the workers together, and how it was measured.
 
-        The max of the sampler's ``workers_rss`` (their RSS summed, every 100 ms): a load
-        shorter than a sample interval has none. Not the sum of ``WorkerTiming.peak_rss``
+        The max of the sampler's ``workers_rss`` (their RSS summed, every sample interval): a
+        load shorter than a sample interval has none. Not the sum of ``WorkerTiming.peak_rss``
         (each worker's own VmHWM): the workers peak at different moments, so the sum of
         their peaks overstates what they held at once.
         """
@@ -61,8 +66,8 @@ class RunRecord:
         return (
             int(seen.max()),
             f"max of the workers' summed RSS over {len(seen)} samples "
-            "taken every 100 ms (a page mapped by several workers counts "
-            "once for each)",
+            f"taken every {self.outcome.interval_s * 1000:.0f} ms (a page mapped by several "
+            "workers counts once for each)",
         )
 
 

@@ -18,7 +18,10 @@ COLUMNS = (
         "(Run ▸ Measure ceilings); warm runs against the warm ceiling.",
     ),
     ("Peak RSS", "Peak resident memory of the workers together."),
-    ("Status", "ok, cancelled, or failed with the reason."),
+    (
+        "Status",
+        "ok, cancelled, or failed with the reason; with verify on, the model checksum.",
+    ),
 )
 RUN, STRATEGY, CACHE, SECONDS, MBPS, CEILING_COLUMN, PEAK_RSS, STATUS = range(len(COLUMNS))
 NUMERIC = range(SECONDS, PEAK_RSS + 1)
@@ -41,7 +44,8 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
     if column == STRATEGY:
         return record.spec
     if column == STATUS:
-        return record.status + (f": {record.message}" if record.message else "")
+        checksum = f" · checksum {result.checksum}" if result and result.checksum else ""
+        return record.status + checksum + (f": {record.message}" if record.message else "")
     if column == PEAK_RSS:
         rss = record.peak_rss()
         return human_bytes(rss[0]) if rss is not None else "–"
@@ -87,9 +91,15 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             return f"{rss[0]:,} bytes: {rss[1]}"
         return (
             "No sample of the workers' memory: the load was over before the sampler "
-            "looked (it samples every 100 ms)."
+            "looked (View ▸ Sample metrics every sets how often it looks)."
         )
     if column == STATUS:
         notes = "\n".join(result.notes) if result is not None else ""
-        return "\n".join(t for t in (record.message, notes) if t) or None
+        checksum = (
+            f"Model checksum {result.checksum}: crc32 of every tensor, the same for every "
+            "strategy that loaded the same bytes."
+            if result is not None and result.checksum
+            else ""
+        )
+        return "\n".join(t for t in (record.message, checksum, notes) if t) or None
     return COLUMNS[column][1]

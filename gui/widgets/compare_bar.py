@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
 from modelmon.core.measuring.ab import ABResult
 from modelmon.core.measuring.ceilings import Ceilings
@@ -18,8 +18,6 @@ MAX_PAIRS = 50
 TIPS = {
     "pairs": "How many A-then-B pairs to run: the verdict needs every pair to agree, so more "
     "pairs separate a real difference from noise.",
-    "cache": "Page-cache state every run of the A/B starts from, verified before each load "
-    "(it overrides the cache option of A and B).",
     "ab": "Run A, B, A, B … from the same verified cache state and judge the pairs (Esc cancels).",
     "ceilings": "Measure what this disk gives on this very file (cold sequential and parallel "
     "reads, warm reads, memcpy), for the dashed lines and the % of ceiling column.",
@@ -29,7 +27,7 @@ TIPS = {
 
 
 class CompareBar(QWidget):
-    ab_requested = Signal(int, str)  # pairs, cache mode
+    ab_requested = Signal(int)  # pairs; the cache state is A's and B's own Cache setting
     ceilings_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -39,9 +37,6 @@ class CompareBar(QWidget):
         self.pairs.setValue(DEFAULT_PAIRS)
         self.pairs.setSuffix(" pairs")
         self.pairs.setToolTip(TIPS["pairs"])
-        self.cache = QComboBox()
-        self.cache.addItems(["cold", "warm"])
-        self.cache.setToolTip(TIPS["cache"])
         self.ab_button = QPushButton()
         self.ab_button.setToolTip(TIPS["ab"])
         self.ceilings_button = QPushButton("Measure ceilings")
@@ -60,16 +55,14 @@ class CompareBar(QWidget):
         caption.setToolTip(TIPS["pairs"])
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 2, 0, 2)
-        for widget in (caption, self.pairs, self.cache, self.ab_button):
+        for widget in (caption, self.pairs, self.ab_button):
             layout.addWidget(widget)
         layout.addSpacing(16)
         layout.addWidget(self.verdict, 3)
         layout.addWidget(self.ceilings_label, 2)
         layout.addWidget(self.ceilings_button)
         self.pairs.valueChanged.connect(self._name_button)
-        self.ab_button.clicked.connect(
-            lambda: self.ab_requested.emit(self.pairs.value(), self.cache.currentText())
-        )
+        self.ab_button.clicked.connect(lambda: self.ab_requested.emit(self.pairs.value()))
         self.ceilings_button.clicked.connect(self.ceilings_requested)
         self._name_button()
 

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QWidget
 
 from modelmon.gui.state.model_info import ModelInfo, panel_rows
 from modelmon.gui.theme import current_theme
+from modelmon.gui.widgets.elided_label import ElidedLabel
 
 
 class ModelPanel(QGroupBox):
@@ -47,10 +48,13 @@ class ModelPanel(QGroupBox):
         layout.setVerticalSpacing(3)
         self.values: dict[str, QLabel] = {}
         for key, title, tip in self.ROWS:
-            name, value = QLabel(f"{title}:"), QLabel("–")
+            name = QLabel(f"{title}:")
+            # A file name has nowhere to wrap: it ends in "…" (the whole path is its tooltip);
+            # the other facts wrap, and the panel scrolls (see Workspace) rather than clip.
+            value = ElidedLabel("–") if key == "file" else QLabel("–")
             value.setTextFormat(Qt.TextFormat.PlainText)  # file names may hold "<"
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            value.setWordWrap(True)
+            value.setWordWrap(key != "file")
             name.setToolTip(tip)
             value.setToolTip(tip)
             layout.addRow(name, value)

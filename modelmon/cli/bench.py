@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 from typing import TYPE_CHECKING, NoReturn
 
@@ -124,6 +123,7 @@ def render_ab(ab: ABResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.progress import progress_bars
     from modelmon.core.measuring.ab import ABFailed, Config, run_ab
     from modelmon.core.model.formats import open_model, require_tensor_bytes
 
@@ -142,10 +142,11 @@ def run(args: argparse.Namespace) -> int:
     model = open_model(args.path)
     require_tensor_bytes(model)
     cancel = threading.Event()
-    chatty = sys.stderr.isatty() and not args.json
 
-    def on_result(side: str, pair: int, result: LoadResult) -> None:
-        if chatty:
+    with progress_bars() as bars, cancel_on_interrupt(cancel.set):
+        task = bars.runs_task(f"A/B × {args.n}", 2 * args.n)
+
+        def on_result(side: str, pair: int, result: LoadResult) -> None:
             state = (
                 "cold ✓"
                 if result.cache.cold
@@ -153,13 +154,11 @@ def run(args: argparse.Namespace) -> int:
                 if result.cache.warm
                 else (f"NOT {args.cache}: {result.cache.resident_before:.1%} resident")
             )
-            print(
-                f"{side} run {pair + 1}: {result.mbps:.0f} MB/s in {result.seconds:.3f} s "
-                f"({state})",
-                file=sys.stderr,
+            bars.log(
+                f"{side} run {pair + 1}: {result.mbps:.0f} MB/s in {result.seconds:.3f} s ({state})"
             )
+            bars.advance(task, 1)
 
-    with cancel_on_interrupt(cancel.set):
         try:
             ab = run_ab(
                 model,

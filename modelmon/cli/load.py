@@ -1,10 +1,11 @@
-"""``modelmon load``: one measured load in worker processes, with a progress bar on a terminal."""
+"""``modelmon load``: one measured load in worker processes, with progress and an ETA on a
+terminal's stderr."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from modelmon.cli.common import (
@@ -54,37 +55,11 @@ def add_parser(verbs: Verbs) -> None:
     add_ranks_options(parser)
 
 
-class Progress:
-    """A one-line progress bar on a terminal's stderr, at most 10 redraws a second."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self.done, self.last = max(total, 1), enabled, 0, 0.0
-        self.started = time.monotonic()
-
-    def update(self, message: object) -> None:
-        from modelmon.core.loading.messages import ReadBatch
-
-        if not (self.enabled and isinstance(message, ReadBatch)) or message.prefetch:
-            return
-        self.done += sum(message.lengths)
-        now = time.monotonic()
-        if now - self.last >= 0.1:
-            self.last = now
-            fraction = min(1.0, self.done / self.total)
-            rate = self.done / max(now - self.started, 1e-9) / 1e6
-            bar = "#" * int(fraction * 30)
-            sys.stderr.write(f"\r[{bar:<30}] {fraction:6.1%} {rate:8.0f} MB/s")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.last:
-            sys.stderr.write("\r" + " " * 60 + "\r")
-            sys.stderr.flush()
-
-
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.progress import progress_bars
     from modelmon.cli.ranks import run as run_ranks
     from modelmon.cli.ranks import wanted as ranks_wanted
+    from modelmon.core.loading.messages import ReadBatch
     from modelmon.core.measuring.session import Session
     from modelmon.core.output.text import render_result
 
@@ -113,13 +88,18 @@ def run(args: argparse.Namespace) -> int:
     warning = swap_warning(session.model.total_bytes, memory_facts(), options.discard)
     if warning:
         print(f"modelmon: warning: {warning}", file=sys.stderr)
-    progress = Progress(session.model.total_bytes, sys.stderr.isatty() and not args.json)
-    session.load.on_message = progress.update
-    try:
+    with progress_bars() as bars:
+        name = os.path.basename(session.model.path.rstrip("/")) or session.model.path
+        task = bars.bytes_task(f"loading {name}", session.model.total_bytes)
+
+        def on_message(message: object) -> None:
+            # Tensor bytes as the workers report them; read-ahead (prefetch) is not progress.
+            if isinstance(message, ReadBatch) and not message.prefetch:
+                bars.advance(task, sum(message.lengths))
+
+        session.load.on_message = on_message
         with cancel_on_interrupt(session.cancel):
             outcome = session.run()
-    finally:
-        progress.close()
     result = outcome.result
     if args.json:
         data = outcome.to_dict(samples=args.samples)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "recommend"
+DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -46,6 +46,7 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.progress import progress_bars
     from modelmon.core.errors import LoadError, OptionsError
     from modelmon.core.measuring.recommend import recommend
     from modelmon.core.model.formats import open_model, require_tensor_bytes
@@ -59,16 +60,21 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:  # refused before minutes of measuring, not after
         inputs = [model.path, *(file.path for file in model.files)]
         check_output(args.output, inputs, OptionsError)
-    chatty = sys.stderr.isatty() and not args.json
     cancel = threading.Event()
-    with cancel_on_interrupt(cancel.set):
+    with progress_bars() as bars, cancel_on_interrupt(cancel.set):
+        task = bars.budget_task("recommending", args.budget)
+
+        def progress(text: str) -> None:
+            bars.log(f"  {text}")
+            bars.describe(task, text if len(text) <= DESCRIPTION_CHARS else "recommending")
+
         try:
             rec = recommend(
                 model,
                 args.budget,
                 memory_limit=limit,
                 workers=args.workers,
-                progress=(lambda text: print(f"  {text}", file=sys.stderr)) if chatty else None,
+                progress=progress,
                 cancel=cancel,
             )
         except LoadError:

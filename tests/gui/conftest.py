@@ -81,11 +81,18 @@ def settings(tmp_path: Path) -> QSettings:
     return QSettings(str(tmp_path / "modelmon.ini"), QSettings.Format.IniFormat)
 
 
+def empty_home_discovery(home: Path):
+    """Discovery in an empty home: the window's start page never searches the real one."""
+    from modelmon.core.system.discovery import discover_models
+
+    return lambda: discover_models(environ={"HOME": str(home)})
+
+
 @pytest.fixture
-def window(qtbot, settings: QSettings) -> Iterator[MainWindow]:
+def window(qtbot, settings: QSettings, tmp_path: Path) -> Iterator[MainWindow]:
     from modelmon.gui.main_window import MainWindow
 
-    main_window = MainWindow(settings=settings)
+    main_window = MainWindow(settings=settings, discover=empty_home_discovery(tmp_path / "home"))
     qtbot.addWidget(main_window)
     main_window.show()
     yield main_window

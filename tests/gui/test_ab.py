@@ -11,7 +11,14 @@ from PySide6.QtCore import Qt
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.results_rows import CEILING_COLUMN, STATUS
 
-from .conftest import SLOW_OPTIONS, open_model, wait_idle, wait_loading, worker_processes
+from .conftest import (
+    SLOW_OPTIONS,
+    empty_home_discovery,
+    open_model,
+    wait_idle,
+    wait_loading,
+    worker_processes,
+)
 
 VERDICT = re.compile(
     r"^([AB] is [\d.]+( %|×) faster|[AB] was [\d.]+( %|×) faster|A and B are as fast)"
@@ -28,11 +35,12 @@ def test_ab_times_two_shows_a_verdict_and_every_run(qtbot, window: MainWindow, s
     wait_idle(qtbot, window)
     ab = workspace.ab_result
     assert ab is not None, window.messages.message()
+    session = workspace.ab_session
     assert [r.run_name for r in workspace.records] == [
-        "A · pair 1",
-        "B · pair 1",
-        "A · pair 2",
-        "B · pair 2",
+        f"A · pair 1 · {session}",
+        f"B · pair 1 · {session}",
+        f"A · pair 2 · {session}",
+        f"B · pair 2 · {session}",
     ]
     assert all(r.status == "ok" and r.result.cache.requested == "cold" for r in workspace.records)
     text = workspace.compare.verdict.text()
@@ -91,8 +99,8 @@ def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_mo
     assert workspace.compare.ab_button.isEnabled()
 
 
-def test_closing_mid_ab_leaves_no_worker(qtbot, settings, slow_model: Path):
-    window = MainWindow(settings=settings)
+def test_closing_mid_ab_leaves_no_worker(qtbot, settings, tmp_path, slow_model: Path):
+    window = MainWindow(settings=settings, discover=empty_home_discovery(tmp_path))
     qtbot.addWidget(window)
     window.show()
     open_model(qtbot, window, slow_model)

@@ -85,8 +85,15 @@ def test_ab_winner_results_and_plots_export(
     ok, text = export(qtbot, window, exporter.export_results, tmp_path / "results.json")
     assert ok, text
     document = json.loads((tmp_path / "results.json").read_text())
-    assert [run["run"] for run in document["runs"]] == ["A · pair 1", "B · pair 1"]
+    session = workspace.ab_session
+    assert session is not None and session.startswith("A/B 1 at ")
+    assert [run["run"] for run in document["runs"]] == [
+        f"A · pair 1 · {session}",
+        f"B · pair 1 · {session}",
+    ]
+    assert [run["ab_session"] for run in document["runs"]] == [session, session]
     assert document["ab"]["verdict"]["text"] == ab.verdict.text
+    assert document["ab"]["session"] == session
     assert "mem_available" in document["runs"][0]["samples"]["series"]
 
     ok, text = export(qtbot, window, exporter.export_results, tmp_path / "results.csv")

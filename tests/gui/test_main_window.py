@@ -14,7 +14,13 @@ from modelmon.gui.model_loader import ModelLoader
 from modelmon.gui.state.formatting import cache_state_text
 from modelmon.gui.state.results_rows import CACHE, STATUS
 
-from .conftest import SLOW_OPTIONS, open_model, wait_loading, worker_processes
+from .conftest import (
+    SLOW_OPTIONS,
+    empty_home_discovery,
+    open_model,
+    wait_loading,
+    worker_processes,
+)
 
 
 def run_and_wait(qtbot, window: MainWindow, label: str, timeout_ms: int = 20_000) -> None:
@@ -78,8 +84,8 @@ def test_cancel_stops_the_workers(qtbot, window: MainWindow, slow_model: Path):
     assert not workspace.running and workspace.panels["A"].run_button.isEnabled()
 
 
-def test_closing_mid_load_leaves_no_worker(qtbot, settings, slow_model: Path):
-    window = MainWindow(settings=settings)
+def test_closing_mid_load_leaves_no_worker(qtbot, settings, tmp_path, slow_model: Path):
+    window = MainWindow(settings=settings, discover=empty_home_discovery(tmp_path))
     qtbot.addWidget(window)
     window.show()
     open_model(qtbot, window, slow_model)
@@ -115,7 +121,7 @@ def test_a_run_that_cannot_start_shows_its_error(qtbot, window, small_model: Pat
     assert window.messages.level == "error" and "would not fit" in window.messages.message()
 
 
-def test_demo_model_is_made_in_the_background(qtbot, settings, small_model: Path):
+def test_demo_model_is_made_in_the_background(qtbot, settings, tmp_path, small_model: Path):
     import threading
 
     release = threading.Event()
@@ -124,7 +130,11 @@ def test_demo_model_is_made_in_the_background(qtbot, settings, small_model: Path
         release.wait(5)
         return small_model
 
-    window = MainWindow(settings=settings, loader=ModelLoader(make_demo=make_demo))
+    window = MainWindow(
+        settings=settings,
+        loader=ModelLoader(make_demo=make_demo),
+        discover=empty_home_discovery(tmp_path),
+    )
     qtbot.addWidget(window)
     window.show()
     window.start_page.demo_button.click()

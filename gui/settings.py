@@ -1,0 +1,106 @@
+"""What the app remembers between sessions, in QSettings: one key per concept, all here.
+
+The location is injectable: a QSettings given to MainWindow (tests use a file in tmp_path),
+else the file named by MODELMON_SETTINGS (the screenshot script), else the platform's
+place for organisation and application "modelmon".
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QByteArray, QSettings
+
+from modelmon.core.errors import ModelmonError
+from modelmon.core.options import LoadOptions, format_spec, parse_spec
+
+SETTINGS_ENV = "MODELMON_SETTINGS"
+GEOMETRY = "window/geometry"
+CONFIG = "ab/config_{label}"  # the strategy spec of configuration A or B, as parse_spec reads it
+PAIRS = "ab/pairs"
+EXPORT_FOLDER = "export/folder"
+THEME = "view/theme"  # "system" | "light" | "dark"
+SAMPLE_MS = "metrics/sample_ms"
+SAMPLE_CHOICES_MS = (50, 100, 250, 500)  # 100: the default; 50 for short loads, more for long
+THEMES = ("system", "light", "dark")
+
+
+def open_settings(path: str | None = None) -> QSettings:
+    """The settings at ``path`` (INI), else at $MODELMON_SETTINGS, else the platform's own."""
+    path = path or os.environ.get(SETTINGS_ENV)
+    if path:
+        return QSettings(path, QSettings.Format.IniFormat)
+    return QSettings("modelmon", "modelmon")
+
+
+class AppSettings:
+    """Typed access to the keys above; values that don't parse read as "not set"."""
+
+    def __init__(self, settings: QSettings) -> None:
+        self.qsettings = settings
+
+    def _set(self, key: str, value: object) -> None:
+        self.qsettings.setValue(key, value)
+        self.qsettings.sync()
+
+    def _text(self, key: str) -> str | None:
+        value = self.qsettings.value(key)
+        return value if isinstance(value, str) and value else None
+
+    def geometry(self) -> QByteArray | None:
+        value = self.qsettings.value(GEOMETRY)
+        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
+
+    def set_geometry(self, geometry: QByteArray) -> None:
+        self._set(GEOMETRY, geometry)
+
+    def config(self, label: str) -> tuple[str, LoadOptions] | None:
+        spec = self._text(CONFIG.format(label=label))
+        if spec is None:
+            return None
+        try:
+            return parse_spec(spec)
+        except (ModelmonError, ValueError, TypeError):
+            return None  # written by another version: the defaults are better than an error
+
+    def set_config(self, label: str, strategy: str, options: LoadOptions) -> None:
+        self._set(CONFIG.format(label=label), format_spec(strategy, options))
+
+    def pairs(self) -> int | None:
+        value = self.qsettings.value(PAIRS)
+        try:
+            return int(value) if value is not None else None  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return None
+
+    def set_pairs(self, pairs: int) -> None:
+        self._set(PAIRS, pairs)
+
+    def export_folder(self) -> str | None:
+        folder = self._text(EXPORT_FOLDER)
+        return folder if folder and os.path.isdir(folder) else None
+
+    def set_export_folder(self, folder: str) -> None:
+        self._set(EXPORT_FOLDER, folder)
+
+    def sample_ms(self) -> int | None:
+        value = self.qsettings.value(SAMPLE_MS)
+        try:
+            ms = int(value) if value is not None else None  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return None
+        return ms if ms in SAMPLE_CHOICES_MS else None
+
+    def set_sample_ms(self, ms: int) -> None:
+        if ms not in SAMPLE_CHOICES_MS:
+            raise ValueError(f"sample every one of {SAMPLE_CHOICES_MS} ms, not {ms}")
+        self._set(SAMPLE_MS, ms)
+
+    def theme(self) -> str:
+        value = self._text(THEME)
+        return value if value in THEMES else "system"
+
+    def set_theme(self, theme: str) -> None:
+        if theme not in THEMES:
+            raise ValueError(f"theme must be one of {THEMES}, not {theme!r}")
+        self._set(THEME, theme)

@@ -1,0 +1,39 @@
+"""Recent models as menus and the start page show them: name and folder. Qt-free.
+
+Every sharded model is "model.safetensors.index.json" and every hub snapshot sits in a
+folder named after a commit, so the label names the file and the folder that tells them apart.
+"""
+
+from __future__ import annotations
+
+import os
+
+from modelmon.core.model.references import HF_SCHEME, OLLAMA_SCHEME
+
+REFERENCE_PREFIXES = (HF_SCHEME, OLLAMA_SCHEME)
+
+
+def is_reference(entry: str) -> bool:
+    return entry.startswith(REFERENCE_PREFIXES)
+
+
+def normalised(entry: str) -> str:
+    """A path made absolute; a reference (hf:, ollama:) as it is."""
+    return entry if is_reference(entry) else os.path.abspath(entry)
+
+
+def still_there(entry: str) -> bool:
+    return is_reference(entry) or os.path.exists(entry)
+
+
+def recent_label(entry: str, home: str | None = None) -> str:
+    """ "model.safetensors.index.json — ~/models/llama-3b" for a path; a reference as it is."""
+    if is_reference(entry):
+        return entry
+    trimmed = entry.rstrip("/") or entry
+    name = os.path.basename(trimmed) or trimmed
+    folder = os.path.dirname(trimmed)
+    home = home if home is not None else os.path.expanduser("~")
+    if home and home != "/" and (folder == home or folder.startswith(home + os.sep)):
+        folder = "~" + folder[len(home) :]
+    return f"{name} — {folder}" if folder else name

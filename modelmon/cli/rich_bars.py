@@ -1,0 +1,98 @@
+"""The terminal's progress bars (rich): imported by ``progress`` only when stderr is a tty."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.progress_bar import ProgressBar
+from rich.text import Text
+
+
+class BudgetBarColumn(ProgressColumn):
+    """A time budget: the bar fills with the time spent, whatever the work reports."""
+
+    def render(self, task: Task) -> ProgressBar:
+        total = task.total or 0.0
+        return ProgressBar(total=total, completed=min(task.elapsed or 0.0, total), width=40)
+
+
+class BudgetLeftColumn(ProgressColumn):
+    """What is left of the budget: an upper bound, since a search may end early."""
+
+    def render(self, task: Task) -> Text:
+        total = task.total or 0.0
+        left = max(0.0, total - (task.elapsed or 0.0))
+        if left <= 0:  # the run in flight finishes before the search stops
+            return Text(f"finishing the last run (budget {total:.0f} s)")
+        return Text(f"ETA ≤ {left:.0f} s (budget {total:.0f} s)")
+
+
+def columns(kind: str) -> tuple[ProgressColumn, ...]:
+    """The columns for a task of ``kind``: "bytes", "runs" or "budget"."""
+    description = TextColumn("{task.description}")
+    if kind == "budget":
+        return (description, BudgetBarColumn(), BudgetLeftColumn())
+    amount: list[ProgressColumn] = (
+        [DownloadColumn(), TransferSpeedColumn()] if kind == "bytes" else [MofNCompleteColumn()]
+    )
+    return (
+        description,
+        BarColumn(),
+        TaskProgressColumn(),
+        *amount,
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+
+
+class RichBars:
+    """rich's Progress on a console writing to ``stream``; safe to call from any thread."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.console = Console(file=stream)
+        # stdout is left alone: what a verb prints there is its result, never the bars' business.
+        self.progress = Progress(console=self.console, redirect_stdout=False, redirect_stderr=False)
+
+    def start(self) -> None:
+        self.progress.start()
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+    def _add(self, kind: str, description: str, total: float) -> int:
+        # A verb shows one kind of task: its columns are the Progress's.
+        self.progress.columns = columns(kind)
+        return int(self.progress.add_task(description, total=total))
+
+    def bytes_task(self, description: str, total: int) -> int:
+        return self._add("bytes", description, max(total, 1))
+
+    def runs_task(self, description: str, total: int) -> int:
+        return self._add("runs", description, max(total, 1))
+
+    def budget_task(self, description: str, seconds: float) -> int:
+        return self._add("budget", description, max(seconds, 1.0))
+
+    def advance(self, task: int, amount: float) -> None:
+        self.progress.advance(TaskID(task), amount)
+
+    def describe(self, task: int, text: str) -> None:
+        self.progress.update(TaskID(task), description=text)
+
+    def log(self, text: str) -> None:
+        """A line above the bars (they are redrawn below it)."""
+        self.console.print(text, markup=False, highlight=False)

@@ -1,0 +1,64 @@
+"""Recent-model labels, where save dialogs start, the A/B's cache state, the Help texts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelmon import __version__
+from modelmon.core.errors import OptionsError
+from modelmon.core.options import LoadOptions
+from modelmon.gui.state.ab_session import ab_cache
+from modelmon.gui.state.help_text import about_html, how_it_measures, shortcuts_html
+from modelmon.gui.state.recent_entries import normalised, recent_label, still_there
+from modelmon.gui.state.save_location import save_start
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_recent_labels_name_the_folder_that_tells_shards_apart():
+    home = "/home/ada"
+    index = "/home/ada/models/llama-3b/model.safetensors.index.json"
+    assert recent_label(index, home) == "model.safetensors.index.json — ~/models/llama-3b"
+    assert recent_label("/data/m/model.gguf", home) == "model.gguf — /data/m"
+    assert recent_label("/data/m/", home) == "m — /data"
+    assert recent_label("hf:acme/tiny", home) == "hf:acme/tiny"
+
+
+def test_references_stay_as_they_are_and_paths_become_absolute(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert normalised("ollama:llama3:8b") == "ollama:llama3:8b"
+    assert normalised("model.gguf") == str(tmp_path / "model.gguf")
+    assert still_there("hf:acme/tiny") and not still_there(str(tmp_path / "gone.gguf"))
+
+
+def test_save_dialogs_start_in_the_last_export_folder_else_home(tmp_path: Path):
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    assert save_start(str(exports), "a.json", "/home/ada") == str(exports / "a.json")
+    assert save_start(None, "a.json", "/home/ada") == "/home/ada/a.json"
+    gone = str(tmp_path / "removed")
+    assert save_start(gone, "a.json", "/home/ada") == "/home/ada/a.json"
+
+
+def test_an_ab_starts_from_the_cache_state_both_sides_name():
+    assert ab_cache(LoadOptions(cache="warm"), LoadOptions(cache="warm", workers=2)) == "warm"
+    with pytest.raises(OptionsError, match="A is 'cold', B is 'warm'"):
+        ab_cache(LoadOptions(cache="cold"), LoadOptions(cache="warm"))
+
+
+def test_how_it_measures_is_the_readme_section_word_for_word():
+    readme = README.read_text(encoding="utf-8")
+    section = readme.split("## How it measures\n", 1)[1].split("\n## ", 1)[0]
+    body = section.split("-->\n", 1)[1].split("<!-- /how-it-measures -->", 1)[0]
+    assert body == how_it_measures()
+    assert "verified cold" in body
+
+
+def test_about_and_shortcuts_texts():
+    about = about_html("PySide6 6.11", [("Source", "https://example.org/src")])
+    assert __version__ in about and "href='https://example.org/src'" in about
+    assert "README" in about_html("PySide6 6.11", [])
+    table = shortcuts_html([("File", "Open model", "Ctrl+O"), ("Run", "A & B", "Ctrl+T")])
+    assert "<b>Ctrl+O</b>" in table and "A &amp; B" in table

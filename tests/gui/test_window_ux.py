@@ -1,0 +1,284 @@
+"""Settings that persist, the theme, Help, the window's size limits, and exports' folders
+and permissions."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication, QComboBox, QFileDialog, QLabel, QSpinBox
+
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.options import LoadOptions
+from modelmon.gui.main_window import MINIMUM_SIZE, MainWindow
+from modelmon.gui.plots.blocks import LABEL_SPACING_PX
+from modelmon.gui.state.results_rows import STATUS
+from modelmon.gui.theme import apply_palette, current_theme
+
+from .conftest import (
+    MEDIUM_OPTIONS,
+    SLOW_OPTIONS,
+    empty_home_discovery,
+    open_model,
+    wait_idle,
+    wait_loading,
+)
+
+
+def new_window(qtbot, settings: QSettings, home: Path) -> MainWindow:
+    window = MainWindow(settings=settings, discover=empty_home_discovery(home))
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def test_settings_round_trip_geometry_configurations_and_pairs(qtbot, tmp_path: Path):
+    path = str(tmp_path / "round-trip.ini")
+    first = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
+    first.resize(800, 560)  # Qt's offscreen screen is 800 × 600: restoring keeps it on it
+    options = LoadOptions(workers=3, threads=2, chunk=16 << 20, cache="warm", verify=True)
+    first.workspace.panels["B"].set_config("pread", options)
+    first.workspace.compare.pairs.setValue(7)
+    first.sample_menu.actions[250].trigger()
+    assert first.workspace.sample_interval_s == 0.25
+    first.close()
+
+    second = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
+    assert (second.width(), second.height()) == (800, 560)
+    panel = second.workspace.panels["B"]
+    assert panel.strategy() == "pread"
+    assert panel.options() == first.workspace.panels["B"].options()
+    assert panel.options().cache == "warm" and panel.options().verify
+    assert second.workspace.compare.pairs.value() == 7
+    assert second.workspace.sample_interval_s == 0.25
+    assert second.sample_menu.actions[250].isChecked()
+    second.close()
+
+
+def test_settings_never_go_to_the_users_file(qtbot, window: MainWindow, tmp_path: Path):
+    window.close()
+    assert window.settings.qsettings.fileName() == str(tmp_path / "modelmon.ini")
+
+
+@pytest.fixture
+def light_afterwards() -> Iterator[None]:
+    yield
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    apply_palette(app, "light")  # the palette is the application's: leave it as it was
+
+
+def test_the_dark_theme_recolours_widgets_and_plots(
+    qtbot, window: MainWindow, light_afterwards: None
+):
+    plot = window.workspace.throughput
+    light_background = plot.plot.backgroundBrush().color().name()
+    window.theme_menu.actions["dark"].trigger()
+    assert window.settings.theme() == "dark"
+    assert current_theme().dark
+    assert QApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128
+    qtbot.waitUntil(
+        lambda: plot.plot.backgroundBrush().color().name() == current_theme().background
+    )
+    assert plot.plot.backgroundBrush().color().name() != light_background
+    window.theme_menu.actions["light"].trigger()
+    assert not current_theme().dark
+    qtbot.waitUntil(lambda: plot.plot.backgroundBrush().color().name() == light_background)
+    window.theme_menu.actions["system"].trigger()
+    assert window.settings.theme() == "system"
+
+
+def test_help_menu_shows_how_it_measures_shortcuts_and_about(qtbot, window: MainWindow):
+    help_menu = window.help_menu
+    assert "verified cold" in help_menu.show_how().browser.toPlainText()
+    shortcuts = help_menu.show_shortcuts().browser.toPlainText()
+    assert "Open model" in shortcuts and "Run A/B × n" in shortcuts and "Ctrl+T" in shortcuts
+    about = help_menu.show_about().browser.toPlainText()
+    from modelmon import __version__
+
+    assert f"modelmon {__version__}" in about
+    help_menu.dialog.close()
+
+
+def squeezed(window: MainWindow) -> list[str]:
+    """Text-bearing widgets drawn shorter than they need: their text would overlap."""
+    found = []
+    for kind in (QLabel, QComboBox, QSpinBox):
+        for widget in window.workspace.findChildren(kind):
+            if widget.isVisibleTo(window) and widget.height() < widget.minimumSizeHint().height():
+                found.append(f"{type(widget).__name__} {getattr(widget, 'text', str)()!r}")
+    return found
+
+
+def test_minimum_size_and_small_windows_scroll_instead_of_overlapping(
+    qtbot, window: MainWindow, small_model: Path
+):
+    open_model(qtbot, window, small_model)
+    assert window.minimumSize() == MINIMUM_SIZE
+    window.resize(300, 200)
+    assert (window.width(), window.height()) >= (MINIMUM_SIZE.width(), MINIMUM_SIZE.height())
+    workspace = window.workspace
+
+    window.resize(1000, 700)
+    qtbot.waitUntil(lambda: window.height() == 700)
+    QApplication.processEvents()
+    assert squeezed(window) == []
+    # The configurations show whole (nothing to scroll), several result rows fit, and the
+    # plots are tall enough for their axis titles.
+    assert workspace.top_scroll.verticalScrollBar().maximum() == 0
+    row = workspace.results.verticalHeader().defaultSectionSize()
+    header = workspace.results.horizontalHeader().height()
+    assert workspace.results.viewport().height() >= 3 * row
+    assert workspace.results.height() >= header + 3 * row
+    assert workspace.throughput.plot.height() >= workspace.throughput.plot.minimumHeight()
+
+    window.resize(800, 500)
+    qtbot.waitUntil(lambda: window.height() == 500)
+    QApplication.processEvents()
+    assert squeezed(window) == []
+    assert workspace.results.height() >= header + 2 * row
+
+
+def test_the_blocks_tab_labels_every_block_of_a_24_layer_model(
+    qtbot, window: MainWindow, tmp_path: Path
+):
+    model = write_safetensors_model(tmp_path / "deep", layers=24, hidden=64, vocab=128)
+    open_model(qtbot, window, model)
+    window.resize(1000, 700)
+    workspace = window.workspace
+    workspace.tabs.setCurrentIndex(workspace.tabs.count() - 1)
+    QApplication.processEvents()
+    blocks = workspace.blocks
+    names = blocks.axis.names
+    assert len(names) >= 24
+    height = blocks.axis.geometry().height()
+    assert height >= len(names) * LABEL_SPACING_PX
+    (_, rows), *_ = blocks.axis.tickValues(-0.6, len(names) - 0.4, height)
+    assert rows == [float(row) for row in range(len(names))]
+
+
+def test_verify_shows_the_checksum_and_runs_sample_as_chosen(
+    qtbot, window: MainWindow, small_model: Path
+):
+    open_model(qtbot, window, small_model)
+    workspace = window.workspace
+    workspace.panels["A"].verify.setChecked(True)
+    window.sample_menu.actions[50].trigger()
+    workspace.run("A")
+    wait_idle(qtbot, window)
+    (record,) = workspace.records
+    assert record.outcome.interval_s == 0.05
+    checksum = record.result.checksum
+    assert checksum
+    assert f"checksum {checksum}" in workspace.results.results.cell_text(record, STATUS)
+
+
+def test_exports_start_in_the_last_export_folder_and_follow_the_umask(
+    qtbot, window: MainWindow, small_model: Path, tmp_path: Path, monkeypatch
+):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    assert not window.plot_actions[0].isEnabled()  # no model: no plot to export
+    open_model(qtbot, window, small_model)
+    assert all(action.isEnabled() for action in window.plot_actions)
+    window.workspace.run("A")
+    wait_idle(qtbot, window)
+    offered: list[str] = []
+    answers = iter([str(exports / "results.json"), str(exports / "plot.svg")])
+
+    def save_dialog(_parent, _title, start, _filters):
+        offered.append(start)
+        return next(answers), ""
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", save_dialog)
+    old_umask = os.umask(0o027)
+    try:
+        with qtbot.waitSignal(window.workspace.exporter.finished, timeout=20_000) as done:
+            window.json_action.trigger()
+        assert done.args[0], done.args[1]
+        with qtbot.waitSignal(window.workspace.exporter.finished, timeout=20_000) as done:
+            window.plot_actions[0].trigger()
+        assert done.args[0], done.args[1]
+    finally:
+        os.umask(old_umask)
+    # The first dialog starts at home (never the model's folder), the next where the last
+    # export went; the folder is remembered.
+    assert offered == [str(home / "modelmon-results.json"), str(exports / "throughput.png")]
+    assert window.settings.export_folder() == str(exports)
+    for name in ("results.json", "plot.svg"):
+        assert stat.S_IMODE((exports / name).stat().st_mode) == 0o640, name
+    svg = (exports / "plot.svg").read_text()
+    # Tick labels and axis titles as text, not bitmaps; the heading names model and configs.
+    assert "<image" not in svg and svg.count("<text") > 5
+    assert small_model.name in svg and "A: sequential" in svg
+
+
+def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(
+    qtbot, window: MainWindow, slow_model: Path, tmp_path: Path
+):
+    open_model(qtbot, window, slow_model)
+    workspace = window.workspace
+    for label, strategy in (("A", "sequential"), ("B", "pread")):
+        workspace.panels[label].set_config(strategy, MEDIUM_OPTIONS)
+    workspace.run_ab(1)
+    wait_idle(qtbot, window, 60_000)
+    first = workspace.ab_result
+    assert first is not None, window.messages.message()
+    first_session = workspace.ab_session
+    for label in ("A", "B"):
+        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
+    workspace.run_ab(2)
+    wait_loading(qtbot, workspace)
+    workspace.cancel()
+    wait_idle(qtbot, window)
+    assert workspace.ab_result is None and workspace.ab_session != first_session
+    path = tmp_path / "results.json"
+    with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
+        workspace.exporter.export_results(str(path))
+    assert done.args[0], done.args[1]
+    document = json.loads(path.read_text())
+    assert document["ab"]["verdict"]["text"] == first.verdict.text
+    assert document["ab"]["session"] == first_session
+    names = [run["run"] for run in document["runs"]]
+    assert len(names) == len(set(names)) == 3  # two of the first A/B, one cancelled
+    assert names[2].endswith(workspace.ab_session)
+
+
+def test_the_system_theme_follows_the_desktop_and_a_chosen_one_does_not(
+    qtbot, window: MainWindow, light_afterwards: None, monkeypatch
+):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+
+    import modelmon.gui.theme as theme_module
+
+    # Qt's offscreen platform has no colour scheme of its own: stand in for the desktop.
+    desktop = {"dark": False}
+    original = theme_module.wants_dark
+
+    def desktop_wants_dark(choice: str = "system") -> bool:
+        return desktop["dark"] if choice == "system" else original(choice)
+
+    monkeypatch.setattr(theme_module, "wants_dark", desktop_wants_dark)
+    hints = QGuiApplication.styleHints()
+    window.theme_menu.choose("system")
+    desktop["dark"] = True
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert current_theme().dark
+    window.theme_menu.choose("light")  # a choice of the user's wins over the desktop
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+    assert not current_theme().dark
+    window.theme_menu.choose("system")
+    assert current_theme().dark
+    desktop["dark"] = False
+    hints.colorSchemeChanged.emit(Qt.ColorScheme.Light)
+    assert not current_theme().dark
