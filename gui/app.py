@@ -12,6 +12,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from modelmon import __version__
+from modelmon.gui.collector import GuiThreadCollector
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.theme import apply_palette
 
@@ -30,6 +31,8 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     app.setApplicationVersion(__version__)
     app.setDesktopFileName("modelmon")
     apply_palette(app)
+    if app.findChild(GuiThreadCollector) is None:  # garbage with Qt objects: freed here only
+        GuiThreadCollector(app)
     return app
 
 

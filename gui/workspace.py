@@ -68,7 +68,7 @@ RESULT_ROWS = 4
 RESULT_MIN_ROWS = 2
 TOP_SLACK = 4  # px: a scroll area exactly as tall as its content may still show a scroll bar
 PLOT_MIN_HEIGHT = 190  # below this a plot's y-axis label no longer fits beside its axis
-MODEL_PANEL_MIN_WIDTH = 240  # narrower, its facts wrap onto more lines (and it scrolls)
+MODEL_PANEL_MIN_WIDTH = 220  # narrower, its facts wrap onto more lines (and it scrolls)
 
 
 def scrolling(widget: QWidget, min_width: int | None = None) -> QScrollArea:

@@ -43,7 +43,8 @@ READAHEAD_CHOICES: tuple[int | None, ...] = (None, 128, 512, 1024, 4096, 16384)
 
 
 def readahead_text(kb: int | None) -> str:
-    return "device's own" if kb is None else chunk_text(kb * KiB)
+    """The choice as the editor lists it; None: leave the device's value as it is."""
+    return "as is" if kb is None else chunk_text(kb * KiB)
 
 
 def readahead_blocked(strategy: str, unavailable: str | None) -> str | None:

@@ -148,15 +148,16 @@ class StrategyPanel(QGroupBox):
             grid.addWidget(right_widget, row, 3)
         self.verify.setToolTip(TIPS["verify"])
         self.discard.setToolTip(TIPS["discard"])
-        grid.addWidget(self.verify, 5, 1)
-        grid.addWidget(self.discard, 5, 3)
-        grid.addWidget(self._caption("readahead", "Readahead"), 6, 0)
-        grid.addWidget(self.readahead, 6, 1)
-        grid.addWidget(self.spec_line, 7, 0, 1, 3)
-        grid.addWidget(self.run_button, 7, 3)
+        # Readahead on the row of the two switches: one row more would not fit at 1000×700.
+        grid.addWidget(self._caption("readahead", "Readahead"), 5, 0)
+        grid.addWidget(self.readahead, 5, 1)
+        grid.addWidget(self.verify, 5, 2, 1, 2)
+        grid.addWidget(self.discard, 5, 3, Qt.AlignmentFlag.AlignRight)
+        grid.addWidget(self.spec_line, 6, 0, 1, 3)
+        grid.addWidget(self.run_button, 6, 3)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
-        grid.setRowStretch(8, 1)
+        grid.setRowStretch(7, 1)
 
     def _caption(self, key: str, text: str) -> QLabel:
         caption = QLabel(f"{text}:")

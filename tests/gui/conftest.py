@@ -129,3 +129,19 @@ def worker_processes() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+@pytest.fixture(autouse=True)
+def gc_in_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
+    """As in the app (``create_application``): cyclic garbage holding Qt objects is freed in
+    the GUI thread only. An automatic collection in an export thread once freed an earlier
+    test's window menus there and froze the suite (Qt's lock against the GIL)."""
+    if "qtbot" not in request.fixturenames:  # tests/gui/state: no Qt
+        yield
+        return
+    request.getfixturevalue("qapp")
+    from modelmon.gui.collector import GuiThreadCollector
+
+    collector = GuiThreadCollector()
+    yield
+    collector.stop()  # after the window is closed: its garbage is collected here
