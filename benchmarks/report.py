@@ -15,6 +15,13 @@ from benchmarks.summary import (
     library_of,
     rows_of,
 )
+from benchmarks.tables import (
+    applied_sections,
+    ranks_section,
+    regret_summary,
+    regret_table,
+    shown,
+)
 
 ENV_TITLES = {
     "local": "local disk",
@@ -51,7 +58,7 @@ def job_table(job: dict[str, Any]) -> str:
     lines = [TABLE_HEAD.format(ceiling=CEILING_FOR[cache].replace("_", " "), cache=cache)]
     for row in rows:
         if not row.ok and row.kind != "ceiling":
-            lines.append(f"| {row.label} | failed | – | – | – | {row.error or ''} |")
+            lines.append(f"| {row.label} | {shown(job, row)} | – | – | – | {row.error or ''} |")
             continue
         spread = f"{_mb(row.low)}–{_mb(row.high)}"
         to_ceiling = row.median / ceiling if ceiling else None
@@ -150,6 +157,7 @@ def environment_sections(results: dict[str, Any]) -> list[str]:
             line = _recommendation(job)
             if line:
                 out.append(line + "\n")
+            out += regret_table(job)
             diagnosis = job.get("diagnosis")
             if diagnosis:
                 from benchmarks.diagnose import summary_line
@@ -346,12 +354,38 @@ def render(results: dict[str, Any]) -> str:
         out.append(f"- {note}")
     out += ["", *_caveat(results), "## Targets\n", *targets_section(results)]
     out += ["## Throughput by environment\n", *_method_notes(), *environment_sections(results)]
+    out += ["## core.load (what a user applies) against measure (worker processes)\n"]
+    out += [*_applied_notes(), *applied_sections(results)]
+    out += ["## Regret of recommend()\n", *_regret_notes(), *regret_summary(results)]
+    out += ["## Ranks on one node: replicas on FUSE\n", *ranks_section(results)]
     out += ["## Peers\n", *peers_section(results)]
     out += ["## Monitoring overhead\n", *overhead_section(results)]
     out += ["## Peak memory\n", *memory_section(results)]
     out += ["## Plan time for a 100 000-tensor model\n", *plan_section(results)]
     out += ["## GUI event-loop tick latency\n", *gui_section(results)]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _applied_notes() -> list[str]:
+    return [
+        "The same rounds as the tables above: each configuration applied as a user would, "
+        "`modelmon.core.load(path, config=FILE)` in a fresh process (timed from go to the last "
+        "array, after the parent put the page cache in the verified state; the recommended "
+        "row applies the very config file `recommend` wrote), beside the same configuration "
+        "measured in worker processes (`measure`). `sequential chunk=16MiB` is 1 worker with "
+        "4 reader threads (the defaults); `workers=4 threads=1` is the same concurrency in "
+        "processes. Peak RSS: the child's own VmHWM (interpreter and imports included).\n"
+    ]
+
+
+def _regret_notes() -> list[str]:
+    return [
+        "`recommend(model, budget_s)` ran first in each environment; its pick, applied "
+        "through `core.load(config=)` in a fresh process, then ran in the rounds alternately "
+        "with every strong alternative it measured (as core.load), the standard "
+        "configurations and the installed peers, cold. regret = 1 − pick / best (medians). "
+        "Each environment's table is under its throughput table above.\n"
+    ]
 
 
 def _method_notes() -> list[str]:
