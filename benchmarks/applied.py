@@ -53,6 +53,9 @@ def recommended(rec: Recommendation, folder: Path) -> tuple[list[Entry], dict[st
         if rival.peer is None and rival.spec != winner.spec:
             entries.append(Entry("load", rival.strategy, options_of(rival.options), "alternative"))
     used = rec.used
+    if used.peer is not None:  # a peer won: the rounds run it with the settings it won with
+        env = [[key, value] for key, value in used.peer.env]
+        entries.append(Entry("peer", used.strategy, {"env": env}, "recommended"))
     record = {
         "spec": winner.spec,
         "pick": used.spec,

@@ -31,6 +31,7 @@ from benchmarks.diagnose import diagnose
 from benchmarks.peers import run_peer
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ceilings import measure_ceilings
+from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.recommend import recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions, format_spec
@@ -53,7 +54,14 @@ class Entry:
 
     @property
     def spec(self) -> str:
-        return self.name if self.kind == "peer" else format_spec(self.name, self.loaded)
+        if self.kind == "peer":
+            return self.settings.spec
+        return format_spec(self.name, self.loaded)
+
+    @property
+    def settings(self) -> PeerSettings:
+        """A peer's settings: ``options["env"]`` holds the variables a user would set."""
+        return PeerSettings(self.name, tuple((k, v) for k, v in self.options.get("env", ())))
 
     @property
     def loaded(self) -> LoadOptions:
@@ -61,9 +69,7 @@ class Entry:
 
     @property
     def label(self) -> str:
-        if self.kind == "peer":
-            return f"peer: {self.name}"
-        prefix = "core.load: " if self.kind == "load" else ""
+        prefix = {"load": "core.load: ", "peer": "peer: "}.get(self.kind, "")
         mark = " (recommended)" if self.role == "recommended" else ""
         return f"{prefix}{self.spec}{mark}"
 
@@ -121,7 +127,7 @@ def _strategy_run(model: Any, entry: Entry, cache: str, limit: float | None) -> 
 
 
 def _peer_run(files: list[str], entry: Entry, cache: str, limit: float | None) -> dict[str, Any]:
-    result = run_peer(entry.name, files, cache, time_limit_s=limit)
+    result = run_peer(entry.settings, files, cache, time_limit_s=limit)
     return {
         **_outcome(result),
         "resident_before": result.resident_before,

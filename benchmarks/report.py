@@ -26,7 +26,8 @@ from benchmarks.tables import (
 ENV_TITLES = {
     "local": "local disk",
     "hdd": "hdd: the same disk throttled like a hard disk (blkio cgroup v1: 150 MiB/s, 200 IOPS)",
-    "fuse": "fuse: rclone serve http on loopback + rclone mount (no VFS cache)",
+    "fuse": "fuse: rclone serve http on loopback + rclone mount (no VFS cache; cold evicts the "
+    "mounted files, the files behind the server stay as the page cache keeps them)",
 }
 TABLE_HEAD = (
     "| configuration | MB/s median | min–max | × {ceiling} ceiling | × library "
@@ -316,7 +317,7 @@ def render(results: dict[str, Any]) -> str:
     machine = results["machine"]
     out = [
         "# Benchmarks\n",
-        "Reproduce (one command, under 30 minutes on a 2-core machine; run as root for the hdd "
+        "Reproduce (one command, about 35 minutes on a 2-core machine; run as root for the hdd "
         "and fuse environments):\n",
         f"```sh\n{results['reproduce']}\n```\n",
         f"This file was written by `{results['command']}` on {machine['date']}; the whole run "

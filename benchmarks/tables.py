@@ -36,7 +36,8 @@ def _ratio(value: float | None) -> str:
 
 def _spec(entry: dict[str, Any]) -> str:
     if entry["kind"] == "peer":
-        return str(entry["name"])
+        knobs = " ".join(f"{k}={v}" for k, v in entry["options"].get("env", ()))
+        return f"{entry['name']} {knobs}".strip()
     return format_spec(entry["name"], LoadOptions(**entry["options"]))
 
 
@@ -68,7 +69,9 @@ def shown(job: dict[str, Any], row: Row | None) -> str:
 
 
 def runai_of(job: dict[str, Any]) -> Row | None:
-    return next((r for r in rows_of(job) if r.kind == "peer" and r.name == RUNAI), None)
+    """Run:ai's fastest measured setting (its defaults, or the one recommend picked)."""
+    found = [r for r in rows_of(job) if r.kind == "peer" and r.name == RUNAI]
+    return max(found, key=lambda r: (r.ok, r.median)) if found else None
 
 
 def modelmon_best(job: dict[str, Any]) -> Row | None:
@@ -221,9 +224,8 @@ def regret_of(job: dict[str, Any]) -> dict[str, Any] | None:
     if not rec:
         return None
     rows = [r for r in rows_of(job) if r.kind in ("load", "peer")]
-    pick = next((r for r in rows if r.kind == "load" and r.role == "recommended"), None)
-    if rec.get("pick_is_peer"):
-        pick = next((r for r in rows if r.kind == "peer" and rec["pick"].startswith(r.name)), pick)
+    kind = "peer" if rec.get("pick_is_peer") else "load"
+    pick = next((r for r in rows if r.kind == kind and r.role == "recommended"), None)
     measured = [r for r in rows if r.ok]
     if pick is None or not pick.ok or not measured:
         return {"rec": rec, "rows": rows, "pick": pick, "best": None, "regret": None}
