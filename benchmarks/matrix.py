@@ -192,7 +192,7 @@ def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
         if job.ranks > 1:
             pick = next((e for e in entries if e.role == "recommended"), None)
             pick = pick or next(e for e in entries if e.kind == "strategy")
-            out["ranks"] = applied.ranks(model, pick, job.ranks, max(2, job.repeats - 1), say)
+            out["ranks"] = applied.ranks(model, pick, job.ranks, max(1, job.repeats // 2), say)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     best = best_strategy(entries, out["runs"])

@@ -205,11 +205,13 @@ def _extras(
 def _write(results: dict[str, Any], out: Path) -> None:
     folder = out.parent / "benchmarks"
     folder.mkdir(parents=True, exist_ok=True)
+    raw = folder / "results.json"
+    raw.write_text(json.dumps(results, indent=1, default=str) + "\n")  # first: nothing lost
     missing = plots.matplotlib_missing()
     results["plots"] = plots.plot_all(results, folder)
     if missing and not any(n.startswith("No plots") for n in results["notes"]):
         results["notes"].append(f"No plots: {missing}.")
-    (folder / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    raw.write_text(json.dumps(results, indent=1, default=str) + "\n")
     out.write_text(report.render(results))
 
 
