@@ -162,7 +162,8 @@ def job_targets(job: dict[str, Any]) -> list[Target]:
                     text,
                     f"{best.label}: {best.median:.0f} / "
                     f"{ceiling:.0f} MB/s = {ratio:.2f}×; paired by round: "
-                    f"{'–' if paired is None else f'{paired:.2f}×'}",
+                    f"{'–' if paired is None else f'{paired:.2f}×'}"
+                    + ("" if judged >= want else f" ({1 - judged / want:.0%} short)"),
                     judged >= want,
                     job,
                 )

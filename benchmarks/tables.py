@@ -345,8 +345,13 @@ def regret_targets(job: dict[str, Any]) -> list[Target]:
             f"{rec['elapsed_s']:.0f} s for {rec['budget_s']:g} s ({ratio - 1:+.0%})",
             abs(ratio - 1) <= BUDGET_SLACK,
             job,
-            "recommend() always measures the ceilings and screens its first candidates "
-            "once, however slow they are",
+            (
+                "recommend() always measures the ceilings and screens its first candidates "
+                "once, however slow they are"
+                if ratio > 1
+                else "recommend() stopped when no further run at its measured pace fitted in "
+                "what was left of the budget"
+            ),
         )
     )
     return out
