@@ -89,7 +89,7 @@ def full_profile() -> Profile:
         peers={"safetensors": SAFETENSORS_PEERS, "gguf": ("gguf-reader",)},
         notes=(
             "hdd uses smaller models so that every configuration gets three cold runs within "
-            "the budget: an 11-layer 0.55 GB Q4_K GGUF and a 322 MB fp16 model (the 2.5 GB "
+            "the budget: a 6-layer Q4_K GGUF (0.36 GB) and a 322 MB fp16 model (the 2.5 GB "
             "one would take 17 s or more a load at 150 MiB/s). local and fuse use the 2.5 GB "
             "TinyLlama-shaped model.",
             f"On fuse every run is bounded by a {FUSE_TIME_LIMIT_S:g} s time limit: a loader "
