@@ -18,27 +18,26 @@ from typing import Any
 
 from modelmon.core.errors import ConfigError, ConfigMismatchWarning
 from modelmon.core.model.records import Model
-from modelmon.core.system.storage import storage_facts
+from modelmon.core.system.storage import StorageFacts, storage_facts
 
 MTIME_SLACK_S = 1.0  # filesystems and HTTP-backed mounts keep mtimes to the second
 SHOWN_DIFFERENCES = 3  # more would not fit one line
 
 
-def storage_kind(path: str) -> str:
-    """ "fuse", "network" or "local": what decides which loading strategy wins."""
-    facts = storage_facts(path)
+def storage_kind(facts: StorageFacts) -> str:
+    """The kind of storage ("fuse", "network" or "local"): what decides which strategy wins."""
     return "fuse" if facts.is_fuse else "network" if facts.is_network else "local"
 
 
 def model_identity(model: Model) -> dict[str, Any]:
     """The ``[identity]`` table: tensor bytes and count, storage kind, every file's name,
     size and mtime."""
-    first = model.files[0].path
+    facts = storage_facts(model.files[0].path)
     return {
         "tensor_bytes": model.total_bytes,
         "tensors": len(model.extents),
-        "storage": storage_kind(first),
-        "fs_type": storage_facts(first).fs_type,
+        "storage": storage_kind(facts),
+        "fs_type": facts.fs_type,
         "files": [
             {
                 "name": Path(f.path).name,
