@@ -174,7 +174,8 @@ def targets_section(results: dict[str, Any]) -> list[str]:
     lines = ["| where | target | measured | met |", "| --- | --- | --- | --- |"]
     misses = []
     for target in all_targets(results):
-        mark = {True: "✓ met", False: "✗ **missed**", None: "not measured"}[target.met]
+        unknown = "not decided (a bound only)" if "limit)" in target.measured else "not measured"
+        mark = {True: "✓ met", False: "✗ **missed**", None: unknown}[target.met]
         lines.append(f"| {target.section} | {target.target} | {target.measured} | {mark} |")
         if target.met is False:
             misses.append(target)

@@ -185,7 +185,27 @@ def job_targets(job: dict[str, Any]) -> list[Target]:
         shared = next(
             (r for r in rows if r.name == "mmap-shared-fd" and r.kind == "strategy" and r.ok), None
         )
-        if shared is None or best is None or shared.median <= 0:
+        bound = next(
+            (
+                r["bound_mbps"]
+                for r in job["runs"]
+                if r["name"] == "mmap-shared-fd" and r["kind"] == "strategy" and "bound_mbps" in r
+            ),
+            None,
+        )
+        if shared is None and bound and best is not None:  # stopped at the time limit
+            slower = best.median / bound
+            found.append(
+                Target(
+                    section,
+                    text,
+                    f"< {bound:.0f} MB/s (stopped at the {job.get('time_limit_s') or 0:g} s "
+                    f"limit) vs {best.median:.0f} MB/s: ≥ {slower:.1f}× slower",
+                    True if slower >= SHARED_FD_SLOWER else None,
+                    job,
+                )
+            )
+        elif shared is None or best is None or shared.median <= 0:
             found.append(Target(section, text, "not measured", None, job))
         else:
             slower = best.median / shared.median

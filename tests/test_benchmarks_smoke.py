@@ -1,5 +1,5 @@
 """The benchmark machinery on a tiny model, one repeat, local disk only: it runs end to end and
-writes the markdown and JSON with the expected columns (the full run takes ~20 minutes)."""
+writes the markdown and JSON with the expected columns (the full run takes ~35 minutes)."""
 
 from __future__ import annotations
 
