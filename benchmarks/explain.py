@@ -134,7 +134,23 @@ def _throttle_miss(target: Target, results: dict[str, Any]) -> str:
     return "; ".join(parts) + "."
 
 
+def _from_run(target: Target) -> str:
+    """The target's own reason, then what the monitored run of the job's best showed."""
+    from benchmarks.diagnose import summary_line
+
+    text = target.why[0].upper() + target.why[1:]
+    diagnosis = (target.job or {}).get("diagnosis")
+    if diagnosis and "regret" not in target.section:
+        text += (
+            f". Monitored run of the best configuration ({diagnosis['strategy']}): "
+            f"{summary_line(diagnosis)}"
+        )
+    return text + "."
+
+
 def explain_miss(target: Target, results: dict[str, Any]) -> str:
+    if target.why:
+        return _from_run(target)
     if "throttle bites" in target.target:
         return _throttle_miss(target, results)
     if target.section == "monitoring":

@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks import applied
+from benchmarks.applied import config_for, load_run
 from benchmarks.diagnose import diagnose
 from benchmarks.peers import run_peer
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ceilings import measure_ceilings
+from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.recommend import recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions, format_spec
@@ -41,17 +47,31 @@ Progress = Callable[[str], None]
 class Entry:
     """A row of a table: a modelmon strategy with options, or a peer loader."""
 
-    kind: str  # "strategy" | "peer"
+    kind: str  # "strategy" (measure: worker processes) | "load" (core.load) | "peer"
     name: str  # strategy or peer name
     options: dict[str, Any] = field(default_factory=dict)  # LoadOptions fields (strategies)
-    role: str = ""  # "recommended" for recommend()'s pick
+    role: str = ""  # "recommended" for recommend()'s pick; "alternative" for its strong rivals
+
+    @property
+    def spec(self) -> str:
+        if self.kind == "peer":
+            return self.settings.spec
+        return format_spec(self.name, self.loaded)
+
+    @property
+    def settings(self) -> PeerSettings:
+        """A peer's settings: ``options["env"]`` holds the variables a user would set."""
+        return PeerSettings(self.name, tuple((k, v) for k, v in self.options.get("env", ())))
+
+    @property
+    def loaded(self) -> LoadOptions:
+        return LoadOptions(**self.options)
 
     @property
     def label(self) -> str:
-        if self.kind == "peer":
-            return f"peer: {self.name}"
-        spec = format_spec(self.name, LoadOptions(**self.options))
-        return f"{spec} (recommended)" if self.role == "recommended" else spec
+        prefix = {"load": "core.load: ", "peer": "peer: "}.get(self.kind, "")
+        mark = " (recommended)" if self.role == "recommended" else ""
+        return f"{prefix}{self.spec}{mark}"
 
 
 @dataclass
@@ -66,6 +86,8 @@ class Job:
     recommend_budget_s: float = 0.0  # 0: no recommendation
     workers: int = 4
     diagnose: bool = True  # monitored runs of the best configuration (diagnose.py)
+    time_limit_s: float | None = None  # a run stopped there is bounded, and not run again
+    ranks: int = 0  # > 1: the pick as N replica ranks at one barrier vs 1 (ranks.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -87,9 +109,9 @@ def _outcome(result: LoadResult | PeerResult) -> dict[str, Any]:
     }
 
 
-def _strategy_run(model: Any, entry: Entry, cache: str) -> dict[str, Any]:
+def _strategy_run(model: Any, entry: Entry, cache: str, limit: float | None) -> dict[str, Any]:
     options = LoadOptions(**entry.options).with_(cache=cache)
-    result = LoadRun(model, entry.name, options).run()
+    result = LoadRun(model, entry.name, options, time_limit_s=limit).run()
     workers = result.workers
     return {
         **_outcome(result),
@@ -104,8 +126,8 @@ def _strategy_run(model: Any, entry: Entry, cache: str) -> dict[str, Any]:
     }
 
 
-def _peer_run(files: list[str], entry: Entry, cache: str) -> dict[str, Any]:
-    result = run_peer(entry.name, files, cache)
+def _peer_run(files: list[str], entry: Entry, cache: str, limit: float | None) -> dict[str, Any]:
+    result = run_peer(entry.settings, files, cache, time_limit_s=limit)
     return {
         **_outcome(result),
         "resident_before": result.resident_before,
@@ -145,7 +167,6 @@ def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
     load_at_start = os.getloadavg()[0]  # 1-minute load: others' work on this machine shows here
     blkio_start = blkio_counters() if job.env == "hdd" else None
     model = open_model(job.model_path)
-    files = [f.path for f in model.files]
     out: dict[str, Any] = {
         "env": job.env,
         "model_key": job.model_key,
@@ -157,63 +178,23 @@ def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
         "runs": [],
     }
     entries = list(job.entries)
-    if job.recommend_budget_s > 0:
-        t0 = time.monotonic()
-        pick = recommend(model, job.recommend_budget_s, workers=job.workers)
-        winner = pick.winner
-        chosen = {k: v for k, v in winner.options.to_dict().items() if k != "cache"}
-        out["recommendation"] = {
-            "spec": winner.spec,
-            "budget_s": job.recommend_budget_s,
-            "elapsed_s": time.monotonic() - t0,
-            "explanation": list(pick.explanation),
-            "ranked": [
-                {"spec": c.spec, "median_mbps": c.median_mbps, "role": c.role} for c in pick.ranked
-            ],
-            "candidates": pick.table(),
-        }
-        say(f"recommend picked {winner.spec} in {time.monotonic() - t0:.0f} s")
-        entries = with_recommended(entries, Entry("strategy", winner.strategy, chosen))
-    out["entries"] = [{"label": e.label, **asdict(e)} for e in entries]
-    ceiling_runs: dict[str, list[float]] = {name: [] for name in job.ceilings}
-    verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
-    specs: dict[str, str] = {}
-    for repeat in range(job.repeats):
-        # The ceilings open every round, so each ratio compares runs made minutes apart at most.
-        for ceiling in measure_ceilings(model, job.ceilings, repeats=1, workers=job.workers).items:
-            ceiling_runs[ceiling.name].append(ceiling.mbps)
-            verified[ceiling.name] = verified[ceiling.name] and bool(ceiling.verified)
-            specs[ceiling.name] = ceiling.spec
-            say(
-                f"[{job.env}/{job.model_key}/{job.cache} {repeat + 1}/{job.repeats}] ceiling "
-                f"{ceiling.name}: {ceiling.mbps:.0f} MB/s"
-            )
-        shift = repeat % len(entries) if entries else 0
-        for entry in entries[shift:] + entries[:shift]:
-            if entry.kind == "peer":
-                run = _peer_run(files, entry, job.cache)
-            else:
-                run = _strategy_run(model, entry, job.cache)
-            run.update(
-                label=entry.label, kind=entry.kind, name=entry.name, role=entry.role, repeat=repeat
-            )
-            out["runs"].append(run)
-            state = "cold" if run["cold"] else "warm" if run["warm"] else "NOT " + job.cache
-            say(
-                f"[{job.env}/{job.model_key}/{job.cache} {repeat + 1}/{job.repeats}] "
-                f"{entry.label}: {run['status']} {run['mbps']:.0f} MB/s ({state})"
-                + (f" {run['error']}" if run["error"] else "")
-            )
-    out["ceilings"] = {
-        name: {
-            "mbps": statistics.median(runs),
-            "runs": runs,
-            "spec": specs.get(name, ""),
-            "verified": verified[name],
-        }
-        for name, runs in ceiling_runs.items()
-        if runs
-    }
+    folder = Path(tempfile.mkdtemp(prefix="modelmon-bench-"))
+    recommended_config = None
+    try:
+        if job.recommend_budget_s > 0:
+            rec = recommend(model, job.recommend_budget_s, workers=job.workers)
+            picked, out["recommendation"] = applied.recommended(rec, folder)
+            recommended_config = out["recommendation"]["config"]
+            say(f"recommend picked {rec.used.spec} in {rec.elapsed_s:.0f} s")
+            for entry in picked:
+                entries = with_recommended(entries, entry)
+        rounds(job, model, entries, folder, recommended_config, out, say)
+        if job.ranks > 1:
+            pick = next((e for e in entries if e.role == "recommended"), None)
+            pick = pick or next(e for e in entries if e.kind == "strategy")
+            out["ranks"] = applied.ranks(model, pick, job.ranks, max(1, job.repeats // 2), say)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     best = best_strategy(entries, out["runs"])
     if job.diagnose and best is not None:
         out["diagnosis"] = diagnose(model, best.name, best.options, job.cache)
@@ -232,12 +213,80 @@ def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
     return out
 
 
+def rounds(
+    job: Job,
+    model: Any,
+    entries: list[Entry],
+    folder: Path,
+    recommended_config: str | None,
+    out: dict[str, Any],
+    say: Progress,
+) -> None:
+    """Every round: the ceilings, then every entry once, rotated; a run stopped at the time
+    limit bounds its entry, which is not run again (reported as bounded, not dropped)."""
+    files = [f.path for f in model.files]
+    out["entries"] = [{"label": e.label, **asdict(e)} for e in entries]
+    configs = {
+        e.label: config_for(e, folder, recommended_config) for e in entries if e.kind == "load"
+    }
+    ceiling_runs: dict[str, list[float]] = {name: [] for name in job.ceilings}
+    verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
+    specs: dict[str, str] = {}
+    bounded: set[str] = set()
+    where = f"{job.env}/{job.model_key}/{job.cache}"
+    for repeat in range(job.repeats):
+        # The ceilings open every round, so each ratio compares runs made minutes apart at most.
+        for ceiling in measure_ceilings(model, job.ceilings, repeats=1, workers=job.workers).items:
+            ceiling_runs[ceiling.name].append(ceiling.mbps)
+            verified[ceiling.name] = verified[ceiling.name] and bool(ceiling.verified)
+            specs[ceiling.name] = ceiling.spec
+            say(f"[{where} {repeat + 1}/{job.repeats}] ceiling {ceiling.name}: {ceiling.mbps:.0f}")
+        shift = repeat % len(entries) if entries else 0
+        for entry in entries[shift:] + entries[:shift]:
+            if entry.label in bounded:
+                continue
+            limit = job.time_limit_s
+            if entry.kind == "peer":
+                run = _peer_run(files, entry, job.cache, limit)
+            elif entry.kind == "load":
+                run = load_run(model, entry, job.cache, configs[entry.label], limit)
+            else:
+                run = _strategy_run(model, entry, job.cache, limit)
+            if run["status"] == "cancelled" and "time limit" in (run["error"] or ""):
+                bounded.add(entry.label)
+                run["bound_mbps"] = out["model_bytes"] / (limit or 1) / 1e6
+            run.update(
+                label=entry.label, kind=entry.kind, name=entry.name, role=entry.role, repeat=repeat
+            )
+            out["runs"].append(run)
+            state = "cold" if run["cold"] else "warm" if run["warm"] else "NOT " + job.cache
+            say(
+                f"[{where} {repeat + 1}/{job.repeats}] {entry.label}: {run['status']} "
+                f"{run['mbps']:.0f} MB/s ({state})" + (f" {run['error']}" if run["error"] else "")
+            )
+    out["bounded"] = sorted(bounded)
+    out["time_limit_s"] = job.time_limit_s
+    out["ceilings"] = {
+        name: {
+            "mbps": statistics.median(runs),
+            "runs": runs,
+            "spec": specs.get(name, ""),
+            "verified": verified[name],
+        }
+        for name, runs in ceiling_runs.items()
+        if runs
+    }
+
+
 def with_recommended(entries: list[Entry], pick: Entry) -> list[Entry]:
-    """``entries`` with ``pick`` marked as recommended (added unless already there)."""
-    marked = Entry(pick.kind, pick.name, dict(pick.options), "recommended")
-    same = [i for i, e in enumerate(entries) if e.label == pick.label]  # same spec
+    """``entries`` with ``pick`` in place of the same kind and spec (added when not there);
+    it keeps its role ("recommended" unless it says otherwise)."""
+    marked = Entry(pick.kind, pick.name, dict(pick.options), pick.role or "recommended")
+    same = [i for i, e in enumerate(entries) if (e.kind, e.spec) == (pick.kind, pick.spec)]
     if not same:
         return [*entries, marked]
+    if entries[same[0]].role == "recommended":  # an alternative does not unmark the pick
+        return entries
     return [marked if i == same[0] else e for i, e in enumerate(entries)]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from benchmarks.summary import ceiling_of, rows_of
 
-COLOURS = {"strategy": "#4C72B0", "peer": "#DD8452", "recommended": "#55A868"}
+COLOURS = {"strategy": "#4C72B0", "load": "#8172B3", "peer": "#DD8452", "recommended": "#55A868"}
 
 
 def matplotlib_missing() -> str | None:

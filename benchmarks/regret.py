@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import selectors
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.output.config import recommendation_document, write_config
 from modelmon.core.system import cache
 
+READY_TIMEOUT_S = 120.0  # imports on a busy 2-core machine
 STRONG = 0.5  # alternatives at least this share of the pick's median are measured again
 MAX_ALTERNATIVES = 4
 
@@ -51,11 +53,42 @@ def child_main(path: str, config: str) -> int:
     tensors = modelmon.core.load(model, config=config)
     seconds = time.perf_counter() - started
     loaded = sum(int(t.nbytes) for t in tensors.values())
-    print(json.dumps({"bytes": loaded, "seconds": seconds}), flush=True)
+    peak = _peak_rss()
+    print(json.dumps({"bytes": loaded, "seconds": seconds, "peak_rss": peak}), flush=True)
     return 0
 
 
-def run_config(path: str, config: str, files: list[str]) -> dict[str, Any]:
+def _peak_rss() -> int:
+    """This process's own peak RSS (VmHWM). Not ru_maxrss: that survives exec, so a child
+    started with vfork reports its parent's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _line_by(child: subprocess.Popen[str], deadline: float | None) -> str | None:
+    """The child's next line, or None when the deadline passes first."""
+    assert child.stdout is not None
+    if deadline is not None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(child.stdout, selectors.EVENT_READ)
+            if not selector.select(max(0.0, deadline - time.monotonic())):
+                return None
+    return child.stdout.readline()
+
+
+def run_config(
+    path: str,
+    config: str,
+    files: list[str],
+    mode: str = "cold",
+    time_limit_s: float | None = None,
+) -> dict[str, Any]:
+    """``core.load(path, config=config)`` in a fresh process, timed from go to the last
+    tensor after the page cache of ``files`` was put in ``mode``; status "cancelled" when
+    ``time_limit_s`` passed first."""
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.regret", "--child", path, config],
         text=True,
@@ -64,15 +97,33 @@ def run_config(path: str, config: str, files: list[str]) -> dict[str, Any]:
         cwd=Path(__file__).resolve().parents[1],
     )
     try:
-        assert child.stdin is not None and child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
+        assert child.stdin is not None
+        if _line_by(child, time.monotonic() + READY_TIMEOUT_S) != "ready\n":
             raise RuntimeError("child did not get ready")
-        state = cache.prepare(files, "cold")
+        state = cache.prepare(files, mode)  # type: ignore[arg-type]
         child.stdin.write("go\n")
         child.stdin.flush()
-        data = json.loads(child.stdout.readline())
+        went = time.monotonic()
+        line = _line_by(child, None if time_limit_s is None else went + time_limit_s)
+        facts = {"cold": state.cold, "warm": state.warm, "resident_before": state.resident_before}
+        if line is None:
+            seconds = time.monotonic() - went
+            why = f"stopped at the time limit of {time_limit_s:g} s"
+            return {
+                "status": "cancelled",
+                "error": why,
+                "bytes": 0,
+                "seconds": seconds,
+                "mbps": 0.0,
+                "peak_rss": 0,
+                **facts,
+            }
+        if not line.strip():
+            raise RuntimeError(f"core.load with {config} failed in the child (see stderr)")
+        data = json.loads(line)
         child.wait(60)
-        return {"mbps": data["bytes"] / data["seconds"] / 1e6, "cold": state.cold, **data}
+        mbps = data["bytes"] / data["seconds"] / 1e6
+        return {"status": "ok", "error": None, "mbps": mbps, **facts, **data}
     finally:
         stop_child_and_close(child)
 

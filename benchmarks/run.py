@@ -10,6 +10,7 @@ Every mount, cgroup and process it makes is removed or ended, also on Ctrl+C or 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -77,7 +78,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--envs", help="comma-separated subset of local,hdd,fuse (default all; --smoke: local)"
     )
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
+    parser.add_argument(
+        "--repeats", type=int, help="rounds of each job (default 3; --smoke: 1): fewer for a trial"
+    )
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -115,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     profile = suite.smoke_profile() if args.smoke else suite.full_profile()
+    if args.repeats:
+        profile = dataclasses.replace(profile, repeats=args.repeats)
     chosen = args.envs or ("local" if args.smoke else "local,hdd,fuse")
     envs = [e.strip() for e in chosen.split(",") if e.strip()]
     scratch = args.scratch.resolve()
@@ -205,11 +210,13 @@ def _extras(
 def _write(results: dict[str, Any], out: Path) -> None:
     folder = out.parent / "benchmarks"
     folder.mkdir(parents=True, exist_ok=True)
+    raw = folder / "results.json"
+    raw.write_text(json.dumps(results, indent=1, default=str) + "\n")  # first: nothing lost
     missing = plots.matplotlib_missing()
     results["plots"] = plots.plot_all(results, folder)
     if missing and not any(n.startswith("No plots") for n in results["notes"]):
         results["notes"].append(f"No plots: {missing}.")
-    (folder / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    raw.write_text(json.dumps(results, indent=1, default=str) + "\n")
     out.write_text(report.render(results))
 
 

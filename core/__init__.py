@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from modelmon.core.errors import (
     ConfigError,
+    ConfigMismatchWarning,
     LoadCancelled,
     LoadError,
     ModelFormatError,
     ModelmonError,
+    ModelmonWarning,
     OptionsError,
 )
 from modelmon.core.options import LoadOptions
@@ -30,11 +32,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigError",
+    "ConfigMismatchWarning",
     "LoadCancelled",
     "LoadError",
     "LoadOptions",
     "ModelFormatError",
     "ModelmonError",
+    "ModelmonWarning",
     "OptionsError",
     "load",
     "measure",

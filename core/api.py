@@ -19,15 +19,19 @@ PathLike = str | os.PathLike[str]
 
 
 def _resolve(
-    strategy: str | None, config: PathLike | None, options: dict[str, Any]
+    strategy: str | None, config: PathLike | None, options: dict[str, Any], model: Model
 ) -> tuple[str, LoadOptions]:
-    """Explicit arguments win over the config file, which wins over the defaults."""
+    """Explicit arguments win over the config file, which wins over the defaults. A config
+    measured on another model or storage warns (``ConfigMismatchWarning``) and still applies."""
     if config is None:
         return strategy or "sequential", from_mapping(options, base=LoadOptions())
     from modelmon.core.output.config import read_config
+    from modelmon.core.output.identity import warn_if_different
 
     recommended = read_config(config)
-    return strategy or recommended.strategy, from_mapping(options, base=recommended.options)
+    resolved = strategy or recommended.strategy, from_mapping(options, base=recommended.options)
+    warn_if_different(str(config), recommended.document.get("identity"), model)
+    return resolved
 
 
 def load(
@@ -47,8 +51,8 @@ def load(
     a model larger than RAM).
     ``config`` applies a file written by ``modelmon recommend``; explicit options override it.
     """
-    name, resolved = _resolve(strategy, config, options)
     model = path if isinstance(path, Model) else open_model(path)
+    name, resolved = _resolve(strategy, config, options, model)
     if "readahead" not in options:
         resolved = _config_readahead(model, resolved)
     return load_in_process(model, name, resolved, stop)
@@ -75,5 +79,8 @@ def measure(
     **options: Any,
 ) -> LoadResult:
     """Run one load in worker processes (nothing comes back but the measurement)."""
-    name, resolved = _resolve(strategy, config, options)
-    return run_load(path, name, resolved)
+    model = path if isinstance(path, Model) else open_model(path)
+    name, resolved = _resolve(strategy, config, options, model)
+    if "readahead" not in options:  # as load() does: what is applied is what was measured
+        resolved = _config_readahead(model, resolved)
+    return run_load(model, name, resolved)

@@ -40,6 +40,14 @@ class ConfigError(ModelmonError):
     """A config file that is not valid: names the key at fault."""
 
 
+class ModelmonWarning(UserWarning):
+    """Base of every warning the engine gives on purpose (something to know, not to stop for)."""
+
+
+class ConfigMismatchWarning(ModelmonWarning):
+    """A config file applied to a model or storage other than the one it was measured on."""
+
+
 class ModelReferenceError(ModelFormatError):
     """A model reference (``hf:ORG/NAME``, ``ollama:NAME``) that names nothing usable.
 

@@ -1,5 +1,5 @@
 """The benchmark machinery on a tiny model, one repeat, local disk only: it runs end to end and
-writes the markdown and JSON with the expected columns (the full run takes ~20 minutes)."""
+writes the markdown and JSON with the expected columns (the full run takes ~35 minutes)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
         "## Models",
         "## Targets",
         "## Throughput by environment",
+        "## core.load (what a user applies) against measure (worker processes)",
+        "## Regret of recommend()",
+        "## Ranks on one node: replicas on FUSE",
         "## Peers",
         "## Monitoring overhead",
         "## Peak memory",
@@ -46,8 +49,11 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
     assert COLUMNS in text
     assert "| ceiling: parallel read |" in text
     # recommend() may pick any of them on a tiny model: its row then says "(recommended)".
-    assert "| library" in text and "sequential workers=4 chunk=16MiB" in text
-    assert "(recommended)" in text
+    assert "| library" in text and "sequential workers=4 threads=1 chunk=16MiB" in text
+    assert "(recommended)" in text and "| core.load: pread workers=4 threads=1 |" in text
+    assert "| configuration | core.load MB/s | × ceiling | measure MB/s |" in text
+    assert "| applied as a user would |" in text and "regret = 1 − pick / best" in text
+    assert "| environment | pick (applied through core.load(config=))" in text
     assert "| where | target | measured | met |" in text
     assert "./dev bench" in text
     for row in ("| CPU |", "| RAM |", "| kernel |", "| disk |", "| filesystem |"):
@@ -56,17 +62,20 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
 
 def test_json_has_every_run(smoke: tuple[str, dict]) -> None:
     _, results = smoke
-    (job,) = results["jobs"]
-    assert job["env"] == "local" and job["cache"] == "cold"
+    job, warm = results["jobs"]
+    assert job["env"] == "local" and job["cache"] == "cold" and warm["cache"] == "warm"
     assert set(job["ceilings"]) == {"sequential_read", "parallel_read"}
     names = {entry["name"] for entry in job["entries"]}
-    assert {"library", "mmap", "sequential", "safetensors"} <= names
+    assert {"library", "pread", "sequential", "safetensors"} <= names
+    kinds = {(entry["kind"], entry["role"]) for entry in job["entries"]}
+    assert {("load", "recommended"), ("strategy", "recommended"), ("peer", "")} <= kinds
     for run_ in job["runs"]:
         assert run_["status"] == "ok", run_
         assert run_["cold"] is True and run_["resident_before"] <= 0.01
         assert run_["mbps"] > 0 and run_["bytes"] > 0
         assert {"label", "kind", "repeat", "seconds", "peak_rss"} <= set(run_)
-    assert job["recommendation"]["spec"]
+    assert all(r["warm"] for r in warm["runs"])
+    assert job["recommendation"]["spec"] and job["recommendation"]["evidence_runs"] >= 1
     assert "kept" in job["diagnosis"] and "discard" in job["diagnosis"]
     assert results["plan"]["target_met"] is True
     assert results["memory"]["discard"]["runs"]

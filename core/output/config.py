@@ -19,6 +19,7 @@ from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import OPTION_NAMES, LoadOptions, MiB, from_mapping, parse_size
 from modelmon.core.output.explain import apply_snippets
+from modelmon.core.output.identity import model_identity, validate_identity
 from modelmon.core.system.atomic import write_atomic
 from modelmon.core.system.files import UnusableFile, parse_toml, read_small_file
 from modelmon.core.system.memory import memory_facts
@@ -97,6 +98,17 @@ TOP_KEYS = {
     "alternatives",
     "apply",
     "explanation",
+    "identity",
+    "recommendation",
+}
+# [recommendation]: the overall pick, which may be a peer loader that beat modelmon's best
+# ([recommended] still holds modelmon's best, so the file stays applicable to core.load).
+RECOMMENDATION_KEYS: dict[str, tuple[Check, str]] = {
+    "pick": (_str, "a spec"),
+    "loader": (_str, "modelmon or a peer loader's name"),
+    "median_mbps": (_number, "MB/s"),
+    "runs": (_count, "a run count"),
+    "in_config": (_bool, "true or false"),
 }
 
 
@@ -131,6 +143,7 @@ def build_document(
     memory_limit: int | None = None,
     budget_s: float | None = None,
     peers: Sequence[Candidate] = (),
+    pick: Candidate | None = None,
 ) -> dict[str, Any]:
     """The config document for ``winner``, measured on ``model``.
 
@@ -139,6 +152,7 @@ def build_document(
     from. ``usable_ram``/``memory_limit``: the RAM the search allowed (the limit only when
     one was set). ``budget_s``: the seconds of a budgeted search, or None (an A/B has none).
     ``peers``: other loaders measured beside modelmon, so their snippets carry their figures.
+    ``pick``: the overall pick when it is not ``winner`` (a peer that beat modelmon's best).
     Reads the head of every model file for the fingerprint.
     """
     facts = storage_facts(model.files[0].path)
@@ -175,6 +189,13 @@ def build_document(
     fraction = None if ceilings is None else ceilings.fraction(winner.median_mbps, "parallel_read")
     if fraction is not None:
         evidence |= {"ceiling": "parallel_read", "fraction_of_ceiling": round(fraction, 3)}
+    chosen = pick or winner
+    apply = apply_snippets(model, winner, tuple(ranked), config_name, tuple(peers))
+    if chosen is not winner:
+        apply["modelmon"] += (
+            f"  (modelmon's best; the overall pick is {chosen.spec} at "
+            f"{chosen.median_mbps:.0f} MB/s, see [recommendation])"
+        )
     return {
         "format_version": FORMAT_VERSION,
         "model": {
@@ -199,8 +220,16 @@ def build_document(
             for rank, c in enumerate(ranked, 1)
             if c is not winner
         ],
-        "apply": apply_snippets(model, winner, tuple(ranked), config_name, tuple(peers)),
+        "apply": apply,
         "explanation": list(explanation),
+        "identity": model_identity(model),
+        "recommendation": {
+            "pick": chosen.spec,
+            "loader": "modelmon" if chosen.peer is None else chosen.strategy,
+            "median_mbps": round(chosen.median_mbps, 1),
+            "runs": len(chosen.results),
+            "in_config": chosen is winner,
+        },
     }
 
 
@@ -260,6 +289,7 @@ def recommendation_document(
         memory_limit=memory_limit,
         budget_s=rec.budget_s,
         peers=rec.peers,
+        pick=rec.used,
     )
 
 
@@ -317,6 +347,17 @@ def validate(name: str, document: dict[str, Any]) -> ConfigFile:
                 raise fail(f"alternatives[{rank}].{key}", "unknown key")
             if not check(value):
                 raise fail(f"alternatives[{rank}].{key}", f"must be {what}, not {value!r}")
+    if "identity" in document:
+        validate_identity(document["identity"], fail)
+    recommendation = document.get("recommendation", {})
+    if not isinstance(recommendation, dict):
+        raise fail("recommendation", "must be a table")
+    for key, value in recommendation.items():
+        check, what = RECOMMENDATION_KEYS.get(key, (None, ""))
+        if check is None:
+            raise fail(f"recommendation.{key}", "unknown key")
+        if not check(value):
+            raise fail(f"recommendation.{key}", f"must be {what}, not {value!r}")
     if not _strings(document.get("explanation", [])):
         raise fail("explanation", "must be a list of sentences")
     strategy, options = _recommended(document.get("recommended"), fail)

@@ -1,0 +1,412 @@
+"""The tables #10, #11 and #15 ask for, from a job's rounds (every number from the same runs):
+
+- core.load (in-process, what a user applies) against measure (worker processes) for the same
+  configurations, against the parallel-read ceiling and Run:ai, with the targets met/missed;
+- regret of recommend()'s pick, applied through ``core.load(config=)`` in a fresh process,
+  against every strong alternative and the installed peers;
+- ranks on FUSE: N replicas against 1, aggregate MB/s and the straggler.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from benchmarks.summary import CEILING_FOR, Row, Target, ceiling_of, paired_ratio, rows_of
+from modelmon.core.options import LoadOptions, format_spec
+
+RUNAI = "runai-model-streamer"
+LOAD_VS_MEASURE = 0.10  # core.load within 10 % of measure
+RUNAI_TARGET = 1.2
+THREADS_TARGET = 0.8
+RSS_TARGET = 1.1
+REGRET_TARGET = 0.10
+BUDGET_SLACK = 0.15
+THREADS_SPEC = format_spec("sequential", LoadOptions(workers=1, threads=4, chunk=16 << 20))
+PROCESSES_SPEC = format_spec("sequential", LoadOptions(workers=4, threads=1, chunk=16 << 20))
+
+
+def _mb(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def _spec(entry: dict[str, Any]) -> str:
+    if entry["kind"] == "peer":
+        knobs = " ".join(f"{k}={v}" for k, v in entry["options"].get("env", ()))
+        return f"{entry['name']} {knobs}".strip()
+    return format_spec(entry["name"], LoadOptions(**entry["options"]))
+
+
+def by_form(job: dict[str, Any]) -> dict[tuple[str, str], Row]:
+    """(kind, spec) → row, for the job's entries ("strategy" is measure, "load" core.load)."""
+    rows = {r.label: r for r in rows_of(job)}
+    return {(e["kind"], _spec(e)): rows[e["label"]] for e in job.get("entries", [])}
+
+
+def _runs(job: dict[str, Any], label: str) -> list[dict[str, Any]]:
+    return [r for r in job["runs"] if r["label"] == label]
+
+
+def bound_of(job: dict[str, Any], row: Row) -> float | None:
+    """The bound of an entry stopped at the time limit (MB/s it stayed under), else None."""
+    bounds = [r["bound_mbps"] for r in _runs(job, row.label) if "bound_mbps" in r]
+    return bounds[0] if bounds else None
+
+
+def shown(job: dict[str, Any], row: Row | None) -> str:
+    if row is None:
+        return "–"
+    if row.ok:
+        return _mb(row.median)
+    bound = bound_of(job, row)
+    if bound is not None:
+        return f"< {bound:,.0f} (stopped at the {job.get('time_limit_s') or 0:g} s limit)"
+    return f"failed: {row.error or '?'}"
+
+
+def runai_of(job: dict[str, Any]) -> Row | None:
+    """Run:ai's fastest measured setting (its defaults, or the one recommend picked)."""
+    found = [r for r in rows_of(job) if r.kind == "peer" and r.name == RUNAI]
+    return max(found, key=lambda r: (r.ok, r.median)) if found else None
+
+
+def modelmon_best(job: dict[str, Any]) -> Row | None:
+    mine = [r for r in rows_of(job) if r.kind in ("strategy", "load") and r.ok]
+    return max(mine, key=lambda r: r.median) if mine else None
+
+
+def applied_table(job: dict[str, Any]) -> str:
+    forms = by_form(job)
+    ceiling, runai = ceiling_of(job), runai_of(job)
+    specs = list(dict.fromkeys(spec for kind, spec in forms if kind == "load"))
+    cache = job["cache"]
+    lines = [
+        f"| configuration | core.load MB/s | × ceiling | measure MB/s | × ceiling | load / "
+        f"measure | × Run:ai (load) | core.load peak RSS / bytes | {cache} |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for spec in specs:
+        load, measured = forms.get(("load", spec)), forms.get(("strategy", spec))
+        name = f"**{spec}** (recommended)" if load and load.role == "recommended" else spec
+        ok_load = load is not None and load.ok
+        ok_measure = measured is not None and measured.ok
+        both = load.median / measured.median if ok_load and ok_measure else None  # type: ignore[union-attr]
+        to_runai = load.median / runai.median if ok_load and runai and runai.ok else None  # type: ignore[union-attr]
+        rss = _rss_ratio(job, load) if load else None
+        lines.append(
+            f"| {name} | {shown(job, load)} | "
+            f"{_ratio(load.median / ceiling if ok_load and ceiling else None)} | "  # type: ignore[union-attr]
+            f"{shown(job, measured)} | "
+            f"{_ratio(measured.median / ceiling if ok_measure and ceiling else None)} | "  # type: ignore[union-attr]
+            f"{_ratio(both)} | {_ratio(to_runai)} | {_ratio(rss)} | "
+            f"{'✓' if load and load.verified else '✗'} |"
+        )
+    name = CEILING_FOR[cache].replace("_", " ")
+    lines.append(f"| ceiling: {name} | {_mb(ceiling)} | 1.00× | | | | | | |")
+    if runai is not None:
+        lines.append(
+            f"| peer: Run:ai Model Streamer | {shown(job, runai)} | "
+            f"{_ratio(runai.median / ceiling if runai.ok and ceiling else None)} "
+            "| | | | 1.00× | | |"
+        )
+    return "\n".join(lines)
+
+
+def _rss_ratio(job: dict[str, Any], row: Row) -> float | None:
+    peaks = [r["peak_rss"] for r in _runs(job, row.label) if r["status"] == "ok"]
+    if not peaks or not job.get("model_bytes"):
+        return None
+    return float(statistics.median(peaks)) / job["model_bytes"]
+
+
+def applied_targets(job: dict[str, Any]) -> list[Target]:
+    """#10's targets on core.load and measure for one job."""
+    env, cache = job["env"], job["cache"]
+    section = f"{env} · {job['model_key']} · {cache}"
+    forms, found = by_form(job), []
+    best, runai = modelmon_best(job), runai_of(job)
+    if env in ("local", "fuse") and cache == "cold":
+        text = f"modelmon's best ≥ {RUNAI_TARGET:g}× Run:ai"
+        if best is None or runai is None or not runai.ok:
+            state = "Run:ai not measured" if runai is None else f"Run:ai: {shown(job, runai)}"
+            found.append(Target(section, text, state, None, job))
+        else:
+            ratio = best.median / runai.median
+            why = (
+                f"Run:ai ran at {runai.low:.0f}–{runai.high:.0f} MB/s, the best modelmon "
+                f"configuration ({best.label}) at {best.low:.0f}–{best.high:.0f} MB/s; "
+                f"it is {RUNAI_TARGET / ratio - 1:.0%} short of the target"
+            )
+            found.append(
+                Target(
+                    section,
+                    text,
+                    f"{best.label}: {best.median:.0f} / {runai.median:.0f} MB/s = {ratio:.2f}×",
+                    ratio >= RUNAI_TARGET,
+                    job,
+                    why,
+                )
+            )
+    if env == "fuse" and cache == "cold":
+        processes = forms.get(("strategy", PROCESSES_SPEC))
+        for kind, form in (("load", "core.load"), ("strategy", "measure")):
+            threads = forms.get((kind, THREADS_SPEC))
+            text = (
+                f"{form} `{THREADS_SPEC}` (1 worker, 4 threads) ≥ {THREADS_TARGET:g}× "
+                f"`{PROCESSES_SPEC}` (4 processes)"
+            )
+            if threads is None or processes is None or not processes.ok:
+                found.append(Target(section, text, "not measured", None, job))
+                continue
+            value = threads.median if threads.ok else (bound_of(job, threads) or 0.0)
+            ratio = value / processes.median
+            found.append(
+                Target(
+                    section,
+                    text,
+                    f"{shown(job, threads)} / {processes.median:.0f} MB/s = {ratio:.2f}×",
+                    threads.ok and ratio >= THREADS_TARGET,
+                    job,
+                    f"the threads reached {ratio:.2f}× the processes' MB/s, "
+                    f"{1 - ratio / THREADS_TARGET:.0%} short",
+                )
+            )
+    load = next((r for (k, _), r in forms.items() if k == "load" and r.role == "recommended"), None)
+    measured = next(
+        (r for (k, _), r in forms.items() if k == "strategy" and r.role == "recommended"), None
+    )
+    if load is not None and measured is not None:
+        text = f"core.load vs measure of the recommended configuration within {LOAD_VS_MEASURE:.0%}"
+        if load.ok and measured.ok:
+            ratio = load.median / measured.median
+            found.append(
+                Target(
+                    section,
+                    text,
+                    f"{load.median:.0f} / {measured.median:.0f} MB/s = {ratio:.2f}×",
+                    abs(ratio - 1) <= LOAD_VS_MEASURE,
+                    job,
+                    f"core.load ran at {load.low:.0f}–{load.high:.0f} MB/s and measure at "
+                    f"{measured.low:.0f}–{measured.high:.0f} MB/s over the same rounds; "
+                    f"{abs(ratio - 1) - LOAD_VS_MEASURE:.0%} beyond the tolerance",
+                )
+            )
+        else:
+            found.append(Target(section, text, "a run failed", False, job, "see the table"))
+        rss = _rss_ratio(job, load) if load.ok else None
+        if rss is not None and cache == "cold":
+            found.append(
+                Target(
+                    section,
+                    f"peak RSS of core.load (recommended) ≤ {RSS_TARGET}× bytes",
+                    f"{rss:.2f}×",
+                    rss <= RSS_TARGET,
+                    job,
+                    f"the child's peak ({rss * job['model_bytes'] / 2**20:,.0f} MiB, "
+                    "VmHWM) includes the interpreter, numpy and modelmon's imports "
+                    f"besides the {job['model_bytes'] / 2**20:,.0f} MiB of arrays",
+                )
+            )
+    return found
+
+
+# --- regret ------------------------------------------------------------------------------------
+
+
+def regret_of(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The pick applied (core.load with recommend's config) against every applied
+    alternative and the peers, from the job's rounds; None without a recommendation."""
+    rec = job.get("recommendation")
+    if not rec:
+        return None
+    rows = [r for r in rows_of(job) if r.kind in ("load", "peer")]
+    kind = "peer" if rec.get("pick_is_peer") else "load"
+    pick = next((r for r in rows if r.kind == kind and r.role == "recommended"), None)
+    measured = [r for r in rows if r.ok]
+    if pick is None or not pick.ok or not measured:
+        return {"rec": rec, "rows": rows, "pick": pick, "best": None, "regret": None}
+    best = max(measured, key=lambda r: r.median)
+    return {
+        "rec": rec,
+        "rows": rows,
+        "pick": pick,
+        "best": best,
+        "regret": 1 - pick.median / best.median,
+    }
+
+
+def regret_table(job: dict[str, Any]) -> list[str]:
+    found = regret_of(job)
+    if found is None:
+        return []
+    rec, pick, best = found["rec"], found["pick"], found["best"]
+    lines = [
+        "| applied as a user would | runs | MB/s median | min–max | × pick | all cold |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in found["rows"]:
+        to_pick = row.median / pick.median if pick and pick.ok and row.ok else None
+        name = f"**{row.label}** (pick)" if row is pick else row.label
+        spread = f"{row.low:,.0f}–{row.high:,.0f}" if row.ok else "–"
+        lines.append(
+            f"| {name} | {row.ok}/{row.runs} | {shown(job, row)} | {spread} | {_ratio(to_pick)} "
+            f"| {'✓' if row.verified else '✗'} |"
+        )
+    elapsed, budget = rec["elapsed_s"], rec["budget_s"]
+    text = (
+        f"`recommend(budget_s={budget:g})` took {elapsed:.0f} s "
+        f"({elapsed / budget - 1:+.0%} of the budget) and picked **{rec['pick']}** on "
+        f"{rec['evidence_runs']} cold runs"
+        + (" (the top two were within noise: the more robust one was picked)" if rec["tie"] else "")
+        + "."
+    )
+    if found["regret"] is not None:
+        text += (
+            f" Re-measured here, the best was **{best.label}**: regret = 1 − pick / best = "
+            f"**{found['regret']:.1%}**."
+        )
+    if rec.get("pick_is_peer"):
+        text += (
+            f" The pick is a peer loader; the written config holds modelmon's best, "
+            f"{rec['spec']}, for `core.load(config=)`."
+        )
+    return ["\n".join(lines) + "\n", text + "\n"]
+
+
+def regret_summary(results: dict[str, Any]) -> list[str]:
+    """One row per environment: the pick, regret, evidence runs, budget kept."""
+    lines = [
+        "| environment | pick (applied through core.load(config=)) | best re-measured | regret "
+        "| evidence runs | budget / took |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
+    any_row = False
+    for job in results.get("jobs", []):
+        found = regret_of(job)
+        if found is None:
+            continue
+        any_row = True
+        rec, best = found["rec"], found["best"]
+        regret = found["regret"]
+        kept = abs(rec["elapsed_s"] / rec["budget_s"] - 1) <= BUDGET_SLACK
+        lines.append(
+            f"| {job['env']} · {job['model_key']} | {rec['pick']} | "
+            f"{best.label if best else '–'} | "
+            f"{'–' if regret is None else f'{regret:.1%}'}"
+            f"{'' if regret is None else (' ✓' if regret <= REGRET_TARGET else ' ✗')} | "
+            f"{rec['evidence_runs']}{' ✓' if rec['evidence_runs'] >= 3 else ' ✗'} | "
+            f"{rec['budget_s']:g} s / {rec['elapsed_s']:.0f} s{' ✓' if kept else ' ✗'} |"
+        )
+    return ["\n".join(lines) + "\n"] if any_row else ["No job ran recommend().\n"]
+
+
+def regret_targets(job: dict[str, Any]) -> list[Target]:
+    found = regret_of(job)
+    if found is None:
+        return []
+    rec, section = found["rec"], f"{job['env']} · {job['model_key']} · regret"
+    out = []
+    regret = found["regret"]
+    if regret is not None:
+        pick, best = found["pick"], found["best"]
+        out.append(
+            Target(
+                section,
+                f"regret ≤ {REGRET_TARGET:.0%}",
+                f"{regret:.1%} ({pick.label} {pick.median:.0f} vs {best.label} "
+                f"{best.median:.0f} MB/s)",
+                regret <= REGRET_TARGET,
+                job,
+                f"over the rounds the pick ran at {pick.low:.0f}–{pick.high:.0f} MB/s and "
+                f"{best.label} at {best.low:.0f}–{best.high:.0f} MB/s; recommend() rested "
+                f"its pick on {rec['evidence_runs']} runs within its {rec['budget_s']:g} s "
+                "budget",
+            )
+        )
+    out.append(
+        Target(
+            section,
+            "the pick rests on ≥ 3 cold runs",
+            str(rec["evidence_runs"]),
+            rec["evidence_runs"] >= 3,
+            job,
+            "the budget left room for fewer runs of the pick (see its ranking)",
+        )
+    )
+    ratio = rec["elapsed_s"] / rec["budget_s"]
+    out.append(
+        Target(
+            section,
+            f"budget kept within {BUDGET_SLACK:.0%}",
+            f"{rec['elapsed_s']:.0f} s for {rec['budget_s']:g} s ({ratio - 1:+.0%})",
+            abs(ratio - 1) <= BUDGET_SLACK,
+            job,
+            (
+                "recommend() always measures the ceilings and screens its first candidates "
+                "once, however slow they are"
+                if ratio > 1
+                else "recommend() stopped when no further run at its measured pace fitted in "
+                "what was left of the budget"
+            ),
+        )
+    )
+    return out
+
+
+# --- ranks -------------------------------------------------------------------------------------
+
+
+def ranks_section(results: dict[str, Any]) -> list[str]:
+    out = []
+    for job in results.get("jobs", []):
+        found = job.get("ranks")
+        if not found:
+            continue
+        one, many, n = found["one"], found["many"], found["replicas"]
+        lines = [
+            f"{job['env']} · {job['model_key']}: `{found['spec']}`, discard mode (N copies of "
+            "the model would not fit in RAM beside the rest), cold, alternating.\n",
+            "| ranks | runs | aggregate MB/s (median) | per-rank MB/s (last run) | straggler "
+            "(max / median seconds) | all cold |",
+            "| ---: | ---: | ---: | --- | ---: | --- |",
+        ]
+        for count, part in ((1, one), (n, many)):
+            last = part["runs"][-1]["rank_mbps"] if part["runs"] else []
+            straggler = part["median_straggler"]
+            lines.append(
+                f"| {count} | {part['ok']}/{len(part['runs'])} | {_mb(part['median_mbps'])} | "
+                f"{', '.join(f'{x:,.0f}' for x in last)} | "
+                f"{'–' if straggler is None else f'{straggler:.2f}'} | "
+                f"{'✓' if part['all_cold'] else '✗'} |"
+            )
+        out.append("\n".join(lines) + "\n")
+        if one["median_mbps"] and many["median_mbps"]:
+            out.append(
+                f"{n} replicas together received {many['median_mbps'] / one['median_mbps']:.2f}× "
+                "the bytes per second of one. Replicas read the same files, so the page cache "
+                "may serve a byte fetched by one rank to the others: the aggregate counts what "
+                "the ranks received, not what the storage served.\n"
+            )
+    return out or ["Not run (no FUSE environment in this run).\n"]
+
+
+def applied_sections(results: dict[str, Any]) -> list[str]:
+    out = []
+    for job in results.get("jobs", []):
+        if not any(e["kind"] == "load" for e in job.get("entries", [])):
+            continue
+        out.append(f"#### {job['env']} · {job['model_key']} · {job['cache']}\n")
+        out.append(applied_table(job) + "\n")
+        paired = [
+            (e["label"], paired_ratio(job, e["label"]))
+            for e in job["entries"]
+            if e["kind"] == "load" and e["role"] == "recommended"
+        ]
+        for label, ratio in paired:
+            if ratio is not None:
+                out.append(f"{label}: {ratio:.2f}× the ceiling paired by round.\n")
+    return out or ["No job measured core.load.\n"]

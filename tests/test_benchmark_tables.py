@@ -1,0 +1,122 @@
+"""The bench's core.load-vs-measure and regret tables, from a job's runs: the arithmetic and
+what a run stopped at the time limit shows (bounded, not dropped)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.matrix import Entry
+from benchmarks.tables import (
+    PROCESSES_SPEC,
+    THREADS_SPEC,
+    applied_table,
+    applied_targets,
+    regret_of,
+    regret_table,
+)
+
+GB = 2_000_000_000
+PROCESSES = {"workers": 4, "threads": 1, "chunk": 16 << 20}
+THREADS = {"workers": 1, "threads": 4, "chunk": 16 << 20}
+
+
+def _entry(entry: Entry) -> dict[str, Any]:
+    return {
+        "label": entry.label,
+        "kind": entry.kind,
+        "name": entry.name,
+        "options": entry.options,
+        "role": entry.role,
+    }
+
+
+def _run(entry: Entry, mbps: float, repeat: int, status: str = "ok") -> dict[str, Any]:
+    stopped = status != "ok"
+    return {
+        "label": entry.label,
+        "kind": entry.kind,
+        "name": entry.name,
+        "role": entry.role,
+        "repeat": repeat,
+        "status": status,
+        "mbps": 0.0 if stopped else mbps,
+        "bytes": 0 if stopped else GB,
+        "seconds": 20.0 if stopped else GB / mbps / 1e6,
+        "error": "stopped at the time limit of 20 s" if stopped else None,
+        "cold": True,
+        "warm": False,
+        "resident_before": 0.0,
+        "peak_rss": int(1.05 * GB),
+        **({"bound_mbps": GB / 20 / 1e6} if stopped else {}),
+    }
+
+
+def _job() -> dict[str, Any]:
+    pick_load = Entry("load", "sequential", PROCESSES, "recommended")
+    pick_measure = Entry("strategy", "sequential", PROCESSES, "recommended")
+    threads_load = Entry("load", "sequential", THREADS)
+    threads_measure = Entry("strategy", "sequential", THREADS)
+    direct = Entry("load", "direct", PROCESSES)
+    runai = Entry("peer", "runai-model-streamer")
+    crawler = Entry("peer", "cattensors")
+    speeds = [
+        (pick_load, 500),
+        (pick_measure, 520),
+        (threads_load, 450),
+        (threads_measure, 400),
+        (direct, 600),
+        (runai, 400),
+    ]
+    runs = [_run(e, mbps + 10 * r, r) for r in range(3) for e, mbps in speeds]
+    runs.append(_run(crawler, 0, 0, "cancelled"))
+    entries = [*(e for e, _ in speeds), crawler]
+    return {
+        "env": "fuse",
+        "model_key": "m",
+        "cache": "cold",
+        "model_bytes": GB,
+        "time_limit_s": 20.0,
+        "entries": [_entry(e) for e in entries],
+        "runs": runs,
+        "ceilings": {"parallel_read": {"mbps": 640.0, "runs": [640.0] * 3, "verified": True}},
+        "recommendation": {
+            "spec": pick_load.spec,
+            "pick": pick_load.spec,
+            "pick_is_peer": False,
+            "budget_s": 60.0,
+            "elapsed_s": 63.0,
+            "evidence_runs": 5,
+            "tie": False,
+        },
+    }
+
+
+def test_regret_is_one_minus_pick_over_the_best_applied() -> None:
+    found = regret_of(_job())
+    assert found is not None
+    assert found["best"].label == "core.load: direct workers=4 threads=1 chunk=16MiB"
+    assert abs(found["regret"] - (1 - 510 / 610)) < 1e-9  # medians of 3 rounds
+    text = "".join(regret_table(_job()))
+    assert "regret = 1 − pick / best = **16.4%**" in text
+    assert "< 100 (stopped at the 20 s limit)" in text  # the crawler: bounded, not dropped
+
+
+def test_load_against_measure_and_the_targets() -> None:
+    job = _job()
+    table = applied_table(job)
+    assert f"| **{PROCESSES_SPEC}** (recommended) | 510 | 0.80× | 530 | 0.83× | 0.96× |" in table
+    targets = {t.target: t for t in applied_targets(job)}
+    within = targets["core.load vs measure of the recommended configuration within 10%"]
+    assert within.met is True and "0.96×" in within.measured
+    threads = next(t for name, t in targets.items() if name.startswith("core.load `"))
+    assert THREADS_SPEC in threads.target and threads.met is True  # 460 / 530 ≥ 0.8
+    in_workers = next(t for name, t in targets.items() if name.startswith("measure `"))
+    assert in_workers.met is False and "0.77×" in in_workers.measured  # 410 / 530
+    assert "3% short" in in_workers.why
+    runai = targets["modelmon's best ≥ 1.2× Run:ai"]
+    assert runai.met is True and "610 / 410" in runai.measured
+    rss = next(t for name, t in targets.items() if name.startswith("peak RSS"))
+    assert rss.met is True and rss.measured == "1.05×"
