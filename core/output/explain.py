@@ -88,10 +88,15 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
     )
     if rec.tie:
         spread = f"{verdict.note}" if verdict.note else f"pair spread ±{verdict.noise:.0%}"
-        return [
+        within = (
             head + f"within noise (median ratio {verdict.median_ratio:.2f}, {spread}): the "
-            f"pairs do not separate them, so the simpler one is recommended: {used.spec}, "
-            f"because {robustness_reason(used, other)}."
+            "pairs do not separate them"
+        )
+        if used.robustness() == other.robustness():
+            return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]
+        return [
+            f"{within}, so the simpler one is recommended: {used.spec}, because "
+            f"{robustness_reason(used, other)}."
         ]
     if verdict.text == "A faster":
         return [head + f"{gain:.2f}× faster, every pair agreeing beyond the noise."]

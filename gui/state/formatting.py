@@ -121,3 +121,9 @@ def blocks_ready_text(result: LoadResult) -> str:
 def short_block_name(name: str) -> str:
     """ "model.layers.12" → "layers.12": the prefix is the same on every row."""
     return name.removeprefix("model.")
+
+
+def bar_text(text: str) -> str:
+    """``text`` for a QProgressBar's format, shown as written. The bar replaces %p, %v and %m
+    and shows "%%" as two signs; an invisible word joiner after each % keeps it literal."""
+    return text.replace("%", "%\u2060")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from modelmon.gui.state.formatting import duration_text, human_bytes, rate_text
+from modelmon.gui.state.formatting import bar_text, duration_text, human_bytes, rate_text
 from modelmon.gui.state.live import LiveUpdate
 
 
@@ -68,14 +68,14 @@ class ProgressStrip(QWidget):
         self.cancel_button.setEnabled(True)
         if fraction is not None:
             self.bar.setValue(int(min(1.0, max(0.0, fraction)) * 1000))
-        self.bar.setFormat(text.replace("%", "%%"))  # the bar's format treats % specially
+        self.bar.setFormat(bar_text(text))
         self.detail.setText("")
 
     def stopped(self, text: str) -> None:
         """The job ended: its outcome in words beside an empty bar (nothing is running)."""
         self.cancel_button.setEnabled(False)
         self.bar.setValue(0)
-        self.bar.setFormat(text.replace("%", "%%"))
+        self.bar.setFormat(bar_text(text))
 
     def reset(self) -> None:
         """A job starts: nothing of the last one's fill or words stays."""

@@ -13,6 +13,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import (
     Recommendation,
     decide,
+    finalists,
     peer_candidates,
     recommend,
     ruled_out_by,
@@ -80,6 +81,19 @@ def test_within_noise_the_simpler_is_picked_and_said() -> None:
     # One pair estimates no noise: it decides nothing, the simpler one is picked.
     best, _, verdict, tie = decide(own, rival, [0.6])
     assert tie and best is rival and "one pair" in verdict.note
+
+
+def test_a_changed_readahead_meets_the_device_as_it_is_in_the_finals() -> None:
+    base = candidate("sequential", 1287, 1232, 1341)
+    tuned = candidate("sequential", 1290, 1300, 1295, readahead=16384)
+    other = candidate("sequential", 1289, 1285, 1291, readahead=4096)
+    own, rival = finalists([base, tuned, other])
+    assert own is tuned and rival is base  # not the other readahead value
+    # Within noise the device is left as it is (the more robust).
+    best, _, _, tie = decide(tuned, base, [1.0, 0.98, 1.01])
+    assert tie and best is base
+    # Without a base measured, the next best is the rival, as for any candidate.
+    assert finalists([tuned, other]) == (tuned, other)
 
 
 def test_shared_descriptor_is_ruled_out_on_fuse_and_network(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.recommend import Recommendation, decide
@@ -53,6 +54,23 @@ def test_tie_says_within_noise_and_why_the_simpler_one(model: Model) -> None:
         in text
     )
     assert "(1 against 4)" in text
+
+
+def test_tie_between_equally_simple_ones_says_the_higher_median_decided(model: Model) -> None:
+    big = candidate("sequential", 1282, 1280, 1290, readahead=16384)
+    medium = candidate("sequential", 1285, 1270, 1300, readahead=4096)
+    rec = record(
+        model,
+        winner=big,
+        ranked=(big, medium),
+        runner_up=medium,
+        verdict=judge([1.0, 0.95, 1.04, 0.99]),
+        tie=True,
+        pairs=4,
+    )
+    text = " ".join(explain(rec))
+    assert f"neither is simpler, so the higher median decided: {big.spec}." in text
+    assert "simpler one is recommended" not in text
 
 
 def test_shared_descriptor_on_fuse_is_named_the_failure_mode(model: Model, tmp_path: Path) -> None:
