@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
             results["knobs"] = _guarded(
-                "knobs", lambda: knobs.run(small, scratch, repeats=args.repeats, say=say)
+                "knobs", lambda: knobs.run(small, scratch, repeats=profile.repeats, say=say)
             )
     finally:
         if not args.keep_models:
