@@ -41,6 +41,7 @@ PAIRS = 3  # paired runs of the finalists the budget is planned for: the winner 
 MIN_PAIRS = 2  # fewer pairs than this decide nothing: the more robust finalist is picked
 SEMIFINALISTS = 4  # leaders of the screening that run once more before the finals are chosen
 SCREEN_FIRST = 2  # candidates screened whatever the reserve for the finals (a race needs two)
+LATER_SHARE = 0.5  # of the budget left when screening starts, at most this is kept for later
 # Device readahead tried for the leading strategy, where modelmon may set it: the kernel's
 # default, the common "raise it" advice, and two steps past it.
 READAHEAD_KIB = (128, 1024, 4096, 16384)
@@ -186,10 +187,15 @@ def screen(race: Race, order: list[Candidate], facts: StorageFacts, later_runs: 
     """Each candidate once, while the budget keeps room for the semifinal, the finals and
     ``later_runs`` more runs at the leader's pace (the readahead round)."""
     screened = 0
+    # The later rounds may keep at most this share of what screening starts with: planned
+    # at full size (14 runs with the readahead round) they once took the whole of a 45 s
+    # budget on a fast disk, and 15 of 17 candidates were never run. They adapt to what is
+    # left (fewer pairs, fewer readahead values), a candidate never run cannot.
+    cap = LATER_SHARE * race.left()
     for candidate in order:
         reserve = finals_reserve(race, order) + semis_reserve(race, order)
         reserve += later_runs * race.leader_pace_s
-        keep = reserve if screened >= SCREEN_FIRST else 0.0
+        keep = min(reserve, cap) if screened >= SCREEN_FIRST else 0.0
         first = race.leader is None and not any(c.wall_seconds for c in order)
         if race.left() - keep < race.pace(candidate) and not first:
             candidate.ended, candidate.reason = "not measured", "not measured: no budget left"

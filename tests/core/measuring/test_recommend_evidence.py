@@ -17,6 +17,7 @@ from modelmon.core.measuring.recommend import (
     peer_candidates,
     recommend,
     ruled_out_by,
+    screen,
 )
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
@@ -24,6 +25,7 @@ from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.system.storage import storage_facts
 
 from .records import candidate
+from .records import run as candidate_result
 
 BUDGET_S = 15.0
 
@@ -167,3 +169,40 @@ def test_ceilings_measured_in_the_session_are_reused_not_remeasured(sharded_mode
     parallel = known.get("parallel_read")
     assert evidence["ceilings_mbps"]["parallel_read"] == round(parallel.mbps, 1)
     assert evidence["fraction_of_ceiling"] == round(rec.winner.median_mbps / parallel.mbps, 3)
+
+
+class _ScriptedRace:
+    """A race on a clock of its own: every run takes ``pace_s`` and completes at 1000 MB/s."""
+
+    def __init__(self, budget_s: float, pace_s: float) -> None:
+        self.clock, self.budget_s, self.pace_s = 0.0, budget_s, pace_s
+        self.leader: object | None = None
+
+    def left(self) -> float:
+        return self.budget_s - self.clock
+
+    @property
+    def leader_pace_s(self) -> float:
+        return self.pace_s
+
+    def pace(self, candidate: Candidate) -> float:
+        return self.pace_s
+
+    def run(self, candidate: Candidate, **_: object) -> None:
+        self.clock += self.pace_s
+        candidate.results.append(candidate_result(1000.0))
+        candidate.wall_seconds.append(self.pace_s)
+        candidate.ended = "finished"
+        self.leader = candidate
+
+
+def test_screening_gets_half_the_budget_whatever_the_later_rounds_plan(tmp_path: Path) -> None:
+    # 36 s left at 3 s a run: the semifinal, three pairs and four readahead values would keep
+    # 42 s, more than there is; screening still runs six candidates (half the budget).
+    race = _ScriptedRace(budget_s=36.0, pace_s=3.0)
+    order = [Candidate("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 13)]
+    screen(race, order, storage_facts(tmp_path), later_runs=4)  # type: ignore[arg-type]
+    ran = [c for c in order if c.results]
+    assert len(ran) == 2 + 4  # two freely, then four more while 18 s (half) stays kept
+    assert all(c.reason == "not measured: no budget left" for c in order if not c.results)
+    assert race.left() >= 0.5 * 36.0 - 3.0
