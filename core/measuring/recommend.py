@@ -183,6 +183,16 @@ def semifinal(race: Race, pool: list[Candidate]) -> None:
         race.run(candidate, keep_s=keep)
 
 
+def screening_order(own: list[Candidate], rivals: list[Candidate]) -> list[Candidate]:
+    """modelmon's first candidates, then its others and the peers in turn: a peer's run costs
+    a process start and its imports, and four peers in a row once used all of the screening
+    a short budget left, so that none of modelmon's other candidates ran."""
+    rest, order = own[SCREEN_FIRST:], list(own[:SCREEN_FIRST])
+    for index in range(max(len(rest), len(rivals))):
+        order += rest[index : index + 1] + rivals[index : index + 1]
+    return order
+
+
 def screen(race: Race, order: list[Candidate], facts: StorageFacts, later_runs: int = 0) -> None:
     """Each candidate once, while the budget keeps room for the semifinal, the finals and
     ``later_runs`` more runs at the leader's pace (the readahead round)."""
@@ -361,7 +371,7 @@ def recommend(
     rivals, absent = peer_candidates(model, fits, parallel) if peers else ([], [])
     for note in absent:
         say(note)
-    order = [*own[:SCREEN_FIRST], *rivals, *own[SCREEN_FIRST:]]
+    order = screening_order(own, rivals)
     paths = [f.path for f in model.files]
     settable = pool is None and readahead.unavailable(paths) is None
     screen(race, order, facts, len(READAHEAD_KIB) if settable else 0)

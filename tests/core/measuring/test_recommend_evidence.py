@@ -18,6 +18,7 @@ from modelmon.core.measuring.recommend import (
     recommend,
     ruled_out_by,
     screen,
+    screening_order,
 )
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
@@ -206,3 +207,10 @@ def test_screening_gets_half_the_budget_whatever_the_later_rounds_plan(tmp_path:
     assert len(ran) == 2 + 4  # two freely, then four more while 18 s (half) stays kept
     assert all(c.reason == "not measured: no budget left" for c in order if not c.results)
     assert race.left() >= 0.5 * 36.0 - 3.0
+
+
+def test_screening_takes_modelmons_candidates_and_the_peers_in_turn() -> None:
+    own = [Candidate("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 6)]
+    rivals = [Candidate("library", LoadOptions(threads=t)) for t in range(1, 3)]
+    order = screening_order(own, rivals)
+    assert order == [own[0], own[1], own[2], rivals[0], own[3], rivals[1], own[4]]
