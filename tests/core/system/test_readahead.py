@@ -93,8 +93,11 @@ def test_a_load_with_the_option_sets_and_restores(loop_disk: Path) -> None:
 
 
 _HOLDER = """
-import sys
+import signal, sys
 from modelmon.core.system import readahead
+# Ctrl+C as in a terminal: a shell's background job starts with SIGINT ignored, and Python
+# keeps an ignored SIGINT (a CI run started with & once hung here for 30 s).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with readahead.for_run([sys.argv[1]], int(sys.argv[2])):
     print("set", flush=True)
     sys.stdin.read()
