@@ -19,7 +19,7 @@ from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import OPTION_NAMES, LoadOptions, MiB, from_mapping, parse_size
 from modelmon.core.output.explain import apply_snippets
-from modelmon.core.output.identity import model_identity, validate_identity
+from modelmon.core.output.identity import IDENTITY_KEYS, model_identity, validate_identity
 from modelmon.core.system.atomic import write_atomic
 from modelmon.core.system.files import UnusableFile, parse_toml, read_small_file
 from modelmon.core.system.memory import memory_facts
@@ -42,6 +42,15 @@ _number: Check = lambda v: isinstance(v, int | float) and not isinstance(v, bool
 _strings: Check = lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)  # noqa: E731
 
 # section -> {key: (check, what it must be)}; "*" means any key with that check.
+# [recommendation]: the overall pick, which may be a peer loader that beat modelmon's best
+# ([recommended] still holds modelmon's best, so the file stays applicable to core.load).
+RECOMMENDATION_KEYS: dict[str, tuple[Check, str]] = {
+    "pick": (_str, "a spec"),
+    "loader": (_str, "modelmon or a peer loader's name"),
+    "median_mbps": (_number, "MB/s"),
+    "runs": (_count, "a run count"),
+    "in_config": (_bool, "true or false"),
+}
 SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     "model": {
         "path": (_str, "a path"),
@@ -80,6 +89,8 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
         ),
     },
     "apply": {"*": (_str, "a snippet")},
+    "recommendation": RECOMMENDATION_KEYS,
+    "identity": IDENTITY_KEYS,
 }
 ALTERNATIVE_KEYS: dict[str, tuple[Check, str]] = {
     "rank": (_count, "a rank"),
@@ -100,15 +111,6 @@ TOP_KEYS = {
     "explanation",
     "identity",
     "recommendation",
-}
-# [recommendation]: the overall pick, which may be a peer loader that beat modelmon's best
-# ([recommended] still holds modelmon's best, so the file stays applicable to core.load).
-RECOMMENDATION_KEYS: dict[str, tuple[Check, str]] = {
-    "pick": (_str, "a spec"),
-    "loader": (_str, "modelmon or a peer loader's name"),
-    "median_mbps": (_number, "MB/s"),
-    "runs": (_count, "a run count"),
-    "in_config": (_bool, "true or false"),
 }
 
 
@@ -316,6 +318,24 @@ def read_config(path: str | os.PathLike[str]) -> ConfigFile:
     return validate(name, document)
 
 
+def _check_table(
+    where: str,
+    table: object,
+    keys: Mapping[str, tuple[Check, str]],
+    fail: Callable[[str, str], ConfigError],
+) -> None:
+    """``table`` is a table whose every key is in ``keys`` ("*": any key) with a value that
+    passes its check; else one line naming the key at fault."""
+    if not isinstance(table, dict):
+        raise fail(where, "must be a table")
+    for key, value in table.items():
+        check, what = keys.get(key) or keys.get("*") or (None, "")
+        if check is None:
+            raise fail(f"{where}.{key}", "unknown key")
+        if not check(value):
+            raise fail(f"{where}.{key}", f"must be {what}, not {value!r}")
+
+
 def validate(name: str, document: dict[str, Any]) -> ConfigFile:
     def fail(key: str, problem: str) -> ConfigError:
         return ConfigError(f"{name}: {key}: {problem}")
@@ -329,35 +349,10 @@ def validate(name: str, document: dict[str, Any]) -> ConfigFile:
             "format_version", f"is {version!r}; this modelmon reads version {FORMAT_VERSION}"
         )
     for section, keys in SCHEMA.items():
-        table = document.get(section, {})
-        if not isinstance(table, dict):
-            raise fail(section, "must be a table")
-        for key, value in table.items():
-            check, what = keys.get(key) or keys.get("*") or (None, "")
-            if check is None:
-                raise fail(f"{section}.{key}", "unknown key")
-            if not check(value):
-                raise fail(f"{section}.{key}", f"must be {what}, not {value!r}")
+        _check_table(section, document.get(section, {}), keys, fail)
     for rank, alternative in enumerate(document.get("alternatives", []), 1):
-        if not isinstance(alternative, dict):
-            raise fail(f"alternatives[{rank}]", "must be a table")
-        for key, value in alternative.items():
-            check, what = ALTERNATIVE_KEYS.get(key, (None, ""))
-            if check is None:
-                raise fail(f"alternatives[{rank}].{key}", "unknown key")
-            if not check(value):
-                raise fail(f"alternatives[{rank}].{key}", f"must be {what}, not {value!r}")
-    if "identity" in document:
-        validate_identity(document["identity"], fail)
-    recommendation = document.get("recommendation", {})
-    if not isinstance(recommendation, dict):
-        raise fail("recommendation", "must be a table")
-    for key, value in recommendation.items():
-        check, what = RECOMMENDATION_KEYS.get(key, (None, ""))
-        if check is None:
-            raise fail(f"recommendation.{key}", "unknown key")
-        if not check(value):
-            raise fail(f"recommendation.{key}", f"must be {what}, not {value!r}")
+        _check_table(f"alternatives[{rank}]", alternative, ALTERNATIVE_KEYS, fail)
+    validate_identity(document.get("identity", {}), fail)
     if not _strings(document.get("explanation", [])):
         raise fail("explanation", "must be a list of sentences")
     strategy, options = _recommended(document.get("recommended"), fail)

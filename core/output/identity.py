@@ -92,33 +92,29 @@ def warn_if_different(config_path: str, recorded: dict[str, Any] | None, model: 
     )
 
 
-def validate_identity(table: Any, fail: Callable[[str, str], ConfigError]) -> None:
-    """Check the ``[identity]`` table's shape (one clear line naming the key at fault)."""
-    if not isinstance(table, dict):
-        raise fail("identity", "must be a table")
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
-    def count(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
-    checks: dict[str, tuple[Callable[[Any], bool], str]] = {
-        "tensor_bytes": (count, "a byte count"),
-        "tensors": (count, "a tensor count"),
-        "storage": (lambda v: v in ("fuse", "network", "local"), "fuse, network or local"),
-        "fs_type": (lambda v: isinstance(v, str), "a filesystem type"),
-        "files": (lambda v: isinstance(v, list), "a list of files"),
-    }
-    for key, value in table.items():
-        check, what = checks.get(key, (None, ""))
-        if check is None:
-            raise fail(f"identity.{key}", "unknown key")
-        if not check(value):
-            raise fail(f"identity.{key}", f"must be {what}, not {value!r}")
+# The [identity] table's keys: checked with every other table of the file (config.SCHEMA).
+IDENTITY_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "tensor_bytes": (_count, "a byte count"),
+    "tensors": (_count, "a tensor count"),
+    "storage": (lambda v: v in ("fuse", "network", "local"), "fuse, network or local"),
+    "fs_type": (lambda v: isinstance(v, str), "a filesystem type"),
+    "files": (lambda v: isinstance(v, list), "a list of files"),
+}
+
+
+def validate_identity(table: dict[str, Any], fail: Callable[[str, str], ConfigError]) -> None:
+    """Check each entry of ``[identity].files`` (the table's own keys are checked by
+    ``config.validate`` against ``IDENTITY_KEYS``): one clear line naming the entry at fault."""
     for number, file in enumerate(table.get("files", []), 1):
         ok = (
             isinstance(file, dict)
             and set(file) == {"name", "size", "mtime"}
             and isinstance(file["name"], str)
-            and count(file["size"])
+            and _count(file["size"])
             and isinstance(file["mtime"], int | float)
         )
         if not ok:
