@@ -119,6 +119,14 @@ def wait_loading(qtbot, workspace, timeout_ms: int = 20_000) -> None:
     qtbot.waitUntil(loading, timeout=timeout_ms)
 
 
+def start_slow_ab(qtbot, workspace, pairs: int) -> None:
+    """An A/B of the slow load on both sides, running: its workers are reading."""
+    for label in ("A", "B"):
+        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
+    workspace.run_ab(pairs)
+    wait_loading(qtbot, workspace)
+
+
 def worker_processes() -> list[psutil.Process]:
     """Live children started by multiprocessing's spawn (workers; not the resource tracker)."""
     found = []

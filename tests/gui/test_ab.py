@@ -15,6 +15,7 @@ from .conftest import (
     SLOW_OPTIONS,
     empty_home_discovery,
     open_model,
+    start_slow_ab,
     wait_idle,
     wait_loading,
     worker_processes,
@@ -82,10 +83,7 @@ def test_ceilings_fill_the_dashed_lines_and_the_percent_column(
 def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_model: Path):
     open_model(qtbot, window, slow_model)
     workspace = window.workspace
-    for label in ("A", "B"):
-        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
-    workspace.run_ab(3)
-    wait_loading(qtbot, workspace)
+    start_slow_ab(qtbot, workspace, 3)
     assert worker_processes()
     cancelled_at = time.monotonic()
     qtbot.keyClick(window, Qt.Key.Key_Escape)  # the Cancel action's shortcut

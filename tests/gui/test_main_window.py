@@ -18,6 +18,7 @@ from .conftest import (
     SLOW_OPTIONS,
     empty_home_discovery,
     open_model,
+    start_slow_ab,
     wait_loading,
     worker_processes,
 )
@@ -178,10 +179,7 @@ def test_opening_a_model_mid_ab_asks_first_and_keeps_each_models_results(
     qtbot, window: MainWindow, slow_model: Path, small_model: Path
 ):
     open_model(qtbot, window, slow_model)
-    for label in ("A", "B"):
-        window.workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
-    window.workspace.run_ab(3)
-    wait_loading(qtbot, window.workspace)
+    start_slow_ab(qtbot, window.workspace, 3)
     # "Cancel": nothing is lost, the A/B goes on.
     answer_confirmation(window, QMessageBox.StandardButton.Cancel)
     window.open_path(str(small_model))

@@ -12,7 +12,12 @@ from modelmon.core import open_model as parse_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.gui.main_window import MainWindow
 
-from .conftest import MEDIUM_OPTIONS, SLOW_OPTIONS, open_model, wait_idle, wait_loading
+from .conftest import (
+    MEDIUM_OPTIONS,
+    open_model,
+    start_slow_ab,
+    wait_idle,
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +77,7 @@ def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
     workspace.run_ab(1)
     wait_idle(qtbot, window)
     assert workspace.ab_result is not None and workspace.throughput.run_labels == ["A", "B"]
-    for label in ("A", "B"):
-        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
-    workspace.run_ab(2)
-    wait_loading(qtbot, workspace)
+    start_slow_ab(qtbot, workspace, 2)
     workspace.cancel()
     wait_idle(qtbot, window)
     assert workspace.throughput.run_labels == ["A"]  # the cancelled run alone

@@ -23,11 +23,10 @@ from modelmon.gui.theme import apply_palette, current_theme
 
 from .conftest import (
     MEDIUM_OPTIONS,
-    SLOW_OPTIONS,
     empty_home_discovery,
     open_model,
+    start_slow_ab,
     wait_idle,
-    wait_loading,
 )
 
 
@@ -235,10 +234,7 @@ def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(
     first = workspace.ab_result
     assert first is not None, window.messages.message()
     first_session = workspace.ab_session
-    for label in ("A", "B"):
-        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
-    workspace.run_ab(2)
-    wait_loading(qtbot, workspace)
+    start_slow_ab(qtbot, workspace, 2)
     workspace.cancel()
     wait_idle(qtbot, window)
     assert workspace.ab_result is None and workspace.ab_session != first_session
