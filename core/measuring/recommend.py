@@ -24,7 +24,7 @@ from typing import Any
 
 from modelmon.core.errors import LoadError, ReadaheadError
 from modelmon.core.measuring.ab import Verdict, judge
-from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.candidate import MIN_PAIRS, Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
@@ -38,7 +38,6 @@ from modelmon.core.system.storage import StorageFacts, storage_facts
 Progress = Callable[[str], None]
 
 PAIRS = 3  # paired runs of the finalists the budget is planned for: the winner runs ≥ 5 times
-MIN_PAIRS = 2  # fewer pairs than this decide nothing: the more robust finalist is picked
 SEMIFINALISTS = 4  # leaders of the screening that run once more before the finals are chosen
 SCREEN_FIRST = 2  # candidates screened whatever the reserve for the finals (a race needs two)
 LATER_SHARE = 0.5  # of the budget left when screening starts, at most this is kept for later
@@ -286,12 +285,17 @@ def decide(
     """From the finals' rival/own ratios: (pick, the other, its verdict vs the pick, tie).
 
     Judged as an A/B (``ab.judge``: every pair agrees and the gain is beyond the noise);
-    within noise the more robust one (``Candidate.robustness``) is picked.
+    within noise the more robust one (``Candidate.robustness``) is picked. With fewer than
+    ``MIN_PAIRS`` pairs, all runs of both decide when they are far apart
+    (``Candidate.clearly_beats``), else it is a tie.
     """
     verdict = judge(ratios)
-    # One pair has no estimate of the noise (judge says so in its note): not a verdict.
-    tie = verdict.text == "within noise" or len(ratios) < MIN_PAIRS
-    rival_wins = rival.robustness() < own.robustness() if tie else verdict.text == "B faster"
+    if len(ratios) >= MIN_PAIRS:
+        tie = verdict.text == "within noise"
+        rival_wins = rival.robustness() < own.robustness() if tie else verdict.text == "B faster"
+    else:  # one pair estimates no noise: every run of both decides, if they are far apart
+        tie = not (rival.clearly_beats(own) or own.clearly_beats(rival))
+        rival_wins = rival.robustness() < own.robustness() if tie else rival.clearly_beats(own)
     if rival_wins:
         best, other, ratios = rival, own, [1 / r for r in ratios]
     else:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.candidate import CLEAR_MARGIN, MIN_PAIRS, Candidate
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes
@@ -40,6 +40,9 @@ ROBUSTNESS_REASONS = (
     "it uses buffered reads (O_DIRECT falls back, or fails, on some filesystems)",
     "it needs no extra library, and the config file applies it",
     "it leaves the device's readahead as it is (no change to the machine)",
+    "it reads with planned reads, not through a memory mapping (whose reads are page faults "
+    "paced by the kernel's mapping readahead, and whose copies hold the mapped pages and the "
+    "copies at once: about twice the model's bytes at peak)",
     "it uses fewer concurrent readers ({a} against {b}): less memory, fewer descriptors, "
     "kinder to neighbours",
     "it needs no hints and no warm-up pass",
@@ -97,6 +100,12 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
         return [
             f"{within}, so the simpler one is recommended: {used.spec}, because "
             f"{robustness_reason(used, other)}."
+        ]
+    if pairs < MIN_PAIRS:
+        return [
+            head + "too few to estimate the noise, so every run decided: each of the pick's "
+            f"({_runs_text(used)}) beat each of the runner-up's ({_runs_text(other)}) by more "
+            f"than {CLEAR_MARGIN - 1:.0%}."
         ]
     if verdict.text == "A faster":
         return [head + f"{gain:.2f}× faster, every pair agreeing beyond the noise."]

@@ -73,7 +73,7 @@ def test_every_candidate_has_a_row_saying_how_it_ended(
 
 def test_within_noise_the_simpler_is_picked_and_said() -> None:
     own = candidate("sequential", 1000, 990, 1010, workers=4, chunk=16 * MiB)
-    rival = candidate("library", 980, 1000, 995)
+    rival = candidate("pread", 980, 1000, 995)  # one reader against four
     best, other, verdict, tie = decide(own, rival, [1.02, 0.97, 1.0])
     assert tie and best is rival and other is own and verdict.text == "within noise"
     # Decisive pairs pick the faster one, whatever its robustness.
@@ -81,9 +81,34 @@ def test_within_noise_the_simpler_is_picked_and_said() -> None:
     assert not tie and best is own and verdict.text == "A faster"
     best, _, verdict, _ = decide(rival, own, [1.6, 1.65, 1.62])
     assert best is own and verdict.text == "A faster"
-    # One pair estimates no noise: it decides nothing, the simpler one is picked.
-    best, _, verdict, tie = decide(own, rival, [0.6])
+    # One pair estimates no noise: unless every run of one is far ahead of every run of the
+    # other, it is a tie and the simpler one is picked.
+    best, _, verdict, tie = decide(own, rival, [1.05])
     assert tie and best is rival and "one pair" in verdict.note
+
+
+def test_one_pair_and_runs_far_apart_pick_the_faster_not_the_simpler() -> None:
+    """A FUSE search whose budget fitted one pair once recommended the library at 160 MB/s
+    over four readers at 600: the runs of the two never came near each other."""
+    fast = candidate("sequential", 605, 576, 707, workers=4, chunk=16 * MiB)
+    slow = candidate("pread", 162, 158)  # one reader: the more robust by its readers
+    best, other, verdict, tie = decide(fast, slow, [0.27])
+    assert not tie and best is fast and other is slow and verdict.text == "A faster"
+    best, _, _, tie = decide(slow, fast, [3.7])
+    assert not tie and best is fast
+    # Overlapping runs stay a tie, however far apart the one pair.
+    close = candidate("pread", 590, 480, 700)
+    assert decide(fast, close, [0.7])[3]
+
+
+def test_within_noise_planned_reads_beat_a_mapping_of_the_file() -> None:
+    """The library maps the file (page-fault reads, mapped pages beside the copies): within
+    noise the planned reads are picked, though they use more readers."""
+    own = candidate("sequential", 160, 158, 161, workers=4, chunk=16 * MiB)
+    library = candidate("library", 150, 143, 162, role="baseline")
+    mapped = candidate("mmap", 161, 159, 160, workers=4)
+    assert decide(own, library, [0.97, 1.01, 0.99])[0] is own
+    assert decide(mapped, own, [0.99, 1.0, 1.01])[0] is own
 
 
 def test_a_changed_readahead_meets_the_device_as_it_is_in_the_finals() -> None:

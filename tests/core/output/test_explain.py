@@ -41,19 +41,44 @@ def record(model: Model, **fields: object) -> Recommendation:
 
 def test_tie_says_within_noise_and_why_the_simpler_one(model: Model) -> None:
     fast = candidate("sequential", 1305, 1290, 1320, 1300, workers=4, chunk=16 * MiB)
-    library = candidate("library", 1300, 1280, 1310, 1295, role="baseline")
-    best, other, verdict, tie = decide(fast, library, [1.01, 0.98, 0.99])
-    assert best is library
+    single = candidate("sequential", 1300, 1280, 1310, 1295, chunk=16 * MiB)
+    best, other, verdict, tie = decide(fast, single, [1.01, 0.98, 0.99])
+    assert best is single
     rec = record(
         model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=3
     )
     text = " ".join(explain(rec))
     assert "within noise" in text and "3 pairs" in text
     assert (
-        f"simpler one is recommended: {library.spec}, because it uses fewer concurrent readers"
+        f"simpler one is recommended: {single.spec}, because it uses fewer concurrent readers"
         in text
     )
     assert "(1 against 4)" in text
+
+
+def test_tie_with_the_library_says_why_planned_reads_win(model: Model) -> None:
+    fast = candidate("sequential", 160, 159, 161, workers=4, chunk=16 * MiB)
+    library = candidate("library", 150, 143, 162, role="baseline")
+    best, other, verdict, tie = decide(fast, library, [0.97, 1.01, 0.99])
+    assert tie and best is fast and other is library
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=3
+    )
+    text = " ".join(explain(rec))
+    assert f"simpler one is recommended: {fast.spec}, because it reads with planned reads" in text
+    assert "twice the model's bytes at peak" in text
+
+
+def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
+    fast = candidate("sequential", 605, 576, 707, workers=4, chunk=16 * MiB)
+    slow = candidate("pread", 162, 158)
+    best, other, verdict, tie = decide(fast, slow, [0.27])
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=1
+    )
+    text = " ".join(explain(rec))
+    assert "1 pair: too few to estimate the noise, so every run decided" in text
+    assert "576–707" in text and "158–162" in text and "by more than 10%" in text
 
 
 def test_tie_between_equally_simple_ones_says_the_higher_median_decided(model: Model) -> None:
