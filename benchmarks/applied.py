@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import statistics
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,15 +101,31 @@ def load_run(
     }
 
 
-def ranks(model: Model, entry: Entry, replicas: int, repeats: int, say: Any) -> dict[str, Any]:
+def ranks(
+    model: Model,
+    entry: Entry,
+    replicas: int,
+    repeats: int,
+    say: Any,
+    time_limit_s: float | None = None,
+) -> dict[str, Any]:
     """``entry``'s configuration as 1 rank and as ``replicas`` replica ranks, alternately,
-    cold, in discard mode (N copies of the model would not fit in RAM beside the rest)."""
+    cold, in discard mode (N copies of the model would not fit in RAM beside the rest).
+    Each run is cancelled at ``time_limit_s`` × its ranks (a pick that crawls here, like the
+    library on FUSE once, would otherwise hold the bench for many minutes)."""
     options = LoadOptions(**entry.options).with_(cache="cold", discard=True)
     runs: dict[int, list[dict[str, Any]]] = {1: [], replicas: []}
     for repeat in range(repeats):
         order = (1, replicas) if repeat % 2 == 0 else (replicas, 1)
         for count in order:
-            result = RanksRun(model, entry.name, options, ranks=count).run()
+            cancel = threading.Event()
+            timer = threading.Timer((time_limit_s or 0) * count, cancel.set)
+            if time_limit_s:
+                timer.start()
+            try:
+                result = RanksRun(model, entry.name, options, ranks=count, cancel=cancel).run()
+            finally:
+                timer.cancel()
             straggler = result.straggler
             row = {
                 "status": result.status,

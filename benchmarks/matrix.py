@@ -192,7 +192,9 @@ def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
         if job.ranks > 1:
             pick = next((e for e in entries if e.role == "recommended"), None)
             pick = pick or next(e for e in entries if e.kind == "strategy")
-            out["ranks"] = applied.ranks(model, pick, job.ranks, max(1, job.repeats // 2), say)
+            out["ranks"] = applied.ranks(
+                model, pick, job.ranks, max(1, job.repeats // 2), say, job.time_limit_s
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     best = best_strategy(entries, out["runs"])
@@ -242,7 +244,7 @@ def rounds(
             specs[ceiling.name] = ceiling.spec
             say(f"[{where} {repeat + 1}/{job.repeats}] ceiling {ceiling.name}: {ceiling.mbps:.0f}")
         shift = repeat % len(entries) if entries else 0
-        for entry in entries[shift:] + entries[:shift]:
+        for entry in side_by_side(entries[shift:] + entries[:shift]):
             if entry.label in bounded:
                 continue
             limit = job.time_limit_s
@@ -276,6 +278,21 @@ def rounds(
         for name, runs in ceiling_runs.items()
         if runs
     }
+
+
+def side_by_side(order: list[Entry]) -> list[Entry]:
+    """``order`` with each core.load entry run right after the same configuration measured in
+    worker processes (where both are there): the load-vs-measure ratio of a round then
+    compares two runs seconds apart, not a minute, on a disk whose speed drifts."""
+    measured = {e.spec: e for e in order if e.kind == "strategy"}
+    paired = [e for e in order if e.kind == "load" and e.spec in measured]
+    out: list[Entry] = []
+    for entry in order:
+        if entry in paired:
+            continue
+        out.append(entry)
+        out += [e for e in paired if entry.kind == "strategy" and e.spec == entry.spec]
+    return out
 
 
 def with_recommended(entries: list[Entry], pick: Entry) -> list[Entry]:

@@ -46,6 +46,7 @@ def child_main(path: str, config: str) -> int:
     import modelmon.core
 
     model = modelmon.core.open_model(path)
+    ready = _status_bytes("VmRSS:")  # the interpreter, its imports and the parsed model
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         return 1
@@ -53,17 +54,19 @@ def child_main(path: str, config: str) -> int:
     tensors = modelmon.core.load(model, config=config)
     seconds = time.perf_counter() - started
     loaded = sum(int(t.nbytes) for t in tensors.values())
-    peak = _peak_rss()
-    print(json.dumps({"bytes": loaded, "seconds": seconds, "peak_rss": peak}), flush=True)
+    peak = _status_bytes("VmHWM:")
+    report = {"bytes": loaded, "seconds": seconds, "peak_rss": peak, "rss_ready": ready}
+    print(json.dumps(report), flush=True)
     return 0
 
 
-def _peak_rss() -> int:
-    """This process's own peak RSS (VmHWM). Not ru_maxrss: that survives exec, so a child
-    started with vfork reports its parent's peak."""
+def _status_bytes(field: str) -> int:
+    """A size from this process's /proc/self/status: ``VmHWM:`` its own peak RSS (not
+    ru_maxrss: that survives exec, so a child started with vfork reports its parent's peak),
+    ``VmRSS:`` its RSS now."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -116,6 +119,7 @@ def run_config(
                 "seconds": seconds,
                 "mbps": 0.0,
                 "peak_rss": 0,
+                "rss_ready": 0,
                 **facts,
             }
         if not line.strip():
