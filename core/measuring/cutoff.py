@@ -6,6 +6,9 @@ the same moment of its own load is stopped at once: it is more than 3× slower, 
 not speed up. (At 1/4, the library on an rclone mount, 0.27× the leader, ran to its end: 16 s
 of a 60 s budget for a candidate that could never be picked. Runs of one configuration on
 this project's noisiest storage, a shared virtual disk, spread up to 2.3×: inside 3×.)
+Once the leader's whole load time has passed, a run with less than ``LATE_CUT_FRACTION`` of
+the model is at least 2× slower and stops too: on an rclone mount under load the library ran
+at 0.46× the leader, 23 s of a 60 s budget for one run that could not be picked.
 Workers report bytes only as reads complete (a 64 MiB read is one report), and a loaded
 machine starts processes late, so the judgement waits out a grace period and gives the
 candidate ``LAG_S`` of head start over the leader's curve.
@@ -19,6 +22,7 @@ import time
 from typing import Protocol
 
 CUT_FRACTION = 1 / 3  # below this share of the leader's bytes at the same moment: cut
+LATE_CUT_FRACTION = 0.5  # of the model, once the leader's whole load time (+ lag) has passed
 GRACE_S = 1.5  # never judge before this much of a load has run (process and first reads)
 GRACE_FRACTION = 0.5  # ... nor before this share of the leader's whole load time
 LAG_S = 0.5  # compare with the leader's bytes this much earlier: reports lag the reads
@@ -56,6 +60,11 @@ def cut_reason(t: float, loaded: int, leader: Curve | None) -> str | None:
     """Why a run that has loaded ``loaded`` bytes ``t`` s into its load should stop, or None."""
     if leader is None or t < max(GRACE_S, GRACE_FRACTION * leader.seconds):
         return None
+    if t >= leader.seconds + LAG_S and loaded < LATE_CUT_FRACTION * leader.total:
+        return (
+            f"cut early: {loaded / 1e6:.0f} MB loaded after {t:.2f} s, when the leader had "
+            f"loaded all {leader.total / 1e6:.0f} MB: under half, 2× slower or more"
+        )
     ahead = leader.bytes_at(t - LAG_S)
     if ahead <= 0 or loaded >= CUT_FRACTION * ahead:
         return None

@@ -7,6 +7,7 @@ from modelmon.core.measuring.cutoff import (
     GRACE_FRACTION,
     GRACE_S,
     LAG_S,
+    LATE_CUT_FRACTION,
     Curve,
     cut_reason,
 )
@@ -35,3 +36,15 @@ def test_no_cut_before_the_grace_or_without_a_leader() -> None:
     assert cut_reason(GRACE_S / 2, 0, leader) is None
     assert cut_reason(10.0, 0, None) is None
     assert cut_reason(GRACE_S, 0, leader) is not None
+
+
+def test_under_half_when_the_leader_had_finished_is_cut() -> None:
+    """0.46× the leader never trips the 1/3 rule; once the leader's whole load time has
+    passed, under half of the model is 2× slower or more."""
+    leader = Curve([], seconds=10.0, total=1_000_000_000)
+    rate = 0.46 * 1e8  # bytes per second
+    assert cut_reason(10.0, int(rate * 10.0), leader) is None  # the lag not yet granted
+    t = 10.0 + LAG_S
+    reason = cut_reason(t, int(rate * t), leader)
+    assert reason is not None and "when the leader had loaded all 1000 MB" in reason
+    assert cut_reason(t, int(LATE_CUT_FRACTION * 1e9) + 1, leader) is None
