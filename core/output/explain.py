@@ -249,6 +249,13 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
             f"The library's own read (safetensors get_tensor / gguf reader) reached "
             f"{baseline.median_mbps:.0f} MB/s: {verdict}."
         )
+    stopped = next((c for c in rec.ranked if c.strategy == "library" and not c.results), None)
+    if baseline is None and stopped is not None and stopped.stopped_below_mbps:
+        lines.append(
+            "The library's own read (safetensors get_tensor / gguf reader) stayed under "
+            f"{stopped.stopped_below_mbps:.0f} MB/s before it was cut: the recommendation is "
+            f"{_times(used.median_mbps, stopped.stopped_below_mbps)} that or more."
+        )
     lines += _failure_mode(rec, used.median_mbps, facts)
     cut = [c for c in rec.ranked if c.ended == "cut early"]
     if cut:

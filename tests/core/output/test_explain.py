@@ -81,6 +81,15 @@ def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
     assert "576–707" in text and "158–162" in text and "by more than 10%" in text
 
 
+def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
+    winner = candidate("sequential", 600, 580, 620, workers=4, chunk=16 * MiB)
+    library = candidate("library", role="baseline")
+    library.stopped_below_mbps, library.ended = 160.0, "cut early"
+    library.reason = "cut early: 800 MB loaded after 4.50 s, when the leader had loaded all"
+    text = " ".join(explain(record(model, winner=winner, ranked=(winner, library))))
+    assert "stayed under 160 MB/s before it was cut: the recommendation is 3.8× that" in text
+
+
 def test_tie_between_equally_simple_ones_says_the_higher_median_decided(model: Model) -> None:
     big = candidate("sequential", 1282, 1280, 1290, readahead=16384)
     medium = candidate("sequential", 1285, 1270, 1300, readahead=4096)
