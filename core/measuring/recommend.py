@@ -6,11 +6,16 @@ within a time budget, settle the top two with paired runs, and explain the pick.
 2. Screening: every candidate once, cold, most promising first, while the budget keeps room
    for what follows. A run far behind the leader is cut at once (``cutoff``); a candidate the
    storage rules out (one shared descriptor on FUSE/NFS) is measured once, as the failure
-   mode, and never recommended. Then a semifinal: the ``SEMIFINALISTS`` leaders run once more.
+   mode, and never recommended. Where modelmon may set the device's readahead, the leader
+   runs again with each of ``READAHEAD_KIB``. Then a semifinal: the ``SEMIFINALISTS``
+   leaders run once more.
 3. Finals: the best modelmon candidate and its strongest rival run alternately, cold, in
    pairs, until the budget cannot fit another pair (at least ``PAIRS`` when it can). The
    pairs are judged like an A/B (``ab.judge``); within noise, the more robust of the two is
    recommended (``Candidate.robustness``) and the explanation says so.
+
+The rounds live in ``measuring.rounds``; this module holds the search space, the record of
+the outcome and the order of the rounds.
 """
 
 from __future__ import annotations
@@ -22,28 +27,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core.errors import LoadError, ReadaheadError
-from modelmon.core.measuring.ab import Verdict, judge
-from modelmon.core.measuring.candidate import MIN_PAIRS, Candidate
+from modelmon.core.errors import LoadError
+from modelmon.core.measuring.ab import Verdict
+from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
+from modelmon.core.measuring.rounds import (
+    READAHEAD_KIB,
+    finalists,
+    readahead_round,
+    screen,
+    screening_order,
+    semifinal,
+    settle,
+)
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.explain import explain
 from modelmon.core.system import readahead
 from modelmon.core.system.memory import memory_facts
-from modelmon.core.system.storage import StorageFacts, storage_facts
+from modelmon.core.system.storage import storage_facts
 
 Progress = Callable[[str], None]
-
-PAIRS = 3  # paired runs of the finalists the budget is planned for: the winner runs ≥ 5 times
-SEMIFINALISTS = 4  # leaders of the screening that run once more before the finals are chosen
-SCREEN_FIRST = 2  # candidates screened whatever the reserve for the finals (a race needs two)
-LATER_SHARE = 0.5  # of the budget left when screening starts, at most this is kept for later
-# Device readahead tried for the leading strategy, where modelmon may set it: the kernel's
-# default, the common "raise it" advice, and two steps past it.
-READAHEAD_KIB = (128, 1024, 4096, 16384)
 
 
 @dataclass(frozen=True)
@@ -140,187 +146,6 @@ def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candi
     return found, absent
 
 
-def ruled_out_by(facts: StorageFacts, candidate: Candidate) -> str | None:
-    """Why the storage rules ``candidate`` out, or None."""
-    if candidate.strategy != "mmap-shared-fd" or not (facts.is_fuse or facts.is_network):
-        return None
-    kind = "FUSE" if facts.is_fuse else "network"
-    workers, threads = candidate.options.workers, candidate.options.threads
-    who = f"{workers} workers" + (f" × {threads} threads" if threads > 1 else "")
-    return (
-        f"ruled out by storage: {who} sharing one descriptor on a {kind} mount "
-        f"({facts.fs_type}) serialise on it: measured once, as the failure mode"
-    )
-
-
-def finals_reserve(race: Race, pool: list[Candidate]) -> float:
-    """Budget kept for ``PAIRS`` pairs of the two leaders so far, at their own paces."""
-    own, rival = finalists(pool)
-    paces = [race.pace(c) for c in (own, rival) if c is not None]
-    paces += [race.leader_pace_s] * (2 - len(paces))
-    return PAIRS * sum(paces)
-
-
-def leaders(pool: list[Candidate], count: int) -> list[Candidate]:
-    eligible = [c for c in pool if c.results and c.ended == "finished" and c.role != "failure mode"]
-    return sorted(eligible, key=lambda c: c.median_mbps, reverse=True)[:count]
-
-
-def semis_reserve(race: Race, pool: list[Candidate]) -> float:
-    """Budget kept for one more run of each of the ``SEMIFINALISTS`` leaders so far."""
-    runs = leaders(pool, SEMIFINALISTS)
-    return sum(race.pace(c) for c in runs) + race.leader_pace_s * (SEMIFINALISTS - len(runs))
-
-
-def semifinal(race: Race, pool: list[Candidate]) -> None:
-    """One more run of each leader: finalists chosen on one run each are chosen by the noise
-    (on a shared machine a lucky run is 2× the next one), on two they are not as easily."""
-    for candidate in leaders(pool, SEMIFINALISTS):
-        keep = finals_reserve(race, pool)
-        if race.left() - keep < race.pace(candidate):
-            break
-        race.run(candidate, keep_s=keep)
-
-
-def screening_order(own: list[Candidate], rivals: list[Candidate]) -> list[Candidate]:
-    """modelmon's first candidates, then its others and the peers in turn: a peer's run costs
-    a process start and its imports, and four peers in a row once used all of the screening
-    a short budget left, so that none of modelmon's other candidates ran."""
-    rest, order = own[SCREEN_FIRST:], list(own[:SCREEN_FIRST])
-    for index in range(max(len(rest), len(rivals))):
-        order += rest[index : index + 1] + rivals[index : index + 1]
-    return order
-
-
-def screen(race: Race, order: list[Candidate], facts: StorageFacts, later_runs: int = 0) -> None:
-    """Each candidate once, while the budget keeps room for the semifinal, the finals and
-    ``later_runs`` more runs at the leader's pace (the readahead round)."""
-    screened = 0
-    # The later rounds may keep at most this share of what screening starts with: planned
-    # at full size (14 runs with the readahead round) they once took the whole of a 45 s
-    # budget on a fast disk, and 15 of 17 candidates were never run. They adapt to what is
-    # left (fewer pairs, fewer readahead values), a candidate never run cannot.
-    cap = LATER_SHARE * race.left()
-    for candidate in order:
-        reserve = finals_reserve(race, order) + semis_reserve(race, order)
-        reserve += later_runs * race.leader_pace_s
-        keep = min(reserve, cap) if screened >= SCREEN_FIRST else 0.0
-        first = race.leader is None and not any(c.wall_seconds for c in order)
-        if race.left() - keep < race.pace(candidate) and not first:
-            candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
-            continue
-        race.run(candidate, first=first, keep_s=keep)  # a slow one is stopped short of it
-        screened += 1
-        why = ruled_out_by(facts, candidate)
-        if why is not None:
-            candidate.ended, candidate.reason = "ruled out", why
-
-
-def readahead_round(race: Race, pool: list[Candidate], paths: list[str]) -> None:
-    """The leading strategy again with each of ``READAHEAD_KIB`` set on the device (not the
-    value it has now: the leader ran with that), once each while the budget keeps the
-    semifinal's and finals' reserve; they join ``pool`` and go on like any candidate. Only
-    where readahead can be set (the caller checks)."""
-    own, _ = finalists(pool)
-    if own is None or own.strategy == "direct" or own.options.readahead is not None:
-        return  # O_DIRECT bypasses readahead
-    current = {knob.read_kb() for knob in readahead.knobs_of(paths)}
-    for kb in READAHEAD_KIB:
-        if current == {kb}:
-            continue
-        candidate = Candidate(own.strategy, own.options.with_(readahead=kb))
-        pool.append(candidate)
-        keep = finals_reserve(race, pool) + semis_reserve(race, pool)
-        if race.left() - keep < race.pace(candidate):
-            candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
-            continue
-        try:
-            race.run(candidate, keep_s=keep)
-        except ReadaheadError as exc:  # e.g. another modelmon run started on the device
-            candidate.ended, candidate.reason = "failed", f"failed: {exc}"
-
-
-def finalists(pool: list[Candidate]) -> tuple[Candidate | None, Candidate | None]:
-    """The best modelmon candidate and its strongest rival (modelmon or peer)."""
-    eligible = [c for c in pool if c.results and c.ended == "finished" and c.role != "failure mode"]
-    eligible.sort(key=lambda c: c.median_mbps, reverse=True)
-    own = next((c for c in eligible if c.peer is None), None)
-    rival = next((c for c in eligible if c is not own), None)
-    if own is not None and own.options.readahead is not None:
-        # A changed readahead is a change of the machine: it must beat the same configuration
-        # with the device as it is, in pairs, or the device is left alone (within noise, the
-        # more robust one wins). Screening medians alone once recommended 16 MiB at 1282 MB/s
-        # against 1287 with the device's own value.
-        base = own.options.with_(readahead=None)
-        rival = next(
-            (
-                c
-                for c in eligible
-                if c.peer is None and c.strategy == own.strategy and c.options == base
-            ),
-            rival,
-        )
-    return own, rival
-
-
-def finals(race: Race, a: Candidate, b: Candidate) -> list[float]:
-    """A and B alternately, cold, until another pair would overrun the budget; B/A ratios."""
-    ratios: list[float] = []
-    while race.left() >= race.pace(a) + race.pace(b):
-        first, second = (a, b) if len(ratios) % 2 == 0 else (b, a)  # alternate who starts
-        one = race.run(first, race=False)
-        if one is None or race.left() < race.pace(second):
-            break
-        two = race.run(second, race=False)
-        if two is None:
-            break
-        ra, rb = (one, two) if first is a else (two, one)
-        ratios.append(rb.mbps / ra.mbps)
-    return ratios
-
-
-def decide(
-    own: Candidate, rival: Candidate, ratios: list[float]
-) -> tuple[Candidate, Candidate, Verdict, bool]:
-    """From the finals' rival/own ratios: (pick, the other, its verdict vs the pick, tie).
-
-    Judged as an A/B (``ab.judge``: every pair agrees and the gain is beyond the noise);
-    within noise the more robust one (``Candidate.robustness``) is picked. With fewer than
-    ``MIN_PAIRS`` pairs, all runs of both decide when they are far apart
-    (``Candidate.clearly_beats``), else it is a tie.
-    """
-    verdict = judge(ratios)
-    if len(ratios) >= MIN_PAIRS:
-        tie = verdict.text == "within noise"
-        rival_wins = rival.robustness() < own.robustness() if tie else verdict.text == "B faster"
-    else:  # one pair estimates no noise: every run of both decides, if they are far apart
-        tie = not (rival.clearly_beats(own) or own.clearly_beats(rival))
-        rival_wins = rival.robustness() < own.robustness() if tie else rival.clearly_beats(own)
-    if rival_wins:
-        best, other, ratios = rival, own, [1 / r for r in ratios]
-    else:
-        best, other = own, rival
-    return best, other, judge(ratios), tie  # other / best: "A faster" = the pick is faster
-
-
-def settle(
-    race: Race, own: Candidate, rival: Candidate | None
-) -> tuple[Candidate, Candidate | None, Verdict | None, bool, int]:
-    """The finals: (pick, the other finalist, its paired verdict vs the pick, within noise,
-    pairs run). The pick may be a peer; ``own`` stays the config's."""
-    if rival is None:
-        fill(race, own)
-        return own, None, None, False, 0
-    ratios = finals(race, own, rival)  # rival / own
-    if not ratios:  # no pair fitted the budget: the screening medians decide, undecided
-        best, other = sorted((own, rival), key=lambda c: c.median_mbps, reverse=True)
-        return best, other, None, False, 0
-    best, other, verdict, tie = decide(own, rival, ratios)
-    other.verdict = verdict
-    fill(race, best)
-    return best, other, verdict, tie, len(ratios)
-
-
 NEEDED_CEILINGS = ("sequential_read", "parallel_read", "memcpy")
 
 
@@ -331,12 +156,6 @@ def _first_pace(model: Model, ceilings: Ceilings) -> float:
     if parallel is None or parallel.mbps <= 0:  # cancelled before it was measured
         return 0.0
     return parallel.wall_s or model.file_bytes / (parallel.mbps * 1e6)
-
-
-def fill(race: Race, best: Candidate) -> None:
-    """Spend what is left of the budget, too little for a pair, on more runs of the pick."""
-    while race.left() >= race.pace(best) and race.run(best, race=False) is not None:
-        pass
 
 
 def recommend(

@@ -18,8 +18,8 @@ from modelmon.core.errors import ConfigError, OptionsError
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import OPTION_NAMES, LoadOptions, MiB, from_mapping, parse_size
-from modelmon.core.output.explain import apply_snippets
 from modelmon.core.output.identity import IDENTITY_KEYS, model_identity, validate_identity
+from modelmon.core.output.snippets import apply_snippets
 from modelmon.core.system.atomic import write_atomic
 from modelmon.core.system.files import UnusableFile, parse_toml, read_small_file
 from modelmon.core.system.memory import memory_facts

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation
-from modelmon.core.output.explain import snippets
+from modelmon.core.output.snippets import snippets
 from modelmon.gui.state.formatting import rate_text
 
 RANKING_COLUMNS = (

@@ -10,12 +10,10 @@ import pytest
 
 from modelmon.core.measuring import peers
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.recommend import (
-    Recommendation,
+from modelmon.core.measuring.recommend import Recommendation, peer_candidates, recommend
+from modelmon.core.measuring.rounds import (
     decide,
     finalists,
-    peer_candidates,
-    recommend,
     ruled_out_by,
     screen,
     screening_order,

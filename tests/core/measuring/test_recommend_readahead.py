@@ -7,7 +7,8 @@ import dataclasses
 from pathlib import Path
 
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.recommend import READAHEAD_KIB, recommend
+from modelmon.core.measuring.recommend import recommend
+from modelmon.core.measuring.rounds import READAHEAD_KIB
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions

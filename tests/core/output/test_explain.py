@@ -10,12 +10,14 @@ import pytest
 from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.measuring.peers import PeerSettings
-from modelmon.core.measuring.recommend import Recommendation, decide
+from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core.measuring.rounds import decide
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
-from modelmon.core.output.explain import apply_snippets, explain, snippets
+from modelmon.core.output.explain import explain
 from modelmon.core.output.result import DESCRIPTOR_NOTE
+from modelmon.core.output.snippets import apply_snippets, snippets
 from modelmon.core.system.storage import storage_facts
 
 from ..measuring.records import candidate

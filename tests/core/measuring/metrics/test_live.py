@@ -20,17 +20,24 @@ FILE_BYTES = 64 << 20
 CHUNK = 1 << 20
 SAMPLES = 15  # regular samples to take at least: 1.5 s at 10 Hz, past three residency maps
 RAMP_BYTES_PER_NS = 0.2  # a fake load at 200 MB/s
+CPU_S = 0.3  # CPU the reader spends after reading: 30 ticks of /proc's 10 ms
 
 # Drops the file from the cache itself (so nothing between eviction and reading warms it),
-# then reads it front to back slowly, so the run sees a steady cold read.
+# then, once told the sampler is running, reads it front to back slowly, so the run sees a
+# steady cold read. Then it spends CPU_S of CPU: reading 64 MiB costs a few ms, under the
+# 10 ms tick /proc counts CPU in, and a run charged no tick showed 0 % in every sample.
 READER = """
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 print("go", flush=True)
+sys.stdin.readline()  # the sampler has taken its first samples
 while os.read(fd, int(sys.argv[2])):
     time.sleep(0.012)
 os.close(fd)
+end = time.thread_time() + float(sys.argv[3])
+while time.thread_time() < end:
+    pass
 print("done", flush=True)
 sys.stdin.read()  # stays alive (its counters readable) until the test has sampled enough
 """
@@ -58,7 +65,7 @@ def model_file(tmp_path: Path) -> Path:
 def test_sampling_a_cold_read_at_10_hz(model_file: Path):
     on_block_device = choose_devices((str(model_file),)).problem is None
     reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(model_file), str(CHUNK)],
+        [sys.executable, "-c", READER, str(model_file), str(CHUNK), str(CPU_S)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -77,6 +84,14 @@ def test_sampling_a_cold_read_at_10_hz(model_file: Path):
         sampler = Sampler(target, interval_s=0.1)
         started = time.perf_counter()
         sampler.start()
+        # The reader starts once the sampler runs: a sampler started late on a busy machine
+        # would otherwise miss the read it is to see.
+        deadline = time.monotonic() + 60
+        while sampler.samples_taken < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert reader.stdin is not None
+        reader.stdin.write("read\n")
+        reader.stdin.flush()
         # Until two states hold, not for a time: the reader has read the whole file, and the
         # sampler has taken SAMPLES samples (however slowly a busy machine runs either).
         assert reader.stdout.readline() == "done\n"
@@ -134,7 +149,8 @@ def test_sampling_a_cold_read_at_10_hz(model_file: Path):
     hits = series["cache_hit_estimate"][1]
     assert np.isfinite(hits).sum() >= 3 and np.nanmedian(hits) < 0.5  # read cold
     resident = series["resident_fraction"][1]
-    assert resident[0] < 0.5 < resident[-1]
+    measured = resident[np.isfinite(resident)]  # NaN: skipped after a slow measurement
+    assert measured[0] < 0.5 < measured[-1]
     assert np.all(series["worker_rss.1"][1] > 0) and np.isfinite(series["mem_available"][1]).all()
     assert np.nanmax(series["worker_cpu_pct.0"][1]) > 0
 

@@ -1,0 +1,157 @@
+"""Snippets for the loaders people really use (vLLM, diffusers, llama.cpp, Run:ai, plain
+safetensors, the device's readahead), each marked measured, with the MB/s of the candidate
+that does what it does, or not measured here: the config file's ``[apply]`` table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.model.records import Model
+from modelmon.core.output.explain import permanent_readahead
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    tool: str
+    text: str
+    measured_as: str | None  # the spec of the measured candidate that stands for it
+    mbps: float | None
+
+    def line(self) -> str:
+        if self.measured_as is None:
+            return f"{self.text}   [not measured here]"
+        return f"{self.text}   [measured here as {self.measured_as}: {self.mbps:.0f} MB/s]"
+
+
+def _stand_in(pool: tuple[Candidate, ...], test: Callable[[Candidate], bool]) -> Candidate | None:
+    found = [c for c in pool if c.results and test(c)]
+    return max(found, key=lambda c: c.median_mbps) if found else None
+
+
+def snippets(
+    model: Model,
+    winner: Candidate,
+    ranked: tuple[Candidate, ...],
+    config_name: str = "modelmon.toml",
+    peers: tuple[Candidate, ...] = (),
+) -> list[Snippet]:
+    """A snippet for each loader people use, marked measured (by the candidate that does what
+    it does, with its MB/s) or not measured here."""
+    pool = (*ranked, *peers)
+
+    def snip(tool: str, text: str, stand_in: Candidate | None) -> Snippet:
+        if stand_in is None:
+            return Snippet(tool, text, None, None)
+        return Snippet(tool, text, stand_in.spec, stand_in.median_mbps)
+
+    def whole_reads(c: Candidate) -> bool:  # one reader, each file read front to back
+        return c.peer is None and c.strategy == "sequential" and c.readers == 1
+
+    def mapped(c: Candidate) -> bool:
+        return c.peer is None and c.strategy in ("library", "mmap") and c.readers == 1
+
+    out = [snip("modelmon", f'modelmon.core.load(path, config="{config_name}")', winner)]
+    if model.format == "safetensors":
+        whole = _stand_in(pool, whole_reads)
+        out.append(
+            snip(
+                "safetensors",
+                "safetensors.safe_open(path, framework='pt') (mmap)",
+                _stand_in(pool, lambda c: c.strategy == "safetensors" or c.strategy == "library"),
+            )
+        )
+        out.append(
+            snip(
+                "safetensors-read",
+                "safetensors.torch.load(open(path, 'rb').read())  (read whole, no mmap)",
+                whole,
+            )
+        )
+        out.append(
+            snip("diffusers", "DiffusionPipeline.from_pretrained(path, disable_mmap=True)", whole)
+        )
+        out.append(snip("vllm-eager", "vllm serve PATH --safetensors-load-strategy eager", whole))
+        out.append(
+            snip(
+                "vllm-lazy",
+                "vllm serve PATH --safetensors-load-strategy lazy",
+                _stand_in(pool, mapped),
+            )
+        )
+        out.append(
+            snip(
+                "vllm-prefetch",
+                "vllm serve PATH --safetensors-load-strategy prefetch",
+                _stand_in(pool, lambda c: c.strategy == "warmup"),
+            )
+        )
+        runai = [c for c in peers if c.strategy == "runai-model-streamer" and c.results]
+        best_runai = max(runai, key=lambda c: c.median_mbps) if runai else None
+        concurrency = best_runai.readers if best_runai else max(winner.readers, 1)
+        extra = json.dumps({"concurrency": concurrency})
+        out.append(
+            snip(
+                "runai_streamer",
+                f"vllm serve PATH --load-format runai_streamer --model-loader-extra-config "
+                f"'{extra}'  (or RUNAI_STREAMER_CONCURRENCY={concurrency})",
+                best_runai,
+            )
+        )
+        out.append(
+            snip(
+                "fastsafetensors",
+                "vllm serve PATH --load-format fastsafetensors",
+                _stand_in(pool, lambda c: c.strategy == "fastsafetensors"),
+            )
+        )
+    else:
+        out.append(
+            snip(
+                "llama.cpp",
+                "llama-server -m PATH  (mmap, the default)",
+                _stand_in(pool, mapped),
+            )
+        )
+        out.append(
+            snip(
+                "llama.cpp-no-mmap",
+                "llama-server -m PATH --no-mmap",
+                _stand_in(pool, whole_reads),
+            )
+        )
+        out.append(
+            snip(
+                "llama.cpp-direct-io",
+                "llama-server -m PATH --direct-io",
+                _stand_in(pool, lambda c: c.strategy == "direct"),
+            )
+        )
+        out.append(snip("llama.cpp-mlock", "llama-server -m PATH --mlock", None))
+    if winner.options.readahead is not None:
+        commands = permanent_readahead(model, winner.options.readahead)
+        if commands:
+            out.append(snip("readahead-device", "; or ".join(commands), winner))
+    if winner.options.fadvise == "sequential":
+        out.append(
+            snip(
+                "readahead",
+                "POSIX_FADV_SEQUENTIAL (doubles the readahead window); system-wide: "
+                "blockdev --setra <2× current> /dev/DEVICE",
+                winner,
+            )
+        )
+    return out
+
+
+def apply_snippets(
+    model: Model,
+    winner: Candidate,
+    ranked: tuple[Candidate, ...],
+    config_name: str = "modelmon.toml",
+    peers: tuple[Candidate, ...] = (),
+) -> dict[str, str]:
+    """``snippets`` as one line each, by tool (the config file's [apply] table)."""
+    return {s.tool: s.line() for s in snippets(model, winner, ranked, config_name, peers)}
