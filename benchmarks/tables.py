@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from benchmarks.summary import CEILING_FOR, Row, Target, ceiling_of, paired_ratio, rows_of
-from modelmon.core.measuring.candidate import MAPS_THE_FILE
+from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.options import LoadOptions, format_spec
 
 RUNAI = "runai-model-streamer"
@@ -217,7 +217,7 @@ def applied_targets(job: dict[str, Any]) -> list[Target]:
                 f"the child's peak ({rss * size / 2**20:,.0f} MiB, VmHWM{beside}) against "
                 f"{size / 2**20:,.0f} MiB of arrays"
             )
-            if load.name in MAPS_THE_FILE:
+            if get_strategy(load.name).maps_file:
                 why += (
                     f"; {load.name} reads through a mapping of the file, whose pages count in "
                     "RSS beside the copies while it is mapped"

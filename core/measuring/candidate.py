@@ -11,6 +11,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.options import LoadOptions, format_spec
@@ -30,10 +31,7 @@ Ending = Literal["finished", "cut early", "ruled out", "failed", "not measured"]
 # readahead and fault path, a warm-up doubles the traffic, O_DIRECT may fall back or fail,
 # and one shared descriptor is the FUSE/NFS failure mode.
 SIMPLICITY = ("library", "sequential", "pread", "mmap", "warmup", "direct", "mmap-shared-fd")
-# Strategies whose bytes come through a memory mapping of the file: read by page faults (so by
-# the kernel's fault-around and mapping readahead, not by the reads modelmon plans), and, where
-# they copy out, holding the mapped pages and the copies at once (peak RSS about twice the
-# model: measured 2.1× for ``library`` on a GGUF and a safetensors file, 1.02× for pread).
+
 # Fewer paired runs than this in the finals estimate no noise (``ab.judge``). Then all runs of
 # both finalists (screening, semifinal, the pair) decide, but only when they do not overlap by
 # far: every run of one beats every run of the other by more than ``CLEAR_MARGIN``. Otherwise
@@ -41,7 +39,6 @@ SIMPLICITY = ("library", "sequential", "pread", "mmap", "warmup", "direct", "mma
 # budget fitted one pair recommended the library at 160 MB/s over 4 readers at 600.
 MIN_PAIRS = 2
 CLEAR_MARGIN = 1.1
-MAPS_THE_FILE = frozenset({"library", "mmap", "mmap-shared-fd", "warmup", "mmap-view"})
 
 
 @dataclass
@@ -98,7 +95,9 @@ class Candidate:
         reads before O_DIRECT (falls back, or fails, where the filesystem lacks it); modelmon
         before a peer library (no new dependency, and the config file applies it); the
         device's readahead as it is before a changed one (a change of the machine); planned
-        reads before reads through a mapping (``MAPS_THE_FILE``); fewer
+        reads before reads through a mapping (``Strategy.maps_file``: page-fault reads, and
+        a copy out of a mapping holds the mapped pages and the copies at once, peak RSS 2.1×
+        the model measured for ``library``, 1.02× for pread); fewer
         concurrent readers (less memory and fewer descriptors, kinder to neighbours); no hints
         or warm-up pass; then ``SIMPLICITY``.
         """
@@ -109,7 +108,7 @@ class Candidate:
             int(self.strategy == "direct"),
             int(self.peer is not None),
             int(self.options.readahead is not None),
-            int(self.peer is None and self.strategy in MAPS_THE_FILE),
+            int(self.peer is None and get_strategy(self.strategy).maps_file),
             self.readers,
             hints + int(self.strategy == "warmup"),
             order,

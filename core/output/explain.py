@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.candidate import CLEAR_MARGIN, MIN_PAIRS, Candidate
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
@@ -15,7 +16,6 @@ if TYPE_CHECKING:  # the record lives with the search, which imports this module
     from modelmon.core.measuring.recommend import Recommendation
     from modelmon.core.system.storage import StorageFacts
 
-MMAP_FAMILY = ("mmap", "mmap-shared-fd", "library")
 
 # Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
 # config that holds it (an exported A/B winner) says this beside it.
@@ -268,7 +268,8 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     if skipped:
         lines.append(f"Not measured (no budget left): {', '.join(c.spec for c in skipped)}.")
     mmap = _best(rec.ranked, "mmap")
-    if mmap and winner.strategy not in MMAP_FAMILY and mmap.median_mbps < winner.median_mbps:
+    mapped = get_strategy(winner.strategy).maps_file
+    if mmap and not mapped and mmap.median_mbps < winner.median_mbps:
         lines.append(
             f"Plain mmap with own descriptors reached {mmap.median_mbps:.0f} MB/s: "
             "reading the bytes explicitly beats page-faulting them in on this storage."

@@ -258,6 +258,10 @@ class Strategy:
         {"workers", "threads", "cache", "verify", "discard", "partition", "readahead"}
     )
     shares_fd: ClassVar[bool] = False
+    # Its bytes come through a memory mapping of the file: read by page faults (paced by the
+    # kernel's fault-around and mapping readahead, not by reads modelmon plans), and, where
+    # it copies out, the mapped pages and the copies are resident at once.
+    maps_file: ClassVar[bool] = False
     # Its readers draw from one queue (ShareQueue) that may span worker processes. False for a
     # strategy that drains more than one queue (warm-up: the prefetch pass, then the copy).
     shares_work: ClassVar[bool] = True

@@ -16,6 +16,7 @@ from modelmon.core.model.plan import file_index
 @register
 class LibraryStrategy(Strategy):
     name = "library"
+    maps_file = True  # safetensors' safe_open and the gguf reader both map the file
     summary = (
         "the baseline: safetensors safe_open(...).get_tensor / the gguf reader, "
         "bytes copied out by the library itself"

@@ -118,6 +118,7 @@ def copy_out_of_maps(ctx: WorkerContext) -> None:
 @register
 class MmapStrategy(Strategy):
     name = "mmap"
+    maps_file = True
     summary = "each worker maps the file through its own descriptor and copies every tensor out"
     uses = Strategy.uses | {"chunk", "fadvise", "madvise"}
 
@@ -134,6 +135,7 @@ class SharedFdMmapStrategy(Strategy):
     )
     uses = Strategy.uses - {"partition"} | {"chunk", "madvise"}
     shares_fd = True
+    maps_file = True
     forced_partition = "round-robin"
 
     def run(self, ctx: WorkerContext) -> None:

@@ -32,6 +32,7 @@ def _prefetch(ctx: WorkerContext, read: Read, recorder: ReadRecorder) -> None:
 
 @register
 class WarmupStrategy(Strategy):
+    maps_file = True  # its second pass copies out of a mapping
     name = "warmup"
     summary = (
         "prefetch pass first (parallel sequential reads and/or POSIX_FADV_WILLNEED), "
