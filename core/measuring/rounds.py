@@ -7,6 +7,8 @@ semifinal, and the finals (the two leaders in alternating pairs, decided like an
 
 from __future__ import annotations
 
+import dataclasses
+
 from modelmon.core.errors import ReadaheadError
 from modelmon.core.measuring.ab import Verdict, judge
 from modelmon.core.measuring.candidate import MIN_PAIRS, Candidate
@@ -183,7 +185,10 @@ def decide(
         best, other, ratios = rival, own, [1 / r for r in ratios]
     else:
         best, other = own, rival
-    return best, other, judge(ratios), tie  # other / best: "A faster" = the pick is faster
+    verdict = judge(ratios)  # other / best: "A faster" = the pick is faster
+    if tie:  # one pair "faster" by its own ratio is not beyond a noise it cannot estimate
+        verdict = dataclasses.replace(verdict, text="within noise")
+    return best, other, verdict, tie
 
 
 def settle(

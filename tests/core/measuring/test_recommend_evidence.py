@@ -83,6 +83,9 @@ def test_within_noise_the_simpler_is_picked_and_said() -> None:
     # other, it is a tie and the simpler one is picked.
     best, _, verdict, tie = decide(own, rival, [1.05])
     assert tie and best is rival and "one pair" in verdict.note
+    # The other was faster in its one pair, and the pick is the more robust: a tie, said so.
+    best, other, verdict, tie = decide(own, rival, [0.95])
+    assert tie and best is rival and verdict.text == "within noise" and verdict.median_ratio > 1
 
 
 def test_one_pair_and_runs_far_apart_pick_the_faster_not_the_simpler() -> None:
