@@ -26,7 +26,7 @@ from modelmon.core.measuring.metrics.base import (
     describe_error,
 )
 from modelmon.core.measuring.metrics.residency import ResidencySource
-from modelmon.core.measuring.metrics.series import RingSeries
+from modelmon.core.measuring.metrics.series import RingTable
 
 JOIN_TIMEOUT_S = 2.0
 # Residency rounds (the resident fraction, then the maps of the files that changed) may take
@@ -99,7 +99,7 @@ class Sampler:
         self._residency = next(
             (r.source for r in self._running if isinstance(r.source, ResidencySource)), None
         )
-        self._series = {name: RingSeries(capacity) for name in self.specs}
+        self._table = RingTable(list(self.specs), capacity)
         self._maps: list[tuple[int, dict[str, np.ndarray]]] = []
         self._map_seconds = 0.0
         self._last_map_ns: int | None = None
@@ -173,7 +173,7 @@ class Sampler:
 
     def series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Series name -> (t_ns, values), copies in time order."""
-        return {name: ring.arrays() for name, ring in self._series.items()}
+        return self._table.arrays()
 
     def residency_maps(self) -> list[tuple[int, dict[str, np.ndarray]]]:
         """(t_ns, {path: resident fraction per bin}) at the map rate; the arrays are read-only."""
@@ -228,14 +228,14 @@ class Sampler:
             # starting state. Both happen before the load starts (prepare), so their cost
             # never delays the first sample.
             self._sample(baseline, record=False)
-            self._collect_maps(baseline, baseline)
+            next_round = self._collect_maps(baseline, baseline)
             self._prepared.set()
             while not self._begin.wait(0.05):
                 if self._stop.is_set():
                     return
             t0 = last = time.perf_counter_ns()
             cpu_begin = time.thread_time()
-            next_round, slot = t0, 1  # the first sample is a residency round
+            slot = 1
             while not self._stop.wait(
                 max(0.0, (t0 + slot * interval_ns - time.perf_counter_ns()) / 1e9)
             ):
@@ -269,6 +269,7 @@ class Sampler:
             self._report_failures(at_least=1)
 
     def _sample(self, now_ns: int, record: bool = True) -> None:
+        table_row: list[float] = []  # the sources' rows end to end: the order of self.specs
         for running in self._running:
             started = time.thread_time_ns()
             try:
@@ -279,10 +280,9 @@ class Sampler:
                 running.log.failed(error)
                 row = [NAN] * len(running.series)
             running.nanoseconds += time.thread_time_ns() - started
-            if record:
-                for name, value in zip(running.series, row, strict=True):
-                    self._series[name].append(now_ns, value)
+            table_row += row
         if record:
+            self._table.append(now_ns, table_row)
             with self._lock:
                 self._samples_taken += 1
             self._report_failures()
