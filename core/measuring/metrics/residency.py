@@ -15,6 +15,8 @@ import time
 import numpy as np
 
 from modelmon.core.measuring.metrics.base import (
+    FAILURES_TO_REPORT,
+    FailureLog,
     MetricSpec,
     MonitorTarget,
     Source,
@@ -34,6 +36,8 @@ class ResidencySource(Source):
         self._maps: dict[str, tuple[int, np.ndarray]] = {}  # file -> (cached pages, its map)
         self.due = True  # the next sample() measures; the sampler sets it on each round
         self.count_cpu_ns = 0  # CPU time of the latest count()
+        # Of the measurements only: the samples between rounds give gaps without trying.
+        self._log = FailureLog("page-cache residency")
 
     def specs(self) -> list[MetricSpec]:
         return [
@@ -75,9 +79,16 @@ class ResidencySource(Source):
                 self._cached_pages[path] = found.cached_pages
                 cached += found.cached_pages
                 total += found.total_pages
-            return cached / total if total else 0.0
+        except Exception as error:  # a file gone or unreadable: the sampler makes it a gap
+            self._log.failed(error)
+            raise
         finally:
             self.count_cpu_ns = time.thread_time_ns() - started
+        self._log.ok()
+        return cached / total if total else 0.0
+
+    def failing(self, at_least: int = FAILURES_TO_REPORT) -> str | None:
+        return self._log.reason(at_least)
 
     def maps(self, bins: int) -> dict[str, np.ndarray]:
         """Resident fraction per bin of each file (float32, read-only, ``bins`` long), right
