@@ -158,6 +158,17 @@ def explain_miss(target: Target, results: dict[str, Any]) -> str:
         ratios = over.get("ratios", [])
         spread = f"{min(ratios):.3f}–{max(ratios):.3f}" if ratios else "n/a"
         share = over.get("sampler_core_share_median", 0)
+        if "judged_on" in over:
+            return (
+                f"The sampler thread used {share:.2%} of one core beside the load (the bound "
+                "the target is judged on); per sample: "
+                + ", ".join(
+                    f"{name} {us:.0f} µs"
+                    for name, us in over.get("source_cpu_us_per_sample", {}).items()
+                )
+                + f". The per-pair ratios spread {spread}: pair-to-pair noise on this shared "
+                "machine."
+            )
         return (
             f"The per-pair ratios spread {spread}: on this shared 2-core machine the "
             "pair-to-pair noise (others' processes included: see the load averages) is "

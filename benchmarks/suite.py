@@ -48,7 +48,7 @@ class Profile:
     peers: dict[str, tuple[str, ...]]  # model format → peers that read it
     repeats: int = 3
     memory_model: str = TINYLLAMA.key
-    overhead_pairs: int = 5
+    overhead_pairs: int = 7  # about a minute on the 2.5 GB model locally
     discard_repeats: int = 3
     plan_tensors: int = 100_000
     notes: tuple[str, ...] = field(default_factory=tuple)

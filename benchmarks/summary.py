@@ -230,7 +230,18 @@ def all_targets(results: dict[str, Any]) -> list[Target]:
         for t in (*job_targets(job), *applied_targets(job), *regret_targets(job))
     ]
     over = results.get("overhead") or {}
-    if "overhead" in over:
+    if "judged_on" in over:  # the bound: the sampler's CPU beside the load, share of one core
+        bound = over["sampler_core_share_median"]
+        found.append(
+            Target(
+                "monitoring",
+                f"overhead ≤ {OVERHEAD_TARGET:.0%}",
+                f"≤ {bound:.2%} (sampler CPU, share of one core; measured "
+                f"{over['overhead']:.1%}, median of {over['pairs']} pairs)",
+                bound <= OVERHEAD_TARGET,
+            )
+        )
+    elif "overhead" in over:  # results of the earlier benchmark: the ratio only
         found.append(
             Target(
                 "monitoring",

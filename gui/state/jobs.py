@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 SAMPLE_INTERVAL_S = 0.1
 # Residency maps every 100 ms instead of the sampler's 500 ms: a demo load lasts well under
-# a second, and the sampler's own CPU budget (MAP_CPU_SHARE) spaces maps out on big models.
+# a second, and the sampler's own CPU budget (ROUND_CPU_SHARE) spaces maps out on big models.
 MAP_INTERVAL_S = 0.1
 
 Report = Callable[[tuple[object, ...]], None]  # one delivery of events to the GUI thread

@@ -2,7 +2,8 @@
 
 Percentages come from deltas of cumulative CPU times between samples, computed here rather
 than with ``psutil.cpu_percent``, whose first call returns a meaningless 0.0 and whose state
-is shared with anyone else in the process who calls it.
+is shared with anyone else in the process who calls it. On Linux /proc/stat and each
+worker's /proc/<pid>/stat are kept open and re-read (``procfs``); elsewhere psutil.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, NamedTuple
 
 import psutil
 
+from modelmon.core.measuring.metrics import procfs
 from modelmon.core.measuring.metrics.base import NAN, MetricSpec, MonitorTarget
 from modelmon.core.measuring.metrics.workers import Gap, SystemAndWorkersSource, worker_ids
 
@@ -48,7 +50,14 @@ class CpuSource(SystemAndWorkersSource[float]):
     description = "System CPU and IO wait (100 % = all cores), and each worker's CPU."
 
     def __init__(self, target: MonitorTarget) -> None:
-        super().__init__(target, "system CPU times", "worker CPU times", _busy_seconds)
+        super().__init__(
+            target,
+            "system CPU times",
+            "worker CPU times",
+            _busy_seconds,
+            ("stat", procfs.pid_busy_seconds),
+        )
+        self._stat = procfs.ProcFile("/proc/stat") if procfs.have_procfs() else None
         self._last_system: SystemTimes | None = None
         # (worker, pid) -> (t_ns, busy seconds) at the previous sample
         self._last_worker: dict[tuple[int, int], tuple[int, float]] = {}
@@ -92,7 +101,10 @@ class CpuSource(SystemAndWorkersSource[float]):
 
     def _system(self) -> dict[str, float]:
         try:
-            times = system_times(psutil.cpu_times())
+            if self._stat is not None:
+                times = SystemTimes(*procfs.system_cpu_line(self._stat.read()))
+            else:
+                times = system_times(psutil.cpu_times())
             self._system_log.ok()
         except Exception as error:  # an OS without the call or its fields
             self._system_log.failed(error)
@@ -131,3 +143,8 @@ class CpuSource(SystemAndWorkersSource[float]):
             known = known and math.isfinite(percent)
         values["workers_cpu_pct"] = total if known else NAN
         return values
+
+    def close(self) -> None:
+        super().close()
+        if self._stat is not None:
+            self._stat.close()

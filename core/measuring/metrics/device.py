@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modelmon.core.measuring.metrics import procfs
 from modelmon.core.measuring.metrics.base import (
     NAN,
     MetricSpec,
@@ -108,6 +109,7 @@ class DeviceSource(Source):
         self._names = frozenset(self._choice.devices)
         self._bytes = Rate()
         self._reads = Rate()
+        self._stats = procfs.ProcFile(DISKSTATS)
 
     def specs(self) -> list[MetricSpec]:
         devices = " + ".join(self._choice.devices) or "the model's device"
@@ -133,7 +135,7 @@ class DeviceSource(Source):
         return self._choice.problem
 
     def sample(self, now_ns: int) -> dict[str, float]:
-        counters = read_diskstats(self._names)
+        counters = parse_diskstats(self._stats.read().decode(), self._names)
         if len(counters) != len(self._names):  # a device went away (unplugged, dm removed)
             self._bytes.update(now_ns, NAN)
             self._reads.update(now_ns, NAN)
@@ -144,3 +146,6 @@ class DeviceSource(Source):
             "device_read_mbps": self._bytes.update(now_ns, float(sectors * SECTOR_BYTES)) / 1e6,
             "device_read_iops": self._reads.update(now_ns, float(reads)),
         }
+
+    def close(self) -> None:
+        self._stats.close()

@@ -6,6 +6,7 @@ import math
 
 import psutil
 
+from modelmon.core.measuring.metrics import procfs
 from modelmon.core.measuring.metrics.base import NAN, MetricSpec, MonitorTarget
 from modelmon.core.measuring.metrics.workers import Gap, SystemAndWorkersSource, worker_ids
 
@@ -28,16 +29,19 @@ def parse_meminfo_fields(data: bytes) -> dict[str, float]:
     return found
 
 
-def system_memory() -> tuple[float, float]:
+def system_memory(meminfo: procfs.ProcFile | None = None) -> tuple[float, float]:
     """(available, page cache) in bytes; NaN for what this system does not tell.
 
-    /proc/meminfo first: psutil's ``cached`` adds SReclaimable (dentry and inode slabs, as
-    ``free`` does), which is not the page cache the model's pages live in. Elsewhere psutil,
-    whose ``cached`` field some OSes lack.
+    /proc/meminfo first (``meminfo`` when kept open): psutil's ``cached`` adds SReclaimable
+    (dentry and inode slabs, as ``free`` does), which is not the page cache the model's pages
+    live in. Elsewhere psutil, whose ``cached`` field some OSes lack.
     """
     try:
-        with open(MEMINFO, "rb") as meminfo:
+        if meminfo is not None:
             found = parse_meminfo_fields(meminfo.read())
+        else:
+            with open(MEMINFO, "rb") as file:
+                found = parse_meminfo_fields(file.read())
     except OSError:
         found = {}
     if "available" not in found or "cached" not in found:
@@ -56,7 +60,10 @@ class MemorySource(SystemAndWorkersSource[float]):
     description = "Worker RSS, available memory and page-cache size."
 
     def __init__(self, target: MonitorTarget) -> None:
-        super().__init__(target, "system memory", "worker memory", _rss)
+        super().__init__(
+            target, "system memory", "worker memory", _rss, ("statm", procfs.pid_rss_bytes)
+        )
+        self._meminfo = procfs.ProcFile(MEMINFO)  # where it cannot be read: psutil
 
     def specs(self) -> list[MetricSpec]:
         specs = [
@@ -93,7 +100,7 @@ class MemorySource(SystemAndWorkersSource[float]):
     def sample(self, now_ns: int) -> dict[str, float]:
         values: dict[str, float] = {}
         try:
-            values["mem_available"], values["page_cache"] = system_memory()
+            values["mem_available"], values["page_cache"] = system_memory(self._meminfo)
             self._system_log.ok()
         except Exception as error:
             self._system_log.failed(error)
@@ -108,3 +115,7 @@ class MemorySource(SystemAndWorkersSource[float]):
             known = known and math.isfinite(reading)
         values["workers_rss"] = total if known else NAN
         return values
+
+    def close(self) -> None:
+        super().close()
+        self._meminfo.close()

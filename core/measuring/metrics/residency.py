@@ -1,8 +1,10 @@
 """How much of the model is in the page cache, as a series and as maps over each file.
 
-With cachestat (Linux ≥ 6.5) a file costs a few µs at any size. Without it mincore looks at
-every page (milliseconds a GB): the source then measures less often than it is sampled, so
-the sampler stays cheap, and gives gaps in between.
+Measuring walks the page cache: cachestat (Linux ≥ 6.5) costs about 0.8 ms per cached GB
+(a few µs for a cold file), mincore milliseconds per GB cached or not. So the fraction is
+measured on the sampler's residency rounds (every map interval, spaced out further when a
+round costs more than its share of a core), not on every sample: the samples between are
+gaps. A round measures the fraction first, then maps only the files whose count changed.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ import time
 import numpy as np
 
 from modelmon.core.measuring.metrics.base import (
+    FAILURES_TO_REPORT,
+    FailureLog,
     MetricSpec,
     MonitorTarget,
     Source,
     describe_error,
 )
 from modelmon.core.system import cache, residency
-
-BUDGET_NS = 2_000_000  # time one measurement may take before the source skips samples
 
 
 class ResidencySource(Source):
@@ -32,7 +34,10 @@ class ResidencySource(Source):
         self._paths = tuple(dict.fromkeys(target.paths))
         self._cached_pages: dict[str, int] = {}  # per file, at the latest measurement
         self._maps: dict[str, tuple[int, np.ndarray]] = {}  # file -> (cached pages, its map)
-        self._skip = 0  # samples left to skip after a slow measurement
+        self.due = True  # the next sample() measures; the sampler sets it on each round
+        self.count_cpu_ns = 0  # CPU time of the latest count()
+        # Of the measurements only: the samples between rounds give gaps without trying.
+        self._log = FailureLog("page-cache residency")
 
     def specs(self) -> list[MetricSpec]:
         return [
@@ -57,22 +62,37 @@ class ResidencySource(Source):
         return None
 
     def sample(self, now_ns: int) -> dict[str, float]:
-        if self._skip:
-            self._skip -= 1
+        """The fraction when ``due`` (a residency round), else a gap: not measured."""
+        if not self.due:
             return {"resident_fraction": math.nan}
-        started = time.perf_counter_ns()
-        cached = total = 0
-        for path in self._paths:
-            found = residency.residency(path)
-            self._cached_pages[path] = found.cached_pages
-            cached += found.cached_pages
-            total += found.total_pages
-        elapsed = time.perf_counter_ns() - started
-        self._skip = int(elapsed // BUDGET_NS)  # so it averages at most one budget per sample
-        return {"resident_fraction": cached / total if total else 0.0}
+        self.due = False
+        return {"resident_fraction": self.count()}
+
+    def count(self) -> float:
+        """Measure each file's cached pages now (what ``maps`` compares against); the
+        resident fraction of the model."""
+        started = time.thread_time_ns()
+        try:
+            cached = total = 0
+            for path in self._paths:
+                found = residency.residency(path)
+                self._cached_pages[path] = found.cached_pages
+                cached += found.cached_pages
+                total += found.total_pages
+        except Exception as error:  # a file gone or unreadable: the sampler makes it a gap
+            self._log.failed(error)
+            raise
+        finally:
+            self.count_cpu_ns = time.thread_time_ns() - started
+        self._log.ok()
+        return cached / total if total else 0.0
+
+    def failing(self, at_least: int = FAILURES_TO_REPORT) -> str | None:
+        return self._log.reason(at_least)
 
     def maps(self, bins: int) -> dict[str, np.ndarray]:
-        """Resident fraction per bin of each file (float32, read-only, ``bins`` long).
+        """Resident fraction per bin of each file (float32, read-only, ``bins`` long), right
+        after a ``count()``.
 
         A file whose cached page count has not changed since its last map keeps that map:
         in a sharded model most shards sit still while a few are being loaded, and one map

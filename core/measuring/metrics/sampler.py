@@ -26,10 +26,13 @@ from modelmon.core.measuring.metrics.base import (
     describe_error,
 )
 from modelmon.core.measuring.metrics.residency import ResidencySource
-from modelmon.core.measuring.metrics.series import RingSeries
+from modelmon.core.measuring.metrics.series import RingTable
 
 JOIN_TIMEOUT_S = 2.0
-MAP_CPU_SHARE = 0.02  # residency maps may take this share of one core; the map rate drops if not
+# Residency rounds (the resident fraction, then the maps of the files that changed) may take
+# this share of one core's time; rounds are spaced out further when one costs more.
+ROUND_CPU_SHARE = 0.005
+ROUND_INTERVAL_S = 0.5  # between residency rounds when no maps are taken (map_interval_s ≤ 0)
 MAP_MEMORY_BYTES = 64 << 20  # maps kept before the oldest are thinned out (every other dropped)
 
 
@@ -46,7 +49,7 @@ class _Running:
     source: Source
     series: list[str]  # names of its specs
     log: FailureLog = field(init=False)  # of sample() as a whole
-    nanoseconds: int = 0  # spent in its sample()
+    nanoseconds: int = 0  # CPU time (of the sampler thread) spent in its sample()
 
     def __post_init__(self) -> None:
         self.log = FailureLog(self.source.name)
@@ -86,14 +89,17 @@ class Sampler:
             )
         self.target = target
         self.interval_s = interval_s
-        self.map_interval_s = map_interval_s  # 0 or less: no maps
+        self.map_interval_s = map_interval_s  # 0 or less: no maps (the fraction still measured)
         self.map_bins = map_bins
         self.specs: dict[str, MetricSpec] = {}
         self._unavailable: dict[str, str] = {}
         self._running: list[_Running] = []
         for name in names:
             self._add(name, by_name[name])
-        self._series = {name: RingSeries(capacity) for name in self.specs}
+        self._residency = next(
+            (r.source for r in self._running if isinstance(r.source, ResidencySource)), None
+        )
+        self._table = RingTable(list(self.specs), capacity)
         self._maps: list[tuple[int, dict[str, np.ndarray]]] = []
         self._map_seconds = 0.0
         self._last_map_ns: int | None = None
@@ -104,6 +110,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._cpu_seconds = 0.0
+        self._sampling = (0.0, 0.0)  # (CPU, wall) seconds of the regular samples
         self._samples_taken = 0
 
     def _add(self, name: str, source_class: type[Source]) -> None:
@@ -142,13 +149,22 @@ class Sampler:
             return self._cpu_seconds
 
     @property
+    def sampling_cpu_share(self) -> float:
+        """Share of one core the thread used from ``begin`` to ``stop``: the regular samples
+        and rounds that run beside the load, not the baselines before it nor the final sample
+        after it. NaN before the sampling ended."""
+        with self._lock:
+            cpu, wall = self._sampling
+        return cpu / wall if wall > 0 else float("nan")
+
+    @property
     def samples_taken(self) -> int:
         with self._lock:
             return self._samples_taken
 
     @property
     def source_seconds(self) -> dict[str, float]:
-        """Wall time spent in each source's ``sample()`` so far, and in the residency maps."""
+        """CPU time spent in each source's ``sample()`` so far, and in the residency maps."""
         with self._lock:
             spent = {r.source.name: r.nanoseconds / 1e9 for r in self._running}
             if self._maps or self._map_seconds:
@@ -157,7 +173,7 @@ class Sampler:
 
     def series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Series name -> (t_ns, values), copies in time order."""
-        return {name: ring.arrays() for name, ring in self._series.items()}
+        return self._table.arrays()
 
     def residency_maps(self) -> list[tuple[int, dict[str, np.ndarray]]]:
         """(t_ns, {path: resident fraction per bin}) at the map rate; the arrays are read-only."""
@@ -212,28 +228,40 @@ class Sampler:
             # starting state. Both happen before the load starts (prepare), so their cost
             # never delays the first sample.
             self._sample(baseline, record=False)
-            next_map = self._collect_maps(baseline, baseline)
+            next_round = self._collect_maps(baseline, baseline)
             self._prepared.set()
             while not self._begin.wait(0.05):
                 if self._stop.is_set():
                     return
             t0 = last = time.perf_counter_ns()
+            cpu_begin = time.thread_time()
             slot = 1
             while not self._stop.wait(
                 max(0.0, (t0 + slot * interval_ns - time.perf_counter_ns()) / 1e9)
             ):
                 last = time.perf_counter_ns()
+                round_due = self._residency is not None and last >= next_round
+                if self._residency is not None:
+                    self._residency.due = round_due
                 self._sample(last)
-                if last >= next_map:
-                    next_map = self._collect_maps(last, next_map)
+                if round_due:
+                    next_round = self._collect_maps(last, next_round)
                 self._account(cpu_start)
                 slot = next_slot(t0, interval_ns, time.perf_counter_ns(), slot)
             now = time.perf_counter_ns()
+            with self._lock:
+                self._sampling = (time.thread_time() - cpu_begin, (now - t0) / 1e9)
             # A final sample right after a regular one would make rates of a few ms: noise.
-            if self._samples_taken == 0 or now - last >= interval_ns // 4:
+            final_sample = self._samples_taken == 0 or now - last >= interval_ns // 4
+            final_round = (
+                self._last_map_ns is not None and now - self._last_map_ns >= interval_ns // 4
+            )
+            if self._residency is not None:
+                self._residency.due = final_round and final_sample
+            if final_sample:
                 self._sample(now)
-            if self._last_map_ns is not None and now - self._last_map_ns >= interval_ns // 4:
-                self._collect_maps(now, now)  # the state the load ended in
+            if final_round:
+                self._collect_maps(now, now, counted=final_sample)  # the state it ended in
         finally:
             self._prepared.set()  # never leave prepare() waiting on a thread that ended
             self._close()
@@ -241,8 +269,9 @@ class Sampler:
             self._report_failures(at_least=1)
 
     def _sample(self, now_ns: int, record: bool = True) -> None:
+        table_row: list[float] = []  # the sources' rows end to end: the order of self.specs
         for running in self._running:
-            started = time.perf_counter_ns()
+            started = time.thread_time_ns()
             try:
                 values = running.source.sample(now_ns)
                 row = [float(values.get(name, NAN)) for name in running.series]
@@ -250,11 +279,10 @@ class Sampler:
             except Exception as error:  # psutil denial, a vanished file, a field this OS lacks
                 running.log.failed(error)
                 row = [NAN] * len(running.series)
-            running.nanoseconds += time.perf_counter_ns() - started
-            if record:
-                for name, value in zip(running.series, row, strict=True):
-                    self._series[name].append(now_ns, value)
+            running.nanoseconds += time.thread_time_ns() - started
+            table_row += row
         if record:
+            self._table.append(now_ns, table_row)
             with self._lock:
                 self._samples_taken += 1
             self._report_failures()
@@ -273,32 +301,38 @@ class Sampler:
                 with self._lock:
                     self._unavailable[name] = reason
 
-    def _collect_maps(self, now_ns: int, due_ns: int) -> int:
-        """Take the residency maps; return when the next ones are due."""
-        residency = next(
-            (r.source for r in self._running if isinstance(r.source, ResidencySource)), None
-        )
-        if residency is None or self.map_interval_s <= 0:
+    def _collect_maps(self, now_ns: int, due_ns: int, counted: bool = True) -> int:
+        """End a residency round: the maps of the files whose count changed (``counted``: the
+        fraction was just measured by this round's sample; else it is measured here).
+        Return when the next round is due."""
+        residency = self._residency
+        if residency is None:
             return 2**63 - 1
-        started = time.perf_counter_ns()
-        try:
-            maps = residency.maps(self.map_bins)
-        except Exception:  # a file gone mid-run: maps are a bonus, the series carry on
-            maps = None
-        cost = time.perf_counter_ns() - started
         self._last_map_ns = now_ns
-        with self._lock:
-            self._map_seconds += cost / 1e9
-            if maps is not None:
-                self._maps.append((now_ns, maps))
-                self._thin_maps()
-        interval_ns = round(self.map_interval_s * 1e9)
+        cost = 0
+        if self.map_interval_s > 0:
+            started = time.thread_time_ns()
+            try:
+                if not counted:
+                    residency.count()
+                maps = residency.maps(self.map_bins)
+            except Exception:  # a file gone mid-run: maps are a bonus, the series carry on
+                maps = None
+            cost = time.thread_time_ns() - started
+            with self._lock:
+                self._map_seconds += cost / 1e9
+                if maps is not None:
+                    self._maps.append((now_ns, maps))
+                    self._thin_maps()
+        interval_s = self.map_interval_s if self.map_interval_s > 0 else ROUND_INTERVAL_S
+        interval_ns = round(interval_s * 1e9)
         due = due_ns + interval_ns
         if due <= now_ns:  # behind: skip the missed rounds rather than take them back to back
             due = now_ns + interval_ns
-        # Many large shards can make a map round costly: then space rounds out so they stay
-        # within their share of a core.
-        return max(due, now_ns + int(cost / MAP_CPU_SHARE))
+        # A warm multi-GB model makes a round cost milliseconds (the page-cache walk): then
+        # rounds are spaced out so that they stay within their share of a core.
+        cost += residency.count_cpu_ns if counted else 0
+        return max(due, now_ns + int(cost / ROUND_CPU_SHARE))
 
     def _thin_maps(self) -> None:
         """Drop every other map (keeping the first) once they use more than the memory cap.

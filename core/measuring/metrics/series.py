@@ -1,24 +1,29 @@
-"""A fixed-size time series: the sampler appends from its thread, the GUI copies from its own."""
+"""Time series sampled together: the sampler appends a row from its thread, the GUI copies
+columns from its own."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
 
-class RingSeries:
-    """The newest ``capacity`` points (t_ns int64, value float64); the oldest are dropped first.
+class RingTable:
+    """The newest ``capacity`` rows of the named series (t_ns int64, one float64 value per
+    series); the oldest rows are dropped first.
 
-    Memory is allocated once (16 bytes a point), so an hour at 10 Hz costs 576 KB a series
-    however long the run goes on.
+    The series of one sampler share their sample times, so a sample is one row: one lock and
+    one write however many series there are. Memory is allocated once (8 bytes a point plus
+    8 a row), so an hour at 10 Hz costs 288 KB a series however long the run goes on.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, names: Sequence[str], capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"a series needs room for at least one point, not {capacity}")
+        self.names = tuple(names)
         self._times = np.zeros(capacity, dtype=np.int64)
-        self._values = np.full(capacity, np.nan, dtype=np.float64)
+        self._values = np.full((capacity, len(self.names)), np.nan, dtype=np.float64)
         self._appended = 0  # ever, so the write position is appended % capacity
         self._lock = threading.Lock()
 
@@ -28,7 +33,7 @@ class RingSeries:
 
     @property
     def dropped(self) -> int:
-        """Points pushed out because the series was full."""
+        """Rows pushed out because the table was full."""
         with self._lock:
             return max(0, self._appended - self.capacity)
 
@@ -36,21 +41,25 @@ class RingSeries:
         with self._lock:
             return min(self._appended, self.capacity)
 
-    def append(self, t_ns: int, value: float) -> None:
+    def append(self, t_ns: int, row: Sequence[float]) -> None:
+        """One value per name, in the order of ``names``."""
         with self._lock:
             position = self._appended % self.capacity
             self._times[position] = t_ns
-            self._values[position] = value
+            self._values[position] = row
             self._appended += 1
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of (times, values), oldest first."""
+    def arrays(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Name -> copies of (times, values), oldest first."""
         with self._lock:
             if self._appended <= self.capacity:
                 count = self._appended
-                return self._times[:count].copy(), self._values[:count].copy()
-            split = self._appended % self.capacity  # the oldest point sits at the write position
-            return (
-                np.concatenate((self._times[split:], self._times[:split])),
-                np.concatenate((self._values[split:], self._values[:split])),
-            )
+                times, values = self._times[:count].copy(), self._values[:count].copy()
+            else:
+                split = self._appended % self.capacity  # the oldest row is at the write position
+                times = np.concatenate((self._times[split:], self._times[:split]))
+                values = np.concatenate((self._values[split:], self._values[:split]))
+        return {
+            name: (times.copy(), np.ascontiguousarray(values[:, column]))
+            for column, name in enumerate(self.names)
+        }

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import psutil
 
+from modelmon.core.measuring.metrics import procfs
 from modelmon.core.measuring.metrics.base import (
     FAILURES_TO_REPORT,
     NAN,
@@ -42,6 +43,10 @@ def _io(process: psutil.Process) -> IoCounters:
     return IoCounters(float(counters.read_bytes), float(getattr(counters, "read_chars", NAN)))
 
 
+def _proc_io(io: bytes) -> IoCounters:
+    return IoCounters(*procfs.pid_io(io))
+
+
 def hit_estimate(read_bytes_change: float, read_chars_change: float) -> float:
     """1 − Δread_bytes/Δread_chars within [0, 1]; NaN when too little went through reads.
 
@@ -61,7 +66,7 @@ class WorkerIoSource(Source):
 
     def __init__(self, target: MonitorTarget) -> None:
         super().__init__(target)
-        self._workers = WorkerProbe(target, "worker IO counters", _io)
+        self._workers = WorkerProbe(target, "worker IO counters", _io, ("io", _proc_io))
         # (worker, pid) -> counters, kept after the worker exits: its reads still happened
         self._last: dict[tuple[int, int], IoCounters] = {}
 
@@ -139,3 +144,6 @@ class WorkerIoSource(Source):
 
     def failing(self, at_least: int = FAILURES_TO_REPORT) -> str | None:
         return self._workers.failing(at_least)
+
+    def close(self) -> None:
+        self._workers.close()

@@ -1,7 +1,9 @@
 """Reading one thing (CPU times, memory, IO counters) from each worker process, cheaply.
 
-Making a ``psutil.Process`` reads /proc/<pid>/stat to pin the process's start time, so one is
-kept per worker and made again only when that worker's pid changes. A worker that has
+On Linux the one /proc/<pid>/ file that holds it is opened once per worker and re-read in
+place each sample (``procfs.ProcFile``); elsewhere a ``psutil.Process`` is kept per worker
+(making one reads the process's start time). Both are made again only when that worker's pid
+changes. A worker that has
 exited (NoSuchProcess, or ZombieProcess: exited, not yet reaped by the runner) is not asked
 again: its later samples are gaps, and sources keep its last counters for their totals.
 """
@@ -14,6 +16,7 @@ from typing import Generic, TypeVar
 
 import psutil
 
+from modelmon.core.measuring.metrics import procfs
 from modelmon.core.measuring.metrics.base import (
     FAILURES_TO_REPORT,
     FailureLog,
@@ -31,15 +34,25 @@ class Gap(enum.Enum):
     FAILED = "failed"  # denied, an OS error, a field this OS lacks: unknown
 
 
+ProcReading = tuple[str, Callable[[bytes], Reading]]  # /proc/<pid>/ file name, its parser
+
+
 class WorkerProbe(Generic[Reading]):
-    """``read`` applied to every started worker (ids 0..workers-1), failures counted."""
+    """A reading of every started worker (ids 0..workers-1), failures counted: ``proc`` (a
+    /proc/<pid>/ file and its parser) where Linux's /proc is, else ``read`` via psutil."""
 
     def __init__(
-        self, target: MonitorTarget, what: str, read: Callable[[psutil.Process], Reading]
+        self,
+        target: MonitorTarget,
+        what: str,
+        read: Callable[[psutil.Process], Reading],
+        proc: ProcReading[Reading] | None = None,
     ) -> None:
         self._target = target
         self._read = read
+        self._proc = proc if proc is not None and procfs.have_procfs() else None
         self._processes: dict[int, psutil.Process] = {}  # worker -> process of its current pid
+        self._files: dict[int, tuple[int, procfs.ProcFile]] = {}  # worker -> (pid, its file)
         self._exited: set[tuple[int, int]] = set()  # (worker, pid)
         self._what = what
         # Per worker: one worker always denied while the others work still empties its
@@ -60,19 +73,41 @@ class WorkerProbe(Generic[Reading]):
                 readings[worker] = Gap.EXITED
                 continue
             try:
-                process = self._processes.get(worker)
-                if process is None or process.pid != pid:
-                    process = self._processes[worker] = psutil.Process(pid)
-                readings[worker] = self._read(process)
+                readings[worker] = self._read_one(worker, pid)
                 self._log(worker).ok()
-            except psutil.NoSuchProcess:  # ZombieProcess too: the worker has exited
+            except (psutil.NoSuchProcess, ProcessLookupError, FileNotFoundError):
+                # NoSuchProcess: ZombieProcess too. ESRCH or ENOENT from /proc: reaped.
                 self._exited.add((worker, pid))
                 self._processes.pop(worker, None)
+                self._drop_file(worker)
                 readings[worker] = Gap.EXITED
             except Exception as error:  # AccessDenied, OSError, a field missing on this OS
                 self._log(worker).failed(error)
                 readings[worker] = Gap.FAILED
         return readings
+
+    def _read_one(self, worker: int, pid: int) -> Reading:
+        if self._proc is not None:
+            name, parse = self._proc
+            kept = self._files.get(worker)
+            if kept is None or kept[0] != pid:
+                self._drop_file(worker)
+                kept = self._files[worker] = (pid, procfs.ProcFile(f"/proc/{pid}/{name}", 1024))
+            return parse(kept[1].read())
+        process = self._processes.get(worker)
+        if process is None or process.pid != pid:
+            process = self._processes[worker] = psutil.Process(pid)
+        return self._read(process)
+
+    def _drop_file(self, worker: int) -> None:
+        kept = self._files.pop(worker, None)
+        if kept is not None:
+            kept[1].close()
+
+    def close(self) -> None:
+        """Close the workers' /proc files."""
+        for worker in list(self._files):
+            self._drop_file(worker)
 
     def _log(self, worker: int) -> FailureLog:
         log = self._logs.get(worker)
@@ -103,10 +138,11 @@ class SystemAndWorkersSource(Source, Generic[Reading]):
         system_what: str,
         workers_what: str,
         read_worker: Callable[[psutil.Process], Reading],
+        proc_worker: ProcReading[Reading] | None = None,
     ) -> None:
         super().__init__(target)
         self._system_log = FailureLog(system_what)
-        self._workers = WorkerProbe(target, workers_what, read_worker)
+        self._workers = WorkerProbe(target, workers_what, read_worker, proc_worker)
 
     def failing(self, at_least: int = FAILURES_TO_REPORT) -> str | None:
         reasons = [
@@ -115,6 +151,9 @@ class SystemAndWorkersSource(Source, Generic[Reading]):
             if reason
         ]
         return "; ".join(reasons) or None
+
+    def close(self) -> None:
+        self._workers.close()
 
 
 def worker_ids(target: MonitorTarget) -> range:

@@ -129,7 +129,8 @@ def test_files_on_several_devices_sum_the_distinct_devices(fake_storage: Path):
             " 178782 10939 40717994 ", " 178832 10939 40718994 "
         )
     )
-    values = source.sample(500_000_000)
+    values = source.sample(500_000_000)  # the same file, kept open by the source, re-read
+    source.close()
     assert values["device_read_iops"] == pytest.approx(300.0)  # 150 reads in 0.5 s
     assert values["device_read_mbps"] == pytest.approx(3000 * 512 / 0.5 / 1e6)
 
@@ -139,6 +140,7 @@ def test_a_device_that_vanishes_mid_run_gives_gaps(fake_storage: Path):
     source.sample(0)
     fake_storage.write_text("")
     assert source.sample(100_000_000) == {}  # the sampler records NaN for missing names
+    source.close()
 
 
 def test_the_real_root_disk_resolves_and_dev_shm_is_unavailable(tmp_path: Path):

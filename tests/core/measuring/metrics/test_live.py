@@ -149,8 +149,10 @@ def test_sampling_a_cold_read_at_10_hz(model_file: Path):
     hits = series["cache_hit_estimate"][1]
     assert np.isfinite(hits).sum() >= 3 and np.nanmedian(hits) < 0.5  # read cold
     resident = series["resident_fraction"][1]
-    measured = resident[np.isfinite(resident)]  # NaN: skipped after a slow measurement
-    assert measured[0] < 0.5 < measured[-1]
+    # Measured on the residency rounds (every 0.5 s, and at the end), gaps in between.
+    measured = resident[np.isfinite(resident)]
+    assert 2 <= len(measured) < len(resident)  # the cold start: the first map, below
+    assert measured[-1] > 0.5  # a round after the reader was done (it runs for 1.5 s)
     assert np.all(series["worker_rss.1"][1] > 0) and np.isfinite(series["mem_available"][1]).all()
     assert np.nanmax(series["worker_cpu_pct.0"][1]) > 0
 

@@ -198,3 +198,25 @@ def test_residency_maps_are_taken_at_start_end_and_thinned_when_too_many(monkeyp
     assert fractions.shape == (16,) and fractions.dtype == np.float32
     assert not fractions.flags.writeable
     assert "residency maps" in sampler.source_seconds
+
+
+def test_residency_measures_on_its_rounds_and_a_file_gone_is_reported(tmp_path):
+    model = tmp_path / "model.bin"
+    model.write_bytes(b"\1" * (1 << 20))
+    sampler = Sampler(
+        target(1, paths=(str(model),)), interval_s=0.01, sources=["residency"], map_bins=16
+    )
+    model.unlink()  # every measurement fails; the samples between rounds try nothing
+    sampler.start()
+    deadline = time.monotonic() + 10
+    try:
+        while sampler.samples_taken < 60 and time.monotonic() < deadline:
+            time.sleep(0.005)  # rounds every 0.5 s: at least one inside 60 samples of 10 ms
+    finally:
+        sampler.stop()
+    fractions = sampler.series()["resident_fraction"][1]
+    assert np.all(np.isnan(fractions))
+    assert sampler.unavailable == {
+        "residency": "page-cache residency failed on every sample (FileNotFoundError: [Errno 2] "
+        f"No such file or directory: '{model}')"
+    }

@@ -1,4 +1,4 @@
-"""RingSeries keeps the newest points in order; the schedule never drifts nor bursts."""
+"""RingTable keeps the newest rows in order; the schedule never drifts nor bursts."""
 
 from __future__ import annotations
 
@@ -9,53 +9,56 @@ import pytest
 
 from modelmon.core.measuring.metrics.base import Rate
 from modelmon.core.measuring.metrics.sampler import next_slot
-from modelmon.core.measuring.metrics.series import RingSeries
+from modelmon.core.measuring.metrics.series import RingTable
 
 
-def test_a_series_returns_what_was_appended_in_order():
-    series = RingSeries(5)
+def test_a_table_returns_what_was_appended_in_order_one_series_a_name():
+    table = RingTable(["half", "negated"], 5)
     for index in range(3):
-        series.append(100 + index, index / 2)
-    times, values = series.arrays()
+        table.append(100 + index, [index / 2, -index])
+    series = table.arrays()
+    times, values = series["half"]
     assert times.dtype == np.int64 and values.dtype == np.float64
-    assert times.tolist() == [100, 101, 102]
+    assert times.tolist() == [100, 101, 102] == series["negated"][0].tolist()
     assert values.tolist() == [0.0, 0.5, 1.0]
-    assert len(series) == 3 and series.dropped == 0
+    assert series["negated"][1].tolist() == [0.0, -1.0, -2.0]
+    assert len(table) == 3 and table.dropped == 0
 
 
-def test_a_full_series_drops_the_oldest_and_stays_in_time_order():
-    series = RingSeries(4)
+def test_a_full_table_drops_the_oldest_and_stays_in_time_order():
+    table = RingTable(["value"], 4)
     for index in range(11):
-        series.append(index, float(index))
-    times, values = series.arrays()
+        table.append(index, [float(index)])
+    times, values = table.arrays()["value"]
     assert times.tolist() == [7, 8, 9, 10]
     assert values.tolist() == [7.0, 8.0, 9.0, 10.0]
-    assert len(series) == 4 and series.dropped == 7
+    assert len(table) == 4 and table.dropped == 7
 
 
 def test_arrays_are_copies():
-    series = RingSeries(3)
-    series.append(1, 1.0)
-    values = series.arrays()[1]
-    values[0] = 99.0
-    assert series.arrays()[1].tolist() == [1.0]
+    table = RingTable(["value"], 3)
+    table.append(1, [1.0])
+    times, values = table.arrays()["value"]
+    times[0], values[0] = 99, 99.0
+    assert table.arrays()["value"][0].tolist() == [1]
+    assert table.arrays()["value"][1].tolist() == [1.0]
 
 
 def test_a_reader_never_sees_a_torn_series_while_a_writer_appends():
-    series = RingSeries(64)
+    table = RingTable(["value"], 64)
     stop = threading.Event()
 
     def write() -> None:
         index = 0
         while not stop.is_set():
-            series.append(index, float(index))  # value == time: a torn copy would differ
+            table.append(index, [float(index)])  # value == time: a torn copy would differ
             index += 1
 
     writer = threading.Thread(target=write, name="ring-writer")
     writer.start()
     try:
         for _ in range(300):
-            times, values = series.arrays()
+            times, values = table.arrays()["value"]
             assert np.array_equal(times.astype(np.float64), values)
             assert np.all(np.diff(times) == 1)
     finally:
@@ -65,7 +68,7 @@ def test_a_reader_never_sees_a_torn_series_while_a_writer_appends():
 
 def test_capacity_must_be_positive():
     with pytest.raises(ValueError):
-        RingSeries(0)
+        RingTable(["value"], 0)
 
 
 def test_the_next_slot_follows_on_time_and_skips_the_missed_ones_after_an_overrun():

@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 from modelmon.core.measuring.metrics import memory as memory_module
+from modelmon.core.measuring.metrics import procfs
 from modelmon.core.measuring.metrics.cpu import CpuSource
 from modelmon.core.measuring.metrics.memory import MemorySource, parse_meminfo_fields
 from modelmon.core.measuring.metrics.throughput import LoadThroughputSource
@@ -32,7 +33,10 @@ MS = 1_000_000
 
 @pytest.fixture
 def system(monkeypatch: pytest.MonkeyPatch) -> FakeSystem:
+    """Workers and system CPU read through psutil (as off Linux), which the fakes stand in for;
+    test_procfs.py reads the real /proc files."""
     fake = FakeSystem()
+    monkeypatch.setattr(procfs, "have_procfs", lambda: False)
     monkeypatch.setattr(psutil, "Process", fake.process_class())
     return fake
 
@@ -159,7 +163,9 @@ def test_memory_reads_meminfo_and_worker_rss(monkeypatch, system, tmp_path: Path
     monkeypatch.setattr(memory_module, "MEMINFO", str(meminfo))
     monkeypatch.setattr(psutil, "virtual_memory", lambda: pytest.fail("meminfo was enough"))
     system.rss = {101: 1000, 102: 2000}
-    values = MemorySource(target(3, {0: 101, 1: 102})).sample(0)
+    source = MemorySource(target(3, {0: 101, 1: 102}))
+    values = source.sample(0)
+    source.close()
     assert values == {
         "worker_rss.0": 1000.0,
         "worker_rss.1": 2000.0,
