@@ -8,6 +8,7 @@ from typing import Any
 from benchmarks import knobs
 from benchmarks.explain import explain_miss
 from benchmarks.peers import PEERS
+from benchmarks.regret_tables import regret_summary, regret_table
 from benchmarks.summary import (
     CEILING_FOR,
     MiB,
@@ -16,13 +17,7 @@ from benchmarks.summary import (
     library_of,
     rows_of,
 )
-from benchmarks.tables import (
-    applied_sections,
-    ranks_section,
-    regret_summary,
-    regret_table,
-    shown,
-)
+from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
 
 ENV_TITLES = {
     "local": "local disk",
@@ -38,10 +33,6 @@ TABLE_HEAD = (
 
 def _mb(value: float) -> str:
     return f"{value:,.0f}"
-
-
-def _ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
 
 
 def _verified(row: Any, cache: str) -> str:
@@ -67,8 +58,8 @@ def job_table(job: dict[str, Any]) -> str:
         to_library = row.median / library if library and row.kind != "ceiling" else None
         label = f"**{row.label}**" if row.role == "recommended" else row.label
         lines.append(
-            f"| {label} | {_mb(row.median)} | {spread} | {_ratio(to_ceiling)} | "
-            f"{_ratio(to_library)} | {_verified(row, cache)} |"
+            f"| {label} | {_mb(row.median)} | {spread} | {ratio_text(to_ceiling)} | "
+            f"{ratio_text(to_library)} | {_verified(row, cache)} |"
         )
     return "\n".join(lines)
 

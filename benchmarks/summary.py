@@ -222,7 +222,8 @@ def job_targets(job: dict[str, Any]) -> list[Target]:
 
 
 def all_targets(results: dict[str, Any]) -> list[Target]:
-    from benchmarks.tables import applied_targets, regret_targets
+    from benchmarks.regret_tables import regret_targets
+    from benchmarks.tables import applied_targets
 
     found = [
         t

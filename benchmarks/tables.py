@@ -2,8 +2,6 @@
 
 - core.load (in-process, what a user applies) against measure (worker processes) for the same
   configurations, against the parallel-read ceiling and Run:ai, with the targets met/missed;
-- regret of recommend()'s pick, applied through ``core.load(config=)`` in a fresh process,
-  against every strong alternative and the installed peers;
 - ranks on FUSE: N replicas against 1, aggregate MB/s and the straggler.
 """
 
@@ -21,8 +19,6 @@ LOAD_VS_MEASURE = 0.10  # core.load within 10 % of measure
 RUNAI_TARGET = 1.2
 THREADS_TARGET = 0.8
 RSS_TARGET = 1.1
-REGRET_TARGET = 0.10
-BUDGET_SLACK = 0.15
 THREADS_SPEC = format_spec("sequential", LoadOptions(workers=1, threads=4, chunk=16 << 20))
 PROCESSES_SPEC = format_spec("sequential", LoadOptions(workers=4, threads=1, chunk=16 << 20))
 
@@ -31,7 +27,7 @@ def _mb(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
 
-def _ratio(value: float | None) -> str:
+def ratio_text(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
@@ -97,13 +93,13 @@ def applied_table(job: dict[str, Any]) -> str:
         ok_measure = measured is not None and measured.ok
         both = load.median / measured.median if ok_load and ok_measure else None  # type: ignore[union-attr]
         to_runai = load.median / runai.median if ok_load and runai and runai.ok else None  # type: ignore[union-attr]
-        rss = _rss_ratio(job, load) if load else None
+        rss = _rssratio_text(job, load) if load else None
         lines.append(
             f"| {name} | {shown(job, load)} | "
-            f"{_ratio(load.median / ceiling if ok_load and ceiling else None)} | "  # type: ignore[union-attr]
+            f"{ratio_text(load.median / ceiling if ok_load and ceiling else None)} | "  # type: ignore[union-attr]
             f"{shown(job, measured)} | "
-            f"{_ratio(measured.median / ceiling if ok_measure and ceiling else None)} | "  # type: ignore[union-attr]
-            f"{_ratio(both)} | {_ratio(to_runai)} | {_ratio(rss)} | "
+            f"{ratio_text(measured.median / ceiling if ok_measure and ceiling else None)} | "  # type: ignore[union-attr]
+            f"{ratio_text(both)} | {ratio_text(to_runai)} | {ratio_text(rss)} | "
             f"{'✓' if load and load.verified else '✗'} |"
         )
     name = CEILING_FOR[cache].replace("_", " ")
@@ -111,13 +107,13 @@ def applied_table(job: dict[str, Any]) -> str:
     if runai is not None:
         lines.append(
             f"| peer: Run:ai Model Streamer | {shown(job, runai)} | "
-            f"{_ratio(runai.median / ceiling if runai.ok and ceiling else None)} "
+            f"{ratio_text(runai.median / ceiling if runai.ok and ceiling else None)} "
             "| | | | 1.00× | | |"
         )
     return "\n".join(lines)
 
 
-def _rss_ratio(job: dict[str, Any], row: Row) -> float | None:
+def _rssratio_text(job: dict[str, Any], row: Row) -> float | None:
     peaks = [r["peak_rss"] for r in _runs(job, row.label) if r["status"] == "ok"]
     if not peaks or not job.get("model_bytes"):
         return None
@@ -208,7 +204,7 @@ def applied_targets(job: dict[str, Any]) -> list[Target]:
             )
         else:
             found.append(Target(section, text, "a run failed", False, job, "see the table"))
-        rss = _rss_ratio(job, load) if load.ok else None
+        rss = _rssratio_text(job, load) if load.ok else None
         before = _rss_before(job, load) if load.ok else None
         if rss is not None and cache == "cold":
             size = job["model_bytes"]
@@ -246,149 +242,6 @@ def paired_forms(job: dict[str, Any], load: str, measured: str) -> float | None:
             by_round.setdefault(run["repeat"], {})[run["label"]] = run["mbps"]
     ratios = [r[load] / r[measured] for r in by_round.values() if len(r) == 2]
     return statistics.median(ratios) if len(ratios) >= 3 else None
-
-
-# --- regret ------------------------------------------------------------------------------------
-
-
-def regret_of(job: dict[str, Any]) -> dict[str, Any] | None:
-    """The pick applied (core.load with recommend's config) against every applied
-    alternative and the peers, from the job's rounds; None without a recommendation."""
-    rec = job.get("recommendation")
-    if not rec:
-        return None
-    rows = [r for r in rows_of(job) if r.kind in ("load", "peer")]
-    kind = "peer" if rec.get("pick_is_peer") else "load"
-    pick = next((r for r in rows if r.kind == kind and r.role == "recommended"), None)
-    measured = [r for r in rows if r.ok]
-    if pick is None or not pick.ok or not measured:
-        return {"rec": rec, "rows": rows, "pick": pick, "best": None, "regret": None}
-    best = max(measured, key=lambda r: r.median)
-    return {
-        "rec": rec,
-        "rows": rows,
-        "pick": pick,
-        "best": best,
-        "regret": 1 - pick.median / best.median,
-    }
-
-
-def regret_table(job: dict[str, Any]) -> list[str]:
-    found = regret_of(job)
-    if found is None:
-        return []
-    rec, pick, best = found["rec"], found["pick"], found["best"]
-    lines = [
-        "| applied as a user would | runs | MB/s median | min–max | × pick | all cold |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for row in found["rows"]:
-        to_pick = row.median / pick.median if pick and pick.ok and row.ok else None
-        name = f"**{row.label}** (pick)" if row is pick else row.label
-        spread = f"{row.low:,.0f}–{row.high:,.0f}" if row.ok else "–"
-        lines.append(
-            f"| {name} | {row.ok}/{row.runs} | {shown(job, row)} | {spread} | {_ratio(to_pick)} "
-            f"| {'✓' if row.verified else '✗'} |"
-        )
-    elapsed, budget = rec["elapsed_s"], rec["budget_s"]
-    text = (
-        f"`recommend(budget_s={budget:g})` took {elapsed:.0f} s "
-        f"({elapsed / budget - 1:+.0%} of the budget) and picked **{rec['pick']}** on "
-        f"{rec['evidence_runs']} cold runs"
-        + (" (the top two were within noise: the more robust one was picked)" if rec["tie"] else "")
-        + "."
-    )
-    if found["regret"] is not None:
-        text += (
-            f" Re-measured here, the best was **{best.label}**: regret = 1 − pick / best = "
-            f"**{found['regret']:.1%}**."
-        )
-    if rec.get("pick_is_peer"):
-        text += (
-            f" The pick is a peer loader; the written config holds modelmon's best, "
-            f"{rec['spec']}, for `core.load(config=)`."
-        )
-    return ["\n".join(lines) + "\n", text + "\n"]
-
-
-def regret_summary(results: dict[str, Any]) -> list[str]:
-    """One row per environment: the pick, regret, evidence runs, budget kept."""
-    lines = [
-        "| environment | pick (applied through core.load(config=)) | best re-measured | regret "
-        "| evidence runs | budget / took |",
-        "| --- | --- | --- | ---: | ---: | --- |",
-    ]
-    any_row = False
-    for job in results.get("jobs", []):
-        found = regret_of(job)
-        if found is None:
-            continue
-        any_row = True
-        rec, best = found["rec"], found["best"]
-        regret = found["regret"]
-        kept = abs(rec["elapsed_s"] / rec["budget_s"] - 1) <= BUDGET_SLACK
-        lines.append(
-            f"| {job['env']} · {job['model_key']} | {rec['pick']} | "
-            f"{best.label if best else '–'} | "
-            f"{'–' if regret is None else f'{regret:.1%}'}"
-            f"{'' if regret is None else (' ✓' if regret <= REGRET_TARGET else ' ✗')} | "
-            f"{rec['evidence_runs']}{' ✓' if rec['evidence_runs'] >= 3 else ' ✗'} | "
-            f"{rec['budget_s']:g} s / {rec['elapsed_s']:.0f} s{' ✓' if kept else ' ✗'} |"
-        )
-    return ["\n".join(lines) + "\n"] if any_row else ["No job ran recommend().\n"]
-
-
-def regret_targets(job: dict[str, Any]) -> list[Target]:
-    found = regret_of(job)
-    if found is None:
-        return []
-    rec, section = found["rec"], f"{job['env']} · {job['model_key']} · regret"
-    out = []
-    regret = found["regret"]
-    if regret is not None:
-        pick, best = found["pick"], found["best"]
-        out.append(
-            Target(
-                section,
-                f"regret ≤ {REGRET_TARGET:.0%}",
-                f"{regret:.1%} ({pick.label} {pick.median:.0f} vs {best.label} "
-                f"{best.median:.0f} MB/s)",
-                regret <= REGRET_TARGET,
-                job,
-                f"over the rounds the pick ran at {pick.low:.0f}–{pick.high:.0f} MB/s and "
-                f"{best.label} at {best.low:.0f}–{best.high:.0f} MB/s; recommend() rested "
-                f"its pick on {rec['evidence_runs']} runs within its {rec['budget_s']:g} s "
-                "budget",
-            )
-        )
-    out.append(
-        Target(
-            section,
-            "the pick rests on ≥ 3 cold runs",
-            str(rec["evidence_runs"]),
-            rec["evidence_runs"] >= 3,
-            job,
-            "the budget left room for fewer runs of the pick (see its ranking)",
-        )
-    )
-    ratio = rec["elapsed_s"] / rec["budget_s"]
-    out.append(
-        Target(
-            section,
-            f"budget kept within {BUDGET_SLACK:.0%}",
-            f"{rec['elapsed_s']:.0f} s for {rec['budget_s']:g} s ({ratio - 1:+.0%})",
-            abs(ratio - 1) <= BUDGET_SLACK,
-            job,
-            (
-                "recommend() always measures the ceilings and screens its first candidates "
-                "once, however slow they are"
-                if ratio > 1
-                else "recommend() stopped when no further run at its measured pace fitted in "
-                "what was left of the budget"
-            ),
-        )
-    )
-    return out
 
 
 # --- ranks -------------------------------------------------------------------------------------

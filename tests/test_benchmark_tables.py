@@ -9,13 +9,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.matrix import Entry, side_by_side
+from benchmarks.regret_tables import regret_of, regret_table
 from benchmarks.tables import (
     PROCESSES_SPEC,
     THREADS_SPEC,
     applied_table,
     applied_targets,
-    regret_of,
-    regret_table,
 )
 
 GB = 2_000_000_000
