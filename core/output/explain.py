@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the record lives with the search, which imports this module
     from modelmon.core.measuring.recommend import Recommendation
     from modelmon.core.system.storage import StorageFacts
 
-MMAP_FAMILY = ("mmap", "mmap-shared-fd", "library")
+MMAP_FAMILY = ("mmap", "mmap-view", "mmap-shared-fd", "library")
 
 # Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
 # config that holds it (an exported A/B winner) says this beside it.
