@@ -76,21 +76,31 @@ def test_discard_keeps_nothing_and_checksums_like_a_copy(model: Path) -> None:
 
 
 class _StopAfter:
-    """A stop flag set once readers have asked it ``checks`` times (a state, not a time);
-    ``then`` runs once, from the reading thread, when it is set."""
+    """A stop flag set once readers have asked it ``checks`` times (a state, not a time)."""
 
-    def __init__(self, checks: int, then: object = None) -> None:
+    def __init__(self, checks: int) -> None:
         self.left = checks
-        self.then = then
         self._lock = threading.Lock()
 
     def is_set(self) -> bool:
         with self._lock:
             self.left -= 1
-            if self.left == 0 and callable(self.then):
-                self.then()
-                return False
-            return self.left < 0 and not callable(self.then)
+            return self.left < 0
+
+
+class _TruncateAfter:
+    """A stop flag never set that truncates ``path`` to one page when readers have asked it
+    ``checks`` times (from the reading thread, between two of its steps)."""
+
+    def __init__(self, checks: int, path: Path) -> None:
+        self.left = checks
+        self.path = path
+
+    def is_set(self) -> bool:
+        self.left -= 1
+        if self.left == 0:
+            os.truncate(self.path, 4096)
+        return False
 
 
 def test_cancel_mid_load_raises_cancelled(model: Path) -> None:
@@ -103,10 +113,10 @@ def test_cancel_mid_load_raises_cancelled(model: Path) -> None:
 def test_a_file_truncated_mid_load_is_a_load_error_naming_it(model: Path) -> None:
     # One reader: the truncation happens between its steps, so its next populate is the
     # first access to the missing pages (EFAULT, not SIGBUS).
-    stop = _StopAfter(3, then=lambda: os.truncate(model, 4096))
+    stop = _TruncateAfter(3, model)
     with pytest.raises(LoadError, match="truncated during the load") as raised:
         modelmon.core.load(model, "mmap-view", threads=1, chunk=SMALL_CHUNK, stop=stop)
-    assert str(model) in str(raised.value)
+    assert stop.left <= 0 and str(model) in str(raised.value)
 
 
 def test_where_the_kernel_refuses_populate_pages_are_touched_and_it_says_so(
