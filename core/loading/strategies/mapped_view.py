@@ -78,7 +78,7 @@ class FileMapping:
         memory = (ctypes.c_uint8 * size).from_address(address)
         memory.unmap = _Unmap(address, size)  # type: ignore[attr-defined]
         self.address = address
-        self.data = np.frombuffer(memory, dtype=np.uint8)
+        self.data = np.frombuffer(memoryview(memory), dtype=np.uint8)
 
     def advise(self, start: int, length: int, advice: int) -> None:
         """madvise bytes [start, start+length); ``start`` page-aligned. OSError with errno."""
