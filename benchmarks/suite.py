@@ -39,6 +39,8 @@ class Plan:
     time_limit_s: float | None = None  # bound on one run (pathologically slow loaders)
     ranks: int = 0  # > 1: N replica ranks vs 1 (cold job only)
     repeats: int | None = None  # rounds, when not the profile's
+    # Measured in both forms (worker processes and core.load) in every cache state of the plan.
+    both_forms: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,9 @@ FUSE_STRATEGIES = ("mmap-shared-fd",)
 # On the throttled disk every load takes seconds: the baseline, the mmap family.
 SLOW_STRATEGIES = ("library", "mmap", "mmap-shared-fd")
 WARM_STRATEGIES: tuple[str, ...] = ()  # warm: the standard four and the cold pick only
+# Zero copy (#10): tensors as views of the page cache, cold and warm on the local disk, cold on
+# FUSE; in both forms, with the standard four's concurrency.
+MMAP_VIEW = ("mmap-view", {"workers": 4, "threads": 1})
 SAFETENSORS_PEERS = ("safetensors", "runai-model-streamer", "fastsafetensors", "cattensors")
 FUSE_TIME_LIMIT_S = 20.0  # ≥ 4× a 2.5 GB load at the FUSE ceiling; crawlers stop there
 
@@ -75,7 +80,15 @@ def full_profile() -> Profile:
             # Budgets: room for the ceilings, a screening run of each candidate and ≥ 3 runs
             # of the pick (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s on hdd).
             # The virtual disk's runs of one configuration spread up to 2x: five rounds there.
-            Plan("local", TINYLLAMA.key, ("cold", "warm"), 45.0, LOCAL_STRATEGIES, repeats=5),
+            Plan(
+                "local",
+                TINYLLAMA.key,
+                ("cold", "warm"),
+                45.0,
+                LOCAL_STRATEGIES,
+                both_forms=(MMAP_VIEW,),
+                repeats=5,
+            ),
             Plan("hdd", GGUF_Q4K.key, ("cold",), 30.0, SLOW_STRATEGIES),
             Plan("hdd", SMALL.key, ("cold",), 25.0, SLOW_STRATEGIES),
             Plan(
@@ -86,6 +99,7 @@ def full_profile() -> Profile:
                 FUSE_STRATEGIES,
                 time_limit_s=FUSE_TIME_LIMIT_S,
                 ranks=4,
+                both_forms=(MMAP_VIEW,),
             ),
         ),
         peers={"safetensors": SAFETENSORS_PEERS, "gguf": ("gguf-reader",)},
@@ -177,6 +191,11 @@ def jobs_for(profile: Profile, plan: Plan, path: Path, fmt: str, available: set[
             entries = strategy_entries(WARM_STRATEGIES)[:2]
         if plan.loads:
             entries += load_entries(cache)
+        for name, options in plan.both_forms:
+            for kind in ("strategy", "load"):
+                entry = Entry(kind, name, dict(options))
+                if all(e.kind != kind or e.spec != entry.spec for e in entries):
+                    entries.append(entry)
         names = ["sequential_read", "parallel_read"] if cold else ["parallel_read_warm"]
         budget = plan.recommend_budget_s if cold else 0.0
         repeats = plan.repeats or profile.repeats

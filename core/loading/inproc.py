@@ -44,7 +44,12 @@ def _load(
     readers = min(MAX_PARALLEL, options.workers * options.threads)
     indexes = load_order(model)
     sink = TensorSink(
-        model, indexes, keep=not options.discard, verify=options.verify, scratch_bytes=options.chunk
+        model,
+        indexes,
+        keep=not options.discard,
+        verify=options.verify,
+        scratch_bytes=options.chunk,
+        lazy=not strategy_class.allocates,
     )
     shared = (
         [os.open(p, os.O_RDONLY | os.O_CLOEXEC) for p in paths] if strategy_class.shares_fd else []

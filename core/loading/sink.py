@@ -235,6 +235,22 @@ class TensorSink:
             self.arrays[index] = shaped
         self._runs[index].append(run)
 
+    def place(self, index: int, data: np.ndarray) -> None:
+        """Make ``data`` (contiguous bytes the strategy owns, e.g. a slice of a file mapping)
+        tensor ``index``'s array as it is: a view, never a copy. Nothing counts as loaded
+        until the strategy reports each piece it touched with ``filled_piece``."""
+        extent = self.model.extents[index]
+        if data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous:
+            raise LoadError(f"{extent.name}: placed memory is not contiguous bytes")
+        if data.nbytes != extent.length:
+            raise LoadError(f"{extent.name}: {data.nbytes} bytes placed, expected {extent.length}")
+        if not self.keep:
+            return
+        shaped = data.view(array_dtype(extent.array_dtype)).reshape(extent.array_shape)
+        with self._lock:
+            self.arrays[index] = shaped
+            self._views[index] = data.data
+
     def spans(self) -> dict[int, list[Span]]:
         """Per tensor, the spans filled so far (call once the readers have stopped)."""
         with self._lock:

@@ -74,7 +74,7 @@ def build_context(
         keep=not options.discard,
         verify=options.verify,
         scratch_bytes=options.chunk,
-        lazy=shares is not None,
+        lazy=shares is not None or not strategy.allocates,
     )
     return WorkerContext(
         worker=worker,

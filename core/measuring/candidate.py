@@ -30,7 +30,16 @@ Ending = Literal["finished", "cut early", "ruled out", "failed", "not measured"]
 # library is what a user does today, plain reads next, mapping depends on the kernel's
 # readahead and fault path, a warm-up doubles the traffic, O_DIRECT may fall back or fail,
 # and one shared descriptor is the FUSE/NFS failure mode.
-SIMPLICITY = ("library", "sequential", "pread", "mmap", "warmup", "direct", "mmap-shared-fd")
+SIMPLICITY = (
+    "library",
+    "sequential",
+    "pread",
+    "mmap",
+    "mmap-view",
+    "warmup",
+    "direct",
+    "mmap-shared-fd",
+)
 
 # Fewer paired runs than this in the finals estimate no noise (``ab.judge``). Then all runs of
 # both finalists (screening, semifinal, the pair) decide, but only when they do not overlap by

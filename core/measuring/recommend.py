@@ -98,6 +98,7 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
         Candidate("mmap-shared-fd", base.with_(workers=parallel), role="failure mode"),
         Candidate("pread", base.with_(workers=parallel, threads=2)),
         Candidate("mmap", base.with_(workers=parallel)),
+        Candidate("mmap-view", base.with_(workers=parallel)),
         Candidate("sequential", base.with_(workers=1, chunk=16 * MiB)),
         Candidate("direct", base.with_(workers=parallel, chunk=16 * MiB)),
         Candidate("sequential", base.with_(workers=parallel, threads=2, chunk=64 * MiB)),

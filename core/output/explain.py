@@ -268,6 +268,13 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     if skipped:
         lines.append(f"Not measured (no budget left): {', '.join(c.spec for c in skipped)}.")
     mmap = _best(rec.ranked, "mmap")
+    if winner.strategy == "mmap-view":
+        lines.append(
+            "Its tensors are views of the file's pages in the page cache (no copy): they stay "
+            "valid while the file is unchanged, and the kernel may drop and re-read them under "
+            "memory pressure; a file truncated or rewritten in place while they live kills the "
+            "process (SIGBUS). For files that change, use the best copying strategy."
+        )
     mapped = get_strategy(winner.strategy).maps_file
     if mmap and not mapped and mmap.median_mbps < winner.median_mbps:
         lines.append(

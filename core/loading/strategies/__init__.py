@@ -6,6 +6,7 @@ from modelmon.core.loading.strategies import (  # noqa: F401
     direct,
     library,
     mapped,
+    mapped_view,
     pread,
     sequential,
     stream,
@@ -17,6 +18,7 @@ from modelmon.core.loading.strategies.base import STRATEGIES, Strategy, get_stra
 LISTING_ORDER = (
     "library",
     "mmap",
+    "mmap-view",
     "mmap-shared-fd",
     "pread",
     "sequential",

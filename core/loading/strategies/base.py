@@ -266,6 +266,9 @@ class Strategy:
     # strategy that drains more than one queue (warm-up: the prefetch pass, then the copy).
     shares_work: ClassVar[bool] = True
     forced_partition: ClassVar[str | None] = None
+    # The sink allocates every tensor's array. False: the strategy places arrays of its own
+    # (``TensorSink.place``: views of a file mapping), so the sink allocates none up front.
+    allocates: ClassVar[bool] = True
 
     def run(self, ctx: WorkerContext) -> None:
         raise NotImplementedError

@@ -91,6 +91,8 @@ class WatchingStop:
         ("pread", (1, 2), 2),
         ("direct", (1, 2), 2),
         ("mmap", (1, 2), 2),
+        ("mmap-view", (1, 2), 2),
+        ("mmap-view", (2, 1), 2),
         ("warmup", (1, 2), 2),
         ("mmap-shared-fd", (2, 2), 1),
     ],
@@ -115,7 +117,8 @@ def test_each_thread_of_core_load_reads_through_its_own_description(
 
 
 @pytest.mark.parametrize(
-    ("strategy", "shared"), [("sequential", False), ("pread", False), ("mmap-shared-fd", True)]
+    ("strategy", "shared"),
+    [("sequential", False), ("pread", False), ("mmap-view", False), ("mmap-shared-fd", True)],
 )
 def test_each_thread_of_each_worker_process_reads_through_its_own_description(
     big_model: Path, strategy: str, shared: bool
