@@ -92,6 +92,12 @@ def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
     assert "stayed under 160 MB/s before it was cut: the recommendation is 3.8× that" in text
 
 
+def test_a_zero_copy_pick_says_what_views_of_the_page_cache_mean(model: Model) -> None:
+    winner = candidate("mmap-view", 1900, 1800, 2000, workers=4)
+    text = " ".join(explain(record(model, winner=winner, ranked=(winner,))))
+    assert "views of the file's pages in the page cache" in text and "SIGBUS" in text
+
+
 def test_tie_between_equally_simple_ones_says_the_higher_median_decided(model: Model) -> None:
     big = candidate("sequential", 1282, 1280, 1290, readahead=16384)
     medium = candidate("sequential", 1285, 1270, 1300, readahead=4096)
