@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from modelmon.core.model.records import Model
+from modelmon.core.model.records import Model, collector_paused
 
 IOV_MAX = 1024  # Linux's limit on iovecs per preadv call
 GAP_MERGE_BYTES = 64 * 1024  # reading over a small gap beats a second system call
@@ -84,10 +84,11 @@ def split_contiguous(model: Model, indexes: Sequence[int], parts: int) -> list[l
 
 def partition(model: Model, workers: int, mode: str) -> list[list[int]]:
     """Deal the model's tensors to ``workers``: contiguous byte ranges or round-robin."""
-    order = load_order(model)
-    if mode == "round-robin":
-        return [order[w::workers] for w in range(workers)]
-    return split_contiguous(model, order, workers)
+    with collector_paused():
+        order = load_order(model)
+        if mode == "round-robin":
+            return [order[w::workers] for w in range(workers)]
+        return split_contiguous(model, order, workers)
 
 
 def coalesce(model: Model, indexes: Sequence[int], chunk: int) -> list[Read]:
@@ -95,23 +96,24 @@ def coalesce(model: Model, indexes: Sequence[int], chunk: int) -> list[Read]:
 
     Reads are in file/offset order; each is at most ``chunk`` bytes and at most IOV_MAX pieces.
     """
-    order = file_index(model)
-    extents = model.extents
-    ranked = in_load_order(model, indexes)
-    reads: list[Read] = []
-    run: list[int] = []
-    for index in ranked:
+    with collector_paused():
+        order = file_index(model)
+        extents = model.extents
+        ranked = in_load_order(model, indexes)
+        reads: list[Read] = []
+        run: list[int] = []
+        for index in ranked:
+            if run:
+                last = extents[run[-1]]
+                current = extents[index]
+                same_file = last.file == current.file
+                if not same_file or current.offset - last.end > GAP_MERGE_BYTES:
+                    reads.extend(_cut_run(model, run, order, chunk))
+                    run = []
+            run.append(index)
         if run:
-            last = extents[run[-1]]
-            current = extents[index]
-            same_file = last.file == current.file
-            if not same_file or current.offset - last.end > GAP_MERGE_BYTES:
-                reads.extend(_cut_run(model, run, order, chunk))
-                run = []
-        run.append(index)
-    if run:
-        reads.extend(_cut_run(model, run, order, chunk))
-    return reads
+            reads.extend(_cut_run(model, run, order, chunk))
+        return reads
 
 
 def _cut_run(model: Model, run: list[int], order: dict[str, int], chunk: int) -> list[Read]:

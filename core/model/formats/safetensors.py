@@ -6,15 +6,13 @@ length and offset is checked against the file size before anything is allocated.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import math
 import operator
 import os
 import struct
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from modelmon.core.model.formats.shapes import (
     MAX_ARRAY_DIMS,
     array_shape_problem,
 )
-from modelmon.core.model.records import ModelFile, TensorExtent
+from modelmon.core.model.records import ModelFile, TensorExtent, collector_paused
 from modelmon.core.system.files import UnusableFile, parse_json, read_small_file
 
 MAX_HEADER_BYTES = 100_000_000  # the reference's MAX_HEADER_SIZE
@@ -136,7 +134,7 @@ def parse_safetensors_file(
     so the problem named is always the one it names: that of the first bad tensor.
     """
     name = str(path)
-    with _collector_paused():
+    with collector_paused():
         header, data_start, size = read_header(name)
         data_len = size - data_start
         checked = _columns_if_valid(header, data_len)
@@ -168,25 +166,6 @@ def parse_safetensors_file(
 def _array_shape(dtype: str, shape: tuple[int, ...], begin: int, end: int) -> tuple[int, ...]:
     """numpy's shape of a loaded tensor: its own, or its bytes (flat) for sub-byte types."""
     return shape if BITS[dtype] % 8 == 0 else (end - begin,)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Hold off Python's cyclic garbage collector while a header is decoded and walked.
-
-    A 100k-tensor header makes ~500k containers (JSON objects and lists, extents, shapes) that
-    all survive; allocation bursts trigger collections that walk every one of them again, which
-    more than doubled the parse time. Nothing made here is cyclic garbage. The collector is
-    process-wide: it is switched back on only if it was on, so nested or concurrent parses at
-    worst leave it off a little longer than one of them needs.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _only(values: Iterable[object], kind: type) -> bool:
