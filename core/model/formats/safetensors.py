@@ -12,9 +12,9 @@ import math
 import operator
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from modelmon.core.errors import ModelFormatError, one_line
 from modelmon.core.model.blocks import blocks_of
@@ -131,7 +131,7 @@ def parse_safetensors_file(
 
     A header is checked all at once first (``_columns_if_valid``: whole-column passes, fast on
     100k-tensor files); at any doubt the tensor-by-tensor walk (``_checked_entries``) decides,
-    so the problem named is always the one it names: that of the first bad tensor.
+    which names the first bad tensor.
     """
     name = str(path)
     with collector_paused():
@@ -168,6 +168,12 @@ def _array_shape(dtype: str, shape: tuple[int, ...], begin: int, end: int) -> tu
     return shape if BITS[dtype] % 8 == 0 else (end - begin,)
 
 
+def _field(infos: list[dict[str, Any]], key: str) -> list[Any]:
+    """``info.get(key)`` of every entry, in one C-level pass."""
+    get: Callable[[dict[str, Any], str], Any] = dict.get
+    return list(map(get, infos, itertools.repeat(key)))
+
+
 def _only(values: Iterable[object], kind: type) -> bool:
     """Every value is exactly of ``kind`` (type(), not isinstance: a bool is no int)."""
     return set(map(type, values)) <= {kind}
@@ -199,15 +205,16 @@ def _columns_if_valid(
         return ([[], [], [], [], []], metadata) if data_len == 0 else None
     if not _only(infos, dict):
         return None
-    dtypes = list(map(dict.get, infos, itertools.repeat("dtype")))
-    shape_lists = list(map(dict.get, infos, itertools.repeat("shape")))
-    bounds = list(map(dict.get, infos, itertools.repeat("data_offsets")))
+    entries_info = cast(list[dict[str, Any]], infos)
+    dtypes = _field(entries_info, "dtype")
+    shape_lists = _field(entries_info, "shape")
+    bounds = _field(entries_info, "data_offsets")
     if not (_only(dtypes, str) and set(dtypes) <= DTYPES.keys()):
         return None
     if not (_only(shape_lists, list) and _only(bounds, list) and set(map(len, bounds)) == {2}):
         return None
-    dims = list(itertools.chain.from_iterable(shape_lists))
-    offsets = list(itertools.chain.from_iterable(bounds))
+    dims: list[Any] = list(itertools.chain.from_iterable(shape_lists))
+    offsets: list[Any] = list(itertools.chain.from_iterable(bounds))
     if (
         not (_only(dims, int) and _only(offsets, int))
         or min(offsets) < 0
