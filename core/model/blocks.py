@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 # "<prefix>.<container>.<N>." where container names a stack of layers in common checkpoints:
 # model.layers.N (Llama, Mistral, Qwen), blk.N (GGUF), transformer.h.N (GPT-2, Falcon),
@@ -33,6 +34,30 @@ def block_of(name: str) -> str:
     if _HEAD.search(name):
         return "head"
     return "other"
+
+
+def blocks_of(names: Iterable[str]) -> list[str]:
+    """``[block_of(name) for name in names]``, fast when neighbours share their layer.
+
+    When the layer pattern matches a name up to a dot (``model.layers.3.``), it matches every
+    name that begins with that text the same way: the match never looked past it. Names in
+    file order come in runs of one layer, so most need only a ``startswith``.
+    """
+    blocks: list[str] = []
+    layer_prefix, layer_block = None, ""
+    for name in names:
+        if layer_prefix is not None and name.startswith(layer_prefix):
+            blocks.append(layer_block)
+            continue
+        match = _LAYER.match(name)
+        if match is None:
+            blocks.append(block_of(name))
+            continue
+        layer_block = f"{match.group('stack')}.{int(match.group('index'))}"
+        matched = match.group()
+        layer_prefix = matched if matched.endswith(".") else None
+        blocks.append(layer_block)
+    return blocks
 
 
 def block_sort_key(block: str) -> tuple[int, str, int]:

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from modelmon.core.model.records import Model, TensorExtent
+from modelmon.core.model.records import Model, collector_paused
 
 IOV_MAX = 1024  # Linux's limit on iovecs per preadv call
 GAP_MERGE_BYTES = 64 * 1024  # reading over a small gap beats a second system call
@@ -45,12 +45,17 @@ def file_index(model: Model) -> dict[str, int]:
 
 def load_order(model: Model) -> list[int]:
     """Extent indexes in file order, then offset order: the order bytes sit on storage."""
+    return in_load_order(model, range(len(model.extents)))
+
+
+def in_load_order(model: Model, indexes: Sequence[int]) -> list[int]:
+    """``indexes`` sorted by (file, offset); a stable sort, so equal positions (empty tensors
+    at one offset) keep their given order. The sort keys are made in one pass rather than
+    by a key function called once per tensor."""
     order = file_index(model)
-    return sorted(range(len(model.extents)), key=lambda i: _position(model.extents[i], order))
-
-
-def _position(extent: TensorExtent, order: dict[str, int]) -> tuple[int, int]:
-    return (order[extent.file], extent.offset)
+    extents = model.extents
+    positions = [(order[extents[i].file], extents[i].offset) for i in indexes]
+    return [indexes[k] for k in sorted(range(len(positions)), key=positions.__getitem__)]
 
 
 def split_contiguous(model: Model, indexes: Sequence[int], parts: int) -> list[list[int]]:
@@ -61,14 +66,15 @@ def split_contiguous(model: Model, indexes: Sequence[int], parts: int) -> list[l
     midpoint falls.
     """
     result: list[list[int]] = [[] for _ in range(parts)]
-    total = sum(model.extents[i].length for i in indexes)
+    extents = model.extents
+    lengths = [extents[i].length for i in indexes]
+    total = sum(lengths)
     if total == 0:
         for n, index in enumerate(indexes):
             result[n % parts].append(index)
         return result
     seen = 0
-    for index in indexes:
-        length = model.extents[index].length
+    for index, length in zip(indexes, lengths, strict=True):
         middle = seen + length / 2
         part = min(parts - 1, int(middle * parts / total))
         result[part].append(index)
@@ -78,10 +84,11 @@ def split_contiguous(model: Model, indexes: Sequence[int], parts: int) -> list[l
 
 def partition(model: Model, workers: int, mode: str) -> list[list[int]]:
     """Deal the model's tensors to ``workers``: contiguous byte ranges or round-robin."""
-    order = load_order(model)
-    if mode == "round-robin":
-        return [order[w::workers] for w in range(workers)]
-    return split_contiguous(model, order, workers)
+    with collector_paused():
+        order = load_order(model)
+        if mode == "round-robin":
+            return [order[w::workers] for w in range(workers)]
+        return split_contiguous(model, order, workers)
 
 
 def coalesce(model: Model, indexes: Sequence[int], chunk: int) -> list[Read]:
@@ -89,57 +96,56 @@ def coalesce(model: Model, indexes: Sequence[int], chunk: int) -> list[Read]:
 
     Reads are in file/offset order; each is at most ``chunk`` bytes and at most IOV_MAX pieces.
     """
-    order = file_index(model)
-    extents = model.extents
-    ranked = sorted(indexes, key=lambda i: _position(extents[i], order))
-    reads: list[Read] = []
-    run: list[int] = []
-    for index in ranked:
+    with collector_paused():
+        order = file_index(model)
+        extents = model.extents
+        ranked = in_load_order(model, indexes)
+        reads: list[Read] = []
+        run: list[int] = []
+        for index in ranked:
+            if run:
+                last = extents[run[-1]]
+                current = extents[index]
+                same_file = last.file == current.file
+                if not same_file or current.offset - last.end > GAP_MERGE_BYTES:
+                    reads.extend(_cut_run(model, run, order, chunk))
+                    run = []
+            run.append(index)
         if run:
-            last = extents[run[-1]]
-            current = extents[index]
-            same_file = last.file == current.file
-            if not same_file or current.offset - last.end > GAP_MERGE_BYTES:
-                reads.extend(_cut_run(model, run, order, chunk))
-                run = []
-        run.append(index)
-    if run:
-        reads.extend(_cut_run(model, run, order, chunk))
-    return reads
+            reads.extend(_cut_run(model, run, order, chunk))
+        return reads
 
 
 def _cut_run(model: Model, run: list[int], order: dict[str, int], chunk: int) -> list[Read]:
     """Cut one gapless-or-small-gap run of tensors into reads of at most ``chunk`` bytes."""
     extents = model.extents
     file = order[extents[run[0]].file]
-    # Stretches in file order: tensors, and the small gaps between them (extent -1).
-    stretches: list[tuple[int, int, int]] = []  # (extent, file offset, length)
-    position = extents[run[0]].offset
-    for index in run:
-        extent = extents[index]
-        if extent.offset > position:
-            stretches.append((-1, position, extent.offset - position))
-        stretches.append((index, extent.offset, extent.length))
-        position = extent.end
     reads: list[Read] = []
     pieces: list[Piece] = []
-    read_start = stretches[0][1]
+    read_start = position = extents[run[0]].offset
     read_length = 0
-    for index, offset, length in stretches:
-        done = 0
-        while done < length or (length == 0 and done == 0):
-            room = chunk - read_length
-            take = min(room, length - done)
-            base = extents[index].offset if index >= 0 else offset
-            pieces.append(Piece(index, offset + done - base, take))
-            read_length += take
-            done += take
-            if read_length >= chunk or len(pieces) >= IOV_MAX:
-                reads.append(Read(file, read_start, read_length, tuple(pieces)))
-                read_start += read_length
-                pieces, read_length = [], 0
-            if length == 0:
-                break
+    for index in run:
+        extent = extents[index]
+        offset, length = extent.offset, extent.length
+        # Stretches in file order: the small gap before the tensor (extent -1), the tensor.
+        if offset > position:
+            stretches: tuple[tuple[int, int], ...] = ((-1, offset - position), (index, length))
+        else:
+            stretches = ((index, length),)
+        position = offset + length
+        for stretch, stretch_length in stretches:
+            done = 0  # a piece's start is where it begins inside its stretch
+            while True:  # an empty tensor still gets its (empty) piece
+                take = min(chunk - read_length, stretch_length - done)
+                pieces.append(Piece(stretch, done, take))
+                read_length += take
+                done += take
+                if read_length >= chunk or len(pieces) >= IOV_MAX:
+                    reads.append(Read(file, read_start, read_length, tuple(pieces)))
+                    read_start += read_length
+                    pieces, read_length = [], 0
+                if done >= stretch_length:
+                    break
     if pieces:
         reads.append(Read(file, read_start, read_length, tuple(pieces)))
     return reads
@@ -209,8 +215,7 @@ class ShareQueue(Generic[T]):
     def of_tensors(
         cls, model: Model, indexes: Sequence[int], readers: int, state: ShareState | None = None
     ) -> ShareQueue[int]:
-        order = file_index(model)
-        ordered = sorted(indexes, key=lambda i: _position(model.extents[i], order))
+        ordered = in_load_order(model, indexes)
         return ShareQueue(ordered, [model.extents[i].length for i in ordered], readers, state)
 
     def _index_at(self, byte: float) -> int:

@@ -5,6 +5,9 @@ Tensor bytes never appear here; only names, offsets, counts and timings.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -57,3 +60,22 @@ class Model:
         for extent in self.extents:
             seen.setdefault(extent.block, None)
         return list(seen)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Hold off Python's cyclic garbage collector while many records are made at once.
+
+    Parsing a 100k-tensor header makes ~500k containers (JSON objects and lists, extents,
+    shapes), planning its load ~200k (pieces, reads), and all of them survive; the allocation
+    bursts trigger collections that walk every live one again, which took 40-60 % of the time.
+    Nothing made there is cyclic garbage. The collector is process-wide: it is switched back on
+    only if it was on, so nested or concurrent users at worst leave it off a little longer.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -16,7 +16,11 @@ import safetensors.numpy
 
 from modelmon.core.errors import ModelFormatError
 from modelmon.core.model.formats import open_model
-from modelmon.core.model.formats.safetensors import parse_safetensors_file
+from modelmon.core.model.formats.safetensors import (
+    _columns_if_valid,
+    parse_safetensors_file,
+    read_header,
+)
 
 
 def write_raw(
@@ -244,3 +248,62 @@ def test_text_and_truncated_files_are_named_for_what_they_are(tmp_path: Path) ->
     for path in (cut_header, cut_data):
         with pytest.raises(ModelFormatError, match="truncated"):
             open_model(path)
+
+
+MANY = 100_000  # the size of header the whole-column checks exist for
+
+
+def many_tensors(tensors: int = MANY) -> dict[str, dict[str, object]]:
+    """A valid header of ``tensors`` 2-byte U8 tensors, in offset order."""
+    return {
+        f"model.layers.{i // 10}.t{i % 10}": entry("U8", [2], 2 * i, 2 * i + 2)
+        for i in range(tensors)
+    }
+
+
+# One bad entry among 100k good ones: (its new fields, the problem that must name it).
+ONE_BAD_ENTRY = {
+    "gap": ({"data_offsets": [2 * 50_000 + 1, 2 * 50_000 + 2], "shape": [1]}, "leaves a gap"),
+    "bool dimension": ({"shape": [True, 2]}, "shape must be a list of non-negative integers"),
+    "float offset": ({"data_offsets": [100_000, 100_002.0]}, "data_offsets must be [begin, end]"),
+    "size": ({"dtype": "F16"}, "is 4 bytes but data_offsets span 2"),
+    "sub-byte": ({"dtype": "F4", "shape": [3]}, "3 x 4-bit is not whole bytes"),
+    "absurd": ({"shape": [0, 2**62, 4]}, "absurd shape"),
+    "dtype": ({"dtype": "f16"}, "unknown dtype 'f16'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONE_BAD_ENTRY))
+def test_one_bad_tensor_among_many_is_named(tmp_path: Path, case: str) -> None:
+    header = many_tensors()
+    changes, problem = ONE_BAD_ENTRY[case]
+    bad = "model.layers.5000.t0"  # tensor 50 000
+    header[bad] = {**header[bad], **changes}
+    if case == "absurd":  # empty, so only its non-zero dimensions are wrong
+        header[bad]["data_offsets"] = [100_000, 100_000]
+        del header["model.layers.5000.t1"]  # its two bytes...
+        header["model.layers.5000.t1"] = entry("U8", [4], 100_000, 100_004)  # ...go here
+    path = write_raw(tmp_path / "many.safetensors", header, bytes(2 * MANY))
+    with pytest.raises(ModelFormatError) as caught:
+        parse_safetensors_file(path)
+    assert f"tensor {bad!r}" in str(caught.value) and problem in str(caught.value)
+
+
+def test_many_tensors_in_any_header_order(tmp_path: Path) -> None:
+    """The whole-column checks accept a valid header in any key order, empty tensors included,
+    and give the tensors in offset order with every field as the format says."""
+    header = many_tensors(1000)
+    header["empty"] = entry("F4", [0, 7], 600, 600)
+    header["__metadata__"] = {"format": "pt"}
+    shuffled = dict(reversed(header.items()))
+    path = write_raw(tmp_path / "m.safetensors", shuffled, bytes(2000))
+    extents, _, metadata = parse_safetensors_file(path)
+    decoded, data_start, size = read_header(path)  # accepted by the columns, not by the walk
+    assert _columns_if_valid(decoded, size - data_start) is not None
+    assert metadata == {"format": "pt"}
+    assert [e.offset - extents[0].offset for e in extents] == sorted(
+        [2 * i for i in range(1000)] + [600]
+    )
+    assert extents[300].name == "empty" and extents[301].name == "model.layers.30.t0"
+    assert extents[300].array_shape == (0,) and extents[300].shape == (0, 7)
+    assert extents[301].block == "model.layers.30" and extents[301].array_dtype == "uint8"
