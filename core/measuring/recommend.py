@@ -96,7 +96,7 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
         Candidate("sequential", base.with_(workers=parallel, chunk=16 * MiB)),
         Candidate("library", base, role="baseline"),
         Candidate("mmap-shared-fd", base.with_(workers=parallel), role="failure mode"),
-        Candidate("pread", base.with_(workers=parallel, threads=2)),
+        Candidate("pread", base.with_(workers=parallel)),
         Candidate("mmap", base.with_(workers=parallel)),
         Candidate("mmap-view", base.with_(workers=parallel)),
         Candidate("sequential", base.with_(workers=1, chunk=16 * MiB)),
@@ -108,7 +108,8 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
         Candidate("mmap", base.with_(workers=1, madvise="sequential")),
     ]
     if fits:  # a warm-up pass only makes sense when the whole model stays in the page cache
-        grid.insert(7, Candidate("warmup", base.with_(workers=parallel)))
+        after_direct = next(i for i, c in enumerate(grid) if c.strategy == "direct") + 1
+        grid.insert(after_direct, Candidate("warmup", base.with_(workers=parallel)))
     return grid
 
 
