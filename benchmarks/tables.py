@@ -218,13 +218,22 @@ def applied_targets(job: dict[str, Any]) -> list[Target]:
                     f"; {load.name} reads through a mapping of the file, whose pages count in "
                     "RSS beside the copies while it is mapped"
                 )
+            # Judged on what the load added to the process: the interpreter, numpy and the
+            # parsed model (RSS at ready) are there before any load, and on a 0.36 GB model
+            # they alone were 0.12× its bytes.
+            grew = rss if before is None else rss - before / size
             found.append(
                 Target(
                     section,
-                    f"peak RSS of core.load (recommended) ≤ {RSS_TARGET}× bytes",
-                    f"{rss:.2f}×"
-                    + ("" if before is None else f" ({before / size:.2f}× before go)"),
-                    rss <= RSS_TARGET,
+                    f"peak RSS of core.load (recommended) ≤ {RSS_TARGET}× bytes "
+                    "(peak VmHWM − RSS at ready)",
+                    f"{grew:.2f}×"
+                    + (
+                        ""
+                        if before is None
+                        else f" (VmHWM {rss:.2f}×, {before / size:.2f}× at ready)"
+                    ),
+                    grew <= RSS_TARGET,
                     job,
                     why,
                 )

@@ -148,5 +148,5 @@ def test_peak_rss_says_what_was_resident_before_go() -> None:
     for run in job["runs"]:
         run["rss_ready"] = int(0.2 * GB)
     rss = next(t for t in applied_targets(job) if t.target.startswith("peak RSS"))
-    assert rss.measured == "1.05× (0.20× before go)"
+    assert rss.measured == "0.85× (VmHWM 1.05×, 0.20× at ready)"
     assert "of which 381 MiB before go" in rss.why

@@ -11,7 +11,7 @@ import dataclasses
 
 from modelmon.core.errors import ReadaheadError
 from modelmon.core.measuring.ab import Verdict, judge
-from modelmon.core.measuring.candidate import MIN_PAIRS, Candidate
+from modelmon.core.measuring.candidate import MIN_PAIRS, WORTH_IT, Candidate
 from modelmon.core.measuring.race import Race
 from modelmon.core.system import readahead
 from modelmon.core.system.storage import StorageFacts
@@ -172,11 +172,12 @@ def decide(
     Judged as an A/B (``ab.judge``: every pair agrees and the gain is beyond the noise);
     within noise the more robust one (``Candidate.robustness``) is picked. With fewer than
     ``MIN_PAIRS`` pairs, all runs of both decide when they are far apart
-    (``Candidate.clearly_beats``), else it is a tie.
+    (``Candidate.clearly_beats``), else it is a tie. A gain under ``WORTH_IT`` is a tie too.
     """
     verdict = judge(ratios)
     if len(ratios) >= MIN_PAIRS:
-        tie = verdict.text == "within noise"
+        small = 1 / WORTH_IT < verdict.median_ratio < WORTH_IT
+        tie = verdict.text == "within noise" or small
         rival_wins = rival.robustness() < own.robustness() if tie else verdict.text == "B faster"
     else:  # one pair estimates no noise: every run of both decides, if they are far apart
         tie = not (rival.clearly_beats(own) or own.clearly_beats(rival))

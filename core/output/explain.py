@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.measuring.candidate import CLEAR_MARGIN, MIN_PAIRS, Candidate
+from modelmon.core.measuring.candidate import CLEAR_MARGIN, MIN_PAIRS, WORTH_IT, Candidate
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes
@@ -89,8 +89,8 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
     if rec.tie:
         spread = f"{verdict.note}" if verdict.note else f"pair spread ±{verdict.noise:.0%}"
         within = (
-            head + f"within noise (median ratio {verdict.median_ratio:.2f}, {spread}): the "
-            "pairs do not separate them"
+            head + f"within noise or under {WORTH_IT - 1:.0%} apart (median ratio "
+            f"{verdict.median_ratio:.2f}, {spread}): the pairs do not separate them"
         )
         if used.robustness() == other.robustness():
             return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]

@@ -88,6 +88,18 @@ def test_within_noise_the_simpler_is_picked_and_said() -> None:
     assert tie and best is rival and verdict.text == "within noise" and verdict.median_ratio > 1
 
 
+def test_a_gain_too_small_to_matter_keeps_the_more_robust() -> None:
+    """Two pairs agreeing on 3 % (spread 0.5 %) are beyond the pairs' noise but not worth a
+    mapping of the file: a tie, and the planned reads are kept."""
+    own = candidate("sequential", 159, 158, 160, workers=4, chunk=16 * MiB)
+    library = candidate("library", 158, 156, 165, role="baseline")
+    best, other, verdict, tie = decide(own, library, [1.028, 1.033])
+    assert tie and best is own and other is library and verdict.text == "within noise"
+    # 8 % is worth it.
+    best, _, verdict, tie = decide(own, library, [1.08, 1.085])
+    assert not tie and best is library and verdict.text == "A faster"
+
+
 def test_one_pair_and_runs_far_apart_pick_the_faster_not_the_simpler() -> None:
     """A FUSE search whose budget fitted one pair once recommended the library at 160 MB/s
     over four readers at 600: the runs of the two never came near each other."""
