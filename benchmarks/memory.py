@@ -25,6 +25,7 @@ import numpy as np
 from modelmon.core.measuring.session import Session
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.system.proc_status import own_status_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
@@ -35,14 +36,6 @@ LOAD_TO_RAM = (
     ("mmap", {"workers": 4}),
     ("library", {"workers": 1}),
 )
-
-
-def _own_peak() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _sampled_peak(series: dict[str, tuple[np.ndarray, np.ndarray]]) -> float | None:
@@ -73,7 +66,7 @@ def _load(model: Any, strategy: str, options: LoadOptions) -> dict[str, Any]:
 
 def measure(path: Path, repeats: int) -> dict[str, Any]:
     model = open_model(path)
-    parent = _own_peak()
+    parent = own_status_bytes("VmHWM:") or 0
     load_to_ram = []
     for strategy, options in LOAD_TO_RAM:
         run = _load(model, strategy, LoadOptions(**options, cache="cold"))

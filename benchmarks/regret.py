@@ -35,6 +35,7 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.output.config import recommendation_document, write_config
 from modelmon.core.system import cache
+from modelmon.core.system.proc_status import own_status_bytes
 
 READY_TIMEOUT_S = 120.0  # imports on a busy 2-core machine
 STRONG = 0.5  # alternatives at least this share of the pick's median are measured again
@@ -46,7 +47,7 @@ def child_main(path: str, config: str) -> int:
     import modelmon.core
 
     model = modelmon.core.open_model(path)
-    ready = _status_bytes("VmRSS:")  # the interpreter, its imports and the parsed model
+    ready = own_status_bytes("VmRSS:") or 0  # the interpreter, its imports and the parsed model
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         return 1
@@ -54,20 +55,9 @@ def child_main(path: str, config: str) -> int:
     tensors = modelmon.core.load(model, config=config)
     seconds = time.perf_counter() - started
     loaded = sum(int(t.nbytes) for t in tensors.values())
-    peak = _status_bytes("VmHWM:")
+    peak = own_status_bytes("VmHWM:") or 0
     report = {"bytes": loaded, "seconds": seconds, "peak_rss": peak, "rss_ready": ready}
     print(json.dumps(report), flush=True)
-    return 0
-
-
-def _status_bytes(field: str) -> int:
-    """A size from this process's /proc/self/status: ``VmHWM:`` its own peak RSS (not
-    ru_maxrss: that survives exec, so a child started with vfork reports its parent's peak),
-    ``VmRSS:`` its RSS now."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
     return 0
 
 

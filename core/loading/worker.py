@@ -10,7 +10,6 @@ Imported by ``spawn`` children: it must stay free of Qt (and of anything heavy i
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import resource
 import signal
@@ -32,6 +31,8 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import ShareState, assigned_bytes, load_order, partition, rank_slice
 from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions
+from modelmon.core.system.libc import LIBC
+from modelmon.core.system.proc_status import own_status_bytes
 
 PR_SET_PDEATHSIG = 1
 
@@ -93,23 +94,15 @@ def build_context(
 
 
 def own_peak_rss() -> int:
-    """This process's own peak RSS (VmHWM). Not ru_maxrss: Linux carries that across fork and
-    exec, so a spawned worker would report its parent's peak (measured: 560 MiB for 48)."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's own peak RSS (VmHWM; ``ru_maxrss`` only where /proc has none)."""
+    peak = own_status_bytes("VmHWM:")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _die_with_parent(parent_pid: int) -> None:
     """Ask the kernel to SIGKILL us when the parent dies: no orphan keeps reading."""
     with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
 

@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 
 from modelmon.core.errors import OptionsError
+from modelmon.core.system.libc import LIBC, MAP_FAILED
 
 Method = Literal["auto", "cachestat", "mincore"]
 PathArg = str | os.PathLike[str]
@@ -34,21 +35,7 @@ _CACHESTAT_ARCHES = frozenset(
     {"x86_64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x", "loongarch64"}
 )
 _PROT_READ, _MAP_SHARED = 0x1, 0x01
-_MAP_FAILED = ctypes.c_void_p(-1).value
 
-_libc = ctypes.CDLL(None, use_errno=True)  # our own handle: restype changes stay local
-_libc.syscall.restype = ctypes.c_long
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int64,
-]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
 
 _cachestat_missing = platform.machine() not in _CACHESTAT_ARCHES  # set for good on ENOSYS
 
@@ -107,7 +94,7 @@ def _cachestat(fd: int, offset: int, length: int) -> _Cachestat | None:
     if _cachestat_missing:
         return None
     byte_range, result = _CachestatRange(offset, length), _Cachestat()
-    status = _libc.syscall(
+    status = LIBC.syscall(
         ctypes.c_long(_CACHESTAT_NR),
         ctypes.c_int(fd),
         ctypes.byref(byte_range),
@@ -133,16 +120,16 @@ def _mincore_windows(fd: int, size: int, window_bytes: int) -> Iterator[tuple[in
         length = min(window, size - offset)
         pages = -(-length // PAGE_SIZE)
         # Mapping without touching faults nothing in, so measuring does not change the cache.
-        address = _libc.mmap(None, length, _PROT_READ, _MAP_SHARED, fd, offset)
-        if address is None or address == _MAP_FAILED:
+        address = LIBC.mmap(None, length, _PROT_READ, _MAP_SHARED, fd, offset)
+        if address is None or address == MAP_FAILED:
             code = ctypes.get_errno()
             raise OSError(code, f"mmap for mincore: {os.strerror(code)}")
         try:
-            if _libc.mincore(address, length, vector.ctypes.data) != 0:
+            if LIBC.mincore(address, length, vector.ctypes.data) != 0:
                 code = ctypes.get_errno()
                 raise OSError(code, f"mincore: {os.strerror(code)}")
         finally:
-            _libc.munmap(address, length)
+            LIBC.munmap(address, length)
         yield offset // PAGE_SIZE, vector[:pages] & 1  # bits 1..7 are reserved
 
 

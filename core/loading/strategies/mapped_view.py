@@ -27,24 +27,11 @@ from modelmon.core.loading.strategies.base import (
     timed_read,
 )
 from modelmon.core.model.plan import file_index
+from modelmon.core.system.libc import LIBC, MAP_FAILED
 
 PAGE = mmap.PAGESIZE
 MADV_POPULATE_READ = 22  # Linux >= 5.14: fault pages in, report a missing page as EFAULT
 POPULATE_RETRIES = 100  # EINTR / EAGAIN from populate: the kernel asks to be called again
-
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_LIBC.mmap.restype = ctypes.c_void_p
-_LIBC.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,  # off_t on 64-bit Linux
-]
-_LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 class _Unmap:
@@ -55,7 +42,7 @@ class _Unmap:
     def __init__(self, address: int, size: int) -> None:
         self.address = address
         self.size = size
-        self.munmap = _LIBC.munmap  # held here: module globals may be gone at exit
+        self.munmap = LIBC.munmap  # held here: module globals may be gone at exit
 
     def __del__(self) -> None:
         self.munmap(self.address, self.size)
@@ -71,7 +58,7 @@ class FileMapping:
 
     def __init__(self, fd: int, size: int) -> None:
         prot = mmap.PROT_READ | mmap.PROT_WRITE
-        address = _LIBC.mmap(None, size, prot, mmap.MAP_PRIVATE, fd, 0)
+        address = LIBC.mmap(None, size, prot, mmap.MAP_PRIVATE, fd, 0)
         if address is None or address == MAP_FAILED:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
@@ -82,7 +69,7 @@ class FileMapping:
 
     def advise(self, start: int, length: int, advice: int) -> None:
         """madvise bytes [start, start+length); ``start`` page-aligned. OSError with errno."""
-        if _LIBC.madvise(self.address + start, length, advice) != 0:
+        if LIBC.madvise(self.address + start, length, advice) != 0:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
 

@@ -176,7 +176,7 @@ def test_falls_back_to_mincore_without_cachestat(
         return -1
 
     monkeypatch.setattr(residency, "_cachestat_missing", False)
-    monkeypatch.setattr(residency._libc, "syscall", no_such_syscall)
+    monkeypatch.setattr(residency.LIBC, "syscall", no_such_syscall)
     read_range(model_file, 0, MIB)
     found = residency.residency(model_file)
     assert found.method == "mincore" and found.cached_pages == MIB // PAGE
@@ -192,7 +192,7 @@ def test_falls_back_per_call_on_eperm(model_file: Path, monkeypatch: pytest.Monk
         return -1
 
     monkeypatch.setattr(residency, "_cachestat_missing", False)
-    monkeypatch.setattr(residency._libc, "syscall", refused)
+    monkeypatch.setattr(residency.LIBC, "syscall", refused)
     read_range(model_file, 0, FILE_BYTES // 4)
     assert residency.residency(model_file).method == "mincore"
     assert cache.prepare([model_file], "keep").method == "mincore"
