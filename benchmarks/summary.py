@@ -109,20 +109,27 @@ def library_of(rows: list[Row]) -> float | None:
     return None
 
 
+def round_rates(job: dict[str, Any], label: str) -> dict[int, float]:
+    """Round → MB/s of the entry's completed runs."""
+    runs = job["runs"]
+    return {r["repeat"]: r["mbps"] for r in runs if r["label"] == label and r["status"] == "ok"}
+
+
+def median_round_ratio(
+    top: dict[int, float], bottom: dict[int, float], rounds: int = 1
+) -> float | None:
+    """Median over the rounds both have of top / bottom (a ratio of runs made in the same
+    round, so the machine's drift between rounds cancels); None with fewer than ``rounds``."""
+    ratios = [top[r] / bottom[r] for r in top.keys() & bottom.keys() if top[r] > 0 < bottom[r]]
+    return statistics.median(ratios) if ratios and len(ratios) >= rounds else None
+
+
 def paired_ratio(job: dict[str, Any], label: str) -> float | None:
     """Median over rounds of (the entry's MB/s / the ceiling's MB/s in the same round)."""
     ceiling = job["ceilings"].get(CEILING_FOR[job["cache"]])
     if not ceiling:
         return None
-    ratios = [
-        r["mbps"] / ceiling["runs"][r["repeat"]]
-        for r in job["runs"]
-        if r["label"] == label
-        and r["status"] == "ok"
-        and r["repeat"] < len(ceiling["runs"])
-        and ceiling["runs"][r["repeat"]] > 0
-    ]
-    return statistics.median(ratios) if ratios else None
+    return median_round_ratio(round_rates(job, label), dict(enumerate(ceiling["runs"])))
 
 
 def best_row(rows: list[Row]) -> Row | None:

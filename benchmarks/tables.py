@@ -10,7 +10,16 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.summary import CEILING_FOR, Row, Target, ceiling_of, paired_ratio, rows_of
+from benchmarks.summary import (
+    CEILING_FOR,
+    Row,
+    Target,
+    ceiling_of,
+    median_round_ratio,
+    paired_ratio,
+    round_rates,
+    rows_of,
+)
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.options import LoadOptions, format_spec
 
@@ -245,12 +254,7 @@ def paired_forms(job: dict[str, Any], load: str, measured: str) -> float | None:
     """Median over rounds of core.load's MB/s / measure's in the same round (the two run side
     by side: ``matrix.side_by_side``), so that the disk's drift between rounds cancels; None
     with fewer than 3 such rounds."""
-    by_round: dict[int, dict[str, float]] = {}
-    for run in job["runs"]:
-        if run["status"] == "ok" and run["label"] in (load, measured) and run["mbps"] > 0:
-            by_round.setdefault(run["repeat"], {})[run["label"]] = run["mbps"]
-    ratios = [r[load] / r[measured] for r in by_round.values() if len(r) == 2]
-    return statistics.median(ratios) if len(ratios) >= 3 else None
+    return median_round_ratio(round_rates(job, load), round_rates(job, measured), rounds=3)
 
 
 # --- ranks -------------------------------------------------------------------------------------
