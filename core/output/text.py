@@ -9,6 +9,7 @@ from typing import Any
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.output.result import LoadResult
+from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
 
 
 def _fraction(value: float) -> str:
@@ -86,6 +87,8 @@ def render_inspect(info: dict[str, Any]) -> str:
                 f"          model + its page cache {with_cache}; {swap}; transparent "
                 f"hugepages {memory.get('hugepages') or 'unknown'}"
             )
+        if memory.get("returns_free_memory"):
+            lines.append(f"          {RETURNS_FREE_MEMORY}")
     return "\n".join(lines)
 
 
@@ -103,7 +106,8 @@ def render_result(result: LoadResult) -> str:
         f"strategy  {format_spec(result.strategy, LoadOptions(**result.options))}",
         f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
         f"({verdict}, {cache.method}), {_fraction(cache.resident_after)} after"
-        + (f" — {cache.note}" if cache.note else ""),
+        + (f" — {cache.note}" if cache.note else "")
+        + (f"; {primed_text(cache.primed_bytes, cache.primed_s)}" if cache.primed_bytes else ""),
     ]
     if result.status == "ok":
         lines.append(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 
+from modelmon.core.system.host_memory import reports_free_pages
 from modelmon.core.system.storage import MOUNTINFO, MountEntry, parse_mountinfo, read_int, read_text
 
 _UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a huge number
@@ -33,6 +34,9 @@ class MemoryFacts:
     swap_total: int = 0  # SwapTotal (zram included); 0: no swap
     swap_used: int = 0  # SwapTotal - SwapFree
     hugepages: str | None = None  # transparent hugepage mode: "always", "madvise", "never"
+    free: int = 0  # MemFree: pages no one uses, what a load's page cache and arrays take first
+    # A VM's host takes free pages back (virtio-balloon free page reporting): see host_memory.
+    returns_free_memory: bool = False
 
     def fits_with_cache(self, model_bytes: int) -> bool:
         """The model's arrays and its page cache both fit in usable RAM (a read-based keep
@@ -172,6 +176,8 @@ def memory_facts() -> MemoryFacts:
         swap_total=swap_total,
         swap_used=max(0, swap_total - meminfo.get("SwapFree", swap_total)),
         hugepages=parse_bracketed(thp) if thp else None,
+        free=meminfo.get("MemFree", available),
+        returns_free_memory=reports_free_pages(),
         total=total,
         available=available,
         page_cache=page_cache,

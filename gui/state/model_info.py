@@ -15,6 +15,7 @@ from modelmon.core import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes, model_summary
 from modelmon.core.system import readahead
+from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY
 from modelmon.core.system.memory import MemoryFacts, memory_facts, swap_warning
 from modelmon.core.system.storage import StorageFacts, storage_by_folder
 
@@ -127,6 +128,7 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
         f"model + its page cache: {human_bytes(2 * need)} "
         f"({'fits' if memory.fits_with_cache(need) else 'does not fit'}); {swap}; "
         f"transparent hugepages: {memory.hugepages or 'unknown'}"
+        + (f"\n{RETURNS_FREE_MEMORY}" if memory.returns_free_memory else "")
     )
     warning = swap_warning(need, memory)
     if info.fits_in_ram and warning:

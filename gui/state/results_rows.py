@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from modelmon.core.measuring.ceilings import Ceilings
+from modelmon.core.system.host_memory import primed_text
 from modelmon.gui.state.formatting import CEILING_NAMES, cache_state_text, human_bytes
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
@@ -71,7 +72,8 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             f"requested {cache.requested}; {cache.resident_before:.1%} resident before, "
             f"{cache.resident_after:.1%} after ({cache.method})"
         )
-        return tip + (f"\n{cache.note}" if cache.note else "")
+        primed = primed_text(cache.primed_bytes, cache.primed_s)
+        return tip + (f"\n{cache.note}" if cache.note else "") + (f"\n{primed}" if primed else "")
     if column == MBPS and result is not None:
         return f"{result.bytes:,} bytes of tensors"
     if column == CEILING_COLUMN:

@@ -1,0 +1,106 @@
+"""Free page reporting found in sysfs, and priming free memory before a measured load."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from modelmon.core.output.text import render_result
+from modelmon.core.system import cache, host_memory, memory
+
+MIB = 1 << 20
+
+
+def balloon(root: Path, name: str, features: str) -> Path:
+    device = root / name
+    device.mkdir(parents=True)
+    (device / "features").write_text(features + "\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("features", "reports"),
+    [
+        ("0110010" + "0" * 57, True),  # this project's VMs: stats, deflate on OOM, reporting
+        ("0110000" + "0" * 57, False),  # a balloon without free page reporting
+        ("0110", False),  # too short to hold the bit
+    ],
+)
+def test_reporting_is_read_from_the_balloons_feature_bits(
+    tmp_path: Path, features: str, reports: bool
+) -> None:
+    assert host_memory.reports_free_pages(balloon(tmp_path, "virtio0", features)) is reports
+
+
+def test_no_balloon_reports_nothing(tmp_path: Path) -> None:
+    assert host_memory.reports_free_pages(tmp_path / "absent") is False
+
+
+def test_prime_touches_the_bytes_asked_for_and_gives_them_back() -> None:
+    before = memory.memory_facts().free
+    primed = host_memory.prime(64 * MIB, force=True)
+    assert primed.bytes == 64 * MIB
+    assert primed.seconds > 0
+    # Unmapped again: the memory is free for the load (within what others did meanwhile).
+    assert memory.memory_facts().free > before - 48 * MIB
+
+
+def test_prime_stops_between_steps() -> None:
+    stop = threading.Event()
+    stop.set()
+    assert host_memory.prime(host_memory.PRIME_STEP * 2, stop, force=True).bytes == 0
+
+
+def test_nothing_is_primed_where_the_host_takes_nothing_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: False)
+    assert host_memory.prime(64 * MIB) == host_memory.Primed()
+
+
+def test_prepare_primes_the_page_cache_and_the_arrays_of_a_cold_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
+    cold = cache.prepare([path], "cold")
+    warm = cache.prepare([path], "warm")
+    assert cold.primed_bytes == 8 * MIB and cold.primed_s > 0
+    assert warm.primed_bytes == 4 * MIB  # the page cache is already there
+
+
+def test_prepare_never_primes_beyond_free_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
+    facts = memory.memory_facts()
+    tight = memory.MemoryFacts(
+        total=facts.total,
+        available=facts.available,
+        page_cache=facts.page_cache,
+        cgroup_limit=None,
+        cgroup_used=None,
+        usable=facts.usable,
+        free=cache.PRIME_RESERVE + MIB,
+    )
+    monkeypatch.setattr(cache, "memory_facts", lambda: tight)
+    assert cache.prepare([path], "cold").primed_bytes == MIB
+
+
+def test_a_primed_run_says_so_in_its_cache_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from modelmon.core import measure
+    from modelmon.core.model.synth import write_safetensors_model
+
+    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
+    model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
+    result = measure(model, "sequential", workers=1, threads=1, cache="cold")
+    assert result.cache.primed_bytes > 0
+    assert "of free memory in" in render_result(result)
