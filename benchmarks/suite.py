@@ -78,24 +78,25 @@ def full_profile() -> Profile:
         models=(TINYLLAMA, GGUF_Q4K, SMALL),
         plans=(
             # Budgets: room for the ceilings, a screening run of each candidate and ≥ 3 runs
-            # of the pick (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s on hdd).
+            # of the pick (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s on hdd), each
+            # run 3-5 s more where free memory is primed first (core/system/host_memory.py).
             # The virtual disk's runs of one configuration spread up to 2x: five rounds there.
             Plan(
                 "local",
                 TINYLLAMA.key,
                 ("cold", "warm"),
-                45.0,
+                75.0,
                 LOCAL_STRATEGIES,
                 both_forms=(MMAP_VIEW,),
                 repeats=5,
             ),
-            Plan("hdd", GGUF_Q4K.key, ("cold",), 30.0, SLOW_STRATEGIES),
-            Plan("hdd", SMALL.key, ("cold",), 25.0, SLOW_STRATEGIES),
+            Plan("hdd", GGUF_Q4K.key, ("cold",), 45.0, SLOW_STRATEGIES),
+            Plan("hdd", SMALL.key, ("cold",), 40.0, SLOW_STRATEGIES),
             Plan(
                 "fuse",
                 TINYLLAMA.key,
                 ("cold",),
-                90.0,  # 9 s of ceilings, 5-8 s a run with its process start and eviction
+                120.0,  # 9 s of ceilings, 8-12 s a run with process start, eviction, priming
                 FUSE_STRATEGIES,
                 time_limit_s=FUSE_TIME_LIMIT_S,
                 ranks=4,

@@ -36,6 +36,9 @@ WARM_CHUNK = 8 << 20
 WARM_ADVISE_AHEAD = 64 << 20  # WILLNEED this far ahead so the disk queue stays deep
 EVICT_RETRY_DELAY = 0.1
 PRIME_RESERVE = 512 << 20  # free memory priming leaves alone
+# Smaller loads are not primed: their share of host faults, or of a report pass landing in
+# them, is too small to be worth the wait before priming (host_memory.REPORT_DELAY_S).
+PRIME_MIN = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,4 +267,6 @@ def _prime_for(
     facts = memory_facts()
     room = min(facts.free, facts.usable) - PRIME_RESERVE
     need = size * (2 if mode == "cold" else 1)
+    if need < PRIME_MIN:
+        return host_memory.Primed()
     return host_memory.prime(min(need, room), stop)

@@ -48,7 +48,9 @@ class ProgressStrip(QWidget):
             )
             return
         if update.phase == "preparing cache":
-            self.bar.setFormat(f"Run {label}: preparing the page cache…")
+            # On a VM whose host takes free pages back this includes priming free memory,
+            # a few seconds (core/system/host_memory.py).
+            self.bar.setFormat(f"Run {label}: preparing the page cache and free memory…")
             return
         self.bar.setValue(int(update.fraction * 1000))
         self.bar.setFormat(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,14 @@ from modelmon.core.output.text import render_result
 from modelmon.core.system import cache, host_memory, memory
 
 MIB = 1 << 20
+
+
+@pytest.fixture
+def reporting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a VM whose host takes free pages back, without the wait and for small files."""
+    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
+    monkeypatch.setattr(host_memory, "REPORT_DELAY_S", 0.0)
+    monkeypatch.setattr(cache, "PRIME_MIN", 0)
 
 
 def balloon(root: Path, name: str, features: str) -> Path:
@@ -41,7 +50,7 @@ def test_no_balloon_reports_nothing(tmp_path: Path) -> None:
 
 def test_prime_touches_the_bytes_asked_for_and_gives_them_back() -> None:
     before = memory.memory_facts().free
-    primed = host_memory.prime(64 * MIB, force=True)
+    primed = host_memory.prime(64 * MIB, force=True, settle_s=0)
     assert primed.bytes == 64 * MIB
     assert primed.seconds > 0
     # Unmapped again: the memory is free for the load (within what others did meanwhile).
@@ -51,7 +60,7 @@ def test_prime_touches_the_bytes_asked_for_and_gives_them_back() -> None:
 def test_prime_stops_between_steps() -> None:
     stop = threading.Event()
     stop.set()
-    assert host_memory.prime(host_memory.PRIME_STEP * 2, stop, force=True).bytes == 0
+    assert host_memory.prime(host_memory.PRIME_STEP * 2, stop, force=True, settle_s=10).bytes == 0
 
 
 def test_nothing_is_primed_where_the_host_takes_nothing_back(
@@ -62,23 +71,34 @@ def test_nothing_is_primed_where_the_host_takes_nothing_back(
 
 
 def test_prepare_primes_the_page_cache_and_the_arrays_of_a_cold_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, reporting: None
 ) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
-    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
     cold = cache.prepare([path], "cold")
     warm = cache.prepare([path], "warm")
     assert cold.primed_bytes == 8 * MIB and cold.primed_s > 0
     assert warm.primed_bytes == 4 * MIB  # the page cache is already there
 
 
+def test_small_loads_are_not_primed(tmp_path: Path, reporting: None) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    cache.PRIME_MIN = 8 * MIB + 1  # restored by monkeypatch
+    assert cache.prepare([path], "cold").primed_bytes == 0
+
+
+def test_prime_first_waits_for_the_report_pass_recent_frees_started() -> None:
+    started = time.monotonic()
+    host_memory.prime(MIB, force=True, settle_s=0.3)
+    assert time.monotonic() - started >= 0.3
+
+
 def test_prepare_never_primes_beyond_free_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reporting: None
 ) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
-    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
     facts = memory.memory_facts()
     tight = memory.MemoryFacts(
         total=facts.total,
@@ -93,13 +113,10 @@ def test_prepare_never_primes_beyond_free_memory(
     assert cache.prepare([path], "cold").primed_bytes == MIB
 
 
-def test_a_primed_run_says_so_in_its_cache_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_primed_run_says_so_in_its_cache_line(tmp_path: Path, reporting: None) -> None:
     from modelmon.core import measure
     from modelmon.core.model.synth import write_safetensors_model
 
-    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
     model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
     result = measure(model, "sequential", workers=1, threads=1, cache="cold")
     assert result.cache.primed_bytes > 0
