@@ -12,6 +12,10 @@ from typing import Any
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.storage import storage_facts
 
+FREE_MEMORY_RETURNED = (
+    "returned to the VM's host (virtio-balloon free page reporting): every run of 256 MiB or "
+    "more starts on primed free memory (see How it measures in the README)"
+)
 LIBRARIES = (
     "numpy",
     "safetensors",
@@ -72,6 +76,7 @@ def facts(folder: Path) -> dict[str, Any]:
         "disk": storage.description,
         "disk_size": _disk_model(storage.block_device),
         "libraries": _versions(),
+        "free_memory": FREE_MEMORY_RETURNED if memory.returns_free_memory else "kept by the guest",
     }
 
 

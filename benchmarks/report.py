@@ -114,7 +114,7 @@ def _caveat(results: dict[str, Any]) -> list[str]:
         f"**Caveat:** other processes shared this {cores}-core machine during the run "
         f"(1-minute load average up to {max(loads):.1f}, see each table), and the local "
         "disk is a virtual one whose host we cannot see or drop caches on: the local "
-        "numbers spread widely (min–max columns), so small ratios there are noise. The "
+        "numbers spread (min–max columns), so small ratios there are noise. The "
         "hdd and fuse numbers are set by the throttle and by rclone and spread far "
         "less.\n"
     ]
@@ -324,7 +324,7 @@ def render(results: dict[str, Any]) -> str:
     machine = results["machine"]
     out = [
         "# Benchmarks\n",
-        "Reproduce (one command, about 35 minutes on a 2-core machine; run as root for the hdd "
+        "Reproduce (one command, about 45 minutes on a 2-core machine; run as root for the hdd "
         "and fuse environments):\n",
         f"```sh\n{results['reproduce']}\n```\n",
         f"This file was written by `{results['command']}` on {machine['date']}; the whole run "
@@ -344,7 +344,8 @@ def render(results: dict[str, Any]) -> str:
         f"| RAM | {machine['ram_gib']} GiB |\n| kernel | {machine['kernel']} ({machine['os']}) |\n"
         f"| disk | {machine['disk']}; {machine.get('disk_size') or 'size unknown'} |\n"
         f"| filesystem | {machine['filesystem']} |\n| Python | {machine['python']} |\n"
-        f"| libraries | {', '.join(f'{k} {v}' for k, v in machine['libraries'].items())} |\n",
+        f"| libraries | {', '.join(f'{k} {v}' for k, v in machine['libraries'].items())} |\n"
+        + (f"| free memory | {machine['free_memory']} |\n" if machine.get("free_memory") else ""),
         "## Models\n",
         "| model | what | format | files | tensors | bytes | used in |\n"
         "| --- | --- | --- | ---: | ---: | ---: | --- |",

@@ -148,6 +148,12 @@ class Target:
     why: str = ""  # what the same run says about a miss (explain.py adds the monitored run)
 
 
+def judged_ratio_text(value: float, want: float) -> str:
+    """ "0.98×", or "0.997×" where two decimals would read as the target it missed (or met)."""
+    text = f"{value:.2f}×"
+    return f"{value:.3f}×" if text == f"{want:.2f}×" and value != want else text
+
+
 def job_targets(job: dict[str, Any]) -> list[Target]:
     rows = rows_of(job)
     env, cache = job["env"], job["cache"]
@@ -169,8 +175,8 @@ def job_targets(job: dict[str, Any]) -> list[Target]:
                     text,
                     f"{best.label}: {best.median:.0f} / "
                     f"{ceiling:.0f} MB/s = {ratio:.2f}×; paired by round: "
-                    f"{'–' if paired is None else f'{paired:.2f}×'}"
-                    + ("" if judged >= want else f" ({1 - judged / want:.0%} short)"),
+                    f"{'–' if paired is None else judged_ratio_text(paired, want)}"
+                    + ("" if judged >= want else f" ({1 - judged / want:.1%} short)"),
                     judged >= want,
                     job,
                 )

@@ -154,6 +154,14 @@ def applied_targets(job: dict[str, Any]) -> list[Target]:
                 f"configuration ({best.label}) at {best.low:.0f}–{best.high:.0f} MB/s; "
                 f"it is {RUNAI_TARGET / ratio - 1:.0%} short of the target"
             )
+            ceiling = ceiling_of(job)
+            if ceiling and RUNAI_TARGET * runai.median > ceiling:
+                why += (
+                    f". Run:ai itself reached {runai.median / ceiling:.2f}× the parallel-read "
+                    f"ceiling, so {RUNAI_TARGET:g}× Run:ai would be "
+                    f"{RUNAI_TARGET * runai.median / ceiling:.2f}× the ceiling, where the "
+                    f"fastest run of the best configuration reached {best.high / ceiling:.2f}×"
+                )
             found.append(
                 Target(
                     section,

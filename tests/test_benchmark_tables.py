@@ -150,3 +150,12 @@ def test_peak_rss_says_what_was_resident_before_go() -> None:
     rss = next(t for t in applied_targets(job) if t.target.startswith("peak RSS"))
     assert rss.measured == "0.85× (VmHWM 1.05×, 0.20× at ready)"
     assert "of which 381 MiB before go" in rss.why
+
+
+def test_a_ratio_that_two_decimals_would_round_onto_its_target_shows_three() -> None:
+    from benchmarks.summary import judged_ratio_text
+
+    assert judged_ratio_text(0.998, 1.0) == "0.998×"  # "1.00×" beside "missed" would mislead
+    assert judged_ratio_text(1.003, 1.0) == "1.003×"
+    assert judged_ratio_text(0.93, 0.95) == "0.93×"
+    assert judged_ratio_text(1.0, 1.0) == "1.00×"
