@@ -107,7 +107,7 @@ def render_result(result: LoadResult) -> str:
         f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
         f"({verdict}, {cache.method}), {_fraction(cache.resident_after)} after"
         + (f" — {cache.note}" if cache.note else "")
-        + (f"; {primed_text(cache.primed_bytes, cache.primed_s)}" if cache.primed_bytes else ""),
+        + (f"; {primed_text(cache.primed)}" if cache.primed.bytes else ""),
     ]
     if result.status == "ok":
         lines.append(

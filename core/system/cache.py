@@ -58,8 +58,7 @@ class CacheState:
     note: str = ""  # why the requested state was not reached (or cannot be verified)
     # Free memory touched just before the load, where a VM's host takes free pages back
     # (``host_memory.prime``): the seconds are what an unprimed load would have paid, at most.
-    primed_bytes: int = 0
-    primed_s: float = 0.0
+    primed: host_memory.Primed = host_memory.NOT_PRIMED
 
 
 def not_measured(requested: CacheMode) -> CacheState:
@@ -251,8 +250,7 @@ def prepare(
         warm=is_warm,
         method=used,
         note=note,
-        primed_bytes=primed.bytes,
-        primed_s=primed.seconds,
+        primed=primed,
     )
 
 
@@ -262,11 +260,11 @@ def _prime_for(
     """Prime what the load will take from free memory: the files' page cache when cold, and
     as much again for its arrays; never more than is free (priming must evict nothing)."""
     if not host_memory.reports_free_pages():
-        return host_memory.Primed()
+        return host_memory.NOT_PRIMED
     size = sum(os.stat(name).st_size for name in names)
     facts = memory_facts()
     room = min(facts.free, facts.usable) - PRIME_RESERVE
     need = size * (2 if mode == "cold" else 1)
     if need < PRIME_MIN:
-        return host_memory.Primed()
+        return host_memory.NOT_PRIMED
     return host_memory.prime(min(need, room), stop)

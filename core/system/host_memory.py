@@ -49,6 +49,9 @@ class Primed:
     seconds: float = 0.0
 
 
+NOT_PRIMED = Primed()
+
+
 def reports_free_pages(devices: str | Path = BALLOON_DEVICES) -> bool:
     """True when a virtio balloon that takes free page reports is bound (sysfs ``features``
     is one character per feature bit, "0" or "1")."""
@@ -83,7 +86,7 @@ def prime(
     back from the free lists before the next pass. The caller bounds ``nbytes`` by the free
     memory."""
     if nbytes <= 0 or not (force or reports_free_pages()):
-        return Primed()
+        return NOT_PRIMED
     settle = REPORT_DELAY_S if settle_s is None else settle_s
     if stop is not None:
         stop.wait(settle)
@@ -94,7 +97,7 @@ def prime(
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     address = LIBC.mmap(None, nbytes, protection, flags, -1, 0)
     if address is None or address == MAP_FAILED:
-        return Primed()
+        return NOT_PRIMED
     steps = itertools.count()
     touched = [0] * PRIMERS
 
@@ -135,8 +138,8 @@ RETURNS_FREE_MEMORY = (
 )
 
 
-def primed_text(nbytes: int, seconds: float) -> str:
+def primed_text(primed: Primed) -> str:
     """ "primed 5.0 GB of free memory in 0.42 s" for a run's cache line; "" when none was."""
-    if nbytes <= 0:
+    if primed.bytes <= 0:
         return ""
-    return f"primed {nbytes / 1e9:.1f} GB of free memory in {seconds:.2f} s"
+    return f"primed {primed.bytes / 1e9:.1f} GB of free memory in {primed.seconds:.2f} s"

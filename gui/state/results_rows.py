@@ -72,7 +72,7 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             f"requested {cache.requested}; {cache.resident_before:.1%} resident before, "
             f"{cache.resident_after:.1%} after ({cache.method})"
         )
-        primed = primed_text(cache.primed_bytes, cache.primed_s)
+        primed = primed_text(cache.primed)
         return tip + (f"\n{cache.note}" if cache.note else "") + (f"\n{primed}" if primed else "")
     if column == MBPS and result is not None:
         return f"{result.bytes:,} bytes of tensors"

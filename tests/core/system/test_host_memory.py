@@ -11,6 +11,7 @@ import pytest
 
 from modelmon.core.output.text import render_result
 from modelmon.core.system import cache, host_memory, memory
+from modelmon.core.system.proc_status import own_status_bytes
 
 MIB = 1 << 20
 
@@ -49,12 +50,13 @@ def test_no_balloon_reports_nothing(tmp_path: Path) -> None:
 
 
 def test_prime_touches_the_bytes_asked_for_and_gives_them_back() -> None:
-    before = memory.memory_facts().free
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS: this process, no race
+    before = own_status_bytes("VmRSS:") or 0
     primed = host_memory.prime(64 * MIB, force=True, settle_s=0)
     assert primed.bytes == 64 * MIB
     assert primed.seconds > 0
-    # Unmapped again: the memory is free for the load (within what others did meanwhile).
-    assert memory.memory_facts().free > before - 48 * MIB
+    assert (own_status_bytes("VmHWM:") or 0) >= before + 56 * MIB  # really faulted in
+    assert (own_status_bytes("VmRSS:") or 0) <= before + 8 * MIB  # and unmapped again
 
 
 def test_prime_stops_between_steps() -> None:
@@ -77,15 +79,15 @@ def test_prepare_primes_the_page_cache_and_the_arrays_of_a_cold_load(
     path.write_bytes(os.urandom(4 * MIB))
     cold = cache.prepare([path], "cold")
     warm = cache.prepare([path], "warm")
-    assert cold.primed_bytes == 8 * MIB and cold.primed_s > 0
-    assert warm.primed_bytes == 4 * MIB  # the page cache is already there
+    assert cold.primed.bytes == 8 * MIB and cold.primed.seconds > 0
+    assert warm.primed.bytes == 4 * MIB  # the page cache is already there
 
 
 def test_small_loads_are_not_primed(tmp_path: Path, reporting: None) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
     cache.PRIME_MIN = 8 * MIB + 1  # restored by monkeypatch
-    assert cache.prepare([path], "cold").primed_bytes == 0
+    assert cache.prepare([path], "cold").primed.bytes == 0
 
 
 def test_prime_first_waits_for_the_report_pass_recent_frees_started() -> None:
@@ -110,7 +112,7 @@ def test_prepare_never_primes_beyond_free_memory(
         free=cache.PRIME_RESERVE + MIB,
     )
     monkeypatch.setattr(cache, "memory_facts", lambda: tight)
-    assert cache.prepare([path], "cold").primed_bytes == MIB
+    assert cache.prepare([path], "cold").primed.bytes == MIB
 
 
 def test_a_primed_run_says_so_in_its_cache_line(tmp_path: Path, reporting: None) -> None:
@@ -119,5 +121,11 @@ def test_a_primed_run_says_so_in_its_cache_line(tmp_path: Path, reporting: None)
 
     model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
     result = measure(model, "sequential", workers=1, threads=1, cache="cold")
-    assert result.cache.primed_bytes > 0
+    assert result.cache.primed.bytes > 0
     assert "of free memory in" in render_result(result)
+
+
+def test_the_primed_text_names_bytes_and_seconds() -> None:
+    assert host_memory.primed_text(host_memory.NOT_PRIMED) == ""
+    text = host_memory.primed_text(host_memory.Primed(5_000_000_000, 0.42))
+    assert text == "primed 5.0 GB of free memory in 0.42 s"

@@ -62,3 +62,11 @@ def test_storage_rows_word_virtual_disks_and_network_mounts(sharded_model: Path)
     assert rows["device"].text == "rclone:"
     assert rows["network"].text == "FUSE, possibly network" and rows["network"].level == "warning"
     assert rows["fs"].text.endswith("(+1 more folders)")
+
+
+def test_the_memory_tip_says_when_freed_memory_goes_back_to_the_host(sharded_model: Path):
+    info = gather(str(sharded_model))
+    for returned in (True, False):
+        memory = dataclasses.replace(info.memory, returns_free_memory=returned)
+        tip = panel_rows(dataclasses.replace(info, memory=memory))["memory"].tip or ""
+        assert ("free page reporting" in tip) is returned
