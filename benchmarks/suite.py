@@ -91,7 +91,7 @@ def full_profile() -> Profile:
                 repeats=5,
             ),
             Plan("hdd", GGUF_Q4K.key, ("cold",), 45.0, SLOW_STRATEGIES),
-            Plan("hdd", SMALL.key, ("cold",), 40.0, SLOW_STRATEGIES),
+            Plan("hdd", SMALL.key, ("cold",), 50.0, SLOW_STRATEGIES),
             Plan(
                 "fuse",
                 TINYLLAMA.key,
