@@ -9,13 +9,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.storage import storage_facts
 
-FREE_MEMORY_RETURNED = (
-    "returned to the VM's host (virtio-balloon free page reporting): every run of 256 MiB or "
-    "more starts on primed free memory (see How it measures in the README)"
-)
 LIBRARIES = (
     "numpy",
     "safetensors",
@@ -76,7 +73,7 @@ def facts(folder: Path) -> dict[str, Any]:
         "disk": storage.description,
         "disk_size": _disk_model(storage.block_device),
         "libraries": _versions(),
-        "free_memory": FREE_MEMORY_RETURNED if memory.returns_free_memory else "kept by the guest",
+        "free_memory": RETURNS_FREE_MEMORY if memory.returns_free_memory else "kept by the guest",
     }
 
 

@@ -35,10 +35,6 @@ WARM_THRESHOLD = 0.99
 WARM_CHUNK = 8 << 20
 WARM_ADVISE_AHEAD = 64 << 20  # WILLNEED this far ahead so the disk queue stays deep
 EVICT_RETRY_DELAY = 0.1
-PRIME_RESERVE = 512 << 20  # free memory priming leaves alone
-# Smaller loads are not primed: their share of host faults, or of a report pass landing in
-# them, is too small to be worth the wait before priming (host_memory.REPORT_DELAY_S).
-PRIME_MIN = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +259,8 @@ def _prime_for(
         return host_memory.NOT_PRIMED
     size = sum(os.stat(name).st_size for name in names)
     facts = memory_facts()
-    room = min(facts.free, facts.usable) - PRIME_RESERVE
+    room = min(facts.free, facts.usable) - host_memory.PRIME_RESERVE
     need = size * (2 if mode == "cold" else 1)
-    if need < PRIME_MIN:
+    if need < host_memory.PRIME_MIN:
         return host_memory.NOT_PRIMED
     return host_memory.prime(min(need, room), stop)

@@ -39,6 +39,10 @@ MADV_POPULATE_WRITE = 23  # Linux 5.14: fault pages in writable without a write 
 PRIME_STEP = 256 << 20  # between steps ``stop`` is checked
 PRIMERS = max(1, min(4, os.cpu_count() or 1))  # threads that fault memory in
 REPORT_DELAY_S = 2.5  # the kernel's PAGE_REPORTING_DELAY (2 s) after a free, and the pass
+PRIME_RESERVE = 512 << 20  # free memory priming leaves alone
+# Smaller loads are not primed: their share of host faults, or of a report pass landing in
+# them, is too small to be worth the wait before priming (REPORT_DELAY_S).
+PRIME_MIN = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +138,8 @@ def prime(
 # What the facts say where the host takes free pages back.
 RETURNS_FREE_MEMORY = (
     "freed memory goes back to the VM's host (free page reporting): a load that takes it "
-    "again waits for the host to fault it in, so each measured run starts on primed memory"
+    "again waits for the host to fault it in, so each measured run of "
+    f"{PRIME_MIN >> 20} MiB or more starts on primed memory"
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 import os
 import platform
 import stat
@@ -34,7 +35,6 @@ _CACHESTAT_NR = 451
 _CACHESTAT_ARCHES = frozenset(
     {"x86_64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x", "loongarch64"}
 )
-_PROT_READ, _MAP_SHARED = 0x1, 0x01
 
 
 _cachestat_missing = platform.machine() not in _CACHESTAT_ARCHES  # set for good on ENOSYS
@@ -120,7 +120,7 @@ def _mincore_windows(fd: int, size: int, window_bytes: int) -> Iterator[tuple[in
         length = min(window, size - offset)
         pages = -(-length // PAGE_SIZE)
         # Mapping without touching faults nothing in, so measuring does not change the cache.
-        address = LIBC.mmap(None, length, _PROT_READ, _MAP_SHARED, fd, offset)
+        address = LIBC.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
         if address is None or address == MAP_FAILED:
             code = ctypes.get_errno()
             raise OSError(code, f"mmap for mincore: {os.strerror(code)}")

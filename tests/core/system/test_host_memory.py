@@ -21,7 +21,7 @@ def reporting(monkeypatch: pytest.MonkeyPatch) -> None:
     """As on a VM whose host takes free pages back, without the wait and for small files."""
     monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: True)
     monkeypatch.setattr(host_memory, "REPORT_DELAY_S", 0.0)
-    monkeypatch.setattr(cache, "PRIME_MIN", 0)
+    monkeypatch.setattr(host_memory, "PRIME_MIN", 0)
 
 
 def balloon(root: Path, name: str, features: str) -> Path:
@@ -86,7 +86,7 @@ def test_prepare_primes_the_page_cache_and_the_arrays_of_a_cold_load(
 def test_small_loads_are_not_primed(tmp_path: Path, reporting: None) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
-    cache.PRIME_MIN = 8 * MIB + 1  # restored by monkeypatch
+    host_memory.PRIME_MIN = 8 * MIB + 1  # restored by monkeypatch
     assert cache.prepare([path], "cold").primed.bytes == 0
 
 
@@ -109,7 +109,7 @@ def test_prepare_never_primes_beyond_free_memory(
         cgroup_limit=None,
         cgroup_used=None,
         usable=facts.usable,
-        free=cache.PRIME_RESERVE + MIB,
+        free=host_memory.PRIME_RESERVE + MIB,
     )
     monkeypatch.setattr(cache, "memory_facts", lambda: tight)
     assert cache.prepare([path], "cold").primed.bytes == MIB
