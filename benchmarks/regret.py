@@ -28,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from modelmon.core.loading.strategies.base import get_strategy
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.peers import run_peer, stop_child_and_close
 from modelmon.core.measuring.recommend import Recommendation, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.config import recommendation_document, write_config
+from modelmon.core.output.config import read_config, recommendation_document, write_config
 from modelmon.core.system import cache
 from modelmon.core.system.proc_status import own_status_bytes
 
@@ -97,7 +98,9 @@ def run_config(
         assert child.stdin is not None
         if _line_by(child, time.monotonic() + READY_TIMEOUT_S) != "ready\n":
             raise RuntimeError("child did not get ready")
-        state = cache.prepare(files, mode)  # type: ignore[arg-type]
+        applied = read_config(config)
+        arrays = get_strategy(applied.strategy).fills_arrays(applied.options)
+        state = cache.prepare(files, mode, arrays=arrays)  # type: ignore[arg-type]
         child.stdin.write("go\n")
         child.stdin.flush()
         went = time.monotonic()

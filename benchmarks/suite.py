@@ -79,19 +79,20 @@ def full_profile() -> Profile:
         plans=(
             # Budgets: room for the ceilings, a screening run of each candidate and ≥ 3 runs
             # of the pick (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s on hdd), each
-            # run 3-5 s more where free memory is primed first (core/system/host_memory.py).
+            # run 3-5 s more where free memory is primed first (core/system/host_memory.py):
+            # on hdd 6 s a run (2.3 s of load), so a minute for ceilings, screening and pairs.
             # The virtual disk's runs of one configuration spread up to 2x: five rounds there.
             Plan(
                 "local",
                 TINYLLAMA.key,
                 ("cold", "warm"),
-                75.0,
+                90.0,
                 LOCAL_STRATEGIES,
                 both_forms=(MMAP_VIEW,),
                 repeats=5,
             ),
-            Plan("hdd", GGUF_Q4K.key, ("cold",), 45.0, SLOW_STRATEGIES),
-            Plan("hdd", SMALL.key, ("cold",), 50.0, SLOW_STRATEGIES),
+            Plan("hdd", GGUF_Q4K.key, ("cold",), 60.0, SLOW_STRATEGIES),
+            Plan("hdd", SMALL.key, ("cold",), 60.0, SLOW_STRATEGIES),
             Plan(
                 "fuse",
                 TINYLLAMA.key,

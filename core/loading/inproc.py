@@ -40,7 +40,7 @@ def _load(
     check_memory(model, options)
     paths = [f.path for f in model.files]
     if options.cache != "keep":
-        cache.prepare(paths, options.cache)
+        cache.prepare(paths, options.cache, arrays=strategy_class.fills_arrays(options))
     readers = min(MAX_PARALLEL, options.workers * options.threads)
     indexes = load_order(model)
     sink = TensorSink(

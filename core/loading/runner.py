@@ -172,7 +172,12 @@ class LoadRun:
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
         every worker is ready; a start gate that replaces it calls this)."""
-        return cache.prepare(self.paths, self.options.cache, stop=self._cancel)
+        return cache.prepare(
+            self.paths,
+            self.options.cache,
+            stop=self._cancel,
+            arrays=self.strategy_class.fills_arrays(self.options),
+        )
 
     def cancel(self) -> None:
         self._cancel.set()

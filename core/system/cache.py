@@ -214,8 +214,13 @@ def prepare(
     mode: CacheMode,
     stop: threading.Event | None = None,
     method: Method = "auto",
+    *,
+    arrays: bool = True,
 ) -> CacheState:
-    """Put the files in the requested cache state and measure what was really reached."""
+    """Put the files in the requested cache state and measure what was really reached.
+
+    ``arrays``: the load allocates arrays for the bytes it reads (False for a discard load or
+    one whose tensors are views of a file mapping): priming covers them too."""
     if mode not in CACHE_MODES:
         raise OptionsError(f"unknown cache mode {mode!r}: use cold, warm or keep")
     names = as_paths(paths)
@@ -223,7 +228,7 @@ def prepare(
         evict(names)
     elif mode == "warm":
         warm(names, stop)
-    primed = _prime_for(names, mode, stop)
+    primed = _prime_for(names, mode, stop, arrays=arrays)
     fraction, used, found = measure_files(names, method)
     hidden = [name for name in names if hidden_reason(name) is not None]
     cold = fraction <= COLD_THRESHOLD and not hidden
@@ -251,16 +256,17 @@ def prepare(
 
 
 def _prime_for(
-    names: list[str], mode: CacheMode, stop: threading.Event | None
+    names: list[str], mode: CacheMode, stop: threading.Event | None, *, arrays: bool
 ) -> host_memory.Primed:
     """Prime what the load will take from free memory: the files' page cache when cold, and
-    as much again for its arrays; never more than is free (priming must evict nothing)."""
+    as much again when it allocates arrays; never more than is free (priming must evict
+    nothing). Priming what a load never takes would only cost the run its seconds."""
     if not host_memory.reports_free_pages():
         return host_memory.NOT_PRIMED
     size = sum(os.stat(name).st_size for name in names)
     facts = memory_facts()
     room = min(facts.free, facts.usable) - host_memory.PRIME_RESERVE
-    need = size * (2 if mode == "cold" else 1)
+    need = size * ((mode == "cold") + arrays)
     if need < host_memory.PRIME_MIN:
         return host_memory.NOT_PRIMED
     return host_memory.prime(min(need, room), stop)

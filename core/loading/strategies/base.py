@@ -277,6 +277,12 @@ class Strategy:
     def partition_for(cls, options: LoadOptions) -> str:
         return cls.forced_partition or options.partition
 
+    @classmethod
+    def fills_arrays(cls, options: LoadOptions) -> bool:
+        """Whether the load takes fresh memory for arrays of its bytes, besides the page
+        cache (not when it discards them, nor when its tensors are views of a mapping)."""
+        return cls.allocates and not options.discard
+
 
 STRATEGIES: dict[str, type[Strategy]] = {}
 

@@ -83,6 +83,37 @@ def test_prepare_primes_the_page_cache_and_the_arrays_of_a_cold_load(
     assert warm.primed.bytes == 4 * MIB  # the page cache is already there
 
 
+def test_a_load_that_fills_no_arrays_primes_only_its_page_cache(
+    tmp_path: Path, reporting: None
+) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    assert cache.prepare([path], "cold", arrays=False).primed.bytes == 4 * MIB
+    assert cache.prepare([path], "warm", arrays=False).primed.bytes == 0  # takes nothing
+
+
+@pytest.mark.parametrize(
+    ("strategy", "options", "arrays"),
+    [
+        ("sequential", {}, True),
+        ("sequential", {"discard": True}, False),  # a ceiling: reads into a reused buffer
+        ("mmap-view", {}, False),  # views of the page cache
+        ("mmap", {}, True),  # copies out of the mapping
+    ],
+)
+def test_each_run_primes_what_its_strategy_takes(
+    tmp_path: Path, reporting: None, strategy: str, options: dict[str, bool], arrays: bool
+) -> None:
+    from modelmon.core import measure
+    from modelmon.core.model.synth import write_safetensors_model
+
+    model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
+    size = sum(f.stat().st_size for f in tmp_path.glob("*.safetensors"))
+    result = measure(model, strategy, workers=1, threads=1, cache="cold", **options)
+    assert result.status == "ok"
+    assert result.cache.primed.bytes == size * (1 + arrays)
+
+
 def test_small_loads_are_not_primed(tmp_path: Path, reporting: None) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
