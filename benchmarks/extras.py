@@ -1,5 +1,7 @@
-"""The sections beside the throughput tables: monitoring overhead, peak memory, plan time for
-a 100 000-tensor model, and the GUI tick latency (``benchmarks/gui_tick.py``, when present)."""
+"""The sections beside the throughput tables: monitoring overhead, plan time for a 100 000-tensor
+model, and the GUI tick latency (``benchmarks/gui_tick.py``, when present). Each is measured
+here and rendered here, as its markdown for docs/benchmarks.md (peak memory is measured in
+``memory.py``; report.py renders that section)."""
 
 from __future__ import annotations
 
@@ -156,3 +158,81 @@ def gui_tick(timeout_s: float = 150.0) -> dict[str, Any]:
     if not isinstance(data, dict):
         return {"skipped": "benchmarks/gui_tick.py printed no JSON object"}
     return {"result": data}
+
+
+# --- their sections of docs/benchmarks.md (report.py puts them in place) -------------
+
+
+def overhead_section(results: dict[str, Any]) -> list[str]:
+    over = results.get("overhead") or {}
+    if "skipped" in over:
+        return [f"Skipped: {over['skipped']}\n"]
+    if not over:
+        return ["Not run.\n"]
+    lines = [
+        f"`benchmarks/monitor_overhead.py` on {over['model_key']}: `{over['strategy']}`, "
+        f"{over['workers']} workers, discard mode, cold, {over['pairs']} pairs alternating "
+        f"(monitored first in every other pair).\n",
+        "| monitored MB/s | unmonitored MB/s | ratio per pair | median ratio | overhead | "
+        "sampler CPU (share of one core) |\n| ---: | ---: | --- | ---: | ---: | ---: |\n"
+        f"| {over['median_mbps_monitored']:,.0f} | {over['median_mbps_unmonitored']:,.0f} | "
+        f"{', '.join(f'{r:.3f}' for r in over['ratios'])} | {over['median_ratio']:.3f} | "
+        f"{over['overhead']:.1%} | {over['sampler_core_share_median']:.2%} |\n",
+    ]
+    if "judged_on" in over:  # results of this version of the benchmark
+        costs = ", ".join(
+            f"{name} {us:.0f} µs" for name, us in over["source_cpu_us_per_sample"].items()
+        )
+        lines.append(
+            "The target is judged on the sampler's CPU share: the CPU its thread used from the "
+            "first sample to the last, beside the load, as a share of one core (its baselines "
+            "before the load and its final sample after it left out; with them, over the load's "
+            f"time: {over['sampler_thread_share_median']:.2%}). The sampler can slow a load "
+            "only by taking CPU from it, so this bounds the overhead; the per-pair ratios "
+            "spread far more than 3 % on a shared machine and are shown as evidence only. "
+            f"Sampler CPU per sample: {costs}.\n"
+        )
+    return lines
+
+
+def plan_section(results: dict[str, Any]) -> list[str]:
+    plan = results.get("plan") or {}
+    if "in_memory_s" not in plan:
+        return [f"Skipped: {plan.get('skipped', 'not run')}\n"]
+    load = plan.get("whole_load") or {}
+    return [
+        f"{plan['tensors']:,} tensors, {plan['workers']} workers, "
+        f"{plan['chunk'] // MiB} MiB reads. `partition` + `coalesce` on a `Model` built in "
+        f"memory: **{plan['in_memory_s'] * 1000:.0f} ms**. A real safetensors file of "
+        f"{plan['tensors']:,} 32-byte tensors ({plan['header_bytes'] / 1e6:.1f} MB header): "
+        f"`open_model` {plan['open_model_s'] * 1000:.0f} ms + plan "
+        f"{plan['plan_after_open_s'] * 1000:.0f} ms = **{plan['open_and_plan_s'] * 1000:.0f} "
+        f"ms** (medians of 3). A whole `sequential` load of that file ({load.get('status')}) "
+        f"took {load.get('wall_s', 0):.2f} s wall, spawn and parse in every worker "
+        f"included.\n"
+    ]
+
+
+def gui_section(results: dict[str, Any]) -> list[str]:
+    tick = results.get("gui_tick") or {}
+    head = (
+        "<!-- GUI tick: filled by benchmarks/run.py from `python -m benchmarks.gui_tick` "
+        "(QT_QPA_PLATFORM=offscreen) when that script exists and prints JSON. -->\n"
+    )
+    if "result" not in tick:
+        return [head, f"*Placeholder:* {tick.get('skipped', 'not run')}.\n"]
+    lines = ["| measure | value |", "| --- | --- |"]
+    for key, value in tick["result"].items():
+        shown = (
+            json.dumps(value, separators=(", ", ": "), default=str)
+            if isinstance(value, dict | list)
+            else value
+        )
+        lines.append(
+            f"| {key} | `{shown}` |" if isinstance(value, dict | list) else f"| {key} | {shown} |"
+        )
+    return [
+        head,
+        "From `python -m benchmarks.gui_tick` (its own defaults), run by this command.\n",
+        "\n".join(lines) + "\n",
+    ]

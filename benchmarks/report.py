@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from benchmarks import knobs
+from benchmarks import extras, knobs
 from benchmarks.explain import explain_miss
 from benchmarks.peers import PEERS
 from benchmarks.regret_tables import regret_summary, regret_table
@@ -190,38 +189,6 @@ def peers_section(results: dict[str, Any]) -> list[str]:
     return ["\n".join(lines) + "\n"]
 
 
-def overhead_section(results: dict[str, Any]) -> list[str]:
-    over = results.get("overhead") or {}
-    if "skipped" in over:
-        return [f"Skipped: {over['skipped']}\n"]
-    if not over:
-        return ["Not run.\n"]
-    lines = [
-        f"`benchmarks/monitor_overhead.py` on {over['model_key']}: `{over['strategy']}`, "
-        f"{over['workers']} workers, discard mode, cold, {over['pairs']} pairs alternating "
-        f"(monitored first in every other pair).\n",
-        "| monitored MB/s | unmonitored MB/s | ratio per pair | median ratio | overhead | "
-        "sampler CPU (share of one core) |\n| ---: | ---: | --- | ---: | ---: | ---: |\n"
-        f"| {_mb(over['median_mbps_monitored'])} | {_mb(over['median_mbps_unmonitored'])} | "
-        f"{', '.join(f'{r:.3f}' for r in over['ratios'])} | {over['median_ratio']:.3f} | "
-        f"{over['overhead']:.1%} | {over['sampler_core_share_median']:.2%} |\n",
-    ]
-    if "judged_on" in over:  # results of this version of the benchmark
-        costs = ", ".join(
-            f"{name} {us:.0f} µs" for name, us in over["source_cpu_us_per_sample"].items()
-        )
-        lines.append(
-            "The target is judged on the sampler's CPU share: the CPU its thread used from the "
-            "first sample to the last, beside the load, as a share of one core (its baselines "
-            "before the load and its final sample after it left out; with them, over the load's "
-            f"time: {over['sampler_thread_share_median']:.2%}). The sampler can slow a load "
-            "only by taking CPU from it, so this bounds the overhead; the per-pair ratios "
-            "spread far more than 3 % on a shared machine and are shown as evidence only. "
-            f"Sampler CPU per sample: {costs}.\n"
-        )
-    return lines
-
-
 def memory_section(results: dict[str, Any]) -> list[str]:
     memory = results.get("memory") or {}
     if "skipped" in memory:
@@ -277,49 +244,6 @@ def memory_section(results: dict[str, Any]) -> list[str]:
     return out or ["Not run.\n"]
 
 
-def plan_section(results: dict[str, Any]) -> list[str]:
-    plan = results.get("plan") or {}
-    if "in_memory_s" not in plan:
-        return [f"Skipped: {plan.get('skipped', 'not run')}\n"]
-    load = plan.get("whole_load") or {}
-    return [
-        f"{plan['tensors']:,} tensors, {plan['workers']} workers, "
-        f"{plan['chunk'] // MiB} MiB reads. `partition` + `coalesce` on a `Model` built in "
-        f"memory: **{plan['in_memory_s'] * 1000:.0f} ms**. A real safetensors file of "
-        f"{plan['tensors']:,} 32-byte tensors ({plan['header_bytes'] / 1e6:.1f} MB header): "
-        f"`open_model` {plan['open_model_s'] * 1000:.0f} ms + plan "
-        f"{plan['plan_after_open_s'] * 1000:.0f} ms = **{plan['open_and_plan_s'] * 1000:.0f} "
-        f"ms** (medians of 3). A whole `sequential` load of that file ({load.get('status')}) "
-        f"took {load.get('wall_s', 0):.2f} s wall, spawn and parse in every worker "
-        f"included.\n"
-    ]
-
-
-def gui_section(results: dict[str, Any]) -> list[str]:
-    tick = results.get("gui_tick") or {}
-    head = (
-        "<!-- GUI tick: filled by benchmarks/run.py from `python -m benchmarks.gui_tick` "
-        "(QT_QPA_PLATFORM=offscreen) when that script exists and prints JSON. -->\n"
-    )
-    if "result" not in tick:
-        return [head, f"*Placeholder:* {tick.get('skipped', 'not run')}.\n"]
-    lines = ["| measure | value |", "| --- | --- |"]
-    for key, value in tick["result"].items():
-        shown = (
-            json.dumps(value, separators=(", ", ": "), default=str)
-            if isinstance(value, dict | list)
-            else value
-        )
-        lines.append(
-            f"| {key} | `{shown}` |" if isinstance(value, dict | list) else f"| {key} | {shown} |"
-        )
-    return [
-        head,
-        "From `python -m benchmarks.gui_tick` (its own defaults), run by this command.\n",
-        "\n".join(lines) + "\n",
-    ]
-
-
 def render(results: dict[str, Any]) -> str:
     machine = results["machine"]
     out = [
@@ -368,10 +292,10 @@ def render(results: dict[str, Any]) -> str:
     out += ["## Regret of recommend()\n", *_regret_notes(), *regret_summary(results)]
     out += ["## Ranks on one node: replicas on FUSE\n", *ranks_section(results)]
     out += ["## Peers\n", *peers_section(results)]
-    out += ["## Monitoring overhead\n", *overhead_section(results)]
+    out += ["## Monitoring overhead\n", *extras.overhead_section(results)]
     out += ["## Peak memory\n", *memory_section(results)]
-    out += ["## Plan time for a 100 000-tensor model\n", *plan_section(results)]
-    out += ["## GUI event-loop tick latency\n", *gui_section(results)]
+    out += ["## Plan time for a 100 000-tensor model\n", *extras.plan_section(results)]
+    out += ["## GUI event-loop tick latency\n", *extras.gui_section(results)]
     if "knobs" in results:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results["knobs"]))
     return "\n".join(out).rstrip() + "\n"

@@ -46,7 +46,7 @@ class Exporter(QObject):
 
     @property
     def can_export_ab(self) -> bool:
-        return self.w.ab_result is not None and self.w.info is not None
+        return self.w.ab_history.result is not None and self.w.info is not None
 
     def export_results(self, path: str) -> None:
         """JSON or CSV by the file name's suffix (.csv → CSV, anything else → JSON)."""
@@ -56,7 +56,8 @@ class Exporter(QObject):
             return
         records, ceilings = list(w.records), w.ceilings
         # The last A/B with a verdict, even when a later one was cancelled.
-        session, ab = w.completed_abs[-1] if w.completed_abs else (None, None)
+        completed = w.ab_history.completed
+        session, ab = completed[-1] if completed else (None, None)
         model = w.info.path if w.info is not None else ""
         if Path(path).suffix.lower() == ".csv":
             self._background(
@@ -72,12 +73,12 @@ class Exporter(QObject):
     def export_ab_config(self, path: str) -> None:
         """The faster side of the last A/B, with its evidence, as a modelmon config (TOML)."""
         w = self.w
-        if w.ab_result is None or w.info is None:
+        if w.ab_history.result is None or w.info is None:
             self._report(False, "No A/B yet: run A/B × n first, then export its winner.")
             return
         from modelmon.gui.state.ab_config import ab_document, pick, shared_fd_note
 
-        ab, ceilings, model = w.ab_result, w.ceilings, w.info.model
+        ab, ceilings, model = w.ab_history.result, w.ceilings, w.info.model
         chosen = pick(ab)
         side = chosen.side
         caveat = shared_fd_note(ab, chosen)

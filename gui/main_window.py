@@ -20,22 +20,19 @@ from PySide6.QtWidgets import (
 )
 
 from modelmon.core.system.discovery import Discovery, discover_models
+from modelmon.gui.export_dialogs import ExportDialogs
 from modelmon.gui.model_loader import ModelLoader
 from modelmon.gui.recent import RecentFiles
 from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.recent_entries import recent_label
-from modelmon.gui.state.save_location import save_start
 from modelmon.gui.view_menus import HelpMenu, SampleMenu, ThemeMenu
 from modelmon.gui.widgets.message_bar import MessageBar
-from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
 from modelmon.gui.workspace import Workspace
 
 MODEL_FILTER = "Models (*.safetensors *.gguf *.json);;All files (*)"
-RESULT_FILTERS = {"json": "JSON (*.json);;All files (*)", "csv": "CSV (*.csv);;All files (*)"}
-PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
 # Below this the model facts, the two configurations and a plot no longer fit side by side
 # even with the panels scrolling; the default size is larger, the screen permitting.
 MINIMUM_SIZE = QSize(800, 500)
@@ -80,6 +77,7 @@ class MainWindow(QMainWindow):
         self.busy.hide()
         self._pending_open: str | None = None
         self.confirmation: QMessageBox | None = None  # while asking (tests answer it)
+        self.exports = ExportDialogs(self, self.settings, self.workspace)
         self._make_menus()
         self._wire()
         self._restore()
@@ -114,28 +112,28 @@ class MainWindow(QMainWindow):
             files,
             "Export &recommended configuration…",
             "Ctrl+E",
-            self.export_recommended,
+            self.exports.export_recommended,
             "Search for the fastest configuration within a time budget and write it as TOML.",
         )
         self.ab_config_action = self._action(
             files,
             "Export A/B &winner as configuration…",
             "Ctrl+Shift+E",
-            self.export_ab_config,
+            self.exports.export_ab_config,
             "Write the faster side of the last A/B, with its evidence, as a TOML config.",
         )
         self.json_action = self._action(
             files,
             "Export results as &JSON…",
             "Ctrl+Shift+J",
-            lambda: self.export_results("json"),
+            lambda: self.exports.export_results("json"),
             "Write every run (with its metric series), the ceilings and the A/B as JSON.",
         )
         self.csv_action = self._action(
             files,
             "Export results as &CSV…",
             "Ctrl+Shift+C",
-            lambda: self.export_results("csv"),
+            lambda: self.exports.export_results("csv"),
             "Write the results table, one run a row, as CSV.",
         )
         plots = files.addMenu("Export &plot")
@@ -145,7 +143,7 @@ class MainWindow(QMainWindow):
                 plots,
                 f"{name}…",
                 None,
-                lambda _=False, name=name: self.export_plot(name),
+                lambda _=False, name=name: self.exports.export_plot(name),
                 f"Save the {name.lower()} plot as PNG or SVG.",
             )
             for name in self.workspace.plots
@@ -345,41 +343,6 @@ class MainWindow(QMainWindow):
         for label, panel in self.workspace.panels.items():
             self.settings.set_config(label, panel.strategy(), panel.options())
         self.settings.set_pairs(self.workspace.compare.pairs.value())
-
-    # --- exports ------------------------------------------------------------------------------
-
-    def _save_path(self, title: str, name: str, filters: str) -> str:
-        """Ask where to save, starting in the last export folder; remember the folder."""
-        start = save_start(self.settings.export_folder(), name)
-        path, _ = QFileDialog.getSaveFileName(self, title, start, filters)
-        if path:
-            self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
-        return path
-
-    def export_recommended(self) -> None:
-        folder = os.path.dirname(save_start(self.settings.export_folder(), "modelmon.toml"))
-        dialog = RecommendDialog(folder, self)
-        if dialog.exec():
-            budget, path = dialog.values()
-            if path:
-                self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
-                self.workspace.recommend(budget, path)
-
-    def export_ab_config(self) -> None:
-        path = self._save_path("Export A/B winner", "modelmon.toml", TOML_FILTER)
-        if path:
-            self.workspace.exporter.export_ab_config(path)
-
-    def export_results(self, kind: str) -> None:
-        path = self._save_path("Export results", f"modelmon-results.{kind}", RESULT_FILTERS[kind])
-        if path:
-            self.workspace.exporter.export_results(path)
-
-    def export_plot(self, name: str) -> None:
-        default = name.lower().replace(" ", "-") + ".png"
-        path = self._save_path(f"Export plot: {name}", default, PLOT_FILTER)
-        if path:
-            self.workspace.exporter.export_plot(name, path)
 
     # --- drag and drop, closing -----------------------------------------------------------
 

@@ -231,7 +231,7 @@ class RunRouter(QObject):
         # done so far; the user asked to stop, so that is reported as cancelled too.
         if isinstance(end.value, ABResult) and not end.cancelled:
             ab = end.value
-            w.ab_result = ab
+            w.ab_history.finish(ab)
             w.compare.show_verdict(ab)
             # The verdict is shown large in the compare bar: no message repeating it.
             pairs = min(ab.a.runs, ab.b.runs)

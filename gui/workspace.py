@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from modelmon.core.errors import OptionsError
-from modelmon.core.measuring.ab import ABResult, Config
+from modelmon.core.measuring.ab import Config
 from modelmon.core.measuring.ceilings import Ceilings
 from modelmon.core.options import LoadOptions
 from modelmon.gui.bridge import LoadController
@@ -34,7 +34,7 @@ from modelmon.gui.plots.residency import ResidencyPlot
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
 from modelmon.gui.run_router import RunRouter
-from modelmon.gui.state.ab_session import ab_cache
+from modelmon.gui.state.ab_session import ABHistory, ab_cache
 from modelmon.gui.state.jobs import (
     SAMPLE_INTERVAL_S,
     ABJob,
@@ -92,12 +92,7 @@ class Workspace(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.info: ModelInfo | None = None
-        self._ab_result: ABResult | None = None
-        # Every A/B of this model that ended with a verdict, with its session's name: a later
-        # A/B that is cancelled doesn't take the earlier verdict out of the exports.
-        self.completed_abs: list[tuple[str, ABResult]] = []
-        self.ab_sessions = 0  # A/Bs started on this model: numbers their sessions
-        self.ab_session: str | None = None  # the name of the running or last A/B
+        self.ab_history = ABHistory()  # this model's A/Bs: their sessions and verdicts
         self.ceilings: Ceilings | None = None
         self.ceiling_repeats = CEILING_REPEATS
         self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' period for the next runs
@@ -251,17 +246,6 @@ class Workspace(QWidget):
         self.rows.setSizes(list(row_heights(total, needs)))
 
     @property
-    def ab_result(self) -> ABResult | None:
-        """The last A/B's verdict; None while an A/B runs or when the last had none."""
-        return self._ab_result
-
-    @ab_result.setter
-    def ab_result(self, ab: ABResult | None) -> None:
-        self._ab_result = ab
-        if ab is not None:
-            self.completed_abs.append((self.ab_session or "A/B", ab))
-
-    @property
     def running(self) -> bool:
         return self.controller.running
 
@@ -276,7 +260,8 @@ class Workspace(QWidget):
             raise RuntimeError("cancel the running job before opening another model")
         if self.info is not None:
             self.sessions.stash(
-                self.info.path, ModelResults(list(self.records), self.ab_result, self.ceilings)
+                self.info.path,
+                ModelResults(list(self.records), self.ab_history.result, self.ceilings),
             )
         kept = self.sessions.take(info.path)
         self.info = info
@@ -291,10 +276,7 @@ class Workspace(QWidget):
         self.results.results.clear()
         for record in kept.records:
             self.results.add(record)
-        self.completed_abs.clear()
-        self.ab_sessions = 0
-        self.ab_session = None
-        self.ab_result = kept.ab_result
+        self.ab_history.restore(kept.ab_result)
         self.router.set_ceilings(kept.ceilings)
         self.compare.clear_verdict()
         if kept.ab_result is not None:
@@ -349,11 +331,9 @@ class Workspace(QWidget):
         # The plots show this A/B's runs only: never a run of an earlier one beside them.
         self.clear_run_plots()
         self.plots_show_ab = True
-        self.ab_result = None  # the export of "the last A/B's winner" must not pick an older one
+        session = self.ab_history.start(time.strftime("%H:%M:%S"))  # no last verdict until it ends
         self.state_changed.emit()
-        self.ab_sessions += 1
-        self.ab_session = f"A/B {self.ab_sessions} at {time.strftime('%H:%M:%S')}"
-        self._start(ABJob(self.info.model, a, b, pairs, cache, self.ab_session))
+        self._start(ABJob(self.info.model, a, b, pairs, cache, session))
         self.router.ab_pairs = pairs
         self.compare.show_running(pairs)
 

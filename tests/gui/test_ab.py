@@ -34,9 +34,9 @@ def test_ab_times_two_shows_a_verdict_and_every_run(qtbot, window: MainWindow, s
     workspace.compare.ab_button.click()
     assert workspace.running and not workspace.compare.ab_button.isEnabled()
     wait_idle(qtbot, window)
-    ab = workspace.ab_result
+    ab = workspace.ab_history.result
     assert ab is not None, window.messages.message()
-    session = workspace.ab_session
+    session = workspace.ab_history.session
     assert [r.run_name for r in workspace.records] == [
         f"A · pair 1 · {session}",
         f"B · pair 1 · {session}",
@@ -90,7 +90,7 @@ def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_mo
     wait_idle(qtbot, window, 10_000)
     assert time.monotonic() - cancelled_at < 2.0
     assert worker_processes() == []
-    assert workspace.ab_result is None
+    assert workspace.ab_history.result is None
     assert workspace.compare.verdict.text() == "A/B cancelled after 0 of 3 pairs: no verdict"
     (record,) = workspace.records
     assert workspace.results.results.cell_text(record, STATUS).startswith("cancelled")

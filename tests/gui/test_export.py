@@ -70,7 +70,7 @@ def test_ab_winner_results_and_plots_export(
     workspace, exporter = window.workspace, window.workspace.exporter
     workspace.run_ab(1)
     wait_idle(qtbot, window)
-    ab = workspace.ab_result
+    ab = workspace.ab_history.result
     assert ab is not None, window.messages.message()
 
     ok, text = export(qtbot, window, exporter.export_ab_config, tmp_path / "ab.toml")
@@ -85,7 +85,7 @@ def test_ab_winner_results_and_plots_export(
     ok, text = export(qtbot, window, exporter.export_results, tmp_path / "results.json")
     assert ok, text
     document = json.loads((tmp_path / "results.json").read_text())
-    session = workspace.ab_session
+    session = workspace.ab_history.session
     assert session is not None and session.startswith("A/B 1 at ")
     assert [run["run"] for run in document["runs"]] == [
         f"A · pair 1 · {session}",
@@ -172,7 +172,7 @@ def test_an_ab_winner_on_one_shared_descriptor_carries_the_recommendations_cavea
         workspace.panels[label].strategy_box.setCurrentText("mmap-shared-fd")
     workspace.run_ab(1)
     wait_idle(qtbot, window)
-    assert workspace.ab_result is not None, window.messages.message()
+    assert workspace.ab_history.result is not None, window.messages.message()
     target = tmp_path / "ab.toml"
     ok, text = export(qtbot, window, workspace.exporter.export_ab_config, target)
     assert ok and "Caveat: mmap-shared-fd" in text and SHARED_FD_CAVEAT in text

@@ -76,7 +76,7 @@ def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
         workspace.panels[label].set_config("sequential", MEDIUM_OPTIONS)
     workspace.run_ab(1)
     wait_idle(qtbot, window)
-    assert workspace.ab_result is not None and workspace.throughput.run_labels == ["A", "B"]
+    assert workspace.ab_history.result is not None and workspace.throughput.run_labels == ["A", "B"]
     start_slow_ab(qtbot, workspace, 2)
     workspace.cancel()
     wait_idle(qtbot, window)

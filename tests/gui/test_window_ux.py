@@ -231,13 +231,13 @@ def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(
         workspace.panels[label].set_config(strategy, MEDIUM_OPTIONS)
     workspace.run_ab(1)
     wait_idle(qtbot, window, 60_000)
-    first = workspace.ab_result
+    first = workspace.ab_history.result
     assert first is not None, window.messages.message()
-    first_session = workspace.ab_session
+    first_session = workspace.ab_history.session
     start_slow_ab(qtbot, workspace, 2)
     workspace.cancel()
     wait_idle(qtbot, window)
-    assert workspace.ab_result is None and workspace.ab_session != first_session
+    assert workspace.ab_history.result is None and workspace.ab_history.session != first_session
     path = tmp_path / "results.json"
     with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
         workspace.exporter.export_results(str(path))
@@ -247,7 +247,7 @@ def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(
     assert document["ab"]["session"] == first_session
     names = [run["run"] for run in document["runs"]]
     assert len(names) == len(set(names)) == 3  # two of the first A/B, one cancelled
-    assert names[2].endswith(workspace.ab_session)
+    assert names[2].endswith(workspace.ab_history.session)
 
 
 def test_the_system_theme_follows_the_desktop_and_a_chosen_one_does_not(

@@ -1,15 +1,18 @@
-"""Recent-model labels, where save dialogs start, the A/B's cache state, the Help texts."""
+"""Recent-model labels, where save dialogs start, the A/B's cache state and sessions, the Help
+texts."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from modelmon import __version__
 from modelmon.core.errors import OptionsError
+from modelmon.core.measuring.ab import ABResult
 from modelmon.core.options import LoadOptions
-from modelmon.gui.state.ab_session import ab_cache
+from modelmon.gui.state.ab_session import ABHistory, ab_cache
 from modelmon.gui.state.help_text import about_html, how_it_measures, shortcuts_html
 from modelmon.gui.state.recent_entries import normalised, recent_label, still_there
 from modelmon.gui.state.save_location import save_start
@@ -46,6 +49,21 @@ def test_an_ab_starts_from_the_cache_state_both_sides_name():
     assert ab_cache(LoadOptions(cache="warm"), LoadOptions(cache="warm", workers=2)) == "warm"
     with pytest.raises(OptionsError, match="A is 'cold', B is 'warm'"):
         ab_cache(LoadOptions(cache="cold"), LoadOptions(cache="warm"))
+
+
+def test_ab_sessions_are_numbered_and_a_cancelled_one_keeps_the_earlier_verdict():
+    first, kept = cast(ABResult, object()), cast(ABResult, object())
+    history = ABHistory()
+    assert history.start("10:00:00") == "A/B 1 at 10:00:00"
+    history.finish(first)
+    assert history.result is first and history.completed == [("A/B 1 at 10:00:00", first)]
+    assert history.start("10:05:00") == "A/B 2 at 10:05:00"  # then cancelled: no verdict
+    assert history.result is None and history.completed == [("A/B 1 at 10:00:00", first)]
+    history.restore(kept)  # another model, with the verdict kept from its last visit
+    assert history.result is kept and history.completed == [("A/B", kept)]
+    assert history.start("11:00:00") == "A/B 1 at 11:00:00"
+    history.restore(None)
+    assert history.result is None and history.session is None and not history.completed
 
 
 def test_how_it_measures_is_the_readme_section_word_for_word():

@@ -1,0 +1,63 @@
+"""File ▸ Export, the asking part: where each export goes; the workspace then writes it.
+
+Save dialogs start in the last folder exported to (``state/save_location``), never the
+model's, and the folder chosen is remembered for the next export. The writing is
+``Exporter``'s (``gui/exporter.py``); the recommendation is a job the workspace starts.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from modelmon.gui.settings import AppSettings
+from modelmon.gui.state.save_location import save_start
+from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
+
+if TYPE_CHECKING:
+    from modelmon.gui.workspace import Workspace
+
+RESULT_FILTERS = {"json": "JSON (*.json);;All files (*)", "csv": "CSV (*.csv);;All files (*)"}
+PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
+
+
+class ExportDialogs:
+    """The dialogs behind the File ▸ Export actions, shown over ``window``."""
+
+    def __init__(self, window: QWidget, settings: AppSettings, workspace: Workspace) -> None:
+        self.window, self.settings, self.workspace = window, settings, workspace
+
+    def _save_path(self, title: str, name: str, filters: str) -> str:
+        """Ask where to save, starting in the last export folder; remember the folder."""
+        start = save_start(self.settings.export_folder(), name)
+        path, _ = QFileDialog.getSaveFileName(self.window, title, start, filters)
+        if path:
+            self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
+        return path
+
+    def export_recommended(self) -> None:
+        folder = os.path.dirname(save_start(self.settings.export_folder(), "modelmon.toml"))
+        dialog = RecommendDialog(folder, self.window)
+        if dialog.exec():
+            budget, path = dialog.values()
+            if path:
+                self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
+                self.workspace.recommend(budget, path)
+
+    def export_ab_config(self) -> None:
+        path = self._save_path("Export A/B winner", "modelmon.toml", TOML_FILTER)
+        if path:
+            self.workspace.exporter.export_ab_config(path)
+
+    def export_results(self, kind: str) -> None:
+        path = self._save_path("Export results", f"modelmon-results.{kind}", RESULT_FILTERS[kind])
+        if path:
+            self.workspace.exporter.export_results(path)
+
+    def export_plot(self, name: str) -> None:
+        default = name.lower().replace(" ", "-") + ".png"
+        path = self._save_path(f"Export plot: {name}", default, PLOT_FILTER)
+        if path:
+            self.workspace.exporter.export_plot(name, path)
