@@ -14,22 +14,24 @@ join → terminate → kill, so no worker outlives the run.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import multiprocessing as mp
 import os
-import signal
-import sys
 import threading
 import time
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import send_handle
 from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
+from modelmon.core.loading.processes import (
+    JOIN_GRACE_S,
+    exit_description,
+    main_module_hidden,
+    stop_processes,
+)
 from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
 from modelmon.core.loading.sharing import SharedShares
 from modelmon.core.loading.sink import Span, check_spans, span_checksums
@@ -50,7 +52,6 @@ from modelmon.core.system import cache, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 
 READY_TIMEOUT_S = 120.0
-JOIN_GRACE_S = 0.5
 
 
 def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -> None:
@@ -66,54 +67,6 @@ def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -
             f"{gib_text(usable)} of RAM available; use discard mode (--discard) to "
             "measure it streaming through bounded buffers"
         )
-
-
-def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> None:
-    """join → terminate → kill, each with a short grace; returns when all are reaped."""
-    deadline = time.monotonic() + grace_s
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for step in ("terminate", "kill"):
-        alive = [p for p in processes if p.is_alive()]
-        if not alive:
-            return
-        for process in alive:
-            getattr(process, step)()
-        deadline = time.monotonic() + grace_s
-        for process in alive:
-            process.join(max(0.0, deadline - time.monotonic()))
-
-
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """Start spawn children without re-running the parent's ``__main__`` script.
-
-    ``spawn`` re-imports the main script in every child; a script (or app) that imports Qt at
-    the top would put Qt in every worker. The workers need nothing from it: their entry point
-    is ``worker_main``, imported by name. So while starting them, ``__main__`` is a bare module.
-    """
-    real = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = real
-
-
-def _exit_description(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "still running"
-    if exitcode < 0:
-        if -exitcode == signal.SIGBUS:
-            return (
-                "killed by SIGBUS: a mapped page vanished (was the file truncated or "
-                "replaced during the load?)"
-            )
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exited with code {exitcode}"
 
 
 class LoadRun:
@@ -237,7 +190,7 @@ class LoadRun:
                     args=(task, child_end, stop, go, shares),
                     daemon=True,
                 )
-                with _main_module_hidden():
+                with main_module_hidden():
                     process.start()
                 child_end.close()
                 for descriptor in shared:
@@ -301,7 +254,7 @@ class LoadRun:
                         code = processes[worker].exitcode
                         self._failure = (
                             f"worker {worker} (pid {processes[worker].pid}) "
-                            f"{_exit_description(code)} before finishing"
+                            f"{exit_description(code)} before finishing"
                         )
                 else:
                     worker = next(w for w, c in open_conns.items() if c is item)

@@ -1,0 +1,66 @@
+"""Worker processes' lives: started without the parent's ``__main__``, ended escalating.
+
+``LoadRun``'s workers and the app's bridge end theirs through ``stop_processes``: join, then
+terminate, then kill, each with a short grace, so none outlives the run;
+``exit_description`` says in words how one ended early.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+import types
+from collections.abc import Iterator
+from typing import Any
+
+JOIN_GRACE_S = 0.5
+
+
+def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> None:
+    """join → terminate → kill, each with a short grace; returns when all are reaped."""
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for step in ("terminate", "kill"):
+        alive = [p for p in processes if p.is_alive()]
+        if not alive:
+            return
+        for process in alive:
+            getattr(process, step)()
+        deadline = time.monotonic() + grace_s
+        for process in alive:
+            process.join(max(0.0, deadline - time.monotonic()))
+
+
+@contextlib.contextmanager
+def main_module_hidden() -> Iterator[None]:
+    """Start spawn children without re-running the parent's ``__main__`` script.
+
+    ``spawn`` re-imports the main script in every child; a script (or app) that imports Qt at
+    the top would put Qt in every worker. The workers need nothing from it: their entry point
+    is ``worker_main``, imported by name. So while starting them, ``__main__`` is a bare module.
+    """
+    real = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real
+
+
+def exit_description(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        if -exitcode == signal.SIGBUS:
+            return (
+                "killed by SIGBUS: a mapped page vanished (was the file truncated or "
+                "replaced during the load?)"
+            )
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
