@@ -35,7 +35,7 @@ from modelmon.core.measuring.recommend import Recommendation, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.output.config import read_config, recommendation_document, write_config
-from modelmon.core.system import cache
+from modelmon.core.system import cache, host_memory
 from modelmon.core.system.proc_status import own_status_bytes
 
 READY_TIMEOUT_S = 120.0  # imports on a busy 2-core machine
@@ -95,6 +95,7 @@ def run_config(
         cwd=Path(__file__).resolve().parents[1],
     )
     try:
+        cache.prepare_early(files, mode)  # type: ignore[arg-type]  # while the child imports
         assert child.stdin is not None
         if _line_by(child, time.monotonic() + READY_TIMEOUT_S) != "ready\n":
             raise RuntimeError("child did not get ready")
@@ -127,6 +128,7 @@ def run_config(
         return {"status": "ok", "error": None, "mbps": mbps, **facts, **data}
     finally:
         stop_child_and_close(child)
+        host_memory.note_free()  # the child's arrays and interpreter
 
 
 def contenders(rec: Recommendation) -> list[Candidate]:

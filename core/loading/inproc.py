@@ -22,7 +22,7 @@ from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
 from modelmon.core.model.plan import load_order
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
-from modelmon.core.system import cache, readahead
+from modelmon.core.system import cache, host_memory, readahead
 
 
 def load_in_process(
@@ -40,6 +40,7 @@ def _load(
     check_memory(model, options)
     paths = [f.path for f in model.files]
     if options.cache != "keep":
+        host_memory.note_free()  # the caller's own frees are unknown: assume one just now
         cache.prepare(paths, options.cache, arrays=strategy_class.fills_arrays(options))
     readers = min(MAX_PARALLEL, options.workers * options.threads)
     indexes = load_order(model)

@@ -48,7 +48,7 @@ from modelmon.core.output.result import (
     block_timings,
     model_checksum,
 )
-from modelmon.core.system import cache, readahead, residency
+from modelmon.core.system import cache, host_memory, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 
 READY_TIMEOUT_S = 120.0
@@ -171,6 +171,7 @@ class LoadRun:
         state = cache.not_measured(self.options.cache)
         status = "ok"
         try:
+            cache.prepare_early(self.paths, self.options.cache)
             for worker in range(workers):
                 task = WorkerTask(
                     worker,
@@ -216,6 +217,7 @@ class LoadRun:
         finally:
             stop.set()
             stop_processes(processes)
+            host_memory.note_free()  # the workers' memory, their arrays and interpreters
             for conn in conns.values():
                 conn.close()
             for descriptor in shared:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from modelmon.core.options import CacheMode
-from modelmon.core.system import cache, residency
+from modelmon.core.system import cache, host_memory, residency
 
 CHILD = Path(__file__).with_name("peer_child.py")
 READY_TIMEOUT_S = 120.0
@@ -226,6 +226,7 @@ def run_peer(
         )
         state = None
         try:
+            cache.prepare_early(files, mode)  # while the child imports (torch: seconds)
             line = _readline(child, time.monotonic() + ready_timeout_s, stop, "not ready")
             if line != "ready":
                 raise RuntimeError(f"child said {line!r} instead of ready")
@@ -278,3 +279,4 @@ def run_peer(
             )
         finally:
             stop_child_and_close(child)
+            host_memory.note_free()  # the child's tensors and interpreter

@@ -85,6 +85,7 @@ def evict(paths: PathArg | Iterable[PathArg]) -> float:
     another reader pulls back in; the one retry covers writeback and readers that just finished.
     """
     names = as_paths(paths)
+    before = residency_of(names)
     for name in names:
         _drop(name)
     fraction = residency_of(names)
@@ -93,7 +94,20 @@ def evict(paths: PathArg | Iterable[PathArg]) -> float:
         for name in names:
             _drop(name)
         fraction = residency_of(names)
+    size = sum(os.stat(name).st_size for name in names)
+    unseen = any(hidden_reason(name) is not None for name in names)  # it may have dropped all
+    if unseen or (before - fraction) * size >= host_memory.FREE_WORTH_NOTING:
+        host_memory.note_free()
     return fraction
+
+
+def prepare_early(paths: PathArg | Iterable[PathArg], mode: CacheMode) -> None:
+    """What ``prepare`` can do while the loader starts (workers spawn, a peer imports torch):
+    drop a cold load's pages now, so that the report pass this free starts on a VM
+    (``host_memory``) has run by the time ``prepare`` primes; ``prepare`` drops again what
+    the loader's start read (headers)."""
+    if mode == "cold":
+        evict(paths)
 
 
 def warm(

@@ -15,7 +15,9 @@ The guest reports in passes that start about 2 s after a large free. Priming rig
 previous run's memory and page cache were freed left that pass to land inside every other
 load (768-832 MiB reported during the slow ones, none during the fast ones: 2,100 against
 2,500 MB/s, alternating). So ``prime`` first lets that pass happen, then touches: six
-loads in a row then ran 2,242-2,478 MB/s with nothing reported while they ran.
+loads in a row then ran 2,242-2,478 MB/s with nothing reported while they ran. The wait
+counts from the last large free this process noted (``note_free``): a run drops a cold
+model's pages before its workers or peer start, so the pass runs while they import.
 """
 
 from __future__ import annotations
@@ -43,6 +45,26 @@ PRIME_RESERVE = 512 << 20  # free memory priming leaves alone
 # Smaller loads are not primed: their share of host faults, or of a report pass landing in
 # them, is too small to be worth the wait before priming (REPORT_DELAY_S).
 PRIME_MIN = 256 << 20
+
+
+# When this process last freed (or saw freed) a large amount of memory: evicting a model's
+# pages, its workers or a peer exiting, priming's own unmap. None until the first: the wait
+# before priming then assumes a free just happened.
+_last_free: float | None = None
+FREE_WORTH_NOTING = 64 << 20  # a pass reporting less takes a few milliseconds
+
+
+def note_free() -> None:
+    """Say that a large amount of memory was freed just now (a report pass follows)."""
+    global _last_free
+    _last_free = time.monotonic()
+
+
+def settle_left() -> float:
+    """Seconds until the report pass started by the last noted free has surely run."""
+    if _last_free is None:
+        return REPORT_DELAY_S
+    return max(0.0, _last_free + REPORT_DELAY_S - time.monotonic())
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +106,14 @@ def prime(
     force: bool = False,
     settle_s: float | None = None,
 ) -> Primed:
-    """Wait ``settle_s`` (default ``REPORT_DELAY_S``) for the report pass that recent frees
-    started, then fault ``nbytes`` of anonymous memory in and unmap it, when free pages are
-    reported to a host (or ``force``): the load that starts right after takes those pages
-    back from the free lists before the next pass. The caller bounds ``nbytes`` by the free
-    memory."""
+    """Wait ``settle_s`` (default: what is left of ``REPORT_DELAY_S`` since the last noted
+    free) for the report pass that recent frees started, then fault ``nbytes`` of anonymous
+    memory in and unmap it, when free pages are reported to a host (or ``force``): the load
+    that starts right after takes those pages back from the free lists before the next pass.
+    The caller bounds ``nbytes`` by the free memory."""
     if nbytes <= 0 or not (force or reports_free_pages()):
         return NOT_PRIMED
-    settle = REPORT_DELAY_S if settle_s is None else settle_s
+    settle = settle_left() if settle_s is None else settle_s
     if stop is not None:
         stop.wait(settle)
     else:
@@ -131,6 +153,7 @@ def prime(
             primer.join()
     finally:
         LIBC.munmap(address, nbytes)
+        note_free()
     done = sum(touched)
     return Primed(done, time.perf_counter() - started)
 

@@ -160,3 +160,60 @@ def test_the_primed_text_names_bytes_and_seconds() -> None:
     assert host_memory.primed_text(host_memory.NOT_PRIMED) == ""
     text = host_memory.primed_text(host_memory.Primed(5_000_000_000, 0.42))
     assert text == "primed 5.0 GB of free memory in 0.42 s"
+
+
+def test_the_wait_before_priming_counts_from_the_last_noted_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(host_memory, "_last_free", None)
+    assert host_memory.settle_left() == host_memory.REPORT_DELAY_S  # unknown: assume just now
+    host_memory.note_free()
+    assert 0 < host_memory.settle_left() <= host_memory.REPORT_DELAY_S
+    monkeypatch.setattr(host_memory, "_last_free", time.monotonic() - 60)
+    assert host_memory.settle_left() == 0.0  # that pass has long run
+    started = time.monotonic()
+    host_memory.prime(MIB, force=True)
+    assert time.monotonic() - started < host_memory.REPORT_DELAY_S
+
+
+def test_primings_own_unmap_is_a_noted_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host_memory, "_last_free", None)
+    host_memory.prime(MIB, force=True, settle_s=0)
+    assert host_memory.settle_left() > 0
+
+
+def test_evicting_resident_pages_is_a_noted_free_and_evicting_none_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(host_memory, "FREE_WORTH_NOTING", MIB)
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    cache.warm([path])
+    monkeypatch.setattr(host_memory, "_last_free", None)
+    cache.evict([path])
+    assert host_memory._last_free is not None
+    monkeypatch.setattr(host_memory, "_last_free", None)
+    cache.evict([path])  # nothing left to drop
+    assert host_memory._last_free is None
+
+
+def test_a_cold_run_drops_its_pages_first_and_notes_its_workers_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from modelmon.core.loading.runner import LoadRun
+    from modelmon.core.model.synth import write_safetensors_model
+    from modelmon.core.options import LoadOptions
+
+    model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
+    frees: list[str] = []
+    monkeypatch.setattr(host_memory, "note_free", lambda: frees.append("free"))
+    early = cache.prepare_early
+
+    def prepare_early(paths: list[str], mode: str) -> None:
+        frees.append("early drop")
+        early(paths, mode)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cache, "prepare_early", prepare_early)
+    run = LoadRun(model, "sequential", LoadOptions(workers=1, threads=1, cache="cold"))
+    assert run.run().status == "ok"
+    assert frees[0] == "early drop" and frees[-1] == "free"
