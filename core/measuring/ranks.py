@@ -192,13 +192,7 @@ class RanksRun:
 
     def _prepare_cache(self) -> None:
         try:
-            paths = [f.path for f in self.model.files]
-            self._state = cache.prepare(
-                paths,
-                self.options.cache,
-                stop=self._cancel,
-                arrays=self.runs[0].strategy_class.fills_arrays(self.options),
-            )
+            self._state = self.runs[0].prepare_cache()  # every rank's files and options
         except BaseException as exc:  # raised again in every rank's thread
             self._cache_error = exc
 

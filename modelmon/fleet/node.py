@@ -76,9 +76,7 @@ def load_on_node(request: NodeRequest, node_id: str, arrive: Arrive, abort: Abor
 
     def gate(run: LoadRun) -> cache.CacheState:
         nonlocal arrived, state
-        # This node's own cache.
-        arrays = run.strategy_class.fills_arrays(request.options)
-        state = cache.prepare(run.paths, request.options.cache, arrays=arrays)
+        state = run.prepare_cache()  # this node's own cache
         arrived = True
         go, why = arrive(node_id)
         if go is None:
