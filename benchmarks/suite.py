@@ -80,7 +80,9 @@ def full_profile() -> Profile:
             # Budgets: room for the ceilings, a screening run of each candidate and ≥ 3 runs
             # of the pick (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s on hdd), each
             # run 3-5 s more where free memory is primed first (core/system/host_memory.py):
-            # on hdd 6 s a run (2.3 s of load), so a minute for ceilings, screening and pairs.
+            # on hdd 5-6 s a run (2 s of load), so a minute for ceilings (12 s), screening and
+            # pairs; the safetensors model 75 s, so that a peer (8-16 s a run: a process start
+            # and torch imports through the throttle) also fits beside the pick's evidence.
             # The virtual disk's runs of one configuration spread up to 2x: five rounds there.
             Plan(
                 "local",
@@ -92,7 +94,7 @@ def full_profile() -> Profile:
                 repeats=5,
             ),
             Plan("hdd", GGUF_Q4K.key, ("cold",), 60.0, SLOW_STRATEGIES),
-            Plan("hdd", SMALL.key, ("cold",), 60.0, SLOW_STRATEGIES),
+            Plan("hdd", SMALL.key, ("cold",), 75.0, SLOW_STRATEGIES),
             Plan(
                 "fuse",
                 TINYLLAMA.key,

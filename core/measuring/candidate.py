@@ -47,6 +47,8 @@ SIMPLICITY = (
 # it is a tie. Before this, one pair meant a tie whatever the gap, and a FUSE search whose
 # budget fitted one pair recommended the library at 160 MB/s over 4 readers at 600.
 MIN_PAIRS = 2
+# Cold runs the pick must rest on: the search keeps budget for them whatever else it plans.
+EVIDENCE_RUNS = 3
 CLEAR_MARGIN = 1.1
 # A gain smaller than this is no reason to give up the more robust finalist, however well the
 # pairs agree: two pairs 3 % apart with 0.5 % spread once picked the library (peak RSS 2.1×

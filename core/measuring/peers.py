@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import select
 import subprocess
@@ -205,13 +206,16 @@ def run_peer(
     time_limit_s: float | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
     stop: threading.Event | None = None,
+    end_by: float | None = None,
 ) -> PeerResult:
     """One load of ``files`` by a peer from the page-cache state ``mode`` (cold | warm | keep).
 
     ``time_limit_s`` bounds the load itself (from go), ``ready_timeout_s`` the child's start
-    and imports (torch takes seconds); ``stop`` ends it at once. Each gives status
+    and imports (torch takes seconds); ``end_by`` (a ``time.monotonic`` instant) the whole
+    run, imports and priming included; ``stop`` ends it at once. Each gives status
     "cancelled" with the reason in ``error`` ("time limit", "not ready", "stopped").
     """
+    end = math.inf if end_by is None else end_by
     if isinstance(settings, str):
         settings = PeerSettings(settings)
     env = {**os.environ, "RUNAI_STREAMER_LOG_LEVEL": "WARNING", **dict(settings.env)}
@@ -227,7 +231,8 @@ def run_peer(
         state = None
         try:
             cache.prepare_early(files, mode)  # while the child imports (torch: seconds)
-            line = _readline(child, time.monotonic() + ready_timeout_s, stop, "not ready")
+            ready_by = min(time.monotonic() + ready_timeout_s, end)
+            line = _readline(child, ready_by, stop, "not ready")
             if line != "ready":
                 raise RuntimeError(f"child said {line!r} instead of ready")
             state = cache.prepare(files, mode, stop=stop)
@@ -235,7 +240,7 @@ def run_peer(
             child.stdin.write("go\n")
             child.stdin.flush()
             limit = READY_TIMEOUT_S if time_limit_s is None else time_limit_s
-            answer = _readline(child, time.monotonic() + limit, stop, "time limit")
+            answer = _readline(child, min(time.monotonic() + limit, end), stop, "time limit")
             if not answer:
                 raise RuntimeError("child ended without a result")
             data = json.loads(answer)
@@ -260,7 +265,8 @@ def run_peer(
             stopped = isinstance(exc, _Stopped)
             why = str(exc)
             if stopped and why == "time limit":
-                why = f"stopped at the time limit of {time_limit_s:g} s"
+                ended_by = "its budget" if time_limit_s is None else f"{time_limit_s:g} s"
+                why = f"stopped at the time limit of {ended_by}"
             elif lines and not stopped:
                 why = f"{exc}: {lines[-1]}"
             return PeerResult(

@@ -27,6 +27,11 @@ from modelmon.core.output.result import LoadResult
 
 SLOW_RUN_FACTOR = 4.0  # a run this many times longer than the leader's load is stopped
 MIN_LIMIT_S = 0.5  # the shortest time limit a run is given
+# What a peer's run costs beyond one of modelmon's, before any run of that peer measured it:
+# a fresh interpreter importing its library (torch: 1-4 s on this project's machines). An
+# unrun peer planned at the leader's pace once took 8-16 s where 5 were planned, and ate the
+# runs kept for the pick's evidence.
+PEER_START_GUESS_S = 3.0
 
 
 class Race:
@@ -43,6 +48,8 @@ class Race:
         self.first_pace_s = first_pace_s  # a run's wall time, before any candidate ran
         self.leader: Curve | None = None
         self.overheads: list[float] = []  # wall time of a run minus its load time
+        # The same for each peer library: its process start and imports come on top.
+        self.peer_overheads: dict[str, list[float]] = {}
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -60,10 +67,22 @@ class Race:
 
     def pace(self, candidate: Candidate) -> float:
         """Expected wall seconds of one more run of ``candidate``: its own median when it has
-        run, else the leader's pace (a run slower than that is cut or stopped at the limit)."""
+        run, else the leader's pace (a run slower than that is cut or stopped at the limit),
+        plus, for a peer, the start of its process and imports (``peer_overhead_s``)."""
         if candidate.wall_seconds and candidate.results:
             return statistics.median(candidate.wall_seconds)
-        return self.leader_pace_s
+        if candidate.peer is None:
+            return self.leader_pace_s
+        load_s = self.first_pace_s if self.leader is None else self.leader.seconds
+        return load_s + self.peer_overhead_s(candidate.peer.peer)
+
+    def peer_overhead_s(self, peer: str) -> float:
+        """A run of ``peer`` minus its load: measured on an earlier run of it, else the
+        overhead of modelmon's runs and ``PEER_START_GUESS_S``."""
+        measured = self.peer_overheads.get(peer)
+        if measured:
+            return statistics.median(measured)
+        return self.overhead_s + PEER_START_GUESS_S
 
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
@@ -89,13 +108,18 @@ class Race:
         time_limit = None if math.isinf(limit) else limit
         started = time.monotonic()
         if candidate.peer is not None:
-            result, loaded, stop = self._run_peer(candidate, time_limit)
+            end_by = None if first else self.deadline - keep_s
+            result, loaded, stop = self._run_peer(candidate, time_limit, end_by)
         else:
             result, loaded, stop = self._run_load(candidate, time_limit, race)
         candidate.wall_seconds.append(time.monotonic() - started)
         self.check_cancel()
         if result.status == "ok":
-            self.overheads.append(candidate.wall_seconds[-1] - result.seconds)
+            overhead = candidate.wall_seconds[-1] - result.seconds
+            if candidate.peer is None:
+                self.overheads.append(overhead)
+            else:
+                self.peer_overheads.setdefault(candidate.peer.peer, []).append(overhead)
             candidate.results.append(result)
             candidate.ended = "finished"
             if self.leader is None or result.seconds < self.leader.seconds:
@@ -144,12 +168,17 @@ class Race:
         return result, load.loaded_bytes, stop
 
     def _run_peer(
-        self, candidate: Candidate, limit: float | None
+        self, candidate: Candidate, limit: float | None, end_by: float | None
     ) -> tuple[LoadResult, int, RaceStop | None]:
+        """A peer's run; its imports and priming count against the budget, so ``end_by``
+        (the deadline less what is kept for later rounds) ends the whole run, not the load
+        alone: a slow import once spent the runs kept for the pick's evidence."""
         assert candidate.peer is not None
         files = [f.path for f in self.model.files]
         expected = self.leader.seconds if self.leader is not None else 0.0
-        ready = max(MIN_LIMIT_S, self.left() - expected)  # its imports (torch): budget-bound
+        horizon = self.deadline if end_by is None else end_by
+        # its imports (torch) may take what leaves its load the leader's time before horizon
+        ready = max(MIN_LIMIT_S, horizon - time.monotonic() - expected)
         peer = run_peer(
             candidate.peer,
             files,
@@ -157,6 +186,7 @@ class Race:
             time_limit_s=limit,
             ready_timeout_s=ready,
             stop=self.cancel,
+            end_by=end_by,
         )
         state = peer.state
         if state is not None:

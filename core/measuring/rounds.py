@@ -11,7 +11,7 @@ import dataclasses
 
 from modelmon.core.errors import ReadaheadError
 from modelmon.core.measuring.ab import Verdict, judge
-from modelmon.core.measuring.candidate import MIN_PAIRS, WORTH_IT, Candidate
+from modelmon.core.measuring.candidate import EVIDENCE_RUNS, MIN_PAIRS, WORTH_IT, Candidate
 from modelmon.core.measuring.race import Race
 from modelmon.core.system import readahead
 from modelmon.core.system.storage import StorageFacts
@@ -44,6 +44,26 @@ def finals_reserve(race: Race, pool: list[Candidate]) -> float:
     paces = [race.pace(c) for c in (own, rival) if c is not None]
     paces += [race.leader_pace_s] * (2 - len(paces))
     return PAIRS * sum(paces)
+
+
+def runs_short(race: Race, candidate: Candidate, after: int = 0) -> float:
+    """Seconds of the runs ``candidate`` lacks of ``EVIDENCE_RUNS`` (``after`` more given)."""
+    return max(0, EVIDENCE_RUNS - len(candidate.results) - after) * race.pace(candidate)
+
+
+def evidence_reserve(race: Race, pool: list[Candidate]) -> float:
+    """Budget for the runs a pick must rest on: either of the two leaders so far may win, so
+    each is brought to ``EVIDENCE_RUNS`` runs (one more at least: a pair), at its own pace;
+    a finalist not found yet is a candidate after its screening run, at the leader's. Not
+    capped like the later rounds' reserve: screening may never spend it (a screening that
+    did left the pick on one run)."""
+    total = 0.0
+    for candidate in finalists(pool):
+        if candidate is None:
+            total += (EVIDENCE_RUNS - 1) * race.leader_pace_s
+        else:
+            total += max(race.pace(candidate), runs_short(race, candidate))
+    return total
 
 
 def leaders(pool: list[Candidate], count: int) -> list[Candidate]:
@@ -89,7 +109,8 @@ def screen(race: Race, order: list[Candidate], facts: StorageFacts, later_runs: 
     for candidate in order:
         reserve = finals_reserve(race, order) + semis_reserve(race, order)
         reserve += later_runs * race.leader_pace_s
-        keep = min(reserve, cap) if screened >= SCREEN_FIRST else 0.0
+        floor = evidence_reserve(race, order)
+        keep = max(floor, min(reserve, cap)) if screened >= SCREEN_FIRST else 0.0
         first = race.leader is None and not any(c.wall_seconds for c in order)
         if race.left() - keep < race.pace(candidate) and not first:
             candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
@@ -149,9 +170,10 @@ def finalists(pool: list[Candidate]) -> tuple[Candidate | None, Candidate | None
 
 
 def finals(race: Race, a: Candidate, b: Candidate) -> list[float]:
-    """A and B alternately, cold, until another pair would overrun the budget; B/A ratios."""
+    """A and B alternately, cold, until another pair would overrun the budget or leave too
+    little to bring the pick (either) to ``EVIDENCE_RUNS`` runs after it; B/A ratios."""
     ratios: list[float] = []
-    while race.left() >= race.pace(a) + race.pace(b):
+    while race.left() >= race.pace(a) + race.pace(b) + (top_up(race, a, b) if ratios else 0):
         first, second = (a, b) if len(ratios) % 2 == 0 else (b, a)  # alternate who starts
         one = race.run(first, race=False)
         if one is None or race.left() < race.pace(second):
@@ -162,6 +184,12 @@ def finals(race: Race, a: Candidate, b: Candidate) -> list[float]:
         ra, rb = (one, two) if first is a else (two, one)
         ratios.append(rb.mbps / ra.mbps)
     return ratios
+
+
+def top_up(race: Race, a: Candidate, b: Candidate) -> float:
+    """Seconds that bring whichever of ``a`` and ``b`` wins to ``EVIDENCE_RUNS`` runs after
+    one more pair."""
+    return max(runs_short(race, a, after=1), runs_short(race, b, after=1))
 
 
 def decide(
@@ -203,6 +231,7 @@ def settle(
     ratios = finals(race, own, rival)  # rival / own
     if not ratios:  # no pair fitted the budget: the screening medians decide, undecided
         best, other = sorted((own, rival), key=lambda c: c.median_mbps, reverse=True)
+        fill(race, best)
         return best, other, None, False, 0
     best, other, verdict, tie = decide(own, rival, ratios)
     other.verdict = verdict

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.measuring.candidate import CLEAR_MARGIN, MIN_PAIRS, WORTH_IT, Candidate
+from modelmon.core.measuring.candidate import (
+    CLEAR_MARGIN,
+    EVIDENCE_RUNS,
+    MIN_PAIRS,
+    WORTH_IT,
+    Candidate,
+)
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
 from modelmon.core.output.text import human_bytes
@@ -151,6 +157,15 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
     # What the read log saw: how many readers went through the one description.
     sharing = next((r.descriptor_sharing for r in shared.results if r.descriptor_sharing), None)
     who = sharing or f"{shared.readers} readers"
+    if not shared.results and rate <= 0:  # stopped before one piece completed: no rate
+        given = (
+            f" in the {shared.wall_seconds[-1]:.0f} s it was given" if shared.wall_seconds else ""
+        )
+        return [
+            f"mmap with one shared descriptor ({who}) loaded nothing{given}, where the best "
+            f"ran at {best:.0f} MB/s: this is {where}. Give every reader its own descriptor."
+            + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
+        ]
     if rate < best:
         return [
             f"mmap with one shared descriptor ({who}): "
@@ -220,7 +235,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     lines.append(
         f"Best: {used.spec} at {used.median_mbps:.0f} MB/s ({_runs_text(used)}){ceiling_text}."
     )
-    if len(used.results) < 3:
+    if len(used.results) < EVIDENCE_RUNS:
         lines.append(
             f"Only {len(used.results)} cold run(s) fitted the budget: too few to trust; "
             "give it a longer budget."

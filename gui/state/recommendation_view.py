@@ -78,8 +78,9 @@ def ranking_rows(rec: Recommendation) -> list[RankingRow]:
     for rank, c in enumerate((*measured, *rec.unranked), 1):
         spread = c.spread_mbps
         median = rate_text(c.median_mbps) if c.results else "–"
-        if not c.results and c.stopped_below_mbps is not None:
-            median = f"under {rate_text(c.stopped_below_mbps)}"
+        if not c.results and c.stopped_below_mbps is not None:  # stopped before any byte: no rate
+            bound = c.stopped_below_mbps
+            median = f"under {rate_text(bound)}" if bound > 0 else "nothing loaded"
         rows.append(
             RankingRow(
                 (

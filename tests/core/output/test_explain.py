@@ -126,6 +126,21 @@ def test_shared_descriptor_on_fuse_is_named_the_failure_mode(model: Model, tmp_p
     assert "(4 readers)" in line  # no read log said more
 
 
+def test_a_failure_mode_stopped_before_any_byte_says_so_not_a_rate(
+    model: Model, tmp_path: Path
+) -> None:
+    # The FUSE bench once printed "under 0 MB/s here, at least ∞× slower".
+    winner = candidate("sequential", 480, 470, 490, workers=4, chunk=16 * MiB)
+    shared = candidate("mmap-shared-fd", workers=4, role="failure mode")
+    shared.stopped_below_mbps, shared.wall_seconds = 0.0, [7.4]
+    shared.ended, shared.reason = "ruled out", "ruled out by storage: ..."
+    rec = record(model, winner=winner, ranked=(winner, shared))
+    facts = dataclasses.replace(storage_facts(tmp_path), is_fuse=True)
+    line = next(x for x in explain(rec, facts) if x.startswith("mmap with one shared"))
+    assert "loaded nothing in the 7 s it was given, where the best ran at 480 MB/s" in line
+    assert "FUSE failure mode" in line and "∞" not in line and "0 MB/s here" not in line
+
+
 def test_the_failure_mode_names_the_sharing_its_read_log_measured(model: Model) -> None:
     winner = candidate("sequential", 330, 320, 340, workers=4, chunk=16 * MiB)
     shared = candidate("mmap-shared-fd", 12, workers=2, threads=2, role="failure mode")

@@ -69,6 +69,14 @@ def test_ranking_rows_say_runs_spread_regret_and_how_each_ended(sharded_model: P
     assert late.cells[0] == "" and late.cells[2] == "0" and late.cells[7].startswith("not measured")
 
 
+def test_a_candidate_stopped_before_any_byte_shows_no_rate(sharded_model: Path):
+    rec = _recommendation(sharded_model)
+    cut = rec.ranked[2]
+    cut.stopped_below_mbps = 0.0  # FUSE: stopped before one piece of the shared mapping landed
+    row = ranking_rows(rec)[2]
+    assert row.cells[3] == "nothing loaded" and "0 MB/s" not in " ".join(row.cells)
+
+
 def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(sharded_model: Path):
     rec = _recommendation(sharded_model)
     rows = snippet_rows(rec, "m.toml")

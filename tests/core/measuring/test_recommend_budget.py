@@ -1,0 +1,133 @@
+"""recommend's plan of the budget: the runs the pick rests on are kept whatever screening
+would spend, and a peer is planned and bounded at what its run really costs (a process
+start and imports on top of its load)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from modelmon.core.measuring import peers, race
+from modelmon.core.measuring.candidate import EVIDENCE_RUNS, Candidate
+from modelmon.core.measuring.cutoff import Curve, RaceStop
+from modelmon.core.measuring.peers import PeerSettings
+from modelmon.core.measuring.race import PEER_START_GUESS_S, Race
+from modelmon.core.measuring.rounds import finalists, screen, screening_order, semifinal, settle
+from modelmon.core.model.formats import open_model
+from modelmon.core.options import LoadOptions
+from modelmon.core.output.result import LoadResult
+from modelmon.core.system.storage import storage_facts
+
+from .records import run as load_result
+
+LOAD_S = 2.0  # every load here: 1 GB at 500 MB/s
+OWN_WALL_S = 5.0  # one of modelmon's runs: priming, workers and the load
+PEER_READY_S = 14.0  # a peer whose imports are slow (the hdd bench once took 16 s a run)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class ClockedRace(Race):
+    """The real race on a clock of its own: modelmon's runs take ``OWN_WALL_S``, a peer's
+    ``PEER_READY_S`` of imports and then its load, unless ``end_by`` comes first."""
+
+    def __init__(self, clock: Clock, budget_s: float) -> None:
+        super().__init__(None, clock.now + budget_s, OWN_WALL_S, lambda _: None, None)  # type: ignore[arg-type]
+        self.clock = clock
+        self.peer_runs_stopped = 0
+
+    def _run_load(
+        self, candidate: Candidate, limit: float | None, race: bool
+    ) -> tuple[LoadResult, int, RaceStop]:
+        self.clock.now += OWN_WALL_S
+        return load_result(500.0), 0, RaceStop(None, None)
+
+    def _run_peer(
+        self, candidate: Candidate, limit: float | None, end_by: float | None
+    ) -> tuple[LoadResult, int, RaceStop | None]:
+        cost = PEER_READY_S + LOAD_S
+        if end_by is not None and self.clock.now + cost > end_by:
+            self.clock.now = max(self.clock.now, end_by)
+            self.peer_runs_stopped += 1
+            stopped = dataclasses.replace(load_result(500.0), status="cancelled", error="not ready")
+            return stopped, 0, None
+        self.clock.now += cost
+        return load_result(500.0), 0, None
+
+
+def own(workers: int) -> Candidate:
+    return Candidate("sequential", LoadOptions(workers=workers, threads=1))
+
+
+def peer() -> Candidate:
+    return Candidate(
+        "runai-model-streamer",
+        LoadOptions(),
+        role="peer",
+        peer=PeerSettings("runai-model-streamer"),
+    )
+
+
+def test_an_unrun_peer_is_planned_with_its_start_then_at_its_measured_cost() -> None:
+    r = Race(None, time.monotonic() + 60, 4.0, lambda _: None, None)  # type: ignore[arg-type]
+    a_peer, mine = peer(), own(4)
+    assert r.pace(a_peer) == 4.0 + r.overhead_s + PEER_START_GUESS_S  # nothing ran yet
+    r.leader, r.overheads = Curve([], LOAD_S, 10**9), [3.0]
+    assert r.pace(mine) == LOAD_S + 3.0
+    assert r.pace(a_peer) == LOAD_S + 3.0 + PEER_START_GUESS_S
+    r.peer_overheads["runai-model-streamer"] = [9.0, 11.0]
+    assert r.pace(a_peer) == LOAD_S + 10.0  # its own start, measured
+    assert r.overheads == [3.0]  # a peer's start never makes modelmon's runs look slower
+
+
+def test_a_slow_peer_cannot_spend_the_runs_the_pick_rests_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # 45 s after the ceilings, 5 s a run: the two leaders' evidence (2 × 2 runs, 20 s) is
+    # more than half the screening. A peer whose imports take 14 s once ran here and left
+    # the pick on one run; now it is planned at its cost and stopped before the reserve.
+    clock = Clock()
+    monkeypatch.setattr(race, "time", clock)
+    r = ClockedRace(clock, budget_s=45.0)
+    pool = screening_order([own(4), own(1), own(2), own(8)], [peer()])
+    screen(r, pool, storage_facts(tmp_path))
+    semifinal(r, pool)
+    winner, rival = finalists(pool)
+    assert winner is not None
+    best, _, _, _, pairs = settle(r, winner, rival)
+    assert len(best.results) >= EVIDENCE_RUNS and pairs >= 1
+    assert r.left() >= 0  # the budget kept
+    assert any(c.reason == "not measured: no budget left" for c in pool)
+
+
+def test_a_peer_that_would_run_into_the_reserve_is_stopped_at_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(race, "time", clock)
+    r = ClockedRace(clock, budget_s=30.0)
+    r.leader, r.overheads = Curve([], LOAD_S, 10**9), [3.0]
+    slow = peer()
+    assert r.run(slow, keep_s=20.0) is None  # 16 s of run, 10 s outside the reserve
+    assert r.peer_runs_stopped == 1 and r.left() == pytest.approx(20.0)
+    assert slow.ended == "not measured" and "did not import" in slow.reason
+
+
+def test_a_peer_run_ends_at_end_by_imports_included(sharded_model: Path) -> None:
+    files = [f.path for f in open_model(sharded_model).files]
+    started = time.monotonic()
+    done = peers.run_peer("safetensors", files, "cold", end_by=started + 0.05)
+    assert done.status == "cancelled" and done.error == "not ready"
+    assert time.monotonic() - started < 5.0  # its child stopped, not waited for
+    stop = threading.Event()
+    assert peers.run_peer("safetensors", files, "cold", stop=stop, end_by=None).status == "ok"
