@@ -123,6 +123,7 @@ def _strategy_run(model: Any, entry: Entry, cache: str, limit: float | None) -> 
         "worker_seconds": [w.seconds for w in workers],
         "worker_peak_rss": [w.peak_rss for w in workers],
         "notes": list(result.notes),
+        "host_reported": result.host_reported,
     }
 
 
@@ -138,6 +139,7 @@ def _peer_run(files: list[str], entry: Entry, cache: str, limit: float | None) -
         "rss_ready": result.rss_ready,
         "worker_seconds": [],
         "notes": [],
+        "host_reported": result.host_reported,
     }
 
 

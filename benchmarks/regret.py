@@ -102,11 +102,17 @@ def run_config(
         applied = read_config(config)
         arrays = get_strategy(applied.strategy).fills_arrays(applied.options)
         state = cache.prepare(files, mode, arrays=arrays)  # type: ignore[arg-type]
+        reported = host_memory.reported_bytes()
         child.stdin.write("go\n")
         child.stdin.flush()
         went = time.monotonic()
         line = _line_by(child, None if time_limit_s is None else went + time_limit_s)
-        facts = {"cold": state.cold, "warm": state.warm, "resident_before": state.resident_before}
+        facts = {
+            "cold": state.cold,
+            "warm": state.warm,
+            "resident_before": state.resident_before,
+            "host_reported": host_memory.reported_between(reported, host_memory.reported_bytes()),
+        }
         if line is None:
             seconds = time.monotonic() - went
             why = f"stopped at the time limit of {time_limit_s:g} s"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+from collections import Counter
 from typing import Any
 
 from benchmarks import extras, knobs
@@ -17,6 +19,7 @@ from benchmarks.summary import (
     rows_of,
 )
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
+from modelmon.core.system.host_memory import FREE_WORTH_NOTING
 
 ENV_TITLES = {
     "local": "local disk",
@@ -146,6 +149,9 @@ def environment_sections(results: dict[str, Any]) -> list[str]:
                     f"{load[1]:.1f} on {results['machine']['cores']} cores; "
                     f"{job['elapsed_s']:.0f} s in all.\n"
                 )
+            reported = host_report_line(job)
+            if reported:
+                out.append(reported + "\n")
             line = _recommendation(job)
             if line:
                 out.append(line + "\n")
@@ -159,6 +165,28 @@ def environment_sections(results: dict[str, Any]) -> list[str]:
                     f"{summary_line(diagnosis)}.\n"
                 )
     return out
+
+
+def host_report_line(job: dict[str, Any]) -> str:
+    """How many timed runs had free memory reported to the VM's host inside their timing
+    (``host_memory.reported_note``), and of which forms; "" where the kernel counts none."""
+    counted = [r for r in job.get("runs", []) if r.get("host_reported") is not None]
+    if not counted:
+        return ""
+    hit = [r for r in counted if r["host_reported"] >= FREE_WORTH_NOTING]
+    if not hit:
+        return (
+            f"Free page reporting: none of the {len(counted)} timed runs had free memory "
+            "reported to the VM's host while it ran."
+        )
+    forms = Counter(r["label"] for r in hit)
+    which = ", ".join(f"{label} ×{n}" for label, n in forms.most_common())
+    mib = statistics.median(r["host_reported"] for r in hit) / 2**20
+    return (
+        f"Free page reporting: {len(hit)} of {len(counted)} timed runs had free memory reported "
+        f"to the VM's host while they ran (median {mib:.0f} MiB; host work inside the timing, "
+        f"such a run may read slower): {which}."
+    )
 
 
 def targets_section(results: dict[str, Any]) -> list[str]:

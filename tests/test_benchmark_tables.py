@@ -159,3 +159,24 @@ def test_a_ratio_that_two_decimals_would_round_onto_its_target_shows_three() -> 
     assert judged_ratio_text(1.003, 1.0) == "1.003×"
     assert judged_ratio_text(0.93, 0.95) == "0.93×"
     assert judged_ratio_text(1.0, 1.0) == "1.00×"
+
+
+def test_runs_with_a_report_pass_inside_their_timing_are_counted_by_form() -> None:
+    from benchmarks.report import host_report_line
+
+    mib = 1 << 20
+    job = {
+        "runs": [
+            {"label": "mmap-view", "host_reported": 900 * mib},
+            {"label": "mmap-view", "host_reported": 700 * mib},
+            {"label": "core.load: mmap-view", "host_reported": 1000 * mib},
+            {"label": "pread", "host_reported": 3 * mib},  # a few pages: no pass
+            {"label": "peer: safetensors", "host_reported": None},
+        ]
+    }
+    line = host_report_line(job)
+    assert line.startswith("Free page reporting: 3 of 4 timed runs")
+    assert "median 900 MiB" in line and line.endswith("mmap-view ×2, core.load: mmap-view ×1.")
+    quiet = {"runs": [{"label": "pread", "host_reported": 0}]}
+    assert host_report_line(quiet).startswith("Free page reporting: none of the 1 timed runs")
+    assert host_report_line({"runs": [{"label": "pread"}]}) == ""  # no counter on that kernel

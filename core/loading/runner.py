@@ -109,6 +109,7 @@ class LoadRun:
         self.timed_out = False
         self._failure: str | None = None
         self.setup_notes: list[str] = []  # what was done to the machine for the run
+        self.host_reported: int | None = None  # free memory reported to the host during the load
 
     @property
     def shares_work(self) -> bool:
@@ -205,11 +206,15 @@ class LoadRun:
                 gate = self.start_gate or LoadRun.prepare_cache
                 state = gate(self)
             if self._failure is None and not self._cancel.is_set():
+                reported = host_memory.reported_bytes()
                 self.t0_ns = now_ns()
                 go.set()
                 if self.on_start is not None:
                     self.on_start(self)
                 self._collect(conns, processes, until_ready=False)
+                self.host_reported = host_memory.reported_between(
+                    reported, host_memory.reported_bytes()
+                )
             if self._failure is not None:
                 status = "failed"
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
@@ -320,6 +325,8 @@ class LoadRun:
         sharing = descriptor_sharing(columns)
         if sharing is not None and sharing.shared:  # named wherever it happens
             notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
+        perturbed = host_memory.reported_note(self.host_reported)
+        notes += (perturbed,) if perturbed else ()
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,
@@ -343,6 +350,7 @@ class LoadRun:
                 else "cancelled"
             ),
             notes=notes,
+            host_reported=self.host_reported,
         )
 
     def _check_shared_work(self) -> dict[str, int]:

@@ -113,6 +113,7 @@ class PeerResult:
     rss_ready: int
     error: str | None = None
     state: cache.CacheState | None = None  # the measured start state (None: never reached)
+    host_reported: int | None = None  # free memory reported to the host from go to the answer
 
     @property
     def mbps(self) -> float:
@@ -237,10 +238,12 @@ def run_peer(
                 raise RuntimeError(f"child said {line!r} instead of ready")
             state = cache.prepare(files, mode, stop=stop)
             assert child.stdin is not None
+            reported = host_memory.reported_bytes()
             child.stdin.write("go\n")
             child.stdin.flush()
             limit = READY_TIMEOUT_S if time_limit_s is None else time_limit_s
             answer = _readline(child, min(time.monotonic() + limit, end), stop, "time limit")
+            reported = host_memory.reported_between(reported, host_memory.reported_bytes())
             if not answer:
                 raise RuntimeError("child ended without a result")
             data = json.loads(answer)
@@ -257,6 +260,7 @@ def run_peer(
                 int(data["peak_rss"]),
                 int(data["rss_ready"]),
                 state=state,
+                host_reported=reported,
             )
         except Exception as exc:
             stop_child(child)

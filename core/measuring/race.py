@@ -24,6 +24,7 @@ from modelmon.core.measuring.cutoff import Curve, RaceStop
 from modelmon.core.measuring.peers import run_peer
 from modelmon.core.model.records import Model
 from modelmon.core.output.result import LoadResult
+from modelmon.core.system import host_memory
 
 SLOW_RUN_FACTOR = 4.0  # a run this many times longer than the leader's load is stopped
 MIN_LIMIT_S = 0.5  # the shortest time limit a run is given
@@ -206,5 +207,7 @@ class Race:
             seconds=peer.seconds,
             cache=state,
             error=peer.error,
+            notes=tuple(n for n in (host_memory.reported_note(peer.host_reported),) if n),
+            host_reported=peer.host_reported,
         )
         return result, 0, None

@@ -158,13 +158,10 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
     sharing = next((r.descriptor_sharing for r in shared.results if r.descriptor_sharing), None)
     who = sharing or f"{shared.readers} readers"
     if not shared.results and rate <= 0:  # stopped before one piece completed: no rate
-        given = (
-            f" in the {shared.wall_seconds[-1]:.0f} s it was given" if shared.wall_seconds else ""
-        )
         return [
-            f"mmap with one shared descriptor ({who}) loaded nothing{given}, where the best "
-            f"ran at {best:.0f} MB/s: this is {where}. Give every reader its own descriptor."
-            + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
+            f"mmap with one shared descriptor ({who}) loaded nothing before it was stopped, "
+            f"where the best ran at {best:.0f} MB/s: this is {where}. Give every reader its "
+            "own descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     if rate < best:
         return [

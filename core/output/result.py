@@ -79,6 +79,9 @@ class LoadResult:
     tensor_checksums: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     notes: tuple[str, ...] = ()
+    # Free memory reported to the VM's host from go to the end (``host_memory.reported_bytes``):
+    # None where the kernel does not count it.
+    host_reported: int | None = None
 
     @property
     def descriptor_sharing(self) -> str | None:

@@ -217,3 +217,34 @@ def test_a_cold_run_drops_its_pages_first_and_notes_its_workers_exit(
     run = LoadRun(model, "sequential", LoadOptions(workers=1, threads=1, cache="cold"))
     assert run.run().status == "ok"
     assert frees[0] == "early drop" and frees[-1] == "free"
+
+
+def test_the_reported_counter_is_read_in_bytes_and_absent_is_none(tmp_path: Path) -> None:
+    counter = tmp_path / "reported_kib"
+    counter.write_text("1219990\n")
+    assert host_memory.reported_bytes(counter) == 1219990 * 1024
+    assert host_memory.reported_bytes(tmp_path / "missing") is None
+    assert host_memory.reported_between(None, 5) is None
+    assert host_memory.reported_between(10, 4) == 0  # a counter never goes back: a reset
+    assert host_memory.reported_note(host_memory.FREE_WORTH_NOTING - 1) is None
+    assert host_memory.reported_note(None) is None
+    note = host_memory.reported_note(812 << 20)
+    assert note is not None and note.startswith("host: 812 MiB of free memory")
+
+
+def test_a_load_with_a_report_pass_inside_its_timing_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from modelmon.core.loading.runner import LoadRun
+    from modelmon.core.model.synth import write_safetensors_model
+    from modelmon.core.options import LoadOptions
+
+    model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
+    readings = iter([7 << 30, (7 << 30) + (900 << 20)])  # at go, at the end
+    monkeypatch.setattr(host_memory, "reported_bytes", lambda: next(readings))
+    result = LoadRun(model, "sequential", LoadOptions(workers=1, threads=1)).run()
+    assert result.status == "ok" and result.host_reported == 900 << 20
+    assert any(n.startswith("host: 900 MiB") for n in result.notes)
+    monkeypatch.setattr(host_memory, "reported_bytes", lambda: None)  # no counter here
+    quiet = LoadRun(model, "sequential", LoadOptions(workers=1, threads=1)).run()
+    assert quiet.host_reported is None and not any(n.startswith("host:") for n in quiet.notes)
