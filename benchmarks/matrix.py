@@ -35,6 +35,7 @@ from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.recommend import recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core.system.host_memory import FREE_WORTH_NOTING
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.peers import PeerResult
@@ -264,6 +265,9 @@ def rounds(
             )
             out["runs"].append(run)
             state = "cold" if run["cold"] else "warm" if run["warm"] else "NOT " + job.cache
+            reported = run.get("host_reported") or 0
+            if reported >= FREE_WORTH_NOTING:  # a report pass inside the timing
+                state += f"; {reported >> 20} MiB reported to the host while it ran"
             say(
                 f"[{where} {repeat + 1}/{job.repeats}] {entry.label}: {run['status']} "
                 f"{run['mbps']:.0f} MB/s ({state})" + (f" {run['error']}" if run["error"] else "")

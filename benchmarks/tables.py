@@ -17,6 +17,7 @@ from benchmarks.summary import (
     ceiling_of,
     median_round_ratio,
     paired_ratio,
+    reported_in_rounds,
     round_rates,
     rows_of,
 )
@@ -216,7 +217,8 @@ def applied_targets(job: dict[str, Any]) -> list[Target]:
                     job,
                     f"core.load ran at {load.low:.0f}–{load.high:.0f} MB/s and measure at "
                     f"{measured.low:.0f}–{measured.high:.0f} MB/s over the same rounds; "
-                    f"{abs(judged - 1) - LOAD_VS_MEASURE:.0%} beyond the tolerance",
+                    f"{abs(judged - 1) - LOAD_VS_MEASURE:.0%} beyond the tolerance"
+                    + reported_in_rounds(job, load.label, measured.label),
                 )
             )
         else:

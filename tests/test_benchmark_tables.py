@@ -180,3 +180,35 @@ def test_runs_with_a_report_pass_inside_their_timing_are_counted_by_form() -> No
     quiet = {"runs": [{"label": "pread", "host_reported": 0}]}
     assert host_report_line(quiet).startswith("Free page reporting: none of the 1 timed runs")
     assert host_report_line({"runs": [{"label": "pread"}]}) == ""  # no counter on that kernel
+
+
+def test_rounds_with_far_more_reported_on_one_side_are_named() -> None:
+    from benchmarks.summary import reported_in_rounds
+
+    mib = 1 << 20
+
+    def run(label: str, repeat: int, mbps: float, reported: int | None) -> dict[str, Any]:
+        return {
+            "label": label,
+            "repeat": repeat,
+            "status": "ok",
+            "mbps": mbps,
+            "host_reported": None if reported is None else reported * mib,
+        }
+
+    load, measure = "core.load: sequential workers=4", "sequential workers=4"
+    job = {
+        "runs": [
+            run(load, 0, 658, 768),
+            run(measure, 0, 586, 896),  # 128 MiB apart: not named
+            run(load, 1, 567, 896),
+            run(measure, 1, 473, 1792),
+            run(load, 2, 575, None),  # no counter on that kernel
+            run(measure, 2, 585, 768),
+        ]
+    }
+    assert reported_in_rounds(job, load, measure) == (
+        "; in round 2 measure ran 473 MB/s with 1792 MiB reported to the host while it ran, "
+        "core.load 567 with 896"
+    )
+    assert reported_in_rounds({"runs": job["runs"][:2]}, load, measure) == ""
