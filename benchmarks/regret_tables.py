@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.summary import Target, rows_of
+from benchmarks.summary import Target, reported_in_rounds, rows_of
 from benchmarks.tables import ratio_text, shown
+from modelmon.core.options import LoadOptions
 
 REGRET_TARGET = 0.10
 BUDGET_SLACK = 0.15
@@ -101,6 +102,29 @@ def regret_summary(results: dict[str, Any]) -> list[str]:
     return ["\n".join(lines) + "\n"] if any_row else ["No job ran recommend().\n"]
 
 
+def same_load_text(job: dict[str, Any], one: str, other: str) -> str:
+    """ "; both apply the same in-process load (...)" when two core.load entries differ only
+    in how their readers are split between workers and threads: in one process both run
+    workers × threads reader threads (``loading.inproc``), so what separates them is noise."""
+    entries = {e["label"]: e for e in job.get("entries", []) if e.get("kind") == "load"}
+    a, b = entries.get(one), entries.get(other)
+    if a is None or b is None or a["name"] != b["name"]:
+        return ""
+
+    def load(entry: dict[str, Any]) -> tuple[Any, ...]:
+        options = LoadOptions(**entry["options"])
+        readers = options.workers * options.threads
+        return (readers, *sorted(options.with_(workers=1, threads=readers).to_dict().items()))
+
+    if load(a) != load(b):
+        return ""
+    readers = load(a)[0]
+    return (
+        f"; both apply the same in-process load ({a['name']}, {readers} reader threads in one "
+        "process), so the gap between them is the machine's, not the pick's"
+    )
+
+
 def regret_targets(job: dict[str, Any]) -> list[Target]:
     found = regret_of(job)
     if found is None:
@@ -121,7 +145,11 @@ def regret_targets(job: dict[str, Any]) -> list[Target]:
                 f"over the rounds the pick ran at {pick.low:.0f}–{pick.high:.0f} MB/s and "
                 f"{best.label} at {best.low:.0f}–{best.high:.0f} MB/s; recommend() rested "
                 f"its pick on {rec['evidence_runs']} runs within its {rec['budget_s']:g} s "
-                "budget",
+                "budget"
+                + same_load_text(job, pick.label, best.label)
+                + reported_in_rounds(
+                    job, pick.label, best.label, {pick.label: "the pick", best.label: "the best"}
+                ),
             )
         )
     out.append(

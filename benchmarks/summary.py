@@ -124,10 +124,14 @@ def median_round_ratio(
     return statistics.median(ratios) if ratios and len(ratios) >= rounds else None
 
 
-def reported_in_rounds(job: dict[str, Any], one: str, other: str) -> str:
-    """The rounds where free page reporting gave the host far more during one form's run
+def reported_in_rounds(
+    job: dict[str, Any], one: str, other: str, names: dict[str, str] | None = None
+) -> str:
+    """The rounds where free page reporting gave the host far more during one entry's run
     than during the other's (``host_reported``): "; in round 2 measure ran 473 MB/s with
-    1792 MiB reported to the host while it ran, core.load 567 with 896", or ""."""
+    1792 MiB reported to the host while it ran, core.load 567 with 896", or "". ``names``:
+    what to call each label (default: its form, core.load or measure)."""
+    called = names or {}
     runs = {
         (r["label"], r["repeat"]): r
         for r in job["runs"]
@@ -140,9 +144,10 @@ def reported_in_rounds(job: dict[str, Any], one: str, other: str) -> str:
             continue
         first, second = (a, b) if a["host_reported"] > b["host_reported"] else (b, a)
         rounds.append(
-            f"in round {repeat + 1} {_form(first['label'])} ran {first['mbps']:.0f} MB/s with "
-            f"{first['host_reported'] >> 20} MiB reported to the host while it ran, "
-            f"{_form(second['label'])} {second['mbps']:.0f} with {second['host_reported'] >> 20}"
+            f"in round {repeat + 1} {called.get(first['label'], _form(first['label']))} ran "
+            f"{first['mbps']:.0f} MB/s with {first['host_reported'] >> 20} MiB reported to the "
+            f"host while it ran, {called.get(second['label'], _form(second['label']))} "
+            f"{second['mbps']:.0f} with {second['host_reported'] >> 20}"
         )
     return "".join(f"; {text}" for text in rounds)
 

@@ -212,3 +212,24 @@ def test_rounds_with_far_more_reported_on_one_side_are_named() -> None:
         "core.load 567 with 896"
     )
     assert reported_in_rounds({"runs": job["runs"][:2]}, load, measure) == ""
+
+
+def test_two_core_loads_that_split_the_same_readers_differently_are_the_same_load() -> None:
+    from benchmarks.regret_tables import same_load_text
+
+    def entry(label: str, name: str, workers: int, threads: int) -> dict[str, Any]:
+        options = {"workers": workers, "threads": threads, "chunk": 16 << 20}
+        return {"label": label, "kind": "load", "name": name, "options": options}
+
+    job = {
+        "entries": [
+            entry("pick", "sequential", 4, 1),
+            entry("one worker", "sequential", 1, 4),
+            entry("two readers", "sequential", 2, 1),
+            entry("pread", "pread", 4, 1),
+        ]
+    }
+    text = same_load_text(job, "pick", "one worker")
+    assert text.startswith("; both apply the same in-process load (sequential, 4 reader threads")
+    assert same_load_text(job, "pick", "two readers") == ""  # fewer readers: another load
+    assert same_load_text(job, "pick", "pread") == ""
