@@ -111,7 +111,7 @@ def run_config(
             "cold": state.cold,
             "warm": state.warm,
             "resident_before": state.resident_before,
-            "host_reported": host_memory.reported_between(reported, host_memory.reported_bytes()),
+            "host_reported": host_memory.reported_since(reported),
         }
         if line is None:
             seconds = time.monotonic() - went

@@ -9,6 +9,7 @@ from typing import Any
 
 from benchmarks.summary import Target, reported_in_rounds, rows_of
 from benchmarks.tables import ratio_text, shown
+from modelmon.core.loading.inproc import in_process
 from modelmon.core.options import LoadOptions
 
 REGRET_TARGET = 0.10
@@ -110,18 +111,12 @@ def same_load_text(job: dict[str, Any], one: str, other: str) -> str:
     a, b = entries.get(one), entries.get(other)
     if a is None or b is None or a["name"] != b["name"]:
         return ""
-
-    def load(entry: dict[str, Any]) -> tuple[Any, ...]:
-        options = LoadOptions(**entry["options"])
-        readers = options.workers * options.threads
-        return (readers, *sorted(options.with_(workers=1, threads=readers).to_dict().items()))
-
-    if load(a) != load(b):
+    load = in_process(LoadOptions(**a["options"]))
+    if load != in_process(LoadOptions(**b["options"])):
         return ""
-    readers = load(a)[0]
     return (
-        f"; both apply the same in-process load ({a['name']}, {readers} reader threads in one "
-        "process), so the gap between them is the machine's, not the pick's"
+        f"; both apply the same in-process load ({a['name']}, {load.threads} reader threads in "
+        "one process), so the gap between them is the machine's, not the pick's"
     )
 
 

@@ -169,7 +169,7 @@ def environment_sections(results: dict[str, Any]) -> list[str]:
 
 def host_report_line(job: dict[str, Any]) -> str:
     """How many timed runs had free memory reported to the VM's host inside their timing
-    (``host_memory.reported_note``), and of which forms; "" where the kernel counts none."""
+    (``host_memory.reported_notes``), and of which forms; "" where the kernel counts none."""
     counted = [r for r in job.get("runs", []) if r.get("host_reported") is not None]
     if not counted:
         return ""

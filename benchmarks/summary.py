@@ -124,6 +124,10 @@ def median_round_ratio(
     return statistics.median(ratios) if ratios and len(ratios) >= rounds else None
 
 
+# Reported bytes that set two runs of one round apart: a report pass is 200-1,000 MiB.
+REPORTED_APART = 256 << 20
+
+
 def reported_in_rounds(
     job: dict[str, Any], one: str, other: str, names: dict[str, str] | None = None
 ) -> str:
@@ -140,7 +144,7 @@ def reported_in_rounds(
     rounds = []
     for repeat in sorted({k[1] for k in runs}):
         a, b = runs.get((one, repeat)), runs.get((other, repeat))
-        if a is None or b is None or abs(a["host_reported"] - b["host_reported"]) < 256 << 20:
+        if a is None or b is None or abs(a["host_reported"] - b["host_reported"]) < REPORTED_APART:
             continue
         first, second = (a, b) if a["host_reported"] > b["host_reported"] else (b, a)
         rounds.append(

@@ -33,6 +33,13 @@ def load_in_process(
         return _load(model, strategy, options, stop)
 
 
+def in_process(options: LoadOptions) -> LoadOptions:
+    """What ``options`` run as in this process: one worker whose threads are all the readers
+    (workers × threads, at most ``MAX_PARALLEL``), each with its own descriptor."""
+    readers = min(MAX_PARALLEL, options.workers * options.threads)
+    return options.with_(workers=1, threads=readers)
+
+
 def _load(
     model: Model, strategy: str, options: LoadOptions, stop: StopFlag | None
 ) -> dict[str, np.ndarray]:
@@ -42,7 +49,6 @@ def _load(
     if options.cache != "keep":
         host_memory.note_free()  # the caller's own frees are unknown: assume one just now
         cache.prepare(paths, options.cache, arrays=strategy_class.fills_arrays(options))
-    readers = min(MAX_PARALLEL, options.workers * options.threads)
     indexes = load_order(model)
     sink = TensorSink(
         model,
@@ -59,7 +65,7 @@ def _load(
         worker=0,
         model=model,
         indexes=indexes,
-        options=options.with_(workers=1, threads=readers),
+        options=in_process(options),
         sink=sink,
         recorder=ReadRecorder(0, None),
         stop=stop or threading.Event(),

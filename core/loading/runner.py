@@ -212,9 +212,7 @@ class LoadRun:
                 if self.on_start is not None:
                     self.on_start(self)
                 self._collect(conns, processes, until_ready=False)
-                self.host_reported = host_memory.reported_between(
-                    reported, host_memory.reported_bytes()
-                )
+                self.host_reported = host_memory.reported_since(reported)
             if self._failure is not None:
                 status = "failed"
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
@@ -325,8 +323,7 @@ class LoadRun:
         sharing = descriptor_sharing(columns)
         if sharing is not None and sharing.shared:  # named wherever it happens
             notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
-        perturbed = host_memory.reported_note(self.host_reported)
-        notes += (perturbed,) if perturbed else ()
+        notes += host_memory.reported_notes(self.host_reported)
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,

@@ -243,7 +243,7 @@ def run_peer(
             child.stdin.flush()
             limit = READY_TIMEOUT_S if time_limit_s is None else time_limit_s
             answer = _readline(child, min(time.monotonic() + limit, end), stop, "time limit")
-            reported = host_memory.reported_between(reported, host_memory.reported_bytes())
+            reported = host_memory.reported_since(reported)
             if not answer:
                 raise RuntimeError("child ended without a result")
             data = json.loads(answer)

@@ -207,7 +207,7 @@ class Race:
             seconds=peer.seconds,
             cache=state,
             error=peer.error,
-            notes=tuple(n for n in (host_memory.reported_note(peer.host_reported),) if n),
+            notes=host_memory.reported_notes(peer.host_reported),
             host_reported=peer.host_reported,
         )
         return result, 0, None

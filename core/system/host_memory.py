@@ -173,19 +173,21 @@ def reported_bytes(counter: Path | None = None) -> int | None:
         return None
 
 
-def reported_between(before: int | None, after: int | None) -> int | None:
-    """Bytes reported between two ``reported_bytes`` readings (None unless both were read)."""
+def reported_since(before: int | None, counter: Path | None = None) -> int | None:
+    """Bytes reported since ``before`` (a ``reported_bytes`` reading taken at go); None
+    where the counter was not read."""
+    after = reported_bytes(counter)
     return None if before is None or after is None else max(0, after - before)
 
 
-def reported_note(nbytes: int | None) -> str | None:
+def reported_notes(nbytes: int | None) -> tuple[str, ...]:
     """The note a load carries when a report pass of ``FREE_WORTH_NOTING`` or more landed
-    inside its timing; None otherwise."""
+    inside its timing; none otherwise."""
     if nbytes is None or nbytes < FREE_WORTH_NOTING:
-        return None
+        return ()
     return (
         f"host: {nbytes >> 20} MiB of free memory went back to the VM's host while this load "
-        "ran (free page reporting): host work inside the timing, it may read slower than usual"
+        "ran (free page reporting): host work inside the timing, it may read slower than usual",
     )
 
 

@@ -224,12 +224,14 @@ def test_the_reported_counter_is_read_in_bytes_and_absent_is_none(tmp_path: Path
     counter.write_text("1219990\n")
     assert host_memory.reported_bytes(counter) == 1219990 * 1024
     assert host_memory.reported_bytes(tmp_path / "missing") is None
-    assert host_memory.reported_between(None, 5) is None
-    assert host_memory.reported_between(10, 4) == 0  # a counter never goes back: a reset
-    assert host_memory.reported_note(host_memory.FREE_WORTH_NOTING - 1) is None
-    assert host_memory.reported_note(None) is None
-    note = host_memory.reported_note(812 << 20)
-    assert note is not None and note.startswith("host: 812 MiB of free memory")
+    assert host_memory.reported_since(None, counter) is None
+    assert host_memory.reported_since(5, tmp_path / "missing") is None
+    assert host_memory.reported_since(1219990 * 1024 - 4096, counter) == 4096
+    assert host_memory.reported_since(1 << 40, counter) == 0  # a counter never goes back: a reset
+    assert host_memory.reported_notes(host_memory.FREE_WORTH_NOTING - 1) == ()
+    assert host_memory.reported_notes(None) == ()
+    (note,) = host_memory.reported_notes(812 << 20)
+    assert note.startswith("host: 812 MiB of free memory")
 
 
 def test_a_load_with_a_report_pass_inside_its_timing_says_so(
@@ -241,10 +243,10 @@ def test_a_load_with_a_report_pass_inside_its_timing_says_so(
 
     model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
     readings = iter([7 << 30, (7 << 30) + (900 << 20)])  # at go, at the end
-    monkeypatch.setattr(host_memory, "reported_bytes", lambda: next(readings))
+    monkeypatch.setattr(host_memory, "reported_bytes", lambda counter=None: next(readings))
     result = LoadRun(model, "sequential", LoadOptions(workers=1, threads=1)).run()
     assert result.status == "ok" and result.host_reported == 900 << 20
     assert any(n.startswith("host: 900 MiB") for n in result.notes)
-    monkeypatch.setattr(host_memory, "reported_bytes", lambda: None)  # no counter here
+    monkeypatch.setattr(host_memory, "reported_bytes", lambda counter=None: None)  # no counter here
     quiet = LoadRun(model, "sequential", LoadOptions(workers=1, threads=1)).run()
     assert quiet.host_reported is None and not any(n.startswith("host:") for n in quiet.notes)
