@@ -29,6 +29,7 @@ from benchmarks import applied
 from benchmarks.applied import config_for, load_run
 from benchmarks.diagnose import diagnose
 from benchmarks.peers import run_peer
+from benchmarks.regret_tables import CONFIRM_PAIRS, regret_of
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings
@@ -191,7 +192,14 @@ def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
             say(f"recommend picked {rec.used.spec} in {rec.elapsed_s:.0f} s")
             for entry in picked:
                 entries = with_recommended(entries, entry)
-        rounds(job, model, entries, folder, recommended_config, out, say)
+        configs = {
+            e.label: config_for(e, folder, recommended_config) for e in entries if e.kind == "load"
+        }
+        rounds(job, model, entries, configs, out, say)
+        if out["recommendation"] is not None:
+            out["confirm_runs"] = confirm(job, model, entries, configs, out)
+            for run in out["confirm_runs"]:
+                say(f"[{job.env}/{job.model_key}/{job.cache} confirming] {run_line(job, run)}")
         if job.ranks > 1:
             pick = next((e for e in entries if e.role == "recommended"), None)
             pick = pick or next(e for e in entries if e.kind == "strategy")
@@ -222,18 +230,13 @@ def rounds(
     job: Job,
     model: Any,
     entries: list[Entry],
-    folder: Path,
-    recommended_config: str | None,
+    configs: dict[str, str],
     out: dict[str, Any],
     say: Progress,
 ) -> None:
     """Every round: the ceilings, then every entry once, rotated; a run stopped at the time
     limit bounds its entry, which is not run again (reported as bounded, not dropped)."""
-    files = [f.path for f in model.files]
     out["entries"] = [{"label": e.label, **asdict(e)} for e in entries]
-    configs = {
-        e.label: config_for(e, folder, recommended_config) for e in entries if e.kind == "load"
-    }
     ceiling_runs: dict[str, list[float]] = {name: [] for name in job.ceilings}
     verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
     specs: dict[str, str] = {}
@@ -250,28 +253,12 @@ def rounds(
         for entry in side_by_side(entries[shift:] + entries[:shift]):
             if entry.label in bounded:
                 continue
-            limit = job.time_limit_s
-            if entry.kind == "peer":
-                run = _peer_run(files, entry, job.cache, limit)
-            elif entry.kind == "load":
-                run = load_run(model, entry, job.cache, configs[entry.label], limit)
-            else:
-                run = _strategy_run(model, entry, job.cache, limit)
+            run = run_entry(job, model, entry, configs.get(entry.label), repeat)
             if run["status"] == "cancelled" and "time limit" in (run["error"] or ""):
                 bounded.add(entry.label)
-                run["bound_mbps"] = out["model_bytes"] / (limit or 1) / 1e6
-            run.update(
-                label=entry.label, kind=entry.kind, name=entry.name, role=entry.role, repeat=repeat
-            )
+                run["bound_mbps"] = out["model_bytes"] / (job.time_limit_s or 1) / 1e6
             out["runs"].append(run)
-            state = "cold" if run["cold"] else "warm" if run["warm"] else "NOT " + job.cache
-            reported = run.get("host_reported") or 0
-            if reported >= FREE_WORTH_NOTING:  # a report pass inside the timing
-                state += f"; {reported >> 20} MiB reported to the host while it ran"
-            say(
-                f"[{where} {repeat + 1}/{job.repeats}] {entry.label}: {run['status']} "
-                f"{run['mbps']:.0f} MB/s ({state})" + (f" {run['error']}" if run["error"] else "")
-            )
+            say(f"[{where} {repeat + 1}/{job.repeats}] {run_line(job, run)}")
     out["bounded"] = sorted(bounded)
     out["time_limit_s"] = job.time_limit_s
     out["ceilings"] = {
@@ -284,6 +271,55 @@ def rounds(
         for name, runs in ceiling_runs.items()
         if runs
     }
+
+
+def run_entry(
+    job: Job, model: Any, entry: Entry, config: str | None, repeat: int
+) -> dict[str, Any]:
+    """One cold (or warm) run of ``entry`` as its kind is applied, labelled with its round."""
+    files = [f.path for f in model.files]
+    limit = job.time_limit_s
+    if entry.kind == "peer":
+        run = _peer_run(files, entry, job.cache, limit)
+    elif entry.kind == "load":
+        assert config is not None
+        run = load_run(model, entry, job.cache, config, limit)
+    else:
+        run = _strategy_run(model, entry, job.cache, limit)
+    run.update(label=entry.label, kind=entry.kind, name=entry.name, role=entry.role, repeat=repeat)
+    return run
+
+
+def run_line(job: Job, run: dict[str, Any]) -> str:
+    """A run for the progress lines: its speed, its cache state, a report pass inside it."""
+    state = "cold" if run["cold"] else "warm" if run["warm"] else "NOT " + job.cache
+    reported = run.get("host_reported") or 0
+    if reported >= FREE_WORTH_NOTING:  # a report pass inside the timing
+        state += f"; {reported >> 20} MiB reported to the host while it ran"
+    return f"{run['label']}: {run['status']} {run['mbps']:.0f} MB/s ({state})" + (
+        f" {run['error']}" if run["error"] else ""
+    )
+
+
+def confirm(
+    job: Job, model: Any, entries: list[Entry], configs: dict[str, str], out: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """When an applied alternative beat recommend()'s pick over the rounds, ``CONFIRM_PAIRS``
+    more runs of the two, alternating which goes first: the best of several alternatives
+    picked by the same runs that rank them is the one that drew the luckiest runs, so its
+    lead over the rounds alone overstates the regret. Only the regret reads these runs."""
+    found = regret_of(out)
+    if found is None or not found["regret"]:
+        return []
+    by_label = {e.label: e for e in entries}
+    pair = (by_label[found["pick"].label], by_label[found["best"].label])
+    runs = []
+    for number in range(CONFIRM_PAIRS):
+        for entry in pair if number % 2 == 0 else pair[::-1]:
+            runs.append(
+                run_entry(job, model, entry, configs.get(entry.label), job.repeats + number)
+            )
+    return runs
 
 
 def side_by_side(order: list[Entry]) -> list[Entry]:

@@ -9,7 +9,7 @@ from typing import Any
 from benchmarks import extras, knobs
 from benchmarks.explain import explain_miss
 from benchmarks.peers import PEERS
-from benchmarks.regret_tables import regret_summary, regret_table
+from benchmarks.regret_tables import CONFIRM_PAIRS, regret_summary, regret_table
 from benchmarks.summary import (
     CEILING_FOR,
     MiB,
@@ -348,7 +348,14 @@ def _regret_notes() -> list[str]:
         "through `core.load(config=)` in a fresh process, then ran in the rounds alternately "
         "with every strong alternative it measured (as core.load), the standard "
         "configurations and the installed peers, cold. regret = 1 − pick / best (medians). "
-        "Each environment's table is under its throughput table above.\n"
+        "A core.load entry that applies the same in-process load as the pick (the same "
+        "strategy and options, the same workers × threads reader threads in one process) is "
+        "the same choice for a user: its runs count as the pick's, and it is no rival. When "
+        "an alternative beat the pick over the rounds, the two then ran "
+        f"{CONFIRM_PAIRS} more pairs, alternating which went first, and the regret counts "
+        "them: the best of several alternatives, chosen by the same runs that rank them, is "
+        "the one that drew the luckiest runs. Each environment's table is under its "
+        "throughput table above.\n"
     ]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.matrix import Entry, side_by_side
-from benchmarks.regret_tables import regret_of, regret_table
+from benchmarks.regret_tables import CONFIRM_PAIRS, regret_of, regret_table
 from benchmarks.tables import (
     PROCESSES_SPEC,
     THREADS_SPEC,
@@ -97,10 +97,57 @@ def test_regret_is_one_minus_pick_over_the_best_applied() -> None:
     found = regret_of(_job())
     assert found is not None
     assert found["best"].label == "core.load: direct workers=4 threads=1 chunk=16MiB"
-    assert abs(found["regret"] - (1 - 510 / 610)) < 1e-9  # medians of 3 rounds
+    # sequential 1×4 applies the pick's load (4 reader threads in one process): its runs
+    # (450, 460, 470) count as the pick's (500, 510, 520), so the pick is the median of the six
+    assert [t.label for t in found["twins"]] == ["core.load: sequential chunk=16MiB"]
+    assert found["pick_runs"] == 6
+    assert abs(found["regret"] - (1 - 485 / 610)) < 1e-9
     text = "".join(regret_table(_job()))
-    assert "regret = 1 − pick / best = **16.4%**" in text
+    assert "regret = 1 − pick / best = **20.5%**" in text
+    assert "core.load: sequential chunk=16MiB (the pick's load)" in text
+    assert "so their runs count as the pick's (6 runs, median 485 MB/s" in text
     assert "< 100 (stopped at the 20 s limit)" in text  # the crawler: bounded, not dropped
+
+
+def test_a_rival_that_is_the_pick_s_own_load_is_no_regret() -> None:
+    """The 02:02 FUSE bench: the pick's core.load drew slow runs, its 1×4 twin fast ones; a
+    user applying either gets the same 4 reader threads, so there is nothing to regret."""
+    job = _job()
+    pick = Entry("load", "sequential", PROCESSES, "recommended")
+    twin = Entry("load", "sequential", THREADS)
+    direct = Entry("load", "direct", PROCESSES)
+    keep = {pick.label, twin.label}
+    job["entries"] = [e for e in job["entries"] if e["label"] in keep]
+    speeds = {pick.label: (435, 562, 425), twin.label: (592, 600, 598)}
+    job["runs"] = [_run(e, speeds[e.label][r], r) for r in range(3) for e in (pick, twin)]
+    found = regret_of(job)
+    assert found is not None and found["regret"] == 0.0 and found["best"].label == pick.label
+    assert found["pick_mbps"] == (562 + 592) / 2
+    job["entries"].append(_entry(direct))  # a different load: a rival
+    job["runs"] += [_run(direct, 700, r) for r in range(3)]
+    found = regret_of(job)
+    assert found is not None and found["best"].label == direct.label
+
+
+def test_confirmation_pairs_count_in_the_regret_only() -> None:
+    job = _job()
+    pick = Entry("load", "sequential", PROCESSES, "recommended")
+    direct = Entry("load", "direct", PROCESSES)
+    job["confirm_runs"] = [
+        _run(e, mbps, 3 + n) for n in range(3) for e, mbps in ((pick, 560), (direct, 540))
+    ]
+    found = regret_of(job)
+    assert found is not None
+    # pick: 450 460 470 500 510 520 560 560 560 → 510; direct: 600 610 620 540 540 540 → 570
+    assert found["pick_runs"] == 9 and found["pick_mbps"] == 510
+    assert abs(found["regret"] - (1 - 510 / 570)) < 1e-9
+    text = "".join(regret_table(job))
+    assert "Rounds 4–6 are 3 confirmation pairs" in text
+    # the other tables read the rounds alone
+    from benchmarks.summary import rows_of
+
+    row = next(r for r in rows_of(job) if r.label == pick.label)
+    assert (row.runs, row.low, row.high) == (3, 500, 520)
 
 
 def test_load_against_measure_and_the_targets() -> None:
@@ -215,7 +262,7 @@ def test_rounds_with_far_more_reported_on_one_side_are_named() -> None:
 
 
 def test_two_core_loads_that_split_the_same_readers_differently_are_the_same_load() -> None:
-    from benchmarks.regret_tables import same_load_text
+    from benchmarks.regret_tables import same_load
 
     def entry(label: str, name: str, workers: int, threads: int) -> dict[str, Any]:
         options = {"workers": workers, "threads": threads, "chunk": 16 << 20}
@@ -229,7 +276,39 @@ def test_two_core_loads_that_split_the_same_readers_differently_are_the_same_loa
             entry("pread", "pread", 4, 1),
         ]
     }
-    text = same_load_text(job, "pick", "one worker")
-    assert text.startswith("; both apply the same in-process load (sequential, 4 reader threads")
-    assert same_load_text(job, "pick", "two readers") == ""  # fewer readers: another load
-    assert same_load_text(job, "pick", "pread") == ""
+    load = same_load(job, "pick", "one worker")
+    assert load is not None and (load.workers, load.threads) == (1, 4)
+    assert same_load(job, "pick", "two readers") is None  # fewer readers: another load
+    assert same_load(job, "pick", "pread") is None
+
+
+def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
+    monkeypatch: Any,
+) -> None:
+    from benchmarks import matrix
+
+    job = _job()  # direct beat the pick over the rounds
+    entries = [
+        Entry(**{k: e[k] for k in ("kind", "name", "options", "role")}) for e in job["entries"]
+    ]
+    ran: list[tuple[str, int]] = []
+
+    def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> dict[str, Any]:
+        ran.append((entry.name, repeat))
+        return _run(entry, 500, repeat)
+
+    monkeypatch.setattr(matrix, "run_entry", fake)
+    spec = matrix.Job("fuse", "m", "/nowhere", "cold", 3, entries, [])
+    runs = matrix.confirm(spec, None, entries, {}, job)
+    assert ran == [
+        ("sequential", 3),
+        ("direct", 3),
+        ("direct", 4),
+        ("sequential", 4),
+        ("sequential", 5),
+        ("direct", 5),
+    ]
+    assert len(runs) == 2 * CONFIRM_PAIRS
+    job["runs"] = [r for r in job["runs"] if r["label"] != entries[4].label]  # no rival left
+    ran.clear()
+    assert matrix.confirm(spec, None, entries, {}, job) == [] and ran == []
