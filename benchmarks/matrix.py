@@ -197,9 +197,7 @@ def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
         }
         rounds(job, model, entries, configs, out, say)
         if out["recommendation"] is not None:
-            out["confirm_runs"] = confirm(job, model, entries, configs, out)
-            for run in out["confirm_runs"]:
-                say(f"[{job.env}/{job.model_key}/{job.cache} confirming] {run_line(job, run)}")
+            out["confirm_runs"] = confirm(job, model, entries, configs, out, say)
         if job.ranks > 1:
             pick = next((e for e in entries if e.role == "recommended"), None)
             pick = pick or next(e for e in entries if e.kind == "strategy")
@@ -302,7 +300,12 @@ def run_line(job: Job, run: dict[str, Any]) -> str:
 
 
 def confirm(
-    job: Job, model: Any, entries: list[Entry], configs: dict[str, str], out: dict[str, Any]
+    job: Job,
+    model: Any,
+    entries: list[Entry],
+    configs: dict[str, str],
+    out: dict[str, Any],
+    say: Progress,
 ) -> list[dict[str, Any]]:
     """When an applied alternative beat recommend()'s pick over the rounds, ``CONFIRM_PAIRS``
     more runs of the two, alternating which goes first: the best of several alternatives
@@ -316,9 +319,9 @@ def confirm(
     runs = []
     for number in range(CONFIRM_PAIRS):
         for entry in pair if number % 2 == 0 else pair[::-1]:
-            runs.append(
-                run_entry(job, model, entry, configs.get(entry.label), job.repeats + number)
-            )
+            run = run_entry(job, model, entry, configs.get(entry.label), job.repeats + number)
+            runs.append(run)
+            say(f"[{job.env}/{job.model_key}/{job.cache} confirming] {run_line(job, run)}")
     return runs
 
 

@@ -292,6 +292,7 @@ def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
         Entry(**{k: e[k] for k in ("kind", "name", "options", "role")}) for e in job["entries"]
     ]
     ran: list[tuple[str, int]] = []
+    lines: list[str] = []
 
     def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> dict[str, Any]:
         ran.append((entry.name, repeat))
@@ -299,7 +300,7 @@ def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
 
     monkeypatch.setattr(matrix, "run_entry", fake)
     spec = matrix.Job("fuse", "m", "/nowhere", "cold", 3, entries, [])
-    runs = matrix.confirm(spec, None, entries, {}, job)
+    runs = matrix.confirm(spec, None, entries, {}, job, lines.append)
     assert ran == [
         ("sequential", 3),
         ("direct", 3),
@@ -308,7 +309,8 @@ def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
         ("sequential", 5),
         ("direct", 5),
     ]
-    assert len(runs) == 2 * CONFIRM_PAIRS
+    assert len(runs) == 2 * CONFIRM_PAIRS == len(lines)
+    assert lines[0].startswith("[fuse/m/cold confirming] core.load: sequential workers=4")
     job["runs"] = [r for r in job["runs"] if r["label"] != entries[4].label]  # no rival left
     ran.clear()
-    assert matrix.confirm(spec, None, entries, {}, job) == [] and ran == []
+    assert matrix.confirm(spec, None, entries, {}, job, lines.append) == [] and ran == []
