@@ -43,8 +43,11 @@ class Race:
         first_pace_s: float,
         progress: Callable[[str], None],
         cancel: threading.Event | None,
+        evidence_overrun_s: float = 0.0,
     ) -> None:
         self.model, self.deadline = model, deadline
+        # How far past the deadline the pick's own runs may go to reach EVIDENCE_RUNS (fill).
+        self.evidence_overrun_s = evidence_overrun_s
         self.progress, self.cancel = progress, cancel
         self.first_pace_s = first_pace_s  # a run's wall time, before any candidate ran
         self.leader: Curve | None = None
@@ -90,7 +93,13 @@ class Race:
             raise LoadError("recommendation cancelled")
 
     def run(
-        self, candidate: Candidate, *, race: bool = True, first: bool = False, keep_s: float = 0.0
+        self,
+        candidate: Candidate,
+        *,
+        race: bool = True,
+        first: bool = False,
+        keep_s: float = 0.0,
+        over_s: float = 0.0,
     ) -> LoadResult | None:
         """One cold run; the completed result (also appended to the candidate) or None.
 
@@ -98,9 +107,10 @@ class Race:
         pairs), but never past the budget. ``first``: the first run of the search, which runs
         to the end even past the budget (without one completed load there is no answer).
         ``keep_s``: budget this run must leave untouched (kept for the semifinal and finals).
+        ``over_s``: how far past the deadline this run may end (the pick's evidence runs).
         """
         self.check_cancel()
-        budget_limit = math.inf if first else self.left() - keep_s - self.overhead_s
+        budget_limit = math.inf if first else self.left() + over_s - keep_s - self.overhead_s
         limit = budget_limit
         clock_cut = race and self.leader is not None
         if clock_cut and self.leader is not None:
@@ -109,7 +119,7 @@ class Race:
         time_limit = None if math.isinf(limit) else limit
         started = time.monotonic()
         if candidate.peer is not None:
-            end_by = None if first else self.deadline - keep_s
+            end_by = None if first else self.deadline + over_s - keep_s
             result, loaded, stop = self._run_peer(candidate, time_limit, end_by)
         else:
             result, loaded, stop = self._run_load(candidate, time_limit, race)

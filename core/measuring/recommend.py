@@ -29,7 +29,7 @@ from typing import Any
 
 from modelmon.core.errors import LoadError
 from modelmon.core.measuring.ab import Verdict
-from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.candidate import EVIDENCE_OVERRUN, Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
@@ -190,7 +190,14 @@ def recommend(
     ceilings = known.merged(
         measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
     )
-    race = Race(model, started + budget_s, _first_pace(model, ceilings), say, cancel)
+    race = Race(
+        model,
+        started + budget_s,
+        _first_pace(model, ceilings),
+        say,
+        cancel,
+        evidence_overrun_s=EVIDENCE_OVERRUN * budget_s,
+    )
     race.check_cancel()
     own = candidates(model, fits, parallel) if pool is None else pool
     rivals, absent = peer_candidates(model, fits, parallel) if peers else ([], [])

@@ -240,6 +240,13 @@ def settle(
 
 
 def fill(race: Race, best: Candidate) -> None:
-    """Spend what is left of the budget, too little for a pair, on more runs of the pick."""
+    """Bring the pick to ``EVIDENCE_RUNS`` runs, past the deadline by ``evidence_overrun_s``
+    at most (a leader that changed in the last pairs may lack them, and a pick on two runs
+    is not a verdict), then spend what is left of the budget, too little for a pair, on
+    more runs of it."""
+    over = race.evidence_overrun_s
+    while len(best.results) < EVIDENCE_RUNS and race.left() + over >= race.pace(best):
+        if race.run(best, race=False, over_s=over) is None:
+            break
     while race.left() >= race.pace(best) and race.run(best, race=False) is not None:
         pass

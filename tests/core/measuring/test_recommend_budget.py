@@ -131,3 +131,30 @@ def test_a_peer_run_ends_at_end_by_imports_included(sharded_model: Path) -> None
     assert time.monotonic() - started < 5.0  # its child stopped, not waited for
     stop = threading.Event()
     assert peers.run_peer("safetensors", files, "cold", stop=stop, end_by=None).status == "ok"
+
+
+def test_a_pick_short_of_its_evidence_runs_past_the_budget_by_the_overrun_at_most(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The 03:48 bench: the leader changed in the last pairs and the pick was left on two
+    runs with 2 s left; its third run may end past the deadline, by the overrun at most."""
+    from modelmon.core.measuring.rounds import fill
+
+    def pick_on_two_runs(overrun_s: float) -> tuple[ClockedRace, Candidate]:
+        clock = Clock()
+        monkeypatch.setattr(race, "time", clock)
+        r = ClockedRace(clock, 30.0)
+        r.evidence_overrun_s = overrun_s
+        best = own(4)
+        for _ in range(2):
+            r.run(best, race=False)  # 5 s each: its pace
+        clock.now = r.deadline - 2.0
+        return r, best
+
+    r, best = pick_on_two_runs(4.0)
+    fill(r, best)
+    assert len(best.results) == EVIDENCE_RUNS
+    assert r.clock.now == r.deadline + 3.0  # 5 s from 2 s before the deadline: no fourth
+    r, best = pick_on_two_runs(2.0)  # a run would end 3 s past, more than it may
+    fill(r, best)
+    assert len(best.results) == 2 and r.clock.now == r.deadline - 2.0
