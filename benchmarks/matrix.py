@@ -86,7 +86,7 @@ class Job:
     entries: list[Entry]
     ceilings: list[str]
     recommend_budget_s: float = 0.0  # 0: no recommendation
-    workers: int = 4
+    workers: int | None = 4  # None: the engine's default parallelism
     diagnose: bool = True  # monitored runs of the best configuration (diagnose.py)
     time_limit_s: float | None = None  # a run stopped there is bounded, and not run again
     ranks: int = 0  # > 1: the pick as N replica ranks at one barrier vs 1 (ranks.py)

@@ -1,17 +1,18 @@
-"""Regret of ``recommend``: how much slower is its pick than the best of the strong alternatives?
+"""Regret of ``recommend`` on one model: how much slower is its pick than the best alternative?
 
     python -m benchmarks.regret MODEL [--budget 120] [--runs 3] [--json out.json] [--md out.md]
     python -m benchmarks.regret --synth DIR ...   # first write a 1.5 GB Llama-shaped model there
 
-1. ``recommend(model, budget)`` in this process, as a user would run it here.
-2. The pick, every other strong candidate (finished, median ≥ ``STRONG`` × the pick's) and the
-   installed peers, each applied as a user would: modelmon configurations through
-   ``modelmon.core.load(path, config=FILE)`` in a FRESH process (one config file each), peers
-   through ``modelmon.core.measuring.peers``. Round-robin, ≥ 3 rounds, every run from a
-   verified cold page cache (evicted once the child has imported everything, as the runner
-   does), timing from go to the last tensor.
-3. regret = 1 − pick / best (medians), printed as JSON and as a markdown table with the load
-   average (the machine may be shared).
+One job of ``./dev bench`` (``matrix.run_job``) on this model, here: ``recommend(model,
+budget)``, then its pick (measured, and applied through ``modelmon.core.load(path,
+config=FILE)`` in a FRESH process with the config it wrote), its strong alternatives (applied
+the same way) and the installed peers, round-robin, ≥ 3 rounds, every run from a verified cold
+page cache, timed from go to the last tensor; confirmation pairs when an alternative beat the
+pick. The regret and its table are the bench's own (``regret_tables``), printed as JSON and as
+markdown with the load average (the machine may be shared).
+
+This module also holds the fresh-process child (``run_config``) and ``contenders``, which the
+bench's rounds use.
 """
 
 from __future__ import annotations
@@ -20,21 +21,20 @@ import argparse
 import json
 import os
 import selectors
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from modelmon.core.loading.strategies.base import get_strategy
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.peers import run_peer, stop_child_and_close
-from modelmon.core.measuring.recommend import Recommendation, recommend
+from modelmon.core.measuring.peers import PEERS, check_import, stop_child_and_close
+from modelmon.core.measuring.recommend import Recommendation
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.config import read_config, recommendation_document, write_config
+from modelmon.core.output.config import read_config
 from modelmon.core.system import cache, host_memory
 from modelmon.core.system.proc_status import own_status_bytes
 
@@ -153,86 +153,6 @@ def contenders(rec: Recommendation) -> list[Candidate]:
     return [pick, *own, *(c for c in strong if c.peer is not None)]
 
 
-def measure(rec: Recommendation, runs: int, folder: Path) -> dict[str, list[dict[str, Any]]]:
-    files = [f.path for f in rec.model.files]
-    document = recommendation_document(rec, "pick.toml")
-    configs: dict[str, str | None] = {}
-    for index, candidate in enumerate(contenders(rec)):
-        if candidate.peer is not None:
-            configs[candidate.spec] = None
-            continue
-        doc = dict(document)
-        doc["recommended"] = {"strategy": candidate.strategy, **candidate.options.to_dict()}
-        configs[candidate.spec] = str(write_config(folder / f"config-{index}.toml", doc))
-    peers = {c.spec: c.peer for c in rec.peers}
-    measured: dict[str, list[dict[str, Any]]] = {spec: [] for spec in configs}
-    for round_ in range(runs):
-        for spec, config in configs.items():
-            if config is not None:
-                run = run_config(rec.model.path, config, files)
-            else:
-                settings = peers[spec]
-                assert settings is not None
-                result = run_peer(settings, files, "cold")
-                if result.status != "ok":
-                    raise RuntimeError(f"{spec}: {result.error}")
-                run = {"mbps": result.mbps, "cold": result.cold, "seconds": result.seconds}
-            measured[spec].append(run)
-            print(f"round {round_ + 1}: {spec}: {run['mbps']:.0f} MB/s", file=sys.stderr)
-    return measured
-
-
-def report(rec: Recommendation, measured: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    rows = []
-    for spec, runs in measured.items():
-        rates = [r["mbps"] for r in runs]
-        rows.append(
-            {
-                "spec": spec,
-                "runs": len(runs),
-                "median_mbps": round(statistics.median(rates), 1),
-                "min_mbps": round(min(rates), 1),
-                "max_mbps": round(max(rates), 1),
-                "all_cold": all(r["cold"] for r in runs),
-                "picked": spec == rec.used.spec,
-            }
-        )
-    best = max(rows, key=lambda r: r["median_mbps"])
-    pick = next(r for r in rows if r["picked"])
-    return {
-        "model": rec.model.path,
-        "model_bytes": rec.model.total_bytes,
-        "budget_s": rec.budget_s,
-        "recommend_elapsed_s": round(rec.elapsed_s, 1),
-        "pick": rec.used.spec,
-        "pick_in_recommend": rec.used.to_dict(),
-        "best": best["spec"],
-        "regret": round(1 - pick["median_mbps"] / best["median_mbps"], 3),
-        "rows": rows,
-        "explanation": list(rec.explanation),
-        "cpus": os.cpu_count(),
-    }
-
-
-def markdown(result: dict[str, Any]) -> str:
-    lines = [
-        f"recommend picked **{result['pick']}** in {result['recommend_elapsed_s']} s "
-        f"(budget {result['budget_s']:g} s); best re-measured: **{result['best']}**; "
-        f"regret **{result['regret']:.1%}**. Load average {result['load_before']} before, "
-        f"{result['load_after']} after, {result['cpus']} CPUs.",
-        "",
-        "| configuration | runs | median MB/s | min–max | all cold |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for row in result["rows"]:
-        mark = " (pick)" if row["picked"] else ""
-        lines.append(
-            f"| {row['spec']}{mark} | {row['runs']} | {row['median_mbps']:.0f} | "
-            f"{row['min_mbps']:.0f}–{row['max_mbps']:.0f} | {row['all_cold']} |"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?")
@@ -256,26 +176,50 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give a MODEL or --synth DIR")
     if args.runs < 3:
         parser.error("--runs must be ≥ 3")
+    from benchmarks.matrix import Entry, Job, run_job
+    from benchmarks.regret_tables import regret_of, regret_table
+
+    model = open_model(path)
+    peers = [
+        Entry("peer", name)
+        for name, peer in PEERS.items()
+        if model.format in peer.formats and check_import(name) is None
+    ]
+    job = Job("here", Path(path).name, str(path), "cold", args.runs, peers, [], args.budget)
+    job.workers, job.diagnose = args.workers, False
     load_before = os.getloadavg()
-    rec = recommend(
-        open_model(path),
-        args.budget,
-        workers=args.workers,
-        progress=lambda text: print(f"  {text}", file=sys.stderr),
-    )
-    with tempfile.TemporaryDirectory() as folder:
-        measured = measure(rec, args.runs, Path(folder))
-    result = report(rec, measured)
-    result["load_before"] = " ".join(f"{x:.1f}" for x in load_before)
-    result["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    measured = run_job(job, lambda text: print(f"  {text}", file=sys.stderr))
+    found = regret_of(measured)
+    assert found is not None  # the job ran recommend()
+    result = {
+        "model": str(path),
+        "model_bytes": measured["model_bytes"],
+        "budget_s": args.budget,
+        "recommend_elapsed_s": round(measured["recommendation"]["elapsed_s"], 1),
+        "pick": measured["recommendation"]["pick"],
+        "best": found["best"].label if found["best"] else None,
+        "regret": None if found["regret"] is None else round(found["regret"], 3),
+        "pick_mbps": found["pick_mbps"],
+        "pick_runs": found["pick_runs"],
+        "rows": [asdict(row) for row in found["rows"]],
+        "recommendation": measured["recommendation"],
+        "runs": measured["runs"],
+        "confirm_runs": measured.get("confirm_runs", []),
+        "cpus": os.cpu_count(),
+        "load_before": " ".join(f"{x:.1f}" for x in load_before),
+        "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }
     text = json.dumps(result, indent=2)
     print(text)
-    table = markdown(result)
+    table = "".join(regret_table(measured)) + (
+        f"\nLoad average {result['load_before']} before, {result['load_after']} after, "
+        f"{result['cpus']} CPUs.\n"
+    )
     print(table)
     if args.json:
         Path(args.json).write_text(text + "\n")
     if args.md:
-        Path(args.md).write_text(table + "\n")
+        Path(args.md).write_text(table)
     return 0
 
 

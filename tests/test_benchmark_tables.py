@@ -3,6 +3,7 @@ what a run stopped at the time limit shows (bounded, not dropped)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -314,3 +315,41 @@ def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
     job["runs"] = [r for r in job["runs"] if r["label"] != entries[4].label]  # no rival left
     ran.clear()
     assert matrix.confirm(spec, None, entries, {}, job, lines.append) == [] and ran == []
+
+
+def test_regret_on_its_own_is_one_bench_job_and_its_table(
+    monkeypatch: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """``python -m benchmarks.regret MODEL`` runs the bench's job on the model (recommend,
+    rounds, confirmation) and reports the bench's own regret: one definition, not two."""
+    from benchmarks import matrix, regret
+    from modelmon.core.model.synth import write_safetensors_model
+
+    path = write_safetensors_model(tmp_path / "m", layers=1, hidden=64, intermediate=128, vocab=256)
+    jobs: list[matrix.Job] = []
+
+    def fake(job: matrix.Job, progress: Any = None) -> dict[str, Any]:
+        jobs.append(job)
+        return _job()
+
+    monkeypatch.setattr(matrix, "run_job", fake)
+    out = tmp_path / "r.json"
+    assert (
+        regret.main(
+            [str(path), "--budget", "30", "--json", str(out), "--md", str(tmp_path / "r.md")]
+        )
+        == 0
+    )
+    (job,) = jobs
+    assert (job.cache, job.repeats, job.recommend_budget_s, job.diagnose) == (
+        "cold",
+        3,
+        30.0,
+        False,
+    )
+    assert {e.kind for e in job.entries} == {"peer"} and "safetensors" in {
+        e.name for e in job.entries
+    }
+    result = json.loads(out.read_text())
+    assert result["regret"] == round(1 - 485 / 610, 3) and result["pick_runs"] == 6
+    assert "regret = 1 − pick / best = **20.5%**" in (tmp_path / "r.md").read_text()
