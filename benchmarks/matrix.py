@@ -91,6 +91,11 @@ class Job:
     time_limit_s: float | None = None  # a run stopped there is bounded, and not run again
     ranks: int = 0  # > 1: the pick as N replica ranks at one barrier vs 1 (ranks.py)
 
+    @property
+    def where(self) -> str:
+        """The job in progress lines: env/model/cache."""
+        return f"{self.env}/{self.model_key}/{self.cache}"
+
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
@@ -239,14 +244,14 @@ def rounds(
     verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
     specs: dict[str, str] = {}
     bounded: set[str] = set()
-    where = f"{job.env}/{job.model_key}/{job.cache}"
     for repeat in range(job.repeats):
+        at = f"[{job.where} {repeat + 1}/{job.repeats}]"
         # The ceilings open every round, so each ratio compares runs made minutes apart at most.
         for ceiling in measure_ceilings(model, job.ceilings, repeats=1, workers=job.workers).items:
             ceiling_runs[ceiling.name].append(ceiling.mbps)
             verified[ceiling.name] = verified[ceiling.name] and bool(ceiling.verified)
             specs[ceiling.name] = ceiling.spec
-            say(f"[{where} {repeat + 1}/{job.repeats}] ceiling {ceiling.name}: {ceiling.mbps:.0f}")
+            say(f"{at} ceiling {ceiling.name}: {ceiling.mbps:.0f}")
         shift = repeat % len(entries) if entries else 0
         for entry in side_by_side(entries[shift:] + entries[:shift]):
             if entry.label in bounded:
@@ -256,7 +261,7 @@ def rounds(
                 bounded.add(entry.label)
                 run["bound_mbps"] = out["model_bytes"] / (job.time_limit_s or 1) / 1e6
             out["runs"].append(run)
-            say(f"[{where} {repeat + 1}/{job.repeats}] {run_line(job, run)}")
+            say(f"{at} {run_line(job, run)}")
     out["bounded"] = sorted(bounded)
     out["time_limit_s"] = job.time_limit_s
     out["ceilings"] = {
@@ -321,7 +326,7 @@ def confirm(
         for entry in pair if number % 2 == 0 else pair[::-1]:
             run = run_entry(job, model, entry, configs.get(entry.label), job.repeats + number)
             runs.append(run)
-            say(f"[{job.env}/{job.model_key}/{job.cache} confirming] {run_line(job, run)}")
+            say(f"[{job.where} confirming] {run_line(job, run)}")
     return runs
 
 

@@ -185,8 +185,18 @@ def main(argv: list[str] | None = None) -> int:
         for name, peer in PEERS.items()
         if model.format in peer.formats and check_import(name) is None
     ]
-    job = Job("here", Path(path).name, str(path), "cold", args.runs, peers, [], args.budget)
-    job.workers, job.diagnose = args.workers, False
+    job = Job(
+        "here",
+        Path(path).name,
+        str(path),
+        "cold",
+        args.runs,
+        peers,
+        [],
+        args.budget,
+        workers=args.workers,
+        diagnose=False,
+    )
     load_before = os.getloadavg()
     measured = run_job(job, lambda text: print(f"  {text}", file=sys.stderr))
     found = regret_of(measured)

@@ -37,10 +37,11 @@ def regret_of(job: dict[str, Any]) -> dict[str, Any] | None:
     rows = [r for r in rows_of(every) if r.kind in ("load", "peer")]
     kind = "peer" if rec.get("pick_is_peer") else "load"
     pick = next((r for r in rows if r.kind == kind and r.role == "recommended"), None)
-    found: dict[str, Any] = {"rec": rec, "rows": rows, "pick": pick, "twins": []}
+    found: dict[str, Any] = {"rec": rec, "rows": rows, "pick": pick, "twins": [], "load": None}
     if pick is None or not pick.ok:
         return {**found, "best": None, "regret": None, "pick_mbps": None, "pick_runs": 0}
-    twins = [r for r in rows if r is not pick and same_load(job, pick.label, r.label) is not None]
+    shared = {r.label: same_load(job, pick.label, r.label) for r in rows if r is not pick}
+    twins = [r for r in rows if shared.get(r.label) is not None]
     pooled = {pick.label, *(r.label for r in twins)}
     rates = [r["mbps"] for r in every["runs"] if r["label"] in pooled and r["status"] == "ok"]
     pick_mbps = statistics.median(rates)
@@ -51,6 +52,7 @@ def regret_of(job: dict[str, Any]) -> dict[str, Any] | None:
     return {
         **found,
         "twins": twins,
+        "load": shared[twins[0].label] if twins else None,  # the in-process load they share
         "best": best,
         "pick_mbps": pick_mbps,
         "pick_runs": len(rates),
@@ -86,9 +88,8 @@ def regret_table(job: dict[str, Any]) -> list[str]:
         + (" (the top two were within noise: the more robust one was picked)" if rec["tie"] else "")
         + "."
     )
-    if twins:
-        load = same_load(job, pick.label, twins[0].label)
-        assert load is not None
+    load = found["load"]
+    if load is not None:
         text += (
             f" {' and '.join(t.label for t in twins)} "
             f"{'applies' if len(twins) == 1 else 'apply'} the same in-process load as the pick "
