@@ -29,7 +29,7 @@ from benchmarks import applied
 from benchmarks.applied import config_for, load_run
 from benchmarks.diagnose import diagnose
 from benchmarks.peers import run_peer
-from benchmarks.regret_tables import CONFIRM_PAIRS, regret_of
+from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_of
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings
@@ -315,18 +315,25 @@ def confirm(
     """When an applied alternative beat recommend()'s pick over the rounds, ``CONFIRM_PAIRS``
     more runs of the two, alternating which goes first: the best of several alternatives
     picked by the same runs that rank them is the one that drew the luckiest runs, so its
-    lead over the rounds alone overstates the regret. Only the regret reads these runs."""
-    found = regret_of(out)
-    if found is None or not found["regret"]:
-        return []
+    lead over the rounds alone overstates the regret. When, with those runs, another
+    alternative beats the pick, it is confirmed the same way (``CONFIRM_RIVALS`` at most):
+    the best the regret names has then always been confirmed. Only the regret reads these."""
     by_label = {e.label: e for e in entries}
-    pair = (by_label[found["pick"].label], by_label[found["best"].label])
-    runs = []
-    for number in range(CONFIRM_PAIRS):
-        for entry in pair if number % 2 == 0 else pair[::-1]:
-            run = run_entry(job, model, entry, configs.get(entry.label), job.repeats + number)
-            runs.append(run)
-            say(f"[{job.where} confirming] {run_line(job, run)}")
+    confirmed: set[str] = set()
+    runs: list[dict[str, Any]] = []
+    while len(confirmed) < CONFIRM_RIVALS:
+        found = regret_of({**out, "confirm_runs": runs})
+        if found is None or not found["regret"] or found["best"].label in confirmed:
+            break
+        confirmed.add(found["best"].label)
+        pair = (by_label[found["pick"].label], by_label[found["best"].label])
+        first = job.repeats + len(runs) // 2
+        for number in range(CONFIRM_PAIRS):
+            for entry in pair if number % 2 == 0 else pair[::-1]:
+                config = configs.get(entry.label)
+                run = run_entry(job, model, entry, config, first + number)
+                runs.append(run)
+                say(f"[{job.where} confirming] {run_line(job, run)}")
     return runs
 
 

@@ -16,6 +16,7 @@ from modelmon.core.options import LoadOptions
 REGRET_TARGET = 0.10
 BUDGET_SLACK = 0.15
 CONFIRM_PAIRS = 3  # the pick and the alternative that beat it, after the rounds (matrix.confirm)
+CONFIRM_RIVALS = 2  # alternatives confirmed in turn, while one still beats the pick
 
 
 def with_confirmation(job: dict[str, Any]) -> dict[str, Any]:
@@ -100,10 +101,12 @@ def regret_table(job: dict[str, Any]) -> list[str]:
     confirmed = job.get("confirm_runs", [])
     if confirmed:
         first = min(r["repeat"] for r in confirmed) + 1
+        rivals = list(dict.fromkeys(r["label"] for r in confirmed if r["role"] != "recommended"))
         text += (
             f" Rounds {first}–{max(r['repeat'] for r in confirmed) + 1} are "
-            f"{len(confirmed) // 2} confirmation pairs, alternating, of the pick and the "
-            "alternative that beat it over the rounds before; they count in this table only."
+            f"{len(confirmed) // 2} confirmation pairs, alternating, of the pick and "
+            + " then ".join(rivals)
+            + ", each of which beat it over the runs before; they count in this table only."
         )
     if found["regret"] is not None:
         text += (

@@ -9,7 +9,7 @@ from typing import Any
 from benchmarks import extras, knobs
 from benchmarks.explain import explain_miss
 from benchmarks.peers import PEERS
-from benchmarks.regret_tables import CONFIRM_PAIRS, regret_summary, regret_table
+from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_summary, regret_table
 from benchmarks.summary import (
     CEILING_FOR,
     MiB,
@@ -354,7 +354,9 @@ def _regret_notes() -> list[str]:
         "an alternative beat the pick over the rounds, the two then ran "
         f"{CONFIRM_PAIRS} more pairs, alternating which went first, and the regret counts "
         "them: the best of several alternatives, chosen by the same runs that rank them, is "
-        "the one that drew the luckiest runs. Each environment's table is under its "
+        "the one that drew the luckiest runs. When, with those runs, another alternative "
+        f"beat the pick, it was confirmed the same way ({CONFIRM_RIVALS} alternatives at "
+        "most), so the best named has been confirmed. Each environment's table is under its "
         "throughput table above.\n"
     ]
 

@@ -317,6 +317,57 @@ def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
     assert matrix.confirm(spec, None, entries, {}, job, lines.append) == [] and ran == []
 
 
+def test_an_alternative_that_beats_the_pick_after_a_confirmation_is_confirmed_too(
+    monkeypatch: Any,
+) -> None:
+    """At 03:48 on FUSE the confirmation pairs took the rounds' best below the pick, and an
+    alternative never confirmed (3 runs) became the best the regret named."""
+    from benchmarks import matrix
+
+    job = _job()  # direct (600-620) beat the pick (pooled 485) over the rounds
+    pread = Entry("load", "pread", {"workers": 4, "threads": 1})
+    job["entries"].append(_entry(pread))
+    job["runs"] += [_run(pread, 540 + 10 * r, r) for r in range(3)]  # 550: second best
+    entries = [
+        Entry(**{k: e[k] for k in ("kind", "name", "options", "role")}) for e in job["entries"]
+    ]
+    ran: list[tuple[str, int]] = []
+    speed = {"sequential": 500, "direct": 450, "pread": 450}
+
+    def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> dict[str, Any]:
+        ran.append((entry.name, repeat))
+        return _run(entry, speed[entry.name], repeat)
+
+    monkeypatch.setattr(matrix, "run_entry", fake)
+    spec = matrix.Job("fuse", "m", "/nowhere", "cold", 3, entries, [])
+    job["confirm_runs"] = matrix.confirm(spec, None, entries, {}, job, lambda _: None)
+    # direct's pairs leave it at 525 and pread (550) ahead of the pick (500): pread's turn
+    assert ran == [
+        ("sequential", 3),
+        ("direct", 3),
+        ("direct", 4),
+        ("sequential", 4),
+        ("sequential", 5),
+        ("direct", 5),
+        ("sequential", 6),
+        ("pread", 6),
+        ("pread", 7),
+        ("sequential", 7),
+        ("sequential", 8),
+        ("pread", 8),
+    ]
+    found = regret_of(job)
+    assert found is not None and found["best"].name == "direct"  # both confirmed, direct ahead
+    assert abs(found["regret"] - (1 - 500 / 525)) < 1e-9
+    text = "".join(regret_table(job))
+    assert "6 confirmation pairs, alternating, of the pick and core.load: direct" in text
+    assert "then core.load: pread workers=4 threads=1, each of which beat it" in text
+    ran.clear()  # at most CONFIRM_RIVALS alternatives are confirmed
+    monkeypatch.setattr(matrix, "CONFIRM_RIVALS", 1)
+    del job["confirm_runs"]
+    assert len(matrix.confirm(spec, None, entries, {}, job, lambda _: None)) == 2 * CONFIRM_PAIRS
+
+
 def test_regret_on_its_own_is_one_bench_job_and_its_table(
     monkeypatch: Any, tmp_path: Path, capsys: Any
 ) -> None:
