@@ -235,12 +235,15 @@ def test_rounds_with_far_more_reported_on_one_side_are_named() -> None:
 
     mib = 1 << 20
 
-    def run(label: str, repeat: int, mbps: float, reported: int | None) -> dict[str, Any]:
+    def run(
+        label: str, repeat: int, mbps: float, reported: int | None, seconds: float = 1.0
+    ) -> dict[str, Any]:
         return {
             "label": label,
             "repeat": repeat,
             "status": "ok",
             "mbps": mbps,
+            "seconds": seconds,
             "host_reported": None if reported is None else reported * mib,
         }
 
@@ -260,6 +263,12 @@ def test_rounds_with_far_more_reported_on_one_side_are_named() -> None:
         "core.load 567 with 896"
     )
     assert reported_in_rounds({"runs": job["runs"][:2]}, load, measure) == ""
+    # 2.5 GB on FUSE: 4.4 and 5.3 s, passes every ~2.2 s: one met two because it lasted longer
+    slow = {"runs": [run(load, 0, 567, 896, 4.4), run(measure, 0, 473, 1792, 5.3)]}
+    assert reported_in_rounds(slow, load, measure).endswith(
+        "the slower run met more because it lasted longer, which says nothing of what made "
+        "it slower)"
+    )
 
 
 def test_two_core_loads_that_split_the_same_readers_differently_are_the_same_load() -> None:
