@@ -12,6 +12,7 @@ import pytest
 import safetensors.numpy
 
 import modelmon.core
+from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.recommend import candidates, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.output.config import read_config
@@ -92,6 +93,21 @@ def test_candidates_respect_ram() -> None:
     assert any(c.strategy == "warmup" for c in fits)
     assert not any(c.strategy == "warmup" for c in streaming)
     assert all(c.options.discard for c in streaming) and not any(c.options.discard for c in fits)
+
+
+def test_each_way_of_loading_is_screened_before_a_second_copying_reader() -> None:
+    """A search whose budget fits three candidates beside the baseline and the failure mode
+    measures loading without a copy before a second way of reading into arrays."""
+
+    class FakeModel:
+        total_bytes = 10
+
+    for fits in (True, False):
+        grid = candidates(FakeModel(), fits, 4)  # type: ignore[arg-type]
+        plain = [c for c in grid if not c.role]
+        allocating = [i for i, c in enumerate(plain) if get_strategy(c.strategy).allocates]
+        views = next(i for i, c in enumerate(plain) if not get_strategy(c.strategy).allocates)
+        assert views < allocating[1]
 
 
 def test_cli_memory_limit_says_why(sharded_model: Path, tmp_path: Path) -> None:

@@ -251,4 +251,6 @@ def test_screening_takes_modelmons_candidates_and_the_peers_in_turn() -> None:
     own = [Candidate("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 6)]
     rivals = [Candidate("library", LoadOptions(threads=t)) for t in range(1, 3)]
     order = screening_order(own, rivals)
-    assert order == [own[0], own[1], own[2], rivals[0], own[3], rivals[1], own[4]]
+    assert order == [own[0], own[1], own[2], own[3], rivals[0], own[4], rivals[1]]
+    more = [Candidate("library", LoadOptions(threads=t)) for t in range(3, 6)]
+    assert screening_order(own[:3], [*rivals, *more])[3:] == [*rivals, *more]  # peers left
