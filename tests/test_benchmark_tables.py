@@ -292,24 +292,34 @@ def test_two_core_loads_that_split_the_same_readers_differently_are_the_same_loa
     assert same_load(job, "pick", "pread") is None
 
 
+def _confirming(
+    monkeypatch: Any, job: dict[str, Any], speed: dict[str, float]
+) -> tuple[Any, list[Entry], list[tuple[str, int]]]:
+    """The bench job of ``job``'s entries, its entries, and the (strategy, round) of every run
+    ``matrix.confirm`` makes, each at ``speed[strategy]`` MB/s."""
+    from benchmarks import matrix
+
+    entries = [
+        Entry(**{k: e[k] for k in ("kind", "name", "options", "role")}) for e in job["entries"]
+    ]
+    ran: list[tuple[str, int]] = []
+
+    def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> dict[str, Any]:
+        ran.append((entry.name, repeat))
+        return _run(entry, speed[entry.name], repeat)
+
+    monkeypatch.setattr(matrix, "run_entry", fake)
+    return matrix.Job("fuse", "m", "/nowhere", "cold", 3, entries, []), entries, ran
+
+
 def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
     monkeypatch: Any,
 ) -> None:
     from benchmarks import matrix
 
     job = _job()  # direct beat the pick over the rounds
-    entries = [
-        Entry(**{k: e[k] for k in ("kind", "name", "options", "role")}) for e in job["entries"]
-    ]
-    ran: list[tuple[str, int]] = []
+    spec, entries, ran = _confirming(monkeypatch, job, {"sequential": 500, "direct": 500})
     lines: list[str] = []
-
-    def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> dict[str, Any]:
-        ran.append((entry.name, repeat))
-        return _run(entry, 500, repeat)
-
-    monkeypatch.setattr(matrix, "run_entry", fake)
-    spec = matrix.Job("fuse", "m", "/nowhere", "cold", 3, entries, [])
     runs = matrix.confirm(spec, None, entries, {}, job, lines.append)
     assert ran == [
         ("sequential", 3),
@@ -337,18 +347,8 @@ def test_an_alternative_that_beats_the_pick_after_a_confirmation_is_confirmed_to
     pread = Entry("load", "pread", {"workers": 4, "threads": 1})
     job["entries"].append(_entry(pread))
     job["runs"] += [_run(pread, 540 + 10 * r, r) for r in range(3)]  # 550: second best
-    entries = [
-        Entry(**{k: e[k] for k in ("kind", "name", "options", "role")}) for e in job["entries"]
-    ]
-    ran: list[tuple[str, int]] = []
     speed = {"sequential": 500, "direct": 450, "pread": 450}
-
-    def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> dict[str, Any]:
-        ran.append((entry.name, repeat))
-        return _run(entry, speed[entry.name], repeat)
-
-    monkeypatch.setattr(matrix, "run_entry", fake)
-    spec = matrix.Job("fuse", "m", "/nowhere", "cold", 3, entries, [])
+    spec, entries, ran = _confirming(monkeypatch, job, speed)
     job["confirm_runs"] = matrix.confirm(spec, None, entries, {}, job, lambda _: None)
     # direct's pairs leave it at 525 and pread (550) ahead of the pick (500): pread's turn
     assert ran == [
