@@ -37,6 +37,7 @@ from modelmon.core.measuring.rounds import (
     READAHEAD_KIB,
     finalists,
     readahead_round,
+    rescreen,
     screen,
     screening_order,
     semifinal,
@@ -217,6 +218,7 @@ def recommend(
     if settable:
         readahead_round(race, order, paths)
     semifinal(race, order)
+    rescreen(race, order, facts)
     winner, rival = finalists(order)
     if winner is None:
         raise LoadError("no candidate load completed: nothing to recommend")

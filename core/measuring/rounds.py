@@ -1,6 +1,7 @@
 """The rounds of the recommendation search, each against the budget: screening (every
 candidate once, the failure mode ruled out by the storage facts), the readahead round, the
-semifinal, and the finals (the two leaders in alternating pairs, decided like an A/B).
+semifinal, a second screening where the first found no rival, and the finals (the two
+leaders in alternating pairs, decided like an A/B).
 
 ``recommend`` (``measuring.recommend``) runs them in that order on one ``Race``.
 """
@@ -121,6 +122,34 @@ def screen(race: Race, order: list[Candidate], facts: StorageFacts, later_runs: 
             continue
         race.run(candidate, first=first, keep_s=keep)  # a slow one is stopped short of it
         screened += 1
+        why = ruled_out_by(facts, candidate)
+        if why is not None:
+            candidate.ended, candidate.reason = "ruled out", why
+
+
+def rescreen(race: Race, order: list[Candidate], facts: StorageFacts) -> None:
+    """After the semifinal, when screening found no rival to the leader: the candidates it
+    left unmeasured, in order, with the budget it kept for that rival's runs. Each keeps what
+    the leader lacks of ``EVIDENCE_RUNS`` runs or, if it may become the rival (a failure mode
+    never does), a pair of the two and the pick's third run, which may overrun the budget by
+    ``evidence_overrun_s``. The 07:41 bench's FUSE search (14 s a run) screened sequential
+    and the cut library, kept 56 s for a rival's evidence and spent it on four more runs of
+    the lone leader: "only one candidate completed", the failure mode not measured."""
+    leader, rival = finalists(order)
+    if leader is None or rival is not None:
+        return
+    for candidate in order:
+        if candidate.ended != "not measured" or finalists(order)[1] is not None:
+            continue
+        keep = runs_short(race, leader)
+        if candidate.role != "failure mode":
+            pace = race.pace(candidate)
+            pair = race.pace(leader) + pace + max(runs_short(race, leader, after=1), pace)
+            keep = max(keep, pair - race.evidence_overrun_s)
+        if race.left() - keep < race.pace(candidate):
+            continue
+        candidate.reason = ""
+        race.run(candidate, keep_s=keep)
         why = ruled_out_by(facts, candidate)
         if why is not None:
             candidate.ended, candidate.reason = "ruled out", why

@@ -16,7 +16,14 @@ from modelmon.core.measuring.candidate import EVIDENCE_RUNS, Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
 from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.race import PEER_START_GUESS_S, Race
-from modelmon.core.measuring.rounds import finalists, screen, screening_order, semifinal, settle
+from modelmon.core.measuring.rounds import (
+    finalists,
+    rescreen,
+    screen,
+    screening_order,
+    semifinal,
+    settle,
+)
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.result import LoadResult
@@ -158,3 +165,44 @@ def test_a_pick_short_of_its_evidence_runs_past_the_budget_by_the_overrun_at_mos
     r, best = pick_on_two_runs(2.0)  # a run would end 3 s past, more than it may
     fill(r, best)
     assert len(best.results) == 2 and r.clock.now == r.deadline - 2.0
+
+
+class LibraryCutRace(ClockedRace):
+    """As ``ClockedRace``, but the library is cut early, 3 s in, far behind the leader."""
+
+    def _run_load(
+        self, candidate: Candidate, limit: float | None, race: bool
+    ) -> tuple[LoadResult, int, RaceStop]:
+        if candidate.strategy != "library":
+            return super()._run_load(candidate, limit, race)
+        self.clock.now += 3.0
+        stop = RaceStop(None, None)
+        stop.reason = "cut early: far behind the leader"
+        cut = dataclasses.replace(load_result(100.0), status="cancelled", error="cut")
+        return cut, 0, stop
+
+
+def test_a_search_that_found_no_rival_screens_on_with_what_it_kept_for_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The 07:41 bench on FUSE: the leader, the cut library, then nothing but more runs of
+    the leader ("only one candidate completed"). The budget kept for a rival now finds one:
+    the failure mode once, the next candidate, a pair, and the pick on 3 runs."""
+    clock = Clock()
+    monkeypatch.setattr(race, "time", clock)
+    r = LibraryCutRace(clock, budget_s=32.0)
+    r.evidence_overrun_s = 3.2  # recommend's 10 % of the budget
+    failure = Candidate("mmap-shared-fd", LoadOptions(workers=4), role="failure mode")
+    library = Candidate("library", LoadOptions(threads=1), role="baseline")
+    pool = [own(4), library, failure, own(2), own(8)]
+    screen(r, pool, storage_facts(tmp_path))
+    assert [c.ended for c in pool[2:]] == ["not measured"] * 3  # the rival's evidence kept
+    semifinal(r, pool)
+    rescreen(r, pool, storage_facts(tmp_path))
+    assert failure.results and pool[3].results  # measured once each
+    assert pool[4].ended == "not measured"  # a rival found: the rest go to the finals
+    winner, rival = finalists(pool)
+    assert winner is pool[0] and rival is pool[3]
+    best, _, _, _, pairs = settle(r, winner, rival)
+    assert pairs >= 1 and len(best.results) >= EVIDENCE_RUNS
+    assert r.left() >= -r.evidence_overrun_s
