@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from modelmon.core.errors import LoadError
+from modelmon.core.errors import LoadError, ReadaheadError
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
@@ -122,7 +122,15 @@ class Race:
             end_by = None if first else self.deadline + over_s - keep_s
             result, loaded, stop = self._run_peer(candidate, time_limit, end_by)
         else:
-            result, loaded, stop = self._run_load(candidate, time_limit, race)
+            try:
+                result, loaded, stop = self._run_load(candidate, time_limit, race)
+            except ReadaheadError as exc:
+                # Another modelmon run holds the device's readahead: this run of a readahead
+                # candidate cannot be made, the search goes on (it ended recommend, exit 2,
+                # when two test suites ran at once).
+                candidate.ended, candidate.reason = "failed", f"failed: {exc}"
+                self.progress(f"{candidate.spec}: {candidate.reason}")
+                return None
         candidate.wall_seconds.append(time.monotonic() - started)
         self.check_cancel()
         if result.status == "ok":

@@ -8,9 +8,11 @@ import dataclasses
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from modelmon.core.errors import ReadaheadError
 from modelmon.core.measuring import peers, race
 from modelmon.core.measuring.candidate import EVIDENCE_RUNS, Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
@@ -206,3 +208,19 @@ def test_a_search_that_found_no_rival_screens_on_with_what_it_kept_for_one(
     best, _, _, _, pairs = settle(r, winner, rival)
     assert pairs >= 1 and len(best.results) >= EVIDENCE_RUNS
     assert r.left() >= -r.evidence_overrun_s
+
+
+def test_a_run_whose_readahead_another_modelmon_run_holds_fails_and_the_search_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(race, "time", clock)
+    r = ClockedRace(clock, budget_s=60.0)
+    held = Candidate("sequential", LoadOptions(workers=4, threads=1, readahead=4096))
+
+    def busy(candidate: Candidate, limit: float | None, race_: bool) -> Any:
+        raise ReadaheadError("readahead of vda not changed: another modelmon run is using it")
+
+    monkeypatch.setattr(r, "_run_load", busy)
+    assert r.run(held) is None
+    assert held.ended == "failed" and held.reason.endswith("another modelmon run is using it")
