@@ -140,7 +140,8 @@ class Race:
             else:
                 self.peer_overheads.setdefault(candidate.peer.peer, []).append(overhead)
             candidate.results.append(result)
-            candidate.ended = "finished"
+            # A rescreened candidate keeps no stale "not measured" reason.
+            candidate.ended, candidate.reason = "finished", ""
             if self.leader is None or result.seconds < self.leader.seconds:
                 samples = stop.curve(result.seconds, result.bytes) if stop else None
                 self.leader = samples or Curve([], result.seconds, result.bytes)

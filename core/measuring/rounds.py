@@ -120,11 +120,19 @@ def screen(race: Race, order: list[Candidate], facts: StorageFacts, later_runs: 
         if race.left() - keep < race.pace(candidate) and not first:
             candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
             continue
-        race.run(candidate, first=first, keep_s=keep)  # a slow one is stopped short of it
+        screen_one(race, candidate, facts, keep, first=first)  # a slow one stops short of keep
         screened += 1
-        why = ruled_out_by(facts, candidate)
-        if why is not None:
-            candidate.ended, candidate.reason = "ruled out", why
+
+
+def screen_one(
+    race: Race, candidate: Candidate, facts: StorageFacts, keep_s: float, *, first: bool = False
+) -> None:
+    """One screening run of ``candidate``, leaving ``keep_s``; ruled out after it where the
+    storage facts rule it out (measured once, as the failure mode)."""
+    race.run(candidate, first=first, keep_s=keep_s)
+    why = ruled_out_by(facts, candidate)
+    if why is not None:
+        candidate.ended, candidate.reason = "ruled out", why
 
 
 def rescreen(race: Race, order: list[Candidate], facts: StorageFacts) -> None:
@@ -139,20 +147,17 @@ def rescreen(race: Race, order: list[Candidate], facts: StorageFacts) -> None:
     if leader is None or rival is not None:
         return
     for candidate in order:
-        if candidate.ended != "not measured" or finalists(order)[1] is not None:
+        if finalists(order)[1] is not None:
+            return  # a rival: the finals decide with what is left
+        if candidate.ended != "not measured":
             continue
         keep = runs_short(race, leader)
         if candidate.role != "failure mode":
             pace = race.pace(candidate)
             pair = race.pace(leader) + pace + max(runs_short(race, leader, after=1), pace)
             keep = max(keep, pair - race.evidence_overrun_s)
-        if race.left() - keep < race.pace(candidate):
-            continue
-        candidate.reason = ""
-        race.run(candidate, keep_s=keep)
-        why = ruled_out_by(facts, candidate)
-        if why is not None:
-            candidate.ended, candidate.reason = "ruled out", why
+        if race.left() - keep >= race.pace(candidate):
+            screen_one(race, candidate, facts, keep)
 
 
 def readahead_round(race: Race, pool: list[Candidate], paths: list[str]) -> None:
