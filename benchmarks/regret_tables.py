@@ -8,13 +8,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.summary import Target, reported_in_rounds, rows_of
+from benchmarks.summary import Target, judged_ratio_text, reported_in_rounds, rows_of
 from benchmarks.tables import ratio_text, shown
 from modelmon.core.loading.inproc import in_process
 from modelmon.core.options import LoadOptions
 
 REGRET_TARGET = 0.10
 BUDGET_SLACK = 0.15
+APPLIED_TARGET = 0.9  # the written config, applied cold, against the search's own evidence
 CONFIRM_PAIRS = 3  # the pick and the alternative that beat it, after the rounds (matrix.confirm)
 CONFIRM_RIVALS = 2  # alternatives confirmed in turn, while one still beats the pick
 
@@ -122,11 +123,12 @@ def regret_table(job: dict[str, Any]) -> list[str]:
 
 
 def regret_summary(results: dict[str, Any]) -> list[str]:
-    """One row per environment: the pick, regret, evidence runs, budget kept."""
+    """One row per environment: the pick, regret, the pick applied against its evidence,
+    evidence runs, budget kept."""
     lines = [
         "| environment | pick (applied through core.load(config=)) | best re-measured | regret "
-        "| evidence runs | budget / took |",
-        "| --- | --- | --- | ---: | ---: | --- |",
+        "| applied / evidence | evidence runs | budget / took |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     any_row = False
     for job in results.get("jobs", []):
@@ -137,12 +139,17 @@ def regret_summary(results: dict[str, Any]) -> list[str]:
         rec, best = found["rec"], found["best"]
         regret = found["regret"]
         kept = abs(rec["elapsed_s"] / rec["budget_s"] - 1) <= BUDGET_SLACK
+        pick, evidence = found["pick"], evidence_mbps(rec)
+        applied = "–"
+        if evidence and pick is not None and pick.ok:
+            ratio = pick.median / evidence
+            applied = f"{ratio:.2f}×{' ✓' if ratio >= APPLIED_TARGET else ' ✗'}"
         lines.append(
             f"| {job['env']} · {job['model_key']} | {rec['pick']} | "
             f"{best.label if best else '–'} | "
             f"{'–' if regret is None else f'{regret:.1%}'}"
             f"{'' if regret is None else (' ✓' if regret <= REGRET_TARGET else ' ✗')} | "
-            f"{rec['evidence_runs']}{' ✓' if rec['evidence_runs'] >= 3 else ' ✗'} | "
+            f"{applied} | {rec['evidence_runs']}{' ✓' if rec['evidence_runs'] >= 3 else ' ✗'} | "
             f"{rec['budget_s']:g} s / {rec['elapsed_s']:.0f} s{' ✓' if kept else ' ✗'} |"
         )
     return ["\n".join(lines) + "\n"] if any_row else ["No job ran recommend().\n"]
@@ -159,6 +166,37 @@ def same_load(job: dict[str, Any], one: str, other: str) -> LoadOptions | None:
         return None
     load = in_process(LoadOptions(**a["options"]))
     return load if load == in_process(LoadOptions(**b["options"])) else None
+
+
+def evidence_mbps(rec: dict[str, Any]) -> float | None:
+    """The median MB/s recommend() rested its pick on (its ranking's row for the pick)."""
+    row = next((r for r in rec.get("ranked", []) if r["spec"] == rec["pick"]), None)
+    return row["median_mbps"] if row and row["median_mbps"] else None
+
+
+def applied_target(found: dict[str, Any], section: str, job: dict[str, Any]) -> list[Target]:
+    """The pick applied as a user would (``core.load(config=)`` of the written config, cold,
+    in a fresh process) against the evidence recommend() measured it on: a config that
+    loads slower than its evidence says tells the user a wrong number."""
+    pick, evidence = found["pick"], evidence_mbps(found["rec"])
+    text = f"the pick applied (core.load(config=), cold) ≥ {APPLIED_TARGET:g}× its evidence"
+    if evidence is None:
+        return []
+    if pick is None or not pick.ok:
+        return [Target(section, text, "the pick applied: no run finished", False, job)]
+    ratio = pick.median / evidence
+    return [
+        Target(
+            section,
+            text,
+            f"{pick.median:.0f} / {evidence:.0f} MB/s = {judged_ratio_text(ratio, APPLIED_TARGET)}",
+            ratio >= APPLIED_TARGET,
+            job,
+            f"applied, the pick ran at {pick.low:.0f}–{pick.high:.0f} MB/s over the rounds; "
+            f"recommend() measured it at a median of {evidence:.0f} MB/s on "
+            f"{found['rec']['evidence_runs']} runs, earlier in the same session",
+        )
+    ]
 
 
 def regret_targets(job: dict[str, Any]) -> list[Target]:
@@ -194,6 +232,7 @@ def regret_targets(job: dict[str, Any]) -> list[Target]:
                 ),
             )
         )
+    out.extend(applied_target(found, section, job))
     out.append(
         Target(
             section,

@@ -9,7 +9,13 @@ from typing import Any
 from benchmarks import extras, knobs
 from benchmarks.explain import explain_miss
 from benchmarks.peers import PEERS
-from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_summary, regret_table
+from benchmarks.regret_tables import (
+    APPLIED_TARGET,
+    CONFIRM_PAIRS,
+    CONFIRM_RIVALS,
+    regret_summary,
+    regret_table,
+)
 from benchmarks.summary import (
     CEILING_FOR,
     MiB,
@@ -356,8 +362,11 @@ def _regret_notes() -> list[str]:
         "them: the best of several alternatives, chosen by the same runs that rank them, is "
         "the one that drew the luckiest runs. When, with those runs, another alternative "
         f"beat the pick, it was confirmed the same way ({CONFIRM_RIVALS} alternatives at "
-        "most), so the best named has been confirmed. Each environment's table is under its "
-        "throughput table above.\n"
+        "most), so the best named has been confirmed. *applied / evidence* is the pick's "
+        "core.load(config=) median over the rounds against the median recommend() rested "
+        "the pick on (its own runs, earlier in the session): what the user applies should "
+        f"reach {APPLIED_TARGET:g}× of it. Each environment's table is under its throughput "
+        "table above.\n"
     ]
 
 

@@ -413,3 +413,19 @@ def test_regret_on_its_own_is_one_bench_job_and_its_table(
     result = json.loads(out.read_text())
     assert result["regret"] == round(1 - 485 / 610, 3) and result["pick_runs"] == 6
     assert "regret = 1 − pick / best = **20.5%**" in (tmp_path / "r.md").read_text()
+
+
+def test_the_pick_applied_is_judged_against_the_evidence_it_was_picked_on() -> None:
+    from benchmarks.regret_tables import regret_targets
+
+    job = _job()
+    pick = job["recommendation"]["pick"]
+    other = {"spec": "pread workers=4 threads=1", "median_mbps": 900.0}
+    for evidence, met in ((520.0, True), (600.0, False)):
+        job["recommendation"]["ranked"] = [other, {"spec": pick, "median_mbps": evidence}]
+        applied = [t for t in regret_targets(job) if t.target.startswith("the pick applied")]
+        assert len(applied) == 1 and applied[0].met is met
+        # the pick's own core.load runs (500, 510, 520), not its twin's or the rival's
+        assert applied[0].measured.startswith(f"510 / {evidence:.0f} MB/s")
+    del job["recommendation"]["ranked"]  # a results.json from before the record had it
+    assert not [t for t in regret_targets(job) if t.target.startswith("the pick applied")]
