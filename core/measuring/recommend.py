@@ -156,6 +156,17 @@ def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candi
     return found, absent
 
 
+def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:
+    """The candidates the ranking has no rate for: modelmon's that failed, and every one the
+    budget never reached. A peer never reached is listed with them (a failed peer is among
+    the measured peers, with its error): a user who has Run:ai installed reads that it was
+    not measured, rather than finding it missing. The 08:38 bench's searches reached no
+    peer, and their explanations named none."""
+    return tuple(
+        c for c in order if c.ended == "not measured" or (c.ended == "failed" and c.peer is None)
+    )
+
+
 NEEDED_CEILINGS = ("sequential_read", "parallel_read", "memcpy")
 
 
@@ -233,7 +244,7 @@ def recommend(
         sorted((c for c in measured if c.peer is None), key=lambda c: c.median_mbps, reverse=True)
     )
     measured_peers = tuple(c for c in order if c.peer is not None and c.ended != "not measured")
-    unranked = tuple(c for c in order if c.ended in ("not measured", "failed") and c.peer is None)
+    unranked = left_out(order)
     rec = Recommendation(
         model,
         winner,

@@ -254,3 +254,37 @@ def test_screening_takes_modelmons_candidates_and_the_peers_in_turn() -> None:
     assert order == [own[0], own[1], own[2], own[3], rivals[0], own[4], rivals[1]]
     more = [Candidate("library", LoadOptions(threads=t)) for t in range(3, 6)]
     assert screening_order(own[:3], [*rivals, *more])[3:] == [*rivals, *more]  # peers left
+
+
+def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model: Path) -> None:
+    from modelmon.core.measuring.ceilings import Ceilings
+    from modelmon.core.measuring.recommend import left_out
+    from modelmon.core.output.explain import explain
+
+    best = candidate("sequential", 1000.0, 1010.0, 990.0, workers=4)
+    broken = candidate("direct", workers=4)
+    broken.ended, broken.reason = "failed", "O_DIRECT refused"
+    late = candidate("pread", workers=4)
+    late.ended, late.reason = "not measured", "not measured: no budget left"
+    runai = Candidate(
+        "runai-model-streamer",
+        LoadOptions(),
+        role="peer",
+        peer=peers.PeerSettings("runai-model-streamer", (("RUNAI_STREAMER_CONCURRENCY", "16"),)),
+    )
+    runai.ended, runai.reason = "not measured", "not measured: no budget left"
+    crashed = Candidate(
+        "safetensors", LoadOptions(), role="peer", peer=peers.PeerSettings("safetensors")
+    )
+    crashed.ended, crashed.reason = "failed", "exit 1"  # a measured peer: it has its own line
+    order = [best, broken, late, runai, crashed]
+    assert left_out(order) == (broken, late, runai)
+    rec = Recommendation(
+        open_model(sharded_model), best, (best,), Ceilings("m", ()), False, 10**10, 60.0, 58.0,
+        (), peers=(crashed,), unranked=left_out(order),
+    )  # fmt: skip
+    text = explain(rec)
+    skipped = next(line for line in text if line.startswith("Not measured (no budget left)"))
+    assert late.spec in skipped and runai.spec in skipped and "CONCURRENCY=16" in skipped
+    assert any(line.startswith(f"Peer {crashed.spec}: exit 1") for line in text)
+    assert [row["spec"] for row in rec.table()][-3:] == [broken.spec, late.spec, runai.spec]
