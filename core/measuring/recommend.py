@@ -72,6 +72,9 @@ class Recommendation:
     absent_peers: tuple[str, ...] = ()  # peers not installed here, one note each
     unranked: tuple[Candidate, ...] = ()  # failed, or no budget left for them
     pairs: int = 0  # paired runs in the finals
+    # More budget that would have screened the candidates not measured, once each, at the
+    # paces this search measured (a peer's with its process start): what to ask for next.
+    unmeasured_s: float = 0.0
 
     @property
     def used(self) -> Candidate:
@@ -263,6 +266,7 @@ def recommend(
         tuple(absent),
         unranked,
         pairs,
+        sum(race.pace(c) for c in unranked if c.ended == "not measured"),
     )
     text = explain(rec, facts)
     return _finished(rec, time.monotonic() - started, text)

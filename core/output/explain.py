@@ -3,6 +3,7 @@ storage rules out. The snippets for the loaders people use are in ``output.snipp
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from modelmon.core.loading.strategies import get_strategy
@@ -278,7 +279,15 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
         lines.append("Failed: " + "; ".join(f"{c.spec}: {c.reason}" for c in failed) + ".")
     skipped = [c for c in rec.unranked if c.ended == "not measured"]
     if skipped:
-        lines.append(f"Not measured (no budget left): {', '.join(c.spec for c in skipped)}.")
+        more = ""
+        if rec.unmeasured_s > 0:
+            # Rounded up to 10 s: a budget to type, and the finals take a share of any budget.
+            ask = math.ceil((rec.budget_s + rec.unmeasured_s) / 10) * 10
+            more = (
+                f"; screening them once would take about {rec.unmeasured_s:.0f} s more at "
+                f"this search's pace: a budget of {ask} s or more"
+            )
+        lines.append(f"Not measured (no budget left{more}): {', '.join(c.spec for c in skipped)}.")
     mmap = _best(rec.ranked, "mmap")
     if winner.strategy == "mmap-view":
         lines.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import time
 from pathlib import Path
@@ -41,6 +42,18 @@ def test_budget_is_kept_within_15_percent(timed: tuple[Recommendation, float]) -
     rec, wall = timed
     assert 0.85 * BUDGET_S <= wall <= 1.15 * BUDGET_S, wall
     assert rec.elapsed_s <= wall
+
+
+def test_the_budget_that_would_screen_what_was_not_measured_is_said(
+    timed: tuple[Recommendation, float],
+) -> None:
+    rec, _ = timed
+    skipped = [c for c in rec.unranked if c.ended == "not measured"]
+    assert skipped  # 15 s cannot screen the whole grid
+    assert rec.unmeasured_s > 0
+    line = next(t for t in rec.explanation if t.startswith("Not measured (no budget left"))
+    ask = int(line.split("a budget of ")[1].split(" s")[0])
+    assert ask >= BUDGET_S + rec.unmeasured_s and ask % 10 == 0
 
 
 def test_winner_rests_on_three_cold_runs_and_paired_runs(
@@ -286,5 +299,13 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
     text = explain(rec)
     skipped = next(line for line in text if line.startswith("Not measured (no budget left)"))
     assert late.spec in skipped and runai.spec in skipped and "CONCURRENCY=16" in skipped
+    hinted = explain(dataclasses.replace(rec, unmeasured_s=95.2))
+    assert any(
+        line.startswith(
+            "Not measured (no budget left; screening them once would take about 95 s more at "
+            "this search's pace: a budget of 160 s or more): "
+        )
+        for line in hinted
+    )
     assert any(line.startswith(f"Peer {crashed.spec}: exit 1") for line in text)
     assert [row["spec"] for row in rec.table()][-3:] == [broken.spec, late.spec, runai.spec]
