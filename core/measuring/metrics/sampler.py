@@ -112,6 +112,7 @@ class Sampler:
         self._cpu_seconds = 0.0
         self._sampling = (0.0, 0.0)  # (CPU, wall) seconds of the regular samples
         self._samples_taken = 0
+        self._rounds_recorded = 0  # residency rounds whose fraction is in the series
 
     def _add(self, name: str, source_class: type[Source]) -> None:
         try:
@@ -161,6 +162,13 @@ class Sampler:
     def samples_taken(self) -> int:
         with self._lock:
             return self._samples_taken
+
+    @property
+    def rounds_recorded(self) -> int:
+        """Residency rounds whose measured fraction is in the series (regular rounds, and
+        the final one when it came with the final sample)."""
+        with self._lock:
+            return self._rounds_recorded
 
     @property
     def source_seconds(self) -> dict[str, float]:
@@ -246,6 +254,7 @@ class Sampler:
                 self._sample(last)
                 if round_due:
                     next_round = self._collect_maps(last, next_round)
+                    self._count_round()
                 self._account(cpu_start)
                 slot = next_slot(t0, interval_ns, time.perf_counter_ns(), slot)
             now = time.perf_counter_ns()
@@ -262,6 +271,8 @@ class Sampler:
                 self._sample(now)
             if final_round:
                 self._collect_maps(now, now, counted=final_sample)  # the state it ended in
+                if final_sample:
+                    self._count_round()
         finally:
             self._prepared.set()  # never leave prepare() waiting on a thread that ended
             self._close()
@@ -286,6 +297,10 @@ class Sampler:
             with self._lock:
                 self._samples_taken += 1
             self._report_failures()
+
+    def _count_round(self) -> None:
+        with self._lock:
+            self._rounds_recorded += 1
 
     def _report_failures(self, at_least: int | None = None) -> None:
         """Name, once, each source that has failed on every sample so far."""
