@@ -94,7 +94,10 @@ def _to_stdout(payload: bytes, error: type[ModelmonError]) -> None:
 def named_descriptor(text: str) -> int | None:
     """The descriptor of this process that ``text`` names through ``/proc/<pid>/fd`` (as
     ``/dev/stdout``, ``/dev/fd/2`` and ``/proc/self/fd/1`` do), else None."""
-    path = os.path.abspath(text)
+    try:
+        path = os.path.abspath(text)
+    except OSError:  # relative, in a current folder that is gone: no descriptor's name
+        return None
     for _ in range(MAX_LINKS):
         folder, name = os.path.split(path)
         folder = os.path.realpath(folder)
@@ -188,6 +191,10 @@ def check_output(
     if text == "-" or descriptor == 1:
         return Output(text, None, sources)
     try:
+        target = Path(os.path.realpath(text))  # a symlink keeps pointing at the file written
+    except OSError as exc:  # a relative name in a current folder that is gone
+        raise error(f"{text}: cannot write there: {_reason(exc)}") from None
+    try:
         status: os.stat_result | None = os.stat(text)
     except FileNotFoundError:
         status = None
@@ -212,7 +219,6 @@ def check_output(
         )
     if text.endswith("/"):
         raise error(f"{text}: names a folder; name a file to write")
-    target = Path(os.path.realpath(text))  # a symlink keeps pointing at the file written
     if status is not None:
         _refuse_locked(target, text, error, folder=False)
     _refuse_locked(target.parent, text, error, folder=True)
@@ -267,7 +273,9 @@ def write_or_keep(
         return Saved(str(output), name)
     except ModelmonError as exc:
         failure = str(exc)
-    beside = [] if to_stdout else [Path(os.path.realpath(text)).parent]
+    beside = []
+    with contextlib.suppress(OSError):  # a relative name in a current folder that is gone
+        beside = [] if to_stdout else [Path(os.path.realpath(text)).parent]
     for folder in [*beside, state_folder()]:
         try:
             if folder not in beside:  # the user's folder, if gone, is never made again

@@ -55,7 +55,7 @@ MEANINGS = {
     ExitCode.LOAD_FAILED: "load failed",
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_MODEL: "bad model file",
-    ExitCode.NOT_SAVED: "measured, but the output file could not be written (kept elsewhere)",
+    ExitCode.NOT_SAVED: "measured, but not saved where asked (kept elsewhere, said where)",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
     ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
 }

@@ -223,3 +223,15 @@ def test_free_names_number_before_the_suffix(tmp_path: Path) -> None:
     (tmp_path / "modelmon.toml").write_text("")
     (tmp_path / "modelmon-2.toml").symlink_to("nowhere")  # a dangling link is taken too
     assert free_name(tmp_path, "modelmon.toml") == tmp_path / "modelmon-3.toml"
+
+
+def test_a_current_folder_that_is_gone_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_state: Path
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    refused("modelmon.toml", says="cannot write there")
+    saved = write_or_keep("modelmon.toml", (), toml_for)
+    assert saved.where == str(state_folder() / "modelmon.toml")
