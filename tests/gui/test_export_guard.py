@@ -88,8 +88,11 @@ def test_every_file_export_refuses_the_open_model_and_special_files_in_a_dialog(
     names = targets(model, tmp_path)
     before = digests(model.parent)
     for target, says in names.items():
-        chosen = str(target)
-        monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *_a, **_k: (chosen, ""))
+
+        def chosen(*_: object, path: str = str(target)) -> tuple[str, str]:
+            return path, ""
+
+        monkeypatch.setattr(QFileDialog, "getSaveFileName", chosen)
         for what, export in exports.items():
             count = len(warnings)
             export()
