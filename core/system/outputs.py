@@ -117,6 +117,17 @@ def names_stdout(text: str) -> bool:
     return text == "-" or named_descriptor(text) == 1
 
 
+def stdout_file_name() -> str | None:
+    """The name of the regular file standard output is redirected to (``> modelmon.toml``),
+    so what is written there can name itself; None for a terminal or a pipe."""
+    try:
+        if not stat.S_ISREG(os.fstat(1).st_mode):
+            return None
+        return os.path.basename(os.readlink("/proc/self/fd/1")) or None
+    except OSError:
+        return None
+
+
 def _inode_flags(path: Path) -> int:
     """The file's attribute flags (``lsattr``), 0 where the filesystem has none to say."""
     try:
@@ -265,7 +276,7 @@ def write_or_keep(
     payload is written under (a config names its own file in its snippets)."""
     text, sources = os.fspath(path), tuple(inputs)
     to_stdout = names_stdout(text)
-    name = default_name if to_stdout else Path(text).name or default_name
+    name = (stdout_file_name() if to_stdout else Path(text).name) or default_name
     payload = render(name)
     try:
         output = check_output(text, sources, error)

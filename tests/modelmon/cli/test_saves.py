@@ -121,7 +121,8 @@ def test_recommend_writes_standard_output_by_any_name_to_standard_output(
     with open(redirected, "w") as stdout:
         done = recommend(model, "-o", name, cwd=tmp_path, stdout=stdout)
     assert done.returncode == 0, done.stderr
-    assert read_config(redirected).strategy  # the whole config, nothing else
+    config = read_config(redirected)  # the whole config, nothing else
+    assert 'config="redirected.toml"' in config.document["apply"]["modelmon"]  # names itself
     assert "recommended:" in done.stderr
     assert os.path.islink("/dev/stdout")
     assert sorted(os.listdir(tmp_path)) == ["model", "redirected.toml"]
