@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -243,6 +244,7 @@ SABOTAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "folder deleted": (delete_folder, "state"),
     "target made immutable": (make_immutable, "beside"),
     "disk filled": (fill_disk, "state"),
+    "folder deleted, no state folder": (delete_folder, "nowhere"),
 }
 
 
@@ -255,6 +257,8 @@ def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
     folder.mkdir()
     target = folder / "modelmon.toml"
     target.write_text("old\n")
+    if kept_where == "nowhere":
+        own_state.write_text("a file where the state folder would be\n")
     process = subprocess.Popen(
         [*MODELMON, "recommend", str(model), "--budget", "3", "--workers", "2", "-o", str(target)],
         stdout=subprocess.PIPE,
@@ -273,6 +277,12 @@ def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
     lines = err.strip().splitlines()
     assert process.returncode == NOT_SAVED, err
     assert len(lines) == 1 and "Traceback" not in err, err
+    if kept_where == "nowhere":  # the config follows the explanation on stdout
+        assert lines[0].endswith("it follows on standard output"), lines[0]
+        heading = "# modelmon.toml, as it would have been written:\n"
+        assert "recommended:" in out and heading in out
+        assert tomllib.loads(out.split(heading)[1])["recommended"]["strategy"]
+        return
     match = re.search(r"the config is kept in (\S+)$", lines[0])
     assert match, lines[0]
     kept = Path(match[1])
