@@ -56,7 +56,6 @@ class Output:
 
     named: str  # as the user wrote it
     path: Path | None  # the regular file replaced (symlinks followed); None: standard output
-    inputs: tuple[str, ...] = ()
 
     @property
     def is_stdout(self) -> bool:
@@ -200,7 +199,7 @@ def check_output(
         raise error("the output path is empty; name a file (or - for standard output)")
     descriptor = None if text == "-" else named_descriptor(text)
     if text == "-" or descriptor == 1:
-        return Output(text, None, sources)
+        return Output(text, None)
     try:
         target = Path(os.path.realpath(text))  # a symlink keeps pointing at the file written
     except OSError as exc:  # a relative name in a current folder that is gone
@@ -234,7 +233,7 @@ def check_output(
         _refuse_locked(target, text, error, folder=False)
     _refuse_locked(target.parent, text, error, folder=True)
     _probe(target.parent, text, error)
-    return Output(text, target, sources)
+    return Output(text, target)
 
 
 def state_folder() -> Path:
