@@ -1,8 +1,11 @@
 """File ▸ Export, the asking part: where each export goes; the workspace then writes it.
 
 Save dialogs start in the last folder exported to (``state/save_location``), never the
-model's, and the folder chosen is remembered for the next export. The writing is
-``Exporter``'s (``gui/exporter.py``); the recommendation is a job the workspace starts.
+model's, and the folder chosen is remembered for the next export. A path the guard refuses
+(``core.system.outputs``: the open model's files under any name, a FIFO or device, a folder
+that cannot take the file) is refused here in a dialog, before anything is written or
+measured. The writing is ``Exporter``'s (``gui/exporter.py``); the recommendation is a job
+the workspace starts.
 """
 
 from __future__ import annotations
@@ -10,15 +13,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
+from modelmon.core.errors import ModelmonError
 from modelmon.gui.settings import AppSettings
+from modelmon.gui.state.export_format import check_export
 from modelmon.gui.state.save_location import save_start
 from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
 
 if TYPE_CHECKING:
     from modelmon.gui.workspace import Workspace
 
+REFUSED_TITLE = "Cannot export there"
 RESULT_FILTERS = {"json": "JSON (*.json);;All files (*)", "csv": "CSV (*.csv);;All files (*)"}
 PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
 
@@ -29,17 +35,31 @@ class ExportDialogs:
     def __init__(self, window: QWidget, settings: AppSettings, workspace: Workspace) -> None:
         self.window, self.settings, self.workspace = window, settings, workspace
 
+    def refusal(self, path: str) -> str | None:
+        """Why the guard refuses an export to ``path``, else None."""
+        try:
+            check_export(path, self.workspace.exporter.inputs)
+        except ModelmonError as exc:
+            return str(exc)
+        return None
+
     def _save_path(self, title: str, name: str, filters: str) -> str:
-        """Ask where to save, starting in the last export folder; remember the folder."""
+        """Ask where to save, starting in the last export folder; remember the folder. A
+        path the guard refuses is said in a dialog, and nothing is exported ("")."""
         start = save_start(self.settings.export_folder(), name)
         path, _ = QFileDialog.getSaveFileName(self.window, title, start, filters)
-        if path:
-            self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
+        if not path:
+            return ""
+        refused = self.refusal(path)
+        if refused is not None:
+            QMessageBox.warning(self.window, REFUSED_TITLE, refused)
+            return ""
+        self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
         return path
 
     def export_recommended(self) -> None:
         folder = os.path.dirname(save_start(self.settings.export_folder(), "modelmon.toml"))
-        dialog = RecommendDialog(folder, self.window)
+        dialog = RecommendDialog(folder, self.window, self.refusal)
         if dialog.exec():
             budget, path = dialog.values()
             if path:

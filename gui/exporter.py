@@ -3,7 +3,10 @@
 Files are assembled and written in a background thread (a config reads the head of every
 model file for its fingerprint, which takes a while on a network mount); the outcome is
 one line in the message bar. Plots are rendered in the GUI thread (Qt painting), then
-written like the rest: atomically, the previous file kept on failure.
+written like the rest. Every write goes through the guard (``core.system.outputs``) with the
+open model's files as the inputs it must never replace: atomically, the previous file kept
+on failure. File ▸ Export asks the same guard first and says no in a dialog
+(``export_dialogs``); the check here is the one at write time.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from modelmon.gui.state.export_format import (
     plot_heading,
     results_csv,
     results_json,
-    write_atomic,
+    write_export,
 )
 from modelmon.gui.tasks import BackgroundTask
 
@@ -39,6 +42,11 @@ class Exporter(QObject):
         super().__init__(workspace)
         self.w = workspace
         self._tasks: list[BackgroundTask] = []
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The files the open model is read from: no export may replace one."""
+        return self.w.info.model.paths if self.w.info is not None else ()
 
     @property
     def can_export_results(self) -> bool:
@@ -59,14 +67,17 @@ class Exporter(QObject):
         completed = w.ab_history.completed
         session, ab = completed[-1] if completed else (None, None)
         model = w.info.path if w.info is not None else ""
+        inputs = self.inputs
         if Path(path).suffix.lower() == ".csv":
             self._background(
-                lambda: write_atomic(path, results_csv(records, ceilings)),
+                lambda: write_export(path, results_csv(records, ceilings), inputs),
                 f"Results written to {path} (CSV)",
             )
         else:
             self._background(
-                lambda: write_atomic(path, results_json(model, records, ceilings, ab, session)),
+                lambda: write_export(
+                    path, results_json(model, records, ceilings, ab, session), inputs
+                ),
                 f"Results written to {path} (JSON)",
             )
 
@@ -86,7 +97,8 @@ class Exporter(QObject):
         def work() -> Path:
             from modelmon.core.output.config import write_config
 
-            return write_config(path, ab_document(model, ab, ceilings, Path(path).name))
+            document = ab_document(model, ab, ceilings, Path(path).name)
+            return write_config(path, document, model.paths)
 
         written = f"Configuration {side} ({(ab.a if side == 'A' else ab.b).spec}) written to {path}"
         if caveat:  # as the recommendation says it, never as a plain success
@@ -106,7 +118,7 @@ class Exporter(QObject):
             time.strftime("%Y-%m-%d %H:%M"),
         )
         try:
-            export_plot(plot, path, heading)
+            export_plot(plot, path, heading, self.inputs)
         except ModelmonError as exc:
             self._report(False, str(exc))
         except OSError as exc:

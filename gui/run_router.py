@@ -208,14 +208,17 @@ class RunRouter(QObject):
                 if w.info is not None and rec.ceilings.model == w.info.model.path:
                     known = w.ceilings or Ceilings(rec.ceilings.model, ())
                     self.set_ceilings(known.merged(rec.ceilings))
-                w.recommendation.show_recommendation(rec, end.value.path)
+                saved = end.value
+                w.recommendation.show_recommendation(rec, saved.path, saved.name, saved.failure)
                 w.progress.stopped(f"Recommended: {rec.used.spec}")
-                w.message.emit(
-                    f"Recommended {rec.used.spec} "
-                    f"({rate_text(rec.used.median_mbps)}); written to "
-                    f"{end.value.path}; the Recommendation tab says why",
-                    "info",
-                )
+                head = f"Recommended {rec.used.spec} ({rate_text(rec.used.median_mbps)})"
+                if saved.failure is None:
+                    where, level = f"written to {saved.path}", "info"
+                elif saved.path:  # the measurement is kept: say where, as a warning
+                    where, level = f"{saved.failure}; kept in {saved.path}", "warning"
+                else:
+                    where, level = f"{saved.failure}; not kept anywhere", "error"
+                w.message.emit(f"{head}; {where}; the Recommendation tab says why", level)
             else:
                 stopped = "Recommendation: " + ("cancelled" if end.cancelled else "failed")
                 w.progress.stopped(stopped)

@@ -2,7 +2,8 @@
 
 Writes the ``.desktop`` entry to ``$XDG_DATA_HOME/applications`` and the icon into the hicolor
 theme (scalable SVG and 256 px PNG), then asks the menu to refresh when the tools exist. Every
-file is written atomically; nothing outside those three paths is touched.
+file is written through the guard (``core.system.outputs``: never the shipped files it copies,
+never a special file) and atomically; nothing outside those three paths is touched.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def desktop_entry_text() -> str:
 
 def install_desktop(base: Path | None = None) -> list[Path]:
     """Install the launcher and icons under ``base`` (default: the XDG data home)."""
-    from modelmon.core.system.atomic import write_atomic
+    from modelmon.core.errors import OptionsError
+    from modelmon.core.system.outputs import check_output
 
     base = base or data_home()
     targets = {
@@ -39,9 +41,10 @@ def install_desktop(base: Path | None = None) -> list[Path]:
         base / "icons/hicolor/scalable/apps" / ICON_SVG: resource_path(ICON_SVG).read_bytes(),
         base / "icons/hicolor/256x256/apps" / ICON_PNG: resource_path(ICON_PNG).read_bytes(),
     }
+    shipped = [resource_path(name) for name in (DESKTOP_ENTRY, ICON_SVG, ICON_PNG)]
     for path, data in targets.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
+        check_output(path, shipped, OptionsError).write(data, OptionsError)
     # Menus cache their entries; refresh them where the desktop's tools are installed.
     for tool in (
         ["update-desktop-database", str(base / "applications")],

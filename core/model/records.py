@@ -54,6 +54,12 @@ class Model:
     def file_bytes(self) -> int:
         return sum(f.size for f in self.files)
 
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every file a run of this model reads: the path it was opened by (an index...), then
+        its files. What modelmon writes must be none of them (``system.outputs``)."""
+        return (self.path, *(f.path for f in self.files))
+
     def blocks(self) -> list[str]:
         """Block names in load order (first appearance by file and offset)."""
         seen: dict[str, None] = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,9 +20,9 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import OPTION_NAMES, LoadOptions, MiB, from_mapping, parse_size
 from modelmon.core.output.identity import IDENTITY_KEYS, model_identity, validate_identity
 from modelmon.core.output.snippets import apply_snippets
-from modelmon.core.system.atomic import write_atomic
 from modelmon.core.system.files import UnusableFile, parse_toml, read_small_file
 from modelmon.core.system.memory import memory_facts
+from modelmon.core.system.outputs import check_output
 from modelmon.core.system.storage import storage_facts
 
 if TYPE_CHECKING:
@@ -304,9 +304,16 @@ def _note(candidate: Candidate) -> str:
     return "; ".join(parts)
 
 
-def write_config(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
-    """Write atomically (see ``modelmon.core.system.atomic``): the old file survives any failure."""
-    return write_atomic(path, render(document).encode(), ConfigError)
+def write_config(
+    path: str | os.PathLike[str],
+    document: Mapping[str, Any],
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
+    """Write through the guard (``modelmon.core.system.outputs``; ``inputs``: the files of
+    the model measured), atomically: the old file survives any failure."""
+    output = check_output(path, inputs, ConfigError)
+    output.write(render(document).encode(), ConfigError)
+    return output.path or Path(os.fspath(path))
 
 
 def read_config(path: str | os.PathLike[str]) -> ConfigFile:

@@ -1,16 +1,16 @@
 """Atomic file writes: a temp file beside the target, fsync, rename.
 
 The previous file survives any failure untouched (a read-only folder, a full disk, Ctrl+C
-mid-write); a failure is one line naming the file.
+mid-write); a failure is one line naming the file. Writers reach this through the guard,
+``modelmon.core.system.outputs`` (``check_output(path, inputs).write(payload)``), which
+refuses inputs, special files and folders that cannot take the write.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 
 from modelmon.core.errors import ModelmonError
@@ -52,19 +52,21 @@ def write_atomic(
         raise error(f"{target}: cannot write here: {exc.strerror or exc}") from None
     temp = Path(temp_name)
     try:
-        os.fchmod(descriptor, _mode_for(target))
         with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), _mode_for(target))
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)
     except BaseException as exc:  # a full disk, or Ctrl+C mid-write: the old file stays
-        with contextlib.suppress(OSError):
+        left = ""
+        try:
             temp.unlink()
+        except OSError as unlink_error:  # an append-only folder keeps what it was given
+            left = f" ({temp} is left: {unlink_error.strerror or unlink_error})"
         if isinstance(exc, OSError):
-            raise error(
-                f"{target}: write failed, previous file kept: {exc.strerror or exc}"
-            ) from None
+            kept = "previous file kept" if os.path.lexists(target) else "nothing written"
+            raise error(f"{target}: write failed, {kept}: {exc.strerror or exc}{left}") from None
         raise
     with contextlib.suppress(OSError):  # make the rename itself durable
         folder_fd = os.open(folder, os.O_RDONLY)
@@ -72,42 +74,4 @@ def write_atomic(
             os.fsync(folder_fd)
         finally:
             os.close(folder_fd)
-    return target
-
-
-def check_output(
-    path: str | os.PathLike[str],
-    inputs: Iterable[str | os.PathLike[str]],
-    error: type[ModelmonError] = ModelmonError,
-) -> Path:
-    """Refuse, before any work, an output ``write_atomic`` should not write: an empty name, a
-    directory or special file, one of ``inputs`` (the same file by any name: a symlink, a hard
-    link), or a folder where no file can be created (probed with a temp file, which is right
-    where permission bits are not: root, read-only mounts)."""
-    text = os.fspath(path)
-    if not text.strip():
-        raise error("the output path is empty; name a file")
-    target = Path(text)
-    try:
-        status: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        status = None
-    except OSError as exc:  # a path through a file, a symlink loop, a name too long
-        raise error(f"{target}: cannot write there: {exc.strerror or exc}") from None
-    if status is not None:
-        if stat.S_ISDIR(status.st_mode):
-            raise error(f"{target}: is a directory; name a file to write")
-        if not stat.S_ISREG(status.st_mode):
-            raise error(f"{target}: not a regular file (a FIFO, socket or device?)")
-        for source in inputs:
-            with contextlib.suppress(OSError):
-                if os.path.samestat(status, os.stat(source)):
-                    raise error(f"{target}: is the input {source}; name another output file")
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        descriptor, probe = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise error(f"{target}: cannot write in {folder}: {exc.strerror or exc}") from None
-    os.close(descriptor)
-    os.unlink(probe)
     return target

@@ -12,7 +12,7 @@ so tick labels and titles are SVG text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsItem
 
 from modelmon.gui.plots.style import ThemedPlot
-from modelmon.gui.state.export_format import ExportError, write_atomic
+from modelmon.gui.state.export_format import ExportError, write_export
 from modelmon.gui.theme import current_theme
 
 FORMATS = {".png": "PNG", ".svg": "SVG"}
@@ -120,10 +120,12 @@ def plot_bytes(plot: ThemedPlot, suffix: str, heading: list[str] | None = None) 
     return svg_bytes(plot, heading) if suffix == ".svg" else png_bytes(plot, heading)
 
 
-def export_plot(plot: ThemedPlot, path: str, heading: list[str] | None = None) -> Path:
-    """Write ``plot`` to ``path`` under ``heading`` (lines saying what it shows); the
-    suffix (.png or .svg) picks the format."""
+def export_plot(
+    plot: ThemedPlot, path: str, heading: list[str] | None = None, inputs: Iterable[str] = ()
+) -> None:
+    """Write ``plot`` to ``path`` under ``heading`` (lines saying what it shows), through the
+    guard (``inputs``: the open model's files); the suffix (.png or .svg) picks the format."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise ExportError(f"{path}: choose a .png or .svg file name")
-    return write_atomic(path, plot_bytes(plot, suffix, heading))
+    write_export(path, plot_bytes(plot, suffix, heading), inputs)

@@ -1,6 +1,7 @@
 """Results as JSON and CSV, written atomically. Qt-free.
 
-Through ``modelmon.core.system.atomic``: a temp file beside the target, fsync, rename. A failure (a
+Through the guard, ``modelmon.core.system.outputs``: never the open model's files under any
+name, never a special file; then a temp file beside the target, fsync, rename. A failure (a
 read-only folder, a full disk) leaves the previous file as it was and is one line.
 """
 
@@ -11,15 +12,14 @@ import io
 import json
 import math
 import os
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelmon import __version__
 from modelmon.core.errors import ModelmonError
 from modelmon.core.measuring.ab import ABResult
 from modelmon.core.measuring.ceilings import Ceilings
-from modelmon.core.system.atomic import write_atomic as core_write_atomic
+from modelmon.core.system.outputs import check_output
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
 CSV_FIELDS = (
@@ -50,9 +50,15 @@ class ExportError(ModelmonError):
     """An export that could not be written: one line naming the file."""
 
 
-def write_atomic(path: str | os.PathLike[str], payload: bytes) -> Path:
-    """Write ``payload`` atomically (the engine's writer); a failure raises ExportError."""
-    return core_write_atomic(path, payload, ExportError)
+def check_export(path: str | os.PathLike[str], inputs: Iterable[str]) -> None:
+    """The guard's answer for an export to ``path`` (``inputs``: the open model's files);
+    a refusal raises ExportError."""
+    check_output(path, inputs, ExportError)
+
+
+def write_export(path: str | os.PathLike[str], payload: bytes, inputs: Iterable[str]) -> None:
+    """Write ``payload`` through the guard, atomically; a failure raises ExportError."""
+    check_output(path, inputs, ExportError).write(payload, ExportError)
 
 
 def _number(value: float | None, digits: int = 6) -> float | None:

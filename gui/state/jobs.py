@@ -18,10 +18,9 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
-from modelmon.core.errors import LoadError, ModelmonError, one_line
+from modelmon.core.errors import ConfigError, LoadError, ModelmonError, one_line
 from modelmon.core.measuring.ab import ABResult, Config, run_ab
 from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
 from modelmon.core.measuring.session import Session, SessionResult
@@ -76,7 +75,9 @@ class JobEnd:
 @dataclass(frozen=True, slots=True)
 class Recommended:
     recommendation: Any  # modelmon.core.measuring.recommend.Recommendation
-    path: str  # where the TOML was written
+    path: str  # where the TOML is: the file asked for, else where it was kept; "" nowhere
+    name: str = "modelmon.toml"  # the file name its snippets load it by
+    failure: str | None = None  # why the file asked for was not written (one line)
 
 
 JOB_NAMES = {
@@ -243,7 +244,8 @@ class CeilingsJob(Job):
 
 
 class RecommendJob(Job):
-    """``core.recommend`` within a budget, then the TOML written (atomically) to ``path``."""
+    """``core.recommend`` within a budget, then the TOML written (atomically) to ``path``;
+    when that fails after the measuring, kept beside it or in modelmon's state folder."""
 
     kind = "recommend"
 
@@ -262,7 +264,8 @@ class RecommendJob(Job):
 
     def execute(self) -> Recommended:
         from modelmon.core.measuring.recommend import recommend
-        from modelmon.core.output.config import recommendation_document, write_config
+        from modelmon.core.output.config import recommendation_document, render
+        from modelmon.core.system.outputs import write_or_keep
 
         rec = recommend(
             self.model,
@@ -274,6 +277,9 @@ class RecommendJob(Job):
         )
         if self.cancelled:
             raise LoadError("recommendation cancelled")
-        document = recommendation_document(rec, Path(self.path).name, self.memory_limit)
-        write_config(self.path, document)
-        return Recommended(rec, self.path)
+
+        def config_bytes(name: str) -> bytes:
+            return render(recommendation_document(rec, name, self.memory_limit)).encode()
+
+        saved = write_or_keep(self.path, self.model.paths, config_bytes, ConfigError)
+        return Recommended(rec, saved.where or "", saved.name, saved.failure)

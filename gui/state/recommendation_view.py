@@ -113,8 +113,9 @@ def snippet_rows(rec: Recommendation, config_name: str) -> list[tuple[str, str, 
     return rows
 
 
-def summary_text(rec: Recommendation, path: str) -> str:
-    """The headline: what to use, at what rate, on how many runs, and where the file is."""
+def summary_text(rec: Recommendation, path: str, failure: str | None = None) -> str:
+    """The headline: what to use, at what rate, on how many runs, and where the file is
+    (``failure``: why it is not where it was asked to be)."""
     used = rec.used
     runs = len(used.results)
     head = (
@@ -123,6 +124,10 @@ def summary_text(rec: Recommendation, path: str) -> str:
     )
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
-    return f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; " + (
-        f"written to {path}."
-    )
+    if failure is None:
+        where = f"written to {path}."
+    elif path:
+        where = f"not written where asked ({failure}); kept in {path}."
+    else:
+        where = f"not written anywhere ({failure})."
+    return f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; {where}"

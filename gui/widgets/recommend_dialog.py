@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtWidgets import (
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QSpinBox,
     QWidget,
@@ -29,9 +31,18 @@ TIPS = {
 }
 
 
+Refusal = Callable[[str], str | None]  # why a config path must not be written, else None
+
+
 class RecommendDialog(QDialog):
-    def __init__(self, folder: str = "", parent: QWidget | None = None) -> None:
+    """``refusal``: the guard's answer for the path; a refused path keeps the dialog open
+    (with a message saying why), so nothing is measured for a file that cannot be written."""
+
+    def __init__(
+        self, folder: str = "", parent: QWidget | None = None, refusal: Refusal | None = None
+    ) -> None:
         super().__init__(parent)
+        self.refusal = refusal
         self.setWindowTitle("Export recommended configuration")
         self.budget = QSpinBox()
         self.budget.setRange(10, 3600)
@@ -73,6 +84,16 @@ class RecommendDialog(QDialog):
         path, _ = QFileDialog.getSaveFileName(self, "Config file", self.path.text(), TOML_FILTER)
         if path:
             self.path.setText(path)
+
+    def accept(self) -> None:
+        path = self.path.text().strip()
+        refused = "name the config file" if not path else None
+        if refused is None and self.refusal is not None:
+            refused = self.refusal(path)
+        if refused is not None:
+            QMessageBox.warning(self, "Cannot write the config there", refused)
+            return
+        super().accept()
 
     def values(self) -> tuple[float, str]:
         return float(self.budget.value()), self.path.text().strip()

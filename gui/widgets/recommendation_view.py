@@ -7,7 +7,6 @@ What it shows comes from ``gui.state.recommendation_view``; this only lays it ou
 from __future__ import annotations
 
 from collections.abc import Collection
-from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
@@ -132,11 +131,14 @@ class RecommendationView(QScrollArea):
         """The search ended without a recommendation (cancelled, failed)."""
         self.summary.setText(text)
 
-    def show_recommendation(self, rec: Recommendation, path: str) -> None:
-        self.summary.setText(summary_text(rec, path))
+    def show_recommendation(
+        self, rec: Recommendation, path: str, name: str, failure: str | None = None
+    ) -> None:
+        """``path``: where the config is; ``name``: the file name its snippets use."""
+        self.summary.setText(summary_text(rec, path, failure))
         self.progress.hide()
         self.explanation.setText("\n".join(rec.explanation))
         rows = ranking_rows(rec)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
-        _fill(self.snippets, snippet_rows(rec, Path(path).name))
+        _fill(self.snippets, snippet_rows(rec, name))
         self._show_result_parts(True)

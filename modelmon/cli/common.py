@@ -45,6 +45,7 @@ class ExitCode(IntEnum):
     LOAD_FAILED = 1
     USAGE = 2
     BAD_MODEL = 3
+    NOT_SAVED = 4
     CANCELLED = 130
     TERMINATED = 143
 
@@ -54,6 +55,7 @@ MEANINGS = {
     ExitCode.LOAD_FAILED: "load failed",
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_MODEL: "bad model file",
+    ExitCode.NOT_SAVED: "measured, but not saved where asked (kept elsewhere, said where)",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
     ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
 }

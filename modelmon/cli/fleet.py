@@ -16,6 +16,7 @@ from modelmon.core.errors import OptionsError
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
+    from modelmon.core.system.outputs import Output, Saved
 
 VERB = "fleet"
 
@@ -76,20 +77,12 @@ def _nodes(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        import ray  # noqa: F401  (only to say, in one line, how to get it)
-    except ImportError:
-        from modelmon.fleet import INSTALL_HINT
-
-        return fail(INSTALL_HINT, ExitCode.USAGE)
-    from modelmon.core.errors import ModelmonError
     from modelmon.core.model.formats import open_model
     from modelmon.core.options import parse_spec
-    from modelmon.core.system.atomic import write_atomic
-    from modelmon.fleet.cluster import Connection, run_fleet
-    from modelmon.fleet.node import NodeRun
-    from modelmon.fleet.report import Side, render_fleet
+    from modelmon.core.system.outputs import check_output
+    from modelmon.fleet.report import Side
 
+    # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
     wanted = _nodes(args.nodes)
     if args.fleet_verb == "load":
         sides = [Side("load", args.strategy, load_options(vars(args)))]
@@ -102,7 +95,24 @@ def run(args: argparse.Namespace) -> int:
             strategy, options = parse_spec(spec)
             sides.append(Side(label, strategy, options.with_(cache=args.cache)))
         rounds = args.n
-    path = open_model(args.path).path  # a bad path fails here, once, not on every node
+    model = open_model(args.path)  # a bad path fails here, once, not on every node
+    csv_output: Output | None = None
+    if args.csv is not None:  # refused before the cluster is asked for anything
+        csv_output = check_output(args.csv, model.paths, OptionsError)
+        if csv_output.is_stdout and args.json:
+            raise OptionsError("--csv - and --json both write standard output; choose one")
+    try:
+        import ray  # noqa: F401  (only to say, in one line, how to get it)
+    except ImportError:
+        from modelmon.fleet import INSTALL_HINT
+
+        return fail(INSTALL_HINT, ExitCode.USAGE)
+    from modelmon.core.errors import ModelmonError
+    from modelmon.core.system.outputs import write_or_keep
+    from modelmon.fleet.cluster import Connection, run_fleet
+    from modelmon.fleet.node import NodeRun
+    from modelmon.fleet.report import render_fleet
+
     chatty = sys.stderr.isatty() and not args.json
 
     def on_round(runs: list[NodeRun]) -> None:
@@ -116,17 +126,28 @@ def run(args: argparse.Namespace) -> int:
             )
 
     with Connection(args.address):
-        result = run_fleet(args.fleet_verb, path, sides, rounds, wanted, on_round)
-    if args.csv:
-        try:
-            write_atomic(args.csv, result.csv_bytes())
-        except ModelmonError as exc:
-            return fail(str(exc), ExitCode.LOAD_FAILED)
+        result = run_fleet(args.fleet_verb, model.path, sides, rounds, wanted, on_round)
+    saved: Saved | None = None
+    if csv_output is not None:
+        saved = write_or_keep(
+            csv_output.named,
+            model.paths,
+            lambda _name: result.csv_bytes(),
+            ModelmonError,
+            "fleet.csv",
+        )
+    text = sys.stderr if csv_output is not None and csv_output.is_stdout else sys.stdout
     if args.json:
         emit_json(result.to_dict())
     else:
-        print(render_fleet(result))
+        print(render_fleet(result), file=text)
+    code = ExitCode.OK
+    if saved is not None and saved.failure is not None:
+        kept = f"the rows are kept in {saved.where}" if saved.where else "they follow the report"
+        code = fail(f"{saved.failure}; {kept}", ExitCode.NOT_SAVED)
+        if saved.where is None:  # nowhere could keep them: they are not lost
+            text.write(result.csv_bytes().decode())
     if result.status != "ok":
         bad = next(r for r in result.runs if r.status != "ok")
         return fail(f"node {bad.node_id[:12]} ({bad.host}): {bad.error}", ExitCode.LOAD_FAILED)
-    return ExitCode.OK
+    return code

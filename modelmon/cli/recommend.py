@@ -1,11 +1,21 @@
-"""``modelmon recommend``: measure, pick, explain, and write the config file."""
+"""``modelmon recommend``: measure, pick, explain, and write the config file.
+
+The config goes to ``-o FILE`` (``-o -``: standard output, the explanation then on stderr),
+else to ``modelmon.toml`` in the current folder, or the first free ``modelmon-N.toml`` when
+that exists: a measurement is never thrown away, and no file of the user's is replaced
+unasked. Where it goes is checked before measuring (``system.outputs``); a save that fails
+after the measurement keeps the config beside the target or in modelmon's state folder, says
+where, and exits NOT_SAVED.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from modelmon.cli.common import (
     ExitCode,
@@ -19,9 +29,11 @@ from modelmon.cli.common import (
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
+    from modelmon.core.system.outputs import Output
 
 VERB = "recommend"
 DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
+DEFAULT_NAME = "modelmon.toml"
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -32,7 +44,12 @@ def add_parser(verbs: Verbs) -> None:
         epilog=True,
     )
     parser.add_argument("path")
-    parser.add_argument("-o", "--output", help="write the config here (TOML), atomically")
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="write the config here (TOML), atomically; - for standard output "
+        "(default: modelmon.toml in this folder, or modelmon-2.toml … when it exists)",
+    )
     parser.add_argument(
         "--budget", type=finite_number, default=120.0, help="seconds to spend (default 120)"
     )
@@ -45,21 +62,37 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
 
 
+def default_output(inputs: tuple[str, ...]) -> Output:
+    """``modelmon.toml`` here, else the first free ``modelmon-N.toml``, through the guard."""
+    from modelmon.core.errors import ModelmonError, OptionsError
+    from modelmon.core.system.outputs import check_output, free_name
+
+    try:
+        return check_output(free_name(Path("."), DEFAULT_NAME), inputs, OptionsError)
+    except ModelmonError as exc:
+        hint = "name the config file with -o FILE, or -o - to print it"
+        raise OptionsError(f"{exc} ({hint})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.progress import progress_bars
-    from modelmon.core.errors import LoadError, OptionsError
+    from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
     from modelmon.core.measuring.recommend import recommend
     from modelmon.core.model.formats import open_model, require_tensor_bytes
     from modelmon.core.options import parse_size
-    from modelmon.core.output.config import recommendation_document, write_config
-    from modelmon.core.system.atomic import check_output
+    from modelmon.core.output.config import recommendation_document, render
+    from modelmon.core.system.outputs import check_output, write_or_keep
 
     model = open_model(args.path)
     require_tensor_bytes(model)
     limit = parse_size(args.memory_limit) if args.memory_limit else None
-    if args.output is not None:  # refused before minutes of measuring, not after
-        inputs = [model.path, *(file.path for file in model.files)]
-        check_output(args.output, inputs, OptionsError)
+    # Refused before minutes of measuring, not after.
+    if args.output is not None:
+        output = check_output(args.output, model.paths, OptionsError)
+    else:
+        output = default_output(model.paths)
+    if output.is_stdout and args.json:
+        raise OptionsError("-o - and --json both write standard output; choose one")
     cancel = threading.Event()
     with progress_bars() as bars, cancel_on_interrupt(cancel.set):
         task = bars.budget_task("recommending", args.budget)
@@ -84,18 +117,40 @@ def run(args: argparse.Namespace) -> int:
             return fail("cancelled", ExitCode.CANCELLED)
     if cancel.is_set():
         return fail("cancelled", ExitCode.CANCELLED)
-    name = Path(args.output).name if args.output else "modelmon.toml"
-    document = recommendation_document(rec, name, limit)
-    if args.output:
-        write_config(args.output, document)
+    if args.output is None:
+        # Picked again: another run may have taken the name while this one measured.
+        with contextlib.suppress(ModelmonError):
+            output = default_output(model.paths)
+    documents: dict[str, dict[str, Any]] = {}
+
+    def config_bytes(name: str) -> bytes:
+        documents[name] = recommendation_document(rec, name, limit)
+        return render(documents[name]).encode()
+
+    saved = write_or_keep(output.named, model.paths, config_bytes, ConfigError, DEFAULT_NAME)
+    document = documents[saved.name]
+    code = ExitCode.OK
+    if saved.failure is not None:
+        code = fail(f"{saved.failure}; {kept_line(saved.where, output)}", ExitCode.NOT_SAVED)
     if args.json:
         emit_json(document)
-        return ExitCode.OK
+        return code
+    text = sys.stderr if output.is_stdout else sys.stdout  # stdout carries the config then
     for sentence in rec.explanation:
-        print(sentence)
-    print(f"\nrecommended: {rec.winner.spec}")
+        print(sentence, file=text)
+    print(f"\nrecommended: {rec.winner.spec}", file=text)
     for tool, snippet in document["apply"].items():
-        print(f"  {tool:<15} {snippet}")
-    if args.output:
-        print(f"\nwritten to {args.output}")
-    return ExitCode.OK
+        print(f"  {tool:<15} {snippet}", file=text)
+    if saved.where is None:  # nowhere to keep it: the measurement is not lost
+        print(f"\n# {saved.name}, as it would have been written:", file=text)
+        print(render(document), end="", file=text)
+    elif saved.failure is None and not output.is_stdout:
+        print(f"\nwritten to {saved.where}", file=text)
+    return code
+
+
+def kept_line(where: str | None, output: Output) -> str:
+    if where is None:
+        stream = "standard error" if output.is_stdout else "standard output"
+        return f"nowhere else could keep the config either: it follows on {stream}"
+    return f"the config is kept in {where}"

@@ -18,9 +18,11 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.output.config import read_config
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``modelmon`` in ``cwd``: without -o, recommend writes its config there."""
     return subprocess.run(
         [sys.executable, "-m", "modelmon", *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=240,
@@ -112,7 +114,15 @@ def test_each_way_of_loading_is_screened_before_a_second_copying_reader() -> Non
 
 def test_cli_memory_limit_says_why(sharded_model: Path, tmp_path: Path) -> None:
     done = run_cli(
-        "recommend", str(sharded_model), "--budget", "6", "--workers", "2", "--memory-limit", "1MiB"
+        "recommend",
+        str(sharded_model),
+        "--budget",
+        "6",
+        "--workers",
+        "2",
+        "--memory-limit",
+        "1MiB",
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert "larger than" in done.stdout and "discard=true" in done.stdout

@@ -13,7 +13,8 @@ from modelmon.core.model.demo import RECIPE
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.output.json import SCHEMA_VERSION
 
-# {model}: a tiny safetensors model; {demo}: a folder that already holds the demo models.
+# {model}: a tiny safetensors model; {demo}: a folder that already holds the demo models;
+# {out}: a file to write (recommend writes one in the current folder without it).
 VERBS = {
     "inspect": ["inspect", "{model}"],
     "load": ["load", "{model}", "-w", "2"],
@@ -22,7 +23,7 @@ VERBS = {
     "bench": ["bench", "{model}", "--a", "pread --workers 2", "--b", "sequential", "-n", "1"],
     "strategies": ["strategies"],
     "demo": ["demo", "--dir", "{demo}"],
-    "recommend": ["recommend", "{model}", "--budget", "2", "--workers", "2"],
+    "recommend": ["recommend", "{model}", "--budget", "2", "--workers", "2", "-o", "{out}"],
     "models": ["models", "--dir", "{folder}"],
 }
 
@@ -61,7 +62,10 @@ def test_every_verb_prints_strict_versioned_json(
 ) -> None:
     demo = demo_folder(tmp_path)
     folder = tiny_model.parent
-    args = [word.format(model=tiny_model, demo=demo, folder=folder) for word in VERBS[verb]]
+    out = tmp_path / "modelmon.toml"
+    args = [
+        word.format(model=tiny_model, demo=demo, folder=folder, out=out) for word in VERBS[verb]
+    ]
     done = modelmon(*args, "--json", timeout=120)
     assert done.returncode == 0, done.stderr
     data = strict(done.stdout)

@@ -1,0 +1,154 @@
+"""File ▸ Export asks the one guard first: the open model's files under any name, a FIFO or
+a folder that cannot take the file are refused in a dialog, before anything is written or
+measured. The exporter asks again when it writes. A recommendation whose save fails after
+the measuring keeps the config elsewhere and says where."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.output.config import read_config
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.widgets.recommend_dialog import RecommendDialog
+
+from .conftest import open_model, wait_idle
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """An index and two shards of its own: an export that got through would destroy them."""
+    return write_safetensors_model(tmp_path / "model", layers=2, hidden=64, vocab=256, shards=2)
+
+
+@pytest.fixture
+def warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the refusal dialogs said (QMessageBox.warning, answered at once)."""
+    said: list[str] = []
+
+    def warning(_parent: object, _title: str, text: str, *_: object) -> object:
+        said.append(text)
+        return QMessageBox.StandardButton.Ok
+
+    monkeypatch.setattr(QMessageBox, "warning", warning)
+    return said
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "special"
+        for path in sorted(folder.iterdir())
+    }
+
+
+def targets(model: Path, tmp_path: Path) -> dict[Path, str]:
+    """Names of the model's files (and a FIFO), and what the refusal must say."""
+    shard = next(model.parent.glob("*-00001-of-*.safetensors"))
+    (tmp_path / "link.json").symlink_to(shard)
+    os.link(model, tmp_path / "hard.json")
+    os.mkfifo(tmp_path / "fifo.json")
+    return {
+        model: "is the input",
+        shard: "is the input",
+        tmp_path / "link.json": "is the input",
+        tmp_path / "hard.json": "is the input",
+        tmp_path / "fifo.json": "not a regular file",
+    }
+
+
+def test_every_file_export_refuses_the_open_model_and_special_files_in_a_dialog(
+    qtbot,
+    window: MainWindow,
+    model: Path,
+    tmp_path: Path,
+    warnings: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    open_model(qtbot, window, model)
+    window.workspace.run_ab(1)  # results, an A/B winner and plots: every export has data
+    wait_idle(qtbot, window)
+    assert window.workspace.ab_history.result is not None, window.messages.message()
+    exporter = window.workspace.exporter
+    called: list[str] = []
+    for name in ("export_results", "export_ab_config", "export_plot"):
+        monkeypatch.setattr(exporter, name, lambda *a, name=name: called.append(name))
+    exports: dict[str, Callable[[], None]] = {
+        "results JSON": lambda: window.exports.export_results("json"),
+        "results CSV": lambda: window.exports.export_results("csv"),
+        "A/B configuration": window.exports.export_ab_config,
+        "plot": lambda: window.exports.export_plot("Throughput"),
+    }
+    names = targets(model, tmp_path)
+    before = digests(model.parent)
+    for target, says in names.items():
+
+        def chosen(*_: object, path: str = str(target)) -> tuple[str, str]:
+            return path, ""
+
+        monkeypatch.setattr(QFileDialog, "getSaveFileName", chosen)
+        for what, export in exports.items():
+            count = len(warnings)
+            export()
+            assert len(warnings) == count + 1, (what, target)
+            assert says in warnings[-1] and "\n" not in warnings[-1], (what, warnings[-1])
+    assert called == []  # nothing was handed to the writer
+    assert digests(model.parent) == before
+    assert stat.S_ISFIFO((tmp_path / "fifo.json").stat().st_mode)
+
+
+def test_a_recommendation_to_the_model_is_refused_before_measuring(
+    qtbot, window: MainWindow, model: Path, warnings: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_model(qtbot, window, model)
+
+    def choose_the_model(dialog: RecommendDialog) -> int:
+        dialog.path.setText(str(model))
+        dialog.accept()  # "Measure and export"
+        return dialog.result()
+
+    monkeypatch.setattr(RecommendDialog, "exec", choose_the_model)
+    before = digests(model.parent)
+    window.exports.export_recommended()
+    assert len(warnings) == 1 and "is the input" in warnings[0], warnings
+    assert not window.workspace.running  # nothing is measured for a file it cannot write
+    assert digests(model.parent) == before
+
+
+def test_the_exporter_asks_the_guard_again_when_it_writes(
+    qtbot, window: MainWindow, model: Path
+) -> None:
+    """A path that became an input after the dialog (or any caller of the exporter)."""
+    open_model(qtbot, window, model)
+    window.workspace.run("A")
+    wait_idle(qtbot, window)
+    before = digests(model.parent)
+    exporter = window.workspace.exporter
+    with qtbot.waitSignal(exporter.finished, timeout=20_000) as done:
+        exporter.export_results(str(model))
+    ok, text = done.args
+    assert not ok and "is the input" in text
+    assert window.messages.level == "error"
+    assert digests(model.parent) == before
+
+
+def test_a_recommendation_whose_folder_is_gone_keeps_the_config_and_says_where(
+    qtbot, window: MainWindow, model: Path, tmp_path: Path, own_state: Path
+) -> None:
+    open_model(qtbot, window, model)
+    gone = tmp_path / "gone"  # chosen in the dialog, deleted while the search measured
+    window.workspace.recommend(1.0, str(gone / "recommended.toml"))
+    wait_idle(qtbot, window, 90_000)
+    kept = own_state / "modelmon" / "unsaved" / "recommended.toml"
+    message = window.messages.message()
+    assert window.messages.level == "warning", message
+    assert message.startswith("Recommended ") and f"kept in {kept}" in message
+    assert read_config(kept).document["evidence"]["runs"] >= 1
+    assert f"kept in {kept}" in window.workspace.recommendation.summary.text()
+    assert not gone.exists()

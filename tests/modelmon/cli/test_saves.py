@@ -1,0 +1,295 @@
+"""Where the CLI's results go, end to end (``python -m modelmon`` in a subprocess).
+
+Never one of the inputs, never a special file; ``-`` and ``/dev/stdout`` are standard output.
+A target that cannot take the save is refused in one line before any measuring (exit 2). A
+save that fails after the measuring anyway keeps the results beside the target or in the
+state folder, says where in one line, and exits 4 (NOT_SAVED). Nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import psutil
+import pytest
+
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.output.config import read_config
+
+MODELMON = [sys.executable, "-m", "modelmon"]
+REFUSAL_S = 5.0  # a refusal comes before the measuring: far inside a 60 s budget
+USAGE, NOT_SAVED = 2, 4
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: a file's digest, else its kind."""
+    seen = {}
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(folder, name)
+            if path.is_symlink():
+                seen[str(path)] = f"-> {os.readlink(path)}"
+            elif path.is_file():
+                seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                seen[str(path)] = "dir" if path.is_dir() else "special"
+    return seen
+
+
+def refused(root: Path, *args: str, says: str) -> None:
+    """modelmon, run beside ``root``, exits 2 at once with one line holding ``says``; nothing
+    under ``root`` changes."""
+    before = tree(root)
+    started = time.monotonic()
+    done = subprocess.run(  # killed at the timeout: a refusal after measuring fails here
+        [*MODELMON, *args],
+        capture_output=True,
+        text=True,
+        timeout=REFUSAL_S * 3,
+        check=False,
+        cwd=root.parent,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == USAGE, (args, done.returncode, done.stderr)
+    assert len(lines) == 1 and says in lines[0], (args, done.stderr)
+    assert time.monotonic() - started < REFUSAL_S, "refused only after measuring"
+    assert tree(root) == before, args
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    return write_safetensors_model(tmp_path / "model", layers=1, hidden=64, vocab=128)
+
+
+def recommend(
+    model: Path, *args: str, cwd: Path, stdout: int | IO[str] = subprocess.PIPE
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*MODELMON, "recommend", str(model), "--budget", "1", "--workers", "2", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+    )
+
+
+# --- never an input, never a special file ------------------------------------------------------
+
+
+def test_fleet_csv_refuses_the_model_under_any_name_before_anything_else(
+    model: Path, tmp_path: Path
+) -> None:
+    """Refused before the cluster (and whether or not Ray is installed)."""
+    (tmp_path / "link.csv").symlink_to(model)
+    os.link(model, tmp_path / "hard.csv")
+    os.mkfifo(tmp_path / "fifo.csv")
+    for output, says in (
+        (model, "is the input"),
+        (tmp_path / "link.csv", "is the input"),
+        (tmp_path / "hard.csv", "is the input"),
+        (tmp_path / "fifo.csv", "not a regular file"),
+    ):
+        refused(tmp_path, "fleet", "load", str(model), "--csv", str(output), says=says)
+
+
+def test_recommend_refuses_special_files(model: Path, tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.toml")
+    for output in (tmp_path / "fifo.toml", "/dev/null", "/dev/stderr"):
+        args = ("recommend", str(model), "--budget", "60", "-o", str(output))
+        refused(tmp_path, *args, says="name a file, or - for standard output")
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdout", "/proc/self/fd/1"])
+def test_recommend_writes_standard_output_by_any_name_to_standard_output(
+    model: Path, tmp_path: Path, name: str
+) -> None:
+    """stdout redirected to a file, as ``-o /dev/stdout > f`` does: the config arrives there
+    through the descriptor (the explanation goes to stderr), /dev/stdout stays a symlink."""
+    redirected = tmp_path / "redirected.toml"
+    with open(redirected, "w") as stdout:
+        done = recommend(model, "-o", name, cwd=tmp_path, stdout=stdout)
+    assert done.returncode == 0, done.stderr
+    config = read_config(redirected)  # the whole config, nothing else
+    assert 'config="redirected.toml"' in config.document["apply"]["modelmon"]  # names itself
+    assert "recommended:" in done.stderr
+    assert os.path.islink("/dev/stdout")
+    assert sorted(os.listdir(tmp_path)) == ["model", "redirected.toml"]
+
+
+# --- without -o: a config file that exists, named in one line -----------------------------------
+
+
+def test_recommend_without_output_writes_a_new_file_here_and_names_it(
+    model: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "modelmon.toml").write_text("the user's own file\n")
+    for expected in ("modelmon-2.toml", "modelmon-3.toml"):
+        done = recommend(model, cwd=work)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.rstrip().endswith(f"written to {expected}")
+        assert f'config="{expected}"' in done.stdout  # the snippet loads the file written
+        assert read_config(work / expected).strategy
+    assert (work / "modelmon.toml").read_text() == "the user's own file\n"
+    assert sorted(os.listdir(work)) == ["modelmon-2.toml", "modelmon-3.toml", "modelmon.toml"]
+
+
+def test_recommend_without_output_in_a_folder_it_cannot_write_is_refused_at_once(
+    model: Path, tmp_path: Path
+) -> None:
+    cwd = tmp_path / "gone"
+    cwd.mkdir()
+    done = subprocess.Popen(
+        [*MODELMON, "recommend", str(model), "--budget", "60"],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    cwd.rmdir()  # a current folder that no longer exists can take no file
+    try:
+        _, err = done.communicate(timeout=REFUSAL_S * 2)
+    finally:
+        done.kill()
+        done.wait()
+    assert done.returncode == USAGE and "-o FILE" in err and err.count("\n") == 1, err
+
+
+# --- what can be checked before measuring is, on a real ext4 ------------------------------------
+
+
+def chattr(flags: str, path: Path) -> None:
+    subprocess.run(["chattr", flags, str(path)], check=True)
+
+
+def fill(folder: Path) -> None:
+    with contextlib.suppress(OSError), open(folder / "filler", "wb") as filler:
+        while True:
+            filler.write(b"\0" * (1 << 20))
+            filler.flush()
+            os.fsync(filler.fileno())
+    with contextlib.suppress(OSError), open(folder / "filler-tail", "wb") as tail:
+        while True:
+            tail.write(b"\0" * 4096)
+            tail.flush()
+            os.fsync(tail.fileno())
+
+
+def test_recommend_refuses_before_measuring_what_cannot_take_the_save(
+    model: Path, loop_disk: Path
+) -> None:
+    folder = loop_disk / "out"
+    folder.mkdir()
+    target = folder / "modelmon.toml"
+    target.write_text("old\n")
+    args = ("recommend", str(model), "--budget", "60", "-o")
+    chattr("+i", target)
+    try:
+        refused(loop_disk, *args, str(target), says="immutable (chattr +i)")
+    finally:
+        chattr("-i", target)
+    chattr("+a", folder)
+    try:  # an append-only folder: no traceback, no temp file it could never remove
+        refused(loop_disk, *args, str(target), says="append-only (chattr +a)")
+        refused(loop_disk, *args, str(folder / "new.toml"), says="append-only (chattr +a)")
+    finally:
+        chattr("-a", folder)
+    fill(loop_disk)
+    refused(loop_disk, *args, str(folder / "new.toml"), says="No space left")
+
+
+# --- a save that fails after the measuring keeps the results ------------------------------------
+
+
+def wait_until_measuring(process: subprocess.Popen[str]) -> None:
+    """The guard is passed once the first load's worker processes exist (a state, polled)."""
+    parent = psutil.Process(process.pid)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        with contextlib.suppress(psutil.Error):
+            if any("resource_tracker" not in " ".join(c.cmdline()) for c in parent.children()):
+                return
+        time.sleep(0.01)
+    raise AssertionError("recommend never started measuring")
+
+
+def delete_folder(folder: Path, target: Path) -> None:
+    shutil.rmtree(folder)
+
+
+def make_immutable(folder: Path, target: Path) -> None:
+    chattr("+i", target)
+
+
+def fill_disk(folder: Path, target: Path) -> None:
+    fill(folder.parent)
+
+
+SABOTAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {
+    "folder deleted": (delete_folder, "state"),
+    "target made immutable": (make_immutable, "beside"),
+    "disk filled": (fill_disk, "state"),
+    "folder deleted, no state folder": (delete_folder, "nowhere"),
+}
+
+
+@pytest.mark.parametrize("case", list(SABOTAGE))
+def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
+    model: Path, loop_disk: Path, own_state: Path, case: str
+) -> None:
+    sabotage, kept_where = SABOTAGE[case]
+    folder = loop_disk / "out"
+    folder.mkdir()
+    target = folder / "modelmon.toml"
+    target.write_text("old\n")
+    if kept_where == "nowhere":
+        own_state.write_text("a file where the state folder would be\n")
+    process = subprocess.Popen(
+        [*MODELMON, "recommend", str(model), "--budget", "3", "--workers", "2", "-o", str(target)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until_measuring(process)
+        sabotage(folder, target)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        process.wait()
+        if case == "target made immutable":
+            chattr("-i", target)
+    lines = err.strip().splitlines()
+    assert process.returncode == NOT_SAVED, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    if kept_where == "nowhere":  # the config follows the explanation on stdout
+        assert lines[0].endswith("it follows on standard output"), lines[0]
+        heading = "# modelmon.toml, as it would have been written:\n"
+        assert "recommended:" in out and heading in out
+        assert tomllib.loads(out.split(heading)[1])["recommended"]["strategy"]
+        return
+    match = re.search(r"the config is kept in (\S+)$", lines[0])
+    assert match, lines[0]
+    kept = Path(match[1])
+    expected_folder = folder if kept_where == "beside" else own_state / "modelmon" / "unsaved"
+    assert kept.parent == expected_folder
+    assert read_config(kept).strategy  # the whole measured config
+    assert "recommended:" in out and f'config="{kept.name}"' in out  # printed as without -o
+    if folder.exists():  # no temp file left where the save failed
+        assert not [name for name in os.listdir(folder) if name.endswith(".tmp")]
+        assert target.read_text() == "old\n"
