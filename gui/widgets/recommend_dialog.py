@@ -17,11 +17,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-DEFAULT_BUDGET_S = 60
+from modelmon.core.measuring.limits import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
+
 TOML_FILTER = "modelmon config (*.toml);;All files (*)"
 TIPS = {
-    "budget": "Time the search may take: more time measures more candidates, each more often "
-    "(every run starts from a verified cold cache).",
+    "budget": "Time the whole search may take, from Measure to its answer: more time "
+    "measures more candidates, each more often. The storage's ceilings and a first complete "
+    "load always run, so a model one load of which takes longer takes that long.",
     "path": "Where the TOML config goes; an existing file is replaced only once the new one is "
     "completely written.",
     "browse": "Choose the config file's folder and name.",
@@ -34,8 +36,8 @@ class RecommendDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Export recommended configuration")
         self.budget = QSpinBox()
-        self.budget.setRange(10, 3600)
-        self.budget.setValue(DEFAULT_BUDGET_S)
+        self.budget.setRange(int(MIN_BUDGET_S), int(MAX_BUDGET_S))
+        self.budget.setValue(int(DEFAULT_BUDGET_S))
         self.budget.setSuffix(" s")
         self.budget.setToolTip(TIPS["budget"])
         self.path = QLineEdit(str(Path(folder or Path.home()) / "modelmon.toml"))

@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING, NoReturn
 
 from modelmon.cli.common import (
+    PAIRS,
     ExitCode,
     add_load_options,
     add_verb,
@@ -16,9 +17,9 @@ from modelmon.cli.common import (
     ignored_options,
     load_options,
     note,
-    whole_number,
 )
 from modelmon.core.errors import OptionsError
+from modelmon.core.measuring.limits import MAX_AB_PAIRS
 from modelmon.core.options import LoadOptions, parse_spec
 
 if TYPE_CHECKING:
@@ -51,7 +52,9 @@ def add_parser(verbs: Verbs) -> None:
             flags='"sequential -w 4 --chunk-mib 16"',
         ),
     )
-    parser.add_argument("-n", type=whole_number, default=3, help="pairs to run (default 3)")
+    parser.add_argument(
+        "-n", type=PAIRS, default=3, help=f"pairs to run, 1 to {MAX_AB_PAIRS} (default 3)"
+    )
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 

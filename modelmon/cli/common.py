@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from modelmon.core.errors import (
     ConfigError,
@@ -20,10 +20,15 @@ from modelmon.core.errors import (
     OptionsError,
     ReferenceSyntaxError,
 )
+from modelmon.core.measuring.limits import MAX_AB_PAIRS, range_text
 from modelmon.core.options import (
     CACHE_MODES,
     FADVISE_HINTS,
     MADVISE_HINTS,
+    MAX_CHUNK,
+    MAX_PARALLEL,
+    MAX_READAHEAD_KIB,
+    MIN_CHUNK,
     OPTION_NAMES,
     PARTITIONS,
     PREFETCH_MODES,
@@ -31,11 +36,14 @@ from modelmon.core.options import (
     MiB,
     from_mapping,
     parse_readahead,
+    parse_size,
 )
 from modelmon.core.output.json import SCHEMA_VERSION, dumps
 
 if TYPE_CHECKING:
     Verbs = argparse._SubParsersAction[argparse.ArgumentParser]
+
+T = TypeVar("T")
 
 
 class ExitCode(IntEnum):
@@ -161,24 +169,79 @@ def cancel_on_interrupt(cancel: Callable[[], object]) -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def finite_number(text: str, minimum: float = 0.0) -> float:
-    """An argparse type: a finite number above ``minimum`` (refuses nan, inf, -5...)."""
+def number_in(low: float, high: float, unit: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite number from ``low`` to ``high`` (refuses nan, inf, -5...);
+    its error states the range. The bounds are the engine's (``core.options``,
+    ``core.measuring.limits``), so a flag refuses what the engine would refuse, at once."""
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a number {range_text(low, high, unit)}, not {text!r}"
+            )
+        return value
+
+    return number
+
+
+def whole_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` in ASCII digits ('²' is a
+    digit to ``str.isdigit`` but not a number); its error states the range."""
+
+    def whole(text: str) -> int:
+        stripped = text.strip()
+        if not (stripped.isascii() and stripped.isdigit()) or not low <= int(stripped) <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number {range_text(low, high)}, not {text!r}"
+            )
+        return int(stripped)
+
+    return whole
+
+
+def engine_checked(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from an engine parser that raises OptionsError: its one line is the
+    error (argparse would otherwise say only "invalid value")."""
+
+    def checked(text: str) -> T:
+        try:
+            return parse(text)
+        except OptionsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    checked.__name__ = parse.__name__
+    return checked
+
+
+def readahead_kib(text: str) -> int | None:
+    """An argparse type: device readahead as ``parse_readahead`` reads it, in the range
+    ``LoadOptions`` takes."""
+    kib = engine_checked(parse_readahead)(text)
+    if kib is not None and not 0 <= kib <= MAX_READAHEAD_KIB:
+        raise argparse.ArgumentTypeError(
+            f"must be whole KiB {range_text(0, MAX_READAHEAD_KIB, 'KiB')}, not {text!r}"
+        )
+    return kib
+
+
+def memory_limit(text: str) -> int:
+    """An argparse type: a RAM limit (``2GiB``) in the range a recommendation takes."""
+    from modelmon.core.measuring.limits import check_memory_limit, memory_limit_range
+
+    size = engine_checked(parse_size)(text)
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= minimum:
-        raise argparse.ArgumentTypeError(f"must be a finite number above {minimum:g}: {text!r}")
-    return value
+        return check_memory_limit(size)
+    except OptionsError:
+        raise argparse.ArgumentTypeError(f"must be {memory_limit_range()}, not {text!r}") from None
 
 
-def whole_number(text: str) -> int:
-    """An argparse type: a whole number ≥ 1 written in ASCII digits ('²' is a digit to
-    ``str.isdigit`` but not a number)."""
-    stripped = text.strip()
-    if not (stripped.isascii() and stripped.isdigit()) or int(stripped) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1: {text!r}")
-    return int(stripped)
+WORKERS = whole_in(1, MAX_PARALLEL)  # processes, or threads per process
+CHUNK_MIB = number_in(MIN_CHUNK / MiB, MAX_CHUNK / MiB, "MiB")
+PAIRS = whole_in(1, MAX_AB_PAIRS)
 
 
 def emit_json(data: Any) -> None:
@@ -201,17 +264,26 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             "--strategy", "-s", default="sequential", help="see `modelmon strategies`"
         ),
         parser.add_argument(
-            "--workers", "-w", type=whole_number, default=default.workers, help="worker processes"
+            "--workers",
+            "-w",
+            type=WORKERS,
+            default=default.workers,
+            help=f"worker processes, {range_text(1, MAX_PARALLEL)} (default {default.workers})",
         ),
         parser.add_argument(
             "--threads",
             "-t",
-            type=whole_number,
+            type=WORKERS,
             default=default.threads,
-            help="reader threads per worker, each with its own descriptor",
+            help="reader threads per worker, each with its own descriptor, "
+            f"{range_text(1, MAX_PARALLEL)} (default {default.threads})",
         ),
         parser.add_argument(
-            "--chunk-mib", type=finite_number, default=8.0, help="read size in MiB"
+            "--chunk-mib",
+            type=CHUNK_MIB,
+            default=default.chunk / MiB,
+            help=f"read size in MiB, {range_text(MIN_CHUNK / MiB, MAX_CHUNK / MiB)} "
+            f"(default {default.chunk / MiB:g})",
         ),
         parser.add_argument(
             "--cache",
@@ -230,11 +302,11 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
         ),
         parser.add_argument(
             "--readahead",
-            type=parse_readahead,
+            type=readahead_kib,
             default=None,
             metavar="KIB",
             help="set the device's readahead (KiB, or 4MiB) for the run, restored after "
-            "(needs write access to its read_ahead_kb)",
+            f"(needs write access to its read_ahead_kb), {range_text(0, MAX_READAHEAD_KIB)} KiB",
         ),
         parser.add_argument("--verify", action="store_true", help="crc32 of every tensor"),
         parser.add_argument(

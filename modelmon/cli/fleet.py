@@ -11,8 +11,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import ExitCode, add_load_options, emit_json, fail, load_options
-from modelmon.core.errors import OptionsError
+from modelmon.cli.common import (
+    PAIRS,
+    ExitCode,
+    add_load_options,
+    emit_json,
+    fail,
+    load_options,
+)
+from modelmon.core.measuring.limits import MAX_AB_PAIRS
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -50,7 +57,9 @@ def add_parser(verbs: Verbs) -> None:
     bench.add_argument("path", help="the model, at this path on every node")
     bench.add_argument("--a", required=True, metavar="SPEC", help='e.g. "sequential workers=2"')
     bench.add_argument("--b", required=True, metavar="SPEC", help='e.g. "mmap-shared-fd workers=2"')
-    bench.add_argument("-n", type=int, default=2, help="pairs to run (default 2)")
+    bench.add_argument(
+        "-n", type=PAIRS, default=2, help=f"pairs to run, 1 to {MAX_AB_PAIRS} (default 2)"
+    )
     bench.add_argument("--cache", choices=("cold", "warm"), default="cold")
     for action in (load, bench):
         action.add_argument(
@@ -60,19 +69,25 @@ def add_parser(verbs: Verbs) -> None:
             "HOST:PORT or ray://HOST:10001",
         )
         action.add_argument(
-            "--nodes", default="all", metavar="N|all", help="how many alive nodes (default all)"
+            "--nodes",
+            type=node_count,
+            default=None,
+            metavar="N|all",
+            help="how many alive nodes, a whole number ≥ 1 or all (default all)",
         )
         action.add_argument("--json", action="store_true", help="one JSON object on stdout")
         action.add_argument("--csv", metavar="FILE", help="also write one row per node per run")
 
 
-def _nodes(text: str) -> int | None:
-    if text == "all":
+def node_count(text: str) -> int | None:
+    """An argparse type: ``all`` (None) or a whole number of nodes ≥ 1 (how many a cluster
+    has is known only once connected: asking for more is the cluster's error)."""
+    stripped = text.strip()
+    if stripped == "all":
         return None
-    try:
-        return int(text)
-    except ValueError:
-        raise OptionsError(f"--nodes takes a number or all, not {text!r}") from None
+    if not (stripped.isascii() and stripped.isdigit()) or int(stripped) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1 or all, not {text!r}")
+    return int(stripped)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,13 +105,11 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.fleet.node import NodeRun
     from modelmon.fleet.report import Side, render_fleet
 
-    wanted = _nodes(args.nodes)
+    wanted = args.nodes
     if args.fleet_verb == "load":
         sides = [Side("load", args.strategy, load_options(vars(args)))]
         rounds = 1
     else:
-        if args.n < 1:
-            raise OptionsError(f"-n must be ≥ 1, not {args.n}")
         sides = []
         for label, spec in (("A", args.a), ("B", args.b)):
             strategy, options = parse_spec(spec)

@@ -36,11 +36,21 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument(
         "--dir",
         action="append",
+        type=existing_folder,
         default=[],
         metavar="DIR",
         help=f"also search DIR and its subfolders (repeatable; MODELMON_MODEL_DIRS adds "
         f"folders separated by {os.pathsep!r})",
     )
+
+
+def existing_folder(text: str) -> str:
+    """An argparse type: a folder that exists (a mistyped --dir is said, not searched as an
+    empty place)."""
+    if not os.path.isdir(text):
+        why = "not a folder" if os.path.exists(text) else "no such folder"
+        raise argparse.ArgumentTypeError(f"{why}: {text!r}")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

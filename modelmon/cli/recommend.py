@@ -13,15 +13,35 @@ from modelmon.cli.common import (
     cancel_on_interrupt,
     emit_json,
     fail,
-    finite_number,
-    whole_number,
+    memory_limit,
+    number_in,
+    whole_in,
 )
+from modelmon.core.measuring.limits import (
+    DEFAULT_BUDGET_S,
+    EVIDENCE_OVERRUN,
+    MAX_BUDGET_S,
+    MAX_SEARCH_WORKERS,
+    MIN_BUDGET_S,
+    MIN_MEMORY_LIMIT,
+    SEARCH_WIDTH,
+    range_text,
+)
+from modelmon.core.options import MiB
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "recommend"
 DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
+BUDGET_HELP = (
+    f"how long the whole command may take, from its start to its answer: "
+    f"{range_text(MIN_BUDGET_S, MAX_BUDGET_S)} s (default {DEFAULT_BUDGET_S:g}). Every run is "
+    "planned to end within it, but the storage's ceilings and a first complete load always "
+    "run (without them there is no answer: a model one load of which takes longer than the "
+    f"budget takes that long), and the pick's runs toward its evidence may go up to "
+    f"{EVIDENCE_OVERRUN * 100:.0f}%% over"  # argparse expands %: %% is one
+)
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -34,13 +54,25 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument("path")
     parser.add_argument("-o", "--output", help="write the config here (TOML), atomically")
     parser.add_argument(
-        "--budget", type=finite_number, default=120.0, help="seconds to spend (default 120)"
+        "--budget",
+        type=number_in(MIN_BUDGET_S, MAX_BUDGET_S, "s"),
+        default=DEFAULT_BUDGET_S,
+        metavar="SECONDS",
+        help=BUDGET_HELP,
     )
     parser.add_argument(
-        "--memory-limit", help="RAM the load may use, e.g. 2GiB (default: available)"
+        "--memory-limit",
+        type=memory_limit,
+        metavar="SIZE",
+        help="RAM the loaded model may take, e.g. 2GiB, from "
+        f"{MIN_MEMORY_LIMIT // MiB} MiB to this machine's RAM (default: what is available "
+        "now); a model larger than it gets a streaming recommendation",
     )
     parser.add_argument(
-        "--workers", type=whole_number, help="parallelism to try (default max(4, CPUs))"
+        "--workers",
+        type=whole_in(1, MAX_SEARCH_WORKERS),
+        help=f"parallelism to try, {range_text(1, MAX_SEARCH_WORKERS)} (the search also "
+        f"tries {SEARCH_WIDTH}× it; default max(4, CPUs))",
     )
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
 
@@ -50,13 +82,12 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.errors import LoadError, OptionsError
     from modelmon.core.measuring.recommend import recommend
     from modelmon.core.model.formats import open_model, require_tensor_bytes
-    from modelmon.core.options import parse_size
     from modelmon.core.output.config import recommendation_document, write_config
     from modelmon.core.system.atomic import check_output
 
     model = open_model(args.path)
     require_tensor_bytes(model)
-    limit = parse_size(args.memory_limit) if args.memory_limit else None
+    limit = args.memory_limit
     if args.output is not None:  # refused before minutes of measuring, not after
         inputs = [model.path, *(file.path for file in model.files)]
         check_output(args.output, inputs, OptionsError)
@@ -76,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 progress=progress,
                 cancel=cancel,
+                started=getattr(args, "started", None),
             )
         except LoadError:
             if not cancel.is_set():
