@@ -57,7 +57,7 @@ from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.explain import explain
 from modelmon.core.system import readahead
 from modelmon.core.system.memory import memory_facts
-from modelmon.core.system.storage import storage_facts
+from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
 
 Progress = Callable[[str], None]
 
@@ -230,7 +230,9 @@ def recommend(
     known = ceilings if ceilings is not None else Ceilings(model.path, ())
     missing = tuple(name for name in NEEDED_CEILINGS if known.get(name) is None)
     if missing:
-        say("measuring the ceilings of this storage (cold sequential and parallel reads, memcpy)")
+        # A file in RAM (tmpfs) cannot be made cold: its reads are not called cold.
+        cold = "" if facts.fs_type in RAM_FS_TYPES else "cold "
+        say(f"measuring the ceilings of this storage ({cold}sequential and parallel reads, memcpy)")
     else:
         say("using the ceilings already measured on this model in this session")
     ceilings = known.merged(

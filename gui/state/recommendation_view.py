@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core.output.explain import runs_words
 from modelmon.core.output.snippets import snippets
 from modelmon.gui.state.formatting import rate_text
 
@@ -116,11 +117,7 @@ def snippet_rows(rec: Recommendation, config_name: str) -> list[tuple[str, str, 
 def summary_text(rec: Recommendation, path: str) -> str:
     """The headline: what to use, at what rate, on how many runs, and where the file is."""
     used = rec.used
-    runs = len(used.results)
-    head = (
-        f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs} cold "
-        f"run{'s' if runs != 1 else ''}"
-    )
+    head = f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
     return f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; " + (

@@ -52,8 +52,9 @@ class RecommendDialog(QDialog):
         intro = QLabel(
             "modelmon takes the ceilings of this storage (those measured on this model "
             "in this session, or measures them), then loads the model with the most "
-            "promising strategies, cold, settles the top two in alternating pairs, and "
-            "writes the winner with its evidence. The Recommendation tab shows the "
+            "promising strategies, each from a verified cold cache where the storage allows "
+            "one (a file in RAM cannot be made cold), settles the top two in alternating "
+            "pairs, and writes the winner with its evidence. The Recommendation tab shows the "
             "search as it runs, then the ranking and why."
         )
         intro.setWordWrap(True)

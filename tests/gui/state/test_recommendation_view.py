@@ -10,6 +10,7 @@ from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.measuring.recommend import Recommendation
 from modelmon.core.model.formats import open_model
+from modelmon.core.system.cache import CacheState
 from modelmon.gui.state.model_sessions import (
     ModelResults,
     ModelSessions,
@@ -86,6 +87,15 @@ def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(shar
     text = summary_text(dataclasses.replace(rec), "/tmp/m.toml")
     assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 cold runs.")
     assert text.endswith("written to /tmp/m.toml.")
+
+
+def test_the_headline_calls_runs_cold_only_when_they_were(sharded_model: Path):
+    rec = _recommendation(sharded_model)
+    in_ram = CacheState("cold", 1.0, 1.0, False, True, "cachestat", "the file lives in RAM")
+    rec.winner.results[:] = [dataclasses.replace(r, cache=in_ram) for r in rec.winner.results]
+    text = summary_text(rec, "/tmp/m.toml")
+    assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 runs (none ")
+    assert "cold run" not in text
 
 
 def test_each_model_keeps_its_results_and_its_one_set_of_ceilings():
