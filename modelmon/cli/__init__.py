@@ -19,9 +19,12 @@ from modelmon.cli import bench, demo, fleet, gui, inspect, load, models, recomme
 from modelmon.cli.common import (
     EPILOG,
     EXPECTED_ERRORS,
+    ExitCode,
     OneLineParser,
     exit_code_for,
     fail_on,
+    silence_stdout,
+    stdout_closed,
     stop_on_sigterm,
 )
 
@@ -52,8 +55,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``modelmon`` with ``argv`` (default: the command line); the exit code."""
+    """Run ``modelmon`` with ``argv`` (default: the command line); the exit code.
+
+    A reader of stdout that goes away (``modelmon models | head -1``) ends the command
+    quietly with ``ExitCode.PIPE_CLOSED``, as SIGPIPE ends other tools."""
     started = time.monotonic()  # a verb's budget (recommend --budget) counts from here
+    try:
+        try:
+            return _main(argv, started)
+        finally:
+            # What is still buffered is written here, where a closed stdout is handled,
+            # not by Python's flush at exit ("Exception ignored ... BrokenPipeError").
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise  # some other pipe: a bug, with its traceback
+        silence_stdout()
+        return int(ExitCode.PIPE_CLOSED)
+
+
+def _main(argv: list[str] | None, started: float) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     by_name = {verb.VERB: verb for verb in VERBS}
     # `modelmon FILE` opens the app on FILE: route a bare path to the gui verb.

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from modelmon.core.errors import (
     ConfigError,
@@ -54,6 +56,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     BAD_MODEL = 3
     CANCELLED = 130
+    PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for a tool that SIGPIPE ended
     TERMINATED = 143
 
 
@@ -63,6 +66,7 @@ MEANINGS = {
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_MODEL: "bad model file",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
+    ExitCode.PIPE_CLOSED: "stdout closed by its reader (| head), as SIGPIPE",
     ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
 }
 
@@ -122,6 +126,7 @@ def fail_on(error: BaseException) -> ExitCode:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STDOUT_FD = 1
 # The stop signals this process received, in order: main() turns a cancellation that a
 # SIGTERM caused into ExitCode.TERMINATED.
 received_signals: list[int] = []
@@ -132,6 +137,33 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE, f"modelmon: {message} (see {self.prog} --help)\n")
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # argparse drops a write that fails: --help into a closed pipe then exited 0 where
+        # every other output exits PIPE_CLOSED (main() handles the BrokenPipeError).
+        if message:
+            (file or sys.stderr).write(message)
+
+
+def stdout_closed() -> bool:
+    """Whether the reader of stdout has gone: a pipe whose read end is closed polls as an
+    error (a file, a terminal or /dev/null never does)."""
+    try:
+        poller = select.poll()
+        poller.register(STDOUT_FD, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered, and Python's flush at exit, then go
+    nowhere instead of raising BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, STDOUT_FD)
+    finally:
+        os.close(devnull)
 
 
 def _terminate(signum: int, _frame: object) -> None:
