@@ -165,17 +165,24 @@ def _coerce(key: str, raw: str) -> Any:
     return raw
 
 
+def option_text(name: str, value: Any) -> str:
+    """``name=value`` as every line that names an option writes it (``chunk=16MiB``,
+    ``verify=true``), and as ``parse_spec`` reads it back."""
+    if name == "chunk":
+        value = f"{value // MiB}MiB" if value % MiB == 0 else str(value)
+    elif name == "readahead":
+        value = "none" if value is None else str(value)
+    elif isinstance(value, bool):
+        value = str(value).lower()
+    return f"{name}={value}"
+
+
 def format_spec(strategy: str, options: LoadOptions) -> str:
     """The inverse of parse_spec, naming only what differs from the defaults."""
     default = LoadOptions()
     parts = [strategy]
     for name in OPTION_NAMES:
         value = getattr(options, name)
-        if value == getattr(default, name):
-            continue
-        if name == "chunk":
-            value = f"{value // MiB}MiB" if value % MiB == 0 else str(value)
-        if name == "readahead":
-            value = "none" if value is None else str(value)
-        parts.append(f"{name}={str(value).lower() if isinstance(value, bool) else value}")
+        if value != getattr(default, name):
+            parts.append(option_text(name, value))
     return " ".join(parts)

@@ -20,7 +20,7 @@ from modelmon.cli.common import (
 )
 from modelmon.core.errors import OptionsError
 from modelmon.core.measuring.limits import MAX_AB_PAIRS
-from modelmon.core.options import LoadOptions, parse_spec
+from modelmon.core.options import LoadOptions, option_text, parse_spec
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -90,7 +90,7 @@ def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str
     own ``cache=`` (every run starts from bench's ``--cache`` state)."""
     unused = ignored_options(strategy, options)
     if options.cache != LoadOptions().cache and options.cache != cache:
-        unused.append(f"cache={options.cache}")
+        unused.append(option_text("cache", options.cache))
     return unused
 
 

@@ -37,6 +37,7 @@ from modelmon.core.options import (
     LoadOptions,
     MiB,
     from_mapping,
+    option_text,
     parse_readahead,
     parse_size,
 )
@@ -357,7 +358,7 @@ def ignored_options(strategy: str, options: LoadOptions) -> list[str]:
     uses = get_strategy(strategy).uses  # an unknown strategy is an OptionsError here
     default = LoadOptions()
     return [
-        f"{name}={getattr(options, name)}"
+        option_text(name, getattr(options, name))
         for name in OPTION_NAMES
         if name not in uses and getattr(options, name) != getattr(default, name)
     ]
