@@ -60,7 +60,8 @@ def add_parser(verbs: Verbs) -> None:
 
 
 class _SpecParser(argparse.ArgumentParser):
-    """Reports a bad flag as an ``OptionsError`` (exit code 2, one line), not by exiting."""
+    """Reports a bad flag as an ``OptionsError`` (exit code 2, one line), not by exiting.
+    Its prog is the flag's place (``bench --b``): the line is already "modelmon: ..."."""
 
     def error(self, message: str) -> NoReturn:
         raise OptionsError(f"{self.prog}: {message}")
@@ -69,7 +70,7 @@ class _SpecParser(argparse.ArgumentParser):
 def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
     """A ``bench`` configuration: ``"sequential workers=4"`` (``name=value``, the syntax of
     ``core.options.parse_spec``), ``"sequential --workers 4"`` (``load``'s flags), or both."""
-    parser = _SpecParser(prog=f"modelmon bench {flag}", add_help=False)
+    parser = _SpecParser(prog=f"{VERB} {flag}", add_help=False)
     # Only the flags the spec names: the rest keep parse_spec's defaults, so both syntaxes
     # give the same options (load's defaults differ: it starts cold).
     for action in add_load_options(parser):
