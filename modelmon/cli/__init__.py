@@ -3,9 +3,10 @@ display. ``main`` builds the parser from the verb modules and runs the verb aske
 
 Import rule: at module level the CLI imports only the standard library, ``modelmon.cli.common``
 and the engine's dependency-free modules (``modelmon.core.errors``, ``.options``,
-``.output.json``, ``.measuring.limits``); every other engine module, and the app, is
-imported inside the verb's ``run``. So ``modelmon --version`` builds the whole parser
-without loading numpy or Qt. No verb module imports another verb module or this package.
+``.output.json``, ``.measuring.limits``, ``.model.references``); every other engine module,
+and the app, is imported inside the verb's ``run``. So ``modelmon --version`` builds the whole
+parser without loading numpy or Qt. No verb module imports another verb module or this
+package.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from modelmon.cli.common import (
     PAIRS,
     ExitCode,
     add_load_options,
+    add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
@@ -28,12 +29,17 @@ if TYPE_CHECKING:
     from modelmon.core.output.result import LoadResult
 
 VERB = "bench"
+EXAMPLES = """\
+  modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
+  modelmon bench model.gguf --a "mmap -w 4" --b "sequential -w 4 --chunk-mib 16" --json
+  modelmon bench model.safetensors --a sequential --b "sequential readahead=4096" --cache warm
+"""
 SPEC_HELP = "configuration {side}, e.g. {example} (name=value, or load's flags: {flags})"
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "A/B: two configurations, alternating, n pairs", epilog=True)
-    parser.add_argument("path")
+    parser = add_verb(verbs, VERB, "A/B: two configurations, alternating, n pairs", EXAMPLES)
+    add_path(parser)
     parser.add_argument(
         "--a",
         required=True,

@@ -23,6 +23,7 @@ from modelmon.core.errors import (
     ReferenceSyntaxError,
 )
 from modelmon.core.measuring.limits import MAX_AB_PAIRS, range_text
+from modelmon.core.model.references import HF_SYNTAX, OLLAMA_SYNTAX
 from modelmon.core.options import (
     CACHE_MODES,
     FADVISE_HINTS,
@@ -84,32 +85,54 @@ EXIT_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
 )
 EXPECTED_ERRORS = tuple(error for error, _ in EXIT_CODES)
 
-EPILOG = f"""\
-examples:
+EXIT_CODES_TEXT = "exit codes:\n  " + " · ".join(
+    f"{code.value} {meaning}" for code, meaning in MEANINGS.items()
+)
+
+
+def epilog(examples: str) -> str:
+    """The end of a ``--help``: its ``examples`` (one per line, each ``modelmon ...``) and
+    the exit codes."""
+    return f"examples:\n{examples.rstrip()}\n\n{EXIT_CODES_TEXT}\n"
+
+
+# modelmon's own --help: what it does without a verb, and one line per verb.
+EPILOG = epilog("""\
   modelmon                                   open the app (offers a demo model)
   modelmon --demo                            open the app on the demo model
   modelmon model.safetensors                 open the app on a model
   modelmon inspect model.safetensors.index.json --json
   modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
-  modelmon load big.safetensors --discard --json      measure a model larger than RAM
-  modelmon load model.gguf --json --samples           with time series and access pattern
   modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
   modelmon recommend model.safetensors -o modelmon.toml --budget 120
+  modelmon models                            the models already on this machine
   modelmon strategies
   modelmon demo                              write the demo models, print their paths
+  modelmon VERB --help                       a verb's options and examples""")
 
-exit codes:
-  {" · ".join(f"{code.value} {meaning}" for code, meaning in MEANINGS.items())}
-"""
+# What every verb's PATH may be: what ``open_model`` opens.
+PATH_HELP = (
+    "the model: a .safetensors or .gguf file, a shard index (*.safetensors.index.json), a "
+    f"folder holding one model, or a model in a local store, {HF_SYNTAX} (the Hugging Face "
+    f"cache) or {OLLAMA_SYNTAX} (Ollama's); `modelmon models` lists them"
+)
 
 
-def add_verb(verbs: Verbs, name: str, help: str, epilog: bool = False) -> argparse.ArgumentParser:
-    """A verb's subparser; ``epilog``: with the examples and exit codes under its ``--help``."""
-    if not epilog:
-        return verbs.add_parser(name, help=help)
+def add_verb(verbs: Verbs, name: str, help: str, examples: str) -> argparse.ArgumentParser:
+    """A verb's subparser: ``help`` in modelmon's list of verbs and atop its own ``--help``,
+    which ends with its ``examples`` and the exit codes."""
     return verbs.add_parser(
-        name, help=help, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=epilog(examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def add_path(parser: argparse.ArgumentParser, help: str = PATH_HELP) -> None:
+    """The verb's model: PATH, with the forms it may take."""
+    parser.add_argument("path", metavar="PATH", help=help)
 
 
 def fail(message: str, code: ExitCode) -> ExitCode:

@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import (
     PAIRS,
+    PATH_HELP,
     ExitCode,
     add_load_options,
+    add_path,
+    add_verb,
     emit_json,
+    epilog,
     fail,
     load_options,
 )
@@ -26,18 +30,20 @@ if TYPE_CHECKING:
 
 VERB = "fleet"
 
-EPILOG = """\
-examples:
+LOAD_EXAMPLES = """\
   modelmon fleet load /shared/model.safetensors --address auto --workers 4 --json
   modelmon fleet load /shared/model.gguf --address ray://head:10001 --nodes 8 --csv nodes.csv
+"""
+BENCH_EXAMPLES = """\
   modelmon fleet bench /shared/model.safetensors --a "sequential workers=2" \\
       --b "mmap-shared-fd workers=2" -n 2 --json
+"""
+EXAMPLES = f"""\
+{LOAD_EXAMPLES}{BENCH_EXAMPLES}\
   modelmon load model.safetensors --ranks 4 --workers 2     four loaders on this node
   modelmon load model.safetensors --ranks 4 --ranks-split   four tensor-parallel ranks
-
-The model path must be the same on every node (shared storage). Needs Ray:
-pip install 'modelmon[fleet]'. See docs/fleet.md.
 """
+FLEET_PATH_HELP = f"{PATH_HELP}; at the same path on every node (shared storage)"
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -45,16 +51,20 @@ def add_parser(verbs: Verbs) -> None:
         VERB,
         help="the same load on every node of a Ray cluster at once (needs modelmon[fleet])",
         description="Run a measured load on every node of a Ray cluster, all starting "
-        "together, so contention on shared storage is real.",
-        epilog=EPILOG,
+        "together, so contention on shared storage is real. The model path must be the same "
+        "on every node (shared storage). Needs Ray: pip install 'modelmon[fleet]'. See "
+        "docs/fleet.md.",
+        epilog=epilog(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="fleet_verb", metavar="ACTION", required=True)
-    load = actions.add_parser("load", help="one load on every node, from one barrier")
-    load.add_argument("path", help="the model, at this path on every node")
+    load = add_verb(actions, "load", "one load on every node, from one barrier", LOAD_EXAMPLES)
+    add_path(load, FLEET_PATH_HELP)
     add_load_options(load)
-    bench = actions.add_parser("bench", help="A/B on every node: A, B, A, B … each from a barrier")
-    bench.add_argument("path", help="the model, at this path on every node")
+    bench = add_verb(
+        actions, "bench", "A/B on every node: A, B, A, B … each from a barrier", BENCH_EXAMPLES
+    )
+    add_path(bench, FLEET_PATH_HELP)
     bench.add_argument("--a", required=True, metavar="SPEC", help='e.g. "sequential workers=2"')
     bench.add_argument("--b", required=True, metavar="SPEC", help='e.g. "mmap-shared-fd workers=2"')
     bench.add_argument(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from modelmon.cli.common import (
     ExitCode,
     add_load_options,
+    add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
@@ -26,11 +27,20 @@ if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "load"
+EXAMPLES = """\
+  modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
+  modelmon load big.safetensors --discard --json      measure a model larger than RAM
+  modelmon load model.gguf --json --samples           with time series and access pattern
+  modelmon load model.safetensors --config modelmon.toml --cache cold
+                                           apply a recommendation, measured from cold
+  modelmon load hf:org/name -s mmap -w 4 --readahead 4MiB
+  modelmon load model.safetensors --ranks 4 --workers 2     four loaders on this node
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "run one measured load in worker processes", epilog=True)
-    parser.add_argument("path")
+    parser = add_verb(verbs, VERB, "run one measured load in worker processes", EXAMPLES)
+    add_path(parser)
     flags = add_load_options(parser)
     parser.add_argument(
         "--config",

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from modelmon.core.system.discovery import DiscoveredModel, Discovery
 
 VERB = "models"
+EXAMPLES = """\
+  modelmon models
+  modelmon models --dir /data/models --dir ~/weights --json
+  modelmon inspect hf:org/name                 open one by its reference
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -27,6 +32,7 @@ def add_parser(verbs: Verbs) -> None:
         verbs,
         VERB,
         "list the models in the HF cache, Ollama, LM Studio, llama.cpp and your folders",
+        EXAMPLES,
     )
     parser.description = (
         "List the models already on this machine, with the reference that opens each "

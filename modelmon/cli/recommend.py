@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import (
     ExitCode,
+    add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "recommend"
+EXAMPLES = """\
+  modelmon recommend model.safetensors -o modelmon.toml
+  modelmon recommend model.gguf --budget 600 --memory-limit 16GiB -o modelmon.toml
+  modelmon recommend hf:org/name --json > recommendation.json
+  modelmon load model.safetensors --config modelmon.toml    apply what it wrote
+"""
 DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
 BUDGET_HELP = (
     f"how long the whole command may take, from its start to its answer: "
@@ -49,9 +56,9 @@ def add_parser(verbs: Verbs) -> None:
         verbs,
         VERB,
         "measure strategies within a budget, pick the best, explain it, write a config",
-        epilog=True,
+        EXAMPLES,
     )
-    parser.add_argument("path")
+    add_path(parser)
     parser.add_argument("-o", "--output", help="write the config here (TOML), atomically")
     parser.add_argument(
         "--budget",
