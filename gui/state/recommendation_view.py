@@ -114,6 +114,20 @@ def snippet_rows(rec: Recommendation, config_name: str) -> list[tuple[str, str, 
     return rows
 
 
+def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:
+    """(progress bar, Recommendation tab, message) of a search that ended without a
+    recommendation. A cancel says so once: the engine's own "recommendation cancelled" is
+    not appended to "cancelled"."""
+    if cancelled:
+        said = "Recommendation cancelled"
+        return said, f"{said}: no config written.", "No recommendation written: cancelled"
+    return (
+        "Recommendation failed",
+        f"Recommendation failed: {error}",
+        (f"No recommendation written: {error}"),
+    )
+
+
 def summary_text(rec: Recommendation, path: str) -> str:
     """The headline: what to use, at what rate, on how many runs, and where the file is."""
     used = rec.used

@@ -100,10 +100,13 @@ def where(model: DiscoveredModel) -> str:
 
 def render_models(discovery: Discovery) -> str:
     from modelmon.core.output.text import human_bytes
+    from modelmon.core.system.discovery import nothing_found
 
     if not discovery.models:
-        places = ", ".join(discovery.searched) or "none of the usual places exist"
-        return f"no models found (searched: {places})"
+        said = nothing_found(len(discovery.searched))
+        if discovery.searched:
+            return f"{said}: {', '.join(discovery.searched)}"
+        return f"{said}; name a folder with --dir DIR (or MODELMON_MODEL_DIRS)"
     header = ("REFERENCE", "NAME", "FORMAT", "FILES", "SIZE", "WHERE")
     rows = [header] + [
         (

@@ -21,6 +21,7 @@ from modelmon.gui.state.model_sessions import (
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     ranking_rows,
+    recommendation_stopped,
     snippet_rows,
     summary_text,
 )
@@ -113,3 +114,16 @@ def test_each_model_keeps_its_results_and_its_one_set_of_ceilings():
     assert measured_when(Ceilings("m", ())) == "measured at an unknown time"
     (line,) = ceiling_lines(ceilings)
     assert line.startswith("sequential: 520 MB/s — y; median of 1 run, at ")
+
+
+def test_a_cancelled_recommendation_says_cancelled_once():
+    """Not "Recommendation: cancelled: recommendation cancelled"."""
+    words = recommendation_stopped(True, "recommendation cancelled")
+    assert words == (
+        "Recommendation cancelled",
+        "Recommendation cancelled: no config written.",
+        "No recommendation written: cancelled",
+    )
+    assert all(text.lower().count("cancelled") == 1 for text in words)
+    failed = recommendation_stopped(False, "no candidate load completed: nothing to recommend")
+    assert failed[1] == "Recommendation failed: no candidate load completed: nothing to recommend"
