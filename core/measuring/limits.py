@@ -3,8 +3,9 @@
 The engine checks its arguments against these figures (a recommendation's budget, RAM and
 parallelism, an A/B's pairs, a monitored load's sampling period), and the front ends state
 the same ranges: the CLI in ``--help`` and its one-line errors, the app in its dialogs. The
-load options' own ranges are ``core.options``'s. Nothing here imports more than those two
-modules, so the CLI builds its parser from these figures without loading the engine.
+load options' own ranges are ``core.options``'s. At module level nothing here imports more
+than those two modules, so the CLI builds its parser from these figures without loading the
+engine (the machine's RAM is read only when a RAM limit is checked).
 """
 
 from __future__ import annotations
@@ -74,11 +75,9 @@ def check_whole(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def check_budget(budget_s: object, minimum: float = 0.0) -> float:
-    """A budget in seconds: finite, above ``minimum`` (0: any positive budget, the engine's
-    rule; ``MIN_BUDGET_S``: what a person may ask for), at most ``MAX_BUDGET_S``."""
-    if minimum > 0:
-        return check_number("the budget", budget_s, minimum, MAX_BUDGET_S, "s")
+def check_budget(budget_s: object) -> float:
+    """A budget in seconds the engine takes: finite, more than 0, at most ``MAX_BUDGET_S``
+    (a person is asked for ``MIN_BUDGET_S`` at least)."""
     seconds = check_number("the budget", budget_s, 0.0, MAX_BUDGET_S, "s")
     if seconds <= 0:
         raise OptionsError(f"the budget must be more than 0 s, not {budget_s!r}")

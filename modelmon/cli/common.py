@@ -22,7 +22,12 @@ from modelmon.core.errors import (
     OptionsError,
     ReferenceSyntaxError,
 )
-from modelmon.core.measuring.limits import MAX_AB_PAIRS, range_text
+from modelmon.core.measuring.limits import (
+    MAX_AB_PAIRS,
+    check_memory_limit,
+    memory_limit_range,
+    range_text,
+)
 from modelmon.core.model.references import HF_SYNTAX, OLLAMA_SYNTAX
 from modelmon.core.options import (
     CACHE_MODES,
@@ -250,7 +255,8 @@ def whole_in(low: int, high: int) -> Callable[[str], int]:
 
     def whole(text: str) -> int:
         stripped = text.strip()
-        if not (stripped.isascii() and stripped.isdigit()) or not low <= int(stripped) <= high:
+        digits = stripped.isascii() and stripped.isdigit() and len(stripped) <= 18
+        if not digits or not low <= int(stripped) <= high:
             raise argparse.ArgumentTypeError(
                 f"must be a whole number {range_text(low, high)}, not {text!r}"
             )
@@ -286,8 +292,6 @@ def readahead_kib(text: str) -> int | None:
 
 def memory_limit(text: str) -> int:
     """An argparse type: a RAM limit (``2GiB``) in the range a recommendation takes."""
-    from modelmon.core.measuring.limits import check_memory_limit, memory_limit_range
-
     size = engine_checked(parse_size)(text)
     try:
         return check_memory_limit(size)
