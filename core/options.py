@@ -17,6 +17,8 @@ CacheMode = Literal["cold", "warm", "keep"]  # the page-cache state a load start
 CACHE_MODES: tuple[CacheMode, ...] = get_args(CacheMode)
 PREFETCH_MODES = ("read", "willneed", "both")
 MAX_PARALLEL = 256
+MIN_CHUNK = 4096  # one page: a smaller read costs a system call for less than a page
+MAX_CHUNK = 1 << 30
 MAX_READAHEAD_KIB = 1 << 20  # 1 GiB: far past any useful readahead, short of a typo's 10**9
 
 
@@ -49,10 +51,10 @@ class LoadOptions:
             if value > MAX_PARALLEL:
                 raise OptionsError(f"{name} must be ≤ {MAX_PARALLEL}, not {value}")
         chunk = self.chunk
-        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 4096:
-            raise OptionsError(f"chunk must be at least 4096 bytes, not {chunk!r}")
-        if chunk > 1 << 30:
-            raise OptionsError(f"chunk must be at most 1 GiB, not {chunk}")
+        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < MIN_CHUNK:
+            raise OptionsError(f"chunk must be at least {MIN_CHUNK} bytes, not {chunk!r}")
+        if chunk > MAX_CHUNK:
+            raise OptionsError(f"chunk must be at most {MAX_CHUNK // MiB} MiB, not {chunk}")
         for name, allowed in (
             ("fadvise", FADVISE_HINTS),
             ("madvise", MADVISE_HINTS),
@@ -163,17 +165,24 @@ def _coerce(key: str, raw: str) -> Any:
     return raw
 
 
+def option_text(name: str, value: Any) -> str:
+    """``name=value`` as every line that names an option writes it (``chunk=16MiB``,
+    ``verify=true``), and as ``parse_spec`` reads it back."""
+    if name == "chunk":
+        value = f"{value // MiB}MiB" if value % MiB == 0 else str(value)
+    elif name == "readahead":
+        value = "none" if value is None else str(value)
+    elif isinstance(value, bool):
+        value = str(value).lower()
+    return f"{name}={value}"
+
+
 def format_spec(strategy: str, options: LoadOptions) -> str:
     """The inverse of parse_spec, naming only what differs from the defaults."""
     default = LoadOptions()
     parts = [strategy]
     for name in OPTION_NAMES:
         value = getattr(options, name)
-        if value == getattr(default, name):
-            continue
-        if name == "chunk":
-            value = f"{value // MiB}MiB" if value % MiB == 0 else str(value)
-        if name == "readahead":
-            value = "none" if value is None else str(value)
-        parts.append(f"{name}={str(value).lower() if isinstance(value, bool) else value}")
+        if value != getattr(default, name):
+            parts.append(option_text(name, value))
     return " ".join(parts)

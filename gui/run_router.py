@@ -24,6 +24,7 @@ from modelmon.gui.state.live import AccessPoints, LiveUpdate, LiveView
 from modelmon.gui.state.metrics_live import MetricFeed, MetricSnapshot
 from modelmon.gui.state.model_sessions import with_ceiling
 from modelmon.gui.state.pacing import FramePacer
+from modelmon.gui.state.recommendation_view import recommendation_stopped
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.results_rows import cache_unmet
 
@@ -220,12 +221,10 @@ class RunRouter(QObject):
                     where, level = f"{saved.failure}; not kept anywhere", "error"
                 w.message.emit(f"{head}; {where}; the Recommendation tab says why", level)
             else:
-                stopped = "Recommendation: " + ("cancelled" if end.cancelled else "failed")
-                w.progress.stopped(stopped)
-                w.recommendation.stopped(f"{stopped}: {end.error}")
-                w.message.emit(
-                    f"No recommendation written: {end.error}", "info" if end.cancelled else "error"
-                )
+                bar, tab, message = recommendation_stopped(end.cancelled, str(end.error))
+                w.progress.stopped(bar)
+                w.recommendation.stopped(tab)
+                w.message.emit(message, "info" if end.cancelled else "error")
         w.set_running(False)
 
     def _ab_finished(self, end: JobEnd) -> None:

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelmon.core.errors import LoadError, OptionsError
+from modelmon.core.errors import LoadError
 from modelmon.core.loading.runner import LoadRun
+from modelmon.core.measuring.limits import MAX_AB_PAIRS, check_whole
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.output.result import LoadResult
@@ -134,8 +135,7 @@ def run_ab(
     Each run is a ``LoadRun``, or what ``run_one`` makes of it (the window runs a monitored
     Session, told which side and pair it is).
     """
-    if n < 1:
-        raise OptionsError(f"n must be ≥ 1 pair, not {n}")
+    check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
 
     def load(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
         return LoadRun(model, strategy, options, cancel=cancel).run()

@@ -49,9 +49,6 @@ SIMPLICITY = (
 MIN_PAIRS = 2
 # Cold runs the pick must rest on: the search keeps budget for them whatever else it plans.
 EVIDENCE_RUNS = 3
-# The pick's own runs toward EVIDENCE_RUNS may overrun the budget by this share of it
-# (``rounds.fill``): a user is better served by a late third run than by a verdict on two.
-EVIDENCE_OVERRUN = 0.10
 CLEAR_MARGIN = 1.1
 # A gain smaller than this is no reason to give up the more robust finalist, however well the
 # pairs agree: two pairs 3 % apart with 0.5 % spread once picked the library (peak RSS 2.1×

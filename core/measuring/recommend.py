@@ -29,8 +29,17 @@ from typing import Any
 
 from modelmon.core.errors import LoadError
 from modelmon.core.measuring.ab import Verdict
-from modelmon.core.measuring.candidate import EVIDENCE_OVERRUN, Candidate
+from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
+from modelmon.core.measuring.limits import (
+    DEFAULT_BUDGET_S,
+    EVIDENCE_OVERRUN,
+    MAX_SEARCH_WORKERS,
+    SEARCH_WIDTH,
+    check_budget,
+    check_memory_limit,
+    check_whole,
+)
 from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.rounds import (
@@ -48,7 +57,7 @@ from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.explain import explain
 from modelmon.core.system import readahead
 from modelmon.core.system.memory import memory_facts
-from modelmon.core.system.storage import storage_facts
+from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
 
 Progress = Callable[[str], None]
 
@@ -115,7 +124,7 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
         Candidate("sequential", base.with_(workers=parallel, threads=2, chunk=64 * MiB)),
         Candidate("sequential", base.with_(workers=parallel, chunk=4 * MiB, fadvise="sequential")),
         Candidate("pread", base.with_(workers=1, threads=4)),
-        Candidate("sequential", base.with_(workers=2 * parallel, chunk=16 * MiB)),
+        Candidate("sequential", base.with_(workers=SEARCH_WIDTH * parallel, chunk=16 * MiB)),
         Candidate("mmap", base.with_(workers=1, madvise="sequential")),
     ]
     if fits:  # a warm-up pass only makes sense when the whole model stays in the page cache
@@ -184,7 +193,7 @@ def _first_pace(model: Model, ceilings: Ceilings) -> float:
 
 def recommend(
     model: Model,
-    budget_s: float = 120.0,
+    budget_s: float = DEFAULT_BUDGET_S,
     *,
     memory_limit: int | None = None,
     workers: int | None = None,
@@ -193,20 +202,37 @@ def recommend(
     pool: list[Candidate] | None = None,
     peers: bool = True,
     ceilings: Ceilings | None = None,
+    started: float | None = None,
 ) -> Recommendation:
     """Measure and pick. ``pool`` replaces the built-in search space; ``peers`` False leaves
     other loaders out. ``ceilings``: measured on this model in this session (the window's):
-    reused, so that one set of ceilings stands for the model; those missing are measured."""
+    reused, so that one set of ceilings stands for the model; those missing are measured.
+
+    ``budget_s`` bounds the whole search, counted from ``started`` (``time.monotonic()``;
+    default: now), so a command that passes its own start ends near it. The ceilings and a
+    first complete load always run (without them there is no answer), and the pick's runs
+    toward its evidence may overrun by ``EVIDENCE_OVERRUN`` of the budget.
+
+    The arguments are checked before anything is measured (``measuring.limits``)."""
     say = progress or (lambda _: None)
-    started = time.monotonic()
+    started = time.monotonic() if started is None else started
+    budget_s = check_budget(budget_s)
+    if memory_limit is not None:
+        check_memory_limit(memory_limit)
+    if workers is not None:
+        check_whole("workers", workers, 1, MAX_SEARCH_WORKERS)
     usable = memory_facts().usable if memory_limit is None else memory_limit
     fits = model.total_bytes <= usable
-    parallel = workers or default_parallelism()
+    # The widest candidate runs SEARCH_WIDTH × this: a machine with more CPUs than that
+    # allows searches at the most it allows.
+    parallel = workers or min(default_parallelism(), MAX_SEARCH_WORKERS)
     facts = storage_facts(model.files[0].path)
     known = ceilings if ceilings is not None else Ceilings(model.path, ())
     missing = tuple(name for name in NEEDED_CEILINGS if known.get(name) is None)
     if missing:
-        say("measuring the ceilings of this storage (cold sequential and parallel reads, memcpy)")
+        # A file in RAM (tmpfs) cannot be made cold: its reads are not called cold.
+        cold = "" if facts.fs_type in RAM_FS_TYPES else "cold "
+        say(f"measuring the ceilings of this storage ({cold}sequential and parallel reads, memcpy)")
     else:
         say("using the ceilings already measured on this model in this session")
     ceilings = known.merged(

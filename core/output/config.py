@@ -259,18 +259,33 @@ KEEP_COMMENT = (
     "from a\n# verified {cache} cache: expect its figures when the model's pages are not "
     "cached (a fresh start)."
 )
+# The same where the runs asked for a state they did not all start from (a file in RAM
+# cannot be made cold): the evidence is not said to be of that state.
+KEEP_UNVERIFIED_COMMENT = (
+    "# keep: a load leaves the page cache as it finds it. The evidence below asked for a "
+    "{cache}\n# cache and did not always start from one (all_runs_verified = false): its "
+    "figures\n# {missed}."
+)
+MISSED = {
+    "cold": "include pages that were already in RAM",
+    "warm": "include reads from the storage",
+}
 
 
 def render(document: Mapping[str, Any]) -> str:
     """The document as TOML, with comments where a value needs one."""
     text = tomli_w.dumps(dict(document))
-    evidence_cache = document.get("evidence", {}).get("cache")
+    evidence = document.get("evidence", {})
+    evidence_cache = evidence.get("cache")
+    verified = evidence.get("all_runs_verified", True)
+    comment = KEEP_COMMENT if verified else KEEP_UNVERIFIED_COMMENT
     lines, section = [], ""
     for line in text.splitlines():
         if line.startswith("["):
             section = line.strip()
         if section == "[recommended]" and line == 'cache = "keep"' and evidence_cache:
-            lines.extend(KEEP_COMMENT.format(cache=evidence_cache).splitlines())
+            missed = MISSED.get(evidence_cache, "are not those of that state")
+            lines.extend(comment.format(cache=evidence_cache, missed=missed).splitlines())
         lines.append(line)
     return "\n".join(lines) + "\n"
 
@@ -278,7 +293,7 @@ def render(document: Mapping[str, Any]) -> str:
 def recommendation_document(
     rec: Recommendation, config_name: str, memory_limit: int | None = None
 ) -> dict[str, Any]:
-    """The config document for the result of ``recommend`` (every run cold)."""
+    """The config document for the result of ``recommend`` (every run asked to start cold)."""
     return build_document(
         rec.model,
         rec.winner,

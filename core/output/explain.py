@@ -4,6 +4,7 @@ storage rules out. The snippets for the loaders people use are in ``output.snipp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from modelmon.core.loading.strategies import get_strategy
@@ -16,6 +17,7 @@ from modelmon.core.measuring.candidate import (
 )
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
+from modelmon.core.output.result import LoadResult
 from modelmon.core.output.text import human_bytes
 from modelmon.core.system import readahead
 
@@ -70,11 +72,53 @@ def robustness_reason(chosen: Candidate, other: Candidate) -> str:
     return ROBUSTNESS_REASONS[index].format(a=chosen.readers, b=other.readers)
 
 
+def all_cold(results: Sequence[LoadResult]) -> bool:
+    """Every run started from a verified cold cache: only then are they called cold."""
+    return bool(results) and all(result.cache.cold for result in results)
+
+
+def runs_words(results: Sequence[LoadResult]) -> str:
+    """ "5 cold runs" when every run started verified cold, else "5 runs (none verified
+    cold)" or "5 runs (2 not verified cold)": a model that cannot be made cold (tmpfs) is
+    never said to be measured cold."""
+    count = len(results)
+    runs = f"{count} run{'s' if count != 1 else ''}"
+    not_cold = sum(not result.cache.cold for result in results)
+    if not not_cold:
+        return f"{count} cold run{'s' if count != 1 else ''}"
+    if not_cold == count:
+        return f"{runs} (none verified cold)"
+    return f"{runs} ({not_cold} not verified cold)"
+
+
 def _runs_text(candidate: Candidate) -> str:
     spread = candidate.spread_mbps
-    runs = len(candidate.results)
     span = f", {spread[0]:.0f}–{spread[1]:.0f}" if spread else ""
-    return f"median of {runs} cold run{'s' if runs != 1 else ''}{span}"
+    return f"median of {runs_words(candidate.results)}{span}"
+
+
+def _cold_word(*candidates: Candidate) -> str:
+    """ "cold " when every run of ``candidates`` started verified cold, else ""."""
+    return "cold " if all(all_cold(c.results) for c in candidates) else ""
+
+
+def _not_cold(rec: Recommendation) -> list[str]:
+    """Why the pick's runs were not cold, when they were not (the file lives in RAM...)."""
+    results = rec.used.results
+    missed = [result for result in results if not result.cache.cold]
+    if not missed:
+        return []
+    why = next((result.cache.note for result in missed if result.cache.note), "")
+    because = f" ({why})" if why else ""
+    if len(missed) < len(results):
+        return [
+            f"{len(missed)} of the pick's {len(results)} runs did not start from a verified "
+            f"cold cache{because}."
+        ]
+    return [
+        f"None of the pick's runs started from a verified cold cache{because}: its rates "
+        "include pages that were already in RAM."
+    ]
 
 
 def _finals(rec: Recommendation, used: Candidate) -> list[str]:
@@ -91,7 +135,7 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
     gain = 1 / verdict.median_ratio if verdict.median_ratio > 0 else float("inf")
     head = (
         f"Paired with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) in "
-        f"alternating cold runs, {pairs} pair{'s' if pairs != 1 else ''}: "
+        f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
     if rec.tie:
         spread = f"{verdict.note}" if verdict.note else f"pair spread ±{verdict.noise:.0%}"
@@ -197,7 +241,8 @@ def _readahead(rec: Recommendation) -> list[str]:
     knob = readahead.locate(rec.model.files[0].path)
     own = f"the device's own {knob.read_kb()} KiB" if knob is not None else "the device's own"
     versus = (
-        f" against {plain.median_mbps:.0f} MB/s with {own} (measured, cold)"
+        f" against {plain.median_mbps:.0f} MB/s with {own} "
+        f"(measured{', cold' if all_cold(plain.results) else ''})"
         if plain is not None and plain.strategy == used.strategy
         else ""
     )
@@ -216,10 +261,11 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
     sequential, parallel = ceilings.get("sequential_read"), ceilings.get("parallel_read")
     if sequential and parallel:
+        cold = sequential.verified and parallel.verified
         lines.append(
-            f"Measured on this file, cold: one reader streams {sequential.mbps:.0f} MB/s; "
-            f"parallel readers with their own descriptors reach {parallel.mbps:.0f} MB/s "
-            "(the ceilings)."
+            f"Measured on this file, {'cold' if cold else 'not verified cold'}: one reader "
+            f"streams {sequential.mbps:.0f} MB/s; parallel readers with their own descriptors "
+            f"reach {parallel.mbps:.0f} MB/s (the ceilings)."
         )
     if rec.streaming:
         lines.append(
@@ -233,9 +279,10 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     lines.append(
         f"Best: {used.spec} at {used.median_mbps:.0f} MB/s ({_runs_text(used)}){ceiling_text}."
     )
+    lines += _not_cold(rec)
     if len(used.results) < EVIDENCE_RUNS:
         lines.append(
-            f"Only {len(used.results)} cold run(s) fitted the budget: too few to trust; "
+            f"Only {runs_words(used.results)} fitted the budget: too few to trust; "
             "give it a longer budget."
         )
     lines += _finals(rec, used)

@@ -109,6 +109,18 @@ def discover_models(
     )
 
 
+# The stores discovery knows, as people name them.
+KNOWN_STORES = "the Hugging Face cache, Ollama, LM Studio and llama.cpp"
+
+
+def nothing_found(searched: int) -> str:
+    """What a discovery that found no model says, after searching ``searched`` places (the
+    CLI and the app say the same; each adds how to name a folder its own way)."""
+    if searched == 0:
+        return f"No models found: none of the places they are kept ({KNOWN_STORES}) exists here"
+    return f"No models found in the {searched} place{'s' if searched != 1 else ''} searched"
+
+
 class _Walk:
     """The state of one discovery: budget, directories entered, storage facts per device."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modelmon.core.output.text import human_bytes
-from modelmon.core.system.discovery import DiscoveredModel
+from modelmon.core.system.discovery import DiscoveredModel, nothing_found
 
 COLUMNS = ("Name", "Format", "Files", "Size", "Where", "Reference")
 SORT_KEYS = ("name", "size")
@@ -89,7 +89,7 @@ def visible_rows(
 
 def summary_text(shown: int, total: int, searched: int, truncated: bool) -> str:
     if total == 0:
-        text = f"No models found in {searched} known places."
+        text = f"{nothing_found(searched)}."
     elif shown == total:
         text = f"{total} model{'s' if total != 1 else ''} found"
     else:

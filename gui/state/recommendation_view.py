@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core.output.explain import runs_words
 from modelmon.core.output.snippets import snippets
 from modelmon.gui.state.formatting import rate_text
 
@@ -113,15 +114,25 @@ def snippet_rows(rec: Recommendation, config_name: str) -> list[tuple[str, str, 
     return rows
 
 
+def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:
+    """(progress bar, Recommendation tab, message) of a search that ended without a
+    recommendation. A cancel says so once: the engine's own "recommendation cancelled" is
+    not appended to "cancelled"."""
+    if cancelled:
+        said = "Recommendation cancelled"
+        return said, f"{said}: no config written.", "No recommendation written: cancelled"
+    return (
+        "Recommendation failed",
+        f"Recommendation failed: {error}",
+        (f"No recommendation written: {error}"),
+    )
+
+
 def summary_text(rec: Recommendation, path: str, failure: str | None = None) -> str:
     """The headline: what to use, at what rate, on how many runs, and where the file is
     (``failure``: why it is not where it was asked to be)."""
     used = rec.used
-    runs = len(used.results)
-    head = (
-        f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs} cold "
-        f"run{'s' if runs != 1 else ''}"
-    )
+    head = f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
     if failure is None:

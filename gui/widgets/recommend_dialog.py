@@ -19,11 +19,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-DEFAULT_BUDGET_S = 60
+from modelmon.core.measuring.limits import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
+
 TOML_FILTER = "modelmon config (*.toml);;All files (*)"
 TIPS = {
-    "budget": "Time the search may take: more time measures more candidates, each more often "
-    "(every run starts from a verified cold cache).",
+    "budget": "Time the whole search may take, from Measure to its answer: more time "
+    "measures more candidates, each more often. The storage's ceilings and a first complete "
+    "load always run, so a model one load of which takes longer takes that long.",
     "path": "Where the TOML config goes; an existing file is replaced only once the new one is "
     "completely written.",
     "browse": "Choose the config file's folder and name.",
@@ -45,8 +47,8 @@ class RecommendDialog(QDialog):
         self.refusal = refusal
         self.setWindowTitle("Export recommended configuration")
         self.budget = QSpinBox()
-        self.budget.setRange(10, 3600)
-        self.budget.setValue(DEFAULT_BUDGET_S)
+        self.budget.setRange(int(MIN_BUDGET_S), int(MAX_BUDGET_S))
+        self.budget.setValue(int(DEFAULT_BUDGET_S))
         self.budget.setSuffix(" s")
         self.budget.setToolTip(TIPS["budget"])
         self.path = QLineEdit(str(Path(folder or Path.home()) / "modelmon.toml"))
@@ -61,8 +63,9 @@ class RecommendDialog(QDialog):
         intro = QLabel(
             "modelmon takes the ceilings of this storage (those measured on this model "
             "in this session, or measures them), then loads the model with the most "
-            "promising strategies, cold, settles the top two in alternating pairs, and "
-            "writes the winner with its evidence. The Recommendation tab shows the "
+            "promising strategies, each from a verified cold cache where the storage allows "
+            "one (a file in RAM cannot be made cold), settles the top two in alternating "
+            "pairs, and writes the winner with its evidence. The Recommendation tab shows the "
             "search as it runs, then the ranking and why."
         )
         intro.setWordWrap(True)

@@ -3,24 +3,29 @@ display. ``main`` builds the parser from the verb modules and runs the verb aske
 
 Import rule: at module level the CLI imports only the standard library, ``modelmon.cli.common``
 and the engine's dependency-free modules (``modelmon.core.errors``, ``.options``,
-``.output.json``); every other engine module, and the app, is imported inside the verb's
-``run``. So ``modelmon --version`` builds the whole parser without loading numpy or Qt. No
-verb module imports another verb module or this package.
+``.output.json``, ``.measuring.limits``, ``.model.references``); every other engine module,
+and the app, is imported inside the verb's ``run``. So ``modelmon --version`` builds the whole
+parser without loading numpy or Qt. No verb module imports another verb module or this
+package.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from modelmon import __version__
 from modelmon.cli import bench, demo, fleet, gui, inspect, load, models, recommend, strategies
 from modelmon.cli.common import (
     EPILOG,
     EXPECTED_ERRORS,
+    ExitCode,
     OneLineParser,
     exit_code_for,
     fail_on,
+    silence_stdout,
+    stdout_closed,
     stop_on_sigterm,
 )
 
@@ -51,13 +56,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``modelmon`` with ``argv`` (default: the command line); the exit code."""
+    """Run ``modelmon`` with ``argv`` (default: the command line); the exit code.
+
+    A reader of stdout that goes away (``modelmon models | head -1``) ends the command
+    quietly with ``ExitCode.PIPE_CLOSED``, as SIGPIPE ends other tools."""
+    started = time.monotonic()  # a verb's budget (recommend --budget) counts from here
+    try:
+        try:
+            return _main(argv, started)
+        finally:
+            # What is still buffered is written here, where a closed stdout is handled,
+            # not by Python's flush at exit ("Exception ignored ... BrokenPipeError").
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise  # some other pipe: a bug, with its traceback
+        silence_stdout()
+        return int(ExitCode.PIPE_CLOSED)
+
+
+def _main(argv: list[str] | None, started: float) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     by_name = {verb.VERB: verb for verb in VERBS}
     # `modelmon FILE` opens the app on FILE: route a bare path to the gui verb.
     if words and words[0] not in by_name and not words[0].startswith("-"):
         words = [gui.VERB, *words]
     args = build_parser().parse_args(words)
+    args.started = started
     verb = by_name[args.verb or gui.VERB]
     if verb is not gui:  # the app keeps SIGTERM's default: Qt's loop would delay a handler
         stop_on_sigterm()

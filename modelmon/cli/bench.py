@@ -7,8 +7,10 @@ import threading
 from typing import TYPE_CHECKING, NoReturn
 
 from modelmon.cli.common import (
+    PAIRS,
     ExitCode,
     add_load_options,
+    add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
@@ -16,10 +18,10 @@ from modelmon.cli.common import (
     ignored_options,
     load_options,
     note,
-    whole_number,
 )
 from modelmon.core.errors import OptionsError
-from modelmon.core.options import LoadOptions, parse_spec
+from modelmon.core.measuring.limits import MAX_AB_PAIRS
+from modelmon.core.options import LoadOptions, option_text, parse_spec
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -27,12 +29,17 @@ if TYPE_CHECKING:
     from modelmon.core.output.result import LoadResult
 
 VERB = "bench"
+EXAMPLES = """\
+  modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
+  modelmon bench model.gguf --a "mmap -w 4" --b "sequential -w 4 --chunk-mib 16" --json
+  modelmon bench model.safetensors --a sequential --b "sequential readahead=4096" --cache warm
+"""
 SPEC_HELP = "configuration {side}, e.g. {example} (name=value, or load's flags: {flags})"
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "A/B: two configurations, alternating, n pairs", epilog=True)
-    parser.add_argument("path")
+    parser = add_verb(verbs, VERB, "A/B: two configurations, alternating, n pairs", EXAMPLES)
+    add_path(parser)
     parser.add_argument(
         "--a",
         required=True,
@@ -51,13 +58,16 @@ def add_parser(verbs: Verbs) -> None:
             flags='"sequential -w 4 --chunk-mib 16"',
         ),
     )
-    parser.add_argument("-n", type=whole_number, default=3, help="pairs to run (default 3)")
+    parser.add_argument(
+        "-n", type=PAIRS, default=3, help=f"pairs to run, 1 to {MAX_AB_PAIRS} (default 3)"
+    )
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 class _SpecParser(argparse.ArgumentParser):
-    """Reports a bad flag as an ``OptionsError`` (exit code 2, one line), not by exiting."""
+    """Reports a bad flag as an ``OptionsError`` (exit code 2, one line), not by exiting.
+    Its prog is the flag's place (``bench --b``): the line is already "modelmon: ..."."""
 
     def error(self, message: str) -> NoReturn:
         raise OptionsError(f"{self.prog}: {message}")
@@ -66,7 +76,7 @@ class _SpecParser(argparse.ArgumentParser):
 def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
     """A ``bench`` configuration: ``"sequential workers=4"`` (``name=value``, the syntax of
     ``core.options.parse_spec``), ``"sequential --workers 4"`` (``load``'s flags), or both."""
-    parser = _SpecParser(prog=f"modelmon bench {flag}", add_help=False)
+    parser = _SpecParser(prog=f"{VERB} {flag}", add_help=False)
     # Only the flags the spec names: the rest keep parse_spec's defaults, so both syntaxes
     # give the same options (load's defaults differ: it starts cold).
     for action in add_load_options(parser):
@@ -87,7 +97,7 @@ def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str
     own ``cache=`` (every run starts from bench's ``--cache`` state)."""
     unused = ignored_options(strategy, options)
     if options.cache != LoadOptions().cache and options.cache != cache:
-        unused.append(f"cache={options.cache}")
+        unused.append(option_text("cache", options.cache))
     return unused
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from modelmon.core.errors import (
     ConfigError,
@@ -20,22 +22,37 @@ from modelmon.core.errors import (
     OptionsError,
     ReferenceSyntaxError,
 )
+from modelmon.core.measuring.limits import (
+    MAX_AB_PAIRS,
+    check_memory_limit,
+    memory_limit_range,
+    range_text,
+)
+from modelmon.core.model.references import HF_SYNTAX, OLLAMA_SYNTAX
 from modelmon.core.options import (
     CACHE_MODES,
     FADVISE_HINTS,
     MADVISE_HINTS,
+    MAX_CHUNK,
+    MAX_PARALLEL,
+    MAX_READAHEAD_KIB,
+    MIN_CHUNK,
     OPTION_NAMES,
     PARTITIONS,
     PREFETCH_MODES,
     LoadOptions,
     MiB,
     from_mapping,
+    option_text,
     parse_readahead,
+    parse_size,
 )
 from modelmon.core.output.json import SCHEMA_VERSION, dumps
 
 if TYPE_CHECKING:
     Verbs = argparse._SubParsersAction[argparse.ArgumentParser]
+
+T = TypeVar("T")
 
 
 class ExitCode(IntEnum):
@@ -47,6 +64,7 @@ class ExitCode(IntEnum):
     BAD_MODEL = 3
     NOT_SAVED = 4
     CANCELLED = 130
+    PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for a tool that SIGPIPE ended
     TERMINATED = 143
 
 
@@ -57,6 +75,7 @@ MEANINGS = {
     ExitCode.BAD_MODEL: "bad model file",
     ExitCode.NOT_SAVED: "measured, but not saved where asked (kept elsewhere, said where)",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
+    ExitCode.PIPE_CLOSED: "stdout closed by its reader (| head), as SIGPIPE",
     ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
 }
 
@@ -73,32 +92,54 @@ EXIT_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
 )
 EXPECTED_ERRORS = tuple(error for error, _ in EXIT_CODES)
 
-EPILOG = f"""\
-examples:
+EXIT_CODES_TEXT = "exit codes:\n  " + " · ".join(
+    f"{code.value} {meaning}" for code, meaning in MEANINGS.items()
+)
+
+
+def epilog(examples: str) -> str:
+    """The end of a ``--help``: its ``examples`` (one per line, each ``modelmon ...``) and
+    the exit codes."""
+    return f"examples:\n{examples.rstrip()}\n\n{EXIT_CODES_TEXT}\n"
+
+
+# modelmon's own --help: what it does without a verb, and one line per verb.
+EPILOG = epilog("""\
   modelmon                                   open the app (offers a demo model)
   modelmon --demo                            open the app on the demo model
   modelmon model.safetensors                 open the app on a model
   modelmon inspect model.safetensors.index.json --json
   modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
-  modelmon load big.safetensors --discard --json      measure a model larger than RAM
-  modelmon load model.gguf --json --samples           with time series and access pattern
   modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
   modelmon recommend model.safetensors -o modelmon.toml --budget 120
+  modelmon models                            the models already on this machine
   modelmon strategies
   modelmon demo                              write the demo models, print their paths
+  modelmon VERB --help                       a verb's options and examples""")
 
-exit codes:
-  {" · ".join(f"{code.value} {meaning}" for code, meaning in MEANINGS.items())}
-"""
+# What every verb's PATH may be: what ``open_model`` opens.
+PATH_HELP = (
+    "the model: a .safetensors or .gguf file, a shard index (*.safetensors.index.json), a "
+    f"folder holding one model, or a model in a local store, {HF_SYNTAX} (the Hugging Face "
+    f"cache) or {OLLAMA_SYNTAX} (Ollama's); `modelmon models` lists them"
+)
 
 
-def add_verb(verbs: Verbs, name: str, help: str, epilog: bool = False) -> argparse.ArgumentParser:
-    """A verb's subparser; ``epilog``: with the examples and exit codes under its ``--help``."""
-    if not epilog:
-        return verbs.add_parser(name, help=help)
+def add_verb(verbs: Verbs, name: str, help: str, examples: str) -> argparse.ArgumentParser:
+    """A verb's subparser: ``help`` in modelmon's list of verbs and atop its own ``--help``,
+    which ends with its ``examples`` and the exit codes."""
     return verbs.add_parser(
-        name, help=help, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=epilog(examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def add_path(parser: argparse.ArgumentParser, help: str = PATH_HELP) -> None:
+    """The verb's model: PATH, with the forms it may take."""
+    parser.add_argument("path", metavar="PATH", help=help)
 
 
 def fail(message: str, code: ExitCode) -> ExitCode:
@@ -116,6 +157,7 @@ def fail_on(error: BaseException) -> ExitCode:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STDOUT_FD = 1
 # The stop signals this process received, in order: main() turns a cancellation that a
 # SIGTERM caused into ExitCode.TERMINATED.
 received_signals: list[int] = []
@@ -126,6 +168,33 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE, f"modelmon: {message} (see {self.prog} --help)\n")
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # argparse drops a write that fails: --help into a closed pipe then exited 0 where
+        # every other output exits PIPE_CLOSED (main() handles the BrokenPipeError).
+        if message:
+            (file or sys.stderr).write(message)
+
+
+def stdout_closed() -> bool:
+    """Whether the reader of stdout has gone: a pipe whose read end is closed polls as an
+    error (a file, a terminal or /dev/null never does)."""
+    try:
+        poller = select.poll()
+        poller.register(STDOUT_FD, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered, and Python's flush at exit, then go
+    nowhere instead of raising BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, STDOUT_FD)
+    finally:
+        os.close(devnull)
 
 
 def _terminate(signum: int, _frame: object) -> None:
@@ -163,24 +232,78 @@ def cancel_on_interrupt(cancel: Callable[[], object]) -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def finite_number(text: str, minimum: float = 0.0) -> float:
-    """An argparse type: a finite number above ``minimum`` (refuses nan, inf, -5...)."""
+def number_in(low: float, high: float, unit: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite number from ``low`` to ``high`` (refuses nan, inf, -5...);
+    its error states the range. The bounds are the engine's (``core.options``,
+    ``core.measuring.limits``), so a flag refuses what the engine would refuse, at once."""
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a number {range_text(low, high, unit)}, not {text!r}"
+            )
+        return value
+
+    return number
+
+
+def whole_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` in ASCII digits ('²' is a
+    digit to ``str.isdigit`` but not a number); its error states the range."""
+
+    def whole(text: str) -> int:
+        stripped = text.strip()
+        digits = stripped.isascii() and stripped.isdigit() and len(stripped) <= 18
+        if not digits or not low <= int(stripped) <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number {range_text(low, high)}, not {text!r}"
+            )
+        return int(stripped)
+
+    return whole
+
+
+def engine_checked(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from an engine parser that raises OptionsError: its one line is the
+    error (argparse would otherwise say only "invalid value")."""
+
+    def checked(text: str) -> T:
+        try:
+            return parse(text)
+        except OptionsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    checked.__name__ = parse.__name__
+    return checked
+
+
+def readahead_kib(text: str) -> int | None:
+    """An argparse type: device readahead as ``parse_readahead`` reads it, in the range
+    ``LoadOptions`` takes."""
+    kib = engine_checked(parse_readahead)(text)
+    if kib is not None and not 0 <= kib <= MAX_READAHEAD_KIB:
+        raise argparse.ArgumentTypeError(
+            f"must be whole KiB {range_text(0, MAX_READAHEAD_KIB, 'KiB')}, not {text!r}"
+        )
+    return kib
+
+
+def memory_limit(text: str) -> int:
+    """An argparse type: a RAM limit (``2GiB``) in the range a recommendation takes."""
+    size = engine_checked(parse_size)(text)
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= minimum:
-        raise argparse.ArgumentTypeError(f"must be a finite number above {minimum:g}: {text!r}")
-    return value
+        return check_memory_limit(size)
+    except OptionsError:
+        raise argparse.ArgumentTypeError(f"must be {memory_limit_range()}, not {text!r}") from None
 
 
-def whole_number(text: str) -> int:
-    """An argparse type: a whole number ≥ 1 written in ASCII digits ('²' is a digit to
-    ``str.isdigit`` but not a number)."""
-    stripped = text.strip()
-    if not (stripped.isascii() and stripped.isdigit()) or int(stripped) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1: {text!r}")
-    return int(stripped)
+WORKERS = whole_in(1, MAX_PARALLEL)  # processes, or threads per process
+CHUNK_MIB = number_in(MIN_CHUNK / MiB, MAX_CHUNK / MiB, "MiB")
+PAIRS = whole_in(1, MAX_AB_PAIRS)
 
 
 def emit_json(data: Any) -> None:
@@ -203,17 +326,26 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             "--strategy", "-s", default="sequential", help="see `modelmon strategies`"
         ),
         parser.add_argument(
-            "--workers", "-w", type=whole_number, default=default.workers, help="worker processes"
+            "--workers",
+            "-w",
+            type=WORKERS,
+            default=default.workers,
+            help=f"worker processes, {range_text(1, MAX_PARALLEL)} (default {default.workers})",
         ),
         parser.add_argument(
             "--threads",
             "-t",
-            type=whole_number,
+            type=WORKERS,
             default=default.threads,
-            help="reader threads per worker, each with its own descriptor",
+            help="reader threads per worker, each with its own descriptor, "
+            f"{range_text(1, MAX_PARALLEL)} (default {default.threads})",
         ),
         parser.add_argument(
-            "--chunk-mib", type=finite_number, default=8.0, help="read size in MiB"
+            "--chunk-mib",
+            type=CHUNK_MIB,
+            default=default.chunk / MiB,
+            help=f"read size in MiB, {range_text(MIN_CHUNK / MiB, MAX_CHUNK / MiB)} "
+            f"(default {default.chunk / MiB:g})",
         ),
         parser.add_argument(
             "--cache",
@@ -232,11 +364,11 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
         ),
         parser.add_argument(
             "--readahead",
-            type=parse_readahead,
+            type=readahead_kib,
             default=None,
             metavar="KIB",
             help="set the device's readahead (KiB, or 4MiB) for the run, restored after "
-            "(needs write access to its read_ahead_kb)",
+            f"(needs write access to its read_ahead_kb), {range_text(0, MAX_READAHEAD_KIB)} KiB",
         ),
         parser.add_argument("--verify", action="store_true", help="crc32 of every tensor"),
         parser.add_argument(
@@ -255,7 +387,7 @@ def ignored_options(strategy: str, options: LoadOptions) -> list[str]:
     uses = get_strategy(strategy).uses  # an unknown strategy is an OptionsError here
     default = LoadOptions()
     return [
-        f"{name}={getattr(options, name)}"
+        option_text(name, getattr(options, name))
         for name in OPTION_NAMES
         if name not in uses and getattr(options, name) != getattr(default, name)
     ]

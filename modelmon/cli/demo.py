@@ -13,12 +13,17 @@ if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "demo"
+EXAMPLES = """\
+  modelmon demo
+  modelmon demo --dir /tmp/modelmon-demo --json
+  modelmon load "$(modelmon demo --json | jq -r .safetensors)"
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "write the demo models (once) and print their paths")
+    parser = add_verb(verbs, VERB, "write the demo models (once) and print their paths", EXAMPLES)
     parser.add_argument("--dir", help="where to write them (default: the user cache directory)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="one JSON object: kind → path")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,8 +11,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import ExitCode, add_load_options, emit_json, fail, load_options
+from modelmon.cli.common import (
+    PAIRS,
+    PATH_HELP,
+    ExitCode,
+    add_load_options,
+    add_path,
+    add_verb,
+    emit_json,
+    epilog,
+    fail,
+    load_options,
+)
 from modelmon.core.errors import OptionsError
+from modelmon.core.measuring.limits import MAX_AB_PAIRS
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -20,18 +32,20 @@ if TYPE_CHECKING:
 
 VERB = "fleet"
 
-EPILOG = """\
-examples:
+LOAD_EXAMPLES = """\
   modelmon fleet load /shared/model.safetensors --address auto --workers 4 --json
   modelmon fleet load /shared/model.gguf --address ray://head:10001 --nodes 8 --csv nodes.csv
+"""
+BENCH_EXAMPLES = """\
   modelmon fleet bench /shared/model.safetensors --a "sequential workers=2" \\
       --b "mmap-shared-fd workers=2" -n 2 --json
+"""
+EXAMPLES = f"""\
+{LOAD_EXAMPLES}{BENCH_EXAMPLES}\
   modelmon load model.safetensors --ranks 4 --workers 2     four loaders on this node
   modelmon load model.safetensors --ranks 4 --ranks-split   four tensor-parallel ranks
-
-The model path must be the same on every node (shared storage). Needs Ray:
-pip install 'modelmon[fleet]'. See docs/fleet.md.
 """
+FLEET_PATH_HELP = f"{PATH_HELP}; at the same path on every node (shared storage)"
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -39,19 +53,25 @@ def add_parser(verbs: Verbs) -> None:
         VERB,
         help="the same load on every node of a Ray cluster at once (needs modelmon[fleet])",
         description="Run a measured load on every node of a Ray cluster, all starting "
-        "together, so contention on shared storage is real.",
-        epilog=EPILOG,
+        "together, so contention on shared storage is real. The model path must be the same "
+        "on every node (shared storage). Needs Ray: pip install 'modelmon[fleet]'. See "
+        "docs/fleet.md.",
+        epilog=epilog(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="fleet_verb", metavar="ACTION", required=True)
-    load = actions.add_parser("load", help="one load on every node, from one barrier")
-    load.add_argument("path", help="the model, at this path on every node")
+    load = add_verb(actions, "load", "one load on every node, from one barrier", LOAD_EXAMPLES)
+    add_path(load, FLEET_PATH_HELP)
     add_load_options(load)
-    bench = actions.add_parser("bench", help="A/B on every node: A, B, A, B … each from a barrier")
-    bench.add_argument("path", help="the model, at this path on every node")
+    bench = add_verb(
+        actions, "bench", "A/B on every node: A, B, A, B … each from a barrier", BENCH_EXAMPLES
+    )
+    add_path(bench, FLEET_PATH_HELP)
     bench.add_argument("--a", required=True, metavar="SPEC", help='e.g. "sequential workers=2"')
     bench.add_argument("--b", required=True, metavar="SPEC", help='e.g. "mmap-shared-fd workers=2"')
-    bench.add_argument("-n", type=int, default=2, help="pairs to run (default 2)")
+    bench.add_argument(
+        "-n", type=PAIRS, default=2, help=f"pairs to run, 1 to {MAX_AB_PAIRS} (default 2)"
+    )
     bench.add_argument("--cache", choices=("cold", "warm"), default="cold")
     for action in (load, bench):
         action.add_argument(
@@ -61,19 +81,25 @@ def add_parser(verbs: Verbs) -> None:
             "HOST:PORT or ray://HOST:10001",
         )
         action.add_argument(
-            "--nodes", default="all", metavar="N|all", help="how many alive nodes (default all)"
+            "--nodes",
+            type=node_count,
+            default=None,
+            metavar="N|all",
+            help="how many alive nodes, a whole number ≥ 1 or all (default all)",
         )
         action.add_argument("--json", action="store_true", help="one JSON object on stdout")
         action.add_argument("--csv", metavar="FILE", help="also write one row per node per run")
 
 
-def _nodes(text: str) -> int | None:
-    if text == "all":
+def node_count(text: str) -> int | None:
+    """An argparse type: ``all`` (None) or a whole number of nodes ≥ 1 (how many a cluster
+    has is known only once connected: asking for more is the cluster's error)."""
+    stripped = text.strip()
+    if stripped == "all":
         return None
-    try:
-        return int(text)
-    except ValueError:
-        raise OptionsError(f"--nodes takes a number or all, not {text!r}") from None
+    if not (stripped.isascii() and stripped.isdigit()) or int(stripped) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1 or all, not {text!r}")
+    return int(stripped)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,13 +109,11 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.fleet.report import Side
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
-    wanted = _nodes(args.nodes)
+    wanted = args.nodes
     if args.fleet_verb == "load":
         sides = [Side("load", args.strategy, load_options(vars(args)))]
         rounds = 1
     else:
-        if args.n < 1:
-            raise OptionsError(f"-n must be ≥ 1, not {args.n}")
         sides = []
         for label, spec in (("A", args.a), ("B", args.b)):
             strategy, options = parse_spec(spec)

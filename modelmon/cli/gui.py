@@ -7,17 +7,25 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import ExitCode, add_verb, fail
+from modelmon.cli.common import PATH_HELP, ExitCode, add_verb, fail
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "gui"
+EXAMPLES = """\
+  modelmon gui                               the app (offers a demo model)
+  modelmon model.safetensors                 the app on a model (gui is the default verb)
+  modelmon gui hf:org/name
+  modelmon --demo                            the app on the demo model
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "open the desktop app (the default)")
-    parser.add_argument("path", nargs="?", help="model file, shard index or directory")
+    parser = add_verb(verbs, VERB, "open the desktop app (the default)", EXAMPLES)
+    parser.add_argument(
+        "path", nargs="?", metavar="PATH", help=f"{PATH_HELP} (optional: the app offers a demo)"
+    )
     parser.add_argument(
         "--demo", action="store_true", help="open the demo model (generated once into your cache)"
     )

@@ -6,17 +6,23 @@ import argparse
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import ExitCode, add_verb, emit_json
+from modelmon.cli.common import ExitCode, add_path, add_verb, emit_json
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "inspect"
+EXAMPLES = """\
+  modelmon inspect model.safetensors
+  modelmon inspect model.safetensors.index.json --json
+  modelmon inspect hf:org/name
+  modelmon inspect ollama:llama3:8b
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "format, tensors, blocks, dtypes, storage facts")
-    parser.add_argument("path")
+    parser = add_verb(verbs, VERB, "format, tensors, blocks, dtypes, storage facts", EXAMPLES)
+    add_path(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 

@@ -11,25 +11,36 @@ from typing import TYPE_CHECKING
 from modelmon.cli.common import (
     ExitCode,
     add_load_options,
+    add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
     fail,
-    finite_number,
     ignored_options,
     load_options,
     note,
+    number_in,
 )
+from modelmon.core.measuring.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "load"
+EXAMPLES = """\
+  modelmon load model.gguf --strategy sequential --workers 4 --cache cold --verify
+  modelmon load big.safetensors --discard --json      measure a model larger than RAM
+  modelmon load model.gguf --json --samples           with time series and access pattern
+  modelmon load model.safetensors --config modelmon.toml --cache cold
+                                           apply a recommendation, measured from cold
+  modelmon load hf:org/name -s mmap -w 4 --readahead 4MiB
+  modelmon load model.safetensors --ranks 4 --workers 2     four loaders on this node
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "run one measured load in worker processes", epilog=True)
-    parser.add_argument("path")
+    parser = add_verb(verbs, VERB, "run one measured load in worker processes", EXAMPLES)
+    add_path(parser)
     flags = add_load_options(parser)
     parser.add_argument(
         "--config",
@@ -49,7 +60,13 @@ def add_parser(verbs: Verbs) -> None:
         action="store_true",
         help="with --json: add the metric time series and the access pattern",
     )
-    parser.add_argument("--interval-ms", type=finite_number, default=100.0, help="sampling period")
+    low_ms, high_ms = MIN_INTERVAL_S * 1000, MAX_INTERVAL_S * 1000
+    parser.add_argument(
+        "--interval-ms",
+        type=number_in(low_ms, high_ms, "ms"),
+        default=100.0,
+        help=f"with --samples: the sampling period, {range_text(low_ms, high_ms)} ms (default 100)",
+    )
     from modelmon.cli.ranks import add_options as add_ranks_options
 
     add_ranks_options(parser)
@@ -67,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     for dest, default in args.load_flag_defaults.items():
         if not hasattr(args, dest):
             setattr(args, dest, default)
-    if ranks_wanted(args):
-        return run_ranks(args)
+    if args.samples and not args.json:
+        return fail("--samples adds the time series to --json: give both", ExitCode.USAGE)
     if args.config:
         from modelmon.core.output.config import read_config
 
@@ -80,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     ignored = ignored_options(strategy, options)
     if ignored:
         note(f"{strategy} does not use {', '.join(ignored)}: ignored")
+    if ranks_wanted(args):
+        return run_ranks(args, strategy, options)
     from modelmon.core.system.memory import memory_facts, swap_warning
 
     session = Session(

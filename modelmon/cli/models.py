@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from modelmon.core.system.discovery import DiscoveredModel, Discovery
 
 VERB = "models"
+EXAMPLES = """\
+  modelmon models
+  modelmon models --dir /data/models --dir ~/weights --json
+  modelmon inspect hf:org/name                 open one by its reference
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -27,6 +32,7 @@ def add_parser(verbs: Verbs) -> None:
         verbs,
         VERB,
         "list the models in the HF cache, Ollama, LM Studio, llama.cpp and your folders",
+        EXAMPLES,
     )
     parser.description = (
         "List the models already on this machine, with the reference that opens each "
@@ -36,11 +42,21 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument(
         "--dir",
         action="append",
+        type=existing_folder,
         default=[],
         metavar="DIR",
         help=f"also search DIR and its subfolders (repeatable; MODELMON_MODEL_DIRS adds "
         f"folders separated by {os.pathsep!r})",
     )
+
+
+def existing_folder(text: str) -> str:
+    """An argparse type: a folder that exists (a mistyped --dir is said, not searched as an
+    empty place)."""
+    if not os.path.isdir(text):
+        why = "not a folder" if os.path.exists(text) else "no such folder"
+        raise argparse.ArgumentTypeError(f"{why}: {text!r}")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,10 +100,13 @@ def where(model: DiscoveredModel) -> str:
 
 def render_models(discovery: Discovery) -> str:
     from modelmon.core.output.text import human_bytes
+    from modelmon.core.system.discovery import nothing_found
 
     if not discovery.models:
-        places = ", ".join(discovery.searched) or "none of the usual places exist"
-        return f"no models found (searched: {places})"
+        said = nothing_found(len(discovery.searched))
+        if discovery.searched:
+            return f"{said}: {', '.join(discovery.searched)}"
+        return f"{said}; name a folder with --dir DIR (or MODELMON_MODEL_DIRS)"
     header = ("REFERENCE", "NAME", "FORMAT", "FILES", "SIZE", "WHERE")
     rows = [header] + [
         (

@@ -13,19 +13,20 @@ from modelmon.cli.common import (
     cancel_on_interrupt,
     emit_json,
     fail,
-    load_options,
-    whole_number,
+    whole_in,
 )
+from modelmon.core.options import MAX_PARALLEL, LoadOptions
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """``load``'s options for several loaders on this node."""
     parser.add_argument(
         "--ranks",
-        type=whole_number,
+        type=whole_in(1, MAX_PARALLEL),
         default=1,
         metavar="N",
-        help="N loaders at once on this node, started together, each with its own --workers",
+        help="N loaders at once on this node, started together, each with its own --workers "
+        f"(1 to {MAX_PARALLEL})",
     )
     parser.add_argument(
         "--ranks-split",
@@ -39,15 +40,14 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(args.ranks != 1 or args.ranks_split)
 
 
-def run(args: argparse.Namespace) -> int:
-    """``modelmon load PATH --ranks N [--ranks-split]``."""
+def run(args: argparse.Namespace, strategy: str, options: LoadOptions) -> int:
+    """``modelmon load PATH --ranks N [--ranks-split]``: every rank loads with ``strategy``
+    and ``options`` (load's flags over its --config)."""
     from modelmon.core.measuring.ranks import RanksRun, render_ranks
 
     if getattr(args, "samples", False):
         return fail("--samples is for one loader; leave it out with --ranks", ExitCode.USAGE)
-    loaders = RanksRun(
-        args.path, args.strategy, load_options(vars(args)), args.ranks, args.ranks_split
-    )
+    loaders = RanksRun(args.path, strategy, options, args.ranks, args.ranks_split)
     with cancel_on_interrupt(loaders.cancel):
         result = loaders.run()
     if args.json:

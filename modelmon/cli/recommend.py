@@ -19,21 +19,48 @@ from typing import TYPE_CHECKING, Any
 
 from modelmon.cli.common import (
     ExitCode,
+    add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
     fail,
-    finite_number,
-    whole_number,
+    memory_limit,
+    number_in,
+    whole_in,
 )
+from modelmon.core.measuring.limits import (
+    DEFAULT_BUDGET_S,
+    EVIDENCE_OVERRUN,
+    MAX_BUDGET_S,
+    MAX_SEARCH_WORKERS,
+    MIN_BUDGET_S,
+    MIN_MEMORY_LIMIT,
+    SEARCH_WIDTH,
+    range_text,
+)
+from modelmon.core.options import MiB
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
     from modelmon.core.system.outputs import Output
 
 VERB = "recommend"
+EXAMPLES = """\
+  modelmon recommend model.safetensors -o modelmon.toml
+  modelmon recommend model.gguf --budget 600 --memory-limit 16GiB -o modelmon.toml
+  modelmon recommend hf:org/name --json > recommendation.json
+  modelmon load model.safetensors --config modelmon.toml    apply what it wrote
+"""
 DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
 DEFAULT_NAME = "modelmon.toml"
+BUDGET_HELP = (
+    f"how long the whole command may take, from its start to its answer: "
+    f"{range_text(MIN_BUDGET_S, MAX_BUDGET_S)} s (default {DEFAULT_BUDGET_S:g}). Every run is "
+    "planned to end within it, but the storage's ceilings and a first complete load always "
+    "run (without them there is no answer: a model one load of which takes longer than the "
+    f"budget takes that long), and the pick's runs toward its evidence may go up to "
+    f"{EVIDENCE_OVERRUN * 100:.0f}%% over"  # argparse expands %: %% is one
+)
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -41,9 +68,9 @@ def add_parser(verbs: Verbs) -> None:
         verbs,
         VERB,
         "measure strategies within a budget, pick the best, explain it, write a config",
-        epilog=True,
+        EXAMPLES,
     )
-    parser.add_argument("path")
+    add_path(parser)
     parser.add_argument(
         "-o",
         "--output",
@@ -51,13 +78,25 @@ def add_parser(verbs: Verbs) -> None:
         "(default: modelmon.toml in this folder, or modelmon-2.toml … when it exists)",
     )
     parser.add_argument(
-        "--budget", type=finite_number, default=120.0, help="seconds to spend (default 120)"
+        "--budget",
+        type=number_in(MIN_BUDGET_S, MAX_BUDGET_S, "s"),
+        default=DEFAULT_BUDGET_S,
+        metavar="SECONDS",
+        help=BUDGET_HELP,
     )
     parser.add_argument(
-        "--memory-limit", help="RAM the load may use, e.g. 2GiB (default: available)"
+        "--memory-limit",
+        type=memory_limit,
+        metavar="SIZE",
+        help="RAM the loaded model may take, e.g. 2GiB, from "
+        f"{MIN_MEMORY_LIMIT // MiB} MiB to this machine's RAM (default: what is available "
+        "now); a model larger than it gets a streaming recommendation",
     )
     parser.add_argument(
-        "--workers", type=whole_number, help="parallelism to try (default max(4, CPUs))"
+        "--workers",
+        type=whole_in(1, MAX_SEARCH_WORKERS),
+        help=f"parallelism to try, {range_text(1, MAX_SEARCH_WORKERS)} (the search also "
+        f"tries {SEARCH_WIDTH}× it; default max(4, CPUs))",
     )
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
 
@@ -79,13 +118,12 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
     from modelmon.core.measuring.recommend import recommend
     from modelmon.core.model.formats import open_model, require_tensor_bytes
-    from modelmon.core.options import parse_size
     from modelmon.core.output.config import recommendation_document, render
     from modelmon.core.system.outputs import check_output, write_or_keep
 
     model = open_model(args.path)
     require_tensor_bytes(model)
-    limit = parse_size(args.memory_limit) if args.memory_limit else None
+    limit = args.memory_limit
     # Refused before minutes of measuring, not after.
     if args.output is not None:
         output = check_output(args.output, model.paths, OptionsError)
@@ -109,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 progress=progress,
                 cancel=cancel,
+                started=getattr(args, "started", None),
             )
         except LoadError:
             if not cancel.is_set():

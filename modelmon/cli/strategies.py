@@ -11,11 +11,18 @@ if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
 
 VERB = "strategies"
+EXAMPLES = """\
+  modelmon strategies
+  modelmon strategies --json
+  modelmon load model.safetensors --strategy mmap-view      use one
+"""
 
 
 def add_parser(verbs: Verbs) -> None:
-    parser = add_verb(verbs, VERB, "list the load strategies")
-    parser.add_argument("--json", action="store_true")
+    parser = add_verb(verbs, VERB, "list the load strategies", EXAMPLES)
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON list: name, summary, options each uses"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

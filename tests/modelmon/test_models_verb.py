@@ -91,7 +91,20 @@ def test_an_empty_home_says_where_it_looked(
     monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
     monkeypatch.setenv("MODELMON_MODEL_DIRS", str(tmp_path))
     code, out, _ = run_cli(capsys, "models")
-    assert code == 0 and out == f"no models found (searched: {tmp_path})\n"
+    assert code == 0 and out == f"No models found in the 1 place searched: {tmp_path}\n"
+
+
+def test_a_home_without_any_store_says_so_and_how_to_name_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for variable in ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "LLAMA_CACHE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
+    monkeypatch.delenv("MODELMON_MODEL_DIRS", raising=False)
+    code, out, _ = run_cli(capsys, "models")
+    assert code == 0 and out.startswith("No models found: none of the places they are kept (")
+    assert "--dir DIR" in out and "0" not in out
 
 
 @pytest.mark.parametrize("reference", ["hf:acme/tiny-llama", "ollama:tinyllama"])

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from modelmon.core.errors import OptionsError
+from modelmon.core.measuring.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, check_number
 from modelmon.core.measuring.metrics import SOURCES
 from modelmon.core.measuring.metrics.base import (
     NAN,
@@ -77,8 +78,7 @@ class Sampler:
         by_name = {source.name: source for source in available}
         if len(by_name) < len(available):  # a programming error, not a condition of this machine
             raise ValueError(f"two metric sources share a name: {[s.name for s in available]}")
-        if not interval_s > 0:
-            raise OptionsError(f"the sampling interval must be positive, not {interval_s}")
+        check_number("the sampling interval", interval_s, MIN_INTERVAL_S, MAX_INTERVAL_S, "s")
         if map_bins < 1:
             raise OptionsError(f"a residency map needs at least one bin, not {map_bins}")
         names = list(by_name) if sources is None else list(dict.fromkeys(sources))

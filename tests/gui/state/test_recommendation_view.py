@@ -10,6 +10,7 @@ from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.measuring.recommend import Recommendation
 from modelmon.core.model.formats import open_model
+from modelmon.core.system.cache import CacheState
 from modelmon.gui.state.model_sessions import (
     ModelResults,
     ModelSessions,
@@ -20,6 +21,7 @@ from modelmon.gui.state.model_sessions import (
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     ranking_rows,
+    recommendation_stopped,
     snippet_rows,
     summary_text,
 )
@@ -88,6 +90,15 @@ def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(shar
     assert text.endswith("written to /tmp/m.toml.")
 
 
+def test_the_headline_calls_runs_cold_only_when_they_were(sharded_model: Path):
+    rec = _recommendation(sharded_model)
+    in_ram = CacheState("cold", 1.0, 1.0, False, True, "cachestat", "the file lives in RAM")
+    rec.winner.results[:] = [dataclasses.replace(r, cache=in_ram) for r in rec.winner.results]
+    text = summary_text(rec, "/tmp/m.toml")
+    assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 runs (none ")
+    assert "cold run" not in text
+
+
 def test_each_model_keeps_its_results_and_its_one_set_of_ceilings():
     sessions = ModelSessions()
     ceilings = with_ceiling(None, "/a", Ceiling("sequential_read", 500.0, (500.0,), "x", True))
@@ -103,3 +114,16 @@ def test_each_model_keeps_its_results_and_its_one_set_of_ceilings():
     assert measured_when(Ceilings("m", ())) == "measured at an unknown time"
     (line,) = ceiling_lines(ceilings)
     assert line.startswith("sequential: 520 MB/s — y; median of 1 run, at ")
+
+
+def test_a_cancelled_recommendation_says_cancelled_once():
+    """Not "Recommendation: cancelled: recommendation cancelled"."""
+    words = recommendation_stopped(True, "recommendation cancelled")
+    assert words == (
+        "Recommendation cancelled",
+        "Recommendation cancelled: no config written.",
+        "No recommendation written: cancelled",
+    )
+    assert all(text.lower().count("cancelled") == 1 for text in words)
+    failed = recommendation_stopped(False, "no candidate load completed: nothing to recommend")
+    assert failed[1] == "Recommendation failed: no candidate load completed: nothing to recommend"

@@ -77,3 +77,14 @@ def test_a_spec_takes_loads_flags_or_names(flags: str, names: str) -> None:
 def test_a_bad_spec_is_an_options_error_naming_the_flag(spec: str, message: str) -> None:
     with pytest.raises(OptionsError, match=message):
         parse_config_spec(spec, "--b")
+
+
+def test_a_bad_spec_is_one_line_naming_the_flag_once(modelmon, sharded_model: Path) -> None:
+    """ "modelmon: bench --b: …", not "modelmon: modelmon bench --b: …"."""
+    done = modelmon("bench", str(sharded_model), "--a", "sequential", "--b", "pread --bogus")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "modelmon: bench --b: unknown option '--bogus' (see modelmon load --help)\n"
+    )
+    done = modelmon("bench", str(sharded_model), "--a", "pread -w 0", "--b", "sequential")
+    assert done.returncode == 2 and done.stderr.startswith("modelmon: bench --a: argument --work")

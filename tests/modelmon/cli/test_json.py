@@ -23,7 +23,7 @@ VERBS = {
     "bench": ["bench", "{model}", "--a", "pread --workers 2", "--b", "sequential", "-n", "1"],
     "strategies": ["strategies"],
     "demo": ["demo", "--dir", "{demo}"],
-    "recommend": ["recommend", "{model}", "--budget", "2", "--workers", "2", "-o", "{out}"],
+    "recommend": ["recommend", "{model}", "--budget", "5", "--workers", "2", "-o", "{out}"],
     "models": ["models", "--dir", "{folder}"],
 }
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import psutil
 
+from modelmon.cli.common import ignored_options
 from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.options import LoadOptions, MiB, parse_spec
 
 
 def test_load_json(modelmon, sharded_model: Path) -> None:
@@ -45,6 +47,25 @@ def test_load_human_output(modelmon, sharded_model: Path) -> None:
     done = modelmon("load", str(sharded_model), "--cache", "warm", "--discard")
     assert done.returncode == 0, done.stderr
     assert "verified warm" in done.stdout and "MB/s" in done.stdout
+
+
+def test_the_ignored_options_note_writes_each_option_as_the_strategy_line(
+    modelmon, sharded_model: Path
+) -> None:
+    """One formatting of each option everywhere: ``chunk=16MiB`` in the note as in the
+    strategy line (the note once said ``chunk=16777216``), ``verify=true`` as parse_spec
+    reads it."""
+    done = modelmon("load", str(sharded_model), "-s", "library", "--chunk-mib", "16")
+    assert done.returncode == 0, done.stderr
+    assert "library does not use chunk=16MiB: ignored" in done.stderr, done.stderr
+    strategy = next(line for line in done.stdout.splitlines() if line.startswith("strategy"))
+    assert "chunk=16MiB" in strategy
+    options = LoadOptions(chunk=16 * MiB, madvise="random", verify=True)
+    ignored = ignored_options("library", options)
+    assert ignored == ["chunk=16MiB", "madvise=random"]
+    for text in ignored:  # each as parse_spec reads it back
+        name = text.partition("=")[0]
+        assert getattr(parse_spec(f"library {text}")[1], name) == getattr(options, name)
 
 
 def test_bad_option_is_a_usage_error(modelmon, sharded_model: Path) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import modelmon.cli
 from modelmon.cli.common import EPILOG, ExitCode, fail_on
@@ -80,7 +82,13 @@ def _imported(nodes: Iterable[ast.AST]) -> set[str]:
 def test_verb_modules_import_no_other_verb_and_no_engine_at_module_level() -> None:
     """The import rule in modelmon/cli/__init__.py: no cycles, and `--version` stays light."""
     verbs = {verb.__name__ for verb in modelmon.cli.VERBS}
-    light = {"modelmon.core.errors", "modelmon.core.options", "modelmon.core.output.json"}
+    light = {
+        "modelmon.core.errors",
+        "modelmon.core.options",
+        "modelmon.core.output.json",
+        "modelmon.core.measuring.limits",
+        "modelmon.core.model.references",
+    }
     for verb in modelmon.cli.VERBS:
         tree = ast.parse(Path(verb.__file__).read_text())
         anywhere = _imported(ast.walk(tree))
@@ -91,3 +99,41 @@ def test_verb_modules_import_no_other_verb_and_no_engine_at_module_level() -> No
         assert engine <= {"modelmon.cli.common", *light}, f"{verb.__name__}: import in run()"
     common = _imported(ast.parse((CLI / "common.py").read_text()).body)
     assert {m for m in common if m.split(".")[0] == "modelmon"} <= light
+
+
+def _verb_parsers() -> Iterable[tuple[str, argparse.ArgumentParser]]:
+    """("load", its parser) for every verb, and ("fleet load", …) for the fleet's actions."""
+
+    def walk(parser: argparse.ArgumentParser, words: str) -> Iterable[tuple[str, Any]]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield f"{words} {name}".strip(), sub
+                    yield from walk(sub, f"{words} {name}")
+
+    return walk(modelmon.cli.build_parser(), "")
+
+
+def test_each_verb_s_help_shows_its_own_examples_and_what_path_may_be() -> None:
+    seen = set()
+    for words, parser in _verb_parsers():
+        text = parser.format_help()
+        seen.add(words)
+        assert EPILOG not in text, f"{words} --help repeats modelmon's examples"
+        examples = text.split("examples:\n", 1)[1].split("\n\nexit codes:", 1)[0]
+        first = examples.splitlines()[0].split()
+        assert first[: 1 + len(words.split())] == ["modelmon", *words.split()], (words, first)
+        assert "exit codes:" in text and "141 stdout closed" in text
+        for action in parser._actions:
+            if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"{words}: {action.dest} has no help"
+                if action.dest == "path":
+                    assert all(form in action.help for form in (".gguf", "index.json", "hf:"))
+    assert {"load", "bench", "recommend", "inspect", "fleet load", "fleet bench"} <= seen
+
+
+def test_every_help_renders(modelmon) -> None:
+    """argparse expands %-formats in help texts when it prints them: each verb's prints."""
+    for words, _ in _verb_parsers():
+        done = modelmon(*words.split(), "--help")
+        assert done.returncode == 0 and done.stderr == "" and "usage:" in done.stdout, words

@@ -94,10 +94,10 @@ def test_recommend_on_a_terminal_shows_what_is_left_of_the_budget(
     sharded_model: Path, tmp_path: Path
 ):
     code, out, err = run_on_a_terminal(
-        "recommend", str(sharded_model), "--budget", "3", "-o", str(tmp_path / "r.toml")
+        "recommend", str(sharded_model), "--budget", "5", "-o", str(tmp_path / "r.toml")
     )
     assert code == 0, err
-    assert "ETA ≤" in err and "budget 3 s" in err
+    assert "ETA ≤" in err and "budget 5 s" in err
     assert "recommended:" in out and "ETA" not in out
 
 

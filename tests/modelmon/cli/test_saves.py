@@ -76,7 +76,7 @@ def recommend(
     model: Path, *args: str, cwd: Path, stdout: int | IO[str] = subprocess.PIPE
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*MODELMON, "recommend", str(model), "--budget", "1", "--workers", "2", *args],
+        [*MODELMON, "recommend", str(model), "--budget", "5", "--workers", "2", *args],
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
@@ -260,7 +260,7 @@ def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
     if kept_where == "nowhere":
         own_state.write_text("a file where the state folder would be\n")
     process = subprocess.Popen(
-        [*MODELMON, "recommend", str(model), "--budget", "3", "--workers", "2", "-o", str(target)],
+        [*MODELMON, "recommend", str(model), "--budget", "5", "--workers", "2", "-o", str(target)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
