@@ -48,7 +48,8 @@ def _load(
     paths = [f.path for f in model.files]
     if options.cache != "keep":
         host_memory.note_free()  # the caller's own frees are unknown: assume one just now
-        cache.prepare(paths, options.cache, arrays=strategy_class.fills_arrays(options))
+        arrays = model.total_bytes if strategy_class.fills_arrays(options) else 0
+        cache.prepare(paths, options.cache, arrays=arrays)
     indexes = load_order(model)
     sink = TensorSink(
         model,

@@ -110,6 +110,8 @@ class LoadRun:
         self._failure: str | None = None
         self.setup_notes: list[str] = []  # what was done to the machine for the run
         self.host_reported: int | None = None  # free memory reported to the host during the load
+        # What priming is about to touch, and why, once planned (a progress line says it).
+        self.priming: host_memory.Primed | None = None
 
     @property
     def shares_work(self) -> bool:
@@ -126,12 +128,17 @@ class LoadRun:
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
         every worker is ready; a start gate that replaces it calls this)."""
+        fills = self.strategy_class.fills_arrays(self.options)
         return cache.prepare(
             self.paths,
             self.options.cache,
             stop=self._cancel,
-            arrays=self.strategy_class.fills_arrays(self.options),
+            arrays=self.model.total_bytes if fills else 0,
+            on_priming=self._priming_planned,
         )
+
+    def _priming_planned(self, plan: host_memory.Primed) -> None:
+        self.priming = plan
 
     def cancel(self) -> None:
         self._cancel.set()

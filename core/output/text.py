@@ -107,7 +107,7 @@ def render_result(result: LoadResult) -> str:
         f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
         f"({verdict}, {cache.method}), {_fraction(cache.resident_after)} after"
         + (f" — {cache.note}" if cache.note else "")
-        + (f"; {primed_text(cache.primed)}" if cache.primed.bytes else ""),
+        + (f"; {primed_text(cache.primed)}" if primed_text(cache.primed) else ""),
     ]
     if result.status == "ok":
         lines.append(
