@@ -50,6 +50,7 @@ from modelmon.core.output.result import (
 )
 from modelmon.core.system import cache, host_memory, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
+from modelmon.core.system.proc_status import own_peak_watch
 
 READY_TIMEOUT_S = 120.0
 
@@ -112,6 +113,7 @@ class LoadRun:
         self.host_reported: int | None = None  # free memory reported to the host during the load
         # What priming is about to touch, and why, once planned (a progress line says it).
         self.priming: host_memory.Primed | None = None
+        self._own_peak: Callable[[], int | None] = lambda: None
 
     @property
     def shares_work(self) -> bool:
@@ -158,8 +160,14 @@ class LoadRun:
     def run(self) -> LoadResult:
         # The device's readahead, when an option sets it, is set around the whole run and
         # restored on every way out (readahead.for_run); plain runs only share its lock.
-        with readahead.for_run(self.paths, self.options.readahead) as notes:
+        # This process's own peak over the run (priming included) is reported beside its
+        # workers': what the whole modelmon process tree took.
+        with (
+            readahead.for_run(self.paths, self.options.readahead) as notes,
+            own_peak_watch() as peak,
+        ):
             self.setup_notes = notes
+            self._own_peak = peak
             return self._run()
 
     def _run(self) -> LoadResult:
@@ -355,6 +363,7 @@ class LoadRun:
             ),
             notes=notes,
             host_reported=self.host_reported,
+            parent_peak_rss=self._own_peak(),
         )
 
     def _check_shared_work(self) -> dict[str, int]:

@@ -40,9 +40,9 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, get_args
 
 from modelmon.core.errors import OptionsError
+from modelmon.core.options import PRIME_MODES, PrimeMode
 from modelmon.core.system.libc import LIBC, MAP_FAILED
 
 BALLOON_DEVICES = "/sys/bus/virtio/drivers/virtio_balloon"
@@ -64,11 +64,9 @@ PRIME_SHARE = 0.5
 PRESSURE_LIMIT = 1.0
 PRESSURE = Path("/proc/pressure/memory")
 
-# "auto": prime where a VM's host takes freed memory back; "on": wherever (a host this
-# process cannot see, a test); "off": never. The process's setting: the CLI sets it from
+# The process's priming mode (``options.PRIME_MODES``): "on" also primes where no host that
+# takes memory back is seen (one this process cannot see, a test). The CLI sets it from
 # --prime-memory, the app from its preference.
-PrimeMode = Literal["off", "auto", "on"]
-PRIME_MODES: tuple[PrimeMode, ...] = get_args(PrimeMode)
 _mode: PrimeMode = "auto"
 
 

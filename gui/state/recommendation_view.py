@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation
 from modelmon.core.output.snippets import snippets
+from modelmon.core.output.text import search_memory_text
 from modelmon.gui.state.formatting import rate_text
 
 RANKING_COLUMNS = (
@@ -123,6 +124,8 @@ def summary_text(rec: Recommendation, path: str) -> str:
     )
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
-    return f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; " + (
-        f"written to {path}."
+    memory = search_memory_text(rec)
+    return (
+        f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; "
+        f"written to {path}. {memory[0].upper()}{memory[1:]}."
     )

@@ -20,6 +20,7 @@ from modelmon.cli.common import (
     load_options,
     note,
 )
+from modelmon.cli.priming import add_prime_option, apply_prime_option
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -50,6 +51,7 @@ def add_parser(verbs: Verbs) -> None:
         help="with --json: add the metric time series and the access pattern",
     )
     parser.add_argument("--interval-ms", type=finite_number, default=100.0, help="sampling period")
+    add_prime_option(parser)
     from modelmon.cli.ranks import add_options as add_ranks_options
 
     add_ranks_options(parser)
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.measuring.session import Session
     from modelmon.core.output.text import render_result
 
+    apply_prime_option(args)
     given = {dest: getattr(args, dest) for dest in args.load_flag_defaults if hasattr(args, dest)}
     for dest, default in args.load_flag_defaults.items():
         if not hasattr(args, dest):

@@ -16,6 +16,7 @@ from modelmon.cli.common import (
     finite_number,
     whole_number,
 )
+from modelmon.cli.priming import add_prime_option, apply_prime_option
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -43,6 +44,7 @@ def add_parser(verbs: Verbs) -> None:
         "--workers", type=whole_number, help="parallelism to try (default max(4, CPUs))"
     )
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
+    add_prime_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.model.formats import open_model, require_tensor_bytes
     from modelmon.core.options import parse_size
     from modelmon.core.output.config import recommendation_document, write_config
+    from modelmon.core.output.text import search_memory_text
     from modelmon.core.system.atomic import check_output
 
+    apply_prime_option(args)
     model = open_model(args.path)
     require_tensor_bytes(model)
     limit = parse_size(args.memory_limit) if args.memory_limit else None
@@ -94,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     for sentence in rec.explanation:
         print(sentence)
     print(f"\nrecommended: {rec.winner.spec}")
+    print(f"memory: {search_memory_text(rec)}")
     for tool, snippet in document["apply"].items():
         print(f"  {tool:<15} {snippet}")
     if args.output:
