@@ -25,6 +25,7 @@ from multiprocessing.reduction import send_handle
 from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
+from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.processes import (
     JOIN_GRACE_S,
@@ -114,6 +115,7 @@ class LoadRun:
         # What priming is about to touch, and why, once planned (a progress line says it).
         self.priming: host_memory.Primed | None = None
         self._own_peak: Callable[[], int | None] = lambda: None
+        self.drop_behind: str | None = None  # why its reads' page cache is dropped behind them
 
     @property
     def shares_work(self) -> bool:
@@ -172,6 +174,13 @@ class LoadRun:
 
     def _run(self) -> LoadResult:
         check_memory(self.model, self.options, self.memory_limit)
+        self.drop_behind = drop_behind_reason(
+            self.model.file_bytes,
+            self.options,
+            self.strategy_class.maps_file,
+            self.strategy_class.releases_mappings,
+            self.memory_limit,
+        )
         context = mp.get_context("spawn")
         stop, go = context.Event(), context.Event()
         workers = self.options.workers
@@ -199,6 +208,7 @@ class LoadRun:
                     os.getpid(),
                     self.share,
                     shared_ids,
+                    self.drop_behind is not None,
                 )
                 parent_end, child_end = context.Pipe(duplex=True)
                 process = context.Process(
@@ -305,6 +315,8 @@ class LoadRun:
 
     def _result(self, status: str, state: cache.CacheState) -> LoadResult:
         try:
+            if self.drop_behind is not None:  # what the readers' page-aligned drops left
+                cache.evict(self.paths)
             resident_after = residency.measure(self.paths)
         except OSError as exc:  # the file vanished under us: say so, don't crash the report
             resident_after = float("nan")  # "not measured": null in JSON
@@ -339,6 +351,8 @@ class LoadRun:
         if sharing is not None and sharing.shared:  # named wherever it happens
             notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
         notes += host_memory.reported_notes(self.host_reported)
+        dropped = dropped_behind(self.drop_behind, done.values())
+        notes += (dropped.note(),) if dropped is not None else ()
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,
@@ -364,6 +378,7 @@ class LoadRun:
             notes=notes,
             host_reported=self.host_reported,
             parent_peak_rss=self._own_peak(),
+            dropped_behind=dropped,
         )
 
     def _check_shared_work(self) -> dict[str, int]:

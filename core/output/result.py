@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from modelmon.core.loading.drop_behind import DroppedBehind
 from modelmon.core.model.blocks import block_sort_key
 from modelmon.core.model.records import Model
 from modelmon.core.system.cache import CacheState
@@ -85,6 +86,8 @@ class LoadResult:
     # The peak RSS of the process that ran the load (workers' parent, or a peer's) over the
     # run, priming included: None where it could not be measured.
     parent_peak_rss: int | None = None
+    # A streaming load that dropped its page cache behind its reads: how much, what it took.
+    dropped_behind: DroppedBehind | None = None
 
     @property
     def descriptor_sharing(self) -> str | None:
