@@ -18,7 +18,6 @@ from modelmon.cli.common import (
     note,
     whole_number,
 )
-from modelmon.cli.priming import add_prime_option, apply_prime_option
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import LoadOptions, parse_spec
 
@@ -55,6 +54,8 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument("-n", type=whole_number, default=3, help="pairs to run (default 3)")
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.priming import add_prime_option
+
     add_prime_option(parser)
 
 
@@ -138,6 +139,7 @@ def render_ab(ab: ABResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core.measuring.ab import ABFailed, Config, run_ab
     from modelmon.core.model.formats import open_model, require_tensor_bytes

@@ -20,7 +20,6 @@ from modelmon.cli.common import (
     load_options,
     note,
 )
-from modelmon.cli.priming import add_prime_option, apply_prime_option
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -51,6 +50,8 @@ def add_parser(verbs: Verbs) -> None:
         help="with --json: add the metric time series and the access pattern",
     )
     parser.add_argument("--interval-ms", type=finite_number, default=100.0, help="sampling period")
+    from modelmon.cli.priming import add_prime_option
+
     add_prime_option(parser)
     from modelmon.cli.ranks import add_options as add_ranks_options
 
@@ -58,6 +59,7 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.cli.ranks import run as run_ranks
     from modelmon.cli.ranks import wanted as ranks_wanted

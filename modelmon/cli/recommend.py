@@ -16,7 +16,6 @@ from modelmon.cli.common import (
     finite_number,
     whole_number,
 )
-from modelmon.cli.priming import add_prime_option, apply_prime_option
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -44,10 +43,13 @@ def add_parser(verbs: Verbs) -> None:
         "--workers", type=whole_number, help="parallelism to try (default max(4, CPUs))"
     )
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
+    from modelmon.cli.priming import add_prime_option
+
     add_prime_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core.errors import LoadError, OptionsError
     from modelmon.core.measuring.recommend import recommend
