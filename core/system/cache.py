@@ -246,7 +246,8 @@ def prepare(
     elif mode == "warm":
         warm(names, stop)
     size = sum(os.stat(name).st_size for name in names)
-    primed = _prime_for(size if arrays is None else arrays, stop, on_priming)
+    fills = size if mode == "cold" else 0  # page cache the load takes from free memory
+    primed = _prime_for(size if arrays is None else arrays, fills, stop, on_priming)
     fraction, used, found = measure_files(names, method)
     hidden = [name for name in names if hidden_reason(name) is not None]
     cold = fraction <= COLD_THRESHOLD and not hidden
@@ -275,11 +276,14 @@ def prepare(
 
 def _prime_for(
     wanted: int,
+    fills: int,
     stop: threading.Event | None,
     on_priming: Callable[[host_memory.Primed], None] | None,
 ) -> host_memory.Primed:
-    """Prime the load's arrays as ``host_memory.plan_priming`` bounds it, where priming
-    applies (``host_memory.priming_applies``); say why not where it would but is off."""
+    """Prime the load's arrays (``wanted`` bytes) as ``host_memory.plan_priming`` bounds
+    it, where priming applies (``host_memory.priming_applies``); say why not where it would
+    but is off. A load that primes nothing but takes ``PRIME_MIN`` or more of free memory
+    (its arrays and the ``fills`` bytes of page cache) still waits for the report pass."""
     mode = host_memory.prime_mode()
     if not host_memory.priming_applies(mode):
         off = mode == "off" and host_memory.reports_free_pages() and wanted > 0
@@ -293,6 +297,8 @@ def _prime_for(
         pressure=host_memory.memory_pressure(),
     )
     if plan.bytes <= 0:
+        if wanted + fills >= host_memory.PRIME_MIN:
+            host_memory.settle(stop)
         return plan
     if on_priming is not None:
         on_priming(plan)

@@ -204,6 +204,18 @@ def _reports_free_pages(devices: str) -> bool:
     return False
 
 
+def settle(stop: threading.Event | None = None, settle_s: float | None = None) -> None:
+    """Wait ``settle_s`` (default: what is left of ``REPORT_DELAY_S`` since the last noted
+    free) for the report pass that recent frees started, so that it does not land inside the
+    load about to start: before priming, and before a load that primes nothing (a discard
+    load, one declined), which takes the same kind of memory for its page cache."""
+    wait = settle_left() if settle_s is None else settle_s
+    if stop is not None:
+        stop.wait(wait)
+    else:
+        time.sleep(wait)
+
+
 def prime(
     nbytes: int,
     stop: threading.Event | None = None,
@@ -218,11 +230,7 @@ def prime(
     The caller bounds ``nbytes`` by the free memory."""
     if nbytes <= 0 or not (force or reports_free_pages()):
         return NOT_PRIMED
-    settle = settle_left() if settle_s is None else settle_s
-    if stop is not None:
-        stop.wait(settle)
-    else:
-        time.sleep(settle)
+    settle(stop, settle_s)
     started = time.perf_counter()
     protection = mmap.PROT_READ | mmap.PROT_WRITE
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS

@@ -91,6 +91,23 @@ def test_a_load_that_holds_no_arrays_primes_nothing(tmp_path: Path, reporting: N
         assert primed.bytes == 0 and primed.why.startswith("nothing to prime")
 
 
+def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
+    tmp_path: Path, reporting: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    monkeypatch.setattr(host_memory, "REPORT_DELAY_S", 0.3)
+    monkeypatch.setattr(host_memory, "PRIME_MIN", 4 * MIB)  # its page cache is worth a wait
+    monkeypatch.setattr(host_memory, "_last_free", time.monotonic())  # a large free just now
+    started = time.monotonic()
+    assert cache.prepare([path], "cold", arrays=0).primed.bytes == 0
+    assert time.monotonic() - started >= 0.3
+    monkeypatch.setattr(host_memory, "_last_free", time.monotonic())
+    started = time.monotonic()
+    cache.prepare([path], "keep", arrays=0)  # takes no free memory: no wait
+    assert time.monotonic() - started < 0.3
+
+
 @pytest.mark.parametrize(
     ("strategy", "options", "arrays"),
     [
