@@ -140,6 +140,10 @@ def _gib(count: int) -> str:
     return f"{count / 2**30:.1f} GiB"
 
 
+def _share() -> str:
+    return "half" if PRIME_SHARE == 0.5 else f"{PRIME_SHARE:.0%}"
+
+
 def plan_priming(
     wanted: int,
     *,
@@ -164,7 +168,7 @@ def plan_priming(
             why=f"not primed: tasks stalled on memory {pressure:.1f}% of the last 10 s",
         )
     rooms = [
-        (int(available * PRIME_SHARE), f"half of the {_gib(available)} available"),
+        (int(available * PRIME_SHARE), f"{_share()} of the {_gib(available)} available"),
         (free - PRIME_RESERVE, f"all but {PRIME_RESERVE >> 20} MiB of the {_gib(free)} free"),
     ]
     if cgroup_free is not None:
