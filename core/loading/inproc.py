@@ -88,6 +88,6 @@ def _load(
         for descriptor in shared:
             with contextlib.suppress(OSError):
                 os.close(descriptor)
-        if drops is not None:  # what the readers' page-aligned drops left
+        if drops is not None:  # what the readers' folio-aligned drops left
             cache.evict(paths)
     return {model.extents[index].name: sink.arrays[index] for index in indexes if sink.keep}

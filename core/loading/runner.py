@@ -315,7 +315,7 @@ class LoadRun:
 
     def _result(self, status: str, state: cache.CacheState) -> LoadResult:
         try:
-            if self.drop_behind is not None:  # what the readers' page-aligned drops left
+            if self.drop_behind is not None:  # what the readers' folio-aligned drops left
                 cache.evict(self.paths)
             resident_after = residency.measure(self.paths)
         except OSError as exc:  # the file vanished under us: say so, don't crash the report
