@@ -10,7 +10,7 @@ FAULT_HINT = (
     "the copying strategies write into fresh anonymous memory (`TensorSink.allocate`), so "
     "every 4 KiB page of the destination is a page fault the kernel must zero and map while "
     "the reads are in flight, on CPUs rclone needs too (the VM's host faults are not in it: "
-    "free memory is primed before each run). Pre-faulting the destination does "
+    "free memory for the arrays is primed before each run). Pre-faulting the destination does "
     "not help here: `madvise(MADV_POPULATE_WRITE)` before each read made warm copies slower "
     "on this machine (2.7 against 3.4 GB/s, 4 threads), and huge pages were slower still "
     "(compaction). `mmap-view` has no destination to fault in (the tensors are views of the "

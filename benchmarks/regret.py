@@ -100,8 +100,8 @@ def run_config(
         if _line_by(child, time.monotonic() + READY_TIMEOUT_S) != "ready\n":
             raise RuntimeError("child did not get ready")
         applied = read_config(config)
-        arrays = get_strategy(applied.strategy).fills_arrays(applied.options)
-        state = cache.prepare(files, mode, arrays=arrays)  # type: ignore[arg-type]
+        fills = get_strategy(applied.strategy).fills_arrays(applied.options)
+        state = cache.prepare(files, mode, arrays=None if fills else 0)  # type: ignore[arg-type]
         reported = host_memory.reported_bytes()
         child.stdin.write("go\n")
         child.stdin.flush()

@@ -340,11 +340,12 @@ def _applied_notes() -> list[str]:
         "The same rounds as the tables above: each configuration applied as a user would, "
         "`modelmon.core.load(path, config=FILE)` in a fresh process (timed from go to the last "
         "array, after the parent put the page cache in the verified state and primed free "
-        "memory, with the engine imported before go as the workers are; the recommended "
-        "row applies the very config file `recommend` wrote), beside the same configuration "
-        "measured in worker processes (`measure`). `sequential chunk=16MiB` is 1 worker with "
-        "4 reader threads (the defaults); `workers=4 threads=1` is the same concurrency in "
-        "processes. Peak RSS: the child's own VmHWM (interpreter and imports included).\n"
+        "memory for the arrays, with the engine imported before go as the workers are; the "
+        "recommended row applies the very config file `recommend` wrote), beside the same "
+        "configuration measured in worker processes (`measure`). `sequential chunk=16MiB` is "
+        "1 worker with 4 reader threads (the defaults); `workers=4 threads=1` is the same "
+        "concurrency in processes. Peak RSS: the child's own VmHWM (interpreter and imports "
+        "included).\n"
     ]
 
 

@@ -79,7 +79,8 @@ def full_profile() -> Profile:
         plans=(
             # Budgets: room for the ceilings, a screening run of each candidate and ≥ 3 runs
             # of the pick (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s on hdd), each
-            # run 3-5 s more where free memory is primed first (core/system/host_memory.py):
+            # run 3-5 s more where free memory for its arrays is primed first (the wait for
+            # the host's report pass included; core/system/host_memory.py):
             # on hdd 5-6 s a run (2 s of load), so a minute for ceilings (12 s), screening and
             # pairs; the safetensors model 75 s, so that a peer (8-16 s a run: a process start
             # and torch imports through the throttle) also fits beside the pick's evidence.

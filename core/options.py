@@ -16,6 +16,10 @@ PARTITIONS = ("contiguous", "round-robin")
 CacheMode = Literal["cold", "warm", "keep"]  # the page-cache state a load starts from
 CACHE_MODES: tuple[CacheMode, ...] = get_args(CacheMode)
 PREFETCH_MODES = ("read", "willneed", "both")
+# Priming free memory before a measured load (``modelmon.core.system.host_memory``): "auto"
+# where a VM's host takes freed memory back, "on" wherever, "off" never.
+PrimeMode = Literal["off", "auto", "on"]
+PRIME_MODES: tuple[PrimeMode, ...] = get_args(PrimeMode)
 MAX_PARALLEL = 256
 MIN_CHUNK = 4096  # one page: a smaller read costs a system call for less than a page
 MAX_CHUNK = 1 << 30

@@ -27,7 +27,7 @@ from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.recent_entries import recent_label
-from modelmon.gui.view_menus import HelpMenu, SampleMenu, ThemeMenu
+from modelmon.gui.view_menus import HelpMenu, PrimeMenu, SampleMenu, ThemeMenu
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.start_page import StartPage
 from modelmon.gui.workspace import Workspace
@@ -182,6 +182,8 @@ class MainWindow(QMainWindow):
         self.cancel_action = self._action(
             runs, "&Cancel", "Esc", self.workspace.cancel, "Stop the running job and its workers."
         )
+        runs.addSeparator()
+        self.prime_menu = PrimeMenu(runs, self.settings)
         view = self.menuBar().addMenu("&View")
         tabs = self.workspace.tabs
         for index in range(tabs.count()):

@@ -12,7 +12,7 @@ import os
 from PySide6.QtCore import QByteArray, QSettings
 
 from modelmon.core.errors import ModelmonError
-from modelmon.core.options import LoadOptions, format_spec, parse_spec
+from modelmon.core.options import PRIME_MODES, LoadOptions, PrimeMode, format_spec, parse_spec
 
 SETTINGS_ENV = "MODELMON_SETTINGS"
 GEOMETRY = "window/geometry"
@@ -22,6 +22,7 @@ EXPORT_FOLDER = "export/folder"
 THEME = "view/theme"  # "system" | "light" | "dark"
 SAMPLE_MS = "metrics/sample_ms"
 SAMPLE_CHOICES_MS = (50, 100, 250, 500)  # 100: the default; 50 for short loads, more for long
+PRIME_MEMORY = "measure/prime_memory"  # one of core.options.PRIME_MODES
 THEMES = ("system", "light", "dark")
 
 
@@ -104,3 +105,12 @@ class AppSettings:
         if theme not in THEMES:
             raise ValueError(f"theme must be one of {THEMES}, not {theme!r}")
         self._set(THEME, theme)
+
+    def prime_memory(self) -> PrimeMode:
+        value = self._text(PRIME_MEMORY)
+        return next((mode for mode in PRIME_MODES if mode == value), "auto")
+
+    def set_prime_memory(self, mode: str) -> None:
+        if mode not in PRIME_MODES:
+            raise ValueError(f"prime memory must be one of {PRIME_MODES}, not {mode!r}")
+        self._set(PRIME_MEMORY, mode)

@@ -1,16 +1,19 @@
-"""View ▸ Theme and the Help menu: the theme the user picked (kept in the settings) and the
-help windows. The window only calls ``add_theme_menu`` and ``add_help_menu``."""
+"""View ▸ Theme, View ▸ Sample metrics every, Run ▸ Prime free memory and the Help menu: the
+choices the user made (kept in the settings) and the help windows."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import ClassVar
 
 from PySide6 import __version__ as pyside_version
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QApplication, QMainWindow, QMenu
 
+from modelmon.core.options import PRIME_MODES
+from modelmon.core.system.host_memory import set_prime_mode
 from modelmon.gui.settings import SAMPLE_CHOICES_MS, THEMES, AppSettings
 from modelmon.gui.state.help_text import about_html, how_it_measures, shortcuts_html
 from modelmon.gui.state.jobs import SAMPLE_INTERVAL_S
@@ -103,6 +106,41 @@ class SampleMenu:
         self.settings.set_sample_ms(ms)
         self.actions[ms].setChecked(True)
         self.on_change(ms / 1000)
+
+
+class PrimeMenu:
+    """Whether free memory is primed before each measured load (``core.system.host_memory``):
+    the choice is remembered and is this process's priming mode from then on."""
+
+    TIPS: ClassVar[dict[str, str]] = {
+        "auto": "Where a VM's host takes freed memory back, touch the memory a load's arrays "
+        "will take just before it starts (at most half the memory available, never under "
+        "memory pressure), so the host's faults stay out of the timing.",
+        "on": "Prime wherever, also where no such host is seen.",
+        "off": "Never prime: loads pay whatever the host makes them pay.",
+    }
+
+    def __init__(self, menu: QMenu, settings: AppSettings) -> None:
+        self.settings = settings
+        self.menu = menu.addMenu("&Prime free memory")
+        self.menu.setToolTipsVisible(True)
+        self.group = QActionGroup(self.menu)
+        self.actions: dict[str, QAction] = {}
+        for mode in PRIME_MODES:
+            action = QAction(mode.capitalize(), self.menu, checkable=True)
+            action.setToolTip(self.TIPS[mode])
+            action.setStatusTip(self.TIPS[mode])
+            action.triggered.connect(lambda _=False, mode=mode: self.choose(mode))
+            self.group.addAction(action)
+            self.menu.addAction(action)
+            self.actions[mode] = action
+        self.actions[settings.prime_memory()].setChecked(True)
+        set_prime_mode(settings.prime_memory())
+
+    def choose(self, mode: str) -> None:
+        self.settings.set_prime_memory(mode)
+        self.actions[mode].setChecked(True)
+        set_prime_mode(mode)
 
 
 def _shortcuts(window: QMainWindow) -> list[tuple[str, str, str]]:

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from modelmon.core.loading.drop_behind import DropBehind, drop_behind_reason
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id
 from modelmon.core.loading.runner import check_memory
 from modelmon.core.loading.sink import TensorSink
@@ -48,7 +49,8 @@ def _load(
     paths = [f.path for f in model.files]
     if options.cache != "keep":
         host_memory.note_free()  # the caller's own frees are unknown: assume one just now
-        cache.prepare(paths, options.cache, arrays=strategy_class.fills_arrays(options))
+        arrays = model.total_bytes if strategy_class.fills_arrays(options) else 0
+        cache.prepare(paths, options.cache, arrays=arrays)
     indexes = load_order(model)
     sink = TensorSink(
         model,
@@ -58,6 +60,11 @@ def _load(
         scratch_bytes=options.chunk,
         lazy=not strategy_class.allocates,
     )
+    drops = drop_behind_reason(
+        model.file_bytes, options, strategy_class.maps_file, strategy_class.releases_mappings
+    )
+    dropper = DropBehind(paths) if drops is not None else None
+    after_read = dropper.dropped if dropper is not None and not strategy_class.maps_file else None
     shared = (
         [os.open(p, os.O_RDONLY | os.O_CLOEXEC) for p in paths] if strategy_class.shares_fd else []
     )
@@ -67,10 +74,11 @@ def _load(
         indexes=indexes,
         options=in_process(options),
         sink=sink,
-        recorder=ReadRecorder(0, None),
+        recorder=ReadRecorder(0, None, after_read=after_read),
         stop=stop or threading.Event(),
         shared_fds=dict(enumerate(shared)) if shared else None,
         shared_ids={file: new_descriptor_id() for file in range(len(shared))},
+        drop_behind=dropper,
     )
     try:
         strategy_class().run(ctx)
@@ -80,4 +88,6 @@ def _load(
         for descriptor in shared:
             with contextlib.suppress(OSError):
                 os.close(descriptor)
+        if drops is not None:  # what the readers' folio-aligned drops left
+            cache.evict(paths)
     return {model.extents[index].name: sink.arrays[index] for index in indexes if sink.keep}

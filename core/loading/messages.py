@@ -52,6 +52,10 @@ class WorkerDone:
     # (tensor, start, end, crc32) of every span filled, when the workers shared one queue of
     # work: the parent checks that all workers' spans tile the model and combines the crcs.
     spans: tuple[tuple[int, int, int, int], ...] = ()
+    # Drop-behind (``loading.drop_behind``): bytes of page cache dropped right after being
+    # read, and the readers' nanoseconds it took.
+    dropped_behind: int = 0
+    drop_behind_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)

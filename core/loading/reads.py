@@ -55,10 +55,14 @@ class ReadRecorder:
         max_batch: int = 256,
         max_age_s: float = 0.05,
         prefetch: bool = False,
+        after_read: Callable[[int, int, int], None] | None = None,
     ) -> None:
         self.worker = worker
         self.prefetch = prefetch
         self._send = send
+        # Called by the reading thread with (file, offset, length) once a read is recorded,
+        # outside the read's own timing (drop-behind).
+        self._after_read = after_read
         self._max_batch = max_batch
         self._max_age_ns = int(max_age_s * 1e9)
         self._lock = threading.Lock()
@@ -98,6 +102,8 @@ class ReadRecorder:
             self.bytes += length
             if len(files) >= self._max_batch or end_ns - self._oldest >= self._max_age_ns:
                 self._flush_locked()
+        if self._after_read is not None:
+            self._after_read(file, offset, length)
 
     def flush(self) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from multiprocessing.reduction import send_handle
 from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
+from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.processes import (
     JOIN_GRACE_S,
@@ -50,6 +51,7 @@ from modelmon.core.output.result import (
 )
 from modelmon.core.system import cache, host_memory, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
+from modelmon.core.system.proc_status import own_peak_watch
 
 READY_TIMEOUT_S = 120.0
 
@@ -110,6 +112,10 @@ class LoadRun:
         self._failure: str | None = None
         self.setup_notes: list[str] = []  # what was done to the machine for the run
         self.host_reported: int | None = None  # free memory reported to the host during the load
+        # What priming is about to touch, and why, once planned (a progress line says it).
+        self.priming: host_memory.Primed | None = None
+        self._own_peak: Callable[[], int | None] = lambda: None
+        self.drop_behind: str | None = None  # why its reads' page cache is dropped behind them
 
     @property
     def shares_work(self) -> bool:
@@ -126,12 +132,17 @@ class LoadRun:
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
         every worker is ready; a start gate that replaces it calls this)."""
+        fills = self.strategy_class.fills_arrays(self.options)
         return cache.prepare(
             self.paths,
             self.options.cache,
             stop=self._cancel,
-            arrays=self.strategy_class.fills_arrays(self.options),
+            arrays=self.model.total_bytes if fills else 0,
+            on_priming=self._priming_planned,
         )
+
+    def _priming_planned(self, plan: host_memory.Primed) -> None:
+        self.priming = plan
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -151,12 +162,25 @@ class LoadRun:
     def run(self) -> LoadResult:
         # The device's readahead, when an option sets it, is set around the whole run and
         # restored on every way out (readahead.for_run); plain runs only share its lock.
-        with readahead.for_run(self.paths, self.options.readahead) as notes:
+        # This process's own peak over the run (priming included) is reported beside its
+        # workers': what the whole modelmon process tree took.
+        with (
+            readahead.for_run(self.paths, self.options.readahead) as notes,
+            own_peak_watch() as peak,
+        ):
             self.setup_notes = notes
+            self._own_peak = peak
             return self._run()
 
     def _run(self) -> LoadResult:
         check_memory(self.model, self.options, self.memory_limit)
+        self.drop_behind = drop_behind_reason(
+            self.model.file_bytes,
+            self.options,
+            self.strategy_class.maps_file,
+            self.strategy_class.releases_mappings,
+            self.memory_limit,
+        )
         context = mp.get_context("spawn")
         stop, go = context.Event(), context.Event()
         workers = self.options.workers
@@ -184,6 +208,7 @@ class LoadRun:
                     os.getpid(),
                     self.share,
                     shared_ids,
+                    self.drop_behind is not None,
                 )
                 parent_end, child_end = context.Pipe(duplex=True)
                 process = context.Process(
@@ -290,6 +315,8 @@ class LoadRun:
 
     def _result(self, status: str, state: cache.CacheState) -> LoadResult:
         try:
+            if self.drop_behind is not None:  # what the readers' folio-aligned drops left
+                cache.evict(self.paths)
             resident_after = residency.measure(self.paths)
         except OSError as exc:  # the file vanished under us: say so, don't crash the report
             resident_after = float("nan")  # "not measured": null in JSON
@@ -324,6 +351,8 @@ class LoadRun:
         if sharing is not None and sharing.shared:  # named wherever it happens
             notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
         notes += host_memory.reported_notes(self.host_reported)
+        dropped = dropped_behind(self.drop_behind, done.values())
+        notes += (dropped.note(),) if dropped is not None else ()
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,
@@ -348,6 +377,8 @@ class LoadRun:
             ),
             notes=notes,
             host_reported=self.host_reported,
+            parent_peak_rss=self._own_peak(),
+            dropped_behind=dropped,
         )
 
     def _check_shared_work(self) -> dict[str, int]:

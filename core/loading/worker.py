@@ -21,6 +21,7 @@ from multiprocessing.reduction import recv_handle
 from typing import Any
 
 from modelmon.core.errors import LoadCancelled, LoadError, one_line
+from modelmon.core.loading.drop_behind import DropBehind
 from modelmon.core.loading.messages import WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.reads import ReadRecorder, now_ns
 from modelmon.core.loading.sharing import SharedShares
@@ -48,6 +49,7 @@ class WorkerTask:
     parent_pid: int
     share: tuple[int, int] = (0, 1)  # (rank, ranks): load only this rank's slice of tensors
     shared_ids: tuple[int, ...] = ()  # ids of the descriptors the parent shares (by file)
+    drop_behind: bool = False  # drop the page cache of each range once read (drop_behind.py)
 
 
 def build_context(
@@ -61,9 +63,11 @@ def build_context(
     shared_fds: dict[int, int] | None = None,
     shared_ids: dict[int, int] | None = None,
     shares: ShareState | None = None,
+    drop_behind: bool = False,
 ) -> WorkerContext:
     """The context of worker ``worker`` of ``workers``: its share of tensors, sink, recorders.
-    With ``shares`` (work shared by all workers) it may be handed any tensor."""
+    With ``shares`` (work shared by all workers) it may be handed any tensor; with
+    ``drop_behind`` its reads' page cache is dropped as they complete."""
     strategy = get_strategy(task_strategy)
     if shares is None:
         indexes = partition(model, workers, strategy.partition_for(options))[worker]
@@ -77,19 +81,23 @@ def build_context(
         scratch_bytes=options.chunk,
         lazy=shares is not None or not strategy.allocates,
     )
+    dropper = DropBehind([f.path for f in model.files]) if drop_behind else None
+    # A strategy that maps the file drops what it has released itself (after the record).
+    after_read = dropper.dropped if dropper is not None and not strategy.maps_file else None
     return WorkerContext(
         worker=worker,
         model=model,
         indexes=indexes,
         options=options,
         sink=sink,
-        recorder=ReadRecorder(worker, send),
+        recorder=ReadRecorder(worker, send, after_read=after_read),
         stop=stop,
         shared_fds=shared_fds,
         shared_ids=shared_ids,
         prefetch_recorder=ReadRecorder(worker, send, prefetch=True),
         shares=shares,
         first_reader=worker * options.threads,
+        drop_behind=dropper,
     )
 
 
@@ -157,6 +165,7 @@ def worker_main(
             shared_fds,
             dict(enumerate(task.shared_ids)),
             shares,
+            task.drop_behind,
         )
         qt_free = not any(name.split(".")[0] in ("PySide6", "pyqtgraph") for name in sys.modules)
         send(
@@ -190,6 +199,8 @@ def worker_main(
                 peak_rss,
                 tuple(ctx.notes),
                 ctx.sink.filled_spans() if shares is not None else (),
+                ctx.drop_behind.bytes if ctx.drop_behind is not None else 0,
+                ctx.drop_behind.ns if ctx.drop_behind is not None else 0,
             )
         )
     except BaseException as exc:  # everything becomes one message; the parent decides

@@ -42,6 +42,10 @@ class SideSummary:
     min_seconds: float
     max_seconds: float
     noise: float  # relative run-to-run spread of this side: median |log(x / median)|
+    # The largest peak RSS of this side's runs: the load's workers', and the whole modelmon
+    # process tree's (None where a parent's peak was not measured).
+    peak_rss: int = 0
+    process_tree_peak_rss: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +95,16 @@ def summarize(spec: str, results: list[LoadResult]) -> SideSummary:
         min(seconds),
         max(seconds),
         noise,
+        max((r.workers_peak_rss for r in results), default=0),
+        largest_tree_peak(results),
     )
+
+
+def largest_tree_peak(results: list[LoadResult]) -> int | None:
+    """The largest whole-process-tree peak RSS of ``results``; None unless all were measured."""
+    trees = [r.process_tree_peak_rss for r in results]
+    known = [tree for tree in trees if tree is not None]
+    return max(known) if known and len(known) == len(trees) else None
 
 
 def judge(ratios: list[float]) -> Verdict:

@@ -23,8 +23,9 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
 from modelmon.core.measuring.peers import run_peer
 from modelmon.core.model.records import Model
-from modelmon.core.output.result import LoadResult
+from modelmon.core.output.result import LoadResult, WorkerTiming
 from modelmon.core.system import host_memory
+from modelmon.core.system.proc_status import own_peak_watch
 
 SLOW_RUN_FACTOR = 4.0  # a run this many times longer than the leader's load is stopped
 MIN_LIMIT_S = 0.5  # the shortest time limit a run is given
@@ -199,15 +200,17 @@ class Race:
         horizon = self.deadline if end_by is None else end_by
         # its imports (torch) may take what leaves its load the leader's time before horizon
         ready = max(MIN_LIMIT_S, horizon - time.monotonic() - expected)
-        peer = run_peer(
-            candidate.peer,
-            files,
-            "cold",
-            time_limit_s=limit,
-            ready_timeout_s=ready,
-            stop=self.cancel,
-            end_by=end_by,
-        )
+        with own_peak_watch() as own_peak:
+            peer = run_peer(
+                candidate.peer,
+                files,
+                "cold",
+                time_limit_s=limit,
+                ready_timeout_s=ready,
+                stop=self.cancel,
+                end_by=end_by,
+            )
+            parent_peak = own_peak()
         state = peer.state
         if state is not None:
             state = dataclasses.replace(state, resident_after=peer.resident_after)
@@ -226,7 +229,12 @@ class Race:
             seconds=peer.seconds,
             cache=state,
             error=peer.error,
+            # The peer's one process is the worker of its load.
+            workers=(WorkerTiming(0, 0, peer.bytes, peer.seconds, 0, peer.peak_rss),)
+            if peer.status == "ok"
+            else (),
             notes=host_memory.reported_notes(peer.host_reported),
             host_reported=peer.host_reported,
+            parent_peak_rss=parent_peak,
         )
         return result, 0, None

@@ -83,6 +83,8 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
         "fraction_of_ceiling": (_number, "a fraction"),
         "ceiling": (_str, "a ceiling name"),
         "budget_seconds": (_number, "seconds"),
+        "peak_rss_bytes": (_count, "a byte count"),
+        "process_tree_peak_rss_bytes": (_count, "a byte count"),
         "ceilings_mbps": (
             lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
             "MB/s by name",
@@ -188,6 +190,11 @@ def build_document(
     }
     if budget_s is not None:
         evidence["budget_seconds"] = budget_s
+    # What its runs held: the load's own processes, and all of modelmon's (priming included).
+    evidence["peak_rss_bytes"] = max(r.workers_peak_rss for r in runs)
+    trees = [r.process_tree_peak_rss for r in runs]
+    if all(tree is not None for tree in trees):
+        evidence["process_tree_peak_rss_bytes"] = max(t for t in trees if t is not None)
     fraction = None if ceilings is None else ceilings.fraction(winner.median_mbps, "parallel_read")
     if fraction is not None:
         evidence |= {"ceiling": "parallel_read", "fraction_of_ceiling": round(fraction, 3)}

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from modelmon.core.loading.drop_behind import DroppedBehind
 from modelmon.core.model.blocks import block_sort_key
 from modelmon.core.model.records import Model
 from modelmon.core.system.cache import CacheState
@@ -82,6 +83,11 @@ class LoadResult:
     # Free memory reported to the VM's host from go to the end (``host_memory.reported_bytes``):
     # None where the kernel does not count it.
     host_reported: int | None = None
+    # The peak RSS of the process that ran the load (workers' parent, or a peer's) over the
+    # run, priming included: None where it could not be measured.
+    parent_peak_rss: int | None = None
+    # A streaming load that dropped its page cache behind its reads: how much, what it took.
+    dropped_behind: DroppedBehind | None = None
 
     @property
     def descriptor_sharing(self) -> str | None:
@@ -90,6 +96,19 @@ class LoadResult:
             n.removeprefix(DESCRIPTOR_NOTE) for n in self.notes if n.startswith(DESCRIPTOR_NOTE)
         )
         return next(found, None)
+
+    @property
+    def workers_peak_rss(self) -> int:
+        """The load's own memory: each worker's peak RSS (VmHWM), summed (they may peak at
+        different moments, so this bounds what they held at once from above)."""
+        return sum(worker.peak_rss for worker in self.workers)
+
+    @property
+    def process_tree_peak_rss(self) -> int | None:
+        """The whole modelmon process tree's: the parent's peak plus the workers'."""
+        if self.parent_peak_rss is None:
+            return None
+        return self.parent_peak_rss + self.workers_peak_rss
 
     @property
     def mbps(self) -> float:
@@ -110,6 +129,8 @@ class LoadResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["mbps"] = round(self.mbps, 3)
+        data["workers_peak_rss"] = self.workers_peak_rss
+        data["process_tree_peak_rss"] = self.process_tree_peak_rss
         data["first_block_seconds"] = self.first_block_s
         data["half_blocks_seconds"] = self.half_blocks_s
         data["blocks"] = [

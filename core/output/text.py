@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.output.result import LoadResult
 from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
+
+if TYPE_CHECKING:
+    from modelmon.core.measuring.recommend import Recommendation
 
 
 def _fraction(value: float) -> str:
@@ -107,7 +110,7 @@ def render_result(result: LoadResult) -> str:
         f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
         f"({verdict}, {cache.method}), {_fraction(cache.resident_after)} after"
         + (f" — {cache.note}" if cache.note else "")
-        + (f"; {primed_text(cache.primed)}" if cache.primed.bytes else ""),
+        + (f"; {primed_text(cache.primed)}" if primed_text(cache.primed) else ""),
     ]
     if result.status == "ok":
         lines.append(
@@ -122,6 +125,9 @@ def render_result(result: LoadResult) -> str:
             f"{worker.seconds:.3f} s, {worker.reads} reads, peak RSS "
             f"{human_bytes(worker.peak_rss)}"
         )
+    memory = memory_text(result)
+    if memory:
+        lines.append(f"memory    {memory}")
     if result.blocks:
         slowest = max(result.blocks, key=lambda b: b.seconds)
         lines.append(
@@ -138,3 +144,31 @@ def render_result(result: LoadResult) -> str:
         lines.append(f"checksum  {result.checksum} (crc32 per tensor, blake2b over all)")
     lines.extend(f"note      {note}" for note in result.notes)
     return "\n".join(lines)
+
+
+def memory_text(result: LoadResult) -> str:
+    """ "peak RSS 1.23 GB in all of modelmon's processes: 1.15 GB in this one (priming
+    included), 80.00 MB in its workers"; "" where the parent's peak was not measured."""
+    tree = result.process_tree_peak_rss
+    if tree is None or result.parent_peak_rss is None:
+        return ""
+    primed = " (priming included)" if result.cache.primed.bytes else ""
+    return (
+        f"peak RSS {human_bytes(tree)} in all of modelmon's processes: "
+        f"{human_bytes(result.parent_peak_rss)} in this one{primed}, "
+        f"{human_bytes(result.workers_peak_rss)} in the load's workers"
+    )
+
+
+def search_memory_text(rec: Recommendation) -> str:
+    """ "peak RSS 80.00 MB in the recommended load's own processes, 1.20 GB at most in all of
+    modelmon's processes over the search": the pick's memory beside the whole tree's."""
+    own = max((r.workers_peak_rss for r in rec.used.results), default=0)
+    runs = [r for c in (*rec.ranked, *rec.peers, *rec.unranked) for r in c.results]
+    trees = [r.process_tree_peak_rss for r in runs if r.process_tree_peak_rss is not None]
+    text = f"peak RSS {human_bytes(own)} in the recommended load's own processes"
+    if trees:
+        text += (
+            f", {human_bytes(max(trees))} at most in all of modelmon's processes over the search"
+        )
+    return text

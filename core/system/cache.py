@@ -11,7 +11,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from modelmon.core.errors import OptionsError
@@ -53,7 +53,8 @@ class CacheState:
     method: str  # "cachestat" | "mincore", or "none" when not measured
     note: str = ""  # why the requested state was not reached (or cannot be verified)
     # Free memory touched just before the load, where a VM's host takes free pages back
-    # (``host_memory.prime``): the seconds are what an unprimed load would have paid, at most.
+    # (``host_memory.prime``), how much of what the load holds, and why that much: the
+    # seconds are what an unprimed load would have paid for its arrays, at most.
     primed: host_memory.Primed = host_memory.NOT_PRIMED
 
 
@@ -229,12 +230,14 @@ def prepare(
     stop: threading.Event | None = None,
     method: Method = "auto",
     *,
-    arrays: bool = True,
+    arrays: int | None = None,
+    on_priming: Callable[[host_memory.Primed], None] | None = None,
 ) -> CacheState:
     """Put the files in the requested cache state and measure what was really reached.
 
-    ``arrays``: the load allocates arrays for the bytes it reads (False for a discard load or
-    one whose tensors are views of a file mapping): priming covers them too."""
+    ``arrays``: bytes of arrays the load will hold (0 for a discard load or one whose tensors
+    are views of a file mapping; None: as many as the files hold), what priming may cover.
+    ``on_priming`` hears the plan before priming starts (a progress line)."""
     if mode not in CACHE_MODES:
         raise OptionsError(f"unknown cache mode {mode!r}: use cold, warm or keep")
     names = as_paths(paths)
@@ -242,7 +245,9 @@ def prepare(
         evict(names)
     elif mode == "warm":
         warm(names, stop)
-    primed = _prime_for(names, mode, stop, arrays=arrays)
+    size = sum(os.stat(name).st_size for name in names)
+    fills = size if mode == "cold" else 0  # page cache the load takes from free memory
+    primed = _prime_for(size if arrays is None else arrays, fills, stop, on_priming)
     fraction, used, found = measure_files(names, method)
     hidden = [name for name in names if hidden_reason(name) is not None]
     cold = fraction <= COLD_THRESHOLD and not hidden
@@ -270,17 +275,31 @@ def prepare(
 
 
 def _prime_for(
-    names: list[str], mode: CacheMode, stop: threading.Event | None, *, arrays: bool
+    wanted: int,
+    fills: int,
+    stop: threading.Event | None,
+    on_priming: Callable[[host_memory.Primed], None] | None,
 ) -> host_memory.Primed:
-    """Prime what the load will take from free memory: the files' page cache when cold, and
-    as much again when it allocates arrays; never more than is free (priming must evict
-    nothing). Priming what a load never takes would only cost the run its seconds."""
-    if not host_memory.reports_free_pages():
-        return host_memory.NOT_PRIMED
-    size = sum(os.stat(name).st_size for name in names)
+    """Prime the load's arrays (``wanted`` bytes) as ``host_memory.plan_priming`` bounds
+    it, where priming applies (``host_memory.priming_applies``); say why not where it would
+    but is off. A load that primes nothing but takes ``PRIME_MIN`` or more of free memory
+    (its arrays and the ``fills`` bytes of page cache) still waits for the report pass."""
+    mode = host_memory.prime_mode()
+    if not host_memory.priming_applies(mode):
+        off = mode == "off" and host_memory.reports_free_pages() and wanted > 0
+        return host_memory.Primed(wanted=wanted, why="not primed: priming is off" if off else "")
     facts = memory_facts()
-    room = min(facts.free, facts.usable) - host_memory.PRIME_RESERVE
-    need = size * ((mode == "cold") + arrays)
-    if need < host_memory.PRIME_MIN:
-        return host_memory.NOT_PRIMED
-    return host_memory.prime(min(need, room), stop)
+    plan = host_memory.plan_priming(
+        wanted,
+        free=facts.free,
+        available=facts.usable,
+        cgroup_free=facts.cgroup_free,
+        pressure=host_memory.memory_pressure(),
+    )
+    if plan.bytes <= 0:
+        if wanted + fills >= host_memory.PRIME_MIN:
+            host_memory.settle(stop)
+        return plan
+    if on_priming is not None:
+        on_priming(plan)
+    return host_memory.with_seconds(plan, host_memory.prime(plan.bytes, stop, force=True))

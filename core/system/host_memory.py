@@ -18,6 +18,15 @@ load (768-832 MiB reported during the slow ones, none during the fast ones: 2,10
 loads in a row then ran 2,242-2,478 MB/s with nothing reported while they ran. The wait
 counts from the last large free this process noted (``note_free``): a run drops a cold
 model's pages before its workers or peer start, so the pass runs while they import.
+
+Priming holds what it touches until it unmaps it, and on the machines this tool is for
+(an inference node beside a server holding its model, a laptop with a browser open) that
+memory is not idle. So priming is bounded (``plan_priming``): it touches at most what the
+load itself will hold in anonymous memory, its arrays (nothing for a discard load or one
+whose tensors are views of a mapping; the page cache a load fills is reclaimable and is not
+primed), at most ``PRIME_SHARE`` of the memory available and never below ``PRIME_RESERVE``
+of free memory (nor of its memory cgroup's room), and not at all while tasks already stall
+on memory (``memory_pressure``). ``prime_mode`` turns it off, or on where no host is seen.
 """
 
 from __future__ import annotations
@@ -29,9 +38,11 @@ import mmap
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from modelmon.core.errors import OptionsError
+from modelmon.core.options import PRIME_MODES, PrimeMode
 from modelmon.core.system.libc import LIBC, MAP_FAILED
 
 BALLOON_DEVICES = "/sys/bus/virtio/drivers/virtio_balloon"
@@ -41,10 +52,40 @@ MADV_POPULATE_WRITE = 23  # Linux 5.14: fault pages in writable without a write 
 PRIME_STEP = 256 << 20  # between steps ``stop`` is checked
 PRIMERS = max(1, min(4, os.cpu_count() or 1))  # threads that fault memory in
 REPORT_DELAY_S = 2.5  # the kernel's PAGE_REPORTING_DELAY (2 s) after a free, and the pass
-PRIME_RESERVE = 512 << 20  # free memory priming leaves alone
+PRIME_RESERVE = 512 << 20  # free memory (and cgroup room) priming leaves alone
 # Smaller loads are not primed: their share of host faults, or of a report pass landing in
 # them, is too small to be worth the wait before priming (REPORT_DELAY_S).
 PRIME_MIN = 256 << 20
+# At most this share of the memory available: what is left covers what other programs take
+# while priming runs (seconds), without reclaim.
+PRIME_SHARE = 0.5
+# Percent of the last 10 s in which some task stalled on memory (PSI "some avg10"): at or
+# above it, something is reclaiming already and priming would only add to it.
+PRESSURE_LIMIT = 1.0
+PRESSURE = Path("/proc/pressure/memory")
+
+# The process's priming mode (``options.PRIME_MODES``): "on" also primes where no host that
+# takes memory back is seen (one this process cannot see, a test). The CLI sets it from
+# --prime-memory, the app from its preference.
+_mode: PrimeMode = "auto"
+
+
+def set_prime_mode(mode: str) -> None:
+    """Set this process's priming mode (one of ``PRIME_MODES``)."""
+    global _mode
+    if mode not in PRIME_MODES:
+        raise OptionsError(f"prime-memory must be one of {', '.join(PRIME_MODES)}, not {mode!r}")
+    _mode = mode
+
+
+def prime_mode() -> PrimeMode:
+    return _mode
+
+
+def priming_applies(mode: PrimeMode | None = None) -> bool:
+    """Whether loads are primed at all under ``mode`` (default: the process's) here."""
+    mode = mode or _mode
+    return mode == "on" or (mode == "auto" and reports_free_pages())
 
 
 # When this process last freed (or saw freed) a large amount of memory: evicting a model's
@@ -73,9 +114,77 @@ class Primed:
 
     bytes: int = 0
     seconds: float = 0.0
+    wanted: int = 0  # what the load will hold in anonymous memory (its arrays): the most
+    # Why this much, in a few words ("the load's arrays", what capped it, why none); "" where
+    # priming does not apply (the host keeps freed memory, and the mode is auto).
+    why: str = ""
 
 
 NOT_PRIMED = Primed()
+
+
+def memory_pressure(path: Path = PRESSURE) -> float | None:
+    """PSI's "some avg10" for memory: the percent of the last 10 s in which some task waited
+    on memory (reclaim, swap-in, thrashing); None where the kernel has no PSI."""
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith("some "):
+                fields = dict(part.split("=", 1) for part in line.split()[1:])
+                return float(fields["avg10"])
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:.1f} GiB"
+
+
+def _share() -> str:
+    return "half" if PRIME_SHARE == 0.5 else f"{PRIME_SHARE:.0%}"
+
+
+def plan_priming(
+    wanted: int,
+    *,
+    free: int,
+    available: int,
+    cgroup_free: int | None = None,
+    pressure: float | None = None,
+) -> Primed:
+    """How much to prime for a load that will hold ``wanted`` bytes of anonymous memory, and
+    why: ``wanted``, capped at ``PRIME_SHARE`` of ``available`` (the memory the load may
+    use: MemAvailable, its cgroup's, its address space's) and at ``free`` (MemFree) and the
+    cgroup's ``cgroup_free`` (limit minus usage) less ``PRIME_RESERVE``, so that nothing is
+    reclaimed for it; none under ``PRIME_MIN`` or while ``pressure`` (``memory_pressure``)
+    says tasks stall on memory. The seconds are left at zero: nothing is touched here."""
+    if wanted <= 0:
+        return Primed(why="nothing to prime: the load holds no arrays of its own")
+    if wanted < PRIME_MIN:
+        return Primed(wanted=wanted, why=f"not primed: under {PRIME_MIN >> 20} MiB of arrays")
+    if pressure is not None and pressure >= PRESSURE_LIMIT:
+        return Primed(
+            wanted=wanted,
+            why=f"not primed: tasks stalled on memory {pressure:.1f}% of the last 10 s",
+        )
+    rooms = [
+        (int(available * PRIME_SHARE), f"{_share()} of the {_gib(available)} available"),
+        (free - PRIME_RESERVE, f"all but {PRIME_RESERVE >> 20} MiB of the {_gib(free)} free"),
+    ]
+    if cgroup_free is not None:
+        rooms.append(
+            (
+                cgroup_free - PRIME_RESERVE,
+                f"all but {PRIME_RESERVE >> 20} MiB of the {_gib(cgroup_free)} its memory "
+                "cgroup has left",
+            )
+        )
+    room, limit = min(rooms)
+    if wanted <= room:
+        return Primed(bytes=wanted, wanted=wanted, why="the load's arrays")
+    if room < PRIME_MIN:
+        return Primed(wanted=wanted, why=f"not primed: {limit} is under {PRIME_MIN >> 20} MiB")
+    return Primed(bytes=room, wanted=wanted, why=f"capped at {limit}")
 
 
 def reports_free_pages(devices: str | Path = BALLOON_DEVICES) -> bool:
@@ -99,6 +208,18 @@ def _reports_free_pages(devices: str) -> bool:
     return False
 
 
+def settle(stop: threading.Event | None = None, settle_s: float | None = None) -> None:
+    """Wait ``settle_s`` (default: what is left of ``REPORT_DELAY_S`` since the last noted
+    free) for the report pass that recent frees started, so that it does not land inside the
+    load about to start: before priming, and before a load that primes nothing (a discard
+    load, one declined), which takes the same kind of memory for its page cache."""
+    wait = settle_left() if settle_s is None else settle_s
+    if stop is not None:
+        stop.wait(wait)
+    else:
+        time.sleep(wait)
+
+
 def prime(
     nbytes: int,
     stop: threading.Event | None = None,
@@ -113,11 +234,7 @@ def prime(
     The caller bounds ``nbytes`` by the free memory."""
     if nbytes <= 0 or not (force or reports_free_pages()):
         return NOT_PRIMED
-    settle = settle_left() if settle_s is None else settle_s
-    if stop is not None:
-        stop.wait(settle)
-    else:
-        time.sleep(settle)
+    settle(stop, settle_s)
     started = time.perf_counter()
     protection = mmap.PROT_READ | mmap.PROT_WRITE
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
@@ -194,13 +311,34 @@ def reported_notes(nbytes: int | None) -> tuple[str, ...]:
 # What the facts say where the host takes free pages back.
 RETURNS_FREE_MEMORY = (
     "freed memory goes back to the VM's host (free page reporting): a load that takes it "
-    "again waits for the host to fault it in, so each measured run of "
-    f"{PRIME_MIN >> 20} MiB or more starts on primed memory"
+    "again waits for the host to fault it in, so each measured run that keeps "
+    f"{PRIME_MIN >> 20} MiB or more of arrays starts with them primed (at most half the "
+    "memory available)"
 )
 
 
 def primed_text(primed: Primed) -> str:
-    """ "primed 5.0 GB of free memory in 0.42 s" for a run's cache line; "" when none was."""
+    """ "primed 5.0 GB of free memory in 0.42 s (the load's arrays)" for a run's cache line,
+    or why none was ("not primed: ..."); "" where priming does not apply."""
     if primed.bytes <= 0:
+        return primed.why
+    text = f"primed {primed.bytes / 1e9:.1f} GB of free memory in {primed.seconds:.2f} s"
+    why = primed.why
+    if primed.bytes < primed.wanted:
+        why += f"{'; ' if why else ''}its arrays take {primed.wanted / 1e9:.1f} GB"
+    return text + (f" ({why})" if why else "")
+
+
+def priming_plan_text(plan: Primed) -> str:
+    """What the progress strip says while priming runs: "priming 2.5 GB of free memory
+    (the load's arrays)"; "" when nothing is primed."""
+    if plan.bytes <= 0:
         return ""
-    return f"primed {primed.bytes / 1e9:.1f} GB of free memory in {primed.seconds:.2f} s"
+    return f"priming {plan.bytes / 1e9:.1f} GB of free memory ({plan.why})"
+
+
+def with_seconds(plan: Primed, done: Primed) -> Primed:
+    """The plan with what ``prime`` really touched, and how long it took."""
+    if done.bytes <= 0:  # stopped before the first step, or the mapping was refused
+        return replace(plan, bytes=0, seconds=done.seconds, why="not primed: stopped or refused")
+    return replace(plan, bytes=done.bytes, seconds=done.seconds)

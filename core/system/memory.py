@@ -37,6 +37,9 @@ class MemoryFacts:
     free: int = 0  # MemFree: pages no one uses, what a load's page cache and arrays take first
     # A VM's host takes free pages back (virtio-balloon free page reporting): see host_memory.
     returns_free_memory: bool = False
+    # What our memory cgroup can still charge before it must reclaim (limit minus usage, page
+    # cache included; the tightest up the tree); None: no limit.
+    cgroup_free: int | None = None
 
     def fits_with_cache(self, model_bytes: int) -> bool:
         """The model's arrays and its page cache both fit in usable RAM (a read-based keep
@@ -133,18 +136,25 @@ def _cgroup_dirs(mounts: list[MountEntry], cgroup_text: str) -> list[tuple[Path,
     return []
 
 
+def _limit_and_usage(directory: Path, version: int) -> tuple[int | None, int | None]:
+    if version == 2:
+        return (
+            _parse_limit(read_text(directory / "memory.max")),
+            read_int(directory / "memory.current"),
+        )
+    return (
+        _parse_limit(read_text(directory / "memory.limit_in_bytes")),
+        read_int(directory / "memory.usage_in_bytes"),
+    )
+
+
 def cgroup_memory(mounts: list[MountEntry], cgroup_text: str) -> tuple[int | None, int | None]:
     """(limit, working set) of the tightest memory cgroup we are in; (None, None) if none."""
     best: tuple[int, int] | None = None
     for directory, version in _cgroup_dirs(mounts, cgroup_text):
-        if version == 2:
-            limit = _parse_limit(read_text(directory / "memory.max"))
-            usage = read_int(directory / "memory.current")
-            inactive = _stat_value(read_text(directory / "memory.stat"), "inactive_file")
-        else:
-            limit = _parse_limit(read_text(directory / "memory.limit_in_bytes"))
-            usage = read_int(directory / "memory.usage_in_bytes")
-            inactive = _stat_value(read_text(directory / "memory.stat"), "total_inactive_file")
+        limit, usage = _limit_and_usage(directory, version)
+        key = "inactive_file" if version == 2 else "total_inactive_file"
+        inactive = _stat_value(read_text(directory / "memory.stat"), key)
         if limit is None or usage is None:
             continue
         # Usage counts page cache, most of which the kernel reclaims before it OOM-kills;
@@ -153,6 +163,19 @@ def cgroup_memory(mounts: list[MountEntry], cgroup_text: str) -> tuple[int | Non
         if best is None or limit - working_set < best[0] - best[1]:
             best = (limit, working_set)
     return best if best is not None else (None, None)
+
+
+def cgroup_free(mounts: list[MountEntry], cgroup_text: str) -> int | None:
+    """What the tightest memory cgroup we are in can still charge before it reclaims (limit
+    minus usage, page cache included: a charge past it evicts its members' cache first, or
+    swaps them); None without a limit."""
+    rooms = [
+        max(0, limit - usage)
+        for directory, version in _cgroup_dirs(mounts, cgroup_text)
+        for limit, usage in [_limit_and_usage(directory, version)]
+        if limit is not None and usage is not None
+    ]
+    return min(rooms, default=None)
 
 
 def memory_facts() -> MemoryFacts:
@@ -165,7 +188,8 @@ def memory_facts() -> MemoryFacts:
         total, available = memory.total, memory.available
         page_cache = int(getattr(memory, "cached", 0))
     mounts = parse_mountinfo(read_text(MOUNTINFO) or "")
-    limit, used = cgroup_memory(mounts, read_text("/proc/self/cgroup") or "")
+    cgroup_text = read_text("/proc/self/cgroup") or ""
+    limit, used = cgroup_memory(mounts, cgroup_text)
     usable = available if limit is None or used is None else min(available, limit - used)
     address_space = address_space_limit()
     if address_space is not None:  # what is left of it once an interpreter like ours runs
@@ -178,6 +202,7 @@ def memory_facts() -> MemoryFacts:
         hugepages=parse_bracketed(thp) if thp else None,
         free=meminfo.get("MemFree", available),
         returns_free_memory=reports_free_pages(),
+        cgroup_free=cgroup_free(mounts, cgroup_text) if limit is not None else None,
         total=total,
         available=available,
         page_cache=page_cache,

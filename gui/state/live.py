@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from modelmon.core.system.host_memory import priming_plan_text
+
 if TYPE_CHECKING:
     from modelmon.core.loading.runner import LoadRun
 
@@ -95,6 +97,9 @@ class LiveUpdate:
     load_mbps: np.ndarray  # MB/s per settled bin since the load started
     prefetch_mbps: np.ndarray  # MB/s of warm-up prefetch reads, same bins (often all zero)
     new_reads: AccessPoints
+    # While the cache is prepared: what priming touches and why ("priming 2.5 GB of free
+    # memory (the load's arrays)"); "" when nothing is primed.
+    priming: str = ""
 
     @property
     def fraction(self) -> float:
@@ -265,6 +270,7 @@ class LiveView:
             load_mbps=self.load_bins.mbps(until_s, width_s, self.last_end_s if final else None),
             prefetch_mbps=self.prefetch_bins.mbps(until_s, width_s),
             new_reads=new_reads,
+            priming=priming_plan_text(load.priming) if load.priming is not None else "",
         )
 
     def _absorb(self, reads: dict[str, np.ndarray], t0_ns: int) -> AccessPoints:

@@ -13,6 +13,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation
 from modelmon.core.output.explain import runs_words
 from modelmon.core.output.snippets import snippets
+from modelmon.core.output.text import search_memory_text
 from modelmon.gui.state.formatting import rate_text
 
 RANKING_COLUMNS = (
@@ -141,4 +142,8 @@ def summary_text(rec: Recommendation, path: str, failure: str | None = None) -> 
         where = f"not written where asked ({failure}); kept in {path}."
     else:
         where = f"not written anywhere ({failure})."
-    return f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; {where}"
+    memory = search_memory_text(rec)
+    return (
+        f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; "
+        f"{where} {memory[0].upper()}{memory[1:]}."
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from modelmon.core.measuring.ceilings import Ceilings
+from modelmon.core.output.text import memory_text
 from modelmon.core.system.host_memory import primed_text
 from modelmon.gui.state.formatting import CEILING_NAMES, cache_state_text, human_bytes
 from modelmon.gui.state.records import RunRecord, ceiling_for
@@ -18,7 +19,11 @@ COLUMNS = (
         "MB/s as a share of the parallel-read ceiling measured on this file "
         "(Run ▸ Measure ceilings); warm runs against the warm ceiling.",
     ),
-    ("Peak RSS", "Peak resident memory of the workers together."),
+    (
+        "Peak RSS",
+        "Peak resident memory of the load's workers together, and of all of modelmon's "
+        "processes (this app and the workers: priming included).",
+    ),
     (
         "Status",
         "ok, cancelled, or failed with the reason; with verify on, the model checksum.",
@@ -49,7 +54,9 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
         return record.status + checksum + (f": {record.message}" if record.message else "")
     if column == PEAK_RSS:
         rss = record.peak_rss()
-        return human_bytes(rss[0]) if rss is not None else "–"
+        tree = result.process_tree_peak_rss if result is not None else None
+        text = human_bytes(rss[0]) if rss is not None else "–"
+        return text + (f" · all {human_bytes(tree)}" if tree is not None else "")
     if result is None:
         return "–"
     if column == CACHE:
@@ -89,12 +96,14 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
         return "Measure the ceilings (Run ▸ Measure ceilings) to see this."
     if column == PEAK_RSS:
         rss = record.peak_rss()
-        if rss is not None:
-            return f"{rss[0]:,} bytes: {rss[1]}"
-        return (
-            "No sample of the workers' memory: the load was over before the sampler "
+        workers = (
+            f"Workers: {rss[0]:,} bytes, {rss[1]}."
+            if rss is not None
+            else "No sample of the workers' memory: the load was over before the sampler "
             "looked (View ▸ Sample metrics every sets how often it looks)."
         )
+        memory = memory_text(result) if result is not None else ""
+        return workers + (f"\nAll of modelmon: {memory}." if memory else "")
     if column == STATUS:
         notes = "\n".join(result.notes) if result is not None else ""
         checksum = (

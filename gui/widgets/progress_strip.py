@@ -49,8 +49,9 @@ class ProgressStrip(QWidget):
             return
         if update.phase == "preparing cache":
             # On a VM whose host takes free pages back this includes priming free memory,
-            # a few seconds (core/system/host_memory.py).
-            self.bar.setFormat(f"Run {label}: preparing the page cache and free memory…")
+            # a few seconds (core/system/host_memory.py): said with how much and why.
+            doing = update.priming or "preparing the page cache"
+            self.bar.setFormat(bar_text(f"Run {label}: {doing}…"))
             return
         self.bar.setValue(int(update.fraction * 1000))
         self.bar.setFormat(

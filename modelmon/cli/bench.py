@@ -63,6 +63,9 @@ def add_parser(verbs: Verbs) -> None:
     )
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.priming import add_prime_option
+
+    add_prime_option(parser)
 
 
 class _SpecParser(argparse.ArgumentParser):
@@ -102,10 +105,21 @@ def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str
 
 
 def render_ab(ab: ABResult) -> str:
+    from modelmon.core.output.text import human_bytes
     from modelmon.core.output.verdict import verdict_words
 
-    rows = [("side", "configuration", "median MB/s", "min–max MB/s", "median s")]
+    rows = [
+        (
+            "side",
+            "configuration",
+            "median MB/s",
+            "min–max MB/s",
+            "median s",
+            "peak RSS: workers / all",
+        )
+    ]
     for side, summary in (("A", ab.a), ("B", ab.b)):
+        tree = summary.process_tree_peak_rss
         rows.append(
             (
                 side,
@@ -113,9 +127,11 @@ def render_ab(ab: ABResult) -> str:
                 f"{summary.median_mbps:.0f}",
                 f"{summary.min_mbps:.0f}–{summary.max_mbps:.0f}",
                 f"{summary.median_seconds:.3f}",
+                f"{human_bytes(summary.peak_rss)} / "
+                + (human_bytes(tree) if tree is not None else "–"),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         for row in rows
@@ -133,10 +149,12 @@ def render_ab(ab: ABResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core.measuring.ab import ABFailed, Config, run_ab
     from modelmon.core.model.formats import open_model, require_tensor_bytes
 
+    apply_prime_option(args)
     a_strategy, a_options = parse_config_spec(args.a, "--a")
     b_strategy, b_options = parse_config_spec(args.b, "--b")
     ignored = {

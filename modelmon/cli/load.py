@@ -67,12 +67,16 @@ def add_parser(verbs: Verbs) -> None:
         default=100.0,
         help=f"with --samples: the sampling period, {range_text(low_ms, high_ms)} ms (default 100)",
     )
+    from modelmon.cli.priming import add_prime_option
+
+    add_prime_option(parser)
     from modelmon.cli.ranks import add_options as add_ranks_options
 
     add_ranks_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.cli.ranks import run as run_ranks
     from modelmon.cli.ranks import wanted as ranks_wanted
@@ -80,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.measuring.session import Session
     from modelmon.core.output.text import render_result
 
+    apply_prime_option(args)
     given = {dest: getattr(args, dest) for dest in args.load_flag_defaults if hasattr(args, dest)}
     for dest, default in args.load_flag_defaults.items():
         if not hasattr(args, dest):

@@ -99,6 +99,9 @@ def add_parser(verbs: Verbs) -> None:
         f"tries {SEARCH_WIDTH}× it; default max(4, CPUs))",
     )
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
+    from modelmon.cli.priming import add_prime_option
+
+    add_prime_option(parser)
 
 
 def default_output(inputs: tuple[str, ...]) -> Output:
@@ -114,13 +117,16 @@ def default_output(inputs: tuple[str, ...]) -> Output:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
     from modelmon.core.measuring.recommend import recommend
     from modelmon.core.model.formats import open_model, require_tensor_bytes
     from modelmon.core.output.config import recommendation_document, render
+    from modelmon.core.output.text import search_memory_text
     from modelmon.core.system.outputs import check_output, write_or_keep
 
+    apply_prime_option(args)
     model = open_model(args.path)
     require_tensor_bytes(model)
     limit = args.memory_limit
@@ -178,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     for sentence in rec.explanation:
         print(sentence, file=text)
     print(f"\nrecommended: {rec.winner.spec}", file=text)
+    print(f"memory: {search_memory_text(rec)}", file=text)
     for tool, snippet in document["apply"].items():
         print(f"  {tool:<15} {snippet}", file=text)
     if saved.where is None:  # nowhere to keep it: the measurement is not lost

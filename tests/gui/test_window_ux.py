@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QApplication, QComboBox, QFileDialog, QLabel, QSpi
 
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.system import host_memory
 from modelmon.gui.main_window import MINIMUM_SIZE, MainWindow
 from modelmon.gui.plots.blocks import LABEL_SPACING_PX
 from modelmon.gui.state.results_rows import STATUS
@@ -57,6 +58,22 @@ def test_settings_round_trip_geometry_configurations_and_pairs(qtbot, tmp_path: 
     assert second.workspace.compare.pairs.value() == 7
     assert second.workspace.sample_interval_s == 0.25
     assert second.sample_menu.actions[250].isChecked()
+    second.close()
+
+
+def test_priming_is_chosen_in_the_run_menu_kept_and_applied(
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(host_memory, "_mode", host_memory.prime_mode())  # restored after
+    path = str(tmp_path / "priming.ini")
+    first = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
+    assert first.prime_menu.actions["auto"].isChecked() and host_memory.prime_mode() == "auto"
+    first.prime_menu.actions["off"].trigger()
+    assert host_memory.prime_mode() == "off"
+    first.close()
+    host_memory.set_prime_mode("auto")
+    second = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
+    assert second.prime_menu.actions["off"].isChecked() and host_memory.prime_mode() == "off"
     second.close()
 
 

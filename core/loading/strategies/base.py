@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from modelmon.core.errors import LoadCancelled, LoadError, OptionsError
+from modelmon.core.loading.drop_behind import DropBehind
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id, now_ns
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.model.plan import Read, ShareQueue, ShareState, coalesce
@@ -60,6 +61,9 @@ class WorkerContext:
     # ``first_reader`` .. ``first_reader + threads - 1`` of it.
     shares: ShareState | None = None
     first_reader: int = 0
+    # Drops the page cache of what was read (``loading.drop_behind``); wired to ``recorder``
+    # unless the strategy maps the file (``Strategy.releases_mappings`` calls it itself).
+    drop_behind: DropBehind | None = None
     notes: list[str] = field(default_factory=list)
     _abort: threading.Event = field(default_factory=threading.Event)
     _thread_fds: threading.local = field(default_factory=threading.local)
@@ -124,6 +128,8 @@ class WorkerContext:
                 os.close(descriptor)
             self._opened.clear()
         self._thread_fds = threading.local()
+        if self.drop_behind is not None:
+            self.drop_behind.close()
 
     def in_threads(self, readers: int, body: Callable[[int], None]) -> None:
         """Run ``body(reader)`` for reader 0..readers-1, each on its own thread (inline for
@@ -269,6 +275,10 @@ class Strategy:
     # The sink allocates every tensor's array. False: the strategy places arrays of its own
     # (``TensorSink.place``: views of a file mapping), so the sink allocates none up front.
     allocates: ClassVar[bool] = True
+    # Of a strategy that maps the file: a discard load releases each step's pages from its
+    # mapping once read and drops them behind itself (``WorkerContext.drop_behind``), where
+    # the others' mapped pages stay until they unmap.
+    releases_mappings: ClassVar[bool] = False
 
     def run(self, ctx: WorkerContext) -> None:
         raise NotImplementedError

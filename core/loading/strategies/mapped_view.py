@@ -139,6 +139,7 @@ class MmapViewStrategy(Strategy):
     uses = Strategy.uses | {"chunk", "fadvise", "madvise"}
     allocates = False
     maps_file = True
+    releases_mappings = True
 
     def run(self, ctx: WorkerContext) -> None:
         order = file_index(ctx.model)
@@ -182,6 +183,8 @@ class MmapViewStrategy(Strategy):
                 sink.filled_piece(index, first - extent.offset, piece.data)
                 if not sink.keep:  # discard: drop the step's pages from the mapping
                     mapped.advise(position, step_end - position, mmap.MADV_DONTNEED)
+                    if ctx.drop_behind is not None:  # and from the page cache, unmapped now
+                        ctx.drop_behind.dropped(file, position, step_end - position)
                 position = step_end
 
         ctx.tensors_in_threads(load_tensor)

@@ -72,24 +72,40 @@ def test_nothing_is_primed_where_the_host_takes_nothing_back(
     assert host_memory.prime(64 * MIB) == host_memory.Primed()
 
 
-def test_prepare_primes_the_page_cache_and_the_arrays_of_a_cold_load(
-    tmp_path: Path, reporting: None
-) -> None:
+def test_prepare_primes_only_the_arrays_a_load_holds(tmp_path: Path, reporting: None) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
     cold = cache.prepare([path], "cold")
     warm = cache.prepare([path], "warm")
-    assert cold.primed.bytes == 8 * MIB and cold.primed.seconds > 0
-    assert warm.primed.bytes == 4 * MIB  # the page cache is already there
+    assert cold.primed.bytes == 4 * MIB and cold.primed.seconds > 0  # not its page cache too
+    assert cold.primed.why == "the load's arrays"
+    assert warm.primed.bytes == 4 * MIB
+    assert cache.prepare([path], "cold", arrays=3 * MIB).primed.bytes == 3 * MIB
 
 
-def test_a_load_that_fills_no_arrays_primes_only_its_page_cache(
-    tmp_path: Path, reporting: None
+def test_a_load_that_holds_no_arrays_primes_nothing(tmp_path: Path, reporting: None) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    for mode in ("cold", "warm"):
+        primed = cache.prepare([path], mode, arrays=0).primed  # type: ignore[arg-type]
+        assert primed.bytes == 0 and primed.why.startswith("nothing to prime")
+
+
+def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
+    tmp_path: Path, reporting: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
-    assert cache.prepare([path], "cold", arrays=False).primed.bytes == 4 * MIB
-    assert cache.prepare([path], "warm", arrays=False).primed.bytes == 0  # takes nothing
+    monkeypatch.setattr(host_memory, "REPORT_DELAY_S", 0.3)
+    monkeypatch.setattr(host_memory, "PRIME_MIN", 4 * MIB)  # its page cache is worth a wait
+    monkeypatch.setattr(host_memory, "_last_free", time.monotonic())  # a large free just now
+    started = time.monotonic()
+    assert cache.prepare([path], "cold", arrays=0).primed.bytes == 0
+    assert time.monotonic() - started >= 0.3
+    monkeypatch.setattr(host_memory, "_last_free", time.monotonic())
+    started = time.monotonic()
+    cache.prepare([path], "keep", arrays=0)  # takes no free memory: no wait
+    assert time.monotonic() - started < 0.3
 
 
 @pytest.mark.parametrize(
@@ -101,17 +117,16 @@ def test_a_load_that_fills_no_arrays_primes_only_its_page_cache(
         ("mmap", {}, True),  # copies out of the mapping
     ],
 )
-def test_each_run_primes_what_its_strategy_takes(
+def test_each_run_primes_what_its_strategy_holds(
     tmp_path: Path, reporting: None, strategy: str, options: dict[str, bool], arrays: bool
 ) -> None:
-    from modelmon.core import measure
+    from modelmon.core import measure, open_model
     from modelmon.core.model.synth import write_safetensors_model
 
     model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
-    size = sum(f.stat().st_size for f in tmp_path.glob("*.safetensors"))
     result = measure(model, strategy, workers=1, threads=1, cache="cold", **options)
     assert result.status == "ok"
-    assert result.cache.primed.bytes == size * (1 + arrays)
+    assert result.cache.primed.bytes == open_model(model).total_bytes * arrays
 
 
 def test_small_loads_are_not_primed(tmp_path: Path, reporting: None) -> None:
@@ -156,10 +171,116 @@ def test_a_primed_run_says_so_in_its_cache_line(tmp_path: Path, reporting: None)
     assert "of free memory in" in render_result(result)
 
 
-def test_the_primed_text_names_bytes_and_seconds() -> None:
+def test_the_primed_text_names_bytes_seconds_and_why() -> None:
     assert host_memory.primed_text(host_memory.NOT_PRIMED) == ""
     text = host_memory.primed_text(host_memory.Primed(5_000_000_000, 0.42))
     assert text == "primed 5.0 GB of free memory in 0.42 s"
+    whole = host_memory.Primed(5_000_000_000, 0.42, 5_000_000_000, "the load's arrays")
+    assert host_memory.primed_text(whole).endswith("in 0.42 s (the load's arrays)")
+    capped = host_memory.Primed(2_000_000_000, 0.2, 5_000_000_000, "capped at half of …")
+    assert host_memory.primed_text(capped).endswith("(capped at half of …; its arrays take 5.0 GB)")
+    declined = host_memory.Primed(0, 0.0, 5_000_000_000, "not primed: priming is off")
+    assert host_memory.primed_text(declined) == "not primed: priming is off"
+
+
+GIB = 1 << 30
+ROOMY = {"free": 20 * GIB, "available": 22 * GIB}
+
+
+def test_priming_is_what_the_load_holds_when_there_is_room() -> None:
+    plan = host_memory.plan_priming(3 * GIB, **ROOMY)
+    assert (plan.bytes, plan.wanted, plan.why) == (3 * GIB, 3 * GIB, "the load's arrays")
+
+
+@pytest.mark.parametrize(
+    ("facts", "primed", "why"),
+    [
+        (
+            {"free": 20 * GIB, "available": 4 * GIB},
+            2 * GIB,
+            "capped at half of the 4.0 GiB available",
+        ),
+        (
+            {"free": 2 * GIB, "available": 22 * GIB},
+            1.5 * GIB,
+            "capped at all but 512 MiB of the 2.0 GiB free",
+        ),
+        (
+            {**ROOMY, "cgroup_free": GIB},
+            0.5 * GIB,
+            "capped at all but 512 MiB of the 1.0 GiB its memory cgroup has left",
+        ),
+        ({"free": 700 * MIB, "available": 22 * GIB}, 0, "not primed: all but 512 MiB of"),
+        (
+            {**ROOMY, "pressure": 2.5},
+            0,
+            "not primed: tasks stalled on memory 2.5% of the last 10 s",
+        ),
+        # A stall now and then is not pressure: capped as without it.
+        ({**ROOMY, "pressure": 0.2}, 11 * GIB, "capped at half of the 22.0 GiB available"),
+    ],
+)
+def test_priming_is_bounded_by_free_memory_its_cgroup_and_pressure(
+    facts: dict[str, float], primed: float, why: str
+) -> None:
+    plan = host_memory.plan_priming(12 * GIB, **facts)  # type: ignore[arg-type]
+    assert plan.bytes == int(primed) and plan.why.startswith(why)
+    assert plan.wanted == 12 * GIB
+
+
+def test_nothing_is_primed_for_a_load_without_arrays_or_with_few() -> None:
+    assert host_memory.plan_priming(0, **ROOMY).why.startswith("nothing to prime")
+    small = host_memory.plan_priming(host_memory.PRIME_MIN - 1, **ROOMY)
+    assert small.bytes == 0 and small.why == "not primed: under 256 MiB of arrays"
+
+
+def test_memory_pressure_is_read_from_psi(tmp_path: Path) -> None:
+    psi = tmp_path / "memory"
+    psi.write_text(
+        "some avg10=3.25 avg60=1.00 avg300=0.10 total=123\n"
+        "full avg10=1.00 avg60=0.50 avg300=0.00 total=45\n"
+    )
+    assert host_memory.memory_pressure(psi) == 3.25
+    assert host_memory.memory_pressure(tmp_path / "absent") is None
+    psi.write_text("garbage\n")
+    assert host_memory.memory_pressure(psi) is None
+
+
+@pytest.fixture
+def mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's priming mode, restored after the test."""
+    monkeypatch.setattr(host_memory, "_mode", host_memory.prime_mode())
+
+
+def test_priming_off_primes_nothing_and_says_so_where_it_would(
+    tmp_path: Path, reporting: None, mode: None
+) -> None:
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    host_memory.set_prime_mode("off")
+    primed = cache.prepare([path], "cold").primed
+    assert primed.bytes == 0 and primed.why == "not primed: priming is off"
+
+
+def test_priming_auto_applies_only_where_the_host_takes_memory_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: None
+) -> None:
+    monkeypatch.setattr(host_memory, "PRIME_MIN", 0)
+    monkeypatch.setattr(host_memory, "REPORT_DELAY_S", 0.0)
+    monkeypatch.setattr(host_memory, "reports_free_pages", lambda *_: False)
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    host_memory.set_prime_mode("auto")
+    assert cache.prepare([path], "cold").primed == host_memory.Primed(wanted=4 * MIB)
+    host_memory.set_prime_mode("on")  # a host this process cannot see
+    assert cache.prepare([path], "cold").primed.bytes == 4 * MIB
+
+
+def test_an_unknown_priming_mode_is_refused(mode: None) -> None:
+    from modelmon.core.errors import OptionsError
+
+    with pytest.raises(OptionsError, match="prime-memory must be one of off, auto, on"):
+        host_memory.set_prime_mode("always")
 
 
 def test_the_wait_before_priming_counts_from_the_last_noted_free(

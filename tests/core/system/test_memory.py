@@ -60,6 +60,21 @@ def test_cgroup_v1_limit_and_unlimited(tmp_path: Path) -> None:
     assert memory.cgroup_memory([], text) == (None, None)
 
 
+def test_cgroup_free_is_limit_minus_all_it_charges_up_the_tree(tmp_path: Path) -> None:
+    leaf = tmp_path / "user.slice" / "app"
+    leaf.mkdir(parents=True)
+    (tmp_path / "user.slice" / "memory.max").write_text("8000\n")
+    (tmp_path / "user.slice" / "memory.current").write_text("7000\n")  # page cache included
+    (leaf / "memory.max").write_text("5000\n")
+    (leaf / "memory.current").write_text("500\n")
+    mounts = [cgroup_mount(41, tmp_path, "cgroup2", "rw")]
+    assert memory.cgroup_free(mounts, "0::/user.slice/app\n") == 1000  # the parent's room
+    (tmp_path / "user.slice" / "memory.max").write_text("max\n")
+    assert memory.cgroup_free(mounts, "0::/user.slice/app\n") == 4500
+    (leaf / "memory.max").write_text("max\n")
+    assert memory.cgroup_free(mounts, "0::/user.slice/app\n") is None
+
+
 def test_swap_and_hugepage_facts_of_this_machine() -> None:
     facts = memory.memory_facts()
     assert 0 <= facts.swap_used <= facts.swap_total

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mmap
 
-from modelmon.core.system.proc_status import own_status_bytes
+from modelmon.core.system.proc_status import own_peak_watch, own_status_bytes
 
 
 def test_peak_and_current_rss_follow_memory_this_process_touches() -> None:
@@ -24,3 +24,32 @@ def test_peak_and_current_rss_follow_memory_this_process_touches() -> None:
 
 def test_a_line_that_is_not_there_is_none() -> None:
     assert own_status_bytes("NoSuchField:") is None
+
+
+def touch(size: int) -> None:
+    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        for offset in range(0, size, mmap.PAGESIZE):
+            memory[offset] = 1
+    finally:
+        memory.close()
+
+
+def test_a_peak_watch_sees_its_own_span_not_the_process_lifetime() -> None:
+    touch(96 << 20)  # an earlier peak of this process
+    with own_peak_watch() as peak:
+        first = peak()
+        rss = own_status_bytes("VmRSS:")
+        assert first is not None and rss is not None
+        assert first < rss + (48 << 20)  # the earlier 96 MiB is not this watch's
+        touch(64 << 20)
+        during = peak()
+        assert during is not None and during >= rss + (56 << 20)
+
+
+def test_overlapping_watches_share_one_reset() -> None:
+    with own_peak_watch() as outer:
+        touch(64 << 20)
+        with own_peak_watch() as inner:  # does not forget what the outer watch saw
+            seen = inner()
+            assert seen is not None and seen == outer()

@@ -15,6 +15,7 @@ from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.session import Session
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
+from modelmon.core.system.host_memory import Primed
 from modelmon.gui.state.live import LiveView, ThroughputBins, display_bin_s
 from modelmon.gui.state.pacing import BASE_S, MAX_S, FramePacer
 
@@ -53,7 +54,9 @@ def test_the_view_stacks_files_and_counts_only_load_bytes(two_file_model: Model)
     t0 = 1_000_000_000
     assert view.update(t0).phase == "starting workers"
     load.ready[0] = WorkerReady(0, 123, 2, 4_999_984, True)
-    assert view.update(t0).phase == "preparing cache"
+    assert view.update(t0).phase == "preparing cache" and view.update(t0).priming == ""
+    load.priming = Primed(bytes=3 << 30, wanted=5 << 30, why="capped at half of …")
+    assert view.update(t0).priming == "priming 3.2 GB of free memory (capped at half of …)"
     load.reads.add(
         ReadBatch(
             0, (1,), (1000,), (500_000,), (t0 + 10_000_000,), (t0 + 20_000_000,), prefetch=True

@@ -87,7 +87,8 @@ def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(shar
     assert any(row[2].startswith("yes, as ") for row in rows)
     text = summary_text(dataclasses.replace(rec), "/tmp/m.toml")
     assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 cold runs.")
-    assert text.endswith("written to /tmp/m.toml.")
+    assert "written to /tmp/m.toml. Peak RSS " in text
+    assert text.endswith(" in the recommended load's own processes.")  # no parent peaks here
 
 
 def test_the_headline_calls_runs_cold_only_when_they_were(sharded_model: Path):

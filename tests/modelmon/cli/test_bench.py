@@ -31,12 +31,18 @@ def test_bench_json(modelmon, sharded_model: Path) -> None:
     assert all(r["cache"]["resident_before"] <= 0.01 for r in data["runs"])
     assert data["verdict"]["text"] in ("A faster", "B faster", "within noise")
     assert len(data["ratios"]) == 2 and data["a"]["spec"] == "mmap-shared-fd workers=2"
+    for side in ("a", "b"):  # the load's own peak and the whole process tree's
+        runs = [r for r in data["runs"] if r["side"] == side.upper()]
+        assert data[side]["peak_rss"] == max(r["workers_peak_rss"] for r in runs) > 0
+        tree = max(r["process_tree_peak_rss"] for r in runs)
+        assert data[side]["process_tree_peak_rss"] == tree > data[side]["peak_rss"]
 
 
 def test_bench_table_and_bad_spec(modelmon, sharded_model: Path) -> None:
     done = modelmon("bench", str(sharded_model), "--a", "pread", "--b", "sequential", "-n", "1")
     assert done.returncode == 0, done.stderr
     assert "verdict:" in done.stdout and "B/A per pair" in done.stdout
+    assert "peak RSS: workers / all" in done.stdout
     done = modelmon("bench", str(sharded_model), "--a", "pread workers=lots", "--b", "sequential")
     assert done.returncode == 2 and "workers" in done.stderr
     done = modelmon("bench", str(sharded_model), "--a", "pread --workers lots", "--b", "sequential")

@@ -193,3 +193,32 @@ def test_readahead_where_it_cannot_be_set_is_one_line_usage_error(modelmon, tmp_
         for child in folder.iterdir():
             child.unlink()
         folder.rmdir()
+
+
+def test_prime_memory_says_why_nothing_was_primed(modelmon, sharded_model: Path) -> None:
+    on = modelmon("load", str(sharded_model), "--prime-memory", "on", "--json")
+    assert on.returncode == 0, on.stderr
+    primed = json.loads(on.stdout)["cache"]["primed"]
+    assert primed["bytes"] == 0 and primed["why"] == "not primed: under 256 MiB of arrays"
+    off = modelmon("load", str(sharded_model), "--prime-memory", "off", "--json")
+    assert off.returncode == 0, off.stderr
+    primed = json.loads(off.stdout)["cache"]["primed"]
+    # Said only where a host takes freed memory back: elsewhere priming never applied.
+    assert primed["bytes"] == 0 and primed["why"] in ("", "not primed: priming is off")
+    bad = modelmon("load", str(sharded_model), "--prime-memory", "always")
+    assert bad.returncode == 2 and "--prime-memory" in bad.stderr
+
+
+def test_load_reports_the_whole_process_trees_peak_beside_the_workers(
+    modelmon, sharded_model: Path
+) -> None:
+    done = modelmon("load", str(sharded_model), "--workers", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    workers = sum(w["peak_rss"] for w in data["workers"])
+    assert data["workers_peak_rss"] == workers > 0
+    assert data["process_tree_peak_rss"] == data["parent_peak_rss"] + workers
+    assert data["parent_peak_rss"] > 10 << 20  # an interpreter with numpy at least
+    text = modelmon("load", str(sharded_model))
+    assert text.returncode == 0, text.stderr
+    assert "in all of modelmon's processes" in text.stdout

@@ -1,0 +1,58 @@
+"""The terminal's words for memory: a load's own peak beside all of modelmon's processes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from modelmon.core import open_model
+from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core.output.result import LoadResult, WorkerTiming
+from modelmon.core.output.text import memory_text, search_memory_text
+from modelmon.core.system import host_memory
+
+from ..measuring.records import candidate, run
+
+MB = 1_000_000
+
+
+def with_peaks(result: LoadResult, workers: tuple[int, ...], parent: int | None) -> LoadResult:
+    timings = tuple(WorkerTiming(w, 100 + w, 0, 1.0, 1, peak) for w, peak in enumerate(workers))
+    return dataclasses.replace(result, workers=timings, parent_peak_rss=parent)
+
+
+def test_a_loads_memory_line_sums_its_workers_and_adds_the_parent() -> None:
+    result = with_peaks(run(1000.0), (40 * MB, 60 * MB), 900 * MB)
+    assert result.workers_peak_rss == 100 * MB and result.process_tree_peak_rss == 1000 * MB
+    assert memory_text(result) == (
+        "peak RSS 1.00 GB in all of modelmon's processes: 900.00 MB in this one, "
+        "100.00 MB in the load's workers"
+    )
+    primed = dataclasses.replace(
+        result, cache=dataclasses.replace(result.cache, primed=host_memory.Primed(800 * MB))
+    )
+    assert "900.00 MB in this one (priming included)" in memory_text(primed)
+    unmeasured = with_peaks(run(1000.0), (40 * MB,), None)
+    assert unmeasured.process_tree_peak_rss is None and memory_text(unmeasured) == ""
+
+
+def test_a_search_says_the_picks_peak_and_the_largest_of_the_tree(sharded_model: Path) -> None:
+    best = candidate("sequential", 1000.0, 1010.0, workers=4)
+    best.results = [with_peaks(r, (50 * MB,), 300 * MB) for r in best.results]
+    other = candidate("pread", 700.0, workers=4)
+    other.results = [with_peaks(r, (400 * MB,), 2_000 * MB) for r in other.results]
+    rec = Recommendation(
+        open_model(sharded_model),
+        best,
+        (best, other),
+        None,
+        False,
+        10**10,
+        60.0,
+        58.0,
+        (),  # type: ignore[arg-type]
+    )
+    assert search_memory_text(rec) == (
+        "peak RSS 50.00 MB in the recommended load's own processes, 2.40 GB at most in all "
+        "of modelmon's processes over the search"
+    )

@@ -1,0 +1,178 @@
+"""What ``modelmon load`` takes from the machine it measures, run as users run it, inside a
+memory cgroup of a few hundred MiB that the test makes (and removes).
+
+The cgroup's own counters say exactly what modelmon's processes took: its peak usage is
+every page they were charged (their memory and the page cache they filled), which is what
+the machine's free memory lost to them, whatever the other engineers' processes on this
+shared machine do to MemFree meanwhile. A peak under the limit says that nothing in it
+ever met the limit, so nothing it holds was reclaimed, swapped or killed for room (this
+kernel leaves v1's ``memory.failcnt`` at 0 even then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from modelmon.core.system import cache
+from modelmon.core.system.residency import residency_of
+
+from ...core.loading.sparse import sparse_model
+
+MIB = 1 << 20
+BOUND = 512 * MIB  # the most one streaming load may take from the machine, all told
+V1 = Path("/sys/fs/cgroup/memory")
+
+
+@dataclass(frozen=True)
+class MemoryCgroup:
+    """A v1 memory cgroup: processes started with ``command`` run in it from their first
+    instruction (a shell moves itself in, then execs), their children too."""
+
+    path: Path
+    limit: int
+
+    def command(self, argv: list[str]) -> list[str]:
+        procs = self.path / "cgroup.procs"
+        return ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *argv]
+
+    def read(self, name: str) -> int:
+        return int((self.path / name).read_text().split()[0])
+
+    @property
+    def peak(self) -> int:
+        """Bytes charged at most since it was made (memory and page cache of its members)."""
+        return self.read("memory.max_usage_in_bytes")
+
+    @property
+    def met_limit(self) -> bool:
+        """Whether a charge ever met the limit (then the cgroup reclaims, or OOM-kills)."""
+        return self.peak >= self.limit
+
+    @property
+    def oom_kills(self) -> int:
+        for line in (self.path / "memory.oom_control").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+        return 0
+
+
+def _own_v1_memory_cgroup() -> Path | None:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return V1 / path.lstrip("/")
+    return None
+
+
+@contextlib.contextmanager
+def memory_cgroup(limit: int) -> Iterator[MemoryCgroup]:
+    """A child of this process's own memory cgroup, limited to ``limit`` bytes, no swap."""
+    parent = _own_v1_memory_cgroup() if (V1 / "memory.limit_in_bytes").exists() else None
+    if parent is None or not parent.is_dir():
+        pytest.skip("needs the cgroup v1 memory controller (this machine's kind)")
+    if not os.access(parent, os.W_OK):
+        pytest.skip("cannot create memory cgroups here (needs root)")
+    path = parent / f"modelmon-test-{os.getpid()}-{time.monotonic_ns()}"
+    path.mkdir()
+    try:
+        (path / "memory.limit_in_bytes").write_text(str(limit))
+        with contextlib.suppress(OSError):  # no swap accounting: there is no swap to limit
+            (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
+        yield MemoryCgroup(path, limit)
+    finally:
+        for pid in (path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # a straggler goes back to where we are
+                (parent / "cgroup.procs").write_text(pid)
+        path.rmdir()
+
+
+def load_in(cgroup: MemoryCgroup, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "modelmon", "load", *args, "--json"]
+    return subprocess.run(
+        cgroup.command(argv), capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_streaming_a_model_larger_than_its_cgroup_takes_under_512_mib(tmp_path: Path) -> None:
+    model = sparse_model(tmp_path, tensors=16, tensor_bytes=64 * MIB)  # 1 GiB
+    with memory_cgroup(768 * MIB) as cgroup:
+        done = load_in(cgroup, str(model), "--discard", "--cache", "cold")
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["status"] == "ok" and result["bytes"] == 1 << 30
+        assert result["dropped_behind"] is not None, result["notes"]
+        assert result["process_tree_peak_rss"] < BOUND
+        # Everything its processes took from the machine, page cache included.
+        assert cgroup.peak < BOUND, f"{cgroup.peak / MIB:.0f} MiB charged at the peak"
+        assert not cgroup.met_limit and cgroup.oom_kills == 0
+
+
+HOG = """
+import mmap, os, sys
+size, cached = int(sys.argv[1]), sys.argv[2]
+held = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for offset in range(0, size, mmap.PAGESIZE):
+    held[offset] = 1
+with open(cached, "rb") as model:  # what a server keeps of the model it serves
+    while model.read(8 << 20):
+        pass
+print("ready", flush=True)
+sys.stdin.readline()
+status = open("/proc/self/status").read()
+sizes = [line.split()[1] for line in status.splitlines() if line.startswith(("VmRSS", "VmSwap"))]
+print(" ".join(sizes))
+"""
+
+
+def test_a_load_beside_a_process_holding_most_of_the_memory_leaves_it_alone(
+    tmp_path: Path,
+) -> None:
+    """A server holds 448 MiB and keeps its 64 MiB model cached in a 768 MiB cgroup, and
+    modelmon streams a 1 GiB model beside it, priming on: the server keeps all its memory
+    and its cache, and nothing in the cgroup ever meets the limit, so nothing is reclaimed,
+    swapped or killed."""
+    served = tmp_path / "served.bin"
+    with open(served, "wb") as out:
+        out.write(os.urandom(64 * MIB))
+        os.fsync(out.fileno())  # clean pages, as a server's cached model is
+    cache.evict([served])  # so that the server's own read brings them in, charged to it
+    model = sparse_model(tmp_path, tensors=16, tensor_bytes=64 * MIB)
+    with (
+        memory_cgroup(768 * MIB) as cgroup,
+        subprocess.Popen(
+            cgroup.command([sys.executable, "-c", HOG, str(448 * MIB), str(served)]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as hog,
+    ):  # its pipes closed and the process reaped on every way out
+        try:
+            assert hog.stdout is not None and hog.stdout.readline().strip() == "ready"
+            assert residency_of([served]) == 1.0
+            args = ("--discard", "--cache", "cold", "--prime-memory", "on")
+            done = load_in(cgroup, str(model), *args)
+            assert done.returncode == 0, done.stderr
+            result = json.loads(done.stdout)
+            assert result["status"] == "ok" and result["dropped_behind"] is not None
+            assert result["cache"]["primed"]["bytes"] == 0  # it holds no arrays
+            assert hog.poll() is None, "the server was killed"
+            assert residency_of([served]) == 1.0, "the server's cached model was evicted"
+            assert not cgroup.met_limit and cgroup.oom_kills == 0
+            assert hog.stdin is not None
+            hog.stdin.write("done\n")
+            hog.stdin.flush()
+            rss_kib, swap_kib = (int(x) for x in hog.stdout.readline().split())
+            assert rss_kib * 1024 >= 448 * MIB and swap_kib == 0
+        finally:
+            if hog.poll() is None:
+                hog.kill()
