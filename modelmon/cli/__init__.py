@@ -14,7 +14,18 @@ import argparse
 import sys
 
 from modelmon import __version__
-from modelmon.cli import bench, demo, fleet, gui, inspect, load, models, recommend, strategies
+from modelmon.cli import (
+    bench,
+    demo,
+    fleet,
+    gui,
+    inspect,
+    load,
+    models,
+    recommend,
+    strategies,
+    watch,
+)
 from modelmon.cli.common import (
     EPILOG,
     EXPECTED_ERRORS,
@@ -25,7 +36,7 @@ from modelmon.cli.common import (
 )
 
 # In the order ``--help`` lists them; ``gui`` is also what runs without a verb.
-VERBS = (gui, inspect, load, bench, recommend, models, strategies, demo, fleet)
+VERBS = (gui, inspect, load, bench, recommend, watch, models, strategies, demo, fleet)
 
 
 def build_parser() -> argparse.ArgumentParser:

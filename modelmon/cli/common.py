@@ -19,6 +19,7 @@ from modelmon.core.errors import (
     ModelFormatError,
     OptionsError,
     ReferenceSyntaxError,
+    WatchError,
 )
 from modelmon.core.options import (
     CACHE_MODES,
@@ -45,6 +46,9 @@ class ExitCode(IntEnum):
     LOAD_FAILED = 1
     USAGE = 2
     BAD_MODEL = 3
+    WATCHED_FAILED = 4
+    NO_MODEL_SEEN = 5
+    TOO_SHORT = 6
     CANCELLED = 130
     TERMINATED = 143
 
@@ -54,6 +58,9 @@ MEANINGS = {
     ExitCode.LOAD_FAILED: "load failed",
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_MODEL: "bad model file",
+    ExitCode.WATCHED_FAILED: "watch: the command failed, was killed, or could not be started",
+    ExitCode.NO_MODEL_SEEN: "watch: the program never opened or mapped a model file",
+    ExitCode.TOO_SHORT: "watch: the program exited before the first sample",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
     ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
 }
@@ -65,6 +72,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
     (OptionsError, ExitCode.USAGE),
     (ReferenceSyntaxError, ExitCode.USAGE),
     (ConfigError, ExitCode.USAGE),
+    (WatchError, ExitCode.WATCHED_FAILED),
     (LoadError, ExitCode.LOAD_FAILED),
     (LoadCancelled, ExitCode.CANCELLED),
     (KeyboardInterrupt, ExitCode.CANCELLED),
@@ -82,6 +90,8 @@ examples:
   modelmon load model.gguf --json --samples           with time series and access pattern
   modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
   modelmon recommend model.safetensors -o modelmon.toml --budget 120
+  modelmon watch -- python serve.py --model /models/llama   watch your own loader load it
+  modelmon watch --pid 4242 --model /models/llama           attach to a running one
   modelmon strategies
   modelmon demo                              write the demo models, print their paths
 
