@@ -178,11 +178,10 @@ def assemble(
     first_s = seconds(span[0]) if span else None
     last_s = seconds(span[1]) if span else None
     quiet_ns = observer.last_active_ns
-    quiet_s = (
-        seconds(quiet_ns)
-        if quiet_ns is not None and ending.end_ns - quiet_ns >= QUIET_AT_END_S * 1e9
-        else None
+    quiet_at_end = quiet_ns is not None and (
+        ending.ended_by == "quiet" or ending.end_ns - quiet_ns >= QUIET_AT_END_S * 1e9
     )
+    quiet_s = seconds(quiet_ns) if quiet_at_end else None
     commands = [m.command for m in tree.members.values()] if tree is not None else []
     totals = observer.totals
     all_notes = [*notes, *sorted(observer.denied)]

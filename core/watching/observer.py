@@ -75,6 +75,7 @@ class Observer:
         self.previous_round_ns: int | None = None
         self.round_arrived = 0  # bytes that arrived in the latest scan
         self.last_active_ns: int | None = None
+        self.ended = False  # the watch decided to end: what follows is not the program's own
         self._last_tick: tuple[int, Counters] | None = None
 
     # --- setting up ----------------------------------------------------------------------------
@@ -113,7 +114,7 @@ class Observer:
                 self.round_arrived = sum(a.bytes for a in found)
             else:
                 self.round_arrived = 0
-            self._figures(now_ns)
+            self._figures(now_ns, final)
         self.cpu_ns += time.thread_time_ns() - started
 
     def _look(self, now_ns: int, want_rss: bool) -> int:
@@ -189,7 +190,7 @@ class Observer:
             return live[0].slot
         return UNKNOWN_HOLDER
 
-    def _figures(self, now_ns: int) -> None:
+    def _figures(self, now_ns: int, final: bool) -> None:
         tree = self.tree
         if tree is None:
             return
@@ -199,6 +200,8 @@ class Observer:
         self.peak_anon_rss = max(self.peak_anon_rss, self.anon_rss)
         self.live = len(tree.live())
         last, self._last_tick = self._last_tick, (now_ns, self.totals)
+        if final or self.ended:  # a stopped program's teardown is not activity
+            return
         if last is None or now_ns <= last[0]:
             self.last_active_ns = now_ns
             return

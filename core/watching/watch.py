@@ -266,6 +266,7 @@ class Watch:
 
     def _ended(self, root: int, ended_by: str) -> Ending:
         exit_ns = now_ns() if ended_by == "exit" else None
+        self.observer.ended = True
         how = None
         if ended_by != "exit" and self._process is not None:
             how = self._stop_command(root)
@@ -292,19 +293,23 @@ class Watch:
         return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
 
     def _signal_tree(self, root: int, number: signal.Signals) -> None:
+        """Signal the command's process group, then every other process of its tree (one
+        that left the group with setsid). The tree is read first: once the root is gone its
+        children belong to init, and a child never seen could no longer be told apart."""
+        members: list[tuple[int, int]] = []
+        tree = self.observer.tree
+        if tree is not None:
+            with self.observer.lock:
+                tree.refresh(now_ns())
+                members = [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(root, number)  # its own session: the group id is its pid
-        tree = self.observer.tree
-        if tree is None:
-            return
-        with self.observer.lock:
-            members = [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
         for pid, start_ticks in members:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as stat:
                     data = stat.read()
                 if int(data[data.rindex(b")") + 2 :].split()[19]) == start_ticks:
-                    os.kill(pid, number)  # a member that left the group (setsid)
+                    os.kill(pid, number)
             except (OSError, ValueError, IndexError):
                 continue
 
