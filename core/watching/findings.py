@@ -15,7 +15,9 @@ from modelmon.core.watching.loaders import fix
 from modelmon.core.watching.result import Finding, WatchResult
 
 PARTIAL_BELOW = 0.9  # of a mapped file read: under this, the load touched only part of it
-MIN_FAULTS = 64  # major faults worth a word
+MAPPED_MIN_BYTES = 16 << 20  # arrivals through a mapping worth a word
+MAPPED_SHARE = 0.5  # of the mapped files' arrivals, by faults rather than read calls
+READAHEAD_WORTH_RAISING_KB = 1024  # a readahead below this is worth raising for faults
 RANDOM_MIN_BYTES = 8 << 20  # arrivals worth judging for order
 RANDOM_MIN_JUMPS = 32
 RANDOM_BYTES_PER_JUMP = 8 << 20  # less than this between jumps: out of order
@@ -69,29 +71,35 @@ def shared_descriptor(result: WatchResult) -> Finding | None:
 
 
 def mmap_faults(result: WatchResult) -> Finding | None:
+    """Most of a mapped model's bytes on slow storage arrived through page faults: bytes that
+    arrived beyond what the tree's read calls returned (rchar). Major faults alone undercount
+    them: a fault on a page that readahead is still bringing in waits without counting."""
     mapped = [f for f in result.files if f.mapped and f.slow_storage]
-    if not mapped or result.major_faults < MIN_FAULTS:
-        return None
     arrived = sum(f.arrived_bytes for f in mapped)
-    per_fault = arrived / result.major_faults if arrived else 0.0
+    by_faults = max(0, arrived - result.read_chars)
+    if arrived < MAPPED_MIN_BYTES or by_faults < arrived * MAPPED_SHARE:
+        return None
     readahead = mapped[0].read_ahead_kb
     where = f"{mapped[0].slow_storage} storage ({mapped[0].storage})"
-    size = f"{human_bytes(int(per_fault))} per fault" if per_fault else "no bytes seen arrive"
+    faults = result.major_faults + result.minor_faults
     text = (
-        f"{result.loader.label} mapped {_name(mapped[0].path)} and took "
-        f"{result.major_faults:,} major page faults on {where}: {size}"
-        + (f" against a readahead of {readahead} KiB" if readahead is not None else "")
-        + "; each fault waits for its own round trip."
+        f"{result.loader.label} mapped {_name(mapped[0].path)} and {human_bytes(by_faults)} of "
+        f"it arrived through page faults on {where}"
+        + (f", each fault reading ahead {readahead} KiB at most" if readahead else "")
+        + f" ({result.major_faults:,} major, {faults:,} faults in all): faults come one "
+        "mapping window at a time, each waiting for its own round trip."
     )
     evidence = {
-        "major_faults": result.major_faults,
+        "bytes_by_faults": by_faults,
         "arrived_bytes": arrived,
-        "bytes_per_fault": round(per_fault),
+        "read_chars": result.read_chars,
+        "major_faults": result.major_faults,
+        "minor_faults": result.minor_faults,
         "read_ahead_kb": readahead,
         "storage": mapped[0].storage,
     }
     words = fix("mmap", result.loader)
-    if readahead is not None and per_fault and per_fault <= readahead * 1024 * 1.5:
+    if readahead is not None and readahead < READAHEAD_WORTH_RAISING_KB:
         words += "; or " + fix("readahead", result.loader)
     return Finding("mmap-faults", text, evidence, words)
 

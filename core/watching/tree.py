@@ -92,6 +92,35 @@ def parse_statm(data: bytes) -> tuple[int, int]:
     return resident * PAGE_SIZE, max(0, resident - shared) * PAGE_SIZE
 
 
+CHILDREN_FILES_UP_TO = 256  # threads in the tree; beyond, one listing of /proc is cheaper
+_HAVE_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def _children(pid: int) -> list[int]:
+    """Children of a process: the union of its threads' children lists."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as children:
+                found += [int(child) for child in children.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _last_pid() -> int | None:
+    """The most recent pid handed out (the last field of /proc/loadavg)."""
+    try:
+        with open("/proc/loadavg", "rb") as loadavg:
+            return int(loadavg.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def read_command(pid: int) -> tuple[str, ...]:
     """argv of a process ((): a kernel thread, or it is gone)."""
     try:
@@ -150,6 +179,7 @@ class ProcessTree:
         self._others: dict[int, int] = {}  # pid -> start ticks, of pids that are not ours
         self._retained = ZERO  # vanished members nobody in the tree absorbed
         self.denied: set[str] = set()  # what could not be read, named once
+        self._last_pid: int | None = None
         stat = self._read_stat(root)
         if stat is None:
             raise ProcessLookupError(errno.ESRCH, f"no process {root}")
@@ -184,31 +214,62 @@ class ProcessTree:
     def _discover(self, now_ns: int, initial: bool) -> None:
         """Add the processes whose parent is a live member (repeatedly: a child and its own
         child may both be new)."""
+        live = [m for m in self.members.values() if m.alive]
+        threads = sum(m.threads for m in live)
+        if _HAVE_CHILDREN and threads <= CHILDREN_FILES_UP_TO:
+            candidates = self._children_of(live)
+        else:
+            candidates = self._listed()
+        pids = {m.pid for m in live}
+        added = True
+        while added:
+            added = False
+            for pid, stat in sorted(candidates.items(), key=lambda item: item[1].start_ticks):
+                if stat.ppid in pids:
+                    self._join(pid, stat, now_ns, initial)
+                    pids.add(pid)
+                    del candidates[pid]
+                    added = True
+        for pid, stat in candidates.items():
+            self._others[pid] = stat.start_ticks
+
+    def _children_of(self, live: list[Member]) -> dict[int, StatLine]:
+        """New children of the live members, from each of their threads' children lists: a
+        cost that follows the tree, not how busy the machine is."""
+        found: dict[int, StatLine] = {}
+        todo = [m.pid for m in live]
+        while todo:
+            parent = todo.pop()
+            for child in _children(parent):
+                if child in self.members or child in found:
+                    continue
+                stat = self._read_stat(child)
+                if stat is not None:
+                    found[child] = stat
+                    todo.append(child)  # its own children may be new too
+        return found
+
+    def _listed(self) -> dict[int, StatLine]:
+        """New pids of the whole system with their stat lines (one read per new pid),
+        skipped while no process was created anywhere (/proc/loadavg's last pid)."""
+        last_pid = _last_pid()
+        if last_pid is not None and last_pid == self._last_pid:
+            return {}
+        self._last_pid = last_pid
         try:
             listed = {int(name) for name in os.listdir("/proc") if name.isdigit()}
         except OSError:
-            return
+            return {}
         for pid in [pid for pid in self._others if pid not in listed]:
             del self._others[pid]
-        candidates: dict[int, StatLine] = {}
+        found: dict[int, StatLine] = {}
         for pid in listed:
             if pid in self.members or pid in self._others:
                 continue
             stat = self._read_stat(pid)
             if stat is not None:
-                candidates[pid] = stat
-        live = {pid for pid, m in self.members.items() if m.alive}
-        added = True
-        while added:
-            added = False
-            for pid, stat in sorted(candidates.items(), key=lambda item: item[1].start_ticks):
-                if stat.ppid in live:
-                    self._join(pid, stat, now_ns, initial)
-                    live.add(pid)
-                    del candidates[pid]
-                    added = True
-        for pid, stat in candidates.items():
-            self._others[pid] = stat.start_ticks
+                found[pid] = stat
+        return found
 
     # --- reading -------------------------------------------------------------------------------
 

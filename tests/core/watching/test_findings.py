@@ -71,7 +71,7 @@ def a_result(files: tuple[FileReport, ...] = (), **changes: object) -> WatchResu
         minor_faults=0,
         cpu_seconds=1.0,
         read_bytes=GB,
-        read_chars=0,
+        read_chars=GB,
         peak_rss=GB,
         peak_anon_rss=GB // 10,
         swap_in_bytes=0,
@@ -110,14 +110,18 @@ def test_shared_descriptor_names_the_pids() -> None:
 
 
 def test_mmap_faults_on_fuse_in_the_loaders_terms() -> None:
-    faulted = a_result(major_faults=8000)  # 125 kB a fault against a 128 KiB readahead
+    faulted = a_result(major_faults=80, minor_faults=8000, read_chars=10_000_000)
     found = rules.mmap_faults(faulted)
-    assert found is not None and found.evidence["bytes_per_fault"] == GB // 8000
+    assert found is not None and found.evidence["bytes_by_faults"] == GB - 10_000_000
     assert "--load-mode none" in found.fix and "read_ahead_kb" in found.fix
-    assert "8,000 major page faults" in found.text and "128 KiB" in found.text
-    local = a_result((a_file(slow_storage=None),), major_faults=8000)
+    assert "990.00 MB of it arrived through page faults" in found.text
+    assert "128 KiB" in found.text and "8,080 faults" in found.text
+    local = a_result((a_file(slow_storage=None),), read_chars=0)
     assert rules.mmap_faults(local) is None
-    assert rules.mmap_faults(a_result(major_faults=rules.MIN_FAULTS - 1)) is None
+    # Read with read() (the reads returned what arrived): no finding, mapped or not.
+    assert rules.mmap_faults(a_result(read_chars=GB)) is None
+    half = a_result(read_chars=GB // 2 + 1)
+    assert rules.mmap_faults(half) is None
 
 
 def test_partial_read_gives_the_fraction_only_from_a_cold_start() -> None:
@@ -154,7 +158,8 @@ def test_evicted_double_copy_swap_and_not_cold() -> None:
 
 
 def test_the_json_is_strict_and_has_the_documented_keys() -> None:
-    result = a_result(findings=rules.findings(a_result(major_faults=8000)))
+    result = a_result(findings=rules.findings(a_result(read_chars=0)))
+    assert [f.code for f in result.findings] == ["mmap-faults"]
     data = json.loads(dumps(result.to_dict()))
     assert {
         "command",
