@@ -30,6 +30,7 @@ MAX_BINS = 256
 # A run of arrived pages continues a stream when a page within this distance before it is
 # resident; otherwise the reader jumped there (random order shows as many small jumps).
 STREAM_GAP_PAGES = 16
+FULL_BIN_TURNS = 32  # a bin that is all resident is looked at again every this many scans
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,6 @@ class FileArrival:
         self.edges = (np.arange(count + 1, dtype=np.int64) * self.pages) // count
         self._bin_counts = np.zeros(count, dtype=np.int64)
         self._bin_evicted = np.zeros(count, dtype=np.int64)
-        self._total: tuple[int, int] | None = None
         self.last_scan_ns = 0
         self.resident_before = 0.0  # fraction when first scanned
         self.arrived_pages = 0  # every arrival counted
@@ -105,35 +105,31 @@ class FileArrival:
         self.last_scan_ns = now_ns
         self.state[resident.astype(bool)] = BEFORE
 
-    def scan(self, now_ns: int) -> Arrivals | None:
-        """What arrived since the previous scan (None: nothing)."""
+    def scan(self, now_ns: int, everything: bool = False) -> Arrivals | None:
+        """What arrived since the previous scan (None: nothing). ``everything``: look at the
+        bins that were all resident too (the final scan)."""
         self.scans += 1
-        found = self._scan(now_ns)
+        found = self._scan(now_ns, everything)
         if found is not None:
             self.runs += len(found.offsets)
         return found
 
-    def _scan(self, now_ns: int) -> Arrivals | None:
+    def _scan(self, now_ns: int, everything: bool) -> Arrivals | None:
         start_ns, self.last_scan_ns = self.last_scan_ns, now_ns
         if not self.cachestat:
             return self._apply(0, self._whole(), start_ns, now_ns)
-        total = cached_in_range(self.fd, 0, 0)
-        if total is None:
+        changed = self._changed_bins(self._bins_to_look_at(everything))
+        if changed is None:  # cachestat refused: whole-file mincore from now on
             self.cachestat = False
             return self._apply(0, self._whole(), start_ns, now_ns)
-        if total == self._total:
-            return None
-        self._total = total
-        counts, evicted = self._bins()
-        changed = np.flatnonzero((counts != self._bin_counts) | (evicted != self._bin_evicted))
-        self._bin_counts, self._bin_evicted = counts, evicted
         offsets: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         for index in changed.tolist():
             first, end = int(self.edges[index]), int(self.edges[index + 1])
-            if counts[index] <= 0:
+            count = int(self._bin_counts[index])
+            if count <= 0:
                 resident = np.zeros(end - first, dtype=np.uint8)
-            elif counts[index] >= end - first:
+            elif count >= end - first:
                 resident = np.ones(end - first, dtype=np.uint8)
             else:
                 resident = resident_pages(self.fd, self.size, first, end - first)
@@ -149,15 +145,57 @@ class FileArrival:
         )
         return Arrivals(self.file.index, start_ns, now_ns, merged_offsets, merged_lengths)
 
+    def _bins_to_look_at(self, everything: bool) -> np.ndarray:
+        """Every bin not all resident, and a turn of the full ones (pages leave them only
+        when evicted): cachestat's cost follows the pages it counts, and on FUSE, whose page
+        cache holds single pages, counting a cached GB takes 10 ms."""
+        count = len(self.edges) - 1
+        if everything:
+            return np.arange(count)
+        full = self._bin_counts >= np.diff(self.edges)
+        turn = np.arange(count) % FULL_BIN_TURNS == self.scans % FULL_BIN_TURNS
+        return np.flatnonzero(~full | turn)
+
+    def _changed_bins(self, bins: np.ndarray) -> np.ndarray | None:
+        """Which of ``bins`` moved since they were last counted (their counts updated); None
+        if cachestat refuses. A run of bins that were empty is asked as one range (an empty
+        range costs 2 µs), then bin by bin only when something arrived in it: halving it
+        instead would walk the new pages once a level."""
+        changed: list[int] = []
+        empty = self._bin_counts[bins] == 0
+        groups: list[tuple[int, int]] = []  # [first bin, end bin) of runs of empty bins
+        for index, is_empty in zip(bins.tolist(), empty.tolist(), strict=True):
+            if is_empty and groups and groups[-1][1] == index and self._bin_counts[index - 1] == 0:
+                groups[-1] = (groups[-1][0], index + 1)
+            else:
+                groups.append((index, index + 1))
+        while groups:
+            first_bin, end_bin = groups.pop()
+            first, end = int(self.edges[first_bin]), int(self.edges[end_bin])
+            found = cached_in_range(self.fd, first * PAGE_SIZE, (end - first) * PAGE_SIZE)
+            if found is None:
+                return None
+            before = (
+                int(self._bin_counts[first_bin:end_bin].sum()),
+                int(self._bin_evicted[first_bin:end_bin].sum()),
+            )
+            if found == before:
+                continue
+            if end_bin - first_bin > 1:  # bin by bin: each walks only its own new pages
+                groups += [(index, index + 1) for index in range(first_bin, end_bin)]
+                continue
+            self._bin_counts[first_bin], self._bin_evicted[first_bin] = found
+            changed.append(first_bin)
+        return np.array(sorted(changed), dtype=np.int64)
+
     def _whole(self) -> np.ndarray:
         """0/1 per page of the whole file, from the bins' counts where they settle it."""
-        total = cached_in_range(self.fd, 0, 0) if self.cachestat else None
-        if total is None:
+        bins = np.arange(len(self.edges) - 1)
+        counts, evicted = self._bins(bins) if self.cachestat else (None, None)
+        if counts is None or evicted is None:
             self.cachestat = False
             self.mincore_pages += self.pages
             return resident_pages(self.fd, self.size, 0, self.pages)
-        self._total = total
-        counts, evicted = self._bins()
         self._bin_counts, self._bin_evicted = counts, evicted
         resident = np.zeros(self.pages, dtype=np.uint8)
         for index in range(len(counts)):
@@ -169,16 +207,16 @@ class FileArrival:
                 self.mincore_pages += end - first
         return resident
 
-    def _bins(self) -> tuple[np.ndarray, np.ndarray]:
-        counts = np.zeros(len(self.edges) - 1, dtype=np.int64)
+    def _bins(self, bins: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(cached, evicted) pages of each of ``bins``; (None, None) if cachestat refuses."""
+        counts = np.zeros(len(bins), dtype=np.int64)
         evicted = np.zeros_like(counts)
-        for index in range(len(counts)):
+        for place, index in enumerate(bins.tolist()):
             first, end = int(self.edges[index]), int(self.edges[index + 1])
             found = cached_in_range(self.fd, first * PAGE_SIZE, (end - first) * PAGE_SIZE)
-            if found is None:  # refused midway: mark every bin changed, mincore decides
-                counts[index], evicted[index] = -1, -1
-                continue
-            counts[index], evicted[index] = found
+            if found is None:
+                return None, None
+            counts[place], evicted[place] = found
         return counts, evicted
 
     def _apply(
@@ -256,12 +294,12 @@ class ArrivalTracker:
             return
         self.files[model_file.index] = tracked
 
-    def round(self, now_ns: int) -> list[Arrivals]:
+    def round(self, now_ns: int, everything: bool = False) -> list[Arrivals]:
         started = time.thread_time_ns()
         found: list[Arrivals] = []
         for tracked in self.files.values():
             try:
-                arrivals = tracked.scan(now_ns)
+                arrivals = tracked.scan(now_ns, everything)
             except OSError as error:  # the file went away under the program
                 self.failed[tracked.file.index] = f"cannot scan {tracked.file.path}: {error}"
                 continue

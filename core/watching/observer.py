@@ -106,7 +106,7 @@ class Observer:
                     cost = self._look(now_ns, want_rss=final or now_ns >= self._next_rss)
                     self._next_look = now_ns + max(self.interval_ns, int(cost / LOOK_CPU_SHARE))
             if final or now_ns >= self._next_scan:
-                found = self.arrivals.round(now_ns)
+                found = self.arrivals.round(now_ns, everything=final)
                 self._log(found)
                 cost = self.arrivals.last_round_cpu_ns
                 self._next_scan = now_ns + int(cost / ARRIVAL_CPU_SHARE)

@@ -115,7 +115,9 @@ class WatchResult:
     pid: int  # the root of the tree
     attached: bool
     status: str  # "exited" | "killed" | "stopped" | "detached" | "cancelled" | "gone"
-    exit_code: int | None  # the command's (None: attached, or it did not end)
+    # The command's exit status, or minus the signal that ended it (-9), as subprocess gives
+    # it; None when attached or when it did not end.
+    exit_code: int | None
     signal: str | None  # the signal that ended it ("SIGKILL"), if one did
     ended_by: str  # "exit" | "quiet" | "cancel" | "exit-of-attached"
     wall_seconds: float

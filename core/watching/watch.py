@@ -347,7 +347,13 @@ class Watch:
                 tree.mark_exited(root, end)
         if process.poll() is None:  # never left running: the run ends here, one way or another
             self._signal_tree(root, signal.SIGKILL)
-        process.wait()
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:  # SIGKILLed and still there: stuck in the kernel
+            self.notes.append(
+                f"pid {root} did not exit {STOP_GRACE_S:.0f} s after SIGKILL (stuck in an "
+                "uninterruptible wait, as on a hung FUSE mount); it was not reaped"
+            )
 
     def _notes(self) -> list[str]:
         notes = list(self.notes)

@@ -14,7 +14,7 @@ import pytest
 
 from modelmon.core.system import cache
 from modelmon.core.system.residency import PAGE_SIZE
-from modelmon.core.watching.arrival import FileArrival, merge_runs, page_runs
+from modelmon.core.watching.arrival import FULL_BIN_TURNS, FileArrival, merge_runs, page_runs
 from modelmon.core.watching.assemble import arrival_span
 from modelmon.core.watching.descriptors import DescriptorGroups, kcmp_same_file
 from modelmon.core.watching.files import ModelFiles, files_in_arguments
@@ -122,6 +122,18 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
         assert again is not None and again.bytes == size
         assert tracked.arrived_bytes == 4 * PAGE_SIZE + size
         assert tracked.unique_arrived_bytes() == size
+        # A bin all resident is looked at on its turn only, and always by the final scan.
+        cache.evict([path])
+        scans = [tracked.scan(6 + n) for n in range(FULL_BIN_TURNS)]
+        assert scans == [None] * FULL_BIN_TURNS
+        assert tracked.evicted_arrived_pages == 4 + tracked.pages  # every bin had its turn
+        path.read_bytes()
+        assert tracked.scan(100) is not None and tracked.resident_fraction() == 1.0
+        cache.evict([path])
+        dropped = tracked.evicted_arrived_pages
+        tracked.scan(101, everything=True)  # the final scan: every bin, at once
+        assert tracked.evicted_arrived_pages == dropped + tracked.pages
+        assert tracked.resident_fraction() == 0.0
     finally:
         tracked.close()
 
