@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modelmon.core.measuring.metrics.sampler import Sampler
-from modelmon.core.system.cache import CacheState
+from modelmon.core.system.cache import CacheState, hidden_reason
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import StorageFacts, storage_facts
 from modelmon.core.watching.findings import findings
@@ -190,6 +190,10 @@ def assemble(
     if observer.groups.unavailable:
         all_notes.append(f"descriptor sharing unknown: {observer.groups.unavailable}")
     all_notes += sorted(observer.arrivals.failed.values())
+    for model_file in observer.files.files:
+        hidden = hidden_reason(model_file.path)
+        if hidden:  # its pages would look absent: no arrival can be seen
+            all_notes.append(f"{hidden}: only what the processes mapped or read is counted")
     if cache is not None and files:
         size = sum(f.size for f in files)
         after = sum(f.resident_after * f.size for f in files if math.isfinite(f.resident_after))

@@ -13,6 +13,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from modelmon.core.loading.messages import ReadBatch
 from modelmon.core.loading.reads import ReadLog
 from modelmon.core.watching.arrival import Arrivals, ArrivalTracker
@@ -234,6 +236,15 @@ class Observer:
                 mapped=any(use.mapped for use in self.uses.values()),
                 looks=self.looks,
             )
+
+    def residency_maps(self, bins: int = 256) -> dict[str, np.ndarray]:
+        """{path: resident fraction per bin} of each model file as last scanned (the app's
+        residency grid for a watched run; the sampler keeps none for it)."""
+        with self.lock:
+            return {
+                tracked.file.path: tracked.resident_map(bins)
+                for tracked in self.arrivals.files.values()
+            }
 
     def close(self) -> None:
         with self.lock:

@@ -96,7 +96,8 @@ def test_load_file_reads_every_byte(tmp_path: Path, small_model: Path) -> None:
 
 def test_cat_arrives_whole_and_is_named(tmp_path: Path, small_model: Path) -> None:
     with open(os.devnull, "wb") as sink:
-        result = Watch(["cat", str(small_model)], stdout=sink.fileno(), interval_s=0.01).run()
+        watch = Watch(["cat", str(small_model)], stdout=sink.fileno(), interval_s=0.01)
+        result = watch.run()
     size = small_model.stat().st_size
     assert result.exit_code == 0 and result.loader.label == "cat"
     assert result.arrived_bytes == result.bytes_read == size
@@ -105,6 +106,11 @@ def test_cat_arrives_whole_and_is_named(tmp_path: Path, small_model: Path) -> No
     # The arrivals are in the read log, as a load's reads are: together, the whole file once.
     arrivals = result.samples.arrivals
     assert int(arrivals["length"].sum()) == size and set(arrivals["file"].tolist()) == {0}
+    # The residency grid the app draws for it: every bin full.
+    grid = watch.observer.residency_maps(8)
+    assert (
+        list(grid) == [str(small_model.resolve())] and grid[str(small_model.resolve())].min() == 1
+    )
 
 
 def test_attach_to_a_running_program(tmp_path: Path, small_model: Path) -> None:

@@ -156,3 +156,15 @@ def test_quiet_ends_the_watch_of_a_server_that_loaded(modelmon, model: Path) -> 
     assert data["quiet_s"] is not None and data["quiet_s"] <= data["wall_seconds"]
     assert any("stopped the command (SIGTERM)" in note for note in data["notes"])
     assert "loaded" in done.stderr  # the command's stdout went to stderr, next to the JSON
+
+
+def test_compare_sets_this_storages_ceilings_next_to_the_loader(modelmon, model: Path) -> None:
+    command = f"cat {model} | (sleep 0.1; cat > /dev/null)"
+    done = modelmon("watch", "--compare", "--interval-ms", "10", "--", "sh", "-c", command)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("compare:")]
+    assert [line.split(";")[1].split()[0] for line in lines] == [
+        "sequential_read",
+        "parallel_read",
+    ]
+    assert all("your loader" in line and "MB/s here" in line for line in lines)
