@@ -138,18 +138,23 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
         tracked.close()
 
 
-def test_tree_counts_exited_children_once_and_keeps_the_root_after_it_exits() -> None:
-    # Three children each read 8 MB and exit; their parent reaps them: the kernel adds their
-    # counters to the parent's, and the tree must neither lose nor double them.
+def test_tree_counts_exited_children_once_and_keeps_the_root_after_it_exits(
+    tmp_path: Path,
+) -> None:
+    # Three children each read 8 MB, are seen by the tree, then exit and are reaped by their
+    # parent: the kernel adds their counters to the parent's, and the tree must neither lose
+    # nor double them.
+    go = tmp_path / "go"
     script = (
-        "import os, sys\n"
+        "import os, sys, time\n"
         "for _ in range(3):\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
+        "    if os.fork() == 0:\n"
         "        fd = os.open('/dev/zero', os.O_RDONLY)\n"
         "        for _ in range(8): os.read(fd, 1 << 20)\n"
+        "        print('read', flush=True)\n"
+        f"        while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
         "        os._exit(0)\n"
-        "    os.waitpid(pid, 0)\n"
+        "for _ in range(3): os.wait()\n"
         "print('done', flush=True)\n"
         "sys.stdin.read()\n"
     )
@@ -159,9 +164,14 @@ def test_tree_counts_exited_children_once_and_keeps_the_root_after_it_exits() ->
     assert child.stdin is not None and child.stdout is not None
     tree = ProcessTree(child.pid, attached=False, now_ns=time.perf_counter_ns())
     try:
+        assert [child.stdout.readline() for _ in range(3)] == [b"read\n"] * 3
+        tree.refresh(time.perf_counter_ns())
+        assert len(tree.live()) == 4  # the children, seen alive with their 8 MB each
+        go.touch()
         assert child.stdout.readline() == b"done\n"
         tree.refresh(time.perf_counter_ns())
         children = 24 << 20
+        assert len(tree.live()) == 1
         assert children <= tree.totals().read_chars < children + (8 << 20)
         child.stdin.close()
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # a zombie, not reaped yet
@@ -172,6 +182,7 @@ def test_tree_counts_exited_children_once_and_keeps_the_root_after_it_exits() ->
         tree.refresh(time.perf_counter_ns())
         assert tree.totals() == final  # kept after it was reaped
     finally:
+        go.touch()
         if child.poll() is None:
             child.kill()
         child.wait()
