@@ -138,6 +138,32 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
         tracked.close()
 
 
+def test_arrivals_without_cachestat_scan_the_whole_file_with_mincore(tmp_path: Path) -> None:
+    from modelmon.core.watching.files import ModelFile
+
+    path = tmp_path / "m.bin"
+    path.write_bytes(os.urandom(32 * PAGE_SIZE))
+    cache.evict([path])
+    stat = path.stat()
+    tracked = FileArrival(ModelFile(0, str(path), 32 * PAGE_SIZE, (stat.st_dev, stat.st_ino), True))
+    tracked.cachestat = False  # as on a kernel before 6.5
+    try:
+        tracked.baseline(1)
+        with open(path, "rb", buffering=0) as file:
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+            file.seek(8 * PAGE_SIZE)
+            file.read(2 * PAGE_SIZE)
+        found = tracked.scan(2)
+        assert found is not None
+        assert (found.offsets.tolist(), found.lengths.tolist()) == (
+            [8 * PAGE_SIZE],
+            [2 * PAGE_SIZE],
+        )
+        assert tracked.mincore_pages == 2 * 32  # the whole file, at the baseline and the scan
+    finally:
+        tracked.close()
+
+
 def test_tree_counts_exited_children_once_and_keeps_the_root_after_it_exits(
     tmp_path: Path,
 ) -> None:
