@@ -8,6 +8,10 @@ What runs a load, by kind:
 - ``measure`` / ``loading.runner.LoadRun``: in worker processes (``loading.worker``); only the
   measurement comes back. A/B pairs, ceilings and ``recommend`` are series of these.
 - ``measuring.session.Session``: one ``LoadRun`` with live metrics sampled alongside.
+
+Someone else's load, watched from outside: ``watch`` runs a command (or attaches to a pid) and
+returns what arrived how fast and why it is slow; ``watcher`` gives the ``Watch`` unstarted,
+for a caller that plots it live and may cancel it.
 """
 
 from __future__ import annotations
@@ -27,8 +31,12 @@ from modelmon.core.errors import (
 from modelmon.core.options import LoadOptions
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from modelmon.core.model.records import Model
     from modelmon.core.output.result import LoadResult
+    from modelmon.core.watching.result import Reference, WatchResult
+    from modelmon.core.watching.watch import Watch
 
 __all__ = [
     "ConfigError",
@@ -43,6 +51,9 @@ __all__ = [
     "load",
     "measure",
     "open_model",
+    "storage_references",
+    "watch",
+    "watcher",
 ]
 
 
@@ -66,3 +77,24 @@ def open_model(path: Any) -> Model:
     from modelmon.core.model.formats import open_model as _open_model
 
     return _open_model(path)
+
+
+def watcher(command: Sequence[str] | None = None, **options: Any) -> Watch:
+    """A watch of ``command`` (or of ``pid=``), not started; see
+    ``modelmon.core.watching.watch.Watch``."""
+    from modelmon.core.watching.watch import Watch
+
+    return Watch(command, **options)
+
+
+def watch(command: Sequence[str] | None = None, **options: Any) -> WatchResult:
+    """Run ``command`` (or attach to ``pid=``) and watch it load its model, to the end."""
+    return watcher(command, **options).run()
+
+
+def storage_references(paths: Sequence[str], repeats: int = 1) -> tuple[Reference, ...]:
+    """What this storage delivers on these model files (read ceilings, cold), to compare a
+    watched load with; see ``modelmon.core.watching.compare``."""
+    from modelmon.core.watching.compare import storage_references as _references
+
+    return _references(paths, repeats)

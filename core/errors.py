@@ -79,3 +79,8 @@ class EmptyModelError(ModelFormatError):
 
 class ReadaheadError(OptionsError):
     """A ``readahead`` option that cannot be applied here (no knob, no permission, device busy)."""
+
+
+class WatchError(ModelmonError):
+    """A watch that could not begin: the command cannot be started, or the process to attach
+    to is not there (or not ours to look at)."""

@@ -124,7 +124,7 @@ def test_core_is_in_layers_with_a_small_root():
     root = sorted(p.name for p in (ROOT / "core").glob("*.py"))
     assert len(root) <= 8, f"core/ has {len(root)} loose modules: {root}"
     layers = {p.name for p in (ROOT / "core").iterdir() if (p / "__init__.py").exists()}
-    assert layers == {"model", "loading", "system", "measuring", "output"}, layers
+    assert layers == {"model", "loading", "system", "measuring", "watching", "output"}, layers
     cli = [str(p.relative_to(ROOT)) for p in _python_files("core") if "cli" in p.stem]
     assert not cli, f"the command line belongs in modelmon/cli, not in the engine: {cli}"
 

@@ -112,11 +112,14 @@ def _cachestat(fd: int, offset: int, length: int) -> _Cachestat | None:
     raise OSError(code, f"cachestat: {os.strerror(code)}")
 
 
-def _mincore_windows(fd: int, size: int, window_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
-    """(first page, residency 0/1 per page) for each window of at most ``window_bytes``."""
+def _mincore_windows(
+    fd: int, size: int, window_bytes: int, start: int = 0
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(first page, residency 0/1 per page) for each window of at most ``window_bytes`` of
+    bytes [start, size); ``start`` is a multiple of the page size."""
     window = max(PAGE_SIZE, window_bytes - window_bytes % PAGE_SIZE)
-    vector = np.zeros(-(-min(window, size) // PAGE_SIZE), dtype=np.uint8)  # reused
-    for offset in range(0, size, window):
+    vector = np.zeros(-(-min(window, max(0, size - start)) // PAGE_SIZE), dtype=np.uint8)
+    for offset in range(start, size, window):
         length = min(window, size - offset)
         pages = -(-length // PAGE_SIZE)
         # Mapping without touching faults nothing in, so measuring does not change the cache.
@@ -131,6 +134,29 @@ def _mincore_windows(fd: int, size: int, window_bytes: int) -> Iterator[tuple[in
         finally:
             LIBC.munmap(address, length)
         yield offset // PAGE_SIZE, vector[:pages] & 1  # bits 1..7 are reserved
+
+
+def cached_in_range(fd: int, offset: int, length: int) -> tuple[int, int] | None:
+    """(cached, evicted) pages of bytes [offset, offset + length) of an open file, by
+    cachestat (length 0: to the end); None where cachestat is unusable. ``evicted`` counts
+    the pages the kernel still remembers having dropped (its shadow entries)."""
+    counters = _cachestat(fd, offset, length)
+    if counters is None:
+        return None
+    return int(counters.nr_cache), int(counters.nr_evicted)
+
+
+def resident_pages(
+    fd: int, size: int, first_page: int, pages: int, window_bytes: int = MINCORE_WINDOW_BYTES
+) -> np.ndarray:
+    """0/1 per page (uint8) for pages [first_page, first_page + pages) of an open file of
+    ``size`` bytes, by mincore over bounded windows of a mapping that faults nothing in."""
+    start = first_page * PAGE_SIZE
+    end = min(size, (first_page + pages) * PAGE_SIZE)
+    found = np.zeros(pages, dtype=np.uint8)
+    for page, resident in _mincore_windows(fd, end, window_bytes, start):
+        found[page - first_page : page - first_page + len(resident)] = resident
+    return found
 
 
 def _resolve(method: Method) -> Method:

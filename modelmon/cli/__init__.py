@@ -16,7 +16,18 @@ import sys
 import time
 
 from modelmon import __version__
-from modelmon.cli import bench, demo, fleet, gui, inspect, load, models, recommend, strategies
+from modelmon.cli import (
+    bench,
+    demo,
+    fleet,
+    gui,
+    inspect,
+    load,
+    models,
+    recommend,
+    strategies,
+    watch,
+)
 from modelmon.cli.common import (
     EPILOG,
     EXPECTED_ERRORS,
@@ -30,7 +41,7 @@ from modelmon.cli.common import (
 )
 
 # In the order ``--help`` lists them; ``gui`` is also what runs without a verb.
-VERBS = (gui, inspect, load, bench, recommend, models, strategies, demo, fleet)
+VERBS = (gui, inspect, load, bench, recommend, watch, models, strategies, demo, fleet)
 
 
 def build_parser() -> argparse.ArgumentParser:

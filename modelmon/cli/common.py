@@ -21,6 +21,7 @@ from modelmon.core.errors import (
     ModelFormatError,
     OptionsError,
     ReferenceSyntaxError,
+    WatchError,
 )
 from modelmon.core.measuring.limits import (
     MAX_AB_PAIRS,
@@ -63,6 +64,9 @@ class ExitCode(IntEnum):
     USAGE = 2
     BAD_MODEL = 3
     NOT_SAVED = 4
+    WATCHED_FAILED = 5
+    NO_MODEL_SEEN = 6
+    TOO_SHORT = 7
     CANCELLED = 130
     PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for a tool that SIGPIPE ended
     TERMINATED = 143
@@ -74,6 +78,9 @@ MEANINGS = {
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_MODEL: "bad model file",
     ExitCode.NOT_SAVED: "measured, but not saved where asked (kept elsewhere, said where)",
+    ExitCode.WATCHED_FAILED: "watch: the command failed, was killed, or could not be started",
+    ExitCode.NO_MODEL_SEEN: "watch: the program never opened or mapped a model file",
+    ExitCode.TOO_SHORT: "watch: the program exited before the first sample",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
     ExitCode.PIPE_CLOSED: "stdout closed by its reader (| head), as SIGPIPE",
     ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
@@ -86,6 +93,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
     (OptionsError, ExitCode.USAGE),
     (ReferenceSyntaxError, ExitCode.USAGE),
     (ConfigError, ExitCode.USAGE),
+    (WatchError, ExitCode.WATCHED_FAILED),
     (LoadError, ExitCode.LOAD_FAILED),
     (LoadCancelled, ExitCode.CANCELLED),
     (KeyboardInterrupt, ExitCode.CANCELLED),
@@ -113,6 +121,8 @@ EPILOG = epilog("""\
   modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
   modelmon recommend model.safetensors -o modelmon.toml --budget 120
   modelmon models                            the models already on this machine
+  modelmon watch -- python serve.py --model /models/llama   watch your own loader load it
+  modelmon watch --pid 4242 --model /models/llama           attach to a running one
   modelmon strategies
   modelmon demo                              write the demo models, print their paths
   modelmon VERB --help                       a verb's options and examples""")

@@ -25,7 +25,12 @@ VERBS = {
     "demo": ["demo", "--dir", "{demo}"],
     "recommend": ["recommend", "{model}", "--budget", "5", "--workers", "2", "-o", "{out}"],
     "models": ["models", "--dir", "{folder}"],
-}
+    # The reader of the pipe starts late, so cat's load lasts longer than a sample.
+    "watch --samples": [
+        "watch", "--samples", "--interval-ms", "10", "--",
+        "sh", "-c", "cat {model} | (sleep 0.1; cat > /dev/null)",
+    ],
+}  # fmt: skip
 
 
 def strict(text: str) -> Any:
@@ -66,7 +71,9 @@ def test_every_verb_prints_strict_versioned_json(
     args = [
         word.format(model=tiny_model, demo=demo, folder=folder, out=out) for word in VERBS[verb]
     ]
-    done = modelmon(*args, "--json", timeout=120)
+    # --json goes before a watched command's "--": after it, it would be the command's.
+    at = args.index("--") if "--" in args else len(args)
+    done = modelmon(*args[:at], "--json", *args[at:], timeout=120)
     assert done.returncode == 0, done.stderr
     data = strict(done.stdout)
     if verb == "strategies":  # a list: each entry a strategy
@@ -79,5 +86,7 @@ def test_every_verb_prints_strict_versioned_json(
         assert data["gguf"] == str(demo / "llama-demo-q8_0.gguf")
     if verb == "load --samples":
         assert data["samples"]["series"]
+    if verb == "watch --samples":
+        assert data["bytes_read"] == tiny_model.stat().st_size and data["samples"]["series"]
     if verb == "recommend":
         assert data["format_version"] == 1 and data["recommended"]["strategy"]

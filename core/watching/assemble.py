@@ -1,0 +1,261 @@
+"""From what the observer saw to a ``WatchResult``: per-file, per-process and per-description
+reports, the arrival span, the loader, then the findings."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from modelmon.core.measuring.metrics.sampler import Sampler
+from modelmon.core.system.cache import CacheState, hidden_reason
+from modelmon.core.system.residency import PAGE_SIZE
+from modelmon.core.system.storage import StorageFacts, storage_facts
+from modelmon.core.watching.findings import findings
+from modelmon.core.watching.loaders import detect
+from modelmon.core.watching.observer import Observer
+from modelmon.core.watching.result import (
+    DescriptionReport,
+    FileReport,
+    ProcessReport,
+    Reference,
+    WatchResult,
+    WatchSamples,
+)
+
+QUIET_AT_END_S = 1.0  # quiet this long at the end makes its start "when it went quiet"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the watched program and the watch ended."""
+
+    status: str
+    ended_by: str
+    exit_code: int | None
+    signal: str | None
+    wall_ns: int  # t0 to the exit (or to the end of the watch)
+    end_ns: int
+
+
+def slow_storage(facts: StorageFacts | None) -> str | None:
+    if facts is None:
+        return None
+    if facts.is_fuse:
+        return "FUSE"
+    if facts.is_network:
+        return "network"
+    return "rotational" if facts.rotational else None
+
+
+def arrival_span(windows: Sequence[tuple[int, int, int]]) -> tuple[int, int] | None:
+    """(first, last) byte's arrival, in ns, from the scan windows that saw arrivals.
+
+    The first byte came within its window; at the rate of the window after it, its bytes
+    took bytes/rate, so it came that long before the window's end. The last byte likewise,
+    at the rate of the window before. One window: its bounds (the load fit in one scan).
+    """
+    if not windows:
+        return None
+    ordered = sorted(windows, key=lambda w: w[1])
+    start, end, count = ordered[0]
+    first = start
+    if len(ordered) > 1:
+        next_start, next_end, next_count = ordered[1]
+        rate = next_count / max(1, next_end - next_start)
+        first = max(start, end - round(count / rate)) if rate > 0 else start
+    start, end, count = ordered[-1]
+    last = end
+    if len(ordered) > 1:
+        prev_start, prev_end, prev_count = ordered[-2]
+        rate = prev_count / max(1, prev_end - prev_start)
+        last = min(end, start + round(count / rate)) if rate > 0 else end
+    return first, max(first, last)
+
+
+def _storage(path: str) -> StorageFacts | None:
+    try:
+        return storage_facts(path)
+    except OSError:
+        return None
+
+
+def assemble(
+    observer: Observer,
+    sampler: Sampler | None,
+    *,
+    command: tuple[str, ...] | None,
+    pid: int,
+    attached: bool,
+    t0_ns: int,
+    ending: Ending,
+    cache: CacheState | None,
+    swap: tuple[int | None, int | None],
+    notes: Sequence[str],
+    references: Sequence[Reference],
+) -> WatchResult:
+    def seconds(ns: int | None) -> float | None:
+        return None if ns is None else (ns - t0_ns) / 1e9
+
+    tree = observer.tree
+    files: list[FileReport] = []
+    for model_file in observer.files.files:
+        tracked = observer.arrivals.files.get(model_file.index)
+        use = observer.uses.get(model_file.index)
+        facts = _storage(model_file.path)
+        position = max(
+            (g.max_position for g in observer.groups.groups if g.file == model_file.index),
+            default=0,
+        )
+        mapped_peak = use.mapped_rss_peak if use else 0
+        arrived = tracked.arrived_bytes if tracked else 0
+        seen = min(model_file.size, max(mapped_peak, position))
+        files.append(
+            FileReport(
+                index=model_file.index,
+                path=model_file.path,
+                size=model_file.size,
+                named=model_file.named,
+                resident_before=tracked.resident_before if tracked else math.nan,
+                resident_after=tracked.resident_fraction() if tracked else math.nan,
+                arrived_bytes=arrived,
+                unique_arrived_bytes=tracked.unique_arrived_bytes() if tracked else 0,
+                evicted_bytes=(tracked.evicted_arrived_pages * PAGE_SIZE if tracked else 0),
+                mapped=bool(use and use.mapped),
+                opened=bool(use and use.opened),
+                mapped_rss_peak=mapped_peak,
+                read_position_peak=position,
+                bytes_read=max(arrived, seen),
+                storage=facts.description if facts else "unknown",
+                fs_type=facts.fs_type if facts else "unknown",
+                slow_storage=slow_storage(facts),
+                read_ahead_kb=facts.read_ahead_kb if facts else None,
+                runs=tracked.runs if tracked else 0,
+                jumps=tracked.jumps if tracked else 0,
+            )
+        )
+    processes = []
+    if tree is not None:
+        for member in tree.members.values():
+            counters = member.last.minus(member.baseline)
+            processes.append(
+                ProcessReport(
+                    pid=member.pid,
+                    ppid=member.ppid,
+                    slot=member.slot,
+                    command=" ".join(member.command)[:500],
+                    started_s=seconds(member.first_seen_ns) or 0.0,
+                    exited_s=seconds(member.exited_ns),
+                    major_faults=counters.major_faults,
+                    minor_faults=counters.minor_faults,
+                    cpu_seconds=round(counters.cpu_seconds, 3),
+                    read_bytes=counters.read_bytes,
+                    read_chars=counters.read_chars,
+                    peak_rss=member.peak_rss,
+                    peak_anon_rss=member.peak_anon_rss,
+                    threads=member.threads,
+                )
+            )
+    paths = {f.index: f.path for f in observer.files.files}
+    descriptions = tuple(
+        DescriptionReport(
+            file=group.file,
+            path=paths.get(group.file, ""),
+            pids=tuple(group.pids),
+            descriptors=tuple(sorted(group.members)),
+            threads=dict(sorted(group.threads.items())),
+            flags=oct(group.flags),
+            o_direct=group.o_direct,
+            position=group.position,
+            max_position=group.max_position,
+        )
+        for group in observer.groups.groups
+    )
+    # Nothing of the watched program arrived before it started (or before the attach).
+    windows = [(max(t0_ns, s), max(t0_ns, e), n) for s, e, n in observer.arrivals.windows]
+    span = arrival_span(windows)
+    first_s = seconds(span[0]) if span else None
+    last_s = seconds(span[1]) if span else None
+    quiet_ns = observer.last_active_ns
+    quiet_at_end = quiet_ns is not None and (
+        ending.ended_by == "quiet" or ending.end_ns - quiet_ns >= QUIET_AT_END_S * 1e9
+    )
+    quiet_s = seconds(quiet_ns) if quiet_at_end else None
+    commands = [m.command for m in tree.members.values()] if tree is not None else []
+    totals = observer.totals
+    all_notes = [*notes, *sorted(observer.denied)]
+    if tree is not None:
+        all_notes += sorted(tree.denied)
+    if observer.groups.unavailable:
+        all_notes.append(f"descriptor sharing unknown: {observer.groups.unavailable}")
+    all_notes += sorted(observer.arrivals.failed.values())
+    for model_file in observer.files.files:
+        hidden = hidden_reason(model_file.path)
+        if hidden:  # its pages would look absent: no arrival can be seen
+            all_notes.append(f"{hidden}: only what the processes mapped or read is counted")
+    if cache is not None and files:
+        size = sum(f.size for f in files)
+        after = sum(f.resident_after * f.size for f in files if math.isfinite(f.resident_after))
+        cache = dataclasses.replace(cache, resident_after=after / size if size else 0.0)
+    result = WatchResult(
+        command=command,
+        pid=pid,
+        attached=attached,
+        status=ending.status,
+        exit_code=ending.exit_code,
+        signal=ending.signal,
+        ended_by=ending.ended_by,
+        wall_seconds=ending.wall_ns / 1e9,
+        interval_s=observer.interval_ns / 1e9,
+        seconds=(last_s - first_s) if first_s is not None and last_s is not None else None,
+        first_byte_s=first_s,
+        last_byte_s=last_s,
+        quiet_s=quiet_s,
+        bytes_read=sum(f.bytes_read for f in files),
+        arrived_bytes=sum(f.arrived_bytes for f in files),
+        process_bytes=sum(min(f.size, max(f.mapped_rss_peak, f.read_position_peak)) for f in files),
+        model_bytes=sum(f.size for f in files),
+        files=tuple(files),
+        processes=tuple(processes),
+        descriptions=descriptions,
+        major_faults=totals.major_faults,
+        minor_faults=totals.minor_faults,
+        cpu_seconds=totals.cpu_seconds,
+        read_bytes=totals.read_bytes,
+        read_chars=totals.read_chars,
+        peak_rss=observer.peak_rss,
+        peak_anon_rss=observer.peak_anon_rss,
+        swap_in_bytes=swap[0],
+        swap_out_bytes=swap[1],
+        cache=cache,
+        loader=detect(commands, observer.libraries),
+        notes=tuple(all_notes),
+        references=tuple(references),
+        samples=_samples(observer, sampler, t0_ns),
+    )
+    return dataclasses.replace(result, findings=findings(result))
+
+
+def _samples(observer: Observer, sampler: Sampler | None, t0_ns: int) -> WatchSamples:
+    columns = observer.log.columns()
+    arrivals = {
+        "start": (columns["start"] - t0_ns) / 1e9,
+        "end": (columns["end"] - t0_ns) / 1e9,
+        "file": columns["file"],
+        "offset": columns["offset"],
+        "length": columns["length"],
+        "worker": columns["worker"],
+    }
+    if sampler is None:
+        return WatchSamples(0.0, {}, {}, {}, arrivals, 0.0, observer.cpu_ns / 1e9)
+    series = {name: ((t - t0_ns) / 1e9, v) for name, (t, v) in sampler.series().items()}
+    return WatchSamples(
+        sampler.interval_s,
+        dict(sampler.specs),
+        series,
+        dict(sampler.unavailable),
+        arrivals,
+        sampler.cpu_seconds,
+        observer.cpu_ns / 1e9,
+    )

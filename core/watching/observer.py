@@ -1,0 +1,253 @@
+"""One look at the watched program per sample: its tree, then (on their own budgets) what it
+has open and mapped, and the pages that arrived; the arrivals go to the run's read log.
+
+The sampler's thread calls ``tick`` on every sample (``sources.WatchedTreeSource``); the
+costly looks are spaced out so each stays within a share of one core, as the sampler spaces
+its residency rounds: a torch process with thousands of mappings, or a multi-GB model whose
+pages move everywhere, is looked at less often rather than slowed down.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from modelmon.core.loading.messages import ReadBatch
+from modelmon.core.loading.reads import ReadLog
+from modelmon.core.watching.arrival import Arrivals, ArrivalTracker
+from modelmon.core.watching.descriptors import DescriptorGroups
+from modelmon.core.watching.files import ModelFile, ModelFiles
+from modelmon.core.watching.openings import look
+from modelmon.core.watching.tree import ZERO, Counters, ProcessTree, read_command
+
+LOOK_CPU_SHARE = 0.01  # descriptors and mappings of every process
+RSS_CPU_SHARE = 0.005  # smaps of the processes that map the model (it walks page tables)
+ARRIVAL_CPU_SHARE = 0.02  # the page scans
+RSS_MIN_INTERVAL_S = 0.5
+QUIET_CPU = 0.10  # of one core: less than this, with nothing arriving, is quiet
+QUIET_READ_MBPS = 1.0
+UNKNOWN_HOLDER = -1  # the read log's worker for pages of a file several processes held
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """The watch so far, for a live view (and for a test that waits on a state)."""
+
+    files: int  # model files known
+    arrived_bytes: int
+    processes: int  # live processes of the tree
+    shared_pids: tuple[int, ...]  # of the most shared description on a model file so far
+    mapped: bool  # some process mapped a model file
+    looks: int  # looks at the tree's descriptors and mappings so far
+
+
+@dataclass
+class FileUse:
+    """How the tree used one model file, over the looks."""
+
+    holders: set[int] = field(default_factory=set)  # pids at the latest look
+    mapped: bool = False
+    opened: bool = False
+    mapped_rss_peak: int = 0
+
+
+class Observer:
+    def __init__(self, files: ModelFiles, log: ReadLog, interval_s: float) -> None:
+        self.files = files
+        self.log = log
+        self.interval_ns = max(1, round(interval_s * 1e9))
+        self.tree: ProcessTree | None = None
+        self.arrivals = ArrivalTracker()
+        self.groups = DescriptorGroups()
+        self.uses: dict[int, FileUse] = {}
+        self.libraries: set[str] = set()
+        self.denied: set[str] = set()
+        self.lock = threading.Lock()  # what a tick changes, against readers on other threads
+        self._next_look = self._next_rss = self._next_scan = 0
+        self.cpu_ns = 0  # the ticks' own CPU time
+        self.looks = 0
+        # What the sources read after a tick:
+        self.totals: Counters = ZERO
+        self.rss = self.anon_rss = self.peak_rss = self.peak_anon_rss = 0
+        self.live = 0
+        self.round_ns: int | None = None  # the latest page scan, and the one before
+        self.previous_round_ns: int | None = None
+        self.round_arrived = 0  # bytes that arrived in the latest scan
+        self.last_active_ns: int | None = None
+        self.ended = False  # the watch decided to end: what follows is not the program's own
+        self._last_tick: tuple[int, Counters] | None = None
+
+    # --- setting up ----------------------------------------------------------------------------
+
+    def set_root(self, pid: int, now_ns: int, attached: bool) -> None:
+        with self.lock:
+            self.tree = ProcessTree(pid, attached, now_ns)
+            if attached:
+                self.tree.adopt_existing(now_ns)
+                self._look(now_ns, want_rss=True)  # the files already open or mapped
+
+    def track(self, model_files: list[ModelFile], now_ns: int) -> None:
+        """Start scanning these files' pages (their state now is the starting state)."""
+        for model_file in model_files:
+            self.uses.setdefault(model_file.index, FileUse())
+            if model_file.index not in self.arrivals.files:
+                self.arrivals.add(model_file, now_ns)
+
+    # --- the tick ------------------------------------------------------------------------------
+
+    def tick(self, now_ns: int, final: bool = False) -> None:
+        started = time.thread_time_ns()
+        with self.lock:
+            tree = self.tree
+            if tree is not None:
+                tree.refresh(now_ns, discover=not final)
+                if final or now_ns >= self._next_look:
+                    cost = self._look(now_ns, want_rss=final or now_ns >= self._next_rss)
+                    self._next_look = now_ns + max(self.interval_ns, int(cost / LOOK_CPU_SHARE))
+            if final or now_ns >= self._next_scan:
+                found = self.arrivals.round(now_ns, everything=final)
+                self._log(found)
+                cost = self.arrivals.last_round_cpu_ns
+                self._next_scan = now_ns + int(cost / ARRIVAL_CPU_SHARE)
+                self.previous_round_ns, self.round_ns = self.round_ns, now_ns
+                self.round_arrived = sum(a.bytes for a in found)
+            else:
+                self.round_arrived = 0
+            self._figures(now_ns, final)
+        self.cpu_ns += time.thread_time_ns() - started
+
+    def _look(self, now_ns: int, want_rss: bool) -> int:
+        """Descriptors and mappings of every live member; its CPU cost in ns."""
+        tree = self.tree
+        if tree is None:
+            return 0
+        started = time.thread_time_ns()
+        known = len(self.files.files)
+        descriptors = []
+        holders: dict[int, set[int]] = {}
+        rss_now: dict[int, int] = {}
+        for member in tree.live():
+            # Read again: a child seen between fork and exec showed its parent's command.
+            member.command = read_command(member.pid) or member.command
+            seen = look(member.pid, self.files.consider, want_rss)
+            if seen is None:
+                continue
+            if seen.denied:
+                self.denied.add(seen.denied)
+            self.libraries |= seen.libraries
+            descriptors += seen.descriptors
+            for descriptor in seen.descriptors:
+                holders.setdefault(descriptor.file, set()).add(member.pid)
+                self._use(descriptor.file).opened = True
+            for mapping in seen.mappings:
+                holders.setdefault(mapping.file, set()).add(member.pid)
+                self._use(mapping.file).mapped = True
+            for index, resident in seen.mapped_rss.items():
+                rss_now[index] = max(rss_now.get(index, 0), resident)
+        self.track(self.files.files[known:], now_ns)
+        for index, use in self.uses.items():
+            use.holders = holders.get(index, set())
+            use.mapped_rss_peak = max(use.mapped_rss_peak, rss_now.get(index, 0))
+        threads = {m.pid: m.threads for m in tree.live()}
+        self.groups.update(descriptors, threads, now_ns)
+        self.looks += 1
+        cost = time.thread_time_ns() - started
+        if want_rss:
+            self._next_rss = now_ns + max(int(RSS_MIN_INTERVAL_S * 1e9), int(cost / RSS_CPU_SHARE))
+        return cost
+
+    def _use(self, index: int) -> FileUse:
+        return self.uses.setdefault(index, FileUse())
+
+    def _log(self, found: list[Arrivals]) -> None:
+        for arrivals in found:
+            worker = self._holder_slot(arrivals.file)
+            count = len(arrivals.offsets)
+            self.log.add(
+                ReadBatch(
+                    worker,
+                    (arrivals.file,) * count,
+                    tuple(arrivals.offsets.tolist()),
+                    tuple(arrivals.lengths.tolist()),
+                    (arrivals.start_ns,) * count,
+                    (arrivals.end_ns,) * count,
+                )
+            )
+
+    def _holder_slot(self, file: int) -> int:
+        """The slot of the one process that held the file at the latest look (or of the one
+        live process); UNKNOWN_HOLDER when several did or none was seen."""
+        tree = self.tree
+        if tree is None:
+            return UNKNOWN_HOLDER
+        holders = self._use(file).holders
+        if len(holders) == 1:
+            member = tree.members.get(next(iter(holders)))
+            return member.slot if member is not None else UNKNOWN_HOLDER
+        live = tree.live()
+        if not holders and len(live) == 1:
+            return live[0].slot
+        return UNKNOWN_HOLDER
+
+    def _figures(self, now_ns: int, final: bool) -> None:
+        tree = self.tree
+        if tree is None:
+            return
+        self.totals = tree.totals()
+        self.rss, self.anon_rss = tree.rss()
+        self.peak_rss = max(self.peak_rss, self.rss)
+        self.peak_anon_rss = max(self.peak_anon_rss, self.anon_rss)
+        self.live = len(tree.live())
+        last, self._last_tick = self._last_tick, (now_ns, self.totals)
+        if final or self.ended:  # a stopped program's teardown is not activity
+            return
+        if last is None or now_ns <= last[0]:
+            self.last_active_ns = now_ns
+            return
+        seconds = (now_ns - last[0]) / 1e9
+        cpu = (self.totals.cpu_seconds - last[1].cpu_seconds) / seconds
+        read = (self.totals.read_bytes - last[1].read_bytes) / seconds / 1e6
+        if self.round_arrived or cpu >= QUIET_CPU or read >= QUIET_READ_MBPS:
+            self.last_active_ns = now_ns
+
+    # --- what the watch reads at the end --------------------------------------------------------
+
+    def quiet_for_ns(self, now_ns: int) -> int:
+        with self.lock:
+            return 0 if self.last_active_ns is None else now_ns - self.last_active_ns
+
+    def model_seen(self) -> bool:
+        with self.lock:
+            return self.arrivals.arrived_bytes() > 0 or any(
+                use.mapped or use.opened for use in self.uses.values()
+            )
+
+    def progress(self) -> Progress:
+        with self.lock:
+            shared = max((g.pids for g in self.groups.groups), key=len, default=[])
+            return Progress(
+                files=len(self.files.files),
+                arrived_bytes=self.arrivals.arrived_bytes(),
+                processes=self.live,
+                shared_pids=tuple(shared),
+                mapped=any(use.mapped for use in self.uses.values()),
+                looks=self.looks,
+            )
+
+    def residency_maps(self, bins: int = 256) -> dict[str, np.ndarray]:
+        """{path: resident fraction per bin} of each model file as last scanned (the app's
+        residency grid for a watched run; the sampler keeps none for it)."""
+        with self.lock:
+            return {
+                tracked.file.path: tracked.resident_map(bins)
+                for tracked in self.arrivals.files.values()
+            }
+
+    def close(self) -> None:
+        with self.lock:
+            self.arrivals.close()
+            if self.tree is not None:
+                self.tree.close()

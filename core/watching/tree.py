@@ -1,0 +1,360 @@
+"""The watched process tree: a root and every descendant seen, with their counters summed so
+that nothing is counted twice and nothing that exited is lost.
+
+Descendants are found by listing /proc each sample and reading the parent of each pid not seen
+before (one small read per new process); a process stays in the tree once it joined, even
+when its parent dies and it is handed to another. A child that starts and exits between two
+samples is never seen, but its counters are not lost: when its parent reaps it, the kernel
+adds them to the parent's (``cmajflt``/``cutime`` in /proc/PID/stat, and /proc/PID/io, which
+includes reaped children).
+
+Totals: the live processes' counters, plus the last counters of each process that vanished
+without a parent in the tree to absorb them (the root, whose parent is modelmon or the shell;
+an orphan reaped by init), each less its counters when the watch began (attached processes
+bring their history).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from modelmon.core.measuring.metrics.procfs import CLOCK_TICKS, PAGE_SIZE, ProcFile
+
+GONE = (errno.ENOENT, errno.ESRCH)
+
+
+class Counters(NamedTuple):
+    """A process's cumulative counters, its reaped children's included."""
+
+    major_faults: int
+    minor_faults: int
+    cpu_seconds: float  # user + system
+    read_bytes: int  # /proc/PID/io read_bytes: what it made the block layer read
+    read_chars: int  # rchar: bytes its read calls returned, cached or not
+
+    def minus(self, other: Counters) -> Counters:
+        return self.plus(other, sign=-1)
+
+    def plus(self, other: Counters, sign: int = 1) -> Counters:
+        return Counters(
+            self.major_faults + sign * other.major_faults,
+            self.minor_faults + sign * other.minor_faults,
+            self.cpu_seconds + sign * other.cpu_seconds,
+            self.read_bytes + sign * other.read_bytes,
+            self.read_chars + sign * other.read_chars,
+        )
+
+
+ZERO = Counters(0, 0, 0.0, 0, 0)
+
+
+class StatLine(NamedTuple):
+    state: str
+    ppid: int
+    start_ticks: int  # since boot: with the pid, names one process for good
+    threads: int
+    counters: Counters  # read_bytes and read_chars are 0: they come from /proc/PID/io
+
+
+def parse_stat(data: bytes) -> StatLine:
+    """The fields of /proc/PID/stat the tree uses; fields count after the last ')'."""
+    fields = data[data.rindex(b")") + 2 :].split()
+    # After ')': state(0) ppid(1) ... minflt(7) cminflt(8) majflt(9) cmajflt(10) utime(11)
+    # stime(12) cutime(13) cstime(14) ... num_threads(17) ... starttime(19)
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    counters = Counters(
+        major_faults=int(fields[9]) + int(fields[10]),
+        minor_faults=int(fields[7]) + int(fields[8]),
+        cpu_seconds=ticks / CLOCK_TICKS,
+        read_bytes=0,
+        read_chars=0,
+    )
+    return StatLine(fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[17]), counters)
+
+
+def parse_io(data: bytes) -> tuple[int, int]:
+    """(read_bytes, rchar) of /proc/PID/io."""
+    found: dict[bytes, int] = {}
+    for line in data.splitlines():
+        key, _, value = line.partition(b":")
+        found[key] = int(value)
+    return found[b"read_bytes"], found[b"rchar"]
+
+
+def parse_statm(data: bytes) -> tuple[int, int]:
+    """(resident, anonymous resident) bytes from /proc/PID/statm: anonymous is resident
+    less its file-backed and shared pages (the model pages it maps are page cache)."""
+    fields = data.split()
+    resident, shared = int(fields[1]), int(fields[2])
+    return resident * PAGE_SIZE, max(0, resident - shared) * PAGE_SIZE
+
+
+CHILDREN_FILES_UP_TO = 256  # threads in the tree; beyond, one listing of /proc is cheaper
+_HAVE_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def _children(pid: int) -> list[int]:
+    """Children of a process: the union of its threads' children lists."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as children:
+                found += [int(child) for child in children.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _last_pid() -> int | None:
+    """The most recent pid handed out (the last field of /proc/loadavg)."""
+    try:
+        with open("/proc/loadavg", "rb") as loadavg:
+            return int(loadavg.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def read_command(pid: int) -> tuple[str, ...]:
+    """argv of a process ((): a kernel thread, or it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            data = file.read()
+    except OSError:
+        return ()
+    return tuple(part.decode(errors="replace") for part in data.split(b"\0") if part)
+
+
+@dataclass
+class Member:
+    """One process of the tree, from when it was first seen."""
+
+    pid: int
+    ppid: int
+    start_ticks: int
+    slot: int  # 0 for the root, then in the order processes were seen
+    command: tuple[str, ...]
+    first_seen_ns: int
+    baseline: Counters  # its counters when the watch began (ZERO for one born since)
+    last: Counters = ZERO  # at the latest read
+    threads: int = 1
+    rss: int = 0
+    anon_rss: int = 0
+    peak_rss: int = 0
+    peak_anon_rss: int = 0
+    exited_ns: int | None = None
+    io_denied: bool = False
+    files: dict[str, ProcFile] = field(default_factory=dict)
+
+    @property
+    def alive(self) -> bool:
+        return self.exited_ns is None
+
+    def proc(self, name: str) -> ProcFile:
+        kept = self.files.get(name)
+        if kept is None:
+            kept = self.files[name] = ProcFile(f"/proc/{self.pid}/{name}", 1024)
+        return kept
+
+    def close(self) -> None:
+        for kept in self.files.values():
+            kept.close()
+        self.files.clear()
+
+
+class ProcessTree:
+    """A root process and its descendants. ``refresh`` (from one thread) finds new members
+    and reads everyone's counters; the totals and members are read after it."""
+
+    def __init__(self, root: int, attached: bool, now_ns: int) -> None:
+        self.root = root
+        self.attached = attached  # the processes there at the start bring their history
+        self.members: dict[int, Member] = {}
+        self._others: dict[int, int] = {}  # pid -> start ticks, of pids that are not ours
+        self._retained = ZERO  # vanished members nobody in the tree absorbed
+        self.denied: set[str] = set()  # what could not be read, named once
+        self._last_pid: int | None = None
+        stat = self._read_stat(root)
+        if stat is None:
+            raise ProcessLookupError(errno.ESRCH, f"no process {root}")
+        self._join(root, stat, now_ns, initial=True)
+
+    # --- membership ------------------------------------------------------------------------
+
+    def _read_stat(self, pid: int) -> StatLine | None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as file:
+                return parse_stat(file.read())
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _join(self, pid: int, stat: StatLine, now_ns: int, initial: bool) -> Member:
+        baseline = ZERO
+        member = Member(
+            pid,
+            stat.ppid,
+            stat.start_ticks,
+            len(self.members),
+            read_command(pid),
+            now_ns,
+            baseline,
+        )
+        self.members[pid] = member
+        self._read_member(member, now_ns)
+        if initial and self.attached:
+            member.baseline = member.last
+        return member
+
+    def _discover(self, now_ns: int, initial: bool) -> None:
+        """Add the processes whose parent is a live member (repeatedly: a child and its own
+        child may both be new)."""
+        live = [m for m in self.members.values() if m.alive]
+        threads = sum(m.threads for m in live)
+        if _HAVE_CHILDREN and threads <= CHILDREN_FILES_UP_TO:
+            candidates = self._children_of(live)
+        else:
+            candidates = self._listed()
+        pids = {m.pid for m in live}
+        added = True
+        while added:
+            added = False
+            for pid, stat in sorted(candidates.items(), key=lambda item: item[1].start_ticks):
+                if stat.ppid in pids:
+                    self._join(pid, stat, now_ns, initial)
+                    pids.add(pid)
+                    del candidates[pid]
+                    added = True
+        for pid, stat in candidates.items():
+            self._others[pid] = stat.start_ticks
+
+    def _children_of(self, live: list[Member]) -> dict[int, StatLine]:
+        """New children of the live members, from each of their threads' children lists: a
+        cost that follows the tree, not how busy the machine is."""
+        found: dict[int, StatLine] = {}
+        todo = [m.pid for m in live]
+        while todo:
+            parent = todo.pop()
+            for child in _children(parent):
+                if child in self.members or child in found:
+                    continue
+                stat = self._read_stat(child)
+                if stat is not None:
+                    found[child] = stat
+                    todo.append(child)  # its own children may be new too
+        return found
+
+    def _listed(self) -> dict[int, StatLine]:
+        """New pids of the whole system with their stat lines (one read per new pid),
+        skipped while no process was created anywhere (/proc/loadavg's last pid)."""
+        last_pid = _last_pid()
+        if last_pid is not None and last_pid == self._last_pid:
+            return {}
+        self._last_pid = last_pid
+        try:
+            listed = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        except OSError:
+            return {}
+        for pid in [pid for pid in self._others if pid not in listed]:
+            del self._others[pid]
+        found: dict[int, StatLine] = {}
+        for pid in listed:
+            if pid in self.members or pid in self._others:
+                continue
+            stat = self._read_stat(pid)
+            if stat is not None:
+                found[pid] = stat
+        return found
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def refresh(self, now_ns: int, discover: bool = True) -> None:
+        """Read every live member's counters, then (``discover``) look for new members."""
+        for member in list(self.members.values()):
+            if member.alive:
+                self._read_member(member, now_ns)
+        if discover:
+            self._discover(now_ns, initial=False)
+
+    def adopt_existing(self, now_ns: int) -> None:
+        """The descendants already running when the watch attached (their history is not
+        the watch's: their counters start from here)."""
+        self._discover(now_ns, initial=True)
+
+    def _read_member(self, member: Member, now_ns: int) -> None:
+        try:
+            stat = parse_stat(member.proc("stat").read())
+            if stat.start_ticks != member.start_ticks:  # the pid was reused: ours is gone
+                raise ProcessLookupError(errno.ESRCH, "pid reused")
+            member.ppid, member.threads = stat.ppid, stat.threads
+            read_bytes, read_chars = member.last.read_bytes, member.last.read_chars
+            if not member.io_denied:
+                try:
+                    read_bytes, read_chars = parse_io(member.proc("io").read())
+                except PermissionError:
+                    member.io_denied = True
+                    self.denied.add(
+                        "/proc/PID/io (read and IO counters) of processes of another user: "
+                        "run modelmon as that user or as root"
+                    )
+            member.last = stat.counters._replace(read_bytes=read_bytes, read_chars=read_chars)
+            if stat.state != "Z":
+                member.rss, member.anon_rss = parse_statm(member.proc("statm").read())
+            else:  # a zombie holds no memory; its counters are final
+                member.rss = member.anon_rss = 0
+            member.peak_rss = max(member.peak_rss, member.rss)
+            member.peak_anon_rss = max(member.peak_anon_rss, member.anon_rss)
+        except (ProcessLookupError, FileNotFoundError, ValueError, IndexError):
+            self._vanish(member, now_ns)
+        except OSError as error:
+            if error.errno in GONE:
+                self._vanish(member, now_ns)
+            else:
+                raise
+
+    def _vanish(self, member: Member, now_ns: int) -> None:
+        """The member is gone (reaped). Its counters went to its parent when that is a live
+        member (it reaped it); otherwise they are kept here."""
+        member.exited_ns = now_ns
+        member.rss = member.anon_rss = 0
+        member.close()
+        parent = self.members.get(member.ppid)
+        if parent is None or not parent.alive:
+            self._retained = self._retained.plus(member.last.minus(member.baseline))
+        else:  # the parent's counters grow by all of it, the history before the watch too
+            self._retained = self._retained.minus(member.baseline)
+
+    def mark_exited(self, pid: int, now_ns: int) -> None:
+        """A member that exited (a zombie read for the last time by the caller, about to be
+        reaped by modelmon): its final counters stay in the totals."""
+        member = self.members.get(pid)
+        if member is not None and member.alive:
+            self._read_member(member, now_ns)
+            if member.alive:
+                self._vanish(member, now_ns)
+
+    # --- what the sources and the result read --------------------------------------------------
+
+    def totals(self) -> Counters:
+        total = self._retained
+        for member in self.members.values():
+            if member.alive:
+                total = total.plus(member.last.minus(member.baseline))
+        return total
+
+    def live(self) -> list[Member]:
+        return [m for m in self.members.values() if m.alive]
+
+    def rss(self) -> tuple[int, int]:
+        """(resident, anonymous resident) bytes of the live members together."""
+        live = self.live()
+        return sum(m.rss for m in live), sum(m.anon_rss for m in live)
+
+    def close(self) -> None:
+        for member in self.members.values():
+            member.close()

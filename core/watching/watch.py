@@ -1,0 +1,377 @@
+"""Watch a program load its model: run a command, or attach to a running process, and see it
+from outside until it ends.
+
+A command starts in a session (and process group) of its own, after the page cache of the
+model it names was prepared (cold by default, verified, as for modelmon's own loads). The
+watch ends when:
+- the command exits (or the attached process does);
+- ``quiet_s`` is set and the tree has been quiet that long: no model page arriving, under
+  10 % of a core and under 1 MB/s read. A command must have touched the model first (a
+  server that loaded and now waits); it is then stopped, SIGTERM to its process group and
+  every process of its tree, SIGKILL 3 s later if it lingers. An attached process is left
+  alone (the watch detaches). Attached, ``quiet_s`` defaults to 5 s;
+- ``cancel()`` is called (Ctrl+C): a command is stopped as above, nothing is left behind.
+Every wait has a way out: the waits are pidfd polls of POLL_S that look at the cancel flag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from modelmon.core.errors import OptionsError, WatchError
+from modelmon.core.loading.reads import ReadLog, now_ns
+from modelmon.core.measuring.metrics.sampler import Sampler
+from modelmon.core.options import CACHE_MODES, CacheMode
+from modelmon.core.system import cache
+from modelmon.core.system.residency import PAGE_SIZE
+from modelmon.core.watching.assemble import Ending, assemble
+from modelmon.core.watching.files import ModelFiles, files_in_arguments, files_of
+from modelmon.core.watching.observer import Observer, Progress
+from modelmon.core.watching.result import Reference, WatchResult
+from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
+
+POLL_S = 0.05
+STOP_GRACE_S = 3.0
+ATTACHED_QUIET_S = 5.0
+
+
+def _swap_pages() -> tuple[int, int] | None:
+    """(pswpin, pswpout) of /proc/vmstat: pages swapped in and out since boot."""
+    found: dict[str, int] = {}
+    try:
+        with open("/proc/vmstat") as vmstat:
+            for line in vmstat:
+                key, _, value = line.partition(" ")
+                if key in ("pswpin", "pswpout"):
+                    found[key] = int(value)
+    except (OSError, ValueError):
+        return None
+    return (found["pswpin"], found["pswpout"]) if len(found) == 2 else None
+
+
+class Watch:
+    """One watched run. ``run()`` blocks and returns the result; ``cancel()`` from any thread
+    (or a signal handler). While it runs, ``reads`` (the arrivals, as a load's read log),
+    ``sampler`` (the metric series), ``files`` and ``t0_ns`` are what the app plots live."""
+
+    def __init__(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        pid: int | None = None,
+        model: Sequence[str] = (),
+        cache: CacheMode | None = None,
+        quiet_s: float | None = None,
+        interval_s: float = 0.1,
+        stdout: int | None = None,
+        references: Sequence[Reference] = (),
+    ) -> None:
+        if (command is None or not list(command)) == (pid is None):
+            raise OptionsError("watch a command or a pid: one of the two")
+        if not interval_s > 0:
+            raise OptionsError(f"the sampling interval must be positive, not {interval_s}")
+        if quiet_s is not None and not quiet_s >= 0:
+            raise OptionsError(f"--quiet must be a number of seconds ≥ 0, not {quiet_s}")
+        if cache is not None and cache not in CACHE_MODES:
+            raise OptionsError(f"unknown cache mode {cache!r}: use cold, warm or keep")
+        if pid is not None and cache not in (None, "keep"):
+            raise OptionsError(
+                "--cache applies to a command modelmon starts: a running process has already "
+                "read what it read (attached, the cache is kept as it is)"
+            )
+        for path in model:
+            if not os.path.exists(path):
+                raise OptionsError(f"--model {path}: no such file or folder")
+        self.command = tuple(command) if command is not None and pid is None else None
+        self.pid = pid
+        self.attached = pid is not None
+        self.cache_mode: CacheMode = cache or ("keep" if self.attached else "cold")
+        self.quiet_s = quiet_s if quiet_s is not None or not self.attached else ATTACHED_QUIET_S
+        self.interval_s = interval_s
+        self.stdout = stdout
+        self.references = tuple(references)
+        self.model = tuple(model)
+        self.reads = ReadLog()
+        self.files = ModelFiles(model)
+        self.observer = Observer(self.files, self.reads, interval_s)
+        self.sampler: Sampler | None = None
+        self.t0_ns = 0
+        self.notes: list[str] = []
+        self._cancel = threading.Event()
+        self._process: subprocess.Popen[Any] | None = None
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def progress(self) -> Progress:
+        """What the watch has seen so far (safe from any thread while it runs)."""
+        return self.observer.progress()
+
+    # --- the run -------------------------------------------------------------------------------
+
+    def run(self) -> WatchResult:
+        swap_before = _swap_pages()
+        state = self._prepare()
+        root = self._begin()
+        ending: Ending | None = None
+        try:
+            ending = self._wait(root)
+        finally:
+            if ending is None:  # an error or an interrupt in the wait: nothing left behind
+                self._stop_command(root)
+            self._finish(root)
+            if ending is None:
+                self.observer.close()
+        code, signal_name = self.exit_status()
+        if signal_name is not None and ending.ended_by == "exit":
+            ending = dataclasses.replace(ending, status="killed")
+        ending = dataclasses.replace(ending, exit_code=code, signal=signal_name)
+        swap_after = _swap_pages()
+        swap: tuple[int | None, int | None] = (None, None)
+        if swap_before is not None and swap_after is not None:
+            swap = (
+                (swap_after[0] - swap_before[0]) * PAGE_SIZE,
+                (swap_after[1] - swap_before[1]) * PAGE_SIZE,
+            )
+        try:
+            return assemble(
+                self.observer,
+                self.sampler,
+                command=self.command,
+                pid=root,
+                attached=self.attached,
+                t0_ns=self.t0_ns,
+                ending=ending,
+                cache=state,
+                swap=swap,
+                notes=self._notes(),
+                references=self.references,
+            )
+        finally:
+            self.observer.close()
+
+    def _prepare(self) -> cache.CacheState | None:
+        """The named model files, their cache put in the requested state and measured."""
+        if self.model:
+            named = [path for given in self.model for path in files_of(given)]
+        elif self.command is not None:
+            named = files_in_arguments(self.command)
+        else:
+            named = []
+        self.files.add_named(named)
+        paths = [f.path for f in self.files.files]
+        if not paths:
+            if not self.attached:
+                self.notes.append(
+                    "the cache could not be prepared: no model was named (--model, or a model "
+                    "file or folder in the command's arguments); each file counts from when "
+                    "the program was first seen with it open or mapped"
+                )
+            return None
+        return cache.prepare(paths, self.cache_mode)
+
+    def _begin(self) -> int:
+        """Start (or attach to) the program and the sampling; the root pid."""
+        started = now_ns()
+        self.observer.track(list(self.files.files), started)
+        if self.command is None:
+            assert self.pid is not None
+            self.t0_ns = now_ns()
+            try:
+                self.observer.set_root(self.pid, self.t0_ns, attached=True)
+            except ProcessLookupError:
+                self.observer.close()
+                raise WatchError(f"no process {self.pid} to attach to") from None
+            self._start_sampler()
+            return self.pid
+        self._start_sampler()
+        self.t0_ns = now_ns()
+        try:
+            self._process = subprocess.Popen(
+                self.command, start_new_session=True, stdout=self.stdout, close_fds=True
+            )
+        except OSError as error:
+            self._stop_sampler()
+            self.observer.close()
+            reason = error.strerror or str(error)
+            raise WatchError(f"cannot run {self.command[0]!r}: {reason}") from None
+        self.observer.set_root(self._process.pid, self.t0_ns, attached=False)
+        assert self.sampler is not None
+        self.sampler.begin()
+        return self._process.pid
+
+    def _start_sampler(self) -> None:
+        paths = tuple(f.path for f in self.files.files)
+        self.sampler = Sampler(
+            WatchTarget(paths, self.observer), self.interval_s, available=WATCH_SOURCES
+        )
+        self.sampler.prepare()
+        if self.command is None:
+            self.sampler.begin()
+
+    def _stop_sampler(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    def _wait(self, root: int) -> Ending:
+        pidfd = None
+        with contextlib.suppress(OSError, AttributeError):
+            pidfd = os.pidfd_open(root)
+        try:
+            while True:
+                if self._cancel.is_set():
+                    return self._ended(root, "cancel")
+                if self._exited(root):
+                    return self._ended(root, "exit")
+                if self._quiet():
+                    return self._ended(root, "quiet")
+                if pidfd is not None:
+                    select.select([pidfd], [], [], POLL_S)
+                else:
+                    self._cancel.wait(POLL_S)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def _exited(self, root: int) -> bool:
+        if self._process is not None:  # ours: a zombie until reaped, its counters readable
+            found = os.waitid(os.P_PID, root, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            return found is not None and found.si_pid == root
+        tree = self.observer.tree
+        member = tree.members.get(root) if tree is not None else None
+        try:
+            with open(f"/proc/{root}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:
+            return True
+        fields = data[data.rindex(b")") + 2 :].split()
+        reused = member is not None and int(fields[19]) != member.start_ticks
+        return reused or fields[0] in (b"Z", b"X")
+
+    def _quiet(self) -> bool:
+        if self.quiet_s is None:
+            return False
+        if not self.attached and not self.observer.model_seen():
+            return False
+        return self.observer.quiet_for_ns(now_ns()) >= self.quiet_s * 1e9
+
+    def _ended(self, root: int, ended_by: str) -> Ending:
+        exit_ns = now_ns() if ended_by == "exit" else None
+        self.observer.ended = True
+        how = None
+        if ended_by != "exit" and self._process is not None:
+            how = self._stop_command(root)
+            exit_ns = now_ns()
+        status = {"exit": "exited", "quiet": "stopped", "cancel": "cancelled"}[ended_by]
+        if self.attached:
+            status = {"exit": "gone", "quiet": "detached", "cancel": "detached"}[ended_by]
+        if how:
+            self.notes.append(
+                f"modelmon stopped the command ({how}): the watch ended by {ended_by}"
+            )
+        end = exit_ns if exit_ns is not None else now_ns()
+        return Ending(status, ended_by, None, None, end - self.t0_ns, end)
+
+    def _stop_command(self, root: int) -> str | None:
+        """SIGTERM the command's process group and tree, SIGKILL what lingers; how it went."""
+        if self._process is None or self._exited(root):
+            return None
+        self._signal_tree(root, signal.SIGTERM)
+        if self._wait_exit(root, STOP_GRACE_S):
+            return "SIGTERM"
+        self._signal_tree(root, signal.SIGKILL)
+        self._wait_exit(root, STOP_GRACE_S)
+        return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
+
+    def _signal_tree(self, root: int, number: signal.Signals) -> None:
+        """Signal the command's process group, then every other process of its tree (one
+        that left the group with setsid). The tree is read first: once the root is gone its
+        children belong to init, and a child never seen could no longer be told apart."""
+        members: list[tuple[int, int]] = []
+        tree = self.observer.tree
+        if tree is not None:
+            with self.observer.lock:
+                tree.refresh(now_ns())
+                members = [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(root, number)  # its own session: the group id is its pid
+        for pid, start_ticks in members:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as stat:
+                    data = stat.read()
+                if int(data[data.rindex(b")") + 2 :].split()[19]) == start_ticks:
+                    os.kill(pid, number)
+            except (OSError, ValueError, IndexError):
+                continue
+
+    def _wait_exit(self, root: int, seconds: float) -> bool:
+        """Whether the root exited within ``seconds`` (waiting on its pidfd, in slices)."""
+        deadline = time.monotonic() + seconds
+        pidfd = None
+        with contextlib.suppress(OSError, AttributeError):
+            pidfd = os.pidfd_open(root)
+        try:
+            while not self._exited(root):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if pidfd is not None:
+                    select.select([pidfd], [], [], min(POLL_S, left))
+                else:
+                    time.sleep(min(POLL_S / 5, left))  # no pidfd: a poll of the exit status
+            return True
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def _finish(self, root: int) -> None:
+        """The final look (the root still readable as a zombie), then the reaping."""
+        self._stop_sampler()
+        end = now_ns()
+        self.observer.tick(end, final=True)
+        process = self._process
+        if process is None:
+            return
+        tree = self.observer.tree
+        if tree is not None:
+            with self.observer.lock:
+                tree.mark_exited(root, end)
+        if process.poll() is None:  # never left running: the run ends here, one way or another
+            self._signal_tree(root, signal.SIGKILL)
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:  # SIGKILLed and still there: stuck in the kernel
+            self.notes.append(
+                f"pid {root} did not exit {STOP_GRACE_S:.0f} s after SIGKILL (stuck in an "
+                "uninterruptible wait, as on a hung FUSE mount); it was not reaped"
+            )
+
+    def _notes(self) -> list[str]:
+        notes = list(self.notes)
+        tree = self.observer.tree
+        if tree is not None:
+            left = [m.pid for m in tree.live() if m.pid != tree.root]
+            if left:
+                notes.append(
+                    f"{len(left)} process(es) of the tree still run after the watch: pids "
+                    + ", ".join(map(str, left[:10]))
+                )
+        return notes
+
+    def exit_status(self) -> tuple[int | None, str | None]:
+        """The command's exit code and the signal that ended it (after ``run``)."""
+        if self._process is None or self._process.returncode is None:
+            return None, None
+        code = self._process.returncode
+        if code < 0:
+            return code, signal.Signals(-code).name
+        return code, None

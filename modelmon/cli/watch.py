@@ -1,0 +1,159 @@
+"""``modelmon watch``: run a command (or attach to a process) and watch how it loads its model,
+from outside: what arrived how fast, and why it is slow.
+
+The command's own output goes where it would (with ``--json``, its standard output goes to
+standard error, so standard output carries only the JSON). Exit codes beyond the common ones:
+5 the command failed, was killed or could not be started; 6 it never opened or mapped a model
+file; 7 it exited before the first sample (what arrived is reported, its timing is not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+from modelmon.cli.common import (
+    ExitCode,
+    add_verb,
+    cancel_on_interrupt,
+    emit_json,
+    fail,
+    number_in,
+    whole_in,
+)
+from modelmon.core.measuring.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
+from modelmon.core.options import CACHE_MODES
+
+if TYPE_CHECKING:
+    from modelmon.cli.common import Verbs
+    from modelmon.core.watching.result import WatchResult
+
+VERB = "watch"
+EXAMPLES = """\
+  modelmon watch -- python serve.py --model /models/llama        cold by default, verified
+  modelmon watch --cache warm --quiet 5 -- llama-server -m /models/m.gguf
+  modelmon watch --pid 4242 --model /models/llama                attach: it and its children
+  modelmon watch --json --samples --compare -- vllm serve /models/llama
+"""
+MAX_PID = 2**22  # the kernel's pid_max ceiling (PID_MAX_LIMIT on 64-bit)
+MAX_QUIET_S = 86_400.0
+INTERVAL_MS = (MIN_INTERVAL_S * 1000, MAX_INTERVAL_S * 1000)
+
+
+def add_parser(verbs: Verbs) -> None:
+    parser = add_verb(
+        verbs, VERB, "watch a command (or a running process) load its model", EXAMPLES
+    )
+    parser.add_argument(
+        "--pid",
+        type=whole_in(1, MAX_PID),
+        help="attach to this running process (and its children)",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        metavar="PATH",
+        help="the model file or folder (repeatable): only these files count, and a command's "
+        "start is made cold on them; default: the model files the command's arguments name, "
+        "then any model file the program opens or maps",
+    )
+    parser.add_argument(
+        "--cache",
+        choices=CACHE_MODES,
+        default=None,
+        help="page-cache state of the model before a command starts (verified); default "
+        "cold. Attached (--pid), the cache is kept as it is",
+    )
+    parser.add_argument(
+        "--quiet",
+        type=number_in(0.0, MAX_QUIET_S, "s"),
+        default=None,
+        metavar="SECONDS",
+        help="end when the model has arrived and the program has been quiet this long (a "
+        "server that loaded and waits); a command is then stopped (SIGTERM, SIGKILL 3 s "
+        "later). Default: wait for the command to exit; attached, 5 s",
+    )
+    parser.add_argument(
+        "--interval-ms",
+        type=number_in(*INTERVAL_MS, "ms"),
+        default=100.0,
+        help=f"sampling period, {range_text(*INTERVAL_MS)} ms (default 100)",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="afterwards, measure this storage's read ceilings on the same files (cold) and "
+        "show them next to the loader's MB/s",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument(
+        "--samples",
+        action="store_true",
+        help="with --json: add the metric time series and the pages' arrivals",
+    )
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND ARGS",
+        help="the command to run and watch",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from modelmon.core import storage_references, watcher
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if bool(command) == (args.pid is not None):
+        return fail("watch needs a command after -- or --pid PID (one of the two)", ExitCode.USAGE)
+    watch = watcher(
+        command or None,
+        pid=args.pid,
+        model=args.model or (),
+        cache=args.cache,
+        quiet_s=args.quiet,
+        interval_s=args.interval_ms / 1000,
+        stdout=sys.stderr.fileno() if args.json else None,
+    )
+    with cancel_on_interrupt(watch.cancel):
+        result = watch.run()
+    if args.compare and result.ended_by != "cancel" and result.files:
+        references = storage_references([f.path for f in result.files])
+        if references:
+            result = result.with_references(references)
+    if args.json:
+        emit_json(result.to_dict(samples=args.samples))
+    else:
+        print(result.text())
+    return _exit_code(result)
+
+
+def _exit_code(result: WatchResult) -> int:
+    """One line for a watch that did not see a load run to its end, and its exit code."""
+    what = f"pid {result.pid}"
+    if result.command:
+        what = " ".join(shlex.join(result.command).split())
+        what = what if len(what) <= 80 else what[:77] + "..."
+    if result.ended_by == "cancel":
+        return fail(f"cancelled: {what} was stopped", ExitCode.CANCELLED)
+    if result.status == "killed":
+        return fail(f"{what} was killed by {result.signal}", ExitCode.WATCHED_FAILED)
+    if result.status == "exited" and result.exit_code:
+        return fail(f"{what} exited with {result.exit_code}", ExitCode.WATCHED_FAILED)
+    if result.ended_before_first_sample:
+        return fail(
+            f"{what} exited after {result.wall_seconds * 1000:.0f} ms, before the first sample "
+            f"({result.interval_s * 1000:.0f} ms): what arrived is reported, not how fast "
+            "(a shorter --interval-ms sees more)",
+            ExitCode.TOO_SHORT,
+        )
+    if not result.saw_model:
+        return fail(
+            f"{what} never opened or mapped a model file (name it with --model PATH if it "
+            "reads one modelmon does not recognise by name)",
+            ExitCode.NO_MODEL_SEEN,
+        )
+    return ExitCode.OK

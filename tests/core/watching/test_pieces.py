@@ -1,0 +1,277 @@
+"""The pieces of a watch on their own: /proc parsers, descriptor groups by kcmp, page
+arrivals, the tree's totals, model files from arguments, the loader, the arrival span."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelmon.core.system import cache
+from modelmon.core.system.residency import PAGE_SIZE
+from modelmon.core.watching.arrival import FULL_BIN_TURNS, FileArrival, merge_runs, page_runs
+from modelmon.core.watching.assemble import arrival_span
+from modelmon.core.watching.descriptors import DescriptorGroups, kcmp_same_file
+from modelmon.core.watching.files import ModelFiles, files_in_arguments
+from modelmon.core.watching.loaders import detect, fix
+from modelmon.core.watching.openings import Descriptor, mapping_rss, parse_fdinfo, parse_maps
+from modelmon.core.watching.tree import ProcessTree, parse_stat
+
+
+def test_parsers_read_what_proc_prints() -> None:
+    assert parse_fdinfo(b"pos:\t4096\nflags:\t02140000\nmnt_id:\t29\nino:\t12\n") == (
+        4096,
+        0o2140000,
+    )
+    maps = (
+        b"00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/python3\n"
+        b"7f0000000000-7f0040000000 r--s 00001000 00:2d 99 /mnt/m/model weights.safetensors\n"
+        b"7f1000000000-7f1000001000 r-xp 00000000 08:02 77 /usr/lib/libtorch_cpu.so.2\n"
+        b"7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0   [stack]\n"
+    )
+    mappings, libraries = parse_maps(maps)
+    assert [(m[0], m[1], m[3], m[4]) for m in mappings] == [
+        ((os.makedev(8, 2), 173521), 0x400000, 0, "/usr/bin/python3"),
+        ((os.makedev(0, 0x2D), 99), 0x7F0000000000, 0x1000, "/mnt/m/model weights.safetensors"),
+    ]
+    assert libraries == {"/usr/lib/libtorch_cpu.so.2"}
+    smaps = (
+        b"00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/python3\nSize: 328 kB\n"
+        b"Rss:                 100 kB\n"
+        b"7f0000000000-7f0040000000 r--s 00001000 00:2d 99 /mnt/m/model.safetensors\n"
+        b"Size:            1048576 kB\nRss:              524288 kB\nPss: 1 kB\n"
+    )
+    assert mapping_rss(smaps, [0x7F0000000000, 0x400000, 0x1234]) == {
+        0x7F0000000000: 524288 * 1024,
+        0x400000: 100 * 1024,
+    }
+    fields = "S 1 2 3 4 5 6 10 20 30 40 100 200 300 400 0 0 7 0 12345"
+    line = parse_stat(f"9 (a (b) c) {fields} 0 0".encode())
+    assert (line.state, line.ppid, line.threads, line.start_ticks) == ("S", 1, 7, 12345)
+    assert (line.counters.minor_faults, line.counters.major_faults) == (30, 70)
+
+
+def test_kcmp_groups_descriptors_by_open_file_description(tmp_path: Path) -> None:
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"x" * 8192)
+    first = os.open(path, os.O_RDONLY)
+    again = os.dup(first)  # the same description
+    other = os.open(path, os.O_RDONLY)  # a description of its own
+    try:
+        me = os.getpid()
+        assert kcmp_same_file(me, first, me, again) is True
+        assert kcmp_same_file(me, first, me, other) is False
+        assert kcmp_same_file(me, first, me, 9999) is None  # not open
+        groups = DescriptorGroups()
+        found = [Descriptor(me, fd, 0, 0, 0) for fd in (first, again, other)]
+        groups.update(found, {me: 1}, 1)
+        assert sorted(sorted(g.members) for g in groups.groups) == [
+            [(me, first), (me, again)],
+            [(me, other)],
+        ]
+        os.lseek(first, 4096, os.SEEK_SET)  # a later look joins the same groups
+        groups.update([Descriptor(me, first, 0, 4096, 0)], {me: 1}, 2)
+        assert len(groups.groups) == 2
+        assert max(g.max_position for g in groups.groups) == 4096
+    finally:
+        for fd in (first, again, other):
+            os.close(fd)
+
+
+def test_runs_of_pages() -> None:
+    starts, counts = page_runs(np.array([0, 1, 1, 0, 1, 0, 0, 1, 1, 1], dtype=np.uint8))
+    assert starts.tolist() == [1, 4, 7] and counts.tolist() == [2, 1, 3]
+    offsets, lengths = merge_runs(np.array([8192, 0, 4096, 20480]), np.array([4096] * 4))
+    assert offsets.tolist() == [0, 20480] and lengths.tolist() == [12288, 4096]
+
+
+def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: Path) -> None:
+    from modelmon.core.watching.files import ModelFile
+
+    path = tmp_path / "m.bin"
+    size = 64 * PAGE_SIZE + 100  # a last page that is partly the file's
+    path.write_bytes(os.urandom(size))
+    cache.evict([path])
+    stat = path.stat()
+    tracked = FileArrival(ModelFile(0, str(path), size, (stat.st_dev, stat.st_ino), True), bins=8)
+    try:
+        tracked.baseline(1)
+        with open(path, "rb", buffering=0) as file:
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead
+            file.seek(10 * PAGE_SIZE)
+            file.read(3 * PAGE_SIZE)
+            file.seek(40 * PAGE_SIZE)
+            file.read(PAGE_SIZE)
+        found = tracked.scan(2)
+        assert found is not None and (found.start_ns, found.end_ns) == (1, 2)
+        assert list(zip(found.offsets.tolist(), found.lengths.tolist(), strict=True)) == [
+            (10 * PAGE_SIZE, 3 * PAGE_SIZE),
+            (40 * PAGE_SIZE, PAGE_SIZE),
+        ]
+        assert tracked.jumps == 2  # neither run continued resident data
+        assert tracked.scan(3) is None  # nothing new
+        cache.evict([path])
+        assert tracked.scan(4) is None and tracked.evicted_arrived_pages == 4
+        path.read_bytes()
+        again = tracked.scan(5)
+        assert again is not None and again.bytes == size
+        assert tracked.arrived_bytes == 4 * PAGE_SIZE + size
+        assert tracked.unique_arrived_bytes() == size
+        # A bin all resident is looked at on its turn only, and always by the final scan.
+        cache.evict([path])
+        scans = [tracked.scan(6 + n) for n in range(FULL_BIN_TURNS)]
+        assert scans == [None] * FULL_BIN_TURNS
+        assert tracked.evicted_arrived_pages == 4 + tracked.pages  # every bin had its turn
+        path.read_bytes()
+        assert tracked.scan(100) is not None and tracked.resident_fraction() == 1.0
+        cache.evict([path])
+        dropped = tracked.evicted_arrived_pages
+        tracked.scan(101, everything=True)  # the final scan: every bin, at once
+        assert tracked.evicted_arrived_pages == dropped + tracked.pages
+        assert tracked.resident_fraction() == 0.0
+    finally:
+        tracked.close()
+
+
+def test_arrivals_without_cachestat_scan_the_whole_file_with_mincore(tmp_path: Path) -> None:
+    from modelmon.core.watching.files import ModelFile
+
+    path = tmp_path / "m.bin"
+    path.write_bytes(os.urandom(32 * PAGE_SIZE))
+    cache.evict([path])
+    stat = path.stat()
+    tracked = FileArrival(ModelFile(0, str(path), 32 * PAGE_SIZE, (stat.st_dev, stat.st_ino), True))
+    tracked.cachestat = False  # as on a kernel before 6.5
+    try:
+        tracked.baseline(1)
+        with open(path, "rb", buffering=0) as file:
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+            file.seek(8 * PAGE_SIZE)
+            file.read(2 * PAGE_SIZE)
+        found = tracked.scan(2)
+        assert found is not None
+        assert (found.offsets.tolist(), found.lengths.tolist()) == (
+            [8 * PAGE_SIZE],
+            [2 * PAGE_SIZE],
+        )
+        assert tracked.mincore_pages == 2 * 32  # the whole file, at the baseline and the scan
+    finally:
+        tracked.close()
+
+
+def test_tree_counts_exited_children_once_and_keeps_the_root_after_it_exits(
+    tmp_path: Path,
+) -> None:
+    # Three children each read 8 MB, are seen by the tree, then exit and are reaped by their
+    # parent: the kernel adds their counters to the parent's, and the tree must neither lose
+    # nor double them. Each child says it read in one write to the pipe, which no other
+    # child's write can split.
+    go = tmp_path / "go"
+    script = (
+        "import os, sys, time\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        fd = os.open('/dev/zero', os.O_RDONLY)\n"
+        "        for _ in range(8): os.read(fd, 1 << 20)\n"
+        "        os.write(1, b'read\\n')\n"  # one write: print's two would interleave
+        f"        while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
+        "        os._exit(0)\n"
+        "for _ in range(3): os.wait()\n"
+        "print('done', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert child.stdin is not None and child.stdout is not None
+    tree = ProcessTree(child.pid, attached=False, now_ns=time.perf_counter_ns())
+    try:
+        assert [child.stdout.readline() for _ in range(3)] == [b"read\n"] * 3
+        tree.refresh(time.perf_counter_ns())
+        assert len(tree.live()) == 4  # the children, seen alive with their 8 MB each
+        go.touch()
+        assert child.stdout.readline() == b"done\n"
+        tree.refresh(time.perf_counter_ns())
+        children = 24 << 20
+        assert len(tree.live()) == 1
+        assert children <= tree.totals().read_chars < children + (8 << 20)
+        child.stdin.close()
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # a zombie, not reaped yet
+        tree.mark_exited(child.pid, time.perf_counter_ns())
+        final = tree.totals()
+        child.wait(30)
+        assert not tree.live() and children <= final.read_chars < children + (8 << 20)
+        tree.refresh(time.perf_counter_ns())
+        assert tree.totals() == final  # kept after it was reaped
+    finally:
+        go.touch()
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        child.stdout.close()
+        tree.close()
+
+
+def test_model_files_from_arguments_and_scope(tmp_path: Path) -> None:
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        (folder / name).write_bytes(b"x" * 10)
+    (folder / "config.json").write_text("{}")
+    single = tmp_path / "tiny.gguf"
+    single.write_bytes(b"x")
+    argv = ["serve", f"--model={folder}", "-m", str(single), f"sh -c 'cat {single}'", "x.py"]
+    found = [Path(p).name for p in files_in_arguments(argv)]
+    assert found == [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "tiny.gguf",
+    ]
+    files = ModelFiles()
+    files.add_named([str(folder / "model-00001-of-00002.safetensors")])
+    # Named files make their folders the scope: a model-named file there counts, others not.
+    assert files.consider(str(folder / "config.json")) is None
+    assert files.consider(str(folder / "extra.safetensors")) is None  # does not exist
+    (folder / "extra.safetensors").write_bytes(b"y")
+    assert files.consider(str(folder / "extra.safetensors")) is not None
+    assert files.consider(str(single)) is None  # outside the named model's folder
+    unnamed = ModelFiles()
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "easy.pth").write_text("import x\n")
+    assert unnamed.consider(str(site / "easy.pth")) is None  # a Python path file, not weights
+
+
+def test_loader_from_command_lines_and_libraries() -> None:
+    vllm = detect([["python", "-m", "vllm.entrypoints.openai.api_server"]], ["/x/libtorch_cpu.so"])
+    assert vllm.key == "vllm" and "--safetensors-load-strategy eager" in fix("mmap", vllm)
+    lib = "/v/site-packages/safetensors/_safetensors_rust.abi3.so"
+    assert detect([["python", "load.py"]], [lib]).key == "safetensors"
+    assert detect([["/usr/bin/llama-server", "-m", "x.gguf"]], []).key == "llama.cpp"
+    assert "--load-mode none" in fix("mmap", detect([["llama-server"]], []))
+    plain = detect([["cat", "x"]], [])
+    assert (plain.key, plain.label) == ("program", "cat")
+
+
+def test_arrival_span_at_the_steady_rate() -> None:
+    # 10 MB in the first 100 ms window at a steady 100 MB/s: the first byte came 100 ms
+    # before that window's end; the last 5 MB took 50 ms of the last window.
+    ms = 1_000_000
+    windows = [(0, 100 * ms, 10_000_000), (100 * ms, 200 * ms, 10_000_000)]
+    windows.append((200 * ms, 300 * ms, 5_000_000))
+    assert arrival_span(windows) == (0, 250 * ms)
+    late = [(0, 100 * ms, 2_000_000), (100 * ms, 200 * ms, 10_000_000)]
+    assert arrival_span(late) == (80 * ms, 200 * ms)
+    assert arrival_span([(5, 9, 1)]) == (5, 9)
+    assert arrival_span([]) is None
+
+
+@pytest.mark.parametrize("attached", [False, True])
+def test_a_process_that_is_not_there(attached: bool) -> None:
+    with pytest.raises(ProcessLookupError):
+        ProcessTree(2**22 + 12345, attached=attached, now_ns=0)

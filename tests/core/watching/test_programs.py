@@ -1,0 +1,144 @@
+"""Real programs watched from outside: the findings, the bytes and the descriptor groups
+against what each program did (its own report)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from modelmon.core.system import cache
+from modelmon.core.watching.watch import Watch
+
+from .running import program, wait_until, watching
+
+
+def codes(result) -> set[str]:
+    return {finding.code for finding in result.findings}
+
+
+def test_forked_readers_sharing_one_descriptor_are_named_with_their_pids(
+    tmp_path: Path, small_model: Path
+) -> None:
+    readers = 4
+
+    def make(folder: Path, out: int) -> Watch:
+        command = program("forked-mapping", small_model, readers=readers, hold=folder / "hold")
+        return Watch(command, stdout=out, interval_s=0.05)
+
+    with watching(tmp_path, make) as running:
+        wait_until(lambda: running.loaded() == readers, "every reader to map its share")
+        looks = running.watch.progress().looks
+        # One look with every reader holding the description, then let them go.
+        wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at the readers")
+        running.release()
+        result = running.result()
+    report = running.program_report()
+    assert result.exit_code == 0 and result.status == "exited"
+    parent, children = report["pids"][0], report["pids"][1:]
+    assert len(children) == readers
+    shared = [d for d in result.descriptions if d.shared]
+    assert len(shared) == 1
+    assert set(shared[0].pids) == {parent, *children}
+    finding = next(f for f in result.findings if f.code == "shared-descriptor")
+    assert set(finding.evidence["pids"]) == {parent, *children}
+    assert str(children[0]) in finding.text
+    # Every page was touched through the mappings, from a verified cold cache.
+    assert result.cache is not None and result.cache.cold
+    assert result.arrived_bytes >= small_model.stat().st_size * 0.99
+    assert result.files[0].mapped and "partial-read" not in codes(result)
+    assert "not-cold" not in codes(result)
+    # The children's counters are kept after they exited.
+    assert {p.pid for p in result.processes} >= {parent, *children}
+    assert all(p.exited_s is not None for p in result.processes)
+
+
+def test_lazy_slices_are_reported_as_a_partial_read(tmp_path: Path, large_model: Path) -> None:
+    def make(folder: Path, out: int) -> Watch:
+        command = program("lazy-slices", large_model, hold=folder / "hold")
+        return Watch(command, stdout=out, interval_s=0.05)
+
+    with watching(tmp_path, make) as running:
+        wait_until(lambda: running.loaded() == 1, "the slices")
+        looks = running.watch.progress().looks
+        wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at the mapping")
+        running.release()
+        result = running.result()
+    report = running.program_report()
+    size = large_model.stat().st_size
+    finding = next(f for f in result.findings if f.code == "partial-read")
+    assert finding.evidence["mapped"] is True
+    # The pages it touched (and the readahead around them) arrived; the rest did not.
+    assert report["bytes"] <= result.bytes_read < size * 0.5
+    assert finding.evidence["fraction"] == pytest.approx(result.bytes_read / size, abs=1e-6)
+    assert result.files[0].mapped
+    assert result.loader.key == "safetensors"
+    assert not [d for d in result.descriptions if d.shared]
+
+
+def test_load_file_reads_every_byte(tmp_path: Path, small_model: Path) -> None:
+    def make(folder: Path, out: int) -> Watch:
+        return Watch(program("load-file", small_model), stdout=out, interval_s=0.02)
+
+    with watching(tmp_path, make) as running:
+        result = running.result()
+    report = running.program_report()
+    size = small_model.stat().st_size
+    assert report["bytes"] > 0.99 * size  # the tensors: all but the header
+    assert result.arrived_bytes == result.bytes_read == size
+    assert result.files[0].unique_arrived_bytes == size
+    assert not codes(result) & {"partial-read", "shared-descriptor", "not-cold"}
+    assert result.seconds is not None and 0 < result.seconds <= result.wall_seconds
+    assert result.mbps is not None and result.mbps > 0
+
+
+def test_cat_arrives_whole_and_is_named(tmp_path: Path, small_model: Path) -> None:
+    with open(os.devnull, "wb") as sink:
+        watch = Watch(["cat", str(small_model)], stdout=sink.fileno(), interval_s=0.01)
+        result = watch.run()
+    size = small_model.stat().st_size
+    assert result.exit_code == 0 and result.loader.label == "cat"
+    assert result.arrived_bytes == result.bytes_read == size
+    assert result.files[0].named and result.cache is not None and result.cache.cold
+    assert result.cache.resident_after > 0.99
+    # The arrivals are in the read log, as a load's reads are: together, the whole file once.
+    arrivals = result.samples.arrivals
+    assert int(arrivals["length"].sum()) == size and set(arrivals["file"].tolist()) == {0}
+    # The residency grid the app draws for it: every bin full.
+    grid = watch.observer.residency_maps(8)
+    assert (
+        list(grid) == [str(small_model.resolve())] and grid[str(small_model.resolve())].min() == 1
+    )
+
+
+def test_attach_to_a_running_program(tmp_path: Path, small_model: Path) -> None:
+    go = tmp_path / "go"
+    started: list[subprocess.Popen[bytes]] = []
+
+    def make(folder: Path, out: int) -> Watch:
+        command = program("read-whole", small_model, go=go, hold=folder / "hold")
+        started.append(subprocess.Popen(command, stdout=out))
+        cache.evict([small_model])  # attached, the watch keeps the cache as it is
+        return Watch(pid=started[0].pid, model=[str(small_model)], interval_s=0.02)
+
+    try:
+        with watching(tmp_path, make) as running:
+            wait_until(lambda: running.watch.progress().looks >= 1, "the watch to attach")
+            go.touch()
+            wait_until(lambda: running.loaded() == 1, "the program's read")
+            looks = running.watch.progress().looks
+            wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at its fd")
+            running.release()
+            result = running.result()
+    finally:
+        for target in started:
+            target.wait(30)
+    target = started[0]
+    size = small_model.stat().st_size
+    assert result.attached and result.status == "gone" and result.exit_code is None
+    assert result.pid == target.pid and result.command is None
+    assert result.arrived_bytes == size
+    assert result.files[0].opened and result.files[0].read_position_peak == size
+    assert [d.pids for d in result.descriptions] == [(target.pid,)]

@@ -1,0 +1,170 @@
+"""``modelmon watch``: JSON and words, one line and a documented exit code for each way a
+watched command can go wrong, Ctrl+C, and a server stopped once quiet."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from modelmon.core.model.synth import write_safetensors_model
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("cli-watch"), layers=2, hidden=256, vocab=2048, seed=3
+    )
+
+
+def test_watch_json(modelmon, model: Path) -> None:
+    # The reader of the pipe starts late: cat waits on it, the load lasts samples long.
+    done = modelmon(
+        "watch", "--json", "--samples", "--interval-ms", "10", "--",
+        "sh", "-c", f"cat {model} | (sleep 0.2; cat > /dev/null)",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["schema_version"] >= 1 and data["status"] == "exited"
+    assert data["command"][:2] == ["sh", "-c"] and data["exit_code"] == 0
+    size = model.stat().st_size
+    assert data["bytes_read"] == size and data["model_bytes"] == size
+    assert data["files"][0]["path"] == str(model.resolve()) and data["files"][0]["named"]
+    assert data["cache"]["cold"] is True and data["files"][0]["resident_before"] == 0.0
+    assert data["wall_seconds"] > 0 and data["findings"] == []
+    assert {p["command"].split()[0] for p in data["processes"]} >= {"sh"}
+    assert sum(data["samples"]["arrivals"]["length"]) == size
+
+
+def test_watch_words_and_the_commands_own_output(modelmon, model: Path) -> None:
+    command = f"cat {model} | (sleep 0.2; wc -c)"
+    done = modelmon("watch", "--interval-ms", "10", "--", "sh", "-c", command)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].strip() == str(model.stat().st_size)  # wc's own line
+    assert "watched:  sh -c" in done.stdout and "arrived:" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "words"),
+    [
+        (["sh", "-c", "exit 3"], 5, "exited with 3"),
+        (["sh", "-c", "kill -9 $$"], 5, "killed by SIGKILL"),
+        (["/nonexistent/loader"], 5, "cannot run '/nonexistent/loader'"),
+        ([sys.executable, "-c", "import time; time.sleep(0.3)"], 6, "never opened or mapped"),
+        (["true"], 7, "before the first sample"),
+    ],
+)
+def test_each_way_a_watch_ends_badly_is_one_line_and_a_code(
+    modelmon, command: list[str], code: int, words: str
+) -> None:
+    interval = "2000" if code == 7 else "50"
+    done = modelmon("watch", "--interval-ms", interval, "--", *command)
+    assert done.returncode == code, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("modelmon:")]
+    assert len(lines) == 1 and words in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_usage_errors(modelmon, model: Path) -> None:
+    assert modelmon("watch").returncode == 2
+    assert modelmon("watch", "--pid", "1", "--", "true").returncode == 2
+    done = modelmon("watch", "--pid", str(os.getpid()), "--cache", "cold")
+    assert done.returncode == 2 and "--cache applies to a command" in done.stderr
+    done = modelmon("watch", "--model", "/nonexistent/model", "--", "true")
+    assert done.returncode == 2 and "no such file" in done.stderr
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_ctrl_c_stops_the_command_and_leaves_nothing(modelmon_argv: list[str]) -> None:
+    # The command starts a child of its own in another session: it is stopped too.
+    script = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '60'], start_new_session=True,\n"
+        "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "time.sleep(60)\n"
+    )
+    process = subprocess.Popen(
+        # No sample before Ctrl+C: the stop itself must find the child.
+        [
+            *modelmon_argv,
+            "watch",
+            "--json",
+            "--interval-ms",
+            "5000",
+            "--",
+            sys.executable,
+            "-c",
+            script,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watched: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 30
+        while "sleep" not in [p.name() for p in watched] and time.monotonic() < deadline:
+            time.sleep(0.05)
+            watched = _descendants(process.pid)
+        assert "sleep" in [p.name() for p in watched]
+        os.kill(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == 130, err
+        assert "cancelled" in err and json.loads(out)["status"] == "cancelled"
+        left = [p for p in watched if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert not left, f"left behind: {left}"
+    finally:
+        for child in watched:  # whatever the outcome, this test leaves nothing running
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_quiet_ends_the_watch_of_a_server_that_loaded(modelmon, model: Path) -> None:
+    server = (
+        "import sys, time\n"
+        "data = open(sys.argv[1], 'rb').read()\n"
+        "print('loaded', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    started = time.monotonic()
+    done = modelmon(
+        "watch", "--json", "--quiet", "0.5", "--interval-ms", "20", "--",
+        sys.executable, "-c", server, str(model),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 60
+    data = json.loads(done.stdout)
+    assert data["status"] == "stopped" and data["ended_by"] == "quiet"
+    assert data["bytes_read"] == model.stat().st_size
+    assert data["quiet_s"] is not None and data["quiet_s"] <= data["wall_seconds"]
+    assert any("stopped the command (SIGTERM)" in note for note in data["notes"])
+    assert "loaded" in done.stderr  # the command's stdout went to stderr, next to the JSON
+
+
+def test_compare_sets_this_storages_ceilings_next_to_the_loader(modelmon, model: Path) -> None:
+    command = f"cat {model} | (sleep 0.1; cat > /dev/null)"
+    done = modelmon("watch", "--compare", "--interval-ms", "10", "--", "sh", "-c", command)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("compare:")]
+    assert [line.split(";")[1].split()[0] for line in lines] == [
+        "sequential_read",
+        "parallel_read",
+    ]
+    assert all("your loader" in line and "MB/s here" in line for line in lines)
