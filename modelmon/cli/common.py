@@ -19,6 +19,7 @@ from modelmon.core.errors import (
     ModelFormatError,
     OptionsError,
     ReferenceSyntaxError,
+    printable,
 )
 from modelmon.core.options import (
     CACHE_MODES,
@@ -100,7 +101,9 @@ def add_verb(verbs: Verbs, name: str, help: str, epilog: bool = False) -> argpar
 
 
 def fail(message: str, code: ExitCode) -> ExitCode:
-    print(f"modelmon: {message}", file=sys.stderr)
+    """``message`` as one stderr line: what would break the line (a newline in a path) is
+    escaped."""
+    print(f"modelmon: {printable(message)}", file=sys.stderr)
     return code
 
 
