@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from modelmon.core.errors import (
     ConfigError,
@@ -29,7 +29,7 @@ from modelmon.core.options import (
     PARTITIONS,
     PREFETCH_MODES,
     LoadOptions,
-    MiB,
+    chunk_from_mib,
     from_mapping,
     parse_readahead,
 )
@@ -184,6 +184,23 @@ def whole_number(text: str) -> int:
     return int(stripped)
 
 
+T = TypeVar("T")
+
+
+def engine_parser(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from one of the engine's parsers: its OptionsError, which says the
+    allowed range, is the usage error (argparse shows a ValueError as "invalid ... value")."""
+
+    def parsed(text: str) -> T:
+        try:
+            return parse(text)
+        except OptionsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parsed.__name__ = parse.__name__
+    return parsed
+
+
 def emit_json(data: Any) -> None:
     """``data`` as strict JSON on stdout; an object carries the ``schema_version`` of the
     CLI's JSON first."""
@@ -233,7 +250,7 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
         ),
         parser.add_argument(
             "--readahead",
-            type=parse_readahead,
+            type=engine_parser(parse_readahead),
             default=None,
             metavar="KIB",
             help="set the device's readahead (KiB, or 4MiB) for the run, restored after "
@@ -272,5 +289,5 @@ def load_options(flags: Mapping[str, Any], base: LoadOptions | None = None) -> L
     ``base``; other keys (the verb's own, ``strategy``) are ignored."""
     values = {name: flags[name] for name in OPTION_NAMES if name in flags}
     if "chunk_mib" in flags:
-        values["chunk"] = int(flags["chunk_mib"] * MiB)
+        values["chunk"] = chunk_from_mib(flags["chunk_mib"])
     return from_mapping(values, base)

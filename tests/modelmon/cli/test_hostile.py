@@ -296,6 +296,10 @@ def test_control_characters_in_a_path_stay_on_one_line(tmp_path: Path) -> None:
         ("bench", "--a", "sequential workers=²", "--b", "pread"),
         ("bench", "--a", "sequential chunk=²MiB", "--b", "pread"),
         ("bench", "--a", "sequential chunk=" + "9" * 400, "--b", "pread"),
+        ("bench", "--a", "sequential readahead=²", "--b", "pread"),
+        ("bench", "--a", "sequential readahead=٣", "--b", "pread"),
+        ("load", "--readahead", "1e3"),
+        ("load", "--readahead", "²"),
         ("bench", "--a", "sequential", "--b", "pread", "-n", "0"),
         ("recommend", "--budget", "-5"),
         ("recommend", "--budget", "nan"),
@@ -309,6 +313,33 @@ def test_control_characters_in_a_path_stay_on_one_line(tmp_path: Path) -> None:
 def test_impossible_numbers_are_usage_errors(model: Path, flags: Sequence[str]) -> None:
     verb, *rest = flags
     hostile(model.parent, verb, str(model), *rest, code=USAGE)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("load", "--readahead", "1e3"),
+        ("load", "--readahead", "²"),
+        ("bench", "--a", "sequential readahead=²", "--b", "pread"),
+        ("bench", "--a", "sequential readahead=٣", "--b", "pread"),
+        ("bench", "--a", "sequential --readahead ٣", "--b", "pread"),
+    ],
+    ids=lambda flags: " ".join(flags)[:40],
+)
+def test_readahead_refusals_say_the_allowed_range(model: Path, flags: Sequence[str]) -> None:
+    verb, *rest = flags
+    hostile(model.parent, verb, str(model), *rest, code=USAGE, says="from 0 to 1048576")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_config_chunk_that_is_no_number_is_a_usage_error(
+    model: Path, tmp_path: Path, value: str
+) -> None:
+    config = tmp_path / "modelmon.toml"
+    config.write_text(
+        f'format_version = 1\n[recommended]\nstrategy = "pread"\nchunk_mib = {value}\n'
+    )
+    hostile(tmp_path, "load", str(model), "--config", str(config), code=USAGE, says="chunk_mib")
 
 
 # --- shapes numpy cannot allocate: refused when the file is parsed, naming the tensor ----------
