@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from modelmon.core.loading.preflight import preflight
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id
 from modelmon.core.loading.runner import check_memory
 from modelmon.core.loading.sink import TensorSink
@@ -29,7 +30,8 @@ def load_in_process(
     model: Model, strategy: str, options: LoadOptions, stop: StopFlag | None = None
 ) -> dict[str, np.ndarray]:
     """Load every tensor of ``model`` with ``strategy``; {name: array} in file order."""
-    with readahead.for_run([f.path for f in model.files], options.readahead):
+    checks = preflight(get_strategy(strategy), model, options, in_process=True)
+    with checks, readahead.for_run([f.path for f in model.files], options.readahead):
         return _load(model, strategy, options, stop)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
+from modelmon.core.loading.preflight import preflight
 from modelmon.core.loading.processes import (
     JOIN_GRACE_S,
     exit_description,
@@ -151,7 +152,8 @@ class LoadRun:
     def run(self) -> LoadResult:
         # The device's readahead, when an option sets it, is set around the whole run and
         # restored on every way out (readahead.for_run); plain runs only share its lock.
-        with readahead.for_run(self.paths, self.options.readahead) as notes:
+        checks = preflight(self.strategy_class, self.model, self.options, in_process=False)
+        with checks, readahead.for_run(self.paths, self.options.readahead) as notes:
             self.setup_notes = notes
             return self._run()
 

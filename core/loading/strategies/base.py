@@ -269,6 +269,21 @@ class Strategy:
     # The sink allocates every tensor's array. False: the strategy places arrays of its own
     # (``TensorSink.place``: views of a file mapping), so the sink allocates none up front.
     allocates: ClassVar[bool] = True
+    # Descriptors one reader thread may hold open per model file at once (its own; a Python
+    # mmap keeps a duplicate of the one it maps): the open-files limit a load needs.
+    descriptors_per_file: ClassVar[int] = 1
+
+    @classmethod
+    def descriptors(cls, files: int, readers: int) -> int:
+        """The most descriptors ``readers`` threads of one process hold at once, each of them
+        reading from each of ``files`` (besides any shared ones)."""
+        return files * readers * cls.descriptors_per_file
+
+    @classmethod
+    def cannot_load(cls, model: Model) -> str | None:
+        """Why this strategy cannot load ``model`` at all (told before the load starts), or
+        None."""
+        return None
 
     def run(self, ctx: WorkerContext) -> None:
         raise NotImplementedError

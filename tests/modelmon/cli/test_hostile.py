@@ -342,6 +342,64 @@ def test_a_config_chunk_that_is_no_number_is_a_usage_error(
     hostile(tmp_path, "load", str(model), "--config", str(config), code=USAGE, says="chunk_mib")
 
 
+# --- thousands of shards under a low open-files limit --------------------------------------------
+
+SHARDS = 600
+LOW_LIMIT = 128
+
+
+@pytest.fixture(scope="module")
+def many_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index over SHARDS one-tensor shards: more files than LOW_LIMIT descriptors."""
+    folder = tmp_path_factory.mktemp("shards")
+    weight_map = {}
+    for number in range(SHARDS):
+        name = f"model-{number:05d}-of-{SHARDS:05d}.safetensors"
+        entry = {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
+        header = json.dumps({f"t{number}": entry}).encode()
+        (folder / name).write_bytes(safetensors_bytes(header, bytes(16)))
+        weight_map[f"t{number}"] = name
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": weight_map}))
+    return index
+
+
+def _limit_open_files(soft: int, hard: int | None) -> Callable[[], None]:
+    def limit() -> None:
+        _, current_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, current_hard if hard is None else hard))
+
+    return limit
+
+
+@pytest.mark.parametrize("strategy", ["mmap-shared-fd", "sequential", "mmap", "library"])
+def test_many_shards_under_a_low_open_files_limit(many_shards: Path, strategy: str) -> None:
+    """The soft limit is raised to the hard one where that is enough; where it is not, one
+    line says how many descriptors the load needs."""
+    load = ("load", str(many_shards), "-s", strategy, "--cache", "keep", "--json")
+    done = subprocess.run(
+        [*MODELMON, *load],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limit_open_files(LOW_LIMIT, None),
+        check=False,
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert json.loads(done.stdout)["status"] == "ok"
+    if strategy != "library":  # safetensors keeps no descriptor per file
+        says = "ulimit -n"
+        hard = _limit_open_files(LOW_LIMIT, LOW_LIMIT)
+        done = hostile(many_shards.parent, *load, code=LOAD_FAILED, says=says, preexec=hard)
+        assert f"over {SHARDS} files" in done.stderr and "Traceback" not in done.stderr
+    inspect = ("inspect", str(many_shards))
+    hard = _limit_open_files(LOW_LIMIT, LOW_LIMIT)
+    done = subprocess.run(
+        [*MODELMON, *inspect], capture_output=True, text=True, timeout=30, preexec_fn=hard
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+
+
 # --- shapes numpy cannot allocate: refused when the file is parsed, naming the tensor ----------
 
 
