@@ -82,4 +82,4 @@ def _load(
         for descriptor in shared:
             with contextlib.suppress(OSError):
                 os.close(descriptor)
-    return {model.extents[index].name: sink.arrays[index] for index in indexes if sink.keep}
+    return {model.extents[index].name: sink.array(index) for index in indexes if sink.keep}

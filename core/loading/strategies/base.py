@@ -13,7 +13,7 @@ from modelmon.core.errors import LoadCancelled, LoadError, OptionsError
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id, now_ns
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.model.plan import Read, ShareQueue, ShareState, coalesce
-from modelmon.core.model.records import Model
+from modelmon.core.model.records import Model, collector_paused
 from modelmon.core.options import LoadOptions
 
 T = TypeVar("T")
@@ -128,7 +128,13 @@ class WorkerContext:
     def in_threads(self, readers: int, body: Callable[[int], None]) -> None:
         """Run ``body(reader)`` for reader 0..readers-1, each on its own thread (inline for
         one). The first failure aborts the siblings and is re-raised once all have stopped;
-        each thread closes its own descriptors when it ends."""
+        each thread closes its own descriptors when it ends. The cyclic garbage collector
+        is held off meanwhile: a load makes a few objects per tensor and no cyclic garbage,
+        and with a million tensors each collection would walk them all again."""
+        with collector_paused():
+            self._in_threads(readers, body)
+
+    def _in_threads(self, readers: int, body: Callable[[int], None]) -> None:
         if readers <= 1:
             body(0)
             return

@@ -23,8 +23,10 @@ from modelmon.core.errors import ModelFormatError
 from modelmon.core.model.blocks import blocks_of
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.formats.safetensors_json import (
+    ENTRY_FIELDS,
     U64_LIMIT,
     HeaderProblem,
+    Members,
     checked_entry,
     checked_metadata,
     decode,
@@ -187,13 +189,44 @@ def _field(infos: list[dict[str, Any]], key: str) -> list[Any]:
     return list(map(get, infos, itertools.repeat(key)))
 
 
+_key, _value = operator.itemgetter(0), operator.itemgetter(1)
+_first, _second, _third = (operator.itemgetter(n) for n in range(3))
+
+
+def _entry_fields(infos: list[Members]) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """The dtype, shape and data_offsets columns of entries of three members each, or None
+    unless every entry holds exactly those three fields once.
+
+    Writers put the fields in one order: taken by position when every entry uses the same
+    order (no dict per entry), else through a dict per entry.
+    """
+    members = [list(map(getter, infos)) for getter in (_first, _second, _third)]
+    keys = [set(map(_key, column)) for column in members]
+    if all(len(names) == 1 for names in keys):
+        order = [next(iter(names)) for names in keys]
+        if sorted(order) != sorted(ENTRY_FIELDS):
+            return None
+        values = {
+            name: list(map(_value, column)) for name, column in zip(order, members, strict=True)
+        }
+        return values["dtype"], values["shape"], values["data_offsets"]
+    del members
+    entries_info = list(map(dict, infos))
+    if set(map(len, entries_info)) != {3}:  # a field given twice
+        return None
+    return (
+        _field(entries_info, "dtype"),
+        _field(entries_info, "shape"),
+        _field(entries_info, "data_offsets"),
+    )
+
+
 def _only(values: Iterable[object], kind: type) -> bool:
     """Every value is exactly of ``kind`` (type(), not isinstance: a bool is no int)."""
     return set(map(type, values)) <= {kind}
 
 
 Columns = list[list[Any]]  # begins, ends, names, dtypes, shapes: one list each, in offset order
-_key, _value = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _columns_if_valid(
@@ -229,12 +262,10 @@ def _columns_if_valid(
         return ([[], [], [], [], []], metadata) if data_len == 0 else None
     if not _only(infos, tuple) or set(map(len, infos)) != {3}:
         return None
-    entries_info = list(map(dict, infos))
-    if set(map(len, entries_info)) != {3}:  # a field given twice
+    fields = _entry_fields(infos)
+    if fields is None:
         return None
-    dtypes = _field(entries_info, "dtype")
-    shape_lists = _field(entries_info, "shape")
-    bounds = _field(entries_info, "data_offsets")
+    dtypes, shape_lists, bounds = fields
     if not (_only(dtypes, str) and set(dtypes) <= DTYPES.keys()):
         return None
     if not (_only(shape_lists, list) and _only(bounds, list) and set(map(len, bounds)) == {2}):
