@@ -1,5 +1,6 @@
-"""Block timings from a read log: the column-wise computation agrees with the plain one (each
-read against each tensor it overlaps), for any reads over a model of several files."""
+"""Block timings and the model summary, computed column-wise, agree with the plain per-tensor
+computations (each read against each tensor it overlaps; a loop over the tensors), for any
+reads over a model of several files."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.output.result import block_share_timings, block_timings
+from modelmon.core.output.text import model_summary
 
 BLOCKS = ["embeddings", "model.layers.0", "model.layers.1", "head", "other"]
 
@@ -78,3 +80,18 @@ def test_block_timings_agree_with_the_plain_computation(
     assert [(s.block, s.start, s.end) for s in shares] == [
         (t.name, t.start, t.end) for t in timings
     ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 90), st.integers(0, 4)), min_size=0, max_size=15))
+def test_model_summary_sums_per_dtype_and_block_as_a_plain_loop(tensors: list[tuple[int, int]]):
+    model = model_of([length for length, _ in tensors], [block for _, block in tensors])
+    summary = model_summary(model)
+    blocks: dict[str, int] = {}
+    for extent in model.extents:
+        blocks[extent.block] = blocks.get(extent.block, 0) + extent.length
+    assert summary["blocks"] == [{"name": name, "bytes": n} for name, n in blocks.items()]
+    total = sum(e.length for e in model.extents)
+    assert summary["dtypes"] == (
+        {"U8": {"tensors": len(tensors), "bytes": total}} if tensors else {}
+    )
