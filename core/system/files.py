@@ -13,14 +13,18 @@ loop", "a /proc or /sys file" (whose size is not what it holds).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import json
 import os
 import re
 import stat
+import struct
 import tomllib
 from typing import Any
+
+from modelmon.core.system.libc import LIBC
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -130,17 +134,37 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     return fd
 
 
+# Kernel filesystems whose files report a size that is not what they hold (/sys says 4096
+# bytes, /proc 0): statfs's f_type numbers, from linux/magic.h.
+_KERNEL_FILESYSTEMS = {
+    0x9FA0: "/proc",
+    0x62656572: "/sys",
+    0x64626720: "debugfs",
+    0x74726163: "tracefs",
+    0x27E0EB: "cgroup",
+    0x63677270: "cgroup2",
+    0x73636673: "securityfs",
+    0x62656570: "configfs",
+    0xCAFE4A11: "bpf",
+    0x6165676C: "pstore",
+    0xDE5E81E4: "efivarfs",
+}
+
+
 def size_problem(fd: int) -> str | None:
     """Why the size ``fstat`` gives for regular file ``fd`` is not what it holds, or None.
 
-    /proc files say 0 bytes and /sys files 4096 whatever they hold: a parser that trusts the
-    size reads past their end. One byte read at the size, and one just before it, tell.
+    A parser trusts that size to bound its reads: a file of /proc or /sys (said by its
+    filesystem's type, no data read) or one that holds bytes past its size is refused.
     """
+    statfs = ctypes.create_string_buffer(256)  # struct statfs; f_type, a long, comes first
+    if LIBC.fstatfs(fd, statfs) == 0:
+        kernel = _KERNEL_FILESYSTEMS.get(struct.unpack_from("l", statfs)[0])
+        if kernel is not None:
+            return f"a {kernel} file, whose size is not what it holds: not a model"
     size = os.fstat(fd).st_size
     if os.pread(fd, 1, size):
-        return f"it holds more than its size says ({size} bytes): a /proc or /sys file?"
-    if size and not os.pread(fd, 1, size - 1):
-        return f"it holds less than its size says ({size} bytes): a /proc or /sys file?"
+        return f"it holds more than its size says ({size} bytes): still being written?"
     return None
 
 

@@ -64,7 +64,8 @@ def _integer(text: str) -> int | float:
 def _float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise HeaderProblem(f"number {text[:24]}{'...' if len(text) > 24 else ''} is out of range")
+        shown = f"of {len(text)} digits" if len(text) > 24 else text
+        raise HeaderProblem(f"number {shown} is out of range")
     return value
 
 
@@ -82,7 +83,13 @@ def decode(raw: bytes, exact: bool) -> Any:
     except json.JSONDecodeError as exc:
         raise HeaderProblem(f"header is not valid JSON: {exc.msg}", exc.pos) from None
     except RecursionError:
-        raise HeaderProblem(f"header JSON is nested over {MAX_DEPTH} levels deep") from None
+        raise HeaderProblem(f"header JSON is nested too deep (over {MAX_DEPTH} levels)") from None
+    except HeaderProblem:
+        raise
+    except ValueError:  # an integer of over 4300 digits, which int() refuses: serde's way
+        if exact:
+            raise
+        return decode(raw, exact=True)
 
 
 def may_hold_negative_zero(raw: bytes) -> bool:
@@ -112,7 +119,7 @@ def check_value(value: Any, depth: int) -> None:
                 raise HeaderProblem(f"string {ascii(item)[:40]} holds a lone surrogate escape")
         elif isinstance(item, tuple | list):
             if level > MAX_DEPTH:
-                raise HeaderProblem(f"header JSON is nested over {MAX_DEPTH} levels deep")
+                raise HeaderProblem(f"header JSON is nested too deep (over {MAX_DEPTH} levels)")
             is_object = isinstance(item, tuple)
             for member in item:
                 if is_object:  # an object's (key, value)

@@ -218,7 +218,8 @@ def test_proc_and_sys_files_are_named_for_what_they_are(tmp_path: Path) -> None:
     sys_file = next(Path("/sys/block").glob("*/queue/read_ahead_kb"), None)
     for path in (Path("/proc/self/status"), sys_file):
         if path is not None:
-            hostile(tmp_path, "inspect", str(path), code=BAD_MODEL, says="a /proc or /sys file")
+            says = f"a /{path.parts[1]} file, whose size is not what it holds"
+            hostile(tmp_path, "inspect", str(path), code=BAD_MODEL, says=says)
 
 
 def test_descriptor_paths_name_the_file_they_have_open(model: Path, tmp_path: Path) -> None:

@@ -109,6 +109,8 @@ CASES: dict[str, tuple[str, bytes]] = {
     "1e400 beside": (header(tensor(more=',"x":1e400')), ABCD),
     "400-digit integer beside": (header(tensor(more=',"x":1' + "0" * 400)), ABCD),
     "300-digit integer beside": (header(tensor(more=',"x":1' + "0" * 300)), ABCD),
+    "5000-digit integer beside": (header(tensor(more=',"x":1' + "0" * 5000)), ABCD),
+    "5000-digit offset": (header(tensor(offsets="[0," + "9" * 5000 + "]")), ABCD),
     "2**64 dimension": (header(tensor("e", shape=f"[{2**64},0]", offsets="[0,0]"), U8), ABCD),
     "127 levels": (header(tensor(more=',"x":' + DEEP)), ABCD),
     "128 levels": (header(tensor(more=',"x":[' + DEEP + "]")), ABCD),
