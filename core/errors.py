@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import unicodedata
+
+# Characters that end a line (for str.splitlines or a terminal), move the cursor or change
+# how the rest of a line shows: control characters, line and paragraph separators, format
+# characters (bidirectional overrides), and the lone surrogates that stand for undecodable
+# bytes in a file name.
+_UNSHOWN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that could break or disguise a line escaped as Python
+    writes it (``\\n``, ``\\x1b``, ``\\u2028``): a path holding a newline stays one line."""
+    if text.isprintable():  # the common case: nothing to escape, one C-level pass
+        return text
+    return "".join(
+        ascii(char)[1:-1] if unicodedata.category(char) in _UNSHOWN_CATEGORIES else char
+        for char in text
+    )
+
 
 def one_line(exc: BaseException) -> str:
-    """The first line of an error's message, or its type's name when it has none."""
+    """The first line of an error's message (control characters escaped), or its type's name
+    when it has none."""
     lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return printable(lines[0]) if lines else type(exc).__name__
 
 
 class ModelmonError(Exception):
-    """Base of every error the engine raises on purpose."""
+    """Base of every error the engine raises on purpose. Its message is one line whatever the
+    paths or names in it hold: ``str()`` escapes what would break the line."""
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class ModelFormatError(ModelmonError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -107,9 +108,13 @@ def from_mapping(values: Mapping[str, Any], base: LoadOptions | None = None) -> 
     return LoadOptions(**current)
 
 
-# ASCII digits only: \d would take '²' and other digits that int() and float() refuse.
+# ASCII digits only: \d would take '²' and other digits that int() and float() refuse, and
+# str.isdigit() takes '٣', which int() reads as 3.
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE | re.ASCII)
+_WHOLE = re.compile(r"\s*[0-9]+\s*", re.ASCII)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_NO_READAHEAD = ("none", "default", "")
+MIN_CHUNK, MAX_CHUNK = 4096, 1 << 30
 
 
 def parse_size(text: str) -> int:
@@ -123,16 +128,42 @@ def parse_size(text: str) -> int:
     return int(float(number) * _UNITS[unit])
 
 
+def parse_count(name: str, text: str) -> int:
+    """``workers``/``threads`` from text: a whole number of ASCII digits, 1 to MAX_PARALLEL."""
+    if _WHOLE.fullmatch(text) and 1 <= int(text) <= MAX_PARALLEL:
+        return int(text)
+    raise OptionsError(f"{name} must be a whole number from 1 to {MAX_PARALLEL}, not {text!r}")
+
+
 def parse_readahead(text: str) -> int | None:
     """'4096' (KiB, the unit of read_ahead_kb), '4MiB', '128KiB' → KiB; 'none' → None."""
-    if text.strip().lower() in ("none", "default", ""):
+    if text.strip().lower() in _NO_READAHEAD:
         return None
-    if text.strip().isdigit():
-        return int(text)
-    size = parse_size(text)
-    if size % 1024:
-        raise OptionsError(f"readahead must be whole KiB, not {text!r}")
-    return size // 1024
+    allowed = f"whole KiB from 0 to {MAX_READAHEAD_KIB} (4096, or a size such as 4MiB)"
+    if _WHOLE.fullmatch(text):
+        kib = int(text)
+    else:
+        try:
+            size = parse_size(text)
+        except OptionsError:
+            raise OptionsError(f"readahead must be {allowed}, not {text!r}") from None
+        if size % 1024:
+            raise OptionsError(f"readahead must be {allowed}, not {text!r}")
+        kib = size // 1024
+    if kib > MAX_READAHEAD_KIB:
+        raise OptionsError(f"readahead must be {allowed}, not {text!r}")
+    return kib
+
+
+def chunk_from_mib(mib: object) -> int:
+    """A chunk given in MiB (a number, as ``--chunk-mib`` and config files give it) → bytes."""
+    allowed = f"a number of MiB from {MIN_CHUNK / MiB:g} to {MAX_CHUNK // MiB}"
+    if not isinstance(mib, int | float) or isinstance(mib, bool) or not math.isfinite(mib):
+        raise OptionsError(f"chunk must be {allowed}, not {mib!r}")
+    chunk = int(mib * MiB)
+    if not MIN_CHUNK <= chunk <= MAX_CHUNK:
+        raise OptionsError(f"chunk must be {allowed}, not {mib!r}")
+    return chunk
 
 
 def parse_spec(spec: str) -> tuple[str, LoadOptions]:
@@ -155,9 +186,7 @@ def parse_spec(spec: str) -> tuple[str, LoadOptions]:
 
 def _coerce(key: str, raw: str) -> Any:
     if key in ("workers", "threads"):
-        if not (raw.isascii() and raw.isdigit()):  # '²'.isdigit() is True, int('²') fails
-            raise OptionsError(f"{key} must be a whole number ≥ 1, not {raw!r}")
-        return int(raw)
+        return parse_count(key, raw)
     if key == "chunk":
         return parse_size(raw)
     if key == "readahead":

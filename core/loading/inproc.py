@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from modelmon.core.loading.drop_behind import DropBehind, drop_behind_reason
+from modelmon.core.loading.preflight import preflight
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id
 from modelmon.core.loading.runner import check_memory
 from modelmon.core.loading.sink import TensorSink
@@ -30,7 +31,8 @@ def load_in_process(
     model: Model, strategy: str, options: LoadOptions, stop: StopFlag | None = None
 ) -> dict[str, np.ndarray]:
     """Load every tensor of ``model`` with ``strategy``; {name: array} in file order."""
-    with readahead.for_run([f.path for f in model.files], options.readahead):
+    checks = preflight(get_strategy(strategy), model, options, in_process=True)
+    with checks, readahead.for_run([f.path for f in model.files], options.readahead):
         return _load(model, strategy, options, stop)
 
 
@@ -90,4 +92,4 @@ def _load(
                 os.close(descriptor)
         if drops is not None:  # what the readers' folio-aligned drops left
             cache.evict(paths)
-    return {model.extents[index].name: sink.arrays[index] for index in indexes if sink.keep}
+    return {model.extents[index].name: sink.array(index) for index in indexes if sink.keep}

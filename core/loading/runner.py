@@ -27,6 +27,7 @@ from typing import Any
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
+from modelmon.core.loading.preflight import preflight
 from modelmon.core.loading.processes import (
     JOIN_GRACE_S,
     exit_description,
@@ -164,7 +165,9 @@ class LoadRun:
         # restored on every way out (readahead.for_run); plain runs only share its lock.
         # This process's own peak over the run (priming included) is reported beside its
         # workers': what the whole modelmon process tree took.
+        checks = preflight(self.strategy_class, self.model, self.options, in_process=False)
         with (
+            checks,
             readahead.for_run(self.paths, self.options.readahead) as notes,
             own_peak_watch() as peak,
         ):

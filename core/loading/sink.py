@@ -17,29 +17,38 @@ import numpy as np
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.checksum import crc32_combine
-from modelmon.core.model.records import Model, TensorExtent
+from modelmon.core.model.records import Model, TensorExtent, collector_paused
 
 _ml_dtypes_loaded = False
+_dtypes: dict[str, np.dtype] = {}  # asked once per tensor: a million times for some models
 
 
 def array_dtype(name: str) -> np.dtype:
     """numpy dtype of a loaded tensor; bfloat16 and float8 come from ml_dtypes."""
     global _ml_dtypes_loaded
+    known = _dtypes.get(name)
+    if known is not None:
+        return known
     try:
-        return np.dtype(name)
+        dtype = np.dtype(name)
     except TypeError:
         if _ml_dtypes_loaded:
             raise
         import ml_dtypes  # noqa: F401  (registers bfloat16, float8_* with numpy)
 
         _ml_dtypes_loaded = True
-        return np.dtype(name)
+        dtype = np.dtype(name)
+    _dtypes[name] = dtype
+    return dtype
 
 
 PAGE = mmap.PAGESIZE
 # Tensors at least this big get their own anonymous mapping (see ``allocate``); smaller ones
 # come from numpy, so a model of 100 000 small tensors does not hit the kernel's map count.
 OWN_MAPPING_MIN_BYTES = 1 << 20
+# Tensors smaller than this share one mapping, the sink's arena (``_Arena``).
+TINY_BYTES = 64 << 10
+ARENA_ALIGN = 16  # numpy's own allocations are 16-byte aligned
 
 
 def allocate(extent: TensorExtent) -> np.ndarray:
@@ -113,6 +122,31 @@ def span_checksums(model: Model, spans: dict[int, list[Span]]) -> tuple[tuple[st
     return tuple(result)
 
 
+class _Arena:
+    """One anonymous mapping for every tiny tensor of a sink, each at a 16-byte aligned
+    offset. A model of a million tensors of a few bytes each then costs no allocation, array
+    or memoryview per tensor while it loads; an array is made only when one is asked for.
+    Its pages are mapped lazily, like every other array's: untouched slots cost nothing."""
+
+    def __init__(self, model: Model, indexes: Sequence[int]) -> None:
+        extents = model.extents
+        lengths = np.fromiter((extents[i].length for i in indexes), np.int64, len(indexes))
+        tiny = lengths < TINY_BYTES
+        slots = (lengths + (ARENA_ALIGN - 1)) // ARENA_ALIGN * ARENA_ALIGN * tiny
+        ends = np.cumsum(slots)
+        # Per model extent, where its slot starts, or -1 (not tiny, or not this sink's).
+        offsets = np.full(len(extents), -1, dtype=np.int64)
+        offsets[np.asarray(indexes, dtype=np.int64)[tiny]] = (ends - slots)[tiny]
+        self.offsets: list[int] = offsets.tolist()
+        size = int(ends[-1]) if len(ends) else 0
+        self.memory = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.view = memoryview(self.memory)
+
+    def array(self, extent: TensorExtent, at: int) -> np.ndarray:
+        flat = np.frombuffer(self.memory, dtype=np.uint8, count=extent.length, offset=at)
+        return flat.view(array_dtype(extent.array_dtype)).reshape(extent.array_shape)
+
+
 class TensorSink:
     """Destination memory and fill tracking for ``indexes``. ``lazy``: allocate a tensor's
     array when its first piece is asked for (a worker process that draws work from a queue
@@ -133,19 +167,23 @@ class TensorSink:
         self.verify = verify
         self.scratch_bytes = scratch_bytes
         self.arrays: dict[int, np.ndarray] = {}
-        # Per tensor, the runs of bytes filled so far. Pieces may arrive in any order and from
-        # any thread; each thread extends its own run in order (so its crc streams), and
-        # ``check_complete`` proves the runs tile the tensor exactly: no byte skipped or twice.
-        self._runs: dict[int, list[_Run]] = {index: [] for index in indexes}
         self._open: dict[tuple[int, int], _Run] = {}  # (tensor, end) → the run ending there
         self._views: dict[int, memoryview] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
-        if keep and not lazy:
-            for index in indexes:
-                # Pages are mapped lazily: the first write faults them in, which is part of
-                # loading for any real loader too, so it is inside the timed region.
-                self._allocate(index)
+        with collector_paused():  # a million small tensors: no collection walks them all
+            # Per tensor, the runs of bytes filled so far. Pieces may arrive in any order and
+            # from any thread; each thread extends its own run in order (so its crc streams),
+            # and ``check_complete`` proves the runs tile the tensor exactly: no byte skipped
+            # or twice.
+            self._runs: dict[int, list[_Run]] = {index: [] for index in indexes}
+            self._arena = _Arena(model, indexes) if keep else None
+            if keep and not lazy:
+                for index in indexes:
+                    # Pages are mapped lazily: the first write faults them in, which is part
+                    # of loading for any real loader too, so it is inside the timed region.
+                    if self._arena is None or self._arena.offsets[index] < 0:
+                        self._allocate(index)
 
     @property
     def bytes_filled(self) -> int:
@@ -166,8 +204,11 @@ class TensorSink:
 
     def piece(self, index: int, start: int, length: int) -> memoryview:
         """Writable memory for bytes [start, start+length) of tensor ``index``."""
-        if index < 0 or not self.keep:
+        if index < 0 or self._arena is None:
             return self.scratch(length)
+        at = self._arena.offsets[index]
+        if at >= 0:
+            return self._arena.view[at + start : at + start + length]
         view = self._views.get(index)
         if view is None:  # lazy: allocated on first use
             with self._lock:
@@ -205,6 +246,17 @@ class TensorSink:
         """
         if index < 0:
             return
+        end = start + len(data)
+        if start == 0 and end == self.model.extents[index].length:
+            # A whole tensor in one piece (most tensors of a many-tensor model): its run is
+            # complete, nothing can continue it.
+            whole = _Run(0)
+            whole.end = end
+            if self.verify:
+                whole.crc = zlib.crc32(data)
+            with self._lock:
+                self._runs[index].append(whole)
+            return
         with self._lock:
             run = self._open.pop((index, start), None)
             if run is None:
@@ -212,7 +264,7 @@ class TensorSink:
                 self._runs[index].append(run)
         if self.verify:
             run.crc = zlib.crc32(data, run.crc)
-        run.end = start + len(data)
+        run.end = end
         with self._lock:
             self._open[(index, run.end)] = run
 
@@ -267,12 +319,35 @@ class TensorSink:
     def check_complete(self, complete: bool = True) -> None:
         """Every tensor's runs tile it exactly, or a LoadError names the first that does not.
         ``complete=False``: only that no byte was filled twice (a share of shared work)."""
-        check_spans(self.model, self.spans(), complete)
+        with collector_paused():
+            if complete and self._each_whole():
+                return
+            check_spans(self.model, self.spans(), complete)
+
+    def _each_whole(self) -> bool:
+        """Whether every tensor was filled in one run from its first byte to its last: the
+        usual outcome, told without a list of spans per tensor."""
+        extents = self.model.extents
+        with self._lock:
+            return all(
+                len(runs) == 1 and runs[0].start == 0 and runs[0].end == extents[index].length
+                for index, runs in self._runs.items()
+            )
 
     def checksums(self) -> tuple[tuple[str, int], ...]:
         """Per-tensor crc32 (after ``check_complete``): the runs' crcs combined in order."""
         return span_checksums(self.model, self.spans())
 
+    def array(self, index: int) -> np.ndarray:
+        """Tensor ``index``'s array (once loaded): its own, placed, or a view of the arena."""
+        array = self.arrays.get(index)
+        if array is not None:
+            return array
+        if self._arena is None or self._arena.offsets[index] < 0:
+            raise KeyError(index)
+        return self._arena.array(self.model.extents[index], self._arena.offsets[index])
+
     def release(self) -> None:
         self._views.clear()
         self.arrays.clear()
+        self._arena = None  # its mapping goes with the last array made from it

@@ -24,6 +24,9 @@ _HEAD = re.compile(
 )
 
 
+_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+
+
 def block_of(name: str) -> str:
     """The block a tensor belongs to: ``model.layers.3``, ``blk.3``, or a named group."""
     match = _LAYER.match(name)
@@ -45,13 +48,22 @@ def blocks_of(names: Iterable[str]) -> list[str]:
     """
     blocks: list[str] = []
     layer_prefix, layer_block = None, ""
+    # A name that is no layer's has the block of every name that differs from it only in its
+    # digits' values (no pattern looks at them): "expert.7.w" answers for "expert.8.w".
+    no_layer: dict[str, str] = {}
     for name in names:
         if layer_prefix is not None and name.startswith(layer_prefix):
             blocks.append(layer_block)
             continue
+        skeleton = name.translate(_DIGITS_AS_ZERO)
+        known = no_layer.get(skeleton)
+        if known is not None:
+            blocks.append(known)
+            continue
         match = _LAYER.match(name)
         if match is None:
-            blocks.append(block_of(name))
+            block = no_layer[skeleton] = block_of(name)
+            blocks.append(block)
             continue
         layer_block = f"{match.group('stack')}.{int(match.group('index'))}"
         matched = match.group()

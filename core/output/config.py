@@ -17,7 +17,14 @@ import tomli_w
 from modelmon.core.errors import ConfigError, OptionsError
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
-from modelmon.core.options import OPTION_NAMES, LoadOptions, MiB, from_mapping, parse_size
+from modelmon.core.options import (
+    OPTION_NAMES,
+    LoadOptions,
+    MiB,
+    chunk_from_mib,
+    from_mapping,
+    parse_size,
+)
 from modelmon.core.output.identity import IDENTITY_KEYS, model_identity, validate_identity
 from modelmon.core.output.snippets import apply_snippets
 from modelmon.core.system.files import UnusableFile, parse_toml, read_small_file
@@ -404,10 +411,10 @@ def _recommended(table: Any, fail: Callable[[str, str], ConfigError]) -> tuple[s
     if "chunk_mib" in values:  # how files write it; ``chunk`` (bytes or "8MiB") reads too
         if "chunk" in values:
             raise fail("recommended.chunk_mib", "give chunk or chunk_mib, not both")
-        mib = values.pop("chunk_mib")
-        if not _number(mib) or mib <= 0:
-            raise fail("recommended.chunk_mib", f"must be MiB (a number > 0), not {mib!r}")
-        values["chunk"] = int(mib * MiB)
+        try:
+            values["chunk"] = chunk_from_mib(values.pop("chunk_mib"))
+        except OptionsError as exc:
+            raise fail("recommended.chunk_mib", str(exc)) from None
     for key, value in values.items():
         if key not in OPTION_NAMES:
             raise fail(f"recommended.{key}", "unknown key")

@@ -160,20 +160,53 @@ def model_checksum(crcs: dict[str, int], model: Model) -> str:
     return digest.hexdigest()
 
 
-def block_timings(model: Model, reads: dict[str, np.ndarray], t0_ns: int) -> list[BlockTiming]:
+@dataclass(frozen=True)
+class _TensorColumns:
+    """Per tensor, as arrays: its file's index, start, end and block's code; and the blocks."""
+
+    file: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    block: np.ndarray
+    blocks: list[str]  # code → name
+    block_bytes: np.ndarray  # code → bytes of its tensors
+
+
+def _tensor_columns(model: Model) -> _TensorColumns:
+    """``model``'s tensors as columns, made in a few passes (a million tensors: no Python
+    work per tensor beyond reading its fields)."""
+    extents = model.extents
+    count = len(extents)
+    file_of = {f.path: i for i, f in enumerate(model.files)}
+    codes: dict[str, int] = {}
+    code_of = codes.setdefault
+    file = np.fromiter((file_of[e.file] for e in extents), np.int64, count)
+    start = np.fromiter((e.offset for e in extents), np.int64, count)
+    length = np.fromiter((e.length for e in extents), np.int64, count)
+    block = np.fromiter((code_of(e.block, len(codes)) for e in extents), np.int64, count)
+    block_bytes = np.zeros(len(codes), dtype=np.int64)
+    np.add.at(block_bytes, block, length)
+    return _TensorColumns(file, start, start + length, block, list(codes), block_bytes)
+
+
+def block_timings(
+    model: Model,
+    reads: dict[str, np.ndarray],
+    t0_ns: int,
+    tensors_of: _TensorColumns | None = None,
+) -> list[BlockTiming]:
     """When each block's bytes were read: from its first read's start to its last read's end.
 
     Reads are mapped onto tensors by byte overlap (a coalesced read may fill many tensors, a
     big tensor takes many reads); warm-up prefetch reads don't count as loading.
+    ``tensors_of``: the model's ``_tensor_columns``, when the caller has them already.
     """
+    tensors_of = tensors_of or _tensor_columns(model)
     count = len(model.extents)
     first = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
     last = np.zeros(count, dtype=np.int64)
     keep = ~reads["prefetch"]
-    file_of = {f.path: i for i, f in enumerate(model.files)}
-    tensor_file = np.array([file_of[e.file] for e in model.extents], dtype=np.int64)
-    tensor_start = np.array([e.offset for e in model.extents], dtype=np.int64)
-    tensor_end = tensor_start + np.array([e.length for e in model.extents], dtype=np.int64)
+    tensor_file, tensor_start, tensor_end = tensors_of.file, tensors_of.start, tensors_of.end
     for file in range(len(model.files)):
         tensors = np.flatnonzero(tensor_file == file)
         mine = keep & (reads["file"] == file)
@@ -192,20 +225,23 @@ def block_timings(model: Model, reads: dict[str, np.ndarray], t0_ns: int) -> lis
         targets = order[which]
         np.minimum.at(first, targets, np.repeat(reads["start"][mine], spans))
         np.maximum.at(last, targets, np.repeat(reads["end"][mine], spans))
-    spans_by_block: dict[str, list[int]] = {}
-    bytes_by_block: dict[str, int] = {}
-    for index, extent in enumerate(model.extents):
-        bytes_by_block[extent.block] = bytes_by_block.get(extent.block, 0) + extent.length
-        if last[index]:
-            spans_by_block.setdefault(extent.block, []).append(index)
+    # Per block, over its tensors that were read: the first start and the last end.
+    read = last > 0
+    codes = len(tensors_of.blocks)
+    block_first = np.full(codes, np.iinfo(np.int64).max, dtype=np.int64)
+    block_last = np.zeros(codes, dtype=np.int64)
+    np.minimum.at(block_first, tensors_of.block[read], first[read])
+    np.maximum.at(block_last, tensors_of.block[read], last[read])
+    was_read = np.zeros(codes, dtype=bool)
+    was_read[tensors_of.block[read]] = True
     timings = []
-    for block in sorted(bytes_by_block, key=block_sort_key):
-        indexes = spans_by_block.get(block)
-        if not indexes:
+    for code in sorted(range(codes), key=lambda c: block_sort_key(tensors_of.blocks[c])):
+        if not was_read[code]:
             continue
-        start = (int(first[indexes].min()) - t0_ns) / 1e9
-        end = (int(last[indexes].max()) - t0_ns) / 1e9
-        timings.append(BlockTiming(block, bytes_by_block[block], start, end))
+        start = (int(block_first[code]) - t0_ns) / 1e9
+        end = (int(block_last[code]) - t0_ns) / 1e9
+        name = tensors_of.blocks[code]
+        timings.append(BlockTiming(name, int(tensors_of.block_bytes[code]), start, end))
     return timings
 
 
@@ -214,10 +250,11 @@ def block_share_timings(
 ) -> list[BlockShareTiming]:
     """When each worker read its share of each block: ``block_timings`` worker by worker."""
     shares: list[BlockShareTiming] = []
+    tensors_of = _tensor_columns(model)
     for worker in sorted(set(reads["worker"].tolist())):
         mine = {key: column[reads["worker"] == worker] for key, column in reads.items()}
         shares.extend(
             BlockShareTiming(b.name, int(worker), b.start, b.end)
-            for b in block_timings(model, mine, t0_ns)
+            for b in block_timings(model, mine, t0_ns, tensors_of)
         )
     return shares

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, format_spec
@@ -29,15 +32,22 @@ def human_bytes(count: float) -> str:
     return f"{count:.2f} TB"
 
 
+def _bytes_by(keys: list[str], lengths: np.ndarray) -> dict[str, int]:
+    """{key: the lengths summed}, keys in first-seen order, in whole-column passes."""
+    codes = {key: code for code, key in enumerate(dict.fromkeys(keys))}
+    sums = np.zeros(len(codes), dtype=np.int64)
+    np.add.at(sums, np.fromiter(map(codes.__getitem__, keys), np.int64, len(keys)), lengths)
+    return dict(zip(codes, sums.tolist(), strict=True))
+
+
 def model_summary(model: Model) -> dict[str, Any]:
     """What ``modelmon inspect`` and the model panel show: files, sizes, dtypes, blocks."""
-    by_dtype: Counter[str] = Counter()
-    bytes_by_dtype: Counter[str] = Counter()
-    by_block: Counter[str] = Counter()
-    for extent in model.extents:
-        by_dtype[extent.dtype] += 1
-        bytes_by_dtype[extent.dtype] += extent.length
-        by_block[extent.block] += extent.length
+    extents = model.extents
+    dtypes = list(map(attrgetter("dtype"), extents))
+    lengths = np.fromiter(map(attrgetter("length"), extents), np.int64, len(extents))
+    by_dtype = Counter(dtypes)
+    bytes_by_dtype = _bytes_by(dtypes, lengths)
+    by_block = _bytes_by(list(map(attrgetter("block"), extents)), lengths)
     return {
         "path": model.path,
         "format": model.format,

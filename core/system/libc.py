@@ -23,4 +23,5 @@ LIBC.mmap.argtypes = [
 LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 LIBC.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+LIBC.fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
 MAP_FAILED = ctypes.c_void_p(-1).value

@@ -22,6 +22,7 @@ from modelmon.core.errors import (
     OptionsError,
     ReferenceSyntaxError,
     WatchError,
+    printable,
 )
 from modelmon.core.measuring.limits import (
     MAX_AB_PAIRS,
@@ -43,6 +44,7 @@ from modelmon.core.options import (
     PREFETCH_MODES,
     LoadOptions,
     MiB,
+    chunk_from_mib,
     from_mapping,
     option_text,
     parse_readahead,
@@ -153,7 +155,9 @@ def add_path(parser: argparse.ArgumentParser, help: str = PATH_HELP) -> None:
 
 
 def fail(message: str, code: ExitCode) -> ExitCode:
-    print(f"modelmon: {message}", file=sys.stderr)
+    """``message`` as one stderr line: what would break the line (a newline in a path) is
+    escaped."""
+    print(f"modelmon: {printable(message)}", file=sys.stderr)
     return code
 
 
@@ -291,15 +295,8 @@ def engine_checked(parse: Callable[[str], T]) -> Callable[[str], T]:
     return checked
 
 
-def readahead_kib(text: str) -> int | None:
-    """An argparse type: device readahead as ``parse_readahead`` reads it, in the range
-    ``LoadOptions`` takes."""
-    kib = engine_checked(parse_readahead)(text)
-    if kib is not None and not 0 <= kib <= MAX_READAHEAD_KIB:
-        raise argparse.ArgumentTypeError(
-            f"must be whole KiB {range_text(0, MAX_READAHEAD_KIB, 'KiB')}, not {text!r}"
-        )
-    return kib
+# Device readahead as the engine reads it (KiB, or 4MiB; its error states the range).
+readahead_kib = engine_checked(parse_readahead)
 
 
 def memory_limit(text: str) -> int:
@@ -413,5 +410,5 @@ def load_options(flags: Mapping[str, Any], base: LoadOptions | None = None) -> L
     ``base``; other keys (the verb's own, ``strategy``) are ignored."""
     values = {name: flags[name] for name in OPTION_NAMES if name in flags}
     if "chunk_mib" in flags:
-        values["chunk"] = int(flags["chunk_mib"] * MiB)
+        values["chunk"] = chunk_from_mib(flags["chunk_mib"])
     return from_mapping(values, base)

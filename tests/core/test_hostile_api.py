@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import modelmon.core as core
-from modelmon.core.errors import ConfigError, EmptyModelError
+from modelmon.core.errors import ConfigError, EmptyModelError, ModelFormatError
 from modelmon.core.measuring.ab import Config, run_ab
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
@@ -76,3 +76,14 @@ def test_special_config_files(sharded_model: Path, tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigError, match=says):
             core.load(sharded_model, config=config, discard=True)
+
+
+def test_an_error_is_one_line_whatever_its_path_holds(tmp_path: Path) -> None:
+    """Every engine error prints as one line: control characters in a path are escaped."""
+    path = tmp_path / "a\nb\u2028c.safetensors"
+    path.write_bytes(b"junk")
+    with pytest.raises(ModelFormatError) as caught:
+        core.load(path)
+    message = str(caught.value)
+    assert message.splitlines() == [message] and "a\\nb\\u2028c.safetensors" in message
+    assert caught.value.file == str(path)  # the attribute keeps the name as it is

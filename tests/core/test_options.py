@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from modelmon.core.errors import OptionsError
-from modelmon.core.options import LoadOptions, format_spec, from_mapping, parse_size, parse_spec
+from modelmon.core.options import (
+    LoadOptions,
+    format_spec,
+    from_mapping,
+    parse_readahead,
+    parse_size,
+    parse_spec,
+)
 
 
 @pytest.mark.parametrize(
@@ -52,3 +59,27 @@ def test_bad_spec() -> None:
     for spec in ("", "sequential workers", "sequential workers=x", "sequential chunk=lots"):
         with pytest.raises(OptionsError):
             parse_spec(spec)
+
+
+@pytest.mark.parametrize(
+    ("text", "kib"),
+    [("4096", 4096), (" 128 ", 128), ("4MiB", 4096), ("128KiB", 128), ("0", 0), ("none", None)],
+)
+def test_readahead_values(text: str, kib: int | None) -> None:
+    assert parse_readahead(text) == kib
+    if kib is not None:
+        assert parse_spec(f"sequential readahead={text.strip()}")[1].readahead == kib
+
+
+@pytest.mark.parametrize("text", ["1e3", "²", "٣", "-1", "1.5", "1000B", "2GiB", "9" * 30])
+def test_readahead_refusals_say_the_allowed_range(text: str) -> None:
+    """ASCII digits only ('٣' is no 3), one message with the range, from either syntax."""
+    for parse in (parse_readahead, lambda t: parse_spec(f"sequential readahead={t}")):
+        with pytest.raises(OptionsError, match=r"readahead must be whole KiB from 0 to 1048576"):
+            parse(text)
+
+
+@pytest.mark.parametrize("text", ["٣", "²", "0", "257", "1.0", "-2", "1e1"])
+def test_worker_counts_are_ascii_digits_in_range(text: str) -> None:
+    with pytest.raises(OptionsError, match=r"workers must be a whole number from 1 to 256"):
+        parse_spec(f"sequential workers={text}")

@@ -14,7 +14,7 @@ from modelmon.core.loading.drop_behind import DropBehind
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id, now_ns
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.model.plan import Read, ShareQueue, ShareState, coalesce
-from modelmon.core.model.records import Model
+from modelmon.core.model.records import Model, collector_paused
 from modelmon.core.options import LoadOptions
 
 T = TypeVar("T")
@@ -134,7 +134,13 @@ class WorkerContext:
     def in_threads(self, readers: int, body: Callable[[int], None]) -> None:
         """Run ``body(reader)`` for reader 0..readers-1, each on its own thread (inline for
         one). The first failure aborts the siblings and is re-raised once all have stopped;
-        each thread closes its own descriptors when it ends."""
+        each thread closes its own descriptors when it ends. The cyclic garbage collector
+        is held off meanwhile: a load makes a few objects per tensor and no cyclic garbage,
+        and with a million tensors each collection would walk them all again."""
+        with collector_paused():
+            self._in_threads(readers, body)
+
+    def _in_threads(self, readers: int, body: Callable[[int], None]) -> None:
         if readers <= 1:
             body(0)
             return
@@ -279,6 +285,21 @@ class Strategy:
     # mapping once read and drops them behind itself (``WorkerContext.drop_behind``), where
     # the others' mapped pages stay until they unmap.
     releases_mappings: ClassVar[bool] = False
+    # Descriptors one reader thread may hold open per model file at once (its own; a Python
+    # mmap keeps a duplicate of the one it maps): the open-files limit a load needs.
+    descriptors_per_file: ClassVar[int] = 1
+
+    @classmethod
+    def descriptors(cls, files: int, readers: int) -> int:
+        """The most descriptors ``readers`` threads of one process hold at once, each of them
+        reading from each of ``files`` (besides any shared ones)."""
+        return files * readers * cls.descriptors_per_file
+
+    @classmethod
+    def cannot_load(cls, model: Model) -> str | None:
+        """Why this strategy cannot load ``model`` at all (told before the load starts), or
+        None."""
+        return None
 
     def run(self, ctx: WorkerContext) -> None:
         raise NotImplementedError

@@ -1,8 +1,17 @@
-"""library: what users do today (safetensors ``safe_open().get_tensor``, the gguf reader)."""
+"""library: what users do today (safetensors ``safe_open().get_tensor``, the gguf reader).
+
+safetensors hands numpy a float8 tensor as ``numpy.float8_e4m3fn`` (and ``float8_e5m2``,
+``float8_e8m0fnu``, the ``fnuz`` pair): names numpy does not have and ml_dtypes does. While
+the strategy runs, numpy lends them from ml_dtypes (``numpy_float8_names``), so the library's
+own code path loads them. F4 (``float4_e2m1fn_x2``, two values a byte) and the 6-bit types
+have no numpy type at all: the strategy refuses such a model before it starts.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -11,6 +20,50 @@ from modelmon.core.errors import LoadError
 from modelmon.core.loading.sink import array_dtype
 from modelmon.core.loading.strategies.base import Strategy, WorkerContext, register, timed_read
 from modelmon.core.model.plan import file_index
+from modelmon.core.model.records import Model
+
+# safetensors dtype → the numpy module attribute safetensors asks for (its get_pydtype)
+FLOAT8_NAMES = {
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+}
+NO_NUMPY_TYPE = {
+    "F4": "F4 tensors (two 4-bit values a byte, float4_e2m1fn_x2)",
+    "F6_E2M3": "F6_E2M3 tensors (6-bit)",
+    "F6_E3M2": "F6_E3M2 tensors (6-bit)",
+}
+
+_lent_lock = threading.Lock()
+_lent_users = 0
+_lent: list[str] = []
+
+
+@contextmanager
+def numpy_float8_names(dtypes: set[str]) -> Iterator[None]:
+    """numpy holds ml_dtypes' float8 types under the names safetensors asks it for, while the
+    block runs; the names numpy did not have before are taken back by the last user."""
+    global _lent_users
+    import ml_dtypes
+
+    wanted = [FLOAT8_NAMES[dtype] for dtype in dtypes if dtype in FLOAT8_NAMES]
+    with _lent_lock:
+        for name in wanted:
+            if not hasattr(np, name):
+                setattr(np, name, getattr(ml_dtypes, name))
+                _lent.append(name)
+        _lent_users += 1
+    try:
+        yield
+    finally:
+        with _lent_lock:
+            _lent_users -= 1
+            if _lent_users == 0:
+                for name in _lent:
+                    delattr(np, name)
+                _lent.clear()
 
 
 @register
@@ -21,6 +74,31 @@ class LibraryStrategy(Strategy):
         "the baseline: safetensors safe_open(...).get_tensor / the gguf reader, "
         "bytes copied out by the library itself"
     )
+    descriptors_per_file = 0  # safetensors maps each file and closes it; GGUF is one file
+
+    @classmethod
+    def cannot_load(cls, model: Model) -> str | None:
+        if model.format != "safetensors":
+            return None
+        dtypes = {extent.dtype for extent in model.extents}
+        unloadable = [NO_NUMPY_TYPE[dtype] for dtype in sorted(dtypes) if dtype in NO_NUMPY_TYPE]
+        if unloadable:
+            return (
+                f"safetensors cannot hand {unloadable[0]} to numpy, which has no type for "
+                "them; another strategy loads their bytes"
+            )
+        import ml_dtypes
+
+        missing = [
+            d
+            for d in sorted(dtypes)
+            if d in FLOAT8_NAMES and not hasattr(ml_dtypes, FLOAT8_NAMES[d])
+        ]
+        if missing:
+            return (
+                f"its {missing[0]} tensors need a newer ml_dtypes (for {FLOAT8_NAMES[missing[0]]})"
+            )
+        return None
 
     def run(self, ctx: WorkerContext) -> None:
         if ctx.model.format == "gguf":
@@ -63,8 +141,10 @@ class LibraryStrategy(Strategy):
             )
             ctx.sink.adopt(index, tensor)
 
+        dtypes = {ctx.model.extents[index].dtype for index in ctx.indexes}
         try:
-            ctx.tensors_in_threads(load)
+            with numpy_float8_names(dtypes):
+                ctx.tensors_in_threads(load)
         finally:
             for manager in opened:
                 manager.__exit__(None, None, None)

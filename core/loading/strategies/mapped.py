@@ -121,6 +121,7 @@ class MmapStrategy(Strategy):
     maps_file = True
     summary = "each worker maps the file through its own descriptor and copies every tensor out"
     uses = Strategy.uses | {"chunk", "fadvise", "madvise"}
+    descriptors_per_file = 2  # its own, and the mapping's duplicate
 
     def run(self, ctx: WorkerContext) -> None:
         copy_out_of_maps(ctx)
@@ -137,6 +138,7 @@ class SharedFdMmapStrategy(Strategy):
     shares_fd = True
     maps_file = True
     forced_partition = "round-robin"
+    descriptors_per_file = 1  # the mapping's duplicate of the shared one (one per file)
 
     def run(self, ctx: WorkerContext) -> None:
         ctx.notes.append(

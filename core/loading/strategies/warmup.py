@@ -40,6 +40,13 @@ class WarmupStrategy(Strategy):
     )
     uses = Strategy.uses | {"chunk", "fadvise", "madvise", "prefetch"}
     shares_work = False  # two passes, two queues: each worker keeps its own share
+    descriptors_per_file = 2  # the copy pass's own and its mapping's duplicate
+
+    @classmethod
+    def descriptors(cls, files: int, readers: int) -> int:
+        # Prefetch threads close theirs when they end; a lone reader runs inline and keeps
+        # its prefetch descriptors through the copy pass.
+        return super().descriptors(files, readers) + (files if readers == 1 else 0)
 
     def run(self, ctx: WorkerContext) -> None:
         recorder = ctx.prefetch_recorder or ctx.recorder

@@ -11,17 +11,34 @@ from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.formats.safetensors import parse_index, parse_safetensors_file
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.model.references import resolve_reference
-from modelmon.core.system.files import NOT_REGULAR
+from modelmon.core.system.files import (
+    UnusableFile,
+    not_regular,
+    path_problem,
+    resolve_descriptor_path,
+)
 
 GGUF_MAGIC = b"GGUF"
+# GGUF's magic read as a big-endian number: a file written wholly byte-swapped. gguf-py's
+# reader and llama.cpp read the magic as bytes and refuse it; so does modelmon, saying so.
+SWAPPED_GGUF_MAGIC = GGUF_MAGIC[::-1]
 
 
 def open_model(path: str | os.PathLike[str]) -> Model:
     """Parse what the user named into a Model; every problem is a one-line ModelFormatError.
 
     A string may be a reference (``hf:ORG/NAME``, ``ollama:NAME``; see
-    ``modelmon.core.model.references``): it opens the file or folder it resolves to.
+    ``modelmon.core.model.references``): it opens the file or folder it resolves to. A
+    descriptor's path (``/proc/self/fd/N``, ``/dev/fd/N``) is replaced by the path of the file
+    it has open, which the worker processes can open too.
     """
+    given = os.fspath(path)
+    try:
+        named = resolve_descriptor_path(given)
+    except UnusableFile as exc:
+        raise ModelFormatError(given, exc.reason) from None
+    if named != given:
+        return open_model(Path(named))
     if isinstance(path, str):
         resolved = resolve_reference(path)
         if resolved is not None:
@@ -36,14 +53,12 @@ def open_model(path: str | os.PathLike[str]) -> Model:
     target = Path(path)
     try:
         mode = target.stat().st_mode
-    except FileNotFoundError:
-        raise ModelFormatError(str(target), "no such file or directory") from None
-    except OSError as exc:  # permission denied, a symlink loop, a name too long...
-        raise ModelFormatError(str(target), (exc.strerror or str(exc)).lower()) from None
+    except OSError:  # permission denied, a symlink loop, a name too long...
+        raise ModelFormatError(str(target), path_problem(target) or "cannot be read") from None
     if stat.S_ISDIR(mode):
         return _open_directory(target)
     if not stat.S_ISREG(mode):
-        raise ModelFormatError(str(target), NOT_REGULAR)
+        raise ModelFormatError(str(target), not_regular(mode))
     if target.name.endswith(".json"):
         return _open_sharded(target)
     return _open_file(target)
@@ -58,6 +73,13 @@ def _open_file(target: Path) -> Model:
         raise ModelFormatError(name, exc.strerror or str(exc)) from None
     if not magic:
         raise ModelFormatError(name, "empty file (0 bytes)")
+    if magic == SWAPPED_GGUF_MAGIC:
+        raise ModelFormatError(
+            name,
+            f"a byte-swapped GGUF (magic {magic!r}, not {GGUF_MAGIC!r}): written in the wrong "
+            "byte order, which the gguf reader and llama.cpp refuse too",
+            0,
+        )
     if magic == GGUF_MAGIC:
         # Lazy for start-up time: the gguf library is imported only when a GGUF file is opened.
         from modelmon.core.model.formats.gguf import parse_gguf
@@ -74,18 +96,39 @@ def _open_directory(folder: Path) -> Model:
     if len(indexes) > 1:
         names = ", ".join(p.name for p in indexes)
         raise ModelFormatError(str(folder), f"several shard indexes ({names}); name one")
-    shards = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
+    shards, unusable = _regular_files(folder, "*.safetensors")
     if len(shards) == 1:
         return _open_file(shards[0])
     if shards:
         return _combine(str(folder), [str(p) for p in shards], None)
-    ggufs = sorted(p for p in folder.glob("*.gguf") if p.is_file())
+    ggufs, unusable_ggufs = _regular_files(folder, "*.gguf")
     if len(ggufs) == 1:
         return _open_file(ggufs[0])
     if ggufs:
         names = ", ".join(p.name for p in ggufs[:4])
         raise ModelFormatError(str(folder), f"several GGUF files ({names}...); name one")
+    unusable += unusable_ggufs
+    if unusable:
+        (first, problem), more = unusable[0], len(unusable) - 1
+        others = f" (and {more} more such)" if more else ""
+        raise ModelFormatError(
+            str(folder), f"holds no model file that can be read: {first.name} is {problem}{others}"
+        )
     raise ModelFormatError(str(folder), "directory holds no .safetensors, index or .gguf file")
+
+
+def _regular_files(folder: Path, pattern: str) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The entries of ``folder`` matching ``pattern`` that are regular files (or symlinks to
+    one), and the others with what they are ("a FIFO", "a symlink loop"...)."""
+    regular: list[Path] = []
+    unusable: list[tuple[Path, str]] = []
+    for path in sorted(folder.glob(pattern)):
+        problem = path_problem(path)
+        if problem is None:
+            regular.append(path)
+        elif not path.is_dir():  # a folder named x.safetensors is no candidate
+            unusable.append((path, problem))
+    return regular, unusable
 
 
 def _open_sharded(index: Path) -> Model:

@@ -6,6 +6,13 @@ against the bytes left in the file before anything is read or allocated, so a da
 fails fast with a ``ModelFormatError`` naming the byte offset, where GGUFReader would loop
 over billions of empty reads. GGUFReader itself runs only in the library strategy
 (``loading/strategies/gguf_reader.py``), where measuring it is the point.
+
+It opens what GGUFReader opens, and refuses on purpose some files GGUFReader reads: those
+llama.cpp refuses too (over ``MAX_DIMS`` dimensions, a data offset off the alignment,
+overlapping tensors, a shape past int64), and those past a bound on the work a header can
+cause (``MAX_TENSORS``, ``MAX_KVS``, KV arrays nested deep or of over ``MAX_ARRAY_ELEMENTS``).
+An empty tensor placed past the end of the file is refused as damage. The test
+``test_gguf_reference.py`` holds it to that.
 """
 
 from __future__ import annotations
@@ -38,10 +45,17 @@ MAX_ARRAY_NESTING = 4  # real files nest 1 level
 # numpy view (~860 bytes) per KV array element; this cap bounds that cost. Real files hold
 # < 1.5M elements in all.
 MAX_ARRAY_ELEMENTS = 1 << 22
+# Bounds on what one header can make modelmon do. Real files hold hundreds to a few thousand
+# tensors and under a hundred KVs; a safetensors header's 100 MB limit allows about two
+# million tensors. Past these, a count is damage: GGUFReader would make ~20 numpy objects per
+# tensor or KV (minutes, gigabytes) and llama.cpp one ggml tensor each, before any error.
+MAX_TENSORS = 1 << 21
+MAX_KVS = 1 << 20
 MIN_TENSOR_INFO_SIZE = 24  # name length u64 + n_dims u32 + type u32 + offset u64
 MIN_KV_SIZE = 13  # key length u64 + value type u32 + a 1-byte value
 INT64_LIMIT = 1 << 63  # ggml's ne[] are int64, and so are their products
 
+READER_HEADER_FIELDS = ("GGUF.version", "GGUF.tensor_count", "GGUF.kv_count")
 KEPT_KEYS = ("general.architecture", "general.name", "general.file_type", "general.alignment")
 _MAX_METADATA_CHARS = 200
 
@@ -187,18 +201,28 @@ class _Walk:
         if version not in SUPPORTED_VERSIONS:
             raise self.fail(f"unsupported GGUF version {version} (reads 2 and 3)", 4)
         tensor_count, kv_count = struct.unpack_from(self.order + "QQ", self.buf, 8)
-        room = self.size - HEADER_SIZE
-        if tensor_count * MIN_TENSOR_INFO_SIZE > room:
-            raise self.fail(f"absurd tensor count {tensor_count} for {self.size} bytes", 8)
-        if kv_count * MIN_KV_SIZE > room:
-            raise self.fail(f"absurd KV count {kv_count} for {self.size} bytes", 16)
-        if tensor_count * MIN_TENSOR_INFO_SIZE + kv_count * MIN_KV_SIZE > room:
-            raise self.fail("tensor and KV counts cannot both fit in the file", 8)
+        if tensor_count > MAX_TENSORS:
+            problem = f"tensor count {tensor_count} is past the {MAX_TENSORS} modelmon reads"
+            raise self.fail(f"{problem} (a damaged header?)", 8)
+        if kv_count > MAX_KVS:
+            problem = f"KV count {kv_count} is past the {MAX_KVS} modelmon reads"
+            raise self.fail(f"{problem} (a damaged header?)", 16)
+        # Each tensor info and each KV takes some bytes at least: counts the file cannot hold
+        # mean a file cut short (a download that stopped), not a file to walk through.
+        least = HEADER_SIZE + tensor_count * MIN_TENSOR_INFO_SIZE + kv_count * MIN_KV_SIZE
+        if least > self.size:
+            counts = f"{tensor_count} tensors and {kv_count} KVs"
+            problem = f"its header lists {counts}, which take at least {least} bytes"
+            raise self.fail(
+                f"truncated: {problem} (expected at least {least} bytes, found {self.size})", 8
+            )
         self.pos = HEADER_SIZE
         return version, tensor_count, kv_count
 
     def kv_section(self, kv_count: int) -> None:
-        seen: set[str] = set()
+        # GGUFReader files the header's fields under these names first: a KV of the same name
+        # is a duplicate to it, and it refuses the file.
+        seen = set(READER_HEADER_FIELDS)
         for index in range(kv_count):
             start = self.pos
             key = self.unique_text(f"KV #{index} key", "KV key", seen)

@@ -7,13 +7,21 @@ import os
 from typing import BinaryIO
 
 from modelmon.core.errors import ModelFormatError
-from modelmon.core.system.files import UnusableFile, open_regular
+from modelmon.core.system.files import UnusableFile, open_regular, size_problem
 
 
 def open_model_file(path: str | os.PathLike[str]) -> BinaryIO:
-    """A binary file object on the regular file at ``path``; ModelFormatError otherwise."""
+    """A binary file object on the regular file at ``path`` whose size is what it holds (not
+    a /proc or /sys file); ModelFormatError otherwise."""
     try:
         fd = open_regular(path)
     except UnusableFile as exc:
         raise ModelFormatError(str(path), exc.reason) from None
+    try:
+        problem = size_problem(fd)
+    except OSError as exc:
+        problem = (exc.strerror or str(exc)).lower()
+    if problem is not None:
+        os.close(fd)
+        raise ModelFormatError(str(path), problem)
     return os.fdopen(fd, "rb")

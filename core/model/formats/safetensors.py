@@ -1,24 +1,39 @@
 """safetensors: header → tensor extents, validated the way the reference implementation does.
 
 Layout: 8-byte little-endian header length N, N bytes of JSON, then the data section. Every
-length and offset is checked against the file size before anything is allocated.
+length and offset is checked against the file size before anything is allocated. The JSON is
+read by the reference's rules (``safetensors_json``): modelmon opens a file if and only if
+``safetensors.safe_open`` does, but for one stricter check, said where it is made: a tensor
+numpy cannot shape (over 64 dimensions, or past int64 bytes), which ``safe_open`` opens and
+its ``get_tensor`` then fails on.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import operator
 import os
 import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from modelmon.core.errors import ModelFormatError, one_line
+from modelmon.core.errors import ModelFormatError
 from modelmon.core.model.blocks import blocks_of
 from modelmon.core.model.formats.opening import open_model_file
+from modelmon.core.model.formats.safetensors_json import (
+    ENTRY_FIELDS,
+    U64_LIMIT,
+    HeaderProblem,
+    Members,
+    checked_entry,
+    checked_metadata,
+    decode,
+    has_escapes,
+    lone_surrogate,
+    may_hold_negative_zero,
+)
 from modelmon.core.model.formats.shapes import (
     INTPTR_LIMIT,
     MAX_ARRAY_DIMS,
@@ -29,8 +44,9 @@ from modelmon.core.system.files import UnusableFile, parse_json, read_small_file
 
 MAX_HEADER_BYTES = 100_000_000  # the reference's MAX_HEADER_SIZE
 
-# dtype → (bits per element, numpy dtype name of the loaded array). Sub-byte and 6-bit types
-# load as raw bytes ("uint8", flat), which is what they are until a kernel unpacks them.
+# dtype → (bits per element, numpy dtype name of the loaded array): the reference's ``Dtype``
+# (safetensors 0.8). Sub-byte and 6-bit types load as raw bytes ("uint8", flat), which is what
+# they are until a kernel unpacks them.
 DTYPES: dict[str, tuple[int, str]] = {
     "BOOL": (8, "bool"),
     "U8": (8, "uint8"),
@@ -38,6 +54,8 @@ DTYPES: dict[str, tuple[int, str]] = {
     "F8_E5M2": (8, "float8_e5m2"),
     "F8_E4M3": (8, "float8_e4m3fn"),
     "F8_E8M0": (8, "uint8"),
+    "F8_E4M3FNUZ": (8, "float8_e4m3fnuz"),
+    "F8_E5M2FNUZ": (8, "float8_e5m2fnuz"),
     "I16": (16, "int16"),
     "U16": (16, "uint16"),
     "F16": (16, "float16"),
@@ -63,19 +81,24 @@ def _fail(path: str, problem: str, offset: int | None = None) -> ModelFormatErro
     return ModelFormatError(path, problem, offset)
 
 
-def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, object], int, int]:
-    """Read and decode the JSON header: (header, data_start, file_size). Bounded by file size."""
+def read_header(path: str | os.PathLike[str]) -> tuple[bytes, int, int]:
+    """The header's raw JSON bytes, where the data section starts and the file's size. Reads
+    no more than the header length, itself bounded by the file size and the 100 MB limit."""
     name = str(path)
     try:
         with open_model_file(name) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size < 8:
                 raise _fail(name, f"file is {size} bytes, too short for a safetensors header", 0)
-            (header_len,) = struct.unpack("<Q", handle.read(8))
+            length_field = handle.read(8)
+            if len(length_field) != 8:
+                raise _fail(name, "file shrank while its header was read", 0)
+            (header_len,) = struct.unpack("<Q", length_field)
             if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
-                # A JSON header starts with "{": without it, the 8 bytes were never a header
-                # length (a text file, another format), and its value means nothing to a user.
-                if handle.read(1) != b"{":
+                # A JSON header starts with "{" (serde allows whitespace first): without it,
+                # the 8 bytes were never a header length (a text file, another format), and
+                # their value means nothing to a user.
+                if handle.read(64).lstrip(b" \t\r\n")[:1] != b"{":
                     raise _fail(
                         name,
                         "not a safetensors file (it does not begin with a safetensors header)",
@@ -93,31 +116,7 @@ def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, object], int, i
         raise _fail(name, exc.strerror or str(exc)) from None
     if len(raw) != header_len:
         raise _fail(name, "file shrank while its header was read", 8)
-    if not raw.startswith(b"{"):
-        raise _fail(name, "header does not start with '{' (not a safetensors file?)", 8)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise _fail(name, "header is not valid UTF-8", 8 + exc.start) from None
-    except json.JSONDecodeError as exc:
-        raise _fail(name, f"header is not valid JSON: {exc.msg}", 8 + exc.pos) from None
-    except RecursionError:
-        raise _fail(name, "header JSON is nested too deep", 8) from None
-    except ValueError as exc:  # an integer of over 4300 digits
-        raise _fail(name, f"header JSON is not usable: {one_line(exc)}", 8) from None
-    if not isinstance(header, dict):
-        raise _fail(name, "header JSON is not an object", 8)
-    return header, 8 + header_len, size
-
-
-def _int_list(value: object, length: int | None) -> list[int] | None:
-    """``value`` if it is a list of non-negative ints (of ``length``), else None."""
-    if type(value) is not list or (length is not None and len(value) != length):
-        return None
-    for item in value:
-        if type(item) is not int or item < 0:  # type(), not isinstance: bool is no dimension
-            return None
-    return value
+    return raw, 8 + header_len, size
 
 
 # (begin, end, name, dtype, shape) of one tensor, offsets relative to the data section
@@ -130,21 +129,15 @@ def parse_safetensors_file(
     """Parse one .safetensors file into extents sorted by offset, its size and its metadata.
 
     A header is checked all at once first (``_columns_if_valid``: whole-column passes, fast on
-    100k-tensor files); at any doubt the tensor-by-tensor walk (``_checked_entries``) decides,
+    100k-tensor files); at any doubt the entry-by-entry walk (``_checked_entries``) decides,
     which names the first bad tensor.
     """
     name = str(path)
+    raw, data_start, size = read_header(name)
+    data_len = size - data_start
     with collector_paused():
-        header, data_start, size = read_header(name)
-        data_len = size - data_start
-        checked = _columns_if_valid(header, data_len)
-        if checked is None:
-            entries, metadata = _checked_entries(name, header, data_start, data_len)
-            columns = [list(column) for column in zip(*entries, strict=True)] or [
-                [] for _ in range(5)
-            ]
-        else:
-            columns, metadata = checked
+        columns, metadata = _header_columns(name, raw, data_start, data_len)
+        del raw
         begins, ends, names, dtypes, shapes = columns
         extents = list(
             map(
@@ -163,6 +156,28 @@ def parse_safetensors_file(
     return extents, ModelFile(path=name, size=size), metadata
 
 
+def _header_columns(
+    name: str, raw: bytes, data_start: int, data_len: int
+) -> tuple[Columns, dict[str, str]]:
+    """The tensors' columns in offset order and the metadata, or the ModelFormatError that
+    names the first problem. Numbers are typed as serde types them only where it matters."""
+    exact = may_hold_negative_zero(raw)
+    if not exact:
+        checked = _columns_if_valid(_decoded(name, raw, exact), data_len, has_escapes(raw))
+        if checked is not None:
+            return checked
+    entries, metadata = _checked_entries(name, _decoded(name, raw, True), data_start, data_len)
+    columns = [list(column) for column in zip(*entries, strict=True)] or [[] for _ in range(5)]
+    return columns, metadata
+
+
+def _decoded(name: str, raw: bytes, exact: bool) -> Any:
+    try:
+        return decode(raw, exact)
+    except HeaderProblem as exc:
+        raise _fail(name, exc.problem, 8 + (exc.at or 0)) from None
+
+
 def _array_shape(dtype: str, shape: tuple[int, ...], begin: int, end: int) -> tuple[int, ...]:
     """numpy's shape of a loaded tensor: its own, or its bytes (flat) for sub-byte types."""
     return shape if BITS[dtype] % 8 == 0 else (end - begin,)
@@ -174,6 +189,38 @@ def _field(infos: list[dict[str, Any]], key: str) -> list[Any]:
     return list(map(get, infos, itertools.repeat(key)))
 
 
+_key, _value = operator.itemgetter(0), operator.itemgetter(1)
+_first, _second, _third = (operator.itemgetter(n) for n in range(3))
+
+
+def _entry_fields(infos: list[Members]) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """The dtype, shape and data_offsets columns of entries of three members each, or None
+    unless every entry holds exactly those three fields once.
+
+    Writers put the fields in one order: taken by position when every entry uses the same
+    order (no dict per entry), else through a dict per entry.
+    """
+    members = [list(map(getter, infos)) for getter in (_first, _second, _third)]
+    keys = [set(map(_key, column)) for column in members]
+    if all(len(names) == 1 for names in keys):
+        order = [next(iter(names)) for names in keys]
+        if sorted(order) != sorted(ENTRY_FIELDS):
+            return None
+        values = {
+            name: list(map(_value, column)) for name, column in zip(order, members, strict=True)
+        }
+        return values["dtype"], values["shape"], values["data_offsets"]
+    del members
+    entries_info = list(map(dict, infos))
+    if set(map(len, entries_info)) != {3}:  # a field given twice
+        return None
+    return (
+        _field(entries_info, "dtype"),
+        _field(entries_info, "shape"),
+        _field(entries_info, "data_offsets"),
+    )
+
+
 def _only(values: Iterable[object], kind: type) -> bool:
     """Every value is exactly of ``kind`` (type(), not isinstance: a bool is no int)."""
     return set(map(type, values)) <= {kind}
@@ -183,43 +230,51 @@ Columns = list[list[Any]]  # begins, ends, names, dtypes, shapes: one list each,
 
 
 def _columns_if_valid(
-    header: dict[str, object], data_len: int
+    document: Any, data_len: int, escapes: bool
 ) -> tuple[Columns, dict[str, str]] | None:
     """The tensors' columns in offset order and the metadata, if every check that
-    ``_checked_entries`` makes passes; None if any might not.
+    ``_checked_entries`` makes passes; None if any might not. ``escapes``: the header holds
+    ``\\u`` escapes (a name may hold a lone surrogate).
 
     Each check is a pass over a whole column at C speed (map, set, min, list equality) instead
-    of a Python loop per tensor; the integers stay Python ints, so nothing can overflow.
+    of a Python loop per tensor; the integers stay Python ints, so nothing can overflow. Only
+    the plain form passes: distinct names, each entry an object of exactly dtype (a name),
+    shape and data_offsets (lists of integers), so nothing nests deeper than 3 levels.
     """
-    names = list(header)
-    infos = list(header.values())
+    if type(document) is not tuple:
+        return None
+    names: list[Any] = list(map(_key, document))
+    infos: list[Any] = list(map(_value, document))
+    if len(set(names)) != len(names):  # a name given twice: the walk checks every entry
+        return None
     metadata: dict[str, str] = {}
-    if "__metadata__" in header:
+    if "__metadata__" in names:
         at = names.index("__metadata__")
         info = infos[at]
-        if type(info) is not dict or not (_only(info, str) and _only(info.values(), str)):
-            return None
-        metadata = dict(info)
+        if info is not None:
+            if type(info) is not tuple or not _only(map(_value, info), str):
+                return None
+            metadata = dict(info)
         del names[at], infos[at]
+    if escapes and any(map(lone_surrogate, [*names, *metadata, *metadata.values()])):
+        return None
     if not infos:
         return ([[], [], [], [], []], metadata) if data_len == 0 else None
-    if not _only(infos, dict):
+    if not _only(infos, tuple) or set(map(len, infos)) != {3}:
         return None
-    entries_info = cast(list[dict[str, Any]], infos)
-    dtypes = _field(entries_info, "dtype")
-    shape_lists = _field(entries_info, "shape")
-    bounds = _field(entries_info, "data_offsets")
+    fields = _entry_fields(infos)
+    if fields is None:
+        return None
+    dtypes, shape_lists, bounds = fields
     if not (_only(dtypes, str) and set(dtypes) <= DTYPES.keys()):
         return None
     if not (_only(shape_lists, list) and _only(bounds, list) and set(map(len, bounds)) == {2}):
         return None
     dims: list[Any] = list(itertools.chain.from_iterable(shape_lists))
     offsets: list[Any] = list(itertools.chain.from_iterable(bounds))
-    if (
-        not (_only(dims, int) and _only(offsets, int))
-        or min(offsets) < 0
-        or min(dims, default=0) < 0
-    ):
+    if not (_only(dims, int) and _only(offsets, int)) or min(offsets) < 0:
+        return None
+    if dims and (min(dims) < 0 or max(dims) >= U64_LIMIT):
         return None
     begins, ends = offsets[0::2], offsets[1::2]
     if not all(map(operator.le, begins, ends)) or max(ends) > data_len:
@@ -254,32 +309,34 @@ def _columns_if_valid(
 
 
 def _checked_entries(
-    name: str, header: dict[str, object], data_start: int, data_len: int
+    name: str, document: Any, data_start: int, data_len: int
 ) -> tuple[list[Entry], dict[str, str]]:
-    """The entries sorted by offset and the metadata, checked tensor by tensor in header order
-    and then in offset order: the first problem met raises, naming its tensor."""
-    metadata: dict[str, str] = {}
-    entries: list[Entry] = []
-    for key, info in header.items():
-        if key == "__metadata__":
-            if not isinstance(info, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in info.items()
-            ):
-                raise _fail(name, "__metadata__ must map strings to strings", 8)
-            metadata = dict(info)
-            continue
-        if not isinstance(info, dict):
-            raise _fail(name, f"tensor {key!r}: entry is not an object", 8)
-        dtype = info.get("dtype")
-        if not isinstance(dtype, str) or dtype not in DTYPES:
+    """The entries sorted by offset and the metadata, checked entry by entry in header order
+    (every entry, also one a later entry of the same name replaces, as the reference does),
+    then in offset order: the first problem met raises, naming its tensor."""
+    if type(document) is not tuple:
+        raise _fail(name, "header JSON is not an object", 8)
+    metadata: dict[str, str] | None = None
+    by_name: dict[str, Entry] = {}
+    for key, info in document:
+        if lone_surrogate(key):
+            raise _fail(name, f"tensor name {ascii(key)[:40]} holds a lone surrogate escape", 8)
+        try:
+            if key == "__metadata__":
+                if metadata is not None:
+                    raise HeaderProblem("given twice")
+                metadata = checked_metadata(info)
+                continue
+            dtype, shape, (begin, end) = checked_entry(info)
+        except HeaderProblem as exc:
+            what = "__metadata__" if key == "__metadata__" else f"tensor {key!r}"
+            raise _fail(name, f"{what}: {exc.problem}", 8) from None
+        if dtype not in DTYPES:
             raise _fail(name, f"tensor {key!r}: unknown dtype {dtype!r}", 8)
-        dims = _int_list(info.get("shape"), None)
-        if dims is None:
-            raise _fail(name, f"tensor {key!r}: shape must be a list of non-negative integers", 8)
-        offsets = _int_list(info.get("data_offsets"), 2)
-        if offsets is None:
-            raise _fail(name, f"tensor {key!r}: data_offsets must be [begin, end]", 8)
-        begin, end = offsets
+        by_name[key] = (begin, end, key, dtype, shape)  # a name given again: the last counts
+
+    entries = sorted(by_name.values())
+    for begin, end, key, _, _ in entries:
         if end < begin:
             raise _fail(name, f"tensor {key!r}: data_offsets end {end} < begin {begin}", 8)
         if end > data_len:
@@ -288,9 +345,6 @@ def _checked_entries(
                 f"truncated: tensor {key!r} ends at {end}, past the {data_len}-byte data section",
                 data_start + begin,
             )
-        entries.append((begin, end, key, dtype, tuple(dims)))
-
-    entries.sort()
     expected_begin = 0
     for begin, end, key, dtype, shape in entries:
         # Like the reference: tensors tile the data section with neither gap nor overlap.
@@ -301,9 +355,7 @@ def _checked_entries(
         problem = array_shape_problem(shape, ITEMSIZES[dtype])
         if problem is not None:
             raise _fail(name, f"tensor {key!r}: {problem}", data_start + begin)
-        elements = 1
-        for dim in shape:
-            elements *= dim
+        elements = math.prod(shape)
         if (elements * bits) % 8:
             raise _fail(name, f"tensor {key!r}: {elements} x {bits}-bit is not whole bytes")
         if elements * bits // 8 != end - begin:
@@ -320,7 +372,7 @@ def _checked_entries(
             f"tensors cover {expected_begin} bytes but the data section has {data_len}",
             data_start + expected_begin,
         )
-    return entries, metadata
+    return entries, metadata or {}
 
 
 def parse_index(index_path: str | os.PathLike[str]) -> dict[str, str]:

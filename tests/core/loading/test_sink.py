@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import random
+import struct
 import threading
+import tracemalloc
 import zlib
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -93,3 +97,29 @@ def test_big_arrays_sit_where_direct_reads_can_fill_them(model: Model) -> None:
         assert array.nbytes == extent.length
         if extent.length >= OWN_MAPPING_MIN_BYTES:
             assert (array.ctypes.data - extent.offset) % PAGE == 0
+
+
+def test_tiny_tensors_cost_no_array_each_while_they_load(tmp_path: Path) -> None:
+    """A header of 100 000 one-byte tensors: the sink keeps a slot in one arena for each, not
+    an array, a memoryview and a heap block (that was ~850 bytes a tensor, 1 GB a million);
+    the arrays asked for afterwards hold the bytes written."""
+    count = 100_000
+    entries = {
+        f"t{i}": {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i in range(count)
+    }
+    raw = json.dumps(entries).encode()
+    path = tmp_path / "tiny.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(count))
+    model = open_model(path)
+    tracemalloc.start()
+    try:
+        sink = TensorSink(model, range(count), keep=True, verify=False, scratch_bytes=4096)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held / count < 300 and not sink.arrays
+    for index in (0, 255, count - 1):
+        view = sink.piece(index, 0, 1)
+        view[:] = bytes([index % 256])
+        sink.filled_piece(index, 0, view)
+    assert [sink.array(i).tobytes() for i in (0, 255, count - 1)] == [b"\0", b"\xff", b"\x9f"]

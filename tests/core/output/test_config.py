@@ -219,6 +219,7 @@ def test_old_files_with_chunk_in_bytes_still_read_and_both_forms_are_refused(
     both = GOOD.replace('chunk = "16MiB"', 'chunk = "16MiB"\nchunk_mib = 16')
     with pytest.raises(ConfigError, match=r"recommended\.chunk_mib: give chunk or chunk_mib"):
         read_config(write(tmp_path, both))
-    bad = GOOD.replace('chunk = "16MiB"', 'chunk_mib = "lots"')
-    with pytest.raises(ConfigError, match=r"recommended\.chunk_mib: must be MiB"):
-        read_config(write(tmp_path, bad))
+    for value in ('"lots"', "nan", "inf", "-inf", "-1", "0", "2048", "true"):
+        bad = GOOD.replace('chunk = "16MiB"', f"chunk_mib = {value}")
+        with pytest.raises(ConfigError, match=r"recommended\.chunk_mib: chunk must be a number"):
+            read_config(write(tmp_path, bad))

@@ -13,6 +13,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -183,6 +184,104 @@ def test_paths_the_kernel_refuses(tmp_path: Path) -> None:
     hostile(tmp_path, "inspect", long_name, code=BAD_MODEL, says="too long")
 
 
+# --- what a file is, said: special files, /proc and /sys, descriptors, odd names ----------------
+
+
+def test_a_folder_says_what_its_model_file_is(tmp_path: Path) -> None:
+    """Not "holds no .safetensors file": the one it holds is a loop, a FIFO, a socket..."""
+    cases = {"loop": "a symlink loop", "fifo": "(a FIFO)", "socket": "(a socket)"}
+    cases |= {"device": "(a character device)", "broken": "a broken symlink"}
+    for kind, says in cases.items():
+        folder = tmp_path / kind
+        folder.mkdir()
+        target = folder / "model.safetensors"
+        if kind == "loop":
+            target.symlink_to(target)
+        elif kind == "fifo":
+            os.mkfifo(target)
+        elif kind == "socket":
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(target))
+            listener.close()
+        elif kind == "device":
+            target.symlink_to("/dev/null")
+        else:
+            target.symlink_to("gone.safetensors")
+        says = f"model.safetensors is {says}" if kind in ("loop", "broken") else says
+        hostile(tmp_path, "inspect", str(folder), code=BAD_MODEL, says=says)
+        hostile(tmp_path, "load", str(folder), code=BAD_MODEL, says=says)
+    hostile(tmp_path, "inspect", "/dev/null", code=BAD_MODEL, says="(a character device)")
+
+
+def test_proc_and_sys_files_are_named_for_what_they_are(tmp_path: Path) -> None:
+    """/sys says 4096 bytes and /proc 0 whatever they hold: no parse may trust that size."""
+    sys_file = next(Path("/sys/block").glob("*/queue/read_ahead_kb"), None)
+    for path in (Path("/proc/self/status"), sys_file):
+        if path is not None:
+            says = f"a /{path.parts[1]} file, whose size is not what it holds"
+            hostile(tmp_path, "inspect", str(path), code=BAD_MODEL, says=says)
+
+
+def test_descriptor_paths_name_the_file_they_have_open(model: Path, tmp_path: Path) -> None:
+    """/proc/self/fd/N means another file in each worker: the path it names is used."""
+    descriptor = os.open(model, os.O_RDONLY)
+    read_end, write_end = os.pipe()
+    gone = tmp_path / "gone.safetensors"
+    gone.write_bytes(model.read_bytes())
+    deleted = os.open(gone, os.O_RDONLY)
+    gone.unlink()
+    try:
+        for path, code, says in (
+            (f"/proc/self/fd/{descriptor}", 0, ""),
+            (f"/dev/fd/{descriptor}", 0, ""),
+            (f"/dev/fd/{read_end}", BAD_MODEL, "a descriptor of a pipe"),
+            (f"/proc/self/fd/{deleted}", BAD_MODEL, "deleted"),
+        ):
+            done = subprocess.run(
+                [*MODELMON, "load", path, "--cache", "keep"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                pass_fds=(descriptor, read_end, deleted),
+                check=False,
+            )
+            assert done.returncode == code, (path, done.stderr)
+            assert len(done.stderr.strip().splitlines()) == (1 if says else 0), done.stderr
+            assert says in done.stderr and "Traceback" not in done.stderr
+    finally:
+        for fd in (descriptor, read_end, write_end, deleted):
+            os.close(fd)
+
+
+def test_a_byte_swapped_gguf_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "swapped.gguf"
+    path.write_bytes(b"FUGG" + gguf_without_tensors()[4:])
+    hostile(tmp_path, "inspect", str(path), code=BAD_MODEL, says="a byte-swapped GGUF")
+
+
+def test_a_truncated_gguf_is_called_truncated(tmp_path: Path) -> None:
+    """Counts the file has no room for, in a file cut short: "truncated", with both sizes."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, 147, 3)
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(head + b"\0" * (1000 - len(head)))
+    done = hostile(tmp_path, "inspect", str(path), code=BAD_MODEL, says="truncated")
+    assert "expected at least 3591 bytes, found 1000" in done.stderr
+
+
+def test_control_characters_in_a_path_stay_on_one_line(tmp_path: Path) -> None:
+    """A newline, a carriage return or a terminal escape in a name: one stderr line, escaped."""
+    for name in ("a\nb.safetensors", "c\rd\u2028e.safetensors", "f\x1b[31mg.safetensors"):
+        path = tmp_path / name
+        path.write_bytes(b"junk")
+        for verb in ("inspect", "load"):
+            done = hostile(tmp_path, verb, str(path), code=BAD_MODEL, says="too short")
+            assert ascii(name)[1:-1] in done.stderr
+        path.unlink()
+    folder = tmp_path / "x\ny"
+    folder.mkdir()
+    hostile(tmp_path, "inspect", str(folder), code=BAD_MODEL, says="x\\ny: directory holds no")
+
+
 # --- numbers: non-finite, negative, digits int() refuses ----------------------------------------
 
 
@@ -198,6 +297,10 @@ def test_paths_the_kernel_refuses(tmp_path: Path) -> None:
         ("bench", "--a", "sequential workers=²", "--b", "pread"),
         ("bench", "--a", "sequential chunk=²MiB", "--b", "pread"),
         ("bench", "--a", "sequential chunk=" + "9" * 400, "--b", "pread"),
+        ("bench", "--a", "sequential readahead=²", "--b", "pread"),
+        ("bench", "--a", "sequential readahead=٣", "--b", "pread"),
+        ("load", "--readahead", "1e3"),
+        ("load", "--readahead", "²"),
         ("bench", "--a", "sequential", "--b", "pread", "-n", "0"),
         ("recommend", "--budget", "-5"),
         ("recommend", "--budget", "nan"),
@@ -211,6 +314,91 @@ def test_paths_the_kernel_refuses(tmp_path: Path) -> None:
 def test_impossible_numbers_are_usage_errors(model: Path, flags: Sequence[str]) -> None:
     verb, *rest = flags
     hostile(model.parent, verb, str(model), *rest, code=USAGE)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("load", "--readahead", "1e3"),
+        ("load", "--readahead", "²"),
+        ("bench", "--a", "sequential readahead=²", "--b", "pread"),
+        ("bench", "--a", "sequential readahead=٣", "--b", "pread"),
+        ("bench", "--a", "sequential --readahead ٣", "--b", "pread"),
+    ],
+    ids=lambda flags: " ".join(flags)[:40],
+)
+def test_readahead_refusals_say_the_allowed_range(model: Path, flags: Sequence[str]) -> None:
+    verb, *rest = flags
+    hostile(model.parent, verb, str(model), *rest, code=USAGE, says="from 0 to 1048576")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_config_chunk_that_is_no_number_is_a_usage_error(
+    model: Path, tmp_path: Path, value: str
+) -> None:
+    config = tmp_path / "modelmon.toml"
+    config.write_text(
+        f'format_version = 1\n[recommended]\nstrategy = "pread"\nchunk_mib = {value}\n'
+    )
+    hostile(tmp_path, "load", str(model), "--config", str(config), code=USAGE, says="chunk_mib")
+
+
+# --- thousands of shards under a low open-files limit --------------------------------------------
+
+SHARDS = 600
+LOW_LIMIT = 128
+
+
+@pytest.fixture(scope="module")
+def many_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index over SHARDS one-tensor shards: more files than LOW_LIMIT descriptors."""
+    folder = tmp_path_factory.mktemp("shards")
+    weight_map = {}
+    for number in range(SHARDS):
+        name = f"model-{number:05d}-of-{SHARDS:05d}.safetensors"
+        entry = {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
+        header = json.dumps({f"t{number}": entry}).encode()
+        (folder / name).write_bytes(safetensors_bytes(header, bytes(16)))
+        weight_map[f"t{number}"] = name
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": weight_map}))
+    return index
+
+
+def _limit_open_files(soft: int, hard: int | None) -> Callable[[], None]:
+    def limit() -> None:
+        _, current_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, current_hard if hard is None else hard))
+
+    return limit
+
+
+@pytest.mark.parametrize("strategy", ["mmap-shared-fd", "sequential", "mmap", "library"])
+def test_many_shards_under_a_low_open_files_limit(many_shards: Path, strategy: str) -> None:
+    """The soft limit is raised to the hard one where that is enough; where it is not, one
+    line says how many descriptors the load needs."""
+    load = ("load", str(many_shards), "-s", strategy, "--cache", "keep", "--json")
+    done = subprocess.run(
+        [*MODELMON, *load],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limit_open_files(LOW_LIMIT, None),
+        check=False,
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert json.loads(done.stdout)["status"] == "ok"
+    if strategy != "library":  # safetensors keeps no descriptor per file
+        says = "ulimit -n"
+        hard = _limit_open_files(LOW_LIMIT, LOW_LIMIT)
+        done = hostile(many_shards.parent, *load, code=LOAD_FAILED, says=says, preexec=hard)
+        assert f"over {SHARDS} files" in done.stderr and "Traceback" not in done.stderr
+    inspect = ("inspect", str(many_shards))
+    hard = _limit_open_files(LOW_LIMIT, LOW_LIMIT)
+    done = subprocess.run(
+        [*MODELMON, *inspect], capture_output=True, text=True, timeout=30, preexec_fn=hard
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
 
 
 # --- shapes numpy cannot allocate: refused when the file is parsed, naming the tensor ----------

@@ -137,10 +137,12 @@ print(" ".join(sizes))
 def test_a_load_beside_a_process_holding_most_of_the_memory_leaves_it_alone(
     tmp_path: Path,
 ) -> None:
-    """A server holds 448 MiB and keeps its 64 MiB model cached in a 768 MiB cgroup, and
+    """A server holds 576 MiB and keeps its 64 MiB model cached in a 1 GiB cgroup, and
     modelmon streams a 1 GiB model beside it, priming on: the server keeps all its memory
     and its cache, and nothing in the cgroup ever meets the limit, so nothing is reclaimed,
-    swapped or killed."""
+    swapped or killed. The room left, 384 MiB, is inside the bound a streaming load keeps to
+    (about 200 MiB measured on an idle machine; readers slowed by a busy one fill more before
+    they drop it) and well under the hog's own size."""
     served = tmp_path / "served.bin"
     with open(served, "wb") as out:
         out.write(os.urandom(64 * MIB))
@@ -148,9 +150,9 @@ def test_a_load_beside_a_process_holding_most_of_the_memory_leaves_it_alone(
     cache.evict([served])  # so that the server's own read brings them in, charged to it
     model = sparse_model(tmp_path, tensors=16, tensor_bytes=64 * MIB)
     with (
-        memory_cgroup(768 * MIB) as cgroup,
+        memory_cgroup(1024 * MIB) as cgroup,
         subprocess.Popen(
-            cgroup.command([sys.executable, "-c", HOG, str(448 * MIB), str(served)]),
+            cgroup.command([sys.executable, "-c", HOG, str(576 * MIB), str(served)]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -172,7 +174,7 @@ def test_a_load_beside_a_process_holding_most_of_the_memory_leaves_it_alone(
             hog.stdin.write("done\n")
             hog.stdin.flush()
             rss_kib, swap_kib = (int(x) for x in hog.stdout.readline().split())
-            assert rss_kib * 1024 >= 448 * MIB and swap_kib == 0
+            assert rss_kib * 1024 >= 576 * MIB and swap_kib == 0
         finally:
             if hog.poll() is None:
                 hog.kill()

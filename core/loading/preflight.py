@@ -1,0 +1,41 @@
+"""What a load must pass in the process that starts it, before any reader starts: a strategy
+that can load the model at all, and an open-files limit for every descriptor it will hold."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+
+from modelmon.core.errors import LoadError
+from modelmon.core.loading.strategies.base import Strategy
+from modelmon.core.model.records import Model
+from modelmon.core.options import MAX_PARALLEL, LoadOptions
+from modelmon.core.system.open_files import BASE_DESCRIPTORS, enough_open_files
+
+
+def descriptors_needed(
+    strategy: type[Strategy], model: Model, options: LoadOptions, in_process: bool
+) -> tuple[int, int]:
+    """(descriptors a process of the load may hold at once, its reader threads): every
+    reader of a worker may read from every file (a worker sharing work may be handed any)."""
+    files = len(model.files)
+    readers = (
+        min(MAX_PARALLEL, options.workers * options.threads) if in_process else options.threads
+    )
+    shared = files if strategy.shares_fd else 0  # the parent's copies, and each worker's
+    worker = BASE_DESCRIPTORS + shared + strategy.descriptors(files, readers)
+    parent = BASE_DESCRIPTORS + shared + 4 * options.workers  # pipes to and from the workers
+    return (worker if in_process else max(worker, parent)), readers
+
+
+def preflight(
+    strategy: type[Strategy], model: Model, options: LoadOptions, *, in_process: bool
+) -> AbstractContextManager[None]:
+    """Refuse (LoadError, one line) a load that cannot run; else the open-files limit to hold
+    while it runs (raised to the hard limit where the soft one is too low)."""
+    refusal = strategy.cannot_load(model)
+    if refusal is not None:
+        raise LoadError(f"the {strategy.name} strategy cannot load {model.path}: {refusal}")
+    needed, readers = descriptors_needed(strategy, model, options, in_process)
+    threads = f"{readers} reader thread{'s' if readers != 1 else ''}"
+    what = f"{strategy.name} over {len(model.files)} files with {threads} per process"
+    return enough_open_files(needed, what)
