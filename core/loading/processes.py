@@ -2,7 +2,8 @@
 
 ``LoadRun``'s workers and the app's bridge end theirs through ``stop_processes``: join, then
 terminate, then kill, each with a short grace, so none outlives the run;
-``exit_description`` says in words how one ended early.
+``death_description`` says in words how one ended early, and whether the kernel's OOM killer
+did it (its ``oom_kill`` count in /proc/vmstat rose since the run began).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 JOIN_GRACE_S = 0.5
+VMSTAT = "/proc/vmstat"
 
 
 def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> None:
@@ -64,3 +66,36 @@ def exit_description(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exited with code {exitcode}"
+
+
+def oom_kills(vmstat: str = VMSTAT) -> int | None:
+    """How many processes the kernel's OOM killer has killed since boot (``oom_kill`` in
+    /proc/vmstat, any cgroup's included); None where the kernel does not count them."""
+    try:
+        with open(vmstat) as lines:
+            for line in lines:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def death_description(exitcode: int | None, oom_kills_before: int | None) -> str:
+    """How a process that should still be working ended, after its name ("worker 2 (pid N)
+    ..."). A SIGKILL is what the OOM killer sends: said for sure when the kernel's OOM kill
+    count rose since ``oom_kills_before`` (``oom_kills()`` at the start), asked otherwise."""
+    if exitcode is not None and exitcode >= 0:
+        return f"{exit_description(exitcode)} before finishing"
+    if exitcode != -signal.SIGKILL:
+        return f"was {exit_description(exitcode)}"
+    now = oom_kills()
+    if oom_kills_before is None or now is None:
+        return "was killed by SIGKILL: out of memory?"
+    if now > oom_kills_before:
+        return "was killed by SIGKILL: the kernel's OOM killer ended it (out of memory)"
+    return (
+        "was killed by SIGKILL, not by the kernel's OOM killer "
+        "(a kill -9, or a user-space OOM daemon such as systemd-oomd?)"
+    )

@@ -10,10 +10,17 @@ that may hold Qt or threads), wait until every worker has parsed its share, put 
 in the requested state and measure it, then say go and collect small records until every
 worker is done, one has failed, or the caller cancels. Shutdown always escalates
 join → terminate → kill, so no worker outlives the run.
+
+Every signal between the parent and its workers is something a dead process cannot hold: go
+is a word over each worker's own pipe, stop a flag in shared memory that the workers poll
+(``loading.sharing``) plus the pipes' closing, and a worker's death is its ``sentinel``. A
+worker killed at any instant (the OOM killer's SIGKILL) fails the run, named with its signal,
+and the others are stopped within about a second.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing as mp
 import os
@@ -28,15 +35,16 @@ from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.processes import (
     JOIN_GRACE_S,
-    exit_description,
+    death_description,
     main_module_hidden,
+    oom_kills,
     stop_processes,
 )
 from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
-from modelmon.core.loading.sharing import SharedShares
+from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.sink import Span, check_spans, span_checksums
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.loading.worker import WorkerTask, worker_main
+from modelmon.core.loading.worker import GO, WorkerTask, worker_main
 from modelmon.core.model.formats import open_model, require_tensor_bytes
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
@@ -108,6 +116,7 @@ class LoadRun:
         self.time_limit_s = time_limit_s  # stop a load that runs longer (status "cancelled")
         self.timed_out = False
         self._failure: str | None = None
+        self._oom_kills: int | None = None  # the kernel's OOM kills so far, at the start
         self.setup_notes: list[str] = []  # what was done to the machine for the run
         self.host_reported: int | None = None  # free memory reported to the host during the load
 
@@ -158,7 +167,7 @@ class LoadRun:
     def _run(self) -> LoadResult:
         check_memory(self.model, self.options, self.memory_limit)
         context = mp.get_context("spawn")
-        stop, go = context.Event(), context.Event()
+        self._oom_kills = oom_kills()  # a worker SIGKILLed later: was it the OOM killer?
         workers = self.options.workers
         shared = (
             [os.open(p, os.O_RDONLY | os.O_CLOEXEC) for p in self.paths]
@@ -166,7 +175,7 @@ class LoadRun:
             else []
         )
         shared_ids = tuple(new_descriptor_id() for _ in shared)
-        shares = SharedShares(context, workers * self.options.threads) if self.shares_work else None
+        memory = RunMemory(workers * self.options.threads if self.shares_work else 0)
         processes: list[Any] = []
         conns: dict[int, Connection] = {}
         state = cache.not_measured(self.options.cache)
@@ -189,7 +198,7 @@ class LoadRun:
                 process = context.Process(
                     target=worker_main,
                     name=f"modelmon-worker-{worker}",
-                    args=(task, child_end, stop, go, shares),
+                    args=(task, child_end, memory),
                     daemon=True,
                 )
                 with main_module_hidden():
@@ -208,7 +217,9 @@ class LoadRun:
             if self._failure is None and not self._cancel.is_set():
                 reported = host_memory.reported_bytes()
                 self.t0_ns = now_ns()
-                go.set()
+                for conn in conns.values():
+                    with contextlib.suppress(OSError):  # a worker that died: its sentinel says
+                        conn.send_bytes(GO)
                 if self.on_start is not None:
                     self.on_start(self)
                 self._collect(conns, processes, until_ready=False)
@@ -218,15 +229,16 @@ class LoadRun:
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
                 status = "cancelled"
         finally:
-            stop.set()
-            stop_processes(processes)
-            host_memory.note_free()  # the workers' memory, their arrays and interpreters
+            # Stop: the flag for workers that load, the pipes' end for any still waiting for
+            # go (and for one blocked sending to us). Neither waits for any worker.
+            memory.stop()
             for conn in conns.values():
                 conn.close()
+            stop_processes(processes)
+            host_memory.note_free()  # the workers' memory, their arrays and interpreters
             for descriptor in shared:
                 os.close(descriptor)
-            if shares is not None:
-                shares.close()
+            memory.close()
         return self._result(status, state)
 
     def _collect(
@@ -259,7 +271,7 @@ class LoadRun:
                         code = processes[worker].exitcode
                         self._failure = (
                             f"worker {worker} (pid {processes[worker].pid}) "
-                            f"{exit_description(code)} before finishing"
+                            f"{death_description(code, self._oom_kills)}"
                         )
                 else:
                     worker = next(w for w, c in open_conns.items() if c is item)
