@@ -51,12 +51,13 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.result import (
     DESCRIPTOR_NOTE,
+    OVERLAP_NOTE,
     LoadResult,
     WorkerTiming,
     block_timings,
     model_checksum,
 )
-from modelmon.core.system import cache, host_memory, readahead, residency
+from modelmon.core.system import cache, device_use, host_memory, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 
 READY_TIMEOUT_S = 120.0
@@ -119,6 +120,8 @@ class LoadRun:
         self._oom_kills: int | None = None  # the kernel's OOM kills so far, at the start
         self.setup_notes: list[str] = []  # what was done to the machine for the run
         self.host_reported: int | None = None  # free memory reported to the host during the load
+        self._activity: device_use.Activity | None = None  # this run on its devices (run())
+        self.overlapped: tuple[str, ...] = ()  # other modelmon runs on them while timed
 
     @property
     def shares_work(self) -> bool:
@@ -159,9 +162,15 @@ class LoadRun:
 
     def run(self) -> LoadResult:
         # The device's readahead, when an option sets it, is set around the whole run and
-        # restored on every way out (readahead.for_run); plain runs only share its lock.
-        with readahead.for_run(self.paths, self.options.readahead) as notes:
+        # restored on every way out (readahead.for_run); plain runs only share its lock. The
+        # run is announced to every other modelmon run on the device (device_use), and names
+        # those that used it during its timed part.
+        with (
+            readahead.for_run(self.paths, self.options.readahead) as notes,
+            device_use.activity(readahead.device_names(self.paths)) as activity,
+        ):
             self.setup_notes = notes
+            self._activity = activity
             return self._run()
 
     def _run(self) -> LoadResult:
@@ -216,6 +225,8 @@ class LoadRun:
                 state = gate(self)
             if self._failure is None and not self._cancel.is_set():
                 reported = host_memory.reported_bytes()
+                if self._activity is not None:
+                    self._activity.mark()
                 self.t0_ns = now_ns()
                 for conn in conns.values():
                     with contextlib.suppress(OSError):  # a worker that died: its sentinel says
@@ -224,6 +235,8 @@ class LoadRun:
                     self.on_start(self)
                 self._collect(conns, processes, until_ready=False)
                 self.host_reported = host_memory.reported_since(reported)
+                if self._activity is not None:
+                    self.overlapped = tuple(run.text() for run in self._activity.others())
             if self._failure is not None:
                 status = "failed"
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
@@ -336,6 +349,8 @@ class LoadRun:
         if sharing is not None and sharing.shared:  # named wherever it happens
             notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
         notes += host_memory.reported_notes(self.host_reported)
+        if self.overlapped:
+            notes += (f"{OVERLAP_NOTE}{'; '.join(self.overlapped)}",)
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,

@@ -28,7 +28,7 @@ from typing import Any
 
 from modelmon.core.loading.processes import death_description, oom_kills
 from modelmon.core.options import CacheMode
-from modelmon.core.system import cache, host_memory, residency
+from modelmon.core.system import cache, device_use, host_memory, readahead, residency
 
 CHILD = Path(__file__).with_name("peer_child.py")
 READY_TIMEOUT_S = 120.0
@@ -117,6 +117,7 @@ class PeerResult:
     error: str | None = None
     state: cache.CacheState | None = None  # the measured start state (None: never reached)
     host_reported: int | None = None  # free memory reported to the host from go to the answer
+    overlapped: tuple[str, ...] = ()  # other modelmon runs on the device from go to the answer
 
     @property
     def mbps(self) -> float:
@@ -249,7 +250,10 @@ def run_peer(
         settings = PeerSettings(settings)
     env = {**os.environ, "RUNAI_STREAMER_LOG_LEVEL": "WARNING", **dict(settings.env)}
     oom_before = oom_kills()
-    with tempfile.TemporaryFile("w+") as errors:  # a file: a chatty child can't block on it
+    with (
+        device_use.activity(readahead.device_names(files)) as activity,
+        tempfile.TemporaryFile("w+") as errors,  # a file: a chatty child can't block on it
+    ):
         child = subprocess.Popen(
             _command(settings.peer, *files),
             text=True,
@@ -269,6 +273,7 @@ def run_peer(
             state = cache.prepare(files, mode, stop=stop)
             assert child.stdin is not None
             reported = host_memory.reported_bytes()
+            activity.mark()
             try:
                 child.stdin.write("go\n")
                 child.stdin.flush()
@@ -277,6 +282,7 @@ def run_peer(
             limit = READY_TIMEOUT_S if time_limit_s is None else time_limit_s
             answer = lines.next(min(time.monotonic() + limit, end), stop, "time limit")
             reported = host_memory.reported_since(reported)
+            overlapped = tuple(run.text() for run in activity.others())
             data = json.loads(answer)
             child.wait(30)
             return PeerResult(
@@ -292,6 +298,7 @@ def run_peer(
                 int(data["rss_ready"]),
                 state=state,
                 host_reported=reported,
+                overlapped=overlapped,
             )
         except Exception as exc:
             stopped = isinstance(exc, _Stopped)

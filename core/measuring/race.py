@@ -23,7 +23,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
 from modelmon.core.measuring.peers import run_peer
 from modelmon.core.model.records import Model
-from modelmon.core.output.result import LoadResult
+from modelmon.core.output.result import OVERLAP_NOTE, LoadResult
 from modelmon.core.system import host_memory
 
 SLOW_RUN_FACTOR = 4.0  # a run this many times longer than the leader's load is stopped
@@ -226,7 +226,8 @@ class Race:
             seconds=peer.seconds,
             cache=state,
             error=peer.error,
-            notes=host_memory.reported_notes(peer.host_reported),
+            notes=host_memory.reported_notes(peer.host_reported)
+            + ((f"{OVERLAP_NOTE}{'; '.join(peer.overlapped)}",) if peer.overlapped else ()),
             host_reported=peer.host_reported,
         )
         return result, 0, None
