@@ -1,8 +1,9 @@
 """Worker processes' lives: started without the parent's ``__main__``, ended escalating.
 
-``LoadRun``'s workers and the app's bridge end theirs through ``stop_processes``: join, then
-terminate, then kill, each with a short grace, so none outlives the run;
-``death_description`` says in words how one ended early, and whether the kernel's OOM killer
+``start_workers`` starts ``LoadRun``'s, each with its own pipe; ``halted_on_exit`` lets a
+wait of the parent's end when one exits. ``LoadRun`` and the app's bridge end theirs through
+``stop_processes``: join, then terminate, then kill, each with a short grace, so none outlives
+the run; ``death_description`` says in words how one ended early, and whether the kernel's OOM killer
 did it (its ``oom_kill`` count in /proc/vmstat rose since the run began).
 """
 
@@ -11,13 +12,47 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import send_handle
 from typing import Any
 
 JOIN_GRACE_S = 0.5
+FAILED_GRACE_S = 0.2  # once the run has failed, the others' last reads are worth no longer
 VMSTAT = "/proc/vmstat"
+
+
+def start_workers(
+    context: Any,
+    tasks: list[Any],
+    target: Callable[..., None],
+    memory: Any,
+    handles: list[int],
+    processes: list[Any],
+    conns: dict[int, Connection],
+) -> None:
+    """One spawn process per task, running ``target(task, its end of its own pipe, memory)``
+    without the parent's ``__main__``; each is handed ``handles`` over its pipe (SCM_RIGHTS).
+    Each goes into ``processes`` and its pipe's parent end into ``conns`` as soon as it is
+    started, so a caller's cleanup reaches every one, however far this got."""
+    for worker, task in enumerate(tasks):
+        parent_end, child_end = context.Pipe(duplex=True)
+        process = context.Process(
+            target=target,
+            name=f"modelmon-worker-{worker}",
+            args=(task, child_end, memory),
+            daemon=True,
+        )
+        with main_module_hidden():
+            process.start()
+        processes.append(process)
+        conns[worker] = parent_end
+        child_end.close()
+        for descriptor in handles:
+            send_handle(parent_end, descriptor, process.pid)
 
 
 def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> None:
@@ -34,6 +69,30 @@ def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> None:
         deadline = time.monotonic() + grace_s
         for process in alive:
             process.join(max(0.0, deadline - time.monotonic()))
+
+
+@contextlib.contextmanager
+def halted_on_exit(
+    processes: list[Any], halt: threading.Event, cancel: threading.Event
+) -> Iterator[None]:
+    """For the block (a wait of the caller's, say the cache preparation), a thread watches
+    ``processes``' sentinels and ``cancel``: either sets ``halt``, which the wait heeds."""
+    sentinels = [process.sentinel for process in processes]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if wait(sentinels, timeout=0.05) or cancel.is_set():
+                halt.set()
+                return
+
+    watcher = threading.Thread(target=watch, name="modelmon-exit-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 @contextlib.contextmanager

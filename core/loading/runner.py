@@ -28,21 +28,22 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
-from multiprocessing.reduction import send_handle
 from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.processes import (
+    FAILED_GRACE_S,
     JOIN_GRACE_S,
     death_description,
-    main_module_hidden,
+    halted_on_exit,
     oom_kills,
+    start_workers,
     stop_processes,
 )
 from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
 from modelmon.core.loading.sharing import RunMemory
-from modelmon.core.loading.sink import Span, check_spans, span_checksums
+from modelmon.core.loading.sink import tiled_checksums
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import GO, WorkerTask, worker_main
 from modelmon.core.model.formats import open_model, require_tensor_bytes
@@ -114,9 +115,13 @@ class LoadRun:
         self.done: dict[int, WorkerDone] = {}
         self.t0_ns = 0
         self._cancel = cancel or threading.Event()  # may be shared by a series of runs
+        # Set on cancel or a worker's death while the run waits to start: the cache
+        # preparation (seconds on FUSE) stops, and the run does not wait for it.
+        self._halt = threading.Event()
         self.time_limit_s = time_limit_s  # stop a load that runs longer (status "cancelled")
         self.timed_out = False
         self._failure: str | None = None
+        self._dead: int | None = None  # the first worker that died before finishing
         self._oom_kills: int | None = None  # the kernel's OOM kills so far, at the start
         self.setup_notes: list[str] = []  # what was done to the machine for the run
         self.host_reported: int | None = None  # free memory reported to the host during the load
@@ -141,12 +146,18 @@ class LoadRun:
         return cache.prepare(
             self.paths,
             self.options.cache,
-            stop=self._cancel,
+            stop=self._halt,
             arrays=self.strategy_class.fills_arrays(self.options),
         )
 
     def cancel(self) -> None:
         self._cancel.set()
+        self._halt.set()
+
+    @property
+    def halted(self) -> bool:
+        """Cancelled, or a worker died, before the start (a start gate need not wait on)."""
+        return self._halt.is_set()
 
     @property
     def loaded_bytes(self) -> int:
@@ -191,8 +202,8 @@ class LoadRun:
         status = "ok"
         try:
             cache.prepare_early(self.paths, self.options.cache)
-            for worker in range(workers):
-                task = WorkerTask(
+            tasks = [
+                WorkerTask(
                     worker,
                     workers,
                     self.model.path,
@@ -203,27 +214,19 @@ class LoadRun:
                     self.share,
                     shared_ids,
                 )
-                parent_end, child_end = context.Pipe(duplex=True)
-                process = context.Process(
-                    target=worker_main,
-                    name=f"modelmon-worker-{worker}",
-                    args=(task, child_end, memory),
-                    daemon=True,
-                )
-                with main_module_hidden():
-                    process.start()
-                child_end.close()
-                for descriptor in shared:
-                    send_handle(parent_end, descriptor, process.pid)
-                processes.append(process)
-                conns[worker] = parent_end
+                for worker in range(workers)
+            ]
+            start_workers(context, tasks, worker_main, memory, shared, processes, conns)
             self._collect(conns, processes, until_ready=True)
-            if self._failure is None and not self._cancel.is_set():
+            if self._going:
                 # Measured after the workers parsed headers, just before go: what the load
                 # really starts from.
                 gate = self.start_gate or LoadRun.prepare_cache
-                state = gate(self)
-            if self._failure is None and not self._cancel.is_set():
+                # Meanwhile a worker's death or a cancel halts the wait (and the preparation).
+                with halted_on_exit(processes, self._halt, self._cancel):
+                    state = gate(self)
+                self._note_deaths(processes, conns)
+            if self._going:
                 reported = host_memory.reported_bytes()
                 if self._activity is not None:
                     self._activity.mark()
@@ -237,7 +240,7 @@ class LoadRun:
                 self.host_reported = host_memory.reported_since(reported)
                 if self._activity is not None:
                     self.overlapped = tuple(run.text() for run in self._activity.others())
-            if self._failure is not None:
+            if self._failure is not None or self._dead is not None:
                 status = "failed"
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
                 status = "cancelled"
@@ -247,7 +250,9 @@ class LoadRun:
             memory.stop()
             for conn in conns.values():
                 conn.close()
-            stop_processes(processes)
+            failed = self._failure is not None or self._dead is not None
+            stop_processes(processes, FAILED_GRACE_S if failed else JOIN_GRACE_S)
+            self._describe_death(processes)
             host_memory.note_free()  # the workers' memory, their arrays and interpreters
             for descriptor in shared:
                 os.close(descriptor)
@@ -261,7 +266,7 @@ class LoadRun:
         started = time.monotonic()
         open_conns = dict(conns)
         by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
-        while self._failure is None:
+        while self._failure is None and self._dead is None:
             target = self.ready if until_ready else self.done
             if len(target) == len(processes):
                 return
@@ -277,18 +282,37 @@ class LoadRun:
             waitables: list[Any] = [*open_conns.values(), *by_sentinel]
             for item in wait(waitables, timeout=0.05):
                 if item in by_sentinel:
-                    worker = by_sentinel.pop(item)
-                    self._drain(worker, open_conns)
-                    if worker not in self.done and self._failure is None:
-                        processes[worker].join(JOIN_GRACE_S)  # the sentinel can beat waitpid
-                        code = processes[worker].exitcode
-                        self._failure = (
-                            f"worker {worker} (pid {processes[worker].pid}) "
-                            f"{death_description(code, self._oom_kills)}"
-                        )
+                    self._died(by_sentinel.pop(item), processes, open_conns)
                 else:
                     worker = next(w for w, c in open_conns.items() if c is item)
                     self._receive(worker, open_conns)
+
+    @property
+    def _going(self) -> bool:
+        return self._failure is None and self._dead is None and not self._cancel.is_set()
+
+    def _died(self, worker: int, processes: list[Any], open_conns: dict[int, Connection]) -> None:
+        """Worker ``worker`` has exited (its sentinel): the run fails unless it had finished.
+        Said once the others are stopped (``_describe_death``): a killed process may take a
+        while to be reaped (threads in FUSE requests), and the others must not wait for it."""
+        self._drain(worker, open_conns)
+        if worker not in self.done and self._failure is None and self._dead is None:
+            self._dead = worker
+
+    def _describe_death(self, processes: list[Any]) -> None:
+        if self._dead is None or self._failure is not None:
+            return
+        process = processes[self._dead]
+        process.join(JOIN_GRACE_S)  # reaped by now, but for a process slow to die
+        description = death_description(process.exitcode, self._oom_kills)
+        self._failure = f"worker {self._dead} (pid {process.pid}) {description}"
+
+    def _note_deaths(self, processes: list[Any], conns: dict[int, Connection]) -> None:
+        """The workers that died while the run waited to start fail it."""
+        by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
+        open_conns = dict(conns)
+        for item in wait(list(by_sentinel), timeout=0):
+            self._died(by_sentinel[item], processes, open_conns)
 
     def _drain(self, worker: int, open_conns: dict[int, Connection]) -> None:
         while worker in open_conns and open_conns[worker].poll():
@@ -380,16 +404,12 @@ class LoadRun:
     def _check_shared_work(self) -> dict[str, int]:
         """The spans every worker filled tile every tensor exactly (else the run failed); the
         per-tensor crc32s combined from them when verifying."""
-        spans: dict[int, list[Span]] = {i: [] for i in range(len(self.model.extents))}
-        for done in self.done.values():
-            for index, start, end, crc in done.spans:
-                spans[index].append((start, end, crc))
+        filled = [done.spans for done in self.done.values()]
         try:
-            check_spans(self.model, spans)
+            return tiled_checksums(self.model, filled, self.options.verify)
         except LoadError as exc:
             self._failure = f"the workers' shared work: {exc}"
             return {}
-        return dict(span_checksums(self.model, spans)) if self.options.verify else {}
 
 
 def run_load(

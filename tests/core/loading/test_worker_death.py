@@ -11,14 +11,20 @@ worker waits for go (the start gate runs then), or as soon as they were told to 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from modelmon.core.loading.runner import LoadRun
 from modelmon.core.loading.strategies import STRATEGIES
 from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.options import LoadOptions
+from modelmon.core.system.cache import CacheState
 
 ENDS_WITHIN_S = 2.0
 CHILD_TIMEOUT_S = 60.0
@@ -100,3 +106,24 @@ def test_a_killed_worker_fails_the_run_at_once(model: Path, strategy: str, momen
     assert outcome["alive"] == [], f"workers left running: {outcome['alive']}"
     # multiprocessing's resource tracker warns of semaphores a run left behind: none exist.
     assert "leaked" not in done.stderr, done.stderr
+
+
+def test_a_worker_dying_while_the_run_waits_to_start_halts_the_wait(model: Path) -> None:
+    """The cache preparation (seconds on FUSE: eviction, a settle for the host's memory
+    reporting) or another node's arrival is waited for with the workers ready: a worker that
+    dies meanwhile halts the wait, and the run never says go."""
+    halted: list[bool] = []
+
+    def gate(run: LoadRun) -> CacheState:
+        os.kill(run.worker_pids()[1], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not run.halted and time.monotonic() < deadline:
+            time.sleep(0.01)  # the state comes from the run's own watcher
+        halted.append(run.halted)
+        return run.prepare_cache()
+
+    run = LoadRun(model, "sequential", LoadOptions(workers=2, discard=True), start_gate=gate)
+    result = run.run()
+    assert halted == [True]
+    assert result.status == "failed" and run.t0_ns == 0  # never told to go
+    assert (result.error or "").startswith(f"worker 1 (pid {run.worker_pids()[1]}) was killed")
