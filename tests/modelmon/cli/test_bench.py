@@ -77,3 +77,18 @@ def test_a_spec_takes_loads_flags_or_names(flags: str, names: str) -> None:
 def test_a_bad_spec_is_an_options_error_naming_the_flag(spec: str, message: str) -> None:
     with pytest.raises(OptionsError, match=message):
         parse_config_spec(spec, "--b")
+
+
+def test_runs_that_shared_the_device_are_named_under_the_verdict() -> None:
+    from types import SimpleNamespace
+
+    from modelmon.cli.bench import shared_device_lines
+    from modelmon.core.output.result import OVERLAP_NOTE
+
+    alone = SimpleNamespace(overlapped_by=None)
+    shared = SimpleNamespace(overlapped_by="pid 812 (modelmon recommend m.gguf)")
+    runs = [("A", alone), ("B", alone), ("A", shared), ("B", shared)]
+    (line,) = shared_device_lines(SimpleNamespace(runs=runs))  # type: ignore[arg-type]
+    assert line.startswith("note: A run 2, B run 2 shared the device with other modelmon runs")
+    assert line.count("pid 812") == 1 and OVERLAP_NOTE not in line
+    assert shared_device_lines(SimpleNamespace(runs=runs[:2])) == []  # type: ignore[arg-type]
