@@ -3,8 +3,8 @@
 ``start_workers`` starts ``LoadRun``'s, each with its own pipe; ``halted_on_exit`` lets a
 wait of the parent's end when one exits. ``LoadRun`` and the app's bridge end theirs through
 ``stop_processes``: join, then terminate, then kill, each with a short grace, so none outlives
-the run; ``death_description`` says in words how one ended early, and whether the kernel's OOM killer
-did it (its ``oom_kill`` count in /proc/vmstat rose since the run began).
+the run; ``death_description`` says in words how one ended early, and whether the kernel's
+OOM killer did it (its ``oom_kill`` count in /proc/vmstat rose since the run began).
 """
 
 from __future__ import annotations
