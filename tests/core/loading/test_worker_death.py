@@ -127,3 +127,43 @@ def test_a_worker_dying_while_the_run_waits_to_start_halts_the_wait(model: Path)
     assert halted == [True]
     assert result.status == "failed" and run.t0_ns == 0  # never told to go
     assert (result.error or "").startswith(f"worker 1 (pid {run.worker_pids()[1]}) was killed")
+
+
+MEMORY_CGROUPS = Path("/sys/fs/cgroup/memory")  # cgroup v1's memory controller
+
+_OOM_LOAD = """
+import json, sys
+from modelmon.core.loading.runner import LoadRun
+from modelmon.core.options import LoadOptions
+options = LoadOptions(workers=2, threads=1, cache="keep")
+result = LoadRun(sys.argv[1], "sequential", options, memory_limit=1 << 40).run()
+print(json.dumps({"status": result.status, "error": result.error}))
+"""
+
+
+def test_a_worker_the_oom_killer_ends_is_said_to_be_its(model: Path) -> None:
+    """A real OOM kill: the load runs in a memory cgroup too small for its arrays (its own
+    check of the RAM is told there is plenty), so the kernel kills the largest worker."""
+    if not (MEMORY_CGROUPS / "memory.limit_in_bytes").exists() or os.geteuid() != 0:
+        pytest.skip("needs root and cgroup v1's memory controller")
+    cgroup = MEMORY_CGROUPS / f"modelmon-test-oom-{os.getpid()}"
+    cgroup.mkdir()
+    try:
+        (cgroup / "memory.limit_in_bytes").write_text(str(80 << 20))
+        enter = f'echo $$ > "{cgroup / "cgroup.procs"}" && exec "$@"'
+        done = subprocess.run(
+            ["sh", "-c", enter, "sh", sys.executable, "-c", _OOM_LOAD, str(model)],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        deadline = time.monotonic() + 30
+        while (cgroup / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.01)  # multiprocessing's resource tracker exits after the load
+        cgroup.rmdir()
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "failed"
+    assert "was killed by SIGKILL: the kernel's OOM killer ended it" in outcome["error"], outcome
