@@ -1,9 +1,9 @@
 """Which modelmon runs use a storage device, machine-wide: one lock and one log per device.
 
-Both live in a directory where every user can create files, ``/run/lock`` (``$MODELMON_LOCK_DIR``
-for tests and containers), named after the device (``modelmon-block-vda.lock``,
-``modelmon-bdi-0_53.log``): so runs of different users, or of a user and a service with another
-HOME, meet on the same files.
+Both live in a directory where every user can create files, ``/run/lock`` (``/var/lock``
+without it; ``$MODELMON_LOCK_DIR`` for tests and containers), named after the device
+(``modelmon-block-vda.lock``, ``modelmon-bdi-0_53.log``): so runs of different users, or of a
+user and a service with another HOME, meet on the same files.
 
 - The lock (``flock``): a run that changes the device (its readahead) holds it exclusively,
   every other run shares it, so nothing changes under a run, whoever started it.
@@ -34,7 +34,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LOCK_DIR = "/run/lock"
+LOCK_DIRS = ("/run/lock", "/var/lock")  # the first that exists; not /tmp: a service may
+# have a private one (systemd's PrivateTmp), and then it would not meet the others
 LOCK_PATIENCE_S = 0.5
 LOG_READ_LIMIT = 1 << 20  # bytes of log read at once: lines of a day of runs
 LOG_ROTATE_BYTES = 256 << 10  # emptied past this, when no run it names is alive
@@ -42,7 +43,10 @@ COMMAND_CHARS = 120
 
 
 def lock_dir() -> Path:
-    return Path(os.environ.get("MODELMON_LOCK_DIR") or LOCK_DIR)
+    given = os.environ.get("MODELMON_LOCK_DIR")
+    if given:
+        return Path(given)
+    return Path(next((d for d in LOCK_DIRS if os.path.isdir(d)), LOCK_DIRS[0]))
 
 
 class DeviceFileError(OSError):

@@ -90,6 +90,8 @@ def write(name: str, record: Record) -> None:
     final = _path(name)
     temporary = final.with_name(f".{final.name}.{os.getpid()}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(FileNotFoundError):  # left by a killed process of the same pid
+        os.unlink(temporary)
     fd = os.open(temporary, flags, 0o600)
     try:
         os.write(fd, json.dumps(data).encode())
