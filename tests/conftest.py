@@ -392,21 +392,30 @@ def loop_disk(tmp_path: Path) -> Iterator[Path]:
         _run_tool("losetup", "-d", device)
 
 
+def use_state(state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restore records, device locks and logs under ``state``, not the machine's /run."""
+    (state / "locks").mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    monkeypatch.setenv("MODELMON_RECORD_DIR", str(state / "records"))
+    monkeypatch.setenv("MODELMON_LOCK_DIR", str(state / "locks"))
+
+
 @pytest.fixture
 def own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    use_state(state, monkeypatch)
     return state
 
 
-@pytest.fixture(autouse=True)
-def machine_devices_untouched(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def machine_devices_untouched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The suite runs as root on a real machine: it may change the readahead of the loop
     devices and FUSE mounts it makes for itself, never of the machine's own disks (a recommend
-    test would otherwise try four values on the disk everything else is reading from). Lock and
-    restore records go to a folder of the test session, not the user's ~/.local/state."""
+    test would otherwise try four values on the disk everything else is reading from). Restore
+    records, device locks and logs go to a folder of the test session, not the user's
+    ~/.local/state or the machine's /run (other test sessions may run beside this one).
+    Session-wide, so that it holds for module-scoped fixtures too (they are made before any
+    function-scoped fixture of their first test)."""
     from modelmon.core.system import readahead
 
     own = readahead.ReadaheadKnob.unavailable
@@ -416,6 +425,8 @@ def machine_devices_untouched(
             return f"readahead of {knob.device}: the tests change only devices they made"
         return own(knob)
 
-    monkeypatch.setattr(readahead.ReadaheadKnob, "unavailable", unavailable)
-    if "XDG_STATE_HOME" not in os.environ:
-        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(readahead.ReadaheadKnob, "unavailable", unavailable)
+        if "MODELMON_LOCK_DIR" not in os.environ:
+            use_state(tmp_path_factory.getbasetemp() / "state", patch)
+        yield

@@ -10,10 +10,17 @@ that may hold Qt or threads), wait until every worker has parsed its share, put 
 in the requested state and measure it, then say go and collect small records until every
 worker is done, one has failed, or the caller cancels. Shutdown always escalates
 join → terminate → kill, so no worker outlives the run.
+
+Every signal between the parent and its workers is something a dead process cannot hold: go
+is a word over each worker's own pipe, stop a flag in shared memory that the workers poll
+(``loading.sharing``) plus the pipes' closing, and a worker's death is its ``sentinel``. A
+worker killed at any instant (the OOM killer's SIGKILL) fails the run, named with its signal,
+and the others are stopped within about a second.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing as mp
 import os
@@ -21,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
-from multiprocessing.reduction import send_handle
 from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
@@ -29,28 +35,32 @@ from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.preflight import preflight
 from modelmon.core.loading.processes import (
+    FAILED_GRACE_S,
     JOIN_GRACE_S,
-    exit_description,
-    main_module_hidden,
+    death_description,
+    halted_on_exit,
+    oom_kills,
+    start_workers,
     stop_processes,
 )
 from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
-from modelmon.core.loading.sharing import SharedShares
-from modelmon.core.loading.sink import Span, check_spans, span_checksums
+from modelmon.core.loading.sharing import RunMemory
+from modelmon.core.loading.sink import tiled_checksums
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.loading.worker import WorkerTask, worker_main
+from modelmon.core.loading.worker import GO, WorkerTask, worker_main
 from modelmon.core.model.formats import open_model, require_tensor_bytes
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.result import (
     DESCRIPTOR_NOTE,
+    OVERLAP_NOTE,
     LoadResult,
     WorkerTiming,
     block_timings,
     model_checksum,
 )
-from modelmon.core.system import cache, host_memory, readahead, residency
+from modelmon.core.system import cache, device_use, host_memory, readahead, residency
 from modelmon.core.system.memory import gib_text, memory_facts
 from modelmon.core.system.proc_status import own_peak_watch
 
@@ -108,15 +118,22 @@ class LoadRun:
         self.done: dict[int, WorkerDone] = {}
         self.t0_ns = 0
         self._cancel = cancel or threading.Event()  # may be shared by a series of runs
+        # Set on cancel or a worker's death while the run waits to start: the cache
+        # preparation (seconds on FUSE) stops, and the run does not wait for it.
+        self._halt = threading.Event()
         self.time_limit_s = time_limit_s  # stop a load that runs longer (status "cancelled")
         self.timed_out = False
         self._failure: str | None = None
+        self._dead: int | None = None  # the first worker that died before finishing
+        self._oom_kills: int | None = None  # the kernel's OOM kills so far, at the start
         self.setup_notes: list[str] = []  # what was done to the machine for the run
         self.host_reported: int | None = None  # free memory reported to the host during the load
         # What priming is about to touch, and why, once planned (a progress line says it).
         self.priming: host_memory.Primed | None = None
         self._own_peak: Callable[[], int | None] = lambda: None
         self.drop_behind: str | None = None  # why its reads' page cache is dropped behind them
+        self._activity: device_use.Activity | None = None  # this run on its devices (run())
+        self.overlapped: tuple[str, ...] = ()  # other modelmon runs on them while timed
 
     @property
     def shares_work(self) -> bool:
@@ -137,7 +154,7 @@ class LoadRun:
         return cache.prepare(
             self.paths,
             self.options.cache,
-            stop=self._cancel,
+            stop=self._halt,
             arrays=self.model.total_bytes if fills else 0,
             on_priming=self._priming_planned,
         )
@@ -147,6 +164,12 @@ class LoadRun:
 
     def cancel(self) -> None:
         self._cancel.set()
+        self._halt.set()
+
+    @property
+    def halted(self) -> bool:
+        """Cancelled, or a worker died, before the start (a start gate need not wait on)."""
+        return self._halt.is_set()
 
     @property
     def loaded_bytes(self) -> int:
@@ -162,16 +185,20 @@ class LoadRun:
 
     def run(self) -> LoadResult:
         # The device's readahead, when an option sets it, is set around the whole run and
-        # restored on every way out (readahead.for_run); plain runs only share its lock.
-        # This process's own peak over the run (priming included) is reported beside its
-        # workers': what the whole modelmon process tree took.
+        # restored on every way out (readahead.for_run); plain runs only share its lock. The
+        # run is announced to every other modelmon run on the device (device_use), and names
+        # those that used it during its timed part. This process's own peak over the run
+        # (priming included) is reported beside its workers': what the whole modelmon process
+        # tree took.
         checks = preflight(self.strategy_class, self.model, self.options, in_process=False)
         with (
             checks,
             readahead.for_run(self.paths, self.options.readahead) as notes,
+            device_use.activity(readahead.device_names(self.paths)) as activity,
             own_peak_watch() as peak,
         ):
             self.setup_notes = notes
+            self._activity = activity
             self._own_peak = peak
             return self._run()
 
@@ -185,7 +212,7 @@ class LoadRun:
             self.memory_limit,
         )
         context = mp.get_context("spawn")
-        stop, go = context.Event(), context.Event()
+        self._oom_kills = oom_kills()  # a worker SIGKILLed later: was it the OOM killer?
         workers = self.options.workers
         shared = (
             [os.open(p, os.O_RDONLY | os.O_CLOEXEC) for p in self.paths]
@@ -193,15 +220,15 @@ class LoadRun:
             else []
         )
         shared_ids = tuple(new_descriptor_id() for _ in shared)
-        shares = SharedShares(context, workers * self.options.threads) if self.shares_work else None
+        memory = RunMemory(workers * self.options.threads if self.shares_work else 0)
         processes: list[Any] = []
         conns: dict[int, Connection] = {}
         state = cache.not_measured(self.options.cache)
         status = "ok"
         try:
             cache.prepare_early(self.paths, self.options.cache)
-            for worker in range(workers):
-                task = WorkerTask(
+            tasks = [
+                WorkerTask(
                     worker,
                     workers,
                     self.model.path,
@@ -213,48 +240,49 @@ class LoadRun:
                     shared_ids,
                     self.drop_behind is not None,
                 )
-                parent_end, child_end = context.Pipe(duplex=True)
-                process = context.Process(
-                    target=worker_main,
-                    name=f"modelmon-worker-{worker}",
-                    args=(task, child_end, stop, go, shares),
-                    daemon=True,
-                )
-                with main_module_hidden():
-                    process.start()
-                child_end.close()
-                for descriptor in shared:
-                    send_handle(parent_end, descriptor, process.pid)
-                processes.append(process)
-                conns[worker] = parent_end
+                for worker in range(workers)
+            ]
+            start_workers(context, tasks, worker_main, memory, shared, processes, conns)
             self._collect(conns, processes, until_ready=True)
-            if self._failure is None and not self._cancel.is_set():
+            if self._going:
                 # Measured after the workers parsed headers, just before go: what the load
                 # really starts from.
                 gate = self.start_gate or LoadRun.prepare_cache
-                state = gate(self)
-            if self._failure is None and not self._cancel.is_set():
+                # Meanwhile a worker's death or a cancel halts the wait (and the preparation).
+                with halted_on_exit(processes, self._halt, self._cancel):
+                    state = gate(self)
+                self._note_deaths(processes, conns)
+            if self._going:
                 reported = host_memory.reported_bytes()
+                if self._activity is not None:
+                    self._activity.mark()
                 self.t0_ns = now_ns()
-                go.set()
+                for conn in conns.values():
+                    with contextlib.suppress(OSError):  # a worker that died: its sentinel says
+                        conn.send_bytes(GO)
                 if self.on_start is not None:
                     self.on_start(self)
                 self._collect(conns, processes, until_ready=False)
                 self.host_reported = host_memory.reported_since(reported)
-            if self._failure is not None:
+                if self._activity is not None:
+                    self.overlapped = tuple(run.text() for run in self._activity.others())
+            if self._failure is not None or self._dead is not None:
                 status = "failed"
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
                 status = "cancelled"
         finally:
-            stop.set()
-            stop_processes(processes)
-            host_memory.note_free()  # the workers' memory, their arrays and interpreters
+            # Stop: the flag for workers that load, the pipes' end for any still waiting for
+            # go (and for one blocked sending to us). Neither waits for any worker.
+            memory.stop()
             for conn in conns.values():
                 conn.close()
+            failed = self._failure is not None or self._dead is not None
+            stop_processes(processes, FAILED_GRACE_S if failed else JOIN_GRACE_S)
+            self._describe_death(processes)
+            host_memory.note_free()  # the workers' memory, their arrays and interpreters
             for descriptor in shared:
                 os.close(descriptor)
-            if shares is not None:
-                shares.close()
+            memory.close()
         return self._result(status, state)
 
     def _collect(
@@ -264,7 +292,7 @@ class LoadRun:
         started = time.monotonic()
         open_conns = dict(conns)
         by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
-        while self._failure is None:
+        while self._failure is None and self._dead is None:
             target = self.ready if until_ready else self.done
             if len(target) == len(processes):
                 return
@@ -280,18 +308,37 @@ class LoadRun:
             waitables: list[Any] = [*open_conns.values(), *by_sentinel]
             for item in wait(waitables, timeout=0.05):
                 if item in by_sentinel:
-                    worker = by_sentinel.pop(item)
-                    self._drain(worker, open_conns)
-                    if worker not in self.done and self._failure is None:
-                        processes[worker].join(JOIN_GRACE_S)  # the sentinel can beat waitpid
-                        code = processes[worker].exitcode
-                        self._failure = (
-                            f"worker {worker} (pid {processes[worker].pid}) "
-                            f"{exit_description(code)} before finishing"
-                        )
+                    self._died(by_sentinel.pop(item), processes, open_conns)
                 else:
                     worker = next(w for w, c in open_conns.items() if c is item)
                     self._receive(worker, open_conns)
+
+    @property
+    def _going(self) -> bool:
+        return self._failure is None and self._dead is None and not self._cancel.is_set()
+
+    def _died(self, worker: int, processes: list[Any], open_conns: dict[int, Connection]) -> None:
+        """Worker ``worker`` has exited (its sentinel): the run fails unless it had finished.
+        Said once the others are stopped (``_describe_death``): a killed process may take a
+        while to be reaped (threads in FUSE requests), and the others must not wait for it."""
+        self._drain(worker, open_conns)
+        if worker not in self.done and self._failure is None and self._dead is None:
+            self._dead = worker
+
+    def _describe_death(self, processes: list[Any]) -> None:
+        if self._dead is None or self._failure is not None:
+            return
+        process = processes[self._dead]
+        process.join(JOIN_GRACE_S)  # reaped by now, but for a process slow to die
+        description = death_description(process.exitcode, self._oom_kills)
+        self._failure = f"worker {self._dead} (pid {process.pid}) {description}"
+
+    def _note_deaths(self, processes: list[Any], conns: dict[int, Connection]) -> None:
+        """The workers that died while the run waited to start fail it."""
+        by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
+        open_conns = dict(conns)
+        for item in wait(list(by_sentinel), timeout=0):
+            self._died(by_sentinel[item], processes, open_conns)
 
     def _drain(self, worker: int, open_conns: dict[int, Connection]) -> None:
         while worker in open_conns and open_conns[worker].poll():
@@ -356,6 +403,8 @@ class LoadRun:
         notes += host_memory.reported_notes(self.host_reported)
         dropped = dropped_behind(self.drop_behind, done.values())
         notes += (dropped.note(),) if dropped is not None else ()
+        if self.overlapped:
+            notes += (f"{OVERLAP_NOTE}{'; '.join(self.overlapped)}",)
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,
@@ -387,16 +436,12 @@ class LoadRun:
     def _check_shared_work(self) -> dict[str, int]:
         """The spans every worker filled tile every tensor exactly (else the run failed); the
         per-tensor crc32s combined from them when verifying."""
-        spans: dict[int, list[Span]] = {i: [] for i in range(len(self.model.extents))}
-        for done in self.done.values():
-            for index, start, end, crc in done.spans:
-                spans[index].append((start, end, crc))
+        filled = [done.spans for done in self.done.values()]
         try:
-            check_spans(self.model, spans)
+            return tiled_checksums(self.model, filled, self.options.verify)
         except LoadError as exc:
             self._failure = f"the workers' shared work: {exc}"
             return {}
-        return dict(span_checksums(self.model, spans)) if self.options.verify else {}
 
 
 def run_load(

@@ -122,6 +122,20 @@ def span_checksums(model: Model, spans: dict[int, list[Span]]) -> tuple[tuple[st
     return tuple(result)
 
 
+def tiled_checksums(
+    model: Model, filled: list[tuple[tuple[int, int, int, int], ...]], verify: bool
+) -> dict[str, int]:
+    """The spans (tensor, start, end, crc32) several workers filled tile every tensor of
+    ``model`` exactly, or a LoadError says where not; the per-tensor crc32s combined from
+    them when ``verify``."""
+    spans: dict[int, list[Span]] = {i: [] for i in range(len(model.extents))}
+    for worker_spans in filled:
+        for index, start, end, crc in worker_spans:
+            spans[index].append((start, end, crc))
+    check_spans(model, spans)
+    return dict(span_checksums(model, spans)) if verify else {}
+
+
 class _Arena:
     """One anonymous mapping for every tiny tensor of a sink, each at a 16-byte aligned
     offset. A model of a million tensors of a few bytes each then costs no allocation, array

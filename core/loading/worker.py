@@ -24,7 +24,7 @@ from modelmon.core.errors import LoadCancelled, LoadError, one_line
 from modelmon.core.loading.drop_behind import DropBehind
 from modelmon.core.loading.messages import WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.reads import ReadRecorder, now_ns
-from modelmon.core.loading.sharing import SharedShares
+from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
@@ -36,6 +36,7 @@ from modelmon.core.system.libc import LIBC
 from modelmon.core.system.proc_status import own_status_bytes
 
 PR_SET_PDEATHSIG = 1
+GO = b"go"  # the parent's word to start, sent over each worker's own pipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +130,21 @@ def _shrunk(files: tuple[ModelFile, ...]) -> str | None:
     return None
 
 
-def worker_main(
-    task: WorkerTask, conn: Connection, stop: Any, go: Any, shared: SharedShares | None = None
-) -> None:
-    """Process entry. Sends WorkerReady, waits for ``go``, loads, sends WorkerDone/Failed.
-    ``shared``: the queue this worker's readers share with every other worker's."""
+def wait_for_go(conn: Connection) -> None:
+    """Block until the parent says go over this worker's own pipe. Its way out is the pipe's
+    end: the parent closes it to stop the run (or dies, and the kernel closes it)."""
+    try:
+        word = conn.recv_bytes()
+    except (EOFError, OSError):
+        raise LoadCancelled("cancelled before start") from None
+    if word != GO:
+        raise LoadError(f"the parent said {word!r} instead of go")
+
+
+def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
+    """Process entry. Sends WorkerReady, waits for go, loads, sends WorkerDone/Failed.
+    ``memory``: the run's stop flag, and the queue this worker's readers share with every
+    other worker's when the work is shared."""
     _die_with_parent(task.parent_pid)
     # Ctrl+C in a terminal reaches the whole process group: the parent decides, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -145,7 +156,7 @@ def worker_main(
 
     ctx: WorkerContext | None = None
     shared_fds: dict[int, int] | None = None
-    shares = shared.attach() if shared is not None else None
+    stop, shares = memory.attach()
     try:
         strategy = get_strategy(task.strategy)()
         if strategy.shares_fd:
@@ -177,9 +188,7 @@ def worker_main(
                 qt_free,
             )
         )
-        while not go.wait(0.05):
-            if stop.is_set():
-                raise LoadCancelled("cancelled before start")
+        wait_for_go(conn)
         start = now_ns()
         strategy.run(ctx)
         ctx.recorder.flush()
@@ -220,6 +229,5 @@ def worker_main(
         for descriptor in (shared_fds or {}).values():
             with contextlib.suppress(OSError):
                 os.close(descriptor)
-        if shared is not None:
-            shared.close()
+        memory.close()
         conn.close()

@@ -12,7 +12,8 @@ and waits for a line ``go`` (meanwhile the parent puts the page cache in the req
 as modelmon's runner does once its workers have started). It then loads every tensor of every
 file and keeps them all (a load to RAM, like modelmon's default mode), touches every page of
 every result, and prints one JSON line: bytes, seconds (from go to the last tensor), peak RSS.
-Import and process start-up are not counted, as in modelmon.
+Import and process start-up are not counted, as in modelmon. It dies with its parent (the
+kernel's parent-death signal), so a parent killed mid-load leaves no orphan reading on.
 
 Every byte must be touched, or a lazy mmap measures nothing: the libraries here copy every
 byte into memory of their own (safetensors' numpy path, the Run:ai streamer's buffers,
@@ -24,9 +25,11 @@ page a library left unmapped would be read from storage and counted.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -133,6 +136,21 @@ LOADERS: dict[str, Callable[[list[str]], Iterator[Any]]] = {
 }
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (as modelmon's workers do);
+    a parent already gone: end now."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl here: stdin's end still stops it at go
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def import_peer(peer: str) -> None:
     for module in PEER_MODULES[peer]:
         importlib.import_module(module)
@@ -148,6 +166,7 @@ def main(argv: list[str]) -> int:
         print("ok")
         return 0
     peer, files = argv[0], argv[1:]
+    die_with_parent()
     os.environ.setdefault("RUNAI_STREAMER_LOG_LEVEL", "WARNING")
     import_peer(peer)
     rss_ready = high_water_rss()

@@ -3,8 +3,10 @@
 One implementation for both ``recommend`` (peers as candidates) and the benchmarks. The parent
 mirrors modelmon's runner: start the child, wait until it has imported its library, put the
 page cache in the requested state and measure it, say go, and take the child's own timing of
-the load. Every child is ended by pid, whatever happens. Nothing here imports a peer (or
-torch): whether one is installed is asked of the import system without running it.
+the load. Every child is ended by pid, whatever happens; every wait for it has a way out (a
+deadline, the stop event, its output's end), and a child that dies is named with its signal.
+Nothing here imports a peer (or torch): whether one is installed is asked of the import system
+without running it.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from modelmon.core.loading.processes import death_description, oom_kills
 from modelmon.core.options import CacheMode
-from modelmon.core.system import cache, host_memory, residency
+from modelmon.core.system import cache, device_use, host_memory, readahead, residency
 
 CHILD = Path(__file__).with_name("peer_child.py")
 READY_TIMEOUT_S = 120.0
@@ -114,6 +117,7 @@ class PeerResult:
     error: str | None = None
     state: cache.CacheState | None = None  # the measured start state (None: never reached)
     host_reported: int | None = None  # free memory reported to the host from go to the answer
+    overlapped: tuple[str, ...] = ()  # other modelmon runs on the device from go to the answer
 
     @property
     def mbps(self) -> float:
@@ -183,20 +187,45 @@ class _Stopped(Exception):
     pass
 
 
-def _readline(
-    child: subprocess.Popen[str], deadline: float, stop: threading.Event | None, what: str
-) -> str:
-    """The child's next line; waits in short slices so a stop or the deadline ends the wait."""
-    assert child.stdout is not None
-    while True:
-        if stop is not None and stop.is_set():
-            raise _Stopped("stopped")
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Stopped(what)
-        ready, _, _ = select.select([child.stdout], [], [], min(POLL_S, remaining))
-        if ready:
-            return child.stdout.readline().strip()
+class _Ended(Exception):
+    """The child's output ended (it exited, or died) before the line the parent waited for."""
+
+
+class _ChildLines:
+    """The child's stdout one line at a time, read from its descriptor in short slices: a
+    stop or a deadline ends any wait, and a child that writes half a line and hangs cannot
+    hold the parent (a buffered ``readline`` would wait for the rest)."""
+
+    def __init__(self, child: subprocess.Popen[str]) -> None:
+        assert child.stdout is not None
+        self._fd = child.stdout.fileno()
+        self._buffer = b""
+
+    def next(self, deadline: float, stop: threading.Event | None, what: str) -> str:
+        while b"\n" not in self._buffer:
+            if stop is not None and stop.is_set():
+                raise _Stopped("stopped")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Stopped(what)
+            ready, _, _ = select.select([self._fd], [], [], min(POLL_S, remaining))
+            if ready:
+                chunk = os.read(self._fd, 65536)
+                if not chunk:
+                    raise _Ended(self._buffer.decode(errors="replace").strip())
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace").strip()
+
+
+def _ended_why(child: subprocess.Popen[str], oom_kills_before: int | None) -> str:
+    """How the child ended before answering: its signal (and whether the OOM killer sent it),
+    or its exit code."""
+    try:
+        code = child.wait(STOP_GRACE_S)  # its output ended: it exits now, if not already
+    except subprocess.TimeoutExpired:
+        return "the peer's process closed its output without a result"
+    return f"the peer's process (pid {child.pid}) {death_description(code, oom_kills_before)}"
 
 
 def run_peer(
@@ -220,7 +249,11 @@ def run_peer(
     if isinstance(settings, str):
         settings = PeerSettings(settings)
     env = {**os.environ, "RUNAI_STREAMER_LOG_LEVEL": "WARNING", **dict(settings.env)}
-    with tempfile.TemporaryFile("w+") as errors:  # a file: a chatty child can't block on it
+    oom_before = oom_kills()
+    with (
+        device_use.activity(readahead.device_names(files)) as activity,
+        tempfile.TemporaryFile("w+") as errors,  # a file: a chatty child can't block on it
+    ):
         child = subprocess.Popen(
             _command(settings.peer, *files),
             text=True,
@@ -229,23 +262,27 @@ def run_peer(
             stdout=subprocess.PIPE,
             stderr=errors,
         )
+        lines = _ChildLines(child)
         state = None
         try:
             cache.prepare_early(files, mode)  # while the child imports (torch: seconds)
             ready_by = min(time.monotonic() + ready_timeout_s, end)
-            line = _readline(child, ready_by, stop, "not ready")
+            line = lines.next(ready_by, stop, "not ready")
             if line != "ready":
                 raise RuntimeError(f"child said {line!r} instead of ready")
             state = cache.prepare(files, mode, stop=stop)
             assert child.stdin is not None
             reported = host_memory.reported_bytes()
-            child.stdin.write("go\n")
-            child.stdin.flush()
+            activity.mark()
+            try:
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            except BrokenPipeError:
+                raise _Ended("") from None  # it died waiting for go
             limit = READY_TIMEOUT_S if time_limit_s is None else time_limit_s
-            answer = _readline(child, min(time.monotonic() + limit, end), stop, "time limit")
+            answer = lines.next(min(time.monotonic() + limit, end), stop, "time limit")
             reported = host_memory.reported_since(reported)
-            if not answer:
-                raise RuntimeError("child ended without a result")
+            overlapped = tuple(run.text() for run in activity.others())
             data = json.loads(answer)
             child.wait(30)
             return PeerResult(
@@ -261,18 +298,19 @@ def run_peer(
                 int(data["rss_ready"]),
                 state=state,
                 host_reported=reported,
+                overlapped=overlapped,
             )
         except Exception as exc:
+            stopped = isinstance(exc, _Stopped)
+            why = _ended_why(child, oom_before) if isinstance(exc, _Ended) else str(exc)
             stop_child(child)
             errors.seek(0)
-            lines = errors.read().strip().splitlines()
-            stopped = isinstance(exc, _Stopped)
-            why = str(exc)
+            said = errors.read().strip().splitlines()
             if stopped and why == "time limit":
                 ended_by = "its budget" if time_limit_s is None else f"{time_limit_s:g} s"
                 why = f"stopped at the time limit of {ended_by}"
-            elif lines and not stopped:
-                why = f"{exc}: {lines[-1]}"
+            elif said and not stopped:
+                why = f"{why}: {said[-1]}"
             return PeerResult(
                 settings.peer,
                 "cancelled" if stopped else "failed",

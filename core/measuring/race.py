@@ -23,7 +23,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
 from modelmon.core.measuring.peers import run_peer
 from modelmon.core.model.records import Model
-from modelmon.core.output.result import LoadResult, WorkerTiming
+from modelmon.core.output.result import OVERLAP_NOTE, LoadResult, WorkerTiming
 from modelmon.core.system import host_memory
 from modelmon.core.system.proc_status import own_peak_watch
 
@@ -233,7 +233,8 @@ class Race:
             workers=(WorkerTiming(0, 0, peer.bytes, peer.seconds, 0, peer.peak_rss),)
             if peer.status == "ok"
             else (),
-            notes=host_memory.reported_notes(peer.host_reported),
+            notes=host_memory.reported_notes(peer.host_reported)
+            + ((f"{OVERLAP_NOTE}{'; '.join(peer.overlapped)}",) if peer.overlapped else ()),
             host_reported=peer.host_reported,
             parent_peak_rss=parent_peak,
         )

@@ -154,9 +154,10 @@ def _cut_run(model: Model, run: list[int], order: dict[str, int], chunk: int) ->
 @dataclass
 class ShareState:
     """Where a ``ShareQueue`` keeps every reader's share (next item, end) and the lock over
-    them: plain lists and a thread lock (``local``), or arrays in shared memory with a process
-    lock (``loading.sharing``), so the reader threads of several worker processes draw from
-    one queue. ``dealt[0]`` turns 1 once the first queue over it dealt the starting shares."""
+    them: plain lists and a thread lock (``local``), or arrays in shared memory with a lock
+    that no dead process can keep (``loading.sharing``), so the reader threads of several
+    worker processes draw from one queue. ``dealt[0]`` turns 1 once the first queue over it
+    dealt the starting shares."""
 
     next: MutableSequence[int]
     end: MutableSequence[int]

@@ -256,6 +256,20 @@ def _readahead(rec: Recommendation) -> list[str]:
     return [line]
 
 
+def _overlaps(rec: Recommendation) -> list[str]:
+    """Runs of this search that shared the device with other modelmon runs: said, with who."""
+    runs = [r for c in (*rec.ranked, *rec.peers, *rec.unranked) for r in c.results]
+    shared = [r for r in runs if r.overlapped_by]
+    if not shared:
+        return []
+    others = "; ".join(sorted({r.overlapped_by or "" for r in shared}))
+    return [
+        f"{len(shared)} of the {len(runs)} runs measured here shared the device with other "
+        f"modelmon runs ({others}): those figures are not this model's alone; measure again "
+        "while nothing else uses the device."
+    ]
+
+
 def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]:
     lines = []
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
@@ -285,6 +299,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
             f"Only {runs_words(used.results)} fitted the budget: too few to trust; "
             "give it a longer budget."
         )
+    lines += _overlaps(rec)
     lines += _finals(rec, used)
     lines += _readahead(rec)
     lines += _peers(rec)

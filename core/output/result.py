@@ -61,6 +61,9 @@ class WorkerTiming:
 # The note a result carries when its readers shared an open file description, measured from
 # its read log: "descriptors: 4 readers share 1 descriptor".
 DESCRIPTOR_NOTE = "descriptors: "
+# The note a result carries when other modelmon runs used its device during its timed part
+# (``system.device_use``): its figures may be theirs too. "...: pid 812 (modelmon load m.gguf)".
+OVERLAP_NOTE = "other modelmon runs used this device during the timed load: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,12 @@ class LoadResult:
         if self.parent_peak_rss is None:
             return None
         return self.parent_peak_rss + self.workers_peak_rss
+
+    @property
+    def overlapped_by(self) -> str | None:
+        """The other modelmon runs that used the device during the timed load, if any."""
+        found = (n.removeprefix(OVERLAP_NOTE) for n in self.notes if n.startswith(OVERLAP_NOTE))
+        return next(found, None)
 
     @property
     def mbps(self) -> float:

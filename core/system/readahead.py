@@ -3,13 +3,25 @@
 A block device keeps it in ``/sys/block/<disk>/queue/read_ahead_kb``; NFS and FUSE mounts in
 their backing device's ``/sys/class/bdi/<major:minor>/read_ahead_kb``. ``for_run`` sets it
 for one run and restores the previous value on every way out: the end of the block (normal
-end, cancel, a worker crash, Ctrl+C), SIGTERM (a handler, where this is the main thread) and
-interpreter exit. A run that dies harder (kill -9, power) leaves a restore record: the lock
-file of the device holds the value to put back, and the next run applies it (``recover``).
+end, cancel, a worker crash, Ctrl+C), SIGTERM and SIGHUP (handlers, where this is the main
+thread) and interpreter exit.
 
-One lock file per device (``flock``): a run that changes the value holds it exclusively, any
-other run shares it; so the value never changes under another modelmon run on that device.
-Lock files live in ``$XDG_STATE_HOME/modelmon/readahead`` (``~/.local/state/...``).
+One lock per device for the whole machine (``device_use``: ``/run/lock``, whoever runs, with
+whatever HOME): a run that changes the value holds it exclusively, any other run shares it;
+so the value never changes under another modelmon run on that device, and two runs never
+both change it (each would put back what the other set).
+
+A run that dies harder (kill -9, the OOM killer, power) cannot restore: it leaves a restore
+record, written before the value changes and removed once it is back, that the next run of
+the same user applies (``recover``) once no run uses the device, and only if the device
+still has the value the dead run set (anything else was set since, on purpose). A record
+says which file to write what into, so it is trusted only from where no one else can write:
+this user's own directory, ``/run/modelmon/readahead`` for root (per boot, like the values
+themselves, and the same for every HOME a root process may have), else
+``$XDG_STATE_HOME/modelmon/readahead``, or ``$MODELMON_RECORD_DIR``. A record is applied only
+if that directory and the record are this user's and no one else's to write, it names a
+``read_ahead_kb`` file of /sys, and it was written since this boot. By hand, after a kill -9:
+the record (JSON) holds the ``previous`` value and the ``sysfs`` file to write it to.
 """
 
 from __future__ import annotations
@@ -17,11 +29,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,17 +39,12 @@ from types import FrameType
 from typing import Any, Literal
 
 from modelmon.core.errors import ReadaheadError
+from modelmon.core.system import device_use
+from modelmon.core.system import readahead_records as records
 from modelmon.core.system.storage import SYS_BDI, SYS_BLOCK, read_int, storage_facts
 
 SECTOR = 512  # blockdev --setra counts 512-byte sectors
-LOCK_PATIENCE_S = 0.5
-
-
-def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(base) / "modelmon" / "readahead"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # restored before either ends the process
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,43 +154,15 @@ class _Held:
 
 
 _held: list[_Held] = []
-_held_lock = threading.RLock()  # re-entrant: the SIGTERM handler may interrupt its owner
+_held_lock = threading.RLock()  # re-entrant: a stop signal's handler may interrupt its owner
 _atexit_registered = False
-
-
-def _open_lock(knob: ReadaheadKnob) -> int:
-    directory = state_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    return os.open(
-        directory / f"{knob.lock_name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
-    )
-
-
-def _record(lock_fd: int, data: dict[str, Any] | None) -> None:
-    """The restore record is the lock file's content: written before the value changes,
-    emptied after it is back."""
-    os.ftruncate(lock_fd, 0)
-    if data is not None:
-        os.pwrite(lock_fd, json.dumps(data).encode(), 0)
-        os.fsync(lock_fd)
-
-
-def _read_record(lock_fd: int) -> dict[str, Any] | None:
-    raw = os.pread(lock_fd, 4096, 0)
-    if not raw.strip():
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _restore(held: _Held) -> None:
     if held.previous is not None:
         with contextlib.suppress(OSError):
             _write(held.knob.sysfs, held.previous)
-            _record(held.lock_fd, None)
+            records.remove(held.knob.lock_name)
         held.previous = None
 
 
@@ -202,63 +179,48 @@ def restore_all() -> None:
             _restore(held)
 
 
-def _on_sigterm(previous: Any) -> Any:
+def _on_stop_signal(previous: Any) -> Any:
     def handler(signum: int, frame: FrameType | None) -> None:
         restore_all()
         if callable(previous):
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
             signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)  # end as SIGTERM would have ended us
+            os.kill(os.getpid(), signum)  # end as the signal would have ended us
 
     return handler
 
 
-def _lock(lock_fd: int, mode: int) -> bool:
-    """Take the lock, or False when another run holds it. Retried for ``LOCK_PATIENCE_S``:
-    another process's ``recover`` holds each lock for an instant while it looks at it."""
-    deadline = time.monotonic() + LOCK_PATIENCE_S
-    while True:
-        try:
-            fcntl.flock(lock_fd, mode | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-
-
 def recover() -> list[str]:
-    """Apply the restore records of runs that died with a value changed; what was done.
-
-    A record whose lock can be taken has no living owner (a living owner holds it). The
-    previous value is written back only if the device still has the value that run set:
-    anything else was set since by someone else, on purpose.
-    """
-    directory = state_dir()
-    if not directory.is_dir():
-        return []
+    """Apply this user's restore records of runs that died with a value changed; what was
+    done. A record is applied once no run uses its device (its machine-wide lock can be taken
+    exclusively), and only if the device still has the value that run set."""
     done: list[str] = []
-    for lock_file in sorted(directory.glob("*.lock")):
+    for name in records.names():
         try:
-            lock_fd = os.open(lock_file, os.O_RDWR | os.O_CLOEXEC)
+            lock_fd = device_use.open_lock(name)
         except OSError:
             continue
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            record = _read_record(lock_fd)
-            if record is None:
-                continue
-            sysfs, previous, set_kb = record.get("sysfs"), record.get("previous"), record.get("set")
-            if isinstance(sysfs, str) and isinstance(previous, int) and read_int(sysfs) == set_kb:
-                _write(sysfs, previous)
-                done.append(f"restored readahead {previous} KiB at {sysfs} (a run had died)")
-            _record(lock_fd, None)
+            if not device_use.take(lock_fd, fcntl.LOCK_EX):
+                continue  # in use: its owner may be alive, and nothing changes under a run
+            record = records.read(name)
+            if record is not None and read_int(record.sysfs) == record.set_kb:
+                _write(record.sysfs, record.previous)
+                done.append(
+                    f"restored readahead {record.previous} KiB at {record.sysfs} (a run had died)"
+                )
+            records.remove(name)
         except OSError:
             continue
         finally:
             os.close(lock_fd)
     return done
+
+
+def device_names(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The lock names of the devices holding ``paths``: what ``device_use`` knows them by."""
+    return [knob.lock_name for knob in knobs_of(paths)]
 
 
 @contextlib.contextmanager
@@ -271,23 +233,24 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
     listed = list(paths)
     knobs = knobs_of(listed)
     if kb is not None:
-        reason = unavailable(listed)
+        reason = unavailable(listed) or records.unusable()
         if reason is not None:
             raise ReadaheadError(reason)
     acquired: list[_Held] = []
-    previous_handler: Any = None
-    installed = False
+    previous_handlers: dict[signal.Signals, Any] = {}
     try:
         for knob in knobs:
             try:
-                lock_fd = _open_lock(knob)
+                lock_fd = device_use.open_lock(knob.lock_name)
             except OSError as exc:
                 if kb is None:
                     continue  # a plain run goes on without the shared lock
-                raise ReadaheadError(f"cannot create the readahead lock: {exc}") from None
+                raise ReadaheadError(
+                    f"cannot open the readahead lock: {exc.strerror or exc}"
+                ) from None
             held = _Held(knob, lock_fd, None)
             acquired.append(held)
-            if not _lock(lock_fd, fcntl.LOCK_EX if kb is not None else fcntl.LOCK_SH):
+            if not device_use.take(lock_fd, fcntl.LOCK_EX if kb is not None else fcntl.LOCK_SH):
                 if kb is None:
                     continue  # another run changes it: this one only reads
                 raise ReadaheadError(
@@ -295,19 +258,22 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
                 )
         if kb is not None:
             if threading.current_thread() is threading.main_thread():
-                previous_handler = signal.signal(
-                    signal.SIGTERM, _on_sigterm(signal.getsignal(signal.SIGTERM))
-                )
-                installed = True
+                for number in STOP_SIGNALS:
+                    handler = _on_stop_signal(signal.getsignal(number))
+                    previous_handlers[number] = signal.signal(number, handler)
             if not _atexit_registered:
                 atexit.register(restore_all)
                 _atexit_registered = True
             for held in acquired:
                 current = held.knob.read_kb()
-                _record(
-                    held.lock_fd,
-                    {"sysfs": held.knob.sysfs, "previous": current, "set": kb, "pid": os.getpid()},
-                )
+                record = records.Record(held.knob.sysfs, current, kb)
+                try:
+                    records.write(held.knob.lock_name, record)
+                except OSError as exc:
+                    raise ReadaheadError(
+                        f"readahead of {held.knob.device} not changed: its restore record "
+                        f"could not be written ({exc.strerror or exc})"
+                    ) from None
                 with _held_lock:
                     held.previous = current
                     _held.append(held)
@@ -325,5 +291,5 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
                 _release(held)
                 if held in _held:
                     _held.remove(held)
-        if installed:
-            signal.signal(signal.SIGTERM, previous_handler)
+        for number, handler in previous_handlers.items():
+            signal.signal(number, handler)

@@ -145,7 +145,25 @@ def render_ab(ab: ABResult) -> str:
     )
     words = verdict_words(verdict, min(ab.a.runs, ab.b.runs))
     lines.append(f"verdict: {words}" + (f" — {verdict.note}" if verdict.note else ""))
+    lines += shared_device_lines(ab)
     return "\n".join(lines)
+
+
+def shared_device_lines(ab: ABResult) -> list[str]:
+    """A line naming the runs that shared the device with other modelmon runs, if any."""
+    counts = {"A": 0, "B": 0}
+    shared, others = [], []
+    for side, result in ab.runs:
+        counts[side] += 1
+        if result.overlapped_by:
+            shared.append(f"{side} run {counts[side]}")
+            others.append(result.overlapped_by)
+    if not shared:
+        return []
+    return [
+        f"note: {', '.join(shared)} shared the device with other modelmon runs "
+        f"({'; '.join(dict.fromkeys(others))}): the verdict rests on them too"
+    ]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -69,6 +69,7 @@ class ExitCode(IntEnum):
     WATCHED_FAILED = 5
     NO_MODEL_SEEN = 6
     TOO_SHORT = 7
+    HANGUP = 129
     CANCELLED = 130
     PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for a tool that SIGPIPE ended
     TERMINATED = 143
@@ -83,6 +84,7 @@ MEANINGS = {
     ExitCode.WATCHED_FAILED: "watch: the command failed, was killed, or could not be started",
     ExitCode.NO_MODEL_SEEN: "watch: the program never opened or mapped a model file",
     ExitCode.TOO_SHORT: "watch: the program exited before the first sample",
+    ExitCode.HANGUP: "stopped by SIGHUP, its terminal gone (as cleanly as Ctrl+C)",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
     ExitCode.PIPE_CLOSED: "stdout closed by its reader (| head), as SIGPIPE",
     ExitCode.TERMINATED: "stopped by SIGTERM (as cleanly as Ctrl+C)",
@@ -170,11 +172,13 @@ def fail_on(error: BaseException) -> ExitCode:
     return fail(message, code)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STDOUT_FD = 1
 # The stop signals this process received, in order: main() turns a cancellation that a
-# SIGTERM caused into ExitCode.TERMINATED.
+# SIGTERM or SIGHUP caused into ExitCode.TERMINATED or HANGUP (128 + the signal, as a shell
+# reports a process the signal ended).
 received_signals: list[int] = []
+SIGNAL_EXITS = {signal.SIGTERM: ExitCode.TERMINATED, signal.SIGHUP: ExitCode.HANGUP}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -217,21 +221,26 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def stop_on_sigterm() -> None:
-    """SIGTERM stops a headless verb the way Ctrl-C does (KeyboardInterrupt, or the cancel of
-    ``cancel_on_interrupt``), so workers are stopped and reaped rather than orphaned."""
-    signal.signal(signal.SIGTERM, _terminate)
+    """SIGTERM and SIGHUP (a closed terminal, an ssh session gone) stop a headless verb the
+    way Ctrl-C does (KeyboardInterrupt, or the cancel of ``cancel_on_interrupt``), so workers
+    are stopped and reaped and a changed readahead is put back rather than left behind."""
+    for number in SIGNAL_EXITS:
+        signal.signal(number, _terminate)
 
 
 def exit_code_for(code: int) -> int:
-    """A cancellation caused by SIGTERM exits TERMINATED, one caused by Ctrl-C CANCELLED."""
-    if code == ExitCode.CANCELLED and signal.SIGTERM in received_signals:
-        return int(ExitCode.TERMINATED)
+    """A cancellation caused by SIGTERM exits TERMINATED, by SIGHUP HANGUP (the first of them
+    received), by Ctrl-C CANCELLED."""
+    if code == ExitCode.CANCELLED:
+        cause = next((s for s in received_signals if s in SIGNAL_EXITS), None)
+        if cause is not None:
+            return int(SIGNAL_EXITS[signal.Signals(cause)])
     return code
 
 
 @contextlib.contextmanager
 def cancel_on_interrupt(cancel: Callable[[], object]) -> Iterator[None]:
-    """Within the block, Ctrl-C (and SIGTERM) calls ``cancel`` (the run stops and reports)
+    """Within the block, Ctrl-C (and SIGTERM, SIGHUP) calls ``cancel`` (the run stops and reports)
     instead of raising KeyboardInterrupt; the previous handlers are back afterwards."""
 
     def on_signal(signum: int, _frame: object) -> None:

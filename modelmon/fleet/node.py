@@ -77,6 +77,8 @@ def load_on_node(request: NodeRequest, node_id: str, arrive: Arrive, abort: Abor
     def gate(run: LoadRun) -> cache.CacheState:
         nonlocal arrived, state
         state = run.prepare_cache()  # this node's own cache
+        if run.halted:  # cancelled, or a worker died: the others must not wait for this node
+            return state
         arrived = True
         go, why = arrive(node_id)
         if go is None:

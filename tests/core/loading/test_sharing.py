@@ -5,12 +5,14 @@ worker that is slow leaves its unread stretch to the others, and every byte is s
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
+import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 from modelmon.core.loading.runner import LoadRun
-from modelmon.core.loading.sharing import SharedShares
+from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import ShareQueue
 from modelmon.core.options import LoadOptions
@@ -18,37 +20,39 @@ from modelmon.core.options import LoadOptions
 ITEMS = 64
 
 
-def take_one_then_wait(shares: SharedShares, gate: Any, conn: Connection) -> None:
+def take_one_then_wait(memory: RunMemory, conn: Connection) -> None:
     """A slow worker (reader 0 of 2): takes one item, then waits until let go, takes again."""
-    queue = ShareQueue(list(range(ITEMS)), [1] * ITEMS, 2, shares.attach())
+    _, shares = memory.attach()
+    assert shares is not None
+    queue = ShareQueue(list(range(ITEMS)), [1] * ITEMS, 2, shares)
     conn.send(queue.take(0))
-    gate.wait()
+    conn.recv()
     conn.send(queue.take(0))
     conn.close()
 
 
 def test_a_fast_process_takes_over_what_a_slow_one_left_unread() -> None:
     context = mp.get_context("spawn")
-    shares = SharedShares(context, 2)
-    gate = context.Event()
-    mine, theirs = context.Pipe(duplex=False)
-    slow = context.Process(target=take_one_then_wait, args=(shares, gate, theirs))
+    memory = RunMemory(2)
+    mine, theirs = context.Pipe()
+    slow = context.Process(target=take_one_then_wait, args=(memory, theirs))
     slow.start()
     theirs.close()
     fast: list[int] = []
     try:
         first = mine.recv()  # the slow one has its first item: the shares are dealt
-        queue = ShareQueue(list(range(ITEMS)), [1] * ITEMS, 2, shares.attach())
+        _, shares = memory.attach()
+        assert shares is not None
+        queue = ShareQueue(list(range(ITEMS)), [1] * ITEMS, 2, shares)
         while (item := queue.take(1)) is not None:
             fast.append(item)
-        del queue  # the mapping closes only once nothing views it
-        gate.set()
+        del queue, shares  # the mapping closes only once nothing views it
+        mine.send("go on")
         second = mine.recv()
     finally:
-        gate.set()
+        mine.close()  # its end lets the slow one go, whatever happened
         slow.join(60)
-        mine.close()
-        shares.close()
+        memory.close()
     assert slow.exitcode == 0
     assert first == 0 and second is None  # one item, then nothing left
     assert sorted([first, *fast]) == list(range(ITEMS))  # each item handed out once
@@ -73,3 +77,47 @@ def test_fixed_shares_where_a_strategy_needs_them(sharded_model: Path) -> None:
         ("sequential", LoadOptions(workers=1)),
     ]:
         assert not LoadRun(sharded_model, strategy, options).shares_work, strategy
+
+
+def hold_the_lock(memory: RunMemory, conn: Connection) -> None:
+    """Takes the queue's lock and says so, then waits inside it (to be killed there)."""
+    _, shares = memory.attach()
+    assert shares is not None
+    with shares.lock:
+        conn.send(os.getpid())
+        conn.recv()
+
+
+def test_a_process_killed_holding_the_queue_lock_blocks_no_one() -> None:
+    context = mp.get_context("spawn")
+    memory = RunMemory(2)
+    mine, theirs = context.Pipe()
+    holder = context.Process(target=hold_the_lock, args=(memory, theirs))
+    holder.start()
+    theirs.close()
+    taken: list[int | None] = []
+    try:
+        pid = mine.recv()  # inside the lock now
+        # A record lock the holder owns (not one of a description it shares with us).
+        with open("/proc/locks") as locks:
+            owners = [line.split()[1:5] for line in locks]
+        assert ["POSIX", "ADVISORY", "WRITE", str(pid)] in owners
+        os.kill(pid, signal.SIGKILL)
+        holder.join(10)
+        _, shares = memory.attach()
+        assert shares is not None
+        queue = ShareQueue(list(range(ITEMS)), [1] * ITEMS, 2, shares)
+        taker = threading.Thread(
+            target=lambda q: taken.append(q.take(1)), args=(queue,), daemon=True
+        )
+        taker.start()
+        taker.join(10)  # the kernel dropped the dead holder's lock: at once
+        del queue, shares
+    finally:
+        mine.close()
+        if holder.is_alive():
+            holder.kill()
+            holder.join()
+        memory.close()
+    assert holder.exitcode == -signal.SIGKILL
+    assert taken, "the queue's lock stayed held by the killed process"

@@ -16,7 +16,7 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
 from modelmon.core.output.explain import explain
-from modelmon.core.output.result import DESCRIPTOR_NOTE
+from modelmon.core.output.result import DESCRIPTOR_NOTE, OVERLAP_NOTE
 from modelmon.core.output.snippets import apply_snippets, snippets
 from modelmon.core.system.storage import storage_facts
 
@@ -194,3 +194,18 @@ def test_gguf_snippets_cover_llama_cpp(gguf_models: dict[str, Path]) -> None:
     assert by_tool["llama.cpp"].measured_as == mmap.spec
     assert by_tool["llama.cpp-mlock"].measured_as is None
     assert by_tool["llama.cpp-no-mmap"].measured_as is None
+
+
+def test_runs_that_shared_the_device_are_counted_with_who(model: Model) -> None:
+    best = candidate("sequential", 900, 910, 905, workers=4)
+    shared = dataclasses.replace(
+        best.results[1], notes=(f"{OVERLAP_NOTE}pid 812 (modelmon recommend m.gguf)",)
+    )
+    best.results[1] = shared
+    text = " ".join(explain(record(model, winner=best, ranked=(best,))))
+    assert "1 of the 3 runs measured here shared the device with other modelmon runs" in text
+    assert "pid 812 (modelmon recommend m.gguf)" in text
+    alone = candidate("sequential", 900, 910, 905, workers=4)
+    assert "shared the device" not in " ".join(
+        explain(record(model, winner=alone, ranked=(alone,)))
+    )

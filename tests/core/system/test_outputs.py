@@ -190,7 +190,7 @@ def test_a_target_that_turned_immutable_is_kept_beside_it(loop_disk: Path, own_s
     assert saved.where == str(loop_disk / "modelmon-2.toml") and saved.name == "modelmon-2.toml"
     assert (loop_disk / "modelmon-2.toml").read_bytes() == toml_for("modelmon-2.toml")
     assert target.read_text() == "old"
-    assert not own_state.exists()
+    assert not state_folder().exists()
 
 
 def test_a_folder_gone_or_full_keeps_it_in_the_state_folder(

@@ -3,6 +3,7 @@ set for the run, restored on every way out, and after a kill -9 by the next run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,8 @@ from modelmon.core.errors import ReadaheadError
 from modelmon.core.loading.runner import run_load
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions, parse_spec
-from modelmon.core.system import readahead
+from modelmon.core.system import device_use, readahead
+from modelmon.core.system import readahead_records as records
 from modelmon.core.system.storage import read_int
 
 
@@ -94,7 +96,8 @@ def test_a_load_with_the_option_sets_and_restores(loop_disk: Path) -> None:
 
 _HOLDER = """
 import signal, sys
-from modelmon.core.system import readahead
+from modelmon.core.system import device_use, readahead
+from modelmon.core.system import readahead_records as records
 # Ctrl+C as in a terminal: a shell's background job starts with SIGINT ignored, and Python
 # keeps an ignored SIGINT (a CI run started with & once hung here for 30 s).
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -104,9 +107,10 @@ with readahead.for_run([sys.argv[1]], int(sys.argv[2])):
 """
 
 
-def _holder(folder: Path, kb: int) -> subprocess.Popen[str]:
+def _holder(folder: Path, kb: int, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     child = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, str(folder), str(kb)],
+        env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,  # Ctrl+C's traceback
@@ -182,3 +186,122 @@ def test_ctrl_c_restores_on_the_way_out(loop_disk: Path) -> None:
     assert _finish(child) != 0
     assert knob.read_kb() == before
     assert readahead.recover() == []
+
+
+def test_sighup_restores_before_the_process_ends(loop_disk: Path) -> None:
+    """A closed terminal (SIGHUP) ends the run as SIGTERM does: the value is put back first."""
+    knob = readahead.locate(loop_disk)
+    assert knob is not None
+    before = knob.read_kb()
+    child = _holder(loop_disk, before + 768)
+    child.send_signal(signal.SIGHUP)
+    assert _finish(child) == -signal.SIGHUP
+    assert knob.read_kb() == before
+    assert readahead.recover() == []
+
+
+def test_runs_with_other_homes_meet_on_one_device_lock(
+    loop_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two users, or a user and a service: different HOMEs, one device. The second run must
+    not change the value the first set (each would put back the other's value at its end)."""
+    knob = readahead.locate(loop_disk)
+    assert knob is not None
+    before = knob.read_kb()
+    home = tmp_path / "service"
+    first = _holder(
+        loop_disk,
+        before + 1536,
+        {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")},
+    )
+    try:
+        monkeypatch.setenv("HOME", str(tmp_path / "user"))
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "user" / "state"))
+        busy = pytest.raises(ReadaheadError, match="another modelmon run is using it")
+        with busy, readahead.for_run([loop_disk], before + 512):
+            pass
+        assert knob.read_kb() == before + 1536  # the first run's value, untouched
+    finally:
+        assert first.stdin is not None
+        first.stdin.close()  # the first run ends
+        assert _finish(first) == 0
+    assert knob.read_kb() == before
+
+
+def _plant(knob: readahead.ReadaheadKnob, data: dict[str, object], mode: int = 0o600) -> Path:
+    """A restore record as a run that died would have left it (or someone else wrote it)."""
+    folder = records.directory()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / f"{knob.lock_name}.json"
+    path.write_text(json.dumps(data))
+    path.chmod(mode)
+    return path
+
+
+def test_a_restore_record_is_applied_only_when_no_one_else_could_have_written_it(
+    loop_disk: Path,
+) -> None:
+    knob = readahead.locate(loop_disk)
+    assert knob is not None
+    before = knob.read_kb()
+    changed = before + 256
+    with open("/proc/sys/kernel/random/boot_id") as boot_file:
+        boot = boot_file.read().strip()
+    good = {"sysfs": knob.sysfs, "previous": before, "set": changed, "pid": 1, "boot": boot}
+    other_file = f"/sys/block/{knob.device}/queue/nr_requests"  # writable, not the readahead
+    untrusted: list[tuple[str, dict[str, object], int, int | None]] = [
+        ("writable by others", good, 0o666, None),
+        ("another user's", good, 0o600, 65534),
+        ("not a readahead file", {**good, "sysfs": other_file}, 0o600, None),
+        ("from another boot", {**good, "boot": "0" * 32}, 0o600, None),
+        ("not a number", {**good, "previous": "128; reboot"}, 0o600, None),
+    ]
+    requests = Path(other_file).read_text()
+    try:
+        for why, data, mode, owner in untrusted:
+            readahead._write(knob.sysfs, changed)  # as a run killed with kill -9 left it
+            path = _plant(knob, data, mode)
+            if owner is not None:
+                os.chown(path, owner, owner)
+            assert readahead.recover() == [], why
+            assert knob.read_kb() == changed, why
+            assert not path.exists(), why  # never to be applied: not kept either
+        _plant(knob, good)
+        assert any("a run had died" in note for note in readahead.recover())
+        assert knob.read_kb() == before
+        assert records.names() == []  # spent
+    finally:
+        readahead._write(knob.sysfs, before)
+    assert Path(other_file).read_text() == requests
+
+
+def test_a_records_folder_others_can_write_is_not_trusted(loop_disk: Path) -> None:
+    knob = readahead.locate(loop_disk)
+    assert knob is not None
+    before = knob.read_kb()
+    folder = records.directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o777)
+    try:
+        refused = pytest.raises(ReadaheadError, match="only this user can write")
+        with refused, readahead.for_run([loop_disk], before + 128):
+            pass
+        assert records.names() == [] and knob.read_kb() == before
+    finally:
+        folder.chmod(0o700)
+
+
+def test_a_fifo_planted_as_the_device_lock_or_log_hangs_nothing(loop_disk: Path) -> None:
+    """Anyone can create files in the lock folder: a FIFO under a device's names must
+    neither hang a run nor be taken for a lock."""
+    knob = readahead.locate(loop_disk)
+    assert knob is not None
+    before = knob.read_kb()
+    for suffix in ("lock", "log"):
+        os.mkfifo(device_use.lock_dir() / f"modelmon-{knob.lock_name}.{suffix}")
+    refused = pytest.raises(ReadaheadError, match="not a regular file")
+    with refused, readahead.for_run([loop_disk], before + 128):
+        pass
+    assert knob.read_kb() == before
+    model = write_safetensors_model(loop_disk, layers=1, hidden=64, vocab=256)
+    assert run_load(model, "sequential", LoadOptions(threads=1)).status == "ok"

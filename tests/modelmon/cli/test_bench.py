@@ -94,3 +94,18 @@ def test_a_bad_spec_is_one_line_naming_the_flag_once(modelmon, sharded_model: Pa
     )
     done = modelmon("bench", str(sharded_model), "--a", "pread -w 0", "--b", "sequential")
     assert done.returncode == 2 and done.stderr.startswith("modelmon: bench --a: argument --work")
+
+
+def test_runs_that_shared_the_device_are_named_under_the_verdict() -> None:
+    from types import SimpleNamespace
+
+    from modelmon.cli.bench import shared_device_lines
+    from modelmon.core.output.result import OVERLAP_NOTE
+
+    alone = SimpleNamespace(overlapped_by=None)
+    shared = SimpleNamespace(overlapped_by="pid 812 (modelmon recommend m.gguf)")
+    runs = [("A", alone), ("B", alone), ("A", shared), ("B", shared)]
+    (line,) = shared_device_lines(SimpleNamespace(runs=runs))  # type: ignore[arg-type]
+    assert line.startswith("note: A run 2, B run 2 shared the device with other modelmon runs")
+    assert line.count("pid 812") == 1 and OVERLAP_NOTE not in line
+    assert shared_device_lines(SimpleNamespace(runs=runs[:2])) == []  # type: ignore[arg-type]

@@ -258,7 +258,7 @@ def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
     target = folder / "modelmon.toml"
     target.write_text("old\n")
     if kept_where == "nowhere":
-        own_state.write_text("a file where the state folder would be\n")
+        (own_state / "modelmon").write_text("a file where the state folder would be\n")
     process = subprocess.Popen(
         [*MODELMON, "recommend", str(model), "--budget", "5", "--workers", "2", "-o", str(target)],
         stdout=subprocess.PIPE,

@@ -1,0 +1,116 @@
+"""How a headless run stops: a worker killed mid-load, a closed terminal (SIGHUP), a kill -9
+of the command itself. The run says what happened in one line, no process is left, and a
+readahead it changed is put back (after a kill -9, by the next run)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.system import readahead
+
+from .test_hostile import LOAD_FAILED, MODELMON, SLOW_LOAD, Running
+
+HANGUP = 129
+ONE_CHUNK = ("--chunk-mib", "0.00390625")  # 4 KiB reads: a load that lasts
+
+
+def _until(condition: object, process: subprocess.Popen[str], timeout_s: float = 120) -> None:
+    """Poll for a state another process brings about, failing if that process ends first."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the state never came"
+        time.sleep(0.01)
+
+
+def test_a_worker_killed_mid_load_fails_the_command_at_once(tmp_path: Path) -> None:
+    model = write_safetensors_model(tmp_path, layers=2, hidden=1024, vocab=4096, dtype="F16")
+    flags = ("-s", "sequential", "-w", "4", "--fadvise", "random", "--discard", *ONE_CHUNK)
+    running = Running(model, "load", str(model), *flags, "--json")
+    running.wait_until_reading()
+    worker = sorted(running.workers, key=lambda p: p.pid)[1]
+    worker.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    out = running.finish(LOAD_FAILED, f"(pid {worker.pid}) was killed by SIGKILL")
+    assert time.monotonic() - killed < 2.0
+    result = json.loads(out)
+    assert result["status"] == "failed" and "SIGKILL" in result["error"]
+
+
+@pytest.fixture
+def slow_disk_model(loop_disk: Path) -> Path:
+    return write_safetensors_model(loop_disk, layers=1, hidden=768, vocab=4096, dtype="F16")
+
+
+def test_sighup_during_load_puts_the_readahead_back(slow_disk_model: Path) -> None:
+    knob = readahead.locate(slow_disk_model)
+    assert knob is not None
+    before = knob.read_kb()
+    target = before + 1024
+    flags = ("--readahead", str(target), *SLOW_LOAD, *ONE_CHUNK)
+    running = Running(slow_disk_model, "load", str(slow_disk_model), *flags)
+    running.wait_until_reading()
+    assert knob.read_kb() == target
+    running.process.send_signal(signal.SIGHUP)  # the terminal closed
+    running.finish(HANGUP, "cancelled")
+    assert knob.read_kb() == before
+
+
+def test_kill_9_leaves_the_value_for_the_next_run_and_no_warning(slow_disk_model: Path) -> None:
+    knob = readahead.locate(slow_disk_model)
+    assert knob is not None
+    before = knob.read_kb()
+    target = before + 2048
+    flags = ("--readahead", str(target), *SLOW_LOAD, *ONE_CHUNK)
+    running = Running(slow_disk_model, "load", str(slow_disk_model), *flags)
+    running.wait_until_reading()
+    running.process.kill()
+    _, err = running.process.communicate(timeout=60)  # stderr ends with its last holder
+    # No resource tracker left to warn of semaphores a killed run leaked: it had none.
+    assert "leaked" not in err and "resource_tracker" not in err, err
+    _, alive = psutil.wait_procs(running.workers, timeout=5)
+    assert not alive, f"orphaned workers: {alive}"
+    assert knob.read_kb() == target  # nothing could put it back...
+    done = subprocess.run(
+        [*MODELMON, "load", str(slow_disk_model), "--cache", "keep", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert knob.read_kb() == before  # ...until the next run
+    notes = json.loads(done.stdout)["notes"]
+    assert any(f"restored readahead {before} KiB" in note for note in notes), notes
+
+
+def test_sighup_during_recommends_readahead_round_puts_it_back(slow_disk_model: Path) -> None:
+    """The search tries readahead values late, once its candidates are screened."""
+    knob = readahead.locate(slow_disk_model)
+    assert knob is not None
+    before = knob.read_kb()
+    search = subprocess.Popen(
+        [*MODELMON, "recommend", str(slow_disk_model), "--budget", "40"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _until(lambda: knob.read_kb() != before, search)  # a readahead candidate runs
+        search.send_signal(signal.SIGHUP)
+        _, err = search.communicate(timeout=30)
+    finally:
+        if search.poll() is None:
+            search.kill()
+            search.communicate()
+    assert search.returncode == HANGUP, err
+    assert err.strip().splitlines()[-1] == "modelmon: cancelled", err
+    assert knob.read_kb() == before
