@@ -13,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core.measuring.session import Session
-from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions
+from modelmon.core import LoadOptions, Model, Session
 
 SERIES = (
     "device_read_mbps",

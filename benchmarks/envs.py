@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelmon.core.measuring.peers import stop_child
+from modelmon.core import stop_child
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 

@@ -15,12 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import monitor_overhead
-from modelmon.core.loading.runner import LoadRun
-from modelmon.core.model.formats import open_model
-from modelmon.core.model.plan import coalesce, partition
-from modelmon.core.model.records import Model, ModelFile, TensorExtent
-from modelmon.core.model.synth import encode_safetensors_header
-from modelmon.core.options import LoadOptions
+from modelmon.core import (
+    LoadOptions,
+    LoadRun,
+    Model,
+    ModelFile,
+    TensorExtent,
+    coalesce,
+    encode_safetensors_header,
+    open_model,
+    partition,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

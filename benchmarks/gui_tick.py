@@ -173,10 +173,7 @@ def main() -> int:
 
     from PySide6.QtCore import QSettings, Qt, QTimer
 
-    from modelmon.core.measuring.ab import Config
-    from modelmon.core.model.demo import demo_models
-    from modelmon.core.model.formats import open_model
-    from modelmon.core.options import LoadOptions
+    from modelmon.core import Config, LoadOptions, demo_models, open_model
     from modelmon.gui.app import create_application
     from modelmon.gui.bridge import LoadController
     from modelmon.gui.main_window import MainWindow

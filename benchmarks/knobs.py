@@ -9,7 +9,7 @@ puts it back). Then ``stream`` against ``sequential`` on the same disk and on th
 (``envs.fuse_mount``): MB/s, and when the first and half of the blocks were complete.
 
 The device's value is read before and after the whole run; after every child, a restore
-record a killed child left behind is applied (``readahead.recover``), so the value is back even
+record a killed child left behind is applied (``recover_readahead``), so the value is back even
 when a run is killed mid-way.
 """
 
@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
-from modelmon.core.measuring.peers import stop_child
-from modelmon.core.system import readahead
+from modelmon.core import locate_readahead, readahead_unavailable, recover_readahead, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
 READAHEAD_PAIR = (128, 4096)  # KiB: the kernel's default, and the "raise it" advice
@@ -64,7 +63,7 @@ def one_load(
         out, err = "", f"no result within {RUN_TIMEOUT_S:.0f} s"
     finally:
         stop_child(child)
-        restored = readahead.recover()
+        restored = recover_readahead()
     if child.returncode != 0 or not out.strip():
         last = (err.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
         return {"ok": False, "error": last, "exit_code": child.returncode, "restored": restored}
@@ -136,7 +135,7 @@ def run(
     """Every section as a dict (``markdown`` renders it). ``on_start`` sees each load child
     as it starts (a test kills one mid-way with it)."""
     path = str(model.resolve())
-    knob = readahead.locate(path)
+    knob = locate_readahead(path)
     results: dict[str, Any] = {"model": path, "repeats": repeats}
     if knob is None:
         results["readahead"] = {"skipped": f"{path} has no readahead setting"}
@@ -145,7 +144,7 @@ def run(
     try:
         with throttled_disk(scratch, read_bps, read_iops) as throttle:
             results["throttle"] = {"read_bps": read_bps, "read_iops": read_iops}
-            reason = readahead.unavailable([path])
+            reason = readahead_unavailable([path])
             if knob is not None and reason is None:
                 say(f"knobs: readahead {READAHEAD_PAIR} KiB on the throttled disk")
                 configs = [(s, kb) for s in READAHEAD_STRATEGIES for kb in READAHEAD_PAIR]
@@ -162,7 +161,7 @@ def run(
         results["stream_hdd"] = {"skipped": str(exc)}
         results["readahead"].setdefault("skipped", str(exc))
     finally:
-        readahead.recover()
+        recover_readahead()
         if knob is not None:
             results["readahead"]["after_kb"] = knob.read_kb()
     if fuse:

@@ -7,7 +7,7 @@ load spread evenly over the configurations):
 - ``load:SPEC``: ``modelmon.core.load`` (threads), in a fresh child process as a user's first
   load would run (a process that loaded before reuses memory its allocator kept, which hides
   the page faults of fresh arrays), timed around the call after a verified-cold start
-  (``cache.prepare(paths, "cold")``; the resident fraction is printed);
+  (``prepare_cache(paths, "cold")``; the resident fraction is printed);
 - ``measure:SPEC``: ``modelmon.core.measure`` (worker processes), its own go-to-done time.
 
 Each configuration's ratio is computed against the ceiling of the same repeat; the report gives
@@ -45,11 +45,7 @@ from typing import Any
 
 import modelmon.core
 from benchmarks.envs import fuse_mount
-from modelmon.core.model.formats import open_model
-from modelmon.core.model.records import Model
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import parse_spec
-from modelmon.core.system import cache
+from modelmon.core import Model, open_model, parse_spec, prepare_cache, write_safetensors_model
 
 MiB = 1 << 20
 CEILING_CHUNK = 16 * MiB
@@ -106,7 +102,7 @@ def make_cold(paths: list[str]) -> float:
     """Evict every path; return the largest resident fraction left (should be ≤ 0.01)."""
     worst = 0.0
     for group in paths:
-        state = cache.prepare([group], "cold")
+        state = prepare_cache([group], "cold")
         worst = max(worst, state.resident_before)
     return worst
 

@@ -9,9 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY
-from modelmon.core.system.memory import memory_facts
-from modelmon.core.system.storage import storage_facts
+from modelmon.core import RETURNS_FREE_MEMORY, memory_facts, storage_facts
 
 LIBRARIES = (
     "numpy",

@@ -22,10 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core.measuring.session import Session
-from modelmon.core.model.formats import open_model
-from modelmon.core.options import LoadOptions
-from modelmon.core.system.proc_status import own_status_bytes
+from modelmon.core import LoadOptions, Session, open_model, own_status_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelmon.core.model.formats import open_model
-from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
+from modelmon.core import open_model, write_gguf_model, write_safetensors_model
 
 
 @dataclass(frozen=True)

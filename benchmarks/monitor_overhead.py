@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.summary import OVERHEAD_TARGET  # of load throughput, judged on the bound
-from modelmon.core.measuring.session import Session, SessionResult
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import LoadOptions
+from modelmon.core import LoadOptions, Session, SessionResult, write_safetensors_model
 
 SAMPLER_TARGET = 0.01  # of one core, at the default interval
 INTERVAL_S = 0.1  # the default rate
@@ -90,7 +88,7 @@ def measure(model: Path, pairs: int, strategy: str, workers: int) -> dict[str, A
         "sampler_core_share_median": round(bound, 4),
         "sampler_core_shares": [round(s, 4) for s in shares],
         # The thread's whole life (baselines before the load, final sample and residency
-        # round after it) over the load's time: what the old benchmark reported.
+        # round after it) over the load's time: an upper bound, beside the direct one.
         "sampler_thread_share_median": round(statistics.median(whole_shares), 4),
         "source_cpu_us_per_sample": {
             name: round(seconds / max(1, samples) * 1e6, 1) for name, seconds in source_cpu.items()

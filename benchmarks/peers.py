@@ -6,7 +6,7 @@ byte; ``recommend`` measures peers as candidates with the same code.
 
 from __future__ import annotations
 
-from modelmon.core.measuring.peers import PEERS, PeerResult, check_import, run_peer
+from modelmon.core import PEERS, PeerResult, check_import, run_peer
 
 
 def peer_unavailable(peer: str) -> str | None:

@@ -1,4 +1,4 @@
-"""The regret of recommend()'s pick (#11), from a job's rounds: the pick applied through
+"""The regret of recommend()'s pick, from a job's rounds: the pick applied through
 ``core.load(config=)`` in a fresh process, against every strong alternative and the installed
 peers applied as a user would; its table, the summary over environments and the targets
 (regret, evidence runs, budget kept)."""
@@ -10,8 +10,7 @@ from typing import Any
 
 from benchmarks.summary import Target, judged_ratio_text, reported_in_rounds, rows_of
 from benchmarks.tables import ratio_text, shown
-from modelmon.core.loading.inproc import in_process
-from modelmon.core.options import LoadOptions
+from modelmon.core import LoadOptions, in_process
 
 REGRET_TARGET = 0.10
 BUDGET_SLACK = 0.15

@@ -19,13 +19,13 @@ from benchmarks.regret_tables import (
 from benchmarks.summary import (
     CEILING_FOR,
     MiB,
-    all_targets,
     ceiling_of,
     library_of,
     rows_of,
 )
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
-from modelmon.core.system.host_memory import FREE_WORTH_NOTING
+from benchmarks.targets import all_targets
+from modelmon.core import FREE_WORTH_NOTING
 
 ENV_TITLES = {
     "local": "local disk",

@@ -18,11 +18,10 @@ from typing import Any
 
 from benchmarks.applied import STANDARD_LOADS
 from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
-from benchmarks.matrix import Entry, Job, run_job, with_recommended
+from benchmarks.jobs import Entry, Job
+from benchmarks.matrix import run_job, with_recommended
 from benchmarks.models import GGUF_Q4K, SMALL, TINY, TINYLLAMA, ModelSpec
-from modelmon.core.loading.strategies import STRATEGIES
-from modelmon.core.measuring.peers import stop_child
-from modelmon.core.options import MiB, parse_spec
+from modelmon.core import STRATEGIES, MiB, parse_spec, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
 Say = Callable[[str], None]
@@ -66,7 +65,7 @@ FUSE_STRATEGIES = ("mmap-shared-fd",)
 # On the throttled disk every load takes seconds: the baseline, the mmap family.
 SLOW_STRATEGIES = ("library", "mmap", "mmap-shared-fd")
 WARM_STRATEGIES: tuple[str, ...] = ()  # warm: the standard four and the cold pick only
-# Zero copy (#10): tensors as views of the page cache, cold and warm on the local disk, cold on
+# Zero copy: tensors as views of the page cache, cold and warm on the local disk, cold on
 # FUSE; in both forms, with the standard four's concurrency.
 MMAP_VIEW = ("mmap-view", {"workers": 4, "threads": 1})
 SAFETENSORS_PEERS = ("safetensors", "runai-model-streamer", "fastsafetensors", "cattensors")

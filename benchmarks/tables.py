@@ -1,4 +1,4 @@
-"""The tables #10, #11 and #15 ask for, from a job's rounds (every number from the same runs):
+"""Tables of what a user applies, from a job's rounds (every number from the same runs):
 
 - core.load (in-process, what a user applies) against measure (worker processes) for the same
   configurations, against the parallel-read ceiling and Run:ai, with the targets met/missed;
@@ -21,8 +21,7 @@ from benchmarks.summary import (
     round_rates,
     rows_of,
 )
-from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core import LoadOptions, format_spec, get_strategy
 
 RUNAI = "runai-model-streamer"
 LOAD_VS_MEASURE = 0.10  # core.load within 10 % of measure
@@ -138,7 +137,8 @@ def _rss_before(job: dict[str, Any], row: Row) -> float | None:
 
 
 def applied_targets(job: dict[str, Any]) -> list[Target]:
-    """#10's targets on core.load and measure for one job."""
+    """The targets on core.load and measure for one job: each against the parallel-read
+    ceiling and Run:ai."""
     env, cache = job["env"], job["cache"]
     section = f"{env} · {job['model_key']} · {cache}"
     forms, found = by_form(job), []

@@ -36,9 +36,7 @@ from typing import Any
 
 from benchmarks.envs import fuse_mount
 from benchmarks.watched_programs import KINDS, program
-from modelmon.core import storage_references, watcher
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.system import cache
+from modelmon.core import Watch, prepare_cache, storage_references, write_safetensors_model
 
 OVERHEAD_TARGET = 0.03  # of the watched program's load time
 SPEED_TOLERANCE = 0.15  # watched MB/s against the program's own
@@ -54,7 +52,7 @@ def watch_once(model: Path, kind: str, scratch: Path, interval_s: float = 0.1) -
     says it did."""
     output = scratch / f"{kind}.out"
     with open(output, "w") as out:
-        watch = watcher(
+        watch = Watch(
             program(kind, model), model=[str(model)], stdout=out.fileno(), interval_s=interval_s
         )
         result = watch.run()
@@ -105,7 +103,7 @@ def watched_vs_own(model: Path, kinds: tuple[str, ...] = KINDS) -> list[dict[str
 
 def _plain_once(model: Path, kind: str, scratch: Path) -> float:
     """The program's own load seconds, cold, not watched (the cache made cold the same way)."""
-    state = cache.prepare([str(model)], "cold")
+    state = prepare_cache([str(model)], "cold")
     if not state.cold:
         raise RuntimeError(f"could not make {model} cold: {state.note}")
     output = scratch / f"{kind}.plain.out"

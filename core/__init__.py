@@ -1,100 +1,339 @@
-"""Qt-free engine of modelmon: formats, load plans, strategies, cache control, measurement.
+"""modelmon's engine, Qt-free. This root is its whole public API: the command line, the app,
+the fleet and the benchmarks import every name they use from here, nothing deeper.
 
 >>> from modelmon.core import load
 >>> tensors = load("model.safetensors", strategy="sequential", threads=4)
 
-What runs a load, by kind:
-- ``load``: into this process, threads instead of worker processes; the tensors come back.
-- ``measure`` / ``loading.runner.LoadRun``: in worker processes (``loading.worker``); only the
-  measurement comes back. A/B pairs, ceilings and ``recommend`` are series of these.
-- ``measuring.session.Session``: one ``LoadRun`` with live metrics sampled alongside.
+The names, by purpose (``_EXPORTS`` below lists each group's names and where they live):
 
-Someone else's load, watched from outside: ``watch`` runs a command (or attaches to a pid) and
-returns what arrived how fast and why it is slow; ``watcher`` gives the ``Watch`` unstarted,
-for a caller that plots it live and may cancel it.
+- Load and measure: ``load`` (into this process, threads; the tensors come back),
+  ``measure`` / ``LoadRun`` (worker processes; only the measurement comes back), ``Session``
+  (a ``LoadRun`` with live metrics), ``RanksRun`` (N loaders on this machine at once), the
+  strategies, and the messages a run's ``on_message`` receives.
+- What a load produced: ``LoadResult`` and its timings, the page cache around it
+  (``CacheState``), the free memory primed for it (``Primed``).
+- Compare and choose: ``run_ab`` and its ``Verdict``, ``measure_ceilings``, ``recommend`` and its
+  ``Recommendation`` of ``Candidate`` s, the peer loaders.
+- Configurations: ``Config`` (a strategy and its options), ``apply_config`` (the one way a config
+  file becomes a load's configuration), the config document's building and writing.
+- Models: ``open_model`` and its records, where models live (``discover_models``, ``hf:`` and
+  ``ollama:`` references), the demo and synthetic models.
+- Watch another program load: ``watch`` / ``Watch``, ``storage_references``.
+- The machine: storage and memory facts, the page cache, the readahead knob, host memory.
+- The output guard: ``check_output`` / ``write_or_keep``, which every file modelmon writes passes.
+- Words and documents: strict JSON, text reports, verdicts, explanations, snippets.
+- Errors, warnings, options and limits.
+
+Every name is imported on first use (PEP 562 ``__getattr__``), not with the package: the
+engine's modules bring numpy, the format libraries and ctypes, and ``modelmon --version``, or
+a CLI parser that needs only the option ranges, must not pay for them. Type checkers and
+IDEs read the ``TYPE_CHECKING`` imports below (sorted by module), so every name has its real
+type; ``tests/core/test_api.py`` holds them and ``_EXPORTS`` (grouped by purpose) to the same
+names.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from modelmon.core.errors import (
-    ConfigError,
-    ConfigMismatchWarning,
-    LoadCancelled,
-    LoadError,
-    ModelFormatError,
-    ModelmonError,
-    ModelmonWarning,
-    OptionsError,
-)
-from modelmon.core.options import LoadOptions
-
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from modelmon.core.model.records import Model
-    from modelmon.core.output.result import LoadResult
+    from modelmon.core.api import load, measure, storage_references, watch
+    from modelmon.core.errors import (
+        ConfigError,
+        ConfigMismatchWarning,
+        EmptyModelError,
+        LoadCancelled,
+        LoadError,
+        ModelFormatError,
+        ModelmonError,
+        ModelmonWarning,
+        ModelReferenceError,
+        OptionsError,
+        ReadaheadError,
+        ReadaheadSkippedWarning,
+        ReferenceSyntaxError,
+        WatchError,
+        one_line,
+        printable,
+    )
+    from modelmon.core.limits import (
+        DEFAULT_BUDGET_S,
+        EVIDENCE_OVERRUN,
+        MAX_AB_PAIRS,
+        MAX_BUDGET_S,
+        MAX_INTERVAL_S,
+        MAX_SEARCH_WORKERS,
+        MIN_BUDGET_S,
+        MIN_INTERVAL_S,
+        MIN_MEMORY_LIMIT,
+        SEARCH_WIDTH,
+        range_text,
+    )
+    from modelmon.core.loading.config_file import (
+        FORMAT_VERSION,
+        ConfigFile,
+        apply_config,
+        read_config,
+    )
+    from modelmon.core.loading.inproc import in_process
+    from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerReady
+    from modelmon.core.loading.processes import stop_processes
+    from modelmon.core.loading.reads import DescriptorTally
+    from modelmon.core.loading.result import (
+        OVERLAP_NOTE,
+        BlockShareTiming,
+        BlockTiming,
+        LoadResult,
+        WorkerTiming,
+    )
+    from modelmon.core.loading.runner import LoadRun
+    from modelmon.core.loading.strategies import STRATEGIES, get_strategy
+    from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge, run_ab
+    from modelmon.core.measuring.candidate import Candidate
+    from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
+    from modelmon.core.measuring.peers import (
+        PEERS,
+        PeerResult,
+        PeerSettings,
+        check_import,
+        run_peer,
+        stop_child,
+        stop_child_and_close,
+    )
+    from modelmon.core.measuring.ranks import RankResult, RanksResult, RanksRun, find_straggler
+    from modelmon.core.measuring.recommend import Recommendation, candidates, recommend
+    from modelmon.core.measuring.session import Session, SessionResult
+    from modelmon.core.metrics.base import MetricSpec
+    from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
+    from modelmon.core.model.demo import demo_models
+    from modelmon.core.model.discovery import (
+        DiscoveredModel,
+        Discovery,
+        discover_models,
+        nothing_found,
+    )
+    from modelmon.core.model.formats import open_model, require_tensor_bytes
+    from modelmon.core.model.plan import coalesce, partition
+    from modelmon.core.model.records import Model, ModelFile, TensorExtent
+    from modelmon.core.model.references import HF_SCHEME, HF_SYNTAX, OLLAMA_SCHEME, OLLAMA_SYNTAX
+    from modelmon.core.model.synth import (
+        encode_safetensors_header,
+        write_gguf_model,
+        write_safetensors_model,
+    )
+    from modelmon.core.options import (
+        CACHE_MODES,
+        FADVISE_HINTS,
+        MADVISE_HINTS,
+        MAX_CHUNK,
+        MAX_PARALLEL,
+        MAX_READAHEAD_KIB,
+        MIN_CHUNK,
+        OPTION_NAMES,
+        PARTITIONS,
+        PREFETCH_MODES,
+        PRIME_MODES,
+        Config,
+        LoadOptions,
+        MiB,
+        PrimeMode,
+        chunk_from_mib,
+        format_spec,
+        option_text,
+        parse_readahead,
+        parse_size,
+        parse_spec,
+    )
+    from modelmon.core.options import from_mapping as options_from_mapping
+    from modelmon.core.output.config import build_document, recommendation_document, write_config
+    from modelmon.core.output.config import render as render_config
+    from modelmon.core.output.explain import (
+        SHARED_FD_CAVEAT,
+        explain,
+        runs_words,
+        shared_fd_caveat,
+    )
+    from modelmon.core.output.json import SCHEMA_VERSION, dumps
+    from modelmon.core.output.snippets import Snippet, snippets
+    from modelmon.core.output.text import (
+        memory_text,
+        model_summary,
+        render_inspect,
+        render_ranks,
+        render_result,
+        search_memory_text,
+    )
+    from modelmon.core.output.verdict import stopped_words, verdict_words
+    from modelmon.core.output.watch import render_watch
+    from modelmon.core.system.cache import CacheState, evict
+    from modelmon.core.system.cache import not_measured as cache_not_measured
+    from modelmon.core.system.cache import prepare as prepare_cache
+    from modelmon.core.system.cache import prepare_early as prepare_cache_early
+    from modelmon.core.system.host_memory import (
+        FREE_WORTH_NOTING,
+        RETURNS_FREE_MEMORY,
+        Primed,
+        prime_mode,
+        primed_text,
+        priming_plan_text,
+        set_prime_mode,
+    )
+    from modelmon.core.system.host_memory import note_free as note_free_memory
+    from modelmon.core.system.host_memory import reported_bytes as host_reported_bytes
+    from modelmon.core.system.host_memory import reported_since as host_reported_since
+    from modelmon.core.system.memory import (
+        MemoryFacts,
+        check_memory_limit,
+        max_memory_limit,
+        memory_facts,
+        memory_limit_range,
+        swap_warning,
+    )
+    from modelmon.core.system.outputs import Output, Saved, check_output, free_name, write_or_keep
+    from modelmon.core.system.proc_status import own_status_bytes
+    from modelmon.core.system.readahead import ReadaheadKnob
+    from modelmon.core.system.readahead import locate as locate_readahead
+    from modelmon.core.system.readahead import recover as recover_readahead
+    from modelmon.core.system.readahead import unavailable as readahead_unavailable
+    from modelmon.core.system.residency import residency_of
+    from modelmon.core.system.storage import StorageFacts, storage_by_folder, storage_facts
+    from modelmon.core.units import gib_text, human_bytes
     from modelmon.core.watching.result import Reference, WatchResult
     from modelmon.core.watching.watch import Watch
 
-__all__ = [
-    "ConfigError",
-    "ConfigMismatchWarning",
-    "LoadCancelled",
-    "LoadError",
-    "LoadOptions",
-    "ModelFormatError",
-    "ModelmonError",
-    "ModelmonWarning",
-    "OptionsError",
-    "load",
-    "measure",
-    "open_model",
-    "storage_references",
-    "watch",
-    "watcher",
-]
+
+# Where each name lives, for ``__getattr__``, by purpose: "name" is the module's own,
+# "name=attribute" a module's ``attribute`` under the root's clearer name.
+_EXPORTS = (
+    # Load and measure
+    ("modelmon.core.api", "load measure"),
+    ("modelmon.core.loading.runner", "LoadRun"),
+    ("modelmon.core.measuring.session", "Session SessionResult"),
+    ("modelmon.core.measuring.ranks", "RankResult RanksResult RanksRun find_straggler"),
+    ("modelmon.core.loading.strategies", "STRATEGIES get_strategy"),
+    ("modelmon.core.loading.inproc", "in_process"),
+    ("modelmon.core.loading.messages", "ReadBatch WorkerDone WorkerReady"),
+    ("modelmon.core.loading.reads", "DescriptorTally"),
+    ("modelmon.core.loading.processes", "stop_processes"),
+    ("modelmon.core.metrics.base", "MetricSpec"),
+    # What a load produced
+    (
+        "modelmon.core.loading.result",
+        "LoadResult BlockTiming BlockShareTiming WorkerTiming OVERLAP_NOTE",
+    ),
+    ("modelmon.core.system.cache", "CacheState"),
+    ("modelmon.core.system.host_memory", "Primed"),
+    # Compare and choose: A/B, ceilings, recommend, the peer loaders
+    ("modelmon.core.measuring.ab", "run_ab ABResult ABFailed Verdict SideSummary judge"),
+    ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
+    ("modelmon.core.measuring.recommend", "recommend Recommendation candidates"),
+    ("modelmon.core.measuring.candidate", "Candidate"),
+    (
+        "modelmon.core.measuring.peers",
+        "PEERS PeerSettings PeerResult run_peer check_import stop_child stop_child_and_close",
+    ),
+    # Configurations and config files
+    ("modelmon.core.options", "Config"),
+    ("modelmon.core.loading.config_file", "apply_config read_config ConfigFile FORMAT_VERSION"),
+    (
+        "modelmon.core.output.config",
+        "build_document recommendation_document render_config=render write_config",
+    ),
+    # Models: open, inspect, find, make up
+    ("modelmon.core.model.formats", "open_model require_tensor_bytes"),
+    ("modelmon.core.model.records", "Model ModelFile TensorExtent"),
+    ("modelmon.core.model.plan", "partition coalesce"),
+    ("modelmon.core.model.discovery", "discover_models Discovery DiscoveredModel nothing_found"),
+    ("modelmon.core.model.references", "HF_SCHEME HF_SYNTAX OLLAMA_SCHEME OLLAMA_SYNTAX"),
+    ("modelmon.core.model.demo", "demo_models DEMO_RECIPE=RECIPE"),
+    (
+        "modelmon.core.model.synth",
+        "write_safetensors_model write_gguf_model encode_safetensors_header",
+    ),
+    # Watch another program load its model
+    ("modelmon.core.api", "watch storage_references"),
+    ("modelmon.core.watching.watch", "Watch"),
+    ("modelmon.core.watching.result", "WatchResult Reference"),
+    # The machine: storage, memory, page cache, readahead, host memory, this process
+    ("modelmon.core.system.storage", "storage_facts StorageFacts storage_by_folder"),
+    (
+        "modelmon.core.system.memory",
+        "memory_facts MemoryFacts swap_warning check_memory_limit memory_limit_range "
+        "max_memory_limit",
+    ),
+    (
+        "modelmon.core.system.cache",
+        "evict prepare_cache=prepare prepare_cache_early=prepare_early "
+        "cache_not_measured=not_measured",
+    ),
+    ("modelmon.core.system.residency", "residency_of"),
+    (
+        "modelmon.core.system.readahead",
+        "ReadaheadKnob locate_readahead=locate readahead_unavailable=unavailable "
+        "recover_readahead=recover",
+    ),
+    (
+        "modelmon.core.system.host_memory",
+        "prime_mode set_prime_mode primed_text priming_plan_text RETURNS_FREE_MEMORY "
+        "FREE_WORTH_NOTING host_reported_bytes=reported_bytes "
+        "host_reported_since=reported_since note_free_memory=note_free",
+    ),
+    ("modelmon.core.system.proc_status", "own_status_bytes"),
+    # The output guard: every file modelmon writes
+    ("modelmon.core.system.outputs", "check_output write_or_keep Output Saved free_name"),
+    # Words and documents
+    ("modelmon.core.output.json", "dumps SCHEMA_VERSION"),
+    (
+        "modelmon.core.output.text",
+        "render_result render_inspect render_ranks model_summary memory_text search_memory_text",
+    ),
+    ("modelmon.core.output.watch", "render_watch"),
+    ("modelmon.core.output.verdict", "verdict_words stopped_words"),
+    ("modelmon.core.output.explain", "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT"),
+    ("modelmon.core.output.snippets", "snippets Snippet"),
+    ("modelmon.core.units", "human_bytes gib_text"),
+    # Errors and warnings
+    (
+        "modelmon.core.errors",
+        "ModelmonError ModelFormatError ModelReferenceError EmptyModelError "
+        "ReferenceSyntaxError LoadError LoadCancelled OptionsError ReadaheadError ConfigError "
+        "WatchError ModelmonWarning ConfigMismatchWarning ReadaheadSkippedWarning one_line "
+        "printable",
+    ),
+    # Options and limits: what a load, a search, an A/B, a sampler may be asked for
+    (
+        "modelmon.core.options",
+        "LoadOptions OPTION_NAMES CACHE_MODES FADVISE_HINTS MADVISE_HINTS PARTITIONS "
+        "PREFETCH_MODES PRIME_MODES PrimeMode MAX_PARALLEL MIN_CHUNK MAX_CHUNK MiB "
+        "MAX_READAHEAD_KIB parse_spec format_spec option_text parse_size parse_readahead "
+        "chunk_from_mib options_from_mapping=from_mapping",
+    ),
+    (
+        "modelmon.core.limits",
+        "DEFAULT_BUDGET_S MIN_BUDGET_S MAX_BUDGET_S EVIDENCE_OVERRUN SEARCH_WIDTH "
+        "MAX_SEARCH_WORKERS MIN_MEMORY_LIMIT MAX_AB_PAIRS MIN_INTERVAL_S MAX_INTERVAL_S "
+        "range_text",
+    ),
+)
+# name -> (module, attribute)
+_WHERE = {
+    name: (module, attribute or name)
+    for module, names in _EXPORTS
+    for name, _, attribute in (word.partition("=") for word in names.split())
+}
+__all__ = sorted(_WHERE)
 
 
-# numpy and the format libraries load on first use, so `modelmon --version` stays instant.
-def load(path: Any, strategy: str | None = None, **options: Any) -> dict[str, Any]:
-    """Load every tensor into this process; see ``modelmon.core.api.load``."""
-    from modelmon.core.api import load as _load
-
-    return _load(path, strategy, **options)
-
-
-def measure(path: Any, strategy: str | None = None, **options: Any) -> LoadResult:
-    """Measure one load in worker processes; see ``modelmon.core.api.measure``."""
-    from modelmon.core.api import measure as _measure
-
-    return _measure(path, strategy, **options)
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _WHERE[name]
+    except KeyError:
+        raise AttributeError(f"module 'modelmon.core' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # the next access does not come here
+    return value
 
 
-def open_model(path: Any) -> Model:
-    """Parse a model (file, shard index or directory); see ``modelmon.core.model.formats``."""
-    from modelmon.core.model.formats import open_model as _open_model
-
-    return _open_model(path)
-
-
-def watcher(command: Sequence[str] | None = None, **options: Any) -> Watch:
-    """A watch of ``command`` (or of ``pid=``), not started; see
-    ``modelmon.core.watching.watch.Watch``."""
-    from modelmon.core.watching.watch import Watch
-
-    return Watch(command, **options)
-
-
-def watch(command: Sequence[str] | None = None, **options: Any) -> WatchResult:
-    """Run ``command`` (or attach to ``pid=``) and watch it load its model, to the end."""
-    return watcher(command, **options).run()
-
-
-def storage_references(paths: Sequence[str], repeats: int = 1) -> tuple[Reference, ...]:
-    """What this storage delivers on these model files (read ceilings, cold), to compare a
-    watched load with; see ``modelmon.core.watching.compare``."""
-    from modelmon.core.watching.compare import storage_references as _references
-
-    return _references(paths, repeats)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

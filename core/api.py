@@ -1,37 +1,41 @@
-"""The library API: load a model in this process, or measure a load in worker processes."""
+"""What the root API composes from the layers: a load in this process, a measured load (each
+with a config file applied), a watch run to its end, and a watched load's storage references
+(which ``watching`` alone cannot measure: the ceilings are ``measuring``'s, and the two layers
+are independent)."""
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from modelmon.core.errors import ModelFormatError
+from modelmon.core.loading.config_file import apply_config
 from modelmon.core.loading.inproc import load_in_process
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import run_load
 from modelmon.core.loading.strategies.base import StopFlag
+from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions, from_mapping
-from modelmon.core.output.result import LoadResult
+from modelmon.core.options import Config, LoadOptions, from_mapping
+from modelmon.core.watching.result import Reference, WatchResult
+from modelmon.core.watching.watch import Watch
 
 PathLike = str | os.PathLike[str]
+COMPARE_CEILINGS = ("sequential_read", "parallel_read")
 
 
 def _resolve(
-    strategy: str | None, config: PathLike | None, options: dict[str, Any], model: Model
-) -> tuple[str, LoadOptions]:
-    """Explicit arguments win over the config file, which wins over the defaults. A config
-    measured on another model or storage warns (``ConfigMismatchWarning``) and still applies."""
+    model: Model, strategy: str | None, config: PathLike | None, options: dict[str, Any]
+) -> Config:
+    """Explicit arguments win over the config file, which wins over the defaults."""
     if config is None:
-        return strategy or "sequential", from_mapping(options, base=LoadOptions())
-    from modelmon.core.output.config import read_config
-    from modelmon.core.output.identity import warn_if_different
-
-    recommended = read_config(config)
-    resolved = strategy or recommended.strategy, from_mapping(options, base=recommended.options)
-    warn_if_different(str(config), recommended.document.get("identity"), model)
-    return resolved
+        return Config(strategy or "sequential", from_mapping(options, base=LoadOptions()))
+    return apply_config(config, model, strategy, options)
 
 
 def load(
@@ -49,26 +53,12 @@ def load(
     purpose). Refuses a load that would not fit in available RAM. ``discard=True`` streams
     through bounded buffers and returns an empty dict (use it with ``verify=True`` to checksum
     a model larger than RAM).
-    ``config`` applies a file written by ``modelmon recommend``; explicit options override it.
+    ``config`` applies a file written by ``modelmon recommend`` (``apply_config``); explicit
+    options override it.
     """
     model = path if isinstance(path, Model) else open_model(path)
-    name, resolved = _resolve(strategy, config, options, model)
-    if "readahead" not in options:
-        resolved = _config_readahead(model, resolved)
-    return load_in_process(model, name, resolved, stop)
-
-
-def _config_readahead(model: Model, options: LoadOptions) -> LoadOptions:
-    """A config's readahead is a fact of the machine it was measured on (its apply snippet
-    says how to keep it): applied where this process may set it, else the load runs with the
-    device as it is, rather than fail. Asked for explicitly, a refusal is an error."""
-    if options.readahead is None:
-        return options
-    from modelmon.core.system import readahead
-
-    if readahead.unavailable([f.path for f in model.files]) is None:
-        return options
-    return options.with_(readahead=None)
+    chosen = _resolve(model, strategy, config, options)
+    return load_in_process(model, chosen.strategy, chosen.options, stop)
 
 
 def measure(
@@ -78,9 +68,46 @@ def measure(
     config: PathLike | None = None,
     **options: Any,
 ) -> LoadResult:
-    """Run one load in worker processes (nothing comes back but the measurement)."""
+    """Run one load in worker processes (nothing comes back but the measurement); ``config``
+    as ``load``'s."""
     model = path if isinstance(path, Model) else open_model(path)
-    name, resolved = _resolve(strategy, config, options, model)
-    if "readahead" not in options:  # as load() does: what is applied is what was measured
-        resolved = _config_readahead(model, resolved)
-    return run_load(model, name, resolved)
+    chosen = _resolve(model, strategy, config, options)
+    return run_load(model, chosen.strategy, chosen.options)
+
+
+def model_of(paths: Sequence[str]) -> Model | None:
+    """The model the watched files make up (one file, or the shards of one folder); None
+    when they are not one model modelmon can read (a .bin, files from several folders)."""
+    if not paths:
+        return None
+    folders = {os.path.dirname(path) for path in paths}
+    target = paths[0] if len(paths) == 1 else folders.pop() if len(folders) == 1 else None
+    if target is None:
+        return None
+    try:
+        model = open_model(target)
+    except (ModelFormatError, OSError, ValueError):
+        return None
+    watched = {os.path.realpath(path) for path in paths}
+    if not watched <= {os.path.realpath(f.path) for f in model.files}:
+        return None
+    return model
+
+
+def storage_references(
+    paths: Sequence[str], repeats: int = 1, cancel: threading.Event | None = None
+) -> tuple[Reference, ...]:
+    """What this storage delivers on a watched load's model files, to hold its MB/s against:
+    modelmon's sequential and parallel read ceilings (cold, own descriptors, discard), each the
+    median of ``repeats`` runs; () when the files are not a model modelmon can read."""
+    model = model_of(paths)
+    if model is None:
+        return ()
+    ceilings = measure_ceilings(model, COMPARE_CEILINGS, repeats=repeats, cancel=cancel)
+    return tuple(Reference(c.name, c.mbps, c.spec) for c in ceilings.items)
+
+
+def watch(command: Sequence[str] | None = None, **options: Any) -> WatchResult:
+    """Run ``command`` (or attach to ``pid=``) and watch it load its model, to the end. A
+    caller that plots the watch live, or may cancel it, makes the ``Watch`` itself."""
+    return Watch(command, **options).run()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import unicodedata
+import warnings
 
 # Characters that end a line (for str.splitlines or a terminal), move the cursor or change
 # how the rest of a line shows: control characters, line and paragraph separators, format
@@ -70,6 +72,26 @@ class ModelmonWarning(UserWarning):
 
 class ConfigMismatchWarning(ModelmonWarning):
     """A config file applied to a model or storage other than the one it was measured on."""
+
+
+class ReadaheadSkippedWarning(ConfigMismatchWarning):
+    """A config's readahead that this process may not set: the load runs without it."""
+
+
+def warn(message: str, category: type[ModelmonWarning]) -> None:
+    """Warn on behalf of the engine: the warning names the first caller outside
+    ``modelmon.core`` (the user's line, the CLI's), however deep in the engine it arose (what
+    Python 3.12's ``skip_file_prefixes`` does)."""
+    frame = sys._getframe(1)
+    level = 2  # 1 would name this function, 2 its caller
+    while frame.f_back is not None and _in_engine(frame.f_globals.get("__name__", "")):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def _in_engine(module: str) -> bool:
+    return module == "modelmon.core" or module.startswith("modelmon.core.")
 
 
 class ModelReferenceError(ModelFormatError):

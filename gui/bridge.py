@@ -22,7 +22,7 @@ import threading
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from modelmon.core.loading.processes import stop_processes
+from modelmon.core import stop_processes
 from modelmon.gui.state.jobs import CeilingDone, Job, JobEnd, JobProgress, RunStart
 from modelmon.gui.state.records import RunRecord
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, SignalInstance
 
-from modelmon.core.errors import ModelmonError
+from modelmon.core import ModelmonError
 from modelmon.gui.plots.image_export import export_plot
 from modelmon.gui.state.export_format import (
     ExportError,
@@ -30,16 +30,38 @@ from modelmon.gui.state.export_format import (
 from modelmon.gui.tasks import BackgroundTask
 
 if TYPE_CHECKING:
-    from modelmon.gui.workspace import Workspace
+    from modelmon.core import Ceilings
+    from modelmon.gui.plots.style import ThemedPlot
+    from modelmon.gui.state.ab_session import ABHistory
+    from modelmon.gui.state.model_info import ModelInfo
+    from modelmon.gui.state.records import RunRecord
+    from modelmon.gui.widgets.strategy_panel import StrategyPanel
 
 TASK_WAIT_S = 5.0
+
+
+class ExportSource(Protocol):
+    """What the exports read of the window's workspace (``gui/workspace.py``), which owns
+    the exporter: named here so that the exporter does not import the workspace."""
+
+    message: SignalInstance
+    info: ModelInfo | None
+    ceilings: Ceilings | None
+    ab_history: ABHistory
+    panels: dict[str, StrategyPanel]
+
+    @property
+    def records(self) -> list[RunRecord]: ...
+
+    @property
+    def plots(self) -> dict[str, ThemedPlot]: ...
 
 
 class Exporter(QObject):
     finished = Signal(bool, str)  # ok, the line shown
 
-    def __init__(self, workspace: Workspace) -> None:
-        super().__init__(workspace)
+    def __init__(self, workspace: ExportSource, parent: QObject) -> None:
+        super().__init__(parent)
         self.w = workspace
         self._tasks: list[BackgroundTask] = []
 
@@ -95,7 +117,7 @@ class Exporter(QObject):
         caveat = shared_fd_note(ab, chosen)
 
         def work() -> Path:
-            from modelmon.core.output.config import write_config
+            from modelmon.core import write_config
 
             document = ab_document(model, ab, ceilings, Path(path).name)
             return write_config(path, document, model.paths)

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core.system.discovery import Discovery, discover_models
+from modelmon.core import Discovery, discover_models
 from modelmon.gui.export_dialogs import ExportDialogs
 from modelmon.gui.model_loader import ModelLoader
 from modelmon.gui.recent import RecentFiles

@@ -10,14 +10,12 @@ verdict, the ceilings or the recommendation in the message bar.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, SignalInstance
 
-from modelmon.core.measuring.ab import ABResult
-from modelmon.core.measuring.ceilings import Ceiling, Ceilings
-from modelmon.core.output.result import LoadResult
-from modelmon.core.output.verdict import stopped_words
+from modelmon.core import ABResult, Ceiling, Ceilings, LoadResult, stopped_words
 from modelmon.gui.state.formatting import cache_state_text, duration_text, rate_text, verdict_text
 from modelmon.gui.state.jobs import JobEnd, JobProgress, Recommended, RunStart
 from modelmon.gui.state.live import AccessPoints, LiveUpdate, LiveView
@@ -29,14 +27,49 @@ from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.results_rows import cache_unmet
 
 if TYPE_CHECKING:
-    from modelmon.gui.workspace import Workspace
+    from modelmon.gui.bridge import LoadController
+    from modelmon.gui.plots.access_pattern import AccessPatternPlot
+    from modelmon.gui.plots.blocks import BlockTimelinePlot
+    from modelmon.gui.plots.metrics import MetricPlot
+    from modelmon.gui.plots.residency import ResidencyPlot
+    from modelmon.gui.plots.throughput import ThroughputPlot
+    from modelmon.gui.state.ab_session import ABHistory
+    from modelmon.gui.state.model_info import ModelInfo
+    from modelmon.gui.widgets.compare_bar import CompareBar
+    from modelmon.gui.widgets.progress_strip import ProgressStrip
+    from modelmon.gui.widgets.recommendation_view import RecommendationView
+    from modelmon.gui.widgets.results_table import ResultsTable
 
 TICK_MS = 40
 
 
+class RouterHost(Protocol):
+    """What the router reads and updates of the window's workspace (``gui/workspace.py``),
+    which owns it: named here so that the router does not import the workspace."""
+
+    message: SignalInstance
+    state_changed: SignalInstance
+    controller: LoadController
+    info: ModelInfo | None
+    ceilings: Ceilings | None
+    ab_history: ABHistory
+    recommend_budget_s: float
+    progress: ProgressStrip
+    compare: CompareBar
+    recommendation: RecommendationView
+    results: ResultsTable
+    throughput: ThroughputPlot
+    access: AccessPatternPlot
+    blocks: BlockTimelinePlot
+    residency: ResidencyPlot
+    metric_plots: Sequence[MetricPlot]
+
+    def set_running(self, running: bool) -> None: ...
+
+
 class RunRouter(QObject):
-    def __init__(self, workspace: Workspace) -> None:
-        super().__init__(workspace)
+    def __init__(self, workspace: RouterHost, parent: QObject) -> None:
+        super().__init__(parent)
         self.w = workspace
         self.label = ""  # of the load running now
         self.job_started = 0.0
@@ -210,7 +243,9 @@ class RunRouter(QObject):
                     known = w.ceilings or Ceilings(rec.ceilings.model, ())
                     self.set_ceilings(known.merged(rec.ceilings))
                 saved = end.value
-                w.recommendation.show_recommendation(rec, saved.path, saved.name, saved.failure)
+                w.recommendation.show_recommendation(
+                    rec, saved.path, saved.name, saved.failure, saved.explanation
+                )
                 w.progress.stopped(f"Recommended: {rec.used.spec}")
                 head = f"Recommended {rec.used.spec} ({rate_text(rec.used.median_mbps)})"
                 if saved.failure is None:

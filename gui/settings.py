@@ -11,8 +11,14 @@ import os
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from modelmon.core.errors import ModelmonError
-from modelmon.core.options import PRIME_MODES, LoadOptions, PrimeMode, format_spec, parse_spec
+from modelmon.core import (
+    PRIME_MODES,
+    LoadOptions,
+    ModelmonError,
+    PrimeMode,
+    format_spec,
+    parse_spec,
+)
 
 SETTINGS_ENV = "MODELMON_SETTINGS"
 GEOMETRY = "window/geometry"

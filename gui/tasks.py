@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from modelmon.core.errors import ModelmonError, one_line
+from modelmon.core import ModelmonError, one_line
 
 log = logging.getLogger(__name__)
 

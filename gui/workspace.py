@@ -21,10 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core.errors import OptionsError
-from modelmon.core.measuring.ab import Config
-from modelmon.core.measuring.ceilings import Ceilings
-from modelmon.core.options import LoadOptions
+from modelmon.core import Ceilings, Config, LoadOptions, OptionsError
 from modelmon.gui.bridge import LoadController
 from modelmon.gui.exporter import Exporter
 from modelmon.gui.plots.access_pattern import AccessPatternPlot
@@ -119,8 +116,8 @@ class Workspace(QWidget):
         self.results = ResultsTable()
         self.recommendation = RecommendationView()
         self.controller = LoadController(self)
-        self.router = RunRouter(self)
-        self.exporter = Exporter(self)
+        self.router = RunRouter(self, self)
+        self.exporter = Exporter(self, self)
         self.progress.cancel_requested.connect(self.cancel)
         self._layout()
         self.compare.set_enabled(False)

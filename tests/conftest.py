@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
+from modelmon.core import write_gguf_model, write_safetensors_model
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -416,17 +416,17 @@ def machine_devices_untouched(tmp_path_factory: pytest.TempPathFactory) -> Itera
     ~/.local/state or the machine's /run (other test sessions may run beside this one).
     Session-wide, so that it holds for module-scoped fixtures too (they are made before any
     function-scoped fixture of their first test)."""
-    from modelmon.core.system import readahead
+    from modelmon.core import ReadaheadKnob
 
-    own = readahead.ReadaheadKnob.unavailable
+    own = ReadaheadKnob.unavailable
 
-    def unavailable(knob: readahead.ReadaheadKnob) -> str | None:
+    def unavailable(knob: ReadaheadKnob) -> str | None:
         if not (knob.device.startswith("loop") or knob.fs_type.startswith("fuse")):
             return f"readahead of {knob.device}: the tests change only devices they made"
         return own(knob)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(readahead.ReadaheadKnob, "unavailable", unavailable)
+        patch.setattr(ReadaheadKnob, "unavailable", unavailable)
         if "MODELMON_LOCK_DIR" not in os.environ:
             use_state(tmp_path_factory.getbasetemp() / "state", patch)
         yield

@@ -1,4 +1,5 @@
-"""House rules about structure: the engine is Qt-free, modules are small, the CLI starts fast."""
+"""House rules about structure: the layers and boundaries (import-linter's contracts, in
+pyproject.toml), no import cycles, a Qt-free engine, small modules, a CLI that starts fast."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -52,22 +54,6 @@ def _imports(path: Path, package: str | None = None) -> list[tuple[int, str]]:
     return found
 
 
-def _package_of(path: Path) -> str:
-    """The package a file under core/ imports in: core/model/formats/gguf.py -> ...model.formats."""
-    rel = path.relative_to(ROOT / "core").parent.parts
-    return ".".join(("modelmon", "core", *rel))
-
-
-def test_core_source_never_imports_qt_or_gui():
-    offenders = {}
-    for path in _python_files("core"):
-        for line, module in _imports(path, _package_of(path)):
-            if module.split(".")[0] in QT or f"{module}.".startswith("modelmon.gui."):
-                offenders.setdefault(f"{path.relative_to(ROOT)}:{line}", module)
-    lines = [f"{where}: {module}" for where, module in offenders.items()]
-    assert not lines, "modelmon.core must stay Qt-free:\n  " + "\n  ".join(lines)
-
-
 WALK_CORE = """
 import importlib, json, pkgutil, sys
 import modelmon.core
@@ -104,27 +90,11 @@ def test_importing_all_of_core_loads_no_qt():
     )
 
 
-def test_gui_state_is_qt_free():
-    """gui/state/ is the app's logic without Qt: tested without a QApplication, reusable."""
-    offenders = {}
-    for path in _python_files("gui/state"):
-        for line, module in _imports(path, "modelmon.gui.state"):
-            top = module.split(".")[0]
-            qt_module = f"{module}.".startswith("modelmon.gui.") and not f"{module}.".startswith(
-                "modelmon.gui.state."
-            )
-            if top in QT or qt_module:
-                offenders.setdefault(f"{path.relative_to(ROOT)}:{line}", module)
-    lines = [f"{where}: {module}" for where, module in offenders.items()]
-    assert not lines, "modelmon.gui.state must stay Qt-free:\n  " + "\n  ".join(lines)
-
-
-def test_core_is_in_layers_with_a_small_root():
-    """At core/'s root only the public API, errors and options; the rest lives in its layer."""
+def test_core_has_a_small_root_and_no_command_line():
+    """At core/'s root the public API and the vocabulary every layer shares (errors, options,
+    limits, units); the rest lives in its layer, each placed by the layers contract."""
     root = sorted(p.name for p in (ROOT / "core").glob("*.py"))
     assert len(root) <= 8, f"core/ has {len(root)} loose modules: {root}"
-    layers = {p.name for p in (ROOT / "core").iterdir() if (p / "__init__.py").exists()}
-    assert layers == {"model", "loading", "system", "measuring", "watching", "output"}, layers
     cli = [str(p.relative_to(ROOT)) for p in _python_files("core") if "cli" in p.stem]
     assert not cli, f"the command line belongs in modelmon/cli, not in the engine: {cli}"
 
@@ -141,7 +111,8 @@ def test_nothing_imports_the_source_folders_by_their_folder_name():
 
 
 def test_modules_are_small():
-    sizes = {path: len(path.read_text().splitlines()) for path in _python_files("core", "gui")}
+    sources = _python_files("core", "gui", "modelmon", "benchmarks")
+    sizes = {path: len(path.read_text().splitlines()) for path in sources}
     big = [f"{p.relative_to(ROOT)}: {n} lines" for p, n in sorted(sizes.items()) if n > MAX_LINES]
     assert not big, f"modules over {MAX_LINES} lines (split them, ~400 max):\n  " + "\n  ".join(big)
 
@@ -179,3 +150,110 @@ def test_version_answers_fast_and_imports_nothing_heavy():
     assert heavy.returncode == 0, heavy.stderr
     loaded = json.loads(heavy.stdout.splitlines()[-1])
     assert not loaded, f"modelmon --version imported {loaded}: import them lazily"
+
+
+PYPROJECT = ROOT / "pyproject.toml"
+SOURCE_PACKAGES = ("modelmon", "benchmarks")
+LINT = """
+import json, sys
+import grimp, modelmon, benchmarks
+from importlinter.cli import lint_imports
+here = [modelmon.__file__, benchmarks.__file__]
+graph = grimp.build_graph(*%r, cache_dir=None)
+print(json.dumps({"files": here, "modules": sorted(graph.modules)}), flush=True)
+sys.exit(lint_imports(config_filename=%r, no_cache=True, no_logo=True))
+"""
+
+
+def _wheel_layout(folder: Path) -> Path:
+    """The source packages as the wheel installs them, as links in ``folder``: grimp finds
+    modules by walking a package's folder, and modelmon.core's folder is core/, which the
+    editable install maps through an import hook grimp cannot follow."""
+    mapped = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-dir"]
+    top = folder / "modelmon"
+    top.mkdir()
+    for entry in (ROOT / mapped["modelmon"]).iterdir():
+        if entry.name != "__pycache__":
+            (top / entry.name).symlink_to(entry)
+    for name, source in mapped.items():
+        if name != "modelmon":
+            (folder / name.replace(".", "/")).symlink_to(ROOT / source)
+    (folder / "benchmarks").symlink_to(ROOT / "benchmarks")
+    return folder
+
+
+def _modules_in_source() -> set[str]:
+    """Every module of the source packages, named as it is imported."""
+    mapped = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-dir"]
+    found = set()
+    for name, source in [*mapped.items(), ("benchmarks", "benchmarks")]:
+        for path in _python_files(source):
+            parts = path.relative_to(ROOT / source).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            top = name.split(".")
+            if name == "modelmon" and parts and parts[0] in {"core", "gui", "resources"}:
+                continue  # not under modelmon/ in the source tree
+            found.add(".".join([*top, *parts]))
+    return found
+
+
+def test_the_import_contracts_hold_and_see_every_module(tmp_path: Path):
+    """pyproject.toml's [tool.importlinter] contracts: the engine's layers, the front ends on
+    the root API only, Qt kept out of the engine and the app's state, no import cycles. The
+    graph they are checked on holds every module of the source (a contract over an empty
+    graph would pass whatever the code does)."""
+    tree = _wheel_layout(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", LINT % (SOURCE_PACKAGES, str(PYPROJECT))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tree,  # first on sys.path: the packages are imported from the links
+    )
+    first, _, report = done.stdout.partition("\n")
+    seen = json.loads(first)
+    assert all(file.startswith(str(tree)) for file in seen["files"]), seen["files"]
+    missing = _modules_in_source() - set(seen["modules"])
+    assert not missing, f"modules the contracts cannot see: {sorted(missing)}"
+    assert done.returncode == 0, report + done.stderr
+
+
+def test_the_front_end_contract_names_every_front_end():
+    """Every package of modelmon but the engine is a source of the contract that keeps the
+    front ends on the root API: a new one is held to it as well."""
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    contract = next(c for c in contracts if c["id"] == "front-ends-use-the-root-api")
+    children = {
+        "modelmon." + (p.stem if p.suffix == ".py" else p.name)
+        for p in [*(ROOT / "modelmon").iterdir(), ROOT / "gui", ROOT / "resources"]
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    assert set(contract["source_modules"]) == (children | {"benchmarks"})
+
+
+FRONT_END_TESTS = ("tests/modelmon", "tests/gui", "tests/benchmarks")
+
+
+def _deeper_than_the_root(module: str) -> bool:
+    """``modelmon.core.loading.runner`` is; ``modelmon.core.LoadRun`` (``from modelmon.core
+    import LoadRun``, as ``_imports`` names it) is not."""
+    import modelmon.core
+
+    parts = module.split(".")
+    if parts[:2] != ["modelmon", "core"] or len(parts) == 2:
+        return False
+    return not (len(parts) == 3 and parts[2] in modelmon.core.__all__)
+
+
+def test_the_front_ends_tests_use_the_root_api_too():
+    """Tests of the CLI, fleet, app and benchmarks import the engine as those do: from
+    ``modelmon.core`` only (tests/core/ tests the engine's internals and may reach them)."""
+    offenders = {
+        f"{path.relative_to(ROOT)}:{line}": module
+        for path in _python_files(*FRONT_END_TESTS)
+        for line, module in _imports(path)
+        if _deeper_than_the_root(module)
+    }
+    lines = [f"{where}: {module}" for where, module in offenders.items()]
+    assert not lines, "import these from modelmon.core:\n  " + "\n  ".join(lines)

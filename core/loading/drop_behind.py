@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from modelmon.core.loading.messages import WorkerDone
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.host_memory import PRIME_RESERVE
-from modelmon.core.system.memory import MemoryFacts, gib_text, memory_facts
+from modelmon.core.system.memory import MemoryFacts, memory_facts
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import read_int
+from modelmon.core.units import gib_text
 
 # Free memory (and memory cgroup room) the load's page cache leaves to others: the same
 # margin priming keeps.

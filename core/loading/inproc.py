@@ -15,9 +15,8 @@ import threading
 import numpy as np
 
 from modelmon.core.loading.drop_behind import DropBehind, drop_behind_reason
-from modelmon.core.loading.preflight import preflight
+from modelmon.core.loading.preflight import check_memory, preflight
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id
-from modelmon.core.loading.runner import check_memory
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.strategies.base import StopFlag, WorkerContext

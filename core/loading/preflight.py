@@ -1,5 +1,6 @@
-"""What a load must pass in the process that starts it, before any reader starts: a strategy
-that can load the model at all, and an open-files limit for every descriptor it will hold."""
+"""What a load must pass in the process that starts it, before any reader starts: a model with
+bytes to load, a strategy that can load it at all, RAM for what it keeps, and an open-files
+limit for every descriptor it will hold."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from contextlib import AbstractContextManager
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.strategies.base import Strategy
+from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
+from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.open_files import BASE_DESCRIPTORS, enough_open_files
+from modelmon.core.units import gib_text
 
 
 def descriptors_needed(
@@ -39,3 +43,18 @@ def preflight(
     threads = f"{readers} reader thread{'s' if readers != 1 else ''}"
     what = f"{strategy.name} over {len(model.files)} files with {threads} per process"
     return enough_open_files(needed, what)
+
+
+def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -> None:
+    """Refuse a load of nothing, or a keep-everything load that cannot fit in RAM, before
+    anything starts."""
+    require_tensor_bytes(model)
+    if options.discard:
+        return
+    usable = memory_facts().usable if limit is None else limit
+    if model.total_bytes > usable:
+        raise LoadError(
+            f"loading {gib_text(model.total_bytes)} would not fit in the "
+            f"{gib_text(usable)} of RAM available; use discard mode (--discard) to "
+            "measure it streaming through bounded buffers"
+        )

@@ -33,7 +33,7 @@ from typing import Any
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
-from modelmon.core.loading.preflight import preflight
+from modelmon.core.loading.preflight import check_memory, preflight
 from modelmon.core.loading.processes import (
     FAILED_GRACE_S,
     JOIN_GRACE_S,
@@ -44,42 +44,26 @@ from modelmon.core.loading.processes import (
     stop_processes,
 )
 from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
+from modelmon.core.loading.result import (
+    DESCRIPTOR_NOTE,
+    OVERLAP_NOTE,
+    LoadResult,
+    block_timings,
+    model_checksum,
+    worker_timings,
+)
 from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.sink import tiled_checksums
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import GO, WorkerTask, worker_main
-from modelmon.core.model.formats import open_model, require_tensor_bytes
+from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import (
-    DESCRIPTOR_NOTE,
-    OVERLAP_NOTE,
-    LoadResult,
-    WorkerTiming,
-    block_timings,
-    model_checksum,
-)
 from modelmon.core.system import cache, device_use, host_memory, readahead, residency
-from modelmon.core.system.memory import gib_text, memory_facts
 from modelmon.core.system.proc_status import own_peak_watch
 
 READY_TIMEOUT_S = 120.0
-
-
-def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -> None:
-    """Refuse a load of nothing, or a keep-everything load that cannot fit in RAM, before
-    anything starts."""
-    require_tensor_bytes(model)
-    if options.discard:
-        return
-    usable = memory_facts().usable if limit is None else limit
-    if model.total_bytes > usable:
-        raise LoadError(
-            f"loading {gib_text(model.total_bytes)} would not fit in the "
-            f"{gib_text(usable)} of RAM available; use discard mode (--discard) to "
-            "measure it streaming through bounded buffers"
-        )
 
 
 class LoadRun:
@@ -384,18 +368,6 @@ class LoadRun:
             crcs = self._check_shared_work()
         verified = self.options.verify and status == "ok"
         columns = self.reads.columns()
-        read_counts = {w: int((columns["worker"] == w).sum()) for w in done}
-        workers = tuple(
-            WorkerTiming(
-                w,
-                self.ready[w].pid if w in self.ready else 0,
-                d.bytes,
-                (d.end_ns - d.start_ns) / 1e9,
-                read_counts[w],
-                d.peak_rss,
-            )
-            for w, d in sorted(done.items())
-        )
         notes = tuple(sorted({n for d in done.values() for n in d.notes} | set(self.setup_notes)))
         sharing = descriptor_sharing(columns)
         if sharing is not None and sharing.shared:  # named wherever it happens
@@ -416,7 +388,7 @@ class LoadRun:
             seconds=seconds,
             cache=state,
             blocks=tuple(block_timings(self.model, columns, self.t0_ns)) if done else (),
-            workers=workers,
+            workers=worker_timings(done, self.ready, columns),
             checksum=model_checksum(crcs, self.model) if verified else None,
             tensor_checksums=crcs if verified else {},
             error=self._failure

@@ -14,21 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelmon.core.errors import LoadError
+from modelmon.core.limits import MAX_AB_PAIRS, check_whole
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
-from modelmon.core.measuring.limits import MAX_AB_PAIRS, check_whole
 from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions, format_spec
-from modelmon.core.output.result import LoadResult
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    strategy: str
-    options: LoadOptions
-
-    @property
-    def spec(self) -> str:
-        return format_spec(self.strategy, self.options)
+from modelmon.core.options import Config, LoadOptions
 
 
 @dataclass(frozen=True, slots=True)

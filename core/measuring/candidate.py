@@ -11,11 +11,11 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.options import LoadOptions, format_spec
-from modelmon.core.output.result import LoadResult
 
 # How a candidate's measurement ended:
 # finished      every run it was given completed

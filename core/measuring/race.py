@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 
 from modelmon.core.errors import LoadError, ReadaheadError
+from modelmon.core.loading.result import OVERLAP_NOTE, LoadResult, WorkerTiming
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
 from modelmon.core.measuring.peers import run_peer
 from modelmon.core.model.records import Model
-from modelmon.core.output.result import OVERLAP_NOTE, LoadResult, WorkerTiming
 from modelmon.core.system import host_memory
 from modelmon.core.system.proc_status import own_peak_watch
 

@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from modelmon.core.errors import OptionsError
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_PARALLEL, LoadOptions, format_spec
-from modelmon.core.output.result import LoadResult
 from modelmon.core.system import cache
 
 
@@ -282,33 +282,3 @@ def run_ranks(
 ) -> RanksResult:
     """Run ``ranks`` loaders of ``model`` at once from one barrier; see the module docstring."""
     return RanksRun(model, strategy, options, ranks, split, **kwargs).run()
-
-
-def render_ranks(result: RanksResult) -> str:
-    """The text report of ``modelmon load --ranks``: one line per rank, then the aggregate."""
-    kind = "split (each rank its slice)" if result.split else "replicas (each rank the whole model)"
-    lines = [
-        f"{len(result.ranks)} ranks, {kind}: {format_spec(result.strategy, result.options)}",
-        f"cache before go: {result.cache.requested} requested, "
-        f"{result.cache.resident_before:.1%} resident"
-        + (f" ({result.cache.note})" if result.cache.note else ""),
-        f"{'rank':>4}  {'status':<9} {'MB':>10} {'MB/s':>9} {'seconds':>8} {'start +s':>8}",
-    ]
-    for rank in result.ranks:
-        r = rank.result
-        lines.append(
-            f"{rank.rank:>4}  {r.status:<9} {r.bytes / 1e6:>10.1f} {r.mbps:>9.0f} "
-            f"{r.seconds:>8.3f} {rank.start:>8.3f}"
-        )
-    lines.append(
-        f"aggregate: {result.bytes / 1e6:.1f} MB in {result.seconds:.3f} s = {result.mbps:.0f} MB/s"
-    )
-    straggler = result.straggler
-    if straggler is not None:
-        lines.append(
-            f"straggler: {straggler.who}, {straggler.seconds:.3f} s = {straggler.ratio:.2f}× "
-            f"the median {straggler.median_seconds:.3f} s"
-        )
-    if result.error:
-        lines.append(f"error: {result.error}")
-    return "\n".join(lines)

@@ -1,5 +1,6 @@
 """Recommendation: characterise the storage, race strategies (and installed peer loaders)
-within a time budget, settle the top two with paired runs, and explain the pick.
+within a time budget, settle the top two with paired runs. (The pick in words is
+``output.explain``'s.)
 
 1. Ceilings (cold sequential and parallel reads, memcpy): what the storage gives, and the
    first estimate of a run's wall time.
@@ -20,7 +21,6 @@ the outcome and the order of the rounds.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -28,18 +28,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelmon.core.errors import LoadError
-from modelmon.core.measuring.ab import Verdict
-from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
-from modelmon.core.measuring.limits import (
+from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
     MAX_SEARCH_WORKERS,
     SEARCH_WIDTH,
     check_budget,
-    check_memory_limit,
     check_whole,
 )
+from modelmon.core.measuring.ab import Verdict
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.rounds import (
@@ -54,16 +53,17 @@ from modelmon.core.measuring.rounds import (
 )
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
-from modelmon.core.output.explain import explain
 from modelmon.core.system import readahead
-from modelmon.core.system.memory import memory_facts
-from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
+from modelmon.core.system.memory import check_memory_limit, memory_facts
+from modelmon.core.system.storage import RAM_FS_TYPES, StorageFacts, storage_facts
 
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Recommendation:
+    """What a search measured and picked. Its words are ``output.explain.explain(rec)``'s."""
+
     model: Model
     winner: Candidate  # the modelmon configuration the config file holds
     ranked: tuple[Candidate, ...]  # modelmon candidates, best first, every one measured
@@ -72,7 +72,7 @@ class Recommendation:
     usable_ram: int
     budget_s: float
     elapsed_s: float
-    explanation: tuple[str, ...]
+    storage: StorageFacts | None = None  # the model's storage as the search found it
     runner_up: Candidate | None = None  # the finalist not picked (modelmon's best if a peer won)
     verdict: Verdict | None = None  # the finals' pairs, B/A = runner-up / pick
     tie: bool = False  # the finals were within noise: the more robust one was picked
@@ -104,10 +104,11 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
 
     Each way of loading comes before variants of one: parallel reads into arrays, then no
     copy at all (tensors as views of the page cache: half the memory taken, and no copy on
-    CPUs that a FUSE daemon needs too), then other ways of reading into arrays. A 120 s
-    search on FUSE (2.5 GB, ~10 s a run) screened sequential, the library, the failure mode
-    and pread, a second way of reading into arrays, and never reached mmap-view, which then
-    ran 576 MB/s applied against the pick's 472 in the bench.
+    CPUs that a FUSE daemon needs too), then other ways of reading into arrays. On slow
+    storage a budget screens few candidates (120 s on FUSE, ~10 s a run of 2.5 GB: about
+    four), and a way of loading placed behind variants of another is never reached though it
+    may be the fastest there (mmap-view applies at 576 MB/s where a search that never reached
+    it picked one at 472).
 
     Options are what a loader would apply (cache "keep"); every run is made cold.
     """
@@ -172,8 +173,8 @@ def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:
     """The candidates the ranking has no rate for: modelmon's that failed, and every one the
     budget never reached. A peer never reached is listed with them (a failed peer is among
     the measured peers, with its error): a user who has Run:ai installed reads that it was
-    not measured, rather than finding it missing. The 08:38 bench's searches reached no
-    peer, and their explanations named none."""
+    not measured, rather than finding it missing (a search that reaches no peer would
+    otherwise name none)."""
     return tuple(
         c for c in order if c.ended == "not measured" or (c.ended == "failed" and c.peer is None)
     )
@@ -213,7 +214,7 @@ def recommend(
     first complete load always run (without them there is no answer), and the pick's runs
     toward its evidence may overrun by ``EVIDENCE_OVERRUN`` of the budget.
 
-    The arguments are checked before anything is measured (``measuring.limits``)."""
+    The arguments are checked before anything is measured (``core.limits``)."""
     say = progress or (lambda _: None)
     started = time.monotonic() if started is None else started
     budget_s = check_budget(budget_s)
@@ -274,29 +275,23 @@ def recommend(
     )
     measured_peers = tuple(c for c in order if c.peer is not None and c.ended != "not measured")
     unranked = left_out(order)
-    rec = Recommendation(
-        model,
-        winner,
-        ranked,
-        ceilings,
-        not fits,
-        usable,
-        budget_s,
-        0.0,
-        (),
-        runner_up,
-        verdict,
-        tie,
-        pick,
-        measured_peers,
-        tuple(absent),
-        unranked,
-        pairs,
-        sum(race.pace(c) for c in unranked if c.ended == "not measured"),
+    return Recommendation(
+        model=model,
+        winner=winner,
+        ranked=ranked,
+        ceilings=ceilings,
+        streaming=not fits,
+        usable_ram=usable,
+        budget_s=budget_s,
+        elapsed_s=time.monotonic() - started,
+        storage=facts,
+        runner_up=runner_up,
+        verdict=verdict,
+        tie=tie,
+        pick=pick,
+        peers=measured_peers,
+        absent_peers=tuple(absent),
+        unranked=unranked,
+        pairs=pairs,
+        unmeasured_s=sum(race.pace(c) for c in unranked if c.ended == "not measured"),
     )
-    text = explain(rec, facts)
-    return _finished(rec, time.monotonic() - started, text)
-
-
-def _finished(rec: Recommendation, elapsed: float, text: list[str]) -> Recommendation:
-    return dataclasses.replace(rec, elapsed_s=elapsed, explanation=tuple(text))

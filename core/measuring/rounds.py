@@ -140,9 +140,9 @@ def rescreen(race: Race, order: list[Candidate], facts: StorageFacts) -> None:
     left unmeasured, in order, with the budget it kept for that rival's runs. Each keeps what
     the leader lacks of ``EVIDENCE_RUNS`` runs or, if it may become the rival (a failure mode
     never does), a pair of the two and the pick's third run, which may overrun the budget by
-    ``evidence_overrun_s``. The 07:41 bench's FUSE search (14 s a run) screened sequential
-    and the cut library, kept 56 s for a rival's evidence and spent it on four more runs of
-    the lone leader: "only one candidate completed", the failure mode not measured."""
+    ``evidence_overrun_s``. Without it, a search on slow storage (14 s a run on FUSE) that
+    screens only the leader and a candidate cut early would spend what it kept for a rival on
+    more runs of the lone leader, and answer "only one candidate completed"."""
     leader, rival = finalists(order)
     if leader is None or rival is not None:
         return

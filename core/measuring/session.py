@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from modelmon.core.loading.result import BlockShareTiming, LoadResult, block_share_timings
 from modelmon.core.loading.runner import LoadRun
-from modelmon.core.measuring.metrics.base import MetricSpec, MonitorTarget
-from modelmon.core.measuring.metrics.sampler import Sampler
+from modelmon.core.metrics.base import MetricSpec, MonitorTarget
+from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import BlockShareTiming, LoadResult, block_share_timings
 from modelmon.core.system.cache import CacheState
 
 

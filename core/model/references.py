@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from modelmon.core.errors import ModelReferenceError, ReferenceSyntaxError
-from modelmon.core.system.model_stores import (
+from modelmon.core.model.stores import (
     dangling_link,
     hub_cache_dir,
     hub_repo_dir,

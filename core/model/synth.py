@@ -294,10 +294,10 @@ def write_gguf_model(
     tables = _ValueTables(seed)
 
     # Written to a side file, then copied into place in large writes. GGUFWriter's many small
-    # writes (header, metadata, then tensor by tensor with padding) left files whose page-cache
-    # reads went to the disk in ~0.8 MB requests instead of ~4 MB (measured in the benchmarks'
+    # writes (header, metadata, then tensor by tensor with padding) leave a file whose
+    # page-cache reads reach the disk in ~0.8 MB requests instead of ~4 MB (in the benchmarks'
     # blkio cgroup, 150 MiB/s and 200 IOPS: 96 MB/s for such a file, 155 MB/s for a `cp` of
-    # the same bytes): the test model then measured how it had been written, not the loaders.
+    # the same bytes): the test model would measure how it was written, not the loaders.
     drafted = target.with_name(target.name + ".partial")
     writer = GGUFWriter(drafted, arch)
     try:

@@ -1,33 +1,26 @@
 """The config file: a measured configuration and its evidence, as TOML. Built from the runs
-(``build_document``), written atomically, read back with validation (an unknown key or a bad
-value is one clear line naming the key)."""
+(``build_document``), rendered with the comments a value needs, written atomically. Its format,
+and reading it back, are ``loading.config_file``'s."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import platform
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from modelmon.core.errors import ConfigError, OptionsError
+from modelmon.core.errors import ConfigError
+from modelmon.core.loading.config_file import FORMAT_VERSION
+from modelmon.core.loading.identity import model_identity
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
-from modelmon.core.options import (
-    OPTION_NAMES,
-    LoadOptions,
-    MiB,
-    chunk_from_mib,
-    from_mapping,
-    parse_size,
-)
-from modelmon.core.output.identity import IDENTITY_KEYS, model_identity, validate_identity
+from modelmon.core.options import LoadOptions, MiB
+from modelmon.core.output.explain import explain
 from modelmon.core.output.snippets import apply_snippets
-from modelmon.core.system.files import UnusableFile, parse_toml, read_small_file
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.outputs import check_output
 from modelmon.core.system.storage import storage_facts
@@ -37,98 +30,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ceilings import Ceilings
     from modelmon.core.measuring.recommend import Recommendation
 
-FORMAT_VERSION = 1
-MAX_CONFIG_BYTES = 1 << 20  # a written config is a few kB
 FINGERPRINT_BYTES = 1 << 20  # the head of each file: headers hold every name and offset
-
-Check = Callable[[Any], bool]
-_str: Check = lambda v: isinstance(v, str)  # noqa: E731
-_bool: Check = lambda v: isinstance(v, bool)  # noqa: E731
-_count: Check = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
-_number: Check = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
-_strings: Check = lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)  # noqa: E731
-
-# section -> {key: (check, what it must be)}; "*" means any key with that check.
-# [recommendation]: the overall pick, which may be a peer loader that beat modelmon's best
-# ([recommended] still holds modelmon's best, so the file stays applicable to core.load).
-RECOMMENDATION_KEYS: dict[str, tuple[Check, str]] = {
-    "pick": (_str, "a spec"),
-    "loader": (_str, "modelmon or a peer loader's name"),
-    "median_mbps": (_number, "MB/s"),
-    "runs": (_count, "a run count"),
-    "in_config": (_bool, "true or false"),
-}
-SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
-    "model": {
-        "path": (_str, "a path"),
-        "bytes": (_count, "a byte count"),
-        "format": (lambda v: v in ("safetensors", "gguf"), "safetensors or gguf"),
-        "files": (_count, "a file count"),
-        "fingerprint": (_str, "a hex digest"),
-    },
-    "machine": {
-        "ram_bytes": (_count, "a byte count"),
-        "usable_ram_bytes": (_count, "a byte count"),
-        "memory_limit_bytes": (_count, "a byte count"),
-        "cpus": (_count, "a count"),
-        "fs_type": (_str, "a filesystem type"),
-        "device": (_str, "a device name"),
-        "rotational": (_bool, "true or false"),
-        "read_ahead_kb": (_count, "KiB"),
-        "network": (_bool, "true or false"),
-        "fuse": (_bool, "true or false"),
-        "kernel": (_str, "a kernel release"),
-    },
-    "evidence": {
-        "runs": (_count, "a run count"),
-        "cache": (_str, "cold or warm"),
-        "median_mbps": (_number, "MB/s"),
-        "min_mbps": (_number, "MB/s"),
-        "max_mbps": (_number, "MB/s"),
-        "median_seconds": (_number, "seconds"),
-        "all_runs_verified": (_bool, "true or false"),
-        "fraction_of_ceiling": (_number, "a fraction"),
-        "ceiling": (_str, "a ceiling name"),
-        "budget_seconds": (_number, "seconds"),
-        "peak_rss_bytes": (_count, "a byte count"),
-        "process_tree_peak_rss_bytes": (_count, "a byte count"),
-        "ceilings_mbps": (
-            lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
-            "MB/s by name",
-        ),
-    },
-    "apply": {"*": (_str, "a snippet")},
-    "recommendation": RECOMMENDATION_KEYS,
-    "identity": IDENTITY_KEYS,
-}
-ALTERNATIVE_KEYS: dict[str, tuple[Check, str]] = {
-    "rank": (_count, "a rank"),
-    "strategy": (_str, "a strategy"),
-    "spec": (_str, "a spec"),
-    "median_mbps": (_number, "MB/s"),
-    "runs": (_count, "a run count"),
-    "note": (_str, "a sentence"),
-}
-TOP_KEYS = {
-    "format_version",
-    "model",
-    "machine",
-    "recommended",
-    "evidence",
-    "alternatives",
-    "apply",
-    "explanation",
-    "identity",
-    "recommendation",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigFile:
-    path: str
-    strategy: str
-    options: LoadOptions
-    document: dict[str, Any]  # everything, validated
 
 
 def fingerprint(model: Model) -> str:
@@ -313,7 +215,7 @@ def recommendation_document(
         rec.winner,
         rec.ranked,
         rec.ceilings,
-        rec.explanation,
+        explain(rec),
         config_name=config_name,
         cache="cold",
         usable_ram=rec.usable_ram,
@@ -343,88 +245,3 @@ def write_config(
     output = check_output(path, inputs, ConfigError)
     output.write(render(document).encode(), ConfigError)
     return output.path or Path(os.fspath(path))
-
-
-def read_config(path: str | os.PathLike[str]) -> ConfigFile:
-    name = str(path)
-    try:
-        document = parse_toml(read_small_file(name, MAX_CONFIG_BYTES))
-    except UnusableFile as exc:
-        raise ConfigError(f"{name}: {exc.reason}") from None
-    return validate(name, document)
-
-
-def _check_table(
-    where: str,
-    table: object,
-    keys: Mapping[str, tuple[Check, str]],
-    fail: Callable[[str, str], ConfigError],
-) -> None:
-    """``table`` is a table whose every key is in ``keys`` ("*": any key) with a value that
-    passes its check; else one line naming the key at fault."""
-    if not isinstance(table, dict):
-        raise fail(where, "must be a table")
-    for key, value in table.items():
-        check, what = keys.get(key) or keys.get("*") or (None, "")
-        if check is None:
-            raise fail(f"{where}.{key}", "unknown key")
-        if not check(value):
-            raise fail(f"{where}.{key}", f"must be {what}, not {value!r}")
-
-
-def validate(name: str, document: dict[str, Any]) -> ConfigFile:
-    def fail(key: str, problem: str) -> ConfigError:
-        return ConfigError(f"{name}: {key}: {problem}")
-
-    for key in document:
-        if key not in TOP_KEYS:
-            raise fail(key, "unknown key")
-    version = document.get("format_version")
-    if version != FORMAT_VERSION:
-        raise fail(
-            "format_version", f"is {version!r}; this modelmon reads version {FORMAT_VERSION}"
-        )
-    for section, keys in SCHEMA.items():
-        _check_table(section, document.get(section, {}), keys, fail)
-    for rank, alternative in enumerate(document.get("alternatives", []), 1):
-        _check_table(f"alternatives[{rank}]", alternative, ALTERNATIVE_KEYS, fail)
-    validate_identity(document.get("identity", {}), fail)
-    if not _strings(document.get("explanation", [])):
-        raise fail("explanation", "must be a list of sentences")
-    strategy, options = _recommended(document.get("recommended"), fail)
-    return ConfigFile(name, strategy, options, document)
-
-
-def _recommended(table: Any, fail: Callable[[str, str], ConfigError]) -> tuple[str, LoadOptions]:
-    from modelmon.core.loading.strategies import get_strategy
-
-    if not isinstance(table, dict):
-        raise fail("recommended", "missing (the [recommended] table names the strategy)")
-    values = dict(table)
-    strategy = values.pop("strategy", None)
-    if not isinstance(strategy, str):
-        raise fail("recommended.strategy", "missing or not a string")
-    try:
-        get_strategy(strategy)
-    except OptionsError as exc:
-        raise fail("recommended.strategy", str(exc)) from None
-    if "chunk_mib" in values:  # how files write it; ``chunk`` (bytes or "8MiB") reads too
-        if "chunk" in values:
-            raise fail("recommended.chunk_mib", "give chunk or chunk_mib, not both")
-        try:
-            values["chunk"] = chunk_from_mib(values.pop("chunk_mib"))
-        except OptionsError as exc:
-            raise fail("recommended.chunk_mib", str(exc)) from None
-    for key, value in values.items():
-        if key not in OPTION_NAMES:
-            raise fail(f"recommended.{key}", "unknown key")
-        if key == "chunk" and isinstance(value, str):
-            try:
-                values[key] = parse_size(value)
-            except OptionsError as exc:
-                raise fail("recommended.chunk", str(exc)) from None
-    try:
-        return strategy, from_mapping(values)
-    except OptionsError as exc:
-        key = next((k for k in values if k in str(exc)), "")
-        raise fail(f"recommended.{key}" if key else "recommended", str(exc)) from None

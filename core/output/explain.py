@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.candidate import (
     CLEAR_MARGIN,
@@ -17,11 +18,10 @@ from modelmon.core.measuring.candidate import (
 )
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
-from modelmon.core.output.result import LoadResult
-from modelmon.core.output.text import human_bytes
 from modelmon.core.system import readahead
+from modelmon.core.units import human_bytes
 
-if TYPE_CHECKING:  # the record lives with the search, which imports this module
+if TYPE_CHECKING:
     from modelmon.core.measuring.recommend import Recommendation
     from modelmon.core.system.storage import StorageFacts
 
@@ -271,6 +271,9 @@ def _overlaps(rec: Recommendation) -> list[str]:
 
 
 def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]:
+    """The recommendation in sentences: what the storage gives, the pick and its evidence,
+    its rivals and what they teach. ``facts``: the storage (default: the search's own)."""
+    facts = facts if facts is not None else rec.storage
     lines = []
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
     sequential, parallel = ceilings.get("sequential_read"), ceilings.get("parallel_read")

@@ -9,27 +9,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, format_spec
-from modelmon.core.output.result import LoadResult
 from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
+from modelmon.core.units import human_bytes
 
 if TYPE_CHECKING:
+    from modelmon.core.measuring.ranks import RanksResult
     from modelmon.core.measuring.recommend import Recommendation
 
 
 def _fraction(value: float) -> str:
     """A measured fraction as a percentage; "not measured" where there is none (NaN)."""
     return f"{value:.1%}" if math.isfinite(value) else "not measured"
-
-
-def human_bytes(count: float) -> str:
-    """Decimal units, like storage vendors and MB/s: 1 GB = 10^9 bytes."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(count) < 1000 or unit == "TB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.2f} {unit}"
-        count /= 1000
-    return f"{count:.2f} TB"
 
 
 def _bytes_by(keys: list[str], lengths: np.ndarray) -> dict[str, int]:
@@ -182,3 +175,33 @@ def search_memory_text(rec: Recommendation) -> str:
             f", {human_bytes(max(trees))} at most in all of modelmon's processes over the search"
         )
     return text
+
+
+def render_ranks(result: RanksResult) -> str:
+    """The text report of ``modelmon load --ranks``: one line per rank, then the aggregate."""
+    kind = "split (each rank its slice)" if result.split else "replicas (each rank the whole model)"
+    lines = [
+        f"{len(result.ranks)} ranks, {kind}: {format_spec(result.strategy, result.options)}",
+        f"cache before go: {result.cache.requested} requested, "
+        f"{result.cache.resident_before:.1%} resident"
+        + (f" ({result.cache.note})" if result.cache.note else ""),
+        f"{'rank':>4}  {'status':<9} {'MB':>10} {'MB/s':>9} {'seconds':>8} {'start +s':>8}",
+    ]
+    for rank in result.ranks:
+        r = rank.result
+        lines.append(
+            f"{rank.rank:>4}  {r.status:<9} {r.bytes / 1e6:>10.1f} {r.mbps:>9.0f} "
+            f"{r.seconds:>8.3f} {rank.start:>8.3f}"
+        )
+    lines.append(
+        f"aggregate: {result.bytes / 1e6:.1f} MB in {result.seconds:.3f} s = {result.mbps:.0f} MB/s"
+    )
+    straggler = result.straggler
+    if straggler is not None:
+        lines.append(
+            f"straggler: {straggler.who}, {straggler.seconds:.3f} s = {straggler.ratio:.2f}× "
+            f"the median {straggler.median_seconds:.3f} s"
+        )
+    if result.error:
+        lines.append(f"error: {result.error}")
+    return "\n".join(lines)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import CACHE_MODES, CacheMode
 from modelmon.core.system import host_memory
-from modelmon.core.system.memory import gib_text, memory_facts
+from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.residency import (
     PAGE_SIZE,
     Method,
@@ -29,6 +29,7 @@ from modelmon.core.system.residency import (
     residency_of,
 )
 from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
+from modelmon.core.units import gib_text
 
 COLD_THRESHOLD = 0.01
 WARM_THRESHOLD = 0.99

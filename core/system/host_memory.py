@@ -44,6 +44,7 @@ from pathlib import Path
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import PRIME_MODES, PrimeMode
 from modelmon.core.system.libc import LIBC, MAP_FAILED
+from modelmon.core.units import gib_text
 
 BALLOON_DEVICES = "/sys/bus/virtio/drivers/virtio_balloon"
 VIRTIO_BALLOON_F_REPORTING = 5  # feature bit: the device accepts free page reports
@@ -136,10 +137,6 @@ def memory_pressure(path: Path = PRESSURE) -> float | None:
     return None
 
 
-def _gib(count: int) -> str:
-    return f"{count / 2**30:.1f} GiB"
-
-
 def _share() -> str:
     return "half" if PRIME_SHARE == 0.5 else f"{PRIME_SHARE:.0%}"
 
@@ -168,14 +165,14 @@ def plan_priming(
             why=f"not primed: tasks stalled on memory {pressure:.1f}% of the last 10 s",
         )
     rooms = [
-        (int(available * PRIME_SHARE), f"{_share()} of the {_gib(available)} available"),
-        (free - PRIME_RESERVE, f"all but {PRIME_RESERVE >> 20} MiB of the {_gib(free)} free"),
+        (int(available * PRIME_SHARE), f"{_share()} of the {gib_text(available)} available"),
+        (free - PRIME_RESERVE, f"all but {PRIME_RESERVE >> 20} MiB of the {gib_text(free)} free"),
     ]
     if cgroup_free is not None:
         rooms.append(
             (
                 cgroup_free - PRIME_RESERVE,
-                f"all but {PRIME_RESERVE >> 20} MiB of the {_gib(cgroup_free)} its memory "
+                f"all but {PRIME_RESERVE >> 20} MiB of the {gib_text(cgroup_free)} its memory "
                 "cgroup has left",
             )
         )

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import psutil
 
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import MIN_MEMORY_LIMIT
+from modelmon.core.options import MiB
 from modelmon.core.system.host_memory import reports_free_pages
 from modelmon.core.system.storage import MOUNTINFO, MountEntry, parse_mountinfo, read_int, read_text
+from modelmon.core.units import gib_text
 
 _UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a huge number
 
@@ -65,9 +69,29 @@ def swap_warning(model_bytes: int, facts: MemoryFacts, discard: bool = False) ->
     )
 
 
-def gib_text(count: float) -> str:
-    """Bytes of RAM as people read them off ``free -h``: binary GiB, "1.5 GiB"."""
-    return f"{count / 2**30:.1f} GiB"
+def max_memory_limit() -> int:
+    """The most RAM a limit may allow: the machine's, or its memory cgroup's when smaller."""
+    facts = memory_facts()
+    return min(facts.total, facts.cgroup_limit or facts.total)
+
+
+def memory_limit_range() -> str:
+    """'from 1 MiB to 23.4 GiB (this machine's RAM)'."""
+    low = f"{MIN_MEMORY_LIMIT // MiB} MiB"
+    return f"from {low} to {gib_text(max_memory_limit())} (this machine's RAM)"
+
+
+def check_memory_limit(limit: object) -> int:
+    """A RAM limit in bytes, from ``limits.MIN_MEMORY_LIMIT`` to ``max_memory_limit()``: below
+    a MiB it is a slip of the unit, above the machine's RAM it would call a model that cannot
+    fit "fitting"."""
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not MIN_MEMORY_LIMIT <= limit <= max_memory_limit()
+    ):
+        raise OptionsError(f"the memory limit must be {memory_limit_range()}, not {limit!r} bytes")
+    return limit
 
 
 def parse_bracketed(text: str) -> str:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from modelmon.core.measuring.metrics.sampler import Sampler
+from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.system.cache import CacheState, hidden_reason
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import StorageFacts, storage_facts

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 
 from modelmon.core.system.cache import COLD_THRESHOLD
+from modelmon.core.units import human_bytes
 from modelmon.core.watching.loaders import fix
 from modelmon.core.watching.result import Finding, WatchResult
 
@@ -23,15 +24,6 @@ RANDOM_MIN_JUMPS = 32
 RANDOM_BYTES_PER_JUMP = 8 << 20  # less than this between jumps: out of order
 EVICTED_SHARE = 0.05  # of the bytes that arrived, dropped again before the load ended
 DOUBLE_COPY = 2.0  # private memory at least this many times the model
-
-
-def human_bytes(count: float) -> str:
-    """Decimal units, as MB/s are: "1.07 GB" (``output.text.human_bytes``, a layer above)."""
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(count) < 1000:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.2f} {unit}"
-        count /= 1000
-    return f"{count:.2f} TB"
 
 
 def _name(path: str) -> str:

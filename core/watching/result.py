@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core.measuring.metrics.base import MetricSpec
+from modelmon.core.metrics.base import MetricSpec
 from modelmon.core.system.cache import CacheState
 from modelmon.core.watching.loaders import Loader
 
@@ -168,14 +168,8 @@ class WatchResult:
         )
 
     def with_references(self, references: tuple[Reference, ...]) -> WatchResult:
-        """This result with figures to hold it against (``compare.storage_references``)."""
+        """This result with figures to hold it against (``modelmon.core.storage_references``)."""
         return dataclasses.replace(self, references=references)
-
-    def text(self) -> str:
-        """The watch in words, for a terminal (``watching.text``)."""
-        from modelmon.core.watching.text import render_watch
-
-        return render_watch(self)
 
     def to_dict(self, samples: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {

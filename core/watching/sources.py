@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import math
 
-from modelmon.core.measuring.metrics import procfs
-from modelmon.core.measuring.metrics.base import (
+from modelmon.core.metrics import procfs
+from modelmon.core.metrics.base import (
     NAN,
     MetricSpec,
     MonitorTarget,
     Source,
 )
-from modelmon.core.measuring.metrics.device import DeviceSource
-from modelmon.core.measuring.metrics.memory import MEMINFO, system_memory
+from modelmon.core.metrics.device import DeviceSource
+from modelmon.core.metrics.memory import MEMINFO, system_memory
 from modelmon.core.watching.observer import Observer
 
 

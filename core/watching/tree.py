@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from modelmon.core.measuring.metrics.procfs import CLOCK_TICKS, PAGE_SIZE, ProcFile
+from modelmon.core.metrics.procfs import CLOCK_TICKS, PAGE_SIZE, ProcFile
 
 GONE = (errno.ENOENT, errno.ESRCH)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from modelmon.core.errors import OptionsError, WatchError
 from modelmon.core.loading.reads import ReadLog, now_ns
-from modelmon.core.measuring.metrics.sampler import Sampler
+from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.options import CACHE_MODES, CacheMode
 from modelmon.core.system import cache
 from modelmon.core.system.residency import PAGE_SIZE

@@ -32,7 +32,7 @@ TIMEOUT_S = 900
 def fake_home(root: Path) -> dict[str, str]:
     """A home with models where people keep them; the environment that points at it."""
     sys.path.insert(0, str(ROOT))
-    from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
+    from modelmon.core import write_gguf_model, write_safetensors_model
     from tests.conftest import HUB_COMMITS, add_hub_repo, add_ollama_model
 
     home, staged = root / "home", root / "staged"
@@ -64,7 +64,7 @@ def main() -> int:
     from PySide6.QtCore import QEventLoop, QSettings
     from PySide6.QtWidgets import QApplication
 
-    from modelmon.core.system.discovery import discover_models
+    from modelmon.core import discover_models
     from modelmon.gui.app import create_application, show_unexpected_errors
     from modelmon.gui.main_window import MainWindow
 

@@ -19,8 +19,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core.loading.reads import DescriptorTally
-from modelmon.core.model.records import Model
+from modelmon.core import DescriptorTally, Model
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.live import MB, AccessPoints
 from modelmon.gui.theme import Theme, current_theme

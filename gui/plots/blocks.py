@@ -9,7 +9,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core.output.result import BlockTiming, LoadResult
+from modelmon.core import BlockTiming, LoadResult
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
 from modelmon.gui.theme import current_theme

@@ -17,7 +17,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core.model.records import Model
+from modelmon.core import Model
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.live import MB
 from modelmon.gui.state.metrics_live import MetricSnapshot

@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core.measuring.ceilings import Ceilings
+from modelmon.core import Ceilings
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.live import LiveUpdate

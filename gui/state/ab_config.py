@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core.measuring.ab import ABResult
-from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.ceilings import Ceilings
-from modelmon.core.model.records import Model
-from modelmon.core.options import parse_spec
-from modelmon.core.output.config import build_document
-from modelmon.core.output.explain import shared_fd_caveat
-from modelmon.core.system.memory import memory_facts
+from modelmon.core import (
+    ABResult,
+    Candidate,
+    Ceilings,
+    Model,
+    build_document,
+    memory_facts,
+    parse_spec,
+    shared_fd_caveat,
+)
 from modelmon.gui.state.formatting import rate_text, verdict_text
 
 

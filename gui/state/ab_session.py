@@ -4,9 +4,7 @@ verdicts they reached. Qt-free."""
 
 from __future__ import annotations
 
-from modelmon.core.errors import OptionsError
-from modelmon.core.measuring.ab import ABResult
-from modelmon.core.options import LoadOptions
+from modelmon.core import ABResult, LoadOptions, OptionsError
 
 
 def ab_cache(a: LoadOptions, b: LoadOptions) -> str:

@@ -16,10 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelmon import __version__
-from modelmon.core.errors import ModelmonError
-from modelmon.core.measuring.ab import ABResult
-from modelmon.core.measuring.ceilings import Ceilings
-from modelmon.core.system.outputs import check_output
+from modelmon.core import ABResult, Ceilings, ModelmonError, check_output
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
 CSV_FIELDS = (

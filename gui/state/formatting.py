@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 
-from modelmon.core.measuring.ab import ABResult, Verdict
-from modelmon.core.measuring.ceilings import Ceilings
-from modelmon.core.output.result import LoadResult
-from modelmon.core.output.text import human_bytes
-from modelmon.core.output.verdict import verdict_words
-from modelmon.core.system.cache import CacheState
+from modelmon.core import (
+    ABResult,
+    CacheState,
+    Ceilings,
+    LoadResult,
+    Verdict,
+    human_bytes,
+    verdict_words,
+)
 
 __all__ = [
     "ab_detail_lines",

@@ -20,13 +20,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from modelmon.core.errors import ConfigError, LoadError, ModelmonError, one_line
-from modelmon.core.measuring.ab import ABResult, Config, run_ab
-from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
-from modelmon.core.measuring.session import Session, SessionResult
-from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions, format_spec
-from modelmon.core.output.result import LoadResult
+from modelmon.core import (
+    CEILINGS,
+    ABResult,
+    Ceiling,
+    Ceilings,
+    Config,
+    ConfigError,
+    LoadError,
+    LoadOptions,
+    LoadResult,
+    Model,
+    ModelmonError,
+    Session,
+    SessionResult,
+    format_spec,
+    measure_ceilings,
+    one_line,
+    run_ab,
+)
 from modelmon.gui.state.records import RunRecord
 
 log = logging.getLogger(__name__)
@@ -78,6 +90,7 @@ class Recommended:
     path: str  # where the TOML is: the file asked for, else where it was kept; "" nowhere
     name: str = "modelmon.toml"  # the file name its snippets load it by
     failure: str | None = None  # why the file asked for was not written (one line)
+    explanation: tuple[str, ...] = ()  # the recommendation in sentences (its config's too)
 
 
 JOB_NAMES = {
@@ -263,9 +276,13 @@ class RecommendJob(Job):
         self.ceilings = ceilings if ceilings is not None and ceilings.model == model.path else None
 
     def execute(self) -> Recommended:
-        from modelmon.core.measuring.recommend import recommend
-        from modelmon.core.output.config import recommendation_document, render
-        from modelmon.core.system.outputs import write_or_keep
+        from modelmon.core import (
+            explain,
+            recommend,
+            recommendation_document,
+            render_config,
+            write_or_keep,
+        )
 
         rec = recommend(
             self.model,
@@ -279,7 +296,8 @@ class RecommendJob(Job):
             raise LoadError("recommendation cancelled")
 
         def config_bytes(name: str) -> bytes:
-            return render(recommendation_document(rec, name, self.memory_limit)).encode()
+            return render_config(recommendation_document(rec, name, self.memory_limit)).encode()
 
         saved = write_or_keep(self.path, self.model.paths, config_bytes, ConfigError)
-        return Recommended(rec, saved.where or "", saved.name, saved.failure)
+        words = tuple(explain(rec))
+        return Recommended(rec, saved.where or "", saved.name, saved.failure, words)

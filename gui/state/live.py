@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from modelmon.core.system.host_memory import priming_plan_text
+from modelmon.core import priming_plan_text
 
 if TYPE_CHECKING:
-    from modelmon.core.loading.runner import LoadRun
+    from modelmon.core import LoadRun
 
 BIN_S = 0.01  # the finest throughput bin; shown coarser as the load goes on (display_bin_s)
 # Shown bin widths: the finest that keeps a curve to about MAX_SHOWN_BINS points, so a 0.3 s

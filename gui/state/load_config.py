@@ -3,8 +3,7 @@ really gets (those its strategy doesn't use keep their defaults). Qt-free."""
 
 from __future__ import annotations
 
-from modelmon.core.loading.strategies import STRATEGIES
-from modelmon.core.options import LoadOptions
+from modelmon.core import STRATEGIES, LoadOptions
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 CHUNK_SIZES = (

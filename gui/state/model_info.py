@@ -11,13 +11,19 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core import open_model
-from modelmon.core.model.records import Model
-from modelmon.core.output.text import human_bytes, model_summary
-from modelmon.core.system import readahead
-from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY
-from modelmon.core.system.memory import MemoryFacts, memory_facts, swap_warning
-from modelmon.core.system.storage import StorageFacts, storage_by_folder
+from modelmon.core import (
+    RETURNS_FREE_MEMORY,
+    MemoryFacts,
+    Model,
+    StorageFacts,
+    human_bytes,
+    memory_facts,
+    model_summary,
+    open_model,
+    readahead_unavailable,
+    storage_by_folder,
+    swap_warning,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,7 @@ def gather(path: str) -> ModelInfo:
     storage = storage_by_folder(f.path for f in model.files)
     paths = [f.path for f in model.files]
     return ModelInfo(
-        path, model, model_summary(model), storage, memory_facts(), readahead.unavailable(paths)
+        path, model, model_summary(model), storage, memory_facts(), readahead_unavailable(paths)
     )
 
 

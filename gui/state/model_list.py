@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core.output.text import human_bytes
-from modelmon.core.system.discovery import DiscoveredModel, nothing_found
+from modelmon.core import DiscoveredModel, human_bytes, nothing_found
 
 COLUMNS = ("Name", "Format", "Files", "Size", "Where", "Reference")
 SORT_KEYS = ("name", "size")

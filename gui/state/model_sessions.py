@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from modelmon.core.measuring.ab import ABResult
-from modelmon.core.measuring.ceilings import Ceiling, Ceilings
+from modelmon.core import ABResult, Ceiling, Ceilings
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.records import RunRecord
 

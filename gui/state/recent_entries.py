@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from modelmon.core.model.references import HF_SCHEME, OLLAMA_SCHEME
+from modelmon.core import HF_SCHEME, OLLAMA_SCHEME
 
 REFERENCE_PREFIXES = (HF_SCHEME, OLLAMA_SCHEME)
 

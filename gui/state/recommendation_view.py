@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.recommend import Recommendation
-from modelmon.core.output.explain import runs_words
-from modelmon.core.output.snippets import snippets
-from modelmon.core.output.text import search_memory_text
+from modelmon.core import Candidate, Recommendation, runs_words, search_memory_text, snippets
 from modelmon.gui.state.formatting import rate_text
 
 RANKING_COLUMNS = (

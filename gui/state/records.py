@@ -7,9 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelmon.core.measuring.ceilings import Ceilings
-from modelmon.core.measuring.session import SessionResult
-from modelmon.core.output.result import LoadResult
+from modelmon.core import Ceilings, LoadResult, SessionResult
 
 
 @dataclass(frozen=True, slots=True)

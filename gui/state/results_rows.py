@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from modelmon.core.measuring.ceilings import Ceilings
-from modelmon.core.output.text import memory_text
-from modelmon.core.system.host_memory import primed_text
+from modelmon.core import Ceilings, memory_text, primed_text
 from modelmon.gui.state.formatting import CEILING_NAMES, cache_state_text, human_bytes
 from modelmon.gui.state.records import RunRecord, ceiling_for
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
-from modelmon.core.measuring.ab import ABResult
-from modelmon.core.measuring.ceilings import Ceilings
+from modelmon.core import ABResult, Ceilings
 from modelmon.gui.state.formatting import ab_detail_lines, ceilings_text, verdict_text
 from modelmon.gui.state.model_sessions import ceiling_lines, measured_when
 from modelmon.gui.theme import current_theme

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core.measuring.limits import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
+from modelmon.core import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
 
 TOML_FILTER = "modelmon config (*.toml);;All files (*)"
 TIPS = {

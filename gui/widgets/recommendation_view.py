@@ -6,7 +6,7 @@ What it shows comes from ``gui.state.recommendation_view``; this only lays it ou
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core import Recommendation
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     SNIPPET_COLUMNS,
@@ -132,12 +132,18 @@ class RecommendationView(QScrollArea):
         self.summary.setText(text)
 
     def show_recommendation(
-        self, rec: Recommendation, path: str, name: str, failure: str | None = None
+        self,
+        rec: Recommendation,
+        path: str,
+        name: str,
+        failure: str | None = None,
+        explanation: Sequence[str] = (),
     ) -> None:
-        """``path``: where the config is; ``name``: the file name its snippets use."""
+        """``path``: where the config is; ``name``: the file name its snippets use;
+        ``explanation``: the recommendation in sentences."""
         self.summary.setText(summary_text(rec, path, failure))
         self.progress.hide()
-        self.explanation.setText("\n".join(rec.explanation))
+        self.explanation.setText("\n".join(explanation))
         rows = ranking_rows(rec)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
         _fill(self.snippets, snippet_rows(rec, name))

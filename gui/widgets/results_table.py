@@ -8,7 +8,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-from modelmon.core.measuring.ceilings import Ceilings
+from modelmon.core import Ceilings
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.results_rows import (
     CACHE,

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core.system.discovery import Discovery, discover_models
+from modelmon.core import Discovery, discover_models
 from modelmon.gui.state.model_list import COLUMNS, ModelRow, model_row, summary_text, visible_rows
 from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.tasks import BackgroundTask

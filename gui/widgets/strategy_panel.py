@@ -18,14 +18,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core.loading.strategies import STRATEGIES
-from modelmon.core.options import (
+from modelmon.core import (
     CACHE_MODES,
     FADVISE_HINTS,
     MADVISE_HINTS,
     MAX_PARALLEL,
     PARTITIONS,
     PREFETCH_MODES,
+    STRATEGIES,
     LoadOptions,
     format_spec,
 )

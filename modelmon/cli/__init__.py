@@ -1,12 +1,12 @@
 """The ``modelmon`` command: the desktop app by default, headless verbs for servers without a
 display. ``main`` builds the parser from the verb modules and runs the verb asked for.
 
-Import rule: at module level the CLI imports only the standard library, ``modelmon.cli.common``
-and the engine's dependency-free modules (``modelmon.core.errors``, ``.options``,
-``.output.json``, ``.measuring.limits``, ``.model.references``); every other engine module,
-and the app, is imported inside the verb's ``run``. So ``modelmon --version`` builds the whole
-parser without loading numpy or Qt. No verb module imports another verb module or this
-package.
+Import rule: the CLI imports the engine from ``modelmon.core``'s root only, whose names load on
+first use. At module level it takes only the names the parser needs (errors, options and
+their ranges, the reference syntax, strict JSON: modules without numpy); every other name,
+and the app, is imported inside the verb's ``run``. So ``modelmon --version`` builds the
+whole parser without loading numpy or Qt. No verb module imports another verb module or
+this package.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from modelmon.cli.common import (
     silence_stdout,
     stdout_closed,
     stop_on_sigterm,
+    warnings_as_lines,
 )
 
 # In the order ``--help`` lists them; ``gui`` is also what runs without a verb.
@@ -98,6 +99,7 @@ def _main(argv: list[str] | None, started: float) -> int:
     if verb is not gui:  # the app keeps SIGTERM's default: Qt's loop would delay a handler
         stop_on_sigterm()
     try:
-        return exit_code_for(int(verb.run(args)))
+        with warnings_as_lines():
+            return exit_code_for(int(verb.run(args)))
     except EXPECTED_ERRORS as error:
         return exit_code_for(int(fail_on(error)))

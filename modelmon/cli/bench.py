@@ -7,26 +7,20 @@ import threading
 from typing import TYPE_CHECKING, NoReturn
 
 from modelmon.cli.common import (
-    PAIRS,
     ExitCode,
-    add_load_options,
     add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
     fail,
-    ignored_options,
-    load_options,
     note,
 )
-from modelmon.core.errors import OptionsError
-from modelmon.core.measuring.limits import MAX_AB_PAIRS
-from modelmon.core.options import LoadOptions, option_text, parse_spec
+from modelmon.cli.flags import PAIRS, add_load_options, ignored_options, load_options
+from modelmon.core import MAX_AB_PAIRS, LoadOptions, OptionsError, option_text, parse_spec
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core.measuring.ab import ABResult
-    from modelmon.core.output.result import LoadResult
+    from modelmon.core import ABResult, LoadResult
 
 VERB = "bench"
 EXAMPLES = """\
@@ -105,8 +99,7 @@ def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str
 
 
 def render_ab(ab: ABResult) -> str:
-    from modelmon.core.output.text import human_bytes
-    from modelmon.core.output.verdict import verdict_words
+    from modelmon.core import human_bytes, verdict_words
 
     rows = [
         (
@@ -169,8 +162,7 @@ def shared_device_lines(ab: ABResult) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
-    from modelmon.core.measuring.ab import ABFailed, Config, run_ab
-    from modelmon.core.model.formats import open_model, require_tensor_bytes
+    from modelmon.core import ABFailed, Config, open_model, require_tensor_bytes, run_ab
 
     apply_prime_option(args)
     a_strategy, a_options = parse_config_spec(args.a, "--a")

@@ -11,24 +11,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import (
-    PAIRS,
-    PATH_HELP,
-    ExitCode,
-    add_load_options,
-    add_path,
-    add_verb,
-    emit_json,
-    epilog,
-    fail,
-    load_options,
-)
-from modelmon.core.errors import OptionsError
-from modelmon.core.measuring.limits import MAX_AB_PAIRS
+from modelmon.cli.common import PATH_HELP, ExitCode, add_path, add_verb, emit_json, epilog, fail
+from modelmon.cli.flags import PAIRS, add_load_options, load_options
+from modelmon.core import MAX_AB_PAIRS, OptionsError
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core.system.outputs import Output, Saved
+    from modelmon.core import Output, Saved
 
 VERB = "fleet"
 
@@ -103,9 +92,7 @@ def node_count(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core.model.formats import open_model
-    from modelmon.core.options import parse_spec
-    from modelmon.core.system.outputs import check_output
+    from modelmon.core import check_output, open_model, parse_spec
     from modelmon.fleet.report import Side
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
@@ -131,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
         from modelmon.fleet import INSTALL_HINT
 
         return fail(INSTALL_HINT, ExitCode.USAGE)
-    from modelmon.core.errors import ModelmonError
-    from modelmon.core.system.outputs import write_or_keep
+    from modelmon.core import ModelmonError, write_or_keep
     from modelmon.fleet.cluster import Connection, run_fleet
     from modelmon.fleet.node import NodeRun
     from modelmon.fleet.report import render_fleet

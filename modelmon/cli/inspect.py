@@ -27,10 +27,13 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core.model.formats import open_model
-    from modelmon.core.output.text import model_summary, render_inspect
-    from modelmon.core.system.memory import memory_facts
-    from modelmon.core.system.storage import storage_by_folder
+    from modelmon.core import (
+        memory_facts,
+        model_summary,
+        open_model,
+        render_inspect,
+        storage_by_folder,
+    )
 
     model = open_model(args.path)
     info = model_summary(model)

@@ -10,18 +10,21 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import (
     ExitCode,
-    add_load_options,
     add_path,
     add_verb,
     cancel_on_interrupt,
     emit_json,
     fail,
+    note,
+)
+from modelmon.cli.flags import (
+    add_load_options,
+    given_options,
     ignored_options,
     load_options,
-    note,
     number_in,
 )
-from modelmon.core.measuring.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
+from modelmon.core import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -80,9 +83,16 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.progress import progress_bars
     from modelmon.cli.ranks import run as run_ranks
     from modelmon.cli.ranks import wanted as ranks_wanted
-    from modelmon.core.loading.messages import ReadBatch
-    from modelmon.core.measuring.session import Session
-    from modelmon.core.output.text import render_result
+    from modelmon.core import (
+        Config,
+        ReadBatch,
+        Session,
+        apply_config,
+        memory_facts,
+        open_model,
+        render_result,
+        swap_warning,
+    )
 
     apply_prime_option(args)
     given = {dest: getattr(args, dest) for dest in args.load_flag_defaults if hasattr(args, dest)}
@@ -91,23 +101,19 @@ def run(args: argparse.Namespace) -> int:
             setattr(args, dest, default)
     if args.samples and not args.json:
         return fail("--samples adds the time series to --json: give both", ExitCode.USAGE)
-    if args.config:
-        from modelmon.core.output.config import read_config
-
-        config = read_config(args.config)
-        strategy = given.get("strategy", config.strategy)
-        options = load_options(given, base=config.options)
+    model = open_model(args.path)
+    if args.config:  # the flags given override the file, as the library's options do
+        chosen = apply_config(args.config, model, given.get("strategy"), given_options(given))
     else:
-        strategy, options = args.strategy, load_options(vars(args))
+        chosen = Config(args.strategy, load_options(vars(args)))
+    strategy, options = chosen.strategy, chosen.options
     ignored = ignored_options(strategy, options)
     if ignored:
         note(f"{strategy} does not use {', '.join(ignored)}: ignored")
     if ranks_wanted(args):
-        return run_ranks(args, strategy, options)
-    from modelmon.core.system.memory import memory_facts, swap_warning
-
+        return run_ranks(args, model, strategy, options)
     session = Session(
-        args.path, strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
+        model, strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
     )
     warning = swap_warning(session.model.total_bytes, memory_facts(), options.discard)
     if warning:

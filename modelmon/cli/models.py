@@ -17,7 +17,7 @@ from modelmon.cli.common import ExitCode, add_verb, emit_json
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core.system.discovery import DiscoveredModel, Discovery
+    from modelmon.core import DiscoveredModel, Discovery
 
 VERB = "models"
 EXAMPLES = """\
@@ -60,7 +60,7 @@ def existing_folder(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core.system.discovery import discover_models
+    from modelmon.core import discover_models
 
     discovery = discover_models(args.dir)
     if args.json:
@@ -99,8 +99,7 @@ def where(model: DiscoveredModel) -> str:
 
 
 def render_models(discovery: Discovery) -> str:
-    from modelmon.core.output.text import human_bytes
-    from modelmon.core.system.discovery import nothing_found
+    from modelmon.core import human_bytes, nothing_found
 
     if not discovery.models:
         said = nothing_found(len(discovery.searched))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from modelmon.core.options import PRIME_MODES
+from modelmon.core import PRIME_MODES
 
 HELP = (
     "touch the memory a load's arrays will take just before it starts, so that a VM's host "
@@ -21,6 +21,6 @@ def add_prime_option(parser: argparse.ArgumentParser) -> None:
 
 def apply_prime_option(args: argparse.Namespace) -> None:
     """Make the verb's ``--prime-memory`` this process's priming mode."""
-    from modelmon.core.system.host_memory import set_prime_mode
+    from modelmon.core import set_prime_mode
 
     set_prime_mode(args.prime_memory)

@@ -1,21 +1,20 @@
 """``modelmon load --ranks N [--ranks-split]``: N loaders on this machine, from one barrier.
 
 Not a verb: the options and the run of ``load`` when it is asked for more than one rank
-(``modelmon.core.measuring.ranks``). The fleet of machines is ``modelmon fleet``.
+(``modelmon.core.RanksRun``). The fleet of machines is ``modelmon fleet``.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from modelmon.cli.common import (
-    ExitCode,
-    cancel_on_interrupt,
-    emit_json,
-    fail,
-    whole_in,
-)
-from modelmon.core.options import MAX_PARALLEL, LoadOptions
+from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail
+from modelmon.cli.flags import whole_in
+from modelmon.core import MAX_PARALLEL
+
+if TYPE_CHECKING:
+    from modelmon.core import LoadOptions, Model
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -40,14 +39,14 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(args.ranks != 1 or args.ranks_split)
 
 
-def run(args: argparse.Namespace, strategy: str, options: LoadOptions) -> int:
-    """``modelmon load PATH --ranks N [--ranks-split]``: every rank loads with ``strategy``
-    and ``options`` (load's flags over its --config)."""
-    from modelmon.core.measuring.ranks import RanksRun, render_ranks
+def run(args: argparse.Namespace, model: Model, strategy: str, options: LoadOptions) -> int:
+    """``modelmon load PATH --ranks N [--ranks-split]``: every rank loads ``model`` with
+    ``strategy`` and ``options`` (load's flags over its --config)."""
+    from modelmon.core import RanksRun, render_ranks
 
     if getattr(args, "samples", False):
         return fail("--samples is for one loader; leave it out with --ranks", ExitCode.USAGE)
-    loaders = RanksRun(args.path, strategy, options, args.ranks, args.ranks_split)
+    loaders = RanksRun(model, strategy, options, args.ranks, args.ranks_split)
     with cancel_on_interrupt(loaders.cancel):
         result = loaders.run()
     if args.json:

@@ -17,18 +17,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modelmon.cli.common import (
-    ExitCode,
-    add_path,
-    add_verb,
-    cancel_on_interrupt,
-    emit_json,
-    fail,
-    memory_limit,
-    number_in,
-    whole_in,
-)
-from modelmon.core.measuring.limits import (
+from modelmon.cli.common import ExitCode, add_path, add_verb, cancel_on_interrupt, emit_json, fail
+from modelmon.cli.flags import memory_limit, number_in, whole_in
+from modelmon.core import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
     MAX_BUDGET_S,
@@ -36,13 +27,13 @@ from modelmon.core.measuring.limits import (
     MIN_BUDGET_S,
     MIN_MEMORY_LIMIT,
     SEARCH_WIDTH,
+    MiB,
     range_text,
 )
-from modelmon.core.options import MiB
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core.system.outputs import Output
+    from modelmon.core import Output
 
 VERB = "recommend"
 EXAMPLES = """\
@@ -106,8 +97,7 @@ def add_parser(verbs: Verbs) -> None:
 
 def default_output(inputs: tuple[str, ...]) -> Output:
     """``modelmon.toml`` here, else the first free ``modelmon-N.toml``, through the guard."""
-    from modelmon.core.errors import ModelmonError, OptionsError
-    from modelmon.core.system.outputs import check_output, free_name
+    from modelmon.core import ModelmonError, OptionsError, check_output, free_name
 
     try:
         return check_output(free_name(Path("."), DEFAULT_NAME), inputs, OptionsError)
@@ -119,12 +109,20 @@ def default_output(inputs: tuple[str, ...]) -> Output:
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
-    from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
-    from modelmon.core.measuring.recommend import recommend
-    from modelmon.core.model.formats import open_model, require_tensor_bytes
-    from modelmon.core.output.config import recommendation_document, render
-    from modelmon.core.output.text import search_memory_text
-    from modelmon.core.system.outputs import check_output, write_or_keep
+    from modelmon.core import (
+        ConfigError,
+        LoadError,
+        ModelmonError,
+        OptionsError,
+        check_output,
+        open_model,
+        recommend,
+        recommendation_document,
+        render_config,
+        require_tensor_bytes,
+        search_memory_text,
+        write_or_keep,
+    )
 
     apply_prime_option(args)
     model = open_model(args.path)
@@ -170,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
     def config_bytes(name: str) -> bytes:
         documents[name] = recommendation_document(rec, name, limit)
-        return render(documents[name]).encode()
+        return render_config(documents[name]).encode()
 
     saved = write_or_keep(output.named, model.paths, config_bytes, ConfigError, DEFAULT_NAME)
     document = documents[saved.name]
@@ -181,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(document)
         return code
     text = sys.stderr if output.is_stdout else sys.stdout  # stdout carries the config then
-    for sentence in rec.explanation:
+    for sentence in document["explanation"]:
         print(sentence, file=text)
     print(f"\nrecommended: {rec.winner.spec}", file=text)
     print(f"memory: {search_memory_text(rec)}", file=text)
@@ -189,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {tool:<15} {snippet}", file=text)
     if saved.where is None:  # nowhere to keep it: the measurement is not lost
         print(f"\n# {saved.name}, as it would have been written:", file=text)
-        print(render(document), end="", file=text)
+        print(render_config(document), end="", file=text)
     elif saved.failure is None and not output.is_stdout:
         print(f"\nwritten to {saved.where}", file=text)
     return code

@@ -14,21 +14,13 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import (
-    ExitCode,
-    add_verb,
-    cancel_on_interrupt,
-    emit_json,
-    fail,
-    number_in,
-    whole_in,
-)
-from modelmon.core.measuring.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
-from modelmon.core.options import CACHE_MODES
+from modelmon.cli.common import ExitCode, add_verb, cancel_on_interrupt, emit_json, fail
+from modelmon.cli.flags import number_in, whole_in
+from modelmon.core import CACHE_MODES, MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core.watching.result import WatchResult
+    from modelmon.core import WatchResult
 
 VERB = "watch"
 EXAMPLES = """\
@@ -102,14 +94,14 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import storage_references, watcher
+    from modelmon.core import Watch, render_watch, storage_references
 
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
     if bool(command) == (args.pid is not None):
         return fail("watch needs a command after -- or --pid PID (one of the two)", ExitCode.USAGE)
-    watch = watcher(
+    watch = Watch(
         command or None,
         pid=args.pid,
         model=args.model or (),
@@ -127,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result.to_dict(samples=args.samples))
     else:
-        print(result.text())
+        print(render_watch(result))
     return _exit_code(result)
 
 

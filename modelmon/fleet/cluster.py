@@ -22,7 +22,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from modelmon.core.errors import LoadError, OptionsError
+from modelmon.core import LoadError, OptionsError
 from modelmon.fleet.node import READY_TIMEOUT_S, NodeRequest, NodeRun, load_on_node
 from modelmon.fleet.report import FleetResult, Side
 

@@ -13,12 +13,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from modelmon.core.errors import one_line
-from modelmon.core.loading.runner import LoadRun
-from modelmon.core.options import LoadOptions, format_spec
-from modelmon.core.output.result import LoadResult
-from modelmon.core.system import cache
-from modelmon.core.system.storage import StorageFacts, storage_by_folder
+from modelmon.core import (
+    CacheState,
+    LoadOptions,
+    LoadResult,
+    LoadRun,
+    StorageFacts,
+    cache_not_measured,
+    format_spec,
+    one_line,
+    storage_by_folder,
+)
 
 READY_TIMEOUT_S = 300.0  # every node's workers ready and cache verified, or the round stops
 
@@ -54,7 +59,7 @@ class NodeRun:
     seconds: float
     start_wall: float  # time.time() on this node when it went; 0.0 when it never did
     peak_rss: int  # the largest of the node's worker processes
-    cache: cache.CacheState
+    cache: CacheState
     storage: tuple[StorageFacts, ...]
 
     @property
@@ -69,12 +74,12 @@ Abort = Callable[[str, str], None]  # abort(node_id, reason): the others must no
 
 def load_on_node(request: NodeRequest, node_id: str, arrive: Arrive, abort: Abort) -> NodeRun:
     host = socket.gethostname()
-    state = cache.not_measured(request.options.cache)
+    state = cache_not_measured(request.options.cache)
     went: list[float] = []
     broken: list[str] = []
     arrived = False
 
-    def gate(run: LoadRun) -> cache.CacheState:
+    def gate(run: LoadRun) -> CacheState:
         nonlocal arrived, state
         state = run.prepare_cache()  # this node's own cache
         if run.halted:  # cancelled, or a worker died: the others must not wait for this node

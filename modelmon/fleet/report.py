@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core.measuring.ranks import find_straggler
-from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core import LoadOptions, find_straggler, format_spec
 from modelmon.fleet.node import NodeRun
 
 CSV_FIELDS = (

@@ -1,9 +1,13 @@
-"""The library API: modelmon.core.load / measure."""
+"""The library API: modelmon.core's root, and its load / measure."""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -14,8 +18,14 @@ import safetensors.numpy
 
 import modelmon.core
 from modelmon.core.api import load
-from modelmon.core.errors import LoadCancelled, LoadError, OptionsError, ReadaheadError
-from modelmon.core.loading import runner
+from modelmon.core.errors import (
+    LoadCancelled,
+    LoadError,
+    OptionsError,
+    ReadaheadError,
+    ReadaheadSkippedWarning,
+)
+from modelmon.core.loading import preflight
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.system.memory import MemoryFacts
 
@@ -40,7 +50,7 @@ def test_load_refuses_what_does_not_fit(
         cgroup_used=None,
         usable=4096,
     )
-    monkeypatch.setattr(runner, "memory_facts", lambda: tiny)
+    monkeypatch.setattr(preflight, "memory_facts", lambda: tiny)
     with pytest.raises(LoadError, match="would not fit") as caught:
         modelmon.core.load(sharded_model)
     assert "\n" not in str(caught.value)
@@ -76,8 +86,60 @@ def test_a_configs_readahead_is_skipped_where_it_cannot_be_set(tmp_path: Path) -
         config.write_text(
             'format_version = 1\n[recommended]\nstrategy = "sequential"\nreadahead = 4096\n'
         )
-        assert load(model, config=config)  # tmpfs has no readahead: loaded as it is
+        with pytest.warns(ReadaheadSkippedWarning, match="readahead of 4096 KiB is not applied"):
+            assert load(model, config=config)  # tmpfs has no readahead: loaded as it is
         with pytest.raises(ReadaheadError):
             load(model, config=config, readahead=4096)  # asked for explicitly: refused
     finally:
         shutil.rmtree(folder)
+
+
+ROOT_INIT = Path(modelmon.core.__file__)
+
+
+def _typed_imports() -> dict[str, tuple[str, str]]:
+    """{name: (module, attribute)} of the root's ``if TYPE_CHECKING:`` imports."""
+    tree = ast.parse(ROOT_INIT.read_text())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+        if node.test.id == "TYPE_CHECKING"
+    )
+    return {
+        alias.asname or alias.name: (node.module or "", alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def test_the_roots_names_are_its_typed_imports_and_each_resolves() -> None:
+    """What type checkers read and what ``__getattr__`` imports are the same names, from the
+    same places; each is there, none listed twice, none hides a module of the engine."""
+    words = [word for _, names in modelmon.core._EXPORTS for word in names.split()]
+    assert len(words) == len(set(words)), "a name listed twice in _EXPORTS"
+    assert _typed_imports() == modelmon.core._WHERE
+    assert modelmon.core.__all__ == sorted(modelmon.core._WHERE)
+    layers = {p.stem for p in ROOT_INIT.parent.iterdir() if not p.name.startswith("_")}
+    assert not layers & set(modelmon.core.__all__)
+    for name in modelmon.core.__all__:
+        assert getattr(modelmon.core, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        _ = modelmon.core.nothing_here
+
+
+IMPORT_ROOT = """
+import json, sys
+from modelmon.core import LoadOptions, OptionsError, range_text
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("modelmon.core.", "numpy")))))
+"""
+
+
+def test_the_root_imports_only_what_is_asked_for() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_ROOT], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    assert loaded == ["modelmon.core.errors", "modelmon.core.limits", "modelmon.core.options"]

@@ -12,10 +12,10 @@ import pytest
 
 import modelmon.core as core
 from modelmon.core.errors import ConfigError, EmptyModelError, ModelFormatError
-from modelmon.core.measuring.ab import Config, run_ab
+from modelmon.core.measuring.ab import run_ab
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
-from modelmon.core.options import LoadOptions
+from modelmon.core.options import Config, LoadOptions
 
 
 def _vocab_only_gguf(path: Path) -> Path:

@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from modelmon.core.model.records import Model, ModelFile, TensorExtent
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import LoadOptions
+from modelmon.core import LoadOptions, Model, ModelFile, TensorExtent, write_safetensors_model
 
 if TYPE_CHECKING:  # imported by the fixtures that need them: tests/gui/state runs without Qt
     from PySide6.QtCore import QSettings
@@ -83,7 +81,7 @@ def settings(tmp_path: Path) -> QSettings:
 
 def empty_home_discovery(home: Path):
     """Discovery in an empty home: the window's start page never searches the real one."""
-    from modelmon.core.system.discovery import discover_models
+    from modelmon.core import discover_models
 
     return lambda: discover_models(environ={"HOME": str(home)})
 

@@ -6,10 +6,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication
 
-from modelmon.core import open_model
-from modelmon.core.measuring.ab import ABResult, Config
-from modelmon.core.options import LoadOptions
-from modelmon.core.system.memory import MemoryFacts
+from modelmon.core import ABResult, Config, LoadOptions, MemoryFacts, open_model
 from modelmon.gui.bridge import LoadController
 from modelmon.gui.state.jobs import ABJob, RunStart, SingleRun
 from modelmon.gui.state.records import RunRecord
@@ -57,7 +54,7 @@ def test_refusing_a_load_larger_than_ram_becomes_failed(qtbot, small_model: Path
         cgroup_used=None,
         usable=1 << 20,
     )
-    monkeypatch.setattr("modelmon.core.loading.runner.memory_facts", lambda: tiny)
+    monkeypatch.setattr("modelmon.core.loading.preflight.memory_facts", lambda: tiny)
     controller = LoadController()
     with qtbot.waitSignal(controller.job_finished, timeout=10_000) as finished:
         controller.start(SingleRun(open_model(small_model), "A", "sequential", LoadOptions()))

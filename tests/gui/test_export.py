@@ -13,7 +13,7 @@ from xml.dom import minidom
 
 import pytest
 
-from modelmon.core.output.config import read_config
+from modelmon.core import read_config
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.export_format import CSV_FIELDS
 
@@ -164,7 +164,7 @@ def test_a_recommendation_stops_on_cancel_and_writes_nothing(
 def test_an_ab_winner_on_one_shared_descriptor_carries_the_recommendations_caveat(
     qtbot, window: MainWindow, small_model: Path, tmp_path: Path
 ):
-    from modelmon.core.output.explain import SHARED_FD_CAVEAT
+    from modelmon.core import SHARED_FD_CAVEAT
 
     open_model(qtbot, window, small_model)
     workspace = window.workspace

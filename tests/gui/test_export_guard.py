@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.config import read_config
+from modelmon.core import read_config, write_safetensors_model
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 

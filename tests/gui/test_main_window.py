@@ -114,7 +114,7 @@ def test_a_malformed_file_shows_one_line_and_the_app_goes_on(
 def test_a_run_that_cannot_start_shows_its_error(qtbot, window, small_model: Path, monkeypatch):
     open_model(qtbot, window, small_model)
     monkeypatch.setattr(
-        "modelmon.core.loading.runner.memory_facts", lambda: type("Tiny", (), {"usable": 1024})()
+        "modelmon.core.loading.preflight.memory_facts", lambda: type("Tiny", (), {"usable": 1024})()
     )
     run_and_wait(qtbot, window, "A")
     (record,) = window.workspace.results.results.records

@@ -3,6 +3,7 @@ and permissions."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -14,9 +15,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QComboBox, QFileDialog, QLabel, QSpinBox
 
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import LoadOptions
-from modelmon.core.system import host_memory
+from modelmon.core import LoadOptions, prime_mode, set_prime_mode, write_safetensors_model
 from modelmon.gui.main_window import MINIMUM_SIZE, MainWindow
 from modelmon.gui.plots.blocks import LABEL_SPACING_PX
 from modelmon.gui.state.results_rows import STATUS
@@ -62,18 +61,18 @@ def test_settings_round_trip_geometry_configurations_and_pairs(qtbot, tmp_path: 
 
 
 def test_priming_is_chosen_in_the_run_menu_kept_and_applied(
-    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot, tmp_path: Path, request: pytest.FixtureRequest
 ):
-    monkeypatch.setattr(host_memory, "_mode", host_memory.prime_mode())  # restored after
+    request.addfinalizer(functools.partial(set_prime_mode, prime_mode()))  # restored after
     path = str(tmp_path / "priming.ini")
     first = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
-    assert first.prime_menu.actions["auto"].isChecked() and host_memory.prime_mode() == "auto"
+    assert first.prime_menu.actions["auto"].isChecked() and prime_mode() == "auto"
     first.prime_menu.actions["off"].trigger()
-    assert host_memory.prime_mode() == "off"
+    assert prime_mode() == "off"
     first.close()
-    host_memory.set_prime_mode("auto")
+    set_prime_mode("auto")
     second = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
-    assert second.prime_menu.actions["off"].isChecked() and host_memory.prime_mode() == "off"
+    assert second.prime_menu.actions["off"].isChecked() and prime_mode() == "off"
     second.close()
 
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from modelmon.cli import main
-from modelmon.core.model.synth import write_gguf_model
+from modelmon.core import write_gguf_model
 
 EXIT_USAGE, EXIT_BAD_MODEL = 2, 3
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import LoadResult
 from modelmon.core.system.cache import CacheState
 
 COLD = CacheState("cold", 0.0, 1.0, True, False, "cachestat")

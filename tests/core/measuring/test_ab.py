@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core.measuring.ab import ABFailed, Config, judge, run_ab
+from modelmon.core.loading.result import LoadResult
+from modelmon.core.measuring.ab import ABFailed, judge, run_ab
 from modelmon.core.model.formats import open_model
-from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import LoadResult
+from modelmon.core.options import Config, LoadOptions
 from modelmon.core.system.cache import CacheState
 
 

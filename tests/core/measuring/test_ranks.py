@@ -11,12 +11,13 @@ import pytest
 from modelmon.core.errors import OptionsError
 from modelmon.core.loading.messages import ReadBatch, WorkerReady
 from modelmon.core.loading.runner import LoadRun, run_load
-from modelmon.core.measuring.ranks import RanksRun, find_straggler, render_ranks, run_ranks
+from modelmon.core.measuring.ranks import RanksRun, find_straggler, run_ranks
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.json import dumps
+from modelmon.core.output.text import render_ranks
 from modelmon.core.system import cache
 
 

@@ -12,10 +12,11 @@ import pytest
 import safetensors.numpy
 
 import modelmon.core
+from modelmon.core.loading.config_file import read_config
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.recommend import candidates, recommend
 from modelmon.core.model.formats import open_model
-from modelmon.core.output.config import read_config
+from modelmon.core.output.explain import explain
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -83,7 +84,7 @@ def test_model_larger_than_ram_gets_a_streaming_recommendation(sharded_model: Pa
     assert rec.streaming and rec.winner.options.discard
     assert all(c.options.discard for c in rec.ranked)
     assert not any(c.strategy == "warmup" for c in rec.ranked)
-    assert any("larger than" in line and "streaming" in line for line in rec.explanation)
+    assert any("larger than" in line and "streaming" in line for line in explain(rec))
 
 
 def test_candidates_respect_ram() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from modelmon.core.errors import ReadaheadError
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring import peers, race
 from modelmon.core.measuring.candidate import EVIDENCE_RUNS, Candidate
 from modelmon.core.measuring.cutoff import Curve, RaceStop
@@ -28,7 +29,6 @@ from modelmon.core.measuring.rounds import (
 )
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import LoadResult
 from modelmon.core.system.storage import storage_facts
 
 from .records import run as load_result
@@ -145,8 +145,8 @@ def test_a_peer_run_ends_at_end_by_imports_included(sharded_model: Path) -> None
 def test_a_pick_short_of_its_evidence_runs_past_the_budget_by_the_overrun_at_most(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The 03:48 bench: the leader changed in the last pairs and the pick was left on two
-    runs with 2 s left; its third run may end past the deadline, by the overrun at most."""
+    """A leader that changes in the last pairs leaves the pick on two runs with 2 s left; its
+    third run may end past the deadline, by the overrun at most."""
     from modelmon.core.measuring.rounds import fill
 
     def pick_on_two_runs(overrun_s: float) -> tuple[ClockedRace, Candidate]:
@@ -187,9 +187,9 @@ class LibraryCutRace(ClockedRace):
 def test_a_search_that_found_no_rival_screens_on_with_what_it_kept_for_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The 07:41 bench on FUSE: the leader, the cut library, then nothing but more runs of
-    the leader ("only one candidate completed"). The budget kept for a rival now finds one:
-    the failure mode once, the next candidate, a pair, and the pick on 3 runs."""
+    """On FUSE: the leader, the cut library, and a budget kept for a rival. It finds one
+    (the failure mode once, the next candidate, a pair, and the pick on 3 runs) rather than
+    spending it on more runs of the leader ("only one candidate completed")."""
     clock = Clock()
     monkeypatch.setattr(race, "time", clock)
     r = LibraryCutRace(clock, budget_s=32.0)

@@ -22,6 +22,7 @@ from modelmon.core.measuring.rounds import (
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions, MiB
+from modelmon.core.output.explain import explain
 from modelmon.core.system.storage import storage_facts
 
 from .records import candidate
@@ -52,9 +53,9 @@ def test_the_budget_that_would_screen_what_was_not_measured_is_said(
     # Whether 15 s screens the whole grid depends on the machine (CI's did): both ways agree.
     assert (rec.unmeasured_s > 0) == bool(skipped)
     if not skipped:
-        assert not any(t.startswith("Not measured (no budget") for t in rec.explanation)
+        assert not any(t.startswith("Not measured (no budget") for t in explain(rec))
         return
-    line = next(t for t in rec.explanation if t.startswith("Not measured (no budget left"))
+    line = next(t for t in explain(rec) if t.startswith("Not measured (no budget left"))
     ask = int(line.split("a budget of ")[1].split(" s")[0])
     assert ask >= BUDGET_S + rec.unmeasured_s and ask % 10 == 0
 
@@ -67,7 +68,7 @@ def test_winner_rests_on_three_cold_runs_and_paired_runs(
     assert all(r.cache.cold for r in rec.winner.results)
     assert rec.runner_up is not None and rec.verdict is not None and rec.pairs >= 1
     assert rec.runner_up.verdict is rec.verdict
-    assert any("Paired with the runner-up" in line for line in rec.explanation)
+    assert any("Paired with the runner-up" in line for line in explain(rec))
 
 
 def test_every_candidate_has_a_row_saying_how_it_ended(
@@ -176,7 +177,7 @@ def test_slow_candidate_is_cut_early(tmp_path: Path) -> None:
     assert slow.ended == "cut early" and slow.reason.startswith("cut early")
     assert not slow.results and slow.stopped_below_mbps is not None
     assert rec.winner is fast
-    assert any("Cut early" in line and slow.spec in line for line in rec.explanation)
+    assert any("Cut early" in line and slow.spec in line for line in explain(rec))
 
 
 def test_peer_not_installed_is_absent_with_a_note(
@@ -275,7 +276,6 @@ def test_screening_takes_modelmons_candidates_and_the_peers_in_turn() -> None:
 def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model: Path) -> None:
     from modelmon.core.measuring.ceilings import Ceilings
     from modelmon.core.measuring.recommend import left_out
-    from modelmon.core.output.explain import explain
 
     best = candidate("sequential", 1000.0, 1010.0, 990.0, workers=4)
     broken = candidate("direct", workers=4)
@@ -296,9 +296,17 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
     order = [best, broken, late, runai, crashed]
     assert left_out(order) == (broken, late, runai)
     rec = Recommendation(
-        open_model(sharded_model), best, (best,), Ceilings("m", ()), False, 10**10, 60.0, 58.0,
-        (), peers=(crashed,), unranked=left_out(order),
-    )  # fmt: skip
+        model=open_model(sharded_model),
+        winner=best,
+        ranked=(best,),
+        ceilings=Ceilings("m", ()),
+        streaming=False,
+        usable_ram=10**10,
+        budget_s=60.0,
+        elapsed_s=58.0,
+        peers=(crashed,),
+        unranked=left_out(order),
+    )
     text = explain(rec)
     skipped = next(line for line in text if line.startswith("Not measured (no budget left)"))
     assert late.spec in skipped and runai.spec in skipped and "CONCURRENCY=16" in skipped

@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from modelmon.core.loading.config_file import read_config
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import recommend
 from modelmon.core.measuring.rounds import READAHEAD_KIB
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.config import read_config, recommendation_document, write_config
+from modelmon.core.output.config import recommendation_document, write_config
 from modelmon.core.output.explain import explain, robustness_reason
 from modelmon.core.system import readahead
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from modelmon.core.errors import ConfigError
+from modelmon.core.loading.config_file import FORMAT_VERSION, read_config
 from modelmon.core.options import LoadOptions
 from modelmon.core.output import config as config_module
-from modelmon.core.output.config import FORMAT_VERSION, read_config, write_config
+from modelmon.core.output.config import write_config
 
 GOOD = """format_version = 1
 explanation = ["Best: sequential."]

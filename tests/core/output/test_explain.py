@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.loading.result import DESCRIPTOR_NOTE, OVERLAP_NOTE
 from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.measuring.peers import PeerSettings
@@ -16,7 +17,6 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
 from modelmon.core.output.explain import explain
-from modelmon.core.output.result import DESCRIPTOR_NOTE, OVERLAP_NOTE
 from modelmon.core.output.snippets import apply_snippets, snippets
 from modelmon.core.system.storage import storage_facts
 
@@ -37,7 +37,16 @@ def model(sharded_model: Path) -> Model:
 
 
 def record(model: Model, **fields: object) -> Recommendation:
-    base = Recommendation(model, fields.pop("winner"), (), CEILINGS, False, 10**10, 60, 59, ())  # type: ignore[arg-type]
+    base = Recommendation(
+        model=model,
+        winner=fields.pop("winner"),  # type: ignore[arg-type]
+        ranked=(),
+        ceilings=CEILINGS,
+        streaming=False,
+        usable_ram=10**10,
+        budget_s=60,
+        elapsed_s=59,
+    )
     return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
 
 

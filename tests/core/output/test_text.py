@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 from modelmon.core import open_model
+from modelmon.core.loading.result import LoadResult, WorkerTiming
 from modelmon.core.measuring.recommend import Recommendation
-from modelmon.core.output.result import LoadResult, WorkerTiming
 from modelmon.core.output.text import memory_text, search_memory_text
 from modelmon.core.system import host_memory
 
@@ -42,15 +42,14 @@ def test_a_search_says_the_picks_peak_and_the_largest_of_the_tree(sharded_model:
     other = candidate("pread", 700.0, workers=4)
     other.results = [with_peaks(r, (400 * MB,), 2_000 * MB) for r in other.results]
     rec = Recommendation(
-        open_model(sharded_model),
-        best,
-        (best, other),
-        None,
-        False,
-        10**10,
-        60.0,
-        58.0,
-        (),  # type: ignore[arg-type]
+        model=open_model(sharded_model),
+        winner=best,
+        ranked=(best, other),
+        ceilings=None,  # type: ignore[arg-type]
+        streaming=False,
+        usable_ram=10**10,
+        budget_s=60.0,
+        elapsed_s=58.0,
     )
     assert search_memory_text(rec) == (
         "peak RSS 50.00 MB in the recommended load's own processes, 2.40 GB at most in all "

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.loading.result import OVERLAP_NOTE
 from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.result import OVERLAP_NOTE
 from modelmon.core.system import device_use
 
 # A real load whose timed part the test holds open: at its first reads it says "loading" and

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from modelmon.core.measuring.ab import ABResult, SideSummary, Verdict
-from modelmon.core.measuring.ceilings import Ceiling, Ceilings
+from modelmon.core import ABResult, Ceiling, Ceilings, SideSummary, Verdict
 from modelmon.gui.state.formatting import ab_detail_lines, ceilings_text, nice_ceiling, verdict_text
 
 

@@ -8,12 +8,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from modelmon.core import open_model
-from modelmon.core.loading.messages import ReadBatch
-from modelmon.core.loading.runner import LoadRun
-from modelmon.core.measuring.ab import Config
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import LoadOptions
+from modelmon.core import (
+    Config,
+    LoadOptions,
+    LoadRun,
+    ReadBatch,
+    open_model,
+    write_safetensors_model,
+)
 from modelmon.gui.state.jobs import ABJob, JobEnd, RunStart, SingleRun
 from modelmon.gui.state.records import RunRecord
 

@@ -9,13 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelmon.core import open_model
-from modelmon.core.loading.messages import ReadBatch, WorkerReady
-from modelmon.core.loading.runner import LoadRun
-from modelmon.core.measuring.session import Session
-from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions
-from modelmon.core.system.host_memory import Primed
+from modelmon.core import (
+    LoadOptions,
+    LoadRun,
+    Model,
+    Primed,
+    ReadBatch,
+    Session,
+    WorkerReady,
+    open_model,
+)
 from modelmon.gui.state.live import LiveView, ThroughputBins, display_bin_s
 from modelmon.gui.state.pacing import BASE_S, MAX_S, FramePacer
 

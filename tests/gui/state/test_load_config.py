@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from modelmon.core.loading.strategies import STRATEGIES
-from modelmon.core.options import LoadOptions
+from modelmon.core import STRATEGIES, LoadOptions
 from modelmon.gui.state.load_config import KNOBS, chunk_text, effective_options
 
 

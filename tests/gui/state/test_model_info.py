@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from modelmon.core import open_model
-from modelmon.core.system.storage import StorageFacts
+from modelmon.core import StorageFacts, open_model
 from modelmon.gui.state.model_info import gather, panel_rows
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core.system.discovery import discover_models
+from modelmon.core import discover_models
 from modelmon.gui.state.model_list import model_row, summary_text, visible_rows
 
 

@@ -6,11 +6,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from modelmon.core.measuring.ab import judge
-from modelmon.core.measuring.ceilings import Ceiling, Ceilings
-from modelmon.core.measuring.recommend import Recommendation
-from modelmon.core.model.formats import open_model
-from modelmon.core.system.cache import CacheState
+from modelmon.core import CacheState, Ceiling, Ceilings, Recommendation, judge, open_model
 from modelmon.gui.state.model_sessions import (
     ModelResults,
     ModelSessions,
@@ -40,15 +36,14 @@ def _recommendation(sharded_model: Path) -> Recommendation:
     late = candidate("direct", workers=4)
     late.ended, late.reason = "not measured", "no budget left"
     return Recommendation(
-        open_model(sharded_model),
-        best,
-        (best, second, cut),
-        CEILINGS,
-        False,
-        10**10,
-        60.0,
-        58.0,
-        ("Best: sequential.",),
+        model=open_model(sharded_model),
+        winner=best,
+        ranked=(best, second, cut),
+        ceilings=CEILINGS,
+        streaming=False,
+        usable_ram=10**10,
+        budget_s=60.0,
+        elapsed_s=58.0,
         unranked=(late,),
     )
 

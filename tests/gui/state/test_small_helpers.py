@@ -9,9 +9,7 @@ from typing import cast
 import pytest
 
 from modelmon import __version__
-from modelmon.core.errors import OptionsError
-from modelmon.core.measuring.ab import ABResult
-from modelmon.core.options import LoadOptions
+from modelmon.core import ABResult, LoadOptions, OptionsError
 from modelmon.gui.state.ab_session import ABHistory, ab_cache
 from modelmon.gui.state.help_text import about_html, how_it_measures, shortcuts_html
 from modelmon.gui.state.recent_entries import normalised, recent_label, still_there

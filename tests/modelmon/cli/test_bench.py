@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.cli.bench import parse_config_spec
-from modelmon.core.errors import OptionsError
-from modelmon.core.options import parse_spec
+from modelmon.core import OptionsError, parse_spec
 
 
 def test_bench_json(modelmon, sharded_model: Path) -> None:
@@ -100,7 +99,7 @@ def test_runs_that_shared_the_device_are_named_under_the_verdict() -> None:
     from types import SimpleNamespace
 
     from modelmon.cli.bench import shared_device_lines
-    from modelmon.core.output.result import OVERLAP_NOTE
+    from modelmon.core import OVERLAP_NOTE
 
     alone = SimpleNamespace(overlapped_by=None)
     shared = SimpleNamespace(overlapped_by="pid 812 (modelmon recommend m.gguf)")

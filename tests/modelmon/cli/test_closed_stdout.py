@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.cli.common import ExitCode
-from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core import write_safetensors_model
 
 from .conftest import MODELMON
 

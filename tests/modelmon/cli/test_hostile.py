@@ -24,8 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.system import cache, residency
+from modelmon.core import evict, residency_of, write_safetensors_model
 
 HOSTILE_TIMEOUT_S = 5.0
 USAGE, BAD_MODEL, LOAD_FAILED = 2, 3, 1
@@ -515,7 +514,7 @@ class Running:
 
     def __init__(self, model: Path, *args: str) -> None:
         self.model = str(model)
-        cache.evict([self.model])
+        evict([self.model])
         self.process = subprocess.Popen(
             [*MODELMON, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -535,7 +534,7 @@ class Running:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             self._note_workers()
-            if residency.measure([self.model]) >= READING:
+            if residency_of([self.model]) >= READING:
                 return
             assert self.process.poll() is None, self.process.communicate()
             time.sleep(0.02)

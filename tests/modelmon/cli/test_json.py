@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 import modelmon.cli
-from modelmon.core.model.demo import RECIPE
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.json import SCHEMA_VERSION
+from modelmon.core import DEMO_RECIPE as RECIPE
+from modelmon.core import SCHEMA_VERSION, write_safetensors_model
 
 # {model}: a tiny safetensors model; {demo}: a folder that already holds the demo models;
 # {out}: a file to write (recommend writes one in the current folder without it).

@@ -5,16 +5,27 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
+import pytest
 
-from modelmon.cli.common import ignored_options
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import LoadOptions, MiB, parse_spec
+from modelmon.cli.flags import ignored_options
+from modelmon.core import (
+    ConfigMismatchWarning,
+    LoadOptions,
+    MiB,
+    ReadaheadSkippedWarning,
+    apply_config,
+    open_model,
+    parse_spec,
+    write_safetensors_model,
+)
 
 
 def test_load_json(modelmon, sharded_model: Path) -> None:
@@ -176,6 +187,57 @@ def test_load_applies_a_config_file_and_flags_given_override_it(
     bad.write_text('format_version = 1\n[recommended]\nstrategy = "pread"\nworkers = "many"\n')
     done = modelmon("load", str(sharded_model), "--config", str(bad))
     assert done.returncode != 0 and "recommended.workers" in done.stderr
+
+
+def test_a_config_from_another_model_warns_one_line_as_the_library_does(
+    modelmon, sharded_model: Path, tmp_path: Path
+) -> None:
+    """``load --config`` applies a config as ``core.load(config=)`` does (``apply_config``):
+    measured on another model, it still applies, with the library's warning as one line."""
+    config = tmp_path / "other.toml"
+    config.write_text(
+        'format_version = 1\n[recommended]\nstrategy = "pread"\nworkers = 2\n'
+        "[identity]\ntensors = 1\ntensor_bytes = 1\n"
+    )
+    with pytest.warns(ConfigMismatchWarning) as caught:
+        apply_config(config, open_model(sharded_model))
+    (library,) = [str(w.message) for w in caught]
+    done = modelmon("load", str(sharded_model), "--config", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["options"]["workers"] == 2  # applied anyway
+    assert done.stderr.splitlines() == [f"modelmon: warning: {library}"]
+    assert "measured on a different model or storage (tensors 1 → " in library
+
+
+def test_a_configs_readahead_that_cannot_be_set_is_left_out_as_the_library_does(
+    modelmon, tmp_path: Path
+) -> None:
+    """A config's readahead where this process may not set it (tmpfs has none): the load runs
+    with the device as it is and says so in one line, as ``core.load(config=)`` does. Asked
+    for with the flag, a readahead that cannot be set is still refused."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        model = write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
+        config = tmp_path / "modelmon.toml"
+        config.write_text(
+            'format_version = 1\n[recommended]\nstrategy = "sequential"\nreadahead = 4096\n'
+        )
+        with pytest.warns(ReadaheadSkippedWarning) as caught:
+            applied = apply_config(config, open_model(model))
+        assert applied.options.readahead is None
+        (library,) = [str(w.message) for w in caught]
+        done = modelmon("load", str(model), "--config", str(config), "--cache", "keep", "--json")
+        assert done.returncode == 0, done.stderr
+        assert "readahead" not in json.loads(done.stdout)["options"]  # left as it is
+        assert done.stderr.splitlines() == [f"modelmon: warning: {library}"]
+        assert "its readahead of 4096 KiB is not applied" in library
+        asked = ("--config", str(config), "--readahead", "4096", "--cache", "keep")
+        refused = modelmon("load", str(model), *asked)
+        assert refused.returncode == 2 and "readahead" in refused.stderr
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_readahead_where_it_cannot_be_set_is_one_line_usage_error(modelmon, tmp_path) -> None:

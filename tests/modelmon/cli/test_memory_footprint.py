@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core.system import cache
-from modelmon.core.system.residency import residency_of
+from modelmon.core import evict, residency_of
 
 from ...core.loading.sparse import sparse_model
 
@@ -147,7 +146,7 @@ def test_a_load_beside_a_process_holding_most_of_the_memory_leaves_it_alone(
     with open(served, "wb") as out:
         out.write(os.urandom(64 * MIB))
         os.fsync(out.fileno())  # clean pages, as a server's cached model is
-    cache.evict([served])  # so that the server's own read brings them in, charged to it
+    evict([served])  # so that the server's own read brings them in, charged to it
     model = sparse_model(tmp_path, tensors=16, tensor_bytes=64 * MIB)
     with (
         memory_cgroup(1024 * MIB) as cgroup,

@@ -24,8 +24,7 @@ from typing import IO
 import psutil
 import pytest
 
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.config import read_config
+from modelmon.core import read_config, write_safetensors_model
 
 MODELMON = [sys.executable, "-m", "modelmon"]
 REFUSAL_S = 5.0  # a refusal comes before the measuring: far inside a 60 s budget

@@ -13,8 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.system import readahead
+from modelmon.core import locate_readahead, write_safetensors_model
 
 from .test_hostile import LOAD_FAILED, MODELMON, SLOW_LOAD, Running
 
@@ -51,7 +50,7 @@ def slow_disk_model(loop_disk: Path) -> Path:
 
 
 def test_sighup_during_load_puts_the_readahead_back(slow_disk_model: Path) -> None:
-    knob = readahead.locate(slow_disk_model)
+    knob = locate_readahead(slow_disk_model)
     assert knob is not None
     before = knob.read_kb()
     target = before + 1024
@@ -65,7 +64,7 @@ def test_sighup_during_load_puts_the_readahead_back(slow_disk_model: Path) -> No
 
 
 def test_kill_9_leaves_the_value_for_the_next_run_and_no_warning(slow_disk_model: Path) -> None:
-    knob = readahead.locate(slow_disk_model)
+    knob = locate_readahead(slow_disk_model)
     assert knob is not None
     before = knob.read_kb()
     target = before + 2048
@@ -94,7 +93,7 @@ def test_kill_9_leaves_the_value_for_the_next_run_and_no_warning(slow_disk_model
 
 def test_sighup_during_recommends_readahead_round_puts_it_back(slow_disk_model: Path) -> None:
     """The search tries readahead values late, once its candidates are screened."""
-    knob = readahead.locate(slow_disk_model)
+    knob = locate_readahead(slow_disk_model)
     assert knob is not None
     before = knob.read_kb()
     search = subprocess.Popen(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from modelmon.core.loading.strategies import STRATEGIES
+from modelmon.core import STRATEGIES
 
 
 def test_strategies_lists_every_strategy(modelmon) -> None:

@@ -15,20 +15,24 @@ from pathlib import Path
 import pytest
 
 import modelmon.cli
-from modelmon.core.errors import OptionsError
-from modelmon.core.measuring import limits
-from modelmon.core.measuring.ab import Config, run_ab
-from modelmon.core.measuring.limits import (
+import modelmon.core
+from modelmon.core import (
     DEFAULT_BUDGET_S,
     MAX_AB_PAIRS,
     MAX_BUDGET_S,
+    MAX_PARALLEL,
     MAX_SEARCH_WORKERS,
     MIN_BUDGET_S,
+    Config,
+    LoadOptions,
+    OptionsError,
+    candidates,
     check_memory_limit,
+    max_memory_limit,
+    open_model,
+    recommend,
+    run_ab,
 )
-from modelmon.core.measuring.recommend import candidates, recommend
-from modelmon.core.model.formats import open_model
-from modelmon.core.options import MAX_PARALLEL, LoadOptions
 
 MISSING = "/nonexistent/model.safetensors"
 USAGE = 2
@@ -138,7 +142,7 @@ def test_recommend_checks_its_arguments_before_it_measures(
 
 
 def test_the_memory_limit_ends_at_this_machine_s_ram() -> None:
-    most = limits.max_memory_limit()
+    most = max_memory_limit()
     assert check_memory_limit(most) == most
     with pytest.raises(OptionsError, match="this machine's RAM"):
         check_memory_limit(most + 1)
@@ -178,15 +182,13 @@ def test_recommend_counts_its_budget_from_the_command_s_start(
 ) -> None:
     """The budget bounds the whole command: the engine is given the moment ``main`` began,
     so start-up and opening the model are inside it."""
-    import modelmon.core.measuring.recommend as engine
-
     seen: list[float | None] = []
 
     def record(*_: object, started: float | None = None, **__: object) -> None:
         seen.append(started)
         raise KeyboardInterrupt  # enough: the search itself is not under test
 
-    monkeypatch.setattr(engine, "recommend", record)
+    monkeypatch.setattr(modelmon.core, "recommend", record)
     monkeypatch.setattr(modelmon.cli, "stop_on_sigterm", lambda: None)  # pytest's own stays
     before = time.monotonic()
     code = modelmon.cli.main(["recommend", str(sharded_model), "--budget", "5"])

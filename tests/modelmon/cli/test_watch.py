@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core import write_safetensors_model
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from modelmon.core.model.formats import open_model
+from modelmon.core import open_model
 
 ray = pytest.importorskip(
     "ray",

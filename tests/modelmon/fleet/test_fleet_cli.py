@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.cli import main
-from modelmon.core.model.formats import open_model
+from modelmon.core import open_model
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELMON = [sys.executable, "-m", "modelmon"]

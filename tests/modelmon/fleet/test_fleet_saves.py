@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.cli import main
-from modelmon.core.system.cache import CacheState
+from modelmon.core import CacheState
 from modelmon.fleet.node import NodeRun
 from modelmon.fleet.report import FleetResult, Side
 

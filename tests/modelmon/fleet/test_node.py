@@ -8,8 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import LoadOptions
+from modelmon.core import LoadOptions, write_safetensors_model
 from modelmon.fleet.node import NodeRequest, load_on_node
 
 

@@ -9,9 +9,7 @@ import math
 
 import pytest
 
-from modelmon.core.options import LoadOptions
-from modelmon.core.output.json import dumps
-from modelmon.core.system.cache import CacheState
+from modelmon.core import CacheState, LoadOptions, dumps
 from modelmon.fleet.node import NodeRun
 from modelmon.fleet.report import FleetResult, Side, render_fleet, spread
 

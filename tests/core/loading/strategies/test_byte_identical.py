@@ -12,12 +12,12 @@ import pytest
 import safetensors.numpy
 
 from modelmon.core.api import load
+from modelmon.core.loading.result import model_checksum
 from modelmon.core.loading.runner import run_load
 from modelmon.core.loading.strategies import STRATEGIES
 from modelmon.core.loading.strategies.gguf_reader import read_gguf_tensors
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import model_checksum
 
 ALL = list(STRATEGIES)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from modelmon.core.loading.result import blocks_ready_s
 from modelmon.core.loading.runner import run_load
 from modelmon.core.loading.strategies.stream import BlockWindow
 from modelmon.core.model.plan import Read
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.result import blocks_ready_s
 from modelmon.core.output.text import render_result
 
 

@@ -1,0 +1,85 @@
+"""What a measurement may be asked for: the ranges checked before anything is measured.
+
+The engine checks its arguments against these figures (a recommendation's budget, RAM and
+parallelism, an A/B's pairs, a monitored load's sampling period), and the front ends state
+the same ranges: the CLI in ``--help`` and its one-line errors, the app in its dialogs. The
+load options' own ranges are ``core.options``'s. Nothing here imports more than those two
+modules, so the CLI builds its parser from these figures without loading the engine. A RAM
+limit's upper bound is the machine's RAM, so it is checked where that is read
+(``system.memory.check_memory_limit``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from modelmon.core.errors import OptionsError
+from modelmon.core.options import MAX_PARALLEL, MiB
+
+# A recommendation's budget bounds the whole search, from its start to its answer.
+DEFAULT_BUDGET_S = 120.0  # screens the grid and settles a pick in pairs on a local disk
+# Start-up (~0.5 s), the storage's ceilings (two cold reads of the model) and a first
+# complete load take seconds on any but a tiny model: a person asking for less would get a
+# search that cannot keep its budget. (The engine takes any positive budget: a caller that
+# wants the quickest answer gets the ceilings and one load.)
+MIN_BUDGET_S = 5.0
+MAX_BUDGET_S = 86_400.0  # a day: past any search worth waiting for, short of a typo's 1e12
+# The pick's own runs toward ``candidate.EVIDENCE_RUNS`` may overrun the budget by this
+# share of it (``rounds.fill``): a user is better served by a late third run than by a
+# verdict on two.
+EVIDENCE_OVERRUN = 0.10
+
+# The search's widest candidate runs this many times the parallelism it is given, and each
+# candidate's workers are bounded by ``MAX_PARALLEL``.
+SEARCH_WIDTH = 2
+MAX_SEARCH_WORKERS = MAX_PARALLEL // SEARCH_WIDTH
+
+# A RAM limit below a MiB is a slip of the unit (``--memory-limit 512`` is 512 bytes), not a
+# machine; above the machine's RAM it would call a model that cannot fit "fitting".
+MIN_MEMORY_LIMIT = MiB
+
+MAX_AB_PAIRS = 100  # an A/B of more pairs adds nothing the noise estimate has not settled
+
+# A monitored load's sampling period: every sample reads /proc and the page-cache counters,
+# which below 10 ms takes a share of a core from the load being measured.
+MIN_INTERVAL_S = 0.01
+MAX_INTERVAL_S = 60.0
+
+
+def _figure(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def range_text(low: float, high: float, unit: str = "") -> str:
+    """'from 10 to 86400 s': how the ranges read in every message."""
+    return f"from {_figure(low)} to {_figure(high)}{f' {unit}' if unit else ''}"
+
+
+def check_number(name: str, value: object, low: float, high: float, unit: str = "") -> float:
+    """``value`` as a float when it is a finite number in [low, high], else an OptionsError
+    naming ``name`` and the range."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise OptionsError(f"{name} must be a number {range_text(low, high, unit)}, not {value!r}")
+    return float(value)
+
+
+def check_whole(name: str, value: object, low: int, high: int) -> int:
+    """``value`` when it is a whole number in [low, high], else an OptionsError naming
+    ``name`` and the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise OptionsError(f"{name} must be a whole number {range_text(low, high)}, not {value!r}")
+    return value
+
+
+def check_budget(budget_s: object) -> float:
+    """A budget in seconds the engine takes: finite, more than 0, at most ``MAX_BUDGET_S``
+    (a person is asked for ``MIN_BUDGET_S`` at least)."""
+    seconds = check_number("the budget", budget_s, 0.0, MAX_BUDGET_S, "s")
+    if seconds <= 0:
+        raise OptionsError(f"the budget must be more than 0 s, not {budget_s!r}")
+    return seconds

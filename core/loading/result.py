@@ -1,0 +1,287 @@
+"""The outcome of one load: one record per concept (result, blocks, workers), assembled from
+the run's read log (``modelmon.core.loading.reads``)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from modelmon.core.loading.drop_behind import DroppedBehind
+from modelmon.core.loading.messages import WorkerDone, WorkerReady
+from modelmon.core.model.blocks import block_sort_key
+from modelmon.core.model.records import Model
+from modelmon.core.system.cache import CacheState
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTiming:
+    """When a block was loaded, by all workers together: first read's start to last read's end.
+
+    ``end`` is when the block became complete: from then on a loader that uses blocks as they
+    arrive (async preload, streaming) could use it.
+    """
+
+    name: str
+    bytes: int  # the whole block's
+    start: float  # seconds after the load started
+    end: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class BlockShareTiming:
+    """When one worker read its share of a block.
+
+    Not a BlockTiming with a worker added: a share has no byte count of its own (tensors are
+    dealt to workers whole, and a block's tensors may go to several), and the shares of one
+    block overlap in time; the block's own timing spans them all.
+    """
+
+    block: str
+    worker: int
+    start: float  # seconds after the load started
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTiming:
+    id: int
+    pid: int
+    bytes: int
+    seconds: float
+    reads: int
+    peak_rss: int
+
+
+# The note a result carries when its readers shared an open file description, measured from
+# its read log: "descriptors: 4 readers share 1 descriptor".
+DESCRIPTOR_NOTE = "descriptors: "
+# The note a result carries when other modelmon runs used its device during its timed part
+# (``system.device_use``): its figures may be theirs too. "...: pid 812 (modelmon load m.gguf)".
+OVERLAP_NOTE = "other modelmon runs used this device during the timed load: "
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    status: str  # "ok" | "cancelled" | "failed"
+    strategy: str
+    options: dict[str, Any]
+    model: str
+    format: str
+    files: tuple[str, ...]
+    bytes: int
+    seconds: float
+    cache: CacheState
+    blocks: tuple[BlockTiming, ...] = ()
+    workers: tuple[WorkerTiming, ...] = ()
+    checksum: str | None = None
+    tensor_checksums: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+    # Free memory reported to the VM's host from go to the end (``host_memory.reported_bytes``):
+    # None where the kernel does not count it.
+    host_reported: int | None = None
+    # The peak RSS of the process that ran the load (workers' parent, or a peer's) over the
+    # run, priming included: None where it could not be measured.
+    parent_peak_rss: int | None = None
+    # A streaming load that dropped its page cache behind its reads: how much, what it took.
+    dropped_behind: DroppedBehind | None = None
+
+    @property
+    def descriptor_sharing(self) -> str | None:
+        """ "4 readers share 1 descriptor" when the readers shared one (from the read log)."""
+        found = (
+            n.removeprefix(DESCRIPTOR_NOTE) for n in self.notes if n.startswith(DESCRIPTOR_NOTE)
+        )
+        return next(found, None)
+
+    @property
+    def workers_peak_rss(self) -> int:
+        """The load's own memory: each worker's peak RSS (VmHWM), summed (they may peak at
+        different moments, so this bounds what they held at once from above)."""
+        return sum(worker.peak_rss for worker in self.workers)
+
+    @property
+    def process_tree_peak_rss(self) -> int | None:
+        """The whole modelmon process tree's: the parent's peak plus the workers'."""
+        if self.parent_peak_rss is None:
+            return None
+        return self.parent_peak_rss + self.workers_peak_rss
+
+    @property
+    def overlapped_by(self) -> str | None:
+        """The other modelmon runs that used the device during the timed load, if any."""
+        found = (n.removeprefix(OVERLAP_NOTE) for n in self.notes if n.startswith(OVERLAP_NOTE))
+        return next(found, None)
+
+    @property
+    def mbps(self) -> float:
+        """Decimal megabytes per second, the unit storage is sold in."""
+        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+    @property
+    def first_block_s(self) -> float | None:
+        """Seconds until the first block, in the order a model uses them, was complete."""
+        return blocks_ready_s(self.blocks, 1) if self.status == "ok" else None
+
+    @property
+    def half_blocks_s(self) -> float | None:
+        """Seconds until the first half of the blocks (in use order) were all complete."""
+        count = (len(self.blocks) + 1) // 2
+        return blocks_ready_s(self.blocks, count) if self.status == "ok" else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["mbps"] = round(self.mbps, 3)
+        data["workers_peak_rss"] = self.workers_peak_rss
+        data["process_tree_peak_rss"] = self.process_tree_peak_rss
+        data["first_block_seconds"] = self.first_block_s
+        data["half_blocks_seconds"] = self.half_blocks_s
+        data["blocks"] = [
+            {"name": b.name, "bytes": b.bytes, "start": b.start, "end": b.end, "seconds": b.seconds}
+            for b in self.blocks
+        ]
+        if self.checksum is None:
+            data.pop("tensor_checksums")
+        return data
+
+
+def worker_timings(
+    done: dict[int, WorkerDone], ready: dict[int, WorkerReady], columns: dict[str, np.ndarray]
+) -> tuple[WorkerTiming, ...]:
+    """Each finished worker's timing, by worker, from what it reported and the run's reads."""
+    return tuple(
+        WorkerTiming(
+            worker,
+            ready[worker].pid if worker in ready else 0,
+            report.bytes,
+            (report.end_ns - report.start_ns) / 1e9,
+            int((columns["worker"] == worker).sum()),
+            report.peak_rss,
+        )
+        for worker, report in sorted(done.items())
+    )
+
+
+def blocks_ready_s(blocks: tuple[BlockTiming, ...], count: int) -> float | None:
+    """When the first ``count`` blocks in use order (embeddings, layers by number, head: the
+    order ``block_timings`` returns) were all complete; a streaming loader waits this long.
+    None without blocks."""
+    if not blocks or count < 1:
+        return None
+    return max(block.end for block in blocks[:count])
+
+
+def model_checksum(crcs: dict[str, int], model: Model) -> str:
+    """One digest over every tensor's (name, length, crc32), in name order."""
+    lengths = {e.name: e.length for e in model.extents}
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(crcs):
+        digest.update(f"{name}\0{lengths[name]}\0{crcs[name]:08x}\n".encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _TensorColumns:
+    """Per tensor, as arrays: its file's index, start, end and block's code; and the blocks."""
+
+    file: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    block: np.ndarray
+    blocks: list[str]  # code → name
+    block_bytes: np.ndarray  # code → bytes of its tensors
+
+
+def _tensor_columns(model: Model) -> _TensorColumns:
+    """``model``'s tensors as columns, made in a few passes (a million tensors: no Python
+    work per tensor beyond reading its fields)."""
+    extents = model.extents
+    count = len(extents)
+    file_of = {f.path: i for i, f in enumerate(model.files)}
+    codes: dict[str, int] = {}
+    code_of = codes.setdefault
+    file = np.fromiter((file_of[e.file] for e in extents), np.int64, count)
+    start = np.fromiter((e.offset for e in extents), np.int64, count)
+    length = np.fromiter((e.length for e in extents), np.int64, count)
+    block = np.fromiter((code_of(e.block, len(codes)) for e in extents), np.int64, count)
+    block_bytes = np.zeros(len(codes), dtype=np.int64)
+    np.add.at(block_bytes, block, length)
+    return _TensorColumns(file, start, start + length, block, list(codes), block_bytes)
+
+
+def block_timings(
+    model: Model,
+    reads: dict[str, np.ndarray],
+    t0_ns: int,
+    tensors_of: _TensorColumns | None = None,
+) -> list[BlockTiming]:
+    """When each block's bytes were read: from its first read's start to its last read's end.
+
+    Reads are mapped onto tensors by byte overlap (a coalesced read may fill many tensors, a
+    big tensor takes many reads); warm-up prefetch reads don't count as loading.
+    ``tensors_of``: the model's ``_tensor_columns``, when the caller has them already.
+    """
+    tensors_of = tensors_of or _tensor_columns(model)
+    count = len(model.extents)
+    first = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.zeros(count, dtype=np.int64)
+    keep = ~reads["prefetch"]
+    tensor_file, tensor_start, tensor_end = tensors_of.file, tensors_of.start, tensors_of.end
+    for file in range(len(model.files)):
+        tensors = np.flatnonzero(tensor_file == file)
+        mine = keep & (reads["file"] == file)
+        if not len(tensors) or not mine.any():
+            continue
+        order = tensors[np.argsort(tensor_start[tensors], kind="stable")]
+        starts, ends = tensor_start[order], tensor_end[order]
+        read_start = reads["offset"][mine]
+        read_end = read_start + reads["length"][mine]
+        lo = np.searchsorted(ends, read_start, side="right")  # first tensor ending after it
+        hi = np.searchsorted(starts, read_end, side="left")  # one past the last overlapping
+        spans = np.maximum(hi - lo, 0)
+        which = np.repeat(lo, spans) + (
+            np.arange(spans.sum()) - np.repeat(spans.cumsum() - spans, spans)
+        )
+        targets = order[which]
+        np.minimum.at(first, targets, np.repeat(reads["start"][mine], spans))
+        np.maximum.at(last, targets, np.repeat(reads["end"][mine], spans))
+    # Per block, over its tensors that were read: the first start and the last end.
+    read = last > 0
+    codes = len(tensors_of.blocks)
+    block_first = np.full(codes, np.iinfo(np.int64).max, dtype=np.int64)
+    block_last = np.zeros(codes, dtype=np.int64)
+    np.minimum.at(block_first, tensors_of.block[read], first[read])
+    np.maximum.at(block_last, tensors_of.block[read], last[read])
+    was_read = np.zeros(codes, dtype=bool)
+    was_read[tensors_of.block[read]] = True
+    timings = []
+    for code in sorted(range(codes), key=lambda c: block_sort_key(tensors_of.blocks[c])):
+        if not was_read[code]:
+            continue
+        start = (int(block_first[code]) - t0_ns) / 1e9
+        end = (int(block_last[code]) - t0_ns) / 1e9
+        name = tensors_of.blocks[code]
+        timings.append(BlockTiming(name, int(tensors_of.block_bytes[code]), start, end))
+    return timings
+
+
+def block_share_timings(
+    model: Model, reads: dict[str, np.ndarray], t0_ns: int
+) -> list[BlockShareTiming]:
+    """When each worker read its share of each block: ``block_timings`` worker by worker."""
+    shares: list[BlockShareTiming] = []
+    tensors_of = _tensor_columns(model)
+    for worker in sorted(set(reads["worker"].tolist())):
+        mine = {key: column[reads["worker"] == worker] for key, column in reads.items()}
+        shares.extend(
+            BlockShareTiming(b.name, int(worker), b.start, b.end)
+            for b in block_timings(model, mine, t0_ns, tensors_of)
+        )
+    return shares

@@ -1,0 +1,374 @@
+"""The sampler: one thread that asks every source for its values at a fixed rate.
+
+Sample times sit on absolute deadlines, t0 + k·interval, so they never drift; a sample that
+overruns its slot makes the sampler skip the slots it missed rather than catch up in a
+burst. Time stamps are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC), the clock the workers
+stamp their events with, so series and the access pattern share one time axis.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, check_number
+from modelmon.core.metrics import SOURCES
+from modelmon.core.metrics.base import (
+    NAN,
+    FailureLog,
+    MetricSpec,
+    MonitorTarget,
+    Source,
+    describe_error,
+)
+from modelmon.core.metrics.residency import ResidencySource
+from modelmon.core.metrics.series import RingTable
+
+JOIN_TIMEOUT_S = 2.0
+# Residency rounds (the resident fraction, then the maps of the files that changed) may take
+# this share of one core's time; rounds are spaced out further when one costs more.
+ROUND_CPU_SHARE = 0.005
+ROUND_INTERVAL_S = 0.5  # between residency rounds when no maps are taken (map_interval_s ≤ 0)
+MAP_MEMORY_BYTES = 64 << 20  # maps kept before the oldest are thinned out (every other dropped)
+
+
+def next_slot(t0_ns: int, interval_ns: int, now_ns: int, slot: int) -> int:
+    """The first slot after ``slot`` whose deadline t0 + k·interval is still ahead of now.
+
+    On time, that is ``slot + 1``; after an overrun the missed slots are skipped.
+    """
+    return max(slot + 1, (now_ns - t0_ns) // interval_ns + 1)
+
+
+@dataclass
+class _Running:
+    source: Source
+    series: list[str]  # names of its specs
+    log: FailureLog = field(init=False)  # of sample() as a whole
+    nanoseconds: int = 0  # CPU time (of the sampler thread) spent in its sample()
+
+    def __post_init__(self) -> None:
+        self.log = FailureLog(self.source.name)
+
+
+class Sampler:
+    """Samples ``available`` sources (all, or those named) every ``interval_s`` in a thread.
+
+    ``specs`` holds the series of the sources that can measure here; ``unavailable`` says
+    why the others cannot, and also names a source that failed on every sample (its series
+    stay, as gaps). Everything public is safe to read from any thread while it runs.
+    """
+
+    def __init__(
+        self,
+        target: MonitorTarget,
+        interval_s: float = 0.1,
+        sources: Sequence[str] | None = None,
+        map_interval_s: float = 0.5,
+        map_bins: int = 256,
+        capacity: int = 36_000,
+        available: Sequence[type[Source]] | None = None,  # None: every source in SOURCES
+    ) -> None:
+        available = SOURCES if available is None else available
+        by_name = {source.name: source for source in available}
+        if len(by_name) < len(available):  # a programming error, not a condition of this machine
+            raise ValueError(f"two metric sources share a name: {[s.name for s in available]}")
+        check_number("the sampling interval", interval_s, MIN_INTERVAL_S, MAX_INTERVAL_S, "s")
+        if map_bins < 1:
+            raise OptionsError(f"a residency map needs at least one bin, not {map_bins}")
+        names = list(by_name) if sources is None else list(dict.fromkeys(sources))
+        unknown = [name for name in names if name not in by_name]
+        if unknown:
+            raise OptionsError(
+                f"unknown metric source {unknown[0]!r}: choose from {', '.join(by_name)}"
+            )
+        self.target = target
+        self.interval_s = interval_s
+        self.map_interval_s = map_interval_s  # 0 or less: no maps (the fraction still measured)
+        self.map_bins = map_bins
+        self.specs: dict[str, MetricSpec] = {}
+        self._unavailable: dict[str, str] = {}
+        self._running: list[_Running] = []
+        for name in names:
+            self._add(name, by_name[name])
+        self._residency = next(
+            (r.source for r in self._running if isinstance(r.source, ResidencySource)), None
+        )
+        self._table = RingTable(list(self.specs), capacity)
+        self._maps: list[tuple[int, dict[str, np.ndarray]]] = []
+        self._map_seconds = 0.0
+        self._last_map_ns: int | None = None
+        self._lock = threading.Lock()  # guards _unavailable, _maps and the counters below
+        self._stop = threading.Event()
+        self._prepared = threading.Event()  # the baselines are taken (or the thread ended)
+        self._begin = threading.Event()  # the load started: sample from now on
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._cpu_seconds = 0.0
+        self._sampling = (0.0, 0.0)  # (CPU, wall) seconds of the regular samples
+        self._samples_taken = 0
+        self._rounds_recorded = 0  # residency rounds whose fraction is in the series
+
+    def _add(self, name: str, source_class: type[Source]) -> None:
+        try:
+            source = source_class(self.target)
+        except Exception as error:
+            self._unavailable[name] = f"could not start: {describe_error(error)}"
+            return
+        try:
+            reason = source.unavailable()
+            specs = [] if reason else source.specs()
+        except Exception as error:
+            reason = f"could not start: {describe_error(error)}"
+        if reason:
+            self._unavailable[name] = reason
+            source.close()
+            return
+        clash = [spec.name for spec in specs if spec.name in self.specs]
+        if clash:  # a programming error in a source, not a condition of this machine
+            raise ValueError(f"metric source {name!r} redeclares series {clash}")
+        self.specs.update((spec.name, spec) for spec in specs)
+        self._running.append(_Running(source, [spec.name for spec in specs]))
+
+    # --- what other threads read -------------------------------------------------------------
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """Source name -> why it gives nothing (a copy)."""
+        with self._lock:
+            return dict(self._unavailable)
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time the sampler thread has used (``time.thread_time`` inside it)."""
+        with self._lock:
+            return self._cpu_seconds
+
+    @property
+    def sampling_cpu_share(self) -> float:
+        """Share of one core the thread used from ``begin`` to ``stop``: the regular samples
+        and rounds that run beside the load, not the baselines before it nor the final sample
+        after it. NaN before the sampling ended."""
+        with self._lock:
+            cpu, wall = self._sampling
+        return cpu / wall if wall > 0 else float("nan")
+
+    @property
+    def samples_taken(self) -> int:
+        with self._lock:
+            return self._samples_taken
+
+    @property
+    def rounds_recorded(self) -> int:
+        """Residency rounds whose measured fraction is in the series (regular rounds, and
+        the final one when it came with the final sample)."""
+        with self._lock:
+            return self._rounds_recorded
+
+    @property
+    def source_seconds(self) -> dict[str, float]:
+        """CPU time spent in each source's ``sample()`` so far, and in the residency maps."""
+        with self._lock:
+            spent = {r.source.name: r.nanoseconds / 1e9 for r in self._running}
+            if self._maps or self._map_seconds:
+                spent["residency maps"] = self._map_seconds
+            return spent
+
+    def series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Series name -> (t_ns, values), copies in time order."""
+        return self._table.arrays()
+
+    def residency_maps(self) -> list[tuple[int, dict[str, np.ndarray]]]:
+        """(t_ns, {path: resident fraction per bin}) at the map rate; the arrays are read-only."""
+        with self._lock:
+            return list(self._maps)
+
+    # --- control -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the baselines and start sampling at once."""
+        self.prepare()
+        self.begin()
+
+    def prepare(self) -> None:
+        """Start the thread and return once it has taken its baselines (not recorded: the
+        rates' previous values, the first residency map); sampling waits for ``begin``."""
+        if self._thread is not None or self._stop.is_set():
+            raise RuntimeError("a Sampler runs once: make a new one")
+        self._thread = threading.Thread(target=self._run, name="modelmon-sampler", daemon=False)
+        self._thread.start()
+        self._prepared.wait()
+
+    def begin(self) -> None:
+        """Sample from now on, every ``interval_s`` counted from this moment."""
+        self._begin.set()
+
+    def stop(self) -> None:
+        """Stop, take a final sample, and join the thread. Safe to call more than once, and
+        without ``start()`` (the sources are closed then)."""
+        self._stop.set()
+        if self._thread is None:
+            self._close()
+            return
+        self._thread.join(JOIN_TIMEOUT_S)
+
+    def __enter__(self) -> Sampler:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # --- the thread --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        cpu_start = time.thread_time()
+        interval_ns = max(1, round(self.interval_s * 1e9))
+        try:
+            baseline = time.perf_counter_ns()
+            # Baselines for every rate, not recorded: the first recorded sample, one interval
+            # after begin(), has all its rates defined. The first residency map is the
+            # starting state. Both happen before the load starts (prepare), so their cost
+            # never delays the first sample.
+            self._sample(baseline, record=False)
+            next_round = self._collect_maps(baseline, baseline)
+            self._prepared.set()
+            while not self._begin.wait(0.05):
+                if self._stop.is_set():
+                    return
+            t0 = last = time.perf_counter_ns()
+            cpu_begin = time.thread_time()
+            slot = 1
+            while not self._stop.wait(
+                max(0.0, (t0 + slot * interval_ns - time.perf_counter_ns()) / 1e9)
+            ):
+                last = time.perf_counter_ns()
+                round_due = self._residency is not None and last >= next_round
+                if self._residency is not None:
+                    self._residency.due = round_due
+                self._sample(last)
+                if round_due:
+                    next_round = self._collect_maps(last, next_round)
+                    self._count_round()
+                self._account(cpu_start)
+                slot = next_slot(t0, interval_ns, time.perf_counter_ns(), slot)
+            now = time.perf_counter_ns()
+            with self._lock:
+                self._sampling = (time.thread_time() - cpu_begin, (now - t0) / 1e9)
+            # A final sample right after a regular one would make rates of a few ms: noise.
+            final_sample = self._samples_taken == 0 or now - last >= interval_ns // 4
+            final_round = (
+                self._last_map_ns is not None and now - self._last_map_ns >= interval_ns // 4
+            )
+            if self._residency is not None:
+                self._residency.due = final_round and final_sample
+            if final_sample:
+                self._sample(now)
+            if final_round:
+                self._collect_maps(now, now, counted=final_sample)  # the state it ended in
+                if final_sample:
+                    self._count_round()
+        finally:
+            self._prepared.set()  # never leave prepare() waiting on a thread that ended
+            self._close()
+            self._account(cpu_start)
+            self._report_failures(at_least=1)
+
+    def _sample(self, now_ns: int, record: bool = True) -> None:
+        table_row: list[float] = []  # the sources' rows end to end: the order of self.specs
+        for running in self._running:
+            started = time.thread_time_ns()
+            try:
+                values = running.source.sample(now_ns)
+                row = [float(values.get(name, NAN)) for name in running.series]
+                running.log.ok()
+            except Exception as error:  # psutil denial, a vanished file, a field this OS lacks
+                running.log.failed(error)
+                row = [NAN] * len(running.series)
+            running.nanoseconds += time.thread_time_ns() - started
+            table_row += row
+        if record:
+            self._table.append(now_ns, table_row)
+            with self._lock:
+                self._samples_taken += 1
+            self._report_failures()
+
+    def _count_round(self) -> None:
+        with self._lock:
+            self._rounds_recorded += 1
+
+    def _report_failures(self, at_least: int | None = None) -> None:
+        """Name, once, each source that has failed on every sample so far."""
+        for running in self._running:
+            name = running.source.name
+            if name in self._unavailable:
+                continue
+            if at_least is None:
+                reason = running.log.reason() or running.source.failing()
+            else:
+                reason = running.log.reason(at_least) or running.source.failing(at_least)
+            if reason:
+                with self._lock:
+                    self._unavailable[name] = reason
+
+    def _collect_maps(self, now_ns: int, due_ns: int, counted: bool = True) -> int:
+        """End a residency round: the maps of the files whose count changed (``counted``: the
+        fraction was just measured by this round's sample; else it is measured here).
+        Return when the next round is due."""
+        residency = self._residency
+        if residency is None:
+            return 2**63 - 1
+        self._last_map_ns = now_ns
+        cost = 0
+        if self.map_interval_s > 0:
+            started = time.thread_time_ns()
+            try:
+                if not counted:
+                    residency.count()
+                maps = residency.maps(self.map_bins)
+            except Exception:  # a file gone mid-run: maps are a bonus, the series carry on
+                maps = None
+            cost = time.thread_time_ns() - started
+            with self._lock:
+                self._map_seconds += cost / 1e9
+                if maps is not None:
+                    self._maps.append((now_ns, maps))
+                    self._thin_maps()
+        interval_s = self.map_interval_s if self.map_interval_s > 0 else ROUND_INTERVAL_S
+        interval_ns = round(interval_s * 1e9)
+        due = due_ns + interval_ns
+        if due <= now_ns:  # behind: skip the missed rounds rather than take them back to back
+            due = now_ns + interval_ns
+        # A warm multi-GB model makes a round cost milliseconds (the page-cache walk): then
+        # rounds are spaced out so that they stay within their share of a core.
+        cost += residency.count_cpu_ns if counted else 0
+        return max(due, now_ns + int(cost / ROUND_CPU_SHARE))
+
+    def _thin_maps(self) -> None:
+        """Drop every other map (keeping the first) once they use more than the memory cap.
+
+        The run stays covered end to end, at half the time resolution each time it happens.
+        """
+        per_map = max(1, len(self.target.paths) * self.map_bins * 4)
+        if len(self._maps) * per_map > MAP_MEMORY_BYTES and len(self._maps) > 2:
+            self._maps = self._maps[::2]
+            self.map_interval_s *= 2
+
+    def _account(self, cpu_start: float) -> None:
+        with self._lock:
+            self._cpu_seconds = time.thread_time() - cpu_start
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for running in self._running:
+            try:
+                running.source.close()
+            except Exception:  # closing must not hide why the run ended
+                continue

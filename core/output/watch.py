@@ -1,0 +1,99 @@
+"""A watch in words, for a terminal: what ran, what arrived how fast, then the findings."""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+
+from modelmon.core.units import human_bytes
+from modelmon.core.watching.result import WatchResult
+
+
+def _what(result: WatchResult) -> str:
+    if result.command is not None:
+        target = " ".join(shlex.join(result.command).split())  # a -c script on one line
+        target = target if len(target) <= 100 else target[:97] + "..."
+    else:
+        target = f"pid {result.pid}"
+    if result.status in ("exited", "killed"):
+        ended = f"killed by {result.signal}" if result.signal else f"exited {result.exit_code}"
+    elif result.status == "stopped":
+        ended = f"stopped after {result.quiet_s or 0:.1f} s of quiet"
+    elif result.status == "cancelled":
+        ended = "stopped (cancelled)"
+    elif result.status == "gone":
+        ended = "the process exited"
+    else:
+        ended = "detached"
+    pid = f"pid {result.pid}; " if result.command is not None else ""
+    return f"watched:  {target}  ({pid}{ended} after {result.wall_seconds:.2f} s)"
+
+
+def _arrived(result: WatchResult) -> str:
+    if not result.bytes_read:
+        return "arrived:  no model byte was seen arriving or being read"
+    if result.seconds is None or result.mbps is None:
+        return f"read:     {human_bytes(result.bytes_read)} (warm: when is not known from outside)"
+    line = (
+        f"arrived:  {human_bytes(result.bytes_read)} in {result.seconds:.2f} s "
+        f"(first byte at {result.first_byte_s or 0:.2f} s, last at {result.last_byte_s or 0:.2f} s)"
+        f": {result.mbps:,.1f} MB/s"
+    )
+    if result.ended_before_first_sample:
+        line += f"  [the program ended within one sample ({result.interval_s * 1000:.0f} ms)]"
+    return line
+
+
+def render_watch(result: WatchResult) -> str:
+    lines = [_what(result), f"loader:   {result.loader.label}"]
+    if result.loader.evidence:
+        lines[-1] += f"  ({result.loader.evidence[0]})"
+    for model_file in result.files:
+        lines.append(
+            f"file:     {os.path.basename(model_file.path)}  {human_bytes(model_file.size)}, "
+            f"{model_file.storage}"
+            + ("  [mapped]" if model_file.mapped else "")
+            + ("  [opened]" if model_file.opened else "")
+        )
+    if not result.files:
+        lines.append("file:     no model file was seen")
+    cache = result.cache
+    if cache is not None:
+        state = "cold" if cache.cold else "warm" if cache.warm else "neither cold nor warm"
+        verified = "verified" if cache.cold or cache.warm else "asked " + cache.requested
+        lines.append(
+            f"cache:    {state} ({verified}, {cache.resident_before:.1%} resident before)"
+            + (f": {cache.note}" if cache.note else "")
+        )
+    lines.append(_arrived(result))
+    if result.mbps is not None:
+        for reference in result.references:
+            lines.append(
+                f"compare:  your loader {result.mbps:,.0f} MB/s; {reference.name} "
+                f"{reference.mbps:,.0f} MB/s here ({reference.spec})"
+            )
+    exited = sum(1 for p in result.processes if p.exited_s is not None)
+    lines.append(
+        f"tree:     {len(result.processes)} process(es) ({exited} exited), "
+        f"{result.major_faults:,} major faults, peak RSS {human_bytes(result.peak_rss)} "
+        f"(private {human_bytes(result.peak_anon_rss)}), CPU {result.cpu_seconds:.1f} s"
+    )
+    for description in result.descriptions:
+        if description.shared:
+            lines.append(
+                f"shared:   one open file description of {os.path.basename(description.path)} "
+                f"held by pids {', '.join(map(str, description.pids))}"
+            )
+    if result.quiet_s is not None and math.isfinite(result.quiet_s):
+        lines.append(f"quiet:    from {result.quiet_s:.1f} s")
+    if result.findings:
+        lines.append("")
+        lines.append("findings:")
+        for finding in result.findings:
+            lines.append(f"  [{finding.code}] {finding.text}")
+            lines.append(f"      change: {finding.fix}")
+    if result.notes:
+        lines.append("")
+        lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines)

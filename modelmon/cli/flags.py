@@ -1,0 +1,199 @@
+"""The load options as flags (``load``'s, and the ``--`` form of a ``bench`` spec), and the
+argparse types that check a value against the engine's ranges as it is parsed, so a flag
+refuses at once what the engine would refuse after minutes, in the same words."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from modelmon.core import (
+    CACHE_MODES,
+    FADVISE_HINTS,
+    MADVISE_HINTS,
+    MAX_AB_PAIRS,
+    MAX_CHUNK,
+    MAX_PARALLEL,
+    MAX_READAHEAD_KIB,
+    MIN_CHUNK,
+    OPTION_NAMES,
+    PARTITIONS,
+    PREFETCH_MODES,
+    LoadOptions,
+    MiB,
+    OptionsError,
+    chunk_from_mib,
+    option_text,
+    options_from_mapping,
+    parse_readahead,
+    parse_size,
+    range_text,
+)
+
+T = TypeVar("T")
+
+
+def number_in(low: float, high: float, unit: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite number from ``low`` to ``high`` (refuses nan, inf, -5...);
+    its error states the range. The bounds are the engine's (``core.options``,
+    ``core.limits``), so a flag refuses what the engine would refuse, at once."""
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a number {range_text(low, high, unit)}, not {text!r}"
+            )
+        return value
+
+    return number
+
+
+def whole_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` in ASCII digits ('²' is a
+    digit to ``str.isdigit`` but not a number); its error states the range."""
+
+    def whole(text: str) -> int:
+        stripped = text.strip()
+        digits = stripped.isascii() and stripped.isdigit() and len(stripped) <= 18
+        if not digits or not low <= int(stripped) <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number {range_text(low, high)}, not {text!r}"
+            )
+        return int(stripped)
+
+    return whole
+
+
+def engine_checked(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from an engine parser that raises OptionsError: its one line is the
+    error (argparse would otherwise say only "invalid value")."""
+
+    def checked(text: str) -> T:
+        try:
+            return parse(text)
+        except OptionsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    checked.__name__ = parse.__name__
+    return checked
+
+
+# Device readahead as the engine reads it (KiB, or 4MiB; its error states the range).
+readahead_kib = engine_checked(parse_readahead)
+
+
+def memory_limit(text: str) -> int:
+    """An argparse type: a RAM limit (``2GiB``) in the range a recommendation takes (up to
+    this machine's RAM, read only when the flag is given)."""
+    from modelmon.core import check_memory_limit, memory_limit_range
+
+    size = engine_checked(parse_size)(text)
+    try:
+        return check_memory_limit(size)
+    except OptionsError:
+        raise argparse.ArgumentTypeError(f"must be {memory_limit_range()}, not {text!r}") from None
+
+
+WORKERS = whole_in(1, MAX_PARALLEL)  # processes, or threads per process
+CHUNK_MIB = number_in(MIN_CHUNK / MiB, MAX_CHUNK / MiB, "MiB")
+PAIRS = whole_in(1, MAX_AB_PAIRS)
+
+
+def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The load options as flags: ``load``'s own, and the ``--`` form of a ``bench`` spec.
+
+    Each flag's dest is the ``LoadOptions`` field it sets, but for ``--chunk-mib``
+    (see ``load_options``).
+    """
+    default = LoadOptions()  # one set of defaults: the engine's
+    return [
+        parser.add_argument(
+            "--strategy", "-s", default="sequential", help="see `modelmon strategies`"
+        ),
+        parser.add_argument(
+            "--workers",
+            "-w",
+            type=WORKERS,
+            default=default.workers,
+            help=f"worker processes, {range_text(1, MAX_PARALLEL)} (default {default.workers})",
+        ),
+        parser.add_argument(
+            "--threads",
+            "-t",
+            type=WORKERS,
+            default=default.threads,
+            help="reader threads per worker, each with its own descriptor, "
+            f"{range_text(1, MAX_PARALLEL)} (default {default.threads})",
+        ),
+        parser.add_argument(
+            "--chunk-mib",
+            type=CHUNK_MIB,
+            default=default.chunk / MiB,
+            help=f"read size in MiB, {range_text(MIN_CHUNK / MiB, MAX_CHUNK / MiB)} "
+            f"(default {default.chunk / MiB:g})",
+        ),
+        parser.add_argument(
+            "--cache",
+            choices=CACHE_MODES,
+            default="cold",
+            help="page-cache state to start from (verified); default cold",
+        ),
+        parser.add_argument("--fadvise", choices=FADVISE_HINTS, default="none"),
+        parser.add_argument("--madvise", choices=MADVISE_HINTS, default="none"),
+        parser.add_argument("--partition", choices=PARTITIONS, default="contiguous"),
+        parser.add_argument(
+            "--prefetch",
+            choices=PREFETCH_MODES,
+            default="read",
+            help="warm-up pass of the warmup strategy",
+        ),
+        parser.add_argument(
+            "--readahead",
+            type=readahead_kib,
+            default=None,
+            metavar="KIB",
+            help="set the device's readahead (KiB, or 4MiB) for the run, restored after "
+            f"(needs write access to its read_ahead_kb), {range_text(0, MAX_READAHEAD_KIB)} KiB",
+        ),
+        parser.add_argument("--verify", action="store_true", help="crc32 of every tensor"),
+        parser.add_argument(
+            "--discard",
+            action="store_true",
+            help="stream through bounded buffers, keep nothing (models > RAM)",
+        ),
+    ]
+
+
+def ignored_options(strategy: str, options: LoadOptions) -> list[str]:
+    """The options set away from their defaults that ``strategy`` does not use, as
+    ``name=value`` (``madvise=random`` with pread): reported as ignored, not as applied."""
+    from modelmon.core import get_strategy
+
+    uses = get_strategy(strategy).uses  # an unknown strategy is an OptionsError here
+    default = LoadOptions()
+    return [
+        option_text(name, getattr(options, name))
+        for name in OPTION_NAMES
+        if name not in uses and getattr(options, name) != getattr(default, name)
+    ]
+
+
+def given_options(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``LoadOptions`` fields the flags of ``add_load_options`` in ``flags`` set (``chunk``
+    from ``--chunk-mib``); other keys (the verb's own, ``strategy``) are left out."""
+    values = {name: flags[name] for name in OPTION_NAMES if name in flags}
+    if "chunk_mib" in flags:
+        values["chunk"] = chunk_from_mib(flags["chunk_mib"])
+    return values
+
+
+def load_options(flags: Mapping[str, Any], base: LoadOptions | None = None) -> LoadOptions:
+    """``LoadOptions`` from the flags of ``add_load_options`` that are in ``flags``, over
+    ``base``."""
+    return options_from_mapping(given_options(flags), base)

@@ -1,0 +1,61 @@
+"""The sampler's series in the window: IO wait, CPU, memory, device reads, page-cache maps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from modelmon.core import MetricSpec
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.plots.metrics import device_plot
+from modelmon.gui.state.metrics_live import MetricSnapshot
+from modelmon.gui.state.results_rows import PEAK_RSS
+
+from ..conftest import MEDIUM_OPTIONS, open_model, wait_idle
+
+
+def test_runs_of_a_and_b_fill_the_metric_plots(qtbot, window: MainWindow, slow_model: Path):
+    open_model(qtbot, window, slow_model)
+    workspace = window.workspace
+    for label, strategy in (("A", "sequential"), ("B", "pread")):
+        workspace.panels[label].set_config(strategy, MEDIUM_OPTIONS)
+        workspace.run(label)
+        wait_idle(qtbot, window)
+    assert [r.status for r in workspace.records] == ["ok", "ok"]
+    # Plots on a hidden tab draw when shown: show each tab, as a user would.
+    workspace.tabs.setCurrentIndex(1)
+    for plot in (workspace.iowait, workspace.cpu, workspace.memory):
+        assert plot.point_count("A") > 0 and plot.point_count("B") > 0, plot.base_title
+        assert {label for label, _ in plot.curves} == {"A", "B"}
+    assert "run A" in workspace.memory.item.titleLabel.text
+    assert workspace.memory.right_box is not None and workspace.memory.right_top
+    assert workspace.cpu.plot.toolTip()  # the sampler's own description of each series
+    workspace.tabs.setCurrentIndex(2)
+    assert workspace.device.point_count("B") > 0  # the load's own MB/s at least
+    residency = workspace.residency
+    assert residency.label == "B" and residency.images
+    image = next(iter(residency.images.values())).image
+    assert image.shape[0] >= 2 and np.nanmax(image) <= 1.0
+    assert "resident" in residency.item.titleLabel.text
+    # Peak RSS comes from the sampled workers_rss.
+    rss = workspace.results.results.cell_text(workspace.records[0], PEAK_RSS)
+    assert rss.endswith(("MB", "GB", "kB")), rss
+
+
+def test_no_block_device_is_a_note_not_a_zero_line(qtbot):
+    plot = device_plot()
+    qtbot.addWidget(plot)
+    plot.show()
+    reason = "no block device: fuse.rclone on /mnt/model (a FUSE daemon serves the file)"
+    times = np.array([0.1, 0.2, 0.3])
+    snapshot = MetricSnapshot(
+        "A",
+        {"load_mbps": (times, np.array([100.0, 120.0, 90.0]))},
+        {"load_mbps": MetricSpec("load_mbps", "MB/s", "Bytes the load completed per second.")},
+        {"device": reason},
+    )
+    plot.show_snapshot(snapshot)
+    assert plot.note.isVisible() and reason in plot.note.text()
+    assert ("A", "device_read_mbps") not in plot.curves  # no curve at all, not zeros
+    assert plot.point_count("A") == 3  # the load's own rate is still shown

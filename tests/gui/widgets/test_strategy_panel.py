@@ -1,0 +1,68 @@
+"""The configuration editor: what each strategy uses, and round trips of the options."""
+
+from __future__ import annotations
+
+from modelmon.core import STRATEGIES, LoadOptions, parse_spec
+from modelmon.gui.state.load_config import KNOBS
+from modelmon.gui.widgets.strategy_panel import TIPS, StrategyPanel
+
+
+def test_options_a_strategy_does_not_use_are_disabled(qtbot):
+    panel = StrategyPanel("A")
+    qtbot.addWidget(panel)
+    for name, cls in STRATEGIES.items():
+        panel.strategy_box.setCurrentText(name)
+        for option, widget in panel._knobs.items():
+            assert widget.isEnabled() == (option in cls.uses), (name, option)
+        assert panel.strategy_box.toolTip() == cls.summary
+
+
+def test_every_knob_explains_itself(qtbot):
+    panel = StrategyPanel("B")
+    qtbot.addWidget(panel)
+    assert set(panel._knobs) == set(KNOBS)  # one knob for each option the panel edits
+    for option, widget in panel._knobs.items():
+        assert widget.toolTip().startswith(TIPS[option])
+    assert panel.run_button.text() == "Run B" and panel.run_button.toolTip()
+
+
+def test_set_config_round_trips_and_the_spec_names_only_used_options(qtbot):
+    panel = StrategyPanel("A")
+    qtbot.addWidget(panel)
+    options = LoadOptions(
+        workers=3, threads=2, chunk=3 << 20, fadvise="sequential", cache="warm", verify=True
+    )
+    panel.set_config("sequential", options)
+    assert panel.options() == options  # 3 MiB is no preset: it was added to the list
+    assert parse_spec(panel.spec()) == ("sequential", options)
+    panel.strategy_box.setCurrentText("mmap-shared-fd")  # uses no fadvise, no partition
+    assert panel.options().fadvise == "none"
+    assert "fadvise" not in panel.spec_line.text()
+
+
+def test_a_model_larger_than_ram_locks_discard_on(qtbot):
+    panel = StrategyPanel("A")
+    qtbot.addWidget(panel)
+    panel.require_discard(True)
+    assert panel.options().discard and not panel.discard.isEnabled()
+    panel.require_discard(False)
+    panel.discard.setChecked(False)
+    assert not panel.options().discard
+
+
+def test_readahead_is_greyed_out_with_the_reason_where_it_cannot_be_set(qtbot):
+    panel = StrategyPanel("A")
+    qtbot.addWidget(panel)
+    panel.set_config("mmap", LoadOptions(readahead=4096))
+    assert panel.options().readahead == 4096 and "readahead=4096" in panel.spec()
+    panel.set_config("mmap", LoadOptions())
+    assert panel.options().readahead is None
+    panel.readahead.setCurrentIndex(panel.readahead.findData(1024))
+    assert panel.options().readahead == 1024
+    panel.set_readahead_unavailable("no write access to /sys/block/vda/queue/read_ahead_kb")
+    assert not panel.readahead.isEnabled() and "no write access" in panel.readahead.toolTip()
+    assert panel.options().readahead is None
+    panel.set_readahead_unavailable(None)
+    assert panel.readahead.isEnabled() and panel.options().readahead == 1024
+    panel.strategy_box.setCurrentText("direct")
+    assert not panel.readahead.isEnabled() and "O_DIRECT" in panel.readahead.toolTip()
