@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -229,6 +230,19 @@ def sharded_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_safetensors_model(
         folder, layers=4, hidden=128, vocab=512, dtype="F16", shards=3, seed=1
     )
+
+
+@pytest.fixture
+def model_without_readahead() -> Iterator[Path]:
+    """A small model in RAM (tmpfs, /dev/shm): storage without a readahead setting, so a
+    readahead asked for cannot be set there by anyone."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        yield write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.fixture(scope="session")

@@ -191,10 +191,7 @@ def _modules_in_source() -> set[str]:
             parts = path.relative_to(ROOT / source).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            top = name.split(".")
-            if name == "modelmon" and parts and parts[0] in {"core", "gui", "resources"}:
-                continue  # not under modelmon/ in the source tree
-            found.add(".".join([*top, *parts]))
+            found.add(".".join([name, *parts]))
     return found
 
 

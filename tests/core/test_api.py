@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
@@ -26,7 +23,6 @@ from modelmon.core.errors import (
     ReadaheadSkippedWarning,
 )
 from modelmon.core.loading import preflight
-from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.system.memory import MemoryFacts
 
 
@@ -76,22 +72,18 @@ def test_measure_runs_in_workers(sharded_model: Path) -> None:
     assert result.status == "ok" and result.cache.cold and len(result.workers) == 2
 
 
-def test_a_configs_readahead_is_skipped_where_it_cannot_be_set(tmp_path: Path) -> None:
-    if not os.path.isdir("/dev/shm"):
-        pytest.skip("no /dev/shm")
-    folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
-    try:
-        model = write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
-        config = tmp_path / "modelmon.toml"
-        config.write_text(
-            'format_version = 1\n[recommended]\nstrategy = "sequential"\nreadahead = 4096\n'
-        )
-        with pytest.warns(ReadaheadSkippedWarning, match="readahead of 4096 KiB is not applied"):
-            assert load(model, config=config)  # tmpfs has no readahead: loaded as it is
-        with pytest.raises(ReadaheadError):
-            load(model, config=config, readahead=4096)  # asked for explicitly: refused
-    finally:
-        shutil.rmtree(folder)
+def test_a_configs_readahead_is_skipped_where_it_cannot_be_set(
+    model_without_readahead: Path, tmp_path: Path
+) -> None:
+    model = model_without_readahead
+    config = tmp_path / "modelmon.toml"
+    config.write_text(
+        'format_version = 1\n[recommended]\nstrategy = "sequential"\nreadahead = 4096\n'
+    )
+    with pytest.warns(ReadaheadSkippedWarning, match="readahead of 4096 KiB is not applied"):
+        assert load(model, config=config)  # tmpfs has no readahead: loaded as it is
+    with pytest.raises(ReadaheadError):
+        load(model, config=config, readahead=4096)  # asked for explicitly: refused
 
 
 ROOT_INIT = Path(modelmon.core.__file__)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -210,51 +208,37 @@ def test_a_config_from_another_model_warns_one_line_as_the_library_does(
 
 
 def test_a_configs_readahead_that_cannot_be_set_is_left_out_as_the_library_does(
-    modelmon, tmp_path: Path
+    modelmon, model_without_readahead: Path, tmp_path: Path
 ) -> None:
     """A config's readahead where this process may not set it (tmpfs has none): the load runs
     with the device as it is and says so in one line, as ``core.load(config=)`` does. Asked
     for with the flag, a readahead that cannot be set is still refused."""
-    if not os.path.isdir("/dev/shm"):
-        pytest.skip("no /dev/shm")
-    folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
-    try:
-        model = write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
-        config = tmp_path / "modelmon.toml"
-        config.write_text(
-            'format_version = 1\n[recommended]\nstrategy = "sequential"\nreadahead = 4096\n'
-        )
-        with pytest.warns(ReadaheadSkippedWarning) as caught:
-            applied = apply_config(config, open_model(model))
-        assert applied.options.readahead is None
-        (library,) = [str(w.message) for w in caught]
-        done = modelmon("load", str(model), "--config", str(config), "--cache", "keep", "--json")
-        assert done.returncode == 0, done.stderr
-        assert "readahead" not in json.loads(done.stdout)["options"]  # left as it is
-        assert done.stderr.splitlines() == [f"modelmon: warning: {library}"]
-        assert "its readahead of 4096 KiB is not applied" in library
-        asked = ("--config", str(config), "--readahead", "4096", "--cache", "keep")
-        refused = modelmon("load", str(model), *asked)
-        assert refused.returncode == 2 and "readahead" in refused.stderr
-    finally:
-        shutil.rmtree(folder)
+    model = model_without_readahead
+    config = tmp_path / "modelmon.toml"
+    config.write_text(
+        'format_version = 1\n[recommended]\nstrategy = "sequential"\nreadahead = 4096\n'
+    )
+    with pytest.warns(ReadaheadSkippedWarning) as caught:
+        applied = apply_config(config, open_model(model))
+    assert applied.options.readahead is None
+    (library,) = [str(w.message) for w in caught]
+    done = modelmon("load", str(model), "--config", str(config), "--cache", "keep", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "readahead" not in json.loads(done.stdout)["options"]  # left as it is
+    assert done.stderr.splitlines() == [f"modelmon: warning: {library}"]
+    assert "its readahead of 4096 KiB is not applied" in library
+    asked = ("--config", str(config), "--readahead", "4096", "--cache", "keep")
+    refused = modelmon("load", str(model), *asked)
+    assert refused.returncode == 2 and "readahead" in refused.stderr
 
 
-def test_readahead_where_it_cannot_be_set_is_one_line_usage_error(modelmon, tmp_path) -> None:
-    if not os.path.isdir("/dev/shm"):
-        return
-    folder = Path("/dev/shm") / f"modelmon-ra-{os.getpid()}"
-    folder.mkdir(exist_ok=True)
-    try:
-        model = write_safetensors_model(folder, layers=1, hidden=32, vocab=64)
-        done = modelmon("load", str(model), "--readahead", "4096", "--cache", "keep")
-        assert done.returncode == 2, done.stderr
-        assert done.stderr.count("\n") == 1 and "readahead" in done.stderr
-        assert "Traceback" not in done.stderr
-    finally:
-        for child in folder.iterdir():
-            child.unlink()
-        folder.rmdir()
+def test_readahead_where_it_cannot_be_set_is_one_line_usage_error(
+    modelmon, model_without_readahead: Path
+) -> None:
+    done = modelmon("load", str(model_without_readahead), "--readahead", "4096", "--cache", "keep")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "readahead" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_prime_memory_says_why_nothing_was_primed(modelmon, sharded_model: Path) -> None:
