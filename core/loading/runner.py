@@ -33,6 +33,8 @@ from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
+from modelmon.core.loading.fills import tiled_checksums
+from modelmon.core.loading.handout import hand_out
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.preflight import check_memory, preflight
 from modelmon.core.loading.processes import (
@@ -56,7 +58,6 @@ from modelmon.core.loading.result import (
     worker_timings,
 )
 from modelmon.core.loading.sharing import RunMemory
-from modelmon.core.loading.sink import tiled_checksums
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import GO, WorkerTask, worker_main
 from modelmon.core.model.formats import open_model
@@ -216,25 +217,18 @@ class LoadRun:
         status = "ok"
         try:
             cache.prepare_early(self.paths, self.options.cache)
-            tasks = [
-                WorkerTask(
-                    worker,
-                    workers,
-                    self.model.path,
-                    self.model.files,
-                    self.strategy,
-                    self.options,
-                    os.getpid(),
-                    self.share,
-                    shared_ids,
-                    self.drop_behind is not None,
-                )
-                for worker in range(workers)
-            ]
-            start_workers(context, tasks, worker_main, memory, shared, processes, conns)
+            mode = None if self.shares_work else self.strategy_class.partition_for(self.options)
+            handouts = hand_out(self.model, workers, mode)
+            try:
+                drops = self.drop_behind is not None
+                tasks = WorkerTask.of_run(handouts, self.strategy, self.options, shared_ids, drops)
+                start_workers(context, tasks, worker_main, memory, shared, processes, conns)
+            finally:  # each started worker holds its own descriptor of its handout
+                for handout in handouts:
+                    handout.close()
             self._collect(conns, processes, until_ready=True)
             if self._going:
-                # Measured after the workers parsed headers, just before go: what the load
+                # Measured after the workers took their handouts, just before go: what the load
                 # really starts from.
                 gate = self.start_gate or LoadRun.prepare_cache
                 # Meanwhile a worker's death or a cancel halts the wait (and the preparation).
@@ -427,7 +421,7 @@ class LoadRun:
     def _check_shared_work(self) -> dict[str, int]:
         """The spans every worker filled tile every tensor exactly (else the run failed); the
         per-tensor crc32s combined from them when verifying."""
-        filled = [done.spans for done in self.done.values()]
+        filled = [done.spans for done in self.done.values() if done.spans is not None]
         try:
             return tiled_checksums(self.model, filled, self.options.verify)
         except LoadError as exc:
