@@ -40,26 +40,9 @@ CHILD_TIMEOUT_S = 90.0
 # page faults through each worker's own mapping, page faults through one shared descriptor.
 STRATEGIES = ("sequential", "pread", "mmap", "mmap-shared-fd")
 
-_LOAD = """
-import json, os, signal, sys, time
+_PROCESSES = """
+import os, time
 from multiprocessing import resource_tracker
-from modelmon.core.loading.messages import ReadBatch
-from modelmon.core.loading.processes import ending_code
-from modelmon.core.loading.runner import LoadRun
-from modelmon.core.options import LoadOptions
-
-path, strategy, server = sys.argv[1], sys.argv[2], int(sys.argv[3])
-options = LoadOptions(workers=2, threads=1, chunk=64 << 10, discard=True, cache="keep")
-killed = []
-
-def kill_worker_1_once_reading(message):
-    if killed or not isinstance(message, ReadBatch) or message.worker != 1 or message.prefetch:
-        return
-    if server:  # the filesystem stops answering: nothing in flight will be answered
-        os.kill(server, signal.SIGSTOP)
-    pid = run.worker_pids()[1]
-    os.kill(pid, signal.SIGKILL)
-    killed.append({"pid": pid, "at": time.monotonic(), "loaded": run.loaded_bytes})
 
 def descendants():  # every descendant of this process but multiprocessing's resource tracker
     found, todo = [], [os.getpid()]
@@ -79,6 +62,35 @@ def descendants():  # every descendant of this process but multiprocessing's res
             todo += new
     return [pid for pid in found if pid != resource_tracker._resource_tracker._pid]
 
+def left_after_reaping():  # what is still there once the kernel let the killed ones go
+    deadline = time.monotonic() + 30
+    while descendants() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the run's reaper joins them as the kernel lets them go
+    return descendants()
+"""
+
+_LOAD = (
+    _PROCESSES
+    + """
+import json, os, signal, sys, time
+from modelmon.core.loading.messages import ReadBatch
+from modelmon.core.loading.processes import ending_code
+from modelmon.core.loading.runner import LoadRun
+from modelmon.core.options import LoadOptions
+
+path, strategy, server = sys.argv[1], sys.argv[2], int(sys.argv[3])
+options = LoadOptions(workers=2, threads=1, chunk=64 << 10, discard=True, cache="keep")
+killed = []
+
+def kill_worker_1_once_reading(message):
+    if killed or not isinstance(message, ReadBatch) or message.worker != 1 or message.prefetch:
+        return
+    if server:  # the filesystem stops answering: nothing in flight will be answered
+        os.kill(server, signal.SIGSTOP)
+    pid = run.worker_pids()[1]
+    os.kill(pid, signal.SIGKILL)
+    killed.append({"pid": pid, "at": time.monotonic(), "loaded": run.loaded_bytes})
+
 def running():  # descendants neither gone nor bound to end (killed, or exiting)
     found = [pid for pid in descendants() if ending_code(pid) is None]
     return [pid for pid in found if os.path.exists(f"/proc/{pid}")]
@@ -91,9 +103,7 @@ try:
 finally:
     if server:  # the filesystem answers again: what it held may now exit
         os.kill(server, signal.SIGCONT)
-deadline = time.monotonic() + 30
-while descendants() and time.monotonic() < deadline:
-    time.sleep(0.01)  # the run's reaper joins them as the kernel lets them go
+left = left_after_reaping()
 print(json.dumps({
     "status": result.status,
     "error": result.error,
@@ -105,9 +115,10 @@ print(json.dumps({
     "done": sorted(run.done),
     "running": still_running,
     "present": present,
-    "left": descendants(),
+    "left": left,
 }))
 """
+)
 
 
 class Mount(NamedTuple):
@@ -132,7 +143,7 @@ def slow_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
     own file, with its own page cache), mounted at ``BANDWIDTH``."""
     source = tmp_path_factory.mktemp("fuse-death-source")
     model = write_safetensors_model(source, layers=2, hidden=512, vocab=2048, dtype="F16")
-    for name in (*STRATEGIES, "unanswered"):
+    for name in (*STRATEGIES, "unanswered", "ranks"):
         os.link(model, source / f"{name}.safetensors")
     mount_point = tmp_path_factory.mktemp("fuse-death-mnt")
     try:
@@ -189,3 +200,54 @@ def test_a_run_ends_while_the_filesystem_holds_its_killed_workers(slow_mount: Mo
     held = [note for note in outcome["notes"] if "unanswered" in note]
     if outcome["present"]:  # some were still held when the run ended: the result says so
         assert held and all(str(pid) in held[0] for pid in outcome["present"]), outcome
+
+
+_RANKS = (
+    _PROCESSES
+    + """
+import json, os, signal, sys
+from modelmon.core.loading.messages import ReadBatch
+from modelmon.core.measuring.ranks import RanksRun
+from modelmon.core.options import LoadOptions
+
+options = LoadOptions(workers=2, threads=1, chunk=64 << 10, discard=True, cache="keep")
+killed = []
+
+def kill_a_worker_of_rank_1_once_it_reads(message):
+    if killed or not isinstance(message, ReadBatch) or ranks.runs[1].loaded_bytes == 0:
+        return
+    pid = ranks.runs[1].worker_pids()[0]
+    os.kill(pid, signal.SIGKILL)
+    killed.append(pid)
+
+kill = kill_a_worker_of_rank_1_once_it_reads
+ranks = RanksRun(sys.argv[1], "sequential", options, ranks=2, on_message=kill)
+result = ranks.run()
+print(json.dumps({"killed": killed, "left": left_after_reaping(), **result.to_dict()}))
+"""
+)
+
+
+def test_a_rank_whose_worker_is_killed_stops_the_other_ranks(slow_mount: Mount) -> None:
+    """Two replica ranks load from the slow mount; a worker of rank 1 is killed once rank 1
+    reads: the run fails naming rank 1's worker, and rank 0 is stopped, not left to finish."""
+    path = slow_mount.folder / "ranks.safetensors"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _RANKS, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the ranks never ended after a worker of rank 1 was killed")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    (pid,) = outcome["killed"]
+    assert outcome["status"] == "failed", outcome
+    assert outcome["error"].startswith(f"rank 1: worker 0 (pid {pid}) was killed by SIGKILL")
+    zero, one = outcome["ranks"]
+    assert one["status"] == "failed"
+    assert (zero["status"], zero["error"]) == ("cancelled", "stopped: rank 1 failed"), zero
+    assert outcome["left"] == [], outcome["left"]
