@@ -140,6 +140,7 @@ def summary_text(rec: Recommendation, path: str, failure: str | None = None) -> 
         where = f"not written anywhere ({failure})."
     memory = search_memory_text(rec)
     return (
-        f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; "
+        f"{head}. Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s "
+        "budget; "
         f"{where} {memory[0].upper()}{memory[1:]}."
     )
