@@ -47,7 +47,7 @@ def versus_pick(candidate: Candidate, pick: Candidate) -> str:
 
 
 def paired_text(candidate: Candidate) -> str:
-    """Its paired runs against the pick (the finals), in the A/B's terms: this / the pick."""
+    """Its duel's paired runs against the pick, in the A/B's terms: this / the pick."""
     verdict = candidate.verdict
     if verdict is None:
         return "–"
