@@ -117,14 +117,14 @@ def _not_cold(rec: Recommendation) -> list[str]:
     ]
 
 
-def _finals(rec: Recommendation, used: Candidate) -> list[str]:
+def _duel(rec: Recommendation, used: Candidate) -> list[str]:
     if rec.duel is None:
         return ["Only one candidate completed: nothing to compare it with."]
     other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
     if verdict is None:
         return [
             f"No paired runs with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) "
-            "fitted the budget: the pick rests on single screening runs. Give it a longer "
+            "fitted the budget: the pick rests on single entry runs. Give it a longer "
             "budget for a verdict."
         ]
     gain = 1 / verdict.median_ratio if verdict.median_ratio > 0 else float("inf")
@@ -300,7 +300,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
             "give it a longer budget."
         )
     lines += _overlaps(rec)
-    lines += _finals(rec, used)
+    lines += _duel(rec, used)
     lines += _readahead(rec)
     lines += _peers(rec)
     baseline = _best(rec.ranked, "library")
