@@ -2,8 +2,8 @@
 best meet in duels of alternating pairs that stop as soon as their own noise settles them.
 
 - Entry: candidates enter one at a time, most promising first, each with one cold run that
-  races the leader and is cut when on course for more than ``cutoff.CUT_FACTOR`` × its load
-  time. A candidate enters only while the budget left after its run holds the duel: its
+  races the leader and is cut when on course for more than ``cutoff.CUT_FACTOR`` × the
+  leader's load time. A candidate enters only while the budget left after its run holds the duel: its
   pairs (``MIN_PAIRS``; one while the entrant would be the first challenger) and the runs
   that bring either duellist to ``EVIDENCE_RUNS``, of which the budget's evidence overrun
   (``limits.EVIDENCE_OVERRUN``) may fall past the deadline.
