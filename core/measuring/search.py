@@ -3,10 +3,10 @@ best meet in duels of alternating pairs that stop as soon as their own noise set
 
 - Entry: candidates enter one at a time, most promising first, each with one cold run that
   races the leader and is cut when on course for more than ``cutoff.CUT_FACTOR`` × the
-  leader's load time. A candidate enters only while the budget left after its run holds the duel: its
-  pairs (``MIN_PAIRS``; one while the entrant would be the first challenger) and the runs
-  that bring either duellist to ``EVIDENCE_RUNS``, of which the budget's evidence overrun
-  (``limits.EVIDENCE_OVERRUN``) may fall past the deadline.
+  leader's load time. A candidate enters only while the budget left after its run holds the
+  duel: its pairs (``MIN_PAIRS``; one while the entrant would be the first challenger) and
+  the runs that bring either duellist to ``EVIDENCE_RUNS``, of which the budget's evidence
+  overrun (``limits.EVIDENCE_OVERRUN``) may fall past the deadline.
 - Duel: otherwise the champion (modelmon's best, then each duel's winner) and its challenger
   (the best other candidate still in the race) run in alternating pairs. From ``MIN_PAIRS``
   pairs on, a duel stops when its pairs settle it (``settled``): the faster wins by more than
