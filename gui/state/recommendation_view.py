@@ -47,7 +47,7 @@ def versus_pick(candidate: Candidate, pick: Candidate) -> str:
 
 
 def paired_text(candidate: Candidate) -> str:
-    """Its paired runs against the pick (the finals), in the A/B's terms: this / the pick."""
+    """Its duel's paired runs against the pick, in the A/B's terms: this / the pick."""
     verdict = candidate.verdict
     if verdict is None:
         return "–"
@@ -140,6 +140,7 @@ def summary_text(rec: Recommendation, path: str, failure: str | None = None) -> 
         where = f"not written anywhere ({failure})."
     memory = search_memory_text(rec)
     return (
-        f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; "
+        f"{head}. Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s "
+        "budget; "
         f"{where} {memory[0].upper()}{memory[1:]}."
     )

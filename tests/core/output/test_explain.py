@@ -11,8 +11,8 @@ from modelmon.core.loading.result import DESCRIPTOR_NOTE, OVERLAP_NOTE
 from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.measuring.peers import PeerSettings
-from modelmon.core.measuring.recommend import Recommendation
-from modelmon.core.measuring.rounds import decide
+from modelmon.core.measuring.recommend import BudgetUse, Recommendation
+from modelmon.core.measuring.search import Duel, decide
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
@@ -44,8 +44,7 @@ def record(model: Model, **fields: object) -> Recommendation:
         ceilings=CEILINGS,
         streaming=False,
         usable_ram=10**10,
-        budget_s=60,
-        elapsed_s=59,
+        budget=BudgetUse(given_s=60, elapsed_s=59),
     )
     return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
 
@@ -56,7 +55,10 @@ def test_tie_says_within_noise_and_why_the_simpler_one(model: Model) -> None:
     best, other, verdict, tie = decide(fast, single, [1.01, 0.98, 0.99])
     assert best is single
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=3
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=3),
     )
     text = " ".join(explain(rec))
     assert "within noise" in text and "3 pairs" in text
@@ -73,7 +75,10 @@ def test_tie_with_the_library_says_why_planned_reads_win(model: Model) -> None:
     best, other, verdict, tie = decide(fast, library, [0.97, 1.01, 0.99])
     assert tie and best is fast and other is library
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=3
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=3),
     )
     text = " ".join(explain(rec))
     assert f"simpler one is recommended: {fast.spec}, because it reads with planned reads" in text
@@ -85,11 +90,18 @@ def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
     slow = candidate("pread", 162, 158)
     best, other, verdict, tie = decide(fast, slow, [0.27])
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=1
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=1),
     )
     text = " ".join(explain(rec))
     assert "1 pair: too few to estimate the noise, so every run decided" in text
-    assert "576–707" in text and "158–162" in text and "by more than 10%" in text
+    assert (
+        "576–707" in text
+        and "158–162" in text
+        and "3.8× apart, more than 2× the runs' spread" in text
+    )
 
 
 def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
@@ -114,10 +126,7 @@ def test_tie_between_equally_simple_ones_says_the_higher_median_decided(model: M
         model,
         winner=big,
         ranked=(big, medium),
-        runner_up=medium,
-        verdict=judge([1.0, 0.95, 1.04, 0.99]),
-        tie=True,
-        pairs=4,
+        duel=Duel(other=medium, verdict=judge([1.0, 0.95, 1.04, 0.99]), tie=True, pairs=4),
     )
     text = " ".join(explain(rec))
     assert f"neither is simpler, so the higher median decided: {big.spec}." in text
@@ -167,7 +176,12 @@ def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:
     best, _, verdict, tie = decide(own, runai, [2.0, 1.98, 2.02])
     assert best is runai and not tie
     rec = record(
-        model, winner=own, ranked=(own,), pick=runai, peers=(runai,), runner_up=own, verdict=verdict
+        model,
+        winner=own,
+        ranked=(own,),
+        pick=runai,
+        peers=(runai,),
+        duel=Duel(other=own, verdict=verdict),
     )
     text = " ".join(explain(rec))
     assert "Use Run:ai Model Streamer" in text and "RUNAI_STREAMER_CONCURRENCY=16" in text

@@ -6,7 +6,15 @@ import dataclasses
 import time
 from pathlib import Path
 
-from modelmon.core import CacheState, Ceiling, Ceilings, Recommendation, judge, open_model
+from modelmon.core import (
+    BudgetUse,
+    CacheState,
+    Ceiling,
+    Ceilings,
+    Recommendation,
+    judge,
+    open_model,
+)
 from modelmon.gui.state.model_sessions import (
     ModelResults,
     ModelSessions,
@@ -42,8 +50,7 @@ def _recommendation(sharded_model: Path) -> Recommendation:
         ceilings=CEILINGS,
         streaming=False,
         usable_ram=10**10,
-        budget_s=60.0,
-        elapsed_s=58.0,
+        budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
         unranked=(late,),
     )
 
