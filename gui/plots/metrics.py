@@ -22,6 +22,10 @@ from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.theme import current_theme
 
 MAX_WORKER_CURVES = 16  # per run; more workers still count in the totals
+PLACEMENT_TIP = (
+    "A rate is drawn at the middle of the sample interval it covers; memory and other "
+    "levels at the moment they were read."
+)
 FAINT_ALPHA = 90
 GB = 1e9
 
@@ -204,6 +208,7 @@ class MetricPlot(ThemedPlot):
                     f"{html.escape(trace.series)} ({what}): {html.escape(spec.description)}"
                 )
         if lines:
+            lines.append(PLACEMENT_TIP)
             self.set_tip("<br>".join(lines))
             self._described = True
 
