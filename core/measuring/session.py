@@ -29,7 +29,6 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.cache import CacheState
 
-
 _NONE = np.empty(0, dtype=np.float64)
 
 
@@ -71,7 +70,6 @@ class SessionResult:
             ],
         }
         return data
-
 
 
 class Session:

@@ -116,6 +116,7 @@ class AccessPatternPlot(ThemedPlot):
         self.traces: dict[int, _WorkerTrace] = {}
         self.stride = 1
         self.run_title = "Access pattern"
+        self.run_label = ""  # of the run shown ("A", "B"); "" when none
         self.run_spec = ""
         self.descriptors = DescriptorTally()
         self.sharing_text = ""  # "4 readers share 1 descriptor" once reads say so
@@ -155,16 +156,17 @@ class AccessPatternPlot(ThemedPlot):
         self.item.setLimits(yMin=-0.05 * base, yMax=1.05 * base)
         self.item.setYRange(0, max(base, 1e-6), padding=0.02)
 
-    def start_run(self, title: str, spec: str = "") -> None:
-        """Clear for a new run: ``title`` ("run B · pair 2/3") heads the plot, ``spec`` goes
-        under it (a long spec in the title would push the worker colours out of view)."""
+    def start_run(self, title: str, spec: str = "", label: str = "") -> None:
+        """Clear for a new run (of configuration ``label``): ``title`` ("run B · pair 2/3")
+        heads the plot, ``spec`` goes under it (a long spec in the title would push the
+        worker colours out of view)."""
         for trace in self.traces.values():
             trace.remove()
         self.traces.clear()
         self.stride = 1
         self.run_title = f"Access pattern — {title}" if title else "Access pattern"
         self.set_title(self.run_title)
-        self.run_spec = spec
+        self.run_spec, self.run_label = spec, label
         self.descriptors = DescriptorTally()
         self.sharing_text = ""
         self._caption()
@@ -196,6 +198,10 @@ class AccessPatternPlot(ThemedPlot):
             self._caption()
         self.last_end_s = max(self.last_end_s, float(reads.t_end.max()))
         self.follower.show(max(self.last_end_s, 0.01))
+
+    @property
+    def run_labels(self) -> list[str]:
+        return [self.run_label] if self.run_label else []
 
     def _caption(self) -> None:
         parts = [self.run_spec, "one colour per worker" if self.run_spec else "", self.sharing_text]

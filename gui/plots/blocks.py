@@ -10,12 +10,11 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import BlockTiming, LoadResult
+from modelmon.gui.figures.blocks import BAR_HEIGHT, ROW_OFFSETS
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
 from modelmon.gui.theme import current_theme
 
-BAR_HEIGHT = 0.4
-ROW_OFFSETS = {"A": -0.21, "B": 0.21}  # A in the upper half of a block's row, B in the lower
 LABEL_SPACING_PX = 16  # at least this much height per shown label, so labels never overlap
 # Room around the rows (title, time axis and its label): with it, the plot's minimum height
 # gives every block a labelled row; the Blocks tab scrolls when the window is shorter.
@@ -134,6 +133,10 @@ class BlockTimelinePlot(ThemedPlot):
         if self.order:
             self.item.setYRange(-0.6, len(self.order) - 0.4, padding=0)
         self.item.enableAutoRange(axis="x")
+
+    @property
+    def run_labels(self) -> list[str]:
+        return sorted(label for label, timings in self.blocks.items() if timings)
 
     def clear(self) -> None:
         self.set_block_order([])

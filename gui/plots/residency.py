@@ -123,5 +123,9 @@ class ResidencyPlot(ThemedPlot):
             image.setRect(QRectF(shown.start_s, grid.base_mb, shown.width_s, grid.size_mb))
         self.follower.show(max(shown.end_s, 0.1))
 
+    @property
+    def run_labels(self) -> list[str]:
+        return [self.label] if self.label else []
+
     def clear(self) -> None:
         self.start_run("", "")

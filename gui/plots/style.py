@@ -139,6 +139,12 @@ class ThemedPlot(QWidget):
         layout.addWidget(self.caption)
         self.apply_theme()
 
+    @property
+    def run_labels(self) -> list[str]:
+        """The runs the plot shows, by label ("A", "B"): an exported figure draws the latest
+        run of each."""
+        return []
+
     def set_caption(self, text: str | None) -> None:
         self.caption.setText(text or "")
         self.caption.setVisible(bool(text))
