@@ -182,7 +182,7 @@ class Exporter(QObject):
             y_range=None if order is not None else (float(y0), float(y1)),
             size_px=(plot.plot.width(), plot.plot.height()),
             block_order=tuple(order or ()),
-            extra={"caption": plot.caption.text()},
+            extra={"caption": plot.caption.text(), "spec": getattr(plot, "run_spec", "")},
         )
 
     def _background(self, work: Callable[[], object], success: str, level: str = "info") -> None:

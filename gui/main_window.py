@@ -66,9 +66,10 @@ class MainWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(4, 4, 4, 0)
-        layout.addWidget(self.messages)
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
+        # Messages in the bottom row, which is there with or without one: nothing moves.
+        self.statusBar().addWidget(self.messages, 1)
         self.busy = QProgressBar(maximumWidth=160, textVisible=False)
         self.busy.setRange(0, 0)
         self.busy_text = QLabel()

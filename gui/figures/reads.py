@@ -99,7 +99,7 @@ def access_pattern(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     record = next((r for r in reversed(runs.runs) if r.outcome is not None), None)
     files = runs.model.files if runs.model is not None else ()
     bases = np.concatenate([[0.0], np.cumsum([f.size for f in files], dtype=np.float64)]) / MB
-    words = [runs.extra.get("caption", "")]
+    words = [runs.extra.get("spec", ""), runs.extra.get("caption", "")]
     keys: list[Artist] = []
     if record is None or record.outcome is None:
         axes.set_title("Access pattern", loc="left")

@@ -27,6 +27,10 @@ from modelmon.gui.theme import Theme, current_theme
 CHUNK_SEGMENTS = 16_384
 MAX_SEGMENTS = 200_000
 MAX_LEGEND_WORKERS = 8
+READS_TIP = (
+    "Each read as a short segment at its file offset and time, one colour per worker: "
+    "diagonal stripes are sequential streams, a scatter is random access."
+)
 
 
 class _WorkerTrace:
@@ -105,11 +109,7 @@ class AccessPatternPlot(ThemedPlot):
             "model offset (MB)",
             parent=parent,
         )
-        self.set_tip(
-            "Each read as a short segment at its file offset and time, one "
-            "colour per worker: diagonal stripes are sequential streams, a "
-            "scatter is random access."
-        )
+        self.set_tip(READS_TIP)
         self.item.setLimits(xMin=0)
         self.follower = self.follow(follow_y=False)  # y: the whole model, fixed per model
         self.last_end_s = 0.0
@@ -158,8 +158,8 @@ class AccessPatternPlot(ThemedPlot):
 
     def start_run(self, title: str, spec: str = "", label: str = "") -> None:
         """Clear for a new run (of configuration ``label``): ``title`` ("run B · pair 2/3")
-        heads the plot, ``spec`` goes under it (a long spec in the title would push the
-        worker colours out of view)."""
+        heads the plot, ``spec`` is in its tooltip (the title keeps room for the worker
+        colours, the caption under it for how the readers used descriptors)."""
         for trace in self.traces.values():
             trace.remove()
         self.traces.clear()
@@ -167,6 +167,7 @@ class AccessPatternPlot(ThemedPlot):
         self.run_title = f"Access pattern — {title}" if title else "Access pattern"
         self.set_title(self.run_title)
         self.run_spec, self.run_label = spec, label
+        self.set_tip(f"{title}: {spec}. {READS_TIP}" if title and spec else READS_TIP)
         self.descriptors = DescriptorTally()
         self.sharing_text = ""
         self._caption()
@@ -204,7 +205,7 @@ class AccessPatternPlot(ThemedPlot):
         return [self.run_label] if self.run_label else []
 
     def _caption(self) -> None:
-        parts = [self.run_spec, "one colour per worker" if self.run_spec else "", self.sharing_text]
+        parts = [self.sharing_text, "one colour per worker" if self.run_spec else ""]
         self.set_caption(" · ".join(p for p in parts if p) or None)
 
     def _trace(self, worker: int, theme: Theme) -> _WorkerTrace:

@@ -11,11 +11,14 @@ from PySide6.QtWidgets import QWidget
 
 from modelmon.core import BlockTiming, LoadResult
 from modelmon.gui.figures.blocks import BAR_HEIGHT, ROW_OFFSETS
-from modelmon.gui.plots.style import ThemedPlot, pen
+from modelmon.gui.plots.style import PLOT_MIN_HEIGHT, ThemedPlot, pen
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
 from modelmon.gui.theme import current_theme
 
 LABEL_SPACING_PX = 16  # at least this much height per shown label, so labels never overlap
+# Height per block row the plot keeps: labels are thinned to what fits, and a model of many
+# blocks makes the Blocks tab scroll only past this.
+MIN_ROW_PX = 6
 # Room around the rows (title, time axis and its label): with it, the plot's minimum height
 # gives every block a labelled row; the Blocks tab scrolls when the window is shorter.
 CHROME_PX = 80
@@ -53,6 +56,7 @@ class BlockTimelinePlot(ThemedPlot):
             "",
             axis_items={"left": axis},
             parent=parent,
+            caption_lines=1,  # when each run's first block and half its blocks were ready
         )
         self.axis = axis
         self.plot.setToolTip(
@@ -77,7 +81,7 @@ class BlockTimelinePlot(ThemedPlot):
         self.ready.clear()
         self.ready_at.clear()
         self._redraw()
-        self.setMinimumHeight(len(self.order) * LABEL_SPACING_PX + CHROME_PX)
+        self.set_plot_min_height(max(PLOT_MIN_HEIGHT, len(self.order) * MIN_ROW_PX + CHROME_PX))
 
     def show_result(self, label: str, result: LoadResult) -> None:
         self.blocks[label] = result.blocks
@@ -119,13 +123,14 @@ class BlockTimelinePlot(ThemedPlot):
                 self.ready_lines.append(line)
         self.set_title(
             "Blocks: first to last read",
-            [
-                (
-                    f"run {label}" + (f" ({self.ready[label]})" if self.ready.get(label) else ""),
-                    theme.run_colour(label),
-                )
+            [(f"run {label}", theme.run_colour(label)) for label in sorted(self.bars)],
+        )
+        self.set_caption(
+            " · ".join(
+                f"run {label}: {self.ready[label]}"
                 for label in sorted(self.bars)
-            ],
+                if self.ready.get(label)
+            )
         )
         self.axis.names = list(self.order)
         self.axis.picture = None  # names changed: redraw the labels
