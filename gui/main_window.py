@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from PySide6.QtCore import QSettings, QSize
+from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -37,6 +37,15 @@ MODEL_FILTER = "Models (*.safetensors *.gguf *.json);;All files (*)"
 # even with the panels scrolling; the default size is larger, the screen permitting.
 MINIMUM_SIZE = QSize(800, 500)
 DEFAULT_SIZE = QSize(1400, 900)
+
+
+def drop_action(possible: Qt.DropAction) -> Qt.DropAction | None:
+    """A drop is taken as a copy (or a link), never a move: the model is only read, and a
+    source told "moved" may delete its file. None when the source offers neither."""
+    for action in (Qt.DropAction.CopyAction, Qt.DropAction.LinkAction):
+        if possible & action:
+            return action
+    return None
 
 
 class MainWindow(QMainWindow):
@@ -352,14 +361,18 @@ class MainWindow(QMainWindow):
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         urls = event.mimeData().urls()
-        if urls and urls[0].isLocalFile():
-            event.acceptProposedAction()
+        action = drop_action(event.possibleActions())
+        if urls and urls[0].isLocalFile() and action is not None:
+            event.setDropAction(action)
+            event.accept()
 
     def dropEvent(self, event: QDropEvent) -> None:
         """A dropped file or folder opens; of several, the first (one model at a time)."""
         urls = [url for url in event.mimeData().urls() if url.isLocalFile()]
-        if urls:
-            event.acceptProposedAction()
+        action = drop_action(event.possibleActions())
+        if urls and action is not None:
+            event.setDropAction(action)
+            event.accept()
             self.open_path(urls[0].toLocalFile())
             if len(urls) > 1:
                 self.messages.show_message(

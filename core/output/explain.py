@@ -18,6 +18,7 @@ from modelmon.core.measuring.candidate import (
 )
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.model.records import Model
+from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
 from modelmon.core.units import human_bytes
 
@@ -60,8 +61,26 @@ def _best(ranked: tuple[Candidate, ...], strategy: str) -> Candidate | None:
     return next((c for c in ranked if c.strategy == strategy and c.results), None)
 
 
+def times_text(ratio: float) -> str:
+    """A speed ratio as every sentence and table says it: "2.18×"."""
+    return f"{ratio:.2f}×"
+
+
 def _times(fast: float, slow: float) -> str:
-    return f"{fast / slow:.1f}×" if slow > 0 else "∞×"
+    return times_text(fast / slow) if slow > 0 else "∞×"
+
+
+def pick_speedup(pick: Candidate, other: Candidate) -> float | None:
+    """How many times faster ``pick`` is than ``other`` (below 1: slower). When the two ran
+    in alternation (the finals), the median of those pairs, else the ratio of their medians:
+    one comparison, one figure, in the explanation and in the ranking alike. None when
+    either has no rate."""
+    verdict = other.verdict
+    if verdict is not None and verdict.median_ratio > 0:  # other / pick, pair by pair
+        return 1 / verdict.median_ratio
+    if other.median_mbps > 0 and pick.median_mbps > 0:
+        return pick.median_mbps / other.median_mbps
+    return None
 
 
 def robustness_reason(chosen: Candidate, other: Candidate) -> str:
@@ -132,13 +151,13 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
             "budget for a verdict."
         ]
     pairs = rec.pairs
-    gain = 1 / verdict.median_ratio if verdict.median_ratio > 0 else float("inf")
+    gain = pick_speedup(used, other) or float("inf")
     head = (
         f"Paired with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) in "
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
     if rec.tie:
-        spread = f"{verdict.note}" if verdict.note else f"pair spread ±{verdict.noise:.0%}"
+        spread = verdict.note or spread_words(verdict.noise)
         within = (
             head + f"within noise or under {WORTH_IT - 1:.0%} apart (median ratio "
             f"{verdict.median_ratio:.2f}, {spread}): the pairs do not separate them"
@@ -156,7 +175,7 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
             f"than {CLEAR_MARGIN - 1:.0%}."
         ]
     if verdict.text == "A faster":
-        return [head + f"{gain:.2f}× faster, every pair agreeing beyond the noise."]
+        return [head + f"{times_text(gain)} faster, every pair agreeing beyond the noise."]
     return [head + "the pick had the higher median but the pairs did not all agree."]
 
 
@@ -209,10 +228,12 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
             "own descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     if rate < best:
+        speedup = pick_speedup(rec.used, shared) if shared.results else None
+        slower = times_text(speedup) if speedup is not None else _times(best, rate)
         return [
             f"mmap with one shared descriptor ({who}): "
             f"{bound}{rate:.0f} MB/s here, {'at least ' if bound else ''}"
-            f"{_times(best, rate)} slower: this is {where}. Give every reader its own "
+            f"{slower} slower: this is {where}. Give every reader its own "
             "descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     return [

@@ -6,7 +6,7 @@ import html
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QFontMetrics, QPen, QResizeEvent
+from PySide6.QtGui import QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from modelmon.gui.state.formatting import nice_ceiling
@@ -33,7 +33,7 @@ FOLLOW_HINT = " Drag or scroll to zoom; double-click to follow the data again."
 PLOT_MIN_HEIGHT = 180
 CAPTION_POINTS = 8.0
 TITLE_POINTS = 10.0
-TITLE_MARGIN_PX = 40  # the title's room short of the plot's width
+TITLE_MARGIN_PX = 12  # the title's room short of the data area's width
 
 
 def cache_axes(item: pg.PlotItem) -> None:
@@ -127,6 +127,7 @@ class ThemedPlot(QWidget):
         self._shown_title: tuple[str, tuple[tuple[str, str], ...], int] | None = None
         self.follower: RangeFollower | None = None  # set by live plots
         self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.item.vb.sigResized.connect(self._data_area_resized)
         self.plot_min_height = PLOT_MIN_HEIGHT
         self.plot.setMinimumHeight(PLOT_MIN_HEIGHT)
         # Why the plot has nothing to show (e.g. no block device under a FUSE mount): said in
@@ -222,25 +223,25 @@ class ThemedPlot(QWidget):
         self._draw_title()
 
     def _draw_title(self) -> None:
-        """The title and as many keys as fit the plot's width; the others as "+n" (in the
-        tooltip): the title never runs past the plot's edge."""
+        """The title and as many keys as fit the plot's width ("run A" shortened to "A"
+        first); the others as "+n" (in the tooltip): the title never runs past the plot's
+        edge."""
         font = self.font()
         font.setPointSizeF(TITLE_POINTS)
         metrics = QFontMetrics(font)
-        # The title sits over the data area: the plot's width less its side axes.
-        axes = sum(
-            int(self.item.getAxis(side).width())
-            for side in ("left", "right")
-            if self.item.getAxis(side).isVisible()
-        )
-        room = self.width() - axes - TITLE_MARGIN_PX
-        keys, hidden = list(self.keys), []
-        while keys:
+        # The title sits over the data area. A plot not shown has not been laid out: every
+        # key, until it is (the view box's resize draws the title again).
+        room = self.item.vb.width() - TITLE_MARGIN_PX if self.isVisible() else float("inf")
+
+        def width(keys: list[tuple[str, str]], hidden: int) -> int:
             words = [self.title, *(f"■ {name}" for name, _ in keys)]
-            if hidden:
-                words.append(f"+{len(hidden)}")
-            if metrics.horizontalAdvance("    ".join(words)) <= room:
-                break
+            return metrics.horizontalAdvance("  ".join(words + ([f"+{hidden}"] if hidden else [])))
+
+        keys = list(self.keys)
+        if width(keys, 0) > room:
+            keys = [(name.removeprefix("run "), colour) for name, colour in keys]
+        hidden: list[tuple[str, str]] = []
+        while keys and width(keys, len(hidden)) > room:
             hidden.insert(0, keys.pop())
         shown = (self.title, tuple(keys), len(hidden))
         if shown == self._shown_title:
@@ -263,9 +264,8 @@ class ThemedPlot(QWidget):
             "Not shown for want of room: " + ", ".join(name for name, _ in hidden) if hidden else ""
         )
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        if event.size().width() != event.oldSize().width() and self.keys:
+    def _data_area_resized(self) -> None:
+        if self.keys:
             self._draw_title()
 
     def changeEvent(self, event: QEvent) -> None:

@@ -114,10 +114,14 @@ def test_help_menu_shows_how_it_measures_shortcuts_and_about(qtbot, window: Main
     assert "verified cold" in help_menu.show_how().browser.toPlainText()
     shortcuts = help_menu.show_shortcuts().browser.toPlainText()
     assert "Open model" in shortcuts and "Run A/B × n" in shortcuts and "Ctrl+T" in shortcuts
-    about = help_menu.show_about().browser.toPlainText()
+    assert "CPU & memory" in shortcuts and "Disk & page cache" in shortcuts  # as the tabs say
+    dialog = help_menu.show_about()
     from modelmon import __version__
 
-    assert f"modelmon {__version__}" in about
+    assert f"modelmon {__version__}" in dialog.browser.toPlainText()
+    # A window as small as its few lines: all of them shown, nothing to scroll.
+    assert dialog.width() < 640 and dialog.height() < 480
+    assert dialog.browser.verticalScrollBar().maximum() == 0
     help_menu.dialog.close()
 
 

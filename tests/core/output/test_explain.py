@@ -98,7 +98,7 @@ def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
     library.stopped_below_mbps, library.ended = 160.0, "cut early"
     library.reason = "cut early: 800 MB loaded after 4.50 s, when the leader had loaded all"
     text = " ".join(explain(record(model, winner=winner, ranked=(winner, library))))
-    assert "stayed under 160 MB/s before it was cut: the recommendation is 3.8× that" in text
+    assert "stayed under 160 MB/s before it was cut: the recommendation is 3.75× that" in text
 
 
 def test_a_zero_copy_pick_says_what_views_of_the_page_cache_mean(model: Model) -> None:
@@ -131,7 +131,7 @@ def test_shared_descriptor_on_fuse_is_named_the_failure_mode(model: Model, tmp_p
     rec = record(model, winner=winner, ranked=(winner, shared))
     facts = dataclasses.replace(storage_facts(tmp_path), is_fuse=True)
     line = next(x for x in explain(rec, facts) if x.startswith("mmap with one shared"))
-    assert "12 MB/s here, 27.5× slower: this is the FUSE failure mode" in line
+    assert "12 MB/s here, 27.50× slower: this is the FUSE failure mode" in line
     assert "(4 readers)" in line  # no read log said more
 
 
