@@ -176,8 +176,8 @@ class Workspace(QWidget):
             for plot in plots:
                 splitter.addWidget(plot)
                 plot.min_height_changed.connect(self._refit_rows)
-            # Blocks: a few px per block at least, so a model of very many blocks makes the
-            # tab scroll (up and down only).
+            # Blocks: one labelled row per block, so the plot is as tall as the model needs
+            # and the tab scrolls (up and down only; the time axis is on top).
             page = splitter
             if plots == (self.blocks,):
                 page = scrolling(splitter)

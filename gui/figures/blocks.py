@@ -38,6 +38,8 @@ def blocks(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     axes = figure.add_subplot()
     axes.set_title("Blocks: first to last read", loc="left")
     axes.set_xlabel(X_LABEL)
+    axes.xaxis.set_ticks_position("top")  # as in the window: a table's header
+    axes.xaxis.set_label_position("top")
     row_of = {name: row for row, name in enumerate(order)}
     drawn = 0
     for record in runs.runs:

@@ -159,6 +159,8 @@ def note(axes: Axes, text: str) -> None:
 def figure_data(figure: Figure, fmt: str) -> bytes:
     buffer = io.BytesIO()
     # No creation date: the same figure gives the same file.
-    metadata = {"Date": None} if fmt == "svg" else {"CreationDate": None}
+    title = figure.get_suptitle()
+    words: dict[str, str | None] = {"Title": "modelmon figure", "Description": title}
+    metadata = {"Date": None, **words} if fmt == "svg" else {"CreationDate": None, "Title": title}
     figure.savefig(buffer, format=fmt, metadata=metadata, facecolor="white")
     return buffer.getvalue()

@@ -16,9 +16,6 @@ from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
 from modelmon.gui.theme import current_theme
 
 LABEL_SPACING_PX = 16  # at least this much height per shown label, so labels never overlap
-# Height per block row the plot keeps: labels are thinned to what fits, and a model of many
-# blocks makes the Blocks tab scroll only past this.
-MIN_ROW_PX = 6
 # Room around the rows (title, time axis and its label): with it, the plot's minimum height
 # gives every block a labelled row; the Blocks tab scrolls when the window is shorter.
 CHROME_PX = 80
@@ -57,6 +54,9 @@ class BlockTimelinePlot(ThemedPlot):
             axis_items={"left": axis},
             parent=parent,
             caption_lines=1,  # when each run's first block and half its blocks were ready
+            # The time axis on top, like a table's header: in sight above the first rows when
+            # a model of many blocks makes the tab scroll.
+            x_side="top",
         )
         self.axis = axis
         self.plot.setToolTip(
@@ -81,7 +81,9 @@ class BlockTimelinePlot(ThemedPlot):
         self.ready.clear()
         self.ready_at.clear()
         self._redraw()
-        self.set_plot_min_height(max(PLOT_MIN_HEIGHT, len(self.order) * MIN_ROW_PX + CHROME_PX))
+        self.set_plot_min_height(
+            max(PLOT_MIN_HEIGHT, len(self.order) * LABEL_SPACING_PX + CHROME_PX)
+        )
 
     def show_result(self, label: str, result: LoadResult) -> None:
         self.blocks[label] = result.blocks

@@ -111,6 +111,7 @@ class ThemedPlot(QWidget):
         axis_items: dict[str, pg.AxisItem] | None = None,
         parent: QWidget | None = None,
         caption_lines: int = 2,
+        x_side: str = "bottom",
     ) -> None:
         super().__init__(parent)
         self.plot = pg.PlotWidget(axisItems=axis_items)
@@ -120,7 +121,10 @@ class ThemedPlot(QWidget):
         self.item.setClipToView(True)
         self.item.setMenuEnabled(False)
         cache_axes(self.item)
-        self.axis_labels = {"bottom": x_label, "left": y_label}
+        self.axis_labels = {x_side: x_label, "left": y_label}
+        if x_side != "bottom":  # the time axis there instead (the Blocks plot: on top)
+            self.item.showAxis(x_side)
+            self.item.hideAxis("bottom")
         for side in self.axis_labels:
             self.item.getAxis(side).enableAutoSIPrefix(False)  # "MB/s" must not become "kMB/s"
         self.title, self.keys = title, []

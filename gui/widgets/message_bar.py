@@ -35,6 +35,8 @@ class MessageBar(QFrame):
         policy.setRetainSizeWhenHidden(True)  # its row keeps its height without a message
         policy.setHorizontalPolicy(QSizePolicy.Policy.Ignored)  # never widens the window
         self.setSizePolicy(policy)
+        # The border a message draws, there without one too: the row is as tall either way.
+        self.setStyleSheet("#messageBar { border: 1px solid transparent; border-radius: 4px; }")
         self.hide()
 
     def show_message(self, text: str, level: str = "info") -> None:
