@@ -158,9 +158,14 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
     )
     if rec.tie:
         spread = verdict.note or spread_words(verdict.noise)
+        ahead = (
+            f"the pick {times_text(gain)} faster"
+            if gain >= 1
+            else f"the runner-up {times_text(1 / gain)} faster"
+        )
         within = (
-            head + f"within noise or under {WORTH_IT - 1:.0%} apart (median ratio "
-            f"{verdict.median_ratio:.2f}, {spread}): the pairs do not separate them"
+            head + f"within noise or under {WORTH_IT - 1:.0%} apart ({ahead} by the median "
+            f"pair, {spread}): the pairs do not separate them"
         )
         if used.robustness() == other.robustness():
             return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]

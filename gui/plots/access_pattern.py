@@ -20,7 +20,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import DescriptorTally, Model
-from modelmon.gui.plots.style import ThemedPlot, pen
+from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.live import MB, AccessPoints
 from modelmon.gui.theme import Theme, current_theme
 
@@ -137,16 +137,18 @@ class AccessPatternPlot(ThemedPlot):
         for file in model.files:
             if len(model.files) > 1:
                 name = file.path.rsplit("/", 1)[-1]
-                line = pg.InfiniteLine(
-                    base,
-                    angle=0,
-                    pen=pen(theme.foreground, dashed=True),
-                    label=name,
-                    labelOpts={
-                        "position": 0.02,
-                        "color": theme.foreground,
-                        "anchors": [(0, 1), (0, 1)],
-                    },
+                line = text_line(
+                    pg.InfiniteLine(
+                        base,
+                        angle=0,
+                        pen=pen(theme.foreground, dashed=True),
+                        label=name,
+                        labelOpts={
+                            "position": 0.02,
+                            "color": theme.foreground,
+                            "anchors": [(0, 1), (0, 1)],
+                        },
+                    )
                 )
                 self.item.addItem(line)
                 self.file_lines.append(line)

@@ -18,7 +18,7 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import Model
-from modelmon.gui.plots.style import ThemedPlot, pen
+from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.live import MB
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.residency_grid import Maps, picture, resident_share
@@ -59,7 +59,9 @@ class ResidencyPlot(ThemedPlot):
         for file in model.files:
             self.files.append((file.path, base, file.size / MB))
             if len(model.files) > 1 and base > 0:
-                line = pg.InfiniteLine(base, angle=0, pen=pen(theme.foreground, dashed=True))
+                line = text_line(
+                    pg.InfiniteLine(base, angle=0, pen=pen(theme.foreground, dashed=True))
+                )
                 self.item.addItem(line)
                 self.file_lines.append(line)
             base += file.size / MB

@@ -28,6 +28,16 @@ def pen(colour: str, dashed: bool = False, alpha: int = 255) -> QPen:
     return qpen
 
 
+THEMED = "themed_alpha"  # on a line drawn in the text colour: follows light and dark
+
+
+def text_line(line: pg.InfiniteLine, alpha: int = 255) -> pg.InfiniteLine:
+    """``line`` (dashed, in the text colour, its label too) follows the theme when the
+    desktop switches between light and dark: in the old colour it would vanish."""
+    setattr(line, THEMED, alpha)
+    return line
+
+
 FOLLOW_HINT = " Drag or scroll to zoom; double-click to follow the data again."
 # Below this a plot's title, axis labels and tick labels no longer fit beside its data.
 PLOT_MIN_HEIGHT = 180
@@ -217,6 +227,12 @@ class ThemedPlot(QWidget):
             axis.setTextPen(pg.mkPen(theme.foreground, width=1))
             if text:
                 self.item.setLabel(side, text, color=theme.foreground)
+        for item in self.item.items:
+            alpha = getattr(item, THEMED, None)
+            if isinstance(item, pg.InfiniteLine) and alpha is not None:
+                item.setPen(pen(theme.foreground, dashed=True, alpha=alpha))
+                if item.label is not None:
+                    item.label.setColor(theme.foreground)
         self.set_title(self.title, self.keys)
 
     def set_title(self, title: str, keys: list[tuple[str, str]] | None = None) -> None:

@@ -15,7 +15,14 @@ from PySide6.QtCore import QPoint, QSettings, QSize
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QComboBox, QFileDialog, QLabel, QSpinBox, QWidget
 
-from modelmon.core import LoadOptions, prime_mode, set_prime_mode, write_safetensors_model
+from modelmon.core import (
+    Ceiling,
+    Ceilings,
+    LoadOptions,
+    prime_mode,
+    set_prime_mode,
+    write_safetensors_model,
+)
 from modelmon.gui.main_window import MINIMUM_SIZE, MainWindow
 from modelmon.gui.plots.blocks import LABEL_SPACING_PX
 from modelmon.gui.state.results_rows import STATUS
@@ -93,6 +100,10 @@ def test_the_dark_theme_recolours_widgets_and_plots(
     qtbot, window: MainWindow, light_afterwards: None
 ):
     plot = window.workspace.throughput
+    window.workspace.router.set_ceilings(
+        Ceilings("m", (Ceiling("parallel_read", 900.0, (900.0,), "four readers", True),))
+    )
+    (line,) = plot.ceiling_lines.values()
     light_background = plot.plot.backgroundBrush().color().name()
     window.theme_menu.actions["dark"].trigger()
     assert window.settings.theme() == "dark"
@@ -102,6 +113,8 @@ def test_the_dark_theme_recolours_widgets_and_plots(
         lambda: plot.plot.backgroundBrush().color().name() == current_theme().background
     )
     assert plot.plot.backgroundBrush().color().name() != light_background
+    # Lines and their labels in the text colour follow it: dark text on dark would vanish.
+    assert line.label.color.name() == line.pen.color().name() == current_theme().foreground
     window.theme_menu.actions["light"].trigger()
     assert not current_theme().dark
     qtbot.waitUntil(lambda: plot.plot.backgroundBrush().color().name() == light_background)

@@ -218,3 +218,24 @@ def test_runs_that_shared_the_device_are_counted_with_who(model: Model) -> None:
     assert "shared the device" not in " ".join(
         explain(record(model, winner=alone, ranked=(alone,)))
     )
+
+
+def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Model) -> None:
+    """The pick and the runner-up, paired in the finals: the explanation, "vs the pick" and
+    the failure-mode sentence all give the pairs' median (1 / 0.47 here), never the ratio of
+    the two medians (1300 / 620) beside it."""
+    from modelmon.core import pick_speedup, times_text
+
+    fast = candidate("sequential", 1300, 1290, 1310, workers=4)
+    shared = candidate("mmap-shared-fd", 620, 600, 640, workers=4)
+    best, other, verdict, tie = decide(fast, shared, [0.47, 0.46, 0.48])
+    assert best is fast and not tie
+    other.verdict = verdict  # as the finals leave it
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+    )
+    text = " ".join(explain(rec))
+    said = times_text(pick_speedup(best, other) or 0)
+    assert said == "2.13×" and f"{said} faster, every pair agreeing" in text
+    assert f"{said} slower: this is" in text  # the failure-mode sentence: the same figure
+    assert times_text(1300 / 620) not in text
