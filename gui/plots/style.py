@@ -231,8 +231,9 @@ class ThemedPlot(QWidget):
             alpha = getattr(item, THEMED, None)
             if isinstance(item, pg.InfiniteLine) and alpha is not None:
                 item.setPen(pen(theme.foreground, dashed=True, alpha=alpha))
-                if item.label is not None:
-                    item.label.setColor(theme.foreground)
+                label = getattr(item, "label", None)  # pyqtgraph sets it only with a label
+                if label is not None:
+                    label.setColor(theme.foreground)
         self.set_title(self.title, self.keys)
 
     def set_title(self, title: str, keys: list[tuple[str, str]] | None = None) -> None:
