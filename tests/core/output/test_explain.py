@@ -239,3 +239,12 @@ def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Mo
     assert said == "2.13×" and f"{said} faster, every pair agreeing" in text
     assert f"{said} slower: this is" in text  # the failure-mode sentence: the same figure
     assert times_text(1300 / 620) not in text
+    # The same with the library as the runner-up: its sentence gives the finals' figure.
+    library = candidate("library", 620, 600, 640, role="baseline")
+    best, other, verdict, tie = decide(fast, library, [0.47, 0.46, 0.48])
+    other.verdict = verdict
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+    )
+    text = " ".join(explain(rec))
+    assert f"the recommendation is {said} that" in text and times_text(1300 / 620) not in text
