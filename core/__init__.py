@@ -155,8 +155,10 @@ if TYPE_CHECKING:
     from modelmon.core.output.explain import (
         SHARED_FD_CAVEAT,
         explain,
+        pick_speedup,
         runs_words,
         shared_fd_caveat,
+        times_text,
     )
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
     from modelmon.core.output.snippets import Snippet, snippets
@@ -168,7 +170,7 @@ if TYPE_CHECKING:
         render_result,
         search_memory_text,
     )
-    from modelmon.core.output.verdict import stopped_words, verdict_words
+    from modelmon.core.output.verdict import spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
     from modelmon.core.system.cache import CacheState, evict
     from modelmon.core.system.cache import not_measured as cache_not_measured
@@ -293,8 +295,11 @@ _EXPORTS = (
         "render_result render_inspect render_ranks model_summary memory_text search_memory_text",
     ),
     ("modelmon.core.output.watch", "render_watch"),
-    ("modelmon.core.output.verdict", "verdict_words stopped_words"),
-    ("modelmon.core.output.explain", "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT"),
+    ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words"),
+    (
+        "modelmon.core.output.explain",
+        "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT pick_speedup times_text",
+    ),
     ("modelmon.core.output.snippets", "snippets Snippet"),
     ("modelmon.core.units", "human_bytes gib_text"),
     # Errors and warnings

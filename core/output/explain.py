@@ -14,6 +14,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.peers import PEERS
 from modelmon.core.measuring.search import EVIDENCE_RUNS, MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
+from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
 from modelmon.core.units import human_bytes
 
@@ -56,8 +57,26 @@ def _best(ranked: tuple[Candidate, ...], strategy: str) -> Candidate | None:
     return next((c for c in ranked if c.strategy == strategy and c.results), None)
 
 
+def times_text(ratio: float) -> str:
+    """A speed ratio as every sentence and table says it: "2.18×"."""
+    return f"{ratio:.2f}×"
+
+
 def _times(fast: float, slow: float) -> str:
-    return f"{fast / slow:.1f}×" if slow > 0 else "∞×"
+    return times_text(fast / slow) if slow > 0 else "∞×"
+
+
+def pick_speedup(pick: Candidate, other: Candidate) -> float | None:
+    """How many times faster ``pick`` is than ``other`` (below 1: slower). When the two ran
+    in alternation (the finals), the median of those pairs, else the ratio of their medians:
+    one comparison, one figure, in the explanation and in the ranking alike. None when
+    either has no rate."""
+    verdict = other.verdict
+    if verdict is not None and verdict.median_ratio > 0:  # other / pick, pair by pair
+        return 1 / verdict.median_ratio
+    if other.median_mbps > 0 and pick.median_mbps > 0:
+        return pick.median_mbps / other.median_mbps
+    return None
 
 
 def robustness_reason(chosen: Candidate, other: Candidate) -> str:
@@ -127,16 +146,21 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             "fitted the budget: the pick rests on single entry runs. Give it a longer "
             "budget for a verdict."
         ]
-    gain = 1 / verdict.median_ratio if verdict.median_ratio > 0 else float("inf")
+    gain = pick_speedup(used, other) or float("inf")
     head = (
         f"Paired with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) in "
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
     if rec.duel.tie:
-        spread = f"{verdict.note}" if verdict.note else f"pair spread ±{verdict.noise:.0%}"
+        spread = verdict.note or spread_words(verdict.noise)
+        ahead = (
+            f"the pick {times_text(gain)} faster"
+            if gain >= 1
+            else f"the runner-up {times_text(1 / gain)} faster"
+        )
         within = (
-            head + f"within noise or under {MIN_GAIN - 1:.0%} apart (median ratio "
-            f"{verdict.median_ratio:.2f}, {spread}): the pairs do not separate them"
+            head + f"within noise or under {MIN_GAIN - 1:.0%} apart ({ahead} by the median "
+            f"pair, {spread}): the pairs do not separate them"
         )
         if used.robustness() == other.robustness():
             return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]
@@ -153,7 +177,7 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             f"{BEYOND_NOISE:g}× the runs' spread (±{noise:.0%})."
         ]
     if verdict.text == "A faster":
-        return [head + f"{gain:.2f}× faster, every pair agreeing beyond the noise."]
+        return [head + f"{times_text(gain)} faster, every pair agreeing beyond the noise."]
     return [head + "the pick had the higher median but the pairs did not all agree."]
 
 
@@ -206,10 +230,12 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
             "own descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     if rate < best:
+        speedup = pick_speedup(rec.used, shared) if shared.results else None
+        slower = times_text(speedup) if speedup is not None else _times(best, rate)
         return [
             f"mmap with one shared descriptor ({who}): "
             f"{bound}{rate:.0f} MB/s here, {'at least ' if bound else ''}"
-            f"{_times(best, rate)} slower: this is {where}. Give every reader its own "
+            f"{slower} slower: this is {where}. Give every reader its own "
             "descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     return [
@@ -312,10 +338,12 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     elif baseline:
         lo = min(r.mbps for r in used.results)
         within = lo <= baseline.median_mbps
+        # The figure the finals and the ranking give when the library was the runner-up.
+        speedup = pick_speedup(used, baseline) or used.median_mbps / baseline.median_mbps
         verdict = (
             "within the winner's spread: little to gain over it"
             if within
-            else f"the recommendation is {_times(used.median_mbps, baseline.median_mbps)} that"
+            else f"the recommendation is {times_text(speedup)} that"
         )
         lines.append(
             f"The library's own read (safetensors get_tensor / gguf reader) reached "

@@ -110,7 +110,7 @@ def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
     library.stopped_below_mbps, library.ended = 160.0, "cut early"
     library.reason = "cut early: 800 MB loaded after 4.50 s, when the leader had loaded all"
     text = " ".join(explain(record(model, winner=winner, ranked=(winner, library))))
-    assert "stayed under 160 MB/s before it was cut: the recommendation is 3.8× that" in text
+    assert "stayed under 160 MB/s before it was cut: the recommendation is 3.75× that" in text
 
 
 def test_a_zero_copy_pick_says_what_views_of_the_page_cache_mean(model: Model) -> None:
@@ -140,7 +140,7 @@ def test_shared_descriptor_on_fuse_is_named_the_failure_mode(model: Model, tmp_p
     rec = record(model, winner=winner, ranked=(winner, shared))
     facts = dataclasses.replace(storage_facts(tmp_path), is_fuse=True)
     line = next(x for x in explain(rec, facts) if x.startswith("mmap with one shared"))
-    assert "12 MB/s here, 27.5× slower: this is the FUSE failure mode" in line
+    assert "12 MB/s here, 27.50× slower: this is the FUSE failure mode" in line
     assert "(4 readers)" in line  # no read log said more
 
 
@@ -232,3 +232,33 @@ def test_runs_that_shared_the_device_are_counted_with_who(model: Model) -> None:
     assert "shared the device" not in " ".join(
         explain(record(model, winner=alone, ranked=(alone,)))
     )
+
+
+def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Model) -> None:
+    """The pick and the runner-up, paired in the finals: the explanation, "vs the pick" and
+    the failure-mode sentence all give the pairs' median (1 / 0.47 here), never the ratio of
+    the two medians (1300 / 620) beside it."""
+    from modelmon.core import pick_speedup, times_text
+
+    fast = candidate("sequential", 1300, 1290, 1310, workers=4)
+    shared = candidate("mmap-shared-fd", 620, 600, 640, workers=4)
+    best, other, verdict, tie = decide(fast, shared, [0.47, 0.46, 0.48])
+    assert best is fast and not tie
+    other.verdict = verdict  # as the finals leave it
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+    )
+    text = " ".join(explain(rec))
+    said = times_text(pick_speedup(best, other) or 0)
+    assert said == "2.13×" and f"{said} faster, every pair agreeing" in text
+    assert f"{said} slower: this is" in text  # the failure-mode sentence: the same figure
+    assert times_text(1300 / 620) not in text
+    # The same with the library as the runner-up: its sentence gives the finals' figure.
+    library = candidate("library", 620, 600, 640, role="baseline")
+    best, other, verdict, tie = decide(fast, library, [0.47, 0.46, 0.48])
+    other.verdict = verdict
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+    )
+    text = " ".join(explain(rec))
+    assert f"the recommendation is {said} that" in text and times_text(1300 / 620) not in text
