@@ -127,12 +127,16 @@ def decide(
 
 
 def screening_order(own: list[Candidate], others: list[Candidate]) -> list[Candidate]:
-    """modelmon's first ``OWN_PER_PEER`` candidates, then one of ``others`` after every
-    ``OWN_PER_PEER`` of its own (the others left over at the end)."""
-    rest, order = own[OWN_PER_PEER:], list(own[:OWN_PER_PEER])
-    for index in range(max(-(-len(rest) // OWN_PER_PEER), len(others))):
+    """modelmon's first ``OWN_PER_PEER`` candidates (they set the leader), then ``interleaved``."""
+    return own[:OWN_PER_PEER] + interleaved(own[OWN_PER_PEER:], others)
+
+
+def interleaved(own: list[Candidate], others: list[Candidate]) -> list[Candidate]:
+    """One of ``others`` after every ``OWN_PER_PEER`` of ``own`` (those left over at the end)."""
+    order: list[Candidate] = []
+    for index in range(max(-(-len(own) // OWN_PER_PEER), len(others))):
         start = index * OWN_PER_PEER
-        order += rest[start : start + OWN_PER_PEER] + others[index : index + 1]
+        order += own[start : start + OWN_PER_PEER] + others[index : index + 1]
     return order
 
 
@@ -222,7 +226,7 @@ class Search:
         extra, self.variants = self.variants(self.contenders()), None
         own = [c for c in waiting if c.peer is None]
         others = [c for c in waiting if c.peer is not None] + extra
-        self.queue[:] = [c for c in self.queue if entered(c)] + screening_order(own, others)
+        self.queue[:] = [c for c in self.queue if entered(c)] + interleaved(own, others)
         return [c for c in self.queue if not entered(c)]
 
     def cost(
