@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         ProgramConfig,
         as_config,
         is_program_spec,
+        named_path,
         parse_engine,
         parse_program,
         program_of,
@@ -256,7 +257,7 @@ _EXPORTS = (
     ("modelmon.core.options", "Config"),
     (
         "modelmon.core.engines.spec",
-        "ProgramConfig parse_program parse_engine is_program_spec as_config program_of",
+        "ProgramConfig parse_program parse_engine is_program_spec as_config program_of named_path",
     ),
     (
         "modelmon.core.engines.registry",

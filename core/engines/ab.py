@@ -37,12 +37,14 @@ def run_configuration(
     *,
     cancel: threading.Event | None = None,
     on_program: Callable[[ProgramResult], None] | None = None,
+    path: str | None = None,
 ) -> LoadResult:
-    """One run of a configuration: a program watched, or a strategy in worker processes."""
+    """One run of a configuration: a program watched, or a strategy in worker processes.
+    ``path``: what a program's ``{path}`` stands for (default: the model's path)."""
     program = program_of(strategy)
     if program is None:
         return LoadRun(model, strategy, options, cancel=cancel).run()
-    outcome = ProgramRun(model, program, options.cache, cancel=cancel).run()
+    outcome = ProgramRun(model, program, options.cache, cancel=cancel, path=path).run()
     if on_program is not None:
         on_program(outcome)
     return outcome.load
@@ -59,12 +61,13 @@ def run_ab(
     cancel: threading.Event | None = None,
     run_one: ab.RunOne | None = None,
     on_program: OnProgram | None = None,
+    path: str | None = None,
 ) -> ab.ABResult:
     """``measuring.ab.run_ab`` where a side may be a program (``engines.spec.as_config``).
 
     ``run_one`` (the app's monitored runs) is told each run's strategy: a program's is its
     spec, which ``program_of`` reads back. Without it, programs run as ``ProgramRun`` s and
-    ``on_program`` hears each one's watch."""
+    ``on_program`` hears each one's watch; ``path`` is what their ``{path}`` stands for."""
     check_cache((a, b), cache)
 
     def load(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
@@ -72,7 +75,9 @@ def run_ab(
             if on_program is not None:
                 on_program(side, pair, outcome)
 
-        return run_configuration(model, strategy, options, cancel=cancel, on_program=heard)
+        return run_configuration(
+            model, strategy, options, cancel=cancel, on_program=heard, path=path
+        )
 
     return ab.run_ab(
         model, a, b, n, cache, on_result=on_result, cancel=cancel, run_one=run_one or load

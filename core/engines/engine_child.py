@@ -33,6 +33,10 @@ from typing import Any
 PAGE = 4096
 UNSUPPORTED = 2  # exit code: the installed version has no such knob value
 PR_SET_PDEATHSIG = 1
+# A folder: once loaded, the program says so there (``loaded``) and waits, holding what it
+# loaded, until ``release`` appears there (60 s at most), so that a test can look at it.
+HOLD = "MODELMON_ENGINE_HOLD"
+HOLD_S = 60.0
 
 
 class Unsupported(Exception):
@@ -174,10 +178,24 @@ def transformers_features() -> dict[str, list[str]]:
     }
 
 
+def folder_of(path: str, marks: tuple[str, ...] = ("config.json",)) -> str:
+    """The folder a from_pretrained loads for ``path``: the path itself when a folder, else
+    the file's folder, or the folder above it when that holds the marks (a pipeline's
+    component file names the pipeline)."""
+    if os.path.isdir(path):
+        return path
+    folder = os.path.dirname(os.path.abspath(path))
+    above = os.path.dirname(folder)
+    here = any(os.path.exists(os.path.join(folder, mark)) for mark in marks)
+    if not here and any(os.path.exists(os.path.join(above, mark)) for mark in marks):
+        return above
+    return folder
+
+
 def load_transformers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     import transformers
 
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    folder = folder_of(path)
     config = transformers.AutoConfig.from_pretrained(folder)
     causal = any(a.endswith("ForCausalLM") for a in getattr(config, "architectures", None) or ())
     loader = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
@@ -197,10 +215,11 @@ def diffusers_features() -> dict[str, list[str]]:
 
 def load_diffusers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     diffusers: Any = importlib.import_module("diffusers")
-    if not os.path.isdir(path):
+    path = folder_of(path, ("model_index.json", "config.json"))
+    if not any(os.path.exists(os.path.join(path, m)) for m in ("model_index.json", "config.json")):
         raise Unsupported(
-            "the diffusers engine loads a folder with from_pretrained (model_index.json of a "
-            "pipeline, or config.json of a model): name the folder"
+            "the diffusers engine loads a folder with from_pretrained: a pipeline's (with "
+            "model_index.json) or a model's (with config.json); neither is beside the model"
         )
     kwargs = {"disable_mmap": True} if knobs.get("disable_mmap") == "true" else {}
     if os.path.exists(os.path.join(path, "model_index.json")):
@@ -297,6 +316,15 @@ def check(engine: str, knobs: dict[str, str], features: dict[str, list[str]]) ->
             raise Unsupported(f"{engine} here does not read {name}={value}")
 
 
+def hold(folder: str | None) -> None:
+    if not folder:
+        return
+    open(os.path.join(folder, "loaded"), "w").close()
+    deadline = time.monotonic() + HOLD_S
+    while not os.path.exists(os.path.join(folder, "release")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--features":
         print(json.dumps(ENGINES[argv[1]][1]()))
@@ -323,6 +351,7 @@ def main(argv: list[str]) -> int:
         print(f"modelmon engine {engine}: {exc}", file=sys.stderr)
         return UNSUPPORTED
     seconds = time.perf_counter() - start
+    hold(os.environ.get(HOLD))
     report = {
         "engine": engine,
         "version": _version(distribution),

@@ -20,6 +20,7 @@ Inside an A/B a program configuration travels as a ``Config`` whose strategy is 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -158,6 +159,13 @@ def parse_engine(text: str) -> ProgramConfig:
     return ProgramConfig(
         "engine", engine=engine.name, knobs=tuple(knobs.items()), readahead=readahead
     )
+
+
+def named_path(given: str, model_path: str) -> str:
+    """What ``{path}`` stands for: the path as the user named it (made absolute) where it is
+    one here, so that a folder stays a folder; else the model's (a reference such as
+    ``hf:ORG/NAME``, resolved)."""
+    return os.path.abspath(given) if os.path.exists(given) else model_path
 
 
 def as_config(program: ProgramConfig) -> Config:
