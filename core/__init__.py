@@ -40,6 +40,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from modelmon.core.api import load, measure, storage_references, watch
     from modelmon.core.engines.ab import run_ab, run_configuration
+    from modelmon.core.engines.advice import (
+        LoaderAdvice,
+        LoaderRecommendation,
+        loader_config,
+        recommend_with_loader,
+    )
     from modelmon.core.engines.registry import (
         ENGINES,
         Engine,
@@ -174,6 +180,7 @@ if TYPE_CHECKING:
         shared_fd_caveat,
     )
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
+    from modelmon.core.output.loader import loader_explanation, loader_snippets, loader_table
     from modelmon.core.output.snippets import Snippet, snippets
     from modelmon.core.output.text import (
         memory_text,
@@ -250,6 +257,10 @@ _EXPORTS = (
     ("modelmon.core.measuring.recommend", "recommend Recommendation candidates"),
     ("modelmon.core.measuring.candidate", "Candidate"),
     (
+        "modelmon.core.engines.advice",
+        "recommend_with_loader LoaderRecommendation LoaderAdvice loader_config",
+    ),
+    (
         "modelmon.core.measuring.peers",
         "PEERS PeerSettings PeerResult run_peer check_import stop_child stop_child_and_close",
     ),
@@ -321,6 +332,7 @@ _EXPORTS = (
     ("modelmon.core.output.verdict", "verdict_words stopped_words"),
     ("modelmon.core.output.explain", "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT"),
     ("modelmon.core.output.snippets", "snippets Snippet"),
+    ("modelmon.core.output.loader", "loader_explanation loader_snippets loader_table"),
     ("modelmon.core.units", "human_bytes gib_text"),
     # Errors and warnings
     (

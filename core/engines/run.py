@@ -46,6 +46,10 @@ from modelmon.core.watching.watch import Watch
 INTERVAL_S = 0.1  # the watch's sampling period
 POLL_S = 0.05  # how often a run looks at its stop event and its time limit
 FINDING_NOTE = "finding "  # a note carrying one of the watch's findings: "finding mmap-faults: ..."
+# A load that lasted this few of the watch's samples is timed no finer than one sample:
+# its rate is a bound, and its result says so.
+SHORT_SAMPLES = 3
+SHORT_NOTE = "short: "
 STDERR_TAIL = 64 << 10  # the end of the command's stderr kept for its last line
 # Set for engine runs: a model on disk loads without asking the hub anything.
 ENGINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -229,6 +233,13 @@ class ProgramRun:
         notes += list(watched.notes)
         if overlapped:
             notes.append(f"{OVERLAP_NOTE}{'; '.join(overlapped)}")
+        if status == "ok" and seconds <= SHORT_SAMPLES * watched.interval_s:
+            notes.append(
+                f"{SHORT_NOTE}the load lasted {seconds:.2f} s, about "
+                f"{seconds / watched.interval_s:.0f} of the watch's {watched.interval_s:g} s "
+                "samples: its rate is known to a sample, not finer (a larger model, or slower "
+                "storage, times it well)"
+            )
         return LoadResult(
             status=status,
             strategy=self.program.spec,
