@@ -53,7 +53,7 @@ class Engine:
     label: str  # as its users say it
     formats: tuple[str, ...]  # the model formats it loads ("safetensors", "gguf")
     modules: tuple[str, ...]  # what must be importable for it to run here
-    extra: str  # pip install 'modelmon[EXTRA]' installs it
+    extra: str  # pip install 'modelmon[EXTRA]' installs it ("": modelmon's own dependencies)
     knobs: tuple[Knob, ...]
     snippet: Callable[[Settings], str]  # the line that applies these settings
     # The watch's loader keys (``watching.loaders``) that mean a program uses this engine.
@@ -116,10 +116,9 @@ class Engine:
         missing = [m for m in self.modules if _missing(m)]
         if not missing:
             return None
-        return (
-            f"{self.label} is not installed here ({', '.join(missing)} not found): "
-            f"pip install 'modelmon[{self.extra}]'"
-        )
+        how = f"'modelmon[{self.extra}]'" if self.extra else " ".join(missing)
+        found = ", ".join(missing)
+        return f"{self.label} is not installed here ({found} not found): pip install {how}"
 
 
 def _missing(module: str) -> bool:
@@ -233,7 +232,7 @@ ENGINES: dict[str, Engine] = {
             "safetensors",
             ("safetensors",),
             ("safetensors", "numpy"),
-            "safetensors",
+            "",
             (FRAMEWORK, BACKEND),
             _safetensors,
             detected_as=("safetensors",),
