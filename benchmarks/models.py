@@ -48,9 +48,17 @@ GGUF_Q4K = ModelSpec(
 )
 SMALL = ModelSpec(
     "small-f16",
-    "8 layers, hidden 1024, TinyLlama vocabulary, fp16, 1 file",
+    "8 layers, hidden 1024, TinyLlama vocabulary, fp16, 1 file, with the config.json that "
+    "transformers loads",
     "safetensors",
-    {"layers": 8, "hidden": 1024, "intermediate": 2816, "vocab": 32000, "shards": 1},
+    {
+        "layers": 8,
+        "hidden": 1024,
+        "intermediate": 2816,
+        "vocab": 32000,
+        "shards": 1,
+        "transformers_config": True,
+    },
 )
 # The smoke test's model: a few MB.
 TINY = ModelSpec(

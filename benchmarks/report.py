@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from benchmarks import extras, knobs
+from benchmarks.engines import markdown as engines_markdown
 from benchmarks.explain import explain_miss
 from benchmarks.peers import PEERS
 from benchmarks.regret_tables import (
@@ -330,6 +331,15 @@ def render(results: dict[str, Any]) -> str:
     out += ["## Peak memory\n", *memory_section(results)]
     out += ["## Plan time for a 100 000-tensor model\n", *extras.plan_section(results)]
     out += ["## GUI event-loop tick latency\n", *extras.gui_section(results)]
+    engines_section = results.get("engines")
+    if engines_section is not None:  # benchmarks/engines.py: users' own loaders
+        out.append(
+            "## Your loader: as users run it, with recommend's change, and modelmon's best\n"
+        )
+        if "skipped" in engines_section:
+            out.append(f"Not run: {engines_section['skipped']}.\n")
+        else:
+            out += engines_markdown(engines_section)
     if "knobs" in results:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results["knobs"]))
     return "\n".join(out).rstrip() + "\n"

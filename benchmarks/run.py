@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import extras, knobs, memory, plots, report, suite
+from benchmarks import engines, extras, knobs, memory, plots, report, suite
 from benchmarks.machine import facts
-from benchmarks.models import SMALL, ensure_model
+from benchmarks.models import GGUF_Q4K, SMALL, TINY, ensure_model
 from benchmarks.peers import PEERS, peer_unavailable
 from benchmarks.summary import peer_memory
 
@@ -154,6 +154,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         available = {n for n, why in results["peers"].items() if why is None}
         suite.run_environments(profile, envs, paths, available, scratch, results, say)
         results.update(_extras(profile, paths, scratch, results, args.smoke))
+        results["engines"] = _guarded(
+            "engines", lambda: _engines(paths, envs, scratch, args.smoke, profile.repeats)
+        )
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
             results["knobs"] = _guarded(
@@ -165,6 +168,39 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["wall_s"] = time.monotonic() - started
     _write(results, args.out)
     return results
+
+
+ENGINE_BUDGET_S = 60.0  # recommend --engine: half for modelmon's search, half for the loader
+
+
+def _engines(
+    paths: dict[str, Path], envs: list[str], scratch: Path, smoke: bool, repeats: int
+) -> dict[str, Any]:
+    """Users' own loaders (benchmarks/engines.py) on the throttled disk and the FUSE mount;
+    in --smoke, the safetensors library on the local disk, once."""
+    if smoke:
+        say("engines: the safetensors library as users run it (smoke, local)")
+        folder = paths[TINY.key].parent
+        return engines.run_section(
+            ["local"],
+            {"safetensors": folder},
+            scratch,
+            say,
+            budget_s=5.0,
+            repeats=1,
+            engines=("safetensors",),
+        )
+    wanted = [env for env in ("hdd", "fuse") if env in envs]
+    if not wanted or SMALL.key not in paths:
+        return {"skipped": "runs on the hdd and fuse environments only"}
+    small = paths[SMALL.key].parent  # with its config.json: safetensors and transformers
+    found = {"safetensors": small, "transformers": small}
+    if GGUF_Q4K.key in paths:
+        found["llamacpp"] = paths[GGUF_Q4K.key]
+    say(f"engines: users' loaders on {', '.join(wanted)}")
+    return engines.run_section(
+        wanted, found, scratch, say, budget_s=ENGINE_BUDGET_S, repeats=repeats
+    )
 
 
 def _describe(spec: Any, path: Path) -> dict[str, Any]:

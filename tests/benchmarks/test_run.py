@@ -41,6 +41,7 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
         "## Peak memory",
         "## Plan time for a 100 000-tensor model",
         "## GUI event-loop tick latency",
+        "## Your loader: as users run it, with recommend's change, and modelmon's best",
     ):
         assert heading in text
     assert COLUMNS in text
@@ -78,3 +79,16 @@ def test_json_has_every_run(smoke: tuple[str, dict]) -> None:
     assert results["memory"]["discard"]["runs"]
     assert results["overhead"]["pairs"] == 1
     assert results["machine"]["cores"] >= 1
+
+
+def test_the_users_loader_is_measured_as_users_run_it(smoke: tuple[str, dict]) -> None:
+    """The safetensors library as users run it, recommend --engine's pick and modelmon's
+    best, each run watched in a fresh process; the row compares what recommend reported
+    with the same configuration applied again."""
+    text, results = smoke
+    (row,) = results["engines"]["rows"]
+    assert row["engine"] == "safetensors" and row["loader"]["as_is"] == "engine: safetensors"
+    assert row["runs"]["as_is"][0]["status"] == "ok" and row["runs"]["as_is"][0]["cold"]
+    assert row["runs"]["modelmon"][0]["status"] == "ok", row["runs"]["modelmon"]
+    assert row["reported"]["mbps"] > 0 and row["applied_again"] > 0
+    assert "| local | safetensors |" in text and "reported → applied again" in text

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import write_safetensors_model
+from modelmon.core import read_config, write_safetensors_model
 
 from .conftest import RunCli
 
@@ -42,6 +42,7 @@ def test_recommend_with_an_engine_measures_it_and_marks_its_snippet(
     )
     assert done.returncode == 0, done.stderr
     written = tomllib.loads(config.read_text())
+    assert read_config(config).document["loader"] == written["loader"]  # it still applies
     loader = written["loader"]
     assert loader["as_is"] == "engine: safetensors" and loader["as_is_runs"] >= 3
     assert loader["modelmon_runs"] >= 3 and loader["rounds"] >= 3
