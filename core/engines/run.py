@@ -150,7 +150,7 @@ class ProgramRun:
 
             self.watch = Watch(
                 command,
-                model=[self.path],
+                model=self.paths,
                 cache=self.cache,
                 stdout=out.fileno(),
                 stderr=err.fileno(),

@@ -129,3 +129,24 @@ def test_an_ab_with_a_failing_command_is_void_and_says_why(model: Path) -> None:
     failing = as_config(parse_program(f'cmd: {PYTHON} -c "import sys; sys.exit(4)" {{path}}'))
     with pytest.raises(ABFailed, match="B run 1 failed: exit code 4"):
         run_ab(open_model(model), Config("sequential", LoadOptions()), failing, n=1)
+
+
+def test_every_shard_is_made_cold_and_counted_when_the_index_is_named(
+    sharded_model: Path,
+) -> None:
+    """``{path}`` is the index the user named; the cache of every shard is verified cold."""
+    reads_all = (
+        "import glob, os, sys\n"
+        "for name in glob.glob(os.path.join(os.path.dirname(sys.argv[1]), '*.safetensors')):\n"
+        "    f = open(name, 'rb', buffering=0)\n"
+        "    while f.read(1 << 20): pass"
+    )
+    model = open_model(sharded_model)
+    outcome = run_program(
+        model, parse_program(f'cmd: {PYTHON} -c "{reads_all}" {{path}}'), path=str(sharded_model)
+    )
+    assert outcome.load.status == "ok", outcome.load.error
+    assert outcome.load.cache.cold and outcome.watch is not None
+    assert {f.path for f in outcome.watch.files} == {f.path for f in model.files}
+    assert outcome.load.bytes == sum(f.size for f in model.files)
+    assert outcome.load.options["command"][-1] == str(sharded_model)
