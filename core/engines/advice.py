@@ -84,8 +84,11 @@ class LoaderRecommendation:
     note: str = ""
 
 
-def loader_config(loader: str | None, engine: str | None, model: Model) -> ProgramConfig:
-    """The user's loader from ``--loader`` and ``--engine``, checked before measuring."""
+def loader_config(
+    loader: str | None, engine: str | None, model: Model, path: str | None = None
+) -> ProgramConfig:
+    """The user's loader from ``--loader`` and ``--engine``, checked before measuring;
+    ``path``: what its ``{path}`` stands for (default: the model's)."""
     if loader is None and engine is None:
         raise OptionsError("name your loader: --loader 'cmd: ...' or --engine NAME")
     named = parse_engine(engine) if engine is not None else None
@@ -101,7 +104,7 @@ def loader_config(loader: str | None, engine: str | None, model: Model) -> Progr
                 f"{model.format}"
             )
         stand_in = get_engine(chosen.stand_in) if chosen.stand_in else chosen
-        why = stand_in.unavailable()
+        why = stand_in.unavailable() or stand_in.refuses(path or model.path)
         if why is not None and program is config:
             raise OptionsError(why)
     return config
@@ -267,7 +270,7 @@ def recommend_with_loader(
     rounds (``LOADER_SHARE`` of it, and more for the evidence). Arguments are checked first."""
     say = progress or (lambda _: None)
     started = time.monotonic() if started is None else started
-    config = loader_config(loader, engine, model)
+    config = loader_config(loader, engine, model, path)
     search_s = max(MIN_BUDGET_S, budget_s * (1 - LOADER_SHARE))
     rec = recommend(model, search_s, progress=say, cancel=cancel, started=started, **options)
     if rec.streaming:

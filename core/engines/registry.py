@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -65,6 +66,22 @@ class Engine:
     # the engine whose runs stand for it, and its line for the stand-in's settings.
     not_here: str | None = None
     stand_in: str | None = None
+    # The files it needs beside the weights (transformers: config.json), looked for in the
+    # model's folder and the one above it (a pipeline's component).
+    needs_beside: tuple[str, ...] = ()
+
+    def refuses(self, path: str) -> str | None:
+        """Why it cannot load the model at ``path`` (a file it needs is missing), or None."""
+        if not self.needs_beside:
+            return None
+        folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        for place in (folder, os.path.dirname(folder)):
+            if any(os.path.exists(os.path.join(place, name)) for name in self.needs_beside):
+                return None
+        return (
+            f"{self.label} loads a folder holding {' or '.join(self.needs_beside)}; "
+            f"{folder} has none"
+        )
 
     def knob(self, name: str) -> Knob:
         for knob in self.knobs:
@@ -254,6 +271,7 @@ ENGINES: dict[str, Engine] = {
             ),
             _transformers,
             detected_as=("transformers",),
+            needs_beside=("config.json",),
         ),
         Engine(
             "diffusers",
@@ -272,6 +290,7 @@ ENGINES: dict[str, Engine] = {
             ),
             _diffusers,
             detected_as=("diffusers",),
+            needs_beside=("model_index.json", "config.json"),
         ),
         Engine(
             "llamacpp",

@@ -145,9 +145,10 @@ def run(args: argparse.Namespace) -> int:
     require_tensor_bytes(model)
     with_loader = args.loader is not None or args.engine is not None
     if with_loader:
-        from modelmon.core import loader_config
+        from modelmon.core import loader_config, named_path
 
-        loader_config(args.loader, args.engine, model)  # refused before any measuring
+        # Refused before any measuring.
+        loader_config(args.loader, args.engine, model, named_path(args.path, model.path))
     limit = args.memory_limit
     # Refused before minutes of measuring, not after.
     if args.output is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import read_config, write_safetensors_model
+from modelmon.core import engine_unavailable, read_config, write_safetensors_model
 
 from .conftest import RunCli
 
@@ -106,6 +106,18 @@ def test_a_loader_that_cannot_be_measured_is_refused_before_measuring(
     done = modelmon("recommend", str(model), *args, "-o", str(model.parent / "x.toml"))
     assert done.returncode == 2, done.stderr
     assert said in done.stderr and not (model.parent / "x.toml").exists()
+
+
+def test_an_engine_missing_what_it_needs_beside_the_weights_is_refused(
+    modelmon: RunCli, model: Path
+) -> None:
+    """transformers loads a folder with its config.json: without one, or without
+    transformers here, it is said before anything is measured, naming what is missing."""
+    done = modelmon("recommend", str(model), "--engine", "transformers")
+    assert done.returncode == 2, done.stderr
+    missing = engine_unavailable("transformers")
+    said = missing if missing is not None else "loads a folder holding config.json"
+    assert said in done.stderr
 
 
 def test_an_engine_that_cannot_run_here_gets_a_translated_snippet_said_not_measured(
