@@ -28,10 +28,10 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
+from benchmarks.codec import from_json, to_json
 from modelmon.core import engine_unavailable, open_model, parse_program, run_program, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,13 +51,87 @@ class EngineJob:
     scratch: str  # where the config file goes
 
 
+@dataclass(frozen=True)
+class LoaderTable:
+    """What the bench reads of ``recommend --engine --json``'s ``[loader]`` table (a figure
+    it lacks was not measured)."""
+
+    as_is: str
+    modelmon: str
+    change: str | None = None  # None: recommend keeps the loader as it is
+    as_is_mbps: float | None = None
+    change_mbps: float | None = None
+    modelmon_mbps: float | None = None
+    gain: float | None = None
+    rounds: int = 0
+
+    @property
+    def reported(self) -> tuple[str, float | None]:
+        """The configuration recommend stands behind for the loader, and its MB/s."""
+        if self.change is not None:
+            return self.change, self.change_mbps
+        return self.as_is, self.as_is_mbps
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """One cold, watched run of one configuration in a fresh process."""
+
+    round: int
+    status: str  # "ok" | "failed" | "cancelled"
+    error: str | None
+    mbps: float
+    cold: bool
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """One configuration of an engine's job over its rounds."""
+
+    spec: str  # as run: ``engine: ...`` or ``cmd: ...``
+    runs: tuple[EngineRun, ...] = ()
+
+    @property
+    def median_mbps(self) -> float | None:
+        return _median([r.mbps for r in self.runs if r.status == "ok"])
+
+
+@dataclass(frozen=True)
+class EngineRow:
+    """One engine in one environment: the loader as users run it, with recommend's change,
+    and modelmon's best; or why the job failed."""
+
+    job: EngineJob
+    failed: str | None = None
+    loader: LoaderTable | None = None
+    as_is: EngineEntry | None = None
+    change: EngineEntry | None = None
+    modelmon: EngineEntry | None = None
+    gain: float | None = None  # the change over as users run it: median of paired ratios
+    modelmon_gain: float | None = None
+    reported_spec: str | None = None
+    reported_mbps: float | None = None  # what recommend reported for that configuration
+    applied_again: float | None = None  # its median MB/s in these fresh processes
+    applied_ratio: float | None = None
+    within: bool = False  # applied again within TOLERANCE of what recommend reported
+    all_cold: bool = False
+
+
+@dataclass
+class EnginesSection:
+    repeats: int
+    rows: list[EngineRow] = field(default_factory=list)
+    not_here: dict[str, str] = field(default_factory=dict)  # engine → why not measured
+    skipped_envs: dict[str, str] = field(default_factory=dict)  # environment → why
+
+
 def _modelmon_best(config: Path) -> str:
     """modelmon's best as a user applies it: core.load with the config file, as a command."""
     code = "import sys, modelmon.core as m; m.load(sys.argv[1], config=sys.argv[2])"
     return f"cmd: {sys.executable} -c '{code}' {{path}} {config}"
 
 
-def _recommend(job: EngineJob, config: Path) -> dict[str, Any]:
+def _recommend(job: EngineJob, config: Path) -> LoaderTable:
     argv = [sys.executable, "-m", "modelmon", "recommend", job.path, "--engine", job.engine]
     argv += ["--budget", f"{job.budget_s:g}", "--json", "-o", str(config)]
     child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -68,77 +142,66 @@ def _recommend(job: EngineJob, config: Path) -> dict[str, Any]:
     if child.returncode != 0:
         lines = err.decode(errors="replace").strip().splitlines()
         raise RuntimeError(lines[-1] if lines else f"recommend exited {child.returncode}")
-    return dict(json.loads(out))
+    return from_json(LoaderTable, json.loads(out)["loader"])  # the CLI's own JSON
 
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def run_job(job: EngineJob, say: Say) -> dict[str, Any]:
+def run_job(job: EngineJob, say: Say) -> EngineRow:
     config = Path(job.scratch) / f"{job.env}-{job.engine}.toml"
     say(f"engines: {job.env} · {job.engine}: recommend --engine {job.engine}")
-    document = _recommend(job, config)
-    loader = document["loader"]
-    entries = {"as_is": loader["as_is"], "modelmon": _modelmon_best(config)}
-    if "change" in loader:
-        entries["change"] = loader["change"]
-    reported_key = "change" if "change" in loader else "as_is"
+    loader = _recommend(job, config)
+    specs = {"as_is": loader.as_is, "modelmon": _modelmon_best(config)}
+    if loader.change is not None:
+        specs["change"] = loader.change
     model = open_model(job.path)
-    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in entries}
-    keys = list(entries)
+    runs: dict[str, list[EngineRun]] = {key: [] for key in specs}
+    keys = list(specs)
     for number in range(job.repeats):
         shift = number % len(keys)
         for key in keys[shift:] + keys[:shift]:
-            outcome = run_program(model, parse_program(entries[key]), path=job.path).load
+            outcome = run_program(model, parse_program(specs[key]), path=job.path).load
             runs[key].append(
-                {
-                    "round": number,
-                    "status": outcome.status,
-                    "error": outcome.error,
-                    "mbps": outcome.mbps,
-                    "cold": outcome.cache.cold,
-                }
+                EngineRun(number, outcome.status, outcome.error, outcome.mbps, outcome.cache.cold)
             )
             figure = f"{outcome.mbps:.0f} MB/s" if outcome.status == "ok" else outcome.error
             say(f"  {key}: {figure}")
-    return {
-        **asdict(job),
-        "loader": loader,
-        "entries": entries,
-        "runs": runs,
-        **_figures(runs, loader, reported_key),
-    }
+    entries = {key: EngineEntry(specs[key], tuple(runs[key])) for key in specs}
+    return _row(job, loader, entries)
 
 
-def _paired(runs: dict[str, list[dict[str, Any]]], top: str, bottom: str) -> list[float]:
-    below = {r["round"]: r["mbps"] for r in runs.get(bottom, []) if r["status"] == "ok"}
+def _paired(top: EngineEntry | None, bottom: EngineEntry) -> list[float]:
+    below = {r.round: r.mbps for r in bottom.runs if r.status == "ok"}
     return [
-        r["mbps"] / below[r["round"]]
-        for r in runs.get(top, [])
-        if r["status"] == "ok" and below.get(r["round"], 0) > 0
+        r.mbps / below[r.round]
+        for r in (top.runs if top is not None else ())
+        if r.status == "ok" and below.get(r.round, 0) > 0
     ]
 
 
-def _figures(
-    runs: dict[str, list[dict[str, Any]]], loader: dict[str, Any], reported_key: str
-) -> dict[str, Any]:
-    medians = {
-        key: _median([r["mbps"] for r in rows if r["status"] == "ok"]) for key, rows in runs.items()
-    }
-    reported = loader.get(f"{reported_key}_mbps")
-    again = medians.get(reported_key)
+def _row(job: EngineJob, loader: LoaderTable, entries: dict[str, EngineEntry]) -> EngineRow:
+    as_is, change, best = entries["as_is"], entries.get("change"), entries["modelmon"]
+    spec, reported = loader.reported
+    again = (change if change is not None else as_is).median_mbps
     ratio = again / reported if again and reported else None
-    return {
-        "medians": medians,
-        "gain": _median(_paired(runs, "change", "as_is")),
-        "modelmon_gain": _median(_paired(runs, "modelmon", "as_is")),
-        "reported": {"spec": loader.get(reported_key), "mbps": reported},
-        "applied_again": again,
-        "applied_ratio": ratio,
-        "within": ratio is not None and abs(ratio - 1) <= TOLERANCE,
-        "all_cold": all(r["cold"] for rows in runs.values() for r in rows if r["status"] == "ok"),
-    }
+    ok = [r for entry in entries.values() for r in entry.runs if r.status == "ok"]
+    return EngineRow(
+        job,
+        loader=loader,
+        as_is=as_is,
+        change=change,
+        modelmon=best,
+        gain=_median(_paired(change, as_is)),
+        modelmon_gain=_median(_paired(best, as_is)),
+        reported_spec=spec,
+        reported_mbps=reported,
+        applied_again=again,
+        applied_ratio=ratio,
+        within=ratio is not None and abs(ratio - 1) <= TOLERANCE,
+        all_cold=all(r.cold for r in ok),
+    )
 
 
 def jobs(
@@ -161,23 +224,23 @@ def jobs(
     return chosen, skipped
 
 
-def run_jobs(jobs_: list[EngineJob], say: Say) -> list[dict[str, Any]]:
+def run_jobs(jobs_: list[EngineJob], say: Say) -> list[EngineRow]:
     out = []
     for job in jobs_:
         try:
             out.append(run_job(job, say))
         except Exception as exc:  # one engine's failure is its row, not the section's end
-            out.append({**asdict(job), "failed": f"{type(exc).__name__}: {exc}"})
+            out.append(EngineRow(job, failed=f"{type(exc).__name__}: {exc}"))
     return out
 
 
 def in_child(
     jobs_: list[EngineJob], wrap: Callable[[list[str]], list[str]], scratch: Path, say: Say
-) -> list[dict[str, Any]]:
+) -> list[EngineRow]:
     """The jobs in a child process started through ``wrap`` (inside the hdd cgroup)."""
     with tempfile.TemporaryDirectory(dir=scratch) as folder:
         job_file, out_file = Path(folder) / "jobs.json", Path(folder) / "out.json"
-        job_file.write_text(json.dumps([asdict(j) for j in jobs_]))
+        job_file.write_text(json.dumps(to_json(jobs_)))
         argv = wrap(
             [
                 sys.executable,
@@ -196,7 +259,7 @@ def in_child(
             stop_child(child, grace_s=10)
         if code != 0:
             raise RuntimeError(f"the engines child process exited with code {code}")
-        return list(json.loads(out_file.read_text()))
+        return [from_json(EngineRow, row) for row in json.loads(out_file.read_text())]
 
 
 def run_section(
@@ -208,31 +271,30 @@ def run_section(
     budget_s: float,
     repeats: int,
     engines: tuple[str, ...] = ENGINES_TRIED,
-) -> dict[str, Any]:
+) -> EnginesSection:
     """Every job of ``envs`` (``local``, ``hdd``: in the throttled disk's cgroup, ``fuse``: on
     a mount of each model's folder); ``paths``: engine -> its {path} on the local disk."""
     from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
 
-    section: dict[str, Any] = {"repeats": repeats, "rows": [], "not_here": {}, "skipped_envs": {}}
+    section = EnginesSection(repeats)
     for env in envs:
         found, skipped = jobs(env, paths, scratch, budget_s, repeats, engines)
-        section["not_here"].update(skipped)
+        section.not_here.update(skipped)
         try:
             if env == "local":
-                section["rows"] += run_jobs(found, say)
+                section.rows += run_jobs(found, say)
             elif env == "hdd":
                 with throttled_disk(scratch) as throttle:
-                    section["rows"] += in_child(found, throttle.command, scratch, say)
+                    section.rows += in_child(found, throttle.command, scratch, say)
             elif env == "fuse":
                 for job in found:
                     source = Path(job.path)
                     folder = source if source.is_dir() else source.parent
                     with fuse_mount(folder, scratch / "mnt-engines") as mounted:
                         moved = mounted if source.is_dir() else mounted / source.name
-                        job_there = EngineJob(**{**asdict(job), "path": str(moved)})
-                        section["rows"] += run_jobs([job_there], say)
+                        section.rows += run_jobs([replace(job, path=str(moved))], say)
         except EnvUnavailable as exc:
-            section["skipped_envs"][env] = str(exc)
+            section.skipped_envs[env] = str(exc)
             say(f"engines: {env} skipped: {exc}")
     return section
 
@@ -241,37 +303,43 @@ def _cell(value: float | None, unit: str = "", digits: int = 0) -> str:
     return "–" if value is None else f"{value:.{digits}f}{unit}"
 
 
-def markdown(section: dict[str, Any]) -> list[str]:
+def markdown(section: EnginesSection) -> list[str]:
     """The section of docs/benchmarks.md."""
     out = [
         "Each engine as its users run it, with the change `modelmon recommend --engine` "
         "chose, and modelmon's best applied as a user applies it (`modelmon.core.load(path, "
         "config=FILE)`); every run cold, watched, in a fresh process, judged by the bytes that "
-        f"arrived; {section.get('repeats', '?')} rounds, the order rotated each round, medians. "
+        f"arrived; {section.repeats} rounds, the order rotated each round, medians. "
         "Gain: the median of the rounds' paired ratios against the engine as users run it. "
         f"Applied again: the change's MB/s in these fresh processes against what recommend "
         f"reported (target: within {TOLERANCE:.0%}).",
         "",
         "| env | engine | as users run it | recommend's change | with the change | gain "
-        "| modelmon's best | × as users run it | reported → applied again | within 10 % |",
+        f"| modelmon's best | × as users run it | reported → applied again "
+        f"| within {TOLERANCE:.0%} |",
         "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for row in section.get("rows", []):
-        if "failed" in row:
-            out.append(f"| {row['env']} | {row['engine']} | failed: {row['failed']} |")
+    for row in section.rows:
+        where = f"| {row.job.env} | {row.job.engine} |"
+        if row.failed is not None or row.as_is is None or row.modelmon is None:
+            out.append(f"{where} failed: {row.failed or 'no runs'} |")
             continue
-        medians, reported = row["medians"], row["reported"]
-        change = row["loader"].get("change", "none (keep it as it is)")
+        change = row.change.spec if row.change is not None else "none (keep it as it is)"
         out.append(
-            f"| {row['env']} | {row['engine']} | {_cell(medians['as_is'], ' MB/s')} | "
-            f"`{change}` | {_cell(medians.get('change'), ' MB/s')} | "
-            f"{_cell(row['gain'], '×', 2)} | {_cell(medians['modelmon'], ' MB/s')} | "
-            f"{_cell(row['modelmon_gain'], '×', 2)} | {_cell(reported['mbps'])} → "
-            f"{_cell(row['applied_again'])} MB/s | {'yes' if row['within'] else 'NO'} |"
+            f"{where} {_cell(row.as_is.median_mbps, ' MB/s')} | `{change}` | "
+            f"{_cell(row.change.median_mbps if row.change else None, ' MB/s')} | "
+            f"{_cell(row.gain, '×', 2)} | {_cell(row.modelmon.median_mbps, ' MB/s')} | "
+            f"{_cell(row.modelmon_gain, '×', 2)} | {_cell(row.reported_mbps)} → "
+            f"{_cell(row.applied_again)} MB/s | {'yes' if row.within else 'NO'} |"
         )
-    for engine, why in section.get("not_here", {}).items():
+    for row in section.rows:
+        if row.failed is None and not row.all_cold:
+            out.append(
+                f"\n{row.job.env} · {row.job.engine}: some runs did not start verified cold."
+            )
+    for engine, why in section.not_here.items():
         out.append(f"\n{engine}: not measured: {why}.")
-    for env, why in section.get("skipped_envs", {}).items():
+    for env, why in section.skipped_envs.items():
         out.append(f"\n{env}: not run: {why}.")
     return [*out, ""]
 
@@ -281,12 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    found = [EngineJob(**job) for job in json.loads(args.jobs.read_text())]
+    found = [from_json(EngineJob, job) for job in json.loads(args.jobs.read_text())]
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    args.out.write_text(json.dumps(run_jobs(found, say), indent=1) + "\n")
+    args.out.write_text(json.dumps(to_json(run_jobs(found, say)), indent=1) + "\n")
     return 0
 
 

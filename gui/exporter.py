@@ -2,10 +2,11 @@
 
 Files are assembled and written in a background thread (a config reads the head of every
 model file for its fingerprint, which takes a while on a network mount); the outcome is
-one line in the message bar. Plots are rendered in the GUI thread (Qt painting), then
-written like the rest. Every write goes through the guard (``core.system.outputs``) with the
-open model's files as the inputs it must never replace: atomically, the previous file kept
-on failure. File ▸ Export asks the same guard first and says no in a dialog
+one line in the message bar. A plot as PNG is painted from the screen in the GUI thread (Qt
+painting); as SVG or PDF it is drawn again from the runs it shows (``gui/figures``, with
+matplotlib) in the background. Every write goes through the guard (``core.system.outputs``)
+with the open model's files as the inputs it must never replace: atomically, the previous
+file kept on failure. File ▸ Export asks the same guard first and says no in a dialog
 (``export_dialogs``); the check here is the one at write time.
 """
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from PySide6.QtCore import QObject, Signal, SignalInstance
 
 from modelmon.core import ModelmonError
+from modelmon.gui.figures import VECTOR_FORMATS, FigureRuns, figure_bytes
 from modelmon.gui.plots.image_export import export_plot
 from modelmon.gui.state.export_format import (
     ExportError,
@@ -55,6 +57,9 @@ class ExportSource(Protocol):
 
     @property
     def plots(self) -> dict[str, ThemedPlot]: ...
+
+    @property
+    def running(self) -> bool: ...
 
 
 class Exporter(QObject):
@@ -139,6 +144,21 @@ class Exporter(QObject):
             {label: panel.spec() for label, panel in w.panels.items()},
             time.strftime("%Y-%m-%d %H:%M"),
         )
+        fmt = VECTOR_FORMATS.get(Path(path).suffix.lower())
+        if fmt is not None:
+            if w.running:  # the figure is drawn from finished runs: the live one has none yet
+                self._report(
+                    False,
+                    f"a run is in progress: export {Path(path).name} once it ends "
+                    "(a PNG shows the plot as it is now)",
+                )
+                return
+            runs, inputs = self.figure_runs(plot), self.inputs
+            self._background(
+                lambda: write_export(path, figure_bytes(name, runs, fmt, heading), inputs),
+                f"Plot {name!r} written to {path} ({fmt.upper()})",
+            )
+            return
         try:
             export_plot(plot, path, heading, self.inputs)
         except ModelmonError as exc:
@@ -147,6 +167,23 @@ class Exporter(QObject):
             self._report(False, f"{path}: {exc.strerror or exc}")
         else:
             self._report(True, f"Plot {name!r} written to {path}")
+
+    def figure_runs(self, plot: ThemedPlot) -> FigureRuns:
+        """What a figure of ``plot`` draws: the latest run of each label it shows, its
+        visible ranges, its size and caption."""
+        latest = {r.label: r for r in self.w.records if r.outcome is not None}
+        (x0, x1), (y0, y1) = plot.item.vb.viewRange()
+        order = getattr(plot, "order", None)  # the Blocks plot's rows
+        return FigureRuns(
+            tuple(latest[label] for label in plot.run_labels if label in latest),
+            self.w.info.model if self.w.info is not None else None,
+            self.w.ceilings,
+            x_range=(float(x0), float(x1)),
+            y_range=None if order is not None else (float(y0), float(y1)),
+            size_px=(plot.plot.width(), plot.plot.height()),
+            block_order=tuple(order or ()),
+            extra={"caption": plot.caption.text(), "spec": getattr(plot, "run_spec", "")},
+        )
 
     def _background(self, work: Callable[[], object], success: str, level: str = "info") -> None:
         task = BackgroundTask(work, "export", self)

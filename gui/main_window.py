@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from PySide6.QtCore import QSettings, QSize
+from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -39,6 +39,15 @@ MINIMUM_SIZE = QSize(800, 500)
 DEFAULT_SIZE = QSize(1400, 900)
 
 
+def drop_action(possible: Qt.DropAction) -> Qt.DropAction | None:
+    """A drop is taken as a copy (or a link), never a move: the model is only read, and a
+    source told "moved" may delete its file. None when the source offers neither."""
+    for action in (Qt.DropAction.CopyAction, Qt.DropAction.LinkAction):
+        if possible & action:
+            return action
+    return None
+
+
 class MainWindow(QMainWindow):
     def __init__(
         self,
@@ -66,9 +75,10 @@ class MainWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(4, 4, 4, 0)
-        layout.addWidget(self.messages)
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
+        # Messages in the bottom row, which is there with or without one: nothing moves.
+        self.statusBar().addWidget(self.messages, 1)
         self.busy = QProgressBar(maximumWidth=160, textVisible=False)
         self.busy.setRange(0, 0)
         self.busy_text = QLabel()
@@ -144,7 +154,8 @@ class MainWindow(QMainWindow):
                 f"{name}…",
                 None,
                 lambda _=False, name=name: self.exports.export_plot(name),
-                f"Save the {name.lower()} plot as PNG or SVG.",
+                f"Save the {name.lower()} plot: PNG as it is on screen, SVG or PDF drawn "
+                "from the runs' data for print.",
             )
             for name in self.workspace.plots
         ]
@@ -350,14 +361,18 @@ class MainWindow(QMainWindow):
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         urls = event.mimeData().urls()
-        if urls and urls[0].isLocalFile():
-            event.acceptProposedAction()
+        action = drop_action(event.possibleActions())
+        if urls and urls[0].isLocalFile() and action is not None:
+            event.setDropAction(action)
+            event.accept()
 
     def dropEvent(self, event: QDropEvent) -> None:
         """A dropped file or folder opens; of several, the first (one model at a time)."""
         urls = [url for url in event.mimeData().urls() if url.isLocalFile()]
-        if urls:
-            event.acceptProposedAction()
+        action = drop_action(event.possibleActions())
+        if urls and action is not None:
+            event.setDropAction(action)
+            event.accept()
             self.open_path(urls[0].toLocalFile())
             if len(urls) > 1:
                 self.messages.show_message(

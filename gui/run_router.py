@@ -106,7 +106,7 @@ class RunRouter(QObject):
             name = f"{start.label} · pair {start.pair + 1}/{start.pairs}"
         w.progress.started(name, start.spec)
         w.throughput.start_run(start.label)
-        w.access.start_run(f"run {name}", start.spec)
+        w.access.start_run(f"run {name}", start.spec, start.label)
         for plot in w.metric_plots:
             plot.start_run(start.label)
         w.residency.start_run(start.label, start.spec)

@@ -25,8 +25,9 @@ from modelmon.core.engines.registry import Engine, engine_for_loader, get_engine
 from modelmon.core.engines.spec import ProgramConfig, parse_engine, parse_program
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MIN_BUDGET_S
-from modelmon.core.measuring.candidate import EVIDENCE_RUNS, WORTH_IT, Candidate
+from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation, recommend
+from modelmon.core.measuring.search import EVIDENCE_RUNS, MIN_GAIN
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system import readahead
@@ -63,18 +64,6 @@ class LoaderAdvice:
     def gain(self, candidate: Candidate) -> float | None:
         """Median of its MB/s over its baseline's, pair by pair."""
         return candidate.verdict.median_ratio if candidate.verdict is not None else None
-
-    def table(self) -> list[dict[str, Any]]:
-        """The loader's rows for the ranking: as it is, each change, modelmon's best."""
-        rows = []
-        for candidate in (self.loader, *self.changes, self.modelmon):
-            row = candidate.to_dict()
-            row["picked"] = candidate is self.pick
-            row["baseline"] = self.baselines.get(candidate.spec)
-            gain = self.gain(candidate)
-            row["gain_over_baseline"] = round(gain, 3) if gain is not None else None
-            rows.append(row)
-        return rows
 
 
 @dataclass(frozen=True)
@@ -220,7 +209,7 @@ def advise(
     pick = None
     if leader is not None and leader.candidate.verdict is not None:
         verdict = leader.candidate.verdict
-        if verdict.text == "B faster" and verdict.median_ratio >= WORTH_IT:
+        if verdict.text == "B faster" and verdict.median_ratio >= MIN_GAIN:
             pick = leader.candidate
     ordered = sorted(
         [*first, *changes], key=lambda e: (e.candidate.results != [], e.gain() or 0.0), reverse=True

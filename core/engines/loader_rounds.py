@@ -27,7 +27,8 @@ from modelmon.core.errors import LoadError
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ab import Verdict, judge
-from modelmon.core.measuring.candidate import EVIDENCE_RUNS, Candidate
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import EVIDENCE_RUNS
 from modelmon.core.model.records import Model
 from modelmon.core.watching.result import WatchResult
 

@@ -11,7 +11,8 @@ from modelmon.core.engines.advice import LoaderAdvice
 from modelmon.core.engines.registry import get_engine
 from modelmon.core.engines.run import SHORT_NOTE
 from modelmon.core.engines.spec import ProgramConfig, program_of
-from modelmon.core.measuring.candidate import WORTH_IT, Candidate
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
 from modelmon.core.output.explain import permanent_readahead, runs_words
 from modelmon.core.output.snippets import Snippet
@@ -50,7 +51,7 @@ def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
         return "ran once, unpaired"
     if verdict.text == "A faster":
         return f"ran {gain:.2f}× its baseline: slower"
-    return f"ran {gain:.2f}× its baseline: within noise or under {WORTH_IT - 1:.0%} apart"
+    return f"ran {gain:.2f}× its baseline: within noise or under {MIN_GAIN - 1:.0%} apart"
 
 
 def loader_explanation(advice: LoaderAdvice) -> list[str]:

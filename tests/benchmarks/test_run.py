@@ -4,10 +4,13 @@ writes the markdown and JSON with the expected columns (the full run takes ~35 m
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from benchmarks import run
+from benchmarks.codec import from_json, to_json
+from benchmarks.records import BenchResults
 
 COLUMNS = (
     "| configuration | MB/s median | min–max | × parallel read ceiling | × library "
@@ -59,36 +62,62 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
 
 
 def test_json_has_every_run(smoke: tuple[str, dict]) -> None:
-    _, results = smoke
-    job, warm = results["jobs"]
-    assert job["env"] == "local" and job["cache"] == "cold" and warm["cache"] == "warm"
-    assert set(job["ceilings"]) == {"sequential_read", "parallel_read"}
-    names = {entry["name"] for entry in job["entries"]}
+    _, data = smoke
+    results = from_json(BenchResults, data)
+    # results.json reads back as the records it was written from
+    assert json.loads(json.dumps(to_json(results))) == data
+    job, warm = results.jobs
+    assert job.env == "local" and job.cache == "cold" and warm.cache == "warm"
+    assert set(job.ceilings) == {"sequential_read", "parallel_read"}
+    names = {entry.name for entry in job.entries}
     assert {"library", "pread", "sequential", "safetensors"} <= names
-    kinds = {(entry["kind"], entry["role"]) for entry in job["entries"]}
+    kinds = {(entry.kind, entry.role) for entry in job.entries}
     assert {("load", "recommended"), ("strategy", "recommended"), ("peer", "")} <= kinds
-    for run_ in job["runs"]:
-        assert run_["status"] == "ok", run_
-        assert run_["cold"] is True and run_["resident_before"] <= 0.01
-        assert run_["mbps"] > 0 and run_["bytes"] > 0
-        assert {"label", "kind", "repeat", "seconds", "peak_rss"} <= set(run_)
-    assert all(r["warm"] for r in warm["runs"])
-    assert job["recommendation"]["spec"] and job["recommendation"]["evidence_runs"] >= 1
-    assert "kept" in job["diagnosis"] and "discard" in job["diagnosis"]
-    assert results["plan"]["target_met"] is True
-    assert results["memory"]["discard"]["runs"]
-    assert results["overhead"]["pairs"] == 1
-    assert results["machine"]["cores"] >= 1
+    for run_ in job.runs:
+        assert run_.status == "ok", run_
+        assert run_.cold is True and run_.resident_before <= 0.01
+        assert run_.mbps > 0 and run_.bytes > 0 and run_.seconds > 0 and run_.peak_rss > 0
+        assert run_.label in {e.label for e in job.entries}
+    assert all(r.warm for r in warm.runs)
+    assert job.recommendation is not None and job.recommendation.spec
+    assert job.recommendation.evidence_runs >= 1
+    assert job.diagnosis is not None and job.diagnosis.kept.mbps > 0
+    assert results.plan is not None and results.plan.target_met is True
+    assert results.memory is not None and results.memory.discard.runs
+    assert results.overhead is not None and results.overhead.pairs == 1
+    assert results.machine.cores >= 1
+
+
+def test_render_writes_the_same_report_from_results_json(
+    smoke: tuple[str, dict], tmp_path: Path
+) -> None:
+    """``--render`` reads results.json back into the records and writes the report again."""
+    text, data = smoke
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(data))
+    out = tmp_path / "again.md"
+    assert run.main(["--render", str(results), "--out", str(out)]) == 0
+    again = out.read_text()
+    assert "rendered again from that run's results.json" in again
+    assert again.split("## Targets")[1] == text.split("## Targets")[1]
 
 
 def test_the_users_loader_is_measured_as_users_run_it(smoke: tuple[str, dict]) -> None:
     """The safetensors library as users run it, recommend --engine's pick and modelmon's
     best, each run watched in a fresh process; the row compares what recommend reported
     with the same configuration applied again."""
-    text, results = smoke
-    (row,) = results["engines"]["rows"]
-    assert row["engine"] == "safetensors" and row["loader"]["as_is"] == "engine: safetensors"
-    assert row["runs"]["as_is"][0]["status"] == "ok" and row["runs"]["as_is"][0]["cold"]
-    assert row["runs"]["modelmon"][0]["status"] == "ok", row["runs"]["modelmon"]
-    assert row["reported"]["mbps"] > 0 and row["applied_again"] > 0
+    text, data = smoke
+    section = from_json(BenchResults, data).engines
+    assert section is not None
+    (row,) = section.rows
+    assert row.failed is None, row.failed
+    assert row.job.engine == "safetensors" and row.loader is not None
+    assert row.loader.as_is == "engine: safetensors"
+    assert row.as_is is not None and row.modelmon is not None
+    (as_is,) = row.as_is.runs
+    assert as_is.status == "ok" and as_is.cold and as_is.mbps > 0
+    assert row.modelmon.runs[0].status == "ok", row.modelmon.runs
+    assert row.all_cold
+    assert row.reported_mbps is not None and row.reported_mbps > 0
+    assert row.applied_again is not None and row.applied_again > 0
     assert "| local | safetensors |" in text and "reported → applied again" in text

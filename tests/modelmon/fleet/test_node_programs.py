@@ -66,6 +66,34 @@ def test_a_failing_command_is_the_nodes_failed_row(model: Path) -> None:
     assert run.status == "failed" and run.error == "exit code 1: no such device"
 
 
+@pytest.mark.parametrize("fatal", [False, True])
+def test_a_round_stopped_by_another_node_stops_the_command(
+    model: Path, tmp_path: Path, fatal: bool
+) -> None:
+    """The stop watch covers a program side too: once the command runs, the round is
+    stopped (another node died); the command is ended and the row says why."""
+    started = tmp_path / "started"
+    code = f"import os, time; open({str(started)!r}, 'w').write(str(os.getpid())); time.sleep(3600)"
+    spec = f'cmd: {sys.executable} -c "{code}" {{path}}'
+
+    def stopped(timeout_s: float) -> tuple[str, bool] | None:
+        if started.exists() and started.read_text():
+            return "node c failed: SIGKILL", fatal
+        time.sleep(timeout_s)  # the cluster's own check waits this long for news
+        return None
+
+    run = load_on_node(
+        _request(model, spec),
+        "node-e",
+        lambda node: (time.time(), None),
+        _never_aborts,
+        stopped,
+    )
+    assert run.status == ("failed" if fatal else "cancelled")
+    assert run.error == "stopped: node c failed: SIGKILL"
+    assert not Path(f"/proc/{started.read_text()}").exists()  # the command was ended
+
+
 def test_fleet_bench_refuses_a_warm_program_before_ray(model: Path) -> None:
     done = subprocess.run(
         [
