@@ -29,6 +29,7 @@ class ModelSpec:
     intermediate: int | None = None  # None: the writer's default for ``hidden``
     shards: int = 1  # safetensors files
     tensor_type: str = "Q8_0"  # GGUF tensors
+    transformers_config: bool = False  # safetensors: also the config.json transformers loads
 
     def folder(self, scratch: Path) -> Path:
         return scratch / self.key
@@ -61,12 +62,14 @@ GGUF_Q4K = ModelSpec(
 )
 SMALL = ModelSpec(
     "small-f16",
-    "8 layers, hidden 1024, TinyLlama vocabulary, fp16, 1 file",
+    "8 layers, hidden 1024, TinyLlama vocabulary, fp16, 1 file, with the config.json that "
+    "transformers loads",
     "safetensors",
     layers=8,
     hidden=1024,
     intermediate=2816,
     vocab=32000,
+    transformers_config=True,
 )
 # The smoke test's model: a few MB.
 TINY = ModelSpec(
@@ -109,6 +112,7 @@ def ensure_model(spec: ModelSpec, scratch: Path) -> tuple[Path, float]:
             intermediate=spec.intermediate,
             vocab=spec.vocab,
             shards=spec.shards,
+            transformers_config=spec.transformers_config,
         )
     marker.write_text(wanted)
     return target, time.monotonic() - started

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.engines import EnginesSection
 from benchmarks.jobs import Cache, Entry, Kind
 from benchmarks.knobs import KnobsResult
 from modelmon.core import LoadOptions
@@ -336,6 +337,7 @@ class BenchResults:
     plan: PlanResult | None = None
     gui_tick: dict[str, Any] | None = None  # the JSON gui_tick.py prints, shown as it is
     knobs: KnobsResult | None = None
+    engines: EnginesSection | None = None  # users' own loaders (benchmarks/engines.py)
     wall_s: float = 0.0
     plots: dict[str, str] = field(default_factory=dict)  # "env-cache" → PNG file name
     rendered_again: str | None = None  # the command that rendered this file again

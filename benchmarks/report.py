@@ -7,6 +7,7 @@ from collections import Counter
 
 from benchmarks import extras, knobs
 from benchmarks.diagnose import summary_line
+from benchmarks.engines import markdown as engines_markdown
 from benchmarks.explain import explain_miss
 from benchmarks.records import BenchResults, JobResult, ModelInfo
 from benchmarks.regret_tables import (
@@ -311,6 +312,13 @@ def render(results: BenchResults) -> str:
     out += ["## Peak memory\n", *memory_section(results)]
     out += ["## Plan time for a 100 000-tensor model\n", *extras.plan_section(results)]
     out += ["## GUI event-loop tick latency\n", *extras.gui_section(results)]
+    engines_title = (
+        "## Your loader: as users run it, with recommend's change, and modelmon's best\n"
+    )
+    if results.engines is not None:  # benchmarks/engines.py: users' own loaders
+        out += [engines_title, *engines_markdown(results.engines)]
+    elif "engines" in results.skipped:
+        out += [engines_title, f"Not run: {results.skipped['engines']}.\n"]
     if results.knobs is not None:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results.knobs))
     elif "knobs" in results.skipped:

@@ -24,10 +24,10 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
-from benchmarks import extras, knobs, memory, plots, report, suite
+from benchmarks import engines, extras, knobs, memory, plots, report, suite
 from benchmarks.codec import from_json, to_json
 from benchmarks.machine import facts
-from benchmarks.models import SMALL, describe, ensure_model
+from benchmarks.models import GGUF_Q4K, SMALL, TINY, describe, ensure_model
 from benchmarks.peers import peer_unavailable
 from benchmarks.records import BenchResults
 from benchmarks.summary import peer_memory
@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> BenchResults:
         available = {n for n, why in results.peers.items() if why is None}
         suite.run_environments(profile, envs, paths, available, scratch, results, say)
         _extras(profile, paths, scratch, results, args.smoke)
+        _engines(paths, envs, scratch, args.smoke, profile.repeats, results)
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
             results.knobs = _guarded(
@@ -166,6 +167,54 @@ def run(args: argparse.Namespace) -> BenchResults:
     results.wall_s = time.monotonic() - started
     _write(results, args.out)
     return results
+
+
+ENGINE_BUDGET_S = 60.0  # recommend --engine: half for modelmon's search, half for the loader
+
+
+def _engines(
+    paths: dict[str, Path],
+    envs: list[str],
+    scratch: Path,
+    smoke: bool,
+    repeats: int,
+    results: BenchResults,
+) -> None:
+    """Users' own loaders (benchmarks/engines.py) on the throttled disk and the FUSE mount;
+    in --smoke, the safetensors library on the local disk, once."""
+    if smoke:
+        say("engines: the safetensors library as users run it (smoke, local)")
+        folder = paths[TINY.key].parent
+        results.engines = _guarded(
+            results,
+            "engines",
+            lambda: engines.run_section(
+                ["local"],
+                {"safetensors": folder},
+                scratch,
+                say,
+                budget_s=5.0,
+                repeats=1,
+                engines=("safetensors",),
+            ),
+        )
+        return
+    wanted: list[str] = [env for env in ("hdd", "fuse") if env in envs]
+    if not wanted or SMALL.key not in paths:
+        results.skipped["engines"] = "runs on the hdd and fuse environments only"
+        return
+    small = paths[SMALL.key].parent  # with its config.json: safetensors and transformers
+    found = {"safetensors": small, "transformers": small}
+    if GGUF_Q4K.key in paths:
+        found["llamacpp"] = paths[GGUF_Q4K.key]
+    say(f"engines: users' loaders on {', '.join(wanted)}")
+    results.engines = _guarded(
+        results,
+        "engines",
+        lambda: engines.run_section(
+            wanted, found, scratch, say, budget_s=ENGINE_BUDGET_S, repeats=repeats
+        ),
+    )
 
 
 def _extras(

@@ -39,6 +39,31 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from modelmon.core.api import load, measure, storage_references, watch
+    from modelmon.core.engines.ab import run_ab, run_configuration
+    from modelmon.core.engines.advice import (
+        LoaderAdvice,
+        LoaderRecommendation,
+        loader_config,
+        recommend_with_loader,
+    )
+    from modelmon.core.engines.registry import (
+        ENGINES,
+        Engine,
+        Knob,
+        engine_for_loader,
+        engine_unavailable,
+        get_engine,
+    )
+    from modelmon.core.engines.run import ProgramResult, ProgramRun, run_program
+    from modelmon.core.engines.spec import (
+        ProgramConfig,
+        as_config,
+        is_program_spec,
+        named_path,
+        parse_engine,
+        parse_program,
+        program_of,
+    )
     from modelmon.core.errors import (
         ConfigError,
         ConfigMismatchWarning,
@@ -95,7 +120,7 @@ if TYPE_CHECKING:
     )
     from modelmon.core.loading.runner import LoadRun
     from modelmon.core.loading.strategies import STRATEGIES, get_strategy
-    from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge, run_ab
+    from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge
     from modelmon.core.measuring.candidate import Candidate
     from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
     from modelmon.core.measuring.peers import PEERS, PeerSettings, check_import, run_peer
@@ -161,6 +186,7 @@ if TYPE_CHECKING:
         times_text,
     )
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
+    from modelmon.core.output.loader import loader_explanation, loader_snippets, loader_table
     from modelmon.core.output.snippets import Snippet, snippets
     from modelmon.core.output.text import (
         memory_text,
@@ -231,16 +257,30 @@ _EXPORTS = (
     ("modelmon.core.system.cache", "CacheState"),
     ("modelmon.core.system.host_memory", "Primed"),
     # Compare and choose: A/B, ceilings, recommend, the peer loaders
-    ("modelmon.core.measuring.ab", "run_ab ABResult ABFailed Verdict SideSummary judge"),
+    ("modelmon.core.measuring.ab", "ABResult ABFailed Verdict SideSummary judge"),
+    ("modelmon.core.engines.ab", "run_ab run_configuration"),
     ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
     ("modelmon.core.measuring.search", "Duel"),
     ("modelmon.core.measuring.candidate", "Candidate"),
+    (
+        "modelmon.core.engines.advice",
+        "recommend_with_loader LoaderRecommendation LoaderAdvice loader_config",
+    ),
     ("modelmon.core.measuring.peers", "PEERS PeerSettings run_peer check_import"),
     # A load in a fresh process, timed by its child (peers and the benchmarks' core.load)
     ("modelmon.core.loading.fresh", "run_fresh FreshResult stop_child stop_child_and_close"),
-    # Configurations and config files
+    # Configurations and config files; other programs as configurations (cmd:, engine:)
     ("modelmon.core.options", "Config"),
+    (
+        "modelmon.core.engines.spec",
+        "ProgramConfig parse_program parse_engine is_program_spec as_config program_of named_path",
+    ),
+    (
+        "modelmon.core.engines.registry",
+        "ENGINES Engine Knob get_engine engine_unavailable engine_for_loader",
+    ),
+    ("modelmon.core.engines.run", "ProgramRun ProgramResult run_program"),
     ("modelmon.core.loading.config_file", "apply_config read_config ConfigFile FORMAT_VERSION"),
     (
         "modelmon.core.output.config",
@@ -301,6 +341,7 @@ _EXPORTS = (
         "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT pick_speedup times_text",
     ),
     ("modelmon.core.output.snippets", "snippets Snippet"),
+    ("modelmon.core.output.loader", "loader_explanation loader_snippets loader_table"),
     ("modelmon.core.units", "human_bytes gib_text"),
     # Errors and warnings
     (

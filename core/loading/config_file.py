@@ -44,6 +44,28 @@ RECOMMENDATION_KEYS: dict[str, tuple[Check, str]] = {
     "runs": (_count, "a run count"),
     "in_config": (_bool, "true or false"),
 }
+# [loader]: the user's loader measured beside modelmon (recommend --loader / --engine): as it
+# is, the change picked and its gain over its baseline, modelmon's best in the same rounds.
+LOADER_KEYS: dict[str, tuple[Check, str]] = {
+    **{
+        f"{entry}_{key}": check
+        for entry in ("as_is", "change", "modelmon")
+        for key, check in (
+            ("mbps", (_number, "MB/s")),
+            ("runs", (_count, "a run count")),
+            ("ended", (_str, "how it ended")),
+        )
+    },
+    "as_is": (_str, "a spec"),
+    "change": (_str, "a spec"),
+    "modelmon": (_str, "a spec"),
+    "baseline": (_str, "a spec"),
+    "gain": (_number, "a ratio"),
+    "engine": (_str, "an engine's name"),
+    "engine_found": (_str, "how the engine was known"),
+    "for_engine": (_str, "an engine's name"),
+    "rounds": (_count, "a round count"),
+}
 SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     "model": {
         "path": (_str, "a path"),
@@ -86,6 +108,7 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     "apply": {"*": (_str, "a snippet")},
     "recommendation": RECOMMENDATION_KEYS,
     "identity": IDENTITY_KEYS,
+    "loader": LOADER_KEYS,
 }
 ALTERNATIVE_KEYS: dict[str, tuple[Check, str]] = {
     "rank": (_count, "a rank"),
@@ -106,6 +129,7 @@ TOP_KEYS = {
     "explanation",
     "identity",
     "recommendation",
+    "loader",
 }
 
 

@@ -181,15 +181,21 @@ def write_safetensors_model(
     dtype: str = "F16",
     shards: int = 1,
     seed: int = 0,
+    transformers_config: bool = False,
 ) -> Path:
     """A Llama-shaped checkpoint in ``directory``: ``model.safetensors``, or with
-    ``shards > 1`` the shard files and ``model.safetensors.index.json`` (returned)."""
+    ``shards > 1`` the shard files and ``model.safetensors.index.json`` (returned).
+    ``transformers_config``: also the ``config.json`` that makes the folder one that
+    ``transformers`` loads (``AutoModelForCausalLM.from_pretrained(directory)``)."""
     width = _checked_shape("dtype", dtype, SAFETENSORS_DTYPES, layers, hidden, intermediate, vocab)
     plan = llama_safetensors_plan(layers, hidden, width, vocab)
     if not 1 <= shards <= len(plan):
         raise ValueError(f"shards must be 1..{len(plan)} for {len(plan)} tensors, got {shards}")
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
+    if transformers_config:
+        config = _transformers_config(layers, hidden, width, vocab, dtype)
+        (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tables = _ValueTables(seed)
     item_size = _SAFETENSORS_ITEM_SIZE[dtype]
     if shards == 1:
@@ -208,6 +214,31 @@ def write_safetensors_model(
     index_body = {"metadata": {"total_size": total}, "weight_map": weight_map}
     index.write_text(json.dumps(index_body, indent=2) + "\n")
     return index
+
+
+_TORCH_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def _transformers_config(
+    layers: int, hidden: int, intermediate: int, vocab: int, dtype: str
+) -> dict[str, object]:
+    """A ``LlamaForCausalLM`` config with the checkpoint's shapes: heads of 64, as many
+    key/value heads as query heads (the k and v projections are square)."""
+    heads = max(1, hidden // 64)
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "vocab_size": vocab,
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "torch_dtype": _TORCH_DTYPES[dtype],
+    }
 
 
 def split_evenly(sizes: Sequence[int], parts: int) -> list[range]:

@@ -26,6 +26,7 @@ from modelmon.core.system.outputs import check_output
 from modelmon.core.system.storage import storage_facts
 
 if TYPE_CHECKING:
+    from modelmon.core.engines.advice import LoaderAdvice
     from modelmon.core.measuring.candidate import Candidate
     from modelmon.core.measuring.ceilings import Ceilings
     from modelmon.core.measuring.recommend import Recommendation
@@ -207,15 +208,31 @@ def render(document: Mapping[str, Any]) -> str:
 
 
 def recommendation_document(
-    rec: Recommendation, config_name: str, memory_limit: int | None = None
+    rec: Recommendation,
+    config_name: str,
+    memory_limit: int | None = None,
+    advice: LoaderAdvice | None = None,
+    loader_note: str = "",
 ) -> dict[str, Any]:
-    """The config document for the result of ``recommend`` (every run asked to start cold)."""
-    return build_document(
+    """The config document for the result of ``recommend`` (every run asked to start cold).
+    ``advice``: the user's loader measured beside it (``recommend --loader/--engine``): its
+    sentences lead the explanation, its engine's snippets are marked measured, and
+    ``[loader]`` holds its figures; ``loader_note``: why the loader was not measured."""
+    from modelmon.core.output.loader import (
+        loader_explanation,
+        loader_snippets,
+        loader_table,
+        superseded,
+    )
+
+    lead = loader_explanation(advice) if advice is not None else []
+    lead += [loader_note] if loader_note else []
+    document = build_document(
         rec.model,
         rec.winner,
         rec.ranked,
         rec.ceilings,
-        explain(rec),
+        [*lead, *explain(rec)],
         config_name=config_name,
         cache="cold",
         usable_ram=rec.usable_ram,
@@ -224,6 +241,12 @@ def recommendation_document(
         peers=rec.peers,
         pick=rec.used,
     )
+    if advice is not None:
+        mine = {s.tool: s.line() for s in loader_snippets(advice, rec.model)}
+        dropped = {*mine, *superseded(advice)}
+        document["apply"] = mine | {k: v for k, v in document["apply"].items() if k not in dropped}
+        document["loader"] = loader_table(advice)
+    return document
 
 
 def _note(candidate: Candidate) -> str:

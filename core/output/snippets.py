@@ -19,11 +19,17 @@ class Snippet:
     text: str
     measured_as: str | None  # the spec of the measured candidate that stands for it
     mbps: float | None
+    runs: int | None = None  # the runs its MB/s is the median of, where said
+    note: str = ""  # how it relates to what was measured ("the same loader", "translated...")
 
     def line(self) -> str:
+        note = f"; {self.note}" if self.note else ""
         if self.measured_as is None:
-            return f"{self.text}   [not measured here]"
-        return f"{self.text}   [measured here as {self.measured_as}: {self.mbps:.0f} MB/s]"
+            return f"{self.text}   [not measured here{': ' + self.note if self.note else ''}]"
+        runs = f", {self.runs} runs" if self.runs else ""
+        return (
+            f"{self.text}   [measured here as {self.measured_as}: {self.mbps:.0f} MB/s{runs}{note}]"
+        )
 
 
 def _stand_in(pool: tuple[Candidate, ...], test: Callable[[Candidate], bool]) -> Candidate | None:

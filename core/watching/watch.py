@@ -24,7 +24,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from modelmon.core.errors import OptionsError, WatchError
@@ -73,7 +73,10 @@ class Watch:
         quiet_s: float | None = None,
         interval_s: float = 0.1,
         stdout: int | None = None,
+        stderr: int | None = None,
         references: Sequence[Reference] = (),
+        env: Mapping[str, str] | None = None,
+        start_gate: Callable[[cache.CacheState | None], bool] | None = None,
     ) -> None:
         if (command is None or not list(command)) == (pid is None):
             raise OptionsError("watch a command or a pid: one of the two")
@@ -97,7 +100,11 @@ class Watch:
         self.cache_mode: CacheMode = cache or ("keep" if self.attached else "cold")
         self.quiet_s = quiet_s if quiet_s is not None or not self.attached else ATTACHED_QUIET_S
         self.interval_s = interval_s
-        self.stdout = stdout
+        self.stdout, self.stderr = stdout, stderr
+        self.env = dict(env) if env is not None else None
+        # Called once the cache is prepared and measured, just before the command starts (a
+        # fleet node waits there for the others); False: the command is not started.
+        self.start_gate = start_gate
         self.references = tuple(references)
         self.model = tuple(model)
         self.reads = ReadLog()
@@ -121,6 +128,9 @@ class Watch:
     def run(self) -> WatchResult:
         swap_before = _swap_pages()
         state = self._prepare()
+        if self.start_gate is not None and not self.start_gate(state):
+            self.observer.close()
+            raise WatchError("the command was not started: its start gate said no")
         root = self._begin()
         ending: Ending | None = None
         try:
@@ -197,7 +207,12 @@ class Watch:
         self.t0_ns = now_ns()
         try:
             self._process = subprocess.Popen(
-                self.command, start_new_session=True, stdout=self.stdout, close_fds=True
+                self.command,
+                start_new_session=True,
+                stdout=self.stdout,
+                stderr=self.stderr,
+                env=self.env,
+                close_fds=True,
             )
         except OSError as error:
             self._stop_sampler()

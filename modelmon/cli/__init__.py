@@ -19,6 +19,7 @@ from modelmon import __version__
 from modelmon.cli import (
     bench,
     demo,
+    engines,
     fleet,
     gui,
     inspect,
@@ -42,7 +43,7 @@ from modelmon.cli.common import (
 )
 
 # In the order ``--help`` lists them; ``gui`` is also what runs without a verb.
-VERBS = (gui, inspect, load, bench, recommend, watch, models, strategies, demo, fleet)
+VERBS = (gui, inspect, load, bench, recommend, watch, models, strategies, engines, demo, fleet)
 
 
 def build_parser() -> argparse.ArgumentParser:

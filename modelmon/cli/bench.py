@@ -20,15 +20,21 @@ from modelmon.core import MAX_AB_PAIRS, LoadOptions, OptionsError, option_text, 
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import ABResult, LoadResult
+    from modelmon.core import ABResult, LoadResult, ProgramResult, WatchResult
 
 VERB = "bench"
 EXAMPLES = """\
   modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
   modelmon bench model.gguf --a "mmap -w 4" --b "sequential -w 4 --chunk-mib 16" --json
   modelmon bench model.safetensors --a sequential --b "sequential readahead=4096" --cache warm
+  modelmon bench model.gguf --a "engine: llamacpp" --b "engine: llamacpp load_mode=none"
+  modelmon bench ./my-model --a "cmd: python serve.py --model {path}" --b "sequential workers=4"
 """
-SPEC_HELP = "configuration {side}, e.g. {example} (name=value, or load's flags: {flags})"
+SPEC_HELP = (
+    "configuration {side}, e.g. {example} (name=value, or load's flags: {flags}); or a program: "
+    '"cmd: COMMAND ARGS" ({{path}} is the model) or "engine: NAME knob=value" '
+    "(modelmon engines lists them), run watched, from a cold cache"
+)
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -72,7 +78,15 @@ class _SpecParser(argparse.ArgumentParser):
 
 def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
     """A ``bench`` configuration: ``"sequential workers=4"`` (``name=value``, the syntax of
-    ``core.options.parse_spec``), ``"sequential --workers 4"`` (``load``'s flags), or both."""
+    ``core.options.parse_spec``), ``"sequential --workers 4"`` (``load``'s flags), or both;
+    or a program (``cmd: ...``, ``engine: ...``), whose strategy is its spec."""
+    from modelmon.core import is_program_spec, parse_program
+
+    if is_program_spec(spec):
+        try:
+            return parse_program(spec).spec, LoadOptions()
+        except OptionsError as exc:
+            raise OptionsError(f"{VERB} {flag}: {exc}") from None
     parser = _SpecParser(prog=f"{VERB} {flag}", add_help=False)
     # Only the flags the spec names: the rest keep parse_spec's defaults, so both syntaxes
     # give the same options (load's defaults differ: it starts cold).
@@ -91,14 +105,18 @@ def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
 
 def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str]:
     """A spec's options that do nothing in this A/B: those the strategy does not use, and its
-    own ``cache=`` (every run starts from bench's ``--cache`` state)."""
+    own ``cache=`` (every run starts from bench's ``--cache`` state). A program has none."""
+    from modelmon.core import is_program_spec
+
+    if is_program_spec(strategy):
+        return []
     unused = ignored_options(strategy, options)
     if options.cache != LoadOptions().cache and options.cache != cache:
         unused.append(option_text("cache", options.cache))
     return unused
 
 
-def render_ab(ab: ABResult) -> str:
+def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None) -> str:
     from modelmon.core import human_bytes, spread_words, verdict_words
 
     rows = [
@@ -139,7 +157,38 @@ def render_ab(ab: ABResult) -> str:
     words = verdict_words(verdict, min(ab.a.runs, ab.b.runs))
     lines.append(f"verdict: {words}" + (f" — {verdict.note}" if verdict.note else ""))
     lines += shared_device_lines(ab)
+    for side, watches in (watched or {}).items():
+        lines += watched_lines(side, watches)
     return "\n".join(lines)
+
+
+def watched_lines(side: str, watches: list[WatchResult]) -> list[str]:
+    """What the watch saw of a program side: its loader, and each finding once."""
+    if not watches:
+        return []
+    last = watches[-1]
+    lines = [f"{side} watched: {last.loader.label}; " + _use(last)]
+    said: set[str] = set()
+    for watch in watches:
+        for finding in watch.findings:
+            if finding.code not in said:
+                said.add(finding.code)
+                lines.append(f"  {finding.code}: {finding.text} Fix: {finding.fix}")
+    return lines
+
+
+def _use(watch: WatchResult) -> str:
+    mapped = any(f.mapped for f in watch.files)
+    opened = any(f.opened for f in watch.files)
+    how = (
+        "mapped the model"
+        if mapped
+        else "read the model"
+        if opened
+        else "was not seen with the model open"
+    )
+    read = watch.read_chars / 1e6
+    return f"{how}, {watch.major_faults:,} major faults, {read:,.0f} MB through read calls"
 
 
 def shared_device_lines(ab: ABResult) -> list[str]:
@@ -162,7 +211,14 @@ def shared_device_lines(ab: ABResult) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
-    from modelmon.core import ABFailed, Config, open_model, require_tensor_bytes, run_ab
+    from modelmon.core import (
+        ABFailed,
+        Config,
+        named_path,
+        open_model,
+        require_tensor_bytes,
+        run_ab,
+    )
 
     apply_prime_option(args)
     a_strategy, a_options = parse_config_spec(args.a, "--a")
@@ -180,6 +236,13 @@ def run(args: argparse.Namespace) -> int:
     model = open_model(args.path)
     require_tensor_bytes(model)
     cancel = threading.Event()
+    watched: dict[str, list[WatchResult]] = {}
+    programs: dict[tuple[str, int], ProgramResult] = {}
+
+    def on_program(side: str, pair: int, outcome: ProgramResult) -> None:
+        programs[side, pair] = outcome
+        if outcome.watch is not None:
+            watched.setdefault(side, []).append(outcome.watch)
 
     with progress_bars() as bars, cancel_on_interrupt(cancel.set):
         task = bars.runs_task(f"A/B × {args.n}", 2 * args.n)
@@ -206,13 +269,23 @@ def run(args: argparse.Namespace) -> int:
                 cache=args.cache,
                 on_result=on_result,
                 cancel=cancel,
+                on_program=on_program,
+                path=named_path(args.path, model.path),
             )
         except ABFailed as exc:
             if (exc.result is not None and exc.result.status == "cancelled") or cancel.is_set():
                 return fail("cancelled", ExitCode.CANCELLED)
             return fail(f"A/B stopped: {exc}", ExitCode.LOAD_FAILED)
     if args.json:
-        emit_json(ab.to_dict())
+        document = ab.to_dict()
+        pairs = {"A": 0, "B": 0}
+        for run_dict in document["runs"]:
+            side = run_dict["side"]
+            outcome = programs.get((side, pairs[side]))
+            pairs[side] += 1
+            if outcome is not None and outcome.watch is not None:
+                run_dict["watched"] = outcome.watch.to_dict()
+        emit_json(document)
     else:
-        print(render_ab(ab))
+        print(render_ab(ab, watched))
     return ExitCode.OK

@@ -28,6 +28,8 @@ LOAD_EXAMPLES = """\
 BENCH_EXAMPLES = """\
   modelmon fleet bench /shared/model.safetensors --a "sequential workers=2" \\
       --b "mmap-shared-fd workers=2" -n 2 --json
+  modelmon fleet bench /shared/llama --a "engine: transformers" \\
+      --b "cmd: python serve.py --model {path}" -n 2
 """
 EXAMPLES = f"""\
 {LOAD_EXAMPLES}{BENCH_EXAMPLES}\
@@ -56,8 +58,13 @@ def add_parser(verbs: Verbs) -> None:
         actions, "bench", "A/B on every node: A, B, A, B … each from a barrier", BENCH_EXAMPLES
     )
     add_path(bench, FLEET_PATH_HELP)
-    bench.add_argument("--a", required=True, metavar="SPEC", help='e.g. "sequential workers=2"')
-    bench.add_argument("--b", required=True, metavar="SPEC", help='e.g. "mmap-shared-fd workers=2"')
+    program = ' or a program: "cmd: COMMAND {path}", "engine: NAME knob=value" (cold only)'
+    bench.add_argument(
+        "--a", required=True, metavar="SPEC", help=f'e.g. "sequential workers=2";{program}'
+    )
+    bench.add_argument(
+        "--b", required=True, metavar="SPEC", help=f'e.g. "mmap-shared-fd workers=2";{program}'
+    )
     bench.add_argument(
         "-n", type=PAIRS, default=2, help=f"pairs to run, 1 to {MAX_AB_PAIRS} (default 2)"
     )
@@ -92,7 +99,14 @@ def node_count(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import check_output, open_model, parse_spec
+    from modelmon.core import (
+        LoadOptions,
+        check_output,
+        is_program_spec,
+        open_model,
+        parse_program,
+        parse_spec,
+    )
     from modelmon.fleet.report import Side
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
@@ -103,6 +117,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         sides = []
         for label, spec in (("A", args.a), ("B", args.b)):
+            if is_program_spec(spec):
+                if args.cache != "cold":
+                    raise OptionsError(
+                        f"--{label.lower()} {spec}: a program's load is timed by the bytes "
+                        "that arrive from storage: it runs from a cold cache only"
+                    )
+                program = parse_program(spec)
+                sides.append(Side(label, program.spec, LoadOptions(cache="cold")))
+                continue
             strategy, options = parse_spec(spec)
             sides.append(Side(label, strategy, options.with_(cache=args.cache)))
         rounds = args.n

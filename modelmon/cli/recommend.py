@@ -40,6 +40,8 @@ EXAMPLES = """\
   modelmon recommend model.safetensors -o modelmon.toml
   modelmon recommend model.gguf --budget 600 --memory-limit 16GiB -o modelmon.toml
   modelmon recommend hf:org/name --json > recommendation.json
+  modelmon recommend model.gguf --engine llamacpp               your llama-cpp-python, measured
+  modelmon recommend ./llama --loader "cmd: python serve.py --model {path}"
   modelmon load model.safetensors --config modelmon.toml    apply what it wrote
 """
 DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
@@ -89,6 +91,20 @@ def add_parser(verbs: Verbs) -> None:
         help=f"parallelism to try, {range_text(1, MAX_SEARCH_WORKERS)} (the search also "
         f"tries {SEARCH_WIDTH}× it; default max(4, CPUs))",
     )
+    parser.add_argument(
+        "--loader",
+        metavar="SPEC",
+        help='your loader as you run it: "cmd: COMMAND ARGS" ({path} is the model; quoted as '
+        'in a shell, never run through a shell) or "engine: NAME knob=value": measured as it '
+        "is, with its engine's settings, and against modelmon's best, in the same cold rounds",
+    )
+    parser.add_argument(
+        "--engine",
+        metavar="NAME",
+        help="the engine you load with (modelmon engines lists them: safetensors, "
+        "transformers, diffusers, llamacpp, runai, vllm, sglang), optionally with your "
+        'settings ("transformers disable_mmap=true"); alone, it is your loader',
+    )
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
     from modelmon.cli.priming import add_prime_option
 
@@ -127,6 +143,12 @@ def run(args: argparse.Namespace) -> int:
     apply_prime_option(args)
     model = open_model(args.path)
     require_tensor_bytes(model)
+    with_loader = args.loader is not None or args.engine is not None
+    if with_loader:
+        from modelmon.core import loader_config, named_path
+
+        # Refused before any measuring.
+        loader_config(args.loader, args.engine, model, named_path(args.path, model.path))
     limit = args.memory_limit
     # Refused before minutes of measuring, not after.
     if args.output is not None:
@@ -144,15 +166,33 @@ def run(args: argparse.Namespace) -> int:
             bars.describe(task, text if len(text) <= DESCRIPTION_CHARS else "recommending")
 
         try:
-            rec = recommend(
-                model,
-                args.budget,
-                memory_limit=limit,
-                workers=args.workers,
-                progress=progress,
-                cancel=cancel,
-                started=getattr(args, "started", None),
-            )
+            advice, loader_note = None, ""
+            if with_loader:
+                from modelmon.core import named_path, recommend_with_loader
+
+                advised = recommend_with_loader(
+                    model,
+                    args.budget,
+                    loader=args.loader,
+                    engine=args.engine,
+                    path=named_path(args.path, model.path),
+                    memory_limit=limit,
+                    workers=args.workers,
+                    progress=progress,
+                    cancel=cancel,
+                    started=getattr(args, "started", None),
+                )
+                rec, advice, loader_note = advised.recommendation, advised.advice, advised.note
+            else:
+                rec = recommend(
+                    model,
+                    args.budget,
+                    memory_limit=limit,
+                    workers=args.workers,
+                    progress=progress,
+                    cancel=cancel,
+                    started=getattr(args, "started", None),
+                )
         except LoadError:
             if not cancel.is_set():
                 raise
@@ -167,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     documents: dict[str, dict[str, Any]] = {}
 
     def config_bytes(name: str) -> bytes:
-        documents[name] = recommendation_document(rec, name, limit)
+        documents[name] = recommendation_document(rec, name, limit, advice, loader_note)
         return render_config(documents[name]).encode()
 
     saved = write_or_keep(output.named, model.paths, config_bytes, ConfigError, DEFAULT_NAME)

@@ -4,6 +4,8 @@ Runs inside a Ray task on the node, but knows nothing of Ray: the barrier is two
 (``cluster`` passes ones that talk to its barrier actor). The node's workers are ordinary
 ``LoadRun`` worker processes; the start gate replaces the run's own cache preparation, so the
 cache is verified on this node just before it waits, and the load starts when all nodes go.
+A program side (``cmd: ...``, ``engine: ...``) is a watched ``ProgramRun``: its cache is
+prepared and verified the same way, and its command starts when all nodes go.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from modelmon.core import (
     LoadOptions,
     LoadResult,
     LoadRun,
+    ProgramRun,
     StorageFacts,
     cache_not_measured,
     format_spec,
     one_line,
+    open_model,
+    program_of,
     storage_by_folder,
 )
 
@@ -44,7 +49,7 @@ class NodeRequest:
 
     @property
     def spec(self) -> str:
-        return format_spec(self.strategy, self.options)
+        return format_spec(self.strategy, self.options)  # a program's: its own spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +112,35 @@ def load_on_node(
             went.append(time.time())
         return state
 
+    def program_gate(prepared: CacheState | None) -> bool:
+        nonlocal arrived, state
+        state = prepared or state
+        arrived = True
+        go, why = arrive(node_id)
+        if go is None:
+            broken.append(why or "the barrier broke")
+            return False
+        went.append(time.time())
+        return True
+
     storage: tuple[StorageFacts, ...] = ()
     result: LoadResult | None = None
     failure: str | None = None
+    program = program_of(request.strategy)
     try:
-        load = LoadRun(request.path, request.strategy, request.options, start_gate=gate)
-        storage = storage_by_folder(load.paths)
-        with stop_watch(load, stopped, stops):
-            result = load.run()
+        if program is None:
+            load = LoadRun(request.path, request.strategy, request.options, start_gate=gate)
+            storage = storage_by_folder(load.paths)
+            with stop_watch(load, stopped, stops):
+                result = load.run()
+        else:
+            model = open_model(request.path)
+            storage = storage_by_folder([f.path for f in model.files])
+            run = ProgramRun(
+                model, program, request.options.cache, start_gate=program_gate, path=request.path
+            )
+            with stop_watch(run, stopped, stops):
+                result = run.run().load
     except Exception as exc:  # an error on one node is that node's row, not the fleet's end
         failure = one_line(exc)
     finally:
@@ -158,10 +184,11 @@ def load_on_node(
 
 @contextlib.contextmanager
 def stop_watch(
-    load: LoadRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
+    load: LoadRun | ProgramRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
 ) -> Iterator[None]:
-    """For the block (the node's load), a thread asks ``stopped`` whether the round was
-    stopped (another node died or failed) and cancels ``load`` if so, noting why in ``stops``.
+    """For the block (the node's load or program run), a thread asks ``stopped`` whether the
+    round was stopped (another node died or failed) and cancels ``load`` if so, noting why in
+    ``stops``.
     Each ask waits at most ``STOP_CHECK_S``, so the thread ends soon after the block."""
     if stopped is None:
         yield

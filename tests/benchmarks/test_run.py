@@ -44,6 +44,7 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
         "## Peak memory",
         "## Plan time for a 100 000-tensor model",
         "## GUI event-loop tick latency",
+        "## Your loader: as users run it, with recommend's change, and modelmon's best",
     ):
         assert heading in text
     assert COLUMNS in text
@@ -99,3 +100,24 @@ def test_render_writes_the_same_report_from_results_json(
     again = out.read_text()
     assert "rendered again from that run's results.json" in again
     assert again.split("## Targets")[1] == text.split("## Targets")[1]
+
+
+def test_the_users_loader_is_measured_as_users_run_it(smoke: tuple[str, dict]) -> None:
+    """The safetensors library as users run it, recommend --engine's pick and modelmon's
+    best, each run watched in a fresh process; the row compares what recommend reported
+    with the same configuration applied again."""
+    text, data = smoke
+    section = from_json(BenchResults, data).engines
+    assert section is not None
+    (row,) = section.rows
+    assert row.failed is None, row.failed
+    assert row.job.engine == "safetensors" and row.loader is not None
+    assert row.loader.as_is == "engine: safetensors"
+    assert row.as_is is not None and row.modelmon is not None
+    (as_is,) = row.as_is.runs
+    assert as_is.status == "ok" and as_is.cold and as_is.mbps > 0
+    assert row.modelmon.runs[0].status == "ok", row.modelmon.runs
+    assert row.all_cold
+    assert row.reported_mbps is not None and row.reported_mbps > 0
+    assert row.applied_again is not None and row.applied_again > 0
+    assert "| local | safetensors |" in text and "reported → applied again" in text

@@ -21,6 +21,7 @@ VERBS = {
     "load --ranks": ["load", "{model}", "--ranks", "2"],
     "bench": ["bench", "{model}", "--a", "pread --workers 2", "--b", "sequential", "-n", "1"],
     "strategies": ["strategies"],
+    "engines": ["engines"],
     "demo": ["demo", "--dir", "{demo}"],
     "recommend": ["recommend", "{model}", "--budget", "5", "--workers", "2", "-o", "{out}"],
     "models": ["models", "--dir", "{folder}"],
@@ -75,7 +76,7 @@ def test_every_verb_prints_strict_versioned_json(
     done = modelmon(*args[:at], "--json", *args[at:], timeout=120)
     assert done.returncode == 0, done.stderr
     data = strict(done.stdout)
-    if verb == "strategies":  # a list: each entry a strategy
+    if verb in ("strategies", "engines"):  # a list: each entry a strategy, or an engine
         assert isinstance(data, list) and all("name" in entry for entry in data)
         return
     assert next(iter(data)) == "schema_version" and data["schema_version"] == SCHEMA_VERSION

@@ -91,7 +91,9 @@ def test_kill_9_leaves_the_value_for_the_next_run_and_no_warning(slow_disk_model
     assert any(f"restored readahead {before} KiB" in note for note in notes), notes
 
 
-def test_sighup_during_recommends_readahead_round_puts_it_back(slow_disk_model: Path) -> None:
+def test_sighup_during_recommends_readahead_round_puts_it_back(
+    slow_disk_model: Path, tmp_path: Path
+) -> None:
     """The search tries readahead values once the grid's first ways of loading have run: with
     a budget no busy machine exhausts before it gets there (the signal ends it at once)."""
     knob = locate_readahead(slow_disk_model)
@@ -99,12 +101,14 @@ def test_sighup_during_recommends_readahead_round_puts_it_back(slow_disk_model: 
     before = knob.read_kb()
     search = subprocess.Popen(
         [*MODELMON, "recommend", str(slow_disk_model), "--budget", "600"],
+        cwd=tmp_path,  # where a search that ends before the signal writes its modelmon.toml
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        _until(lambda: knob.read_kb() != before, search)  # a readahead candidate runs
+        # A readahead candidate runs (or the search ends without one, failing here).
+        _until(lambda: knob.read_kb() != before, search, timeout_s=400)
         search.send_signal(signal.SIGHUP)
         _, err = search.communicate(timeout=30)
     finally:

@@ -1,0 +1,362 @@
+"""Users' own loaders: each engine as users run it, with the change ``recommend --engine``
+chose, and modelmon's best, on the throttled disk and the FUSE mount.
+
+    .venv/bin/python -m benchmarks.engines --jobs JOBS.json --out OUT.json   # one env's jobs
+
+For each engine installed here (the safetensors library always; transformers and
+llama-cpp-python where installed), one job per environment:
+
+1. ``modelmon recommend MODEL --engine E --json`` in a child process (in the cgroup on hdd):
+   its ``[loader]`` table names the engine as it is, the change it chose (if any) and the
+   MB/s its measured snippet reported.
+2. Rounds (``repeats``, the order rotated each round), every run cold, watched, in a fresh
+   process: the engine as users run it, the engine with the change, and modelmon's best
+   applied as a user applies it (``modelmon.core.load(path, config=FILE)`` with the file
+   recommend wrote, run as a command), all judged the same way, by the bytes that arrived.
+
+The row says what each user gains by the change (the median of the rounds' paired ratios)
+and by modelmon's best, and whether the change's MB/s, applied again in fresh processes, is
+within ``TOLERANCE`` of what recommend reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from benchmarks.codec import from_json, to_json
+from modelmon.core import engine_unavailable, open_model, parse_program, run_program, stop_child
+
+ROOT = Path(__file__).resolve().parents[1]
+TOLERANCE = 0.10  # applied again, the reported MB/s holds within this
+ENGINES_TRIED = ("safetensors", "transformers", "llamacpp")
+RECOMMEND_TIMEOUT_S = 1800.0
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    env: str
+    engine: str
+    path: str  # what {path} stands for: the model's folder (safetensors, transformers) or file
+    budget_s: float
+    repeats: int
+    scratch: str  # where the config file goes
+
+
+@dataclass(frozen=True)
+class LoaderTable:
+    """What the bench reads of ``recommend --engine --json``'s ``[loader]`` table (a figure
+    it lacks was not measured)."""
+
+    as_is: str
+    modelmon: str
+    change: str | None = None  # None: recommend keeps the loader as it is
+    as_is_mbps: float | None = None
+    change_mbps: float | None = None
+    modelmon_mbps: float | None = None
+    gain: float | None = None
+    rounds: int = 0
+
+    @property
+    def reported(self) -> tuple[str, float | None]:
+        """The configuration recommend stands behind for the loader, and its MB/s."""
+        if self.change is not None:
+            return self.change, self.change_mbps
+        return self.as_is, self.as_is_mbps
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """One cold, watched run of one configuration in a fresh process."""
+
+    round: int
+    status: str  # "ok" | "failed" | "cancelled"
+    error: str | None
+    mbps: float
+    cold: bool
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """One configuration of an engine's job over its rounds."""
+
+    spec: str  # as run: ``engine: ...`` or ``cmd: ...``
+    runs: tuple[EngineRun, ...] = ()
+
+    @property
+    def median_mbps(self) -> float | None:
+        return _median([r.mbps for r in self.runs if r.status == "ok"])
+
+
+@dataclass(frozen=True)
+class EngineRow:
+    """One engine in one environment: the loader as users run it, with recommend's change,
+    and modelmon's best; or why the job failed."""
+
+    job: EngineJob
+    failed: str | None = None
+    loader: LoaderTable | None = None
+    as_is: EngineEntry | None = None
+    change: EngineEntry | None = None
+    modelmon: EngineEntry | None = None
+    gain: float | None = None  # the change over as users run it: median of paired ratios
+    modelmon_gain: float | None = None
+    reported_spec: str | None = None
+    reported_mbps: float | None = None  # what recommend reported for that configuration
+    applied_again: float | None = None  # its median MB/s in these fresh processes
+    applied_ratio: float | None = None
+    within: bool = False  # applied again within TOLERANCE of what recommend reported
+    all_cold: bool = False
+
+
+@dataclass
+class EnginesSection:
+    repeats: int
+    rows: list[EngineRow] = field(default_factory=list)
+    not_here: dict[str, str] = field(default_factory=dict)  # engine → why not measured
+    skipped_envs: dict[str, str] = field(default_factory=dict)  # environment → why
+
+
+def _modelmon_best(config: Path) -> str:
+    """modelmon's best as a user applies it: core.load with the config file, as a command."""
+    code = "import sys, modelmon.core as m; m.load(sys.argv[1], config=sys.argv[2])"
+    return f"cmd: {sys.executable} -c '{code}' {{path}} {config}"
+
+
+def _recommend(job: EngineJob, config: Path) -> LoaderTable:
+    argv = [sys.executable, "-m", "modelmon", "recommend", job.path, "--engine", job.engine]
+    argv += ["--budget", f"{job.budget_s:g}", "--json", "-o", str(config)]
+    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate(timeout=RECOMMEND_TIMEOUT_S)
+    finally:
+        stop_child(child)
+    if child.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"recommend exited {child.returncode}")
+    return from_json(LoaderTable, json.loads(out)["loader"])  # the CLI's own JSON
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def run_job(job: EngineJob, say: Say) -> EngineRow:
+    config = Path(job.scratch) / f"{job.env}-{job.engine}.toml"
+    say(f"engines: {job.env} · {job.engine}: recommend --engine {job.engine}")
+    loader = _recommend(job, config)
+    specs = {"as_is": loader.as_is, "modelmon": _modelmon_best(config)}
+    if loader.change is not None:
+        specs["change"] = loader.change
+    model = open_model(job.path)
+    runs: dict[str, list[EngineRun]] = {key: [] for key in specs}
+    keys = list(specs)
+    for number in range(job.repeats):
+        shift = number % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            outcome = run_program(model, parse_program(specs[key]), path=job.path).load
+            runs[key].append(
+                EngineRun(number, outcome.status, outcome.error, outcome.mbps, outcome.cache.cold)
+            )
+            figure = f"{outcome.mbps:.0f} MB/s" if outcome.status == "ok" else outcome.error
+            say(f"  {key}: {figure}")
+    entries = {key: EngineEntry(specs[key], tuple(runs[key])) for key in specs}
+    return _row(job, loader, entries)
+
+
+def _paired(top: EngineEntry | None, bottom: EngineEntry) -> list[float]:
+    below = {r.round: r.mbps for r in bottom.runs if r.status == "ok"}
+    return [
+        r.mbps / below[r.round]
+        for r in (top.runs if top is not None else ())
+        if r.status == "ok" and below.get(r.round, 0) > 0
+    ]
+
+
+def _row(job: EngineJob, loader: LoaderTable, entries: dict[str, EngineEntry]) -> EngineRow:
+    as_is, change, best = entries["as_is"], entries.get("change"), entries["modelmon"]
+    spec, reported = loader.reported
+    again = (change if change is not None else as_is).median_mbps
+    ratio = again / reported if again and reported else None
+    ok = [r for entry in entries.values() for r in entry.runs if r.status == "ok"]
+    return EngineRow(
+        job,
+        loader=loader,
+        as_is=as_is,
+        change=change,
+        modelmon=best,
+        gain=_median(_paired(change, as_is)),
+        modelmon_gain=_median(_paired(best, as_is)),
+        reported_spec=spec,
+        reported_mbps=reported,
+        applied_again=again,
+        applied_ratio=ratio,
+        within=ratio is not None and abs(ratio - 1) <= TOLERANCE,
+        all_cold=all(r.cold for r in ok),
+    )
+
+
+def jobs(
+    env: str,
+    paths: dict[str, Path],
+    scratch: Path,
+    budget_s: float,
+    repeats: int,
+    engines: tuple[str, ...] = ENGINES_TRIED,
+) -> tuple[list[EngineJob], dict[str, str]]:
+    """The jobs for ``env`` (``paths``: engine -> what its {path} is), and the engines left
+    out with why."""
+    chosen, skipped = [], {}
+    for engine in engines:
+        why = engine_unavailable(engine)
+        if why is not None or engine not in paths:
+            skipped[engine] = why or "no model for it in this run"
+            continue
+        chosen.append(EngineJob(env, engine, str(paths[engine]), budget_s, repeats, str(scratch)))
+    return chosen, skipped
+
+
+def run_jobs(jobs_: list[EngineJob], say: Say) -> list[EngineRow]:
+    out = []
+    for job in jobs_:
+        try:
+            out.append(run_job(job, say))
+        except Exception as exc:  # one engine's failure is its row, not the section's end
+            out.append(EngineRow(job, failed=f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def in_child(
+    jobs_: list[EngineJob], wrap: Callable[[list[str]], list[str]], scratch: Path, say: Say
+) -> list[EngineRow]:
+    """The jobs in a child process started through ``wrap`` (inside the hdd cgroup)."""
+    with tempfile.TemporaryDirectory(dir=scratch) as folder:
+        job_file, out_file = Path(folder) / "jobs.json", Path(folder) / "out.json"
+        job_file.write_text(json.dumps(to_json(jobs_)))
+        argv = wrap(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.engines",
+                "--jobs",
+                str(job_file),
+                "--out",
+                str(out_file),
+            ]
+        )
+        child = subprocess.Popen(argv, cwd=ROOT, stdout=sys.stderr)
+        try:
+            code = child.wait()
+        finally:
+            stop_child(child, grace_s=10)
+        if code != 0:
+            raise RuntimeError(f"the engines child process exited with code {code}")
+        return [from_json(EngineRow, row) for row in json.loads(out_file.read_text())]
+
+
+def run_section(
+    envs: list[str],
+    paths: dict[str, Path],
+    scratch: Path,
+    say: Say,
+    *,
+    budget_s: float,
+    repeats: int,
+    engines: tuple[str, ...] = ENGINES_TRIED,
+) -> EnginesSection:
+    """Every job of ``envs`` (``local``, ``hdd``: in the throttled disk's cgroup, ``fuse``: on
+    a mount of each model's folder); ``paths``: engine -> its {path} on the local disk."""
+    from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
+
+    section = EnginesSection(repeats)
+    for env in envs:
+        found, skipped = jobs(env, paths, scratch, budget_s, repeats, engines)
+        section.not_here.update(skipped)
+        try:
+            if env == "local":
+                section.rows += run_jobs(found, say)
+            elif env == "hdd":
+                with throttled_disk(scratch) as throttle:
+                    section.rows += in_child(found, throttle.command, scratch, say)
+            elif env == "fuse":
+                for job in found:
+                    source = Path(job.path)
+                    folder = source if source.is_dir() else source.parent
+                    with fuse_mount(folder, scratch / "mnt-engines") as mounted:
+                        moved = mounted if source.is_dir() else mounted / source.name
+                        section.rows += run_jobs([replace(job, path=str(moved))], say)
+        except EnvUnavailable as exc:
+            section.skipped_envs[env] = str(exc)
+            say(f"engines: {env} skipped: {exc}")
+    return section
+
+
+def _cell(value: float | None, unit: str = "", digits: int = 0) -> str:
+    return "–" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def markdown(section: EnginesSection) -> list[str]:
+    """The section of docs/benchmarks.md."""
+    out = [
+        "Each engine as its users run it, with the change `modelmon recommend --engine` "
+        "chose, and modelmon's best applied as a user applies it (`modelmon.core.load(path, "
+        "config=FILE)`); every run cold, watched, in a fresh process, judged by the bytes that "
+        f"arrived; {section.repeats} rounds, the order rotated each round, medians. "
+        "Gain: the median of the rounds' paired ratios against the engine as users run it. "
+        f"Applied again: the change's MB/s in these fresh processes against what recommend "
+        f"reported (target: within {TOLERANCE:.0%}).",
+        "",
+        "| env | engine | as users run it | recommend's change | with the change | gain "
+        f"| modelmon's best | × as users run it | reported → applied again "
+        f"| within {TOLERANCE:.0%} |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in section.rows:
+        where = f"| {row.job.env} | {row.job.engine} |"
+        if row.failed is not None or row.as_is is None or row.modelmon is None:
+            out.append(f"{where} failed: {row.failed or 'no runs'} |")
+            continue
+        change = row.change.spec if row.change is not None else "none (keep it as it is)"
+        out.append(
+            f"{where} {_cell(row.as_is.median_mbps, ' MB/s')} | `{change}` | "
+            f"{_cell(row.change.median_mbps if row.change else None, ' MB/s')} | "
+            f"{_cell(row.gain, '×', 2)} | {_cell(row.modelmon.median_mbps, ' MB/s')} | "
+            f"{_cell(row.modelmon_gain, '×', 2)} | {_cell(row.reported_mbps)} → "
+            f"{_cell(row.applied_again)} MB/s | {'yes' if row.within else 'NO'} |"
+        )
+    for row in section.rows:
+        if row.failed is None and not row.all_cold:
+            out.append(
+                f"\n{row.job.env} · {row.job.engine}: some runs did not start verified cold."
+            )
+    for engine, why in section.not_here.items():
+        out.append(f"\n{engine}: not measured: {why}.")
+    for env, why in section.skipped_envs.items():
+        out.append(f"\n{env}: not run: {why}.")
+    return [*out, ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    found = [from_json(EngineJob, job) for job in json.loads(args.jobs.read_text())]
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    args.out.write_text(json.dumps(to_json(run_jobs(found, say)), indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

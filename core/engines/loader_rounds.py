@@ -1,0 +1,182 @@
+"""The user's loader measured beside its own settings and modelmon's best, cold, in rounds.
+
+Round 1 screens: the loader as it is first (an engine's run reports the knob values its
+installed version has, and a command's watch tells which engine it uses), then each change
+once, then modelmon's best. Then the finalists (the loader as it is, the change that gained
+most over its baseline, that baseline when it is not the loader itself, and modelmon's best)
+run again in rounds, the order rotated each round, until each has ``EVIDENCE_RUNS`` cold runs
+and while the budget keeps room for another round (``MAX_ROUNDS`` at most). The runs of the
+same round pair up: a change is judged against its baseline like an A/B (``ab.judge``).
+
+The evidence rounds run whatever the budget: a gain the user is told to act on rests on
+three runs of each side.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelmon.core.engines.run import ProgramResult, ProgramRun
+from modelmon.core.engines.spec import program_of
+from modelmon.core.errors import LoadError
+from modelmon.core.loading.result import LoadResult
+from modelmon.core.loading.runner import LoadRun
+from modelmon.core.measuring.ab import Verdict, judge
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import EVIDENCE_RUNS
+from modelmon.core.model.records import Model
+from modelmon.core.watching.result import WatchResult
+
+MAX_ROUNDS = 5
+SLOW_FACTOR = 3.0  # a change whose run takes this many times the loader's as it is is stopped
+START_ALLOWANCE_S = 10.0  # on top: a program's start and imports vary from run to run
+Say = Callable[[str], None]
+
+
+@dataclass
+class Entry:
+    """One configuration of the rounds, and the one its gain is counted against."""
+
+    candidate: Candidate
+    baseline: Entry | None = None  # what its gain is counted against; None: the loader as is
+    # Run once whatever the budget: the loader as it is and modelmon's best (the answer rests
+    # on them) and the engine's own settings (what the user asked about); the device's
+    # readahead only where the budget allows.
+    essential: bool = False
+    by_round: dict[int, LoadResult] = field(default_factory=dict)
+    watch: WatchResult | None = None  # the last run's, for a program
+    own: dict[str, Any] | None = None  # the last run's own report, for an engine
+
+    @property
+    def spec(self) -> str:
+        return self.candidate.spec
+
+    def gain(self) -> float | None:
+        """Median over rounds of this run's MB/s over its baseline's in the same round."""
+        ratios = self.ratios()
+        return statistics.median(ratios) if ratios else None
+
+    def ratios(self) -> list[float]:
+        if self.baseline is None:
+            return []
+        theirs = self.baseline.by_round
+        return [
+            result.mbps / theirs[number].mbps
+            for number, result in sorted(self.by_round.items())
+            if number in theirs and theirs[number].mbps > 0 and result.mbps > 0
+        ]
+
+    def verdict(self) -> Verdict | None:
+        ratios = self.ratios()
+        return judge(ratios) if ratios else None
+
+
+class LoaderRounds:
+    def __init__(
+        self,
+        model: Model,
+        path: str,
+        deadline: float,
+        say: Say,
+        cancel: threading.Event | None,
+    ) -> None:
+        self.model, self.path, self.deadline = model, path, deadline
+        self.say, self.cancel = say, cancel
+        self.walls: dict[str, list[float]] = {}  # spec -> wall seconds of each run
+        self.round = 0
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def pace(self, entry: Entry) -> float:
+        walls = self.walls.get(entry.spec)
+        return statistics.median(walls) if walls else 0.0
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise LoadError("recommendation cancelled")
+
+    def run(self, entry: Entry, limit_s: float | None = None) -> LoadResult:
+        """One cold run of ``entry`` in the current round."""
+        self.check_cancel()
+        candidate = entry.candidate
+        started = time.monotonic()
+        program = program_of(candidate.strategy)
+        if program is None:
+            options = candidate.options.with_(cache="cold")
+            result = LoadRun(
+                self.model, candidate.strategy, options, cancel=self.cancel, time_limit_s=limit_s
+            ).run()
+        else:
+            outcome: ProgramResult = ProgramRun(
+                self.model,
+                program,
+                "cold",
+                cancel=self.cancel,
+                time_limit_s=limit_s,
+                path=self.path,
+            ).run()
+            result = outcome.load
+            entry.watch = outcome.watch or entry.watch
+            entry.own = outcome.own or entry.own
+        self.check_cancel()
+        self.walls.setdefault(entry.spec, []).append(time.monotonic() - started)
+        if result.status == "ok":
+            candidate.results.append(result)
+            entry.by_round[self.round] = result
+            candidate.ended, candidate.reason = "finished", ""
+            cold = "" if result.cache.cold else " (not verified cold)"
+            self.say(f"{entry.spec}: {result.mbps:.0f} MB/s{cold}")
+        elif not candidate.results:
+            candidate.ended = "cut early" if result.status == "cancelled" else "failed"
+            candidate.reason = f"{candidate.ended}: {result.error}"
+            self.say(f"{entry.spec}: {candidate.reason}")
+        else:
+            self.say(f"{entry.spec}: run not counted ({result.error})")
+        return result
+
+    def limit_for(self, as_is: Entry) -> float | None:
+        """A change far slower than the loader as it is tells nothing more by finishing."""
+        walls = self.walls.get(as_is.spec)
+        return SLOW_FACTOR * max(walls) + START_ALLOWANCE_S if walls else None
+
+    def screen(self, as_is: Entry, entries: list[Entry], keep_s: float) -> None:
+        """Round 1 after the loader as it is: each entry once, while the budget keeps
+        ``keep_s`` for the rounds that follow; an entry left out is "not measured"."""
+        limit = self.limit_for(as_is)
+        for entry in entries:
+            if entry.by_round:
+                continue
+            pace = self.pace(entry) or self.pace(as_is)
+            if not entry.essential and self.left() - keep_s < pace:
+                entry.candidate.ended = "not measured"
+                entry.candidate.reason = "not measured: no budget left for it"
+                continue
+            self.run(entry, None if entry.baseline is None else limit)
+
+    def settle(self, finalists: list[Entry]) -> int:
+        """More rounds of the finalists: to ``EVIDENCE_RUNS`` each whatever the budget, then
+        while another round fits. The number of rounds run in all."""
+        alive = [e for e in finalists if e.candidate.results]
+        while self.round + 1 < MAX_ROUNDS and alive:
+            short = any(len(e.candidate.results) < EVIDENCE_RUNS for e in alive)
+            needed = sum(self.pace(e) for e in alive)
+            if not short and self.left() < needed:
+                break
+            self.round += 1
+            shift = self.round % len(alive)
+            for entry in alive[shift:] + alive[:shift]:
+                self.run(entry)
+            alive = [e for e in alive if e.candidate.ended == "finished"]
+        return self.round + 1
+
+
+def best_change(changes: list[Entry]) -> Entry | None:
+    """The change that gained most over its baseline in the screening round."""
+    measured = [e for e in changes if e.gain() is not None]
+    return max(measured, key=lambda e: e.gain() or 0.0, default=None)

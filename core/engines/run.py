@@ -1,0 +1,349 @@
+"""One run of a program configuration, watched, counted as a load: ``ProgramRun``.
+
+The model's files are put in the requested cache state and measured, as for modelmon's own
+runs (the watch does it before the command starts), the device's readahead is set for the
+run where asked (and put back), and the command runs under a watch: its MB/s is the bytes
+that arrived from storage over the time from the first to the last (``WatchResult``). The
+outcome is a ``LoadResult`` like any load's, so an A/B, a recommendation or a fleet round
+counts it the same way, beside the watch's own result (findings, files, processes, series).
+
+A command that exits non-zero, is killed, never opens the model, or reads only part of it
+from a cold start is a failed run, with its exit code and the last line it wrote on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import IO, Any
+
+import numpy as np
+
+from modelmon.core.engines.registry import get_engine
+from modelmon.core.engines.spec import ProgramConfig
+from modelmon.core.errors import OptionsError, WatchError
+from modelmon.core.loading.reads import now_ns
+from modelmon.core.loading.result import (
+    OVERLAP_NOTE,
+    BlockTiming,
+    LoadResult,
+    WorkerTiming,
+    block_timings,
+)
+from modelmon.core.model.records import Model
+from modelmon.core.options import CacheMode
+from modelmon.core.system import device_use, readahead
+from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
+from modelmon.core.watching.findings import PARTIAL_BELOW
+from modelmon.core.watching.result import WatchResult
+from modelmon.core.watching.watch import Watch
+
+INTERVAL_S = 0.1  # the watch's sampling period
+POLL_S = 0.05  # how often a run looks at its stop event and its time limit
+FINDING_NOTE = "finding "  # a note carrying one of the watch's findings: "finding mmap-faults: ..."
+# A load that lasted this few of the watch's samples is timed no finer than one sample:
+# its rate is a bound, and its result says so.
+SHORT_SAMPLES = 3
+SHORT_NOTE = "short: "
+STDERR_TAIL = 64 << 10  # the end of the command's stderr kept for its last line
+# Set for engine runs: a model on disk loads without asking the hub anything.
+ENGINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+StartGate = Callable[[CacheState | None], bool]
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    load: LoadResult  # the run as a load: status, bytes, seconds, cache, error
+    watch: WatchResult | None  # what the watch saw; None when the command never started
+    own: dict[str, Any] | None  # an engine run's own report (engine_child.py), else None
+    stderr: str  # the last line the command wrote on stderr
+
+
+def last_line(stream: IO[bytes]) -> str:
+    stream.seek(0, os.SEEK_END)
+    size = stream.tell()
+    stream.seek(max(0, size - STDERR_TAIL))
+    lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
+    return next((line for line in reversed(lines) if line), "")
+
+
+def _own_report(stream: IO[bytes]) -> dict[str, Any] | None:
+    stream.seek(0)
+    for line in reversed(stream.read().decode(errors="replace").splitlines()):
+        with contextlib.suppress(ValueError):
+            found = json.loads(line)
+            if isinstance(found, dict) and "engine" in found:
+                return found
+    return None
+
+
+class ProgramRun:
+    """One watched run of ``program`` on ``model`` from the cache state ``cache``.
+
+    While it runs, ``watch`` (``reads``, ``sampler``, ``t0_ns``, ``files``) is what the app
+    plots live, as it plots a ``Session``'s load. ``cancel()`` from any thread stops the
+    command and everything it started; so does ``cancel`` (an event) and ``time_limit_s``
+    (from the command's start). ``start_gate`` hears the measured cache state just before
+    the command starts, and may hold it there (a fleet node waits for the others) or refuse.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        program: ProgramConfig,
+        cache: CacheMode = "cold",
+        *,
+        cancel: threading.Event | None = None,
+        time_limit_s: float | None = None,
+        interval_s: float = INTERVAL_S,
+        start_gate: StartGate | None = None,
+        path: str | None = None,
+    ) -> None:
+        if cache == "warm":
+            raise OptionsError(
+                f"{program.spec}: a program's load is timed by the bytes that arrive from "
+                "storage, and a warm model brings none: run it from a cold cache"
+            )
+        self.model, self.program, self.cache = model, program, cache
+        # What {path} stands for: the path the user named (a folder, say), else the model's.
+        self.path = path or model.path
+        self.stop = cancel or threading.Event()
+        self.time_limit_s = time_limit_s
+        self.interval_s = interval_s
+        self.start_gate = start_gate
+        self.paths = [f.path for f in model.files]  # its files: the cache and the readahead
+        self.watch: Watch | None = None
+        self.limit_reached = False
+        self._over = threading.Event()  # the watch has returned
+
+    def cancel(self) -> None:
+        self.stop.set()
+
+    @property
+    def t0_ns(self) -> int:
+        return self.watch.t0_ns if self.watch is not None else 0
+
+    def run(self) -> ProgramResult:
+        with (
+            tempfile.TemporaryFile() as out,
+            tempfile.TemporaryFile() as err,
+            readahead.for_run(self.paths, self.program.readahead) as set_notes,
+            device_use.activity(readahead.device_names(self.paths)) as activity,
+        ):
+            environment = {**os.environ, **self.program.environment()}
+            if self.program.kind == "engine":
+                environment |= ENGINE_ENVIRONMENT
+            command = self.program.command(self.path)
+
+            def gate(state: CacheState | None) -> bool:
+                if self.stop.is_set():
+                    return False
+                if self.start_gate is not None and not self.start_gate(state):
+                    return False
+                activity.mark()
+                return True
+
+            self.watch = Watch(
+                command,
+                model=self.paths,
+                cache=self.cache,
+                stdout=out.fileno(),
+                stderr=err.fileno(),
+                env=environment,
+                interval_s=self.interval_s,
+                start_gate=gate,
+            )
+            stopper = threading.Thread(target=self._stop_when_asked, name="modelmon-program")
+            stopper.start()
+            try:
+                watched = self.watch.run()
+            except WatchError as exc:
+                stopped = self.stop.is_set()
+                return ProgramResult(self._failed(str(exc), stopped), None, None, "")
+            finally:
+                self._over.set()  # ends the stopper
+                stopper.join()
+            overlapped = tuple(run.text() for run in activity.others())
+            stderr = last_line(err)
+            own = _own_report(out) if self.program.kind == "engine" else None
+        load = self._as_load(watched, stderr, [*set_notes], overlapped)
+        return ProgramResult(load, watched, own, stderr)
+
+    def _stop_when_asked(self) -> None:
+        """Ends the watch, and so the command, when asked or at the time limit; returns
+        once the run is over either way."""
+        while not self._over.is_set():
+            if self.stop.wait(POLL_S):
+                break
+            watch = self.watch
+            started = watch.t0_ns if watch is not None else 0
+            limit = self.time_limit_s
+            if limit is not None and started and now_ns() - started > limit * 1e9:
+                self.limit_reached = True
+                break
+        else:
+            return
+        if self.watch is not None:
+            self.watch.cancel()
+
+    def _failed(self, error: str, cancelled: bool) -> LoadResult:
+        return LoadResult(
+            status="cancelled" if cancelled else "failed",
+            strategy=self.program.spec,
+            options=self._options(),
+            model=self.model.path,
+            format=self.model.format,
+            files=tuple(self.paths),
+            bytes=0,
+            seconds=0.0,
+            cache=not_measured(self.cache),
+            error=error,
+        )
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "command": self.program.command(self.path),
+            "env": self.program.environment(),
+            "readahead": self.program.readahead,
+        }
+
+    def _as_load(
+        self, watched: WatchResult, stderr: str, notes: list[str], overlapped: tuple[str, ...]
+    ) -> LoadResult:
+        engine = get_engine(self.program.engine) if self.program.engine else None
+        direct = direct_reads(
+            watched, engine is not None and engine.reads_direct(self.program.settings)
+        )
+        if direct is not None:
+            watched = replace(watched, bytes_read=direct[0], seconds=direct[1])
+            notes.append(
+                "direct I/O: the page cache never holds what it reads, so the load is timed "
+                "by the tree's reads from storage (/proc/PID/io read_bytes), to the sample"
+            )
+        status, error = self._judge(watched, stderr)
+        seconds = watched.seconds or 0.0
+        # Read past the page cache, its bytes could not arrive there: no partial read.
+        found = [f for f in watched.findings if direct is None or f.code != "partial-read"]
+        notes += [f"{FINDING_NOTE}{f.code}: {f.text}" for f in found]
+        notes += list(watched.notes)
+        if overlapped:
+            notes.append(f"{OVERLAP_NOTE}{'; '.join(overlapped)}")
+        if status == "ok" and seconds <= SHORT_SAMPLES * watched.interval_s:
+            notes.append(
+                f"{SHORT_NOTE}the load lasted {seconds:.2f} s, about "
+                f"{seconds / watched.interval_s:.0f} of the watch's {watched.interval_s:g} s "
+                "samples: its rate is known to a sample, not finer (a larger model, or slower "
+                "storage, times it well)"
+            )
+        return LoadResult(
+            status=status,
+            strategy=self.program.spec,
+            options=self._options(),
+            model=self.model.path,
+            format=self.model.format,
+            files=tuple(self.paths),
+            bytes=watched.bytes_read if status == "ok" else 0,
+            seconds=seconds if status == "ok" else 0.0,
+            cache=watched.cache or not_measured(self.cache),
+            blocks=self._blocks(watched) if status == "ok" and direct is None else (),
+            workers=(
+                WorkerTiming(0, watched.pid, watched.bytes_read, seconds, 0, watched.peak_rss),
+            ),
+            error=error,
+            notes=tuple(notes),
+        )
+
+    def _judge(self, watched: WatchResult, stderr: str) -> tuple[str, str | None]:
+        said = f": {stderr}" if stderr else ""
+        if watched.ended_by == "cancel":
+            why = "stopped at its time limit" if self.limit_reached else "stopped"
+            return "cancelled", f"{why} after {watched.wall_seconds:.1f} s{said}"
+        if watched.signal is not None:
+            return "failed", f"killed by {watched.signal}{said}"
+        if watched.exit_code not in (0, None):
+            return "failed", f"exit code {watched.exit_code}{said}"
+        if not watched.saw_model:
+            return "failed", "it never opened or mapped the model's files" + said
+        cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
+        model_bytes = sum(f.size for f in self.model.files)
+        if cold and watched.bytes_read < PARTIAL_BELOW * model_bytes:
+            return "failed", (
+                f"only {watched.bytes_read / model_bytes:.1%} of the model arrived or was "
+                "touched: a lazy load measures nothing (touch every byte it loads)"
+            )
+        if watched.seconds is None or watched.seconds <= 0:
+            return "failed", (
+                "no model bytes were seen arriving from storage, so its load cannot be timed"
+                + ("" if cold else " (the model was already in the page cache)")
+            )
+        return "ok", None
+
+    def _blocks(self, watched: WatchResult) -> tuple[BlockTiming, ...]:
+        """When each block's bytes arrived, from the first byte on: the watch's arrivals
+        laid over the model's tensors, as a load's reads are."""
+        watch = self.watch
+        if watch is None or watched.first_byte_s is None:
+            return ()
+        columns = watch.reads.columns()
+        index = {os.path.realpath(f.path): i for i, f in enumerate(self.model.files)}
+        known = {f.index: index.get(f.path, -1) for f in watch.files.files}
+        files = np.array([known.get(int(i), -1) for i in columns["file"]], dtype=np.int64)
+        keep = files >= 0
+        reads = {key: column[keep] for key, column in columns.items()}
+        reads["file"] = files[keep]
+        reads["prefetch"] = np.zeros(int(keep.sum()), dtype=bool)
+        start_ns = watch.t0_ns + round(watched.first_byte_s * 1e9)
+        timings = block_timings(self.model, reads, start_ns)
+        return tuple(replace(b, start=max(0.0, b.start), end=max(0.0, b.end)) for b in timings)
+
+
+DIRECT_EDGE = 0.02  # of a direct-I/O run's bytes: read before it started, or after it ended
+
+
+def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float] | None:
+    """(bytes, seconds) of a program that read the model with O_DIRECT (``known``, or seen
+    on a descriptor of it), from its tree's block-layer reads: those bytes never enter the
+    page cache, where arrivals are seen.
+    The span runs from the last sample before the reads passed ``DIRECT_EDGE`` of their
+    total to the first after they came within it of the end. None for any other program."""
+    on_model = {f.index for f in watched.files}
+    seen = any(d.o_direct and d.file in on_model for d in watched.descriptions)
+    if not (known or seen):
+        return None
+    samples = watched.samples
+    found = samples.series.get("read_bytes") if samples is not None else None
+    if found is None:
+        return None
+    times, values = found
+    keep = np.isfinite(values)
+    times, values = times[keep], values[keep]
+    if len(values) < 2 or values[-1] <= watched.bytes_read:
+        return None
+    total = float(values[-1])
+    began = int(np.argmax(values > DIRECT_EDGE * total))
+    ended = int(np.argmax(values >= (1 - DIRECT_EDGE) * total))
+    start = float(times[max(0, began - 1)])
+    end = float(times[min(len(times) - 1, max(ended, began))])
+    if end <= start:
+        return None
+    model = sum(f.size for f in watched.files)
+    return min(int(total), model), end - start
+
+
+def run_program(
+    model: Model,
+    program: ProgramConfig,
+    cache: CacheMode = "cold",
+    *,
+    cancel: threading.Event | None = None,
+    time_limit_s: float | None = None,
+    path: str | None = None,
+) -> ProgramResult:
+    """One watched run of ``program`` (see ``ProgramRun``)."""
+    run = ProgramRun(model, program, cache, cancel=cancel, time_limit_s=time_limit_s, path=path)
+    return run.run()

@@ -1,0 +1,203 @@
+"""The user's loader in words: the sentences that lead a recommendation made with
+``--loader`` / ``--engine``, the snippets for the user's engine marked measured with their
+MB/s and runs (or translated, and said not measured, for an engine that cannot run here),
+and the config file's ``[loader]`` table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelmon.core.engines.advice import LoaderAdvice
+from modelmon.core.engines.registry import get_engine
+from modelmon.core.engines.run import SHORT_NOTE
+from modelmon.core.engines.spec import ProgramConfig, program_of
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import MIN_GAIN
+from modelmon.core.model.records import Model
+from modelmon.core.output.explain import permanent_readahead, runs_words
+from modelmon.core.output.snippets import Snippet
+
+
+def _runs(candidate: Candidate) -> str:
+    return runs_words(candidate.results)
+
+
+def change_words(change: Candidate, base: Candidate) -> str:
+    """What to change, in the loader's own terms."""
+    program, before = program_of(change.strategy), program_of(base.strategy)
+    if program is None or before is None:
+        return change.spec
+    if program.readahead != before.readahead and program.readahead is not None:
+        return f"raise the device's readahead to {program.readahead} KiB"
+    if program.kind == "engine" and program.engine is not None:
+        engine = get_engine(program.engine)
+        return engine.snippet(program.settings)
+    added = [f"{name}={value}" for name, value in program.env if (name, value) not in before.env]
+    return "set " + " ".join(added) + " in your loader's environment"
+
+
+def _pairs(change: Candidate) -> str:
+    verdict = change.verdict
+    if verdict is None:
+        return "unpaired"
+    count = len(change.results)
+    agreeing = "every pair agreeing" if verdict.text == "B faster" else "the pairs disagreeing"
+    return f"{count} paired cold rounds, {agreeing}"
+
+
+def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
+    gain, verdict = advice.gain(change), change.verdict
+    if gain is None or verdict is None:
+        return "ran once, unpaired"
+    if verdict.text == "A faster":
+        return f"ran {gain:.2f}× its baseline: slower"
+    return f"ran {gain:.2f}× its baseline: within noise or under {MIN_GAIN - 1:.0%} apart"
+
+
+def loader_explanation(advice: LoaderAdvice) -> list[str]:
+    """The sentences that lead the explanation: the best change, its gain over the loader
+    as it is, modelmon's best in the same rounds, what the watch saw of the loader."""
+    loader, pick = advice.loader, advice.pick
+    lines: list[str] = []
+    if advice.for_engine is not None:
+        engine = get_engine(advice.for_engine)
+        lines.append(
+            f"{engine.not_here}: its advice is translated from {loader.spec}, measured here."
+        )
+    if not loader.results:
+        lines.append(f"Your loader ({loader.spec}) {loader.reason or 'did not complete'}.")
+    elif pick is not None:
+        base = advice.baseline_of(pick)
+        gain = advice.gain(pick) or 0.0
+        through = ""
+        if base is not loader:  # an engine setting, measured on modelmon's run of the engine
+            through = (
+                f" (measured on {base.spec}, {base.median_mbps:.0f} MB/s as it is; your "
+                f"loader as it is: {loader.median_mbps:.0f} MB/s)"
+            )
+        lines.append(
+            f"Change your loader: {change_words(pick, base)}. Measured here: "
+            f"{pick.median_mbps:.0f} MB/s against {base.median_mbps:.0f} MB/s as it is, "
+            f"{gain:.2f}× ({_pairs(pick)}){through}."
+        )
+    else:
+        tried = [c for c in advice.changes if c.results]
+        best = tried[0] if tried else None
+        if best is None:
+            lines.append(
+                f"Your loader as it is: {loader.median_mbps:.0f} MB/s ({_runs(loader)}); no "
+                "setting of it was measured."
+            )
+        else:
+            lines.append(
+                f"Keep your loader as it is ({loader.median_mbps:.0f} MB/s, {_runs(loader)}): "
+                f"no setting measured clearly faster; the best tried, {best.spec}, "
+                f"{_against_baseline(advice, best)}."
+            )
+    best = advice.modelmon
+    if best.results and loader.results:
+        ratio = best.median_mbps / loader.median_mbps if loader.median_mbps else 0.0
+        lines.append(
+            f"modelmon's best ({best.spec}) loaded it at {best.median_mbps:.0f} MB/s in the "
+            f"same rounds: {ratio:.1f}× your loader as it is (modelmon.core.load(path, "
+            "config=...) applies it)."
+        )
+    runs = [r for c in (loader, *advice.changes) for r in c.results]
+    if any(note.startswith(SHORT_NOTE) for r in runs for note in r.notes):
+        lines.append(
+            "Some of these loads lasted only a few of the watch's samples: their rates are "
+            "known to a sample, not finer; a larger model or slower storage times them well."
+        )
+    watch = advice.watch
+    if watch is not None and watch.findings:
+        finding = watch.findings[0]
+        lines.append(f"What the watch saw of your loader: {finding.text} Fix: {finding.fix}")
+    lines += list(advice.notes)
+    return lines
+
+
+def _snippet(tool: str, text: str, candidate: Candidate, note: str = "") -> Snippet:
+    return Snippet(tool, text, candidate.spec, candidate.median_mbps, len(candidate.results), note)
+
+
+def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
+    """The user's engine's lines: for the change picked (or the loader as it is, when
+    nothing beat it), measured; for an engine that cannot run here, translated."""
+    chosen = advice.pick or advice.loader
+    if not chosen.results:
+        return []
+    program = program_of(chosen.strategy)
+    out: list[Snippet] = []
+    if program is None:
+        return out
+    if program.readahead is not None:
+        commands = permanent_readahead(model, program.readahead)
+        if commands:
+            out.append(_snippet("readahead-device", "; or ".join(commands), chosen))
+    if program.kind == "cmd":
+        shown = ProgramConfig("cmd", argv=program.argv, env=program.env).spec
+        out.append(_snippet("your-loader", shown.removeprefix("cmd: "), chosen))
+        return out
+    engine = get_engine(str(program.engine))
+    settings = program.settings
+    out.append(_snippet(engine.name, engine.snippet(settings), chosen))
+    for tool, line in engine.also:
+        out.append(_snippet(tool, line(settings), chosen, "the same loader"))
+    if advice.for_engine is not None:
+        target = get_engine(advice.for_engine)
+        gain = advice.gain(chosen) if chosen is advice.pick else None
+        versus = f", {gain:.2f}× its default here" if gain is not None else ""
+        note = (
+            f"{target.label} does not run here; translated from {chosen.spec} "
+            f"({chosen.median_mbps:.0f} MB/s{versus})"
+        )
+        out.append(Snippet(target.name, target.snippet(settings), None, None, None, note))
+    return out
+
+
+# The general snippets (``output.snippets``) that the user's engine's measured lines replace:
+# they say the same thing, unmeasured or measured as a modelmon strategy.
+SUPERSEDED = {
+    "llamacpp": ("llama.cpp-no-mmap", "llama.cpp-direct-io"),
+    "safetensors": ("safetensors-read",),
+    "runai": ("runai_streamer",),
+    "vllm": ("vllm-eager", "vllm-lazy", "vllm-prefetch"),
+}
+
+
+def superseded(advice: LoaderAdvice) -> tuple[str, ...]:
+    """The general snippets the loader's own lines replace."""
+    engines = [e for e in (advice.engine, advice.for_engine) if e is not None]
+    return tuple(tool for engine in engines for tool in SUPERSEDED.get(engine, ()))
+
+
+def loader_table(advice: LoaderAdvice) -> dict[str, Any]:
+    """The config file's ``[loader]`` table (TOML has no null: absent keys are unknown)."""
+    loader, pick, best = advice.loader, advice.pick, advice.modelmon
+
+    def figures(prefix: str, candidate: Candidate) -> dict[str, Any]:
+        if not candidate.results:
+            return {f"{prefix}_ended": candidate.reason or candidate.ended}
+        return {
+            f"{prefix}_mbps": round(candidate.median_mbps, 1),
+            f"{prefix}_runs": len(candidate.results),
+        }
+
+    table: dict[str, Any] = {"as_is": loader.spec, **figures("as_is", loader)}
+    if advice.engine is not None:
+        table["engine"] = advice.engine
+        if advice.engine_found:
+            table["engine_found"] = advice.engine_found
+    if advice.for_engine is not None:
+        table["for_engine"] = advice.for_engine
+    if pick is not None:
+        table["change"] = pick.spec
+        table |= figures("change", pick)
+        table["baseline"] = advice.baseline_of(pick).spec
+        gain = advice.gain(pick)
+        if gain is not None:
+            table["gain"] = round(gain, 3)
+    table["modelmon"] = best.spec
+    table |= figures("modelmon", best)
+    table["rounds"] = advice.rounds
+    return table

@@ -1,0 +1,97 @@
+"""Each engine adapter's knobs change what the engine really does, as the watch sees it: a
+mapped load brings the model in through page faults, a load with the mapping turned off
+through read calls (the tree's rchar grows by the model's size), and what the engine still
+maps once loaded is seen mapped. Engines not installed here skip, naming their extra."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import ProgramResult, get_engine, open_model
+
+from .conftest import needs
+
+Held = Callable[..., ProgramResult]
+WHOLE = 0.9  # of the model's bytes: read calls that carried it, beyond the other run's
+
+
+def _ok(outcome: ProgramResult) -> ProgramResult:
+    assert outcome.load.status == "ok", outcome.load.error
+    assert outcome.load.cache.cold, outcome.load.cache.note
+    assert outcome.watch is not None and outcome.own is not None
+    return outcome
+
+
+def _model_file(outcome: ProgramResult) -> tuple[bool, int]:
+    """Whether the engine was seen mapping the model file, and the bytes that arrived."""
+    assert outcome.watch is not None
+    (file,) = outcome.watch.files
+    return file.mapped, file.arrived_bytes
+
+
+def _read_whole_beyond(read: ProgramResult, mapped: ProgramResult, size: int) -> None:
+    """The reading run's read calls carried the model; the mapping run's did not (the same
+    imports on both sides cancel out)."""
+    assert read.watch is not None and mapped.watch is not None
+    assert read.watch.read_chars - mapped.watch.read_chars >= WHOLE * size
+
+
+def test_safetensors_backend_maps_or_reads(held: Held, llama_folder: Path) -> None:
+    needs("safetensors")
+    model = open_model(llama_folder)
+    mapped = _ok(held(model, "engine: safetensors"))
+    read = _ok(held(model, "engine: safetensors backend=read"))
+    size = model.files[0].size
+    for outcome in (mapped, read):
+        assert _model_file(outcome)[1] == size  # every byte arrived, cold
+        assert outcome.own is not None and outcome.own["bytes"] == model.total_bytes
+    _read_whole_beyond(read, mapped, size)
+    if "pread" in (mapped.own or {})["features"]["backend"]:
+        pread = _ok(held(model, "engine: safetensors backend=pread"))
+        _read_whole_beyond(pread, mapped, size)
+
+
+def test_llama_cpp_load_mode_maps_reads_or_goes_direct(held: Held, gguf_file: Path) -> None:
+    needs("llamacpp")
+    model = open_model(gguf_file)
+    mapped = _ok(held(model, "engine: llamacpp"))
+    read = _ok(held(model, "engine: llamacpp load_mode=none"))
+    size = model.files[0].size
+    assert _model_file(mapped)[0] is True  # the model stays mapped while loaded
+    assert _model_file(read)[0] is False
+    _read_whole_beyond(read, mapped, size)
+    if "dio" in (mapped.own or {})["features"]["load_mode"]:
+        direct = _ok(held(model, "engine: llamacpp load_mode=dio"))
+        assert _model_file(direct)[0] is False
+        assert any(n.startswith("direct I/O") for n in direct.load.notes)
+        assert direct.load.bytes >= WHOLE * size  # counted from storage, not the page cache
+
+
+def test_transformers_disable_mmap_reads_each_file_whole(held: Held, llama_folder: Path) -> None:
+    needs("transformers")
+    model = open_model(llama_folder)
+    mapped = _ok(held(model, "engine: transformers", str(llama_folder)))
+    read = _ok(held(model, "engine: transformers disable_mmap=true", str(llama_folder)))
+    _read_whole_beyond(read, mapped, model.files[0].size)
+    assert (read.own or {})["settings"] == {"disable_mmap": "true"}
+
+
+def test_diffusers_disable_mmap_reads_instead_of_mapping(held: Held, unet_folder: Path) -> None:
+    needs("diffusers")
+    model = open_model(unet_folder)
+    mapped = _ok(held(model, "engine: diffusers", str(unet_folder)))
+    read = _ok(held(model, "engine: diffusers disable_mmap=true", str(unet_folder)))
+    assert _model_file(mapped)[0] is True  # its weights are views of the mapping
+    assert _model_file(read)[0] is False
+    _read_whole_beyond(read, mapped, model.files[0].size)
+
+
+def test_an_engine_that_is_not_installed_says_which_extra_installs_it() -> None:
+    runai = get_engine("runai")
+    why = runai.unavailable()
+    if why is None:
+        pytest.skip("Run:ai Model Streamer is installed here")
+    assert "pip install 'modelmon[runai]'" in why

@@ -1,0 +1,152 @@
+"""Commands as configurations, run for real: each run starts from a verified cold cache, is
+watched, and counts as a load; a command that fails is a failed run that says why."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import (
+    ABFailed,
+    Config,
+    LoadOptions,
+    OptionsError,
+    ProgramResult,
+    ProgramRun,
+    as_config,
+    open_model,
+    parse_program,
+    run_ab,
+    run_program,
+    write_safetensors_model,
+)
+
+PYTHON = sys.executable
+READER = "import sys; f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 20 MB single-file safetensors model."""
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("programs"), layers=2, hidden=512, vocab=4096, seed=3
+    )
+
+
+def _run(model: Path, spec: str, **options: object) -> ProgramResult:
+    return run_program(open_model(model), parse_program(spec), **options)  # type: ignore[arg-type]
+
+
+def test_a_command_is_cold_verified_watched_and_counted_as_a_load(model: Path) -> None:
+    outcome = _run(model, f'cmd: {PYTHON} -c "{READER}" {{path}}')
+    load, watch = outcome.load, outcome.watch
+    assert load.status == "ok", load.error
+    assert load.cache.requested == "cold" and load.cache.cold, load.cache.note
+    assert watch is not None and watch.cache is not None and watch.cache.cold
+    size = model.stat().st_size
+    assert load.bytes == size == watch.arrived_bytes  # every byte arrived, each counted once
+    assert load.seconds == watch.seconds and load.mbps > 0
+    assert load.strategy.startswith("cmd: ") and load.options["command"][-1] == str(model)
+    assert load.workers[0].pid == watch.pid
+    assert load.blocks and load.first_block_s is not None  # blocks from where bytes arrived
+
+
+def test_a_failing_command_is_a_failed_run_with_its_exit_code_and_last_stderr_line(
+    model: Path,
+) -> None:
+    script = "import sys; print('loading', file=sys.stderr); sys.exit('no GPU found')"
+    outcome = _run(model, f'cmd: {PYTHON} -c "{script}" {{path}}')
+    assert outcome.load.status == "failed" and outcome.load.bytes == 0
+    assert outcome.load.error == "exit code 1: no GPU found"
+    assert outcome.stderr == "no GPU found"
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "killed by SIGKILL"),
+        ("pass", "it never opened or mapped the model's files"),
+        (
+            "import mmap, sys; f = open(sys.argv[1], 'rb'); "
+            "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); m[0]",
+            "a lazy load measures nothing",
+        ),
+    ],
+)
+def test_a_run_that_loads_nothing_whole_is_failed(model: Path, script: str, said: str) -> None:
+    outcome = _run(model, f'cmd: {PYTHON} -c "{script}" {{path}}')
+    assert outcome.load.status == "failed"
+    assert said in (outcome.load.error or ""), outcome.load.error
+
+
+def test_a_command_that_cannot_start_is_a_failed_run(model: Path) -> None:
+    outcome = _run(model, "cmd: modelmon-no-such-program {path}")
+    assert outcome.load.status == "failed" and outcome.watch is None
+    assert "cannot run 'modelmon-no-such-program'" in (outcome.load.error or "")
+
+
+def test_a_command_past_its_time_limit_is_stopped(model: Path) -> None:
+    outcome = _run(model, f'cmd: {PYTHON} -c "import time; time.sleep(120)"', time_limit_s=0.5)
+    assert outcome.load.status == "cancelled"
+    assert (outcome.load.error or "").startswith("stopped at its time limit")
+
+
+def test_a_program_is_never_timed_from_a_warm_cache(model: Path) -> None:
+    with pytest.raises(OptionsError, match="a warm model brings none"):
+        ProgramRun(open_model(model), parse_program("cmd: cat {path}"), "warm")
+    with pytest.raises(OptionsError, match="use a cold cache"):
+        run_ab(
+            open_model(model),
+            as_config(parse_program("cmd: cat {path}")),
+            Config("sequential", LoadOptions()),
+            n=1,
+            cache="warm",
+        )
+
+
+def test_a_command_counts_in_the_pairs_and_the_verdict_as_a_load(model: Path) -> None:
+    heard: list[tuple[str, int, ProgramResult]] = []
+    command = as_config(parse_program(f'cmd: {PYTHON} -c "{READER}" {{path}}'))
+    sequential = Config("sequential", LoadOptions(workers=2))
+    ab = run_ab(
+        open_model(model),
+        command,
+        sequential,
+        n=2,
+        on_program=lambda side, pair, outcome: heard.append((side, pair, outcome)),
+    )
+    assert [side for side, _ in ab.runs] == ["A", "B", "A", "B"]
+    assert all(result.status == "ok" and result.cache.cold for _, result in ab.runs)
+    assert ab.a.spec == command.spec and ab.b.spec == "sequential workers=2"
+    assert len(ab.ratios) == 2 and ab.verdict.text in ("A faster", "B faster", "within noise")
+    assert [(side, pair) for side, pair, _ in heard] == [("A", 0), ("A", 1)]
+    assert not ab.verdict.note  # every run verified cold
+
+
+def test_an_ab_with_a_failing_command_is_void_and_says_why(model: Path) -> None:
+    failing = as_config(parse_program(f'cmd: {PYTHON} -c "import sys; sys.exit(4)" {{path}}'))
+    with pytest.raises(ABFailed, match="B run 1 failed: exit code 4"):
+        run_ab(open_model(model), Config("sequential", LoadOptions()), failing, n=1)
+
+
+def test_every_shard_is_made_cold_and_counted_when_the_index_is_named(
+    sharded_model: Path,
+) -> None:
+    """``{path}`` is the index the user named; the cache of every shard is verified cold."""
+    reads_all = (
+        "import glob, os, sys\n"
+        "for name in glob.glob(os.path.join(os.path.dirname(sys.argv[1]), '*.safetensors')):\n"
+        "    f = open(name, 'rb', buffering=0)\n"
+        "    while f.read(1 << 20): pass"
+    )
+    model = open_model(sharded_model)
+    outcome = run_program(
+        model, parse_program(f'cmd: {PYTHON} -c "{reads_all}" {{path}}'), path=str(sharded_model)
+    )
+    assert outcome.load.status == "ok", outcome.load.error
+    assert outcome.load.cache.cold and outcome.watch is not None
+    assert {f.path for f in outcome.watch.files} == {f.path for f in model.files}
+    assert outcome.load.bytes == sum(f.size for f in model.files)
+    assert outcome.load.options["command"][-1] == str(sharded_model)

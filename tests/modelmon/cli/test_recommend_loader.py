@@ -1,0 +1,149 @@
+"""``modelmon recommend --engine / --loader``: the user's loader measured as it is, its
+engine's settings, and modelmon's best, in the same cold rounds; the explanation leads with
+the loader, and the engine's snippet is marked measured with its MB/s and runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import engine_unavailable, read_config, write_safetensors_model
+
+from .conftest import RunCli
+
+READER = "import sys; f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("recommend-loader"), layers=2, hidden=512, vocab=4096, seed=9
+    )
+
+
+def test_recommend_with_an_engine_measures_it_and_marks_its_snippet(
+    modelmon: RunCli, model: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "modelmon.toml"
+    done = modelmon(
+        "recommend",
+        str(model),
+        "--engine",
+        "safetensors",
+        "--budget",
+        "5",
+        "-o",
+        str(config),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    written = tomllib.loads(config.read_text())
+    assert read_config(config).document["loader"] == written["loader"]  # it still applies
+    loader = written["loader"]
+    assert loader["as_is"] == "engine: safetensors" and loader["as_is_runs"] >= 3
+    assert loader["modelmon_runs"] >= 3 and loader["rounds"] >= 3
+    first = written["explanation"][0]
+    assert first.startswith(("Change your loader:", "Keep your loader as it is"))
+    measured = loader.get("change", loader["as_is"])
+    line = written["apply"]["safetensors"]
+    assert f"[measured here as {measured}: " in line and " runs]" in line
+    if "change" in loader:  # the change is measured against the loader in every round
+        assert loader["change_runs"] >= 3 and loader["gain"] >= 1.05
+    assert "safetensors-read" not in written["apply"]  # replaced by the measured line
+    assert done.stdout.splitlines()[0] == first
+
+
+def test_recommend_with_a_command_as_the_loader(modelmon: RunCli, model: Path) -> None:
+    loader = f'cmd: {sys.executable} -c "{READER}" {{path}}'
+    done = modelmon(
+        "recommend",
+        str(model),
+        "--loader",
+        loader,
+        "--budget",
+        "5",
+        "-o",
+        "-",
+        "--json",
+        timeout=300,
+    )
+    assert done.returncode == 2 and "-o - and --json" in done.stderr
+    done = modelmon(
+        "recommend",
+        str(model),
+        "--loader",
+        loader,
+        "--budget",
+        "5",
+        "--json",
+        "-o",
+        str(model.parent / "out.toml"),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["loader"]["as_is"].startswith("cmd: ")
+    assert document["loader"]["as_is_runs"] >= 3
+    assert document["apply"]["your-loader"].startswith(f"{sys.executable} -c ")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--engine", "llamacpp"], "llama-cpp-python loads gguf models; this one is safetensors"),
+        (["--engine", "teleport"], "unknown engine 'teleport'"),
+        (["--loader", "cmd:"], "needs a command"),
+        (["--engine", "transformers disable_mmap=maybe"], "disable_mmap must be one of"),
+    ],
+)
+def test_a_loader_that_cannot_be_measured_is_refused_before_measuring(
+    modelmon: RunCli, model: Path, args: list[str], said: str
+) -> None:
+    done = modelmon("recommend", str(model), *args, "-o", str(model.parent / "x.toml"))
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and not (model.parent / "x.toml").exists()
+
+
+def test_an_engine_missing_what_it_needs_beside_the_weights_is_refused(
+    modelmon: RunCli, model: Path
+) -> None:
+    """transformers loads a folder with its config.json: without one, or without
+    transformers here, it is said before anything is measured, naming what is missing."""
+    done = modelmon("recommend", str(model), "--engine", "transformers")
+    assert done.returncode == 2, done.stderr
+    missing = engine_unavailable("transformers")
+    said = missing if missing is not None else "loads a folder holding config.json"
+    assert said in done.stderr
+
+
+def test_an_engine_that_cannot_run_here_gets_a_translated_snippet_said_not_measured(
+    modelmon: RunCli, model: Path
+) -> None:
+    done = modelmon(
+        "recommend",
+        str(model),
+        "--engine",
+        "vllm",
+        "--budget",
+        "5",
+        "--json",
+        "-o",
+        str(model.parent / "vllm.toml"),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["loader"]["for_engine"] == "vllm"
+    assert document["loader"]["as_is"] == "engine: safetensors"  # what stands for it here
+    line = document["apply"]["vllm"]
+    assert line.startswith("vllm serve PATH --safetensors-load-strategy ")
+    assert "[not measured here: vLLM does not run here; translated from engine: safetensors" in line
+    assert document["explanation"][0].startswith("vLLM loads onto a GPU")
+    assert (
+        "safetensors" in document["apply"]
+        and "measured here as" in document["apply"]["safetensors"]
+    )
