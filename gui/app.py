@@ -60,7 +60,7 @@ def run_app(path: str | None = None, demo: bool = False) -> int:
     if path:
         window.open_path(path)
     elif demo:
-        window.loader.use_demo()
+        window.state.use_demo()
     # Ctrl+C in the terminal closes the window properly (stopping any load) instead of being
     # swallowed while Qt's event loop runs: a short timer lets Python see the signal.
     signal.signal(signal.SIGINT, lambda *_: window.close())

@@ -206,7 +206,10 @@ class AccessPatternPlot(ThemedPlot):
             colour = theme.worker_colour(worker)
             self.traces[worker] = _WorkerTrace(self.item, colour)
             workers = sorted(self.traces)
-            keys = [(f"w{w}", theme.worker_colour(w)) for w in workers[:MAX_LEGEND_WORKERS]]
+            keys = [
+                (f"w{w}" if w >= 0 else "shared", theme.worker_colour(w))
+                for w in workers[:MAX_LEGEND_WORKERS]
+            ]
             if len(workers) > MAX_LEGEND_WORKERS:
                 keys.append((f"+{len(workers) - MAX_LEGEND_WORKERS} workers", theme.foreground))
             self.set_title(self.run_title, keys)
