@@ -96,34 +96,34 @@ def main() -> int:
         def save(name: str, size: tuple[int, int] = DEFAULT_SIZE) -> None:
             window.resize(*size)
             for theme in ("light", "dark"):
-                window.theme_menu.choose(theme)
+                window.menus.theme_menu.choose(theme)
                 settle()
                 suffix = "-dark" if theme == "dark" else ""
                 path = HERE / f"{name}{suffix}.png"
                 window.grab().save(str(path))
                 print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
-            window.theme_menu.choose("light")
+            window.menus.theme_menu.choose("light")
             window.resize(*DEFAULT_SIZE)
 
         wait(lambda: window.start_page.discovery is not None, "discovery")
         save("start-page")
 
         workspace = window.workspace
-        window.loader.use_demo()
-        wait(lambda: workspace.info is not None, "the demo model")
-        workspace.measure_ceilings()
-        wait(lambda: not workspace.running, "the ceilings")
+        window.state.use_demo()
+        wait(lambda: workspace.bench.info is not None, "the demo model")
+        workspace.bench.measure_ceilings()
+        wait(lambda: not workspace.bench.running, "the ceilings")
         workspace.compare.pairs.setValue(args.pairs)
-        workspace.run_ab(args.pairs)
-        wait(lambda: not workspace.running, "the A/B")
+        workspace.bench.run_ab(args.pairs)
+        wait(lambda: not workspace.bench.running, "the A/B")
         save("ab-run")
         save("ab-run-1000x700", SMALL_SIZE)
 
-        workspace.recommend(args.budget, str(Path(scratch) / "recommended.toml"))
-        wait(lambda: not workspace.running, "the recommendation")
+        workspace.bench.recommend(args.budget, str(Path(scratch) / "recommended.toml"))
+        wait(lambda: not workspace.bench.running, "the recommendation")
         save("recommend")
 
-        for record in workspace.records:
+        for record in workspace.bench.records:
             result = record.result
             print(
                 record.run_name,

@@ -133,12 +133,12 @@ def summary_text(rec: Recommendation, exported_to: str | None = None) -> str:
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
     where = (
-        f"exported to {exported_to}."
+        f"Exported to {exported_to}."
         if exported_to
         else "File ▸ Export recommended configuration… writes it as a config file."
     )
     memory = search_memory_text(rec)
     return (
-        f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget; "
-        f"{memory}. {where}"
+        f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget. "
+        f"{memory[0].upper()}{memory[1:]}. {where}"
     )
