@@ -237,6 +237,7 @@ class MainWindow(QMainWindow):
             return None
 
         dialog = WatchDialog(self.processes, model_path(model), check, self)
+        dialog.refresh_requested.connect(self.processes.refresh)
         dialog.show_tab(process)
         if self._ask(dialog, lambda: bool(dialog.exec())):
             self.bench.watch(watch_request(dialog.entered(), model))

@@ -184,9 +184,9 @@ def run_words(record: RunRecord) -> str:
     0.80 s (12 MB read)", "FAILED: …"."""
     status = record.status
     mbps, seconds = record.mbps, record.seconds
-    if record.watched is not None:
+    if record.watched is not None and record.watched.bytes_read:
         done = f"{human_bytes(record.watched.bytes_read)} arrived"
-    elif record.result is not None:
+    elif record.result is not None and record.result.bytes:
         done = f"{human_bytes(record.result.bytes)} read"
     else:
         done = ""

@@ -3,15 +3,15 @@
 A command line (split like a shell's words, never run by one; ``{path}`` is the open
 model's path) or a running process picked from a list (the state's ``ProcessList``, read off
 the GUI thread, filtered as you type); the page cache to start a command from; whether to
-end once the program has gone quiet. The dialog draws and asks; ``check`` (the window's)
-says whether what was entered can be watched.
+end once the program has gone quiet. The dialog draws and asks: ``refresh_requested`` for
+the list, ``check`` (the window's) for whether what was entered can be watched.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -56,6 +56,8 @@ Check = Callable[[WatchInput], str | None]  # why it cannot be watched, else Non
 
 
 class WatchDialog(QDialog):
+    refresh_requested = Signal()  # list the running processes (again)
+
     def __init__(
         self,
         processes: ProcessList,
@@ -146,15 +148,16 @@ class WatchDialog(QDialog):
         layout.addWidget(self.problem)
         layout.addWidget(buttons)
         self.filter.textChanged.connect(self.draw_processes)
-        self.refresh_button.clicked.connect(processes.refresh)
+        self.refresh_button.clicked.connect(self.refresh_requested)
         self.tabs.currentChanged.connect(self._tab_changed)
         self.table.cellDoubleClicked.connect(lambda _row, _column: self.accept())
         processes.changed.connect(self.draw_processes)
         self.finished.connect(lambda _code: processes.changed.disconnect(self.draw_processes))
-        self._tab_changed(0)
 
     def show_tab(self, process: bool) -> None:
+        """Open on the command's page, or on the processes' (asking for the list)."""
         self.tabs.setCurrentIndex(1 if process else 0)
+        self._tab_changed(self.tabs.currentIndex())
         (self.filter if process else self.command).setFocus()
 
     def _tab_changed(self, index: int) -> None:
@@ -167,7 +170,7 @@ class WatchDialog(QDialog):
         )
         self.quiet.setChecked(attached)  # attached: the watch detaches once it is quiet
         if attached and not self.processes.entries and not self.processes.listing:
-            self.processes.refresh()
+            self.refresh_requested.emit()
         self.draw_processes()
 
     def draw_processes(self) -> None:
