@@ -26,13 +26,22 @@ class ProcessEntry:
         return all(word in text for word in words)
 
 
+def _own_workers(me: int) -> set[int]:
+    """This app's own helper processes: its load workers and multiprocessing's tracker."""
+    found = set()
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(me).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if any("multiprocessing" in word for word in child.cmdline()):
+                    found.add(child.pid)
+    return found
+
+
 def running_processes() -> list[ProcessEntry]:
     """The processes there are to attach to, newest first: not kernel threads, not this
     app or its own workers."""
     me = os.getpid()
-    mine = {me}
-    with contextlib.suppress(psutil.Error):
-        mine |= {child.pid for child in psutil.Process(me).children(recursive=True)}
+    mine = {me} | _own_workers(me)
     found: list[tuple[float, ProcessEntry]] = []
     for process in psutil.process_iter(["pid", "cmdline", "username", "create_time"]):
         info = process.info
