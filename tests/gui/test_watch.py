@@ -143,13 +143,17 @@ def test_a_process_is_picked_from_the_list_and_watched(
         window.menus.watch_process_action.trigger()
         assert window.bench.running
 
-        def attached() -> bool:
+        def looks() -> int:
             watch = getattr(window.bench.runner.job, "watch", None)
-            return watch is not None and watch.progress().looks >= 1
+            return watch.progress().looks if watch is not None else 0
 
-        qtbot.waitUntil(attached, timeout=20_000)
+        qtbot.waitUntil(lambda: looks() >= 1, timeout=20_000)
         (hold / "go").touch()
         qtbot.waitUntil(lambda: (hold / "loaded").exists(), timeout=30_000)
+        # Attached, the cache is as found (this file may be cached already): the watch
+        # counts what the program read by its descriptor's position, seen at a look.
+        seen = looks()
+        qtbot.waitUntil(lambda: looks() > seen + 1, timeout=20_000)
         (hold / "release").touch()
         wait_idle(qtbot, window)
     finally:
