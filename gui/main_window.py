@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from modelmon.core import Discovery, ModelmonError, discover_models
 from modelmon.gui.bridge import GuiPoster
 from modelmon.gui.export_dialogs import ExportDialogs
-from modelmon.gui.menus import Menus
+from modelmon.gui.menus import MenuParts, Menus, WindowActions
 from modelmon.gui.recent import RecentFiles
 from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.shortcuts import KeptShortcuts
@@ -93,7 +93,26 @@ class MainWindow(QMainWindow):
         self.confirmation: QMessageBox | None = None  # while asking (tests answer it)
         self.dialog: QWidget | None = None  # the Recommend or Watch dialog while it asks
         self.exports = ExportDialogs(self, self.settings, self.workspace.exporter)
-        self.menus = Menus(self)
+        self.menus = Menus(
+            MenuParts(
+                self,
+                self.state,
+                self.settings,
+                self.exports,
+                self.workspace.exporter,
+                tuple(self.workspace.plots),
+                self.workspace.tabs,
+                WindowActions(
+                    self.choose_file,
+                    self.choose_folder,
+                    self.fill_recent,
+                    lambda process: self.watch(process=process),
+                    self.recommend,
+                    self.show_model_tab,
+                    self.set_sample_interval,
+                ),
+            )
+        )
         self.update_actions()
         self.kept_shortcuts = KeptShortcuts(self.menus.global_actions, self)
         app = QApplication.instance()

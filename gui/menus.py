@@ -4,24 +4,51 @@ and calls the window or the state; which are enabled follows the state (``update
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMainWindow, QMenu, QTabWidget
 
+from modelmon.gui.export_dialogs import ExportDialogs
+from modelmon.gui.exporter import Exporter
+from modelmon.gui.settings import AppSettings
+from modelmon.gui.state.app_state import AppState
 from modelmon.gui.view_menus import HelpMenu, PrimeMenu, SampleMenu, ThemeMenu
 
-if TYPE_CHECKING:
-    from modelmon.gui.main_window import MainWindow
-
 Shortcut = QKeySequence.StandardKey | str | None
+
+
+@dataclass(frozen=True)
+class WindowActions:
+    """What the window itself does for a menu: its dialogs and pages."""
+
+    choose_file: Callable[[], None]
+    choose_folder: Callable[[], None]
+    fill_recent: Callable[[], None]
+    watch: Callable[[bool], None]  # process: pick a running process rather than a command
+    recommend: Callable[[], None]
+    show_model_tab: Callable[[int], None]
+    set_sample_interval: Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class MenuParts:
+    window: QMainWindow
+    state: AppState
+    settings: AppSettings
+    exports: ExportDialogs
+    exporter: Exporter
+    plots: tuple[str, ...]  # the plots' names, as Export ▸ plot lists them
+    tabs: QTabWidget  # the workspace's, for View's tab entries
+    does: WindowActions
 
 
 class Menus:
     """The window's actions, built on its menu bar."""
 
-    def __init__(self, w: MainWindow) -> None:
-        self.w = w
+    def __init__(self, parts: MenuParts) -> None:
+        self.parts = parts
+        w = parts.window
         self.files = w.menuBar().addMenu("&File")
         self._file_menu(self.files)
         self.runs = w.menuBar().addMenu("&Run")
@@ -47,7 +74,7 @@ class Menus:
     def action(
         self, menu: QMenu, text: str, shortcut: Shortcut, slot: Callable[[], object], tip: str
     ) -> QAction:
-        action = QAction(text, self.w)
+        action = QAction(text, self.parts.window)
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
         action.setStatusTip(tip)
@@ -61,7 +88,7 @@ class Menus:
         for action in self.job_actions:
             action.setEnabled(ready and not running)
         self.cancel_action.setEnabled(running)
-        exporter = self.w.workspace.exporter
+        exporter = self.parts.exporter
         self.ab_config_action.setEnabled(exporter.can_export_ab)
         self.export_recommendation_action.setEnabled(exporter.can_export_recommendation)
         for action in (self.json_action, self.csv_action):
@@ -70,23 +97,23 @@ class Menus:
             action.setEnabled(ready)
 
     def _file_menu(self, files: QMenu) -> None:
-        w, action = self.w, self.action
+        w, action, does = self.parts, self.action, self.parts.does
         self.open_action = action(
             files,
             "&Open model…",
             QKeySequence.StandardKey.Open,
-            w.choose_file,
+            does.choose_file,
             "Open a model file or shard index.",
         )
         action(
             files,
             "Open &folder…",
             "Ctrl+Shift+O",
-            w.choose_folder,
+            does.choose_folder,
             "Open the model in a folder (its index, or its one model file).",
         )
         self.recent_menu = files.addMenu("Open &recent")
-        self.recent_menu.aboutToShow.connect(w.fill_recent)
+        self.recent_menu.aboutToShow.connect(does.fill_recent)
         action(
             files,
             "Use &demo model",
@@ -99,7 +126,7 @@ class Menus:
             files,
             "&Watch a command…",
             "Ctrl+Shift+W",
-            lambda: w.watch(process=False),
+            lambda: does.watch(False),
             "Run a command that loads the open model and watch it from outside, plotted "
             "live: what arrived how fast, and what slows it.",
         )
@@ -107,7 +134,7 @@ class Menus:
             files,
             "Watch a &process…",
             None,
-            lambda: w.watch(process=True),
+            lambda: does.watch(True),
             "Attach to a running process (and its children) and watch it load the open model.",
         )
         files.addSeparator()
@@ -150,13 +177,13 @@ class Menus:
                 lambda _=False, name=name: w.exports.export_plot(name),
                 f"Save the {name.lower()} plot as PNG or SVG.",
             )
-            for name in w.workspace.plots
+            for name in w.plots
         ]
         files.addSeparator()
-        action(files, "&Quit", QKeySequence.StandardKey.Quit, w.close, "Quit modelmon.")
+        action(files, "&Quit", QKeySequence.StandardKey.Quit, w.window.close, "Quit modelmon.")
 
     def _run_menu(self, runs: QMenu) -> None:
-        w, action, bench = self.w, self.action, self.w.bench
+        w, action, bench = self.parts, self.action, self.parts.state.bench
         self.run_a_action = action(
             runs,
             "Run &A",
@@ -189,7 +216,7 @@ class Menus:
             runs,
             "&Recommend…",
             "Ctrl+E",
-            w.recommend,
+            w.does.recommend,
             "Search for the fastest configuration within a time budget; File ▸ Export "
             "recommended configuration… then writes it.",
         )
@@ -204,7 +231,7 @@ class Menus:
         self.prime_menu = PrimeMenu(runs, w.settings)
 
     def _view_menu(self, view: QMenu) -> None:
-        w, action = self.w, self.action
+        w, action = self.parts, self.action
         self.start_page_action = action(
             view,
             "&Start page",
@@ -212,16 +239,16 @@ class Menus:
             lambda: w.state.show_page("start"),
             "Show the models on this machine and the recent ones (the open model stays open).",
         )
-        tabs = w.workspace.tabs
+        tabs = w.tabs
         for index in range(tabs.count()):
             title = tabs.tabText(index).replace("&&", "&")
             action(
                 view,
                 tabs.tabText(index),
                 f"Ctrl+{index + 1}",
-                lambda _=False, index=index: w.show_model_tab(index),
+                lambda _=False, index=index: w.does.show_model_tab(index),
                 f"Show the {title} tab: {tabs.tabToolTip(index)}",
             )
         view.addSeparator()
         self.theme_menu = ThemeMenu(view, w.settings)
-        self.sample_menu = SampleMenu(view, w.settings, w.set_sample_interval)
+        self.sample_menu = SampleMenu(view, w.settings, w.does.set_sample_interval)

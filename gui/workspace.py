@@ -1,8 +1,8 @@
 """The page for an open model: its facts, configurations A and B, A/B × n, live plots, results.
 
-The widgets and their layout. What they show is the state's (``Workbench``, Qt-free), wired
-to them in ``workspace_binding``; what the user does goes back to the state as calls. The
-page owns the frame tick: a timer that, while a run is live, asks the state for its frame.
+The widgets, their layout, and their binding to the state: what they show is the state's
+(``Workbench``, Qt-free), and what the user does goes back to it as calls. The page owns the
+frame tick: a timer that, while a run is live, asks the state for its frame.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from modelmon.core import Ceilings
 from modelmon.gui.exporter import Exporter
 from modelmon.gui.plots.access_pattern import AccessPatternPlot
 from modelmon.gui.plots.blocks import BlockTimelinePlot
@@ -28,7 +29,11 @@ from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
 from modelmon.gui.state.configs import LABELS
 from modelmon.gui.state.events import Post
-from modelmon.gui.state.live_run import TICK_S
+from modelmon.gui.state.live_run import TICK_S, Frame, Shown
+from modelmon.gui.state.metrics_live import MetricSnapshot
+from modelmon.gui.state.model_info import ModelInfo
+from modelmon.gui.state.recommending import RecommendationShown
+from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.row_heights import RowNeeds, row_heights
 from modelmon.gui.state.workbench import Workbench
 from modelmon.gui.widgets.compare_bar import CompareBar
@@ -37,7 +42,6 @@ from modelmon.gui.widgets.progress_strip import ProgressStrip
 from modelmon.gui.widgets.recommendation_view import RecommendationView
 from modelmon.gui.widgets.results_table import ResultsTable
 from modelmon.gui.widgets.strategy_panel import StrategyPanel
-from modelmon.gui.workspace_binding import bind
 
 # The window's rows: the top (facts, configurations) may shrink to TOP_MIN_HEIGHT px and
 # scroll; the results table shows RESULT_ROWS runs when there is room, RESULT_MIN_ROWS at least.
@@ -85,7 +89,14 @@ class Workspace(QWidget):
         self.timer.timeout.connect(bench.live.tick)
         self._layout()
         self.compare.set_enabled(False)
-        bind(self, bench)
+        # What each widget shows is the state's: each part tells the widgets that draw it
+        # when it changes, and each widget's request goes back to the state as a call. All
+        # in the GUI thread (what other threads produce comes in through the GuiPoster); no
+        # widget talks to another, none runs engine work.
+        self._bind_inputs()
+        self._bind_model()
+        self._bind_live()
+        self._bind_results()
 
     @property
     def plots(self) -> dict[str, ThemedPlot]:
@@ -230,3 +241,115 @@ class Workspace(QWidget):
         self.exporter.shutdown()
         self.set_running(False)
         return stopped
+
+    # --- the state, drawn ------------------------------------------------------------------------
+
+    def _bind_inputs(self) -> None:
+        bench = self.bench
+        """The user's requests, to the state."""
+        configs = bench.configs
+        for label, panel in self.panels.items():
+            panel.set_config(*configs.configs[label])
+            panel.edited.connect(
+                lambda strategy, options, label=label: configs.set(label, strategy, options)
+            )
+            panel.run_requested.connect(lambda label=label: bench.run(label))
+        configs.changed.connect(
+            lambda label: self.panels[label].set_config(*configs.configs[label])
+        )
+
+        def limits() -> None:
+            for panel in self.panels.values():
+                panel.require_discard(configs.discard_forced)
+                panel.set_readahead_unavailable(configs.readahead_unavailable)
+
+        configs.limits_changed.connect(limits)
+        self.compare.set_pairs(bench.ab.pairs)
+        self.compare.pairs_changed.connect(bench.ab.set_pairs)
+        bench.ab.pairs_changed.connect(self.compare.set_pairs)
+        self.compare.ab_requested.connect(lambda: bench.run_ab())
+        self.compare.ceilings_requested.connect(bench.measure_ceilings)
+        self.progress.cancel_requested.connect(bench.cancel)
+        bench.running_changed.connect(self.set_running)
+
+    def _bind_model(self) -> None:
+        bench = self.bench
+
+        def opened(info: ModelInfo) -> None:
+            self.model_panel.show_model(info)
+            self.clear_run_plots()
+            self.access.set_model(info.model)
+            self.residency.set_model(info.model)
+            self.blocks.set_block_order(info.model.blocks())
+            self.compare.set_enabled(not bench.running)
+
+        bench.model_opened.connect(opened)
+        bench.plots_cleared.connect(self.clear_run_plots)
+
+    def _bind_live(self) -> None:
+        bench = self.bench
+        """The live run: its start, each frame tick's reads and totals, its series."""
+        live = bench.live
+
+        def started(shown: Shown) -> None:
+            self.throughput.start_run(shown.label)
+            self.access.start_run(shown.name, shown.spec)
+            for plot in self.metric_plots:
+                plot.start_run(shown.label)
+            self.residency.start_run(shown.label, shown.spec)
+            self.progress.started(shown)
+            self.timer.start()
+
+        def frame(frame: Frame) -> None:
+            if frame.redraw:
+                self.throughput.show_update(frame.label, frame.update)
+                self.access.add_reads(frame.reads)
+            # Last: QProgressBar.setValue repaints at once (not at the next event loop turn), and
+            # that paints every widget marked dirty so far. After the plots' updates, that is one
+            # paint of everything; before them, the plots would be painted twice.
+            self.progress.show_update(frame.update)
+
+        def metrics(snapshot: MetricSnapshot) -> None:
+            for plot in self.metric_plots:
+                plot.show_snapshot(snapshot)
+            self.residency.show_snapshot(snapshot)
+
+        live.started.connect(started)
+        live.frame.connect(frame)
+        live.metrics.connect(metrics)
+        live.ended.connect(self.timer.stop)
+
+        def run_ended(record: RunRecord) -> None:
+            if record.result is not None:
+                self.blocks.show_result(record.label, record.result)
+            if record.status != "ok":  # its curve says how it ended, not just "run A"
+                self.throughput.mark_run(record.label, record.status)
+
+        bench.run_ended.connect(run_ended)
+
+    def _bind_results(self) -> None:
+        bench = self.bench
+
+        def reset(records: list[RunRecord]) -> None:
+            self.results.results.clear()
+            for record in records:
+                self.results.add(record)
+
+        bench.runs.added.connect(self.results.add)
+        bench.runs.reset.connect(reset)
+
+        def ceilings(value: Ceilings | None) -> None:
+            self.throughput.set_ceilings(value)
+            self.results.set_ceilings(value)
+            self.compare.show_ceilings(value)
+
+        bench.ceilings.changed.connect(ceilings)
+        bench.ab.changed.connect(self.compare.show_banner)
+        bench.status.changed.connect(self.progress.show_line)
+
+        def recommendation(shown: RecommendationShown) -> None:
+            self.recommendation.draw(shown)
+            if shown.phase == "running" and not shown.lines:
+                self.tabs.setCurrentWidget(self.recommendation)  # the search, as it runs
+
+        bench.recommendation.changed.connect(recommendation)
