@@ -42,6 +42,14 @@ def one_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+def running(process: psutil.Process) -> bool:
+    """It runs (a zombie has ended: only its parent has yet to reap it)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def quoted(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
@@ -186,7 +194,7 @@ def test_escape_stops_the_watched_command_and_closing_leaves_nothing(
     wait_idle(qtbot, window)
     (record,) = window.bench.records
     assert record.status == "cancelled"
-    assert not any(p.is_running() and p.status() != "zombie" for p in watched)
+    assert not [p for p in watched if running(p)]
     # Again, and this time the window closes mid-watch: the command goes with it.
     (hold / "loaded").unlink()
     window.watch()
@@ -194,4 +202,4 @@ def test_escape_stops_the_watched_command_and_closing_leaves_nothing(
     watched = [p for p in psutil.Process().children(recursive=True) if str(hold) in p.cmdline()]
     window.close()
     assert not window.bench.running
-    assert not any(p.is_running() and p.status() != "zombie" for p in watched)
+    assert not [p for p in watched if running(p)]
