@@ -124,7 +124,7 @@ class Menus:
         files.addSeparator()
         self.watch_command_action = action(
             files,
-            "&Watch a command…",
+            "Watch a comma&nd…",
             "Ctrl+Shift+W",
             lambda: does.watch(False),
             "Run a command that loads the open model and watch it from outside, plotted "
@@ -132,7 +132,7 @@ class Menus:
         )
         self.watch_process_action = action(
             files,
-            "Watch a &process…",
+            "Watch a proce&ss…",
             None,
             lambda: does.watch(True),
             "Attach to a running process (and its children) and watch it load the open model.",

@@ -293,7 +293,7 @@ class Workspace(QWidget):
 
         def started(shown: Shown) -> None:
             self.throughput.start_run(shown.label)
-            self.access.start_run(shown.name, shown.spec)
+            self.access.start_run(shown.name, shown.spec, "process" if shown.watched else "worker")
             for plot in self.metric_plots:
                 plot.start_run(shown.label)
             self.residency.start_run(shown.label, shown.spec)

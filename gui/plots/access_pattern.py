@@ -117,6 +117,7 @@ class AccessPatternPlot(ThemedPlot):
         self.stride = 1
         self.run_title = "Access pattern"
         self.run_spec = ""
+        self.reader = "worker"
         self.descriptors = DescriptorTally()
         self.sharing_text = ""  # "4 readers share 1 descriptor" once reads say so
         self.file_lines: list[pg.InfiniteLine] = []
@@ -155,9 +156,11 @@ class AccessPatternPlot(ThemedPlot):
         self.item.setLimits(yMin=-0.05 * base, yMax=1.05 * base)
         self.item.setYRange(0, max(base, 1e-6), padding=0.02)
 
-    def start_run(self, title: str, spec: str = "") -> None:
+    def start_run(self, title: str, spec: str = "", reader: str = "worker") -> None:
         """Clear for a new run: ``title`` ("run B · pair 2/3") heads the plot, ``spec`` goes
-        under it (a long spec in the title would push the worker colours out of view)."""
+        under it (a long spec in the title would push the worker colours out of view);
+        ``reader``: what one colour stands for ("process" for a watched program)."""
+        self.reader = reader
         for trace in self.traces.values():
             trace.remove()
         self.traces.clear()
@@ -198,7 +201,8 @@ class AccessPatternPlot(ThemedPlot):
         self.follower.show(max(self.last_end_s, 0.01))
 
     def _caption(self) -> None:
-        parts = [self.run_spec, "one colour per worker" if self.run_spec else "", self.sharing_text]
+        each = f"one colour per {self.reader}" if self.run_spec else ""
+        parts = [self.run_spec, each, self.sharing_text]
         self.set_caption(" · ".join(p for p in parts if p) or None)
 
     def _trace(self, worker: int, theme: Theme) -> _WorkerTrace:
@@ -207,7 +211,7 @@ class AccessPatternPlot(ThemedPlot):
             self.traces[worker] = _WorkerTrace(self.item, colour)
             workers = sorted(self.traces)
             keys = [
-                (f"w{w}" if w >= 0 else "shared", theme.worker_colour(w))
+                (f"{self.reader[0]}{w}" if w >= 0 else "shared", theme.worker_colour(w))
                 for w in workers[:MAX_LEGEND_WORKERS]
             ]
             if len(workers) > MAX_LEGEND_WORKERS:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QWidget
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.formatting import nice_ceiling
 from modelmon.gui.state.metrics_live import MetricSnapshot
+from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
 
 MAX_WORKER_CURVES = 16  # per run; more workers still count in the totals
@@ -97,7 +98,7 @@ class MetricPlot(ThemedPlot):
     def _retitle(self) -> None:
         theme = current_theme()
         labels = sorted(self.extents)
-        keys = [(f"run {label}", theme.run_colour(label)) for label in labels]
+        keys = [(run_key(label), theme.run_colour(label)) for label in labels]
         self.set_title(self.base_title, keys)
 
     def _curve(self, label: str, name: str, trace: Trace) -> pg.PlotDataItem:

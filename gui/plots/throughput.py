@@ -10,7 +10,7 @@ from modelmon.core import Ceilings
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.live import LiveUpdate
-from modelmon.gui.state.records import WATCH_LABEL
+from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
 
 # The cold read ceilings are what a cold load is held against: the y range always takes them
@@ -76,7 +76,7 @@ class ThroughputPlot(ThemedPlot):
 
     def key_name(self, label: str) -> str:
         """ "run A", "run B (cancelled)", "watch": a run that did not end well says so."""
-        name = "watch" if label == WATCH_LABEL else f"run {label}"
+        name = run_key(label)
         ending = self.endings.get(label)
         return f"{name} ({ending})" if ending else name
 

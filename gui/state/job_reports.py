@@ -61,7 +61,7 @@ class JobReports:
             name = f"{start.label} · pair {start.pair + 1}/{start.pairs}"
         if start.watch is not None:
             files = [(f.path, f.size) for f in self.model.files] if self.model else []
-            shown = Shown(start.label, f"watch: {start.spec}", start.spec, watched=True)
+            shown = Shown(start.label, "watch", start.spec, watched=True)
             feed = WatchFeed(start.label, start.watch, [path for path, _ in files])
             self.p.live.begin(shown, WatchView(start.watch, files), feed)
         elif start.session is not None:

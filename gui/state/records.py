@@ -12,6 +12,11 @@ from modelmon.core import CacheState, Ceilings, LoadResult, SessionResult, Watch
 WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
 
 
+def run_key(label: str) -> str:
+    """A run's name in a plot's key: "run A", or "watch" for a watched program's."""
+    return "watch" if label == WATCH_LABEL else f"run {label}"
+
+
 @dataclass(frozen=True, slots=True)
 class RunRecord:
     label: str  # "A" | "B"

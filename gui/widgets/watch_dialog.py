@@ -74,7 +74,10 @@ class WatchDialog(QDialog):
         self.command.setPlaceholderText("python load.py {path}")
         self.command.setToolTip(TIPS["command"])
         self.command.setMinimumWidth(520)
-        hint = QLabel(f"{{path}} is {model_path}")
+        hint = QLabel(
+            f"{{path}} is {model_path}. The line is split into words as a shell would, and "
+            "run without one. Its output is discarded; only the open model's files count."
+        )
         hint.setTextFormat(Qt.TextFormat.PlainText)
         hint.setWordWrap(True)
         command_page = QWidget()
@@ -115,6 +118,7 @@ class WatchDialog(QDialog):
         self.cache = QComboBox()
         self.cache.addItems(list(CACHE_MODES))
         self.cache.setToolTip(TIPS["cache"])
+        self._command_cache = "cold"  # the command's choice while the process page shows
         self.quiet = QCheckBox("End once quiet for")
         self.quiet.setToolTip(TIPS["quiet"])
         self.quiet_s = QDoubleSpinBox()
@@ -163,6 +167,11 @@ class WatchDialog(QDialog):
     def _tab_changed(self, index: int) -> None:
         attached = index == 1
         # Attached, the program has already read what it read: its cache is as found.
+        if attached and self.cache.isEnabled():
+            self._command_cache = self.cache.currentText()
+            self.cache.setCurrentText("keep")
+        elif not attached and not self.cache.isEnabled():
+            self.cache.setCurrentText(self._command_cache)
         self.cache.setEnabled(not attached)
         self.cache.setToolTip(
             TIPS["cache"]
