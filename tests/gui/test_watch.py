@@ -101,7 +101,7 @@ def test_a_watched_command_fills_the_live_plots_and_the_results(
     assert window.messages.message().startswith(f"{record.spec}: {size / 1e6:.2f} MB")
     assert window.menus.json_action.isEnabled()
     window.show_model_tab(2)  # Disk & page cache: the model's pages, all in after the read
-    assert workspace.residency.title == "Page cache — run W: 100% resident"
+    assert workspace.residency.title == "Page cache — watch: 100% resident"
     path = tmp_path / "watched.json"
     with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
         workspace.exporter.export_results(str(path))
