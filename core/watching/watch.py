@@ -282,15 +282,57 @@ class Watch:
         return Ending(status, ended_by, None, None, end - self.t0_ns, end)
 
     def _stop_command(self, root: int) -> str | None:
-        """SIGTERM the command's process group and tree, SIGKILL what lingers; how it went."""
+        """SIGTERM the command's process group and tree, SIGKILL what lingers (the root, or
+        any process of its tree: a child that outlives its parent is not left behind); how it
+        went."""
         if self._process is None or self._exited(root):
             return None
+        members = self._members(root)  # read first: once the root is gone, so is its tree's
         self._signal_tree(root, signal.SIGTERM)
-        if self._wait_exit(root, STOP_GRACE_S):
+        deadline = time.monotonic() + STOP_GRACE_S
+        if self._wait_exit(root, STOP_GRACE_S) and self._wait_gone(members, deadline):
             return "SIGTERM"
         self._signal_tree(root, signal.SIGKILL)
+        for pid, _ in self._running(members):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self._wait_exit(root, STOP_GRACE_S)
+        self._wait_gone(members, time.monotonic() + STOP_GRACE_S)
         return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
+
+    def _members(self, root: int) -> list[tuple[int, int]]:
+        """(pid, start ticks) of every live process of the tree but the root."""
+        tree = self.observer.tree
+        if tree is None:
+            return []
+        with self.observer.lock:
+            tree.refresh(now_ns())
+            return [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
+
+    @staticmethod
+    def _running(members: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Those of ``members`` still running: the same process (start ticks), not a zombie
+        (a zombie has ended; whoever adopted it reaps it)."""
+        left = []
+        for pid, start_ticks in members:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as stat:
+                    data = stat.read()
+                fields = data[data.rindex(b")") + 2 :].split()
+            except (OSError, ValueError):
+                continue
+            if int(fields[19]) == start_ticks and fields[0] not in (b"Z", b"X"):
+                left.append((pid, start_ticks))
+        return left
+
+    def _wait_gone(self, members: list[tuple[int, int]], deadline: float) -> bool:
+        """Whether every one of ``members`` has ended by ``deadline`` (looked at in slices)."""
+        while self._running(members):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(POLL_S / 5, left))
+        return True
 
     def _signal_tree(self, root: int, number: signal.Signals) -> None:
         """Signal the command's process group, then every other process of its tree (one

@@ -19,7 +19,8 @@ class RunList:
         self.records.append(record)
         self.added.emit(record)
 
-    def replace(self, records: list[RunRecord]) -> None:
+    def show(self, records: list[RunRecord]) -> None:
+        """Another model is open: its runs, in place of these."""
         self.records = list(records)
         self.reset.emit(list(self.records))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 from dataclasses import dataclass
 
 from modelmon.core import CACHE_MODES, Model, OptionsError, Watch, WatchResult, one_line
@@ -125,27 +126,26 @@ class WatchJob(Job):
         cache = next((mode for mode in CACHE_MODES if mode == request.cache), None)
         # The app has no terminal to show a command's output on: it is discarded (its
         # errors go where modelmon's go).
-        with open(os.devnull, "wb") as sink:
-            self.watch = Watch(
-                request.command,
-                pid=request.pid,
-                model=request.model,
-                cache=cache if request.command is not None else None,
-                quiet_s=request.quiet_s,
-                interval_s=self.sample_interval_s,
-                stdout=sink.fileno(),
+        self.watch = Watch(
+            request.command,
+            pid=request.pid,
+            model=request.model,
+            cache=cache if request.command is not None else None,
+            quiet_s=request.quiet_s,
+            interval_s=self.sample_interval_s,
+            stdout=subprocess.DEVNULL,
+        )
+        if self.cancelled:  # asked before the watch existed
+            self.watch.cancel()
+        spec = request.title
+        self.report(RunStart(WATCH_LABEL, spec, None, None, None, self.watch))
+        try:
+            result = self.watch.run()
+        except Exception as exc:
+            self._ended = RunRecord(
+                WATCH_LABEL, spec, None, None, one_line(exc), number=request.number
             )
-            if self.cancelled:  # asked before the watch existed
-                self.watch.cancel()
-            spec = request.title
-            self.report(RunStart(WATCH_LABEL, spec, None, None, None, self.watch))
-            try:
-                result = self.watch.run()
-            except Exception as exc:
-                self._ended = RunRecord(
-                    WATCH_LABEL, spec, None, None, one_line(exc), number=request.number
-                )
-                raise
+            raise
         self._ended = RunRecord(
             WATCH_LABEL, spec, None, None, watched=result, number=request.number
         )

@@ -11,8 +11,8 @@ the parts and draw; what the user does comes back as calls of the methods here.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import replace
 
 from modelmon.core import Config, OptionsError
 from modelmon.gui.state.ab_session import ABState, ab_cache
@@ -34,7 +34,7 @@ from modelmon.gui.state.live_run import LiveRun
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
 from modelmon.gui.state.recommending import RecommendationState
-from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 from modelmon.gui.state.run_list import JobStatus, RunList
 from modelmon.gui.state.watch_job import WatchJob, WatchRequest, model_scope
 
@@ -120,7 +120,7 @@ class Workbench:
         self.configs.set_limits(not info.fits_in_ram, info.readahead_unavailable)
         self.plots_show_ab = False
         self.model_opened.emit(info)
-        self.runs.replace(kept.records)
+        self.runs.show(kept.records)
         self.ab.restore(kept.ab_result)
         self.ceilings.open(info, kept.ceilings)
         self.recommendation.restore(kept.recommendation)
@@ -189,10 +189,9 @@ class Workbench:
         """Watch a command (or a running process) load; its plots replace the runs'."""
         if self.running or self.info is None:
             return
-        number = 1 + sum(1 for r in self.records if r.watched is not None or r.label == "W")
-        request = replace(
-            request, number=number, model=request.model or model_scope(self.info.model)
-        )
+        number = 1 + sum(1 for record in self.records if record.label == WATCH_LABEL)
+        scope = request.model or model_scope(self.info.model)
+        request = dataclasses.replace(request, number=number, model=scope)
         self.clear_run_plots()
         self._start(WatchJob(request, self.info.model))
         self.status.show(f"Watching {request.title}…", None)
