@@ -114,7 +114,7 @@ class MainWindow(QMainWindow):
             )
         )
         self.update_actions()
-        self.kept_shortcuts = KeptShortcuts(self.menus.global_actions, self)
+        self.kept_shortcuts = KeptShortcuts(self.menus.global_actions, self)  # Ctrl+E etc.
         app = QApplication.instance()
         if app is not None:
             app.installEventFilter(self.kept_shortcuts)
@@ -257,8 +257,13 @@ class MainWindow(QMainWindow):
 
         dialog = WatchDialog(self.processes, model_path(model), check, self)
         dialog.refresh_requested.connect(self.processes.refresh)
-        dialog.show_tab(process)
-        if self._ask(dialog, lambda: bool(dialog.exec())):
+        self.processes.changed.connect(dialog.draw_processes)
+        try:
+            dialog.show_tab(process)
+            answered = self._ask(dialog, lambda: bool(dialog.exec()))
+        finally:
+            self.processes.changed.disconnect(dialog.draw_processes)
+        if answered:
             self.bench.watch(watch_request(dialog.entered(), model))
             self.state.show_page("model")
 

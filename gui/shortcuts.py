@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtWidgets import QWidget
 
 
 class KeptShortcuts(QObject):
-    """Installed on the application: the shortcuts of ``actions`` are never overridden."""
+    """Installed on the application: in ``window`` (not in its dialogs, whose fields keep
+    their keys), the shortcuts of ``actions`` are never overridden."""
 
-    def __init__(self, actions: list[QAction], parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.actions = actions
+    def __init__(self, actions: list[QAction], window: QWidget) -> None:
+        super().__init__(window)
+        self.actions, self.window = actions, window
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() != QEvent.Type.ShortcutOverride or not isinstance(event, QKeyEvent):
+            return False
+        if not isinstance(watched, QWidget) or watched.window() is not self.window:
             return False
         pressed = QKeySequence(event.keyCombination())
         for action in self.actions:

@@ -38,6 +38,7 @@ from modelmon.core.watching.files import ModelFiles, files_in_arguments, files_o
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.result import Reference, WatchResult
 from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
+from modelmon.core.watching.tree import still_running
 
 POLL_S = 0.05
 STOP_GRACE_S = 3.0
@@ -293,7 +294,7 @@ class Watch:
         if self._wait_exit(root, STOP_GRACE_S) and self._wait_gone(members, deadline):
             return "SIGTERM"
         self._signal_tree(root, signal.SIGKILL)
-        for pid, _ in self._running(members):
+        for pid, _ in still_running(members):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         self._wait_exit(root, STOP_GRACE_S)
@@ -309,25 +310,9 @@ class Watch:
             tree.refresh(now_ns())
             return [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
 
-    @staticmethod
-    def _running(members: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Those of ``members`` still running: the same process (start ticks), not a zombie
-        (a zombie has ended; whoever adopted it reaps it)."""
-        left = []
-        for pid, start_ticks in members:
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as stat:
-                    data = stat.read()
-                fields = data[data.rindex(b")") + 2 :].split()
-            except (OSError, ValueError):
-                continue
-            if int(fields[19]) == start_ticks and fields[0] not in (b"Z", b"X"):
-                left.append((pid, start_ticks))
-        return left
-
     def _wait_gone(self, members: list[tuple[int, int]], deadline: float) -> bool:
         """Whether every one of ``members`` has ended by ``deadline`` (looked at in slices)."""
-        while self._running(members):
+        while still_running(members):
             left = deadline - time.monotonic()
             if left <= 0:
                 return False

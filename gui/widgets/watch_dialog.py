@@ -3,8 +3,9 @@
 A command line (split like a shell's words, never run by one; ``{path}`` is the open
 model's path) or a running process picked from a list (the state's ``ProcessList``, read off
 the GUI thread, filtered as you type); the page cache to start a command from; whether to
-end once the program has gone quiet. The dialog draws and asks: ``refresh_requested`` for
-the list, ``check`` (the window's) for whether what was entered can be watched.
+end once the program has gone quiet. The dialog draws (``draw_processes`` whenever the list
+changes) and asks: ``refresh_requested`` for the list, ``check`` (the window's) for whether
+what was entered can be watched.
 """
 
 from __future__ import annotations
@@ -155,8 +156,6 @@ class WatchDialog(QDialog):
         self.refresh_button.clicked.connect(self.refresh_requested)
         self.tabs.currentChanged.connect(self._tab_changed)
         self.table.cellDoubleClicked.connect(lambda _row, _column: self.accept())
-        processes.changed.connect(self.draw_processes)
-        self.finished.connect(lambda _code: processes.changed.disconnect(self.draw_processes))
 
     def show_tab(self, process: bool) -> None:
         """Open on the command's page, or on the processes' (asking for the list)."""
