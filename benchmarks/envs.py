@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,8 +67,11 @@ def _mounted(mount_point: Path) -> bool:
 
 
 @contextlib.contextmanager
-def fuse_mount(source: Path, mount_point: Path, timeout_s: float = 15.0) -> Iterator[Path]:
-    """Serve ``source`` over HTTP on loopback and mount it at ``mount_point`` (read-only)."""
+def fuse_mount(
+    source: Path, mount_point: Path, timeout_s: float = 15.0, mount_flags: Sequence[str] = ()
+) -> Iterator[Path]:
+    """Serve ``source`` over HTTP on loopback and mount it at ``mount_point`` (read-only).
+    ``mount_flags`` go to ``rclone mount``: ``("--bwlimit", "1M")`` makes a slow network."""
     reason = fuse_unavailable()
     if reason:
         raise EnvUnavailable(reason)
@@ -110,6 +113,7 @@ def fuse_mount(source: Path, mount_point: Path, timeout_s: float = 15.0) -> Iter
                 "--read-only",
                 "--dir-cache-time",
                 "1s",
+                *mount_flags,
             ],
             **quiet,
         )

@@ -3,36 +3,35 @@ measure (modelmon strategies in worker processes, ``core.load`` with a config, p
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Literal
 
 from modelmon.core import LoadOptions, PeerSettings, format_spec
+
+Kind = Literal["strategy", "load", "peer"]
+Cache = Literal["cold", "warm"]
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A row of a table: a modelmon strategy with options, or a peer loader."""
+    """A row of a table: a modelmon strategy with options, or a peer loader with the
+    environment a user would set for it."""
 
-    kind: str  # "strategy" (measure: worker processes) | "load" (core.load) | "peer"
+    kind: Kind  # "strategy" (measure: worker processes) | "load" (core.load) | "peer"
     name: str  # strategy or peer name
-    options: dict[str, Any] = field(default_factory=dict)  # LoadOptions fields (strategies)
+    options: LoadOptions = field(default_factory=LoadOptions)  # a strategy's or a load's
+    env: tuple[tuple[str, str], ...] = ()  # a peer's settings
     role: str = ""  # "recommended" for recommend()'s pick; "alternative" for its strong rivals
+
+    @property
+    def settings(self) -> PeerSettings:
+        return PeerSettings(self.name, self.env)
 
     @property
     def spec(self) -> str:
         if self.kind == "peer":
             return self.settings.spec
-        return format_spec(self.name, self.loaded)
-
-    @property
-    def settings(self) -> PeerSettings:
-        """A peer's settings: ``options["env"]`` holds the variables a user would set."""
-        return PeerSettings(self.name, tuple((k, v) for k, v in self.options.get("env", ())))
-
-    @property
-    def loaded(self) -> LoadOptions:
-        return LoadOptions(**self.options)
+        return format_spec(self.name, self.options)
 
     @property
     def label(self) -> str:
@@ -40,13 +39,16 @@ class Entry:
         mark = " (recommended)" if self.role == "recommended" else ""
         return f"{prefix}{self.spec}{mark}"
 
+    def marked(self, role: str) -> Entry:
+        return Entry(self.kind, self.name, self.options, self.env, role)
+
 
 @dataclass
 class Job:
-    env: str  # "local" | "hdd" | "fuse"
+    env: str  # "local" | "hdd" | "fuse" | "here" (benchmarks.regret)
     model_key: str  # names the model in the report
     model_path: str
-    cache: str  # "cold" | "warm"
+    cache: Cache
     repeats: int
     entries: list[Entry]
     ceilings: list[str]
@@ -54,17 +56,9 @@ class Job:
     workers: int | None = 4  # None: the engine's default parallelism
     diagnose: bool = True  # monitored runs of the best configuration (diagnose.py)
     time_limit_s: float | None = None  # a run stopped there is bounded, and not run again
-    ranks: int = 0  # > 1: the pick as N replica ranks at one barrier vs 1 (ranks.py)
+    ranks: int = 0  # > 1: the pick as N replica ranks at one barrier vs 1 (applied.ranks)
 
     @property
     def where(self) -> str:
         """The job in progress lines: env/model/cache."""
         return f"{self.env}/{self.model_key}/{self.cache}"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @staticmethod
-    def from_dict(data: dict[str, Any]) -> Job:
-        entries = [Entry(**e) for e in data.pop("entries")]
-        return Job(entries=entries, **data)

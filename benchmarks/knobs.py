@@ -22,9 +22,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from benchmarks.codec import to_json
 from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
 from modelmon.core import locate_readahead, readahead_unavailable, recover_readahead, stop_child
 
@@ -35,6 +36,63 @@ STREAM_PAIR = ("stream", "sequential")
 RUN_TIMEOUT_S = 900.0
 Say = Callable[[str], None]
 Wrap = Callable[[list[str]], list[str]]
+OnStart = Callable[[subprocess.Popen[str]], None]
+
+
+@dataclass(frozen=True)
+class KnobRun:
+    """One ``modelmon load --json`` child: its figures, or why it failed."""
+
+    ok: bool
+    restored: list[str]  # restore records applied after it (a child killed mid-run)
+    error: str | None = None
+    mbps: float | None = None
+    seconds: float | None = None
+    first_block_s: float | None = None
+    half_blocks_s: float | None = None
+    cold: bool = False
+
+
+@dataclass(frozen=True)
+class KnobRow:
+    """One (strategy, readahead) configuration over its rounds."""
+
+    strategy: str
+    readahead_kb: int | None
+    runs: int  # completed
+    failed: list[str]
+    all_cold: bool
+    median_mbps: float | None
+    median_seconds: float | None
+    median_first_block_s: float | None
+    median_half_blocks_s: float | None
+    mbps: list[float]
+
+
+@dataclass
+class ReadaheadSection:
+    device: str | None = None
+    before_kb: int | None = None
+    after_kb: int | None = None
+    table: list[KnobRow] = field(default_factory=list)
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    rows: list[KnobRow] = field(default_factory=list)
+    skipped: str | None = None
+
+
+@dataclass
+class KnobsResult:
+    model: str
+    repeats: int
+    readahead: ReadaheadSection
+    read_bps: int | None = None  # the throttle, where it was made
+    read_iops: int | None = None
+    stream_hdd: Section = field(default_factory=Section)
+    stream_fuse: Section | None = None
 
 
 def _quiet(_: str) -> None:
@@ -47,9 +105,7 @@ def load_argv(path: str, strategy: str, readahead_kb: int | None) -> list[str]:
     return argv + (["--readahead", str(readahead_kb)] if readahead_kb is not None else [])
 
 
-def one_load(
-    argv: list[str], on_start: Callable[[subprocess.Popen[str]], None] | None = None
-) -> dict[str, Any]:
+def one_load(argv: list[str], on_start: OnStart | None = None) -> KnobRun:
     """One ``modelmon load --json`` child; its figures, or why it failed. Afterwards the
     restore record of a child that died with readahead changed is applied."""
     child = subprocess.Popen(
@@ -63,25 +119,25 @@ def one_load(
         out, err = "", f"no result within {RUN_TIMEOUT_S:.0f} s"
     finally:
         stop_child(child)
-        restored = recover_readahead()
+        restored = list(recover_readahead())
     if child.returncode != 0 or not out.strip():
         last = (err.strip().splitlines() or [f"exit code {child.returncode}"])[-1]
-        return {"ok": False, "error": last, "exit_code": child.returncode, "restored": restored}
-    data = json.loads(out)
-    return {
-        "ok": data["status"] == "ok",
-        "mbps": data["mbps"],
-        "seconds": data["seconds"],
-        "first_block_s": data.get("first_block_seconds"),
-        "half_blocks_s": data.get("half_blocks_seconds"),
-        "cold": bool(data["cache"]["cold"]),
-        "restored": restored,
-    }
+        return KnobRun(False, restored, error=last)
+    data = json.loads(out)  # the CLI's own JSON result
+    return KnobRun(
+        data["status"] == "ok",
+        restored,
+        mbps=data["mbps"],
+        seconds=data["seconds"],
+        first_block_s=data.get("first_block_seconds"),
+        half_blocks_s=data.get("half_blocks_seconds"),
+        cold=bool(data["cache"]["cold"]),
+    )
 
 
-def _median(runs: list[dict[str, Any]], key: str) -> float | None:
-    values = [r[key] for r in runs if r.get("ok") and r.get(key) is not None]
-    return statistics.median(values) if values else None
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def alternate(
@@ -90,35 +146,38 @@ def alternate(
     repeats: int,
     wrap: Wrap,
     say: Say,
-    on_start: Callable[[subprocess.Popen[str]], None] | None = None,
-) -> list[dict[str, Any]]:
+    on_start: OnStart | None = None,
+) -> list[KnobRow]:
     """``repeats`` rounds of every (strategy, readahead) config, the order rotated each round
     so that no config always runs first (drift of a shared machine falls on all alike); one
     row per config with its runs and medians."""
-    runs: dict[tuple[str, int | None], list[dict[str, Any]]] = {c: [] for c in configs}
+    runs: dict[tuple[str, int | None], list[KnobRun]] = {c: [] for c in configs}
     for round_number in range(repeats):
         shift = round_number % len(configs)
         for config in [*configs[shift:], *configs[:shift]]:
             strategy, kb = config
             result = one_load(wrap(load_argv(path, strategy, kb)), on_start)
             runs[config].append(result)
-            figure = f"{result['mbps']:.0f} MB/s" if result.get("ok") else result.get("error")
+            figure = f"{result.mbps:.0f} MB/s" if result.ok else result.error
             say(f"  {strategy} readahead={kb or 'as is'}: {figure}")
-    return [
-        {
-            "strategy": strategy,
-            "readahead_kb": kb,
-            "runs": len([r for r in rows if r.get("ok")]),
-            "failed": [r.get("error") for r in rows if not r.get("ok")],
-            "all_cold": all(r.get("cold") for r in rows if r.get("ok")),
-            "median_mbps": _median(rows, "mbps"),
-            "median_seconds": _median(rows, "seconds"),
-            "median_first_block_s": _median(rows, "first_block_s"),
-            "median_half_blocks_s": _median(rows, "half_blocks_s"),
-            "mbps": [r["mbps"] for r in rows if r.get("ok")],
-        }
-        for (strategy, kb), rows in runs.items()
-    ]
+    rows = []
+    for (strategy, kb), done in runs.items():
+        good = [r for r in done if r.ok]
+        rows.append(
+            KnobRow(
+                strategy,
+                kb,
+                len(good),
+                [r.error or "" for r in done if not r.ok],
+                all(r.cold for r in good),
+                _median([r.mbps for r in good]),
+                _median([r.seconds for r in good]),
+                _median([r.first_block_s for r in good]),
+                _median([r.half_blocks_s for r in good]),
+                [r.mbps for r in good if r.mbps is not None],
+            )
+        )
+    return rows
 
 
 def run(
@@ -130,54 +189,49 @@ def run(
     read_bps: int = 150 << 20,
     read_iops: int = 200,
     fuse: bool = True,
-    on_start: Callable[[subprocess.Popen[str]], None] | None = None,
-) -> dict[str, Any]:
-    """Every section as a dict (``markdown`` renders it). ``on_start`` sees each load child
-    as it starts (a test kills one mid-way with it)."""
+    on_start: OnStart | None = None,
+) -> KnobsResult:
+    """Every section (``markdown`` renders them). ``on_start`` sees each load child as it
+    starts (a test kills one mid-way with it)."""
     path = str(model.resolve())
     knob = locate_readahead(path)
-    results: dict[str, Any] = {"model": path, "repeats": repeats}
+    section = ReadaheadSection()
     if knob is None:
-        results["readahead"] = {"skipped": f"{path} has no readahead setting"}
+        section.skipped = f"{path} has no readahead setting"
     else:
-        results["readahead"] = {"device": knob.device, "before_kb": knob.read_kb()}
+        section.device, section.before_kb = knob.device, knob.read_kb()
+    results = KnobsResult(path, repeats, section)
     try:
         with throttled_disk(scratch, read_bps, read_iops) as throttle:
-            results["throttle"] = {"read_bps": read_bps, "read_iops": read_iops}
+            results.read_bps, results.read_iops = read_bps, read_iops
             reason = readahead_unavailable([path])
             if knob is not None and reason is None:
                 say(f"knobs: readahead {READAHEAD_PAIR} KiB on the throttled disk")
                 configs = [(s, kb) for s in READAHEAD_STRATEGIES for kb in READAHEAD_PAIR]
-                results["readahead"]["table"] = alternate(
-                    configs, path, repeats, throttle.command, say, on_start
-                )
+                section.table = alternate(configs, path, repeats, throttle.command, say, on_start)
             elif knob is not None:
-                results["readahead"]["skipped"] = reason
+                section.skipped = reason
             say("knobs: stream against sequential on the throttled disk")
-            results["stream_hdd"] = alternate(
-                [(s, None) for s in STREAM_PAIR], path, repeats, throttle.command, say, on_start
+            pair = [(s, None) for s in STREAM_PAIR]
+            results.stream_hdd = Section(
+                alternate(pair, path, repeats, throttle.command, say, on_start)
             )
     except EnvUnavailable as exc:
-        results["stream_hdd"] = {"skipped": str(exc)}
-        results["readahead"].setdefault("skipped", str(exc))
+        results.stream_hdd = Section(skipped=str(exc))
+        section.skipped = section.skipped or str(exc)
     finally:
         recover_readahead()
         if knob is not None:
-            results["readahead"]["after_kb"] = knob.read_kb()
+            section.after_kb = knob.read_kb()
     if fuse:
         try:
             with fuse_mount(model.parent, scratch / "mnt-knobs") as mounted:
                 say("knobs: stream against sequential on the FUSE mount")
-                results["stream_fuse"] = alternate(
-                    [(s, None) for s in STREAM_PAIR],
-                    str(mounted / model.name),
-                    repeats,
-                    list,
-                    say,
-                    on_start,
-                )
+                pair = [(s, None) for s in STREAM_PAIR]
+                where = str(mounted / model.name)
+                results.stream_fuse = Section(alternate(pair, where, repeats, list, say, on_start))
         except EnvUnavailable as exc:
-            results["stream_fuse"] = {"skipped": str(exc)}
+            results.stream_fuse = Section(skipped=str(exc))
     return results
 
 
@@ -185,41 +239,38 @@ def _number(value: float | None, digits: int = 0, unit: str = "") -> str:
     return "–" if value is None else f"{value:.{digits}f}{unit}"
 
 
-def _table(rows: list[dict[str, Any]], with_readahead: bool) -> list[str]:
+def _table(rows: list[KnobRow], with_readahead: bool) -> list[str]:
     head = "| strategy | " + ("readahead | " if with_readahead else "")
     head += "runs | median MB/s | runs' MB/s | median s | first block s | half of blocks s |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
-        cells = [row["strategy"]]
+        cells = [row.strategy]
         if with_readahead:
-            cells.append(f"{row['readahead_kb']} KiB")
+            cells.append(f"{row.readahead_kb} KiB")
         cells += [
-            str(row["runs"]) + ("" if row["all_cold"] else " (not all cold)"),
-            _number(row["median_mbps"]),
-            ", ".join(f"{m:.0f}" for m in row["mbps"]) or "–",
-            _number(row["median_seconds"], 2),
-            _number(row["median_first_block_s"], 3),
-            _number(row["median_half_blocks_s"], 3),
+            str(row.runs) + ("" if row.all_cold else " (not all cold)"),
+            _number(row.median_mbps),
+            ", ".join(f"{m:.0f}" for m in row.mbps) or "–",
+            _number(row.median_seconds, 2),
+            _number(row.median_first_block_s, 3),
+            _number(row.median_half_blocks_s, 3),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-        if row["failed"]:
-            lines.append(f"| {row['strategy']}: {len(row['failed'])} failed: {row['failed'][0]} |")
+        if row.failed:
+            lines.append(f"| {row.strategy}: {len(row.failed)} failed: {row.failed[0]} |")
     return lines
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(results: KnobsResult) -> str:
     """The knobs' sections of docs/benchmarks.md."""
     out = ["## The disk's own knobs: readahead, and time to the first block", ""]
-    if "skipped" in results:
-        return "\n".join([*out, f"Not run: {results['skipped']}.", ""])
-    throttle = results.get("throttle")
     shape = (
-        f"{throttle['read_bps'] / 2**20:.0f} MiB/s, {throttle['read_iops']} IOPS"
-        if throttle
+        f"{results.read_bps / 2**20:.0f} MiB/s, {results.read_iops} IOPS"
+        if results.read_bps
         else "not made here"
     )
     out += [
-        f"Model `{Path(results['model']).name}`; {results['repeats']} rounds of alternating "
+        f"Model `{Path(results.model).name}`; {results.repeats} rounds of alternating "
         f"cold runs (the order rotates each round), medians. Throttled disk: {shape}. Each "
         "load is a `modelmon load --readahead` child that sets the device's value and puts it "
         "back.",
@@ -227,25 +278,27 @@ def markdown(results: dict[str, Any]) -> str:
         "### Readahead 128 KiB against 4 MiB (throttled disk)",
         "",
     ]
-    section = results["readahead"]
-    if section.get("table"):
-        out += _table(section["table"], with_readahead=True)
-        same = section.get("before_kb") == section.get("after_kb")
+    section = results.readahead
+    if section.table:
+        out += _table(section.table, with_readahead=True)
+        same = section.before_kb == section.after_kb
         out += [
             "",
-            f"Device `{section['device']}` readahead: {section.get('before_kb')} KiB before the "
-            f"runs, {section.get('after_kb')} KiB after"
+            f"Device `{section.device}` readahead: {section.before_kb} KiB before the "
+            f"runs, {section.after_kb} KiB after"
             + (" (the same)." if same else " — NOT the same: see the runs' errors."),
         ]
     else:
-        out.append(f"Not measured: {section.get('skipped', 'no readahead setting')}.")
-    for key, title in (("stream_hdd", "throttled disk"), ("stream_fuse", "FUSE mount")):
+        out.append(f"Not measured: {section.skipped or 'no readahead setting'}.")
+    for found, title in (
+        (results.stream_hdd, "throttled disk"),
+        (results.stream_fuse, "FUSE mount"),
+    ):
         out += ["", f"### stream against sequential ({title})", ""]
-        rows = results.get(key)
-        if isinstance(rows, list):
-            out += _table(rows, with_readahead=False)
+        if found is not None and found.rows:
+            out += _table(found.rows, with_readahead=False)
         else:
-            out.append(f"Not measured: {(rows or {}).get('skipped', 'not run')}.")
+            out.append(f"Not measured: {(found.skipped if found else None) or 'not run'}.")
     out += [
         "",
         "First block: when the first block in use order (embeddings, then layer 0) was "
@@ -271,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = run(args.model, args.scratch, repeats=args.repeats, say=say, fuse=not args.no_fuse)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+        args.json.write_text(json.dumps(to_json(results), indent=1) + "\n")
     print(markdown(results))
     return 0
 

@@ -40,10 +40,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import modelmon.core
+from benchmarks.codec import to_json
 from benchmarks.envs import fuse_mount
 from modelmon.core import Model, open_model, parse_spec, prepare_cache, write_safetensors_model
 
@@ -61,6 +62,20 @@ DEFAULT_CONFIGS = (
     "load:direct workers=4",
     "measure:sequential workers=4",
 )
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    mbps: float
+    resident: float  # the largest resident fraction left before it ran
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    median_mbps: float
+    median_ratio: float  # to the ceiling of the same repeat
+    runs_mbps: list[int]
+    worst_resident_before: float
 
 
 def parallel_read(paths: list[str], readers: int, chunk: int = CEILING_CHUNK) -> int:
@@ -115,12 +130,12 @@ def timed(run: Callable[[], int]) -> tuple[float, int]:
 
 def run_config(
     config: str, model: Model, evict: list[str], readers: int, baseline: Path | None
-) -> dict[str, Any]:
+) -> ConfigRun:
     paths = [f.path for f in model.files]
     resident = make_cold(evict)
     if config == "ceiling":
         seconds, nbytes = timed(lambda: parallel_read(paths, readers))
-        return {"mbps": nbytes / seconds / 1e6, "resident": resident}
+        return ConfigRun(nbytes / seconds / 1e6, resident)
     kind, _, spec = config.partition(":")
     python, cwd = sys.executable, None
     if kind.startswith("base-"):  # the same entry, run by the baseline checkout's code
@@ -134,7 +149,7 @@ def run_config(
     command = [python, "-m", "benchmarks.loader_speed", "--child", kind, spec, model.path]
     output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=cwd)
     mbps, child_resident = json.loads(output.stdout.splitlines()[-1])
-    return {"mbps": mbps, "resident": max(resident, child_resident)}
+    return ConfigRun(float(mbps), max(resident, float(child_resident)))
 
 
 def child(kind: str, spec: str, path: str) -> None:
@@ -165,28 +180,26 @@ def bench(
     repeats: int,
     readers: int,
     baseline: Path | None,
-) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
+) -> dict[str, ConfigSummary]:
+    runs: dict[str, list[tuple[ConfigRun, float]]] = {c: [] for c in configs}  # (run, ratio)
     for repeat in range(repeats):
         shift = repeat % len(configs)
         order = configs[shift:] + configs[:shift]
-        ceiling_mbps: float | None = None
-        done: dict[str, dict[str, Any]] = {}
+        done: dict[str, ConfigRun] = {}
         for config in order:
             entry = run_config(config, model, evict, readers, baseline)
             done[config] = entry
-            print(f"  repeat {repeat + 1} {config:45s} {entry['mbps']:8.0f} MB/s", flush=True)
-        ceiling_mbps = done["ceiling"]["mbps"]
+            print(f"  repeat {repeat + 1} {config:45s} {entry.mbps:8.0f} MB/s", flush=True)
+        ceiling_mbps = done["ceiling"].mbps
         for config, entry in done.items():
-            entry["ratio"] = entry["mbps"] / ceiling_mbps
-            runs[config].append(entry)
+            runs[config].append((entry, entry.mbps / ceiling_mbps))
     return {
-        config: {
-            "median_mbps": statistics.median(e["mbps"] for e in entries),
-            "median_ratio": statistics.median(e["ratio"] for e in entries),
-            "runs_mbps": [round(e["mbps"]) for e in entries],
-            "worst_resident_before": max(e["resident"] for e in entries),
-        }
+        config: ConfigSummary(
+            statistics.median(e.mbps for e, _ in entries),
+            statistics.median(ratio for _, ratio in entries),
+            [round(e.mbps) for e, _ in entries],
+            max(e.resident for e, _ in entries),
+        )
         for config, entries in runs.items()
     }
 
@@ -250,11 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'configuration':45s} {'MB/s':>8s} {'× ceiling':>10s}  runs")
     for config, row in summary.items():
         print(
-            f"{config:45s} {row['median_mbps']:8.0f} {row['median_ratio']:10.2f}  "
-            f"{row['runs_mbps']}  (resident before ≤ {row['worst_resident_before']:.1%})"
+            f"{config:45s} {row.median_mbps:8.0f} {row.median_ratio:10.2f}  "
+            f"{row.runs_mbps}  (resident before ≤ {row.worst_resident_before:.1%})"
         )
     if args.json:
-        payload = {"env": args.env, "bytes": size, "load_average": [before, after], **summary}
+        payload = {
+            "env": args.env,
+            "bytes": size,
+            "load_average": [before, after],
+            "configs": to_json(summary),
+        }
         args.json.write_text(json.dumps(payload, indent=2))
     return 0
 

@@ -7,8 +7,8 @@ import os
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
+from benchmarks.records import Machine
 from modelmon.core import RETURNS_FREE_MEMORY, memory_facts, storage_facts
 
 LIBRARIES = (
@@ -55,24 +55,24 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def facts(folder: Path) -> dict[str, Any]:
+def facts(folder: Path) -> Machine:
     """Facts about this machine and the storage under ``folder`` (where the models live)."""
     storage = storage_facts(folder)
     memory = memory_facts()
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "ram_gib": round(memory.total / (1 << 30), 1),
-        "kernel": platform.release(),
-        "os": _os_name(),
-        "python": platform.python_version(),
-        "filesystem": storage.fs_type,
-        "disk": storage.description,
-        "disk_size": _disk_model(storage.block_device),
-        "libraries": _versions(),
-        "free_memory": RETURNS_FREE_MEMORY if memory.returns_free_memory else "kept by the guest",
-    }
+    return Machine(
+        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        cpu=_cpu_model(),
+        cores=os.cpu_count() or 1,
+        ram_gib=round(memory.total / (1 << 30), 1),
+        kernel=platform.release(),
+        os=_os_name(),
+        python=platform.python_version(),
+        filesystem=storage.fs_type,
+        disk=storage.description,
+        disk_size=_disk_model(storage.block_device),
+        libraries=_versions(),
+        free_memory=RETURNS_FREE_MEMORY if memory.returns_free_memory else "kept by the guest",
+    )
 
 
 def _os_name() -> str:

@@ -1,7 +1,7 @@
 """One environment × model job: the recommendation, then rounds of ceilings + every entry.
 
-A job is plain JSON (so the ``hdd`` part can run in a child process placed in the blkio
-cgroup, whose spawned workers inherit the cgroup):
+A job is plain JSON (``codec``), so the ``hdd`` part can run in a child process placed in
+the blkio cgroup, whose spawned workers inherit the cgroup:
 
     python -m benchmarks.matrix JOBS.json OUT.json
 
@@ -13,6 +13,7 @@ ratio to a ceiling compares runs of the same round.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,170 +22,154 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from benchmarks import applied
 from benchmarks.applied import config_for, load_run
+from benchmarks.codec import from_json, to_json
 from benchmarks.diagnose import diagnose
-from benchmarks.jobs import Entry, Job
-from benchmarks.peers import run_peer
+from benchmarks.jobs import Cache, Entry, Job
+from benchmarks.records import Blkio, CeilingRuns, JobResult, Run
 from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_of
 from modelmon.core import (
     FREE_WORTH_NOTING,
-    LoadOptions,
     LoadRun,
+    Model,
     measure_ceilings,
     open_model,
     recommend,
+    run_peer,
 )
-
-if TYPE_CHECKING:
-    from modelmon.core import LoadResult, PeerResult
 
 Progress = Callable[[str], None]
 
 
-def _outcome(result: LoadResult | PeerResult) -> dict[str, Any]:
-    """The fields a strategy's run and a peer's run both report, first in each row."""
-    return {
-        "status": result.status,
-        "error": result.error,
-        "bytes": result.bytes,
-        "seconds": result.seconds,
-        "mbps": result.mbps,
-    }
+def _strategy_run(model: Model, entry: Entry, cache: str, limit: float | None) -> Run:
+    result = LoadRun(model, entry.name, entry.options.with_(cache=cache), time_limit_s=limit).run()
+    return Run(
+        entry.label,
+        entry.kind,
+        entry.name,
+        entry.role,
+        0,
+        result.status,
+        result.error,
+        result.bytes,
+        result.seconds,
+        result.mbps,
+        result.cache.cold,
+        result.cache.warm,
+        result.cache.resident_before,
+        result.cache.resident_after,
+        peak_rss=sum(w.peak_rss for w in result.workers),
+        worker_seconds=tuple(w.seconds for w in result.workers),
+        worker_peak_rss=tuple(w.peak_rss for w in result.workers),
+        notes=tuple(result.notes),
+        host_reported=result.host_reported,
+    )
 
 
-def _strategy_run(model: Any, entry: Entry, cache: str, limit: float | None) -> dict[str, Any]:
-    options = LoadOptions(**entry.options).with_(cache=cache)
-    result = LoadRun(model, entry.name, options, time_limit_s=limit).run()
-    workers = result.workers
-    return {
-        **_outcome(result),
-        "resident_before": result.cache.resident_before,
-        "resident_after": result.cache.resident_after,
-        "cold": result.cache.cold,
-        "warm": result.cache.warm,
-        "peak_rss": sum(w.peak_rss for w in workers),
-        "worker_seconds": [w.seconds for w in workers],
-        "worker_peak_rss": [w.peak_rss for w in workers],
-        "notes": list(result.notes),
-        "host_reported": result.host_reported,
-    }
-
-
-def _peer_run(files: list[str], entry: Entry, cache: str, limit: float | None) -> dict[str, Any]:
+def _peer_run(files: list[str], entry: Entry, cache: Cache, limit: float | None) -> Run:
     result = run_peer(entry.settings, files, cache, time_limit_s=limit)
-    return {
-        **_outcome(result),
-        "resident_before": result.resident_before,
-        "resident_after": result.resident_after,
-        "cold": result.cold,
-        "warm": result.warm,
-        "peak_rss": result.peak_rss,
-        "rss_ready": result.rss_ready,
-        "worker_seconds": [],
-        "notes": [],
-        "host_reported": result.host_reported,
-    }
+    return Run(
+        entry.label,
+        entry.kind,
+        entry.name,
+        entry.role,
+        0,
+        result.status,
+        result.error,
+        result.bytes,
+        result.seconds,
+        result.mbps,
+        result.cold,
+        result.warm,
+        result.resident_before,
+        result.resident_after,
+        peak_rss=result.peak_rss,
+        rss_ready=result.rss_ready,
+        host_reported=result.host_reported,
+    )
 
 
-def blkio_counters() -> dict[str, int] | None:
+def blkio_counters() -> tuple[int, int] | None:
     """Read requests and bytes this process's blkio cgroup (v1) has let through, if any."""
     try:
         with open("/proc/self/cgroup") as handle:
             line = next(x for x in handle.read().splitlines() if ":blkio:" in x)
         folder = "/sys/fs/cgroup/blkio" + line.split(":", 2)[2]
-        found = {}
+        found = []
         for name in ("io_serviced", "io_service_bytes"):
             with open(f"{folder}/blkio.throttle.{name}") as handle:
-                found[name] = sum(
-                    int(x.split()[2])
-                    for x in handle.read().splitlines()
-                    if len(x.split()) == 3 and x.split()[1] == "Read"
+                found.append(
+                    sum(
+                        int(x.split()[2])
+                        for x in handle.read().splitlines()
+                        if len(x.split()) == 3 and x.split()[1] == "Read"
+                    )
                 )
-        return found
+        return found[0], found[1]
     except (OSError, StopIteration, ValueError, IndexError):
         return None
 
 
-def run_job(job: Job, progress: Progress | None = None) -> dict[str, Any]:
-    """Measure the job; a JSON-able dict with ceilings, recommendation and every run."""
+def run_job(job: Job, progress: Progress | None = None) -> JobResult:
+    """Measure the job: ceilings, recommendation and every run."""
     say = progress or (lambda _: None)
     started = time.monotonic()
     load_at_start = os.getloadavg()[0]  # 1-minute load: others' work on this machine shows here
     blkio_start = blkio_counters() if job.env == "hdd" else None
     model = open_model(job.model_path)
-    out: dict[str, Any] = {
-        "env": job.env,
-        "model_key": job.model_key,
-        "cache": job.cache,
-        "model_bytes": model.total_bytes,
-        "repeats": job.repeats,
-        "ceilings": {},
-        "recommendation": None,
-        "runs": [],
-    }
+    out = JobResult(job.env, job.model_key, job.cache, model.total_bytes, job.repeats)
     entries = list(job.entries)
     folder = Path(tempfile.mkdtemp(prefix="modelmon-bench-"))
-    recommended_config = None
     try:
         if job.recommend_budget_s > 0:
             rec = recommend(model, job.recommend_budget_s, workers=job.workers)
-            picked, out["recommendation"] = applied.recommended(rec, folder)
-            recommended_config = out["recommendation"]["config"]
-            say(f"recommend picked {rec.used.spec} in {rec.elapsed_s:.0f} s")
+            picked, out.recommendation = applied.recommended(rec, folder)
+            say(f"recommend picked {rec.used.spec} in {rec.budget.elapsed_s:.0f} s")
             for entry in picked:
                 entries = with_recommended(entries, entry)
-        configs = {
-            e.label: config_for(e, folder, recommended_config) for e in entries if e.kind == "load"
-        }
+        written = out.recommendation.config if out.recommendation else None
+        configs = {e.label: config_for(e, folder, written) for e in entries if e.kind == "load"}
         rounds(job, model, entries, configs, out, say)
-        if out["recommendation"] is not None:
-            out["confirm_runs"] = confirm(job, model, entries, configs, out, say)
+        if out.recommendation is not None:
+            out.confirm_runs = confirm(job, model, entries, configs, out, say)
         if job.ranks > 1:
             pick = next((e for e in entries if e.role == "recommended"), None)
             pick = pick or next(e for e in entries if e.kind == "strategy")
-            out["ranks"] = applied.ranks(
+            out.ranks = applied.ranks(
                 model, pick, job.ranks, max(1, job.repeats // 2), say, job.time_limit_s
             )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    best = best_strategy(entries, out["runs"])
+    best = best_strategy(entries, out.runs)
     if job.diagnose and best is not None:
-        out["diagnosis"] = diagnose(model, best.name, best.options, job.cache)
+        out.diagnosis = diagnose(model, best.name, best.options, job.cache)
         say(f"diagnosis of {best.label}: done")
-    out["elapsed_s"] = time.monotonic() - started
-    out["loadavg"] = [load_at_start, os.getloadavg()[0]]
+    out.elapsed_s = time.monotonic() - started
+    out.loadavg = (load_at_start, os.getloadavg()[0])
     blkio_end = blkio_counters() if blkio_start else None
     if blkio_start and blkio_end:  # what the throttle saw: requests and their average size
-        reads = blkio_end["io_serviced"] - blkio_start["io_serviced"]
-        done = blkio_end["io_service_bytes"] - blkio_start["io_service_bytes"]
-        out["blkio"] = {
-            "reads": reads,
-            "bytes": done,
-            "bytes_per_read": done / reads if reads else None,
-        }
+        reads, done = blkio_end[0] - blkio_start[0], blkio_end[1] - blkio_start[1]
+        out.blkio = Blkio(reads, done, done / reads if reads else None)
     return out
 
 
 def rounds(
     job: Job,
-    model: Any,
+    model: Model,
     entries: list[Entry],
     configs: dict[str, str],
-    out: dict[str, Any],
+    out: JobResult,
     say: Progress,
 ) -> None:
     """Every round: the ceilings, then every entry once, rotated; a run stopped at the time
     limit bounds its entry, which is not run again (reported as bounded, not dropped)."""
-    out["entries"] = [{"label": e.label, **asdict(e)} for e in entries]
+    out.entries = list(entries)
     ceiling_runs: dict[str, list[float]] = {name: [] for name in job.ceilings}
     verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
     specs: dict[str, str] = {}
-    bounded: set[str] = set()
     for repeat in range(job.repeats):
         at = f"[{job.where} {repeat + 1}/{job.repeats}]"
         # The ceilings open every round, so each ratio compares runs made minutes apart at most.
@@ -195,64 +180,55 @@ def rounds(
             say(f"{at} ceiling {ceiling.name}: {ceiling.mbps:.0f}")
         shift = repeat % len(entries) if entries else 0
         for entry in side_by_side(entries[shift:] + entries[:shift]):
-            if entry.label in bounded:
+            if entry.label in out.bounded:
                 continue
             run = run_entry(job, model, entry, configs.get(entry.label), repeat)
-            if run["status"] == "cancelled" and "time limit" in (run["error"] or ""):
-                bounded.add(entry.label)
-                run["bound_mbps"] = out["model_bytes"] / (job.time_limit_s or 1) / 1e6
-            out["runs"].append(run)
+            if run.status == "cancelled" and "time limit" in (run.error or ""):
+                out.bounded.append(entry.label)
+                bound = out.model_bytes / (job.time_limit_s or 1) / 1e6
+                run = dataclasses.replace(run, bound_mbps=bound)
+            out.runs.append(run)
             say(f"{at} {run_line(job, run)}")
-    out["bounded"] = sorted(bounded)
-    out["time_limit_s"] = job.time_limit_s
-    out["ceilings"] = {
-        name: {
-            "mbps": statistics.median(runs),
-            "runs": runs,
-            "spec": specs.get(name, ""),
-            "verified": verified[name],
-        }
+    out.time_limit_s = job.time_limit_s
+    out.ceilings = {
+        name: CeilingRuns(statistics.median(runs), tuple(runs), specs.get(name, ""), verified[name])
         for name, runs in ceiling_runs.items()
         if runs
     }
 
 
-def run_entry(
-    job: Job, model: Any, entry: Entry, config: str | None, repeat: int
-) -> dict[str, Any]:
+def run_entry(job: Job, model: Model, entry: Entry, config: str | None, repeat: int) -> Run:
     """One cold (or warm) run of ``entry`` as its kind is applied, labelled with its round."""
-    files = [f.path for f in model.files]
     limit = job.time_limit_s
     if entry.kind == "peer":
-        run = _peer_run(files, entry, job.cache, limit)
+        run = _peer_run([f.path for f in model.files], entry, job.cache, limit)
     elif entry.kind == "load":
         assert config is not None
         run = load_run(model, entry, job.cache, config, limit)
     else:
         run = _strategy_run(model, entry, job.cache, limit)
-    run.update(label=entry.label, kind=entry.kind, name=entry.name, role=entry.role, repeat=repeat)
-    return run
+    return dataclasses.replace(run, repeat=repeat)
 
 
-def run_line(job: Job, run: dict[str, Any]) -> str:
+def run_line(job: Job, run: Run) -> str:
     """A run for the progress lines: its speed, its cache state, a report pass inside it."""
-    state = "cold" if run["cold"] else "warm" if run["warm"] else "NOT " + job.cache
-    reported = run.get("host_reported") or 0
+    state = "cold" if run.cold else "warm" if run.warm else "NOT " + job.cache
+    reported = run.host_reported or 0
     if reported >= FREE_WORTH_NOTING:  # a report pass inside the timing
         state += f"; {reported >> 20} MiB reported to the host while it ran"
-    return f"{run['label']}: {run['status']} {run['mbps']:.0f} MB/s ({state})" + (
-        f" {run['error']}" if run["error"] else ""
+    return f"{run.label}: {run.status} {run.mbps:.0f} MB/s ({state})" + (
+        f" {run.error}" if run.error else ""
     )
 
 
 def confirm(
     job: Job,
-    model: Any,
+    model: Model,
     entries: list[Entry],
     configs: dict[str, str],
-    out: dict[str, Any],
+    out: JobResult,
     say: Progress,
-) -> list[dict[str, Any]]:
+) -> list[Run]:
     """When an applied alternative beat recommend()'s pick over the rounds, ``CONFIRM_PAIRS``
     more runs of the two, alternating which goes first: the best of several alternatives
     picked by the same runs that rank them is the one that drew the luckiest runs, so its
@@ -261,18 +237,19 @@ def confirm(
     the best the regret names has then always been confirmed. Only the regret reads these."""
     by_label = {e.label: e for e in entries}
     confirmed: set[str] = set()
-    runs: list[dict[str, Any]] = []
+    runs: list[Run] = []
     while len(confirmed) < CONFIRM_RIVALS:
-        found = regret_of({**out, "confirm_runs": runs})
-        if found is None or not found["regret"] or found["best"].label in confirmed:
+        found = regret_of(out, runs)
+        if found is None or not found.regret or found.best is None or found.pick is None:
             break
-        confirmed.add(found["best"].label)
-        pair = (by_label[found["pick"].label], by_label[found["best"].label])
+        if found.best.label in confirmed:
+            break
+        confirmed.add(found.best.label)
+        pair = (by_label[found.pick.label], by_label[found.best.label])
         first = job.repeats + len(runs) // 2
         for number in range(CONFIRM_PAIRS):
             for entry in pair if number % 2 == 0 else pair[::-1]:
-                config = configs.get(entry.label)
-                run = run_entry(job, model, entry, config, first + number)
+                run = run_entry(job, model, entry, configs.get(entry.label), first + number)
                 runs.append(run)
                 say(f"[{job.where} confirming] {run_line(job, run)}")
     return runs
@@ -282,7 +259,7 @@ def side_by_side(order: list[Entry]) -> list[Entry]:
     """``order`` with each core.load entry run right after the same configuration measured in
     worker processes (where both are there): the load-vs-measure ratio of a round then
     compares two runs seconds apart, not a minute, on a disk whose speed drifts."""
-    measured = {e.spec: e for e in order if e.kind == "strategy"}
+    measured = {e.spec for e in order if e.kind == "strategy"}
     paired = [e for e in order if e.kind == "load" and e.spec in measured]
     out: list[Entry] = []
     for entry in order:
@@ -296,7 +273,7 @@ def side_by_side(order: list[Entry]) -> list[Entry]:
 def with_recommended(entries: list[Entry], pick: Entry) -> list[Entry]:
     """``entries`` with ``pick`` in place of the same kind and spec (added when not there);
     it keeps its role ("recommended" unless it says otherwise)."""
-    marked = Entry(pick.kind, pick.name, dict(pick.options), pick.role or "recommended")
+    marked = pick.marked(pick.role or "recommended")
     same = [i for i, e in enumerate(entries) if (e.kind, e.spec) == (pick.kind, pick.spec)]
     if not same:
         return [*entries, marked]
@@ -305,11 +282,11 @@ def with_recommended(entries: list[Entry], pick: Entry) -> list[Entry]:
     return [marked if i == same[0] else e for i, e in enumerate(entries)]
 
 
-def best_strategy(entries: list[Entry], runs: list[dict[str, Any]]) -> Entry | None:
+def best_strategy(entries: list[Entry], runs: list[Run]) -> Entry | None:
     """The modelmon configuration with the highest median MB/s (ok runs only)."""
     speeds: list[tuple[float, int]] = []
     for number, entry in enumerate(entries):
-        mine = [r["mbps"] for r in runs if r["label"] == entry.label and r["status"] == "ok"]
+        mine = [r.mbps for r in runs if r.label == entry.label and r.status == "ok"]
         if entry.kind == "strategy" and mine:
             speeds.append((statistics.median(mine), number))
     return entries[max(speeds)[1]] if speeds else None
@@ -318,14 +295,12 @@ def best_strategy(entries: list[Entry], runs: list[dict[str, Any]]) -> Entry | N
 def main(argv: list[str]) -> int:
     """JOBS.json (a list of jobs) → OUT.json (a list of results), progress on stderr."""
     job_path, out_path = argv
-    with open(job_path) as handle:
-        jobs = [Job.from_dict(data) for data in json.load(handle)]
+    jobs = [from_json(Job, data) for data in json.loads(Path(job_path).read_text())]
     results = []
     for job in jobs:
         print(f"{job.env} · {job.model_key} · {job.cache}", file=sys.stderr, flush=True)
         results.append(run_job(job, lambda line: print(line, file=sys.stderr, flush=True)))
-    with open(out_path, "w") as handle:
-        json.dump(results, handle)
+    Path(out_path).write_text(json.dumps(to_json(results)))
     return 0
 
 

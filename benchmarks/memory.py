@@ -14,24 +14,24 @@ beside the workers' peaks as a cross-check.
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from modelmon.core import LoadOptions, Session, open_model, own_status_bytes
+from benchmarks.codec import from_json, to_json
+from benchmarks.records import DiscardLoad, DiscardSection, MemoryReport, RamLoad
+from modelmon.core import LoadOptions, Model, Session, open_model, own_status_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
 DISCARD_TARGET = 256 * MiB
 LOAD_TO_RAM = (
-    ("sequential", {"workers": 4, "chunk": 16 * MiB}),
-    ("pread", {"workers": 4}),
-    ("mmap", {"workers": 4}),
-    ("library", {"workers": 1}),
+    ("sequential", LoadOptions(workers=4, chunk=16 * MiB)),
+    ("pread", LoadOptions(workers=4)),
+    ("mmap", LoadOptions(workers=4)),
+    ("library", LoadOptions(workers=1)),
 )
 
 
@@ -44,31 +44,30 @@ def _sampled_peak(series: dict[str, tuple[np.ndarray, np.ndarray]]) -> float | N
     return float(values.max()) if len(values) else None
 
 
-def _load(model: Any, strategy: str, options: LoadOptions) -> dict[str, Any]:
+def _load(model: Model, strategy: str, options: LoadOptions) -> RamLoad:
     outcome = Session(model, strategy, options, interval_s=0.1).run()
     result = outcome.result
-    peaks = [w.peak_rss for w in result.workers]
-    return {
-        "strategy": strategy,
-        "workers": options.workers,
-        "status": result.status,
-        "mbps": result.mbps,
-        "cold": result.cache.cold,
-        "bytes": result.bytes,
-        "worker_peak_rss": peaks,
-        "peak_rss": sum(peaks),
-        "sampled_peak_rss": _sampled_peak(outcome.series),
-    }
+    peaks = tuple(w.peak_rss for w in result.workers)
+    return RamLoad(
+        strategy,
+        options.workers,
+        result.status,
+        result.mbps,
+        result.cache.cold,
+        result.bytes,
+        peaks,
+        sum(peaks),
+        _sampled_peak(outcome.series),
+        sum(peaks) / result.bytes if result.bytes else None,
+    )
 
 
-def measure(path: Path, repeats: int) -> dict[str, Any]:
+def measure(path: Path, repeats: int) -> MemoryReport:
     model = open_model(path)
     parent = own_status_bytes("VmHWM:") or 0
-    load_to_ram = []
-    for strategy, options in LOAD_TO_RAM:
-        run = _load(model, strategy, LoadOptions(**options, cache="cold"))
-        run["ratio"] = run["peak_rss"] / run["bytes"] if run["bytes"] else math.nan
-        load_to_ram.append(run)
+    load_to_ram = [
+        _load(model, strategy, options.with_(cache="cold")) for strategy, options in LOAD_TO_RAM
+    ]
     limit = max(64 * MiB, model.total_bytes // 4)
     discard = []
     for workers in (4, 1):
@@ -79,47 +78,41 @@ def measure(path: Path, repeats: int) -> dict[str, Any]:
             ).run()
             result = outcome.result
             discard.append(
-                {
-                    "workers": workers,
-                    "status": result.status,
-                    "mbps": result.mbps,
-                    "cold": result.cache.cold,
-                    "bytes": result.bytes,
-                    "worker_peak_rss": [w.peak_rss for w in result.workers],
-                    "sampled_peak_rss": _sampled_peak(outcome.series),
-                }
+                DiscardLoad(
+                    workers,
+                    result.status,
+                    result.mbps,
+                    result.cache.cold,
+                    result.bytes,
+                    tuple(w.peak_rss for w in result.workers),
+                    _sampled_peak(outcome.series),
+                )
             )
-    worst = max((max(r["worker_peak_rss"], default=0) for r in discard), default=0)
-    return {
-        "model_bytes": model.total_bytes,
-        "parent_peak_rss": parent,
-        "load_to_ram": load_to_ram,
-        "discard": {
-            "memory_limit": limit,
-            "runs": discard,
-            "max_worker_peak_rss": worst,
-            "target_met": bool(discard)
-            and worst <= DISCARD_TARGET
-            and all(r["status"] == "ok" for r in discard),
-        },
-    }
+    worst = max((max(r.worker_peak_rss, default=0) for r in discard), default=0)
+    met = bool(discard) and worst <= DISCARD_TARGET and all(r.status == "ok" for r in discard)
+    return MemoryReport(
+        model.total_bytes,
+        parent,
+        tuple(load_to_ram),
+        DiscardSection(limit, tuple(discard), worst, met),
+    )
 
 
-def run_fresh(path: Path, out: Path, repeats: int) -> dict[str, Any]:
-    """``measure`` in a new interpreter (see the module docstring); its JSON."""
+def measure_in_fresh_process(path: Path, out: Path, repeats: int) -> MemoryReport:
+    """``measure`` in a new interpreter (see the module docstring)."""
     subprocess.run(
         [sys.executable, "-m", "benchmarks.memory", str(path), str(out), "--repeats", str(repeats)],
         cwd=ROOT,
         check=True,
         timeout=900,
     )
-    return dict(json.loads(out.read_text()))
+    return from_json(MemoryReport, json.loads(out.read_text()))
 
 
 def main(argv: list[str]) -> int:
     path, out = Path(argv[0]), Path(argv[1])
     repeats = int(argv[3]) if len(argv) > 3 and argv[2] == "--repeats" else 3
-    out.write_text(json.dumps(measure(path, repeats)))
+    out.write_text(json.dumps(to_json(measure(path, repeats))))
     return 0
 
 

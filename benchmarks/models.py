@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
+from benchmarks.records import ModelInfo
 from modelmon.core import open_model, write_gguf_model, write_safetensors_model
 
 
@@ -21,8 +22,13 @@ from modelmon.core import open_model, write_gguf_model, write_safetensors_model
 class ModelSpec:
     key: str  # short name used in tables and file names
     description: str
-    format: str  # "safetensors" | "gguf"
-    params: dict[str, Any] = field(default_factory=dict)  # write_*_model keyword arguments
+    format: Literal["safetensors", "gguf"]
+    layers: int
+    hidden: int
+    vocab: int
+    intermediate: int | None = None  # None: the writer's default for ``hidden``
+    shards: int = 1  # safetensors files
+    tensor_type: str = "Q8_0"  # GGUF tensors
 
     def folder(self, scratch: Path) -> Path:
         return scratch / self.key
@@ -38,34 +44,40 @@ TINYLLAMA = ModelSpec(
     "tinyllama-f16",
     "TinyLlama-1.1B shapes, fp16, 2 safetensors shards",
     "safetensors",
-    {"layers": 22, "hidden": 2048, "intermediate": 5632, "vocab": 32000, "shards": 2},
+    layers=22,
+    hidden=2048,
+    intermediate=5632,
+    vocab=32000,
+    shards=2,
 )
 GGUF_Q4K = ModelSpec(
     "llama-q4k",
     "Llama-shaped (6 layers, hidden 2560), Q4_K GGUF",
     "gguf",
-    {"layers": 6, "hidden": 2560, "vocab": 32000, "tensor_type": "Q4_K"},
+    layers=6,
+    hidden=2560,
+    vocab=32000,
+    tensor_type="Q4_K",
 )
 SMALL = ModelSpec(
     "small-f16",
     "8 layers, hidden 1024, TinyLlama vocabulary, fp16, 1 file",
     "safetensors",
-    {"layers": 8, "hidden": 1024, "intermediate": 2816, "vocab": 32000, "shards": 1},
+    layers=8,
+    hidden=1024,
+    intermediate=2816,
+    vocab=32000,
 )
 # The smoke test's model: a few MB.
 TINY = ModelSpec(
-    "tiny-f16",
-    "4 layers, hidden 256, fp16, 2 shards",
-    "safetensors",
-    {"layers": 4, "hidden": 256, "vocab": 1024, "shards": 2},
+    "tiny-f16", "4 layers, hidden 256, fp16, 2 shards", "safetensors", 4, 256, 1024, shards=2
 )
 
 
 def _entry_point(spec: ModelSpec, folder: Path) -> Path:
     if spec.format == "gguf":
         return folder / f"{spec.key}.gguf"
-    shards = int(spec.params.get("shards", 1))
-    return folder / ("model.safetensors.index.json" if shards > 1 else "model.safetensors")
+    return folder / ("model.safetensors.index.json" if spec.shards > 1 else "model.safetensors")
 
 
 def ensure_model(spec: ModelSpec, scratch: Path) -> tuple[Path, float]:
@@ -80,21 +92,36 @@ def ensure_model(spec: ModelSpec, scratch: Path) -> tuple[Path, float]:
         shutil.rmtree(folder)
     started = time.monotonic()
     if spec.format == "gguf":
-        write_gguf_model(target, **spec.params)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_gguf_model(
+            target,
+            layers=spec.layers,
+            hidden=spec.hidden,
+            intermediate=spec.intermediate,
+            vocab=spec.vocab,
+            tensor_type=spec.tensor_type,
+        )
     else:
-        write_safetensors_model(folder, **spec.params)
+        write_safetensors_model(
+            folder,
+            layers=spec.layers,
+            hidden=spec.hidden,
+            intermediate=spec.intermediate,
+            vocab=spec.vocab,
+            shards=spec.shards,
+        )
     marker.write_text(wanted)
     return target, time.monotonic() - started
 
 
-def describe(spec: ModelSpec, path: Path) -> dict[str, Any]:
+def describe(spec: ModelSpec, path: Path) -> ModelInfo:
     model = open_model(path)
-    return {
-        "key": spec.key,
-        "description": spec.description,
-        "format": model.format,
-        "bytes": model.total_bytes,
-        "files": len(model.files),
-        "tensors": len(model.extents),
-        "path": str(path),
-    }
+    return ModelInfo(
+        spec.key,
+        spec.description,
+        model.format,
+        model.total_bytes,
+        len(model.files),
+        len(model.extents),
+        str(path),
+    )

@@ -26,11 +26,12 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from benchmarks.summary import OVERHEAD_TARGET  # of load throughput, judged on the bound
+from benchmarks.codec import to_json
+from benchmarks.records import OverheadResult
 from modelmon.core import LoadOptions, Session, SessionResult, write_safetensors_model
 
+OVERHEAD_TARGET = 0.03  # of load throughput, judged on the sampler's CPU (the bound)
 SAMPLER_TARGET = 0.01  # of one core, at the default interval
 INTERVAL_S = 0.1  # the default rate
 
@@ -45,7 +46,7 @@ def _load(
     return session, outcome
 
 
-def measure(model: Path, pairs: int, strategy: str, workers: int) -> dict[str, Any]:
+def measure(model: Path, pairs: int, strategy: str, workers: int) -> OverheadResult:
     options = LoadOptions(workers=workers, cache="cold", discard=True)
     started = time.monotonic()
     ratios: list[float] = []
@@ -73,31 +74,30 @@ def measure(model: Path, pairs: int, strategy: str, workers: int) -> dict[str, A
         off_mbps.append(speeds[False])
     median_ratio = statistics.median(ratios)
     bound = statistics.median(shares)
-    return {
-        "model": str(model),
-        "strategy": strategy,
-        "workers": workers,
-        "pairs": pairs,
-        "seconds": round(time.monotonic() - started, 1),
-        "median_mbps_monitored": statistics.median(on_mbps),
-        "median_mbps_unmonitored": statistics.median(off_mbps),
-        "ratios": [round(r, 4) for r in ratios],
-        "median_ratio": round(median_ratio, 4),
-        "overhead": round(1 - median_ratio, 4),  # measured; noisy (see ratios)
+    return OverheadResult(
+        model=str(model),
+        strategy=strategy,
+        workers=workers,
+        pairs=pairs,
+        seconds=round(time.monotonic() - started, 1),
+        median_mbps_monitored=statistics.median(on_mbps),
+        median_mbps_unmonitored=statistics.median(off_mbps),
+        ratios=tuple(round(r, 4) for r in ratios),
+        median_ratio=round(median_ratio, 4),
+        overhead=round(1 - median_ratio, 4),  # measured; noisy (see ratios)
         # The direct bound: CPU the sampler took while the load ran, share of one core.
-        "sampler_core_share_median": round(bound, 4),
-        "sampler_core_shares": [round(s, 4) for s in shares],
+        sampler_core_share_median=round(bound, 4),
+        sampler_core_shares=tuple(round(s, 4) for s in shares),
         # The thread's whole life (baselines before the load, final sample and residency
         # round after it) over the load's time: an upper bound, beside the direct one.
-        "sampler_thread_share_median": round(statistics.median(whole_shares), 4),
-        "source_cpu_us_per_sample": {
+        sampler_thread_share_median=round(statistics.median(whole_shares), 4),
+        source_cpu_us_per_sample={
             name: round(seconds / max(1, samples) * 1e6, 1) for name, seconds in source_cpu.items()
         },
-        "judged_on": "sampler_core_share_median",
-        "overhead_target": OVERHEAD_TARGET,
-        "sampler_target": SAMPLER_TARGET,
-        "target_met": bound <= OVERHEAD_TARGET and bound <= SAMPLER_TARGET,
-    }
+        overhead_target=OVERHEAD_TARGET,
+        sampler_target=SAMPLER_TARGET,
+        target_met=bound <= OVERHEAD_TARGET and bound <= SAMPLER_TARGET,
+    )
 
 
 def default_model(folder: Path) -> Path:
@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=Path.cwd()) as scratch:
         model = Path(args.model) if args.model else default_model(Path(scratch))
-        print(json.dumps(measure(model, args.n, args.strategy, args.workers), indent=2))
+        print(json.dumps(to_json(measure(model, args.n, args.strategy, args.workers)), indent=2))
 
 
 if __name__ == "__main__":

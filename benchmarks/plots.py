@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmarks.records import BenchResults, JobResult
 from benchmarks.summary import ceiling_of, rows_of
 
 COLOURS = {"strategy": "#4C72B0", "load": "#8172B3", "peer": "#DD8452", "recommended": "#55A868"}
@@ -18,7 +19,7 @@ def matplotlib_missing() -> str | None:
     return None
 
 
-def plot_all(results: dict[str, Any], folder: Path) -> dict[str, str]:
+def plot_all(results: BenchResults, folder: Path) -> dict[str, str]:
     """Write the PNGs into ``folder``; returns {"env-cache": file name}."""
     if matplotlib_missing():
         return {}
@@ -29,9 +30,9 @@ def plot_all(results: dict[str, Any], folder: Path) -> dict[str, str]:
 
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for job in results.get("jobs", []):
-        groups.setdefault(f"{job['env']}-{job['cache']}", []).append(job)
+    groups: dict[str, list[JobResult]] = {}
+    for job in results.jobs:
+        groups.setdefault(f"{job.env}-{job.cache}", []).append(job)
     for key, jobs in groups.items():
         heights = [max(2.0, 0.38 * len(rows_of(j)) + 1.2) for j in jobs]
         figure, axes = plt.subplots(
@@ -51,7 +52,7 @@ def plot_all(results: dict[str, Any], folder: Path) -> dict[str, str]:
     return written
 
 
-def _panel(axis: Any, job: dict[str, Any]) -> None:
+def _panel(axis: Any, job: JobResult) -> None:
     rows = [r for r in rows_of(job) if r.kind != "ceiling" and r.ok]
     rows.reverse()  # fastest at the top
     labels = [r.label for r in rows]
@@ -65,5 +66,5 @@ def _panel(axis: Any, job: dict[str, Any]) -> None:
         axis.axvline(ceiling, color="black", linestyle="--", linewidth=1)
         axis.text(ceiling, len(rows) - 0.4, " parallel-read ceiling", fontsize=7, va="top")
     axis.set_xlabel("MB/s (median, min–max bars)", fontsize=8)
-    axis.set_title(f"{job['env']} · {job['model_key']} · {job['cache']}", fontsize=9)
+    axis.set_title(f"{job.env} · {job.model_key} · {job.cache}", fontsize=9)
     axis.tick_params(axis="x", labelsize=7)

@@ -18,19 +18,40 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 
-from modelmon.core import (
-    PEERS,
-    check_import,
-    open_model,
-    write_safetensors_model,
-)
+from benchmarks import matrix
+from benchmarks.codec import to_json
+from benchmarks.jobs import Entry, Job
+from benchmarks.records import RecommendationRecord, Run
+from benchmarks.regret_tables import regret_of, regret_table
+from benchmarks.summary import Row
+from modelmon.core import PEERS, check_import, open_model, write_safetensors_model
+
+
+@dataclass(frozen=True)
+class RegretReport:
+    model: str
+    model_bytes: int
+    budget_s: float
+    recommend_elapsed_s: float
+    pick: str
+    best: str | None
+    regret: float | None
+    pick_mbps: float | None
+    pick_runs: int
+    rows: list[Row]
+    recommendation: RecommendationRecord
+    runs: list[Run]
+    confirm_runs: list[Run]
+    cpus: int
+    load_before: str
+    load_after: str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("model", nargs="?")
     parser.add_argument("--synth", metavar="DIR", help="write a 1.5 GB F16 model in DIR first")
     parser.add_argument("--budget", type=float, default=120.0)
@@ -49,10 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give a MODEL or --synth DIR")
     if args.runs < 3:
         parser.error("--runs must be ≥ 3")
-    from benchmarks.jobs import Entry, Job
-    from benchmarks.matrix import run_job
-    from benchmarks.regret_tables import regret_of, regret_table
-
     model = open_model(path)
     peers = [
         Entry("peer", name)
@@ -72,32 +89,34 @@ def main(argv: list[str] | None = None) -> int:
         diagnose=False,
     )
     load_before = os.getloadavg()
-    measured = run_job(job, lambda text: print(f"  {text}", file=sys.stderr))
+    measured = matrix.run_job(job, lambda text: print(f"  {text}", file=sys.stderr))
     found = regret_of(measured)
-    assert found is not None  # the job ran recommend()
-    result = {
-        "model": str(path),
-        "model_bytes": measured["model_bytes"],
-        "budget_s": args.budget,
-        "recommend_elapsed_s": round(measured["recommendation"]["elapsed_s"], 1),
-        "pick": measured["recommendation"]["pick"],
-        "best": found["best"].label if found["best"] else None,
-        "regret": None if found["regret"] is None else round(found["regret"], 3),
-        "pick_mbps": found["pick_mbps"],
-        "pick_runs": found["pick_runs"],
-        "rows": [asdict(row) for row in found["rows"]],
-        "recommendation": measured["recommendation"],
-        "runs": measured["runs"],
-        "confirm_runs": measured.get("confirm_runs", []),
-        "cpus": os.cpu_count(),
-        "load_before": " ".join(f"{x:.1f}" for x in load_before),
-        "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
-    }
-    text = json.dumps(result, indent=2)
+    if found is None or measured.recommendation is None:
+        raise SystemExit("the job ran no recommendation")
+    rec = measured.recommendation
+    report = RegretReport(
+        model=str(path),
+        model_bytes=measured.model_bytes,
+        budget_s=args.budget,
+        recommend_elapsed_s=round(rec.elapsed_s, 1),
+        pick=rec.pick,
+        best=found.best.label if found.best else None,
+        regret=None if found.regret is None else round(found.regret, 3),
+        pick_mbps=found.pick_mbps,
+        pick_runs=found.pick_runs,
+        rows=found.rows,
+        recommendation=rec,
+        runs=measured.runs,
+        confirm_runs=measured.confirm_runs,
+        cpus=os.cpu_count() or 1,
+        load_before=" ".join(f"{x:.1f}" for x in load_before),
+        load_after=" ".join(f"{x:.1f}" for x in os.getloadavg()),
+    )
+    text = json.dumps(to_json(report), indent=2)
     print(text)
     table = "".join(regret_table(measured)) + (
-        f"\nLoad average {result['load_before']} before, {result['load_after']} after, "
-        f"{result['cpus']} CPUs.\n"
+        f"\nLoad average {report.load_before} before, {report.load_after} after, "
+        f"{report.cpus} CPUs.\n"
     )
     print(table)
     if args.json:

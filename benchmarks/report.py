@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any
 
 from benchmarks import extras, knobs
+from benchmarks.diagnose import summary_line
 from benchmarks.explain import explain_miss
-from benchmarks.peers import PEERS
+from benchmarks.records import BenchResults, JobResult, ModelInfo
 from benchmarks.regret_tables import (
     APPLIED_TARGET,
     CONFIRM_PAIRS,
@@ -16,16 +16,10 @@ from benchmarks.regret_tables import (
     regret_summary,
     regret_table,
 )
-from benchmarks.summary import (
-    CEILING_FOR,
-    MiB,
-    ceiling_of,
-    library_of,
-    rows_of,
-)
+from benchmarks.summary import CEILING_FOR, MiB, Row, ceiling_of, library_of, rows_of
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
 from benchmarks.targets import all_targets
-from modelmon.core import FREE_WORTH_NOTING
+from modelmon.core import FREE_WORTH_NOTING, PEERS
 
 ENV_TITLES = {
     "local": "local disk",
@@ -43,7 +37,7 @@ def _mb(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def _verified(row: Any, cache: str) -> str:
+def _verified(row: Row, cache: str) -> str:
     if row.kind == "ceiling":
         return "–" if row.verified is None else ("✓" if row.verified else "✗")
     if row.resident is None:
@@ -52,9 +46,9 @@ def _verified(row: Any, cache: str) -> str:
     return f"{mark} ({row.resident:.1%})"
 
 
-def job_table(job: dict[str, Any]) -> str:
+def job_table(job: JobResult) -> str:
     rows = rows_of(job)
-    cache = job["cache"]
+    cache = job.cache
     ceiling, library = ceiling_of(job), library_of(rows)
     lines = [TABLE_HEAD.format(ceiling=CEILING_FOR[cache].replace("_", " "), cache=cache)]
     for row in rows:
@@ -72,20 +66,20 @@ def job_table(job: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _job_title(job: dict[str, Any], models: dict[str, Any]) -> str:
-    model = models.get(job["model_key"], {})
-    size = f"{model['bytes'] / 1e9:.2f} GB" if model else "?"
-    return f"{job['model_key']} ({size}) · {job['cache']}"
+def _job_title(job: JobResult, models: dict[str, ModelInfo]) -> str:
+    model = models.get(job.model_key)
+    size = f"{model.bytes / 1e9:.2f} GB" if model else "?"
+    return f"{job.model_key} ({size}) · {job.cache}"
 
 
-def _recommendation(job: dict[str, Any]) -> str:
-    pick = job.get("recommendation")
-    if not pick:
+def _recommendation(job: JobResult) -> str:
+    pick = job.recommendation
+    if pick is None:
         return ""
-    ranked = ", ".join(f"{c['spec']} {c['median_mbps']:.0f}" for c in pick["ranked"][:4])
+    ranked = ", ".join(f"{c.spec} {c.median_mbps:.0f}" for c in pick.measured[:4])
     text = (
-        f"`recommend(model, budget_s={pick['budget_s']:g})` picked **{pick['spec']}** in "
-        f"{pick['elapsed_s']:.0f} s (its own ranking, MB/s: {ranked})."
+        f"`recommend(model, budget_s={pick.budget_s:g})` picked **{pick.spec}** in "
+        f"{pick.elapsed_s:.0f} s (its own ranking, MB/s: {ranked})."
     )
     rows = rows_of(job)
     chosen = next((r for r in rows if r.role == "recommended"), None)
@@ -93,7 +87,7 @@ def _recommendation(job: dict[str, Any]) -> str:
         (r for r in rows if r.kind == "strategy" and r.ok), key=lambda r: r.median, default=None
     )
     if chosen and best and chosen is not best and chosen.median < 0.8 * best.median:
-        measured = {c["spec"] for c in pick["ranked"]}
+        measured = {c.spec for c in pick.measured}
         why = (
             "within the budget each candidate got about one cold run, and on this machine "
             "one run can mislead (see the min–max columns)"
@@ -104,18 +98,18 @@ def _recommendation(job: dict[str, Any]) -> str:
             f" Over the rounds above the pick ran at {chosen.median:.0f} MB/s, below "
             f"{best.label} at {best.median:.0f} MB/s: {why}."
         )
-    if pick["elapsed_s"] > 1.5 * pick["budget_s"]:
+    if pick.elapsed_s > 1.5 * pick.budget_s:
         text += (
-            f" It took {pick['elapsed_s']:.0f} s for a {pick['budget_s']:g} s budget: "
-            "recommend() always measures two ceilings and at least two candidates, and "
-            "every candidate kept after its first trim runs once, however slow."
+            f" It took {pick.elapsed_s:.0f} s for a {pick.budget_s:g} s budget: "
+            "recommend() always measures the ceilings and makes one complete load, however "
+            "slow."
         )
     return text
 
 
-def _caveat(results: dict[str, Any]) -> list[str]:
-    loads = [x for j in results.get("jobs", []) for x in j.get("loadavg", [])]
-    cores = results["machine"].get("cores") or 1
+def _caveat(results: BenchResults) -> list[str]:
+    loads = [x for j in results.jobs for x in (j.loadavg or ())]
+    cores = results.machine.cores or 1
     if not loads or max(loads) <= cores:
         return []
     return [
@@ -128,12 +122,11 @@ def _caveat(results: dict[str, Any]) -> list[str]:
     ]
 
 
-def environment_sections(results: dict[str, Any]) -> list[str]:
+def environment_sections(results: BenchResults) -> list[str]:
     out: list[str] = []
-    models = results.get("models", {})
     for env in ("local", "hdd", "fuse"):
-        jobs = [j for j in results.get("jobs", []) if j["env"] == env]
-        skipped = results.get("skipped_envs", {}).get(env)
+        jobs = [j for j in results.jobs if j.env == env]
+        skipped = results.skipped_envs.get(env)
         out.append(f"### {ENV_TITLES[env]}\n")
         if skipped:
             out.append(f"Skipped: {skipped}\n")
@@ -142,18 +135,18 @@ def environment_sections(results: dict[str, Any]) -> list[str]:
             out.append("Not run (not asked for).\n")
             continue
         for cache in ("cold", "warm"):
-            plot = results.get("plots", {}).get(f"{env}-{cache}")
+            plot = results.plots.get(f"{env}-{cache}")
             if plot:
                 out.append(f"![{env} {cache}](benchmarks/{plot})\n")
         for job in jobs:
-            out.append(f"#### {env} · {_job_title(job, models)}\n")
+            out.append(f"#### {env} · {_job_title(job, results.models)}\n")
             out.append(job_table(job) + "\n")
-            load = job.get("loadavg")
+            load = job.loadavg
             if load:
                 out.append(
                     f"Load average (1 min) at start / end of this job: {load[0]:.1f} / "
-                    f"{load[1]:.1f} on {results['machine']['cores']} cores; "
-                    f"{job['elapsed_s']:.0f} s in all.\n"
+                    f"{load[1]:.1f} on {results.machine.cores} cores; "
+                    f"{job.elapsed_s:.0f} s in all.\n"
                 )
             reported = host_report_line(job)
             if reported:
@@ -162,32 +155,30 @@ def environment_sections(results: dict[str, Any]) -> list[str]:
             if line:
                 out.append(line + "\n")
             out += regret_table(job)
-            diagnosis = job.get("diagnosis")
-            if diagnosis:
-                from benchmarks.diagnose import summary_line
-
+            diagnosis = job.diagnosis
+            if diagnosis is not None:
                 out.append(
-                    f"Monitored run of the best configuration ({diagnosis['strategy']}): "
+                    f"Monitored run of the best configuration ({diagnosis.strategy}): "
                     f"{summary_line(diagnosis)}.\n"
                 )
     return out
 
 
-def host_report_line(job: dict[str, Any]) -> str:
+def host_report_line(job: JobResult) -> str:
     """How many timed runs had free memory reported to the VM's host inside their timing
     (``host_memory.reported_notes``), and of which forms; "" where the kernel counts none."""
-    counted = [r for r in job.get("runs", []) if r.get("host_reported") is not None]
+    counted = [r for r in job.runs if r.host_reported is not None]
     if not counted:
         return ""
-    hit = [r for r in counted if r["host_reported"] >= FREE_WORTH_NOTING]
+    hit = [r for r in counted if (r.host_reported or 0) >= FREE_WORTH_NOTING]
     if not hit:
         return (
             f"Free page reporting: none of the {len(counted)} timed runs had free memory "
             "reported to the VM's host while it ran."
         )
-    forms = Counter(r["label"] for r in hit)
+    forms = Counter(r.label for r in hit)
     which = ", ".join(f"{label} ×{n}" for label, n in forms.most_common())
-    mib = statistics.median(r["host_reported"] for r in hit) / 2**20
+    mib = statistics.median(r.host_reported or 0 for r in hit) / 2**20
     return (
         f"Free page reporting: {len(hit)} of {len(counted)} timed runs had free memory reported "
         f"to the VM's host while they ran (median {mib:.0f} MiB; host work inside the timing, "
@@ -195,7 +186,7 @@ def host_report_line(job: dict[str, Any]) -> str:
     )
 
 
-def targets_section(results: dict[str, Any]) -> list[str]:
+def targets_section(results: BenchResults) -> list[str]:
     lines = ["| where | target | measured | met |", "| --- | --- | --- | --- |"]
     misses = []
     for target in all_targets(results):
@@ -213,111 +204,101 @@ def targets_section(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def peers_section(results: dict[str, Any]) -> list[str]:
+def peers_section(results: BenchResults) -> list[str]:
     lines = ["| peer | how it is run | status |", "| --- | --- | --- |"]
     for name, peer in PEERS.items():
         how, formats = peer.description, peer.formats
-        why = results.get("peers", {}).get(name)
+        why = results.peers.get(name)
         status = f"skipped: {why}" if why else f"measured ({', '.join(formats)} models)"
         lines.append(f"| {name} | {how} | {status} |")
     return ["\n".join(lines) + "\n"]
 
 
-def memory_section(results: dict[str, Any]) -> list[str]:
-    memory = results.get("memory") or {}
-    if "skipped" in memory:
-        return [f"Skipped: {memory['skipped']}\n"]
-    out = []
-    rows = memory.get("load_to_ram", [])
-    if rows:
-        out.append(
-            f"Load to RAM, {memory.get('model_key')}, cold, one run each, measured in a "
-            "fresh process (`benchmarks/memory.py`: its own peak RSS was "
-            f"{memory.get('parent_peak_rss', 0) / MiB:.0f} MiB). Peak RSS is the sum of "
-            "the workers' own peaks (VmHWM); *sampled* is the largest sum of the workers' RSS "
-            "seen by the Session at 10 Hz. RSS counts the model's file pages a process "
-            "maps, so mmap-based loaders show the page cache on top of their copies. "
-            "Peers: their one process's VmHWM, from the local cold runs.\n"
+def memory_section(results: BenchResults) -> list[str]:
+    memory = results.memory
+    if memory is None:
+        return [f"Skipped: {results.skipped.get('memory', 'not run')}\n"]
+    out = [
+        f"Load to RAM, {memory.model_key}, cold, one run each, measured in a fresh process "
+        f"(`benchmarks/memory.py`: its own peak RSS was {memory.parent_peak_rss / MiB:.0f} "
+        "MiB). Peak RSS is the sum of the workers' own peaks (VmHWM); *sampled* is the largest "
+        "sum of the workers' RSS seen by the Session at 10 Hz. RSS counts the model's file "
+        "pages a process maps, so mmap-based loaders show the page cache on top of their "
+        "copies. Peers: their one process's VmHWM, from the local cold runs.\n"
+    ]
+    lines = [
+        "| configuration | bytes loaded | peak RSS | sampled | ratio |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in memory.load_to_ram:
+        sampled = f"{row.sampled_peak_rss / MiB:,.0f} MiB" if row.sampled_peak_rss else "–"
+        lines.append(
+            f"| {row.strategy}, {row.workers} worker(s) | {row.bytes / MiB:,.0f} MiB | "
+            f"{row.peak_rss / MiB:,.0f} MiB | {sampled} | {ratio_text(row.ratio)} |"
         )
-        lines = [
-            "| configuration | bytes loaded | peak RSS | sampled | ratio |",
-            "| --- | ---: | ---: | ---: | ---: |",
-        ]
-        for row in rows:
-            sampled = row.get("sampled_peak_rss")
-            lines.append(
-                f"| {row['strategy']}, {row['workers']} worker(s) | "
-                f"{row['bytes'] / MiB:,.0f} MiB | {row['peak_rss'] / MiB:,.0f} MiB | "
-                f"{f'{sampled / MiB:,.0f} MiB' if sampled else '–'} | "
-                f"{row['ratio']:.2f}× |"
-            )
-        for row in memory.get("peers", []):
-            lines.append(
-                f"| {row['label']} | {row['bytes'] / MiB:,.0f} MiB | "
-                f"{row['peak_rss'] / MiB:,.0f} MiB | – | {row['ratio']:.2f}× |"
-            )
-        out.append("\n".join(lines) + "\n")
-    discard = memory.get("discard") or {}
-    if "runs" in discard:
-        lines = [
-            f"Discard mode on the same {memory['model_bytes'] / MiB:,.0f} MiB model with "
-            f"`memory_limit` = {discard['memory_limit'] / MiB:,.0f} MiB (a keep-everything "
-            "load is refused at that limit): `sequential`, 16 MiB reads, cold.\n",
-            "| workers | MB/s | cold | peak RSS per worker | sampled (all workers) |",
-            "| ---: | ---: | --- | --- | ---: |",
-        ]
-        for run in discard["runs"]:
-            peaks = ", ".join(f"{p / MiB:.0f}" for p in run["worker_peak_rss"])
-            sampled = run.get("sampled_peak_rss")
-            lines.append(
-                f"| {run['workers']} | {_mb(run['mbps'])} | "
-                f"{'✓' if run['cold'] else '✗'} | {peaks} MiB | "
-                f"{f'{sampled / MiB:,.0f} MiB' if sampled else '–'} |"
-            )
-        out.append("\n".join(lines) + "\n")
-    return out or ["Not run.\n"]
+    for peer in memory.peers:
+        lines.append(
+            f"| {peer.label} | {peer.bytes / MiB:,.0f} MiB | {peer.peak_rss / MiB:,.0f} MiB | "
+            f"– | {peer.ratio:.2f}× |"
+        )
+    out.append("\n".join(lines) + "\n")
+    discard = memory.discard
+    lines = [
+        f"Discard mode on the same {memory.model_bytes / MiB:,.0f} MiB model with "
+        f"`memory_limit` = {discard.memory_limit / MiB:,.0f} MiB (a keep-everything load is "
+        "refused at that limit): `sequential`, 16 MiB reads, cold.\n",
+        "| workers | MB/s | cold | peak RSS per worker | sampled (all workers) |",
+        "| ---: | ---: | --- | --- | ---: |",
+    ]
+    for run in discard.runs:
+        peaks = ", ".join(f"{p / MiB:.0f}" for p in run.worker_peak_rss)
+        sampled = f"{run.sampled_peak_rss / MiB:,.0f} MiB" if run.sampled_peak_rss else "–"
+        lines.append(
+            f"| {run.workers} | {_mb(run.mbps)} | {'✓' if run.cold else '✗'} | {peaks} MiB | "
+            f"{sampled} |"
+        )
+    out.append("\n".join(lines) + "\n")
+    return out
 
 
-def render(results: dict[str, Any]) -> str:
-    machine = results["machine"]
+def render(results: BenchResults) -> str:
+    machine = results.machine
     out = [
         "# Benchmarks\n",
         "Reproduce (one command, about 45 minutes on a 2-core machine; run as root for the hdd "
         "and fuse environments):\n",
-        f"```sh\n{results['reproduce']}\n```\n",
-        f"This file was written by `{results['command']}` on {machine['date']}; the whole run "
-        f"took **{results['wall_s'] / 60:.1f} min**. Raw numbers: "
+        f"```sh\n{results.reproduce}\n```\n",
+        f"This file was written by `{results.command}` on {machine.date}; the whole run "
+        f"took **{results.wall_s / 60:.1f} min**. Raw numbers: "
         "[benchmarks/results.json](benchmarks/results.json).\n",
         *(
             [
                 f"The text around the numbers was rendered again from that run's results.json "
-                f"(`{results['rendered_again']}`): same runs, same numbers.\n"
+                f"(`{results.rendered_again}`): same runs, same numbers.\n"
             ]
-            if results.get("rendered_again")
+            if results.rendered_again
             else []
         ),
         "## Machine\n",
         "| | |\n| --- | --- |\n"
-        f"| CPU | {machine['cpu']}, {machine['cores']} cores |\n"
-        f"| RAM | {machine['ram_gib']} GiB |\n| kernel | {machine['kernel']} ({machine['os']}) |\n"
-        f"| disk | {machine['disk']}; {machine.get('disk_size') or 'size unknown'} |\n"
-        f"| filesystem | {machine['filesystem']} |\n| Python | {machine['python']} |\n"
-        f"| libraries | {', '.join(f'{k} {v}' for k, v in machine['libraries'].items())} |\n"
-        + (f"| free memory | {machine['free_memory']} |\n" if machine.get("free_memory") else ""),
+        f"| CPU | {machine.cpu}, {machine.cores} cores |\n"
+        f"| RAM | {machine.ram_gib} GiB |\n| kernel | {machine.kernel} ({machine.os}) |\n"
+        f"| disk | {machine.disk}; {machine.disk_size or 'size unknown'} |\n"
+        f"| filesystem | {machine.filesystem} |\n| Python | {machine.python} |\n"
+        f"| libraries | {', '.join(f'{k} {v}' for k, v in machine.libraries.items())} |\n"
+        f"| free memory | {machine.free_memory} |\n",
         "## Models\n",
         "| model | what | format | files | tensors | bytes | used in |\n"
         "| --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
-    for key, model in results.get("models", {}).items():
-        used = sorted(
-            {f"{j['env']} {j['cache']}" for j in results.get("jobs", []) if j["model_key"] == key}
-        )
+    for key, model in results.models.items():
+        used = sorted({f"{j.env} {j.cache}" for j in results.jobs if j.model_key == key})
         out.append(
-            f"| {key} | {model['description']} | {model['format']} | {model['files']} | "
-            f"{model['tensors']:,} | {model['bytes'] / 1e9:.2f} GB | {', '.join(used)} |"
+            f"| {key} | {model.description} | {model.format} | {model.files} | "
+            f"{model.tensors:,} | {model.bytes / 1e9:.2f} GB | {', '.join(used)} |"
         )
     out.append("")
-    for note in results.get("notes", []):
+    for note in results.notes:
         out.append(f"- {note}")
     out += ["", *_caveat(results), "## Targets\n", *targets_section(results)]
     out += ["## Throughput by environment\n", *_method_notes(), *environment_sections(results)]
@@ -330,8 +311,10 @@ def render(results: dict[str, Any]) -> str:
     out += ["## Peak memory\n", *memory_section(results)]
     out += ["## Plan time for a 100 000-tensor model\n", *extras.plan_section(results)]
     out += ["## GUI event-loop tick latency\n", *extras.gui_section(results)]
-    if "knobs" in results:  # benchmarks/knobs.py: readahead, time to the first block
-        out.append(knobs.markdown(results["knobs"]))
+    if results.knobs is not None:  # benchmarks/knobs.py: readahead, time to the first block
+        out.append(knobs.markdown(results.knobs))
+    elif "knobs" in results.skipped:
+        out.append(f"## The disk's own knobs\n\nNot run: {results.skipped['knobs']}.\n")
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -21,23 +21,28 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TypeVar
 
 from benchmarks import extras, knobs, memory, plots, report, suite
+from benchmarks.codec import from_json, to_json
 from benchmarks.machine import facts
-from benchmarks.models import SMALL, ensure_model
-from benchmarks.peers import PEERS, peer_unavailable
+from benchmarks.models import SMALL, describe, ensure_model
+from benchmarks.peers import peer_unavailable
+from benchmarks.records import BenchResults
 from benchmarks.summary import peer_memory
+from modelmon.core import PEERS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE = "./dev bench        # = .venv/bin/python -m benchmarks.run, after installing the peers"
+T = TypeVar("T")
 
 
 def say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def _guarded(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _guarded(results: BenchResults, name: str, work: Callable[[], T]) -> T | None:
     """A side section that fails says why in the report instead of losing the whole run."""
     try:
         return work()
@@ -45,10 +50,11 @@ def _guarded(name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         raise
     except Exception as exc:
         traceback.print_exc()
-        return {"skipped": f"{name} failed: {type(exc).__name__}: {exc}"}
+        results.skipped[name] = f"{name} failed: {type(exc).__name__}: {exc}"
+        return None
 
 
-def _sigterm(signum: int, frame: Any) -> None:
+def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds through every finally: mounts, cgroups, children
 
 
@@ -99,8 +105,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.render:
-        results = json.loads(args.render.read_text())
-        results["rendered_again"] = shlex.join(
+        results = from_json(BenchResults, json.loads(args.render.read_text()))
+        results.rendered_again = shlex.join(
             ["python", "-m", "benchmarks.run", *(sys.argv[1:] if argv is None else argv)]
         )
         _write(results, args.out)
@@ -111,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         results = run(args)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    say(f"done in {results['wall_s'] / 60:.1f} min: {args.out}")
+    say(f"done in {results.wall_s / 60:.1f} min: {args.out}")
     return 0
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> BenchResults:
     started = time.monotonic()
     profile = suite.smoke_profile() if args.smoke else suite.full_profile()
     if args.repeats:
@@ -127,19 +133,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     command = os.environ.get("MODELMON_BENCH_COMMAND") or shlex.join(
         ["python", "-m", "benchmarks.run", *sys.argv[1:]]
     )
-    results: dict[str, Any] = {
-        "command": command,
-        "reproduce": REPRODUCE,
-        "machine": facts(scratch),
-        "jobs": [],
-        "skipped_envs": {},
-        "notes": list(profile.notes),
-    }
+    results = BenchResults(command, REPRODUCE, facts(scratch), notes=list(profile.notes))
     try:
         say("checking which peers import here")
         wanted = {p for spec in profile.peers.values() for p in spec}
-        results["peers"] = {name: peer_unavailable(name) for name in PEERS if name in wanted}
-        for name, why in results["peers"].items():
+        results.peers = {name: peer_unavailable(name) for name in PEERS if name in wanted}
+        for name, why in results.peers.items():
             if why:
                 say(f"peer {name} skipped: {why}")
         paths: dict[str, Path] = {}
@@ -150,73 +149,77 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"model {spec.key}: {path}"
                 + (f" (generated in {seconds:.0f} s)" if seconds else " (reused)")
             )
-        results["models"] = {spec.key: _describe(spec, paths[spec.key]) for spec in profile.models}
-        available = {n for n, why in results["peers"].items() if why is None}
+        results.models = {spec.key: describe(spec, paths[spec.key]) for spec in profile.models}
+        available = {n for n, why in results.peers.items() if why is None}
         suite.run_environments(profile, envs, paths, available, scratch, results, say)
-        results.update(_extras(profile, paths, scratch, results, args.smoke))
+        _extras(profile, paths, scratch, results, args.smoke)
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
-            results["knobs"] = _guarded(
-                "knobs", lambda: knobs.run(small, scratch, repeats=profile.repeats, say=say)
+            results.knobs = _guarded(
+                results,
+                "knobs",
+                lambda: knobs.run(small, scratch, repeats=profile.repeats, say=say),
             )
     finally:
         if not args.keep_models:
             shutil.rmtree(scratch, ignore_errors=True)
-    results["wall_s"] = time.monotonic() - started
+    results.wall_s = time.monotonic() - started
     _write(results, args.out)
     return results
-
-
-def _describe(spec: Any, path: Path) -> dict[str, Any]:
-    from benchmarks.models import describe
-
-    return describe(spec, path)
 
 
 def _extras(
     profile: suite.Profile,
     paths: dict[str, Path],
     scratch: Path,
-    results: dict[str, Any],
+    results: BenchResults,
     smoke: bool,
-) -> dict[str, Any]:
+) -> None:
     big = paths[profile.memory_model]
     say("monitoring overhead")
-    over = _guarded("monitoring overhead", lambda: extras.overhead(big, profile.overhead_pairs))
-    over.setdefault("model_key", profile.memory_model)
+    over = _guarded(results, "overhead", lambda: extras.overhead(big, profile.overhead_pairs))
+    if over is not None:
+        results.overhead = dataclasses.replace(over, model_key=profile.memory_model)
     say("peak memory (in a fresh process)")
     cold = next(
         (
             j
-            for j in results["jobs"]
-            if j["env"] == "local"
-            and j["cache"] == "cold"
-            and j["model_key"] == profile.memory_model
+            for j in results.jobs
+            if j.env == "local" and j.cache == "cold" and j.model_key == profile.memory_model
         ),
         None,
     )
     probe = _guarded(
-        "peak memory",
-        lambda: memory.run_fresh(big, scratch / "memory.json", profile.discard_repeats),
+        results,
+        "memory",
+        lambda: memory.measure_in_fresh_process(
+            big, scratch / "memory.json", profile.discard_repeats
+        ),
     )
-    probe.update(model_key=profile.memory_model, peers=peer_memory(cold) if cold else [])
+    if probe is not None:
+        peers = tuple(peer_memory(cold)) if cold else ()
+        results.memory = dataclasses.replace(probe, model_key=profile.memory_model, peers=peers)
     say("plan time")
-    plan = _guarded("plan time", lambda: extras.plan_time(scratch, profile.plan_tensors))
+    results.plan = _guarded(
+        results, "plan", lambda: extras.plan_time(scratch, profile.plan_tensors)
+    )
     say("GUI tick latency")
-    tick = {"skipped": "not run in --smoke"} if smoke else extras.gui_tick()
-    return {"overhead": over, "memory": probe, "plan": plan, "gui_tick": tick}
+    if smoke:
+        results.skipped["gui_tick"] = "not run in --smoke"
+    else:
+        results.gui_tick = _guarded(results, "gui_tick", extras.gui_tick)
 
 
-def _write(results: dict[str, Any], out: Path) -> None:
+def _write(results: BenchResults, out: Path) -> None:
     folder = out.parent / "benchmarks"
     folder.mkdir(parents=True, exist_ok=True)
     raw = folder / "results.json"
-    raw.write_text(json.dumps(results, indent=1, default=str) + "\n")  # first: nothing lost
+    raw.write_text(json.dumps(to_json(results), indent=1) + "\n")  # first: nothing lost
     missing = plots.matplotlib_missing()
-    results["plots"] = plots.plot_all(results, folder)
-    if missing and not any(n.startswith("No plots") for n in results["notes"]):
-        results["notes"].append(f"No plots: {missing}.")
-    raw.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    results.plots = plots.plot_all(results, folder)
+    if missing and not any(n.startswith("No plots") for n in results.notes):
+        results.notes.append(f"No plots: {missing}.")
+    raw.write_text(json.dumps(to_json(results), indent=1) + "\n")
     out.write_text(report.render(results))
 
 

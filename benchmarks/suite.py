@@ -14,14 +14,15 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from benchmarks.applied import STANDARD_LOADS
+from benchmarks.codec import from_json, to_json
 from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
-from benchmarks.jobs import Entry, Job
+from benchmarks.jobs import Cache, Entry, Job
 from benchmarks.matrix import run_job, with_recommended
 from benchmarks.models import GGUF_Q4K, SMALL, TINY, TINYLLAMA, ModelSpec
-from modelmon.core import STRATEGIES, MiB, parse_spec, stop_child
+from benchmarks.records import BenchResults, JobResult, RecommendationRecord
+from modelmon.core import STRATEGIES, LoadOptions, MiB, parse_spec, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
 Say = Callable[[str], None]
@@ -31,7 +32,7 @@ Say = Callable[[str], None]
 class Plan:
     env: str
     model: str  # ModelSpec.key
-    caches: tuple[str, ...]  # "cold" and/or "warm"
+    caches: tuple[Cache, ...]
     recommend_budget_s: float
     strategies: tuple[str, ...] | None = None  # measured (worker processes); None: all
     loads: bool = True  # also core.load (in-process, fresh process) of the standard configs
@@ -39,7 +40,7 @@ class Plan:
     ranks: int = 0  # > 1: N replica ranks vs 1 (cold job only)
     repeats: int | None = None  # rounds, when not the profile's
     # Measured in both forms (worker processes and core.load) in every cache state of the plan.
-    both_forms: tuple[tuple[str, dict[str, Any]], ...] = ()
+    both_forms: tuple[tuple[str, LoadOptions], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ SLOW_STRATEGIES = ("library", "mmap", "mmap-shared-fd")
 WARM_STRATEGIES: tuple[str, ...] = ()  # warm: the standard four and the cold pick only
 # Zero copy: tensors as views of the page cache, cold and warm on the local disk, cold on
 # FUSE; in both forms, with the standard four's concurrency.
-MMAP_VIEW = ("mmap-view", {"workers": 4, "threads": 1})
+MMAP_VIEW = ("mmap-view", LoadOptions(workers=4, threads=1))
 SAFETENSORS_PEERS = ("safetensors", "runai-model-streamer", "fastsafetensors", "cattensors")
 FUSE_TIME_LIMIT_S = 20.0  # ≥ 4× a 2.5 GB load at the FUSE ceiling; crawlers stop there
 
@@ -76,14 +77,13 @@ def full_profile() -> Profile:
     return Profile(
         models=(TINYLLAMA, GGUF_Q4K, SMALL),
         plans=(
-            # Budgets: room for the ceilings, a screening run of each candidate and ≥ 3 runs
-            # of the pick (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s on hdd), each
-            # run 3-5 s more where free memory for its arrays is primed first (the wait for
-            # the host's report pass included; core/system/host_memory.py):
-            # on hdd 5-6 s a run (2 s of load), so a minute for ceilings (12 s), screening and
-            # pairs; the safetensors model 75 s, so that a peer (8-16 s a run: a process start
-            # and torch imports through the throttle) also fits beside the pick's evidence.
-            # The virtual disk's runs of one configuration spread up to 2x: five rounds there.
+            # Budgets: room for the ceilings, an entry run of each candidate and a duel that
+            # leaves the pick on ≥ 3 runs (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s
+            # on hdd), each run 3-5 s more where free memory for its arrays is primed first
+            # (core/system/host_memory.py): on hdd 5-6 s a run, so a minute for the ceilings,
+            # the entries and the duel; the safetensors model 75 s, so that a peer (8-16 s a
+            # run: a process start and torch imports through the throttle) also fits. The
+            # virtual disk's runs of one configuration spread up to 2×: five rounds there.
             Plan(
                 "local",
                 TINYLLAMA.key,
@@ -156,14 +156,14 @@ def strategy_entries(names: tuple[str, ...] | None, workers: int = 4) -> list[En
     entries = []
     for name in tuple(STRATEGIES) if names is None else names:
         if name == "library":  # the library as users call it: one process
-            entries.append(Entry("strategy", name, {"workers": 1}))
+            entries.append(Entry("strategy", name, LoadOptions(workers=1)))
         elif name in ("sequential", "direct"):
-            chosen = {"workers": workers, "threads": 1, "chunk": 16 * MiB}
+            chosen = LoadOptions(workers=workers, threads=1, chunk=16 * MiB)
             entries.append(Entry("strategy", name, chosen))
         else:
-            entries.append(Entry("strategy", name, {"workers": workers, "threads": 1}))
+            entries.append(Entry("strategy", name, LoadOptions(workers=workers, threads=1)))
     for name, options in STANDARD_LOADS:
-        entry = Entry("strategy", name, dict(options))
+        entry = Entry("strategy", name, options)
         if all(e.spec != entry.spec for e in entries):
             entries.append(entry)
     return entries
@@ -172,15 +172,14 @@ def strategy_entries(names: tuple[str, ...] | None, workers: int = 4) -> list[En
 def load_entries(cache: str) -> list[Entry]:
     """core.load (what a user applies) of the standard configurations."""
     chosen = STANDARD_LOADS if cache == "cold" else STANDARD_LOADS[:2]
-    return [Entry("load", name, dict(options)) for name, options in chosen]
+    return [Entry("load", name, options) for name, options in chosen]
 
 
-def _recommended(pick: dict[str, Any] | None) -> list[Entry]:
-    if not pick:
+def _recommended(pick: RecommendationRecord | None) -> list[Entry]:
+    if pick is None:
         return []
-    strategy, options = parse_spec(pick["spec"])
-    chosen = {k: v for k, v in options.to_dict().items() if k != "cache"}
-    return [Entry(kind, strategy, chosen, "recommended") for kind in ("strategy", "load")]
+    strategy, options = parse_spec(pick.spec)
+    return [Entry(kind, strategy, options, role="recommended") for kind in ("strategy", "load")]
 
 
 def jobs_for(profile: Profile, plan: Plan, path: Path, fmt: str, available: set[str]) -> list[Job]:
@@ -197,7 +196,7 @@ def jobs_for(profile: Profile, plan: Plan, path: Path, fmt: str, available: set[
             entries += load_entries(cache)
         for name, options in plan.both_forms:
             for kind in ("strategy", "load"):
-                entry = Entry(kind, name, dict(options))
+                entry = Entry(kind, name, options)
                 if all(e.kind != kind or e.spec != entry.spec for e in entries):
                     entries.append(entry)
         names = ["sequential_read", "parallel_read"] if cold else ["parallel_read_warm"]
@@ -210,7 +209,7 @@ def jobs_for(profile: Profile, plan: Plan, path: Path, fmt: str, available: set[
     return jobs
 
 
-def _run_local(jobs: list[Job], results: dict[str, Any], say: Say) -> None:
+def _run_local(jobs: list[Job], results: BenchResults, say: Say) -> None:
     pick: list[Entry] = []
     for job in jobs:
         if job.cache == "warm" and pick:  # the cold job's pick, measured warm in both forms
@@ -220,17 +219,17 @@ def _run_local(jobs: list[Job], results: dict[str, Any], say: Say) -> None:
             job = replace(job, entries=entries)
         say(f"{job.env} · {job.model_key} · {job.cache}")
         out = run_job(job, say)
-        results["jobs"].append(out)
-        pick = _recommended(out.get("recommendation")) if job.cache == "cold" else pick
+        results.jobs.append(out)
+        pick = _recommended(out.recommendation) if job.cache == "cold" else pick
 
 
 def _run_in_cgroup(
     jobs: list[Job], command: Callable[[list[str]], list[str]], scratch: Path, say: Say
-) -> list[dict[str, Any]]:
+) -> list[JobResult]:
     """The jobs in a child process started inside the cgroup; its results."""
     with tempfile.TemporaryDirectory(dir=scratch) as folder:
         job_file, out_file = Path(folder) / "jobs.json", Path(folder) / "out.json"
-        job_file.write_text(json.dumps([json.loads(j.to_json()) for j in jobs]))
+        job_file.write_text(json.dumps(to_json(jobs)))
         argv = command([sys.executable, "-m", "benchmarks.matrix", str(job_file), str(out_file)])
         child = subprocess.Popen(argv, cwd=ROOT, stdout=sys.stderr)
         try:
@@ -239,7 +238,7 @@ def _run_in_cgroup(
             stop_child(child, grace_s=10)
         if code != 0:
             raise RuntimeError(f"the hdd child process exited with code {code}")
-        return list(json.loads(out_file.read_text()))
+        return [from_json(JobResult, data) for data in json.loads(out_file.read_text())]
 
 
 def run_environments(
@@ -248,7 +247,7 @@ def run_environments(
     paths: dict[str, Path],
     available: set[str],
     scratch: Path,
-    results: dict[str, Any],
+    results: BenchResults,
     say: Say,
 ) -> None:
     formats = {spec.key: spec.format for spec in profile.models}
@@ -267,9 +266,9 @@ def run_environments(
         try:
             with throttled_disk(scratch) as throttle:
                 say(f"hdd: blkio cgroup {throttle.cgroup} on {throttle.device}")
-                results["jobs"] += _run_in_cgroup(jobs("hdd"), throttle.command, scratch, say)
+                results.jobs += _run_in_cgroup(jobs("hdd"), throttle.command, scratch, say)
         except EnvUnavailable as exc:
-            results["skipped_envs"]["hdd"] = str(exc)
+            results.skipped_envs["hdd"] = str(exc)
             say(f"hdd skipped: {exc}")
     if "fuse" in envs and jobs("fuse"):
         for job in jobs("fuse"):
@@ -279,8 +278,8 @@ def run_environments(
                     say(f"fuse: {source.parent} mounted at {mounted}")
                     job = replace(job, model_path=str(mounted / source.name))
                     say(f"{job.env} · {job.model_key} · {job.cache}")
-                    results["jobs"].append(run_job(job, say))
+                    results.jobs.append(run_job(job, say))
             except EnvUnavailable as exc:
-                results["skipped_envs"]["fuse"] = str(exc)
+                results.skipped_envs["fuse"] = str(exc)
                 say(f"fuse skipped: {exc}")
                 break

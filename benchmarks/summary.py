@@ -1,10 +1,11 @@
-"""Numbers out of raw runs: per-entry medians, ratios, verified cache state, and the targets."""
+"""Numbers out of a job's runs: per-entry medians, ratios, verified cache state, the targets."""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
+
+from benchmarks.records import JobResult, PeerMemory, Run
 
 MiB = 1 << 20
 CEILING_FOR = {"cold": "parallel_read", "warm": "parallel_read_warm"}
@@ -18,7 +19,6 @@ CEILING_TARGETS = {
     ("fuse", "warm"): 0.95,
 }
 SHARED_FD_SLOWER = 10.0
-OVERHEAD_TARGET = 0.03
 RSS_TARGET = 1.1
 PLAN_TARGET_S = 1.0
 HDD_MBPS = 150 * MiB / 1e6
@@ -27,7 +27,7 @@ HDD_MBPS = 150 * MiB / 1e6
 @dataclass(frozen=True)
 class Row:
     label: str
-    kind: str  # "ceiling" | "strategy" | "peer"
+    kind: str  # "ceiling" | "strategy" | "load" | "peer"
     name: str
     role: str
     runs: int
@@ -42,62 +42,61 @@ class Row:
     bytes: int
 
 
-def rows_of(job: dict[str, Any]) -> list[Row]:
-    """Ceilings first, then every entry, fastest first."""
-    cache = job["cache"]
+def rows_of(job: JobResult, runs: list[Run] | None = None) -> list[Row]:
+    """Ceilings first, then every entry, fastest first (of ``runs``: default the rounds')."""
+    every = job.runs if runs is None else runs
     rows = [
         Row(
             f"ceiling: {name.replace('_', ' ')}",
             "ceiling",
             name,
             "",
-            len(c["runs"]),
-            len(c["runs"]),
-            c["mbps"],
-            min(c["runs"]),
-            max(c["runs"]),
-            c["verified"],
+            len(c.runs),
+            len(c.runs),
+            c.mbps,
+            min(c.runs),
+            max(c.runs),
+            c.verified,
             None,
             None,
             None,
             0,
         )
-        for name, c in job["ceilings"].items()
+        for name, c in job.ceilings.items()
     ]
     entries = []
-    for entry in job.get("entries", []):
-        runs = [r for r in job["runs"] if r["label"] == entry["label"]]
-        good = [r for r in runs if r["status"] == "ok"]
-        speeds = [r["mbps"] for r in good] or [0.0]
-        flag = "cold" if cache == "cold" else "warm"
-        residents = [r["resident_before"] for r in runs]
-        worst = (max(residents) if cache == "cold" else min(residents)) if residents else None
-        errors = [r["error"] for r in runs if r["error"]]
+    for entry in job.entries:
+        runs_ = [r for r in every if r.label == entry.label]
+        good = [r for r in runs_ if r.status == "ok"]
+        speeds = [r.mbps for r in good] or [0.0]
+        residents = [r.resident_before for r in runs_]
+        worst = (max(residents) if job.cache == "cold" else min(residents)) if residents else None
+        errors = [r.error for r in runs_ if r.error]
         entries.append(
             Row(
-                entry["label"],
-                entry["kind"],
-                entry["name"],
-                entry.get("role", ""),
-                len(runs),
+                entry.label,
+                entry.kind,
+                entry.name,
+                entry.role,
+                len(runs_),
                 len(good),
                 statistics.median(speeds),
                 min(speeds),
                 max(speeds),
-                bool(runs) and all(r[flag] for r in runs),
+                bool(runs_) and all(r.cold if job.cache == "cold" else r.warm for r in runs_),
                 worst,
                 errors[0] if errors else None,
-                statistics.median(r["peak_rss"] for r in good) if good else None,
-                max((r["bytes"] for r in good), default=0),
+                statistics.median(r.peak_rss for r in good) if good else None,
+                max((r.bytes for r in good), default=0),
             )
         )
     entries.sort(key=lambda row: row.median, reverse=True)
     return rows + entries
 
 
-def ceiling_of(job: dict[str, Any]) -> float | None:
-    found = job["ceilings"].get(CEILING_FOR[job["cache"]])
-    return found["mbps"] if found else None
+def ceiling_of(job: JobResult) -> float | None:
+    found = job.ceilings.get(CEILING_FOR[job.cache])
+    return found.mbps if found else None
 
 
 def library_of(rows: list[Row]) -> float | None:
@@ -109,10 +108,9 @@ def library_of(rows: list[Row]) -> float | None:
     return None
 
 
-def round_rates(job: dict[str, Any], label: str) -> dict[int, float]:
+def round_rates(job: JobResult, label: str) -> dict[int, float]:
     """Round → MB/s of the entry's completed runs."""
-    runs = job["runs"]
-    return {r["repeat"]: r["mbps"] for r in runs if r["label"] == label and r["status"] == "ok"}
+    return {r.repeat: r.mbps for r in job.runs if r.label == label and r.status == "ok"}
 
 
 def median_round_ratio(
@@ -127,41 +125,43 @@ def median_round_ratio(
 # Reported bytes that set two runs of one round apart: a report pass is 200-1,000 MiB.
 REPORTED_APART = 256 << 20
 # Passes come every 2-2.5 s while a load runs (the load's own allocations leave free memory
-# to report: traced on FUSE with the primed memory given back as the load took it, passes
-# still fell at +2.1 and +4.6 s). Between runs that both lasted this long, the slower one
-# meets more passes because it lasted longer: the count follows its speed, and may not set it.
+# to report). Between runs that both lasted this long, the slower one meets more passes
+# because it lasted longer: the count follows its speed, and may not set it.
 PASS_EVERY_S = 2.0
 
 
 def reported_in_rounds(
-    job: dict[str, Any], one: str, other: str, names: dict[str, str] | None = None
+    runs: list[Run], one: str, other: str, names: dict[str, str] | None = None
 ) -> str:
     """The rounds where free page reporting gave the host far more during one entry's run
     than during the other's (``host_reported``): "; in round 2 measure ran 473 MB/s with
     1792 MiB reported to the host while it ran, core.load 567 with 896", or "". ``names``:
     what to call each label (default: its form, core.load or measure)."""
     called = names or {}
-    runs = {
-        (r["label"], r["repeat"]): r
-        for r in job["runs"]
-        if r["label"] in (one, other) and r["status"] == "ok" and r.get("host_reported") is not None
+    by_round = {
+        (r.label, r.repeat): r
+        for r in runs
+        if r.label in (one, other) and r.status == "ok" and r.host_reported is not None
     }
-    rounds = []
+    found = []
     paced = True  # every run named lasted long enough to meet passes at their own pace
-    for repeat in sorted({k[1] for k in runs}):
-        a, b = runs.get((one, repeat)), runs.get((other, repeat))
-        if a is None or b is None or abs(a["host_reported"] - b["host_reported"]) < REPORTED_APART:
+    for repeat in sorted({key[1] for key in by_round}):
+        a, b = by_round.get((one, repeat)), by_round.get((other, repeat))
+        if a is None or b is None:
             continue
-        first, second = (a, b) if a["host_reported"] > b["host_reported"] else (b, a)
-        paced = paced and min(a.get("seconds", 0.0), b.get("seconds", 0.0)) >= PASS_EVERY_S
-        rounds.append(
-            f"in round {repeat + 1} {called.get(first['label'], _form(first['label']))} ran "
-            f"{first['mbps']:.0f} MB/s with {first['host_reported'] >> 20} MiB reported to the "
-            f"host while it ran, {called.get(second['label'], _form(second['label']))} "
-            f"{second['mbps']:.0f} with {second['host_reported'] >> 20}"
+        a_mib, b_mib = a.host_reported or 0, b.host_reported or 0
+        if abs(a_mib - b_mib) < REPORTED_APART:
+            continue
+        first, second = (a, b) if a_mib > b_mib else (b, a)
+        paced = paced and min(a.seconds, b.seconds) >= PASS_EVERY_S
+        found.append(
+            f"in round {repeat + 1} {called.get(first.label, _form(first.label))} ran "
+            f"{first.mbps:.0f} MB/s with {(first.host_reported or 0) >> 20} MiB reported to "
+            f"the host while it ran, {called.get(second.label, _form(second.label))} "
+            f"{second.mbps:.0f} with {(second.host_reported or 0) >> 20}"
         )
-    text = "".join(f"; {text}" for text in rounds)
-    if rounds and paced:
+    text = "".join(f"; {text}" for text in found)
+    if found and paced:
         text += (
             f" (runs of {PASS_EVERY_S:g} s or more meet a report pass every {PASS_EVERY_S:g}-2.5 s"
             " while they run: the slower run met more because it lasted longer, which says "
@@ -174,12 +174,12 @@ def _form(label: str) -> str:
     return "core.load" if label.startswith("core.load: ") else "measure"
 
 
-def paired_ratio(job: dict[str, Any], label: str) -> float | None:
+def paired_ratio(job: JobResult, label: str) -> float | None:
     """Median over rounds of (the entry's MB/s / the ceiling's MB/s in the same round)."""
-    ceiling = job["ceilings"].get(CEILING_FOR[job["cache"]])
+    ceiling = job.ceilings.get(CEILING_FOR[job.cache])
     if not ceiling:
         return None
-    return median_round_ratio(round_rates(job, label), dict(enumerate(ceiling["runs"])))
+    return median_round_ratio(round_rates(job, label), dict(enumerate(ceiling.runs)))
 
 
 def best_row(rows: list[Row]) -> Row | None:
@@ -188,13 +188,18 @@ def best_row(rows: list[Row]) -> Row | None:
     return max(strategies, key=lambda r: r.median) if strategies else None
 
 
+def bound_of(job: JobResult, row: Row) -> float | None:
+    """The bound of an entry stopped at the time limit (MB/s it stayed under), else None."""
+    return next((r.bound_mbps for r in job.runs_of(row.label) if r.bound_mbps), None)
+
+
 @dataclass(frozen=True)
 class Target:
     section: str
     target: str
     measured: str
     met: bool | None  # None: could not be measured
-    job: dict[str, Any] | None = None
+    job: JobResult | None = None
     why: str = ""  # what the same run says about a miss (explain.py adds the monitored run)
 
 
@@ -204,15 +209,14 @@ def judged_ratio_text(value: float, want: float) -> str:
     return f"{value:.3f}×" if text == f"{want:.2f}×" and value != want else text
 
 
-def job_targets(job: dict[str, Any]) -> list[Target]:
+def job_targets(job: JobResult) -> list[Target]:
     rows = rows_of(job)
-    env, cache = job["env"], job["cache"]
-    section = f"{env} · {job['model_key']} · {cache}"
-    want = CEILING_TARGETS.get((env, cache))
+    section = f"{job.env} · {job.model_key} · {job.cache}"
+    want = CEILING_TARGETS.get((job.env, job.cache))
     best, ceiling = best_row(rows), ceiling_of(job)
     found: list[Target] = []
     if want is not None:
-        text = f"modelmon's best ≥ {want:g}× the {CEILING_FOR[cache].replace('_', ' ')} ceiling"
+        text = f"modelmon's best ≥ {want:g}× the {CEILING_FOR[job.cache].replace('_', ' ')} ceiling"
         if best is None or not ceiling:
             found.append(Target(section, text, "not measured", None, job))
         else:
@@ -231,70 +235,54 @@ def job_targets(job: dict[str, Any]) -> list[Target]:
                     job,
                 )
             )
-    sequential = job["ceilings"].get("sequential_read")
-    if env == "hdd" and sequential:
-        ratio = sequential["mbps"] / HDD_MBPS
+    sequential = job.ceilings.get("sequential_read")
+    if job.env == "hdd" and sequential:
+        ratio = sequential.mbps / HDD_MBPS
         found.append(
             Target(
                 section,
                 f"the throttle bites: sequential-read ceiling ≈ 150 MiB/s ({HDD_MBPS:.0f} MB/s)",
-                f"{sequential['mbps']:.0f} MB/s",
+                f"{sequential.mbps:.0f} MB/s",
                 0.85 <= ratio <= 1.15,
                 job,
             )
         )
-    if env == "fuse" and cache == "cold":
-        text = f"mmap-shared-fd, 4 workers, ≥ {SHARED_FD_SLOWER:g}× slower than the best"
-        shared = next(
-            (r for r in rows if r.name == "mmap-shared-fd" and r.kind == "strategy" and r.ok), None
-        )
-        bound = next(
-            (
-                r["bound_mbps"]
-                for r in job["runs"]
-                if r["name"] == "mmap-shared-fd" and r["kind"] == "strategy" and "bound_mbps" in r
-            ),
-            None,
-        )
-        if shared is None and bound and best is not None:  # stopped at the time limit
-            slower = best.median / bound
-            found.append(
-                Target(
-                    section,
-                    text,
-                    f"< {bound:.0f} MB/s (stopped at the {job.get('time_limit_s') or 0:g} s "
-                    f"limit) vs {best.median:.0f} MB/s: ≥ {slower:.1f}× slower",
-                    True if slower >= SHARED_FD_SLOWER else None,
-                    job,
-                )
-            )
-        elif shared is None or best is None or shared.median <= 0:
-            found.append(Target(section, text, "not measured", None, job))
-        else:
-            slower = best.median / shared.median
-            found.append(
-                Target(
-                    section,
-                    text,
-                    f"{shared.median:.0f} vs {best.median:.0f} MB/s = {slower:.1f}× slower",
-                    slower >= SHARED_FD_SLOWER,
-                    job,
-                )
-            )
+    if job.env == "fuse" and job.cache == "cold":
+        found.append(_shared_fd_target(job, rows, best, section))
     return found
 
 
-def peer_memory(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """Peers' own peak RSS (VmHWM of their one process) against bytes loaded."""
-    out = []
-    for row in rows_of(job):
-        if row.kind == "peer" and row.ok and row.bytes and row.peak_rss is not None:
-            out.append(
-                {
-                    "label": row.label,
-                    "bytes": row.bytes,
-                    "peak_rss": row.peak_rss,
-                    "ratio": row.peak_rss / row.bytes,
-                }
+def _shared_fd_target(job: JobResult, rows: list[Row], best: Row | None, section: str) -> Target:
+    text = f"mmap-shared-fd, 4 workers, ≥ {SHARED_FD_SLOWER:g}× slower than the best"
+    shared = next((r for r in rows if r.name == "mmap-shared-fd" and r.kind == "strategy"), None)
+    if shared is not None and not shared.ok and best is not None:
+        bound = bound_of(job, shared)
+        if bound:  # stopped at the time limit
+            slower = best.median / bound
+            return Target(
+                section,
+                text,
+                f"< {bound:.0f} MB/s (stopped at the {job.time_limit_s or 0:g} s limit) vs "
+                f"{best.median:.0f} MB/s: ≥ {slower:.1f}× slower",
+                True if slower >= SHARED_FD_SLOWER else None,
+                job,
             )
-    return out
+    if shared is None or not shared.ok or best is None or shared.median <= 0:
+        return Target(section, text, "not measured", None, job)
+    slower = best.median / shared.median
+    return Target(
+        section,
+        text,
+        f"{shared.median:.0f} vs {best.median:.0f} MB/s = {slower:.1f}× slower",
+        slower >= SHARED_FD_SLOWER,
+        job,
+    )
+
+
+def peer_memory(job: JobResult) -> list[PeerMemory]:
+    """Peers' own peak RSS (VmHWM of their one process) against bytes loaded."""
+    return [
+        PeerMemory(row.label, row.bytes, row.peak_rss, row.peak_rss / row.bytes)
+        for row in rows_of(job)
+        if row.kind == "peer" and row.ok and row.bytes and row.peak_rss is not None
+    ]

@@ -8,12 +8,14 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
+from benchmarks.records import BenchResults, JobResult
 from benchmarks.summary import (
     CEILING_FOR,
+    RSS_TARGET,
     Row,
     Target,
+    bound_of,
     ceiling_of,
     median_round_ratio,
     paired_ratio,
@@ -27,7 +29,6 @@ RUNAI = "runai-model-streamer"
 LOAD_VS_MEASURE = 0.10  # core.load within 10 % of measure
 RUNAI_TARGET = 1.2
 THREADS_TARGET = 0.8
-RSS_TARGET = 1.1
 THREADS_SPEC = format_spec("sequential", LoadOptions(workers=1, threads=4, chunk=16 << 20))
 PROCESSES_SPEC = format_spec("sequential", LoadOptions(workers=4, threads=1, chunk=16 << 20))
 
@@ -40,56 +41,39 @@ def ratio_text(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def _spec(entry: dict[str, Any]) -> str:
-    if entry["kind"] == "peer":
-        knobs = " ".join(f"{k}={v}" for k, v in entry["options"].get("env", ()))
-        return f"{entry['name']} {knobs}".strip()
-    return format_spec(entry["name"], LoadOptions(**entry["options"]))
-
-
-def by_form(job: dict[str, Any]) -> dict[tuple[str, str], Row]:
+def by_form(job: JobResult) -> dict[tuple[str, str], Row]:
     """(kind, spec) → row, for the job's entries ("strategy" is measure, "load" core.load)."""
     rows = {r.label: r for r in rows_of(job)}
-    return {(e["kind"], _spec(e)): rows[e["label"]] for e in job.get("entries", [])}
+    return {(e.kind, e.spec): rows[e.label] for e in job.entries}
 
 
-def _runs(job: dict[str, Any], label: str) -> list[dict[str, Any]]:
-    return [r for r in job["runs"] if r["label"] == label]
-
-
-def bound_of(job: dict[str, Any], row: Row) -> float | None:
-    """The bound of an entry stopped at the time limit (MB/s it stayed under), else None."""
-    bounds = [r["bound_mbps"] for r in _runs(job, row.label) if "bound_mbps" in r]
-    return bounds[0] if bounds else None
-
-
-def shown(job: dict[str, Any], row: Row | None) -> str:
+def shown(job: JobResult, row: Row | None) -> str:
     if row is None:
         return "–"
     if row.ok:
         return _mb(row.median)
     bound = bound_of(job, row)
     if bound is not None:
-        return f"< {bound:,.0f} (stopped at the {job.get('time_limit_s') or 0:g} s limit)"
+        return f"< {bound:,.0f} (stopped at the {job.time_limit_s or 0:g} s limit)"
     return f"failed: {row.error or '?'}"
 
 
-def runai_of(job: dict[str, Any]) -> Row | None:
+def runai_of(job: JobResult) -> Row | None:
     """Run:ai's fastest measured setting (its defaults, or the one recommend picked)."""
     found = [r for r in rows_of(job) if r.kind == "peer" and r.name == RUNAI]
     return max(found, key=lambda r: (r.ok, r.median)) if found else None
 
 
-def modelmon_best(job: dict[str, Any]) -> Row | None:
+def modelmon_best(job: JobResult) -> Row | None:
     mine = [r for r in rows_of(job) if r.kind in ("strategy", "load") and r.ok]
     return max(mine, key=lambda r: r.median) if mine else None
 
 
-def applied_table(job: dict[str, Any]) -> str:
+def applied_table(job: JobResult) -> str:
     forms = by_form(job)
     ceiling, runai = ceiling_of(job), runai_of(job)
     specs = list(dict.fromkeys(spec for kind, spec in forms if kind == "load"))
-    cache = job["cache"]
+    cache = job.cache
     lines = [
         f"| configuration | core.load MB/s | × ceiling | measure MB/s | × ceiling | load / "
         f"measure | × Run:ai (load) | core.load peak RSS / bytes | {cache} |",
@@ -98,16 +82,16 @@ def applied_table(job: dict[str, Any]) -> str:
     for spec in specs:
         load, measured = forms.get(("load", spec)), forms.get(("strategy", spec))
         name = f"**{spec}** (recommended)" if load and load.role == "recommended" else spec
-        ok_load = load is not None and load.ok
-        ok_measure = measured is not None and measured.ok
-        both = load.median / measured.median if ok_load and ok_measure else None  # type: ignore[union-attr]
-        to_runai = load.median / runai.median if ok_load and runai and runai.ok else None  # type: ignore[union-attr]
-        rss = _rssratio_text(job, load) if load else None
+        load_mbps = load.median if load is not None and load.ok else None
+        measure_mbps = measured.median if measured is not None and measured.ok else None
+        both = load_mbps / measure_mbps if load_mbps and measure_mbps else None
+        to_runai = load_mbps / runai.median if load_mbps and runai and runai.ok else None
+        rss = _rss_ratio(job, load) if load else None
         lines.append(
             f"| {name} | {shown(job, load)} | "
-            f"{ratio_text(load.median / ceiling if ok_load and ceiling else None)} | "  # type: ignore[union-attr]
+            f"{ratio_text(load_mbps / ceiling if load_mbps and ceiling else None)} | "
             f"{shown(job, measured)} | "
-            f"{ratio_text(measured.median / ceiling if ok_measure and ceiling else None)} | "  # type: ignore[union-attr]
+            f"{ratio_text(measure_mbps / ceiling if measure_mbps and ceiling else None)} | "
             f"{ratio_text(both)} | {ratio_text(to_runai)} | {ratio_text(rss)} | "
             f"{'✓' if load and load.verified else '✗'} |"
         )
@@ -122,25 +106,24 @@ def applied_table(job: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _rssratio_text(job: dict[str, Any], row: Row) -> float | None:
-    peaks = [r["peak_rss"] for r in _runs(job, row.label) if r["status"] == "ok"]
-    if not peaks or not job.get("model_bytes"):
+def _rss_ratio(job: JobResult, row: Row) -> float | None:
+    peaks = [r.peak_rss for r in job.runs_of(row.label) if r.status == "ok"]
+    if not peaks or not job.model_bytes:
         return None
-    return float(statistics.median(peaks)) / job["model_bytes"]
+    return float(statistics.median(peaks)) / job.model_bytes
 
 
-def _rss_before(job: dict[str, Any], row: Row) -> float | None:
+def _rss_before(job: JobResult, row: Row) -> float | None:
     """The child's RSS when it said ready (interpreter, imports, parsed model), median."""
-    ready = [r.get("rss_ready") for r in _runs(job, row.label) if r["status"] == "ok"]
-    found = [x for x in ready if x]
+    found = [r.rss_ready for r in job.runs_of(row.label) if r.status == "ok" and r.rss_ready]
     return float(statistics.median(found)) if found else None
 
 
-def applied_targets(job: dict[str, Any]) -> list[Target]:
+def applied_targets(job: JobResult) -> list[Target]:
     """The targets on core.load and measure for one job: each against the parallel-read
     ceiling and Run:ai."""
-    env, cache = job["env"], job["cache"]
-    section = f"{env} · {job['model_key']} · {cache}"
+    env, cache = job.env, job.cache
+    section = f"{env} · {job.model_key} · {cache}"
     forms, found = by_form(job), []
     best, runai = modelmon_best(job), runai_of(job)
     if env in ("local", "fuse") and cache == "cold":
@@ -218,15 +201,15 @@ def applied_targets(job: dict[str, Any]) -> list[Target]:
                     f"core.load ran at {load.low:.0f}–{load.high:.0f} MB/s and measure at "
                     f"{measured.low:.0f}–{measured.high:.0f} MB/s over the same rounds; "
                     f"{abs(judged - 1) - LOAD_VS_MEASURE:.0%} beyond the tolerance"
-                    + reported_in_rounds(job, load.label, measured.label),
+                    + reported_in_rounds(job.runs, load.label, measured.label),
                 )
             )
         else:
             found.append(Target(section, text, "a run failed", False, job, "see the table"))
-        rss = _rssratio_text(job, load) if load.ok else None
+        rss = _rss_ratio(job, load) if load.ok else None
         before = _rss_before(job, load) if load.ok else None
         if rss is not None and cache == "cold":
-            size = job["model_bytes"]
+            size = job.model_bytes
             beside = "" if before is None else f", of which {before / 2**20:,.0f} MiB before go"
             why = (
                 f"the child's peak ({rss * size / 2**20:,.0f} MiB, VmHWM{beside}) against "
@@ -260,7 +243,7 @@ def applied_targets(job: dict[str, Any]) -> list[Target]:
     return found
 
 
-def paired_forms(job: dict[str, Any], load: str, measured: str) -> float | None:
+def paired_forms(job: JobResult, load: str, measured: str) -> float | None:
     """Median over rounds of core.load's MB/s / measure's in the same round (the two run side
     by side: ``matrix.side_by_side``), so that the disk's drift between rounds cancels; None
     with fewer than 3 such rounds."""
@@ -270,33 +253,33 @@ def paired_forms(job: dict[str, Any], load: str, measured: str) -> float | None:
 # --- ranks -------------------------------------------------------------------------------------
 
 
-def ranks_section(results: dict[str, Any]) -> list[str]:
+def ranks_section(results: BenchResults) -> list[str]:
     out = []
-    for job in results.get("jobs", []):
-        found = job.get("ranks")
+    for job in results.jobs:
+        found = job.ranks
         if not found:
             continue
-        one, many, n = found["one"], found["many"], found["replicas"]
+        one, many, n = found.one, found.many, found.replicas
         lines = [
-            f"{job['env']} · {job['model_key']}: `{found['spec']}`, discard mode (N copies of "
+            f"{job.env} · {job.model_key}: `{found.spec}`, discard mode (N copies of "
             "the model would not fit in RAM beside the rest), cold, alternating.\n",
             "| ranks | runs | aggregate MB/s (median) | per-rank MB/s (last run) | straggler "
             "(max / median seconds) | all cold |",
             "| ---: | ---: | ---: | --- | ---: | --- |",
         ]
         for count, part in ((1, one), (n, many)):
-            last = part["runs"][-1]["rank_mbps"] if part["runs"] else []
-            straggler = part["median_straggler"]
+            last = part.rounds[-1].rank_mbps if part.rounds else ()
+            straggler = part.median_straggler
             lines.append(
-                f"| {count} | {part['ok']}/{len(part['runs'])} | {_mb(part['median_mbps'])} | "
+                f"| {count} | {part.ok}/{len(part.rounds)} | {_mb(part.median_mbps)} | "
                 f"{', '.join(f'{x:,.0f}' for x in last)} | "
                 f"{'–' if straggler is None else f'{straggler:.2f}'} | "
-                f"{'✓' if part['all_cold'] else '✗'} |"
+                f"{'✓' if part.all_cold else '✗'} |"
             )
         out.append("\n".join(lines) + "\n")
-        if one["median_mbps"] and many["median_mbps"]:
+        if one.median_mbps and many.median_mbps:
             out.append(
-                f"{n} replicas together received {many['median_mbps'] / one['median_mbps']:.2f}× "
+                f"{n} replicas together received {many.median_mbps / one.median_mbps:.2f}× "
                 "the bytes per second of one. Replicas read the same files, so the page cache "
                 "may serve a byte fetched by one rank to the others: the aggregate counts what "
                 "the ranks received, not what the storage served.\n"
@@ -304,17 +287,17 @@ def ranks_section(results: dict[str, Any]) -> list[str]:
     return out or ["Not run (no FUSE environment in this run).\n"]
 
 
-def applied_sections(results: dict[str, Any]) -> list[str]:
+def applied_sections(results: BenchResults) -> list[str]:
     out = []
-    for job in results.get("jobs", []):
-        if not any(e["kind"] == "load" for e in job.get("entries", [])):
+    for job in results.jobs:
+        if not any(e.kind == "load" for e in job.entries):
             continue
-        out.append(f"#### {job['env']} · {job['model_key']} · {job['cache']}\n")
+        out.append(f"#### {job.env} · {job.model_key} · {job.cache}\n")
         out.append(applied_table(job) + "\n")
         paired = [
-            (e["label"], paired_ratio(job, e["label"]))
-            for e in job["entries"]
-            if e["kind"] == "load" and e["role"] == "recommended"
+            (e.label, paired_ratio(job, e.label))
+            for e in job.entries
+            if e.kind == "load" and e.role == "recommended"
         ]
         for label, ratio in paired:
             if ratio is not None:

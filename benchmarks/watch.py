@@ -31,23 +31,101 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from benchmarks.codec import from_json, to_json
 from benchmarks.envs import fuse_mount
 from benchmarks.watched_programs import KINDS, program
-from modelmon.core import Watch, prepare_cache, storage_references, write_safetensors_model
+from modelmon.core import (
+    Watch,
+    WatchResult,
+    prepare_cache,
+    storage_references,
+    write_safetensors_model,
+)
 
 OVERHEAD_TARGET = 0.03  # of the watched program's load time
 SPEED_TOLERANCE = 0.15  # watched MB/s against the program's own
 
 
-def _own_report(output: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OwnReport:
+    """The JSON line a watched program prints of itself (``watched_programs``)."""
+
+    kind: str
+    seconds: float
+    bytes: int
+    size: int
+    pids: list[int]
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class WatchedRun:
+    kind: str
+    exit_code: int | None
+    cold: bool
+    own_seconds: float
+    own_mbps: float | None
+    watched_seconds: float
+    # On the watch's clock (seconds after the command started): the program's own start
+    # and end of its load, and the first and last byte the watch saw arrive.
+    own_start_s: float
+    first_byte_s: float | None
+    last_byte_s: float | None
+    own_end_s: float
+    watched_mbps: float
+    watched_bytes: int
+    ratio: float | None  # watched MB/s over the program's own
+    findings: list[str]
+    shared_pids: list[int]
+    program_pids: list[int]
+    partial_fraction: float | None
+    loader: str
+    watch_cpu_share: float | None
+
+
+@dataclass(frozen=True)
+class WatchOverhead:
+    kind: str
+    control: bool  # both sides unwatched: the noise floor of the comparison
+    pairs: int
+    median_seconds_watched: float
+    median_seconds_plain: float
+    ratios: list[float]
+    overhead: float  # of the program's load time; noisy
+    watch_core_share_median: float | None
+    target: float = OVERHEAD_TARGET
+
+
+@dataclass(frozen=True)
+class StorageReference:
+    name: str
+    mbps: float
+    spec: str
+
+
+@dataclass
+class WatchReport:
+    model: str
+    size: int
+    programs: list[WatchedRun]
+    overhead: WatchOverhead | None = None
+    control: WatchOverhead | None = None
+    references: list[StorageReference] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _own_report(output: Path) -> OwnReport:
     lines = output.read_text().strip().splitlines()
-    return dict(json.loads(lines[-1])) if lines else {}
+    if not lines:
+        raise RuntimeError(f"the watched program wrote nothing to {output}")
+    return from_json(OwnReport, json.loads(lines[-1]))
 
 
-def watch_once(model: Path, kind: str, scratch: Path, interval_s: float = 0.1) -> dict[str, Any]:
+def watch_once(model: Path, kind: str, scratch: Path, interval_s: float = 0.1) -> WatchedRun:
     """One cold run of ``kind`` on ``model``, watched: what the watch saw and what the program
     says it did."""
     output = scratch / f"{kind}.out"
@@ -58,37 +136,33 @@ def watch_once(model: Path, kind: str, scratch: Path, interval_s: float = 0.1) -
         result = watch.run()
     own = _own_report(output)
     t0 = watch.t0_ns
-    own_start = (own["start_ns"] - t0) / 1e9 if "start_ns" in own else None
-    own_end = (own["end_ns"] - t0) / 1e9 if "end_ns" in own else None
-    own_mbps = own["bytes"] / own["seconds"] / 1e6 if own.get("seconds") else None
+    own_mbps = own.bytes / own.seconds / 1e6 if own.seconds else None
     shared = [d for d in result.descriptions if d.shared]
     partial = next((f for f in result.findings if f.code == "partial-read"), None)
-    return {
-        "kind": kind,
-        "exit_code": result.exit_code,
-        "cold": bool(result.cache and result.cache.cold),
-        "own_seconds": own.get("seconds"),
-        "own_mbps": own_mbps,
-        "watched_seconds": result.seconds,
-        # On the watch's clock (seconds after the command started): the program's own start
-        # and end of its load, and the first and last byte the watch saw arrive.
-        "own_start_s": own_start,
-        "first_byte_s": result.first_byte_s,
-        "last_byte_s": result.last_byte_s,
-        "own_end_s": own_end,
-        "watched_mbps": result.mbps,
-        "watched_bytes": result.bytes_read,
-        "ratio": result.mbps / own_mbps if result.mbps and own_mbps else None,
-        "findings": [f.code for f in result.findings],
-        "shared_pids": sorted(shared[0].pids) if shared else [],
-        "program_pids": own.get("pids", []),
-        "partial_fraction": partial.evidence["fraction"] if partial else None,
-        "loader": result.loader.label,
-        "watch_cpu_share": _cpu_share(result),
-    }
+    return WatchedRun(
+        kind=kind,
+        exit_code=result.exit_code,
+        cold=bool(result.cache and result.cache.cold),
+        own_seconds=own.seconds,
+        own_mbps=own_mbps,
+        watched_seconds=result.seconds,
+        own_start_s=(own.start_ns - t0) / 1e9,
+        first_byte_s=result.first_byte_s,
+        last_byte_s=result.last_byte_s,
+        own_end_s=(own.end_ns - t0) / 1e9,
+        watched_mbps=result.mbps,
+        watched_bytes=result.bytes_read,
+        ratio=result.mbps / own_mbps if result.mbps and own_mbps else None,
+        findings=[f.code for f in result.findings],
+        shared_pids=sorted(shared[0].pids) if shared else [],
+        program_pids=own.pids,
+        partial_fraction=float(partial.evidence["fraction"]) if partial else None,
+        loader=result.loader.label,
+        watch_cpu_share=_cpu_share(result),
+    )
 
 
-def _cpu_share(result: Any) -> float | None:
+def _cpu_share(result: WatchResult) -> float | None:
     """CPU of the watch (sampler thread: tree, looks, page scans) per second of the run."""
     samples = result.samples
     if samples is None or not result.wall_seconds:
@@ -96,7 +170,7 @@ def _cpu_share(result: Any) -> float | None:
     return float(samples.sampler_cpu_seconds / result.wall_seconds)
 
 
-def watched_vs_own(model: Path, kinds: tuple[str, ...] = KINDS) -> list[dict[str, Any]]:
+def watched_vs_own(model: Path, kinds: tuple[str, ...] = KINDS) -> list[WatchedRun]:
     with tempfile.TemporaryDirectory() as scratch:
         return [watch_once(model, kind, Path(scratch)) for kind in kinds]
 
@@ -109,7 +183,7 @@ def _plain_once(model: Path, kind: str, scratch: Path) -> float:
     output = scratch / f"{kind}.plain.out"
     with open(output, "w") as out:
         subprocess.run(program(kind, model), stdout=out, check=True)
-    return float(_own_report(output)["seconds"])
+    return _own_report(output).seconds
 
 
 def watch_overhead(
@@ -118,7 +192,7 @@ def watch_overhead(
     kind: str = "read-whole",
     interval_s: float = 0.1,
     control: bool = False,
-) -> dict[str, Any]:
+) -> WatchOverhead:
     """Alternating cold runs, watched and not; the program's own seconds compared.
 
     ``control``: both sides unwatched (the same code path otherwise): the noise floor of
@@ -135,26 +209,25 @@ def watch_overhead(
             for watching in order:
                 if watching and not control:
                     row = watch_once(model, kind, Path(scratch), interval_s)
-                    seconds[True] = float(row["own_seconds"])
-                    if row["watch_cpu_share"] is not None:
-                        shares.append(row["watch_cpu_share"])
+                    seconds[True] = row.own_seconds
+                    if row.watch_cpu_share is not None:
+                        shares.append(row.watch_cpu_share)
                 else:
                     seconds[watching] = _plain_once(model, kind, Path(scratch))
             watched.append(seconds[True])
             plain.append(seconds[False])
             ratios.append(seconds[True] / seconds[False])
     median_ratio = statistics.median(ratios)
-    return {
-        "kind": kind,
-        "control": control,
-        "pairs": pairs,
-        "median_seconds_watched": statistics.median(watched),
-        "median_seconds_plain": statistics.median(plain),
-        "ratios": [round(r, 4) for r in ratios],
-        "overhead": round(median_ratio - 1, 4),  # of the program's load time; noisy
-        "watch_core_share_median": round(statistics.median(shares), 4) if shares else None,
-        "target": OVERHEAD_TARGET,
-    }
+    return WatchOverhead(
+        kind=kind,
+        control=control,
+        pairs=pairs,
+        median_seconds_watched=statistics.median(watched),
+        median_seconds_plain=statistics.median(plain),
+        ratios=[round(r, 4) for r in ratios],
+        overhead=round(median_ratio - 1, 4),
+        watch_core_share_median=round(statistics.median(shares), 4) if shares else None,
+    )
 
 
 def default_model(folder: Path) -> Path:
@@ -186,18 +259,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=Path.cwd()) as scratch:
         source = Path(args.model) if args.model else default_model(Path(scratch))
         with where(source, args.fuse) as model:
-            report: dict[str, Any] = {"model": str(model), "size": os.path.getsize(model)}
-            report["programs"] = watched_vs_own(model, tuple(args.kinds.split(",")))
+            report = WatchReport(
+                str(model),
+                os.path.getsize(model),
+                watched_vs_own(model, tuple(args.kinds.split(","))),
+            )
             if args.pairs:
-                report["overhead"] = watch_overhead(model, args.pairs)
-                report["control"] = watch_overhead(model, args.pairs, control=True)
+                report.overhead = watch_overhead(model, args.pairs)
+                report.control = watch_overhead(model, args.pairs, control=True)
             if args.compare:
-                report["references"] = [
-                    {"name": r.name, "mbps": r.mbps, "spec": r.spec}
+                report.references = [
+                    StorageReference(r.name, r.mbps, r.spec)
                     for r in storage_references([str(model)])
                 ]
-    report["seconds"] = round(time.monotonic() - started, 1)
-    print(json.dumps(report, indent=2))
+    report.seconds = round(time.monotonic() - started, 1)
+    print(json.dumps(to_json(report), indent=2))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,12 @@ if TYPE_CHECKING:
         apply_config,
         read_config,
     )
+    from modelmon.core.loading.fresh import (
+        FreshResult,
+        run_fresh,
+        stop_child,
+        stop_child_and_close,
+    )
     from modelmon.core.loading.inproc import in_process
     from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerReady
     from modelmon.core.loading.processes import stop_processes
@@ -92,17 +98,15 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge, run_ab
     from modelmon.core.measuring.candidate import Candidate
     from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
-    from modelmon.core.measuring.peers import (
-        PEERS,
-        PeerResult,
-        PeerSettings,
-        check_import,
-        run_peer,
-        stop_child,
-        stop_child_and_close,
-    )
+    from modelmon.core.measuring.peers import PEERS, PeerSettings, check_import, run_peer
     from modelmon.core.measuring.ranks import RankResult, RanksResult, RanksRun, find_straggler
-    from modelmon.core.measuring.recommend import Recommendation, candidates, recommend
+    from modelmon.core.measuring.recommend import (
+        BudgetUse,
+        Recommendation,
+        candidates,
+        recommend,
+    )
+    from modelmon.core.measuring.search import Duel
     from modelmon.core.measuring.session import Session, SessionResult
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
@@ -151,8 +155,10 @@ if TYPE_CHECKING:
     from modelmon.core.output.explain import (
         SHARED_FD_CAVEAT,
         explain,
+        pick_speedup,
         runs_words,
         shared_fd_caveat,
+        times_text,
     )
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
     from modelmon.core.output.snippets import Snippet, snippets
@@ -164,7 +170,7 @@ if TYPE_CHECKING:
         render_result,
         search_memory_text,
     )
-    from modelmon.core.output.verdict import stopped_words, verdict_words
+    from modelmon.core.output.verdict import spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
     from modelmon.core.system.cache import CacheState, evict
     from modelmon.core.system.cache import not_measured as cache_not_measured
@@ -227,12 +233,12 @@ _EXPORTS = (
     # Compare and choose: A/B, ceilings, recommend, the peer loaders
     ("modelmon.core.measuring.ab", "run_ab ABResult ABFailed Verdict SideSummary judge"),
     ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
-    ("modelmon.core.measuring.recommend", "recommend Recommendation candidates"),
+    ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
+    ("modelmon.core.measuring.search", "Duel"),
     ("modelmon.core.measuring.candidate", "Candidate"),
-    (
-        "modelmon.core.measuring.peers",
-        "PEERS PeerSettings PeerResult run_peer check_import stop_child stop_child_and_close",
-    ),
+    ("modelmon.core.measuring.peers", "PEERS PeerSettings run_peer check_import"),
+    # A load in a fresh process, timed by its child (peers and the benchmarks' core.load)
+    ("modelmon.core.loading.fresh", "run_fresh FreshResult stop_child stop_child_and_close"),
     # Configurations and config files
     ("modelmon.core.options", "Config"),
     ("modelmon.core.loading.config_file", "apply_config read_config ConfigFile FORMAT_VERSION"),
@@ -289,8 +295,11 @@ _EXPORTS = (
         "render_result render_inspect render_ranks model_summary memory_text search_memory_text",
     ),
     ("modelmon.core.output.watch", "render_watch"),
-    ("modelmon.core.output.verdict", "verdict_words stopped_words"),
-    ("modelmon.core.output.explain", "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT"),
+    ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words"),
+    (
+        "modelmon.core.output.explain",
+        "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT pick_speedup times_text",
+    ),
     ("modelmon.core.output.snippets", "snippets Snippet"),
     ("modelmon.core.units", "human_bytes gib_text"),
     # Errors and warnings

@@ -17,16 +17,16 @@ from modelmon.core.errors import OptionsError
 from modelmon.core.options import MAX_PARALLEL, MiB
 
 # A recommendation's budget bounds the whole search, from its start to its answer.
-DEFAULT_BUDGET_S = 120.0  # screens the grid and settles a pick in pairs on a local disk
+DEFAULT_BUDGET_S = 120.0  # enters the grid and settles a pick in pairs on a local disk
 # Start-up (~0.5 s), the storage's ceilings (two cold reads of the model) and a first
 # complete load take seconds on any but a tiny model: a person asking for less would get a
 # search that cannot keep its budget. (The engine takes any positive budget: a caller that
 # wants the quickest answer gets the ceilings and one load.)
 MIN_BUDGET_S = 5.0
 MAX_BUDGET_S = 86_400.0  # a day: past any search worth waiting for, short of a typo's 1e12
-# The pick's own runs toward ``candidate.EVIDENCE_RUNS`` may overrun the budget by this
-# share of it (``rounds.fill``): a user is better served by a late third run than by a
-# verdict on two.
+# The pick's own runs toward ``search.EVIDENCE_RUNS`` may overrun the budget by this share
+# of it (``search.fill``): a user is better served by a late third run than by a verdict on
+# two.
 EVIDENCE_OVERRUN = 0.10
 
 # The search's widest candidate runs this many times the parallelism it is given, and each

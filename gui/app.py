@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from types import TracebackType
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QObject, QSocketNotifier
 from PySide6.QtWidgets import QApplication
 
 from modelmon import __version__
@@ -50,6 +51,57 @@ def show_unexpected_errors(window: MainWindow) -> None:
     sys.excepthook = hook
 
 
+# Each closes the window the way its close button does, then the app exits: 0 for Ctrl+C in
+# the terminal (the user's own way to quit), 128 + the signal's number for SIGTERM (a session
+# ending, a service manager) and SIGHUP (the terminal gone), as a shell reports them.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopSignals(QObject):
+    """Ctrl+C, SIGTERM and SIGHUP stop the app cleanly: the window closes as its close button
+    closes it (the running load stopped, its workers ended, the device's readahead put back),
+    then the event loop ends. Nothing is done in the signal handler itself, which only has to
+    exist: Python's own C-level handler writes the signal's number to a wake-up socket
+    (``signal.set_wakeup_fd``), whose notifier wakes Qt's event loop, and the window is closed
+    there, in the GUI thread, between events. ``stop()`` puts everything back."""
+
+    def __init__(self, app: QApplication, window: MainWindow) -> None:
+        super().__init__(app)
+        self.app = app
+        self.window = window
+        self.received: list[int] = []
+        self._wake, self._woken = socket.socketpair()
+        for end in (self._wake, self._woken):
+            end.setblocking(False)
+        self._previous_fd = signal.set_wakeup_fd(self._wake.fileno(), warn_on_full_buffer=False)
+        self._previous = {number: signal.signal(number, _noted) for number in STOP_SIGNALS}
+        self._notifier = QSocketNotifier(self._woken.fileno(), QSocketNotifier.Type.Read, self)
+        self._notifier.activated.connect(self._on_wake)
+
+    def _on_wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while data := self._woken.recv(64):  # one byte per signal: its number
+                self.received += [number for number in data if number in STOP_SIGNALS]
+        if not self.received:
+            return
+        first = self.received[0]
+        self.window.close()  # stops the load and waits for its workers (closeEvent)
+        self.app.exit(0 if first == signal.SIGINT else 128 + first)
+
+    def stop(self) -> None:
+        self._notifier.setEnabled(False)
+        signal.set_wakeup_fd(self._previous_fd)
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._wake.close()
+        self._woken.close()
+
+
+def _noted(_number: int, _frame: object) -> None:
+    """The stop signals' Python handler: their number reaches ``StopSignals`` by the wake-up
+    socket; this only keeps Python from ending the process (SIGTERM's default)."""
+
+
 def run_app(path: str | None = None, demo: bool = False) -> int:
     """Open the window (on ``path``, or the demo model) and run until it closes; the exit code."""
     logging.basicConfig(level=logging.WARNING, format="modelmon: %(levelname)s: %(message)s")
@@ -61,10 +113,8 @@ def run_app(path: str | None = None, demo: bool = False) -> int:
         window.open_path(path)
     elif demo:
         window.state.use_demo()
-    # Ctrl+C in the terminal closes the window properly (stopping any load) instead of being
-    # swallowed while Qt's event loop runs: a short timer lets Python see the signal.
-    signal.signal(signal.SIGINT, lambda *_: window.close())
-    heartbeat = QTimer()
-    heartbeat.start(200)
-    heartbeat.timeout.connect(lambda: None)
-    return app.exec()
+    signals = StopSignals(app, window)
+    try:
+        return app.exec()
+    finally:
+        signals.stop()

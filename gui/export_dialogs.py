@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 REFUSED_TITLE = "Cannot export there"
 RESULT_FILTERS = {"json": "JSON (*.json);;All files (*)", "csv": "CSV (*.csv);;All files (*)"}
-PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
+PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"
 
 
 class ExportDialogs:

@@ -3,10 +3,11 @@ config, plots.
 
 Files are assembled and written in a background task (a config reads the head of every
 model file for its fingerprint, which takes a while on a network mount); the outcome is
-one line in the message bar. Plots are rendered in the GUI thread (Qt painting), then
-written like the rest. Every write goes through the guard (``core.system.outputs``) with the
-open model's files as the inputs it must never replace: atomically, the previous file kept
-on failure. File ▸ Export asks the same guard first and says no in a dialog
+one line in the message bar. A plot as PNG is painted from the screen in the GUI thread (Qt
+painting); as SVG or PDF it is drawn again from the runs it shows (``gui/figures``, with
+matplotlib) in the background. Every write goes through the guard (``core.system.outputs``)
+with the open model's files as the inputs it must never replace: atomically, the previous
+file kept on failure. File ▸ Export asks the same guard first and says no in a dialog
 (``export_dialogs``); the check here is the one at write time. What is exported is read
 from the state (``Workbench``); nothing here measures.
 """
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from modelmon.core import ModelmonError
+from modelmon.gui.figures import VECTOR_FORMATS, FigureRuns, figure_bytes
 from modelmon.gui.plots.image_export import export_plot
 from modelmon.gui.state.events import Post
 from modelmon.gui.state.export_format import (
@@ -30,6 +32,7 @@ from modelmon.gui.state.export_format import (
     results_json,
     write_export,
 )
+from modelmon.gui.state.records import WATCH_LABEL
 from modelmon.gui.state.tasks import Tasks
 
 if TYPE_CHECKING:
@@ -155,6 +158,28 @@ class Exporter(QObject):
             list(bench.shown_runs.values()),
             time.strftime("%Y-%m-%d %H:%M"),
         )
+        fmt = VECTOR_FORMATS.get(Path(path).suffix.lower())
+        if fmt is not None:
+            if bench.running:  # the figure is drawn from finished runs: the live one has none yet
+                self._report(
+                    False,
+                    f"a run is in progress: export {Path(path).name} once it ends "
+                    "(a PNG shows the plot as it is now)",
+                )
+                return
+            if WATCH_LABEL in plot.run_labels:  # its arrivals are not a load's reads
+                self._report(
+                    False,
+                    f"a watched program's plot is saved as PNG: {fmt.upper()} figures are drawn "
+                    "from modelmon's own runs",
+                )
+                return
+            runs, inputs = self.figure_runs(plot), self.inputs
+            self._background(
+                lambda: write_export(path, figure_bytes(name, runs, fmt, heading), inputs),
+                f"Plot {name!r} written to {path} ({fmt.upper()})",
+            )
+            return
         try:
             export_plot(plot, path, heading, self.inputs)
         except ModelmonError as exc:
@@ -163,6 +188,24 @@ class Exporter(QObject):
             self._report(False, f"{path}: {exc.strerror or exc}")
         else:
             self._report(True, f"Plot {name!r} written to {path}")
+
+    def figure_runs(self, plot: ThemedPlot) -> FigureRuns:
+        """What a figure of ``plot`` draws: the latest run of each label it shows, its
+        visible ranges, its size and caption."""
+        bench = self.bench
+        latest = {r.label: r for r in bench.records if r.outcome is not None}
+        (x0, x1), (y0, y1) = plot.item.vb.viewRange()
+        order = getattr(plot, "order", None)  # the Blocks plot's rows
+        return FigureRuns(
+            tuple(latest[label] for label in plot.run_labels if label in latest),
+            bench.info.model if bench.info is not None else None,
+            bench.ceilings.current,
+            x_range=(float(x0), float(x1)),
+            y_range=None if order is not None else (float(y0), float(y1)),
+            size_px=(plot.plot.width(), plot.plot.height()),
+            block_order=tuple(order or ()),
+            extra={"caption": plot.caption.text(), "spec": getattr(plot, "run_spec", "")},
+        )
 
     def _background(
         self,

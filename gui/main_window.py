@@ -50,6 +50,15 @@ MINIMUM_SIZE = QSize(800, 500)
 DEFAULT_SIZE = QSize(1400, 900)
 
 
+def drop_action(possible: Qt.DropAction) -> Qt.DropAction | None:
+    """A drop is taken as a copy (or a link), never a move: the model is only read, and a
+    source told "moved" may delete its file. None when the source offers neither."""
+    for action in (Qt.DropAction.CopyAction, Qt.DropAction.LinkAction):
+        if possible & action:
+            return action
+    return None
+
+
 class MainWindow(QMainWindow):
     def __init__(
         self,
@@ -81,9 +90,10 @@ class MainWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(4, 4, 4, 0)
-        layout.addWidget(self.messages)
         layout.addWidget(self.pages, 1)
         self.setCentralWidget(central)
+        # Messages in the bottom row, which is there with or without one: nothing moves.
+        self.statusBar().addWidget(self.messages, 1)
         self.busy = QProgressBar(maximumWidth=160, textVisible=False)
         self.busy.setRange(0, 0)
         self.busy_text = QLabel()
@@ -294,14 +304,18 @@ class MainWindow(QMainWindow):
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         urls = event.mimeData().urls()
-        if urls and urls[0].isLocalFile():
-            event.acceptProposedAction()
+        action = drop_action(event.possibleActions())
+        if urls and urls[0].isLocalFile() and action is not None:
+            event.setDropAction(action)
+            event.accept()
 
     def dropEvent(self, event: QDropEvent) -> None:
         """A dropped file or folder opens; of several, the first (one model at a time)."""
         urls = [url for url in event.mimeData().urls() if url.isLocalFile()]
-        if urls:
-            event.acceptProposedAction()
+        action = drop_action(event.possibleActions())
+        if urls and action is not None:
+            event.setDropAction(action)
+            event.accept()
             self.open_path(urls[0].toLocalFile())
             if len(urls) > 1:
                 self.messages.show_message(

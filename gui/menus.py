@@ -175,7 +175,8 @@ class Menus:
                 f"{name}…",
                 None,
                 lambda _=False, name=name: w.exports.export_plot(name),
-                f"Save the {name.lower()} plot as PNG or SVG.",
+                f"Save the {name.lower()} plot: PNG as it is on screen, SVG or PDF drawn "
+                "from the runs' data for print.",
             )
             for name in w.plots
         ]

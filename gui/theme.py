@@ -12,26 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication
 
-# A blue and an orange stay apart for the common colour-vision deficiencies and on both
-# dark and light backgrounds.
-# A watched program's load ("W") in a purple, apart from both.
-RUN_COLOURS = {"A": "#3d8bfd", "B": "#f28e2b", "W": "#9467bd"}
-# Workers in the access-pattern plot: a qualitative palette without the A/B hues, so a
-# worker is never mistaken for a run.
-WORKER_COLOURS = (
-    "#59a14f",
-    "#e15759",
-    "#b07aa1",
-    "#76b7b2",
-    "#edc948",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
-    "#8cd17d",
-    "#d37295",
-    "#86bcb6",
-    "#f1ce63",
-)
+from modelmon.gui.state.colours import RUN_COLOURS, worker_colour
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +30,7 @@ class Theme:
 
     @staticmethod
     def worker_colour(worker: int) -> str:
-        return WORKER_COLOURS[worker % len(WORKER_COLOURS)]
+        return worker_colour(worker)
 
 
 def _dark_palette() -> QPalette:

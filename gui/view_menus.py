@@ -14,7 +14,12 @@ from PySide6.QtWidgets import QApplication, QMainWindow, QMenu
 
 from modelmon.core import PRIME_MODES, set_prime_mode
 from modelmon.gui.settings import SAMPLE_CHOICES_MS, THEMES, AppSettings
-from modelmon.gui.state.help_text import about_html, how_it_measures, shortcuts_html
+from modelmon.gui.state.help_text import (
+    about_html,
+    how_it_measures,
+    menu_text,
+    shortcuts_html,
+)
 from modelmon.gui.state.jobs import SAMPLE_INTERVAL_S
 from modelmon.gui.theme import apply_palette
 from modelmon.gui.widgets.help_dialog import HelpDialog
@@ -148,16 +153,16 @@ def _shortcuts(window: QMainWindow) -> list[tuple[str, str, str]]:
         menu = top.menu()
         if not isinstance(menu, QMenu):
             continue
-        pending = [(top.text().replace("&", ""), menu)]
+        pending = [(menu_text(top.text()), menu)]
         while pending:
             title, current = pending.pop(0)
             for action in current.actions():
                 sub = action.menu()
                 if isinstance(sub, QMenu):
-                    pending.append((f"{title} ▸ {action.text().replace('&', '')}", sub))
+                    pending.append((f"{title} ▸ {menu_text(action.text())}", sub))
                 elif not action.shortcut().isEmpty():
                     key = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
-                    rows.append((title, action.text().replace("&", "").rstrip("…"), key))
+                    rows.append((title, menu_text(action.text()).rstrip("…"), key))
     return rows
 
 
@@ -180,8 +185,10 @@ class HelpMenu:
             action.triggered.connect(slot)
             self.menu.addAction(action)
 
-    def _show(self, title: str, text: str, markdown: bool = False) -> HelpDialog:
-        self.dialog = HelpDialog(title, text, markdown, self.window)
+    def _show(
+        self, title: str, text: str, markdown: bool = False, compact: bool = False
+    ) -> HelpDialog:
+        self.dialog = HelpDialog(title, text, markdown, self.window, compact)
         self.dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.dialog.show()
         return self.dialog
@@ -193,4 +200,4 @@ class HelpMenu:
         return self._show("Keyboard shortcuts", shortcuts_html(_shortcuts(self.window)))
 
     def show_about(self) -> HelpDialog:
-        return self._show("About modelmon", about_html(f"PySide6 {pyside_version}"))
+        return self._show("About modelmon", about_html(f"PySide6 {pyside_version}"), compact=True)

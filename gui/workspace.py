@@ -11,9 +11,9 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
-    QHBoxLayout,
     QScrollArea,
     QSplitter,
+    QStyle,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -42,15 +42,21 @@ from modelmon.gui.widgets.progress_strip import ProgressStrip
 from modelmon.gui.widgets.recommendation_view import RecommendationView
 from modelmon.gui.widgets.results_table import ResultsTable
 from modelmon.gui.widgets.strategy_panel import StrategyPanel
+from modelmon.gui.widgets.top_row import TopRow
 
 # The window's rows: the top (facts, configurations) may shrink to TOP_MIN_HEIGHT px and
 # scroll; the results table shows RESULT_ROWS runs when there is room, RESULT_MIN_ROWS at least.
-TOP_MIN_HEIGHT = 90
+# At TOP_MIN_HEIGHT a configuration shows its title and the row with its strategy and its Run
+# button. In a tall window the results grow to RESULT_MAX_ROWS runs once the plots have
+# PLOT_COMFORT_HEIGHT px.
+TOP_MIN_HEIGHT = 84
 RESULT_ROWS = 4
-RESULT_MIN_ROWS = 2
+RESULT_MIN_ROWS = 1
+RESULT_MAX_ROWS = 12
+PLOT_COMFORT_HEIGHT = 320
+MIDDLE_SPACING = 4  # px between the progress strip, the A/B bar and the tabs
 TOP_SLACK = 4  # px: a scroll area exactly as tall as its content may still show a scroll bar
-PLOT_MIN_HEIGHT = 190  # below this a plot's y-axis label no longer fits beside its axis
-MODEL_PANEL_MIN_WIDTH = 220  # narrower, its facts wrap onto more lines (and it scrolls)
+MODEL_PANEL_MIN_WIDTH = 200  # narrower, its facts wrap onto more lines (and it scrolls)
 
 
 def scrolling(widget: QWidget, min_width: int | None = None) -> QScrollArea:
@@ -115,14 +121,10 @@ class Workspace(QWidget):
     def _layout(self) -> None:
         # The model facts and the two configurations keep their natural size and scroll
         # when the window is smaller: squeezed, their rows would be drawn over each other.
-        top_row = QWidget()
-        top = QHBoxLayout(top_row)
-        top.setContentsMargins(0, 0, 0, 0)
         self.model_scroll = scrolling(self.model_panel, MODEL_PANEL_MIN_WIDTH)
-        top.addWidget(self.model_scroll, 5)
-        top.addWidget(self.panels["A"], 4)
-        top.addWidget(self.panels["B"], 4)
+        top_row = TopRow(self.model_scroll, (self.panels["A"], self.panels["B"]))
         self.top_scroll = scrolling(top_row)
+        top_row.watch(self.top_scroll.viewport())
         self.top_scroll.setMinimumHeight(TOP_MIN_HEIGHT)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -149,9 +151,13 @@ class Workspace(QWidget):
             splitter.setChildrenCollapsible(False)
             for plot in plots:
                 splitter.addWidget(plot)
+                plot.min_height_changed.connect(self._refit_rows)
             # Blocks: one labelled row per block, so the plot is as tall as the model needs
-            # and the tab scrolls.
-            page = scrolling(splitter) if plots == (self.blocks,) else splitter
+            # and the tab scrolls (up and down only; the time axis is on top).
+            page = splitter
+            if plots == (self.blocks,):
+                page = scrolling(splitter)
+                page.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             index = self.tabs.addTab(page, title)
             self.tabs.setTabToolTip(index, tip)
         index = self.tabs.addTab(self.recommendation, "Recommendation")
@@ -161,6 +167,7 @@ class Workspace(QWidget):
         middle = QWidget()
         middle_layout = QVBoxLayout(middle)
         middle_layout.setContentsMargins(0, 0, 0, 0)
+        middle_layout.setSpacing(MIDDLE_SPACING)
         middle_layout.addWidget(self.progress)
         middle_layout.addWidget(self.compare)
         middle_layout.addWidget(self.tabs, 1)
@@ -176,12 +183,20 @@ class Workspace(QWidget):
         self.rows.setSizes([top_row.sizeHint().height(), 400, 120])
         self.rows_user_sized = False  # the user dragged a handle: their sizes stay
         self.rows.splitterMoved.connect(self._rows_moved)
+        # A run came or went (the results may grow): share the height again.
+        self.bench.exports_changed.connect(self._refit_rows)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.rows, 1)
 
     def _rows_moved(self, _position: int, _index: int) -> None:
         self.rows_user_sized = True
+
+    def _refit_rows(self) -> None:
+        """A plot's caption wrapped onto more (or fewer) lines, or a run came: share the
+        height again (unless the user has)."""
+        if not self.rows_user_sized and self.isVisible():
+            self.fit_rows()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -199,24 +214,41 @@ class Workspace(QWidget):
             top_natural = top_row.sizeHint().height()
         header = self.results.horizontalHeader().sizeHint().height()
         row = self.results.verticalHeader().defaultSectionSize()
-        frame = 2 * self.results.frameWidth()
-        middle = (
+        # The frame, and the room of a horizontal scroll bar (narrow windows): never a row's.
+        frame = 2 * self.results.frameWidth() + self.results.style().pixelMetric(
+            QStyle.PixelMetric.PM_ScrollBarExtent
+        )
+        bars = (
             self.progress.sizeHint().height()
             + self.compare.sizeHint().height()
-            + self.tabs.tabBar().sizeHint().height()
-            + PLOT_MIN_HEIGHT
+            + self._tab_chrome()
+            + 2 * MIDDLE_SPACING
         )
+        # The tallest a plot needs (its caption's lines included), but the Blocks plot's: its
+        # tab scrolls.
+        plots = max(p.minimumHeight() for p in self.plots.values() if p is not self.blocks)
+        runs = min(RESULT_MAX_ROWS, max(RESULT_ROWS, len(self.bench.runs)))
         needs = RowNeeds(
             top_natural=top_natural + TOP_SLACK,
             top_min=TOP_MIN_HEIGHT,
-            middle_min=middle,
+            middle_min=bars + plots,
             results_natural=header + RESULT_ROWS * row + frame,
             results_min=header + RESULT_MIN_ROWS * row + frame,
+            results_full=header + runs * row + frame,
+            middle_comfort=bars + PLOT_COMFORT_HEIGHT,
         )
         # From this widget's own height: the splitter may not have been resized yet.
         margins = self.layout().contentsMargins()
         total = self.height() - margins.top() - margins.bottom() - 2 * self.rows.handleWidth()
+        self.results.setMinimumHeight(needs.results_min)
         self.rows.setSizes(list(row_heights(total, needs)))
+
+    def _tab_chrome(self) -> int:
+        """What the tabs take above and around a page: the tab bar and the frame."""
+        page = self.tabs.currentWidget()
+        if page is not None and page.height() > 0 and self.tabs.height() > page.height():
+            return self.tabs.height() - page.height()
+        return self.tabs.tabBar().sizeHint().height()
 
     def clear_run_plots(self) -> None:
         """Empty every plot of runs, keys included (the model's axes and ceilings stay)."""
@@ -293,7 +325,8 @@ class Workspace(QWidget):
 
         def started(shown: Shown) -> None:
             self.throughput.start_run(shown.label)
-            self.access.start_run(shown.name, shown.spec, "process" if shown.watched else "worker")
+            reader = "process" if shown.watched else "worker"
+            self.access.start_run(shown.name, shown.spec, shown.label, reader)
             for plot in self.metric_plots:
                 plot.start_run(shown.label)
             self.residency.start_run(shown.label, shown.spec)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerReady:
@@ -49,9 +51,10 @@ class WorkerDone:
     checksums: tuple[tuple[str, int], ...] = ()  # (tensor name, crc32) when verify is on
     peak_rss: int = 0
     notes: tuple[str, ...] = ()  # e.g. why O_DIRECT fell back to buffered reads
-    # (tensor, start, end, crc32) of every span filled, when the workers shared one queue of
-    # work: the parent checks that all workers' spans tile the model and combines the crcs.
-    spans: tuple[tuple[int, int, int, int], ...] = ()
+    # (tensor, start, end, crc32) rows of every span filled, int64, when the workers shared one
+    # queue of work: the parent checks that all workers' spans tile the model (and combines
+    # the crcs). One array, so a million spans pickle as a few megabytes, not a million tuples.
+    spans: np.ndarray | None = None
     # Drop-behind (``loading.drop_behind``): bytes of page cache dropped right after being
     # read, and the readers' nanoseconds it took.
     dropped_behind: int = 0

@@ -5,6 +5,13 @@ wait of the parent's end when one exits. ``LoadRun`` and the app's bridge end th
 ``stop_processes``: join, then terminate, then kill, each with a short grace, so none outlives
 the run; ``death_description`` says in words how one ended early, and whether the kernel's
 OOM killer did it (its ``oom_kill`` count in /proc/vmstat rose since the run began).
+
+A process killed while it waits for a FUSE request (a read of a network filesystem's file)
+exits only once the filesystem answers that request: the kernel lets it finish, however long
+it takes, and the process's sentinel stays silent meanwhile. ``ending_code`` sees such a
+process at once (the SIGKILL pending on it, or its exit begun), so a run need not wait for the
+network to learn that its worker is dead, and ``stop_processes`` leaves one it has killed to a
+thread that reaps it when the kernel lets it go.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ from typing import Any
 JOIN_GRACE_S = 0.5
 FAILED_GRACE_S = 0.2  # once the run has failed, the others' last reads are worth no longer
 VMSTAT = "/proc/vmstat"
+# /proc/PID/stat, counted from the field after "(comm)": flags (field 9), and the exit status
+# (field 52), which the kernel sets as the process begins its exit.
+STAT_FLAGS, STAT_EXIT_CODE = 6, 49
+PF_EXITING = 0x4
 
 
 def start_workers(
@@ -55,20 +66,89 @@ def start_workers(
             send_handle(parent_end, descriptor, process.pid)
 
 
-def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> None:
-    """join → terminate → kill, each with a short grace; returns when all are reaped."""
+def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> list[Any]:
+    """join → terminate → kill, each with a short grace; returns when all are reaped, but for
+    those the kernel still holds after their SIGKILL (in a FUSE request): returned, and joined
+    by a thread of their own (``reap_later``), since nothing more can stop them."""
     deadline = time.monotonic() + grace_s
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))
     for step in ("terminate", "kill"):
         alive = [p for p in processes if p.is_alive()]
         if not alive:
-            return
+            return []
         for process in alive:
             getattr(process, step)()
         deadline = time.monotonic() + grace_s
         for process in alive:
             process.join(max(0.0, deadline - time.monotonic()))
+    held = [p for p in processes if p.is_alive()]
+    if held:
+        reap_later(held)
+    return held
+
+
+def reap_later(processes: list[Any]) -> None:
+    """Join ``processes`` in a daemon thread: each is killed and waits only for the kernel to
+    let it exit (when its filesystem answers), so no caller need wait, but none stays a zombie."""
+
+    def join_all() -> None:
+        for process in processes:
+            process.join()
+
+    threading.Thread(target=join_all, name="modelmon-reaper", daemon=True).start()
+
+
+def held_note(held: list[Any]) -> str | None:
+    """The note a run's result carries for workers still held by the kernel at its end."""
+    if not held:
+        return None
+    pids = ", ".join(str(p.pid) for p in held)
+    return (
+        f"worker process(es) {pids} were killed while the filesystem had a read of theirs "
+        "unanswered: the kernel lets them exit once it answers"
+    )
+
+
+def ending_code(pid: int | None) -> int | None:
+    """How process ``pid`` (a child, so not yet reaped) ends, as multiprocessing's exitcode
+    (-N: killed by signal N), as soon as it is bound to, though it has not exited: it is in its
+    exit, or SIGKILL is pending on it. None while it runs. Such a process may be held a while by
+    an uninterruptible wait: a FUSE request in flight, or the flush of its FUSE files."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        if int(fields[STAT_FLAGS]) & PF_EXITING:
+            status = int(fields[STAT_EXIT_CODE])  # as waitpid reports it
+            return -(status & 0x7F) if status & 0x7F else status >> 8
+        with open(f"/proc/{pid}/status") as lines:
+            for line in lines:
+                if line.startswith(("ShdPnd:", "SigPnd:")) and int(line.split()[1], 16) & (
+                    1 << (signal.SIGKILL - 1)
+                ):
+                    return -signal.SIGKILL
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def ending_workers(by_sentinel: dict[Any, int], processes: list[Any]) -> list[int]:
+    """The workers of ``by_sentinel`` (sentinel → worker index into ``processes``) bound to
+    end though their sentinel may be silent (``ending_code``): taken out of it."""
+    found = []
+    for sentinel, worker in list(by_sentinel.items()):
+        if ending_code(processes[worker].pid) is not None:
+            del by_sentinel[sentinel]
+            found.append(worker)
+    return found
+
+
+def exit_code(process: Any) -> int | None:
+    """The process's exit code, or how it is ending (``ending_code``); None while it runs."""
+    code: int | None = process.exitcode
+    return code if code is not None else ending_code(process.pid)
 
 
 @contextlib.contextmanager
@@ -82,7 +162,9 @@ def halted_on_exit(
 
     def watch() -> None:
         while not done.is_set():
-            if wait(sentinels, timeout=0.05) or cancel.is_set():
+            exited = wait(sentinels, timeout=0.05)
+            ending = any(ending_code(p.pid) is not None for p in processes)
+            if exited or ending or cancel.is_set():
                 halt.set()
                 return
 

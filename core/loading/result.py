@@ -4,6 +4,7 @@ the run's read log (``modelmon.core.loading.reads``)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -150,6 +151,25 @@ class LoadResult:
         if self.checksum is None:
             data.pop("tensor_checksums")
         return data
+
+
+def run_notes(
+    done: Iterable[WorkerDone],
+    setup: Iterable[str],
+    descriptors: str | None,
+    host: tuple[str, ...],
+    dropped: DroppedBehind | None,
+    overlapped: tuple[str, ...],
+    held: str | None,
+) -> tuple[str, ...]:
+    """A result's notes: the workers' and the setup's (sorted), then how readers shared
+    descriptors, the host's memory reporting, drop-behind, other runs on the device, and the
+    workers the kernel still held at the end."""
+    notes = tuple(sorted({n for d in done for n in d.notes} | set(setup)))
+    notes += (f"{DESCRIPTOR_NOTE}{descriptors}",) if descriptors else ()
+    notes += host + ((dropped.note(),) if dropped is not None else ())
+    notes += (f"{OVERLAP_NOTE}{'; '.join(overlapped)}",) if overlapped else ()
+    return notes + ((held,) if held else ())
 
 
 def worker_timings(

@@ -13,7 +13,8 @@ join → terminate → kill, so no worker outlives the run.
 
 Every signal between the parent and its workers is something a dead process cannot hold: go
 is a word over each worker's own pipe, stop a flag in shared memory that the workers poll
-(``loading.sharing``) plus the pipes' closing, and a worker's death is its ``sentinel``. A
+(``loading.sharing``) plus the pipes' closing, and a worker's death is its ``sentinel``, or
+how it is ending while a FUSE request keeps it from exiting (``processes.ending_code``). A
 worker killed at any instant (the OOM killer's SIGKILL) fails the run, named with its signal,
 and the others are stopped within about a second.
 """
@@ -32,28 +33,31 @@ from typing import Any
 
 from modelmon.core.errors import LoadError, one_line
 from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
+from modelmon.core.loading.fills import tiled_checksums
+from modelmon.core.loading.handout import hand_out
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.preflight import check_memory, preflight
 from modelmon.core.loading.processes import (
     FAILED_GRACE_S,
     JOIN_GRACE_S,
     death_description,
+    ending_workers,
+    exit_code,
     halted_on_exit,
+    held_note,
     oom_kills,
     start_workers,
     stop_processes,
 )
 from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descriptor_id, now_ns
 from modelmon.core.loading.result import (
-    DESCRIPTOR_NOTE,
-    OVERLAP_NOTE,
     LoadResult,
     block_timings,
     model_checksum,
+    run_notes,
     worker_timings,
 )
 from modelmon.core.loading.sharing import RunMemory
-from modelmon.core.loading.sink import tiled_checksums
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import GO, WorkerTask, worker_main
 from modelmon.core.model.formats import open_model
@@ -64,6 +68,7 @@ from modelmon.core.system import cache, device_use, host_memory, readahead, resi
 from modelmon.core.system.proc_status import own_peak_watch
 
 READY_TIMEOUT_S = 120.0
+KILLED_CHECK_S = 0.05  # how often a run looks for a worker killed but not yet exited
 
 
 class LoadRun:
@@ -118,6 +123,7 @@ class LoadRun:
         self.drop_behind: str | None = None  # why its reads' page cache is dropped behind them
         self._activity: device_use.Activity | None = None  # this run on its devices (run())
         self.overlapped: tuple[str, ...] = ()  # other modelmon runs on them while timed
+        self.held: str | None = None  # workers killed but still held by the kernel at the end
 
     @property
     def shares_work(self) -> bool:
@@ -211,25 +217,18 @@ class LoadRun:
         status = "ok"
         try:
             cache.prepare_early(self.paths, self.options.cache)
-            tasks = [
-                WorkerTask(
-                    worker,
-                    workers,
-                    self.model.path,
-                    self.model.files,
-                    self.strategy,
-                    self.options,
-                    os.getpid(),
-                    self.share,
-                    shared_ids,
-                    self.drop_behind is not None,
-                )
-                for worker in range(workers)
-            ]
-            start_workers(context, tasks, worker_main, memory, shared, processes, conns)
+            mode = None if self.shares_work else self.strategy_class.partition_for(self.options)
+            handouts = hand_out(self.model, workers, mode)
+            try:
+                drops = self.drop_behind is not None
+                tasks = WorkerTask.of_run(handouts, self.strategy, self.options, shared_ids, drops)
+                start_workers(context, tasks, worker_main, memory, shared, processes, conns)
+            finally:  # each started worker holds its own descriptor of its handout
+                for handout in handouts:
+                    handout.close()
             self._collect(conns, processes, until_ready=True)
             if self._going:
-                # Measured after the workers parsed headers, just before go: what the load
+                # Measured after the workers took their handouts, just before go: what the load
                 # really starts from.
                 gate = self.start_gate or LoadRun.prepare_cache
                 # Meanwhile a worker's death or a cancel halts the wait (and the preparation).
@@ -261,7 +260,9 @@ class LoadRun:
             for conn in conns.values():
                 conn.close()
             failed = self._failure is not None or self._dead is not None
-            stop_processes(processes, FAILED_GRACE_S if failed else JOIN_GRACE_S)
+            self.held = held_note(
+                stop_processes(processes, FAILED_GRACE_S if failed else JOIN_GRACE_S)
+            )
             self._describe_death(processes)
             host_memory.note_free()  # the workers' memory, their arrays and interpreters
             for descriptor in shared:
@@ -276,6 +277,7 @@ class LoadRun:
         started = time.monotonic()
         open_conns = dict(conns)
         by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
+        next_check = started
         while self._failure is None and self._dead is None:
             target = self.ready if until_ready else self.done
             if len(target) == len(processes):
@@ -296,6 +298,10 @@ class LoadRun:
                 else:
                     worker = next(w for w, c in open_conns.items() if c is item)
                     self._receive(worker, open_conns)
+            if time.monotonic() >= next_check:  # killed, but held in a FUSE request
+                next_check = time.monotonic() + KILLED_CHECK_S
+                for worker in ending_workers(by_sentinel, processes):
+                    self._died(worker, processes, open_conns)
 
     @property
     def _going(self) -> bool:
@@ -313,16 +319,16 @@ class LoadRun:
         if self._dead is None or self._failure is not None:
             return
         process = processes[self._dead]
-        process.join(JOIN_GRACE_S)  # reaped by now, but for a process slow to die
-        description = death_description(process.exitcode, self._oom_kills)
+        description = death_description(exit_code(process), self._oom_kills)
         self._failure = f"worker {self._dead} (pid {process.pid}) {description}"
 
     def _note_deaths(self, processes: list[Any], conns: dict[int, Connection]) -> None:
         """The workers that died while the run waited to start fail it."""
         by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
         open_conns = dict(conns)
-        for item in wait(list(by_sentinel), timeout=0):
-            self._died(by_sentinel[item], processes, open_conns)
+        exited = [by_sentinel.pop(item) for item in wait(list(by_sentinel), timeout=0)]
+        for worker in exited + ending_workers(by_sentinel, processes):
+            self._died(worker, processes, open_conns)
 
     def _drain(self, worker: int, open_conns: dict[int, Connection]) -> None:
         while worker in open_conns and open_conns[worker].poll():
@@ -349,9 +355,14 @@ class LoadRun:
 
     def _result(self, status: str, state: cache.CacheState) -> LoadResult:
         try:
-            if self.drop_behind is not None:  # what the readers' folio-aligned drops left
-                cache.evict(self.paths)
-            resident_after = residency.measure(self.paths)
+            if self._dead is not None:
+                # A killed worker's files may still be closing (a network filesystem can hold
+                # an open of the same file until it has): the failed run ends now instead.
+                resident_after = float("nan")
+            else:
+                if self.drop_behind is not None:  # what the readers' folio-aligned drops left
+                    cache.evict(self.paths)
+                resident_after = residency.measure(self.paths)
         except OSError as exc:  # the file vanished under us: say so, don't crash the report
             resident_after = float("nan")  # "not measured": null in JSON
             vanished = f"{exc.filename}: " if exc.filename else ""
@@ -368,15 +379,17 @@ class LoadRun:
             crcs = self._check_shared_work()
         verified = self.options.verify and status == "ok"
         columns = self.reads.columns()
-        notes = tuple(sorted({n for d in done.values() for n in d.notes} | set(self.setup_notes)))
-        sharing = descriptor_sharing(columns)
-        if sharing is not None and sharing.shared:  # named wherever it happens
-            notes += (f"{DESCRIPTOR_NOTE}{sharing.text()}",)
-        notes += host_memory.reported_notes(self.host_reported)
+        sharing = descriptor_sharing(columns)  # named wherever it happens
         dropped = dropped_behind(self.drop_behind, done.values())
-        notes += (dropped.note(),) if dropped is not None else ()
-        if self.overlapped:
-            notes += (f"{OVERLAP_NOTE}{'; '.join(self.overlapped)}",)
+        notes = run_notes(
+            done.values(),
+            self.setup_notes,
+            sharing.text() if sharing is not None and sharing.shared else None,
+            host_memory.reported_notes(self.host_reported),
+            dropped,
+            self.overlapped,
+            self.held,
+        )
         return LoadResult(
             status=status if self._failure is None else "failed",
             strategy=self.strategy,
@@ -408,7 +421,7 @@ class LoadRun:
     def _check_shared_work(self) -> dict[str, int]:
         """The spans every worker filled tile every tensor exactly (else the run failed); the
         per-tensor crc32s combined from them when verifying."""
-        filled = [done.spans for done in self.done.values()]
+        filled = [done.spans for done in self.done.values() if done.spans is not None]
         try:
             return tiled_checksums(self.model, filled, self.options.verify)
         except LoadError as exc:

@@ -2,8 +2,9 @@
 
 ``TensorSink`` hands out destination memory piece by piece (the tensor's own array, or a
 bounded scratch buffer in discard mode), keeps a per-tensor crc32 when asked, and tracks which
-bytes of each tensor have been filled: a strategy that skips bytes or reads some twice is
-caught at the end (``check_complete``) instead of reporting a fast, false number.
+bytes of each tensor have been filled (``loading.fills``): a strategy that skips bytes or
+reads some twice is caught at the end (``check_complete``) instead of reporting a fast, false
+number.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from modelmon.core.errors import LoadError
-from modelmon.core.loading.checksum import crc32_combine
+from modelmon.core.loading.fills import Fills, Span
 from modelmon.core.model.records import Model, TensorExtent, collector_paused
 
 _ml_dtypes_loaded = False
@@ -75,67 +76,6 @@ def allocate(extent: TensorExtent) -> np.ndarray:
     return array
 
 
-class _Run:
-    """Bytes [start, end) of one tensor, filled in order by one thread, and their crc32."""
-
-    __slots__ = ("crc", "end", "start")
-
-    def __init__(self, start: int) -> None:
-        self.start = start
-        self.end = start
-        self.crc = 0
-
-
-# Bytes [start, end) of one tensor and their crc32 (0 without verify).
-Span = tuple[int, int, int]
-
-
-def check_spans(model: Model, spans: dict[int, list[Span]], complete: bool = True) -> None:
-    """The spans of each tensor tile it exactly (``complete``: all of it; else no byte twice),
-    or a LoadError names the first that does not."""
-    for index, mine in spans.items():
-        extent = model.extents[index]
-        position = 0
-        for start, end, _ in sorted(mine):
-            if start < position or (complete and start > position):
-                what = "skipped" if start > position else "read twice"
-                raise LoadError(
-                    f"{extent.name}: bytes {min(start, position)}-"
-                    f"{max(start, position)} {what} (strategy read them wrongly)"
-                )
-            position = end
-        if complete and position != extent.length:
-            raise LoadError(
-                f"{extent.name}: {position} of {extent.length} bytes loaded "
-                "(strategy skipped bytes)"
-            )
-
-
-def span_checksums(model: Model, spans: dict[int, list[Span]]) -> tuple[tuple[str, int], ...]:
-    """Per-tensor crc32 of complete spans (after ``check_spans``): combined in order."""
-    result = []
-    for index, mine in spans.items():
-        crc = 0
-        for start, end, part in sorted(mine):
-            crc = crc32_combine(crc, part, end - start)
-        result.append((model.extents[index].name, crc))
-    return tuple(result)
-
-
-def tiled_checksums(
-    model: Model, filled: list[tuple[tuple[int, int, int, int], ...]], verify: bool
-) -> dict[str, int]:
-    """The spans (tensor, start, end, crc32) several workers filled tile every tensor of
-    ``model`` exactly, or a LoadError says where not; the per-tensor crc32s combined from
-    them when ``verify``."""
-    spans: dict[int, list[Span]] = {i: [] for i in range(len(model.extents))}
-    for worker_spans in filled:
-        for index, start, end, crc in worker_spans:
-            spans[index].append((start, end, crc))
-    check_spans(model, spans)
-    return dict(span_checksums(model, spans)) if verify else {}
-
-
 class _Arena:
     """One anonymous mapping for every tiny tensor of a sink, each at a 16-byte aligned
     offset. A model of a million tensors of a few bytes each then costs no allocation, array
@@ -181,16 +121,11 @@ class TensorSink:
         self.verify = verify
         self.scratch_bytes = scratch_bytes
         self.arrays: dict[int, np.ndarray] = {}
-        self._open: dict[tuple[int, int], _Run] = {}  # (tensor, end) → the run ending there
         self._views: dict[int, memoryview] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
+        self.fills = Fills(model, indexes, verify)
         with collector_paused():  # a million small tensors: no collection walks them all
-            # Per tensor, the runs of bytes filled so far. Pieces may arrive in any order and
-            # from any thread; each thread extends its own run in order (so its crc streams),
-            # and ``check_complete`` proves the runs tile the tensor exactly: no byte skipped
-            # or twice.
-            self._runs: dict[int, list[_Run]] = {index: [] for index in indexes}
             self._arena = _Arena(model, indexes) if keep else None
             if keep and not lazy:
                 for index in indexes:
@@ -201,8 +136,7 @@ class TensorSink:
 
     @property
     def bytes_filled(self) -> int:
-        with self._lock:
-            return sum(run.end - run.start for runs in self._runs.values() for run in runs)
+        return self.fills.bytes
 
     def scratch(self, length: int) -> memoryview:
         """A per-thread buffer, reused: for discard mode and for bytes between tensors."""
@@ -253,34 +187,10 @@ class TensorSink:
         return views
 
     def filled_piece(self, index: int, start: int, data: memoryview | bytes) -> None:
-        """Record that ``data`` now holds bytes [start, start+len) of tensor ``index``.
-
-        Any order, any thread: a piece continuing a run extends it (its crc streams on), any
-        other piece starts a new run.
-        """
-        if index < 0:
-            return
-        end = start + len(data)
-        if start == 0 and end == self.model.extents[index].length:
-            # A whole tensor in one piece (most tensors of a many-tensor model): its run is
-            # complete, nothing can continue it.
-            whole = _Run(0)
-            whole.end = end
-            if self.verify:
-                whole.crc = zlib.crc32(data)
-            with self._lock:
-                self._runs[index].append(whole)
-            return
-        with self._lock:
-            run = self._open.pop((index, start), None)
-            if run is None:
-                run = _Run(start)
-                self._runs[index].append(run)
-        if self.verify:
-            run.crc = zlib.crc32(data, run.crc)
-        run.end = end
-        with self._lock:
-            self._open[(index, run.end)] = run
+        """Record that ``data`` now holds bytes [start, start+len) of tensor ``index``, in any
+        order, from any thread (``Fills.filled``); bytes between tensors (-1) count for none."""
+        if index >= 0:
+            self.fills.filled(index, start, data)
 
     def adopt(self, index: int, array: np.ndarray) -> None:
         """Take a whole tensor produced elsewhere (the library strategy's own read)."""
@@ -290,16 +200,12 @@ class TensorSink:
             raise LoadError(
                 f"{extent.name}: library returned {flat.nbytes} bytes, expected {extent.length}"
             )
-        if self._runs[index]:
+        crc = zlib.crc32(flat.data) if self.verify else 0
+        if not self.fills.whole(index, extent.length, crc):
             raise LoadError(f"{extent.name}: loaded twice")
-        run = _Run(0)
-        run.end = extent.length
-        if self.verify:
-            run.crc = zlib.crc32(flat.data)
         if self.keep:
             shaped = flat.view(array_dtype(extent.array_dtype)).reshape(extent.array_shape)
             self.arrays[index] = shaped
-        self._runs[index].append(run)
 
     def place(self, index: int, data: np.ndarray) -> None:
         """Make ``data`` (contiguous bytes the strategy owns, e.g. a slice of a file mapping)
@@ -319,38 +225,22 @@ class TensorSink:
 
     def spans(self) -> dict[int, list[Span]]:
         """Per tensor, the spans filled so far (call once the readers have stopped)."""
-        with self._lock:
-            return {
-                index: [(run.start, run.end, run.crc) for run in runs]
-                for index, runs in self._runs.items()
-            }
+        return self.fills.spans()
 
-    def filled_spans(self) -> tuple[tuple[int, int, int, int], ...]:
-        """(tensor, start, end, crc32) of every span filled: what a worker that shared its
-        work with others reports, so the parent can check and checksum the whole model."""
-        return tuple((index, *span) for index, spans in self.spans().items() for span in spans)
+    def filled_spans(self) -> np.ndarray:
+        """(tensor, start, end, crc32) rows of every span filled: what a worker that shared
+        its work reports, so the parent can check and checksum the whole model."""
+        return self.fills.rows()
 
     def check_complete(self, complete: bool = True) -> None:
         """Every tensor's runs tile it exactly, or a LoadError names the first that does not.
         ``complete=False``: only that no byte was filled twice (a share of shared work)."""
         with collector_paused():
-            if complete and self._each_whole():
-                return
-            check_spans(self.model, self.spans(), complete)
-
-    def _each_whole(self) -> bool:
-        """Whether every tensor was filled in one run from its first byte to its last: the
-        usual outcome, told without a list of spans per tensor."""
-        extents = self.model.extents
-        with self._lock:
-            return all(
-                len(runs) == 1 and runs[0].start == 0 and runs[0].end == extents[index].length
-                for index, runs in self._runs.items()
-            )
+            self.fills.check(complete)
 
     def checksums(self) -> tuple[tuple[str, int], ...]:
         """Per-tensor crc32 (after ``check_complete``): the runs' crcs combined in order."""
-        return span_checksums(self.model, self.spans())
+        return self.fills.checksums()
 
     def array(self, index: int) -> np.ndarray:
         """Tensor ``index``'s array (once loaded): its own, placed, or a view of the arena."""

@@ -22,14 +22,14 @@ from typing import Any
 
 from modelmon.core.errors import LoadCancelled, LoadError, one_line
 from modelmon.core.loading.drop_behind import DropBehind
+from modelmon.core.loading.handout import Handout
 from modelmon.core.loading.messages import WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.reads import ReadRecorder, now_ns
 from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
-from modelmon.core.model.formats import open_model
-from modelmon.core.model.plan import ShareState, assigned_bytes, load_order, partition, rank_slice
+from modelmon.core.model.plan import ShareState, assigned_bytes, load_order, partition
 from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.libc import LIBC
@@ -43,14 +43,30 @@ GO = b"go"  # the parent's word to start, sent over each worker's own pipe
 class WorkerTask:
     worker: int
     workers: int
-    model_path: str
-    files: tuple[ModelFile, ...]  # as the parent saw them: a changed file is refused
+    # Its tensors (all of them when the workers share their work), as the parent parsed them:
+    # a file whose size changed since is refused.
+    part: Handout
     strategy: str
     options: LoadOptions
     parent_pid: int
-    share: tuple[int, int] = (0, 1)  # (rank, ranks): load only this rank's slice of tensors
     shared_ids: tuple[int, ...] = ()  # ids of the descriptors the parent shares (by file)
     drop_behind: bool = False  # drop the page cache of each range once read (drop_behind.py)
+
+    @classmethod
+    def of_run(
+        cls,
+        handouts: list[Handout],
+        strategy: str,
+        options: LoadOptions,
+        shared_ids: tuple[int, ...],
+        drop_behind: bool,
+    ) -> list[WorkerTask]:
+        """One task per handout, for the calling process's workers."""
+        workers, parent = len(handouts), os.getpid()
+        return [
+            cls(n, workers, part, strategy, options, parent, shared_ids, drop_behind)
+            for n, part in enumerate(handouts)
+        ]
 
 
 def build_context(
@@ -65,12 +81,14 @@ def build_context(
     shared_ids: dict[int, int] | None = None,
     shares: ShareState | None = None,
     drop_behind: bool = False,
+    dealt: bool = False,
 ) -> WorkerContext:
     """The context of worker ``worker`` of ``workers``: its share of tensors, sink, recorders.
-    With ``shares`` (work shared by all workers) it may be handed any tensor; with
-    ``drop_behind`` its reads' page cache is dropped as they complete."""
+    With ``shares`` (work shared by all workers) it may be handed any tensor; ``dealt``:
+    ``model`` holds only this worker's share already (its handout). With ``drop_behind`` its
+    reads' page cache is dropped as they complete."""
     strategy = get_strategy(task_strategy)
-    if shares is None:
+    if shares is None and not dealt:
         indexes = partition(model, workers, strategy.partition_for(options))[worker]
     else:
         indexes = load_order(model)
@@ -116,6 +134,18 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _resized(files: tuple[ModelFile, ...]) -> str | None:
+    """Which planned file's size is not what it was when the load was planned, in one line."""
+    for file in files:
+        size = os.stat(file.path).st_size
+        if size != file.size:
+            return (
+                f"{file.path} changed between planning and loading "
+                f"({file.size} bytes when planned, {size} now)"
+            )
+    return None
+
+
 def _shrunk(files: tuple[ModelFile, ...]) -> str | None:
     """Which planned file is now shorter than when the load was planned, said in one line: a
     library's "incomplete metadata" or mmap's "length is greater than file size" name none."""
@@ -155,16 +185,18 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
             conn.send(message)
 
     ctx: WorkerContext | None = None
+    model: Model | None = None
     shared_fds: dict[int, int] | None = None
     stop, shares = memory.attach()
     try:
         strategy = get_strategy(task.strategy)()
+        model = task.part.take().model()  # no header parsed again: the parent's columns
         if strategy.shares_fd:
             # Same open file description as the parent's (SCM_RIGHTS), not a reopen.
-            shared_fds = {i: recv_handle(conn) for i in range(len(task.files))}
-        model = rank_slice(open_model(task.model_path), *task.share)
-        if model.files != task.files:
-            raise LoadError("the model's files changed between planning and loading")
+            shared_fds = {i: recv_handle(conn) for i in range(len(model.files))}
+        changed = _resized(model.files)
+        if changed is not None:
+            raise LoadError(changed)
         ctx = build_context(
             model,
             task.strategy,
@@ -177,6 +209,7 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
             dict(enumerate(task.shared_ids)),
             shares,
             task.drop_behind,
+            dealt=True,
         )
         qt_free = not any(name.split(".")[0] in ("PySide6", "pyqtgraph") for name in sys.modules)
         send(
@@ -207,7 +240,7 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
                 ctx.sink.checksums() if task.options.verify and shares is None else (),
                 peak_rss,
                 tuple(ctx.notes),
-                ctx.sink.filled_spans() if shares is not None else (),
+                ctx.sink.filled_spans() if shares is not None else None,
                 ctx.drop_behind.bytes if ctx.drop_behind is not None else 0,
                 ctx.drop_behind.ns if ctx.drop_behind is not None else 0,
             )
@@ -217,12 +250,14 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
             with contextlib.suppress(Exception):
                 ctx.recorder.flush()
         kind, message = type(exc).__name__, one_line(exc)
-        shrunk = None if isinstance(exc, LoadCancelled) else _shrunk(task.files)
+        files = () if model is None else model.files
+        shrunk = None if isinstance(exc, LoadCancelled) else _shrunk(files)
         if shrunk is not None:  # whatever the strategy's own error, this is what happened
             kind, message = "LoadError", shrunk
         with contextlib.suppress(Exception):
             send(WorkerFailed(task.worker, kind, message))
     finally:
+        task.part.close()  # taken already, but for a failure before
         if ctx is not None:
             ctx.close()
             ctx.sink.release()

@@ -20,6 +20,12 @@ from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.records import Model
 from modelmon.core.options import Config, LoadOptions
 
+# A gain is told apart from the noise when it exceeds this many times the spread of the runs
+# (their median absolute deviation; twice the MAD is about 1.35 standard deviations of normal
+# noise). For pairs every pair must agree too: three pairs of equals agree one time in four,
+# and a median gain beyond twice their spread rules out most of those.
+BEYOND_NOISE = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class SideSummary:
@@ -103,15 +109,15 @@ def judge(ratios: list[float]) -> Verdict:
     Pairs run back to back, so drift of the machine (a neighbour's I/O, thermal state) hits
     both sides of a pair alike and cancels in the ratio. The noise is therefore the spread of
     the pairs' log-ratios (median absolute deviation). "B faster" needs every pair to agree
-    and the median gain to exceed twice that spread.
+    and the median gain to exceed ``BEYOND_NOISE`` times that spread.
     """
     logs = [math.log(r) for r in ratios]
     middle = statistics.median(logs)
     spread = statistics.median(abs(x - middle) for x in logs)
     note = "" if len(ratios) > 1 else "one pair: no estimate of the noise, run more pairs"
-    if all(x > 0 for x in logs) and middle > 2 * spread:
+    if all(x > 0 for x in logs) and middle > BEYOND_NOISE * spread:
         text = "B faster"
-    elif all(x < 0 for x in logs) and -middle > 2 * spread:
+    elif all(x < 0 for x in logs) and -middle > BEYOND_NOISE * spread:
         text = "A faster"
     else:
         text = "within noise"

@@ -1,15 +1,15 @@
 """One candidate of the recommendation search: a strategy (or a peer loader) with its settings,
 its runs, and how its measurement ended.
 
-A module of its own because both the search (``measuring.recommend``) and the sentences about
+A module of its own because both the search (``measuring.search``) and the sentences about
 its outcome (``output.explain``) use it, and neither imports the other's way round.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
@@ -19,7 +19,8 @@ from modelmon.core.options import LoadOptions, format_spec
 
 # How a candidate's measurement ended:
 # finished      every run it was given completed
-# cut early     stopped while far behind the leader (bytes at the same moment) or at the clock
+# cut early     stopped on course for far longer than the leader's load (``cutoff``), or at
+#               the time the budget left it
 # ruled out     the storage facts rule it out (shared descriptor on FUSE/NFS): measured once,
 #               as the failure mode, and never recommended
 # failed        a run failed (the error is the reason)
@@ -41,20 +42,6 @@ SIMPLICITY = (
     "mmap-shared-fd",
 )
 
-# Fewer paired runs than this in the finals estimate no noise (``ab.judge``). Then all runs of
-# both finalists (screening, semifinal, the pair) decide, but only when they do not overlap by
-# far: every run of one beats every run of the other by more than ``CLEAR_MARGIN``. Otherwise
-# it is a tie. Before this, one pair meant a tie whatever the gap, and a FUSE search whose
-# budget fitted one pair recommended the library at 160 MB/s over 4 readers at 600.
-MIN_PAIRS = 2
-# Cold runs the pick must rest on: the search keeps budget for them whatever else it plans.
-EVIDENCE_RUNS = 3
-CLEAR_MARGIN = 1.1
-# A gain smaller than this is no reason to give up the more robust finalist, however well the
-# pairs agree: two pairs 3 % apart with 0.5 % spread once picked the library (peak RSS 2.1×
-# the model) over four planned readers on a throttled disk where both ran at 158 MB/s.
-WORTH_IT = 1.05
-
 
 @dataclass
 class Candidate:
@@ -66,7 +53,7 @@ class Candidate:
     peer: PeerSettings | None = None  # another loader, run in its own process
     ended: Ending = "finished"
     reason: str = ""  # why it ended so (cut early, ruled out, failed, not measured)
-    verdict: Verdict | None = None  # paired runs against the pick: B/A = this / the pick
+    verdict: Verdict | None = None  # its duel's pairs: B/A = this / the one it lost to
     wall_seconds: list[float] = field(default_factory=list)  # each run incl. start-up, eviction
 
     @property
@@ -98,11 +85,6 @@ class Candidate:
             return int(env.get("RUNAI_STREAMER_CONCURRENCY", "1"))
         return self.options.workers * self.options.threads
 
-    def clearly_beats(self, other: Candidate) -> bool:
-        """Every run of this one is more than ``CLEAR_MARGIN`` × every run of ``other``."""
-        mine, theirs = self.spread_mbps, other.spread_mbps
-        return mine is not None and theirs is not None and mine[0] > CLEAR_MARGIN * theirs[1]
-
     def robustness(self) -> tuple[int, ...]:
         """Lower is simpler and more robust; between two within noise, the lower is picked.
 
@@ -128,24 +110,3 @@ class Candidate:
             hints + int(self.strategy == "warmup"),
             order,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """One row of the ranking: runs, median, spread, paired verdict, how it ended."""
-        spread = self.spread_mbps
-        row: dict[str, Any] = {
-            "spec": self.spec,
-            "strategy": self.strategy,
-            "peer": self.peer is not None,
-            "role": self.role,
-            "runs": len(self.results),
-            "median_mbps": round(self.median_mbps, 1),
-            "min_mbps": round(spread[0], 1) if spread else None,
-            "max_mbps": round(spread[1], 1) if spread else None,
-            "all_runs_verified": all(r.cache.cold for r in self.results) if self.results else None,
-            "ended": self.ended,
-            "reason": self.reason,
-            "verdict_vs_pick": asdict(self.verdict) if self.verdict else None,
-        }
-        if self.stopped_below_mbps is not None and not self.results:
-            row["stopped_below_mbps"] = round(self.stopped_below_mbps, 1)
-        return row

@@ -1,16 +1,14 @@
 """One cold run of a candidate at a time, against the budget and against the leader.
 
-The race keeps what planning needs: the leader (fastest completed load so far, its bytes
-curve and load time), each candidate's own wall time per run (process start, eviction and
-load), and the overhead a run pays around its load. A run is started only when it can finish
-inside the budget at the pace expected of it, and stopped when it falls far behind the
-leader (``cutoff``), when it exceeds ``SLOW_RUN_FACTOR`` × the leader's load time, or when
-the budget would be overrun.
+The race keeps what planning needs: the leader's load time (the fastest completed load so
+far), each candidate's own wall time per run (process start, eviction and load), and the
+overhead a run pays around its load. A racing run is stopped by the cut (``cutoff``: on
+course for more than ``CUT_FACTOR`` × the leader's load time, and at that time at the
+latest); every run is stopped where it would overrun what the budget leaves it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 import threading
@@ -18,21 +16,17 @@ import time
 from collections.abc import Callable
 
 from modelmon.core.errors import LoadError, ReadaheadError
-from modelmon.core.loading.result import OVERLAP_NOTE, LoadResult, WorkerTiming
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.cutoff import Curve, RaceStop
-from modelmon.core.measuring.peers import run_peer
+from modelmon.core.measuring.cutoff import CUT_FACTOR, MIN_LIMIT_S, RaceStop
+from modelmon.core.measuring.peers import peer_load_result, run_peer
 from modelmon.core.model.records import Model
-from modelmon.core.system import host_memory
 from modelmon.core.system.proc_status import own_peak_watch
 
-SLOW_RUN_FACTOR = 4.0  # a run this many times longer than the leader's load is stopped
-MIN_LIMIT_S = 0.5  # the shortest time limit a run is given
-# What a peer's run costs beyond one of modelmon's, before any run of that peer measured it:
-# a fresh interpreter importing its library (torch: 1-4 s on this project's machines). An
-# unrun peer planned at the leader's pace once took 8-16 s where 5 were planned, and ate the
-# runs kept for the pick's evidence.
+# What a peer's run costs beyond one of modelmon's until a run of that peer measured it: a
+# fresh interpreter importing its library (torch takes 1-4 s). Planned at the leader's pace
+# alone, a peer's run would overrun its plan by that much.
 PEER_START_GUESS_S = 3.0
 
 
@@ -51,7 +45,7 @@ class Race:
         self.evidence_overrun_s = evidence_overrun_s
         self.progress, self.cancel = progress, cancel
         self.first_pace_s = first_pace_s  # a run's wall time, before any candidate ran
-        self.leader: Curve | None = None
+        self.leader: float | None = None  # load seconds of the fastest completed load
         self.overheads: list[float] = []  # wall time of a run minus its load time
         # The same for each peer library: its process start and imports come on top.
         self.peer_overheads: dict[str, list[float]] = {}
@@ -68,7 +62,7 @@ class Race:
         """Wall seconds of one run at the leader's pace."""
         if self.leader is None:
             return self.first_pace_s
-        return self.leader.seconds + self.overhead_s
+        return self.leader + self.overhead_s
 
     def pace(self, candidate: Candidate) -> float:
         """Expected wall seconds of one more run of ``candidate``: its own median when it has
@@ -78,7 +72,7 @@ class Race:
             return statistics.median(candidate.wall_seconds)
         if candidate.peer is None:
             return self.leader_pace_s
-        load_s = self.first_pace_s if self.leader is None else self.leader.seconds
+        load_s = self.first_pace_s if self.leader is None else self.leader
         return load_s + self.peer_overhead_s(candidate.peer.peer)
 
     def peer_overhead_s(self, peer: str) -> float:
@@ -104,18 +98,18 @@ class Race:
     ) -> LoadResult | None:
         """One cold run; the completed result (also appended to the candidate) or None.
 
-        ``race`` False runs without the leader cut and the slow-run limit (the finalists'
-        pairs), but never past the budget. ``first``: the first run of the search, which runs
-        to the end even past the budget (without one completed load there is no answer).
-        ``keep_s``: budget this run must leave untouched (kept for the semifinal and finals).
-        ``over_s``: how far past the deadline this run may end (the pick's evidence runs).
+        ``race`` False runs without the cut (a duel's pairs), but never past the budget.
+        ``first``: the first run of the search, which runs to the end even past the budget
+        (without one completed load there is no answer). ``keep_s``: budget this run must
+        leave untouched (kept for the duel). ``over_s``: how far past the deadline this run
+        may end (the pick's evidence runs).
         """
         self.check_cancel()
         budget_limit = math.inf if first else self.left() + over_s - keep_s - self.overhead_s
         limit = budget_limit
         clock_cut = race and self.leader is not None
         if clock_cut and self.leader is not None:
-            limit = min(limit, SLOW_RUN_FACTOR * self.leader.seconds)
+            limit = min(limit, CUT_FACTOR * self.leader)
         limit = max(MIN_LIMIT_S, limit)
         time_limit = None if math.isinf(limit) else limit
         started = time.monotonic()
@@ -127,8 +121,7 @@ class Race:
                 result, loaded, stop = self._run_load(candidate, time_limit, race)
             except ReadaheadError as exc:
                 # Another modelmon run holds the device's readahead: this run of a readahead
-                # candidate cannot be made, the search goes on (it ended recommend, exit 2,
-                # when two test suites ran at once).
+                # candidate cannot be made, and the search goes on without it.
                 candidate.ended, candidate.reason = "failed", f"failed: {exc}"
                 self.progress(f"{candidate.spec}: {candidate.reason}")
                 return None
@@ -143,9 +136,8 @@ class Race:
             candidate.results.append(result)
             # A rescreened candidate keeps no stale "not measured" reason.
             candidate.ended, candidate.reason = "finished", ""
-            if self.leader is None or result.seconds < self.leader.seconds:
-                samples = stop.curve(result.seconds, result.bytes) if stop else None
-                self.leader = samples or Curve([], result.seconds, result.bytes)
+            if self.leader is None or result.seconds < self.leader:
+                self.leader = result.seconds
             cold = "" if result.cache.cold else " (not verified cold)"
             self.progress(f"{candidate.spec}: {result.mbps:.0f} MB/s{cold}")
             return result
@@ -156,14 +148,14 @@ class Race:
             candidate.ended = "not measured"
             candidate.reason = "not measured: its library did not import within the budget"
         elif stop is not None and stop.reason is not None:
-            elapsed, got = stop.samples[-1] if stop.samples else (limit, loaded)
+            elapsed, got = stop.cut_at or (limit, loaded)
             candidate.stopped_below_mbps = got / max(elapsed, 1e-9) / 1e6
             candidate.ended, candidate.reason = "cut early", stop.reason
         elif result.status == "cancelled":
             why = (
-                f"{SLOW_RUN_FACTOR:g}× the leader's load time"
+                f"{CUT_FACTOR:g}× the leader's load time"
                 if clock_cut and limit < budget_limit
-                else "the budget kept for the finals"
+                else "the budget kept for the duel"
                 if keep_s > 0
                 else "the end of the budget"
             )
@@ -181,7 +173,7 @@ class Race:
         # A warm-up pass reports its reads apart from the load's (they are not loaded bytes),
         # so a warm-up run would look stalled until its load starts: only the clock cuts it.
         judged = race and candidate.strategy != "warmup"
-        stop = RaceStop(self.cancel, self.leader if judged else None)
+        stop = RaceStop(self.cancel, self.leader if judged else None, self.model.total_bytes)
         options = candidate.options.with_(cache="cold")
         load = LoadRun(self.model, candidate.strategy, options, cancel=stop, time_limit_s=limit)
         stop.watch(load)
@@ -192,11 +184,11 @@ class Race:
         self, candidate: Candidate, limit: float | None, end_by: float | None
     ) -> tuple[LoadResult, int, RaceStop | None]:
         """A peer's run; its imports and priming count against the budget, so ``end_by``
-        (the deadline less what is kept for later rounds) ends the whole run, not the load
-        alone: a slow import once spent the runs kept for the pick's evidence."""
+        (the deadline less what is kept for the duel) ends the whole run, not the load alone:
+        a slow import cannot spend the runs kept for the pick's evidence."""
         assert candidate.peer is not None
         files = [f.path for f in self.model.files]
-        expected = self.leader.seconds if self.leader is not None else 0.0
+        expected = self.leader if self.leader is not None else 0.0
         horizon = self.deadline if end_by is None else end_by
         # its imports (torch) may take what leaves its load the leader's time before horizon
         ready = max(MIN_LIMIT_S, horizon - time.monotonic() - expected)
@@ -211,31 +203,4 @@ class Race:
                 end_by=end_by,
             )
             parent_peak = own_peak()
-        state = peer.state
-        if state is not None:
-            state = dataclasses.replace(state, resident_after=peer.resident_after)
-        else:
-            from modelmon.core.system.cache import not_measured
-
-            state = not_measured("cold")
-        result = LoadResult(
-            status=peer.status,
-            strategy=candidate.strategy,
-            options={"env": dict(candidate.peer.env)},
-            model=self.model.path,
-            format=self.model.format,
-            files=tuple(files),
-            bytes=peer.bytes,
-            seconds=peer.seconds,
-            cache=state,
-            error=peer.error,
-            # The peer's one process is the worker of its load.
-            workers=(WorkerTiming(0, 0, peer.bytes, peer.seconds, 0, peer.peak_rss),)
-            if peer.status == "ok"
-            else (),
-            notes=host_memory.reported_notes(peer.host_reported)
-            + ((f"{OVERLAP_NOTE}{'; '.join(peer.overlapped)}",) if peer.overlapped else ()),
-            host_reported=peer.host_reported,
-            parent_peak_rss=parent_peak,
-        )
-        return result, 0, None
+        return peer_load_result(candidate.peer, self.model, peer, parent_peak), 0, None

@@ -3,13 +3,15 @@
 A rank is one ``LoadRun``: what one process of a multi-process inference or training job does
 when it loads its weights. Replica ranks each load the whole model (data parallel, N server
 replicas); split ranks each load their slice of the tensors (tensor parallel,
-``plan.rank_slice``). All ranks start at one barrier: every rank's workers have parsed their
+``plan.rank_slice``). All ranks start at one barrier: every rank's workers have taken their
 share, the page cache of the model's files is put in the requested state and measured ONCE
 (a second eviction after the first rank went would be a different experiment), then all go.
 
 What comes back is each rank's own result, the aggregate rate (every rank's bytes over the
 wall time from the first go to the last rank's end) and the straggler (slowest rank against
-the median): the number a job that waits for its last rank really sees.
+the median): the number a job that waits for its last rank really sees. A rank whose load
+fails (a worker of it killed, say) stops the others: they come back cancelled, saying which
+rank stopped them.
 
 Replica ranks read the same files, so they share the page cache: the storage serves a byte
 once, the ranks may receive it N times. The aggregate counts what the ranks received.
@@ -17,6 +19,7 @@ once, the ranks may receive it N times. The aggregate counts what the ranks rece
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import statistics
@@ -185,6 +188,7 @@ class RanksRun:
         self._cache_error: BaseException | None = None
         self._arrived: set[int] = set()
         self._lock = threading.Lock()
+        self._failed_rank: int | None = None  # the first rank whose load failed
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -216,6 +220,12 @@ class RanksRun:
             run = self.runs[rank]
             try:
                 results[rank] = run.run()
+                with self._lock:  # the first rank that fails stops the others
+                    first = results[rank].status == "failed" and self._failed_rank is None
+                    if first:
+                        self._failed_rank = rank
+                if first:
+                    self.cancel()
             except BaseException as exc:
                 errors[rank] = exc
             finally:
@@ -245,6 +255,10 @@ class RanksRun:
     def _result(self, results: dict[int, LoadResult]) -> RanksResult:
         went = [run.t0_ns for run in self.runs if run.t0_ns]
         first = min(went, default=0)
+        failed = self._failed_rank
+        for rank, result in results.items():  # said why it stopped, if a failed rank did it
+            if failed is not None and rank != failed and result.status == "cancelled":
+                results[rank] = dataclasses.replace(result, error=f"stopped: rank {failed} failed")
         ranks = tuple(
             RankResult(
                 rank,

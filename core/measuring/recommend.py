@@ -1,22 +1,10 @@
-"""Recommendation: characterise the storage, race strategies (and installed peer loaders)
-within a time budget, settle the top two with paired runs. (The pick in words is
-``output.explain``'s.)
+"""Recommendation: characterise the storage, race the candidates (modelmon's configurations and
+the installed peer loaders) within a time budget, and keep the record of what was measured
+and picked. (The pick in words is ``output.explain``'s.)
 
-1. Ceilings (cold sequential and parallel reads, memcpy): what the storage gives, and the
-   first estimate of a run's wall time.
-2. Screening: every candidate once, cold, most promising first, while the budget keeps room
-   for what follows. A run far behind the leader is cut at once (``cutoff``); a candidate the
-   storage rules out (one shared descriptor on FUSE/NFS) is measured once, as the failure
-   mode, and never recommended. Where modelmon may set the device's readahead, the leader
-   runs again with each of ``READAHEAD_KIB``. Then a semifinal: the ``SEMIFINALISTS``
-   leaders run once more.
-3. Finals: the best modelmon candidate and its strongest rival run alternately, cold, in
-   pairs, until the budget cannot fit another pair (at least ``PAIRS`` when it can). The
-   pairs are judged like an A/B (``ab.judge``); within noise, the more robust of the two is
-   recommended (``Candidate.robustness``) and the explanation says so.
-
-The rounds live in ``measuring.rounds``; this module holds the search space, the record of
-the outcome and the order of the rounds.
+The ceilings (cold sequential and parallel reads, memcpy) say what the storage gives and
+how long a first run should take; the search itself is ``measuring.search``. This module
+holds the search space, its order, and the record of the outcome.
 """
 
 from __future__ import annotations
@@ -25,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from modelmon.core.errors import LoadError
 from modelmon.core.limits import (
@@ -36,21 +23,11 @@ from modelmon.core.limits import (
     check_budget,
     check_whole,
 )
-from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
-from modelmon.core.measuring.rounds import (
-    READAHEAD_KIB,
-    finalists,
-    readahead_round,
-    rescreen,
-    screen,
-    screening_order,
-    semifinal,
-    settle,
-)
+from modelmon.core.measuring.search import Duel, Search
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.system import readahead
@@ -58,6 +35,23 @@ from modelmon.core.system.memory import check_memory_limit, memory_facts
 from modelmon.core.system.storage import RAM_FS_TYPES, StorageFacts, storage_facts
 
 Progress = Callable[[str], None]
+
+# Device readahead tried for the champion's configuration, where modelmon may set it: the
+# kernel's default, the common "raise it" advice, and two steps past it.
+READAHEAD_KIB = (128, 1024, 4096, 16384)
+# After the first two of modelmon's candidates (they set the leader), a peer enters after
+# every this many of modelmon's: a peer's run costs a process start and its imports, and
+# peers in a row would spend a short budget before modelmon's other ways of loading ran.
+OWN_PER_PEER = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetUse:
+    given_s: float  # the budget asked for
+    elapsed_s: float  # the whole search, counted from the caller's start
+    # More budget that would have screened the candidates not measured, once each, at the
+    # paces this search measured (a peer's with its process start): what to ask for next.
+    unmeasured_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,33 +64,17 @@ class Recommendation:
     ceilings: Ceilings
     streaming: bool  # the model does not fit in the RAM allowed: discard-mode loads only
     usable_ram: int
-    budget_s: float
-    elapsed_s: float
+    budget: BudgetUse
     storage: StorageFacts | None = None  # the model's storage as the search found it
-    runner_up: Candidate | None = None  # the finalist not picked (modelmon's best if a peer won)
-    verdict: Verdict | None = None  # the finals' pairs, B/A = runner-up / pick
-    tie: bool = False  # the finals were within noise: the more robust one was picked
+    duel: Duel | None = None  # how the pick was settled; None: nothing to compare it with
     pick: Candidate | None = None  # what to use: the winner, or a peer that beat it
     peers: tuple[Candidate, ...] = ()  # installed peer loaders, measured like candidates
     absent_peers: tuple[str, ...] = ()  # peers not installed here, one note each
     unranked: tuple[Candidate, ...] = ()  # failed, or no budget left for them
-    pairs: int = 0  # paired runs in the finals
-    # More budget that would have screened the candidates not measured, once each, at the
-    # paces this search measured (a peer's with its process start): what to ask for next.
-    unmeasured_s: float = 0.0
 
     @property
     def used(self) -> Candidate:
         return self.pick or self.winner
-
-    def table(self) -> list[dict[str, Any]]:
-        """Every candidate (modelmon and peers), best first: the ranking's rows."""
-        rows = sorted((*self.ranked, *self.peers), key=lambda c: c.median_mbps, reverse=True)
-
-        def row(c: Candidate) -> dict[str, Any]:
-            return c.to_dict() | {"picked": c is self.used, "in_config": c is self.winner}
-
-        return [row(c) for c in rows] + [row(c) for c in self.unranked]
 
 
 def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
@@ -107,8 +85,7 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
     CPUs that a FUSE daemon needs too), then other ways of reading into arrays. On slow
     storage a budget screens few candidates (120 s on FUSE, ~10 s a run of 2.5 GB: about
     four), and a way of loading placed behind variants of another is never reached though it
-    may be the fastest there (mmap-view applies at 576 MB/s where a search that never reached
-    it picked one at 472).
+    may be the fastest there.
 
     Options are what a loader would apply (cache "keep"); every run is made cold.
     """
@@ -169,12 +146,39 @@ def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candi
     return found, absent
 
 
+def screening_order(own: list[Candidate], rivals: list[Candidate]) -> list[Candidate]:
+    """modelmon's first two candidates, then one peer after every ``OWN_PER_PEER`` of its
+    others (the peers left over at the end)."""
+    rest, order = own[OWN_PER_PEER:], list(own[:OWN_PER_PEER])
+    for index in range(max(-(-len(rest) // OWN_PER_PEER), len(rivals))):
+        start = index * OWN_PER_PEER
+        order += rest[start : start + OWN_PER_PEER] + rivals[index : index + 1]
+    return order
+
+
+def readahead_variants(paths: list[str]) -> Callable[[Candidate], list[Candidate]]:
+    """The champion's configuration with each of ``READAHEAD_KIB`` set on the device (not the
+    value it has now: the champion ran with that); none for O_DIRECT, which bypasses it."""
+
+    def variants(champion: Candidate) -> list[Candidate]:
+        options = champion.options
+        if champion.peer or champion.strategy == "direct" or options.readahead is not None:
+            return []
+        current = {knob.read_kb() for knob in readahead.knobs_of(paths)}
+        return [
+            Candidate(champion.strategy, options.with_(readahead=kb))
+            for kb in READAHEAD_KIB
+            if current != {kb}
+        ]
+
+    return variants
+
+
 def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:
     """The candidates the ranking has no rate for: modelmon's that failed, and every one the
     budget never reached. A peer never reached is listed with them (a failed peer is among
     the measured peers, with its error): a user who has Run:ai installed reads that it was
-    not measured, rather than finding it missing (a search that reaches no peer would
-    otherwise name none)."""
+    not measured, rather than finding it missing."""
     return tuple(
         c for c in order if c.ended == "not measured" or (c.ended == "failed" and c.peer is None)
     )
@@ -255,24 +259,15 @@ def recommend(
     order = screening_order(own, rivals)
     paths = [f.path for f in model.files]
     settable = pool is None and readahead.unavailable(paths) is None
-    screen(race, order, facts, len(READAHEAD_KIB) if settable else 0)
-    if settable:
-        readahead_round(race, order, paths)
-    semifinal(race, order)
-    rescreen(race, order, facts)
-    winner, rival = finalists(order)
-    if winner is None:
+    best, duel = Search(race, order, facts, readahead_variants(paths) if settable else None).run()
+    if best is None:
         raise LoadError("no candidate load completed: nothing to recommend")
-    best, runner_up, verdict, tie, pairs = settle(race, winner, rival)
-    pick = None
-    if best.peer is None:
-        winner = best
-    else:  # a peer beat modelmon's best, which the config file still holds
-        pick = best
     measured = [c for c in order if c.results or c.stopped_below_mbps is not None]
     ranked = tuple(
         sorted((c for c in measured if c.peer is None), key=lambda c: c.median_mbps, reverse=True)
     )
+    # A peer picked: the config file holds modelmon's best, which the search measured too.
+    winner = best if best.peer is None else _best_own(order)
     measured_peers = tuple(c for c in order if c.peer is not None and c.ended != "not measured")
     unranked = left_out(order)
     return Recommendation(
@@ -282,16 +277,25 @@ def recommend(
         ceilings=ceilings,
         streaming=not fits,
         usable_ram=usable,
-        budget_s=budget_s,
-        elapsed_s=time.monotonic() - started,
+        budget=BudgetUse(
+            given_s=budget_s,
+            elapsed_s=time.monotonic() - started,
+            unmeasured_s=sum(race.pace(c) for c in unranked if c.ended == "not measured"),
+        ),
         storage=facts,
-        runner_up=runner_up,
-        verdict=verdict,
-        tie=tie,
-        pick=pick,
+        duel=duel,
+        pick=None if best is winner else best,
         peers=measured_peers,
         absent_peers=tuple(absent),
         unranked=unranked,
-        pairs=pairs,
-        unmeasured_s=sum(race.pace(c) for c in unranked if c.ended == "not measured"),
     )
+
+
+def _best_own(order: list[Candidate]) -> Candidate:
+    """modelmon's fastest candidate that finished (the failure mode is never one)."""
+    own = [
+        c
+        for c in order
+        if c.peer is None and c.results and c.ended == "finished" and c.role != "failure mode"
+    ]
+    return max(own, key=lambda c: c.median_mbps)

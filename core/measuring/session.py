@@ -10,7 +10,6 @@ timer; the CLI takes the final ``SessionResult``.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -19,14 +18,18 @@ from typing import Any
 
 import numpy as np
 
+from modelmon.core.loading.messages import WorkerDone
 from modelmon.core.loading.result import BlockShareTiming, LoadResult, block_share_timings
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.metrics.base import MetricSpec, MonitorTarget
 from modelmon.core.metrics.sampler import Sampler
+from modelmon.core.metrics.series import PLACEMENT, floats, series_document
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.cache import CacheState
+
+_NONE = np.empty(0, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class SessionResult:
     sampler_cpu_seconds: float = 0.0
     samples_taken: int = 0
     ceilings: dict[str, float] = field(default_factory=dict)
+    # Each sample's interval (start, end seconds after t0): the series' rows, in order.
+    spans: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_NONE, _NONE))
 
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
         data = self.result.to_dict()
@@ -52,32 +57,19 @@ class SessionResult:
             "samples_taken": self.samples_taken,
             "sampler_cpu_seconds": self.sampler_cpu_seconds,
             "unavailable": self.unavailable,
-            "series": {
-                name: {
-                    "unit": self.specs[name].unit,
-                    "description": self.specs[name].description,
-                    "t": _floats(t),
-                    "v": _floats(v),
-                }
-                for name, (t, v) in self.series.items()
-                if name in self.specs
-            },
+            "placement": PLACEMENT,
+            "series": series_document(self.specs, self.series, self.spans),
             "access_pattern": {
-                key: _floats(column) if column.dtype.kind == "f" else column.tolist()
+                key: floats(column) if column.dtype.kind == "f" else column.tolist()
                 for key, column in self.reads.items()
             },
             "block_workers": [asdict(b) for b in self.block_workers],
             "residency_maps": [
-                {"t": t, "files": {p: _floats(m) for p, m in maps.items()}}
+                {"t": t, "files": {p: floats(m) for p, m in maps.items()}}
                 for t, maps in self.residency_maps
             ],
         }
         return data
-
-
-def _floats(values: np.ndarray) -> list[float | None]:
-    """JSON has no NaN: a gap in a series becomes null."""
-    return [None if math.isnan(x) else round(float(x), 6) for x in values]
 
 
 class Session:
@@ -99,11 +91,12 @@ class Session:
         self.model = model if isinstance(model, Model) else open_model(model)
         self.options = options or LoadOptions()
         self.interval_s = interval_s
+        self._on_message = on_message
         self.load = LoadRun(
             self.model,
             strategy,
             self.options,
-            on_message=on_message,
+            on_message=self._message,
             on_start=self._begin_sampling,
             start_gate=self._prepare_sampling,
             cancel=cancel,
@@ -135,6 +128,19 @@ class Session:
         if self.sampler is not None:
             self.sampler.begin()
 
+    def _message(self, message: object) -> None:
+        """The last worker done ends the load: the sampler's final sample is taken then, not
+        once the workers are stopped and the result assembled, so no sample reaches past the
+        load by more than the sampler's reaction."""
+        if (
+            self.sampler is not None
+            and isinstance(message, WorkerDone)
+            and len(self.load.done) == self.options.workers
+        ):
+            self.sampler.finish()
+        if self._on_message is not None:
+            self._on_message(message)
+
     def run(self) -> SessionResult:
         try:
             result = self.load.run()
@@ -143,7 +149,7 @@ class Session:
                 self.sampler.stop()
             # The run held a bound method of ours: drop it, or the session's buffers (tens of
             # MB of ring buffers) wait for the cyclic garbage collector instead of going now.
-            self.load.on_start = self.load.start_gate = None
+            self.load.on_start = self.load.start_gate = self.load.on_message = None
         return self._assemble(result)
 
     def _assemble(self, result: LoadResult) -> SessionResult:
@@ -162,7 +168,11 @@ class Session:
         sampler = self.sampler
         if sampler is None:
             return SessionResult(result, self.interval_s, {}, {}, {}, reads, block_workers)
-        series = {name: ((t - t0) / 1e9, v) for name, (t, v) in sampler.series().items()}
+        sampled = sampler.sampled()
+        series = {
+            name: ((t - t0) / 1e9, v) for name, (t, v) in sampled.placed(sampler.over).items()
+        }
+        spans = ((sampled.starts - t0) / 1e9, (sampled.ends - t0) / 1e9)
         maps = tuple(((t - t0) / 1e9, files) for t, files in sampler.residency_maps())
         return SessionResult(
             result,
@@ -175,4 +185,5 @@ class Session:
             maps,
             sampler.cpu_seconds,
             sampler.samples_taken,
+            spans=spans,
         )

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from modelmon.core.metrics.series import INSTANT, INTERVAL
+
 NAN = math.nan
 FAILURES_TO_REPORT = 3  # a reading that failed this many times and never worked is reported
 
@@ -22,6 +24,13 @@ class MetricSpec:
     name: str  # series name, e.g. "device_read_mbps", "worker_rss.2"
     unit: str  # "MB/s", "IOPS", "%", "bytes", "fraction"
     description: str  # one sentence, shown as a tooltip
+    # INTERVAL: the value covers the time since the previous sample (a rate, a share of CPU
+    # time), and is placed at that interval's middle. INSTANT: the state when it was sampled.
+    over: str = INSTANT
+
+    def __post_init__(self) -> None:
+        if self.over not in (INSTANT, INTERVAL):  # a programming error in a source
+            raise ValueError(f"{self.name}: over must be {INSTANT!r} or {INTERVAL!r}")
 
 
 @dataclass

@@ -15,6 +15,7 @@ import psutil
 
 from modelmon.core.metrics import procfs
 from modelmon.core.metrics.base import NAN, MetricSpec, MonitorTarget
+from modelmon.core.metrics.series import INTERVAL
 from modelmon.core.metrics.workers import Gap, SystemAndWorkersSource, worker_ids
 
 # Linux counts guest time inside user and nice too: leaving it out avoids counting it twice.
@@ -69,12 +70,14 @@ class CpuSource(SystemAndWorkersSource[float]):
                 "%",
                 "Share of all CPUs' time spent idle while IO they started was pending "
                 "(100 % = every core); a hint of waiting on storage, not a measure of it.",
+                over=INTERVAL,
             ),
             MetricSpec(
                 "cpu_pct",
                 "%",
                 "Share of all CPUs' time spent busy, neither idle nor in IO wait "
                 "(100 % = every core).",
+                over=INTERVAL,
             ),
         ]
         specs += [
@@ -82,6 +85,7 @@ class CpuSource(SystemAndWorkersSource[float]):
                 f"worker_cpu_pct.{worker}",
                 "%",
                 f"CPU time worker {worker} used per second (100 % = one full core).",
+                over=INTERVAL,
             )
             for worker in worker_ids(self.target)
         ]
@@ -90,6 +94,7 @@ class CpuSource(SystemAndWorkersSource[float]):
                 "workers_cpu_pct",
                 "%",
                 "CPU time all workers used together per second (100 % = one full core).",
+                over=INTERVAL,
             )
         )
         return specs

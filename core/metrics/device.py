@@ -19,6 +19,7 @@ from modelmon.core.metrics.base import (
     Source,
     describe_error,
 )
+from modelmon.core.metrics.series import INTERVAL
 from modelmon.core.system.storage import storage_facts
 
 DISKSTATS = "/proc/diskstats"
@@ -122,12 +123,14 @@ class DeviceSource(Source):
                 "MB/s",
                 f"Bytes read from {devices} per second (MB = 10⁶ bytes) by every reader "
                 f"of the device, readahead included{left_out}.",
+                over=INTERVAL,
             ),
             MetricSpec(
                 "device_read_iops",
                 "IOPS",
                 f"Read requests {devices} completed per second, after the block layer "
                 f"merged adjacent ones{left_out}.",
+                over=INTERVAL,
             ),
         ]
 

@@ -4,6 +4,11 @@ Sample times sit on absolute deadlines, t0 + k·interval, so they never drift; a
 overruns its slot makes the sampler skip the slots it missed rather than catch up in a
 burst. Time stamps are ``time.perf_counter_ns()`` (CLOCK_MONOTONIC), the clock the workers
 stamp their events with, so series and the access pattern share one time axis.
+
+A sample belongs to the interval it covers: each row records (previous sample, this sample],
+the first from ``begin()`` (the rates' baselines are taken again then, so no rate reaches back
+before the load), the last ending at ``finish()``. A rate is placed at its interval's middle,
+a level (memory, residency) at the moment it was read (``MetricSpec.over``).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from modelmon.core.metrics.base import (
     describe_error,
 )
 from modelmon.core.metrics.residency import ResidencySource
-from modelmon.core.metrics.series import RingTable
+from modelmon.core.metrics.series import RingTable, Sampled, merged
 
 JOIN_TIMEOUT_S = 2.0
 # Residency rounds (the resident fraction, then the maps of the files that changed) may take
@@ -100,6 +105,9 @@ class Sampler:
             (r.source for r in self._running if isinstance(r.source, ResidencySource)), None
         )
         self._table = RingTable(list(self.specs), capacity)
+        self._over = {name: spec.over for name, spec in self.specs.items()}
+        self._kinds = [spec.over for spec in self.specs.values()]  # in the table's order
+        self._last_row_round = False  # the newest row holds a residency round's fraction
         self._maps: list[tuple[int, dict[str, np.ndarray]]] = []
         self._map_seconds = 0.0
         self._last_map_ns: int | None = None
@@ -180,8 +188,18 @@ class Sampler:
             return spent
 
     def series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Series name -> (t_ns, values), copies in time order."""
-        return self._table.arrays()
+        """Series name -> (t_ns, values), copies in time order: a series over intervals
+        placed at each interval's middle, an instant series when it was measured."""
+        return self._table.sampled().placed(self._over)
+
+    def sampled(self) -> Sampled:
+        """Every sample so far: the interval each covers, and the values (copies)."""
+        return self._table.sampled()
+
+    @property
+    def over(self) -> dict[str, str]:
+        """Series name -> INTERVAL or INSTANT (``MetricSpec.over``)."""
+        return dict(self._over)
 
     def residency_maps(self) -> list[tuple[int, dict[str, np.ndarray]]]:
         """(t_ns, {path: resident fraction per bin}) at the map rate; the arrays are read-only."""
@@ -207,6 +225,11 @@ class Sampler:
     def begin(self) -> None:
         """Sample from now on, every ``interval_s`` counted from this moment."""
         self._begin.set()
+
+    def finish(self) -> None:
+        """End the sampling now (the load is done): the thread takes its final sample at
+        once, covering the time since the one before. Returns without waiting for it."""
+        self._stop.set()
 
     def stop(self) -> None:
         """Stop, take a final sample, and join the thread. Safe to call more than once, and
@@ -241,17 +264,22 @@ class Sampler:
             while not self._begin.wait(0.05):
                 if self._stop.is_set():
                     return
+            # The rates' baselines again: the first sample covers the load from its start,
+            # not the cache preparation before it.
             t0 = last = time.perf_counter_ns()
+            self._sample(t0, record=False)
             cpu_begin = time.thread_time()
             slot = 1
             while not self._stop.wait(
                 max(0.0, (t0 + slot * interval_ns - time.perf_counter_ns()) / 1e9)
             ):
-                last = time.perf_counter_ns()
-                round_due = self._residency is not None and last >= next_round
+                now = time.perf_counter_ns()
+                round_due = self._residency is not None and now >= next_round
                 if self._residency is not None:
                     self._residency.due = round_due
-                self._sample(last)
+                self._sample(now, start_ns=last)
+                last = now
+                self._last_row_round = round_due
                 if round_due:
                     next_round = self._collect_maps(last, next_round)
                     self._count_round()
@@ -260,18 +288,22 @@ class Sampler:
             now = time.perf_counter_ns()
             with self._lock:
                 self._sampling = (time.thread_time() - cpu_begin, (now - t0) / 1e9)
-            # A final sample right after a regular one would make rates of a few ms: noise.
-            final_sample = self._samples_taken == 0 or now - last >= interval_ns // 4
-            final_round = (
-                self._last_map_ns is not None and now - self._last_map_ns >= interval_ns // 4
+            # The final sample covers the time since the last one, up to the end. Right after
+            # a regular sample its rates would be over a few ms (noise): then it is folded
+            # into that sample, which then covers both intervals and ends at the end.
+            fold = self._samples_taken > 0 and now - last < interval_ns // 4
+            replaced_round = fold and self._last_row_round
+            # The state it ended in: measured again unless a round was just taken (and then
+            # always when the row that held that round is being replaced).
+            final_round = self._last_map_ns is not None and (
+                fold or now - self._last_map_ns >= interval_ns // 4
             )
             if self._residency is not None:
-                self._residency.due = final_round and final_sample
-            if final_sample:
-                self._sample(now)
+                self._residency.due = final_round
+            self._sample(now, start_ns=last, fold=fold)
             if final_round:
-                self._collect_maps(now, now, counted=final_sample)  # the state it ended in
-                if final_sample:
+                self._collect_maps(now, now)
+                if not replaced_round:
                     self._count_round()
         finally:
             self._prepared.set()  # never leave prepare() waiting on a thread that ended
@@ -279,7 +311,11 @@ class Sampler:
             self._account(cpu_start)
             self._report_failures(at_least=1)
 
-    def _sample(self, now_ns: int, record: bool = True) -> None:
+    def _sample(
+        self, now_ns: int, record: bool = True, start_ns: int | None = None, fold: bool = False
+    ) -> None:
+        """Read every source at ``now_ns``; ``record``: as the row for (start_ns, now_ns],
+        or, with ``fold``, merged into the newest row."""
         table_row: list[float] = []  # the sources' rows end to end: the order of self.specs
         for running in self._running:
             started = time.thread_time_ns()
@@ -292,11 +328,18 @@ class Sampler:
                 row = [NAN] * len(running.series)
             running.nanoseconds += time.thread_time_ns() - started
             table_row += row
-        if record:
-            self._table.append(now_ns, table_row)
+        if not record:
+            return
+        start = now_ns if start_ns is None else start_ns
+        previous = self._table.last() if fold else None
+        if previous is not None:
+            start, end, row = merged(previous, (start, now_ns, table_row), self._kinds)
+            self._table.replace_last(end, row, start)
+        else:
+            self._table.append(now_ns, table_row, start)
             with self._lock:
                 self._samples_taken += 1
-            self._report_failures()
+        self._report_failures()
 
     def _count_round(self) -> None:
         with self._lock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from modelmon.core.metrics.base import MetricSpec, MonitorTarget, Rate, Source
+from modelmon.core.metrics.series import INTERVAL
 
 
 class LoadThroughputSource(Source):
@@ -20,6 +21,7 @@ class LoadThroughputSource(Source):
                 "MB/s",
                 "Bytes the load completed per second (MB = 10⁶ bytes), from the "
                 "workers' reports: it works on every filesystem, FUSE and NFS too.",
+                over=INTERVAL,
             )
         ]
 

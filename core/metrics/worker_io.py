@@ -26,6 +26,7 @@ from modelmon.core.metrics.base import (
     MonitorTarget,
     Source,
 )
+from modelmon.core.metrics.series import INTERVAL
 from modelmon.core.metrics.workers import Gap, WorkerProbe, worker_ids
 
 # Below this many bytes of read calls in one interval the estimate is noise (a pipe message,
@@ -106,6 +107,7 @@ class WorkerIoSource(Source):
                 "Share of the bytes workers read through read calls that the page cache "
                 "served, 1 − Δread_bytes/Δread_chars; a gap when under 64 KiB went "
                 "through read calls, as with mmap, whose page faults make no read call.",
+                over=INTERVAL,
             ),
         ]
         return specs

@@ -220,7 +220,7 @@ def recommendation_document(
         cache="cold",
         usable_ram=rec.usable_ram,
         memory_limit=memory_limit,
-        budget_s=rec.budget_s,
+        budget_s=rec.budget.given_s,
         peers=rec.peers,
         pick=rec.used,
     )

@@ -9,15 +9,12 @@ from typing import TYPE_CHECKING
 
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.measuring.candidate import (
-    CLEAR_MARGIN,
-    EVIDENCE_RUNS,
-    MIN_PAIRS,
-    WORTH_IT,
-    Candidate,
-)
+from modelmon.core.measuring.ab import BEYOND_NOISE
+from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.peers import PEERS
+from modelmon.core.measuring.search import EVIDENCE_RUNS, MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
+from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
 from modelmon.core.units import human_bytes
 
@@ -60,8 +57,26 @@ def _best(ranked: tuple[Candidate, ...], strategy: str) -> Candidate | None:
     return next((c for c in ranked if c.strategy == strategy and c.results), None)
 
 
+def times_text(ratio: float) -> str:
+    """A speed ratio as every sentence and table says it: "2.18×"."""
+    return f"{ratio:.2f}×"
+
+
 def _times(fast: float, slow: float) -> str:
-    return f"{fast / slow:.1f}×" if slow > 0 else "∞×"
+    return times_text(fast / slow) if slow > 0 else "∞×"
+
+
+def pick_speedup(pick: Candidate, other: Candidate) -> float | None:
+    """How many times faster ``pick`` is than ``other`` (below 1: slower). When the two ran
+    in alternation (the finals), the median of those pairs, else the ratio of their medians:
+    one comparison, one figure, in the explanation and in the ranking alike. None when
+    either has no rate."""
+    verdict = other.verdict
+    if verdict is not None and verdict.median_ratio > 0:  # other / pick, pair by pair
+        return 1 / verdict.median_ratio
+    if other.median_mbps > 0 and pick.median_mbps > 0:
+        return pick.median_mbps / other.median_mbps
+    return None
 
 
 def robustness_reason(chosen: Candidate, other: Candidate) -> str:
@@ -121,27 +136,31 @@ def _not_cold(rec: Recommendation) -> list[str]:
     ]
 
 
-def _finals(rec: Recommendation, used: Candidate) -> list[str]:
-    other, verdict = rec.runner_up, rec.verdict
-    if other is None:
+def _duel(rec: Recommendation, used: Candidate) -> list[str]:
+    if rec.duel is None:
         return ["Only one candidate completed: nothing to compare it with."]
+    other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
     if verdict is None:
         return [
             f"No paired runs with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) "
-            "fitted the budget: the pick rests on single screening runs. Give it a longer "
+            "fitted the budget: the pick rests on single entry runs. Give it a longer "
             "budget for a verdict."
         ]
-    pairs = rec.pairs
-    gain = 1 / verdict.median_ratio if verdict.median_ratio > 0 else float("inf")
+    gain = pick_speedup(used, other) or float("inf")
     head = (
         f"Paired with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) in "
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
-    if rec.tie:
-        spread = f"{verdict.note}" if verdict.note else f"pair spread ±{verdict.noise:.0%}"
+    if rec.duel.tie:
+        spread = verdict.note or spread_words(verdict.noise)
+        ahead = (
+            f"the pick {times_text(gain)} faster"
+            if gain >= 1
+            else f"the runner-up {times_text(1 / gain)} faster"
+        )
         within = (
-            head + f"within noise or under {WORTH_IT - 1:.0%} apart (median ratio "
-            f"{verdict.median_ratio:.2f}, {spread}): the pairs do not separate them"
+            head + f"within noise or under {MIN_GAIN - 1:.0%} apart ({ahead} by the median "
+            f"pair, {spread}): the pairs do not separate them"
         )
         if used.robustness() == other.robustness():
             return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]
@@ -150,13 +169,15 @@ def _finals(rec: Recommendation, used: Candidate) -> list[str]:
             f"{robustness_reason(used, other)}."
         ]
     if pairs < MIN_PAIRS:
+        noise = math.expm1(run_noise(used, other))
         return [
-            head + "too few to estimate the noise, so every run decided: each of the pick's "
-            f"({_runs_text(used)}) beat each of the runner-up's ({_runs_text(other)}) by more "
-            f"than {CLEAR_MARGIN - 1:.0%}."
+            head + "too few to estimate the noise, so every run decided: the pick's "
+            f"({_runs_text(used)}) against the runner-up's ({_runs_text(other)}), "
+            f"{_times(used.median_mbps, other.median_mbps)} apart, more than "
+            f"{BEYOND_NOISE:g}× the runs' spread (±{noise:.0%})."
         ]
     if verdict.text == "A faster":
-        return [head + f"{gain:.2f}× faster, every pair agreeing beyond the noise."]
+        return [head + f"{times_text(gain)} faster, every pair agreeing beyond the noise."]
     return [head + "the pick had the higher median but the pairs did not all agree."]
 
 
@@ -209,10 +230,12 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
             "own descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     if rate < best:
+        speedup = pick_speedup(rec.used, shared) if shared.results else None
+        slower = times_text(speedup) if speedup is not None else _times(best, rate)
         return [
             f"mmap with one shared descriptor ({who}): "
             f"{bound}{rate:.0f} MB/s here, {'at least ' if bound else ''}"
-            f"{_times(best, rate)} slower: this is {where}. Give every reader its own "
+            f"{slower} slower: this is {where}. Give every reader its own "
             "descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     return [
@@ -303,7 +326,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
             "give it a longer budget."
         )
     lines += _overlaps(rec)
-    lines += _finals(rec, used)
+    lines += _duel(rec, used)
     lines += _readahead(rec)
     lines += _peers(rec)
     baseline = _best(rec.ranked, "library")
@@ -315,10 +338,12 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     elif baseline:
         lo = min(r.mbps for r in used.results)
         within = lo <= baseline.median_mbps
+        # The figure the finals and the ranking give when the library was the runner-up.
+        speedup = pick_speedup(used, baseline) or used.median_mbps / baseline.median_mbps
         verdict = (
             "within the winner's spread: little to gain over it"
             if within
-            else f"the recommendation is {_times(used.median_mbps, baseline.median_mbps)} that"
+            else f"the recommendation is {times_text(speedup)} that"
         )
         lines.append(
             f"The library's own read (safetensors get_tensor / gguf reader) reached "
@@ -335,7 +360,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     cut = [c for c in rec.ranked if c.ended == "cut early"]
     if cut:
         lines.append(
-            "Cut early (far behind the leader): "
+            "Cut early (on course for far longer than the leader): "
             + "; ".join(f"{c.spec}: {c.reason.removeprefix('cut early: ')}" for c in cut)
             + "."
         )
@@ -345,11 +370,12 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     skipped = [c for c in rec.unranked if c.ended == "not measured"]
     if skipped:
         more = ""
-        if rec.unmeasured_s > 0:
-            # Rounded up to 10 s: a budget to type, and the finals take a share of any budget.
-            ask = math.ceil((rec.budget_s + rec.unmeasured_s) / 10) * 10
+        unmeasured_s = rec.budget.unmeasured_s
+        if unmeasured_s > 0:
+            # Rounded up to 10 s: a budget to type, and the duel takes a share of any budget.
+            ask = math.ceil((rec.budget.given_s + unmeasured_s) / 10) * 10
             more = (
-                f"; screening them once would take about {rec.unmeasured_s:.0f} s more at "
+                f"; screening them once would take about {unmeasured_s:.0f} s more at "
                 f"this search's pace: a budget of {ask} s or more"
             )
         lines.append(f"Not measured (no budget left{more}): {', '.join(c.spec for c in skipped)}.")

@@ -1,21 +1,31 @@
 """An A/B verdict in plain words: which side is faster, by how much, and how certain that is.
 
 "B faster: 1.13×" or "within noise, B/A 1.13×" makes the reader do the arithmetic and guess
-why; these sentences say it: "B is 13 % faster; not certain: the pairs vary 1.04–2.79×
-(noise ±9 %), more than the gain". The app's verdict label and the CLI's A/B text use them.
+why; these sentences say it: "B is 13 % faster; not certain: every pair favours B, but the
+pairs vary 1.04–2.79× (half of them within ±9 % of the median)". The noise is said as what
+it is (the median distance of a pair from the median pair), so that a small one beside a
+wide range reads as it should: most pairs agree, a few do not. The app's verdict label and
+the CLI's A/B text use them.
 """
 
 from __future__ import annotations
 
 from modelmon.core.measuring.ab import Verdict
 
-__all__ = ["gain_text", "stopped_words", "verdict_words"]
+__all__ = ["gain_text", "spread_words", "stopped_words", "verdict_words"]
+
+
+def spread_words(noise: float) -> str:
+    """The pairs' noise (``Verdict.noise``: exp of the median absolute deviation of the log
+    ratios, minus 1) as what it means: "half the pairs within ±7 % of the median"."""
+    return f"half the pairs within ±{noise * 100:.0f} % of the median"
 
 
 def gain_text(ratio: float) -> str:
-    """How much faster a side is, from its speed ratio (≥ 1): "13 %", "2.3×" from 2× on."""
+    """How much faster a side is, from its speed ratio (≥ 1): "13 %", "2.31×" from 2× on (as
+    every ratio is said, so that one comparison never shows as two figures)."""
     if ratio >= 2:
-        return f"{ratio:.1f}×"
+        return f"{ratio:.2f}×"
     percent = (ratio - 1) * 100
     return f"{percent:.1f} %" if percent < 10 else f"{percent:.0f} %"
 
@@ -36,7 +46,7 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
     if ratio < 1:  # say the leader's gain, not the other's loss: A's speed over B's
         leader, trailer = "A", "B"
         ratio, low, high = 1 / ratio, 1 / high, 1 / low
-    noise = f"noise ±{verdict.noise * 100:.0f} %"
+    noise = spread_words(verdict.noise)
     ratios = f"{leader}/{trailer} per pair {_range(low, high)}"
     if pairs < 2:
         return (
@@ -55,7 +65,7 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
     else:
         why = (
             f"every pair favours {leader}, but the pairs vary {_range(low, high)} ({noise}): "
-            "the gain is within twice the noise, run more pairs"
+            "the gain is within twice that spread, run more pairs"
         )
     return f"{leader} is {gain_text(ratio)} faster; not certain: {why}"
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from modelmon.core.errors import ModelmonError
 from modelmon.core.system.atomic import write_atomic
+from modelmon.core.system.files import not_regular
 
 STANDARD_OUTPUT = "standard output"
 PROBE_BYTES = 64 << 10  # room a save must find: a config is a few kB, a results export more
@@ -219,8 +220,7 @@ def check_output(
             raise error(f"{text}: is a directory; name a file to write")
         if not stat.S_ISREG(status.st_mode):
             raise error(
-                f"{text}: not a regular file (a FIFO, socket or device); "
-                "name a file, or - for standard output"
+                f"{text}: {not_regular(status.st_mode)}; name a file, or - for standard output"
             )
     if descriptor is not None:
         raise error(

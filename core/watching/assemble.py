@@ -249,7 +249,8 @@ def _samples(observer: Observer, sampler: Sampler | None, t0_ns: int) -> WatchSa
     }
     if sampler is None:
         return WatchSamples(0.0, {}, {}, {}, arrivals, 0.0, observer.cpu_ns / 1e9)
-    series = {name: ((t - t0_ns) / 1e9, v) for name, (t, v) in sampler.series().items()}
+    sampled = sampler.sampled()
+    series = {name: ((t - t0_ns) / 1e9, v) for name, (t, v) in sampled.placed(sampler.over).items()}
     return WatchSamples(
         sampler.interval_s,
         dict(sampler.specs),
@@ -258,4 +259,5 @@ def _samples(observer: Observer, sampler: Sampler | None, t0_ns: int) -> WatchSa
         arrivals,
         sampler.cpu_seconds,
         observer.cpu_ns / 1e9,
+        ((sampled.starts - t0_ns) / 1e9, (sampled.ends - t0_ns) / 1e9),
     )

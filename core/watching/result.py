@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from modelmon.core.metrics.base import MetricSpec
+from modelmon.core.metrics.series import PLACEMENT, floats, series_document
 from modelmon.core.system.cache import CacheState
 from modelmon.core.watching.loaders import Loader
 
@@ -107,6 +108,8 @@ class WatchSamples:
     arrivals: dict[str, np.ndarray]  # the read log: start/end (s), file, offset, length, worker
     sampler_cpu_seconds: float
     watch_cpu_seconds: float  # of the watching itself: the tree, descriptors, page scans
+    # Each sample's interval (start, end seconds after t0): the series' rows, in order.
+    spans: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -228,28 +231,16 @@ def _round(value: float | None, digits: int = 6) -> float | None:
     return round(value, digits)
 
 
-def _floats(values: np.ndarray) -> list[float | None]:
-    return [None if math.isnan(x) else round(float(x), 6) for x in values]
-
-
 def _samples_dict(samples: WatchSamples) -> dict[str, Any]:
     return {
         "interval_s": samples.interval_s,
         "sampler_cpu_seconds": _round(samples.sampler_cpu_seconds),
         "watch_cpu_seconds": _round(samples.watch_cpu_seconds),
         "unavailable": samples.unavailable,
-        "series": {
-            name: {
-                "unit": samples.specs[name].unit,
-                "description": samples.specs[name].description,
-                "t": _floats(t),
-                "v": _floats(v),
-            }
-            for name, (t, v) in samples.series.items()
-            if name in samples.specs
-        },
+        "placement": PLACEMENT.replace("the load started", "the watch began"),
+        "series": series_document(samples.specs, samples.series, samples.spans),
         "arrivals": {
-            key: _floats(column) if column.dtype.kind == "f" else column.tolist()
+            key: floats(column) if column.dtype.kind == "f" else column.tolist()
             for key, column in samples.arrivals.items()
         },
     }

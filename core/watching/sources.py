@@ -19,6 +19,7 @@ from modelmon.core.metrics.base import (
 )
 from modelmon.core.metrics.device import DeviceSource
 from modelmon.core.metrics.memory import MEMINFO, system_memory
+from modelmon.core.metrics.series import INTERVAL
 from modelmon.core.watching.observer import Observer
 
 
@@ -52,6 +53,7 @@ class WatchedTreeSource(Source):
                 "%",
                 "CPU time the watched process tree used per second (100 % = one full core), "
                 "exited children included.",
+                over=INTERVAL,
             ),
             MetricSpec(
                 "workers_rss",
@@ -81,6 +83,7 @@ class WatchedTreeSource(Source):
                 "major_faults_per_s",
                 "faults/s",
                 "Page faults of the watched tree per second that waited for storage.",
+                over=INTERVAL,
             ),
             MetricSpec("processes", "count", "Live processes in the watched tree."),
         ]
@@ -124,6 +127,7 @@ class ArrivalSource(Source):
                 "MB/s",
                 "Model bytes that arrived in the page cache per second (MB = 10⁶ bytes), "
                 "from page bitmaps diffed between scans: any reader, reads and mappings alike.",
+                over=INTERVAL,
             ),
             MetricSpec(
                 "resident_fraction",
@@ -169,8 +173,14 @@ class SystemSource(Source):
                 "%",
                 "Share of all CPUs' time idle while IO they started was pending "
                 "(100 % = every core); a hint of waiting on storage.",
+                over=INTERVAL,
             ),
-            MetricSpec("cpu_pct", "%", "Share of all CPUs' time spent busy (100 % = every core)."),
+            MetricSpec(
+                "cpu_pct",
+                "%",
+                "Share of all CPUs' time spent busy (100 % = every core).",
+                over=INTERVAL,
+            ),
             MetricSpec(
                 "mem_available",
                 "bytes",

@@ -5,9 +5,16 @@
                         cache, an Ollama store, an LM Studio folder), at the default size
   ab-run.png            the demo model after the ceilings and an A/B × 3, at the default size
   ab-run-1000x700.png   the same window at 1000 × 700
+  ab-run-800x500.png    the same window at 800 × 500, the smallest it gets
   recommend.png         after Run ▸ Recommend… (a 30 s budget)
   watch.png             after File ▸ Watch a command…: a Python program reading the demo
                         model's shards with os.read, watched from a verified cold cache
+
+and, through File ▸ Export plot, the A/B's throughput as a figure (throughput.svg).
+
+Before each picture it checks what a user would see: every Run button, the Cancel button and
+the A/B button whole and in sight, and each plot as tall as it needs (no caption over its
+time axis); a picture that shows otherwise fails the script.
 
 Nothing of the user's is read or written: the settings and the fake home live in a
 temporary folder; the demo model is the one ``modelmon --demo`` uses (in the cache).
@@ -23,11 +30,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEFAULT_SIZE = (1400, 900)
 SMALL_SIZE = (1000, 700)
+SMALLEST_SIZE = (800, 500)  # the window's minimum size
 TIMEOUT_S = 900
 NAMES = ("start-page", "ab-run", "recommend", "watch")
 # The watched program: every shard of the model whose path it is given, read front to back
@@ -67,6 +76,24 @@ def fake_home(root: Path) -> dict[str, str]:
         **llama,
     )
     return {"HOME": str(home), "HF_HUB_CACHE": str(hub), "OLLAMA_MODELS": str(ollama)}
+
+
+def layout_problems(window: Any) -> list[str]:
+    """What a user would find cut off at this size: controls not wholly in sight, plots of
+    the tab shown shorter than they need."""
+    workspace = window.workspace
+    if window.pages.currentWidget() is not workspace:
+        return []
+    problems = []
+    controls = [panel.run_button for panel in workspace.panels.values()]
+    controls += [workspace.progress.cancel_button, workspace.compare.ab_button]
+    for control in controls:
+        if control.visibleRegion().boundingRect() != control.rect():
+            problems.append(f"{control.text()!r} not wholly in sight")
+    for name, plot in workspace.plots.items():
+        if plot.isVisible() and name != "Blocks" and plot.height() < plot.minimumHeight():
+            problems.append(f"the {name} plot {plot.height()} px tall of {plot.minimumHeight()}")
+    return problems
 
 
 def main() -> int:
@@ -114,6 +141,9 @@ def main() -> int:
             for theme in ("light", "dark"):
                 window.menus.theme_menu.choose(theme)
                 settle()
+                problems = layout_problems(window)
+                if problems:
+                    raise SystemExit(f"{name} at {size[0]}×{size[1]}: " + "; ".join(problems))
                 suffix = "-dark" if theme == "dark" else ""
                 path = HERE / f"{name}{suffix}.png"
                 window.grab().save(str(path))
@@ -136,6 +166,15 @@ def main() -> int:
             wait(lambda: not bench.running, "the A/B")
             save("ab-run")
             save("ab-run-1000x700", SMALL_SIZE)
+            save("ab-run-800x500", SMALLEST_SIZE)
+            figure = HERE / "throughput.svg"
+            done: list[tuple[bool, str]] = []
+            workspace.exporter.finished.connect(lambda ok, text: done.append((ok, text)))
+            workspace.exporter.export_plot("Throughput", str(figure))
+            wait(lambda: bool(done), "the figure")
+            if not done[0][0]:
+                raise SystemExit(f"exporting the figure failed: {done[0][1]}")
+            print(f"wrote {figure.relative_to(ROOT)}", file=sys.stderr)
         if "recommend" in wanted:
             bench.recommend(args.budget)
             wait(lambda: not bench.running, "the recommendation")

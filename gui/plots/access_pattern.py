@@ -20,13 +20,17 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import DescriptorTally, Model
-from modelmon.gui.plots.style import ThemedPlot, pen
+from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.live import MB, AccessPoints
 from modelmon.gui.theme import Theme, current_theme
 
 CHUNK_SEGMENTS = 16_384
 MAX_SEGMENTS = 200_000
 MAX_LEGEND_WORKERS = 8
+READS_TIP = (
+    "Each read as a short segment at its file offset and time, one colour per worker: "
+    "diagonal stripes are sequential streams, a scatter is random access."
+)
 
 
 class _WorkerTrace:
@@ -105,17 +109,14 @@ class AccessPatternPlot(ThemedPlot):
             "model offset (MB)",
             parent=parent,
         )
-        self.set_tip(
-            "Each read as a short segment at its file offset and time, one "
-            "colour per worker: diagonal stripes are sequential streams, a "
-            "scatter is random access."
-        )
+        self.set_tip(READS_TIP)
         self.item.setLimits(xMin=0)
         self.follower = self.follow(follow_y=False)  # y: the whole model, fixed per model
         self.last_end_s = 0.0
         self.traces: dict[int, _WorkerTrace] = {}
         self.stride = 1
         self.run_title = "Access pattern"
+        self.run_label = ""  # of the run shown ("A", "B"); "" when none
         self.run_spec = ""
         self.reader = "worker"
         self.descriptors = DescriptorTally()
@@ -137,16 +138,18 @@ class AccessPatternPlot(ThemedPlot):
         for file in model.files:
             if len(model.files) > 1:
                 name = file.path.rsplit("/", 1)[-1]
-                line = pg.InfiniteLine(
-                    base,
-                    angle=0,
-                    pen=pen(theme.foreground, dashed=True),
-                    label=name,
-                    labelOpts={
-                        "position": 0.02,
-                        "color": theme.foreground,
-                        "anchors": [(0, 1), (0, 1)],
-                    },
+                line = text_line(
+                    pg.InfiniteLine(
+                        base,
+                        angle=0,
+                        pen=pen(theme.foreground, dashed=True),
+                        label=name,
+                        labelOpts={
+                            "position": 0.02,
+                            "color": theme.foreground,
+                            "anchors": [(0, 1), (0, 1)],
+                        },
+                    )
                 )
                 self.item.addItem(line)
                 self.file_lines.append(line)
@@ -156,10 +159,13 @@ class AccessPatternPlot(ThemedPlot):
         self.item.setLimits(yMin=-0.05 * base, yMax=1.05 * base)
         self.item.setYRange(0, max(base, 1e-6), padding=0.02)
 
-    def start_run(self, title: str, spec: str = "", reader: str = "worker") -> None:
-        """Clear for a new run: ``title`` ("run B · pair 2/3") heads the plot, ``spec`` goes
-        under it (a long spec in the title would push the worker colours out of view);
-        ``reader``: what one colour stands for ("process" for a watched program)."""
+    def start_run(
+        self, title: str, spec: str = "", label: str = "", reader: str = "worker"
+    ) -> None:
+        """Clear for a new run (of configuration ``label``): ``title`` ("run B · pair 2/3")
+        heads the plot, ``spec`` is in its tooltip (the title keeps room for the worker
+        colours, the caption under it for how the readers used descriptors); ``reader``:
+        what one colour stands for ("process" for a watched program)."""
         self.reader = reader
         for trace in self.traces.values():
             trace.remove()
@@ -167,7 +173,8 @@ class AccessPatternPlot(ThemedPlot):
         self.stride = 1
         self.run_title = f"Access pattern — {title}" if title else "Access pattern"
         self.set_title(self.run_title)
-        self.run_spec = spec
+        self.run_spec, self.run_label = spec, label
+        self.set_tip(f"{title}: {spec}. {READS_TIP}" if title and spec else READS_TIP)
         self.descriptors = DescriptorTally()
         self.sharing_text = ""
         self._caption()
@@ -200,9 +207,13 @@ class AccessPatternPlot(ThemedPlot):
         self.last_end_s = max(self.last_end_s, float(reads.t_end.max()))
         self.follower.show(max(self.last_end_s, 0.01))
 
+    @property
+    def run_labels(self) -> list[str]:
+        return [self.run_label] if self.run_label else []
+
     def _caption(self) -> None:
         each = f"one colour per {self.reader}" if self.run_spec else ""
-        parts = [self.run_spec, each, self.sharing_text]
+        parts = [self.sharing_text, each]
         self.set_caption(" · ".join(p for p in parts if p) or None)
 
     def _trace(self, worker: int, theme: Theme) -> _WorkerTrace:

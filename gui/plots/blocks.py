@@ -10,12 +10,11 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import BlockTiming, LoadResult
-from modelmon.gui.plots.style import ThemedPlot, pen
+from modelmon.gui.figures.blocks import BAR_HEIGHT, ROW_OFFSETS
+from modelmon.gui.plots.style import PLOT_MIN_HEIGHT, ThemedPlot, pen
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
 from modelmon.gui.theme import current_theme
 
-BAR_HEIGHT = 0.4
-ROW_OFFSETS = {"A": -0.21, "B": 0.21}  # A in the upper half of a block's row, B in the lower
 LABEL_SPACING_PX = 16  # at least this much height per shown label, so labels never overlap
 # Room around the rows (title, time axis and its label): with it, the plot's minimum height
 # gives every block a labelled row; the Blocks tab scrolls when the window is shorter.
@@ -54,6 +53,10 @@ class BlockTimelinePlot(ThemedPlot):
             "",
             axis_items={"left": axis},
             parent=parent,
+            caption_lines=1,  # when each run's first block and half its blocks were ready
+            # The time axis on top, like a table's header: in sight above the first rows when
+            # a model of many blocks makes the tab scroll.
+            x_side="top",
         )
         self.axis = axis
         self.plot.setToolTip(
@@ -78,7 +81,9 @@ class BlockTimelinePlot(ThemedPlot):
         self.ready.clear()
         self.ready_at.clear()
         self._redraw()
-        self.setMinimumHeight(len(self.order) * LABEL_SPACING_PX + CHROME_PX)
+        self.set_plot_min_height(
+            max(PLOT_MIN_HEIGHT, len(self.order) * LABEL_SPACING_PX + CHROME_PX)
+        )
 
     def show_result(self, label: str, result: LoadResult) -> None:
         self.blocks[label] = result.blocks
@@ -120,13 +125,14 @@ class BlockTimelinePlot(ThemedPlot):
                 self.ready_lines.append(line)
         self.set_title(
             "Blocks: first to last read",
-            [
-                (
-                    f"run {label}" + (f" ({self.ready[label]})" if self.ready.get(label) else ""),
-                    theme.run_colour(label),
-                )
+            [(f"run {label}", theme.run_colour(label)) for label in sorted(self.bars)],
+        )
+        self.set_caption(
+            " · ".join(
+                f"run {label}: {self.ready[label]}"
                 for label in sorted(self.bars)
-            ],
+                if self.ready.get(label)
+            )
         )
         self.axis.names = list(self.order)
         self.axis.picture = None  # names changed: redraw the labels
@@ -134,6 +140,10 @@ class BlockTimelinePlot(ThemedPlot):
         if self.order:
             self.item.setYRange(-0.6, len(self.order) - 0.4, padding=0)
         self.item.enableAutoRange(axis="x")
+
+    @property
+    def run_labels(self) -> list[str]:
+        return sorted(label for label, timings in self.blocks.items() if timings)
 
     def clear(self) -> None:
         self.set_block_order([])

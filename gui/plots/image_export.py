@@ -1,13 +1,13 @@
-"""A plot to PNG or SVG, headed by what it shows (model and configurations), written atomically.
+"""A plot to PNG as it is on screen, headed by what it shows (model and configurations),
+written atomically.
 
-Both formats are rendered the same way: the heading's lines, then the plot widget painted
-below them (PNG into an image at twice the on-screen size; SVG into a QSvgGenerator in SVG
-1.1 mode, which keeps the view box's clipping). pyqtgraph 0.14's SVGExporter fails on
-Qt 6.11 (it parses path data and chokes on the "Z" that closes a path), hence Qt's generator.
+The heading's lines, then the plot widget painted below them into an image at twice the
+on-screen size. The axes are normally cached as pixmaps (see ``style.cache_axes``); while a
+plot is exported they are drawn directly, at the image's resolution.
 
-The axes are normally cached as pixmaps (see ``style.cache_axes``); painted from the cache,
-an SVG's tick labels would be bitmaps. While a plot is exported its axes are drawn directly,
-so tick labels and titles are SVG text.
+Vector figures (SVG, PDF) are not painted from the screen: Qt's SVG generator writes the
+plot's paths in a way several renderers draw wrongly. They are drawn again from the runs'
+data with matplotlib (``gui/figures``).
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPaintDevice, QPainter
-from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsItem
 
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.state.export_format import ExportError, write_export
 from modelmon.gui.theme import current_theme
 
-FORMATS = {".png": "PNG", ".svg": "SVG"}
+FORMATS = {".png": "PNG"}
 PNG_SCALE = 2  # twice the on-screen size: sharp in documents and on high-DPI screens
 MARGIN = 6  # px around the heading's lines
 
@@ -44,7 +43,7 @@ def axes_uncached(plot: ThemedPlot) -> Iterator[None]:
             axis.setCacheMode(mode)
 
 
-def _heading_height(plot: ThemedPlot, heading: list[str]) -> int:
+def heading_height(plot: ThemedPlot, heading: list[str]) -> int:
     if not heading:
         return 0
     return len(heading) * QFontMetrics(plot.font()).lineSpacing() + 2 * MARGIN
@@ -53,7 +52,7 @@ def _heading_height(plot: ThemedPlot, heading: list[str]) -> int:
 def _paint(painter: QPainter, plot: ThemedPlot, heading: list[str]) -> None:
     """The heading on the plot's background, then the plot under it."""
     widget = plot.plot
-    top = _heading_height(plot, heading)
+    top = heading_height(plot, heading)
     theme = current_theme()
     painter.fillRect(QRect(0, 0, widget.width(), top), QColor(theme.background))
     painter.setPen(QColor(theme.foreground))
@@ -81,24 +80,7 @@ def _render(device: QPaintDevice, plot: ThemedPlot, heading: list[str], scale: f
 
 def _size(plot: ThemedPlot, heading: list[str]) -> QSize:
     widget = plot.plot
-    return QSize(widget.width(), widget.height() + _heading_height(plot, heading))
-
-
-def svg_bytes(plot: ThemedPlot, heading: list[str] | None = None) -> bytes:
-    heading = list(heading or [])
-    size = _size(plot, heading)
-    data = QByteArray()
-    buffer = QBuffer(data)
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    generator = QSvgGenerator(QSvgGenerator.SvgVersion.Svg11)  # 1.1: clip paths are kept
-    generator.setOutputDevice(buffer)
-    generator.setSize(size)
-    generator.setViewBox(QRect(0, 0, size.width(), size.height()))
-    generator.setTitle(plot.title)
-    generator.setDescription("modelmon plot" + "".join(f"\n{line}" for line in heading))
-    _render(generator, plot, heading, 1.0)
-    buffer.close()
-    return bytes(data.data())
+    return QSize(widget.width(), widget.height() + heading_height(plot, heading))
 
 
 def png_bytes(plot: ThemedPlot, heading: list[str] | None = None) -> bytes:
@@ -116,16 +98,11 @@ def png_bytes(plot: ThemedPlot, heading: list[str] | None = None) -> bytes:
     return bytes(data.data())
 
 
-def plot_bytes(plot: ThemedPlot, suffix: str, heading: list[str] | None = None) -> bytes:
-    return svg_bytes(plot, heading) if suffix == ".svg" else png_bytes(plot, heading)
-
-
 def export_plot(
     plot: ThemedPlot, path: str, heading: list[str] | None = None, inputs: Iterable[str] = ()
 ) -> None:
-    """Write ``plot`` to ``path`` under ``heading`` (lines saying what it shows), through the
-    guard (``inputs``: the open model's files); the suffix (.png or .svg) picks the format."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise ExportError(f"{path}: choose a .png or .svg file name")
-    write_export(path, plot_bytes(plot, suffix, heading), inputs)
+    """Write ``plot`` as PNG to ``path`` under ``heading`` (lines saying what it shows),
+    through the guard (``inputs``: the open model's files)."""
+    if Path(path).suffix.lower() not in FORMATS:
+        raise ExportError(f"{path}: choose a .png, .svg or .pdf file name")
+    write_export(path, png_bytes(plot, heading), inputs)

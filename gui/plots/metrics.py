@@ -9,7 +9,6 @@ Work per update is bounded: one ``setData`` per curve, at most MAX_WORKER_CURVES
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,29 +17,22 @@ from PySide6.QtWidgets import QWidget
 
 from modelmon.gui.plots.style import ThemedPlot, pen
 from modelmon.gui.state.formatting import nice_ceiling
+from modelmon.gui.state.metric_views import (
+    CPU,
+    DEVICE,
+    IOWAIT,
+    MEMORY,
+    PLACEMENT_TIP,
+    X_LABEL,
+    MetricView,
+    Trace,
+    series_names,
+)
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
 
-MAX_WORKER_CURVES = 16  # per run; more workers still count in the totals
 FAINT_ALPHA = 90
-GB = 1e9
-
-
-@dataclass(frozen=True, slots=True)
-class Trace:
-    series: str  # a series name; "worker_rss.*" means one curve per worker
-    style: str = "solid"  # "solid" | "dashed" | "faint"
-    scale: float = 1.0  # values × scale = what the axis shows
-    right: bool = False  # on the right-hand axis
-
-    @property
-    def per_worker(self) -> bool:
-        return self.series.endswith(".*")
-
-
-def _worker_of(name: str) -> int:
-    return int(name.rsplit(".", 1)[1]) if name.rsplit(".", 1)[-1].isdigit() else 1 << 30
 
 
 class MetricPlot(ThemedPlot):
@@ -56,7 +48,7 @@ class MetricPlot(ThemedPlot):
         requires: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        super().__init__(title, "time since load start (s)", y_label, parent=parent)
+        super().__init__(title, X_LABEL, y_label, parent=parent)
         self.base_title = title
         self.traces = traces
         self.key = key  # what solid / dashed / faint mean here, in the title
@@ -185,11 +177,7 @@ class MetricPlot(ThemedPlot):
 
     @staticmethod
     def _names(trace: Trace, snapshot: MetricSnapshot) -> list[str]:
-        if not trace.per_worker:
-            return [trace.series] if trace.series in snapshot.series else []
-        prefix = trace.series[:-1]
-        names = sorted((n for n in snapshot.series if n.startswith(prefix)), key=_worker_of)
-        return names[:MAX_WORKER_CURVES]
+        return series_names(trace, snapshot.series)
 
     def _describe(self, snapshot: MetricSnapshot) -> None:
         """The tooltip says what each series is, in the sampler's own words (once)."""
@@ -205,8 +193,13 @@ class MetricPlot(ThemedPlot):
                     f"{html.escape(trace.series)} ({what}): {html.escape(spec.description)}"
                 )
         if lines:
+            lines.append(PLACEMENT_TIP)
             self.set_tip("<br>".join(lines))
             self._described = True
+
+    @property
+    def run_labels(self) -> list[str]:
+        return sorted(self.extents)
 
     def point_count(self, label: str) -> int:
         counts = [
@@ -227,43 +220,28 @@ class MetricPlot(ThemedPlot):
         self.set_note(None)
 
 
-def iowait_plot() -> MetricPlot:
+def plot_of(view: MetricView) -> MetricPlot:
     return MetricPlot(
-        "IO wait",
-        "IO wait (% of all CPUs)",
-        (Trace("iowait_pct"),),
-        "share of all cores idle with IO pending",
+        view.title,
+        view.y_label,
+        view.traces,
+        view.key,
+        right_label=view.right_label,
+        requires=view.requires,
     )
+
+
+def iowait_plot() -> MetricPlot:
+    return plot_of(IOWAIT)
 
 
 def cpu_plot() -> MetricPlot:
-    return MetricPlot(
-        "Worker CPU",
-        "CPU (% of one core)",
-        (Trace("workers_cpu_pct"), Trace("worker_cpu_pct.*", "faint")),
-        "solid: all workers, faint: each worker",
-    )
+    return plot_of(CPU)
 
 
 def memory_plot() -> MetricPlot:
-    return MetricPlot(
-        "Memory",
-        "worker RSS (GB)",
-        (
-            Trace("workers_rss", scale=1 / GB),
-            Trace("worker_rss.*", "faint", scale=1 / GB),
-            Trace("mem_available", "dashed", scale=1 / GB, right=True),
-        ),
-        "solid: workers' RSS, faint: each worker, dashed: available (right)",
-        right_label="available memory (GB)",
-    )
+    return plot_of(MEMORY)
 
 
 def device_plot() -> MetricPlot:
-    return MetricPlot(
-        "Device reads",
-        "read throughput (MB/s)",
-        (Trace("device_read_mbps"), Trace("load_mbps", "dashed")),
-        "solid: the block device, dashed: the load's own bytes",
-        requires="device",
-    )
+    return plot_of(DEVICE)

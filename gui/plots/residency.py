@@ -18,7 +18,7 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import Model
-from modelmon.gui.plots.style import ThemedPlot, pen
+from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.live import MB
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.records import run_key
@@ -60,7 +60,9 @@ class ResidencyPlot(ThemedPlot):
         for file in model.files:
             self.files.append((file.path, base, file.size / MB))
             if len(model.files) > 1 and base > 0:
-                line = pg.InfiniteLine(base, angle=0, pen=pen(theme.foreground, dashed=True))
+                line = text_line(
+                    pg.InfiniteLine(base, angle=0, pen=pen(theme.foreground, dashed=True))
+                )
                 self.item.addItem(line)
                 self.file_lines.append(line)
             base += file.size / MB
@@ -123,6 +125,10 @@ class ResidencyPlot(ThemedPlot):
             image.setImage(grid.cells, levels=(0.0, 1.0), autoLevels=False)
             image.setRect(QRectF(shown.start_s, grid.base_mb, shown.width_s, grid.size_mb))
         self.follower.show(max(shown.end_s, 0.1))
+
+    @property
+    def run_labels(self) -> list[str]:
+        return [self.label] if self.label else []
 
     def clear(self) -> None:
         self.start_run("", "")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import html
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QPen
-from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QFontMetrics, QPen
+from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from modelmon.gui.state.formatting import nice_ceiling
 from modelmon.gui.theme import current_theme
+from modelmon.gui.widgets.elided_label import ElidedLines
 
 
 def pen(colour: str, dashed: bool = False, alpha: int = 255) -> QPen:
@@ -27,7 +28,22 @@ def pen(colour: str, dashed: bool = False, alpha: int = 255) -> QPen:
     return qpen
 
 
+THEMED = "themed_alpha"  # on a line drawn in the text colour: follows light and dark
+
+
+def text_line(line: pg.InfiniteLine, alpha: int = 255) -> pg.InfiniteLine:
+    """``line`` (dashed, in the text colour, its label too) follows the theme when the
+    desktop switches between light and dark: in the old colour it would vanish."""
+    setattr(line, THEMED, alpha)
+    return line
+
+
 FOLLOW_HINT = " Drag or scroll to zoom; double-click to follow the data again."
+# Below this a plot's title, axis labels and tick labels no longer fit beside its data.
+PLOT_MIN_HEIGHT = 180
+CAPTION_POINTS = 8.0
+TITLE_POINTS = 10.0
+TITLE_MARGIN_PX = 12  # the title's room short of the data area's width
 
 
 def cache_axes(item: pg.PlotItem) -> None:
@@ -91,7 +107,11 @@ class ThemedPlot(QWidget):
     """A PlotWidget in the palette's colours, with axis titles (units in the titles).
 
     Follows palette changes (the desktop switching between dark and light) while it lives.
+    Its minimum height is the plot's plus the lines its note and caption wrap onto at its
+    width, so that a caption never sits over the time axis' label.
     """
+
+    min_height_changed = Signal()
 
     def __init__(
         self,
@@ -100,6 +120,8 @@ class ThemedPlot(QWidget):
         y_label: str,
         axis_items: dict[str, pg.AxisItem] | None = None,
         parent: QWidget | None = None,
+        caption_lines: int = 2,
+        x_side: str = "bottom",
     ) -> None:
         super().__init__(parent)
         self.plot = pg.PlotWidget(axisItems=axis_items)
@@ -109,39 +131,68 @@ class ThemedPlot(QWidget):
         self.item.setClipToView(True)
         self.item.setMenuEnabled(False)
         cache_axes(self.item)
-        self.axis_labels = {"bottom": x_label, "left": y_label}
+        self.axis_labels = {x_side: x_label, "left": y_label}
+        if x_side != "bottom":  # the time axis there instead (the Blocks plot: on top)
+            self.item.showAxis(x_side)
+            self.item.hideAxis("bottom")
         for side in self.axis_labels:
             self.item.getAxis(side).enableAutoSIPrefix(False)  # "MB/s" must not become "kMB/s"
         self.title, self.keys = title, []
+        self._shown_title: tuple[str, tuple[tuple[str, str], ...], int] | None = None
         self.follower: RangeFollower | None = None  # set by live plots
         self.plot.scene().sigMouseClicked.connect(self._clicked)
-        self.plot.setMinimumHeight(180)
+        self.item.vb.sigResized.connect(self._data_area_resized)
+        self.plot_min_height = PLOT_MIN_HEIGHT
+        self.plot.setMinimumHeight(PLOT_MIN_HEIGHT)
         # Why the plot has nothing to show (e.g. no block device under a FUSE mount): said in
         # words above it, never as a flat zero line that would read as "idle".
-        self.note = QLabel()
-        self.note.setWordWrap(True)
-        self.note.setTextFormat(Qt.TextFormat.PlainText)
+        self.note = ElidedLines(2)
         self.note.setContentsMargins(8, 4, 8, 4)
         self.note.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
-        # A one-line key below the plot (what solid, dashed and faint mean): like the title's
-        # colour key, it never covers data.
-        self.caption = QLabel()
-        self.caption.setTextFormat(Qt.TextFormat.PlainText)
+        # A key below the plot (what solid, dashed and faint mean): like the title's colour
+        # key, it never covers data. Always two lines tall, with or without words: a plot's
+        # height never changes with its key, nor with the window's width.
+        self.caption = ElidedLines(caption_lines)
+        self.caption.setVisible(caption_lines > 0)
         self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.caption.setWordWrap(True)  # a narrow plot wraps its key rather than cut it
         self.caption.setContentsMargins(4, 0, 4, 2)
-        self.caption.hide()
+        small = self.caption.font()
+        small.setPointSizeF(CAPTION_POINTS)
+        self.caption.setFont(small)
         layout.addWidget(self.note)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.caption)
         self.apply_theme()
+        self.fit_height()
+
+    @property
+    def run_labels(self) -> list[str]:
+        """The runs the plot shows, by label ("A", "B"): an exported figure draws the latest
+        run of each."""
+        return []
 
     def set_caption(self, text: str | None) -> None:
         self.caption.setText(text or "")
-        self.caption.setVisible(bool(text))
+
+    def set_plot_min_height(self, height: int) -> None:
+        """The least height the plot itself needs (the Blocks plot: a row per block)."""
+        self.plot_min_height = height
+        self.plot.setMinimumHeight(height)
+        self.fit_height()
+
+    def fit_height(self) -> None:
+        """Need the plot's height, the caption's lines and the note's when it shows."""
+        need = self.plot_min_height
+        if not self.caption.isHidden():
+            need += self.caption.line_height()
+        if not self.note.isHidden():
+            need += self.note.line_height()
+        if need != self.minimumHeight():
+            self.setMinimumHeight(need)
+            self.min_height_changed.emit()
 
     def follow(self, follow_y: bool = True) -> RangeFollower:
         """Make this a live plot whose range follows its data in steps."""
@@ -162,14 +213,13 @@ class ThemedPlot(QWidget):
     def set_note(self, text: str | None) -> None:
         self.note.setText(text or "")
         self.note.setVisible(bool(text))
+        self.fit_height()
 
     def apply_theme(self) -> None:
         theme = current_theme()
         self.plot.setBackground(theme.background)
         self.note.setStyleSheet(f"color: {theme.warning}; background: {theme.background};")
-        self.caption.setStyleSheet(
-            f"color: {theme.foreground}; background: {theme.background}; font-size: 8pt;"
-        )
+        self.caption.setStyleSheet(f"color: {theme.foreground}; background: {theme.background};")
         self.item.showGrid(x=True, y=True, alpha=theme.grid_alpha)
         for side, text in self.axis_labels.items():
             axis = self.item.getAxis(side)
@@ -177,19 +227,67 @@ class ThemedPlot(QWidget):
             axis.setTextPen(pg.mkPen(theme.foreground, width=1))
             if text:
                 self.item.setLabel(side, text, color=theme.foreground)
+        for item in self.item.items:
+            alpha = getattr(item, THEMED, None)
+            if isinstance(item, pg.InfiniteLine) and alpha is not None:
+                item.setPen(pen(theme.foreground, dashed=True, alpha=alpha))
+                label = getattr(item, "label", None)  # pyqtgraph sets it only with a label
+                if label is not None:
+                    label.setColor(theme.foreground)
         self.set_title(self.title, self.keys)
 
     def set_title(self, title: str, keys: list[tuple[str, str]] | None = None) -> None:
         """The title, followed by a colour key ("■ run A", "■ w0"...): a key in the title
         never covers data, unlike a legend inside the plot area."""
         self.title, self.keys = title, list(keys or [])
-        text = html.escape(title)
+        self._shown_title = None
+        self._draw_title()
+
+    def _draw_title(self) -> None:
+        """The title and as many keys as fit the plot's width ("run A" shortened to "A"
+        first); the others as "+n" (in the tooltip): the title never runs past the plot's
+        edge."""
+        font = self.font()
+        font.setPointSizeF(TITLE_POINTS)
+        metrics = QFontMetrics(font)
+        # The title sits over the data area. A plot not shown has not been laid out: every
+        # key, until it is (the view box's resize draws the title again).
+        room = self.item.vb.width() - TITLE_MARGIN_PX if self.isVisible() else float("inf")
+
+        def width(keys: list[tuple[str, str]], hidden: int) -> int:
+            words = [self.title, *(f"■ {name}" for name, _ in keys)]
+            return metrics.horizontalAdvance("  ".join(words + ([f"+{hidden}"] if hidden else [])))
+
+        keys = list(self.keys)
+        if width(keys, 0) > room:
+            keys = [(name.removeprefix("run "), colour) for name, colour in keys]
+        hidden: list[tuple[str, str]] = []
+        while keys and width(keys, len(hidden)) > room:
+            hidden.insert(0, keys.pop())
+        shown = (self.title, tuple(keys), len(hidden))
+        if shown == self._shown_title:
+            return
+        self._shown_title = shown
+        theme = current_theme()
+        text = html.escape(self.title)
+        parts = [
+            f"<span style='color:{colour}'>■ {html.escape(name)}</span>" for name, colour in keys
+        ]
+        if hidden:
+            parts.append(f"+{len(hidden)}")
+        if parts:
+            text += "&nbsp;&nbsp;" + "&nbsp;&nbsp;".join(parts)
+        self.item.setTitle(text, color=theme.foreground, size=f"{TITLE_POINTS:g}pt")
+        # pyqtgraph makes the title's width the plot's minimum: past its tab, the plot would be
+        # cut off. The title shows the keys that fit instead.
+        self.item.titleLabel.setMinimumWidth(0)
+        self.item.titleLabel.setToolTip(
+            "Not shown for want of room: " + ", ".join(name for name, _ in hidden) if hidden else ""
+        )
+
+    def _data_area_resized(self) -> None:
         if self.keys:
-            text += "&nbsp;&nbsp;" + "&nbsp;&nbsp;".join(
-                f"<span style='color:{colour}'>■ {html.escape(name)}</span>"
-                for name, colour in self.keys
-            )
-        self.item.setTitle(text, color=current_theme().foreground, size="10pt")
+            self._draw_title()
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:

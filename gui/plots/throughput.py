@@ -7,7 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import Ceilings
-from modelmon.gui.plots.style import ThemedPlot, pen
+from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.live import LiveUpdate
 from modelmon.gui.state.records import run_key
@@ -98,16 +98,19 @@ class ThroughputPlot(ThemedPlot):
             # Labels alternate between the right and the left end of their lines: two
             # ceilings close in MB/s would otherwise write over each other.
             right = index % 2 == 0
-            line = pg.InfiniteLine(
-                ceiling.mbps,
-                angle=0,
-                pen=pen(theme.foreground, dashed=True, alpha=160),
-                label=f"{name} ceiling {rate_text(ceiling.mbps)}",
-                labelOpts={
-                    "position": 0.98 if right else 0.02,
-                    "color": theme.foreground,
-                    "anchors": [(1, 1), (1, 1)] if right else [(0, 1), (0, 1)],
-                },
+            line = text_line(
+                pg.InfiniteLine(
+                    ceiling.mbps,
+                    angle=0,
+                    pen=pen(theme.foreground, dashed=True, alpha=160),
+                    label=f"{name} ceiling {rate_text(ceiling.mbps)}",
+                    labelOpts={
+                        "position": 0.98 if right else 0.02,
+                        "color": theme.foreground,
+                        "anchors": [(1, 1), (1, 1)] if right else [(0, 1), (0, 1)],
+                    },
+                ),
+                alpha=160,
             )
             line.setToolTip(ceiling.spec)
             # Not in the auto range (the anchor below decides which ceilings are).

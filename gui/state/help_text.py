@@ -49,6 +49,12 @@ def about_html(qt_version: str, links: list[tuple[str, str]] | None = None) -> s
     )
 
 
+def menu_text(text: str) -> str:
+    """A menu entry's words as shown: its mnemonic marks ("&Run") gone, a doubled "&&" (a
+    literal ampersand, "CPU && memory") kept as one."""
+    return "&".join(part.replace("&", "") for part in text.split("&&"))
+
+
 def shortcuts_html(shortcuts: list[tuple[str, str, str]]) -> str:
     """A table of (menu, action, key) rows, grouped by menu in the order given."""
     rows = "".join(

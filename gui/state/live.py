@@ -293,3 +293,18 @@ class LiveView:
             reads["reader"],
             reads["descriptor"],
         )
+
+
+def run_rates(reads: dict[str, np.ndarray]) -> tuple[float, np.ndarray, np.ndarray]:
+    """A finished run's throughput curves from its reads (``SessionResult.reads``: seconds
+    after the load's start), binned as its live view's final update bins them: the bin
+    width, the load's MB/s and the warm-up prefetch's MB/s per bin."""
+    starts, ends, lengths = reads["start"], reads["end"], reads["length"]
+    prefetch = reads["prefetch"].astype(bool)
+    load_bins, prefetch_bins = ThroughputBins(), ThroughputBins()
+    load_bins.add(starts[~prefetch], ends[~prefetch], lengths[~prefetch])
+    prefetch_bins.add(starts[prefetch], ends[prefetch], lengths[prefetch])
+    last_end = max(0.0, float(ends.max())) if len(ends) else 0.0
+    width = display_bin_s(last_end)
+    until = -(-last_end // width) * width
+    return width, load_bins.mbps(until, width, last_end), prefetch_bins.mbps(until, width)

@@ -79,7 +79,7 @@ def age_text(measured_at: float, now: float | None = None) -> str:
 
 def measured_when(ceilings: Ceilings, now: float | None = None) -> str:
     """When the ceilings were measured: "measured 14:02", "measured 14:02–14:05", or with
-    their age when that was another day: "measured 3 days ago, 2025-11-20 14:02"."""
+    their age when that was another day: "measured 3 days ago, YYYY-MM-DD 14:02"."""
     times = sorted(c.measured_at for c in ceilings.items if c.measured_at > 0)
     if not times:
         return "measured at an unknown time"

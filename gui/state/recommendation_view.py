@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core import Candidate, Recommendation, runs_words, search_memory_text, snippets
+from modelmon.core import (
+    Candidate,
+    Recommendation,
+    pick_speedup,
+    runs_words,
+    search_memory_text,
+    snippets,
+    spread_words,
+    times_text,
+)
 from modelmon.gui.state.formatting import rate_text
 
 RANKING_COLUMNS = (
@@ -33,27 +42,42 @@ class RankingRow:
 
 
 def versus_pick(candidate: Candidate, pick: Candidate) -> str:
-    """ "pick", "−23 % (pick 1.30× faster)", "+2 % (within its spread)"; "–" unmeasured."""
+    """ "the pick", "−54 % (the pick is 2.18× faster)", "+2 %"; "–" unmeasured. Against the
+    finalist it was paired with, the pairs' median: the figure the explanation gives."""
     if candidate is pick:
         return "the pick"
     if pick.median_mbps <= 0 or not (candidate.results or candidate.stopped_below_mbps):
         return "–"
-    ratio = candidate.median_mbps / pick.median_mbps
+    speedup = pick_speedup(pick, candidate) if candidate.results else None
+    if speedup is None:  # stopped before a run completed: its bound against the pick's median
+        speedup = pick.median_mbps / (candidate.stopped_below_mbps or pick.median_mbps)
     bound = "under " if not candidate.results else ""
-    change = f"{bound}{(ratio - 1) * 100:+.0f} %".replace("-", "−")
-    if ratio < 1:
-        return f"{change} (the pick is {1 / ratio:.2f}× faster)"
+    change = f"{bound}{(1 / speedup - 1) * 100:+.0f} %".replace("-", "−")
+    if speedup > 1:
+        return f"{change} (the pick is {times_text(speedup)} faster)"
     return change
 
 
+PAIRED_VERDICTS = {"A faster": "the pick faster", "B faster": "this one faster"}
+
+
 def paired_text(candidate: Candidate) -> str:
-    """Its paired runs against the pick (the finals), in the A/B's terms: this / the pick."""
+    """Its paired runs against the pick (the finals) in words: who was faster, by the
+    pairs' median, how far the pairs ranged and how many of them agree."""
     verdict = candidate.verdict
     if verdict is None:
         return "–"
+    ratio = verdict.median_ratio  # this / the pick, pair by pair
+    low, high = verdict.min_ratio, verdict.max_ratio
+    if ratio <= 0:
+        return "–"
+    who, gain, low, high = (
+        ("the pick", 1 / ratio, 1 / high, 1 / low) if ratio < 1 else ("this one", ratio, low, high)
+    )
+    said = PAIRED_VERDICTS.get(verdict.text, verdict.text)
     return (
-        f"this/pick {verdict.median_ratio:.2f}× (pairs {verdict.min_ratio:.2f}–"
-        f"{verdict.max_ratio:.2f}×, noise ±{verdict.noise * 100:.0f} %): {verdict.text}"
+        f"{said}: {who} {times_text(gain)} by the median pair (pairs "
+        f"{low:.2f}–{high:.2f}×, {spread_words(verdict.noise)})"
     )
 
 
@@ -139,6 +163,6 @@ def summary_text(rec: Recommendation, exported_to: str | None = None) -> str:
     )
     memory = search_memory_text(rec)
     return (
-        f"{head}. Searched for {rec.elapsed_s:.0f} s of a {rec.budget_s:.0f} s budget. "
-        f"{memory[0].upper()}{memory[1:]}. {where}"
+        f"{head}. Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s "
+        f"budget. {memory[0].upper()}{memory[1:]}. {where}"
     )

@@ -21,8 +21,9 @@ TIPS = {
     "ab": "Run A, B, A, B … from the same verified cache state and judge the pairs (Esc cancels).",
     "ceilings": "Measure what this disk gives on this very file (cold sequential and parallel "
     "reads, warm reads, memcpy), for the dashed lines and the % of ceiling column.",
-    "verdict": "The A/B verdict: the median over pairs of B's MB/s over A's, the range of the "
-    "pairs, and their spread (noise).",
+    "verdict": "The A/B verdict: the median over pairs of the faster side's MB/s over the "
+    "other's, the range of the pairs, and how close to that median half of the pairs are "
+    "(their noise).",
 }
 
 

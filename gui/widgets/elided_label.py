@@ -1,9 +1,10 @@
-"""A one-line label that ends in "…" when short of room, instead of widening its window."""
+"""Labels that end in "…" when short of room, instead of widening their window or growing
+taller: one line (``ElidedLabel``), or a fixed number of wrapped lines (``ElidedLines``)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtCore import QEvent, QRect, QSize, Qt
+from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 MIN_WIDTH = 60
@@ -36,3 +37,72 @@ class ElidedLabel(QLabel):
             shown,
             self.foregroundRole(),
         )
+
+
+class ElidedLines(QLabel):
+    """Plain text wrapped onto at most ``lines`` lines, always that tall: a text that needs
+    more ends in "…" (give the whole text a tooltip). Its height never depends on its width
+    or its text, so nothing around it moves when either changes."""
+
+    def __init__(self, lines: int = 2, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.lines = lines
+        self.full = ""
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setWordWrap(True)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+
+    def line_height(self) -> int:
+        margins = self.contentsMargins()
+        return self.lines * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom()
+
+    def sizeHint(self) -> QSize:
+        return QSize(MIN_WIDTH, self.line_height())
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def hasHeightForWidth(self) -> bool:
+        return False
+
+    def setText(self, text: str) -> None:  # Qt's name
+        """Show ``text``, elided to the lines there are (the whole of it is the tooltip)."""
+        self.full = text
+        self.setToolTip(text)
+        self._fit()
+
+    def text(self) -> str:
+        """The whole text, however much of it is shown."""
+        return self.full
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self.setFixedHeight(self.line_height())
+            self._fit()
+
+    def _fits(self, text: str, width: int) -> bool:
+        box = self.fontMetrics().boundingRect(
+            QRect(0, 0, width, 1 << 20), int(Qt.TextFlag.TextWordWrap), text
+        )
+        return box.height() <= self.lines * self.fontMetrics().lineSpacing()
+
+    def _fit(self) -> None:
+        self.setFixedHeight(self.line_height())
+        width = max(1, self.contentsRect().width())
+        text = self.full
+        if not self._fits(text, width):
+            low, high = 0, len(text)  # the longest prefix that fits with "…" after it
+            while low < high:
+                middle = (low + high + 1) // 2
+                if self._fits(text[:middle].rstrip() + "…", width):
+                    low = middle
+                else:
+                    high = middle - 1
+            text = text[:low].rstrip() + "…"
+        if text != super().text():
+            super().setText(text)

@@ -1,11 +1,16 @@
-"""A one-line message strip at the top of the window: errors, warnings, notes. No tracebacks."""
+"""A one-line message strip in the window's bottom row: errors, warnings, notes. No tracebacks.
+
+Its row is always there, as tall with a message as without: a message that comes mid-run
+never moves the controls under the pointer. A message longer than the row is elided; the
+whole of it is its tooltip."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QToolButton, QWidget
 
 from modelmon.gui.theme import current_theme
+from modelmon.gui.widgets.elided_label import ElidedLabel
 
 LEVELS = ("info", "warning", "error")
 
@@ -15,19 +20,23 @@ class MessageBar(QFrame):
         super().__init__(parent)
         self.setObjectName("messageBar")
         self.level = "info"
-        self.text = QLabel()
+        self.text = ElidedLabel()
         self.text.setTextFormat(Qt.TextFormat.PlainText)
-        self.text.setWordWrap(True)
-        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         close = QToolButton()
         close.setText("✕")
         close.setAutoRaise(True)
         close.setToolTip("Dismiss this message.")
         close.clicked.connect(self.clear)
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(10, 4, 4, 4)
+        layout.setContentsMargins(8, 0, 2, 0)
         layout.addWidget(self.text, 1)
         layout.addWidget(close)
+        policy = self.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)  # its row keeps its height without a message
+        policy.setHorizontalPolicy(QSizePolicy.Policy.Ignored)  # never widens the window
+        self.setSizePolicy(policy)
+        # The border a message draws, there without one too: the row is as tall either way.
+        self.setStyleSheet("#messageBar { border: 1px solid transparent; border-radius: 4px; }")
         self.hide()
 
     def show_message(self, text: str, level: str = "info") -> None:
@@ -37,6 +46,7 @@ class MessageBar(QFrame):
         self.level = level
         first_line = text.strip().splitlines()[0] if text.strip() else ""
         self.text.setText(first_line)
+        self.text.setToolTip(first_line)
         theme = current_theme()
         colour = {"info": theme.foreground, "warning": theme.warning, "error": theme.error}[level]
         self.setStyleSheet(

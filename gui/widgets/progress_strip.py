@@ -3,13 +3,34 @@ between loads, the running job's line or how the last one ended (the state's ``S
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QSizePolicy, QWidget
 
 from modelmon.gui.state.formatting import bar_text, duration_text, human_bytes, rate_text
 from modelmon.gui.state.live import LiveUpdate
 from modelmon.gui.state.live_run import Shown
 from modelmon.gui.state.run_list import StatusLine
+from modelmon.gui.widgets.elided_label import ElidedLabel
+
+BAR_PADDING_PX = 12  # the style's room either side of a progress bar's text
+
+
+class OneLineBar(QProgressBar):
+    """A progress bar whose text stays on one line, ending in "…" when the bar is too narrow
+    (its tooltip says it whole): a long outcome never grows the strip taller."""
+
+    explanation = ""  # what the bar measures, after its text in the tooltip
+
+    def setFormat(self, text: str) -> None:  # Qt's name
+        super().setFormat(text)
+        whole = text.replace("%p", str(self.value() * 100 // max(1, self.maximum())))
+        whole = whole.replace("%%", "%").replace("%\u2060", "%")
+        self.setToolTip(f"{whole}\n{self.explanation}" if self.explanation else whole)
+
+    def text(self) -> str:  # Qt's virtual: what the bar paints
+        whole = super().text()
+        room = max(0, self.width() - BAR_PADDING_PX)
+        return self.fontMetrics().elidedText(whole, Qt.TextElideMode.ElideRight, room)
 
 
 class ProgressStrip(QWidget):
@@ -19,13 +40,15 @@ class ProgressStrip(QWidget):
         super().__init__(parent)
         self.label = self.spec = ""
         self.watched = False  # the live run is a watched program's
-        self.bar = QProgressBar()
+        self.bar = OneLineBar()
         self.bar.setRange(0, 1000)
         self.bar.setTextVisible(True)
+        self.bar.explanation = "Tensor bytes loaded so far of the model's total."
         self.bar.setFormat("idle")
-        self.bar.setToolTip("Tensor bytes loaded so far of the model's total.")
-        self.detail = QLabel("")
-        self.detail.setMinimumWidth(360)
+        # The detail (the spec, or MB/s and the ETA) shares the row with the bar, and gives
+        # way first, ending in "…".
+        self.detail = ElidedLabel("")
+        self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.detail.setToolTip("Throughput over the last second and the time left at that rate.")
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop the running load (Esc); its workers are stopped.")
@@ -33,8 +56,8 @@ class ProgressStrip(QWidget):
         self.cancel_button.clicked.connect(self.cancel_requested)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.bar, 1)
-        layout.addWidget(self.detail)
+        layout.addWidget(self.bar, 3)
+        layout.addWidget(self.detail, 2)
         layout.addWidget(self.cancel_button)
 
     def started(self, shown: Shown) -> None:

@@ -86,7 +86,7 @@ class RecommendationView(QScrollArea):
         self.ranking = _table(RANKING_COLUMNS)
         self.ranking.setToolTip(
             "Every candidate, best first. 'vs the pick': what loading with it instead of the "
-            "pick gains or loses here (the regret); 'paired with the pick': the finals' "
+            "pick gains or loses here (the regret); 'paired with the pick': its duel's "
             "alternating runs, as in an A/B."
         )
         self.snippets = _table(SNIPPET_COLUMNS)

@@ -48,6 +48,19 @@ class ModelTable(QTableWidget):
         super().keyPressEvent(event)
 
 
+class FilterBox(QLineEdit):
+    """The list's filter: Down goes on to the list, Enter opens the model the list has
+    current (the first that matches, unless another was chosen), as in a search box."""
+
+    down = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Down:
+            self.down.emit()
+            return
+        super().keyPressEvent(event)
+
+
 class StartPage(QWidget):
     open_requested = Signal()
     demo_requested = Signal()
@@ -91,7 +104,7 @@ class StartPage(QWidget):
         buttons.addStretch(1)
         buttons.addWidget(self.back_button)
 
-        self.filter = QLineEdit()
+        self.filter = FilterBox()
         self.filter.setPlaceholderText("Filter: name, format, store… (every word must match)")
         self.filter.setClearButtonEnabled(True)
         self.sort = QComboBox()
@@ -151,7 +164,9 @@ class StartPage(QWidget):
         self.demo_button.clicked.connect(self.demo_requested)
         self.rescan_button.clicked.connect(self.refresh_requested)
         self.back_button.clicked.connect(self.back_requested)
-        self.filter.textChanged.connect(self._show_rows)
+        self.filter.textChanged.connect(self._filtered)
+        self.filter.down.connect(self._to_list)
+        self.filter.returnPressed.connect(self._open_current)
         self.sort.currentIndexChanged.connect(self._show_rows)
         self.table.cellDoubleClicked.connect(lambda row, _column: self._choose(row))
         self.table.activated_row.connect(self._choose)
@@ -219,6 +234,21 @@ class StartPage(QWidget):
                 if self.discovery.searched
                 else "No model store exists on this machine."
             )
+
+    def _filtered(self) -> None:
+        """The rows that match; the first of them current (what Down and Enter go to)."""
+        self._show_rows()
+        if self.table.rowCount():
+            self.table.setCurrentCell(0, NAME_COLUMN)
+
+    def _to_list(self) -> None:
+        if self.table.rowCount():
+            if self.table.currentRow() < 0:
+                self.table.setCurrentCell(0, NAME_COLUMN)
+            self.table.setFocus()
+
+    def _open_current(self) -> None:
+        self._choose(max(0, self.table.currentRow()))
 
     def _choose(self, row: int) -> None:
         if 0 <= row < len(self.shown_rows):

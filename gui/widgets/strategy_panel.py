@@ -136,8 +136,11 @@ class StrategyPanel(QGroupBox):
         grid = QGridLayout(self)
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(4)
+        # The Run button on the first row: in a short window the panel scrolls, and the
+        # button stays in sight with the strategy it runs.
         grid.addWidget(self._caption("strategy", "Strategy"), 0, 0)
-        grid.addWidget(self.strategy_box, 0, 1, 1, 3)
+        grid.addWidget(self.strategy_box, 0, 1, 1, 2)
+        grid.addWidget(self.run_button, 0, 3)
         pairs = (
             ("workers", self.workers, "threads", self.threads),
             ("chunk", self.chunk, "cache", self.cache),
@@ -156,8 +159,7 @@ class StrategyPanel(QGroupBox):
         grid.addWidget(self.readahead, 5, 1)
         grid.addWidget(self.verify, 5, 2, 1, 2)
         grid.addWidget(self.discard, 5, 3, Qt.AlignmentFlag.AlignRight)
-        grid.addWidget(self.spec_line, 6, 0, 1, 3)
-        grid.addWidget(self.run_button, 6, 3)
+        grid.addWidget(self.spec_line, 6, 0, 1, 4)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
         grid.setRowStretch(7, 1)

@@ -96,7 +96,7 @@ def _main(argv: list[str] | None, started: float) -> int:
     args = build_parser().parse_args(words)
     args.started = started
     verb = by_name[args.verb or gui.VERB]
-    if verb is not gui:  # the app keeps SIGTERM's default: Qt's loop would delay a handler
+    if verb is not gui:  # the app stops on signals by its own path (gui.app.StopSignals)
         stop_on_sigterm()
     try:
         with warnings_as_lines():

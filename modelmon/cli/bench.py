@@ -99,7 +99,7 @@ def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str
 
 
 def render_ab(ab: ABResult) -> str:
-    from modelmon.core import human_bytes, verdict_words
+    from modelmon.core import human_bytes, spread_words, verdict_words
 
     rows = [
         (
@@ -133,8 +133,8 @@ def render_ab(ab: ABResult) -> str:
     ratios = " ".join(f"{r:.2f}" for r in ab.ratios)
     lines.append(
         f"B/A per pair: {ratios} → median {verdict.median_ratio:.2f} "
-        f"(spread {verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, "
-        f"run-to-run noise ±{verdict.noise:.1%})"
+        f"(range {verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, "
+        f"{spread_words(verdict.noise)})"
     )
     words = verdict_words(verdict, min(ab.a.runs, ab.b.runs))
     lines.append(f"verdict: {words}" + (f" — {verdict.note}" if verdict.note else ""))

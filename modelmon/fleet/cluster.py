@@ -8,6 +8,12 @@ storage together. A node that fails before it arrives aborts the barrier: the ot
 and stop instead of waiting. Tasks take no CPU from Ray's accounting (``num_cpus=0``): a
 measurement must not queue behind other work, and its worker processes are its own.
 
+The driver takes each node's row as its task ends. A task that dies (its process killed, say
+by the OOM killer, or its node lost) is that node's failed row, named with the process's pid;
+a node that fails, or dies, stops the round: the barrier tells every other node (each task
+watches for it), they cancel their loads and come back as cancelled rows, and a task that has
+not ended ``STOP_GRACE_S`` later is killed. The fleet run ends with that round.
+
 Bench rounds alternate sides (A B A B …) over the same nodes, each round its own barrier.
 """
 
@@ -15,21 +21,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from modelmon.core import LoadError, OptionsError
-from modelmon.fleet.node import READY_TIMEOUT_S, NodeRequest, NodeRun, load_on_node
+from modelmon.core import LoadError, OptionsError, one_line
+from modelmon.fleet.node import READY_TIMEOUT_S, NodeRequest, NodeRun, load_on_node, lost_node
 from modelmon.fleet.report import FleetResult, Side
+
+WAIT_S = 0.5  # how long the driver waits for a task's end before it looks at the clock again
+STOP_GRACE_S = 10.0  # after a round's stop, how long a node has to end its load
+PID_TIMEOUT_S = 5.0
 
 
 @ray.remote(num_cpus=0)
 class StartBarrier:
-    """Releases every caller of ``arrive`` at once when ``parties`` have arrived."""
+    """Releases every caller of ``arrive`` at once when ``parties`` have arrived; answers every
+    caller of ``stopped`` once the round is stopped."""
 
     def __init__(self, parties: int) -> None:
         self.parties = parties
@@ -37,6 +50,15 @@ class StartBarrier:
         self.released = asyncio.Event()
         self.go: float | None = None
         self.broken: str | None = None
+        self.stop_reason: str | None = None
+        self.stop_event = asyncio.Event()
+        self.pids: dict[str, int] = {}
+
+    async def started(self, node_id: str, pid: int) -> None:
+        self.pids[node_id] = pid
+
+    async def task_pids(self) -> dict[str, int]:
+        return self.pids
 
     async def arrive(self, node_id: str, timeout_s: float) -> tuple[float | None, str | None]:
         self.arrived.add(node_id)
@@ -59,10 +81,27 @@ class StartBarrier:
             self.broken = f"node {node_id[:12]} stopped before the start: {reason}"
             self.released.set()
 
+    async def stop(self, reason: str) -> None:
+        """Stop the round: nodes waiting at the barrier are released broken, loading ones
+        are told (``stopped``)."""
+        if not self.released.is_set():
+            self.broken = reason
+            self.released.set()
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stop_event.set()
+
+    async def stopped(self) -> str:
+        """Answers once the round is stopped: why."""
+        await self.stop_event.wait()
+        return self.stop_reason or "stopped"
+
 
 @ray.remote(num_cpus=0, max_retries=0)
 def node_task(request: NodeRequest, barrier: Any) -> NodeRun:
     node_id = ray.get_runtime_context().get_node_id()
+    barrier.started.remote(node_id, os.getpid())  # named by the driver if this process dies
+    stop = barrier.stopped.remote()  # one call per node, answered when the round stops
 
     def arrive(node: str) -> tuple[float | None, str | None]:
         go, why = ray.get(barrier.arrive.remote(node, request.ready_timeout_s))
@@ -71,7 +110,16 @@ def node_task(request: NodeRequest, barrier: Any) -> NodeRun:
     def abort(node: str, reason: str) -> None:
         ray.get(barrier.abort.remote(node, reason))
 
-    return load_on_node(request, node_id, arrive, abort)
+    def stopped(timeout_s: float) -> tuple[str, bool] | None:
+        ready, _ = ray.wait([stop], timeout=timeout_s)
+        if not ready:
+            return None
+        try:
+            return str(ray.get(stop)), False
+        except ray.exceptions.RayError as exc:  # no stop could reach the nodes any more
+            return f"the round's barrier actor died ({type(exc).__name__})", True
+
+    return load_on_node(request, node_id, arrive, abort, stopped)
 
 
 def alive_nodes() -> list[dict[str, Any]]:
@@ -94,24 +142,78 @@ def choose_nodes(nodes: list[dict[str, Any]], wanted: int | None) -> list[dict[s
 
 
 def run_round(request: NodeRequest, nodes: Sequence[dict[str, Any]]) -> list[NodeRun]:
-    """One barrier-synchronised load on every node; a node's failure is its row."""
-    barrier = StartBarrier.remote(len(nodes))  # type: ignore[attr-defined]
+    """One barrier-synchronised load on every node; a node's failure is its row, and stops
+    the others (``collect``)."""
+    # Every node holds two calls open on the barrier at once: its arrival and its stop watch.
+    options = StartBarrier.options(max_concurrency=2 * len(nodes) + 8)  # type: ignore[attr-defined]
+    barrier = options.remote(len(nodes))
     try:
-        refs = [
+        tasks = {
             node_task.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
                 name=f"modelmon-fleet-{request.side}-{request.round}",
-            ).remote(request, barrier)
+            ).remote(request, barrier): node
             for node in nodes
-        ]
+        }
         try:
-            return list(ray.get(refs))
-        except BaseException:  # Ctrl+C or a lost node: take the other tasks down too
-            for ref in refs:
+            return collect(request, tasks, barrier)
+        except BaseException:  # Ctrl+C: take the tasks down too
+            for ref in tasks:
                 ray.cancel(ref, force=True)
             raise
     finally:
         ray.kill(barrier)
+
+
+def collect(request: NodeRequest, tasks: dict[Any, dict[str, Any]], barrier: Any) -> list[NodeRun]:
+    """Each node's row as its task ends, in the nodes' order. The first row that failed (or
+    task that died) stops the round; tasks still running ``STOP_GRACE_S`` later are killed."""
+    rows: dict[Any, NodeRun] = {}
+    pending = list(tasks)
+    kill_at: float | None = None
+    killed = False
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=WAIT_S)
+        for ref in ready:
+            rows[ref] = row = node_row(request, tasks[ref], ref, barrier, killed)
+            if row.status == "failed" and kill_at is None:
+                barrier.stop.remote(f"node {row.node_id[:12]} ({row.host}) failed: {row.error}")
+                kill_at = time.monotonic() + STOP_GRACE_S
+        if pending and kill_at is not None and time.monotonic() >= kill_at and not killed:
+            killed = True  # stopped, but still running: no way left but to end the task
+            for ref in pending:
+                ray.cancel(ref, force=True)
+    return [rows[ref] for ref in tasks]
+
+
+def node_row(
+    request: NodeRequest, node: dict[str, Any], ref: Any, barrier: Any, killed: bool
+) -> NodeRun:
+    """The node's row: what its task returned, or a failed row naming how the task ended."""
+    try:
+        row: NodeRun = ray.get(ref)
+        return row
+    except ray.exceptions.RayError as exc:
+        pid = task_pid(barrier, node["NodeID"])
+        process = "its modelmon task" + (f" (pid {pid})" if pid else "")
+        if killed:
+            why = f"{process} did not stop within {STOP_GRACE_S:g} s of the round's stop: killed"
+        elif isinstance(exc, ray.exceptions.WorkerCrashedError):
+            why = f"{process} died (killed, by the OOM killer or a kill -9, or crashed)"
+        elif isinstance(exc, ray.exceptions.NodeDiedError):
+            why = f"{process} was lost: its node died or became unreachable"
+        else:  # Ray's messages run to paragraphs: their first sentence
+            why = f"{process} ended: {type(exc).__name__}: {one_line(exc).split('. ')[0]}"
+        return lost_node(request, node, why)
+
+
+def task_pid(barrier: Any, node_id: str) -> int | None:
+    """The pid of the node's task process, as it told the barrier; None if it cannot say."""
+    try:
+        pids: dict[str, int] = ray.get(barrier.task_pids.remote(), timeout=PID_TIMEOUT_S)
+    except ray.exceptions.RayError:
+        return None
+    return pids.get(node_id)
 
 
 def run_fleet(
@@ -140,17 +242,25 @@ def run_fleet(
             number += 1
             if on_round is not None:
                 on_round(found)
+            if any(run.status == "failed" for run in found):  # the fleet run ends failed here
+                return FleetResult(verb, path, tuple(sides), tuple(runs))
     return FleetResult(verb, path, tuple(sides), tuple(runs))
 
 
 class Connection:
-    """``ray.init`` for the command's lifetime; an already connected Ray is left as it was."""
+    """``ray.init`` for the command's lifetime; an already connected Ray is left as it was.
+
+    Meanwhile standard output is standard error: Ray prints what its raylets report (a
+    worker's death, say) to the driver's stdout from a thread of its own, and stdout must
+    carry only the report (``--json``, ``--csv -``), written once Ray is shut down."""
 
     def __init__(self, address: str | None) -> None:
         self.address = address
         self.owned = False
+        self.stdout: TextIO | None = None
 
     def __enter__(self) -> Connection:
+        self.stdout, sys.stdout = sys.stdout, sys.stderr
         if not ray.is_initialized():
             try:
                 ray.init(
@@ -160,10 +270,21 @@ class Connection:
                     configure_logging=True,
                 )
             except ConnectionError as exc:
+                self._restore()
                 raise LoadError(f"cannot reach the Ray cluster at {self.address}: {exc}") from None
+            except BaseException:
+                self._restore()
+                raise
             self.owned = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.owned:
-            ray.shutdown()
+        try:
+            if self.owned:
+                ray.shutdown()
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        if self.stdout is not None:
+            sys.stdout, self.stdout = self.stdout, None

@@ -8,10 +8,13 @@ cache is verified on this node just before it waits, and the load starts when al
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from modelmon.core import (
     CacheState,
@@ -70,13 +73,24 @@ class NodeRun:
 # arrive(node_id) blocks until every node arrived: (go, None), or (None, why it broke).
 Arrive = Callable[[str], tuple[float | None, str | None]]
 Abort = Callable[[str, str], None]  # abort(node_id, reason): the others must not wait for us
+# stopped(timeout_s): (why, fatal) once the round is stopped, else None once ``timeout_s``
+# passed without a stop. Fatal: this node's row fails too (the round's coordination is lost).
+Stopped = Callable[[float], tuple[str, bool] | None]
+STOP_CHECK_S = 0.2  # how often a node's load looks whether the round was stopped
 
 
-def load_on_node(request: NodeRequest, node_id: str, arrive: Arrive, abort: Abort) -> NodeRun:
+def load_on_node(
+    request: NodeRequest,
+    node_id: str,
+    arrive: Arrive,
+    abort: Abort,
+    stopped: Stopped | None = None,
+) -> NodeRun:
     host = socket.gethostname()
     state = cache_not_measured(request.options.cache)
     went: list[float] = []
     broken: list[str] = []
+    stops: list[tuple[str, bool]] = []  # why the round was stopped while this node loaded
     arrived = False
 
     def gate(run: LoadRun) -> CacheState:
@@ -99,7 +113,8 @@ def load_on_node(request: NodeRequest, node_id: str, arrive: Arrive, abort: Abor
     try:
         load = LoadRun(request.path, request.strategy, request.options, start_gate=gate)
         storage = storage_by_folder(load.paths)
-        result = load.run()
+        with stop_watch(load, stopped, stops):
+            result = load.run()
     except Exception as exc:  # an error on one node is that node's row, not the fleet's end
         failure = one_line(exc)
     finally:
@@ -123,16 +138,67 @@ def load_on_node(request: NodeRequest, node_id: str, arrive: Arrive, abort: Abor
     )
     if result is None:
         return failed
-    error = result.error
+    error, status = result.error, result.status
     if broken:
         error = f"did not start: {broken[0]}"
+    elif stops and status == "cancelled":
+        why, fatal = stops[0]
+        error, status = f"stopped: {why}", "failed" if fatal else status
     return replace(
         failed,
-        status=result.status,
+        status=status,
         error=error,
         bytes=result.bytes,
         seconds=result.seconds,
         start_wall=went[0] if went else 0.0,
         peak_rss=max((w.peak_rss for w in result.workers), default=0),
         cache=result.cache,
+    )
+
+
+@contextlib.contextmanager
+def stop_watch(
+    load: LoadRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
+) -> Iterator[None]:
+    """For the block (the node's load), a thread asks ``stopped`` whether the round was
+    stopped (another node died or failed) and cancels ``load`` if so, noting why in ``stops``.
+    Each ask waits at most ``STOP_CHECK_S``, so the thread ends soon after the block."""
+    if stopped is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            stop = stopped(STOP_CHECK_S)
+            if stop is not None and not done.is_set():
+                stops.append(stop)
+                load.cancel()
+                return
+
+    watcher = threading.Thread(target=watch, name="modelmon-fleet-stop-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
+def lost_node(request: NodeRequest, node: dict[str, Any], why: str) -> NodeRun:
+    """The failed row of a node whose task ended without one (``why``: how)."""
+    return NodeRun(
+        node_id=str(node["NodeID"]),
+        host=str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"),
+        side=request.side,
+        round=request.round,
+        spec=request.spec,
+        status="failed",
+        error=why,
+        bytes=0,
+        seconds=0.0,
+        start_wall=0.0,
+        peak_rss=0,
+        cache=cache_not_measured(request.options.cache),
+        storage=(),
     )

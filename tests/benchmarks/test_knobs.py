@@ -50,14 +50,15 @@ def test_knobs_bench_puts_the_device_back_even_after_a_kill(
         on_start=kill_the_first_raised,
     )
     assert killed, "no load was caught with the value set"
-    section = results["readahead"]
-    assert section["before_kb"] == before == section["after_kb"] == knob.read_kb()
-    rows = {(r["strategy"], r["readahead_kb"]): r for r in section["table"]}
+    section = results.readahead
+    assert section.before_kb == before == section.after_kb == knob.read_kb()
+    rows = {(r.strategy, r.readahead_kb): r for r in section.table}
     assert set(rows) == {(s, kb) for s in ("mmap", "sequential") for kb in (128, 4096)}
-    assert sum(len(r["failed"]) for r in rows.values()) == 1  # the one killed
-    assert all(r["runs"] == 1 for key, r in rows.items() if not r["failed"])
-    stream = {r["strategy"]: r for r in results["stream_hdd"]}
-    assert stream["stream"]["runs"] == 1 and stream["stream"]["median_first_block_s"] > 0
+    assert sum(len(r.failed) for r in rows.values()) == 1  # the one killed
+    assert all(r.runs == 1 for r in rows.values() if not r.failed)
+    stream = {r.strategy: r for r in results.stream_hdd.rows}
+    first_block = stream["stream"].median_first_block_s
+    assert stream["stream"].runs == 1 and first_block is not None and first_block > 0
     text = knobs.markdown(results)
     assert "### Readahead 128 KiB against 4 MiB (throttled disk)" in text
     assert f"{before} KiB before the runs, {before} KiB after (the same)" in text

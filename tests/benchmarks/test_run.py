@@ -4,10 +4,13 @@ writes the markdown and JSON with the expected columns (the full run takes ~35 m
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from benchmarks import run
+from benchmarks.codec import from_json, to_json
+from benchmarks.records import BenchResults
 
 COLUMNS = (
     "| configuration | MB/s median | min–max | × parallel read ceiling | × library "
@@ -58,23 +61,41 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
 
 
 def test_json_has_every_run(smoke: tuple[str, dict]) -> None:
-    _, results = smoke
-    job, warm = results["jobs"]
-    assert job["env"] == "local" and job["cache"] == "cold" and warm["cache"] == "warm"
-    assert set(job["ceilings"]) == {"sequential_read", "parallel_read"}
-    names = {entry["name"] for entry in job["entries"]}
+    _, data = smoke
+    results = from_json(BenchResults, data)
+    # results.json reads back as the records it was written from
+    assert json.loads(json.dumps(to_json(results))) == data
+    job, warm = results.jobs
+    assert job.env == "local" and job.cache == "cold" and warm.cache == "warm"
+    assert set(job.ceilings) == {"sequential_read", "parallel_read"}
+    names = {entry.name for entry in job.entries}
     assert {"library", "pread", "sequential", "safetensors"} <= names
-    kinds = {(entry["kind"], entry["role"]) for entry in job["entries"]}
+    kinds = {(entry.kind, entry.role) for entry in job.entries}
     assert {("load", "recommended"), ("strategy", "recommended"), ("peer", "")} <= kinds
-    for run_ in job["runs"]:
-        assert run_["status"] == "ok", run_
-        assert run_["cold"] is True and run_["resident_before"] <= 0.01
-        assert run_["mbps"] > 0 and run_["bytes"] > 0
-        assert {"label", "kind", "repeat", "seconds", "peak_rss"} <= set(run_)
-    assert all(r["warm"] for r in warm["runs"])
-    assert job["recommendation"]["spec"] and job["recommendation"]["evidence_runs"] >= 1
-    assert "kept" in job["diagnosis"] and "discard" in job["diagnosis"]
-    assert results["plan"]["target_met"] is True
-    assert results["memory"]["discard"]["runs"]
-    assert results["overhead"]["pairs"] == 1
-    assert results["machine"]["cores"] >= 1
+    for run_ in job.runs:
+        assert run_.status == "ok", run_
+        assert run_.cold is True and run_.resident_before <= 0.01
+        assert run_.mbps > 0 and run_.bytes > 0 and run_.seconds > 0 and run_.peak_rss > 0
+        assert run_.label in {e.label for e in job.entries}
+    assert all(r.warm for r in warm.runs)
+    assert job.recommendation is not None and job.recommendation.spec
+    assert job.recommendation.evidence_runs >= 1
+    assert job.diagnosis is not None and job.diagnosis.kept.mbps > 0
+    assert results.plan is not None and results.plan.target_met is True
+    assert results.memory is not None and results.memory.discard.runs
+    assert results.overhead is not None and results.overhead.pairs == 1
+    assert results.machine.cores >= 1
+
+
+def test_render_writes_the_same_report_from_results_json(
+    smoke: tuple[str, dict], tmp_path: Path
+) -> None:
+    """``--render`` reads results.json back into the records and writes the report again."""
+    text, data = smoke
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(data))
+    out = tmp_path / "again.md"
+    assert run.main(["--render", str(results), "--out", str(out)]) == 0
+    again = out.read_text()
+    assert "rendered again from that run's results.json" in again
+    assert again.split("## Targets")[1] == text.split("## Targets")[1]

@@ -3,12 +3,16 @@ what a run stopped at the time limit shows (bounded, not dropped)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks.jobs import Entry, Job
 from benchmarks.matrix import side_by_side
+from benchmarks.records import CandidateRow, CeilingRuns, JobResult, RecommendationRecord, Run
 from benchmarks.regret_tables import CONFIRM_PAIRS, regret_of, regret_table
 from benchmarks.tables import (
     PROCESSES_SPEC,
@@ -16,46 +20,42 @@ from benchmarks.tables import (
     applied_table,
     applied_targets,
 )
+from modelmon.core import LoadOptions
 
 GB = 2_000_000_000
-PROCESSES = {"workers": 4, "threads": 1, "chunk": 16 << 20}
-THREADS = {"workers": 1, "threads": 4, "chunk": 16 << 20}
+PROCESSES = LoadOptions(workers=4, threads=1, chunk=16 << 20)
+THREADS = LoadOptions(workers=1, threads=4, chunk=16 << 20)
 
 
-def _entry(entry: Entry) -> dict[str, Any]:
-    return {
-        "label": entry.label,
-        "kind": entry.kind,
-        "name": entry.name,
-        "options": entry.options,
-        "role": entry.role,
-    }
-
-
-def _run(entry: Entry, mbps: float, repeat: int, status: str = "ok") -> dict[str, Any]:
+def _run(entry: Entry, mbps: float, repeat: int, status: str = "ok") -> Run:
     stopped = status != "ok"
-    return {
-        "label": entry.label,
-        "kind": entry.kind,
-        "name": entry.name,
-        "role": entry.role,
-        "repeat": repeat,
-        "status": status,
-        "mbps": 0.0 if stopped else mbps,
-        "bytes": 0 if stopped else GB,
-        "seconds": 20.0 if stopped else GB / mbps / 1e6,
-        "error": "stopped at the time limit of 20 s" if stopped else None,
-        "cold": True,
-        "warm": False,
-        "resident_before": 0.0,
-        "peak_rss": int(1.05 * GB),
-        **({"bound_mbps": GB / 20 / 1e6} if stopped else {}),
-    }
+    return Run(
+        entry.label,
+        entry.kind,
+        entry.name,
+        entry.role,
+        repeat,
+        status,
+        "stopped at the time limit of 20 s" if stopped else None,
+        0 if stopped else GB,
+        20.0 if stopped else GB / mbps / 1e6,
+        0.0 if stopped else mbps,
+        True,
+        False,
+        0.0,
+        peak_rss=int(1.05 * GB),
+        bound_mbps=GB / 20 / 1e6 if stopped else None,
+    )
 
 
-def _job() -> dict[str, Any]:
-    pick_load = Entry("load", "sequential", PROCESSES, "recommended")
-    pick_measure = Entry("strategy", "sequential", PROCESSES, "recommended")
+def _record(pick: str, evidence: float | None = None) -> RecommendationRecord:
+    rows = () if evidence is None else (CandidateRow(pick, "", False, 3, evidence, 0, 0, "", ""),)
+    return RecommendationRecord(pick, pick, False, "rec.toml", 60.0, 63.0, 5, False, (), rows)
+
+
+def _job() -> JobResult:
+    pick_load = Entry("load", "sequential", PROCESSES, role="recommended")
+    pick_measure = Entry("strategy", "sequential", PROCESSES, role="recommended")
     threads_load = Entry("load", "sequential", THREADS)
     threads_measure = Entry("strategy", "sequential", THREADS)
     direct = Entry("load", "direct", PROCESSES)
@@ -71,37 +71,34 @@ def _job() -> dict[str, Any]:
     ]
     runs = [_run(e, mbps + 10 * r, r) for r in range(3) for e, mbps in speeds]
     runs.append(_run(crawler, 0, 0, "cancelled"))
-    entries = [*(e for e, _ in speeds), crawler]
-    return {
-        "env": "fuse",
-        "model_key": "m",
-        "cache": "cold",
-        "model_bytes": GB,
-        "time_limit_s": 20.0,
-        "entries": [_entry(e) for e in entries],
-        "runs": runs,
-        "ceilings": {"parallel_read": {"mbps": 640.0, "runs": [640.0] * 3, "verified": True}},
-        "recommendation": {
-            "spec": pick_load.spec,
-            "pick": pick_load.spec,
-            "pick_is_peer": False,
-            "budget_s": 60.0,
-            "elapsed_s": 63.0,
-            "evidence_runs": 5,
-            "tie": False,
-        },
-    }
+    return JobResult(
+        "fuse",
+        "m",
+        "cold",
+        GB,
+        3,
+        entries=[*(e for e, _ in speeds), crawler],
+        runs=runs,
+        ceilings={"parallel_read": CeilingRuns(640.0, (640.0,) * 3, "", True)},
+        recommendation=_record(pick_load.spec),
+        time_limit_s=20.0,
+    )
+
+
+def _rerun(job: JobResult, change: Any) -> None:
+    """Every run of ``job`` through ``change(run) -> run``."""
+    job.runs = [change(r) for r in job.runs]
 
 
 def test_regret_is_one_minus_pick_over_the_best_applied() -> None:
     found = regret_of(_job())
-    assert found is not None
-    assert found["best"].label == "core.load: direct workers=4 threads=1 chunk=16MiB"
+    assert found is not None and found.best is not None and found.regret is not None
+    assert found.best.label == "core.load: direct workers=4 threads=1 chunk=16MiB"
     # sequential 1×4 applies the pick's load (4 reader threads in one process): its runs
     # (450, 460, 470) count as the pick's (500, 510, 520), so the pick is the median of the six
-    assert [t.label for t in found["twins"]] == ["core.load: sequential chunk=16MiB"]
-    assert found["pick_runs"] == 6
-    assert abs(found["regret"] - (1 - 485 / 610)) < 1e-9
+    assert [t.label for t in found.twins] == ["core.load: sequential chunk=16MiB"]
+    assert found.pick_runs == 6
+    assert found.regret == pytest.approx(1 - 485 / 610)
     text = "".join(regret_table(_job()))
     assert "regret = 1 − pick / best = **20.5%**" in text
     assert "core.load: sequential chunk=16MiB (the pick's load)" in text
@@ -113,34 +110,34 @@ def test_a_rival_that_is_the_pick_s_own_load_is_no_regret() -> None:
     """On FUSE the pick's core.load may draw slow runs and its 1×4 twin fast ones; a user
     applying either gets the same 4 reader threads, so there is nothing to regret."""
     job = _job()
-    pick = Entry("load", "sequential", PROCESSES, "recommended")
+    pick = Entry("load", "sequential", PROCESSES, role="recommended")
     twin = Entry("load", "sequential", THREADS)
     direct = Entry("load", "direct", PROCESSES)
     keep = {pick.label, twin.label}
-    job["entries"] = [e for e in job["entries"] if e["label"] in keep]
+    job.entries = [e for e in job.entries if e.label in keep]
     speeds = {pick.label: (435, 562, 425), twin.label: (592, 600, 598)}
-    job["runs"] = [_run(e, speeds[e.label][r], r) for r in range(3) for e in (pick, twin)]
+    job.runs = [_run(e, speeds[e.label][r], r) for r in range(3) for e in (pick, twin)]
     found = regret_of(job)
-    assert found is not None and found["regret"] == 0.0 and found["best"].label == pick.label
-    assert found["pick_mbps"] == (562 + 592) / 2
-    job["entries"].append(_entry(direct))  # a different load: a rival
-    job["runs"] += [_run(direct, 700, r) for r in range(3)]
+    assert found is not None and found.regret == 0.0 and found.best is not None
+    assert found.best.label == pick.label and found.pick_mbps == (562 + 592) / 2
+    job.entries.append(direct)  # a different load: a rival
+    job.runs += [_run(direct, 700, r) for r in range(3)]
     found = regret_of(job)
-    assert found is not None and found["best"].label == direct.label
+    assert found is not None and found.best is not None and found.best.label == direct.label
 
 
 def test_confirmation_pairs_count_in_the_regret_only() -> None:
     job = _job()
-    pick = Entry("load", "sequential", PROCESSES, "recommended")
+    pick = Entry("load", "sequential", PROCESSES, role="recommended")
     direct = Entry("load", "direct", PROCESSES)
-    job["confirm_runs"] = [
+    job.confirm_runs = [
         _run(e, mbps, 3 + n) for n in range(3) for e, mbps in ((pick, 560), (direct, 540))
     ]
     found = regret_of(job)
     assert found is not None
     # pick: 450 460 470 500 510 520 560 560 560 → 510; direct: 600 610 620 540 540 540 → 570
-    assert found["pick_runs"] == 9 and found["pick_mbps"] == 510
-    assert abs(found["regret"] - (1 - 510 / 570)) < 1e-9
+    assert found.pick_runs == 9 and found.pick_mbps == 510
+    assert found.regret == pytest.approx(1 - 510 / 570)
     text = "".join(regret_table(job))
     assert "Rounds 4–6 are 3 confirmation pairs" in text
     # the other tables read the rounds alone
@@ -173,10 +170,14 @@ def test_load_against_measure_is_judged_on_the_rounds_pairs() -> None:
     Medians 510 / 530 alone would pass; the pairs say core.load ran 0.8× in every round."""
     job = _job()
     measured = {1: 600.0, 2: 700.0, 3: 400.0}
-    for run in job["runs"]:
-        if run["role"] == "recommended":
-            base = measured[run["repeat"] + 1]
-            run["mbps"] = base * (0.8 if run["kind"] == "load" else 1.0)
+
+    def paired(run: Run) -> Run:
+        if run.role != "recommended":
+            return run
+        base = measured[run.repeat + 1]
+        return dataclasses.replace(run, mbps=base * (0.8 if run.kind == "load" else 1.0))
+
+    _rerun(job, paired)
     within = next(t for t in applied_targets(job) if t.target.startswith("core.load vs measure"))
     assert "paired by round: 0.80×" in within.measured and within.met is False
 
@@ -184,7 +185,7 @@ def test_load_against_measure_is_judged_on_the_rounds_pairs() -> None:
 def test_each_core_load_runs_right_after_its_measured_form() -> None:
     seq_load = Entry("load", "sequential", PROCESSES)
     seq = Entry("strategy", "sequential", PROCESSES)
-    pread_load = Entry("load", "pread", {"workers": 4, "threads": 1})
+    pread_load = Entry("load", "pread", LoadOptions(workers=4, threads=1))
     runai = Entry("peer", "runai-model-streamer")
     order = side_by_side([seq_load, runai, pread_load, seq])
     assert order == [runai, pread_load, seq, seq_load]  # pread has no measured form here
@@ -192,8 +193,7 @@ def test_each_core_load_runs_right_after_its_measured_form() -> None:
 
 def test_peak_rss_says_what_was_resident_before_go() -> None:
     job = _job()
-    for run in job["runs"]:
-        run["rss_ready"] = int(0.2 * GB)
+    _rerun(job, lambda run: dataclasses.replace(run, rss_ready=int(0.2 * GB)))
     rss = next(t for t in applied_targets(job) if t.target.startswith("peak RSS"))
     assert rss.measured == "0.85× (VmHWM 1.05×, 0.20× at ready)"
     assert "of which 381 MiB before go" in rss.why
@@ -212,58 +212,58 @@ def test_runs_with_a_report_pass_inside_their_timing_are_counted_by_form() -> No
     from benchmarks.report import host_report_line
 
     mib = 1 << 20
-    job = {
-        "runs": [
-            {"label": "mmap-view", "host_reported": 900 * mib},
-            {"label": "mmap-view", "host_reported": 700 * mib},
-            {"label": "core.load: mmap-view", "host_reported": 1000 * mib},
-            {"label": "pread", "host_reported": 3 * mib},  # a few pages: no pass
-            {"label": "peer: safetensors", "host_reported": None},
-        ]
-    }
-    line = host_report_line(job)
+    base = _run(Entry("strategy", "pread"), 500, 0)
+
+    def job(*reported: tuple[str, int | None]) -> JobResult:
+        runs = [dataclasses.replace(base, label=a, host_reported=b) for a, b in reported]
+        return JobResult("local", "m", "cold", GB, 1, runs=runs)
+
+    line = host_report_line(
+        job(
+            ("mmap-view", 900 * mib),
+            ("mmap-view", 700 * mib),
+            ("core.load: mmap-view", 1000 * mib),
+            ("pread", 3 * mib),  # a few pages: no pass
+            ("peer: safetensors", None),
+        )
+    )
     assert line.startswith("Free page reporting: 3 of 4 timed runs")
     assert "median 900 MiB" in line and line.endswith("mmap-view ×2, core.load: mmap-view ×1.")
-    quiet = {"runs": [{"label": "pread", "host_reported": 0}]}
+    quiet = job(("pread", 0))
     assert host_report_line(quiet).startswith("Free page reporting: none of the 1 timed runs")
-    assert host_report_line({"runs": [{"label": "pread"}]}) == ""  # no counter on that kernel
+    assert host_report_line(job(("pread", None))) == ""  # no counter on that kernel
 
 
 def test_rounds_with_far_more_reported_on_one_side_are_named() -> None:
     from benchmarks.summary import reported_in_rounds
 
     mib = 1 << 20
+    base = _run(Entry("strategy", "pread"), 500, 0)
 
     def run(
         label: str, repeat: int, mbps: float, reported: int | None, seconds: float = 1.0
-    ) -> dict[str, Any]:
-        return {
-            "label": label,
-            "repeat": repeat,
-            "status": "ok",
-            "mbps": mbps,
-            "seconds": seconds,
-            "host_reported": None if reported is None else reported * mib,
-        }
+    ) -> Run:
+        mib_reported = None if reported is None else reported * mib
+        return dataclasses.replace(
+            base, label=label, repeat=repeat, mbps=mbps, seconds=seconds, host_reported=mib_reported
+        )
 
     load, measure = "core.load: sequential workers=4", "sequential workers=4"
-    job = {
-        "runs": [
-            run(load, 0, 658, 768),
-            run(measure, 0, 586, 896),  # 128 MiB apart: not named
-            run(load, 1, 567, 896),
-            run(measure, 1, 473, 1792),
-            run(load, 2, 575, None),  # no counter on that kernel
-            run(measure, 2, 585, 768),
-        ]
-    }
-    assert reported_in_rounds(job, load, measure) == (
+    runs = [
+        run(load, 0, 658, 768),
+        run(measure, 0, 586, 896),  # 128 MiB apart: not named
+        run(load, 1, 567, 896),
+        run(measure, 1, 473, 1792),
+        run(load, 2, 575, None),  # no counter on that kernel
+        run(measure, 2, 585, 768),
+    ]
+    assert reported_in_rounds(runs, load, measure) == (
         "; in round 2 measure ran 473 MB/s with 1792 MiB reported to the host while it ran, "
         "core.load 567 with 896"
     )
-    assert reported_in_rounds({"runs": job["runs"][:2]}, load, measure) == ""
+    assert reported_in_rounds(runs[:2], load, measure) == ""
     # 2.5 GB on FUSE: 4.4 and 5.3 s, passes every ~2.2 s: one met two because it lasted longer
-    slow = {"runs": [run(load, 0, 567, 896, 4.4), run(measure, 0, 473, 1792, 5.3)]}
+    slow = [run(load, 0, 567, 896, 4.4), run(measure, 0, 473, 1792, 5.3)]
     assert reported_in_rounds(slow, load, measure).endswith(
         "the slower run met more because it lasted longer, which says nothing of what made "
         "it slower)"
@@ -273,37 +273,33 @@ def test_rounds_with_far_more_reported_on_one_side_are_named() -> None:
 def test_two_core_loads_that_split_the_same_readers_differently_are_the_same_load() -> None:
     from benchmarks.regret_tables import same_load
 
-    def entry(label: str, name: str, workers: int, threads: int) -> dict[str, Any]:
-        options = {"workers": workers, "threads": threads, "chunk": 16 << 20}
-        return {"label": label, "kind": "load", "name": name, "options": options}
+    def entry(name: str, workers: int, threads: int) -> Entry:
+        return Entry("load", name, LoadOptions(workers=workers, threads=threads, chunk=16 << 20))
 
-    job = {
-        "entries": [
-            entry("pick", "sequential", 4, 1),
-            entry("one worker", "sequential", 1, 4),
-            entry("two readers", "sequential", 2, 1),
-            entry("pread", "pread", 4, 1),
-        ]
-    }
-    load = same_load(job, "pick", "one worker")
+    pick, one, two, pread = (
+        entry("sequential", 4, 1),
+        entry("sequential", 1, 4),
+        entry("sequential", 2, 1),
+        entry("pread", 4, 1),
+    )
+    job = JobResult("local", "m", "cold", GB, 1, entries=[pick, one, two, pread])
+    load = same_load(job, pick.label, one.label)
     assert load is not None and (load.workers, load.threads) == (1, 4)
-    assert same_load(job, "pick", "two readers") is None  # fewer readers: another load
-    assert same_load(job, "pick", "pread") is None
+    assert same_load(job, pick.label, two.label) is None  # fewer readers: another load
+    assert same_load(job, pick.label, pread.label) is None
 
 
 def _confirming(
-    monkeypatch: Any, job: dict[str, Any], speed: dict[str, float]
-) -> tuple[Any, list[Entry], list[tuple[str, int]]]:
+    monkeypatch: Any, job: JobResult, speed: dict[str, float]
+) -> tuple[Job, list[Entry], list[tuple[str, int]]]:
     """The bench job of ``job``'s entries, its entries, and the (strategy, round) of every run
     ``matrix.confirm`` makes, each at ``speed[strategy]`` MB/s."""
     from benchmarks import matrix
 
-    entries = [
-        Entry(**{k: e[k] for k in ("kind", "name", "options", "role")}) for e in job["entries"]
-    ]
+    entries = list(job.entries)
     ran: list[tuple[str, int]] = []
 
-    def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> dict[str, Any]:
+    def fake(spec: Any, model: Any, entry: Entry, config: Any, repeat: int) -> Run:
         ran.append((entry.name, repeat))
         return _run(entry, speed[entry.name], repeat)
 
@@ -319,7 +315,7 @@ def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
     job = _job()  # direct beat the pick over the rounds
     spec, entries, ran = _confirming(monkeypatch, job, {"sequential": 500, "direct": 500})
     lines: list[str] = []
-    runs = matrix.confirm(spec, None, entries, {}, job, lines.append)
+    runs = matrix.confirm(spec, None, entries, {}, job, lines.append)  # type: ignore[arg-type]
     assert ran == [
         ("sequential", 3),
         ("direct", 3),
@@ -330,9 +326,9 @@ def test_a_pick_beaten_over_the_rounds_is_confirmed_in_alternating_pairs(
     ]
     assert len(runs) == 2 * CONFIRM_PAIRS == len(lines)
     assert lines[0].startswith("[fuse/m/cold confirming] core.load: sequential workers=4")
-    job["runs"] = [r for r in job["runs"] if r["label"] != entries[4].label]  # no rival left
+    job.runs = [r for r in job.runs if r.label != entries[4].label]  # no rival left
     ran.clear()
-    assert matrix.confirm(spec, None, entries, {}, job, lines.append) == [] and ran == []
+    assert matrix.confirm(spec, None, entries, {}, job, lines.append) == [] and ran == []  # type: ignore[arg-type]
 
 
 def test_an_alternative_that_beats_the_pick_after_a_confirmation_is_confirmed_too(
@@ -343,12 +339,12 @@ def test_an_alternative_that_beats_the_pick_after_a_confirmation_is_confirmed_to
     from benchmarks import matrix
 
     job = _job()  # direct (600-620) beat the pick (pooled 485) over the rounds
-    pread = Entry("load", "pread", {"workers": 4, "threads": 1})
-    job["entries"].append(_entry(pread))
-    job["runs"] += [_run(pread, 540 + 10 * r, r) for r in range(3)]  # 550: second best
+    pread = Entry("load", "pread", LoadOptions(workers=4, threads=1))
+    job.entries.append(pread)
+    job.runs += [_run(pread, 540 + 10 * r, r) for r in range(3)]  # 550: second best
     speed = {"sequential": 500, "direct": 450, "pread": 450}
     spec, entries, ran = _confirming(monkeypatch, job, speed)
-    job["confirm_runs"] = matrix.confirm(spec, None, entries, {}, job, lambda _: None)
+    job.confirm_runs = matrix.confirm(spec, None, entries, {}, job, lambda _: None)  # type: ignore[arg-type]
     # direct's pairs leave it at 525 and pread (550) ahead of the pick (500): pread's turn
     assert ran == [
         ("sequential", 3),
@@ -365,15 +361,17 @@ def test_an_alternative_that_beats_the_pick_after_a_confirmation_is_confirmed_to
         ("pread", 8),
     ]
     found = regret_of(job)
-    assert found is not None and found["best"].name == "direct"  # both confirmed, direct ahead
-    assert abs(found["regret"] - (1 - 500 / 525)) < 1e-9
+    assert found is not None and found.best is not None
+    assert found.best.name == "direct"  # both confirmed, direct ahead
+    assert found.regret == pytest.approx(1 - 500 / 525)
     text = "".join(regret_table(job))
     assert "6 confirmation pairs, alternating, of the pick and core.load: direct" in text
     assert "then core.load: pread workers=4 threads=1, each of which beat it" in text
     ran.clear()  # at most CONFIRM_RIVALS alternatives are confirmed
     monkeypatch.setattr(matrix, "CONFIRM_RIVALS", 1)
-    del job["confirm_runs"]
-    assert len(matrix.confirm(spec, None, entries, {}, job, lambda _: None)) == 2 * CONFIRM_PAIRS
+    job.confirm_runs = []
+    confirmed = matrix.confirm(spec, None, entries, {}, job, lambda _: None)  # type: ignore[arg-type]
+    assert len(confirmed) == 2 * CONFIRM_PAIRS
 
 
 def test_regret_on_its_own_is_one_bench_job_and_its_table(
@@ -387,7 +385,7 @@ def test_regret_on_its_own_is_one_bench_job_and_its_table(
     path = write_safetensors_model(tmp_path / "m", layers=1, hidden=64, intermediate=128, vocab=256)
     jobs: list[Job] = []
 
-    def fake(job: Job, progress: Any = None) -> dict[str, Any]:
+    def fake(job: Job, progress: Any = None) -> JobResult:
         jobs.append(job)
         return _job()
 
@@ -418,13 +416,15 @@ def test_the_pick_applied_is_judged_against_the_evidence_it_was_picked_on() -> N
     from benchmarks.regret_tables import regret_targets
 
     job = _job()
-    pick = job["recommendation"]["pick"]
-    other = {"spec": "pread workers=4 threads=1", "median_mbps": 900.0}
+    assert job.recommendation is not None
+    pick = job.recommendation.pick
+    other = CandidateRow("pread workers=4 threads=1", "", False, 3, 900.0, 0, 0, "", "")
     for evidence, met in ((520.0, True), (600.0, False)):
-        job["recommendation"]["ranked"] = [other, {"spec": pick, "median_mbps": evidence}]
+        rows = (other, *_record(pick, evidence).candidates)
+        job.recommendation = dataclasses.replace(job.recommendation, candidates=rows)
         applied = [t for t in regret_targets(job) if t.target.startswith("the pick applied")]
         assert len(applied) == 1 and applied[0].met is met
         # the pick's own core.load runs (500, 510, 520), not its twin's or the rival's
         assert applied[0].measured.startswith(f"510 / {evidence:.0f} MB/s")
-    del job["recommendation"]["ranked"]  # a results.json from before the record had it
+    job.recommendation = _record(pick)  # nothing measured for the pick: no evidence to judge
     assert not [t for t in regret_targets(job) if t.target.startswith("the pick applied")]

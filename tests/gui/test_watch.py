@@ -107,6 +107,13 @@ def test_a_watched_command_fills_the_live_plots_and_the_results(
         workspace.exporter.export_results(str(path))
     assert done.args[0], done.args[1]
     assert '"strategy": "watch"' in path.read_text()
+    # A plot of the watch: as PNG, the screen's picture; a figure (SVG, PDF) is drawn from
+    # modelmon's own runs only, and says so.
+    for name, ok in (("watched.png", True), ("watched.svg", False)):
+        with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
+            workspace.exporter.export_plot("Throughput", str(tmp_path / name))
+        assert done.args[0] is ok and (tmp_path / name).exists() is ok, done.args[1]
+    assert "saved as PNG" in done.args[1]
 
 
 def test_a_bad_command_line_is_said_in_the_dialog(

@@ -11,11 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QPoint, QSettings, QSize
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QApplication, QComboBox, QFileDialog, QLabel, QSpinBox
+from PySide6.QtWidgets import QApplication, QComboBox, QFileDialog, QLabel, QSpinBox, QWidget
 
-from modelmon.core import LoadOptions, prime_mode, set_prime_mode, write_safetensors_model
+from modelmon.core import (
+    Ceiling,
+    Ceilings,
+    LoadOptions,
+    prime_mode,
+    set_prime_mode,
+    write_safetensors_model,
+)
 from modelmon.gui.main_window import MINIMUM_SIZE, MainWindow
 from modelmon.gui.plots.blocks import LABEL_SPACING_PX
 from modelmon.gui.state.results_rows import STATUS
@@ -93,6 +100,11 @@ def test_the_dark_theme_recolours_widgets_and_plots(
     qtbot, window: MainWindow, light_afterwards: None
 ):
     plot = window.workspace.throughput
+    ceilings = window.bench.ceilings
+    ceilings.merge(
+        Ceilings(ceilings.model, (Ceiling("parallel_read", 900.0, (900.0,), "four readers", True),))
+    )
+    (line,) = plot.ceiling_lines.values()
     light_background = plot.plot.backgroundBrush().color().name()
     window.menus.theme_menu.actions["dark"].trigger()
     assert window.settings.theme() == "dark"
@@ -102,6 +114,8 @@ def test_the_dark_theme_recolours_widgets_and_plots(
         lambda: plot.plot.backgroundBrush().color().name() == current_theme().background
     )
     assert plot.plot.backgroundBrush().color().name() != light_background
+    # Lines and their labels in the text colour follow it: dark text on dark would vanish.
+    assert line.label.color.name() == line.pen.color().name() == current_theme().foreground
     window.menus.theme_menu.actions["light"].trigger()
     assert not current_theme().dark
     qtbot.waitUntil(lambda: plot.plot.backgroundBrush().color().name() == light_background)
@@ -114,10 +128,14 @@ def test_help_menu_shows_how_it_measures_shortcuts_and_about(qtbot, window: Main
     assert "verified cold" in help_menu.show_how().browser.toPlainText()
     shortcuts = help_menu.show_shortcuts().browser.toPlainText()
     assert "Open model" in shortcuts and "Run A/B × n" in shortcuts and "Ctrl+T" in shortcuts
-    about = help_menu.show_about().browser.toPlainText()
+    assert "CPU & memory" in shortcuts and "Disk & page cache" in shortcuts  # as the tabs say
+    dialog = help_menu.show_about()
     from modelmon import __version__
 
-    assert f"modelmon {__version__}" in about
+    assert f"modelmon {__version__}" in dialog.browser.toPlainText()
+    # A window as small as its few lines: all of them shown, nothing to scroll.
+    assert dialog.width() < 640 and dialog.height() < 480
+    assert dialog.browser.verticalScrollBar().maximum() == 0
     help_menu.dialog.close()
 
 
@@ -131,6 +149,25 @@ def squeezed(window: MainWindow) -> list[str]:
     return found
 
 
+def in_sight(widget: QWidget) -> bool:
+    """The whole of ``widget`` is drawn (nothing of it scrolled away or cut off)."""
+    return widget.isVisible() and widget.visibleRegion().boundingRect() == widget.rect()
+
+
+def plots_whole(window: MainWindow) -> list[str]:
+    """Plots of the tab shown that are shorter than they need, or whose caption is drawn over
+    the plot (its time axis' label): none may be."""
+    found = []
+    for name, plot in window.workspace.plots.items():
+        if not plot.isVisible() or name == "Blocks":
+            continue
+        if plot.height() < plot.minimumHeight():
+            found.append(f"{name}: {plot.height()} px of {plot.minimumHeight()}")
+        if plot.caption.isVisible() and plot.caption.y() < plot.plot.geometry().bottom():
+            found.append(f"{name}: its caption over the plot")
+    return found
+
+
 def test_minimum_size_and_small_windows_scroll_instead_of_overlapping(
     qtbot, window: MainWindow, small_model: Path
 ):
@@ -139,11 +176,13 @@ def test_minimum_size_and_small_windows_scroll_instead_of_overlapping(
     window.resize(300, 200)
     assert (window.width(), window.height()) >= (MINIMUM_SIZE.width(), MINIMUM_SIZE.height())
     workspace = window.workspace
+    window.bench.run("A")
+    wait_idle(qtbot, window)
 
     window.resize(1000, 700)
     qtbot.waitUntil(lambda: window.height() == 700)
     QApplication.processEvents()
-    assert squeezed(window) == []
+    assert squeezed(window) == [] and plots_whole(window) == []
     # The configurations show whole (nothing to scroll), several result rows fit, and the
     # plots are tall enough for their axis titles.
     assert workspace.top_scroll.verticalScrollBar().maximum() == 0
@@ -151,13 +190,61 @@ def test_minimum_size_and_small_windows_scroll_instead_of_overlapping(
     header = workspace.results.horizontalHeader().height()
     assert workspace.results.viewport().height() >= 3 * row
     assert workspace.results.height() >= header + 3 * row
-    assert workspace.throughput.plot.height() >= workspace.throughput.plot.minimumHeight()
 
     window.resize(800, 500)
     qtbot.waitUntil(lambda: window.height() == 500)
     QApplication.processEvents()
-    assert squeezed(window) == []
-    assert workspace.results.height() >= header + 2 * row
+    assert squeezed(window) == [] and plots_whole(window) == []
+    # The configurations scroll, but each shows its strategy and its Run button; a result row
+    # shows above a horizontal scroll bar.
+    assert all(in_sight(panel.run_button) for panel in workspace.panels.values())
+    assert all(in_sight(panel.strategy_box) for panel in workspace.panels.values())
+    assert in_sight(workspace.progress.cancel_button) and in_sight(workspace.compare.ab_button)
+    assert workspace.results.viewport().height() >= row
+    for index in range(workspace.tabs.count()):
+        workspace.tabs.setCurrentIndex(index)
+        QApplication.processEvents()
+        assert plots_whole(window) == [], workspace.tabs.tabText(index)
+
+
+def test_a_message_never_moves_the_controls(qtbot, window: MainWindow, small_model: Path):
+    """A message that comes mid-run (a note, a warning) takes a row that is always there:
+    the Cancel button and the rest stay where the pointer expects them."""
+    open_model(qtbot, window, small_model)
+    window.resize(1000, 700)
+    QApplication.processEvents()
+    workspace = window.workspace
+    watched = (
+        workspace.progress.cancel_button,
+        workspace.panels["A"].run_button,
+        workspace.compare.ab_button,
+        workspace.tabs,
+        workspace.results,
+    )
+
+    def places() -> list[tuple[QPoint, QSize]]:
+        QApplication.processEvents()
+        return [(w.mapTo(window, QPoint(0, 0)), w.size()) for w in watched]
+
+    before = places()
+    window.bench.message.emit("Run B: " + "a long note about the run, " * 12, "warning")
+    assert window.messages.isVisible() and places() == before
+    window.messages.clear()
+    assert places() == before
+
+
+def test_a_tall_window_shows_every_run_of_an_ab(qtbot, window: MainWindow, small_model: Path):
+    open_model(qtbot, window, small_model)
+    window.resize(1400, 900)
+    workspace = window.workspace
+    window.bench.run_ab(3)
+    wait_idle(qtbot, window, 60_000)
+    assert len(window.bench.records) == 6
+    QApplication.processEvents()
+    table = workspace.results
+    rows = table.viewport().height() // table.verticalHeader().defaultSectionSize()
+    assert rows >= 6 and table.verticalScrollBar().maximum() == 0
+    assert plots_whole(window) == []
 
 
 def test_the_blocks_tab_labels_every_block_of_a_24_layer_model(
@@ -233,9 +320,10 @@ def test_exports_start_in_the_last_export_folder_and_follow_the_umask(
     for name in ("results.json", "plot.svg"):
         assert stat.S_IMODE((exports / name).stat().st_mode) == 0o640, name
     svg = (exports / "plot.svg").read_text()
-    # Tick labels and axis titles as text, not bitmaps; the heading names model and configs.
-    assert "<image" not in svg and svg.count("<text") > 5
-    assert small_model.name in svg and "A: sequential" in svg
+    # Drawn as vectors (no bitmap), every word as outlines named in the file; the heading
+    # names model and configs (also the file's description).
+    assert "<image" not in svg and svg.count("<!-- ") > 5
+    assert small_model.name in svg and "A: sequential" in svg and "<dc:description>" in svg
 
 
 def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(

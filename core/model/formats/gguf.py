@@ -211,10 +211,12 @@ class _Walk:
         # mean a file cut short (a download that stopped), not a file to walk through.
         least = HEADER_SIZE + tensor_count * MIN_TENSOR_INFO_SIZE + kv_count * MIN_KV_SIZE
         if least > self.size:
-            counts = f"{tensor_count} tensors and {kv_count} KVs"
-            problem = f"its header lists {counts}, which take at least {least} bytes"
+            tensors = f"{tensor_count} tensor{'s' if tensor_count != 1 else ''}"
+            kvs = f"{kv_count} metadata key{'s' if kv_count != 1 else ''}"
             raise self.fail(
-                f"truncated: {problem} (expected at least {least} bytes, found {self.size})", 8
+                f"truncated: its header lists {tensors} and {kvs}, which take at least "
+                f"{least} bytes, but the file has {self.size}",
+                8,
             )
         self.pos = HEADER_SIZE
         return version, tensor_count, kv_count

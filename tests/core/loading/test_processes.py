@@ -1,13 +1,17 @@
-"""How a worker that ended early is described: its signal, and whether the OOM killer did it."""
+"""How a worker that ended early is described: its signal, and whether the OOM killer did it;
+and how one is known to be ending before it can be reaped."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from modelmon.core.loading.processes import death_description, oom_kills
+from modelmon.core.loading.processes import death_description, ending_code, oom_kills
 
 
 def test_a_sigkill_is_put_down_to_the_oom_killer_only_when_it_acted(tmp_path: Path) -> None:
@@ -23,3 +27,22 @@ def test_a_sigkill_is_put_down_to_the_oom_killer_only_when_it_acted(tmp_path: Pa
     assert death_description(-signal.SIGKILL, None) == "was killed by SIGKILL: out of memory?"
     assert death_description(-signal.SIGSEGV, now) == "was killed by SIGSEGV"
     assert death_description(3, now) == "exited with code 3 before finishing"
+
+
+def test_how_a_process_ends_is_known_before_it_is_reaped() -> None:
+    """``ending_code``: None while a child runs; once it is bound to end (killed, or exited
+    and not yet waited for), how, as multiprocessing's exitcode says it."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    exits = subprocess.Popen(["sh", "-c", "exit 3"])
+    try:
+        assert ending_code(sleeper.pid) is None
+        os.kill(sleeper.pid, signal.SIGKILL)
+        for child, code in ((sleeper, -signal.SIGKILL), (exits, 3)):
+            deadline = time.monotonic() + 10
+            while ending_code(child.pid) is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the kernel has it ending
+            assert ending_code(child.pid) == code
+    finally:
+        for child in (sleeper, exits):
+            child.kill()
+            child.wait()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.loading.fresh import FreshResult
 from modelmon.core.measuring import peers
 from modelmon.core.model.synth import write_safetensors_model
 
@@ -57,7 +58,7 @@ def _loading_peer(parent: int, model: Path, timeout_s: float = 60.0) -> int:
 def test_a_peer_killed_mid_load_fails_naming_its_signal(model: Path) -> None:
     if peers.peer_unavailable("safetensors"):
         pytest.skip("safetensors is not installed")
-    results: list[peers.PeerResult] = []
+    results: list[FreshResult] = []
     runner = threading.Thread(
         target=lambda: results.append(peers.run_peer("safetensors", [str(model)], "cold"))
     )
@@ -86,6 +87,7 @@ def _alive(pid: int) -> bool:
 
 _PARENT = """
 import sys
+from modelmon.core.loading.fresh import FreshResult
 from modelmon.core.measuring import peers
 print(peers.run_peer("safetensors", [sys.argv[1]], "cold"), flush=True)
 """

@@ -1,4 +1,4 @@
-"""recommend's plan of the budget: the runs the pick rests on are kept whatever screening
+"""recommend's plan of the budget: the runs the pick rests on are kept whatever the entries
 would spend, and a peer is planned and bounded at what its run really costs (a process
 start and imports on top of its load)."""
 
@@ -15,18 +15,12 @@ import pytest
 from modelmon.core.errors import ReadaheadError
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring import peers, race
-from modelmon.core.measuring.candidate import EVIDENCE_RUNS, Candidate
-from modelmon.core.measuring.cutoff import Curve, RaceStop
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.cutoff import RaceStop
 from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.race import PEER_START_GUESS_S, Race
-from modelmon.core.measuring.rounds import (
-    finalists,
-    rescreen,
-    screen,
-    screening_order,
-    semifinal,
-    settle,
-)
+from modelmon.core.measuring.recommend import screening_order
+from modelmon.core.measuring.search import EVIDENCE_RUNS, Search, fill
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.storage import storage_facts
@@ -91,7 +85,7 @@ def test_an_unrun_peer_is_planned_with_its_start_then_at_its_measured_cost() -> 
     r = Race(None, time.monotonic() + 60, 4.0, lambda _: None, None)  # type: ignore[arg-type]
     a_peer, mine = peer(), own(4)
     assert r.pace(a_peer) == 4.0 + r.overhead_s + PEER_START_GUESS_S  # nothing ran yet
-    r.leader, r.overheads = Curve([], LOAD_S, 10**9), [3.0]
+    r.leader, r.overheads = LOAD_S, [3.0]
     assert r.pace(mine) == LOAD_S + 3.0
     assert r.pace(a_peer) == LOAD_S + 3.0 + PEER_START_GUESS_S
     r.peer_overheads["runai-model-streamer"] = [9.0, 11.0]
@@ -102,19 +96,16 @@ def test_an_unrun_peer_is_planned_with_its_start_then_at_its_measured_cost() -> 
 def test_a_slow_peer_cannot_spend_the_runs_the_pick_rests_on(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # 45 s after the ceilings, 5 s a run: the two leaders' evidence (2 × 2 runs, 20 s) is
-    # more than half the screening. A peer whose imports take 14 s once ran here and left
-    # the pick on one run; now it is planned at its cost and stopped before the reserve.
+    # 45 s after the ceilings, 5 s a run: the duel's two pairs (20 s) are almost half of it.
+    # A peer whose imports take 14 s, planned at the leader's pace, would leave the pick on
+    # one run; planned at its cost, it does not fit beside the duel and is not started.
     clock = Clock()
     monkeypatch.setattr(race, "time", clock)
     r = ClockedRace(clock, budget_s=45.0)
     pool = screening_order([own(4), own(1), own(2), own(8)], [peer()])
-    screen(r, pool, storage_facts(tmp_path))
-    semifinal(r, pool)
-    winner, rival = finalists(pool)
-    assert winner is not None
-    best, _, _, _, pairs = settle(r, winner, rival)
-    assert len(best.results) >= EVIDENCE_RUNS and pairs >= 1
+    best, duel = Search(r, pool, storage_facts(tmp_path)).run()
+    assert best is not None and duel is not None
+    assert len(best.results) >= EVIDENCE_RUNS and duel.pairs >= 1
     assert r.left() >= 0  # the budget kept
     assert any(c.reason == "not measured: no budget left" for c in pool)
 
@@ -125,7 +116,7 @@ def test_a_peer_that_would_run_into_the_reserve_is_stopped_at_it(
     clock = Clock()
     monkeypatch.setattr(race, "time", clock)
     r = ClockedRace(clock, budget_s=30.0)
-    r.leader, r.overheads = Curve([], LOAD_S, 10**9), [3.0]
+    r.leader, r.overheads = LOAD_S, [3.0]
     slow = peer()
     assert r.run(slow, keep_s=20.0) is None  # 16 s of run, 10 s outside the reserve
     assert r.peer_runs_stopped == 1 and r.left() == pytest.approx(20.0)
@@ -147,7 +138,6 @@ def test_a_pick_short_of_its_evidence_runs_past_the_budget_by_the_overrun_at_mos
 ) -> None:
     """A leader that changes in the last pairs leaves the pick on two runs with 2 s left; its
     third run may end past the deadline, by the overrun at most."""
-    from modelmon.core.measuring.rounds import fill
 
     def pick_on_two_runs(overrun_s: float) -> tuple[ClockedRace, Candidate]:
         clock = Clock()
@@ -197,16 +187,12 @@ def test_a_search_that_found_no_rival_screens_on_with_what_it_kept_for_one(
     failure = Candidate("mmap-shared-fd", LoadOptions(workers=4), role="failure mode")
     library = Candidate("library", LoadOptions(threads=1), role="baseline")
     pool = [own(4), library, failure, own(2), own(8)]
-    screen(r, pool, storage_facts(tmp_path))
-    assert [c.ended for c in pool[2:]] == ["not measured"] * 3  # the rival's evidence kept
-    semifinal(r, pool)
-    rescreen(r, pool, storage_facts(tmp_path))
+    best, duel = Search(r, pool, storage_facts(tmp_path)).run()
+    assert library.ended == "cut early"
     assert failure.results and pool[3].results  # measured once each
-    assert pool[4].ended == "not measured"  # a rival found: the rest go to the finals
-    winner, rival = finalists(pool)
-    assert winner is pool[0] and rival is pool[3]
-    best, _, _, _, pairs = settle(r, winner, rival)
-    assert pairs >= 1 and len(best.results) >= EVIDENCE_RUNS
+    assert pool[4].ended == "not measured"  # a rival found: the rest go to the duel
+    assert duel is not None and {id(best), id(duel.other)} == {id(pool[0]), id(pool[3])}
+    assert best is not None and duel.pairs >= 1 and len(best.results) >= EVIDENCE_RUNS
     assert r.left() >= -r.evidence_overrun_s
 
 

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring import peers
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.recommend import Recommendation, peer_candidates, recommend
-from modelmon.core.measuring.rounds import (
-    decide,
-    finalists,
-    ruled_out_by,
-    screen,
+from modelmon.core.measuring.recommend import (
+    BudgetUse,
+    Recommendation,
+    peer_candidates,
+    recommend,
     screening_order,
 )
+from modelmon.core.measuring.search import Search, decide, ruled_out_by
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions, MiB
@@ -42,7 +43,7 @@ def timed(sharded_model: Path) -> tuple[Recommendation, float]:
 def test_budget_is_kept_within_15_percent(timed: tuple[Recommendation, float]) -> None:
     rec, wall = timed
     assert 0.85 * BUDGET_S <= wall <= 1.15 * BUDGET_S, wall
-    assert rec.elapsed_s <= wall
+    assert rec.budget.elapsed_s <= wall
 
 
 def test_the_budget_that_would_screen_what_was_not_measured_is_said(
@@ -51,13 +52,13 @@ def test_the_budget_that_would_screen_what_was_not_measured_is_said(
     rec, _ = timed
     skipped = [c for c in rec.unranked if c.ended == "not measured"]
     # Whether 15 s screens the whole grid depends on the machine (CI's did): both ways agree.
-    assert (rec.unmeasured_s > 0) == bool(skipped)
+    assert (rec.budget.unmeasured_s > 0) == bool(skipped)
     if not skipped:
         assert not any(t.startswith("Not measured (no budget") for t in explain(rec))
         return
     line = next(t for t in explain(rec) if t.startswith("Not measured (no budget left"))
     ask = int(line.split("a budget of ")[1].split(" s")[0])
-    assert ask >= BUDGET_S + rec.unmeasured_s and ask % 10 == 0
+    assert ask >= BUDGET_S + rec.budget.unmeasured_s and ask % 10 == 0
 
 
 def test_winner_rests_on_three_cold_runs_and_paired_runs(
@@ -66,8 +67,9 @@ def test_winner_rests_on_three_cold_runs_and_paired_runs(
     rec, _ = timed
     assert len(rec.winner.results) >= 3
     assert all(r.cache.cold for r in rec.winner.results)
-    assert rec.runner_up is not None and rec.verdict is not None and rec.pairs >= 1
-    assert rec.runner_up.verdict is rec.verdict
+    duel = rec.duel
+    assert duel is not None and duel.verdict is not None and duel.pairs >= 1
+    assert duel.other.verdict is duel.verdict
     assert any("Paired with the runner-up" in line for line in explain(rec))
 
 
@@ -75,15 +77,15 @@ def test_every_candidate_has_a_row_saying_how_it_ended(
     timed: tuple[Recommendation, float],
 ) -> None:
     rec, _ = timed
-    rows = rec.table()
-    assert sum(row["in_config"] for row in rows) == 1
-    for row in rows:
-        assert row["ended"] in ("finished", "cut early", "ruled out", "failed", "not measured")
-        assert row["ended"] == "finished" or row["reason"]
-        if row["runs"]:
-            assert row["min_mbps"] <= row["median_mbps"] <= row["max_mbps"]
-    runner_up = next(r for r in rows if r["spec"] == rec.runner_up.spec)  # type: ignore[union-attr]
-    assert runner_up["verdict_vs_pick"]["text"] in ("A faster", "within noise")
+    rows = (*rec.ranked, *rec.peers, *rec.unranked)
+    assert sum(c is rec.winner for c in rows) == 1
+    for c in rows:
+        assert c.ended in ("finished", "cut early", "ruled out", "failed", "not measured")
+        assert c.ended == "finished" or c.reason
+        if c.spread_mbps is not None:
+            assert c.spread_mbps[0] <= c.median_mbps <= c.spread_mbps[1]
+    assert rec.duel is not None and rec.duel.other.verdict is not None
+    assert rec.duel.other.verdict.text in ("A faster", "within noise")
 
 
 def test_within_noise_the_simpler_is_picked_and_said() -> None:
@@ -141,7 +143,10 @@ def test_within_noise_planned_reads_beat_a_mapping_of_the_file() -> None:
     assert decide(mapped, own, [0.99, 1.0, 1.01])[0] is own
 
 
-def test_a_changed_readahead_meets_the_device_as_it_is_in_the_finals() -> None:
+def test_a_changed_readahead_meets_the_device_as_it_is_in_the_finals(tmp_path: Path) -> None:
+    def finalists(pool: list[Candidate]) -> tuple[Candidate | None, Candidate | None]:
+        return Search(None, pool, storage_facts(tmp_path)).duellists()  # type: ignore[arg-type]
+
     base = candidate("sequential", 1287, 1232, 1341)
     tuned = candidate("sequential", 1290, 1300, 1295, readahead=16384)
     other = candidate("sequential", 1289, 1285, 1291, readahead=4096)
@@ -232,7 +237,10 @@ class _ScriptedRace:
 
     def __init__(self, budget_s: float, pace_s: float) -> None:
         self.clock, self.budget_s, self.pace_s = 0.0, budget_s, pace_s
-        self.leader: object | None = None
+        self.evidence_overrun_s = 0.0
+
+    def check_cancel(self) -> None:
+        pass
 
     def left(self) -> float:
         return self.budget_s - self.clock
@@ -244,24 +252,27 @@ class _ScriptedRace:
     def pace(self, candidate: Candidate) -> float:
         return self.pace_s
 
-    def run(self, candidate: Candidate, **_: object) -> None:
+    def run(self, candidate: Candidate, **_: object) -> LoadResult:
         self.clock += self.pace_s
-        candidate.results.append(candidate_result(1000.0))
+        done = candidate_result(1000.0)
+        candidate.results.append(done)
         candidate.wall_seconds.append(self.pace_s)
         candidate.ended = "finished"
-        self.leader = candidate
+        return done
 
 
-def test_screening_gets_half_the_budget_whatever_the_later_rounds_plan(tmp_path: Path) -> None:
-    # 36 s left at 3 s a run: the semifinal, three pairs and four readahead values would keep
-    # 42 s, more than there is; screening still runs six candidates (half the budget).
+def test_entries_take_all_but_what_the_duel_needs(tmp_path: Path) -> None:
+    # 36 s at 3 s a run: entries stop where two pairs of the duel (12 s) would no longer fit
+    # after them; the two pairs settle it (equal runs: the more robust) within the budget.
     race = _ScriptedRace(budget_s=36.0, pace_s=3.0)
     order = [Candidate("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 13)]
-    screen(race, order, storage_facts(tmp_path), later_runs=4)  # type: ignore[arg-type]
-    ran = [c for c in order if c.results]
-    assert len(ran) == 2 + 4  # two freely, then four more while 18 s (half) stays kept
+    best, duel = Search(race, order, storage_facts(tmp_path)).run()  # type: ignore[arg-type]
+    entered = [c for c in order if c.results]
+    assert len(entered) == 8  # 24 s of entries, 12 s kept
     assert all(c.reason == "not measured: no budget left" for c in order if not c.results)
-    assert race.left() >= 0.5 * 36.0 - 3.0
+    assert duel is not None and duel.pairs == 2 and duel.tie
+    assert best is order[0] and len(best.results) == 3  # one worker: the more robust
+    assert race.left() >= 0
 
 
 def test_screening_takes_modelmons_candidates_and_the_peers_in_turn() -> None:
@@ -302,15 +313,16 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
         ceilings=Ceilings("m", ()),
         streaming=False,
         usable_ram=10**10,
-        budget_s=60.0,
-        elapsed_s=58.0,
+        budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
         peers=(crashed,),
         unranked=left_out(order),
     )
     text = explain(rec)
     skipped = next(line for line in text if line.startswith("Not measured (no budget left)"))
     assert late.spec in skipped and runai.spec in skipped and "CONCURRENCY=16" in skipped
-    hinted = explain(dataclasses.replace(rec, unmeasured_s=95.2))
+    hinted = explain(
+        dataclasses.replace(rec, budget=BudgetUse(given_s=60.0, elapsed_s=58.0, unmeasured_s=95.2))
+    )
     assert any(
         line.startswith(
             "Not measured (no budget left; screening them once would take about 95 s more at "
@@ -319,4 +331,4 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
         for line in hinted
     )
     assert any(line.startswith(f"Peer {crashed.spec}: exit 1") for line in text)
-    assert [row["spec"] for row in rec.table()][-3:] == [broken.spec, late.spec, runai.spec]
+    assert [c.spec for c in rec.unranked] == [broken.spec, late.spec, runai.spec]

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.recommend import recommend
-from modelmon.core.measuring.rounds import READAHEAD_KIB
+from modelmon.core.measuring.recommend import READAHEAD_KIB, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions

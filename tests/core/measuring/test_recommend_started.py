@@ -32,4 +32,4 @@ def test_a_budget_spent_before_the_search_leaves_only_the_first_load(sharded_mod
     )
     assert len(first.results) == 1 and rec.winner is first
     assert second.ended == "not measured" and not second.results
-    assert rec.elapsed_s >= budget_s  # counted from the caller's start, not from the call
+    assert rec.budget.elapsed_s >= budget_s  # counted from the caller's start, not from the call

@@ -27,19 +27,20 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def assert_covers(outcome: SessionResult, interval_s: float) -> None:
     duration = outcome.result.seconds
+    starts, ends = outcome.spans
     times, values = outcome.series["load_mbps"]
-    # Covers the load: the first sample falls inside it (how soon depends on the scheduler of a
-    # busy machine, not on the sampler), the last one at or after its end (the sampler stops
-    # after the run). At the configured rate: at most one sample per slot over the span
-    # sampled (a busy machine may make it skip slots, never add samples).
-    assert times[0] < duration and times[-1] >= duration - 1.5 * interval_s
-    assert len(times) == outcome.samples_taken
-    assert outcome.samples_taken <= (times[-1] - times[0]) / interval_s + 2, (
-        outcome.samples_taken,
-        times[-1] - times[0],
-    )
-    assert np.all(np.diff(times) > 0)
-    assert np.median(np.diff(times)) == pytest.approx(interval_s, rel=0.5)
+    # The samples tile the load: the first interval starts with it (the sampler begins once
+    # the workers are told go), each starts where the one before ended, and the last ends
+    # once the load has (its final sample is taken when the last worker is done).
+    assert len(times) == len(starts) == outcome.samples_taken > 0
+    assert 0 <= starts[0] < duration
+    assert np.array_equal(starts[1:], ends[:-1]) and np.all(ends > starts)
+    assert ends[-1] >= duration
+    # A rate sits at the middle of the interval it covers.
+    assert np.allclose(times, (starts + ends) / 2, atol=1e-6)
+    # At the configured rate: at most one sample per slot (a busy machine may make the
+    # sampler skip slots, never add samples).
+    assert outcome.samples_taken <= (ends[-1] - starts[0]) / interval_s + 1
     assert np.nanmax(values) > 0
     assert len(outcome.reads["offset"]) > 0
     assert outcome.sampler_cpu_seconds < 0.05 * duration + 0.05  # < 5 % of one core
@@ -53,8 +54,33 @@ def test_local_disk_session_covers_the_load(slow_model: Path) -> None:
     assert "device_read_mbps" in outcome.series  # ext4 on a block device here
     assert {b.worker for b in outcome.block_workers} == {0, 1}
     data = outcome.to_dict()
-    assert data["samples"]["series"]["load_mbps"]["unit"] == "MB/s"
+    load_mbps = data["samples"]["series"]["load_mbps"]
+    assert load_mbps["unit"] == "MB/s" and load_mbps["over"] == "interval"
+    assert len(load_mbps["t_start"]) == len(load_mbps["t_end"]) == len(load_mbps["t"])
+    assert data["samples"]["series"]["workers_rss"]["over"] == "instant"
+    assert "t_start" not in data["samples"]["series"]["workers_rss"]
+    assert "middle" in data["samples"]["placement"]
     assert len(data["samples"]["access_pattern"]["offset"]) == len(outcome.reads["offset"])
+
+
+def test_rates_line_up_with_a_load_of_known_start_and_end(slow_model: Path) -> None:
+    """The load starts at 0 and ends when its last worker is done (its reads say when): no
+    rate is placed before it starts nor more than half an interval after it ends, and the
+    load's own MB/s over the intervals adds up to the bytes it read."""
+    interval_s = 0.1
+    outcome = Session(slow_model, "pread", SLOW, interval_s=interval_s).run()
+    assert outcome.result.status == "ok"
+    end = outcome.result.seconds
+    assert float(outcome.reads["end"].max()) <= end + 1e-6  # the reads lie inside the load
+    starts, ends = outcome.spans
+    for name, spec in outcome.specs.items():
+        times, values = outcome.series[name]
+        if spec.over == "interval":
+            placed = times[np.isfinite(values)]
+            assert np.all(placed >= 0) and np.all(placed <= end + interval_s / 2), name
+    rates = outcome.series["load_mbps"][1]
+    assert np.isfinite(rates).all()
+    assert sum(rates * 1e6 * (ends - starts)) == pytest.approx(outcome.result.bytes, rel=1e-6)
 
 
 def test_fuse_session_covers_the_load(slow_model: Path, tmp_path: Path) -> None:

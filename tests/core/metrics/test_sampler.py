@@ -14,6 +14,7 @@ from modelmon.core.metrics import SOURCES
 from modelmon.core.metrics import sampler as sampler_module
 from modelmon.core.metrics.base import MetricSpec, Source
 from modelmon.core.metrics.sampler import Sampler
+from modelmon.core.metrics.series import INSTANT, INTERVAL, merged
 
 from .fakes import target
 
@@ -123,8 +124,11 @@ def test_values_are_recorded_and_missing_names_are_gaps(fakes):
     assert set(series) == {"calls", "missing"}
     times, calls = series["calls"]
     assert len(times) == sampler.samples_taken >= 5
-    assert calls[0] == 2.0  # call 1 set the baselines and was not recorded
-    assert np.all(np.diff(calls) == 1) and np.all(np.diff(times) > 0)
+    assert calls[0] == 3.0  # calls 1 and 2 set the baselines (prepare, begin): not recorded
+    # One call a sample; the final one may be folded into the sample before it (its level is
+    # then the later reading).
+    assert np.all(np.diff(calls[:-1]) == 1) and calls[-1] > calls[-2]
+    assert np.all(np.diff(times) > 0)
     assert np.all(np.isnan(series["missing"][1]))
     assert sampler.unavailable == {} and Counting.closed == 1
     assert sampler.cpu_seconds > 0 and set(sampler.source_seconds) == {"counting"}
@@ -176,7 +180,7 @@ def test_a_final_sample_is_taken_on_stop(fakes):
     sampler.stop()
     assert sampler.samples_taken == 1
     calls = sampler.series()["calls"][1]
-    assert calls.tolist() == [2.0] and not math.isnan(calls[0])
+    assert calls.tolist() == [3.0] and not math.isnan(calls[0])
 
 
 def test_a_value_that_is_no_number_is_a_gap(fakes, monkeypatch):
@@ -230,3 +234,63 @@ def test_residency_measures_on_its_rounds_and_a_file_gone_is_reported(tmp_path):
         "residency": "page-cache residency failed on every sample (FileNotFoundError: [Errno 2] "
         f"No such file or directory: '{model}')"
     }
+
+
+def test_each_sample_covers_the_interval_since_the_one_before_and_rates_integrate(fakes):
+    """Rows tile the time from begin() to the end; a rate sits at its interval's middle, a
+    level at its end; rate × interval summed is what the counter grew by from begin()."""
+    readings: list[int] = []
+
+    def loaded() -> int:  # a counter that grows by 1 MB at each reading
+        readings.append(len(readings) * 1_000_000)
+        return readings[-1]
+
+    sampler = Sampler(
+        target(1, loaded=loaded), interval_s=0.01, sources=["load_throughput", "counting"]
+    )
+    before_begin = time.perf_counter_ns()
+    run(sampler, 5)
+    rows = sampler.sampled()
+    assert len(rows.starts) == sampler.samples_taken >= 5
+    assert rows.starts[0] >= before_begin  # from begin(), not from the baselines before it
+    assert np.array_equal(rows.starts[1:], rows.ends[:-1])  # contiguous
+    assert np.all(rows.ends > rows.starts)
+    series = sampler.series()
+    assert np.array_equal(series["load_mbps"][0], rows.starts + (rows.ends - rows.starts) // 2)
+    assert np.array_equal(series["calls"][0], rows.ends)  # an instant: when it was read
+    rates = series["load_mbps"][1]
+    grown = sum(rates * 1e6 * (rows.ends - rows.starts) / 1e9)
+    assert grown == pytest.approx(readings[-1] - readings[1])  # readings[1]: begin()'s baseline
+
+
+def test_finish_ends_the_sampling_without_waiting_and_its_sample_covers_the_end(fakes):
+    sampler = Sampler(target(1), interval_s=10.0, sources=["counting"])
+    sampler.start()
+    asked = time.perf_counter_ns()
+    sampler.finish()  # returns at once; the thread takes the final sample
+    sampler.stop()
+    rows = sampler.sampled()
+    assert sampler.samples_taken == 1 and rows.ends[-1] >= asked
+
+
+def test_a_short_final_sample_is_folded_into_the_one_before():
+    """Over both intervals: rates weighted by time (a gap counts for nothing), levels the
+    later one's."""
+    first = (0, 100, [10.0, 1.0, math.nan])
+    second = (100, 120, [70.0, 2.0, 5.0])
+    start, end, row = merged(first, second, [INTERVAL, INSTANT, INTERVAL])
+    assert (start, end) == (0, 120)
+    assert row[0] == pytest.approx((10.0 * 100 + 70.0 * 20) / 120)
+    assert row[1] == 2.0 and row[2] == 5.0
+
+
+def test_every_rate_is_declared_over_intervals():
+    """A rate or share of time placed at its sample's end would be late by half an interval."""
+    for source in SOURCES:
+        try:
+            specs = source(target(2, pids={})).specs()
+        except Exception:  # a source that cannot start here declares nothing to check
+            continue
+        for spec in specs:
+            per_time = spec.unit.endswith("/s") or spec.unit in ("%", "IOPS")
+            assert (spec.over == INTERVAL) == (per_time or spec.name == "cache_hit_estimate"), spec

@@ -86,3 +86,18 @@ def test_a_rate_needs_a_baseline_and_restarts_when_the_counter_goes_back():
     assert np.isnan(rate.update(600_000_000, 10.0))  # reset
     assert rate.update(700_000_000, 20.0) == pytest.approx(100.0)
     assert np.isnan(rate.update(700_000_000, 30.0))  # no time passed
+
+
+def test_rows_keep_the_interval_they_cover_and_the_newest_can_be_rewritten():
+    table = RingTable(["rate", "level"], 3)
+    assert table.last() is None
+    for index in range(4):  # one more than fits: the oldest goes
+        table.append(10 * (index + 1), [float(index), -float(index)], start_ns=10 * index)
+    table.replace_last(45, [9.0, -9.0], start_ns=20)
+    assert table.last() == (20, 45, [9.0, -9.0])
+    rows = table.sampled()
+    assert rows.starts.tolist() == [10, 20, 20] and rows.ends.tolist() == [20, 30, 45]
+    placed = rows.placed({"rate": "interval"})
+    assert placed["rate"][0].tolist() == [15, 25, 32]  # the middle of each interval
+    assert placed["level"][0].tolist() == [20, 30, 45]  # an instant: when it was read
+    assert placed["rate"][1].tolist() == [1.0, 2.0, 9.0]

@@ -11,8 +11,8 @@ from modelmon.core.loading.result import DESCRIPTOR_NOTE, OVERLAP_NOTE
 from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
 from modelmon.core.measuring.peers import PeerSettings
-from modelmon.core.measuring.recommend import Recommendation
-from modelmon.core.measuring.rounds import decide
+from modelmon.core.measuring.recommend import BudgetUse, Recommendation
+from modelmon.core.measuring.search import Duel, decide
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
@@ -44,8 +44,7 @@ def record(model: Model, **fields: object) -> Recommendation:
         ceilings=CEILINGS,
         streaming=False,
         usable_ram=10**10,
-        budget_s=60,
-        elapsed_s=59,
+        budget=BudgetUse(given_s=60, elapsed_s=59),
     )
     return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
 
@@ -56,7 +55,10 @@ def test_tie_says_within_noise_and_why_the_simpler_one(model: Model) -> None:
     best, other, verdict, tie = decide(fast, single, [1.01, 0.98, 0.99])
     assert best is single
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=3
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=3),
     )
     text = " ".join(explain(rec))
     assert "within noise" in text and "3 pairs" in text
@@ -73,7 +75,10 @@ def test_tie_with_the_library_says_why_planned_reads_win(model: Model) -> None:
     best, other, verdict, tie = decide(fast, library, [0.97, 1.01, 0.99])
     assert tie and best is fast and other is library
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=3
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=3),
     )
     text = " ".join(explain(rec))
     assert f"simpler one is recommended: {fast.spec}, because it reads with planned reads" in text
@@ -85,11 +90,18 @@ def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
     slow = candidate("pread", 162, 158)
     best, other, verdict, tie = decide(fast, slow, [0.27])
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, tie=tie, pairs=1
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=1),
     )
     text = " ".join(explain(rec))
     assert "1 pair: too few to estimate the noise, so every run decided" in text
-    assert "576–707" in text and "158–162" in text and "by more than 10%" in text
+    assert (
+        "576–707" in text
+        and "158–162" in text
+        and "3.8× apart, more than 2× the runs' spread" in text
+    )
 
 
 def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
@@ -98,7 +110,7 @@ def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
     library.stopped_below_mbps, library.ended = 160.0, "cut early"
     library.reason = "cut early: 800 MB loaded after 4.50 s, when the leader had loaded all"
     text = " ".join(explain(record(model, winner=winner, ranked=(winner, library))))
-    assert "stayed under 160 MB/s before it was cut: the recommendation is 3.8× that" in text
+    assert "stayed under 160 MB/s before it was cut: the recommendation is 3.75× that" in text
 
 
 def test_a_zero_copy_pick_says_what_views_of_the_page_cache_mean(model: Model) -> None:
@@ -114,10 +126,7 @@ def test_tie_between_equally_simple_ones_says_the_higher_median_decided(model: M
         model,
         winner=big,
         ranked=(big, medium),
-        runner_up=medium,
-        verdict=judge([1.0, 0.95, 1.04, 0.99]),
-        tie=True,
-        pairs=4,
+        duel=Duel(other=medium, verdict=judge([1.0, 0.95, 1.04, 0.99]), tie=True, pairs=4),
     )
     text = " ".join(explain(rec))
     assert f"neither is simpler, so the higher median decided: {big.spec}." in text
@@ -131,7 +140,7 @@ def test_shared_descriptor_on_fuse_is_named_the_failure_mode(model: Model, tmp_p
     rec = record(model, winner=winner, ranked=(winner, shared))
     facts = dataclasses.replace(storage_facts(tmp_path), is_fuse=True)
     line = next(x for x in explain(rec, facts) if x.startswith("mmap with one shared"))
-    assert "12 MB/s here, 27.5× slower: this is the FUSE failure mode" in line
+    assert "12 MB/s here, 27.50× slower: this is the FUSE failure mode" in line
     assert "(4 readers)" in line  # no read log said more
 
 
@@ -167,7 +176,12 @@ def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:
     best, _, verdict, tie = decide(own, runai, [2.0, 1.98, 2.02])
     assert best is runai and not tie
     rec = record(
-        model, winner=own, ranked=(own,), pick=runai, peers=(runai,), runner_up=own, verdict=verdict
+        model,
+        winner=own,
+        ranked=(own,),
+        pick=runai,
+        peers=(runai,),
+        duel=Duel(other=own, verdict=verdict),
     )
     text = " ".join(explain(rec))
     assert "Use Run:ai Model Streamer" in text and "RUNAI_STREAMER_CONCURRENCY=16" in text
@@ -218,3 +232,33 @@ def test_runs_that_shared_the_device_are_counted_with_who(model: Model) -> None:
     assert "shared the device" not in " ".join(
         explain(record(model, winner=alone, ranked=(alone,)))
     )
+
+
+def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Model) -> None:
+    """The pick and the runner-up, paired in the finals: the explanation, "vs the pick" and
+    the failure-mode sentence all give the pairs' median (1 / 0.47 here), never the ratio of
+    the two medians (1300 / 620) beside it."""
+    from modelmon.core import pick_speedup, times_text
+
+    fast = candidate("sequential", 1300, 1290, 1310, workers=4)
+    shared = candidate("mmap-shared-fd", 620, 600, 640, workers=4)
+    best, other, verdict, tie = decide(fast, shared, [0.47, 0.46, 0.48])
+    assert best is fast and not tie
+    other.verdict = verdict  # as the finals leave it
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+    )
+    text = " ".join(explain(rec))
+    said = times_text(pick_speedup(best, other) or 0)
+    assert said == "2.13×" and f"{said} faster, every pair agreeing" in text
+    assert f"{said} slower: this is" in text  # the failure-mode sentence: the same figure
+    assert times_text(1300 / 620) not in text
+    # The same with the library as the runner-up: its sentence gives the finals' figure.
+    library = candidate("library", 620, 600, 640, role="baseline")
+    best, other, verdict, tie = decide(fast, library, [0.47, 0.46, 0.48])
+    other.verdict = verdict
+    rec = record(
+        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+    )
+    text = " ".join(explain(rec))
+    assert f"the recommendation is {said} that" in text and times_text(1300 / 620) not in text

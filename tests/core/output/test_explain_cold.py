@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
-from modelmon.core.measuring.recommend import Recommendation, recommend
+from modelmon.core.measuring.recommend import BudgetUse, Recommendation, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.output.config import recommendation_document, render
@@ -47,7 +47,7 @@ def called_cold(text: str) -> list[str]:
 
 def in_ram(rec: Recommendation) -> Recommendation:
     """``rec`` with every run of every candidate, and the ceilings, not verified cold."""
-    for c in (*rec.ranked, *([rec.runner_up] if rec.runner_up else [])):
+    for c in (*rec.ranked, *([rec.duel.other] if rec.duel else [])):
         c.results[:] = [dataclasses.replace(r, cache=IN_RAM) for r in c.results]
     ceilings = Ceilings(
         "m", tuple(dataclasses.replace(c, verified=False) for c in rec.ceilings.items)
@@ -73,8 +73,7 @@ def recorded(sharded_model: Path) -> Recommendation:
         ceilings=ceilings,
         streaming=False,
         usable_ram=10**10,
-        budget_s=60.0,
-        elapsed_s=58.0,
+        budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
     )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from modelmon.core import open_model
 from modelmon.core.loading.result import LoadResult, WorkerTiming
-from modelmon.core.measuring.recommend import Recommendation
+from modelmon.core.measuring.recommend import BudgetUse, Recommendation
 from modelmon.core.output.text import memory_text, search_memory_text
 from modelmon.core.system import host_memory
 
@@ -48,8 +48,7 @@ def test_a_search_says_the_picks_peak_and_the_largest_of_the_tree(sharded_model:
         ceilings=None,  # type: ignore[arg-type]
         streaming=False,
         usable_ram=10**10,
-        budget_s=60.0,
-        elapsed_s=58.0,
+        budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
     )
     assert search_memory_text(rec) == (
         "peak RSS 50.00 MB in the recommended load's own processes, 2.40 GB at most in all "

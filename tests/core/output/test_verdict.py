@@ -10,7 +10,8 @@ def test_faster_names_the_side_and_its_gain_in_percent():
     verdict = judge([1.12, 1.13, 1.14])
     assert verdict.text == "B faster"
     assert verdict_words(verdict, 3) == (
-        "B is 13 % faster: every one of the 3 pairs agrees (B/A per pair 1.12–1.14×, noise ±1 %)"
+        "B is 13 % faster: every one of the 3 pairs agrees (B/A per pair 1.12–1.14×, "
+        "half the pairs within ±1 % of the median)"
     )
 
 
@@ -18,7 +19,7 @@ def test_slower_b_is_said_as_a_faster_never_as_a_loss():
     verdict = judge([0.5, 0.52, 0.48])
     assert verdict.text == "A faster"
     words = verdict_words(verdict, 3)
-    assert words.startswith("A is 2.0× faster: every one of the 3 pairs agrees (A/B per pair")
+    assert words.startswith("A is 2.00× faster: every one of the 3 pairs agrees (A/B per pair")
     assert "1.92–2.08×" in words
 
 
@@ -28,11 +29,14 @@ def test_within_noise_says_who_is_ahead_and_why_it_is_not_certain():
     assert verdict.text == "within noise"
     words = verdict_words(verdict, 5)
     assert words.startswith("B is 13 % faster; not certain: every pair favours B, but the pairs")
-    assert "1.04–2.79×" in words and "within twice the noise" in words
+    assert "1.04–2.79×" in words and "within twice that spread" in words
     disagree = verdict_words(judge([0.95, 1.1, 1.02]), 3)
     assert disagree.startswith("B is 2.0 % faster; not certain: the pairs disagree")
     even = verdict_words(Verdict("within noise", 1.0001, 0.98, 1.02, 0.01), 3)
-    assert even == "A and B are as fast as each other (B/A per pair 0.98–1.02×, noise ±1 %)"
+    assert even == (
+        "A and B are as fast as each other (B/A per pair 0.98–1.02×, half the pairs within ±1 % "
+        "of the median)"
+    )
 
 
 def test_one_pair_is_too_few_to_be_certain():
@@ -51,4 +55,4 @@ def test_a_stopped_ab_has_no_verdict():
 
 
 def test_gain_text_switches_to_times_from_two():
-    assert (gain_text(1.05), gain_text(1.5), gain_text(2.31)) == ("5.0 %", "50 %", "2.3×")
+    assert (gain_text(1.05), gain_text(1.5), gain_text(2.31)) == ("5.0 %", "50 %", "2.31×")

@@ -67,8 +67,12 @@ def test_special_files_are_refused_and_left_as_they_are(tmp_path: Path) -> None:
     listening = socket.socket(socket.AF_UNIX)
     listening.bind(str(tmp_path / "socket.json"))
     try:
-        for name in (fifo, tmp_path / "socket.json", "/dev/null", "/dev/zero"):
-            refused(name, says="not a regular file")
+        for name, kind in (
+            (fifo, "a FIFO"),
+            (tmp_path / "socket.json", "a socket"),
+            ("/dev/null", "a character device"),
+        ):  # says which it is
+            refused(name, says=f"not a regular file ({kind})")
     finally:
         listening.close()
     assert stat.S_ISFIFO(fifo.stat().st_mode)

@@ -59,10 +59,10 @@ def test_access_plot_caption_names_descriptor_sharing(qtbot, two_file_model: Mod
     plot.set_model(two_file_model)
     plot.start_run("run A", "mmap-shared-fd ×4")
     plot.add_reads(_reads(4, [5, 5, 5, 5]))
-    assert plot.caption.text() == (
-        "mmap-shared-fd ×4 · one colour per worker · 4 readers share 1 descriptor"
-    )
+    # What the readers did first (the finding), on one line; the run's spec in the tooltip.
+    assert plot.caption.text() == "4 readers share 1 descriptor · one colour per worker"
+    assert "run A: mmap-shared-fd ×4" in plot.plot.toolTip()
     plot.start_run("run B", "pread ×4")
     assert "descriptor" not in plot.caption.text()
     plot.add_reads(_reads(4, [1, 2, 3, 4]))
-    assert plot.caption.text().endswith("4 readers, each its own descriptor")
+    assert plot.caption.text().startswith("4 readers, each its own descriptor")

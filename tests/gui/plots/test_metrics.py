@@ -9,6 +9,7 @@ import numpy as np
 from modelmon.core import MetricSpec
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.plots.metrics import device_plot
+from modelmon.gui.state.colours import RUN_COLOURS
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.results_rows import PEAK_RSS
 
@@ -28,7 +29,9 @@ def test_runs_of_a_and_b_fill_the_metric_plots(qtbot, window: MainWindow, slow_m
     for plot in (workspace.iowait, workspace.cpu, workspace.memory):
         assert plot.point_count("A") > 0 and plot.point_count("B") > 0, plot.base_title
         assert {label for label, _ in plot.curves} == {"A", "B"}
-    assert "run A" in workspace.memory.item.titleLabel.text
+    # Both runs keyed in their colours ("run A", or "A" where the plot is narrow).
+    title = workspace.memory.item.titleLabel.text
+    assert all(RUN_COLOURS[label] in title for label in "AB"), title
     assert workspace.memory.right_box is not None and workspace.memory.right_top
     assert workspace.cpu.plot.toolTip()  # the sampler's own description of each series
     workspace.tabs.setCurrentIndex(2)

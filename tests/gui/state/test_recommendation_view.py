@@ -6,7 +6,15 @@ import dataclasses
 import time
 from pathlib import Path
 
-from modelmon.core import CacheState, Ceiling, Ceilings, Recommendation, judge, open_model
+from modelmon.core import (
+    BudgetUse,
+    CacheState,
+    Ceiling,
+    Ceilings,
+    Recommendation,
+    judge,
+    open_model,
+)
 from modelmon.gui.state.model_sessions import (
     ModelResults,
     ModelSessions,
@@ -42,8 +50,7 @@ def _recommendation(sharded_model: Path) -> Recommendation:
         ceilings=CEILINGS,
         streaming=False,
         usable_ram=10**10,
-        budget_s=60.0,
-        elapsed_s=58.0,
+        budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
         unranked=(late,),
     )
 
@@ -59,8 +66,11 @@ def test_ranking_rows_say_runs_spread_regret_and_how_each_ended(sharded_model: P
         and pick.cells[:4] == ("1", rec.winner.spec, "3", "1000 MB/s")
     )
     assert pick.cells[4] == "990 MB/s–1010 MB/s" and pick.cells[5] == "the pick"
-    assert second.cells[5] == "−29 % (the pick is 1.41× faster)"
-    assert second.cells[6].startswith("this/pick 0.70× (pairs 0.69–0.71×")
+    # One comparison, one figure: against the pick it was paired with, the pairs' median
+    # (1 / 0.70), in "vs the pick" as in "paired with the pick" and the explanation.
+    assert second.cells[5] == "−30 % (the pick is 1.43× faster)"
+    assert second.cells[6].startswith("the pick faster: the pick 1.43× by the median pair")
+    assert "(pairs 1.41–1.45×, half the pairs within ±1 % of the median)" in second.cells[6]
     assert cut.cells[3] == "under 120 MB/s" and cut.cells[5].startswith("under −88 %")
     assert cut.cells[7] == "cut early: far behind; failure mode"
     assert late.cells[0] == "" and late.cells[2] == "0" and late.cells[7].startswith("not measured")

@@ -11,7 +11,7 @@ import pytest
 from modelmon import __version__
 from modelmon.core import ABResult, LoadOptions, OptionsError
 from modelmon.gui.state.ab_session import ABHistory, ab_cache
-from modelmon.gui.state.help_text import about_html, how_it_measures, shortcuts_html
+from modelmon.gui.state.help_text import about_html, how_it_measures, menu_text, shortcuts_html
 from modelmon.gui.state.recent_entries import normalised, recent_label, still_there
 from modelmon.gui.state.save_location import save_start
 
@@ -78,3 +78,9 @@ def test_about_and_shortcuts_texts():
     assert "README" in about_html("PySide6 6.11", [])
     table = shortcuts_html([("File", "Open model", "Ctrl+O"), ("Run", "A & B", "Ctrl+T")])
     assert "<b>Ctrl+O</b>" in table and "A &amp; B" in table
+
+
+def test_menu_words_keep_a_literal_ampersand_and_drop_mnemonics():
+    assert menu_text("CPU && memory") == "CPU & memory"
+    assert menu_text("&Run A/B × n") == "Run A/B × n"
+    assert menu_text("Disk && page &cache") == "Disk & page cache"

@@ -45,6 +45,10 @@ def test_discovered_models_are_listed_filtered_sorted_and_opened(
     page.filter.setText("ollama")
     assert shown(window) == ["tinyllama:latest"]
     assert page.summary.text() == "1 of 5 models match"
+    # As in a search box: Down goes on to the list, to its first model.
+    page.filter.setFocus()
+    qtbot.keyClick(page.filter, Qt.Key.Key_Down)
+    assert window.focusWidget() is page.table and page.table.currentRow() == 0
     page.filter.clear()
 
     page.set_sort("Size, largest first")
@@ -75,6 +79,14 @@ def test_discovered_models_are_listed_filtered_sorted_and_opened(
     qtbot.mouseDClick(page.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     qtbot.waitUntil(lambda: window.bench.info.path == "ollama:tinyllama:latest", timeout=10_000)
     assert window.pages.currentWidget() is window.workspace
+
+    # Enter in the filter opens the model the list shows first.
+    window.state.show_page("start")
+    page.filter.setText("tiny-llama-GGUF")
+    first = page.shown_rows[0].reference
+    qtbot.keyClick(page.filter, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.bench.info.path == first, timeout=10_000)
+    assert window.pages.currentWidget() is window.workspace
     window.close()
 
 
@@ -102,20 +114,36 @@ def test_recent_models_show_their_folder_and_open(qtbot, window: MainWindow, sma
     assert not window.state.opener.tasks.running
 
 
-def drop(window: MainWindow, *paths: Path) -> QDropEvent:
+MOVE, COPY, LINK = Qt.DropAction.MoveAction, Qt.DropAction.CopyAction, Qt.DropAction.LinkAction
+
+
+def drop(
+    window: MainWindow, *paths: Path, offered: Qt.DropAction = COPY | MOVE | LINK
+) -> QDropEvent:
+    """Drag ``paths`` over the window and drop them, as a file manager proposing a move (its
+    default within one disk) and offering ``offered``."""
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path)) for path in paths])
-    action = Qt.DropAction.CopyAction
     enter = QDragEnterEvent(
-        QPointF(50, 50).toPoint(), action, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier(0)
+        QPointF(50, 50).toPoint(), offered, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier(0)
     )
+    enter.setDropAction(MOVE)
     QApplication.sendEvent(window, enter)
-    assert enter.isAccepted()
     event = QDropEvent(
-        QPointF(50, 50), action, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier(0)
+        QPointF(50, 50), offered, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier(0)
     )
-    QApplication.sendEvent(window, event)
+    event.setDropAction(MOVE)
+    if enter.isAccepted():
+        # Taken as a copy, never as the move proposed: the source keeps its file.
+        assert enter.dropAction() in (COPY, LINK)
+        QApplication.sendEvent(window, event)
+        assert event.dropAction() == enter.dropAction()
     return event
+
+
+def test_a_drag_that_can_only_move_is_refused(qtbot, window: MainWindow, small_model: Path):
+    event = drop(window, small_model, offered=MOVE)
+    assert not event.isAccepted() and window.bench.info is None
 
 
 def test_dropping_a_folder_or_files_opens_the_model(

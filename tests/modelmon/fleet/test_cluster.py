@@ -7,17 +7,24 @@ storage of a real cluster.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from modelmon.core import open_model
+from modelmon.core import open_model, write_safetensors_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from benchmarks.envs import EnvUnavailable, fuse_mount
 
 ray = pytest.importorskip(
     "ray",
@@ -128,3 +135,171 @@ def test_fleet_bench_alternates_sides_on_the_chosen_nodes(
     assert [r["round"] for r in aggregate["A"]["rounds"]] == [0, 2]
     assert all(r["start_spread_s"] < 0.5 for r in aggregate["B"]["rounds"])
     assert aggregate["b_over_a"] > 0
+
+
+# --- a node that dies, or fails, mid-load ---------------------------------------------------
+
+BANDWIDTH = ("--bwlimit", "1M", "--buffer-size", "0")  # the shared storage: a slow network
+SPAWNED = b"multiprocessing.spawn"  # in a LoadRun worker's command line
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as line:
+            return line.read()
+    except OSError:
+        return b""
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for tid in os.listdir(f"/proc/{pid}/task") if os.path.exists(f"/proc/{pid}") else ():
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as kids:
+            found += [int(kid) for kid in kids.read().split()]
+    return found
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rpartition(")")[2].split()[1])
+
+
+def _holds(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return False
+    return str(path) in links
+
+
+def _node_tasks_reading(model: Path) -> dict[int, list[int]]:
+    """The fleet's task processes (``ray::modelmon-fleet-…``) whose load is reading ``model``
+    from the storage: {task pid: its worker pids}, those of them with the file open."""
+    found = {}
+    for pid in _pids():
+        if _cmdline(pid).startswith(b"ray::modelmon-fleet-"):
+            workers = [kid for kid in _children(pid) if SPAWNED in _cmdline(kid)]
+            if any(_holds(worker, model) for worker in workers):
+                found[pid] = workers
+    return found
+
+
+@pytest.fixture
+def slow_shared_model(tmp_path: Path) -> Iterator[Path]:
+    """An ~18 MB model on a FUSE mount at 1 MB/s, the storage every node shares: a round
+    that loads it on every node takes close to a minute."""
+    source = write_safetensors_model(tmp_path / "shared", layers=2, hidden=512, vocab=2048)
+    try:
+        with fuse_mount(source.parent, tmp_path / "mnt", mount_flags=BANDWIDTH) as mounted:
+            yield mounted / source.name
+    except EnvUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _raylet(node: Any) -> int:
+    return int(node.all_processes["raylet"][0].process.pid)
+
+
+def _kill_node(cluster: Any, task: int) -> Any:
+    """Kill the node that runs task process ``task`` as a machine dies: its raylet and every
+    process of the node's at once (the loads' workers follow their parents). Not the head."""
+    node = next(n for n in cluster.worker_nodes if _raylet(n) == _parent(task))
+    raylet = _raylet(node)
+    for pid in [raylet, *_children(raylet)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return node
+
+
+@pytest.mark.parametrize(
+    "victim",
+    [
+        "node task",
+        "load worker",
+        "barrier actor",
+        pytest.param(
+            "node",
+            marks=pytest.mark.allow_leaks(
+                "a new node replaces the one killed: the module's cluster fixture ends it"
+            ),
+        ),
+    ],
+)
+def test_a_node_that_dies_mid_load_fails_the_fleet_run_and_stops_the_others(
+    cluster: Any, slow_shared_model: Path, victim: str
+) -> None:
+    """Once every node is reading the model from the slow shared storage, one node's Ray task
+    process, or one of its load's worker processes, or the whole node is SIGKILLed: the fleet
+    run ends failed naming that node (and the process), the other nodes are stopped
+    (cancelled, not left to finish), and no process is left reading the model."""
+    model = slow_shared_model
+    command = [
+        sys.executable, "-m", "modelmon", "fleet", "load", str(model), "--address",
+        cluster.address, "--workers", "2", "--threads", "1", "--chunk-mib", "0.0625",
+        "--cache", "keep", "--json",
+    ]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    dead_node = None
+    try:
+        deadline = time.monotonic() + 120
+        while len(reading := _node_tasks_reading(model)) < NODES:
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "the nodes never all started reading"
+            time.sleep(0.05)
+        head = _raylet(cluster.head_node)
+        task = next(t for t in sorted(reading) if _parent(t) != head)
+        if victim == "node":
+            dead_node = _kill_node(cluster, task)
+        elif victim == "barrier actor":
+            actor = next(p for p in _pids() if _cmdline(p).startswith(b"ray::StartBarrier"))
+            os.kill(actor, signal.SIGKILL)
+        else:
+            pid = task if victim == "node task" else reading[task][-1]
+            os.kill(pid, signal.SIGKILL)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+        if dead_node is not None:  # the next test's cluster has every node again
+            cluster.remove_node(dead_node, allow_graceful=False)
+            cluster.add_node(node_ip_address=LOOPBACK, num_cpus=1, object_store_memory=SMALL_STORE)
+            cluster.wait_for_nodes()
+    assert driver.returncode == 1, err  # LOAD_FAILED
+    document = json.loads(out)
+    assert document["status"] == "failed"
+    rows = [node["runs"][0] for node in document["nodes"]]
+    if victim == "barrier actor":  # every node stops, failed: no stop could reach it any more
+        assert {row["status"] for row in rows} == {"failed"}, rows
+        assert all(
+            row["error"].startswith("stopped: the round's barrier actor died") for row in rows
+        )
+        assert_nothing_reads(model)
+        return
+    failed = [row for row in rows if row["status"] == "failed"]
+    assert len(failed) == 1, rows
+    error = failed[0]["error"]
+    expected = {
+        "node task": f"its modelmon task (pid {task}) died",
+        "load worker": f"worker 1 (pid {reading[task][-1]}) was killed by SIGKILL",
+        "node": f"its modelmon task (pid {task}) was lost: its node died",
+    }
+    assert error.startswith(expected[victim]), error
+    others = [row for row in rows if row is not failed[0]]
+    assert [row["status"] for row in others] == ["cancelled"] * (NODES - 1), rows
+    for row in others:
+        assert row["error"].startswith("stopped: node ") and f"failed: {error}" in row["error"]
+    assert_nothing_reads(model)
+
+
+def assert_nothing_reads(model: Path) -> None:
+    """No process holds ``model`` open (soon: a worker in a FUSE read exits once answered)."""
+    deadline = time.monotonic() + 30
+    while holders := [p for p in _pids() if _holds(p, model)]:
+        assert time.monotonic() < deadline, f"still reading the model: {holders}"
+        time.sleep(0.05)

@@ -1,0 +1,306 @@
+"""The recommendation search: candidates race on cold runs inside one budget, and the two
+best meet in duels of alternating pairs that stop as soon as their own noise settles them.
+
+- Entry: candidates enter one at a time, most promising first, each with one cold run that
+  races the leader and is cut when on course for more than ``cutoff.CUT_FACTOR`` × the
+  leader's load time. A candidate enters only while the budget left after its run holds the
+  duel: its pairs (``MIN_PAIRS``; one while the entrant would be the first challenger) and
+  the runs that bring either duellist to ``EVIDENCE_RUNS``, of which the budget's evidence
+  overrun (``limits.EVIDENCE_OVERRUN``) may fall past the deadline.
+- Duel: otherwise the champion (modelmon's best, then each duel's winner) and its challenger
+  (the best other candidate still in the race) run in alternating pairs. From ``MIN_PAIRS``
+  pairs on, a duel stops when its pairs settle it (``settled``): the faster wins by more than
+  ``ab.BEYOND_NOISE`` × the pairs' noise, every pair agreeing, and by ``MIN_GAIN`` at least;
+  or even that much noise leaves the two under ``MIN_GAIN`` apart, and the more robust
+  (``Candidate.robustness``) wins. The loser leaves the race, the next challenger steps up,
+  and entry resumes as far as the budget allows.
+- End: when nothing more fits, an open duel is judged as it stands (``decide``); the pick is
+  brought to ``EVIDENCE_RUNS`` runs, then spare budget buys more runs of it.
+
+``docs/architecture.md`` states the same in a paragraph, with the reasons for each parameter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modelmon.core.measuring.ab import BEYOND_NOISE, Verdict, judge
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.race import Race
+from modelmon.core.system.storage import StorageFacts
+
+EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one odd run
+MIN_PAIRS = 2  # the fewest pairs whose spread estimates their noise
+# The smallest gain worth a less robust configuration (more memory or descriptors, a mapping,
+# a changed machine): under it, runs that agree still do not change what a user should run.
+MIN_GAIN = 1.05
+
+
+@dataclass(frozen=True, kw_only=True)
+class Duel:
+    """How the pick was settled against the other finalist."""
+
+    other: Candidate  # the finalist not picked (modelmon's best when a peer was picked)
+    verdict: Verdict | None = None  # their pairs, B/A = other / pick; None: no pair fitted
+    tie: bool = False  # within noise or under MIN_GAIN: the more robust one was picked
+    pairs: int = 0
+
+
+def ruled_out_by(facts: StorageFacts, candidate: Candidate) -> str | None:
+    """Why the storage rules ``candidate`` out, or None."""
+    if candidate.strategy != "mmap-shared-fd" or not (facts.is_fuse or facts.is_network):
+        return None
+    kind = "FUSE" if facts.is_fuse else "network"
+    workers, threads = candidate.options.workers, candidate.options.threads
+    who = f"{workers} workers" + (f" × {threads} threads" if threads > 1 else "")
+    return (
+        f"ruled out by storage: {who} sharing one descriptor on a {kind} mount "
+        f"({facts.fs_type}) serialise on it: measured once, as the failure mode"
+    )
+
+
+def run_noise(*candidates: Candidate) -> float:
+    """The run-to-run noise of ``candidates``' runs, unpaired: the median absolute deviation
+    of every run's log rate from its own candidate's median; infinite without two runs of
+    one candidate to spread."""
+    deviations = [
+        abs(math.log(run.mbps / c.median_mbps))
+        for c in candidates
+        if len(c.results) > 1
+        for run in c.results
+        if run.mbps > 0
+    ]
+    return statistics.median(deviations) if deviations else math.inf
+
+
+def settled(ratios: list[float]) -> bool:
+    """The stopping rule of a duel, on its pairs' ratios: apart beyond the noise (the verdict
+    of an A/B) by ``MIN_GAIN`` at least, or so close that ``BEYOND_NOISE`` × the noise
+    cannot bring them ``MIN_GAIN`` apart. Never before ``MIN_PAIRS`` pairs."""
+    if len(ratios) < MIN_PAIRS:
+        return False
+    verdict = judge(ratios)
+    gap, noise = abs(math.log(verdict.median_ratio)), math.log1p(verdict.noise)
+    enough = math.log(MIN_GAIN)
+    apart = verdict.text != "within noise" and gap >= enough
+    return apart or gap + BEYOND_NOISE * noise < enough
+
+
+def decide(
+    own: Candidate, rival: Candidate, ratios: list[float]
+) -> tuple[Candidate, Candidate, Verdict, bool]:
+    """A duel as it stands, from its rival/own ratios: (pick, the other, its verdict vs the
+    pick, tie).
+
+    From ``MIN_PAIRS`` pairs, judged as an A/B (``ab.judge``: every pair agrees and the gain
+    is beyond the noise); with fewer, on all runs of the two, unpaired: the medians' gap
+    against ``BEYOND_NOISE`` × their runs' noise (``run_noise``). Within noise, or under
+    ``MIN_GAIN`` apart, it is a tie and the more robust (``Candidate.robustness``) is picked.
+    """
+    verdict = judge(ratios)
+    if len(ratios) >= MIN_PAIRS:
+        gap, apart = math.log(verdict.median_ratio), verdict.text != "within noise"
+    else:
+        gap = math.log(rival.median_mbps / own.median_mbps)
+        apart = abs(gap) > BEYOND_NOISE * run_noise(own, rival)
+    tie = not apart or abs(gap) < math.log(MIN_GAIN)
+    rival_wins = rival.robustness() < own.robustness() if tie else gap > 0
+    if rival_wins:
+        best, other, ratios = rival, own, [1 / r for r in ratios]
+    else:
+        best, other = own, rival
+    verdict = judge(ratios)  # other / best: "A faster" = the pick is faster
+    if tie:  # a ratio "faster" on its own is not beyond a noise the pairs do not show
+        verdict = dataclasses.replace(verdict, text="within noise")
+    elif len(ratios) < MIN_PAIRS:  # decided on all runs: the pick is the faster
+        verdict = dataclasses.replace(verdict, text="A faster")
+    return best, other, verdict, tie
+
+
+def entered(candidate: Candidate) -> bool:
+    """It has had its run (completed, cut, or failed)."""
+    return bool(candidate.wall_seconds) or candidate.ended != "finished"
+
+
+class Search:
+    """One search on one ``Race``: ``queue`` in screening order; ``variants`` makes the
+    candidates that join the queue once every other has entered (readahead values of the
+    champion's configuration), if any."""
+
+    def __init__(
+        self,
+        race: Race,
+        queue: list[Candidate],
+        facts: StorageFacts,
+        variants: Callable[[Candidate], list[Candidate]] | None = None,
+    ) -> None:
+        self.race, self.queue, self.facts, self.variants = race, queue, facts, variants
+        self.out: list[Candidate] = []  # lost a duel
+        self.champion: Candidate | None = None  # won the last settled duel
+        self.duel: tuple[Candidate, Candidate] | None = None  # (champion, challenger) in pairs
+        self.ratios: list[float] = []  # the open duel's pairs: challenger / champion
+        self.last: Duel | None = None  # the last settled duel
+
+    def run(self) -> tuple[Candidate | None, Duel | None]:
+        """Race until nothing more fits; (the pick, how it was settled)."""
+        while True:
+            self.race.check_cancel()
+            champion, challenger = self.duellists()
+            entry = self.entrant(champion, challenger)
+            if entry is not None:
+                self.enter(*entry)
+                continue
+            if champion is None or challenger is None:
+                break
+            if self.race.left() < self.cost(champion, challenger, 1) or not self.pair(
+                champion, challenger
+            ):
+                break
+        return self.finish()
+
+    def contenders(self) -> list[Candidate]:
+        """Candidates still in the race, fastest first."""
+        alive = [
+            c
+            for c in self.queue
+            if c.results
+            and c.ended == "finished"
+            and c.role != "failure mode"
+            and not any(c is o for o in self.out)
+        ]
+        return sorted(alive, key=lambda c: c.median_mbps, reverse=True)
+
+    def duellists(self) -> tuple[Candidate | None, Candidate | None]:
+        """The champion and its challenger. A changed readahead is a change of the machine:
+        it must beat its configuration with the device as it is."""
+        if self.duel is not None:
+            return self.duel
+        contenders = self.contenders()
+        champion = next((c for c in contenders if c is self.champion), None) or next(
+            (c for c in contenders if c.peer is None), None
+        )
+        if champion is None:
+            return None, None
+        others = [c for c in contenders if c is not champion]
+        challenger = others[0] if others else None
+        if champion.peer is None and champion.options.readahead is not None:
+            base = (champion.strategy, champion.options.with_(readahead=None))
+            challenger = next(
+                (c for c in others if c.peer is None and (c.strategy, c.options) == base),
+                challenger,
+            )
+        return champion, challenger
+
+    def waiting(self, champion: Candidate | None) -> list[Candidate]:
+        """Candidates yet to enter, in order; the variants join once none is left."""
+        waiting = [c for c in self.queue if not entered(c)]
+        if not waiting and self.variants is not None and champion is not None:
+            self.queue += self.variants(champion)
+            self.variants = None
+            waiting = [c for c in self.queue if not entered(c)]
+        return waiting
+
+    def cost(
+        self, a: Candidate, b: Candidate | None, pairs: int, entering: Candidate | None = None
+    ) -> float:
+        """Seconds for ``pairs`` pairs of ``a`` and ``b``, then the runs that bring either to
+        ``EVIDENCE_RUNS`` (either may win), less the evidence overrun. ``entering`` is about
+        to have its entry run."""
+        both = [c for c in (a, b) if c is not None]
+        pace = self.race.pace
+
+        def short(c: Candidate) -> int:
+            return max(0, EVIDENCE_RUNS - len(c.results) - (c is entering) - pairs)
+
+        evidence = max(pace(c) * short(c) for c in both)
+        overrun = self.race.evidence_overrun_s
+        return pairs * sum(pace(c) for c in both) + max(0.0, evidence - overrun)
+
+    def entrant(
+        self, champion: Candidate | None, challenger: Candidate | None
+    ) -> tuple[Candidate, float, bool] | None:
+        """The first waiting candidate whose run fits, with what its run must leave, and
+        whether it is the first run of all (which runs whatever it costs: without a completed
+        load there is no answer)."""
+        waiting = self.waiting(champion)
+        if waiting and not any(c.wall_seconds for c in self.queue):
+            return waiting[0], 0.0, True
+        for candidate in waiting:
+            if champion is None:
+                keep = 0.0
+            elif challenger is not None:
+                keep = self.cost(champion, challenger, MIN_PAIRS)
+            elif candidate.role != "failure mode":  # it would be the first challenger
+                keep = self.cost(champion, candidate, 1, entering=candidate)
+            else:
+                keep = self.cost(champion, None, 0)
+            if self.race.left() - keep >= self.race.pace(candidate):
+                return candidate, keep, False
+        return None
+
+    def enter(self, candidate: Candidate, keep_s: float, first: bool) -> None:
+        """Its entry run, leaving ``keep_s``; ruled out after it where the storage rules it
+        out (measured once, as the failure mode)."""
+        self.race.run(candidate, first=first, keep_s=keep_s)
+        why = ruled_out_by(self.facts, candidate)
+        if why is not None:
+            candidate.ended, candidate.reason = "ruled out", why
+
+    def pair(self, champion: Candidate, challenger: Candidate) -> bool:
+        """One pair, alternating who goes first; False when a run did not complete."""
+        self.duel = (champion, challenger)
+        first, second = (champion, challenger)[:: 1 if len(self.ratios) % 2 == 0 else -1]
+        one = self.race.run(first, race=False)
+        if one is None or self.race.left() < self.race.pace(second):
+            return False
+        two = self.race.run(second, race=False)
+        if two is None:
+            return False
+        own, rival = (one, two) if first is champion else (two, one)
+        self.ratios.append(rival.mbps / own.mbps)
+        if settled(self.ratios):
+            self.settle()
+        return True
+
+    def settle(self) -> None:
+        """The open duel decided: its loser leaves the race."""
+        assert self.duel is not None
+        best, other, verdict, tie = decide(*self.duel, self.ratios)
+        other.verdict = verdict
+        self.last = Duel(other=other, verdict=verdict, tie=tie, pairs=len(self.ratios))
+        self.out.append(other)
+        self.champion, self.duel, self.ratios = best, None, []
+
+    def finish(self) -> tuple[Candidate | None, Duel | None]:
+        if self.duel is not None and self.ratios:
+            self.settle()
+        champion, challenger = self.duellists()
+        duel = self.last
+        if duel is None and champion is not None and challenger is not None:
+            # No pair fitted the budget: the entry runs decide, undecided.
+            champion, other = sorted(
+                (champion, challenger), key=lambda c: c.median_mbps, reverse=True
+            )
+            duel = Duel(other=other)
+        for candidate in self.queue:
+            if not entered(candidate):
+                candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
+        if champion is not None:
+            fill(self.race, champion)
+        return champion, duel
+
+
+def fill(race: Race, best: Candidate) -> None:
+    """Bring the pick to ``EVIDENCE_RUNS`` runs, past the deadline by the evidence overrun at
+    most (a pick on two runs is not a verdict), then spend what is left of the budget on more
+    runs of it."""
+    over = race.evidence_overrun_s
+    while len(best.results) < EVIDENCE_RUNS and race.left() + over >= race.pace(best):
+        if race.run(best, race=False, over_s=over) is None:
+            break
+    while race.left() >= race.pace(best) and race.run(best, race=False) is not None:
+        pass

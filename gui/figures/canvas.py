@@ -1,0 +1,166 @@
+"""The figure every plot is drawn on: house style, the heading, legends that never cover
+data, and the bytes of an SVG or a PDF."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from modelmon.gui.state.colours import RUN_COLOURS
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from modelmon.core import Ceilings, Model
+    from modelmon.gui.state.records import RunRecord
+
+VECTOR_FORMATS = {".svg": "svg", ".pdf": "pdf"}
+FOREGROUND = "#222222"
+GRID = "#d0d0d0"
+DPI = 100  # a plot of W × H px on screen becomes a figure of W/100 × H/100 inches
+MIN_SIZE_IN = (4.0, 2.6)
+NO_RUN = "No finished run to draw: run A, B or an A/B first."
+HEADING_WRAP = 110  # characters: a long configuration wraps instead of running off the page
+
+STYLE = {
+    "font.family": "DejaVu Sans",  # shipped with matplotlib: the same glyphs everywhere
+    "font.enable_last_resort": False,  # DejaVu has every glyph the figures use
+    "font.size": 8.0,
+    "axes.titlesize": 9.0,
+    "axes.labelsize": 8.0,
+    "axes.edgecolor": FOREGROUND,
+    "axes.labelcolor": FOREGROUND,
+    "text.color": FOREGROUND,
+    "xtick.color": FOREGROUND,
+    "ytick.color": FOREGROUND,
+    "axes.grid": True,
+    "grid.color": GRID,
+    "grid.linewidth": 0.5,
+    "legend.fontsize": 7.5,
+    "legend.frameon": False,
+    "lines.linewidth": 1.0,
+    "svg.fonttype": "path",  # glyphs as outlines: no viewer substitutes another font
+    "svg.hashsalt": "modelmon",  # the same figure gives the same file
+    "pdf.fonttype": 42,
+}
+
+
+@dataclass(frozen=True)
+class FigureRuns:
+    """What a figure draws: the runs the plot shows and how it shows them."""
+
+    runs: tuple[RunRecord, ...]  # one per label the plot shows (the latest of each)
+    model: Model | None = None
+    ceilings: Ceilings | None = None
+    x_range: tuple[float, float] | None = None  # the plot's visible range; None: the data's
+    y_range: tuple[float, float] | None = None
+    size_px: tuple[int, int] = (800, 400)  # the plot on screen
+    block_order: tuple[str, ...] = ()  # the Blocks plot's rows, top to bottom
+    extra: dict[str, str] = field(default_factory=dict)  # words the plot shows (captions)
+
+
+def run_name(record: RunRecord) -> str:
+    """ "run A", "run B · pair 2" and, for a run that did not finish, what became of it."""
+    name = f"run {record.label}" + (f" · pair {record.pair + 1}" if record.pair is not None else "")
+    status = record.status
+    return name if status == "ok" else f"{name} ({status})"
+
+
+def run_colour(label: str) -> str:
+    return RUN_COLOURS.get(label, FOREGROUND)
+
+
+@contextmanager
+def styled() -> Iterator[None]:
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        yield
+
+
+def new_figure(runs: FigureRuns, heading: Sequence[str], height_in: float | None = None) -> Figure:
+    """A figure the size of the plot on screen (or ``height_in`` tall), the heading's lines
+    above the plot; constrained layout keeps labels, legend and heading apart."""
+    from matplotlib.figure import Figure
+
+    width = max(MIN_SIZE_IN[0], runs.size_px[0] / DPI)
+    height = max(MIN_SIZE_IN[1], height_in or runs.size_px[1] / DPI)
+    lines = [part for line in heading for part in textwrap.wrap(line, HEADING_WRAP) or [""]]
+    figure = Figure(figsize=(width, height + 0.14 * len(lines)), dpi=DPI, layout="constrained")
+    if lines:
+        figure.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=7.0, color="#555555")
+    return figure
+
+
+def axes_ranges(axes: Axes, runs: FigureRuns, bottom: float | None = None) -> None:
+    """The plot's visible ranges, when it gave them; else from the data (from ``bottom``)."""
+    if runs.x_range is not None:
+        axes.set_xlim(*runs.x_range)
+    else:
+        axes.set_xlim(left=0.0)
+    if runs.y_range is not None:
+        axes.set_ylim(*runs.y_range)
+    elif bottom is not None:
+        axes.set_ylim(bottom=bottom)
+    axes.margins(x=0)
+
+
+def key_below(
+    figure: Figure,
+    axes: Axes,
+    words: str = "",
+    columns: int = 4,
+    handles: Sequence[Artist] | None = None,
+) -> None:
+    """The key under the plot (never over its data): the runs' (or ``handles``') entries
+    under a line of words that says what the styles mean (the plot's caption)."""
+    labels: list[str] = []
+    if handles is None:
+        found: list[Artist] = []
+        for each in figure.axes:
+            more, names = each.get_legend_handles_labels()
+            found, labels = found + list(more), labels + names
+        handles = found
+    else:
+        labels = [str(h.get_label()) for h in handles]
+    words = textwrap.fill(words, HEADING_WRAP) if words else ""
+    if handles:
+        figure.legend(
+            handles,
+            labels,
+            loc="outside lower center",
+            ncols=min(columns, len(labels)),
+            title=words or None,
+            title_fontsize=7.0,
+        )
+    elif words:
+        figure.supxlabel(words, fontsize=7.0, color="#555555")
+
+
+def note(axes: Axes, text: str) -> None:
+    """Why the plot has nothing to show, in words across it (never a flat line)."""
+    axes.text(
+        0.5,
+        0.5,
+        textwrap.fill(text, 60),
+        transform=axes.transAxes,
+        ha="center",
+        va="center",
+        color="#a05a00",
+    )
+
+
+def figure_data(figure: Figure, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    # No creation date: the same figure gives the same file.
+    title = figure.get_suptitle()
+    words: dict[str, str | None] = {"Title": "modelmon figure", "Description": title}
+    metadata = {"Date": None, **words} if fmt == "svg" else {"CreationDate": None, "Title": title}
+    figure.savefig(buffer, format=fmt, metadata=metadata, facecolor="white")
+    return buffer.getvalue()

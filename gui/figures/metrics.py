@@ -1,0 +1,132 @@
+"""The figures drawn from a run's sampled series: the metric plots, and the page cache."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from modelmon.gui.figures.canvas import (
+    FOREGROUND,
+    NO_RUN,
+    FigureRuns,
+    axes_ranges,
+    key_below,
+    new_figure,
+    note,
+    run_colour,
+    run_name,
+)
+from modelmon.gui.state.formatting import nice_ceiling
+from modelmon.gui.state.live import MB
+from modelmon.gui.state.metric_views import X_LABEL, MetricView, series_names
+from modelmon.gui.state.residency_grid import picture, resident_share
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+FAINT_ALPHA = 90 / 255  # the live plot's faint per-worker lines
+PLACEMENT = "each rate at the middle of the sample interval it covers"
+
+
+def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure:
+    figure = new_figure(runs, heading)
+    axes = figure.add_subplot()
+    axes.set_title(view.title, loc="left")
+    axes.set_xlabel(X_LABEL)
+    axes.set_ylabel(view.y_label)
+    right = None
+    if view.right_label is not None:
+        right = axes.twinx()
+        right.set_ylabel(view.right_label)
+        right.grid(False)
+    reasons, drawn, right_peak = [], 0, 0.0
+    for record in runs.runs:
+        outcome = record.outcome
+        if outcome is None:
+            continue
+        reason = outcome.unavailable.get(view.requires) if view.requires else None
+        if reason:
+            reasons.append(f"No {view.requires} counters here: {reason}")
+        colour, named = run_colour(record.label), False
+        for trace in view.traces:
+            target = right if trace.right and right is not None else axes
+            for name in series_names(trace, outcome.series):
+                times, values = outcome.series[name]
+                shown = values * trace.scale
+                faint = trace.style == "faint"
+                few = np.isfinite(shown).sum() < 3  # a line needs points to join: mark them
+                target.plot(
+                    times,
+                    shown,
+                    color=colour,
+                    ls="--" if trace.style == "dashed" else "-",
+                    lw=0.6 if faint else 1.0,
+                    alpha=FAINT_ALPHA if faint else 1.0,
+                    marker="o" if few else None,
+                    ms=2.5,
+                    label=None if named else run_name(record),
+                )
+                named, drawn = True, drawn + 1
+                if target is right and np.isfinite(shown).any():
+                    right_peak = max(right_peak, float(np.nanmax(shown)))
+    axes_ranges(axes, runs, bottom=0.0)
+    if right is not None:
+        right.set_ylim(0.0, nice_ceiling(right_peak * 1.05))  # in steps, as on screen
+    if not drawn:
+        note(axes, reasons[0] if reasons else NO_RUN)
+    key_below(figure, axes, " · ".join([view.key, PLACEMENT, *(reasons if drawn else [])]))
+    return figure
+
+
+def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
+    from matplotlib.colors import LinearSegmentedColormap
+
+    figure = new_figure(runs, heading)
+    axes = figure.add_subplot()
+    axes.set_xlabel(X_LABEL)
+    axes.set_ylabel("model offset (MB)")
+    axes.grid(False)  # grid lines over the picture would read as cache boundaries
+    model_files = runs.model.files if runs.model is not None else ()
+    files, base = [], 0.0
+    for file in model_files:
+        files.append((file.path, base, file.size / MB))
+        base += file.size / MB
+    record = next((r for r in reversed(runs.runs) if r.outcome is not None), None)
+    title = "Page cache"
+    if record is None or record.outcome is None:
+        note(axes, NO_RUN)
+    elif not record.outcome.residency_maps:
+        reason = record.outcome.unavailable.get("residency")
+        note(axes, f"No residency maps here: {reason}" if reason else "No residency maps taken.")
+        title = f"Page cache — {run_name(record)}"
+    else:
+        maps = record.outcome.residency_maps
+        colours = LinearSegmentedColormap.from_list(
+            "cached", ["white", run_colour(record.label)]
+        ).with_extremes(bad=(0.0, 0.0, 0.0, 0.0))  # not measured: no colour at all
+        shown = picture(maps, files)
+        for grid in shown.grids:
+            axes.imshow(
+                np.ma.masked_invalid(grid.cells.T),
+                origin="lower",
+                extent=(shown.start_s, shown.end_s, grid.base_mb, grid.base_mb + grid.size_mb),
+                aspect="auto",
+                cmap=colours,
+                vmin=0.0,
+                vmax=1.0,
+                interpolation="nearest",
+            )
+        title = f"Page cache — {run_name(record)}"
+        resident = resident_share(maps[-1][1], files)
+        if np.isfinite(resident):
+            title += f": {resident:.0%} resident"
+    axes.set_title(title, loc="left")
+    for _, start, _ in files[1:]:
+        axes.axhline(start, color=FOREGROUND, ls="--", lw=0.6)
+    if runs.y_range is None:
+        axes.set_ylim(0.0, max(base, 1e-6))
+    axes_ranges(axes, runs)
+    key_below(figure, axes, "white: not cached → the run's colour: fully cached", handles=[])
+    return figure

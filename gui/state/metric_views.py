@@ -1,0 +1,90 @@
+"""What each metric plot shows: its title, axes, series and their styles. Qt-free: the live
+plots (``gui/plots/metrics.py``) and the exported figures (``gui/figures``) draw the same."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    series: str  # a series name; "worker_rss.*" means one curve per worker
+    style: str = "solid"  # "solid" | "dashed" | "faint"
+    scale: float = 1.0  # values × scale = what the axis shows
+    right: bool = False  # on the right-hand axis
+
+    @property
+    def per_worker(self) -> bool:
+        return self.series.endswith(".*")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricView:
+    title: str
+    y_label: str
+    traces: tuple[Trace, ...]
+    key: str  # what solid, dashed and faint mean here
+    right_label: str | None = None  # the right-hand axis' title, when a trace is on it
+    requires: str | None = None  # the metric source without which the plot has no data
+
+
+X_LABEL = "time since load start (s)"
+MAX_WORKER_CURVES = 16  # per run; more workers still count in the totals
+
+IOWAIT = MetricView(
+    "IO wait",
+    "IO wait (% of all CPUs)",
+    (Trace("iowait_pct"),),
+    "share of all cores idle with IO pending",
+)
+CPU = MetricView(
+    "Worker CPU",
+    "CPU (% of one core)",
+    (Trace("workers_cpu_pct"), Trace("worker_cpu_pct.*", "faint")),
+    "solid: all workers, faint: each worker",
+)
+MEMORY = MetricView(
+    "Memory",
+    "worker RSS (GB)",
+    (
+        Trace("workers_rss", scale=1 / GB),
+        Trace("worker_rss.*", "faint", scale=1 / GB),
+        Trace("mem_available", "dashed", scale=1 / GB, right=True),
+    ),
+    "solid: workers' RSS, faint: each worker, dashed: available (right)",
+    right_label="available memory (GB)",
+)
+DEVICE = MetricView(
+    "Device reads",
+    "read throughput (MB/s)",
+    (Trace("device_read_mbps"), Trace("load_mbps", "dashed")),
+    "solid: the block device, dashed: the load's own bytes",
+    requires="device",
+)
+METRIC_VIEWS = {view.title: view for view in (IOWAIT, CPU, MEMORY, DEVICE)}
+
+
+def worker_of(name: str) -> int:
+    """The worker a per-worker series belongs to ("worker_rss.3" → 3)."""
+    tail = name.rsplit(".", 1)[-1]
+    return int(tail) if tail.isdigit() else 1 << 30
+
+
+def series_names(trace: Trace, available: Iterable[str]) -> list[str]:
+    """The series ``trace`` draws among ``available`` (names): itself, or up to
+    MAX_WORKER_CURVES per-worker series in worker order."""
+    names = list(available)
+    if not trace.per_worker:
+        return [trace.series] if trace.series in names else []
+    prefix = trace.series[:-1]
+    chosen = sorted((n for n in names if n.startswith(prefix)), key=worker_of)
+    return chosen[:MAX_WORKER_CURVES]
+
+
+PLACEMENT_TIP = (
+    "A rate is drawn at the middle of the sample interval it covers; memory and other "
+    "levels at the moment they were read."
+)
