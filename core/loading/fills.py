@@ -12,6 +12,7 @@ for those it did. A worker that shared its work reports its spans as one array o
 
 from __future__ import annotations
 
+import builtins
 import threading
 import zlib
 from collections.abc import Sequence
@@ -118,7 +119,8 @@ class Fills:
             self._whole_bytes += length
             return True
 
-    def filled(self, index: int, start: int, data: memoryview | bytes) -> None:
+    # builtins.bytes: in this class, ``bytes`` names the property above.
+    def filled(self, index: int, start: int, data: memoryview | builtins.bytes) -> None:
         """``data`` now holds bytes [start, start+len) of tensor ``index``: any order, any
         thread. A piece continuing a run extends it (its crc streams on), any other starts one."""
         end = start + len(data)
