@@ -8,7 +8,7 @@ A/B × n with 4 workers: A = sequential, B = mmap-shared-fd, every run from a ve
 (or warm) page cache. A 10 ms precise QTimer probes the event loop: each interval beyond
 10 ms is latency, recorded only while a load is reading (from its go signal until the
 window has the last worker's "done").
-The window's own work is timed too (the controller's deliveries, the frame tick, each plot
+The window's own work is timed too (the job runner's deliveries, the frame tick, each plot
 update, each repaint), and for every late probe the time the GUI thread sat runnable waiting for a
 CPU (schedstat), to say where latency comes from when there is any. ``--bare`` runs the
 same loads through the same controller without a window (no frame tick): the latency that
@@ -130,26 +130,26 @@ def instrument(timings: Timings) -> None:
     so every connection made later goes through the timed wrappers."""
     import pyqtgraph as pg
 
-    from modelmon.gui.bridge import LoadController
     from modelmon.gui.plots.access_pattern import AccessPatternPlot
     from modelmon.gui.plots.metrics import MetricPlot
     from modelmon.gui.plots.residency import ResidencyPlot
     from modelmon.gui.plots.throughput import ThroughputPlot
-    from modelmon.gui.run_router import RunRouter
+    from modelmon.gui.state.job_reports import JobReports
+    from modelmon.gui.state.job_runner import JobRunner
+    from modelmon.gui.state.live_run import LiveRun
     from modelmon.gui.widgets.progress_strip import ProgressStrip
 
     for cls, name in (
         (pg.GraphicsView, "paintEvent"),
-        (LoadController, "_deliver"),
-        (RunRouter, "on_tick"),
+        (JobRunner, "_deliver"),
+        (LiveRun, "tick"),
         (ThroughputPlot, "show_update"),
         (AccessPatternPlot, "add_reads"),
         (MetricPlot, "show_snapshot"),
         (ResidencyPlot, "show_snapshot"),
         (ProgressStrip, "show_update"),
-        (RunRouter, "on_run_started"),
-        (RunRouter, "on_run_finished"),
-        (RunRouter, "show_metrics"),
+        (JobReports, "run_started"),
+        (JobReports, "run_finished"),
     ):
         setattr(cls, name, timings.wrap(f"{cls.__name__}.{name}", getattr(cls, name)))
 
@@ -175,8 +175,9 @@ def main() -> int:
 
     from modelmon.core import Config, LoadOptions, demo_models, open_model
     from modelmon.gui.app import create_application
-    from modelmon.gui.bridge import LoadController
+    from modelmon.gui.bridge import GuiPoster
     from modelmon.gui.main_window import MainWindow
+    from modelmon.gui.state.job_runner import JobRunner
     from modelmon.gui.state.jobs import ABJob
 
     model = args.model or str(demo_models()["safetensors"])
@@ -191,14 +192,15 @@ def main() -> int:
     window: MainWindow | None = None
     ends: list[Any] = []
     if args.bare:
-        controller = LoadController()
+        poster = GuiPoster()
+        controller = JobRunner(poster)
     else:
         window = MainWindow(
             settings=QSettings(str(Path(scratch.name) / "s.ini"), QSettings.Format.IniFormat)
         )
         window.resize(1400, 900)
         window.show()
-        controller = window.workspace.controller
+        controller = window.bench.runner
     latencies: dict[str, list[float]] = defaultdict(list)
     # Per late probe (> LATE_MS): how much of the interval the GUI thread sat runnable
     # waiting for a CPU. Close to the lateness: the machine had no core to spare (the load's
@@ -258,11 +260,11 @@ def main() -> int:
             controller.start(
                 ABJob(open_model(model), configs["A"], configs["B"], args.n, args.cache)
             )
-        elif state["phase"] == "opening" and window.workspace.info is not None:
+        elif state["phase"] == "opening" and window.bench.info is not None:
             for label, config in configs.items():
-                window.workspace.panels[label].set_config(config.strategy, config.options)
+                window.bench.configs.set(label, config.strategy, config.options)
             state["phase"] = "running"
-            window.workspace.run_ab(args.n, args.cache)
+            window.bench.run_ab(args.n, args.cache)
         elif state["phase"] == "running" and not controller.running:
             finish()
 

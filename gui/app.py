@@ -112,7 +112,7 @@ def run_app(path: str | None = None, demo: bool = False) -> int:
     if path:
         window.open_path(path)
     elif demo:
-        window.loader.use_demo()
+        window.state.use_demo()
     signals = StopSignals(app, window)
     try:
         return app.exec()

@@ -1,11 +1,10 @@
-"""File ▸ Export, the asking part: where each export goes; the workspace then writes it.
+"""File ▸ Export, the asking part: where each export goes; the exporter then writes it.
 
 Save dialogs start in the last folder exported to (``state/save_location``), never the
 model's, and the folder chosen is remembered for the next export. A path the guard refuses
 (``core.system.outputs``: the open model's files under any name, a FIFO or device, a folder
-that cannot take the file) is refused here in a dialog, before anything is written or
-measured. The writing is ``Exporter``'s (``gui/exporter.py``); the recommendation is a job
-the workspace starts.
+that cannot take the file) is refused here in a dialog, before anything is written. The
+writing is ``Exporter``'s (``gui/exporter.py``).
 """
 
 from __future__ import annotations
@@ -19,10 +18,10 @@ from modelmon.core import ModelmonError
 from modelmon.gui.settings import AppSettings
 from modelmon.gui.state.export_format import check_export
 from modelmon.gui.state.save_location import save_start
-from modelmon.gui.widgets.recommend_dialog import TOML_FILTER, RecommendDialog
+from modelmon.gui.widgets.recommend_dialog import TOML_FILTER
 
 if TYPE_CHECKING:
-    from modelmon.gui.workspace import Workspace
+    from modelmon.gui.exporter import Exporter
 
 REFUSED_TITLE = "Cannot export there"
 RESULT_FILTERS = {"json": "JSON (*.json);;All files (*)", "csv": "CSV (*.csv);;All files (*)"}
@@ -32,13 +31,13 @@ PLOT_FILTER = "PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"
 class ExportDialogs:
     """The dialogs behind the File ▸ Export actions, shown over ``window``."""
 
-    def __init__(self, window: QWidget, settings: AppSettings, workspace: Workspace) -> None:
-        self.window, self.settings, self.workspace = window, settings, workspace
+    def __init__(self, window: QWidget, settings: AppSettings, exporter: Exporter) -> None:
+        self.window, self.settings, self.exporter = window, settings, exporter
 
     def refusal(self, path: str) -> str | None:
         """Why the guard refuses an export to ``path``, else None."""
         try:
-            check_export(path, self.workspace.exporter.inputs)
+            check_export(path, self.exporter.inputs)
         except ModelmonError as exc:
             return str(exc)
         return None
@@ -58,26 +57,22 @@ class ExportDialogs:
         return path
 
     def export_recommended(self) -> None:
-        folder = os.path.dirname(save_start(self.settings.export_folder(), "modelmon.toml"))
-        dialog = RecommendDialog(folder, self.window, self.refusal)
-        if dialog.exec():
-            budget, path = dialog.values()
-            if path:
-                self.settings.set_export_folder(os.path.dirname(os.path.abspath(path)))
-                self.workspace.recommend(budget, path)
+        path = self._save_path("Export recommended configuration", "modelmon.toml", TOML_FILTER)
+        if path:
+            self.exporter.export_recommendation(path)
 
     def export_ab_config(self) -> None:
         path = self._save_path("Export A/B winner", "modelmon.toml", TOML_FILTER)
         if path:
-            self.workspace.exporter.export_ab_config(path)
+            self.exporter.export_ab_config(path)
 
     def export_results(self, kind: str) -> None:
         path = self._save_path("Export results", f"modelmon-results.{kind}", RESULT_FILTERS[kind])
         if path:
-            self.workspace.exporter.export_results(path)
+            self.exporter.export_results(path)
 
     def export_plot(self, name: str) -> None:
         default = name.lower().replace(" ", "-") + ".png"
         path = self._save_path(f"Export plot: {name}", default, PLOT_FILTER)
         if path:
-            self.workspace.exporter.export_plot(name, path)
+            self.exporter.export_plot(name, path)

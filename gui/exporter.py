@@ -1,13 +1,15 @@
-"""The File ▸ Export actions: results (JSON, CSV), the A/B winner as a config, plots.
+"""The File ▸ Export actions: results (JSON, CSV), the A/B winner and the recommendation as a
+config, plots.
 
-Files are assembled and written in a background thread (a config reads the head of every
+Files are assembled and written in a background task (a config reads the head of every
 model file for its fingerprint, which takes a while on a network mount); the outcome is
 one line in the message bar. A plot as PNG is painted from the screen in the GUI thread (Qt
 painting); as SVG or PDF it is drawn again from the runs it shows (``gui/figures``, with
 matplotlib) in the background. Every write goes through the guard (``core.system.outputs``)
 with the open model's files as the inputs it must never replace: atomically, the previous
 file kept on failure. File ▸ Export asks the same guard first and says no in a dialog
-(``export_dialogs``); the check here is the one at write time.
+(``export_dialogs``); the check here is the one at write time. What is exported is read
+from the state (``Workbench``); nothing here measures.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal, SignalInstance
+from PySide6.QtCore import QObject, Signal
 
 from modelmon.core import ModelmonError
 from modelmon.gui.figures import VECTOR_FORMATS, FigureRuns, figure_bytes
 from modelmon.gui.plots.image_export import export_plot
+from modelmon.gui.state.events import Post
 from modelmon.gui.state.export_format import (
     ExportError,
     plot_heading,
@@ -29,71 +32,60 @@ from modelmon.gui.state.export_format import (
     results_json,
     write_export,
 )
-from modelmon.gui.tasks import BackgroundTask
+from modelmon.gui.state.records import WATCH_LABEL
+from modelmon.gui.state.tasks import Tasks
 
 if TYPE_CHECKING:
-    from modelmon.core import Ceilings
     from modelmon.gui.plots.style import ThemedPlot
-    from modelmon.gui.state.ab_session import ABHistory
-    from modelmon.gui.state.model_info import ModelInfo
-    from modelmon.gui.state.records import RunRecord
-    from modelmon.gui.widgets.strategy_panel import StrategyPanel
+    from modelmon.gui.state.workbench import Workbench
 
 TASK_WAIT_S = 5.0
-
-
-class ExportSource(Protocol):
-    """What the exports read of the window's workspace (``gui/workspace.py``), which owns
-    the exporter: named here so that the exporter does not import the workspace."""
-
-    message: SignalInstance
-    info: ModelInfo | None
-    ceilings: Ceilings | None
-    ab_history: ABHistory
-    panels: dict[str, StrategyPanel]
-
-    @property
-    def records(self) -> list[RunRecord]: ...
-
-    @property
-    def plots(self) -> dict[str, ThemedPlot]: ...
-
-    @property
-    def running(self) -> bool: ...
 
 
 class Exporter(QObject):
     finished = Signal(bool, str)  # ok, the line shown
 
-    def __init__(self, workspace: ExportSource, parent: QObject) -> None:
+    def __init__(
+        self,
+        bench: Workbench,
+        plots: Callable[[], dict[str, ThemedPlot]],
+        post: Post,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
-        self.w = workspace
-        self._tasks: list[BackgroundTask] = []
+        self.bench = bench
+        self.plots = plots
+        self.tasks = Tasks(post)
 
     @property
     def inputs(self) -> tuple[str, ...]:
         """The files the open model is read from: no export may replace one."""
-        return self.w.info.model.paths if self.w.info is not None else ()
+        info = self.bench.info
+        return info.model.paths if info is not None else ()
 
     @property
     def can_export_results(self) -> bool:
-        return bool(self.w.records)
+        return bool(self.bench.records)
 
     @property
     def can_export_ab(self) -> bool:
-        return self.w.ab_history.result is not None and self.w.info is not None
+        return self.bench.ab.result is not None and self.bench.info is not None
+
+    @property
+    def can_export_recommendation(self) -> bool:
+        return self.bench.recommendation.recommendation is not None
 
     def export_results(self, path: str) -> None:
         """JSON or CSV by the file name's suffix (.csv → CSV, anything else → JSON)."""
-        w = self.w
-        if not w.records:
+        bench = self.bench
+        if not bench.records:
             self._report(False, "No results to export yet: run A, B or an A/B first.")
             return
-        records, ceilings = list(w.records), w.ceilings
+        records, ceilings = list(bench.records), bench.ceilings.current
         # The last A/B with a verdict, even when a later one was cancelled.
-        completed = w.ab_history.completed
+        completed = bench.ab.history.completed
         session, ab = completed[-1] if completed else (None, None)
-        model = w.info.path if w.info is not None else ""
+        model = bench.info.path if bench.info is not None else ""
         inputs = self.inputs
         if Path(path).suffix.lower() == ".csv":
             self._background(
@@ -110,13 +102,14 @@ class Exporter(QObject):
 
     def export_ab_config(self, path: str) -> None:
         """The faster side of the last A/B, with its evidence, as a modelmon config (TOML)."""
-        w = self.w
-        if w.ab_history.result is None or w.info is None:
+        bench = self.bench
+        ab = bench.ab.result
+        if ab is None or bench.info is None:
             self._report(False, "No A/B yet: run A/B × n first, then export its winner.")
             return
         from modelmon.gui.state.ab_config import ab_document, pick, shared_fd_note
 
-        ab, ceilings, model = w.ab_history.result, w.ceilings, w.info.model
+        ceilings, model = bench.ceilings.current, bench.info.model
         chosen = pick(ab)
         side = chosen.side
         caveat = shared_fd_note(ab, chosen)
@@ -133,24 +126,52 @@ class Exporter(QObject):
         else:
             self._background(work, written)
 
+    def export_recommendation(self, path: str) -> None:
+        """The last recommendation's pick, with its evidence, as a modelmon config (TOML)."""
+        shown = self.bench.recommendation.shown
+        rec = self.bench.recommendation.recommendation
+        if rec is None:
+            self._report(False, "No recommendation yet: Run ▸ Recommend… first, then export it.")
+            return
+        inputs, limit = self.inputs, shown.memory_limit
+
+        def work() -> None:
+            from modelmon.core import recommendation_document, render_config
+
+            document = recommendation_document(rec, Path(path).name, limit)
+            write_export(path, render_config(document).encode(), inputs)
+
+        def written() -> None:
+            if self.bench.recommendation.recommendation is rec:
+                self.bench.recommendation.exported(path)
+
+        self._background(work, f"Recommended configuration written to {path}", then=written)
+
     def export_plot(self, name: str, path: str) -> None:
-        plot = self.w.plots.get(name)
+        plot = self.plots().get(name)
         if plot is None:
             self._report(False, f"No plot named {name!r}.")
             return
-        w = self.w
+        bench = self.bench
         heading = plot_heading(
-            w.info.name if w.info is not None else "no model",
-            {label: panel.spec() for label, panel in w.panels.items()},
+            bench.info.name if bench.info is not None else "no model",
+            list(bench.shown_runs.values()),
             time.strftime("%Y-%m-%d %H:%M"),
         )
         fmt = VECTOR_FORMATS.get(Path(path).suffix.lower())
         if fmt is not None:
-            if w.running:  # the figure is drawn from finished runs: the live one has none yet
+            if bench.running:  # the figure is drawn from finished runs: the live one has none yet
                 self._report(
                     False,
                     f"a run is in progress: export {Path(path).name} once it ends "
                     "(a PNG shows the plot as it is now)",
+                )
+                return
+            if WATCH_LABEL in plot.run_labels:  # its arrivals are not a load's reads
+                self._report(
+                    False,
+                    f"a watched program's plot is saved as PNG: {fmt.upper()} figures are drawn "
+                    "from modelmon's own runs",
                 )
                 return
             runs, inputs = self.figure_runs(plot), self.inputs
@@ -171,13 +192,14 @@ class Exporter(QObject):
     def figure_runs(self, plot: ThemedPlot) -> FigureRuns:
         """What a figure of ``plot`` draws: the latest run of each label it shows, its
         visible ranges, its size and caption."""
-        latest = {r.label: r for r in self.w.records if r.outcome is not None}
+        bench = self.bench
+        latest = {r.label: r for r in bench.records if r.outcome is not None}
         (x0, x1), (y0, y1) = plot.item.vb.viewRange()
         order = getattr(plot, "order", None)  # the Blocks plot's rows
         return FigureRuns(
             tuple(latest[label] for label in plot.run_labels if label in latest),
-            self.w.info.model if self.w.info is not None else None,
-            self.w.ceilings,
+            bench.info.model if bench.info is not None else None,
+            bench.ceilings.current,
             x_range=(float(x0), float(x1)),
             y_range=None if order is not None else (float(y0), float(y1)),
             size_px=(plot.plot.width(), plot.plot.height()),
@@ -185,23 +207,30 @@ class Exporter(QObject):
             extra={"caption": plot.caption.text(), "spec": getattr(plot, "run_spec", "")},
         )
 
-    def _background(self, work: Callable[[], object], success: str, level: str = "info") -> None:
-        task = BackgroundTask(work, "export", self)
-        task.succeeded.connect(lambda _result: self._report(True, success, level))
-        task.failed.connect(lambda error: self._report(False, error))
-        self._tasks = [t for t in self._tasks if t.running]
-        self._tasks.append(task)
-        task.start()
+    def _background(
+        self,
+        work: Callable[[], object],
+        success: str,
+        level: str = "info",
+        then: Callable[[], None] | None = None,
+    ) -> None:
+        def done(_result: object, error: str | None) -> None:
+            if error is not None:
+                self._report(False, error)
+                return
+            if then is not None:
+                then()
+            self._report(True, success, level)
+
+        self.tasks.start(work, "export", done)
 
     def _report(self, ok: bool, text: str, level: str = "info") -> None:
-        self.w.message.emit(text if ok else f"Export failed: {text}", level if ok else "error")
+        self.bench.message.emit(text if ok else f"Export failed: {text}", level if ok else "error")
         self.finished.emit(ok, text)
 
     def shutdown(self, timeout_s: float = TASK_WAIT_S) -> None:
         """Let writes in progress finish: a half-written export is worse than a late close."""
-        for task in self._tasks:
-            task.wait(timeout_s)
-        self._tasks = [t for t in self._tasks if t.running]
+        self.tasks.wait_all(timeout_s)
 
 
 __all__ = ["ExportError", "Exporter"]

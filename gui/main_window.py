@@ -1,17 +1,21 @@
-"""The main window: menus, drag and drop, and the wiring between the pages. No logic of its own."""
+"""The main window: menus, dialogs, drag and drop, and the two pages (the start page, the open
+model's workspace). What they show is the app's Qt-free state (``AppState``); the window
+makes it (with the one thread crossing, ``GuiPoster``), draws it and hands it the user's
+requests. No logic of its own."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
     QLabel,
     QMainWindow,
-    QMenu,
     QMessageBox,
     QProgressBar,
     QStackedWidget,
@@ -19,17 +23,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import Discovery, discover_models
+from modelmon.core import Discovery, ModelmonError, discover_models
+from modelmon.gui.bridge import GuiPoster
 from modelmon.gui.export_dialogs import ExportDialogs
-from modelmon.gui.model_loader import ModelLoader
+from modelmon.gui.menus import MenuParts, Menus, WindowActions
 from modelmon.gui.recent import RecentFiles
 from modelmon.gui.settings import AppSettings, open_settings
+from modelmon.gui.shortcuts import KeptShortcuts
+from modelmon.gui.state.app_state import AppState
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
+from modelmon.gui.state.model_opening import demo_index
+from modelmon.gui.state.process_list import ProcessList
 from modelmon.gui.state.recent_entries import recent_label
-from modelmon.gui.view_menus import HelpMenu, PrimeMenu, SampleMenu, ThemeMenu
+from modelmon.gui.state.watch_job import WatchInput, model_path, watch_request
 from modelmon.gui.widgets.message_bar import MessageBar
+from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
+from modelmon.gui.widgets.watch_dialog import WatchDialog
 from modelmon.gui.workspace import Workspace
 
 MODEL_FILTER = "Models (*.safetensors *.gguf *.json);;All files (*)"
@@ -52,23 +63,27 @@ class MainWindow(QMainWindow):
     def __init__(
         self,
         settings: QSettings | None = None,
-        loader: ModelLoader | None = None,
         parent: QWidget | None = None,
         discover: Callable[[], Discovery] = discover_models,
+        make_demo: Callable[[], Path] = demo_index,
     ) -> None:
         """``settings``: where to remember things (default: ``open_settings()``);
-        ``discover``: how the start page finds models (tests give a fake home)."""
+        ``discover``: how the start page finds models (tests give a fake home);
+        ``make_demo``: how the demo model is made (tests give their own)."""
         super().__init__(parent)
         self.setWindowTitle("modelmon")
         self.setMinimumSize(MINIMUM_SIZE)
         self.setAcceptDrops(True)
         self.settings = AppSettings(settings if settings is not None else open_settings())
         self.recent = RecentFiles(self.settings.qsettings)
-        self.loader = loader or ModelLoader(self)
+        self.post = GuiPoster(self)
+        self.state = AppState(self.post, discover, make_demo, self.settings)
+        self.bench = self.state.bench
+        self.processes = ProcessList(self.post)
         self.messages = MessageBar()
-        self.start_page = StartPage(discover)
+        self.start_page = StartPage(self.state.discovery)
         self.start_page.set_recent(self.recent.paths())
-        self.workspace = Workspace()
+        self.workspace = Workspace(self.bench, self.post)
         self.pages = QStackedWidget()
         self.pages.addWidget(self.start_page)
         self.pages.addWidget(self.workspace)
@@ -85,183 +100,73 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.busy_text)
         self.statusBar().addPermanentWidget(self.busy)
         self.busy.hide()
-        self._pending_open: str | None = None
         self.confirmation: QMessageBox | None = None  # while asking (tests answer it)
-        self.exports = ExportDialogs(self, self.settings, self.workspace)
-        self._make_menus()
+        self.dialog: QWidget | None = None  # the Recommend or Watch dialog while it asks
+        self.exports = ExportDialogs(self, self.settings, self.workspace.exporter)
+        self.menus = Menus(
+            MenuParts(
+                self,
+                self.state,
+                self.settings,
+                self.exports,
+                self.workspace.exporter,
+                tuple(self.workspace.plots),
+                self.workspace.tabs,
+                WindowActions(
+                    self.choose_file,
+                    self.choose_folder,
+                    self.fill_recent,
+                    lambda process: self.watch(process=process),
+                    self.recommend,
+                    self.show_model_tab,
+                    self.set_sample_interval,
+                ),
+            )
+        )
+        self.update_actions()
+        self.kept_shortcuts = KeptShortcuts(self.menus.global_actions, self)  # Ctrl+E etc.
+        app = QApplication.instance()
+        if app is not None:
+            app.installEventFilter(self.kept_shortcuts)
         self._wire()
         self._restore()
 
-    def _make_menus(self) -> None:
-        files = self.menuBar().addMenu("&File")
-        self.open_action = self._action(
-            files,
-            "&Open model…",
-            QKeySequence.StandardKey.Open,
-            self.choose_file,
-            "Open a model file or shard index.",
-        )
-        self._action(
-            files,
-            "Open &folder…",
-            "Ctrl+Shift+O",
-            self.choose_folder,
-            "Open the model in a folder (its index, or its one model file).",
-        )
-        self.recent_menu = files.addMenu("Open &recent")
-        self.recent_menu.aboutToShow.connect(self._fill_recent)
-        self._action(
-            files,
-            "Use &demo model",
-            None,
-            self.loader.use_demo,
-            "Open a ~480 MB Llama-shaped demo model (written once to your cache).",
-        )
-        files.addSeparator()
-        self.recommend_action = self._action(
-            files,
-            "Export &recommended configuration…",
-            "Ctrl+E",
-            self.exports.export_recommended,
-            "Search for the fastest configuration within a time budget and write it as TOML.",
-        )
-        self.ab_config_action = self._action(
-            files,
-            "Export A/B &winner as configuration…",
-            "Ctrl+Shift+E",
-            self.exports.export_ab_config,
-            "Write the faster side of the last A/B, with its evidence, as a TOML config.",
-        )
-        self.json_action = self._action(
-            files,
-            "Export results as &JSON…",
-            "Ctrl+Shift+J",
-            lambda: self.exports.export_results("json"),
-            "Write every run (with its metric series), the ceilings and the A/B as JSON.",
-        )
-        self.csv_action = self._action(
-            files,
-            "Export results as &CSV…",
-            "Ctrl+Shift+C",
-            lambda: self.exports.export_results("csv"),
-            "Write the results table, one run a row, as CSV.",
-        )
-        plots = files.addMenu("Export &plot")
-        plots.setToolTipsVisible(True)
-        self.plot_actions = [
-            self._action(
-                plots,
-                f"{name}…",
-                None,
-                lambda _=False, name=name: self.exports.export_plot(name),
-                f"Save the {name.lower()} plot: PNG as it is on screen, SVG or PDF drawn "
-                "from the runs' data for print.",
-            )
-            for name in self.workspace.plots
-        ]
-        files.addSeparator()
-        self._action(files, "&Quit", QKeySequence.StandardKey.Quit, self.close, "Quit modelmon.")
-        runs = self.menuBar().addMenu("&Run")
-        self.run_a_action = self._action(
-            runs,
-            "Run &A",
-            "Ctrl+R",
-            lambda: self.workspace.run("A"),
-            "Load the model once with configuration A.",
-        )
-        self.run_b_action = self._action(
-            runs,
-            "Run &B",
-            "Ctrl+Shift+R",
-            lambda: self.workspace.run("B"),
-            "Load the model once with configuration B.",
-        )
-        self.ab_action = self._action(
-            runs,
-            "Run A/B × &n",
-            "Ctrl+T",
-            self._run_ab,
-            "Run A, B, A, B … from the same verified cache state and give the verdict.",
-        )
-        self.ceilings_action = self._action(
-            runs,
-            "&Measure ceilings",
-            "Ctrl+Shift+M",
-            self.workspace.measure_ceilings,
-            "Measure what this storage gives on this file.",
-        )
-        self.cancel_action = self._action(
-            runs, "&Cancel", "Esc", self.workspace.cancel, "Stop the running job and its workers."
-        )
-        runs.addSeparator()
-        self.prime_menu = PrimeMenu(runs, self.settings)
-        view = self.menuBar().addMenu("&View")
-        tabs = self.workspace.tabs
-        for index in range(tabs.count()):
-            title = tabs.tabText(index).replace("&&", "&")
-            self._action(
-                view,
-                tabs.tabText(index),
-                f"Ctrl+{index + 1}",
-                lambda _=False, index=index: tabs.setCurrentIndex(index),
-                f"Show the {title} tab: {tabs.tabToolTip(index)}",
-            )
-        view.addSeparator()
-        self.theme_menu = ThemeMenu(view, self.settings)
-        self.sample_menu = SampleMenu(view, self.settings, self._set_sample_interval)
-        self.help_menu = HelpMenu(self)
-        for menu in (files, runs, view):
-            menu.setToolTipsVisible(True)
-        self._on_running(False)
-
-    def _action(
-        self,
-        menu: QMenu,
-        text: str,
-        shortcut: QKeySequence.StandardKey | str | None,
-        slot: Callable[[], object],
-        tip: str,
-    ) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.setStatusTip(tip)
-        action.setToolTip(tip)
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
-
     def _wire(self) -> None:
-        self.start_page.open_requested.connect(self.choose_file)
-        self.start_page.demo_requested.connect(self.loader.use_demo)
-        self.start_page.model_chosen.connect(self.open_path)
-        self.loader.loaded.connect(self._on_loaded)
-        self.loader.failed.connect(lambda error: self.messages.show_message(error, "error"))
-        self.loader.busy.connect(self._on_busy)
-        self.workspace.message.connect(self.messages.show_message)
-        self.workspace.running_changed.connect(self._on_running)
-        self.workspace.state_changed.connect(self._update_actions)
+        state, bench, page = self.state, self.bench, self.start_page
+        page.open_requested.connect(self.choose_file)
+        page.demo_requested.connect(state.use_demo)
+        page.model_chosen.connect(self.open_path)
+        page.refresh_requested.connect(state.discovery.refresh)
+        page.back_requested.connect(lambda: state.show_page("model"))
+        state.discovery.changed.connect(page.show_discovery)
+        state.opener.loaded.connect(lambda _info: None)  # the state shows it (model_shown)
+        state.opener.failed.connect(lambda error: self.messages.show_message(error, "error"))
+        state.opener.busy.connect(self._on_busy)
+        state.model_shown.connect(self._on_model_shown)
+        state.page_changed.connect(self._show_page)
+        bench.message.connect(self.messages.show_message)
+        bench.running_changed.connect(self._on_running)
+        bench.exports_changed.connect(self.update_actions)
 
     # --- opening ------------------------------------------------------------------------------
 
     def open_path(self, path: str) -> None:
-        """Open a model; while a job runs, ask, then cancel it and open when it has stopped.
-        (Results of the model open now are kept: opening it again brings them back.)"""
-        if self.workspace.running:
-            if not self.confirm_stop(path):
-                return
-            self._pending_open = path
-            self.workspace.cancel()
+        """Open a model (the one open already is just shown); while a job runs, ask, then
+        cancel it and open when it has stopped. (Results of the model open now are kept:
+        opening it again brings them back.)"""
+        if not self.state.is_open(path):
+            self.messages.clear()
+        if self.state.open_path(path):
             return
-        self.messages.clear()
-        self.loader.open(path)
+        if self.confirm_stop(path):
+            self.state.stop_and_open(path)
 
     def confirm_stop(self, path: str) -> bool:
         """Ask before opening ``path`` stops the running job (its runs so far are lost)."""
         self.confirmation = QMessageBox(
             QMessageBox.Icon.Question,
             "Stop the running job?",
-            f"{job_name(self.workspace.controller.job)} is running. Opening "
+            f"{job_name(self.bench.runner.job)} is running. Opening "
             f"{os.path.basename(path.rstrip('/')) or path} stops it, and what it has not "
             "finished is lost.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
@@ -283,21 +188,32 @@ class MainWindow(QMainWindow):
         if path:
             self.open_path(path)
 
-    def _fill_recent(self) -> None:
-        self.recent_menu.clear()
+    def fill_recent(self) -> None:
+        menu = self.menus.recent_menu
+        menu.clear()
         for path in self.recent.paths():
-            action = self.recent_menu.addAction(recent_label(path))
+            action = menu.addAction(recent_label(path))
             action.setToolTip(path)
             action.triggered.connect(lambda _=False, path=path: self.open_path(path))
-        if self.recent_menu.isEmpty():
-            self.recent_menu.addAction("(none yet)").setEnabled(False)
+        if menu.isEmpty():
+            menu.addAction("(none yet)").setEnabled(False)
 
-    def _on_loaded(self, info: ModelInfo) -> None:
-        self.workspace.set_model(info)
-        self.pages.setCurrentWidget(self.workspace)
+    def _on_model_shown(self, info: ModelInfo) -> None:
         self.setWindowTitle(f"modelmon — {info.name}")
         self.recent.add(info.path)
         self.start_page.set_recent(self.recent.paths())
+        self.start_page.set_open_model(info.name)
+        self.update_actions()
+
+    def _show_page(self, page: str) -> None:
+        self.pages.setCurrentWidget(self.workspace if page == "model" else self.start_page)
+
+    def set_sample_interval(self, seconds: float) -> None:
+        self.bench.sample_interval_s = seconds
+
+    def show_model_tab(self, index: int) -> None:
+        self.state.show_page("model")
+        self.workspace.tabs.setCurrentIndex(index)
 
     def _on_busy(self, text: str | None) -> None:
         self.start_page.set_busy(text)
@@ -305,35 +221,61 @@ class MainWindow(QMainWindow):
         self.busy_text.setText(text or "")
 
     def _on_running(self, running: bool) -> None:
-        self._update_actions()
+        self.update_actions()
         if running:  # the last job's banner (a cancel, a failure) is not about this one
             self.messages.clear()
-        if not running and self._pending_open is not None:
-            path, self._pending_open = self._pending_open, None
-            self.open_path(path)
 
-    def _update_actions(self) -> None:
-        running, ready = self.workspace.running, self.workspace.info is not None
-        for action in (
-            self.run_a_action,
-            self.run_b_action,
-            self.ab_action,
-            self.ceilings_action,
-            self.recommend_action,
-        ):
-            action.setEnabled(ready and not running)
-        self.cancel_action.setEnabled(running)
-        self.ab_config_action.setEnabled(self.workspace.exporter.can_export_ab)
-        for action in (self.json_action, self.csv_action):
-            action.setEnabled(self.workspace.exporter.can_export_results)
-        for action in self.plot_actions:
-            action.setEnabled(ready)
+    def update_actions(self) -> None:
+        self.menus.update(self.bench.info is not None, self.bench.running)
 
-    def _set_sample_interval(self, seconds: float) -> None:
-        self.workspace.sample_interval_s = seconds
+    # --- dialogs that start jobs --------------------------------------------------------------
 
-    def _run_ab(self) -> None:
-        self.workspace.run_ab(self.workspace.compare.pairs.value())
+    def _ask(self, dialog: QWidget, run: Callable[[], bool]) -> bool:
+        """Run ``dialog`` (modal); then give the focus back where it was, never to
+        whichever field comes first in the window (where keys would change a setting)."""
+        before = QApplication.focusWidget()
+        self.dialog = dialog
+        try:
+            answered = run()
+        finally:
+            self.dialog = None
+        target = before if before is not None and before.isVisible() else self.pages
+        target.setFocus(Qt.FocusReason.OtherFocusReason)
+        return answered
+
+    def recommend(self) -> None:
+        """Run ▸ Recommend…: the budget, then the search (exporting it is a step of its own)."""
+        if self.bench.running or self.bench.info is None:
+            return
+        dialog = RecommendDialog(self)
+        if self._ask(dialog, lambda: bool(dialog.exec())):
+            self.bench.recommend(dialog.budget_s())
+
+    def watch(self, process: bool = False) -> None:
+        """File ▸ Watch a command… (or a process…): what to watch, then the watch."""
+        info = self.bench.info
+        if self.bench.running or info is None:
+            return
+        model = info.model
+
+        def check(given: WatchInput) -> str | None:
+            try:
+                watch_request(given, model)
+            except ModelmonError as exc:
+                return str(exc)
+            return None
+
+        dialog = WatchDialog(self.processes, model_path(model), check, self)
+        dialog.refresh_requested.connect(self.processes.refresh)
+        self.processes.changed.connect(dialog.draw_processes)
+        try:
+            dialog.show_tab(process)
+            answered = self._ask(dialog, lambda: bool(dialog.exec()))
+        finally:
+            self.processes.changed.disconnect(dialog.draw_processes)
+        if answered:
+            self.bench.watch(watch_request(dialog.entered(), model))
+            self.state.show_page("model")
 
     # --- settings -----------------------------------------------------------------------------
 
@@ -343,21 +285,22 @@ class MainWindow(QMainWindow):
         if geometry is None or not self.restoreGeometry(geometry):
             screen = self.screen().availableGeometry().size()
             self.resize(DEFAULT_SIZE.boundedTo(screen).expandedTo(MINIMUM_SIZE))
-        for label, panel in self.workspace.panels.items():
+        for label in self.workspace.panels:
             config = self.settings.config(label)
             if config is not None:
-                panel.set_config(*config)
+                self.bench.configs.set(label, *config)
         pairs = self.settings.pairs()
         if pairs is not None:
-            self.workspace.compare.pairs.setValue(pairs)
+            self.bench.ab.set_pairs(pairs)
 
     def _remember(self) -> None:
         self.settings.set_geometry(self.saveGeometry())
-        for label, panel in self.workspace.panels.items():
-            self.settings.set_config(label, panel.strategy(), panel.options())
-        self.settings.set_pairs(self.workspace.compare.pairs.value())
+        configs = self.bench.configs
+        for label in self.workspace.panels:
+            self.settings.set_config(label, configs.strategy(label), configs.effective(label))
+        self.settings.set_pairs(self.bench.ab.pairs)
 
-    # --- drag and drop, closing -----------------------------------------------------------
+    # --- drag and drop, showing, closing ------------------------------------------------------
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         urls = event.mimeData().urls()
@@ -380,11 +323,21 @@ class MainWindow(QMainWindow):
                     "info",
                 )
 
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        discovery = self.state.discovery
+        if discovery.discovery is None and not discovery.searching and discovery.error is None:
+            discovery.refresh()  # the start page lists what it finds
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self._remember()
-        self.theme_menu.stop()
-        # Stop the load and its workers before the window goes: nothing may outlive it.
+        self.menus.theme_menu.stop()
+        app = QApplication.instance()
+        if app is not None:
+            app.removeEventFilter(self.kept_shortcuts)
+        # Stop the load (or the watched command) before the window goes: nothing may
+        # outlive it.
         self.workspace.shutdown()
-        self.loader.shutdown()
-        self.start_page.shutdown()
+        self.state.shutdown()
+        self.processes.shutdown()
         event.accept()

@@ -29,6 +29,7 @@ THEME = "view/theme"  # "system" | "light" | "dark"
 SAMPLE_MS = "metrics/sample_ms"
 SAMPLE_CHOICES_MS = (50, 100, 250, 500)  # 100: the default; 50 for short loads, more for long
 PRIME_MEMORY = "measure/prime_memory"  # one of core.options.PRIME_MODES
+CEILINGS = "ceilings/{key}"  # a model's ceilings on its storage, JSON (state/ceilings_state.py)
 THEMES = ("system", "light", "dark")
 
 
@@ -120,3 +121,9 @@ class AppSettings:
         if mode not in PRIME_MODES:
             raise ValueError(f"prime memory must be one of {PRIME_MODES}, not {mode!r}")
         self._set(PRIME_MEMORY, mode)
+
+    def load_ceilings(self, key: str) -> str | None:
+        return self._text(CEILINGS.format(key=key))
+
+    def save_ceilings(self, key: str, text: str) -> None:
+        self._set(CEILINGS.format(key=key), text)

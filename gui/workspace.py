@@ -1,15 +1,13 @@
 """The page for an open model: its facts, configurations A and B, A/B × n, live plots, results.
 
-It owns the LoadController and starts its jobs (a load, an A/B, the ceilings, a
-recommendation); ``RunRouter`` routes what they report to the widgets. One job runs at a
-time: two loads at once would measure each other.
+The widgets, their layout, and their binding to the state: what they show is the state's
+(``Workbench``, Qt-free), and what the user does goes back to it as calls. The page owns the
+frame tick: a timer that, while a run is live, asks the state for its frame.
 """
 
 from __future__ import annotations
 
-import time
-
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -21,8 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import Ceilings, Config, LoadOptions, OptionsError
-from modelmon.gui.bridge import LoadController
+from modelmon.core import Ceilings
 from modelmon.gui.exporter import Exporter
 from modelmon.gui.plots.access_pattern import AccessPatternPlot
 from modelmon.gui.plots.blocks import BlockTimelinePlot
@@ -30,20 +27,15 @@ from modelmon.gui.plots.metrics import cpu_plot, device_plot, iowait_plot, memor
 from modelmon.gui.plots.residency import ResidencyPlot
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
-from modelmon.gui.run_router import RunRouter
-from modelmon.gui.state.ab_session import ABHistory, ab_cache
-from modelmon.gui.state.jobs import (
-    SAMPLE_INTERVAL_S,
-    ABJob,
-    CeilingsJob,
-    Job,
-    RecommendJob,
-    SingleRun,
-)
+from modelmon.gui.state.configs import LABELS
+from modelmon.gui.state.events import Post
+from modelmon.gui.state.live_run import TICK_S, Frame, Shown
+from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.model_info import ModelInfo
-from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
+from modelmon.gui.state.recommending import RecommendationShown
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.row_heights import RowNeeds, row_heights
+from modelmon.gui.state.workbench import Workbench
 from modelmon.gui.widgets.compare_bar import CompareBar
 from modelmon.gui.widgets.model_panel import ModelPanel
 from modelmon.gui.widgets.progress_strip import ProgressStrip
@@ -52,14 +44,6 @@ from modelmon.gui.widgets.results_table import ResultsTable
 from modelmon.gui.widgets.strategy_panel import StrategyPanel
 from modelmon.gui.widgets.top_row import TopRow
 
-# The first comparison worth making, four readers each, from a verified cold cache: modelmon's
-# default (planned sequential reads, four threads, each its own descriptor) against the
-# anti-pattern of the seed story (four processes mapping one shared descriptor).
-DEFAULT_CONFIGS = {
-    "A": ("sequential", LoadOptions(cache="cold")),
-    "B": ("mmap-shared-fd", LoadOptions(workers=4, threads=1, cache="cold")),
-}
-CEILING_REPEATS = 3
 # The window's rows: the top (facts, configurations) may shrink to TOP_MIN_HEIGHT px and
 # scroll; the results table shows RESULT_ROWS runs when there is room, RESULT_MIN_ROWS at least.
 # At TOP_MIN_HEIGHT a configuration shows its title and the row with its strategy and its Run
@@ -88,30 +72,13 @@ def scrolling(widget: QWidget, min_width: int | None = None) -> QScrollArea:
 
 
 class Workspace(QWidget):
-    message = Signal(str, str)  # text, level ("info" | "warning" | "error")
-    running_changed = Signal(bool)
-    state_changed = Signal()  # results, an A/B verdict or ceilings came or went: exports
-
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, bench: Workbench, post: Post, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.info: ModelInfo | None = None
-        self.ab_history = ABHistory()  # this model's A/Bs: their sessions and verdicts
-        self.ceilings: Ceilings | None = None
-        self.ceiling_repeats = CEILING_REPEATS
-        self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' period for the next runs
-        self.recommend_budget_s = 0.0  # of the recommendation running, for its progress bar
-        self.sessions = ModelSessions()  # the results of the other models opened
-        self.plots_show_ab = False  # the run plots show an A/B's runs (a single run clears them)
+        self.bench = bench
         self.model_panel = ModelPanel()
-        self.panels = {label: StrategyPanel(label) for label in DEFAULT_CONFIGS}
-        for label, (strategy, options) in DEFAULT_CONFIGS.items():
-            panel = self.panels[label]
-            panel.set_config(strategy, options)
-            panel.run_requested.connect(lambda label=label: self.run(label))
+        self.panels = {label: StrategyPanel(label) for label in LABELS}
         self.progress = ProgressStrip()
         self.compare = CompareBar()
-        self.compare.ab_requested.connect(self.run_ab)
-        self.compare.ceilings_requested.connect(self.measure_ceilings)
         self.throughput = ThroughputPlot()
         self.access = AccessPatternPlot()
         self.blocks = BlockTimelinePlot()
@@ -121,12 +88,21 @@ class Workspace(QWidget):
         self.residency = ResidencyPlot()
         self.results = ResultsTable()
         self.recommendation = RecommendationView()
-        self.controller = LoadController(self)
-        self.router = RunRouter(self, self)
-        self.exporter = Exporter(self, self)
-        self.progress.cancel_requested.connect(self.cancel)
+        self.exporter = Exporter(bench, lambda: self.plots, post, self)
+        # The frame tick: while a run is live, its reads and series reach the plots here.
+        self.timer = QTimer(self)
+        self.timer.setInterval(round(TICK_S * 1000))
+        self.timer.timeout.connect(bench.live.tick)
         self._layout()
         self.compare.set_enabled(False)
+        # What each widget shows is the state's: each part tells the widgets that draw it
+        # when it changes, and each widget's request goes back to the state as a call. All
+        # in the GUI thread (what other threads produce comes in through the GuiPoster); no
+        # widget talks to another, none runs engine work.
+        self._bind_inputs()
+        self._bind_model()
+        self._bind_live()
+        self._bind_results()
 
     @property
     def plots(self) -> dict[str, ThemedPlot]:
@@ -207,7 +183,8 @@ class Workspace(QWidget):
         self.rows.setSizes([top_row.sizeHint().height(), 400, 120])
         self.rows_user_sized = False  # the user dragged a handle: their sizes stay
         self.rows.splitterMoved.connect(self._rows_moved)
-        self.state_changed.connect(self._refit_rows)
+        # A run came or went (the results may grow): share the height again.
+        self.bench.exports_changed.connect(self._refit_rows)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.rows, 1)
@@ -250,7 +227,7 @@ class Workspace(QWidget):
         # The tallest a plot needs (its caption's lines included), but the Blocks plot's: its
         # tab scrolls.
         plots = max(p.minimumHeight() for p in self.plots.values() if p is not self.blocks)
-        runs = min(RESULT_MAX_ROWS, max(RESULT_ROWS, len(self.records)))
+        runs = min(RESULT_MAX_ROWS, max(RESULT_ROWS, len(self.bench.runs)))
         needs = RowNeeds(
             top_natural=top_natural + TOP_SLACK,
             top_min=TOP_MIN_HEIGHT,
@@ -273,52 +250,6 @@ class Workspace(QWidget):
             return self.tabs.height() - page.height()
         return self.tabs.tabBar().sizeHint().height()
 
-    @property
-    def running(self) -> bool:
-        return self.controller.running
-
-    @property
-    def records(self) -> list[RunRecord]:
-        return self.results.results.records
-
-    def set_model(self, info: ModelInfo) -> None:
-        """Show a newly opened model. The previous model's runs, A/B and ceilings are kept
-        for when it is opened again; this model's own (if it was open before) come back."""
-        if self.running:
-            raise RuntimeError("cancel the running job before opening another model")
-        if self.info is not None:
-            self.sessions.stash(
-                self.info.path,
-                ModelResults(list(self.records), self.ab_history.result, self.ceilings),
-            )
-        kept = self.sessions.take(info.path)
-        self.info = info
-        self.model_panel.show_model(info)
-        for panel in self.panels.values():
-            panel.require_discard(not info.fits_in_ram)
-            panel.set_readahead_unavailable(info.readahead_unavailable)
-        self.clear_run_plots()
-        self.access.set_model(info.model)
-        self.residency.set_model(info.model)
-        self.blocks.set_block_order(info.model.blocks())
-        self.results.results.clear()
-        for record in kept.records:
-            self.results.add(record)
-        self.ab_history.restore(kept.ab_result)
-        self.router.set_ceilings(kept.ceilings)
-        self.compare.clear_verdict()
-        if kept.ab_result is not None:
-            self.compare.show_verdict(kept.ab_result)
-        self.compare.set_enabled(True)
-        self.recommendation.clear()
-        self.progress.stopped("idle")
-        if not info.fits_in_ram:
-            self.message.emit(
-                "This model does not fit in the RAM available: runs use discard "
-                "mode (stream through bounded buffers, keep nothing).",
-                "warning",
-            )
-
     def clear_run_plots(self) -> None:
         """Empty every plot of runs, keys included (the model's axes and ceilings stay)."""
         self.throughput.clear()
@@ -326,85 +257,132 @@ class Workspace(QWidget):
         self.residency.start_run("", "")
         for plot in self.metric_plots:
             plot.clear()
-        self.blocks.set_block_order(self.info.model.blocks() if self.info else [])
-        self.plots_show_ab = False
-
-    # --- starting jobs ------------------------------------------------------------------------
-
-    def run(self, label: str) -> None:
-        """Load once with configuration ``label``; ignored while a job runs."""
-        if self.running or self.info is None:
-            return
-        if self.plots_show_ab:  # a single run is compared with single runs, never an A/B's
-            self.clear_run_plots()
-        panel = self.panels[label]
-        self._start(SingleRun(self.info.model, label, panel.strategy(), panel.options()))
-
-    def run_ab(self, pairs: int, cache: str | None = None) -> None:
-        """A B A B … ``pairs`` pairs from the same verified cache state, then the verdict.
-
-        The state is ``cache`` when given, else A's and B's Cache setting (they must agree).
-        """
-        if self.running or self.info is None:
-            return
-        a, b = (
-            Config(self.panels[side].strategy(), self.panels[side].options()) for side in ("A", "B")
-        )
-        if cache is None:
-            try:
-                cache = ab_cache(a.options, b.options)
-            except OptionsError as exc:
-                self.message.emit(str(exc), "warning")
-                return
-        # The plots show this A/B's runs only: never a run of an earlier one beside them.
-        self.clear_run_plots()
-        self.plots_show_ab = True
-        session = self.ab_history.start(time.strftime("%H:%M:%S"))  # no last verdict until it ends
-        self.state_changed.emit()
-        self._start(ABJob(self.info.model, a, b, pairs, cache, session))
-        self.router.ab_pairs = pairs
-        self.compare.show_running(pairs)
-
-    def measure_ceilings(self) -> None:
-        if self.running or self.info is None:
-            return
-        self._start(CeilingsJob(self.info.model, self.ceiling_repeats))
-        self.progress.show_job("Measuring ceilings…", 0.0)
-
-    def recommend(self, budget_s: float, path: str) -> None:
-        """Search for the best configuration within ``budget_s``, write it to ``path``."""
-        if self.running or self.info is None:
-            return
-        self.recommend_budget_s = budget_s
-        self._start(RecommendJob(self.info.model, budget_s, path, ceilings=self.ceilings))
-        self.progress.show_job(f"Recommending (budget {budget_s:.0f} s)…", 0.0)
-        self.recommendation.started(budget_s)
-        self.tabs.setCurrentWidget(self.recommendation)
-
-    def _start(self, job: Job) -> None:
-        """Start ``job``: what the last one left (its verdict or banner, a full bar) goes."""
-        self.compare.clear_verdict()
-        self.progress.reset()
-        job.sample_interval_s = self.sample_interval_s
-        self.router.job_started = time.monotonic()
-        self.router.pairs_done = 0
-        self.controller.start(job)
-        self.set_running(True)
-
-    def cancel(self) -> None:
-        self.controller.cancel()
-
-    def shutdown(self) -> bool:
-        """Stop any job and wait for its workers to be gone (closing the window)."""
-        stopped = self.controller.shutdown()
-        self.router.stop_ticking()
-        self.exporter.shutdown()
-        self.set_running(False)
-        return stopped
+        info = self.bench.info
+        self.blocks.set_block_order(info.model.blocks() if info else [])
 
     def set_running(self, running: bool) -> None:
         for panel in self.panels.values():
             panel.set_running(running)
-        self.compare.set_enabled(not running and self.info is not None)
+        self.compare.set_enabled(not running and self.bench.info is not None)
         self.progress.cancel_button.setEnabled(running)
-        self.running_changed.emit(running)
+
+    def shutdown(self) -> bool:
+        """Stop any job and wait for its workers to be gone (closing the window)."""
+        self.timer.stop()
+        stopped = self.bench.shutdown()
+        self.exporter.shutdown()
+        self.set_running(False)
+        return stopped
+
+    # --- the state, drawn ------------------------------------------------------------------------
+
+    def _bind_inputs(self) -> None:
+        bench = self.bench
+        """The user's requests, to the state."""
+        configs = bench.configs
+        for label, panel in self.panels.items():
+            panel.set_config(*configs.configs[label])
+            panel.edited.connect(
+                lambda strategy, options, label=label: configs.set(label, strategy, options)
+            )
+            panel.run_requested.connect(lambda label=label: bench.run(label))
+        configs.changed.connect(
+            lambda label: self.panels[label].set_config(*configs.configs[label])
+        )
+
+        def limits() -> None:
+            for panel in self.panels.values():
+                panel.require_discard(configs.discard_forced)
+                panel.set_readahead_unavailable(configs.readahead_unavailable)
+
+        configs.limits_changed.connect(limits)
+        self.compare.set_pairs(bench.ab.pairs)
+        self.compare.pairs_changed.connect(bench.ab.set_pairs)
+        bench.ab.pairs_changed.connect(self.compare.set_pairs)
+        self.compare.ab_requested.connect(lambda: bench.run_ab())
+        self.compare.ceilings_requested.connect(bench.measure_ceilings)
+        self.progress.cancel_requested.connect(bench.cancel)
+        bench.running_changed.connect(self.set_running)
+
+    def _bind_model(self) -> None:
+        bench = self.bench
+
+        def opened(info: ModelInfo) -> None:
+            self.model_panel.show_model(info)
+            self.clear_run_plots()
+            self.access.set_model(info.model)
+            self.residency.set_model(info.model)
+            self.blocks.set_block_order(info.model.blocks())
+            self.compare.set_enabled(not bench.running)
+
+        bench.model_opened.connect(opened)
+        bench.plots_cleared.connect(self.clear_run_plots)
+
+    def _bind_live(self) -> None:
+        bench = self.bench
+        """The live run: its start, each frame tick's reads and totals, its series."""
+        live = bench.live
+
+        def started(shown: Shown) -> None:
+            self.throughput.start_run(shown.label)
+            reader = "process" if shown.watched else "worker"
+            self.access.start_run(shown.name, shown.spec, shown.label, reader)
+            for plot in self.metric_plots:
+                plot.start_run(shown.label)
+            self.residency.start_run(shown.label, shown.spec)
+            self.progress.started(shown)
+            self.timer.start()
+
+        def frame(frame: Frame) -> None:
+            if frame.redraw:
+                self.throughput.show_update(frame.label, frame.update)
+                self.access.add_reads(frame.reads)
+            # Last: QProgressBar.setValue repaints at once (not at the next event loop turn), and
+            # that paints every widget marked dirty so far. After the plots' updates, that is one
+            # paint of everything; before them, the plots would be painted twice.
+            self.progress.show_update(frame.update)
+
+        def metrics(snapshot: MetricSnapshot) -> None:
+            for plot in self.metric_plots:
+                plot.show_snapshot(snapshot)
+            self.residency.show_snapshot(snapshot)
+
+        live.started.connect(started)
+        live.frame.connect(frame)
+        live.metrics.connect(metrics)
+        live.ended.connect(self.timer.stop)
+
+        def run_ended(record: RunRecord) -> None:
+            if record.result is not None:
+                self.blocks.show_result(record.label, record.result)
+            if record.status != "ok":  # its curve says how it ended, not just "run A"
+                self.throughput.mark_run(record.label, record.status)
+
+        bench.run_ended.connect(run_ended)
+
+    def _bind_results(self) -> None:
+        bench = self.bench
+
+        def reset(records: list[RunRecord]) -> None:
+            self.results.results.clear()
+            for record in records:
+                self.results.add(record)
+
+        bench.runs.added.connect(self.results.add)
+        bench.runs.reset.connect(reset)
+
+        def ceilings(value: Ceilings | None) -> None:
+            self.throughput.set_ceilings(value)
+            self.results.set_ceilings(value)
+            self.compare.show_ceilings(value)
+
+        bench.ceilings.changed.connect(ceilings)
+        bench.ab.changed.connect(self.compare.show_banner)
+        bench.status.changed.connect(self.progress.show_line)
+
+        def recommendation(shown: RecommendationShown) -> None:
+            self.recommendation.draw(shown)
+            if shown.phase == "running" and not shown.lines:
+                self.tabs.setCurrentWidget(self.recommendation)  # the search, as it runs
+
+        bench.recommendation.changed.connect(recommendation)

@@ -119,6 +119,7 @@ class Fills:
             self._whole_bytes += length
             return True
 
+    # builtins.bytes: in this class, ``bytes`` names the property above.
     def filled(self, index: int, start: int, data: memoryview | builtins.bytes) -> None:
         """``data`` now holds bytes [start, start+len) of tensor ``index``: any order, any
         thread. A piece continuing a run extends it (its crc streams on), any other starts one."""

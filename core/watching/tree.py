@@ -131,6 +131,22 @@ def read_command(pid: int) -> tuple[str, ...]:
     return tuple(part.decode(errors="replace") for part in data.split(b"\0") if part)
 
 
+def still_running(members: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Those of ``members`` ((pid, start ticks)) still running: the same process (its start
+    ticks), not a zombie (a zombie has ended; whoever adopted it reaps it)."""
+    left = []
+    for pid, start_ticks in members:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                data = stat.read()
+            fields = data[data.rindex(b")") + 2 :].split()
+        except (OSError, ValueError):
+            continue
+        if int(fields[19]) == start_ticks and fields[0] not in (b"Z", b"X"):
+            left.append((pid, start_ticks))
+    return left
+
+
 @dataclass
 class Member:
     """One process of the tree, from when it was first seen."""

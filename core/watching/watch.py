@@ -38,6 +38,7 @@ from modelmon.core.watching.files import ModelFiles, files_in_arguments, files_o
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.result import Reference, WatchResult
 from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
+from modelmon.core.watching.tree import still_running
 
 POLL_S = 0.05
 STOP_GRACE_S = 3.0
@@ -297,15 +298,41 @@ class Watch:
         return Ending(status, ended_by, None, None, end - self.t0_ns, end)
 
     def _stop_command(self, root: int) -> str | None:
-        """SIGTERM the command's process group and tree, SIGKILL what lingers; how it went."""
+        """SIGTERM the command's process group and tree, SIGKILL what lingers (the root, or
+        any process of its tree: a child that outlives its parent is not left behind); how it
+        went."""
         if self._process is None or self._exited(root):
             return None
+        members = self._members(root)  # read first: once the root is gone, so is its tree's
         self._signal_tree(root, signal.SIGTERM)
-        if self._wait_exit(root, STOP_GRACE_S):
+        deadline = time.monotonic() + STOP_GRACE_S
+        if self._wait_exit(root, STOP_GRACE_S) and self._wait_gone(members, deadline):
             return "SIGTERM"
         self._signal_tree(root, signal.SIGKILL)
+        for pid, _ in still_running(members):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self._wait_exit(root, STOP_GRACE_S)
+        self._wait_gone(members, time.monotonic() + STOP_GRACE_S)
         return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
+
+    def _members(self, root: int) -> list[tuple[int, int]]:
+        """(pid, start ticks) of every live process of the tree but the root."""
+        tree = self.observer.tree
+        if tree is None:
+            return []
+        with self.observer.lock:
+            tree.refresh(now_ns())
+            return [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
+
+    def _wait_gone(self, members: list[tuple[int, int]], deadline: float) -> bool:
+        """Whether every one of ``members`` has ended by ``deadline`` (looked at in slices)."""
+        while still_running(members):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(POLL_S / 5, left))
+        return True
 
     def _signal_tree(self, root: int, number: signal.Signals) -> None:
         """Signal the command's process group, then every other process of its tree (one

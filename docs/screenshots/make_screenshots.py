@@ -6,7 +6,9 @@
   ab-run.png            the demo model after the ceilings and an A/B × 3, at the default size
   ab-run-1000x700.png   the same window at 1000 × 700
   ab-run-800x500.png    the same window at 800 × 500, the smallest it gets
-  recommend.png         after File ▸ Export recommended configuration (a 30 s budget)
+  recommend.png         after Run ▸ Recommend… (a 30 s budget)
+  watch.png             after File ▸ Watch a command…: a Python program reading the demo
+                        model's shards with os.read, watched from a verified cold cache
 
 and, through File ▸ Export plot, the A/B's throughput as a figure (throughput.svg).
 
@@ -17,7 +19,7 @@ time axis); a picture that shows otherwise fails the script.
 Nothing of the user's is read or written: the settings and the fake home live in a
 temporary folder; the demo model is the one ``modelmon --demo`` uses (in the cache).
 Timings are whatever this machine does. Options: ``--budget S`` for the recommendation,
-``--pairs N`` for the A/B.
+``--pairs N`` for the A/B, ``--only watch`` (or another name) for that picture alone.
 """
 
 from __future__ import annotations
@@ -36,6 +38,18 @@ DEFAULT_SIZE = (1400, 900)
 SMALL_SIZE = (1000, 700)
 SMALLEST_SIZE = (800, 500)  # the window's minimum size
 TIMEOUT_S = 900
+NAMES = ("start-page", "ab-run", "recommend", "watch")
+# The watched program: every shard of the model whose path it is given, read front to back
+# with os.read in 4 MiB calls (as a --no-mmap loader does).
+WATCHED = """
+import glob, os, sys
+folder = sys.argv[1] if os.path.isdir(sys.argv[1]) else os.path.dirname(sys.argv[1])
+for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+    fd = os.open(path, os.O_RDONLY)
+    while os.read(fd, 4 << 20):
+        pass
+    os.close(fd)
+"""
 
 
 def fake_home(root: Path) -> dict[str, str]:
@@ -86,7 +100,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--only", choices=NAMES, help="make this picture alone")
     args = parser.parse_args()
+    wanted = {args.only} if args.only else set(NAMES)
     # Qt is imported here, not at the top: spawned workers re-run this script's top level.
     from PySide6.QtCore import QEventLoop, QSettings
     from PySide6.QtWidgets import QApplication
@@ -123,7 +139,7 @@ def main() -> int:
         def save(name: str, size: tuple[int, int] = DEFAULT_SIZE) -> None:
             window.resize(*size)
             for theme in ("light", "dark"):
-                window.theme_menu.choose(theme)
+                window.menus.theme_menu.choose(theme)
                 settle()
                 problems = layout_problems(window)
                 if problems:
@@ -132,37 +148,49 @@ def main() -> int:
                 path = HERE / f"{name}{suffix}.png"
                 window.grab().save(str(path))
                 print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
-            window.theme_menu.choose("light")
+            window.menus.theme_menu.choose("light")
             window.resize(*DEFAULT_SIZE)
 
         wait(lambda: window.start_page.discovery is not None, "discovery")
-        save("start-page")
+        if "start-page" in wanted:
+            save("start-page")
 
-        workspace = window.workspace
-        window.loader.use_demo()
-        wait(lambda: workspace.info is not None, "the demo model")
-        workspace.measure_ceilings()
-        wait(lambda: not workspace.running, "the ceilings")
-        workspace.compare.pairs.setValue(args.pairs)
-        workspace.run_ab(args.pairs)
-        wait(lambda: not workspace.running, "the A/B")
-        save("ab-run")
-        save("ab-run-1000x700", SMALL_SIZE)
-        save("ab-run-800x500", SMALLEST_SIZE)
-        figure = HERE / "throughput.svg"
-        done: list[tuple[bool, str]] = []
-        workspace.exporter.finished.connect(lambda ok, text: done.append((ok, text)))
-        workspace.exporter.export_plot("Throughput", str(figure))
-        wait(lambda: bool(done), "the figure")
-        if not done[0][0]:
-            raise SystemExit(f"exporting the figure failed: {done[0][1]}")
-        print(f"wrote {figure.relative_to(ROOT)}", file=sys.stderr)
+        workspace, bench = window.workspace, window.bench
+        window.state.use_demo()
+        wait(lambda: bench.info is not None, "the demo model")
+        if wanted & {"ab-run", "recommend"}:
+            bench.measure_ceilings()
+            wait(lambda: not bench.running, "the ceilings")
+        if "ab-run" in wanted:
+            bench.run_ab(args.pairs)
+            wait(lambda: not bench.running, "the A/B")
+            save("ab-run")
+            save("ab-run-1000x700", SMALL_SIZE)
+            save("ab-run-800x500", SMALLEST_SIZE)
+            figure = HERE / "throughput.svg"
+            done: list[tuple[bool, str]] = []
+            workspace.exporter.finished.connect(lambda ok, text: done.append((ok, text)))
+            workspace.exporter.export_plot("Throughput", str(figure))
+            wait(lambda: bool(done), "the figure")
+            if not done[0][0]:
+                raise SystemExit(f"exporting the figure failed: {done[0][1]}")
+            print(f"wrote {figure.relative_to(ROOT)}", file=sys.stderr)
+        if "recommend" in wanted:
+            bench.recommend(args.budget)
+            wait(lambda: not bench.running, "the recommendation")
+            save("recommend")
+        if "watch" in wanted:
+            from modelmon.gui.state.watch_job import WatchInput, watch_request
 
-        workspace.recommend(args.budget, str(Path(scratch) / "recommended.toml"))
-        wait(lambda: not workspace.running, "the recommendation")
-        save("recommend")
+            quoted = "'" + WATCHED.replace("'", "'\\''") + "'"
+            given = WatchInput(f"{sys.executable} -c {quoted} {{path}}", None, "", "cold", None)
+            assert bench.info is not None
+            bench.watch(watch_request(given, bench.info.model))
+            wait(lambda: not bench.running, "the watch")
+            workspace.tabs.setCurrentIndex(0)
+            save("watch")
 
-        for record in workspace.records:
+        for record in bench.records:
             result = record.result
             print(
                 record.run_name,

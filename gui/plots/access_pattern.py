@@ -118,6 +118,7 @@ class AccessPatternPlot(ThemedPlot):
         self.run_title = "Access pattern"
         self.run_label = ""  # of the run shown ("A", "B"); "" when none
         self.run_spec = ""
+        self.reader = "worker"
         self.descriptors = DescriptorTally()
         self.sharing_text = ""  # "4 readers share 1 descriptor" once reads say so
         self.file_lines: list[pg.InfiniteLine] = []
@@ -158,10 +159,14 @@ class AccessPatternPlot(ThemedPlot):
         self.item.setLimits(yMin=-0.05 * base, yMax=1.05 * base)
         self.item.setYRange(0, max(base, 1e-6), padding=0.02)
 
-    def start_run(self, title: str, spec: str = "", label: str = "") -> None:
+    def start_run(
+        self, title: str, spec: str = "", label: str = "", reader: str = "worker"
+    ) -> None:
         """Clear for a new run (of configuration ``label``): ``title`` ("run B · pair 2/3")
         heads the plot, ``spec`` is in its tooltip (the title keeps room for the worker
-        colours, the caption under it for how the readers used descriptors)."""
+        colours, the caption under it for how the readers used descriptors); ``reader``:
+        what one colour stands for ("process" for a watched program)."""
+        self.reader = reader
         for trace in self.traces.values():
             trace.remove()
         self.traces.clear()
@@ -207,7 +212,8 @@ class AccessPatternPlot(ThemedPlot):
         return [self.run_label] if self.run_label else []
 
     def _caption(self) -> None:
-        parts = [self.sharing_text, "one colour per worker" if self.run_spec else ""]
+        each = f"one colour per {self.reader}" if self.run_spec else ""
+        parts = [self.sharing_text, each]
         self.set_caption(" · ".join(p for p in parts if p) or None)
 
     def _trace(self, worker: int, theme: Theme) -> _WorkerTrace:
@@ -215,7 +221,10 @@ class AccessPatternPlot(ThemedPlot):
             colour = theme.worker_colour(worker)
             self.traces[worker] = _WorkerTrace(self.item, colour)
             workers = sorted(self.traces)
-            keys = [(f"w{w}", theme.worker_colour(w)) for w in workers[:MAX_LEGEND_WORKERS]]
+            keys = [
+                (f"{self.reader[0]}{w}" if w >= 0 else "shared", theme.worker_colour(w))
+                for w in workers[:MAX_LEGEND_WORKERS]
+            ]
             if len(workers) > MAX_LEGEND_WORKERS:
                 keys.append((f"+{len(workers) - MAX_LEGEND_WORKERS} workers", theme.foreground))
             self.set_title(self.run_title, keys)

@@ -29,6 +29,7 @@ from modelmon.gui.state.metric_views import (
     series_names,
 )
 from modelmon.gui.state.metrics_live import MetricSnapshot
+from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
 
 FAINT_ALPHA = 90
@@ -89,7 +90,7 @@ class MetricPlot(ThemedPlot):
     def _retitle(self) -> None:
         theme = current_theme()
         labels = sorted(self.extents)
-        keys = [(f"run {label}", theme.run_colour(label)) for label in labels]
+        keys = [(run_key(label), theme.run_colour(label)) for label in labels]
         self.set_title(self.base_title, keys)
 
     def _curve(self, label: str, name: str, trace: Trace) -> pg.PlotDataItem:

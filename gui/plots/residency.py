@@ -21,6 +21,7 @@ from modelmon.core import Model
 from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.live import MB
 from modelmon.gui.state.metrics_live import MetricSnapshot
+from modelmon.gui.state.records import run_key
 from modelmon.gui.state.residency_grid import Maps, picture, resident_share
 from modelmon.gui.theme import current_theme
 
@@ -80,10 +81,10 @@ class ResidencyPlot(ThemedPlot):
         if not self.label:
             self.set_title("Page cache")
             return
-        text = f"Page cache — run {self.label}"
+        text = f"Page cache — {run_key(self.label)}"
         if math.isfinite(resident):
             text += f": {resident:.0%} resident"
-        self.set_title(text, [(f"run {self.label}", current_theme().run_colour(self.label))])
+        self.set_title(text, [(run_key(self.label), current_theme().run_colour(self.label))])
 
     def show_snapshot(self, snapshot: MetricSnapshot) -> None:
         if snapshot.label != self.label:

@@ -10,6 +10,7 @@ from modelmon.core import Ceilings
 from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.live import LiveUpdate
+from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
 
 # The cold read ceilings are what a cold load is held against: the y range always takes them
@@ -37,6 +38,7 @@ class ThroughputPlot(ThemedPlot):
         self.ceiling_lines: dict[str, pg.InfiniteLine] = {}
         self.anchor_mbps = 0.0  # the cold ceilings: the y range always takes them in
         self.extents: dict[str, tuple[float, float]] = {}  # label -> (last time, peak MB/s)
+        self.endings: dict[str, str] = {}  # label -> how its run ended, when not "ok"
         self.follower = self.follow()
         self.item.setLimits(xMin=0, yMin=0)
 
@@ -44,7 +46,7 @@ class ThroughputPlot(ThemedPlot):
         curves = self.prefetch_curves if prefetch else self.curves
         if label not in curves:
             colour = current_theme().run_colour(label)
-            name = f"{label} warm-up prefetch" if prefetch else f"run {label}"
+            name = f"{label} warm-up prefetch" if prefetch else self.key_name(label)
             fill = None if prefetch else pg.mkBrush(colour + "30")
             # fillLevel 0 also makes the auto range include 0: rates are never shown zoomed.
             curve = pg.PlotDataItem(
@@ -61,7 +63,7 @@ class ThroughputPlot(ThemedPlot):
 
     def _retitle(self) -> None:
         theme = current_theme()
-        keys = [(f"run {label}", theme.run_colour(label)) for label in sorted(self.curves)]
+        keys = [(self.key_name(label), theme.run_colour(label)) for label in sorted(self.curves)]
         if self.prefetch_curves:
             keys.append(("dashed: warm-up prefetch", theme.foreground))
         self.set_title("Throughput", keys)
@@ -71,6 +73,17 @@ class ThroughputPlot(ThemedPlot):
         if self.prefetch_curves:
             captions.append("dashed in a run's colour: warm-up prefetch reads")
         self.set_caption(" · ".join(captions))
+
+    def key_name(self, label: str) -> str:
+        """ "run A", "run B (cancelled)", "watch": a run that did not end well says so."""
+        name = run_key(label)
+        ending = self.endings.get(label)
+        return f"{name} ({ending})" if ending else name
+
+    def mark_run(self, label: str, ending: str) -> None:
+        """``label``'s run ended ``ending`` ("cancelled", "failed"): its key says so."""
+        self.endings[label] = ending
+        self._retitle()
 
     def set_ceilings(self, ceilings: Ceilings | None) -> None:
         """Dashed horizontal lines at the measured ceilings (None: remove them)."""
@@ -116,7 +129,9 @@ class ThroughputPlot(ThemedPlot):
 
     def start_run(self, label: str) -> None:
         """A new run of ``label`` replaces its previous curve."""
+        self.endings.pop(label, None)
         self._curve(label, prefetch=False).setData([], [])
+        self._retitle()
         if label in self.prefetch_curves:
             self.prefetch_curves[label].setData([], [])
         self.extents.pop(label, None)
@@ -145,6 +160,7 @@ class ThroughputPlot(ThemedPlot):
         self.curves.clear()
         self.prefetch_curves.clear()
         self.extents.clear()
+        self.endings.clear()
         self.follower.restart()
         self._refit()
         self._retitle()

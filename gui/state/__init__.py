@@ -1,5 +1,8 @@
-"""The app's Qt-free logic: the jobs and their events, the live view of a running load and
-its metric feed, run records and the results table's rows, export serialisation, the
+"""The app's state, Qt-free and observable: the open model's workbench (configurations, runs,
+A/Bs, ceilings, recommendation, the live run) and its jobs, discovery, opening models,
+watching programs; run records and the results table's rows, export serialisation, the
 page-cache picture, the model panel's facts, the configuration knobs, formatting and frame
-pacing. Nothing here imports Qt (tests/test_boundaries.py checks it): it is tested without a
-QApplication (tests/gui/state/), and the widgets and plots only draw what it works out."""
+pacing. Its parts say when they change (``events.Event``); work that blocks runs in threads
+and comes back through a ``Post``. Nothing here imports Qt (tests/test_boundaries.py checks
+it): it is tested without a QApplication (tests/gui/state/), and the widgets and plots only
+draw what it holds."""

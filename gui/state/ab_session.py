@@ -1,10 +1,13 @@
 """The A/Bs of the open model: what one starts from (one cache state for both sides, read from
-A's and B's own Cache setting, the one place it is set), each one's session name, and the
-verdicts they reached. Qt-free."""
+A's and B's own Cache setting, the one place it is set), each one's session name, the
+verdicts they reached, and what the compare bar says of them. Qt-free."""
 
 from __future__ import annotations
 
-from modelmon.core import ABResult, LoadOptions, OptionsError
+from dataclasses import dataclass
+
+from modelmon.core import ABResult, LoadOptions, OptionsError, stopped_words
+from modelmon.gui.state.events import Event
 
 
 def ab_cache(a: LoadOptions, b: LoadOptions) -> str:
@@ -55,3 +58,74 @@ class ABHistory:
         self.result = None
         if kept is not None:
             self.finish(kept)
+
+
+DEFAULT_PAIRS = 3
+MAX_PAIRS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ABBanner:
+    """What the compare bar says about A/B: nothing, a running A/B, the last verdict (which
+    is what File ▸ Export A/B winner writes), or why the last A/B has none."""
+
+    kind: str  # "none" | "running" | "verdict" | "failure"
+    text: str = ""  # the running or failure line
+    ab: ABResult | None = None  # the verdict's A/B
+
+
+class ABState:
+    """The open model's A/Bs, the pairs the next one runs, and the banner; emits changes."""
+
+    def __init__(self) -> None:
+        self.history = ABHistory()
+        self.pairs = DEFAULT_PAIRS
+        self.banner = ABBanner("none")
+        self.pairs_done = 0  # of the running A/B: pairs whose B run completed
+        self.pairs_asked = 0  # of the running A/B
+        self.changed = Event()  # ABBanner
+        self.pairs_changed = Event()  # int
+
+    @property
+    def result(self) -> ABResult | None:
+        """The last A/B's verdict: None while one runs, or when the last had none."""
+        return self.history.result
+
+    def set_pairs(self, pairs: int) -> None:
+        pairs = max(1, min(MAX_PAIRS, int(pairs)))
+        if pairs != self.pairs:
+            self.pairs = pairs
+            self.pairs_changed.emit(pairs)
+
+    def _show(self, banner: ABBanner) -> None:
+        self.banner = banner
+        self.changed.emit(banner)
+
+    def start(self, clock: str, pairs: int) -> str:
+        """An A/B of ``pairs`` pairs starts at ``clock``: its session's name."""
+        session = self.history.start(clock)
+        self.pairs_done, self.pairs_asked = 0, pairs
+        self._show(ABBanner("running", f"A/B × {pairs} running…"))
+        return session
+
+    def pair_done(self, pair: int) -> None:
+        self.pairs_done = pair + 1
+
+    def finish(self, ab: ABResult) -> None:
+        self.history.finish(ab)
+        self._show(ABBanner("verdict", ab=ab))
+
+    def stopped(self, cancelled: bool) -> None:
+        """The running A/B ended without a verdict (cancelled, or a run failed)."""
+        self._show(ABBanner("failure", stopped_words(cancelled, self.pairs_done, self.pairs_asked)))
+
+    def other_job_started(self) -> None:
+        """Another job starts: a failure's words go; the last verdict stays, as the export
+        of the winner it names stays possible."""
+        if self.banner.kind == "failure":
+            self._show(ABBanner("none"))
+
+    def restore(self, kept: ABResult | None) -> None:
+        """Another model is open: its verdict kept from its last visit, or none."""
+        self.history.restore(kept)
+        self._show(ABBanner("verdict", ab=kept) if kept is not None else ABBanner("none"))

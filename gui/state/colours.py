@@ -4,8 +4,8 @@ table, and the exported figures (which are drawn without Qt). Qt-free."""
 from __future__ import annotations
 
 # A blue and an orange stay apart for the common colour-vision deficiencies and on both
-# dark and light backgrounds.
-RUN_COLOURS = {"A": "#3d8bfd", "B": "#f28e2b"}
+# dark and light backgrounds. A watched program's load ("W") in a purple, apart from both.
+RUN_COLOURS = {"A": "#3d8bfd", "B": "#f28e2b", "W": "#9467bd"}
 # Workers in the access-pattern plot: a qualitative palette without the A/B hues, so a
 # worker is never mistaken for a run.
 WORKER_COLOURS = (

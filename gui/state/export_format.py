@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelmon import __version__
-from modelmon.core import ABResult, Ceilings, ModelmonError, check_output
+from modelmon.core import ABResult, Ceilings, ModelmonError, check_output, human_bytes
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
 CSV_FIELDS = (
@@ -71,13 +71,18 @@ def run_row(record: RunRecord, ceilings: Ceilings | None) -> dict[str, Any]:
     result = record.result
     share = ceiling_for(record, ceilings)
     rss = record.peak_rss()
-    cache = result.cache if result is not None else None
-    measured = record.measured and result is not None
+    cache = record.cache
+    measured = record.measured
+    watched = record.watched
+    if watched is not None:
+        strategy = "watch"  # the spec is the watched command
+    else:
+        strategy = result.strategy if result is not None else record.spec.split()[0]
     return {
         "run": record.run_name,
         "label": record.label,
         "pair": None if record.pair is None else record.pair + 1,
-        "strategy": result.strategy if result is not None else record.spec.split()[0],
+        "strategy": strategy,
         "spec": record.spec,
         "status": record.status,
         "cache_requested": cache.requested if cache else None,
@@ -91,11 +96,11 @@ def run_row(record: RunRecord, ceilings: Ceilings | None) -> dict[str, Any]:
         )
         if cache
         else None,
-        "seconds": _number(result.seconds) if measured else None,
-        "mbps": _number(result.mbps, 3) if measured else None,
-        "bytes": result.bytes if result is not None else None,
-        "first_block_seconds": _number(result.first_block_s) if measured else None,
-        "half_blocks_seconds": _number(result.half_blocks_s) if measured else None,
+        "seconds": _number(record.seconds) if measured else None,
+        "mbps": _number(record.mbps, 3) if measured else None,
+        "bytes": watched.bytes_read if watched else result.bytes if result is not None else None,
+        "first_block_seconds": _number(result.first_block_s) if measured and result else None,
+        "half_blocks_seconds": _number(result.half_blocks_s) if measured and result else None,
         "fraction_of_ceiling": _number(share[0], 4) if share else None,
         "ceiling": share[1] if share else None,
         "peak_rss_bytes": rss[0] if rss else None,
@@ -125,6 +130,11 @@ def results_document(
             samples = record.outcome.to_dict()["samples"]
             samples.pop("access_pattern", None)
             entry["samples"] = samples
+        if record.watched is not None:
+            # The series, findings and files; not the arrivals (one row per page run).
+            watch = record.watched.to_dict(samples=True)
+            watch.get("samples", {}).pop("arrivals", None)
+            entry["watch"] = watch
         runs.append(entry)
     return {
         "modelmon": __version__,
@@ -169,8 +179,32 @@ def results_csv(records: Sequence[RunRecord], ceilings: Ceilings | None) -> byte
     return text.getvalue().encode()
 
 
-def plot_heading(model: str, configs: dict[str, str], when: str) -> list[str]:
-    """The lines above an exported plot: which model, which configurations, when."""
+def run_words(record: RunRecord) -> str:
+    """How a run on a plot ended, in a few words: "1,234 MB/s in 0.52 s", "CANCELLED after
+    0.80 s (12 MB read)", "FAILED: …"."""
+    status = record.status
+    mbps, seconds = record.mbps, record.seconds
+    if record.watched is not None and record.watched.bytes_read:
+        done = f"{human_bytes(record.watched.bytes_read)} arrived"
+    elif record.result is not None and record.result.bytes:
+        done = f"{human_bytes(record.result.bytes)} read"
+    else:
+        done = ""
+    if status == "ok":
+        if mbps is not None and seconds is not None:
+            return f"{mbps:,.0f} MB/s in {seconds:.2f} s"
+        return f"ok, {done}" if done else "ok"
+    if status == "cancelled":
+        if record.result is not None:
+            seconds = record.result.seconds
+        after = f" after {seconds:.2f} s" if seconds else ""
+        return f"CANCELLED{after}" + (f" ({done})" if done else "")
+    return "FAILED" + (f": {record.message}" if record.message else "")
+
+
+def plot_heading(model: str, runs: Sequence[RunRecord], when: str) -> list[str]:
+    """The lines above an exported plot: which model, when, and each run it shows with how
+    that run ended (a cancelled run is never shown as a plain one)."""
     lines = [f"modelmon · {model} · exported {when}"]
-    lines.extend(f"{label}: {spec}" for label, spec in configs.items())
+    lines.extend(f"{record.run_name}: {record.spec} — {run_words(record)}" for record in runs)
     return lines

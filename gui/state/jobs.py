@@ -26,7 +26,6 @@ from modelmon.core import (
     Ceiling,
     Ceilings,
     Config,
-    ConfigError,
     LoadError,
     LoadOptions,
     LoadResult,
@@ -34,6 +33,7 @@ from modelmon.core import (
     ModelmonError,
     Session,
     SessionResult,
+    Watch,
     format_spec,
     measure_ceilings,
     one_line,
@@ -53,14 +53,16 @@ Report = Callable[[tuple[object, ...]], None]  # one delivery of events to the G
 
 @dataclass(frozen=True, slots=True)
 class RunStart:
-    """A load begins. ``session`` is live: the GUI thread only reads its read log and sampler
-    (both thread-safe) and ``session.load.t0_ns`` (0 until the workers are told to go)."""
+    """A load (or a watch) begins. ``session`` is live: the state's thread only reads its
+    read log and sampler (both thread-safe) and ``session.load.t0_ns`` (0 until the workers
+    are told to go). A watch's start carries its ``Watch`` instead, read the same way."""
 
-    label: str  # "A" | "B"
+    label: str  # "A" | "B" | "W" (a watch)
     spec: str
     pair: int | None  # 0-based pair of an A/B; None for a single run
     pairs: int | None  # how many pairs the A/B has
-    session: Session
+    session: Session | None
+    watch: Watch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +88,9 @@ class JobEnd:
 
 @dataclass(frozen=True, slots=True)
 class Recommended:
-    recommendation: Any  # modelmon.core.measuring.recommend.Recommendation
-    path: str  # where the TOML is: the file asked for, else where it was kept; "" nowhere
-    name: str = "modelmon.toml"  # the file name its snippets load it by
-    failure: str | None = None  # why the file asked for was not written (one line)
+    recommendation: Any  # modelmon.core.Recommendation
     explanation: tuple[str, ...] = ()  # the recommendation in sentences (its config's too)
+    memory_limit: int | None = None  # the limit it was searched under (its config says it)
 
 
 JOB_NAMES = {
@@ -98,6 +98,7 @@ JOB_NAMES = {
     "ab": "An A/B comparison",
     "ceilings": "A measurement of the ceilings",
     "recommend": "A recommendation search",
+    "watch": "A watched command",
 }
 
 
@@ -257,8 +258,8 @@ class CeilingsJob(Job):
 
 
 class RecommendJob(Job):
-    """``core.recommend`` within a budget, then the TOML written (atomically) to ``path``;
-    when that fails after the measuring, kept beside it or in modelmon's state folder."""
+    """``core.recommend`` within a budget. It measures and writes nothing: its answer is
+    exported as a config file afterwards, as often as the user wants."""
 
     kind = "recommend"
 
@@ -266,23 +267,16 @@ class RecommendJob(Job):
         self,
         model: Model,
         budget_s: float,
-        path: str,
         memory_limit: int | None = None,
         ceilings: Ceilings | None = None,
     ) -> None:
         super().__init__(model)
-        self.budget_s, self.path, self.memory_limit = budget_s, path, memory_limit
+        self.budget_s, self.memory_limit = budget_s, memory_limit
         # The window's ceilings of this model: the recommendation's too (one set per model).
         self.ceilings = ceilings if ceilings is not None and ceilings.model == model.path else None
 
     def execute(self) -> Recommended:
-        from modelmon.core import (
-            explain,
-            recommend,
-            recommendation_document,
-            render_config,
-            write_or_keep,
-        )
+        from modelmon.core import explain, recommend
 
         rec = recommend(
             self.model,
@@ -294,10 +288,4 @@ class RecommendJob(Job):
         )
         if self.cancelled:
             raise LoadError("recommendation cancelled")
-
-        def config_bytes(name: str) -> bytes:
-            return render_config(recommendation_document(rec, name, self.memory_limit)).encode()
-
-        saved = write_or_keep(self.path, self.model.paths, config_bytes, ConfigError)
-        words = tuple(explain(rec))
-        return Recommended(rec, saved.where or "", saved.name, saved.failure, words)
+        return Recommended(rec, tuple(explain(rec)), self.memory_limit)

@@ -3,7 +3,7 @@ really gets (those its strategy doesn't use keep their defaults). Qt-free."""
 
 from __future__ import annotations
 
-from modelmon.core import STRATEGIES, LoadOptions
+from modelmon.core import STRATEGIES, LoadOptions, format_spec
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 CHUNK_SIZES = (
@@ -61,6 +61,21 @@ def chunk_text(size: int) -> str:
         if size >= unit and size % unit == 0:
             return f"{size // unit} {name}"
     return f"{size} B"
+
+
+def strategy_choices() -> list[tuple[str, str]]:
+    """(name, what it does in a sentence) of every strategy, in the engine's order."""
+    return [(name, cls.summary) for name, cls in STRATEGIES.items()]
+
+
+def strategy_summary(strategy: str) -> str | None:
+    cls = STRATEGIES.get(strategy)
+    return cls.summary if cls is not None else None
+
+
+def spec_text(strategy: str, options: LoadOptions) -> str:
+    """The configuration as one line, as the results and the CLI name it."""
+    return format_spec(strategy, options)
 
 
 def used_options(strategy: str) -> frozenset[str]:

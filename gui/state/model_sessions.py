@@ -1,18 +1,21 @@
 """What the window measured on each model it opened in this session. Qt-free.
 
-Switching models must not lose results: each model keeps its runs, its last A/B and its one
-set of ceilings, and gets them back when it is opened again. The ceilings are the model's
-only set: "Measure ceilings" and a recommendation both update it (by name), and a
-recommendation starts from it rather than measuring its own.
+Switching models must not lose results: each model keeps its runs, its last A/B, its one
+set of ceilings and its recommendation, and gets them back when it is opened again. The
+ceilings are the model's only set: "Measure ceilings" and a recommendation both update it
+(by name), and a recommendation starts from it rather than measuring its own; they are also
+kept across sessions (``ceilings_state``).
 """
 
 from __future__ import annotations
 
+import datetime
 import time
 from dataclasses import dataclass, field
 
 from modelmon.core import ABResult, Ceiling, Ceilings
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
+from modelmon.gui.state.recommending import RecommendationShown
 from modelmon.gui.state.records import RunRecord
 
 
@@ -23,10 +26,16 @@ class ModelResults:
     records: list[RunRecord] = field(default_factory=list)
     ab_result: ABResult | None = None
     ceilings: Ceilings | None = None
+    recommendation: RecommendationShown | None = None  # its last search's answer
 
     @property
     def empty(self) -> bool:
-        return not self.records and self.ab_result is None and self.ceilings is None
+        return (
+            not self.records
+            and self.ab_result is None
+            and self.ceilings is None
+            and self.recommendation is None
+        )
 
 
 class ModelSessions:
@@ -55,16 +64,32 @@ def with_ceiling(ceilings: Ceilings | None, model: str, ceiling: Ceiling) -> Cei
     return known.merged(Ceilings(model, (ceiling,)))
 
 
+def age_text(measured_at: float, now: float | None = None) -> str:
+    """ "today", "yesterday", "3 days ago": how old a measurement is, in calendar days."""
+    then_day = time.localtime(measured_at)
+    now_day = time.localtime(time.time() if now is None else now)
+    days = (
+        datetime.date(now_day.tm_year, now_day.tm_mon, now_day.tm_mday)
+        - datetime.date(then_day.tm_year, then_day.tm_mon, then_day.tm_mday)
+    ).days
+    if days <= 0:
+        return "today"
+    return "yesterday" if days == 1 else f"{days} days ago"
+
+
 def measured_when(ceilings: Ceilings, now: float | None = None) -> str:
-    """When the ceilings were measured: "measured 14:02" or "measured 14:02–14:05"."""
+    """When the ceilings were measured: "measured 14:02", "measured 14:02–14:05", or with
+    their age when that was another day: "measured 3 days ago, YYYY-MM-DD 14:02"."""
     times = sorted(c.measured_at for c in ceilings.items if c.measured_at > 0)
     if not times:
         return "measured at an unknown time"
     first, last = (time.strftime("%H:%M", time.localtime(t)) for t in (times[0], times[-1]))
-    day = time.strftime("%Y-%m-%d", time.localtime(times[0]))
-    today = time.strftime("%Y-%m-%d", time.localtime(now if now is not None else time.time()))
     when = first if first == last else f"{first}–{last}"
-    return f"measured {when}" + ("" if day == today else f" on {day}")
+    age = age_text(times[0], now)
+    if age == "today":
+        return f"measured {when}"
+    day = time.strftime("%Y-%m-%d", time.localtime(times[0]))
+    return f"measured {age}, {day} {when}"
 
 
 def ceiling_lines(ceilings: Ceilings) -> list[str]:

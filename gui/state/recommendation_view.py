@@ -141,30 +141,28 @@ def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:
     not appended to "cancelled"."""
     if cancelled:
         said = "Recommendation cancelled"
-        return said, f"{said}: no config written.", "No recommendation written: cancelled"
+        return said, f"{said}: nothing to export.", "No recommendation: cancelled"
     return (
         "Recommendation failed",
         f"Recommendation failed: {error}",
-        (f"No recommendation written: {error}"),
+        f"No recommendation: {error}",
     )
 
 
-def summary_text(rec: Recommendation, path: str, failure: str | None = None) -> str:
-    """The headline: what to use, at what rate, on how many runs, and where the file is
-    (``failure``: why it is not where it was asked to be)."""
+def summary_text(rec: Recommendation, exported_to: str | None = None) -> str:
+    """The headline: what to use, at what rate, on how many runs, and whether its config
+    file was exported (and where)."""
     used = rec.used
     head = f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
-    if failure is None:
-        where = f"written to {path}."
-    elif path:
-        where = f"not written where asked ({failure}); kept in {path}."
-    else:
-        where = f"not written anywhere ({failure})."
+    where = (
+        f"Exported to {exported_to}."
+        if exported_to
+        else "File ▸ Export recommended configuration… writes it as a config file."
+    )
     memory = search_memory_text(rec)
     return (
         f"{head}. Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s "
-        "budget; "
-        f"{where} {memory[0].upper()}{memory[1:]}."
+        f"budget. {memory[0].upper()}{memory[1:]}. {where}"
     )

@@ -1,5 +1,5 @@
 """A finished run: the job's report of a run's end, and the results table's and the exports'
-row. Qt-free."""
+row. A run is a load of modelmon's own, or a watched program's load (``watched``). Qt-free."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelmon.core import Ceilings, LoadResult, SessionResult
+from modelmon.core import CacheState, Ceilings, LoadResult, SessionResult, WatchResult
+
+WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
+
+
+def run_key(label: str) -> str:
+    """A run's name in a plot's key: "run A", or "watch" for a watched program's."""
+    return "watch" if label == WATCH_LABEL else f"run {label}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +25,8 @@ class RunRecord:
     outcome: SessionResult | None  # the monitored session; None when the run could not start
     error: str | None = None  # why it could not start (one line)
     session: str | None = None  # the A/B it belongs to: "A/B 2 at 14:03:55"; None if single
+    watched: WatchResult | None = None  # a watched program's load (label WATCH_LABEL)
+    number: int = 0  # of a watch: the how-manieth on this model, for its name
 
     @property
     def result(self) -> LoadResult | None:
@@ -25,17 +34,24 @@ class RunRecord:
 
     @property
     def status(self) -> str:
+        if self.watched is not None:
+            return watch_status(self.watched)
         return self.result.status if self.result is not None else "failed"
 
     @property
     def message(self) -> str | None:
         if self.result is not None and self.result.status == "failed":
             return self.result.error
+        if self.watched is not None and self.error is None:
+            return watch_failure(self.watched)
         return self.error
 
     @property
     def run_name(self) -> str:
-        """ "A", or "B · pair 2 · A/B 1 at 14:03:55": runs of different A/Bs never share a name."""
+        """ "A", or "B · pair 2 · A/B 1 at 14:03:55": runs of different A/Bs never share a
+        name; "watch 2" for a watched program's."""
+        if self.label == WATCH_LABEL:
+            return f"watch {self.number}" if self.number else "watch"
         if self.pair is None:
             return self.label
         name = f"{self.label} · pair {self.pair + 1}"
@@ -44,8 +60,29 @@ class RunRecord:
     @property
     def measured(self) -> bool:
         """The run has a throughput to show (it finished, or stopped after reading some)."""
+        if self.watched is not None:
+            return self.watched.mbps is not None
         result = self.result
         return result is not None and (result.status == "ok" or result.bytes > 0)
+
+    @property
+    def mbps(self) -> float | None:
+        if self.watched is not None:
+            return self.watched.mbps
+        return self.result.mbps if self.measured and self.result is not None else None
+
+    @property
+    def seconds(self) -> float | None:
+        if self.watched is not None:
+            return self.watched.seconds
+        return self.result.seconds if self.measured and self.result is not None else None
+
+    @property
+    def cache(self) -> CacheState | None:
+        """The verified page-cache state the run started from (None: not prepared)."""
+        if self.watched is not None:
+            return self.watched.cache
+        return self.result.cache if self.result is not None else None
 
     def peak_rss(self) -> tuple[int, str] | None:
         """Peak resident memory of the workers together, and how it was measured.
@@ -55,6 +92,17 @@ class RunRecord:
         (each worker's own VmHWM): the workers peak at different moments, so the sum of
         their peaks overstates what they held at once.
         """
+        if self.watched is not None:
+            peak = self.watched.peak_rss
+            return (
+                (
+                    peak,
+                    "the watched process tree's peak resident memory (its live processes "
+                    "together, model pages it maps included)",
+                )
+                if peak
+                else None
+            )
         if self.outcome is None:
             return None
         values = self.outcome.series.get("workers_rss", (None, np.empty(0)))[1]
@@ -76,10 +124,36 @@ def ceiling_for(record: RunRecord, ceilings: Ceilings | None) -> tuple[float, st
     run that started verified warm is held against parallel_read_warm when it was measured:
     against a cold ceiling it would read as several hundred percent.
     """
-    if ceilings is None or not record.measured or record.result is None:
+    mbps, cache = record.mbps, record.cache
+    if ceilings is None or mbps is None:
         return None
     name = "parallel_read"
-    if record.result.cache.warm and ceilings.get("parallel_read_warm") is not None:
+    if cache is not None and cache.warm and ceilings.get("parallel_read_warm") is not None:
         name = "parallel_read_warm"
-    fraction = ceilings.fraction(record.result.mbps, name)
+    fraction = ceilings.fraction(mbps, name)
     return (fraction, name) if fraction is not None else None
+
+
+def watch_status(result: WatchResult) -> str:
+    """ "ok" (it exited 0, was stopped once quiet, or detached), "cancelled", or "failed"."""
+    if result.ended_by == "cancel":
+        return "cancelled"
+    if result.status == "killed" or (result.status == "exited" and result.exit_code):
+        return "failed"
+    return "ok"
+
+
+def watch_failure(result: WatchResult) -> str | None:
+    """Why a watched run is not a plain success, in one line; None when it is."""
+    if result.status == "killed":
+        return f"killed by {result.signal}"
+    if result.status == "exited" and result.exit_code:
+        return f"exited with {result.exit_code}"
+    if not result.saw_model:
+        return "it never opened or mapped a file of the open model"
+    if result.ended_before_first_sample:
+        return (
+            f"it ended within one sample ({result.interval_s * 1000:.0f} ms): its rate is "
+            "rough (View ▸ Sample metrics every: a shorter period sees more)"
+        )
+    return None

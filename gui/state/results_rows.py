@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from modelmon.core import Ceilings, memory_text, primed_text
+from modelmon.core import Ceilings, WatchResult, memory_text, primed_text
 from modelmon.gui.state.formatting import CEILING_NAMES, cache_state_text, human_bytes
-from modelmon.gui.state.records import RunRecord, ceiling_for
+from modelmon.gui.state.records import WATCH_LABEL, RunRecord, ceiling_for
 
 COLUMNS = (
     ("Run", "Which configuration ran (and which pair, in an A/B)."),
@@ -42,6 +42,8 @@ def cache_unmet(record: RunRecord) -> bool:
 
 
 def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str:
+    if record.watched is not None or record.label == WATCH_LABEL:
+        return watched_cell_text(record, column, ceilings)
     result = record.result
     if column == RUN:
         return record.run_name
@@ -70,6 +72,8 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
 
 
 def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str | None:
+    if record.watched is not None and column in (STATUS, MBPS, CACHE):
+        return watched_cell_tip(record, column)
     result = record.result
     if column == CACHE and result is not None:
         cache = result.cache
@@ -112,3 +116,76 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
         )
         return "\n".join(t for t in (record.message, checksum, notes) if t) or None
     return COLUMNS[column][1]
+
+
+def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None) -> str:
+    """A watched program's row: its command, the bytes that really arrived, how fast, what
+    was found."""
+    watched = record.watched
+    if column == RUN:
+        return record.run_name
+    if column == STRATEGY:
+        return record.spec
+    if watched is None:
+        return (
+            record.status + (f": {record.message}" if record.message else "")
+            if column == STATUS
+            else "–"
+        )
+    if column == CACHE:
+        return cache_state_text(watched.cache) if watched.cache is not None else "as found"
+    if column == SECONDS:
+        return f"{watched.seconds:.3f}" if watched.seconds is not None else "–"
+    if column == MBPS:
+        return f"{watched.mbps:,.0f}" if watched.mbps is not None else "–"
+    if column == CEILING_COLUMN:
+        share = ceiling_for(record, ceilings)
+        return f"{share[0]:.0%}" if share is not None else "–"
+    if column == PEAK_RSS:
+        return human_bytes(watched.peak_rss) if watched.peak_rss else "–"
+    arrived = f"{human_bytes(watched.bytes_read)} arrived"
+    found = findings_words(watched)
+    words = [record.status, arrived, *([f"found: {found}"] if found else [])]
+    if record.message:
+        words.append(record.message)
+    return " · ".join(words)
+
+
+def findings_words(watched: WatchResult) -> str:
+    """The findings in a few words each: "shared descriptor (pids 1, 2, 3); partial read
+    (12 % of the model)"."""
+    words = []
+    for finding in watched.findings:
+        name = finding.code.replace("-", " ")
+        pids = finding.evidence.get("pids")
+        fraction = finding.evidence.get("fraction")
+        if isinstance(pids, list | tuple) and pids:
+            name += f" (pids {', '.join(map(str, pids))})"
+        elif isinstance(fraction, float) and finding.code == "partial-read":
+            name += f" ({fraction:.0%} of the model)"
+        words.append(name)
+    return "; ".join(words)
+
+
+def watched_cell_tip(record: RunRecord, column: int) -> str | None:
+    watched = record.watched
+    if watched is None:
+        return None
+    if column == MBPS:
+        return (
+            f"{watched.bytes_read:,} bytes of the model arrived (pages that came into the page "
+            f"cache, or were read, while it was watched), in {watched.seconds or 0:.3f} s from "
+            "the first byte to the last"
+        )
+    if column == CACHE:
+        cache = watched.cache
+        if cache is None:
+            return "The cache was not prepared: attached to a running process, it is as found."
+        return (
+            f"requested {cache.requested}; {cache.resident_before:.1%} resident before, "
+            f"{cache.resident_after:.1%} after ({cache.method})"
+        )
+    lines = [f"{record.spec}: {watched.status} after {watched.wall_seconds:.2f} s"]
+    lines += [f"{f.text} Fix: {f.fix}" for f in watched.findings]
+    lines += list(watched.notes)
+    return "\n".join(lines)

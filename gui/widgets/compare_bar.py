@@ -1,4 +1,7 @@
-"""A/B × n and the ceilings: the controls, and the verdict shown large when an A/B ends."""
+"""A/B × n and the ceilings: the controls, and the verdict shown large when an A/B ends.
+
+It draws the state's A/B banner and ceilings; the pairs, the A/B and the ceilings it is
+asked for are intents the state acts on."""
 
 from __future__ import annotations
 
@@ -6,13 +9,11 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
 from modelmon.core import ABResult, Ceilings
+from modelmon.gui.state.ab_session import DEFAULT_PAIRS, MAX_PAIRS, ABBanner
 from modelmon.gui.state.formatting import ab_detail_lines, ceilings_text, verdict_text
 from modelmon.gui.state.model_sessions import ceiling_lines, measured_when
 from modelmon.gui.theme import current_theme
 from modelmon.gui.widgets.elided_label import ElidedLabel
-
-DEFAULT_PAIRS = 3
-MAX_PAIRS = 50
 
 TIPS = {
     "pairs": "How many A-then-B pairs to run: the verdict needs every pair to agree, so more "
@@ -27,8 +28,9 @@ TIPS = {
 
 
 class CompareBar(QWidget):
-    ab_requested = Signal(int)  # pairs; the cache state is A's and B's own Cache setting
+    ab_requested = Signal()  # the cache state is A's and B's own Cache setting
     ceilings_requested = Signal()
+    pairs_changed = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,7 +64,8 @@ class CompareBar(QWidget):
         layout.addWidget(self.ceilings_label, 2)
         layout.addWidget(self.ceilings_button)
         self.pairs.valueChanged.connect(self._name_button)
-        self.ab_button.clicked.connect(lambda: self.ab_requested.emit(self.pairs.value()))
+        self.pairs.valueChanged.connect(self.pairs_changed)
+        self.ab_button.clicked.connect(self.ab_requested)
         self.ceilings_button.clicked.connect(self.ceilings_requested)
         self._name_button()
 
@@ -74,9 +77,21 @@ class CompareBar(QWidget):
         self.ab_button.setEnabled(ready)
         self.ceilings_button.setEnabled(ready)
 
-    def show_running(self, pairs: int) -> None:
-        self.verdict.setStyleSheet("")
-        self.verdict.setText(f"A/B × {pairs} running…")
+    def set_pairs(self, pairs: int) -> None:
+        if pairs != self.pairs.value():
+            self.pairs.setValue(pairs)
+
+    def show_banner(self, banner: ABBanner) -> None:
+        if banner.kind == "verdict" and banner.ab is not None:
+            self.show_verdict(banner.ab)
+        elif banner.kind == "running":
+            self.verdict.setStyleSheet("")
+            self.verdict.setText(banner.text)
+            self.verdict.setToolTip(TIPS["verdict"])
+        elif banner.kind == "failure":
+            self.show_failure(banner.text)
+        else:
+            self.clear_verdict()
 
     def show_verdict(self, ab: ABResult) -> None:
         verdict = ab.verdict
@@ -94,6 +109,7 @@ class CompareBar(QWidget):
     def show_failure(self, text: str) -> None:
         self.verdict.setStyleSheet(f"color: {current_theme().warning};")
         self.verdict.setText(text)
+        self.verdict.setToolTip(TIPS["verdict"])
 
     def clear_verdict(self) -> None:
         self.verdict.setText("")
@@ -109,6 +125,6 @@ class CompareBar(QWidget):
         self.ceilings_label.setText(f"{ceilings_text(ceilings)} ({measured_when(ceilings)})")
         self.ceilings_label.setToolTip(
             "Ceilings measured on this file (the dashed lines), one set per model and "
-            "session (Measure ceilings and recommendations share it):\n"
+            "storage, kept across sessions (Measure ceilings and recommendations share it):\n"
             + "\n".join(ceiling_lines(ceilings))
         )

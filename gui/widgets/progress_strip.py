@@ -1,4 +1,5 @@
-"""Progress of the running load: bytes of total, MB/s, ETA, and the Cancel button."""
+"""Progress of the running load or watch: bytes of total, MB/s, ETA, and the Cancel button;
+between loads, the running job's line or how the last one ended (the state's ``StatusLine``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QSizePolic
 
 from modelmon.gui.state.formatting import bar_text, duration_text, human_bytes, rate_text
 from modelmon.gui.state.live import LiveUpdate
+from modelmon.gui.state.live_run import Shown
+from modelmon.gui.state.run_list import StatusLine
 from modelmon.gui.widgets.elided_label import ElidedLabel
 
 BAR_PADDING_PX = 12  # the style's room either side of a progress bar's text
@@ -36,6 +39,7 @@ class ProgressStrip(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.label = self.spec = ""
+        self.watched = False  # the live run is a watched program's
         self.bar = OneLineBar()
         self.bar.setRange(0, 1000)
         self.bar.setTextVisible(True)
@@ -56,30 +60,34 @@ class ProgressStrip(QWidget):
         layout.addWidget(self.detail, 2)
         layout.addWidget(self.cancel_button)
 
-    def started(self, label: str, spec: str) -> None:
-        self.label, self.spec = label, spec
+    def started(self, shown: Shown) -> None:
+        self.watched = shown.watched
+        self.label = "Watch" if shown.watched else f"Run {shown.name.removeprefix('run ')}"
+        self.spec = shown.spec
         self.bar.setValue(0)
-        self.bar.setFormat(f"Run {label}: starting…")
-        self.detail.setText(spec)
+        self.bar.setFormat(bar_text(f"{self.label}: starting…"))
+        self.detail.setText(shown.spec)
         self.cancel_button.setEnabled(True)
 
     def show_update(self, update: LiveUpdate) -> None:
         label = self.label
+        if self.watched:
+            self._show_watch(update)
+            return
         if update.phase == "starting workers":
             self.bar.setFormat(
-                f"Run {label}: starting workers ({update.workers_ready}/{update.workers} ready)"
+                f"{label}: starting workers ({update.workers_ready}/{update.workers} ready)"
             )
             return
         if update.phase == "preparing cache":
             # On a VM whose host takes free pages back this includes priming free memory,
             # a few seconds (core/system/host_memory.py): said with how much and why.
             doing = update.priming or "preparing the page cache"
-            self.bar.setFormat(bar_text(f"Run {label}: {doing}…"))
+            self.bar.setFormat(bar_text(f"{label}: {doing}…"))
             return
         self.bar.setValue(int(update.fraction * 1000))
         self.bar.setFormat(
-            f"Run {label}: {human_bytes(update.bytes_done)} of "
-            f"{human_bytes(update.bytes_total)} (%p%)"
+            f"{label}: {human_bytes(update.bytes_done)} of {human_bytes(update.bytes_total)} (%p%)"
         )
         if update.phase == "done":
             self.detail.setText(self.spec)
@@ -88,6 +96,34 @@ class ProgressStrip(QWidget):
                 f"{rate_text(update.recent_mbps)} · {duration_text(update.elapsed_s)} "
                 f"elapsed · ETA {duration_text(update.eta_s)}"
             )
+
+    def _show_watch(self, update: LiveUpdate) -> None:
+        """A watch: what has arrived of the model so far (there is no total it must reach:
+        a program may load part of it), its rate, how long it has run."""
+        if update.phase == "preparing cache":
+            self.bar.setFormat("Watch: preparing the page cache, then starting the command…")
+            return
+        self.bar.setValue(int(update.fraction * 1000))
+        self.bar.setFormat(
+            bar_text(
+                f"Watch: {human_bytes(update.bytes_done)} of the model's "
+                f"{human_bytes(update.bytes_total)} arrived"
+            )
+        )
+        if update.phase == "done":
+            self.detail.setText(self.spec)
+        else:
+            self.detail.setText(
+                f"{rate_text(update.recent_mbps)} · {duration_text(update.elapsed_s)} · "
+                f"{update.workers} process{'es' if update.workers != 1 else ''}"
+            )
+
+    def show_line(self, line: StatusLine) -> None:
+        """The state's line: a job's (and how far it is), or how the last one ended."""
+        if line.ended:
+            self.stopped(line.text)
+        else:
+            self.show_job(line.text, line.fraction)
 
     def show_job(self, text: str, fraction: float | None = None) -> None:
         """A job without a live load (ceilings, a recommendation): its line, and how far."""

@@ -6,7 +6,7 @@ What it shows comes from ``gui.state.recommendation_view``; this only lays it ou
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import Recommendation
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     SNIPPET_COLUMNS,
@@ -29,12 +28,14 @@ from modelmon.gui.state.recommendation_view import (
     snippet_rows,
     summary_text,
 )
+from modelmon.gui.state.recommending import RecommendationShown
 
 EMPTY = (
-    "No recommendation yet: File ▸ Export recommended configuration… measures the candidates "
-    "within a time budget and shows here what it found and why."
+    "No recommendation yet: Run ▸ Recommend… measures the candidates within a time budget "
+    "and shows here what it found and why; File ▸ Export recommended configuration… then "
+    "writes it as a config file."
 )
-MAX_PROGRESS_LINES = 12  # the latest lines of the search; the whole story is the explanation
+CONFIG_NAME = "modelmon.toml"  # the file name the snippets load it by, until it is exported
 
 
 def _table(columns: tuple[str, ...]) -> QTableWidget:
@@ -120,32 +121,33 @@ class RecommendationView(QScrollArea):
         self.progress.hide()
         self._show_result_parts(False)
 
-    def started(self, budget_s: float) -> None:
-        self.clear(f"Recommending: searching for {budget_s:.0f} s (Esc cancels)…")
-        self.progress.show()
-
-    def show_progress(self, text: str) -> None:
-        self.progress_lines = [*self.progress_lines, text][-MAX_PROGRESS_LINES:]
-        self.progress.setText("\n".join(f"· {line}" for line in self.progress_lines))
-
-    def stopped(self, text: str) -> None:
-        """The search ended without a recommendation (cancelled, failed)."""
-        self.summary.setText(text)
-
-    def show_recommendation(
-        self,
-        rec: Recommendation,
-        path: str,
-        name: str,
-        failure: str | None = None,
-        explanation: Sequence[str] = (),
-    ) -> None:
-        """``path``: where the config is; ``name``: the file name its snippets use;
-        ``explanation``: the recommendation in sentences."""
-        self.summary.setText(summary_text(rec, path, failure))
+    def draw(self, shown: RecommendationShown) -> None:
+        """Draw the state's recommendation: none, the search running, its answer, or why
+        it stopped."""
+        if shown.phase == "none":
+            self.clear()
+            return
+        if shown.phase == "running":
+            if not shown.lines:
+                self.clear(f"Recommending: searching for {shown.budget_s:.0f} s (Esc cancels)…")
+            self.progress.show()
+            self._show_lines(list(shown.lines))
+            return
+        if shown.phase == "stopped":
+            self.summary.setText(shown.text)
+            return
+        rec = shown.recommendation
+        if rec is None:
+            return
+        self.summary.setText(summary_text(rec, shown.exported_to))
         self.progress.hide()
-        self.explanation.setText("\n".join(explanation))
+        self.explanation.setText("\n".join(shown.explanation))
         rows = ranking_rows(rec)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
+        name = shown.exported_to.rsplit("/", 1)[-1] if shown.exported_to else CONFIG_NAME
         _fill(self.snippets, snippet_rows(rec, name))
         self._show_result_parts(True)
+
+    def _show_lines(self, lines: list[str]) -> None:
+        self.progress_lines = lines
+        self.progress.setText("\n".join(f"· {line}" for line in lines))

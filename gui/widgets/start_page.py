@@ -1,12 +1,14 @@
-"""What the window shows before a model is open: the models already on this machine (found
-off the GUI thread), the recent ones, Open…, the demo model, and a drop target."""
+"""What the window shows before a model is open (and whenever asked for, View ▸ Start page):
+the models already on this machine, the recent ones, Open…, the demo model, a drop target,
+and the way back to the open model.
+
+It draws the state's ``DiscoveryState`` (the search runs there, off the GUI thread); a
+click is an intent: ``refresh_requested``, ``model_chosen``..."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent, QShowEvent
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -25,12 +27,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import Discovery, discover_models
-from modelmon.gui.state.model_list import COLUMNS, ModelRow, model_row, summary_text, visible_rows
+from modelmon.core import Discovery
+from modelmon.gui.state.discovery import DiscoveryState
+from modelmon.gui.state.model_list import COLUMNS, ModelRow, summary_text, visible_rows
 from modelmon.gui.state.recent_entries import recent_label
-from modelmon.gui.tasks import BackgroundTask
 
-DISCOVERY_WAIT_S = 5.0  # on close: discovery is bounded by its entry budget, so it ends
 SORTS = {"Name": ("name", False), "Size, largest first": ("size", True)}
 SIZE_COLUMN, NAME_COLUMN = COLUMNS.index("Size"), COLUMNS.index("Name")
 
@@ -63,17 +64,13 @@ class FilterBox(QLineEdit):
 class StartPage(QWidget):
     open_requested = Signal()
     demo_requested = Signal()
+    refresh_requested = Signal()
+    back_requested = Signal()  # to the open model's page
     model_chosen = Signal(str)  # a reference or path from the list or the recent files
 
-    def __init__(
-        self,
-        discover: Callable[[], Discovery] = discover_models,
-        parent: QWidget | None = None,
-    ) -> None:
+    def __init__(self, discovery: DiscoveryState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._discover = discover
-        self._task: BackgroundTask | None = None
-        self.discovery: Discovery | None = None
+        self.state = discovery
         self.rows: list[ModelRow] = []
         self.shown_rows: list[ModelRow] = []
         title = QLabel("<h2>Why do your model weights load slowly?</h2>")
@@ -98,10 +95,14 @@ class StartPage(QWidget):
         self.busy.setTextVisible(False)
         self.busy.hide()
         self.status = QLabel("")
+        self.back_button = QPushButton()
+        self.back_button.setToolTip("Back to the open model's measurements (Ctrl+1).")
+        self.back_button.hide()
         buttons = QHBoxLayout()
         for widget in (self.open_button, self.demo_button, self.busy, self.status):
             buttons.addWidget(widget)
         buttons.addStretch(1)
+        buttons.addWidget(self.back_button)
 
         self.filter = FilterBox()
         self.filter.setPlaceholderText("Filter: name, format, store… (every word must match)")
@@ -161,7 +162,8 @@ class StartPage(QWidget):
 
         self.open_button.clicked.connect(self.open_requested)
         self.demo_button.clicked.connect(self.demo_requested)
-        self.rescan_button.clicked.connect(self.refresh)
+        self.rescan_button.clicked.connect(self.refresh_requested)
+        self.back_button.clicked.connect(self.back_requested)
         self.filter.textChanged.connect(self._filtered)
         self.filter.down.connect(self._to_list)
         self.filter.returnPressed.connect(self._open_current)
@@ -170,51 +172,29 @@ class StartPage(QWidget):
         self.table.activated_row.connect(self._choose)
         self.recent.itemActivated.connect(self._choose_recent)
 
-    # --- discovery, off the GUI thread ---------------------------------------------------------
-
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if self.discovery is None and self._task is None:
-            self.refresh()
+    # --- what the search found ---------------------------------------------------------------
 
     @property
-    def discovering(self) -> bool:
-        return self._task is not None
+    def discovery(self) -> Discovery | None:
+        return self.state.discovery
 
-    def refresh(self) -> None:
-        """Look for models again (in a thread; the list updates when it is done)."""
-        if self._task is not None:
+    def show_discovery(self) -> None:
+        """Draw the state's search: running, its rows, or why it failed."""
+        state = self.state
+        self.rescan_button.setEnabled(not state.searching)
+        if state.searching:
+            self.summary.setText("Looking for models…")
             return
-        self.summary.setText("Looking for models…")
-        self.rescan_button.setEnabled(False)
-        task = BackgroundTask(self._discover, "discovery", self)
-        task.succeeded.connect(self._on_discovered)
-        task.failed.connect(self._on_failed)
-        self._task = task
-        task.start()
-
-    def _on_discovered(self, discovery: object) -> None:
-        if not isinstance(discovery, Discovery):  # a discover function that broke its word
-            self._on_failed(f"discovery returned {type(discovery).__name__}, not a Discovery")
+        if state.error is not None:
+            self.summary.setText(f"Could not look for models: {state.error}")
             return
-        self._task = None
-        self.rescan_button.setEnabled(True)
-        self.set_discovery(discovery)
-
-    def _on_failed(self, error: str) -> None:
-        self._task = None
-        self.rescan_button.setEnabled(True)
-        self.summary.setText(f"Could not look for models: {error}")
-
-    def set_discovery(self, discovery: Discovery) -> None:
-        self.discovery = discovery
-        self.rows = [model_row(model) for model in discovery.models]
+        self.rows = list(state.rows)
         self._show_rows()
 
-    def shutdown(self, timeout_s: float = DISCOVERY_WAIT_S) -> None:
-        if self._task is not None:
-            self._task.wait(timeout_s)
-            self._task = None
+    def set_open_model(self, name: str | None) -> None:
+        """The model open now (the way back to it), or None."""
+        self.back_button.setVisible(name is not None)
+        self.back_button.setText(f"Back to {name} ▸" if name else "")
 
     # --- the list -------------------------------------------------------------------------------
 
@@ -240,7 +220,7 @@ class StartPage(QWidget):
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
                     )
                 self.table.setItem(index, column, item)
-        if self.discovery is not None:
+        if self.discovery is not None and not self.state.searching:
             self.summary.setText(
                 summary_text(
                     len(self.shown_rows),

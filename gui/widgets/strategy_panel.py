@@ -1,7 +1,8 @@
 """A load configuration editor: strategy and its options, with its own Run button.
 
-Self-contained so that several can sit side by side (A and B now; a session of A/B × n
-later). Options the chosen strategy doesn't use are disabled, saying so in their tooltip.
+It draws a configuration (``set_config``, from the state's ``Configs``) and says what the
+user made of it (``edited``); the state holds the configuration. Options the chosen
+strategy doesn't use are disabled, saying so in their tooltip.
 """
 
 from __future__ import annotations
@@ -25,9 +26,7 @@ from modelmon.core import (
     MAX_PARALLEL,
     PARTITIONS,
     PREFETCH_MODES,
-    STRATEGIES,
     LoadOptions,
-    format_spec,
 )
 from modelmon.gui.state.load_config import (
     CHUNK_SIZES,
@@ -36,6 +35,9 @@ from modelmon.gui.state.load_config import (
     effective_options,
     readahead_blocked,
     readahead_text,
+    spec_text,
+    strategy_choices,
+    strategy_summary,
     used_options,
 )
 from modelmon.gui.theme import current_theme
@@ -68,15 +70,15 @@ class StrategyPanel(QGroupBox):
     """Edits one (strategy, LoadOptions) pair; ``run_requested`` when its Run button is hit."""
 
     run_requested = Signal()
-    changed = Signal()
+    edited = Signal(str, object)  # strategy, LoadOptions: the user changed a knob
 
     def __init__(self, label: str, parent: QWidget | None = None) -> None:
         super().__init__(f"Configuration {label}", parent)
         self.label = label
         self.strategy_box = QComboBox()
-        for row, (name, cls) in enumerate(STRATEGIES.items()):
+        for row, (name, summary) in enumerate(strategy_choices()):
             self.strategy_box.addItem(name)
-            self.strategy_box.setItemData(row, cls.summary, Qt.ItemDataRole.ToolTipRole)
+            self.strategy_box.setItemData(row, summary, Qt.ItemDataRole.ToolTipRole)
         self.workers = self._spin(1, MAX_PARALLEL)
         self.threads = self._spin(1, MAX_PARALLEL)
         self.chunk = QComboBox()
@@ -104,6 +106,7 @@ class StrategyPanel(QGroupBox):
         self.spec_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.spec_line.setWordWrap(True)
         self._discard_forced = False
+        self._applying = False  # set_config is drawing the state's configuration
         colour = current_theme().run_colour(label)
         self.setStyleSheet(f"QGroupBox::title {{ color: {colour}; font-weight: bold; }}")
         self._layout()
@@ -204,9 +207,19 @@ class StrategyPanel(QGroupBox):
         return effective_options(self.strategy(), edited, self._discard_forced)
 
     def spec(self) -> str:
-        return format_spec(self.strategy(), self.options())
+        return spec_text(self.strategy(), self.options())
 
     def set_config(self, strategy: str, options: LoadOptions) -> None:
+        """Draw ``strategy`` and ``options``; ``edited`` follows once, with what they
+        became (options the strategy does not use at their defaults)."""
+        self._applying = True
+        try:
+            self._set_config(strategy, options)
+        finally:
+            self._applying = False
+        self._on_change()
+
+    def _set_config(self, strategy: str, options: LoadOptions) -> None:
         self.strategy_box.setCurrentText(strategy)
         self.workers.setValue(options.workers)
         self.threads.setValue(options.threads)
@@ -236,9 +249,10 @@ class StrategyPanel(QGroupBox):
         self.run_button.setEnabled(not running)
 
     def _on_change(self) -> None:
-        cls = STRATEGIES.get(self.strategy())
+        if self._applying:
+            return
         uses = used_options(self.strategy())
-        self.strategy_box.setToolTip(cls.summary if cls is not None else TIPS["strategy"])
+        self.strategy_box.setToolTip(strategy_summary(self.strategy()) or TIPS["strategy"])
         for name, widget in self._knobs.items():
             used = name in uses
             widget.setEnabled(used)
@@ -256,4 +270,4 @@ class StrategyPanel(QGroupBox):
                 f"{TIPS['discard']} Locked on: the model doesn't fit in the RAM available."
             )
         self.spec_line.setText(self.spec())
-        self.changed.emit()
+        self.edited.emit(self.strategy(), self.options())

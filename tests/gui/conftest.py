@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ import psutil
 import pytest
 
 from modelmon.core import LoadOptions, Model, ModelFile, TensorExtent, write_safetensors_model
+from modelmon.gui.state.events import CallQueue
 
 if TYPE_CHECKING:  # imported by the fixtures that need them: tests/gui/state runs without Qt
     from PySide6.QtCore import QSettings
@@ -99,19 +101,22 @@ def window(qtbot, settings: QSettings, tmp_path: Path) -> Iterator[MainWindow]:
 
 def open_model(qtbot, window: MainWindow, path: Path) -> None:
     window.open_path(str(path))
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
+    qtbot.waitUntil(
+        lambda: window.bench.info is not None and window.state.is_open(str(path)),
+        timeout=10_000,
+    )
 
 
 def wait_idle(qtbot, window: MainWindow, timeout_ms: int = 30_000) -> None:
     """Until the running job (a load, an A/B, the ceilings...) has ended."""
-    qtbot.waitUntil(lambda: not window.workspace.running, timeout=timeout_ms)
+    qtbot.waitUntil(lambda: not window.bench.running, timeout=timeout_ms)
 
 
 def wait_loading(qtbot, workspace, timeout_ms: int = 20_000) -> None:
     """Until the window has shown bytes of the running load (its workers are reading)."""
 
     def loading() -> bool:
-        update = workspace.router.last_update
+        update = workspace.bench.live.last_update
         return update is not None and update.phase == "loading" and update.bytes_done > 0
 
     qtbot.waitUntil(loading, timeout=timeout_ms)
@@ -120,9 +125,19 @@ def wait_loading(qtbot, workspace, timeout_ms: int = 20_000) -> None:
 def start_slow_ab(qtbot, workspace, pairs: int) -> None:
     """An A/B of the slow load on both sides, running: its workers are reading."""
     for label in ("A", "B"):
-        workspace.panels[label].set_config("sequential", SLOW_OPTIONS)
-    workspace.run_ab(pairs)
+        workspace.bench.configs.set(label, "sequential", SLOW_OPTIONS)
+    workspace.bench.run_ab(pairs)
     wait_loading(qtbot, workspace)
+
+
+def pump(queue: CallQueue, condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """Run what the state's queue holds until ``condition`` holds (the Qt-free tests' event
+    loop); a test that waits too long fails rather than hanging."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the state never got there")
+        queue.run_pending(wait_s=0.05)
 
 
 def worker_processes() -> list[psutil.Process]:

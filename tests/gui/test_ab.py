@@ -32,23 +32,25 @@ def test_ab_times_two_shows_a_verdict_and_every_run(qtbot, window: MainWindow, s
     workspace.compare.pairs.setValue(2)
     assert workspace.compare.ab_button.text() == "Run A/B × 2"
     workspace.compare.ab_button.click()
-    assert workspace.running and not workspace.compare.ab_button.isEnabled()
+    assert workspace.bench.running and not workspace.compare.ab_button.isEnabled()
     wait_idle(qtbot, window)
-    ab = workspace.ab_history.result
+    ab = workspace.bench.ab.history.result
     assert ab is not None, window.messages.message()
-    session = workspace.ab_history.session
-    assert [r.run_name for r in workspace.records] == [
+    session = workspace.bench.ab.history.session
+    assert [r.run_name for r in workspace.bench.records] == [
         f"A · pair 1 · {session}",
         f"B · pair 1 · {session}",
         f"A · pair 2 · {session}",
         f"B · pair 2 · {session}",
     ]
-    assert all(r.status == "ok" and r.result.cache.requested == "cold" for r in workspace.records)
+    assert all(
+        r.status == "ok" and r.result.cache.requested == "cold" for r in workspace.bench.records
+    )
     text = workspace.compare.verdict.text()
     assert VERDICT.match(text), text
     if ab.verdict.text != "within noise":
         assert text.startswith(ab.verdict.text.split()[0] + " is")
-    assert window.ab_config_action.isEnabled() and window.json_action.isEnabled()
+    assert window.menus.ab_config_action.isEnabled() and window.menus.json_action.isEnabled()
     # Both sides are on the throughput plot, in their colours.
     assert workspace.throughput.point_count("A") > 0 and workspace.throughput.point_count("B")
 
@@ -58,14 +60,14 @@ def test_ceilings_fill_the_dashed_lines_and_the_percent_column(
 ):
     open_model(qtbot, window, small_model)
     workspace = window.workspace
-    workspace.run("A")
+    workspace.bench.run("A")
     wait_idle(qtbot, window)
     model = workspace.results.results
-    assert model.cell_text(workspace.records[0], CEILING_COLUMN) == "–"
-    workspace.ceiling_repeats = 1
-    window.ceilings_action.trigger()
+    assert model.cell_text(workspace.bench.records[0], CEILING_COLUMN) == "–"
+    workspace.bench.ceiling_repeats = 1
+    window.menus.ceilings_action.trigger()
     wait_idle(qtbot, window)
-    ceilings = workspace.ceilings
+    ceilings = workspace.bench.ceilings.current
     assert ceilings is not None, window.messages.message()
     assert {c.name for c in ceilings.items} == {
         "sequential_read",
@@ -75,7 +77,7 @@ def test_ceilings_fill_the_dashed_lines_and_the_percent_column(
     }
     assert all(len(c.runs) == 1 for c in ceilings.items)
     assert set(workspace.throughput.ceiling_lines) == {c.name for c in ceilings.items}
-    cell = model.cell_text(workspace.records[0], CEILING_COLUMN)
+    cell = model.cell_text(workspace.bench.records[0], CEILING_COLUMN)
     assert re.fullmatch(r"\d+%", cell), cell
     assert workspace.compare.ceilings_label.text().startswith("ceilings MB/s: sequential")
 
@@ -90,9 +92,9 @@ def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_mo
     wait_idle(qtbot, window, 10_000)
     assert time.monotonic() - cancelled_at < 2.0
     assert worker_processes() == []
-    assert workspace.ab_history.result is None
+    assert workspace.bench.ab.history.result is None
     assert workspace.compare.verdict.text() == "A/B cancelled after 0 of 3 pairs: no verdict"
-    (record,) = workspace.records
+    (record,) = workspace.bench.records
     assert workspace.results.results.cell_text(record, STATUS).startswith("cancelled")
     assert workspace.compare.ab_button.isEnabled()
 
@@ -104,8 +106,8 @@ def test_closing_mid_ab_leaves_no_worker(qtbot, settings, tmp_path, slow_model: 
     open_model(qtbot, window, slow_model)
     for label in ("A", "B"):
         window.workspace.panels[label].set_config("mmap-shared-fd", SLOW_OPTIONS)
-    window.workspace.run_ab(3)
+    window.bench.run_ab(3)
     wait_loading(qtbot, window.workspace)
     window.close()
-    assert not window.workspace.running
+    assert not window.bench.running
     assert worker_processes() == []

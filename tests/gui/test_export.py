@@ -68,9 +68,9 @@ def test_ab_winner_results_and_plots_export(
 ):
     open_model(qtbot, window, small_model)
     workspace, exporter = window.workspace, window.workspace.exporter
-    workspace.run_ab(1)
+    workspace.bench.run_ab(1)
     wait_idle(qtbot, window)
-    ab = workspace.ab_history.result
+    ab = workspace.bench.ab.history.result
     assert ab is not None, window.messages.message()
 
     ok, text = export(qtbot, window, exporter.export_ab_config, tmp_path / "ab.toml")
@@ -85,7 +85,7 @@ def test_ab_winner_results_and_plots_export(
     ok, text = export(qtbot, window, exporter.export_results, tmp_path / "results.json")
     assert ok, text
     document = json.loads((tmp_path / "results.json").read_text())
-    session = workspace.ab_history.session
+    session = workspace.bench.ab.history.session
     assert session is not None and session.startswith("A/B 1 at ")
     assert [run["run"] for run in document["runs"]] == [
         f"A · pair 1 · {session}",
@@ -100,8 +100,8 @@ def test_ab_winner_results_and_plots_export(
     assert ok, text
     rows = list(csv.DictReader(io.StringIO((tmp_path / "results.csv").read_text())))
     assert len(rows) == 2 and tuple(rows[0]) == CSV_FIELDS
-    assert float(rows[1]["mbps"]) == pytest.approx(workspace.records[1].result.mbps, rel=1e-3)
-    first_block = workspace.records[1].result.first_block_s
+    assert float(rows[1]["mbps"]) == pytest.approx(workspace.bench.records[1].result.mbps, rel=1e-3)
+    first_block = workspace.bench.records[1].result.first_block_s
     assert float(rows[1]["first_block_seconds"]) == pytest.approx(first_block, rel=1e-3)
     assert document["runs"][1]["result"]["first_block_seconds"] == pytest.approx(first_block)
 
@@ -131,33 +131,45 @@ def test_ab_winner_results_and_plots_export(
     assert sorted(p.name for p in read_only.iterdir()) == sorted(NAMES)  # no temp files left
 
 
-def test_recommended_configuration_is_measured_and_written(
+def test_a_recommendation_is_measured_then_exported_as_often_as_asked(
     qtbot, window: MainWindow, small_model: Path, tmp_path: Path
 ):
     open_model(qtbot, window, small_model)
-    path = tmp_path / "recommended.toml"
-    window.workspace.recommend(1.0, str(path))
-    assert window.workspace.running and window.cancel_action.isEnabled()
+    assert not window.menus.export_recommendation_action.isEnabled()  # nothing to export yet
+    window.bench.recommend(1.0)
+    assert window.bench.running and window.menus.cancel_action.isEnabled()
+    assert not window.menus.export_recommendation_action.isEnabled()
     wait_idle(qtbot, window, 90_000)
-    assert path.exists(), window.messages.message()
-    config = read_config(path)
-    assert config.document["evidence"]["runs"] >= 1
-    assert window.messages.message().startswith(f"Recommended {config.strategy}")
+    rec = window.bench.recommendation.recommendation
+    assert rec is not None, window.messages.message()
+    assert window.messages.message().startswith(f"Recommended {rec.used.spec}")
+    assert window.menus.export_recommendation_action.isEnabled()
+    exporter = window.workspace.exporter
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("first.toml", "second.toml"):  # no new measurement for another copy
+        ok, text = export(qtbot, window, exporter.export_recommendation, out / name)
+        assert ok, text
+        config = read_config(out / name)
+        assert config.document["evidence"]["runs"] >= 1
+        assert config.strategy == rec.winner.spec.split()[0]
+    assert window.bench.recommendation.recommendation is rec
+    assert str(out / "second.toml") in window.workspace.recommendation.summary.text()
 
 
-def test_a_recommendation_stops_on_cancel_and_writes_nothing(
-    qtbot, window: MainWindow, slow_model: Path, tmp_path: Path
+def test_a_recommendation_stops_on_cancel_and_leaves_nothing_to_export(
+    qtbot, window: MainWindow, slow_model: Path
 ):
     open_model(qtbot, window, slow_model)
-    path = tmp_path / "never.toml"
-    window.workspace.recommend(600.0, str(path))
+    window.bench.recommend(600.0)
     # Measuring the first ceiling, in worker processes.
     progress = window.workspace.progress.bar
     qtbot.waitUntil(lambda: "measuring the ceilings" in progress.format(), timeout=10_000)
-    window.cancel_action.trigger()
+    window.menus.cancel_action.trigger()
     wait_idle(qtbot, window, 10_000)
-    assert not path.exists()
-    assert window.messages.message().startswith("No recommendation written")
+    assert window.bench.recommendation.recommendation is None
+    assert not window.menus.export_recommendation_action.isEnabled()
+    assert window.messages.message() == "No recommendation: cancelled"
     assert window.messages.level == "info"
 
 
@@ -170,9 +182,9 @@ def test_an_ab_winner_on_one_shared_descriptor_carries_the_recommendations_cavea
     workspace = window.workspace
     for label in ("A", "B"):  # whichever side wins, it maps one shared descriptor
         workspace.panels[label].strategy_box.setCurrentText("mmap-shared-fd")
-    workspace.run_ab(1)
+    workspace.bench.run_ab(1)
     wait_idle(qtbot, window)
-    assert workspace.ab_history.result is not None, window.messages.message()
+    assert workspace.bench.ab.history.result is not None, window.messages.message()
     target = tmp_path / "ab.toml"
     ok, text = export(qtbot, window, workspace.exporter.export_ab_config, target)
     assert ok and "Caveat: mmap-shared-fd" in text and SHARED_FD_CAVEAT in text

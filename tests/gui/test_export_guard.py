@@ -1,7 +1,7 @@
 """File ▸ Export asks the one guard first: the open model's files under any name, a FIFO or
-a folder that cannot take the file are refused in a dialog, before anything is written or
-measured. The exporter asks again when it writes. A recommendation whose save fails after
-the measuring keeps the config elsewhere and says where."""
+a folder that cannot take the file are refused in a dialog, before anything is written. The
+exporter asks again when it writes. A recommendation whose export fails is still there to
+export elsewhere (recommending measures, exporting writes)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from modelmon.core import read_config, write_safetensors_model
 from modelmon.gui.main_window import MainWindow
-from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 
 from .conftest import open_model, wait_idle
 
@@ -71,17 +70,18 @@ def test_every_file_export_refuses_the_open_model_and_special_files_in_a_dialog(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     open_model(qtbot, window, model)
-    window.workspace.run_ab(1)  # results, an A/B winner and plots: every export has data
+    window.bench.run_ab(1)  # results, an A/B winner and plots: every export has data
     wait_idle(qtbot, window)
-    assert window.workspace.ab_history.result is not None, window.messages.message()
+    assert window.bench.ab.history.result is not None, window.messages.message()
     exporter = window.workspace.exporter
     called: list[str] = []
-    for name in ("export_results", "export_ab_config", "export_plot"):
+    for name in ("export_results", "export_ab_config", "export_plot", "export_recommendation"):
         monkeypatch.setattr(exporter, name, lambda *a, name=name: called.append(name))
     exports: dict[str, Callable[[], None]] = {
         "results JSON": lambda: window.exports.export_results("json"),
         "results CSV": lambda: window.exports.export_results("csv"),
         "A/B configuration": window.exports.export_ab_config,
+        "recommended configuration": window.exports.export_recommended,
         "plot": lambda: window.exports.export_plot("Throughput"),
     }
     names = targets(model, tmp_path)
@@ -102,30 +102,12 @@ def test_every_file_export_refuses_the_open_model_and_special_files_in_a_dialog(
     assert stat.S_ISFIFO((tmp_path / "fifo.json").stat().st_mode)
 
 
-def test_a_recommendation_to_the_model_is_refused_before_measuring(
-    qtbot, window: MainWindow, model: Path, warnings: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    open_model(qtbot, window, model)
-
-    def choose_the_model(dialog: RecommendDialog) -> int:
-        dialog.path.setText(str(model))
-        dialog.accept()  # "Measure and export"
-        return dialog.result()
-
-    monkeypatch.setattr(RecommendDialog, "exec", choose_the_model)
-    before = digests(model.parent)
-    window.exports.export_recommended()
-    assert len(warnings) == 1 and "is the input" in warnings[0], warnings
-    assert not window.workspace.running  # nothing is measured for a file it cannot write
-    assert digests(model.parent) == before
-
-
 def test_the_exporter_asks_the_guard_again_when_it_writes(
     qtbot, window: MainWindow, model: Path
 ) -> None:
     """A path that became an input after the dialog (or any caller of the exporter)."""
     open_model(qtbot, window, model)
-    window.workspace.run("A")
+    window.bench.run("A")
     wait_idle(qtbot, window)
     before = digests(model.parent)
     exporter = window.workspace.exporter
@@ -137,17 +119,25 @@ def test_the_exporter_asks_the_guard_again_when_it_writes(
     assert digests(model.parent) == before
 
 
-def test_a_recommendation_whose_folder_is_gone_keeps_the_config_and_says_where(
-    qtbot, window: MainWindow, model: Path, tmp_path: Path, own_state: Path
+def test_a_recommendation_export_that_fails_keeps_it_for_another_try(
+    qtbot, window: MainWindow, model: Path, tmp_path: Path
 ) -> None:
+    """Recommending measures, exporting writes: an export into a folder that is gone fails
+    in one line, and the recommendation is still there to export elsewhere."""
     open_model(qtbot, window, model)
-    gone = tmp_path / "gone"  # chosen in the dialog, deleted while the search measured
-    window.workspace.recommend(1.0, str(gone / "recommended.toml"))
+    window.bench.recommend(1.0)
     wait_idle(qtbot, window, 90_000)
-    kept = own_state / "modelmon" / "unsaved" / "recommended.toml"
-    message = window.messages.message()
-    assert window.messages.level == "warning", message
-    assert message.startswith("Recommended ") and f"kept in {kept}" in message
-    assert read_config(kept).document["evidence"]["runs"] >= 1
-    assert f"kept in {kept}" in window.workspace.recommendation.summary.text()
-    assert not gone.exists()
+    rec = window.bench.recommendation.recommendation
+    assert rec is not None, window.messages.message()
+    exporter = window.workspace.exporter
+    gone = tmp_path / "gone"
+    with qtbot.waitSignal(exporter.finished, timeout=20_000) as done:
+        exporter.export_recommendation(str(gone / "recommended.toml"))
+    ok, text = done.args
+    assert not ok and "recommended.toml" in text and "\n" not in text
+    assert window.messages.level == "error" and not gone.exists()
+    assert window.bench.recommendation.recommendation is rec
+    with qtbot.waitSignal(exporter.finished, timeout=20_000) as done:
+        exporter.export_recommendation(str(tmp_path / "recommended.toml"))
+    assert done.args[0], done.args[1]
+    assert read_config(tmp_path / "recommended.toml").document["evidence"]["runs"] >= 1

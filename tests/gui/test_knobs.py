@@ -12,7 +12,7 @@ KNOBS = (QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit)
 
 
 def test_compare_bar_and_recommend_dialog_knobs_have_one_sentence_tips(qtbot):
-    bar, dialog = CompareBar(), RecommendDialog("/tmp")
+    bar, dialog = CompareBar(), RecommendDialog()
     for widget in (bar, dialog):
         qtbot.addWidget(widget)
         knobs = [k for kind in KNOBS for k in widget.findChildren(kind)]
@@ -41,15 +41,15 @@ def test_menu_actions_have_tips_and_the_main_ones_shortcuts(qtbot, window: MainW
                 continue
             assert action.statusTip(), action.text()
     for action in (
-        window.run_a_action,
-        window.run_b_action,
-        window.ab_action,
-        window.ceilings_action,
-        window.cancel_action,
-        window.recommend_action,
-        window.ab_config_action,
-        window.json_action,
-        window.csv_action,
+        window.menus.run_a_action,
+        window.menus.run_b_action,
+        window.menus.ab_action,
+        window.menus.ceilings_action,
+        window.menus.cancel_action,
+        window.menus.recommend_action,
+        window.menus.ab_config_action,
+        window.menus.json_action,
+        window.menus.csv_action,
     ):
         assert not action.shortcut().isEmpty(), action.text()
     shortcuts = [
@@ -60,4 +60,4 @@ def test_menu_actions_have_tips_and_the_main_ones_shortcuts(qtbot, window: MainW
     ]
     assert len(shortcuts) == len(set(shortcuts)), "two actions share a shortcut"
     # Nothing to run or export before a model is open.
-    assert not window.ab_action.isEnabled() and not window.json_action.isEnabled()
+    assert not window.menus.ab_action.isEnabled() and not window.menus.json_action.isEnabled()

@@ -10,7 +10,6 @@ from PySide6.QtWidgets import QMessageBox
 
 from modelmon.core import open_model as parse_model
 from modelmon.gui.main_window import MainWindow
-from modelmon.gui.model_loader import ModelLoader
 from modelmon.gui.state.formatting import cache_state_text
 from modelmon.gui.state.results_rows import CACHE, STATUS
 
@@ -27,7 +26,7 @@ from .conftest import (
 def run_and_wait(qtbot, window: MainWindow, label: str, timeout_ms: int = 20_000) -> None:
     workspace = window.workspace
     rows = workspace.results.results.rowCount()
-    workspace.run(label)
+    workspace.bench.run(label)
     qtbot.waitUntil(lambda: workspace.results.results.rowCount() == rows + 1, timeout=timeout_ms)
 
 
@@ -55,7 +54,7 @@ def test_run_a_then_b_fills_plots_and_results(qtbot, window: MainWindow, small_m
     assert workspace.throughput.point_count("A") > 0
     assert workspace.access.segment_count > 0
     assert "A" in workspace.blocks.bars
-    assert workspace.router.workers_qt_free
+    assert workspace.bench.live.workers_qt_free
 
     workspace.panels["B"].strategy_box.setCurrentText("pread")
     run_and_wait(qtbot, window, "B")
@@ -73,7 +72,7 @@ def test_cancel_stops_the_workers(qtbot, window: MainWindow, slow_model: Path):
     open_model(qtbot, window, slow_model)
     workspace = window.workspace
     workspace.panels["A"].set_config("sequential", SLOW_OPTIONS)
-    workspace.run("A")
+    workspace.bench.run("A")
     wait_loading(qtbot, workspace)
     assert worker_processes()
     qtbot.keyClick(window, Qt.Key.Key_Escape)  # the Cancel action's shortcut
@@ -82,7 +81,7 @@ def test_cancel_stops_the_workers(qtbot, window: MainWindow, slow_model: Path):
     assert record.status == "cancelled"
     assert workspace.results.results.cell_text(record, STATUS).startswith("cancelled")
     assert worker_processes() == []
-    assert not workspace.running and workspace.panels["A"].run_button.isEnabled()
+    assert not workspace.bench.running and workspace.panels["A"].run_button.isEnabled()
 
 
 def test_closing_mid_load_leaves_no_worker(qtbot, settings, tmp_path, slow_model: Path):
@@ -91,10 +90,10 @@ def test_closing_mid_load_leaves_no_worker(qtbot, settings, tmp_path, slow_model
     window.show()
     open_model(qtbot, window, slow_model)
     window.workspace.panels["B"].set_config("mmap-shared-fd", SLOW_OPTIONS)
-    window.workspace.run("B")
+    window.bench.run("B")
     wait_loading(qtbot, window.workspace)
     window.close()
-    assert not window.workspace.running
+    assert not window.bench.running
     assert worker_processes() == []
 
 
@@ -133,7 +132,7 @@ def test_demo_model_is_made_in_the_background(qtbot, settings, tmp_path, small_m
 
     window = MainWindow(
         settings=settings,
-        loader=ModelLoader(make_demo=make_demo),
+        make_demo=make_demo,
         discover=empty_home_discovery(tmp_path),
     )
     qtbot.addWidget(window)
@@ -142,7 +141,7 @@ def test_demo_model_is_made_in_the_background(qtbot, settings, tmp_path, small_m
     qtbot.waitUntil(lambda: window.start_page.busy.isVisible(), timeout=2_000)
     assert not window.start_page.demo_button.isEnabled()  # the UI is responsive, not frozen
     release.set()
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=10_000)
     assert not window.start_page.busy.isVisible()
     window.close()
 
@@ -158,8 +157,8 @@ def test_dropping_a_folder_opens_its_model(qtbot, window: MainWindow, small_mode
         Qt.KeyboardModifier.NoModifier,
     )
     window.dropEvent(event)
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
-    assert window.workspace.info.model.total_bytes == parse_model(small_model).total_bytes
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=10_000)
+    assert window.bench.info.model.total_bytes == parse_model(small_model).total_bytes
 
 
 def answer_confirmation(window: MainWindow, button: QMessageBox.StandardButton) -> None:
@@ -184,18 +183,18 @@ def test_opening_a_model_mid_ab_asks_first_and_keeps_each_models_results(
     answer_confirmation(window, QMessageBox.StandardButton.Cancel)
     window.open_path(str(small_model))
     assert window.confirmation is None
-    assert window.workspace.running and window.workspace.info.path == str(slow_model)
+    assert window.bench.running and window.bench.info.path == str(slow_model)
     # "Stop and open": the A/B is cancelled, then the other model opens.
     answer_confirmation(window, QMessageBox.StandardButton.Yes)
     window.open_path(str(small_model))
     qtbot.waitUntil(
         lambda: window.windowTitle() == f"modelmon — {small_model.name}", timeout=10_000
     )
-    assert not window.workspace.running and worker_processes() == []
+    assert not window.bench.running and worker_processes() == []
     assert window.workspace.results.results.rowCount() == 0  # a new model: its own table
     # The first model's runs come back with it.
-    open_model_again = window.workspace.info
+    open_model_again = window.bench.info
     window.open_path(str(slow_model))
-    qtbot.waitUntil(lambda: window.workspace.info is not open_model_again, timeout=10_000)
-    (record,) = window.workspace.records
+    qtbot.waitUntil(lambda: window.bench.info is not open_model_again, timeout=10_000)
+    (record,) = window.bench.records
     assert record.status == "cancelled"

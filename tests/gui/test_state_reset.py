@@ -40,7 +40,7 @@ def test_offset_plots_follow_the_model_larger_after_smaller_and_back(
     workspace = window.workspace
     for path in (tiny_model, slow_model, tiny_model):
         open_model(qtbot, window, path)
-        qtbot.waitUntil(lambda path=path: workspace.info.path == str(path), timeout=10_000)
+        qtbot.waitUntil(lambda path=path: workspace.bench.info.path == str(path), timeout=10_000)
         total = model_mb(path)
         for plot in (workspace.access, workspace.residency):
             # The whole model shows (every worker's reads, the last shard), and no more
@@ -54,13 +54,13 @@ def test_keys_go_with_the_runs_when_the_model_changes(
     workspace = window.workspace
     open_model(qtbot, window, small_model)
     workspace.compare.pairs.setValue(1)
-    workspace.run_ab(1)
+    workspace.bench.run_ab(1)
     wait_idle(qtbot, window)
     assert workspace.throughput.run_labels == ["A", "B"]
     assert [name for name, _ in workspace.throughput.keys] == ["run A", "run B"]
     assert set(workspace.blocks.bars) == {"A", "B"}
     open_model(qtbot, window, tiny_model)
-    qtbot.waitUntil(lambda: workspace.info.path == str(tiny_model), timeout=10_000)
+    qtbot.waitUntil(lambda: workspace.bench.info.path == str(tiny_model), timeout=10_000)
     assert workspace.throughput.run_labels == [] and workspace.throughput.keys == []
     for plot in (*workspace.metric_plots, workspace.blocks, workspace.residency):
         assert plot.keys == [], plot.title
@@ -74,19 +74,23 @@ def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
     open_model(qtbot, window, slow_model)
     for label in ("A", "B"):
         workspace.panels[label].set_config("sequential", MEDIUM_OPTIONS)
-    workspace.run_ab(1)
+    workspace.bench.run_ab(1)
     wait_idle(qtbot, window)
-    assert workspace.ab_history.result is not None and workspace.throughput.run_labels == ["A", "B"]
+    assert workspace.bench.ab.history.result is not None and workspace.throughput.run_labels == [
+        "A",
+        "B",
+    ]
     start_slow_ab(qtbot, workspace, 2)
-    workspace.cancel()
+    workspace.bench.cancel()
     wait_idle(qtbot, window)
     assert workspace.throughput.run_labels == ["A"]  # the cancelled run alone
-    assert [name for name, _ in workspace.throughput.keys] == ["run A"]
+    # Its key says how it ended: a cancelled run is never shown as a plain one.
+    assert [name for name, _ in workspace.throughput.keys] == ["run A (cancelled)"]
     assert workspace.compare.verdict.text() == "A/B cancelled after 0 of 2 pairs: no verdict"
     assert workspace.progress.bar.value() == 0
     # A single run afterwards is not drawn beside the cancelled A/B's run either.
     workspace.panels["B"].set_config("sequential", MEDIUM_OPTIONS)
-    workspace.run("B")
+    workspace.bench.run("B")
     assert workspace.compare.verdict.text() == ""  # the banner went as the run started
     assert not window.messages.isVisible()
     wait_idle(qtbot, window)
@@ -100,21 +104,28 @@ def test_every_kind_of_job_leaves_an_empty_bar_and_the_next_clears_its_words(
     bar = workspace.progress.bar
     open_model(qtbot, window, small_model)
     assert bar.value() == 0 and bar.format() == "idle"
-    workspace.run("A")
+    workspace.bench.run("A")
     wait_idle(qtbot, window)
     assert bar.value() == 0 and bar.format().startswith("Run A: ")  # its outcome, no fill
-    workspace.run_ab(1)
+    workspace.bench.run_ab(1)
     wait_idle(qtbot, window)
-    assert workspace.compare.verdict.text() and bar.value() == 0
-    workspace.ceiling_repeats = 1
-    workspace.measure_ceilings()
-    assert workspace.compare.verdict.text() == ""  # the verdict went with the new job
+    verdict = workspace.compare.verdict.text()
+    assert verdict and bar.value() == 0
+    assert window.menus.ab_config_action.isEnabled()
+    workspace.bench.ceiling_repeats = 1
+    workspace.bench.measure_ceilings()
+    # The ceilings don't touch the A/B: its verdict stays on screen exactly as long as
+    # File ▸ Export A/B winner can export it.
+    assert workspace.compare.verdict.text() == verdict
+    assert window.menus.ab_config_action.isEnabled()
     wait_idle(qtbot, window)
-    assert workspace.ceilings is not None and bar.value() == 0
+    assert workspace.compare.verdict.text() == verdict
+    assert window.menus.ab_config_action.isEnabled()
+    assert workspace.bench.ceilings.current is not None and bar.value() == 0
     assert bar.format() == "Ceilings measured"
     assert "(measured " in workspace.compare.ceilings_label.text()
     window.messages.show_message("left from before", "error")
-    workspace.run("B")
+    workspace.bench.run("B")
     assert not window.messages.isVisible()
     wait_idle(qtbot, window)
     assert bar.value() == 0
@@ -125,21 +136,25 @@ def test_the_recommendation_shares_the_ceilings_and_shows_why(
 ):
     workspace = window.workspace
     open_model(qtbot, window, small_model)
-    workspace.ceiling_repeats = 1
-    workspace.measure_ceilings()
+    workspace.bench.ceiling_repeats = 1
+    workspace.bench.measure_ceilings()
     wait_idle(qtbot, window)
-    parallel = workspace.ceilings.get("parallel_read")
+    parallel = workspace.bench.ceilings.current.get("parallel_read")
     target = tmp_path / "rec.toml"
-    workspace.recommend(4.0, str(target))
+    workspace.bench.recommend(4.0)
     assert workspace.tabs.currentWidget() is workspace.recommendation
     view = workspace.recommendation
     qtbot.waitUntil(lambda: bool(view.progress_lines), timeout=10_000)  # the search, live
     assert view.progress_lines[0].startswith("using the ceilings already measured")
     wait_idle(qtbot, window, 120_000)
-    assert target.exists(), window.messages.message()
     assert workspace.progress.bar.value() == 0
+    # Recommending wrote nothing; exporting it is a step of its own.
+    assert not target.exists() and window.menus.export_recommendation_action.isEnabled()
+    with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
+        workspace.exporter.export_recommendation(str(target))
+    assert done.args[0], done.args[1]
     # One set of ceilings: the recommendation used the window's, and the file says so.
-    assert workspace.ceilings.get("parallel_read") is parallel
+    assert workspace.bench.ceilings.current.get("parallel_read") is parallel
     evidence = tomllib.loads(target.read_text())["evidence"]
     assert evidence["ceilings_mbps"]["parallel_read"] == round(parallel.mbps, 1)
     # The explanation, the ranking and the snippets are on screen.

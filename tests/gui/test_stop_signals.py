@@ -49,11 +49,11 @@ options = LoadOptions(
 )
 
 def start_once_open():
-    if window.workspace.info is None:
+    if window.bench.info is None:
         return
     poll.stop()
-    window.workspace.panels["A"].set_config("sequential", options)
-    window.workspace.run("A")
+    window.bench.configs.set("A", "sequential", options)
+    window.bench.run("A")
 
 poll = QTimer()
 poll.timeout.connect(start_once_open)

@@ -51,8 +51,8 @@ def test_settings_round_trip_geometry_configurations_and_pairs(qtbot, tmp_path: 
     options = LoadOptions(workers=3, threads=2, chunk=16 << 20, cache="warm", verify=True)
     first.workspace.panels["B"].set_config("pread", options)
     first.workspace.compare.pairs.setValue(7)
-    first.sample_menu.actions[250].trigger()
-    assert first.workspace.sample_interval_s == 0.25
+    first.menus.sample_menu.actions[250].trigger()
+    assert first.workspace.bench.sample_interval_s == 0.25
     first.close()
 
     second = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
@@ -62,8 +62,8 @@ def test_settings_round_trip_geometry_configurations_and_pairs(qtbot, tmp_path: 
     assert panel.options() == first.workspace.panels["B"].options()
     assert panel.options().cache == "warm" and panel.options().verify
     assert second.workspace.compare.pairs.value() == 7
-    assert second.workspace.sample_interval_s == 0.25
-    assert second.sample_menu.actions[250].isChecked()
+    assert second.workspace.bench.sample_interval_s == 0.25
+    assert second.menus.sample_menu.actions[250].isChecked()
     second.close()
 
 
@@ -73,13 +73,13 @@ def test_priming_is_chosen_in_the_run_menu_kept_and_applied(
     request.addfinalizer(functools.partial(set_prime_mode, prime_mode()))  # restored after
     path = str(tmp_path / "priming.ini")
     first = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
-    assert first.prime_menu.actions["auto"].isChecked() and prime_mode() == "auto"
-    first.prime_menu.actions["off"].trigger()
+    assert first.menus.prime_menu.actions["auto"].isChecked() and prime_mode() == "auto"
+    first.menus.prime_menu.actions["off"].trigger()
     assert prime_mode() == "off"
     first.close()
     set_prime_mode("auto")
     second = new_window(qtbot, QSettings(path, QSettings.Format.IniFormat), tmp_path)
-    assert second.prime_menu.actions["off"].isChecked() and prime_mode() == "off"
+    assert second.menus.prime_menu.actions["off"].isChecked() and prime_mode() == "off"
     second.close()
 
 
@@ -100,12 +100,13 @@ def test_the_dark_theme_recolours_widgets_and_plots(
     qtbot, window: MainWindow, light_afterwards: None
 ):
     plot = window.workspace.throughput
-    window.workspace.router.set_ceilings(
-        Ceilings("m", (Ceiling("parallel_read", 900.0, (900.0,), "four readers", True),))
+    ceilings = window.bench.ceilings
+    ceilings.merge(
+        Ceilings(ceilings.model, (Ceiling("parallel_read", 900.0, (900.0,), "four readers", True),))
     )
     (line,) = plot.ceiling_lines.values()
     light_background = plot.plot.backgroundBrush().color().name()
-    window.theme_menu.actions["dark"].trigger()
+    window.menus.theme_menu.actions["dark"].trigger()
     assert window.settings.theme() == "dark"
     assert current_theme().dark
     assert QApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128
@@ -115,15 +116,15 @@ def test_the_dark_theme_recolours_widgets_and_plots(
     assert plot.plot.backgroundBrush().color().name() != light_background
     # Lines and their labels in the text colour follow it: dark text on dark would vanish.
     assert line.label.color.name() == line.pen.color().name() == current_theme().foreground
-    window.theme_menu.actions["light"].trigger()
+    window.menus.theme_menu.actions["light"].trigger()
     assert not current_theme().dark
     qtbot.waitUntil(lambda: plot.plot.backgroundBrush().color().name() == light_background)
-    window.theme_menu.actions["system"].trigger()
+    window.menus.theme_menu.actions["system"].trigger()
     assert window.settings.theme() == "system"
 
 
 def test_help_menu_shows_how_it_measures_shortcuts_and_about(qtbot, window: MainWindow):
-    help_menu = window.help_menu
+    help_menu = window.menus.help_menu
     assert "verified cold" in help_menu.show_how().browser.toPlainText()
     shortcuts = help_menu.show_shortcuts().browser.toPlainText()
     assert "Open model" in shortcuts and "Run A/B × n" in shortcuts and "Ctrl+T" in shortcuts
@@ -175,7 +176,7 @@ def test_minimum_size_and_small_windows_scroll_instead_of_overlapping(
     window.resize(300, 200)
     assert (window.width(), window.height()) >= (MINIMUM_SIZE.width(), MINIMUM_SIZE.height())
     workspace = window.workspace
-    workspace.run("A")
+    window.bench.run("A")
     wait_idle(qtbot, window)
 
     window.resize(1000, 700)
@@ -226,7 +227,7 @@ def test_a_message_never_moves_the_controls(qtbot, window: MainWindow, small_mod
         return [(w.mapTo(window, QPoint(0, 0)), w.size()) for w in watched]
 
     before = places()
-    workspace.message.emit("Run B: " + "a long note about the run, " * 12, "warning")
+    window.bench.message.emit("Run B: " + "a long note about the run, " * 12, "warning")
     assert window.messages.isVisible() and places() == before
     window.messages.clear()
     assert places() == before
@@ -236,9 +237,9 @@ def test_a_tall_window_shows_every_run_of_an_ab(qtbot, window: MainWindow, small
     open_model(qtbot, window, small_model)
     window.resize(1400, 900)
     workspace = window.workspace
-    workspace.run_ab(3)
+    window.bench.run_ab(3)
     wait_idle(qtbot, window, 60_000)
-    assert len(workspace.records) == 6
+    assert len(window.bench.records) == 6
     QApplication.processEvents()
     table = workspace.results
     rows = table.viewport().height() // table.verticalHeader().defaultSectionSize()
@@ -271,10 +272,10 @@ def test_verify_shows_the_checksum_and_runs_sample_as_chosen(
     open_model(qtbot, window, small_model)
     workspace = window.workspace
     workspace.panels["A"].verify.setChecked(True)
-    window.sample_menu.actions[50].trigger()
-    workspace.run("A")
+    window.menus.sample_menu.actions[50].trigger()
+    workspace.bench.run("A")
     wait_idle(qtbot, window)
-    (record,) = workspace.records
+    (record,) = workspace.bench.records
     assert record.outcome.interval_s == 0.05
     checksum = record.result.checksum
     assert checksum
@@ -289,10 +290,10 @@ def test_exports_start_in_the_last_export_folder_and_follow_the_umask(
     monkeypatch.setenv("HOME", str(home))
     exports = tmp_path / "exports"
     exports.mkdir()
-    assert not window.plot_actions[0].isEnabled()  # no model: no plot to export
+    assert not window.menus.plot_actions[0].isEnabled()  # no model: no plot to export
     open_model(qtbot, window, small_model)
-    assert all(action.isEnabled() for action in window.plot_actions)
-    window.workspace.run("A")
+    assert all(action.isEnabled() for action in window.menus.plot_actions)
+    window.bench.run("A")
     wait_idle(qtbot, window)
     offered: list[str] = []
     answers = iter([str(exports / "results.json"), str(exports / "plot.svg")])
@@ -305,10 +306,10 @@ def test_exports_start_in_the_last_export_folder_and_follow_the_umask(
     old_umask = os.umask(0o027)
     try:
         with qtbot.waitSignal(window.workspace.exporter.finished, timeout=20_000) as done:
-            window.json_action.trigger()
+            window.menus.json_action.trigger()
         assert done.args[0], done.args[1]
         with qtbot.waitSignal(window.workspace.exporter.finished, timeout=20_000) as done:
-            window.plot_actions[0].trigger()
+            window.menus.plot_actions[0].trigger()
         assert done.args[0], done.args[1]
     finally:
         os.umask(old_umask)
@@ -332,15 +333,18 @@ def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(
     workspace = window.workspace
     for label, strategy in (("A", "sequential"), ("B", "pread")):
         workspace.panels[label].set_config(strategy, MEDIUM_OPTIONS)
-    workspace.run_ab(1)
+    workspace.bench.run_ab(1)
     wait_idle(qtbot, window, 60_000)
-    first = workspace.ab_history.result
+    first = workspace.bench.ab.history.result
     assert first is not None, window.messages.message()
-    first_session = workspace.ab_history.session
+    first_session = workspace.bench.ab.history.session
     start_slow_ab(qtbot, workspace, 2)
-    workspace.cancel()
+    workspace.bench.cancel()
     wait_idle(qtbot, window)
-    assert workspace.ab_history.result is None and workspace.ab_history.session != first_session
+    assert (
+        workspace.bench.ab.history.result is None
+        and workspace.bench.ab.history.session != first_session
+    )
     path = tmp_path / "results.json"
     with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
         workspace.exporter.export_results(str(path))
@@ -350,7 +354,7 @@ def test_a_cancelled_ab_keeps_the_earlier_verdict_in_the_exports(
     assert document["ab"]["session"] == first_session
     names = [run["run"] for run in document["runs"]]
     assert len(names) == len(set(names)) == 3  # two of the first A/B, one cancelled
-    assert names[2].endswith(workspace.ab_history.session)
+    assert names[2].endswith(workspace.bench.ab.history.session)
 
 
 def test_the_system_theme_follows_the_desktop_and_a_chosen_one_does_not(
@@ -370,14 +374,14 @@ def test_the_system_theme_follows_the_desktop_and_a_chosen_one_does_not(
 
     monkeypatch.setattr(theme_module, "wants_dark", desktop_wants_dark)
     hints = QGuiApplication.styleHints()
-    window.theme_menu.choose("system")
+    window.menus.theme_menu.choose("system")
     desktop["dark"] = True
     hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
     assert current_theme().dark
-    window.theme_menu.choose("light")  # a choice of the user's wins over the desktop
+    window.menus.theme_menu.choose("light")  # a choice of the user's wins over the desktop
     hints.colorSchemeChanged.emit(Qt.ColorScheme.Dark)
     assert not current_theme().dark
-    window.theme_menu.choose("system")
+    window.menus.theme_menu.choose("system")
     assert current_theme().dark
     desktop["dark"] = False
     hints.colorSchemeChanged.emit(Qt.ColorScheme.Light)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from modelmon.core.system import cache
@@ -142,3 +144,42 @@ def test_attach_to_a_running_program(tmp_path: Path, small_model: Path) -> None:
     assert result.arrived_bytes == size
     assert result.files[0].opened and result.files[0].read_position_peak == size
     assert [d.pids for d in result.descriptions] == [(target.pid,)]
+
+
+# Starts a child that ignores SIGTERM (in the command's process group) and, once it does,
+# writes both pids; then waits. The parent itself dies of SIGTERM at once.
+STUBBORN_CHILD = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "sys.stdout.write('ignoring'); sys.stdout.flush(); time.sleep(60)"],
+    stdout=subprocess.PIPE)
+child.stdout.read(8)
+with open(sys.argv[1], "w") as out:
+    out.write(f"{os.getpid()} {child.pid}")
+time.sleep(60)
+"""
+
+
+def test_cancel_leaves_no_process_of_the_tree_running(tmp_path: Path, small_model: Path) -> None:
+    """The root goes with SIGTERM; a child that ignores it is SIGKILLed once the grace is
+    over, not left running after the watch."""
+    pids_file = tmp_path / "pids"
+
+    def make(folder: Path, out: int) -> Watch:
+        command = [sys.executable, "-c", STUBBORN_CHILD, str(pids_file)]
+        return Watch(command, model=[str(small_model)], stdout=out, interval_s=0.05)
+
+    with watching(tmp_path, make) as running:
+        wait_until(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2, "pids")
+        pids = [int(pid) for pid in pids_file.read_text().split()]
+        running.watch.cancel()
+        result = running.result()
+    assert result.status == "cancelled"
+    assert any("SIGKILL" in note for note in result.notes), result.notes
+    for pid in pids:
+        try:
+            state = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            continue
+        assert state == psutil.STATUS_ZOMBIE, (pid, state)  # ended; its new parent reaps it

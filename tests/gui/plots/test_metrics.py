@@ -21,9 +21,9 @@ def test_runs_of_a_and_b_fill_the_metric_plots(qtbot, window: MainWindow, slow_m
     workspace = window.workspace
     for label, strategy in (("A", "sequential"), ("B", "pread")):
         workspace.panels[label].set_config(strategy, MEDIUM_OPTIONS)
-        workspace.run(label)
+        workspace.bench.run(label)
         wait_idle(qtbot, window)
-    assert [r.status for r in workspace.records] == ["ok", "ok"]
+    assert [r.status for r in workspace.bench.records] == ["ok", "ok"]
     # Plots on a hidden tab draw when shown: show each tab, as a user would.
     workspace.tabs.setCurrentIndex(1)
     for plot in (workspace.iowait, workspace.cpu, workspace.memory):
@@ -42,7 +42,7 @@ def test_runs_of_a_and_b_fill_the_metric_plots(qtbot, window: MainWindow, slow_m
     assert image.shape[0] >= 2 and np.nanmax(image) <= 1.0
     assert "resident" in residency.item.titleLabel.text
     # Peak RSS comes from the sampled workers_rss.
-    rss = workspace.results.results.cell_text(workspace.records[0], PEAK_RSS)
+    rss = workspace.results.results.cell_text(workspace.bench.records[0], PEAK_RSS)
     assert rss.endswith(("MB", "GB", "kB")), rss
 
 

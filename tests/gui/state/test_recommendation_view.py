@@ -92,8 +92,11 @@ def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(shar
     assert any(row[2].startswith("yes, as ") for row in rows)
     text = summary_text(dataclasses.replace(rec), "/tmp/m.toml")
     assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 cold runs.")
-    assert "written to /tmp/m.toml. Peak RSS " in text
-    assert text.endswith(" in the recommended load's own processes.")  # no parent peaks here
+    assert "budget. Peak RSS " in text
+    # No parent peaks here; the file was exported, and says where.
+    assert text.endswith(" in the recommended load's own processes. Exported to /tmp/m.toml.")
+    # Recommending measures, exporting writes: before an export the headline says how.
+    assert summary_text(rec).endswith("writes it as a config file.")
 
 
 def test_the_headline_calls_runs_cold_only_when_they_were(sharded_model: Path):
@@ -118,6 +121,10 @@ def test_each_model_keeps_its_results_and_its_one_set_of_ceilings():
     assert sessions.take("/a").empty  # taken: the window holds it now
     assert measured_when(ceilings).startswith("measured ")
     assert measured_when(Ceilings("m", ())) == "measured at an unknown time"
+    # Kept across sessions: another day's ceilings say how old they are.
+    three_days_later = newer.measured_at + 3 * 86_400
+    assert measured_when(ceilings, three_days_later).startswith("measured 3 days ago, ")
+    assert measured_when(ceilings, newer.measured_at + 86_400).startswith("measured yesterday, ")
     (line,) = ceiling_lines(ceilings)
     assert line.startswith("sequential: 520 MB/s — y; median of 1 run, at ")
 
@@ -127,8 +134,8 @@ def test_a_cancelled_recommendation_says_cancelled_once():
     words = recommendation_stopped(True, "recommendation cancelled")
     assert words == (
         "Recommendation cancelled",
-        "Recommendation cancelled: no config written.",
-        "No recommendation written: cancelled",
+        "Recommendation cancelled: nothing to export.",
+        "No recommendation: cancelled",
     )
     assert all(text.lower().count("cancelled") == 1 for text in words)
     failed = recommendation_stopped(False, "no candidate load completed: nothing to recommend")

@@ -6,6 +6,7 @@ import numpy as np
 
 from modelmon.core import Primed, priming_plan_text
 from modelmon.gui.state.live import AccessPoints, LiveUpdate
+from modelmon.gui.state.live_run import Shown
 from modelmon.gui.widgets.progress_strip import ProgressStrip
 
 
@@ -38,7 +39,7 @@ def preparing(priming: str) -> LiveUpdate:
 def test_while_the_cache_is_prepared_it_says_what_priming_touches_and_why(qtbot) -> None:
     strip = ProgressStrip()
     qtbot.addWidget(strip)
-    strip.started("A", "sequential")
+    strip.started(Shown("A", "run A", "sequential"))
     strip.show_update(preparing(""))
     assert strip.bar.text() == "Run A: preparing the page cache…"
     plan = Primed(bytes=2_500_000_000, wanted=2_500_000_000, why="the load's arrays")

@@ -36,7 +36,7 @@ def test_discovered_models_are_listed_filtered_sorted_and_opened(
     window = make_window(qtbot, settings, discover_models)
     page = window.start_page
     qtbot.waitUntil(lambda: page.discovery is not None, timeout=10_000)
-    assert not page.discovering
+    assert not window.state.discovery.searching
     assert page.table.rowCount() == 5
     assert page.summary.text() == "5 models found"
     references = {row.reference for row in page.shown_rows}
@@ -62,31 +62,31 @@ def test_discovered_models_are_listed_filtered_sorted_and_opened(
     page.table.setCurrentCell(row, NAME)
     page.table.setFocus()
     qtbot.keyClick(page.table, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
-    assert window.workspace.info.path == "hf:acme/tiny-llama"
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=10_000)
+    assert window.bench.info.path == "hf:acme/tiny-llama"
     assert window.pages.currentWidget() is window.workspace
     assert window.recent.paths()[0] == "hf:acme/tiny-llama"
 
-    # A double click opens too (here the Ollama model).
-    window.workspace.info = None
-    window.pages.setCurrentWidget(page)
+    # Back on the start page (View ▸ Start page), a double click opens too (here Ollama's).
+    window.menus.start_page_action.trigger()
+    assert window.pages.currentWidget() is page
+    assert page.back_button.isVisible() and "tiny-llama" in page.back_button.text()
     row = next(i for i, r in enumerate(page.shown_rows) if r.reference.startswith("ollama:"))
     rect = page.table.visualRect(page.table.model().index(row, NAME))
     # QTest's double click is a press-release then a double-click event: the view wants a
     # press on the same cell before it (as a real first click gives).
     qtbot.mouseClick(page.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     qtbot.mouseDClick(page.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
-    assert window.workspace.info.path == "ollama:tinyllama:latest"
+    qtbot.waitUntil(lambda: window.bench.info.path == "ollama:tinyllama:latest", timeout=10_000)
+    assert window.pages.currentWidget() is window.workspace
 
     # Enter in the filter opens the model the list shows first.
-    window.workspace.info = None
-    window.pages.setCurrentWidget(page)
+    window.state.show_page("start")
     page.filter.setText("tiny-llama-GGUF")
     first = page.shown_rows[0].reference
     qtbot.keyClick(page.filter, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
-    assert window.workspace.info.path == first
+    qtbot.waitUntil(lambda: window.bench.info.path == first, timeout=10_000)
+    assert window.pages.currentWidget() is window.workspace
     window.close()
 
 
@@ -105,11 +105,13 @@ def test_recent_models_show_their_folder_and_open(qtbot, window: MainWindow, sma
     item = page.recent.item(0)
     assert item.text().startswith(f"{small_model.name} — ")
     assert small_model.parent.name in item.text()
-    window._fill_recent()
-    assert window.recent_menu.actions()[0].text() == item.text()
-    window.workspace.info = None
+    window.fill_recent()
+    assert window.menus.recent_menu.actions()[0].text() == item.text()
+    # The model open now, chosen again: its page comes back, nothing is read again.
+    window.state.show_page("start")
     page.recent.itemActivated.emit(item)
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
+    assert window.pages.currentWidget() is window.workspace
+    assert not window.state.opener.tasks.running
 
 
 MOVE, COPY, LINK = Qt.DropAction.MoveAction, Qt.DropAction.CopyAction, Qt.DropAction.LinkAction
@@ -141,20 +143,18 @@ def drop(
 
 def test_a_drag_that_can_only_move_is_refused(qtbot, window: MainWindow, small_model: Path):
     event = drop(window, small_model, offered=MOVE)
-    assert not event.isAccepted() and window.workspace.info is None
+    assert not event.isAccepted() and window.bench.info is None
 
 
 def test_dropping_a_folder_or_files_opens_the_model(
     qtbot, window: MainWindow, small_model: Path, slow_model: Path
 ):
     assert drop(window, small_model.parent).isAccepted()
-    qtbot.waitUntil(lambda: window.workspace.info is not None, timeout=10_000)
-    assert Path(window.workspace.info.path) == small_model.parent
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=10_000)
+    assert Path(window.bench.info.path) == small_model.parent
     drop(window, slow_model, small_model)  # several: the first opens, the window says so
     qtbot.waitUntil(
-        lambda: (
-            window.workspace.info is not None and Path(window.workspace.info.path) == slow_model
-        ),
+        lambda: window.bench.info is not None and Path(window.bench.info.path) == slow_model,
         timeout=10_000,
     )
     assert window.messages.message() == f"2 items dropped: opening the first, {slow_model.name}."

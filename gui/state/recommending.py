@@ -1,0 +1,95 @@
+"""The open model's recommendation: the search while it runs, then its answer, and where its
+config file was exported. Qt-free.
+
+Recommending measures; exporting writes. Run ▸ Recommend… searches within a budget and keeps
+the answer here; File ▸ Export recommended configuration… writes it, as often and wherever
+the user wants, without measuring again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from modelmon.core import Recommendation
+from modelmon.gui.state.events import Event
+
+MAX_PROGRESS_LINES = 12  # the latest lines of the search; the whole story is the explanation
+
+
+@dataclass(frozen=True, slots=True)
+class RecommendationShown:
+    phase: str  # "none" | "running" | "done" | "stopped"
+    budget_s: float = 0.0
+    lines: tuple[str, ...] = ()  # the search so far (its latest lines)
+    recommendation: Recommendation | None = None
+    explanation: tuple[str, ...] = ()
+    exported_to: str | None = None  # the config file last written from it
+    text: str = ""  # why it stopped
+    memory_limit: int | None = field(default=None)
+
+
+class RecommendationState:
+    def __init__(self) -> None:
+        self.shown = RecommendationShown("none")
+        self.changed = Event()  # RecommendationShown
+
+    @property
+    def running(self) -> bool:
+        return self.shown.phase == "running"
+
+    @property
+    def recommendation(self) -> Recommendation | None:
+        """The answer to export; None before one, or while a new search runs."""
+        return self.shown.recommendation if self.shown.phase == "done" else None
+
+    def _show(self, shown: RecommendationShown) -> None:
+        self.shown = shown
+        self.changed.emit(shown)
+
+    def clear(self) -> None:
+        self._show(RecommendationShown("none"))
+
+    def restore(self, shown: RecommendationShown | None) -> None:
+        self._show(shown if shown is not None else RecommendationShown("none"))
+
+    def start(self, budget_s: float) -> None:
+        self._show(RecommendationShown("running", budget_s))
+
+    def progress(self, line: str) -> None:
+        shown = self.shown
+        lines = (*shown.lines, line)[-MAX_PROGRESS_LINES:]
+        self._show(RecommendationShown("running", shown.budget_s, lines))
+
+    def done(
+        self,
+        recommendation: Recommendation,
+        explanation: tuple[str, ...],
+        memory_limit: int | None = None,
+    ) -> None:
+        self._show(
+            RecommendationShown(
+                "done",
+                self.shown.budget_s,
+                recommendation=recommendation,
+                explanation=explanation,
+                memory_limit=memory_limit,
+            )
+        )
+
+    def stopped(self, text: str) -> None:
+        self._show(RecommendationShown("stopped", self.shown.budget_s, self.shown.lines, text=text))
+
+    def exported(self, path: str) -> None:
+        shown = self.shown
+        if shown.phase == "done":
+            self._show(
+                RecommendationShown(
+                    "done",
+                    shown.budget_s,
+                    shown.lines,
+                    shown.recommendation,
+                    shown.explanation,
+                    path,
+                    memory_limit=shown.memory_limit,
+                )
+            )

@@ -1,0 +1,152 @@
+"""Watching another program load the open model, as a job: what to watch (a command or a
+running process) and the command line as typed. Qt-free.
+
+A command is split the way a shell splits words (quotes, backslashes) but never run by a
+shell: no expansion, no redirection, no second command. ``{path}`` in it stands for the open
+model's path. The watch counts only the open model's files, and for a command makes their
+page cache cold, warm or keeps it first (verified); attached to a running process the cache
+is kept as it is (it has already read what it read).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+
+from modelmon.core import CACHE_MODES, Model, OptionsError, Watch, WatchResult, one_line
+from modelmon.gui.state.jobs import Job, RunStart
+from modelmon.gui.state.records import WATCH_LABEL, RunRecord
+
+PATH_FIELD = "{path}"
+MAX_TITLE = 80
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRequest:
+    command: tuple[str, ...] | None  # argv, or None to attach to ``pid``
+    pid: int | None = None
+    cache: str = "cold"  # for a command: cold | warm | keep; attached: keep
+    model: tuple[str, ...] = ()  # the files that count (the open model's)
+    quiet_s: float | None = None  # end once the model arrived and the program is this quiet
+    number: int = 0  # the how-manieth watch on this model, for its name
+    described: str = ""  # an attached process's command line, for its title
+
+    @property
+    def title(self) -> str:
+        """One line naming what is watched: its command, or "pid 4242 (python serve.py)"."""
+        if self.command is not None:
+            text = " ".join(shlex.join(self.command).split())
+        else:
+            text = f"pid {self.pid}" + (f" ({self.described})" if self.described else "")
+        return text if len(text) <= MAX_TITLE else text[: MAX_TITLE - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchInput:
+    """What File ▸ Watch… was given: a command line, or the pid of the process picked."""
+
+    command: str | None
+    pid: int | None
+    described: str  # the process's command line, when one was picked
+    cache: str
+    quiet_s: float | None
+
+
+def watch_request(given: WatchInput, model: Model) -> WatchRequest:
+    """The watch ``given`` asks for, on ``model``; OptionsError (one line) when it cannot
+    be watched."""
+    if given.command is not None:
+        if given.cache not in CACHE_MODES:
+            raise OptionsError(f"unknown cache mode {given.cache!r}: use cold, warm or keep")
+        argv = command_argv(given.command, model)
+        return WatchRequest(argv, None, given.cache, model_scope(model), given.quiet_s)
+    if given.pid is None:
+        raise OptionsError("pick the process to watch from the list")
+    if given.pid == os.getpid():
+        raise OptionsError("that is modelmon itself: pick the program that loads the model")
+    if not os.path.exists(f"/proc/{given.pid}"):
+        raise OptionsError(f"process {given.pid} is gone: refresh the list and pick again")
+    return WatchRequest(
+        None, given.pid, "keep", model_scope(model), given.quiet_s, described=given.described
+    )
+
+
+def model_path(model: Model) -> str:
+    """What ``{path}`` stands for: the path the model was opened by when it is one (a file,
+    an index, a folder), else the folder of its files (a hub reference)."""
+    if os.path.exists(model.path):
+        return model.path
+    if len(model.files) == 1:
+        return model.files[0].path
+    return os.path.commonpath([f.path for f in model.files])
+
+
+def model_scope(model: Model) -> tuple[str, ...]:
+    """The paths whose files count: the model's files (and its index, when it has one)."""
+    return tuple(dict.fromkeys(p for p in model.paths if os.path.exists(p)))
+
+
+def command_argv(text: str, model: Model | None) -> tuple[str, ...]:
+    """The command's argv from the line as typed; ``{path}`` becomes the model's path."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:  # an unclosed quote, a lone backslash at the end
+        raise OptionsError(f"the command does not split into words: {exc}") from None
+    if not words:
+        raise OptionsError("type the command to run, e.g. python load.py {path}")
+    if any(PATH_FIELD in word for word in words):
+        if model is None:
+            raise OptionsError(f"{PATH_FIELD} stands for the open model's path: open one first")
+        path = model_path(model)
+        words = [word.replace(PATH_FIELD, path) for word in words]
+    return tuple(words)
+
+
+class WatchJob(Job):
+    """One watch: the command started (or the process attached to) and watched to its end;
+    cancel stops the command's process group and its tree (an attached process is left
+    running: the watch detaches)."""
+
+    kind = "watch"
+
+    def __init__(self, request: WatchRequest, model: Model) -> None:
+        super().__init__(model)
+        self.request = request
+        self.watch: Watch | None = None
+
+    def cancel(self) -> None:
+        super().cancel()
+        if self.watch is not None:
+            self.watch.cancel()
+
+    def execute(self) -> WatchResult:
+        request = self.request
+        cache = next((mode for mode in CACHE_MODES if mode == request.cache), None)
+        # The app has no terminal to show a command's output on: it is discarded (its
+        # errors go where modelmon's go).
+        self.watch = Watch(
+            request.command,
+            pid=request.pid,
+            model=request.model,
+            cache=cache if request.command is not None else None,
+            quiet_s=request.quiet_s,
+            interval_s=self.sample_interval_s,
+            stdout=subprocess.DEVNULL,
+        )
+        if self.cancelled:  # asked before the watch existed
+            self.watch.cancel()
+        spec = request.title
+        self.report(RunStart(WATCH_LABEL, spec, None, None, None, self.watch))
+        try:
+            result = self.watch.run()
+        except Exception as exc:
+            self._ended = RunRecord(
+                WATCH_LABEL, spec, None, None, one_line(exc), number=request.number
+            )
+            raise
+        self._ended = RunRecord(
+            WATCH_LABEL, spec, None, None, watched=result, number=request.number
+        )
+        return result

@@ -1,0 +1,222 @@
+"""The open model and everything measured on it, and the jobs that measure: the app's state
+behind the workspace page. Qt-free.
+
+Its parts each hold one thing and say when it changes: ``configs`` (A and B), ``runs`` (the
+finished runs), ``ab`` (A/Bs and their verdicts), ``ceilings``, ``recommendation``, ``live``
+(the run on screen now, for the frame tick), ``status`` (the progress strip's line). The
+workbench starts jobs (one at a time: two loads at once would measure each other) and its
+``JobReports`` turns what they report into changes of those parts. The widgets subscribe to
+the parts and draw; what the user does comes back as calls of the methods here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from modelmon.core import Config, OptionsError
+from modelmon.gui.state.ab_session import ABState, ab_cache
+from modelmon.gui.state.ceilings_state import CeilingsState, CeilingStore
+from modelmon.gui.state.configs import Configs
+from modelmon.gui.state.events import Event, Post
+from modelmon.gui.state.job_reports import JobReports, Parts
+from modelmon.gui.state.job_runner import JobRunner
+from modelmon.gui.state.jobs import (
+    SAMPLE_INTERVAL_S,
+    ABJob,
+    CeilingsJob,
+    Job,
+    JobEnd,
+    RecommendJob,
+    SingleRun,
+)
+from modelmon.gui.state.live_run import LiveRun
+from modelmon.gui.state.model_info import ModelInfo
+from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
+from modelmon.gui.state.recommending import RecommendationState
+from modelmon.gui.state.records import WATCH_LABEL, RunRecord
+from modelmon.gui.state.run_list import JobStatus, RunList
+from modelmon.gui.state.watch_job import WatchJob, WatchRequest, model_scope
+
+CEILING_REPEATS = 3
+
+
+class Workbench:
+    def __init__(self, post: Post, ceiling_store: CeilingStore | None = None) -> None:
+        self.info: ModelInfo | None = None
+        self.configs = Configs()
+        self.runs = RunList()
+        self.ab = ABState()
+        self.ceilings = CeilingsState(ceiling_store)
+        self.recommendation = RecommendationState()
+        self.live = LiveRun()
+        self.status = JobStatus()
+        self.sessions = ModelSessions()  # the results of the other models opened
+        self.runner = JobRunner(post)
+        self.ceiling_repeats = CEILING_REPEATS
+        self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' period for the next runs
+        self.plots_show_ab = False  # the run plots show an A/B's runs (a single run clears them)
+        self.shown_runs: dict[str, RunRecord] = {}  # the last run of each label on the plots
+        self.model_opened = Event()  # ModelInfo: a model is open (the plots start empty)
+        self.plots_cleared = Event()  # (): every run leaves the plots (the model's axes stay)
+        self.run_ended = Event()  # RunRecord: a run's end, after it joined ``runs``
+        self.running_changed = Event()  # bool
+        self.message = Event()  # text, level ("info" | "warning" | "error")
+        self.exports_changed = Event()  # (): what can be exported may have changed
+        self.reports = JobReports(
+            Parts(
+                self.live,
+                self.runs,
+                self.ab,
+                self.ceilings,
+                self.recommendation,
+                self.status,
+                self.message.emit,
+                self.run_ended.emit,
+            )
+        )
+        runner = self.runner
+        runner.run_started.connect(self.reports.run_started)
+        runner.run_finished.connect(self.reports.run_finished)
+        runner.job_progress.connect(self.reports.job_progress)
+        runner.ceiling.connect(self.reports.ceiling)
+        runner.job_finished.connect(self._job_finished)
+        for event in (self.runs.added, self.runs.reset, self.ab.changed, self.ceilings.changed):
+            event.connect(lambda *_: self.exports_changed.emit())
+        self.run_ended.connect(lambda record: self.shown_runs.__setitem__(record.label, record))
+        self.plots_cleared.connect(self.shown_runs.clear)
+        self.model_opened.connect(lambda _info: self.shown_runs.clear())
+        self.recommendation.changed.connect(lambda _shown: self.exports_changed.emit())
+
+    @property
+    def running(self) -> bool:
+        return self.runner.running
+
+    @property
+    def records(self) -> list[RunRecord]:
+        return self.runs.records
+
+    # --- the open model -------------------------------------------------------------------------
+
+    def open(self, info: ModelInfo) -> None:
+        """Show a newly opened model. The previous model's runs, A/B, ceilings and
+        recommendation are kept for when it is opened again; this model's own come back."""
+        if self.running:
+            raise RuntimeError("cancel the running job before opening another model")
+        if self.info is not None:
+            self.sessions.stash(
+                self.info.path,
+                ModelResults(
+                    list(self.records),
+                    self.ab.result,
+                    self.ceilings.current,
+                    self.recommendation.shown
+                    if self.recommendation.shown.phase == "done"
+                    else None,
+                ),
+            )
+        kept = self.sessions.take(info.path)
+        self.info = info
+        self.configs.set_limits(not info.fits_in_ram, info.readahead_unavailable)
+        self.plots_show_ab = False
+        self.model_opened.emit(info)
+        self.runs.show(kept.records)
+        self.ab.restore(kept.ab_result)
+        self.ceilings.open(info, kept.ceilings)
+        self.recommendation.restore(kept.recommendation)
+        self.status.ended("idle")
+        if not info.fits_in_ram:
+            self.message.emit(
+                "This model does not fit in the RAM available: runs use discard "
+                "mode (stream through bounded buffers, keep nothing).",
+                "warning",
+            )
+
+    def clear_run_plots(self) -> None:
+        self.plots_show_ab = False
+        self.plots_cleared.emit()
+
+    # --- starting jobs --------------------------------------------------------------------------
+
+    def run(self, label: str) -> None:
+        """Load once with configuration ``label``; ignored while a job runs."""
+        if self.running or self.info is None:
+            return
+        if self.plots_show_ab:  # a single run is compared with single runs, never an A/B's
+            self.clear_run_plots()
+        strategy, options = self.configs.strategy(label), self.configs.effective(label)
+        self._start(SingleRun(self.info.model, label, strategy, options))
+
+    def run_ab(self, pairs: int | None = None, cache: str | None = None) -> None:
+        """A B A B … ``pairs`` pairs (default: the pairs set) from the same verified cache
+        state, then the verdict. The state is ``cache`` when given, else A's and B's Cache
+        setting (they must agree)."""
+        if self.running or self.info is None:
+            return
+        if pairs is not None:
+            self.ab.set_pairs(pairs)
+        pairs = self.ab.pairs
+        a, b = (Config(self.configs.strategy(s), self.configs.effective(s)) for s in ("A", "B"))
+        if cache is None:
+            try:
+                cache = ab_cache(a.options, b.options)
+            except OptionsError as exc:
+                self.message.emit(str(exc), "warning")
+                return
+        # The plots show this A/B's runs only: never a run of an earlier one beside them.
+        self.clear_run_plots()
+        self.plots_show_ab = True
+        session = self.ab.start(time.strftime("%H:%M:%S"), pairs)  # no verdict until it ends
+        self._start(ABJob(self.info.model, a, b, pairs, cache, session))
+
+    def measure_ceilings(self) -> None:
+        if self.running or self.info is None:
+            return
+        self._start(CeilingsJob(self.info.model, self.ceiling_repeats))
+        self.status.show("Measuring ceilings…", 0.0)
+
+    def recommend(self, budget_s: float) -> None:
+        """Search for the best configuration within ``budget_s``; exporting it is a step of
+        its own (``Exporter.export_recommendation``)."""
+        if self.running or self.info is None:
+            return
+        job = RecommendJob(self.info.model, budget_s, ceilings=self.ceilings.current)
+        self._start(job, budget_s)
+        self.recommendation.start(budget_s)
+        self.status.show(f"Recommending (budget {budget_s:.0f} s)…", 0.0)
+
+    def watch(self, request: WatchRequest) -> None:
+        """Watch a command (or a running process) load; its plots replace the runs'."""
+        if self.running or self.info is None:
+            return
+        number = 1 + sum(1 for record in self.records if record.label == WATCH_LABEL)
+        scope = request.model or model_scope(self.info.model)
+        request = dataclasses.replace(request, number=number, model=scope)
+        self.clear_run_plots()
+        self._start(WatchJob(request, self.info.model))
+        self.status.show(f"Watching {request.title}…", None)
+
+    def _start(self, job: Job, budget_s: float = 0.0) -> None:
+        """Start ``job``: what the last one left (a failure's banner, a full bar) goes."""
+        if not isinstance(job, ABJob):
+            self.ab.other_job_started()
+        self.status.show("starting…", 0.0)
+        job.sample_interval_s = self.sample_interval_s
+        self.reports.begin(self.info.model if self.info is not None else None, budget_s)
+        self.runner.start(job)
+        self.running_changed.emit(True)
+
+    def _job_finished(self, end: JobEnd) -> None:
+        self.reports.job_finished(end)
+        self.running_changed.emit(False)
+
+    def cancel(self) -> None:
+        self.runner.cancel()
+
+    def shutdown(self) -> bool:
+        """Stop any job and wait for its workers (or watched command) to be gone."""
+        stopped = self.runner.shutdown()
+        self.live.stop()
+        if stopped:
+            self.running_changed.emit(False)
+        return stopped

@@ -1,0 +1,212 @@
+"""File ▸ Watch a command… / Watch a process… in the window: the dialog, the live plots the
+loads have (throughput, access pattern, page cache, metrics) filling during the watch, the
+watched run in the results table, Esc stopping the command, closing the window mid-watch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from modelmon.core import write_safetensors_model
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.results_rows import MBPS, STATUS
+from modelmon.gui.widgets.watch_dialog import WatchDialog
+
+from .conftest import empty_home_discovery, open_model, wait_idle
+
+# Reads argv[1] with os.read to its end, then holds it open until hold/release appears.
+READER = """
+import os, sys, time
+path, hold = sys.argv[1], sys.argv[2]
+go = os.path.join(hold, "go")
+deadline = time.monotonic() + 60
+while len(sys.argv) > 3 and not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.01)
+fd = os.open(path, os.O_RDONLY)
+while os.read(fd, 1 << 20):
+    pass
+open(os.path.join(hold, "loaded"), "w").close()
+while not os.path.exists(os.path.join(hold, "release")) and time.monotonic() < deadline:
+    time.sleep(0.01)
+"""
+
+
+@pytest.fixture(scope="module")
+def one_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("watched"), layers=2, hidden=512, vocab=2048
+    )
+
+
+def running(process: psutil.Process) -> bool:
+    """It runs (a zombie has ended: only its parent has yet to reap it)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def answer_watch(monkeypatch, fill) -> list[WatchDialog]:
+    """Answer File ▸ Watch…'s dialog with ``fill(dialog)``, then Watch."""
+    shown: list[WatchDialog] = []
+
+    def run(dialog: WatchDialog) -> int:
+        shown.append(dialog)
+        fill(dialog)
+        dialog.accept()
+        return dialog.result()
+
+    monkeypatch.setattr(WatchDialog, "exec", run)
+    return shown
+
+
+def test_a_watched_command_fills_the_live_plots_and_the_results(
+    qtbot, window: MainWindow, one_file: Path, tmp_path: Path, monkeypatch
+):
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    open_model(qtbot, window, one_file)
+    assert window.menus.watch_command_action.isEnabled()
+    line = f"{sys.executable} -c {quoted(READER)} {{path}} {hold}"
+    shown = answer_watch(monkeypatch, lambda dialog: dialog.command.setText(line))
+    window.menus.watch_command_action.trigger()
+    assert shown and window.bench.running
+    workspace = window.workspace
+    size = one_file.stat().st_size
+    qtbot.waitUntil(lambda: (hold / "loaded").exists(), timeout=30_000)
+    # During the watch, the plots a load has: bytes that arrived, where, the tree's metrics.
+    qtbot.waitUntil(lambda: workspace.throughput.point_count("W") > 0, timeout=30_000)
+    qtbot.waitUntil(lambda: workspace.access.segment_count > 0, timeout=30_000)
+    window.show_model_tab(1)  # CPU & memory: the watched tree's
+    qtbot.waitUntil(lambda: workspace.cpu.point_count("W") > 0, timeout=30_000)
+    qtbot.waitUntil(lambda: workspace.memory.point_count("W") > 0, timeout=30_000)
+    assert window.bench.running and "Watch: " in workspace.progress.bar.text()
+    assert [name for name, _ in workspace.throughput.keys] == ["watch"]
+    (hold / "release").touch()
+    wait_idle(qtbot, window)
+    (record,) = window.bench.records
+    assert record.watched is not None and record.watched.bytes_read == size
+    table = workspace.results.results
+    assert table.rowCount() == 1
+    assert table.cell_text(record, STATUS).startswith(f"ok · {size / 1e6:.2f} MB arrived")
+    assert table.cell_text(record, MBPS) != "–"
+    assert window.messages.message().startswith(f"{record.spec}: {size / 1e6:.2f} MB")
+    assert window.menus.json_action.isEnabled()
+    window.show_model_tab(2)  # Disk & page cache: the model's pages, all in after the read
+    assert workspace.residency.title == "Page cache — watch: 100% resident"
+    path = tmp_path / "watched.json"
+    with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
+        workspace.exporter.export_results(str(path))
+    assert done.args[0], done.args[1]
+    assert '"strategy": "watch"' in path.read_text()
+    # A plot of the watch: as PNG, the screen's picture; a figure (SVG, PDF) is drawn from
+    # modelmon's own runs only, and says so.
+    for name, ok in (("watched.png", True), ("watched.svg", False)):
+        with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
+            workspace.exporter.export_plot("Throughput", str(tmp_path / name))
+        assert done.args[0] is ok and (tmp_path / name).exists() is ok, done.args[1]
+    assert "saved as PNG" in done.args[1]
+
+
+def test_a_bad_command_line_is_said_in_the_dialog(
+    qtbot, window: MainWindow, one_file: Path, monkeypatch
+):
+    open_model(qtbot, window, one_file)
+    problems: list[str] = []
+
+    def run(dialog: WatchDialog) -> int:
+        dialog.command.setText("python 'unclosed")
+        dialog.accept()  # refused: the dialog stays, saying why
+        problems.append(dialog.problem.text())
+        dialog.reject()
+        return dialog.result()
+
+    monkeypatch.setattr(WatchDialog, "exec", run)
+    window.menus.watch_command_action.trigger()
+    assert problems and "does not split into words" in problems[0]
+    assert not window.bench.running and window.bench.records == []
+
+
+def test_a_process_is_picked_from_the_list_and_watched(
+    qtbot, window: MainWindow, one_file: Path, tmp_path: Path, monkeypatch
+):
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    open_model(qtbot, window, one_file)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(one_file), str(hold), "wait"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+
+        def pick(dialog: WatchDialog) -> None:
+            qtbot.waitUntil(lambda: bool(dialog.processes.entries), timeout=20_000)
+            dialog.filter.setText(f"{reader.pid} {hold}")
+            assert [entry.pid for entry in dialog.shown] == [reader.pid]
+            assert not dialog.cache.isEnabled()  # attached: the cache is as found
+            dialog.table.setCurrentCell(0, 0)
+
+        answer_watch(monkeypatch, pick)
+        window.menus.watch_process_action.trigger()
+        assert window.bench.running
+
+        def looks() -> int:
+            watch = getattr(window.bench.runner.job, "watch", None)
+            return watch.progress().looks if watch is not None else 0
+
+        qtbot.waitUntil(lambda: looks() >= 1, timeout=20_000)
+        (hold / "go").touch()
+        qtbot.waitUntil(lambda: (hold / "loaded").exists(), timeout=30_000)
+        # Attached, the cache is as found (this file may be cached already): the watch
+        # counts what the program read by its descriptor's position, seen at a look.
+        seen = looks()
+        qtbot.waitUntil(lambda: looks() > seen + 1, timeout=20_000)
+        (hold / "release").touch()
+        wait_idle(qtbot, window)
+    finally:
+        for name in ("go", "release"):  # it ends whatever happened above
+            (hold / name).touch()
+        reader.wait(30)
+    (record,) = window.bench.records
+    watched = record.watched
+    assert watched is not None and watched.attached and watched.pid == reader.pid
+    assert watched.bytes_read == one_file.stat().st_size
+    assert record.spec.startswith(f"pid {reader.pid} (")
+
+
+def test_escape_stops_the_watched_command_and_closing_leaves_nothing(
+    qtbot, settings, tmp_path: Path, one_file: Path, monkeypatch
+):
+    window = MainWindow(settings=settings, discover=empty_home_discovery(tmp_path))
+    qtbot.addWidget(window)
+    window.show()
+    open_model(qtbot, window, one_file)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    line = f"{sys.executable} -c {quoted(READER)} {{path}} {hold}"
+    answer_watch(monkeypatch, lambda dialog: dialog.command.setText(line))
+    window.watch()
+    qtbot.waitUntil(lambda: (hold / "loaded").exists(), timeout=30_000)
+    watched = [p for p in psutil.Process().children(recursive=True) if str(hold) in p.cmdline()]
+    assert watched
+    qtbot.keyClick(window, "\x1b")  # Esc: Run ▸ Cancel
+    wait_idle(qtbot, window)
+    (record,) = window.bench.records
+    assert record.status == "cancelled"
+    assert not [p for p in watched if running(p)]
+    # Again, and this time the window closes mid-watch: the command goes with it.
+    (hold / "loaded").unlink()
+    window.watch()
+    qtbot.waitUntil(lambda: (hold / "loaded").exists(), timeout=30_000)
+    watched = [p for p in psutil.Process().children(recursive=True) if str(hold) in p.cmdline()]
+    window.close()
+    assert not window.bench.running
+    assert not [p for p in watched if running(p)]

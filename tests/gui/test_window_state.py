@@ -1,0 +1,216 @@
+"""What the window keeps and shows stays true to the state: ceilings kept across restarts
+with their age, the start page reachable with a model open, the open model reopened without
+stopping anything, a cancelled run exported as cancelled, and Run ▸ Recommend… on a key that
+works whatever has the focus."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QSettings, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QLineEdit
+
+from modelmon.core import DEFAULT_BUDGET_S, write_safetensors_model
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.ceilings_state import storage_key
+from modelmon.gui.state.model_info import gather
+from modelmon.gui.widgets.recommend_dialog import RecommendDialog
+
+from .conftest import SLOW_OPTIONS, empty_home_discovery, open_model, wait_idle, wait_loading
+
+
+def new_window(qtbot, path: Path, home: Path) -> MainWindow:
+    window = MainWindow(
+        settings=QSettings(str(path), QSettings.Format.IniFormat),
+        discover=empty_home_discovery(home),
+    )
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def test_ceilings_are_kept_across_restarts_per_model_and_storage_with_their_age(
+    qtbot, tmp_path: Path, small_model: Path
+):
+    other = write_safetensors_model(tmp_path / "other", layers=1, hidden=64, vocab=256)
+    first = new_window(qtbot, tmp_path / "kept.ini", tmp_path)
+    open_model(qtbot, first, small_model)
+    first.bench.ceiling_repeats = 1
+    first.bench.measure_ceilings()
+    wait_idle(qtbot, first)
+    measured = first.bench.ceilings.current
+    assert measured is not None and len(measured.items) == 4, first.messages.message()
+    first.close()
+
+    second = new_window(qtbot, tmp_path / "kept.ini", tmp_path)
+    open_model(qtbot, second, other)
+    assert second.bench.ceilings.current is None  # another model: its own (none yet)
+    open_model(qtbot, second, small_model)
+    kept = second.bench.ceilings.current
+    assert kept is not None and kept.items == measured.items  # figures and times, as measured
+    assert second.workspace.compare.ceilings_label.text().endswith(")")
+    assert "(measured " in second.workspace.compare.ceilings_label.text()
+    assert set(second.workspace.throughput.ceiling_lines) == {c.name for c in kept.items}
+    second.close()
+
+    # Three days on, they still count, and say how old they are.
+    settings = QSettings(str(tmp_path / "kept.ini"), QSettings.Format.IniFormat)
+    key = storage_key(gather(str(small_model)))
+    document = json.loads(settings.value(f"ceilings/{key}"))
+    for ceiling in document["ceilings"]:
+        ceiling["measured_at"] -= 3 * 86_400
+    settings.setValue(f"ceilings/{key}", json.dumps(document))
+    settings.sync()
+    third = new_window(qtbot, tmp_path / "kept.ini", tmp_path)
+    open_model(qtbot, third, small_model)
+    assert "measured 3 days ago, " in third.workspace.compare.ceilings_label.text()
+    third.close()
+
+
+def test_ceilings_are_keyed_by_the_storage_the_model_lives_on(small_model: Path):
+    info = gather(str(small_model))
+    moved = dataclasses.replace(
+        info,
+        storage=tuple(
+            dataclasses.replace(f, source="/dev/other", mount_point="/mnt/other")
+            for f in info.storage
+        ),
+    )
+    assert storage_key(info) == storage_key(gather(str(small_model)))
+    assert storage_key(moved) != storage_key(info)
+
+
+def test_the_start_page_is_reachable_with_a_model_open_and_leads_back(
+    qtbot, window: MainWindow, small_model: Path
+):
+    open_model(qtbot, window, small_model)
+    assert window.pages.currentWidget() is window.workspace
+    window.menus.start_page_action.trigger()
+    page = window.start_page
+    assert window.pages.currentWidget() is page
+    assert page.back_button.isVisibleTo(window) and small_model.name in page.back_button.text()
+    page.back_button.click()
+    assert window.pages.currentWidget() is window.workspace
+    window.menus.start_page_action.trigger()
+    window.show_model_tab(0)  # View ▸ Throughput (Ctrl+1) shows the model's page too
+    assert window.pages.currentWidget() is window.workspace
+
+
+def test_reopening_the_open_model_while_a_job_runs_just_shows_it(
+    qtbot, window: MainWindow, slow_model: Path, monkeypatch
+):
+    open_model(qtbot, window, slow_model)
+    asked: list[str] = []
+    monkeypatch.setattr(window, "confirm_stop", lambda path: asked.append(path) or True)
+    window.bench.configs.set("A", "sequential", SLOW_OPTIONS)
+    window.bench.run("A")
+    wait_loading(qtbot, window.workspace)
+    window.state.show_page("start")
+    for name in (str(slow_model), str(slow_model.parent / "." / slow_model.name)):
+        window.open_path(name)
+        assert asked == [] and window.bench.running
+        assert window.pages.currentWidget() is window.workspace
+    window.bench.cancel()
+    wait_idle(qtbot, window)
+
+
+def test_an_exported_plot_says_its_run_was_cancelled(
+    qtbot, window: MainWindow, slow_model: Path, tmp_path: Path
+):
+    open_model(qtbot, window, slow_model)
+    window.bench.configs.set("A", "sequential", SLOW_OPTIONS)
+    window.bench.run("A")
+    wait_loading(qtbot, window.workspace)
+    window.bench.cancel()
+    wait_idle(qtbot, window)
+    (record,) = window.bench.records
+    assert record.status == "cancelled"
+    target = tmp_path / "throughput.svg"
+    with qtbot.waitSignal(window.workspace.exporter.finished, timeout=20_000) as done:
+        window.workspace.exporter.export_plot("Throughput", str(target))
+    assert done.args[0], done.args[1]
+    svg = target.read_text()
+    # The heading says how the run it shows ended.
+    assert "A: sequential" in svg and "— CANCELLED" in svg
+    assert "run A (cancelled)" in svg  # the curve's key too
+
+
+class ClaimsEveryKey(QLineEdit):
+    """A text field that claims every key for editing, as X11's line edit claims Ctrl+E."""
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ShortcutOverride:
+            event.accept()
+            return True
+        return super().event(event)
+
+
+def test_recommend_is_in_the_run_menu_on_a_key_that_works_from_any_focus(
+    qtbot, window: MainWindow, small_model: Path, monkeypatch
+):
+    open_model(qtbot, window, small_model)
+    action = window.menus.recommend_action
+    assert action in window.menus.runs.actions() and action.shortcut().toString() == "Ctrl+E"
+    asked: list[float] = []
+
+    def answer(dialog: RecommendDialog) -> int:
+        asked.append(dialog.budget_s())
+        return 0  # Cancel
+
+    monkeypatch.setattr(RecommendDialog, "exec", answer)
+    field = ClaimsEveryKey(window.workspace)
+    field.show()
+    qtbot.waitActive(window)
+    for focus in (window.workspace.compare.pairs, field):
+        focus.setFocus()
+        qtbot.waitUntil(lambda focus=focus: QApplication.focusWidget() is focus)
+        qtbot.keyClick(
+            QApplication.focusWidget(), Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier
+        )
+        assert len(asked) == (1 if focus is not field else 2), focus
+        assert not window.bench.running  # cancelled: nothing measured
+    assert asked == [DEFAULT_BUDGET_S, DEFAULT_BUDGET_S]
+
+
+def test_after_the_recommend_dialog_the_focus_goes_back_where_it_was(
+    qtbot, window: MainWindow, small_model: Path
+):
+    open_model(qtbot, window, small_model)
+    qtbot.waitActive(window)
+    results = window.workspace.results
+    for before in (results, None):
+        if before is None:
+            focused = QApplication.focusWidget()
+            if focused is not None:
+                focused.clearFocus()
+        else:
+            before.setFocus()
+            qtbot.waitUntil(lambda: QApplication.focusWidget() is results)
+
+        def cancel() -> None:
+            dialog = window.dialog
+            if isinstance(dialog, RecommendDialog) and dialog.isVisible():
+                dialog.reject()
+            else:
+                QTimer.singleShot(10, cancel)
+
+        QTimer.singleShot(0, cancel)
+        window.recommend()
+        # Where the keys go once the window is active again (an offscreen window may take
+        # a moment to be activated after the dialog).
+        focused = window.focusWidget()
+        assert focused is not window.workspace.compare.pairs
+        assert focused is not window.workspace.compare.pairs.lineEdit()
+        assert focused is (before if before is not None else window.pages)
+    assert not window.bench.running
+
+
+def test_the_apps_recommend_budget_is_the_command_lines(qtbot):
+    from modelmon.cli import build_parser
+
+    defaults = build_parser().parse_args(["recommend", "model.safetensors"])
+    dialog = RecommendDialog()
+    qtbot.addWidget(dialog)
+    assert dialog.budget_s() == defaults.budget == DEFAULT_BUDGET_S
