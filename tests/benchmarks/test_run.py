@@ -12,6 +12,11 @@ from benchmarks import run
 from benchmarks.codec import from_json, to_json
 from benchmarks.records import BenchResults
 
+# The smoke bench is a whole run of the machinery (ceilings, recommend within its budget, the
+# peers, the users'-loader section): about 90 s on an idle 2-core machine, over the suite's
+# default per-test limit.
+pytestmark = pytest.mark.timeout(600)
+
 COLUMNS = (
     "| configuration | MB/s median | min–max | × parallel read ceiling | × library "
     "| cold verified (resident before) |"
