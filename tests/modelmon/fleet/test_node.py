@@ -8,6 +8,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from modelmon.core import LoadOptions, write_safetensors_model
 from modelmon.fleet.node import NodeRequest, load_on_node
 
@@ -42,3 +44,23 @@ def test_a_worker_killed_at_the_barrier_fails_the_nodes_row_at_once(tmp_path: Pa
     assert time.monotonic() - at < 2.0
     assert run.status == "failed" and run.node_id == "node-a"
     assert (run.error or "").startswith(f"worker 1 (pid {pid}) was killed by SIGKILL"), run.error
+
+
+@pytest.mark.parametrize(("fatal", "status"), [(False, "cancelled"), (True, "failed")])
+def test_a_stopped_round_stops_the_nodes_load(tmp_path: Path, fatal: bool, status: str) -> None:
+    """The round is stopped (another node failed; or, fatal, its barrier is gone): the node's
+    load is cancelled and its row says why, failed when the stop is fatal."""
+    model = write_safetensors_model(tmp_path, layers=2, hidden=256, vocab=1024)
+    options = LoadOptions(workers=2, discard=True, cache="keep")
+    request = NodeRequest(str(model), "sequential", options, "load", 0)
+    aborted: list[str] = []
+
+    def arrive(node: str) -> tuple[float | None, str | None]:
+        raise AssertionError("a stopped node must not arrive")
+
+    def stopped(timeout_s: float) -> tuple[str, bool] | None:
+        return "node b failed: its disk is gone", fatal
+
+    run = load_on_node(request, "node-a", arrive, lambda _, why: aborted.append(why), stopped)
+    assert (run.status, run.error) == (status, "stopped: node b failed: its disk is gone")
+    assert aborted  # the others were told not to wait for this node
