@@ -12,7 +12,6 @@ for those it did. A worker that shared its work reports its spans as one array o
 
 from __future__ import annotations
 
-import builtins
 import threading
 import zlib
 from collections.abc import Sequence
@@ -90,7 +89,7 @@ class Fills:
         self._lock = threading.Lock()
 
     @property
-    def bytes(self) -> int:
+    def filled_bytes(self) -> int:
         with self._lock:
             runs = sum(run.end - run.start for runs in self._runs.values() for run in runs)
             return self._whole_bytes + runs
@@ -119,7 +118,7 @@ class Fills:
             self._whole_bytes += length
             return True
 
-    def filled(self, index: int, start: int, data: memoryview | builtins.bytes) -> None:
+    def filled(self, index: int, start: int, data: memoryview | bytes) -> None:
         """``data`` now holds bytes [start, start+len) of tensor ``index``: any order, any
         thread. A piece continuing a run extends it (its crc streams on), any other starts one."""
         end = start + len(data)
