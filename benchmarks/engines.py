@@ -309,7 +309,8 @@ def markdown(section: EnginesSection) -> list[str]:
         "Each engine as its users run it, with the change `modelmon recommend --engine` "
         "chose, and modelmon's best applied as a user applies it (`modelmon.core.load(path, "
         "config=FILE)`); every run cold, watched, in a fresh process, judged by the bytes that "
-        f"arrived; {section.repeats} rounds, the order rotated each round, medians. "
+        f"arrived; {section.repeats} round{'s' if section.repeats != 1 else ''}, the order rotated "
+        "each round, medians. "
         "Gain: the median of the rounds' paired ratios against the engine as users run it. "
         f"Applied again: the change's MB/s in these fresh processes against what recommend "
         f"reported (target: within {TOLERANCE:.0%}).",
