@@ -90,7 +90,7 @@ class Fills:
         self._lock = threading.Lock()
 
     @property
-    def bytes(self) -> int:
+    def filled_bytes(self) -> int:
         with self._lock:
             runs = sum(run.end - run.start for runs in self._runs.values() for run in runs)
             return self._whole_bytes + runs

@@ -8,15 +8,18 @@ since any reader may take any of it) into a memfd, as columns: names, file index
 lengths, and codes into small tables of the (dtype, shape) kinds and block names the part
 uses. The worker rebuilds its ``Model`` from them, with every kind and block shared between
 its tensors, and keeps the files' indexes as the parent numbers them (the read log names
-files by index). A memfd, not the worker's pipe: writing it never waits for the worker.
+files by index). A memfd, not the worker's pipe: writing it never waits for the worker. Its
+content is data, never code: a JSON document (the names and tables), then the numeric columns
+as raw arrays (``to_bytes``, ``from_bytes``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import mmap
 import os
-import pickle
+import struct
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +77,52 @@ class ModelPart:
                 block_codes,
             )
 
+    def _columns(self) -> tuple[array[int], ...]:
+        return (self.file_indexes, self.offsets, self.lengths, self.kind_codes, self.block_codes)
+
+    def to_bytes(self) -> bytes:
+        """The JSON document's length (8 bytes, little-endian), the document, then each
+        numeric column's raw items (their sizes and typecodes are in the document)."""
+        columns = self._columns()
+        document = {
+            "path": self.path,
+            "format": self.format,
+            "files": [[f.path, f.size] for f in self.files],
+            "names": self.names,
+            "kinds": self.kinds,
+            "blocks": self.blocks,
+            "columns": [[c.typecode, len(c)] for c in columns],
+        }
+        text = json.dumps(document, separators=(",", ":")).encode()
+        return b"".join([struct.pack("<Q", len(text)), text, *(c.tobytes() for c in columns)])
+
+    @classmethod
+    def from_bytes(cls, data: bytes | memoryview | mmap.mmap) -> ModelPart:
+        with memoryview(data) as view:  # released before a mapping under it is closed
+            (size,) = struct.unpack_from("<Q", view)
+            document = json.loads(bytes(view[8 : 8 + size]))
+            position, columns = 8 + size, []
+            for typecode, count in document["columns"]:
+                column = array(typecode)
+                end = position + count * column.itemsize
+                column.frombytes(view[position:end])
+                columns.append(column)
+                position = end
+        files, kinds = document["files"], document["kinds"]
+        return cls(
+            document["path"],
+            document["format"],
+            tuple(ModelFile(path, size) for path, size in files),
+            document["names"],
+            columns[0],
+            columns[1],
+            columns[2],
+            [(d, tuple(shape), a, tuple(array_shape)) for d, shape, a, array_shape in kinds],
+            columns[3],
+            document["blocks"],
+            columns[4],
+        )
+
     def model(self) -> Model:
         """The part as a ``Model``: its tensors in the order given, the whole model's files."""
         paths = [f.path for f in self.files]
@@ -112,7 +161,7 @@ class Handout:
     def __init__(self, part: ModelPart) -> None:
         self._fd = os.memfd_create("modelmon-model-part", os.MFD_CLOEXEC)
         try:
-            view = memoryview(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+            view = memoryview(part.to_bytes())
             while view:
                 view = view[os.write(self._fd, view) :]
         except BaseException:
@@ -134,12 +183,9 @@ class Handout:
         try:
             size = os.fstat(self._fd).st_size
             with mmap.mmap(self._fd, size, prot=mmap.PROT_READ) as mapping:
-                part = pickle.loads(mapping)
+                return ModelPart.from_bytes(mapping)
         finally:
             self.close()
-        if not isinstance(part, ModelPart):
-            raise TypeError(f"a worker was handed {type(part).__name__}, not a model part")
-        return part
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -136,7 +136,7 @@ class TensorSink:
 
     @property
     def bytes_filled(self) -> int:
-        return self.fills.bytes
+        return self.fills.filled_bytes
 
     def scratch(self, length: int) -> memoryview:
         """A per-thread buffer, reused: for discard mode and for bytes between tensors."""

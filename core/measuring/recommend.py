@@ -27,7 +27,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
 from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
-from modelmon.core.measuring.search import Duel, Search
+from modelmon.core.measuring.search import Duel, Search, screening_order
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.system import readahead
@@ -39,10 +39,6 @@ Progress = Callable[[str], None]
 # Device readahead tried for the champion's configuration, where modelmon may set it: the
 # kernel's default, the common "raise it" advice, and two steps past it.
 READAHEAD_KIB = (128, 1024, 4096, 16384)
-# After the first two of modelmon's candidates (they set the leader), a peer enters after
-# every this many of modelmon's: a peer's run costs a process start and its imports, and
-# peers in a row would spend a short budget before modelmon's other ways of loading ran.
-OWN_PER_PEER = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,27 +142,25 @@ def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candi
     return found, absent
 
 
-def screening_order(own: list[Candidate], rivals: list[Candidate]) -> list[Candidate]:
-    """modelmon's first two candidates, then one peer after every ``OWN_PER_PEER`` of its
-    others (the peers left over at the end)."""
-    rest, order = own[OWN_PER_PEER:], list(own[:OWN_PER_PEER])
-    for index in range(max(-(-len(rest) // OWN_PER_PEER), len(rivals))):
-        start = index * OWN_PER_PEER
-        order += rest[start : start + OWN_PER_PEER] + rivals[index : index + 1]
-    return order
+def readahead_variants(paths: list[str]) -> Callable[[list[Candidate]], list[Candidate]]:
+    """Of candidates fastest first: the best of modelmon's that reads through the page cache
+    (O_DIRECT bypasses readahead), with each of ``READAHEAD_KIB`` set on the device but the
+    value it has now (that one ran already)."""
 
-
-def readahead_variants(paths: list[str]) -> Callable[[Candidate], list[Candidate]]:
-    """The champion's configuration with each of ``READAHEAD_KIB`` set on the device (not the
-    value it has now: the champion ran with that); none for O_DIRECT, which bypasses it."""
-
-    def variants(champion: Candidate) -> list[Candidate]:
-        options = champion.options
-        if champion.peer or champion.strategy == "direct" or options.readahead is not None:
+    def variants(contenders: list[Candidate]) -> list[Candidate]:
+        best = next(
+            (
+                c
+                for c in contenders
+                if c.peer is None and c.strategy != "direct" and c.options.readahead is None
+            ),
+            None,
+        )
+        if best is None:
             return []
         current = {knob.read_kb() for knob in readahead.knobs_of(paths)}
         return [
-            Candidate(champion.strategy, options.with_(readahead=kb))
+            Candidate(best.strategy, best.options.with_(readahead=kb))
             for kb in READAHEAD_KIB
             if current != {kb}
         ]

@@ -33,6 +33,11 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.race import Race
 from modelmon.core.system.storage import StorageFacts
 
+# Between two candidates that cost more than a run of modelmon's or change the machine (a
+# peer's run is a process start and its imports; a readahead value), this many of
+# modelmon's enter: in a row, those would spend a short budget before modelmon's other ways
+# of loading ran.
+OWN_PER_PEER = 2
 EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one odd run
 MIN_PAIRS = 2  # the fewest pairs whose spread estimates their noise
 # The smallest gain worth a less robust configuration (more memory or descriptors, a mapping,
@@ -121,22 +126,37 @@ def decide(
     return best, other, verdict, tie
 
 
+def screening_order(own: list[Candidate], others: list[Candidate]) -> list[Candidate]:
+    """modelmon's first ``OWN_PER_PEER`` candidates (they set the leader), then ``interleaved``."""
+    return own[:OWN_PER_PEER] + interleaved(own[OWN_PER_PEER:], others)
+
+
+def interleaved(own: list[Candidate], others: list[Candidate]) -> list[Candidate]:
+    """One of ``others`` after every ``OWN_PER_PEER`` of ``own`` (those left over at the end)."""
+    order: list[Candidate] = []
+    for index in range(max(-(-len(own) // OWN_PER_PEER), len(others))):
+        start = index * OWN_PER_PEER
+        order += own[start : start + OWN_PER_PEER] + others[index : index + 1]
+    return order
+
+
 def entered(candidate: Candidate) -> bool:
     """It has had its run (completed, cut, or failed)."""
     return bool(candidate.wall_seconds) or candidate.ended != "finished"
 
 
 class Search:
-    """One search on one ``Race``: ``queue`` in screening order; ``variants`` makes the
-    candidates that join the queue once every other has entered (readahead values of the
-    champion's configuration), if any."""
+    """One search on one ``Race``: ``queue`` in screening order; ``variants`` makes, of the
+    candidates still in the race (fastest first), the readahead values of the best
+    configuration: they join the peers in the queue's rhythm once ``2 × OWN_PER_PEER`` of
+    modelmon's candidates (the grid's first ways of loading) have entered."""
 
     def __init__(
         self,
         race: Race,
         queue: list[Candidate],
         facts: StorageFacts,
-        variants: Callable[[Candidate], list[Candidate]] | None = None,
+        variants: Callable[[list[Candidate]], list[Candidate]] | None = None,
     ) -> None:
         self.race, self.queue, self.facts, self.variants = race, queue, facts, variants
         self.out: list[Candidate] = []  # lost a duel
@@ -196,13 +216,18 @@ class Search:
         return champion, challenger
 
     def waiting(self, champion: Candidate | None) -> list[Candidate]:
-        """Candidates yet to enter, in order; the variants join once none is left."""
+        """Candidates yet to enter, in order, the variants among them once made."""
         waiting = [c for c in self.queue if not entered(c)]
-        if not waiting and self.variants is not None and champion is not None:
-            self.queue += self.variants(champion)
-            self.variants = None
-            waiting = [c for c in self.queue if not entered(c)]
-        return waiting
+        own_run = sum(1 for c in self.queue if c.peer is None and entered(c))
+        if self.variants is None or champion is None:
+            return waiting
+        if waiting and own_run < 2 * OWN_PER_PEER:
+            return waiting
+        extra, self.variants = self.variants(self.contenders()), None
+        own = [c for c in waiting if c.peer is None]
+        others = [c for c in waiting if c.peer is not None] + extra
+        self.queue[:] = [c for c in self.queue if entered(c)] + interleaved(own, others)
+        return [c for c in self.queue if not entered(c)]
 
     def cost(
         self, a: Candidate, b: Candidate | None, pairs: int, entering: Candidate | None = None

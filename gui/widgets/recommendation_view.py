@@ -85,9 +85,10 @@ class RecommendationView(QScrollArea):
         self.explanation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.ranking = _table(RANKING_COLUMNS)
         self.ranking.setToolTip(
-            "Every candidate, best first. 'vs the pick': what loading with it instead of the "
-            "pick gains or loses here (the regret); 'paired with the pick': its duel's "
-            "alternating runs, as in an A/B."
+            "Every candidate, by median. 'vs the pick': what loading with it instead of the "
+            "pick gains or loses here (the regret): for the runner-up run in alternation with "
+            "the pick, the median of those pairs (the figure the explanation gives), else the "
+            "ratio of the medians; 'paired with the pick': those pairs, as in an A/B."
         )
         self.snippets = _table(SNIPPET_COLUMNS)
         self.snippets.setToolTip(

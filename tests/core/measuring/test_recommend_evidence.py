@@ -17,9 +17,8 @@ from modelmon.core.measuring.recommend import (
     Recommendation,
     peer_candidates,
     recommend,
-    screening_order,
 )
-from modelmon.core.measuring.search import Search, decide, ruled_out_by
+from modelmon.core.measuring.search import Search, decide, ruled_out_by, screening_order
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions, MiB

@@ -165,3 +165,24 @@ def test_the_pick_may_overrun_the_budget_for_its_evidence_only(facts: StorageFac
     assert duel is not None and duel.pairs == 1
     assert best is not None and len(best.results) == EVIDENCE_RUNS
     assert race.spent == race.budget + 1
+
+
+def test_readahead_values_join_the_peers_rhythm_after_the_first_ways_of_loading(
+    facts: StorageFacts,
+) -> None:
+    grid = [own(w) for w in range(1, 9)]
+    made: list[list[Candidate]] = []
+
+    def variants(contenders: list[Candidate]) -> list[Candidate]:
+        best = contenders[0]
+        made.append(contenders)
+        return [Candidate(best.strategy, best.options.with_(readahead=kb)) for kb in (1024, 4096)]
+
+    race = UnitRace(60, noisy({w: 1000.0 + 10 * w for w in range(1, 9)}, 0.05))
+    Search(race, grid, facts, variants).run()  # type: ignore[arg-type]
+    entries = [c for i, c in enumerate(race.log) if c not in race.log[:i]]
+    shapes = [(c.options.workers, c.options.readahead) for c in entries]
+    assert shapes[:4] == [(1, None), (2, None), (3, None), (4, None)]  # the first ways of loading
+    assert len(made) == 1 and len(made[0]) == 4  # made once, of the four that had run
+    best = made[0][0].options.workers
+    assert shapes[4:] == [(5, None), (6, None), (best, 1024), (7, None), (8, None), (best, 4096)]

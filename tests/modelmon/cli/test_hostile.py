@@ -264,7 +264,7 @@ def test_a_truncated_gguf_is_called_truncated(tmp_path: Path) -> None:
     path = tmp_path / "cut.gguf"
     path.write_bytes(head + b"\0" * (1000 - len(head)))
     done = hostile(tmp_path, "inspect", str(path), code=BAD_MODEL, says="truncated")
-    assert "expected at least 3591 bytes, found 1000" in done.stderr
+    assert "which take at least 3591 bytes, but the file has 1000" in done.stderr
 
 
 def test_control_characters_in_a_path_stay_on_one_line(tmp_path: Path) -> None:
