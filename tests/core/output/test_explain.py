@@ -100,7 +100,7 @@ def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
     assert (
         "576–707" in text
         and "158–162" in text
-        and "3.8× apart, more than 2× the runs' spread" in text
+        and "3.78× apart, more than 2× the runs' spread" in text
     )
 
 
@@ -246,7 +246,10 @@ def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Mo
     assert best is fast and not tie
     other.verdict = verdict  # as the finals leave it
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=3),
     )
     text = " ".join(explain(rec))
     said = times_text(pick_speedup(best, other) or 0)
@@ -258,7 +261,10 @@ def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Mo
     best, other, verdict, tie = decide(fast, library, [0.47, 0.46, 0.48])
     other.verdict = verdict
     rec = record(
-        model, winner=best, ranked=(best, other), runner_up=other, verdict=verdict, pairs=3
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=3),
     )
     text = " ".join(explain(rec))
     assert f"the recommendation is {said} that" in text and times_text(1300 / 620) not in text
