@@ -12,7 +12,6 @@ for those it did. A worker that shared its work reports its spans as one array o
 
 from __future__ import annotations
 
-import builtins
 import threading
 import zlib
 from collections.abc import Sequence
@@ -119,8 +118,7 @@ class Fills:
             self._whole_bytes += length
             return True
 
-    # builtins.bytes: in this class, ``bytes`` names the property above.
-    def filled(self, index: int, start: int, data: memoryview | builtins.bytes) -> None:
+    def filled(self, index: int, start: int, data: memoryview | bytes) -> None:
         """``data`` now holds bytes [start, start+len) of tensor ``index``: any order, any
         thread. A piece continuing a run extends it (its crc streams on), any other starts one."""
         end = start + len(data)
