@@ -183,6 +183,8 @@ def assemble(
     )
     quiet_s = seconds(quiet_ns) if quiet_at_end else None
     commands = [m.command for m in tree.members.values()] if tree is not None else []
+    if not commands and command:  # ended before the first look: named by what was started
+        commands = [tuple(command)]
     totals = observer.totals
     all_notes = [*notes, *sorted(observer.denied)]
     if tree is not None:
