@@ -63,8 +63,11 @@ code = app.exec()
 signals.stop()
 children = []
 for tid in os.listdir("/proc/self/task"):
-    with open(f"/proc/self/task/{tid}/children") as kids:
-        children += [int(kid) for kid in kids.read().split()]
+    try:
+        with open(f"/proc/self/task/{tid}/children") as kids:
+            children += [int(kid) for kid in kids.read().split()]
+    except OSError:  # a thread that ended meanwhile
+        continue
 tracker = resource_tracker._resource_tracker._pid
 print(json.dumps({"code": code, "children": [c for c in children if c != tracker]}))
 sys.exit(code)

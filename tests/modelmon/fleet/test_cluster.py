@@ -156,8 +156,12 @@ def _pids() -> list[int]:
 
 
 def _children(pid: int) -> list[int]:
-    found = []
-    for tid in os.listdir(f"/proc/{pid}/task") if os.path.exists(f"/proc/{pid}") else ():
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # gone
+        return found
+    for tid in tasks:
         with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as kids:
             found += [int(kid) for kid in kids.read().split()]
     return found
