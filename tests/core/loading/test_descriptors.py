@@ -7,9 +7,11 @@ file description: two ``open`` calls never are, ``dup`` and SCM_RIGHTS always ar
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -68,18 +70,34 @@ def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 class WatchingStop:
     """A stop flag that is never set, and that looks at this process's descriptors each time a
-    reader asks it (strategies ask before every read, from the reading thread)."""
+    reader asks it (strategies ask before every read, from the reading thread).
 
-    def __init__(self, path: str) -> None:
+    Each reading thread's first question waits until every reader has asked once: on a warm
+    cache one thread may otherwise read the whole file before another opens it, and the test
+    would see fewer readers than ran. The wait has a way out (a reader that never asks breaks
+    the barrier after a while, and the count then says so)."""
+
+    def __init__(self, path: str, readers: int) -> None:
         self.path = path
         self.most_seen = 0  # most descriptors on the file open at once
         self.most_descriptions = 0  # most distinct open file descriptions among them
+        self.all_readers_in = threading.Barrier(readers, timeout=30)
+        self.arrived: set[int] = set()
+        self.lock = threading.Lock()
 
     def is_set(self) -> bool:
-        open_now = descriptors_of(os.getpid(), self.path)
-        if len(open_now) > self.most_seen:
-            self.most_seen = len(open_now)
-            self.most_descriptions = max(self.most_descriptions, descriptions(open_now))
+        me = threading.get_ident()
+        with self.lock:
+            first = me not in self.arrived
+            self.arrived.add(me)
+        if first:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self.all_readers_in.wait()
+        with self.lock:
+            open_now = descriptors_of(os.getpid(), self.path)
+            if len(open_now) > self.most_seen:
+                self.most_seen = len(open_now)
+                self.most_descriptions = max(self.most_descriptions, descriptions(open_now))
         return False
 
 
@@ -101,8 +119,8 @@ def test_each_thread_of_core_load_reads_through_its_own_description(
     big_model: Path, strategy: str, readers: tuple[int, int], expected: int
 ) -> None:
     path = os.path.realpath(open_model(big_model).files[0].path)
-    stop = WatchingStop(path)
     workers, threads = readers
+    stop = WatchingStop(path, workers * threads)
     modelmon.core.load(
         big_model,
         strategy,
