@@ -177,12 +177,12 @@ def _engines(
     paths: dict[str, Path], envs: list[str], scratch: Path, smoke: bool, repeats: int
 ) -> dict[str, Any]:
     """Users' own loaders (benchmarks/engines.py) on the throttled disk and the FUSE mount;
-    in --smoke, the safetensors library on the local disk, once."""
+    in --smoke, the safetensors library on the tiny model, once, in each environment asked."""
     if smoke:
-        say("engines: the safetensors library as users run it (smoke, local)")
+        say(f"engines: the safetensors library as users run it (smoke: {', '.join(envs)})")
         folder = paths[TINY.key].parent
         return engines.run_section(
-            ["local"],
+            envs,
             {"safetensors": folder},
             scratch,
             say,
