@@ -181,15 +181,15 @@ def _engines(
     results: BenchResults,
 ) -> None:
     """Users' own loaders (benchmarks/engines.py) on the throttled disk and the FUSE mount;
-    in --smoke, the safetensors library on the local disk, once."""
+    in --smoke, the safetensors library on the tiny model, once, in each environment asked."""
     if smoke:
-        say("engines: the safetensors library as users run it (smoke, local)")
+        say(f"engines: the safetensors library as users run it (smoke: {', '.join(envs)})")
         folder = paths[TINY.key].parent
         results.engines = _guarded(
             results,
             "engines",
             lambda: engines.run_section(
-                ["local"],
+                envs,
                 {"safetensors": folder},
                 scratch,
                 say,
