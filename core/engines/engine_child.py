@@ -2,7 +2,8 @@
 
     python .../engine_child.py ENGINE PATH [KNOB=VALUE ...]   # argument knobs; environment
                                                              # knobs arrive in the environment
-    python .../engine_child.py --features ENGINE             # what this version supports
+    python .../engine_child.py --features ENGINE [KNOB=VALUE ...]  # what this version
+                                                             # supports (with these knobs)
 
 modelmon runs it as a watched command (``engines.run``): the watch judges the load by the
 bytes that arrive from storage; what this program prints is its own account. It imports the
@@ -140,7 +141,7 @@ def safetensors_files(path: str) -> list[str]:
     return [path]
 
 
-def safetensors_features() -> dict[str, list[str]]:
+def safetensors_features(knobs: dict[str, str]) -> dict[str, list[str]]:
     backends = ["mmap", "read"]
     import safetensors.numpy
 
@@ -167,7 +168,7 @@ def load_safetensors(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     return touch_tensors(t for part in loaded for t in part.values())
 
 
-def transformers_features() -> dict[str, list[str]]:
+def transformers_features(knobs: dict[str, str]) -> dict[str, list[str]]:
     from transformers import PreTrainedModel
 
     parameters = inspect.signature(PreTrainedModel.from_pretrained).parameters
@@ -204,24 +205,62 @@ def load_transformers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     return touch_tensors(iter(model.state_dict().values()))
 
 
-def diffusers_features() -> dict[str, list[str]]:
-    disable = _source_has("diffusers.models.modeling_utils", "disable_mmap")
-    parallel = _source_has("diffusers.utils.constants", "HF_ENABLE_PARALLEL_LOADING")
+DIFFUSERS_METHODS = ("from_pretrained", "from_single_file")
+SINGLE_FILE = "diffusers.loaders.single_file_model"
+
+
+def diffusers_features(knobs: dict[str, str]) -> dict[str, list[str]]:
+    """What the installed diffusers supports for the method given: from_single_file reads
+    no HF_ENABLE_PARALLEL_LOADING (one file, no shards to spread over threads)."""
+    single = _source_has(SINGLE_FILE, "def from_single_file")
+    if knobs.get("method") == "from_single_file":
+        disable = _source_has(SINGLE_FILE, "disable_mmap")
+        parallel = False
+    else:
+        disable = _source_has("diffusers.models.modeling_utils", "disable_mmap")
+        parallel = _source_has("diffusers.utils.constants", "HF_ENABLE_PARALLEL_LOADING")
     return {
+        "method": list(DIFFUSERS_METHODS) if single else ["from_pretrained"],
         "disable_mmap": ["false", "true"] if disable else ["false"],
         "HF_ENABLE_PARALLEL_LOADING": ["default", "yes"] if parallel else ["default"],
     }
 
 
+def diffusers_config(path: str, diffusers: Any) -> tuple[str, Any]:
+    """The folder of the model's diffusers config (config.json) beside or above ``path``,
+    and the model class it names."""
+    folder = folder_of(path)
+    config = os.path.join(folder, "config.json")
+    if not os.path.exists(config):
+        raise Unsupported(
+            f"from_single_file needs the model's diffusers config.json beside {path} "
+            "(modelmon never asks the hub for one)"
+        )
+    with open(config) as file:
+        class_name = json.load(file).get("_class_name", "")
+    model_class = getattr(diffusers, class_name, None)
+    if model_class is None:
+        raise Unsupported(f"{config} names no diffusers model class ({class_name!r})")
+    return folder, model_class
+
+
 def load_diffusers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     diffusers: Any = importlib.import_module("diffusers")
+    kwargs = {"disable_mmap": True} if knobs.get("disable_mmap") == "true" else {}
+    if knobs.get("method") == "from_single_file":
+        if not os.path.isfile(path):
+            raise Unsupported(f"from_single_file loads one checkpoint file; {path} is not one")
+        folder, model_class = diffusers_config(path, diffusers)
+        if not hasattr(model_class, "from_single_file"):
+            raise Unsupported(f"diffusers' {model_class.__name__} has no from_single_file")
+        model = model_class.from_single_file(path, config=folder, **kwargs)
+        return touch_tensors(iter(model.state_dict().values()))
     path = folder_of(path, ("model_index.json", "config.json"))
     if not any(os.path.exists(os.path.join(path, m)) for m in ("model_index.json", "config.json")):
         raise Unsupported(
             "the diffusers engine loads a folder with from_pretrained: a pipeline's (with "
             "model_index.json) or a model's (with config.json); neither is beside the model"
         )
-    kwargs = {"disable_mmap": True} if knobs.get("disable_mmap") == "true" else {}
     if os.path.exists(os.path.join(path, "model_index.json")):
         pipeline = diffusers.DiffusionPipeline.from_pretrained(path, **kwargs)
         modules = [m for m in pipeline.components.values() if hasattr(m, "state_dict")]
@@ -236,7 +275,7 @@ def load_diffusers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
 LLAMA_MODES = ("mmap", "none", "dio")
 
 
-def llamacpp_features() -> dict[str, list[str]]:
+def llamacpp_features(knobs: dict[str, str]) -> dict[str, list[str]]:
     llama_cpp = importlib.import_module("llama_cpp")
     if hasattr(llama_cpp, "llama_load_mode_from_str"):
         return {"load_mode": list(LLAMA_MODES)}
@@ -267,7 +306,7 @@ def load_llamacpp(path: str, knobs: dict[str, str]) -> tuple[int, int]:
 _keep: list[Any] = []  # what a load returned, alive until the report is printed
 
 
-def runai_features() -> dict[str, list[str]]:
+def runai_features(knobs: dict[str, str]) -> dict[str, list[str]]:
     return {"RUNAI_STREAMER_CONCURRENCY": ["default", "4", "16", "32"]}
 
 
@@ -293,7 +332,9 @@ def imports(engine: str, knobs: dict[str, str]) -> list[str]:
     return torch + own[engine]
 
 
-ENGINES: dict[str, tuple[str, Callable[[], dict[str, list[str]]], Callable[..., Any]]] = {
+ENGINES: dict[
+    str, tuple[str, Callable[[dict[str, str]], dict[str, list[str]]], Callable[..., Any]]
+] = {
     # name: (distribution for its version, features, load)
     "safetensors": ("safetensors", safetensors_features, load_safetensors),
     "transformers": ("transformers", transformers_features, load_transformers),
@@ -326,8 +367,8 @@ def hold(folder: str | None) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "--features":
-        print(json.dumps(ENGINES[argv[1]][1]()))
+    if len(argv) >= 2 and argv[0] == "--features" and argv[1] in ENGINES:
+        print(json.dumps(ENGINES[argv[1]][1](dict(w.split("=", 1) for w in argv[2:]))))
         return 0
     if len(argv) < 2 or argv[0] not in ENGINES:
         print(
@@ -339,7 +380,7 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     distribution, features_of, load = ENGINES[engine]
     imported = time.perf_counter()
-    features = features_of()
+    features = features_of(knobs)
     try:
         check(engine, knobs, features)
         for module in imports(engine, knobs):

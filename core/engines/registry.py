@@ -172,10 +172,13 @@ def _transformers(settings: Settings) -> str:
 
 def _diffusers(settings: Settings) -> str:
     kwargs = [("disable_mmap", "True")] if settings["disable_mmap"] == "true" else []
+    if settings["method"] == "from_single_file":
+        call = f"ModelClass.from_single_file(PATH, config=CONFIG_FOLDER{_python_kwargs(kwargs)})"
+        return _env_prefix("diffusers", settings) + call + "  (the class config.json names)"
     return (
         _env_prefix("diffusers", settings)
         + f"DiffusionPipeline.from_pretrained(PATH{_python_kwargs(kwargs)})  (or the model "
-        "class's from_pretrained / from_single_file, which take the same argument)"
+        "class's from_pretrained, which takes the same argument)"
     )
 
 
@@ -275,16 +278,24 @@ ENGINES: dict[str, Engine] = {
         ),
         Engine(
             "diffusers",
-            "diffusers from_pretrained",
+            "diffusers",
             ("safetensors",),
             ("diffusers", "torch"),
             "diffusers",
             (
+                Knob(
+                    "method",
+                    ("from_pretrained", "from_single_file"),
+                    "how the model is loaded: a pipeline's or a model's folder "
+                    "(from_pretrained), or one checkpoint file with the model's config.json "
+                    "beside it (from_single_file)",
+                    tried=False,
+                ),
                 DISABLE_MMAP,
                 Knob(
                     "HF_ENABLE_PARALLEL_LOADING",
                     (UNSET, "yes"),
-                    "shards loaded by a pool of threads",
+                    "shards loaded by a pool of threads (from_pretrained)",
                     environment=True,
                 ),
             ),

@@ -53,14 +53,16 @@ def gguf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def unet_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 20 MB diffusers UNet2DModel folder, made by diffusers in a child process."""
+def vae_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 13 MB diffusers AutoencoderKL folder (config.json and one safetensors file), made by
+    diffusers in a child process: a class that both from_pretrained and from_single_file
+    load."""
     needs("diffusers")
-    folder = tmp_path_factory.mktemp("unet")
+    folder = tmp_path_factory.mktemp("vae")
     make = (
-        "import sys; from diffusers import UNet2DModel; UNet2DModel(sample_size=16, "
-        "block_out_channels=(64, 128), layers_per_block=2, down_block_types=('DownBlock2D', "
-        "'DownBlock2D'), up_block_types=('UpBlock2D', 'UpBlock2D')).save_pretrained(sys.argv[1])"
+        "import sys; from diffusers import AutoencoderKL; AutoencoderKL(block_out_channels="
+        "(64, 128), layers_per_block=2, down_block_types=('DownEncoderBlock2D',) * 2, "
+        "up_block_types=('UpDecoderBlock2D',) * 2).save_pretrained(sys.argv[1])"
     )
     subprocess.run([sys.executable, "-c", make, str(folder)], check=True, timeout=300)
     return folder

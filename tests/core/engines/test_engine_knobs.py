@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import ProgramResult, get_engine, open_model
+from modelmon.core import (
+    ProgramResult,
+    get_engine,
+    open_model,
+    parse_program,
+    run_program,
+    write_safetensors_model,
+)
 
 from .conftest import needs
 
@@ -79,14 +86,62 @@ def test_transformers_disable_mmap_reads_each_file_whole(held: Held, llama_folde
     assert (read.own or {})["settings"] == {"disable_mmap": "true"}
 
 
-def test_diffusers_disable_mmap_reads_instead_of_mapping(held: Held, unet_folder: Path) -> None:
+def test_diffusers_disable_mmap_reads_instead_of_mapping(held: Held, vae_folder: Path) -> None:
     needs("diffusers")
-    model = open_model(unet_folder)
-    mapped = _ok(held(model, "engine: diffusers", str(unet_folder)))
-    read = _ok(held(model, "engine: diffusers disable_mmap=true", str(unet_folder)))
-    assert _model_file(mapped)[0] is True  # its weights are views of the mapping
-    assert _model_file(read)[0] is False
+    model = open_model(vae_folder)
+    mapped = _ok(held(model, "engine: diffusers", str(vae_folder)))
+    read = _ok(held(model, "engine: diffusers disable_mmap=true", str(vae_folder)))
+    for outcome in (mapped, read):
+        assert _model_file(outcome)[1] == model.files[0].size  # every byte arrived, cold
+        assert (outcome.own or {})["bytes"] == model.total_bytes
     _read_whole_beyond(read, mapped, model.files[0].size)
+
+
+def test_diffusers_from_single_file_maps_or_reads_the_checkpoint(
+    held: Held, vae_folder: Path
+) -> None:
+    """One checkpoint file, its config.json beside it: from_single_file loads every byte of
+    it, mapped by default and with read calls under disable_mmap."""
+    needs("diffusers")
+    (file,) = vae_folder.glob("*.safetensors")
+    model = open_model(file)
+    single = "engine: diffusers method=from_single_file"
+    mapped = _ok(held(model, single))
+    read = _ok(held(model, f"{single} disable_mmap=true"))
+    for outcome in (mapped, read):
+        assert _model_file(outcome)[1] == model.files[0].size
+        assert (outcome.own or {})["bytes"] == model.total_bytes
+        assert (outcome.own or {})["settings"]["method"] == "from_single_file"
+    _read_whole_beyond(read, mapped, model.files[0].size)
+
+
+def test_diffusers_from_single_file_without_a_config_is_a_failed_run_that_says_so(
+    tmp_path: Path,
+) -> None:
+    """A lone checkpoint: diffusers would ask the hub for its config; modelmon's run never
+    does, and fails with one line naming what is missing."""
+    needs("diffusers")
+    lone = write_safetensors_model(tmp_path, layers=1, hidden=256, vocab=256, seed=5)
+    outcome = run_program(
+        open_model(lone), parse_program("engine: diffusers method=from_single_file")
+    )
+    assert outcome.load.status == "failed" and outcome.load.bytes == 0
+    assert outcome.load.error == (
+        "exit code 2: modelmon engine diffusers: from_single_file needs the model's diffusers "
+        f"config.json beside {lone} (modelmon never asks the hub for one)"
+    )
+
+
+def test_diffusers_from_single_file_refuses_a_knob_it_does_not_read(vae_folder: Path) -> None:
+    needs("diffusers")
+    (file,) = vae_folder.glob("*.safetensors")
+    spec = "engine: diffusers method=from_single_file HF_ENABLE_PARALLEL_LOADING=yes"
+    outcome = run_program(open_model(file), parse_program(spec))
+    assert outcome.load.status == "failed"
+    assert outcome.load.error == (
+        "exit code 2: modelmon engine diffusers: diffusers here does not read "
+        "HF_ENABLE_PARALLEL_LOADING=yes"
+    )
 
 
 def test_an_engine_that_is_not_installed_says_which_extra_installs_it() -> None:
