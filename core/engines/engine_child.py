@@ -2,8 +2,7 @@
 
     python .../engine_child.py ENGINE PATH [KNOB=VALUE ...]   # argument knobs; environment
                                                              # knobs arrive in the environment
-    python .../engine_child.py --features ENGINE [KNOB=VALUE ...]  # what this version
-                                                             # supports (with these knobs)
+    python .../engine_child.py --features ENGINE [KNOB=VALUE ...]  # what it supports
 
 modelmon runs it as a watched command (``engines.run``): the watch judges the load by the
 bytes that arrive from storage; what this program prints is its own account. It imports the
@@ -205,7 +204,6 @@ def load_transformers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     return touch_tensors(iter(model.state_dict().values()))
 
 
-DIFFUSERS_METHODS = ("from_pretrained", "from_single_file")
 SINGLE_FILE = "diffusers.loaders.single_file_model"
 
 
@@ -220,17 +218,19 @@ def diffusers_features(knobs: dict[str, str]) -> dict[str, list[str]]:
         disable = _source_has("diffusers.models.modeling_utils", "disable_mmap")
         parallel = _source_has("diffusers.utils.constants", "HF_ENABLE_PARALLEL_LOADING")
     return {
-        "method": list(DIFFUSERS_METHODS) if single else ["from_pretrained"],
+        "method": ["from_pretrained", *(["from_single_file"] if single else [])],
         "disable_mmap": ["false", "true"] if disable else ["false"],
         "HF_ENABLE_PARALLEL_LOADING": ["default", "yes"] if parallel else ["default"],
     }
 
 
-def diffusers_config(path: str, diffusers: Any) -> tuple[str, Any]:
-    """The folder of the model's diffusers config (config.json) beside or above ``path``,
-    and the model class it names."""
+def single_file_class(path: str, diffusers: Any) -> tuple[str, Any]:
+    """The folder of the config.json beside or above a checkpoint file, and the model class
+    it names, which must have from_single_file."""
     folder = folder_of(path)
     config = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        raise Unsupported(f"from_single_file loads one checkpoint file; {path} is not one")
     if not os.path.exists(config):
         raise Unsupported(
             f"from_single_file needs the model's diffusers config.json beside {path} "
@@ -238,21 +238,16 @@ def diffusers_config(path: str, diffusers: Any) -> tuple[str, Any]:
         )
     with open(config) as file:
         class_name = json.load(file).get("_class_name", "")
-    model_class = getattr(diffusers, class_name, None)
-    if model_class is None:
-        raise Unsupported(f"{config} names no diffusers model class ({class_name!r})")
-    return folder, model_class
+    if not hasattr(getattr(diffusers, class_name, None), "from_single_file"):
+        raise Unsupported(f"{config} names {class_name!r}: no diffusers from_single_file")
+    return folder, getattr(diffusers, class_name)
 
 
 def load_diffusers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     diffusers: Any = importlib.import_module("diffusers")
     kwargs = {"disable_mmap": True} if knobs.get("disable_mmap") == "true" else {}
     if knobs.get("method") == "from_single_file":
-        if not os.path.isfile(path):
-            raise Unsupported(f"from_single_file loads one checkpoint file; {path} is not one")
-        folder, model_class = diffusers_config(path, diffusers)
-        if not hasattr(model_class, "from_single_file"):
-            raise Unsupported(f"diffusers' {model_class.__name__} has no from_single_file")
+        folder, model_class = single_file_class(path, diffusers)
         model = model_class.from_single_file(path, config=folder, **kwargs)
         return touch_tensors(iter(model.state_dict().values()))
     path = folder_of(path, ("model_index.json", "config.json"))
@@ -332,9 +327,8 @@ def imports(engine: str, knobs: dict[str, str]) -> list[str]:
     return torch + own[engine]
 
 
-ENGINES: dict[
-    str, tuple[str, Callable[[dict[str, str]], dict[str, list[str]]], Callable[..., Any]]
-] = {
+Features = Callable[[dict[str, str]], dict[str, list[str]]]  # knobs given -> values supported
+ENGINES: dict[str, tuple[str, Features, Callable[..., Any]]] = {
     # name: (distribution for its version, features, load)
     "safetensors": ("safetensors", safetensors_features, load_safetensors),
     "transformers": ("transformers", transformers_features, load_transformers),
