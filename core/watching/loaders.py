@@ -106,9 +106,10 @@ _FIXES: dict[str, dict[str, str]] = {
         "file reads only what is sliced); the rest arrives later, a page fault at a time",
     },
     "double": {
-        "transformers": "from_pretrained(..., low_cpu_mem_usage=True) (or device_map=...): "
-        "one copy instead of two",
-        "diffusers": "from_pretrained(..., low_cpu_mem_usage=True): one copy",
+        "transformers": "from_pretrained(..., low_cpu_mem_usage=True) (or device_map=...), "
+        "with accelerate installed: one copy instead of two",
+        "diffusers": "pip install accelerate, then from_pretrained(..., low_cpu_mem_usage=True): "
+        "one copy (without accelerate diffusers quietly builds the model and copies into it)",
         "torch": "torch.load(path, mmap=True, weights_only=True) then "
         "model.load_state_dict(state, assign=True): no second copy",
         "": "load into the final buffers once (or map the file and use views of it)",
