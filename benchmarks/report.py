@@ -20,6 +20,7 @@ from benchmarks.regret_tables import (
 from benchmarks.summary import CEILING_FOR, MiB, Row, ceiling_of, library_of, rows_of
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
 from benchmarks.targets import all_targets
+from benchmarks.watch_tables import watch_section
 from modelmon.core import FREE_WORTH_NOTING, PEERS
 
 ENV_TITLES = {
@@ -319,6 +320,10 @@ def render(results: BenchResults) -> str:
         out += [engines_title, *engines_markdown(results.engines)]
     elif "engines" in results.skipped:
         out += [engines_title, f"Not run: {results.skipped['engines']}.\n"]
+    out += [
+        "## Watching other loaders: what the watch saw, their own timing, modelmon's best\n",
+        *watch_section(results),
+    ]
     if results.knobs is not None:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results.knobs))
     elif "knobs" in results.skipped:
