@@ -193,6 +193,7 @@ def targets_section(results: BenchResults) -> list[str]:
     misses = []
     for target in all_targets(results):
         unknown = "not decided (a bound only)" if "limit)" in target.measured else "not measured"
+        unknown = "not judged" if "not judged" in target.measured else unknown
         mark = {True: "✓ met", False: "✗ **missed**", None: unknown}[target.met]
         lines.append(f"| {target.section} | {target.target} | {target.measured} | {mark} |")
         if target.met is False:

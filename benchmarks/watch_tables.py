@@ -4,6 +4,8 @@ for the same model in the same session (the cold job of the same environment and
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from benchmarks.records import BenchResults, JobResult
 from benchmarks.summary import Target, best_row, ceiling_of, rows_of
 from benchmarks.watch import (
@@ -19,6 +21,7 @@ SHARED_KIND = "forked-mapping"  # the program whose readers share one descriptor
 LAZY_KIND = "lazy-slices"  # the program that maps the file and reads almost nothing
 LAZY_TARGET = 0.10  # of the file, reported read by the lazy program
 MIN_PAIRS = 5  # the overhead is judged on a median of at least this many pairs
+MIN_FILE_BYTES = 1_000_000_000  # the targets are for a file this large (loads of seconds)
 SECTION = "watch"
 
 
@@ -43,6 +46,10 @@ def _mb(value: float | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}" if value >= 0.001 else f"{value:.2%}"
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e9:.2f} GB" if size >= 100_000_000 else f"{size / 1e6:.1f} MB"
 
 
 def _pids(pids: list[int]) -> str:
@@ -122,7 +129,7 @@ def watch_section(results: BenchResults) -> list[str]:
     out = [
         f"Each program of `benchmarks/watched_programs.py` ran once on {report.env}, cold "
         f"(verified), watched from outside by the engine's `Watch` (what `modelmon watch` "
-        f"runs), loading `{report.model}` ({report.size / 1e9:.2f} GB, the largest file of "
+        f"runs), loading `{report.model}` ({_size(report.size)}, the largest file of "
         f"{report.model_key}); each program prints its own timing. *Watched*: the bytes that "
         "arrived in the page cache over the first to the last byte the watch saw; *own*: the "
         "bytes the program loaded over its own clock. *Arrived*: of this file. "
@@ -217,7 +224,7 @@ def _overhead_target(over: WatchOverhead, control: WatchOverhead | None) -> Targ
     cpu = f"; the watch's CPU {share:.2%} of one core" if share is not None else ""
     measured = f"{over.overhead:+.1%} (median of {over.pairs} pairs{noise}{cpu})"
     if over.pairs < MIN_PAIRS:
-        return Target(SECTION, want, measured + f": fewer than {MIN_PAIRS} pairs", None)
+        return Target(SECTION, want, measured + f"; not judged: < {MIN_PAIRS} pairs", None)
     met = over.overhead <= OVERHEAD_TARGET
     spread = f"{min(over.ratios):.3f}–{max(over.ratios):.3f}"
     why = f"the watched / unwatched ratios of the pairs spread {spread}"
@@ -248,4 +255,7 @@ def watch_targets(results: BenchResults) -> list[Target]:
         found.append(Target(SECTION, f"{kind} watched", f"failed: {why}", False, why=why))
     if report.overhead is not None:
         found.append(_overhead_target(report.overhead, report.control))
+    if report.size < MIN_FILE_BYTES:  # a load shorter than a few samples: nothing to judge
+        small = f"; not judged: a {_size(report.size)} file, the targets are for ≥ 1 GB"
+        found = [replace(t, measured=t.measured + small, met=None, why="") for t in found]
     return found

@@ -196,7 +196,7 @@ def test_fewer_than_five_pairs_are_not_judged(results: BenchResults) -> None:
     few = _report(overhead=_overhead([1.2]), control=None)
     overhead = next(v for k, v in _targets(results, few).items() if k.startswith("watching"))
     assert overhead == (
-        "+20.0% (median of 1 pairs; the watch's CPU 2.80% of one core): fewer than 5 pairs",
+        "+20.0% (median of 1 pairs; the watch's CPU 2.80% of one core); not judged: < 5 pairs",
         None,
     )
 
@@ -212,3 +212,16 @@ def test_a_results_json_from_before_the_section_renders(
     assert "## Watching other loaders" in text and "Not run: not in this run." in text
     again = from_json(BenchResults, json.loads(json.dumps(to_json(results))))
     assert again.watch == results.watch
+
+
+def test_a_file_under_a_gigabyte_is_shown_but_not_judged(results: BenchResults) -> None:
+    small = _report(size=4_000_000)
+    found = _targets(results, small)
+    assert {met for _, met in found.values()} == {None}
+    assert all(
+        m.endswith("not judged: a 4.0 MB file, the targets are for ≥ 1 GB")
+        for m, _ in found.values()
+    )
+    assert "(4.0 MB, the largest file of" in "\n".join(
+        watch_section(dataclasses.replace(results, watch=small))
+    )
