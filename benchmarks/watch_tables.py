@@ -257,5 +257,8 @@ def watch_targets(results: BenchResults) -> list[Target]:
         found.append(_overhead_target(report.overhead, report.control))
     if report.size < MIN_FILE_BYTES:  # a load shorter than a few samples: nothing to judge
         small = f"; not judged: a {_size(report.size)} file, the targets are for ≥ 1 GB"
-        found = [replace(t, measured=t.measured + small, met=None, why="") for t in found]
+        found = [
+            replace(t, measured=t.measured.split("; not judged")[0] + small, met=None, why="")
+            for t in found
+        ]
     return found
