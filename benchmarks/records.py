@@ -10,6 +10,7 @@ from typing import Any
 from benchmarks.engines import EnginesSection
 from benchmarks.jobs import Cache, Entry, Kind
 from benchmarks.knobs import KnobsResult
+from benchmarks.watch import WatchReport
 from modelmon.core import LoadOptions
 
 MiB = 1 << 20
@@ -338,6 +339,7 @@ class BenchResults:
     gui_tick: dict[str, Any] | None = None  # the JSON gui_tick.py prints, shown as it is
     knobs: KnobsResult | None = None
     engines: EnginesSection | None = None  # users' own loaders (benchmarks/engines.py)
+    watch: WatchReport | None = None  # other loaders watched (benchmarks/watch.py)
     wall_s: float = 0.0
     plots: dict[str, str] = field(default_factory=dict)  # "env-cache" → PNG file name
     rendered_again: str | None = None  # the command that rendered this file again

@@ -20,6 +20,7 @@ from benchmarks.regret_tables import (
 from benchmarks.summary import CEILING_FOR, MiB, Row, ceiling_of, library_of, rows_of
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
 from benchmarks.targets import all_targets
+from benchmarks.watch_tables import watch_section
 from modelmon.core import FREE_WORTH_NOTING, PEERS
 
 ENV_TITLES = {
@@ -192,6 +193,7 @@ def targets_section(results: BenchResults) -> list[str]:
     misses = []
     for target in all_targets(results):
         unknown = "not decided (a bound only)" if "limit)" in target.measured else "not measured"
+        unknown = "not judged" if "not judged" in target.measured else unknown
         mark = {True: "✓ met", False: "✗ **missed**", None: unknown}[target.met]
         lines.append(f"| {target.section} | {target.target} | {target.measured} | {mark} |")
         if target.met is False:
@@ -319,6 +321,10 @@ def render(results: BenchResults) -> str:
         out += [engines_title, *engines_markdown(results.engines)]
     elif "engines" in results.skipped:
         out += [engines_title, f"Not run: {results.skipped['engines']}.\n"]
+    out += [
+        "## Watching other loaders: what the watch saw, their own timing, modelmon's best\n",
+        *watch_section(results),
+    ]
     if results.knobs is not None:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results.knobs))
     elif "knobs" in results.skipped:

@@ -24,8 +24,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
-from benchmarks import engines, extras, knobs, memory, plots, report, suite
+from benchmarks import engines, extras, knobs, memory, plots, report, suite, watch
 from benchmarks.codec import from_json, to_json
+from benchmarks.envs import EnvUnavailable
 from benchmarks.machine import facts
 from benchmarks.models import GGUF_Q4K, SMALL, TINY, describe, ensure_model
 from benchmarks.peers import peer_unavailable
@@ -154,6 +155,7 @@ def run(args: argparse.Namespace) -> BenchResults:
         suite.run_environments(profile, envs, paths, available, scratch, results, say)
         _extras(profile, paths, scratch, results, args.smoke)
         _engines(paths, envs, scratch, args.smoke, profile.repeats, results)
+        _watch(profile, paths, envs, scratch, args.smoke, results)
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
             results.knobs = _guarded(
@@ -215,6 +217,44 @@ def _engines(
             wanted, found, scratch, say, budget_s=ENGINE_BUDGET_S, repeats=repeats
         ),
     )
+
+
+def _watch(
+    profile: suite.Profile,
+    paths: dict[str, Path],
+    envs: list[str],
+    scratch: Path,
+    smoke: bool,
+    results: BenchResults,
+) -> None:
+    """Other loaders watched (benchmarks/watch.py) on the FUSE mount, with the largest file
+    of the model the fuse jobs load (in --smoke without fuse: on the local disk)."""
+    chosen = [name for name in (("fuse", "local") if smoke else ("fuse",)) if name in envs]
+    plan = next((p for p in profile.plans if chosen and p.env == chosen[0]), None)
+    if plan is None:
+        results.skipped["watch"] = "runs on the fuse environment only"
+        return
+    env = plan.env
+    source = watch.largest_file(paths[plan.model])
+    say(f"watch: other loaders on {env}, {source.name} of {plan.model}")
+
+    def section() -> watch.WatchReport | None:
+        try:
+            return watch.run_section(
+                env,
+                source,
+                plan.model,
+                scratch,
+                say,
+                pairs=profile.watch_pairs,
+                time_limit_s=profile.watch_time_limit_s,
+            )
+        except EnvUnavailable as exc:  # no FUSE here: said, like a skipped environment
+            results.skipped["watch"] = str(exc)
+            say(f"watch skipped: {exc}")
+            return None
+
+    results.watch = _guarded(results, "watch", section)
 
 
 def _extras(

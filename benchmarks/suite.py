@@ -53,6 +53,11 @@ class Profile:
     overhead_pairs: int = 7  # about a minute on the 2.5 GB model locally
     discard_repeats: int = 3
     plan_tensors: int = 100_000
+    # Watching other loaders (benchmarks/watch.py): alternating pairs watched and not (as many
+    # again with neither watched), and the bound on one watched program: 4 forked readers
+    # mapping one descriptor crawl on FUSE (~100 s for a 1.26 GB shard at 12 MB/s).
+    watch_pairs: int = 6
+    watch_time_limit_s: float = 240.0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -146,6 +151,8 @@ def smoke_profile() -> Profile:
         overhead_pairs=1,
         discard_repeats=1,
         plan_tensors=2_000,
+        watch_pairs=1,
+        watch_time_limit_s=60.0,
         notes=("Smoke run: tiny model, one repeat, local only.",),
     )
 

@@ -1,6 +1,6 @@
 """Every target the report checks, from every section: the environment tables' (``summary``),
 the applied loads' (``tables``), the regret's (``regret_tables``), monitoring overhead, peak
-memory and the plan."""
+memory, the plan, and other loaders watched (``watch_tables``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from benchmarks.records import BenchResults
 from benchmarks.regret_tables import regret_targets
 from benchmarks.summary import PLAN_TARGET_S, RSS_TARGET, MiB, Target, job_targets
 from benchmarks.tables import applied_targets
+from benchmarks.watch_tables import watch_targets
 
 
 def all_targets(results: BenchResults) -> list[Target]:
@@ -70,4 +71,4 @@ def all_targets(results: BenchResults) -> list[Target]:
                 plan.open_target_met,
             )
         )
-    return found
+    return found + watch_targets(results)

@@ -17,7 +17,9 @@ Three measurements, each a function the bench suite can call:
   MB/s; this mount can deliver 600".
 
 ``--fuse`` serves the model's folder over loopback HTTP and mounts it with rclone
-(``envs.fuse_mount``): the network FUSE case.
+(``envs.fuse_mount``): the network FUSE case. ``run_section`` is what ``./dev bench`` runs
+(its ``WatchReport`` is ``results.watch``; ``watch_tables`` renders it beside modelmon's best
+for the same model).
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ import os
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.codec import from_json, to_json
-from benchmarks.envs import fuse_mount
+from benchmarks.envs import EnvUnavailable, fuse_mount
 from benchmarks.watched_programs import KINDS, program
 from modelmon.core import (
     Watch,
@@ -69,14 +72,14 @@ class WatchedRun:
     cold: bool
     own_seconds: float
     own_mbps: float | None
-    watched_seconds: float
+    watched_seconds: float | None  # None: no model byte seen arriving
     # On the watch's clock (seconds after the command started): the program's own start
     # and end of its load, and the first and last byte the watch saw arrive.
     own_start_s: float
     first_byte_s: float | None
     last_byte_s: float | None
     own_end_s: float
-    watched_mbps: float
+    watched_mbps: float | None
     watched_bytes: int
     ratio: float | None  # watched MB/s over the program's own
     findings: list[str]
@@ -116,6 +119,12 @@ class WatchReport:
     control: WatchOverhead | None = None
     references: list[StorageReference] = field(default_factory=list)
     seconds: float = 0.0
+    # In ./dev bench: the environment, the bench model the file is (a shard) of, and the
+    # programs that failed or were stopped at the time limit, with why.
+    env: str = ""
+    model_key: str = ""
+    failed: dict[str, str] = field(default_factory=dict)
+    time_limit_s: float | None = None
 
 
 def _own_report(output: Path) -> OwnReport:
@@ -125,15 +134,30 @@ def _own_report(output: Path) -> OwnReport:
     return from_json(OwnReport, json.loads(lines[-1]))
 
 
-def watch_once(model: Path, kind: str, scratch: Path, interval_s: float = 0.1) -> WatchedRun:
+def watch_once(
+    model: Path,
+    kind: str,
+    scratch: Path,
+    interval_s: float = 0.1,
+    time_limit_s: float | None = None,
+) -> WatchedRun:
     """One cold run of ``kind`` on ``model``, watched: what the watch saw and what the program
-    says it did."""
+    says it did. Past ``time_limit_s`` the watch stops the program (a RuntimeError)."""
     output = scratch / f"{kind}.out"
     with open(output, "w") as out:
         watch = Watch(
             program(kind, model), model=[str(model)], stdout=out.fileno(), interval_s=interval_s
         )
-        result = watch.run()
+        timer = threading.Timer(time_limit_s, watch.cancel) if time_limit_s else None
+        if timer is not None:
+            timer.start()
+        try:
+            result = watch.run()
+        finally:
+            if timer is not None:
+                timer.cancel()
+    if result.ended_by == "cancel":
+        raise RuntimeError(f"stopped at the time limit of {time_limit_s:g} s")
     own = _own_report(output)
     t0 = watch.t0_ns
     own_mbps = own.bytes / own.seconds / 1e6 if own.seconds else None
@@ -236,13 +260,62 @@ def default_model(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def where(model: Path, fuse: bool) -> Iterator[Path]:
-    """The model's path, on a loopback network FUSE mount of its folder when ``fuse``."""
+def where(model: Path, fuse: bool, mount: Path | None = None) -> Iterator[Path]:
+    """The model's path, on a loopback network FUSE mount of its folder when ``fuse`` (at
+    ``mount``, default a temporary folder); unmounted whatever happens."""
     if not fuse:
         yield model
         return
-    with tempfile.TemporaryDirectory() as mount, fuse_mount(model.parent, Path(mount)) as point:
-        yield point / model.name
+    with contextlib.ExitStack() as stack:
+        point = mount or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        yield stack.enter_context(fuse_mount(model.parent, point)) / model.name
+
+
+def largest_file(entry: Path) -> Path:
+    """The file a program loads: ``entry`` itself, or the largest shard beside an index."""
+    if entry.suffix == ".safetensors":
+        return entry
+    return max(entry.parent.glob("*.safetensors"), key=lambda p: p.stat().st_size)
+
+
+def run_section(
+    env: str,
+    source: Path,
+    model_key: str,
+    scratch: Path,
+    say: Callable[[str], None],
+    *,
+    pairs: int,
+    time_limit_s: float,
+    kinds: tuple[str, ...] = KINDS,
+) -> WatchReport:
+    """``./dev bench``'s section on ``env`` ("fuse": one mount of ``source``'s folder for
+    all of it, "local": as it is): each program watched once against its own timing (one
+    that fails or passes ``time_limit_s`` is recorded with why), then ``pairs`` alternating
+    pairs watched and not, and as many with neither watched (the comparison's noise floor)."""
+    if env not in ("fuse", "local"):
+        raise EnvUnavailable(f"the watch section runs on fuse or local, not {env}")
+    started = time.monotonic()
+    with where(source, env == "fuse", scratch / "mnt-watch") as model:
+        size = os.path.getsize(model)
+        report = WatchReport(
+            str(model), size, [], env=env, model_key=model_key, time_limit_s=time_limit_s
+        )
+        with tempfile.TemporaryDirectory(dir=scratch) as outputs:
+            for kind in kinds:
+                say(f"watch: {env} · {kind}")
+                try:
+                    report.programs.append(
+                        watch_once(model, kind, Path(outputs), time_limit_s=time_limit_s)
+                    )
+                except Exception as exc:  # one program's failure is its row, not the section's
+                    report.failed[kind] = f"{type(exc).__name__}: {exc}"
+        if pairs:
+            say(f"watch: overhead, {pairs} pair(s) watched and not, {pairs} with neither")
+            report.overhead = watch_overhead(model, pairs)
+            report.control = watch_overhead(model, pairs, control=True)
+    report.seconds = round(time.monotonic() - started, 1)
+    return report
 
 
 def main() -> None:

@@ -21,6 +21,12 @@ import sys
 from pathlib import Path
 
 KINDS = ("forked-mapping", "lazy-slices", "load-file", "read-whole")
+WHAT = {  # each in a few words, for the bench's table
+    "forked-mapping": "4 forked readers map one inherited descriptor",
+    "lazy-slices": "`safe_open` + `get_slice(name)[:1]` of 4 tensors",
+    "load-file": "`safetensors.numpy.load_file`",
+    "read-whole": "`read()` front to back, 8 MiB at a time",
+}
 WAIT_S = 60.0
 
 SOURCE = r"""

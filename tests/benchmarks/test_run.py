@@ -11,6 +11,7 @@ import pytest
 from benchmarks import run
 from benchmarks.codec import from_json, to_json
 from benchmarks.records import BenchResults
+from benchmarks.watched_programs import KINDS
 
 # The smoke bench is a whole run of the machinery (ceilings, recommend within its budget, the
 # peers, the users'-loader section): about 90 s on an idle 2-core machine, over the suite's
@@ -50,6 +51,7 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
         "## Plan time for a 100 000-tensor model",
         "## GUI event-loop tick latency",
         "## Your loader: as users run it, with recommend's change, and modelmon's best",
+        "## Watching other loaders: what the watch saw, their own timing, modelmon's best",
     ):
         assert heading in text
     assert COLUMNS in text
@@ -126,3 +128,21 @@ def test_the_users_loader_is_measured_as_users_run_it(smoke: tuple[str, dict]) -
     assert row.reported_mbps is not None and row.reported_mbps > 0
     assert row.applied_again is not None and row.applied_again > 0
     assert "| local | safetensors |" in text and "reported → applied again" in text
+
+
+def test_other_loaders_are_watched_beside_modelmon_s_best(smoke: tuple[str, dict]) -> None:
+    """In --smoke on the local disk: every watched program ran cold to its end and was seen,
+    one overhead pair and one control pair, and the section sits beside the local cold job's
+    best for the same model."""
+    text, data = smoke
+    section = from_json(BenchResults, data).watch
+    assert section is not None and section.env == "local" and not section.failed
+    assert section.model_key == "tiny-f16" and section.model.endswith(".safetensors")
+    assert [r.kind for r in section.programs] == list(KINDS)
+    for row in section.programs:
+        assert row.exit_code == 0 and row.cold and row.watched_bytes > 0, row
+    assert section.overhead is not None and section.overhead.pairs == 1
+    assert section.control is not None and section.control.control
+    assert "modelmon's best for this model in this session (local · tiny-f16 · cold table)" in text
+    assert "| watched vs not | `read-whole` | 1 |" in text
+    assert "| watch | watched MB/s within 15% of the program's own (read-whole) |" in text
