@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     )
     from modelmon.core.loading.inproc import in_process
     from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerReady
-    from modelmon.core.loading.processes import stop_processes
+    from modelmon.core.loading.processes import polling_thread, stop_processes
     from modelmon.core.loading.reads import DescriptorTally
     from modelmon.core.loading.result import (
         OVERLAP_NOTE,
@@ -247,7 +247,7 @@ _EXPORTS = (
     ("modelmon.core.loading.inproc", "in_process"),
     ("modelmon.core.loading.messages", "ReadBatch WorkerDone WorkerReady"),
     ("modelmon.core.loading.reads", "DescriptorTally"),
-    ("modelmon.core.loading.processes", "stop_processes"),
+    ("modelmon.core.loading.processes", "stop_processes polling_thread"),
     ("modelmon.core.metrics.base", "MetricSpec"),
     # What a load produced
     (

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +28,7 @@ from modelmon.core import (
     format_spec,
     one_line,
     open_model,
+    polling_thread,
     program_of,
     storage_by_folder,
 )
@@ -182,34 +182,21 @@ def load_on_node(
     )
 
 
-@contextlib.contextmanager
 def stop_watch(
     load: LoadRun | ProgramRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
-) -> Iterator[None]:
+) -> contextlib.AbstractContextManager[None]:
     """For the block (the node's load or program run), a thread asks ``stopped`` whether the
     round was stopped (another node died or failed) and cancels ``load`` if so, noting why in
     ``stops``.
     Each ask waits at most ``STOP_CHECK_S``, so the thread ends soon after the block."""
     if stopped is None:
-        yield
-        return
-    done = threading.Event()
+        return contextlib.nullcontext()
 
-    def watch() -> None:
-        while not done.is_set():
-            stop = stopped(STOP_CHECK_S)
-            if stop is not None and not done.is_set():
-                stops.append(stop)
-                load.cancel()
-                return
+    def cancel(stop: tuple[str, bool]) -> None:
+        stops.append(stop)
+        load.cancel()
 
-    watcher = threading.Thread(target=watch, name="modelmon-fleet-stop-watch", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
+    return polling_thread(lambda: stopped(STOP_CHECK_S), cancel, "modelmon-fleet-stop-watch")
 
 
 def lost_node(request: NodeRequest, node: dict[str, Any], why: str) -> NodeRun:
