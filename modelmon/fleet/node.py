@@ -74,6 +74,33 @@ class NodeRun:
     def mbps(self) -> float:
         return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
 
+    @classmethod
+    def failed(
+        cls,
+        request: NodeRequest,
+        node_id: str,
+        host: str,
+        error: str | None,
+        cache: CacheState,
+        storage: tuple[StorageFacts, ...] = (),
+    ) -> NodeRun:
+        """The row of a node whose load gave no result (``error``: why, where known)."""
+        return cls(
+            node_id=node_id,
+            host=host,
+            side=request.side,
+            round=request.round,
+            spec=request.spec,
+            status="failed",
+            error=error,
+            bytes=0,
+            seconds=0.0,
+            start_wall=0.0,
+            peak_rss=0,
+            cache=cache,
+            storage=storage,
+        )
+
 
 # arrive(node_id) blocks until every node arrived: (go, None), or (None, why it broke).
 Arrive = Callable[[str], tuple[float | None, str | None]]
@@ -147,21 +174,7 @@ def load_on_node(
         if not arrived:  # the other nodes must not wait for this one
             reason = failure or (result.error if result is not None else None)
             abort(node_id, reason or "stopped before the barrier")
-    failed = NodeRun(  # this node's row when its load gave no result
-        node_id=node_id,
-        host=host,
-        side=request.side,
-        round=request.round,
-        spec=request.spec,
-        status="failed",
-        error=failure,
-        bytes=0,
-        seconds=0.0,
-        start_wall=0.0,
-        peak_rss=0,
-        cache=state,
-        storage=storage,
-    )
+    failed = NodeRun.failed(request, node_id, host, failure, state, storage)
     if result is None:
         return failed
     error, status = result.error, result.status
@@ -201,18 +214,10 @@ def stop_watch(
 
 def lost_node(request: NodeRequest, node: dict[str, Any], why: str) -> NodeRun:
     """The failed row of a node whose task ended without one (``why``: how)."""
-    return NodeRun(
-        node_id=str(node["NodeID"]),
-        host=str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"),
-        side=request.side,
-        round=request.round,
-        spec=request.spec,
-        status="failed",
-        error=why,
-        bytes=0,
-        seconds=0.0,
-        start_wall=0.0,
-        peak_rss=0,
-        cache=cache_not_measured(request.options.cache),
-        storage=(),
+    return NodeRun.failed(
+        request,
+        str(node["NodeID"]),
+        str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"),
+        why,
+        cache_not_measured(request.options.cache),
     )
