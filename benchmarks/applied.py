@@ -29,6 +29,7 @@ from benchmarks.records import (
     RanksSide,
     RecommendationRecord,
     Run,
+    fresh_run,
 )
 from modelmon.core import (
     FORMAT_VERSION,
@@ -132,24 +133,7 @@ def load_run(model: Model, entry: Entry, cache: Cache, config: str, limit: float
         arrays=None if fills else 0,
         time_limit_s=limit,
     )
-    return Run(
-        entry.label,
-        entry.kind,
-        entry.name,
-        entry.role,
-        0,
-        result.status,
-        result.error,
-        result.bytes,
-        result.seconds,
-        result.mbps,
-        result.cold,
-        result.warm,
-        result.resident_before,
-        peak_rss=result.peak_rss,
-        rss_ready=result.rss_ready,
-        host_reported=result.host_reported,
-    )
+    return fresh_run(entry, result)
 
 
 def ranks(

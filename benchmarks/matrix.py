@@ -29,7 +29,7 @@ from benchmarks.applied import config_for, load_run
 from benchmarks.codec import from_json, to_json
 from benchmarks.diagnose import diagnose
 from benchmarks.jobs import Cache, Entry, Job
-from benchmarks.records import Blkio, CeilingRuns, JobResult, Run
+from benchmarks.records import Blkio, CeilingRuns, JobResult, Run, fresh_run
 from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_of
 from modelmon.core import (
     FREE_WORTH_NOTING,
@@ -70,26 +70,7 @@ def _strategy_run(model: Model, entry: Entry, cache: str, limit: float | None) -
 
 
 def _peer_run(files: list[str], entry: Entry, cache: Cache, limit: float | None) -> Run:
-    result = run_peer(entry.settings, files, cache, time_limit_s=limit)
-    return Run(
-        entry.label,
-        entry.kind,
-        entry.name,
-        entry.role,
-        0,
-        result.status,
-        result.error,
-        result.bytes,
-        result.seconds,
-        result.mbps,
-        result.cold,
-        result.warm,
-        result.resident_before,
-        result.resident_after,
-        peak_rss=result.peak_rss,
-        rss_ready=result.rss_ready,
-        host_reported=result.host_reported,
-    )
+    return fresh_run(entry, run_peer(entry.settings, files, cache, time_limit_s=limit))
 
 
 def blkio_counters() -> tuple[int, int] | None:

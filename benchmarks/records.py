@@ -11,7 +11,7 @@ from benchmarks.engines import EnginesSection
 from benchmarks.jobs import Cache, Entry, Kind
 from benchmarks.knobs import KnobsResult
 from benchmarks.watch import WatchReport
-from modelmon.core import LoadOptions
+from modelmon.core import FreshResult, LoadOptions
 
 MiB = 1 << 20
 
@@ -41,6 +41,30 @@ class Run:
     notes: tuple[str, ...] = ()
     host_reported: int | None = None  # free memory reported to the VM's host while it ran
     bound_mbps: float | None = None  # stopped at the time limit: the rate it stayed under
+
+
+def fresh_run(entry: Entry, result: FreshResult) -> Run:
+    """An entry's load in a fresh process (a peer's, or ``core.load``'s in a child), timed by
+    the child, as the round's run: its one process is the whole load."""
+    return Run(
+        entry.label,
+        entry.kind,
+        entry.name,
+        entry.role,
+        0,
+        result.status,
+        result.error,
+        result.bytes,
+        result.seconds,
+        result.mbps,
+        result.cold,
+        result.warm,
+        result.resident_before,
+        result.resident_after,
+        peak_rss=result.peak_rss,
+        rss_ready=result.rss_ready,
+        host_reported=result.host_reported,
+    )
 
 
 @dataclass(frozen=True)

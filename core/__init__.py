@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     )
     from modelmon.core.loading.inproc import in_process
     from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerReady
-    from modelmon.core.loading.processes import stop_processes
+    from modelmon.core.loading.processes import polling_thread, stop_processes
     from modelmon.core.loading.reads import DescriptorTally
     from modelmon.core.loading.result import (
         OVERLAP_NOTE,
@@ -146,11 +146,8 @@ if TYPE_CHECKING:
     from modelmon.core.model.plan import coalesce, partition
     from modelmon.core.model.records import Model, ModelFile, TensorExtent
     from modelmon.core.model.references import HF_SCHEME, HF_SYNTAX, OLLAMA_SCHEME, OLLAMA_SYNTAX
-    from modelmon.core.model.synth import (
-        encode_safetensors_header,
-        write_gguf_model,
-        write_safetensors_model,
-    )
+    from modelmon.core.model.synth import encode_safetensors_header, write_safetensors_model
+    from modelmon.core.model.synth_gguf import write_gguf_model
     from modelmon.core.options import (
         CACHE_MODES,
         FADVISE_HINTS,
@@ -247,7 +244,7 @@ _EXPORTS = (
     ("modelmon.core.loading.inproc", "in_process"),
     ("modelmon.core.loading.messages", "ReadBatch WorkerDone WorkerReady"),
     ("modelmon.core.loading.reads", "DescriptorTally"),
-    ("modelmon.core.loading.processes", "stop_processes"),
+    ("modelmon.core.loading.processes", "stop_processes polling_thread"),
     ("modelmon.core.metrics.base", "MetricSpec"),
     # What a load produced
     (
@@ -293,10 +290,8 @@ _EXPORTS = (
     ("modelmon.core.model.discovery", "discover_models Discovery DiscoveredModel nothing_found"),
     ("modelmon.core.model.references", "HF_SCHEME HF_SYNTAX OLLAMA_SCHEME OLLAMA_SYNTAX"),
     ("modelmon.core.model.demo", "demo_models DEMO_RECIPE=RECIPE"),
-    (
-        "modelmon.core.model.synth",
-        "write_safetensors_model write_gguf_model encode_safetensors_header",
-    ),
+    ("modelmon.core.model.synth", "write_safetensors_model encode_safetensors_header"),
+    ("modelmon.core.model.synth_gguf", "write_gguf_model"),
     # Watch another program load its model
     ("modelmon.core.api", "watch storage_references"),
     ("modelmon.core.watching.watch", "Watch"),

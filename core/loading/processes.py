@@ -25,7 +25,7 @@ import types
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import send_handle
-from typing import Any
+from typing import Any, TypeVar
 
 JOIN_GRACE_S = 0.5
 FAILED_GRACE_S = 0.2  # once the run has failed, the others' last reads are worth no longer
@@ -34,6 +34,7 @@ VMSTAT = "/proc/vmstat"
 # (field 52), which the kernel sets as the process begins its exit.
 STAT_FLAGS, STAT_EXIT_CODE = 6, 49
 PF_EXITING = 0x4
+Found = TypeVar("Found")
 
 
 def start_workers(
@@ -152,29 +153,43 @@ def exit_code(process: Any) -> int | None:
 
 
 @contextlib.contextmanager
-def halted_on_exit(
-    processes: list[Any], halt: threading.Event, cancel: threading.Event
+def polling_thread(
+    look: Callable[[], Found | None], act: Callable[[Found], None], name: str
 ) -> Iterator[None]:
-    """For the block (a wait of the caller's, say the cache preparation), a thread watches
-    ``processes``' sentinels and ``cancel``: either sets ``halt``, which the wait heeds."""
-    sentinels = [process.sentinel for process in processes]
+    """For the block, a thread named ``name`` calls ``look`` until it finds something, then
+    ``act`` on it once, if the block still runs. ``look`` waits a moment itself (never on a
+    lock another process may hold): that bounds how soon the thread ends after the block."""
     done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
-            exited = wait(sentinels, timeout=0.05)
-            ending = any(ending_code(p.pid) is not None for p in processes)
-            if exited or ending or cancel.is_set():
-                halt.set()
+            found = look()
+            if found is not None and not done.is_set():
+                act(found)
                 return
 
-    watcher = threading.Thread(target=watch, name="modelmon-exit-watch", daemon=True)
+    watcher = threading.Thread(target=watch, name=name, daemon=True)
     watcher.start()
     try:
         yield
     finally:
         done.set()
         watcher.join()
+
+
+def halted_on_exit(
+    processes: list[Any], halt: threading.Event, cancel: threading.Event
+) -> contextlib.AbstractContextManager[None]:
+    """For the block (a wait of the caller's, say the cache preparation), a thread watches
+    ``processes``' sentinels and ``cancel``: either sets ``halt``, which the wait heeds."""
+    sentinels = [process.sentinel for process in processes]
+
+    def exit_or_cancel() -> bool | None:
+        exited = wait(sentinels, timeout=0.05)
+        ending = any(ending_code(p.pid) is not None for p in processes)
+        return True if exited or ending or cancel.is_set() else None
+
+    return polling_thread(exit_or_cancel, lambda _: halt.set(), "modelmon-exit-watch")
 
 
 @contextlib.contextmanager

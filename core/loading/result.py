@@ -10,10 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from modelmon.core.errors import one_line
 from modelmon.core.loading.drop_behind import DroppedBehind
 from modelmon.core.loading.messages import WorkerDone, WorkerReady
 from modelmon.core.model.blocks import block_sort_key
 from modelmon.core.model.records import Model
+from modelmon.core.system import cache, residency
 from modelmon.core.system.cache import CacheState
 
 
@@ -170,6 +172,28 @@ def run_notes(
     notes += host + ((dropped.note(),) if dropped is not None else ())
     notes += (f"{OVERLAP_NOTE}{'; '.join(overlapped)}",) if overlapped else ()
     return notes + ((held,) if held else ())
+
+
+def residency_after(
+    paths: list[str], *, worker_died: bool, drops: bool
+) -> tuple[float, str | None]:
+    """The share of ``paths`` in the page cache after a load (NaN: not measured), and why the
+    run failed if a file vanished under it. ``drops``: the readers dropped their pages behind
+    them, so what their folio-aligned drops left is evicted first."""
+    if worker_died:
+        # A killed worker's files may still be closing (a network filesystem can hold an
+        # open of the same file until it has): the failed run ends now instead.
+        return float("nan"), None
+    try:
+        if drops:
+            cache.evict(paths)
+        return residency.measure(paths), None
+    except OSError as exc:  # the file vanished under us: say so, don't crash the report
+        vanished = f"{exc.filename}: " if exc.filename else ""
+        return float("nan"), (  # NaN, "not measured": null in JSON
+            f"{vanished}deleted or replaced during the load "
+            f"({(exc.strerror or one_line(exc)).lower()}); residency after not measured"
+        )
 
 
 def worker_timings(

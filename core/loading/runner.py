@@ -31,7 +31,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from modelmon.core.errors import LoadError, one_line
+from modelmon.core.errors import LoadError
 from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
 from modelmon.core.loading.fills import tiled_checksums
 from modelmon.core.loading.handout import hand_out
@@ -54,6 +54,7 @@ from modelmon.core.loading.result import (
     LoadResult,
     block_timings,
     model_checksum,
+    residency_after,
     run_notes,
     worker_timings,
 )
@@ -64,7 +65,7 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
-from modelmon.core.system import cache, device_use, host_memory, readahead, residency
+from modelmon.core.system import cache, device_use, host_memory, readahead
 from modelmon.core.system.proc_status import own_peak_watch
 
 READY_TIMEOUT_S = 120.0
@@ -354,22 +355,10 @@ class LoadRun:
             self.on_message(message)
 
     def _result(self, status: str, state: cache.CacheState) -> LoadResult:
-        try:
-            if self._dead is not None:
-                # A killed worker's files may still be closing (a network filesystem can hold
-                # an open of the same file until it has): the failed run ends now instead.
-                resident_after = float("nan")
-            else:
-                if self.drop_behind is not None:  # what the readers' folio-aligned drops left
-                    cache.evict(self.paths)
-                resident_after = residency.measure(self.paths)
-        except OSError as exc:  # the file vanished under us: say so, don't crash the report
-            resident_after = float("nan")  # "not measured": null in JSON
-            vanished = f"{exc.filename}: " if exc.filename else ""
-            self._failure = self._failure or (
-                f"{vanished}deleted or replaced during the load "
-                f"({(exc.strerror or one_line(exc)).lower()}); residency after not measured"
-            )
+        resident_after, vanished = residency_after(
+            self.paths, worker_died=self._dead is not None, drops=self.drop_behind is not None
+        )
+        self._failure = self._failure or vanished
         state = dataclasses.replace(state, resident_after=resident_after)
         done = self.done
         end_ns = max((d.end_ns for d in done.values()), default=self.t0_ns)
@@ -404,19 +393,19 @@ class LoadRun:
             workers=worker_timings(done, self.ready, columns),
             checksum=model_checksum(crcs, self.model) if verified else None,
             tensor_checksums=crcs if verified else {},
-            error=self._failure
-            or (
-                None
-                if status != "cancelled"
-                else f"stopped at the time limit of {self.time_limit_s:g} s"
-                if self.timed_out
-                else "cancelled"
-            ),
+            error=self._failure or self._cancelled_error(status),
             notes=notes,
             host_reported=self.host_reported,
             parent_peak_rss=self._own_peak(),
             dropped_behind=dropped,
         )
+
+    def _cancelled_error(self, status: str) -> str | None:
+        if status != "cancelled":
+            return None
+        if self.timed_out:
+            return f"stopped at the time limit of {self.time_limit_s:g} s"
+        return "cancelled"
 
     def _check_shared_work(self) -> dict[str, int]:
         """The spans every worker filled tile every tensor exactly (else the run failed); the

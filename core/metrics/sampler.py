@@ -32,14 +32,10 @@ from modelmon.core.metrics.base import (
     describe_error,
 )
 from modelmon.core.metrics.residency import ResidencySource
+from modelmon.core.metrics.residency_rounds import ResidencyRounds
 from modelmon.core.metrics.series import RingTable, Sampled, merged
 
 JOIN_TIMEOUT_S = 2.0
-# Residency rounds (the resident fraction, then the maps of the files that changed) may take
-# this share of one core's time; rounds are spaced out further when one costs more.
-ROUND_CPU_SHARE = 0.005
-ROUND_INTERVAL_S = 0.5  # between residency rounds when no maps are taken (map_interval_s ≤ 0)
-MAP_MEMORY_BYTES = 64 << 20  # maps kept before the oldest are thinned out (every other dropped)
 
 
 def next_slot(t0_ns: int, interval_ns: int, now_ns: int, slot: int) -> int:
@@ -94,24 +90,22 @@ class Sampler:
             )
         self.target = target
         self.interval_s = interval_s
-        self.map_interval_s = map_interval_s  # 0 or less: no maps (the fraction still measured)
-        self.map_bins = map_bins
         self.specs: dict[str, MetricSpec] = {}
         self._unavailable: dict[str, str] = {}
         self._running: list[_Running] = []
         for name in names:
             self._add(name, by_name[name])
+        self._lock = threading.Lock()  # guards _unavailable, the rounds' maps and the counters
         self._residency = next(
             (r.source for r in self._running if isinstance(r.source, ResidencySource)), None
+        )
+        self._residency_rounds = ResidencyRounds(
+            self._residency, len(target.paths), map_interval_s, map_bins, self._lock
         )
         self._table = RingTable(list(self.specs), capacity)
         self._over = {name: spec.over for name, spec in self.specs.items()}
         self._kinds = [spec.over for spec in self.specs.values()]  # in the table's order
         self._last_row_round = False  # the newest row holds a residency round's fraction
-        self._maps: list[tuple[int, dict[str, np.ndarray]]] = []
-        self._map_seconds = 0.0
-        self._last_map_ns: int | None = None
-        self._lock = threading.Lock()  # guards _unavailable, _maps and the counters below
         self._stop = threading.Event()
         self._prepared = threading.Event()  # the baselines are taken (or the thread ended)
         self._begin = threading.Event()  # the load started: sample from now on
@@ -183,8 +177,8 @@ class Sampler:
         """CPU time spent in each source's ``sample()`` so far, and in the residency maps."""
         with self._lock:
             spent = {r.source.name: r.nanoseconds / 1e9 for r in self._running}
-            if self._maps or self._map_seconds:
-                spent["residency maps"] = self._map_seconds
+            if self._residency_rounds.maps or self._residency_rounds.seconds:
+                spent["residency maps"] = self._residency_rounds.seconds
             return spent
 
     def series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -204,7 +198,17 @@ class Sampler:
     def residency_maps(self) -> list[tuple[int, dict[str, np.ndarray]]]:
         """(t_ns, {path: resident fraction per bin}) at the map rate; the arrays are read-only."""
         with self._lock:
-            return list(self._maps)
+            return list(self._residency_rounds.maps)
+
+    @property
+    def map_interval_s(self) -> float:
+        """Between residency maps (0 or less: no maps, the fraction still measured); doubled
+        each time the maps are thinned out. Set before ``prepare`` to change it."""
+        return self._residency_rounds.interval_s
+
+    @map_interval_s.setter
+    def map_interval_s(self, seconds: float) -> None:
+        self._residency_rounds.interval_s = seconds
 
     # --- control -----------------------------------------------------------------------------
 
@@ -259,7 +263,7 @@ class Sampler:
             # starting state. Both happen before the load starts (prepare), so their cost
             # never delays the first sample.
             self._sample(baseline, record=False)
-            next_round = self._collect_maps(baseline, baseline)
+            next_round = self._residency_rounds.collect(baseline, baseline)
             self._prepared.set()
             while not self._begin.wait(0.05):
                 if self._stop.is_set():
@@ -281,7 +285,7 @@ class Sampler:
                 last = now
                 self._last_row_round = round_due
                 if round_due:
-                    next_round = self._collect_maps(last, next_round)
+                    next_round = self._residency_rounds.collect(last, next_round)
                     self._count_round()
                 self._account(cpu_start)
                 slot = next_slot(t0, interval_ns, time.perf_counter_ns(), slot)
@@ -295,14 +299,14 @@ class Sampler:
             replaced_round = fold and self._last_row_round
             # The state it ended in: measured again unless a round was just taken (and then
             # always when the row that held that round is being replaced).
-            final_round = self._last_map_ns is not None and (
-                fold or now - self._last_map_ns >= interval_ns // 4
+            final_round = self._residency_rounds.last_ns is not None and (
+                fold or now - self._residency_rounds.last_ns >= interval_ns // 4
             )
             if self._residency is not None:
                 self._residency.due = final_round
             self._sample(now, start_ns=last, fold=fold)
             if final_round:
-                self._collect_maps(now, now)
+                self._residency_rounds.collect(now, now)
                 if not replaced_round:
                     self._count_round()
         finally:
@@ -358,49 +362,6 @@ class Sampler:
             if reason:
                 with self._lock:
                     self._unavailable[name] = reason
-
-    def _collect_maps(self, now_ns: int, due_ns: int, counted: bool = True) -> int:
-        """End a residency round: the maps of the files whose count changed (``counted``: the
-        fraction was just measured by this round's sample; else it is measured here).
-        Return when the next round is due."""
-        residency = self._residency
-        if residency is None:
-            return 2**63 - 1
-        self._last_map_ns = now_ns
-        cost = 0
-        if self.map_interval_s > 0:
-            started = time.thread_time_ns()
-            try:
-                if not counted:
-                    residency.count()
-                maps = residency.maps(self.map_bins)
-            except Exception:  # a file gone mid-run: maps are a bonus, the series carry on
-                maps = None
-            cost = time.thread_time_ns() - started
-            with self._lock:
-                self._map_seconds += cost / 1e9
-                if maps is not None:
-                    self._maps.append((now_ns, maps))
-                    self._thin_maps()
-        interval_s = self.map_interval_s if self.map_interval_s > 0 else ROUND_INTERVAL_S
-        interval_ns = round(interval_s * 1e9)
-        due = due_ns + interval_ns
-        if due <= now_ns:  # behind: skip the missed rounds rather than take them back to back
-            due = now_ns + interval_ns
-        # A warm multi-GB model makes a round cost milliseconds (the page-cache walk): then
-        # rounds are spaced out so that they stay within their share of a core.
-        cost += residency.count_cpu_ns if counted else 0
-        return max(due, now_ns + int(cost / ROUND_CPU_SHARE))
-
-    def _thin_maps(self) -> None:
-        """Drop every other map (keeping the first) once they use more than the memory cap.
-
-        The run stays covered end to end, at half the time resolution each time it happens.
-        """
-        per_map = max(1, len(self.target.paths) * self.map_bins * 4)
-        if len(self._maps) * per_map > MAP_MEMORY_BYTES and len(self._maps) > 2:
-            self._maps = self._maps[::2]
-            self.map_interval_s *= 2
 
     def _account(self, cpu_start: float) -> None:
         with self._lock:

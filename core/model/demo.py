@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TypedDict
 
 from modelmon.core.errors import OptionsError
-from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.model.synth_gguf import write_gguf_model
 
 
 class DemoShape(TypedDict):

@@ -1,7 +1,7 @@
 """Realistic synthetic checkpoints for tests, the demo model and benchmarks.
 
-Both writers stream tensor by tensor (GGUF) or chunk by chunk (safetensors), so a 2 GB
-model never sits in RAM. Values are deterministic for a seed: each tensor draws from its
+Both writers stream tensor by tensor (GGUF, ``synth_gguf``) or chunk by chunk (safetensors),
+so a 2 GB model never sits in RAM. Values are deterministic for a seed: each tensor draws from its
 own generator, seeded with ``(seed, tensor index)``.
 
 Speed: numpy's float32 → float16 cast runs at ~15 M values/s on some CPUs, far too slow
@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, LlamaFileType, quants
 
 SAFETENSORS_DTYPES = ("F32", "F16", "BF16")
 GGUF_TENSOR_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")
@@ -29,15 +27,6 @@ WEIGHT_STD = 0.02  # the usual init scale of transformer weights
 CHUNK_ELEMENTS = 1 << 22  # values generated at once: 8 MB of F16
 _TABLE_SIZE = 1 << 16
 _TABLE_STREAM = 1 << 32  # seeds the value table apart from every tensor index
-_GGUF_FILE_TYPES = {
-    "F32": LlamaFileType.ALL_F32,
-    "F16": LlamaFileType.MOSTLY_F16,
-    "BF16": LlamaFileType.MOSTLY_BF16,
-    "Q8_0": LlamaFileType.MOSTLY_Q8_0,
-    "Q4_0": LlamaFileType.MOSTLY_Q4_0,
-    "Q4_K": LlamaFileType.MOSTLY_Q4_K_M,
-    "Q6_K": LlamaFileType.MOSTLY_Q6_K,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +91,7 @@ def llama_gguf_plan(layers: int, hidden: int, intermediate: int, vocab: int) -> 
     return [PlannedTensor(i, name, shape) for i, (_, name, shape) in enumerate(tensors)]
 
 
-class _ValueTables:
+class ValueTables:
     """N(0, WEIGHT_STD) samples in every dtype we write, indexed by random uint16s."""
 
     def __init__(self, seed: int) -> None:
@@ -117,11 +106,11 @@ class _ValueTables:
         return np.take(table, rng.integers(0, _TABLE_SIZE, count, dtype=np.uint16))
 
 
-def _tensor_rng(seed: int, tensor: PlannedTensor) -> np.random.Generator:
+def tensor_rng(seed: int, tensor: PlannedTensor) -> np.random.Generator:
     return np.random.default_rng([seed, tensor.index])
 
 
-def _checked_shape(
+def checked_shape(
     what: str,
     kind: str,
     kinds: Sequence[str],
@@ -187,7 +176,7 @@ def write_safetensors_model(
     ``shards > 1`` the shard files and ``model.safetensors.index.json`` (returned).
     ``transformers_config``: also the ``config.json`` that makes the folder one that
     ``transformers`` loads (``AutoModelForCausalLM.from_pretrained(directory)``)."""
-    width = _checked_shape("dtype", dtype, SAFETENSORS_DTYPES, layers, hidden, intermediate, vocab)
+    width = checked_shape("dtype", dtype, SAFETENSORS_DTYPES, layers, hidden, intermediate, vocab)
     plan = llama_safetensors_plan(layers, hidden, width, vocab)
     if not 1 <= shards <= len(plan):
         raise ValueError(f"shards must be 1..{len(plan)} for {len(plan)} tensors, got {shards}")
@@ -196,7 +185,7 @@ def write_safetensors_model(
     if transformers_config:
         config = _transformers_config(layers, hidden, width, vocab, dtype)
         (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    tables = _ValueTables(seed)
+    tables = ValueTables(seed)
     item_size = _SAFETENSORS_ITEM_SIZE[dtype]
     if shards == 1:
         target = folder / "model.safetensors"
@@ -266,20 +255,20 @@ def split_evenly(sizes: Sequence[int], parts: int) -> list[range]:
 
 
 def _write_safetensors_file(
-    path: Path, tensors: Sequence[PlannedTensor], dtype: str, seed: int, tables: _ValueTables
+    path: Path, tensors: Sequence[PlannedTensor], dtype: str, seed: int, tables: ValueTables
 ) -> None:
     item_size = _SAFETENSORS_ITEM_SIZE[dtype]
     entries = [(t.name, dtype, t.shape, t.elements * item_size) for t in tensors]
     with open(path, "wb") as out:
         out.write(encode_safetensors_header(entries))
         for tensor in tensors:
-            rng = _tensor_rng(seed, tensor)
+            rng = tensor_rng(seed, tensor)
             for chunk in _safetensors_chunks(rng, tables, dtype, tensor.elements):
                 out.write(chunk.data)
 
 
 def _safetensors_chunks(
-    rng: np.random.Generator, tables: _ValueTables, dtype: str, elements: int
+    rng: np.random.Generator, tables: ValueTables, dtype: str, elements: int
 ) -> Iterator[np.ndarray]:
     for start in range(0, elements, CHUNK_ELEMENTS):
         count = min(CHUNK_ELEMENTS, elements - start)
@@ -292,134 +281,3 @@ def _safetensors_chunks(
         else:
             table = tables.f16 if dtype == "F16" else tables.bf16
             yield tables.draw(rng, table, count).astype(table.dtype.newbyteorder("<"), copy=False)
-
-
-# --- GGUF --------------------------------------------------------------------------------------
-
-
-def write_gguf_model(
-    path: str | os.PathLike[str],
-    *,
-    layers: int = 4,
-    hidden: int = 256,
-    intermediate: int | None = None,
-    vocab: int = 1024,
-    tensor_type: str = "Q8_0",
-    seed: int = 0,
-    arch: str = "llama",
-) -> Path:
-    """A llama.cpp-shaped GGUF file: ``tensor_type`` weights, F32 norms, a small tokenizer."""
-    width = _checked_shape(
-        "tensor_type", tensor_type, GGUF_TENSOR_TYPES, layers, hidden, intermediate, vocab
-    )
-    weight_type = GGMLQuantizationType[tensor_type]
-    block_size = GGML_QUANT_SIZES[weight_type][0]
-    if hidden % block_size or width % block_size:
-        raise ValueError(
-            f"{tensor_type} needs hidden and intermediate to be multiples of {block_size}, "
-            f"got {hidden} and {width}"
-        )
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    plan = llama_gguf_plan(layers, hidden, width, vocab)
-    tables = _ValueTables(seed)
-
-    # Written to a side file, then copied into place in large writes. GGUFWriter's many small
-    # writes (header, metadata, then tensor by tensor with padding) leave a file whose
-    # page-cache reads reach the disk in ~0.8 MB requests instead of ~4 MB (in the benchmarks'
-    # blkio cgroup, 150 MiB/s and 200 IOPS: 96 MB/s for such a file, 155 MB/s for a `cp` of
-    # the same bytes): the test model would measure how it was written, not the loaders.
-    drafted = target.with_name(target.name + ".partial")
-    writer = GGUFWriter(drafted, arch)
-    try:
-        _add_gguf_metadata(writer, layers, hidden, width, vocab, tensor_type)
-        # Declare every tensor first and write the data one tensor at a time afterwards:
-        # GGUFWriter.add_tensor would keep all of them in RAM until the end.
-        types = [GGMLQuantizationType.F32 if len(t.shape) == 1 else weight_type for t in plan]
-        for tensor, ggml_type in zip(plan, types, strict=True):
-            stored_shape, stored_dtype = _gguf_stored_layout(tensor.shape, ggml_type)
-            nbytes = int(np.prod(stored_shape)) * stored_dtype.itemsize
-            writer.add_tensor_info(
-                tensor.name, stored_shape, stored_dtype, nbytes, raw_dtype=ggml_type
-            )
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for tensor, ggml_type in zip(plan, types, strict=True):
-            data = _gguf_tensor_data(_tensor_rng(seed, tensor), tables, tensor.shape, ggml_type)
-            writer.write_tensor_data(data)
-    finally:
-        writer.close()
-    try:
-        shutil.copyfile(drafted, target)
-    finally:
-        drafted.unlink()
-    return target
-
-
-def _add_gguf_metadata(
-    writer: GGUFWriter, layers: int, hidden: int, intermediate: int, vocab: int, tensor_type: str
-) -> None:
-    writer.add_name(f"modelmon synthetic {layers}x{hidden} {tensor_type}")
-    writer.add_block_count(layers)
-    writer.add_context_length(2048)
-    writer.add_embedding_length(hidden)
-    writer.add_feed_forward_length(intermediate)
-    writer.add_head_count(max(1, hidden // 64))
-    writer.add_head_count_kv(max(1, hidden // 64))
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_file_type(int(_GGUF_FILE_TYPES[tensor_type]))
-    writer.add_quantization_version(2)
-    # A vocabulary like real files carry: readers must walk its arrays before the tensors.
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list([f"<t{i}>" for i in range(vocab)])
-    writer.add_token_scores([float(-i) for i in range(vocab)])
-    writer.add_token_types([1] * vocab)
-
-
-def _gguf_stored_layout(
-    shape: tuple[int, ...], ggml_type: GGMLQuantizationType
-) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype of the array we hand GGUFWriter (quantized: bytes per row)."""
-    if ggml_type == GGMLQuantizationType.F32:
-        return shape, np.dtype(np.float32)
-    if ggml_type == GGMLQuantizationType.F16:
-        return shape, np.dtype(np.float16)
-    if ggml_type == GGMLQuantizationType.BF16:
-        return shape, np.dtype(np.uint16)  # raw bfloat16 bits
-    return quants.quant_shape_to_byte_shape(shape, ggml_type), np.dtype(np.uint8)
-
-
-def _gguf_tensor_data(
-    rng: np.random.Generator,
-    tables: _ValueTables,
-    shape: tuple[int, ...],
-    ggml_type: GGMLQuantizationType,
-) -> np.ndarray:
-    """One tensor's stored array, generated a bounded number of rows at a time."""
-    stored_shape, stored_dtype = _gguf_stored_layout(shape, ggml_type)
-    if ggml_type in (GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q6_K):
-        # gguf-py can dequantize K-quants but not quantize them. Random bytes of the exact
-        # quantized size load exactly like real ones (block scales may decode to NaN/inf,
-        # which no byte-level load test looks at).
-        return rng.integers(0, 256, stored_shape, dtype=np.uint8)
-    out = np.empty(stored_shape, stored_dtype)
-    if ggml_type == GGMLQuantizationType.F32 and len(shape) == 1:
-        out[...] = 1.0 + tables.draw(rng, tables.f32, out.size)  # norm weights sit near 1
-        return out
-    rows_out = out.reshape(-1, out.shape[-1])
-    columns = shape[-1]
-    step = max(1, CHUNK_ELEMENTS // columns)
-    for row in range(0, rows_out.shape[0], step):
-        block = rows_out[row : row + step]
-        count = block.shape[0] * columns
-        if ggml_type == GGMLQuantizationType.F32:
-            block[...] = rng.standard_normal(block.shape, dtype=np.float32) * WEIGHT_STD
-        elif ggml_type == GGMLQuantizationType.F16:
-            block[...] = tables.draw(rng, tables.f16, count).reshape(block.shape)
-        elif ggml_type == GGMLQuantizationType.BF16:
-            block[...] = tables.draw(rng, tables.bf16, count).reshape(block.shape)
-        else:  # Q8_0, Q4_0: real quantization by gguf-py (numpy)
-            source = tables.draw(rng, tables.f32, count).reshape(block.shape[0], columns)
-            block[...] = quants.quantize(source, ggml_type)
-    return out

@@ -23,7 +23,6 @@ import select
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,10 +37,8 @@ from modelmon.core.watching.files import ModelFiles, files_in_arguments, files_o
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.result import Reference, WatchResult
 from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
-from modelmon.core.watching.tree import still_running
+from modelmon.core.watching.stopping import POLL_S, STOP_GRACE_S, signal_tree, stop_tree
 
-POLL_S = 0.05
-STOP_GRACE_S = 3.0
 ATTACHED_QUIET_S = 5.0
 
 
@@ -298,82 +295,10 @@ class Watch:
         return Ending(status, ended_by, None, None, end - self.t0_ns, end)
 
     def _stop_command(self, root: int) -> str | None:
-        """SIGTERM the command's process group and tree, SIGKILL what lingers (the root, or
-        any process of its tree: a child that outlives its parent is not left behind); how it
-        went."""
+        """Stop the command we started, if it still runs (``stopping.stop_tree``); how."""
         if self._process is None or self._exited(root):
             return None
-        members = self._members(root)  # read first: once the root is gone, so is its tree's
-        self._signal_tree(root, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        if self._wait_exit(root, STOP_GRACE_S) and self._wait_gone(members, deadline):
-            return "SIGTERM"
-        self._signal_tree(root, signal.SIGKILL)
-        for pid, _ in still_running(members):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        self._wait_exit(root, STOP_GRACE_S)
-        self._wait_gone(members, time.monotonic() + STOP_GRACE_S)
-        return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
-
-    def _members(self, root: int) -> list[tuple[int, int]]:
-        """(pid, start ticks) of every live process of the tree but the root."""
-        tree = self.observer.tree
-        if tree is None:
-            return []
-        with self.observer.lock:
-            tree.refresh(now_ns())
-            return [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
-
-    def _wait_gone(self, members: list[tuple[int, int]], deadline: float) -> bool:
-        """Whether every one of ``members`` has ended by ``deadline`` (looked at in slices)."""
-        while still_running(members):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(POLL_S / 5, left))
-        return True
-
-    def _signal_tree(self, root: int, number: signal.Signals) -> None:
-        """Signal the command's process group, then every other process of its tree (one
-        that left the group with setsid). The tree is read first: once the root is gone its
-        children belong to init, and a child never seen could no longer be told apart."""
-        members: list[tuple[int, int]] = []
-        tree = self.observer.tree
-        if tree is not None:
-            with self.observer.lock:
-                tree.refresh(now_ns())
-                members = [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(root, number)  # its own session: the group id is its pid
-        for pid, start_ticks in members:
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as stat:
-                    data = stat.read()
-                if int(data[data.rindex(b")") + 2 :].split()[19]) == start_ticks:
-                    os.kill(pid, number)
-            except (OSError, ValueError, IndexError):
-                continue
-
-    def _wait_exit(self, root: int, seconds: float) -> bool:
-        """Whether the root exited within ``seconds`` (waiting on its pidfd, in slices)."""
-        deadline = time.monotonic() + seconds
-        pidfd = None
-        with contextlib.suppress(OSError, AttributeError):
-            pidfd = os.pidfd_open(root)
-        try:
-            while not self._exited(root):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                if pidfd is not None:
-                    select.select([pidfd], [], [], min(POLL_S, left))
-                else:
-                    time.sleep(min(POLL_S / 5, left))  # no pidfd: a poll of the exit status
-            return True
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
+        return stop_tree(self.observer, root, lambda: self._exited(root))
 
     def _finish(self, root: int) -> None:
         """The final look (the root still readable as a zombie), then the reaping."""
@@ -388,7 +313,7 @@ class Watch:
             with self.observer.lock:
                 tree.mark_exited(root, end)
         if process.poll() is None:  # never left running: the run ends here, one way or another
-            self._signal_tree(root, signal.SIGKILL)
+            signal_tree(self.observer, root, signal.SIGKILL)
         try:
             process.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:  # SIGKILLed and still there: stuck in the kernel

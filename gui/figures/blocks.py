@@ -12,13 +12,12 @@ from modelmon.gui.figures.canvas import (
     FigureRuns,
     axes_ranges,
     key_below,
-    new_figure,
     note,
+    plot_over_time,
     run_colour,
     run_name,
 )
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
-from modelmon.gui.state.metric_views import X_LABEL
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -34,10 +33,9 @@ def blocks(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     for record in runs.runs:
         if record.result is not None:
             order += [b.name for b in record.result.blocks if b.name not in order]
-    figure = new_figure(runs, heading, height_in=len(order) * ROW_IN + 1.6)
-    axes = figure.add_subplot()
-    axes.set_title("Blocks: first to last read", loc="left")
-    axes.set_xlabel(X_LABEL)
+    figure, axes = plot_over_time(
+        runs, heading, title="Blocks: first to last read", height_in=len(order) * ROW_IN + 1.6
+    )
     axes.xaxis.set_ticks_position("top")  # as in the window: a table's header
     axes.xaxis.set_label_position("top")
     row_of = {name: row for row, name in enumerate(order)}

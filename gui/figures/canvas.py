@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from modelmon.gui.state.colours import RUN_COLOURS
+from modelmon.gui.state.metric_views import X_LABEL
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -96,6 +97,31 @@ def new_figure(runs: FigureRuns, heading: Sequence[str], height_in: float | None
     if lines:
         figure.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=7.0, color="#555555")
     return figure
+
+
+def plot_over_time(
+    runs: FigureRuns,
+    heading: Sequence[str],
+    *,
+    title: str | None = None,
+    y_label: str | None = None,
+    height_in: float | None = None,
+) -> tuple[Figure, Axes]:
+    """A new figure (``new_figure``) with one plot whose x axis is the run's time: the frame
+    every figure is drawn in. ``title`` over it and ``y_label`` up its side where known yet."""
+    figure = new_figure(runs, heading, height_in)
+    axes = figure.add_subplot()
+    if title is not None:
+        axes.set_title(title, loc="left")
+    axes.set_xlabel(X_LABEL)
+    if y_label is not None:
+        axes.set_ylabel(y_label)
+    return figure, axes
+
+
+def latest_finished(runs: FigureRuns) -> RunRecord | None:
+    """The last of the runs that has an outcome to draw (the figures that show one run)."""
+    return next((r for r in reversed(runs.runs) if r.outcome is not None), None)
 
 
 def axes_ranges(axes: Axes, runs: FigureRuns, bottom: float | None = None) -> None:

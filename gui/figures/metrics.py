@@ -13,14 +13,15 @@ from modelmon.gui.figures.canvas import (
     FigureRuns,
     axes_ranges,
     key_below,
-    new_figure,
+    latest_finished,
     note,
+    plot_over_time,
     run_colour,
     run_name,
 )
 from modelmon.gui.state.formatting import nice_ceiling
 from modelmon.gui.state.live import MB
-from modelmon.gui.state.metric_views import X_LABEL, MetricView, series_names
+from modelmon.gui.state.metric_views import MetricView, series_names
 from modelmon.gui.state.residency_grid import picture, resident_share
 
 if TYPE_CHECKING:
@@ -31,11 +32,7 @@ PLACEMENT = "each rate at the middle of the sample interval it covers"
 
 
 def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure:
-    figure = new_figure(runs, heading)
-    axes = figure.add_subplot()
-    axes.set_title(view.title, loc="left")
-    axes.set_xlabel(X_LABEL)
-    axes.set_ylabel(view.y_label)
+    figure, axes = plot_over_time(runs, heading, title=view.title, y_label=view.y_label)
     right = None
     if view.right_label is not None:
         right = axes.twinx()
@@ -83,17 +80,14 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
 def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     from matplotlib.colors import LinearSegmentedColormap
 
-    figure = new_figure(runs, heading)
-    axes = figure.add_subplot()
-    axes.set_xlabel(X_LABEL)
-    axes.set_ylabel("model offset (MB)")
+    figure, axes = plot_over_time(runs, heading, y_label="model offset (MB)")
     axes.grid(False)  # grid lines over the picture would read as cache boundaries
     model_files = runs.model.files if runs.model is not None else ()
     files, base = [], 0.0
     for file in model_files:
         files.append((file.path, base, file.size / MB))
         base += file.size / MB
-    record = next((r for r in reversed(runs.runs) if r.outcome is not None), None)
+    record = latest_finished(runs)
     title = "Page cache"
     if record is None or record.outcome is None:
         note(axes, NO_RUN)

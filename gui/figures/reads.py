@@ -13,15 +13,15 @@ from modelmon.gui.figures.canvas import (
     FigureRuns,
     axes_ranges,
     key_below,
-    new_figure,
+    latest_finished,
     note,
+    plot_over_time,
     run_colour,
     run_name,
 )
 from modelmon.gui.state.colours import worker_colour
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.live import MB, run_rates
-from modelmon.gui.state.metric_views import X_LABEL
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -35,11 +35,9 @@ MAX_KEYED_WORKERS = 8
 
 
 def throughput(runs: FigureRuns, heading: Sequence[str]) -> Figure:
-    figure = new_figure(runs, heading)
-    axes = figure.add_subplot()
-    axes.set_title("Throughput", loc="left")
-    axes.set_xlabel(X_LABEL)
-    axes.set_ylabel("read throughput (MB/s)")
+    figure, axes = plot_over_time(
+        runs, heading, title="Throughput", y_label="read throughput (MB/s)"
+    )
     drawn = 0
     for record in runs.runs:
         if record.outcome is None:
@@ -92,11 +90,8 @@ def access_pattern(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
-    figure = new_figure(runs, heading)
-    axes = figure.add_subplot()
-    axes.set_xlabel(X_LABEL)
-    axes.set_ylabel("model offset (MB)")
-    record = next((r for r in reversed(runs.runs) if r.outcome is not None), None)
+    figure, axes = plot_over_time(runs, heading, y_label="model offset (MB)")
+    record = latest_finished(runs)
     files = runs.model.files if runs.model is not None else ()
     bases = np.concatenate([[0.0], np.cumsum([f.size for f in files], dtype=np.float64)]) / MB
     words = [runs.extra.get("spec", ""), runs.extra.get("caption", "")]

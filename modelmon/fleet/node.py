@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +28,7 @@ from modelmon.core import (
     format_spec,
     one_line,
     open_model,
+    polling_thread,
     program_of,
     storage_by_folder,
 )
@@ -73,6 +73,33 @@ class NodeRun:
     @property
     def mbps(self) -> float:
         return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+    @classmethod
+    def failed(
+        cls,
+        request: NodeRequest,
+        node_id: str,
+        host: str,
+        error: str | None,
+        cache: CacheState,
+        storage: tuple[StorageFacts, ...] = (),
+    ) -> NodeRun:
+        """The row of a node whose load gave no result (``error``: why, where known)."""
+        return cls(
+            node_id=node_id,
+            host=host,
+            side=request.side,
+            round=request.round,
+            spec=request.spec,
+            status="failed",
+            error=error,
+            bytes=0,
+            seconds=0.0,
+            start_wall=0.0,
+            peak_rss=0,
+            cache=cache,
+            storage=storage,
+        )
 
 
 # arrive(node_id) blocks until every node arrived: (go, None), or (None, why it broke).
@@ -147,21 +174,7 @@ def load_on_node(
         if not arrived:  # the other nodes must not wait for this one
             reason = failure or (result.error if result is not None else None)
             abort(node_id, reason or "stopped before the barrier")
-    failed = NodeRun(  # this node's row when its load gave no result
-        node_id=node_id,
-        host=host,
-        side=request.side,
-        round=request.round,
-        spec=request.spec,
-        status="failed",
-        error=failure,
-        bytes=0,
-        seconds=0.0,
-        start_wall=0.0,
-        peak_rss=0,
-        cache=state,
-        storage=storage,
-    )
+    failed = NodeRun.failed(request, node_id, host, failure, state, storage)
     if result is None:
         return failed
     error, status = result.error, result.status
@@ -182,50 +195,29 @@ def load_on_node(
     )
 
 
-@contextlib.contextmanager
 def stop_watch(
     load: LoadRun | ProgramRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
-) -> Iterator[None]:
+) -> contextlib.AbstractContextManager[None]:
     """For the block (the node's load or program run), a thread asks ``stopped`` whether the
     round was stopped (another node died or failed) and cancels ``load`` if so, noting why in
     ``stops``.
     Each ask waits at most ``STOP_CHECK_S``, so the thread ends soon after the block."""
     if stopped is None:
-        yield
-        return
-    done = threading.Event()
+        return contextlib.nullcontext()
 
-    def watch() -> None:
-        while not done.is_set():
-            stop = stopped(STOP_CHECK_S)
-            if stop is not None and not done.is_set():
-                stops.append(stop)
-                load.cancel()
-                return
+    def cancel(stop: tuple[str, bool]) -> None:
+        stops.append(stop)
+        load.cancel()
 
-    watcher = threading.Thread(target=watch, name="modelmon-fleet-stop-watch", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
+    return polling_thread(lambda: stopped(STOP_CHECK_S), cancel, "modelmon-fleet-stop-watch")
 
 
 def lost_node(request: NodeRequest, node: dict[str, Any], why: str) -> NodeRun:
     """The failed row of a node whose task ended without one (``why``: how)."""
-    return NodeRun(
-        node_id=str(node["NodeID"]),
-        host=str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"),
-        side=request.side,
-        round=request.round,
-        spec=request.spec,
-        status="failed",
-        error=why,
-        bytes=0,
-        seconds=0.0,
-        start_wall=0.0,
-        peak_rss=0,
-        cache=cache_not_measured(request.options.cache),
-        storage=(),
+    return NodeRun.failed(
+        request,
+        str(node["NodeID"]),
+        str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"),
+        why,
+        cache_not_measured(request.options.cache),
     )

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from modelmon.core.errors import OptionsError
-from modelmon.core.metrics import SOURCES
+from modelmon.core.metrics import SOURCES, residency_rounds
 from modelmon.core.metrics import sampler as sampler_module
 from modelmon.core.metrics.base import MetricSpec, Source
 from modelmon.core.metrics.sampler import Sampler
@@ -193,7 +193,7 @@ def test_a_value_that_is_no_number_is_a_gap(fakes, monkeypatch):
 def test_residency_maps_are_taken_at_start_end_and_thinned_when_too_many(monkeypatch, tmp_path):
     model = tmp_path / "model.bin"
     model.write_bytes(b"\1" * (1 << 20))
-    monkeypatch.setattr(sampler_module, "MAP_MEMORY_BYTES", 8 * 16 * 4)  # 8 maps of 16 bins
+    monkeypatch.setattr(residency_rounds, "MAP_MEMORY_BYTES", 8 * 16 * 4)  # 8 maps of 16 bins
     sampler = Sampler(
         target(1, paths=(str(model),)),
         interval_s=0.01,

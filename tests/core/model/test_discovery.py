@@ -19,7 +19,8 @@ from modelmon.core.model.stores import (
     ollama_model_dirs,
     user_model_dirs,
 )
-from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.model.synth_gguf import write_gguf_model
 from modelmon.core.system.storage import storage_facts
 
 TINY = {"layers": 1, "hidden": 64, "vocab": 128}

@@ -23,9 +23,9 @@ from modelmon.core.model.synth import (
     llama_gguf_plan,
     llama_safetensors_plan,
     split_evenly,
-    write_gguf_model,
     write_safetensors_model,
 )
+from modelmon.core.model.synth_gguf import write_gguf_model
 
 ITEM_SIZE = {"F32": 4, "F16": 2, "BF16": 2}
 SMALL = {"layers": 2, "hidden": 64, "vocab": 96}

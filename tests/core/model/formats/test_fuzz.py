@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from modelmon.core.errors import ModelFormatError
 from modelmon.core.model.formats import open_model
-from modelmon.core.model.synth import write_gguf_model, write_safetensors_model
+from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.model.synth_gguf import write_gguf_model
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "600"))
 FUZZ = settings(

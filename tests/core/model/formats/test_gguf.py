@@ -23,7 +23,7 @@ from modelmon.core.loading.strategies import gguf_reader
 from modelmon.core.loading.strategies.gguf_reader import read_gguf_tensors
 from modelmon.core.model.formats.gguf import MAX_KVS, MAX_TENSORS, parse_gguf
 from modelmon.core.model.records import Model
-from modelmon.core.model.synth import write_gguf_model
+from modelmon.core.model.synth_gguf import write_gguf_model
 
 F32, F16, Q8_0, BF16 = 0, 1, 8, 30  # ggml type numbers
 UINT8, UINT32, STRING, ARRAY = 0, 4, 8, 9  # GGUF value type numbers

@@ -1,0 +1,98 @@
+"""Ending a watched command's process tree: SIGTERM to its process group and to every process
+of its tree, SIGKILL for what lingers, each wait in slices of ``POLL_S`` with a deadline.
+
+A process is signalled only while it is the one the tree saw (its start ticks), so a pid the
+kernel gave to another process meanwhile is never hit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+
+from modelmon.core.loading.reads import now_ns
+from modelmon.core.watching.observer import Observer
+from modelmon.core.watching.tree import still_running
+
+POLL_S = 0.05
+STOP_GRACE_S = 3.0
+
+
+def members_of(observer: Observer, root: int) -> list[tuple[int, int]]:
+    """(pid, start ticks) of every live process of the watched tree but the root."""
+    tree = observer.tree
+    if tree is None:
+        return []
+    with observer.lock:
+        tree.refresh(now_ns())
+        return [(m.pid, m.start_ticks) for m in tree.live() if m.pid != root]
+
+
+def signal_tree(observer: Observer, root: int, number: signal.Signals) -> None:
+    """Signal the command's process group, then every other process of its tree (one that
+    left the group with setsid). The tree is read first: once the root is gone its children
+    belong to init, and a child never seen could no longer be told apart."""
+    members = members_of(observer, root)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(root, number)  # its own session: the group id is its pid
+    for pid, start_ticks in members:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                data = stat.read()
+            if int(data[data.rindex(b")") + 2 :].split()[19]) == start_ticks:
+                os.kill(pid, number)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def wait_gone(members: list[tuple[int, int]], deadline: float) -> bool:
+    """Whether every one of ``members`` has ended by ``deadline`` (looked at in slices)."""
+    while still_running(members):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(POLL_S / 5, left))
+    return True
+
+
+def wait_exit(root: int, exited: Callable[[], bool], seconds: float) -> bool:
+    """Whether the root exited (``exited``) within ``seconds``, waiting on its pidfd in
+    slices."""
+    deadline = time.monotonic() + seconds
+    pidfd = None
+    with contextlib.suppress(OSError, AttributeError):
+        pidfd = os.pidfd_open(root)
+    try:
+        while not exited():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if pidfd is not None:
+                select.select([pidfd], [], [], min(POLL_S, left))
+            else:
+                time.sleep(min(POLL_S / 5, left))  # no pidfd: a poll of the exit status
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def stop_tree(observer: Observer, root: int, exited: Callable[[], bool]) -> str:
+    """SIGTERM the command's process group and tree, SIGKILL what lingers (the root, or any
+    process of its tree: a child that outlives its parent is not left behind); how it went."""
+    members = members_of(observer, root)  # read first: once the root is gone, so is its tree's
+    signal_tree(observer, root, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    if wait_exit(root, exited, STOP_GRACE_S) and wait_gone(members, deadline):
+        return "SIGTERM"
+    signal_tree(observer, root, signal.SIGKILL)
+    for pid, _ in still_running(members):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    wait_exit(root, exited, STOP_GRACE_S)
+    wait_gone(members, time.monotonic() + STOP_GRACE_S)
+    return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
