@@ -138,7 +138,9 @@ class Exporter(QObject):
         def work() -> None:
             from modelmon.core import recommendation_document, render_config
 
-            document = recommendation_document(rec, Path(path).name, limit)
+            document = recommendation_document(
+                rec, Path(path).name, limit, shown.advice, shown.loader_note
+            )
             write_export(path, render_config(document).encode(), inputs)
 
         def written() -> None:

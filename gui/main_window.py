@@ -247,9 +247,9 @@ class MainWindow(QMainWindow):
         """Run ▸ Recommend…: the budget, then the search (exporting it is a step of its own)."""
         if self.bench.running or self.bench.info is None:
             return
-        dialog = RecommendDialog(self)
+        dialog = RecommendDialog(self, model_format=self.bench.info.model.format)
         if self._ask(dialog, lambda: bool(dialog.exec())):
-            self.bench.recommend(dialog.budget_s())
+            self.bench.recommend(dialog.budget_s(), dialog.loader())
 
     def watch(self, process: bool = False) -> None:
         """File ▸ Watch a command… (or a process…): what to watch, then the watch."""
