@@ -35,7 +35,6 @@ def ab_cache(*sides: LoadOptions, asked: str | None = None, programs: int = 0) -
     return cache
 
 
-
 class ABHistory:
     """The A/Bs run on the open model: numbered sessions, and every verdict they reached.
 

@@ -186,7 +186,6 @@ class Job:
         self._ended = RunRecord(label, spec, pair, outcome, session=ab_session)
         return outcome
 
-
     def run_program(
         self,
         label: str,
@@ -351,7 +350,6 @@ class RecommendJob(Job):
 
     def _with_loader(self, loader: str) -> Recommended:
         from modelmon.core import recommend_with_loader, recommendation_document
-
         from modelmon.gui.state.watch_job import model_path
 
         advised = recommend_with_loader(

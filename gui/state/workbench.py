@@ -33,8 +33,8 @@ from modelmon.gui.state.jobs import (
 from modelmon.gui.state.live_run import LiveRun
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
-from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.programs import is_program, loader_error, side_config, spec_error
+from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 from modelmon.gui.state.run_list import JobStatus, RunList
 from modelmon.gui.state.watch_job import WatchJob, WatchRequest, model_scope

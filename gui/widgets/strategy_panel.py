@@ -28,14 +28,6 @@ from modelmon.core import (
     PREFETCH_MODES,
     LoadOptions,
 )
-from modelmon.gui.state.programs import (
-    COMMAND_CHOICE,
-    PROGRAM_OPTIONS,
-    TIPS as PROGRAM_TIPS,
-    engine_choices,
-    engine_settings,
-    is_program,
-)
 from modelmon.gui.state.load_config import (
     CHUNK_SIZES,
     READAHEAD_CHOICES,
@@ -47,6 +39,16 @@ from modelmon.gui.state.load_config import (
     strategy_choices,
     strategy_summary,
     used_options,
+)
+from modelmon.gui.state.programs import (
+    COMMAND_CHOICE,
+    PROGRAM_OPTIONS,
+    engine_choices,
+    engine_settings,
+    is_program,
+)
+from modelmon.gui.state.programs import (
+    TIPS as PROGRAM_TIPS,
 )
 from modelmon.gui.theme import current_theme
 from modelmon.gui.widgets.program_editor import ProgramEditor
@@ -246,7 +248,8 @@ class StrategyPanel(QGroupBox):
         return effective_options(self.strategy(), edited, self._discard_forced)
 
     def spec(self) -> str:
-        return spec_text(self.strategy(), self.options())
+        strategy = self.strategy()
+        return strategy if is_program(strategy) else spec_text(strategy, self.options())
 
     def set_config(self, strategy: str, options: LoadOptions) -> None:
         """Draw ``strategy`` and ``options``; ``edited`` follows once, with what they

@@ -20,7 +20,12 @@ from modelmon.gui.state.results_rows import STATUS, cell_text
 from ..conftest import pump
 
 # Reads every byte of the file it is given, as a loader would.
-LOAD_PY = "import sys\nwith open(sys.argv[1], 'rb', buffering=0) as f:\n    while f.read(1 << 20):\n        pass\n"
+LOAD_PY = (
+    "import sys\n"
+    "with open(sys.argv[1], 'rb', buffering=0) as f:\n"
+    "    while f.read(1 << 20):\n"
+    "        pass\n"
+)
 FAILING_PY = "import sys\nprint('no GPU found: loading stopped', file=sys.stderr)\nsys.exit(3)\n"
 
 
@@ -61,7 +66,9 @@ def test_a_command_as_b_against_a_strategy_reaches_a_verdict(model: Path):
 def test_a_failing_command_is_a_failed_run_with_its_exit_code(model: Path):
     state, queue = opened(model)
     bench = state.bench
-    bench.configs.set("A", f"cmd: {sys.executable} {model.parent / 'fail.py'} {{path}}", LoadOptions())
+    bench.configs.set(
+        "A", f"cmd: {sys.executable} {model.parent / 'fail.py'} {{path}}", LoadOptions()
+    )
     bench.configs.set("B", "sequential", LoadOptions(cache="cold"))
     said: list[str] = []
     bench.message.connect(lambda text, _level: said.append(text))
@@ -76,7 +83,7 @@ def test_a_failing_command_is_a_failed_run_with_its_exit_code(model: Path):
 
 
 def test_a_command_that_does_not_parse_is_refused_in_one_line(model: Path):
-    state, queue = opened(model)
+    state, _ = opened(model)
     bench = state.bench
     said: list[str] = []
     bench.message.connect(lambda text, _level: said.append(text))
