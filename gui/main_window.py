@@ -35,8 +35,9 @@ from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
 from modelmon.gui.state.process_list import ProcessList
+from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.recent_entries import recent_label
-from modelmon.gui.state.watch_job import WatchInput, model_path, watch_request
+from modelmon.gui.state.watch_job import WatchInput, watch_request
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage

@@ -41,6 +41,7 @@ from modelmon.core import (
     program_of,
     run_ab,
 )
+from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.records import RunRecord
 
 log = logging.getLogger(__name__)
@@ -197,8 +198,6 @@ class Job:
         """One watched run of a program side (``cmd:`` / ``engine:``), as the command line's
         ``bench --a/--b`` runs it: announced with its watch once the cache is verified
         cold, concluded with the run as a load and what the watch saw."""
-        from modelmon.gui.state.watch_job import model_path
-
         program = program_of(spec)
         assert program is not None
         ab_session = getattr(self, "session", None)
@@ -350,7 +349,6 @@ class RecommendJob(Job):
 
     def _with_loader(self, loader: str) -> Recommended:
         from modelmon.core import recommend_with_loader, recommendation_document
-        from modelmon.gui.state.watch_job import model_path
 
         advised = recommend_with_loader(
             self.model,

@@ -10,6 +10,7 @@ cache, and the device's readahead travels in the spec.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from modelmon.core import (
@@ -116,11 +117,19 @@ def side_config(strategy: str, options: LoadOptions) -> Config:
     return Config(strategy, options)
 
 
+def model_path(model: Model) -> str:
+    """What ``{path}`` stands for: the path the model was opened by when it is one (a file,
+    an index, a folder), else the folder of its files (a hub reference)."""
+    if os.path.exists(model.path):
+        return model.path
+    if len(model.files) == 1:
+        return model.files[0].path
+    return os.path.commonpath([f.path for f in model.files])
+
+
 def loader_error(loader: str, model: Model) -> str | None:
     """Why ``loader`` cannot be measured on ``model`` (it does not parse, its engine is not
     installed or loads another format), or None: checked before any measuring."""
-    from modelmon.gui.state.watch_job import model_path
-
     try:
         loader_config(loader, None, model, model_path(model))
     except ModelmonError as exc:
