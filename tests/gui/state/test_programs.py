@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.core import Discovery, LoadOptions, write_safetensors_model
+from modelmon.gui.state.ab_config import ABPick, program_winner
 from modelmon.gui.state.ab_session import ab_cache
 from modelmon.gui.state.app_state import AppState
 from modelmon.gui.state.events import CallQueue
@@ -61,6 +62,9 @@ def test_a_command_as_b_against_a_strategy_reaches_a_verdict(model: Path):
     assert b_run.status == "ok" and b_run.mbps and b_run.cache.cold  # verified cold
     assert b_run.result.bytes == sum(f.size for f in bench.info.model.files)
     assert b_run.run_name.startswith("B · pair 1")
+    # A config file holds a strategy: the command's side is not exported as one.
+    assert program_winner(ab, ABPick("A", True)) is None
+    assert "is a program" in (program_winner(ab, ABPick("B", True)) or "")
 
 
 def test_a_failing_command_is_a_failed_run_with_its_exit_code(model: Path):
