@@ -46,6 +46,18 @@ def test_your_command_as_b_runs_an_a_b_against_a_strategy(qtbot, window: MainWin
     assert workspace.throughput.point_count("B") > 0  # plotted as the watch plots
 
 
+def test_an_engine_as_a_with_its_knob(window: MainWindow):
+    panel = window.workspace.panels["A"]
+    panel.strategy_box.setCurrentText("engine: safetensors")
+    assert set(panel.program.knobs) == {"framework", "backend"}
+    assert window.bench.configs.strategy("A") == "engine: safetensors"
+    panel.program.knobs["backend"].setCurrentText("read")
+    assert window.bench.configs.strategy("A") == "engine: safetensors backend=read"
+    assert panel.program.knobs["backend"].currentText() == "read"  # redrawn as it is
+    panel.strategy_box.setCurrentText("sequential")
+    assert not panel.program.isVisible() and panel.workers.isEnabled()
+
+
 def test_engines_that_cannot_run_here_are_greyed_with_why(window: MainWindow):
     box = window.workspace.panels["A"].strategy_box
     row = box.findText("engine: vllm")

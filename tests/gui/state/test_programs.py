@@ -67,6 +67,18 @@ def test_a_command_as_b_against_a_strategy_reaches_a_verdict(model: Path):
     assert "is a program" in (program_winner(ab, ABPick("B", True)) or "")
 
 
+def test_run_b_with_a_command_is_one_watched_run(model: Path):
+    state, queue = opened(model)
+    bench = state.bench
+    bench.configs.set("B", command_spec("cat {path}"), LoadOptions())
+    assert bench.configs.spec("B") == "cmd: cat {path}"
+    bench.run("B")
+    pump(queue, lambda: not bench.running)
+    (run,) = bench.records
+    assert run.label == "B" and run.run_name == "B" and run.status == "ok", run.message
+    assert run.watched is not None and run.watched.saw_model and run.cache.cold
+
+
 def test_a_failing_command_is_a_failed_run_with_its_exit_code(model: Path):
     state, queue = opened(model)
     bench = state.bench
