@@ -20,6 +20,7 @@ from modelmon.core import (
     Model,
     ModelmonError,
     ProgramConfig,
+    as_config,
     is_program_spec,
     loader_config,
     one_line,
@@ -112,9 +113,8 @@ def spec_error(strategy: str) -> str | None:
 def side_config(strategy: str, options: LoadOptions) -> Config:
     """An A/B side: a strategy with its options, or a program with none of them (the CLI's
     ``--a 'cmd: ...'`` side, ``as_config``)."""
-    if program_of(strategy) is not None:
-        return Config(parse_program(strategy).spec, LoadOptions())
-    return Config(strategy, options)
+    program = program_of(strategy)
+    return as_config(program) if program is not None else Config(strategy, options)
 
 
 def model_path(model: Model) -> str:
