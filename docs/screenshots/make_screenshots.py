@@ -6,7 +6,8 @@
   ab-run.png            the demo model after the ceilings and an A/B × 3, at the default size
   ab-run-1000x700.png   the same window at 1000 × 700
   ab-run-800x500.png    the same window at 800 × 500, the smallest it gets
-  recommend.png         after Run ▸ Recommend… (a 30 s budget)
+  recommend.png         after Run ▸ Recommend… (a 30 s budget) with your loader, the
+                        command below: it leads the ranking
   watch.png             after File ▸ Watch a command…: ``python load.py {path}``, a small
                         program reading the demo model's shards with os.read, watched from
                         a verified cold cache
@@ -117,6 +118,7 @@ def main() -> int:
     from modelmon.core import discover_models
     from modelmon.gui.app import create_application, show_unexpected_errors
     from modelmon.gui.main_window import MainWindow
+    from modelmon.gui.state.programs import command_spec
 
     app = create_application()
     started = time.monotonic()
@@ -194,7 +196,7 @@ def main() -> int:
                 raise SystemExit(f"exporting the figure failed: {done[0][1]}")
             print(f"wrote {figure.relative_to(ROOT)}", file=sys.stderr)
         if "recommend" in wanted:
-            bench.recommend(args.budget)
+            bench.recommend(args.budget, command_spec(LOADER_COMMAND))
             wait(lambda: not bench.running, "the recommendation")
             save("recommend")
         if "watch" in wanted:
@@ -208,7 +210,6 @@ def main() -> int:
             save("watch")
         if "ab-command" in wanted:
             from modelmon.core import LoadOptions
-            from modelmon.gui.state.programs import command_spec
 
             bench.configs.set("B", command_spec(LOADER_COMMAND), LoadOptions())
             bench.run_ab(args.pairs)

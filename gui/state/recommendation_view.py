@@ -215,10 +215,9 @@ def summary_text(rec: Recommendation, exported_to: str | None = None, advice: An
     file was exported (and where). With the user's loader, it leads with the best change
     the user can make in their loader and its measured gain."""
     used = rec.used
-    head = f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
-    if advice is not None:
-        lead = loader_explanation(advice)
-        head = (lead[0].rstrip(".") + ". modelmon's own: " if lead else "") + head
+    head = f"use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
+    lead = loader_explanation(advice) if advice is not None else []
+    head = f"{lead[0]} With modelmon.core.load, {head}" if lead else head[0].upper() + head[1:]
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
     where = (
