@@ -129,7 +129,10 @@ class RecommendationView(QScrollArea):
             return
         if shown.phase == "running":
             if not shown.lines:
-                self.clear(f"Recommending: searching for {shown.budget_s:.0f} s (Esc cancels)…")
+                mine = f" with your loader, {shown.loader}," if shown.loader else ""
+                self.clear(
+                    f"Recommending{mine}: searching for {shown.budget_s:.0f} s (Esc cancels)…"
+                )
             self.progress.show()
             self._show_lines(list(shown.lines))
             return

@@ -84,3 +84,10 @@ def test_the_recommendation_with_your_loader_shows_it_in_the_ranking(
     assert tools[0] == "safetensors"
     assert view.snippets.item(0, 2).text().startswith("yes, as engine: safetensors")
     assert view.summary.text().startswith(shown.explanation[0] + " With modelmon.core.load, use ")
+
+
+def test_a_program_configuration_is_remembered_as_typed(window: MainWindow):
+    window.settings.set_config("B", "cmd: python load.py {path}", PROGRAM_OPTIONS)
+    assert window.settings.config("B") == ("cmd: python load.py {path}", PROGRAM_OPTIONS)
+    window.settings.set_config("A", "cmd: 'unclosed", PROGRAM_OPTIONS)  # said when it runs
+    assert window.settings.config("A") == ("cmd: 'unclosed", PROGRAM_OPTIONS)
