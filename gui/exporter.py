@@ -107,10 +107,14 @@ class Exporter(QObject):
         if ab is None or bench.info is None:
             self._report(False, "No A/B yet: run A/B × n first, then export its winner.")
             return
-        from modelmon.gui.state.ab_config import ab_document, pick, shared_fd_note
+        from modelmon.gui.state.ab_config import ab_document, pick, program_winner, shared_fd_note
 
         ceilings, model = bench.ceilings.current, bench.info.model
         chosen = pick(ab)
+        refused = program_winner(ab, chosen)
+        if refused is not None:
+            self._report(False, refused)
+            return
         side = chosen.side
         caveat = shared_fd_note(ab, chosen)
 
@@ -138,7 +142,9 @@ class Exporter(QObject):
         def work() -> None:
             from modelmon.core import recommendation_document, render_config
 
-            document = recommendation_document(rec, Path(path).name, limit)
+            document = recommendation_document(
+                rec, Path(path).name, limit, shown.advice, shown.loader_note
+            )
             write_export(path, render_config(document).encode(), inputs)
 
         def written() -> None:

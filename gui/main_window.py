@@ -35,8 +35,9 @@ from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
 from modelmon.gui.state.process_list import ProcessList
+from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.recent_entries import recent_label
-from modelmon.gui.state.watch_job import WatchInput, model_path, watch_request
+from modelmon.gui.state.watch_job import WatchInput, watch_request
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
@@ -247,9 +248,9 @@ class MainWindow(QMainWindow):
         """Run ▸ Recommend…: the budget, then the search (exporting it is a step of its own)."""
         if self.bench.running or self.bench.info is None:
             return
-        dialog = RecommendDialog(self)
+        dialog = RecommendDialog(self, model_format=self.bench.info.model.format)
         if self._ask(dialog, lambda: bool(dialog.exec())):
-            self.bench.recommend(dialog.budget_s())
+            self.bench.recommend(dialog.budget_s(), dialog.loader())
 
     def watch(self, process: bool = False) -> None:
         """File ▸ Watch a command… (or a process…): what to watch, then the watch."""

@@ -17,6 +17,7 @@ from modelmon.core import (
     ModelmonError,
     PrimeMode,
     format_spec,
+    is_program_spec,
     parse_spec,
 )
 
@@ -66,13 +67,16 @@ class AppSettings:
         spec = self._text(CONFIG.format(label=label))
         if spec is None:
             return None
+        if is_program_spec(spec):  # a command or an engine: kept as typed, checked on use
+            return spec, LoadOptions(cache="cold")
         try:
             return parse_spec(spec)
         except (ModelmonError, ValueError, TypeError):
             return None  # written by another version: the defaults are better than an error
 
     def set_config(self, label: str, strategy: str, options: LoadOptions) -> None:
-        self._set(CONFIG.format(label=label), format_spec(strategy, options))
+        spec = strategy if is_program_spec(strategy) else format_spec(strategy, options)
+        self._set(CONFIG.format(label=label), spec)
 
     def pairs(self) -> int | None:
         value = self.qsettings.value(PAIRS)

@@ -6,9 +6,13 @@
   ab-run.png            the demo model after the ceilings and an A/B × 3, at the default size
   ab-run-1000x700.png   the same window at 1000 × 700
   ab-run-800x500.png    the same window at 800 × 500, the smallest it gets
-  recommend.png         after Run ▸ Recommend… (a 30 s budget)
-  watch.png             after File ▸ Watch a command…: a Python program reading the demo
-                        model's shards with os.read, watched from a verified cold cache
+  recommend.png         after Run ▸ Recommend… (a 30 s budget) with your loader, the
+                        command below: it leads the ranking
+  watch.png             after File ▸ Watch a command…: ``python load.py {path}``, a small
+                        program reading the demo model's shards with os.read, watched from
+                        a verified cold cache
+  ab-command.png        an A/B × 3 of modelmon's default (A) against that same command as
+                        configuration B ("Your command…"), each of its runs watched
 
 and, through File ▸ Export plot, the A/B's throughput as a figure (throughput.svg).
 
@@ -19,12 +23,13 @@ time axis); a picture that shows otherwise fails the script.
 Nothing of the user's is read or written: the settings and the fake home live in a
 temporary folder; the demo model is the one ``modelmon --demo`` uses (in the cache).
 Timings are whatever this machine does. Options: ``--budget S`` for the recommendation,
-``--pairs N`` for the A/B, ``--only watch`` (or another name) for that picture alone.
+``--pairs N`` for the A/B, ``--only watch ab-command`` (or other names) for those alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -38,10 +43,13 @@ DEFAULT_SIZE = (1400, 900)
 SMALL_SIZE = (1000, 700)
 SMALLEST_SIZE = (800, 500)  # the window's minimum size
 TIMEOUT_S = 900
-NAMES = ("start-page", "ab-run", "recommend", "watch")
-# The watched program: every shard of the model whose path it is given, read front to back
-# with os.read in 4 MiB calls (as a --no-mmap loader does).
-WATCHED = """
+NAMES = ("start-page", "ab-run", "recommend", "watch", "ab-command")
+# The user's loader in the pictures, as a user would type it: ``python load.py {path}``, run
+# in a folder holding load.py (the scratch folder's ``loader``).
+LOADER_COMMAND = "python load.py {path}"
+# load.py: every shard of the model whose path it is given, read front to back with
+# os.read in 4 MiB calls (as a --no-mmap loader does).
+LOAD_PY = """
 import glob, os, sys
 folder = sys.argv[1] if os.path.isdir(sys.argv[1]) else os.path.dirname(sys.argv[1])
 for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
@@ -100,9 +108,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--only", choices=NAMES, help="make this picture alone")
+    parser.add_argument("--only", nargs="+", choices=NAMES, help="make these pictures alone")
     args = parser.parse_args()
-    wanted = {args.only} if args.only else set(NAMES)
+    wanted = set(args.only) if args.only else set(NAMES)
     # Qt is imported here, not at the top: spawned workers re-run this script's top level.
     from PySide6.QtCore import QEventLoop, QSettings
     from PySide6.QtWidgets import QApplication
@@ -110,6 +118,7 @@ def main() -> int:
     from modelmon.core import discover_models
     from modelmon.gui.app import create_application, show_unexpected_errors
     from modelmon.gui.main_window import MainWindow
+    from modelmon.gui.state.programs import command_spec
 
     app = create_application()
     started = time.monotonic()
@@ -130,6 +139,17 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="modelmon-screenshots-") as scratch:
         environ = fake_home(Path(scratch))
+        # The loader's folder is the working directory, and ``python`` is this Python: the
+        # command reads as a user types it.
+        loader = Path(scratch) / "loader"
+        loader.mkdir()
+        (loader / "load.py").write_text(LOAD_PY.lstrip())
+        # multiprocessing notes the starting folder on import, and spawned workers find this
+        # script from there: imported before the folder changes.
+        import multiprocessing.process  # noqa: F401
+
+        os.chdir(loader)
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
         settings = QSettings(str(Path(scratch) / "settings.ini"), QSettings.Format.IniFormat)
         window = MainWindow(settings=settings, discover=lambda: discover_models(environ=environ))
         show_unexpected_errors(window)
@@ -176,19 +196,26 @@ def main() -> int:
                 raise SystemExit(f"exporting the figure failed: {done[0][1]}")
             print(f"wrote {figure.relative_to(ROOT)}", file=sys.stderr)
         if "recommend" in wanted:
-            bench.recommend(args.budget)
+            bench.recommend(args.budget, command_spec(LOADER_COMMAND))
             wait(lambda: not bench.running, "the recommendation")
             save("recommend")
         if "watch" in wanted:
             from modelmon.gui.state.watch_job import WatchInput, watch_request
 
-            quoted = "'" + WATCHED.replace("'", "'\\''") + "'"
-            given = WatchInput(f"{sys.executable} -c {quoted} {{path}}", None, "", "cold", None)
+            given = WatchInput(LOADER_COMMAND, None, "", "cold", None)
             assert bench.info is not None
             bench.watch(watch_request(given, bench.info.model))
             wait(lambda: not bench.running, "the watch")
             workspace.tabs.setCurrentIndex(0)
             save("watch")
+        if "ab-command" in wanted:
+            from modelmon.core import LoadOptions
+
+            bench.configs.set("B", command_spec(LOADER_COMMAND), LoadOptions())
+            bench.run_ab(args.pairs)
+            wait(lambda: not bench.running, "the A/B with a command")
+            workspace.tabs.setCurrentIndex(0)
+            save("ab-command")
 
         for record in bench.records:
             result = record.result

@@ -11,6 +11,7 @@ from modelmon.core import (
     Ceilings,
     Model,
     build_document,
+    is_program_spec,
     memory_facts,
     parse_spec,
     shared_fd_caveat,
@@ -32,6 +33,19 @@ def pick(ab: ABResult) -> ABPick:
     if ab.verdict.text == "B faster":
         return ABPick("B", True)
     return ABPick("B" if ab.b.median_mbps > ab.a.median_mbps else "A", False)
+
+
+def program_winner(ab: ABResult, chosen: ABPick) -> str | None:
+    """Why the faster side cannot be exported as a config file (it is a command or an
+    engine, not one of modelmon's strategies), or None."""
+    spec = (ab.a if chosen.side == "A" else ab.b).spec
+    if not is_program_spec(spec):
+        return None
+    return (
+        f"The faster side, {chosen.side} ({spec}), is a program, not one of modelmon's "
+        "strategies: a config file holds a strategy. Run ▸ Recommend… with your loader "
+        "measures what to change in it."
+    )
 
 
 def measured_side(ab: ABResult, side: str) -> Candidate:

@@ -10,18 +10,29 @@ from modelmon.core import ABResult, LoadOptions, OptionsError, stopped_words
 from modelmon.gui.state.events import Event
 
 
-def ab_cache(a: LoadOptions, b: LoadOptions) -> str:
-    """The cache state every run of the A/B starts from: A's and B's, which must agree.
+def ab_cache(*sides: LoadOptions, asked: str | None = None, programs: int = 0) -> str:
+    """The cache state every run of the A/B starts from: ``asked``, else that of its sides
+    (the options of A and B that are modelmon's strategies), which must agree.
 
     An A/B compares loads from the same verified state; sides that start from different
-    states would measure the cache, not the strategies.
+    states would measure the cache, not the strategies. A program side (``programs`` of
+    them) is timed by the bytes that arrive from storage: its A/B starts cold.
     """
-    if a.cache != b.cache:
+    states = {side.cache for side in sides}
+    if len(states) > 1 and asked is None:
+        a, b = sides[0].cache, sides[1].cache
         raise OptionsError(
-            f"A/B needs one cache state for both sides: A is {a.cache!r}, B is {b.cache!r}; "
+            f"A/B needs one cache state for both sides: A is {a!r}, B is {b!r}; "
             "set the same Cache in both configurations"
         )
-    return a.cache
+    cache = asked or (states.pop() if states else "cold")
+    if programs and cache != "cold":
+        raise OptionsError(
+            f"an A/B with a program side starts from a cold cache (a program's load is timed "
+            f"by the bytes that arrive from storage), not {cache}: set Cache to cold in the "
+            "other configuration"
+        )
+    return cache
 
 
 class ABHistory:

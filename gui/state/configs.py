@@ -10,6 +10,7 @@ from __future__ import annotations
 from modelmon.core import LoadOptions, format_spec
 from modelmon.gui.state.events import Event
 from modelmon.gui.state.load_config import effective_options
+from modelmon.gui.state.programs import PROGRAM_OPTIONS, is_program
 
 # The first comparison worth making, four readers each, from a verified cold cache: modelmon's
 # default (planned sequential reads, four threads, each its own descriptor) against the
@@ -39,11 +40,15 @@ class Configs:
 
     def effective(self, label: str) -> LoadOptions:
         strategy, options = self.configs[label]
+        if is_program(strategy):  # a program's run: from a verified cold cache, no knobs
+            return PROGRAM_OPTIONS
         if self.discard_forced:
             options = options.with_(discard=True)
         return effective_options(strategy, options, self.discard_forced)
 
     def spec(self, label: str) -> str:
+        if is_program(self.strategy(label)):
+            return self.strategy(label)
         return format_spec(self.strategy(label), self.effective(label))
 
     def set_limits(self, discard_forced: bool, readahead_unavailable: str | None) -> None:

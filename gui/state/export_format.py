@@ -74,7 +74,7 @@ def run_row(record: RunRecord, ceilings: Ceilings | None) -> dict[str, Any]:
     cache = record.cache
     measured = record.measured
     watched = record.watched
-    if watched is not None:
+    if watched is not None and record.loaded is None:
         strategy = "watch"  # the spec is the watched command
     else:
         strategy = result.strategy if result is not None else record.spec.split()[0]

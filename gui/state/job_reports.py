@@ -21,7 +21,7 @@ from modelmon.gui.state.live_run import LiveRun, Shown
 from modelmon.gui.state.metrics_live import MetricFeed, MetricSnapshot
 from modelmon.gui.state.recommendation_view import recommendation_stopped
 from modelmon.gui.state.recommending import RecommendationState
-from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 from modelmon.gui.state.results_rows import cache_unmet
 from modelmon.gui.state.run_list import JobStatus, RunList
 from modelmon.gui.state.watch_live import WatchFeed, WatchView, watch_words
@@ -61,7 +61,9 @@ class JobReports:
             name = f"{start.label} · pair {start.pair + 1}/{start.pairs}"
         if start.watch is not None:
             files = [(f.path, f.size) for f in self.model.files] if self.model else []
-            shown = Shown(start.label, "watch", start.spec, watched=True)
+            # A program as configuration A or B is watched as File ▸ Watch watches one.
+            plotted = "watch" if start.label == WATCH_LABEL else f"run {name}"
+            shown = Shown(start.label, plotted, start.spec, watched=True)
             feed = WatchFeed(start.label, start.watch, [path for path, _ in files])
             self.p.live.begin(shown, WatchView(start.watch, files), feed)
         elif start.session is not None:
@@ -80,7 +82,7 @@ class JobReports:
         p.live.finish(final)
         p.runs.add(record)
         p.run_ended(record)
-        if record.watched is not None:
+        if record.watched is not None and record.loaded is None:
             self._watch_ended(record)
             return
         result = record.result
@@ -170,7 +172,15 @@ class JobReports:
             # The window's ceilings and the recommendation's are one set: any it measured
             # (those the window lacked) join the window's.
             p.ceilings.merge(rec.ceilings)
-            p.recommendation.done(rec, end.value.explanation, end.value.memory_limit)
+            value = end.value
+            p.recommendation.done(
+                rec,
+                value.explanation,
+                value.memory_limit,
+                advice=value.advice,
+                loader_note=value.loader_note,
+                apply_tools=value.apply_tools,
+            )
             p.status.ended(f"Recommended: {rec.used.spec}")
             p.say(
                 f"Recommended {rec.used.spec} ({rate_text(rec.used.median_mbps)}); the "

@@ -31,14 +31,17 @@ from modelmon.core import (
     LoadResult,
     Model,
     ModelmonError,
+    ProgramRun,
     Session,
     SessionResult,
     Watch,
     format_spec,
     measure_ceilings,
     one_line,
+    program_of,
     run_ab,
 )
+from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.records import RunRecord
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,9 @@ class Recommended:
     recommendation: Any  # modelmon.core.Recommendation
     explanation: tuple[str, ...] = ()  # the recommendation in sentences (its config's too)
     memory_limit: int | None = None  # the limit it was searched under (its config says it)
+    advice: Any = None  # modelmon.core.LoaderAdvice: the user's loader measured beside it
+    loader_note: str = ""  # why the user's loader was not measured
+    apply_tools: tuple[str, ...] = ()  # the config's [apply] tools, in its order
 
 
 JOB_NAMES = {
@@ -181,6 +187,48 @@ class Job:
         self._ended = RunRecord(label, spec, pair, outcome, session=ab_session)
         return outcome
 
+    def run_program(
+        self,
+        label: str,
+        spec: str,
+        options: LoadOptions,
+        pair: int | None = None,
+        pairs: int | None = None,
+    ) -> LoadResult:
+        """One watched run of a program side (``cmd:`` / ``engine:``), as the command line's
+        ``bench --a/--b`` runs it: announced with its watch once the cache is verified
+        cold, concluded with the run as a load and what the watch saw."""
+        program = program_of(spec)
+        assert program is not None
+        ab_session = getattr(self, "session", None)
+        run: ProgramRun | None = None
+
+        def announce(_cache: object) -> bool:
+            if run is not None and run.watch is not None:
+                self.report(RunStart(label, program.spec, pair, pairs, None, run.watch))
+            return True
+
+        run = ProgramRun(
+            self.model,
+            program,
+            options.cache,
+            cancel=self.cancel_event,
+            interval_s=self.sample_interval_s,
+            start_gate=announce,
+            path=model_path(self.model),
+        )
+        outcome = run.run()
+        self._ended = RunRecord(
+            label,
+            program.spec,
+            pair,
+            None,
+            session=ab_session,
+            watched=outcome.watch,
+            loaded=outcome.load,
+        )
+        return outcome.load
+
 
 class SingleRun(Job):
     kind = "run"
@@ -189,7 +237,9 @@ class SingleRun(Job):
         super().__init__(model)
         self.label, self.strategy, self.options = label, strategy, options
 
-    def execute(self) -> SessionResult:
+    def execute(self) -> SessionResult | LoadResult:
+        if program_of(self.strategy) is not None:
+            return self.run_program(self.label, self.strategy, self.options)
         return self.run_session(self.label, self.strategy, self.options)
 
 
@@ -208,6 +258,8 @@ class ABJob(Job):
 
     def execute(self) -> ABResult:
         def run_one(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
+            if program_of(strategy) is not None:
+                return self.run_program(side, strategy, options, pair, self.n)
             return self.run_session(side, strategy, options, pair, self.n).result
 
         return run_ab(
@@ -269,15 +321,20 @@ class RecommendJob(Job):
         budget_s: float,
         memory_limit: int | None = None,
         ceilings: Ceilings | None = None,
+        loader: str | None = None,
     ) -> None:
+        """``loader``: the user's loader (``cmd: ...`` or ``engine: ...``), measured as it is,
+        with its engine's knobs and against modelmon's best (``recommend --loader``)."""
         super().__init__(model)
-        self.budget_s, self.memory_limit = budget_s, memory_limit
+        self.budget_s, self.memory_limit, self.loader = budget_s, memory_limit, loader
         # The window's ceilings of this model: the recommendation's too (one set per model).
         self.ceilings = ceilings if ceilings is not None and ceilings.model == model.path else None
 
     def execute(self) -> Recommended:
         from modelmon.core import explain, recommend
 
+        if self.loader is not None:
+            return self._with_loader(self.loader)
         rec = recommend(
             self.model,
             self.budget_s,
@@ -289,3 +346,29 @@ class RecommendJob(Job):
         if self.cancelled:
             raise LoadError("recommendation cancelled")
         return Recommended(rec, tuple(explain(rec)), self.memory_limit)
+
+    def _with_loader(self, loader: str) -> Recommended:
+        from modelmon.core import recommend_with_loader, recommendation_document
+
+        advised = recommend_with_loader(
+            self.model,
+            self.budget_s,
+            loader=loader,
+            path=model_path(self.model),
+            memory_limit=self.memory_limit,
+            progress=lambda text: self.report(JobProgress(text)),
+            cancel=self.cancel_event,
+            ceilings=self.ceilings,
+        )
+        if self.cancelled:
+            raise LoadError("recommendation cancelled")
+        rec, advice, note = advised.recommendation, advised.advice, advised.note
+        document = recommendation_document(rec, "modelmon.toml", self.memory_limit, advice, note)
+        return Recommended(
+            rec,
+            tuple(document["explanation"]),
+            self.memory_limit,
+            advice,
+            note,
+            tuple(document["apply"]),
+        )

@@ -8,10 +8,13 @@ a peer beaten on paper, gains) by loading with that candidate instead of the pic
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from modelmon.core import (
     Candidate,
     Recommendation,
+    loader_explanation,
+    loader_snippets,
     pick_speedup,
     runs_words,
     search_memory_text,
@@ -92,17 +95,61 @@ def ended_text(candidate: Candidate) -> str:
     return "; ".join(parts)
 
 
-def ranking_rows(rec: Recommendation) -> list[RankingRow]:
-    """Every candidate, modelmon's and the peers', best first; the unmeasured last."""
+def median_text(c: Candidate) -> str:
+    if not c.results and c.stopped_below_mbps is not None:  # stopped before any byte
+        bound = c.stopped_below_mbps
+        return f"under {rate_text(bound)}" if bound > 0 else "nothing loaded"
+    return rate_text(c.median_mbps) if c.results else "–"
+
+
+def loader_rows(advice: Any) -> list[RankingRow]:
+    """The user's loader's rounds (``LoaderAdvice``): the loader as it is, each change of it
+    (the engine's knobs, its environment, the device's readahead) against its baseline, and
+    modelmon's best in the same rounds; the change to make is the one picked."""
+    loader = advice.loader
+    rows = []
+    for c in (loader, *advice.changes, advice.modelmon):
+        spread = c.spread_mbps
+        if c is loader:
+            versus, paired = "your loader as it is", "–"
+        else:
+            base = advice.loader if c is advice.modelmon else advice.baseline_of(c)
+            gain = (
+                c.verdict.median_ratio
+                if c.verdict is not None
+                else (c.median_mbps / base.median_mbps if c.results and base.median_mbps else None)
+            )
+            named = "your loader" if base is loader else base.spec
+            versus = f"{times_text(gain)} {named} as it is" if gain else "–"
+            paired = paired_text(c).replace("the pick", "its baseline") if c.verdict else "–"
+        rows.append(
+            RankingRow(
+                (
+                    "yours" if c is loader else "",
+                    c.spec,
+                    str(len(c.results)),
+                    median_text(c),
+                    f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
+                    versus,
+                    paired,
+                    ended_text(c),
+                ),
+                c is advice.pick,
+                False,
+            )
+        )
+    return rows
+
+
+def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
+    """Every candidate, modelmon's and the peers', best first; the unmeasured last. With the
+    user's loader (``advice``), its rounds lead (``loader_rows``)."""
     pick = rec.used
     measured = sorted((*rec.ranked, *rec.peers), key=lambda c: c.median_mbps, reverse=True)
-    rows = []
+    rows = loader_rows(advice) if advice is not None else []
     for rank, c in enumerate((*measured, *rec.unranked), 1):
         spread = c.spread_mbps
-        median = rate_text(c.median_mbps) if c.results else "–"
-        if not c.results and c.stopped_below_mbps is not None:  # stopped before any byte: no rate
-            bound = c.stopped_below_mbps
-            median = f"under {rate_text(bound)}" if bound > 0 else "nothing loaded"
+        median = median_text(c)
         rows.append(
             RankingRow(
                 (
@@ -122,14 +169,28 @@ def ranking_rows(rec: Recommendation) -> list[RankingRow]:
     return rows
 
 
-def snippet_rows(rec: Recommendation, config_name: str) -> list[tuple[str, str, str]]:
-    """(tool, snippet, measured here as … / not measured here) for each loader people use."""
+def snippet_rows(
+    rec: Recommendation,
+    config_name: str,
+    advice: Any = None,
+    apply_tools: tuple[str, ...] = (),
+) -> list[tuple[str, str, str]]:
+    """(tool, snippet, measured here as … / not measured here) for each loader people use.
+    With the user's loader (``advice``), its engine's lines lead, measured (or translated),
+    and the general lines they replace are left out (the config's [apply]: ``apply_tools``)."""
+    mine = loader_snippets(advice, rec.model) if advice is not None else []
+    general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
+    if advice is not None:
+        shown = {s.tool for s in mine}
+        general = [s for s in general if s.tool in apply_tools and s.tool not in shown]
     rows = []
-    for s in snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers):
+    for s in (*mine, *general):
+        runs = f", {s.runs} runs" if s.runs else ""
+        note = f" ({s.note})" if s.note else ""
         measured = (
-            f"yes, as {s.measured_as}: {rate_text(s.mbps or 0.0)}"
+            f"yes, as {s.measured_as}: {rate_text(s.mbps or 0.0)}{runs}{note}"
             if s.measured_as is not None
-            else "not measured here"
+            else f"not measured here{note}"
         )
         rows.append((s.tool, s.text, measured))
     return rows
@@ -149,11 +210,14 @@ def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:
     )
 
 
-def summary_text(rec: Recommendation, exported_to: str | None = None) -> str:
+def summary_text(rec: Recommendation, exported_to: str | None = None, advice: Any = None) -> str:
     """The headline: what to use, at what rate, on how many runs, and whether its config
-    file was exported (and where)."""
+    file was exported (and where). With the user's loader, it leads with the best change
+    the user can make in their loader and its measured gain."""
     used = rec.used
-    head = f"Use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
+    head = f"use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
+    lead = loader_explanation(advice) if advice is not None else []
+    head = f"{lead[0]} With modelmon.core.load, {head}" if lead else head[0].upper() + head[1:]
     if used is not rec.winner:
         head += f" (the config file holds modelmon's best, {rec.winner.spec})"
     where = (

@@ -8,7 +8,8 @@ the user wants, without measuring again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from modelmon.core import Recommendation
 from modelmon.gui.state.events import Event
@@ -26,6 +27,12 @@ class RecommendationShown:
     exported_to: str | None = None  # the config file last written from it
     text: str = ""  # why it stopped
     memory_limit: int | None = field(default=None)
+    # With the user's loader (Run ▸ Recommend… with your loader): its advice
+    # (``LoaderAdvice``), or why it was not measured; the config's [apply] tools, in order.
+    advice: Any = None
+    loader_note: str = ""
+    apply_tools: tuple[str, ...] = ()
+    loader: str | None = None  # the loader asked for, while the search runs
 
 
 class RecommendationState:
@@ -52,19 +59,23 @@ class RecommendationState:
     def restore(self, shown: RecommendationShown | None) -> None:
         self._show(shown if shown is not None else RecommendationShown("none"))
 
-    def start(self, budget_s: float) -> None:
-        self._show(RecommendationShown("running", budget_s))
+    def start(self, budget_s: float, loader: str | None = None) -> None:
+        self._show(RecommendationShown("running", budget_s, loader=loader))
 
     def progress(self, line: str) -> None:
         shown = self.shown
         lines = (*shown.lines, line)[-MAX_PROGRESS_LINES:]
-        self._show(RecommendationShown("running", shown.budget_s, lines))
+        self._show(replace(shown, lines=lines))
 
     def done(
         self,
         recommendation: Recommendation,
         explanation: tuple[str, ...],
         memory_limit: int | None = None,
+        *,
+        advice: Any = None,
+        loader_note: str = "",
+        apply_tools: tuple[str, ...] = (),
     ) -> None:
         self._show(
             RecommendationShown(
@@ -73,6 +84,10 @@ class RecommendationState:
                 recommendation=recommendation,
                 explanation=explanation,
                 memory_limit=memory_limit,
+                advice=advice,
+                loader_note=loader_note,
+                apply_tools=apply_tools,
+                loader=self.shown.loader,
             )
         )
 
@@ -82,14 +97,4 @@ class RecommendationState:
     def exported(self, path: str) -> None:
         shown = self.shown
         if shown.phase == "done":
-            self._show(
-                RecommendationShown(
-                    "done",
-                    shown.budget_s,
-                    shown.lines,
-                    shown.recommendation,
-                    shown.explanation,
-                    path,
-                    memory_limit=shown.memory_limit,
-                )
-            )
+            self._show(replace(shown, exported_to=path))

@@ -27,13 +27,21 @@ class RunRecord:
     session: str | None = None  # the A/B it belongs to: "A/B 2 at 14:03:55"; None if single
     watched: WatchResult | None = None  # a watched program's load (label WATCH_LABEL)
     number: int = 0  # of a watch: the how-manieth on this model, for its name
+    # A program's run (configuration A or B is a command or an engine): the run as a load,
+    # judged as the A/B counts it (status, MB/s of the bytes that arrived, exit code and last
+    # stderr line); ``watched`` is what its watch saw, for the plots.
+    loaded: LoadResult | None = None
 
     @property
     def result(self) -> LoadResult | None:
+        if self.loaded is not None:
+            return self.loaded
         return self.outcome.result if self.outcome is not None else None
 
     @property
     def status(self) -> str:
+        if self.loaded is not None:
+            return self.loaded.status
         if self.watched is not None:
             return watch_status(self.watched)
         return self.result.status if self.result is not None else "failed"
@@ -42,7 +50,7 @@ class RunRecord:
     def message(self) -> str | None:
         if self.result is not None and self.result.status == "failed":
             return self.result.error
-        if self.watched is not None and self.error is None:
+        if self.watched is not None and self.error is None and self.loaded is None:
             return watch_failure(self.watched)
         return self.error
 
@@ -60,27 +68,27 @@ class RunRecord:
     @property
     def measured(self) -> bool:
         """The run has a throughput to show (it finished, or stopped after reading some)."""
-        if self.watched is not None:
+        if self.watched is not None and self.loaded is None:
             return self.watched.mbps is not None
         result = self.result
         return result is not None and (result.status == "ok" or result.bytes > 0)
 
     @property
     def mbps(self) -> float | None:
-        if self.watched is not None:
+        if self.watched is not None and self.loaded is None:
             return self.watched.mbps
         return self.result.mbps if self.measured and self.result is not None else None
 
     @property
     def seconds(self) -> float | None:
-        if self.watched is not None:
+        if self.watched is not None and self.loaded is None:
             return self.watched.seconds
         return self.result.seconds if self.measured and self.result is not None else None
 
     @property
     def cache(self) -> CacheState | None:
         """The verified page-cache state the run started from (None: not prepared)."""
-        if self.watched is not None:
+        if self.watched is not None and self.loaded is None:
             return self.watched.cache
         return self.result.cache if self.result is not None else None
 

@@ -133,11 +133,11 @@ def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None)
             else "–"
         )
     if column == CACHE:
-        return cache_state_text(watched.cache) if watched.cache is not None else "as found"
+        return cache_state_text(record.cache) if record.cache is not None else "as found"
     if column == SECONDS:
-        return f"{watched.seconds:.3f}" if watched.seconds is not None else "–"
+        return f"{record.seconds:.3f}" if record.seconds is not None else "–"
     if column == MBPS:
-        return f"{watched.mbps:,.0f}" if watched.mbps is not None else "–"
+        return f"{record.mbps:,.0f}" if record.mbps is not None else "–"
     if column == CEILING_COLUMN:
         share = ceiling_for(record, ceilings)
         return f"{share[0]:.0%}" if share is not None else "–"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from modelmon.core import CACHE_MODES, Model, OptionsError, Watch, WatchResult, one_line
 from modelmon.gui.state.jobs import Job, RunStart
+from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 
 PATH_FIELD = "{path}"
@@ -71,16 +72,6 @@ def watch_request(given: WatchInput, model: Model) -> WatchRequest:
     return WatchRequest(
         None, given.pid, "keep", model_scope(model), given.quiet_s, described=given.described
     )
-
-
-def model_path(model: Model) -> str:
-    """What ``{path}`` stands for: the path the model was opened by when it is one (a file,
-    an index, a folder), else the folder of its files (a hub reference)."""
-    if os.path.exists(model.path):
-        return model.path
-    if len(model.files) == 1:
-        return model.files[0].path
-    return os.path.commonpath([f.path for f in model.files])
 
 
 def model_scope(model: Model) -> tuple[str, ...]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from modelmon.core import Config, OptionsError
+from modelmon.core import OptionsError
 from modelmon.gui.state.ab_session import ABState, ab_cache
 from modelmon.gui.state.ceilings_state import CeilingsState, CeilingStore
-from modelmon.gui.state.configs import Configs
+from modelmon.gui.state.configs import LABELS, Configs
 from modelmon.gui.state.events import Event, Post
 from modelmon.gui.state.job_reports import JobReports, Parts
 from modelmon.gui.state.job_runner import JobRunner
@@ -33,6 +33,7 @@ from modelmon.gui.state.jobs import (
 from modelmon.gui.state.live_run import LiveRun
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
+from modelmon.gui.state.programs import is_program, loader_error, side_config, spec_error
 from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 from modelmon.gui.state.run_list import JobStatus, RunList
@@ -145,6 +146,10 @@ class Workbench:
         if self.plots_show_ab:  # a single run is compared with single runs, never an A/B's
             self.clear_run_plots()
         strategy, options = self.configs.strategy(label), self.configs.effective(label)
+        refused = spec_error(strategy)
+        if refused is not None:
+            self.message.emit(f"Configuration {label}: {refused}", "warning")
+            return
         self._start(SingleRun(self.info.model, label, strategy, options))
 
     def run_ab(self, pairs: int | None = None, cache: str | None = None) -> None:
@@ -156,13 +161,22 @@ class Workbench:
         if pairs is not None:
             self.ab.set_pairs(pairs)
         pairs = self.ab.pairs
-        a, b = (Config(self.configs.strategy(s), self.configs.effective(s)) for s in ("A", "B"))
-        if cache is None:
-            try:
-                cache = ab_cache(a.options, b.options)
-            except OptionsError as exc:
-                self.message.emit(str(exc), "warning")
+        for label in LABELS:
+            refused = spec_error(self.configs.strategy(label))
+            if refused is not None:
+                self.message.emit(f"Configuration {label}: {refused}", "warning")
                 return
+        a, b = (side_config(self.configs.strategy(s), self.configs.effective(s)) for s in LABELS)
+        try:
+            programs = [s for s in LABELS if is_program(self.configs.strategy(s))]
+            cache = ab_cache(
+                *(self.configs.effective(s) for s in LABELS if s not in programs),
+                asked=cache,
+                programs=len(programs),
+            )
+        except OptionsError as exc:
+            self.message.emit(str(exc), "warning")
+            return
         # The plots show this A/B's runs only: never a run of an earlier one beside them.
         self.clear_run_plots()
         self.plots_show_ab = True
@@ -175,14 +189,20 @@ class Workbench:
         self._start(CeilingsJob(self.info.model, self.ceiling_repeats))
         self.status.show("Measuring ceilings…", 0.0)
 
-    def recommend(self, budget_s: float) -> None:
-        """Search for the best configuration within ``budget_s``; exporting it is a step of
+    def recommend(self, budget_s: float, loader: str | None = None) -> None:
+        """Search for the best configuration within ``budget_s``; with ``loader`` (``cmd:``
+        or ``engine:``) the user's loader is measured beside it. Exporting it is a step of
         its own (``Exporter.export_recommendation``)."""
         if self.running or self.info is None:
             return
-        job = RecommendJob(self.info.model, budget_s, ceilings=self.ceilings.current)
-        self._start(job, budget_s)
-        self.recommendation.start(budget_s)
+        if loader is not None:
+            refused = loader_error(loader, self.info.model)
+            if refused is not None:
+                self.message.emit(f"Your loader: {refused}", "warning")
+                return
+        model, ceilings = self.info.model, self.ceilings.current
+        self._start(RecommendJob(model, budget_s, ceilings=ceilings, loader=loader), budget_s)
+        self.recommendation.start(budget_s, loader)
         self.status.show(f"Recommending (budget {budget_s:.0f} s)…", 0.0)
 
     def watch(self, request: WatchRequest) -> None:

@@ -62,7 +62,7 @@ class ProgressStrip(QWidget):
 
     def started(self, shown: Shown) -> None:
         self.watched = shown.watched
-        self.label = "Watch" if shown.watched else f"Run {shown.name.removeprefix('run ')}"
+        self.label = "Watch" if shown.name == "watch" else f"Run {shown.name.removeprefix('run ')}"
         self.spec = shown.spec
         self.bar.setValue(0)
         self.bar.setFormat(bar_text(f"{self.label}: starting…"))

@@ -3,21 +3,41 @@ its own afterwards (File ▸ Export recommended configuration…)."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QSpinBox,
+    QWidget,
+)
 
 from modelmon.core import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
+from modelmon.gui.state.programs import COMMAND_CHOICE, engine_choices
+from modelmon.gui.widgets.program_editor import ProgramEditor
 
 TOML_FILTER = "modelmon config (*.toml);;All files (*)"
 TIPS = {
     "budget": "Time the whole search may take, from Measure to its answer: more time "
     "measures more candidates, each more often. The storage's ceilings and a first complete "
     "load always run, so a model one load of which takes longer takes that long.",
+    "loader": "Your loader as you run it (a command, or an engine with its knobs): measured as "
+    "it is, with each setting of its engine that changes how it reads the weights, and "
+    "against modelmon's best, in the same cold rounds; the answer leads with the best change "
+    "you can make in it.",
     "ok": "Start measuring in the background (the window stays usable; Esc cancels).",
 }
 
 
 class RecommendDialog(QDialog):
-    def __init__(self, parent: QWidget | None = None, budget_s: float = DEFAULT_BUDGET_S) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        budget_s: float = DEFAULT_BUDGET_S,
+        model_format: str | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Recommend a configuration")
         self.budget = QSpinBox()
@@ -46,7 +66,35 @@ class RecommendDialog(QDialog):
         form = QFormLayout(self)
         form.addRow(intro)
         form.addRow("Time budget:", self.budget)
+        self.loader_box = QComboBox()
+        self.loader_box.setToolTip(TIPS["loader"])
+        self.loader_box.addItem("modelmon's strategies only", "none:")
+        self.loader_box.addItem(COMMAND_CHOICE, "command:")
+        engines = engine_choices(model_format)
+        for engine in engines:
+            row = self.loader_box.count()
+            self.loader_box.addItem(f"engine: {engine.name}", f"engine:{engine.name}")
+            tip = engine.why_not or TIPS["loader"]
+            self.loader_box.setItemData(row, tip, Qt.ItemDataRole.ToolTipRole)
+            if engine.why_not is not None:
+                self.loader_box.model().item(row).setEnabled(False)  # type: ignore[attr-defined]
+        self.program = ProgramEditor(engines)
+        self.program.hide()
+        self.loader_box.currentIndexChanged.connect(self._loader_chosen)
+        form.addRow("With your loader:", self.loader_box)
+        form.addRow(self.program)
         form.addRow(buttons)
+
+    def _loader_chosen(self) -> None:
+        kind, _, engine = str(self.loader_box.currentData()).partition(":")
+        self.program.setVisible(kind != "none")
+        if kind != "none":
+            self.program.choose(kind, engine or None)
+
+    def loader(self) -> str | None:
+        """The loader to measure beside the search (``cmd: ...`` / ``engine: ...``), or None."""
+        kind = str(self.loader_box.currentData()).partition(":")[0]
+        return None if kind == "none" else self.program.spec()
 
     def budget_s(self) -> float:
         return float(self.budget.value())

@@ -129,7 +129,10 @@ class RecommendationView(QScrollArea):
             return
         if shown.phase == "running":
             if not shown.lines:
-                self.clear(f"Recommending: searching for {shown.budget_s:.0f} s (Esc cancels)…")
+                mine = f" with your loader, {shown.loader}," if shown.loader else ""
+                self.clear(
+                    f"Recommending{mine}: searching for {shown.budget_s:.0f} s (Esc cancels)…"
+                )
             self.progress.show()
             self._show_lines(list(shown.lines))
             return
@@ -139,13 +142,13 @@ class RecommendationView(QScrollArea):
         rec = shown.recommendation
         if rec is None:
             return
-        self.summary.setText(summary_text(rec, shown.exported_to))
+        self.summary.setText(summary_text(rec, shown.exported_to, shown.advice))
         self.progress.hide()
         self.explanation.setText("\n".join(shown.explanation))
-        rows = ranking_rows(rec)
+        rows = ranking_rows(rec, shown.advice)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
         name = shown.exported_to.rsplit("/", 1)[-1] if shown.exported_to else CONFIG_NAME
-        _fill(self.snippets, snippet_rows(rec, name))
+        _fill(self.snippets, snippet_rows(rec, name, shown.advice, shown.apply_tools))
         self._show_result_parts(True)
 
     def _show_lines(self, lines: list[str]) -> None:

@@ -40,7 +40,18 @@ from modelmon.gui.state.load_config import (
     strategy_summary,
     used_options,
 )
+from modelmon.gui.state.programs import (
+    COMMAND_CHOICE,
+    PROGRAM_OPTIONS,
+    engine_choices,
+    engine_settings,
+    is_program,
+)
+from modelmon.gui.state.programs import (
+    TIPS as PROGRAM_TIPS,
+)
 from modelmon.gui.theme import current_theme
+from modelmon.gui.widgets.program_editor import ProgramEditor
 
 # One sentence per knob: what it changes in the load.
 TIPS = {
@@ -77,8 +88,20 @@ class StrategyPanel(QGroupBox):
         self.label = label
         self.strategy_box = QComboBox()
         for row, (name, summary) in enumerate(strategy_choices()):
-            self.strategy_box.addItem(name)
+            self.strategy_box.addItem(name, f"strategy:{name}")
             self.strategy_box.setItemData(row, summary, Qt.ItemDataRole.ToolTipRole)
+        # Another program as the configuration: the user's command, or an engine as its
+        # users run it (those that cannot run here listed greyed, saying why).
+        engines = engine_choices()
+        self.program = ProgramEditor(engines)
+        self.program.changed.connect(self._on_change)
+        self.strategy_box.insertSeparator(self.strategy_box.count())
+        self._add_choice(COMMAND_CHOICE, "command:", PROGRAM_TIPS["command"], True)
+        for engine in engines:
+            tip = engine.why_not or f"{engine.label}: {PROGRAM_TIPS['engine']}"
+            self._add_choice(
+                f"engine: {engine.name}", f"engine:{engine.name}", tip, engine.why_not is None
+            )
         self.workers = self._spin(1, MAX_PARALLEL)
         self.threads = self._spin(1, MAX_PARALLEL)
         self.chunk = QComboBox()
@@ -159,10 +182,24 @@ class StrategyPanel(QGroupBox):
         grid.addWidget(self.readahead, 5, 1)
         grid.addWidget(self.verify, 5, 2, 1, 2)
         grid.addWidget(self.discard, 5, 3, Qt.AlignmentFlag.AlignRight)
-        grid.addWidget(self.spec_line, 6, 0, 1, 4)
+        grid.addWidget(self.program, 6, 0, 1, 4)
+        grid.addWidget(self.spec_line, 7, 0, 1, 4)
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
-        grid.setRowStretch(7, 1)
+        grid.setRowStretch(8, 1)
+
+    def _add_choice(self, text: str, data: str, tip: str, usable: bool) -> None:
+        row = self.strategy_box.count()
+        self.strategy_box.addItem(text, data)
+        self.strategy_box.setItemData(row, tip, Qt.ItemDataRole.ToolTipRole)
+        if not usable:
+            item = self.strategy_box.model().item(row)  # type: ignore[attr-defined]
+            item.setEnabled(False)
+
+    def _choice(self) -> tuple[str, str | None]:
+        """("strategy", name), ("command", None) or ("engine", name): what is chosen."""
+        kind, _, name = str(self.strategy_box.currentData() or "strategy:").partition(":")
+        return kind, name or (self.strategy_box.currentText() if kind == "strategy" else None)
 
     def _caption(self, key: str, text: str) -> QLabel:
         caption = QLabel(f"{text}:")
@@ -185,12 +222,16 @@ class StrategyPanel(QGroupBox):
     # --- the configuration ------------------------------------------------------------------
 
     def strategy(self) -> str:
-        return self.strategy_box.currentText()
+        """A strategy's name, or a program's spec (``cmd: ...``, ``engine: ...``)."""
+        kind, name = self._choice()
+        return self.program.spec() if kind != "strategy" else str(name)
 
     def options(self) -> LoadOptions:
         """The options as edited; those the strategy doesn't use keep their defaults, so the
         spec line and the results name only what matters. Always valid: every value comes
-        from a fixed list."""
+        from a fixed list. A program's run has none of them: it starts cold."""
+        if is_program(self.strategy()):
+            return PROGRAM_OPTIONS
         edited = LoadOptions(
             workers=self.workers.value(),
             threads=self.threads.value(),
@@ -207,7 +248,8 @@ class StrategyPanel(QGroupBox):
         return effective_options(self.strategy(), edited, self._discard_forced)
 
     def spec(self) -> str:
-        return spec_text(self.strategy(), self.options())
+        strategy = self.strategy()
+        return strategy if is_program(strategy) else spec_text(strategy, self.options())
 
     def set_config(self, strategy: str, options: LoadOptions) -> None:
         """Draw ``strategy`` and ``options``; ``edited`` follows once, with what they
@@ -220,6 +262,12 @@ class StrategyPanel(QGroupBox):
         self._on_change()
 
     def _set_config(self, strategy: str, options: LoadOptions) -> None:
+        if is_program(strategy):
+            found = engine_settings(strategy)
+            data = f"engine:{found[0]}" if found is not None else "command:"
+            self.strategy_box.setCurrentIndex(self.strategy_box.findData(data))
+            self.program.set_spec(strategy)
+            return
         self.strategy_box.setCurrentText(strategy)
         self.workers.setValue(options.workers)
         self.threads.setValue(options.threads)
@@ -251,14 +299,26 @@ class StrategyPanel(QGroupBox):
     def _on_change(self) -> None:
         if self._applying:
             return
+        kind, engine = self._choice()
+        program = kind != "strategy"
+        if program and (self.program.kind, self.program.engine) != (kind, engine):
+            self.program.choose(kind, engine)  # emits changed: this runs again, once
+            return
+        self.program.setVisible(program)
         uses = used_options(self.strategy())
         self.strategy_box.setToolTip(strategy_summary(self.strategy()) or TIPS["strategy"])
+        unused = "a program's run starts from a verified cold cache" if program else None
         for name, widget in self._knobs.items():
             used = name in uses
             widget.setEnabled(used)
-            tip = TIPS[name] if used else f"{TIPS[name]} (not used by {self.strategy()})"
+            tip = TIPS[name] if used else f"{TIPS[name]} (not used by {unused or self.strategy()})"
             widget.setToolTip(tip)
+        if program:
+            self.cache.setCurrentText("cold")
         blocked = readahead_blocked(self.strategy(), self._readahead_unavailable)
+        if program:
+            blocked = "a program's readahead is set in its spec (readahead=KIB)"
+
         self.readahead.setEnabled(blocked is None)
         self.readahead.setToolTip(
             TIPS["readahead"] + (f" (not here: {blocked})" if blocked else "")

@@ -1,0 +1,93 @@
+"""The window with a program as a configuration: "Your command…" typed into B's panel (a
+bad line said under it in one line), the A/B against a strategy watched and judged; and
+Run ▸ Recommend… with the user's loader, whose rounds lead the Recommendation tab."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import write_safetensors_model
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.programs import COMMAND_CHOICE, PROGRAM_OPTIONS
+
+from .conftest import open_model, wait_idle
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("ab-programs"), layers=2, hidden=512, vocab=4096, seed=4
+    )
+
+
+def test_your_command_as_b_runs_an_a_b_against_a_strategy(qtbot, window: MainWindow, model: Path):
+    open_model(qtbot, window, model)
+    workspace = window.workspace
+    panel = workspace.panels["B"]
+    panel.strategy_box.setCurrentText(COMMAND_CHOICE)
+    assert panel.program.isVisible() and not panel.workers.isEnabled()
+    panel.program.command.setText("cat 'unclosed {path}")
+    assert panel.program.error.isVisible()
+    assert panel.program.error.text().startswith("cmd:") and "\n" not in panel.program.error.text()
+    panel.program.command.setText("cat {path}")
+    assert not panel.program.error.isVisible()
+    assert workspace.bench.configs.configs["B"] == ("cmd: cat {path}", PROGRAM_OPTIONS)
+    assert panel.spec_line.text() == "cmd: cat {path}"
+    workspace.compare.pairs.setValue(1)
+    workspace.compare.ab_button.click()
+    wait_idle(qtbot, window)
+    ab = workspace.bench.ab.history.result
+    assert ab is not None, window.messages.message()
+    assert ab.b.spec == "cmd: cat {path}"
+    b_run = workspace.bench.records[-1]
+    assert b_run.label == "B" and b_run.status == "ok" and b_run.watched is not None
+    assert workspace.throughput.point_count("B") > 0  # plotted as the watch plots
+
+
+def test_an_engine_as_a_with_its_knob(window: MainWindow):
+    panel = window.workspace.panels["A"]
+    panel.strategy_box.setCurrentText("engine: safetensors")
+    assert set(panel.program.knobs) == {"framework", "backend"}
+    assert window.bench.configs.strategy("A") == "engine: safetensors"
+    panel.program.knobs["backend"].setCurrentText("read")
+    assert window.bench.configs.strategy("A") == "engine: safetensors backend=read"
+    assert panel.program.knobs["backend"].currentText() == "read"  # redrawn as it is
+    panel.strategy_box.setCurrentText("sequential")
+    assert not panel.program.isVisible() and panel.workers.isEnabled()
+
+
+def test_engines_that_cannot_run_here_are_greyed_with_why(window: MainWindow):
+    box = window.workspace.panels["A"].strategy_box
+    row = box.findText("engine: vllm")
+    item = box.model().item(row)
+    assert not item.isEnabled() and "GPU" in box.itemData(row, 3)  # 3: the tooltip role
+    assert box.model().item(box.findText("engine: safetensors")).isEnabled()
+
+
+def test_the_recommendation_with_your_loader_shows_it_in_the_ranking(
+    qtbot, window: MainWindow, model: Path
+):
+    open_model(qtbot, window, model)
+    window.bench.recommend(5.0, "engine: safetensors")
+    wait_idle(qtbot, window, timeout_ms=180_000)
+    shown = window.bench.recommendation.shown
+    assert shown.phase == "done" and shown.advice is not None, shown.text
+    view = window.workspace.recommendation
+    first = [view.ranking.item(0, c).text() for c in range(view.ranking.columnCount())]
+    assert first[0] == "yours" and first[1] == "engine: safetensors"
+    specs = [view.ranking.item(r, 1).text() for r in range(view.ranking.rowCount())]
+    assert any(s.startswith("engine: safetensors backend=") for s in specs)  # its knob
+    assert shown.advice.modelmon.spec in specs  # modelmon's best, in the same rounds
+    tools = [view.snippets.item(r, 0).text() for r in range(view.snippets.rowCount())]
+    assert tools[0] == "safetensors"
+    assert view.snippets.item(0, 2).text().startswith("yes, as engine: safetensors")
+    assert view.summary.text().startswith(shown.explanation[0] + " With modelmon.core.load, use ")
+
+
+def test_a_program_configuration_is_remembered_as_typed(window: MainWindow):
+    window.settings.set_config("B", "cmd: python load.py {path}", PROGRAM_OPTIONS)
+    assert window.settings.config("B") == ("cmd: python load.py {path}", PROGRAM_OPTIONS)
+    window.settings.set_config("A", "cmd: 'unclosed", PROGRAM_OPTIONS)  # said when it runs
+    assert window.settings.config("A") == ("cmd: 'unclosed", PROGRAM_OPTIONS)
