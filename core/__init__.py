@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         loader_config,
         recommend_with_loader,
     )
+    from modelmon.core.engines.installed import InstalledKnobs, installed_knobs
     from modelmon.core.engines.registry import (
         ENGINES,
         Engine,
@@ -277,6 +278,7 @@ _EXPORTS = (
         "modelmon.core.engines.registry",
         "ENGINES Engine Knob get_engine engine_unavailable engine_for_loader",
     ),
+    ("modelmon.core.engines.installed", "installed_knobs InstalledKnobs"),
     ("modelmon.core.engines.run", "ProgramRun ProgramResult run_program"),
     ("modelmon.core.loading.config_file", "apply_config read_config ConfigFile FORMAT_VERSION"),
     (

@@ -362,6 +362,7 @@ def hold(folder: str | None) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "--features" and argv[1] in ENGINES:
+        die_with_parent()
         print(json.dumps(ENGINES[argv[1]][1](dict(w.split("=", 1) for w in argv[2:]))))
         return 0
     if len(argv) < 2 or argv[0] not in ENGINES:

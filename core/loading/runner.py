@@ -8,7 +8,8 @@ tensors come back) does not come here: that is ``modelmon.core.load``.
 Parent side of the data path: spawn workers (``spawn`` context, never ``fork`` from a process
 that may hold Qt or threads), wait until every worker has parsed its share, put the page cache
 in the requested state and measure it, then say go and collect small records until every
-worker is done, one has failed, or the caller cancels. Shutdown always escalates
+worker is done, one has failed, or the caller cancels (the parent's ends of the workers' pipes,
+and what came over them, are ``loading.worker_pipes``). Shutdown always escalates
 join → terminate → kill, so no worker outlives the run.
 
 Every signal between the parent and its workers is something a dead process cannot hold: go
@@ -26,23 +27,18 @@ import dataclasses
 import multiprocessing as mp
 import os
 import threading
-import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
 from modelmon.core.loading.fills import tiled_checksums
 from modelmon.core.loading.handout import hand_out
-from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
+from modelmon.core.loading.messages import WorkerDone, WorkerReady
 from modelmon.core.loading.preflight import check_memory, preflight
 from modelmon.core.loading.processes import (
     FAILED_GRACE_S,
     JOIN_GRACE_S,
-    death_description,
-    ending_workers,
-    exit_code,
     halted_on_exit,
     held_note,
     oom_kills,
@@ -61,15 +57,13 @@ from modelmon.core.loading.result import (
 from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import GO, WorkerTask, worker_main
+from modelmon.core.loading.worker_pipes import WorkerPipes
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache, device_use, host_memory, readahead
 from modelmon.core.system.proc_status import own_peak_watch
-
-READY_TIMEOUT_S = 120.0
-KILLED_CHECK_S = 0.05  # how often a run looks for a worker killed but not yet exited
 
 
 class LoadRun:
@@ -103,18 +97,14 @@ class LoadRun:
         # returns the measured cache state when all of them may go (or cancels this run).
         self.start_gate = start_gate
         self.memory_limit = memory_limit
-        self.reads = ReadLog()
-        self.ready: dict[int, WorkerReady] = {}
-        self.done: dict[int, WorkerDone] = {}
         self.t0_ns = 0
         self._cancel = cancel or threading.Event()  # may be shared by a series of runs
+        self.pipes = WorkerPipes(self._cancel)  # the workers, and what they said
         # Set on cancel or a worker's death while the run waits to start: the cache
         # preparation (seconds on FUSE) stops, and the run does not wait for it.
         self._halt = threading.Event()
         self.time_limit_s = time_limit_s  # stop a load that runs longer (status "cancelled")
         self.timed_out = False
-        self._failure: str | None = None
-        self._dead: int | None = None  # the first worker that died before finishing
         self._oom_kills: int | None = None  # the kernel's OOM kills so far, at the start
         self.setup_notes: list[str] = []  # what was done to the machine for the run
         self.host_reported: int | None = None  # free memory reported to the host during the load
@@ -125,6 +115,20 @@ class LoadRun:
         self._activity: device_use.Activity | None = None  # this run on its devices (run())
         self.overlapped: tuple[str, ...] = ()  # other modelmon runs on them while timed
         self.held: str | None = None  # workers killed but still held by the kernel at the end
+
+    # What the workers said so far, live: the app and a session read these from other threads
+    # while the load runs.
+    @property
+    def reads(self) -> ReadLog:
+        return self.pipes.reads
+
+    @property
+    def ready(self) -> dict[int, WorkerReady]:
+        return self.pipes.ready
+
+    @property
+    def done(self) -> dict[int, WorkerDone]:
+        return self.pipes.done
 
     @property
     def shares_work(self) -> bool:
@@ -212,8 +216,7 @@ class LoadRun:
         )
         shared_ids = tuple(new_descriptor_id() for _ in shared)
         memory = RunMemory(workers * self.options.threads if self.shares_work else 0)
-        processes: list[Any] = []
-        conns: dict[int, Connection] = {}
+        pipes = self.pipes
         state = cache.not_measured(self.options.cache)
         status = "ok"
         try:
@@ -223,34 +226,40 @@ class LoadRun:
             try:
                 drops = self.drop_behind is not None
                 tasks = WorkerTask.of_run(handouts, self.strategy, self.options, shared_ids, drops)
-                start_workers(context, tasks, worker_main, memory, shared, processes, conns)
+                start_workers(
+                    context, tasks, worker_main, memory, shared, pipes.processes, pipes.conns
+                )
             finally:  # each started worker holds its own descriptor of its handout
                 for handout in handouts:
                     handout.close()
-            self._collect(conns, processes, until_ready=True)
+            pipes.collect(self.on_message, until_ready=True)
             if self._going:
                 # Measured after the workers took their handouts, just before go: what the load
                 # really starts from.
                 gate = self.start_gate or LoadRun.prepare_cache
                 # Meanwhile a worker's death or a cancel halts the wait (and the preparation).
-                with halted_on_exit(processes, self._halt, self._cancel):
+                with halted_on_exit(pipes.processes, self._halt, self._cancel):
                     state = gate(self)
-                self._note_deaths(processes, conns)
+                pipes.note_deaths(self.on_message)
             if self._going:
                 reported = host_memory.reported_bytes()
                 if self._activity is not None:
                     self._activity.mark()
                 self.t0_ns = now_ns()
-                for conn in conns.values():
+                for conn in pipes.conns.values():
                     with contextlib.suppress(OSError):  # a worker that died: its sentinel says
                         conn.send_bytes(GO)
                 if self.on_start is not None:
                     self.on_start(self)
-                self._collect(conns, processes, until_ready=False)
+                limit = self.time_limit_s
+                deadline = None if limit is None else self.t0_ns + int(limit * 1e9)
+                self.timed_out = pipes.collect(
+                    self.on_message, until_ready=False, deadline_ns=deadline
+                )
                 self.host_reported = host_memory.reported_since(reported)
                 if self._activity is not None:
                     self.overlapped = tuple(run.text() for run in self._activity.others())
-            if self._failure is not None or self._dead is not None:
+            if pipes.failed:
                 status = "failed"
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
                 status = "cancelled"
@@ -258,114 +267,32 @@ class LoadRun:
             # Stop: the flag for workers that load, the pipes' end for any still waiting for
             # go (and for one blocked sending to us). Neither waits for any worker.
             memory.stop()
-            for conn in conns.values():
-                conn.close()
-            failed = self._failure is not None or self._dead is not None
-            self.held = held_note(
-                stop_processes(processes, FAILED_GRACE_S if failed else JOIN_GRACE_S)
-            )
-            self._describe_death(processes)
+            pipes.close()
+            grace_s = FAILED_GRACE_S if pipes.failed else JOIN_GRACE_S
+            self.held = held_note(stop_processes(pipes.processes, grace_s))
+            pipes.name_death(self._oom_kills)
             host_memory.note_free()  # the workers' memory, their arrays and interpreters
             for descriptor in shared:
                 os.close(descriptor)
             memory.close()
         return self._result(status, state)
 
-    def _collect(
-        self, conns: dict[int, Connection], processes: list[Any], until_ready: bool
-    ) -> None:
-        """Handle messages until every worker is ready (or done), one fails, or cancel."""
-        started = time.monotonic()
-        open_conns = dict(conns)
-        by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
-        next_check = started
-        while self._failure is None and self._dead is None:
-            target = self.ready if until_ready else self.done
-            if len(target) == len(processes):
-                return
-            if self._cancel.is_set():
-                return
-            limit = self.time_limit_s
-            if not until_ready and limit is not None and now_ns() - self.t0_ns > limit * 1e9:
-                self.timed_out = True
-                return
-            if until_ready and time.monotonic() - started > READY_TIMEOUT_S:
-                self._failure = f"workers not ready after {READY_TIMEOUT_S:.0f} s"
-                return
-            waitables: list[Any] = [*open_conns.values(), *by_sentinel]
-            for item in wait(waitables, timeout=0.05):
-                if item in by_sentinel:
-                    self._died(by_sentinel.pop(item), processes, open_conns)
-                else:
-                    worker = next(w for w, c in open_conns.items() if c is item)
-                    self._receive(worker, open_conns)
-            if time.monotonic() >= next_check:  # killed, but held in a FUSE request
-                next_check = time.monotonic() + KILLED_CHECK_S
-                for worker in ending_workers(by_sentinel, processes):
-                    self._died(worker, processes, open_conns)
-
     @property
     def _going(self) -> bool:
-        return self._failure is None and self._dead is None and not self._cancel.is_set()
-
-    def _died(self, worker: int, processes: list[Any], open_conns: dict[int, Connection]) -> None:
-        """Worker ``worker`` has exited (its sentinel): the run fails unless it had finished.
-        Said once the others are stopped (``_describe_death``): a killed process may take a
-        while to be reaped (threads in FUSE requests), and the others must not wait for it."""
-        self._drain(worker, open_conns)
-        if worker not in self.done and self._failure is None and self._dead is None:
-            self._dead = worker
-
-    def _describe_death(self, processes: list[Any]) -> None:
-        if self._dead is None or self._failure is not None:
-            return
-        process = processes[self._dead]
-        description = death_description(exit_code(process), self._oom_kills)
-        self._failure = f"worker {self._dead} (pid {process.pid}) {description}"
-
-    def _note_deaths(self, processes: list[Any], conns: dict[int, Connection]) -> None:
-        """The workers that died while the run waited to start fail it."""
-        by_sentinel = {p.sentinel: w for w, p in enumerate(processes)}
-        open_conns = dict(conns)
-        exited = [by_sentinel.pop(item) for item in wait(list(by_sentinel), timeout=0)]
-        for worker in exited + ending_workers(by_sentinel, processes):
-            self._died(worker, processes, open_conns)
-
-    def _drain(self, worker: int, open_conns: dict[int, Connection]) -> None:
-        while worker in open_conns and open_conns[worker].poll():
-            self._receive(worker, open_conns)
-
-    def _receive(self, worker: int, open_conns: dict[int, Connection]) -> None:
-        try:
-            message = open_conns[worker].recv()
-        except (EOFError, OSError):
-            del open_conns[worker]
-            return
-        if isinstance(message, ReadBatch):
-            self.reads.add(message)
-        elif isinstance(message, WorkerReady):
-            self.ready[worker] = message
-        elif isinstance(message, WorkerDone):
-            self.done[worker] = message
-        elif isinstance(message, WorkerFailed) and not (
-            message.kind == "LoadCancelled" and self._cancel.is_set()
-        ):
-            self._failure = f"worker {worker} failed: {message.kind}: {message.message}"
-        if self.on_message is not None:
-            self.on_message(message)
+        return not self.pipes.failed and not self._cancel.is_set()
 
     def _result(self, status: str, state: cache.CacheState) -> LoadResult:
         resident_after, vanished = residency_after(
-            self.paths, worker_died=self._dead is not None, drops=self.drop_behind is not None
+            self.paths, worker_died=self.pipes.dead is not None, drops=self.drop_behind is not None
         )
-        self._failure = self._failure or vanished
+        failure = self.pipes.failure or vanished
         state = dataclasses.replace(state, resident_after=resident_after)
         done = self.done
         end_ns = max((d.end_ns for d in done.values()), default=self.t0_ns)
         seconds = (end_ns - self.t0_ns) / 1e9 if done else 0.0
         crcs = {name: crc for d in done.values() for name, crc in d.checksums}
-        if self.shares_work and status == "ok" and self._failure is None:
-            crcs = self._check_shared_work()
+        if self.shares_work and status == "ok" and failure is None:
+            crcs, failure = self._check_shared_work()
         verified = self.options.verify and status == "ok"
         columns = self.reads.columns()
         sharing = descriptor_sharing(columns)  # named wherever it happens
@@ -380,7 +307,7 @@ class LoadRun:
             self.held,
         )
         return LoadResult(
-            status=status if self._failure is None else "failed",
+            status=status if failure is None else "failed",
             strategy=self.strategy,
             options=self.options.to_dict(),
             model=self.model.path,
@@ -393,7 +320,7 @@ class LoadRun:
             workers=worker_timings(done, self.ready, columns),
             checksum=model_checksum(crcs, self.model) if verified else None,
             tensor_checksums=crcs if verified else {},
-            error=self._failure or self._cancelled_error(status),
+            error=failure or self._cancelled_error(status),
             notes=notes,
             host_reported=self.host_reported,
             parent_peak_rss=self._own_peak(),
@@ -407,15 +334,14 @@ class LoadRun:
             return f"stopped at the time limit of {self.time_limit_s:g} s"
         return "cancelled"
 
-    def _check_shared_work(self) -> dict[str, int]:
-        """The spans every worker filled tile every tensor exactly (else the run failed); the
-        per-tensor crc32s combined from them when verifying."""
+    def _check_shared_work(self) -> tuple[dict[str, int], str | None]:
+        """The spans every worker filled tile every tensor exactly (else the run failed: the
+        failure); the per-tensor crc32s combined from them when verifying."""
         filled = [done.spans for done in self.done.values() if done.spans is not None]
         try:
-            return tiled_checksums(self.model, filled, self.options.verify)
+            return tiled_checksums(self.model, filled, self.options.verify), None
         except LoadError as exc:
-            self._failure = f"the workers' shared work: {exc}"
-            return {}
+            return {}, f"the workers' shared work: {exc}"
 
 
 def run_load(

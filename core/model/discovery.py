@@ -11,18 +11,16 @@ entered once however many symlinks lead to it, so symlink loops end.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from modelmon.core.errors import ModelFormatError, ModelReferenceError, ReferenceSyntaxError
-from modelmon.core.model.formats.safetensors import parse_index
+from modelmon.core.errors import ModelReferenceError, ReferenceSyntaxError
+from modelmon.core.model.folder_models import FolderModel, folder_models
 from modelmon.core.model.references import (
     HF_SCHEME,
     OLLAMA_SCHEME,
-    WEIGHT_SUFFIXES,
     HubReference,
     OllamaReference,
     parse_reference,
@@ -42,10 +40,6 @@ from modelmon.core.system.storage import StorageFacts, storage_facts
 SOURCES = ("hf", "ollama", "lmstudio", "llamacpp", "folder")
 MAX_ENTRIES = 100_000  # directory entries one discovery may visit, all places together
 MAX_FOLDER_DEPTH = 4  # levels below a user folder that are searched
-INDEX_SUFFIX = ".safetensors.index.json"
-# llama.cpp's split files (gguf-split): one model in several files, which open_model cannot
-# combine yet; listing a part would measure a fraction of a model.
-_SPLIT_GGUF = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +64,6 @@ class Discovery:
     skipped: tuple[str, ...]  # one line per model-like entry that is not usable, and why
     entries_visited: int  # directory entries read, all places together
     truncated: bool  # the entry budget ran out: some places were not fully searched
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    """A model inside one folder, before it is named."""
-
-    path: Path  # what to open: a file, an index, or the folder itself
-    format: str
-    files: tuple[Path, ...]
-    bytes: int
-    opens_folder: bool  # open_model(folder) opens exactly this model
 
 
 def discover_models(
@@ -173,7 +156,7 @@ class _Walk:
         return found
 
     def add(
-        self, source: str, name: str, reference: str, found: _Candidate, revision: str | None
+        self, source: str, name: str, reference: str, found: FolderModel, revision: str | None
     ) -> None:
         real = tuple(os.path.realpath(file) for file in found.files)
         # A user folder that overlaps a store (or another user folder) lists nothing twice.
@@ -225,84 +208,6 @@ def _reference_or_path(reference: str, path: Path) -> str:
     return reference if parsed is not None and str(parsed) == reference else str(path)
 
 
-# --- models in one folder ----------------------------------------------------------------------
-
-
-def _folder_candidates(
-    folder: Path, entries: list[os.DirEntry[str]], skipped: list[str]
-) -> list[_Candidate]:
-    """The models whose files sit directly in ``folder``, as open_model would open them.
-
-    Each shard index is a model; safetensors files no index claims are one model together
-    when there is no index (open_model combines them) and one each beside an index; every
-    GGUF file is a model. Unusable entries add a line to ``skipped``.
-    """
-    sizes: dict[str, int] = {}
-    indexes: list[str] = []
-    unusable: list[str] = []
-    for entry in entries:
-        if entry.name.startswith(".") or not entry.name.endswith(WEIGHT_SUFFIXES):
-            continue
-        try:
-            status = entry.stat()  # follows a symlink: the blob's size
-        except OSError as exc:
-            unusable.append(entry.name)
-            is_dangling = isinstance(exc, FileNotFoundError) and entry.is_symlink()
-            reason = "a link to a missing file (an interrupted download?)" if is_dangling else None
-            skipped.append(f"{entry.path}: {reason or exc.strerror or exc}")
-            continue
-        if not stat.S_ISREG(status.st_mode):
-            continue
-        if entry.name.endswith(INDEX_SUFFIX):
-            indexes.append(entry.name)
-        else:
-            sizes[entry.name] = status.st_size
-    # With an unusable weight file open_model(folder) would open another set: name files.
-    folder_is_clean = not unusable
-    found: list[_Candidate] = []
-    claimed: set[str] = set()
-    for index in sorted(indexes):
-        try:
-            shards = sorted({Path(shard).name for shard in parse_index(folder / index).values()})
-        except ModelFormatError as exc:
-            skipped.append(str(exc))
-            continue
-        claimed.update(shards)
-        missing = [shard for shard in shards if shard not in sizes]
-        if missing:
-            skipped.append(
-                f"{folder / index}: shard {missing[0]} is missing "
-                f"({len(missing)} of {len(shards)} missing)"
-            )
-            continue
-        files = tuple(folder / shard for shard in shards)
-        total = sum(sizes[shard] for shard in shards)
-        only_index = folder_is_clean and len(indexes) == 1
-        found.append(_Candidate(folder / index, "safetensors", files, total, only_index))
-    loose = sorted(n for n in sizes if n.endswith(".safetensors") and n not in claimed)
-    if indexes:
-        found += [_single(folder, name, "safetensors", sizes, False) for name in loose]
-    elif loose and folder_is_clean:
-        path = folder / loose[0] if len(loose) == 1 else folder
-        files = tuple(folder / name for name in loose)
-        found.append(_Candidate(path, "safetensors", files, sum(sizes[n] for n in loose), True))
-    elif loose:
-        skipped.append(f"{folder}: safetensors files with an unusable one ({unusable[0]})")
-    ggufs = sorted(name for name in sizes if name.endswith(".gguf"))
-    only_gguf = folder_is_clean and not indexes and not loose and len(ggufs) == 1
-    for name in ggufs:
-        split = _SPLIT_GGUF.search(name)
-        if split is None:
-            found.append(_single(folder, name, "gguf", sizes, only_gguf))
-        elif split.group(1) == "00001":
-            skipped.append(f"{folder / name}: a GGUF split in {int(split.group(2))} files")
-    return found
-
-
-def _single(folder: Path, name: str, format: str, sizes: dict[str, int], opens: bool) -> _Candidate:
-    return _Candidate(folder / name, format, (folder / name,), sizes[name], opens)
-
-
 # --- the places --------------------------------------------------------------------------------
 
 
@@ -325,7 +230,7 @@ def _scan_hub(walk: _Walk, cache: Path) -> None:
         if not walk.enter(snapshot.path):
             continue
         entries = walk.entries(snapshot.path)
-        for found in _folder_candidates(snapshot.path, entries, walk.skipped):
+        for found in folder_models(snapshot.path, entries, walk.skipped):
             file = None if found.opens_folder else found.path.relative_to(snapshot.path).as_posix()
             reference = _reference_or_path(str(HubReference(repo, None, file)), found.path)
             name = repo if file is None else f"{repo}/{file}"
@@ -351,7 +256,7 @@ def _scan_ollama(walk: _Walk, store: Path) -> None:
                     except ModelReferenceError as exc:
                         walk.skipped.append(str(exc))
                         continue
-                    found = _Candidate(blob.path, "gguf", (blob.path,), blob.size, False)
+                    found = FolderModel(blob.path, "gguf", (blob.path,), blob.size, False)
                     shown = label.removeprefix(OLLAMA_SCHEME)
                     reference = label if label.startswith(OLLAMA_SCHEME) else str(blob.path)
                     walk.add("ollama", shown, reference, found, blob.digest)
@@ -364,7 +269,7 @@ def _scan_lmstudio(walk: _Walk, models: Path) -> None:
     walk.searched.append(str(models))
     for publisher, publisher_dir in walk.subfolders(models):
         for repo, repo_dir in walk.subfolders(publisher_dir):
-            for found in _folder_candidates(repo_dir, walk.entries(repo_dir), walk.skipped):
+            for found in folder_models(repo_dir, walk.entries(repo_dir), walk.skipped):
                 name = f"{publisher}/{repo}"
                 if found.path != repo_dir:
                     name += f"/{found.path.name}"
@@ -376,7 +281,7 @@ def _scan_flat(walk: _Walk, folder: Path, source: str) -> None:
     if not walk.enter(folder):
         return
     walk.searched.append(str(folder))
-    for found in _folder_candidates(folder, walk.entries(folder), walk.skipped):
+    for found in folder_models(folder, walk.entries(folder), walk.skipped):
         walk.add(source, found.path.name, str(found.path), found, None)
 
 
@@ -395,7 +300,7 @@ def _scan_folder(walk: _Walk, root: Path) -> None:
                 reverse=True,  # popped from the end: visited in name order
             )
             pending += [(path, depth + 1) for path in subfolders if walk.enter(path)]
-        for found in _folder_candidates(folder, entries, walk.skipped):
+        for found in folder_models(folder, entries, walk.skipped):
             relative = os.path.relpath(found.path, root)
             name = root.name if relative == "." else relative
             walk.add("folder", name, str(found.path), found, None)
