@@ -22,6 +22,7 @@ OWN_WRITERS = {
     "core/system/readahead.py": "the kernel's read_ahead_kb, and modelmon's lock and restore "
     "records in its own state folder",
     "core/model/synth.py": "writes test and demo models into a folder it is given",
+    "core/model/synth_gguf.py": "writes test and demo GGUF models into a folder it is given",
     "core/system/device_use.py": "the machine-wide lock file and activity log of each device, "
     "in /run/lock",
     "core/system/readahead_records.py": "the restore records of readahead a run changed, in "
