@@ -116,16 +116,23 @@ def test_streaming_a_model_larger_than_its_cgroup_takes_under_512_mib(tmp_path: 
         assert not cgroup.met_limit and cgroup.oom_kills == 0
 
 
+# The server reads its model again and again while it waits, as a server using its weights
+# does: this host may run proactive reclaim (a DAMON "pageout" scheme in /sys/kernel/mm/damon)
+# that pages out cache nobody touches for a few seconds, with modelmon or without it.
 HOG = """
-import mmap, os, sys
+import mmap, os, select, sys
 size, cached = int(sys.argv[1]), sys.argv[2]
 held = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 for offset in range(0, size, mmap.PAGESIZE):
     held[offset] = 1
-with open(cached, "rb") as model:  # what a server keeps of the model it serves
-    while model.read(8 << 20):
-        pass
+def serve():
+    with open(cached, "rb") as model:  # what a server keeps of the model it serves
+        while model.read(8 << 20):
+            pass
+serve()
 print("ready", flush=True)
+while not select.select([sys.stdin], [], [], 0.2)[0]:
+    serve()
 sys.stdin.readline()
 status = open("/proc/self/status").read()
 sizes = [line.split()[1] for line in status.splitlines() if line.startswith(("VmRSS", "VmSwap"))]
