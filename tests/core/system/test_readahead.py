@@ -98,9 +98,12 @@ _HOLDER = """
 import signal, sys
 from modelmon.core.system import device_use, readahead
 from modelmon.core.system import readahead_records as records
-# Ctrl+C as in a terminal: a shell's background job starts with SIGINT ignored, and Python
-# keeps an ignored SIGINT (a CI run started with & once hung here for 30 s).
+# Signals as in a terminal: a shell's background job starts with SIGINT ignored and a run
+# under nohup with SIGHUP ignored, and a process keeps what it inherits (an ignored SIGHUP
+# is the user's choice that modelmon honours: restored, then not ended).
 signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 with readahead.for_run([sys.argv[1]], int(sys.argv[2])):
     print("set", flush=True)
     sys.stdin.read()
