@@ -72,6 +72,7 @@ def facts(folder: Path) -> Machine:
         disk_size=_disk_model(storage.block_device),
         libraries=_versions(),
         free_memory=RETURNS_FREE_MEMORY if memory.returns_free_memory else "kept by the guest",
+        idle_memory=memory.proactive_reclaim or "kept (no proactive reclaim found)",
     )
 
 

@@ -344,6 +344,7 @@ class Machine:
     disk_size: str | None
     libraries: dict[str, str]
     free_memory: str
+    idle_memory: str = "not recorded"
 
 
 @dataclass

@@ -290,6 +290,7 @@ def render(results: BenchResults) -> str:
         f"| filesystem | {machine.filesystem} |\n| Python | {machine.python} |\n"
         f"| libraries | {', '.join(f'{k} {v}' for k, v in machine.libraries.items())} |\n"
         f"| free memory | {machine.free_memory} |\n",
+        f"| idle memory | {machine.idle_memory} |\n",
         "## Models\n",
         "| model | what | format | files | tensors | bytes | used in |\n"
         "| --- | --- | --- | ---: | ---: | ---: | --- |",

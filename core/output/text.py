@@ -95,6 +95,8 @@ def render_inspect(info: dict[str, Any]) -> str:
             )
         if memory.get("returns_free_memory"):
             lines.append(f"          {RETURNS_FREE_MEMORY}")
+        if memory.get("proactive_reclaim"):
+            lines.append(f"          {memory['proactive_reclaim']}")
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ import psutil
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MIN_MEMORY_LIMIT
 from modelmon.core.options import MiB
+from modelmon.core.system.proactive_reclaim import proactive_reclaim
 from modelmon.core.system.host_memory import reports_free_pages
 from modelmon.core.system.storage import MOUNTINFO, MountEntry, parse_mountinfo, read_int, read_text
 from modelmon.core.units import gib_text
@@ -44,6 +45,9 @@ class MemoryFacts:
     # What our memory cgroup can still charge before it must reclaim (limit minus usage, page
     # cache included; the tightest up the tree); None: no limit.
     cgroup_free: int | None = None
+    # How the host pages out idle memory under no pressure (proactive_reclaim); None: it
+    # does not, as far as this kernel says.
+    proactive_reclaim: str | None = None
 
     def fits_with_cache(self, model_bytes: int) -> bool:
         """The model's arrays and its page cache both fit in usable RAM (a read-based keep
@@ -226,6 +230,7 @@ def memory_facts() -> MemoryFacts:
         hugepages=parse_bracketed(thp) if thp else None,
         free=meminfo.get("MemFree", available),
         returns_free_memory=reports_free_pages(),
+        proactive_reclaim=proactive_reclaim(),
         cgroup_free=cgroup_free(mounts, cgroup_text) if limit is not None else None,
         total=total,
         available=available,

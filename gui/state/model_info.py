@@ -135,6 +135,7 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
         f"({'fits' if memory.fits_with_cache(need) else 'does not fit'}); {swap}; "
         f"transparent hugepages: {memory.hugepages or 'unknown'}"
         + (f"\n{RETURNS_FREE_MEMORY}" if memory.returns_free_memory else "")
+        + (f"\n{memory.proactive_reclaim}" if memory.proactive_reclaim else "")
     )
     warning = swap_warning(need, memory)
     if info.fits_in_ram and warning:
