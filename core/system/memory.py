@@ -15,8 +15,8 @@ import psutil
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MIN_MEMORY_LIMIT
 from modelmon.core.options import MiB
-from modelmon.core.system.proactive_reclaim import proactive_reclaim
 from modelmon.core.system.host_memory import reports_free_pages
+from modelmon.core.system.proactive_reclaim import proactive_reclaim
 from modelmon.core.system.storage import MOUNTINFO, MountEntry, parse_mountinfo, read_int, read_text
 from modelmon.core.units import gib_text
 

@@ -54,9 +54,7 @@ def test_a_pageout_scheme_is_described_with_its_age_quota_and_filters(tmp_path: 
 @pytest.mark.parametrize(
     ("state", "action"), [("off", "pageout"), ("on", "stat"), ("on", "lru_prio")]
 )
-def test_no_line_when_no_running_scheme_pages_out(
-    tmp_path: Path, state: str, action: str
-) -> None:
+def test_no_line_when_no_running_scheme_pages_out(tmp_path: Path, state: str, action: str) -> None:
     assert proactive_reclaim(_kdamond(tmp_path, state, action)) is None
 
 
