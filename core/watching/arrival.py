@@ -12,6 +12,15 @@ arrived counts once per arrival (dropped and read again: twice), and an arrival 
 the interval between the scan that last saw the page absent and the one that saw it resident.
 This sees every reader, buffered reads and mappings alike, but only pages that were absent:
 a warm file needs the process-side evidence (``openings``).
+
+A page can also arrive and be reclaimed between two scans: a reader in a memory cgroup
+smaller than the file, or a host that pages out idle cache (``proactive_reclaim``). Reclaim
+leaves a shadow entry where the page was, and cachestat counts those per range (dropping
+pages with ``POSIX_FADV_DONTNEED``, as making a file cold does, leaves none). So a bin whose
+shadow count grew by more than the pages the scan saw leave it had that many arrivals the
+scan never saw resident: they count as arrivals of that interval, placed at the start of
+their bin (the count is per bin, not per page). A refault consumes a shadow, so this is a
+lower bound, never an overcount.
 """
 
 from __future__ import annotations
@@ -90,6 +99,9 @@ class FileArrival:
         self.arrived_bytes = 0  # the same in bytes (the file's last page counts its part)
         self.evicted_arrived_pages = 0  # pages that arrived, then were dropped while watched
         self.evicted_before_pages = 0  # pages resident before the watch, dropped while watched
+        # Pages that arrived and were reclaimed between two scans (counted from shadow entries)
+        self.unseen_arrived_pages = 0
+        self._gone_in_scan = 0  # pages the latest _apply found gone
         self.cachestat = True  # False once cachestat proved unusable: whole-file mincore
         self.runs = 0  # runs of arrived pages, as scans found them
         self.jumps = 0  # runs that started away from resident data (not at the file's start)
@@ -118,6 +130,7 @@ class FileArrival:
         start_ns, self.last_scan_ns = self.last_scan_ns, now_ns
         if not self.cachestat:
             return self._apply(0, self._whole(), start_ns, now_ns)
+        shadows_before = self._bin_evicted.copy()
         changed = self._changed_bins(self._bins_to_look_at(everything))
         if changed is None:  # cachestat refused: whole-file mincore from now on
             self.cachestat = False
@@ -138,6 +151,16 @@ class FileArrival:
             if found is not None:
                 offsets.append(found.offsets)
                 lengths.append(found.lengths)
+            new_shadows = int(self._bin_evicted[index] - shadows_before[index])
+            unseen = min(end - first, new_shadows - self._gone_in_scan)
+            if unseen > 0:
+                offset = first * PAGE_SIZE
+                length = min(unseen * PAGE_SIZE, self.size - offset)
+                self.unseen_arrived_pages += unseen
+                self.arrived_pages += unseen
+                self.arrived_bytes += length
+                offsets.append(np.array([offset], dtype=np.int64))
+                lengths.append(np.array([length], dtype=np.int64))
         if not offsets:
             return None
         merged_offsets, merged_lengths = merge_runs(
@@ -228,6 +251,7 @@ class FileArrival:
         now = resident.astype(bool)
         arrived = now & (state == ABSENT)
         gone = ~now & (state != ABSENT)
+        self._gone_in_scan = int(np.count_nonzero(gone))
         if gone.any():
             self.evicted_arrived_pages += int(np.count_nonzero(gone & (state == ARRIVED)))
             self.evicted_before_pages += int(np.count_nonzero(gone & (state == BEFORE)))

@@ -14,6 +14,7 @@ import pytest
 from modelmon.core.system import cache
 from modelmon.core.watching.watch import Watch
 
+from ...memory_cgroup import memory_cgroup
 from .running import program, wait_until, watching
 
 
@@ -183,3 +184,26 @@ def test_cancel_leaves_no_process_of_the_tree_running(tmp_path: Path, small_mode
         except psutil.NoSuchProcess:
             continue
         assert state == psutil.STATUS_ZOMBIE, (pid, state)  # ended; its new parent reaps it
+
+
+def test_pages_reclaimed_before_the_next_look_still_count_as_arrived(
+    tmp_path: Path, large_model: Path
+) -> None:
+    """cat in a memory cgroup far smaller than the file: its page cache is reclaimed as it
+    reads, so most pages come and go between two looks. The shadow entries reclaim leaves
+    still count them: every byte arrived, and the result says how many went unseen."""
+    size = large_model.stat().st_size
+    with memory_cgroup(32 << 20) as cgroup, open(os.devnull, "wb") as sink:
+        watch = Watch(
+            cgroup.command(["cat", str(large_model)]),
+            model=[str(large_model)],
+            cache="cold",
+            stdout=sink.fileno(),
+            interval_s=0.5,
+        )
+        result = watch.run()
+    assert result.exit_code == 0 and result.cache is not None and result.cache.cold
+    (file,) = result.files
+    assert file.resident_after < 0.5  # most of it went before the end: reclaimed, not seen
+    assert file.arrived_bytes >= 0.98 * size, f"{file.arrived_bytes} of {size} bytes"
+    assert any("reclaimed before the next look" in note for note in result.notes)
