@@ -195,8 +195,9 @@ def assemble(
     unseen = sum(t.unseen_arrived_pages for t in observer.arrivals.files.values()) * PAGE_SIZE
     if unseen:  # the file's pages went as fast as they came: a cgroup limit, proactive reclaim
         all_notes.append(
-            f"{unseen / 1e6:.0f} MB arrived and were reclaimed before the next look (counted "
-            "from the page cache's shadow entries; placed at the start of their part of the file)"
+            f"{unseen / 1e6:.0f} MB arrived and were reclaimed before the next look: counted "
+            "from the page cache's shadow entries, in the bytes and the rate but with no place "
+            "in the access pattern"
         )
     for model_file in observer.files.files:
         hidden = hidden_reason(model_file.path)

@@ -228,7 +228,7 @@ def summary_text(rec: Recommendation, exported_to: str | None = None, advice: An
     memory = search_memory_text(rec)
     searched = (
         f"modelmon's own search took {rec.budget.elapsed_s:.0f} s of its "
-        f"{rec.budget.given_s:.0f} s share of the budget (your loader's rounds had the rest)"
+        f"{rec.budget.given_s:.0f} s share of the budget"
         if advice is not None
         else f"Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s budget"
     )
