@@ -159,6 +159,8 @@ def watch_once(
     if result.ended_by == "cancel":
         raise RuntimeError(f"stopped at the time limit of {time_limit_s:g} s")
     own = _own_report(output)
+    # Judged by the bytes that arrived in the page cache, over first to last byte.
+    arrived_mbps = result.arrived_bytes / result.seconds / 1e6 if result.seconds else None
     t0 = watch.t0_ns
     own_mbps = own.bytes / own.seconds / 1e6 if own.seconds else None
     shared = [d for d in result.descriptions if d.shared]
@@ -174,9 +176,9 @@ def watch_once(
         first_byte_s=result.first_byte_s,
         last_byte_s=result.last_byte_s,
         own_end_s=(own.end_ns - t0) / 1e9,
-        watched_mbps=result.mbps,
-        watched_bytes=result.bytes_read,
-        ratio=result.mbps / own_mbps if result.mbps and own_mbps else None,
+        watched_mbps=arrived_mbps,
+        watched_bytes=result.arrived_bytes,
+        ratio=arrived_mbps / own_mbps if arrived_mbps and own_mbps else None,
         findings=[f.code for f in result.findings],
         shared_pids=sorted(shared[0].pids) if shared else [],
         program_pids=own.pids,
@@ -199,15 +201,27 @@ def watched_vs_own(model: Path, kinds: tuple[str, ...] = KINDS) -> list[WatchedR
         return [watch_once(model, kind, Path(scratch)) for kind in kinds]
 
 
-def _plain_once(model: Path, kind: str, scratch: Path) -> float:
+def _plain_once(model: Path, kind: str, scratch: Path, time_limit_s: float | None = None) -> float:
     """The program's own load seconds, cold, not watched (the cache made cold the same way)."""
     state = prepare_cache([str(model)], "cold")
     if not state.cold:
         raise RuntimeError(f"could not make {model} cold: {state.note}")
     output = scratch / f"{kind}.plain.out"
     with open(output, "w") as out:
-        subprocess.run(program(kind, model), stdout=out, check=True)
+        subprocess.run(program(kind, model), stdout=out, check=True, timeout=time_limit_s)
     return _own_report(output).seconds
+
+
+def _watched_once(
+    model: Path, kind: str, scratch: Path, interval_s: float, time_limit_s: float | None
+) -> WatchedRun:
+    """A watched run that can stand for the program's load: cold and exit 0, or an error."""
+    row = watch_once(model, kind, scratch, interval_s, time_limit_s)
+    if not row.cold or row.exit_code != 0:
+        raise RuntimeError(
+            f"a watched {kind} run was not usable (cold {row.cold}, exit code {row.exit_code})"
+        )
+    return row
 
 
 def watch_overhead(
@@ -216,6 +230,7 @@ def watch_overhead(
     kind: str = "read-whole",
     interval_s: float = 0.1,
     control: bool = False,
+    time_limit_s: float | None = None,
 ) -> WatchOverhead:
     """Alternating cold runs, watched and not; the program's own seconds compared.
 
@@ -232,12 +247,12 @@ def watch_overhead(
             seconds: dict[bool, float] = {}
             for watching in order:
                 if watching and not control:
-                    row = watch_once(model, kind, Path(scratch), interval_s)
+                    row = _watched_once(model, kind, Path(scratch), interval_s, time_limit_s)
                     seconds[True] = row.own_seconds
                     if row.watch_cpu_share is not None:
                         shares.append(row.watch_cpu_share)
                 else:
-                    seconds[watching] = _plain_once(model, kind, Path(scratch))
+                    seconds[watching] = _plain_once(model, kind, Path(scratch), time_limit_s)
             watched.append(seconds[True])
             plain.append(seconds[False])
             ratios.append(seconds[True] / seconds[False])
@@ -312,8 +327,9 @@ def run_section(
                     report.failed[kind] = f"{type(exc).__name__}: {exc}"
         if pairs:
             say(f"watch: overhead, {pairs} pair(s) watched and not, {pairs} with neither")
-            report.overhead = watch_overhead(model, pairs)
-            report.control = watch_overhead(model, pairs, control=True)
+            limit = time_limit_s
+            report.overhead = watch_overhead(model, pairs, time_limit_s=limit)
+            report.control = watch_overhead(model, pairs, control=True, time_limit_s=limit)
     report.seconds = round(time.monotonic() - started, 1)
     return report
 

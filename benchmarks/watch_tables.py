@@ -103,12 +103,6 @@ def _why_this_load(report: WatchReport, over: WatchOverhead) -> str:
         "of them to mean anything (the lazy one reads a few rows) or too long for "
         f"{4 * over.pairs} cold runs within the section's few minutes."
     )
-    if report.env == "fuse":
-        text += (
-            " On this FUSE mount the load is bound by CPU (rclone's server and mount share "
-            "the machine's cores with the program and the watch), so the watch's CPU takes "
-            "from the load directly: the case where watching costs most."
-        )
     return text
 
 
@@ -239,26 +233,40 @@ def _overhead_target(over: WatchOverhead, control: WatchOverhead | None) -> Targ
     return Target(SECTION, want, measured, met, why="" if met else why)
 
 
+def _unusable(run: WatchedRun) -> str | None:
+    """Why a watched run cannot stand for the program's load: it was not cold, or failed."""
+    if not run.cold:
+        return "its cache was not verified cold"
+    if run.exit_code != 0:
+        return f"it ended with exit code {run.exit_code}"
+    return None
+
+
 def watch_targets(results: BenchResults) -> list[Target]:
     report = results.watch
     if report is None:
         return []
-    found = []
+    measured: list[Target] = []
+    failed: list[Target] = []
     for run in report.programs:
+        unusable = _unusable(run)
+        if unusable is not None:
+            failed.append(Target(SECTION, f"{run.kind} watched", unusable, False, why=unusable))
+            continue
         if run.kind != LAZY_KIND:  # it loads a few rows: its own MB/s is not the file's
-            found.append(_speed_target(run))
+            measured.append(_speed_target(run))
         if run.kind == SHARED_KIND:
-            found.append(_shared_target(run))
+            measured.append(_shared_target(run))
         if run.kind == LAZY_KIND:
-            found.append(_lazy_target(run, report.size))
+            measured.append(_lazy_target(run, report.size))
     for kind, why in report.failed.items():
-        found.append(Target(SECTION, f"{kind} watched", f"failed: {why}", False, why=why))
+        failed.append(Target(SECTION, f"{kind} watched", f"failed: {why}", False, why=why))
     if report.overhead is not None:
-        found.append(_overhead_target(report.overhead, report.control))
+        measured.append(_overhead_target(report.overhead, report.control))
     if report.size < MIN_FILE_BYTES:  # a load shorter than a few samples: nothing to judge
         small = f"; not judged: a {_size(report.size)} file, the targets are for ≥ 1 GB"
-        found = [
+        measured = [
             replace(t, measured=t.measured.split("; not judged")[0] + small, met=None, why="")
-            for t in found
+            for t in measured
         ]
-    return found
+    return measured + failed

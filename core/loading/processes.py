@@ -152,13 +152,19 @@ def exit_code(process: Any) -> int | None:
     return code if code is not None else ending_code(process.pid)
 
 
+POLLING_JOIN_S = 5.0  # how long the end of a block waits for its polling thread
+
+
 @contextlib.contextmanager
 def polling_thread(
     look: Callable[[], Found | None], act: Callable[[Found], None], name: str
 ) -> Iterator[None]:
     """For the block, a thread named ``name`` calls ``look`` until it finds something, then
     ``act`` on it once, if the block still runs. ``look`` waits a moment itself (never on a
-    lock another process may hold): that bounds how soon the thread ends after the block."""
+    lock another process may hold): that bounds how soon the thread ends after the block.
+    The block's end waits for the thread at most ``POLLING_JOIN_S``: a ``look`` or ``act``
+    stuck on something remote is left to finish alone (a daemon thread) rather than holding
+    up the run that no longer needs it."""
     done = threading.Event()
 
     def watch() -> None:
@@ -174,7 +180,7 @@ def polling_thread(
         yield
     finally:
         done.set()
-        watcher.join()
+        watcher.join(POLLING_JOIN_S)
 
 
 def halted_on_exit(

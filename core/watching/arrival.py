@@ -12,6 +12,17 @@ arrived counts once per arrival (dropped and read again: twice), and an arrival 
 the interval between the scan that last saw the page absent and the one that saw it resident.
 This sees every reader, buffered reads and mappings alike, but only pages that were absent:
 a warm file needs the process-side evidence (``openings``).
+
+A page can also arrive and be reclaimed between two scans: a reader in a memory cgroup
+smaller than the file, or a host that pages out idle cache (``proactive_reclaim``). Reclaim
+leaves a shadow entry where the page was, and cachestat counts those per range (dropping
+pages with ``POSIX_FADV_DONTNEED``, as making a file cold does, leaves none). So a bin whose
+shadow count grew by more than the pages the scan saw leave it had that many arrivals the
+scan never saw resident: they count as arrivals of that interval (and as evicted), with no
+place in the file (the count is per bin, not per page: ``Arrivals.unplaced_bytes``). Each
+bin keeps the balance of shadows gained against pages seen leaving, so a page seen gone
+before cachestat counted its shadow is matched a scan later, not counted twice; a refault
+consumes a shadow, so the count is a lower bound.
 """
 
 from __future__ import annotations
@@ -42,10 +53,11 @@ class Arrivals:
     end_ns: int  # this scan
     offsets: np.ndarray  # int64
     lengths: np.ndarray  # int64
+    unplaced_bytes: int = 0  # arrived and reclaimed between the two scans: no known offset
 
     @property
     def bytes(self) -> int:
-        return int(self.lengths.sum())
+        return int(self.lengths.sum()) + self.unplaced_bytes
 
 
 def page_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,12 +96,16 @@ class FileArrival:
         self.edges = (np.arange(count + 1, dtype=np.int64) * self.pages) // count
         self._bin_counts = np.zeros(count, dtype=np.int64)
         self._bin_evicted = np.zeros(count, dtype=np.int64)
+        # Per bin: shadow entries gained minus pages seen leaving, not yet matched
+        self._shadow_balance = np.zeros(count, dtype=np.int64)
         self.last_scan_ns = 0
         self.resident_before = 0.0  # fraction when first scanned
         self.arrived_pages = 0  # every arrival counted
         self.arrived_bytes = 0  # the same in bytes (the file's last page counts its part)
         self.evicted_arrived_pages = 0  # pages that arrived, then were dropped while watched
         self.evicted_before_pages = 0  # pages resident before the watch, dropped while watched
+        # Pages that arrived and were reclaimed between two scans (counted from shadow entries)
+        self.unseen_arrived_pages = 0
         self.cachestat = True  # False once cachestat proved unusable: whole-file mincore
         self.runs = 0  # runs of arrived pages, as scans found them
         self.jumps = 0  # runs that started away from resident data (not at the file's start)
@@ -117,13 +133,15 @@ class FileArrival:
     def _scan(self, now_ns: int, everything: bool) -> Arrivals | None:
         start_ns, self.last_scan_ns = self.last_scan_ns, now_ns
         if not self.cachestat:
-            return self._apply(0, self._whole(), start_ns, now_ns)
+            return self._apply(0, self._whole(), start_ns, now_ns)[0]
+        shadows_before = self._bin_evicted.copy()
         changed = self._changed_bins(self._bins_to_look_at(everything))
         if changed is None:  # cachestat refused: whole-file mincore from now on
             self.cachestat = False
-            return self._apply(0, self._whole(), start_ns, now_ns)
+            return self._apply(0, self._whole(), start_ns, now_ns)[0]
         offsets: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
+        unplaced = 0
         for index in changed.tolist():
             first, end = int(self.edges[index]), int(self.edges[index + 1])
             count = int(self._bin_counts[index])
@@ -134,16 +152,37 @@ class FileArrival:
             else:
                 resident = resident_pages(self.fd, self.size, first, end - first)
                 self.mincore_pages += end - first
-            found = self._apply(first, resident, start_ns, now_ns)
+            found, gone = self._apply(first, resident, start_ns, now_ns)
             if found is not None:
                 offsets.append(found.offsets)
                 lengths.append(found.lengths)
-        if not offsets:
+            unplaced += self._unseen(index, shadows_before[index], gone)
+        if not offsets and not unplaced:
             return None
+        if not offsets:
+            empty = np.zeros(0, dtype=np.int64)
+            return Arrivals(self.file.index, start_ns, now_ns, empty, empty, unplaced)
         merged_offsets, merged_lengths = merge_runs(
             np.concatenate(offsets), np.concatenate(lengths)
         )
-        return Arrivals(self.file.index, start_ns, now_ns, merged_offsets, merged_lengths)
+        return Arrivals(self.file.index, start_ns, now_ns, merged_offsets, merged_lengths, unplaced)
+
+    def _unseen(self, index: int, shadows_before: int, gone: int) -> int:
+        """Bytes of bin ``index`` that arrived and were reclaimed since the previous scan,
+        from the shadow entries it gained beyond the pages this scan saw leave it."""
+        balance = self._shadow_balance[index] + int(self._bin_evicted[index]) - shadows_before
+        balance -= gone
+        first, end = int(self.edges[index]), int(self.edges[index + 1])
+        pages = int(min(end - first, max(0, balance)))
+        self._shadow_balance[index] = min(0, balance)  # a deficit waits for its shadows
+        if not pages:
+            return 0
+        self.unseen_arrived_pages += pages
+        self.evicted_arrived_pages += pages
+        self.arrived_pages += pages
+        unplaced = min(pages * PAGE_SIZE, self.size - first * PAGE_SIZE)
+        self.arrived_bytes += unplaced
+        return unplaced
 
     def _bins_to_look_at(self, everything: bool) -> np.ndarray:
         """Every bin not all resident, and a turn of the full ones (pages leave them only
@@ -221,19 +260,21 @@ class FileArrival:
 
     def _apply(
         self, first: int, resident: np.ndarray, start_ns: int, end_ns: int
-    ) -> Arrivals | None:
-        """Update the pages [first, first + len(resident)) to ``resident``; the arrivals."""
+    ) -> tuple[Arrivals | None, int]:
+        """Update the pages [first, first + len(resident)) to ``resident``; the arrivals,
+        and how many pages were seen leaving."""
         end = first + len(resident)
         state = self.state[first:end]
         now = resident.astype(bool)
         arrived = now & (state == ABSENT)
         gone = ~now & (state != ABSENT)
-        if gone.any():
+        left = int(np.count_nonzero(gone))
+        if left:
             self.evicted_arrived_pages += int(np.count_nonzero(gone & (state == ARRIVED)))
             self.evicted_before_pages += int(np.count_nonzero(gone & (state == BEFORE)))
             state[gone] = ABSENT
         if not arrived.any():
-            return None
+            return None, left
         state[arrived] = ARRIVED
         self.ever[first:end] |= arrived
         self.arrived_pages += int(np.count_nonzero(arrived))
@@ -242,7 +283,7 @@ class FileArrival:
         offsets = (pages + first) * PAGE_SIZE
         lengths = np.minimum(counts * PAGE_SIZE, self.size - offsets)
         self.arrived_bytes += int(lengths.sum())
-        return Arrivals(self.file.index, start_ns, end_ns, offsets, lengths)
+        return Arrivals(self.file.index, start_ns, end_ns, offsets, lengths), left
 
     def _count_jumps(self, starts: np.ndarray) -> None:
         """Count the runs starting at pages ``starts`` that do not continue resident data

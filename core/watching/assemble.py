@@ -192,6 +192,13 @@ def assemble(
     if observer.groups.unavailable:
         all_notes.append(f"descriptor sharing unknown: {observer.groups.unavailable}")
     all_notes += sorted(observer.arrivals.failed.values())
+    unseen = sum(t.unseen_arrived_pages for t in observer.arrivals.files.values()) * PAGE_SIZE
+    if unseen:  # the file's pages went as fast as they came: a cgroup limit, proactive reclaim
+        all_notes.append(
+            f"{unseen / 1e6:.0f} MB arrived and were reclaimed before the next look: counted "
+            "from the page cache's shadow entries, in the bytes and the rate but with no place "
+            "in the access pattern"
+        )
     for model_file in observer.files.files:
         hidden = hidden_reason(model_file.path)
         if hidden:  # its pages would look absent: no arrival can be seen

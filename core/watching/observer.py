@@ -164,8 +164,10 @@ class Observer:
 
     def _log(self, found: list[Arrivals]) -> None:
         for arrivals in found:
-            worker = self._holder_slot(arrivals.file)
             count = len(arrivals.offsets)
+            if not count:  # only pages reclaimed unseen: no place in the file to log
+                continue
+            worker = self._holder_slot(arrivals.file)
             self.log.add(
                 ReadBatch(
                     worker,

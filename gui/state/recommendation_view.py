@@ -226,7 +226,10 @@ def summary_text(rec: Recommendation, exported_to: str | None = None, advice: An
         else "File ▸ Export recommended configuration… writes it as a config file."
     )
     memory = search_memory_text(rec)
-    return (
-        f"{head}. Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s "
-        f"budget. {memory[0].upper()}{memory[1:]}. {where}"
+    searched = (
+        f"modelmon's own search took {rec.budget.elapsed_s:.0f} s of its "
+        f"{rec.budget.given_s:.0f} s share of the budget"
+        if advice is not None
+        else f"Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s budget"
     )
+    return f"{head}. {searched[0].upper()}{searched[1:]}. {memory[0].upper()}{memory[1:]}. {where}"

@@ -14,6 +14,7 @@ import pytest
 from modelmon.core.system import cache
 from modelmon.core.watching.watch import Watch
 
+from ...memory_cgroup import memory_cgroup
 from .running import program, wait_until, watching
 
 
@@ -183,3 +184,59 @@ def test_cancel_leaves_no_process_of_the_tree_running(tmp_path: Path, small_mode
         except psutil.NoSuchProcess:
             continue
         assert state == psutil.STATUS_ZOMBIE, (pid, state)  # ended; its new parent reaps it
+
+
+def test_pages_reclaimed_before_the_next_look_still_count_as_arrived(
+    tmp_path: Path, large_model: Path
+) -> None:
+    """cat in a memory cgroup far smaller than the file: its page cache is reclaimed as it
+    reads, so most pages come and go between two looks. The shadow entries reclaim leaves
+    still count them: every byte arrived, and the result says how many went unseen."""
+    size = large_model.stat().st_size
+    with memory_cgroup(32 << 20) as cgroup, open(os.devnull, "wb") as sink:
+        watch = Watch(
+            cgroup.command(["cat", str(large_model)]),
+            model=[str(large_model)],
+            cache="cold",
+            stdout=sink.fileno(),
+            interval_s=0.5,
+        )
+        result = watch.run()
+    assert result.exit_code == 0 and result.cache is not None and result.cache.cold
+    (file,) = result.files
+    assert file.resident_after < 0.5  # most of it went before the end: reclaimed, not seen
+    # Every page once (a page reclaimed before cat read it arrives twice: a little more).
+    assert 0.98 * size <= file.arrived_bytes <= 1.1 * size, f"{file.arrived_bytes} of {size}"
+    assert any("reclaimed before the next look" in note for note in result.notes)
+
+
+def test_a_warm_file_reclaimed_while_nobody_reads_it_has_no_arrivals(
+    tmp_path: Path, large_model: Path
+) -> None:
+    """The other side of counting shadow entries: pages that were there before the watch and
+    are reclaimed under it (their cgroup's limit lowered) leave shadows too, and are seen
+    leaving: nothing arrived."""
+    with memory_cgroup(1 << 30) as cgroup:
+        subprocess.run(cgroup.command(["cat", str(large_model)]), stdout=subprocess.DEVNULL)
+        assert cache.residency_of([large_model]) > 0.9  # cached, charged to the cgroup
+
+        def make(folder: Path, out: int) -> Watch:
+            waiting = f'while [ ! -e "{folder / "hold" / "release"}" ]; do sleep 0.02; done'
+            return Watch(
+                cgroup.command(["sh", "-c", waiting]),
+                model=[str(large_model)],
+                cache="keep",
+                stdout=out,
+                interval_s=0.05,
+            )
+
+        with watching(tmp_path, make) as running:
+            wait_until(lambda: running.watch.progress().looks >= 2, "the watch's first looks")
+            (cgroup.path / "memory.limit_in_bytes").write_text(str(16 << 20))  # reclaims
+            looks = running.watch.progress().looks
+            wait_until(lambda: running.watch.progress().looks > looks + 2, "looks after it")
+            running.release()
+            result = running.result()
+    (file,) = result.files
+    assert file.resident_before > 0.9 and file.resident_after < 0.2
+    assert file.arrived_bytes == 0

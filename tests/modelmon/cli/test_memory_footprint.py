@@ -11,88 +11,19 @@ kernel leaves v1's ``memory.failcnt`` at 0 even then).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from modelmon.core import evict, residency_of
 
 from ...core.loading.sparse import sparse_model
+from ...memory_cgroup import MemoryCgroup, memory_cgroup
 
 MIB = 1 << 20
 BOUND = 512 * MIB  # the most one streaming load may take from the machine, all told
-V1 = Path("/sys/fs/cgroup/memory")
-
-
-@dataclass(frozen=True)
-class MemoryCgroup:
-    """A v1 memory cgroup: processes started with ``command`` run in it from their first
-    instruction (a shell moves itself in, then execs), their children too."""
-
-    path: Path
-    limit: int
-
-    def command(self, argv: list[str]) -> list[str]:
-        procs = self.path / "cgroup.procs"
-        return ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *argv]
-
-    def read(self, name: str) -> int:
-        return int((self.path / name).read_text().split()[0])
-
-    @property
-    def peak(self) -> int:
-        """Bytes charged at most since it was made (memory and page cache of its members)."""
-        return self.read("memory.max_usage_in_bytes")
-
-    @property
-    def met_limit(self) -> bool:
-        """Whether a charge ever met the limit (then the cgroup reclaims, or OOM-kills)."""
-        return self.peak >= self.limit
-
-    @property
-    def oom_kills(self) -> int:
-        for line in (self.path / "memory.oom_control").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-        return 0
-
-
-def _own_v1_memory_cgroup() -> Path | None:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            return V1 / path.lstrip("/")
-    return None
-
-
-@contextlib.contextmanager
-def memory_cgroup(limit: int) -> Iterator[MemoryCgroup]:
-    """A child of this process's own memory cgroup, limited to ``limit`` bytes, no swap."""
-    parent = _own_v1_memory_cgroup() if (V1 / "memory.limit_in_bytes").exists() else None
-    if parent is None or not parent.is_dir():
-        pytest.skip("needs the cgroup v1 memory controller (this machine's kind)")
-    if not os.access(parent, os.W_OK):
-        pytest.skip("cannot create memory cgroups here (needs root)")
-    path = parent / f"modelmon-test-{os.getpid()}-{time.monotonic_ns()}"
-    path.mkdir()
-    try:
-        (path / "memory.limit_in_bytes").write_text(str(limit))
-        with contextlib.suppress(OSError):  # no swap accounting: there is no swap to limit
-            (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
-        yield MemoryCgroup(path, limit)
-    finally:
-        for pid in (path / "cgroup.procs").read_text().split():
-            with contextlib.suppress(OSError):  # a straggler goes back to where we are
-                (parent / "cgroup.procs").write_text(pid)
-        path.rmdir()
 
 
 def load_in(cgroup: MemoryCgroup, *args: str) -> subprocess.CompletedProcess[str]:
@@ -116,23 +47,20 @@ def test_streaming_a_model_larger_than_its_cgroup_takes_under_512_mib(tmp_path: 
         assert not cgroup.met_limit and cgroup.oom_kills == 0
 
 
-# The server reads its model again and again while it waits, as a server using its weights
-# does: this host may run proactive reclaim (a DAMON "pageout" scheme in /sys/kernel/mm/damon)
-# that pages out cache nobody touches for a few seconds, with modelmon or without it.
+# The server maps the model it serves and has touched every page, as llama.cpp's server
+# does: pages that memory pressure can reclaim, but that a host's proactive reclaim of idle
+# unmapped cache (a DAMON "pageout" scheme in /sys/kernel/mm/damon, on this machine) does not
+# take, with modelmon or without it.
 HOG = """
-import mmap, os, select, sys
+import mmap, os, sys
 size, cached = int(sys.argv[1]), sys.argv[2]
 held = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 for offset in range(0, size, mmap.PAGESIZE):
     held[offset] = 1
-def serve():
-    with open(cached, "rb") as model:  # what a server keeps of the model it serves
-        while model.read(8 << 20):
-            pass
-serve()
+with open(cached, "rb") as model:
+    served = mmap.mmap(model.fileno(), 0, prot=mmap.PROT_READ)
+touched = sum(served[offset] for offset in range(0, len(served), mmap.PAGESIZE))
 print("ready", flush=True)
-while not select.select([sys.stdin], [], [], 0.2)[0]:
-    serve()
 sys.stdin.readline()
 status = open("/proc/self/status").read()
 sizes = [line.split()[1] for line in status.splitlines() if line.startswith(("VmRSS", "VmSwap"))]
@@ -143,7 +71,7 @@ print(" ".join(sizes))
 def test_a_load_beside_a_process_holding_most_of_the_memory_leaves_it_alone(
     tmp_path: Path,
 ) -> None:
-    """A server holds 576 MiB and keeps its 64 MiB model cached in a 1 GiB cgroup, and
+    """A server holds 576 MiB and keeps its 64 MiB model mapped in a 1 GiB cgroup, and
     modelmon streams a 1 GiB model beside it, priming on: the server keeps all its memory
     and its cache, and nothing in the cgroup ever meets the limit, so nothing is reclaimed,
     swapped or killed. The room left, 384 MiB, is inside the bound a streaming load keeps to
