@@ -191,7 +191,8 @@ def test_pages_reclaimed_before_the_next_look_still_count_as_arrived(
 ) -> None:
     """cat in a memory cgroup far smaller than the file: its page cache is reclaimed as it
     reads, so most pages come and go between two looks. The shadow entries reclaim leaves
-    still count them: every byte arrived, and the result says how many went unseen."""
+    count them as arrivals the page bitmaps never saw (a lower bound: a page read ahead,
+    reclaimed and read again consumes its shadow)."""
     size = large_model.stat().st_size
     with memory_cgroup(32 << 20) as cgroup, open(os.devnull, "wb") as sink:
         watch = Watch(
@@ -205,8 +206,8 @@ def test_pages_reclaimed_before_the_next_look_still_count_as_arrived(
     assert result.exit_code == 0 and result.cache is not None and result.cache.cold
     (file,) = result.files
     assert file.resident_after < 0.5  # most of it went before the end: reclaimed, not seen
-    # Every page once (a page reclaimed before cat read it arrives twice: a little more).
-    assert 0.98 * size <= file.arrived_bytes <= 1.1 * size, f"{file.arrived_bytes} of {size}"
+    seen = file.unique_arrived_bytes  # pages a look found resident
+    assert seen < file.arrived_bytes <= size, (seen, file.arrived_bytes, size)
     assert any("reclaimed before the next look" in note for note in result.notes)
 
 
