@@ -39,7 +39,8 @@ def _number(path: Path) -> int | None:
 
 def _filters(scheme: Path) -> str:
     """What kinds of memory the scheme's filters let it take or keep away from it."""
-    taken, kept = [], []
+    taken: list[str] = []
+    kept: list[str] = []
     for folder in ("ops_filters", "filters", "core_filters"):
         for entry in sorted((scheme / folder).glob("[0-9]*")):
             kind = _read(entry / "type")
