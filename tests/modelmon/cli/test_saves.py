@@ -137,13 +137,14 @@ def test_recommend_without_output_writes_a_new_file_here_and_names_it(
     work = tmp_path / "work"
     work.mkdir()
     (work / "modelmon.toml").write_text("the user's own file\n")
-    for expected in ("modelmon-2.toml", "modelmon-3.toml"):
-        done = recommend(model, cwd=work)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.rstrip().endswith(f"written to {expected}")
-        assert f'config="{expected}"' in done.stdout  # the snippet loads the file written
-        assert read_config(work / expected).strategy
+    (work / "modelmon-2.toml").write_text("an earlier recommendation\n")
+    done = recommend(model, cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("written to modelmon-3.toml")  # the next free name
+    assert 'config="modelmon-3.toml"' in done.stdout  # the snippet loads the file written
+    assert read_config(work / "modelmon-3.toml").strategy
     assert (work / "modelmon.toml").read_text() == "the user's own file\n"
+    assert (work / "modelmon-2.toml").read_text() == "an earlier recommendation\n"
     assert sorted(os.listdir(work)) == ["modelmon-2.toml", "modelmon-3.toml", "modelmon.toml"]
 
 
