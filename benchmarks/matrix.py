@@ -29,7 +29,7 @@ from benchmarks.applied import config_for, load_run
 from benchmarks.codec import from_json, to_json
 from benchmarks.diagnose import diagnose
 from benchmarks.jobs import Cache, Entry, Job
-from benchmarks.records import Blkio, CeilingRuns, JobResult, Run, fresh_run
+from benchmarks.records import Blkio, CeilingRuns, JobResult, Run, entry_run, fresh_run
 from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_of
 from modelmon.core import (
     FREE_WORTH_NOTING,
@@ -46,26 +46,13 @@ Progress = Callable[[str], None]
 
 def _strategy_run(model: Model, entry: Entry, cache: str, limit: float | None) -> Run:
     result = LoadRun(model, entry.name, entry.options.with_(cache=cache), time_limit_s=limit).run()
-    return Run(
-        entry.label,
-        entry.kind,
-        entry.name,
-        entry.role,
-        0,
-        result.status,
-        result.error,
-        result.bytes,
-        result.seconds,
-        result.mbps,
-        result.cache.cold,
-        result.cache.warm,
-        result.cache.resident_before,
-        result.cache.resident_after,
+    return entry_run(
+        entry,
+        result,
         peak_rss=sum(w.peak_rss for w in result.workers),
         worker_seconds=tuple(w.seconds for w in result.workers),
         worker_peak_rss=tuple(w.peak_rss for w in result.workers),
         notes=tuple(result.notes),
-        host_reported=result.host_reported,
     )
 
 

@@ -11,7 +11,7 @@ from benchmarks.engines import EnginesSection
 from benchmarks.jobs import Cache, Entry, Kind
 from benchmarks.knobs import KnobsResult
 from benchmarks.watch import WatchReport
-from modelmon.core import FreshResult, LoadOptions
+from modelmon.core import FreshResult, LoadOptions, LoadResult
 
 MiB = 1 << 20
 
@@ -43,9 +43,18 @@ class Run:
     bound_mbps: float | None = None  # stopped at the time limit: the rate it stayed under
 
 
-def fresh_run(entry: Entry, result: FreshResult) -> Run:
-    """An entry's load in a fresh process (a peer's, or ``core.load``'s in a child), timed by
-    the child, as the round's run: its one process is the whole load."""
+def entry_run(
+    entry: Entry,
+    result: FreshResult | LoadResult,
+    *,
+    peak_rss: int,
+    rss_ready: int = 0,
+    worker_seconds: tuple[float, ...] = (),
+    worker_peak_rss: tuple[int, ...] = (),
+    notes: tuple[str, ...] = (),
+) -> Run:
+    """An entry's load, in its workers or in a fresh process, as the round's run."""
+    start = result.cache if isinstance(result, LoadResult) else result  # the page cache around it
     return Run(
         entry.label,
         entry.kind,
@@ -57,14 +66,23 @@ def fresh_run(entry: Entry, result: FreshResult) -> Run:
         result.bytes,
         result.seconds,
         result.mbps,
-        result.cold,
-        result.warm,
-        result.resident_before,
-        result.resident_after,
-        peak_rss=result.peak_rss,
-        rss_ready=result.rss_ready,
+        start.cold,
+        start.warm,
+        start.resident_before,
+        start.resident_after,
+        peak_rss=peak_rss,
+        rss_ready=rss_ready,
+        worker_seconds=worker_seconds,
+        worker_peak_rss=worker_peak_rss,
+        notes=notes,
         host_reported=result.host_reported,
     )
+
+
+def fresh_run(entry: Entry, result: FreshResult) -> Run:
+    """An entry's load in a fresh process (a peer's, or ``core.load``'s in a child), timed by
+    the child, as the round's run: its one process is the whole load."""
+    return entry_run(entry, result, peak_rss=result.peak_rss, rss_ready=result.rss_ready)
 
 
 @dataclass(frozen=True)
