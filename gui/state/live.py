@@ -11,6 +11,7 @@ pushed to it: the job thread appends to the log and never waits for the GUI.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ import numpy as np
 from modelmon.core import priming_plan_text
 
 if TYPE_CHECKING:
-    from modelmon.core import LoadRun
+    from modelmon.core import LoadRun, Watch
 
 BIN_S = 0.01  # the finest throughput bin; shown coarser as the load goes on (display_bin_s)
 # Shown bin widths: the finest that keeps a curve to about MAX_SHOWN_BINS points, so a 0.3 s
@@ -207,22 +208,46 @@ class ThroughputBins:
         return rates
 
 
-class LiveView:
+class CursorView(ABC):
+    """A view that takes, on each frame tick, the reads of a load's (or a watch's) log new
+    since its cursor and absorbs them into what it shows."""
+
+    def __init__(self, max_reads: int) -> None:
+        self.max_reads = max_reads
+        self.cursor = 0  # reads of the log taken so far
+
+    def _take_new_reads(self, source: LoadRun | Watch, t0_ns: int, final: bool) -> AccessPoints:
+        """The reads new since the cursor, absorbed: at most ``max_reads`` of them, or all
+        that are left when ``final``; none before the source's clock started (``t0_ns``, as
+        this tick read it)."""
+        if not t0_ns:
+            return AccessPoints.empty()
+        # A tick never waits for the thread assembling the result (it converts the whole
+        # log): it takes nothing this time. The final update comes after that.
+        columns, self.cursor = source.reads.columns_since(
+            self.cursor, None if final else self.max_reads, wait=final
+        )
+        return self._absorb(columns, t0_ns)
+
+    @abstractmethod
+    def _absorb(self, reads: dict[str, np.ndarray], t0_ns: int) -> AccessPoints: ...
+
+
+class LiveView(CursorView):
     """What one load has done so far, for the GUI thread's frame tick (its only user)."""
 
     def __init__(
         self, load: LoadRun, bin_s: float = BIN_S, max_reads: int = MAX_READS_PER_TICK
     ) -> None:
+        super().__init__(max_reads)
         sizes = [f.size for f in load.model.files]
         self.file_base_mb = np.concatenate([[0.0], np.cumsum(sizes, dtype=np.float64)])[:-1] / MB
         self.bytes_total = load.model.total_bytes
         self.workers = load.options.workers
         self.bin_s = bin_s
-        self.max_reads = max_reads
         self.load_bins = ThroughputBins(bin_s)
         self.prefetch_bins = ThroughputBins(bin_s)
         self.last_end_s = 0.0
-        self.cursor = 0  # reads of the log taken so far
         self.workers_qt_free = True  # no worker imported Qt (checked at the end)
         self._load: LoadRun | None = load
 
@@ -233,14 +258,7 @@ class LiveView:
         if load is None:
             raise RuntimeError("the load has ended: its final update was taken")
         t0_ns = load.t0_ns
-        new_reads = AccessPoints.empty()
-        if t0_ns:
-            # A tick never waits for the job thread (assembling the result converts the
-            # whole log): it takes nothing this time. The final update comes after that.
-            columns, self.cursor = load.reads.columns_since(
-                self.cursor, None if final else self.max_reads, wait=final
-            )
-            new_reads = self._absorb(columns, t0_ns)
+        new_reads = self._take_new_reads(load, t0_ns, final)
         ready = len(load.ready)
         bytes_done = load.reads.bytes
         if final:

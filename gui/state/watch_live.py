@@ -27,6 +27,7 @@ from modelmon.gui.state.live import (
     MB,
     SETTLE_S,
     AccessPoints,
+    CursorView,
     LiveUpdate,
     ThroughputBins,
     display_bin_s,
@@ -47,7 +48,7 @@ def _stacking(model_files: Sequence[tuple[str, int]]) -> tuple[dict[str, float],
     return bases, base
 
 
-class WatchView:
+class WatchView(CursorView):
     """What the watch has seen arrive so far, for the state's frame tick (its only user)."""
 
     def __init__(
@@ -56,15 +57,14 @@ class WatchView:
         model_files: Sequence[tuple[str, int]] = (),
         max_reads: int = MAX_READS_PER_TICK,
     ) -> None:
+        super().__init__(max_reads)
         self.watch = watch
-        self.max_reads = max_reads
         self._bases, self._end_mb = _stacking(model_files)
         self._model_bytes = sum(size for _, size in model_files)
         self._file_base: list[float] = []  # by the watch's file index
         self.bins = ThroughputBins()
         self.none = ThroughputBins()  # a watch reads no warm-up prefetch: always empty
         self.last_end_s = 0.0
-        self.cursor = 0
         self.workers_qt_free = True  # a watched program is not modelmon's worker
         self._done = False
 
@@ -83,12 +83,7 @@ class WatchView:
             raise RuntimeError("the watch has ended: its final update was taken")
         watch = self.watch
         t0_ns = watch.t0_ns
-        new_reads = AccessPoints.empty()
-        if t0_ns:
-            columns, self.cursor = watch.reads.columns_since(
-                self.cursor, None if final else self.max_reads, wait=final
-            )
-            new_reads = self._absorb(columns, t0_ns)
+        new_reads = self._take_new_reads(watch, t0_ns, final)
         self._done = final
         elapsed_s = (now_ns - t0_ns) / 1e9 if t0_ns else 0.0
         span_s = self.last_end_s if final else max(0.0, elapsed_s - SETTLE_S)
