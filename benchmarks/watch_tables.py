@@ -56,7 +56,12 @@ def _pids(pids: list[int]) -> str:
     return ", ".join(str(p) for p in pids) or "–"
 
 
-def _row(run: WatchedRun, size: int, best: float | None) -> str:
+def _table_row(*cells: str) -> str:
+    """A row of a markdown table."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def _program_row(run: WatchedRun, size: int, best: float | None) -> str:
     arrived = f"{run.watched_bytes / 1e6:,.0f} MB ({_pct(run.watched_bytes / size)})"
     ratio = f"{run.ratio:.2f}×" if run.ratio is not None else "–"
     to_best = f"{run.watched_mbps / best:.2f}×" if best and run.watched_mbps else "–"
@@ -70,10 +75,18 @@ def _row(run: WatchedRun, size: int, best: float | None) -> str:
         )
     cold = "✓" if run.cold else "✗"
     exit_code = "" if run.exit_code == 0 else f" (exit {run.exit_code})"
-    return (
-        f"| {run.kind}{exit_code} | {WHAT.get(run.kind, '')} | {_mb(run.watched_mbps)} | "
-        f"{own} | {ratio} | {arrived} | {findings} | {_pids(run.shared_pids)} "
-        f"| {_pids(run.program_pids)} | {to_best} | {cold} |"
+    return _table_row(
+        f"{run.kind}{exit_code}",
+        WHAT.get(run.kind, ""),
+        _mb(run.watched_mbps),
+        own,
+        ratio,
+        arrived,
+        findings,
+        _pids(run.shared_pids),
+        _pids(run.program_pids),
+        to_best,
+        cold,
     )
 
 
@@ -81,10 +94,15 @@ def _overhead_row(name: str, over: WatchOverhead) -> str:
     share = over.watch_core_share_median
     ratios = ", ".join(f"{r:.3f}" for r in over.ratios)
     either = " (not watched either)" if over.control else ""
-    return (
-        f"| {name} | `{over.kind}` | {over.pairs} | {over.median_seconds_watched:.2f} s{either} | "
-        f"{over.median_seconds_plain:.2f} s | {ratios} | {over.overhead:+.1%} | "
-        f"{'–' if share is None else f'{share:.2%}'} |"
+    return _table_row(
+        name,
+        f"`{over.kind}`",
+        f"{over.pairs}",
+        f"{over.median_seconds_watched:.2f} s{either}",
+        f"{over.median_seconds_plain:.2f} s",
+        ratios,
+        f"{over.overhead:+.1%}",
+        "–" if share is None else f"{share:.2%}",
     )
 
 
@@ -133,9 +151,9 @@ def watch_section(results: BenchResults) -> list[str]:
         "| cold |\n| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: | --- |",
     ]
     for run in report.programs:
-        out.append(_row(run, report.size, best.median if best is not None else None))
+        out.append(_program_row(run, report.size, best.median if best is not None else None))
     for kind, why in report.failed.items():
-        out.append(f"| {kind} | {WHAT.get(kind, '')} | failed: {why} |")
+        out.append(_table_row(kind, WHAT.get(kind, ""), f"failed: {why}"))
     out.append("")
     over, control = report.overhead, report.control
     if over is None:
