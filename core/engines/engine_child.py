@@ -10,8 +10,9 @@ engine, loads the model with the knobs given, then touches every loaded byte: on
 every 4 KiB page of every tensor (or, for llama.cpp, of every mapping of the model file), so
 a lazy mapping that read nothing cannot pass for a load. Then it prints one JSON line: the
 bytes touched, the tensors, its own seconds (load and touch; imports apart), the engine's
-version and the knob values this version supports. A knob value the installed version lacks
-ends it with exit code 2 and one line on stderr. It dies with its parent.
+version and the knob values this version supports. A knob value the installed version lacks,
+or a knob word that is not KNOB=VALUE, ends it with exit code 2 and one line on stderr. It
+dies with its parent.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 PAGE = 4096
-UNSUPPORTED = 2  # exit code: the installed version has no such knob value
+UNSUPPORTED = 2  # exit code: a knob the installed version lacks, or not KNOB=VALUE
 PR_SET_PDEATHSIG = 1
 # A folder: once loaded, the program says so there (``loaded``) and waits, holding what it
 # loaded, until ``release`` appears there (60 s at most), so that a test can look at it.
@@ -83,8 +84,7 @@ def touch_array(array: Any) -> int:
 
 
 def touch_tensors(tensors: Iterator[Any]) -> tuple[int, int]:
-    """Read one byte of every page of each torch tensor or numpy array, each storage once;
-    (bytes, tensors)."""
+    """Read one byte of every page of each torch tensor or numpy array; (bytes, tensors)."""
     seen: set[tuple[int, int]] = set()
     touched = count = 0
     for tensor in tensors:
@@ -107,8 +107,6 @@ def touch_tensors(tensors: Iterator[Any]) -> tuple[int, int]:
 
 def touch_mappings(path: str) -> int:
     """Read one byte of every page of this process's readable mappings of ``path``."""
-    import numpy as np
-
     real = os.path.realpath(path)
     touched = 0
     with open("/proc/self/maps") as maps:
@@ -119,9 +117,7 @@ def touch_mappings(path: str) -> int:
             continue
         start, end = (int(x, 16) for x in fields[0].split("-"))
         mapped = memoryview((ctypes.c_uint8 * (end - start)).from_address(start)).cast("B")
-        pages = np.frombuffer(mapped, np.uint8)
-        int(pages[::PAGE].sum(dtype=np.uint64))
-        touched += end - start
+        touched += touch_array(mapped)
     return touched
 
 
@@ -141,20 +137,16 @@ def safetensors_files(path: str) -> list[str]:
 
 
 def safetensors_features(knobs: dict[str, str]) -> dict[str, list[str]]:
-    backends = ["mmap", "read"]
     import safetensors.numpy
 
-    if "backend" in inspect.signature(safetensors.numpy.load_file).parameters:
-        backends.insert(1, "pread")
+    pread = "backend" in inspect.signature(safetensors.numpy.load_file).parameters
     frameworks = ["numpy"] + (["torch"] if importlib.util.find_spec("torch") else [])
-    return {"framework": frameworks, "backend": backends}
+    return {"framework": frameworks, "backend": ["mmap", *(["pread"] if pread else []), "read"]}
 
 
 def load_safetensors(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     framework, backend = knobs.get("framework", "numpy"), knobs.get("backend", "mmap")
-    module = importlib.import_module(
-        "safetensors.torch" if framework == "torch" else "safetensors.numpy"
-    )
+    module = importlib.import_module(f"safetensors.{framework}")  # check() allows numpy, torch
     loaded: list[dict[str, Any]] = []
     for file in safetensors_files(path):
         if backend == "read":
@@ -212,8 +204,7 @@ def diffusers_features(knobs: dict[str, str]) -> dict[str, list[str]]:
     no HF_ENABLE_PARALLEL_LOADING (one file, no shards to spread over threads)."""
     single = _source_has(SINGLE_FILE, "def from_single_file")
     if knobs.get("method") == "from_single_file":
-        disable = _source_has(SINGLE_FILE, "disable_mmap")
-        parallel = False
+        disable, parallel = _source_has(SINGLE_FILE, "disable_mmap"), False
     else:
         disable = _source_has("diffusers.models.modeling_utils", "disable_mmap")
         parallel = _source_has("diffusers.utils.constants", "HF_ENABLE_PARALLEL_LOADING")
@@ -271,10 +262,8 @@ LLAMA_MODES = ("mmap", "none", "dio")
 
 
 def llamacpp_features(knobs: dict[str, str]) -> dict[str, list[str]]:
-    llama_cpp = importlib.import_module("llama_cpp")
-    if hasattr(llama_cpp, "llama_load_mode_from_str"):
-        return {"load_mode": list(LLAMA_MODES)}
-    return {"load_mode": ["mmap", "none"]}  # use_mmap only
+    modes = hasattr(importlib.import_module("llama_cpp"), "llama_load_mode_from_str")
+    return {"load_mode": list(LLAMA_MODES) if modes else ["mmap", "none"]}  # else use_mmap only
 
 
 def load_llamacpp(path: str, knobs: dict[str, str]) -> tuple[int, int]:
@@ -341,9 +330,8 @@ ENGINES: dict[str, tuple[str, Features, Callable[..., Any]]] = {
 def check(engine: str, knobs: dict[str, str], features: dict[str, list[str]]) -> None:
     for name, value in knobs.items():
         if value not in features.get(name, [value]):
-            version = _version(ENGINES[engine][0])
             raise Unsupported(
-                f"{engine} {version} here has no {name}={value} "
+                f"{engine} {_version(ENGINES[engine][0])} here has no {name}={value} "
                 f"(it takes {', '.join(features[name])})"
             )
     for name, value in os.environ.items():
@@ -360,29 +348,34 @@ def hold(folder: str | None) -> None:
         time.sleep(0.01)
 
 
+def knobs_of(words: list[str]) -> dict[str, str]:
+    if bad := [word for word in words if "=" not in word]:
+        raise Unsupported(f"{bad[0]!r} is not KNOB=VALUE")
+    return dict(word.split("=", 1) for word in words)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) >= 2 and argv[0] == "--features" and argv[1] in ENGINES:
-        die_with_parent()
-        print(json.dumps(ENGINES[argv[1]][1](dict(w.split("=", 1) for w in argv[2:]))))
-        return 0
-    if len(argv) < 2 or argv[0] not in ENGINES:
-        print(
-            f"usage: engine_child.py {{{','.join(ENGINES)}}} PATH [KNOB=VALUE ...]", file=sys.stderr
-        )
+    probe = argv[:1] == ["--features"]  # what the installed version supports: no load
+    args = argv[1:] if probe else argv
+    if len(args) < (1 if probe else 2) or args[0] not in ENGINES:
+        sys.stderr.write(f"usage: engine_child.py {{{','.join(ENGINES)}}} PATH [KNOB=VALUE ...]\n")
         return 64
-    engine, path = argv[0], argv[1]
-    knobs = dict(word.split("=", 1) for word in argv[2:])
+    engine = args[0]
     die_with_parent()
     distribution, features_of, load = ENGINES[engine]
     imported = time.perf_counter()
-    features = features_of(knobs)
     try:
+        knobs = knobs_of(args[1:] if probe else args[2:])
+        features = features_of(knobs)
+        if probe:
+            print(json.dumps(features))
+            return 0
         check(engine, knobs, features)
         for module in imports(engine, knobs):
             importlib.import_module(module)
         imported = time.perf_counter() - imported
         start = time.perf_counter()
-        touched, tensors = load(path, knobs)
+        touched, tensors = load(args[1], knobs)
     except Unsupported as exc:
         print(f"modelmon engine {engine}: {exc}", file=sys.stderr)
         return UNSUPPORTED

@@ -5,6 +5,8 @@ maps once loaded is seen mapped. Engines not installed here skip, naming their e
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from modelmon.core import (
     run_program,
     write_safetensors_model,
 )
+from modelmon.core.engines.spec import CHILD
 
 from .conftest import needs
 
@@ -142,6 +145,27 @@ def test_diffusers_from_single_file_refuses_a_knob_it_does_not_read(vae_folder: 
         "exit code 2: modelmon engine diffusers: diffusers here does not read "
         "HF_ENABLE_PARALLEL_LOADING=yes"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--features", "safetensors", "backend"], ["safetensors", "m.safetensors", "backend"]],
+    ids=["probe", "load"],
+)
+def test_a_knob_word_that_is_not_knob_equals_value_is_one_line_and_exit_code_2(
+    argv: list[str],
+) -> None:
+    """The child run by path, as modelmon runs it: a word without a value ends it as a knob
+    value the installed version lacks does, before any engine is imported."""
+    child = subprocess.run(
+        [sys.executable, str(CHILD), *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (child.returncode, child.stdout) == (2, "")
+    assert child.stderr == "modelmon engine safetensors: 'backend' is not KNOB=VALUE\n"
 
 
 def test_an_engine_that_is_not_installed_says_which_extra_installs_it() -> None:
