@@ -47,6 +47,8 @@ if TYPE_CHECKING:
         recommend_with_loader,
     )
     from modelmon.core.engines.installed import InstalledKnobs, installed_knobs
+    from modelmon.core.engines.loader_rounds import MAX_ROUNDS as LOADER_MAX_ROUNDS
+    from modelmon.core.engines.loader_rounds import SETTLED_SPREAD as LOADER_SETTLED_SPREAD
     from modelmon.core.engines.registry import (
         ENGINES,
         Engine,
@@ -132,7 +134,7 @@ if TYPE_CHECKING:
         candidates,
         recommend,
     )
-    from modelmon.core.measuring.search import Duel
+    from modelmon.core.measuring.search import EVIDENCE_RUNS, Duel
     from modelmon.core.measuring.session import Session, SessionResult
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
@@ -259,11 +261,15 @@ _EXPORTS = (
     ("modelmon.core.engines.ab", "run_ab run_configuration"),
     ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
-    ("modelmon.core.measuring.search", "Duel"),
+    ("modelmon.core.measuring.search", "Duel EVIDENCE_RUNS"),
     ("modelmon.core.measuring.candidate", "Candidate"),
     (
         "modelmon.core.engines.advice",
         "recommend_with_loader LoaderRecommendation LoaderAdvice loader_config",
+    ),
+    (
+        "modelmon.core.engines.loader_rounds",
+        "LOADER_MAX_ROUNDS=MAX_ROUNDS LOADER_SETTLED_SPREAD=SETTLED_SPREAD",
     ),
     ("modelmon.core.measuring.peers", "PEERS PeerSettings run_peer check_import"),
     # A load in a fresh process, timed by its child (peers and the benchmarks' core.load)

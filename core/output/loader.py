@@ -19,7 +19,12 @@ from modelmon.core.output.snippets import Snippet
 
 
 def _runs(candidate: Candidate) -> str:
-    return runs_words(candidate.results)
+    """ "5 cold runs, 136–174": the spread says how far one run of it may land."""
+    spread = candidate.spread_mbps
+    words = runs_words(candidate.results)
+    if spread is None or len(candidate.results) < 2:
+        return words
+    return f"{words}, {spread[0]:.0f}–{spread[1]:.0f}"
 
 
 def change_words(change: Candidate, base: Candidate) -> str:
@@ -49,9 +54,13 @@ def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
     gain, verdict = advice.gain(change), change.verdict
     if gain is None or verdict is None:
         return "ran once, unpaired"
+    pairs = f"{gain:.2f}× its baseline (median of {len(change.results)} paired cold rounds"
     if verdict.text == "A faster":
-        return f"ran {gain:.2f}× its baseline: slower"
-    return f"ran {gain:.2f}× its baseline: within noise or under {MIN_GAIN - 1:.0%} apart"
+        return f"ran {pairs}): slower"
+    if verdict.text == "B faster":
+        return f"ran {pairs}): faster, but by less than the {MIN_GAIN - 1:.0%} worth a change"
+    spread = f"{verdict.min_ratio:.2f}× to {verdict.max_ratio:.2f}×"
+    return f"ran {pairs}, from {spread}): the pairs disagree, so it is within noise"
 
 
 def loader_explanation(advice: LoaderAdvice) -> list[str]:

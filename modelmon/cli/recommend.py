@@ -22,6 +22,9 @@ from modelmon.cli.flags import memory_limit, number_in, whole_in
 from modelmon.core import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
+    EVIDENCE_RUNS,
+    LOADER_MAX_ROUNDS,
+    LOADER_SETTLED_SPREAD,
     MAX_BUDGET_S,
     MAX_SEARCH_WORKERS,
     MIN_BUDGET_S,
@@ -96,7 +99,10 @@ def add_parser(verbs: Verbs) -> None:
         metavar="SPEC",
         help='your loader as you run it: "cmd: COMMAND ARGS" ({path} is the model; quoted as '
         'in a shell, never run through a shell) or "engine: NAME knob=value": measured as it '
-        "is, with its engine's settings, and against modelmon's best, in the same cold rounds",
+        "is, with its engine's settings, and against modelmon's best, in the same cold rounds "
+        f"(the finalists run to {EVIDENCE_RUNS} cold runs each whatever the budget, and up to "
+        f"{LOADER_MAX_ROUNDS} while their runs lie more than "
+        f"{LOADER_SETTLED_SPREAD * 100:.0f}%% apart)",
     )
     parser.add_argument(
         "--engine",

@@ -1,0 +1,88 @@
+"""How many rounds the user's loader gets: three runs of each finalist whatever the budget,
+and on to five while a finalist's runs disagree, so that the figure recommend reports holds
+when the user runs the loader again. The runs here are scripted (the round logic is what is
+tested; real engine runs are tests/modelmon/cli/test_recommend_loader.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import cast
+
+import pytest
+
+from modelmon.core.engines.loader_rounds import (
+    MAX_ROUNDS,
+    SETTLED_SPREAD,
+    Entry,
+    LoaderRounds,
+    settled,
+)
+from modelmon.core.loading.result import LoadResult
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import EVIDENCE_RUNS
+from modelmon.core.model.records import Model
+
+from ..measuring.records import candidate, run
+
+
+class ScriptedRounds(LoaderRounds):
+    """Rounds whose runs take no time and return the next rate scripted for each entry."""
+
+    def __init__(self, rates: dict[str, list[float]]) -> None:
+        past = time.monotonic() - 1.0  # the budget is spent: only the evidence rules run
+        super().__init__(cast(Model, None), "model", past, lambda _: None, None)
+        self.left_rates: dict[str, Iterator[float]] = {k: iter(v) for k, v in rates.items()}
+
+    def run(self, entry: Entry, limit_s: float | None = None) -> LoadResult:
+        result = run(next(self.left_rates[entry.candidate.strategy]))
+        entry.candidate.results.append(result)
+        entry.by_round[self.round] = result
+        entry.candidate.ended = "finished"
+        self.walls.setdefault(entry.spec, []).append(1.0)
+        return result
+
+
+def entry(name: str) -> Entry:
+    return Entry(Candidate(name, candidate(name).options))
+
+
+def screened(rates: dict[str, list[float]]) -> tuple[ScriptedRounds, list[Entry]]:
+    rounds = ScriptedRounds(rates)
+    entries = [entry(name) for name in rates]
+    for each in entries:
+        rounds.run(each)
+    return rounds, entries
+
+
+def test_runs_that_agree_stop_at_the_evidence_when_the_budget_is_spent() -> None:
+    rounds, entries = screened(
+        {"as_is": [163, 165, 160, 150, 150], "modelmon": [176, 170, 172, 150, 150]}
+    )
+    assert rounds.settle(entries) == EVIDENCE_RUNS
+    assert [len(e.candidate.results) for e in entries] == [EVIDENCE_RUNS] * 2
+
+
+def test_one_slow_run_of_three_calls_for_more_rounds() -> None:
+    # One slow run of three (a VM's disk): the median of three would rest on it if a second
+    # came; five runs outvote two.
+    rounds, entries = screened(
+        {"as_is": [163, 136, 170, 168, 166], "modelmon": [176, 170, 172, 171, 175]}
+    )
+    assert rounds.settle(entries) == MAX_ROUNDS
+    assert [len(e.candidate.results) for e in entries] == [MAX_ROUNDS] * 2
+    assert entries[0].candidate.median_mbps == pytest.approx(166)
+
+
+@pytest.mark.parametrize(
+    ("rates", "agree"),
+    [
+        ([163.0], True),
+        ([163.0, 163.0 * (1 + SETTLED_SPREAD)], True),
+        ([163.0, 163.0 * (1 + SETTLED_SPREAD) + 1], False),
+        ([163.0, 136.0, 174.0], False),
+        ([], True),
+    ],
+)
+def test_settled_is_a_spread_within_a_share_of_the_median(rates: list[float], agree: bool) -> None:
+    assert settled(candidate("x", *rates)) is agree
