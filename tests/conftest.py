@@ -8,6 +8,7 @@ Opt out with ``@pytest.mark.allow_leaks("why")``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -381,19 +382,21 @@ def _run_tool(*argv: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
 
 
-@pytest.fixture
-def loop_disk(tmp_path: Path) -> Iterator[Path]:
-    """A folder on an ext4 filesystem on a loop device made for this test."""
+@contextlib.contextmanager
+def mounted_loop_disk(folder: Path) -> Iterator[Path]:
+    """A folder on a 48 MB ext4 filesystem on a loop device of its own, its image and mount
+    point in ``folder``; skips the test where no loop device can be made."""
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "mount")):
         pytest.skip("needs root, losetup, mkfs.ext4 and mount")
-    image = tmp_path / "disk.img"
+    folder.mkdir(parents=True, exist_ok=True)
+    image = folder / "disk.img"
     with open(image, "wb") as handle:
         handle.truncate(48 << 20)
     try:
         device = _run_tool("losetup", "--find", "--show", str(image))
     except (subprocess.CalledProcessError, OSError) as exc:
         pytest.skip(f"no loop device here: {exc}")
-    mount_point = tmp_path / "mnt"
+    mount_point = folder / "mnt"
     mount_point.mkdir()
     try:
         _run_tool("mkfs.ext4", "-q", "-F", device)
@@ -404,6 +407,13 @@ def loop_disk(tmp_path: Path) -> Iterator[Path]:
             _run_tool("umount", str(mount_point))
     finally:
         _run_tool("losetup", "-d", device)
+
+
+@pytest.fixture
+def loop_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on an ext4 filesystem on a loop device made for this test."""
+    with mounted_loop_disk(tmp_path) as mount_point:
+        yield mount_point
 
 
 def use_state(state: Path, monkeypatch: pytest.MonkeyPatch) -> None:

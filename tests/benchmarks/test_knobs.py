@@ -23,7 +23,9 @@ def test_knobs_bench_puts_the_device_back_even_after_a_kill(
     reason = throttle_unavailable(loop_disk)
     if reason:
         pytest.skip(reason)
-    model = write_safetensors_model(loop_disk / "model", layers=4, hidden=256, vocab=2048)
+    # 1.6 MB: 0.4 s a load at the throttle's 4 MiB/s, forty polls (every 10 ms) for a load
+    # to be caught with the value set; a larger model only makes every run longer.
+    model = write_safetensors_model(loop_disk / "model", layers=2, hidden=128, vocab=1024)
     knob = locate_readahead(model)
     assert knob is not None
     before = knob.read_kb()

@@ -10,6 +10,8 @@ import sys
 from modelmon.cli.engines import engine_lines
 from modelmon.core import ENGINES, installed_knobs
 
+from .test_json import strict
+
 # What the installed versions take, worked out here from the libraries themselves.
 SAFETENSORS_TAKES = """
 import importlib.util, inspect, json, safetensors.numpy
@@ -38,7 +40,13 @@ def runs_here(name: str) -> bool:
 
 
 def test_engines_shows_what_the_installed_versions_take(modelmon) -> None:
-    rows = {row["name"]: row for row in json.loads(modelmon("engines", "--json").stdout)}
+    # Its --json is strict too (test_json.py leaves this verb to this test: each run of it
+    # starts every installed engine's probe, torch and all).
+    done = modelmon("engines", "--json")
+    assert done.returncode == 0, done.stderr
+    data = strict(done.stdout)
+    assert isinstance(data, list)
+    rows = {row["name"]: row for row in data}
     assert list(rows) == list(ENGINES)
     expected = {"safetensors": takes(SAFETENSORS_TAKES)}
     if runs_here("transformers"):

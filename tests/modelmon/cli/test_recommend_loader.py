@@ -5,6 +5,7 @@ the loader, and the engine's snippet is marked measured with its MB/s and runs."
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from modelmon.core import engine_unavailable, read_config, write_safetensors_model
 
-from .conftest import RunCli
+from .conftest import MODELMON, RunCli
 
 READER = "import sys; f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
 
@@ -23,40 +24,6 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_safetensors_model(
         tmp_path_factory.mktemp("recommend-loader"), layers=2, hidden=512, vocab=4096, seed=9
     )
-
-
-def test_recommend_with_a_command_as_the_loader(modelmon: RunCli, model: Path) -> None:
-    loader = f'cmd: {sys.executable} -c "{READER}" {{path}}'
-    done = modelmon(
-        "recommend",
-        str(model),
-        "--loader",
-        loader,
-        "--budget",
-        "5",
-        "-o",
-        "-",
-        "--json",
-        timeout=300,
-    )
-    assert done.returncode == 2 and "-o - and --json" in done.stderr
-    done = modelmon(
-        "recommend",
-        str(model),
-        "--loader",
-        loader,
-        "--budget",
-        "5",
-        "--json",
-        "-o",
-        str(model.parent / "out.toml"),
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
-    assert document["loader"]["as_is"].startswith("cmd: ")
-    assert document["loader"]["as_is_runs"] >= 3
-    assert document["apply"]["your-loader"].startswith(f"{sys.executable} -c ")
 
 
 @pytest.mark.parametrize(
@@ -88,12 +55,44 @@ def test_an_engine_missing_what_it_needs_beside_the_weights_is_refused(
     assert said in done.stderr
 
 
-def test_recommend_with_an_engine_measures_it_and_marks_its_snippet(
+def test_recommend_with_a_command_or_an_engine_as_the_loader(
     modelmon: RunCli, model: Path, tmp_path: Path
 ) -> None:
+    """A command as the loader, measured as it is; and an engine (``engine_search``). The two
+    searches run side by side (each spends its budget; the loader's evidence rounds run
+    whatever it is), the engine's on a copy of the model, so that neither evicts or reads
+    the files the other's runs must find cold."""
+    loader = f'cmd: {sys.executable} -c "{READER}" {{path}}'
+    done = modelmon(
+        "recommend", str(model), "--loader", loader, "--budget", "5", "-o", "-", "--json",
+    )  # fmt: skip
+    assert done.returncode == 2 and "-o - and --json" in done.stderr
+    flags = ("--budget", "5", "--json", "-o", str(model.parent / "out.toml"))
+    with_command = subprocess.Popen(
+        [*MODELMON, "recommend", str(model), "--loader", loader, *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        engine_search(modelmon, tmp_path)
+        stdout, stderr = with_command.communicate(timeout=300)
+    finally:
+        if with_command.poll() is None:
+            with_command.kill()
+            with_command.communicate()
+    assert with_command.returncode == 0, stderr
+    document = json.loads(stdout)
+    assert document["loader"]["as_is"].startswith("cmd: ")
+    assert document["loader"]["as_is_runs"] >= 3
+    assert document["apply"]["your-loader"].startswith(f"{sys.executable} -c ")
+
+
+def engine_search(modelmon: RunCli, tmp_path: Path) -> None:
     """vLLM cannot run here: the safetensors library stands for it, measured as users run it,
     with each of its settings and against modelmon's best; its own snippet is marked
     measured, vLLM's is translated from it and said not measured."""
+    model = write_safetensors_model(tmp_path / "model", layers=2, hidden=512, vocab=4096, seed=9)
     config = tmp_path / "modelmon.toml"
     done = modelmon(
         "recommend", str(model), "--engine", "vllm", "--budget", "5", "-o", str(config),

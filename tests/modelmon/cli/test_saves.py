@@ -18,6 +18,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -25,6 +26,8 @@ import psutil
 import pytest
 
 from modelmon.core import read_config, write_safetensors_model
+
+from ...conftest import mounted_loop_disk
 
 MODELMON = [sys.executable, "-m", "modelmon"]
 REFUSAL_S = 5.0  # a refusal comes before the measuring: far inside a 60 s budget
@@ -248,48 +251,94 @@ SABOTAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {
 }
 
 
-@pytest.mark.parametrize("case", list(SABOTAGE))
-def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
-    model: Path, loop_disk: Path, own_state: Path, case: str
-) -> None:
-    sabotage, kept_where = SABOTAGE[case]
-    folder = loop_disk / "out"
+@dataclass
+class Search:
+    """One case of SABOTAGE: its target (in a folder of its own) and state folder, and the
+    ``recommend -o target`` running on them."""
+
+    case: str
+    folder: Path
+    state: Path
+    process: subprocess.Popen[str]
+
+    @property
+    def target(self) -> Path:
+        return self.folder / "modelmon.toml"
+
+
+def start_search(case: str, folder: Path, state: Path, monkeypatch: pytest.MonkeyPatch) -> Search:
+    # A model of its own beside the folder: no search evicts or reads another's.
+    model = write_safetensors_model(folder.parent / "model", layers=1, hidden=64, vocab=128)
     folder.mkdir()
     target = folder / "modelmon.toml"
     target.write_text("old\n")
-    if kept_where == "nowhere":
-        (own_state / "modelmon").write_text("a file where the state folder would be\n")
+    state.mkdir()
+    if SABOTAGE[case][1] == "nowhere":
+        (state / "modelmon").write_text("a file where the state folder would be\n")
+    # The state folder is the search's own (the child takes the environment as it starts);
+    # restore records and device locks stay the test's, shared by the searches as on one
+    # machine.
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
     process = subprocess.Popen(
         [*MODELMON, "recommend", str(model), "--budget", "5", "--workers", "2", "-o", str(target)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        wait_until_measuring(process)
-        sabotage(folder, target)
-        out, err = process.communicate(timeout=120)
-    finally:
-        process.kill()
-        process.wait()
-        if case == "target made immutable":
-            chattr("-i", target)
+    return Search(case, folder, state, process)
+
+
+def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
+    loop_disk: Path,
+    own_state: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each case of SABOTAGE in a search of its own. The searches run side by side: each
+    spends its whole budget measuring, whatever the others do. The filled disk is a second
+    loop device, so that the other saves fail only as their own case makes them."""
+    with mounted_loop_disk(tmp_path / "to-fill") as disk_to_fill:
+        searches = []
+        try:
+            for number, case in enumerate(SABOTAGE):
+                disk = disk_to_fill if SABOTAGE[case][0] is fill_disk else loop_disk
+                folder = disk / f"case-{number}" / "out"
+                state = tmp_path / f"state-{number}"
+                searches.append(start_search(case, folder, state, monkeypatch))
+            for search in searches:
+                wait_until_measuring(search.process)
+                SABOTAGE[search.case][0](search.folder, search.target)
+            outcomes = [search.process.communicate(timeout=120) for search in searches]
+        finally:
+            for search in searches:
+                search.process.kill()
+                search.process.wait()
+                if search.case == "target made immutable":
+                    chattr("-i", search.target)
+        for search, (out, err) in zip(searches, outcomes, strict=True):
+            kept_where_as_said(search, out, err)
+
+
+def kept_where_as_said(search: Search, out: str, err: str) -> None:
+    """The search exited NOT_SAVED, saying in one line where its config is kept."""
+    case, folder, target = search.case, search.folder, search.target
+    kept_where = SABOTAGE[case][1]
     lines = err.strip().splitlines()
-    assert process.returncode == NOT_SAVED, err
-    assert len(lines) == 1 and "Traceback" not in err, err
+    assert search.process.returncode == NOT_SAVED, (case, err)
+    assert len(lines) == 1 and "Traceback" not in err, (case, err)
     if kept_where == "nowhere":  # the config follows the explanation on stdout
-        assert lines[0].endswith("it follows on standard output"), lines[0]
+        assert lines[0].endswith("it follows on standard output"), (case, lines[0])
         heading = "# modelmon.toml, as it would have been written:\n"
-        assert "recommended:" in out and heading in out
-        assert tomllib.loads(out.split(heading)[1])["recommended"]["strategy"]
+        assert "recommended:" in out and heading in out, case
+        assert tomllib.loads(out.split(heading)[1])["recommended"]["strategy"], case
         return
     match = re.search(r"the config is kept in (\S+)$", lines[0])
-    assert match, lines[0]
+    assert match, (case, lines[0])
     kept = Path(match[1])
-    expected_folder = folder if kept_where == "beside" else own_state / "modelmon" / "unsaved"
-    assert kept.parent == expected_folder
-    assert read_config(kept).strategy  # the whole measured config
-    assert "recommended:" in out and f'config="{kept.name}"' in out  # printed as without -o
+    expected_folder = folder if kept_where == "beside" else search.state / "modelmon" / "unsaved"
+    assert kept.parent == expected_folder, case
+    assert read_config(kept).strategy, case  # the whole measured config
+    assert "recommended:" in out and f'config="{kept.name}"' in out, case  # as without -o
     if folder.exists():  # no temp file left where the save failed
-        assert not [name for name in os.listdir(folder) if name.endswith(".tmp")]
-        assert target.read_text() == "old\n"
+        assert not [name for name in os.listdir(folder) if name.endswith(".tmp")], case
+        assert target.read_text() == "old\n", case

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import locate_readahead, write_safetensors_model
+from modelmon.core import locate_readahead, write_gguf_model, write_safetensors_model
 
 from .test_hostile import LOAD_FAILED, MODELMON, SLOW_LOAD, Running
 
@@ -92,15 +92,17 @@ def test_kill_9_leaves_the_value_for_the_next_run_and_no_warning(slow_disk_model
 
 
 def test_sighup_during_recommends_readahead_round_puts_it_back(
-    slow_disk_model: Path, tmp_path: Path
+    loop_disk: Path, tmp_path: Path
 ) -> None:
     """The search tries readahead values once the grid's first ways of loading have run: with
-    a budget no busy machine exhausts before it gets there (the signal ends it at once)."""
-    knob = locate_readahead(slow_disk_model)
+    a budget no busy machine exhausts before it gets there (the signal ends it at once). A
+    GGUF model has no peer loaders to measure before them, so they come a few seconds in."""
+    model = write_gguf_model(loop_disk / "m.gguf", layers=1, hidden=768, vocab=4096)
+    knob = locate_readahead(model)
     assert knob is not None
     before = knob.read_kb()
     search = subprocess.Popen(
-        [*MODELMON, "recommend", str(slow_disk_model), "--budget", "600"],
+        [*MODELMON, "recommend", str(model), "--budget", "600"],
         cwd=tmp_path,  # where a search that ends before the signal writes its modelmon.toml
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
