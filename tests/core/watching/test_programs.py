@@ -109,11 +109,12 @@ def test_cat_arrives_whole_and_is_named(tmp_path: Path, small_model: Path) -> No
     # The arrivals are in the read log, as a load's reads are: together, the whole file once.
     arrivals = result.samples.arrivals
     assert int(arrivals["length"].sum()) == size and set(arrivals["file"].tolist()) == {0}
-    # The residency grid the app draws for it: every bin full.
+    # The residency grid the app draws for it: every bin full, as the last look saw it (a host
+    # that pages out idle cache, as DAMON does here, may take a few pages before that look, as
+    # resident_after allows above).
     grid = watch.observer.residency_maps(8)
-    assert (
-        list(grid) == [str(small_model.resolve())] and grid[str(small_model.resolve())].min() == 1
-    )
+    assert list(grid) == [str(small_model.resolve())]
+    assert grid[str(small_model.resolve())].min() > 0.98
 
 
 def test_attach_to_a_running_program(tmp_path: Path, small_model: Path) -> None:
