@@ -47,8 +47,6 @@ if TYPE_CHECKING:
         recommend_with_loader,
     )
     from modelmon.core.engines.installed import InstalledKnobs, installed_knobs
-    from modelmon.core.engines.loader_rounds import MAX_ROUNDS as LOADER_MAX_ROUNDS
-    from modelmon.core.engines.loader_rounds import SETTLED_SPREAD as LOADER_SETTLED_SPREAD
     from modelmon.core.engines.registry import (
         ENGINES,
         Engine,
@@ -88,6 +86,9 @@ if TYPE_CHECKING:
     from modelmon.core.limits import (
         DEFAULT_BUDGET_S,
         EVIDENCE_OVERRUN,
+        EVIDENCE_RUNS,
+        LOADER_MAX_ROUNDS,
+        LOADER_SETTLED_SPREAD,
         MAX_AB_PAIRS,
         MAX_BUDGET_S,
         MAX_INTERVAL_S,
@@ -134,7 +135,7 @@ if TYPE_CHECKING:
         candidates,
         recommend,
     )
-    from modelmon.core.measuring.search import EVIDENCE_RUNS, Duel
+    from modelmon.core.measuring.search import Duel
     from modelmon.core.measuring.session import Session, SessionResult
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
@@ -261,15 +262,11 @@ _EXPORTS = (
     ("modelmon.core.engines.ab", "run_ab run_configuration"),
     ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
-    ("modelmon.core.measuring.search", "Duel EVIDENCE_RUNS"),
+    ("modelmon.core.measuring.search", "Duel"),
     ("modelmon.core.measuring.candidate", "Candidate"),
     (
         "modelmon.core.engines.advice",
         "recommend_with_loader LoaderRecommendation LoaderAdvice loader_config",
-    ),
-    (
-        "modelmon.core.engines.loader_rounds",
-        "LOADER_MAX_ROUNDS=MAX_ROUNDS LOADER_SETTLED_SPREAD=SETTLED_SPREAD",
     ),
     ("modelmon.core.measuring.peers", "PEERS PeerSettings run_peer check_import"),
     # A load in a fresh process, timed by its child (peers and the benchmarks' core.load)
@@ -364,7 +361,8 @@ _EXPORTS = (
     ),
     (
         "modelmon.core.limits",
-        "DEFAULT_BUDGET_S MIN_BUDGET_S MAX_BUDGET_S EVIDENCE_OVERRUN SEARCH_WIDTH "
+        "DEFAULT_BUDGET_S MIN_BUDGET_S MAX_BUDGET_S EVIDENCE_OVERRUN EVIDENCE_RUNS "
+        "LOADER_MAX_ROUNDS LOADER_SETTLED_SPREAD SEARCH_WIDTH "
         "MAX_SEARCH_WORKERS MIN_MEMORY_LIMIT MAX_AB_PAIRS MIN_INTERVAL_S MAX_INTERVAL_S "
         "range_text",
     ),

@@ -24,10 +24,17 @@ DEFAULT_BUDGET_S = 120.0  # enters the grid and settles a pick in pairs on a loc
 # wants the quickest answer gets the ceilings and one load.)
 MIN_BUDGET_S = 5.0
 MAX_BUDGET_S = 86_400.0  # a day: past any search worth waiting for, short of a typo's 1e12
-# The pick's own runs toward ``search.EVIDENCE_RUNS`` may overrun the budget by this share
+# The pick's own runs toward ``EVIDENCE_RUNS`` may overrun the budget by this share
 # of it (``search.fill``): a user is better served by a late third run than by a verdict on
 # two.
 EVIDENCE_OVERRUN = 0.10
+EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one odd run
+# The user's loader (recommend --loader/--engine): its finalists run to ``EVIDENCE_RUNS``
+# whatever the budget, and on to ``LOADER_MAX_ROUNDS`` while one's runs lie further apart
+# than ``LOADER_SETTLED_SPREAD`` of their median, so that the figure reported holds when the
+# user runs the loader again (``engines.loader_rounds``).
+LOADER_MAX_ROUNDS = 5
+LOADER_SETTLED_SPREAD = 0.10
 
 # The search's widest candidate runs this many times the parallelism it is given, and each
 # candidate's workers are bounded by ``MAX_PARALLEL``.

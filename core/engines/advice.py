@@ -24,10 +24,10 @@ from modelmon.core.engines.loader_rounds import Entry, LoaderRounds, best_change
 from modelmon.core.engines.registry import Engine, engine_for_loader, get_engine
 from modelmon.core.engines.spec import ProgramConfig, parse_engine, parse_program
 from modelmon.core.errors import OptionsError
-from modelmon.core.limits import MIN_BUDGET_S
+from modelmon.core.limits import EVIDENCE_RUNS, MIN_BUDGET_S
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation, recommend
-from modelmon.core.measuring.search import EVIDENCE_RUNS, MIN_GAIN
+from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system import readahead

@@ -27,16 +27,16 @@ from typing import Any
 from modelmon.core.engines.run import ProgramResult, ProgramRun
 from modelmon.core.engines.spec import program_of
 from modelmon.core.errors import LoadError
+from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_SETTLED_SPREAD
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ab import Verdict, judge
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.search import EVIDENCE_RUNS
 from modelmon.core.model.records import Model
 from modelmon.core.watching.result import WatchResult
 
-MAX_ROUNDS = 5
-SETTLED_SPREAD = 0.10  # of the median: runs further apart than this call for another round
+MAX_ROUNDS = LOADER_MAX_ROUNDS
+SETTLED_SPREAD = LOADER_SETTLED_SPREAD  # of the median: runs further apart call for a round
 SLOW_FACTOR = 3.0  # a change whose run takes this many times the loader's as it is is stopped
 START_ALLOWANCE_S = 10.0  # on top: a program's start and imports vary from run to run
 Say = Callable[[str], None]

@@ -28,6 +28,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.measuring.ab import BEYOND_NOISE, Verdict, judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.race import Race
@@ -38,7 +39,6 @@ from modelmon.core.system.storage import StorageFacts
 # modelmon's enter: in a row, those would spend a short budget before modelmon's other ways
 # of loading ran.
 OWN_PER_PEER = 2
-EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one odd run
 MIN_PAIRS = 2  # the fewest pairs whose spread estimates their noise
 # The smallest gain worth a less robust configuration (more memory or descriptors, a mapping,
 # a changed machine): under it, runs that agree still do not change what a user should run.

@@ -7,12 +7,13 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.peers import PEERS
-from modelmon.core.measuring.search import EVIDENCE_RUNS, MIN_GAIN, MIN_PAIRS, run_noise
+from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
 from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead

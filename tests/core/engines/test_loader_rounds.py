@@ -18,9 +18,9 @@ from modelmon.core.engines.loader_rounds import (
     LoaderRounds,
     settled,
 )
+from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.search import EVIDENCE_RUNS
 from modelmon.core.model.records import Model
 
 from ..measuring.records import candidate, run

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from modelmon.core.errors import ReadaheadError
+from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring import peers, race
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import RaceStop
 from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.race import PEER_START_GUESS_S, Race
-from modelmon.core.measuring.search import EVIDENCE_RUNS, Search, fill, screening_order
+from modelmon.core.measuring.search import Search, fill, screening_order
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.storage import storage_facts
