@@ -49,6 +49,8 @@ class EngineJob:
     budget_s: float
     repeats: int
     scratch: str  # where the config file goes
+    model_bytes: int = 0  # the weights' size (0: not known)
+    model_name: str = ""  # its folder or file on the local disk (a mount's path names the mount)
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,11 @@ def jobs(
         if why is not None or engine not in paths:
             skipped[engine] = why or "no model for it in this run"
             continue
-        chosen.append(EngineJob(env, engine, str(paths[engine]), budget_s, repeats, str(scratch)))
+        path = str(paths[engine])
+        size = open_model(path).total_bytes
+        chosen.append(
+            EngineJob(env, engine, path, budget_s, repeats, str(scratch), size, Path(path).name)
+        )
     return chosen, skipped
 
 
@@ -299,8 +305,32 @@ def run_section(
     return section
 
 
+def run_envs(
+    paths: dict[str, dict[str, Path]],
+    scratch: Path,
+    say: Say,
+    *,
+    budget_s: float,
+    repeats: int,
+) -> EnginesSection:
+    """``run_section`` for each environment with its own models (env -> engine -> path)."""
+    section = EnginesSection(repeats)
+    for env, found in paths.items():
+        part = run_section([env], found, scratch, say, budget_s=budget_s, repeats=repeats)
+        section.rows += part.rows
+        section.not_here.update(part.not_here)
+        section.skipped_envs.update(part.skipped_envs)
+    return section
+
+
 def _cell(value: float | None, unit: str = "", digits: int = 0) -> str:
     return "–" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def _model_cell(job: EngineJob) -> str:
+    """The model's name (its folder, or its file) and its weights' size."""
+    name = job.model_name or Path(job.path).name
+    return f"{name} ({job.model_bytes / 1e9:.2f} GB)" if job.model_bytes else name
 
 
 def markdown(section: EnginesSection) -> list[str]:
@@ -315,13 +345,13 @@ def markdown(section: EnginesSection) -> list[str]:
         f"Applied again: the change's MB/s in these fresh processes against what recommend "
         f"reported (target: within {TOLERANCE:.0%}).",
         "",
-        "| env | engine | as users run it | recommend's change | with the change | gain "
+        "| env | engine | model | as users run it | recommend's change | with the change | gain "
         f"| modelmon's best | × as users run it | reported → applied again "
         f"| within {TOLERANCE:.0%} |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for row in section.rows:
-        where = f"| {row.job.env} | {row.job.engine} |"
+        where = f"| {row.job.env} | {row.job.engine} | {_model_cell(row.job)} |"
         if row.failed is not None or row.as_is is None or row.modelmon is None:
             out.append(f"{where} failed: {row.failed or 'no runs'} |")
             continue

@@ -28,7 +28,15 @@ from benchmarks import engines, extras, knobs, memory, plots, report, suite, wat
 from benchmarks.codec import from_json, to_json
 from benchmarks.envs import EnvUnavailable
 from benchmarks.machine import facts
-from benchmarks.models import GGUF_Q4K, SMALL, TINY, describe, ensure_model
+from benchmarks.models import (
+    GGUF_Q4K,
+    GGUF_Q4K_LARGE,
+    MEDIUM,
+    SMALL,
+    TINY,
+    describe,
+    ensure_model,
+)
 from benchmarks.peers import peer_unavailable
 from benchmarks.records import BenchResults
 from benchmarks.summary import peer_memory
@@ -211,23 +219,30 @@ def _engines(
     if not wanted or SMALL.key not in paths:
         results.skipped["engines"] = "runs on the hdd and fuse environments only"
         return
-    small = paths[SMALL.key].parent  # with its config.json: safetensors and transformers
-    found = {"safetensors": small, "transformers": small}
-    if GGUF_Q4K.key in paths:
-        found["llamacpp"] = paths[GGUF_Q4K.key]
     say(f"engines: users' loaders on {', '.join(wanted)}")
     results.engines = _guarded(
         results,
         "engines",
-        lambda: engines.run_section(
-            wanted,
-            found,
+        lambda: engines.run_envs(
+            {env: _engine_models(env, paths) for env in wanted},
             scratch,
             say,
             budget_s=ENGINE_BUDGET_S,
             repeats=max(repeats, ENGINE_ROUNDS),
         ),
     )
+
+
+def _engine_models(env: str, paths: dict[str, Path]) -> dict[str, Path]:
+    """engine -> its {path} in ``env``: on FUSE the models of a GB and more, elsewhere the
+    small ones (the throttled disk's 160 MB/s gives their loads two seconds already)."""
+    safetensors, gguf = (MEDIUM, GGUF_Q4K_LARGE) if env == "fuse" else (SMALL, GGUF_Q4K)
+    found = {}
+    if safetensors.key in paths:  # the folder, with its config.json: transformers loads it
+        found["safetensors"] = found["transformers"] = paths[safetensors.key].parent
+    if gguf.key in paths:
+        found["llamacpp"] = paths[gguf.key]
+    return found
 
 
 def _watch(

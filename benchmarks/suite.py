@@ -20,7 +20,7 @@ from benchmarks.codec import from_json, to_json
 from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
 from benchmarks.jobs import Cache, Entry, Job
 from benchmarks.matrix import run_job, with_recommended
-from benchmarks.models import GGUF_Q4K, SMALL, TINY, TINYLLAMA, ModelSpec
+from benchmarks.models import GGUF_Q4K, GGUF_Q4K_LARGE, MEDIUM, SMALL, TINY, TINYLLAMA, ModelSpec
 from benchmarks.records import BenchResults, JobResult, RecommendationRecord
 from modelmon.core import STRATEGIES, LoadOptions, MiB, parse_spec, stop_child
 
@@ -80,7 +80,7 @@ FUSE_TIME_LIMIT_S = 20.0  # ≥ 4× a 2.5 GB load at the FUSE ceiling; crawlers 
 
 def full_profile() -> Profile:
     return Profile(
-        models=(TINYLLAMA, GGUF_Q4K, SMALL),
+        models=(TINYLLAMA, GGUF_Q4K, SMALL, MEDIUM, GGUF_Q4K_LARGE),
         plans=(
             # Budgets: room for the ceilings, an entry run of each candidate and a duel that
             # leaves the pick on ≥ 3 runs (2.5 GB: 2-3 s a load locally, 4-6 s on FUSE, 3.5 s
