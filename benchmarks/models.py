@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -71,30 +71,22 @@ SMALL = ModelSpec(
     vocab=32000,
     transformers_config=True,
 )
-# The smoke test's model: a few MB.
 # The engines on the FUSE mount: models of 1 GB or more, so that a load at the mount's 500-600
 # MB/s lasts two seconds and more, twenty of the watch's samples (a 340 MB model's lasted six,
-# and its rate was known to a sample). The same shapes as SMALL and GGUF_Q4K, more layers.
-MEDIUM = ModelSpec(
-    "medium-f16",
-    "36 layers, hidden 1024, TinyLlama vocabulary, fp16, 1 file, with the config.json that "
-    "transformers loads",
-    "safetensors",
+# and its rate was known to a sample): SMALL's and GGUF_Q4K's shapes with more layers.
+MEDIUM = replace(
+    SMALL,
+    key="medium-f16",
+    description=SMALL.description.replace("8 layers", "36 layers"),
     layers=36,
-    hidden=1024,
-    intermediate=2816,
-    vocab=32000,
-    transformers_config=True,
 )
-GGUF_Q4K_LARGE = ModelSpec(
-    "llama-q4k-22",
-    "Llama-shaped (22 layers, hidden 2560), Q4_K GGUF",
-    "gguf",
+GGUF_Q4K_LARGE = replace(
+    GGUF_Q4K,
+    key="llama-q4k-22",
+    description=GGUF_Q4K.description.replace("6 layers", "22 layers"),
     layers=22,
-    hidden=2560,
-    vocab=32000,
-    tensor_type="Q4_K",
 )
+# The smoke test's model: a few MB.
 TINY = ModelSpec(
     "tiny-f16", "4 layers, hidden 256, fp16, 2 shards", "safetensors", 4, 256, 1024, shards=2
 )
