@@ -5,13 +5,13 @@ installed version has, and a command's watch tells which engine it uses), then e
 once, then modelmon's best. Then the finalists (the loader as it is, the change that gained
 most over its baseline, that baseline when it is not the loader itself, and modelmon's best)
 run again in rounds, the order rotated each round, until each has ``EVIDENCE_RUNS`` cold runs
-and while the budget keeps room for another round (``MAX_ROUNDS`` at most). The runs of the
+and while the budget keeps room for another round (``LOADER_MAX_ROUNDS`` at most). The runs of the
 same round pair up: a change is judged against its baseline like an A/B (``ab.judge``).
 
 The evidence rounds run whatever the budget: a gain the user is told to act on rests on
 three runs of each side, and a figure the user is told ("163 MB/s") must hold when they run
-it again. So while a finalist's runs lie further apart than ``SETTLED_SPREAD`` of their
-median (one slow run of three on a VM's disk), the rounds go on, to ``MAX_ROUNDS``: the
+it again. So while a finalist's runs lie further apart than ``LOADER_SETTLED_SPREAD`` of their
+median (one slow run of three on a VM's disk), the rounds go on, to ``LOADER_MAX_ROUNDS``: the
 median of five outlasts two such runs.
 """
 
@@ -35,8 +35,6 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
 from modelmon.core.watching.result import WatchResult
 
-MAX_ROUNDS = LOADER_MAX_ROUNDS
-SETTLED_SPREAD = LOADER_SETTLED_SPREAD  # of the median: runs further apart call for a round
 SLOW_FACTOR = 3.0  # a change whose run takes this many times the loader's as it is is stopped
 START_ALLOWANCE_S = 10.0  # on top: a program's start and imports vary from run to run
 Say = Callable[[str], None]
@@ -165,12 +163,12 @@ class LoaderRounds:
 
     def settle(self, finalists: list[Entry]) -> int:
         """More rounds of the finalists: to ``EVIDENCE_RUNS`` each and on while any one's runs
-        are not ``settled``, whatever the budget; then while another round fits. The number of
-        rounds run in all."""
+        disagree (``runs_agree``), whatever the budget; then while another round fits. The
+        number of rounds run in all."""
         alive = [e for e in finalists if e.candidate.results]
-        while self.round + 1 < MAX_ROUNDS and alive:
+        while self.round + 1 < LOADER_MAX_ROUNDS and alive:
             short = any(len(e.candidate.results) < EVIDENCE_RUNS for e in alive)
-            wide = any(not settled(e.candidate) for e in alive)
+            wide = any(not runs_agree(e.candidate) for e in alive)
             needed = sum(self.pace(e) for e in alive)
             if not short and not wide and self.left() < needed:
                 break
@@ -182,12 +180,12 @@ class LoaderRounds:
         return self.round + 1
 
 
-def settled(candidate: Candidate) -> bool:
-    """Whether the candidate's runs agree: within ``SETTLED_SPREAD`` of their median."""
+def runs_agree(candidate: Candidate) -> bool:
+    """Whether the candidate's runs agree: within ``LOADER_SETTLED_SPREAD`` of their median."""
     rates = [r.mbps for r in candidate.results]
     if not rates:
         return True
-    return max(rates) - min(rates) <= SETTLED_SPREAD * statistics.median(rates)
+    return max(rates) - min(rates) <= LOADER_SETTLED_SPREAD * statistics.median(rates)
 
 
 def best_change(changes: list[Entry]) -> Entry | None:

@@ -20,11 +20,11 @@ from modelmon.core.output.snippets import Snippet
 
 def _runs(candidate: Candidate) -> str:
     """ "5 cold runs, 136–174": the spread says how far one run of it may land."""
-    spread = candidate.spread_mbps
     words = runs_words(candidate.results)
-    if spread is None or len(candidate.results) < 2:
+    if len(candidate.results) < 2:
         return words
-    return f"{words}, {spread[0]:.0f}–{spread[1]:.0f}"
+    low, high = candidate.spread_mbps or (0.0, 0.0)
+    return f"{words}, {low:.0f}–{high:.0f}"
 
 
 def change_words(change: Candidate, base: Candidate) -> str:

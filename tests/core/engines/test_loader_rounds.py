@@ -11,14 +11,8 @@ from typing import cast
 
 import pytest
 
-from modelmon.core.engines.loader_rounds import (
-    MAX_ROUNDS,
-    SETTLED_SPREAD,
-    Entry,
-    LoaderRounds,
-    settled,
-)
-from modelmon.core.limits import EVIDENCE_RUNS
+from modelmon.core.engines.loader_rounds import Entry, LoaderRounds, runs_agree
+from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_SETTLED_SPREAD
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
@@ -69,8 +63,8 @@ def test_one_slow_run_of_three_calls_for_more_rounds() -> None:
     rounds, entries = screened(
         {"as_is": [163, 136, 170, 168, 166], "modelmon": [176, 170, 172, 171, 175]}
     )
-    assert rounds.settle(entries) == MAX_ROUNDS
-    assert [len(e.candidate.results) for e in entries] == [MAX_ROUNDS] * 2
+    assert rounds.settle(entries) == LOADER_MAX_ROUNDS
+    assert [len(e.candidate.results) for e in entries] == [LOADER_MAX_ROUNDS] * 2
     assert entries[0].candidate.median_mbps == pytest.approx(166)
 
 
@@ -78,11 +72,11 @@ def test_one_slow_run_of_three_calls_for_more_rounds() -> None:
     ("rates", "agree"),
     [
         ([163.0], True),
-        ([163.0, 163.0 * (1 + SETTLED_SPREAD)], True),
-        ([163.0, 163.0 * (1 + SETTLED_SPREAD) + 1], False),
+        ([163.0, 163.0 * (1 + LOADER_SETTLED_SPREAD)], True),
+        ([163.0, 163.0 * (1 + LOADER_SETTLED_SPREAD) + 1], False),
         ([163.0, 136.0, 174.0], False),
         ([], True),
     ],
 )
-def test_settled_is_a_spread_within_a_share_of_the_median(rates: list[float], agree: bool) -> None:
-    assert settled(candidate("x", *rates)) is agree
+def test_runs_agree_within_a_share_of_their_median(rates: list[float], agree: bool) -> None:
+    assert runs_agree(candidate("x", *rates)) is agree
