@@ -269,8 +269,7 @@ def in_child(
 
 
 def run_section(
-    envs: list[str],
-    paths: dict[str, Path],
+    paths: dict[str, dict[str, Path]],
     scratch: Path,
     say: Say,
     *,
@@ -278,13 +277,14 @@ def run_section(
     repeats: int,
     engines: tuple[str, ...] = ENGINES_TRIED,
 ) -> EnginesSection:
-    """Every job of ``envs`` (``local``, ``hdd``: in the throttled disk's cgroup, ``fuse``: on
-    a mount of each model's folder); ``paths``: engine -> its {path} on the local disk."""
+    """Every job of each environment of ``paths`` (``local``, ``hdd``: in the throttled disk's
+    cgroup, ``fuse``: on a mount of each model's folder); ``paths``: environment -> engine ->
+    its {path} on the local disk."""
     from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
 
     section = EnginesSection(repeats)
-    for env in envs:
-        found, skipped = jobs(env, paths, scratch, budget_s, repeats, engines)
+    for env, models in paths.items():
+        found, skipped = jobs(env, models, scratch, budget_s, repeats, engines)
         section.not_here.update(skipped)
         try:
             if env == "local":
@@ -302,24 +302,6 @@ def run_section(
         except EnvUnavailable as exc:
             section.skipped_envs[env] = str(exc)
             say(f"engines: {env} skipped: {exc}")
-    return section
-
-
-def run_envs(
-    paths: dict[str, dict[str, Path]],
-    scratch: Path,
-    say: Say,
-    *,
-    budget_s: float,
-    repeats: int,
-) -> EnginesSection:
-    """``run_section`` for each environment with its own models (env -> engine -> path)."""
-    section = EnginesSection(repeats)
-    for env, found in paths.items():
-        part = run_section([env], found, scratch, say, budget_s=budget_s, repeats=repeats)
-        section.rows += part.rows
-        section.not_here.update(part.not_here)
-        section.skipped_envs.update(part.skipped_envs)
     return section
 
 

@@ -205,8 +205,7 @@ def _engines(
             results,
             "engines",
             lambda: engines.run_section(
-                envs,
-                {"safetensors": folder},
+                {env: {"safetensors": folder} for env in envs},
                 scratch,
                 say,
                 budget_s=5.0,
@@ -223,7 +222,7 @@ def _engines(
     results.engines = _guarded(
         results,
         "engines",
-        lambda: engines.run_envs(
+        lambda: engines.run_section(
             {env: _engine_models(env, paths) for env in wanted},
             scratch,
             say,
