@@ -97,6 +97,7 @@ if TYPE_CHECKING:
         MIN_INTERVAL_S,
         MIN_MEMORY_LIMIT,
         SEARCH_WIDTH,
+        STORAGE_REST_S,
         range_text,
     )
     from modelmon.core.loading.config_file import (
@@ -199,7 +200,7 @@ if TYPE_CHECKING:
     )
     from modelmon.core.output.verdict import spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
-    from modelmon.core.system.cache import CacheState, evict
+    from modelmon.core.system.cache import CacheState, evict, rest_storage
     from modelmon.core.system.cache import not_measured as cache_not_measured
     from modelmon.core.system.cache import prepare as prepare_cache
     from modelmon.core.system.cache import prepare_early as prepare_cache_early
@@ -311,7 +312,7 @@ _EXPORTS = (
     (
         "modelmon.core.system.cache",
         "evict prepare_cache=prepare prepare_cache_early=prepare_early "
-        "cache_not_measured=not_measured",
+        "cache_not_measured=not_measured rest_storage",
     ),
     ("modelmon.core.system.residency", "residency_of"),
     (
@@ -362,7 +363,7 @@ _EXPORTS = (
     (
         "modelmon.core.limits",
         "DEFAULT_BUDGET_S MIN_BUDGET_S MAX_BUDGET_S EVIDENCE_OVERRUN EVIDENCE_RUNS "
-        "LOADER_MAX_ROUNDS LOADER_SETTLED_SPREAD SEARCH_WIDTH "
+        "LOADER_MAX_ROUNDS LOADER_SETTLED_SPREAD STORAGE_REST_S SEARCH_WIDTH "
         "MAX_SEARCH_WORKERS MIN_MEMORY_LIMIT MAX_AB_PAIRS MIN_INTERVAL_S MAX_INTERVAL_S "
         "range_text",
     ),

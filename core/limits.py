@@ -35,6 +35,10 @@ EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one o
 # user runs the loader again (``engines.loader_rounds``).
 LOADER_MAX_ROUNDS = 5
 LOADER_SETTLED_SPREAD = 0.10
+# Runs compared in rounds (the user's loader, an A/B) start, on network storage, this long
+# after this process's last run there ended: a network filesystem's client keeps what a run
+# left it for seconds (``system.cache.rest_storage``).
+STORAGE_REST_S = 6.0
 
 # The search's widest candidate runs this many times the parallelism it is given, and each
 # candidate's workers are bounded by ``MAX_PARALLEL``.

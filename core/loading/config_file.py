@@ -33,6 +33,7 @@ _bool: Check = lambda v: isinstance(v, bool)  # noqa: E731
 _count: Check = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
 _number: Check = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
 _strings: Check = lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)  # noqa: E731
+_numbers: Check = lambda v: isinstance(v, list) and all(_number(x) for x in v)  # noqa: E731
 
 # section -> {key: (check, what it must be)}; "*" means any key with that check.
 # [recommendation]: the overall pick, which may be a peer loader that beat modelmon's best
@@ -53,6 +54,7 @@ LOADER_KEYS: dict[str, tuple[Check, str]] = {
         for key, check in (
             ("mbps", (_number, "MB/s")),
             ("runs", (_count, "a run count")),
+            ("run_mbps", (_numbers, "each run's MB/s")),
             ("ended", (_str, "how it ended")),
         )
     },

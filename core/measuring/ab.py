@@ -19,6 +19,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.records import Model
 from modelmon.core.options import Config, LoadOptions
+from modelmon.core.system.cache import rest_storage
 
 # A gain is told apart from the noise when it exceeds this many times the spread of the runs
 # (their median absolute deviation; twice the MAD is about 1.35 standard deviations of normal
@@ -154,6 +155,8 @@ def run_ab(
     ordered: list[tuple[str, LoadResult]] = []
     for pair in range(n):
         for side, config in (("A", a), ("B", b)):
+            # On network storage neither side is timed with help left by the other's run.
+            rest_storage([f.path for f in model.files], cancel)
             if cancel is not None and cancel.is_set():  # between two runs: void, as mid-run
                 raise ABFailed(side, pair, None)
             result = run(side, pair, config.strategy, config.options.with_(cache=cache))

@@ -190,6 +190,9 @@ def loader_table(advice: LoaderAdvice) -> dict[str, Any]:
         return {
             f"{prefix}_mbps": round(candidate.median_mbps, 1),
             f"{prefix}_runs": len(candidate.results),
+            # Each run, in the order run: the spread behind the median, to compare with the
+            # same configuration run again.
+            f"{prefix}_run_mbps": [round(r.mbps, 1) for r in candidate.results],
         }
 
     table: dict[str, Any] = {"as_is": loader.spec, **figures("as_is", loader)}

@@ -156,6 +156,17 @@ def _parse(line: bytes) -> tuple[str, Run] | None:
     return event, Run(pid, since, _printable(command))
 
 
+# When this process's last run on each device ended (time.monotonic), by device name: what
+# ``cache.rest_storage`` counts a network mount's rest from.
+_ended: dict[str, float] = {}
+
+
+def last_ended(names: Iterable[str]) -> float | None:
+    """When this process's last run on any of the devices ``names`` ended; None if none did."""
+    ends = [_ended[name] for name in names if name in _ended]
+    return max(ends, default=None)
+
+
 class Activity:
     """This process's use of some devices, announced in their logs from ``open`` to
     ``close``; ``mark`` when the timed part begins, ``others`` when it has ended."""
@@ -163,9 +174,10 @@ class Activity:
     def __init__(self, names: Iterable[str]) -> None:
         since = process_start(os.getpid()) or 0
         self.me = Run(os.getpid(), since, this_command())
+        self.names = list(dict.fromkeys(names))
         self._logs: dict[str, int] = {}
         self._marks: dict[str, tuple[int, set[Run]]] = {}
-        for name in dict.fromkeys(names):
+        for name in self.names:
             with contextlib.suppress(OSError):  # no log: this run goes unannounced
                 fd = _open_shared(lock_dir() / f"modelmon-{name}.log", write=True)
                 self._logs[name] = fd
@@ -207,6 +219,8 @@ class Activity:
         return list(found.values())
 
     def close(self) -> None:
+        ended = time.monotonic()
+        _ended.update(dict.fromkeys(self.names, ended))
         for fd in self._logs.values():
             with contextlib.suppress(OSError):
                 self._append(fd, "end")

@@ -30,6 +30,7 @@ from modelmon.core import (
     MIN_BUDGET_S,
     MIN_MEMORY_LIMIT,
     SEARCH_WIDTH,
+    STORAGE_REST_S,
     MiB,
     range_text,
 )
@@ -102,7 +103,9 @@ def add_parser(verbs: Verbs) -> None:
         "is, with its engine's settings, and against modelmon's best, in the same cold rounds "
         f"(the finalists run to {EVIDENCE_RUNS} cold runs each whatever the budget, and up to "
         f"{LOADER_MAX_ROUNDS} while their runs lie more than "
-        f"{LOADER_SETTLED_SPREAD * 100:.0f}%% apart)",
+        f"{LOADER_SETTLED_SPREAD * 100:.0f}%% apart; on network storage each run starts "
+        f"{STORAGE_REST_S:g} s after the last ended, so that none is timed with help the "
+        "last left in the filesystem's client)",
     )
     parser.add_argument(
         "--engine",

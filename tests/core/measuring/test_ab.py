@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.ab import ABFailed, judge, run_ab
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import Config, LoadOptions
+from modelmon.core.system import cache, device_use, readahead
 from modelmon.core.system.cache import CacheState
 
 
@@ -49,6 +52,31 @@ def test_alternates_and_forces_the_cache_state(sharded_model: Path) -> None:
     assert result.ratios == pytest.approx((2.0, 210 / 110, 190 / 90))
     assert result.a.median_mbps == pytest.approx(100) and result.b.max_mbps == pytest.approx(210)
     assert result.verdict.text == "B faster"
+
+
+def test_on_network_storage_each_run_starts_once_the_last_one_rested(
+    sharded_model: Path, own_state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither side is timed with help the other's run left in a network client."""
+    monkeypatch.setattr(cache, "_on_network", lambda path: True)
+    monkeypatch.setattr(cache, "STORAGE_REST_S", 0.2)
+    monkeypatch.setattr(device_use, "_ended", {})
+    model = open_model(sharded_model)
+    runs = ScriptedRuns({"mmap": [100, 100], "sequential": [200, 200]})
+    spans: list[tuple[float, float]] = []
+
+    def announced(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
+        started = time.monotonic()  # as a real run: announced on the model's devices
+        with device_use.activity(readahead.device_names(f.path for f in model.files)):
+            result = runs(side, pair, strategy, options)
+        spans.append((started, time.monotonic()))
+        return result
+
+    run_ab(model, Config("mmap", LoadOptions()), Config("sequential", LoadOptions()), n=2,
+           run_one=announced)  # fmt: skip
+    assert len(spans) == 4
+    for (_, ended), (started, _) in itertools.pairwise(spans):
+        assert started - ended >= 0.2
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ the loader, and the engine's snippet is marked measured with its MB/s and runs."
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tomllib
@@ -105,6 +106,10 @@ def engine_search(modelmon: RunCli, tmp_path: Path) -> None:
     assert loader["for_engine"] == "vllm"
     assert loader["as_is"] == "engine: safetensors" and loader["as_is_runs"] >= 3
     assert loader["modelmon_runs"] >= 3 and loader["rounds"] >= 3
+    for entry in ("as_is", "modelmon"):  # each run's figure, and the median is theirs
+        runs = loader[f"{entry}_run_mbps"]
+        assert len(runs) == loader[f"{entry}_runs"]
+        assert abs(statistics.median(runs) - loader[f"{entry}_mbps"]) <= 0.1
     first, second = written["explanation"][:2]
     assert first.startswith("vLLM loads onto a GPU")
     assert second.startswith(("Change your loader:", "Keep your loader as it is"))

@@ -1,0 +1,73 @@
+"""A run on network storage starts once the storage has rested after this process's last run
+on it (``cache.rest_storage``); on a local disk nothing waits."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.envs import EnvUnavailable, fuse_mount
+from modelmon.core.system import cache, device_use, readahead
+
+
+@pytest.fixture(autouse=True)
+def no_runs_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No run of this process has ended on any device (a mount's number is reused)."""
+    monkeypatch.setattr(device_use, "_ended", {})
+
+
+@pytest.fixture
+def mounted_file(tmp_path: Path, own_state: Path) -> Iterator[Path]:
+    """A small file on a real network FUSE mount (rclone serving ``tmp_path`` over HTTP)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "weights.bin").write_bytes(b"\1" * (1 << 20))
+    try:
+        with fuse_mount(source, tmp_path / "mnt") as mounted:
+            yield mounted / "weights.bin"
+    except EnvUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def a_run_on(path: Path) -> float:
+    """A run's announcement on ``path``'s device, as every measured run makes; its start."""
+    started = time.monotonic()
+    with device_use.activity(readahead.device_names([path])):
+        pass
+    return started
+
+
+def test_a_run_on_a_network_mount_waits_out_the_rest_after_the_last(mounted_file: Path) -> None:
+    files = [mounted_file]
+    assert cache.rest_left(files) == 0.0  # no run of this process has ended on it yet
+    started = a_run_on(mounted_file)
+    left = cache.rest_left(files)
+    asked = time.monotonic()
+    # Counted from the end of that run: between its start and our asking.
+    assert cache.STORAGE_REST_S - (asked - started) <= left <= cache.STORAGE_REST_S
+    # The way out: a set stop ends the wait at once, the rest still to come.
+    stop = threading.Event()
+    stop.set()
+    assert cache.rest_storage(files, stop) > 0
+    assert cache.rest_left(files) > 0
+
+
+def test_rest_storage_returns_once_the_storage_rested(
+    mounted_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache, "STORAGE_REST_S", 0.3)
+    a_run_on(mounted_file)
+    assert 0 < cache.rest_storage([mounted_file]) <= 0.3
+    assert cache.rest_left([mounted_file]) == 0.0
+
+
+def test_a_local_disk_needs_no_rest(tmp_path: Path, own_state: Path) -> None:
+    local = tmp_path / "weights.bin"
+    local.write_bytes(b"\1" * 4096)
+    a_run_on(local)
+    assert cache.rest_left([local]) == 0.0
+    assert cache.rest_storage([local]) == 0.0
