@@ -39,6 +39,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
 from modelmon.core.system import device_use, readahead
 from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
+from modelmon.core.system.storage import storage_facts
 from modelmon.core.watching.findings import PARTIAL_BELOW
 from modelmon.core.watching.result import WatchResult
 from modelmon.core.watching.watch import Watch
@@ -223,7 +224,8 @@ class ProgramRun:
             watched = replace(watched, bytes_read=direct[0], seconds=direct[1])
             notes.append(
                 "direct I/O: the page cache never holds what it reads, so the load is timed "
-                "by the tree's reads from storage (/proc/PID/io read_bytes), to the sample"
+                "by the tree's reads (/proc/PID/io: read_bytes on a block device, rchar on "
+                "FUSE or NFS), to the sample"
             )
         status, error = self._judge(watched, stderr)
         seconds = watched.seconds or 0.0
@@ -307,32 +309,44 @@ DIRECT_EDGE = 0.02  # of a direct-I/O run's bytes: read before it started, or af
 
 def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float] | None:
     """(bytes, seconds) of a program that read the model with O_DIRECT (``known``, or seen
-    on a descriptor of it), from its tree's block-layer reads: those bytes never enter the
-    page cache, where arrivals are seen.
-    The span runs from the last sample before the reads passed ``DIRECT_EDGE`` of their
-    total to the first after they came within it of the end. None for any other program."""
+    on a descriptor of it), from its tree's reads: those bytes never enter the page cache,
+    where arrivals are seen. On a block device the reads are the block layer's (/proc/PID/io
+    read_bytes); on storage without one (FUSE, NFS) the block layer never sees them, and they
+    are the bytes its read calls returned (rchar), which also count what it read before the
+    model (its imports). The span runs from the last sample before the reads passed
+    ``DIRECT_EDGE`` of the model's bytes to the first after they came within it of the end.
+    None for any other program."""
     on_model = {f.index for f in watched.files}
     seen = any(d.o_direct and d.file in on_model for d in watched.descriptions)
     if not (known or seen):
         return None
+    on_blocks = all(_on_block_device(f.path) for f in watched.files)
     samples = watched.samples
-    found = samples.series.get("read_bytes") if samples is not None else None
+    found = samples.series.get("read_bytes" if on_blocks else "read_chars") if samples else None
     if found is None:
         return None
     times, values = found
     keep = np.isfinite(values)
     times, values = times[keep], values[keep]
-    if len(values) < 2 or values[-1] <= watched.bytes_read:
+    if len(values) < 2 or (on_blocks and values[-1] <= watched.bytes_read):
         return None
     total = float(values[-1])
-    began = int(np.argmax(values > DIRECT_EDGE * total))
-    ended = int(np.argmax(values >= (1 - DIRECT_EDGE) * total))
+    model = min(total, float(sum(f.size for f in watched.files)))
+    before = total - model  # read before the model (rchar: imports), or 0
+    began = int(np.argmax(values > before + DIRECT_EDGE * model))
+    ended = int(np.argmax(values >= total - DIRECT_EDGE * model))
     start = float(times[max(0, began - 1)])
     end = float(times[min(len(times) - 1, max(ended, began))])
     if end <= start:
         return None
-    model = sum(f.size for f in watched.files)
-    return min(int(total), model), end - start
+    return int(model), end - start
+
+
+def _on_block_device(path: str) -> bool:
+    try:
+        return storage_facts(path).block_device is not None
+    except OSError:
+        return True  # as before: the block layer's count
 
 
 def run_program(

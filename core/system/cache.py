@@ -113,7 +113,8 @@ def rest_storage(paths: PathArg | Iterable[PathArg], stop: threading.Event | Non
     for seconds after the run: on an rclone mount, a one-stream read of a cold 1 GB file ran
     715 MB/s when it started 3 s after a four-stream read of it, and 592-618 MB/s when it
     started 8-23 s after. Runs compared in rounds would each be timed with the help of the
-    one before; after the rest, the run's own preparation (drop, priming) adds about 3 s."""
+    one before; after the rest, the run's own preparation (drop, priming) adds about 3 s
+    (``benchmarks.client_rest`` measures it again)."""
     wait = rest_left(paths)
     if wait > 0:
         if stop is not None:

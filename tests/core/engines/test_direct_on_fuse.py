@@ -1,0 +1,50 @@
+"""A program that reads the model with O_DIRECT from a network FUSE mount: no page cache holds
+its bytes and no block layer counts them, so it is timed by the bytes its reads returned."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.envs import EnvUnavailable, fuse_mount
+from modelmon.core import open_model, parse_program, run_program, write_safetensors_model
+
+LIMIT_MIB_S = 16  # the mount's bandwidth: the load takes about a second
+# Reads the whole file with O_DIRECT into an aligned buffer, as llama.cpp's load_mode=dio.
+READER = (
+    "import mmap, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)\n"
+    "buffer, offset = mmap.mmap(-1, 1 << 20), 0\n"
+    "while (count := os.preadv(fd, [buffer], offset)):\n"
+    "    offset += count\n"
+)
+
+
+@pytest.fixture
+def mounted_model(tmp_path: Path, own_state: Path) -> Iterator[Path]:
+    source = tmp_path / "source"
+    model = write_safetensors_model(source, layers=2, hidden=512, vocab=4096, seed=3)
+    try:
+        with fuse_mount(
+            source, tmp_path / "mnt", mount_flags=("--bwlimit", f"{LIMIT_MIB_S}M")
+        ) as mounted:
+            yield mounted / model.name
+    except EnvUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_a_direct_reader_on_fuse_is_timed_by_what_it_read(mounted_model: Path) -> None:
+    model = open_model(str(mounted_model))
+    program = parse_program(f"cmd: python3 -c '{READER}' {{path}}")
+    outcome = run_program(model, program, path=str(mounted_model))
+    load = outcome.load
+    assert outcome.watch is not None
+    assert any(d.o_direct for d in outcome.watch.descriptions)
+    assert outcome.watch.arrived_bytes == 0  # nothing arrived in the page cache
+    assert load.status == "ok", load.error
+    assert load.bytes == mounted_model.stat().st_size  # the file, header and all
+    # Timed over the reads, to the sample: never faster than the mount lets bytes through.
+    assert 0 < load.mbps <= 1.25 * LIMIT_MIB_S * (1 << 20) / 1e6
+    assert any("rchar on FUSE or NFS" in note for note in load.notes)
