@@ -206,11 +206,7 @@ def advise(
     total = rounds.settle(finalists)
     for entry in [*first, *changes, best]:
         entry.candidate.verdict = entry.verdict()
-    pick = None
-    if leader is not None and leader.candidate.verdict is not None:
-        verdict = leader.candidate.verdict
-        if verdict.text == "B faster" and verdict.median_ratio >= MIN_GAIN:
-            pick = leader.candidate
+    pick = recommendable(leader, notes)
     ordered = sorted(
         [*first, *changes], key=lambda e: (e.candidate.results != [], e.gain() or 0.0), reverse=True
     )
@@ -272,3 +268,23 @@ def recommend_with_loader(
     given = engine if loader is not None else None
     advice = advise(model, config, rec, deadline, engine=given, path=path, say=say, cancel=cancel)
     return LoaderRecommendation(rec, advice)
+
+
+def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
+    """The change to recommend: the leader, when faster than its baseline in every pair by
+    ``MIN_GAIN`` or more, over ``EVIDENCE_RUNS`` pairs at least (fewer: its other runs failed
+    or were cut, and one pair has no noise to judge by; ``notes`` hears why not)."""
+    if leader is None or leader.candidate.verdict is None:
+        return None
+    verdict = leader.candidate.verdict
+    if verdict.text != "B faster" or verdict.median_ratio < MIN_GAIN:
+        return None
+    pairs = len(leader.ratios())
+    if pairs < EVIDENCE_RUNS:
+        notes.append(
+            f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline in {pairs} paired "
+            f"round{'s' if pairs != 1 else ''} and did not complete the others, so it is not "
+            f"recommended: a change to act on rests on {EVIDENCE_RUNS} paired cold runs"
+        )
+        return None
+    return leader.candidate

@@ -11,6 +11,7 @@ from typing import cast
 
 import pytest
 
+from modelmon.core.engines.advice import recommendable
 from modelmon.core.engines.loader_rounds import Entry, LoaderRounds, runs_agree
 from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_SETTLED_SPREAD
 from modelmon.core.loading.result import LoadResult
@@ -80,3 +81,28 @@ def test_one_slow_run_of_three_calls_for_more_rounds() -> None:
 )
 def test_runs_agree_within_a_share_of_their_median(rates: list[float], agree: bool) -> None:
     assert runs_agree(candidate("x", *rates)) is agree
+
+
+def paired(gains: list[float]) -> Entry:
+    """A change measured against its baseline in ``len(gains)`` rounds, its verdict judged."""
+    baseline, change = entry("as_is"), entry("change")
+    change.baseline = baseline
+    for number, gain in enumerate(gains):
+        baseline.by_round[number] = run(100.0)
+        change.by_round[number] = run(100.0 * gain)
+    change.candidate.verdict = change.verdict()
+    return change
+
+
+def test_a_change_is_recommended_on_evidence_pairs_only() -> None:
+    notes: list[str] = []
+    leader = paired([10.0] * EVIDENCE_RUNS)
+    assert recommendable(leader, notes) is leader.candidate and notes == []
+    # Its other runs failed (O_DIRECT that nothing could time): one pair, however large, is
+    # no noise to judge by.
+    assert recommendable(paired([107.0]), notes) is None
+    assert len(notes) == 1 and "in 1 paired round and did not complete the others" in notes[0]
+    # Slower, or not by enough: nothing to recommend, nothing to say.
+    assert recommendable(paired([0.5] * EVIDENCE_RUNS), notes) is None
+    assert recommendable(paired([1.01] * EVIDENCE_RUNS), notes) is None
+    assert recommendable(None, notes) is None and len(notes) == 1
