@@ -136,10 +136,15 @@ class EngineRow:
     reported_spec: str | None = None
     reported_mbps: float | None = None  # what recommend reported for that configuration
     applied_again: float | None = None  # its median MB/s in these fresh processes
-    applied_runs: tuple[float, ...] = ()  # the runs behind it
     applied_ratio: float | None = None
     within: bool = False  # applied again within TOLERANCE of what recommend reported
     all_cold: bool = False
+
+    @property
+    def applied_runs(self) -> list[float]:
+        """The runs behind ``applied_again``: the change's, else the engine's as it is."""
+        applied = self.change if self.change is not None else self.as_is
+        return applied.ok_mbps if applied is not None else []
 
 
 @dataclass
@@ -211,8 +216,7 @@ def _paired(top: EngineEntry | None, bottom: EngineEntry) -> list[float]:
 def _row(job: EngineJob, loader: LoaderTable, entries: dict[str, EngineEntry]) -> EngineRow:
     as_is, change, best = entries["as_is"], entries.get("change"), entries["modelmon"]
     spec, reported = loader.reported
-    applied = change if change is not None else as_is
-    again = applied.median_mbps
+    again = (change if change is not None else as_is).median_mbps
     ratio = again / reported if again and reported else None
     ok = [r for entry in entries.values() for r in entry.runs if r.status == "ok"]
     return EngineRow(
@@ -226,7 +230,6 @@ def _row(job: EngineJob, loader: LoaderTable, entries: dict[str, EngineEntry]) -
         reported_spec=spec,
         reported_mbps=reported,
         applied_again=again,
-        applied_runs=tuple(applied.ok_mbps),
         applied_ratio=ratio,
         within=ratio is not None and abs(ratio - 1) <= TOLERANCE,
         all_cold=all(r.cold for r in ok),
