@@ -14,7 +14,8 @@ llama-cpp-python where installed), one job per environment:
    applied as a user applies it (``modelmon.core.load(path, config=FILE)`` with the file
    recommend wrote, run as a command), all judged the same way, by the bytes that arrived.
    On network storage each run starts once the mount has rested after the last
-   (``rest_storage``), as recommend's own rounds do.
+   (``rest_storage``), as recommend's own rounds do, and each program runs once uncounted
+   first (``warm_code``), as in recommend's rounds: every counted run finds its code cached.
 
 The row says what each user gains by the change (the median of the rounds' paired ratios)
 and by modelmon's best, and whether the change's MB/s, applied again in fresh processes, is
@@ -42,6 +43,7 @@ from modelmon.core import (
     rest_storage,
     run_program,
     stop_child,
+    warm_code,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,11 +192,14 @@ def run_job(job: EngineJob, say: Say) -> EngineRow:
     files = [f.path for f in model.files]
     runs: dict[str, list[EngineRun]] = {key: [] for key in specs}
     keys = list(specs)
+    programs = {key: parse_program(spec) for key, spec in specs.items()}
+    for code in {program.code: program for program in programs.values()}.values():
+        warm_code(model, code, path=job.path)
     for number in range(job.repeats):
         shift = number % len(keys)
         for key in keys[shift:] + keys[:shift]:
             rest_storage(files)  # as recommend's rounds: no run timed with the last one's help
-            outcome = run_program(model, parse_program(specs[key]), path=job.path).load
+            outcome = run_program(model, programs[key], path=job.path).load
             runs[key].append(
                 EngineRun(number, outcome.status, outcome.error, outcome.mbps, outcome.cache.cold)
             )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from modelmon.core.engines.run import ProgramResult, ProgramRun
+from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_code
 from modelmon.core.engines.spec import program_of
 from modelmon.core.errors import OptionsError
 from modelmon.core.loading.result import LoadResult
@@ -62,13 +62,17 @@ def run_ab(
     run_one: ab.RunOne | None = None,
     on_program: OnProgram | None = None,
     path: str | None = None,
+    on_warm: Callable[[str], None] | None = None,
 ) -> ab.ABResult:
     """``measuring.ab.run_ab`` where a side may be a program (``engines.spec.as_config``).
 
     ``run_one`` (the app's monitored runs) is told each run's strategy: a program's is its
     spec, which ``program_of`` reads back. Without it, programs run as ``ProgramRun`` s and
-    ``on_program`` hears each one's watch; ``path`` is what their ``{path}`` stands for."""
+    ``on_program`` hears each one's watch; ``path`` is what their ``{path}`` stands for.
+    Each program side runs once first, not counted (``run.warm_code``), and ``on_warm``
+    hears its spec as it starts: both sides' counted runs find their code in the page cache."""
     check_cache((a, b), cache)
+    warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)
 
     def load(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
         def heard(outcome: ProgramResult) -> None:
@@ -82,3 +86,26 @@ def run_ab(
     return ab.run_ab(
         model, a, b, n, cache, on_result=on_result, cancel=cancel, run_one=run_one or load
     )
+
+
+def warm_sides(
+    model: Model,
+    configs: tuple[Config, ...],
+    *,
+    cancel: threading.Event | None = None,
+    path: str | None = None,
+    on_warm: Callable[[str], None] | None = None,
+) -> None:
+    """One uncounted run of each program among ``configs`` (once for configurations that run
+    the same code: ``ProgramConfig.code``)."""
+    warmed: set[str] = set()
+    for config in configs:
+        program = program_of(config.strategy)
+        if program is None or program.code in warmed:
+            continue
+        warmed.add(program.code)
+        if on_warm is not None:
+            on_warm(config.strategy)
+        warm_code(model, program, cancel=cancel, path=path)
+        if cancel is not None and cancel.is_set():
+            raise ab.ABFailed("A", 0, None)

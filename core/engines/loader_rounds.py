@@ -15,7 +15,9 @@ median (one slow run of three on a VM's disk), the rounds go on, to ``LOADER_MAX
 median of five outlasts two such runs. And on network storage each run waits for the mount to
 rest after the last (``cache.rest_storage``): a run right after modelmon's parallel best read
 up to 17 % faster on a FUSE mount than the same run after the loader as it is, so the
-rotation credited whatever followed it.
+rotation credited whatever followed it. Each program (an engine, whatever its settings, or a
+command) runs once uncounted before its first counted run (``run.warm_code``): each counted run
+finds its code in the page cache, as the user's second start does.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelmon.core.engines.run import ProgramResult, ProgramRun
-from modelmon.core.engines.spec import program_of
+from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_code
+from modelmon.core.engines.spec import ProgramConfig, program_of
 from modelmon.core.errors import LoadError
 from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_SETTLED_SPREAD
 from modelmon.core.loading.result import LoadResult
@@ -96,6 +98,7 @@ class LoaderRounds:
         # spec -> what each run took of the budget (with its rest on network storage)
         self.walls: dict[str, list[float]] = {}
         self.round = 0
+        self.warmed: set[str] = set()  # the programs' code read in (``ProgramConfig.code``)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -111,11 +114,13 @@ class LoaderRounds:
     def run(self, entry: Entry, limit_s: float | None = None) -> LoadResult:
         """One cold run of ``entry`` in the current round."""
         candidate = entry.candidate
+        program = program_of(candidate.strategy)
+        if program is not None and program.code not in self.warmed:
+            self.warm(entry, program)
         started = time.monotonic()
         # On network storage each run starts on a client the previous run no longer helps.
         cache.rest_storage([f.path for f in self.model.files], self.cancel)
         self.check_cancel()
-        program = program_of(candidate.strategy)
         if program is None:
             options = candidate.options.with_(cache="cold")
             result = LoadRun(
@@ -148,6 +153,15 @@ class LoaderRounds:
         else:
             self.say(f"{entry.spec}: run not counted ({result.error})")
         return result
+
+    def warm(self, entry: Entry, program: ProgramConfig) -> None:
+        """The program's code read in by a run that is not counted (``run.warm_code``)."""
+        self.warmed.add(program.code)
+        self.say(f"{entry.spec}: once first, not counted, so that its code is in the page cache")
+        warmed = warm_code(self.model, program, cancel=self.cancel, path=self.path)
+        self.check_cancel()
+        if warmed.status == "failed":
+            self.say(f"{entry.spec}: its uncounted run failed ({warmed.error})")
 
     def limit_for(self, as_is: Entry) -> float | None:
         """A change far slower than the loader as it is tells nothing more by finishing."""

@@ -66,6 +66,14 @@ class ProgramConfig:
             return {}
         return get_engine(self.engine).settings(dict(self.knobs))
 
+    @property
+    def code(self) -> str:
+        """What runs, its settings left out: the configurations of one engine, or one
+        command's, run the same code (``run.warm_code`` reads it in once for all)."""
+        if self.kind == "engine":
+            return f"{ENGINE} {self.engine}"
+        return " ".join([CMD, *(_shown(word) for word in self.argv)])
+
     def with_readahead(self, kib: int | None) -> ProgramConfig:
         return replace(self, readahead=kib)
 

@@ -270,6 +270,11 @@ class ABJob(Job):
             cache=self.cache,
             cancel=self.cancel_event,
             run_one=run_one,
+            on_warm=lambda spec: self.report(
+                JobProgress(
+                    f"{spec}: once first, not counted, so that its code is in the page cache…"
+                )
+            ),
         )
 
 

@@ -4,6 +4,7 @@ watched, and counts as a load; a command that fails is a failed run that says wh
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from modelmon.core import (
     run_program,
     write_safetensors_model,
 )
+from modelmon.core.engines.loader_rounds import Entry, LoaderRounds
+from modelmon.core.measuring.candidate import Candidate
 
 PYTHON = sys.executable
 READER = "import sys; f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
@@ -150,3 +153,42 @@ def test_every_shard_is_made_cold_and_counted_when_the_index_is_named(
     assert {f.path for f in outcome.watch.files} == {f.path for f in model.files}
     assert outcome.load.bytes == sum(f.size for f in model.files)
     assert outcome.load.options["command"][-1] == str(sharded_model)
+
+
+COUNTING = READER + "\nopen(sys.argv[2], 'a').write('x')"  # a mark in a log per run
+
+
+def test_each_program_of_an_ab_runs_once_uncounted_before_its_counted_runs(
+    model: Path, tmp_path: Path
+) -> None:
+    """Its code (imports, libraries) is in the page cache for every counted run: once per
+    code, whatever its settings (an environment variable is a setting)."""
+    log = tmp_path / "runs"
+    plain = as_config(parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log}'))
+    with_env = as_config(parse_program(f'cmd: ANY=1 {PYTHON} -c "{COUNTING}" {{path}} {log}'))
+    warmed: list[str] = []
+    ab = run_ab(open_model(model), plain, with_env, n=1, on_warm=warmed.append)
+    assert [side for side, _ in ab.runs] == ["A", "B"]
+    assert warmed == [plain.strategy]
+    assert log.read_text() == "x" * 3  # one uncounted, two counted
+
+    other = as_config(parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log} 2'))
+    warmed.clear()
+    run_ab(open_model(model), plain, other, n=1, on_warm=warmed.append)
+    assert warmed == [plain.strategy, other.strategy]
+    assert log.read_text() == "x" * 7
+
+
+def test_the_loaders_rounds_run_each_program_once_uncounted_first(
+    model: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs"
+    said: list[str] = []
+    rounds = LoaderRounds(open_model(model), str(model), time.monotonic() + 60, said.append, None)
+    as_is = Entry(Candidate(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log}', LoadOptions()))
+    change = Entry(Candidate(f'cmd: ANY=1 {PYTHON} -c "{COUNTING}" {{path}} {log}', LoadOptions()))
+    for entry in (as_is, change, as_is):
+        assert rounds.run(entry).status == "ok"
+    assert log.read_text() == "x" * 4
+    assert [len(e.candidate.results) for e in (as_is, change)] == [2, 1]
+    assert sum("not counted" in line for line in said) == 1
