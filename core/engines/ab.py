@@ -63,6 +63,7 @@ def run_ab(
     on_program: OnProgram | None = None,
     path: str | None = None,
     on_warm: Callable[[str], None] | None = None,
+    on_rest: Callable[[float], None] | None = None,
 ) -> ab.ABResult:
     """``measuring.ab.run_ab`` where a side may be a program (``engines.spec.as_config``).
 
@@ -70,7 +71,8 @@ def run_ab(
     spec, which ``program_of`` reads back. Without it, programs run as ``ProgramRun`` s and
     ``on_program`` hears each one's watch; ``path`` is what their ``{path}`` stands for.
     Each program side runs once first, not counted (``run.warm_code``), and ``on_warm``
-    hears its spec as it starts: both sides' counted runs find their code in the page cache."""
+    hears its spec as it starts: both sides' counted runs find their code in the page cache.
+    ``on_rest`` hears each rest of network storage between runs (``measuring.ab.run_ab``)."""
     check_cache((a, b), cache)
     warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)
 
@@ -84,7 +86,15 @@ def run_ab(
         )
 
     return ab.run_ab(
-        model, a, b, n, cache, on_result=on_result, cancel=cancel, run_one=run_one or load
+        model,
+        a,
+        b,
+        n,
+        cache,
+        on_result=on_result,
+        cancel=cancel,
+        run_one=run_one or load,
+        on_rest=on_rest,
     )
 
 

@@ -19,7 +19,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.records import Model
 from modelmon.core.options import Config, LoadOptions
-from modelmon.core.system.cache import rest_storage
+from modelmon.core.system.cache import rest_left, rest_storage
 
 # A gain is told apart from the noise when it exceeds this many times the spread of the runs
 # (their median absolute deviation; twice the MAD is about 1.35 standard deviations of normal
@@ -139,11 +139,13 @@ def run_ab(
     on_result: Callable[[str, int, LoadResult], None] | None = None,
     cancel: threading.Event | None = None,
     run_one: RunOne | None = None,
+    on_rest: Callable[[float], None] | None = None,
 ) -> ABResult:
     """Run A, B, A, B … ``n`` pairs; each run starts from the same verified ``cache`` state.
 
     Each run is a ``LoadRun``, or what ``run_one`` makes of it (the window runs a monitored
-    Session, told which side and pair it is).
+    Session, told which side and pair it is). On network storage each run waits for the
+    mount to rest after the last (``rest_storage``); ``on_rest`` hears the seconds first.
     """
     check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
 
@@ -156,7 +158,10 @@ def run_ab(
     for pair in range(n):
         for side, config in (("A", a), ("B", b)):
             # On network storage neither side is timed with help left by the other's run.
-            rest_storage([f.path for f in model.files], cancel)
+            files = [f.path for f in model.files]
+            if on_rest is not None and (wait := rest_left(files)) > 0:
+                on_rest(wait)
+            rest_storage(files, cancel)
             if cancel is not None and cancel.is_set():  # between two runs: void, as mid-run
                 raise ABFailed(side, pair, None)
             result = run(side, pair, config.strategy, config.options.with_(cache=cache))

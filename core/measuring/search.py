@@ -57,7 +57,7 @@ class Duel:
 
 def ruled_out_by(facts: StorageFacts, candidate: Candidate) -> str | None:
     """Why the storage rules ``candidate`` out, or None."""
-    if candidate.strategy != "mmap-shared-fd" or not (facts.is_fuse or facts.is_network):
+    if candidate.strategy != "mmap-shared-fd" or not facts.remote:
         return None
     kind = "FUSE" if facts.is_fuse else "network"
     workers, threads = candidate.options.workers, candidate.options.threads

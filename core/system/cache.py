@@ -137,7 +137,7 @@ def _on_network(path: str) -> bool:
         facts = storage_facts(path)
     except OSError:
         return False
-    return facts.is_network or facts.is_fuse
+    return facts.remote
 
 
 def prepare_early(paths: PathArg | Iterable[PathArg], mode: CacheMode) -> None:
@@ -239,7 +239,7 @@ def _why_not_cold(found: list[Residency], fraction: float) -> str:
     dirty = sum(r.dirty_pages or 0 for r in found)
     if dirty:
         reasons.append(f"{dirty} pages are dirty or under writeback")
-    remote = sorted({f.fs_type for f in facts if f.is_fuse or f.is_network})
+    remote = sorted({f.fs_type for f in facts if f.remote})
     if remote:
         reasons.append(f"the filesystem may ignore fadvise ({', '.join(remote)})")
     if not reasons:

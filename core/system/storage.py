@@ -101,6 +101,12 @@ class StorageFacts:
     is_fuse: bool
     description: str  # one human sentence
 
+    @property
+    def remote(self) -> bool:
+        """A client stands between the reader and the bytes (FUSE or a network filesystem):
+        it may keep what the last run left it, ignore fadvise, and serialise one descriptor."""
+        return self.is_fuse or self.is_network
+
 
 # --- mountinfo ---------------------------------------------------------------------------------
 

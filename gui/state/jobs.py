@@ -275,6 +275,12 @@ class ABJob(Job):
                     f"{spec}: once first, not counted, so that its code is in the page cache…"
                 )
             ),
+            on_rest=lambda seconds: self.report(
+                JobProgress(
+                    f"Letting the mount rest {seconds:.0f} s: no run is timed with help the "
+                    "last one left in the filesystem's client…"
+                )
+            ),
         )
 
 

@@ -72,9 +72,11 @@ def test_on_network_storage_each_run_starts_once_the_last_one_rested(
         spans.append((started, time.monotonic()))
         return result
 
+    rests: list[float] = []
     run_ab(model, Config("mmap", LoadOptions()), Config("sequential", LoadOptions()), n=2,
-           run_one=announced)  # fmt: skip
+           run_one=announced, on_rest=rests.append)  # fmt: skip
     assert len(spans) == 4
+    assert len(rests) == 3 and all(0 < wait <= 0.2 for wait in rests)  # told before each rest
     for (_, ended), (started, _) in itertools.pairwise(spans):
         assert started - ended >= 0.2
 
