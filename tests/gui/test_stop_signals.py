@@ -24,7 +24,7 @@ import pytest
 from modelmon.core import locate_readahead, write_safetensors_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.envs import EnvUnavailable, fuse_mount
+from ..fuse import mounted_or_skip
 
 SLOW_NETWORK = ("--bwlimit", "1M", "--buffer-size", "0")  # the ~18 MB model: ~18 s to load
 READAHEAD_STEP_KIB = 512
@@ -79,11 +79,8 @@ def slow_model(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("needs root to set a FUSE mount's readahead")
     source = write_safetensors_model(tmp_path / "source", layers=2, hidden=512, vocab=2048)
-    try:
-        with fuse_mount(source.parent, tmp_path / "mnt", mount_flags=SLOW_NETWORK) as mounted:
-            yield mounted / source.name
-    except EnvUnavailable as exc:
-        pytest.skip(str(exc))
+    with mounted_or_skip(source.parent, tmp_path / "mnt", mount_flags=SLOW_NETWORK) as mounted:
+        yield mounted / source.name
 
 
 def _descendants(pid: int) -> list[int]:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.envs import EnvUnavailable, fuse_mount
 from modelmon.core import open_model, parse_program, run_program, write_safetensors_model
+
+from ...fuse import mounted_or_skip
 
 LIMIT_MIB_S = 16  # the mount's bandwidth: the load takes about a second
 # Reads the whole file with O_DIRECT into an aligned buffer, as llama.cpp's load_mode=dio.
@@ -26,13 +27,10 @@ READER = (
 def mounted_model(tmp_path: Path, own_state: Path) -> Iterator[Path]:
     source = tmp_path / "source"
     model = write_safetensors_model(source, layers=2, hidden=512, vocab=4096, seed=3)
-    try:
-        with fuse_mount(
-            source, tmp_path / "mnt", mount_flags=("--bwlimit", f"{LIMIT_MIB_S}M")
-        ) as mounted:
-            yield mounted / model.name
-    except EnvUnavailable as exc:
-        pytest.skip(str(exc))
+    with mounted_or_skip(
+        source, tmp_path / "mnt", mount_flags=("--bwlimit", f"{LIMIT_MIB_S}M")
+    ) as mounted:
+        yield mounted / model.name
 
 
 def test_a_direct_reader_on_fuse_is_timed_by_what_it_read(mounted_model: Path) -> None:

@@ -29,7 +29,7 @@ import pytest
 from modelmon.core.model.synth import write_safetensors_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from benchmarks.envs import EnvUnavailable, fuse_mount
+from ...fuse import mounted_or_skip
 
 BANDWIDTH = "1M"  # bytes/s through the mount: the ~18 MB model needs ~18 s at this rate
 # rclone answers each read as soon as its bytes arrive (no read-ahead buffer filling at the
@@ -146,11 +146,8 @@ def slow_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
     for name in (*STRATEGIES, "unanswered", "ranks"):
         os.link(model, source / f"{name}.safetensors")
     mount_point = tmp_path_factory.mktemp("fuse-death-mnt")
-    try:
-        with fuse_mount(source, mount_point, mount_flags=MOUNT_FLAGS) as mounted:
-            yield Mount(mounted, _rclone_mount_pid(mounted))
-    except EnvUnavailable as exc:
-        pytest.skip(str(exc))
+    with mounted_or_skip(source, mount_point, mount_flags=MOUNT_FLAGS) as mounted:
+        yield Mount(mounted, _rclone_mount_pid(mounted))
 
 
 def load_and_kill(path: Path, strategy: str, stop_server: int = 0) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from benchmarks.envs import EnvUnavailable, fuse_mount
+from ...fuse import mounted_or_skip
 
 # Cold 4 KiB reads without readahead: a load of a second or more, so coverage means something.
 SLOW = LoadOptions(workers=2, threads=1, chunk=4096, fadvise="random", discard=True, cache="cold")
@@ -84,13 +84,10 @@ def test_rates_line_up_with_a_load_of_known_start_and_end(slow_model: Path) -> N
 
 
 def test_fuse_session_covers_the_load(slow_model: Path, tmp_path: Path) -> None:
-    try:
-        with fuse_mount(slow_model.parent, tmp_path / "mnt") as mounted:
-            outcome = Session(
-                mounted / slow_model.name, "pread", SLOW.with_(chunk=64 << 10), interval_s=0.1
-            ).run()
-    except EnvUnavailable as exc:
-        pytest.skip(str(exc))
+    with mounted_or_skip(slow_model.parent, tmp_path / "mnt") as mounted:
+        outcome = Session(
+            mounted / slow_model.name, "pread", SLOW.with_(chunk=64 << 10), interval_s=0.1
+        ).run()
     assert outcome.result.status == "ok"
     assert_covers(outcome, 0.1)
     # No block device behind FUSE: the device source says so instead of showing zeros.

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.envs import EnvUnavailable, fuse_mount
 from modelmon.core.system import cache, device_use, readahead
+
+from ...fuse import mounted_or_skip
 
 
 @pytest.fixture(autouse=True)
@@ -26,11 +27,8 @@ def mounted_file(tmp_path: Path, own_state: Path) -> Iterator[Path]:
     source = tmp_path / "source"
     source.mkdir()
     (source / "weights.bin").write_bytes(b"\1" * (1 << 20))
-    try:
-        with fuse_mount(source, tmp_path / "mnt") as mounted:
-            yield mounted / "weights.bin"
-    except EnvUnavailable as exc:
-        pytest.skip(str(exc))
+    with mounted_or_skip(source, tmp_path / "mnt") as mounted:
+        yield mounted / "weights.bin"
 
 
 def a_run_on(path: Path) -> float:

@@ -24,7 +24,7 @@ import pytest
 from modelmon.core import open_model, write_safetensors_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from benchmarks.envs import EnvUnavailable, fuse_mount
+from ...fuse import mounted_or_skip
 
 ray = pytest.importorskip(
     "ray",
@@ -198,11 +198,8 @@ def slow_shared_model(tmp_path: Path) -> Iterator[Path]:
     """An ~18 MB model on a FUSE mount at 1 MB/s, the storage every node shares: a round
     that loads it on every node takes close to a minute."""
     source = write_safetensors_model(tmp_path / "shared", layers=2, hidden=512, vocab=2048)
-    try:
-        with fuse_mount(source.parent, tmp_path / "mnt", mount_flags=BANDWIDTH) as mounted:
-            yield mounted / source.name
-    except EnvUnavailable as exc:
-        pytest.skip(str(exc))
+    with mounted_or_skip(source.parent, tmp_path / "mnt", mount_flags=BANDWIDTH) as mounted:
+        yield mounted / source.name
 
 
 def _raylet(node: Any) -> int:
