@@ -14,6 +14,7 @@ in for by the engine that reads the same files, and its snippet says so.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -273,7 +274,8 @@ def recommend_with_loader(
 def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
     """The change to recommend: the leader, when faster than its baseline in every pair by
     ``MIN_GAIN`` or more, over ``EVIDENCE_RUNS`` pairs at least (fewer: its other runs failed
-    or were cut, and one pair has no noise to judge by; ``notes`` hears why not)."""
+    or were cut, and one pair has no noise to judge by; ``notes`` hears why not), and by more
+    than its runs' timing can tell apart (``timing_resolution``)."""
     if leader is None or leader.candidate.verdict is None:
         return None
     verdict = leader.candidate.verdict
@@ -287,4 +289,31 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
             f"recommended: a change to act on rests on {EVIDENCE_RUNS} paired cold runs"
         )
         return None
+    resolution = timing_resolution(leader)
+    if verdict.median_ratio - 1 <= resolution:
+        seconds = statistics.median(r.seconds for r in leader.by_round.values())
+        notes.append(
+            f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline, within what the watch "
+            f"times on loads this short ({seconds:.1f} s, sampled every "
+            f"{leader.timed_every_s:g} s: ±{resolution:.0%} on a ratio), so it is not recommended "
+            "(a larger model, or slower storage, times it finer)"
+        )
+        return None
     return leader.candidate
+
+
+def timing_resolution(leader: Entry) -> float:
+    """How far a ratio of the leader's run over its baseline's may be off by timing alone
+    (median over the pairs): a watched run's first and last bytes are each placed at a
+    sample, so its span is known to one interval, and a ratio's two spans add up."""
+    baseline = leader.baseline
+    if baseline is None:
+        return 0.0
+    errors = [
+        leader.timed_every_s / result.seconds + baseline.timed_every_s / theirs.seconds
+        for number, result in leader.by_round.items()
+        if (theirs := baseline.by_round.get(number)) is not None
+        and result.seconds > 0
+        and theirs.seconds > 0
+    ]
+    return statistics.median(errors) if errors else 0.0

@@ -83,13 +83,15 @@ def test_runs_agree_within_a_share_of_their_median(rates: list[float], agree: bo
     assert runs_agree(candidate("x", *rates)) is agree
 
 
-def paired(gains: list[float]) -> Entry:
-    """A change measured against its baseline in ``len(gains)`` rounds, its verdict judged."""
+def paired(gains: list[float], timed_every_s: float = 0.0, size: int = 10**9) -> Entry:
+    """A change measured against its baseline in ``len(gains)`` rounds, its verdict judged;
+    ``timed_every_s``: both are programs, timed to the watch's samples."""
     baseline, change = entry("as_is"), entry("change")
     change.baseline = baseline
+    baseline.timed_every_s = change.timed_every_s = timed_every_s
     for number, gain in enumerate(gains):
-        baseline.by_round[number] = run(100.0)
-        change.by_round[number] = run(100.0 * gain)
+        baseline.by_round[number] = run(100.0, size)
+        change.by_round[number] = run(100.0 * gain, size)
     change.candidate.verdict = change.verdict()
     return change
 
@@ -106,3 +108,18 @@ def test_a_change_is_recommended_on_evidence_pairs_only() -> None:
     assert recommendable(paired([0.5] * EVIDENCE_RUNS), notes) is None
     assert recommendable(paired([1.01] * EVIDENCE_RUNS), notes) is None
     assert recommendable(None, notes) is None and len(notes) == 1
+
+
+def test_a_change_is_recommended_only_past_what_its_runs_timing_tells_apart() -> None:
+    """Two programs' 2-second loads, sampled every 0.1 s, are each known to a sample: a 6 %
+    gain in every pair is one sample of twenty, and not a change to make."""
+    notes: list[str] = []
+    short = paired([1.06] * EVIDENCE_RUNS, timed_every_s=0.1, size=200 * 10**6)
+    assert recommendable(short, notes) is None
+    assert len(notes) == 1 and "within what the watch times on loads this short" in notes[0]
+    assert "(1.9 s, sampled every 0.1 s: ±10% on a ratio)" in notes[0], notes[0]
+    # The same gain on loads twenty times longer is past the samples' reach.
+    long = paired([1.06] * EVIDENCE_RUNS, timed_every_s=0.1, size=4 * 10**9)
+    assert recommendable(long, notes) is long.candidate and len(notes) == 1
+    # A strategy times itself: no samples to round to.
+    assert recommendable(paired([1.06] * EVIDENCE_RUNS, size=200 * 10**6), notes) is not None
