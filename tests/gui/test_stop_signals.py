@@ -23,7 +23,6 @@ import pytest
 
 from modelmon.core import locate_readahead, write_safetensors_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ..fuse import mounted_or_skip
 
 SLOW_NETWORK = ("--bwlimit", "1M", "--buffer-size", "0")  # the ~18 MB model: ~18 s to load

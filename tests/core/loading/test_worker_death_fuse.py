@@ -28,7 +28,6 @@ import pytest
 
 from modelmon.core.model.synth import write_safetensors_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from ...fuse import mounted_or_skip
 
 BANDWIDTH = "1M"  # bytes/s through the mount: the ~18 MB model needs ~18 s at this rate

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,6 @@ from modelmon.core.measuring.session import Session, SessionResult
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from ...fuse import mounted_or_skip
 
 # Cold 4 KiB reads without readahead: a load of a second or more, so coverage means something.

@@ -23,7 +23,6 @@ import pytest
 
 from modelmon.core import open_model, write_safetensors_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from ...fuse import mounted_or_skip
 
 ray = pytest.importorskip(
