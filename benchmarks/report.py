@@ -268,8 +268,8 @@ def render(results: BenchResults) -> str:
     machine = results.machine
     out = [
         "# Benchmarks\n",
-        "Reproduce (one command, about 45 minutes on a 2-core machine; run as root for the hdd "
-        "and fuse environments):\n",
+        "Reproduce (one command, as long as the run below took on a 2-core machine; run as "
+        "root for the hdd and fuse environments):\n",
         f"```sh\n{results.reproduce}\n```\n",
         f"This file was written by `{results.command}` on {machine.date}; the whole run "
         f"took **{results.wall_s / 60:.1f} min**. Raw numbers: "
