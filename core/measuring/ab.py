@@ -19,7 +19,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.records import Model
 from modelmon.core.options import Config, LoadOptions
-from modelmon.core.system.cache import rest_left, rest_storage
+from modelmon.core.system.cache import rest_storage
 
 # A gain is told apart from the noise when it exceeds this many times the spread of the runs
 # (their median absolute deviation; twice the MAD is about 1.35 standard deviations of normal
@@ -155,13 +155,11 @@ def run_ab(
     run = run_one or load
     results: dict[str, list[LoadResult]] = {"A": [], "B": []}
     ordered: list[tuple[str, LoadResult]] = []
+    files = [f.path for f in model.files]
     for pair in range(n):
         for side, config in (("A", a), ("B", b)):
             # On network storage neither side is timed with help left by the other's run.
-            files = [f.path for f in model.files]
-            if on_rest is not None and (wait := rest_left(files)) > 0:
-                on_rest(wait)
-            rest_storage(files, cancel)
+            rest_storage(files, cancel, on_rest)
             if cancel is not None and cancel.is_set():  # between two runs: void, as mid-run
                 raise ABFailed(side, pair, None)
             result = run(side, pair, config.strategy, config.options.with_(cache=cache))

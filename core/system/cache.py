@@ -104,10 +104,14 @@ def evict(paths: PathArg | Iterable[PathArg]) -> float:
     return fraction
 
 
-def rest_storage(paths: PathArg | Iterable[PathArg], stop: threading.Event | None = None) -> float:
+def rest_storage(
+    paths: PathArg | Iterable[PathArg],
+    stop: threading.Event | None = None,
+    on_rest: Callable[[float], None] | None = None,
+) -> float:
     """Wait until ``STORAGE_REST_S`` have passed since this process's last run on the network
     storage holding ``paths`` ended; the seconds of rest it asked for (none on local storage,
-    or before the first run). ``stop`` ends the wait.
+    or before the first run). ``stop`` ends the wait; ``on_rest`` hears the seconds first.
 
     A network filesystem's client keeps what a run left it (buffers, connections, threads)
     for seconds after the run: on an rclone mount, a one-stream read of a cold 1 GB file ran
@@ -117,6 +121,8 @@ def rest_storage(paths: PathArg | Iterable[PathArg], stop: threading.Event | Non
     (``benchmarks.client_rest`` measures it again)."""
     wait = rest_left(paths)
     if wait > 0:
+        if on_rest is not None:
+            on_rest(wait)
         if stop is not None:
             stop.wait(wait)
         else:
