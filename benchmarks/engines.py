@@ -15,7 +15,7 @@ llama-cpp-python where installed), one job per environment:
    recommend wrote, run as a command), all judged the same way, by the bytes that arrived.
    On network storage each run starts once the mount has rested after the last
    (``rest_storage``), as recommend's own rounds do, and each program runs once uncounted
-   first (``warm_code``), as in recommend's rounds: every counted run finds its code cached.
+   first (``warm_each``), as in recommend's rounds: every counted run finds its code cached.
 
 The row says what each user gains by the change (the median of the rounds' paired ratios)
 and by modelmon's best, and whether the change's MB/s, applied again in fresh processes, is
@@ -43,7 +43,7 @@ from modelmon.core import (
     rest_storage,
     run_program,
     stop_child,
-    warm_code,
+    warm_each,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,8 +193,7 @@ def run_job(job: EngineJob, say: Say) -> EngineRow:
     runs: dict[str, list[EngineRun]] = {key: [] for key in specs}
     keys = list(specs)
     programs = {key: parse_program(spec) for key, spec in specs.items()}
-    for code in {program.code: program for program in programs.values()}.values():
-        warm_code(model, code, path=job.path)
+    warm_each(model, programs.values(), path=job.path)
     for number in range(job.repeats):
         shift = number % len(keys)
         for key in keys[shift:] + keys[:shift]:

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         engine_unavailable,
         get_engine,
     )
-    from modelmon.core.engines.run import ProgramResult, ProgramRun, run_program, warm_code
+    from modelmon.core.engines.run import ProgramResult, ProgramRun, run_program, warm_each
     from modelmon.core.engines.spec import (
         ProgramConfig,
         as_config,
@@ -283,7 +283,7 @@ _EXPORTS = (
         "ENGINES Engine Knob get_engine engine_unavailable engine_for_loader",
     ),
     ("modelmon.core.engines.installed", "installed_knobs InstalledKnobs"),
-    ("modelmon.core.engines.run", "ProgramRun ProgramResult run_program warm_code"),
+    ("modelmon.core.engines.run", "ProgramRun ProgramResult run_program warm_each"),
     ("modelmon.core.loading.config_file", "apply_config read_config ConfigFile FORMAT_VERSION"),
     (
         "modelmon.core.output.config",

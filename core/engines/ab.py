@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_code
+from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_each
 from modelmon.core.engines.spec import program_of
 from modelmon.core.errors import OptionsError
 from modelmon.core.loading.result import LoadResult
@@ -70,7 +70,7 @@ def run_ab(
     ``run_one`` (the app's monitored runs) is told each run's strategy: a program's is its
     spec, which ``program_of`` reads back. Without it, programs run as ``ProgramRun`` s and
     ``on_program`` hears each one's watch; ``path`` is what their ``{path}`` stands for.
-    Each program side runs once first, not counted (``run.warm_code``), and ``on_warm``
+    Each program side runs once first, not counted (``run.warm_each``), and ``on_warm``
     hears its spec as it starts: both sides' counted runs find their code in the page cache.
     ``on_rest`` hears each rest of network storage between runs (``measuring.ab.run_ab``)."""
     check_cache((a, b), cache)
@@ -106,16 +106,9 @@ def warm_sides(
     path: str | None = None,
     on_warm: Callable[[str], None] | None = None,
 ) -> None:
-    """One uncounted run of each program among ``configs`` (once for configurations that run
-    the same code: ``ProgramConfig.code``)."""
-    warmed: set[str] = set()
-    for config in configs:
-        program = program_of(config.strategy)
-        if program is None or program.code in warmed:
-            continue
-        warmed.add(program.code)
-        if on_warm is not None:
-            on_warm(config.strategy)
-        warm_code(model, program, cancel=cancel, path=path)
-        if cancel is not None and cancel.is_set():
-            raise ab.ABFailed("A", 0, None)
+    """One uncounted run of each program among ``configs`` (``run.warm_each``); a stop asked
+    meanwhile voids the A/B before its first run."""
+    programs = [p for c in configs if (p := program_of(c.strategy)) is not None]
+    warm_each(model, programs, cancel=cancel, path=path, on_warm=on_warm)
+    if cancel is not None and cancel.is_set():
+        raise ab.ABFailed("A", 0, None)

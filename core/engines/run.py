@@ -18,7 +18,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
@@ -364,6 +364,29 @@ def warm_code(
     rate of the runs after it, and a host that pages out idle cache does that to any run
     that follows a minute without the program)."""
     return ProgramRun(model, program, "keep", cancel=cancel, path=path).run().load
+
+
+def warm_each(
+    model: Model,
+    programs: Iterable[ProgramConfig],
+    *,
+    cancel: threading.Event | None = None,
+    path: str | None = None,
+    on_warm: Callable[[str], None] | None = None,
+) -> None:
+    """``warm_code`` once for each code among ``programs``, in order (``ProgramConfig.code``:
+    one engine's configurations, or one command's, share theirs); ``on_warm`` hears each
+    one's spec as it starts. It ends early once ``cancel`` is set."""
+    warmed: set[str] = set()
+    for program in programs:
+        if program.code in warmed:
+            continue
+        if cancel is not None and cancel.is_set():
+            return
+        warmed.add(program.code)
+        if on_warm is not None:
+            on_warm(program.spec)
+        warm_code(model, program, cancel=cancel, path=path)
 
 
 def run_program(

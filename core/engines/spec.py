@@ -69,7 +69,7 @@ class ProgramConfig:
     @property
     def code(self) -> str:
         """What runs, its settings left out: the configurations of one engine, or one
-        command's, run the same code (``run.warm_code`` reads it in once for all)."""
+        command's, run the same code (``run.warm_each`` reads it in once for all)."""
         if self.kind == "engine":
             return f"{ENGINE} {self.engine}"
         return " ".join([CMD, *(_shown(word) for word in self.argv)])
