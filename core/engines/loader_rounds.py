@@ -59,9 +59,12 @@ class Entry:
     by_round: dict[int, LoadResult] = field(default_factory=dict)
     watch: WatchResult | None = None  # the last run's, for a program
     own: dict[str, Any] | None = None  # the last run's own report, for an engine
-    # How finely its runs are timed: a program's to the watch's samples (its first and last
-    # bytes are placed at one); 0 for a strategy, which times itself.
-    timed_every_s: float = 0.0
+
+    @property
+    def timed_every_s(self) -> float:
+        """How finely its runs are timed: a program's to the watch's samples (its first and
+        last bytes are placed at one); 0 for a strategy, which times itself."""
+        return self.watch.interval_s if self.watch is not None else 0.0
 
     @property
     def spec(self) -> str:
@@ -141,8 +144,6 @@ class LoaderRounds:
             result = outcome.load
             entry.watch = outcome.watch or entry.watch
             entry.own = outcome.own or entry.own
-            if outcome.watch is not None:
-                entry.timed_every_s = outcome.watch.interval_s
         self.check_cancel()
         self.walls.setdefault(entry.spec, []).append(time.monotonic() - started)
         if result.status == "ok":

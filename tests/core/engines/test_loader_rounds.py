@@ -19,6 +19,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
 
 from ..measuring.records import candidate, run
+from ..watching.test_findings import a_result
 
 
 class ScriptedRounds(LoaderRounds):
@@ -88,7 +89,8 @@ def paired(gains: list[float], timed_every_s: float = 0.0, size: int = 10**9) ->
     ``timed_every_s``: both are programs, timed to the watch's samples."""
     baseline, change = entry("as_is"), entry("change")
     change.baseline = baseline
-    baseline.timed_every_s = change.timed_every_s = timed_every_s
+    if timed_every_s:  # a watched run of each, sampled so
+        baseline.watch = change.watch = a_result(interval_s=timed_every_s)
     for number, gain in enumerate(gains):
         baseline.by_round[number] = run(100.0, size)
         change.by_round[number] = run(100.0 * gain, size)
