@@ -71,7 +71,8 @@ def run_ab(
     spec, which ``program_of`` reads back. Without it, programs run as ``ProgramRun`` s and
     ``on_program`` hears each one's watch; ``path`` is what their ``{path}`` stands for.
     Each program side runs once first, not counted (``run.warm_each``), and ``on_warm``
-    hears its spec as it starts: both sides' counted runs find their code in the page cache.
+    hears its ``run.warming_line`` as it starts: both sides' counted runs find their code
+    in the page cache.
     ``on_rest`` hears each rest of network storage between runs (``measuring.ab.run_ab``)."""
     check_cache((a, b), cache)
     warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)

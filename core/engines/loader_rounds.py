@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_code
+from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_code, warming_line
 from modelmon.core.engines.spec import ProgramConfig, program_of
 from modelmon.core.errors import LoadError
 from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_SETTLED_SPREAD
@@ -163,7 +163,7 @@ class LoaderRounds:
     def warm(self, entry: Entry, program: ProgramConfig) -> None:
         """The program's code read in by a run that is not counted (``run.warm_code``)."""
         self.warmed.add(program.code)
-        self.say(f"{entry.spec}: once first, not counted, so that its code is in the page cache")
+        self.say(warming_line(entry.spec))
         warmed = warm_code(self.model, program, cancel=self.cancel, path=self.path)
         self.check_cancel()
         if warmed.status == "failed":

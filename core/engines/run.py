@@ -366,6 +366,11 @@ def warm_code(
     return ProgramRun(model, program, "keep", cancel=cancel, path=path).run().load
 
 
+def warming_line(spec: str) -> str:
+    """What the user is told as ``spec`` runs once uncounted (``warm_code``)."""
+    return f"{spec}: once first, not counted, so that its code is in the page cache"
+
+
 def warm_each(
     model: Model,
     programs: Iterable[ProgramConfig],
@@ -376,7 +381,7 @@ def warm_each(
 ) -> None:
     """``warm_code`` once for each code among ``programs``, in order (``ProgramConfig.code``:
     one engine's configurations, or one command's, share theirs); ``on_warm`` hears each
-    one's spec as it starts. It ends early once ``cancel`` is set."""
+    one's ``warming_line`` as it starts. It ends early once ``cancel`` is set."""
     warmed: set[str] = set()
     for program in programs:
         if program.code in warmed:
@@ -385,7 +390,7 @@ def warm_each(
             return
         warmed.add(program.code)
         if on_warm is not None:
-            on_warm(program.spec)
+            on_warm(warming_line(program.spec))
         warm_code(model, program, cancel=cancel, path=path)
 
 

@@ -270,11 +270,7 @@ class ABJob(Job):
             cache=self.cache,
             cancel=self.cancel_event,
             run_one=run_one,
-            on_warm=lambda spec: self.report(
-                JobProgress(
-                    f"{spec}: once first, not counted, so that its code is in the page cache…"
-                )
-            ),
+            on_warm=lambda line: self.report(JobProgress(f"{line}…")),
             on_rest=lambda seconds: self.report(
                 JobProgress(
                     f"Letting the mount rest {seconds:.0f} s: no run is timed with help the "

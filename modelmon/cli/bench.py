@@ -271,9 +271,7 @@ def run(args: argparse.Namespace) -> int:
                 cancel=cancel,
                 on_program=on_program,
                 path=named_path(args.path, model.path),
-                on_warm=lambda spec: bars.log(
-                    f"{spec}: once first, not counted, so that its code is in the page cache"
-                ),
+                on_warm=bars.log,
             )
         except ABFailed as exc:
             if (exc.result is not None and exc.result.status == "cancelled") or cancel.is_set():

@@ -24,6 +24,7 @@ from modelmon.core import (
     write_safetensors_model,
 )
 from modelmon.core.engines.loader_rounds import Entry, LoaderRounds
+from modelmon.core.engines.run import warming_line
 from modelmon.core.measuring.candidate import Candidate
 
 PYTHON = sys.executable
@@ -169,13 +170,13 @@ def test_each_program_of_an_ab_runs_once_uncounted_before_its_counted_runs(
     warmed: list[str] = []
     ab = run_ab(open_model(model), plain, with_env, n=1, on_warm=warmed.append)
     assert [side for side, _ in ab.runs] == ["A", "B"]
-    assert warmed == [plain.strategy]
+    assert warmed == [warming_line(plain.strategy)]
     assert log.read_text() == "x" * 3  # one uncounted, two counted
 
     other = as_config(parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log} 2'))
     warmed.clear()
     run_ab(open_model(model), plain, other, n=1, on_warm=warmed.append)
-    assert warmed == [plain.strategy, other.strategy]
+    assert warmed == [warming_line(plain.strategy), warming_line(other.strategy)]
     assert log.read_text() == "x" * 7
 
 
