@@ -26,6 +26,7 @@ from modelmon.core.engines.registry import Engine, engine_for_loader, get_engine
 from modelmon.core.engines.spec import ProgramConfig, parse_engine, parse_program
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import EVIDENCE_RUNS, MIN_BUDGET_S
+from modelmon.core.measuring.ab import timing_error
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation, recommend
 from modelmon.core.measuring.search import MIN_GAIN
@@ -304,16 +305,13 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
 
 def timing_resolution(leader: Entry) -> float:
     """How far a ratio of the leader's run over its baseline's may be off by timing alone
-    (median over the pairs): a watched run's first and last bytes are each placed at a
-    sample, so its span is known to one interval, and a ratio's two spans add up."""
+    (``measuring.ab.timing_error``), median over the pairs."""
     baseline = leader.baseline
     if baseline is None:
         return 0.0
     errors = [
-        leader.timed_every_s / result.seconds + baseline.timed_every_s / theirs.seconds
+        timing_error(theirs, result)
         for number, result in leader.by_round.items()
         if (theirs := baseline.by_round.get(number)) is not None
-        and result.seconds > 0
-        and theirs.seconds > 0
     ]
     return statistics.median(errors) if errors else 0.0

@@ -62,9 +62,9 @@ class Entry:
 
     @property
     def timed_every_s(self) -> float:
-        """How finely its runs are timed: a program's to the watch's samples (its first and
-        last bytes are placed at one); 0 for a strategy, which times itself."""
-        return self.watch.interval_s if self.watch is not None else 0.0
+        """How finely its runs are timed (``LoadResult.timed_every_s``): a program's to the
+        watch's samples; 0 for a strategy, which times itself."""
+        return max((r.timed_every_s for r in self.by_round.values()), default=0.0)
 
     @property
     def spec(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import cast
 
 import pytest
@@ -19,7 +20,6 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
 
 from ..measuring.records import candidate, run
-from ..watching.test_findings import a_result
 
 
 class ScriptedRounds(LoaderRounds):
@@ -89,11 +89,10 @@ def paired(gains: list[float], timed_every_s: float = 0.0, size: int = 10**9) ->
     ``timed_every_s``: both are programs, timed to the watch's samples."""
     baseline, change = entry("as_is"), entry("change")
     change.baseline = baseline
-    if timed_every_s:  # a watched run of each, sampled so
-        baseline.watch = change.watch = a_result(interval_s=timed_every_s)
     for number, gain in enumerate(gains):
-        baseline.by_round[number] = run(100.0, size)
-        change.by_round[number] = run(100.0 * gain, size)
+        # timed as a watched program is: to its samples
+        baseline.by_round[number] = replace(run(100.0, size), timed_every_s=timed_every_s)
+        change.by_round[number] = replace(run(100.0 * gain, size), timed_every_s=timed_every_s)
     change.candidate.verdict = change.verdict()
     return change
 
