@@ -53,15 +53,30 @@ def die_with_parent() -> None:
 
 
 def _source_has(module: str, word: str) -> bool:
-    """Whether a module's source file names ``word`` (read, not imported)."""
+    """Whether a module's source file names ``word``: found under its top package's folder
+    and read, never imported (finding a submodule's spec imports its packages, and all of
+    diffusers takes seconds)."""
+    top, _, rest = module.partition(".")
     try:
-        spec = importlib.util.find_spec(module)
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return False
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+    if spec is None:
         return False
-    with open(spec.origin, encoding="utf-8", errors="replace") as source:
-        return word in source.read()
+    if not rest:
+        places = [spec.origin] if spec.origin else []
+    else:
+        inner = os.path.join(*rest.split("."))
+        places = [
+            os.path.join(folder, name)
+            for folder in spec.submodule_search_locations or []
+            for name in (inner + ".py", os.path.join(inner, "__init__.py"))
+        ]
+    for place in places:
+        if place.endswith(".py") and os.path.isfile(place):
+            with open(place, encoding="utf-8", errors="replace") as source:
+                return word in source.read()
+    return False
 
 
 def _version(distribution: str) -> str:
@@ -235,18 +250,21 @@ def single_file_class(path: str, diffusers: Any) -> tuple[str, Any]:
 
 
 def load_diffusers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
-    diffusers: Any = importlib.import_module("diffusers")
     kwargs = {"disable_mmap": True} if knobs.get("disable_mmap") == "true" else {}
-    if knobs.get("method") == "from_single_file":
+    single = knobs.get("method") == "from_single_file"
+    described = ("model_index.json", "config.json")
+    if not single:  # said before diffusers' seconds of imports
+        path = folder_of(path, described)
+        if not any(os.path.exists(os.path.join(path, name)) for name in described):
+            raise Unsupported(
+                "the diffusers engine loads a folder with from_pretrained: a pipeline's (with "
+                "model_index.json) or a model's (with config.json); neither is beside the model"
+            )
+    diffusers: Any = importlib.import_module("diffusers")
+    if single:
         folder, model_class = single_file_class(path, diffusers)
         model = model_class.from_single_file(path, config=folder, **kwargs)
         return touch_tensors(iter(model.state_dict().values()))
-    path = folder_of(path, ("model_index.json", "config.json"))
-    if not any(os.path.exists(os.path.join(path, m)) for m in ("model_index.json", "config.json")):
-        raise Unsupported(
-            "the diffusers engine loads a folder with from_pretrained: a pipeline's (with "
-            "model_index.json) or a model's (with config.json); neither is beside the model"
-        )
     if os.path.exists(os.path.join(path, "model_index.json")):
         pipeline = diffusers.DiffusionPipeline.from_pretrained(path, **kwargs)
         modules = [m for m in pipeline.components.values() if hasattr(m, "state_dict")]
