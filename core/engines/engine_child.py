@@ -250,21 +250,18 @@ def single_file_class(path: str, diffusers: Any) -> tuple[str, Any]:
 
 
 def load_diffusers(path: str, knobs: dict[str, str]) -> tuple[int, int]:
-    kwargs = {"disable_mmap": True} if knobs.get("disable_mmap") == "true" else {}
-    single = knobs.get("method") == "from_single_file"
-    described = ("model_index.json", "config.json")
-    if not single:  # said before diffusers' seconds of imports
-        path = folder_of(path, described)
-        if not any(os.path.exists(os.path.join(path, name)) for name in described):
-            raise Unsupported(
-                "the diffusers engine loads a folder with from_pretrained: a pipeline's (with "
-                "model_index.json) or a model's (with config.json); neither is beside the model"
-            )
     diffusers: Any = importlib.import_module("diffusers")
-    if single:
+    kwargs = {"disable_mmap": True} if knobs.get("disable_mmap") == "true" else {}
+    if knobs.get("method") == "from_single_file":
         folder, model_class = single_file_class(path, diffusers)
         model = model_class.from_single_file(path, config=folder, **kwargs)
         return touch_tensors(iter(model.state_dict().values()))
+    path = folder_of(path, ("model_index.json", "config.json"))
+    if not any(os.path.exists(os.path.join(path, m)) for m in ("model_index.json", "config.json")):
+        raise Unsupported(
+            "the diffusers engine loads a folder with from_pretrained: a pipeline's (with "
+            "model_index.json) or a model's (with config.json); neither is beside the model"
+        )
     if os.path.exists(os.path.join(path, "model_index.json")):
         pipeline = diffusers.DiffusionPipeline.from_pretrained(path, **kwargs)
         modules = [m for m in pipeline.components.values() if hasattr(m, "state_dict")]

@@ -126,7 +126,7 @@ def judge(ratios: list[float], resolution: float = 0.0) -> Verdict:
         text = "A faster"
     else:
         text = "within noise"
-    if abs(math.exp(middle) - 1) <= resolution:
+    if abs(middle) <= math.log1p(resolution):  # the leader's gain, whichever side leads
         text = "within noise"
     noise = math.exp(spread) - 1
     return Verdict(text, math.exp(middle), min(ratios), max(ratios), noise, note, resolution)

@@ -130,6 +130,16 @@ def test_programs_timed_to_samples_are_faster_only_past_their_timing(
     assert timed.verdict.text == "B faster" and timed.verdict.resolution == 0
 
 
+@pytest.mark.parametrize("gain", [1.19, 1.21])
+def test_timing_weighs_alike_whichever_side_leads(gain: float) -> None:
+    """A ratio known to ±20 %: a leader's 19 % is within it and 21 % past it, A's as B's."""
+    for ratios in ([gain] * 3, [1 / gain] * 3):
+        verdict = judge(ratios, resolution=0.2)
+        assert (verdict.text == "within noise") is (gain < 1.2), (ratios, verdict)
+        if gain < 1.2:
+            assert "±20 % on a ratio" in verdict_words(verdict, 3)
+
+
 def test_a_failed_run_voids_the_comparison(sharded_model: Path) -> None:
     with pytest.raises(ABFailed, match="A run 1 failed"):
         run_ab(
