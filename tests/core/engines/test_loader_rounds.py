@@ -119,6 +119,8 @@ def test_a_change_is_recommended_only_past_what_its_runs_timing_tells_apart() ->
     assert recommendable(short, notes) is None
     assert len(notes) == 1 and "within what the watch times on loads this short" in notes[0]
     assert "(1.9 s, sampled every 0.1 s: ±10% on a ratio)" in notes[0], notes[0]
+    # Its verdict, as the ranking shows it, says the same: within noise.
+    assert short.candidate.verdict is not None and short.candidate.verdict.text == "within noise"
     # The same gain on loads twenty times longer is past the samples' reach.
     long = paired([1.06] * EVIDENCE_RUNS, timed_every_s=0.1, size=4 * 10**9)
     assert recommendable(long, notes) is long.candidate and len(notes) == 1
