@@ -71,9 +71,10 @@ SMALL = ModelSpec(
     vocab=32000,
     transformers_config=True,
 )
-# The engines on the FUSE mount: models of 1 GB or more, so that a load at the mount's 500-600
-# MB/s lasts two seconds and more, twenty of the watch's samples (a 340 MB model's lasted six,
-# and its rate was known to a sample): SMALL's and GGUF_Q4K's shapes with more layers.
+# The engines' models, on the FUSE mount and the throttled disk: 1 GB or more, so that a load
+# lasts two seconds and more at the mount's 500-600 MB/s (twenty of the watch's samples; a
+# 340 MB model's lasted six, and its rate was known to a sample) and six at the disk's 160:
+# SMALL's and GGUF_Q4K's shapes with more layers.
 MEDIUM = replace(
     SMALL,
     key="medium-f16",

@@ -26,6 +26,7 @@ from modelmon.core.engines.registry import Engine, engine_for_loader, get_engine
 from modelmon.core.engines.spec import ProgramConfig, parse_engine, parse_program
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import EVIDENCE_RUNS, MIN_BUDGET_S
+from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import Recommendation, recommend
 from modelmon.core.measuring.search import MIN_GAIN
@@ -275,11 +276,13 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
     """The change to recommend: the leader, when faster than its baseline in every pair by
     ``MIN_GAIN`` or more, over ``EVIDENCE_RUNS`` pairs at least (fewer: its other runs failed
     or were cut, and one pair has no noise to judge by; ``notes`` hears why not), and by more
-    than its runs' timing can tell apart (``timing_resolution``)."""
+    than its runs' timing can tell apart (``Entry.timing_resolution``)."""
     if leader is None or leader.candidate.verdict is None:
         return None
     verdict = leader.candidate.verdict
-    if verdict.text != "B faster" or verdict.median_ratio < MIN_GAIN:
+    # What the pairs say before their timing is weighed: a change they favour beyond their
+    # noise and within its timing is worth a note.
+    if judge(leader.ratios()).text != "B faster" or verdict.median_ratio < MIN_GAIN:
         return None
     pairs = len(leader.ratios())
     if pairs < EVIDENCE_RUNS:
@@ -289,8 +292,8 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
             f"recommended: a change to act on rests on {EVIDENCE_RUNS} paired cold runs"
         )
         return None
-    resolution = timing_resolution(leader)
-    if verdict.median_ratio - 1 <= resolution:
+    if verdict.text != "B faster":  # within its timing (``measuring.ab.judge``)
+        resolution = verdict.resolution
         seconds = statistics.median(r.seconds for r in leader.by_round.values())
         notes.append(
             f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline, within what the watch "
@@ -300,20 +303,3 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
         )
         return None
     return leader.candidate
-
-
-def timing_resolution(leader: Entry) -> float:
-    """How far a ratio of the leader's run over its baseline's may be off by timing alone
-    (median over the pairs): a watched run's first and last bytes are each placed at a
-    sample, so its span is known to one interval, and a ratio's two spans add up."""
-    baseline = leader.baseline
-    if baseline is None:
-        return 0.0
-    errors = [
-        leader.timed_every_s / result.seconds + baseline.timed_every_s / theirs.seconds
-        for number, result in leader.by_round.items()
-        if (theirs := baseline.by_round.get(number)) is not None
-        and result.seconds > 0
-        and theirs.seconds > 0
-    ]
-    return statistics.median(errors) if errors else 0.0

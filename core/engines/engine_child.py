@@ -53,15 +53,30 @@ def die_with_parent() -> None:
 
 
 def _source_has(module: str, word: str) -> bool:
-    """Whether a module's source file names ``word`` (read, not imported)."""
+    """Whether a module's source file names ``word``: found under its top package's folder
+    and read, never imported (finding a submodule's spec imports its packages, and all of
+    diffusers takes seconds)."""
+    top, _, rest = module.partition(".")
     try:
-        spec = importlib.util.find_spec(module)
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return False
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+    if spec is None:
         return False
-    with open(spec.origin, encoding="utf-8", errors="replace") as source:
-        return word in source.read()
+    if not rest:
+        places = [spec.origin] if spec.origin else []
+    else:
+        inner = os.path.join(*rest.split("."))
+        places = [
+            os.path.join(folder, name)
+            for folder in spec.submodule_search_locations or []
+            for name in (inner + ".py", os.path.join(inner, "__init__.py"))
+        ]
+    for place in places:
+        if place.endswith(".py") and os.path.isfile(place):
+            with open(place, encoding="utf-8", errors="replace") as source:
+                return word in source.read()
+    return False
 
 
 def _version(distribution: str) -> str:

@@ -35,7 +35,7 @@ from modelmon.core.errors import LoadError
 from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_SETTLED_SPREAD
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
-from modelmon.core.measuring.ab import Verdict, judge
+from modelmon.core.measuring.ab import Verdict, judge, timing_error
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
 from modelmon.core.system import cache
@@ -62,9 +62,9 @@ class Entry:
 
     @property
     def timed_every_s(self) -> float:
-        """How finely its runs are timed: a program's to the watch's samples (its first and
-        last bytes are placed at one); 0 for a strategy, which times itself."""
-        return self.watch.interval_s if self.watch is not None else 0.0
+        """How finely its runs are timed (``LoadResult.timed_every_s``): a program's to the
+        watch's samples; 0 for a strategy, which times itself."""
+        return max((r.timed_every_s for r in self.by_round.values()), default=0.0)
 
     @property
     def spec(self) -> str:
@@ -85,9 +85,19 @@ class Entry:
             if number in theirs and theirs[number].mbps > 0 and result.mbps > 0
         ]
 
+    def timing_resolution(self) -> float:
+        """How far a ratio of its run over its baseline's may be off by timing alone
+        (``measuring.ab.timing_error``), median over the paired rounds."""
+        if self.baseline is None:
+            return 0.0
+        theirs = self.baseline.by_round
+        errors = [timing_error(theirs[n], run) for n, run in self.by_round.items() if n in theirs]
+        return statistics.median(errors) if errors else 0.0
+
     def verdict(self) -> Verdict | None:
+        """Its pairs against its baseline's judged like an A/B's, timing included."""
         ratios = self.ratios()
-        return judge(ratios) if ratios else None
+        return judge(ratios, self.timing_resolution()) if ratios else None
 
 
 class LoaderRounds:

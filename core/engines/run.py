@@ -258,6 +258,7 @@ class ProgramRun:
             ),
             error=error,
             notes=tuple(notes),
+            timed_every_s=watched.interval_s,
         )
 
     def _judge(self, watched: WatchResult, stderr: str) -> tuple[str, str | None]:

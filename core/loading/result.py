@@ -95,6 +95,9 @@ class LoadResult:
     parent_peak_rss: int | None = None
     # A streaming load that dropped its page cache behind its reads: how much, what it took.
     dropped_behind: DroppedBehind | None = None
+    # How finely ``seconds`` is known: a watched program's first and last bytes are each
+    # placed at a sample of this interval. 0 where the load times itself.
+    timed_every_s: float = 0.0
 
     @property
     def descriptor_sharing(self) -> str | None:

@@ -10,7 +10,7 @@ import math
 import statistics
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modelmon.core.errors import LoadError
@@ -53,6 +53,9 @@ class Verdict:
     max_ratio: float
     noise: float  # spread of the pairs: exp(MAD of log B/A) − 1
     note: str = ""
+    # How far a pair's ratio may be off by the runs' timing alone (``timing_error``, median
+    # over the pairs): a gain within it is within noise, however well the pairs agree.
+    resolution: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +107,14 @@ def largest_tree_peak(results: list[LoadResult]) -> int | None:
     return max(known) if known and len(known) == len(trees) else None
 
 
-def judge(ratios: list[float]) -> Verdict:
+def judge(ratios: list[float], resolution: float = 0.0) -> Verdict:
     """The verdict of the pairs.
 
     Pairs run back to back, so drift of the machine (a neighbour's I/O, thermal state) hits
     both sides of a pair alike and cancels in the ratio. The noise is therefore the spread of
     the pairs' log-ratios (median absolute deviation). "B faster" needs every pair to agree
-    and the median gain to exceed ``BEYOND_NOISE`` times that spread.
+    and the median gain to exceed ``BEYOND_NOISE`` times that spread, and ``resolution``
+    (``timing_error``: how far a ratio may be off by the runs' timing alone).
     """
     logs = [math.log(r) for r in ratios]
     middle = statistics.median(logs)
@@ -122,7 +126,16 @@ def judge(ratios: list[float]) -> Verdict:
         text = "A faster"
     else:
         text = "within noise"
-    return Verdict(text, math.exp(middle), min(ratios), max(ratios), math.exp(spread) - 1, note)
+    if abs(middle) <= math.log1p(resolution):  # the leader's gain, whichever side leads
+        text = "within noise"
+    noise = math.exp(spread) - 1
+    return Verdict(text, math.exp(middle), min(ratios), max(ratios), noise, note, resolution)
+
+
+def timing_error(a: LoadResult, b: LoadResult) -> float:
+    """How far ``b``/``a``'s ratio may be off by timing alone: each run's span is known to
+    its ``timed_every_s`` (a watched program's), and a ratio's two errors add up."""
+    return sum(r.timed_every_s / r.seconds for r in (a, b) if r.seconds > 0)
 
 
 RunOne = Callable[[str, int, str, LoadOptions], LoadResult]
@@ -175,21 +188,17 @@ def run_ab(
     ratios = [results["B"][i].mbps / results["A"][i].mbps for i in range(pairs)]
     side_a = summarize(a.spec, results["A"][:pairs])
     side_b = summarize(b.spec, results["B"][:pairs])
-    verdict = judge(ratios)
+    resolution = statistics.median(
+        timing_error(results["A"][i], results["B"][i]) for i in range(pairs)
+    )
+    verdict = judge(ratios, resolution)
     not_cold = [
         f"{s} run {i // 2 + 1}"
         for i, (s, r) in enumerate(ordered)
         if cache == "cold" and not r.cache.cold
     ]
     if not_cold:
-        verdict = Verdict(
-            verdict.text,
-            verdict.median_ratio,
-            verdict.min_ratio,
-            verdict.max_ratio,
-            verdict.noise,
-            f"not verified cold: {', '.join(not_cold)}",
-        )
+        verdict = replace(verdict, note=f"not verified cold: {', '.join(not_cold)}")
     return ABResult(side_a, side_b, tuple(ratios), verdict, tuple(ordered), cache)
 
 

@@ -46,7 +46,8 @@ def _pairs(change: Candidate) -> str:
     if verdict is None:
         return "unpaired"
     count = len(change.results)
-    agreeing = "every pair agreeing" if verdict.text == "B faster" else "the pairs disagreeing"
+    agree = verdict.min_ratio > 1 or verdict.max_ratio < 1  # on which side is faster
+    agreeing = "every pair agreeing" if agree else "the pairs disagreeing"
     return f"{count} paired cold rounds, {agreeing}"
 
 
@@ -60,6 +61,11 @@ def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
     if verdict.text == "B faster":
         return f"ran {pairs}): faster, but by less than the {MIN_GAIN - 1:.0%} worth a change"
     spread = f"{verdict.min_ratio:.2f}× to {verdict.max_ratio:.2f}×"
+    if max(verdict.median_ratio, 1 / verdict.median_ratio) - 1 <= verdict.resolution:
+        return (
+            f"ran {pairs}, from {spread}): within what the watch times on loads this short "
+            f"(±{verdict.resolution:.0%} on a ratio)"
+        )
     return f"ran {pairs}, from {spread}): the pairs disagree, so it is within noise"
 
 

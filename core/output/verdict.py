@@ -60,7 +60,12 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
         )
     if round((ratio - 1) * 100, 1) == 0:
         return f"A and B are as fast as each other ({ratios}, {noise})"
-    if low < 1:
+    if ratio - 1 <= verdict.resolution:  # the leader's gain
+        why = (
+            f"its loads are timed to the watch's samples, ±{verdict.resolution * 100:.0f} % on "
+            f"a ratio ({ratios}): a larger model, or slower storage, times them finer"
+        )
+    elif low < 1:
         why = f"the pairs disagree on which is faster ({ratios}, {noise})"
     else:
         why = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import cast
 
 import pytest
@@ -19,7 +20,6 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
 
 from ..measuring.records import candidate, run
-from ..watching.test_findings import a_result
 
 
 class ScriptedRounds(LoaderRounds):
@@ -89,11 +89,10 @@ def paired(gains: list[float], timed_every_s: float = 0.0, size: int = 10**9) ->
     ``timed_every_s``: both are programs, timed to the watch's samples."""
     baseline, change = entry("as_is"), entry("change")
     change.baseline = baseline
-    if timed_every_s:  # a watched run of each, sampled so
-        baseline.watch = change.watch = a_result(interval_s=timed_every_s)
     for number, gain in enumerate(gains):
-        baseline.by_round[number] = run(100.0, size)
-        change.by_round[number] = run(100.0 * gain, size)
+        # timed as a watched program is: to its samples
+        baseline.by_round[number] = replace(run(100.0, size), timed_every_s=timed_every_s)
+        change.by_round[number] = replace(run(100.0 * gain, size), timed_every_s=timed_every_s)
     change.candidate.verdict = change.verdict()
     return change
 
@@ -120,6 +119,8 @@ def test_a_change_is_recommended_only_past_what_its_runs_timing_tells_apart() ->
     assert recommendable(short, notes) is None
     assert len(notes) == 1 and "within what the watch times on loads this short" in notes[0]
     assert "(1.9 s, sampled every 0.1 s: ±10% on a ratio)" in notes[0], notes[0]
+    # Its verdict, as the ranking shows it, says the same: within noise.
+    assert short.candidate.verdict is not None and short.candidate.verdict.text == "within noise"
     # The same gain on loads twenty times longer is past the samples' reach.
     long = paired([1.06] * EVIDENCE_RUNS, timed_every_s=0.1, size=4 * 10**9)
     assert recommendable(long, notes) is long.candidate and len(notes) == 1

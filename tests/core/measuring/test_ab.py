@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.ab import ABFailed, judge, run_ab
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import Config, LoadOptions
+from modelmon.core.output.verdict import verdict_words
 from modelmon.core.system import cache, device_use, readahead
 from modelmon.core.system.cache import CacheState
 
@@ -100,6 +102,42 @@ def test_verdict_follows_the_pairs_and_the_noise(
     assert judged.min_ratio <= judged.median_ratio <= judged.max_ratio
     if verdict == "B faster":
         assert all(r > 1 for r in ratios)
+
+
+def test_programs_timed_to_samples_are_faster_only_past_their_timing(
+    sharded_model: Path,
+) -> None:
+    """Two watched programs' 1-second loads, sampled every 0.1 s, are each known to a sample:
+    B's 6 % in every pair is within what their timing tells apart; the same pairs timed by
+    their own clocks (strategies) are not."""
+    model = open_model(sharded_model)
+    sides = Config("mmap", LoadOptions()), Config("sequential", LoadOptions())
+    speeds = {"mmap": [100.0] * 3, "sequential": [106.0] * 3}
+
+    def sampled(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
+        result = fake_result(speeds[strategy][pair])
+        return replace(result, timed_every_s=0.1)
+
+    watched = run_ab(model, *sides, n=3, run_one=sampled)
+    assert watched.verdict.text == "within noise"
+    assert watched.verdict.resolution == pytest.approx(0.2)  # a sample of ten, on each side
+    assert verdict_words(watched.verdict, 3) == (
+        "B is 6.0 % faster; not certain: its loads are timed to the watch's samples, ±20 % on "
+        "a ratio (B/A per pair 1.06–1.06×): a larger model, or slower storage, times them finer"
+    )
+    own_clocks = ScriptedRuns({strategy: list(rates) for strategy, rates in speeds.items()})
+    timed = run_ab(model, *sides, n=3, run_one=own_clocks)
+    assert timed.verdict.text == "B faster" and timed.verdict.resolution == 0
+
+
+@pytest.mark.parametrize("gain", [1.19, 1.21])
+def test_timing_weighs_alike_whichever_side_leads(gain: float) -> None:
+    """A ratio known to ±20 %: a leader's 19 % is within it and 21 % past it, A's as B's."""
+    for ratios in ([gain] * 3, [1 / gain] * 3):
+        verdict = judge(ratios, resolution=0.2)
+        assert (verdict.text == "within noise") is (gain < 1.2), (ratios, verdict)
+        if gain < 1.2:
+            assert "±20 % on a ratio" in verdict_words(verdict, 3)
 
 
 def test_a_failed_run_voids_the_comparison(sharded_model: Path) -> None:
