@@ -279,12 +279,12 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
     than its runs' timing can tell apart (``Entry.timing_resolution``)."""
     if leader is None or leader.candidate.verdict is None:
         return None
-    verdict = leader.candidate.verdict
+    verdict, ratios = leader.candidate.verdict, leader.ratios()
     # What the pairs say before their timing is weighed: a change they favour beyond their
     # noise and within its timing is worth a note.
-    if judge(leader.ratios()).text != "B faster" or verdict.median_ratio < MIN_GAIN:
+    if judge(ratios).text != "B faster" or verdict.median_ratio < MIN_GAIN:
         return None
-    pairs = len(leader.ratios())
+    pairs = len(ratios)
     if pairs < EVIDENCE_RUNS:
         notes.append(
             f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline in {pairs} paired "

@@ -57,6 +57,16 @@ class Verdict:
     # over the pairs): a gain within it is within noise, however well the pairs agree.
     resolution: float = 0.0
 
+    @property
+    def within_timing(self) -> bool:
+        """Whether the median gain, whichever side leads, is within ``resolution``."""
+        ratio = self.median_ratio
+        return ratio > 0 and _within_timing(math.log(ratio), self.resolution)
+
+
+def _within_timing(log_ratio: float, resolution: float) -> bool:
+    return resolution > 0 and abs(log_ratio) <= math.log1p(resolution)
+
 
 @dataclass(frozen=True, slots=True)
 class ABResult:
@@ -126,7 +136,7 @@ def judge(ratios: list[float], resolution: float = 0.0) -> Verdict:
         text = "A faster"
     else:
         text = "within noise"
-    if abs(middle) <= math.log1p(resolution):  # the leader's gain, whichever side leads
+    if _within_timing(middle, resolution):
         text = "within noise"
     noise = math.exp(spread) - 1
     return Verdict(text, math.exp(middle), min(ratios), max(ratios), noise, note, resolution)

@@ -61,7 +61,7 @@ def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
     if verdict.text == "B faster":
         return f"ran {pairs}): faster, but by less than the {MIN_GAIN - 1:.0%} worth a change"
     spread = f"{verdict.min_ratio:.2f}× to {verdict.max_ratio:.2f}×"
-    if max(verdict.median_ratio, 1 / verdict.median_ratio) - 1 <= verdict.resolution:
+    if verdict.within_timing:
         return (
             f"ran {pairs}, from {spread}): within what the watch times on loads this short "
             f"(±{verdict.resolution:.0%} on a ratio)"

@@ -60,7 +60,7 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
         )
     if round((ratio - 1) * 100, 1) == 0:
         return f"A and B are as fast as each other ({ratios}, {noise})"
-    if ratio - 1 <= verdict.resolution:  # the leader's gain
+    if verdict.within_timing:
         why = (
             f"its loads are timed to the watch's samples, ±{verdict.resolution * 100:.0f} % on "
             f"a ratio ({ratios}): a larger model, or slower storage, times them finer"
