@@ -9,8 +9,10 @@ llama-cpp-python where installed), one job per environment:
 1. ``modelmon recommend MODEL --engine E --json`` in a child process (in the cgroup on hdd):
    its ``[loader]`` table names the engine as it is, the change it chose (if any) and the
    MB/s its measured snippet reported.
-2. Rounds (``repeats``, the order rotated each round), every run cold, watched, in a fresh
-   process: the engine as users run it, the engine with the change, and modelmon's best
+2. Rounds (``repeats``, and on to ``most_repeats`` while the median of the
+   configuration recommend stands behind is known less finely than ``LOADER_MEDIAN_ERROR``,
+   as in recommend's own rounds; the order rotated each round), every run cold, watched, in
+   a fresh process: the engine as users run it, the engine with the change, and modelmon's best
    applied as a user applies it (``modelmon.core.load(path, config=FILE)`` with the file
    recommend wrote, run as a command), all judged the same way, by the bytes that arrived.
    On network storage each run starts once the mount has rested after the last
@@ -30,14 +32,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchmarks.codec import from_json, to_json
 from modelmon.core import (
-    STORAGE_REST_S,
+    LOADER_MEDIAN_ERROR,
     engine_unavailable,
+    median_error,
     open_model,
     parse_program,
     rest_storage,
@@ -63,6 +66,9 @@ class EngineJob:
     scratch: str  # where the config file goes
     model_bytes: int = 0  # the weights' size (0: not known)
     model_name: str = ""  # its folder or file on the local disk (a mount's path names the mount)
+    # Rounds past ``repeats`` while the applied configuration's median is known less finely
+    # than ``LOADER_MEDIAN_ERROR`` (0: ``repeats`` exactly).
+    most_repeats: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,7 @@ class EngineRow:
 @dataclass
 class EnginesSection:
     repeats: int
+    most_repeats: int = 0
     rows: list[EngineRow] = field(default_factory=list)
     not_here: dict[str, str] = field(default_factory=dict)  # engine → why not measured
     skipped_envs: dict[str, str] = field(default_factory=dict)  # environment → why
@@ -194,7 +201,12 @@ def run_job(job: EngineJob, say: Say) -> EngineRow:
     keys = list(specs)
     programs = {key: parse_program(spec) for key, spec in specs.items()}
     warm_each(model, programs.values(), path=job.path)
-    for number in range(job.repeats):
+    applied = "change" if "change" in specs else "as_is"
+    number = 0
+    while number < job.repeats or (
+        number < job.most_repeats
+        and median_error([r.mbps for r in runs[applied] if r.status == "ok"]) > LOADER_MEDIAN_ERROR
+    ):
         shift = number % len(keys)
         for key in keys[shift:] + keys[:shift]:
             rest_storage(files)  # as recommend's rounds: no run timed with the last one's help
@@ -204,6 +216,7 @@ def run_job(job: EngineJob, say: Say) -> EngineRow:
             )
             figure = f"{outcome.mbps:.0f} MB/s" if outcome.status == "ok" else outcome.error
             say(f"  {key}: {figure}")
+        number += 1
     entries = {key: EngineEntry(specs[key], tuple(runs[key])) for key in specs}
     return _row(job, loader, entries)
 
@@ -247,6 +260,7 @@ def jobs(
     budget_s: float,
     repeats: int,
     engines: tuple[str, ...] = ENGINES_TRIED,
+    most_repeats: int = 0,
 ) -> tuple[list[EngineJob], dict[str, str]]:
     """The jobs for ``env`` (``paths``: engine -> what its {path} is), and the engines left
     out with why."""
@@ -259,7 +273,17 @@ def jobs(
         path = str(paths[engine])
         size = open_model(path).total_bytes
         chosen.append(
-            EngineJob(env, engine, path, budget_s, repeats, str(scratch), size, Path(path).name)
+            EngineJob(
+                env,
+                engine,
+                path,
+                budget_s,
+                repeats,
+                str(scratch),
+                size,
+                Path(path).name,
+                most_repeats,
+            )
         )
     return chosen, skipped
 
@@ -310,15 +334,16 @@ def run_section(
     budget_s: float,
     repeats: int,
     engines: tuple[str, ...] = ENGINES_TRIED,
+    most_repeats: int = 0,
 ) -> EnginesSection:
     """Every job of each environment of ``paths`` (``local``, ``hdd``: in the throttled disk's
     cgroup, ``fuse``: on a mount of each model's folder); ``paths``: environment -> engine ->
     its {path} on the local disk."""
     from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
 
-    section = EnginesSection(repeats)
+    section = EnginesSection(repeats, most_repeats)
     for env, models in paths.items():
-        found, skipped = jobs(env, models, scratch, budget_s, repeats, engines)
+        found, skipped = jobs(env, models, scratch, budget_s, repeats, engines, most_repeats)
         section.not_here.update(skipped)
         try:
             if env == "local":
@@ -330,74 +355,15 @@ def run_section(
                 for job in found:
                     source = Path(job.path)
                     folder = source if source.is_dir() else source.parent
-                    with fuse_mount(folder, scratch / "mnt-engines") as mounted:
+                    # The server holds the files: the runs compared vary with the mount,
+                    # not with the local disk behind the server (``fuse_mount``).
+                    with fuse_mount(folder, scratch / "mnt-engines", hold=True) as mounted:
                         moved = mounted if source.is_dir() else mounted / source.name
                         section.rows += run_jobs([replace(job, path=str(moved))], say)
         except EnvUnavailable as exc:
             section.skipped_envs[env] = str(exc)
             say(f"engines: {env} skipped: {exc}")
     return section
-
-
-def _cell(value: float | None, unit: str = "", digits: int = 0) -> str:
-    return "–" if value is None else f"{value:.{digits}f}{unit}"
-
-
-def _spread(runs: Sequence[float]) -> str:
-    """The range of a figure's runs: what its median stands on."""
-    return f"{min(runs):.0f}–{max(runs):.0f}" if runs else "–"
-
-
-def _model_cell(job: EngineJob) -> str:
-    """The model's name (its folder, or its file) and its weights' size."""
-    name = job.model_name or Path(job.path).name
-    return f"{name} ({job.model_bytes / 1e9:.2f} GB)" if job.model_bytes else name
-
-
-def markdown(section: EnginesSection) -> list[str]:
-    """The section of docs/benchmarks.md."""
-    out = [
-        "Each engine as its users run it, with the change `modelmon recommend --engine` "
-        "chose, and modelmon's best applied as a user applies it (`modelmon.core.load(path, "
-        "config=FILE)`); every run cold, watched, in a fresh process, judged by the bytes that "
-        f"arrived; {section.repeats} round{'s' if section.repeats != 1 else ''}, the order rotated "
-        f"each round, medians; on FUSE each run starts {STORAGE_REST_S:g} s after the last "
-        "ended, as in recommend's rounds (a mount's client keeps what a run left it for "
-        "seconds). "
-        "Gain: the median of the rounds' paired ratios against the engine as users run it. "
-        f"Applied again: the change's MB/s in these fresh processes against what recommend "
-        f"reported (target: within {TOLERANCE:.0%}); its runs' range in recommend and here.",
-        "",
-        "| env | engine | model | as users run it | recommend's change | with the change | gain "
-        f"| modelmon's best | × as users run it | reported → applied again "
-        f"| runs reported; applied again | within {TOLERANCE:.0%} |",
-        "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for row in section.rows:
-        where = f"| {row.job.env} | {row.job.engine} | {_model_cell(row.job)} |"
-        if row.failed is not None or row.as_is is None or row.modelmon is None:
-            out.append(f"{where} failed: {row.failed or 'no runs'} |")
-            continue
-        change = row.change.spec if row.change is not None else "none (keep it as it is)"
-        out.append(
-            f"{where} {_cell(row.as_is.median_mbps, ' MB/s')} | `{change}` | "
-            f"{_cell(row.change.median_mbps if row.change else None, ' MB/s')} | "
-            f"{_cell(row.gain, '×', 2)} | {_cell(row.modelmon.median_mbps, ' MB/s')} | "
-            f"{_cell(row.modelmon_gain, '×', 2)} | {_cell(row.reported_mbps)} → "
-            f"{_cell(row.applied_again)} MB/s | "
-            f"{_spread(row.loader.reported_runs if row.loader else ())}; "
-            f"{_spread(row.applied_runs)} | {'yes' if row.within else 'NO'} |"
-        )
-    for row in section.rows:
-        if row.failed is None and not row.all_cold:
-            out.append(
-                f"\n{row.job.env} · {row.job.engine}: some runs did not start verified cold."
-            )
-    for engine, why in section.not_here.items():
-        out.append(f"\n{engine}: not measured: {why}.")
-    for env, why in section.skipped_envs.items():
-        out.append(f"\n{env}: not run: {why}.")
-    return [*out, ""]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from collections import Counter
 
 from benchmarks import extras, knobs
 from benchmarks.diagnose import summary_line
-from benchmarks.engines import markdown as engines_markdown
+from benchmarks.engine_tables import markdown as engines_markdown
 from benchmarks.explain import explain_miss
 from benchmarks.records import BenchResults, JobResult, ModelInfo
 from benchmarks.regret_tables import (

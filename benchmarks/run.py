@@ -39,7 +39,7 @@ from benchmarks.models import (
 from benchmarks.peers import peer_unavailable
 from benchmarks.records import BenchResults
 from benchmarks.summary import peer_memory
-from modelmon.core import PEERS
+from modelmon.core import LOADER_MAX_ROUNDS, PEERS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE = "./dev bench        # = .venv/bin/python -m benchmarks.run, after installing the peers"
@@ -183,7 +183,8 @@ def run(args: argparse.Namespace) -> BenchResults:
 
 ENGINE_BUDGET_S = 60.0  # recommend --engine: half for modelmon's search, half for the loader
 # Rounds of each engine applied again: the row checks recommend's figure against them, and the
-# median of five outlasts the odd slow run a VM's disk gives a short load.
+# median of five outlasts the odd slow run a VM's disk gives a short load; they go on, as
+# recommend's own rounds do, while that median is known less finely than LOADER_MEDIAN_ERROR.
 ENGINE_ROUNDS = 5
 
 
@@ -227,6 +228,7 @@ def _engines(
             say,
             budget_s=ENGINE_BUDGET_S,
             repeats=max(repeats, ENGINE_ROUNDS),
+            most_repeats=max(repeats, LOADER_MAX_ROUNDS),
         ),
     )
 

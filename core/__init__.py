@@ -88,7 +88,7 @@ if TYPE_CHECKING:
         EVIDENCE_OVERRUN,
         EVIDENCE_RUNS,
         LOADER_MAX_ROUNDS,
-        LOADER_SETTLED_SPREAD,
+        LOADER_MEDIAN_ERROR,
         MAX_AB_PAIRS,
         MAX_BUDGET_S,
         MAX_INTERVAL_S,
@@ -126,7 +126,7 @@ if TYPE_CHECKING:
     from modelmon.core.loading.runner import LoadRun
     from modelmon.core.loading.strategies import STRATEGIES, get_strategy
     from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge
-    from modelmon.core.measuring.candidate import Candidate
+    from modelmon.core.measuring.candidate import Candidate, median_error
     from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
     from modelmon.core.measuring.peers import PEERS, PeerSettings, check_import, run_peer
     from modelmon.core.measuring.ranks import RankResult, RanksResult, RanksRun, find_straggler
@@ -264,7 +264,7 @@ _EXPORTS = (
     ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
     ("modelmon.core.measuring.search", "Duel"),
-    ("modelmon.core.measuring.candidate", "Candidate"),
+    ("modelmon.core.measuring.candidate", "Candidate median_error"),
     (
         "modelmon.core.engines.advice",
         "recommend_with_loader LoaderRecommendation LoaderAdvice loader_config",
@@ -363,7 +363,7 @@ _EXPORTS = (
     (
         "modelmon.core.limits",
         "DEFAULT_BUDGET_S MIN_BUDGET_S MAX_BUDGET_S EVIDENCE_OVERRUN EVIDENCE_RUNS "
-        "LOADER_MAX_ROUNDS LOADER_SETTLED_SPREAD STORAGE_REST_S SEARCH_WIDTH "
+        "LOADER_MAX_ROUNDS LOADER_MEDIAN_ERROR STORAGE_REST_S SEARCH_WIDTH "
         "MAX_SEARCH_WORKERS MIN_MEMORY_LIMIT MAX_AB_PAIRS MIN_INTERVAL_S MAX_INTERVAL_S "
         "range_text",
     ),

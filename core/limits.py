@@ -30,11 +30,12 @@ MAX_BUDGET_S = 86_400.0  # a day: past any search worth waiting for, short of a 
 EVIDENCE_OVERRUN = 0.10
 EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one odd run
 # The user's loader (recommend --loader/--engine): its finalists run to ``EVIDENCE_RUNS``
-# whatever the budget, and on to ``LOADER_MAX_ROUNDS`` while one's runs lie further apart
-# than ``LOADER_SETTLED_SPREAD`` of their median, so that the figure reported holds when the
-# user runs the loader again (``engines.loader_rounds``).
-LOADER_MAX_ROUNDS = 5
-LOADER_SETTLED_SPREAD = 0.10
+# whatever the budget, and on to ``LOADER_MAX_ROUNDS`` while one's median is known less
+# finely than ``LOADER_MEDIAN_ERROR`` (``measuring.candidate.median_error``), so that the
+# figure reported holds when the user runs the loader again (``engines.loader_rounds``):
+# two medians each known to 3 % differ by more than 10 % about two times in a hundred.
+LOADER_MAX_ROUNDS = 9
+LOADER_MEDIAN_ERROR = 0.03
 # Runs compared in rounds (the user's loader, an A/B) start, on network storage, this long
 # after this process's last run there ended: a network filesystem's client keeps what a run
 # left it for seconds (``system.cache.rest_storage``).

@@ -10,9 +10,11 @@ same round pair up: a change is judged against its baseline like an A/B (``ab.ju
 
 The evidence rounds run whatever the budget: a gain the user is told to act on rests on
 three runs of each side, and a figure the user is told ("163 MB/s") must hold when they run
-it again. So while a finalist's runs lie further apart than ``LOADER_SETTLED_SPREAD`` of their
-median (one slow run of three on a VM's disk), the rounds go on, to ``LOADER_MAX_ROUNDS``: the
-median of five outlasts two such runs. And on network storage each run waits for the mount to
+it again. So while a finalist's median is known less finely than ``LOADER_MEDIAN_ERROR``
+(``measuring.candidate.median_error``: a loader that maps the file on a FUSE mount varies
+±10 % from run to run, and a median of five such runs moves by more than 10 % between two
+sets), the rounds go on, to ``LOADER_MAX_ROUNDS``; a loader whose runs agree stops at three.
+And on network storage each run waits for the mount to
 rest after the last (``cache.rest_storage``): a run right after modelmon's parallel best read
 up to 17 % faster on a FUSE mount than the same run after the loader as it is, so the
 rotation credited whatever followed it. Each program (an engine, whatever its settings, or a
@@ -32,7 +34,7 @@ from typing import Any
 from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_code, warming_line
 from modelmon.core.engines.spec import ProgramConfig, program_of
 from modelmon.core.errors import LoadError
-from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_SETTLED_SPREAD
+from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_MEDIAN_ERROR
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ab import Verdict, judge, timing_error
@@ -199,13 +201,13 @@ class LoaderRounds:
             self.run(entry, None if entry.baseline is None else limit)
 
     def settle(self, finalists: list[Entry]) -> int:
-        """More rounds of the finalists: to ``EVIDENCE_RUNS`` each and on while any one's runs
-        disagree (``runs_agree``), whatever the budget; then while another round fits. The
-        number of rounds run in all."""
+        """More rounds of the finalists: to ``EVIDENCE_RUNS`` each and on while any one's
+        median is not known finely enough (``median_known``), whatever the budget; then while
+        another round fits. The number of rounds run in all."""
         alive = [e for e in finalists if e.candidate.results]
         while self.round + 1 < LOADER_MAX_ROUNDS and alive:
             short = any(len(e.candidate.results) < EVIDENCE_RUNS for e in alive)
-            wide = any(not runs_agree(e.candidate) for e in alive)
+            wide = any(not median_known(e.candidate) for e in alive)
             needed = sum(self.pace(e) for e in alive)
             if not short and not wide and self.left() < needed:
                 break
@@ -217,12 +219,10 @@ class LoaderRounds:
         return self.round + 1
 
 
-def runs_agree(candidate: Candidate) -> bool:
-    """Whether the candidate's runs agree: within ``LOADER_SETTLED_SPREAD`` of their median."""
-    rates = [r.mbps for r in candidate.results]
-    if not rates:
-        return True
-    return max(rates) - min(rates) <= LOADER_SETTLED_SPREAD * statistics.median(rates)
+def median_known(candidate: Candidate) -> bool:
+    """Whether the candidate's median is known to ``LOADER_MEDIAN_ERROR`` (no runs: nothing
+    more to learn of it)."""
+    return not candidate.results or candidate.median_error <= LOADER_MEDIAN_ERROR
 
 
 def best_change(changes: list[Entry]) -> Entry | None:

@@ -7,7 +7,9 @@ its outcome (``output.explain``) use it, and neither imports the other's way rou
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -16,6 +18,20 @@ from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.options import LoadOptions, format_spec
+
+# The standard error of a median of normal noise is this many times the mean's.
+MEDIAN_OVER_MEAN_ERROR = math.sqrt(math.pi / 2)
+
+
+def median_error(rates: Sequence[float]) -> float:
+    """How finely the median of ``rates`` is known: its standard error over itself (one
+    run's noise, their standard deviation, shrinks with the square root of the runs);
+    infinite for fewer than two runs, which tell no noise."""
+    if len(rates) < 2 or statistics.median(rates) <= 0:
+        return math.inf
+    spread = statistics.stdev(rates) / math.sqrt(len(rates))
+    return MEDIAN_OVER_MEAN_ERROR * spread / statistics.median(rates)
+
 
 # How a candidate's measurement ended:
 # finished      every run it was given completed
@@ -68,6 +84,11 @@ class Candidate:
         if self.results:
             return statistics.median(r.mbps for r in self.results)
         return self.stopped_below_mbps or 0.0
+
+    @property
+    def median_error(self) -> float:
+        """How finely ``median_mbps`` is known (``median_error``)."""
+        return median_error([r.mbps for r in self.results])
 
     @property
     def spread_mbps(self) -> tuple[float, float] | None:

@@ -24,7 +24,7 @@ from modelmon.core import (
     EVIDENCE_OVERRUN,
     EVIDENCE_RUNS,
     LOADER_MAX_ROUNDS,
-    LOADER_SETTLED_SPREAD,
+    LOADER_MEDIAN_ERROR,
     MAX_BUDGET_S,
     MAX_SEARCH_WORKERS,
     MIN_BUDGET_S,
@@ -102,9 +102,9 @@ def add_parser(verbs: Verbs) -> None:
         'in a shell, never run through a shell) or "engine: NAME knob=value": measured as it '
         "is, with its engine's settings, and against modelmon's best, in the same cold rounds "
         f"(the finalists run to {EVIDENCE_RUNS} cold runs each whatever the budget, and up to "
-        f"{LOADER_MAX_ROUNDS} while their runs lie more than "
-        f"{LOADER_SETTLED_SPREAD * 100:.0f}%% apart; on network storage each run starts "
-        f"{STORAGE_REST_S:g} s after the last ended, so that none is timed with help the "
+        f"{LOADER_MAX_ROUNDS} while one's median is known less finely than "
+        f"±{LOADER_MEDIAN_ERROR * 100:.0f}%% (its standard error); on network storage each run "
+        f"starts {STORAGE_REST_S:g} s after the last ended, so that none is timed with help the "
         "last left in the filesystem's client)",
     )
     parser.add_argument(
