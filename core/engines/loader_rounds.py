@@ -211,6 +211,8 @@ class LoaderRounds:
             needed = sum(self.pace(e) for e in alive)
             if not short and not wide and self.left() < needed:
                 break
+            if wide and not short:
+                self.say(why_more(alive))
             self.round += 1
             shift = self.round % len(alive)
             for entry in alive[shift:] + alive[:shift]:
@@ -223,6 +225,16 @@ def median_known(candidate: Candidate) -> bool:
     """Whether the candidate's median is known to ``LOADER_MEDIAN_ERROR`` (no runs: nothing
     more to learn of it)."""
     return not candidate.results or candidate.median_error <= LOADER_MEDIAN_ERROR
+
+
+def why_more(finalists: list[Entry]) -> str:
+    """Why another round runs past the evidence: the finalist whose median is least known."""
+    widest = max(finalists, key=lambda e: e.candidate.median_error)
+    return (
+        f"{widest.spec}: its median is known to ±{widest.candidate.median_error:.1%} over "
+        f"{len(widest.candidate.results)} runs; more rounds until ±{LOADER_MEDIAN_ERROR:.0%} "
+        f"({LOADER_MAX_ROUNDS} at most)"
+    )
 
 
 def best_change(changes: list[Entry]) -> Entry | None:

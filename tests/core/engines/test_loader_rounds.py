@@ -28,7 +28,8 @@ class ScriptedRounds(LoaderRounds):
 
     def __init__(self, rates: dict[str, list[float]]) -> None:
         past = time.monotonic() - 1.0  # the budget is spent: only the evidence rules run
-        super().__init__(cast(Model, None), "model", past, lambda _: None, None)
+        self.said: list[str] = []
+        super().__init__(cast(Model, None), "model", past, self.said.append, None)
         self.left_rates: dict[str, Iterator[float]] = {k: iter(v) for k, v in rates.items()}
 
     def run(self, entry: Entry, limit_s: float | None = None) -> LoadResult:
@@ -70,6 +71,9 @@ def test_one_slow_run_of_three_calls_for_rounds_until_the_median_is_known() -> N
     assert median_error(as_is[:total]) <= LOADER_MEDIAN_ERROR < median_error(as_is[: total - 1])
     assert [len(e.candidate.results) for e in entries] == [total] * 2
     assert entries[0].candidate.median_mbps == pytest.approx(165.5)  # the slow run outvoted
+    # Each extra round says why it runs.
+    assert rounds.said[-1].startswith("as_is: its median is known to ±3.4% over 7 runs; ")
+    assert rounds.said[-1].endswith(f"more rounds until ±3% ({LOADER_MAX_ROUNDS} at most)")
 
 
 def test_runs_that_never_agree_stop_at_the_most_rounds() -> None:
