@@ -72,7 +72,7 @@ def test_one_slow_run_of_three_calls_for_rounds_until_the_median_is_known() -> N
     assert [len(e.candidate.results) for e in entries] == [total] * 2
     assert entries[0].candidate.median_mbps == pytest.approx(165.5)  # the slow run outvoted
     # Each extra round says why it runs.
-    assert rounds.said[-1].startswith("as_is: its median is known to ±3.4% over 7 runs; ")
+    assert rounds.said[-1].startswith("as_is threads=1: its median is known to ±3.3% over 7 runs; ")
     assert rounds.said[-1].endswith(f"more rounds until ±3% ({LOADER_MAX_ROUNDS} at most)")
 
 
