@@ -9,17 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.envs import held_in_memory
-from modelmon.core import residency_of
-
-
-def drop(files: list[Path]) -> None:
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+from modelmon.core import evict, residency_of
 
 
 def test_held_files_stay_cached_through_a_drop(tmp_path: Path) -> None:
@@ -27,12 +17,12 @@ def test_held_files_stay_cached_through_a_drop(tmp_path: Path) -> None:
     for path in files:
         path.write_bytes(os.urandom(4 << 20))
     (tmp_path / "empty").touch()  # nothing to map: left alone
-    drop(files)
+    evict(files)
     if residency_of(files) > 0.5:
         pytest.skip("this filesystem keeps files cached through a drop (tmpfs)")
     with held_in_memory(tmp_path):
         assert residency_of(files) == 1.0
-        drop(files)
+        evict(files)
         assert residency_of(files) == 1.0
-    drop(files)
+    evict(files)
     assert residency_of(files) < 0.5
