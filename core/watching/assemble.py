@@ -182,7 +182,7 @@ def assemble(
         ending.ended_by == "quiet" or ending.end_ns - quiet_ns >= QUIET_AT_END_S * 1e9
     )
     quiet_s = seconds(quiet_ns) if quiet_at_end else None
-    commands = [m.command for m in tree.members.values()] if tree is not None else []
+    commands = [m.command for m in tree.members.values() if m.command] if tree is not None else []
     if not commands and command:  # ended before the first look: named by what was started
         commands = [tuple(command)]
     totals = observer.totals

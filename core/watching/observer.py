@@ -82,9 +82,13 @@ class Observer:
 
     # --- setting up ----------------------------------------------------------------------------
 
-    def set_root(self, pid: int, now_ns: int, attached: bool) -> None:
+    def set_root(
+        self, pid: int, now_ns: int, attached: bool, command: tuple[str, ...] = ()
+    ) -> None:
+        """``command``: the root's argv where the watch started it (its name when /proc no
+        longer has it: a fast command may be gone, or a zombie, at the first look)."""
         with self.lock:
-            self.tree = ProcessTree(pid, attached, now_ns)
+            self.tree = ProcessTree(pid, attached, now_ns, command)
             if attached:
                 self.tree.adopt_existing(now_ns)
                 self._look(now_ns, want_rss=True)  # the files already open or mapped

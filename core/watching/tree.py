@@ -188,8 +188,11 @@ class ProcessTree:
     """A root process and its descendants. ``refresh`` (from one thread) finds new members
     and reads everyone's counters; the totals and members are read after it."""
 
-    def __init__(self, root: int, attached: bool, now_ns: int) -> None:
+    def __init__(
+        self, root: int, attached: bool, now_ns: int, command: tuple[str, ...] = ()
+    ) -> None:
         self.root = root
+        self._root_command = command  # what was started, where the watch started it
         self.attached = attached  # the processes there at the start bring their history
         self.members: dict[int, Member] = {}
         self._others: dict[int, int] = {}  # pid -> start ticks, of pids that are not ours
@@ -217,7 +220,7 @@ class ProcessTree:
             stat.ppid,
             stat.start_ticks,
             len(self.members),
-            read_command(pid),
+            read_command(pid) or (self._root_command if pid == self.root else ()),
             now_ns,
             baseline,
         )

@@ -217,7 +217,9 @@ class Watch:
             self.observer.close()
             reason = error.strerror or str(error)
             raise WatchError(f"cannot run {self.command[0]!r}: {reason}") from None
-        self.observer.set_root(self._process.pid, self.t0_ns, attached=False)
+        self.observer.set_root(
+            self._process.pid, self.t0_ns, attached=False, command=self.command or ()
+        )
         assert self.sampler is not None
         self.sampler.begin()
         return self._process.pid

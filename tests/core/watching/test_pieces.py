@@ -258,6 +258,26 @@ def test_loader_from_command_lines_and_libraries() -> None:
     assert (plain.key, plain.label) == ("program", "cat")
 
 
+def test_a_started_root_gone_before_the_first_look_is_named_by_its_argv() -> None:
+    # A fast command may be a zombie (or gone) when the tree first reads it: /proc has no
+    # argv for it then, and the watch names it by what it started.
+    child = subprocess.Popen(["true"])
+    try:
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # a zombie, not yet reaped
+        named = ProcessTree(child.pid, attached=False, now_ns=0, command=("true", "x"))
+        unnamed = ProcessTree(child.pid, attached=False, now_ns=0)
+        try:
+            assert named.members[child.pid].command == ("true", "x")
+            commands = [m.command for m in named.members.values()]
+            assert detect(commands, []).label == "true"
+            assert unnamed.members[child.pid].command == ()
+        finally:
+            named.close()
+            unnamed.close()
+    finally:
+        child.wait()
+
+
 def test_arrival_span_at_the_steady_rate() -> None:
     # 10 MB in the first 100 ms window at a steady 100 MB/s: the first byte came 100 ms
     # before that window's end; the last 5 MB took 50 ms of the last window.
