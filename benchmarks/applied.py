@@ -65,7 +65,7 @@ def candidate_row(c: Candidate) -> CandidateRow:
     return CandidateRow(
         c.spec,
         c.role,
-        c.peer is not None,
+        c.program is not None,
         len(c.results),
         c.median_mbps,
         low,
@@ -85,16 +85,18 @@ def recommended(rec: Recommendation, folder: Path) -> tuple[list[Entry], Recomme
         Entry("load", winner.strategy, winner.options, role="recommended"),
     ]
     for rival in contenders(rec)[1:]:
-        if rival.peer is None and rival.spec != winner.spec:
+        if rival.own is not None and rival.spec != winner.spec:
             entries.append(Entry("load", rival.strategy, rival.options, role="alternative"))
     used = rec.used
-    if used.peer is not None:  # a peer won: the rounds run it with the settings it won with
-        entries.append(Entry("peer", used.strategy, env=used.peer.env, role="recommended"))
+    program = used.program
+    if program is not None and program.engine is not None:  # another loader won: the rounds
+        # run it with the settings it won with
+        entries.append(Entry("peer", program.engine, knobs=program.knobs, role="recommended"))
     measured = sorted((*rec.ranked, *rec.peers), key=lambda c: c.median_mbps, reverse=True)
     record = RecommendationRecord(
         spec=winner.spec,
         pick=used.spec,
-        pick_is_peer=used.peer is not None,
+        pick_is_peer=used.program is not None,
         config=str(config),
         budget_s=rec.budget.given_s,
         elapsed_s=rec.budget.elapsed_s,
@@ -222,11 +224,11 @@ def contenders(rec: Recommendation) -> list[Candidate]:
         and c.results
         and c.ended == "finished"
         and c.role != "failure mode"
-        and (c.peer is not None or c.median_mbps >= STRONG * pick.median_mbps)
+        and (c.program is not None or c.median_mbps >= STRONG * pick.median_mbps)
     ]
     strong.sort(key=lambda c: c.median_mbps, reverse=True)
-    own = [c for c in strong if c.peer is None][:MAX_ALTERNATIVES]
-    return [pick, *own, *(c for c in strong if c.peer is not None)]
+    own = [c for c in strong if c.own is not None][:MAX_ALTERNATIVES]
+    return [pick, *own, *(c for c in strong if c.program is not None)]
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             shift = number % len(names)
             for name in names[shift:] + names[:shift]:
                 before[name]()
-                outcome = run_program(model, program, path=str(mounted)).load
+                outcome = run_program(model, program, path=str(mounted)).result
                 if outcome.status != "ok" or not outcome.cache.cold:
                     print(f"{name}: not counted ({outcome.error or 'not cold'})", file=sys.stderr)
                     continue

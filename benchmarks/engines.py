@@ -210,7 +210,7 @@ def run_job(job: EngineJob, say: Say) -> EngineRow:
         shift = number % len(keys)
         for key in keys[shift:] + keys[:shift]:
             rest_storage(files)  # as recommend's rounds: no run timed with the last one's help
-            outcome = run_program(model, programs[key], path=job.path).load
+            outcome = run_program(model, programs[key], path=job.path).result
             runs[key].append(
                 EngineRun(number, outcome.status, outcome.error, outcome.mbps, outcome.cache.cold)
             )

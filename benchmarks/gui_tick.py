@@ -173,7 +173,7 @@ def main() -> int:
 
     from PySide6.QtCore import QSettings, Qt, QTimer
 
-    from modelmon.core import Config, LoadOptions, demo_models, open_model
+    from modelmon.core import LoadOptions, StrategyConfig, demo_models, open_model
     from modelmon.gui.app import create_application
     from modelmon.gui.bridge import GuiPoster
     from modelmon.gui.main_window import MainWindow
@@ -186,8 +186,8 @@ def main() -> int:
     app = create_application()
     scratch = tempfile.TemporaryDirectory()
     configs = {
-        "A": Config("sequential", LoadOptions(workers=4, cache=args.cache)),
-        "B": Config("mmap-shared-fd", LoadOptions(workers=4, cache=args.cache)),
+        "A": StrategyConfig("sequential", LoadOptions(workers=4, cache=args.cache)),
+        "B": StrategyConfig("mmap-shared-fd", LoadOptions(workers=4, cache=args.cache)),
     }
     window: MainWindow | None = None
     ends: list[Any] = []

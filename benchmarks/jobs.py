@@ -1,12 +1,17 @@
 """What a bench job is: a model in an environment and cache state, and the entries its rounds
-measure (modelmon strategies in worker processes, ``core.load`` with a config, peer loaders)."""
+measure (modelmon strategies in worker processes, ``core.load`` with a config, other loaders:
+``modelmon.core.ENGINES`` entries run by the one child harness)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-from modelmon.core import LoadOptions, PeerSettings, format_spec
+from modelmon.core import ENGINE, LoadOptions, ProgramConfig, format_spec
+
+# The other loaders the bench runs beside modelmon (``modelmon.core.ENGINES`` names): the plain
+# library calls modelmon's ``library`` strategy wraps, and the loaders users pick for speed.
+PEER_ENGINES = ("safetensors", "gguf-reader", "runai", "fastsafetensors", "cattensors")
 
 Kind = Literal["strategy", "load", "peer"]
 Cache = Literal["cold", "warm"]
@@ -14,33 +19,35 @@ Cache = Literal["cold", "warm"]
 
 @dataclass(frozen=True)
 class Entry:
-    """A row of a table: a modelmon strategy with options, or a peer loader with the
-    environment a user would set for it."""
+    """A row of a table: a modelmon strategy with options, or another loader (a peer) with
+    the knobs a user would set for it."""
 
     kind: Kind  # "strategy" (measure: worker processes) | "load" (core.load) | "peer"
-    name: str  # strategy or peer name
+    name: str  # strategy, or the peer's ``ENGINES`` name
     options: LoadOptions = field(default_factory=LoadOptions)  # a strategy's or a load's
-    env: tuple[tuple[str, str], ...] = ()  # a peer's settings
+    knobs: tuple[tuple[str, str], ...] = ()  # a peer's settings
     role: str = ""  # "recommended" for recommend()'s pick; "alternative" for its strong rivals
 
     @property
-    def settings(self) -> PeerSettings:
-        return PeerSettings(self.name, self.env)
+    def program(self) -> ProgramConfig:
+        """A peer as the configuration its runs are made of."""
+        return ProgramConfig("engine", engine=self.name, knobs=self.knobs)
 
     @property
     def spec(self) -> str:
         if self.kind == "peer":
-            return self.settings.spec
+            return self.program.spec
         return format_spec(self.name, self.options)
 
     @property
     def label(self) -> str:
         prefix = {"load": "core.load: ", "peer": "peer: "}.get(self.kind, "")
         mark = " (recommended)" if self.role == "recommended" else ""
-        return f"{prefix}{self.spec}{mark}"
+        named = self.spec.removeprefix(f"{ENGINE} ") if self.kind == "peer" else self.spec
+        return f"{prefix}{named}{mark}"
 
     def marked(self, role: str) -> Entry:
-        return Entry(self.kind, self.name, self.options, self.env, role)
+        return Entry(self.kind, self.name, self.options, self.knobs, role)
 
 
 @dataclass

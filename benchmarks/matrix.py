@@ -29,16 +29,17 @@ from benchmarks.applied import config_for, load_run
 from benchmarks.codec import from_json, to_json
 from benchmarks.diagnose import diagnose
 from benchmarks.jobs import Cache, Entry, Job
-from benchmarks.records import Blkio, CeilingRuns, JobResult, Run, entry_run, fresh_run
+from benchmarks.records import Blkio, CeilingRuns, JobResult, Run, entry_run
 from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_of
 from modelmon.core import (
     FREE_WORTH_NOTING,
     LoadRun,
     Model,
+    ProgramResult,
     measure_ceilings,
     open_model,
     recommend,
-    run_peer,
+    run_for,
 )
 
 Progress = Callable[[str], None]
@@ -56,8 +57,16 @@ def _strategy_run(model: Model, entry: Entry, cache: str, limit: float | None) -
     )
 
 
-def _peer_run(files: list[str], entry: Entry, cache: Cache, limit: float | None) -> Run:
-    return fresh_run(entry, run_peer(entry.settings, files, cache, time_limit_s=limit))
+def _peer_run(model: Model, entry: Entry, cache: Cache, limit: float | None) -> Run:
+    """A peer's run by the child harness: cold, timed by what arrives (its own clock beside
+    it); warm, by its own clock (nothing arrives from storage)."""
+    outcome = run_for(model, entry.program, cache, time_limit_s=limit, monitor=False).run()
+    result = outcome.result
+    own = outcome.own if isinstance(outcome, ProgramResult) else None
+    own = own or {}
+    peak = int(own.get("peak_rss") or max((w.peak_rss for w in result.workers), default=0))
+    ready = int(own.get("rss_ready") or 0)
+    return entry_run(entry, result, peak_rss=peak, rss_ready=ready, notes=tuple(result.notes))
 
 
 def blkio_counters() -> tuple[int, int] | None:
@@ -169,7 +178,7 @@ def run_entry(job: Job, model: Model, entry: Entry, config: str | None, repeat: 
     """One cold (or warm) run of ``entry`` as its kind is applied, labelled with its round."""
     limit = job.time_limit_s
     if entry.kind == "peer":
-        run = _peer_run([f.path for f in model.files], entry, job.cache, limit)
+        run = _peer_run(model, entry, job.cache, limit)
     elif entry.kind == "load":
         assert config is not None
         run = load_run(model, entry, job.cache, config, limit)

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from benchmarks import matrix
 from benchmarks.codec import to_json
-from benchmarks.jobs import Entry, Job
+from benchmarks.jobs import PEER_ENGINES, Entry, Job
+from benchmarks.peers import peer_unavailable
 from benchmarks.records import RecommendationRecord, Run
 from benchmarks.regret_tables import regret_of, regret_table
 from benchmarks.summary import Row
-from modelmon.core import PEERS, check_import, open_model, write_safetensors_model
+from modelmon.core import ENGINES, open_model, write_safetensors_model
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     model = open_model(path)
     peers = [
         Entry("peer", name)
-        for name, peer in PEERS.items()
-        if model.format in peer.formats and check_import(name) is None
+        for name in PEER_ENGINES
+        if model.format in ENGINES[name].formats and peer_unavailable(name) is None
     ]
     job = Job(
         "here",

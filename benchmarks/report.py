@@ -9,6 +9,7 @@ from benchmarks import extras, knobs
 from benchmarks.diagnose import summary_line
 from benchmarks.engine_tables import markdown as engines_markdown
 from benchmarks.explain import explain_miss
+from benchmarks.jobs import PEER_ENGINES
 from benchmarks.records import BenchResults, JobResult, ModelInfo
 from benchmarks.regret_tables import (
     APPLIED_TARGET,
@@ -21,7 +22,7 @@ from benchmarks.summary import CEILING_FOR, MiB, Row, ceiling_of, library_of, ro
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
 from benchmarks.targets import all_targets
 from benchmarks.watch_tables import watch_section
-from modelmon.core import FREE_WORTH_NOTING, PEERS
+from modelmon.core import ENGINES, FREE_WORTH_NOTING
 
 ENV_TITLES = {
     "local": "local disk",
@@ -209,8 +210,9 @@ def targets_section(results: BenchResults) -> list[str]:
 
 def peers_section(results: BenchResults) -> list[str]:
     lines = ["| peer | how it is run | status |", "| --- | --- | --- |"]
-    for name, peer in PEERS.items():
-        how, formats = peer.description, peer.formats
+    for name in PEER_ENGINES:
+        peer = ENGINES[name]
+        how, formats = peer.description or peer.label, peer.formats
         why = results.peers.get(name)
         status = f"skipped: {why}" if why else f"measured ({', '.join(formats)} models)"
         lines.append(f"| {name} | {how} | {status} |")
@@ -381,5 +383,5 @@ def _method_notes() -> list[str]:
         "reads in discard mode, 1 worker (sequential read) or 4 workers with their own "
         "descriptors (parallel read). `× library` compares with modelmon's `library` strategy "
         "(the safetensors / gguf library itself, in one worker). Peers load every tensor, keep "
-        "them all and touch every page of every result (see `core/measuring/peer_child.py`).\n",
+        "them all and touch every page of every result (see `core/loaders/child.py`).\n",
     ]

@@ -27,6 +27,7 @@ from typing import TypeVar
 from benchmarks import engines, extras, knobs, memory, plots, report, suite, watch
 from benchmarks.codec import from_json, to_json
 from benchmarks.envs import EnvUnavailable
+from benchmarks.jobs import PEER_ENGINES
 from benchmarks.machine import facts
 from benchmarks.models import (
     GGUF_Q4K_LARGE,
@@ -39,7 +40,7 @@ from benchmarks.models import (
 from benchmarks.peers import peer_unavailable
 from benchmarks.records import BenchResults
 from benchmarks.summary import peer_memory
-from modelmon.core import LOADER_MAX_ROUNDS, PEERS
+from modelmon.core import LOADER_MAX_ROUNDS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE = "./dev bench        # = .venv/bin/python -m benchmarks.run, after installing the peers"
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> BenchResults:
     try:
         say("checking which peers import here")
         wanted = {p for spec in profile.peers.values() for p in spec}
-        results.peers = {name: peer_unavailable(name) for name in PEERS if name in wanted}
+        results.peers = {name: peer_unavailable(name) for name in PEER_ENGINES if name in wanted}
         for name, why in results.peers.items():
             if why:
                 say(f"peer {name} skipped: {why}")

@@ -25,7 +25,7 @@ from benchmarks.summary import (
 )
 from modelmon.core import LoadOptions, format_spec, get_strategy
 
-RUNAI = "runai-model-streamer"
+RUNAI = "runai"
 LOAD_VS_MEASURE = 0.10  # core.load within 10 % of measure
 RUNAI_TARGET = 1.2
 THREADS_TARGET = 0.8

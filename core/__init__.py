@@ -39,31 +39,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from modelmon.core.api import load, measure, storage_references, watch
-    from modelmon.core.engines.ab import run_ab, run_configuration
-    from modelmon.core.engines.advice import (
-        LoaderAdvice,
-        LoaderRecommendation,
-        loader_config,
-        recommend_with_loader,
-    )
-    from modelmon.core.engines.installed import InstalledKnobs, installed_knobs
-    from modelmon.core.engines.registry import (
-        ENGINES,
-        Engine,
-        Knob,
-        engine_for_loader,
-        engine_unavailable,
-        get_engine,
-    )
-    from modelmon.core.engines.run import ProgramResult, ProgramRun, run_program, warm_each
-    from modelmon.core.engines.spec import (
+    from modelmon.core.configuration import (
+        CMD,
+        ENGINE,
+        Command,
+        Configuration,
         ProgramConfig,
-        as_config,
-        is_program_spec,
+        StrategyConfig,
         named_path,
+        parse_configuration,
         parse_engine,
         parse_program,
-        program_of,
+        program_kind,
     )
     from modelmon.core.errors import (
         ConfigError,
@@ -100,6 +87,14 @@ if TYPE_CHECKING:
         STORAGE_REST_S,
         range_text,
     )
+    from modelmon.core.loaders.engine import Engine, Knob
+    from modelmon.core.loaders.installed import InstalledKnobs, installed_knobs
+    from modelmon.core.loaders.registry import (
+        ENGINES,
+        engine_for_loader,
+        engine_unavailable,
+        get_engine,
+    )
     from modelmon.core.loading.config_file import (
         FORMAT_VERSION,
         ConfigFile,
@@ -117,7 +112,6 @@ if TYPE_CHECKING:
     from modelmon.core.loading.processes import polling_thread, stop_processes
     from modelmon.core.loading.reads import DescriptorTally
     from modelmon.core.loading.result import (
-        OVERLAP_NOTE,
         BlockShareTiming,
         BlockTiming,
         LoadResult,
@@ -126,9 +120,15 @@ if TYPE_CHECKING:
     from modelmon.core.loading.runner import LoadRun
     from modelmon.core.loading.strategies import STRATEGIES, get_strategy
     from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge
+    from modelmon.core.measuring.ab_run import run_ab
+    from modelmon.core.measuring.advice import (
+        LoaderAdvice,
+        LoaderRecommendation,
+        loader_config,
+        recommend_with_loader,
+    )
     from modelmon.core.measuring.candidate import Candidate, median_error
     from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
-    from modelmon.core.measuring.peers import PEERS, PeerSettings, check_import, run_peer
     from modelmon.core.measuring.ranks import RankResult, RanksResult, RanksRun, find_straggler
     from modelmon.core.measuring.recommend import (
         BudgetUse,
@@ -137,7 +137,6 @@ if TYPE_CHECKING:
         recommend,
     )
     from modelmon.core.measuring.search import Duel
-    from modelmon.core.measuring.session import Session, SessionResult
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
     from modelmon.core.model.demo import demo_models
@@ -165,7 +164,7 @@ if TYPE_CHECKING:
         PARTITIONS,
         PREFETCH_MODES,
         PRIME_MODES,
-        Config,
+        CacheMode,
         LoadOptions,
         MiB,
         PrimeMode,
@@ -200,6 +199,10 @@ if TYPE_CHECKING:
     )
     from modelmon.core.output.verdict import spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
+    from modelmon.core.runs.program import ProgramResult, ProgramRun, run_program
+    from modelmon.core.runs.session import Session, SessionResult
+    from modelmon.core.runs.start import Run, RunOutcome, run_for
+    from modelmon.core.runs.warm import warm_each
     from modelmon.core.system.cache import CacheState, evict, rest_storage
     from modelmon.core.system.cache import not_measured as cache_not_measured
     from modelmon.core.system.cache import prepare as prepare_cache
@@ -243,7 +246,8 @@ _EXPORTS = (
     # Load and measure
     ("modelmon.core.api", "load measure"),
     ("modelmon.core.loading.runner", "LoadRun"),
-    ("modelmon.core.measuring.session", "Session SessionResult"),
+    ("modelmon.core.runs.session", "Session SessionResult"),
+    ("modelmon.core.runs.start", "run_for Run RunOutcome"),
     ("modelmon.core.measuring.ranks", "RankResult RanksResult RanksRun find_straggler"),
     ("modelmon.core.loading.strategies", "STRATEGIES get_strategy"),
     ("modelmon.core.loading.inproc", "in_process"),
@@ -254,36 +258,40 @@ _EXPORTS = (
     # What a load produced
     (
         "modelmon.core.loading.result",
-        "LoadResult BlockTiming BlockShareTiming WorkerTiming OVERLAP_NOTE",
+        "LoadResult BlockTiming BlockShareTiming WorkerTiming",
     ),
     ("modelmon.core.system.cache", "CacheState"),
     ("modelmon.core.system.host_memory", "Primed"),
     # Compare and choose: A/B, ceilings, recommend, the peer loaders
     ("modelmon.core.measuring.ab", "ABResult ABFailed Verdict SideSummary judge"),
-    ("modelmon.core.engines.ab", "run_ab run_configuration"),
+    ("modelmon.core.measuring.ab_run", "run_ab"),
     ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
     ("modelmon.core.measuring.search", "Duel"),
     ("modelmon.core.measuring.candidate", "Candidate median_error"),
     (
-        "modelmon.core.engines.advice",
+        "modelmon.core.measuring.advice",
         "recommend_with_loader LoaderRecommendation LoaderAdvice loader_config",
     ),
-    ("modelmon.core.measuring.peers", "PEERS PeerSettings run_peer check_import"),
     # A load in a fresh process, timed by its child (peers and the benchmarks' core.load)
     ("modelmon.core.loading.fresh", "run_fresh FreshResult stop_child stop_child_and_close"),
     # Configurations and config files; other programs as configurations (cmd:, engine:)
-    ("modelmon.core.options", "Config"),
     (
-        "modelmon.core.engines.spec",
-        "ProgramConfig parse_program parse_engine is_program_spec as_config program_of named_path",
+        "modelmon.core.configuration",
+        "Configuration StrategyConfig ProgramConfig Command parse_configuration parse_program "
+        "parse_engine named_path program_kind CMD ENGINE",
     ),
     (
-        "modelmon.core.engines.registry",
-        "ENGINES Engine Knob get_engine engine_unavailable engine_for_loader",
+        "modelmon.core.loaders.registry",
+        "ENGINES get_engine engine_unavailable engine_for_loader",
     ),
-    ("modelmon.core.engines.installed", "installed_knobs InstalledKnobs"),
-    ("modelmon.core.engines.run", "ProgramRun ProgramResult run_program warm_each"),
+    (
+        "modelmon.core.loaders.engine",
+        "Engine Knob",
+    ),
+    ("modelmon.core.loaders.installed", "installed_knobs InstalledKnobs"),
+    ("modelmon.core.runs.program", "ProgramRun ProgramResult run_program"),
+    ("modelmon.core.runs.warm", "warm_each"),
     ("modelmon.core.loading.config_file", "apply_config read_config ConfigFile FORMAT_VERSION"),
     (
         "modelmon.core.output.config",
@@ -355,7 +363,7 @@ _EXPORTS = (
     # Options and limits: what a load, a search, an A/B, a sampler may be asked for
     (
         "modelmon.core.options",
-        "LoadOptions OPTION_NAMES CACHE_MODES FADVISE_HINTS MADVISE_HINTS PARTITIONS "
+        "LoadOptions CacheMode OPTION_NAMES CACHE_MODES FADVISE_HINTS MADVISE_HINTS PARTITIONS "
         "PREFETCH_MODES PRIME_MODES PrimeMode MAX_PARALLEL MIN_CHUNK MAX_CHUNK MiB "
         "MAX_READAHEAD_KIB parse_spec format_spec option_text parse_size parse_readahead "
         "chunk_from_mib options_from_mapping=from_mapping",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from modelmon.core.configuration import StrategyConfig
 from modelmon.core.errors import ModelFormatError
 from modelmon.core.loading.config_file import apply_config
 from modelmon.core.loading.inproc import load_in_process
@@ -21,7 +22,7 @@ from modelmon.core.loading.strategies.base import StopFlag
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
-from modelmon.core.options import Config, LoadOptions, from_mapping
+from modelmon.core.options import LoadOptions, from_mapping
 from modelmon.core.watching.result import Reference, WatchResult
 from modelmon.core.watching.watch import Watch
 
@@ -31,10 +32,10 @@ COMPARE_CEILINGS = ("sequential_read", "parallel_read")
 
 def _resolve(
     model: Model, strategy: str | None, config: PathLike | None, options: dict[str, Any]
-) -> Config:
+) -> StrategyConfig:
     """Explicit arguments win over the config file, which wins over the defaults."""
     if config is None:
-        return Config(strategy or "sequential", from_mapping(options, base=LoadOptions()))
+        return StrategyConfig(strategy or "sequential", from_mapping(options, base=LoadOptions()))
     return apply_config(config, model, strategy, options)
 
 

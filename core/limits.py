@@ -32,7 +32,7 @@ EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one o
 # The user's loader (recommend --loader/--engine): its finalists run to ``EVIDENCE_RUNS``
 # whatever the budget, and on to ``LOADER_MAX_ROUNDS`` while one's median is known less
 # finely than ``LOADER_MEDIAN_ERROR`` (``measuring.candidate.median_error``), so that the
-# figure reported holds when the user runs the loader again (``engines.loader_rounds``):
+# figure reported holds when the user runs the loader again (``measuring.loader_rounds``):
 # two medians each known to 3 % differ by more than 10 % about two times in a hundred.
 LOADER_MAX_ROUNDS = 9
 LOADER_MEDIAN_ERROR = 0.03

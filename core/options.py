@@ -219,16 +219,3 @@ def format_spec(strategy: str, options: LoadOptions) -> str:
         if value != getattr(default, name):
             parts.append(option_text(name, value))
     return " ".join(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    """A configuration to load with: a strategy and its options (an A/B's side, what a config
-    file applies). ``spec`` is it in words: ``parse_spec`` reads it back."""
-
-    strategy: str
-    options: LoadOptions
-
-    @property
-    def spec(self) -> str:
-        return format_spec(self.strategy, self.options)

@@ -199,7 +199,7 @@ class Exporter(QObject):
         """What a figure of ``plot`` draws: the latest run of each label it shows, its
         visible ranges, its size and caption."""
         bench = self.bench
-        latest = {r.label: r for r in bench.records if r.outcome is not None}
+        latest = {r.label: r for r in bench.records if r.sampled is not None}
         (x0, x1), (y0, y1) = plot.item.vb.viewRange()
         order = getattr(plot, "order", None)  # the Blocks plot's rows
         return FigureRuns(

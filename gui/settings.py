@@ -17,8 +17,8 @@ from modelmon.core import (
     ModelmonError,
     PrimeMode,
     format_spec,
-    is_program_spec,
     parse_spec,
+    program_kind,
 )
 
 SETTINGS_ENV = "MODELMON_SETTINGS"
@@ -67,7 +67,7 @@ class AppSettings:
         spec = self._text(CONFIG.format(label=label))
         if spec is None:
             return None
-        if is_program_spec(spec):  # a command or an engine: kept as typed, checked on use
+        if program_kind(spec) is not None:  # a command or an engine: kept as typed, checked on use
             return spec, LoadOptions(cache="cold")
         try:
             return parse_spec(spec)
@@ -75,7 +75,7 @@ class AppSettings:
             return None  # written by another version: the defaults are better than an error
 
     def set_config(self, label: str, strategy: str, options: LoadOptions) -> None:
-        spec = strategy if is_program_spec(strategy) else format_spec(strategy, options)
+        spec = strategy if program_kind(strategy) is not None else format_spec(strategy, options)
         self._set(CONFIG.format(label=label), spec)
 
     def pairs(self) -> int | None:

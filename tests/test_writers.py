@@ -33,7 +33,7 @@ OWN_WRITERS = {
     "gone at nowhere",
     "core/model/demo.py": "the demo models, built in its own scratch folder; only entries its "
     "recipe.json says it made are replaced",
-    "core/engines/engine_child.py": "an engine's run, a child that never imports modelmon (so "
+    "core/loaders/child.py": "an engine's run, a child that never imports modelmon (so "
     "not its guard either): only with MODELMON_ENGINE_HOLD set (tests), an empty 'loaded' "
     "marker in the folder it names",
 }

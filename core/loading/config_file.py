@@ -10,12 +10,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from modelmon.core.configuration import StrategyConfig
 from modelmon.core.errors import ConfigError, OptionsError, ReadaheadSkippedWarning, warn
 from modelmon.core.loading.identity import IDENTITY_KEYS, validate_identity, warn_if_different
 from modelmon.core.model.records import Model
 from modelmon.core.options import (
     OPTION_NAMES,
-    Config,
     LoadOptions,
     chunk_from_mib,
     from_mapping,
@@ -233,7 +233,7 @@ def apply_config(
     model: Model,
     strategy: str | None = None,
     options: Mapping[str, Any] | None = None,
-) -> Config:
+) -> StrategyConfig:
     """The configuration a load of ``model`` runs with under ``config`` (a file written by
     ``modelmon recommend`` or the app). ``strategy`` and ``options`` (``LoadOptions`` field
     names) given here win over the file's, which win over the defaults.
@@ -257,4 +257,4 @@ def apply_config(
                 ReadaheadSkippedWarning,
             )
             resolved = resolved.with_(readahead=None)
-    return Config(strategy or read.strategy, resolved)
+    return StrategyConfig(strategy or read.strategy, resolved)

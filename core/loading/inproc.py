@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from modelmon.core.loading.drop_behind import DropBehind, drop_behind_reason
+from modelmon.core.loading.envelope import run_envelope
 from modelmon.core.loading.preflight import check_memory, preflight
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id
 from modelmon.core.loading.sink import TensorSink
@@ -23,7 +24,7 @@ from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
 from modelmon.core.model.plan import load_order
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
-from modelmon.core.system import cache, host_memory, readahead
+from modelmon.core.system import cache, host_memory
 
 
 def load_in_process(
@@ -31,7 +32,7 @@ def load_in_process(
 ) -> dict[str, np.ndarray]:
     """Load every tensor of ``model`` with ``strategy``; {name: array} in file order."""
     checks = preflight(get_strategy(strategy), model, options, in_process=True)
-    with checks, readahead.for_run([f.path for f in model.files], options.readahead):
+    with checks, run_envelope([f.path for f in model.files], options.readahead):
         return _load(model, strategy, options, stop)
 
 

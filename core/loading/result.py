@@ -62,12 +62,20 @@ class WorkerTiming:
     peak_rss: int
 
 
-# The note a result carries when its readers shared an open file description, measured from
-# its read log: "descriptors: 4 readers share 1 descriptor".
-DESCRIPTOR_NOTE = "descriptors: "
-# The note a result carries when other modelmon runs used its device during its timed part
-# (``system.device_use``): its figures may be theirs too. "...: pid 812 (modelmon load m.gguf)".
-OVERLAP_NOTE = "other modelmon runs used this device during the timed load: "
+# A load that lasted this few of its timing's steps (a watched program's samples) is timed no
+# finer than one step: its rate is a bound, and its result says so.
+COARSE_STEPS = 3
+
+
+def coarse(seconds: float, timed_every_s: float) -> bool:
+    """Whether a load of ``seconds`` timed to ``timed_every_s`` is timed only roughly."""
+    return timed_every_s > 0 and seconds <= COARSE_STEPS * timed_every_s
+
+
+def overlap_note(overlapped: Iterable[str]) -> str:
+    """The note, for people, of the other modelmon runs that used a load's devices while it
+    was timed (``system.device_use``): its figures may be theirs too."""
+    return f"other modelmon runs used this device during the timed load: {'; '.join(overlapped)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +106,20 @@ class LoadResult:
     # How finely ``seconds`` is known: a watched program's first and last bytes are each
     # placed at a sample of this interval. 0 where the load times itself.
     timed_every_s: float = 0.0
+    # "4 readers share 1 descriptor" when the readers shared an open file description,
+    # measured from the read log.
+    descriptor_sharing: str | None = None
+    # The other modelmon runs that used the load's devices during its timed part
+    # (``system.device_use``), each "pid 812 (modelmon load m.gguf)": its figures may be theirs.
+    overlapped: tuple[str, ...] = ()
+    # Another loader run by the child harness: the seconds its own clock gave (its load and
+    # its touch of every byte, imports apart), kept beside the watch's timing as a cross-check.
+    own_seconds: float | None = None
 
     @property
-    def descriptor_sharing(self) -> str | None:
-        """ "4 readers share 1 descriptor" when the readers shared one (from the read log)."""
-        found = (
-            n.removeprefix(DESCRIPTOR_NOTE) for n in self.notes if n.startswith(DESCRIPTOR_NOTE)
-        )
-        return next(found, None)
+    def coarse_timing(self) -> bool:
+        """Timed only to a few of its timing's steps (``coarse``): its rate is a bound."""
+        return self.status == "ok" and coarse(self.seconds, self.timed_every_s)
 
     @property
     def workers_peak_rss(self) -> int:
@@ -123,8 +137,7 @@ class LoadResult:
     @property
     def overlapped_by(self) -> str | None:
         """The other modelmon runs that used the device during the timed load, if any."""
-        found = (n.removeprefix(OVERLAP_NOTE) for n in self.notes if n.startswith(OVERLAP_NOTE))
-        return next(found, None)
+        return "; ".join(self.overlapped) if self.overlapped else None
 
     @property
     def mbps(self) -> float:
@@ -171,9 +184,9 @@ def run_notes(
     descriptors, the host's memory reporting, drop-behind, other runs on the device, and the
     workers the kernel still held at the end."""
     notes = tuple(sorted({n for d in done for n in d.notes} | set(setup)))
-    notes += (f"{DESCRIPTOR_NOTE}{descriptors}",) if descriptors else ()
+    notes += (f"descriptors: {descriptors}",) if descriptors else ()
     notes += host + ((dropped.note(),) if dropped is not None else ())
-    notes += (f"{OVERLAP_NOTE}{'; '.join(overlapped)}",) if overlapped else ()
+    notes += (overlap_note(overlapped),) if overlapped else ()
     return notes + ((held,) if held else ())
 
 

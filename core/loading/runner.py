@@ -32,6 +32,7 @@ from typing import Any
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
+from modelmon.core.loading.envelope import RunEnvelope, StartGate, run_envelope
 from modelmon.core.loading.fills import tiled_checksums
 from modelmon.core.loading.handout import hand_out
 from modelmon.core.loading.messages import WorkerDone, WorkerReady
@@ -62,8 +63,7 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
-from modelmon.core.system import cache, device_use, host_memory, readahead
-from modelmon.core.system.proc_status import own_peak_watch
+from modelmon.core.system import cache, host_memory
 
 
 class LoadRun:
@@ -81,7 +81,8 @@ class LoadRun:
         memory_limit: int | None = None,
         time_limit_s: float | None = None,
         share: tuple[int, int] = (0, 1),
-        start_gate: Callable[[LoadRun], cache.CacheState] | None = None,
+        start_gate: StartGate | None = None,
+        prepare: Callable[[LoadRun], cache.CacheState] | None = None,
     ) -> None:
         opened = model if isinstance(model, Model) else open_model(model)
         # Rank ``share[0]`` of ``share[1]`` loads only its slice of the tensors (ranks.py).
@@ -92,10 +93,14 @@ class LoadRun:
         self.options = options or LoadOptions()
         self.on_message = on_message
         self.on_start = on_start  # called in run()'s thread right after the workers are told go
-        # Runs that start together (ranks, a fleet's nodes) share a gate: called in run()'s
-        # thread once every worker is ready, instead of run()'s own cache preparation, it
-        # returns the measured cache state when all of them may go (or cancels this run).
+        # Hears the measured cache state once every worker is ready, in run()'s thread, and
+        # says whether they may go (``envelope.StartGate``): runs that start together (ranks,
+        # a fleet's nodes) wait there for each other; False cancels this run.
         self.start_gate = start_gate
+        # Runs that load at once on one machine (ranks) prepare their files' cache once, for
+        # all of them, when all are ready: ``prepare`` does it for the group (default: this
+        # run's own ``prepare_cache``).
+        self.prepare = prepare
         self.memory_limit = memory_limit
         self.t0_ns = 0
         self._cancel = cancel or threading.Event()  # may be shared by a series of runs
@@ -112,8 +117,8 @@ class LoadRun:
         self.priming: host_memory.Primed | None = None
         self._own_peak: Callable[[], int | None] = lambda: None
         self.drop_behind: str | None = None  # why its reads' page cache is dropped behind them
-        self._activity: device_use.Activity | None = None  # this run on its devices (run())
-        self.overlapped: tuple[str, ...] = ()  # other modelmon runs on them while timed
+        self._envelope: RunEnvelope | None = None  # open while run() runs
+        self.overlapped: tuple[str, ...] = ()  # other modelmon runs on the devices while timed
         self.held: str | None = None  # workers killed but still held by the kernel at the end
 
     # What the workers said so far, live: the app and a session read these from other threads
@@ -144,7 +149,7 @@ class LoadRun:
 
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
-        every worker is ready; a start gate that replaces it calls this)."""
+        every worker is ready, before its start gate)."""
         fills = self.strategy_class.fills_arrays(self.options)
         return cache.prepare(
             self.paths,
@@ -179,23 +184,18 @@ class LoadRun:
         return [f.path for f in self.model.files]
 
     def run(self) -> LoadResult:
-        # The device's readahead, when an option sets it, is set around the whole run and
-        # restored on every way out (readahead.for_run); plain runs only share its lock. The
-        # run is announced to every other modelmon run on the device (device_use), and names
-        # those that used it during its timed part. This process's own peak over the run
-        # (priming included) is reported beside its workers': what the whole modelmon process
-        # tree took.
+        # The run's envelope (``loading.envelope``): the readahead the options set, the
+        # device's use announced, this process's own peak over the run (priming included),
+        # reported beside the workers': what the whole modelmon process tree took.
         checks = preflight(self.strategy_class, self.model, self.options, in_process=False)
-        with (
-            checks,
-            readahead.for_run(self.paths, self.options.readahead) as notes,
-            device_use.activity(readahead.device_names(self.paths)) as activity,
-            own_peak_watch() as peak,
-        ):
-            self.setup_notes = notes
-            self._activity = activity
-            self._own_peak = peak
-            return self._run()
+        with checks, run_envelope(self.paths, self.options.readahead) as envelope:
+            self.setup_notes = envelope.setup_notes
+            self._envelope = envelope
+            self._own_peak = envelope.own_peak
+            try:
+                return self._run()
+            finally:
+                self._envelope = None
 
     def _run(self) -> LoadResult:
         check_memory(self.model, self.options, self.memory_limit)
@@ -235,16 +235,18 @@ class LoadRun:
             pipes.collect(self.on_message, until_ready=True)
             if self._going:
                 # Measured after the workers took their handouts, just before go: what the load
-                # really starts from.
-                gate = self.start_gate or LoadRun.prepare_cache
-                # Meanwhile a worker's death or a cancel halts the wait (and the preparation).
+                # really starts from. Meanwhile a worker's death or a cancel halts the wait
+                # (the preparation, and a gate's wait for other runs).
                 with halted_on_exit(pipes.processes, self._halt, self._cancel):
-                    state = gate(self)
+                    state = (self.prepare or LoadRun.prepare_cache)(self)
+                    gate = self.start_gate
+                    if not self.halted and gate is not None and not gate(state):
+                        self.cancel()
                 pipes.note_deaths(self.on_message)
             if self._going:
                 reported = host_memory.reported_bytes()
-                if self._activity is not None:
-                    self._activity.mark()
+                if self._envelope is not None:
+                    self._envelope.timed_part_begins()
                 self.t0_ns = now_ns()
                 for conn in pipes.conns.values():
                     with contextlib.suppress(OSError):  # a worker that died: its sentinel says
@@ -257,8 +259,8 @@ class LoadRun:
                     self.on_message, until_ready=False, deadline_ns=deadline
                 )
                 self.host_reported = host_memory.reported_since(reported)
-                if self._activity is not None:
-                    self.overlapped = tuple(run.text() for run in self._activity.others())
+                if self._envelope is not None:
+                    self.overlapped = self._envelope.timed_part_ended()
             if pipes.failed:
                 status = "failed"
             elif (self._cancel.is_set() or self.timed_out) and len(self.done) < workers:
@@ -325,6 +327,8 @@ class LoadRun:
             host_reported=self.host_reported,
             parent_peak_rss=self._own_peak(),
             dropped_behind=dropped,
+            descriptor_sharing=sharing.text() if sharing is not None and sharing.shared else None,
+            overlapped=self.overlapped,
         )
 
     def _cancelled_error(self, status: str) -> str | None:

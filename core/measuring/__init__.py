@@ -1,1 +1,2 @@
-"""Measuring: metric sources, monitored sessions, A/B, ceilings, the recommendation."""
+"""Measuring: the A/B over runs, the storage's ceilings, the one search that recommends (its
+candidates: modelmon's strategies, other loaders, the user's loader), ranks."""

@@ -1,4 +1,5 @@
-"""A/B: two configurations run alternately (A B A B …) from the same verified cache state.
+"""A/B: what two configurations' runs, alternating (A B A B …), say: each side's summary and
+the verdict of the pairs (``ab_run.run_ab`` runs them).
 
 The verdict comes from the pairs themselves: B is faster only if every pair says so and the
 median gain is larger than the run-to-run noise each side shows on its own.
@@ -8,18 +9,11 @@ from __future__ import annotations
 
 import math
 import statistics
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from modelmon.core.errors import LoadError
-from modelmon.core.limits import MAX_AB_PAIRS, check_whole
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.loading.runner import LoadRun
-from modelmon.core.model.records import Model
-from modelmon.core.options import Config, LoadOptions
-from modelmon.core.system.cache import rest_storage
 
 # A gain is told apart from the noise when it exceeds this many times the spread of the runs
 # (their median absolute deviation; twice the MAD is about 1.35 standard deviations of normal
@@ -146,70 +140,6 @@ def timing_error(a: LoadResult, b: LoadResult) -> float:
     """How far ``b``/``a``'s ratio may be off by timing alone: each run's span is known to
     its ``timed_every_s`` (a watched program's), and a ratio's two errors add up."""
     return sum(r.timed_every_s / r.seconds for r in (a, b) if r.seconds > 0)
-
-
-RunOne = Callable[[str, int, str, LoadOptions], LoadResult]
-"""Runs one load of an A/B: (side "A" | "B", 0-based pair, strategy, options) → its result."""
-
-
-def run_ab(
-    model: Model,
-    a: Config,
-    b: Config,
-    n: int = 3,
-    cache: str = "cold",
-    *,
-    on_result: Callable[[str, int, LoadResult], None] | None = None,
-    cancel: threading.Event | None = None,
-    run_one: RunOne | None = None,
-    on_rest: Callable[[float], None] | None = None,
-) -> ABResult:
-    """Run A, B, A, B … ``n`` pairs; each run starts from the same verified ``cache`` state.
-
-    Each run is a ``LoadRun``, or what ``run_one`` makes of it (the window runs a monitored
-    Session, told which side and pair it is). On network storage each run waits for the
-    mount to rest after the last (``rest_storage``); ``on_rest`` hears the seconds first.
-    """
-    check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
-
-    def load(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
-        return LoadRun(model, strategy, options, cancel=cancel).run()
-
-    run = run_one or load
-    results: dict[str, list[LoadResult]] = {"A": [], "B": []}
-    ordered: list[tuple[str, LoadResult]] = []
-    files = [f.path for f in model.files]
-    for pair in range(n):
-        for side, config in (("A", a), ("B", b)):
-            # On network storage neither side is timed with help left by the other's run.
-            rest_storage(files, cancel, on_rest)
-            if cancel is not None and cancel.is_set():  # between two runs: void, as mid-run
-                raise ABFailed(side, pair, None)
-            result = run(side, pair, config.strategy, config.options.with_(cache=cache))
-            results[side].append(result)
-            ordered.append((side, result))
-            if on_result is not None:
-                on_result(side, pair, result)
-            if result.status != "ok":
-                raise ABFailed(side, pair, result)
-    pairs = min(len(results["A"]), len(results["B"]))
-    if pairs == 0:
-        raise ABFailed("A", 0, None)
-    ratios = [results["B"][i].mbps / results["A"][i].mbps for i in range(pairs)]
-    side_a = summarize(a.spec, results["A"][:pairs])
-    side_b = summarize(b.spec, results["B"][:pairs])
-    resolution = statistics.median(
-        timing_error(results["A"][i], results["B"][i]) for i in range(pairs)
-    )
-    verdict = judge(ratios, resolution)
-    not_cold = [
-        f"{s} run {i // 2 + 1}"
-        for i, (s, r) in enumerate(ordered)
-        if cache == "cold" and not r.cache.cold
-    ]
-    if not_cold:
-        verdict = replace(verdict, note=f"not verified cold: {', '.join(not_cold)}")
-    return ABResult(side_a, side_b, tuple(ratios), verdict, tuple(ordered), cache)
 
 
 class ABFailed(LoadError):

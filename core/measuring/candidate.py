@@ -1,5 +1,5 @@
-"""One candidate of the recommendation search: a strategy (or a peer loader) with its settings,
-its runs, and how its measurement ended.
+"""One candidate of the recommendation search: a configuration (one of modelmon's strategies
+with its options, or another loader with its knobs), its runs, and how its measurement ended.
 
 A module of its own because both the search (``measuring.search``) and the sentences about
 its outcome (``output.explain``) use it, and neither imports the other's way round.
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from modelmon.core.configuration import Configuration, ProgramConfig, StrategyConfig
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import Verdict
-from modelmon.core.measuring.peers import PeerSettings
-from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core.options import LoadOptions
 
 # The standard error of a median of normal noise is this many times the mean's.
 MEDIAN_OVER_MEAN_ERROR = math.sqrt(math.pi / 2)
@@ -61,22 +61,56 @@ SIMPLICITY = (
 
 @dataclass
 class Candidate:
-    strategy: str  # a modelmon strategy, or the peer's name when ``peer`` is set
-    options: LoadOptions
-    role: str = ""  # "baseline" (the library), "failure mode", "peer"
+    config: Configuration  # modelmon's strategy and options, or another loader's run
+    role: str = ""  # "baseline" (the library), "failure mode", "peer" (another loader)
     results: list[LoadResult] = field(default_factory=list)  # completed cold runs, in order
     stopped_below_mbps: float | None = None  # cut short: the rate it stayed under
-    peer: PeerSettings | None = None  # another loader, run in its own process
     ended: Ending = "finished"
     reason: str = ""  # why it ended so (cut early, ruled out, failed, not measured)
     verdict: Verdict | None = None  # its duel's pairs: B/A = this / the one it lost to
     wall_seconds: list[float] = field(default_factory=list)  # each run incl. start-up, eviction
 
+    @classmethod
+    def of(
+        cls,
+        strategy: str,
+        options: LoadOptions,
+        role: str = "",
+        results: list[LoadResult] | None = None,
+    ) -> Candidate:
+        """One of modelmon's strategies as a candidate."""
+        return cls(StrategyConfig(strategy, options), role, list(results or []))
+
     @property
     def spec(self) -> str:
-        if self.peer is not None:
-            return self.peer.spec
-        return format_spec(self.strategy, self.options)
+        return self.config.spec
+
+    @property
+    def own(self) -> StrategyConfig | None:
+        """The configuration when it is one of modelmon's (a config file can hold it)."""
+        return self.config if isinstance(self.config, StrategyConfig) else None
+
+    @property
+    def program(self) -> ProgramConfig | None:
+        """The configuration when it is another loader's (or the user's) run."""
+        return self.config if isinstance(self.config, ProgramConfig) else None
+
+    @property
+    def strategy(self) -> str:
+        """modelmon's strategy; for another loader, "" (no strategy of modelmon's)."""
+        return self.config.strategy if isinstance(self.config, StrategyConfig) else ""
+
+    @property
+    def options(self) -> LoadOptions:
+        """modelmon's options; another loader has none of them (the defaults)."""
+        return self.config.options if isinstance(self.config, StrategyConfig) else LoadOptions()
+
+    @property
+    def readahead(self) -> int | None:
+        """KiB of device readahead its runs set (None: the device as it is)."""
+        if isinstance(self.config, ProgramConfig):
+            return self.config.readahead
+        return self.config.options.readahead
 
     @property
     def median_mbps(self) -> float:
@@ -100,10 +134,10 @@ class Candidate:
 
     @property
     def readers(self) -> int:
-        """Concurrent readers: workers × threads, or a peer's concurrency setting."""
-        if self.peer is not None:
-            env = dict(self.peer.env)
-            return int(env.get("RUNAI_STREAMER_CONCURRENCY", "1"))
+        """Concurrent readers: workers × threads, or another loader's concurrency setting."""
+        if isinstance(self.config, ProgramConfig):
+            concurrency = self.config.settings.get("RUNAI_STREAMER_CONCURRENCY", "1")
+            return int(concurrency) if concurrency.isdigit() else 1
         return self.options.workers * self.options.threads
 
     def robustness(self) -> tuple[int, ...]:
@@ -121,12 +155,13 @@ class Candidate:
         """
         order = SIMPLICITY.index(self.strategy) if self.strategy in SIMPLICITY else len(SIMPLICITY)
         hints = (self.options.fadvise != "none") + (self.options.madvise != "none")
+        own = self.own
         return (
             int(self.strategy == "mmap-shared-fd"),
             int(self.strategy == "direct"),
-            int(self.peer is not None),
-            int(self.options.readahead is not None),
-            int(self.peer is None and get_strategy(self.strategy).maps_file),
+            int(own is None),
+            int(self.readahead is not None),
+            int(own is not None and get_strategy(own.strategy).maps_file),
             self.readers,
             hints + int(self.strategy == "warmup"),
             order,

@@ -9,7 +9,11 @@ from ``JUDGE_AFTER_S`` into its load: workers report bytes as whole reads comple
 read on a slow disk takes most of a second) and the first reads wait for the storage, so a
 shorter stretch says little of a run's pace. The clock alone says more: a run not done at
 ``CUT_FACTOR`` × the leader's load time is stopped there, though never before
-``MIN_LIMIT_S`` (a busy machine may hold a ready process back for tenths of a second).
+``MIN_LIMIT_S`` (a busy machine may hold a ready process back for tenths of a second), nor
+before another loader's imports could be done (``clock_limit``).
+
+The rule is the same for every candidate of every search (``measuring.search``'s and the
+user's loader's rounds, ``measuring.loader_rounds``), whatever runs it.
 """
 
 from __future__ import annotations
@@ -21,16 +25,27 @@ from typing import Protocol
 CUT_FACTOR = 2.0
 JUDGE_AFTER_S = 1.5
 MIN_LIMIT_S = 0.5
+# Another loader's run starts with its imports, which vary with how busy the machine is: its
+# clock limit allows this many times the start measured for it.
+START_SLACK = 2.0
+
+
+def clock_limit(leader_s: float, start_s: float = 0.0) -> float:
+    """The clock's cut, the same for every search: a run not done ``CUT_FACTOR`` × the
+    leader's load time after its load could begin (``start_s``: another loader's process start
+    and imports, as measured for it) is stopped there."""
+    return max(MIN_LIMIT_S, CUT_FACTOR * leader_s) + START_SLACK * start_s
 
 
 class Progressing(Protocol):
-    """What a run exposes while it loads (``LoadRun`` does)."""
+    """What a run exposes while it loads (every ``runs.start.Run`` does): its bytes so far,
+    and when its load began (0: not yet; another loader's imports come before it)."""
 
     @property
     def loaded_bytes(self) -> int: ...
 
     @property
-    def t0_ns(self) -> int: ...
+    def load_started_ns(self) -> int: ...
 
 
 def cut_reason(t: float, loaded: int, total: int, leader_s: float | None) -> str | None:
@@ -47,8 +62,9 @@ def cut_reason(t: float, loaded: int, total: int, leader_s: float | None) -> str
 class RaceStop(threading.Event):
     """The stop event of one racing run: set by the caller's cancel, or by the cut.
 
-    ``LoadRun`` polls its stop event every few tens of milliseconds while it waits for its
-    workers, so judging the run inside ``is_set`` needs no thread of its own; the judgement
+    Every run polls its stop event every few tens of milliseconds while it waits for its
+    workers or its program, so judging the run inside ``is_set`` needs no thread of its own;
+    the judgement
     latches (once cut, the event stays set) and keeps where the run was cut.
     """
 
@@ -70,9 +86,10 @@ class RaceStop(threading.Event):
         if self.cancel is not None and self.cancel.is_set():
             return True
         run = self.run
-        if run is None or run.t0_ns == 0:  # not started: nothing to judge yet
+        if run is None or run.load_started_ns == 0:  # not started: nothing to judge yet
             return False
-        t = (time.perf_counter_ns() - run.t0_ns) / 1e9
+        started = run.load_started_ns
+        t = (time.perf_counter_ns() - started) / 1e9
         loaded = run.loaded_bytes
         reason = cut_reason(t, loaded, self.total, self.leader_s)
         if reason is None:

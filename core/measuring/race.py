@@ -1,10 +1,13 @@
 """One cold run of a candidate at a time, against the budget and against the leader.
 
-The race keeps what planning needs: the leader's load time (the fastest completed load so
-far), each candidate's own wall time per run (process start, eviction and load), and the
-overhead a run pays around its load. A racing run is stopped by the cut (``cutoff``: on
-course for more than ``CUT_FACTOR`` × the leader's load time, and at that time at the
-latest); every run is stopped where it would overrun what the budget leaves it.
+Every candidate's run is what its configuration calls for (``runs.start.run_for``): modelmon's
+strategy in worker processes, or another loader watched in its own process, judged alike by
+the bytes that arrived. The race keeps what planning needs: the leader's load time (the
+fastest completed load so far), each candidate's own wall time per run (process start,
+eviction and load), and the overhead a run pays around its load. A racing run is stopped by
+the cut (``cutoff``: on course for more than ``CUT_FACTOR`` × the leader's load time, and at
+that time at the latest); every run is stopped where it would overrun what the budget leaves
+it.
 """
 
 from __future__ import annotations
@@ -17,16 +20,20 @@ from collections.abc import Callable
 
 from modelmon.core.errors import LoadError, ReadaheadError
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.cutoff import CUT_FACTOR, MIN_LIMIT_S, RaceStop
-from modelmon.core.measuring.peers import peer_load_result, run_peer
+from modelmon.core.measuring.cutoff import (
+    CUT_FACTOR,
+    MIN_LIMIT_S,
+    START_SLACK,
+    RaceStop,
+    clock_limit,
+)
 from modelmon.core.model.records import Model
-from modelmon.core.system.proc_status import own_peak_watch
+from modelmon.core.runs.start import run_for
 
-# What a peer's run costs beyond one of modelmon's until a run of that peer measured it: a
+# What another loader's run costs beyond one of modelmon's until a run of it measured it: a
 # fresh interpreter importing its library (torch takes 1-4 s). Planned at the leader's pace
-# alone, a peer's run would overrun its plan by that much.
+# alone, such a run would overrun its plan by that much.
 PEER_START_GUESS_S = 3.0
 
 
@@ -47,7 +54,8 @@ class Race:
         self.first_pace_s = first_pace_s  # a run's wall time, before any candidate ran
         self.leader: float | None = None  # load seconds of the fastest completed load
         self.overheads: list[float] = []  # wall time of a run minus its load time
-        # The same for each peer library: its process start and imports come on top.
+        # The same for each other loader (by ``ProgramConfig.code``): its process start and
+        # imports come on top.
         self.peer_overheads: dict[str, list[float]] = {}
 
     def left(self) -> float:
@@ -70,15 +78,15 @@ class Race:
         plus, for a peer, the start of its process and imports (``peer_overhead_s``)."""
         if candidate.wall_seconds and candidate.results:
             return statistics.median(candidate.wall_seconds)
-        if candidate.peer is None:
+        if candidate.program is None:
             return self.leader_pace_s
         load_s = self.first_pace_s if self.leader is None else self.leader
-        return load_s + self.peer_overhead_s(candidate.peer.peer)
+        return load_s + self.peer_overhead_s(candidate.program.code)
 
-    def peer_overhead_s(self, peer: str) -> float:
-        """A run of ``peer`` minus its load: measured on an earlier run of it, else the
-        overhead of modelmon's runs and ``PEER_START_GUESS_S``."""
-        measured = self.peer_overheads.get(peer)
+    def peer_overhead_s(self, code: str) -> float:
+        """A run of another loader (``code``) minus its load: measured on an earlier run of
+        it, else the overhead of modelmon's runs and ``PEER_START_GUESS_S``."""
+        measured = self.peer_overheads.get(code)
         if measured:
             return statistics.median(measured)
         return self.overhead_s + PEER_START_GUESS_S
@@ -109,30 +117,27 @@ class Race:
         limit = budget_limit
         clock_cut = race and self.leader is not None
         if clock_cut and self.leader is not None:
-            limit = min(limit, CUT_FACTOR * self.leader)
+            limit = min(limit, clock_limit(self.leader))
         limit = max(MIN_LIMIT_S, limit)
         time_limit = None if math.isinf(limit) else limit
         started = time.monotonic()
-        if candidate.peer is not None:
-            end_by = None if first else self.deadline + over_s - keep_s
-            result, loaded, stop = self._run_peer(candidate, time_limit, end_by)
-        else:
-            try:
-                result, loaded, stop = self._run_load(candidate, time_limit, race)
-            except ReadaheadError as exc:
-                # Another modelmon run holds the device's readahead: this run of a readahead
-                # candidate cannot be made, and the search goes on without it.
-                candidate.ended, candidate.reason = "failed", f"failed: {exc}"
-                self.progress(f"{candidate.spec}: {candidate.reason}")
-                return None
+        horizon = None if first else self.deadline + over_s - keep_s
+        try:
+            result, loaded, stop = self._run_once(candidate, time_limit, race, horizon)
+        except ReadaheadError as exc:
+            # Another modelmon run holds the device's readahead: this run of a readahead
+            # candidate cannot be made, and the search goes on without it.
+            candidate.ended, candidate.reason = "failed", f"failed: {exc}"
+            self.progress(f"{candidate.spec}: {candidate.reason}")
+            return None
         candidate.wall_seconds.append(time.monotonic() - started)
         self.check_cancel()
         if result.status == "ok":
             overhead = candidate.wall_seconds[-1] - result.seconds
-            if candidate.peer is None:
+            if candidate.program is None:
                 self.overheads.append(overhead)
             else:
-                self.peer_overheads.setdefault(candidate.peer.peer, []).append(overhead)
+                self.peer_overheads.setdefault(candidate.program.code, []).append(overhead)
             candidate.results.append(result)
             # A rescreened candidate keeps no stale "not measured" reason.
             candidate.ended, candidate.reason = "finished", ""
@@ -144,10 +149,11 @@ class Race:
         if candidate.results:  # a finalist stopped by the budget: its earlier runs stand
             self.progress(f"{candidate.spec}: run stopped ({result.error}): not counted")
             return None
-        if result.error == "not ready":  # a peer still importing its library at the deadline
+        if candidate.program is not None and result.status == "cancelled" and loaded == 0:
+            # another loader still starting (importing its library) at its time limit
             candidate.ended = "not measured"
-            candidate.reason = "not measured: its library did not import within the budget"
-        elif stop is not None and stop.reason is not None:
+            candidate.reason = "not measured: it did not start loading within the budget"
+        elif stop.reason is not None:
             elapsed, got = stop.cut_at or (limit, loaded)
             candidate.stopped_below_mbps = got / max(elapsed, 1e-9) / 1e6
             candidate.ended, candidate.reason = "cut early", stop.reason
@@ -167,40 +173,25 @@ class Race:
         self.progress(f"{candidate.spec}: {candidate.reason}")
         return None
 
-    def _run_load(
-        self, candidate: Candidate, limit: float | None, race: bool
+    def _run_once(
+        self, candidate: Candidate, limit: float | None, race: bool, horizon: float | None
     ) -> tuple[LoadResult, int, RaceStop]:
+        """One cold run of ``candidate`` under its cut, ``limit`` seconds of load at most.
+        Another loader's start and imports come before its load and count against the budget
+        too: its run ends by ``horizon`` (``time.monotonic()``; the deadline less what is kept
+        for the duel), so a slow import cannot spend the runs kept for the pick's evidence."""
         # A warm-up pass reports its reads apart from the load's (they are not loaded bytes),
         # so a warm-up run would look stalled until its load starts: only the clock cuts it.
         judged = race and candidate.strategy != "warmup"
         stop = RaceStop(self.cancel, self.leader if judged else None, self.model.total_bytes)
-        options = candidate.options.with_(cache="cold")
-        load = LoadRun(self.model, candidate.strategy, options, cancel=stop, time_limit_s=limit)
-        stop.watch(load)
-        result = load.run()
-        return result, load.loaded_bytes, stop
-
-    def _run_peer(
-        self, candidate: Candidate, limit: float | None, end_by: float | None
-    ) -> tuple[LoadResult, int, RaceStop | None]:
-        """A peer's run; its imports and priming count against the budget, so ``end_by``
-        (the deadline less what is kept for the duel) ends the whole run, not the load alone:
-        a slow import cannot spend the runs kept for the pick's evidence."""
-        assert candidate.peer is not None
-        files = [f.path for f in self.model.files]
-        expected = self.leader if self.leader is not None else 0.0
-        horizon = self.deadline if end_by is None else end_by
-        # its imports (torch) may take what leaves its load the leader's time before horizon
-        ready = max(MIN_LIMIT_S, horizon - time.monotonic() - expected)
-        with own_peak_watch() as own_peak:
-            peer = run_peer(
-                candidate.peer,
-                files,
-                "cold",
-                time_limit_s=limit,
-                ready_timeout_s=ready,
-                stop=self.cancel,
-                end_by=end_by,
-            )
-            parent_peak = own_peak()
-        return peer_load_result(candidate.peer, self.model, peer, parent_peak), 0, None
+        program = candidate.program
+        if program is not None:
+            start_s = START_SLACK * self.peer_overhead_s(program.code)
+            limit = None if limit is None else limit + start_s
+            if horizon is not None:
+                left = max(MIN_LIMIT_S, horizon - time.monotonic())
+                limit = left if limit is None else min(limit, left)
+        run = run_for(self.model, candidate.config, "cold", cancel=stop, time_limit_s=limit)
+        stop.watch(run)
+        outcome = run.run()
+        return outcome.result, run.loaded_bytes, stop

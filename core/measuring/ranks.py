@@ -178,7 +178,7 @@ class RanksRun:
                 on_message=on_message,
                 cancel=self._cancel,
                 share=(rank, ranks) if split else (0, 1),
-                start_gate=self._gate,
+                prepare=self._prepare_together,
             )
             for rank in range(ranks)
         ]
@@ -200,7 +200,8 @@ class RanksRun:
         except BaseException as exc:  # raised again in every rank's thread
             self._cache_error = exc
 
-    def _gate(self, run: LoadRun) -> cache.CacheState:
+    def _prepare_together(self, run: LoadRun) -> cache.CacheState:
+        """Every rank's preparation: the last rank ready measures the cache for all."""
         with self._lock:
             self._arrived.add(id(run))
         try:

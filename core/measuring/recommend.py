@@ -1,6 +1,6 @@
 """Recommendation: characterise the storage, race the candidates (modelmon's configurations and
-the installed peer loaders) within a time budget, and keep the record of what was measured
-and picked. (The pick in words is ``output.explain``'s.)
+the other loaders installed here, ``loaders.registry``) within a time budget, and keep the
+record of what was measured and picked. (The pick in words is ``output.explain``'s.)
 
 The ceilings (cold sequential and parallel reads, memcpy) say what the storage gives and
 how long a first run should take; the search itself is ``measuring.search``. This module
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from modelmon.core.configuration import ProgramConfig
 from modelmon.core.errors import LoadError
 from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
@@ -23,9 +24,9 @@ from modelmon.core.limits import (
     check_budget,
     check_whole,
 )
+from modelmon.core.loaders.registry import ENGINES
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
-from modelmon.core.measuring.peers import PeerSettings, peer_unavailable
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.search import Duel, Search, screening_order
 from modelmon.core.model.records import Model
@@ -87,58 +88,55 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
     """
     base = LoadOptions(threads=1, discard=not fits)  # each candidate names its own threads
     grid = [
-        Candidate("sequential", base.with_(workers=parallel, chunk=16 * MiB)),
-        Candidate("library", base, role="baseline"),
-        Candidate("mmap-shared-fd", base.with_(workers=parallel), role="failure mode"),
-        Candidate("mmap-view", base.with_(workers=parallel)),
-        Candidate("pread", base.with_(workers=parallel)),
-        Candidate("mmap", base.with_(workers=parallel)),
-        Candidate("sequential", base.with_(workers=1, chunk=16 * MiB)),
-        Candidate("direct", base.with_(workers=parallel, chunk=16 * MiB)),
-        Candidate("sequential", base.with_(workers=parallel, threads=2, chunk=64 * MiB)),
-        Candidate("sequential", base.with_(workers=parallel, chunk=4 * MiB, fadvise="sequential")),
-        Candidate("pread", base.with_(workers=1, threads=4)),
-        Candidate("sequential", base.with_(workers=SEARCH_WIDTH * parallel, chunk=16 * MiB)),
-        Candidate("mmap", base.with_(workers=1, madvise="sequential")),
+        Candidate.of("sequential", base.with_(workers=parallel, chunk=16 * MiB)),
+        Candidate.of("library", base, role="baseline"),
+        Candidate.of("mmap-shared-fd", base.with_(workers=parallel), role="failure mode"),
+        Candidate.of("mmap-view", base.with_(workers=parallel)),
+        Candidate.of("pread", base.with_(workers=parallel)),
+        Candidate.of("mmap", base.with_(workers=parallel)),
+        Candidate.of("sequential", base.with_(workers=1, chunk=16 * MiB)),
+        Candidate.of("direct", base.with_(workers=parallel, chunk=16 * MiB)),
+        Candidate.of("sequential", base.with_(workers=parallel, threads=2, chunk=64 * MiB)),
+        Candidate.of(
+            "sequential", base.with_(workers=parallel, chunk=4 * MiB, fadvise="sequential")
+        ),
+        Candidate.of("pread", base.with_(workers=1, threads=4)),
+        Candidate.of("sequential", base.with_(workers=SEARCH_WIDTH * parallel, chunk=16 * MiB)),
+        Candidate.of("mmap", base.with_(workers=1, madvise="sequential")),
     ]
     if fits:  # a warm-up pass only makes sense when the whole model stays in the page cache
         after_direct = next(i for i, c in enumerate(grid) if c.strategy == "direct") + 1
-        grid.insert(after_direct, Candidate("warmup", base.with_(workers=parallel)))
+        grid.insert(after_direct, Candidate.of("warmup", base.with_(workers=parallel)))
     return grid
 
 
-def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candidate], list[str]]:
-    """Installed peer loaders with the settings a user would set; a note for each absent one.
+NUMPY_TYPES = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
 
-    Peers keep every tensor in RAM, so they are measured only when the model fits.
+
+def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candidate], list[str]]:
+    """The other loaders the search races (``Engine.searched``), installed here and loading
+    this model's format, with the settings a user would set; a note for each absent one.
+
+    They keep every tensor in RAM, so they are measured only when the model fits.
     """
-    if model.format != "safetensors":
+    searched = [e for e in ENGINES.values() if e.searched and model.format in e.formats]
+    if not searched:
         return [], []
     if not fits:
-        return [], ["peer loaders were not measured: they load the whole model into RAM"]
-    settings = {
-        "runai-model-streamer": [
-            PeerSettings(
-                "runai-model-streamer",
-                (("RUNAI_STREAMER_CONCURRENCY", str(n)), ("RUNAI_STREAMER_CHUNK_BYTESIZE", chunk)),
-            )
-            for n, chunk in ((parallel, str(8 * MiB)), (16, str(8 * MiB)))
-        ],
-        "fastsafetensors": [PeerSettings("fastsafetensors")],
-        "safetensors": [PeerSettings("safetensors")],
-    }
+        return [], ["other loaders were not measured: they load the whole model into RAM"]
     found, absent = [], []
-    numpy_types = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
-    odd = sorted({e.dtype for e in model.extents} - numpy_types)
-    for name, variants in settings.items():
-        why = peer_unavailable(name)
-        if why is None and name == "safetensors" and odd:  # its numpy path has no such types
+    odd = sorted({e.dtype for e in model.extents} - NUMPY_TYPES)
+    for engine in searched:
+        why = engine.unavailable()
+        if why is None and engine.name == "safetensors" and odd:  # numpy has no such types
             why = f"safetensors (numpy) was not measured: it cannot load {', '.join(odd)} tensors"
         if why is not None:
             absent.append(why)
             continue
-        unique = list(dict.fromkeys(variants))
-        found += [Candidate(name, LoadOptions(), role="peer", peer=s) for s in unique]
+        assert engine.searched is not None
+        for settings in engine.searched(parallel):
+            program = ProgramConfig("engine", engine=engine.name).with_knobs(settings)
+            found.append(Candidate(program, role="peer"))
     return found, absent
 
 
@@ -150,9 +148,9 @@ def readahead_variants(paths: list[str]) -> Callable[[list[Candidate]], list[Can
     def variants(contenders: list[Candidate]) -> list[Candidate]:
         best = next(
             (
-                c
+                c.own
                 for c in contenders
-                if c.peer is None and c.strategy != "direct" and c.options.readahead is None
+                if c.own is not None and c.strategy != "direct" and c.readahead is None
             ),
             None,
         )
@@ -160,9 +158,7 @@ def readahead_variants(paths: list[str]) -> Callable[[list[Candidate]], list[Can
             return []
         current = {knob.read_kb() for knob in readahead.knobs_of(paths)}
         return [
-            Candidate(best.strategy, best.options.with_(readahead=kb))
-            for kb in READAHEAD_KIB
-            if current != {kb}
+            Candidate(best.with_options(readahead=kb)) for kb in READAHEAD_KIB if current != {kb}
         ]
 
     return variants
@@ -174,7 +170,7 @@ def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:
     the measured peers, with its error): a user who has Run:ai installed reads that it was
     not measured, rather than finding it missing."""
     return tuple(
-        c for c in order if c.ended == "not measured" or (c.ended == "failed" and c.peer is None)
+        c for c in order if c.ended == "not measured" or (c.ended == "failed" and c.own is not None)
     )
 
 
@@ -258,11 +254,13 @@ def recommend(
         raise LoadError("no candidate load completed: nothing to recommend")
     measured = [c for c in order if c.results or c.stopped_below_mbps is not None]
     ranked = tuple(
-        sorted((c for c in measured if c.peer is None), key=lambda c: c.median_mbps, reverse=True)
+        sorted(
+            (c for c in measured if c.own is not None), key=lambda c: c.median_mbps, reverse=True
+        )
     )
-    # A peer picked: the config file holds modelmon's best, which the search measured too.
-    winner = best if best.peer is None else _best_own(order)
-    measured_peers = tuple(c for c in order if c.peer is not None and c.ended != "not measured")
+    # Another loader picked: the config file holds modelmon's best, measured too.
+    winner = best if best.own is not None else _best_own(order)
+    measured_peers = tuple(c for c in order if c.own is None and c.ended != "not measured")
     unranked = left_out(order)
     return Recommendation(
         model=model,
@@ -290,6 +288,6 @@ def _best_own(order: list[Candidate]) -> Candidate:
     own = [
         c
         for c in order
-        if c.peer is None and c.results and c.ended == "finished" and c.role != "failure mode"
+        if c.own is not None and c.results and c.ended == "finished" and c.role != "failure mode"
     ]
     return max(own, key=lambda c: c.median_mbps)

@@ -82,6 +82,16 @@ def run_noise(*candidates: Candidate) -> float:
     return statistics.median(deviations) if deviations else math.inf
 
 
+def clearly_faster(ratios: list[float], resolution: float = 0.0) -> bool:
+    """The one rule that settles a pick, in every search: the challenger (B of the pairs'
+    B/A ratios) replaces the incumbent only when it is faster in every pair beyond
+    ``BEYOND_NOISE`` × the pairs' noise and their timing (``ab.judge``), by ``MIN_GAIN`` at
+    least; otherwise the more robust stays (in a duel the more robust of the two, in the
+    user's loader's rounds the loader as it is)."""
+    verdict = judge(ratios, resolution)
+    return verdict.text == "B faster" and verdict.median_ratio >= MIN_GAIN
+
+
 def settled(ratios: list[float]) -> bool:
     """The stopping rule of a duel, on its pairs' ratios: apart beyond the noise (the verdict
     of an A/B) by ``MIN_GAIN`` at least, or so close that ``BEYOND_NOISE`` × the noise
@@ -90,9 +100,8 @@ def settled(ratios: list[float]) -> bool:
         return False
     verdict = judge(ratios)
     gap, noise = abs(math.log(verdict.median_ratio)), math.log1p(verdict.noise)
-    enough = math.log(MIN_GAIN)
-    apart = verdict.text != "within noise" and gap >= enough
-    return apart or gap + BEYOND_NOISE * noise < enough
+    apart = clearly_faster(ratios) or clearly_faster([1 / r for r in ratios])
+    return apart or gap + BEYOND_NOISE * noise < math.log(MIN_GAIN)
 
 
 def decide(
@@ -108,7 +117,8 @@ def decide(
     """
     verdict = judge(ratios)
     if len(ratios) >= MIN_PAIRS:
-        gap, apart = math.log(verdict.median_ratio), verdict.text != "within noise"
+        gap = math.log(verdict.median_ratio)
+        apart = clearly_faster(ratios) or clearly_faster([1 / r for r in ratios])
     else:
         gap = math.log(rival.median_mbps / own.median_mbps)
         apart = abs(gap) > BEYOND_NOISE * run_noise(own, rival)
@@ -201,31 +211,29 @@ class Search:
             return self.duel
         contenders = self.contenders()
         champion = next((c for c in contenders if c is self.champion), None) or next(
-            (c for c in contenders if c.peer is None), None
+            (c for c in contenders if c.own is not None), None
         )
         if champion is None:
             return None, None
         others = [c for c in contenders if c is not champion]
         challenger = others[0] if others else None
-        if champion.peer is None and champion.options.readahead is not None:
-            base = (champion.strategy, champion.options.with_(readahead=None))
-            challenger = next(
-                (c for c in others if c.peer is None and (c.strategy, c.options) == base),
-                challenger,
-            )
+        own = champion.own
+        if own is not None and own.options.readahead is not None:
+            base = own.with_options(readahead=None)
+            challenger = next((c for c in others if c.config == base), challenger)
         return champion, challenger
 
     def waiting(self, champion: Candidate | None) -> list[Candidate]:
         """Candidates yet to enter, in order, the variants among them once made."""
         waiting = [c for c in self.queue if not entered(c)]
-        own_run = sum(1 for c in self.queue if c.peer is None and entered(c))
+        own_run = sum(1 for c in self.queue if c.own is not None and entered(c))
         if self.variants is None or champion is None:
             return waiting
         if waiting and own_run < 2 * OWN_PER_PEER:
             return waiting
         extra, self.variants = self.variants(self.contenders()), None
-        own = [c for c in waiting if c.peer is None]
-        others = [c for c in waiting if c.peer is not None] + extra
+        own = [c for c in waiting if c.own is not None]
+        others = [c for c in waiting if c.own is None] + extra
         self.queue[:] = [c for c in self.queue if entered(c)] + interleaved(own, others)
         return [c for c in self.queue if not entered(c)]
 

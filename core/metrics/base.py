@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from modelmon.core.metrics.series import INSTANT, INTERVAL
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NAN = math.nan
 FAILURES_TO_REPORT = 3  # a reading that failed this many times and never worked is reported
@@ -41,6 +44,9 @@ class MonitorTarget:
     workers: int  # how many workers the load uses
     pids: Callable[[], dict[int, int]]  # worker id -> pid, of the workers started so far
     loaded_bytes: Callable[[], int]  # bytes the load has completed so far (worker events)
+    # Residency maps of the files in ``bins`` bins where the run already tracks its pages (a
+    # watch does): the sampler's rounds take them from here when it has no residency source.
+    residency_maps: Callable[[int], dict[str, np.ndarray]] | None = None
 
 
 def describe_error(error: BaseException) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,9 +27,11 @@ NEVER_NS = 2**63 - 1
 
 
 class ResidencyRounds:
-    """The rounds of ``residency`` (None: no rounds) over ``files`` files: maps of ``bins`` bins
-    every ``interval_s`` (0 or less: no maps, the fraction still measured). ``lock`` (the
-    sampler's) guards ``maps`` and ``seconds``, which other threads read."""
+    """The rounds of ``residency`` over ``files`` files: maps of ``bins`` bins every
+    ``interval_s`` (0 or less: no maps, the fraction still measured). Without a residency
+    source, ``maps_of`` (a run that tracks its pages itself: a watch) gives the maps; with
+    neither there are no rounds. ``lock`` (the sampler's) guards ``maps`` and ``seconds``,
+    which other threads read."""
 
     def __init__(
         self,
@@ -37,8 +40,10 @@ class ResidencyRounds:
         interval_s: float,
         bins: int,
         lock: threading.Lock,
+        maps_of: Callable[[int], dict[str, np.ndarray]] | None = None,
     ) -> None:
         self.residency = residency
+        self.maps_of = residency.maps if residency is not None else maps_of
         self.files = files
         self.interval_s = interval_s
         self.bins = bins
@@ -51,17 +56,17 @@ class ResidencyRounds:
         """End a residency round: the maps of the files whose count changed (``counted``: the
         fraction was just measured by this round's sample; else it is measured here).
         Return when the next round is due."""
-        residency = self.residency
-        if residency is None:
+        residency, maps_of = self.residency, self.maps_of
+        if maps_of is None:
             return NEVER_NS
         self.last_ns = now_ns
         cost = 0
         if self.interval_s > 0:
             started = time.thread_time_ns()
             try:
-                if not counted:
+                if not counted and residency is not None:
                     residency.count()
-                maps = residency.maps(self.bins)
+                maps = maps_of(self.bins)
             except Exception:  # a file gone mid-run: maps are a bonus, the series carry on
                 maps = None
             cost = time.thread_time_ns() - started
@@ -77,7 +82,7 @@ class ResidencyRounds:
             due = now_ns + interval_ns
         # A warm multi-GB model makes a round cost milliseconds (the page-cache walk): then
         # rounds are spaced out so that they stay within their share of a core.
-        cost += residency.count_cpu_ns if counted else 0
+        cost += residency.count_cpu_ns if counted and residency is not None else 0
         return max(due, now_ns + int(cost / ROUND_CPU_SHARE))
 
     def _thin(self) -> None:

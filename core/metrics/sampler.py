@@ -100,8 +100,15 @@ class Sampler:
             (r.source for r in self._running if isinstance(r.source, ResidencySource)), None
         )
         self._residency_rounds = ResidencyRounds(
-            self._residency, len(target.paths), map_interval_s, map_bins, self._lock
+            self._residency,
+            len(target.paths),
+            map_interval_s,
+            map_bins,
+            self._lock,
+            target.residency_maps,
         )
+        # Residency rounds run where maps can be taken: a residency source, or the target's.
+        self._rounds = self._residency_rounds.maps_of is not None
         self._table = RingTable(list(self.specs), capacity)
         self._over = {name: spec.over for name, spec in self.specs.items()}
         self._kinds = [spec.over for spec in self.specs.values()]  # in the table's order
@@ -278,15 +285,16 @@ class Sampler:
                 max(0.0, (t0 + slot * interval_ns - time.perf_counter_ns()) / 1e9)
             ):
                 now = time.perf_counter_ns()
-                round_due = self._residency is not None and now >= next_round
+                round_due = self._rounds and now >= next_round
                 if self._residency is not None:
                     self._residency.due = round_due
                 self._sample(now, start_ns=last)
                 last = now
-                self._last_row_round = round_due
+                self._last_row_round = round_due and self._residency is not None
                 if round_due:
                     next_round = self._residency_rounds.collect(last, next_round)
-                    self._count_round()
+                    if self._residency is not None:  # its fraction is in the row
+                        self._count_round()
                 self._account(cpu_start)
                 slot = next_slot(t0, interval_ns, time.perf_counter_ns(), slot)
             now = time.perf_counter_ns()
@@ -307,7 +315,7 @@ class Sampler:
             self._sample(now, start_ns=last, fold=fold)
             if final_round:
                 self._residency_rounds.collect(now, now)
-                if not replaced_round:
+                if not replaced_round and self._residency is not None:
                     self._count_round()
         finally:
             self._prepared.set()  # never leave prepare() waiting on a thread that ended

@@ -26,7 +26,7 @@ from modelmon.core.system.outputs import check_output
 from modelmon.core.system.storage import storage_facts
 
 if TYPE_CHECKING:
-    from modelmon.core.engines.advice import LoaderAdvice
+    from modelmon.core.measuring.advice import LoaderAdvice
     from modelmon.core.measuring.candidate import Candidate
     from modelmon.core.measuring.ceilings import Ceilings
     from modelmon.core.measuring.recommend import Recommendation
@@ -144,7 +144,7 @@ def build_document(
         "identity": model_identity(model),
         "recommendation": {
             "pick": chosen.spec,
-            "loader": "modelmon" if chosen.peer is None else chosen.strategy,
+            "loader": "modelmon" if chosen.own is not None else chosen.spec,
             "median_mbps": round(chosen.median_mbps, 1),
             "runs": len(chosen.results),
             "in_config": chosen is winner,

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from modelmon.core.limits import EVIDENCE_RUNS
+from modelmon.core.loaders.registry import get_engine
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.peers import PEERS
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
 from modelmon.core.output.verdict import spread_words
@@ -184,15 +184,17 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
 
 def _peers(rec: Recommendation) -> list[str]:
     lines = []
-    if rec.pick is not None and rec.pick.peer is not None:
-        loader = PEERS[rec.pick.strategy]
-        settings = ", ".join(f"{k}={v}" for k, v in rec.pick.peer.env) or "its defaults"
+    program = rec.pick.program if rec.pick is not None else None
+    if rec.pick is not None and program is not None and program.engine is not None:
+        loader = get_engine(program.engine)
+        settings = ", ".join(f"{k}={v}" for k, v in program.knobs) or "its defaults"
         # The file's evidence is of modelmon's best: its share of the ceiling is said here
         # too, so that the sentence and the file's fraction_of_ceiling agree.
         fraction = rec.ceilings.fraction(rec.winner.median_mbps, "parallel_read")
         share = f", {fraction:.0%} of the parallel-read ceiling" if fraction else ""
         lines.append(
-            f"Use {loader.description} with {settings}: {rec.pick.median_mbps:.0f} MB/s "
+            f"Use {loader.description or loader.label} with {settings}: "
+            f"{rec.pick.median_mbps:.0f} MB/s "
             f"({_runs_text(rec.pick)}), {_times(rec.pick.median_mbps, rec.winner.median_mbps)} "
             f"modelmon's best ({rec.winner.spec}, {rec.winner.median_mbps:.0f} MB/s{share}), "
             "which the config file holds for modelmon.core.load."

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelmon.core.engines.advice import LoaderAdvice
-from modelmon.core.engines.registry import get_engine
-from modelmon.core.engines.run import SHORT_NOTE
-from modelmon.core.engines.spec import ProgramConfig, program_of
+from modelmon.core.loaders.registry import get_engine
+from modelmon.core.measuring.advice import LoaderAdvice
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
@@ -29,7 +27,7 @@ def _runs(candidate: Candidate) -> str:
 
 def change_words(change: Candidate, base: Candidate) -> str:
     """What to change, in the loader's own terms."""
-    program, before = program_of(change.strategy), program_of(base.strategy)
+    program, before = change.program, base.program
     if program is None or before is None:
         return change.spec
     if program.readahead != before.readahead and program.readahead is not None:
@@ -37,7 +35,9 @@ def change_words(change: Candidate, base: Candidate) -> str:
     if program.kind == "engine" and program.engine is not None:
         engine = get_engine(program.engine)
         return engine.snippet(program.settings)
-    added = [f"{name}={value}" for name, value in program.env if (name, value) not in before.env]
+    now = program.command_words.env if program.command_words else ()
+    was = before.command_words.env if before.command_words else ()
+    added = [f"{name}={value}" for name, value in now if (name, value) not in was]
     return "set " + " ".join(added) + " in your loader's environment"
 
 
@@ -118,7 +118,7 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
             "config=...) applies it)."
         )
     runs = [r for c in (loader, *advice.changes) for r in c.results]
-    if any(note.startswith(SHORT_NOTE) for r in runs for note in r.notes):
+    if any(r.coarse_timing for r in runs):
         lines.append(
             "Some of these loads lasted only a few of the watch's samples: their rates are "
             "known to a sample, not finer; a larger model or slower storage times them well."
@@ -141,7 +141,7 @@ def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
     chosen = advice.pick or advice.loader
     if not chosen.results:
         return []
-    program = program_of(chosen.strategy)
+    program = chosen.program
     out: list[Snippet] = []
     if program is None:
         return out
@@ -150,8 +150,8 @@ def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
         if commands:
             out.append(_snippet("readahead-device", "; or ".join(commands), chosen))
     if program.kind == "cmd":
-        shown = ProgramConfig("cmd", argv=program.argv, env=program.env).spec
-        out.append(_snippet("your-loader", shown.removeprefix("cmd: "), chosen))
+        assert program.command_words is not None
+        out.append(_snippet("your-loader", program.command_words.text, chosen))
         return out
     engine = get_engine(str(program.engine))
     settings = program.settings

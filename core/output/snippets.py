@@ -54,10 +54,13 @@ def snippets(
         return Snippet(tool, text, stand_in.spec, stand_in.median_mbps)
 
     def whole_reads(c: Candidate) -> bool:  # one reader, each file read front to back
-        return c.peer is None and c.strategy == "sequential" and c.readers == 1
+        return c.strategy == "sequential" and c.readers == 1
 
     def mapped(c: Candidate) -> bool:
-        return c.peer is None and c.strategy in ("library", "mmap") and c.readers == 1
+        return c.strategy in ("library", "mmap") and c.readers == 1
+
+    def engine(name: str) -> Callable[[Candidate], bool]:
+        return lambda c: c.program is not None and c.program.engine == name
 
     out = [snip("modelmon", f'modelmon.core.load(path, config="{config_name}")', winner)]
     if model.format == "safetensors":
@@ -66,7 +69,7 @@ def snippets(
             snip(
                 "safetensors",
                 "safetensors.safe_open(path, framework='pt') (mmap)",
-                _stand_in(pool, lambda c: c.strategy == "safetensors" or c.strategy == "library"),
+                _stand_in(pool, lambda c: engine("safetensors")(c) or c.strategy == "library"),
             )
         )
         out.append(
@@ -94,7 +97,7 @@ def snippets(
                 _stand_in(pool, lambda c: c.strategy == "warmup"),
             )
         )
-        runai = [c for c in peers if c.strategy == "runai-model-streamer" and c.results]
+        runai = [c for c in peers if engine("runai")(c) and c.results]
         best_runai = max(runai, key=lambda c: c.median_mbps) if runai else None
         concurrency = best_runai.readers if best_runai else max(winner.readers, 1)
         extra = json.dumps({"concurrency": concurrency})
@@ -110,7 +113,7 @@ def snippets(
             snip(
                 "fastsafetensors",
                 "vllm serve PATH --load-format fastsafetensors",
-                _stand_in(pool, lambda c: c.strategy == "fastsafetensors"),
+                _stand_in(pool, engine("fastsafetensors")),
             )
         )
     else:

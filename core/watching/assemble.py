@@ -269,4 +269,5 @@ def _samples(observer: Observer, sampler: Sampler | None, t0_ns: int) -> WatchSa
         sampler.cpu_seconds,
         observer.cpu_ns / 1e9,
         ((sampled.starts - t0_ns) / 1e9, (sampled.ends - t0_ns) / 1e9),
+        tuple(((t - t0_ns) / 1e9, files) for t, files in sampler.residency_maps()),
     )

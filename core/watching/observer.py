@@ -42,6 +42,9 @@ class Progress:
     shared_pids: tuple[int, ...]  # of the most shared description on a model file so far
     mapped: bool  # some process mapped a model file
     looks: int  # looks at the tree's descriptors and mappings so far
+    # The start of the first scan in which model bytes arrived (None: none yet): where the
+    # program's load began, as far as the watch can tell.
+    first_arrival_ns: int | None = None
 
 
 @dataclass
@@ -241,6 +244,9 @@ class Observer:
                 shared_pids=tuple(shared),
                 mapped=any(use.mapped for use in self.uses.values()),
                 looks=self.looks,
+                first_arrival_ns=next(
+                    (start for start, _, n in self.arrivals.windows if n > 0), None
+                ),
             )
 
     def residency_maps(self, bins: int = 256) -> dict[str, np.ndarray]:

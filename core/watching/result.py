@@ -110,6 +110,8 @@ class WatchSamples:
     watch_cpu_seconds: float  # of the watching itself: the tree, descriptors, page scans
     # Each sample's interval (start, end seconds after t0): the series' rows, in order.
     spans: tuple[np.ndarray, np.ndarray] | None = None
+    # The sampler's residency maps: (seconds after t0, {path: resident fraction per bin}).
+    residency_maps: tuple[tuple[float, dict[str, np.ndarray]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,4 +245,8 @@ def _samples_dict(samples: WatchSamples) -> dict[str, Any]:
             key: floats(column) if column.dtype.kind == "f" else column.tolist()
             for key, column in samples.arrivals.items()
         },
+        "residency_maps": [
+            {"t": t, "files": {p: floats(m) for p, m in maps.items()}}
+            for t, maps in samples.residency_maps
+        ],
     }

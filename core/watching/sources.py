@@ -27,7 +27,7 @@ class WatchTarget(MonitorTarget):
     """A monitor target that also carries the observer of the watched tree."""
 
     def __init__(self, paths: tuple[str, ...], observer: Observer) -> None:
-        super().__init__(paths, 0, dict, observer.arrivals.arrived_bytes)
+        super().__init__(paths, 0, dict, observer.arrivals.arrived_bytes, observer.residency_maps)
         self.observer = observer
 
 

@@ -23,10 +23,11 @@ import select
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from modelmon.core.errors import OptionsError, WatchError
+from modelmon.core.loading.envelope import StartGate
 from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.options import CACHE_MODES, CacheMode
@@ -40,6 +41,7 @@ from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
 from modelmon.core.watching.stopping import POLL_S, STOP_GRACE_S, signal_tree, stop_tree
 
 ATTACHED_QUIET_S = 5.0
+MAP_INTERVAL_S = 0.5  # between residency maps (the sampler's default)
 
 
 def _swap_pages() -> tuple[int, int] | None:
@@ -74,7 +76,8 @@ class Watch:
         stderr: int | None = None,
         references: Sequence[Reference] = (),
         env: Mapping[str, str] | None = None,
-        start_gate: Callable[[cache.CacheState | None], bool] | None = None,
+        start_gate: StartGate | None = None,
+        map_interval_s: float = MAP_INTERVAL_S,
     ) -> None:
         if (command is None or not list(command)) == (pid is None):
             raise OptionsError("watch a command or a pid: one of the two")
@@ -98,6 +101,7 @@ class Watch:
         self.cache_mode: CacheMode = cache or ("keep" if self.attached else "cold")
         self.quiet_s = quiet_s if quiet_s is not None or not self.attached else ATTACHED_QUIET_S
         self.interval_s = interval_s
+        self.map_interval_s = map_interval_s  # between the sampler's residency maps
         self.stdout, self.stderr = stdout, stderr
         self.env = dict(env) if env is not None else None
         # Called once the cache is prepared and measured, just before the command starts (a
@@ -126,7 +130,8 @@ class Watch:
     def run(self) -> WatchResult:
         swap_before = _swap_pages()
         state = self._prepare()
-        if self.start_gate is not None and not self.start_gate(state):
+        measured = state if state is not None else cache.not_measured(self.cache_mode)
+        if self.start_gate is not None and not self.start_gate(measured):
             self.observer.close()
             raise WatchError("the command was not started: its start gate said no")
         root = self._begin()
@@ -227,7 +232,10 @@ class Watch:
     def _start_sampler(self) -> None:
         paths = tuple(f.path for f in self.files.files)
         self.sampler = Sampler(
-            WatchTarget(paths, self.observer), self.interval_s, available=WATCH_SOURCES
+            WatchTarget(paths, self.observer),
+            self.interval_s,
+            map_interval_s=self.map_interval_s,
+            available=WATCH_SOURCES,
         )
         self.sampler.prepare()
         if self.command is None:

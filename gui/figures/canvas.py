@@ -121,7 +121,7 @@ def plot_over_time(
 
 def latest_finished(runs: FigureRuns) -> RunRecord | None:
     """The last of the runs that has an outcome to draw (the figures that show one run)."""
-    return next((r for r in reversed(runs.runs) if r.outcome is not None), None)
+    return next((r for r in reversed(runs.runs) if r.sampled is not None), None)
 
 
 def axes_ranges(axes: Axes, runs: FigureRuns, bottom: float | None = None) -> None:

@@ -40,7 +40,7 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
         right.grid(False)
     reasons, drawn, right_peak = [], 0, 0.0
     for record in runs.runs:
-        outcome = record.outcome
+        outcome = record.sampled
         if outcome is None:
             continue
         reason = outcome.unavailable.get(view.requires) if view.requires else None
@@ -89,14 +89,14 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
         base += file.size / MB
     record = latest_finished(runs)
     title = "Page cache"
-    if record is None or record.outcome is None:
+    if record is None or record.sampled is None:
         note(axes, NO_RUN)
-    elif not record.outcome.residency_maps:
-        reason = record.outcome.unavailable.get("residency")
+    elif not record.sampled.residency_maps:
+        reason = record.sampled.unavailable.get("residency")
         note(axes, f"No residency maps here: {reason}" if reason else "No residency maps taken.")
         title = f"Page cache — {run_name(record)}"
     else:
-        maps = record.outcome.residency_maps
+        maps = record.sampled.residency_maps
         colours = LinearSegmentedColormap.from_list(
             "cached", ["white", run_colour(record.label)]
         ).with_extremes(bad=(0.0, 0.0, 0.0, 0.0))  # not measured: no colour at all

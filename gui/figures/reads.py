@@ -40,9 +40,9 @@ def throughput(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     )
     drawn = 0
     for record in runs.runs:
-        if record.outcome is None:
+        if record.sampled is None:
             continue
-        width, load, prefetch = run_rates(record.outcome.reads)
+        width, load, prefetch = run_rates(record.sampled.reads)
         times = (np.arange(len(load)) + 0.5) * width
         colour = run_colour(record.label)
         axes.plot(times, load, color=colour, label=run_name(record))
@@ -96,12 +96,12 @@ def access_pattern(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     bases = np.concatenate([[0.0], np.cumsum([f.size for f in files], dtype=np.float64)]) / MB
     words = [runs.extra.get("spec", ""), runs.extra.get("caption", "")]
     keys: list[Artist] = []
-    if record is None or record.outcome is None:
+    if record is None or record.sampled is None:
         axes.set_title("Access pattern", loc="left")
         note(axes, NO_RUN)
     else:
         axes.set_title(f"Access pattern — {run_name(record)}", loc="left")
-        reads = record.outcome.reads
+        reads = record.sampled.reads
         count = len(reads["start"])
         stride = max(1, -(-count // MAX_SEGMENTS))
         kept = np.arange(0, count, stride)

@@ -11,9 +11,9 @@ from modelmon.core import (
     Ceilings,
     Model,
     build_document,
-    is_program_spec,
     memory_facts,
     parse_spec,
+    program_kind,
     shared_fd_caveat,
 )
 from modelmon.gui.state.formatting import rate_text, verdict_text
@@ -39,7 +39,7 @@ def program_winner(ab: ABResult, chosen: ABPick) -> str | None:
     """Why the faster side cannot be exported as a config file (it is a command or an
     engine, not one of modelmon's strategies), or None."""
     spec = (ab.a if chosen.side == "A" else ab.b).spec
-    if not is_program_spec(spec):
+    if program_kind(spec) is None:
         return None
     return (
         f"The faster side, {chosen.side} ({spec}), is a program, not one of modelmon's "
@@ -54,7 +54,7 @@ def measured_side(ab: ABResult, side: str) -> Candidate:
     results = [result for s, result in ab.runs if s == side and result.status == "ok"]
     # The A/B set the cache state of every run; a loader applies none ("keep"), as in
     # the candidates recommend() writes.
-    return Candidate(strategy, options.with_(cache="keep"), results=results)
+    return Candidate.of(strategy, options.with_(cache="keep"), results=results)
 
 
 def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:

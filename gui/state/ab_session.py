@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core import ABResult, LoadOptions, OptionsError, stopped_words
+from modelmon.core import ABResult, CacheMode, LoadOptions, OptionsError, stopped_words
 from modelmon.gui.state.events import Event
 
 
-def ab_cache(*sides: LoadOptions, asked: str | None = None, programs: int = 0) -> str:
+def ab_cache(*sides: LoadOptions, asked: CacheMode | None = None, programs: int = 0) -> CacheMode:
     """The cache state every run of the A/B starts from: ``asked``, else that of its sides
     (the options of A and B that are modelmon's strategies), which must agree.
 
@@ -18,7 +18,7 @@ def ab_cache(*sides: LoadOptions, asked: str | None = None, programs: int = 0) -
     states would measure the cache, not the strategies. A program side (``programs`` of
     them) is timed by the bytes that arrive from storage: its A/B starts cold.
     """
-    states = {side.cache for side in sides}
+    states: set[CacheMode] = {side.cache for side in sides}
     if len(states) > 1 and asked is None:
         a, b = sides[0].cache, sides[1].cache
         raise OptionsError(

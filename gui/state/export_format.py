@@ -74,7 +74,7 @@ def run_row(record: RunRecord, ceilings: Ceilings | None) -> dict[str, Any]:
     cache = record.cache
     measured = record.measured
     watched = record.watched
-    if watched is not None and record.loaded is None:
+    if record.is_watch:
         strategy = "watch"  # the spec is the watched command
     else:
         strategy = result.strategy if result is not None else record.spec.split()[0]
@@ -126,8 +126,8 @@ def results_document(
         entry = run_row(record, ceilings)
         if record.result is not None:
             entry["result"] = record.result.to_dict()
-        if record.outcome is not None:
-            samples = record.outcome.to_dict()["samples"]
+        if record.sampled is not None:
+            samples = record.sampled.to_dict()["samples"]
             samples.pop("access_pattern", None)
             entry["samples"] = samples
         if record.watched is not None:

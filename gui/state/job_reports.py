@@ -75,14 +75,14 @@ class JobReports:
         p = self.p
         label = record.label
         final = None
-        if record.outcome is not None:
-            final = MetricSnapshot.of_result(label, record.outcome)
+        if record.sampled is not None:
+            final = MetricSnapshot.of_result(label, record.sampled)
         elif record.watched is not None and isinstance(p.live.feed, WatchFeed):
             final = p.live.feed.final_snapshot(record.watched)
         p.live.finish(final)
         p.runs.add(record)
         p.run_ended(record)
-        if record.watched is not None and record.loaded is None:
+        if record.is_watch:
             self._watch_ended(record)
             return
         result = record.result

@@ -1,10 +1,11 @@
 """What the job thread does: one load, A/B × n, the ceilings, or a recommendation. Qt-free.
 
-Every load runs as a ``Session`` (a LoadRun plus the metrics sampler). A job reports events,
-in order, through the ``report`` callable it is run with: for each load a ``RunStart``
-(carrying the live ``Session``, whose read log and sampler the window reads on its own frame
-tick) and a ``RunRecord`` when it has ended; ``JobProgress`` lines and ceilings as they
-come; last a ``JobEnd``. Reads never travel this way: they stay in the load's ``ReadLog``.
+Every run is what its configuration calls for (``modelmon.core.run_for``): modelmon's strategy
+as a ``Session`` (a LoadRun plus the metrics sampler), or a program watched. A job reports
+events, in order, through the ``report`` callable it is run with: for each run a ``RunStart``
+(carrying the live run, whose read log and sampler the window reads on its own frame tick)
+and a ``RunRecord`` when it has ended; ``JobProgress`` lines and ceilings as they come; last
+a ``JobEnd``. Reads never travel this way: they stay in the run's ``ReadLog``.
 
 Events go in deliveries (tuples), each handled by the GUI thread in one go. A run's record
 waits for the job's next event and travels with it: the last run's end and the ``JobEnd``
@@ -23,23 +24,23 @@ from typing import Any, ClassVar
 from modelmon.core import (
     CEILINGS,
     ABResult,
+    CacheMode,
+    CacheState,
     Ceiling,
     Ceilings,
-    Config,
+    Configuration,
     LoadError,
-    LoadOptions,
     LoadResult,
     Model,
     ModelmonError,
     ProgramRun,
+    RunOutcome,
     Session,
-    SessionResult,
     Watch,
-    format_spec,
     measure_ceilings,
     one_line,
-    program_of,
     run_ab,
+    run_for,
 )
 from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.records import RunRecord
@@ -56,16 +57,23 @@ Report = Callable[[tuple[object, ...]], None]  # one delivery of events to the G
 
 @dataclass(frozen=True, slots=True)
 class RunStart:
-    """A load (or a watch) begins. ``session`` is live: the state's thread only reads its
-    read log and sampler (both thread-safe) and ``session.load.t0_ns`` (0 until the workers
-    are told to go). A watch's start carries its ``Watch`` instead, read the same way."""
+    """A run (or a watch) begins. ``run`` is live: the state's thread only reads its read log
+    and sampler (both thread-safe) and its ``t0_ns`` (0 until it goes). A program's run is
+    announced once its cache is verified, with the watch that times it."""
 
     label: str  # "A" | "B" | "W" (a watch)
     spec: str
     pair: int | None  # 0-based pair of an A/B; None for a single run
     pairs: int | None  # how many pairs the A/B has
-    session: Session | None
-    watch: Watch | None = None
+    run: Session | Watch
+
+    @property
+    def watch(self) -> Watch | None:
+        return self.run if isinstance(self.run, Watch) else None
+
+    @property
+    def session(self) -> Session | None:
+        return self.run if isinstance(self.run, Session) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,19 +121,6 @@ def job_name(job: Job | None) -> str:
     return JOB_NAMES.get(job.kind, "A job") if job is not None else "A job"
 
 
-def make_session(
-    model: Model,
-    strategy: str,
-    options: LoadOptions,
-    cancel: threading.Event,
-    interval_s: float = SAMPLE_INTERVAL_S,
-) -> Session:
-    session = Session(model, strategy, options, interval_s=interval_s, cancel=cancel)
-    if session.sampler is not None:
-        session.sampler.map_interval_s = MAP_INTERVAL_S  # read by the sampler thread at start
-    return session
-
-
 class Job:
     """A unit of background work; ``run(report)`` is the job thread's body."""
 
@@ -164,83 +159,54 @@ class Job:
             end = JobEnd(self.kind, None, f"{type(exc).__name__}: {one_line(exc)}", self.cancelled)
         self.report(end)
 
-    def run_session(
+    def run_config(
         self,
         label: str,
-        strategy: str,
-        options: LoadOptions,
+        config: Configuration,
         pair: int | None = None,
         pairs: int | None = None,
-    ) -> SessionResult:
-        """One monitored load, announced and concluded."""
-        spec = format_spec(strategy, options)
+    ) -> RunOutcome:
+        """One monitored run of ``config`` (``run_for``), announced and concluded: a
+        strategy's as its workers start, a program's once its cache is verified cold, with
+        the watch that times it."""
         ab_session = getattr(self, "session", None)  # an A/B's name, for its runs' records
+        spec = config.spec
+        live: Session | ProgramRun | None = None
+
+        def announce(_state: CacheState) -> bool:
+            if isinstance(live, ProgramRun) and live.watch is not None:
+                self.report(RunStart(label, spec, pair, pairs, live.watch))
+            return True
+
         try:
-            session = make_session(
-                self.model, strategy, options, self.cancel_event, self.sample_interval_s
+            live = run_for(
+                self.model,
+                config,
+                cancel=self.cancel_event,
+                interval_s=self.sample_interval_s,
+                map_interval_s=MAP_INTERVAL_S,
+                start_gate=announce,
+                path=model_path(self.model),
             )
-            self.report(RunStart(label, spec, pair, pairs, session))
-            outcome = session.run()
+            if isinstance(live, Session):
+                self.report(RunStart(label, spec, pair, pairs, live))
+            outcome: RunOutcome = live.run()
         except Exception as exc:
             self._ended = RunRecord(label, spec, pair, None, one_line(exc), ab_session)
             raise
         self._ended = RunRecord(label, spec, pair, outcome, session=ab_session)
         return outcome
 
-    def run_program(
-        self,
-        label: str,
-        spec: str,
-        options: LoadOptions,
-        pair: int | None = None,
-        pairs: int | None = None,
-    ) -> LoadResult:
-        """One watched run of a program side (``cmd:`` / ``engine:``), as the command line's
-        ``bench --a/--b`` runs it: announced with its watch once the cache is verified
-        cold, concluded with the run as a load and what the watch saw."""
-        program = program_of(spec)
-        assert program is not None
-        ab_session = getattr(self, "session", None)
-        run: ProgramRun | None = None
-
-        def announce(_cache: object) -> bool:
-            if run is not None and run.watch is not None:
-                self.report(RunStart(label, program.spec, pair, pairs, None, run.watch))
-            return True
-
-        run = ProgramRun(
-            self.model,
-            program,
-            options.cache,
-            cancel=self.cancel_event,
-            interval_s=self.sample_interval_s,
-            start_gate=announce,
-            path=model_path(self.model),
-        )
-        outcome = run.run()
-        self._ended = RunRecord(
-            label,
-            program.spec,
-            pair,
-            None,
-            session=ab_session,
-            watched=outcome.watch,
-            loaded=outcome.load,
-        )
-        return outcome.load
-
 
 class SingleRun(Job):
     kind = "run"
 
-    def __init__(self, model: Model, label: str, strategy: str, options: LoadOptions) -> None:
+    def __init__(self, model: Model, label: str, config: Configuration) -> None:
         super().__init__(model)
-        self.label, self.strategy, self.options = label, strategy, options
+        self.label, self.config = label, config
 
-    def execute(self) -> SessionResult | LoadResult:
-        if program_of(self.strategy) is not None:
-            return self.run_program(self.label, self.strategy, self.options)
-        return self.run_session(self.label, self.strategy, self.options)
+    def execute(self) -> RunOutcome:
+        return self.run_config(self.label, self.config)
 
 
 class ABJob(Job):
@@ -249,7 +215,13 @@ class ABJob(Job):
     kind = "ab"
 
     def __init__(
-        self, model: Model, a: Config, b: Config, n: int, cache: str, session: str | None = None
+        self,
+        model: Model,
+        a: Configuration,
+        b: Configuration,
+        n: int,
+        cache: CacheMode,
+        session: str | None = None,
     ) -> None:
         """``session`` names this A/B in its runs' records ("A/B 2 at 14:03:55")."""
         super().__init__(model)
@@ -257,10 +229,8 @@ class ABJob(Job):
         self.session = session
 
     def execute(self) -> ABResult:
-        def run_one(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
-            if program_of(strategy) is not None:
-                return self.run_program(side, strategy, options, pair, self.n)
-            return self.run_session(side, strategy, options, pair, self.n).result
+        def run_one(side: str, pair: int, config: Configuration) -> LoadResult:
+            return self.run_config(side, config, pair, self.n).result
 
         return run_ab(
             self.model,

@@ -3,9 +3,10 @@ user's command (``cmd: COMMAND ARGS...``, ``{path}`` the model's path) or an eng
 knobs (``engine: NAME knob=value``), as the command line's ``bench --a/--b`` and ``recommend
 --loader/--engine`` take them. Qt-free.
 
-A configuration's strategy is then the program's spec, and its options are no strategy's:
-a program's run is timed by the bytes that arrive, so it always starts from a verified cold
-cache, and the device's readahead travels in the spec.
+A side's text is then the program's spec, which may not parse while it is being typed: it is
+parsed into a configuration (``configuration``) only when a run needs it. A program's run is
+timed by the bytes that arrive, so it always starts from a verified cold cache, and the
+device's readahead travels in the spec.
 """
 
 from __future__ import annotations
@@ -14,23 +15,25 @@ import os
 from dataclasses import dataclass
 
 from modelmon.core import (
+    CMD,
+    ENGINE,
     ENGINES,
-    Config,
+    Command,
+    Configuration,
     LoadOptions,
     Model,
     ModelmonError,
     ProgramConfig,
-    as_config,
-    is_program_spec,
+    StrategyConfig,
     loader_config,
     one_line,
     parse_program,
-    program_of,
+    program_kind,
 )
 
 COMMAND_CHOICE = "Your command…"
-COMMAND_PREFIX = "cmd: "
-ENGINE_PREFIX = "engine: "
+COMMAND_PREFIX = f"{CMD} "
+ENGINE_PREFIX = f"{ENGINE} "
 PROGRAM_OPTIONS = LoadOptions(cache="cold")  # what a program side's run starts from
 COMMAND_HINT = "python load.py {path}"
 TIPS = {
@@ -65,20 +68,19 @@ def engine_choices(model_format: str | None = None) -> list[EngineChoice]:
 
 
 def is_program(strategy: str) -> bool:
-    return is_program_spec(strategy)
+    return program_kind(strategy) is not None
 
 
 def command_spec(text: str) -> str:
     """The configuration of a command typed as ``COMMAND ARGS...`` (``cmd:`` optional)."""
-    return text if text.lstrip().lower().startswith("cmd:") else COMMAND_PREFIX + text
+    return text if program_kind(text) == "cmd" else COMMAND_PREFIX + text
 
 
 def command_text(spec: str) -> str:
     """The command as the panel's line shows it: the spec without ``cmd:``."""
-    if spec.startswith(COMMAND_PREFIX):
-        return spec[len(COMMAND_PREFIX) :]
-    head, _, rest = spec.partition(":")
-    return rest.lstrip() if head.strip().lower() == "cmd" else spec
+    if program_kind(spec) != "cmd":
+        return spec
+    return spec.strip().partition(":")[2].lstrip()
 
 
 def engine_spec(name: str, knobs: dict[str, str]) -> str:
@@ -105,16 +107,23 @@ def program_check(spec: str) -> tuple[ProgramConfig | None, str | None]:
 
 def spec_error(strategy: str) -> str | None:
     """Why a configuration cannot run as given (a command that does not parse), or None."""
-    if not is_program_spec(strategy):
+    if not is_program(strategy):
         return None
     return program_check(strategy)[1]
 
 
-def side_config(strategy: str, options: LoadOptions) -> Config:
-    """An A/B side: a strategy with its options, or a program with none of them (the CLI's
-    ``--a 'cmd: ...'`` side, ``as_config``)."""
-    program = program_of(strategy)
-    return as_config(program) if program is not None else Config(strategy, options)
+def side_config(strategy: str, options: LoadOptions) -> Configuration:
+    """A side's configuration, parsed from the panel's text where it is a program (a
+    one-line OptionsError where it does not parse: ``spec_error`` says it first)."""
+    if is_program(strategy):
+        return parse_program(strategy)
+    return StrategyConfig(strategy, options)
+
+
+def command_words(text: str) -> Command:
+    """A command line as typed into the app (``Command``: the one grammar of ``cmd:``,
+    ``watch -- ...`` and the app's command field)."""
+    return Command.parse(text)
 
 
 def model_path(model: Model) -> str:

@@ -1,5 +1,7 @@
 """A finished run: the job's report of a run's end, and the results table's and the exports'
-row. A run is a load of modelmon's own, or a watched program's load (``watched``). Qt-free."""
+row. Its outcome's type says what ran (``modelmon.core.RunOutcome``, or a watch): modelmon's
+strategy with its series (``SessionResult``), a program as a configuration, watched and
+counted as a load (``ProgramResult``), or a watch of File ▸ Watch (``WatchResult``). Qt-free."""
 
 from __future__ import annotations
 
@@ -7,7 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelmon.core import CacheState, Ceilings, LoadResult, SessionResult, WatchResult
+from modelmon.core import (
+    CacheState,
+    Ceilings,
+    LoadResult,
+    ProgramResult,
+    SessionResult,
+    WatchResult,
+)
 
 WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
 
@@ -19,39 +28,53 @@ def run_key(label: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
-    label: str  # "A" | "B"
-    spec: str  # format_spec(strategy, options)
+    label: str  # "A" | "B" | WATCH_LABEL
+    spec: str  # the configuration in words, or a watch's title
     pair: int | None  # 0-based pair of an A/B; None for a single run
-    outcome: SessionResult | None  # the monitored session; None when the run could not start
+    # What it ended with; None when it could not start (``error`` says why).
+    outcome: SessionResult | ProgramResult | WatchResult | None
     error: str | None = None  # why it could not start (one line)
     session: str | None = None  # the A/B it belongs to: "A/B 2 at 14:03:55"; None if single
-    watched: WatchResult | None = None  # a watched program's load (label WATCH_LABEL)
     number: int = 0  # of a watch: the how-manieth on this model, for its name
-    # A program's run (configuration A or B is a command or an engine): the run as a load,
-    # judged as the A/B counts it (status, MB/s of the bytes that arrived, exit code and last
-    # stderr line); ``watched`` is what its watch saw, for the plots.
-    loaded: LoadResult | None = None
+
+    @property
+    def sampled(self) -> SessionResult | None:
+        """modelmon's own run, with its series and reads."""
+        return self.outcome if isinstance(self.outcome, SessionResult) else None
+
+    @property
+    def watched(self) -> WatchResult | None:
+        """What a watch saw: of a watch, or of a program run as a configuration."""
+        if isinstance(self.outcome, WatchResult):
+            return self.outcome
+        if isinstance(self.outcome, ProgramResult):
+            return self.outcome.watch
+        return None
+
+    @property
+    def is_watch(self) -> bool:
+        """A watch of File ▸ Watch: not a configuration's run, not counted as a load."""
+        return isinstance(self.outcome, WatchResult)
 
     @property
     def result(self) -> LoadResult | None:
-        if self.loaded is not None:
-            return self.loaded
-        return self.outcome.result if self.outcome is not None else None
+        """The run as a load (None for a watch, or a run that could not start)."""
+        if isinstance(self.outcome, SessionResult | ProgramResult):
+            return self.outcome.result
+        return None
 
     @property
     def status(self) -> str:
-        if self.loaded is not None:
-            return self.loaded.status
-        if self.watched is not None:
-            return watch_status(self.watched)
+        if isinstance(self.outcome, WatchResult):
+            return watch_status(self.outcome)
         return self.result.status if self.result is not None else "failed"
 
     @property
     def message(self) -> str | None:
         if self.result is not None and self.result.status == "failed":
             return self.result.error
-        if self.watched is not None and self.error is None and self.loaded is None:
-            return watch_failure(self.watched)
+        if isinstance(self.outcome, WatchResult) and self.error is None:
+            return watch_failure(self.outcome)
         return self.error
 
     @property
@@ -68,28 +91,28 @@ class RunRecord:
     @property
     def measured(self) -> bool:
         """The run has a throughput to show (it finished, or stopped after reading some)."""
-        if self.watched is not None and self.loaded is None:
-            return self.watched.mbps is not None
+        if isinstance(self.outcome, WatchResult):
+            return self.outcome.mbps is not None
         result = self.result
         return result is not None and (result.status == "ok" or result.bytes > 0)
 
     @property
     def mbps(self) -> float | None:
-        if self.watched is not None and self.loaded is None:
-            return self.watched.mbps
+        if isinstance(self.outcome, WatchResult):
+            return self.outcome.mbps
         return self.result.mbps if self.measured and self.result is not None else None
 
     @property
     def seconds(self) -> float | None:
-        if self.watched is not None and self.loaded is None:
-            return self.watched.seconds
+        if isinstance(self.outcome, WatchResult):
+            return self.outcome.seconds
         return self.result.seconds if self.measured and self.result is not None else None
 
     @property
     def cache(self) -> CacheState | None:
         """The verified page-cache state the run started from (None: not prepared)."""
-        if self.watched is not None and self.loaded is None:
-            return self.watched.cache
+        if isinstance(self.outcome, WatchResult):
+            return self.outcome.cache
         return self.result.cache if self.result is not None else None
 
     def peak_rss(self) -> tuple[int, str] | None:
@@ -111,16 +134,17 @@ class RunRecord:
                 if peak
                 else None
             )
-        if self.outcome is None:
+        sampled = self.sampled
+        if sampled is None:
             return None
-        values = self.outcome.series.get("workers_rss", (None, np.empty(0)))[1]
+        values = sampled.series.get("workers_rss", (None, np.empty(0)))[1]
         seen = values[np.isfinite(values) & (values > 0)]
         if not len(seen):
             return None
         return (
             int(seen.max()),
             f"max of the workers' summed RSS over {len(seen)} samples "
-            f"taken every {self.outcome.interval_s * 1000:.0f} ms (a page mapped by several "
+            f"taken every {sampled.interval_s * 1000:.0f} ms (a page mapped by several "
             "workers counts once for each)",
         )
 

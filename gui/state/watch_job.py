@@ -16,11 +16,10 @@ import subprocess
 from dataclasses import dataclass
 
 from modelmon.core import CACHE_MODES, Model, OptionsError, Watch, WatchResult, one_line
-from modelmon.gui.state.jobs import Job, RunStart
-from modelmon.gui.state.programs import model_path
+from modelmon.gui.state.jobs import MAP_INTERVAL_S, Job, RunStart
+from modelmon.gui.state.programs import command_words, model_path
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 
-PATH_FIELD = "{path}"
 MAX_TITLE = 80
 
 
@@ -33,6 +32,7 @@ class WatchRequest:
     quiet_s: float | None = None  # end once the model arrived and the program is this quiet
     number: int = 0  # the how-manieth watch on this model, for its name
     described: str = ""  # an attached process's command line, for its title
+    env: tuple[tuple[str, str], ...] = ()  # the command's NAME=VALUE words
 
     @property
     def title(self) -> str:
@@ -61,8 +61,10 @@ def watch_request(given: WatchInput, model: Model) -> WatchRequest:
     if given.command is not None:
         if given.cache not in CACHE_MODES:
             raise OptionsError(f"unknown cache mode {given.cache!r}: use cold, warm or keep")
-        argv = command_argv(given.command, model)
-        return WatchRequest(argv, None, given.cache, model_scope(model), given.quiet_s)
+        argv, env = command_line(given.command, model)
+        return WatchRequest(
+            argv, None, given.cache, model_scope(model), given.quiet_s, env=tuple(env.items())
+        )
     if given.pid is None:
         raise OptionsError("pick the process to watch from the list")
     if given.pid == os.getpid():
@@ -79,20 +81,16 @@ def model_scope(model: Model) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in model.paths if os.path.exists(p)))
 
 
-def command_argv(text: str, model: Model | None) -> tuple[str, ...]:
-    """The command's argv from the line as typed; ``{path}`` becomes the model's path."""
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:  # an unclosed quote, a lone backslash at the end
-        raise OptionsError(f"the command does not split into words: {exc}") from None
-    if not words:
+def command_line(text: str, model: Model | None) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The command's argv and environment from the line as typed (``Command``, the one
+    grammar of ``cmd:`` and ``watch -- ...``); ``{path}`` becomes the model's path."""
+    if not text.strip():
         raise OptionsError("type the command to run, e.g. python load.py {path}")
-    if any(PATH_FIELD in word for word in words):
-        if model is None:
-            raise OptionsError(f"{PATH_FIELD} stands for the open model's path: open one first")
-        path = model_path(model)
-        words = [word.replace(PATH_FIELD, path) for word in words]
-    return tuple(words)
+    command = command_words(text)
+    if command.names_path and model is None:
+        raise OptionsError("{path} stands for the open model's path: open one first")
+    path = model_path(model) if model is not None else None
+    return tuple(command.argv_for(path)), command.env_for(path)
 
 
 class WatchJob(Job):
@@ -125,11 +123,13 @@ class WatchJob(Job):
             quiet_s=request.quiet_s,
             interval_s=self.sample_interval_s,
             stdout=subprocess.DEVNULL,
+            map_interval_s=MAP_INTERVAL_S,
+            env={**os.environ, **dict(request.env)} if request.env else None,
         )
         if self.cancelled:  # asked before the watch existed
             self.watch.cancel()
         spec = request.title
-        self.report(RunStart(WATCH_LABEL, spec, None, None, None, self.watch))
+        self.report(RunStart(WATCH_LABEL, spec, None, None, self.watch))
         try:
             result = self.watch.run()
         except Exception as exc:
@@ -137,7 +137,5 @@ class WatchJob(Job):
                 WATCH_LABEL, spec, None, None, one_line(exc), number=request.number
             )
             raise
-        self._ended = RunRecord(
-            WATCH_LABEL, spec, None, None, watched=result, number=request.number
-        )
+        self._ended = RunRecord(WATCH_LABEL, spec, None, result, number=request.number)
         return result

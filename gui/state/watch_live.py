@@ -36,8 +36,6 @@ from modelmon.gui.state.metrics_live import MAX_POLL_S, POLL_S, PULL_SHARE, Metr
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.results_rows import findings_words
 
-MAP_BINS = 256
-
 
 def _stacking(model_files: Sequence[tuple[str, int]]) -> tuple[dict[str, float], float]:
     """{realpath: base MB} of the open model's files stacked in order, and their end."""
@@ -133,7 +131,8 @@ class WatchView(CursorView):
 
 
 class WatchFeed:
-    """Snapshots of the watch's series and residency, for the state's frame tick."""
+    """Snapshots of the watch's series and residency maps (both kept by its sampler, as a
+    load's are), for the state's frame tick."""
 
     def __init__(
         self, label: str, watch: Watch, model_paths: Sequence[str] = (), poll_s: float = POLL_S
@@ -141,13 +140,16 @@ class WatchFeed:
         self.label, self.watch, self.poll_s = label, watch, poll_s
         # The observer names files by their real path; the plots by the model's own.
         self.shown_path = {os.path.realpath(p): p for p in model_paths}
-        self.maps: list[tuple[float, dict[str, np.ndarray]]] = []
         self._last_pull = -math.inf
         self._samples = -1
 
-    def _map(self) -> dict[str, np.ndarray]:
-        found = self.watch.observer.residency_maps(MAP_BINS)
-        return {self.shown_path.get(path, path): grid for path, grid in found.items()}
+    def _shown(
+        self, maps: Sequence[tuple[float, dict[str, np.ndarray]]]
+    ) -> tuple[tuple[float, dict[str, np.ndarray]], ...]:
+        return tuple(
+            (t, {self.shown_path.get(path, path): grid for path, grid in files.items()})
+            for t, files in maps
+        )
 
     def poll(self, now_s: float | None = None) -> MetricSnapshot | None:
         sampler, t0_ns = self.watch.sampler, self.watch.t0_ns
@@ -160,13 +162,13 @@ class WatchFeed:
         started = time.perf_counter()
         self._last_pull, self._samples = now, samples
         series = {name: ((t - t0_ns) / 1e9, v) for name, (t, v) in sampler.series().items()}
-        self.maps.append(((time.perf_counter_ns() - t0_ns) / 1e9, self._map()))
+        maps = [((t - t0_ns) / 1e9, files) for t, files in sampler.residency_maps()]
         snapshot = MetricSnapshot(
             self.label,
             series,
             dict(sampler.specs),
             sampler.unavailable,
-            tuple(self.maps),
+            self._shown(maps),
             resident_fraction=latest(series, "resident_fraction"),
         )
         self.poll_s = min(
@@ -179,14 +181,13 @@ class WatchFeed:
         samples = result.samples
         if samples is None:
             return None
-        self.maps.append((result.wall_seconds, self._map()))
         series = dict(samples.series)
         return MetricSnapshot(
             self.label,
             series,
             dict(samples.specs),
             dict(samples.unavailable),
-            tuple(self.maps),
+            self._shown(samples.residency_maps),
             True,
             latest(series, "resident_fraction"),
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from modelmon.core import OptionsError
+from modelmon.core import CacheMode, OptionsError
 from modelmon.gui.state.ab_session import ABState, ab_cache
 from modelmon.gui.state.ceilings_state import CeilingsState, CeilingStore
 from modelmon.gui.state.configs import LABELS, Configs
@@ -150,9 +150,9 @@ class Workbench:
         if refused is not None:
             self.message.emit(f"Configuration {label}: {refused}", "warning")
             return
-        self._start(SingleRun(self.info.model, label, strategy, options))
+        self._start(SingleRun(self.info.model, label, side_config(strategy, options)))
 
-    def run_ab(self, pairs: int | None = None, cache: str | None = None) -> None:
+    def run_ab(self, pairs: int | None = None, cache: CacheMode | None = None) -> None:
         """A B A B … ``pairs`` pairs (default: the pairs set) from the same verified cache
         state, then the verdict. The state is ``cache`` when given, else A's and B's Cache
         setting (they must agree)."""
@@ -169,7 +169,7 @@ class Workbench:
         a, b = (side_config(self.configs.strategy(s), self.configs.effective(s)) for s in LABELS)
         try:
             programs = [s for s in LABELS if is_program(self.configs.strategy(s))]
-            cache = ab_cache(
+            cache: CacheMode = ab_cache(
                 *(self.configs.effective(s) for s in LABELS if s not in programs),
                 asked=cache,
                 programs=len(programs),

@@ -20,7 +20,14 @@ from modelmon.core import MAX_AB_PAIRS, LoadOptions, OptionsError, option_text, 
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import ABResult, LoadResult, ProgramResult, WatchResult
+    from modelmon.core import (
+        ABResult,
+        Configuration,
+        LoadResult,
+        ProgramResult,
+        RunOutcome,
+        WatchResult,
+    )
 
 VERB = "bench"
 EXAMPLES = """\
@@ -76,15 +83,15 @@ class _SpecParser(argparse.ArgumentParser):
         raise OptionsError(f"{self.prog}: {message}")
 
 
-def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
+def parse_config_spec(spec: str, flag: str) -> Configuration:
     """A ``bench`` configuration: ``"sequential workers=4"`` (``name=value``, the syntax of
     ``core.options.parse_spec``), ``"sequential --workers 4"`` (``load``'s flags), or both;
-    or a program (``cmd: ...``, ``engine: ...``), whose strategy is its spec."""
-    from modelmon.core import is_program_spec, parse_program
+    or a program (``cmd: ...``, ``engine: ...``)."""
+    from modelmon.core import StrategyConfig, parse_program, program_kind
 
-    if is_program_spec(spec):
+    if program_kind(spec) is not None:
         try:
-            return parse_program(spec).spec, LoadOptions()
+            return parse_program(spec)
         except OptionsError as exc:
             raise OptionsError(f"{VERB} {flag}: {exc}") from None
     parser = _SpecParser(prog=f"{VERB} {flag}", add_help=False)
@@ -100,17 +107,18 @@ def parse_config_spec(spec: str, flag: str) -> tuple[str, LoadOptions]:
     if "strategy" in given:
         words.insert(0, given.pop("strategy"))
     strategy, options = parse_spec(" ".join(words))
-    return strategy, load_options(given, options)
+    return StrategyConfig(strategy, load_options(given, options))
 
 
-def unused_by_bench(strategy: str, options: LoadOptions, cache: str) -> list[str]:
+def unused_by_bench(config: Configuration, cache: str) -> list[str]:
     """A spec's options that do nothing in this A/B: those the strategy does not use, and its
     own ``cache=`` (every run starts from bench's ``--cache`` state). A program has none."""
-    from modelmon.core import is_program_spec
+    from modelmon.core import StrategyConfig
 
-    if is_program_spec(strategy):
+    if not isinstance(config, StrategyConfig):
         return []
-    unused = ignored_options(strategy, options)
+    options = config.options
+    unused = ignored_options(config.strategy, options)
     if options.cache != LoadOptions().cache and options.cache != cache:
         unused.append(option_text("cache", options.cache))
     return unused
@@ -213,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.progress import progress_bars
     from modelmon.core import (
         ABFailed,
-        Config,
+        ProgramResult,
         named_path,
         open_model,
         require_tensor_bytes,
@@ -221,14 +229,10 @@ def run(args: argparse.Namespace) -> int:
     )
 
     apply_prime_option(args)
-    a_strategy, a_options = parse_config_spec(args.a, "--a")
-    b_strategy, b_options = parse_config_spec(args.b, "--b")
+    a = parse_config_spec(args.a, "--a")
+    b = parse_config_spec(args.b, "--b")
     ignored = {
-        flag: unused_by_bench(strategy, options, args.cache)
-        for flag, strategy, options in (
-            ("--a", a_strategy, a_options),
-            ("--b", b_strategy, b_options),
-        )
+        flag: unused_by_bench(config, args.cache) for flag, config in (("--a", a), ("--b", b))
     }
     said = "; ".join(f"{flag} {', '.join(names)}" for flag, names in ignored.items() if names)
     if said:
@@ -239,7 +243,9 @@ def run(args: argparse.Namespace) -> int:
     watched: dict[str, list[WatchResult]] = {}
     programs: dict[tuple[str, int], ProgramResult] = {}
 
-    def on_program(side: str, pair: int, outcome: ProgramResult) -> None:
+    def on_outcome(side: str, pair: int, outcome: RunOutcome) -> None:
+        if not isinstance(outcome, ProgramResult):
+            return
         programs[side, pair] = outcome
         if outcome.watch is not None:
             watched.setdefault(side, []).append(outcome.watch)
@@ -263,13 +269,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             ab = run_ab(
                 model,
-                Config(a_strategy, a_options),
-                Config(b_strategy, b_options),
+                a,
+                b,
                 n=args.n,
                 cache=args.cache,
                 on_result=on_result,
                 cancel=cancel,
-                on_program=on_program,
+                on_outcome=on_outcome,
                 path=named_path(args.path, model.path),
                 on_warm=bars.log,
             )

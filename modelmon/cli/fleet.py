@@ -100,34 +100,33 @@ def node_count(text: str) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     from modelmon.core import (
-        LoadOptions,
+        StrategyConfig,
         check_output,
-        is_program_spec,
         open_model,
         parse_program,
         parse_spec,
+        program_kind,
     )
     from modelmon.fleet.report import Side
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
     wanted = args.nodes
     if args.fleet_verb == "load":
-        sides = [Side("load", args.strategy, load_options(vars(args)))]
+        sides = [Side("load", StrategyConfig(args.strategy, load_options(vars(args))))]
         rounds = 1
     else:
         sides = []
         for label, spec in (("A", args.a), ("B", args.b)):
-            if is_program_spec(spec):
+            if program_kind(spec) is not None:
                 if args.cache != "cold":
                     raise OptionsError(
                         f"--{label.lower()} {spec}: a program's load is timed by the bytes "
                         "that arrive from storage: it runs from a cold cache only"
                     )
-                program = parse_program(spec)
-                sides.append(Side(label, program.spec, LoadOptions(cache="cold")))
+                sides.append(Side(label, parse_program(spec)))
                 continue
             strategy, options = parse_spec(spec)
-            sides.append(Side(label, strategy, options.with_(cache=args.cache)))
+            sides.append(Side(label, StrategyConfig(strategy, options.with_(cache=args.cache))))
         rounds = args.n
     model = open_model(args.path)  # a bad path fails here, once, not on every node
     csv_output: Output | None = None

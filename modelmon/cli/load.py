@@ -84,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.ranks import run as run_ranks
     from modelmon.cli.ranks import wanted as ranks_wanted
     from modelmon.core import (
-        Config,
         ReadBatch,
         Session,
+        StrategyConfig,
         apply_config,
         memory_facts,
         open_model,
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     if args.config:  # the flags given override the file, as the library's options do
         chosen = apply_config(args.config, model, given.get("strategy"), given_options(given))
     else:
-        chosen = Config(args.strategy, load_options(vars(args)))
+        chosen = StrategyConfig(args.strategy, load_options(vars(args)))
     strategy, options = chosen.strategy, chosen.options
     ignored = ignored_options(strategy, options)
     if ignored:

@@ -234,9 +234,7 @@ def run_fleet(
     number = 0
     for _ in range(rounds):
         for side in sides:
-            request = NodeRequest(
-                path, side.strategy, side.options, side.label, number, ready_timeout_s
-            )
+            request = NodeRequest(path, side.config, side.label, number, ready_timeout_s)
             found = run_round(request, nodes)
             runs.extend(found)
             number += 1

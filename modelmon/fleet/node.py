@@ -1,11 +1,10 @@
 """What one node of a fleet does: check its own cache, wait for every node, load, report.
 
 Runs inside a Ray task on the node, but knows nothing of Ray: the barrier is two callables
-(``cluster`` passes ones that talk to its barrier actor). The node's workers are ordinary
-``LoadRun`` worker processes; the start gate replaces the run's own cache preparation, so the
-cache is verified on this node just before it waits, and the load starts when all nodes go.
-A program side (``cmd: ...``, ``engine: ...``) is a watched ``ProgramRun``: its cache is
-prepared and verified the same way, and its command starts when all nodes go.
+(``cluster`` passes ones that talk to its barrier actor). The node's run is what its
+configuration calls for (``run_for``: worker processes, or a program watched); its start gate
+hears this node's verified cache state once the run is ready, and waits there for every
+node, so each run starts when all nodes go.
 """
 
 from __future__ import annotations
@@ -18,18 +17,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from modelmon.core import (
+    CacheMode,
     CacheState,
-    LoadOptions,
+    Configuration,
     LoadResult,
-    LoadRun,
     ProgramRun,
+    Session,
     StorageFacts,
+    StrategyConfig,
     cache_not_measured,
-    format_spec,
     one_line,
     open_model,
     polling_thread,
-    program_of,
+    run_for,
     storage_by_folder,
 )
 
@@ -41,15 +41,19 @@ class NodeRequest:
     """One round's load, the same for every node."""
 
     path: str  # the model, at the same path on every node (shared storage)
-    strategy: str
-    options: LoadOptions
+    config: Configuration  # with the round's cache state, for a strategy
     side: str  # "load", or "A"/"B" in a bench
     round: int
     ready_timeout_s: float = READY_TIMEOUT_S
 
     @property
     def spec(self) -> str:
-        return format_spec(self.strategy, self.options)  # a program's: its own spec
+        return self.config.spec
+
+    @property
+    def cache(self) -> CacheMode:
+        """The cache state every node's run starts from (a program's: cold)."""
+        return self.config.options.cache if isinstance(self.config, StrategyConfig) else "cold"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,29 +123,15 @@ def load_on_node(
     stopped: Stopped | None = None,
 ) -> NodeRun:
     host = socket.gethostname()
-    state = cache_not_measured(request.options.cache)
+    state = cache_not_measured(request.cache)
     went: list[float] = []
     broken: list[str] = []
     stops: list[tuple[str, bool]] = []  # why the round was stopped while this node loaded
     arrived = False
 
-    def gate(run: LoadRun) -> CacheState:
+    def gate(prepared: CacheState) -> bool:
         nonlocal arrived, state
-        state = run.prepare_cache()  # this node's own cache
-        if run.halted:  # cancelled, or a worker died: the others must not wait for this node
-            return state
-        arrived = True
-        go, why = arrive(node_id)
-        if go is None:
-            broken.append(why or "the barrier broke")
-            run.cancel()
-        else:
-            went.append(time.time())
-        return state
-
-    def program_gate(prepared: CacheState | None) -> bool:
-        nonlocal arrived, state
-        state = prepared or state
+        state = prepared  # this node's own cache, verified
         arrived = True
         go, why = arrive(node_id)
         if go is None:
@@ -153,21 +143,12 @@ def load_on_node(
     storage: tuple[StorageFacts, ...] = ()
     result: LoadResult | None = None
     failure: str | None = None
-    program = program_of(request.strategy)
     try:
-        if program is None:
-            load = LoadRun(request.path, request.strategy, request.options, start_gate=gate)
-            storage = storage_by_folder(load.paths)
-            with stop_watch(load, stopped, stops):
-                result = load.run()
-        else:
-            model = open_model(request.path)
-            storage = storage_by_folder([f.path for f in model.files])
-            run = ProgramRun(
-                model, program, request.options.cache, start_gate=program_gate, path=request.path
-            )
-            with stop_watch(run, stopped, stops):
-                result = run.run().load
+        model = open_model(request.path)
+        storage = storage_by_folder([f.path for f in model.files])
+        run = run_for(model, request.config, start_gate=gate, monitor=False, path=request.path)
+        with stop_watch(run, stopped, stops):
+            result = run.run().result
     except Exception as exc:  # an error on one node is that node's row, not the fleet's end
         failure = one_line(exc)
     finally:
@@ -196,7 +177,7 @@ def load_on_node(
 
 
 def stop_watch(
-    load: LoadRun | ProgramRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
+    load: Session | ProgramRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
 ) -> contextlib.AbstractContextManager[None]:
     """For the block (the node's load or program run), a thread asks ``stopped`` whether the
     round was stopped (another node died or failed) and cancels ``load`` if so, noting why in
@@ -219,5 +200,5 @@ def lost_node(request: NodeRequest, node: dict[str, Any], why: str) -> NodeRun:
         str(node["NodeID"]),
         str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"),
         why,
-        cache_not_measured(request.options.cache),
+        cache_not_measured(request.cache),
     )

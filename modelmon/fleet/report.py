@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core import LoadOptions, find_straggler, format_spec
+from modelmon.core import Configuration, find_straggler
 from modelmon.fleet.node import NodeRun
 
 CSV_FIELDS = (
@@ -44,12 +44,11 @@ CSV_FIELDS = (
 @dataclass(frozen=True, slots=True)
 class Side:
     label: str  # "load", or "A" / "B" in a bench
-    strategy: str
-    options: LoadOptions
+    config: Configuration  # with the round's cache state, for a strategy
 
     @property
     def spec(self) -> str:
-        return format_spec(self.strategy, self.options)
+        return self.config.spec
 
 
 def spread(values: list[float]) -> dict[str, float | None]:

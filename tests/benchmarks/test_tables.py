@@ -59,7 +59,7 @@ def _job() -> JobResult:
     threads_load = Entry("load", "sequential", THREADS)
     threads_measure = Entry("strategy", "sequential", THREADS)
     direct = Entry("load", "direct", PROCESSES)
-    runai = Entry("peer", "runai-model-streamer")
+    runai = Entry("peer", "runai")
     crawler = Entry("peer", "cattensors")
     speeds = [
         (pick_load, 500),
@@ -186,7 +186,7 @@ def test_each_core_load_runs_right_after_its_measured_form() -> None:
     seq_load = Entry("load", "sequential", PROCESSES)
     seq = Entry("strategy", "sequential", PROCESSES)
     pread_load = Entry("load", "pread", LoadOptions(workers=4, threads=1))
-    runai = Entry("peer", "runai-model-streamer")
+    runai = Entry("peer", "runai")
     order = side_by_side([seq_load, runai, pread_load, seq])
     assert order == [runai, pread_load, seq, seq_load]  # pread has no measured form here
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 import modelmon.core as core
+from modelmon.core.configuration import StrategyConfig
 from modelmon.core.errors import ConfigError, EmptyModelError, ModelFormatError
-from modelmon.core.measuring.ab import run_ab
+from modelmon.core.measuring.ab_run import run_ab
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
-from modelmon.core.options import Config, LoadOptions
+from modelmon.core.options import LoadOptions
 
 
 def _vocab_only_gguf(path: Path) -> Path:
@@ -34,7 +35,9 @@ def test_a_model_without_tensors_opens_but_no_load_is_planned(tmp_path: Path) ->
         "load": lambda: core.load(path),
         "measure": lambda: core.measure(path),
         "ceilings": lambda: measure_ceilings(model),
-        "a/b": lambda: run_ab(model, Config("sequential", options), Config("pread", options), n=1),
+        "a/b": lambda: run_ab(
+            model, StrategyConfig("sequential", options), StrategyConfig("pread", options), n=1
+        ),
     }
     for name, attempt in attempts.items():
         with pytest.raises(EmptyModelError) as caught:

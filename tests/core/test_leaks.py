@@ -22,7 +22,7 @@ PROBE = """
 import gc, json, os, sys, threading, psutil
 import modelmon.core
 from modelmon.core.options import LoadOptions
-from modelmon.core.measuring.session import Session
+from modelmon.core.runs.session import Session
 from modelmon.core.loading.strategies import STRATEGIES
 
 def footprint():

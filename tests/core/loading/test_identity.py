@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 import modelmon.core
+from modelmon.core.configuration import parse_engine
 from modelmon.core.errors import ConfigError, ConfigMismatchWarning, ModelmonWarning
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.options import LoadOptions
 from modelmon.core.output.config import build_document, write_config
 
 from ..measuring.records import candidate, run
@@ -121,15 +120,13 @@ def test_bad_identity_is_one_line_naming_the_key(
 def test_a_peer_pick_is_recorded_and_the_config_stays_applicable(
     two_models: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    settings = PeerSettings("runai-model-streamer", (("RUNAI_STREAMER_CONCURRENCY", "16"),))
-    peer = Candidate(
-        "runai-model-streamer", LoadOptions(), role="peer", peer=settings, results=[run(1500.0)]
-    )
+    settings = parse_engine("runai RUNAI_STREAMER_CONCURRENCY=16")
+    peer = Candidate(settings, role="peer", results=[run(1500.0)])
     path, _ = two_models
     document = _document(path, pick=peer)
     assert document["recommendation"] == {
         "pick": settings.spec,
-        "loader": "runai-model-streamer",
+        "loader": settings.spec,
         "median_mbps": 1500.0,
         "runs": 1,
         "in_config": False,

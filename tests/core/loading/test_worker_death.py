@@ -47,12 +47,12 @@ def asleep(pid):
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rpartition(")")[2].split()[0] == "S"
 
-def gate(run):  # every worker is ready: killed once it sleeps, waiting for go
+def gate(state):  # every worker is ready: killed once it sleeps, waiting for go
     deadline = time.monotonic() + 30
     while not asleep(run.worker_pids()[1]) and time.monotonic() < deadline:
         time.sleep(0.001)
     kill_worker_1(run)
-    return run.prepare_cache()
+    return True
 
 if moment == "waiting for go":
     run = LoadRun(path, strategy, options, start_gate=gate)
@@ -114,13 +114,13 @@ def test_a_worker_dying_while_the_run_waits_to_start_halts_the_wait(model: Path)
     dies meanwhile halts the wait, and the run never says go."""
     halted: list[bool] = []
 
-    def gate(run: LoadRun) -> CacheState:
+    def gate(state: CacheState) -> bool:
         os.kill(run.worker_pids()[1], signal.SIGKILL)
         deadline = time.monotonic() + 10
         while not run.halted and time.monotonic() < deadline:
             time.sleep(0.01)  # the state comes from the run's own watcher
         halted.append(run.halted)
-        return run.prepare_cache()
+        return True
 
     run = LoadRun(model, "sequential", LoadOptions(workers=2, discard=True), start_gate=gate)
     result = run.run()

@@ -22,4 +22,4 @@ def candidate(strategy: str, *rates: float, role: str = "", **options: Any) -> C
     """A measured candidate with one reader thread per worker unless ``threads`` says
     otherwise, as recommend's own grid pins them (the default is four reader threads)."""
     options_ = LoadOptions(threads=1).with_(**options)
-    return Candidate(strategy, options_, role=role, results=[run(r) for r in rates])
+    return Candidate.of(strategy, options_, role=role, results=[run(r) for r in rates])

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.configuration import Configuration, StrategyConfig
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.measuring.ab import ABFailed, judge, run_ab
+from modelmon.core.measuring.ab import ABFailed, judge
+from modelmon.core.measuring.ab_run import run_ab
 from modelmon.core.model.formats import open_model
-from modelmon.core.options import Config, LoadOptions
+from modelmon.core.options import LoadOptions
 from modelmon.core.output.verdict import verdict_words
 from modelmon.core.system import cache, device_use, readahead
 from modelmon.core.system.cache import CacheState
@@ -30,17 +32,18 @@ class ScriptedRuns:
         self.speeds, self.status = speeds, status
         self.order: list[tuple[str, int, str, str]] = []
 
-    def __call__(self, side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
-        self.order.append((side, pair, strategy, options.cache))
-        return fake_result(self.speeds[strategy].pop(0), status=self.status)
+    def __call__(self, side: str, pair: int, config: Configuration) -> LoadResult:
+        assert isinstance(config, StrategyConfig)
+        self.order.append((side, pair, config.strategy, config.options.cache))
+        return fake_result(self.speeds[config.strategy].pop(0), status=self.status)
 
 
 def test_alternates_and_forces_the_cache_state(sharded_model: Path) -> None:
     runs = ScriptedRuns({"mmap": [100, 110, 90], "sequential": [200, 210, 190]})
     result = run_ab(
         open_model(sharded_model),
-        Config("mmap", LoadOptions(cache="keep")),
-        Config("sequential", LoadOptions()),
+        StrategyConfig("mmap", LoadOptions(cache="keep")),
+        StrategyConfig("sequential", LoadOptions()),
         n=3,
         cache="cold",
         run_one=runs,
@@ -67,16 +70,16 @@ def test_on_network_storage_each_run_starts_once_the_last_one_rested(
     runs = ScriptedRuns({"mmap": [100, 100], "sequential": [200, 200]})
     spans: list[tuple[float, float]] = []
 
-    def announced(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
+    def announced(side: str, pair: int, config: Configuration) -> LoadResult:
         started = time.monotonic()  # as a real run: announced on the model's devices
         with device_use.activity(readahead.device_names(f.path for f in model.files)):
-            result = runs(side, pair, strategy, options)
+            result = runs(side, pair, config)
         spans.append((started, time.monotonic()))
         return result
 
     rests: list[float] = []
-    run_ab(model, Config("mmap", LoadOptions()), Config("sequential", LoadOptions()), n=2,
-           run_one=announced, on_rest=rests.append)  # fmt: skip
+    sides = StrategyConfig("mmap", LoadOptions()), StrategyConfig("sequential", LoadOptions())
+    run_ab(model, *sides, n=2, run_one=announced, on_rest=rests.append)
     assert len(spans) == 4
     assert len(rests) == 3 and all(0 < wait <= 0.2 for wait in rests)  # told before each rest
     for (_, ended), (started, _) in itertools.pairwise(spans):
@@ -111,11 +114,12 @@ def test_programs_timed_to_samples_are_faster_only_past_their_timing(
     B's 6 % in every pair is within what their timing tells apart; the same pairs timed by
     their own clocks (strategies) are not."""
     model = open_model(sharded_model)
-    sides = Config("mmap", LoadOptions()), Config("sequential", LoadOptions())
+    sides = StrategyConfig("mmap", LoadOptions()), StrategyConfig("sequential", LoadOptions())
     speeds = {"mmap": [100.0] * 3, "sequential": [106.0] * 3}
 
-    def sampled(side: str, pair: int, strategy: str, options: LoadOptions) -> LoadResult:
-        result = fake_result(speeds[strategy][pair])
+    def sampled(side: str, pair: int, config: Configuration) -> LoadResult:
+        assert isinstance(config, StrategyConfig)
+        result = fake_result(speeds[config.strategy][pair])
         return replace(result, timed_every_s=0.1)
 
     watched = run_ab(model, *sides, n=3, run_one=sampled)
@@ -144,8 +148,8 @@ def test_a_failed_run_voids_the_comparison(sharded_model: Path) -> None:
     with pytest.raises(ABFailed, match="A run 1 failed"):
         run_ab(
             open_model(sharded_model),
-            Config("a", LoadOptions()),
-            Config("b", LoadOptions()),
+            StrategyConfig("a", LoadOptions()),
+            StrategyConfig("b", LoadOptions()),
             n=2,
             run_one=ScriptedRuns({"a": [1, 1], "b": [1, 1]}, status="failed"),
         )
@@ -156,8 +160,8 @@ def test_real_cold_ab_shared_fd_against_sequential(sharded_model: Path) -> None:
     model = open_model(sharded_model)
     result = run_ab(
         model,
-        Config("mmap-shared-fd", LoadOptions(workers=4)),
-        Config("sequential", LoadOptions(workers=4)),
+        StrategyConfig("mmap-shared-fd", LoadOptions(workers=4)),
+        StrategyConfig("sequential", LoadOptions(workers=4)),
         n=2,
         cache="cold",
     )
@@ -181,8 +185,8 @@ def test_cancel_between_runs_voids_the_comparison(sharded_model: Path) -> None:
     with pytest.raises(ABFailed, match="cancelled"):
         run_ab(
             open_model(sharded_model),
-            Config("a", LoadOptions()),
-            Config("b", LoadOptions()),
+            StrategyConfig("a", LoadOptions()),
+            StrategyConfig("b", LoadOptions()),
             n=2,
             cancel=cancel,
             run_one=runs,

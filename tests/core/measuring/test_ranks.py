@@ -163,16 +163,17 @@ def test_find_straggler_is_the_slowest_against_the_median() -> None:
     assert straggler.ratio == 1.5
 
 
-def test_a_start_gate_runs_once_every_worker_is_ready_and_may_cancel(sharded_model: Path) -> None:
-    seen: list[tuple[int, int]] = []
+def test_a_start_gate_hears_the_verified_cache_once_every_worker_is_ready_and_may_refuse(
+    sharded_model: Path,
+) -> None:
+    seen: list[tuple[int, int, bool]] = []
 
-    def gate(run: LoadRun) -> cache.CacheState:
-        seen.append((len(run.ready), run.reads.count))
-        run.cancel()
-        return cache.not_measured("cold")
+    def gate(state: cache.CacheState) -> bool:
+        seen.append((len(run.ready), run.reads.count, state.cold))
+        return False
 
     run = LoadRun(sharded_model, "pread", LoadOptions(workers=3, cache="cold"), start_gate=gate)
     result = run.run()
-    assert seen == [(3, 0)]  # all three workers ready, not one read yet
-    assert result.status == "cancelled" and result.bytes == 0
-    assert result.cache.method == "none"  # the gate's state, not run()'s own preparation
+    assert seen == [(3, 0, True)]  # all three workers ready, not one read yet, verified cold
+    assert result.status == "cancelled" and result.bytes == 0 and run.t0_ns == 0
+    assert result.cache.cold and result.cache.method != "none"

@@ -12,17 +12,18 @@ from typing import Any
 
 import pytest
 
+from modelmon.core.configuration import parse_engine
 from modelmon.core.errors import ReadaheadError
 from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.measuring import peers, race
+from modelmon.core.measuring import race
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import RaceStop
-from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.race import PEER_START_GUESS_S, Race
 from modelmon.core.measuring.search import Search, fill, screening_order
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs.start import run_for
 from modelmon.core.system.storage import storage_facts
 
 from .records import run as load_result
@@ -42,43 +43,35 @@ class Clock:
 
 class ClockedRace(Race):
     """The real race on a clock of its own: modelmon's runs take ``OWN_WALL_S``, a peer's
-    ``PEER_READY_S`` of imports and then its load, unless ``end_by`` comes first."""
+    ``PEER_READY_S`` of imports and then its load, unless its ``horizon`` comes first."""
 
     def __init__(self, clock: Clock, budget_s: float) -> None:
         super().__init__(None, clock.now + budget_s, OWN_WALL_S, lambda _: None, None)  # type: ignore[arg-type]
         self.clock = clock
         self.peer_runs_stopped = 0
 
-    def _run_load(
-        self, candidate: Candidate, limit: float | None, race: bool
+    def _run_once(
+        self, candidate: Candidate, limit: float | None, race: bool, horizon: float | None
     ) -> tuple[LoadResult, int, RaceStop]:
-        self.clock.now += OWN_WALL_S
-        return load_result(500.0), 0, RaceStop(None, None)
-
-    def _run_peer(
-        self, candidate: Candidate, limit: float | None, end_by: float | None
-    ) -> tuple[LoadResult, int, RaceStop | None]:
+        if candidate.program is None:
+            self.clock.now += OWN_WALL_S
+            return load_result(500.0), 0, RaceStop(None, None)
         cost = PEER_READY_S + LOAD_S
-        if end_by is not None and self.clock.now + cost > end_by:
-            self.clock.now = max(self.clock.now, end_by)
+        if horizon is not None and self.clock.now + cost > horizon:
+            self.clock.now = max(self.clock.now, horizon)
             self.peer_runs_stopped += 1
-            stopped = dataclasses.replace(load_result(500.0), status="cancelled", error="not ready")
-            return stopped, 0, None
+            stopped = dataclasses.replace(load_result(500.0), status="cancelled", error="stopped")
+            return stopped, 0, RaceStop(None, None)
         self.clock.now += cost
-        return load_result(500.0), 0, None
+        return load_result(500.0), 0, RaceStop(None, None)
 
 
 def own(workers: int) -> Candidate:
-    return Candidate("sequential", LoadOptions(workers=workers, threads=1))
+    return Candidate.of("sequential", LoadOptions(workers=workers, threads=1))
 
 
 def peer() -> Candidate:
-    return Candidate(
-        "runai-model-streamer",
-        LoadOptions(),
-        role="peer",
-        peer=PeerSettings("runai-model-streamer"),
-    )
+    return Candidate(parse_engine("runai"), role="peer")
 
 
 def test_an_unrun_peer_is_planned_with_its_start_then_at_its_measured_cost() -> None:
@@ -88,7 +81,7 @@ def test_an_unrun_peer_is_planned_with_its_start_then_at_its_measured_cost() -> 
     r.leader, r.overheads = LOAD_S, [3.0]
     assert r.pace(mine) == LOAD_S + 3.0
     assert r.pace(a_peer) == LOAD_S + 3.0 + PEER_START_GUESS_S
-    r.peer_overheads["runai-model-streamer"] = [9.0, 11.0]
+    r.peer_overheads["engine: runai"] = [9.0, 11.0]
     assert r.pace(a_peer) == LOAD_S + 10.0  # its own start, measured
     assert r.overheads == [3.0]  # a peer's start never makes modelmon's runs look slower
 
@@ -120,17 +113,19 @@ def test_a_peer_that_would_run_into_the_reserve_is_stopped_at_it(
     slow = peer()
     assert r.run(slow, keep_s=20.0) is None  # 16 s of run, 10 s outside the reserve
     assert r.peer_runs_stopped == 1 and r.left() == pytest.approx(20.0)
-    assert slow.ended == "not measured" and "did not import" in slow.reason
+    assert slow.ended == "not measured" and "did not start loading" in slow.reason
 
 
-def test_a_peer_run_ends_at_end_by_imports_included(sharded_model: Path) -> None:
-    files = [f.path for f in open_model(sharded_model).files]
+def test_another_loaders_run_ends_at_its_limit_imports_included(sharded_model: Path) -> None:
+    model = open_model(sharded_model)
+    engine = parse_engine("safetensors")
     started = time.monotonic()
-    done = peers.run_peer("safetensors", files, "cold", end_by=started + 0.05)
-    assert done.status == "cancelled" and done.error == "not ready"
-    assert time.monotonic() - started < 5.0  # its child stopped, not waited for
+    running = run_for(model, engine, "cold", time_limit_s=0.05, monitor=False)
+    done = running.run().result
+    assert done.status == "cancelled" and running.loaded_bytes == 0
+    assert time.monotonic() - started < 10.0  # its child stopped, not waited for
     stop = threading.Event()
-    assert peers.run_peer("safetensors", files, "cold", stop=stop, end_by=None).status == "ok"
+    assert run_for(model, engine, "cold", cancel=stop).run().result.status == "ok"
 
 
 def test_a_pick_short_of_its_evidence_runs_past_the_budget_by_the_overrun_at_most(
@@ -162,11 +157,11 @@ def test_a_pick_short_of_its_evidence_runs_past_the_budget_by_the_overrun_at_mos
 class LibraryCutRace(ClockedRace):
     """As ``ClockedRace``, but the library is cut early, 3 s in, far behind the leader."""
 
-    def _run_load(
-        self, candidate: Candidate, limit: float | None, race: bool
+    def _run_once(
+        self, candidate: Candidate, limit: float | None, race: bool, horizon: float | None
     ) -> tuple[LoadResult, int, RaceStop]:
         if candidate.strategy != "library":
-            return super()._run_load(candidate, limit, race)
+            return super()._run_once(candidate, limit, race, horizon)
         self.clock.now += 3.0
         stop = RaceStop(None, None)
         stop.reason = "cut early: far behind the leader"
@@ -184,8 +179,8 @@ def test_a_search_that_found_no_rival_screens_on_with_what_it_kept_for_one(
     monkeypatch.setattr(race, "time", clock)
     r = LibraryCutRace(clock, budget_s=32.0)
     r.evidence_overrun_s = 3.2  # recommend's 10 % of the budget
-    failure = Candidate("mmap-shared-fd", LoadOptions(workers=4), role="failure mode")
-    library = Candidate("library", LoadOptions(threads=1), role="baseline")
+    failure = Candidate.of("mmap-shared-fd", LoadOptions(workers=4), role="failure mode")
+    library = Candidate.of("library", LoadOptions(threads=1), role="baseline")
     pool = [own(4), library, failure, own(2), own(8)]
     best, duel = Search(r, pool, storage_facts(tmp_path)).run()
     assert library.ended == "cut early"
@@ -202,11 +197,11 @@ def test_a_run_whose_readahead_another_modelmon_run_holds_fails_and_the_search_g
     clock = Clock()
     monkeypatch.setattr(race, "time", clock)
     r = ClockedRace(clock, budget_s=60.0)
-    held = Candidate("sequential", LoadOptions(workers=4, threads=1, readahead=4096))
+    held = Candidate.of("sequential", LoadOptions(workers=4, threads=1, readahead=4096))
 
-    def busy(candidate: Candidate, limit: float | None, race_: bool) -> Any:
+    def busy(candidate: Candidate, limit: float | None, race_: bool, horizon: object) -> Any:
         raise ReadaheadError("readahead of vda not changed: another modelmon run is using it")
 
-    monkeypatch.setattr(r, "_run_load", busy)
+    monkeypatch.setattr(r, "_run_once", busy)
     assert r.run(held) is None
     assert held.ended == "failed" and held.reason.endswith("another modelmon run is using it")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.configuration import parse_engine
+from modelmon.core.loaders.registry import ENGINES
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.measuring import peers
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.recommend import (
     BudgetUse,
@@ -23,6 +24,7 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.explain import explain
+from modelmon.core.runs.start import run_for
 from modelmon.core.system.storage import storage_facts
 
 from .records import candidate
@@ -162,21 +164,21 @@ def test_shared_descriptor_is_ruled_out_on_fuse_and_network(tmp_path: Path) -> N
     import dataclasses
 
     local = storage_facts(tmp_path)
-    shared = Candidate("mmap-shared-fd", LoadOptions(workers=4, threads=1), role="failure mode")
+    shared = Candidate.of("mmap-shared-fd", LoadOptions(workers=4, threads=1), role="failure mode")
     assert ruled_out_by(local, shared) is None or local.is_fuse or local.is_network
     fuse = dataclasses.replace(local, is_fuse=True, fs_type="fuse.gcsfuse")
     why = ruled_out_by(fuse, shared)
     assert why is not None and "FUSE" in why and "4 workers sharing one descriptor" in why
-    own_fds = Candidate("mmap", LoadOptions(workers=4))
+    own_fds = Candidate.of("mmap", LoadOptions(workers=4))
     assert ruled_out_by(fuse, own_fds) is None
 
 
 def test_slow_candidate_is_cut_early(tmp_path: Path) -> None:
     path = write_safetensors_model(tmp_path, layers=8, hidden=512, vocab=16384, seed=5)
-    fast = Candidate("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
+    fast = Candidate.of("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
     # One 4 KiB page fault at a time (one reader, no readahead): far slower than 16 MiB
     # reads, cold. Both pin one reader per worker, as recommend's own grid does.
-    slow = Candidate("mmap", LoadOptions(threads=1, madvise="random"))
+    slow = Candidate.of("mmap", LoadOptions(threads=1, madvise="random"))
     # The cut comes within a second of the first load (at twice its time, half a second at
     # least): 10 s holds the ceilings, that load and the cut run several times over on a busy
     # machine, and the rest of the budget only buys more runs of the winner.
@@ -197,22 +199,21 @@ def test_peer_not_installed_is_absent_with_a_note(
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     found, absent = peer_candidates(open_model(sharded_model), True, 4)
-    assert not any(c.strategy == "runai-model-streamer" for c in found)
-    assert any(n.startswith("runai-model-streamer is not installed") for n in absent)
-    assert peers.peer_unavailable("runai-model-streamer") is not None
-    assert any(c.strategy == "safetensors" and c.peer is not None for c in found)
+    engines = [c.program.engine for c in found if c.program is not None]
+    assert "runai" not in engines and "safetensors" in engines
+    assert any(n.startswith("Run:ai Model Streamer is not installed") for n in absent)
+    assert ENGINES["runai"].unavailable() is not None
 
 
-def test_peer_runs_cold_in_its_own_process_and_stops(sharded_model: Path) -> None:
+def test_another_loader_runs_cold_in_its_own_process_and_stops(sharded_model: Path) -> None:
     model = open_model(sharded_model)
-    files = [f.path for f in model.files]
-    done = peers.run_peer("safetensors", files, "cold")
-    assert done.status == "ok" and done.bytes == model.total_bytes, done.error
-    assert done.state is not None and done.state.requested == "cold"
+    done = run_for(model, parse_engine("safetensors"), "cold").run().result
+    assert done.status == "ok" and done.bytes == model.file_bytes, done.error
+    assert done.cache.requested == "cold" and done.cache.cold
     stop = __import__("threading").Event()
     stop.set()
-    stopped = peers.run_peer("safetensors", files, "cold", stop=stop)
-    assert stopped.status == "cancelled" and stopped.error == "stopped"
+    stopped = run_for(model, parse_engine("safetensors"), "cold", cancel=stop).run().result
+    assert stopped.status == "cancelled"
 
 
 def test_ceilings_measured_in_the_session_are_reused_not_remeasured(sharded_model: Path) -> None:
@@ -223,7 +224,7 @@ def test_ceilings_measured_in_the_session_are_reused_not_remeasured(sharded_mode
     model = open_model(sharded_model)
     known = measure_ceilings(model, ("sequential_read", "parallel_read"), repeats=1, workers=2)
     assert all(c.measured_at > 0 and c.wall_s > 0 for c in known.items)
-    fast = Candidate("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
+    fast = Candidate.of("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
     # 1 s: the missing ceiling and the one load that always runs are all this needs.
     rec = recommend(model, budget_s=1, workers=2, pool=[fast], peers=False, ceilings=known)
     for name in ("sequential_read", "parallel_read"):
@@ -268,7 +269,7 @@ def test_entries_take_all_but_what_the_duel_needs(tmp_path: Path) -> None:
     # 36 s at 3 s a run: entries stop where two pairs of the duel (12 s) would no longer fit
     # after them; the two pairs settle it (equal runs: the more robust) within the budget.
     race = _ScriptedRace(budget_s=36.0, pace_s=3.0)
-    order = [Candidate("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 13)]
+    order = [Candidate.of("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 13)]
     best, duel = Search(race, order, storage_facts(tmp_path)).run()  # type: ignore[arg-type]
     entered = [c for c in order if c.results]
     assert len(entered) == 8  # 24 s of entries, 12 s kept
@@ -279,11 +280,11 @@ def test_entries_take_all_but_what_the_duel_needs(tmp_path: Path) -> None:
 
 
 def test_screening_takes_modelmons_candidates_and_the_peers_in_turn() -> None:
-    own = [Candidate("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 6)]
-    rivals = [Candidate("library", LoadOptions(threads=t)) for t in range(1, 3)]
+    own = [Candidate.of("sequential", LoadOptions(workers=w, threads=1)) for w in range(1, 6)]
+    rivals = [Candidate.of("library", LoadOptions(threads=t)) for t in range(1, 3)]
     order = screening_order(own, rivals)
     assert order == [own[0], own[1], own[2], own[3], rivals[0], own[4], rivals[1]]
-    more = [Candidate("library", LoadOptions(threads=t)) for t in range(3, 6)]
+    more = [Candidate.of("library", LoadOptions(threads=t)) for t in range(3, 6)]
     assert screening_order(own[:3], [*rivals, *more])[3:] == [*rivals, *more]  # peers left
 
 
@@ -296,16 +297,9 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
     broken.ended, broken.reason = "failed", "O_DIRECT refused"
     late = candidate("pread", workers=4)
     late.ended, late.reason = "not measured", "not measured: no budget left"
-    runai = Candidate(
-        "runai-model-streamer",
-        LoadOptions(),
-        role="peer",
-        peer=peers.PeerSettings("runai-model-streamer", (("RUNAI_STREAMER_CONCURRENCY", "16"),)),
-    )
+    runai = Candidate(parse_engine("runai RUNAI_STREAMER_CONCURRENCY=16"), role="peer")
     runai.ended, runai.reason = "not measured", "not measured: no budget left"
-    crashed = Candidate(
-        "safetensors", LoadOptions(), role="peer", peer=peers.PeerSettings("safetensors")
-    )
+    crashed = Candidate(parse_engine("safetensors"), role="peer")
     crashed.ended, crashed.reason = "failed", "exit 1"  # a measured peer: it has its own line
     order = [best, broken, late, runai, crashed]
     assert left_out(order) == (broken, late, runai)

@@ -49,7 +49,7 @@ def test_readahead_candidates_are_measured_and_a_pick_says_how_to_keep_it(
 
 
 def test_within_noise_the_device_as_it_is_is_simpler() -> None:
-    plain = Candidate("sequential", LoadOptions(threads=1))
-    raised = Candidate("sequential", LoadOptions(threads=1, readahead=4096))
+    plain = Candidate.of("sequential", LoadOptions(threads=1))
+    raised = Candidate.of("sequential", LoadOptions(threads=1, readahead=4096))
     assert plain.robustness() < raised.robustness()
     assert "readahead" in robustness_reason(plain, raised)

@@ -18,8 +18,8 @@ def test_a_budget_spent_before_the_search_leaves_only_the_first_load(sharded_mod
     the one load without which there is no answer, and nothing more."""
     model = open_model(sharded_model)
     known = measure_ceilings(model, ("sequential_read", "parallel_read", "memcpy"), repeats=1)
-    first = Candidate("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
-    second = Candidate("pread", LoadOptions(workers=2, threads=1))
+    first = Candidate.of("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
+    second = Candidate.of("pread", LoadOptions(workers=2, threads=1))
     budget_s = 5.0
     started = time.monotonic() - 2 * budget_s
     rec = recommend(

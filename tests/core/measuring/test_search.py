@@ -51,7 +51,7 @@ class UnitRace:
 
 
 def own(workers: int) -> Candidate:
-    return Candidate("sequential", LoadOptions(workers=workers, threads=1))
+    return Candidate.of("sequential", LoadOptions(workers=workers, threads=1))
 
 
 def noisy(base: dict[int, float], noise: float) -> Rate:
@@ -177,7 +177,9 @@ def test_readahead_values_join_the_peers_rhythm_after_the_first_ways_of_loading(
     def variants(contenders: list[Candidate]) -> list[Candidate]:
         best = contenders[0]
         made.append(contenders)
-        return [Candidate(best.strategy, best.options.with_(readahead=kb)) for kb in (1024, 4096)]
+        return [
+            Candidate.of(best.strategy, best.options.with_(readahead=kb)) for kb in (1024, 4096)
+        ]
 
     race = UnitRace(60, noisy({w: 1000.0 + 10 * w for w in range(1, 9)}, 0.05))
     Search(race, grid, facts, variants).run()  # type: ignore[arg-type]

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core.loading.result import DESCRIPTOR_NOTE, OVERLAP_NOTE
+from modelmon.core.configuration import parse_engine
 from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceilings import Ceiling, Ceilings
-from modelmon.core.measuring.peers import PeerSettings
 from modelmon.core.measuring.recommend import BudgetUse, Recommendation
 from modelmon.core.measuring.search import Duel, decide
 from modelmon.core.model.formats import open_model
@@ -162,8 +161,8 @@ def test_a_failure_mode_stopped_before_any_byte_says_so_not_a_rate(
 def test_the_failure_mode_names_the_sharing_its_read_log_measured(model: Model) -> None:
     winner = candidate("sequential", 330, 320, 340, workers=4, chunk=16 * MiB)
     shared = candidate("mmap-shared-fd", 12, workers=2, threads=2, role="failure mode")
-    note = f"{DESCRIPTOR_NOTE}4 readers share 1 descriptor"
-    shared.results = [dataclasses.replace(r, notes=(note,)) for r in shared.results]
+    sharing = "4 readers share 1 descriptor"
+    shared.results = [dataclasses.replace(r, descriptor_sharing=sharing) for r in shared.results]
     rec = record(model, winner=winner, ranked=(winner, shared))
     line = next(x for x in explain(rec) if x.startswith("mmap with one shared"))
     assert line.startswith("mmap with one shared descriptor (4 readers share 1 descriptor): ")
@@ -171,8 +170,8 @@ def test_the_failure_mode_names_the_sharing_its_read_log_measured(model: Model) 
 
 def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:
     own = candidate("sequential", 900, 880, 910, workers=4, chunk=16 * MiB)
-    runai = candidate("runai-model-streamer", 1800, 1750, 1820, role="peer")
-    runai.peer = PeerSettings("runai-model-streamer", (("RUNAI_STREAMER_CONCURRENCY", "16"),))
+    runai = candidate("x", 1800, 1750, 1820, role="peer")
+    runai.config = parse_engine("runai RUNAI_STREAMER_CONCURRENCY=16")
     best, _, verdict, tie = decide(own, runai, [2.0, 1.98, 2.02])
     assert best is runai and not tie
     rec = record(
@@ -188,8 +187,7 @@ def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:
     assert "the config file holds" in text
     lines = apply_snippets(model, own, (own,), peers=(runai,))
     assert (
-        "[measured here as runai-model-streamer RUNAI_STREAMER_CONCURRENCY=16"
-        in (lines["runai_streamer"])
+        "[measured here as engine: runai RUNAI_STREAMER_CONCURRENCY=16" in (lines["runai_streamer"])
     )
     assert "RUNAI_STREAMER_CONCURRENCY=16" in lines["runai_streamer"].split("[")[0]
 
@@ -222,7 +220,7 @@ def test_gguf_snippets_cover_llama_cpp(gguf_models: dict[str, Path]) -> None:
 def test_runs_that_shared_the_device_are_counted_with_who(model: Model) -> None:
     best = candidate("sequential", 900, 910, 905, workers=4)
     shared = dataclasses.replace(
-        best.results[1], notes=(f"{OVERLAP_NOTE}pid 812 (modelmon recommend m.gguf)",)
+        best.results[1], overlapped=("pid 812 (modelmon recommend m.gguf)",)
     )
     best.results[1] = shared
     text = " ".join(explain(record(model, winner=best, ranked=(best,))))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core.loading.result import OVERLAP_NOTE
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.system import device_use
 
@@ -73,10 +72,11 @@ def test_two_concurrent_loads_each_name_the_other(model: Path) -> None:
     theirs = json.loads(second.stdout)
     mine = json.loads(out)
     assert first.returncode == 0 and mine["status"] == "ok", err
-    (note,) = [n for n in mine["notes"] if n.startswith(OVERLAP_NOTE)]
-    assert f"modelmon load {model} --cache keep --json" in note
-    (note,) = [n for n in theirs["notes"] if n.startswith(OVERLAP_NOTE)]
-    assert f"pid {first.pid} (" in note
+    (other,) = mine["overlapped"]  # in the JSON as a field, and in the notes for people
+    assert f"modelmon load {model} --cache keep --json" in other
+    assert any(other in note for note in mine["notes"])
+    (other,) = theirs["overlapped"]
+    assert f"pid {first.pid} (" in other
 
 
 def test_a_load_alone_on_its_device_has_no_such_note(model: Path) -> None:
@@ -88,7 +88,8 @@ def test_a_load_alone_on_its_device_has_no_such_note(model: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert not [n for n in json.loads(done.stdout)["notes"] if n.startswith(OVERLAP_NOTE)]
+    alone = json.loads(done.stdout)
+    assert alone["overlapped"] == [] and not [n for n in alone["notes"] if "other modelmon" in n]
 
 
 def test_what_another_user_wrote_in_a_log_is_only_text() -> None:

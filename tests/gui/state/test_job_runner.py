@@ -6,13 +6,17 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from modelmon.core import ABResult, Config, LoadOptions, MemoryFacts, open_model
+from modelmon.core import ABResult, LoadOptions, MemoryFacts, StrategyConfig, open_model
 from modelmon.gui.state.events import CallQueue
 from modelmon.gui.state.job_runner import JobRunner
 from modelmon.gui.state.jobs import ABJob, JobEnd, RunStart, SingleRun
 from modelmon.gui.state.records import RunRecord
 
 from ..conftest import SLOW_OPTIONS, pump, worker_processes
+
+
+def side(strategy: str, options: LoadOptions) -> StrategyConfig:
+    return StrategyConfig(strategy, options)
 
 
 def runner_with_ends() -> tuple[JobRunner, CallQueue, list[JobEnd]]:
@@ -32,7 +36,7 @@ def test_a_load_ends_with_its_record_then_the_jobs_end(small_model: Path):
     runner.job_finished.connect(lambda end: seen.append(runner.running))
     threads = {threading.get_ident()}
     runner.run_finished.connect(lambda _record: threads.add(threading.get_ident()))
-    runner.start(SingleRun(model, "A", "sequential", LoadOptions(workers=2, cache="cold")))
+    runner.start(SingleRun(model, "A", side("sequential", LoadOptions(workers=2, cache="cold"))))
     pump(queue, lambda: bool(ends))
     (end,) = ends
     assert end.kind == "run" and end.error is None and not end.cancelled
@@ -49,7 +53,7 @@ def test_an_unknown_strategy_fails_in_one_line(small_model: Path):
     runner, queue, ends = runner_with_ends()
     records: list[RunRecord] = []
     runner.run_finished.connect(records.append)
-    runner.start(SingleRun(open_model(small_model), "A", "teleport", LoadOptions()))
+    runner.start(SingleRun(open_model(small_model), "A", side("teleport", LoadOptions())))
     pump(queue, lambda: bool(ends))
     error = ends[0].error
     assert "unknown strategy 'teleport'" in error and "\n" not in error
@@ -67,7 +71,7 @@ def test_refusing_a_load_larger_than_ram_becomes_failed(small_model: Path, monke
     )
     monkeypatch.setattr("modelmon.core.loading.preflight.memory_facts", lambda: tiny)
     runner, queue, ends = runner_with_ends()
-    runner.start(SingleRun(open_model(small_model), "A", "sequential", LoadOptions()))
+    runner.start(SingleRun(open_model(small_model), "A", side("sequential", LoadOptions())))
     pump(queue, lambda: bool(ends))
     assert "would not fit" in ends[0].error and "\n" not in ends[0].error
     assert not runner.running
@@ -81,8 +85,8 @@ def test_an_ab_job_reports_each_run_by_side_and_pair(small_model: Path):
     runner.run_finished.connect(records.append)
     job = ABJob(
         open_model(small_model),
-        Config("sequential", LoadOptions(workers=2)),
-        Config("pread", LoadOptions(workers=2)),
+        StrategyConfig("sequential", LoadOptions(workers=2)),
+        StrategyConfig("pread", LoadOptions(workers=2)),
         n=2,
         cache="cold",
     )
@@ -104,7 +108,7 @@ def test_shutdown_mid_load_stops_workers_and_thread(slow_model: Path):
     runner, queue, ends = runner_with_ends()
     starts: list[RunStart] = []
     runner.run_started.connect(starts.append)
-    runner.start(SingleRun(open_model(slow_model), "A", "sequential", SLOW_OPTIONS))
+    runner.start(SingleRun(open_model(slow_model), "A", side("sequential", SLOW_OPTIONS)))
     pump(queue, lambda: bool(starts) and starts[0].session.load.reads.bytes > 0)
     assert worker_processes()
     assert runner.shutdown()
@@ -120,9 +124,9 @@ def test_a_new_job_may_start_from_the_last_jobs_end(small_model: Path):
 
     def again(end: JobEnd) -> None:
         if len(ends) == 1:
-            runner.start(SingleRun(model, "B", "pread", LoadOptions(workers=1)))
+            runner.start(SingleRun(model, "B", side("pread", LoadOptions(workers=1))))
 
     runner.job_finished.connect(again)
-    runner.start(SingleRun(model, "A", "sequential", LoadOptions(workers=1)))
+    runner.start(SingleRun(model, "A", side("sequential", LoadOptions(workers=1))))
     pump(queue, lambda: len(ends) == 2)
     assert [e.error for e in ends] == [None, None] and not runner.running

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from modelmon.core import (
-    Config,
     LoadOptions,
     LoadRun,
     ReadBatch,
+    StrategyConfig,
     open_model,
     write_safetensors_model,
 )
@@ -20,9 +20,15 @@ from modelmon.gui.state.jobs import ABJob, JobEnd, RunStart, SingleRun
 from modelmon.gui.state.records import RunRecord
 
 
+def side(strategy: str, options: LoadOptions) -> StrategyConfig:
+    return StrategyConfig(strategy, options)
+
+
 def test_the_last_runs_end_and_the_jobs_end_are_one_delivery(sharded_model: Path):
     deliveries: list[tuple[object, ...]] = []
-    SingleRun(open_model(sharded_model), "A", "teleport", LoadOptions()).run(deliveries.append)
+    SingleRun(open_model(sharded_model), "A", side("teleport", LoadOptions())).run(
+        deliveries.append
+    )
     (delivery,) = deliveries  # the run could not start: no RunStart
     record, end = delivery
     assert isinstance(record, RunRecord) and record.outcome is None and record.result is None
@@ -34,8 +40,8 @@ def test_an_ab_tells_each_run_its_side_and_pair(sharded_model: Path):
     deliveries: list[tuple[object, ...]] = []
     job = ABJob(
         open_model(sharded_model),
-        Config("sequential", LoadOptions(workers=1)),
-        Config("pread", LoadOptions(workers=1)),
+        StrategyConfig("sequential", LoadOptions(workers=1)),
+        StrategyConfig("pread", LoadOptions(workers=1)),
         n=2,
         cache="keep",
     )
@@ -93,7 +99,7 @@ def test_a_worker_killed_mid_load_ends_the_job_with_the_run_failed(tmp_path: Pat
             if isinstance(event, RunStart):  # before the load starts: watch its reads
                 event.session.load.on_message = killer(event.session.load)
 
-    SingleRun(open_model(model), "A", "sequential", options).run(report)
+    SingleRun(open_model(model), "A", side("sequential", options)).run(report)
     ended = time.monotonic()
     events = [event for delivery in deliveries for event in delivery]
     record = next(e for e in events if isinstance(e, RunRecord))

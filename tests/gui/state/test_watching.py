@@ -23,7 +23,7 @@ from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.model_info import ModelInfo, gather
 from modelmon.gui.state.process_list import ProcessEntry, filtered
 from modelmon.gui.state.results_rows import STATUS, cell_text
-from modelmon.gui.state.watch_job import WatchInput, command_argv, watch_request
+from modelmon.gui.state.watch_job import WatchInput, command_line, watch_request
 from modelmon.gui.state.workbench import Workbench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
@@ -207,23 +207,24 @@ def test_cancel_stops_the_command_and_its_children(tmp_path: Path, one_file: Pat
 
 def test_what_can_be_watched_is_said_in_one_line(one_file: Path):
     model = gather(str(one_file)).model
-    assert command_argv("python load.py {path} --x 'a b'", model) == (
-        "python",
-        "load.py",
-        str(one_file),
-        "--x",
-        "a b",
+    assert command_line("python load.py {path} --x 'a b'", model) == (
+        ("python", "load.py", str(one_file), "--x", "a b"),
+        {},
     )
     # Words, never a shell: a pipe or a variable is just an argument.
-    assert command_argv("cat {path} | head $HOME", model)[2:] == ("|", "head", "$HOME")
+    assert command_line("cat {path} | head $HOME", model)[0][2:] == ("|", "head", "$HOME")
+    # The one grammar of cmd: and watch -- : leading NAME=VALUE words are the environment,
+    # {path} stands for the model's path in any word.
+    argv, env = command_line("HF_HOME={path}.cache python load.py", model)
+    assert argv == ("python", "load.py") and env == {"HF_HOME": f"{one_file}.cache"}
     for text, says in (
         ("", "type the command"),
         ("python 'unclosed", "does not split"),
     ):
         with pytest.raises(OptionsError, match=says):
-            command_argv(text, model)
+            command_line(text, model)
     with pytest.raises(OptionsError, match="open one first"):
-        command_argv("cat {path}", None)
+        command_line("cat {path}", None)
     with pytest.raises(OptionsError, match="pick the process"):
         watch_request(WatchInput(None, None, "", "keep", None), model)
     with pytest.raises(OptionsError, match="modelmon itself"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.cli.bench import parse_config_spec
-from modelmon.core import OptionsError, parse_spec
+from modelmon.core import OptionsError, parse_configuration
 
 
 def test_bench_json(modelmon, sharded_model: Path) -> None:
@@ -63,8 +63,8 @@ def test_bench_table_and_bad_spec(modelmon, sharded_model: Path) -> None:
     ],
 )
 def test_a_spec_takes_loads_flags_or_names(flags: str, names: str) -> None:
-    assert parse_config_spec(flags, "--a") == parse_spec(names)
-    assert parse_config_spec(names, "--a") == parse_spec(names)
+    assert parse_config_spec(flags, "--a") == parse_configuration(names)
+    assert parse_config_spec(names, "--a") == parse_configuration(names)
 
 
 @pytest.mark.parametrize(
@@ -99,12 +99,11 @@ def test_runs_that_shared_the_device_are_named_under_the_verdict() -> None:
     from types import SimpleNamespace
 
     from modelmon.cli.bench import shared_device_lines
-    from modelmon.core import OVERLAP_NOTE
 
     alone = SimpleNamespace(overlapped_by=None)
     shared = SimpleNamespace(overlapped_by="pid 812 (modelmon recommend m.gguf)")
     runs = [("A", alone), ("B", alone), ("A", shared), ("B", shared)]
     (line,) = shared_device_lines(SimpleNamespace(runs=runs))  # type: ignore[arg-type]
     assert line.startswith("note: A run 2, B run 2 shared the device with other modelmon runs")
-    assert line.count("pid 812") == 1 and OVERLAP_NOTE not in line
+    assert line.count("pid 812") == 1 and "during the timed load" not in line
     assert shared_device_lines(SimpleNamespace(runs=runs[:2])) == []  # type: ignore[arg-type]

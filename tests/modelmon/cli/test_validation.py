@@ -23,9 +23,9 @@ from modelmon.core import (
     MAX_PARALLEL,
     MAX_SEARCH_WORKERS,
     MIN_BUDGET_S,
-    Config,
     LoadOptions,
     OptionsError,
+    StrategyConfig,
     candidates,
     check_memory_limit,
     max_memory_limit,
@@ -150,7 +150,7 @@ def test_the_memory_limit_ends_at_this_machine_s_ram() -> None:
 
 def test_an_a_b_of_too_many_pairs_is_refused_before_a_run(sharded_model: Path) -> None:
     model = open_model(sharded_model)
-    side = Config("pread", LoadOptions())
+    side = StrategyConfig("pread", LoadOptions())
 
     def never(*_: object) -> None:
         raise AssertionError("a run started")

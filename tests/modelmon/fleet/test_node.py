@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import LoadOptions, write_safetensors_model
+from modelmon.core import LoadOptions, StrategyConfig, write_safetensors_model
 from modelmon.fleet.node import NodeRequest, load_on_node
 
 
@@ -24,7 +24,7 @@ def test_a_worker_killed_at_the_barrier_fails_the_nodes_row_at_once(tmp_path: Pa
     the OOM killer, say) makes this node's row failed, naming it, as soon as the round goes."""
     model = write_safetensors_model(tmp_path, layers=2, hidden=256, vocab=1024)
     options = LoadOptions(workers=2, discard=True, cache="keep")
-    request = NodeRequest(str(model), "sequential", options, "load", 0)
+    request = NodeRequest(str(model), StrategyConfig("sequential", options), "load", 0)
     killed: list[tuple[int, float]] = []
 
     def arrive(node: str) -> tuple[float | None, str | None]:
@@ -52,7 +52,7 @@ def test_a_stopped_round_stops_the_nodes_load(tmp_path: Path, fatal: bool, statu
     load is cancelled and its row says why, failed when the stop is fatal."""
     model = write_safetensors_model(tmp_path, layers=2, hidden=256, vocab=1024)
     options = LoadOptions(workers=2, discard=True, cache="keep")
-    request = NodeRequest(str(model), "sequential", options, "load", 0)
+    request = NodeRequest(str(model), StrategyConfig("sequential", options), "load", 0)
     aborted: list[str] = []
 
     def arrive(node: str) -> tuple[float | None, str | None]:

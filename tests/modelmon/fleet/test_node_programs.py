@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import CacheState, LoadOptions, parse_program, write_safetensors_model
+from modelmon.core import CacheState, parse_program, write_safetensors_model
 from modelmon.fleet.node import NodeRequest, load_on_node
 
 READER = "import sys; f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
@@ -22,7 +22,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _request(model: Path, spec: str) -> NodeRequest:
-    return NodeRequest(str(model), parse_program(spec).spec, LoadOptions(cache="cold"), "A", 0)
+    return NodeRequest(str(model), parse_program(spec), "A", 0)
 
 
 def _never_aborts(node: str, reason: str) -> None:

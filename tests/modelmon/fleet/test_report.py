@@ -9,12 +9,12 @@ import math
 
 import pytest
 
-from modelmon.core import CacheState, LoadOptions, dumps
+from modelmon.core import CacheState, LoadOptions, StrategyConfig, dumps
 from modelmon.fleet.node import NodeRun
 from modelmon.fleet.report import FleetResult, Side, render_fleet, spread
 
 COLD = CacheState("cold", 0.0, math.nan, True, False, "cachestat")
-LOAD = Side("load", "sequential", LoadOptions(workers=2, cache="cold"))
+LOAD = Side("load", StrategyConfig("sequential", LoadOptions(workers=2, cache="cold")))
 
 
 def node_run(node: str, seconds: float, start: float, *, side: str = "load", round_: int = 0,
@@ -86,8 +86,8 @@ def test_a_failed_node_is_its_row_and_stays_out_of_the_spread() -> None:
 
 def test_bench_nests_each_side_and_compares_the_totals() -> None:
     sides = (
-        Side("A", "sequential", LoadOptions(workers=2)),
-        Side("B", "mmap-shared-fd", LoadOptions(workers=2)),
+        Side("A", StrategyConfig("sequential", LoadOptions(workers=2))),
+        Side("B", StrategyConfig("mmap-shared-fd", LoadOptions(workers=2))),
     )
     runs = []
     for pair in range(2):

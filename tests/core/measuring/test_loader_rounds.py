@@ -13,14 +13,14 @@ from typing import cast
 
 import pytest
 
-from modelmon.core.engines.advice import recommendable
-from modelmon.core.engines.loader_rounds import Entry, LoaderRounds, median_known
 from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_MEDIAN_ERROR
 from modelmon.core.loading.result import LoadResult
+from modelmon.core.measuring.advice import recommendable
 from modelmon.core.measuring.candidate import Candidate, median_error
+from modelmon.core.measuring.loader_rounds import Entry, LoaderRounds, median_known
 from modelmon.core.model.records import Model
 
-from ..measuring.records import candidate, run
+from .records import candidate, run
 
 
 class ScriptedRounds(LoaderRounds):
@@ -32,7 +32,7 @@ class ScriptedRounds(LoaderRounds):
         super().__init__(cast(Model, None), "model", past, self.said.append, None)
         self.left_rates: dict[str, Iterator[float]] = {k: iter(v) for k, v in rates.items()}
 
-    def run(self, entry: Entry, limit_s: float | None = None) -> LoadResult:
+    def run(self, entry: Entry, leader_s: float | None = None) -> LoadResult:
         result = run(next(self.left_rates[entry.candidate.strategy]))
         entry.candidate.results.append(result)
         entry.by_round[self.round] = result
@@ -42,7 +42,7 @@ class ScriptedRounds(LoaderRounds):
 
 
 def entry(name: str) -> Entry:
-    return Entry(Candidate(name, candidate(name).options))
+    return Entry(Candidate.of(name, candidate(name).options))
 
 
 def screened(rates: dict[str, list[float]]) -> tuple[ScriptedRounds, list[Entry]]:

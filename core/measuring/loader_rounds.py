@@ -31,20 +31,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelmon.core.engines.run import ProgramResult, ProgramRun, warm_code, warming_line
-from modelmon.core.engines.spec import ProgramConfig, program_of
+from modelmon.core.configuration import ProgramConfig
 from modelmon.core.errors import LoadError
 from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_MEDIAN_ERROR
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.loading.runner import LoadRun
 from modelmon.core.measuring.ab import Verdict, judge, timing_error
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.cutoff import RaceStop, clock_limit
 from modelmon.core.model.records import Model
+from modelmon.core.runs.program import ProgramResult
+from modelmon.core.runs.start import run_for
+from modelmon.core.runs.warm import warm_code, warming_line
 from modelmon.core.system import cache
 from modelmon.core.watching.result import WatchResult
 
-SLOW_FACTOR = 3.0  # a change whose run takes this many times the loader's as it is is stopped
-START_ALLOWANCE_S = 10.0  # on top: a program's start and imports vary from run to run
 Say = Callable[[str], None]
 
 
@@ -117,6 +117,7 @@ class LoaderRounds:
         self.walls: dict[str, list[float]] = {}
         self.round = 0
         self.warmed: set[str] = set()  # the programs' code read in (``ProgramConfig.code``)
+        self.starts: list[float] = []  # seconds from a program's start to its first byte
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -129,33 +130,38 @@ class LoaderRounds:
         if self.cancel is not None and self.cancel.is_set():
             raise LoadError("recommendation cancelled")
 
-    def run(self, entry: Entry, limit_s: float | None = None) -> LoadResult:
-        """One cold run of ``entry`` in the current round."""
+    def run(self, entry: Entry, leader_s: float | None = None) -> LoadResult:
+        """One cold run of ``entry`` in the current round; ``leader_s``: the load time it
+        races (the loader as it is), cut as every search cuts (``cutoff``)."""
         candidate = entry.candidate
-        program = program_of(candidate.strategy)
+        program = candidate.program
         if program is not None and program.code not in self.warmed:
             self.warm(entry, program)
         started = time.monotonic()
         # On network storage each run starts on a client the previous run no longer helps.
         cache.rest_storage([f.path for f in self.model.files], self.cancel)
         self.check_cancel()
-        if program is None:
-            options = candidate.options.with_(cache="cold")
-            result = LoadRun(
-                self.model, candidate.strategy, options, cancel=self.cancel, time_limit_s=limit_s
-            ).run()
-        else:
-            outcome: ProgramResult = ProgramRun(
-                self.model,
-                program,
-                "cold",
-                cancel=self.cancel,
-                time_limit_s=limit_s,
-                path=self.path,
-            ).run()
-            result = outcome.load
+        stop = RaceStop(self.cancel, leader_s, self.model.total_bytes)
+        start_s = max(self.starts, default=0.0) if program is not None else 0.0
+        limit_s = None if leader_s is None else clock_limit(leader_s, start_s)
+        running = run_for(
+            self.model,
+            candidate.config,
+            "cold",
+            cancel=stop,
+            time_limit_s=limit_s,
+            monitor=False,
+            path=self.path,
+        )
+        stop.watch(running)
+        outcome = running.run()
+        result = outcome.result
+        if isinstance(outcome, ProgramResult):
             entry.watch = outcome.watch or entry.watch
             entry.own = outcome.own or entry.own
+            watched = outcome.watch
+            if watched is not None and watched.first_byte_s is not None:
+                self.starts.append(watched.first_byte_s)
         self.check_cancel()
         self.walls.setdefault(entry.spec, []).append(time.monotonic() - started)
         if result.status == "ok":
@@ -166,7 +172,7 @@ class LoaderRounds:
             self.say(f"{entry.spec}: {result.mbps:.0f} MB/s{cold}")
         elif not candidate.results:
             candidate.ended = "cut early" if result.status == "cancelled" else "failed"
-            candidate.reason = f"{candidate.ended}: {result.error}"
+            candidate.reason = stop.reason or f"{candidate.ended}: {result.error}"
             self.say(f"{entry.spec}: {candidate.reason}")
         else:
             self.say(f"{entry.spec}: run not counted ({result.error})")
@@ -181,15 +187,15 @@ class LoaderRounds:
         if warmed.status == "failed":
             self.say(f"{entry.spec}: its uncounted run failed ({warmed.error})")
 
-    def limit_for(self, as_is: Entry) -> float | None:
-        """A change far slower than the loader as it is tells nothing more by finishing."""
-        walls = self.walls.get(as_is.spec)
-        return SLOW_FACTOR * max(walls) + START_ALLOWANCE_S if walls else None
+    def leader_for(self, as_is: Entry) -> float | None:
+        """The load time a change races: the loader's as it is (its slowest run): a change
+        far slower than that tells nothing more by finishing."""
+        return max((r.seconds for r in as_is.candidate.results), default=None)
 
     def screen(self, as_is: Entry, entries: list[Entry], keep_s: float) -> None:
         """Round 1 after the loader as it is: each entry once, while the budget keeps
         ``keep_s`` for the rounds that follow; an entry left out is "not measured"."""
-        limit = self.limit_for(as_is)
+        leader = self.leader_for(as_is)
         for entry in entries:
             if entry.by_round:
                 continue
@@ -198,7 +204,7 @@ class LoaderRounds:
                 entry.candidate.ended = "not measured"
                 entry.candidate.reason = "not measured: no budget left for it"
                 continue
-            self.run(entry, None if entry.baseline is None else limit)
+            self.run(entry, None if entry.baseline is None else leader)
 
     def settle(self, finalists: list[Entry]) -> int:
         """More rounds of the finalists: to ``EVIDENCE_RUNS`` each and on while any one's

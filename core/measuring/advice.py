@@ -21,17 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core.engines.loader_rounds import Entry, LoaderRounds, best_change
-from modelmon.core.engines.registry import Engine, engine_for_loader, get_engine
-from modelmon.core.engines.spec import ProgramConfig, parse_engine, parse_program
+from modelmon.core.configuration import Command, ProgramConfig, parse_engine, parse_program
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import EVIDENCE_RUNS, MIN_BUDGET_S
-from modelmon.core.measuring.ab import judge
+from modelmon.core.loaders.engine import Engine
+from modelmon.core.loaders.registry import engine_for_loader, get_engine
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.loader_rounds import Entry, LoaderRounds, best_change
 from modelmon.core.measuring.recommend import Recommendation, recommend
-from modelmon.core.measuring.search import MIN_GAIN
+from modelmon.core.measuring.search import clearly_faster
 from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions
 from modelmon.core.system import readahead
 from modelmon.core.watching.result import WatchResult
 
@@ -113,7 +112,7 @@ def _stand_in(config: ProgramConfig) -> tuple[ProgramConfig, str | None]:
 
 
 def _candidate(program: ProgramConfig, role: str) -> Candidate:
-    return Candidate(program.spec, LoadOptions(), role=role)
+    return Candidate(program, role=role)
 
 
 def _changes(
@@ -132,11 +131,13 @@ def _changes(
                 changes.append(Entry(change, as_is, essential=True))
         return changes, None
     defaults = engine.defaults()
+    words = loader.command_words
+    assert words is not None
     for knob in engine.knobs:
         if knob.environment and knob.tried:
             for value in knob.values[1:]:
-                env = (*loader.env, (knob.name, value))
-                program = ProgramConfig("cmd", argv=loader.argv, env=env)
+                env = (*words.env, (knob.name, value))
+                program = ProgramConfig("cmd", Command(words.argv, env), readahead=loader.readahead)
                 change = _candidate(program, "a change of your loader")
                 changes.append(Entry(change, as_is, essential=True))
     arguments = [k for k in engine.knobs if not k.environment and k.tried]
@@ -180,7 +181,7 @@ def advise(
     measured, for_engine = _stand_in(loader)
     rounds = LoaderRounds(model, path or model.path, deadline, say, cancel)
     as_is = Entry(_candidate(measured, "your loader"), essential=True)
-    best = Entry(Candidate(rec.winner.strategy, rec.winner.options, role="modelmon's best"))
+    best = Entry(Candidate(rec.winner.config, role="modelmon's best"))
     best.baseline, best.essential = as_is, True
     say(f"your loader as it is: {measured.spec}")
     rounds.run(as_is)
@@ -282,7 +283,7 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
     verdict, ratios = leader.candidate.verdict, leader.ratios()
     # What the pairs say before their timing is weighed: a change they favour beyond their
     # noise and within its timing is worth a note.
-    if judge(ratios).text != "B faster" or verdict.median_ratio < MIN_GAIN:
+    if not clearly_faster(ratios):
         return None
     pairs = len(ratios)
     if pairs < EVIDENCE_RUNS:
@@ -292,7 +293,7 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
             f"recommended: a change to act on rests on {EVIDENCE_RUNS} paired cold runs"
         )
         return None
-    if verdict.text != "B faster":  # within its timing (``measuring.ab.judge``)
+    if not clearly_faster(ratios, leader.timing_resolution()):  # within its timing
         resolution = verdict.resolution
         seconds = statistics.median(r.seconds for r in leader.by_round.values())
         notes.append(

@@ -18,51 +18,60 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
 import numpy as np
 
-from modelmon.core.engines.registry import get_engine
-from modelmon.core.engines.spec import ProgramConfig
+from modelmon.core.configuration import ProgramConfig
 from modelmon.core.errors import OptionsError, WatchError
-from modelmon.core.loading.reads import now_ns
+from modelmon.core.loaders.registry import get_engine
+from modelmon.core.loading.envelope import StartGate, run_envelope
+from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.loading.result import (
-    OVERLAP_NOTE,
     BlockTiming,
     LoadResult,
     WorkerTiming,
     block_timings,
+    coarse,
+    overlap_note,
 )
+from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
-from modelmon.core.system import device_use, readahead
 from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
 from modelmon.core.system.storage import storage_facts
 from modelmon.core.watching.findings import PARTIAL_BELOW
 from modelmon.core.watching.result import WatchResult
-from modelmon.core.watching.watch import Watch
+from modelmon.core.watching.watch import MAP_INTERVAL_S, Watch
 
 INTERVAL_S = 0.1  # the watch's sampling period
 POLL_S = 0.05  # how often a run looks at its stop event and its time limit
-FINDING_NOTE = "finding "  # a note carrying one of the watch's findings: "finding mmap-faults: ..."
-# A load that lasted this few of the watch's samples is timed no finer than one sample:
-# its rate is a bound, and its result says so.
-SHORT_SAMPLES = 3
-SHORT_NOTE = "short: "
 STDERR_TAIL = 64 << 10  # the end of the command's stderr kept for its last line
 # Set for engine runs: a model on disk loads without asking the hub anything.
-ENGINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-StartGate = Callable[[CacheState | None], bool]
+ENGINE_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "RUNAI_STREAMER_LOG_LEVEL": "WARNING",
+}
 
 
 @dataclass(frozen=True)
 class ProgramResult:
-    load: LoadResult  # the run as a load: status, bytes, seconds, cache, error
+    """A program's run: as a load (what an A/B or a search counts), and what the watch saw."""
+
+    result: LoadResult  # the run as a load: status, bytes, seconds, cache, error
     watch: WatchResult | None  # what the watch saw; None when the command never started
-    own: dict[str, Any] | None  # an engine run's own report (engine_child.py), else None
+    own: dict[str, Any] | None  # an engine run's own report (loaders/child.py), else None
     stderr: str  # the last line the command wrote on stderr
+
+
+def _own_figure(own: dict[str, Any] | None, key: str) -> float | None:
+    """A number of the child harness's own report (None: no report, or not a number)."""
+    value = own.get(key) if own is not None else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
 
 
 def last_line(stream: IO[bytes]) -> str:
@@ -86,11 +95,11 @@ def _own_report(stream: IO[bytes]) -> dict[str, Any] | None:
 class ProgramRun:
     """One watched run of ``program`` on ``model`` from the cache state ``cache``.
 
-    While it runs, ``watch`` (``reads``, ``sampler``, ``t0_ns``, ``files``) is what the app
-    plots live, as it plots a ``Session``'s load. ``cancel()`` from any thread stops the
-    command and everything it started; so does ``cancel`` (an event) and ``time_limit_s``
-    (from the command's start). ``start_gate`` hears the measured cache state just before
-    the command starts, and may hold it there (a fleet node waits for the others) or refuse.
+    While it runs, ``reads``, ``sampler`` and ``t0_ns`` (its watch's) are what the app plots
+    live, as it plots a ``Session``'s load. ``cancel()`` from any thread stops the command and
+    everything it started; so does ``cancel`` (an event, polled: a search's cut decides
+    inside ``is_set``) and ``time_limit_s`` (from the command's start). ``start_gate`` hears
+    the measured cache state just before the command starts (``envelope.StartGate``).
     """
 
     def __init__(
@@ -104,8 +113,9 @@ class ProgramRun:
         interval_s: float = INTERVAL_S,
         start_gate: StartGate | None = None,
         path: str | None = None,
+        map_interval_s: float = MAP_INTERVAL_S,
     ) -> None:
-        if cache == "warm":
+        if cache == "warm" and program.kind != "engine":
             raise OptionsError(
                 f"{program.spec}: a program's load is timed by the bytes that arrive from "
                 "storage, and a warm model brings none: run it from a cold cache"
@@ -116,6 +126,7 @@ class ProgramRun:
         self.stop = cancel or threading.Event()
         self.time_limit_s = time_limit_s
         self.interval_s = interval_s
+        self.map_interval_s = map_interval_s
         self.start_gate = start_gate
         self.paths = [f.path for f in model.files]  # its files: the cache and the readahead
         self.watch: Watch | None = None
@@ -127,26 +138,47 @@ class ProgramRun:
 
     @property
     def t0_ns(self) -> int:
+        """When the command started (0 before): the origin of its plots."""
         return self.watch.t0_ns if self.watch is not None else 0
+
+    @property
+    def load_started_ns(self) -> int:
+        """When its model's bytes began to arrive (0 before): a search judges its pace from
+        there, not from its start, which its imports take."""
+        watch = self.watch
+        first = watch.progress().first_arrival_ns if watch is not None else None
+        return first or 0
+
+    @property
+    def loaded_bytes(self) -> int:
+        """The model's bytes that arrived so far."""
+        return self.watch.progress().arrived_bytes if self.watch is not None else 0
+
+    @property
+    def reads(self) -> ReadLog:
+        return self.watch.reads if self.watch is not None else ReadLog()
+
+    @property
+    def sampler(self) -> Sampler | None:
+        return self.watch.sampler if self.watch is not None else None
 
     def run(self) -> ProgramResult:
         with (
             tempfile.TemporaryFile() as out,
             tempfile.TemporaryFile() as err,
-            readahead.for_run(self.paths, self.program.readahead) as set_notes,
-            device_use.activity(readahead.device_names(self.paths)) as activity,
+            run_envelope(self.paths, self.program.readahead) as envelope,
         ):
-            environment = {**os.environ, **self.program.environment()}
+            environment = {**os.environ, **self.program.environment(self.path)}
             if self.program.kind == "engine":
                 environment |= ENGINE_ENVIRONMENT
             command = self.program.command(self.path)
 
-            def gate(state: CacheState | None) -> bool:
+            def gate(state: CacheState) -> bool:
                 if self.stop.is_set():
                     return False
                 if self.start_gate is not None and not self.start_gate(state):
                     return False
-                activity.mark()
+                envelope.timed_part_begins()
                 return True
 
             self.watch = Watch(
@@ -158,6 +190,7 @@ class ProgramRun:
                 env=environment,
                 interval_s=self.interval_s,
                 start_gate=gate,
+                map_interval_s=self.map_interval_s,
             )
             stopper = threading.Thread(target=self._stop_when_asked, name="modelmon-program")
             stopper.start()
@@ -169,17 +202,17 @@ class ProgramRun:
             finally:
                 self._over.set()  # ends the stopper
                 stopper.join()
-            overlapped = tuple(run.text() for run in activity.others())
+            overlapped = envelope.timed_part_ended()
             stderr = last_line(err)
             own = _own_report(out) if self.program.kind == "engine" else None
-        load = self._as_load(watched, stderr, [*set_notes], overlapped)
+        load = self._as_load(watched, stderr, [*envelope.setup_notes], overlapped, own)
         return ProgramResult(load, watched, own, stderr)
 
     def _stop_when_asked(self) -> None:
         """Ends the watch, and so the command, when asked or at the time limit; returns
         once the run is over either way."""
-        while not self._over.is_set():
-            if self.stop.wait(POLL_S):
+        while not self._over.wait(POLL_S):
+            if self.stop.is_set():
                 break
             watch = self.watch
             started = watch.t0_ns if watch is not None else 0
@@ -214,9 +247,24 @@ class ProgramRun:
         }
 
     def _as_load(
-        self, watched: WatchResult, stderr: str, notes: list[str], overlapped: tuple[str, ...]
+        self,
+        watched: WatchResult,
+        stderr: str,
+        notes: list[str],
+        overlapped: tuple[str, ...],
+        own: dict[str, Any] | None,
     ) -> LoadResult:
         engine = get_engine(self.program.engine) if self.program.engine else None
+        own_seconds = _own_figure(own, "seconds")
+        own_bytes = _own_figure(own, "bytes")
+        if self.cache == "warm" and own_seconds and own_bytes:
+            # From a warm page cache nothing arrives from storage for the watch to time: the
+            # child harness's own clock (its load and its touch of every byte) times it.
+            watched = replace(watched, bytes_read=int(own_bytes), seconds=own_seconds)
+            notes.append(
+                "timed by the loader's own clock (its load and its touch of every byte, "
+                "imports apart): from a warm page cache no bytes arrive for the watch to time"
+            )
         direct = direct_reads(
             watched, engine is not None and engine.reads_direct(self.program.settings)
         )
@@ -227,20 +275,20 @@ class ProgramRun:
                 "by the tree's reads (/proc/PID/io: read_bytes on a block device, rchar on "
                 "FUSE or NFS), to the sample"
             )
-        status, error = self._judge(watched, stderr)
+        own_clock = self.cache == "warm" and bool(own_seconds and own_bytes)
+        status, error = self._judge(watched, stderr, own_clock)
         seconds = watched.seconds or 0.0
         # Read past the page cache, its bytes could not arrive there: no partial read.
         found = [f for f in watched.findings if direct is None or f.code != "partial-read"]
-        notes += [f"{FINDING_NOTE}{f.code}: {f.text}" for f in found]
+        notes += [f"{f.code}: {f.text}" for f in found]
         notes += list(watched.notes)
         if overlapped:
-            notes.append(f"{OVERLAP_NOTE}{'; '.join(overlapped)}")
-        if status == "ok" and seconds <= SHORT_SAMPLES * watched.interval_s:
+            notes.append(overlap_note(overlapped))
+        if status == "ok" and coarse(seconds, watched.interval_s):
             notes.append(
-                f"{SHORT_NOTE}the load lasted {seconds:.2f} s, about "
-                f"{seconds / watched.interval_s:.0f} of the watch's {watched.interval_s:g} s "
-                "samples: its rate is known to a sample, not finer (a larger model, or slower "
-                "storage, times it well)"
+                f"the load lasted {seconds:.2f} s, about {seconds / watched.interval_s:.0f} of "
+                f"the watch's {watched.interval_s:g} s samples: its rate is known to a sample, "
+                "not finer (a larger model, or slower storage, times it well)"
             )
         return LoadResult(
             status=status,
@@ -258,10 +306,14 @@ class ProgramRun:
             ),
             error=error,
             notes=tuple(notes),
-            timed_every_s=watched.interval_s,
+            timed_every_s=0.0 if self.cache == "warm" else watched.interval_s,
+            overlapped=overlapped,
+            own_seconds=own_seconds,
         )
 
-    def _judge(self, watched: WatchResult, stderr: str) -> tuple[str, str | None]:
+    def _judge(
+        self, watched: WatchResult, stderr: str, own_clock: bool = False
+    ) -> tuple[str, str | None]:
         said = f": {stderr}" if stderr else ""
         if watched.ended_by == "cancel":
             why = "stopped at its time limit" if self.limit_reached else "stopped"
@@ -270,7 +322,7 @@ class ProgramRun:
             return "failed", f"killed by {watched.signal}{said}"
         if watched.exit_code not in (0, None):
             return "failed", f"exit code {watched.exit_code}{said}"
-        if not watched.saw_model:
+        if not watched.saw_model and not own_clock:  # a warm load may end between two looks
             return "failed", "it never opened or mapped the model's files" + said
         cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
         model_bytes = sum(f.size for f in self.model.files)
@@ -348,51 +400,6 @@ def _on_block_device(path: str) -> bool:
         return storage_facts(path).block_device is not None
     except OSError:
         return True  # as before: the block layer's count
-
-
-def warm_code(
-    model: Model,
-    program: ProgramConfig,
-    *,
-    cancel: threading.Event | None = None,
-    path: str | None = None,
-) -> LoadResult:
-    """One run of ``program`` that is not counted, from the cache as it is, so that the runs
-    compared after it find its code (its imports, its libraries) in the page cache, as a
-    second start does. Without it the first run reads its code from storage as it loads:
-    a lazy import in the middle of the load stalls the model's reads, on the same disk's
-    budget (on the throttled disk, the first run after a minute's idle loaded at half the
-    rate of the runs after it, and a host that pages out idle cache does that to any run
-    that follows a minute without the program)."""
-    return ProgramRun(model, program, "keep", cancel=cancel, path=path).run().load
-
-
-def warming_line(spec: str) -> str:
-    """What the user is told as ``spec`` runs once uncounted (``warm_code``)."""
-    return f"{spec}: once first, not counted, so that its code is in the page cache"
-
-
-def warm_each(
-    model: Model,
-    programs: Iterable[ProgramConfig],
-    *,
-    cancel: threading.Event | None = None,
-    path: str | None = None,
-    on_warm: Callable[[str], None] | None = None,
-) -> None:
-    """``warm_code`` once for each code among ``programs``, in order (``ProgramConfig.code``:
-    one engine's configurations, or one command's, share theirs); ``on_warm`` hears each
-    one's ``warming_line`` as it starts. It ends early once ``cancel`` is set."""
-    warmed: set[str] = set()
-    for program in programs:
-        if program.code in warmed:
-            continue
-        if cancel is not None and cancel.is_set():
-            return
-        warmed.add(program.code)
-        if on_warm is not None:
-            on_warm(warming_line(program.spec))
-        warm_code(model, program, cancel=cancel, path=path)
 
 
 def run_program(

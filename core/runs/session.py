@@ -18,7 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from modelmon.core.configuration import StrategyConfig
+from modelmon.core.loading.envelope import StartGate
 from modelmon.core.loading.messages import WorkerDone
+from modelmon.core.loading.reads import ReadLog
 from modelmon.core.loading.result import BlockShareTiming, LoadResult, block_share_timings
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.metrics.base import MetricSpec, MonitorTarget
@@ -87,8 +90,12 @@ class Session:
         on_message: Callable[[object], None] | None = None,
         cancel: threading.Event | None = None,
         memory_limit: int | None = None,
+        start_gate: StartGate | None = None,
+        time_limit_s: float | None = None,
+        map_interval_s: float = 0.5,
     ) -> None:
         self.model = model if isinstance(model, Model) else open_model(model)
+        self.start_gate = start_gate
         self.options = options or LoadOptions()
         self.interval_s = interval_s
         self._on_message = on_message
@@ -101,6 +108,7 @@ class Session:
             start_gate=self._prepare_sampling,
             cancel=cancel,
             memory_limit=memory_limit,
+            time_limit_s=time_limit_s,
         )
         self.sampler: Sampler | None = None
         if monitor:
@@ -111,18 +119,41 @@ class Session:
                 pids=load.worker_pids,
                 loaded_bytes=lambda: load.loaded_bytes,
             )
-            self.sampler = Sampler(target, interval_s=interval_s, sources=sources)
+            self.sampler = Sampler(
+                target, interval_s=interval_s, sources=sources, map_interval_s=map_interval_s
+            )
 
     def cancel(self) -> None:
         self.load.cancel()
 
-    def _prepare_sampling(self, load: LoadRun) -> CacheState:
-        """Once the workers are ready: the cache state, then the sampler's baselines (rates,
-        the first residency map), so none of that work delays the first sample of the load."""
-        state = load.prepare_cache()
+    @property
+    def config(self) -> StrategyConfig:
+        return StrategyConfig(self.load.strategy, self.options)
+
+    @property
+    def t0_ns(self) -> int:
+        """When the workers were told to go (0 before): the origin of its plots."""
+        return self.load.t0_ns
+
+    @property
+    def load_started_ns(self) -> int:
+        return self.load.t0_ns
+
+    @property
+    def loaded_bytes(self) -> int:
+        return self.load.loaded_bytes
+
+    @property
+    def reads(self) -> ReadLog:
+        return self.load.reads
+
+    def _prepare_sampling(self, state: CacheState) -> bool:
+        """Once the workers are ready and the cache is prepared: the sampler's baselines
+        (rates, the first residency map), so none of that work delays the first sample of the
+        load; then the caller's gate, if any."""
         if self.sampler is not None:
             self.sampler.prepare()
-        return state
+        return self.start_gate is None or self.start_gate(state)
 
     def _begin_sampling(self, _: LoadRun) -> None:
         if self.sampler is not None:

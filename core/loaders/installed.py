@@ -2,7 +2,7 @@
 
 The registry lists the values modelmon knows for each knob; an installed version may take
 fewer (``disable_mmap`` only ``false`` on a transformers older than the argument). The engine's
-own child (``engine_child.py --features ENGINE``, a fresh process that never imports modelmon)
+own child (``child.py --features ENGINE``, a fresh process that never imports modelmon)
 looks at the installed version and says, as JSON, what it takes. ``installed_knobs`` asks it
 for every engine that runs here, all at once, each probe in its own child process with a time
 limit: a probe that fails or does not answer in time says why in one line, and the others are
@@ -19,8 +19,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from modelmon.core.engines.registry import ENGINES, get_engine
-from modelmon.core.engines.spec import CHILD
+from modelmon.core.loaders.registry import CHILD, ENGINES, get_engine
 
 # Importing torch (transformers, diffusers) takes seconds, many more on a busy machine.
 PROBE_TIMEOUT_S = 60.0
@@ -61,7 +60,7 @@ def installed_knobs(
 
 
 def _probe(engine: str, timeout_s: float) -> InstalledKnobs:
-    """Ask ``engine_child.py --features ENGINE``; never waits past the time limit and the
+    """Ask ``child.py --features ENGINE``; never waits past the time limit and the
     grace for the kill."""
     try:
         child = subprocess.Popen(

@@ -37,7 +37,7 @@ def test_a_direct_reader_on_fuse_is_timed_by_what_it_read(mounted_model: Path) -
     model = open_model(str(mounted_model))
     program = parse_program(f"cmd: python3 -c '{READER}' {{path}}")
     outcome = run_program(model, program, path=str(mounted_model))
-    load = outcome.load
+    load = outcome.result
     assert outcome.watch is not None
     assert any(d.o_direct for d in outcome.watch.descriptions)
     assert outcome.watch.arrived_bytes == 0  # nothing arrived in the page cache

@@ -11,21 +11,21 @@ import pytest
 
 from modelmon.core import (
     ABFailed,
-    Config,
     LoadOptions,
     OptionsError,
     ProgramResult,
     ProgramRun,
-    as_config,
+    RunOutcome,
+    StrategyConfig,
     open_model,
     parse_program,
     run_ab,
     run_program,
     write_safetensors_model,
 )
-from modelmon.core.engines.loader_rounds import Entry, LoaderRounds
-from modelmon.core.engines.run import warming_line
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.loader_rounds import Entry, LoaderRounds
+from modelmon.core.runs.warm import warming_line
 
 PYTHON = sys.executable
 READER = "import sys; f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
@@ -45,7 +45,7 @@ def _run(model: Path, spec: str, **options: object) -> ProgramResult:
 
 def test_a_command_is_cold_verified_watched_and_counted_as_a_load(model: Path) -> None:
     outcome = _run(model, f'cmd: {PYTHON} -c "{READER}" {{path}}')
-    load, watch = outcome.load, outcome.watch
+    load, watch = outcome.result, outcome.watch
     assert load.status == "ok", load.error
     assert load.cache.requested == "cold" and load.cache.cold, load.cache.note
     assert watch is not None and watch.cache is not None and watch.cache.cold
@@ -62,8 +62,8 @@ def test_a_failing_command_is_a_failed_run_with_its_exit_code_and_last_stderr_li
 ) -> None:
     script = "import sys; print('loading', file=sys.stderr); sys.exit('no GPU found')"
     outcome = _run(model, f'cmd: {PYTHON} -c "{script}" {{path}}')
-    assert outcome.load.status == "failed" and outcome.load.bytes == 0
-    assert outcome.load.error == "exit code 1: no GPU found"
+    assert outcome.result.status == "failed" and outcome.result.bytes == 0
+    assert outcome.result.error == "exit code 1: no GPU found"
     assert outcome.stderr == "no GPU found"
 
 
@@ -81,20 +81,20 @@ def test_a_failing_command_is_a_failed_run_with_its_exit_code_and_last_stderr_li
 )
 def test_a_run_that_loads_nothing_whole_is_failed(model: Path, script: str, said: str) -> None:
     outcome = _run(model, f'cmd: {PYTHON} -c "{script}" {{path}}')
-    assert outcome.load.status == "failed"
-    assert said in (outcome.load.error or ""), outcome.load.error
+    assert outcome.result.status == "failed"
+    assert said in (outcome.result.error or ""), outcome.result.error
 
 
 def test_a_command_that_cannot_start_is_a_failed_run(model: Path) -> None:
     outcome = _run(model, "cmd: modelmon-no-such-program {path}")
-    assert outcome.load.status == "failed" and outcome.watch is None
-    assert "cannot run 'modelmon-no-such-program'" in (outcome.load.error or "")
+    assert outcome.result.status == "failed" and outcome.watch is None
+    assert "cannot run 'modelmon-no-such-program'" in (outcome.result.error or "")
 
 
 def test_a_command_past_its_time_limit_is_stopped(model: Path) -> None:
     outcome = _run(model, f'cmd: {PYTHON} -c "import time; time.sleep(120)"', time_limit_s=0.5)
-    assert outcome.load.status == "cancelled"
-    assert (outcome.load.error or "").startswith("stopped at its time limit")
+    assert outcome.result.status == "cancelled"
+    assert (outcome.result.error or "").startswith("stopped at its time limit")
 
 
 def test_a_program_is_never_timed_from_a_warm_cache(model: Path) -> None:
@@ -103,36 +103,37 @@ def test_a_program_is_never_timed_from_a_warm_cache(model: Path) -> None:
     with pytest.raises(OptionsError, match="use a cold cache"):
         run_ab(
             open_model(model),
-            as_config(parse_program("cmd: cat {path}")),
-            Config("sequential", LoadOptions()),
+            parse_program("cmd: cat {path}"),
+            StrategyConfig("sequential", LoadOptions()),
             n=1,
             cache="warm",
         )
 
 
 def test_a_command_counts_in_the_pairs_and_the_verdict_as_a_load(model: Path) -> None:
-    heard: list[tuple[str, int, ProgramResult]] = []
-    command = as_config(parse_program(f'cmd: {PYTHON} -c "{READER}" {{path}}'))
-    sequential = Config("sequential", LoadOptions(workers=2))
+    heard: list[tuple[str, int, RunOutcome]] = []
+    command = parse_program(f'cmd: {PYTHON} -c "{READER}" {{path}}')
+    sequential = StrategyConfig("sequential", LoadOptions(workers=2))
     ab = run_ab(
         open_model(model),
         command,
         sequential,
         n=2,
-        on_program=lambda side, pair, outcome: heard.append((side, pair, outcome)),
+        on_outcome=lambda side, pair, outcome: heard.append((side, pair, outcome)),
     )
     assert [side for side, _ in ab.runs] == ["A", "B", "A", "B"]
     assert all(result.status == "ok" and result.cache.cold for _, result in ab.runs)
     assert ab.a.spec == command.spec and ab.b.spec == "sequential workers=2"
     assert len(ab.ratios) == 2 and ab.verdict.text in ("A faster", "B faster", "within noise")
-    assert [(side, pair) for side, pair, _ in heard] == [("A", 0), ("A", 1)]
+    programs = [(side, pair) for side, pair, o in heard if isinstance(o, ProgramResult)]
+    assert programs == [("A", 0), ("A", 1)] and len(heard) == 4
     assert not ab.verdict.note  # every run verified cold
 
 
 def test_an_ab_with_a_failing_command_is_void_and_says_why(model: Path) -> None:
-    failing = as_config(parse_program(f'cmd: {PYTHON} -c "import sys; sys.exit(4)" {{path}}'))
+    failing = parse_program(f'cmd: {PYTHON} -c "import sys; sys.exit(4)" {{path}}')
     with pytest.raises(ABFailed, match="B run 1 failed: exit code 4"):
-        run_ab(open_model(model), Config("sequential", LoadOptions()), failing, n=1)
+        run_ab(open_model(model), StrategyConfig("sequential", LoadOptions()), failing, n=1)
 
 
 def test_every_shard_is_made_cold_and_counted_when_the_index_is_named(
@@ -149,11 +150,11 @@ def test_every_shard_is_made_cold_and_counted_when_the_index_is_named(
     outcome = run_program(
         model, parse_program(f'cmd: {PYTHON} -c "{reads_all}" {{path}}'), path=str(sharded_model)
     )
-    assert outcome.load.status == "ok", outcome.load.error
-    assert outcome.load.cache.cold and outcome.watch is not None
+    assert outcome.result.status == "ok", outcome.result.error
+    assert outcome.result.cache.cold and outcome.watch is not None
     assert {f.path for f in outcome.watch.files} == {f.path for f in model.files}
-    assert outcome.load.bytes == sum(f.size for f in model.files)
-    assert outcome.load.options["command"][-1] == str(sharded_model)
+    assert outcome.result.bytes == sum(f.size for f in model.files)
+    assert outcome.result.options["command"][-1] == str(sharded_model)
 
 
 COUNTING = READER + "\nopen(sys.argv[2], 'a').write('x')"  # a mark in a log per run
@@ -165,18 +166,18 @@ def test_each_program_of_an_ab_runs_once_uncounted_before_its_counted_runs(
     """Its code (imports, libraries) is in the page cache for every counted run: once per
     code, whatever its settings (an environment variable is a setting)."""
     log = tmp_path / "runs"
-    plain = as_config(parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log}'))
-    with_env = as_config(parse_program(f'cmd: ANY=1 {PYTHON} -c "{COUNTING}" {{path}} {log}'))
+    plain = parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log}')
+    with_env = parse_program(f'cmd: ANY=1 {PYTHON} -c "{COUNTING}" {{path}} {log}')
     warmed: list[str] = []
     ab = run_ab(open_model(model), plain, with_env, n=1, on_warm=warmed.append)
     assert [side for side, _ in ab.runs] == ["A", "B"]
-    assert warmed == [warming_line(plain.strategy)]
+    assert warmed == [warming_line(plain.spec)]
     assert log.read_text() == "x" * 3  # one uncounted, two counted
 
-    other = as_config(parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log} 2'))
+    other = parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log} 2')
     warmed.clear()
     run_ab(open_model(model), plain, other, n=1, on_warm=warmed.append)
-    assert warmed == [warming_line(plain.strategy), warming_line(other.strategy)]
+    assert warmed == [warming_line(plain.spec), warming_line(other.spec)]
     assert log.read_text() == "x" * 7
 
 
@@ -186,8 +187,8 @@ def test_the_loaders_rounds_run_each_program_once_uncounted_first(
     log = tmp_path / "runs"
     said: list[str] = []
     rounds = LoaderRounds(open_model(model), str(model), time.monotonic() + 60, said.append, None)
-    as_is = Entry(Candidate(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log}', LoadOptions()))
-    change = Entry(Candidate(f'cmd: ANY=1 {PYTHON} -c "{COUNTING}" {{path}} {log}', LoadOptions()))
+    as_is = Entry(Candidate(parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log}')))
+    change = Entry(Candidate(parse_program(f'cmd: ANY=1 {PYTHON} -c "{COUNTING}" {{path}} {log}')))
     for entry in (as_is, change, as_is):
         assert rounds.run(entry).status == "ok"
     assert log.read_text() == "x" * 4

@@ -20,7 +20,7 @@ from modelmon.core import (
     run_program,
     write_safetensors_model,
 )
-from modelmon.core.engines.spec import CHILD
+from modelmon.core.loaders.registry import CHILD
 
 from .conftest import needs
 
@@ -29,8 +29,8 @@ WHOLE = 0.9  # of the model's bytes: read calls that carried it, beyond the othe
 
 
 def _ok(outcome: ProgramResult) -> ProgramResult:
-    assert outcome.load.status == "ok", outcome.load.error
-    assert outcome.load.cache.cold, outcome.load.cache.note
+    assert outcome.result.status == "ok", outcome.result.error
+    assert outcome.result.cache.cold, outcome.result.cache.note
     assert outcome.watch is not None and outcome.own is not None
     return outcome
 
@@ -76,8 +76,8 @@ def test_llama_cpp_load_mode_maps_reads_or_goes_direct(held: Held, gguf_file: Pa
     if "dio" in (mapped.own or {})["features"]["load_mode"]:
         direct = _ok(held(model, "engine: llamacpp load_mode=dio"))
         assert _model_file(direct)[0] is False
-        assert any(n.startswith("direct I/O") for n in direct.load.notes)
-        assert direct.load.bytes >= WHOLE * size  # counted from storage, not the page cache
+        assert any(n.startswith("direct I/O") for n in direct.result.notes)
+        assert direct.result.bytes >= WHOLE * size  # counted from storage, not the page cache
 
 
 def test_transformers_disable_mmap_reads_each_file_whole(held: Held, llama_folder: Path) -> None:
@@ -128,8 +128,8 @@ def test_diffusers_from_single_file_without_a_config_is_a_failed_run_that_says_s
     outcome = run_program(
         open_model(lone), parse_program("engine: diffusers method=from_single_file")
     )
-    assert outcome.load.status == "failed" and outcome.load.bytes == 0
-    assert outcome.load.error == (
+    assert outcome.result.status == "failed" and outcome.result.bytes == 0
+    assert outcome.result.error == (
         "exit code 2: modelmon engine diffusers: from_single_file needs the model's diffusers "
         f"config.json beside {lone} (modelmon never asks the hub for one)"
     )
@@ -140,8 +140,8 @@ def test_diffusers_from_single_file_refuses_a_knob_it_does_not_read(vae_folder: 
     (file,) = vae_folder.glob("*.safetensors")
     spec = "engine: diffusers method=from_single_file HF_ENABLE_PARALLEL_LOADING=yes"
     outcome = run_program(open_model(file), parse_program(spec))
-    assert outcome.load.status == "failed"
-    assert outcome.load.error == (
+    assert outcome.result.status == "failed"
+    assert outcome.result.error == (
         "exit code 2: modelmon engine diffusers: diffusers here does not read "
         "HF_ENABLE_PARALLEL_LOADING=yes"
     )

@@ -2,7 +2,7 @@
 must be installed, the knobs that change how it reads the weights, and the line a user
 pastes to apply a setting.
 
-An entry that runs here is run by ``engine_child.py`` (a fresh process that never imports
+An entry that runs here is run by ``child.py`` (a fresh process that never imports
 modelmon): the engine loads the model its own way with the knobs given, then every byte it
 loaded is touched, so a lazy mapping cannot look fast by reading nothing. An entry that
 cannot run here (vLLM and SGLang load onto a GPU) names the engine whose runs stand for it
@@ -15,134 +15,15 @@ value, ``default``, leaves the variable unset.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from pathlib import Path
 
 from modelmon.core.errors import OptionsError
+from modelmon.core.loaders.engine import UNSET, Engine, Knob, Settings
 
-Settings = Mapping[str, str]  # knob name -> value, every knob of the engine present
-UNSET = "default"  # an environment knob's value that leaves the variable unset
-
-
-@dataclass(frozen=True, slots=True)
-class Knob:
-    name: str  # as the engine's users write it: "disable_mmap", "HF_DEACTIVATE_ASYNC_LOAD"
-    values: tuple[str, ...]  # what it takes, the engine's default first
-    what: str  # what a value other than the default changes, in a few words
-    environment: bool = False  # a variable of the engine's environment, not an argument
-    # False: a setting that says how the user runs the engine (safetensors' framework),
-    # kept as given; True: recommend tries its other values.
-    tried: bool = True
-    # Values with which the engine reads with O_DIRECT: its bytes never enter the page
-    # cache, so its run is timed by its reads from storage (``engines.run.direct_reads``).
-    direct: tuple[str, ...] = ()
-
-    def check(self, value: str) -> str:
-        if value not in self.values:
-            raise OptionsError(
-                f"{self.name} must be one of {', '.join(self.values)}, not {value!r}"
-            )
-        return value
-
-
-@dataclass(frozen=True)
-class Engine:
-    name: str  # as a spec names it: "engine: transformers"
-    label: str  # as its users say it
-    formats: tuple[str, ...]  # the model formats it loads ("safetensors", "gguf")
-    modules: tuple[str, ...]  # what must be importable for it to run here
-    extra: str  # pip install 'modelmon[EXTRA]' installs it ("": modelmon's own dependencies)
-    knobs: tuple[Knob, ...]
-    snippet: Callable[[Settings], str]  # the line that applies these settings
-    # The watch's loader keys (``watching.loaders``) that mean a program uses this engine.
-    detected_as: tuple[str, ...] = ()
-    # Other tools that load through the same code, each with its line for these settings
-    # (llama-server runs the same libllama loader as llama-cpp-python).
-    also: tuple[tuple[str, Callable[[Settings], str]], ...] = ()
-    # Why it cannot run on this machine (None: it runs wherever its modules are installed),
-    # the engine whose runs stand for it, and its line for the stand-in's settings.
-    not_here: str | None = None
-    stand_in: str | None = None
-    # The files it needs beside the weights (transformers: config.json), looked for in the
-    # model's folder and the one above it (a pipeline's component).
-    needs_beside: tuple[str, ...] = ()
-
-    def refuses(self, path: str) -> str | None:
-        """Why it cannot load the model at ``path`` (a file it needs is missing), or None."""
-        if not self.needs_beside:
-            return None
-        folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-        for place in (folder, os.path.dirname(folder)):
-            if any(os.path.exists(os.path.join(place, name)) for name in self.needs_beside):
-                return None
-        return (
-            f"{self.label} loads a folder holding {' or '.join(self.needs_beside)}; "
-            f"{folder} has none"
-        )
-
-    def knob(self, name: str) -> Knob:
-        for knob in self.knobs:
-            if knob.name == name:
-                return knob
-        known = ", ".join(k.name for k in self.knobs) or "none"
-        raise OptionsError(f"engine {self.name} has no knob {name!r} (its knobs: {known})")
-
-    def defaults(self) -> dict[str, str]:
-        return {knob.name: knob.values[0] for knob in self.knobs}
-
-    def settings(self, given: Mapping[str, str]) -> dict[str, str]:
-        """Every knob's value: the given ones checked, the rest the engine's defaults."""
-        chosen = self.defaults()
-        for name, value in given.items():
-            chosen[name] = self.knob(name).check(value)
-        return chosen
-
-    def variants(self, given: Mapping[str, str]) -> list[dict[str, str]]:
-        """One change at a time from ``given``: each other value of each tried knob."""
-        base = self.settings(given)
-        return [
-            {**base, knob.name: value}
-            for knob in self.knobs
-            if knob.tried
-            for value in knob.values
-            if value != base[knob.name]
-        ]
-
-    def environment(self, settings: Settings) -> dict[str, str]:
-        """The environment variables these settings set (an unset default sets none)."""
-        return {
-            knob.name: settings[knob.name]
-            for knob in self.knobs
-            if knob.environment and settings.get(knob.name, UNSET) != UNSET
-        }
-
-    def arguments(self, settings: Settings) -> dict[str, str]:
-        return {k.name: settings[k.name] for k in self.knobs if not k.environment}
-
-    def reads_direct(self, settings: Settings) -> bool:
-        """Whether these settings make the engine read with O_DIRECT."""
-        return any(settings.get(k.name) in k.direct for k in self.knobs)
-
-    def unavailable(self) -> str | None:
-        """None when it can run here; otherwise why not, in one line naming the extra."""
-        if self.not_here is not None:
-            return self.not_here
-        missing = [m for m in self.modules if _missing(m)]
-        if not missing:
-            return None
-        how = f"'modelmon[{self.extra}]'" if self.extra else " ".join(missing)
-        found = ", ".join(missing)
-        return f"{self.label} is not installed here ({found} not found): pip install {how}"
-
-
-def _missing(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is None
-    except (ImportError, ValueError):
-        return True
+# The one child harness that runs any engine of the registry, by path (it never imports
+# modelmon): ``python child.py ENGINE PATH [KNOB=VALUE ...]``.
+CHILD = Path(__file__).with_name("child.py")
 
 
 def _env_prefix(engine: str, settings: Settings) -> str:
@@ -217,6 +98,23 @@ def _runai_in_vllm(settings: Settings) -> str:
     return f"vllm serve PATH --load-format runai_streamer{extra}"
 
 
+def _runai_searched(parallel: int) -> tuple[dict[str, str], ...]:
+    """Run:ai's reader threads at the search's parallelism and at 16, 8 MiB each request."""
+    chunk = str(8 << 20)
+    return tuple(
+        {"RUNAI_STREAMER_CONCURRENCY": str(n), "RUNAI_STREAMER_CHUNK_BYTESIZE": chunk}
+        for n in dict.fromkeys((parallel, 16))
+    )
+
+
+def _fastsafetensors(settings: Settings) -> str:
+    return "fastsafe_open(files, framework='pt', nogds=True)  (fastsafetensors)"
+
+
+def _fastsafetensors_in_vllm(settings: Settings) -> str:
+    return "vllm serve PATH --load-format fastsafetensors"
+
+
 # vLLM's safetensors load strategies, by the safetensors setting that does what each does.
 _VLLM_STRATEGY = {"mmap": "lazy", "pread": "eager", "read": "eager"}
 
@@ -256,6 +154,8 @@ ENGINES: dict[str, Engine] = {
             (FRAMEWORK, BACKEND),
             _safetensors,
             detected_as=("safetensors",),
+            description="safetensors load_file(numpy), plain, one process",
+            searched=lambda parallel: ({},),
         ),
         Engine(
             "transformers",
@@ -334,11 +234,64 @@ ENGINES: dict[str, Engine] = {
                     (UNSET, "4", "16", "32"),
                     "reader threads",
                     environment=True,
+                    up_to=1024,
+                ),
+                Knob(
+                    "RUNAI_STREAMER_CHUNK_BYTESIZE",
+                    (UNSET, str(8 << 20)),
+                    "bytes each reader asks for at once",
+                    environment=True,
+                    up_to=1 << 30,
                 ),
             ),
             _runai,
             detected_as=("runai-model-streamer",),
             also=(("vllm-runai", _runai_in_vllm),),
+            description="Run:ai Model Streamer SafetensorsStreamer (CPU)",
+            searched=lambda parallel: tuple(
+                {
+                    "RUNAI_STREAMER_CONCURRENCY": str(n),
+                    "RUNAI_STREAMER_CHUNK_BYTESIZE": str(8 << 20),
+                }
+                for n in dict.fromkeys((parallel, 16))
+            ),
+        ),
+        Engine(
+            "fastsafetensors",
+            "fastsafetensors",
+            ("safetensors",),
+            ("fastsafetensors", "torch"),
+            "",
+            (),
+            lambda settings: "fastsafe_open(files, framework='pt', nogds=True)  (fastsafetensors)",
+            also=(
+                (
+                    "vllm-fastsafetensors",
+                    lambda settings: "vllm serve PATH --load-format fastsafetensors",
+                ),
+            ),
+            description="fastsafetensors fastsafe_open(nogds=True): the CPU path",
+            searched=lambda parallel: ({},),
+        ),
+        Engine(
+            "cattensors",
+            "cattensors",
+            ("safetensors",),
+            ("cattensors", "safetensors", "torch"),
+            "",
+            (),
+            lambda settings: "cattensors.patch(); safetensors.safe_open(path, framework='pt')",
+            description="cattensors.patch(): parallel warm-up reads, then safe_open(pt)",
+        ),
+        Engine(
+            "gguf-reader",
+            "gguf GGUFReader",
+            ("gguf",),
+            ("gguf", "numpy"),
+            "",
+            (),
+            lambda settings: "gguf.GGUFReader(path)  (every tensor copied out of its memmap)",
+            description="gguf GGUFReader, every tensor copied out, plain, one process",
         ),
         Engine(
             "vllm",

@@ -1,5 +1,6 @@
-"""The peer harness: a peer's process that dies is named with its signal, at once, and one
-whose parent dies goes with it."""
+"""The child harness that runs every loader that is not modelmon's (``loaders/child.py``): a
+child that dies mid-load is named with its signal, at once, and one whose parent dies goes
+with it."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core.loading.fresh import FreshResult
-from modelmon.core.measuring import peers
+from modelmon.core.configuration import parse_engine
+from modelmon.core.loaders.registry import ENGINES
+from modelmon.core.loading.result import LoadResult
+from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
+from modelmon.core.runs.program import ProgramRun
 
 ENDS_WITHIN_S = 2.0
 
@@ -37,14 +41,14 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def _loading_peer(parent: int, model: Path, timeout_s: float = 60.0) -> int:
-    """The pid of ``parent``'s peer process once it has the model mapped: it is loading."""
+def _loading_child(parent: int, model: Path, timeout_s: float = 60.0) -> int:
+    """The pid of ``parent``'s child harness once it has the model mapped: it is loading."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for pid in _children(parent):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"peer_child.py" not in f.read():
+                    if b"loaders/child.py" not in f.read():
                         continue
                 with open(f"/proc/{pid}/maps") as f:
                     if str(model) in f.read():
@@ -52,28 +56,27 @@ def _loading_peer(parent: int, model: Path, timeout_s: float = 60.0) -> int:
             except OSError:
                 continue
         time.sleep(0.001)
-    raise AssertionError("the peer never started loading")
+    raise AssertionError("the child never started loading")
 
 
-def test_a_peer_killed_mid_load_fails_naming_its_signal(model: Path) -> None:
-    if peers.peer_unavailable("safetensors"):
+def test_a_child_killed_mid_load_fails_naming_its_signal(model: Path) -> None:
+    if ENGINES["safetensors"].unavailable():
         pytest.skip("safetensors is not installed")
-    results: list[FreshResult] = []
-    runner = threading.Thread(
-        target=lambda: results.append(peers.run_peer("safetensors", [str(model)], "cold"))
-    )
+    results: list[LoadResult] = []
+    run = ProgramRun(open_model(model), parse_engine("safetensors"), "cold")
+    runner = threading.Thread(target=lambda: results.append(run.run().result))
     runner.start()
     try:
-        pid = _loading_peer(os.getpid(), model)
+        pid = _loading_child(os.getpid(), model)
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
     finally:
         runner.join(60)
-    assert results, "run_peer never returned"
+    assert results, "the run never returned"
     assert time.monotonic() - killed < ENDS_WITHIN_S
     (result,) = results
     assert result.status == "failed"
-    assert (result.error or "").startswith(f"the peer's process (pid {pid}) was killed by SIGKILL")
+    assert (result.error or "").startswith("killed by SIGKILL"), result.error
 
 
 def _alive(pid: int) -> bool:
@@ -87,20 +90,19 @@ def _alive(pid: int) -> bool:
 
 _PARENT = """
 import sys
-from modelmon.core.loading.fresh import FreshResult
-from modelmon.core.measuring import peers
-print(peers.run_peer("safetensors", [sys.argv[1]], "cold"), flush=True)
+from modelmon.core import ProgramRun, open_model, parse_engine
+print(ProgramRun(open_model(sys.argv[1]), parse_engine("safetensors")).run(), flush=True)
 """
 
 
-def test_a_peer_dies_with_its_parent(model: Path) -> None:
-    """Frozen mid-load, the peer could only go on if its parent's death left it alive."""
-    if peers.peer_unavailable("safetensors"):
+def test_a_child_dies_with_its_parent(model: Path) -> None:
+    """Frozen mid-load, the child could only go on if its parent's death left it alive."""
+    if ENGINES["safetensors"].unavailable():
         pytest.skip("safetensors is not installed")
     parent = subprocess.Popen(
         [sys.executable, "-c", _PARENT, str(model)], stdout=subprocess.DEVNULL
     )
-    pid = _loading_peer(parent.pid, model)
+    pid = _loading_child(parent.pid, model)
     try:
         os.kill(pid, signal.SIGSTOP)
         parent.kill()
@@ -115,4 +117,4 @@ def test_a_peer_dies_with_its_parent(model: Path) -> None:
                 os.kill(pid, sig)  # an orphan left behind: ours to end
             except ProcessLookupError:
                 break
-    assert not alive, "the peer outlived its parent"
+    assert not alive, "the child outlived its parent"

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelmon.core.measuring.session import Session, SessionResult
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs.session import Session, SessionResult
 
 from ...fuse import mounted_or_skip
 

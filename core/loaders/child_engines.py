@@ -1,55 +1,32 @@
-"""One load by an engine, as its users run it, in a fresh process that never imports modelmon.
+"""The loaders the child harness (``child.py``) runs, each as its users call it, and what the
+installed version of each supports. Plain Python that never imports modelmon; each load
+returns the bytes it touched (``child_touch``) and the tensors it made.
 
-    python .../engine_child.py ENGINE PATH [KNOB=VALUE ...]   # argument knobs; environment
-                                                             # knobs arrive in the environment
-    python .../engine_child.py --features ENGINE [KNOB=VALUE ...]  # what it supports
-
-modelmon runs it as a watched command (``engines.run``): the watch judges the load by the
-bytes that arrive from storage; what this program prints is its own account. It imports the
-engine, loads the model with the knobs given, then touches every loaded byte: one byte of
-every 4 KiB page of every tensor (or, for llama.cpp, of every mapping of the model file), so
-a lazy mapping that read nothing cannot pass for a load. Then it prints one JSON line: the
-bytes touched, the tensors, its own seconds (load and touch; imports apart), the engine's
-version and the knob values this version supports. A knob value the installed version lacks,
-or a knob word that is not KNOB=VALUE, ends it with exit code 2 and one line on stderr. It
-dies with its parent.
+Every load keeps what it loaded until the harness has reported, and touches every byte: the
+libraries here copy into memory of their own (safetensors' numpy path, Run:ai's buffers,
+fastsafetensors' bounce buffers), and results that are lazy views of a mapping (the gguf
+reader's memmaps, cattensors' torch path) are copied out first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import json
 import os
-import signal
-import sys
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-PAGE = 4096
-UNSUPPORTED = 2  # exit code: a knob the installed version lacks, or not KNOB=VALUE
-PR_SET_PDEATHSIG = 1
-# A folder: once loaded, the program says so there (``loaded``) and waits, holding what it
-# loaded, until ``release`` appears there (60 s at most), so that a test can look at it.
-HOLD = "MODELMON_ENGINE_HOLD"
-HOLD_S = 60.0
+if TYPE_CHECKING or __package__:  # run by path, the harness's siblings are plain modules
+    from modelmon.core.loaders.child_touch import touch_array, touch_mappings, touch_tensors
+else:
+    from child_touch import touch_array, touch_mappings, touch_tensors
 
 
 class Unsupported(Exception):
-    pass
-
-
-def die_with_parent() -> None:
-    parent = os.getppid()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
+    """The load cannot be made as asked (a knob this version lacks, a model it cannot load)."""
 
 
 def _source_has(module: str, word: str) -> bool:
@@ -77,66 +54,6 @@ def _source_has(module: str, word: str) -> bool:
             with open(place, encoding="utf-8", errors="replace") as source:
                 return word in source.read()
     return False
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-# --- touching what was loaded ------------------------------------------------------------------
-
-
-def touch_array(array: Any) -> int:
-    """Read one byte of every page of a numpy array; its bytes."""
-    import numpy as np
-
-    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    int(flat[::PAGE].sum(dtype=np.uint64))
-    return int(flat.nbytes)
-
-
-def touch_tensors(tensors: Iterator[Any]) -> tuple[int, int]:
-    """Read one byte of every page of each torch tensor or numpy array; (bytes, tensors)."""
-    seen: set[tuple[int, int]] = set()
-    touched = count = 0
-    for tensor in tensors:
-        count += 1
-        if type(tensor).__module__.startswith("numpy"):
-            touched += touch_array(tensor)
-            continue
-        if tensor.device.type != "cpu":  # meta tensors hold no bytes
-            continue
-        key = (tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
-        if key in seen:  # tied weights: one storage, touched once
-            continue
-        seen.add(key)
-        torch = importlib.import_module("torch")
-        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        int(data[::PAGE].sum())
-        touched += int(data.numel())
-    return touched, count
-
-
-def touch_mappings(path: str) -> int:
-    """Read one byte of every page of this process's readable mappings of ``path``."""
-    real = os.path.realpath(path)
-    touched = 0
-    with open("/proc/self/maps") as maps:
-        lines = maps.read().splitlines()
-    for line in lines:
-        fields = line.split(maxsplit=5)
-        if len(fields) < 6 or fields[5] != real or "r" not in fields[1]:
-            continue
-        start, end = (int(x, 16) for x in fields[0].split("-"))
-        mapped = memoryview((ctypes.c_uint8 * (end - start)).from_address(start)).cast("B")
-        touched += touch_array(mapped)
-    return touched
-
-
-# --- the engines --------------------------------------------------------------------------------
 
 
 def safetensors_files(path: str) -> list[str]:
@@ -306,7 +223,8 @@ _keep: list[Any] = []  # what a load returned, alive until the report is printed
 
 
 def runai_features(knobs: dict[str, str]) -> dict[str, list[str]]:
-    return {"RUNAI_STREAMER_CONCURRENCY": ["default", "4", "16", "32"]}
+    """Its environment knobs take any value; modelmon lists the ones it tries."""
+    return {}
 
 
 def load_runai(path: str, knobs: dict[str, str]) -> tuple[int, int]:
@@ -314,101 +232,80 @@ def load_runai(path: str, knobs: dict[str, str]) -> tuple[int, int]:
     kept: list[Any] = []
     with streamer_class() as streamer:
         streamer.stream_files(safetensors_files(path))
-        kept.extend(tensor for _, tensor in streamer.get_tensors())
+        kept.extend(tensor for _, tensor in streamer.get_tensors())  # owned: ours to keep
+    _keep.append(kept)
     return touch_tensors(iter(kept))
+
+
+def load_fastsafetensors(path: str, knobs: dict[str, str]) -> tuple[int, int]:
+    fastsafe_open = importlib.import_module("fastsafetensors").fastsafe_open
+    with fastsafe_open(safetensors_files(path), framework="pt", nogds=True) as handle:
+        kept = [handle.get_tensor(name) for name in handle.keys()]  # noqa: SIM118 (not a dict)
+        touched = touch_tensors(iter(kept))
+    _keep.append(kept)
+    return touched
+
+
+def load_cattensors(path: str, knobs: dict[str, str]) -> tuple[int, int]:
+    import safetensors
+
+    cattensors = importlib.import_module("cattensors")
+    cattensors.patch()  # safetensors.safe_open now warms the file (parallel reads) first
+    kept: list[Any] = []
+    try:
+        for file in safetensors_files(path):
+            with safetensors.safe_open(file, framework="pt") as handle:
+                for name in handle.keys():  # noqa: SIM118 (patched: offset order)
+                    kept.append(handle.get_tensor(name).clone())  # a mmap view: copy it out
+    finally:
+        cattensors.unpatch()
+    _keep.append(kept)
+    return touch_tensors(iter(kept))
+
+
+def load_gguf_reader(path: str, knobs: dict[str, str]) -> tuple[int, int]:
+    import numpy as np
+    from gguf import GGUFReader
+
+    reader = GGUFReader(path)
+    kept = [np.array(tensor.data) for tensor in reader.tensors]  # copies: .data is a memmap view
+    del reader
+    _keep.append(kept)
+    return sum(touch_array(array) for array in kept), len(kept)
+
+
+def no_knobs(knobs: dict[str, str]) -> dict[str, list[str]]:
+    return {}
 
 
 def imports(engine: str, knobs: dict[str, str]) -> list[str]:
     """What the load will import: imported before its clock starts, as a server has."""
-    torch = ["torch"] if engine != "safetensors" or knobs.get("framework") == "torch" else []
+    torch_free = {"gguf-reader", "llamacpp"}
+    numpy_only = engine == "safetensors" and knobs.get("framework", "numpy") == "numpy"
+    torch = [] if engine in torch_free or numpy_only else ["torch"]
     own = {
         "safetensors": ["safetensors.torch" if torch else "safetensors.numpy"],
         "transformers": ["transformers"],
         "diffusers": ["diffusers"],
         "llamacpp": ["llama_cpp"],
         "runai": ["runai_model_streamer"],
+        "fastsafetensors": ["fastsafetensors"],
+        "cattensors": ["safetensors", "cattensors"],
+        "gguf-reader": ["gguf", "numpy"],
     }
     return torch + own[engine]
 
 
 Features = Callable[[dict[str, str]], dict[str, list[str]]]  # knobs given -> values supported
-ENGINES: dict[str, tuple[str, Features, Callable[..., Any]]] = {
+Load = Callable[[str, dict[str, str]], tuple[int, int]]
+ENGINES: dict[str, tuple[str, Features, Load]] = {
     # name: (distribution for its version, features, load)
     "safetensors": ("safetensors", safetensors_features, load_safetensors),
     "transformers": ("transformers", transformers_features, load_transformers),
     "diffusers": ("diffusers", diffusers_features, load_diffusers),
     "llamacpp": ("llama_cpp_python", llamacpp_features, load_llamacpp),
     "runai": ("runai-model-streamer", runai_features, load_runai),
+    "fastsafetensors": ("fastsafetensors", no_knobs, load_fastsafetensors),
+    "cattensors": ("cattensors", no_knobs, load_cattensors),
+    "gguf-reader": ("gguf", no_knobs, load_gguf_reader),
 }
-
-
-def check(engine: str, knobs: dict[str, str], features: dict[str, list[str]]) -> None:
-    for name, value in knobs.items():
-        if value not in features.get(name, [value]):
-            raise Unsupported(
-                f"{engine} {_version(ENGINES[engine][0])} here has no {name}={value} "
-                f"(it takes {', '.join(features[name])})"
-            )
-    for name, value in os.environ.items():
-        if name in features and value not in features[name]:
-            raise Unsupported(f"{engine} here does not read {name}={value}")
-
-
-def hold(folder: str | None) -> None:
-    if not folder:
-        return
-    open(os.path.join(folder, "loaded"), "w").close()
-    deadline = time.monotonic() + HOLD_S
-    while not os.path.exists(os.path.join(folder, "release")) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-def knobs_of(words: list[str]) -> dict[str, str]:
-    if bad := [word for word in words if "=" not in word]:
-        raise Unsupported(f"{bad[0]!r} is not KNOB=VALUE")
-    return dict(word.split("=", 1) for word in words)
-
-
-def main(argv: list[str]) -> int:
-    probe = argv[:1] == ["--features"]  # what the installed version supports: no load
-    args = argv[1:] if probe else argv
-    if len(args) < (1 if probe else 2) or args[0] not in ENGINES:
-        sys.stderr.write(f"usage: engine_child.py {{{','.join(ENGINES)}}} PATH [KNOB=VALUE ...]\n")
-        return 64
-    engine = args[0]
-    die_with_parent()
-    distribution, features_of, load = ENGINES[engine]
-    imported = time.perf_counter()
-    try:
-        knobs = knobs_of(args[1:] if probe else args[2:])
-        features = features_of(knobs)
-        if probe:
-            print(json.dumps(features))
-            return 0
-        check(engine, knobs, features)
-        for module in imports(engine, knobs):
-            importlib.import_module(module)
-        imported = time.perf_counter() - imported
-        start = time.perf_counter()
-        touched, tensors = load(args[1], knobs)
-    except Unsupported as exc:
-        print(f"modelmon engine {engine}: {exc}", file=sys.stderr)
-        return UNSUPPORTED
-    seconds = time.perf_counter() - start
-    hold(os.environ.get(HOLD))
-    report = {
-        "engine": engine,
-        "version": _version(distribution),
-        "bytes": touched,
-        "tensors": tensors,
-        "seconds": seconds,
-        "import_seconds": imported,
-        "settings": knobs,
-        "features": features,
-    }
-    print(json.dumps(report), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,133 @@
+"""An A/B's runs: A, B, A, B … ``n`` pairs, each run whatever its configuration calls for
+(``runs.start.run_for``: modelmon's strategy in worker processes, or another program watched
+and counted by the bytes that arrive), each from the same verified cache state; the pairs and
+the verdict count them alike (``measuring.ab``)."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from modelmon.core.configuration import Configuration, ProgramConfig
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import MAX_AB_PAIRS, check_whole
+from modelmon.core.loading.result import LoadResult
+from modelmon.core.measuring.ab import ABFailed, ABResult, judge, summarize, timing_error
+from modelmon.core.model.records import Model
+from modelmon.core.options import CacheMode
+from modelmon.core.runs.start import RunOutcome, run_for
+from modelmon.core.runs.warm import warm_each
+from modelmon.core.system.cache import rest_storage
+
+# Runs one load of an A/B: (side "A" | "B", 0-based pair, its configuration with the A/B's
+# cache state) → the run as a load.
+RunOne = Callable[[str, int, Configuration], LoadResult]
+# Hears each run of an A/B as it ends, when the A/B runs them itself: (side, pair, outcome).
+OnOutcome = Callable[[str, int, RunOutcome], None]
+
+
+def check_cache(configs: tuple[Configuration, ...], cache: str) -> None:
+    """A program's load is timed by the bytes that arrive: its sides need a cold cache."""
+    programs = [c.spec for c in configs if isinstance(c, ProgramConfig)]
+    if programs and cache != "cold":
+        raise OptionsError(
+            f"{programs[0]}: a program's load is timed by the bytes that arrive from storage, "
+            f"and a {cache} model brings none: use a cold cache"
+        )
+
+
+def with_cache(config: Configuration, cache: CacheMode) -> Configuration:
+    """The configuration as an A/B runs it: a strategy from the A/B's cache state (a
+    program's run is always cold: ``check_cache``)."""
+    if isinstance(config, ProgramConfig):
+        return config
+    return config.with_options(cache=cache)
+
+
+def run_ab(
+    model: Model,
+    a: Configuration,
+    b: Configuration,
+    n: int = 3,
+    cache: CacheMode = "cold",
+    *,
+    on_result: Callable[[str, int, LoadResult], None] | None = None,
+    cancel: threading.Event | None = None,
+    run_one: RunOne | None = None,
+    on_outcome: OnOutcome | None = None,
+    path: str | None = None,
+    on_warm: Callable[[str], None] | None = None,
+    on_rest: Callable[[float], None] | None = None,
+) -> ABResult:
+    """Run A, B, A, B … ``n`` pairs; each run starts from the same verified ``cache`` state.
+
+    Each run is what ``run_for`` makes of its configuration, or what ``run_one`` does (the
+    window runs them monitored, told which side and pair each is); ``on_outcome`` hears each
+    of the runs made here, ``path`` is what a program's ``{path}`` stands for. Each program
+    side runs once first, not counted (``runs.warm.warm_each``), and ``on_warm`` hears its
+    line as it starts: both sides' counted runs find their code in the page cache. On network
+    storage each run waits for the mount to rest after the last (``rest_storage``);
+    ``on_rest`` hears the seconds first."""
+    check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
+    check_cache((a, b), cache)
+    warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)
+
+    def load(side: str, pair: int, config: Configuration) -> LoadResult:
+        outcome = run_for(model, config, cancel=cancel, monitor=False, path=path).run()
+        if on_outcome is not None:
+            on_outcome(side, pair, outcome)
+        return outcome.result
+
+    run = run_one or load
+    results: dict[str, list[LoadResult]] = {"A": [], "B": []}
+    ordered: list[tuple[str, LoadResult]] = []
+    files = [f.path for f in model.files]
+    for pair in range(n):
+        for side, config in (("A", a), ("B", b)):
+            # On network storage neither side is timed with help left by the other's run.
+            rest_storage(files, cancel, on_rest)
+            if cancel is not None and cancel.is_set():  # between two runs: void, as mid-run
+                raise ABFailed(side, pair, None)
+            result = run(side, pair, with_cache(config, cache))
+            results[side].append(result)
+            ordered.append((side, result))
+            if on_result is not None:
+                on_result(side, pair, result)
+            if result.status != "ok":
+                raise ABFailed(side, pair, result)
+    pairs = min(len(results["A"]), len(results["B"]))
+    if pairs == 0:
+        raise ABFailed("A", 0, None)
+    ratios = [results["B"][i].mbps / results["A"][i].mbps for i in range(pairs)]
+    side_a = summarize(a.spec, results["A"][:pairs])
+    side_b = summarize(b.spec, results["B"][:pairs])
+    resolution = statistics.median(
+        timing_error(results["A"][i], results["B"][i]) for i in range(pairs)
+    )
+    verdict = judge(ratios, resolution)
+    not_cold = [
+        f"{s} run {i // 2 + 1}"
+        for i, (s, r) in enumerate(ordered)
+        if cache == "cold" and not r.cache.cold
+    ]
+    if not_cold:
+        verdict = replace(verdict, note=f"not verified cold: {', '.join(not_cold)}")
+    return ABResult(side_a, side_b, tuple(ratios), verdict, tuple(ordered), cache)
+
+
+def warm_sides(
+    model: Model,
+    configs: tuple[Configuration, ...],
+    *,
+    cancel: threading.Event | None = None,
+    path: str | None = None,
+    on_warm: Callable[[str], None] | None = None,
+) -> None:
+    """One uncounted run of each program among ``configs`` (``runs.warm.warm_each``); a stop
+    asked meanwhile voids the A/B before its first run."""
+    programs = [c for c in configs if isinstance(c, ProgramConfig)]
+    warm_each(model, programs, cancel=cancel, path=path, on_warm=on_warm)
+    if cancel is not None and cancel.is_set():
+        raise ABFailed("A", 0, None)
