@@ -36,6 +36,13 @@ def preflight(
 ) -> AbstractContextManager[None]:
     """Refuse (LoadError, one line) a load that cannot run; else the open-files limit to hold
     while it runs (raised to the hard limit where the soft one is too low)."""
+    if any(file.remote is not None for file in model.files):
+        # The strategies read files; the ones that read objects by ranged GETs
+        # (storage.reader) come with their own preflight.
+        raise LoadError(
+            f"{model.path}: loading from object storage is not available yet "
+            "(modelmon inspect reads its header)"
+        )
     refusal = strategy.cannot_load(model)
     if refusal is not None:
         raise LoadError(f"the {strategy.name} strategy cannot load {model.path}: {refusal}")

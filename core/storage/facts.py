@@ -5,6 +5,7 @@ ranged GET's answer, so opening an object costs one request."""
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,3 +57,40 @@ def host_kind(host: str) -> str:
         return "minio-or-local" if local or "." not in name else "other"
     private = address.is_loopback or address.is_private or address.is_link_local
     return "minio-or-local" if private else "other"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStorage:
+    """Where a model's objects live, once per bucket (or host): what ``inspect`` says of the
+    storage, as ``StorageFacts`` says it of a file's folder."""
+
+    path: str  # s3://bucket, https://host
+    storage: str
+    endpoint: str
+    region: str | None
+    host_kind: str
+    credentials: str
+    ranges: str
+    description: str  # one human sentence
+
+
+def object_storage(objects: Iterable[ObjectFacts]) -> tuple[ObjectStorage, ...]:
+    """One ``ObjectStorage`` per bucket (or http host) holding ``objects``, in order."""
+    seen: dict[tuple[str, str], ObjectStorage] = {}
+    for facts in objects:
+        scheme, _, rest = facts.url.partition("://")
+        path = f"{scheme}://{rest.partition('/')[0]}"
+        if (facts.endpoint, path) in seen:
+            continue
+        ranges = "206" if facts.ranges == "206" else f"{facts.ranges} (not 206)"
+        seen[facts.endpoint, path] = ObjectStorage(
+            path=path,
+            storage=facts.storage,
+            endpoint=facts.endpoint,
+            region=facts.region,
+            host_kind=facts.host_kind,
+            credentials=facts.credentials,
+            ranges=facts.ranges,
+            description=f"{facts.describe()}; ranged GETs answered {ranges}",
+        )
+    return tuple(seen.values())
