@@ -5,7 +5,8 @@ models, and a proxy that injects faults between a client and one of them.
   buckets are DIR's folders; it answers a ranged GET with 200 and a Content-Range (not 206),
   checks signatures (a wrong secret is 403) and ignores ``If-Match``.
 - ``MotoS3``: moto's ``ThreadedMotoServer`` in this process: objects in memory, 206 for a
-  range, 412 for a failed ``If-Match``; it checks no signature.
+  range, 412 for a failed ``If-Match``; it checks no signature, and its objects are
+  public-read, so that a plain http:// GET of one works too.
 - ``FaultProxy``: an HTTP/1.1 proxy on loopback in front of either, which forwards each
   request unchanged (the signature covers the Host header, which it keeps) and can add
   latency per request, answer with 503 SlowDown bursts, reset a connection mid-body, answer
@@ -158,7 +159,9 @@ class MotoS3:
                 client.create_bucket(Bucket=bucket.name)  # type: ignore[attr-defined]
                 for file in sorted(p for p in bucket.rglob("*") if p.is_file()):
                     key = file.relative_to(bucket).as_posix()
-                    client.put_object(Bucket=bucket.name, Key=key, Body=file.read_bytes())  # type: ignore[attr-defined]
+                    client.put_object(  # type: ignore[attr-defined]
+                        Bucket=bucket.name, Key=key, Body=file.read_bytes(), ACL="public-read"
+                    )
         finally:
             client.close()  # type: ignore[attr-defined]
 
@@ -303,7 +306,7 @@ class FaultProxy:
         if fault == "whole":
             assert self.root is not None
             data = (self.root / target.split("?")[0].lstrip("/")).read_bytes()
-            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nETag: \"whole\"\r\n\r\n"
+            head = f'HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nETag: "whole"\r\n\r\n'
             client.sendall(head.encode() + data)
             return True
         upstream.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
@@ -316,8 +319,10 @@ class FaultProxy:
         out = [(k, v) for k, v in out if k.lower() != "content-length"]
         out.append(("Content-Length", str(len(data))))
         if fault == "misreport":
-            out = [(k, _shifted(v, self.faults.misreport) if k.lower() == "content-range" else v)
-                   for k, v in out]
+            out = [
+                (k, _shifted(v, self.faults.misreport) if k.lower() == "content-range" else v)
+                for k, v in out
+            ]
         head = f"HTTP/1.1 {answer.status} {answer.reason}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in out) + "\r\n"
         if fault == "reset":
@@ -353,7 +358,7 @@ class FaultProxy:
     @staticmethod
     def _send_error(client: socket.socket, status: int, code: str) -> None:
         body = (
-            f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>"
+            f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
             "<Message>Please reduce your request rate.</Message></Error>"
         ).encode()
         reason = http.client.responses.get(status, "Error")
@@ -407,10 +412,13 @@ def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("buckets") / "served"
     bucket = root / BUCKET
     write_safetensors_model(bucket / "single", layers=2, hidden=64, vocab=256, seed=11)
-    write_safetensors_model(
-        bucket / "sharded", layers=3, hidden=64, vocab=256, shards=3, seed=12
-    )
+    write_safetensors_model(bucket / "sharded", layers=3, hidden=64, vocab=256, shards=3, seed=12)
     write_gguf_model(bucket / "gguf" / "tiny-Q8_0.gguf", layers=2, hidden=64, vocab=256, seed=13)
+    # Larger than a header read's first GET (1 MiB): its reads show what is never fetched.
+    write_safetensors_model(bucket / "large", layers=2, hidden=256, vocab=4096, seed=14)
+    write_gguf_model(
+        bucket / "large-gguf" / "large.gguf", layers=2, hidden=256, vocab=4096, seed=15
+    )
     (bucket / "empty").mkdir()
     (bucket / "empty" / "empty.safetensors").write_bytes(b"")
     lying = (bucket / "single" / "model.safetensors").read_bytes()
@@ -459,8 +467,6 @@ def moto_s3(moto_server: MotoS3, bucket_root: Path, tmp_path: Path) -> Iterator[
 @pytest.fixture
 def faulty_s3(rclone_server: RcloneS3, tmp_path: Path) -> Iterator[SimpleNamespace]:
     """The environment pointed at a FaultProxy in front of ``rclone serve s3``."""
-    with FaultProxy(rclone_server.port, rclone_server.root).start() as proxy:
-        with aws_environment(proxy.endpoint, tmp_path) as env:
-            yield SimpleNamespace(
-                server=rclone_server, proxy=proxy, env=env, root=rclone_server.root
-            )
+    proxy = FaultProxy(rclone_server.port, rclone_server.root).start()
+    with proxy, aws_environment(proxy.endpoint, tmp_path) as env:
+        yield SimpleNamespace(server=rclone_server, proxy=proxy, env=env, root=rclone_server.root)
