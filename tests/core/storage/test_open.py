@@ -20,16 +20,7 @@ from modelmon.core import (
     open_model,
 )
 
-from ...object_store import (  # noqa: F401  (fixtures)
-    BUCKET,
-    SECRET_KEY,
-    bucket_root,
-    faulty_s3,
-    moto_s3,
-    moto_server,
-    rclone_s3,
-    rclone_server,
-)
+from ...object_store import BUCKET, SECRET_KEY
 
 
 @pytest.fixture(params=["rclone", "moto"])
@@ -118,7 +109,7 @@ def test_a_shard_the_index_names_but_the_bucket_lacks(moto_s3: SimpleNamespace) 
     moto_s3.server.put(BUCKET, "broken/model.safetensors.index.json", json.dumps(index).encode())
     with pytest.raises(
         ModelFormatError,
-        match="gone.safetensors: shard named by model.safetensors.index.json is missing",
+        match=r"gone\.safetensors: shard named by model\.safetensors\.index\.json is missing",
     ):
         open_model(f"s3://{BUCKET}/broken/model.safetensors.index.json")
 

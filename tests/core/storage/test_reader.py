@@ -18,15 +18,7 @@ from modelmon.core.storage.objects import open_store
 from modelmon.core.storage.reader import ObjectReader, Span, plan_parts
 from modelmon.core.storage.urls import parse_object_url
 
-from ...object_store import (  # noqa: F401  (fixtures)
-    BUCKET,
-    bucket_root,
-    faulty_s3,
-    moto_s3,
-    moto_server,
-    rclone_s3,
-    rclone_server,
-)
+from ...object_store import BUCKET
 
 MODELS = ("single/", "sharded/", "gguf/", "large-gguf/")
 
@@ -55,9 +47,11 @@ def test_objects_read_into_arrays_are_the_files_bytes(s3: SimpleNamespace, prefi
         for file in model.files
         if file.remote is not None
     ]
-    with open_store(parse_object_url(model.files[0].path)) as store:
-        with ObjectReader(store, 3) as reader:
-            stats = reader.read(plan_parts(spans, 48 << 10))
+    with (
+        open_store(parse_object_url(model.files[0].path)) as store,
+        ObjectReader(store, 3) as reader,
+    ):
+        stats = reader.read(plan_parts(spans, 48 << 10))
     for path, array in arrays.items():
         assert array.tobytes() == _local(s3.root, path).read_bytes(), path
     total = sum(file.size for file in model.files)
@@ -101,9 +95,9 @@ def test_discard_streams_through_bounded_memory(s3: SimpleNamespace) -> None:
 
     parts = plan_parts([Span(file.remote, 0, file.size)], 1 << 20)
     assert all(part.targets is None for part in parts)
-    with open_store(parse_object_url(file.path)) as store:
-        with ObjectReader(store, 2, scratch_bytes=64 << 10) as reader:
-            stats = reader.read(parts, on_data=keep)
+    store = open_store(parse_object_url(file.path))
+    with store, ObjectReader(store, 2, scratch_bytes=64 << 10) as reader:
+        stats = reader.read(parts, on_data=keep)
     assert stats.requests == len(parts)  # one request per part, however small the scratch
     joined = b"".join(chunks[offset] for offset in sorted(chunks))
     assert joined == _local(s3.root, file.path).read_bytes()
