@@ -74,7 +74,7 @@ class S3Access:
             endpoint_url = probe.meta.endpoint_url
             region = self._session.get_config_variable("region") or DEFAULT_REGION
         finally:
-            probe.close()
+            probe.close()  # it made no connection: it only resolved the endpoint
         parts = urlsplit(endpoint_url)
         if parts.username is not None or parts.password is not None:
             raise StorageError(

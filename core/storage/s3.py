@@ -104,7 +104,7 @@ class S3Store(Store):
 
     def close(self) -> None:
         if self._control is not None:
-            self._control.close()
+            close_client(self._control)
             self._control = None
 
 
@@ -132,7 +132,26 @@ class S3Connection(Connection):
         return _answer(response), Body(getattr(stream, "_raw_stream", stream))
 
     def close(self) -> None:
-        self._client.close()
+        close_client(self._client)
+
+
+def close_client(client: Any) -> None:
+    """Close a client's connections now. botocore's ``close`` empties its urllib3 pool
+    manager, whose pools close their sockets only when collected (urllib3 2.x): anything
+    that keeps one (a debug log record) would keep a socket open. So each pool is closed
+    first, through attributes botocore and urllib3 have long had (skipped if they change)."""
+    session = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    managers = [getattr(session, "_manager", None)]
+    managers += list(getattr(session, "_proxy_managers", {}).values())
+    for manager in managers:
+        pools = getattr(manager, "pools", None)
+        if pools is None:
+            continue
+        for key in list(pools.keys()):
+            pool = pools.get(key)
+            if pool is not None:
+                pool.close()
+    client.close()
 
 
 def request(store: S3Store, client: Any, url: ObjectURL, operation: str, **params: Any) -> Any:
