@@ -33,6 +33,7 @@ from modelmon.core.storage.records import RequestRecord
 from modelmon.core.storage.urls import ObjectURL
 
 SLICE = 256 << 10  # bytes per read into memory: how often a cancel is seen, what a reset costs
+_POLL_S = 0.05  # how often a back-off looks whether another reader has failed
 
 # on_data(url, offset, chunk): every chunk as it arrives, in order within a range.
 DataSink = Callable[[str, int, memoryview], None]
@@ -258,10 +259,15 @@ class RangeReader:
             limit = self.policy.unreachable_attempts
         if failures >= limit:
             raise _final(url, exc, failures)
-        if self.cancel.wait(self.policy.delay(failures)):
-            raise LoadCancelled("the read was cancelled")
-        if self.stop is not None and self.stop.is_set():
-            raise Stopped
+        deadline = time.monotonic() + self.policy.delay(failures)
+        while True:  # a back-off ends early when the read is cancelled or another reader failed
+            left = deadline - time.monotonic()
+            if self.cancel.wait(min(max(left, 0.0), _POLL_S)):
+                raise LoadCancelled("the read was cancelled")
+            if self.stop is not None and self.stop.is_set():
+                raise Stopped
+            if left <= _POLL_S:
+                return
 
     def _note(
         self,

@@ -175,3 +175,35 @@ def test_an_object_replaced_mid_load_fails_saying_so(
     line = str(caught.value)
     assert line.startswith(f"{url}: the object was replaced since it was opened")
     assert ("412" in line) if server == "moto" else (facts.etag or "") in line
+
+
+def test_a_back_off_ends_when_another_reader_fails_or_the_read_is_cancelled() -> None:
+    """A reader waiting out a long back-off stops within a poll of the stop or cancel."""
+    import threading
+    import time
+
+    from modelmon.core import LoadCancelled
+    from modelmon.core.storage.connection import Connection, Transient
+    from modelmon.core.storage.transfer import Expected, RangeReader, Stopped
+
+    class Throttled(Connection):
+        def get(self, url, first, last, if_match):  # type: ignore[no-untyped-def]
+            raise Transient("throttled", "throttled by the endpoint (503 SlowDown)", 503)
+
+        def close(self) -> None:
+            pass
+
+    slow = RetryPolicy(attempts=8, base_s=30.0, cap_s=30.0)
+    url = parse_object_url("s3://b/k")
+    for event, error in (("stop", Stopped), ("cancel", LoadCancelled)):
+        cancel, stop = threading.Event(), threading.Event()
+        reader = RangeReader(Throttled(), 0, slow, cancel, lambda record: None, stop)
+        timer = threading.Timer(0.2, (stop if event == "stop" else cancel).set)
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(error):  # not after 8 waits of up to 30 s each
+                reader.read(url, 0, (memoryview(bytearray(10)),), Expected(10, None))
+        finally:
+            timer.join()
+        assert time.monotonic() - started < 1.5
