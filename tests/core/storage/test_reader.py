@@ -143,3 +143,22 @@ def test_an_empty_read_and_its_stats() -> None:
     stats = ReadStats.of([], 2)
     assert stats.requests == stats.bytes == 0 and math.isnan(stats.ttfb_median_s)
     assert math.isnan(stats.throughput)
+
+
+def test_a_body_is_read_straight_into_memory(s3: SimpleNamespace) -> None:
+    """botocore's answer is read by ``recv_into`` the caller's memory (http.client under
+    urllib3), not copied from urllib3's buffers: a change of either that loses it fails here."""
+    url = parse_object_url(f"s3://{BUCKET}/single/model.safetensors")
+    expected = (s3.root / BUCKET / "single" / "model.safetensors").read_bytes()[100:1100]
+    with open_store(url) as store:
+        connection = store.connect()
+        try:
+            answer, body = connection.get(url, 100, 1099, None)
+            assert body.zero_copy and answer.content_range == (100, 1099, answer.total)
+            memory = bytearray(1000)
+            view, filled = memoryview(memory), 0
+            while filled < len(memory):
+                filled += body.readinto(view[filled:])
+            assert body.finish() == 0 and bytes(memory) == expected
+        finally:
+            connection.close()
