@@ -92,3 +92,15 @@ def test_wrong_credentials(modelmon, rclone_s3: SimpleNamespace, monkeypatch) ->
     assert done.returncode == STORAGE_FAILED
     (line,) = done.stderr.splitlines()
     assert "403 SignatureDoesNotMatch" in line and "not-the-secret" not in line
+
+
+@pytest.mark.parametrize("verb", [("load",), ("recommend", "--budget", "5", "-o", "-")])
+def test_loading_an_object_is_refused_in_one_line_until_its_strategies_exist(
+    modelmon, rclone_s3: SimpleNamespace, verb: tuple[str, ...]
+) -> None:
+    done = modelmon(*verb, f"s3://{BUCKET}/gguf/tiny-Q8_0.gguf")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"modelmon: s3://{BUCKET}/gguf/tiny-Q8_0.gguf: loading from object storage is not "
+        "available yet (modelmon inspect reads its header)"
+    )
