@@ -204,8 +204,11 @@ class Store(ABC):
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def facts(self, url: ObjectURL, answer: Answer, size: int) -> ObjectFacts:
-        ranges = "206" if answer.status == 206 else f"{answer.status} with Content-Range"
+    def facts(self, url: ObjectURL, answer: Answer, size: int, ranges: str = "") -> ObjectFacts:
+        """The object's facts from the answer to its first ranged GET; ``ranges`` says how
+        ranges were answered where that answer was not one (an empty object's HEAD)."""
+        if not ranges:
+            ranges = "206" if answer.status == 206 else f"{answer.status} with Content-Range"
         return ObjectFacts(
             url=url.text,
             size=size,

@@ -41,17 +41,20 @@ class ObjectSource:
         )
         try:
             buffer = bytearray(probe)
+            ranges = ""
             try:
                 answer, count = self._reader.read(url, 0, (memoryview(buffer),), None)
             except StorageError as exc:
                 if exc.status != 416:  # no range fits an empty object
                     raise
                 answer, count = store.head(url), 0
-                self.size = 0
+                if answer.content_length:  # not empty after all: the 416 stands
+                    raise
+                self.size, ranges = 0, "none asked (an empty object)"
             else:
                 self.size = answer.total or 0
             self._prefix = bytes(buffer[:count])
-            self._object = store.facts(url, answer, self.size)
+            self._object = store.facts(url, answer, self.size, ranges)
         except BaseException:
             self.close()
             raise

@@ -163,7 +163,8 @@ class ObjectReader:
                     if part.targets is not None:
                         reader.read(url, part.offset, part.targets, expected, on_data)
                         continue
-                    if len(scratch) < min(self.scratch_bytes, part.length):  # grown once
+                    # At most scratch_bytes, and no more than a part needs.
+                    if len(scratch) < min(self.scratch_bytes, part.length):
                         scratch = memoryview(bytearray(min(self.scratch_bytes, part.length)))
                     # One request per part, its body passed through the scratch memory
                     # again and again: the same buffer as every target in turn.
