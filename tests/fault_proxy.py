@@ -38,8 +38,10 @@ class Faults:
     latency_s: float = 0.0
     throttle: int = 0  # answer this many with throttle_status
     throttle_status: int = 503
-    reset_after: int | None = None  # cut the next body after this many bytes, with a RST
-    resets: int = 0  # how many bodies to cut
+    reset_after: int | None = None  # cut the next body after this many bytes...
+    resets: int = 0  # ...this many bodies...
+    cleanly: bool = False  # ...closing with a FIN (every byte sent arrives) or a RST (the
+    # peer's kernel drops what it had not sent, as a connection reset does)
     ignore_ranges: bool = False  # answer 200 with the whole object, no Content-Range
     misreport: int = 0  # shift the next answer's Content-Range by this many bytes
     fail_with: int = 0  # answer the next GETs with this status (e.g. 500), ``failures`` times
@@ -171,8 +173,11 @@ class FaultProxy:
         if fault == "reset":
             assert self.faults.reset_after is not None
             client.sendall(head.encode("latin-1") + data[: self.faults.reset_after])
-            time.sleep(0.05)  # the bytes reach the client before the reset does
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            if self.faults.cleanly:
+                client.shutdown(socket.SHUT_WR)
+            else:
+                time.sleep(0.05)  # most bytes reach the client before the reset does
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             client.close()
             return False
         client.sendall(head.encode("latin-1") + data)

@@ -73,18 +73,29 @@ def test_server_errors_are_retried_then_given_up_on_in_one_line(faulty_s3: Simpl
     )
 
 
-def test_a_connection_reset_mid_body_resumes_where_the_body_stopped(
-    faulty_s3: SimpleNamespace,
+@pytest.mark.parametrize("cleanly", [True, False], ids=["closed", "reset"])
+def test_a_body_cut_short_resumes_where_it_stopped(
+    faulty_s3: SimpleNamespace, cleanly: bool
 ) -> None:
-    part = 512 << 10
+    """Closed mid-body (every byte sent arrives): asked again from exactly the byte where it
+    stopped. Reset mid-body (a RST: what the socket held is lost, and with it the count of
+    the slice being read): from the first byte that had not reached memory."""
+    part, cut = 512 << 10, 300_000
     array, stats, records = _read(
-        LARGE, faulty_s3.proxy, part_size=part, connections=1, reset_after=300_000, resets=1
+        LARGE,
+        faulty_s3.proxy,
+        part_size=part,
+        connections=1,
+        reset_after=cut,
+        resets=1,
+        cleanly=cleanly,
     )
     assert array.tobytes() == _file_bytes(faulty_s3, LARGE)
     (dropped,) = [r for r in records if r.outcome == "dropped"]
     (resumed,) = [r for r in records if r.resumed]
-    assert dropped.first == 0 and 0 < dropped.received <= 300_000
-    # Asked again from the first byte that had not reached memory, to the part's end.
+    assert dropped.first == 0 and dropped.received <= cut
+    if cleanly:
+        assert dropped.received == cut
     assert resumed.first == dropped.received and resumed.first + resumed.asked == part
     ranges = [seen.range for seen in faulty_s3.proxy.seen if seen.method == "GET"]
     assert f"bytes={dropped.received}-{part - 1}" in ranges
