@@ -211,6 +211,9 @@ def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_safetensors_model(bucket / "single", layers=2, hidden=64, vocab=256, seed=11)
     write_safetensors_model(bucket / "sharded", layers=3, hidden=64, vocab=256, shards=3, seed=12)
     write_gguf_model(bucket / "gguf" / "tiny-Q8_0.gguf", layers=2, hidden=64, vocab=256, seed=13)
+    (bucket / "cut-gguf").mkdir()
+    gguf = (bucket / "gguf" / "tiny-Q8_0.gguf").read_bytes()
+    (bucket / "cut-gguf" / "cut.gguf").write_bytes(gguf[:3000])  # its header lists more
     # Larger than a header read's first GET (1 MiB): its reads show what is never fetched.
     write_safetensors_model(bucket / "large", layers=2, hidden=256, vocab=4096, seed=14)
     write_gguf_model(

@@ -29,7 +29,7 @@ class ObjectSource:
         store: Store,
         url: ObjectURL,
         connection: Connection | None = None,
-        probe: int = PROBE_BYTES,
+        probe: int | None = None,
         policy: RetryPolicy | None = None,
     ) -> None:
         self.name, self.url = url.text, url
@@ -40,7 +40,7 @@ class ObjectSource:
             self._connection, 0, policy or OPEN_POLICY, threading.Event(), self.records.append
         )
         try:
-            buffer = bytearray(probe)
+            buffer = bytearray(PROBE_BYTES if probe is None else probe)
             ranges = ""
             try:
                 answer, count = self._reader.read(url, 0, (memoryview(buffer),), None)

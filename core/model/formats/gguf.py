@@ -61,6 +61,7 @@ INT64_LIMIT = 1 << 63  # ggml's ne[] are int64, and so are their products
 # the object. Real headers, a tokenizer's vocabulary included, take a few MB.
 MAX_REMOTE_HEADER = 256 << 20
 _GROWTH_STEP = 16 << 20  # the most a prefix grows by beyond what the walk asked for
+_FIRST_READ = 1 << 20  # what the prefix starts with (the object's first GET holds it)
 
 READER_HEADER_FIELDS = ("GGUF.version", "GGUF.tensor_count", "GGUF.kv_count")
 KEPT_KEYS = ("general.architecture", "general.name", "general.file_type", "general.alignment")
@@ -119,7 +120,7 @@ def parse_gguf_source(source: ByteSource) -> Model:
     size = source.size
     if size < 4:
         raise ModelFormatError(source.name, f"not a GGUF file ({size} bytes)")
-    prefix = bytearray(source.read_at(0, min(size, 1 << 20)))
+    prefix = bytearray(source.read_at(0, min(size, _FIRST_READ)))
 
     def grow(end: int) -> int:
         if end > MAX_REMOTE_HEADER:

@@ -91,6 +91,23 @@ def test_a_header_is_read_by_ranged_gets_never_the_whole_object(
     assert asked < file.size / 2, (asked, file.size)
 
 
+@pytest.mark.parametrize("prefix", ["sharded/", "gguf/"])
+def test_a_header_longer_than_the_first_read_is_read_on(
+    faulty_s3: SimpleNamespace, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Headers past the first GET: the safetensors header in a second GET, the GGUF walk's
+    prefix grown GET by GET as far as it goes; the model is the file's all the same."""
+    from modelmon.core.model.formats import gguf
+    from modelmon.core.storage import objects
+
+    monkeypatch.setattr(objects, "PROBE_BYTES", 1024)
+    monkeypatch.setattr(gguf, "_FIRST_READ", 1024)
+    model = open_model(f"s3://{BUCKET}/{prefix}")
+    assert _tensors(model) == _tensors(open_model(faulty_s3.root / BUCKET / prefix))
+    gets = [s for s in faulty_s3.proxy.seen if s.method == "GET" and "list-type=" not in s.path]
+    assert len(gets) > len(model.files) + (prefix == "sharded/")  # more than one GET a file
+
+
 def test_an_empty_object_and_a_lying_header_fail_as_their_files_do(s3: SimpleNamespace) -> None:
     with pytest.raises(ModelFormatError, match=r"empty file \(0 bytes\)"):
         open_model(f"s3://{BUCKET}/empty/empty.safetensors")
@@ -100,6 +117,18 @@ def test_an_empty_object_and_a_lying_header_fail_as_their_files_do(s3: SimpleNam
         open_model(f"s3://{BUCKET}/lying/model.safetensors")
     assert remote.value.problem == on_disk.value.problem
     assert "truncated: its header needs" in remote.value.problem
+
+
+def test_a_cut_gguf_fails_as_its_file_does(s3: SimpleNamespace) -> None:
+    with pytest.raises(ModelFormatError) as on_disk:
+        open_model(s3.root / BUCKET / "cut-gguf" / "cut.gguf")
+    with pytest.raises(ModelFormatError) as remote:
+        open_model(f"s3://{BUCKET}/cut-gguf/cut.gguf")
+    assert (remote.value.problem, remote.value.offset) == (
+        on_disk.value.problem,
+        on_disk.value.offset,
+    )
+    assert remote.value.problem.startswith("truncated")
 
 
 def test_a_shard_the_index_names_but_the_bucket_lacks(moto_s3: SimpleNamespace) -> None:
