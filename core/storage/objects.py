@@ -74,6 +74,7 @@ class ObjectSource:
 
     def close(self) -> None:
         if self._own:
+            self._own = False  # closed once
             self._connection.close()
 
     def __enter__(self) -> ObjectSource:

@@ -8,6 +8,8 @@ One connection serves the whole opening and is closed after it.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from modelmon.core.errors import ModelFormatError, ObjectNotFoundError
 from modelmon.core.model.formats.combine import ParseShard, combine
 from modelmon.core.model.formats.gguf import parse_gguf_source
@@ -24,6 +26,7 @@ from modelmon.core.storage.urls import ObjectURL, parse_object_url
 
 INDEX_SUFFIX = ".safetensors.index.json"
 MAX_LISTED = 10_000  # objects right under a prefix: more is a bucket, not a model's folder
+OPEN_AT_ONCE = 8  # shards whose first GET is in flight at once
 
 
 def open_remote_model(text: str) -> Model:
@@ -85,7 +88,7 @@ class _Opening:
                 return self.single(source)
         if shards:
             urls = [prefix.child(name).text for name in shards]
-            return combine(prefix.text, urls, None, self.shard_parser(None))
+            return self.combined(prefix.text, urls, None, None)
         ggufs = [name for name in names if name.endswith(".gguf")]
         if len(ggufs) == 1:
             with self.source(prefix.child(ggufs[0])) as source:
@@ -108,17 +111,50 @@ class _Opening:
             data = source.read_at(0, source.size)
         weight_map = weight_map_of(index.text, data, lambda shard: index.sibling(shard).text)
         shards = sorted(set(weight_map.values()))
-        return combine(index.text, shards, weight_map, self.shard_parser(index.name))
+        return self.combined(index.text, shards, weight_map, index.name)
 
-    def shard_parser(self, index_name: str | None) -> ParseShard:
+    def combined(
+        self,
+        path: str,
+        shards: list[str],
+        weight_map: dict[str, str] | None,
+        index_name: str | None,
+    ) -> Model:
+        """The shards' model. Their first GETs go out at once (``OPEN_AT_ONCE`` connections:
+        a round trip each, not one after the other), then each header is parsed in turn, and
+        a shard's failure is told when its turn comes (the first in shard order)."""
+        opened = self.open_all(shards) if len(shards) > 1 else {}
+        try:
+            return combine(path, shards, weight_map, self.shard_parser(index_name, opened))
+        finally:
+            for item in opened.values():
+                if isinstance(item, ObjectSource):
+                    item.close()
+
+    def open_all(self, shards: list[str]) -> dict[str, ObjectSource | Exception]:
+        def open_one(shard: str) -> ObjectSource | Exception:
+            try:
+                return ObjectSource(self.store, parse_object_url(shard))  # its own connection
+            except Exception as exc:  # told in the shard's turn, as a serial opening would
+                return exc
+
+        workers = min(OPEN_AT_ONCE, len(shards))
+        with ThreadPoolExecutor(workers, thread_name_prefix="modelmon-shard-header") as pool:
+            return dict(zip(shards, pool.map(open_one, shards), strict=True))
+
+    def shard_parser(
+        self, index_name: str | None, opened: dict[str, ObjectSource | Exception]
+    ) -> ParseShard:
         def parse(shard: str) -> tuple[list[TensorExtent], ModelFile, dict[str, str]]:
             try:
-                source = self.source(parse_object_url(shard))
+                item = opened.get(shard) or self.source(parse_object_url(shard))
+                if isinstance(item, Exception):
+                    raise item
             except ObjectNotFoundError:
                 if index_name is None:
                     raise
                 raise ModelFormatError(shard, f"shard named by {index_name} is missing") from None
-            with source:
-                return parse_safetensors_source(source)
+            with item:
+                return parse_safetensors_source(item)
 
         return parse
