@@ -20,6 +20,8 @@ The names, by purpose (``_EXPORTS`` below lists each group's names and where the
   ``ollama:`` references), the demo and synthetic models.
 - Watch another program load: ``watch`` / ``Watch``, ``storage_references``.
 - The machine: storage and memory facts, the page cache, the readahead knob, host memory.
+- Object storage: ``is_object_url`` / ``parse_object_url`` (s3://, https://), the facts of an
+  object (``ObjectFacts``) and of where objects live (``object_storage``).
 - The output guard: ``check_output`` / ``write_or_keep``, which every file modelmon writes passes.
 - Words and documents: strict JSON, text reports, verdicts, explanations, snippets.
 - Errors, warnings, options and limits.
@@ -56,16 +58,24 @@ if TYPE_CHECKING:
         ConfigError,
         ConfigMismatchWarning,
         EmptyModelError,
+        EndpointUnreachableError,
         LoadCancelled,
         LoadError,
         ModelFormatError,
         ModelmonError,
         ModelmonWarning,
         ModelReferenceError,
+        ObjectChangedError,
+        ObjectNotFoundError,
+        ObjectURLError,
         OptionsError,
+        RangesIgnoredError,
         ReadaheadError,
         ReadaheadSkippedWarning,
         ReferenceSyntaxError,
+        StorageAccessError,
+        StorageError,
+        StorageThrottledError,
         WatchError,
         one_line,
         printable,
@@ -203,6 +213,8 @@ if TYPE_CHECKING:
     from modelmon.core.runs.session import Session, SessionResult
     from modelmon.core.runs.start import Run, RunOutcome, run_for
     from modelmon.core.runs.warm import warm_each
+    from modelmon.core.storage.facts import ObjectFacts, ObjectStorage, object_storage
+    from modelmon.core.storage.urls import ObjectURL, is_object_url, parse_object_url
     from modelmon.core.system.cache import CacheState, evict, rest_storage
     from modelmon.core.system.cache import not_measured as cache_not_measured
     from modelmon.core.system.cache import prepare as prepare_cache
@@ -335,6 +347,9 @@ _EXPORTS = (
         "host_reported_since=reported_since note_free_memory=note_free",
     ),
     ("modelmon.core.system.proc_status", "own_status_bytes"),
+    # Object storage: s3:// and https:// models (open_model reads their headers)
+    ("modelmon.core.storage.urls", "is_object_url parse_object_url ObjectURL"),
+    ("modelmon.core.storage.facts", "ObjectFacts ObjectStorage object_storage"),
     # The output guard: every file modelmon writes
     ("modelmon.core.system.outputs", "check_output write_or_keep Output Saved free_name"),
     # Words and documents
@@ -357,8 +372,9 @@ _EXPORTS = (
         "modelmon.core.errors",
         "ModelmonError ModelFormatError ModelReferenceError EmptyModelError "
         "ReferenceSyntaxError LoadError LoadCancelled OptionsError ReadaheadError ConfigError "
-        "WatchError ModelmonWarning ConfigMismatchWarning ReadaheadSkippedWarning one_line "
-        "printable",
+        "WatchError ObjectURLError StorageError StorageAccessError ObjectNotFoundError "
+        "EndpointUnreachableError StorageThrottledError ObjectChangedError RangesIgnoredError "
+        "ModelmonWarning ConfigMismatchWarning ReadaheadSkippedWarning one_line printable",
     ),
     # Options and limits: what a load, a search, an A/B, a sampler may be asked for
     (

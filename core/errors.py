@@ -130,3 +130,50 @@ class ReadaheadError(OptionsError):
 class WatchError(ModelmonError):
     """A watch that could not begin: the command cannot be started, or the process to attach
     to is not there (or not ours to look at)."""
+
+
+class ObjectURLError(ModelmonError, ValueError):
+    """A URL modelmon does not read a model from (credentials in it, a scheme it does not
+    speak, no bucket): a usage error. ``shown`` is the URL as it may be written, which is
+    never the part that held credentials."""
+
+    def __init__(self, shown: str, problem: str) -> None:
+        self.shown, self.problem = shown, problem
+        super().__init__(f"{shown}: {problem}")
+
+
+class StorageError(ModelmonError):
+    """Object storage that refused or failed a read: names the object or endpoint (never a
+    credential) and says why in one line. ``status`` and ``code`` are the server's answer
+    (403, "SignatureDoesNotMatch"), when there was one."""
+
+    def __init__(
+        self, url: str, problem: str, status: int | None = None, code: str | None = None
+    ) -> None:
+        self.url, self.problem, self.status, self.code = url, problem, status, code
+        super().__init__(f"{url}: {problem}")
+
+
+class StorageAccessError(StorageError):
+    """The endpoint refused the credentials or the access (401, 403)."""
+
+
+class ObjectNotFoundError(StorageError):
+    """No such bucket, key or file at the endpoint (404)."""
+
+
+class EndpointUnreachableError(StorageError):
+    """The endpoint could not be reached (refused, timed out, name unknown) after retries."""
+
+
+class StorageThrottledError(StorageError):
+    """The endpoint kept throttling (503 SlowDown, 429) or failing (500) past the retries."""
+
+
+class ObjectChangedError(StorageError):
+    """The object was replaced while it was read: its ETag (or size) is not the one it had
+    when it was opened (``If-Match`` failed with 412, or the answer carried another ETag)."""
+
+
+class RangesIgnoredError(StorageError):
+    """The server answered a ranged GET with the whole object (200, no Content-Range)."""

@@ -454,3 +454,15 @@ def machine_devices_untouched(tmp_path_factory: pytest.TempPathFactory) -> Itera
         if "MODELMON_LOCK_DIR" not in os.environ:
             use_state(tmp_path_factory.getbasetemp() / "state", patch)
         yield
+
+
+# --- object storage: S3-compatible servers on loopback, a fault-injecting proxy ----------------
+# (tests/object_store.py; the servers live as long as the session)
+from .object_store import (  # noqa: E402, F401
+    bucket_root,
+    faulty_s3,
+    moto_s3,
+    moto_server,
+    rclone_s3,
+    rclone_server,
+)

@@ -36,6 +36,7 @@ def preflight(
 ) -> AbstractContextManager[None]:
     """Refuse (LoadError, one line) a load that cannot run; else the open-files limit to hold
     while it runs (raised to the hard limit where the soft one is too low)."""
+    refuse_objects(model)
     refusal = strategy.cannot_load(model)
     if refusal is not None:
         raise LoadError(f"the {strategy.name} strategy cannot load {model.path}: {refusal}")
@@ -43,6 +44,17 @@ def preflight(
     threads = f"{readers} reader thread{'s' if readers != 1 else ''}"
     what = f"{strategy.name} over {len(model.files)} files with {threads} per process"
     return enough_open_files(needed, what)
+
+
+def refuse_objects(model: Model) -> None:
+    """A model in object storage cannot be loaded or measured yet: one LoadError line. The
+    strategies read files; the ones that read objects by ranged GETs (``storage.reader``)
+    come with their own checks."""
+    if any(file.remote is not None for file in model.files):
+        raise LoadError(
+            f"{model.path}: loading from object storage is not available yet "
+            "(modelmon inspect reads its header)"
+        )
 
 
 def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -> None:

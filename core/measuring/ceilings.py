@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from modelmon.core.errors import LoadError
+from modelmon.core.loading.preflight import refuse_objects
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
@@ -124,6 +125,7 @@ def measure_ceilings(
     on_ceiling: Callable[[Ceiling], None] | None = None,
 ) -> Ceilings:
     """Measure the named ceilings on ``model``'s files; each is the median of ``repeats``."""
+    refuse_objects(model)
     unknown = set(names) - set(CEILINGS)
     if unknown:
         raise ValueError(f"unknown ceiling {sorted(unknown)[0]!r}; known: {', '.join(CEILINGS)}")

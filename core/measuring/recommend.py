@@ -25,6 +25,7 @@ from modelmon.core.limits import (
     check_whole,
 )
 from modelmon.core.loaders.registry import ENGINES
+from modelmon.core.loading.preflight import refuse_objects
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
 from modelmon.core.measuring.race import Race
@@ -211,6 +212,7 @@ def recommend(
     The arguments are checked before anything is measured (``core.limits``)."""
     say = progress or (lambda _: None)
     started = time.monotonic() if started is None else started
+    refuse_objects(model)
     budget_s = check_budget(budget_s)
     if memory_limit is not None:
         check_memory_limit(memory_limit)

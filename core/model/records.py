@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from modelmon.core.storage.facts import ObjectFacts
+
 
 class TensorExtent(NamedTuple):
     """Where one tensor's bytes live: ``length`` bytes at absolute ``offset`` of ``file``.
@@ -37,8 +39,11 @@ class TensorExtent(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ModelFile:
-    path: str
+    path: str  # a path, or an object's URL (s3://bucket/key, https://host/path)
     size: int
+    # Where an object lives and what it was when the model was opened (its ETag, which every
+    # later read must match); None for a file.
+    remote: ObjectFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)

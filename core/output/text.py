@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.model.records import Model
+from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
 from modelmon.core.units import human_bytes
@@ -44,7 +44,7 @@ def model_summary(model: Model) -> dict[str, Any]:
     return {
         "path": model.path,
         "format": model.format,
-        "files": [{"path": f.path, "bytes": f.size} for f in model.files],
+        "files": [_file_summary(f) for f in model.files],
         "bytes": model.file_bytes,
         "tensor_bytes": model.total_bytes,
         "tensors": len(model.extents),
@@ -52,6 +52,18 @@ def model_summary(model: Model) -> dict[str, Any]:
         "blocks": [{"name": b, "bytes": n} for b, n in by_block.items()],
         "metadata": model.metadata,
     }
+
+
+def _file_summary(file: ModelFile) -> dict[str, Any]:
+    """A file's path and size; an object's facts too (URL, ETag, last-modified, endpoint)."""
+    summary: dict[str, Any] = {"path": file.path, "bytes": file.size}
+    if file.remote is not None:
+        summary["object"] = file.remote.as_dict()
+    return summary
+
+
+# Objects named one per line in ``inspect``'s text; the JSON has them all.
+_OBJECTS_SHOWN = 8
 
 
 def render_inspect(info: dict[str, Any]) -> str:
@@ -72,6 +84,16 @@ def render_inspect(info: dict[str, Any]) -> str:
         summary += f" ({layers[0]['name']} … {layers[-1]['name']})"
     summary += "".join(f", {b['name']} {human_bytes(b['bytes'])}" for b in named)
     lines.append(f"blocks    {summary}")
+    objects = [file["object"] for file in info["files"] if file.get("object")]
+    for facts in objects[:_OBJECTS_SHOWN]:
+        etag = facts["etag"] or "none"
+        modified = facts["last_modified"] or "not given"
+        lines.append(
+            f"object    {facts['url']}  {human_bytes(facts['size'])}, ETag {etag}, "
+            f"last modified {modified}"
+        )
+    if len(objects) > _OBJECTS_SHOWN:
+        lines.append(f"          … and {len(objects) - _OBJECTS_SHOWN} more objects (--json)")
     for facts in info.get("storage", []):
         lines.append(f"storage   {facts['description']}  [{facts['path']}]")
     memory = info.get("memory")

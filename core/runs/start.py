@@ -18,6 +18,7 @@ from typing import Protocol
 from modelmon.core.configuration import Configuration, ProgramConfig, StrategyConfig
 from modelmon.core.errors import OptionsError
 from modelmon.core.loading.envelope import StartGate
+from modelmon.core.loading.preflight import refuse_objects
 from modelmon.core.loading.reads import ReadLog
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
@@ -71,6 +72,7 @@ def run_for(
     where its code is warmed). ``monitor``: sample its metrics (a program's watch always
     does), residency maps every ``map_interval_s``. ``path``: what a program's ``{path}``
     stands for (default: the model's path)."""
+    refuse_objects(model)
     if isinstance(config, StrategyConfig):
         options = config.options if cache is None else config.options.with_(cache=cache)
         return Session(

@@ -23,8 +23,10 @@ from modelmon.core import (
     LoadError,
     ModelFormatError,
     ModelmonWarning,
+    ObjectURLError,
     OptionsError,
     ReferenceSyntaxError,
+    StorageError,
     WatchError,
     dumps,
     printable,
@@ -45,6 +47,7 @@ class ExitCode(IntEnum):
     WATCHED_FAILED = 5
     NO_MODEL_SEEN = 6
     TOO_SHORT = 7
+    STORAGE_FAILED = 8
     HANGUP = 129
     CANCELLED = 130
     PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for a tool that SIGPIPE ended
@@ -60,6 +63,8 @@ MEANINGS = {
     ExitCode.WATCHED_FAILED: "watch: the command failed, was killed, or could not be started",
     ExitCode.NO_MODEL_SEEN: "watch: the program never opened or mapped a model file",
     ExitCode.TOO_SHORT: "watch: the program exited before the first sample",
+    ExitCode.STORAGE_FAILED: "object storage refused or failed a read (credentials, no such "
+    "bucket or object, endpoint down, throttled, object changed)",
     ExitCode.HANGUP: "stopped by SIGHUP, its terminal gone (as cleanly as Ctrl+C)",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
     ExitCode.PIPE_CLOSED: "stdout closed by its reader (| head), as SIGPIPE",
@@ -72,6 +77,8 @@ EXIT_CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
     (ModelFormatError, ExitCode.BAD_MODEL),
     (OptionsError, ExitCode.USAGE),
     (ReferenceSyntaxError, ExitCode.USAGE),
+    (ObjectURLError, ExitCode.USAGE),
+    (StorageError, ExitCode.STORAGE_FAILED),
     (ConfigError, ExitCode.USAGE),
     (WatchError, ExitCode.WATCHED_FAILED),
     (LoadError, ExitCode.LOAD_FAILED),

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import ExitCode, add_path, add_verb, emit_json
+from modelmon.cli.common import PATH_HELP, ExitCode, add_path, add_verb, emit_json
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -17,12 +17,20 @@ EXAMPLES = """\
   modelmon inspect model.safetensors.index.json --json
   modelmon inspect hf:org/name
   modelmon inspect ollama:llama3:8b
+  modelmon inspect s3://bucket/models/llama/            the model under a prefix
+  modelmon inspect s3://bucket/model.gguf --json        its header by ranged GETs
+  modelmon inspect https://host/path/model.safetensors  a server that honours ranges
 """
+# The object-storage part of PATH's help: only inspect reads objects so far.
+URL_HELP = (
+    "; or an object: s3://BUCKET/KEY, s3://BUCKET/PREFIX/ or https://host/path (the AWS "
+    "configuration as the AWS CLI reads it: AWS_PROFILE, AWS_ENDPOINT_URL, AWS_REGION...)"
+)
 
 
 def add_parser(verbs: Verbs) -> None:
     parser = add_verb(verbs, VERB, "format, tensors, blocks, dtypes, storage facts", EXAMPLES)
-    add_path(parser)
+    add_path(parser, PATH_HELP + URL_HELP)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
@@ -30,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core import (
         memory_facts,
         model_summary,
+        object_storage,
         open_model,
         render_inspect,
         storage_by_folder,
@@ -37,7 +46,10 @@ def run(args: argparse.Namespace) -> int:
 
     model = open_model(args.path)
     info = model_summary(model)
-    info["storage"] = [asdict(facts) for facts in storage_by_folder(f.path for f in model.files)]
+    files = [f.path for f in model.files if f.remote is None]
+    objects = [f.remote for f in model.files if f.remote is not None]
+    info["storage"] = [asdict(facts) for facts in storage_by_folder(files)]
+    info["storage"] += [asdict(facts) for facts in object_storage(objects)]
     info["memory"] = asdict(memory_facts())
     if args.json:
         emit_json(info)

@@ -7,21 +7,18 @@ import stat
 from pathlib import Path
 
 from modelmon.core.errors import EmptyModelError, ModelFormatError, ModelReferenceError
-from modelmon.core.model.formats.opening import open_model_file
+from modelmon.core.model.formats.combine import combine
+from modelmon.core.model.formats.opening import format_of, open_model_file
 from modelmon.core.model.formats.safetensors import parse_index, parse_safetensors_file
-from modelmon.core.model.records import Model, ModelFile, TensorExtent
+from modelmon.core.model.records import Model
 from modelmon.core.model.references import resolve_reference
+from modelmon.core.storage.urls import is_url
 from modelmon.core.system.files import (
     UnusableFile,
     not_regular,
     path_problem,
     resolve_descriptor_path,
 )
-
-GGUF_MAGIC = b"GGUF"
-# GGUF's magic read as a big-endian number: a file written wholly byte-swapped. gguf-py's
-# reader and llama.cpp read the magic as bytes and refuse it; so does modelmon, saying so.
-SWAPPED_GGUF_MAGIC = GGUF_MAGIC[::-1]
 
 
 def open_model(path: str | os.PathLike[str]) -> Model:
@@ -30,8 +27,14 @@ def open_model(path: str | os.PathLike[str]) -> Model:
     A string may be a reference (``hf:ORG/NAME``, ``ollama:NAME``; see
     ``modelmon.core.model.references``): it opens the file or folder it resolves to. A
     descriptor's path (``/proc/self/fd/N``, ``/dev/fd/N``) is replaced by the path of the file
-    it has open, which the worker processes can open too.
+    it has open, which the worker processes can open too. A URL (``s3://BUCKET/KEY``, a
+    prefix, ``https://host/path``) opens the object(s) by ranged GETs of their headers.
     """
+    if is_url(path):
+        # Lazy: network code is imported only for a URL.
+        from modelmon.core.model.formats.remote import open_remote_model
+
+        return open_remote_model(str(path))
     given = os.fspath(path)
     try:
         named = resolve_descriptor_path(given)
@@ -71,16 +74,7 @@ def _open_file(target: Path) -> Model:
             magic = handle.read(4)
     except OSError as exc:
         raise ModelFormatError(name, exc.strerror or str(exc)) from None
-    if not magic:
-        raise ModelFormatError(name, "empty file (0 bytes)")
-    if magic == SWAPPED_GGUF_MAGIC:
-        raise ModelFormatError(
-            name,
-            f"a byte-swapped GGUF (magic {magic!r}, not {GGUF_MAGIC!r}): written in the wrong "
-            "byte order, which the gguf reader and llama.cpp refuse too",
-            0,
-        )
-    if magic == GGUF_MAGIC:
+    if format_of(name, magic) == "gguf":
         # Lazy for start-up time: the gguf library is imported only when a GGUF file is opened.
         from modelmon.core.model.formats.gguf import parse_gguf
 
@@ -141,37 +135,7 @@ def _open_sharded(index: Path) -> Model:
 
 
 def _combine(path: str, shards: list[str], weight_map: dict[str, str] | None) -> Model:
-    """Parse every shard; the tensors must be exactly those the index assigns to it."""
-    extents: list[TensorExtent] = []
-    files: list[ModelFile] = []
-    metadata: dict[str, str] = {}
-    owner: dict[str, str] = {}
-    for shard in shards:
-        shard_extents, file, shard_metadata = parse_safetensors_file(shard)
-        files.append(file)
-        metadata.update(shard_metadata)
-        for extent in shard_extents:
-            if extent.name in owner:
-                raise ModelFormatError(
-                    shard, f"tensor {extent.name!r} is also in {Path(owner[extent.name]).name}"
-                )
-            owner[extent.name] = shard
-            if weight_map is not None and weight_map.get(extent.name) != shard:
-                raise ModelFormatError(
-                    shard,
-                    f"holds tensor {extent.name!r} that the index does not place in it "
-                    "(a shard of another model?)",
-                )
-        extents.extend(shard_extents)
-    if weight_map is not None:
-        missing = [name for name in weight_map if name not in owner]
-        if missing:
-            raise ModelFormatError(
-                weight_map[missing[0]],
-                f"lacks tensor {missing[0]!r} named by the index "
-                f"({len(missing)} missing; a shard of another model?)",
-            )
-    return Model(path, "safetensors", tuple(files), tuple(extents), metadata)
+    return combine(path, shards, weight_map, parse_safetensors_file)
 
 
 def require_tensor_bytes(model: Model) -> None:

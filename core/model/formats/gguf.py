@@ -24,7 +24,7 @@ import mmap
 import os
 import struct
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +35,8 @@ from modelmon.core.model.blocks import block_of
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.formats.shapes import array_shape_problem
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
+from modelmon.core.storage.facts import ObjectFacts
+from modelmon.core.storage.source import ByteSource
 
 HEADER_SIZE = 24  # magic u32, version u32, tensor_count u64, kv_count u64
 SUPPORTED_VERSIONS = (2, 3)  # what GGUFReader reads; v1 had 32-bit counts
@@ -54,6 +56,12 @@ MAX_KVS = 1 << 20
 MIN_TENSOR_INFO_SIZE = 24  # name length u64 + n_dims u32 + type u32 + offset u64
 MIN_KV_SIZE = 13  # key length u64 + value type u32 + a 1-byte value
 INT64_LIMIT = 1 << 63  # ggml's ne[] are int64, and so are their products
+# A GGUF read over the network is read from its start as far as the walk goes (a prefix that
+# grows): past this, a header is damage, and modelmon would rather refuse it than download
+# the object. Real headers, a tokenizer's vocabulary included, take a few MB.
+MAX_REMOTE_HEADER = 256 << 20
+_GROWTH_STEP = 16 << 20  # the most a prefix grows by beyond what the walk asked for
+_FIRST_READ = 1 << 20  # what the prefix starts with (the object's first GET holds it)
 
 READER_HEADER_FIELDS = ("GGUF.version", "GGUF.tensor_count", "GGUF.kv_count")
 KEPT_KEYS = ("general.architecture", "general.name", "general.file_type", "general.alignment")
@@ -106,11 +114,47 @@ def read_gguf_layout(path: str | os.PathLike[str]) -> GGUFLayout:
             return _Walk(file, buf, size).layout()
 
 
+def parse_gguf_source(source: ByteSource) -> Model:
+    """``parse_gguf`` of an object: its header read by ranged GETs as far as the walk needs
+    (never the tensors' data), the same checks made."""
+    size = source.size
+    if size < 4:
+        raise ModelFormatError(source.name, f"not a GGUF file ({size} bytes)")
+    prefix = bytearray(source.read_at(0, min(size, _FIRST_READ)))
+
+    def grow(end: int) -> int:
+        if end > MAX_REMOTE_HEADER:
+            raise ModelFormatError(
+                source.name,
+                f"its header runs past {MAX_REMOTE_HEADER >> 20} MiB, more than modelmon "
+                "reads of a GGUF over the network (a damaged header?)",
+                len(prefix),
+            )
+        target = min(size, MAX_REMOTE_HEADER, max(end, min(2 * len(prefix), end + _GROWTH_STEP)))
+        prefix.extend(source.read_at(len(prefix), target - len(prefix)))
+        if len(prefix) < end:
+            raise ModelFormatError(source.name, "file shrank while its header was read", end)
+        return len(prefix)
+
+    return _Walk(source.name, prefix, size, grow, source.facts).layout().model
+
+
 class _Walk:
     """One pass over a mapped GGUF file; reads go through ``skip``, which bounds them."""
 
-    def __init__(self, file: str, buf: mmap.mmap, size: int) -> None:
+    def __init__(
+        self,
+        file: str,
+        buf: mmap.mmap | bytearray,
+        size: int,
+        grow: Callable[[int], int] | None = None,
+        facts: ObjectFacts | None = None,
+    ) -> None:
         self.file, self.buf, self.size = file, buf, size
+        # A mapped file holds every byte; a prefix read over the network holds ``have``, and
+        # ``grow(end)`` reads on until it holds ``end`` (bytes are read before they are used).
+        self.grow, self.facts = grow, facts
+        self.have = size if grow is None else len(buf)
         self.pos = 0
         self.order = "<"
         self.array_elements = 0
@@ -127,7 +171,7 @@ class _Walk:
         extents = [self.place(info, data_start) for info in infos]
         self.check_overlaps(extents)
         extents.sort(key=lambda extent: extent.offset)
-        files = (ModelFile(self.file, self.size),)
+        files = (ModelFile(self.file, self.size, self.facts),)
         metadata = self.metadata(version, tensor_count, kv_count)
         model = Model(self.file, "gguf", files, tuple(extents), metadata)
         return GGUFLayout(model, self.kv_arrays)
@@ -136,6 +180,11 @@ class _Walk:
 
     def fail(self, problem: str, offset: int | None = None) -> ModelFormatError:
         return ModelFormatError(self.file, problem, self.pos if offset is None else offset)
+
+    def need(self, end: int) -> None:
+        """Hold bytes up to ``end`` (within the file: ``skip`` checked it) before reading them."""
+        if end > self.have and self.grow is not None:
+            self.have = self.grow(end)
 
     def skip(self, length: int, what: str) -> int:
         """Step over ``length`` bytes; where they start."""
@@ -148,6 +197,8 @@ class _Walk:
 
     def unpack(self, fmt: str, what: str) -> int | float | bool:
         start = self.skip(struct.calcsize(fmt), what)
+        if self.pos > self.have:
+            self.need(self.pos)
         value: int | float | bool = struct.unpack_from(self.order + fmt, self.buf, start)[0]
         return value
 
@@ -168,6 +219,7 @@ class _Walk:
     def text(self, what: str) -> str:
         """A string that must be UTF-8 (keys and tensor names; GGUFReader decodes them too)."""
         start, length = self.string(what)
+        self.need(start + length)
         try:
             return self.buf[start : start + length].decode("utf-8")
         except UnicodeDecodeError:
@@ -185,7 +237,8 @@ class _Walk:
     # --- the sections -------------------------------------------------------------------------
 
     def header(self) -> tuple[int, int, int]:
-        magic = self.buf[:4]
+        self.need(min(self.size, HEADER_SIZE))
+        magic = bytes(self.buf[:4])
         if magic != b"GGUF":
             raise self.fail(f"not a GGUF file (magic {magic!r}, expected b'GGUF')", 0)
         if self.size < HEADER_SIZE:
@@ -249,8 +302,11 @@ class _Walk:
             return scalar if keep else None
         if value_type == _STRING:
             start, length = self.string(what)
+            if not keep:
+                return None
             # Values are free text (only keys and names must be UTF-8): shown, never parsed.
-            return self.buf[start : start + length].decode("utf-8", "replace") if keep else None
+            self.need(start + length)
+            return self.buf[start : start + length].decode("utf-8", "replace")
         if value_type != _ARRAY:
             raise self.fail(f"{what} has unknown value type {value_type}", self.pos - 4)
         if depth >= MAX_ARRAY_NESTING:
@@ -285,6 +341,8 @@ class _Walk:
             if size - pos < 8:
                 self.pos = pos
                 self.u64(f"{what} string length")  # raises the usual truncation error
+            if pos + 8 > self.have:
+                self.need(pos + 8)
             (length,) = struct.unpack_from(length_format, buf, pos)
             if length > size - pos - 8:
                 raise self.fail(f"{what}: string length {length} runs past the end", pos)
@@ -299,6 +357,7 @@ class _Walk:
             problem = f"tensor {show_name(name)} has {n_dims} dimensions (max {MAX_DIMS})"
             raise self.fail(problem, start)
         fields_at = self.skip(8 * n_dims + 12, f"tensor {show_name(name)} shape, type and offset")
+        self.need(self.pos)
         *dims, type_number, relative_offset = struct.unpack_from(
             f"{self.order}{n_dims}QIQ", self.buf, fields_at
         )

@@ -7,21 +7,31 @@ import os
 from typing import BinaryIO
 
 from modelmon.core.errors import ModelFormatError
-from modelmon.core.system.files import UnusableFile, open_regular, size_problem
+from modelmon.core.storage.source import open_checked
 
 
 def open_model_file(path: str | os.PathLike[str]) -> BinaryIO:
     """A binary file object on the regular file at ``path`` whose size is what it holds (not
     a /proc or /sys file); ModelFormatError otherwise."""
-    try:
-        fd = open_regular(path)
-    except UnusableFile as exc:
-        raise ModelFormatError(str(path), exc.reason) from None
-    try:
-        problem = size_problem(fd)
-    except OSError as exc:
-        problem = (exc.strerror or str(exc)).lower()
-    if problem is not None:
-        os.close(fd)
-        raise ModelFormatError(str(path), problem)
-    return os.fdopen(fd, "rb")
+    return os.fdopen(open_checked(path), "rb")
+
+
+GGUF_MAGIC = b"GGUF"
+# GGUF's magic read as a big-endian number: a file written wholly byte-swapped. gguf-py's
+# reader and llama.cpp read the magic as bytes and refuse it; so does modelmon, saying so.
+SWAPPED_GGUF_MAGIC = GGUF_MAGIC[::-1]
+
+
+def format_of(name: str, magic: bytes) -> str:
+    """ "gguf" or "safetensors" (whose header the parser then checks), by a file's first four
+    bytes; ModelFormatError for an empty or byte-swapped file."""
+    if not magic:
+        raise ModelFormatError(name, "empty file (0 bytes)")
+    if magic == SWAPPED_GGUF_MAGIC:
+        raise ModelFormatError(
+            name,
+            f"a byte-swapped GGUF (magic {magic!r}, not {GGUF_MAGIC!r}): written in the wrong "
+            "byte order, which the gguf reader and llama.cpp refuse too",
+            0,
+        )
+    return "gguf" if magic == GGUF_MAGIC else "safetensors"

@@ -21,7 +21,6 @@ from typing import Any
 
 from modelmon.core.errors import ModelFormatError
 from modelmon.core.model.blocks import blocks_of
-from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.formats.safetensors_json import (
     ENTRY_FIELDS,
     U64_LIMIT,
@@ -40,6 +39,7 @@ from modelmon.core.model.formats.shapes import (
     array_shape_problem,
 )
 from modelmon.core.model.records import ModelFile, TensorExtent, collector_paused
+from modelmon.core.storage.source import ByteSource, FileSource
 from modelmon.core.system.files import UnusableFile, parse_json, read_small_file
 
 MAX_HEADER_BYTES = 100_000_000  # the reference's MAX_HEADER_SIZE
@@ -84,34 +84,39 @@ def _fail(path: str, problem: str, offset: int | None = None) -> ModelFormatErro
 def read_header(path: str | os.PathLike[str]) -> tuple[bytes, int, int]:
     """The header's raw JSON bytes, where the data section starts and the file's size. Reads
     no more than the header length, itself bounded by the file size and the 100 MB limit."""
-    name = str(path)
+    with FileSource(path) as source:
+        return header_of(source)
+
+
+def header_of(source: ByteSource) -> tuple[bytes, int, int]:
+    """``read_header`` of any byte source: a file, or an object read by ranged GETs (which
+    then asks for the 8-byte length and the header only, never the data)."""
+    name, size = source.name, source.size
     try:
-        with open_model_file(name) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size < 8:
-                raise _fail(name, f"file is {size} bytes, too short for a safetensors header", 0)
-            length_field = handle.read(8)
-            if len(length_field) != 8:
-                raise _fail(name, "file shrank while its header was read", 0)
-            (header_len,) = struct.unpack("<Q", length_field)
-            if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
-                # A JSON header starts with "{" (serde allows whitespace first): without it,
-                # the 8 bytes were never a header length (a text file, another format), and
-                # their value means nothing to a user.
-                if handle.read(64).lstrip(b" \t\r\n")[:1] != b"{":
-                    raise _fail(
-                        name,
-                        "not a safetensors file (it does not begin with a safetensors header)",
-                        0,
-                    )
-                if header_len > MAX_HEADER_BYTES:
-                    raise _fail(name, f"header length {header_len} exceeds the 100 MB limit", 0)
+        if size < 8:
+            raise _fail(name, f"file is {size} bytes, too short for a safetensors header", 0)
+        length_field = source.read_at(0, 8)
+        if len(length_field) != 8:
+            raise _fail(name, "file shrank while its header was read", 0)
+        (header_len,) = struct.unpack("<Q", length_field)
+        if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
+            # A JSON header starts with "{" (serde allows whitespace first): without it,
+            # the 8 bytes were never a header length (a text file, another format), and
+            # their value means nothing to a user.
+            if source.read_at(8, 64).lstrip(b" \t\r\n")[:1] != b"{":
                 raise _fail(
                     name,
-                    f"truncated: its header needs {8 + header_len} bytes, the file has {size}",
+                    "not a safetensors file (it does not begin with a safetensors header)",
                     0,
                 )
-            raw = handle.read(header_len)
+            if header_len > MAX_HEADER_BYTES:
+                raise _fail(name, f"header length {header_len} exceeds the 100 MB limit", 0)
+            raise _fail(
+                name,
+                f"truncated: its header needs {8 + header_len} bytes, the file has {size}",
+                0,
+            )
+        raw = source.read_at(8, header_len)
     except OSError as exc:  # an I/O error reading the header
         raise _fail(name, exc.strerror or str(exc)) from None
     if len(raw) != header_len:
@@ -132,8 +137,17 @@ def parse_safetensors_file(
     100k-tensor files); at any doubt the entry-by-entry walk (``_checked_entries``) decides,
     which names the first bad tensor.
     """
-    name = str(path)
-    raw, data_start, size = read_header(name)
+    with FileSource(path) as source:
+        return parse_safetensors_source(source)
+
+
+def parse_safetensors_source(
+    source: ByteSource,
+) -> tuple[list[TensorExtent], ModelFile, dict[str, str]]:
+    """``parse_safetensors_file`` of any byte source; an object's ModelFile carries its
+    facts (URL, size, ETag)."""
+    name = source.name
+    raw, data_start, size = header_of(source)
     data_len = size - data_start
     with collector_paused():
         columns, metadata = _header_columns(name, raw, data_start, data_len)
@@ -153,7 +167,7 @@ def parse_safetensors_file(
                 map(_array_shape, dtypes, shapes, begins, ends),
             )
         )
-    return extents, ModelFile(path=name, size=size), metadata
+    return extents, ModelFile(path=name, size=size, remote=source.facts), metadata
 
 
 def _header_columns(
@@ -379,16 +393,26 @@ def parse_index(index_path: str | os.PathLike[str]) -> dict[str, str]:
     """``*.safetensors.index.json`` → {tensor name: shard path}. Shards must sit beside it."""
     name = str(index_path)
     try:
-        document = parse_json(read_small_file(name, MAX_HEADER_BYTES))
+        data = read_small_file(name, MAX_HEADER_BYTES)
+    except UnusableFile as exc:
+        raise _fail(name, f"index: {exc.reason}") from None
+    folder = Path(name).parent
+    return weight_map_of(name, data, lambda shard: str(folder / shard))
+
+
+def weight_map_of(name: str, data: bytes, beside: Callable[[str], str]) -> dict[str, str]:
+    """An index's bytes → {tensor name: where its shard is}, ``beside(shard name)`` naming
+    the shard beside the index (a path, a URL)."""
+    try:
+        document = parse_json(data)
     except UnusableFile as exc:
         raise _fail(name, f"index: {exc.reason}") from None
     weight_map = document.get("weight_map") if isinstance(document, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise _fail(name, "index has no 'weight_map' object")
-    folder = Path(name).parent
     result: dict[str, str] = {}
     for tensor, shard in weight_map.items():
         if not isinstance(shard, str) or not shard or "/" in shard or shard in (".", ".."):
             raise _fail(name, f"weight_map[{tensor!r}] is not a file name beside the index")
-        result[tensor] = str(folder / shard)
+        result[tensor] = beside(shard)
     return result

@@ -1,0 +1,137 @@
+"""The AWS configuration a user already has, resolved once by botocore: credentials from the
+standard chain (environment, ``~/.aws/credentials`` and ``config`` profiles, ``AWS_PROFILE``,
+SSO, roles), the endpoint (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, a profile's
+``endpoint_url``), the region and the addressing style (a profile's ``s3 = addressing_style``;
+path-style by default on an endpoint that is not AWS's: MinIO, Ceph, a local server).
+
+What it learns is described by ``S3Endpoint``, which names where the credentials came from
+and never holds them. botocore is imported only here and in ``s3``, on the first s3:// URL.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from modelmon.core.errors import StorageAccessError, StorageError
+from modelmon.core.storage.facts import host_kind
+from modelmon.core.storage.policy import Timeouts
+
+DEFAULT_REGION = "us-east-1"  # what S3's global endpoint and most S3-compatible servers sign
+_ADDRESSING = ("path", "virtual", "auto")
+
+
+@dataclass(frozen=True, slots=True)
+class S3Endpoint:
+    """Where s3:// requests go and how they are made (nothing secret)."""
+
+    url: str  # "https://s3.amazonaws.com", "http://127.0.0.1:9000"
+    region: str
+    addressing: str  # "path" | "virtual" | "auto" (botocore's choice per bucket)
+    host_kind: str  # aws | gcs-interop | r2 | minio-or-local | other
+    credentials: str  # where they came from: "env", "shared-credentials-file", "none (anonymous)"
+    profile: str | None  # the AWS profile used, if one was named
+
+
+class S3Access:
+    """A botocore session with the configuration resolved: makes one client per connection.
+
+    botocore's session is not thread-safe, so clients are made under a lock; a client itself
+    is, but each reader gets its own with a pool of one connection (every concurrent reader
+    owns its connection).
+    """
+
+    def __init__(self, bucket_url: str, timeouts: Timeouts | None = None) -> None:
+        import botocore.exceptions
+        import botocore.session
+        from botocore import UNSIGNED
+        from botocore.config import Config
+
+        self._lock = threading.Lock()
+        self._timeouts = timeouts or Timeouts()
+        try:
+            self._session = botocore.session.Session()
+            profile = self._session.get_config_variable("profile")
+            scoped = self._session.get_scoped_config()
+            credentials = self._session.get_credentials()
+        except botocore.exceptions.ProfileNotFound as exc:
+            raise StorageError(
+                bucket_url,
+                f"AWS profile {exc.kwargs.get('profile')!r} is in neither ~/.aws/config nor "
+                "~/.aws/credentials (AWS_PROFILE names it)",
+            ) from None
+        except botocore.exceptions.BotoCoreError as exc:
+            raise StorageAccessError(
+                bucket_url, f"the AWS configuration cannot be read: {_first_line(exc)}"
+            ) from None
+        self.anonymous = credentials is None
+        source = "none: anonymous requests" if credentials is None else credentials.method
+        addressing = _addressing(scoped)
+        probe = self._session.create_client("s3", config=Config(signature_version=UNSIGNED))
+        try:
+            endpoint_url = probe.meta.endpoint_url
+            region = self._session.get_config_variable("region") or DEFAULT_REGION
+        finally:
+            probe.close()  # it made no connection: it only resolved the endpoint
+        parts = urlsplit(endpoint_url)
+        if parts.username is not None or parts.password is not None:
+            raise StorageError(
+                bucket_url,
+                "the configured endpoint URL (AWS_ENDPOINT_URL...) holds credentials: give "
+                "them through AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile",
+            )
+        kind = host_kind(parts.hostname or "")
+        if addressing is None:
+            addressing = "auto" if kind == "aws" else "path"
+        self.endpoint = S3Endpoint(
+            url=endpoint_url.rstrip("/"),
+            region=region,
+            addressing=addressing,
+            host_kind=kind,
+            credentials=source,
+            profile=profile,
+        )
+        self._config = Config(
+            region_name=region,
+            signature_version=UNSIGNED if credentials is None else None,
+            s3=cast(Any, {"addressing_style": addressing}),
+            # modelmon retries itself: it counts retries and throttles, and resumes a body
+            # at the byte where it stopped, which botocore's retries cannot.
+            retries={"mode": "standard", "total_max_attempts": 1},
+            connect_timeout=self._timeouts.connect_s,
+            read_timeout=self._timeouts.read_s,
+            tcp_keepalive=True,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            user_agent_extra="modelmon",
+        )
+
+    def client(self, connections: int = 1) -> Any:
+        """A new S3 client whose pool holds ``connections`` connections; the caller closes it
+        (``client.close()``)."""
+        with self._lock:
+            return self._session.create_client(
+                "s3",
+                endpoint_url=self.endpoint.url,
+                config=self._config.merge(_pool(connections)),
+            )
+
+
+def _pool(connections: int) -> Any:
+    from botocore.config import Config
+
+    return Config(max_pool_connections=connections)
+
+
+def _addressing(scoped: dict[str, Any]) -> str | None:
+    """The profile's ``s3 = addressing_style`` (path, virtual or auto), if it sets one."""
+    section = scoped.get("s3")
+    style = section.get("addressing_style") if isinstance(section, dict) else None
+    return style if style in _ADDRESSING else None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,176 @@
+"""https:// (and http://) of a server that honours byte ranges: plain ranged GETs through
+urllib3, one pool of one connection per reader; no listing, no signing, redirects refused
+(a redirect's target is often a signed URL, which modelmon would then have to keep)."""
+
+from __future__ import annotations
+
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from modelmon.core.errors import (
+    ObjectChangedError,
+    ObjectNotFoundError,
+    StorageAccessError,
+    StorageError,
+)
+from modelmon.core.storage.connection import (
+    Answer,
+    Body,
+    Connection,
+    Listed,
+    Store,
+    Transient,
+    content_length,
+    describe,
+    parse_content_range,
+)
+from modelmon.core.storage.facts import host_kind
+from modelmon.core.storage.policy import Timeouts
+from modelmon.core.storage.urls import ObjectURL
+
+
+class HTTPStore(Store):
+    """One http(s) host."""
+
+    region = None
+    credentials = "none: plain requests"
+
+    def __init__(self, url: ObjectURL, timeouts: Timeouts | None = None) -> None:
+        self.storage = url.scheme
+        self.endpoint = f"{url.scheme}://{url.host}"
+        hostname = url.host.rsplit(":", 1)[0] if not url.host.startswith("[") else url.host
+        self.host_kind = host_kind(hostname.split("]")[0])
+        self._timeouts = timeouts or Timeouts()
+        self._control: HTTPConnection | None = None
+
+    def connect(self) -> HTTPConnection:
+        import urllib3
+
+        timeout = urllib3.Timeout(connect=self._timeouts.connect_s, read=self._timeouts.read_s)
+        pool = urllib3.connection_from_url(
+            self.endpoint, maxsize=1, block=False, timeout=timeout, retries=False
+        )
+        return HTTPConnection(self, pool)
+
+    def head(self, url: ObjectURL) -> Answer:
+        if self._control is None:
+            self._control = self.connect()
+        try:
+            raw = self._control.send(url, "HEAD", {})
+        except Transient as exc:
+            raise StorageError(url.text, exc.detail, exc.status) from None
+        answer = _answer(raw)
+        raw.release_conn()
+        return answer
+
+    def list(self, prefix: ObjectURL, limit: int) -> list[Listed]:
+        raise StorageError(prefix.text, f"an {self.storage}:// server has no listing")
+
+    def close(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+
+
+class HTTPConnection(Connection):
+    def __init__(self, store: HTTPStore, pool: Any) -> None:
+        self._store, self._pool = store, pool
+
+    def send(self, url: ObjectURL, method: str, headers: dict[str, str]) -> Any:
+        """The answer's raw response when its status is one a read can use (2xx)."""
+        import urllib3.exceptions as errors
+
+        try:
+            raw = self._pool.urlopen(
+                method,
+                url.http_path,
+                headers={"Accept-Encoding": "identity", **headers},
+                redirect=False,
+                preload_content=False,
+                decode_content=False,
+                retries=False,
+            )
+        except (errors.NewConnectionError, errors.ConnectTimeoutError) as exc:
+            raise Transient(
+                "unreachable", f"cannot reach {self._store.endpoint} ({describe(exc)})"
+            ) from None
+        except errors.ReadTimeoutError:
+            detail = f"no answer from {self._store.endpoint} within the timeout"
+            raise Transient("timeout", detail) from None
+        except errors.SSLError as exc:
+            raise StorageError(
+                url.text, f"TLS with {self._store.endpoint} failed: {describe(exc)}"
+            ) from None
+        except (errors.HTTPError, OSError) as exc:
+            raise Transient("dropped", f"the connection dropped ({describe(exc)})") from None
+        if raw.status < 300:
+            return raw
+        status = raw.status
+        raw.drain_conn() if method == "HEAD" else raw.close()
+        raw.release_conn()
+        raise _refusal(self._store, url, status)
+
+    def get(
+        self, url: ObjectURL, first: int, last: int, if_match: str | None
+    ) -> tuple[Answer, Body]:
+        headers = {"Range": f"bytes={first}-{last}"}
+        if if_match:
+            headers["If-Match"] = if_match
+        raw = self.send(url, "GET", headers)
+        return _answer(raw), Body(raw)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _refusal(store: HTTPStore, url: ObjectURL, status: int) -> Exception:
+    if status in (429, 503):
+        return Transient("throttled", f"throttled by the server ({status})", status)
+    if status in (500, 502, 504):
+        return Transient("server-error", f"the server failed ({status})", status)
+    if status in (401, 403):
+        return StorageAccessError(
+            url.text,
+            f"access refused ({status}): modelmon sends no credentials to a plain "
+            f"{store.storage}:// server",
+            status,
+        )
+    if status in (404, 410):
+        return ObjectNotFoundError(url.text, f"no such file on the server ({status})", status)
+    if status == 412:
+        return ObjectChangedError(
+            url.text, f"the file was replaced since it was opened ({status} on If-Match)"
+        )
+    if 300 <= status < 400:
+        return StorageError(
+            url.text,
+            f"the server redirects elsewhere ({status}): modelmon reads only the URL it is "
+            "given; name the file where it lives",
+            status,
+        )
+    return StorageError(url.text, f"the server refused the request ({status})", status)
+
+
+def _answer(raw: Any) -> Answer:
+    headers = raw.headers
+    return Answer(
+        status=raw.status,
+        content_range=parse_content_range(headers.get("Content-Range")),
+        content_length=content_length(headers.get("Content-Length")),
+        etag=headers.get("ETag"),
+        last_modified=_iso(headers.get("Last-Modified")),
+    )
+
+
+def _iso(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    from datetime import UTC
+
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

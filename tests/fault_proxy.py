@@ -1,0 +1,224 @@
+"""A fault-injecting HTTP/1.1 proxy on loopback, in front of an S3-compatible test server.
+
+It forwards each request unchanged (the signature covers the Host header, which it keeps)
+and can, on request: add latency per request, answer with 503 SlowDown or 429 bursts or
+500s, reset a connection mid-body (a RST after N bytes), answer as a server that ignores
+ranges (200, the whole object, no Content-Range), or shift the Content-Range of what it
+sends. It records every request it saw. It runs in the test's process and stops with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import socket
+import socketserver
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A request the proxy saw, and what it answered."""
+
+    method: str
+    path: str
+    range: str | None
+    if_match: str | None
+    fault: str  # "" when forwarded as it came
+
+
+@dataclass
+class Faults:
+    """What the proxy does to the next requests (GETs of objects; listing passes)."""
+
+    latency_s: float = 0.0
+    throttle: int = 0  # answer this many with throttle_status
+    throttle_status: int = 503
+    reset_after: int | None = None  # cut the next body after this many bytes...
+    resets: int = 0  # ...this many bodies...
+    cleanly: bool = False  # ...closing with a FIN (every byte sent arrives) or a RST (the
+    # peer's kernel drops what it had not sent, as a connection reset does)
+    ignore_ranges: bool = False  # answer 200 with the whole object, no Content-Range
+    misreport: int = 0  # shift the next answer's Content-Range by this many bytes
+    fail_with: int = 0  # answer the next GETs with this status (e.g. 500), ``failures`` times
+    failures: int = 0
+
+
+@dataclass
+class FaultProxy:
+    """A proxy on a loopback port in front of ``upstream`` (host, port); ``root`` is the
+    folder the upstream serves, read when answering as a server that ignores ranges."""
+
+    upstream_port: int
+    root: Path | None = None
+    faults: Faults = field(default_factory=Faults)
+    seen: list[Seen] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: socketserver.ThreadingTCPServer | None = None
+    _thread: threading.Thread | None = None
+    _clients: set[socket.socket] = field(default_factory=set)
+
+    @property
+    def endpoint(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FaultProxy:
+        proxy = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                proxy._serve(self.request)
+
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = False
+        server.block_on_close = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="fault-proxy")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        with self._lock:
+            for client in self._clients:
+                with contextlib.suppress(OSError):
+                    client.shutdown(socket.SHUT_RDWR)
+        self._server.server_close()  # joins the handlers
+        assert self._thread is not None
+        self._thread.join()
+        self._server = None
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # --- one client connection ------------------------------------------------------------
+
+    def _serve(self, client: socket.socket) -> None:
+        with self._lock:
+            self._clients.add(client)
+        upstream = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=30)
+        reader = client.makefile("rb")
+        try:
+            while self._serve_one(client, reader, upstream):
+                pass
+        except OSError:
+            pass
+        finally:
+            reader.close()
+            upstream.close()
+            with self._lock:
+                self._clients.discard(client)
+            with contextlib.suppress(OSError):
+                client.close()
+
+    def _serve_one(self, client: socket.socket, reader, upstream) -> bool:  # type: ignore[no-untyped-def]
+        line = reader.readline()
+        if not line:
+            return False
+        method, target, _ = line.decode("latin-1").split(" ", 2)
+        headers: list[tuple[str, str]] = []
+        while (header := reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = header.decode("latin-1").partition(":")
+            headers.append((name.strip(), value.strip()))
+        lower = {name.lower(): value for name, value in headers}
+        length = int(lower.get("content-length", "0") or 0)
+        body = reader.read(length) if length else b""
+        is_get = method == "GET" and "list-type=" not in target
+        fault = self._take_fault(is_get)
+        with self._lock:
+            self.seen.append(Seen(method, target, lower.get("range"), lower.get("if-match"), fault))
+            latency = self.faults.latency_s
+        if latency:
+            time.sleep(latency)
+        if fault == "throttle":
+            status = self.faults.throttle_status
+            code = "SlowDown" if status == 503 else "TooManyRequests"
+            self._send_error(client, status, code)
+            return True
+        if fault.startswith("fail"):
+            self._send_error(client, self.faults.fail_with or 500, "InternalError")
+            return True
+        if fault == "whole":
+            assert self.root is not None
+            data = (self.root / target.split("?")[0].lstrip("/")).read_bytes()
+            head = f'HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nETag: "whole"\r\n\r\n'
+            client.sendall(head.encode() + data)
+            return True
+        upstream.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers:
+            upstream.putheader(name, value)
+        upstream.endheaders(body or None)
+        answer = upstream.getresponse()
+        data = answer.read()
+        out = [(k, v) for k, v in answer.getheaders() if k.lower() != "transfer-encoding"]
+        out = [(k, v) for k, v in out if k.lower() != "content-length"]
+        out.append(("Content-Length", str(len(data))))
+        if fault == "misreport":
+            out = [
+                (k, _shifted(v, self.faults.misreport) if k.lower() == "content-range" else v)
+                for k, v in out
+            ]
+        head = f"HTTP/1.1 {answer.status} {answer.reason}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in out) + "\r\n"
+        if fault == "reset":
+            assert self.faults.reset_after is not None
+            client.sendall(head.encode("latin-1") + data[: self.faults.reset_after])
+            if self.faults.cleanly:
+                client.shutdown(socket.SHUT_WR)
+            else:
+                time.sleep(0.05)  # most bytes reach the client before the reset does
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()
+            return False
+        client.sendall(head.encode("latin-1") + data)
+        return True
+
+    def _take_fault(self, is_get: bool) -> str:
+        with self._lock:
+            faults = self.faults
+            if not is_get:
+                return ""
+            if faults.throttle > 0:
+                faults.throttle -= 1
+                return "throttle"
+            if faults.failures > 0:
+                faults.failures -= 1
+                return "fail"
+            if faults.ignore_ranges:
+                return "whole"
+            if faults.resets > 0:
+                faults.resets -= 1
+                return "reset"
+            if faults.misreport:
+                return "misreport"
+            return ""
+
+    @staticmethod
+    def _send_error(client: socket.socket, status: int, code: str) -> None:
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+            "<Message>Please reduce your request rate.</Message></Error>"
+        ).encode()
+        reason = http.client.responses.get(status, "Error")
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        client.sendall(head.encode() + body)
+
+
+def _shifted(content_range: str, by: int) -> str:
+    unit, _, spec = content_range.partition(" ")
+    span, _, total = spec.partition("/")
+    first, _, last = span.partition("-")
+    return f"{unit} {int(first) + by}-{int(last) + by}/{total}"

@@ -1,0 +1,106 @@
+"""``modelmon inspect s3://...`` end to end, against ``rclone serve s3`` on loopback: the header
+by ranged GETs, each object's size, ETag and last-modified, the endpoint, region and storage
+kind; every bad input one line and its exit code."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from ...object_store import BUCKET, SECRET_KEY
+
+STORAGE_FAILED, USAGE, BAD_MODEL = 8, 2, 3
+
+
+def test_inspect_an_object_as_text(modelmon, rclone_s3: SimpleNamespace) -> None:
+    done = modelmon("inspect", f"s3://{BUCKET}/gguf/tiny-Q8_0.gguf")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"model     s3://{BUCKET}/gguf/tiny-Q8_0.gguf"
+    assert lines[1].startswith("format    gguf, 1 file(s)")
+    (line,) = [line for line in lines if line.startswith("object ")]
+    assert re.fullmatch(
+        rf'object    s3://{BUCKET}/gguf/tiny-Q8_0\.gguf  [\d.]+ kB, ETag "[0-9a-f]{{32}}", '
+        r"last modified \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+        line,
+    ), line
+    (storage,) = [line for line in lines if line.startswith("storage ")]
+    endpoint = rclone_s3.env["AWS_ENDPOINT_URL"]
+    assert storage == (
+        f"storage   s3 at {endpoint} (minio-or-local), region us-east-1, credentials: env; "
+        f"ranged GETs answered 200 with Content-Range (not 206)  [s3://{BUCKET}]"
+    )
+
+
+def test_inspect_a_prefix_as_json(modelmon, rclone_s3: SimpleNamespace) -> None:
+    done = modelmon("inspect", f"s3://{BUCKET}/sharded/", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["path"] == f"s3://{BUCKET}/sharded/model.safetensors.index.json"
+    assert data["format"] == "safetensors" and len(data["files"]) == 3
+    for file in data["files"]:
+        local = rclone_s3.root / file["path"].removeprefix("s3://")
+        facts = file["object"]
+        assert facts["url"] == file["path"] and facts["size"] == local.stat().st_size
+        assert facts["etag"].startswith('"') and facts["last_modified"].endswith("Z")
+        assert facts["storage"] == "s3" and facts["region"] == "us-east-1"
+    (storage,) = data["storage"]
+    assert storage["endpoint"] == rclone_s3.env["AWS_ENDPOINT_URL"]
+    assert storage["host_kind"] == "minio-or-local" and storage["path"] == f"s3://{BUCKET}"
+    assert data["memory"]["usable"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (
+            (f"s3://{BUCKET}/single/missing.safetensors",),
+            STORAGE_FAILED,
+            r"no such object \(404 NoSuchKey\)",
+        ),
+        (
+            ("s3://no-bucket/x.gguf",),
+            STORAGE_FAILED,
+            r"no bucket 'no-bucket' at http://127\.0\.0\.1:\d+ \(404 NoSuchBucket\)",
+        ),
+        ((f"s3://{BUCKET}/lying/model.safetensors",), BAD_MODEL, "truncated: its header needs"),
+        (
+            (f"s3://key:{SECRET_KEY}@{BUCKET}/x.gguf",),
+            USAGE,
+            "a URL with credentials in it is refused",
+        ),
+        (("gs://bucket/model.gguf",), USAGE, "S3 interoperability"),
+    ],
+)
+def test_bad_input_is_one_line_and_its_exit_code(
+    modelmon, rclone_s3: SimpleNamespace, args: tuple[str, ...], code: int, says: str
+) -> None:
+    done = modelmon("inspect", *args)
+    assert done.returncode == code, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("modelmon: ") and re.search(says, line), line
+    assert SECRET_KEY not in line
+
+
+def test_wrong_credentials(modelmon, rclone_s3: SimpleNamespace, monkeypatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    done = modelmon("inspect", f"s3://{BUCKET}/single/")
+    assert done.returncode == STORAGE_FAILED
+    (line,) = done.stderr.splitlines()
+    assert "403 SignatureDoesNotMatch" in line and "not-the-secret" not in line
+
+
+@pytest.mark.parametrize("verb", [("load",), ("recommend", "--budget", "5", "-o", "-")])
+def test_loading_an_object_is_refused_in_one_line_until_its_strategies_exist(
+    modelmon, rclone_s3: SimpleNamespace, verb: tuple[str, ...]
+) -> None:
+    done = modelmon(*verb, f"s3://{BUCKET}/gguf/tiny-Q8_0.gguf")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"modelmon: s3://{BUCKET}/gguf/tiny-Q8_0.gguf: loading from object storage is not "
+        "available yet (modelmon inspect reads its header)"
+    )

