@@ -34,7 +34,6 @@ from benchmarks.records import (
 from modelmon.core import (
     FORMAT_VERSION,
     Candidate,
-    LoadOptions,
     Model,
     RanksRun,
     Recommendation,
@@ -46,6 +45,7 @@ from modelmon.core import (
     run_fresh,
     write_config,
 )
+from modelmon.core.options import LoadOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 # Compared in both forms (core.load and measure): the 4-reader strategies, and threads=4.

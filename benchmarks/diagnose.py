@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from benchmarks.records import Diagnosis, MonitoredRun, SeriesMedians
-from modelmon.core import LoadOptions, Model, Session
+from modelmon.core import Model, Session
+from modelmon.core.options import LoadOptions
 
 
 def _median_during(

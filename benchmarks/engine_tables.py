@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.engines import TOLERANCE, EngineJob, EnginesSection
-from modelmon.core import LOADER_MEDIAN_ERROR, STORAGE_REST_S
+from modelmon.core.limits import LOADER_MEDIAN_ERROR, STORAGE_REST_S
 
 
 def _cell(value: float | None, unit: str = "", digits: int = 0) -> str:

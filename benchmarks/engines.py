@@ -38,7 +38,6 @@ from pathlib import Path
 
 from benchmarks.codec import from_json, to_json
 from modelmon.core import (
-    LOADER_MEDIAN_ERROR,
     engine_unavailable,
     median_error,
     open_model,
@@ -48,6 +47,7 @@ from modelmon.core import (
     stop_child,
     warm_each,
 )
+from modelmon.core.limits import LOADER_MEDIAN_ERROR
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 0.10  # applied again, the reported MB/s holds within this

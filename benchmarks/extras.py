@@ -18,7 +18,6 @@ from benchmarks import monitor_overhead
 from benchmarks.records import BenchResults, OverheadResult, PlanResult, WholeLoad
 from benchmarks.summary import PLAN_TARGET_S
 from modelmon.core import (
-    LoadOptions,
     LoadRun,
     Model,
     ModelFile,
@@ -28,6 +27,7 @@ from modelmon.core import (
     open_model,
     partition,
 )
+from modelmon.core.options import LoadOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from modelmon.core import ENGINE, LoadOptions, ProgramConfig, format_spec
+from modelmon.core import ENGINE, ProgramConfig
+from modelmon.core.options import LoadOptions, format_spec
 
 # The other loaders the bench runs beside modelmon (``modelmon.core.ENGINES`` names): the plain
 # library calls modelmon's ``library`` strategy wraps, and the loaders users pick for speed.

@@ -46,7 +46,8 @@ from pathlib import Path
 import modelmon.core
 from benchmarks.codec import to_json
 from benchmarks.envs import fuse_mount
-from modelmon.core import Model, open_model, parse_spec, prepare_cache, write_safetensors_model
+from modelmon.core import Model, open_model, prepare_cache, write_safetensors_model
+from modelmon.core.options import parse_spec
 
 MiB = 1 << 20
 CEILING_CHUNK = 16 * MiB

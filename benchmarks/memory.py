@@ -22,7 +22,8 @@ import numpy as np
 
 from benchmarks.codec import from_json, to_json
 from benchmarks.records import DiscardLoad, DiscardSection, MemoryReport, RamLoad
-from modelmon.core import LoadOptions, Model, Session, open_model, own_status_bytes
+from modelmon.core import Model, Session, open_model, own_status_bytes
+from modelmon.core.options import LoadOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

@@ -11,7 +11,8 @@ from benchmarks.engines import EnginesSection
 from benchmarks.jobs import Cache, Entry, Kind
 from benchmarks.knobs import KnobsResult
 from benchmarks.watch import WatchReport
-from modelmon.core import FreshResult, LoadOptions, LoadResult
+from modelmon.core import FreshResult, LoadResult
+from modelmon.core.options import LoadOptions
 
 MiB = 1 << 20
 

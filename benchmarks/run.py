@@ -40,7 +40,7 @@ from benchmarks.models import (
 from benchmarks.peers import peer_unavailable
 from benchmarks.records import BenchResults
 from benchmarks.summary import peer_memory
-from modelmon.core import LOADER_MAX_ROUNDS
+from modelmon.core.limits import LOADER_MAX_ROUNDS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE = "./dev bench        # = .venv/bin/python -m benchmarks.run, after installing the peers"

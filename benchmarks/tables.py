@@ -23,7 +23,8 @@ from benchmarks.summary import (
     round_rates,
     rows_of,
 )
-from modelmon.core import LoadOptions, format_spec, get_strategy
+from modelmon.core import get_strategy
+from modelmon.core.options import LoadOptions, format_spec
 
 RUNAI = "runai"
 LOAD_VS_MEASURE = 0.10  # core.load within 10 % of measure

@@ -1,30 +1,34 @@
-"""modelmon's engine, Qt-free. This root is its whole public API: the command line, the app,
-the fleet and the benchmarks import every name they use from here, nothing deeper.
+"""modelmon's engine, Qt-free. This root is its public face: the command line, the app, the
+fleet and the benchmarks import every name they use from here, or from the three modules of
+the vocabulary every layer shares: ``modelmon.core.errors`` (what can go wrong, typed),
+``modelmon.core.options`` (what a load may be asked for) and ``modelmon.core.limits`` (the
+ranges of what a search, an A/B or a sampler may be asked for).
 
 >>> from modelmon.core import load
 >>> tensors = load("model.safetensors", strategy="sequential", threads=4)
 
 The names, by purpose (``_EXPORTS`` below lists each group's names and where they live):
 
-- Load and measure: ``load`` (into this process, threads; the tensors come back),
-  ``measure`` / ``LoadRun`` (worker processes; only the measurement comes back), ``Session``
-  (a ``LoadRun`` with live metrics), ``RanksRun`` (N loaders on this machine at once), the
-  strategies, and the messages a run's ``on_message`` receives.
-- What a load produced: ``LoadResult`` and its timings, the page cache around it
+- Load and measure: ``load`` (into this process; the tensors come back), ``measure`` (worker
+  processes; only the measurement comes back), ``run_for`` (any configuration as a ``Run``:
+  a ``Session`` of modelmon's strategies, or a ``ProgramRun`` of a command or an engine),
+  ``RanksRun`` (N loaders on this machine at once), and the messages a run reports.
+- What a load produced: ``LoadResult``, ``ProgramResult``, the page cache around it
   (``CacheState``), the free memory primed for it (``Primed``).
-- Compare and choose: ``run_ab`` and its ``Verdict``, ``measure_ceilings``, ``recommend`` and its
-  ``Recommendation`` of ``Candidate`` s, the peer loaders.
-- Configurations: ``Config`` (a strategy and its options), ``apply_config`` (the one way a config
-  file becomes a load's configuration), the config document's building and writing.
+- Compare and choose: ``run_ab`` and its ``Verdict``, ``measure_ceilings``, ``recommend`` and
+  its ``Recommendation`` of ``Candidate`` s, ``recommend_with_loader`` for the user's loader.
+- Configurations: ``StrategyConfig`` | ``ProgramConfig`` (``parse_configuration``),
+  ``Command``, the loaders' registry (``ENGINES``), config files (``apply_config``).
 - Models: ``open_model`` and its records, where models live (``discover_models``, ``hf:`` and
-  ``ollama:`` references), the demo and synthetic models.
+  ``ollama:`` references), the demo and synthetic models; ``s3://`` and ``https://`` objects.
 - Watch another program load: ``watch`` / ``Watch``, ``storage_references``.
-- The machine: storage and memory facts, the page cache, the readahead knob, host memory.
-- Object storage: ``is_object_url`` / ``parse_object_url`` (s3://, https://), the facts of an
-  object (``ObjectFacts``) and of where objects live (``object_storage``).
+- The machine: storage and memory facts, the page cache, readahead, host memory.
 - The output guard: ``check_output`` / ``write_or_keep``, which every file modelmon writes passes.
 - Words and documents: strict JSON, text reports, verdicts, explanations, snippets.
-- Errors, warnings, options and limits.
+
+A name is here because a front end imports it, or because a library user needs it beside
+them (a verb, or the type of what a verb returns); ``tests/core/test_api.py`` holds the root
+to that. Process plumbing, search tuning and records of internals stay in their layers.
 
 Every name is imported on first use (PEP 562 ``__getattr__``), not with the package: the
 engine's modules bring numpy, the format libraries and ctypes, and ``modelmon --version``, or
@@ -54,79 +58,16 @@ if TYPE_CHECKING:
         parse_program,
         program_kind,
     )
-    from modelmon.core.errors import (
-        ConfigError,
-        ConfigMismatchWarning,
-        EmptyModelError,
-        EndpointUnreachableError,
-        LoadCancelled,
-        LoadError,
-        ModelFormatError,
-        ModelmonError,
-        ModelmonWarning,
-        ModelReferenceError,
-        ObjectChangedError,
-        ObjectNotFoundError,
-        ObjectURLError,
-        OptionsError,
-        RangesIgnoredError,
-        ReadaheadError,
-        ReadaheadSkippedWarning,
-        ReferenceSyntaxError,
-        StorageAccessError,
-        StorageError,
-        StorageThrottledError,
-        WatchError,
-        one_line,
-        printable,
-    )
-    from modelmon.core.limits import (
-        DEFAULT_BUDGET_S,
-        EVIDENCE_OVERRUN,
-        EVIDENCE_RUNS,
-        LOADER_MAX_ROUNDS,
-        LOADER_MEDIAN_ERROR,
-        MAX_AB_PAIRS,
-        MAX_BUDGET_S,
-        MAX_INTERVAL_S,
-        MAX_SEARCH_WORKERS,
-        MIN_BUDGET_S,
-        MIN_INTERVAL_S,
-        MIN_MEMORY_LIMIT,
-        SEARCH_WIDTH,
-        STORAGE_REST_S,
-        range_text,
-    )
-    from modelmon.core.loaders.engine import Engine, Knob
+    from modelmon.core.loaders.engine import Engine
     from modelmon.core.loaders.installed import InstalledKnobs, installed_knobs
-    from modelmon.core.loaders.registry import (
-        ENGINES,
-        engine_for_loader,
-        engine_unavailable,
-        get_engine,
-    )
-    from modelmon.core.loading.config_file import (
-        FORMAT_VERSION,
-        ConfigFile,
-        apply_config,
-        read_config,
-    )
-    from modelmon.core.loading.fresh import (
-        FreshResult,
-        run_fresh,
-        stop_child,
-        stop_child_and_close,
-    )
+    from modelmon.core.loaders.registry import ENGINES, engine_unavailable, get_engine
+    from modelmon.core.loading.config_file import FORMAT_VERSION, apply_config, read_config
+    from modelmon.core.loading.fresh import FreshResult, run_fresh, stop_child
     from modelmon.core.loading.inproc import in_process
     from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerReady
-    from modelmon.core.loading.processes import polling_thread, stop_processes
+    from modelmon.core.loading.processes import stop_workers
     from modelmon.core.loading.reads import DescriptorTally
-    from modelmon.core.loading.result import (
-        BlockShareTiming,
-        BlockTiming,
-        LoadResult,
-        WorkerTiming,
-    )
+    from modelmon.core.loading.result import BlockTiming, LoadResult
     from modelmon.core.loading.runner import LoadRun
     from modelmon.core.loading.strategies import STRATEGIES, get_strategy
     from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge
@@ -139,14 +80,8 @@ if TYPE_CHECKING:
     )
     from modelmon.core.measuring.candidate import Candidate, median_error
     from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
-    from modelmon.core.measuring.ranks import RankResult, RanksResult, RanksRun, find_straggler
-    from modelmon.core.measuring.recommend import (
-        BudgetUse,
-        Recommendation,
-        candidates,
-        recommend,
-    )
-    from modelmon.core.measuring.search import Duel
+    from modelmon.core.measuring.ranks import RanksResult, RanksRun, find_straggler
+    from modelmon.core.measuring.recommend import BudgetUse, Recommendation, candidates, recommend
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
     from modelmon.core.model.demo import demo_models
@@ -162,34 +97,9 @@ if TYPE_CHECKING:
     from modelmon.core.model.references import HF_SCHEME, HF_SYNTAX, OLLAMA_SCHEME, OLLAMA_SYNTAX
     from modelmon.core.model.synth import encode_safetensors_header, write_safetensors_model
     from modelmon.core.model.synth_gguf import write_gguf_model
-    from modelmon.core.options import (
-        CACHE_MODES,
-        FADVISE_HINTS,
-        MADVISE_HINTS,
-        MAX_CHUNK,
-        MAX_PARALLEL,
-        MAX_READAHEAD_KIB,
-        MIN_CHUNK,
-        OPTION_NAMES,
-        PARTITIONS,
-        PREFETCH_MODES,
-        PRIME_MODES,
-        CacheMode,
-        LoadOptions,
-        MiB,
-        PrimeMode,
-        chunk_from_mib,
-        format_spec,
-        option_text,
-        parse_readahead,
-        parse_size,
-        parse_spec,
-    )
-    from modelmon.core.options import from_mapping as options_from_mapping
     from modelmon.core.output.config import build_document, recommendation_document, write_config
     from modelmon.core.output.config import render as render_config
     from modelmon.core.output.explain import (
-        SHARED_FD_CAVEAT,
         explain,
         pick_speedup,
         runs_words,
@@ -197,8 +107,8 @@ if TYPE_CHECKING:
         times_text,
     )
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
-    from modelmon.core.output.loader import loader_explanation, loader_snippets, loader_table
-    from modelmon.core.output.snippets import Snippet, snippets
+    from modelmon.core.output.loader import loader_explanation, loader_snippets
+    from modelmon.core.output.snippets import snippets
     from modelmon.core.output.text import (
         memory_text,
         model_summary,
@@ -218,7 +128,6 @@ if TYPE_CHECKING:
     from modelmon.core.system.cache import CacheState, evict, rest_storage
     from modelmon.core.system.cache import not_measured as cache_not_measured
     from modelmon.core.system.cache import prepare as prepare_cache
-    from modelmon.core.system.cache import prepare_early as prepare_cache_early
     from modelmon.core.system.host_memory import (
         FREE_WORTH_NOTING,
         RETURNS_FREE_MEMORY,
@@ -228,9 +137,6 @@ if TYPE_CHECKING:
         priming_plan_text,
         set_prime_mode,
     )
-    from modelmon.core.system.host_memory import note_free as note_free_memory
-    from modelmon.core.system.host_memory import reported_bytes as host_reported_bytes
-    from modelmon.core.system.host_memory import reported_since as host_reported_since
     from modelmon.core.system.memory import (
         MemoryFacts,
         check_memory_limit,
@@ -241,13 +147,12 @@ if TYPE_CHECKING:
     )
     from modelmon.core.system.outputs import Output, Saved, check_output, free_name, write_or_keep
     from modelmon.core.system.proc_status import own_status_bytes
-    from modelmon.core.system.readahead import ReadaheadKnob
     from modelmon.core.system.readahead import locate as locate_readahead
     from modelmon.core.system.readahead import recover as recover_readahead
     from modelmon.core.system.readahead import unavailable as readahead_unavailable
     from modelmon.core.system.residency import residency_of
     from modelmon.core.system.storage import StorageFacts, storage_by_folder, storage_facts
-    from modelmon.core.units import gib_text, human_bytes
+    from modelmon.core.units import human_bytes
     from modelmon.core.watching.result import Reference, WatchResult
     from modelmon.core.watching.watch import Watch
 
@@ -260,33 +165,31 @@ _EXPORTS = (
     ("modelmon.core.loading.runner", "LoadRun"),
     ("modelmon.core.runs.session", "Session SessionResult"),
     ("modelmon.core.runs.start", "run_for Run RunOutcome"),
-    ("modelmon.core.measuring.ranks", "RankResult RanksResult RanksRun find_straggler"),
+    ("modelmon.core.measuring.ranks", "RanksResult RanksRun find_straggler"),
     ("modelmon.core.loading.strategies", "STRATEGIES get_strategy"),
     ("modelmon.core.loading.inproc", "in_process"),
-    ("modelmon.core.loading.messages", "ReadBatch WorkerDone WorkerReady"),
+    ("modelmon.core.loading.messages", "ReadBatch WorkerReady WorkerDone"),
     ("modelmon.core.loading.reads", "DescriptorTally"),
-    ("modelmon.core.loading.processes", "stop_processes polling_thread"),
+    ("modelmon.core.loading.processes", "stop_workers"),
     ("modelmon.core.metrics.base", "MetricSpec"),
     # What a load produced
     (
         "modelmon.core.loading.result",
-        "LoadResult BlockTiming BlockShareTiming WorkerTiming",
+        "LoadResult BlockTiming",
     ),
     ("modelmon.core.system.cache", "CacheState"),
-    ("modelmon.core.system.host_memory", "Primed"),
     # Compare and choose: A/B, ceilings, recommend, the peer loaders
     ("modelmon.core.measuring.ab", "ABResult ABFailed Verdict SideSummary judge"),
     ("modelmon.core.measuring.ab_run", "run_ab"),
     ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
-    ("modelmon.core.measuring.search", "Duel"),
     ("modelmon.core.measuring.candidate", "Candidate median_error"),
     (
         "modelmon.core.measuring.advice",
         "recommend_with_loader LoaderRecommendation LoaderAdvice loader_config",
     ),
     # A load in a fresh process, timed by its child (peers and the benchmarks' core.load)
-    ("modelmon.core.loading.fresh", "run_fresh FreshResult stop_child stop_child_and_close"),
+    ("modelmon.core.loading.fresh", "run_fresh FreshResult stop_child"),
     # Configurations and config files; other programs as configurations (cmd:, engine:)
     (
         "modelmon.core.configuration",
@@ -295,16 +198,16 @@ _EXPORTS = (
     ),
     (
         "modelmon.core.loaders.registry",
-        "ENGINES get_engine engine_unavailable engine_for_loader",
+        "ENGINES get_engine engine_unavailable",
     ),
     (
         "modelmon.core.loaders.engine",
-        "Engine Knob",
+        "Engine",
     ),
     ("modelmon.core.loaders.installed", "installed_knobs InstalledKnobs"),
     ("modelmon.core.runs.program", "ProgramRun ProgramResult run_program"),
     ("modelmon.core.runs.warm", "warm_each"),
-    ("modelmon.core.loading.config_file", "apply_config read_config ConfigFile FORMAT_VERSION"),
+    ("modelmon.core.loading.config_file", "apply_config read_config FORMAT_VERSION"),
     (
         "modelmon.core.output.config",
         "build_document recommendation_document render_config=render write_config",
@@ -331,21 +234,18 @@ _EXPORTS = (
     ),
     (
         "modelmon.core.system.cache",
-        "evict prepare_cache=prepare prepare_cache_early=prepare_early "
-        "cache_not_measured=not_measured rest_storage",
+        "prepare_cache=prepare cache_not_measured=not_measured rest_storage evict",
     ),
-    ("modelmon.core.system.residency", "residency_of"),
     (
         "modelmon.core.system.readahead",
-        "ReadaheadKnob locate_readahead=locate readahead_unavailable=unavailable "
-        "recover_readahead=recover",
+        "locate_readahead=locate readahead_unavailable=unavailable recover_readahead=recover",
     ),
     (
         "modelmon.core.system.host_memory",
-        "prime_mode set_prime_mode primed_text priming_plan_text RETURNS_FREE_MEMORY "
-        "FREE_WORTH_NOTING host_reported_bytes=reported_bytes "
-        "host_reported_since=reported_since note_free_memory=note_free",
+        "prime_mode set_prime_mode Primed primed_text priming_plan_text RETURNS_FREE_MEMORY "
+        "FREE_WORTH_NOTING",
     ),
+    ("modelmon.core.system.residency", "residency_of"),
     ("modelmon.core.system.proc_status", "own_status_bytes"),
     # Object storage: s3:// and https:// models (open_model reads their headers)
     ("modelmon.core.storage.urls", "is_object_url parse_object_url ObjectURL"),
@@ -362,35 +262,11 @@ _EXPORTS = (
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words"),
     (
         "modelmon.core.output.explain",
-        "explain runs_words shared_fd_caveat SHARED_FD_CAVEAT pick_speedup times_text",
+        "explain runs_words shared_fd_caveat pick_speedup times_text",
     ),
-    ("modelmon.core.output.snippets", "snippets Snippet"),
-    ("modelmon.core.output.loader", "loader_explanation loader_snippets loader_table"),
-    ("modelmon.core.units", "human_bytes gib_text"),
-    # Errors and warnings
-    (
-        "modelmon.core.errors",
-        "ModelmonError ModelFormatError ModelReferenceError EmptyModelError "
-        "ReferenceSyntaxError LoadError LoadCancelled OptionsError ReadaheadError ConfigError "
-        "WatchError ObjectURLError StorageError StorageAccessError ObjectNotFoundError "
-        "EndpointUnreachableError StorageThrottledError ObjectChangedError RangesIgnoredError "
-        "ModelmonWarning ConfigMismatchWarning ReadaheadSkippedWarning one_line printable",
-    ),
-    # Options and limits: what a load, a search, an A/B, a sampler may be asked for
-    (
-        "modelmon.core.options",
-        "LoadOptions CacheMode OPTION_NAMES CACHE_MODES FADVISE_HINTS MADVISE_HINTS PARTITIONS "
-        "PREFETCH_MODES PRIME_MODES PrimeMode MAX_PARALLEL MIN_CHUNK MAX_CHUNK MiB "
-        "MAX_READAHEAD_KIB parse_spec format_spec option_text parse_size parse_readahead "
-        "chunk_from_mib options_from_mapping=from_mapping",
-    ),
-    (
-        "modelmon.core.limits",
-        "DEFAULT_BUDGET_S MIN_BUDGET_S MAX_BUDGET_S EVIDENCE_OVERRUN EVIDENCE_RUNS "
-        "LOADER_MAX_ROUNDS LOADER_MEDIAN_ERROR STORAGE_REST_S SEARCH_WIDTH "
-        "MAX_SEARCH_WORKERS MIN_MEMORY_LIMIT MAX_AB_PAIRS MIN_INTERVAL_S MAX_INTERVAL_S "
-        "range_text",
-    ),
+    ("modelmon.core.output.snippets", "snippets"),
+    ("modelmon.core.output.loader", "loader_explanation loader_snippets"),
+    ("modelmon.core.units", "human_bytes"),
 )
 # name -> (module, attribute)
 _WHERE = {

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from modelmon.core import ModelmonError
+from modelmon.core.errors import ModelmonError
 from modelmon.gui.settings import AppSettings
 from modelmon.gui.state.export_format import check_export
 from modelmon.gui.state.save_location import save_start

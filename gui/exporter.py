@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from modelmon.core import ModelmonError
+from modelmon.core.errors import ModelmonError
 from modelmon.gui.figures import VECTOR_FORMATS, FigureRuns, figure_bytes
 from modelmon.gui.plots.image_export import export_plot
 from modelmon.gui.state.events import Post

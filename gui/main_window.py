@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import Discovery, ModelmonError, discover_models
+from modelmon.core import Discovery, discover_models
+from modelmon.core.errors import ModelmonError
 from modelmon.gui.bridge import GuiPoster
 from modelmon.gui.export_dialogs import ExportDialogs
 from modelmon.gui.menus import MenuParts, Menus, WindowActions

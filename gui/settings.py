@@ -11,15 +11,9 @@ import os
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from modelmon.core import (
-    PRIME_MODES,
-    LoadOptions,
-    ModelmonError,
-    PrimeMode,
-    format_spec,
-    parse_spec,
-    program_kind,
-)
+from modelmon.core import program_kind
+from modelmon.core.errors import ModelmonError
+from modelmon.core.options import PRIME_MODES, LoadOptions, PrimeMode, format_spec, parse_spec
 
 SETTINGS_ENV = "MODELMON_SETTINGS"
 GEOMETRY = "window/geometry"

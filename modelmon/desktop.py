@@ -32,7 +32,8 @@ def desktop_entry_text() -> str:
 
 def install_desktop(base: Path | None = None) -> list[Path]:
     """Install the launcher and icons under ``base`` (default: the XDG data home)."""
-    from modelmon.core import OptionsError, check_output
+    from modelmon.core import check_output
+    from modelmon.core.errors import OptionsError
 
     base = base or data_home()
     targets = {

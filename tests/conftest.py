@@ -440,7 +440,7 @@ def machine_devices_untouched(tmp_path_factory: pytest.TempPathFactory) -> Itera
     ~/.local/state or the machine's /run (other test sessions may run beside this one).
     Session-wide, so that it holds for module-scoped fixtures too (they are made before any
     function-scoped fixture of their first test)."""
-    from modelmon.core import ReadaheadKnob
+    from modelmon.core.system.readahead import ReadaheadKnob
 
     own = ReadaheadKnob.unavailable
 

@@ -223,16 +223,33 @@ def test_the_front_end_contract_names_every_front_end():
     assert set(contract["source_modules"]) == (children | {"benchmarks"})
 
 
+def test_the_front_ends_may_reach_below_the_root_only_for_the_vocabulary():
+    """The contract forbids every module and package of the engine but the vocabulary
+    (errors, options, limits): a new layer is closed to the front ends from the start."""
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    contract = next(c for c in contracts if c["id"] == "front-ends-use-the-root-api")
+    layers = {
+        "modelmon.core." + (p.stem if p.suffix == ".py" else p.name)
+        for p in (ROOT / "core").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    assert set(contract["forbidden_modules"]) == layers - {f"modelmon.core.{v}" for v in VOCABULARY}
+
+
 FRONT_END_TESTS = ("tests/modelmon", "tests/gui", "tests/benchmarks")
+# The engine's public modules beside its root: the vocabulary every layer shares.
+VOCABULARY = ("errors", "options", "limits")
 
 
 def _deeper_than_the_root(module: str) -> bool:
     """``modelmon.core.loading.runner`` is; ``modelmon.core.LoadRun`` (``from modelmon.core
-    import LoadRun``, as ``_imports`` names it) is not."""
+    import LoadRun``, as ``_imports`` names it) and the vocabulary's modules are not."""
     import modelmon.core
 
     parts = module.split(".")
     if parts[:2] != ["modelmon", "core"] or len(parts) == 2:
+        return False
+    if parts[2] in VOCABULARY:
         return False
     return not (len(parts) == 3 and parts[2] in modelmon.core.__all__)
 

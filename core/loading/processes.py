@@ -17,6 +17,7 @@ thread that reaps it when the kernel lets it go.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import signal
 import sys
 import threading
@@ -37,6 +38,10 @@ PF_EXITING = 0x4
 Found = TypeVar("Found")
 
 
+# Every load worker's process name begins so: how this process finds its own workers.
+WORKER_NAME = "modelmon-worker-"
+
+
 def start_workers(
     context: Any,
     tasks: list[Any],
@@ -54,7 +59,7 @@ def start_workers(
         parent_end, child_end = context.Pipe(duplex=True)
         process = context.Process(
             target=target,
-            name=f"modelmon-worker-{worker}",
+            name=f"{WORKER_NAME}{worker}",
             args=(task, child_end, memory),
             daemon=True,
         )
@@ -65,6 +70,13 @@ def start_workers(
         child_end.close()
         for descriptor in handles:
             send_handle(parent_end, descriptor, process.pid)
+
+
+def stop_workers(grace_s: float = JOIN_GRACE_S) -> list[Any]:
+    """Stop this process's load workers, whichever runs started them (``stop_processes``):
+    the way out for a caller whose run is stuck and cannot stop its own."""
+    workers = [p for p in multiprocessing.active_children() if p.name.startswith(WORKER_NAME)]
+    return stop_processes(workers, grace_s)
 
 
 def stop_processes(processes: list[Any], grace_s: float = JOIN_GRACE_S) -> list[Any]:

@@ -12,10 +12,10 @@ from modelmon.core import (
     Model,
     build_document,
     memory_facts,
-    parse_spec,
     program_kind,
     shared_fd_caveat,
 )
+from modelmon.core.options import parse_spec
 from modelmon.gui.state.formatting import rate_text, verdict_text
 
 

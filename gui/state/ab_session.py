@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core import ABResult, CacheMode, LoadOptions, OptionsError, stopped_words
+from modelmon.core import ABResult, stopped_words
+from modelmon.core.errors import OptionsError
+from modelmon.core.options import CacheMode, LoadOptions
 from modelmon.gui.state.events import Event
 
 

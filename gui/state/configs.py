@@ -7,7 +7,7 @@ defaults, and a model larger than RAM runs in discard mode whatever the panel sa
 
 from __future__ import annotations
 
-from modelmon.core import LoadOptions, format_spec
+from modelmon.core.options import LoadOptions, format_spec
 from modelmon.gui.state.events import Event
 from modelmon.gui.state.load_config import effective_options
 from modelmon.gui.state.programs import PROGRAM_OPTIONS, is_program

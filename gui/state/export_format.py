@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelmon import __version__
-from modelmon.core import ABResult, Ceilings, ModelmonError, check_output, human_bytes
+from modelmon.core import ABResult, Ceilings, check_output, human_bytes
+from modelmon.core.errors import ModelmonError
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
 CSV_FIELDS = (

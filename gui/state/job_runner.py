@@ -15,10 +15,9 @@ or the workers it measures.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import threading
 
-from modelmon.core import stop_processes
+from modelmon.core import stop_workers
 from modelmon.gui.state.events import Event, Post
 from modelmon.gui.state.jobs import CeilingDone, Job, JobEnd, JobProgress, RunStart
 from modelmon.gui.state.records import RunRecord
@@ -85,12 +84,7 @@ class JobRunner:
             # The LoadRun's own join → terminate → kill didn't get to run (the thread is
             # stuck): stop the workers ourselves, so that run() sees them gone and returns.
             log.warning("job did not stop within %.1f s of cancel: killing its workers", timeout_s)
-            workers = [
-                p
-                for p in multiprocessing.active_children()
-                if p.name.startswith("modelmon-worker-")
-            ]
-            stop_processes(workers, grace_s=0.2)
+            stop_workers(grace_s=0.2)
             thread.join(KILL_WAIT_S)
         stopped = not thread.is_alive()
         self._job = self._thread = None

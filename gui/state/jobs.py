@@ -24,24 +24,22 @@ from typing import Any, ClassVar
 from modelmon.core import (
     CEILINGS,
     ABResult,
-    CacheMode,
     CacheState,
     Ceiling,
     Ceilings,
     Configuration,
-    LoadError,
     LoadResult,
     Model,
-    ModelmonError,
     ProgramRun,
     RunOutcome,
     Session,
     Watch,
     measure_ceilings,
-    one_line,
     run_ab,
     run_for,
 )
+from modelmon.core.errors import LoadError, ModelmonError, one_line
+from modelmon.core.options import CacheMode
 from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.records import RunRecord
 

@@ -3,7 +3,8 @@ really gets (those its strategy doesn't use keep their defaults). Qt-free."""
 
 from __future__ import annotations
 
-from modelmon.core import STRATEGIES, LoadOptions, format_spec
+from modelmon.core import STRATEGIES
+from modelmon.core.options import LoadOptions, format_spec
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 CHUNK_SIZES = (

@@ -20,16 +20,15 @@ from modelmon.core import (
     ENGINES,
     Command,
     Configuration,
-    LoadOptions,
     Model,
-    ModelmonError,
     ProgramConfig,
     StrategyConfig,
     loader_config,
-    one_line,
     parse_program,
     program_kind,
 )
+from modelmon.core.errors import ModelmonError, one_line
+from modelmon.core.options import LoadOptions
 
 COMMAND_CHOICE = "Your command…"
 COMMAND_PREFIX = f"{CMD} "

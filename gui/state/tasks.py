@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from modelmon.core import ModelmonError, one_line
+from modelmon.core.errors import ModelmonError, one_line
 from modelmon.gui.state.events import Post
 
 log = logging.getLogger(__name__)

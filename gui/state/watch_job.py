@@ -15,7 +15,9 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 
-from modelmon.core import CACHE_MODES, Model, OptionsError, Watch, WatchResult, one_line
+from modelmon.core import Model, Watch, WatchResult
+from modelmon.core.errors import OptionsError, one_line
+from modelmon.core.options import CACHE_MODES
 from modelmon.gui.state.jobs import MAP_INTERVAL_S, Job, RunStart
 from modelmon.gui.state.programs import command_words, model_path
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from modelmon.core import CacheMode, OptionsError
+from modelmon.core.errors import OptionsError
+from modelmon.core.options import CacheMode
 from modelmon.gui.state.ab_session import ABState, ab_cache
 from modelmon.gui.state.ceilings_state import CeilingsState, CeilingStore
 from modelmon.gui.state.configs import LABELS, Configs

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
+from modelmon.core.limits import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
 from modelmon.gui.state.programs import COMMAND_CHOICE, engine_choices
 from modelmon.gui.widgets.program_editor import ProgramEditor
 

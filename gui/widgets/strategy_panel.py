@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import (
+from modelmon.core.options import (
     CACHE_MODES,
     FADVISE_HINTS,
     MADVISE_HINTS,

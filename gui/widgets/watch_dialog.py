@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import CACHE_MODES
+from modelmon.core.options import CACHE_MODES
 from modelmon.gui.state.process_list import ProcessEntry, ProcessList, filtered
 from modelmon.gui.state.watch_job import WatchInput
 from modelmon.gui.theme import current_theme

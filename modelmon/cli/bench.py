@@ -16,7 +16,9 @@ from modelmon.cli.common import (
     note,
 )
 from modelmon.cli.flags import PAIRS, add_load_options, ignored_options, load_options
-from modelmon.core import MAX_AB_PAIRS, LoadOptions, OptionsError, option_text, parse_spec
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import MAX_AB_PAIRS
+from modelmon.core.options import LoadOptions, option_text, parse_spec
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs

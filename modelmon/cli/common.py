@@ -14,10 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from modelmon.core import (
-    HF_SYNTAX,
-    OLLAMA_SYNTAX,
-    SCHEMA_VERSION,
+from modelmon.core import HF_SYNTAX, OLLAMA_SYNTAX, SCHEMA_VERSION, dumps
+from modelmon.core.errors import (
     ConfigError,
     LoadCancelled,
     LoadError,
@@ -28,7 +26,6 @@ from modelmon.core import (
     ReferenceSyntaxError,
     StorageError,
     WatchError,
-    dumps,
     printable,
 )
 

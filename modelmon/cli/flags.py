@@ -9,11 +9,12 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from modelmon.core import (
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import MAX_AB_PAIRS, range_text
+from modelmon.core.options import (
     CACHE_MODES,
     FADVISE_HINTS,
     MADVISE_HINTS,
-    MAX_AB_PAIRS,
     MAX_CHUNK,
     MAX_PARALLEL,
     MAX_READAHEAD_KIB,
@@ -23,14 +24,12 @@ from modelmon.core import (
     PREFETCH_MODES,
     LoadOptions,
     MiB,
-    OptionsError,
     chunk_from_mib,
     option_text,
-    options_from_mapping,
     parse_readahead,
     parse_size,
-    range_text,
 )
+from modelmon.core.options import from_mapping as options_from_mapping
 
 T = TypeVar("T")
 

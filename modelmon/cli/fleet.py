@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import PATH_HELP, ExitCode, add_path, add_verb, emit_json, epilog, fail
 from modelmon.cli.flags import PAIRS, add_load_options, load_options
-from modelmon.core import MAX_AB_PAIRS, OptionsError
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import MAX_AB_PAIRS
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -99,14 +100,8 @@ def node_count(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import (
-        StrategyConfig,
-        check_output,
-        open_model,
-        parse_program,
-        parse_spec,
-        program_kind,
-    )
+    from modelmon.core import StrategyConfig, check_output, open_model, parse_program, program_kind
+    from modelmon.core.options import parse_spec
     from modelmon.fleet.report import Side
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
@@ -140,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
         from modelmon.fleet import INSTALL_HINT
 
         return fail(INSTALL_HINT, ExitCode.USAGE)
-    from modelmon.core import ModelmonError, write_or_keep
+    from modelmon.core import write_or_keep
+    from modelmon.core.errors import ModelmonError
     from modelmon.fleet.cluster import Connection, run_fleet
     from modelmon.fleet.node import NodeRun
     from modelmon.fleet.report import render_fleet

@@ -24,7 +24,7 @@ from modelmon.cli.flags import (
     load_options,
     number_in,
 )
-from modelmon.core import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
+from modelmon.core.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs

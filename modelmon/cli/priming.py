@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from modelmon.core import PRIME_MODES
+from modelmon.core.options import PRIME_MODES
 
 HELP = (
     "touch the memory a load's arrays will take just before it starts, so that a VM's host "

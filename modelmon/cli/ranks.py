@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail
 from modelmon.cli.flags import whole_in
-from modelmon.core import MAX_PARALLEL
+from modelmon.core.options import MAX_PARALLEL
 
 if TYPE_CHECKING:
-    from modelmon.core import LoadOptions, Model
+    from modelmon.core import Model
+    from modelmon.core.options import LoadOptions
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from modelmon.cli.common import ExitCode, add_path, add_verb, cancel_on_interrupt, emit_json, fail
 from modelmon.cli.flags import memory_limit, number_in, whole_in
-from modelmon.core import (
+from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
     EVIDENCE_RUNS,
@@ -31,9 +31,9 @@ from modelmon.core import (
     MIN_MEMORY_LIMIT,
     SEARCH_WIDTH,
     STORAGE_REST_S,
-    MiB,
     range_text,
 )
+from modelmon.core.options import MiB
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
@@ -122,7 +122,8 @@ def add_parser(verbs: Verbs) -> None:
 
 def default_output(inputs: tuple[str, ...]) -> Output:
     """``modelmon.toml`` here, else the first free ``modelmon-N.toml``, through the guard."""
-    from modelmon.core import ModelmonError, OptionsError, check_output, free_name
+    from modelmon.core import check_output, free_name
+    from modelmon.core.errors import ModelmonError, OptionsError
 
     try:
         return check_output(free_name(Path("."), DEFAULT_NAME), inputs, OptionsError)
@@ -135,10 +136,6 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core import (
-        ConfigError,
-        LoadError,
-        ModelmonError,
-        OptionsError,
         check_output,
         open_model,
         recommend,
@@ -148,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         search_memory_text,
         write_or_keep,
     )
+    from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
 
     apply_prime_option(args)
     model = open_model(args.path)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import ExitCode, add_verb, cancel_on_interrupt, emit_json, fail
 from modelmon.cli.flags import number_in, whole_in
-from modelmon.core import CACHE_MODES, MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
+from modelmon.core.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
+from modelmon.core.options import CACHE_MODES
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs

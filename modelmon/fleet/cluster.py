@@ -30,7 +30,7 @@ from typing import Any, TextIO
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from modelmon.core import LoadError, OptionsError, one_line
+from modelmon.core.errors import LoadError, OptionsError, one_line
 from modelmon.fleet.node import READY_TIMEOUT_S, NodeRequest, NodeRun, load_on_node, lost_node
 from modelmon.fleet.report import FleetResult, Side
 

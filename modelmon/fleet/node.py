@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from modelmon.core import (
-    CacheMode,
     CacheState,
     Configuration,
     LoadResult,
@@ -26,12 +26,12 @@ from modelmon.core import (
     StorageFacts,
     StrategyConfig,
     cache_not_measured,
-    one_line,
     open_model,
-    polling_thread,
     run_for,
     storage_by_folder,
 )
+from modelmon.core.errors import one_line
+from modelmon.core.options import CacheMode
 
 READY_TIMEOUT_S = 300.0  # every node's workers ready and cache verified, or the round stops
 
@@ -176,21 +176,34 @@ def load_on_node(
     )
 
 
+@contextlib.contextmanager
 def stop_watch(
     load: Session | ProgramRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
-) -> contextlib.AbstractContextManager[None]:
+) -> Iterator[None]:
     """For the block (the node's load or program run), a thread asks ``stopped`` whether the
     round was stopped (another node died or failed) and cancels ``load`` if so, noting why in
-    ``stops``.
-    Each ask waits at most ``STOP_CHECK_S``, so the thread ends soon after the block."""
+    ``stops``. Each ask waits at most ``STOP_CHECK_S``, so the thread ends soon after the
+    block; one stuck on the barrier is left alone (a daemon) rather than holding the node."""
     if stopped is None:
-        return contextlib.nullcontext()
+        yield
+        return
+    done = threading.Event()
 
-    def cancel(stop: tuple[str, bool]) -> None:
-        stops.append(stop)
-        load.cancel()
+    def watch() -> None:
+        while not done.is_set():
+            stop = stopped(STOP_CHECK_S)
+            if stop is not None and not done.is_set():
+                stops.append(stop)
+                load.cancel()
+                return
 
-    return polling_thread(lambda: stopped(STOP_CHECK_S), cancel, "modelmon-fleet-stop-watch")
+    watcher = threading.Thread(target=watch, name="modelmon-fleet-stop-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join(2 * STOP_CHECK_S)
 
 
 def lost_node(request: NodeRequest, node: dict[str, Any], why: str) -> NodeRun:

@@ -20,7 +20,7 @@ from benchmarks.tables import (
     applied_table,
     applied_targets,
 )
-from modelmon.core import LoadOptions
+from modelmon.core.options import LoadOptions
 
 GB = 2_000_000_000
 PROCESSES = LoadOptions(workers=4, threads=1, chunk=16 << 20)

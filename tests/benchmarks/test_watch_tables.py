@@ -17,7 +17,7 @@ from benchmarks.machine import facts
 from benchmarks.records import BenchResults, CeilingRuns, JobResult, Run
 from benchmarks.watch import WatchedRun, WatchOverhead, WatchReport
 from benchmarks.watch_tables import watch_section, watch_targets
-from modelmon.core import LoadOptions
+from modelmon.core.options import LoadOptions
 
 SIZE = 1_260_000_000
 BEST = Entry("load", "mmap-view", LoadOptions(workers=4, threads=1))

@@ -123,7 +123,10 @@ def test_the_roots_names_are_its_typed_imports_and_each_resolves() -> None:
 
 IMPORT_ROOT = """
 import json, sys
-from modelmon.core import LoadOptions, OptionsError, range_text
+from modelmon.core import human_bytes
+from modelmon.core.options import LoadOptions
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import range_text
 print(json.dumps(sorted(m for m in sys.modules if m.startswith(("modelmon.core.", "numpy")))))
 """
 
@@ -134,4 +137,65 @@ def test_the_root_imports_only_what_is_asked_for() -> None:
     )
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)
-    assert loaded == ["modelmon.core.errors", "modelmon.core.limits", "modelmon.core.options"]
+    assert loaded == [
+        "modelmon.core.errors",
+        "modelmon.core.limits",
+        "modelmon.core.options",
+        "modelmon.core.units",
+    ]
+
+
+# The root's names no front end imports, each there for the library's users: a verb, or the type
+# of what a public verb returns or hands to a callback (a caller builds, matches or annotates it).
+FOR_LIBRARY_USERS = {
+    "measure": "the library's verb: a load in worker processes, only its measurement back",
+    "watch": "the library's verb: another program's load, measured from outside",
+    "LoaderAdvice": "LoaderRecommendation.advice",
+    "Run": "the protocol every run_for result keeps",
+    "parse_configuration": "a configuration from its text, as the config file and flags write it",
+    "parse_engine": "an engine: configuration from its words",
+    "RanksResult": "what RanksRun.run returns",
+    "LoaderRecommendation": "what recommend_with_loader returns",
+    "BudgetUse": "Recommendation.budget",
+    "SideSummary": "ABResult's sides",
+    "judge": "a Verdict of one's own runs, as run_ab judges them",
+    "candidates": "the grid recommend searches, for a given model and memory",
+    "Primed": "LoadRun.priming",
+    "prime_mode": "set_prime_mode's other half",
+    "WorkerReady": "a message on_message receives",
+    "WorkerDone": "a message on_message receives",
+    "Reference": "WatchResult's storage references",
+    "DEMO_RECIPE": "what the demo models are made of",
+    "evict": "drop a model's pages from the page cache, as cold runs do",
+    "residency_of": "how much of a file the page cache holds",
+    "max_memory_limit": "memory_limit_range's upper end",
+    "is_object_url": "whether a model reference is an object's URL",
+    "parse_object_url": "an object URL's parts",
+    "ObjectURL": "parse_object_url's result",
+    "ObjectFacts": "a remote model file's facts (ModelFile.remote)",
+    "ObjectStorage": "where objects live (object_storage)",
+}
+
+
+def _front_end_names() -> set[str]:
+    """Every name the CLI, the app, the fleet and the benchmarks import from the root."""
+    repo = ROOT_INIT.parent.parent
+    used = set()
+    for folder in ("modelmon", "gui", "benchmarks"):
+        for path in (repo / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "modelmon.core":
+                    used.update(alias.name for alias in node.names)
+    return used
+
+
+def test_the_root_is_a_face_every_name_of_it_has_a_user():
+    """The root holds what a front end imports, and what a library user needs beside it (named
+    above with why): process plumbing, tuning and internals stay in their layers."""
+    used = _front_end_names()
+    assert used <= set(modelmon.core.__all__)
+    unused = set(modelmon.core.__all__) - used
+    assert unused == set(FOR_LIBRARY_USERS), (
+        f"no user: {sorted(unused - set(FOR_LIBRARY_USERS))}; "
+        f"used by a front end now: {sorted(set(FOR_LIBRARY_USERS) - unused)}"
+    )

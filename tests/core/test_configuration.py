@@ -11,8 +11,6 @@ import pytest
 from modelmon.core import (
     ENGINES,
     Command,
-    LoadOptions,
-    OptionsError,
     ProgramConfig,
     StrategyConfig,
     parse_configuration,
@@ -20,6 +18,8 @@ from modelmon.core import (
     parse_program,
     program_kind,
 )
+from modelmon.core.errors import OptionsError
+from modelmon.core.options import LoadOptions
 
 
 def test_a_command_is_split_as_a_shell_splits_it_and_shown_back() -> None:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from modelmon.core import LoadOptions, Model, ModelFile, TensorExtent, write_safetensors_model
+from modelmon.core import Model, ModelFile, TensorExtent, write_safetensors_model
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.events import CallQueue
 
 if TYPE_CHECKING:  # imported by the fixtures that need them: tests/gui/state runs without Qt

@@ -176,8 +176,9 @@ def test_a_recommendation_stops_on_cancel_and_leaves_nothing_to_export(
 def test_an_ab_winner_on_one_shared_descriptor_carries_the_recommendations_caveat(
     qtbot, window: MainWindow, small_model: Path, tmp_path: Path
 ):
-    from modelmon.core import SHARED_FD_CAVEAT
+    from modelmon.core import shared_fd_caveat
 
+    caveat = shared_fd_caveat("mmap-shared-fd").partition(": ")[2]  # after the spec's words
     open_model(qtbot, window, small_model)
     workspace = window.workspace
     for label in ("A", "B"):  # whichever side wins, it maps one shared descriptor
@@ -187,7 +188,7 @@ def test_an_ab_winner_on_one_shared_descriptor_carries_the_recommendations_cavea
     assert workspace.bench.ab.history.result is not None, window.messages.message()
     target = tmp_path / "ab.toml"
     ok, text = export(qtbot, window, workspace.exporter.export_ab_config, target)
-    assert ok and "Caveat: mmap-shared-fd" in text and SHARED_FD_CAVEAT in text
+    assert ok and "Caveat: mmap-shared-fd" in text and caveat in text
     assert window.messages.level == "warning"
     explanation = read_config(target).document["explanation"]
     assert any(line.startswith("Caveat: mmap-shared-fd") for line in explanation)

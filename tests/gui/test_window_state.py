@@ -12,7 +12,8 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, QSettings, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QLineEdit
 
-from modelmon.core import DEFAULT_BUDGET_S, write_safetensors_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.limits import DEFAULT_BUDGET_S
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.ceilings_state import storage_key
 from modelmon.gui.state.model_info import gather

@@ -11,8 +11,6 @@ import pytest
 
 from modelmon.core import (
     ABFailed,
-    LoadOptions,
-    OptionsError,
     ProgramResult,
     ProgramRun,
     RunOutcome,
@@ -23,8 +21,10 @@ from modelmon.core import (
     run_program,
     write_safetensors_model,
 )
+from modelmon.core.errors import OptionsError
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.loader_rounds import Entry, LoaderRounds
+from modelmon.core.options import LoadOptions
 from modelmon.core.runs.warm import warming_line
 
 PYTHON = sys.executable

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core import (
+from modelmon.core.errors import (
     ObjectChangedError,
     ObjectNotFoundError,
     StorageAccessError,

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core import StorageError, open_model
+from modelmon.core import open_model
+from modelmon.core.errors import StorageError
 
 from ...object_store import ACCESS_KEY, BUCKET, SECRET_KEY
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from modelmon.core import (
+from modelmon.core.errors import (
     ObjectChangedError,
     RangesIgnoredError,
     StorageError,
@@ -193,7 +193,7 @@ def test_a_back_off_ends_when_another_reader_fails_or_the_read_is_cancelled() ->
     import threading
     import time
 
-    from modelmon.core import LoadCancelled
+    from modelmon.core.errors import LoadCancelled
     from modelmon.core.storage.connection import Connection, Transient
     from modelmon.core.storage.transfer import Expected, RangeReader, Stopped
 

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core import (
+from modelmon.core import open_model
+from modelmon.core.errors import (
     EndpointUnreachableError,
     ModelFormatError,
     ObjectNotFoundError,
     RangesIgnoredError,
     StorageAccessError,
-    open_model,
 )
 
 from ...object_store import BUCKET, SECRET_KEY

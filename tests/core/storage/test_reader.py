@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from modelmon.core import LoadCancelled, open_model
+from modelmon.core import open_model
+from modelmon.core.errors import LoadCancelled
 from modelmon.core.storage.objects import open_store
 from modelmon.core.storage.reader import ObjectReader, Span, plan_parts
 from modelmon.core.storage.urls import parse_object_url

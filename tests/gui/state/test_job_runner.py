@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from modelmon.core import ABResult, LoadOptions, MemoryFacts, StrategyConfig, open_model
+from modelmon.core import ABResult, MemoryFacts, StrategyConfig, open_model
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.events import CallQueue
 from modelmon.gui.state.job_runner import JobRunner
 from modelmon.gui.state.jobs import ABJob, JobEnd, RunStart, SingleRun

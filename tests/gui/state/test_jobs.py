@@ -8,14 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from modelmon.core import (
-    LoadOptions,
-    LoadRun,
-    ReadBatch,
-    StrategyConfig,
-    open_model,
-    write_safetensors_model,
-)
+from modelmon.core import LoadRun, ReadBatch, StrategyConfig, open_model, write_safetensors_model
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.jobs import ABJob, JobEnd, RunStart, SingleRun
 from modelmon.gui.state.records import RunRecord
 

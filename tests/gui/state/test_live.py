@@ -9,16 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelmon.core import (
-    LoadOptions,
-    LoadRun,
-    Model,
-    Primed,
-    ReadBatch,
-    Session,
-    WorkerReady,
-    open_model,
-)
+from modelmon.core import LoadRun, Model, Primed, ReadBatch, Session, WorkerReady, open_model
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.live import LiveView, ThroughputBins, display_bin_s
 from modelmon.gui.state.pacing import BASE_S, MAX_S, FramePacer
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from modelmon.core import STRATEGIES, LoadOptions
+from modelmon.core import STRATEGIES
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.load_config import KNOBS, chunk_text, effective_options
 
 

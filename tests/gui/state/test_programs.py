@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import Discovery, LoadOptions, write_safetensors_model
+from modelmon.core import Discovery, write_safetensors_model
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.ab_config import ABPick, program_winner
 from modelmon.gui.state.ab_session import ab_cache
 from modelmon.gui.state.app_state import AppState

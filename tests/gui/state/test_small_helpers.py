@@ -9,7 +9,9 @@ from typing import cast
 import pytest
 
 from modelmon import __version__
-from modelmon.core import ABResult, LoadOptions, OptionsError
+from modelmon.core import ABResult
+from modelmon.core.errors import OptionsError
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.ab_session import ABHistory, ab_cache
 from modelmon.gui.state.help_text import about_html, how_it_measures, menu_text, shortcuts_html
 from modelmon.gui.state.recent_entries import normalised, recent_label, still_there

@@ -15,7 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import OptionsError, write_safetensors_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.errors import OptionsError
 from modelmon.gui.state.events import CallQueue
 from modelmon.gui.state.export_format import results_csv, results_json
 from modelmon.gui.state.live_run import Frame

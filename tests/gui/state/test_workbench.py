@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import Ceiling, Discovery, LoadOptions, discover_models
+from modelmon.core import Ceiling, Discovery, discover_models
+from modelmon.core.options import LoadOptions
 from modelmon.gui.state.ab_session import ABState
 from modelmon.gui.state.app_state import AppState
 from modelmon.gui.state.ceilings_state import CeilingsState, MemoryStore, storage_key

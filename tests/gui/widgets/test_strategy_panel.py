@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from modelmon.core import STRATEGIES, LoadOptions, parse_spec
+from modelmon.core import STRATEGIES
+from modelmon.core.options import LoadOptions, parse_spec
 from modelmon.gui.state.load_config import KNOBS
 from modelmon.gui.widgets.strategy_panel import TIPS, StrategyPanel
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from modelmon.cli.bench import parse_config_spec
-from modelmon.core import OptionsError, parse_configuration
+from modelmon.core import parse_configuration
+from modelmon.core.errors import OptionsError
 
 
 def test_bench_json(modelmon, sharded_model: Path) -> None:

@@ -14,16 +14,9 @@ import psutil
 import pytest
 
 from modelmon.cli.flags import ignored_options
-from modelmon.core import (
-    ConfigMismatchWarning,
-    LoadOptions,
-    MiB,
-    ReadaheadSkippedWarning,
-    apply_config,
-    open_model,
-    parse_spec,
-    write_safetensors_model,
-)
+from modelmon.core import apply_config, open_model, write_safetensors_model
+from modelmon.core.errors import ConfigMismatchWarning, ReadaheadSkippedWarning
+from modelmon.core.options import LoadOptions, MiB, parse_spec
 
 
 def test_load_json(modelmon, sharded_model: Path) -> None:

@@ -13,7 +13,13 @@ from typing import Any
 
 import modelmon.cli
 from modelmon.cli.common import EPILOG, ExitCode, fail_on
-from modelmon.core import ConfigError, LoadCancelled, LoadError, ModelFormatError, OptionsError
+from modelmon.core.errors import (
+    ConfigError,
+    LoadCancelled,
+    LoadError,
+    ModelFormatError,
+    OptionsError,
+)
 
 CLI = Path(modelmon.cli.__file__).parent
 

@@ -17,14 +17,6 @@ import pytest
 import modelmon.cli
 import modelmon.core
 from modelmon.core import (
-    DEFAULT_BUDGET_S,
-    MAX_AB_PAIRS,
-    MAX_BUDGET_S,
-    MAX_PARALLEL,
-    MAX_SEARCH_WORKERS,
-    MIN_BUDGET_S,
-    LoadOptions,
-    OptionsError,
     StrategyConfig,
     candidates,
     check_memory_limit,
@@ -33,6 +25,15 @@ from modelmon.core import (
     recommend,
     run_ab,
 )
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import (
+    DEFAULT_BUDGET_S,
+    MAX_AB_PAIRS,
+    MAX_BUDGET_S,
+    MAX_SEARCH_WORKERS,
+    MIN_BUDGET_S,
+)
+from modelmon.core.options import MAX_PARALLEL, LoadOptions
 
 MISSING = "/nonexistent/model.safetensors"
 USAGE = 2

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import LoadOptions, StrategyConfig, write_safetensors_model
+from modelmon.core import StrategyConfig, write_safetensors_model
+from modelmon.core.options import LoadOptions
 from modelmon.fleet.node import NodeRequest, load_on_node
 
 

@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from modelmon.core import CacheState, LoadOptions, StrategyConfig, dumps
+from modelmon.core import CacheState, StrategyConfig, dumps
+from modelmon.core.options import LoadOptions
 from modelmon.fleet.node import NodeRun
 from modelmon.fleet.report import FleetResult, Side, render_fleet, spread
 
