@@ -17,7 +17,7 @@ best meet in duels of alternating pairs that stop as soon as their own noise set
 - End: when nothing more fits, an open duel is judged as it stands (``decide``); the pick is
   brought to ``EVIDENCE_RUNS`` runs, then spare budget buys more runs of it.
 
-``docs/architecture.md`` states the same in a paragraph, with the reasons for each parameter.
+``docs/how-it-measures.md`` states the same in a paragraph, with the reasons for each parameter.
 """
 
 from __future__ import annotations
