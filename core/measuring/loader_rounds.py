@@ -18,8 +18,8 @@ And on network storage each run waits for the mount to
 rest after the last (``cache.rest_storage``): a run right after modelmon's parallel best read
 up to 17 % faster on a FUSE mount than the same run after the loader as it is, so the
 rotation credited whatever followed it. Each program (an engine, whatever its settings, or a
-command) runs once uncounted before its first counted run (``runs.warm.warm_each``): each counted run
-finds its code in the page cache, as the user's second start does.
+command) runs once uncounted before its first counted run (``runs.warm.warm_each``): each
+counted run finds its code in the page cache, as the user's second start does.
 """
 
 from __future__ import annotations
