@@ -209,7 +209,7 @@ def main() -> int:
             workspace.tabs.setCurrentIndex(0)
             save("watch")
         if "ab-command" in wanted:
-            from modelmon.core import LoadOptions
+            from modelmon.core.options import LoadOptions
 
             bench.configs.set("B", command_spec(LOADER_COMMAND), LoadOptions())
             bench.run_ab(args.pairs)

@@ -32,7 +32,8 @@ _APP = """
 import json, os, sys
 from multiprocessing import resource_tracker
 from PySide6.QtCore import QSettings, QTimer
-from modelmon.core import LoadOptions, discover_models
+from modelmon.core import discover_models
+from modelmon.core.options import LoadOptions
 from modelmon.gui.app import StopSignals, create_application, show_unexpected_errors
 from modelmon.gui.main_window import MainWindow
 
