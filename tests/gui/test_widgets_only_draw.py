@@ -36,6 +36,8 @@ ENGINE_NAMES = {
     "MIN_BUDGET_S": "a spin box's limit",
     "MAX_BUDGET_S": "a spin box's limit",
 }
+# The engine's vocabulary modules, public beside its root (the names above come from either).
+VOCABULARY = ("modelmon.core.errors", "modelmon.core.options", "modelmon.core.limits")
 # The state's work: what runs a job, a task or a search. A widget asks for it with a signal.
 STATE_WORK = {
     "AppState",
@@ -89,7 +91,7 @@ def _problems(source: str, strict: bool = True) -> list[str]:
                 found.append(f"line {node.lineno}: from {module} import")
             elif module == "modelmon" and "core" in names:
                 found.append(f"line {node.lineno}: the engine as a module")
-            elif module == "modelmon.core":
+            elif module in ("modelmon.core", *VOCABULARY):
                 found += [
                     f"line {node.lineno}: {name} from the engine"
                     for name in names
