@@ -18,7 +18,6 @@ import contextlib
 import json
 import math
 import os
-import select
 import subprocess
 import tempfile
 import threading
@@ -30,6 +29,7 @@ from typing import Any, Literal
 from modelmon.core.loading.processes import death_description, oom_kills
 from modelmon.core.options import CacheMode
 from modelmon.core.system import cache, device_use, host_memory, readahead, residency
+from modelmon.core.system.readiness import wait_readable
 
 READY_TIMEOUT_S = 120.0  # a fresh interpreter importing torch on a busy machine
 POLL_S = 0.05  # how often a waiting parent looks at the stop event and the clock
@@ -104,8 +104,7 @@ class _ChildLines:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Stopped(what)
-            ready, _, _ = select.select([self._fd], [], [], min(POLL_S, remaining))
-            if ready:
+            if wait_readable(self._fd, min(POLL_S, remaining)):
                 chunk = os.read(self._fd, 65536)
                 if not chunk:
                     raise _Ended(self._buffer.decode(errors="replace").strip())

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import time
 from collections.abc import Callable
 
 from modelmon.core.loading.reads import now_ns
+from modelmon.core.system.readiness import wait_readable
 from modelmon.core.watching.observer import Observer
 from modelmon.core.watching.tree import still_running
 
@@ -72,7 +72,7 @@ def wait_exit(root: int, exited: Callable[[], bool], seconds: float) -> bool:
             if left <= 0:
                 return False
             if pidfd is not None:
-                select.select([pidfd], [], [], min(POLL_S, left))
+                wait_readable(pidfd, min(POLL_S, left))
             else:
                 time.sleep(min(POLL_S / 5, left))  # no pidfd: a poll of the exit status
         return True

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -198,6 +199,11 @@ class ProcessTree:
         self._others: dict[int, int] = {}  # pid -> start ticks, of pids that are not ours
         self._retained = ZERO  # vanished members nobody in the tree absorbed
         self.denied: set[str] = set()  # what could not be read, named once
+        # The watching process, when it is the subreaper of the command's orphans, and the
+        # children it started itself (never orphans): see watching/orphans.py.
+        self.adopter: int | None = None
+        self._own: Callable[[], set[int]] = set
+        self.adopted: set[int] = set()
         self._last_pid: int | None = None
         stat = self._read_stat(root)
         if stat is None:
@@ -236,21 +242,54 @@ class ProcessTree:
         live = [m for m in self.members.values() if m.alive]
         threads = sum(m.threads for m in live)
         if _HAVE_CHILDREN and threads <= CHILDREN_FILES_UP_TO:
-            candidates = self._children_of(live)
+            candidates = self._children_of(live) | self._orphans()
         else:
             candidates = self._listed()
         pids = {m.pid for m in live}
+        own = self._own() if self.adopter is not None and candidates else set()
         added = True
         while added:
             added = False
             for pid, stat in sorted(candidates.items(), key=lambda item: item[1].start_ticks):
-                if stat.ppid in pids:
+                orphan = self._is_orphan(pid, stat, own)
+                if stat.ppid in pids or orphan:
+                    if orphan:
+                        self.adopted.add(pid)
                     self._join(pid, stat, now_ns, initial)
                     pids.add(pid)
                     del candidates[pid]
                     added = True
         for pid, stat in candidates.items():
             self._others[pid] = stat.start_ticks
+
+    def adopt_orphans(self, adopter: int, own: Callable[[], set[int]]) -> None:
+        """From now on, a child of ``adopter`` (the watching process, a subreaper) born since
+        the root and not among ``own`` is an orphan of the tree, handed over on its parent's
+        death, and joins it."""
+        self.adopter, self._own = adopter, own
+
+    def _orphans(self) -> dict[int, StatLine]:
+        """The adopter's children that may be orphans of the tree, with their stat lines."""
+        found: dict[int, StatLine] = {}
+        if self.adopter is None:
+            return found
+        for child in _children(self.adopter):
+            if child not in self.members and child not in self._others:
+                stat = self._read_stat(child)
+                if stat is not None:
+                    found[child] = stat
+        return found
+
+    def _is_orphan(self, pid: int, stat: StatLine, own: set[int]) -> bool:
+        root = self.members.get(self.root)
+        return (
+            self.adopter is not None
+            and stat.ppid == self.adopter
+            and root is not None
+            and pid != self.root
+            and stat.start_ticks >= root.start_ticks
+            and pid not in own
+        )
 
     def _children_of(self, live: list[Member]) -> dict[int, StatLine]:
         """New children of the live members, from each of their threads' children lists: a

@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import select
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,15 +32,33 @@ from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.options import CACHE_MODES, CacheMode
 from modelmon.core.system import cache
+from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.files import ModelFiles, files_in_arguments, files_of
 from modelmon.core.watching.observer import Observer, Progress
+from modelmon.core.watching.orphans import (
+    hold_subreaper,
+    own_children,
+    reap,
+    release_subreaper,
+)
 from modelmon.core.watching.result import Reference, WatchResult
 from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
-from modelmon.core.watching.stopping import POLL_S, STOP_GRACE_S, signal_tree, stop_tree
+from modelmon.core.watching.stopping import (
+    POLL_S,
+    STOP_GRACE_S,
+    members_of,
+    signal_tree,
+    stop_tree,
+    wait_gone,
+)
+from modelmon.core.watching.tree import read_command, still_running
 
 ATTACHED_QUIET_S = 5.0
+# After the command exits, what it left running is watched until the model has not arrived
+# for this long (a launcher's loader still loading), then stopped.
+LEFTOVER_QUIET_S = 3.0
 MAP_INTERVAL_S = 0.5  # between residency maps (the sampler's default)
 
 
@@ -117,6 +135,7 @@ class Watch:
         self.notes: list[str] = []
         self._cancel = threading.Event()
         self._process: subprocess.Popen[Any] | None = None
+        self._subreaper = False  # held from the command's start to its reaping
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -141,7 +160,12 @@ class Watch:
         finally:
             if ending is None:  # an error or an interrupt in the wait: nothing left behind
                 self._stop_command(root)
-            self._finish(root)
+            try:
+                self._finish(root)
+            finally:
+                if self._subreaper:
+                    release_subreaper()
+                    self._subreaper = False
             if ending is None:
                 self.observer.close()
         code, signal_name = self.exit_status()
@@ -206,25 +230,35 @@ class Watch:
                 raise WatchError(f"no process {self.pid} to attach to") from None
             self._start_sampler()
             return self.pid
+        self._subreaper = hold_subreaper()  # a daemon the command leaves stays in reach
         self._start_sampler()
         self.t0_ns = now_ns()
         try:
             self._process = subprocess.Popen(
                 self.command,
                 start_new_session=True,
+                stdin=subprocess.DEVNULL,  # never the user's terminal or a pipe into modelmon
                 stdout=self.stdout,
                 stderr=self.stderr,
                 env=self.env,
                 close_fds=True,
             )
-        except OSError as error:
+        except BaseException as error:  # nothing of the watch is left running, whatever it was
             self._stop_sampler()
             self.observer.close()
-            reason = error.strerror or str(error)
-            raise WatchError(f"cannot run {self.command[0]!r}: {reason}") from None
+            if self._subreaper:
+                release_subreaper()
+                self._subreaper = False
+            if isinstance(error, (OSError, ValueError)):
+                reason = getattr(error, "strerror", None) or str(error)
+                raise WatchError(f"cannot run {self.command[0]!r}: {reason}") from None
+            raise
         self.observer.set_root(
             self._process.pid, self.t0_ns, attached=False, command=self.command or ()
         )
+        if self._subreaper and self.observer.tree is not None:
+            with self.observer.lock:
+                self.observer.tree.adopt_orphans(os.getpid(), own_children)
         assert self.sampler is not None
         self.sampler.begin()
         return self._process.pid
@@ -253,12 +287,13 @@ class Watch:
             while True:
                 if self._cancel.is_set():
                     return self._ended(root, "cancel")
-                if self._exited(root):
+                exited = self._exited(root)
+                if exited and not self._leftovers_loading():
                     return self._ended(root, "exit")
                 if self._quiet():
                     return self._ended(root, "quiet")
-                if pidfd is not None:
-                    select.select([pidfd], [], [], POLL_S)
+                if pidfd is not None and not exited:  # an exited root's pidfd stays readable
+                    wait_readable(pidfd, POLL_S)
                 else:
                     self._cancel.wait(POLL_S)
         finally:
@@ -280,6 +315,21 @@ class Watch:
         reused = member is not None and int(fields[19]) != member.start_ticks
         return reused or fields[0] in (b"Z", b"X")
 
+    def _leftovers(self) -> list[tuple[int, int]]:
+        """(pid, start ticks) of the processes of a started command's tree that still run
+        without it (a daemon it left, a child it did not wait for)."""
+        if self._process is None or self.observer.tree is None:
+            return []
+        return still_running(members_of(self.observer, self.observer.tree.root))
+
+    def _leftovers_loading(self) -> bool:
+        """Whether the command's exit does not end the watch yet: processes it left still
+        run, and the model still arrives (or has not arrived yet) within ``LEFTOVER_QUIET_S``:
+        a launcher that exits once its loader runs has not finished loading."""
+        if not self._leftovers():
+            return False
+        return self.observer.quiet_for_ns(now_ns()) < LEFTOVER_QUIET_S * 1e9
+
     def _quiet(self) -> bool:
         if self.quiet_s is None:
             return False
@@ -291,9 +341,10 @@ class Watch:
         exit_ns = now_ns() if ended_by == "exit" else None
         self.observer.ended = True
         how = None
-        if ended_by != "exit" and self._process is not None:
-            how = self._stop_command(root)
-            exit_ns = now_ns()
+        if self._process is not None:
+            how = self._stop_command(root)  # on exit: what the command left running
+            if ended_by != "exit":
+                exit_ns = now_ns()
         status = {"exit": "exited", "quiet": "stopped", "cancel": "cancelled"}[ended_by]
         if self.attached:
             status = {"exit": "gone", "quiet": "detached", "cancel": "detached"}[ended_by]
@@ -305,10 +356,24 @@ class Watch:
         return Ending(status, ended_by, None, None, end - self.t0_ns, end)
 
     def _stop_command(self, root: int) -> str | None:
-        """Stop the command we started, if it still runs (``stopping.stop_tree``); how."""
-        if self._process is None or self._exited(root):
+        """Stop the command we started and what it left running (``stopping.stop_tree``);
+        how."""
+        if self._process is None:
             return None
-        return stop_tree(self.observer, root, lambda: self._exited(root))
+        if not self._exited(root):
+            return stop_tree(self.observer, root, lambda: self._exited(root))
+        left = self._leftovers()
+        if not left:
+            return None
+        how = stop_tree(self.observer, root, lambda: True)
+        commands = ", ".join(
+            f"{pid} ({' '.join(read_command(pid))[:60] or '?'})" for pid, _ in left[:5]
+        )
+        self.notes.append(
+            f"the command left {len(left)} process(es) running when it exited (pids "
+            f"{commands}): modelmon stopped them ({how})"
+        )
+        return None
 
     def _finish(self, root: int) -> None:
         """The final look (the root still readable as a zombie), then the reaping."""
@@ -324,6 +389,10 @@ class Watch:
                 tree.mark_exited(root, end)
         if process.poll() is None:  # never left running: the run ends here, one way or another
             signal_tree(self.observer, root, signal.SIGKILL)
+        if tree is not None:  # orphans of the tree are this process's (a subreaper) to reap
+            others = [(m.pid, m.start_ticks) for m in tree.members.values() if m.pid != root]
+            wait_gone(others, time.monotonic() + STOP_GRACE_S)
+            reap([pid for pid, _ in others])
         try:
             process.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:  # SIGKILLed and still there: stuck in the kernel

@@ -242,3 +242,72 @@ def test_a_warm_file_reclaimed_while_nobody_reads_it_has_no_arrivals(
     (file,) = result.files
     assert file.resident_before > 0.9 and file.resident_after < 0.2
     assert file.arrived_bytes == 0
+
+
+# Forks, the child calls setsid and forks again, and the grandchild (a daemon, no longer in
+# the command's tree by parentage) reads the model whole, writes its pid and waits; the
+# command and the middle process exit at once.
+DAEMONIZING = """
+import os, sys, time
+if os.fork():
+    sys.exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+with open(sys.argv[1], "rb") as model:
+    while model.read(1 << 20):
+        pass
+with open(sys.argv[2], "w") as out:
+    out.write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+def test_a_daemon_the_command_leaves_is_watched_and_ended(tmp_path: Path, small_model: Path):
+    """A double fork + setsid leaves the command's tree by parentage: the watch still
+    counts what the daemon read (the model arrived) and ends it with the watch."""
+    pid_file = tmp_path / "daemon.pid"
+    command = [sys.executable, "-c", DAEMONIZING, str(small_model), str(pid_file)]
+    result = Watch(command, model=[str(small_model)], interval_s=0.02).run()
+    assert pid_file.exists(), "the daemon did not run"
+    daemon = int(pid_file.read_text())
+    assert not psutil.pid_exists(daemon), "the daemon outlived the watch"
+    assert result.exit_code == 0
+    assert result.arrived_bytes == small_model.stat().st_size
+    assert any("left 1 process(es) running" in note for note in result.notes), result.notes
+
+
+def test_the_command_reads_nothing_from_modelmons_standard_input(tmp_path: Path):
+    """Its stdin is /dev/null: a command that reads it ends at once, never waiting on
+    whatever modelmon's own stdin is (a pipe left open, the user's terminal)."""
+    reader, writer = os.pipe()  # modelmon's stdin: a pipe nobody closes
+    saved = os.dup(0)
+    os.dup2(reader, 0)
+    try:
+        out = tmp_path / "out"
+        with open(out, "wb") as sink:
+            result = Watch(["cat"], stdout=sink.fileno(), interval_s=0.02).run()
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, reader, writer):
+            os.close(fd)
+    assert result.exit_code == 0 and out.read_bytes() == b""
+
+
+def test_a_watch_with_descriptors_past_1024_open_ends(tmp_path: Path, small_model: Path):
+    """With the watching process holding more than FD_SETSIZE (1024) descriptors, as one
+    with a thousand shards open does, the command's pidfd is numbered past it: waiting on it
+    must not use select(), which raises there, and leave the watch and its sampler behind."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), max(hard, 2048)))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with open(os.devnull, "wb") as sink:
+            result = Watch(["cat", str(small_model)], stdout=sink.fileno(), interval_s=0.02).run()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert result.exit_code == 0 and result.arrived_bytes == small_model.stat().st_size
