@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from modelmon.core.errors import OptionsError, WatchError
+from modelmon.core.limits import MAX_QUIET_S, MIN_QUIET_S, range_text
 from modelmon.core.loading.envelope import StartGate
 from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.metrics.sampler import Sampler
@@ -53,7 +54,7 @@ from modelmon.core.watching.stopping import (
     stop_tree,
     wait_gone,
 )
-from modelmon.core.watching.tree import read_command, still_running
+from modelmon.core.watching.tree import read_command, still_running, unwatchable
 
 ATTACHED_QUIET_S = 5.0
 # After the command exits, what it left running is watched until the model has not arrived
@@ -101,8 +102,11 @@ class Watch:
             raise OptionsError("watch a command or a pid: one of the two")
         if not interval_s > 0:
             raise OptionsError(f"the sampling interval must be positive, not {interval_s}")
-        if quiet_s is not None and not quiet_s >= 0:
-            raise OptionsError(f"--quiet must be a number of seconds ≥ 0, not {quiet_s}")
+        if quiet_s is not None and not MIN_QUIET_S <= quiet_s <= MAX_QUIET_S:
+            raise OptionsError(
+                f"--quiet must be {range_text(MIN_QUIET_S, MAX_QUIET_S)} s, not {quiet_s}: a "
+                "shorter quiet is a pause between two reads, not a program done loading"
+            )
         if cache is not None and cache not in CACHE_MODES:
             raise OptionsError(f"unknown cache mode {cache!r}: use cold, warm or keep")
         if pid is not None and cache not in (None, "keep"):
@@ -110,6 +114,10 @@ class Watch:
                 "--cache applies to a command modelmon starts: a running process has already "
                 "read what it read (attached, the cache is kept as it is)"
             )
+        if pid is not None:
+            refusal = unwatchable(pid)
+            if refusal is not None:
+                raise OptionsError(f"--pid {pid}: {refusal}")
         for path in model:
             if not os.path.exists(path):
                 raise OptionsError(f"--model {path}: no such file or folder")

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from modelmon.core.limits import MIN_QUIET_S
 from modelmon.core.options import CACHE_MODES
 from modelmon.gui.state.process_list import ProcessEntry, ProcessList, filtered
 from modelmon.gui.state.watch_job import WatchInput
@@ -123,7 +124,7 @@ class WatchDialog(QDialog):
         self.quiet = QCheckBox("End once quiet for")
         self.quiet.setToolTip(TIPS["quiet"])
         self.quiet_s = QDoubleSpinBox()
-        self.quiet_s.setRange(0.5, 3600.0)
+        self.quiet_s.setRange(MIN_QUIET_S, 3600.0)
         self.quiet_s.setValue(QUIET_DEFAULT_S)
         self.quiet_s.setSuffix(" s")
         self.quiet_s.setToolTip(TIPS["quiet"])

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import ExitCode, add_verb, cancel_on_interrupt, emit_json, fail
 from modelmon.cli.flags import number_in, whole_in
-from modelmon.core.limits import MAX_INTERVAL_S, MIN_INTERVAL_S, range_text
+from modelmon.core.limits import (
+    MAX_INTERVAL_S,
+    MAX_QUIET_S,
+    MIN_INTERVAL_S,
+    MIN_QUIET_S,
+    range_text,
+)
 from modelmon.core.options import CACHE_MODES
 
 if TYPE_CHECKING:
@@ -31,7 +37,6 @@ EXAMPLES = """\
   modelmon watch --json --samples --compare -- vllm serve /models/llama
 """
 MAX_PID = 2**22  # the kernel's pid_max ceiling (PID_MAX_LIMIT on 64-bit)
-MAX_QUIET_S = 86_400.0
 INTERVAL_MS = (MIN_INTERVAL_S * 1000, MAX_INTERVAL_S * 1000)
 
 
@@ -61,7 +66,7 @@ def add_parser(verbs: Verbs) -> None:
     )
     parser.add_argument(
         "--quiet",
-        type=number_in(0.0, MAX_QUIET_S, "s"),
+        type=number_in(MIN_QUIET_S, MAX_QUIET_S, "s"),
         default=None,
         metavar="SECONDS",
         help="end when the model has arrived and the program has been quiet this long (a "

@@ -35,6 +35,7 @@ ENGINE_NAMES = {
     "DEFAULT_BUDGET_S": "the recommendation budget offered (the CLI's default too)",
     "MIN_BUDGET_S": "a spin box's limit",
     "MAX_BUDGET_S": "a spin box's limit",
+    "MIN_QUIET_S": "a spin box's limit",
 }
 # The engine's vocabulary modules, public beside its root (the names above come from either).
 VOCABULARY = ("modelmon.core.errors", "modelmon.core.options", "modelmon.core.limits")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelmon.core.errors import OptionsError, WatchError
 from modelmon.core.system import cache
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching.arrival import FULL_BIN_TURNS, FileArrival, merge_runs, page_runs
@@ -21,6 +22,7 @@ from modelmon.core.watching.files import ModelFiles, files_in_arguments
 from modelmon.core.watching.loaders import detect, fix
 from modelmon.core.watching.openings import Descriptor, mapping_rss, parse_fdinfo, parse_maps
 from modelmon.core.watching.tree import ProcessTree, parse_stat
+from modelmon.core.watching.watch import Watch
 
 
 def test_parsers_read_what_proc_prints() -> None:
@@ -295,3 +297,32 @@ def test_arrival_span_at_the_steady_rate() -> None:
 def test_a_process_that_is_not_there(attached: bool) -> None:
     with pytest.raises(ProcessLookupError):
         ProcessTree(2**22 + 12345, attached=attached, now_ns=0)
+
+
+@pytest.mark.parametrize(
+    ("who", "why"),
+    [
+        ("self", "modelmon itself"),
+        ("parent", "an ancestor of modelmon"),
+        ("init", "init"),
+        ("kthreadd", "a kernel thread"),
+    ],
+)
+def test_a_watch_refuses_processes_it_would_wait_on_forever(who: str, why: str):
+    """Itself, an ancestor (the shell it runs in) and init would never go quiet while it
+    samples them, and never end before it does; a kernel thread loads no model."""
+    pid = {"self": os.getpid(), "parent": os.getppid(), "init": 1, "kthreadd": 2}[who]
+    with pytest.raises(OptionsError, match=why):
+        Watch(pid=pid)
+
+
+def test_a_quiet_shorter_than_a_pause_between_reads_is_refused():
+    with pytest.raises(OptionsError, match="a pause between two reads"):
+        Watch(["true"], quiet_s=0)
+
+
+def test_a_command_that_cannot_start_leaves_no_thread(tmp_path):
+    """A NUL byte in a word: one typed error, and the sampler that started first is stopped
+    (the leak check fails a test that leaves a thread)."""
+    with pytest.raises(WatchError, match="cannot run 'echo'"):
+        Watch(["echo", "a\x00b"]).run()

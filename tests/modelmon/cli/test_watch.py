@@ -145,7 +145,7 @@ def test_quiet_ends_the_watch_of_a_server_that_loaded(modelmon, model: Path) -> 
     )
     started = time.monotonic()
     done = modelmon(
-        "watch", "--json", "--quiet", "0.5", "--interval-ms", "20", "--",
+        "watch", "--json", "--quiet", "1", "--interval-ms", "20", "--",
         sys.executable, "-c", server, str(model),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
