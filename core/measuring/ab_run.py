@@ -60,6 +60,7 @@ def run_ab(
     path: str | None = None,
     on_warm: Callable[[str], None] | None = None,
     on_rest: Callable[[float], None] | None = None,
+    time_limit_s: float | None = None,
 ) -> ABResult:
     """Run A, B, A, B … ``n`` pairs; each run starts from the same verified ``cache`` state.
 
@@ -69,13 +70,16 @@ def run_ab(
     side runs once first, not counted (``runs.warm.warm_each``), and ``on_warm`` hears its
     line as it starts: both sides' counted runs find their code in the page cache. On network
     storage each run waits for the mount to rest after the last (``rest_storage``);
-    ``on_rest`` hears the seconds first."""
+    ``on_rest`` hears the seconds first. A run still going ``time_limit_s`` after its start
+    is stopped, and the A/B with it (a server that never exits and never loads it all)."""
     check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
     check_cache((a, b), cache)
     warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)
 
     def load(side: str, pair: int, config: Configuration) -> LoadResult:
-        outcome = run_for(model, config, cancel=cancel, monitor=False, path=path).run()
+        outcome = run_for(
+            model, config, cancel=cancel, monitor=False, path=path, time_limit_s=time_limit_s
+        ).run()
         if on_outcome is not None:
             on_outcome(side, pair, outcome)
         return outcome.result

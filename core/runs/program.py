@@ -47,6 +47,9 @@ from modelmon.core.watching.watch import MAP_INTERVAL_S, Watch
 
 INTERVAL_S = 0.1  # the watch's sampling period
 POLL_S = 0.05  # how often a run looks at its stop event and its time limit
+# A program still running this long after its whole model arrived, with nothing more
+# arriving, has loaded (a server that now serves): the run ends there, timed as any other.
+SETTLED_S = 5.0
 STDERR_TAIL = 64 << 10  # the end of the command's stderr kept for its last line
 # Set for engine runs: a model on disk loads without asking the hub anything.
 ENGINE_ENVIRONMENT = {
@@ -131,6 +134,7 @@ class ProgramRun:
         self.paths = [f.path for f in model.files]  # its files: the cache and the readahead
         self.watch: Watch | None = None
         self.limit_reached = False
+        self.settled = False  # ended by modelmon once its model had arrived (SETTLED_S)
         self._over = threading.Event()  # the watch has returned
 
     def cancel(self) -> None:
@@ -220,10 +224,23 @@ class ProgramRun:
             if limit is not None and started and now_ns() - started > limit * 1e9:
                 self.limit_reached = True
                 break
+            if watch is not None and started and self._loaded_and_quiet(watch):
+                self.settled = True
+                break
         else:
             return
         if self.watch is not None:
             self.watch.cancel()
+
+    def _loaded_and_quiet(self, watch: Watch) -> bool:
+        """Whether the program has been quiet for ``SETTLED_S`` after its whole model
+        arrived (from a cold cache; from a cache as it is, where the model may already be
+        there and nothing arrives, after it was active at all: an uncounted warm-up run)."""
+        if self.cache == "cold":
+            model_bytes = sum(f.size for f in self.model.files)
+            if watch.progress().arrived_bytes < model_bytes:
+                return False
+        return watch.observer.quiet_for_ns(now_ns()) >= SETTLED_S * 1e9
 
     def _failed(self, error: str, cancelled: bool) -> LoadResult:
         return LoadResult(
@@ -284,6 +301,11 @@ class ProgramRun:
         notes += list(watched.notes)
         if overlapped:
             notes.append(overlap_note(overlapped))
+        if self.settled:
+            notes.append(
+                f"its whole model had arrived and nothing more for {SETTLED_S:g} s while it "
+                "still ran (a server that loaded and serves): modelmon ended it there"
+            )
         if status == "ok" and coarse(seconds, watched.interval_s):
             notes.append(
                 f"the load lasted {seconds:.2f} s, about {seconds / watched.interval_s:.0f} of "
@@ -315,6 +337,8 @@ class ProgramRun:
         self, watched: WatchResult, stderr: str, own_clock: bool = False
     ) -> tuple[str, str | None]:
         said = f": {stderr}" if stderr else ""
+        if watched.ended_by == "cancel" and self.settled:
+            return "ok", None  # it loaded, and went on running: modelmon ended it there
         if watched.ended_by == "cancel":
             why = "stopped at its time limit" if self.limit_reached else "stopped"
             return "cancelled", f"{why} after {watched.wall_seconds:.1f} s{said}"

@@ -144,6 +144,7 @@ class Watch:
         self._cancel = threading.Event()
         self._process: subprocess.Popen[Any] | None = None
         self._subreaper = False  # held from the command's start to its reaping
+        self._exit_seen_ns: int | None = None  # when the command was first seen exited
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -336,7 +337,12 @@ class Watch:
         a launcher that exits once its loader runs has not finished loading."""
         if not self._leftovers():
             return False
-        return self.observer.quiet_for_ns(now_ns()) < LEFTOVER_QUIET_S * 1e9
+        now = now_ns()
+        if self._exit_seen_ns is None:
+            self._exit_seen_ns = now
+        # Quiet since the last arrival, or since the exit when none came after it.
+        quiet = min(self.observer.quiet_for_ns(now) or now, now - self._exit_seen_ns)
+        return quiet < LEFTOVER_QUIET_S * 1e9
 
     def _quiet(self) -> bool:
         if self.quiet_s is None:

@@ -15,9 +15,15 @@ from modelmon.cli.common import (
     fail,
     note,
 )
-from modelmon.cli.flags import PAIRS, add_load_options, ignored_options, load_options
+from modelmon.cli.flags import (
+    PAIRS,
+    add_load_options,
+    ignored_options,
+    load_options,
+    number_in,
+)
 from modelmon.core.errors import OptionsError
-from modelmon.core.limits import MAX_AB_PAIRS
+from modelmon.core.limits import MAX_AB_PAIRS, MAX_BUDGET_S
 from modelmon.core.options import LoadOptions, option_text, parse_spec
 
 if TYPE_CHECKING:
@@ -32,6 +38,8 @@ if TYPE_CHECKING:
     )
 
 VERB = "bench"
+DEFAULT_RUN_LIMIT_S = 1800.0  # half an hour: a slow disk's tens of GB, not a server's forever
+MIN_RUN_LIMIT_S = 1.0
 EXAMPLES = """\
   modelmon bench model.safetensors --a "mmap-shared-fd workers=4" --b "sequential workers=4" -n 3
   modelmon bench model.gguf --a "mmap -w 4" --b "sequential -w 4 --chunk-mib 16" --json
@@ -71,6 +79,16 @@ def add_parser(verbs: Verbs) -> None:
         "-n", type=PAIRS, default=3, help=f"pairs to run, 1 to {MAX_AB_PAIRS} (default 3)"
     )
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold")
+    parser.add_argument(
+        "--time-limit",
+        type=number_in(MIN_RUN_LIMIT_S, MAX_BUDGET_S, "s"),
+        default=DEFAULT_RUN_LIMIT_S,
+        metavar="SECONDS",
+        help="stop a run still going this long after its start, and the A/B with it "
+        f"(default {DEFAULT_RUN_LIMIT_S:g}). A program that keeps running once its whole "
+        "model has arrived (a server that loaded) is ended when nothing more has arrived for "
+        "a few seconds, and timed as any other",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     from modelmon.cli.priming import add_prime_option
 
@@ -280,9 +298,10 @@ def run(args: argparse.Namespace) -> int:
                 on_outcome=on_outcome,
                 path=named_path(args.path, model.path),
                 on_warm=bars.log,
+                time_limit_s=args.time_limit,
             )
         except ABFailed as exc:
-            if (exc.result is not None and exc.result.status == "cancelled") or cancel.is_set():
+            if cancel.is_set():  # the user's Ctrl+C; a run stopped at its time limit is not
                 return fail("cancelled", ExitCode.CANCELLED)
             return fail(f"A/B stopped: {exc}", ExitCode.LOAD_FAILED)
     if args.json:

@@ -254,26 +254,32 @@ if os.fork():
 os.setsid()
 if os.fork():
     os._exit(0)
-with open(sys.argv[1], "rb") as model:
-    while model.read(1 << 20):
-        pass
+if sys.argv[3] == "reads":
+    with open(sys.argv[1], "rb") as model:
+        while model.read(1 << 20):
+            pass
 with open(sys.argv[2], "w") as out:
     out.write(str(os.getpid()))
 time.sleep(60)
 """
 
 
-def test_a_daemon_the_command_leaves_is_watched_and_ended(tmp_path: Path, small_model: Path):
+@pytest.mark.parametrize("daemon_reads", ["reads", "idles"])
+def test_a_daemon_the_command_leaves_is_watched_and_ended(
+    tmp_path: Path, small_model: Path, daemon_reads: str
+):
     """A double fork + setsid leaves the command's tree by parentage: the watch still
-    counts what the daemon read (the model arrived) and ends it with the watch."""
+    counts what the daemon read (the model arrived) and ends it with the watch; one that
+    never reads ends too (the watch does not wait on it forever)."""
     pid_file = tmp_path / "daemon.pid"
-    command = [sys.executable, "-c", DAEMONIZING, str(small_model), str(pid_file)]
+    command = [sys.executable, "-c", DAEMONIZING, str(small_model), str(pid_file), daemon_reads]
     result = Watch(command, model=[str(small_model)], interval_s=0.02).run()
     assert pid_file.exists(), "the daemon did not run"
     daemon = int(pid_file.read_text())
     assert not psutil.pid_exists(daemon), "the daemon outlived the watch"
     assert result.exit_code == 0
-    assert result.arrived_bytes == small_model.stat().st_size
+    expected = small_model.stat().st_size if daemon_reads == "reads" else 0
+    assert result.arrived_bytes == expected
     assert any("left 1 process(es) running" in note for note in result.notes), result.notes
 
 

@@ -108,3 +108,57 @@ def test_runs_that_shared_the_device_are_named_under_the_verdict() -> None:
     assert line.startswith("note: A run 2, B run 2 shared the device with other modelmon runs")
     assert line.count("pid 812") == 1 and "during the timed load" not in line
     assert shared_device_lines(SimpleNamespace(runs=runs[:2])) == []  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def one_file_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from modelmon.core import write_safetensors_model
+
+    return write_safetensors_model(tmp_path_factory.mktemp("one-file"), layers=2, hidden=512)
+
+
+# A "server": reads its model whole, then serves forever (never exits by itself).
+SERVER = "import sys, time; open(sys.argv[1], 'rb').read(); time.sleep(3600)"
+# One that reads a page of its model and serves forever: it never loads the whole model.
+LAZY_SERVER = "import sys, time; open(sys.argv[1], 'rb').read(4096); time.sleep(3600)"
+
+
+def test_bench_ends_a_server_once_its_model_has_arrived(modelmon, one_file_model: Path) -> None:
+    """A command that loads and then serves is timed by its load and ended: the A/B ends."""
+    server = f'cmd: python -c "{SERVER}" {{path}}'
+    done = modelmon(
+        "bench",
+        str(one_file_model),
+        "--a",
+        server,
+        "--b",
+        "pread",
+        "-n",
+        "1",
+        "--json",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    first = json.loads(done.stdout)["runs"][0]
+    assert first["status"] == "ok" and first["bytes"] == one_file_model.stat().st_size
+    assert any("a server that loaded and serves" in note for note in first["notes"])
+
+
+def test_bench_stops_a_run_at_its_time_limit(modelmon, one_file_model: Path) -> None:
+    """One that never loads its whole model is stopped at --time-limit, not waited on."""
+    lazy = f'cmd: python -c "{LAZY_SERVER}" {{path}}'
+    done = modelmon(
+        "bench",
+        str(one_file_model),
+        "--a",
+        lazy,
+        "--b",
+        "pread",
+        "-n",
+        "1",
+        "--time-limit",
+        "3",
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "stopped at its time limit" in done.stderr, done.stderr
