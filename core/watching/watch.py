@@ -36,6 +36,7 @@ from modelmon.core.system import cache
 from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching.assemble import Ending, assemble
+from modelmon.core.watching.attach import unwatchable
 from modelmon.core.watching.files import ModelFiles, files_in_arguments, files_of
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
@@ -54,7 +55,7 @@ from modelmon.core.watching.stopping import (
     stop_tree,
     wait_gone,
 )
-from modelmon.core.watching.tree import read_command, still_running, unwatchable
+from modelmon.core.watching.tree import read_command, still_running
 
 ATTACHED_QUIET_S = 5.0
 # After the command exits, what it left running is watched until the model has not arrived
