@@ -51,6 +51,7 @@ POLL_S = 0.05  # how often a run looks at its stop event and its time limit
 # arriving, has loaded (a server that now serves): the run ends there, timed as any other.
 SETTLED_S = 5.0
 STDERR_TAIL = 64 << 10  # the end of the command's stderr kept for its last line
+LINE_CHARS = 300  # of that last line, at most
 # Set for engine runs: a model on disk loads without asking the hub anything.
 ENGINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -82,7 +83,9 @@ def last_line(stream: IO[bytes]) -> str:
     size = stream.tell()
     stream.seek(max(0, size - STDERR_TAIL))
     lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
-    return next((line for line in reversed(lines) if line), "")
+    line = next((line for line in reversed(lines) if line), "")
+    # One line a person reads: a program that writes megabytes without a newline is cut.
+    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
 
 
 def _own_report(stream: IO[bytes]) -> dict[str, Any] | None:

@@ -136,6 +136,8 @@ def _exit_code(result: WatchResult) -> int:
         what = " ".join(shlex.join(result.command).split())
         what = what if len(what) <= 80 else what[:77] + "..."
     if result.ended_by == "cancel":
+        if result.attached:  # modelmon only looked at it: it goes on as it was
+            return fail(f"cancelled: the watch of {what} ended; it still runs", ExitCode.CANCELLED)
         return fail(f"cancelled: {what} was stopped", ExitCode.CANCELLED)
     if result.status == "killed":
         return fail(f"{what} was killed by {result.signal}", ExitCode.WATCHED_FAILED)

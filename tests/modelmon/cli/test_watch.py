@@ -168,3 +168,43 @@ def test_compare_sets_this_storages_ceilings_next_to_the_loader(modelmon, model:
         "parallel_read",
     ]
     assert all("your loader" in line and "MB/s here" in line for line in lines)
+
+
+def test_ctrl_c_on_an_attached_watch_says_the_process_still_runs(modelmon_argv) -> None:
+    """Attached, modelmon only looks: Ctrl+C ends the watch, not the process, and says so."""
+    target = subprocess.Popen(["sleep", "60"])
+    watch = subprocess.Popen(
+        [*modelmon_argv, "watch", "--pid", str(target.pid)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _watching(watch.pid, target.pid):
+            time.sleep(0.05)
+        os.kill(watch.pid, signal.SIGINT)
+        _, err = watch.communicate(timeout=30)
+        assert watch.returncode == 130, err
+        assert "it still runs" in err and "was stopped" not in err, err
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+
+
+def _watching(watcher: int, target: int) -> bool:
+    """Whether the watcher holds the target's /proc files open (its tree reads them each
+    look: the watch has begun, its Ctrl+C handler in place)."""
+    try:
+        fds = os.listdir(f"/proc/{watcher}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{watcher}/fd/{fd}").startswith(f"/proc/{target}/"):
+                return True
+    return False
