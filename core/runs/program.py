@@ -349,6 +349,12 @@ class ProgramRun:
             return "failed", f"killed by {watched.signal}{said}"
         if watched.exit_code not in (0, None):
             return "failed", f"exit code {watched.exit_code}{said}"
+        if watched.changed_files:
+            return "failed", (
+                "it wrote into its model while it ran ("
+                + ", ".join(os.path.basename(path) for path in watched.changed_files[:3])
+                + "): what arrived is not a load of the model"
+            )
         if not watched.saw_model and not own_clock:  # a warm load may end between two looks
             return "failed", "it never opened or mapped the model's files" + said
         cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD

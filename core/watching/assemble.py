@@ -94,6 +94,7 @@ def assemble(
     swap: tuple[int | None, int | None],
     notes: Sequence[str],
     references: Sequence[Reference],
+    changed_files: Sequence[str] = (),
 ) -> WatchResult:
     def seconds(ns: int | None) -> float | None:
         return None if ns is None else (ns - t0_ns) / 1e9
@@ -242,6 +243,7 @@ def assemble(
         notes=tuple(all_notes),
         references=tuple(references),
         samples=_samples(observer, sampler, t0_ns),
+        changed_files=tuple(changed_files),
     )
     return dataclasses.replace(result, findings=findings(result))
 

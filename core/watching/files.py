@@ -192,3 +192,26 @@ class ModelFiles:
     @property
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+
+def swap_pages() -> tuple[int, int] | None:
+    """(pswpin, pswpout) of /proc/vmstat: pages swapped in and out since boot."""
+    found: dict[str, int] = {}
+    try:
+        with open("/proc/vmstat") as vmstat:
+            for line in vmstat:
+                key, _, value = line.partition(" ")
+                if key in ("pswpin", "pswpout"):
+                    found[key] = int(value)
+    except (OSError, ValueError):
+        return None
+    return (found["pswpin"], found["pswpout"]) if len(found) == 2 else None
+
+
+def file_stamp(path: str) -> tuple[int, int] | None:
+    """(size, modification time) of a file, None once it is gone."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns

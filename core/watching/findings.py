@@ -220,7 +220,21 @@ def not_cold(result: WatchResult) -> Finding | None:
     return Finding("not-cold", text, evidence, fix("not-cold", result.loader))
 
 
+def model_written(result: WatchResult) -> Finding | None:
+    """The model's files changed (size or modification time) while the program ran."""
+    if not result.changed_files:
+        return None
+    names = ", ".join(os.path.basename(path) for path in result.changed_files[:3])
+    text = (
+        f"The model's files changed while the program ran ({names}): something wrote into "
+        "them, so what arrived is not a load of the model, and its MB/s is no load's."
+    )
+    fix = "Load a copy that nothing writes to, or find the writer (lsof on the file)."
+    return Finding("model-written", text, {"changed_files": list(result.changed_files)}, fix)
+
+
 RULES: tuple[Callable[[WatchResult], Finding | None], ...] = (
+    model_written,
     not_cold,
     shared_descriptor,
     mmap_faults,

@@ -153,6 +153,9 @@ class WatchResult:
     notes: tuple[str, ...] = ()
     references: tuple[Reference, ...] = ()
     samples: WatchSamples | None = field(default=None, repr=False)
+    # Model files whose size or modification time changed while the program ran: written
+    # into, so what arrived is not a load of the model as it was.
+    changed_files: tuple[str, ...] = ()
 
     @property
     def mbps(self) -> float | None:
@@ -217,6 +220,7 @@ class WatchResult:
             "peak_anon_rss": self.peak_anon_rss,
             "swap_in_bytes": self.swap_in_bytes,
             "swap_out_bytes": self.swap_out_bytes,
+            "changed_files": list(self.changed_files),
             "cache": asdict(self.cache) if self.cache is not None else None,
             "findings": [asdict(f) for f in self.findings],
             "references": [asdict(r) for r in self.references],

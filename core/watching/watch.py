@@ -37,7 +37,13 @@ from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.attach import unwatchable
-from modelmon.core.watching.files import ModelFiles, files_in_arguments, files_of
+from modelmon.core.watching.files import (
+    ModelFiles,
+    file_stamp,
+    files_in_arguments,
+    files_of,
+    swap_pages,
+)
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
     hold_subreaper,
@@ -62,20 +68,6 @@ ATTACHED_QUIET_S = 5.0
 # for this long (a launcher's loader still loading), then stopped.
 LEFTOVER_QUIET_S = 3.0
 MAP_INTERVAL_S = 0.5  # between residency maps (the sampler's default)
-
-
-def _swap_pages() -> tuple[int, int] | None:
-    """(pswpin, pswpout) of /proc/vmstat: pages swapped in and out since boot."""
-    found: dict[str, int] = {}
-    try:
-        with open("/proc/vmstat") as vmstat:
-            for line in vmstat:
-                key, _, value = line.partition(" ")
-                if key in ("pswpin", "pswpout"):
-                    found[key] = int(value)
-    except (OSError, ValueError):
-        return None
-    return (found["pswpin"], found["pswpout"]) if len(found) == 2 else None
 
 
 class Watch:
@@ -146,6 +138,7 @@ class Watch:
         self._process: subprocess.Popen[Any] | None = None
         self._subreaper = False  # held from the command's start to its reaping
         self._exit_seen_ns: int | None = None  # when the command was first seen exited
+        self._stamps: dict[str, tuple[int, int] | None] = {}  # the model files at the start
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -157,7 +150,7 @@ class Watch:
     # --- the run -------------------------------------------------------------------------------
 
     def run(self) -> WatchResult:
-        swap_before = _swap_pages()
+        swap_before = swap_pages()
         state = self._prepare()
         measured = state if state is not None else cache.not_measured(self.cache_mode)
         if self.start_gate is not None and not self.start_gate(measured):
@@ -182,7 +175,7 @@ class Watch:
         if signal_name is not None and ending.ended_by == "exit":
             ending = dataclasses.replace(ending, status="killed")
         ending = dataclasses.replace(ending, exit_code=code, signal=signal_name)
-        swap_after = _swap_pages()
+        swap_after = swap_pages()
         swap: tuple[int | None, int | None] = (None, None)
         if swap_before is not None and swap_after is not None:
             swap = (
@@ -202,6 +195,7 @@ class Watch:
                 swap=swap,
                 notes=self._notes(),
                 references=self.references,
+                changed_files=self._changed_files(),
             )
         finally:
             self.observer.close()
@@ -228,6 +222,7 @@ class Watch:
 
     def _begin(self) -> int:
         """Start (or attach to) the program and the sampling; the root pid."""
+        self._stamps = {f.path: file_stamp(f.path) for f in self.files.files}
         started = now_ns()
         self.observer.track(list(self.files.files), started)
         if self.command is None:
@@ -415,6 +410,10 @@ class Watch:
                 f"pid {root} did not exit {STOP_GRACE_S:.0f} s after SIGKILL (stuck in an "
                 "uninterruptible wait, as on a hung FUSE mount); it was not reaped"
             )
+
+    def _changed_files(self) -> list[str]:
+        """The model files whose size or modification time is not what it was at the start."""
+        return [path for path, stamp in self._stamps.items() if file_stamp(path) != stamp]
 
     def _notes(self) -> list[str]:
         notes = list(self.notes)

@@ -135,6 +135,11 @@ def _exit_code(result: WatchResult) -> int:
     if result.command:
         what = " ".join(shlex.join(result.command).split())
         what = what if len(what) <= 80 else what[:77] + "..."
+    if result.changed_files:
+        return fail(
+            f"{what} wrote into its model while it ran: what arrived is not a load of it",
+            ExitCode.WATCHED_FAILED,
+        )
     if result.ended_by == "cancel":
         if result.attached:  # modelmon only looked at it: it goes on as it was
             return fail(f"cancelled: the watch of {what} ended; it still runs", ExitCode.CANCELLED)

@@ -317,3 +317,22 @@ def test_a_watch_with_descriptors_past_1024_open_ends(tmp_path: Path, small_mode
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert result.exit_code == 0 and result.arrived_bytes == small_model.stat().st_size
+
+
+def test_a_program_that_writes_into_its_model_is_never_a_load(tmp_path: Path, small_model):
+    """It reads the model and appends to it: the watch says the model changed, and a run of
+    it as a configuration fails instead of giving a MB/s."""
+    import shutil
+
+    from modelmon.core import open_model, parse_program, run_program
+
+    model = tmp_path / "model.safetensors"
+    shutil.copy(small_model, model)
+    writer = "import sys; open(sys.argv[1], 'rb').read(); open(sys.argv[1], 'ab').write(b' ')"
+    result = Watch([sys.executable, "-c", writer, str(model)], interval_s=0.02).run()
+    assert result.changed_files == (str(model),)
+    assert "model-written" in codes(result)
+    shutil.copy(small_model, model)
+    program = parse_program(f'cmd: {sys.executable} -c "{writer}" {{path}}')
+    load = run_program(open_model(model), program).result
+    assert load.status == "failed" and "wrote into its model" in (load.error or "")
