@@ -125,6 +125,14 @@ class Engine:
         """Whether these settings make the engine read with O_DIRECT."""
         return any(settings.get(k.name) in k.direct for k in self.knobs)
 
+    def cannot_load(self, model_format: str, path: str) -> str | None:
+        """Why it cannot load the model (of ``model_format``, at ``path``) here, or None:
+        asked before anything runs."""
+        if model_format not in self.formats:
+            loads = " and ".join(self.formats)
+            return f"{self.label} loads {loads} models; this one is {model_format}"
+        return self.unavailable() or self.refuses(path)
+
     def unavailable(self) -> str | None:
         """None when it can run here; otherwise why not, in one line naming the extra."""
         if self.not_here is not None:

@@ -89,10 +89,7 @@ def loader_config(
             continue
         chosen = get_engine(program.engine)
         if model.format not in chosen.formats:
-            raise OptionsError(
-                f"{chosen.label} loads {' and '.join(chosen.formats)} models; this one is "
-                f"{model.format}"
-            )
+            raise OptionsError(chosen.cannot_load(model.format, path or model.path) or "")
         stand_in = get_engine(chosen.stand_in) if chosen.stand_in else chosen
         why = stand_in.unavailable() or stand_in.refuses(path or model.path)
         if why is not None and program is config:

@@ -242,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core import (
         ABFailed,
         ProgramResult,
+        get_engine,
         named_path,
         open_model,
         require_tensor_bytes,
@@ -259,6 +260,12 @@ def run(args: argparse.Namespace) -> int:
         note(f"ignored (not used by the strategy, or set by bench --cache): {said}")
     model = open_model(args.path)
     require_tensor_bytes(model)
+    path = named_path(args.path, model.path)
+    for flag, config in (("--a", a), ("--b", b)):  # before anything runs, as recommend does
+        engine = getattr(config, "engine", None)
+        why = get_engine(engine).cannot_load(model.format, path) if engine else None
+        if why is not None:
+            raise OptionsError(f"{flag} {config.spec}: {why}")
     cancel = threading.Event()
     watched: dict[str, list[WatchResult]] = {}
     programs: dict[tuple[str, int], ProgramResult] = {}
@@ -296,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
                 on_result=on_result,
                 cancel=cancel,
                 on_outcome=on_outcome,
-                path=named_path(args.path, model.path),
+                path=path,
                 on_warm=bars.log,
                 time_limit_s=args.time_limit,
             )

@@ -162,3 +162,14 @@ def test_bench_stops_a_run_at_its_time_limit(modelmon, one_file_model: Path) -> 
     )
     assert done.returncode != 0
     assert "stopped at its time limit" in done.stderr, done.stderr
+
+
+def test_bench_checks_an_engine_before_running_anything(modelmon, one_file_model: Path) -> None:
+    """An engine that cannot load this model (its format) is refused in one line, before the
+    other side or a warm-up runs."""
+    done = modelmon("bench", str(one_file_model), "--a", "engine: llamacpp", "--b", "pread")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "modelmon: --a engine: llamacpp: llama-cpp-python loads gguf models; this one is "
+        "safetensors"
+    )
