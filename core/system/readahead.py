@@ -41,6 +41,7 @@ from typing import Any, Literal
 from modelmon.core.errors import ReadaheadError
 from modelmon.core.system import device_use
 from modelmon.core.system import readahead_records as records
+from modelmon.core.system.readahead_guardian import Guardian
 from modelmon.core.system.storage import SYS_BDI, SYS_BLOCK, read_int, storage_facts
 
 SECTOR = 512  # blockdev --setra counts 512-byte sectors
@@ -238,6 +239,7 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
             raise ReadaheadError(reason)
     acquired: list[_Held] = []
     previous_handlers: dict[signal.Signals, Any] = {}
+    guardian: Guardian | None = None
     try:
         for knob in knobs:
             try:
@@ -264,6 +266,8 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
             if not _atexit_registered:
                 atexit.register(restore_all)
                 _atexit_registered = True
+            # Started before any value changes: a SIGKILL from here on is put right at once.
+            guardian = Guardian([held.knob.lock_name for held in acquired])
             for held in acquired:
                 current = held.knob.read_kb()
                 record = records.Record(held.knob.sysfs, current, kb)
@@ -291,5 +295,7 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
                 _release(held)
                 if held in _held:
                     _held.remove(held)
+        if guardian is not None:
+            guardian.release()
         for number, handler in previous_handlers.items():
             signal.signal(number, handler)
