@@ -20,6 +20,8 @@ def unwatchable(pid: int) -> str | None:
         flags = int(fields[6])
     except (OSError, ValueError, IndexError):
         return None  # gone or unreadable: attaching says so in its own words
+    if fields[0] in (b"Z", b"X"):
+        return "it has already exited (a zombie its parent has not reaped): nothing to watch"
     if flags & PF_KTHREAD:
         return "a kernel thread, which loads no model"
     ancestor = os.getppid()

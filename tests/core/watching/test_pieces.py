@@ -326,3 +326,19 @@ def test_a_command_that_cannot_start_leaves_no_thread(tmp_path):
     (the leak check fails a test that leaves a thread)."""
     with pytest.raises(WatchError, match="cannot run 'echo'"):
         Watch(["echo", "a\x00b"]).run()
+
+
+def test_a_watch_refuses_a_zombie():
+    """An exited process its parent has not reaped yet has nothing left to watch."""
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # exited, not reaped: a zombie, seen in /proc
+        with open(f"/proc/{child.pid}/stat", "rb") as stat:
+            if stat.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                break
+        time.sleep(0.01)
+    try:
+        with pytest.raises(OptionsError, match="already exited"):
+            Watch(pid=child.pid)
+    finally:
+        child.wait()
