@@ -32,12 +32,16 @@ def reference(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def assert_identical(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
-    assert list(got) != [] and set(got) == set(expected)
+def assert_identical(
+    got: dict[str, np.ndarray], expected: dict[str, np.ndarray], label: str = ""
+) -> None:
+    """Every tensor of ``expected`` in ``got``, byte for byte; a failure names ``label`` (the
+    model) and the tensor."""
+    assert list(got) != [] and set(got) == set(expected), label
     for name, array in expected.items():
-        assert got[name].dtype == array.dtype, name
-        assert got[name].shape == array.shape, name
-        assert got[name].tobytes() == array.tobytes(), name
+        assert got[name].dtype == array.dtype, f"{label}: {name}"
+        assert got[name].shape == array.shape, f"{label}: {name}"
+        assert got[name].tobytes() == array.tobytes(), f"{label}: {name}"
 
 
 def model_paths(
@@ -61,7 +65,7 @@ def test_in_process_load_is_byte_identical(
 ) -> None:
     for label, path in model_paths(sharded_model, bf16_model, gguf_models).items():
         got = load(path, strategy, workers=workers, threads=2, chunk=64 << 10)
-        assert_identical(got, reference(path)), label
+        assert_identical(got, reference(path), label)
 
 
 @pytest.mark.parametrize("strategy", ALL)

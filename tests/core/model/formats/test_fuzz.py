@@ -26,7 +26,6 @@ FUZZ = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-STATS: dict[str, list[float]] = {"cases": [], "slowest": [0.0]}
 
 
 class Originals(dict[str, bytes]):
@@ -68,8 +67,6 @@ def check(path: Path, data: bytes) -> None:
         elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    STATS["cases"].append(elapsed)
-    STATS["slowest"][0] = max(STATS["slowest"][0], elapsed)
     assert elapsed < 2.0
     assert peak <= len(data) + (2 << 20), f"allocated {peak} for a {len(data)}-byte file"
 
@@ -156,13 +153,3 @@ def test_safetensors_header_fields(
     raw = json.dumps(header).encode()
     raw += b" " * (-len(raw) % 8)
     check(tmp_path / "j.safetensors", struct.pack("<Q", len(raw)) + raw + data[end:])
-
-
-def test_report_counts() -> None:
-    """Runs last in this file: print what the fuzzing did (for the closing note)."""
-    cases = STATS["cases"]
-    if cases:
-        print(
-            f"\nfuzz: {len(cases)} cases, slowest {STATS['slowest'][0] * 1000:.1f} ms, "
-            f"median {sorted(cases)[len(cases) // 2] * 1000:.2f} ms"
-        )
