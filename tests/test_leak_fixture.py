@@ -124,7 +124,9 @@ def test_cheap_when_nothing_leaks(leak_check):
         leak_check.find_leaks(leak_check.snapshot())
     per_test = (time.perf_counter() - start) / 20
     assert not leak_check.find_leaks(before)
-    assert per_test < 0.005, f"no_leaks costs {per_test * 1000:.1f} ms per test"
+    # A margin a busy machine keeps (it takes about 1 ms here): what it guards against is a
+    # check that grows with something, not a millisecond.
+    assert per_test < 0.05, f"no_leaks costs {per_test * 1000:.1f} ms per test"
 
 
 def test_qt_widget_round_trip_is_not_a_leak(qtbot):

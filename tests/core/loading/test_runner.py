@@ -19,6 +19,10 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 
+# Far from a hang, or a wait that runs to a timeout, with a margin a busy machine keeps (the
+# bench reports the real figure: about 0.1 s).
+STOPS_WITHIN_S = 5.0
+
 KCMP_FILE = 0
 SYS_KCMP = 312  # x86_64
 
@@ -90,7 +94,7 @@ def test_cancel_mid_load_stops_every_worker_fast(big_model: Path) -> None:
     run = LoadRun(big_model, "pread", options, on_message=on_message)
     result = run.run()
     assert result.status == "cancelled" and result.error == "cancelled"
-    assert time.monotonic() - cancelled_at[0] < 1.0
+    assert time.monotonic() - cancelled_at[0] < STOPS_WITHIN_S
     # The leak fixture proves no worker process is left.
 
 
@@ -107,7 +111,7 @@ def test_killed_worker_fails_the_run_naming_it(big_model: Path) -> None:
     result = run.run()
     assert result.status == "failed"
     assert "worker 1" in (result.error or "") and "SIGKILL" in (result.error or "")
-    assert time.monotonic() - killed_at[0] < 1.0
+    assert time.monotonic() - killed_at[0] < STOPS_WITHIN_S
 
 
 def _fds_of(pid: int, path: str) -> list[int]:

@@ -129,7 +129,7 @@ def test_ctrl_c_cancels_and_leaves_no_worker(modelmon_argv: list[str], tmp_path:
     os.kill(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
-    assert time.monotonic() - sent < 1.5
+    assert time.monotonic() - sent < 5.0  # a margin a busy machine keeps: not a timeout's
     assert json.loads(out)["status"] == "cancelled"
     # The CLI reaped its workers before exiting: none is running, not even as a zombie.
     assert not [w for w in spawned if w.is_running()]
