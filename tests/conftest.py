@@ -456,6 +456,35 @@ def machine_devices_untouched(tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield
 
 
+# --- what this machine could not test ---------------------------------------------------------
+# A skip names its reason; the whole feature a run skipped is said once at the end, so that a
+# green run on a machine without root, FUSE, cgroups or Ray does not pass for a full one.
+FEATURES = {
+    "the Ray fleet": ("Ray ",),
+    "FUSE mounts": ("FUSE", "rclone"),
+    "memory and blkio cgroups": ("cgroup",),
+    "what needs root": ("needs root", "run as root", "not root"),
+    "engines not installed": ("is not installed here",),
+}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = terminalreporter.stats.get("skipped", [])
+    reasons = []
+    for report in skipped:
+        longrepr = report.longrepr
+        reasons.append(str(longrepr[2] if isinstance(longrepr, tuple) else longrepr))
+    found = {
+        feature: sum(any(word in reason for word in words) for reason in reasons)
+        for feature, words in FEATURES.items()
+    }
+    found = {feature: count for feature, count in found.items() if count}
+    if found:
+        terminalreporter.section("features this run did not test")
+        for feature, count in found.items():
+            terminalreporter.line(f"{feature}: {count} test(s) skipped (the SKIPPED lines say why)")
+
+
 # --- object storage: S3-compatible servers on loopback, a fault-injecting proxy ----------------
 # (tests/object_store.py; the servers live as long as the session)
 from .object_store import (  # noqa: E402, F401
