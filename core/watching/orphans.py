@@ -15,7 +15,9 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
+import signal
 import threading
+from collections.abc import Callable
 from multiprocessing import resource_tracker
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -67,3 +69,23 @@ def reap(pids: list[int]) -> list[int]:
             if done == pid:
                 reaped.append(pid)
     return reaped
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent: int) -> Callable[[], None]:
+    """For a started command, run between fork and exec (``preexec_fn``): SIGTERM when
+    ``parent`` (the process that starts it) dies, SIGKILL included, which leaves modelmon no
+    way to stop it itself. Only a prctl: nothing there takes a lock another thread of the
+    parent may have held at the fork."""
+
+    def in_child() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the prctl took hold
+            os._exit(1)
+
+    return in_child
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here, not in the forked child

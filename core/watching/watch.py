@@ -46,6 +46,7 @@ from modelmon.core.watching.files import (
 )
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
+    end_with_parent,
     hold_subreaper,
     own_children,
     reap,
@@ -247,6 +248,7 @@ class Watch:
                 stderr=self.stderr,
                 env=self.env,
                 close_fds=True,
+                preexec_fn=end_with_parent(os.getpid()),  # a prctl only: see there
             )
         except BaseException as error:  # nothing of the watch is left running, whatever it was
             self._stop_sampler()

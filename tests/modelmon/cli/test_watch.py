@@ -208,3 +208,30 @@ def _watching(watcher: int, target: int) -> bool:
             if os.readlink(f"/proc/{watcher}/fd/{fd}").startswith(f"/proc/{target}/"):
                 return True
     return False
+
+
+def test_the_command_ends_when_modelmon_is_killed(modelmon_argv, tmp_path: Path) -> None:
+    """SIGKILL leaves modelmon no way to stop what it started: the command gets SIGTERM from
+    the kernel when modelmon dies (its parent-death signal), instead of running on."""
+    marker = tmp_path / "started"
+    script = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)"
+    watch = subprocess.Popen(
+        [*modelmon_argv, "watch", "--", sys.executable, "-c", script],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    command: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        command = _descendants(watch.pid)
+        assert command, "the command did not start"
+        watch.kill()
+        watch.wait(30)
+        _, alive = psutil.wait_procs(command, timeout=10)
+        assert not alive, f"left running after modelmon was killed: {alive}"
+    finally:
+        for process in command:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
