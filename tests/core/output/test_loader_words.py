@@ -1,0 +1,71 @@
+"""The user's loader in words: what to change, by how much, against what, each sentence exact
+for the decision it reports."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from modelmon.core import judge, parse_engine
+from modelmon.core.measuring.advice import LoaderAdvice
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.output.loader import loader_explanation
+
+from ..measuring.records import candidate, run
+
+
+def _engine(spec: str, *rates: float) -> Candidate:
+    return Candidate(parse_engine(spec), "", [run(rate) for rate in rates])
+
+
+AS_IS = _engine("transformers", 100, 102, 98)
+BEST = candidate("sequential", 400, 410, 405, workers=4, chunk=16 << 20)
+
+
+def _advice(changes: tuple[Candidate, ...], pick: Candidate | None) -> LoaderAdvice:
+    return LoaderAdvice(
+        loader=AS_IS,
+        engine="transformers",
+        engine_found="given",
+        for_engine=None,
+        changes=changes,
+        baselines={},
+        pick=pick,
+        modelmon=BEST,
+        rounds=3,
+        watch=None,
+    )
+
+
+def test_a_change_faster_in_every_pair_is_said_as_the_loaders_own_line():
+    change = replace(
+        _engine("transformers disable_mmap=true", 150, 153, 147), verdict=judge([1.5, 1.52, 1.49])
+    )
+    lines = loader_explanation(_advice((change,), change))
+    assert lines[0] == (
+        "Change your loader: AutoModelForCausalLM.from_pretrained(PATH, disable_mmap=True). "
+        "Measured here: 150 MB/s against 100 MB/s as it is, 1.50× (3 paired cold rounds, "
+        "every pair agreeing)."
+    )
+    assert lines[1] == (
+        "modelmon's best (sequential workers=4 threads=1 chunk=16MiB) loaded it at 405 MB/s in "
+        "the same rounds: 4.0× your loader as it is (modelmon.core.load(path, config=...) "
+        "applies it)."
+    )
+
+
+def test_no_clear_change_keeps_the_loader_and_says_why():
+    change = replace(
+        _engine("transformers disable_mmap=true", 101, 99, 103), verdict=judge([1.01, 0.97, 1.05])
+    )
+    lines = loader_explanation(_advice((change,), None))
+    assert lines[0].startswith(
+        "Keep your loader as it is (100 MB/s, 3 cold runs, 98–102): no setting measured "
+        "clearly faster; the best tried, engine: transformers disable_mmap=true, ran 1.01× its "
+        "baseline (median of 3 paired cold rounds, from 0.97× to 1.05×)"
+    ), lines[0]
+
+
+def test_a_loader_that_did_not_complete_is_said_first():
+    failed = replace(AS_IS, results=[], reason="exited with code 1: no such file")
+    lines = loader_explanation(replace(_advice((), None), loader=failed))
+    assert lines == ["Your loader (engine: transformers) exited with code 1: no such file."]
