@@ -10,6 +10,7 @@ file; 7 it exited before the first sample (what arrived is reported, its timing 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import TYPE_CHECKING
@@ -156,9 +157,21 @@ def _exit_code(result: WatchResult) -> int:
             ExitCode.TOO_SHORT,
         )
     if not result.saw_model:
-        return fail(
-            f"{what} never opened or mapped a model file (name it with --model PATH if it "
-            "reads one modelmon does not recognise by name)",
-            ExitCode.NO_MODEL_SEEN,
-        )
+        return fail(_no_model_seen(result, what), ExitCode.NO_MODEL_SEEN)
     return ExitCode.OK
+
+
+def _no_model_seen(result: WatchResult, what: str) -> str:
+    """Why no model was seen, in the terms of what the user gave and what modelmon could read."""
+    if any("of another user" in note for note in result.notes):
+        return (
+            f"{what} belongs to another user: modelmon cannot read its descriptors or "
+            "mappings, so it cannot see what it loads (run modelmon as that user, or as root)"
+        )
+    if any(f.named for f in result.files):
+        names = ", ".join(os.path.basename(f.path) for f in result.files if f.named)
+        return f"{what} never opened or mapped {names}, and none of it arrived"
+    return (
+        f"{what} never opened or mapped a model file (name it with --model PATH if it reads "
+        "one modelmon does not recognise by name)"
+    )

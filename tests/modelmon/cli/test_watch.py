@@ -235,3 +235,23 @@ def test_the_command_ends_when_modelmon_is_killed(modelmon_argv, tmp_path: Path)
         for process in command:
             with contextlib.suppress(psutil.Error):
                 process.kill()
+
+
+def test_no_model_seen_is_said_in_the_terms_of_what_was_given():
+    """A named model never seen is named, not met with advice to name it; another user's
+    process, whose descriptors modelmon cannot read, is said to be that."""
+    from types import SimpleNamespace
+
+    from modelmon.cli.watch import _no_model_seen
+
+    named = SimpleNamespace(path="/m/model.safetensors", named=True)
+    seen = SimpleNamespace(files=(named,), notes=())
+    assert _no_model_seen(seen, "pid 7") == (  # type: ignore[arg-type]
+        "pid 7 never opened or mapped model.safetensors, and none of it arrived"
+    )
+    other = SimpleNamespace(
+        files=(named,), notes=("descriptors (/proc/PID/fd) of a process of another user",)
+    )
+    assert "belongs to another user" in _no_model_seen(other, "pid 7")  # type: ignore[arg-type]
+    unnamed = SimpleNamespace(files=(), notes=())
+    assert "name it with --model PATH" in _no_model_seen(unnamed, "pid 7")  # type: ignore[arg-type]
