@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchmarks.diagnose import summary_line
 from benchmarks.records import BenchResults, JobResult
-from benchmarks.summary import CEILING_FOR, MiB, Target, ceiling_of, rows_of
+from benchmarks.summary import MiB, Target, ceiling_of, reference, rows_of
 
 # What the destination costs a copying load, when the storage delivers more in discard mode.
 FAULT_HINT = (
@@ -22,7 +22,7 @@ UNEVEN_WORKERS = 1.15  # the slowest worker's seconds over the fastest's: an une
 def _ceiling_miss(job: JobResult) -> str:
     ceiling = ceiling_of(job) or 0.0
     parts: list[str] = []
-    found = job.ceilings.get(CEILING_FOR[job.cache])
+    found = reference(job)
     if found is not None and found.runs and ceiling:
         low, high = min(found.runs), max(found.runs)
         parts.append(

@@ -150,11 +150,18 @@ def rounds(
     for repeat in range(job.repeats):
         at = f"[{job.where} {repeat + 1}/{job.repeats}]"
         # The ceilings open every round, so each ratio compares runs made minutes apart at most.
-        for ceiling in measure_ceilings(model, job.ceilings, repeats=1, workers=job.workers).items:
+        measured = measure_ceilings(model, job.ceilings, repeats=1, workers=job.workers)
+        for ceiling in measured.items:
             ceiling_runs[ceiling.name].append(ceiling.mbps)
             verified[ceiling.name] = verified[ceiling.name] and bool(ceiling.verified)
             specs[ceiling.name] = ceiling.spec
             say(f"{at} ceiling {ceiling.name}: {ceiling.mbps:.0f}")
+        # The bound of a load that keeps its bytes, this round: the lower of both.
+        bound = measured.bound(keeps=True) if "memory_fill" in job.ceilings else None
+        if bound is not None:
+            ceiling_runs.setdefault("bound", []).append(bound.mbps)
+            verified["bound"] = verified.get("bound", True) and bool(bound.verified)
+            specs["bound"] = "the lower of storage and memory_fill, round by round"
         shift = repeat % len(entries) if entries else 0
         for entry in side_by_side(entries[shift:] + entries[:shift]):
             if entry.label in out.bounded:

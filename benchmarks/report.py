@@ -18,7 +18,7 @@ from benchmarks.regret_tables import (
     regret_summary,
     regret_table,
 )
-from benchmarks.summary import CEILING_FOR, MiB, Row, ceiling_of, library_of, rows_of
+from benchmarks.summary import REFERENCE_WORDS, MiB, Row, ceiling_of, library_of, rows_of
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
 from benchmarks.targets import all_targets
 from benchmarks.watch_tables import watch_section
@@ -31,7 +31,7 @@ ENV_TITLES = {
     "mounted files, the files behind the server stay as the page cache keeps them)",
 }
 TABLE_HEAD = (
-    "| configuration | MB/s median | min–max | × {ceiling} ceiling | × library "
+    "| configuration | MB/s median | min–max | × {ceiling} | × library "
     "| {cache} verified (resident before) |\n| --- | ---: | ---: | ---: | ---: | --- |"
 )
 
@@ -53,7 +53,7 @@ def job_table(job: JobResult) -> str:
     rows = rows_of(job)
     cache = job.cache
     ceiling, library = ceiling_of(job), library_of(rows)
-    lines = [TABLE_HEAD.format(ceiling=CEILING_FOR[cache].replace("_", " "), cache=cache)]
+    lines = [TABLE_HEAD.format(ceiling=REFERENCE_WORDS[cache], cache=cache)]
     for row in rows:
         if not row.ok and row.kind != "ceiling":
             lines.append(f"| {row.label} | {shown(job, row)} | – | – | – | {row.error or ''} |")

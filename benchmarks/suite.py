@@ -207,7 +207,11 @@ def jobs_for(profile: Profile, plan: Plan, path: Path, fmt: str, available: set[
                 entry = Entry(kind, name, options)
                 if all(e.kind != kind or e.spec != entry.spec for e in entries):
                     entries.append(entry)
-        names = ["sequential_read", "parallel_read"] if cold else ["parallel_read_warm"]
+        names = (
+            ["sequential_read", "parallel_read", "storage", "memory_fill"]
+            if cold
+            else ["parallel_read_warm"]
+        )
         budget = plan.recommend_budget_s if cold else 0.0
         repeats = plan.repeats or profile.repeats
         job = Job(plan.env, plan.model, str(path), cache, repeats, entries, names, budget)

@@ -11,7 +11,7 @@ import statistics
 
 from benchmarks.records import BenchResults, JobResult
 from benchmarks.summary import (
-    CEILING_FOR,
+    REFERENCE_WORDS,
     RSS_TARGET,
     Row,
     Target,
@@ -96,8 +96,8 @@ def applied_table(job: JobResult) -> str:
             f"{ratio_text(both)} | {ratio_text(to_runai)} | {ratio_text(rss)} | "
             f"{'✓' if load and load.verified else '✗'} |"
         )
-    name = CEILING_FOR[cache].replace("_", " ")
-    lines.append(f"| ceiling: {name} | {_mb(ceiling)} | 1.00× | | | | | | |")
+    name = REFERENCE_WORDS[cache]
+    lines.append(f"| {name} | {_mb(ceiling)} | 1.00× | | | | | | |")
     if runai is not None:
         lines.append(
             f"| peer: Run:ai Model Streamer | {shown(job, runai)} | "

@@ -79,7 +79,13 @@ if TYPE_CHECKING:
         recommend_with_loader,
     )
     from modelmon.core.measuring.candidate import Candidate, median_error
-    from modelmon.core.measuring.ceilings import CEILINGS, Ceiling, Ceilings, measure_ceilings
+    from modelmon.core.measuring.ceilings import (
+        CEILINGS,
+        Ceiling,
+        Ceilings,
+        keeps_bytes,
+        measure_ceilings,
+    )
     from modelmon.core.measuring.ranks import RanksResult, RanksRun, find_straggler
     from modelmon.core.measuring.recommend import BudgetUse, Recommendation, candidates, recommend
     from modelmon.core.metrics.base import MetricSpec
@@ -97,17 +103,17 @@ if TYPE_CHECKING:
     from modelmon.core.model.references import HF_SCHEME, HF_SYNTAX, OLLAMA_SCHEME, OLLAMA_SYNTAX
     from modelmon.core.model.synth import encode_safetensors_header, write_safetensors_model
     from modelmon.core.model.synth_gguf import write_gguf_model
+    from modelmon.core.output.answer import Answer, answer
     from modelmon.core.output.config import build_document, recommendation_document, write_config
     from modelmon.core.output.config import render as render_config
     from modelmon.core.output.explain import (
         explain,
         pick_speedup,
-        runs_words,
         shared_fd_caveat,
         times_text,
     )
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
-    from modelmon.core.output.loader import loader_explanation, loader_snippets
+    from modelmon.core.output.loader import loader_snippets
     from modelmon.core.output.snippets import snippets
     from modelmon.core.output.text import (
         memory_text,
@@ -181,7 +187,7 @@ _EXPORTS = (
     # Compare and choose: A/B, ceilings, recommend, the peer loaders
     ("modelmon.core.measuring.ab", "ABResult ABFailed Verdict SideSummary judge"),
     ("modelmon.core.measuring.ab_run", "run_ab"),
-    ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS"),
+    ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS keeps_bytes"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
     ("modelmon.core.measuring.candidate", "Candidate median_error"),
     (
@@ -262,10 +268,11 @@ _EXPORTS = (
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words"),
     (
         "modelmon.core.output.explain",
-        "explain runs_words shared_fd_caveat pick_speedup times_text",
+        "explain shared_fd_caveat pick_speedup times_text",
     ),
     ("modelmon.core.output.snippets", "snippets"),
-    ("modelmon.core.output.loader", "loader_explanation loader_snippets"),
+    ("modelmon.core.output.answer", "answer Answer"),
+    ("modelmon.core.output.loader", "loader_snippets"),
     ("modelmon.core.units", "human_bytes"),
 )
 # name -> (module, attribute)

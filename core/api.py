@@ -27,7 +27,7 @@ from modelmon.core.watching.result import Reference, WatchResult
 from modelmon.core.watching.watch import Watch
 
 PathLike = str | os.PathLike[str]
-COMPARE_CEILINGS = ("sequential_read", "parallel_read")
+COMPARE_CEILINGS = ("sequential_read", "parallel_read", "storage", "memory_fill")
 
 
 def _resolve(
@@ -99,13 +99,20 @@ def storage_references(
     paths: Sequence[str], repeats: int = 1, cancel: threading.Event | None = None
 ) -> tuple[Reference, ...]:
     """What this storage delivers on a watched load's model files, to hold its MB/s against:
-    modelmon's sequential and parallel read ceilings (cold, own descriptors, discard), each the
-    median of ``repeats`` runs; () when the files are not a model modelmon can read."""
+    plain readers' sequential and parallel reads, the storage's best and the memory fill (cold,
+    own descriptors), each the median of ``repeats`` runs, and last the bound of a load that
+    keeps its bytes, as a program's does; () when the files are not a model modelmon reads."""
     model = model_of(paths)
     if model is None:
         return ()
     ceilings = measure_ceilings(model, COMPARE_CEILINGS, repeats=repeats, cancel=cancel)
-    return tuple(Reference(c.name, c.mbps, c.spec) for c in ceilings.items)
+    found = [Reference(c.name, c.mbps, c.spec) for c in ceilings.items]
+    bound = ceilings.bound(keeps=True)
+    if bound is not None:
+        found.append(
+            Reference("bound", bound.mbps, f"the lower of storage and memory_fill: {bound.name}")
+        )
+    return tuple(found)
 
 
 def watch(command: Sequence[str] | None = None, **options: Any) -> WatchResult:

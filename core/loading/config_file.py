@@ -44,6 +44,7 @@ RECOMMENDATION_KEYS: dict[str, tuple[Check, str]] = {
     "median_mbps": (_number, "MB/s"),
     "runs": (_count, "a run count"),
     "in_config": (_bool, "true or false"),
+    "apply": (_str, "an [apply] key"),
 }
 # [loader]: the user's loader measured beside modelmon (recommend --loader / --engine): as it
 # is, the change picked and its gain over its baseline, modelmon's best in the same rounds.
@@ -102,12 +103,15 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
         "budget_seconds": (_number, "seconds"),
         "peak_rss_bytes": (_count, "a byte count"),
         "process_tree_peak_rss_bytes": (_count, "a byte count"),
+        "above_bound": (_bool, "true or false"),
+        "bound": (lambda v: isinstance(v, dict), "a table"),
         "ceilings_mbps": (
             lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
             "MB/s by name",
         ),
     },
     "apply": {"*": (_str, "a snippet")},
+    "apply_evidence": {"*": (_str, "a sentence")},
     "recommendation": RECOMMENDATION_KEYS,
     "identity": IDENTITY_KEYS,
     "loader": LOADER_KEYS,
@@ -128,6 +132,7 @@ TOP_KEYS = {
     "evidence",
     "alternatives",
     "apply",
+    "apply_evidence",
     "explanation",
     "identity",
     "recommendation",

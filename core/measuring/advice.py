@@ -203,7 +203,16 @@ def advise(
         [as_is, *first] if leader is not None and leader.baseline is engine_as_is else [as_is]
     )
     finalists += [e for e in (leader, best) if e is not None]
+    needed = (EVIDENCE_RUNS - 1) * sum(rounds.pace(e) for e in finalists if e.candidate.results)
+    if needed > rounds.left():
+        say(
+            f"the evidence rounds ({EVIDENCE_RUNS} cold runs of each of {len(finalists)} "
+            f"finalists) need about {needed:.0f} s more: "
+            f"{needed - max(rounds.left(), 0.0):.0f} s past the budget"
+        )
     total = rounds.settle(finalists)
+    if rounds.unsettled:
+        notes.append(rounds.unsettled)
     for entry in [*first, *changes, best]:
         entry.candidate.verdict = entry.verdict()
     pick = recommendable(leader, notes)

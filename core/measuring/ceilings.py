@@ -1,13 +1,17 @@
-"""Ceilings: what the hardware gives on this very file, measured in this session.
+"""Ceilings: what the storage and the memory give on this very file, measured in this
+session by plain code that is none of modelmon's strategies (``measuring.bounds``), so that a
+change to a strategy never moves the bar it is judged by.
 
-Results are reported as a fraction of these, so "78 %" means something on NVMe, on a
-throttled disk and on a FUSE mount alike.
-- sequential_read: one worker, one descriptor, large reads front to back, cold.
-- parallel_read: several workers, each its own descriptor and contiguous range, cold.
+- sequential_read: one plain reader, one descriptor, 16 MiB reads front to back, cold.
+- parallel_read: several plain readers, each its own descriptor and contiguous range, cold.
 - parallel_read_warm: the same from a verified-warm page cache (the ceiling for warm loads).
+- storage: the best of a small sweep of plain readers (readers × request size, buffered and,
+  where the file system takes it, O_DIRECT), cold: the bound of a load that discards, or
+  maps, its bytes.
+- memory_fill: how fast fresh memory is faulted in and filled while plain reads of the model
+  run beside it: with the storage, the bound of a load that keeps its bytes.
 - memcpy: RAM-to-RAM copy bandwidth, the bound on any copy out of the page cache.
-Reads run in discard mode (bounded buffers), so no ceiling pays for page faults on destination
-arrays that a real load would pay for: they are upper bounds, as ceilings should be.
+A load is judged against the bound that applies to it (``Ceilings.bound``).
 """
 
 from __future__ import annotations
@@ -24,11 +28,30 @@ import numpy as np
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.preflight import refuse_objects
-from modelmon.core.loading.runner import LoadRun
+from modelmon.core.measuring.bounds import (
+    FILL_BYTES,
+    Reading,
+    direct_supported,
+    fill_rate,
+    plain_read,
+)
+from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions, MiB
+from modelmon.core.options import CacheMode, MiB
+from modelmon.core.system.cache import prepare
+from modelmon.core.system.memory import memory_facts
 
-CEILINGS = ("sequential_read", "parallel_read", "parallel_read_warm", "memcpy")
+CEILINGS = (
+    "sequential_read",
+    "parallel_read",
+    "parallel_read_warm",
+    "storage",
+    "memory_fill",
+    "memcpy",
+)
+# The strategies whose loads keep no copy of the bytes (tensors are views of the mapping):
+# the storage alone bounds them, as it bounds a load that discards.
+VIEWS = ("mmap-view",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +63,51 @@ class Ceiling:
     verified: bool | None  # every run started in the cache state asked for (None: no cache)
     measured_at: float = 0.0  # time.time() when it was measured (0: unknown)
     wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
+
+    @property
+    def spread(self) -> float:
+        """Half the range of its runs against their median: how far one run may land."""
+        if len(self.runs) < 2 or self.mbps <= 0:
+            return 0.0
+        return (max(self.runs) - min(self.runs)) / 2 / self.mbps
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """A load's rate against the bound that applies to it."""
+
+    fraction: float
+    bound: Ceiling
+    keeps: bool  # the load keeps its bytes (bounded by the memory fill too)
+
+    @property
+    def above(self) -> bool:
+        """Above its bound by more than the bound's own spread: not an efficiency but a sign
+        that something below the guest (a host's cache that cold cannot drop) served it."""
+        return self.fraction > 1 + max(self.bound.spread, 0.02)
+
+    def words(self) -> str:
+        """ "87 % of the storage bound" or, above it, what that means."""
+        name = BOUND_WORDS.get(self.bound.name, self.bound.name.replace("_", " "))
+        if self.above:
+            return (
+                f"{self.fraction:.0%} of the {name}: above it, so a cache this machine cannot "
+                "drop (the host's, below the guest) served some reads: not an efficiency"
+            )
+        return f"{self.fraction:.0%} of the {name}"
+
+
+BOUND_WORDS = {
+    "storage": "storage bound",
+    "memory_fill": "memory-fill bound",
+    "parallel_read": "parallel-read ceiling",
+    "parallel_read_warm": "warm parallel-read ceiling",
+}
+
+
+def keeps_bytes(strategy: str, discard: bool) -> bool:
+    """Whether a load keeps a copy of the bytes in fresh memory (and pays to fill it)."""
+    return not discard and strategy not in VIEWS
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +130,38 @@ class Ceilings:
         ceiling = self.get(name)
         return mbps / ceiling.mbps if ceiling and ceiling.mbps > 0 else None
 
+    def bound(self, keeps: bool, warm: bool = False) -> Ceiling | None:
+        """The bound of a load: from a warm cache, the warm parallel read; else the storage
+        (the plain parallel read where the sweep was not measured), and for a load that keeps
+        its bytes the memory fill too, whichever is lower."""
+        if warm and self.get("parallel_read_warm") is not None:
+            return self.get("parallel_read_warm")
+        storage = self.get("storage") or self.get("parallel_read")
+        fill = self.get("memory_fill") if keeps else None
+        found = [c for c in (storage, fill) if c is not None and c.mbps > 0]
+        return min(found, key=lambda c: c.mbps) if found else None
+
+    def efficiency(self, mbps: float, keeps: bool, warm: bool = False) -> Efficiency | None:
+        bound = self.bound(keeps, warm)
+        if bound is None or mbps <= 0:
+            return None
+        return Efficiency(mbps / bound.mbps, bound, keeps)
+
+    def binding_words(self) -> str:
+        """Which bound binds a load that keeps its bytes, in one sentence ("" unmeasured)."""
+        storage, fill = self.get("storage"), self.get("memory_fill")
+        if storage is None or fill is None:
+            return ""
+        if fill.mbps < storage.mbps:
+            return (
+                f"A load that keeps its bytes is limited here by filling fresh memory, not by "
+                f"the storage: {fill.mbps:.0f} MB/s to fill against {storage.mbps:.0f} to read."
+            )
+        return (
+            f"A load that keeps its bytes is limited here by the storage, not by filling "
+            f"fresh memory: {storage.mbps:.0f} MB/s to read against {fill.mbps:.0f} to fill."
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "ceilings": [asdict(c) for c in self.items]}
 
@@ -83,26 +183,15 @@ def memcpy_mbps(size: int = 256 * MiB, repeats: int = 3) -> float:
     return best
 
 
-def _read_ceiling(
-    model: Model, name: str, options: LoadOptions, repeats: int, cancel: threading.Event | None
+def _cold_or_warm(paths: list[str], cache: CacheMode, cancel: threading.Event | None) -> bool:
+    """Put the files in ``cache`` and say whether it was verified."""
+    state = prepare(paths, cache, cancel)
+    return state.cold if cache == "cold" else state.warm
+
+
+def _ceiling(
+    name: str, runs: list[float], spec: str, verified: bool | None, walls: Sequence[float] = ()
 ) -> Ceiling:
-    runs: list[float] = []
-    walls: list[float] = []
-    verified = True
-    for _ in range(repeats):
-        started = time.monotonic()
-        result = LoadRun(model, "sequential", options, cancel=cancel).run()
-        walls.append(time.monotonic() - started)
-        if result.status != "ok":
-            raise LoadError(f"ceiling {name}: {result.status}: {result.error}")
-        runs.append(result.mbps)
-        verified = verified and (
-            result.cache.cold if options.cache == "cold" else result.cache.warm
-        )
-    spec = (
-        f"sequential, {options.workers} worker(s), own descriptors, "
-        f"{options.chunk // MiB} MiB reads, {options.cache}, discard"
-    )
     return Ceiling(
         name,
         statistics.median(runs),
@@ -110,8 +199,102 @@ def _read_ceiling(
         spec,
         verified,
         measured_at=time.time(),
-        wall_s=statistics.median(walls),
+        wall_s=statistics.median(walls) if walls else 0.0,
     )
+
+
+class _Plain:
+    """Plain reads of one model, each from the cache state asked for; a reading of each
+    setting kept, so that the sweep and the named ceilings share their runs."""
+
+    def __init__(self, model: Model, cancel: threading.Event | None) -> None:
+        self.paths = [f.path for f in model.files]
+        self.cancel = cancel
+        self.readings: dict[tuple[int, int, bool, str], list[Reading]] = {}
+        self.walls: dict[tuple[int, int, bool, str], list[float]] = {}
+        self.verified: dict[tuple[int, int, bool, str], list[bool]] = {}
+
+    def read(self, readers: int, request: int, direct: bool, cache: CacheMode) -> Reading:
+        if self.cancel is not None and self.cancel.is_set():
+            raise LoadError("ceiling: cancelled")
+        key = (readers, request, direct, cache)
+        started = time.monotonic()
+        self.verified.setdefault(key, []).append(_cold_or_warm(self.paths, cache, self.cancel))
+        try:
+            reading = plain_read(self.paths, readers, request, direct=direct)
+        except OSError as exc:
+            raise LoadError(f"ceiling: plain read of {self.paths[0]} failed: {exc}") from None
+        self.readings.setdefault(key, []).append(reading)
+        self.walls.setdefault(key, []).append(time.monotonic() - started)
+        return reading
+
+    def named(
+        self, name: str, readers: int, request: int, cache: CacheMode, repeats: int
+    ) -> Ceiling:
+        """``repeats`` runs of one setting (those the sweep made count) as ceiling ``name``."""
+        key = (readers, request, False, cache)
+        while len(self.readings.get(key, [])) < repeats:
+            self.read(readers, request, False, cache)
+        spec = (
+            f"plain reader, {readers} thread(s), own descriptors, {request // MiB} MiB "
+            f"reads, {cache}, discard"
+        )
+        runs = [r.mbps for r in self.readings[key][:repeats]]
+        verified = all(self.verified[key][:repeats])
+        return _ceiling(name, runs, spec, verified, self.walls[key][:repeats])
+
+    def sweep(self, parallel: int, repeats: int) -> Ceiling:
+        """The best of a sweep of plain readers, cold, then repeated to ``repeats`` runs."""
+        settings = [(1, 16 * MiB, False), (parallel, 16 * MiB, False), (parallel, MiB, False)]
+        settings.append((2 * parallel, 16 * MiB, False))
+        if direct_supported(self.paths[0]):
+            settings.append((parallel, 16 * MiB, True))
+        for readers, request, direct in settings:
+            if not self.readings.get((readers, request, direct, "cold")):
+                self.read(readers, request, direct, "cold")
+        best = max(settings, key=lambda s: self.readings[(*s, "cold")][0].mbps)
+        while len(self.readings[(*best, "cold")]) < repeats:
+            self.read(*best, "cold")
+        runs = [r.mbps for r in self.readings[(*best, "cold")]]
+        verified = all(all(self.verified[(*s, "cold")]) for s in settings)
+        swept = "; ".join(
+            f"{self.readings[(*s, 'cold')][0].setting}: "
+            f"{self.readings[(*s, 'cold')][0].mbps:.0f} MB/s"
+            for s in settings
+        )
+        setting = self.readings[(*best, "cold")][0].setting
+        spec = f"plain reader, best of a sweep: {setting} (swept: {swept}), cold, discard"
+        return _ceiling("storage", runs, spec, verified)
+
+    def fill(self, model: Model, parallel: int, repeats: int) -> Ceiling:
+        """Fresh memory filled by ``parallel`` threads while plain reads of the model run
+        beside it, from a cold cache."""
+        size = min(FILL_BYTES, max(model.file_bytes, 64 * MiB), memory_facts().usable // 4)
+        runs: list[float] = []
+        verified = True
+        failed: list[OSError] = []
+
+        def read_beside() -> None:
+            try:
+                plain_read(self.paths, parallel, 16 * MiB)
+            except OSError as exc:  # said after the fill, one line
+                failed.append(exc)
+
+        for _ in range(repeats):
+            verified = _cold_or_warm(self.paths, "cold", self.cancel) and verified
+            beside = threading.Thread(target=read_beside, name="modelmon-plain-read-beside")
+            beside.start()
+            try:
+                runs.append(fill_rate(size, parallel))
+            finally:
+                beside.join()
+            if failed:
+                raise LoadError(f"ceiling: plain read of {self.paths[0]} failed: {failed[0]}")
+        spec = (
+            f"{parallel} threads filling {size // MiB} MiB of fresh memory from /dev/zero, "
+            "beside plain cold reads of the model"
+        )
+        return _ceiling("memory_fill", runs, spec, verified)
 
 
 def measure_ceilings(
@@ -126,38 +309,34 @@ def measure_ceilings(
 ) -> Ceilings:
     """Measure the named ceilings on ``model``'s files; each is the median of ``repeats``."""
     refuse_objects(model)
+    require_tensor_bytes(model)  # nothing to read: no bound to measure
     unknown = set(names) - set(CEILINGS)
     if unknown:
         raise ValueError(f"unknown ceiling {sorted(unknown)[0]!r}; known: {', '.join(CEILINGS)}")
     parallel = workers or default_parallelism()
-    plans = {
-        "sequential_read": LoadOptions(
-            workers=1, threads=1, chunk=chunk, cache="cold", discard=True
-        ),
-        "parallel_read": LoadOptions(
-            workers=parallel, threads=1, chunk=chunk, cache="cold", discard=True
-        ),
-        "parallel_read_warm": LoadOptions(
-            workers=parallel, threads=1, chunk=chunk, cache="warm", discard=True
-        ),
+    plain = _Plain(model, cancel)
+    plans: dict[str, tuple[int, CacheMode]] = {
+        "sequential_read": (1, "cold"),
+        "parallel_read": (parallel, "cold"),
+        "parallel_read_warm": (parallel, "warm"),
     }
+    # The sweep first: the named reads reuse its runs of their settings.
+    order = sorted(names, key=lambda name: name != "storage")
     items: list[Ceiling] = []
-    for name in names:
+    for name in order:
         if cancel is not None and cancel.is_set():
             break
         if name == "memcpy":
-            runs = tuple(memcpy_mbps() for _ in range(repeats))
-            ceiling = Ceiling(
-                name,
-                statistics.median(runs),
-                runs,
-                "numpy copy of a 256 MiB buffer in RAM",
-                None,
-                measured_at=time.time(),
-            )
+            runs = [memcpy_mbps() for _ in range(repeats)]
+            ceiling = _ceiling(name, runs, "numpy copy of a 256 MiB buffer in RAM", None)
+        elif name == "storage":
+            ceiling = plain.sweep(parallel, repeats)
+        elif name == "memory_fill":
+            ceiling = plain.fill(model, parallel, repeats)
         else:
-            ceiling = _read_ceiling(model, name, plans[name], repeats, cancel)
+            readers, cache = plans[name]
+            ceiling = plain.named(name, readers, chunk, cache, repeats)
         items.append(ceiling)
         if on_ceiling is not None:
             on_ceiling(ceiling)
-    return Ceilings(model.path, tuple(items))
+    return Ceilings(model.path, tuple(sorted(items, key=lambda c: CEILINGS.index(c.name))))

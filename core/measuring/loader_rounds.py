@@ -13,7 +13,8 @@ three runs of each side, and a figure the user is told ("163 MB/s") must hold wh
 it again. So while a finalist's median is known less finely than ``LOADER_MEDIAN_ERROR``
 (``measuring.candidate.median_error``: a loader that maps the file on a FUSE mount varies
 ±10 % from run to run, and a median of five such runs moves by more than 10 % between two
-sets), the rounds go on, to ``LOADER_MAX_ROUNDS``; a loader whose runs agree stops at three.
+sets), the rounds go on while the budget holds another, to ``LOADER_MAX_ROUNDS``; a loader
+whose runs agree stops at three, and one the budget stops first is said to be so.
 And on network storage each run waits for the mount to
 rest after the last (``cache.rest_storage``): a run right after modelmon's parallel best read
 up to 17 % faster on a FUSE mount than the same run after the loader as it is, so the
@@ -118,6 +119,7 @@ class LoaderRounds:
         self.round = 0
         self.warmed: set[str] = set()  # the programs' code read in (``ProgramConfig.code``)
         self.starts: list[float] = []  # seconds from a program's start to its first byte
+        self.unsettled = ""  # a median the budget left known less finely than wanted
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -215,7 +217,9 @@ class LoaderRounds:
             short = any(len(e.candidate.results) < EVIDENCE_RUNS for e in alive)
             wide = any(not median_known(e.candidate) for e in alive)
             needed = sum(self.pace(e) for e in alive)
-            if not short and not wide and self.left() < needed:
+            if not short and self.left() < needed:
+                if wide:  # the budget ends first: said, not run past it
+                    self.unsettled = why_more(alive, settled=False)
                 break
             if wide and not short:
                 self.say(why_more(alive))
@@ -233,14 +237,17 @@ def median_known(candidate: Candidate) -> bool:
     return not candidate.results or candidate.median_error <= LOADER_MEDIAN_ERROR
 
 
-def why_more(finalists: list[Entry]) -> str:
-    """Why another round runs past the evidence: the finalist whose median is least known."""
+def why_more(finalists: list[Entry], settled: bool = True) -> str:
+    """Why another round runs past the evidence (``settled`` False: why one would have, had
+    the budget allowed): the finalist whose median is least known."""
     widest = max(finalists, key=lambda e: e.candidate.median_error)
-    return (
+    known = (
         f"{widest.spec}: its median is known to ±{widest.candidate.median_error:.1%} over "
-        f"{len(widest.candidate.results)} runs; more rounds until ±{LOADER_MEDIAN_ERROR:.0%} "
-        f"({LOADER_MAX_ROUNDS} at most)"
+        f"{len(widest.candidate.results)} runs"
     )
+    if not settled:
+        return f"{known}, not ±{LOADER_MEDIAN_ERROR:.0%}: a longer budget would settle it"
+    return f"{known}; more rounds until ±{LOADER_MEDIAN_ERROR:.0%} ({LOADER_MAX_ROUNDS} at most)"
 
 
 def best_change(changes: list[Entry]) -> Entry | None:

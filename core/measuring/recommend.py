@@ -175,7 +175,7 @@ def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:
     )
 
 
-NEEDED_CEILINGS = ("sequential_read", "parallel_read", "memcpy")
+NEEDED_CEILINGS = ("sequential_read", "parallel_read", "storage", "memory_fill", "memcpy")
 
 
 def _first_pace(model: Model, ceilings: Ceilings) -> float:
@@ -229,7 +229,10 @@ def recommend(
     if missing:
         # A file in RAM (tmpfs) cannot be made cold: its reads are not called cold.
         cold = "" if facts.fs_type in RAM_FS_TYPES else "cold "
-        say(f"measuring the ceilings of this storage ({cold}sequential and parallel reads, memcpy)")
+        say(
+            f"measuring the ceilings of this storage and memory ({cold}plain reads, "
+            "filling fresh memory, memcpy)"
+        )
     else:
         say("using the ceilings already measured on this model in this session")
     ceilings = known.merged(

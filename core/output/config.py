@@ -16,11 +16,12 @@ import tomli_w
 from modelmon.core.errors import ConfigError
 from modelmon.core.loading.config_file import FORMAT_VERSION
 from modelmon.core.loading.identity import model_identity
+from modelmon.core.measuring.ceilings import keeps_bytes
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.explain import explain
-from modelmon.core.output.snippets import apply_snippets
+from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.outputs import check_output
 from modelmon.core.system.storage import storage_facts
@@ -105,16 +106,17 @@ def build_document(
     trees = [r.process_tree_peak_rss for r in runs]
     if all(tree is not None for tree in trees):
         evidence["process_tree_peak_rss_bytes"] = max(t for t in trees if t is not None)
-    fraction = None if ceilings is None else ceilings.fraction(winner.median_mbps, "parallel_read")
-    if fraction is not None:
-        evidence |= {"ceiling": "parallel_read", "fraction_of_ceiling": round(fraction, 3)}
+    if ceilings is not None:
+        evidence |= bound_evidence(ceilings, winner)
     chosen = pick or winner
-    apply = apply_snippets(model, winner, tuple(ranked), config_name, tuple(peers))
+    lines = snippets(model, winner, tuple(ranked), config_name, tuple(peers))
+    evidence_of = _evidence(lines)
     if chosen is not winner:
-        apply["modelmon"] += (
-            f"  (modelmon's best; the overall pick is {chosen.spec} at "
-            f"{chosen.median_mbps:.0f} MB/s, see [recommendation])"
+        evidence_of["modelmon"] += (
+            f"; modelmon's best: the overall pick is {chosen.spec} at "
+            f"{chosen.median_mbps:.0f} MB/s, see [recommendation]"
         )
+    matched = matching(lines, chosen)
     return {
         "format_version": FORMAT_VERSION,
         "model": {
@@ -139,7 +141,8 @@ def build_document(
             for rank, c in enumerate(ranked, 1)
             if c is not winner
         ],
-        "apply": apply,
+        "apply": {s.tool: s.text for s in lines},
+        "apply_evidence": evidence_of,
         "explanation": list(explanation),
         "identity": model_identity(model),
         "recommendation": {
@@ -148,7 +151,35 @@ def build_document(
             "median_mbps": round(chosen.median_mbps, 1),
             "runs": len(chosen.results),
             "in_config": chosen is winner,
+            **({"apply": matched} if matched else {}),
         },
+    }
+
+
+def bound_evidence(ceilings: Ceilings, winner: Candidate) -> dict[str, Any]:
+    """The evidence's bound: the storage's and the memory fill's rates, the bound of the
+    winner's load (discard or mapped: the storage; keeping its bytes: the lower of both),
+    its spread, what each was measured with, and the winner's fraction of it."""
+    keeps = keeps_bytes(winner.strategy, winner.options.discard)
+    efficiency = ceilings.efficiency(winner.median_mbps, keeps)
+    if efficiency is None:
+        return {}
+    storage, fill = ceilings.get("storage"), ceilings.get("memory_fill")
+    bound: dict[str, Any] = {
+        "bound": efficiency.bound.name,
+        "bound_mbps": round(efficiency.bound.mbps, 1),
+        "spread": round(efficiency.bound.spread, 3),
+        "load_keeps_bytes": keeps,
+    }
+    for name, ceiling in (("storage", storage), ("memory_fill", fill)):
+        if ceiling is not None:
+            bound[f"{name}_mbps"] = round(ceiling.mbps, 1)
+            bound[f"{name}_measured_with"] = ceiling.spec
+    return {
+        "ceiling": efficiency.bound.name,
+        "fraction_of_ceiling": round(efficiency.fraction, 3),
+        "above_bound": efficiency.above,
+        "bound": bound,
     }
 
 
@@ -183,6 +214,10 @@ KEEP_UNVERIFIED_COMMENT = (
     "{cache}\n# cache and did not always start from one (all_runs_verified = false): its "
     "figures\n# {missed}."
 )
+APPLY_COMMENT = (
+    "# Each value is pasted as it is; what measured it (or that nothing did) is in "
+    "[apply_evidence]."
+)
 MISSED = {
     "cold": "include pages that were already in RAM",
     "warm": "include reads from the storage",
@@ -196,6 +231,7 @@ def render(document: Mapping[str, Any]) -> str:
     evidence_cache = evidence.get("cache")
     verified = evidence.get("all_runs_verified", True)
     comment = KEEP_COMMENT if verified else KEEP_UNVERIFIED_COMMENT
+    picked = document.get("recommendation", {}).get("apply")
     lines, section = [], ""
     for line in text.splitlines():
         if line.startswith("["):
@@ -203,6 +239,10 @@ def render(document: Mapping[str, Any]) -> str:
         if section == "[recommended]" and line == 'cache = "keep"' and evidence_cache:
             missed = MISSED.get(evidence_cache, "are not those of that state")
             lines.extend(comment.format(cache=evidence_cache, missed=missed).splitlines())
+        if line == "[apply]":
+            lines.append(APPLY_COMMENT)
+        if section == "[apply]" and picked and line.split("=", 1)[0].strip(' "') == picked:
+            lines.append("# ↓ the line that does what the pick does ([recommendation] apply)")
         lines.append(line)
     return "\n".join(lines) + "\n"
 
@@ -242,11 +282,23 @@ def recommendation_document(
         pick=rec.used,
     )
     if advice is not None:
-        mine = {s.tool: s.line() for s in loader_snippets(advice, rec.model)}
+        lines = loader_snippets(advice, rec.model)
+        mine = {s.tool: s.text for s in lines}
         dropped = {*mine, *superseded(advice)}
-        document["apply"] = mine | {k: v for k, v in document["apply"].items() if k not in dropped}
+        for table, own in (("apply", mine), ("apply_evidence", _evidence(lines))):
+            kept = {k: v for k, v in document[table].items() if k not in dropped}
+            document[table] = own | kept
+        pick = advice.pick or advice.loader
+        document["recommendation"]["apply"] = matching(lines, pick) or next(iter(mine), "")
+        if not document["recommendation"]["apply"]:
+            del document["recommendation"]["apply"]
         document["loader"] = loader_table(advice)
     return document
+
+
+def _evidence(lines: Sequence[Snippet]) -> dict[str, str]:
+    """The [apply_evidence] table: what stands behind each [apply] line, by tool."""
+    return {s.tool: s.evidence() for s in lines}
 
 
 def _note(candidate: Candidate) -> str:

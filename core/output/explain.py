@@ -13,6 +13,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.ceilings import keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
 from modelmon.core.output.verdict import spread_words
@@ -190,8 +191,11 @@ def _peers(rec: Recommendation) -> list[str]:
         settings = ", ".join(f"{k}={v}" for k, v in program.knobs) or "its defaults"
         # The file's evidence is of modelmon's best: its share of the ceiling is said here
         # too, so that the sentence and the file's fraction_of_ceiling agree.
-        fraction = rec.ceilings.fraction(rec.winner.median_mbps, "parallel_read")
-        share = f", {fraction:.0%} of the parallel-read ceiling" if fraction else ""
+        winner = rec.winner
+        efficiency = rec.ceilings.efficiency(
+            winner.median_mbps, keeps_bytes(winner.strategy, winner.options.discard)
+        )
+        share = f", {efficiency.words()}" if efficiency is not None else ""
         lines.append(
             f"Use {loader.description or loader.label} with {settings}: "
             f"{rec.pick.median_mbps:.0f} MB/s "
@@ -303,13 +307,22 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     lines = []
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
     sequential, parallel = ceilings.get("sequential_read"), ceilings.get("parallel_read")
+    storage = ceilings.get("storage")
     if sequential and parallel:
         cold = sequential.verified and parallel.verified
-        lines.append(
-            f"Measured on this file, {'cold' if cold else 'not verified cold'}: one reader "
-            f"streams {sequential.mbps:.0f} MB/s; parallel readers with their own descriptors "
-            f"reach {parallel.mbps:.0f} MB/s (the ceilings)."
+        best = (
+            f"; the best plain reader, {storage.mbps:.0f} MB/s, is the storage bound"
+            if storage is not None
+            else " (the ceilings)"
         )
+        lines.append(
+            f"Measured on this file by plain readers, {'cold' if cold else 'not verified cold'}"
+            f": one streams {sequential.mbps:.0f} MB/s; parallel ones with their own "
+            f"descriptors reach {parallel.mbps:.0f} MB/s{best}."
+        )
+    binding = ceilings.binding_words()
+    if binding:
+        lines.append(binding)
     if rec.streaming:
         lines.append(
             f"The model ({human_bytes(rec.model.total_bytes)}) is larger than the "
@@ -317,8 +330,10 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
             "mode, bounded buffers) were measured and recommended: a warm-up pass or a full "
             "in-RAM load would evict its own pages or be killed for lack of memory."
         )
-    fraction = ceilings.fraction(used.median_mbps, "parallel_read")
-    ceiling_text = f", {fraction:.0%} of the parallel-read ceiling" if fraction else ""
+    efficiency = ceilings.efficiency(
+        used.median_mbps, keeps_bytes(used.strategy, used.options.discard)
+    )
+    ceiling_text = f", {efficiency.words()}" if efficiency is not None else ""
     lines.append(
         f"Best: {used.spec} at {used.median_mbps:.0f} MB/s ({_runs_text(used)}){ceiling_text}."
     )

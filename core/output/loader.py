@@ -131,8 +131,8 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
     return lines
 
 
-def _snippet(tool: str, text: str, candidate: Candidate, note: str = "") -> Snippet:
-    return Snippet(tool, text, candidate.spec, candidate.median_mbps, len(candidate.results), note)
+def _snippet(tool: str, text: str, model: Model, candidate: Candidate, note: str = "") -> Snippet:
+    return Snippet.of(tool, text, model, candidate, runs=True, note=note)
 
 
 def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
@@ -148,16 +148,20 @@ def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
     if program.readahead is not None:
         commands = permanent_readahead(model, program.readahead)
         if commands:
-            out.append(_snippet("readahead-device", "; or ".join(commands), chosen))
+            others = f"  (or: {'; '.join(commands[1:])})" if commands[1:] else ""
+            out.append(_snippet("readahead-device", commands[0] + others, model, chosen))
     if program.kind == "cmd":
         assert program.command_words is not None
-        out.append(_snippet("your-loader", program.command_words.text, chosen))
+        # The user's own command, as they wrote it: nothing in it is a placeholder.
+        words = program.command_words.text
+        runs = len(chosen.results)
+        out.append(Snippet("your-loader", words, chosen.spec, chosen.median_mbps, runs))
         return out
     engine = get_engine(str(program.engine))
     settings = program.settings
-    out.append(_snippet(engine.name, engine.snippet(settings), chosen))
+    out.append(_snippet(engine.name, engine.snippet(settings), model, chosen))
     for tool, line in engine.also:
-        out.append(_snippet(tool, line(settings), chosen, "the same loader"))
+        out.append(_snippet(tool, line(settings), model, chosen, "the same loader"))
     if advice.for_engine is not None:
         target = get_engine(advice.for_engine)
         gain = advice.gain(chosen) if chosen is advice.pick else None
@@ -166,7 +170,7 @@ def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
             f"{target.label} does not run here; translated from {chosen.spec} "
             f"({chosen.median_mbps:.0f} MB/s{versus})"
         )
-        out.append(Snippet(target.name, target.snippet(settings), None, None, None, note))
+        out.append(Snippet.of(target.name, target.snippet(settings), model, None, note=note))
     return out
 
 

@@ -5,31 +5,57 @@ that does what it does, or not measured here: the config file's ``[apply]`` tabl
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
 from modelmon.core.output.explain import permanent_readahead
+from modelmon.core.output.paste import pasteable
 
 
 @dataclass(frozen=True, slots=True)
 class Snippet:
     tool: str
-    text: str
+    text: str  # pasted as it is: the model's path in, no remarks (``output.paste``)
     measured_as: str | None  # the spec of the measured candidate that stands for it
     mbps: float | None
     runs: int | None = None  # the runs its MB/s is the median of, where said
     note: str = ""  # how it relates to what was measured ("the same loader", "translated...")
+    aside: str = ""  # what the line leaves unsaid ("mmap, the default")
 
-    def line(self) -> str:
+    def evidence(self) -> str:
+        """What stands behind the line: measured here (as what, at what rate), or not."""
+        about = f"{self.aside}; " if self.aside else ""
         note = f"; {self.note}" if self.note else ""
         if self.measured_as is None:
-            return f"{self.text}   [not measured here{': ' + self.note if self.note else ''}]"
+            return f"{about}not measured here{': ' + self.note if self.note else ''}"
         runs = f", {self.runs} runs" if self.runs else ""
-        return (
-            f"{self.text}   [measured here as {self.measured_as}: {self.mbps:.0f} MB/s{runs}{note}]"
-        )
+        return f"{about}measured here as {self.measured_as}: {self.mbps:.0f} MB/s{runs}{note}"
+
+    def line(self) -> str:
+        """The line and its evidence, as a shell or Python comment beside it."""
+        return f"{self.text}   # {self.evidence()}"
+
+    @classmethod
+    def of(
+        cls,
+        tool: str,
+        template: str,
+        model: Model,
+        stand_in: Candidate | None,
+        *,
+        runs: bool = False,
+        note: str = "",
+    ) -> Snippet:
+        """A snippet from a loader's line (``PATH`` where the model goes), measured as
+        ``stand_in`` (None: not measured here); ``runs``: say how many runs."""
+        ready = pasteable(template, model)
+        if stand_in is None:
+            return cls(tool, ready.code, None, None, None, note, ready.aside)
+        count = len(stand_in.results) if runs else None
+        return cls(tool, ready.code, stand_in.spec, stand_in.median_mbps, count, note, ready.aside)
 
 
 def _stand_in(pool: tuple[Candidate, ...], test: Callable[[Candidate], bool]) -> Candidate | None:
@@ -49,9 +75,7 @@ def snippets(
     pool = (*ranked, *peers)
 
     def snip(tool: str, text: str, stand_in: Candidate | None) -> Snippet:
-        if stand_in is None:
-            return Snippet(tool, text, None, None)
-        return Snippet(tool, text, stand_in.spec, stand_in.median_mbps)
+        return Snippet.of(tool, text, model, stand_in)
 
     def whole_reads(c: Candidate) -> bool:  # one reader, each file read front to back
         return c.strategy == "sequential" and c.readers == 1
@@ -62,25 +86,26 @@ def snippets(
     def engine(name: str) -> Callable[[Candidate], bool]:
         return lambda c: c.program is not None and c.program.engine == name
 
-    out = [snip("modelmon", f'modelmon.core.load(path, config="{config_name}")', winner)]
+    own = f"modelmon.core.load({os.path.abspath(model.path)!r}, config={config_name!r})"
+    out = [snip("modelmon", own, winner)]
     if model.format == "safetensors":
         whole = _stand_in(pool, whole_reads)
         out.append(
             snip(
                 "safetensors",
-                "safetensors.safe_open(path, framework='pt') (mmap)",
+                "safetensors.safe_open(PATH, framework='pt')  (mmap)",
                 _stand_in(pool, lambda c: engine("safetensors")(c) or c.strategy == "library"),
             )
         )
         out.append(
             snip(
                 "safetensors-read",
-                "safetensors.torch.load(open(path, 'rb').read())  (read whole, no mmap)",
+                "safetensors.torch.load(open(PATH, 'rb').read())  (read whole, no mmap)",
                 whole,
             )
         )
         out.append(
-            snip("diffusers", "DiffusionPipeline.from_pretrained(path, disable_mmap=True)", whole)
+            snip("diffusers", "DiffusionPipeline.from_pretrained(PATH, disable_mmap=True)", whole)
         )
         out.append(snip("vllm-eager", "vllm serve PATH --safetensors-load-strategy eager", whole))
         out.append(
@@ -142,13 +167,14 @@ def snippets(
     if winner.options.readahead is not None:
         commands = permanent_readahead(model, winner.options.readahead)
         if commands:
-            out.append(snip("readahead-device", "; or ".join(commands), winner))
+            others = f"  (or: {'; '.join(commands[1:])})" if commands[1:] else ""
+            out.append(snip("readahead-device", commands[0] + others, winner))
     if winner.options.fadvise == "sequential":
         out.append(
             snip(
                 "readahead",
-                "POSIX_FADV_SEQUENTIAL (doubles the readahead window); system-wide: "
-                "blockdev --setra <2× current> /dev/DEVICE",
+                "os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)  (on each file's "
+                "descriptor: doubles its readahead window)",
                 winner,
             )
         )
@@ -162,5 +188,15 @@ def apply_snippets(
     config_name: str = "modelmon.toml",
     peers: tuple[Candidate, ...] = (),
 ) -> dict[str, str]:
-    """``snippets`` as one line each, by tool (the config file's [apply] table)."""
-    return {s.tool: s.line() for s in snippets(model, winner, ranked, config_name, peers)}
+    """``snippets``, by tool, as they are pasted (the config file's [apply] table)."""
+    return {s.tool: s.text for s in snippets(model, winner, ranked, config_name, peers)}
+
+
+def matching(lines: list[Snippet], pick: Candidate) -> str | None:
+    """The tool whose line does what ``pick`` does (measured as it), the user's own first;
+    modelmon's line when the pick is modelmon's and no loader's line was measured as it."""
+    for snippet in lines:
+        if snippet.tool != "modelmon" and snippet.measured_as == pick.spec:
+            return snippet.tool
+    own = next((s for s in lines if s.tool == "modelmon"), None)
+    return own.tool if own is not None and own.measured_as == pick.spec else None

@@ -69,6 +69,13 @@ def render_watch(result: WatchResult) -> str:
     lines.append(_arrived(result))
     if result.mbps is not None:
         for reference in result.references:
+            if reference.name == "bound" and reference.mbps > 0:
+                lines.append(
+                    f"compare:  your loader {result.mbps:,.0f} MB/s is "
+                    f"{result.mbps / reference.mbps:.0%} of the bound of a load that keeps its "
+                    f"bytes here, {reference.mbps:,.0f} MB/s ({reference.spec})"
+                )
+                continue
             lines.append(
                 f"compare:  your loader {result.mbps:,.0f} MB/s; {reference.name} "
                 f"{reference.mbps:,.0f} MB/s here ({reference.spec})"

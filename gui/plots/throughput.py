@@ -13,10 +13,11 @@ from modelmon.gui.state.live import LiveUpdate
 from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
 
-# The cold read ceilings are what a cold load is held against: the y range always takes them
-# in. The warm and memcpy ceilings are often 10× higher and would flatten every curve: their
-# lines are drawn, and seen once a warm load gets near them.
-IN_RANGE_CEILINGS = ("sequential_read", "parallel_read")
+# The bounds a cold load is held against (the storage's, and the memory fill's when it is the
+# lower) and the cold read ceilings: the y range always takes them in. The warm and memcpy
+# ceilings are often 10× higher and would flatten every curve: their lines are drawn, and seen
+# once a warm load gets near them.
+IN_RANGE_CEILINGS = ("sequential_read", "parallel_read", "storage")
 
 
 class ThroughputPlot(ThemedPlot):
@@ -30,8 +31,9 @@ class ThroughputPlot(ThemedPlot):
             "Tensor bytes read per time bin (10–100 ms, coarser for longer "
             "loads), as MB/s; a read spanning bins counts in each by its "
             "overlap. Dashed in a run's colour: warm-up prefetch reads. Dashed "
-            "grey: the ceilings measured on this file (Run ▸ Measure "
-            "ceilings)."
+            "grey: the bounds and ceilings measured on this file by plain readers "
+            "(Run ▸ Measure ceilings): 'storage' bounds a load that discards or maps "
+            "its bytes, the lower of 'storage' and 'memory fill' one that keeps them."
         )
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.prefetch_curves: dict[str, pg.PlotDataItem] = {}
@@ -118,6 +120,9 @@ class ThroughputPlot(ThemedPlot):
             self.ceiling_lines[ceiling.name] = line
             if ceiling.name in IN_RANGE_CEILINGS:
                 anchored.append(ceiling.mbps)
+        binding = ceilings.bound(keeps=True) if ceilings is not None else None
+        if binding is not None and binding.name == "memory_fill":
+            anchored.append(binding.mbps)
         self.anchor_mbps = max(anchored, default=0.0)
         self._refit()
         self._retitle()

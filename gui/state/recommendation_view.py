@@ -13,10 +13,9 @@ from typing import Any
 from modelmon.core import (
     Candidate,
     Recommendation,
-    loader_explanation,
+    answer,
     loader_snippets,
     pick_speedup,
-    runs_words,
     search_memory_text,
     snippets,
     spread_words,
@@ -102,6 +101,16 @@ def median_text(c: Candidate) -> str:
     return rate_text(c.median_mbps) if c.results else "–"
 
 
+def not_first_words(rec: Recommendation) -> str:
+    """Why the pick leads the ranking though a higher median follows it."""
+    duel = rec.duel
+    if duel is not None and duel.tie:
+        return "paired runs did not separate them, and the pick is the simpler"
+    if duel is not None and duel.verdict is not None:
+        return "paired runs, in alternation, put the pick ahead"
+    return "its runs decided against theirs on their spread"
+
+
 def loader_rows(advice: Any) -> list[RankingRow]:
     """The user's loader's rounds (``LoaderAdvice``): the loader as it is, each change of it
     (the engine's knobs, its environment, the device's readahead) against its baseline, and
@@ -145,11 +154,19 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
     """Every candidate, modelmon's and the peers', best first; the unmeasured last. With the
     user's loader (``advice``), its rounds lead (``loader_rows``)."""
     pick = rec.used
-    measured = sorted((*rec.ranked, *rec.peers), key=lambda c: c.median_mbps, reverse=True)
+    others = sorted((*rec.ranked, *rec.peers), key=lambda c: c.median_mbps, reverse=True)
+    # The pick leads; a higher median below it says why it is not the pick.
+    measured = [pick, *(c for c in others if c is not pick)]
+    faster = [c for c in others if c.results and c.median_mbps > pick.median_mbps]
     rows = loader_rows(advice) if advice is not None else []
     for rank, c in enumerate((*measured, *rec.unranked), 1):
         spread = c.spread_mbps
         median = median_text(c)
+        ended = ended_text(c)
+        if c is pick and faster:
+            ended = f"the pick: {not_first_words(rec)}; {ended}"
+        elif c in faster:
+            ended = f"a higher median than the pick's, not picked: {not_first_words(rec)}; {ended}"
         rows.append(
             RankingRow(
                 (
@@ -160,7 +177,7 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
                     f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
                     versus_pick(c, pick),
                     paired_text(c),
-                    ended_text(c),
+                    ended,
                 ),
                 c is pick,
                 c is rec.winner,
@@ -185,14 +202,7 @@ def snippet_rows(
         general = [s for s in general if s.tool in apply_tools and s.tool not in shown]
     rows = []
     for s in (*mine, *general):
-        runs = f", {s.runs} runs" if s.runs else ""
-        note = f" ({s.note})" if s.note else ""
-        measured = (
-            f"yes, as {s.measured_as}: {rate_text(s.mbps or 0.0)}{runs}{note}"
-            if s.measured_as is not None
-            else f"not measured here{note}"
-        )
-        rows.append((s.tool, s.text, measured))
+        rows.append((s.tool, s.text, s.evidence()))
     return rows
 
 
@@ -210,26 +220,32 @@ def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:
     )
 
 
-def summary_text(rec: Recommendation, exported_to: str | None = None, advice: Any = None) -> str:
-    """The headline: what to use, at what rate, on how many runs, and whether its config
-    file was exported (and where). With the user's loader, it leads with the best change
-    the user can make in their loader and its measured gain."""
-    used = rec.used
-    head = f"use {used.spec}: {rate_text(used.median_mbps)} median over {runs_words(used.results)}"
-    lead = loader_explanation(advice) if advice is not None else []
-    head = f"{lead[0]} With modelmon.core.load, {head}" if lead else head[0].upper() + head[1:]
-    if used is not rec.winner:
-        head += f" (the config file holds modelmon's best, {rec.winner.spec})"
+def summary_text(
+    rec: Recommendation,
+    exported_to: str | None = None,
+    advice: Any = None,
+    config_name: str = "modelmon.toml",
+) -> str:
+    """The headline: the one answer (what to do, and what it gains against what the user
+    runs now), then how long the search took, its memory, and where its config file is."""
+    found = answer(rec, config_name, advice)
+    head = f"{found.action} {found.gain}"
     where = (
         f"Exported to {exported_to}."
         if exported_to
         else "File ▸ Export recommended configuration… writes it as a config file."
     )
     memory = search_memory_text(rec)
+    share = "modelmon's own search" if advice is not None else "The search"
     searched = (
-        f"modelmon's own search took {rec.budget.elapsed_s:.0f} s of its "
-        f"{rec.budget.given_s:.0f} s share of the budget"
-        if advice is not None
-        else f"Searched for {rec.budget.elapsed_s:.0f} s of a {rec.budget.given_s:.0f} s budget"
+        f"{share} took {rec.budget.elapsed_s:.0f} s; the budget was {rec.budget.given_s:.0f} s"
     )
-    return f"{head}. {searched[0].upper()}{searched[1:]}. {memory[0].upper()}{memory[1:]}. {where}"
+    return f"{head}\n{searched}. {memory[0].upper()}{memory[1:]}. {where}"
+
+
+def paste_text(rec: Recommendation, config_name: str, advice: Any = None) -> tuple[str, str]:
+    """(the line to paste, what measured it), or ("", "") when there is nothing to change."""
+    found = answer(rec, config_name, advice)
+    if found.paste is None:
+        return "", ""
+    return found.paste.text, f"{found.paste.tool}: {found.paste.evidence()}"

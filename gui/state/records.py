@@ -16,6 +16,7 @@ from modelmon.core import (
     ProgramResult,
     SessionResult,
     WatchResult,
+    keeps_bytes,
 )
 
 WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
@@ -150,20 +151,20 @@ class RunRecord:
 
 
 def ceiling_for(record: RunRecord, ceilings: Ceilings | None) -> tuple[float, str] | None:
-    """This run's MB/s as a fraction of the ceiling that applies, and that ceiling's name.
-
-    parallel_read (cold, own descriptors, every core) for runs from a cold or kept cache; a
-    run that started verified warm is held against parallel_read_warm when it was measured:
-    against a cold ceiling it would read as several hundred percent.
-    """
-    mbps, cache = record.mbps, record.cache
+    """This run's MB/s as a fraction of the bound that applies (``Ceilings.bound``), and that
+    bound's name: the storage for a load that discards or maps its bytes, the lower of the
+    storage and the memory fill for one that keeps them (a program's load does), the warm
+    parallel read for a run that started verified warm (against a cold bound it would read
+    as several hundred percent)."""
+    mbps, cache, result = record.mbps, record.cache, record.result
     if ceilings is None or mbps is None:
         return None
-    name = "parallel_read"
-    if cache is not None and cache.warm and ceilings.get("parallel_read_warm") is not None:
-        name = "parallel_read_warm"
-    fraction = ceilings.fraction(mbps, name)
-    return (fraction, name) if fraction is not None else None
+    program = isinstance(record.outcome, ProgramResult)
+    strategy = "" if program or result is None else result.strategy
+    discard = bool(result.options.get("discard")) if result is not None and not program else False
+    warm = cache is not None and cache.warm
+    efficiency = ceilings.efficiency(mbps, keeps_bytes(strategy, discard), warm)
+    return (efficiency.fraction, efficiency.bound.name) if efficiency is not None else None
 
 
 def watch_status(result: WatchResult) -> str:

@@ -12,11 +12,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPushButton,
     QScrollArea,
     QTableWidget,
     QTableWidgetItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -24,6 +28,7 @@ from PySide6.QtWidgets import (
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     SNIPPET_COLUMNS,
+    paste_text,
     ranking_rows,
     snippet_rows,
     summary_text,
@@ -95,10 +100,36 @@ class RecommendationView(QScrollArea):
             "How to get the same loading in the tools people use; 'measured here' names the "
             "candidate that stood for it, or says it was not measured."
         )
-        self.captions = [QLabel("<b>Why</b>"), QLabel("<b>Ranking</b>"), QLabel("<b>Apply</b>")]
+        # The line to paste, whole and selectable, with a button that copies it.
+        self.paste = QLabel()
+        self.paste.setTextFormat(Qt.TextFormat.PlainText)
+        self.paste.setWordWrap(True)
+        self.paste.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.paste.setFont(QFont("monospace"))
+        self.copy = QPushButton("Copy")
+        self.copy.setToolTip("Copy the line to paste to the clipboard")
+        self.copy.clicked.connect(self._copy_paste)
+        self.paste_evidence = QLabel()
+        self.paste_evidence.setWordWrap(True)
+        self.paste_row = QWidget()
+        row = QHBoxLayout(self.paste_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("<b>Paste</b>"))
+        row.addWidget(self.paste, 1)
+        row.addWidget(self.copy)
+        # Why: folded under the answer, one click away.
+        self.why = QToolButton()
+        self.why.setText("Why")
+        self.why.setCheckable(True)
+        self.why.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.why.setArrowType(Qt.ArrowType.RightArrow)
+        self.why.toggled.connect(self._fold_why)
+        self.captions = [self.why, QLabel("<b>Ranking</b>"), QLabel("<b>Apply</b>")]
         body = QWidget()
         layout = QVBoxLayout(body)
         layout.addWidget(self.summary)
+        layout.addWidget(self.paste_row)
+        layout.addWidget(self.paste_evidence)
         layout.addWidget(self.progress)
         layout.addWidget(self.captions[0])
         layout.addWidget(self.explanation)
@@ -111,8 +142,19 @@ class RecommendationView(QScrollArea):
         self.clear()
 
     def _show_result_parts(self, visible: bool) -> None:
-        for widget in (*self.captions, self.explanation, self.ranking, self.snippets):
+        for widget in (*self.captions, self.ranking, self.snippets):
             widget.setVisible(visible)
+        shown = visible and bool(self.paste.text())
+        self.paste_row.setVisible(shown)
+        self.paste_evidence.setVisible(shown)
+        self.explanation.setVisible(visible and self.why.isChecked())
+
+    def _fold_why(self, unfolded: bool) -> None:
+        self.why.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
+        self.explanation.setVisible(unfolded and self.ranking.isVisible())
+
+    def _copy_paste(self) -> None:
+        QApplication.clipboard().setText(self.paste.text())
 
     def clear(self, text: str = EMPTY) -> None:
         self.summary.setText(text)
@@ -142,12 +184,15 @@ class RecommendationView(QScrollArea):
         rec = shown.recommendation
         if rec is None:
             return
-        self.summary.setText(summary_text(rec, shown.exported_to, shown.advice))
+        name = shown.exported_to.rsplit("/", 1)[-1] if shown.exported_to else CONFIG_NAME
+        self.summary.setText(summary_text(rec, shown.exported_to, shown.advice, name))
+        line, evidence = paste_text(rec, name, shown.advice)
+        self.paste.setText(line)
+        self.paste_evidence.setText(evidence)
         self.progress.hide()
         self.explanation.setText("\n".join(shown.explanation))
         rows = ranking_rows(rec, shown.advice)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
-        name = shown.exported_to.rsplit("/", 1)[-1] if shown.exported_to else CONFIG_NAME
         _fill(self.snippets, snippet_rows(rec, name, shown.advice, shown.apply_tools))
         self._show_result_parts(True)
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import textwrap
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from modelmon.cli.common import ExitCode, add_path, add_verb, cancel_on_interrupt, emit_json, fail
 from modelmon.cli.flags import memory_limit, number_in, whole_in
@@ -37,7 +38,7 @@ from modelmon.core.options import MiB
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import Output
+    from modelmon.core import Answer, Output
 
 VERB = "recommend"
 EXAMPLES = """\
@@ -48,6 +49,7 @@ EXAMPLES = """\
   modelmon recommend ./llama --loader "cmd: python serve.py --model {path}"
   modelmon load model.safetensors --config modelmon.toml    apply what it wrote
 """
+WRAP = 100  # the explanation's sentences are wrapped to this width, under "Why:"
 DESCRIPTION_CHARS = 40  # a longer step is logged above the bar, not squeezed into it
 DEFAULT_NAME = "modelmon.toml"
 BUDGET_HELP = (
@@ -57,6 +59,9 @@ BUDGET_HELP = (
     "run (without them there is no answer: a model one load of which takes longer than the "
     f"budget takes that long), and the pick's runs toward its evidence may go up to "
     f"{EVIDENCE_OVERRUN * 100:.0f}%% over"  # argparse expands %: %% is one
+    f". With --loader/--engine, {EVIDENCE_RUNS} cold rounds of your loader, its best change "
+    "and modelmon's best always run: where they need more than is left, the progress says "
+    "how much more, up front"
 )
 
 
@@ -136,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core import (
+        answer,
         check_output,
         open_model,
         recommend,
@@ -226,18 +232,33 @@ def run(args: argparse.Namespace) -> int:
         emit_json(document)
         return code
     text = sys.stderr if output.is_stdout else sys.stdout  # stdout carries the config then
-    for sentence in document["explanation"]:
-        print(sentence, file=text)
-    print(f"\nrecommended: {rec.winner.spec}", file=text)
+    print_answer(document, answer(rec, saved.name, advice), text)
     print(f"memory: {search_memory_text(rec)}", file=text)
-    for tool, snippet in document["apply"].items():
-        print(f"  {tool:<15} {snippet}", file=text)
     if saved.where is None:  # nowhere to keep it: the measurement is not lost
         print(f"\n# {saved.name}, as it would have been written:", file=text)
         print(render_config(document), end="", file=text)
     elif saved.failure is None and not output.is_stdout:
         print(f"\nwritten to {saved.where}", file=text)
     return code
+
+
+def print_answer(document: dict[str, Any], found: Answer, text: TextIO) -> None:
+    """The answer first (what to do, its gain, the line to paste), then why, then the other
+    loaders' lines with what stands behind each: one figure per configuration throughout."""
+    for line in found.lines():
+        print(line, file=text)
+    if found.paste is not None:
+        print(f"  ({found.paste.evidence()})", file=text)
+    print("\nWhy:", file=text)
+    for sentence in document["explanation"]:
+        for part in textwrap.wrap(sentence, WRAP, subsequent_indent="    "):
+            print(f"  {part}", file=text)
+    print("\nThe same for other loaders (the config's [apply]):", file=text)
+    evidence = document.get("apply_evidence", {})
+    for tool, snippet in document["apply"].items():
+        print(f"  {tool:<19} {snippet}", file=text)
+        if tool in evidence:
+            print(f"  {'':<19} # {evidence[tool]}", file=text)
 
 
 def kept_line(where: str | None, output: Output) -> str:

@@ -19,7 +19,7 @@ from benchmarks.watched_programs import KINDS
 pytestmark = pytest.mark.timeout(600)
 
 COLUMNS = (
-    "| configuration | MB/s median | min–max | × parallel read ceiling | × library "
+    "| configuration | MB/s median | min–max | × bound | × library "
     "| cold verified (resident before) |"
 )
 
@@ -75,7 +75,19 @@ def test_json_has_every_run(smoke: tuple[str, dict]) -> None:
     assert json.loads(json.dumps(to_json(results))) == data
     job, warm = results.jobs
     assert job.env == "local" and job.cache == "cold" and warm.cache == "warm"
-    assert set(job.ceilings) == {"sequential_read", "parallel_read"}
+    assert set(job.ceilings) == {
+        "sequential_read",
+        "parallel_read",
+        "storage",
+        "memory_fill",
+        "bound",  # the lower of storage and memory_fill, round by round
+    }
+    bound = job.ceilings["bound"]
+    lower = [
+        min(s, f)
+        for s, f in zip(job.ceilings["storage"].runs, job.ceilings["memory_fill"].runs, strict=True)
+    ]
+    assert list(bound.runs) == lower
     names = {entry.name for entry in job.entries}
     assert {"library", "pread", "sequential", "safetensors"} <= names
     kinds = {(entry.kind, entry.role) for entry in job.entries}

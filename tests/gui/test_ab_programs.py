@@ -82,7 +82,7 @@ def test_the_recommendation_with_your_loader_shows_it_in_the_ranking(
     assert shown.advice.modelmon.spec in specs  # modelmon's best, in the same rounds
     tools = [view.snippets.item(r, 0).text() for r in range(view.snippets.rowCount())]
     assert tools[0] == "safetensors"
-    assert view.snippets.item(0, 2).text().startswith("yes, as engine: safetensors")
+    assert view.snippets.item(0, 2).text().startswith("measured here as engine: safetensors")
     assert view.summary.text().startswith(shown.explanation[0] + " With modelmon.core.load, use ")
 
 

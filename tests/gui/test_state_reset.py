@@ -158,15 +158,17 @@ def test_the_recommendation_shares_the_ceilings_and_shows_why(
     evidence = tomllib.loads(target.read_text())["evidence"]
     assert evidence["ceilings_mbps"]["parallel_read"] == round(parallel.mbps, 1)
     # The explanation, the ranking and the snippets are on screen.
-    assert view.summary.text().startswith("Use ") and str(target) in view.summary.text()
+    assert view.summary.text().startswith("Load with ") and str(target) in view.summary.text()
+    # Why is folded under the answer, one click away.
+    assert not view.explanation.isVisibleTo(view) and view.paste.isVisibleTo(view)
+    view.why.click()
     assert view.explanation.isVisibleTo(view) and "Best: " in view.explanation.text()
     # Ranked by median: within noise the pick may be the more robust of two, not the faster.
     versus = [view.ranking.item(r, 5).text() for r in range(view.ranking.rowCount())]
     assert versus.count("the pick") == 1
     assert view.snippets.rowCount() >= 1
-    assert {
-        view.snippets.item(r, 2).text().split(",")[0] for r in range(view.snippets.rowCount())
-    } <= {
-        "yes",
-        "not measured here",
-    }
+    said = [view.snippets.item(r, 2).text() for r in range(view.snippets.rowCount())]
+    # Each line's evidence ends with what measured it, or that nothing did.
+    assert all(" measured here" in f" {s}" for s in said), said
+    # The ranking leads with the pick.
+    assert versus[0] == "the pick"

@@ -42,7 +42,7 @@ def test_ceilings_are_kept_across_restarts_per_model_and_storage_with_their_age(
     first.bench.measure_ceilings()
     wait_idle(qtbot, first)
     measured = first.bench.ceilings.current
-    assert measured is not None and len(measured.items) == 4, first.messages.message()
+    assert measured is not None and len(measured.items) == 6, first.messages.message()
     first.close()
 
     second = new_window(qtbot, tmp_path / "kept.ini", tmp_path)

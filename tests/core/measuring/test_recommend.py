@@ -86,7 +86,7 @@ def test_config_reads_back_and_applies_byte_identically(
 def test_failure_mode_and_baseline_are_explained(recommended: tuple[Path, dict]) -> None:
     _, document = recommended
     text = " ".join(document["explanation"])
-    assert "library" in text and "ceiling" in text
+    assert "library" in text and "bound" in text
     notes = {a.get("note") for a in document["alternatives"]}
     if document["recommended"]["strategy"] != "library":
         assert "baseline" in notes

@@ -43,7 +43,8 @@ def test_readahead_candidates_are_measured_and_a_pick_says_how_to_keep_it(
     assert "512-byte sectors" in text and f'ATTR{{queue/read_ahead_kb}}="{kb}"' in text
     document = recommendation_document(picked, "modelmon.toml")
     snippet = document["apply"]["readahead-device"]
-    assert f"--setra {sectors}" in snippet and "[measured here as" in snippet
+    assert snippet == f"sudo blockdev --setra {sectors} /dev/{knob.device}"
+    assert document["apply_evidence"]["readahead-device"].startswith("or: ")
     path = write_config(tmp_path / "modelmon.toml", document)
     assert read_config(path).options.readahead == kb
 

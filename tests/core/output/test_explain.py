@@ -16,7 +16,7 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
 from modelmon.core.output.explain import explain
-from modelmon.core.output.snippets import apply_snippets, snippets
+from modelmon.core.output.snippets import snippets
 from modelmon.core.system.storage import storage_facts
 
 from ..measuring.records import candidate
@@ -185,11 +185,11 @@ def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:
     text = " ".join(explain(rec))
     assert "Use Run:ai Model Streamer" in text and "RUNAI_STREAMER_CONCURRENCY=16" in text
     assert "the config file holds" in text
-    lines = apply_snippets(model, own, (own,), peers=(runai,))
-    assert (
-        "[measured here as engine: runai RUNAI_STREAMER_CONCURRENCY=16" in (lines["runai_streamer"])
-    )
-    assert "RUNAI_STREAMER_CONCURRENCY=16" in lines["runai_streamer"].split("[")[0]
+    by_tool = {s.tool: s for s in snippets(model, own, (own,), peers=(runai,))}
+    runai_line = by_tool["runai_streamer"]
+    assert runai_line.measured_as == "engine: runai RUNAI_STREAMER_CONCURRENCY=16"
+    assert '{"concurrency": 16}' in runai_line.text
+    assert "or RUNAI_STREAMER_CONCURRENCY=16" in runai_line.evidence()
 
 
 def test_snippets_are_marked_measured_or_not(model: Model) -> None:
@@ -202,8 +202,8 @@ def test_snippets_are_marked_measured_or_not(model: Model) -> None:
     ].mbps == pytest.approx(700)
     assert by_tool["vllm-lazy"].measured_as == library.spec
     assert by_tool["runai_streamer"].measured_as is None
-    assert by_tool["vllm-prefetch"].line().endswith("[not measured here]")
-    assert by_tool["vllm-eager"].line().endswith(f"[measured here as {one.spec}: 700 MB/s]")
+    assert by_tool["vllm-prefetch"].line().endswith("# not measured here")
+    assert by_tool["vllm-eager"].line().endswith(f"# measured here as {one.spec}: 700 MB/s")
 
 
 def test_gguf_snippets_cover_llama_cpp(gguf_models: dict[str, Path]) -> None:

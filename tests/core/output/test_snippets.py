@@ -1,18 +1,32 @@
-"""The paste-ready lines for each loader people use: their exact text, and which measured
-candidate each stands for."""
+"""The paste-ready lines for each loader people use: their exact text (the model's own path
+in, quoted for the line's language, no remark inside), what stands behind each, and which
+line matches the pick."""
 
 from __future__ import annotations
 
+import ast
+import shlex
+from pathlib import Path
 from types import SimpleNamespace
 
 from modelmon.core import parse_engine
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.output.snippets import apply_snippets, snippets
+from modelmon.core.output.paste import is_shell, pasteable
+from modelmon.core.output.snippets import apply_snippets, matching, snippets
 
 from ..measuring.records import candidate, run
 
-SAFETENSORS = SimpleNamespace(format="safetensors", files=())
-GGUF = SimpleNamespace(format="gguf", files=())
+FOLDER = "/models/my model"  # a space: every line must quote it
+SAFETENSORS = SimpleNamespace(
+    format="safetensors",
+    path=f"{FOLDER}/model.safetensors",
+    files=(SimpleNamespace(path=f"{FOLDER}/model.safetensors"),),
+)
+GGUF = SimpleNamespace(
+    format="gguf", path=f"{FOLDER}/m.gguf", files=(SimpleNamespace(path=f"{FOLDER}/m.gguf"),)
+)
+FILE = repr(f"{FOLDER}/model.safetensors")
+SERVED = shlex.quote(FOLDER)
 
 
 def _runai(concurrency: int, *rates: float) -> Candidate:
@@ -20,45 +34,87 @@ def _runai(concurrency: int, *rates: float) -> Candidate:
     return Candidate(config, "peer", [run(rate) for rate in rates])
 
 
-def test_every_safetensors_line_is_exact_and_names_what_measured_it():
+def test_every_safetensors_line_is_pasted_as_it_is():
     winner = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
     library = candidate("library", 400, 410, 405, role="baseline")
     whole = candidate("sequential", 500, 505, 510, workers=1, chunk=16 << 20)
     peers = (_runai(8, 700, 720, 710), _runai(16, 650, 660, 640))
     lines = apply_snippets(SAFETENSORS, winner, (winner, whole, library), "m.toml", peers)  # type: ignore[arg-type]
     assert lines == {
-        "modelmon": 'modelmon.core.load(path, config="m.toml")   [measured here as '
-        "sequential workers=4 threads=1 chunk=16MiB: 905 MB/s]",
-        "safetensors": "safetensors.safe_open(path, framework='pt') (mmap)   [measured here as "
-        "library threads=1: 405 MB/s]",
-        "safetensors-read": "safetensors.torch.load(open(path, 'rb').read())  (read whole, no "
-        "mmap)   [measured here as sequential threads=1 chunk=16MiB: 505 MB/s]",
-        "diffusers": "DiffusionPipeline.from_pretrained(path, disable_mmap=True)   [measured "
-        "here as sequential threads=1 chunk=16MiB: 505 MB/s]",
-        "vllm-eager": "vllm serve PATH --safetensors-load-strategy eager   [measured here as "
-        "sequential threads=1 chunk=16MiB: 505 MB/s]",
-        "vllm-lazy": "vllm serve PATH --safetensors-load-strategy lazy   [measured here as "
-        "library threads=1: 405 MB/s]",
-        "vllm-prefetch": "vllm serve PATH --safetensors-load-strategy prefetch   [not measured "
-        "here]",
+        "modelmon": f"modelmon.core.load({FILE}, config='m.toml')",
+        "safetensors": f"safetensors.safe_open({FILE}, framework='pt')",
+        "safetensors-read": f"safetensors.torch.load(open({FILE}, 'rb').read())",
+        # from_pretrained takes the folder (its config.json is beside the weights).
+        "diffusers": f"DiffusionPipeline.from_pretrained({FOLDER!r}, disable_mmap=True)",
+        "vllm-eager": f"vllm serve {SERVED} --safetensors-load-strategy eager",
+        "vllm-lazy": f"vllm serve {SERVED} --safetensors-load-strategy lazy",
+        "vllm-prefetch": f"vllm serve {SERVED} --safetensors-load-strategy prefetch",
         # Run:ai's line takes the concurrency of its best measured run.
-        "runai_streamer": "vllm serve PATH --load-format runai_streamer "
-        "--model-loader-extra-config '{\"concurrency\": 8}'  (or "
-        "RUNAI_STREAMER_CONCURRENCY=8)   [measured here as engine: runai "
-        "RUNAI_STREAMER_CONCURRENCY=8: 710 MB/s]",
-        "fastsafetensors": "vllm serve PATH --load-format fastsafetensors   [not measured here]",
+        "runai_streamer": f"vllm serve {SERVED} --load-format runai_streamer "
+        "--model-loader-extra-config '{\"concurrency\": 8}'",
+        "fastsafetensors": f"vllm serve {SERVED} --load-format fastsafetensors",
+    }
+    for line in lines.values():  # each parses in its own language, as it is
+        if is_shell(line):
+            assert shlex.split(line)[0] == "vllm"
+        else:
+            ast.parse(line)
+    evidence = {
+        s.tool: s.evidence()
+        for s in snippets(SAFETENSORS, winner, (winner, whole, library), "m.toml", peers)
+    }  # type: ignore[arg-type]
+    assert evidence == {
+        "modelmon": "measured here as sequential workers=4 threads=1 chunk=16MiB: 905 MB/s",
+        "safetensors": "mmap; measured here as library threads=1: 405 MB/s",
+        "safetensors-read": "read whole, no mmap; measured here as sequential threads=1 "
+        "chunk=16MiB: 505 MB/s",
+        "diffusers": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s",
+        "vllm-eager": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s",
+        "vllm-lazy": "measured here as library threads=1: 405 MB/s",
+        "vllm-prefetch": "not measured here",
+        "runai_streamer": "or RUNAI_STREAMER_CONCURRENCY=8; measured here as engine: runai "
+        "RUNAI_STREAMER_CONCURRENCY=8: 710 MB/s",
+        "fastsafetensors": "not measured here",
     }
 
 
 def test_every_gguf_line_is_exact():
     winner = candidate("mmap", 300, 310, 305)
-    lines = {s.tool: s.text for s in snippets(GGUF, winner, (winner,))}  # type: ignore[arg-type]
-    assert lines == {
-        "modelmon": 'modelmon.core.load(path, config="modelmon.toml")',
-        "llama.cpp": "llama-server -m PATH  (mmap, the default)",
-        "llama.cpp-no-mmap": "llama-server -m PATH --no-mmap",
-        "llama.cpp-direct-io": "llama-server -m PATH --direct-io",
-        "llama.cpp-mlock": "llama-server -m PATH --mlock",
+    made = snippets(GGUF, winner, (winner,))  # type: ignore[arg-type]
+    gguf = shlex.quote(f"{FOLDER}/m.gguf")
+    assert {s.tool: s.text for s in made} == {
+        "modelmon": f"modelmon.core.load({FOLDER + '/m.gguf'!r}, config='modelmon.toml')",
+        "llama.cpp": f"llama-server -m {gguf}",
+        "llama.cpp-no-mmap": f"llama-server -m {gguf} --no-mmap",
+        "llama.cpp-direct-io": f"llama-server -m {gguf} --direct-io",
+        "llama.cpp-mlock": f"llama-server -m {gguf} --mlock",
     }
-    measured = {s.tool: s.measured_as for s in snippets(GGUF, winner, (winner,))}  # type: ignore[arg-type]
+    measured = {s.tool: s.measured_as for s in made}
     assert measured["llama.cpp"] == "mmap threads=1" and measured["llama.cpp-mlock"] is None
+    # The pick is the mapped load: llama.cpp's default line does what it does.
+    assert matching(made, winner) == "llama.cpp"
+
+
+def test_the_line_that_matches_the_pick_is_the_loaders_before_modelmons():
+    winner = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
+    whole = candidate("sequential", 500, 505, 510, workers=1, chunk=16 << 20)
+    made = snippets(SAFETENSORS, winner, (winner, whole))  # type: ignore[arg-type]
+    assert matching(made, winner) == "modelmon"  # no loader's line reads as it does
+    assert matching(made, whole) == "safetensors-read"
+    assert matching(made, candidate("pread", 1, 2, 3)) is None
+
+
+def test_a_sharded_model_names_each_file_for_a_python_call_and_its_folder_for_a_server(
+    tmp_path: Path,
+):
+    files = [tmp_path / f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]
+    model = SimpleNamespace(path=str(tmp_path), files=[SimpleNamespace(path=str(f)) for f in files])
+    call = pasteable("safetensors.torch.load_file(PATH)  (mmap)", model)  # type: ignore[arg-type]
+    assert call.code == "safetensors.torch.load_file(path)"
+    assert call.aside == f"mmap; path: each of its 2 files in {tmp_path}"
+    served = pasteable("RUNAI_X=1 vllm serve PATH --load-format runai_streamer", model)  # type: ignore[arg-type]
+    assert (
+        served.code
+        == f"RUNAI_X=1 vllm serve {shlex.quote(str(tmp_path))} --load-format runai_streamer"
+    )
+    assert is_shell(served.code) and not is_shell(call.code)

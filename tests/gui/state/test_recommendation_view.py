@@ -88,11 +88,14 @@ def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(shar
     rec = _recommendation(sharded_model)
     rows = snippet_rows(rec, "m.toml")
     assert rows and all(len(row) == 3 for row in rows)
-    assert {row[2].split(",")[0] for row in rows} <= {"yes", "not measured here"}
-    assert any(row[2].startswith("yes, as ") for row in rows)
+    said = [row[2].split("; ")[-1] for row in rows]
+    assert all(s.startswith(("measured here as ", "not measured here")) for s in said)
+    assert any(s.startswith("measured here as ") for s in said)
     text = summary_text(dataclasses.replace(rec), "/tmp/m.toml")
-    assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 cold runs.")
-    assert "budget. Peak RSS " in text
+    # The answer leads: what to do, then what it gains (no library run here to compare).
+    assert text.startswith(f"Load with modelmon, {rec.winner.spec} (the config file holds it).")
+    assert "It loads at 1000 MB/s, the median of 3 cold runs;" in text
+    assert "the budget was 60 s. Peak RSS " in text
     # No parent peaks here; the file was exported, and says where.
     assert text.endswith(" in the recommended load's own processes. Exported to /tmp/m.toml.")
     # Recommending measures, exporting writes: before an export the headline says how.
@@ -104,7 +107,7 @@ def test_the_headline_calls_runs_cold_only_when_they_were(sharded_model: Path):
     in_ram = CacheState("cold", 1.0, 1.0, False, True, "cachestat", "the file lives in RAM")
     rec.winner.results[:] = [dataclasses.replace(r, cache=in_ram) for r in rec.winner.results]
     text = summary_text(rec, "/tmp/m.toml")
-    assert text.startswith(f"Use {rec.winner.spec}: 1000 MB/s median over 3 runs (none ")
+    assert "It loads at 1000 MB/s, the median of 3 runs (none verified cold);" in text
     assert "cold run" not in text
 
 

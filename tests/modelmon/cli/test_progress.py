@@ -98,7 +98,7 @@ def test_recommend_on_a_terminal_shows_what_is_left_of_the_budget(
     )
     assert code == 0, err
     assert "ETA ≤" in err and "budget 5 s" in err
-    assert "recommended:" in out and "ETA" not in out
+    assert "\nWhy:\n" in out and "ETA" not in out
 
 
 def test_progress_bars_are_quiet_off_a_terminal(tmp_path: Path):

@@ -5,6 +5,7 @@ the loader, and the engine's snippet is marked measured with its MB/s and runs."
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -114,13 +115,22 @@ def engine_search(modelmon: RunCli, tmp_path: Path) -> None:
     assert first.startswith("vLLM loads onto a GPU")
     assert second.startswith(("Change your loader:", "Keep your loader as it is"))
     measured = loader.get("change", loader["as_is"])
-    line = written["apply"]["safetensors"]
-    assert f"[measured here as {measured}: " in line and " runs]" in line
+    evidence = written["apply_evidence"]
+    assert "PATH" not in written["apply"]["safetensors"]  # pasted as it is
+    assert f"measured here as {measured}: " in evidence["safetensors"]
+    assert evidence["safetensors"].endswith(" runs")
     if "change" in loader:  # the change is measured against the loader in every round
         assert loader["change_runs"] >= 3 and loader["gain"] >= 1.05
     assert "safetensors-read" not in written["apply"]  # replaced by the measured line
     translated = written["apply"]["vllm"]
-    assert translated.startswith("vllm serve PATH --safetensors-load-strategy ")
-    assert f"[not measured here: vLLM does not run here; translated from {measured}" in translated
+    served = shlex.quote(str(model if model.is_dir() else model.parent))
+    assert translated.startswith(f"vllm serve {served} --safetensors-load-strategy ")
+    assert evidence["vllm"].startswith(
+        f"not measured here: vLLM does not run here; translated from {measured}"
+    )
     assert not any(key.startswith("vllm-") for key in written["apply"])
-    assert done.stdout.splitlines()[:2] == [first, second]
+    # The answer leads the output; the explanation's sentences follow under "Why:".
+    assert done.stdout.splitlines()[0].startswith(
+        ("Change your loader:", "Keep your loader", "Load with")
+    )
+    assert "\nWhy:\n  " + first[:60] in done.stdout

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from collections.abc import Callable
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import psutil
 import pytest
 
 from modelmon.core import read_config, write_safetensors_model
@@ -125,8 +125,8 @@ def test_recommend_writes_standard_output_by_name_to_standard_output(
         done = recommend(model, "-o", "/dev/stdout", cwd=tmp_path, stdout=stdout)
     assert done.returncode == 0, done.stderr
     config = read_config(redirected)  # the whole config, nothing else
-    assert 'config="redirected.toml"' in config.document["apply"]["modelmon"]  # names itself
-    assert "recommended:" in done.stderr
+    assert "config='redirected.toml'" in config.document["apply"]["modelmon"]  # names itself
+    assert "\nWhy:\n" in done.stderr
     assert os.path.islink("/dev/stdout")
     assert sorted(os.listdir(tmp_path)) == ["model", "redirected.toml"]
 
@@ -144,7 +144,7 @@ def test_recommend_without_output_writes_a_new_file_here_and_names_it(
     done = recommend(model, cwd=work)
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().endswith("written to modelmon-3.toml")  # the next free name
-    assert 'config="modelmon-3.toml"' in done.stdout  # the snippet loads the file written
+    assert "config='modelmon-3.toml'" in done.stdout  # the snippet loads the file written
     assert read_config(work / "modelmon-3.toml").strategy
     assert (work / "modelmon.toml").read_text() == "the user's own file\n"
     assert (work / "modelmon-2.toml").read_text() == "an earlier recommendation\n"
@@ -179,12 +179,17 @@ def chattr(flags: str, path: Path) -> None:
     subprocess.run(["chattr", flags, str(path)], check=True)
 
 
-def fill(folder: Path) -> None:
-    with contextlib.suppress(OSError), open(folder / "filler", "wb") as filler:
-        while True:
-            filler.write(b"\0" * (1 << 20))
-            filler.flush()
-            os.fsync(filler.fileno())
+def fill(folder: Path, leave: int = 0) -> None:
+    """Fill the file system of ``folder`` but ``leave`` bytes: its free space allocated at
+    once, then (``leave`` 0) the last blocks."""
+    stats = os.statvfs(folder)
+    # f_bfree: root writes into the blocks reserved for it too.
+    size = stats.f_bfree * stats.f_frsize - leave - (1 << 20)  # the file's own metadata
+    with open(folder / f"filler-{leave}", "wb") as filler:
+        if size > 0:
+            os.posix_fallocate(filler.fileno(), 0, size)
+    if leave:
+        return
     with contextlib.suppress(OSError), open(folder / "filler-tail", "wb") as tail:
         while True:
             tail.write(b"\0" * 4096)
@@ -218,17 +223,37 @@ def test_recommend_refuses_before_measuring_what_cannot_take_the_save(
 # --- a save that fails after the measuring keeps the results ------------------------------------
 
 
-def wait_until_measuring(process: subprocess.Popen[str]) -> None:
-    """The guard is passed once the first load's worker processes exist (a state, polled)."""
-    parent = psutil.Process(process.pid)
+def measuring(process: subprocess.Popen[str]) -> bool:
+    """The guard is passed once a load's worker processes exist (a state, polled). Read from
+    /proc/PID/task/*/children, which costs microseconds: a scan of every process would
+    miss the short-lived workers of a small model's loads."""
+    assert process.poll() is None, process.communicate()
+    for children in Path(f"/proc/{process.pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for child in children.read_text().split():
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+                if b"resource_tracker" not in cmdline:
+                    return True
+    return False
+
+
+def sabotage_each_once_measuring(searches: list[Search]) -> None:
+    """Every search polled in turn, each sabotaged in a thread of its own as soon as it
+    measures: neither a search slow to its first load nor a sabotage that takes seconds (a
+    disk filled) lets another search end unsabotaged."""
+    waiting, sabotages = list(searches), []
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()
-        with contextlib.suppress(psutil.Error):
-            if any("resource_tracker" not in " ".join(c.cmdline()) for c in parent.children()):
-                return
-        time.sleep(0.01)
-    raise AssertionError("recommend never started measuring")
+    while waiting and time.monotonic() < deadline:
+        for search in [s for s in waiting if measuring(s.process)]:
+            act = SABOTAGE[search.case][0]
+            sabotage = threading.Thread(target=act, args=(search.folder, search.target))
+            sabotage.start()
+            sabotages.append(sabotage)
+            waiting.remove(search)
+        time.sleep(0.002)
+    for sabotage in sabotages:
+        sabotage.join()
+    assert not waiting, f"never started measuring: {[s.case for s in waiting]}"
 
 
 def delete_folder(folder: Path, target: Path) -> None:
@@ -275,6 +300,8 @@ def start_search(case: str, folder: Path, state: Path, monkeypatch: pytest.Monke
     state.mkdir()
     if SABOTAGE[case][1] == "nowhere":
         (state / "modelmon").write_text("a file where the state folder would be\n")
+    if SABOTAGE[case][0] is fill_disk:  # most of it now: the sabotage fills the rest at once
+        fill(folder.parent, leave=4 << 20)
     # The state folder is the search's own (the child takes the environment as it starts);
     # restore records and device locks stay the test's, shared by the searches as on one
     # machine.
@@ -305,9 +332,7 @@ def test_a_save_failing_after_the_measuring_keeps_the_config_and_says_where(
                 folder = disk / f"case-{number}" / "out"
                 state = tmp_path / f"state-{number}"
                 searches.append(start_search(case, folder, state, monkeypatch))
-            for search in searches:
-                wait_until_measuring(search.process)
-                SABOTAGE[search.case][0](search.folder, search.target)
+            sabotage_each_once_measuring(searches)
             outcomes = [search.process.communicate(timeout=120) for search in searches]
         finally:
             for search in searches:
@@ -329,7 +354,7 @@ def kept_where_as_said(search: Search, out: str, err: str) -> None:
     if kept_where == "nowhere":  # the config follows the explanation on stdout
         assert lines[0].endswith("it follows on standard output"), (case, lines[0])
         heading = "# modelmon.toml, as it would have been written:\n"
-        assert "recommended:" in out and heading in out, case
+        assert "\nWhy:\n" in out and heading in out, case
         assert tomllib.loads(out.split(heading)[1])["recommended"]["strategy"], case
         return
     match = re.search(r"the config is kept in (\S+)$", lines[0])
@@ -338,7 +363,7 @@ def kept_where_as_said(search: Search, out: str, err: str) -> None:
     expected_folder = folder if kept_where == "beside" else search.state / "modelmon" / "unsaved"
     assert kept.parent == expected_folder, case
     assert read_config(kept).strategy, case  # the whole measured config
-    assert "recommended:" in out and f'config="{kept.name}"' in out, case  # as without -o
+    assert "\nWhy:\n" in out and f"config='{kept.name}'" in out, case  # as without -o
     if folder.exists():  # no temp file left where the save failed
         assert not [name for name in os.listdir(folder) if name.endswith(".tmp")], case
         assert target.read_text() == "old\n", case

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,11 +164,17 @@ def test_compare_sets_this_storages_ceilings_next_to_the_loader(modelmon, model:
     done = modelmon("watch", "--compare", "--interval-ms", "10", "--", "sh", "-c", command)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("compare:")]
-    assert [line.split(";")[1].split()[0] for line in lines] == [
+    *plain, bound = lines
+    assert [line.split(";")[1].split()[0] for line in plain] == [
         "sequential_read",
         "parallel_read",
+        "storage",
+        "memory_fill",
     ]
-    assert all("your loader" in line and "MB/s here" in line for line in lines)
+    assert all("your loader" in line and "MB/s here" in line for line in plain)
+    # Last, what it is judged against: a program keeps its bytes, so the lower of both.
+    assert re.match(r"compare:  your loader [\d,]+ MB/s is \d+% of the bound of a load", bound)
+    assert "the lower of storage and memory_fill: " in bound
 
 
 def test_ctrl_c_on_an_attached_watch_says_the_process_still_runs(modelmon_argv) -> None:

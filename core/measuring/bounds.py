@@ -1,0 +1,180 @@
+"""What the storage and the memory give, measured by plain code that is none of modelmon's
+strategies: a load is judged against these, so a change to a strategy never moves the bar it
+is judged by.
+
+- The storage: threads that each own a descriptor and read one contiguous range of the files
+  with ``preadv`` into one reused buffer (the bytes are discarded), buffered or ``O_DIRECT``.
+- The memory fill: threads that each own a descriptor on ``/dev/zero`` and read it into fresh
+  anonymous memory: the kernel faults every page in and writes it, the work a load that keeps
+  its bytes pays on top of its reads. Measured while the storage's plain reads run beside it,
+  as they do in a load.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from modelmon.core.errors import LoadError
+from modelmon.core.options import MiB
+
+ALIGN = 4096  # O_DIRECT offsets, lengths and buffers are multiples of the block size
+FILL_BYTES = 1 << 30  # fresh memory filled per run: enough to span the host's backing
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One plain read of the files: how, and how fast."""
+
+    readers: int
+    request: int  # bytes per preadv call
+    direct: bool
+    mbps: float
+
+    @property
+    def setting(self) -> str:
+        mode = "O_DIRECT" if self.direct else "buffered"
+        return f"{self.readers} reader(s), {self.request // MiB} MiB requests, {mode}"
+
+
+def _ranges(sizes: Sequence[int], readers: int) -> list[list[tuple[int, int, int]]]:
+    """The files' bytes, end to end, cut into ``readers`` contiguous ranges of (file, offset,
+    length) pieces."""
+    total = sum(sizes)
+    share = max(1, -(-total // readers))
+    out = []
+    for reader in range(readers):
+        low, high = reader * share, min((reader + 1) * share, total)
+        pieces, start = [], 0
+        for index, size in enumerate(sizes):
+            first, last = max(low, start), min(high, start + size)
+            if first < last:
+                pieces.append((index, first - start, last - first))
+            start += size
+        out.append(pieces)
+    return out
+
+
+def _read_pieces(
+    paths: Sequence[str],
+    pieces: list[tuple[int, int, int]],
+    request: int,
+    direct: bool,
+    failures: list[BaseException],
+) -> None:
+    buffer = mmap.mmap(-1, request)  # page-aligned, as O_DIRECT needs
+    view = memoryview(buffer)
+    descriptors: dict[int, int] = {}
+    flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
+    try:
+        for index, offset, length in pieces:
+            if index not in descriptors:
+                descriptors[index] = os.open(paths[index], flags)
+            fd, end = descriptors[index], offset + length
+            if direct:  # an aligned start: the bytes before it, under a block, read twice
+                offset -= offset % ALIGN
+            while offset < end:
+                want = min(request, end - offset)
+                if direct:
+                    want = -(-want // ALIGN) * ALIGN
+                got = os.preadv(fd, [view[:want]], offset)
+                if got <= 0:
+                    break
+                offset += got
+    except BaseException as exc:  # the caller raises it, one line
+        failures.append(exc)
+    finally:
+        for fd in descriptors.values():
+            os.close(fd)
+        view.release()
+        buffer.close()
+
+
+def plain_read(
+    paths: Sequence[str], readers: int, request: int, *, direct: bool = False
+) -> Reading:
+    """Read every byte of ``paths`` once with ``readers`` threads, each its own descriptors
+    and one contiguous range; the bytes are discarded. The cache state is the caller's."""
+    sizes = [os.stat(path).st_size for path in paths]
+    plan = _ranges(sizes, readers)
+    failures: list[BaseException] = []
+    threads = [
+        threading.Thread(
+            target=_read_pieces,
+            args=(paths, pieces, request, direct, failures),
+            name=f"modelmon-plain-read-{i}",
+        )
+        for i, pieces in enumerate(plan)
+    ]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    if failures:
+        raise failures[0]
+    return Reading(readers, request, direct, sum(sizes) / seconds / 1e6)
+
+
+def direct_supported(path: str) -> bool:
+    """Whether the file system takes ``O_DIRECT`` reads of ``path`` (tmpfs and some FUSE
+    mounts refuse them)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            return False
+        raise
+    buffer = mmap.mmap(-1, ALIGN)
+    try:
+        os.preadv(fd, [buffer], 0)
+        return True
+    except OSError:
+        return False
+    finally:
+        buffer.close()
+        os.close(fd)
+
+
+def _fill_part(view: memoryview, failures: list[BaseException]) -> None:
+    try:
+        fd = os.open("/dev/zero", os.O_RDONLY)
+        try:
+            done = 0
+            while done < len(view):
+                done += os.readv(fd, [view[done : done + 64 * MiB]])
+        finally:
+            os.close(fd)
+    except BaseException as exc:
+        failures.append(exc)
+
+
+def fill_rate(size: int, threads: int) -> float:
+    """MB/s at which ``threads`` fill ``size`` bytes of fresh anonymous memory (every page
+    faulted in and written by the kernel), as a load's reads into new arrays do."""
+    size = max(ALIGN, size // ALIGN * ALIGN)
+    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    whole = memoryview(memory)
+    share = -(-size // threads // ALIGN) * ALIGN
+    parts = [whole[i : i + share] for i in range(0, size, share)]
+    failures: list[BaseException] = []
+    workers = [threading.Thread(target=_fill_part, args=(part, failures)) for part in parts]
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    seconds = time.perf_counter() - started
+    for part in parts:
+        part.release()
+    whole.release()
+    memory.close()
+    if failures:
+        raise LoadError(f"filling fresh memory failed: {failures[0]}")
+    return size / seconds / 1e6

@@ -1,0 +1,123 @@
+"""The recommendation as one answer a user acts on: what to change, what it gains against
+what they run now (their loader as it is, else the format library's own read), and the one
+line to paste. The why (``output.explain``) follows it, folded; every figure here is the
+candidate's own median, as everywhere else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from modelmon.core.loaders.registry import get_engine
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import MIN_GAIN
+from modelmon.core.output.explain import pick_speedup, runs_words, times_text
+from modelmon.core.output.loader import change_words, loader_snippets
+from modelmon.core.output.snippets import Snippet, matching, snippets
+
+if TYPE_CHECKING:
+    from modelmon.core.measuring.advice import LoaderAdvice
+    from modelmon.core.measuring.recommend import Recommendation
+
+LIBRARY = "the library's own read (safetensors get_tensor / gguf reader)"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    action: str  # what to do, in one sentence
+    gain: str  # what it gains, against what, measured how
+    paste: Snippet | None  # the line to paste for it (None: nothing to change)
+
+    def lines(self) -> list[str]:
+        """The answer as the CLI prints it: three lines, the line to paste last."""
+        out = [self.action, self.gain]
+        if self.paste is not None:
+            out.append(f"Paste ({self.paste.tool}): {self.paste.text}")
+        return out
+
+
+def _rate(candidate: Candidate) -> str:
+    return f"{candidate.median_mbps:.0f} MB/s"
+
+
+def _how(candidate: Candidate) -> str:
+    """What loading with ``candidate`` is, in the words of what a user runs."""
+    program = candidate.program
+    if program is not None and program.engine is not None:
+        engine = get_engine(program.engine)
+        settings = ", ".join(f"{k}={v}" for k, v in program.knobs) or "its defaults"
+        return f"{engine.description or engine.label} with {settings}"
+    return f"modelmon, {candidate.spec} (the config file holds it)"
+
+
+def _line(lines: list[Snippet], chosen: Candidate) -> Snippet | None:
+    tool = matching(lines, chosen)
+    return next((s for s in lines if s.tool == tool), None)
+
+
+def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippet]) -> Answer:
+    loader, pick, best = advice.loader, advice.pick, advice.modelmon
+    mine = loader_snippets(advice, rec.model)
+    if not loader.results:
+        return Answer(
+            f"Your loader ({loader.spec}) {loader.reason or 'did not complete'}: "
+            f"use {_how(rec.used)} instead.",
+            f"It loaded the model at {_rate(rec.used)}, the median of "
+            f"{runs_words(rec.used.results)}.",
+            _line(general, rec.used),
+        )
+    if pick is not None:
+        base = advice.baseline_of(pick)
+        gain = advice.gain(pick) or 0.0
+        return Answer(
+            f"Change your loader: {change_words(pick, base)}.",
+            f"{times_text(gain)} your loader as it is: {_rate(pick)} against {_rate(base)}, "
+            f"median of {len(pick.results)} paired rounds.",
+            _line(mine, pick) or (mine[0] if mine else None),
+        )
+    if best.results and loader.median_mbps > 0:
+        ratio = best.median_mbps / loader.median_mbps
+        if ratio >= MIN_GAIN:
+            return Answer(
+                f"Load with {_how(best)}: no setting of your loader was measured clearly faster.",
+                f"{times_text(ratio)} your loader as it is: {_rate(best)} against "
+                f"{_rate(loader)}, in the same rounds.",
+                _line(general, best),
+            )
+    return Answer(
+        "Keep your loader as it is: nothing measured here is clearly faster.",
+        f"It loads at {_rate(loader)}, the median of {runs_words(loader.results)}.",
+        None,
+    )
+
+
+def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = None) -> Answer:
+    """The one answer of ``rec`` (with the user's loader measured beside it: ``advice``)."""
+    general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
+    if advice is not None:
+        return _with_loader(rec, advice, general)
+    used = rec.used
+    library = next((c for c in rec.ranked if c.strategy == "library" and c.results), None)
+    if library is used:
+        return Answer(
+            f"Keep {LIBRARY}: it is the fastest way measured here.",
+            f"It loads at {_rate(used)}, the median of {runs_words(used.results)}.",
+            _line(general, used),
+        )
+    runs = runs_words(used.results)
+    if library is None:
+        return Answer(
+            f"Load with {_how(used)}.",
+            f"It loads at {_rate(used)}, the median of {runs}; {LIBRARY} was not measured to "
+            "compare.",
+            _line(general, used),
+        )
+    speedup = pick_speedup(used, library) or 0.0
+    verdict = library.verdict
+    paired = ", by the median of their alternating pairs" if verdict is not None else ""
+    return Answer(
+        f"Load with {_how(used)}.",
+        f"{times_text(speedup)} {LIBRARY}{paired}: {_rate(used)} against {_rate(library)}, "
+        f"medians of {runs} each.",
+        _line(general, used),
+    )

@@ -1,0 +1,125 @@
+"""The one answer a recommendation leads with: what to do, what it gains against what the
+user runs now, and the line to paste — each branch exact."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import judge, parse_engine
+from modelmon.core.measuring.advice import LoaderAdvice
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import Duel
+from modelmon.core.model.formats import open_model
+from modelmon.core.model.records import Model
+from modelmon.core.output.answer import LIBRARY, answer
+
+from ..measuring.records import candidate, run
+from .test_explain import record
+
+BEST = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
+WHOLE = candidate("sequential", 500, 505, 510, workers=1, chunk=16 << 20)
+
+
+@pytest.fixture
+def model(sharded_model: Path) -> Model:
+    return open_model(sharded_model)
+
+
+def test_the_pick_against_the_library_read_by_their_pairs(model: Model):
+    library = replace(candidate("library", 400, 410, 405), verdict=judge([0.5, 0.45, 0.44]))
+    rec = record(
+        model,
+        winner=BEST,
+        ranked=(BEST, library),
+        duel=Duel(other=library, verdict=library.verdict),
+    )
+    found = answer(rec, "m.toml")
+    assert found.action == f"Load with modelmon, {BEST.spec} (the config file holds it)."
+    # The pairs' median (1 / 0.45), the same figure the ranking and the explanation give.
+    assert found.gain == (
+        f"2.22× {LIBRARY}, by the median of their alternating pairs: 905 MB/s against 405 MB/s, "
+        "medians of 3 cold runs each."
+    )
+    assert found.paste is not None and found.paste.tool == "modelmon"
+    assert found.paste.text == f"modelmon.core.load({model.path!r}, config='m.toml')"
+    assert found.lines()[-1] == f"Paste (modelmon): {found.paste.text}"
+
+
+def test_a_single_reader_pick_pastes_the_loader_line_that_reads_as_it_does(model: Model):
+    rec = record(model, winner=WHOLE, ranked=(WHOLE,))
+    found = answer(rec, "m.toml")
+    assert found.gain.endswith(f"{LIBRARY} was not measured to compare.")
+    assert found.paste is not None and found.paste.tool == "safetensors-read"
+    assert found.paste.text.startswith("safetensors.torch.load(open(path, 'rb').read())")
+
+
+def test_the_library_as_the_pick_says_keep_it(model: Model):
+    library = candidate("library", 900, 905, 910)
+    rec = record(model, winner=library, ranked=(library, WHOLE))
+    found = answer(rec, "m.toml")
+    assert found.action == f"Keep {LIBRARY}: it is the fastest way measured here."
+    assert found.gain == "It loads at 905 MB/s, the median of 3 cold runs."
+
+
+def _engine(spec: str, *rates: float) -> Candidate:
+    return Candidate(parse_engine(spec), "", [run(rate) for rate in rates])
+
+
+def _advice(loader: Candidate, changes: tuple[Candidate, ...], pick: Candidate | None):
+    return LoaderAdvice(
+        loader=loader,
+        engine="safetensors",
+        engine_found="given",
+        for_engine=None,
+        changes=changes,
+        baselines={},
+        pick=pick,
+        modelmon=BEST,
+        rounds=3,
+        watch=None,
+    )
+
+
+AS_IS = _engine("safetensors", 870, 880, 890)
+
+
+def test_a_change_of_the_users_loader_pastes_their_engines_line(model: Model):
+    change = replace(
+        _engine("safetensors backend=read", 990, 1000, 1010), verdict=judge([1.16] * 3)
+    )
+    rec = record(model, winner=BEST, ranked=(BEST,))
+    found = answer(rec, "m.toml", _advice(AS_IS, (change,), change))
+    assert found.action.startswith("Change your loader: safetensors.")
+    assert found.gain == (
+        "1.16× your loader as it is: 1000 MB/s against 880 MB/s, median of 3 paired rounds."
+    )
+    assert found.paste is not None and found.paste.tool == "safetensors"
+    assert "PATH" not in found.paste.text and found.paste.measured_as == change.spec
+
+
+def test_modelmon_clearly_faster_than_an_unchangeable_loader_is_the_answer(model: Model):
+    slow = _engine("safetensors", 300, 310, 305)
+    rec = record(model, winner=BEST, ranked=(BEST,))
+    found = answer(rec, "m.toml", _advice(slow, (), None))
+    assert found.action.startswith(f"Load with modelmon, {BEST.spec}")
+    assert found.gain.startswith("2.97× your loader as it is: 905 MB/s against 305 MB/s")
+
+
+def test_nothing_faster_keeps_the_loader_and_pastes_nothing(model: Model):
+    rec = record(model, winner=BEST, ranked=(BEST,))
+    found = answer(rec, "m.toml", _advice(AS_IS, (), None))
+    assert found.action == "Keep your loader as it is: nothing measured here is clearly faster."
+    assert found.paste is None and len(found.lines()) == 2
+
+
+def test_a_loader_that_failed_is_named_and_the_pick_replaces_it(model: Model):
+    failed = replace(AS_IS, results=[], reason="exited with code 1: no such file")
+    rec = record(model, winner=BEST, ranked=(BEST,))
+    found = answer(rec, "m.toml", _advice(failed, (), None))
+    assert found.action == (
+        "Your loader (engine: safetensors) exited with code 1: no such file: use modelmon, "
+        f"{BEST.spec} (the config file holds it) instead."
+    )
