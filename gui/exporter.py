@@ -5,11 +5,12 @@ Files are assembled and written in a background task (a config reads the head of
 model file for its fingerprint, which takes a while on a network mount); the outcome is
 one line in the message bar. A plot as PNG is painted from the screen in the GUI thread (Qt
 painting); as SVG or PDF it is drawn again from the runs it shows (``gui/figures``, with
-matplotlib) in the background. Every write goes through the guard (``core.system.outputs``)
-with the open model's files as the inputs it must never replace: atomically, the previous
-file kept on failure. File ▸ Export asks the same guard first and says no in a dialog
-(``export_dialogs``); the check here is the one at write time. What is exported is read
-from the state (``Workbench``); nothing here measures.
+matplotlib) in the background: every kind of run the plot shows, a watched program's too.
+Every write goes through the guard (``core.system.outputs``) with the open model's files as
+the inputs it must never replace: atomically, the previous file kept on failure. File ▸
+Export asks the same guard first and says no in a dialog (``export_dialogs``); the check
+here is the one at write time. What is exported is read from the state (``Workbench``);
+nothing here measures.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from modelmon.gui.state.export_format import (
     results_json,
     write_export,
 )
-from modelmon.gui.state.records import WATCH_LABEL
+from modelmon.gui.state.run_trace import has_trace
 from modelmon.gui.state.tasks import Tasks
 
 if TYPE_CHECKING:
@@ -173,13 +174,6 @@ class Exporter(QObject):
                     "(a PNG shows the plot as it is now)",
                 )
                 return
-            if WATCH_LABEL in plot.run_labels:  # its arrivals are not a load's reads
-                self._report(
-                    False,
-                    f"a watched program's plot is saved as PNG: {fmt.upper()} figures are drawn "
-                    "from modelmon's own runs",
-                )
-                return
             runs, inputs = self.figure_runs(plot), self.inputs
             self._background(
                 lambda: write_export(path, figure_bytes(name, runs, fmt, heading), inputs),
@@ -196,10 +190,11 @@ class Exporter(QObject):
             self._report(True, f"Plot {name!r} written to {path}")
 
     def figure_runs(self, plot: ThemedPlot) -> FigureRuns:
-        """What a figure of ``plot`` draws: the latest run of each label it shows, its
-        visible ranges, its size and caption."""
+        """What a figure of ``plot`` draws: the latest run of each label it shows (modelmon's
+        load, a program's run, a watch: whatever left something to draw), its visible
+        ranges, its size and caption."""
         bench = self.bench
-        latest = {r.label: r for r in bench.records if r.sampled is not None}
+        latest = {r.label: r for r in bench.records if has_trace(r)}
         (x0, x1), (y0, y1) = plot.item.vb.viewRange()
         order = getattr(plot, "order", None)  # the Blocks plot's rows
         return FigureRuns(

@@ -4,7 +4,6 @@ data, and the bytes of an SVG or a PDF."""
 from __future__ import annotations
 
 import io
-import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -12,6 +11,9 @@ from typing import TYPE_CHECKING
 
 from modelmon.gui.state.colours import RUN_COLOURS
 from modelmon.gui.state.metric_views import X_LABEL
+from modelmon.gui.state.records import run_key
+from modelmon.gui.state.run_trace import RunTrace, run_trace
+from modelmon.gui.state.text_wrap import wrap_to
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -26,8 +28,9 @@ FOREGROUND = "#222222"
 GRID = "#d0d0d0"
 DPI = 100  # a plot of W × H px on screen becomes a figure of W/100 × H/100 inches
 MIN_SIZE_IN = (4.0, 2.6)
-NO_RUN = "No finished run to draw: run A, B or an A/B first."
-HEADING_WRAP = 110  # characters: a long configuration wraps instead of running off the page
+NO_RUN = "No finished run to draw: run A, B, an A/B or a watch first."
+HEADING_POINTS = 7.0  # the heading's and the key's words
+MARGIN = 0.01  # of the figure's width, either side of the heading
 
 STYLE = {
     "font.family": "DejaVu Sans",  # shipped with matplotlib: the same glyphs everywhere
@@ -65,10 +68,17 @@ class FigureRuns:
     block_order: tuple[str, ...] = ()  # the Blocks plot's rows, top to bottom
     extra: dict[str, str] = field(default_factory=dict)  # words the plot shows (captions)
 
+    def traced(self) -> list[tuple[RunRecord, RunTrace]]:
+        """The runs with what each left to draw (modelmon's load or a watched program's)."""
+        found = [(record, run_trace(record, self.model)) for record in self.runs]
+        return [(record, trace) for record, trace in found if trace is not None]
+
 
 def run_name(record: RunRecord) -> str:
-    """ "run A", "run B · pair 2" and, for a run that did not finish, what became of it."""
-    name = f"run {record.label}" + (f" · pair {record.pair + 1}" if record.pair is not None else "")
+    """ "run A", "run B · pair 2", "watch" (as the plots' keys name them) and, for a run
+    that did not finish, what became of it."""
+    pair = f" · pair {record.pair + 1}" if record.pair is not None else ""
+    name = run_key(record.label) + pair
     status = record.status
     return name if status == "ok" else f"{name} ({status})"
 
@@ -85,17 +95,41 @@ def styled() -> Iterator[None]:
         yield
 
 
+def wrapped(text: str, width_in: float, points: float = HEADING_POINTS) -> list[str]:
+    """``text`` in lines no wider than ``width_in`` inches at ``points`` (as the figure
+    measures its words): a long command wraps whole, never elided, never cut mid-number."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    font, measure = FontProperties(size=points), TextToPath()
+    room = width_in * 72.0  # points
+
+    def fits(line: str) -> bool:
+        return measure.get_text_width_height_descent(line, font, ismath=False)[0] <= room
+
+    return wrap_to(text, fits)
+
+
 def new_figure(runs: FigureRuns, heading: Sequence[str], height_in: float | None = None) -> Figure:
     """A figure the size of the plot on screen (or ``height_in`` tall), the heading's lines
-    above the plot; constrained layout keeps labels, legend and heading apart."""
+    above the plot, wrapped to its width; constrained layout keeps labels, legend and
+    heading apart."""
     from matplotlib.figure import Figure
 
     width = max(MIN_SIZE_IN[0], runs.size_px[0] / DPI)
     height = max(MIN_SIZE_IN[1], height_in or runs.size_px[1] / DPI)
-    lines = [part for line in heading for part in textwrap.wrap(line, HEADING_WRAP) or [""]]
+    room = width * (1.0 - 2 * MARGIN)
+    lines = [part for line in heading for part in wrapped(line, room)]
     figure = Figure(figsize=(width, height + 0.14 * len(lines)), dpi=DPI, layout="constrained")
     if lines:
-        figure.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=7.0, color="#555555")
+        figure.suptitle(
+            "\n".join(lines),
+            x=MARGIN,
+            ha="left",
+            fontsize=HEADING_POINTS,
+            color="#555555",
+            parse_math=False,  # a command's "$HOME" is words, not mathematics
+        )
     return figure
 
 
@@ -119,9 +153,10 @@ def plot_over_time(
     return figure, axes
 
 
-def latest_finished(runs: FigureRuns) -> RunRecord | None:
-    """The last of the runs that has an outcome to draw (the figures that show one run)."""
-    return next((r for r in reversed(runs.runs) if r.sampled is not None), None)
+def latest_finished(runs: FigureRuns) -> tuple[RunRecord, RunTrace] | None:
+    """The last of the runs that left something to draw (the figures that show one run)."""
+    traced = runs.traced()
+    return traced[-1] if traced else None
 
 
 def axes_ranges(axes: Axes, runs: FigureRuns, bottom: float | None = None) -> None:
@@ -155,30 +190,39 @@ def key_below(
         handles = found
     else:
         labels = [str(h.get_label()) for h in handles]
-    words = textwrap.fill(words, HEADING_WRAP) if words else ""
+    width = float(figure.get_figwidth()) * (1.0 - 2 * MARGIN)
+    words = "\n".join(wrapped(words, width)) if words else ""
     if handles:
-        figure.legend(
+        legend = figure.legend(
             handles,
             labels,
             loc="outside lower center",
             ncols=min(columns, len(labels)),
             title=words or None,
-            title_fontsize=7.0,
+            title_fontsize=HEADING_POINTS,
         )
+        legend.get_title().set_parse_math(False)
+        for text in legend.get_texts():
+            text.set_parse_math(False)
     elif words:
-        figure.supxlabel(words, fontsize=7.0, color="#555555")
+        figure.supxlabel(words, fontsize=HEADING_POINTS, color="#555555", parse_math=False)
 
 
 def note(axes: Axes, text: str) -> None:
     """Why the plot has nothing to show, in words across it (never a flat line)."""
+    from matplotlib.figure import Figure
+
+    figure = axes.get_figure()  # the words take the middle 60 % of the figure's width
+    width = 0.6 * float(figure.get_figwidth()) if isinstance(figure, Figure) else MIN_SIZE_IN[0]
     axes.text(
         0.5,
         0.5,
-        textwrap.fill(text, 60),
+        "\n".join(wrapped(text, width, 8.0)),
         transform=axes.transAxes,
         ha="center",
         va="center",
         color="#a05a00",
+        parse_math=False,
     )
 
 

@@ -39,10 +39,7 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
         right.set_ylabel(view.right_label)
         right.grid(False)
     reasons, drawn, right_peak = [], 0, 0.0
-    for record in runs.runs:
-        outcome = record.sampled
-        if outcome is None:
-            continue
+    for record, outcome in runs.traced():
         reason = outcome.unavailable.get(view.requires) if view.requires else None
         if reason:
             reasons.append(f"No {view.requires} counters here: {reason}")
@@ -87,16 +84,18 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     for file in model_files:
         files.append((file.path, base, file.size / MB))
         base += file.size / MB
-    record = latest_finished(runs)
+    latest = latest_finished(runs)
     title = "Page cache"
-    if record is None or record.sampled is None:
+    if latest is None:
         note(axes, NO_RUN)
-    elif not record.sampled.residency_maps:
-        reason = record.sampled.unavailable.get("residency")
+    elif not latest[1].residency_maps:
+        record, trace = latest
+        reason = trace.unavailable.get("residency")
         note(axes, f"No residency maps here: {reason}" if reason else "No residency maps taken.")
         title = f"Page cache — {run_name(record)}"
     else:
-        maps = record.sampled.residency_maps
+        record, trace = latest
+        maps = trace.residency_maps
         colours = LinearSegmentedColormap.from_list(
             "cached", ["white", run_colour(record.label)]
         ).with_extremes(bad=(0.0, 0.0, 0.0, 0.0))  # not measured: no colour at all

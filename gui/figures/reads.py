@@ -39,10 +39,8 @@ def throughput(runs: FigureRuns, heading: Sequence[str]) -> Figure:
         runs, heading, title="Throughput", y_label="read throughput (MB/s)"
     )
     drawn = 0
-    for record in runs.runs:
-        if record.sampled is None:
-            continue
-        width, load, prefetch = run_rates(record.sampled.reads)
+    for record, trace in runs.traced():
+        width, load, prefetch = run_rates(trace.reads)
         times = (np.arange(len(load)) + 0.5) * width
         colour = run_colour(record.label)
         axes.plot(times, load, color=colour, label=run_name(record))
@@ -91,25 +89,24 @@ def access_pattern(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     from matplotlib.lines import Line2D
 
     figure, axes = plot_over_time(runs, heading, y_label="model offset (MB)")
-    record = latest_finished(runs)
+    latest = latest_finished(runs)
     files = runs.model.files if runs.model is not None else ()
     bases = np.concatenate([[0.0], np.cumsum([f.size for f in files], dtype=np.float64)]) / MB
     words = [runs.extra.get("spec", ""), runs.extra.get("caption", "")]
     keys: list[Artist] = []
-    if record is None or record.sampled is None:
+    if latest is None:
         axes.set_title("Access pattern", loc="left")
         note(axes, NO_RUN)
     else:
+        record, trace = latest
         axes.set_title(f"Access pattern — {run_name(record)}", loc="left")
-        reads = record.sampled.reads
+        reads = trace.reads
         count = len(reads["start"])
         stride = max(1, -(-count // MAX_SEGMENTS))
         kept = np.arange(0, count, stride)
         if stride > 1:
             words.append(f"every {stride}th read drawn ({len(kept):,} of {count:,})")
-        file_index = reads["file"][kept]
-        base = bases[file_index] if len(bases) > 1 else np.zeros(len(kept))
-        y0 = base + reads["offset"][kept] / MB
+        y0 = trace.file_base_mb[reads["file"][kept]] + reads["offset"][kept] / MB
         y1 = y0 + reads["length"][kept] / MB
         workers = reads["worker"][kept]
         for worker in np.unique(workers):
@@ -123,8 +120,9 @@ def access_pattern(runs: FigureRuns, heading: Sequence[str]) -> Figure:
             )
             colour = worker_colour(int(worker))
             axes.add_collection(LineCollection(segments, colors=colour, linewidths=0.8))
-            if len(keys) < MAX_KEYED_WORKERS:
-                keys.append(Line2D([], [], color=colour, label=f"w{int(worker)}"))
+            if len(keys) < MAX_KEYED_WORKERS:  # "w0", or a watched program's "p0", "shared"
+                name = f"{trace.reader[0]}{int(worker)}" if worker >= 0 else "shared"
+                keys.append(Line2D([], [], color=colour, label=name))
         hidden = len(np.unique(workers)) - len(keys)
         if hidden > 0:
             keys.append(Line2D([], [], color="none", label=f"+{hidden} workers"))

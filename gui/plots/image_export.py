@@ -1,9 +1,10 @@
 """A plot to PNG as it is on screen, headed by what it shows (model and configurations),
 written atomically.
 
-The heading's lines, then the plot widget painted below them into an image at twice the
-on-screen size. The axes are normally cached as pixmaps (see ``style.cache_axes``); while a
-plot is exported they are drawn directly, at the image's resolution.
+The heading's lines (wrapped to the plot's width), then the plot widget painted below them
+into an image at twice the on-screen size. The axes are normally cached as pixmaps (see
+``style.cache_axes``); while a plot is exported they are drawn directly, at the image's
+resolution.
 
 Vector figures (SVG, PDF) are not painted from the screen: Qt's SVG generator writes the
 plot's paths in a way several renderers draw wrongly. They are drawn again from the runs'
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import QGraphicsItem
 
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.state.export_format import ExportError, write_export
+from modelmon.gui.state.text_wrap import wrap_to
 from modelmon.gui.theme import current_theme
 
 FORMATS = {".png": "PNG"}
@@ -43,10 +45,23 @@ def axes_uncached(plot: ThemedPlot) -> Iterator[None]:
             axis.setCacheMode(mode)
 
 
+def heading_lines(plot: ThemedPlot, heading: list[str]) -> list[str]:
+    """The heading's lines wrapped to the plot's width: a long command is shown whole, on as
+    many lines as it takes, never cut at the image's edge nor mid-number."""
+    metrics = QFontMetrics(plot.font())
+    room = max(1, plot.plot.width() - 2 * MARGIN - 2)  # 2 px for hinting at twice the size
+    return [
+        part
+        for line in heading
+        for part in wrap_to(line, lambda text: metrics.horizontalAdvance(text) <= room)
+    ]
+
+
 def heading_height(plot: ThemedPlot, heading: list[str]) -> int:
     if not heading:
         return 0
-    return len(heading) * QFontMetrics(plot.font()).lineSpacing() + 2 * MARGIN
+    lines = heading_lines(plot, heading)
+    return len(lines) * QFontMetrics(plot.font()).lineSpacing() + 2 * MARGIN
 
 
 def _paint(painter: QPainter, plot: ThemedPlot, heading: list[str]) -> None:
@@ -58,7 +73,7 @@ def _paint(painter: QPainter, plot: ThemedPlot, heading: list[str]) -> None:
     painter.setPen(QColor(theme.foreground))
     painter.setFont(plot.font())
     spacing = QFontMetrics(plot.font()).lineSpacing()
-    for row, line in enumerate(heading):
+    for row, line in enumerate(heading_lines(plot, heading)):
         box = QRect(MARGIN, MARGIN + row * spacing, widget.width() - 2 * MARGIN, spacing)
         painter.drawText(box, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), line)
     with axes_uncached(plot):

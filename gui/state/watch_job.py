@@ -37,12 +37,17 @@ class WatchRequest:
     env: tuple[tuple[str, str], ...] = ()  # the command's NAME=VALUE words
 
     @property
-    def title(self) -> str:
-        """One line naming what is watched: its command, or "pid 4242 (python serve.py)"."""
+    def whole(self) -> str:
+        """What is watched, whole, on one line: its command, or "pid 4242 (python serve.py)".
+        The watch's spec: the results, the plots and their exports show it as it is."""
         if self.command is not None:
-            text = " ".join(shlex.join(self.command).split())
-        else:
-            text = f"pid {self.pid}" + (f" ({self.described})" if self.described else "")
+            return " ".join(shlex.join(self.command).split())
+        return f"pid {self.pid}" + (f" ({self.described})" if self.described else "")
+
+    @property
+    def title(self) -> str:
+        """``whole``, shortened for a status line."""
+        text = self.whole
         return text if len(text) <= MAX_TITLE else text[: MAX_TITLE - 1] + "…"
 
 
@@ -130,7 +135,7 @@ class WatchJob(Job):
         )
         if self.cancelled:  # asked before the watch existed
             self.watch.cancel()
-        spec = request.title
+        spec = request.whole
         self.report(RunStart(WATCH_LABEL, spec, None, None, self.watch))
         try:
             result = self.watch.run()

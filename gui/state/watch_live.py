@@ -34,16 +34,26 @@ from modelmon.gui.state.live import (
 )
 from modelmon.gui.state.metrics_live import MAX_POLL_S, POLL_S, PULL_SHARE, MetricSnapshot, latest
 from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.residency_grid import Maps
 from modelmon.gui.state.results_rows import findings_words
 
 
-def _stacking(model_files: Sequence[tuple[str, int]]) -> tuple[dict[str, float], float]:
+def stacking(model_files: Sequence[tuple[str, int]]) -> tuple[dict[str, float], float]:
     """{realpath: base MB} of the open model's files stacked in order, and their end."""
     bases, base = {}, 0.0
     for path, size in model_files:
         bases[os.path.realpath(path)] = base
         base += size / MB
     return bases, base
+
+
+def by_model_paths(maps: Maps, model_paths: Sequence[str]) -> Maps:
+    """Residency maps keyed by the model's own paths: the watch names files by their real
+    path (a model's file may be a link, as in a Hugging Face cache)."""
+    shown = {os.path.realpath(p): p for p in model_paths}
+    return tuple(
+        (t, {shown.get(path, path): grid for path, grid in files.items()}) for t, files in maps
+    )
 
 
 class WatchView(CursorView):
@@ -57,7 +67,7 @@ class WatchView(CursorView):
     ) -> None:
         super().__init__(max_reads)
         self.watch = watch
-        self._bases, self._end_mb = _stacking(model_files)
+        self._bases, self._end_mb = stacking(model_files)
         self._model_bytes = sum(size for _, size in model_files)
         self._file_base: list[float] = []  # by the watch's file index
         self.bins = ThroughputBins()
@@ -138,18 +148,9 @@ class WatchFeed:
         self, label: str, watch: Watch, model_paths: Sequence[str] = (), poll_s: float = POLL_S
     ) -> None:
         self.label, self.watch, self.poll_s = label, watch, poll_s
-        # The observer names files by their real path; the plots by the model's own.
-        self.shown_path = {os.path.realpath(p): p for p in model_paths}
+        self.model_paths = tuple(model_paths)
         self._last_pull = -math.inf
         self._samples = -1
-
-    def _shown(
-        self, maps: Sequence[tuple[float, dict[str, np.ndarray]]]
-    ) -> tuple[tuple[float, dict[str, np.ndarray]], ...]:
-        return tuple(
-            (t, {self.shown_path.get(path, path): grid for path, grid in files.items()})
-            for t, files in maps
-        )
 
     def poll(self, now_s: float | None = None) -> MetricSnapshot | None:
         sampler, t0_ns = self.watch.sampler, self.watch.t0_ns
@@ -168,7 +169,7 @@ class WatchFeed:
             series,
             dict(sampler.specs),
             sampler.unavailable,
-            self._shown(maps),
+            by_model_paths(tuple(maps), self.model_paths),
             resident_fraction=latest(series, "resident_fraction"),
         )
         self.poll_s = min(
@@ -187,7 +188,7 @@ class WatchFeed:
             series,
             dict(samples.specs),
             dict(samples.unavailable),
-            self._shown(samples.residency_maps),
+            by_model_paths(samples.residency_maps, self.model_paths),
             True,
             latest(series, "resident_fraction"),
         )
