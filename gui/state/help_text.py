@@ -1,7 +1,8 @@
 """The Help menu's texts: About, the keyboard shortcuts, how modelmon measures. Qt-free.
 
 "How it measures" is read from the shipped resource, the one place it is written (the
-README carries the same text, and tests/test_help_text.py keeps them equal).
+first section of docs/how-it-measures.md carries the same text, and
+tests/gui/state/test_small_helpers.py keeps them equal).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from modelmon.gui.state.help_text import about_html, how_it_measures, menu_text,
 from modelmon.gui.state.recent_entries import normalised, recent_label, still_there
 from modelmon.gui.state.save_location import save_start
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+HOW = Path(__file__).resolve().parents[3] / "docs" / "how-it-measures.md"
 
 
 def test_recent_labels_name_the_folder_that_tells_shards_apart():
@@ -66,8 +66,8 @@ def test_ab_sessions_are_numbered_and_a_cancelled_one_keeps_the_earlier_verdict(
     assert history.result is None and history.session is None and not history.completed
 
 
-def test_how_it_measures_is_the_readme_section_word_for_word():
-    readme = README.read_text(encoding="utf-8")
+def test_how_it_measures_is_the_docs_section_word_for_word():
+    readme = HOW.read_text(encoding="utf-8")
     section = readme.split("## How it measures\n", 1)[1].split("\n## ", 1)[0]
     body = section.split("-->\n", 1)[1].split("<!-- /how-it-measures -->", 1)[0]
     assert body == how_it_measures()
