@@ -7,6 +7,7 @@ import os
 import shlex
 
 from modelmon.core.units import human_bytes
+from modelmon.core.watching.findings import readers_line
 from modelmon.core.watching.result import WatchResult
 
 
@@ -92,6 +93,8 @@ def render_watch(result: WatchResult) -> str:
                 f"shared:   one open file description of {os.path.basename(description.path)} "
                 f"held by pids {', '.join(map(str, description.pids))}"
             )
+    if result.other_readers:
+        lines.append(f"others:   {readers_line(result.other_readers)}")
     if result.quiet_s is not None and math.isfinite(result.quiet_s):
         lines.append(f"quiet:    from {result.quiet_s:.1f} s")
     if result.findings:

@@ -244,6 +244,7 @@ def assemble(
         references=tuple(references),
         samples=_samples(observer, sampler, t0_ns),
         changed_files=tuple(changed_files),
+        other_readers=observer.others.report(observer.files.files),
     )
     return dataclasses.replace(result, findings=findings(result))
 

@@ -1,5 +1,5 @@
-"""Which files are the model: named by ``--model`` (a file or a folder), by the watched
-command's arguments, or recognised by name when the program opens or maps them.
+"""Which files are the model: named by ``--model`` or by the watched command's arguments
+(``naming`` resolves them), or recognised by name when the program opens or maps them.
 
 A file is known by its identity (device, inode), not its path: the program may reach it
 through a symlink (a Hugging Face snapshot links into ``blobs/``), a bind mount or a relative
@@ -8,11 +8,9 @@ path, and ``/proc/PID/maps`` names a mapping by device and inode.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shlex
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Names the loaders people run read weights from. ".bin" is torch's pytorch_model.bin.
@@ -31,8 +29,6 @@ MODEL_SUFFIXES = (
     ".tflite",
     ".llamafile",
 )
-FOLDER_DEPTH = 3  # a model folder's files: diffusers keeps them one level down (unet/...)
-FOLDER_FILES = 4096  # bound on the files a folder walk looks at
 # A file found open with a model's name but smaller than this is not weights (Python's own
 # site-packages/*.pth path files are a few bytes).
 MIN_FOUND_BYTES = 64 << 10
@@ -67,92 +63,45 @@ def identity_of(path: str) -> tuple[Identity, int] | None:
     return (status.st_dev, status.st_ino), status.st_size
 
 
-def _folder_files(folder: str, suffix_only: bool) -> list[str]:
-    """Regular files under ``folder`` (FOLDER_DEPTH levels), model-named when ``suffix_only``."""
-    found: list[str] = []
-    base = folder.rstrip(os.sep).count(os.sep)
-    for root, dirs, names in os.walk(folder, followlinks=True):
-        if root.count(os.sep) - base >= FOLDER_DEPTH - 1:
-            dirs[:] = []
-        dirs.sort()
-        for name in sorted(names):
-            path = os.path.join(root, name)
-            if (not suffix_only or looks_like_model(name)) and os.path.isfile(path):
-                found.append(path)
-            if len(found) >= FOLDER_FILES:
-                return found
-    return found
-
-
-def files_of(path: str) -> list[str]:
-    """The model files a ``--model`` path stands for: the file itself, or a folder's
-    model-named files (all its files when none is model-named)."""
-    if os.path.isdir(path):
-        return _folder_files(path, suffix_only=True) or _folder_files(path, suffix_only=False)
-    return [path]
-
-
-def files_in_arguments(argv: Sequence[str]) -> list[str]:
-    """Model files the arguments of a command name: a model-named file, or a folder holding
-    model-named files; ``--flag=value`` is looked at by its value. The program itself
-    (argv[0]) and its script are not models."""
-    found: list[str] = []
-    words: list[str] = []
-    for argument in argv[1:]:
-        words.append(argument)
-        if any(space in argument for space in " \t\n") and len(argument) < 4096:
-            with contextlib.suppress(ValueError):  # a shell line (sh -c '...'): its words too
-                words += shlex.split(argument)
-    for word in words:
-        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
-        if not value or value.startswith("-"):
-            continue
-        try:
-            if os.path.isdir(value):
-                found += _folder_files(value, suffix_only=True)
-            elif looks_like_model(value) and os.path.isfile(value):
-                found.append(value)
-        except OSError:  # a name too long for a path, a permission: not a model
-            continue
-    return list(dict.fromkeys(found))
-
-
 class ModelFiles:
     """The run's model files, in the order they became known, found by identity.
 
-    ``scope``: the ``--model`` paths; when given, only files under them count (a file named
-    by ``--model`` and any file in a folder named by it). Without it, files named before the
-    run (by the command's arguments) set the scope to their folders; with none named, any
-    model-named file of at least MIN_FOUND_BYTES the program opens or maps counts.
+    The scope says which files the program is seen with count: ``files`` (the named models'
+    weight files) and the model-named files under ``folders`` (a folder named as the model).
+    Without either, files named before the run (by the command's arguments) set the scope to
+    their folders; with none named, any model-named file of at least MIN_FOUND_BYTES the
+    program opens or maps counts.
     """
 
-    def __init__(self, scope: Iterable[str] = ()) -> None:
-        self.scope = tuple(os.path.realpath(path) for path in scope)
+    def __init__(self, files: Iterable[str] = (), folders: Iterable[str] = ()) -> None:
+        self.scope_files = frozenset(os.path.realpath(path) for path in files)
+        self.folders = tuple(dict.fromkeys(os.path.realpath(path) for path in folders))
         self._by_identity: dict[Identity, ModelFile] = {}
         self.files: list[ModelFile] = []
         self._refused: set[str] = set()  # paths seen and not the model: not stat'ed again
 
-    def add_named(self, paths: Iterable[str]) -> list[ModelFile]:
-        """Files named before the program runs; the new ones. Without ``--model``, their
-        folders become the scope."""
-        added = [f for f in (self._add(path, named=True) for path in paths) if f is not None]
-        if not self.scope and added:
-            self.scope = tuple(dict.fromkeys(os.path.dirname(f.path) for f in added))
-            self._folders_only = True
-        return added
+    @property
+    def scoped(self) -> bool:
+        return bool(self.scope_files or self.folders)
 
-    _folders_only = False  # the scope is the named files' folders: model-named files in them
+    def add_named(self, paths: Iterable[str]) -> list[ModelFile]:
+        """Files named before the program runs; the new ones. Without a scope, their folders
+        become it."""
+        added = [f for f in (self._add(path, named=True) for path in paths) if f is not None]
+        if not self.scoped and added:
+            self.folders = tuple(dict.fromkeys(os.path.dirname(f.path) for f in added))
+        return added
 
     def by_identity(self, identity: Identity) -> ModelFile | None:
         return self._by_identity.get(identity)
 
     def in_scope(self, path: str) -> bool:
-        if not self.scope:
-            return looks_like_model(path)
-        if self._folders_only and not looks_like_model(path):
+        if path in self.scope_files:
+            return True
+        if not looks_like_model(path):
             return False
-        return any(
-            path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in self.scope
+        return not self.scoped or any(
+            path.startswith(folder.rstrip(os.sep) + os.sep) for folder in self.folders
         )
 
     def consider(self, path: str, identity: Identity | None = None) -> ModelFile | None:
@@ -168,7 +117,7 @@ class ModelFiles:
         if not self.in_scope(resolved) and not self.in_scope(path):
             self._refused.add(path)
             return None
-        if not self.scope:
+        if not self.scoped:
             found = identity_of(resolved)
             if found is None or found[1] < MIN_FOUND_BYTES:
                 self._refused.add(path)

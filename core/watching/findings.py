@@ -8,12 +8,13 @@ thresholds are here, named, so the words and the test agree on them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import asdict
 
 from modelmon.core.system.cache import COLD_THRESHOLD
 from modelmon.core.units import human_bytes
 from modelmon.core.watching.loaders import fix
-from modelmon.core.watching.result import Finding, WatchResult
+from modelmon.core.watching.result import Finding, OtherReader, WatchResult
 
 PARTIAL_BELOW = 0.9  # of a mapped file read: under this, the load touched only part of it
 MAPPED_MIN_BYTES = 16 << 20  # arrivals through a mapping worth a word
@@ -152,11 +153,18 @@ def random_order(result: WatchResult) -> Finding | None:
     return Finding("random-order", text, evidence, fix("random", result.loader))
 
 
-def evicted(result: WatchResult) -> Finding | None:
+def _dropped(result: WatchResult) -> tuple[int, int] | None:
+    """(dropped, arrived) bytes when enough of what arrived was dropped again to tell."""
     dropped = sum(f.evicted_bytes for f in result.files)
     arrived = sum(f.arrived_bytes for f in result.files)
-    if not arrived or dropped < arrived * EVICTED_SHARE:
+    return (dropped, arrived) if arrived and dropped >= arrived * EVICTED_SHARE else None
+
+
+def evicted(result: WatchResult) -> Finding | None:
+    found = _dropped(result)
+    if found is None or result.other_readers:  # another reader's pages come and go too
         return None
+    dropped, arrived = found
     text = (
         f"{human_bytes(dropped)} of the model were dropped from the page cache after they "
         f"arrived, before the load ended ({dropped / arrived:.0%} of what arrived): memory "
@@ -191,13 +199,24 @@ def swap(result: WatchResult) -> Finding | None:
     return Finding("swap", text, evidence, fix("swap", result.loader))
 
 
-def not_cold(result: WatchResult) -> Finding | None:
-    seen = [f for f in result.files if f.mapped or f.opened or f.arrived_bytes]
+def _resident_before(result: WatchResult, also: Collection[str] = ()) -> float | None:
+    """The share of the files the program used (and of the files at ``also``) that was
+    cached before it read them; None when it was seen with none."""
+    seen = [f for f in result.files if f.mapped or f.opened or f.arrived_bytes or f.path in also]
+    size = sum(f.size for f in seen)
     if not seen:
         return None
-    size = sum(f.size for f in seen)
-    before = sum(f.resident_before * f.size for f in seen) / size if size else 0.0
+    return sum(f.resident_before * f.size for f in seen) / size if size else 0.0
+
+
+def not_cold(result: WatchResult) -> Finding | None:
+    seen = [f for f in result.files if f.mapped or f.opened or f.arrived_bytes]
+    before = _resident_before(result)
+    if before is None:
+        return None
     cache = result.cache
+    if result.other_readers and (before > COLD_THRESHOLD or cache is not None):
+        return None  # another reader kept or brought its pages: other_readers says so
     verified = cache is not None and cache.cold and all(f.named for f in seen)
     if verified and before <= COLD_THRESHOLD:
         return None
@@ -233,8 +252,55 @@ def model_written(result: WatchResult) -> Finding | None:
     return Finding("model-written", text, {"changed_files": list(result.changed_files)}, fix)
 
 
+def readers_line(readers: Sequence[OtherReader], limit: int = 5) -> str:
+    """``pid 4242 (cat) had model.safetensors open; pid 77 (python3) mapped 2 model files``."""
+    said = [
+        f"pid {r.pid} ({r.name}) "
+        + ("mapped " if r.mapped else "had ")
+        + (_name(r.files[0]) if len(r.files) == 1 else f"{len(r.files)} model files")
+        + ("" if r.mapped else " open")
+        for r in readers[:limit]
+    ]
+    more = len(readers) - limit
+    return "; ".join(said) + (f" and {more} more" if more > 0 else "")
+
+
+def other_readers(result: WatchResult) -> Finding | None:
+    """Processes outside the tree had the model's files open or mapped: what the cache held
+    before, what was dropped again and what arrived are not the watched program's alone."""
+    if not result.other_readers:
+        return None
+    text = (
+        "Another process was reading the model's files during the watch: "
+        f"{readers_line(result.other_readers)}."
+    )
+    held = {path for reader in result.other_readers for path in reader.files}
+    before = _resident_before(result, held)
+    if before is not None and before > COLD_THRESHOLD:
+        text += (
+            f" {before:.1%} of the model was in the page cache before the program read it: "
+            "what another reader keeps there is no warm start of the program's."
+        )
+    dropped = _dropped(result)
+    if dropped is not None:
+        text += (
+            f" {human_bytes(dropped[0])} of the model were dropped from the page cache after "
+            "they arrived: the other reader's pages come and go too, so this does not say that "
+            "memory was too short for the program."
+        )
+    text += " What arrived, and how fast, may be partly its reads."
+    evidence = {
+        "readers": [asdict(reader) for reader in result.other_readers],
+        "resident_before": round(before, 6) if before is not None else None,
+        "evicted_bytes": dropped[0] if dropped is not None else 0,
+    }
+    words = "Watch again when nothing else reads the model (stop the other process or let it end)."
+    return Finding("other-reader", text, evidence, words)
+
+
 RULES: tuple[Callable[[WatchResult], Finding | None], ...] = (
     model_written,
+    other_readers,
     not_cold,
     shared_descriptor,
     mmap_faults,

@@ -21,6 +21,7 @@ from modelmon.core.watching.arrival import Arrivals, ArrivalTracker
 from modelmon.core.watching.descriptors import DescriptorGroups
 from modelmon.core.watching.files import ModelFile, ModelFiles
 from modelmon.core.watching.openings import look
+from modelmon.core.watching.others import OTHERS_CPU_SHARE, OtherReaders
 from modelmon.core.watching.tree import ZERO, Counters, ProcessTree, read_command
 
 LOOK_CPU_SHARE = 0.01  # descriptors and mappings of every process
@@ -68,8 +69,9 @@ class Observer:
         self.uses: dict[int, FileUse] = {}
         self.libraries: set[str] = set()
         self.denied: set[str] = set()
+        self.others = OtherReaders()  # processes outside the tree with the model's files
         self.lock = threading.Lock()  # what a tick changes, against readers on other threads
-        self._next_look = self._next_rss = self._next_scan = 0
+        self._next_look = self._next_rss = self._next_scan = self._next_others = 0
         self.cpu_ns = 0  # the ticks' own CPU time
         self.looks = 0
         # What the sources read after a tick:
@@ -114,6 +116,10 @@ class Observer:
                 if final or now_ns >= self._next_look:
                     cost = self._look(now_ns, want_rss=final or now_ns >= self._next_rss)
                     self._next_look = now_ns + max(self.interval_ns, int(cost / LOOK_CPU_SHARE))
+                if final or now_ns >= self._next_others:
+                    cost = self.others.scan(self.files.files, tree.claims)
+                    spaced = int(cost / OTHERS_CPU_SHARE)
+                    self._next_others = now_ns + max(self.interval_ns, spaced)
             if final or now_ns >= self._next_scan:
                 found = self.arrivals.round(now_ns, everything=final)
                 self._log(found)

@@ -82,6 +82,17 @@ class DescriptionReport:
 
 
 @dataclass(frozen=True, slots=True)
+class OtherReader:
+    """A process outside the watched tree seen with model files open or mapped: its reads
+    move the model's pages too."""
+
+    pid: int
+    name: str  # its command name (/proc/PID/comm)
+    files: tuple[str, ...]  # the model files it was seen with
+    mapped: bool  # it mapped one (else it had them open)
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     code: str  # "shared-descriptor", "mmap-faults", "partial-read", ...
     text: str  # one or two sentences, with the figures
@@ -156,6 +167,8 @@ class WatchResult:
     # Model files whose size or modification time changed while the program ran: written
     # into, so what arrived is not a load of the model as it was.
     changed_files: tuple[str, ...] = ()
+    # Processes outside the tree seen with the model's files open or mapped while watched.
+    other_readers: tuple[OtherReader, ...] = ()
 
     @property
     def mbps(self) -> float | None:
@@ -221,6 +234,7 @@ class WatchResult:
             "swap_in_bytes": self.swap_in_bytes,
             "swap_out_bytes": self.swap_out_bytes,
             "changed_files": list(self.changed_files),
+            "other_readers": [asdict(reader) for reader in self.other_readers],
             "cache": asdict(self.cache) if self.cache is not None else None,
             "findings": [asdict(f) for f in self.findings],
             "references": [asdict(r) for r in self.references],

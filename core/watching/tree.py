@@ -93,6 +93,7 @@ def parse_statm(data: bytes) -> tuple[int, int]:
     return resident * PAGE_SIZE, max(0, resident - shared) * PAGE_SIZE
 
 
+CLAIM_DEPTH = 32  # ancestors looked through for a member (pid 0 has no stat: the walk ends)
 CHILDREN_FILES_UP_TO = 256  # threads in the tree; beyond, one listing of /proc is cheaper
 _HAVE_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
@@ -290,6 +291,20 @@ class ProcessTree:
             and stat.start_ticks >= root.start_ticks
             and pid not in own
         )
+
+    def claims(self, pid: int) -> bool:
+        """Whether ``pid`` is of the tree, seen yet or not: a member, a descendant of one, or
+        an orphan of the tree its adopter holds (any other process is someone else's)."""
+        own = self._own() if self.adopter is not None else set()
+        for _ in range(CLAIM_DEPTH):
+            stat = self._read_stat(pid)
+            member = self.members.get(pid)
+            if stat is None or (member is not None and member.start_ticks == stat.start_ticks):
+                return stat is not None
+            if self._is_orphan(pid, stat, own):
+                return True
+            pid = stat.ppid
+        return False
 
     def _children_of(self, live: list[Member]) -> dict[int, StatLine]:
         """New children of the live members, from each of their threads' children lists: a

@@ -37,13 +37,8 @@ from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.attach import unwatchable
-from modelmon.core.watching.files import (
-    ModelFiles,
-    file_stamp,
-    files_in_arguments,
-    files_of,
-    swap_pages,
-)
+from modelmon.core.watching.files import ModelFiles, file_stamp, swap_pages
+from modelmon.core.watching.naming import models_in_arguments, named_files, resolve_model
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
     end_with_parent,
@@ -74,14 +69,18 @@ MAP_INTERVAL_S = 0.5  # between residency maps (the sampler's default)
 class Watch:
     """One watched run. ``run()`` blocks and returns the result; ``cancel()`` from any thread
     (or a signal handler). While it runs, ``reads`` (the arrivals, as a load's read log),
-    ``sampler`` (the metric series), ``files`` and ``t0_ns`` are what the app plots live."""
+    ``sampler`` (the metric series), ``files`` and ``t0_ns`` are what the app plots live.
+
+    ``model``: the model (or models) whose files count, each named as every verb names one:
+    a file, a shard index (its shards), a folder, ``hf:ORG/NAME`` or ``ollama:NAME``; a bad
+    one raises what ``open_model`` raises for it."""
 
     def __init__(
         self,
         command: Sequence[str] | None = None,
         *,
         pid: int | None = None,
-        model: Sequence[str] = (),
+        model: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = (),
         cache: CacheMode | None = None,
         quiet_s: float | None = None,
         interval_s: float = 0.1,
@@ -112,9 +111,8 @@ class Watch:
             refusal = unwatchable(pid)
             if refusal is not None:
                 raise OptionsError(f"--pid {pid}: {refusal}")
-        for path in model:
-            if not os.path.exists(path):
-                raise OptionsError(f"--model {path}: no such file or folder")
+        given = [model] if isinstance(model, (str, os.PathLike)) else list(model)
+        named = [resolve_model(os.fspath(name)) for name in given]
         self.command = tuple(command) if command is not None and pid is None else None
         self.pid = pid
         self.attached = pid is not None
@@ -128,9 +126,9 @@ class Watch:
         # fleet node waits there for the others); False: the command is not started.
         self.start_gate = start_gate
         self.references = tuple(references)
-        self.model = tuple(model)
         self.reads = ReadLog()
-        self.files = ModelFiles(model)
+        self._named = named_files(named)  # the weight files of the models given
+        self.files = ModelFiles(self._named, [m.folder for m in named if m.folder])
         self.observer = Observer(self.files, self.reads, interval_s)
         self.sampler: Sampler | None = None
         self.t0_ns = 0
@@ -203,20 +201,20 @@ class Watch:
 
     def _prepare(self) -> cache.CacheState | None:
         """The named model files, their cache put in the requested state and measured."""
-        if self.model:
-            named = [path for given in self.model for path in files_of(given)]
-        elif self.command is not None:
-            named = files_in_arguments(self.command)
-        else:
-            named = []
+        named = self._named
+        if not named and self.command is not None:  # the model its arguments name, if any
+            models, notes = models_in_arguments(self.command)
+            named = named_files(models)
+            self.notes += notes
         self.files.add_named(named)
         paths = [f.path for f in self.files.files]
         if not paths:
             if not self.attached:
                 self.notes.append(
-                    "the cache could not be prepared: no model was named (--model, or a model "
-                    "file or folder in the command's arguments); each file counts from when "
-                    "the program was first seen with it open or mapped"
+                    "the cache could not be prepared: no model was named (--model, or in the "
+                    "command's arguments a model file, shard index, folder, hf: or ollama: "
+                    "reference); each file counts from when the program was first seen with "
+                    "it open or mapped"
                 )
             return None
         return cache.prepare(paths, self.cache_mode)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import ExitCode, add_verb, cancel_on_interrupt, emit_json, fail
 from modelmon.cli.flags import number_in, whole_in
+from modelmon.core import HF_SYNTAX, OLLAMA_SYNTAX
 from modelmon.core.limits import (
     MAX_INTERVAL_S,
     MAX_QUIET_S,
@@ -35,6 +36,7 @@ EXAMPLES = """\
   modelmon watch -- python serve.py --model /models/llama        cold by default, verified
   modelmon watch --cache warm --quiet 5 -- llama-server -m /models/m.gguf
   modelmon watch --pid 4242 --model /models/llama                attach: it and its children
+  modelmon watch --model hf:org/name -- python load.py            its shards, made cold
   modelmon watch --json --samples --compare -- vllm serve /models/llama
 """
 MAX_PID = 2**22  # the kernel's pid_max ceiling (PID_MAX_LIMIT on 64-bit)
@@ -54,9 +56,11 @@ def add_parser(verbs: Verbs) -> None:
         "--model",
         action="append",
         metavar="PATH",
-        help="the model file or folder (repeatable): only these files count, and a command's "
-        "start is made cold on them; default: the model files the command's arguments name, "
-        "then any model file the program opens or maps",
+        help="the model (repeatable), named as every verb names one: a file, a shard index "
+        f"(its shards), a folder, {HF_SYNTAX} or {OLLAMA_SYNTAX}. Only its weight files "
+        "count, and a command's start is made cold on them; default: the model the "
+        "command's arguments name (the same forms), then any model file the program opens "
+        "or maps",
     )
     parser.add_argument(
         "--cache",

@@ -11,7 +11,12 @@ from modelmon.core.output.json import dumps
 from modelmon.core.system.cache import CacheState
 from modelmon.core.watching import findings as rules
 from modelmon.core.watching.loaders import Loader
-from modelmon.core.watching.result import DescriptionReport, FileReport, WatchResult
+from modelmon.core.watching.result import (
+    DescriptionReport,
+    FileReport,
+    OtherReader,
+    WatchResult,
+)
 
 GB = 1_000_000_000
 COLD = CacheState("cold", 0.0, math.nan, True, False, "cachestat")
@@ -155,6 +160,34 @@ def test_evicted_double_copy_swap_and_not_cold() -> None:
     assert found is not None and "40.0%" in found.text
     unnamed = a_result((a_file(named=False),), cache=None)
     assert codes(unnamed) == ["not-cold"]
+
+
+def test_another_reader_is_named_instead_of_memory_or_a_warm_cache() -> None:
+    """The pages another process reads come and go too: what was dropped, or cached before
+    the program read it, is not said as the program's (memory too short, not cold)."""
+    cat = OtherReader(4242, "cat", ("/mnt/fuse/m.gguf",), False)
+    server = OtherReader(77, "llama-server", ("/mnt/fuse/m.gguf", "/mnt/fuse/n.gguf"), True)
+    dropped = a_file(evicted_bytes=GB // 10)
+    warm = a_file(resident_before=0.4)
+    assert codes(a_result((dropped,), other_readers=(cat,))) == ["other-reader"]
+    assert codes(a_result((warm,), other_readers=(cat, server))) == ["other-reader"]
+    found = rules.other_readers(a_result((dropped,), other_readers=(cat, server)))
+    assert found is not None
+    assert found.text.startswith(
+        "Another process was reading the model's files during the watch: pid 4242 (cat) had "
+        "m.gguf open; pid 77 (llama-server) mapped 2 model files."
+    )
+    assert "memory was too short" in found.text and "this does not say that" in found.text
+    assert [reader["pid"] for reader in found.evidence["readers"]] == [4242, 77]
+    warm_said = rules.other_readers(a_result((warm,), other_readers=(cat,)))
+    assert warm_said is not None and "40.0% of the model was in the page cache" in warm_said.text
+    # The model not named before the run is still said: no other reader explains that.
+    unnamed = a_result((a_file(named=False),), cache=None, other_readers=(cat,))
+    assert codes(unnamed) == ["other-reader", "not-cold"]
+    data = json.loads(dumps(a_result(other_readers=(server,)).to_dict()))
+    assert data["other_readers"] == [
+        {"pid": 77, "name": "llama-server", "files": list(server.files), "mapped": True}
+    ]
 
 
 def test_the_json_is_strict_and_has_the_documented_keys() -> None:

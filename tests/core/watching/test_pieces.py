@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from modelmon.core.errors import OptionsError, WatchError
@@ -18,8 +19,9 @@ from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching.arrival import FULL_BIN_TURNS, FileArrival, merge_runs, page_runs
 from modelmon.core.watching.assemble import arrival_span
 from modelmon.core.watching.descriptors import DescriptorGroups, kcmp_same_file
-from modelmon.core.watching.files import ModelFiles, files_in_arguments
+from modelmon.core.watching.files import ModelFiles
 from modelmon.core.watching.loaders import detect, fix
+from modelmon.core.watching.naming import models_in_arguments, named_files
 from modelmon.core.watching.openings import Descriptor, mapping_rss, parse_fdinfo, parse_maps
 from modelmon.core.watching.tree import ProcessTree, parse_stat
 from modelmon.core.watching.watch import Watch
@@ -228,7 +230,9 @@ def test_model_files_from_arguments_and_scope(tmp_path: Path) -> None:
     single = tmp_path / "tiny.gguf"
     single.write_bytes(b"x")
     argv = ["serve", f"--model={folder}", "-m", str(single), f"sh -c 'cat {single}'", "x.py"]
-    found = [Path(p).name for p in files_in_arguments(argv)]
+    models, notes = models_in_arguments(argv)
+    found = [Path(p).name for p in named_files(models)]
+    assert notes == []
     assert found == [
         "model-00001-of-00002.safetensors",
         "model-00002-of-00002.safetensors",
@@ -278,6 +282,37 @@ def test_a_started_root_gone_before_the_first_look_is_named_by_its_argv() -> Non
             unnamed.close()
     finally:
         child.wait()
+
+
+# Starts a child, writes its pid, waits.
+PARENT = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen(['sleep', '60'])\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_the_tree_claims_a_descendant_it_has_not_discovered_yet() -> None:
+    """A child born between two looks is the tree's, not another process reading the model;
+    this process (the root's parent) and init are not the tree's."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE)
+    tree = None
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        tree = ProcessTree(parent.pid, attached=False, now_ns=0)
+        assert child not in tree.members  # no look for children yet
+        assert tree.claims(child) and tree.claims(parent.pid)
+        assert not tree.claims(os.getpid()) and not tree.claims(1)
+    finally:
+        if tree is not None:
+            tree.close()
+        psutil.Process(parent.pid).children()[0].kill()
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
 
 
 def test_arrival_span_at_the_steady_rate() -> None:

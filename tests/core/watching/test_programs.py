@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from modelmon.core import render_watch
 from modelmon.core.system import cache
 from modelmon.core.watching.watch import Watch
 
@@ -53,6 +54,7 @@ def test_forked_readers_sharing_one_descriptor_are_named_with_their_pids(
     assert result.arrived_bytes >= small_model.stat().st_size * 0.99
     assert result.files[0].mapped and "partial-read" not in codes(result)
     assert "not-cold" not in codes(result)
+    assert result.other_readers == ()  # the tree's own readers are no one else's
     # The children's counters are kept after they exited.
     assert {p.pid for p in result.processes} >= {parent, *children}
     assert all(p.exited_s is not None for p in result.processes)
@@ -146,6 +148,7 @@ def test_attach_to_a_running_program(tmp_path: Path, small_model: Path) -> None:
     assert result.arrived_bytes == size
     assert result.files[0].opened and result.files[0].read_position_peak == size
     assert [d.pids for d in result.descriptions] == [(target.pid,)]
+    assert result.other_readers == ()
 
 
 # Starts a child that ignores SIGTERM (in the command's process group) and, once it does,
@@ -336,3 +339,59 @@ def test_a_program_that_writes_into_its_model_is_never_a_load(tmp_path: Path, sm
     program = parse_program(f'cmd: {sys.executable} -c "{writer}" {{path}}')
     load = run_program(open_model(model), program).result
     assert load.status == "failed" and "wrote into its model" in (load.error or "")
+
+
+# Reads the whole file (it is then in the page cache), keeps it open or mapped, says so, waits.
+HOLDER = """
+import mmap, sys, time
+f = open(sys.argv[1], "rb")
+f.read()
+if sys.argv[2] == "mapped":
+    held = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    f.close()
+sys.stdout.write("holding\\n")
+sys.stdout.flush()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("how", ["open", "mapped"])
+def test_another_process_with_the_model_is_named_not_blamed_on_the_program(
+    tmp_path: Path, small_model: Path, how: str
+) -> None:
+    """A reader outside the watched tree keeps the model cached: the watch names it (pid
+    and command name) and says the cache was its doing, not a warm start of the program's."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(small_model), how], stdout=subprocess.PIPE
+    )
+
+    def make(folder: Path, out: int) -> Watch:
+        command = program("read-whole", small_model, hold=folder / "hold")
+        return Watch(command, cache="keep", stdout=out, interval_s=0.02)
+
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"holding\n"
+        name = Path(f"/proc/{holder.pid}/comm").read_text().strip()
+        with watching(tmp_path, make) as running:
+            wait_until(lambda: running.loaded() == 1, "the program's read")
+            looks = running.watch.progress().looks
+            wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at its fd")
+            running.release()
+            result = running.result()
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert result.exit_code == 0 and result.files[0].opened
+    assert [(r.pid, r.name, r.mapped) for r in result.other_readers] == [
+        (holder.pid, name, how == "mapped")
+    ]
+    assert result.other_readers[0].files == (str(small_model.resolve()),)
+    assert result.files[0].resident_before > 0.5  # the holder read it all: warm, not ours
+    finding = next(f for f in result.findings if f.code == "other-reader")
+    verb = "mapped" if how == "mapped" else "had"
+    assert f"pid {holder.pid} ({name}) {verb} {small_model.name}" in finding.text
+    assert "in the page cache before the program read it" in finding.text
+    assert "not-cold" not in codes(result)
+    assert f"others:   pid {holder.pid} ({name})" in render_watch(result)
