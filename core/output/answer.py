@@ -77,7 +77,9 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
         )
     if best.results and loader.median_mbps > 0:
         ratio = best.median_mbps / loader.median_mbps
-        if ratio >= MIN_GAIN:
+        verdict = best.verdict  # its pairs against the loader, round by round
+        paired = verdict is None or (verdict.text == "B faster" and not verdict.within_timing)
+        if ratio >= MIN_GAIN and paired:
             return Answer(
                 f"Load with {_how(best)}: no setting of your loader was measured clearly faster.",
                 f"{times_text(ratio)} your loader as it is: {_rate(best)} against "
@@ -85,7 +87,8 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
                 _line(general, best),
             )
     return Answer(
-        "Keep your loader as it is: nothing measured here is clearly faster.",
+        "Keep your loader as it is: nothing measured here is clearly faster, in pairs of "
+        "the same rounds.",
         f"It loads at {_rate(loader)}, the median of {runs_words(loader.results)}.",
         None,
     )

@@ -13,7 +13,7 @@ COLUMNS = (
     ("Seconds", "Wall time from the go signal until the last worker finished."),
     ("MB/s", "Tensor bytes loaded per second (decimal MB)."),
     (
-        "% of ceiling",
+        "% of bound",
         "MB/s as a share of the parallel-read ceiling measured on this file "
         "(Run ▸ Measure ceilings); warm runs against the warm ceiling.",
     ),
@@ -91,7 +91,8 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             ceiling = ceilings.get(share[1])
             name = CEILING_NAMES.get(share[1], share[1])
             return (
-                f"of the {name} ceiling, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
+                f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec}); a rate "
+                "above it by more than its spread means a cache below the guest served reads"
                 if ceiling is not None
                 else None
             )

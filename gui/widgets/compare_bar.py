@@ -19,8 +19,10 @@ TIPS = {
     "pairs": "How many A-then-B pairs to run: the verdict needs every pair to agree, so more "
     "pairs separate a real difference from noise.",
     "ab": "Run A, B, A, B … from the same verified cache state and judge the pairs (Esc cancels).",
-    "ceilings": "Measure what this disk gives on this very file (cold sequential and parallel "
-    "reads, warm reads, memcpy), for the dashed lines and the % of ceiling column.",
+    "ceilings": "Measure what this storage and this memory give on this very file, by plain "
+    "readers that are none of modelmon's strategies (the storage's best, filling fresh "
+    "memory, sequential, parallel and warm reads, memcpy): the dashed lines, and the bound "
+    "each run is held against in the % of bound column.",
     "verdict": "The A/B verdict: the median over pairs of the faster side's MB/s over the "
     "other's, the range of the pairs, and how close to that median half of the pairs are "
     "(their noise).",

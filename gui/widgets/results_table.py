@@ -45,7 +45,7 @@ class ResultsModel(QAbstractTableModel):
         self.endResetModel()
 
     def set_ceilings(self, ceilings: Ceilings | None) -> None:
-        """New ceilings: every row's "% of ceiling" is worked out again."""
+        """New ceilings: every row's "% of bound" is worked out again."""
         self.ceilings = ceilings
         if self.records:
             self.dataChanged.emit(

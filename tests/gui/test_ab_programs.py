@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import write_safetensors_model
+from modelmon.core import answer, write_safetensors_model
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.programs import COMMAND_CHOICE, PROGRAM_OPTIONS
 
@@ -83,7 +83,10 @@ def test_the_recommendation_with_your_loader_shows_it_in_the_ranking(
     tools = [view.snippets.item(r, 0).text() for r in range(view.snippets.rowCount())]
     assert tools[0] == "safetensors"
     assert view.snippets.item(0, 2).text().startswith("measured here as engine: safetensors")
-    assert view.summary.text().startswith(shown.explanation[0] + " With modelmon.core.load, use ")
+    # The headline is the one answer: with your loader, about your loader.
+    found = answer(shown.recommendation, "modelmon.toml", shown.advice)
+    assert view.summary.text().startswith(f"{found.action} {found.gain}")
+    assert found.action.startswith(("Change your loader", "Keep your loader", "Load with"))
 
 
 def test_a_program_configuration_is_remembered_as_typed(window: MainWindow):

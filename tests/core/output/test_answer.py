@@ -111,8 +111,19 @@ def test_modelmon_clearly_faster_than_an_unchangeable_loader_is_the_answer(model
 def test_nothing_faster_keeps_the_loader_and_pastes_nothing(model: Model):
     rec = record(model, winner=BEST, ranked=(BEST,))
     found = answer(rec, "m.toml", _advice(AS_IS, (), None))
-    assert found.action == "Keep your loader as it is: nothing measured here is clearly faster."
+    assert found.action == (
+        "Keep your loader as it is: nothing measured here is clearly faster, in pairs of the "
+        "same rounds."
+    )
     assert found.paste is None and len(found.lines()) == 2
+
+
+def test_modelmon_ahead_by_medians_but_within_its_pairs_noise_keeps_the_loader(model: Model):
+    slow = _engine("safetensors", 300, 310, 305)
+    within = replace(BEST, verdict=judge([0.9, 3.1, 1.2]))  # the pairs disagree
+    rec = record(model, winner=BEST, ranked=(BEST,))
+    advice = replace(_advice(slow, (), None), modelmon=within)
+    assert answer(rec, "m.toml", advice).action.startswith("Keep your loader as it is")
 
 
 def test_a_loader_that_failed_is_named_and_the_pick_replaces_it(model: Model):
