@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from modelmon.core import ABResult, Ceiling, LoadResult, Model
+from modelmon.core import ABResult, Ceiling, LoadResult, Model, answer
 from modelmon.gui.state.ab_session import ABState
 from modelmon.gui.state.ceilings_state import CeilingsState
 from modelmon.gui.state.formatting import cache_state_text, duration_text, rate_text, verdict_text
@@ -181,11 +181,12 @@ class JobReports:
                 loader_note=value.loader_note,
                 apply_tools=value.apply_tools,
             )
-            p.status.ended(f"Recommended: {rec.used.spec}")
+            # The bar and the message say the one answer the tab leads with.
+            action = answer(rec, "modelmon.toml", value.advice).action
+            p.status.ended(action)
             p.say(
-                f"Recommended {rec.used.spec} ({rate_text(rec.used.median_mbps)}); the "
-                "Recommendation tab says why; File ▸ Export recommended configuration… "
-                "writes it",
+                f"{action} The Recommendation tab says why; File ▸ Export recommended "
+                "configuration… writes it",
                 "info",
             )
             return
