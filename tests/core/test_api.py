@@ -153,7 +153,6 @@ FOR_LIBRARY_USERS = {
     "LoaderAdvice": "LoaderRecommendation.advice",
     "Run": "the protocol every run_for result keeps",
     "parse_configuration": "a configuration from its text, as the config file and flags write it",
-    "parse_engine": "an engine: configuration from its words",
     "RanksResult": "what RanksRun.run returns",
     "LoaderRecommendation": "what recommend_with_loader returns",
     "BudgetUse": "Recommendation.budget",

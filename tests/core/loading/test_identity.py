@@ -132,7 +132,9 @@ def test_a_peer_pick_is_recorded_and_the_config_stays_applicable(
         "in_config": False,
     }
     assert document["recommended"]["strategy"] == "pread"  # modelmon's best, applicable
-    assert settings.spec in document["apply"]["modelmon"]
+    # modelmon's line is pasted as it is; its evidence names the overall pick beside it.
+    assert document["apply"]["modelmon"].startswith("modelmon.core.load(")
+    assert settings.spec in document["apply_evidence"]["modelmon"]
     config = write_config(tmp_path / "m.toml", document)
     assert read_config(config).strategy == "pread"
     assert len(modelmon.core.load(path, config=config)) == len(open_model(path).extents)
