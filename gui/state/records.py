@@ -37,6 +37,7 @@ class RunRecord:
     error: str | None = None  # why it could not start (one line)
     session: str | None = None  # the A/B it belongs to: "A/B 2 at 14:03:55"; None if single
     number: int = 0  # of a watch: the how-manieth on this model, for its name
+    stderr_line: str = ""  # of a watched command: the last line of its errors
 
     @property
     def sampled(self) -> SessionResult | None:
@@ -168,12 +169,14 @@ def ceiling_for(record: RunRecord, ceilings: Ceilings | None) -> tuple[float, st
 
 
 def watch_status(result: WatchResult) -> str:
-    """ "ok" (it exited 0, was stopped once quiet, or detached), "cancelled", or "failed"."""
+    """ "ok" (it exited 0, was stopped once quiet, or detached, having read the model),
+    "cancelled", or "failed" (as the CLI's exit codes 5 and 6: it failed, or never opened
+    or mapped a file of the model)."""
     if result.ended_by == "cancel":
         return "cancelled"
     if result.status == "killed" or (result.status == "exited" and result.exit_code):
         return "failed"
-    return "ok"
+    return "ok" if result.saw_model else "failed"
 
 
 def watch_failure(result: WatchResult) -> str | None:

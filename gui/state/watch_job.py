@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import tempfile
 from dataclasses import dataclass
+from typing import IO
 
 from modelmon.core import Model, Watch, WatchResult
 from modelmon.core.errors import OptionsError, one_line
@@ -118,10 +120,14 @@ class WatchJob(Job):
             self.watch.cancel()
 
     def execute(self) -> WatchResult:
+        # The app has no terminal to show a command's output on: its output is discarded,
+        # and its errors kept in a file, so that a failure can say its last line.
+        with tempfile.TemporaryFile() as errors:
+            return self._watch(errors)
+
+    def _watch(self, errors: IO[bytes]) -> WatchResult:
         request = self.request
         cache = next((mode for mode in CACHE_MODES if mode == request.cache), None)
-        # The app has no terminal to show a command's output on: it is discarded (its
-        # errors go where modelmon's go).
         self.watch = Watch(
             request.command,
             pid=request.pid,
@@ -130,6 +136,7 @@ class WatchJob(Job):
             quiet_s=request.quiet_s,
             interval_s=self.sample_interval_s,
             stdout=subprocess.DEVNULL,
+            stderr=errors.fileno() if request.command is not None else None,
             map_interval_s=MAP_INTERVAL_S,
             env={**os.environ, **dict(request.env)} if request.env else None,
         )
@@ -144,5 +151,21 @@ class WatchJob(Job):
                 WATCH_LABEL, spec, None, None, one_line(exc), number=request.number
             )
             raise
-        self._ended = RunRecord(WATCH_LABEL, spec, None, result, number=request.number)
+        self._ended = RunRecord(
+            WATCH_LABEL,
+            spec,
+            None,
+            result,
+            number=request.number,
+            stderr_line=last_error_line(errors),
+        )
         return result
+
+
+def last_error_line(stream: IO[bytes], tail: int = 64 << 10, chars: int = 300) -> str:
+    """The last line a command wrote to its errors, in one line a person reads."""
+    stream.seek(0, os.SEEK_END)
+    stream.seek(max(0, stream.tell() - tail))
+    lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
+    line = next((line for line in reversed(lines) if line), "")
+    return line if len(line) <= chars else line[: chars - 1] + "…"

@@ -33,7 +33,7 @@ from modelmon.gui.state.live import (
     display_bin_s,
 )
 from modelmon.gui.state.metrics_live import MAX_POLL_S, POLL_S, PULL_SHARE, MetricSnapshot, latest
-from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.records import RunRecord, watch_failure
 from modelmon.gui.state.residency_grid import Maps
 from modelmon.gui.state.results_rows import findings_words
 
@@ -207,6 +207,10 @@ def watch_words(record: RunRecord) -> tuple[str, str, str]:
     said += f"; found: {findings}" if findings else "; nothing to fix was found"
     if record.status == "cancelled":
         return head + " (cancelled)", f"Watch cancelled; {record.spec} was stopped.", "info"
+    if record.status == "failed":
+        why = watch_failure(result) or "it failed"
+        last = f"; its last error line: {record.stderr_line}" if record.stderr_line else ""
+        return head + " (failed)", f"{record.spec}: {why}{last}", "warning"
     failure = record.message
     if failure is not None:
         return head, f"{said} ({failure})", "warning"

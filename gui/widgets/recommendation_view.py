@@ -171,9 +171,10 @@ class RecommendationView(QScrollArea):
             return
         if shown.phase == "running":
             if not shown.lines:
-                mine = f" with your loader, {shown.loader}," if shown.loader else ""
+                mine = f" with your loader ({shown.loader})" if shown.loader else ""
                 self.clear(
-                    f"Recommending{mine}: searching for {shown.budget_s:.0f} s (Esc cancels)…"
+                    f"Recommending{mine}: a {shown.budget_s:.0f} s budget; the progress "
+                    "below says what runs, and any run past it (Esc cancels)…"
                 )
             self.progress.show()
             self._show_lines(list(shown.lines))

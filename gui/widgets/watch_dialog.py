@@ -78,7 +78,8 @@ class WatchDialog(QDialog):
         self.command.setMinimumWidth(520)
         hint = QLabel(
             f"{{path}} is {model_path}. The line is split into words as a shell would, and "
-            "run without one. Its output is discarded; only the open model's files count."
+            "run without one. Its output is discarded and the last line of its errors shown if it "
+            "fails; only the open model's files count."
         )
         hint.setTextFormat(Qt.TextFormat.PlainText)
         hint.setWordWrap(True)

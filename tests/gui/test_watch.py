@@ -209,3 +209,30 @@ def test_escape_stops_the_watched_command_and_closing_leaves_nothing(
     window.close()
     assert not window.bench.running
     assert not [p for p in watched if running(p)]
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        # A failed command: why, and the last line it wrote to its errors.
+        (
+            f"{sys.executable} -c \"import sys; sys.exit('no model: ' + sys.argv[1])\" {{path}}",
+            ": exited with 1; its last error line: no model: ",
+        ),
+        # A command that never opens the model: failed, as the CLI's exit 6.
+        ("sleep 0.3", ": it never opened or mapped a file of the open model"),
+    ],
+    ids=["failed", "no model"],
+)
+def test_a_watch_that_fails_says_why_not_that_nothing_was_found(
+    qtbot, window: MainWindow, one_file: Path, monkeypatch, line: str, said: str
+):
+    open_model(qtbot, window, one_file)
+    answer_watch(monkeypatch, lambda dialog: dialog.command.setText(line))
+    window.menus.watch_command_action.trigger()
+    wait_idle(qtbot, window)
+    (record,) = window.bench.records
+    assert record.status == "failed"
+    message = window.messages.message()
+    assert said in message and "nothing to fix" not in message, message
+    assert window.workspace.results.results.cell_text(record, STATUS).startswith("failed")
