@@ -162,7 +162,21 @@ def run_round(request: NodeRequest, nodes: Sequence[dict[str, Any]]) -> list[Nod
                 ray.cancel(ref, force=True)
             raise
     finally:
-        ray.kill(barrier)
+        end_actor(barrier)
+
+
+# How long the driver waits for a killed actor to be known dead before it returns.
+ACTOR_END_S = 10.0
+
+
+def end_actor(actor: Any) -> None:
+    """Kill ``actor`` and wait, bounded, until Ray knows it dead: ``ray.kill`` only sends the
+    request, and a driver that exits at once would leave the actor's process to outlive it."""
+    ray.kill(actor)
+    try:
+        ray.get(actor.__ray_ready__.remote(), timeout=ACTOR_END_S)
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+        return  # dead, as asked; or not known dead within the bound: nothing more to do
 
 
 def collect(request: NodeRequest, tasks: dict[Any, dict[str, Any]], barrier: Any) -> list[NodeRun]:

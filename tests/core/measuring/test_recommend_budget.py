@@ -122,9 +122,9 @@ def test_another_loaders_run_ends_at_its_limit_imports_included(sharded_model: P
     started = time.monotonic()
     running = run_for(model, engine, "cold", time_limit_s=0.05, monitor=False)
     done = running.run().result
-    # Stopped 0.05 s after its start, imports included: how far it got by then is the
-    # machine's pace (a warm interpreter reads a few MB), never the whole model.
-    assert done.status == "cancelled" and running.loaded_bytes < model.total_bytes
+    # Stopped 0.05 s after its start, imports included (how far it got by then is the
+    # machine's pace: a warm interpreter may read all of a small model), and said so.
+    assert done.status == "cancelled" and "time limit" in (done.error or ""), done.error
     assert time.monotonic() - started < 10.0  # its child stopped, not waited for
     stop = threading.Event()
     assert run_for(model, engine, "cold", cancel=stop).run().result.status == "ok"
