@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import CacheMode
@@ -105,6 +106,8 @@ class Workbench:
         recommendation are kept for when it is opened again; this model's own come back."""
         if self.running:
             raise RuntimeError("cancel the running job before opening another model")
+        previous = self.info
+        kept_runs = len(self.records) if previous is not None else 0
         if self.info is not None:
             self.sessions.stash(
                 self.info.path,
@@ -127,6 +130,14 @@ class Workbench:
         self.ceilings.open(info, kept.ceilings)
         self.recommendation.restore(kept.recommendation)
         self.status.ended("idle")
+        if previous is not None and previous.path != info.path and kept_runs:
+            # The window's results change with the model: say where the others went.
+            back = f"; {len(kept.records)} of this model's came back" if kept.records else ""
+            self.message.emit(
+                f"{kept_runs} run(s) of {Path(previous.path).name} are kept for when it is "
+                f"opened again{back}.",
+                "info",
+            )
         if not info.fits_in_ram:
             self.message.emit(
                 "This model does not fit in the RAM available: runs use discard "

@@ -215,3 +215,24 @@ def test_the_apps_recommend_budget_is_the_command_lines(qtbot):
     dialog = RecommendDialog()
     qtbot.addWidget(dialog)
     assert dialog.budget_s() == defaults.budget == DEFAULT_BUDGET_S
+
+
+def test_opening_another_model_says_where_the_runs_went_and_which_came_back(
+    qtbot, window: MainWindow, small_model: Path, tmp_path: Path
+):
+    other = write_safetensors_model(tmp_path / "other", layers=1, hidden=64, vocab=128)
+    open_model(qtbot, window, small_model)
+    window.bench.run("A")
+    wait_idle(qtbot, window)
+    open_model(qtbot, window, other)
+    assert window.bench.records == []
+    said = window.messages.message()
+    assert said == f"1 run(s) of {small_model.name} are kept for when it is opened again.", said
+    window.bench.run("A")
+    wait_idle(qtbot, window)
+    open_model(qtbot, window, small_model)
+    assert len(window.bench.records) == 1  # back with its model, and said so
+    assert window.messages.message() == (
+        f"1 run(s) of {other.name} are kept for when it is opened again; 1 of this model's "
+        "came back."
+    )
