@@ -4,7 +4,7 @@ really gets (those its strategy doesn't use keep their defaults). Qt-free."""
 from __future__ import annotations
 
 from modelmon.core import STRATEGIES
-from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core.options import OPTION_NAMES, LoadOptions, format_spec, option_text
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 CHUNK_SIZES = (
@@ -77,6 +77,20 @@ def strategy_summary(strategy: str) -> str | None:
 def spec_text(strategy: str, options: LoadOptions) -> str:
     """The configuration as one line, as the results and the CLI name it."""
     return format_spec(strategy, options)
+
+
+def full_spec_text(strategy: str, options: LoadOptions) -> str:
+    """Every knob ``strategy`` uses, defaults included, and the cache: what the run will do
+    (the spec names only what differs from the defaults, which reads as if they were unset)."""
+    uses = used_options(strategy) | {"cache"}
+    # Switches off and the device's readahead as it is are what a run does unasked.
+    unasked = {"verify": False, "discard": False, "readahead": None}
+    shown = [
+        option_text(name, getattr(options, name))
+        for name in OPTION_NAMES
+        if name in uses and not (name in unasked and getattr(options, name) == unasked[name])
+    ]
+    return " ".join([strategy, *shown])
 
 
 def used_options(strategy: str) -> frozenset[str]:

@@ -33,6 +33,7 @@ from modelmon.gui.state.load_config import (
     READAHEAD_CHOICES,
     chunk_text,
     effective_options,
+    full_spec_text,
     readahead_blocked,
     readahead_text,
     spec_text,
@@ -329,5 +330,8 @@ class StrategyPanel(QGroupBox):
             self.discard.setToolTip(
                 f"{TIPS['discard']} Locked on: the model doesn't fit in the RAM available."
             )
-        self.spec_line.setText(self.spec())
+        strategy = self.strategy()
+        self.spec_line.setText(
+            strategy if is_program(strategy) else full_spec_text(strategy, self.options())
+        )
         self.edited.emit(self.strategy(), self.options())

@@ -51,3 +51,15 @@ def test_an_ab_details_each_side_and_the_pairs():
         "B: pread: median 12.5 GB/s (12.0 GB/s–13.0 GB/s)",
         "pairs B/A: 25.53, 26.00; cache: warm",
     ]
+
+
+def test_a_panels_line_names_every_knob_its_strategy_uses_defaults_included():
+    from modelmon.core.options import LoadOptions
+    from modelmon.gui.state.load_config import full_spec_text
+
+    assert full_spec_text("sequential", LoadOptions(cache="cold")) == (
+        "sequential workers=1 threads=4 chunk=8MiB fadvise=none partition=contiguous cache=cold"
+    )
+    assert full_spec_text("sequential", LoadOptions(discard=True, readahead=1024)).endswith(
+        "cache=keep discard=true readahead=1024"
+    )
