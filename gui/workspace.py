@@ -324,6 +324,9 @@ class Workspace(QWidget):
         live = bench.live
 
         def started(shown: Shown) -> None:
+            # A run or a watch started from the Recommendation tab is seen where it is drawn.
+            if self.tabs.currentWidget() is self.recommendation:
+                self.tabs.setCurrentIndex(0)
             self.throughput.start_run(shown.label)
             reader = "process" if shown.watched else "worker"
             self.access.start_run(shown.name, shown.spec, shown.label, reader)

@@ -236,3 +236,14 @@ def test_opening_another_model_says_where_the_runs_went_and_which_came_back(
         f"1 run(s) of {other.name} are kept for when it is opened again; 1 of this model's "
         "came back."
     )
+
+
+def test_a_run_started_from_the_recommendation_tab_is_shown_where_it_is_drawn(
+    qtbot, window: MainWindow, small_model: Path
+):
+    open_model(qtbot, window, small_model)
+    tabs = window.workspace.tabs
+    window.show_model_tab(tabs.indexOf(window.workspace.recommendation))
+    window.bench.run("A")
+    qtbot.waitUntil(lambda: tabs.currentIndex() == 0, timeout=30_000)  # Throughput
+    wait_idle(qtbot, window)
