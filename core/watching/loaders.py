@@ -18,6 +18,9 @@ class Loader:
     key: str  # "vllm", "llama.cpp", "safetensors", ... "program" when none is recognised
     label: str  # as its users write it: "vLLM", "llama.cpp"
     evidence: tuple[str, ...]  # what told it: "command line: vllm serve ...", "maps libtorch"
+    # Of safetensors: the framework its arrays are for ("torch" where libtorch is mapped,
+    # else "numpy"), so that a fix names the module the program uses; "" for other loaders.
+    framework: str = ""
 
 
 # (key, label, words in a command line, library names mapped), most specific first.
@@ -52,7 +55,11 @@ def detect(commands: Iterable[Sequence[str]], libraries: Iterable[str]) -> Loade
                 evidence.append(f"maps {path}")
                 break
         if evidence:
-            return Loader(key, label, tuple(evidence))
+            framework = ""
+            if key == "safetensors":
+                torch = any("libtorch" in path for path in libraries)
+                framework = "torch" if torch else "numpy"
+            return Loader(key, label, tuple(evidence), framework)
     program = os.path.basename(commands[0][0]) if commands else "the program"
     return Loader("program", program, ())
 
@@ -130,4 +137,7 @@ _FIXES: dict[str, dict[str, str]] = {
 def fix(problem: str, loader: Loader) -> str:
     """What to change for ``problem`` in the terms of ``loader``."""
     words = _FIXES[problem]
-    return words.get(loader.key, words[""])
+    said = words.get(loader.key, words[""])
+    if loader.framework:  # safetensors.numpy for a program whose arrays are numpy's
+        said = said.replace("safetensors.torch", f"safetensors.{loader.framework}")
+    return said

@@ -264,6 +264,14 @@ def test_loader_from_command_lines_and_libraries() -> None:
     assert (plain.key, plain.label) == ("program", "cat")
 
 
+def test_a_safetensors_fix_names_the_module_the_program_uses() -> None:
+    lib = "/v/site-packages/safetensors/_safetensors_rust.abi3.so"
+    numpy = fix("mmap", detect([["python", "load.py"]], [lib]))
+    assert numpy.startswith("safetensors.numpy.load(open(path, 'rb').read())"), numpy
+    torch = fix("mmap", detect([["python", "load.py"]], [lib, "/t/lib/libtorch_cpu.so"]))
+    assert torch.startswith("safetensors.torch.load(open(path, 'rb').read())"), torch
+
+
 def test_a_started_root_gone_before_the_first_look_is_named_by_its_argv() -> None:
     # A fast command may be a zombie (or gone) when the tree first reads it: /proc has no
     # argv for it then, and the watch names it by what it started.
