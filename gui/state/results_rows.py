@@ -68,7 +68,16 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
     if column == MBPS:
         return f"{result.mbps:,.0f}"
     share = ceiling_for(record, ceilings)
-    return f"{share[0]:.0%}" if share is not None else "–"
+    if share is None:
+        return "–"
+    return f"{share[0]:.0%} above bound" if above_bound(share, ceilings) else f"{share[0]:.0%}"
+
+
+def above_bound(share: tuple[float, str], ceilings: Ceilings | None) -> bool:
+    """Above its bound by more than the bound's spread (2 % at least): not an efficiency,
+    but reads that a cache this machine cannot drop served (or a bound measured apart)."""
+    bound = ceilings.get(share[1]) if ceilings is not None else None
+    return bound is not None and share[0] > 1 + max(bound.spread, 0.02)
 
 
 def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str | None:
@@ -90,12 +99,16 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
         if share is not None and ceilings is not None:
             ceiling = ceilings.get(share[1])
             name = CEILING_NAMES.get(share[1], share[1])
-            return (
-                f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec}); a rate "
-                "above it by more than its spread means a cache below the guest served reads"
-                if ceiling is not None
-                else None
-            )
+            if ceiling is None:
+                return None
+            tip = f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
+            if above_bound(share, ceilings):
+                return (
+                    f"{tip}. Above it by more than its spread: not an efficiency. A cache this "
+                    "machine cannot drop (a VM host's) served some reads, or the bound was "
+                    "measured at another time: Measure ceilings again, beside the runs."
+                )
+            return f"{tip}; a rate above it by more than its spread would not be an efficiency"
         return "Measure the ceilings (Run ▸ Measure ceilings) to see this."
     if column == PEAK_RSS:
         rss = record.peak_rss()

@@ -63,3 +63,14 @@ def test_a_panels_line_names_every_knob_its_strategy_uses_defaults_included():
     assert full_spec_text("sequential", LoadOptions(discard=True, readahead=1024)).endswith(
         "cache=keep discard=true readahead=1024"
     )
+
+
+def test_a_share_above_its_bound_beyond_the_spread_is_marked_not_shown_as_efficiency():
+    from modelmon.core import Ceiling, Ceilings
+    from modelmon.gui.state.results_rows import above_bound
+
+    ceilings = Ceilings("m", (Ceiling("storage", 1000.0, (950.0, 1000.0, 1050.0), "sweep", True),))
+    assert not above_bound((1.04, "storage"), ceilings)  # within its ±5 % spread
+    assert above_bound((1.16, "storage"), ceilings)
+    single = Ceilings("m", (Ceiling("storage", 1000.0, (1000.0,), "sweep", True),))
+    assert not above_bound((1.01, "storage"), single) and above_bound((1.03, "storage"), single)
