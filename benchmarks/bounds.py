@@ -29,6 +29,7 @@ from typing import Any
 from benchmarks.envs import fuse_mount, throttled_disk
 from modelmon.core import (
     LoadRun,
+    allowed_ratio,
     keeps_bytes,
     measure_ceilings,
     open_model,
@@ -89,7 +90,7 @@ def judged(data: dict[str, Any]) -> list[dict[str, Any]]:
         keeps = spec.startswith("engine: ") or keeps_bytes(spec, bool(options.get("discard")))
         bounds = [min(s, f) if keeps else s for s, f in zip(storage, fill, strict=True)]
         median = statistics.median(bounds)
-        spread = max((max(bounds) - min(bounds)) / 2 / median, 0.02) if median else 0.0
+        allowed = allowed_ratio(bounds)
         runs = data["runs"][label]
         ratios = [run["mbps"] / bounds[run["round"]] for run in runs]
         ratio = statistics.median(ratios)
@@ -100,8 +101,8 @@ def judged(data: dict[str, Any]) -> list[dict[str, Any]]:
                 "bound": "lower of storage, memory fill" if keeps else "storage",
                 "bound_mbps": median,
                 "ratio": ratio,
-                "spread": spread,
-                "within": ratio <= 1 + spread,
+                "spread": allowed - 1,
+                "within": ratio <= allowed,
                 "all_cold": all(run["cold"] for run in runs),
             }
         )

@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from benchmarks.records import CeilingRuns, JobResult, PeerMemory, Run
+from modelmon.core import allowed_ratio
 
 MiB = 1 << 20
 # What a load is judged against: cold, the bound of a load that keeps its bytes (the lower of
@@ -274,8 +275,7 @@ def _above_bound_target(job: JobResult, rows: list[Row], section: str) -> Target
     bound = job.ceilings.get("bound")
     if job.cache != "cold" or bound is None or not bound.runs:
         return None
-    spread = (max(bound.runs) - min(bound.runs)) / 2 / bound.mbps if bound.mbps else 0.0
-    allowed = 1 + max(spread, 0.02)
+    allowed = allowed_ratio(bound.runs)
     ratios = [
         (row.label, paired)
         for row in rows

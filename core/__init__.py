@@ -83,6 +83,8 @@ if TYPE_CHECKING:
         CEILINGS,
         Ceiling,
         Ceilings,
+        allowed_ratio,
+        beyond_spread,
         keeps_bytes,
         measure_ceilings,
     )
@@ -187,7 +189,10 @@ _EXPORTS = (
     # Compare and choose: A/B, ceilings, recommend, the peer loaders
     ("modelmon.core.measuring.ab", "ABResult ABFailed Verdict SideSummary judge"),
     ("modelmon.core.measuring.ab_run", "run_ab"),
-    ("modelmon.core.measuring.ceilings", "measure_ceilings Ceilings Ceiling CEILINGS keeps_bytes"),
+    (
+        "modelmon.core.measuring.ceilings",
+        "measure_ceilings Ceilings Ceiling CEILINGS keeps_bytes allowed_ratio beyond_spread",
+    ),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
     ("modelmon.core.measuring.candidate", "Candidate median_error"),
     (

@@ -111,15 +111,20 @@ def plain_read(
         )
         for i, pieces in enumerate(plan)
     ]
+    seconds = _timed(threads)
+    if failures:
+        raise failures[0]
+    return Reading(readers, request, direct, sum(sizes) / seconds / 1e6)
+
+
+def _timed(threads: list[threading.Thread]) -> float:
+    """Seconds from starting ``threads`` to the last one's end."""
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    seconds = time.perf_counter() - started
-    if failures:
-        raise failures[0]
-    return Reading(readers, request, direct, sum(sizes) / seconds / 1e6)
+    return time.perf_counter() - started
 
 
 def direct_supported(path: str) -> bool:
@@ -165,12 +170,7 @@ def fill_rate(size: int, threads: int) -> float:
     parts = [whole[i : i + share] for i in range(0, size, share)]
     failures: list[BaseException] = []
     workers = [threading.Thread(target=_fill_part, args=(part, failures)) for part in parts]
-    started = time.perf_counter()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    seconds = time.perf_counter() - started
+    seconds = _timed(workers)
     for part in parts:
         part.release()
     whole.release()

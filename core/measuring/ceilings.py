@@ -67,9 +67,32 @@ class Ceiling:
     @property
     def spread(self) -> float:
         """Half the range of its runs against their median: how far one run may land."""
-        if len(self.runs) < 2 or self.mbps <= 0:
-            return 0.0
-        return (max(self.runs) - min(self.runs)) / 2 / self.mbps
+        return spread_of(self.runs)
+
+
+# A bound measured once, or whose runs agree, still allows this much above it: the timing of
+# one run.
+MIN_SPREAD = 0.02
+
+
+def spread_of(runs: Sequence[float]) -> float:
+    """Half the range of ``runs`` against their median (0 for fewer than two)."""
+    median = statistics.median(runs) if runs else 0.0
+    if len(runs) < 2 or median <= 0:
+        return 0.0
+    return (max(runs) - min(runs)) / 2 / median
+
+
+def allowed_ratio(runs: Sequence[float]) -> float:
+    """The most a rate may be of a bound with these ``runs`` and still be an efficiency: one
+    plus their spread (``MIN_SPREAD`` at least)."""
+    return 1 + max(spread_of(runs), MIN_SPREAD)
+
+
+def beyond_spread(ratio: float, runs: Sequence[float]) -> bool:
+    """Whether a rate ``ratio`` times a bound is above it by more than the spread of the
+    bound's ``runs``: then it is no efficiency."""
+    return ratio > allowed_ratio(runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +107,7 @@ class Efficiency:
     def above(self) -> bool:
         """Above its bound by more than the bound's own spread: not an efficiency but a sign
         that something below the guest (a host's cache that cold cannot drop) served it."""
-        return self.fraction > 1 + max(self.bound.spread, 0.02)
+        return beyond_spread(self.fraction, self.bound.runs)
 
     def words(self) -> str:
         """ "87 % of the storage bound" or, above it, what that means."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modelmon.core import Ceilings, WatchResult, memory_text, primed_text
+from modelmon.core import Ceilings, WatchResult, beyond_spread, memory_text, primed_text
 from modelmon.gui.state.formatting import CEILING_NAMES, cache_state_text, human_bytes
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord, ceiling_for
 
@@ -77,7 +77,7 @@ def above_bound(share: tuple[float, str], ceilings: Ceilings | None) -> bool:
     """Above its bound by more than the bound's spread (2 % at least): not an efficiency,
     but reads that a cache this machine cannot drop served (or a bound measured apart)."""
     bound = ceilings.get(share[1]) if ceilings is not None else None
-    return bound is not None and share[0] > 1 + max(bound.spread, 0.02)
+    return bound is not None and beyond_spread(share[0], bound.runs)
 
 
 def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str | None:
