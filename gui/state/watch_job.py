@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import IO
 
-from modelmon.core import Model, Watch, WatchResult
+from modelmon.core import Model, Watch, WatchResult, last_line
 from modelmon.core.errors import OptionsError, one_line
 from modelmon.core.options import CACHE_MODES
 from modelmon.gui.state.jobs import MAP_INTERVAL_S, Job, RunStart
@@ -157,15 +157,6 @@ class WatchJob(Job):
             None,
             result,
             number=request.number,
-            stderr_line=last_error_line(errors),
+            stderr_line=last_line(errors),
         )
         return result
-
-
-def last_error_line(stream: IO[bytes], tail: int = 64 << 10, chars: int = 300) -> str:
-    """The last line a command wrote to its errors, in one line a person reads."""
-    stream.seek(0, os.SEEK_END)
-    stream.seek(max(0, stream.tell() - tail))
-    lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
-    line = next((line for line in reversed(lines) if line), "")
-    return line if len(line) <= chars else line[: chars - 1] + "…"
