@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelmon.core.configuration import parse_engine
 from modelmon.core.loading.result import LoadResult
+from modelmon.core.measuring.advice import LoaderAdvice
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.cache import CacheState
@@ -23,3 +25,30 @@ def candidate(strategy: str, *rates: float, role: str = "", **options: Any) -> C
     otherwise, as recommend's own grid pins them (the default is four reader threads)."""
     options_ = LoadOptions(threads=1).with_(**options)
     return Candidate.of(strategy, options_, role=role, results=[run(r) for r in rates])
+
+
+def engine_run(spec: str, *rates: float) -> Candidate:
+    """An engine's measured runs (``spec``: "safetensors backend=read")."""
+    return Candidate(parse_engine(spec), "", [run(rate) for rate in rates])
+
+
+def advice(
+    loader: Candidate,
+    engine: str,
+    changes: tuple[Candidate, ...],
+    pick: Candidate | None,
+    modelmon: Candidate,
+) -> LoaderAdvice:
+    """The user's loader's rounds as ``advise`` records them: three rounds, nothing watched."""
+    return LoaderAdvice(
+        loader=loader,
+        engine=engine,
+        engine_found="given",
+        for_engine=None,
+        changes=changes,
+        baselines={},
+        pick=pick,
+        modelmon=modelmon,
+        rounds=3,
+        watch=None,
+    )

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import judge, parse_engine
-from modelmon.core.measuring.advice import LoaderAdvice
+from modelmon.core import judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import Duel
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.output.answer import LIBRARY, answer
 
-from ..measuring.records import candidate, run
+from ..measuring.records import advice, candidate, engine_run
 from .test_explain import record
 
 BEST = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
@@ -64,31 +63,16 @@ def test_the_library_as_the_pick_says_keep_it(model: Model):
     assert found.gain == "It loads at 905 MB/s, the median of 3 cold runs."
 
 
-def _engine(spec: str, *rates: float) -> Candidate:
-    return Candidate(parse_engine(spec), "", [run(rate) for rate in rates])
-
-
 def _advice(loader: Candidate, changes: tuple[Candidate, ...], pick: Candidate | None):
-    return LoaderAdvice(
-        loader=loader,
-        engine="safetensors",
-        engine_found="given",
-        for_engine=None,
-        changes=changes,
-        baselines={},
-        pick=pick,
-        modelmon=BEST,
-        rounds=3,
-        watch=None,
-    )
+    return advice(loader, "safetensors", changes, pick, BEST)
 
 
-AS_IS = _engine("safetensors", 870, 880, 890)
+AS_IS = engine_run("safetensors", 870, 880, 890)
 
 
 def test_a_change_of_the_users_loader_pastes_their_engines_line(model: Model):
     change = replace(
-        _engine("safetensors backend=read", 990, 1000, 1010), verdict=judge([1.16] * 3)
+        engine_run("safetensors backend=read", 990, 1000, 1010), verdict=judge([1.16] * 3)
     )
     rec = record(model, winner=BEST, ranked=(BEST,))
     found = answer(rec, "m.toml", _advice(AS_IS, (change,), change))
@@ -101,7 +85,7 @@ def test_a_change_of_the_users_loader_pastes_their_engines_line(model: Model):
 
 
 def test_modelmon_clearly_faster_than_an_unchangeable_loader_is_the_answer(model: Model):
-    slow = _engine("safetensors", 300, 310, 305)
+    slow = engine_run("safetensors", 300, 310, 305)
     rec = record(model, winner=BEST, ranked=(BEST,))
     found = answer(rec, "m.toml", _advice(slow, (), None))
     assert found.action.startswith(f"Load with modelmon, {BEST.spec}")
@@ -119,7 +103,7 @@ def test_nothing_faster_keeps_the_loader_and_pastes_nothing(model: Model):
 
 
 def test_modelmon_ahead_by_medians_but_within_its_pairs_noise_keeps_the_loader(model: Model):
-    slow = _engine("safetensors", 300, 310, 305)
+    slow = engine_run("safetensors", 300, 310, 305)
     within = replace(BEST, verdict=judge([0.9, 3.1, 1.2]))  # the pairs disagree
     rec = record(model, winner=BEST, ranked=(BEST,))
     advice = replace(_advice(slow, (), None), modelmon=within)

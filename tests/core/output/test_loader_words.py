@@ -5,40 +5,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from modelmon.core import judge, parse_engine
+from modelmon.core import judge
 from modelmon.core.measuring.advice import LoaderAdvice
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.output.loader import loader_explanation
 
-from ..measuring.records import candidate, run
+from ..measuring.records import advice, candidate, engine_run
 
-
-def _engine(spec: str, *rates: float) -> Candidate:
-    return Candidate(parse_engine(spec), "", [run(rate) for rate in rates])
-
-
-AS_IS = _engine("transformers", 100, 102, 98)
+AS_IS = engine_run("transformers", 100, 102, 98)
 BEST = candidate("sequential", 400, 410, 405, workers=4, chunk=16 << 20)
 
 
 def _advice(changes: tuple[Candidate, ...], pick: Candidate | None) -> LoaderAdvice:
-    return LoaderAdvice(
-        loader=AS_IS,
-        engine="transformers",
-        engine_found="given",
-        for_engine=None,
-        changes=changes,
-        baselines={},
-        pick=pick,
-        modelmon=BEST,
-        rounds=3,
-        watch=None,
-    )
+    return advice(AS_IS, "transformers", changes, pick, BEST)
 
 
 def test_a_change_faster_in_every_pair_is_said_as_the_loaders_own_line():
     change = replace(
-        _engine("transformers disable_mmap=true", 150, 153, 147), verdict=judge([1.5, 1.52, 1.49])
+        engine_run("transformers disable_mmap=true", 150, 153, 147),
+        verdict=judge([1.5, 1.52, 1.49]),
     )
     lines = loader_explanation(_advice((change,), change))
     assert lines[0] == (
@@ -55,7 +40,8 @@ def test_a_change_faster_in_every_pair_is_said_as_the_loaders_own_line():
 
 def test_no_clear_change_keeps_the_loader_and_says_why():
     change = replace(
-        _engine("transformers disable_mmap=true", 101, 99, 103), verdict=judge([1.01, 0.97, 1.05])
+        engine_run("transformers disable_mmap=true", 101, 99, 103),
+        verdict=judge([1.01, 0.97, 1.05]),
     )
     lines = loader_explanation(_advice((change,), None))
     assert lines[0].startswith(
