@@ -46,6 +46,12 @@ class Running:
     def release(self) -> None:
         (self.hold / "release").touch()
 
+    def look_again(self, what: str) -> None:
+        """Wait for a whole look of the watch after this moment (the one under way may have
+        begun before the state the test waited for)."""
+        looks = self.watch.progress().looks
+        wait_until(lambda: self.watch.progress().looks > looks + 1, what)
+
     def result(self) -> Any:
         self.thread.join(WAIT_S)
         assert not self.thread.is_alive(), "the watch did not end"

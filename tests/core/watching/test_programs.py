@@ -34,9 +34,8 @@ def test_forked_readers_sharing_one_descriptor_are_named_with_their_pids(
 
     with watching(tmp_path, make) as running:
         wait_until(lambda: running.loaded() == readers, "every reader to map its share")
-        looks = running.watch.progress().looks
         # One look with every reader holding the description, then let them go.
-        wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at the readers")
+        running.look_again("a look at the readers")
         running.release()
         result = running.result()
     report = running.program_report()
@@ -67,8 +66,7 @@ def test_lazy_slices_are_reported_as_a_partial_read(tmp_path: Path, large_model:
 
     with watching(tmp_path, make) as running:
         wait_until(lambda: running.loaded() == 1, "the slices")
-        looks = running.watch.progress().looks
-        wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at the mapping")
+        running.look_again("a look at the mapping")
         running.release()
         result = running.result()
     report = running.program_report()
@@ -134,8 +132,7 @@ def test_attach_to_a_running_program(tmp_path: Path, small_model: Path) -> None:
             wait_until(lambda: running.watch.progress().looks >= 1, "the watch to attach")
             go.touch()
             wait_until(lambda: running.loaded() == 1, "the program's read")
-            looks = running.watch.progress().looks
-            wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at its fd")
+            running.look_again("a look at its fd")
             running.release()
             result = running.result()
     finally:
@@ -374,8 +371,7 @@ def test_another_process_with_the_model_is_named_not_blamed_on_the_program(
         name = Path(f"/proc/{holder.pid}/comm").read_text().strip()
         with watching(tmp_path, make) as running:
             wait_until(lambda: running.loaded() == 1, "the program's read")
-            looks = running.watch.progress().looks
-            wait_until(lambda: running.watch.progress().looks > looks + 1, "a look at its fd")
+            running.look_again("a look at its fd")
             running.release()
             result = running.result()
     finally:
