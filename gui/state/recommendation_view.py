@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelmon.core import (
+    Answer,
     Candidate,
     Recommendation,
     answer,
@@ -225,10 +226,12 @@ def summary_text(
     exported_to: str | None = None,
     advice: Any = None,
     config_name: str = "modelmon.toml",
+    found: Answer | None = None,
 ) -> str:
     """The headline: the one answer (what to do, and what it gains against what the user
-    runs now), then how long the search took, its memory, and where its config file is."""
-    found = answer(rec, config_name, advice)
+    runs now), then how long the search took, its memory, and where its config file is.
+    ``found``: that answer, when the caller has it already."""
+    found = found if found is not None else answer(rec, config_name, advice)
     head = f"{found.action} {found.gain}"
     where = (
         f"Exported to {exported_to}."
@@ -243,9 +246,13 @@ def summary_text(
     return f"{head}\n{searched}. {memory[0].upper()}{memory[1:]}. {where}"
 
 
-def paste_text(rec: Recommendation, config_name: str, advice: Any = None) -> tuple[str, str]:
-    """(the line to paste, what measured it), or ("", "") when there is nothing to change."""
+def answer_texts(
+    rec: Recommendation, exported_to: str | None, advice: Any, config_name: str
+) -> tuple[str, str, str]:
+    """(the headline, the line to paste, what measured it) of one answer; the line and its
+    evidence are "" when there is nothing to change."""
     found = answer(rec, config_name, advice)
+    headline = summary_text(rec, exported_to, advice, config_name, found)
     if found.paste is None:
-        return "", ""
-    return found.paste.text, f"{found.paste.tool}: {found.paste.evidence()}"
+        return headline, "", ""
+    return headline, found.paste.text, f"{found.paste.tool}: {found.paste.evidence()}"

@@ -28,10 +28,9 @@ from PySide6.QtWidgets import (
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     SNIPPET_COLUMNS,
-    paste_text,
+    answer_texts,
     ranking_rows,
     snippet_rows,
-    summary_text,
 )
 from modelmon.gui.state.recommending import RecommendationShown
 
@@ -186,8 +185,8 @@ class RecommendationView(QScrollArea):
         if rec is None:
             return
         name = shown.exported_to.rsplit("/", 1)[-1] if shown.exported_to else CONFIG_NAME
-        self.summary.setText(summary_text(rec, shown.exported_to, shown.advice, name))
-        line, evidence = paste_text(rec, name, shown.advice)
+        headline, line, evidence = answer_texts(rec, shown.exported_to, shown.advice, name)
+        self.summary.setText(headline)
         self.paste.setText(line)
         self.paste_evidence.setText(evidence)
         self.progress.hide()
