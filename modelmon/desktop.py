@@ -51,5 +51,7 @@ def install_desktop(base: Path | None = None) -> list[Path]:
         ["gtk-update-icon-cache", "-q", "-t", str(base / "icons/hicolor")],
     ):
         if shutil.which(tool[0]):
-            subprocess.run(tool, check=False, capture_output=True, timeout=30)
+            subprocess.run(
+                tool, check=False, capture_output=True, timeout=30, stdin=subprocess.DEVNULL
+            )
     return list(targets)
