@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from modelmon.core.loading.reads import DescriptorTally
     from modelmon.core.loading.result import BlockTiming, LoadResult
     from modelmon.core.loading.runner import LoadRun
-    from modelmon.core.loading.strategies import STRATEGIES, get_strategy
+    from modelmon.core.loading.strategies import STRATEGIES, default_strategy, get_strategy
     from modelmon.core.measuring.ab import ABFailed, ABResult, SideSummary, Verdict, judge
     from modelmon.core.measuring.ab_run import run_ab
     from modelmon.core.measuring.advice import (
@@ -174,7 +174,7 @@ _EXPORTS = (
     ("modelmon.core.runs.session", "Session SessionResult"),
     ("modelmon.core.runs.start", "run_for Run RunOutcome"),
     ("modelmon.core.measuring.ranks", "RanksResult RanksRun find_straggler"),
-    ("modelmon.core.loading.strategies", "STRATEGIES get_strategy"),
+    ("modelmon.core.loading.strategies", "STRATEGIES default_strategy get_strategy"),
     ("modelmon.core.loading.inproc", "in_process"),
     ("modelmon.core.loading.messages", "ReadBatch WorkerReady WorkerDone"),
     ("modelmon.core.loading.reads", "DescriptorTally"),

@@ -18,6 +18,7 @@ from modelmon.core.loading.config_file import apply_config
 from modelmon.core.loading.inproc import load_in_process
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import run_load
+from modelmon.core.loading.strategies import default_strategy
 from modelmon.core.loading.strategies.base import StopFlag
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
@@ -35,7 +36,8 @@ def _resolve(
 ) -> StrategyConfig:
     """Explicit arguments win over the config file, which wins over the defaults."""
     if config is None:
-        return StrategyConfig(strategy or "sequential", from_mapping(options, base=LoadOptions()))
+        chosen = strategy or default_strategy(model)
+        return StrategyConfig(chosen, from_mapping(options, base=LoadOptions()))
     return apply_config(config, model, strategy, options)
 
 

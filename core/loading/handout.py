@@ -27,6 +27,7 @@ from typing import Any
 
 from modelmon.core.model.plan import partition
 from modelmon.core.model.records import Model, ModelFile, TensorExtent, collector_paused
+from modelmon.core.storage.facts import ObjectFacts
 
 Kind = tuple[str, tuple[int, ...], str, tuple[int, ...]]  # dtype, shape, array dtype, shape
 
@@ -87,7 +88,8 @@ class ModelPart:
         document = {
             "path": self.path,
             "format": self.format,
-            "files": [[f.path, f.size] for f in self.files],
+            # An object's facts go too: its reads are made If-Match the ETag it was opened with.
+            "files": [[f.path, f.size, f.remote and f.remote.as_dict()] for f in self.files],
             "names": self.names,
             "kinds": self.kinds,
             "blocks": self.blocks,
@@ -112,7 +114,10 @@ class ModelPart:
         return cls(
             document["path"],
             document["format"],
-            tuple(ModelFile(path, size) for path, size in files),
+            tuple(
+                ModelFile(path, size, ObjectFacts(**remote) if remote else None)
+                for path, size, remote in files
+            ),
             document["names"],
             columns[0],
             columns[1],

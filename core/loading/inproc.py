@@ -32,8 +32,13 @@ def load_in_process(
 ) -> dict[str, np.ndarray]:
     """Load every tensor of ``model`` with ``strategy``; {name: array} in file order."""
     checks = preflight(get_strategy(strategy), model, options, in_process=True)
-    with checks, run_envelope([f.path for f in model.files], options.readahead):
+    with checks, run_envelope(local_paths(model), options.readahead):
         return _load(model, strategy, options, stop)
+
+
+def local_paths(model: Model) -> list[str]:
+    """The model's files on this machine: none of a model in object storage."""
+    return [f.path for f in model.files if f.remote is None]
 
 
 def in_process(options: LoadOptions) -> LoadOptions:
@@ -48,8 +53,8 @@ def _load(
 ) -> dict[str, np.ndarray]:
     strategy_class = get_strategy(strategy)
     check_memory(model, options)
-    paths = [f.path for f in model.files]
-    if options.cache != "keep":
+    paths = local_paths(model)
+    if options.cache != "keep" and paths:
         host_memory.note_free()  # the caller's own frees are unknown: assume one just now
         arrays = model.total_bytes if strategy_class.fills_arrays(options) else 0
         cache.prepare(paths, options.cache, arrays=arrays)
@@ -62,8 +67,12 @@ def _load(
         scratch_bytes=options.chunk,
         lazy=not strategy_class.allocates,
     )
-    drops = drop_behind_reason(
-        model.file_bytes, options, strategy_class.maps_file, strategy_class.releases_mappings
+    drops = (
+        None  # an object's bytes fill no page cache on this machine
+        if strategy_class.reads_objects
+        else drop_behind_reason(
+            model.file_bytes, options, strategy_class.maps_file, strategy_class.releases_mappings
+        )
     )
     dropper = DropBehind(paths) if drops is not None else None
     after_read = dropper.dropped if dropper is not None and not strategy_class.maps_file else None

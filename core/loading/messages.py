@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modelmon.core.storage.records import RequestRecord
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerReady:
@@ -59,6 +61,8 @@ class WorkerDone:
     # read, and the readers' nanoseconds it took.
     dropped_behind: int = 0
     drop_behind_ns: int = 0
+    # Every request of an object strategy (``storage.records``): the result's request figures.
+    requests: tuple[RequestRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,14 +36,30 @@ def preflight(
 ) -> AbstractContextManager[None]:
     """Refuse (LoadError, one line) a load that cannot run; else the open-files limit to hold
     while it runs (raised to the hard limit where the soft one is too low)."""
-    refuse_objects(model)
-    refusal = strategy.cannot_load(model)
+    refusal = objects_refusal(strategy, model, options) or strategy.cannot_load(model)
     if refusal is not None:
         raise LoadError(f"the {strategy.name} strategy cannot load {model.path}: {refusal}")
     needed, readers = descriptors_needed(strategy, model, options, in_process)
     threads = f"{readers} reader thread{'s' if readers != 1 else ''}"
     what = f"{strategy.name} over {len(model.files)} files with {threads} per process"
     return enough_open_files(needed, what)
+
+
+def objects_refusal(strategy: type[Strategy], model: Model, options: LoadOptions) -> str | None:
+    """Why ``strategy`` cannot load ``model`` for where its bytes are: a file strategy and a
+    model in object storage, or the other way round; None when they match."""
+    remote = any(file.remote is not None for file in model.files)
+    if remote and not strategy.reads_objects:
+        return (
+            "it reads files, and the model is in object storage: use ranged or "
+            "ranged-stream (concurrent ranged GETs)"
+        )
+    if remote and options.cache == "warm":
+        return (
+            "a model in object storage has no page cache on this machine to warm (every "
+            "read goes to the server): use --cache cold"
+        )
+    return None
 
 
 def refuse_objects(model: Model) -> None:

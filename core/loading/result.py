@@ -15,6 +15,9 @@ from modelmon.core.loading.drop_behind import DroppedBehind
 from modelmon.core.loading.messages import WorkerDone, WorkerReady
 from modelmon.core.model.blocks import block_sort_key
 from modelmon.core.model.records import Model
+from modelmon.core.options import LoadOptions
+from modelmon.core.storage.facts import ObjectFacts
+from modelmon.core.storage.records import ReadStats
 from modelmon.core.system import cache, residency
 from modelmon.core.system.cache import CacheState
 
@@ -115,6 +118,11 @@ class LoadResult:
     # Another loader run by the child harness: the seconds its own clock gave (its load and
     # its touch of every byte, imports apart), kept beside the watch's timing as a cross-check.
     own_seconds: float | None = None
+    # A load from object storage: its requests summed (time to first byte, retries,
+    # throttles, per connection); None for a load of files.
+    object_reads: ReadStats | None = None
+    # Its objects as they were opened (URL, size, ETag every read was made If-Match).
+    objects: tuple[ObjectFacts, ...] = ()
 
     @property
     def coarse_timing(self) -> bool:
@@ -168,7 +176,19 @@ class LoadResult:
         ]
         if self.checksum is None:
             data.pop("tensor_checksums")
+        if self.object_reads is not None:
+            data["object_reads"]["bytes_per_second"] = self.object_reads.throughput
         return data
+
+
+def object_reads(done: Iterable[WorkerDone], options: LoadOptions) -> ReadStats | None:
+    """The requests of every worker of a load from object storage, summed (None when no
+    worker made one: a load of files)."""
+    finished = list(done)
+    records = [record for worker in finished for record in worker.requests]
+    if not records:
+        return None
+    return ReadStats.of(records, options.workers * options.threads)
 
 
 def run_notes(

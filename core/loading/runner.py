@@ -51,6 +51,7 @@ from modelmon.core.loading.result import (
     LoadResult,
     block_timings,
     model_checksum,
+    object_reads,
     residency_after,
     run_notes,
     worker_timings,
@@ -150,6 +151,8 @@ class LoadRun:
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
         every worker is ready, before its start gate)."""
+        if self.strategy_class.reads_objects:
+            return cache.of_objects(self.options.cache)
         fills = self.strategy_class.fills_arrays(self.options)
         return cache.prepare(
             self.paths,
@@ -181,7 +184,9 @@ class LoadRun:
 
     @property
     def paths(self) -> list[str]:
-        return [f.path for f in self.model.files]
+        """The model's files on this machine (none of a model in object storage): what the
+        page cache, the readahead and the devices' use are about."""
+        return [f.path for f in self.model.files if f.remote is None]
 
     def run(self) -> LoadResult:
         # The run's envelope (``loading.envelope``): the readahead the options set, the
@@ -199,12 +204,17 @@ class LoadRun:
 
     def _run(self) -> LoadResult:
         check_memory(self.model, self.options, self.memory_limit)
-        self.drop_behind = drop_behind_reason(
-            self.model.file_bytes,
-            self.options,
-            self.strategy_class.maps_file,
-            self.strategy_class.releases_mappings,
-            self.memory_limit,
+        # An object's bytes fill no page cache on this machine: nothing to drop behind.
+        self.drop_behind = (
+            None
+            if self.strategy_class.reads_objects
+            else drop_behind_reason(
+                self.model.file_bytes,
+                self.options,
+                self.strategy_class.maps_file,
+                self.strategy_class.releases_mappings,
+                self.memory_limit,
+            )
         )
         context = mp.get_context("spawn")
         self._oom_kills = oom_kills()  # a worker SIGKILLed later: was it the OOM killer?
@@ -314,7 +324,9 @@ class LoadRun:
             options=self.options.to_dict(),
             model=self.model.path,
             format=self.model.format,
-            files=tuple(self.paths),
+            files=tuple(f.path for f in self.model.files),
+            object_reads=object_reads(done.values(), self.options),
+            objects=tuple(f.remote for f in self.model.files if f.remote is not None),
             bytes=sum(d.bytes for d in done.values()),
             seconds=seconds,
             cache=state,

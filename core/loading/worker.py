@@ -137,6 +137,8 @@ def _die_with_parent(parent_pid: int) -> None:
 def _resized(files: tuple[ModelFile, ...]) -> str | None:
     """Which planned file's size is not what it was when the load was planned, in one line."""
     for file in files:
+        if file.remote is not None:  # an object's reads are made If-Match its ETag
+            continue
         size = os.stat(file.path).st_size
         if size != file.size:
             return (
@@ -150,6 +152,8 @@ def _shrunk(files: tuple[ModelFile, ...]) -> str | None:
     """Which planned file is now shorter than when the load was planned, said in one line: a
     library's "incomplete metadata" or mmap's "length is greater than file size" name none."""
     for file in files:
+        if file.remote is not None:
+            continue
         with contextlib.suppress(OSError):
             size = os.stat(file.path).st_size
             if size < file.size:
@@ -243,6 +247,7 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
                 ctx.sink.filled_spans() if shares is not None else None,
                 ctx.drop_behind.bytes if ctx.drop_behind is not None else 0,
                 ctx.drop_behind.ns if ctx.drop_behind is not None else 0,
+                tuple(ctx.requests),
             )
         )
     except BaseException as exc:  # everything becomes one message; the parent decides

@@ -12,6 +12,7 @@ import numpy as np
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core.storage.records import ReadStats
 from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
 from modelmon.core.units import human_bytes
 
@@ -122,6 +123,25 @@ def render_inspect(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def requests_text(stats: ReadStats) -> str:
+    """A load's ranged GETs in one line: how many, over how many connections, their time to
+    first byte, retries and throttles, and what one connection carried."""
+    busy = [c for c in stats.connections if c.requests]
+    per = [c.throughput for c in busy if c.busy_s > 0]
+    each = f", {np.median(per) / 1e6:.0f} MB/s per connection while busy" if per else ""
+    retried = f"{stats.retries} retr{'y' if stats.retries == 1 else 'ies'}"
+    resumed = f" ({stats.resumed} resumed mid-body)" if stats.resumed else ""
+    return (
+        f"{stats.requests} GETs over {len(busy)} connection{'s' if len(busy) != 1 else ''}, "
+        f"first byte {_ms(stats.ttfb_median_s)} median, {_ms(stats.ttfb_p99_s)} p99; "
+        f"{retried}{resumed}, {stats.throttles} throttled{each}"
+    )
+
+
+def _ms(seconds: float) -> str:
+    return "? ms" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
+
+
 def render_result(result: LoadResult) -> str:
     cache = result.cache
     verdict = (
@@ -131,13 +151,19 @@ def render_result(result: LoadResult) -> str:
         if cache.warm
         else "neither cold nor warm"
     )
+    cache_line = (
+        f"cache     {cache.note}"
+        if cache.nothing_local
+        else f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
+        f"({verdict}, {cache.method}), "
+        f"{_fraction(cache.resident_after)} after"
+        + (f" — {cache.note}" if cache.note else "")
+        + (f"; {primed_text(cache.primed)}" if primed_text(cache.primed) else "")
+    )
     lines = [
         f"model     {result.model} ({result.format}, {len(result.files)} file(s))",
         f"strategy  {format_spec(result.strategy, LoadOptions(**result.options))}",
-        f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
-        f"({verdict}, {cache.method}), {_fraction(cache.resident_after)} after"
-        + (f" — {cache.note}" if cache.note else "")
-        + (f"; {primed_text(cache.primed)}" if primed_text(cache.primed) else ""),
+        cache_line,
     ]
     if result.status == "ok":
         lines.append(
@@ -146,6 +172,8 @@ def render_result(result: LoadResult) -> str:
         )
     else:
         lines.append(f"result    {result.status.upper()}: {result.error}")
+    if result.object_reads is not None:
+        lines.append(f"requests  {requests_text(result.object_reads)}")
     for worker in result.workers:
         lines.append(
             f"worker {worker.id:<3}{human_bytes(worker.bytes):>10} in "

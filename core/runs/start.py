@@ -72,7 +72,6 @@ def run_for(
     where its code is warmed). ``monitor``: sample its metrics (a program's watch always
     does), residency maps every ``map_interval_s``. ``path``: what a program's ``{path}``
     stands for (default: the model's path)."""
-    refuse_objects(model)
     if isinstance(config, StrategyConfig):
         options = config.options if cache is None else config.options.with_(cache=cache)
         return Session(
@@ -88,6 +87,7 @@ def run_for(
             time_limit_s=time_limit_s,
         )
     if isinstance(config, ProgramConfig):
+        refuse_objects(model)  # a program's bytes from a bucket arrive over sockets
         return ProgramRun(
             model,
             config,

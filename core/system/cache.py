@@ -37,6 +37,8 @@ WARM_THRESHOLD = 0.99
 WARM_CHUNK = 8 << 20
 WARM_ADVISE_AHEAD = 64 << 20  # WILLNEED this far ahead so the disk queue stays deep
 EVICT_RETRY_DELAY = 0.1
+# The method of a load from object storage: no page cache lies between the bucket and it.
+NO_LOCAL_CACHE = "object-storage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,11 @@ class CacheState:
     # seconds are what an unprimed load would have paid for its arrays, at most.
     primed: host_memory.Primed = host_memory.NOT_PRIMED
 
+    @property
+    def nothing_local(self) -> bool:
+        """A load from object storage: no page cache of its bytes on this machine."""
+        return self.method == NO_LOCAL_CACHE
+
 
 def not_measured(requested: CacheMode) -> CacheState:
     """The state of a load that never reached the measurement (a worker failed first...)."""
@@ -66,6 +73,22 @@ def not_measured(requested: CacheMode) -> CacheState:
 
 
 # --- controlling -------------------------------------------------------------------------------
+
+
+def of_objects(requested: CacheMode) -> CacheState:
+    """The state a load from object storage starts from: nothing of it is cached on this
+    machine, whatever was asked (its reads go to the server, into fresh memory); a cache in
+    the server (rclone's, a CDN's, the storage's own) is the server's and not measured."""
+    return CacheState(
+        requested,
+        0.0,
+        math.nan,
+        cold=True,
+        warm=False,
+        method=NO_LOCAL_CACHE,
+        note="object storage: nothing is cached on this machine (a cache in the server is "
+        "the server's)",
+    )
 
 
 def _drop(path: str) -> None:

@@ -48,6 +48,8 @@ def cache_state_text(cache: CacheState) -> str:
     """The verified page-cache state a run started from: "cold ✓ 0.0 %", "NOT cold 37 %"..."""
     if cache.method == "none":
         return "not measured"
+    if cache.nothing_local:
+        return "nothing cached locally"
     resident = percent_text(cache.resident_before)
     if cache.requested == "cold":
         if cache.cold:

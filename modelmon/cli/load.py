@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         Session,
         StrategyConfig,
         apply_config,
+        default_strategy,
         memory_facts,
         open_model,
         render_result,
@@ -105,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     if args.config:  # the flags given override the file, as the library's options do
         chosen = apply_config(args.config, model, given.get("strategy"), given_options(given))
     else:
-        chosen = StrategyConfig(args.strategy, load_options(vars(args)))
+        strategy = given.get("strategy") or default_strategy(model)
+        chosen = StrategyConfig(strategy, load_options(vars(args)))
     strategy, options = chosen.strategy, chosen.options
     ignored = ignored_options(strategy, options)
     if ignored:

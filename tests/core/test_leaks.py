@@ -23,7 +23,7 @@ import gc, json, os, sys, threading, psutil
 import modelmon.core
 from modelmon.core.options import LoadOptions
 from modelmon.core.runs.session import Session
-from modelmon.core.loading.strategies import STRATEGIES
+from modelmon.core.loading.strategies import FILE_STRATEGIES
 
 def footprint():
     me = psutil.Process()
@@ -36,7 +36,7 @@ def api(path, i):
 def session(path, i):
     assert Session(path, NAMES[i % len(NAMES)], OPTIONS).run().result.status == "ok"
 
-NAMES, OPTIONS = list(STRATEGIES), LoadOptions(workers=2, cache="cold")
+NAMES, OPTIONS = list(FILE_STRATEGIES), LoadOptions(workers=2, cache="cold")
 
 if __name__ == "__main__":
     path, kind, warmup, loads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -16,6 +16,7 @@ from modelmon.core.loading.sink import TensorSink
 from modelmon.core.model.plan import Read, ShareQueue, ShareState, coalesce
 from modelmon.core.model.records import Model, collector_paused
 from modelmon.core.options import LoadOptions
+from modelmon.core.storage.records import RequestRecord
 
 T = TypeVar("T")
 
@@ -65,6 +66,8 @@ class WorkerContext:
     # unless the strategy maps the file (``Strategy.releases_mappings`` calls it itself).
     drop_behind: DropBehind | None = None
     notes: list[str] = field(default_factory=list)
+    # Every request an object strategy made (its connections numbered across workers).
+    requests: list[RequestRecord] = field(default_factory=list)
     _abort: threading.Event = field(default_factory=threading.Event)
     _thread_fds: threading.local = field(default_factory=threading.local)
     _opened: list[int] = field(default_factory=list)  # every descriptor any thread opened
@@ -288,6 +291,8 @@ class Strategy:
     # Descriptors one reader thread may hold open per model file at once (its own; a Python
     # mmap keeps a duplicate of the one it maps): the open-files limit a load needs.
     descriptors_per_file: ClassVar[int] = 1
+    # Reads objects (s3://, https://) by ranged GETs instead of files.
+    reads_objects: ClassVar[bool] = False
 
     @classmethod
     def descriptors(cls, files: int, readers: int) -> int:

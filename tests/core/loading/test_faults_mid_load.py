@@ -17,7 +17,7 @@ import pytest
 
 from modelmon.core.loading.messages import WorkerDone, WorkerReady
 from modelmon.core.loading.runner import LoadRun
-from modelmon.core.loading.strategies import STRATEGIES
+from modelmon.core.loading.strategies import FILE_STRATEGIES
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.json import dumps
@@ -31,7 +31,7 @@ def _model(tmp_path: Path) -> Path:
     return write_safetensors_model(tmp_path, layers=2, hidden=512, vocab=2048)
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("strategy", sorted(FILE_STRATEGIES))
 def test_truncated_mid_load_fails_with_the_truncation(tmp_path: Path, strategy: str) -> None:
     path = _model(tmp_path)
     ready: set[int] = set()
@@ -52,7 +52,7 @@ def test_truncated_mid_load_fails_with_the_truncation(tmp_path: Path, strategy: 
     assert "truncated" in error
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("strategy", sorted(FILE_STRATEGIES))
 def test_deleted_after_every_byte_was_read_is_not_measured(tmp_path: Path, strategy: str) -> None:
     path = _model(tmp_path)
     done: set[int] = set()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.core.loading.runner import LoadRun
-from modelmon.core.loading.strategies import STRATEGIES
+from modelmon.core.loading.strategies import FILE_STRATEGIES
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.cache import CacheState
@@ -78,7 +78,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # Every strategy waits for go the same way: one that shares work, one that receives descriptors.
-CASES = [(strategy, "loading") for strategy in sorted(STRATEGIES)] + [
+CASES = [(strategy, "loading") for strategy in sorted(FILE_STRATEGIES)] + [
     ("sequential", "waiting for go"),
     ("mmap-shared-fd", "waiting for go"),
 ]

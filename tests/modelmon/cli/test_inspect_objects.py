@@ -94,13 +94,52 @@ def test_wrong_credentials(modelmon, rclone_s3: SimpleNamespace, monkeypatch) ->
     assert "403 SignatureDoesNotMatch" in line and "not-the-secret" not in line
 
 
-@pytest.mark.parametrize("verb", [("load",), ("recommend", "--budget", "5", "-o", "-")])
-def test_loading_an_object_is_refused_in_one_line_until_its_strategies_exist(
-    modelmon, rclone_s3: SimpleNamespace, verb: tuple[str, ...]
+def test_recommend_on_an_object_is_refused_in_one_line_until_its_search_exists(
+    modelmon, rclone_s3: SimpleNamespace
 ) -> None:
-    done = modelmon(*verb, f"s3://{BUCKET}/gguf/tiny-Q8_0.gguf")
+    done = modelmon("recommend", "--budget", "5", "-o", "-", f"s3://{BUCKET}/gguf/tiny-Q8_0.gguf")
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (
         f"modelmon: s3://{BUCKET}/gguf/tiny-Q8_0.gguf: loading from object storage is not "
         "available yet (modelmon inspect reads its header)"
     )
+
+
+def test_load_of_a_bucket_verifies_as_its_file_and_says_what_its_requests_did(
+    modelmon, rclone_s3: SimpleNamespace
+) -> None:
+    done = modelmon("load", f"s3://{BUCKET}/sharded/", "--verify", "--json", "--threads", "2")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    local = modelmon("load", str(rclone_s3.root / BUCKET / "sharded"), "--verify", "--json")
+    assert data["checksum"] is not None
+    assert data["checksum"] == json.loads(local.stdout)["checksum"]
+    assert data["strategy"] == "ranged"  # the default for a bucket
+    reads = data["object_reads"]
+    assert reads["requests"] >= 3 and reads["retries"] == 0 and reads["bytes_per_second"] > 0
+    assert len(reads["connections"]) == 2 and reads["ttfb_median_s"] > 0
+    assert [o["etag"] for o in data["objects"]] != [None] * 3
+    assert SECRET_KEY not in done.stdout + done.stderr
+    text = modelmon("load", f"s3://{BUCKET}/sharded/")
+    assert text.returncode == 0, text.stderr
+    assert re.search(r"^requests  \d+ GETs over \d connections, first byte", text.stdout, re.M)
+    assert "nothing is cached on this machine" in text.stdout
+
+
+def test_a_file_strategy_on_a_bucket_is_refused_in_one_line(
+    modelmon, rclone_s3: SimpleNamespace
+) -> None:
+    done = modelmon("load", f"s3://{BUCKET}/single/", "--strategy", "mmap")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert "use ranged or ranged-stream" in line
+
+
+def test_a_load_with_wrong_credentials_fails_in_one_line(
+    modelmon, rclone_s3: SimpleNamespace, monkeypatch
+) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    done = modelmon("load", f"s3://{BUCKET}/single/")
+    assert done.returncode == STORAGE_FAILED
+    (line,) = done.stderr.splitlines()
+    assert "403" in line and "not-the-secret" not in line

@@ -14,12 +14,12 @@ import safetensors.numpy
 from modelmon.core.api import load
 from modelmon.core.loading.result import model_checksum
 from modelmon.core.loading.runner import run_load
-from modelmon.core.loading.strategies import STRATEGIES
+from modelmon.core.loading.strategies import FILE_STRATEGIES
 from modelmon.core.loading.strategies.gguf_reader import read_gguf_tensors
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
 
-ALL = list(STRATEGIES)
+ALL = list(FILE_STRATEGIES)
 
 
 def reference(path: Path) -> dict[str, np.ndarray]:

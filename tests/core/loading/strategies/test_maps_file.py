@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from modelmon.core.loading.inproc import load_in_process
-from modelmon.core.loading.strategies import STRATEGIES
+from modelmon.core.loading.strategies import FILE_STRATEGIES
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
 
@@ -31,7 +31,7 @@ class MapsWatch:
         return False
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("strategy", sorted(FILE_STRATEGIES))
 def test_a_strategy_maps_the_file_exactly_when_it_says_so(
     strategy: str, sharded_model: Path
 ) -> None:
@@ -40,4 +40,4 @@ def test_a_strategy_maps_the_file_exactly_when_it_says_so(
     options = LoadOptions(threads=2, chunk=1 << 20)
     load_in_process(model, strategy, options, stop=watch)
     assert watch.polls > 0
-    assert watch.mapped == STRATEGIES[strategy].maps_file, watch.mapped
+    assert watch.mapped == FILE_STRATEGIES[strategy].maps_file, watch.mapped
