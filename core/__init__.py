@@ -79,15 +79,15 @@ if TYPE_CHECKING:
         recommend_with_loader,
     )
     from modelmon.core.measuring.candidate import Candidate, median_error
-    from modelmon.core.measuring.ceilings import (
+    from modelmon.core.measuring.ceiling_records import (
         CEILINGS,
         Ceiling,
         Ceilings,
         allowed_ratio,
         beyond_spread,
         keeps_bytes,
-        measure_ceilings,
     )
+    from modelmon.core.measuring.ceilings import measure_ceilings
     from modelmon.core.measuring.ranks import RanksResult, RanksRun, find_straggler
     from modelmon.core.measuring.recommend import BudgetUse, Recommendation, candidates, recommend
     from modelmon.core.metrics.base import MetricSpec
@@ -190,9 +190,10 @@ _EXPORTS = (
     ("modelmon.core.measuring.ab", "ABResult ABFailed Verdict SideSummary judge"),
     ("modelmon.core.measuring.ab_run", "run_ab"),
     (
-        "modelmon.core.measuring.ceilings",
-        "measure_ceilings Ceilings Ceiling CEILINGS keeps_bytes allowed_ratio beyond_spread",
+        "modelmon.core.measuring.ceiling_records",
+        "Ceilings Ceiling CEILINGS keeps_bytes allowed_ratio beyond_spread",
     ),
+    ("modelmon.core.measuring.ceilings", "measure_ceilings"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
     ("modelmon.core.measuring.candidate", "Candidate median_error"),
     (

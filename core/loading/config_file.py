@@ -89,6 +89,10 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
         "network": (_bool, "true or false"),
         "fuse": (_bool, "true or false"),
         "kernel": (_str, "a kernel release"),
+        "object_storage": (
+            lambda v: isinstance(v, dict) and all(isinstance(x, str | None) for x in v.values()),
+            "a table of the bucket's storage, endpoint, region, host kind and ranges",
+        ),
     },
     "evidence": {
         "runs": (_count, "a run count"),

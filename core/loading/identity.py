@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from modelmon.core.errors import ConfigError, ConfigMismatchWarning, warn
-from modelmon.core.model.records import Model
+from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.system.storage import StorageFacts, storage_facts
 
 MTIME_SLACK_S = 1.0  # filesystems and HTTP-backed mounts keep mtimes to the second
@@ -31,21 +32,30 @@ def storage_kind(facts: StorageFacts) -> str:
 def model_identity(model: Model) -> dict[str, Any]:
     """The ``[identity]`` table: tensor bytes and count, storage kind, every file's name,
     size and mtime."""
-    facts = storage_facts(model.files[0].path)
+    remote = model.files[0].remote
+    if remote is not None:  # a bucket: its storage ("s3", "https") stands for a file system
+        storage, fs_type = "object", remote.storage
+    else:
+        facts = storage_facts(model.files[0].path)
+        storage, fs_type = storage_kind(facts), facts.fs_type
     return {
         "tensor_bytes": model.total_bytes,
         "tensors": len(model.extents),
-        "storage": storage_kind(facts),
-        "fs_type": facts.fs_type,
+        "storage": storage,
+        "fs_type": fs_type,
         "files": [
-            {
-                "name": Path(f.path).name,
-                "size": f.size,
-                "mtime": round(os.stat(f.path).st_mtime, 3),
-            }
+            {"name": Path(f.path).name, "size": f.size, "mtime": round(_mtime(f), 3)}
             for f in model.files
         ],
     }
+
+
+def _mtime(file: ModelFile) -> float:
+    """A file's mtime, or an object's last-modified (0 where the server gave none)."""
+    if file.remote is None:
+        return os.stat(file.path).st_mtime
+    stamp = file.remote.last_modified
+    return datetime.fromisoformat(stamp).timestamp() if stamp else 0.0
 
 
 def differences(recorded: dict[str, Any], model: Model) -> list[str]:
@@ -98,7 +108,10 @@ def _count(v: Any) -> bool:
 IDENTITY_KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tensor_bytes": (_count, "a byte count"),
     "tensors": (_count, "a tensor count"),
-    "storage": (lambda v: v in ("fuse", "network", "local"), "fuse, network or local"),
+    "storage": (
+        lambda v: v in ("fuse", "network", "local", "object"),
+        "fuse, network, local or object",
+    ),
     "fs_type": (lambda v: isinstance(v, str), "a filesystem type"),
     "files": (lambda v: isinstance(v, list), "a list of files"),
 }

@@ -20,6 +20,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from modelmon.core.errors import LoadError
 from modelmon.core.options import MiB
 
@@ -178,3 +180,16 @@ def fill_rate(size: int, threads: int) -> float:
     if failures:
         raise LoadError(f"filling fresh memory failed: {failures[0]}")
     return size / seconds / 1e6
+
+
+def memcpy_mbps(size: int = 256 * MiB, repeats: int = 3) -> float:
+    """Best-of-``repeats`` numpy copy bandwidth (counts bytes copied once, like a load)."""
+    source = np.ones(size, dtype=np.uint8)
+    target = np.empty_like(source)
+    target[:] = source  # fault the pages in before timing
+    best = 0.0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        np.copyto(target, source)
+        best = max(best, size / (time.perf_counter() - started) / 1e6)
+    return best

@@ -17,193 +17,31 @@ A load is judged against the bound that applies to it (``Ceilings.bound``).
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
-
-import numpy as np
 
 from modelmon.core.errors import LoadError
-from modelmon.core.loading.preflight import refuse_objects
 from modelmon.core.measuring.bounds import (
     FILL_BYTES,
     Reading,
     direct_supported,
     fill_rate,
+    memcpy_mbps,
     plain_read,
 )
+from modelmon.core.measuring.ceiling_records import CEILINGS, Ceiling, Ceilings
+from modelmon.core.measuring.ceiling_records import make_ceiling as _ceiling
+from modelmon.core.measuring.object_ceilings import object_ceilings
 from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode, MiB
 from modelmon.core.system.cache import prepare
 from modelmon.core.system.memory import memory_facts
 
-CEILINGS = (
-    "sequential_read",
-    "parallel_read",
-    "parallel_read_warm",
-    "storage",
-    "memory_fill",
-    "memcpy",
-)
-# The strategies whose loads keep no copy of the bytes (tensors are views of the mapping):
-# the storage alone bounds them, as it bounds a load that discards.
-VIEWS = ("mmap-view",)
-
-
-@dataclass(frozen=True, slots=True)
-class Ceiling:
-    name: str
-    mbps: float  # median of the repeats
-    runs: tuple[float, ...]
-    spec: str  # how it was measured, in one line
-    verified: bool | None  # every run started in the cache state asked for (None: no cache)
-    measured_at: float = 0.0  # time.time() when it was measured (0: unknown)
-    wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
-
-    @property
-    def spread(self) -> float:
-        """Half the range of its runs against their median: how far one run may land."""
-        return spread_of(self.runs)
-
-
-# A bound measured once, or whose runs agree, still allows this much above it: the timing of
-# one run.
-MIN_SPREAD = 0.02
-
-
-def spread_of(runs: Sequence[float]) -> float:
-    """Half the range of ``runs`` against their median (0 for fewer than two)."""
-    median = statistics.median(runs) if runs else 0.0
-    if len(runs) < 2 or median <= 0:
-        return 0.0
-    return (max(runs) - min(runs)) / 2 / median
-
-
-def allowed_ratio(runs: Sequence[float]) -> float:
-    """The most a rate may be of a bound with these ``runs`` and still be an efficiency: one
-    plus their spread (``MIN_SPREAD`` at least)."""
-    return 1 + max(spread_of(runs), MIN_SPREAD)
-
-
-def beyond_spread(ratio: float, runs: Sequence[float]) -> bool:
-    """Whether a rate ``ratio`` times a bound is above it by more than the spread of the
-    bound's ``runs``: then it is no efficiency."""
-    return ratio > allowed_ratio(runs)
-
-
-@dataclass(frozen=True, slots=True)
-class Efficiency:
-    """A load's rate against the bound that applies to it."""
-
-    fraction: float
-    bound: Ceiling
-    keeps: bool  # the load keeps its bytes (bounded by the memory fill too)
-
-    @property
-    def above(self) -> bool:
-        """Above its bound by more than the bound's own spread: not an efficiency but a sign
-        that something below the guest (a host's cache that cold cannot drop) served it."""
-        return beyond_spread(self.fraction, self.bound.runs)
-
-    def words(self) -> str:
-        """ "87 % of the storage bound" or, above it, what that means."""
-        name = BOUND_WORDS.get(self.bound.name, self.bound.name.replace("_", " "))
-        if self.above:
-            return (
-                f"{self.fraction:.0%} of the {name}: above it, so a cache this machine cannot "
-                "drop (the host's, below the guest) served some reads: not an efficiency"
-            )
-        return f"{self.fraction:.0%} of the {name}"
-
-
-BOUND_WORDS = {
-    "storage": "storage bound",
-    "memory_fill": "memory-fill bound",
-    "parallel_read": "parallel-read ceiling",
-    "parallel_read_warm": "warm parallel-read ceiling",
-}
-
-
-def keeps_bytes(strategy: str, discard: bool) -> bool:
-    """Whether a load keeps a copy of the bytes in fresh memory (and pays to fill it)."""
-    return not discard and strategy not in VIEWS
-
-
-@dataclass(frozen=True, slots=True)
-class Ceilings:
-    model: str
-    items: tuple[Ceiling, ...]
-
-    def get(self, name: str) -> Ceiling | None:
-        return next((c for c in self.items if c.name == name), None)
-
-    def has(self, names: Sequence[str]) -> bool:
-        return all(self.get(name) is not None for name in names)
-
-    def merged(self, newer: Ceilings) -> Ceilings:
-        """These ceilings with ``newer``'s in place of the same names (one set per model)."""
-        kept = tuple(c for c in self.items if newer.get(c.name) is None)
-        return Ceilings(newer.model or self.model, (*kept, *newer.items))
-
-    def fraction(self, mbps: float, name: str) -> float | None:
-        ceiling = self.get(name)
-        return mbps / ceiling.mbps if ceiling and ceiling.mbps > 0 else None
-
-    def bound(self, keeps: bool, warm: bool = False) -> Ceiling | None:
-        """The bound of a load: from a warm cache, the warm parallel read; else the storage
-        (the plain parallel read where the sweep was not measured), and for a load that keeps
-        its bytes the memory fill too, whichever is lower."""
-        if warm and self.get("parallel_read_warm") is not None:
-            return self.get("parallel_read_warm")
-        storage = self.get("storage") or self.get("parallel_read")
-        fill = self.get("memory_fill") if keeps else None
-        found = [c for c in (storage, fill) if c is not None and c.mbps > 0]
-        return min(found, key=lambda c: c.mbps) if found else None
-
-    def efficiency(self, mbps: float, keeps: bool, warm: bool = False) -> Efficiency | None:
-        bound = self.bound(keeps, warm)
-        if bound is None or mbps <= 0:
-            return None
-        return Efficiency(mbps / bound.mbps, bound, keeps)
-
-    def binding_words(self) -> str:
-        """Which bound binds a load that keeps its bytes, in one sentence ("" unmeasured)."""
-        storage, fill = self.get("storage"), self.get("memory_fill")
-        if storage is None or fill is None:
-            return ""
-        if fill.mbps < storage.mbps:
-            return (
-                f"A load that keeps its bytes is limited here by filling fresh memory, not by "
-                f"the storage: {fill.mbps:.0f} MB/s to fill against {storage.mbps:.0f} to read."
-            )
-        return (
-            f"A load that keeps its bytes is limited here by the storage, not by filling "
-            f"fresh memory: {storage.mbps:.0f} MB/s to read against {fill.mbps:.0f} to fill."
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "ceilings": [asdict(c) for c in self.items]}
-
 
 def default_parallelism() -> int:
     return max(4, os.cpu_count() or 1)
-
-
-def memcpy_mbps(size: int = 256 * MiB, repeats: int = 3) -> float:
-    """Best-of-``repeats`` numpy copy bandwidth (counts bytes copied once, like a load)."""
-    source = np.ones(size, dtype=np.uint8)
-    target = np.empty_like(source)
-    target[:] = source  # fault the pages in before timing
-    best = 0.0
-    for _ in range(repeats):
-        started = time.perf_counter()
-        np.copyto(target, source)
-        best = max(best, size / (time.perf_counter() - started) / 1e6)
-    return best
 
 
 def _cold_or_warm(
@@ -214,20 +52,6 @@ def _cold_or_warm(
     plain read discards its bytes: none)."""
     state = prepare(paths, cache, cancel, arrays=arrays)
     return state.cold if cache == "cold" else state.warm
-
-
-def _ceiling(
-    name: str, runs: list[float], spec: str, verified: bool | None, walls: Sequence[float] = ()
-) -> Ceiling:
-    return Ceiling(
-        name,
-        statistics.median(runs),
-        tuple(runs),
-        spec,
-        verified,
-        measured_at=time.time(),
-        wall_s=statistics.median(walls) if walls else 0.0,
-    )
 
 
 class _Plain:
@@ -339,11 +163,12 @@ def measure_ceilings(
     on_ceiling: Callable[[Ceiling], None] | None = None,
 ) -> Ceilings:
     """Measure the named ceilings on ``model``'s files; each is the median of ``repeats``."""
-    refuse_objects(model)
     require_tensor_bytes(model)  # nothing to read: no bound to measure
     unknown = set(names) - set(CEILINGS)
     if unknown:
         raise ValueError(f"unknown ceiling {sorted(unknown)[0]!r}; known: {', '.join(CEILINGS)}")
+    if any(file.remote is not None for file in model.files):
+        return object_ceilings(model, names, repeats, cancel, on_ceiling)
     parallel = workers or default_parallelism()
     plain = _Plain(model, cancel)
     plans: dict[str, tuple[int, CacheMode]] = {

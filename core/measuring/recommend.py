@@ -25,9 +25,10 @@ from modelmon.core.limits import (
     check_whole,
 )
 from modelmon.core.loaders.registry import ENGINES
-from modelmon.core.loading.preflight import refuse_objects
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.ceilings import Ceilings, default_parallelism, measure_ceilings
+from modelmon.core.measuring.ceiling_records import Ceilings
+from modelmon.core.measuring.ceilings import default_parallelism, measure_ceilings
+from modelmon.core.measuring.object_search import object_candidates
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.search import Duel, Search, screening_order
 from modelmon.core.model.records import Model
@@ -212,8 +213,8 @@ def recommend(
     The arguments are checked before anything is measured (``core.limits``)."""
     say = progress or (lambda _: None)
     started = time.monotonic() if started is None else started
-    refuse_objects(model)
     budget_s = check_budget(budget_s)
+    remote = any(file.remote is not None for file in model.files)
     if memory_limit is not None:
         check_memory_limit(memory_limit)
     if workers is not None:
@@ -223,10 +224,15 @@ def recommend(
     # The widest candidate runs SEARCH_WIDTH × this: a machine with more CPUs than that
     # allows searches at the most it allows.
     parallel = workers or min(default_parallelism(), MAX_SEARCH_WORKERS)
-    facts = storage_facts(model.files[0].path)
+    facts = None if remote else storage_facts(model.files[0].path)
     known = ceilings if ceilings is not None else Ceilings(model.path, ())
     missing = tuple(name for name in NEEDED_CEILINGS if known.get(name) is None)
-    if missing:
+    if missing and facts is None:
+        say(
+            "measuring the ceilings of this bucket and memory (the curve of plain GETs: "
+            "connections × part sizes; filling fresh memory, memcpy)"
+        )
+    elif missing and facts is not None:
         # A file in RAM (tmpfs) cannot be made cold: its reads are not called cold.
         cold = "" if facts.fs_type in RAM_FS_TYPES else "cold "
         say(
@@ -247,13 +253,20 @@ def recommend(
         evidence_overrun_s=EVIDENCE_OVERRUN * budget_s,
     )
     race.check_cancel()
-    own = candidates(model, fits, parallel) if pool is None else pool
-    rivals, absent = peer_candidates(model, fits, parallel) if peers else ([], [])
+    if pool is not None:
+        own = pool
+    elif remote:
+        own = object_candidates(model, fits, ceilings)
+    else:
+        own = candidates(model, fits, parallel)
+    rivals, absent = peer_candidates(model, fits, parallel) if peers and not remote else ([], [])
+    if remote and peers:
+        absent = ["other loaders were not measured: they read files, not objects"]
     for note in absent:
         say(note)
     order = screening_order(own, rivals)
     paths = [f.path for f in model.files]
-    settable = pool is None and readahead.unavailable(paths) is None
+    settable = pool is None and not remote and readahead.unavailable(paths) is None
     best, duel = Search(race, order, facts, readahead_variants(paths) if settable else None).run()
     if best is None:
         raise LoadError("no candidate load completed: nothing to recommend")

@@ -55,9 +55,9 @@ class Duel:
     pairs: int = 0
 
 
-def ruled_out_by(facts: StorageFacts, candidate: Candidate) -> str | None:
-    """Why the storage rules ``candidate`` out, or None."""
-    if candidate.strategy != "mmap-shared-fd" or not facts.remote:
+def ruled_out_by(facts: StorageFacts | None, candidate: Candidate) -> str | None:
+    """Why the storage (None: object storage) rules ``candidate`` out, or None."""
+    if candidate.strategy != "mmap-shared-fd" or facts is None or not facts.remote:
         return None
     kind = "FUSE" if facts.is_fuse else "network"
     workers, threads = candidate.options.workers, candidate.options.threads
@@ -165,7 +165,7 @@ class Search:
         self,
         race: Race,
         queue: list[Candidate],
-        facts: StorageFacts,
+        facts: StorageFacts | None,
         variants: Callable[[list[Candidate]], list[Candidate]] | None = None,
     ) -> None:
         self.race, self.queue, self.facts, self.variants = race, queue, facts, variants

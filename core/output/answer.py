@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.recommend import Recommendation
 
 LIBRARY = "the library's own read (safetensors get_tensor / gguf reader)"
+DOWNLOAD = "a plain download (one connection, one GET per object)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,18 +101,32 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
     if advice is not None:
         return _with_loader(rec, advice, general)
     used = rec.used
-    library = next((c for c in rec.ranked if c.strategy == "library" and c.results), None)
-    if library is used:
+    # What a user runs who changes nothing: the format library's read of a file, a plain
+    # download of an object.
+    library = next(
+        (c for c in rec.ranked if (c.role == "baseline" or c.strategy == "library") and c.results),
+        None,
+    )
+    remote = any(file.remote is not None for file in rec.model.files)
+    plain = DOWNLOAD if remote else LIBRARY
+    if library is used and not remote:
         return Answer(
             f"Keep {LIBRARY}: it is the fastest way measured here.",
             f"It loads at {_rate(used)}, the median of {runs_words(used.results)}.",
             _line(general, used),
         )
     runs = runs_words(used.results)
+    if library is used:  # a plain download of the bucket is the fastest way measured
+        return Answer(
+            f"Load with {_how(used)}: one connection, one GET per object.",
+            f"It loads at {_rate(used)}, the median of {runs}: faster than every "
+            "concurrent setting measured here.",
+            _line(general, used),
+        )
     if library is None:
         return Answer(
             f"Load with {_how(used)}.",
-            f"It loads at {_rate(used)}, the median of {runs}; {LIBRARY} was not measured to "
+            f"It loads at {_rate(used)}, the median of {runs}; {plain} was not measured to "
             "compare.",
             _line(general, used),
         )
@@ -120,7 +135,7 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
     paired = ", by the median of their alternating pairs" if verdict is not None else ""
     return Answer(
         f"Load with {_how(used)}.",
-        f"{times_text(speedup)} {LIBRARY}{paired}: {_rate(used)} against {_rate(library)}, "
+        f"{times_text(speedup)} {plain}{paired}: {_rate(used)} against {_rate(library)}, "
         f"medians of {runs} each.",
         _line(general, used),
     )

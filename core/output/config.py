@@ -16,7 +16,7 @@ import tomli_w
 from modelmon.core.errors import ConfigError
 from modelmon.core.loading.config_file import FORMAT_VERSION
 from modelmon.core.loading.identity import model_identity
-from modelmon.core.measuring.ceilings import keeps_bytes
+from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
@@ -29,7 +29,7 @@ from modelmon.core.system.storage import storage_facts
 if TYPE_CHECKING:
     from modelmon.core.measuring.advice import LoaderAdvice
     from modelmon.core.measuring.candidate import Candidate
-    from modelmon.core.measuring.ceilings import Ceilings
+    from modelmon.core.measuring.ceiling_records import Ceilings
     from modelmon.core.measuring.recommend import Recommendation
 
 FINGERPRINT_BYTES = 1 << 20  # the head of each file: headers hold every name and offset
@@ -40,9 +40,40 @@ def fingerprint(model: Model) -> str:
     digest = hashlib.blake2b(digest_size=16)
     for file in model.files:
         digest.update(f"{Path(file.path).name}\0{file.size}\0".encode())
+        if file.remote is not None:  # an object's ETag changes with its bytes
+            digest.update(f"{file.remote.etag}\0{file.remote.last_modified}".encode())
+            continue
         with open_model_file(file.path) as handle:  # a file swapped for a FIFO: no hang
             digest.update(handle.read(FINGERPRINT_BYTES))
     return digest.hexdigest()
+
+
+def storage_table(model: Model) -> dict[str, Any]:
+    """Where the model's bytes come from: the file system and device of a file, or the
+    object storage of a bucket (endpoint, region, host kind; never a credential)."""
+    remote = model.files[0].remote
+    if remote is not None:
+        return {
+            "object_storage": {
+                "storage": remote.storage,
+                "endpoint": remote.endpoint,
+                "region": remote.region,
+                "host_kind": remote.host_kind,
+                "ranges": remote.ranges,
+            }
+        }
+    facts = storage_facts(model.files[0].path)
+    table: dict[str, Any] = {
+        "fs_type": facts.fs_type,
+        "device": facts.block_device or facts.source,
+        "network": facts.is_network,
+        "fuse": facts.is_fuse,
+    }
+    if facts.rotational is not None:
+        table["rotational"] = facts.rotational
+    if facts.read_ahead_kb is not None:
+        table["read_ahead_kb"] = facts.read_ahead_kb
+    return table
 
 
 def build_document(
@@ -70,23 +101,15 @@ def build_document(
     ``pick``: the overall pick when it is not ``winner`` (a peer that beat modelmon's best).
     Reads the head of every model file for the fingerprint.
     """
-    facts = storage_facts(model.files[0].path)
     machine: dict[str, Any] = {
         "ram_bytes": memory_facts().total,
         "usable_ram_bytes": usable_ram,
         "cpus": os.cpu_count() or 1,
-        "fs_type": facts.fs_type,
-        "device": facts.block_device or facts.source,
-        "network": facts.is_network,
-        "fuse": facts.is_fuse,
         "kernel": platform.release(),
     }
+    machine |= storage_table(model)
     if memory_limit is not None:
         machine["memory_limit_bytes"] = memory_limit
-    if facts.rotational is not None:
-        machine["rotational"] = facts.rotational
-    if facts.read_ahead_kb is not None:
-        machine["read_ahead_kb"] = facts.read_ahead_kb
     runs = winner.results
     ceiling_items = ceilings.items if ceilings is not None else ()
     evidence: dict[str, Any] = {

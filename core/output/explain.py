@@ -13,7 +13,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.ceilings import keeps_bytes
+from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
 from modelmon.core.output.verdict import spread_words
@@ -308,7 +308,17 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
     sequential, parallel = ceilings.get("sequential_read"), ceilings.get("parallel_read")
     storage = ceilings.get("storage")
-    if sequential and parallel:
+    if sequential and parallel and sequential.verified is None:  # a bucket: no page cache
+        best = (
+            f"; the best of the curve, {storage.spec_setting}, is the storage bound"
+            if storage
+            else ""
+        )
+        lines.append(
+            "Measured on this bucket by plain GETs (nothing cached on this machine): "
+            f"{sequential.spec_setting}; {parallel.spec_setting}{best}."
+        )
+    elif sequential and parallel:
         cold = sequential.verified and parallel.verified
         best = (
             f"; the best plain reader, {storage.mbps:.0f} MB/s, is the storage bound"

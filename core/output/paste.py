@@ -43,7 +43,10 @@ def is_shell(line: str) -> bool:
 
 
 def model_folder(model: Model) -> str:
-    """The folder a server is pointed at: the model's own when it is one, else its file's."""
+    """The folder a server is pointed at: the model's own when it is one, else its file's
+    (of a model in object storage: its prefix, ``s3://bucket/llama/``)."""
+    if model.files and model.files[0].remote is not None:
+        return model.files[0].path.rsplit("/", 1)[0] + "/"
     path = os.path.abspath(os.fspath(model.path))
     return path if os.path.isdir(path) else os.path.dirname(path)
 
@@ -57,7 +60,9 @@ def pasteable(template: str, model: Model) -> Pasteable:
     code = template[: found.start()] if found else template
     if PLACEHOLDER not in code:
         return Pasteable(code, aside)
-    files = [os.path.abspath(os.fspath(f.path)) for f in model.files]
+    files = [
+        f.path if f.remote is not None else os.path.abspath(os.fspath(f.path)) for f in model.files
+    ]
     if is_shell(code):
         command = _command(code)
         if command.startswith(_FOLDER_COMMANDS) or not files:

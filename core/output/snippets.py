@@ -86,8 +86,12 @@ def snippets(
     def engine(name: str) -> Callable[[Candidate], bool]:
         return lambda c: c.program is not None and c.program.engine == name
 
-    own = f"modelmon.core.load({os.path.abspath(model.path)!r}, config={config_name!r})"
+    remote = bool(model.files) and model.files[0].remote is not None
+    where = model.path if remote else os.path.abspath(model.path)
+    own = f"modelmon.core.load({where!r}, config={config_name!r})"
     out = [snip("modelmon", own, winner)]
+    if remote:  # the loaders that read a bucket themselves; the others read files
+        return [*out, *_object_snippets(model, winner, peers, snip)]
     if model.format == "safetensors":
         whole = _stand_in(pool, whole_reads)
         out.append(
@@ -179,6 +183,40 @@ def snippets(
             )
         )
     return out
+
+
+def _object_snippets(
+    model: Model,
+    winner: Candidate,
+    peers: tuple[Candidate, ...],
+    snip: Callable[[str, str, Candidate | None], Snippet],
+) -> list[Snippet]:
+    """Servers that stream a bucket with Run:ai Model Streamer, told the pick's connections
+    and part size (its concurrency and chunk size); vLLM's for safetensors only."""
+    runai = [
+        c for c in peers if c.program is not None and c.program.engine == "runai" and c.results
+    ]
+    best = max(runai, key=lambda c: c.median_mbps) if runai else None
+    concurrency = best.readers if best else max(winner.readers, 1)
+    chunk = winner.options.chunk
+    if model.format != "safetensors":
+        return []
+    extra = json.dumps({"concurrency": concurrency})
+    size = f"RUNAI_STREAMER_CHUNK_BYTESIZE={chunk}"
+    return [
+        snip(
+            "runai_streamer",
+            f"{size} vllm serve PATH --load-format runai_streamer --model-loader-extra-config "
+            f"'{extra}'  (the pick's connections as its concurrency, its part size as chunk)",
+            best,
+        ),
+        snip(
+            "sglang",
+            f"RUNAI_STREAMER_CONCURRENCY={concurrency} {size} python -m sglang.launch_server "
+            "--model-path PATH --load-format runai_streamer  (SGLang's default for s3://)",
+            best,
+        ),
+    ]
 
 
 def apply_snippets(

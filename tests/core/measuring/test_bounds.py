@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from modelmon.core.measuring.bounds import _ranges, direct_supported, fill_rate, plain_read
-from modelmon.core.measuring.ceilings import Ceiling, Ceilings, keeps_bytes, measure_ceilings
+from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings, keeps_bytes
+from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import MiB
 

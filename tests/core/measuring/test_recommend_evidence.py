@@ -298,7 +298,7 @@ def test_screening_takes_modelmons_candidates_and_the_peers_in_turn() -> None:
 
 
 def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model: Path) -> None:
-    from modelmon.core.measuring.ceilings import Ceilings
+    from modelmon.core.measuring.ceiling_records import Ceilings
     from modelmon.core.measuring.recommend import left_out
 
     best = candidate("sequential", 1000.0, 1010.0, 990.0, workers=4)

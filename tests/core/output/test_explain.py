@@ -9,7 +9,7 @@ import pytest
 
 from modelmon.core.configuration import parse_engine
 from modelmon.core.measuring.ab import judge
-from modelmon.core.measuring.ceilings import Ceiling, Ceilings
+from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
 from modelmon.core.measuring.recommend import BudgetUse, Recommendation
 from modelmon.core.measuring.search import Duel, decide
 from modelmon.core.model.formats import open_model

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core.measuring.ceilings import Ceiling, Ceilings
+from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
 from modelmon.core.measuring.recommend import BudgetUse, Recommendation, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model

@@ -20,10 +20,12 @@ FOLDER = "/models/my model"  # a space: every line must quote it
 SAFETENSORS = SimpleNamespace(
     format="safetensors",
     path=f"{FOLDER}/model.safetensors",
-    files=(SimpleNamespace(path=f"{FOLDER}/model.safetensors"),),
+    files=(SimpleNamespace(path=f"{FOLDER}/model.safetensors", remote=None),),
 )
 GGUF = SimpleNamespace(
-    format="gguf", path=f"{FOLDER}/m.gguf", files=(SimpleNamespace(path=f"{FOLDER}/m.gguf"),)
+    format="gguf",
+    path=f"{FOLDER}/m.gguf",
+    files=(SimpleNamespace(path=f"{FOLDER}/m.gguf", remote=None),),
 )
 FILE = repr(f"{FOLDER}/model.safetensors")
 SERVED = shlex.quote(FOLDER)
@@ -108,7 +110,9 @@ def test_a_sharded_model_names_each_file_for_a_python_call_and_its_folder_for_a_
     tmp_path: Path,
 ):
     files = [tmp_path / f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]
-    model = SimpleNamespace(path=str(tmp_path), files=[SimpleNamespace(path=str(f)) for f in files])
+    model = SimpleNamespace(
+        path=str(tmp_path), files=[SimpleNamespace(path=str(f), remote=None) for f in files]
+    )
     call = pasteable("safetensors.torch.load_file(PATH)  (mmap)", model)  # type: ignore[arg-type]
     assert call.code == "safetensors.torch.load_file(path)"
     assert call.aside == f"mmap; path: each of its 2 files in {tmp_path}"
@@ -118,3 +122,23 @@ def test_a_sharded_model_names_each_file_for_a_python_call_and_its_folder_for_a_
         == f"RUNAI_X=1 vllm serve {shlex.quote(str(tmp_path))} --load-format runai_streamer"
     )
     assert is_shell(served.code) and not is_shell(call.code)
+
+
+def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets():
+    url = "s3://models/llama/model.safetensors"
+    bucket = SimpleNamespace(
+        format="safetensors",
+        path=url,
+        files=(SimpleNamespace(path=url, remote=object()),),
+    )
+    winner = candidate("ranged", 900, 910, 905, threads=8, chunk=16 << 20)
+    lines = apply_snippets(bucket, winner, (winner,), "m.toml")  # type: ignore[arg-type]
+    size = f"RUNAI_STREAMER_CHUNK_BYTESIZE={16 << 20}"
+    assert lines == {
+        "modelmon": f"modelmon.core.load({url!r}, config='m.toml')",
+        # A server takes the prefix, as it takes a folder; the pick's connections and parts.
+        "runai_streamer": f"{size} vllm serve s3://models/llama/ --load-format runai_streamer "
+        "--model-loader-extra-config '{\"concurrency\": 8}'",
+        "sglang": f"RUNAI_STREAMER_CONCURRENCY=8 {size} python -m sglang.launch_server "
+        "--model-path s3://models/llama/ --load-format runai_streamer",
+    }

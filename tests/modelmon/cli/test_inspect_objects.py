@@ -94,15 +94,21 @@ def test_wrong_credentials(modelmon, rclone_s3: SimpleNamespace, monkeypatch) ->
     assert "403 SignatureDoesNotMatch" in line and "not-the-secret" not in line
 
 
-def test_recommend_on_an_object_is_refused_in_one_line_until_its_search_exists(
-    modelmon, rclone_s3: SimpleNamespace
+def test_recommend_on_a_bucket_answers_and_its_config_loads_the_bucket(
+    modelmon, rclone_s3: SimpleNamespace, tmp_path
 ) -> None:
-    done = modelmon("recommend", "--budget", "5", "-o", "-", f"s3://{BUCKET}/gguf/tiny-Q8_0.gguf")
-    assert done.returncode == 1
-    assert done.stderr.splitlines()[-1] == (
-        f"modelmon: s3://{BUCKET}/gguf/tiny-Q8_0.gguf: loading from object storage is not "
-        "available yet (modelmon inspect reads its header)"
-    )
+    config = tmp_path / "bucket.toml"
+    url = f"s3://{BUCKET}/large/"
+    done = modelmon("recommend", url, "--budget", "10", "-o", str(config))
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("Load with modelmon, ranged"), first
+    assert f"Paste (modelmon): modelmon.core.load('{url}model.safetensors'" in done.stdout
+    assert "Measured on this bucket by plain GETs" in done.stdout
+    assert SECRET_KEY not in done.stdout + done.stderr + config.read_text()
+    loaded = modelmon("load", url, "--config", str(config))
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stderr == ""  # the config was measured on this very bucket: no mismatch
 
 
 def test_load_of_a_bucket_verifies_as_its_file_and_says_what_its_requests_did(

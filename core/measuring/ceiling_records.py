@@ -1,0 +1,196 @@
+"""What a ceiling is, and how a load is judged against one: ``Ceiling`` (a bound measured by
+plain code, its runs and spread), ``Ceilings`` (one model's, and the bound that applies to a
+load), ``Efficiency`` (a rate against its bound). ``ceilings`` measures them for files,
+``object_ceilings`` for a model in object storage."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+CEILINGS = (
+    "sequential_read",
+    "parallel_read",
+    "parallel_read_warm",
+    "storage",
+    "memory_fill",
+    "memcpy",
+)
+# The strategies whose loads keep no copy of the bytes (tensors are views of the mapping):
+# the storage alone bounds them, as it bounds a load that discards.
+VIEWS = ("mmap-view",)
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    name: str
+    mbps: float  # median of the repeats
+    runs: tuple[float, ...]
+    spec: str  # how it was measured, in one line
+    verified: bool | None  # every run started in the cache state asked for (None: no cache)
+    measured_at: float = 0.0  # time.time() when it was measured (0: unknown)
+    wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
+    # Of a bound found by a sweep: each setting tried once, and its MB/s (the bucket's curve).
+    curve: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def spec_setting(self) -> str:
+        """ "1320 MB/s at 4 connection(s), 16 MiB GETs": its rate and the setting that gave
+        it (the best of a curve's)."""
+        if self.curve:
+            setting = max(self.curve, key=lambda point: point[1])[0]
+            return f"{self.mbps:.0f} MB/s at {setting}"
+        return f"{self.mbps:.0f} MB/s ({self.spec})"
+
+    @property
+    def spread(self) -> float:
+        """Half the range of its runs against their median: how far one run may land."""
+        return spread_of(self.runs)
+
+
+# A bound measured once, or whose runs agree, still allows this much above it: the timing of
+# one run.
+MIN_SPREAD = 0.02
+
+
+def spread_of(runs: Sequence[float]) -> float:
+    """Half the range of ``runs`` against their median (0 for fewer than two)."""
+    median = statistics.median(runs) if runs else 0.0
+    if len(runs) < 2 or median <= 0:
+        return 0.0
+    return (max(runs) - min(runs)) / 2 / median
+
+
+def allowed_ratio(runs: Sequence[float]) -> float:
+    """The most a rate may be of a bound with these ``runs`` and still be an efficiency: one
+    plus their spread (``MIN_SPREAD`` at least)."""
+    return 1 + max(spread_of(runs), MIN_SPREAD)
+
+
+def beyond_spread(ratio: float, runs: Sequence[float]) -> bool:
+    """Whether a rate ``ratio`` times a bound is above it by more than the spread of the
+    bound's ``runs``: then it is no efficiency."""
+    return ratio > allowed_ratio(runs)
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """A load's rate against the bound that applies to it."""
+
+    fraction: float
+    bound: Ceiling
+    keeps: bool  # the load keeps its bytes (bounded by the memory fill too)
+
+    @property
+    def above(self) -> bool:
+        """Above its bound by more than the bound's own spread: not an efficiency but a sign
+        that something below the guest (a host's cache that cold cannot drop) served it."""
+        return beyond_spread(self.fraction, self.bound.runs)
+
+    def words(self) -> str:
+        """ "87 % of the storage bound" or, above it, what that means."""
+        name = BOUND_WORDS.get(self.bound.name, self.bound.name.replace("_", " "))
+        if self.above and self.bound.verified is None:  # a bucket's: no cache to blame
+            return (
+                f"{self.fraction:.0%} of the {name}: above it, so the plain GETs that measured "
+                "it fell short of what this endpoint gives: not an efficiency"
+            )
+        if self.above:
+            return (
+                f"{self.fraction:.0%} of the {name}: above it, so a cache this machine cannot "
+                "drop (the host's, below the guest) served some reads: not an efficiency"
+            )
+        return f"{self.fraction:.0%} of the {name}"
+
+
+BOUND_WORDS = {
+    "storage": "storage bound",
+    "memory_fill": "memory-fill bound",
+    "parallel_read": "parallel-read ceiling",
+    "parallel_read_warm": "warm parallel-read ceiling",
+}
+
+
+def keeps_bytes(strategy: str, discard: bool) -> bool:
+    """Whether a load keeps a copy of the bytes in fresh memory (and pays to fill it)."""
+    return not discard and strategy not in VIEWS
+
+
+@dataclass(frozen=True, slots=True)
+class Ceilings:
+    model: str
+    items: tuple[Ceiling, ...]
+
+    def get(self, name: str) -> Ceiling | None:
+        return next((c for c in self.items if c.name == name), None)
+
+    def has(self, names: Sequence[str]) -> bool:
+        return all(self.get(name) is not None for name in names)
+
+    def merged(self, newer: Ceilings) -> Ceilings:
+        """These ceilings with ``newer``'s in place of the same names (one set per model)."""
+        kept = tuple(c for c in self.items if newer.get(c.name) is None)
+        return Ceilings(newer.model or self.model, (*kept, *newer.items))
+
+    def fraction(self, mbps: float, name: str) -> float | None:
+        ceiling = self.get(name)
+        return mbps / ceiling.mbps if ceiling and ceiling.mbps > 0 else None
+
+    def bound(self, keeps: bool, warm: bool = False) -> Ceiling | None:
+        """The bound of a load: from a warm cache, the warm parallel read; else the storage
+        (the plain parallel read where the sweep was not measured), and for a load that keeps
+        its bytes the memory fill too, whichever is lower."""
+        if warm and self.get("parallel_read_warm") is not None:
+            return self.get("parallel_read_warm")
+        storage = self.get("storage") or self.get("parallel_read")
+        fill = self.get("memory_fill") if keeps else None
+        found = [c for c in (storage, fill) if c is not None and c.mbps > 0]
+        return min(found, key=lambda c: c.mbps) if found else None
+
+    def efficiency(self, mbps: float, keeps: bool, warm: bool = False) -> Efficiency | None:
+        bound = self.bound(keeps, warm)
+        if bound is None or mbps <= 0:
+            return None
+        return Efficiency(mbps / bound.mbps, bound, keeps)
+
+    def binding_words(self) -> str:
+        """Which bound binds a load that keeps its bytes, in one sentence ("" unmeasured)."""
+        storage, fill = self.get("storage"), self.get("memory_fill")
+        if storage is None or fill is None:
+            return ""
+        if fill.mbps < storage.mbps:
+            return (
+                f"A load that keeps its bytes is limited here by filling fresh memory, not by "
+                f"the storage: {fill.mbps:.0f} MB/s to fill against {storage.mbps:.0f} to read."
+            )
+        return (
+            f"A load that keeps its bytes is limited here by the storage, not by filling "
+            f"fresh memory: {storage.mbps:.0f} MB/s to read against {fill.mbps:.0f} to fill."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "ceilings": [asdict(c) for c in self.items]}
+
+
+def make_ceiling(
+    name: str,
+    runs: list[float],
+    spec: str,
+    verified: bool | None,
+    walls: Sequence[float] = (),
+    curve: tuple[tuple[str, float], ...] = (),
+) -> Ceiling:
+    """A ceiling measured now: the median of ``runs``, and how it was measured."""
+    return Ceiling(
+        name,
+        statistics.median(runs),
+        tuple(runs),
+        spec,
+        verified,
+        measured_at=time.time(),
+        wall_s=statistics.median(walls) if walls else 0.0,
+        curve=curve,
+    )

@@ -1,0 +1,161 @@
+"""What a bucket (or an https server) gives this machine, measured by plain GETs that are none
+of modelmon's strategies: the ceiling a load from object storage is judged against.
+
+A plain reader is N connections, each reading one contiguous share of the model's objects in
+GETs of one part size, its bytes read into one reused buffer and discarded: what a plain
+client (``aws s3 cp`` with N threads) does, with no retries, no ``If-Match``, no record per
+request. Its ceiling is a curve, connections 1…64 × part sizes: the endpoint's answer to
+"how many connections, how large a part", measured in the same session as the loads.
+
+Nothing is cached on this machine between runs (no page cache lies between the bucket and the
+process); a cache in the server is the server's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from modelmon.core.errors import LoadError, StorageError, one_line
+from modelmon.core.measuring.bounds import _ranges, _timed
+from modelmon.core.model.records import Model
+from modelmon.core.options import MiB
+from modelmon.core.storage.connection import Connection, Transient
+from modelmon.core.storage.facts import ObjectFacts
+from modelmon.core.storage.objects import open_store
+from modelmon.core.storage.urls import parse_object_url
+
+# The curve: connections at one part size, then part sizes at the best connections.
+CONNECTIONS = (1, 2, 4, 8, 16, 32, 64)
+CURVE_PART = 16 * MiB
+PARTS = (4 * MiB, 64 * MiB)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectReading:
+    """One plain read of the objects: how, and how fast."""
+
+    connections: int
+    part: int  # bytes per GET
+    mbps: float
+
+    @property
+    def setting(self) -> str:
+        return f"{self.connections} connection(s), {self.part // MiB} MiB GETs"
+
+
+def object_facts(model: Model) -> list[ObjectFacts]:
+    facts = [file.remote for file in model.files if file.remote is not None]
+    if len(facts) != len(model.files):
+        raise LoadError(f"{model.path}: not every file is an object")
+    return facts
+
+
+def _read_share(
+    connection: Connection,
+    objects: Sequence[ObjectFacts],
+    pieces: list[tuple[int, int, int]],
+    part: int,
+    failures: list[BaseException],
+) -> None:
+    buffer = memoryview(bytearray(min(part, 8 * MiB)))
+    try:
+        for index, offset, length in pieces:
+            url = parse_object_url(objects[index].url)
+            end = offset + length
+            while offset < end:
+                last = min(end, offset + part) - 1
+                _answer, body = connection.get(url, offset, last, None)
+                left = last + 1 - offset
+                while left > 0:
+                    got = body.readinto(buffer[: min(left, len(buffer))])
+                    if got <= 0:
+                        raise StorageError(url.text, "the body ended early")
+                    left -= got
+                body.finish()
+                offset = last + 1
+    except BaseException as exc:  # the caller raises it, one line
+        failures.append(exc)
+
+
+def plain_get(objects: Sequence[ObjectFacts], connections: int, part: int) -> ObjectReading:
+    """Read every byte of ``objects`` once over ``connections`` connections (each its own,
+    each one contiguous share) in GETs of ``part`` bytes; the bytes are discarded."""
+    sizes = [facts.size for facts in objects]
+    plan = [pieces for pieces in _ranges(sizes, connections) if pieces]
+    failures: list[BaseException] = []
+    with open_store(parse_object_url(objects[0].url)) as store:
+        opened = [store.connect() for _ in plan]
+        try:
+            threads = [
+                threading.Thread(
+                    target=_read_share,
+                    args=(conn, objects, pieces, part, failures),
+                    name=f"modelmon-plain-get-{n}",
+                )
+                for n, (conn, pieces) in enumerate(zip(opened, plan, strict=True))
+            ]
+            seconds = _timed(threads)
+        finally:
+            for conn in opened:
+                conn.close()
+    if failures:
+        failure = failures[0]
+        detail = failure.detail if isinstance(failure, Transient) else one_line(failure)
+        raise LoadError(f"ceiling: plain GETs of {objects[0].url} failed: {detail}")
+    return ObjectReading(connections, part, sum(sizes) / seconds / 1e6)
+
+
+class ObjectCurve:
+    """Plain GETs of one model's objects, each setting's readings kept (the named ceilings
+    reuse the curve's runs of their settings)."""
+
+    def __init__(self, model: Model, cancel: threading.Event | None) -> None:
+        self.objects = object_facts(model)
+        self.cancel = cancel
+        self.readings: dict[tuple[int, int], list[ObjectReading]] = {}
+
+    def read(self, connections: int, part: int) -> ObjectReading:
+        if self.cancel is not None and self.cancel.is_set():
+            raise LoadError("ceiling: cancelled")
+        reading = plain_get(self.objects, connections, part)
+        self.readings.setdefault((connections, part), []).append(reading)
+        return reading
+
+    def runs(self, connections: int, part: int, repeats: int) -> list[float]:
+        key = (connections, part)
+        while len(self.readings.get(key, [])) < repeats:
+            self.read(connections, part)
+        return [r.mbps for r in self.readings[key][:repeats]]
+
+    def useful(self, connections: int, part: int) -> bool:
+        """Whether every connection has a GET to make: more would only wait."""
+        total = sum(facts.size for facts in self.objects)
+        return connections == 1 or -(-total // part) >= connections
+
+    def sweep(self, on_point: Callable[[ObjectReading], None] | None = None) -> tuple[int, int]:
+        """The curve, once each: connections 1…64 at one part size, then other part sizes at
+        the best number of connections; the best setting."""
+        for connections in CONNECTIONS:
+            key = (connections, CURVE_PART)
+            if self.useful(*key) and key not in self.readings:
+                reading = self.read(connections, CURVE_PART)
+                if on_point is not None:
+                    on_point(reading)
+        best = self.best()
+        for part in PARTS:
+            if self.useful(best[0], part) and (best[0], part) not in self.readings:
+                reading = self.read(best[0], part)
+                if on_point is not None:
+                    on_point(reading)
+        return self.best()
+
+    def best(self) -> tuple[int, int]:
+        return max(self.readings, key=lambda key: self.readings[key][0].mbps)
+
+    def curve_text(self) -> str:
+        return "; ".join(
+            f"{readings[0].setting}: {readings[0].mbps:.0f} MB/s"
+            for readings in self.readings.values()
+        )

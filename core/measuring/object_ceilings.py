@@ -1,0 +1,108 @@
+"""The ceilings of a model in object storage, measured in this session by plain GETs
+(``object_bounds``) and a plain memory fill beside them:
+
+- storage: the best of the bucket's curve (connections 1…64 × part sizes), then repeated:
+  the bound of a load that discards its bytes; the curve rides along, point by point.
+- sequential_read / parallel_read: one connection, and P connections, 16 MiB GETs.
+- memory_fill: fresh memory filled while plain GETs of the model run beside it: with the
+  storage, the bound of a load that keeps its bytes.
+- memcpy: as for files.
+
+There is no warm ceiling: nothing is cached on this machine between the bucket and a load.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from modelmon.core.errors import LoadError
+from modelmon.core.measuring.bounds import FILL_BYTES, fill_rate, memcpy_mbps
+from modelmon.core.measuring.ceiling_records import CEILINGS, Ceiling, Ceilings, make_ceiling
+from modelmon.core.measuring.object_bounds import CURVE_PART, ObjectCurve, plain_get
+from modelmon.core.model.records import Model
+from modelmon.core.options import MiB
+from modelmon.core.system.memory import memory_facts
+
+# Connections of the plain parallel read: what a parallel client opens without tuning.
+PARALLEL_CONNECTIONS = 8
+
+
+def object_ceilings(
+    model: Model,
+    names: Sequence[str],
+    repeats: int,
+    cancel: threading.Event | None,
+    on_ceiling: Callable[[Ceiling], None] | None,
+) -> Ceilings:
+    """The ceilings ``names`` of a model in object storage (``parallel_read_warm`` has no
+    meaning here and is left out); each the median of ``repeats``."""
+    curve = ObjectCurve(model, cancel)
+    order = sorted(
+        (name for name in names if name != "parallel_read_warm"),
+        key=lambda name: name != "storage",  # the curve first: the others reuse its runs
+    )
+    items: list[Ceiling] = []
+    for name in order:
+        if cancel is not None and cancel.is_set():
+            break
+        ceiling = _measure(name, model, curve, repeats)
+        items.append(ceiling)
+        if on_ceiling is not None:
+            on_ceiling(ceiling)
+    return Ceilings(model.path, tuple(sorted(items, key=lambda c: CEILINGS.index(c.name))))
+
+
+def _measure(name: str, model: Model, curve: ObjectCurve, repeats: int) -> Ceiling:
+    if name == "memcpy":
+        runs = [memcpy_mbps() for _ in range(repeats)]
+        return make_ceiling(name, runs, "numpy copy of a 256 MiB buffer in RAM", None)
+    if name == "storage":
+        connections, part = curve.sweep()
+        runs = curve.runs(connections, part, repeats)
+        best = curve.readings[(connections, part)][0].setting
+        spec = f"plain GETs, best of the curve: {best} (curve: {curve.curve_text()})"
+        points = tuple(
+            (readings[0].setting, readings[0].mbps) for readings in curve.readings.values()
+        )
+        return make_ceiling(name, runs, spec, None, curve=points)
+    if name == "memory_fill":
+        return _fill(model, curve, repeats)
+    connections = 1 if name == "sequential_read" else PARALLEL_CONNECTIONS
+    if not curve.useful(connections, CURVE_PART):
+        connections = 1
+    runs = curve.runs(connections, CURVE_PART, repeats)
+    spec = f"{connections} connection(s), {CURVE_PART // MiB} MiB GETs"
+    return make_ceiling(name, runs, spec, None)
+
+
+def _fill(model: Model, curve: ObjectCurve, repeats: int) -> Ceiling:
+    """Fresh memory filled by P threads while plain GETs of the model, at the curve's best
+    setting, run beside it (on loopback the server shares this machine's CPUs, so the GETs
+    beside are the storage bound's own)."""
+    parallel = PARALLEL_CONNECTIONS
+    connections, part = curve.best() if curve.readings else (parallel, CURVE_PART)
+    size = min(FILL_BYTES, max(model.file_bytes, 64 * MiB), memory_facts().usable // 4)
+    runs: list[float] = []
+    failed: list[LoadError] = []
+
+    def read_beside() -> None:
+        try:
+            plain_get(curve.objects, connections, part)
+        except LoadError as exc:  # said after the fill, one line
+            failed.append(exc)
+
+    for _ in range(repeats):
+        beside = threading.Thread(target=read_beside, name="modelmon-plain-get-beside")
+        beside.start()
+        try:
+            runs.append(fill_rate(size, parallel))
+        finally:
+            beside.join()
+        if failed:
+            raise failed[0]
+    spec = (
+        f"{parallel} threads filling {size // MiB} MiB of fresh memory from /dev/zero, "
+        "beside plain GETs of the model"
+    )
+    return make_ceiling("memory_fill", runs, spec, None)

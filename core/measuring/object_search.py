@@ -1,0 +1,60 @@
+"""The search space of a model in object storage: ``ranged`` and ``ranged-stream`` over
+connections × part sizes, seeded by the bucket's curve (``object_ceilings``): the plain GETs'
+best setting first, then its neighbours along each axis, then the other order.
+
+Options are what a loader would apply; there is no page cache to make cold between runs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.ceiling_records import Ceilings
+from modelmon.core.model.records import Model
+from modelmon.core.options import MAX_CHUNK, LoadOptions, MiB
+
+# Where the curve says nothing: what parallel clients of S3 use by default.
+DEFAULT_CONNECTIONS, DEFAULT_PART = 8, 16 * MiB
+MAX_CONNECTIONS = 64
+MIN_PART = 4 * MiB
+
+
+def curve_best(ceilings: Ceilings) -> tuple[int, int]:
+    """(connections, part size) of the plain GETs' best setting, from the storage ceiling's
+    curve; the defaults where it was not measured."""
+    storage = ceilings.get("storage")
+    if storage is None or not storage.curve:
+        return DEFAULT_CONNECTIONS, DEFAULT_PART
+    setting = max(storage.curve, key=lambda point: point[1])[0]
+    found = re.match(r"(\d+) connection\(s\), (\d+) MiB GETs", setting)
+    if found is None:
+        return DEFAULT_CONNECTIONS, DEFAULT_PART
+    return int(found.group(1)), int(found.group(2)) * MiB
+
+
+def object_candidates(model: Model, fits: bool, ceilings: Ceilings) -> list[Candidate]:
+    """The search space, most promising first (the budget trims from the end)."""
+    connections, part = curve_best(ceilings)
+    base = LoadOptions(discard=not fits)
+    parts_in_model = max(1, -(-model.total_bytes // part))
+
+    def ranged(strategy: str, threads: int, chunk: int, role: str = "") -> Candidate:
+        threads = max(1, min(threads, MAX_CONNECTIONS, parts_in_model))
+        return Candidate.of(strategy, base.with_(threads=threads, chunk=chunk), role)
+
+    grid = [
+        ranged("ranged", connections, part),
+        # One connection, one GET per object: what a plain download does.
+        ranged("ranged", 1, MAX_CHUNK, role="baseline"),
+        ranged("ranged", connections * 2, part),
+        ranged("ranged", max(1, connections // 2), part),
+        ranged("ranged-stream", connections, part),
+        ranged("ranged", connections, max(MIN_PART, part // 2)),
+        ranged("ranged", connections, min(MAX_CHUNK, part * 4)),
+        ranged("ranged", connections * 4, max(MIN_PART, part // 2)),
+    ]
+    unique: dict[str, Candidate] = {}
+    for candidate in grid:
+        unique.setdefault(candidate.spec, candidate)
+    return list(unique.values())

@@ -1,0 +1,92 @@
+"""The ceilings and the search of a model in object storage, against a real S3-compatible
+server on loopback: the bucket's curve of plain GETs (connections × part sizes) is the storage
+bound; recommend searches connections × part sizes of ranged loads, explains against the
+bucket, and writes a config that a load of the bucket applies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from modelmon.core import (
+    apply_config,
+    explain,
+    measure,
+    measure_ceilings,
+    open_model,
+    recommend,
+    recommendation_document,
+    write_config,
+)
+from modelmon.core.measuring.object_bounds import plain_get
+from modelmon.core.measuring.object_search import curve_best, object_candidates
+
+from ...object_store import BUCKET, SECRET_KEY
+
+
+def test_the_bucket_ceiling_is_the_best_of_a_curve_of_plain_gets(
+    rclone_s3: SimpleNamespace,
+) -> None:
+    model = open_model(f"s3://{BUCKET}/large/")
+    ceilings = measure_ceilings(model, repeats=1)
+    names = {c.name for c in ceilings.items}
+    assert names == {"sequential_read", "parallel_read", "storage", "memory_fill", "memcpy"}
+    storage = ceilings.get("storage")
+    assert storage is not None and storage.verified is None  # no page cache to verify
+    assert len(storage.curve) >= 3 and storage.mbps > 0
+    assert storage.mbps >= max(rate for _, rate in storage.curve) * 0.5  # its best, repeated
+    assert "connection(s)" in storage.spec_setting
+    connections, part = curve_best(ceilings)
+    assert (
+        f"{connections} connection(s), {part >> 20} MiB GETs"
+        == max(storage.curve, key=lambda point: point[1])[0]
+    )
+
+
+def test_plain_gets_read_every_byte_once(faulty_s3: SimpleNamespace) -> None:
+    model = open_model(f"s3://{BUCKET}/large/")
+    faulty_s3.proxy.seen.clear()
+    facts = [f.remote for f in model.files if f.remote is not None]
+    reading = plain_get(facts, 3, 64 << 10)
+    assert reading.mbps > 0
+    ranges = sorted(
+        tuple(int(x) for x in seen.range.removeprefix("bytes=").split("-"))
+        for seen in faulty_s3.proxy.seen
+        if seen.method == "GET" and seen.range
+    )
+    covered = 0
+    for first, last in ranges:
+        assert first == covered  # no byte twice, none left out
+        covered = last + 1
+    assert covered == facts[0].size
+
+
+def test_the_search_space_follows_the_curve(rclone_s3: SimpleNamespace) -> None:
+    model = open_model(f"s3://{BUCKET}/large/")
+    ceilings = measure_ceilings(model, ("storage",), repeats=1)
+    grid = object_candidates(model, True, ceilings)
+    connections, part = curve_best(ceilings)
+    parts = -(-model.total_bytes // part)
+    assert grid[0].strategy == "ranged" and grid[0].options.chunk == part
+    assert grid[0].options.threads == min(connections, parts)
+    assert any(c.strategy == "ranged-stream" for c in grid)
+    assert [c.role for c in grid].count("baseline") == 1
+    assert len({c.spec for c in grid}) == len(grid)
+
+
+def test_recommend_on_a_bucket_writes_a_config_its_load_applies(
+    rclone_s3: SimpleNamespace, tmp_path: Path
+) -> None:
+    model = open_model(f"s3://{BUCKET}/large/")
+    rec = recommend(model, budget_s=15)
+    assert rec.storage is None and rec.winner.strategy in ("ranged", "ranged-stream")
+    assert all(c.strategy in ("ranged", "ranged-stream") for c in rec.ranked)
+    lines = explain(rec)
+    assert lines[0].startswith("Measured on this bucket by plain GETs")
+    assert any("they read files, not objects" in line for line in rec.absent_peers)
+    path = write_config(tmp_path / "modelmon.toml", recommendation_document(rec, "modelmon.toml"))
+    assert SECRET_KEY not in path.read_text()
+    chosen = apply_config(path, model)
+    assert chosen.strategy == rec.winner.strategy and chosen.options == rec.winner.options
+    result = measure(model, config=path)
+    assert result.status == "ok" and result.strategy == rec.winner.strategy
