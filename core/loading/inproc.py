@@ -91,10 +91,13 @@ def _load(
         shared_ids={file: new_descriptor_id() for file in range(len(shared))},
         drop_behind=dropper,
     )
+    loader = strategy_class()
     try:
-        strategy_class().run(ctx)
+        loader.prepare(ctx)
+        loader.run(ctx)
         sink.check_complete()
     finally:
+        loader.release()
         ctx.close()
         for descriptor in shared:
             with contextlib.suppress(OSError):

@@ -28,7 +28,7 @@ from modelmon.core.loading.reads import ReadRecorder, now_ns
 from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
+from modelmon.core.loading.strategies.base import StopFlag, Strategy, WorkerContext
 from modelmon.core.model.plan import ShareState, assigned_bytes, load_order, partition
 from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions
@@ -192,6 +192,7 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
     model: Model | None = None
     shared_fds: dict[int, int] | None = None
     stop, shares = memory.attach()
+    strategy: Strategy | None = None
     try:
         strategy = get_strategy(task.strategy)()
         model = task.part.take().model()  # no header parsed again: the parent's columns
@@ -215,6 +216,7 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
             task.drop_behind,
             dealt=True,
         )
+        strategy.prepare(ctx)
         qt_free = not any(name.split(".")[0] in ("PySide6", "pyqtgraph") for name in sys.modules)
         send(
             WorkerReady(
@@ -262,6 +264,8 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
         with contextlib.suppress(Exception):
             send(WorkerFailed(task.worker, kind, message))
     finally:
+        if strategy is not None:
+            strategy.release()
         task.part.close()  # taken already, but for a failure before
         if ctx is not None:
             ctx.close()

@@ -306,8 +306,15 @@ class Strategy:
         None."""
         return None
 
+    def prepare(self, ctx: WorkerContext) -> None:
+        """What the strategy sets up before the load is timed (a worker does it before it says
+        ready): connections to a bucket, opened as a server opens them once."""
+
     def run(self, ctx: WorkerContext) -> None:
         raise NotImplementedError
+
+    def release(self) -> None:
+        """Undo ``prepare`` (called whether or not ``run`` was)."""
 
     @classmethod
     def partition_for(cls, options: LoadOptions) -> str:

@@ -27,6 +27,7 @@ from modelmon.core.loading.strategies.base import Strategy, WorkerContext, regis
 from modelmon.core.loading.strategies.stream import block_ordered_reads
 from modelmon.core.model.plan import Read, coalesce
 from modelmon.core.model.records import Model
+from modelmon.core.storage.connection import Store
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
 from modelmon.core.storage.reader import ObjectReader, Part
@@ -112,15 +113,39 @@ class ObjectStrategy(Strategy):
             return [read for _, read in block_ordered_reads(ctx)[0]]
         return coalesce(ctx.model, ctx.indexes, ctx.options.chunk)
 
-    def run(self, ctx: WorkerContext) -> None:
+    def __init__(self) -> None:
+        self._store: Store | None = None
+        self._reader: ObjectReader | None = None
+        self._cancel: _StopEvent | None = None
+        self._reads: list[Read] = []
+
+    def prepare(self, ctx: WorkerContext) -> None:
+        """The store and one connection per reader, opened before the load is timed (as a
+        server opens its clients once); the parts are cut then too."""
         facts = remote_facts(ctx.model)
-        reads = self.planned_reads(ctx)
-        if not reads:
+        self._reads = self.planned_reads(ctx)
+        if not self._reads:
             return
-        arrivals = ArrivalMap(ctx.model, reads)
-        parts = [self._part(ctx, facts[read.file], read) for read in reads]
-        connections = max(1, min(ctx.options.threads, len(parts)))
-        ids = [new_descriptor_id() for _ in range(connections)]
+        connections = max(1, min(ctx.options.threads, len(self._reads)))
+        self._cancel = _StopEvent(ctx)
+        self._store = open_store(parse_object_url(facts[0].url))
+        self._reader = ObjectReader(self._store, connections, cancel=self._cancel)
+
+    def release(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        if self._store is not None:
+            self._store.close()
+        self._reader = self._store = None
+
+    def run(self, ctx: WorkerContext) -> None:
+        reader, cancel = self._reader, self._cancel
+        if reader is None or cancel is None:
+            return  # nothing to read
+        facts = remote_facts(ctx.model)
+        arrivals = ArrivalMap(ctx.model, self._reads)
+        parts = [self._part(ctx, facts[read.file], read) for read in self._reads]
+        ids = [new_descriptor_id() for _ in range(reader.connections)]
         file_of = {fact.url: number for number, fact in enumerate(facts)}
         first_reader = ctx.worker * ctx.options.threads
 
@@ -136,20 +161,15 @@ class ObjectStrategy(Strategy):
             for extent, start, at, length in arrivals.pieces(url, offset, len(chunk)):
                 ctx.sink.filled_piece(extent, start, chunk[at : at + length])
 
-        cancel = _StopEvent(ctx)
-        with (
-            open_store(parse_object_url(facts[0].url)) as store,
-            ObjectReader(store, connections, cancel=cancel) as reader,
-        ):
-            watcher = threading.Thread(
-                target=cancel.watch, args=(reader,), name="modelmon-object-stop", daemon=True
-            )
-            watcher.start()
-            try:
-                reader.read(parts, on_record=on_record, on_data=on_data)
-            finally:
-                cancel.finished.set()
-                watcher.join()
+        watcher = threading.Thread(
+            target=cancel.watch, args=(reader,), name="modelmon-object-stop", daemon=True
+        )
+        watcher.start()
+        try:
+            reader.read(parts, on_record=on_record, on_data=on_data)
+        finally:
+            cancel.finished.set()
+            watcher.join()
 
     @staticmethod
     def _part(ctx: WorkerContext, facts: ObjectFacts, read: Read) -> Part:

@@ -1,0 +1,211 @@
+"""Object storage, on a real S3 server on loopback:
+``python -m benchmarks.objects [--gib 1] [--rounds 3] [--rate-mbit N] [--budget 60] [--out F]``.
+
+A model of about ``--gib`` GiB in a bucket served by ``rclone serve s3`` (``objects_env``:
+with ``--rate-mbit`` the server and every client run in a network namespace whose loopback a
+``tbf`` qdisc shapes to that rate). Then, in one session:
+
+1. the bucket's ceiling: the curve of plain GETs (connections 1…64 × part sizes);
+2. ``recommend`` within ``--budget``: its pick;
+3. ``--rounds`` alternating rounds, the order rotated each round, of: every configuration
+   recommend measured (the regret of its pick is against the best median of these), Run:ai
+   Model Streamer's S3 backend at each concurrency (a fresh child timed by itself, every
+   tensor touched), and the same bucket through ``rclone mount`` read by modelmon's file
+   strategy from an evicted, verified-cold page cache (mount or stream?).
+
+Reported: the curve; each configuration's median MB/s; modelmon's best against the ceiling
+and against Run:ai's best concurrency; recommend's regret; mount against stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.objects_env import bucket_mount, in_shaped_namespace, s3_server
+from modelmon.core import LoadRun, measure_ceilings, open_model, recommend, run_fresh
+from modelmon.core.options import LoadOptions
+
+MiB = 1 << 20
+BUCKET = "models"
+RUNAI_CONCURRENCY = (4, 16, 64)
+MOUNT_CONFIG = ("sequential", {"workers": 4, "threads": 1, "chunk": 16 * MiB})
+
+
+def write_model(root: Path, gib: float) -> Path:
+    from modelmon.core import write_safetensors_model
+
+    folder = root / BUCKET / "bench"
+    if not any(folder.glob("*.safetensors")):
+        layers = max(1, int(gib * (1 << 30) / (4 * 1024 * 4096 * 2 + 1)))
+        write_safetensors_model(
+            folder, layers=layers, hidden=1024, intermediate=4096, vocab=4096, seed=5
+        )
+    return folder
+
+
+def runai_run(urls: list[str], concurrency: int) -> float:
+    """One load by Run:ai Model Streamer's S3 backend in a fresh child, timed by itself."""
+    env = dict(os.environ)
+    env["RUNAI_STREAMER_CONCURRENCY"] = str(concurrency)
+    env["RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING"] = "0"
+    child = [sys.executable, "-m", "benchmarks.runai_s3", *urls]
+    result = run_fresh(child, [], "keep", env=env, time_limit_s=600, who="Run:ai Model Streamer")
+    if result.status != "ok":
+        raise SystemExit(f"runai concurrency={concurrency}: {result.status}: {result.error}")
+    return result.mbps
+
+
+def contenders(model: Any, mount_path: str, urls: list[str], specs: list[tuple[str, LoadOptions]]):  # type: ignore[no-untyped-def]
+    """(label, one run → MB/s) of every configuration of the rounds."""
+    runs: list[tuple[str, Callable[[], float]]] = []
+    for strategy, options in specs:
+        label = f"{strategy} {options.threads}×{options.chunk // MiB} MiB"
+
+        def own(strategy: str = strategy, options: LoadOptions = options) -> float:
+            result = LoadRun(model, strategy, options).run()
+            if result.status != "ok":
+                raise SystemExit(f"{strategy}: {result.status}: {result.error}")
+            return result.mbps
+
+        runs.append((label, own))
+    for concurrency in RUNAI_CONCURRENCY:
+        runs.append((f"runai concurrency={concurrency}", lambda c=concurrency: runai_run(urls, c)))
+    strategy, knobs = MOUNT_CONFIG
+
+    def mounted() -> float:
+        result = LoadRun(mount_path, strategy, LoadOptions(cache="cold", **knobs)).run()
+        if result.status != "ok" or not result.cache.cold:
+            raise SystemExit(f"mount: {result.status}: {result.error or result.cache.note}")
+        return result.mbps
+
+    runs.append(("mount: sequential ×4 (cold)", mounted))
+    return runs
+
+
+def session(root: Path, gib: float, rounds: int, budget: float, rate_mbit: int) -> dict[str, Any]:
+    """The whole section, in this process (inside the namespace when shaped)."""
+    folder = write_model(root, gib)
+    with s3_server(root) as endpoint, bucket_mount(endpoint, root / "mnt") as mount:
+        url = f"s3://{BUCKET}/bench/"
+        model = open_model(url)
+        urls = [f.path for f in model.files]
+        say(f"model {url}: {model.file_bytes / 1e9:.2f} GB at {endpoint}")
+        ceilings = measure_ceilings(model, ("storage", "memory_fill"), repeats=rounds)
+        storage, bound = ceilings.get("storage"), ceilings.bound(keeps=True)
+        assert storage is not None and bound is not None
+        say(f"ceiling: {storage.spec}; a load that keeps its bytes: {bound.name}")
+        rec = recommend(model, budget_s=budget, peers=False)
+        pick = rec.used
+        say(f"recommend: {pick.spec} at {pick.median_mbps:.0f} MB/s")
+        specs = [(c.strategy, c.options) for c in rec.ranked if c.own is not None]
+        mount_path = str(mount / "bench" / next(folder.glob("*.safetensors")).name)
+        runs = contenders(model, mount_path, urls, specs)
+        found: dict[str, list[float]] = {label: [] for label, _ in runs}
+        for index in range(rounds):
+            shift = index % len(runs)
+            for label, run in runs[shift:] + runs[:shift]:
+                found[label].append(run())
+                say(f"  round {index + 1}: {label}: {found[label][-1]:.0f} MB/s")
+        pick_label = f"{pick.strategy} {pick.options.threads}×{pick.options.chunk // MiB} MiB"
+        return {
+            "rate_mbit": rate_mbit,
+            "bytes": model.file_bytes,
+            "ceiling_mbps": storage.mbps,
+            "ceiling_runs": storage.runs,
+            # What bounds a load that keeps its bytes: the lower of the storage and the
+            # memory filled beside plain GETs.
+            "bound": bound.name,
+            "bound_mbps": bound.mbps,
+            "curve": storage.curve,
+            "pick": pick_label,
+            "medians": {label: statistics.median(v) for label, v in found.items()},
+            "runs": found,
+        }
+
+
+def judged(data: dict[str, Any]) -> dict[str, Any]:
+    medians = data["medians"]
+    own = {k: v for k, v in medians.items() if k.startswith("ranged")}
+    runai = {k: v for k, v in medians.items() if k.startswith("runai")}
+    best_own = max(own, key=lambda k: own[k])
+    best_runai = max(runai, key=lambda k: runai[k])
+    return {
+        "best_own": best_own,
+        "best_own_vs_ceiling": own[best_own] / data["ceiling_mbps"],
+        "best_own_vs_bound": own[best_own] / data["bound_mbps"],
+        "best_own_vs_runai": own[best_own] / runai[best_runai],
+        "best_runai": best_runai,
+        "regret": 1 - own.get(data["pick"], 0.0) / own[best_own],
+        "stream_vs_mount": own[best_own] / medians["mount: sequential ×4 (cold)"],
+    }
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def report(data: dict[str, Any], verdict: dict[str, Any]) -> None:
+    rate = f"{data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "unshaped"
+    print(f"\n### Object storage: rclone serve s3 on loopback, {rate}\n")
+    print("| plain GETs | MB/s |\n| --- | ---: |")
+    for setting, mbps in data["curve"]:
+        print(f"| {setting} | {mbps:.0f} |")
+    print(
+        f"\nCeiling (best of the curve, median of its repeats): {data['ceiling_mbps']:.0f} MB/s\n"
+    )
+    print("| configuration | median MB/s | runs |\n| --- | ---: | --- |")
+    for label, median in sorted(data["medians"].items(), key=lambda kv: -kv[1]):
+        runs = ", ".join(f"{v:.0f}" for v in data["runs"][label])
+        mark = " (recommend's pick)" if label == data["pick"] else ""
+        print(f"| {label}{mark} | {median:.0f} | {runs} |")
+    print(
+        f"\nmodelmon's best ({verdict['best_own']}): {verdict['best_own_vs_ceiling']:.2f}× the "
+        f"storage ceiling, {verdict['best_own_vs_bound']:.2f}× its bound, "
+        f"{verdict['best_own_vs_runai']:.2f}× Run:ai's best ({verdict['best_runai']}); "
+        f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
+        "the mount."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gib", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--rate-mbit", type=int, default=0, help="shape loopback to this rate")
+    parser.add_argument("--scratch", type=Path, default=Path("tmp/objects"))
+    parser.add_argument("--out", type=Path, help="write every figure as JSON here")
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    root = args.scratch.resolve() / "served"
+    if args.rate_mbit and not args.inside:  # again, inside a shaped namespace
+        with tempfile.TemporaryFile() as out:
+            in_shaped_namespace(
+                [sys.executable, "-m", "benchmarks.objects", "--inside", *(argv or sys.argv[1:])],
+                args.rate_mbit,
+                out,
+            )
+            out.seek(0)
+            data = json.load(out)
+    else:
+        data = session(root, args.gib, args.rounds, args.budget, args.rate_mbit)
+        if args.inside:
+            json.dump(data, sys.stdout)
+            return 0
+    verdict = judged(data)
+    report(data, verdict)
+    if args.out:
+        args.out.write_text(json.dumps({**data, "verdict": verdict}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
