@@ -1,9 +1,12 @@
 """Object storage, on a real S3 server on loopback:
-``python -m benchmarks.objects [--gib 1] [--rounds 3] [--rate-mbit N] [--budget 60] [--out F]``.
+``python -m benchmarks.objects [--gib 1] [--rounds 3] [--rate-mbit N] [--latency-ms L]
+[--budget 60] [--out F]``.
 
 A model of about ``--gib`` GiB in a bucket served by ``rclone serve s3`` (``objects_env``:
 with ``--rate-mbit`` the server and every client run in a network namespace whose loopback a
-``tbf`` qdisc shapes to that rate). Then, in one session:
+``tbf`` qdisc shapes to that rate; with ``--latency-ms`` a proxy holds each request that
+long, as a real bucket's time to first byte, and with ``--connection-mbps`` paces each
+connection to that rate, as S3 serves one connection). Then, in one session:
 
 1. the bucket's ceiling: the curve of plain GETs (connections 1…64 × part sizes);
 2. ``recommend`` within ``--budget``: its pick;
@@ -20,6 +23,7 @@ and against Run:ai's best concurrency; recommend's regret; mount against stream.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -29,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.objects_env import bucket_mount, in_shaped_namespace, s3_server
+from benchmarks.objects_env import bucket_mount, in_shaped_namespace, latency_proxy, s3_server
 from modelmon.core import LoadRun, measure_ceilings, open_model, recommend, run_fresh
 from modelmon.core.options import LoadOptions
 
@@ -90,10 +94,24 @@ def contenders(model: Any, mount_path: str, urls: list[str], specs: list[tuple[s
     return runs
 
 
-def session(root: Path, gib: float, rounds: int, budget: float, rate_mbit: int) -> dict[str, Any]:
+def session(
+    root: Path,
+    gib: float,
+    rounds: int,
+    budget: float,
+    rate_mbit: int,
+    latency_ms: float,
+    connection_mbps: float,
+) -> dict[str, Any]:
     """The whole section, in this process (inside the namespace when shaped)."""
     folder = write_model(root, gib)
-    with s3_server(root) as endpoint, bucket_mount(endpoint, root / "mnt") as mount:
+    with contextlib.ExitStack() as stack:
+        endpoint = stack.enter_context(s3_server(root))
+        if latency_ms or connection_mbps:
+            proxy = latency_proxy(endpoint, latency_ms / 1000, connection_mbps)
+            endpoint = stack.enter_context(proxy)
+            os.environ["AWS_ENDPOINT_URL"] = endpoint
+        mount = stack.enter_context(bucket_mount(endpoint, root.parent / "mnt"))
         url = f"s3://{BUCKET}/bench/"
         model = open_model(url)
         urls = [f.path for f in model.files]
@@ -105,7 +123,9 @@ def session(root: Path, gib: float, rounds: int, budget: float, rate_mbit: int) 
         rec = recommend(model, budget_s=budget, peers=False)
         pick = rec.used
         say(f"recommend: {pick.spec} at {pick.median_mbps:.0f} MB/s")
-        specs = [(c.strategy, c.options) for c in rec.ranked if c.own is not None]
+        # The whole search space, measured or not by recommend: its regret is against all.
+        space = [*rec.ranked, *rec.unranked]
+        specs = [(c.strategy, c.options) for c in space if c.own is not None]
         mount_path = str(mount / "bench" / next(folder.glob("*.safetensors")).name)
         runs = contenders(model, mount_path, urls, specs)
         found: dict[str, list[float]] = {label: [] for label, _ in runs}
@@ -117,6 +137,8 @@ def session(root: Path, gib: float, rounds: int, budget: float, rate_mbit: int) 
         pick_label = f"{pick.strategy} {pick.options.threads}×{pick.options.chunk // MiB} MiB"
         return {
             "rate_mbit": rate_mbit,
+            "latency_ms": latency_ms,
+            "connection_mbps": connection_mbps,
             "bytes": model.file_bytes,
             "ceiling_mbps": storage.mbps,
             "ceiling_runs": storage.runs,
@@ -153,7 +175,10 @@ def say(line: str) -> None:
 
 
 def report(data: dict[str, Any], verdict: dict[str, Any]) -> None:
-    rate = f"{data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "unshaped"
+    rate = f"{data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "no rate limit"
+    rate += f", {data['latency_ms']:g} ms before each request" if data["latency_ms"] else ""
+    each = data["connection_mbps"]
+    rate += f", {each:g} MB/s per connection at most" if each else ""
     print(f"\n### Object storage: rclone serve s3 on loopback, {rate}\n")
     print("| plain GETs | MB/s |\n| --- | ---: |")
     for setting, mbps in data["curve"]:
@@ -181,22 +206,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget", type=float, default=60.0)
     parser.add_argument("--rate-mbit", type=int, default=0, help="shape loopback to this rate")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="hold each request")
+    parser.add_argument("--connection-mbps", type=float, default=0.0, help="pace each one")
     parser.add_argument("--scratch", type=Path, default=Path("tmp/objects"))
     parser.add_argument("--out", type=Path, help="write every figure as JSON here")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     root = args.scratch.resolve() / "served"
     if args.rate_mbit and not args.inside:  # again, inside a shaped namespace
+        # Through the proxy each byte crosses loopback twice: the qdisc is given twice the
+        # rate, so that the rate end to end is the one asked for.
+        proxied = args.latency_ms or args.connection_mbps
         with tempfile.TemporaryFile() as out:
             in_shaped_namespace(
                 [sys.executable, "-m", "benchmarks.objects", "--inside", *(argv or sys.argv[1:])],
-                args.rate_mbit,
+                args.rate_mbit * (2 if proxied else 1),
                 out,
             )
             out.seek(0)
             data = json.load(out)
     else:
-        data = session(root, args.gib, args.rounds, args.budget, args.rate_mbit)
+        data = session(
+            root,
+            args.gib,
+            args.rounds,
+            args.budget,
+            args.rate_mbit,
+            args.latency_ms,
+            args.connection_mbps,
+        )
         if args.inside:
             json.dump(data, sys.stdout)
             return 0

@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -133,6 +134,82 @@ def _in_mounts(mount_point: Path) -> bool:
     target = str(mount_point.resolve())
     with open("/proc/self/mounts") as mounts:
         return any(line.split()[1] == target for line in mounts if len(line.split()) > 1)
+
+
+@contextlib.contextmanager
+def latency_proxy(upstream: str, latency_s: float, connection_mbps: float = 0.0) -> Iterator[str]:
+    """A proxy on loopback in front of ``upstream`` that holds every request ``latency_s``
+    before passing it on (an object store's time to first byte: tens of ms on a real bucket,
+    none on loopback) and paces each connection's answers to ``connection_mbps`` (S3 serves
+    one connection about 100 MB/s: the reason clients open many); answers flow back by
+    ``os.splice``, so the proxy adds no copy. The endpoint to use instead of ``upstream``."""
+    host, port = upstream.removeprefix("http://").rsplit(":", 1)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+    open_sockets: list[socket.socket] = []
+
+    def requests(client: socket.socket, server: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(1 << 16):
+                time.sleep(latency_s)
+                server.sendall(data)
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_WR)
+
+    def answers(server: socket.socket, client: socket.socket) -> None:
+        read_end, write_end = os.pipe()
+        started, sent = time.monotonic(), 0
+        try:
+            while True:
+                moved = os.splice(server.fileno(), write_end, 1 << 18)
+                if moved == 0:
+                    break
+                sent += moved
+                while moved:
+                    moved -= os.splice(read_end, client.fileno(), moved)
+                if connection_mbps:
+                    ahead = sent / (connection_mbps * 1e6) - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+                    else:  # idle between answers: the pace starts again
+                        started, sent = time.monotonic(), 0
+        except OSError:
+            pass
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            server = socket.create_connection((host, int(port)))
+            open_sockets.extend((client, server))
+            for target, args in ((requests, (client, server)), (answers, (server, client))):
+                threading.Thread(target=target, args=args, daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, name="bench-latency-proxy", daemon=True)
+    acceptor.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        acceptor.join()
+        listener.close()
+        for sock in open_sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
 
 
 def in_shaped_namespace(argv: Sequence[str], rate_mbit: int, out: IO[bytes]) -> None:

@@ -26,10 +26,11 @@ from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
 from modelmon.core.storage.urls import parse_object_url
 
-# The curve: connections at one part size, then part sizes at the best connections.
+# The curve: connections at one part size, then part sizes at the best connections, then
+# twice those connections at the best part size (the search's neighbourhood of the best).
 CONNECTIONS = (1, 2, 4, 8, 16, 32, 64)
 CURVE_PART = 16 * MiB
-PARTS = (4 * MiB, 64 * MiB)
+PARTS = (4 * MiB, 8 * MiB, 64 * MiB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +136,9 @@ class ObjectCurve:
         return connections == 1 or -(-total // part) >= connections
 
     def sweep(self, on_point: Callable[[ObjectReading], None] | None = None) -> tuple[int, int]:
-        """The curve, once each: connections 1…64 at one part size, then other part sizes at
-        the best number of connections; the best setting."""
+        """The curve, once each: connections 1…64 at one part size, other part sizes at the
+        best number of connections, twice those connections at the best part; the best
+        setting."""
         for connections in CONNECTIONS:
             key = (connections, CURVE_PART)
             if self.useful(*key) and key not in self.readings:
@@ -144,9 +146,12 @@ class ObjectCurve:
                 if on_point is not None:
                     on_point(reading)
         best = self.best()
-        for part in PARTS:
-            if self.useful(best[0], part) and (best[0], part) not in self.readings:
-                reading = self.read(best[0], part)
+        settings = [(best[0], part) for part in PARTS]
+        settings.append((min(2 * best[0], CONNECTIONS[-1]), -1))  # -1: the best part, then
+        for connections, part in settings:
+            part = self.best()[1] if part < 0 else part
+            if self.useful(connections, part) and (connections, part) not in self.readings:
+                reading = self.read(connections, part)
                 if on_point is not None:
                     on_point(reading)
         return self.best()
