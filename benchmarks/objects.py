@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import statistics
@@ -80,8 +81,12 @@ def contenders(model: Any, mount_path: str, urls: list[str], specs: list[tuple[s
             return result.mbps
 
         runs.append((label, own))
-    for concurrency in RUNAI_CONCURRENCY:
-        runs.append((f"runai concurrency={concurrency}", lambda c=concurrency: runai_run(urls, c)))
+    if importlib.util.find_spec("runai_model_streamer_s3") is not None:
+        for concurrency in RUNAI_CONCURRENCY:
+            label = f"runai concurrency={concurrency}"
+            runs.append((label, lambda c=concurrency: runai_run(urls, c)))
+    else:
+        say("Run:ai Model Streamer's S3 backend is not installed (./dev bench installs it)")
     strategy, knobs = MOUNT_CONFIG
 
     def mounted() -> float:
@@ -158,12 +163,12 @@ def judged(data: dict[str, Any]) -> dict[str, Any]:
     own = {k: v for k, v in medians.items() if k.startswith("ranged")}
     runai = {k: v for k, v in medians.items() if k.startswith("runai")}
     best_own = max(own, key=lambda k: own[k])
-    best_runai = max(runai, key=lambda k: runai[k])
+    best_runai = max(runai, key=lambda k: runai[k]) if runai else None
     return {
         "best_own": best_own,
         "best_own_vs_ceiling": own[best_own] / data["ceiling_mbps"],
         "best_own_vs_bound": own[best_own] / data["bound_mbps"],
-        "best_own_vs_runai": own[best_own] / runai[best_runai],
+        "best_own_vs_runai": own[best_own] / runai[best_runai] if best_runai else None,
         "best_runai": best_runai,
         "regret": 1 - own.get(data["pick"], 0.0) / own[best_own],
         "stream_vs_mount": own[best_own] / medians["mount: sequential ×4 (cold)"],
@@ -191,10 +196,15 @@ def report(data: dict[str, Any], verdict: dict[str, Any]) -> None:
         runs = ", ".join(f"{v:.0f}" for v in data["runs"][label])
         mark = " (recommend's pick)" if label == data["pick"] else ""
         print(f"| {label}{mark} | {median:.0f} | {runs} |")
+    against = verdict["best_own_vs_runai"]
+    runai = (
+        f"{against:.2f}× Run:ai's best ({verdict['best_runai']})"
+        if against is not None
+        else "Run:ai not measured"
+    )
     print(
         f"\nmodelmon's best ({verdict['best_own']}): {verdict['best_own_vs_ceiling']:.2f}× the "
-        f"storage ceiling, {verdict['best_own_vs_bound']:.2f}× its bound, "
-        f"{verdict['best_own_vs_runai']:.2f}× Run:ai's best ({verdict['best_runai']}); "
+        f"storage ceiling, {verdict['best_own_vs_bound']:.2f}× its bound, {runai}; "
         f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
         "the mount."
     )
