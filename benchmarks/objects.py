@@ -179,35 +179,67 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def report(data: dict[str, Any], verdict: dict[str, Any]) -> None:
+def markdown(data: dict[str, Any]) -> list[str]:
+    """The section's lines for docs/benchmarks.md (``data`` with its verdict)."""
+    verdict = data.get("verdict") or judged(data)
     rate = f"{data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "no rate limit"
     rate += f", {data['latency_ms']:g} ms before each request" if data["latency_ms"] else ""
     each = data["connection_mbps"]
     rate += f", {each:g} MB/s per connection at most" if each else ""
-    print(f"\n### Object storage: rclone serve s3 on loopback, {rate}\n")
-    print("| plain GETs | MB/s |\n| --- | ---: |")
-    for setting, mbps in data["curve"]:
-        print(f"| {setting} | {mbps:.0f} |")
-    print(
-        f"\nCeiling (best of the curve, median of its repeats): {data['ceiling_mbps']:.0f} MB/s\n"
+    gb = data["bytes"] / 1e9
+    out = [f"### rclone serve s3 on loopback, {rate} ({gb:.2f} GB model)\n"]
+    out += ["| plain GETs (the curve) | MB/s |", "| --- | ---: |"]
+    out += [f"| {setting} | {mbps:.0f} |" for setting, mbps in data["curve"]]
+    out.append(
+        f"\nCeiling (best of the curve, median of its repeats): {data['ceiling_mbps']:.0f} "
+        f"MB/s; a load that keeps its bytes is bound by {data['bound']}: "
+        f"{data['bound_mbps']:.0f} MB/s.\n"
     )
-    print("| configuration | median MB/s | runs |\n| --- | ---: | --- |")
+    out += ["| configuration | median MB/s | runs |", "| --- | ---: | --- |"]
     for label, median in sorted(data["medians"].items(), key=lambda kv: -kv[1]):
         runs = ", ".join(f"{v:.0f}" for v in data["runs"][label])
         mark = " (recommend's pick)" if label == data["pick"] else ""
-        print(f"| {label}{mark} | {median:.0f} | {runs} |")
+        out.append(f"| {label}{mark} | {median:.0f} | {runs} |")
     against = verdict["best_own_vs_runai"]
     runai = (
         f"{against:.2f}× Run:ai's best ({verdict['best_runai']})"
         if against is not None
         else "Run:ai not measured"
     )
-    print(
+    out.append(
         f"\nmodelmon's best ({verdict['best_own']}): {verdict['best_own_vs_ceiling']:.2f}× the "
         f"storage ceiling, {verdict['best_own_vs_bound']:.2f}× its bound, {runai}; "
         f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
-        "the mount."
+        "the mount.\n"
     )
+    return out
+
+
+def notes() -> list[str]:
+    return [
+        "A model in a bucket of `rclone serve s3` on loopback (ETags off: its local backend "
+        "would hash the whole file for each ranged GET), shaped where said: a network "
+        "namespace whose loopback a `tbf` qdisc limits, and a proxy that holds each request "
+        "(a real bucket's time to first byte) and paces each connection (S3 serves one "
+        "connection about 100 MB/s). The ceiling is the best of the curve of plain GETs "
+        "(`core/measuring/object_bounds.py`: N connections, each its share in GETs of one "
+        "part size, bytes discarded); the rounds alternate every configuration of recommend's "
+        "search space, Run:ai Model Streamer's S3 backend at each concurrency (a fresh child "
+        "timed by itself, one byte of every page touched) and the same bucket through "
+        "`rclone mount` read by modelmon's file strategy from a verified-cold page cache. "
+        "Nothing is cached on this machine between runs of a bucket; the server's own reads "
+        "come from its page cache (the model was written just before). Reproduce one table: "
+        "`python -m benchmarks.objects --gib 1 --rounds 3 [--rate-mbit R --latency-ms L "
+        "--connection-mbps C]`.\n",
+    ]
+
+
+def section(found: list[dict[str, Any]], skipped: str | None) -> list[str]:
+    """docs/benchmarks.md's section: the notes, then each network profile's tables."""
+    out = ["## Object storage: the bucket's ceiling, stream or mount, Run:ai\n"]
+    if not found:
+        return [*out, f"Not run: {skipped or 'not asked for'}.\n"]
+    return [*out, *notes(), *(line for data in found for line in markdown(data))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,10 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.inside:
             json.dump(data, sys.stdout)
             return 0
-    verdict = judged(data)
-    report(data, verdict)
+    data["verdict"] = judged(data)
+    print("\n".join(markdown(data)))
     if args.out:
-        args.out.write_text(json.dumps({**data, "verdict": verdict}, indent=1))
+        args.out.write_text(json.dumps(data, indent=1))
     return 0
 
 

@@ -10,6 +10,7 @@ from benchmarks.diagnose import summary_line
 from benchmarks.engine_tables import markdown as engines_markdown
 from benchmarks.explain import explain_miss
 from benchmarks.jobs import PEER_ENGINES
+from benchmarks.objects import section as objects_section
 from benchmarks.records import BenchResults, JobResult, ModelInfo
 from benchmarks.regret_tables import (
     APPLIED_TARGET,
@@ -328,6 +329,7 @@ def render(results: BenchResults) -> str:
         "## Watching other loaders: what the watch saw, their own timing, modelmon's best\n",
         *watch_section(results),
     ]
+    out += objects_section(results.objects, results.skipped.get("objects"))
     if results.knobs is not None:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results.knobs))
     elif "knobs" in results.skipped:

@@ -16,13 +16,14 @@ import os
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from benchmarks import engines, extras, knobs, memory, plots, report, suite, watch
 from benchmarks.codec import from_json, to_json
@@ -167,6 +168,7 @@ def run(args: argparse.Namespace) -> BenchResults:
         _extras(profile, paths, scratch, results, args.smoke)
         _engines(paths, envs, scratch, args.smoke, profile.repeats, results)
         _watch(profile, paths, envs, scratch, args.smoke, results)
+        _objects(scratch, args.smoke, profile.repeats, results)
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
             results.knobs = _guarded(
@@ -284,6 +286,34 @@ def _watch(
             return None
 
     results.watch = _guarded(results, "watch", section)
+
+
+# The object-storage section's network profiles: loopback as it is, then a bucket as S3
+# serves one (time to first byte, about 100 MB/s per connection) behind a 4 Gbit/s link.
+OBJECT_PROFILES: tuple[tuple[str, ...], ...] = (
+    (),
+    ("--rate-mbit", "4000", "--latency-ms", "20", "--connection-mbps", "100"),
+)
+
+
+def _objects(scratch: Path, smoke: bool, repeats: int, results: BenchResults) -> None:
+    """A model in a bucket (benchmarks/objects.py), each profile in a child of its own (a
+    shaped one runs in a network namespace)."""
+    size = ("--gib", "0.02", "--budget", "5") if smoke else ("--gib", "1", "--budget", "60")
+    for shaping in OBJECT_PROFILES[:1] if smoke else OBJECT_PROFILES:
+        say(f"object storage: {' '.join(shaping) or 'loopback as it is'}")
+        out = scratch / "objects.json"
+        argv = [sys.executable, "-m", "benchmarks.objects", *size, "--rounds", str(repeats)]
+        argv += [*shaping, "--scratch", str(scratch / "objects"), "--out", str(out)]
+
+        def section(argv: list[str] = argv, out: Path = out) -> dict[str, Any]:
+            quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
+            subprocess.run(argv, check=True, **quiet)
+            return dict(json.loads(out.read_text()))
+
+        found = _guarded(results, "objects", section)
+        if found is not None:
+            results.objects.append(found)
 
 
 def _extras(

@@ -52,8 +52,11 @@ def test_markdown_has_the_tables(smoke: tuple[str, dict]) -> None:
         "## GUI event-loop tick latency",
         "## Your loader: as users run it, with recommend's change, and modelmon's best",
         "## Watching other loaders: what the watch saw, their own timing, modelmon's best",
+        "## Object storage: the bucket's ceiling, stream or mount, Run:ai",
     ):
         assert heading in text
+    # A bucket on loopback: its curve, and modelmon's best against it, Run:ai and the mount.
+    assert "| plain GETs (the curve) | MB/s |" in text and "× the storage ceiling" in text
     assert COLUMNS in text
     assert "| ceiling: parallel read |" in text
     # recommend() may pick any of them on a tiny model: its row then says "(recommended)".
