@@ -9,6 +9,7 @@ from modelmon.core import (
     CacheState,
     Ceilings,
     LoadResult,
+    ReadStats,
     Verdict,
     human_bytes,
     verdict_words,
@@ -60,6 +61,36 @@ def cache_state_text(cache: CacheState) -> str:
     if cache.requested == "warm":
         return "warm ✓" if cache.warm else f"NOT warm {resident}"
     return f"as found, {resident} cached"
+
+
+def requests_words(stats: ReadStats) -> str:
+    """A bucket load's GETs in a few words: "24 GETs · first byte 2.1 ms median, 8.0 ms p99
+    · 0 retries · 0 throttled"."""
+
+    def ms(seconds: float) -> str:
+        return "?" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
+
+    return (
+        f"{stats.requests} GET{'s' if stats.requests != 1 else ''} · first byte "
+        f"{ms(stats.ttfb_median_s)} median, {ms(stats.ttfb_p99_s)} p99 · "
+        f"{stats.retries} retr{'y' if stats.retries == 1 else 'ies'} · "
+        f"{stats.throttles} throttled"
+    )
+
+
+def requests_tip(stats: ReadStats) -> str:
+    """Each connection's share: what one connection carried, and how fast while busy."""
+    lines = [
+        f"{stats.requests} ranged GETs, {stats.bytes:,} bytes; {stats.retries} retried "
+        f"({stats.resumed} resumed mid-body), {stats.throttles} throttled (503 SlowDown, 429)"
+    ]
+    lines += [
+        f"connection {c.connection}: {c.requests} GETs, {human_bytes(c.bytes)}, "
+        f"{c.throughput / 1e6:,.0f} MB/s while busy"
+        for c in stats.connections
+        if c.requests
+    ]
+    return "\n".join(lines)
 
 
 def rate_text(mbps: float) -> str:
