@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import Discovery, discover_models, parse_object_url
+from modelmon.core import Discovery, discover_models
 from modelmon.core.errors import ModelmonError
 from modelmon.gui.bridge import GuiPoster
 from modelmon.gui.export_dialogs import ExportDialogs
@@ -32,7 +32,7 @@ from modelmon.gui.recent import RecentFiles
 from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.shortcuts import KeptShortcuts
 from modelmon.gui.state.app_state import AppState
-from modelmon.gui.state.bucket import Listing
+from modelmon.gui.state.bucket import Listing, url_to_open
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
@@ -210,7 +210,7 @@ class MainWindow(QMainWindow):
     def choose_url(self) -> None:
         """File ▸ Open URL…: a URL typed or picked from those opened before, checked as text
         (a credential in it is refused in the dialog), then opened in the background."""
-        dialog = OpenURLDialog(self.settings.urls(), lambda text: parse_object_url(text).text, self)
+        dialog = OpenURLDialog(self.settings.urls(), url_to_open, self)
         if self._ask(dialog, lambda: bool(dialog.exec())) and dialog.url is not None:
             self.settings.add_url(dialog.url)  # parsed: no credential can be in it
             self.open_path(dialog.url)

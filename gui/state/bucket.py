@@ -39,6 +39,15 @@ def bucket_prefix(text: str) -> str:
     return url.as_prefix().text
 
 
+def url_to_open(text: str) -> tuple[str | None, str | None]:
+    """(the URL to open, None), or (None, why not in one line that repeats no credential):
+    File ▸ Open URL… checks the text before anything is opened or kept."""
+    try:
+        return parse_object_url(text.strip()).text, None
+    except ModelmonError as exc:
+        return None, one_line(exc)
+
+
 def bucket_rows(prefix: str, listed: Iterable[Listing]) -> list[ModelRow]:
     """The models among ``listed`` (objects under ``prefix``), one row each, by folder."""
     folders: dict[str, list[Listing]] = {}

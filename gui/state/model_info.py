@@ -163,7 +163,9 @@ def object_rows(info: ModelInfo) -> dict[str, PanelRow]:
             f"{human_bytes(info.summary['tensor_bytes'])} of tensors"
         ),
         "fs": PanelRow(
-            f"{storage.storage} {storage.path}" if storage else "object storage",
+            (f"bucket {storage.path}" if storage.storage == "s3" else f"server {storage.path}")
+            if storage
+            else "object storage",
             tip,
             title="Storage",
         ),

@@ -12,11 +12,11 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QLabel,
+    QLayout,
     QVBoxLayout,
     QWidget,
 )
 
-from modelmon.core.errors import ModelmonError, one_line
 from modelmon.gui.theme import current_theme
 
 HINT = (
@@ -28,10 +28,13 @@ HINT = (
 
 
 class OpenURLDialog(QDialog):
-    """Asks for a URL; ``check(text)`` returns the URL to open, or raises with one line."""
+    """Asks for a URL; ``check(text)`` says what to open, or why not in one line."""
 
     def __init__(
-        self, recent: list[str], check: Callable[[str], str], parent: QWidget | None = None
+        self,
+        recent: list[str],
+        check: Callable[[str], tuple[str | None, str | None]],
+        parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Open URL")
@@ -44,7 +47,7 @@ class OpenURLDialog(QDialog):
         self.field.setCurrentIndex(-1)
         self.field.lineEdit().setPlaceholderText("s3://bucket/models/llama-3b/")
         self.field.lineEdit().setClearButtonEnabled(True)
-        self.field.setMinimumWidth(520)
+        self.field.setFixedWidth(560)
         self.field.setToolTip("The URL; the list holds those opened before (newest first).")
         hint = QLabel(HINT)
         hint.setWordWrap(True)
@@ -59,6 +62,11 @@ class OpenURLDialog(QDialog):
         buttons.rejected.connect(self.reject)
         self.field.lineEdit().textEdited.connect(lambda _text: self.error.hide())
         layout = QVBoxLayout(self)
+        # The dialog follows its contents: a refusal shown below the field makes it taller
+        # rather than covering the hint (wrapped labels at the field's width).
+        layout.setSizeConstraint(QLayout.SizeConstraint.SetFixedSize)
+        for label in (hint, self.error):
+            label.setFixedWidth(560)
         layout.addWidget(QLabel("Open a model in object storage:"))
         layout.addWidget(self.field)
         layout.addWidget(self.error)
@@ -70,10 +78,10 @@ class OpenURLDialog(QDialog):
 
     def accept(self) -> None:
         """Close only on a URL that can be opened; else say why, in the dialog."""
-        try:
-            self.url = self.check(self.text())
-        except ModelmonError as exc:  # its one line (a URL with credentials, no bucket...)
-            self.error.setText(one_line(exc))
+        url, refused = self.check(self.text())
+        if url is None:  # a URL with credentials, no bucket...: its one line
+            self.error.setText(refused or "not a URL")
             self.error.show()
             return
+        self.url = url
         super().accept()
