@@ -123,7 +123,16 @@ def ab_detail_lines(ab: ABResult) -> list[str]:
         f"({rate_text(summary.min_mbps)}–{rate_text(summary.max_mbps)})"
         for side, summary in (("A", ab.a), ("B", ab.b))
     ]
-    return [*sides, f"pairs B/A: {', '.join(f'{r:.2f}' for r in ab.ratios)}; cache: {ab.cache}"]
+    return [*sides, f"pairs B/A: {', '.join(f'{r:.2f}' for r in ab.ratios)}; {ab_cache_words(ab)}"]
+
+
+def ab_cache_words(ab: ABResult) -> str:
+    """The state the A/B's runs started from: "cache: cold", or, for a bucket, that there
+    is no local cache to speak of."""
+    loads = [result for _side, result in ab.runs]
+    if loads and all(result.cache.nothing_local for result in loads):
+        return "nothing cached locally (object storage)"
+    return f"cache: {ab.cache}"
 
 
 def ceilings_text(ceilings: Ceilings) -> str:

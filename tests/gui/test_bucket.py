@@ -4,6 +4,8 @@ every failure one line that repeats no secret."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,6 +13,8 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.export_format import results_csv, results_json
+from modelmon.gui.state.formatting import ab_detail_lines
 from modelmon.gui.state.load_config import strategy_names
 from modelmon.gui.state.results_rows import CACHE, STATUS, cell_text
 
@@ -77,6 +81,12 @@ def test_open_url_loads_a_bucket_model_with_its_request_figures(
     assert "GETs · first byte" in status and "median" in status and "p99" in status
     assert "0 retries" in status and "0 throttled" in status
     assert not any("cold" in cell_text(record, column) for column in range(8))
+    # The exports carry the request figures, and no credential.
+    (row,) = csv.DictReader(io.StringIO(results_csv([record], None).decode()))
+    assert int(row["requests"]) >= 3 and row["retries"] == "0" and row["throttles"] == "0"
+    assert float(row["first_byte_median_seconds"]) > 0
+    document = results_json(SHARDED, [record], None, None).decode()
+    assert '"object_reads"' in document and SECRET_KEY not in document
     # Kept: the URL (in the history and the recent models), never a credential.
     assert window.settings.urls() == [SHARDED] and window.recent.paths()[0] == SHARDED
     window.close()
@@ -172,3 +182,18 @@ def test_a_prefix_that_cannot_be_listed_says_why(
     qtbot.waitUntil(lambda: state.listed is not None and not state.listing, timeout=20_000)
     assert state.rows == [] and "403" in bucket.summary.text()
     assert "not-the-secret-1f3" not in bucket.summary.text()
+
+
+def test_an_ab_of_a_bucket_model_runs_and_never_says_cold(
+    qtbot, window: MainWindow, rclone_s3: SimpleNamespace
+):
+    window.open_path(f"s3://{BUCKET}/single/")
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=20_000)
+    window.bench.run_ab(1)
+    qtbot.waitUntil(lambda: window.bench.running, timeout=5_000)
+    wait_idle(qtbot, window, 120_000)
+    ab = window.bench.ab.result
+    assert ab is not None and [side for side, _ in ab.runs] == ["A", "B"]
+    assert all(result.object_reads is not None for _, result in ab.runs)
+    (line,) = [line for line in ab_detail_lines(ab) if line.startswith("pairs")]
+    assert line.endswith("nothing cached locally (object storage)") and "cold" not in line
