@@ -132,6 +132,8 @@ if TYPE_CHECKING:
     from modelmon.core.runs.start import Run, RunOutcome, run_for
     from modelmon.core.runs.warm import warm_each
     from modelmon.core.storage.facts import ObjectFacts, ObjectStorage, object_storage
+    from modelmon.core.storage.listing import list_objects
+    from modelmon.core.storage.records import ReadStats
     from modelmon.core.storage.urls import ObjectURL, is_object_url, parse_object_url
     from modelmon.core.system.cache import CacheState, evict, rest_storage
     from modelmon.core.system.cache import not_measured as cache_not_measured
@@ -262,6 +264,8 @@ _EXPORTS = (
     # Object storage: s3:// and https:// models (open_model reads their headers)
     ("modelmon.core.storage.urls", "is_object_url parse_object_url ObjectURL"),
     ("modelmon.core.storage.facts", "ObjectFacts ObjectStorage object_storage"),
+    ("modelmon.core.storage.listing", "list_objects"),
+    ("modelmon.core.storage.records", "ReadStats"),
     # The output guard: every file modelmon writes
     ("modelmon.core.system.outputs", "check_output write_or_keep Output Saved free_name"),
     # Words and documents

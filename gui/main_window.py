@@ -6,7 +6,7 @@ requests. No logic of its own."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, QSize, Qt
@@ -32,6 +32,7 @@ from modelmon.gui.recent import RecentFiles
 from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.shortcuts import KeptShortcuts
 from modelmon.gui.state.app_state import AppState
+from modelmon.gui.state.bucket import Listing, url_to_open
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
@@ -42,6 +43,7 @@ from modelmon.gui.state.watch_job import WatchInput, watch_request
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
+from modelmon.gui.widgets.url_dialog import OpenURLDialog
 from modelmon.gui.widgets.watch_dialog import WatchDialog
 from modelmon.gui.workspace import Workspace
 
@@ -68,10 +70,12 @@ class MainWindow(QMainWindow):
         parent: QWidget | None = None,
         discover: Callable[[], Discovery] = discover_models,
         make_demo: Callable[[], Path] = demo_index,
+        list_bucket: Callable[[str], Iterable[Listing]] | None = None,
     ) -> None:
         """``settings``: where to remember things (default: ``open_settings()``);
         ``discover``: how the start page finds models (tests give a fake home);
-        ``make_demo``: how the demo model is made (tests give their own)."""
+        ``make_demo``: how the demo model is made (tests give their own);
+        ``list_bucket``: how the start page lists a bucket prefix (default: by s3 listing)."""
         super().__init__(parent)
         self.setWindowTitle("modelmon")
         self.setMinimumSize(MINIMUM_SIZE)
@@ -79,11 +83,19 @@ class MainWindow(QMainWindow):
         self.settings = AppSettings(settings if settings is not None else open_settings())
         self.recent = RecentFiles(self.settings.qsettings)
         self.post = GuiPoster(self)
-        self.state = AppState(self.post, discover, make_demo, self.settings)
+        self.state = AppState(
+            self.post,
+            discover,
+            make_demo,
+            self.settings,
+            self.settings.set_bucket_prefix,
+            list_bucket,
+        )
         self.bench = self.state.bench
         self.processes = ProcessList(self.post)
         self.messages = MessageBar()
-        self.start_page = StartPage(self.state.discovery)
+        self.state.bucket.restore(self.settings.bucket_prefix())
+        self.start_page = StartPage(self.state.discovery, self.state.bucket)
         self.start_page.set_recent(self.recent.paths())
         self.workspace = Workspace(self.bench, self.post)
         self.pages = QStackedWidget()
@@ -117,6 +129,7 @@ class MainWindow(QMainWindow):
                 WindowActions(
                     self.choose_file,
                     self.choose_folder,
+                    self.choose_url,
                     self.fill_recent,
                     lambda process: self.watch(process=process),
                     self.recommend,
@@ -136,6 +149,10 @@ class MainWindow(QMainWindow):
     def _wire(self) -> None:
         state, bench, page = self.state, self.bench, self.start_page
         page.open_requested.connect(self.choose_file)
+        page.url_requested.connect(self.choose_url)
+        page.bucket.prefix_entered.connect(state.bucket.set_prefix)
+        page.bucket.refresh_requested.connect(state.bucket.refresh)
+        state.bucket.changed.connect(page.bucket.show_state)
         page.demo_requested.connect(state.use_demo)
         page.model_chosen.connect(self.open_path)
         page.refresh_requested.connect(state.discovery.refresh)
@@ -189,6 +206,14 @@ class MainWindow(QMainWindow):
         path = QFileDialog.getExistingDirectory(self, "Open model folder")
         if path:
             self.open_path(path)
+
+    def choose_url(self) -> None:
+        """File ▸ Open URL…: a URL typed or picked from those opened before, checked as text
+        (a credential in it is refused in the dialog), then opened in the background."""
+        dialog = OpenURLDialog(self.settings.urls(), url_to_open, self)
+        if self._ask(dialog, lambda: bool(dialog.exec())) and dialog.url is not None:
+            self.settings.add_url(dialog.url)  # parsed: no credential can be in it
+            self.open_path(dialog.url)
 
     def fill_recent(self) -> None:
         menu = self.menus.recent_menu
@@ -288,9 +313,10 @@ class MainWindow(QMainWindow):
             screen = self.screen().availableGeometry().size()
             self.resize(DEFAULT_SIZE.boundedTo(screen).expandedTo(MINIMUM_SIZE))
         for label in self.workspace.panels:
-            config = self.settings.config(label)
-            if config is not None:
-                self.bench.configs.set(label, *config)
+            for objects in (False, True):  # a file's pair, a bucket's pair
+                config = self.settings.config(label, objects)
+                if config is not None:
+                    self.bench.configs.set(label, *config, objects=objects)
         pairs = self.settings.pairs()
         if pairs is not None:
             self.bench.ab.set_pairs(pairs)
@@ -299,7 +325,11 @@ class MainWindow(QMainWindow):
         self.settings.set_geometry(self.saveGeometry())
         configs = self.bench.configs
         for label in self.workspace.panels:
-            self.settings.set_config(label, configs.strategy(label), configs.effective(label))
+            for objects, pair in configs.pairs.items():
+                strategy, options = pair[label]
+                if objects == configs.objects:
+                    options = configs.effective(label)
+                self.settings.set_config(label, strategy, options, objects)
         self.settings.set_pairs(self.bench.ab.pairs)
 
     # --- drag and drop, showing, closing ------------------------------------------------------
@@ -330,6 +360,9 @@ class MainWindow(QMainWindow):
         discovery = self.state.discovery
         if discovery.discovery is None and not discovery.searching and discovery.error is None:
             discovery.refresh()  # the start page lists what it finds
+        bucket = self.state.bucket
+        if bucket.prefix is not None and bucket.listed is None and not bucket.listing:
+            bucket.refresh()  # and the models under the prefix kept from the last session
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self._remember()

@@ -24,6 +24,7 @@ class WindowActions:
 
     choose_file: Callable[[], None]
     choose_folder: Callable[[], None]
+    choose_url: Callable[[], None]
     fill_recent: Callable[[], None]
     watch: Callable[[bool], None]  # process: pick a running process rather than a command
     recommend: Callable[[], None]
@@ -111,6 +112,14 @@ class Menus:
             "Ctrl+Shift+O",
             does.choose_folder,
             "Open the model in a folder (its index, or its one model file).",
+        )
+        self.url_action = action(
+            files,
+            "Open &URL…",
+            "Ctrl+Shift+U",
+            does.choose_url,
+            "Open a model in object storage: s3://BUCKET/KEY, a prefix, or https://host/path "
+            "(credentials from your AWS configuration).",
         )
         self.recent_menu = files.addMenu("Open &recent")
         self.recent_menu.aboutToShow.connect(does.fill_recent)

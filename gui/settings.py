@@ -18,6 +18,7 @@ from modelmon.core.options import PRIME_MODES, LoadOptions, PrimeMode, format_sp
 SETTINGS_ENV = "MODELMON_SETTINGS"
 GEOMETRY = "window/geometry"
 CONFIG = "ab/config_{label}"  # the strategy spec of configuration A or B, as parse_spec reads it
+OBJECT_CONFIG = "ab/object_config_{label}"  # the same for a model in object storage
 PAIRS = "ab/pairs"
 EXPORT_FOLDER = "export/folder"
 THEME = "view/theme"  # "system" | "light" | "dark"
@@ -25,6 +26,9 @@ SAMPLE_MS = "metrics/sample_ms"
 SAMPLE_CHOICES_MS = (50, 100, 250, 500)  # 100: the default; 50 for short loads, more for long
 PRIME_MEMORY = "measure/prime_memory"  # one of core.options.PRIME_MODES
 CEILINGS = "ceilings/{key}"  # a model's ceilings on its storage, JSON (state/ceilings_state.py)
+BUCKET_PREFIX = "bucket/prefix"  # the s3:// prefix the start page lists (a URL, no credential)
+URL_HISTORY = "open/urls"  # the URLs File ▸ Open URL… opened, newest first
+MAX_URLS = 10
 THEMES = ("system", "light", "dark")
 
 
@@ -57,8 +61,8 @@ class AppSettings:
     def set_geometry(self, geometry: QByteArray) -> None:
         self._set(GEOMETRY, geometry)
 
-    def config(self, label: str) -> tuple[str, LoadOptions] | None:
-        spec = self._text(CONFIG.format(label=label))
+    def config(self, label: str, objects: bool = False) -> tuple[str, LoadOptions] | None:
+        spec = self._text((OBJECT_CONFIG if objects else CONFIG).format(label=label))
         if spec is None:
             return None
         if program_kind(spec) is not None:  # a command or an engine: kept as typed, checked on use
@@ -68,9 +72,11 @@ class AppSettings:
         except (ModelmonError, ValueError, TypeError):
             return None  # written by another version: the defaults are better than an error
 
-    def set_config(self, label: str, strategy: str, options: LoadOptions) -> None:
+    def set_config(
+        self, label: str, strategy: str, options: LoadOptions, objects: bool = False
+    ) -> None:
         spec = strategy if program_kind(strategy) is not None else format_spec(strategy, options)
-        self._set(CONFIG.format(label=label), spec)
+        self._set((OBJECT_CONFIG if objects else CONFIG).format(label=label), spec)
 
     def pairs(self) -> int | None:
         value = self.qsettings.value(PAIRS)
@@ -119,6 +125,22 @@ class AppSettings:
         if mode not in PRIME_MODES:
             raise ValueError(f"prime memory must be one of {PRIME_MODES}, not {mode!r}")
         self._set(PRIME_MEMORY, mode)
+
+    def bucket_prefix(self) -> str | None:
+        return self._text(BUCKET_PREFIX)
+
+    def set_bucket_prefix(self, prefix: str) -> None:
+        """``prefix`` as ``bucket_prefix`` parsed it: a URL with credentials never gets here."""
+        self._set(BUCKET_PREFIX, prefix)
+
+    def urls(self) -> list[str]:
+        value = self.qsettings.value(URL_HISTORY, [])
+        stored = [value] if isinstance(value, str) else list(value or [])
+        return [url for url in stored if isinstance(url, str) and url][:MAX_URLS]
+
+    def add_url(self, url: str) -> None:
+        """``url`` as ``parse_object_url`` wrote it (so with no credential in it), first."""
+        self._set(URL_HISTORY, [url, *(u for u in self.urls() if u != url)][:MAX_URLS])
 
     def load_ceilings(self, key: str) -> str | None:
         return self._text(CEILINGS.format(key=key))

@@ -292,6 +292,7 @@ class Workspace(QWidget):
 
         def limits() -> None:
             for panel in self.panels.values():
+                panel.set_strategies(configs.strategies())
                 panel.require_discard(configs.discard_forced)
                 panel.set_readahead_unavailable(configs.readahead_unavailable)
 

@@ -16,7 +16,7 @@ from modelmon.core import (
     shared_fd_caveat,
 )
 from modelmon.core.options import parse_spec
-from modelmon.gui.state.formatting import rate_text, verdict_text
+from modelmon.gui.state.formatting import ab_cache_words, rate_text, verdict_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +59,12 @@ def measured_side(ab: ABResult, side: str) -> Candidate:
 
 def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
     pairs = min(ab.a.runs, ab.b.runs)
-    lines = [
-        f"A/B × {pairs} from a verified {ab.cache} page cache, A and B alternating: "
-        f"{verdict_text(ab.verdict, pairs)}."
-    ]
+    start = (
+        "with nothing cached locally (object storage)"
+        if ab_cache_words(ab).startswith("nothing")
+        else f"from a verified {ab.cache} page cache"
+    )
+    lines = [f"A/B × {pairs} {start}, A and B alternating: {verdict_text(ab.verdict, pairs)}."]
     for side, summary in (("A", ab.a), ("B", ab.b)):
         lines.append(
             f"{side}: {summary.spec}: median {rate_text(summary.median_mbps)} "

@@ -9,10 +9,11 @@ asking for the model that is already open just shows it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from modelmon.core import Discovery, discover_models
+from modelmon.gui.state.bucket import BucketState, Listing
 from modelmon.gui.state.ceilings_state import CeilingStore
 from modelmon.gui.state.discovery import DiscoveryState
 from modelmon.gui.state.events import Event, Post
@@ -40,9 +41,18 @@ class AppState:
         discover: Callable[[], Discovery] = discover_models,
         make_demo: Callable[[], Path] = demo_index,
         ceiling_store: CeilingStore | None = None,
+        remember_prefix: Callable[[str], None] = lambda _prefix: None,
+        list_bucket: Callable[[str], Iterable[Listing]] | None = None,
     ) -> None:
+        """``remember_prefix``: where the bucket prefix the user names is kept;
+        ``list_bucket``: how the objects under it are listed (tests give their own)."""
         self.bench = Workbench(post, ceiling_store)
         self.discovery = DiscoveryState(post, discover)
+        self.bucket = (
+            BucketState(post, remember_prefix, list_bucket)
+            if list_bucket is not None
+            else BucketState(post, remember_prefix)
+        )
         self.opener = ModelOpener(post, make_demo)
         self.page = "start"
         self.pending_open: str | None = None  # opens once the running job has stopped
@@ -106,4 +116,5 @@ class AppState:
         stopped = self.bench.shutdown()
         self.opener.shutdown()
         self.discovery.shutdown()
+        self.bucket.shutdown()
         return stopped

@@ -43,11 +43,15 @@ class MemoryStore:
 def storage_key(info: ModelInfo) -> str:
     """The model's files and the devices they live on, as the store's key (a digest: the
     settings file takes any text as a value, not as a key)."""
-    paths = sorted(os.path.realpath(f.path) for f in info.model.files)
+    # An object is its URL and ETag (a new upload is another file) at its endpoint.
+    paths = sorted(
+        f"{f.path} {f.remote.etag}" if f.remote is not None else os.path.realpath(f.path)
+        for f in info.model.files
+    )
     devices = sorted(
         f"{facts.fs_type} {facts.source or facts.block_device or '?'} at {facts.mount_point}"
         for facts in info.storage
-    )
+    ) + sorted(f"{facts.storage} at {facts.endpoint}" for facts in info.objects)
     text = "\n".join([*paths, *devices])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -3,13 +3,17 @@
 The panels edit them (each edit is an intent: ``set``), the settings restore them, jobs read
 them. What a run really gets is ``effective``: options the strategy does not use keep their
 defaults, and a model larger than RAM runs in discard mode whatever the panel says.
+
+A model in object storage is read by other strategies than a file (ranged GETs), so there are
+two pairs: one for files, one for objects, and the open model's kind says which is in use
+(``set_limits``); each keeps what the user made of it while a model of the other kind is open.
 """
 
 from __future__ import annotations
 
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.gui.state.events import Event
-from modelmon.gui.state.load_config import effective_options
+from modelmon.gui.state.load_config import effective_options, reads_objects, strategy_names
 from modelmon.gui.state.programs import PROGRAM_OPTIONS, is_program
 
 # The first comparison worth making, four readers each, from a verified cold cache: modelmon's
@@ -19,21 +23,52 @@ DEFAULT_CONFIGS = {
     "A": ("sequential", LoadOptions(cache="cold")),
     "B": ("mmap-shared-fd", LoadOptions(workers=4, threads=1, cache="cold")),
 }
+# For a bucket: modelmon's default (ranged GETs over four connections, as default_strategy
+# picks) against one connection, as a plain client reads an object. No cache state is asked
+# for: nothing of a bucket is cached on this machine, whatever is asked.
+DEFAULT_OBJECT_CONFIGS = {
+    "A": ("ranged", LoadOptions()),
+    "B": ("ranged", LoadOptions(threads=1)),
+}
 LABELS = tuple(DEFAULT_CONFIGS)
 
 
 class Configs:
     def __init__(self) -> None:
-        self.configs: dict[str, tuple[str, LoadOptions]] = dict(DEFAULT_CONFIGS)
+        self.pairs: dict[bool, dict[str, tuple[str, LoadOptions]]] = {
+            False: dict(DEFAULT_CONFIGS),
+            True: dict(DEFAULT_OBJECT_CONFIGS),
+        }
+        self.objects = False  # the open model is in object storage
         self.discard_forced = False  # the open model does not fit in RAM
         self.readahead_unavailable: str | None = None  # why the model's device refuses it
         self.changed = Event()  # label
-        self.limits_changed = Event()  # (): discard_forced or readahead_unavailable
+        self.limits_changed = Event()  # (): discard_forced, readahead_unavailable or objects
 
-    def set(self, label: str, strategy: str, options: LoadOptions) -> None:
-        if self.configs.get(label) != (strategy, options):
-            self.configs[label] = (strategy, options)
-            self.changed.emit(label)
+    @property
+    def configs(self) -> dict[str, tuple[str, LoadOptions]]:
+        """A's and B's for the open model's kind (files or objects)."""
+        return self.pairs[self.objects]
+
+    def strategies(self) -> tuple[str, ...]:
+        """The strategies that can load the open model (files' or objects')."""
+        return strategy_names(self.objects)
+
+    def fits(self, strategy: str, objects: bool) -> bool:
+        return is_program(strategy) or reads_objects(strategy) == objects
+
+    def set(
+        self, label: str, strategy: str, options: LoadOptions, objects: bool | None = None
+    ) -> None:
+        """Configuration ``label`` of the open model's kind (or of ``objects``' kind); a
+        strategy of the other kind is ignored (it could not load such a model)."""
+        kind = self.objects if objects is None else objects
+        if not self.fits(strategy, kind):
+            return
+        if self.pairs[kind].get(label) != (strategy, options):
+            self.pairs[kind][label] = (strategy, options)
+            if kind == self.objects:
+                self.changed.emit(label)
 
     def strategy(self, label: str) -> str:
         return self.configs[label][0]
@@ -51,7 +86,16 @@ class Configs:
             return self.strategy(label)
         return format_spec(self.strategy(label), self.effective(label))
 
-    def set_limits(self, discard_forced: bool, readahead_unavailable: str | None) -> None:
+    def set_limits(
+        self, discard_forced: bool, readahead_unavailable: str | None, objects: bool = False
+    ) -> None:
+        """The open model's limits, and its kind: a change of kind shows the other pair
+        (``changed``) before the panels learn the strategies they offer."""
+        kind_changed = objects != self.objects
+        self.objects = objects
         self.discard_forced = discard_forced
         self.readahead_unavailable = readahead_unavailable
+        if kind_changed:
+            for label in LABELS:
+                self.changed.emit(label)
         self.limits_changed.emit()

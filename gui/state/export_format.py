@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelmon import __version__
-from modelmon.core import ABResult, Ceilings, check_output, human_bytes
+from modelmon.core import ABResult, Ceilings, LoadResult, check_output, human_bytes
 from modelmon.core.errors import ModelmonError
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
@@ -42,6 +42,12 @@ CSV_FIELDS = (
     "checksum",
     "ab_session",
     "error",
+    # A load from object storage: its GETs (empty for a file's)
+    "requests",
+    "first_byte_median_seconds",
+    "first_byte_p99_seconds",
+    "retries",
+    "throttles",
 )
 
 
@@ -109,6 +115,19 @@ def run_row(record: RunRecord, ceilings: Ceilings | None) -> dict[str, Any]:
         "checksum": result.checksum if result is not None else None,
         "ab_session": record.session,
         "error": record.message,
+        **request_columns(result),
+    }
+
+
+def request_columns(result: LoadResult | None) -> dict[str, Any]:
+    """A bucket load's request figures as numbers; None each for a file's load."""
+    reads = result.object_reads if result is not None else None
+    return {
+        "requests": reads.requests if reads else None,
+        "first_byte_median_seconds": _number(reads.ttfb_median_s, 6) if reads else None,
+        "first_byte_p99_seconds": _number(reads.ttfb_p99_s, 6) if reads else None,
+        "retries": reads.retries if reads else None,
+        "throttles": reads.throttles if reads else None,
     }
 
 

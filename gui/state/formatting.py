@@ -9,6 +9,7 @@ from modelmon.core import (
     CacheState,
     Ceilings,
     LoadResult,
+    ReadStats,
     Verdict,
     human_bytes,
     verdict_words,
@@ -62,6 +63,36 @@ def cache_state_text(cache: CacheState) -> str:
     return f"as found, {resident} cached"
 
 
+def requests_words(stats: ReadStats) -> str:
+    """A bucket load's GETs in a few words: "24 GETs · first byte 2.1 ms median, 8.0 ms p99
+    · 0 retries · 0 throttled"."""
+
+    def ms(seconds: float) -> str:
+        return "?" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
+
+    return (
+        f"{stats.requests} GET{'s' if stats.requests != 1 else ''} · first byte "
+        f"{ms(stats.ttfb_median_s)} median, {ms(stats.ttfb_p99_s)} p99 · "
+        f"{stats.retries} retr{'y' if stats.retries == 1 else 'ies'} · "
+        f"{stats.throttles} throttled"
+    )
+
+
+def requests_tip(stats: ReadStats) -> str:
+    """Each connection's share: what one connection carried, and how fast while busy."""
+    lines = [
+        f"{stats.requests} ranged GETs, {stats.bytes:,} bytes; {stats.retries} retried "
+        f"({stats.resumed} resumed mid-body), {stats.throttles} throttled (503 SlowDown, 429)"
+    ]
+    lines += [
+        f"connection {c.connection}: {c.requests} GETs, {human_bytes(c.bytes)}, "
+        f"{c.throughput / 1e6:,.0f} MB/s while busy"
+        for c in stats.connections
+        if c.requests
+    ]
+    return "\n".join(lines)
+
+
 def rate_text(mbps: float) -> str:
     if mbps >= 10_000:
         return f"{mbps / 1000:.1f} GB/s"
@@ -92,7 +123,16 @@ def ab_detail_lines(ab: ABResult) -> list[str]:
         f"({rate_text(summary.min_mbps)}–{rate_text(summary.max_mbps)})"
         for side, summary in (("A", ab.a), ("B", ab.b))
     ]
-    return [*sides, f"pairs B/A: {', '.join(f'{r:.2f}' for r in ab.ratios)}; cache: {ab.cache}"]
+    return [*sides, f"pairs B/A: {', '.join(f'{r:.2f}' for r in ab.ratios)}; {ab_cache_words(ab)}"]
+
+
+def ab_cache_words(ab: ABResult) -> str:
+    """The state the A/B's runs started from: "cache: cold", or, for a bucket, that there
+    is no local cache to speak of."""
+    loads = [result for _side, result in ab.runs]
+    if loads and all(result.cache.nothing_local for result in loads):
+        return "nothing cached locally (object storage)"
+    return f"cache: {ab.cache}"
 
 
 def ceilings_text(ceilings: Ceilings) -> str:

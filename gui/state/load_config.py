@@ -69,6 +69,17 @@ def strategy_choices() -> list[tuple[str, str]]:
     return [(name, cls.summary) for name, cls in STRATEGIES.items()]
 
 
+def reads_objects(strategy: str) -> bool:
+    """``strategy`` reads objects (s3://, https://) by ranged GETs, not files."""
+    cls = STRATEGIES.get(strategy)
+    return cls is not None and bool(cls.reads_objects)
+
+
+def strategy_names(objects: bool) -> tuple[str, ...]:
+    """The strategies that load a model in object storage (``objects``), or a file."""
+    return tuple(name for name in STRATEGIES if reads_objects(name) == objects)
+
+
 def strategy_summary(strategy: str) -> str | None:
     cls = STRATEGIES.get(strategy)
     return cls.summary if cls is not None else None
@@ -82,7 +93,12 @@ def spec_text(strategy: str, options: LoadOptions) -> str:
 def full_spec_text(strategy: str, options: LoadOptions) -> str:
     """Every knob ``strategy`` uses, defaults included, and the cache: what the run will do
     (the spec names only what differs from the defaults, which reads as if they were unset)."""
-    uses = used_options(strategy) | {"cache"}
+    # A bucket's load starts with nothing cached here, whatever is asked: no cache to name.
+    uses = (
+        used_options(strategy) - {"cache"}
+        if reads_objects(strategy)
+        else used_options(strategy) | {"cache"}
+    )
     # Switches off and the device's readahead as it is are what a run does unasked.
     unasked = {"verify": False, "discard": False, "readahead": None}
     shown = [

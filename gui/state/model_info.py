@@ -15,10 +15,12 @@ from modelmon.core import (
     RETURNS_FREE_MEMORY,
     MemoryFacts,
     Model,
+    ObjectStorage,
     StorageFacts,
     human_bytes,
     memory_facts,
     model_summary,
+    object_storage,
     open_model,
     readahead_unavailable,
     storage_by_folder,
@@ -34,6 +36,12 @@ class ModelInfo:
     storage: tuple[StorageFacts, ...]  # one per folder holding model files
     memory: MemoryFacts
     readahead_unavailable: str | None = None  # why readahead can't be set here; None: it can
+    objects: tuple[ObjectStorage, ...] = ()  # where a model in object storage lives
+
+    @property
+    def in_bucket(self) -> bool:
+        """The model is in object storage (s3://, https://): read by ranged GETs."""
+        return any(file.remote is not None for file in self.model.files)
 
     @property
     def name(self) -> str:
@@ -44,9 +52,19 @@ class ModelInfo:
         return self.model.total_bytes <= self.memory.usable
 
 
+NO_READAHEAD = "object storage: no page cache or readahead lies between the bucket and a load"
+
+
 def gather(path: str) -> ModelInfo:
-    """Parse the model and collect the facts; raises ModelFormatError for a bad file."""
+    """Parse the model and collect the facts; raises ModelFormatError for a bad file (and
+    StorageError for what a bucket refused)."""
     model = open_model(path)
+    objects = [f.remote for f in model.files if f.remote is not None]
+    if objects:
+        summary = model_summary(model)
+        return ModelInfo(
+            path, model, summary, (), memory_facts(), NO_READAHEAD, object_storage(objects)
+        )
     storage = storage_by_folder(f.path for f in model.files)
     paths = [f.path for f in model.files]
     return ModelInfo(
@@ -62,6 +80,7 @@ class PanelRow:
     text: str
     tip: str | None = None  # replaces the row's own tooltip when given
     level: str | None = None  # "warning" | "error": the row stands out
+    title: str | None = None  # replaces the row's own title when given (a bucket's rows)
 
 
 def _yes_no(value: bool | None, yes: str = "yes", no: str = "no") -> str:
@@ -114,6 +133,10 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
         ),
         "blocks": PanelRow(f"{len(blocks)} ({layers} layers{named})"),
     }
+    if info.in_bucket:
+        rows.update(object_rows(info))
+        rows["memory"] = memory_row(info)
+        return rows
     facts = info.storage[0]
     more = f" (+{len(info.storage) - 1} more folders)" if len(info.storage) > 1 else ""
     tip = "\n".join(f.description + f"  [{f.path}]" for f in info.storage)
@@ -123,7 +146,53 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
     rows["rotational"] = PanelRow(rotational_text(facts), tip)
     rows["readahead"] = PanelRow("unknown" if readahead is None else f"{readahead} KiB", tip)
     rows["network"] = PanelRow(network_text(facts), tip, "warning" if facts.is_network else None)
-    memory, need = info.memory, model.total_bytes
+    rows["memory"] = memory_row(info)
+    return rows
+
+
+def object_rows(info: ModelInfo) -> dict[str, PanelRow]:
+    """Where a bucket's model lives, in the rows a file's storage takes (titled for it)."""
+    storage = info.objects[0] if info.objects else None
+    tip = "\n".join(f"{o.description}  [{o.path}]" for o in info.objects)
+    first = info.model.files[0].remote
+    etag = f"ETag {first.etag}, " if first is not None and first.etag else ""
+    modified = first.last_modified if first is not None and first.last_modified else "unknown"
+    return {
+        "size": PanelRow(
+            f"{human_bytes(info.summary['bytes'])} in the bucket, "
+            f"{human_bytes(info.summary['tensor_bytes'])} of tensors"
+        ),
+        "fs": PanelRow(
+            (f"bucket {storage.path}" if storage.storage == "s3" else f"server {storage.path}")
+            if storage
+            else "object storage",
+            tip,
+            title="Storage",
+        ),
+        "device": PanelRow(
+            f"{storage.endpoint} ({storage.host_kind})" if storage else "unknown",
+            tip,
+            title="Endpoint",
+        ),
+        "rotational": PanelRow(
+            f"region {storage.region or 'none'}; credentials: {storage.credentials}"
+            if storage
+            else "unknown",
+            tip,
+            title="Access",
+        ),
+        "readahead": PanelRow(f"{etag}last modified {modified}", tip, title="Object"),
+        "network": PanelRow(
+            "ranged GETs over the network; nothing cached locally",
+            tip + f"\n{NO_READAHEAD}",
+            "warning",
+            title="Network",
+        ),
+    }
+
+
+def memory_row(info: ModelInfo) -> PanelRow:
+    memory, need = info.memory, info.model.total_bytes
     text = f"{human_bytes(memory.usable)} usable of {human_bytes(memory.total)}; "
     swap = (
         f"swap {human_bytes(memory.swap_used)} used of {human_bytes(memory.swap_total)}"
@@ -139,16 +208,14 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
     )
     warning = swap_warning(need, memory)
     if info.fits_in_ram and warning:
-        rows["memory"] = PanelRow(
+        return PanelRow(
             text + f"model {human_bytes(need)} fits, but may push into swap",
             f"{warning}\n{facts_tip}",
             "warning",
         )
-    elif info.fits_in_ram:
-        rows["memory"] = PanelRow(text + f"model {human_bytes(need)} fits", facts_tip)
-    else:
-        rows["memory"] = PanelRow(
-            text + f"model {human_bytes(need)} does NOT fit: only discard mode can run",
-            level="error",
-        )
-    return rows
+    if info.fits_in_ram:
+        return PanelRow(text + f"model {human_bytes(need)} fits", facts_tip)
+    return PanelRow(
+        text + f"model {human_bytes(need)} does NOT fit: only discard mode can run",
+        level="error",
+    )

@@ -1,4 +1,5 @@
-"""Recent models as menus and the start page show them: name and folder. Qt-free.
+"""Recent models as menus and the start page show them: name and folder. Qt-free. A
+reference (``hf:``...) and an object's URL (``s3://``...) are kept as written.
 
 Every sharded model is "model.safetensors.index.json" and every hub snapshot sits in a
 folder named after a commit, so the label names the file and the folder that tells them apart.
@@ -8,13 +9,14 @@ from __future__ import annotations
 
 import os
 
-from modelmon.core import HF_SCHEME, OLLAMA_SCHEME
+from modelmon.core import HF_SCHEME, OLLAMA_SCHEME, is_object_url
 
 REFERENCE_PREFIXES = (HF_SCHEME, OLLAMA_SCHEME)
 
 
 def is_reference(entry: str) -> bool:
-    return entry.startswith(REFERENCE_PREFIXES)
+    """A name that is no path: ``hf:``, ``ollama:``, or an object's URL."""
+    return entry.startswith(REFERENCE_PREFIXES) or is_object_url(entry)
 
 
 def normalised(entry: str) -> str:

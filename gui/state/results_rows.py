@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from modelmon.core import Ceilings, WatchResult, beyond_spread, memory_text, primed_text
-from modelmon.gui.state.formatting import CEILING_NAMES, cache_state_text, human_bytes
+from modelmon.gui.state.formatting import (
+    CEILING_NAMES,
+    cache_state_text,
+    human_bytes,
+    requests_tip,
+    requests_words,
+)
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord, ceiling_for
 
 COLUMNS = (
@@ -51,7 +57,11 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
         return record.spec
     if column == STATUS:
         checksum = f" · checksum {result.checksum}" if result and result.checksum else ""
-        return record.status + checksum + (f": {record.message}" if record.message else "")
+        # A bucket's load: its requests, what a disk's reads have no word for.
+        reads = result.object_reads if result is not None else None
+        requests = f" · {requests_words(reads)}" if reads is not None else ""
+        message = f": {record.message}" if record.message else ""
+        return record.status + checksum + requests + message
     if column == PEAK_RSS:
         rss = record.peak_rss()
         tree = result.process_tree_peak_rss if result is not None else None
@@ -128,7 +138,9 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             if result is not None and result.checksum
             else ""
         )
-        return "\n".join(t for t in (record.message, checksum, notes) if t) or None
+        reads = result.object_reads if result is not None else None
+        requests = requests_tip(reads) if reads is not None else ""
+        return "\n".join(t for t in (record.message, checksum, requests, notes) if t) or None
     return COLUMNS[column][1]
 
 

@@ -122,7 +122,7 @@ class Workbench:
             )
         kept = self.sessions.take(info.path)
         self.info = info
-        self.configs.set_limits(not info.fits_in_ram, info.readahead_unavailable)
+        self.configs.set_limits(not info.fits_in_ram, info.readahead_unavailable, info.in_bucket)
         self.plots_show_ab = False
         self.model_opened.emit(info)
         self.runs.show(kept.records)

@@ -47,6 +47,7 @@ class ModelPanel(QGroupBox):
         layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         layout.setVerticalSpacing(3)
         self.values: dict[str, QLabel] = {}
+        self.titles: dict[str, QLabel] = {}
         for key, title, tip in self.ROWS:
             name = QLabel(f"{title}:")
             # A file name has nowhere to wrap: it ends in "…" (the whole path is its tooltip);
@@ -59,11 +60,15 @@ class ModelPanel(QGroupBox):
             value.setToolTip(tip)
             layout.addRow(name, value)
             self.values[key] = value
+            self.titles[key] = name
 
     def show_model(self, info: ModelInfo) -> None:
         theme = current_theme()
         colours = {"warning": theme.warning, "error": theme.error}
+        own = {key: title for key, title, _tip in self.ROWS}
         for key, row in panel_rows(info).items():
+            # A bucket's storage rows say what they hold there (Endpoint, not Device).
+            self.titles[key].setText(f"{row.title or own[key]}:")
             self._set(key, row.text, row.tip)
             self._colour(key, colours.get(row.level) if row.level else None)
 

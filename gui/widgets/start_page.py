@@ -28,9 +28,11 @@ from PySide6.QtWidgets import (
 )
 
 from modelmon.core import Discovery
+from modelmon.gui.state.bucket import BucketState
 from modelmon.gui.state.discovery import DiscoveryState
 from modelmon.gui.state.model_list import COLUMNS, ModelRow, summary_text, visible_rows
 from modelmon.gui.state.recent_entries import recent_label
+from modelmon.gui.widgets.bucket_list import BucketList
 
 SORTS = {"Name": ("name", False), "Size, largest first": ("size", True)}
 SIZE_COLUMN, NAME_COLUMN = COLUMNS.index("Size"), COLUMNS.index("Name")
@@ -63,12 +65,15 @@ class FilterBox(QLineEdit):
 
 class StartPage(QWidget):
     open_requested = Signal()
+    url_requested = Signal()  # File ▸ Open URL…
     demo_requested = Signal()
     refresh_requested = Signal()
     back_requested = Signal()  # to the open model's page
     model_chosen = Signal(str)  # a reference or path from the list or the recent files
 
-    def __init__(self, discovery: DiscoveryState, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, discovery: DiscoveryState, bucket: BucketState, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.state = discovery
         self.rows: list[ModelRow] = []
@@ -76,14 +81,17 @@ class StartPage(QWidget):
         title = QLabel("<h2>Why do your model weights load slowly?</h2>")
         title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         hint = QLabel(
-            "Pick a model found on this machine, open one (a .safetensors or .gguf file, a "
-            "shard index, or a folder) or drop it here. modelmon loads it with the strategies "
+            "Pick a model found on this machine or in a bucket, open one (a .safetensors or "
+            ".gguf file, a shard index, a folder, or an s3:// or https:// URL) or drop it here. "
+            "modelmon loads it with the strategies "
             "you choose, from a verified cold or warm page cache, and plots where the time goes."
         )
         hint.setWordWrap(True)
         hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.open_button = QPushButton("Open model…")
         self.open_button.setToolTip("Choose a model file, a *.safetensors.index.json or a folder.")
+        self.url_button = QPushButton("Open URL…")
+        self.url_button.setToolTip("Open a model in object storage: s3://… or https://….")
         self.demo_button = QPushButton("Use demo model")
         self.demo_button.setToolTip(
             "A Llama-shaped ~480 MB fp16 model in 2 shards, written once "
@@ -99,7 +107,13 @@ class StartPage(QWidget):
         self.back_button.setToolTip("Back to the open model's measurements (Ctrl+1).")
         self.back_button.hide()
         buttons = QHBoxLayout()
-        for widget in (self.open_button, self.demo_button, self.busy, self.status):
+        for widget in (
+            self.open_button,
+            self.url_button,
+            self.demo_button,
+            self.busy,
+            self.status,
+        ):
             buttons.addWidget(widget)
         buttons.addStretch(1)
         buttons.addWidget(self.back_button)
@@ -148,11 +162,14 @@ class StartPage(QWidget):
         recent_layout.setContentsMargins(0, 0, 0, 0)
         recent_layout.addWidget(QLabel("<b>Recent</b>"))
         recent_layout.addWidget(self.recent, 1)
+        self.bucket = BucketList(bucket)
         lists = QSplitter(Qt.Orientation.Vertical)
         lists.addWidget(models)
+        lists.addWidget(self.bucket)
         lists.addWidget(recent)
         lists.setStretchFactor(0, 4)
-        lists.setStretchFactor(1, 1)
+        lists.setStretchFactor(1, 2)
+        lists.setStretchFactor(2, 1)
 
         layout = QVBoxLayout(self)
         layout.addWidget(title)
@@ -161,6 +178,8 @@ class StartPage(QWidget):
         layout.addWidget(lists, 1)
 
         self.open_button.clicked.connect(self.open_requested)
+        self.url_button.clicked.connect(self.url_requested)
+        self.bucket.model_chosen.connect(self.model_chosen)
         self.demo_button.clicked.connect(self.demo_requested)
         self.rescan_button.clicked.connect(self.refresh_requested)
         self.back_button.clicked.connect(self.back_requested)
@@ -279,3 +298,4 @@ class StartPage(QWidget):
         self.status.setText(text or "")
         self.demo_button.setEnabled(text is None)
         self.open_button.setEnabled(text is None)
+        self.url_button.setEnabled(text is None)

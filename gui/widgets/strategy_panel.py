@@ -36,6 +36,7 @@ from modelmon.gui.state.load_config import (
     full_spec_text,
     readahead_blocked,
     readahead_text,
+    reads_objects,
     spec_text,
     strategy_choices,
     strategy_summary,
@@ -75,6 +76,15 @@ TIPS = {
     "discard": "Stream through bounded buffers and keep nothing: measures models larger than RAM.",
     "readahead": "The device's readahead (read_ahead_kb), set for the run and restored after "
     "it; needs write access to it.",
+}
+# The same knobs as a strategy that reads objects by ranged GETs uses them.
+OBJECT_CAPTIONS = {"threads": "Connections", "chunk": "Part size"}
+OBJECT_TIPS = {
+    "threads": "Connections to the endpoint in each worker, each with one ranged GET in "
+    "flight at a time.",
+    "chunk": "Bytes asked for by each ranged GET (the part size).",
+    "cache": "Nothing of a bucket is cached on this machine: every load reads from the "
+    "server (a cache in the server is the server's).",
 }
 
 
@@ -130,6 +140,8 @@ class StrategyPanel(QGroupBox):
         self.spec_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.spec_line.setWordWrap(True)
         self._discard_forced = False
+        self._offered: tuple[str, ...] | None = None  # the strategies the open model can use
+        self.captions: dict[str, QLabel] = {}
         self._applying = False  # set_config is drawing the state's configuration
         colour = current_theme().run_colour(label)
         self.setStyleSheet(f"QGroupBox::title {{ color: {colour}; font-weight: bold; }}")
@@ -206,7 +218,21 @@ class StrategyPanel(QGroupBox):
         caption = QLabel(f"{text}:")
         caption.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         caption.setToolTip(TIPS[key])
+        self.captions[key] = caption
         return caption
+
+    def set_strategies(self, names: tuple[str, ...]) -> None:
+        """Offer only ``names`` (a file's strategies, or a bucket's); programs stay."""
+        self._offered = names
+        view, model = self.strategy_box.view(), self.strategy_box.model()
+        for row in range(self.strategy_box.count()):
+            data = str(self.strategy_box.itemData(row) or "")
+            if not data.startswith("strategy:"):
+                continue
+            offered = data.removeprefix("strategy:") in names
+            view.setRowHidden(row, not offered)  # type: ignore[attr-defined]
+            model.item(row).setEnabled(offered)  # type: ignore[attr-defined]
+        self._on_change()
 
     @staticmethod
     def _spin(low: int, high: int) -> QSpinBox:
@@ -307,15 +333,23 @@ class StrategyPanel(QGroupBox):
             return
         self.program.setVisible(program)
         uses = used_options(self.strategy())
+        objects = not program and reads_objects(self.strategy())
         self.strategy_box.setToolTip(strategy_summary(self.strategy()) or TIPS["strategy"])
         unused = "a program's run starts from a verified cold cache" if program else None
         for name, widget in self._knobs.items():
-            used = name in uses
+            used = name in uses and not (objects and name == "cache")
+            tips = OBJECT_TIPS if objects else TIPS
+            own = tips.get(name, TIPS[name])
             widget.setEnabled(used)
-            tip = TIPS[name] if used else f"{TIPS[name]} (not used by {unused or self.strategy()})"
+            tip = own if used or objects else f"{own} (not used by {unused or self.strategy()})"
             widget.setToolTip(tip)
+        for name, text in OBJECT_CAPTIONS.items():
+            self.captions[name].setText(f"{text if objects else name.capitalize()}:")
+            self.captions[name].setToolTip((OBJECT_TIPS if objects else TIPS)[name])
         if program:
             self.cache.setCurrentText("cold")
+        elif objects:
+            self.cache.setCurrentText("keep")  # nothing of a bucket is cached here to drop
         blocked = readahead_blocked(self.strategy(), self._readahead_unavailable)
         if program:
             blocked = "a program's readahead is set in its spec (readahead=KIB)"

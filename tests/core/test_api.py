@@ -168,11 +168,8 @@ FOR_LIBRARY_USERS = {
     "evict": "drop a model's pages from the page cache, as cold runs do",
     "residency_of": "how much of a file the page cache holds",
     "max_memory_limit": "memory_limit_range's upper end",
-    "is_object_url": "whether a model reference is an object's URL",
-    "parse_object_url": "an object URL's parts",
     "ObjectURL": "parse_object_url's result",
     "ObjectFacts": "a remote model file's facts (ModelFile.remote)",
-    "ObjectStorage": "where objects live (object_storage)",
 }
 
 

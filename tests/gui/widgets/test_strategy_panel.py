@@ -14,7 +14,9 @@ def test_options_a_strategy_does_not_use_are_disabled(qtbot):
     for name, cls in STRATEGIES.items():
         panel.strategy_box.setCurrentText(name)
         for option, widget in panel._knobs.items():
-            assert widget.isEnabled() == (option in cls.uses), (name, option)
+            # A bucket's load has no local cache to ask a state of: its knob is greyed.
+            used = option in cls.uses and not (cls.reads_objects and option == "cache")
+            assert widget.isEnabled() == used, (name, option)
         assert panel.strategy_box.toolTip() == cls.summary
 
 

@@ -1,0 +1,116 @@
+"""The start page's bucket listing as state: models grouped by folder, the prefix parsed and
+kept, a stale listing dropped, failures one line. Qt-free."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from modelmon.core.errors import StorageError
+from modelmon.core.options import LoadOptions
+from modelmon.gui.state.bucket import BucketState, Listing, bucket_prefix, bucket_rows
+from modelmon.gui.state.configs import Configs
+from modelmon.gui.state.events import CallQueue
+from modelmon.gui.state.load_config import full_spec_text
+
+from ..conftest import pump
+
+LISTED = [
+    Listing("llama/model.safetensors", 100),
+    Listing("sharded/model-00001-of-00002.safetensors", 10),
+    Listing("sharded/model-00002-of-00002.safetensors", 20),
+    Listing("sharded/model.safetensors.index.json", 1),
+    Listing("quant/a-Q4.gguf", 7),
+    Listing("quant/b-Q8.gguf", 9),
+    Listing("quant/README.md", 3),
+    Listing("notes.txt", 2),
+]
+
+
+def test_models_are_grouped_by_folder_as_open_model_opens_them():
+    rows = {row.reference: row for row in bucket_rows("s3://b/m/", LISTED)}
+    assert sorted(rows) == [
+        "s3://b/m/llama/",
+        "s3://b/m/quant/a-Q4.gguf",
+        "s3://b/m/quant/b-Q8.gguf",
+        "s3://b/m/sharded/",
+    ]
+    sharded = rows["s3://b/m/sharded/"]
+    assert (sharded.name, sharded.format, sharded.files, sharded.bytes) == (
+        "sharded",
+        "safetensors",
+        2,
+        30,
+    )
+    assert rows["s3://b/m/quant/b-Q8.gguf"].name == "b-Q8.gguf"
+    assert rows["s3://b/m/llama/"].where == "bucket · s3://b/m/"
+
+
+def test_a_prefix_is_parsed_and_one_with_credentials_is_refused_unrepeated():
+    assert bucket_prefix(" s3://b/models ") == "s3://b/models/"
+    assert bucket_prefix("s3://b") == "s3://b/"
+    with pytest.raises(Exception, match="credentials in it is refused") as refused:
+        bucket_prefix("s3://AKIAX:hunter2-secret@b/models/")
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(Exception, match="only an s3:// prefix"):
+        bucket_prefix("https://host/models/x.gguf")
+
+
+def test_the_listing_runs_off_the_thread_and_only_the_newest_prefix_counts():
+    queue = CallQueue()
+    kept: list[str] = []
+    release = threading.Event()
+    asked: list[str] = []
+
+    def lister(prefix: str) -> list[Listing]:
+        asked.append(prefix)
+        if prefix == "s3://b/old/":
+            release.wait(10)
+        return [Listing("x/model.safetensors", 5)]
+
+    state = BucketState(queue, kept.append, lister)
+    assert state.set_prefix("s3://b/old")
+    assert state.listing and state.rows == []
+    assert state.set_prefix("s3://b/new/")
+    pump(queue, lambda: state.listed == "s3://b/new/")
+    release.set()
+    state.shutdown()
+    queue.run_pending()  # the old listing's answer: dropped
+    assert [row.reference for row in state.rows] == ["s3://b/new/x/"]
+    assert kept == ["s3://b/old/", "s3://b/new/"] and state.listed == "s3://b/new/"
+
+
+def test_a_refused_listing_and_a_bad_prefix_are_one_line_each():
+    queue = CallQueue()
+
+    def refuse(prefix: str) -> list[Listing]:
+        raise StorageError(prefix, "these credentials may not read it (403 AccessDenied)")
+
+    state = BucketState(queue, lister=refuse)
+    assert not state.set_prefix("gs://b/")
+    assert state.error is not None and "\n" not in state.error and state.prefix is None
+    assert state.set_prefix("s3://b/")
+    pump(queue, lambda: state.listed is not None)
+    assert state.error == "s3://b/: these credentials may not read it (403 AccessDenied)"
+    assert state.rows == []
+
+
+def test_a_bucket_model_has_its_own_pair_and_refuses_a_file_strategy():
+    configs = Configs()
+    changed: list[str] = []
+    configs.changed.connect(changed.append)
+    configs.set("A", "pread", LoadOptions(threads=2))
+    configs.set_limits(False, "no readahead", objects=True)
+    assert changed == ["A", "A", "B"]
+    assert configs.strategies() == ("ranged", "ranged-stream")
+    assert configs.strategy("A") == "ranged" and configs.effective("B").threads == 1
+    configs.set("A", "sequential", LoadOptions())  # a file's strategy: not for a bucket
+    assert configs.strategy("A") == "ranged"
+    configs.set("A", "ranged-stream", LoadOptions(threads=8))
+    configs.set_limits(False, None, objects=False)
+    assert configs.configs["A"] == ("pread", LoadOptions(threads=2))
+    assert configs.pairs[True]["A"] == ("ranged-stream", LoadOptions(threads=8))
+    # A bucket's configuration names no cache state: nothing of it is cached here.
+    assert full_spec_text("ranged", LoadOptions(cache="cold")).startswith("ranged workers=1")
+    assert "cache" not in full_spec_text("ranged", LoadOptions(cache="cold"))
