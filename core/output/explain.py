@@ -4,18 +4,17 @@ storage rules out. The snippets for the loaders people use are in ``output.snipp
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
-from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
+from modelmon.core.output.run_words import all_cold, runs_words
 from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
 from modelmon.core.units import human_bytes
@@ -89,25 +88,6 @@ def robustness_reason(chosen: Candidate, other: Candidate) -> str:
     return ROBUSTNESS_REASONS[index].format(a=chosen.readers, b=other.readers)
 
 
-def all_cold(results: Sequence[LoadResult]) -> bool:
-    """Every run started from a verified cold cache: only then are they called cold."""
-    return bool(results) and all(result.cache.cold for result in results)
-
-
-def runs_words(results: Sequence[LoadResult]) -> str:
-    """ "5 cold runs" when every run started verified cold, else "5 runs (none verified
-    cold)" or "5 runs (2 not verified cold)": a model that cannot be made cold (tmpfs) is
-    never said to be measured cold."""
-    count = len(results)
-    runs = f"{count} run{'s' if count != 1 else ''}"
-    not_cold = sum(not result.cache.cold for result in results)
-    if not not_cold:
-        return f"{count} cold run{'s' if count != 1 else ''}"
-    if not_cold == count:
-        return f"{runs} (none verified cold)"
-    return f"{runs} ({not_cold} not verified cold)"
-
-
 def _runs_text(candidate: Candidate) -> str:
     spread = candidate.spread_mbps
     span = f", {spread[0]:.0f}–{spread[1]:.0f}" if spread else ""
@@ -115,7 +95,11 @@ def _runs_text(candidate: Candidate) -> str:
 
 
 def _cold_word(*candidates: Candidate) -> str:
-    """ "cold " when every run of ``candidates`` started verified cold, else ""."""
+    """ "cold " when every run of ``candidates`` started verified cold (not a bucket's, which
+    has no cache on this machine), else ""."""
+    results = [r for c in candidates for r in c.results]
+    if results and all(r.cache.nothing_local for r in results):
+        return ""
     return "cold " if all(all_cold(c.results) for c in candidates) else ""
 
 

@@ -12,7 +12,8 @@ from modelmon.core.measuring.advice import LoaderAdvice
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
-from modelmon.core.output.explain import permanent_readahead, runs_words
+from modelmon.core.output.explain import permanent_readahead
+from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet
 
 
