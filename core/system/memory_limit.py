@@ -1,0 +1,116 @@
+"""What a run did under a memory limit it really ran under: the record of one memory cgroup
+(``system.memory_cgroup`` makes it), and its words.
+
+The cgroup charges what its processes allocate (anonymous memory: a load's arrays) and the
+page cache their reads and faults bring in (file pages), as a container's limit does. The
+page cache is reclaimable, so a load whose cache fills the limit goes on (it reclaims and may
+read the same pages again); anonymous memory is not, so a load whose arrays outgrow the limit
+is OOM-killed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from modelmon.core.options import MiB
+from modelmon.core.units import gib_text
+
+GiB = 1 << 30
+# A run that read this share of its model's bytes again after reclaim dropped them thrashes:
+# its time is the limit's, not the loader's (a recommendation under a limit leaves it out).
+THRASH_SHARE = 0.10
+
+
+def ram_text(count: int) -> str:
+    """Bytes of RAM: '0.9 GiB' from a GiB up, '312 MiB' below (a small limit's figures)."""
+    return gib_text(count) if count >= GiB else f"{count / MiB:.0f} MiB"
+
+
+def size_text(count: int) -> str:
+    """A limit as it was most likely given: '16 GiB', '1500 MiB', else '1.4 GiB'."""
+    if count and count % GiB == 0:
+        return f"{count // GiB} GiB"
+    if count and count % MiB == 0 and count < 64 * GiB:
+        return f"{count // MiB} MiB"
+    return gib_text(count)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLimit:
+    """A run's memory cgroup, measured. Peaks of the split are sampled (``SAMPLE_S``); the
+    whole peak is the kernel's own where it keeps one."""
+
+    limit_bytes: int
+    peak_bytes: int  # the most the cgroup was charged at once, page cache included
+    anon_peak_bytes: int  # anonymous memory (arrays, interpreters), sampled peak
+    cache_peak_bytes: int  # page cache charged to it, sampled peak
+    mapped_peak_bytes: int  # of the page cache, mapped into its processes, sampled peak
+    # Bytes read again after reclaim dropped them: the kernel's refaults of file pages, or
+    # bytes of the model that arrived beyond its size, whichever is more.
+    reread_bytes: int
+    oom_killed: bool  # the kernel's OOM killer killed a process of the run in this cgroup
+    oom_kills: int
+    limit_hits: int | None  # times the charge reached the limit and had to reclaim
+    pressure_stall_s: float | None  # seconds some task stalled on memory (PSI, cgroup v2)
+    cgroup: str  # its directory
+    version: int  # cgroup v1 or v2
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def cache_share(self) -> float:
+        """The page cache's share of the limit at its peak."""
+        return self.cache_peak_bytes / self.limit_bytes if self.limit_bytes else 0.0
+
+    def thrashed(self, model_bytes: int) -> bool:
+        """Read ``THRASH_SHARE`` or more of the model again after reclaim."""
+        return model_bytes > 0 and self.reread_bytes >= THRASH_SHARE * model_bytes
+
+    def held_text(self) -> str:
+        """What held the memory at the peak: 'peak 1.0 GiB: 0.9 GiB anonymous, 0.1 GiB page
+        cache (0.1 GiB mapped)'."""
+        mapped = f" ({ram_text(self.mapped_peak_bytes)} mapped)" if self.mapped_peak_bytes else ""
+        return (
+            f"peak {ram_text(self.peak_bytes)}: {ram_text(self.anon_peak_bytes)} anonymous, "
+            f"{ram_text(self.cache_peak_bytes)} page cache{mapped}"
+        )
+
+    def oom_text(self) -> str:
+        """The OOM kill in one clause: 'the kernel's OOM killer ended it at the memory limit of
+        1 GiB (peak ...)'."""
+        return (
+            f"the kernel's OOM killer ended it at the memory limit of "
+            f"{size_text(self.limit_bytes)} ({self.held_text()})"
+        )
+
+    def line(self) -> str:
+        """One line for a report: 'memory limit 1 GiB: peak 0.9 GiB: ...; re-read 12 MB'."""
+        words = [f"memory limit {size_text(self.limit_bytes)} ({self.cgroup})", self.held_text()]
+        if self.reread_bytes:
+            words.append(f"re-read {ram_text(self.reread_bytes)} after reclaim")
+        if self.limit_hits:
+            words.append(f"reached the limit {self.limit_hits:,} times")
+        if self.pressure_stall_s:
+            words.append(f"stalled on memory {self.pressure_stall_s:.2f} s")
+        if self.oom_killed:
+            words.append(f"OOM-killed ({self.oom_kills})")
+        return "; ".join(words)
+
+
+def oom_failure(failure: str | None, record: MemoryLimit | None) -> str | None:
+    """A run's failure, with the OOM kill named with the limit when the cgroup's OOM killer
+    ended a process of it."""
+    if record is None or not record.oom_killed:
+        return failure
+    said = record.oom_text()
+    return f"{failure}; {said}" if failure else f"a process of the run: {said}"
+
+
+def planned_only(reason: str, limit: int) -> str:
+    """The one line said when a limit cannot be run under."""
+    return (
+        f"cannot run under a memory limit here ({reason}): planning with "
+        f"{size_text(limit)} only, as a number"
+    )
