@@ -17,6 +17,7 @@ from modelmon.core.model.blocks import block_sort_key
 from modelmon.core.model.records import Model
 from modelmon.core.system import cache, residency
 from modelmon.core.system.cache import CacheState
+from modelmon.core.system.memory_limit import MemoryLimit
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,9 @@ class LoadResult:
     # Another loader run by the child harness: the seconds its own clock gave (its load and
     # its touch of every byte, imports apart), kept beside the watch's timing as a cross-check.
     own_seconds: float | None = None
+    # The memory cgroup the load ran in under ``--memory-limit``: its peak, split, re-reads and
+    # OOM kills; None without a limit, or where none could be made (a note says so).
+    memory_limit: MemoryLimit | None = None
 
     @property
     def coarse_timing(self) -> bool:

@@ -155,6 +155,8 @@ def render_result(result: LoadResult) -> str:
     memory = memory_text(result)
     if memory:
         lines.append(f"memory    {memory}")
+    if result.memory_limit is not None:
+        lines.append(f"limit     {result.memory_limit.line()}")
     if result.blocks:
         slowest = max(result.blocks, key=lambda b: b.seconds)
         lines.append(

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from modelmon.core.system.memory import cgroup_dirs
-from modelmon.core.system.memory_limit import MemoryLimit
+from modelmon.core.system.memory_limit import MemoryLimit, planned_only
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import MOUNTINFO, parse_mountinfo, read_int, read_text
 
@@ -120,6 +120,7 @@ class MemoryCgroup:
     def __init__(self, directory: Path, version: int, limit: int) -> None:
         self.directory, self.version, self.limit = directory, version, limit
         self.anon_peak = self.file_peak = self.mapped_peak = self.usage_peak = 0
+        self.at_peak = (0, 0)  # (anon, file) at the highest charge sampled
         self.samples: list[tuple[int, int, int, int]] = []  # (ns, usage, anon, file)
         self._refaults_before = self._refaults()
         self._pressure_before = self._pressure()
@@ -180,8 +181,10 @@ class MemoryCgroup:
         return self.directory / "cgroup.procs"
 
     def add(self, pid: int) -> None:
-        """Move process ``pid`` in (what it allocates from now on is charged here)."""
-        _write(self.procs, str(pid))
+        """Move process ``pid`` in (what it allocates from now on is charged here); one
+        already gone is nothing to move."""
+        with contextlib.suppress(ProcessLookupError):
+            _write(self.procs, str(pid))
 
     def join_in_child(self) -> Callable[[], None]:
         """A ``preexec_fn`` part: the child moves itself in before it runs its program. The
@@ -230,7 +233,8 @@ class MemoryCgroup:
         self.anon_peak = max(self.anon_peak, split["anon"])
         self.file_peak = max(self.file_peak, split["file"])
         self.mapped_peak = max(self.mapped_peak, split["mapped"])
-        self.usage_peak = max(self.usage_peak, usage)
+        if usage >= self.usage_peak:
+            self.usage_peak, self.at_peak = usage, (split["anon"], split["file"])
         self.samples.append((time.monotonic_ns(), usage, split["anon"], split["file"]))
 
     def start_sampling(self) -> None:
@@ -279,6 +283,8 @@ class MemoryCgroup:
             anon_peak_bytes=self.anon_peak,
             cache_peak_bytes=self.file_peak,
             mapped_peak_bytes=self.mapped_peak,
+            anon_at_peak_bytes=self.at_peak[0],
+            cache_at_peak_bytes=self.at_peak[1],
             reread_bytes=max(refaults, arrived_beyond),
             oom_killed=kills > 0,
             oom_kills=kills,
@@ -358,6 +364,13 @@ def limited(limit: int | None) -> Iterator[MemoryCgroup | str | None]:
         yield cgroup
     finally:
         cgroup.remove()
+
+
+def limit_unavailable(limit: int) -> str | None:
+    """The one line a front end says before a run asked for ``limit`` when no cgroup can be
+    made here (the limit is then planned with only); None when it can."""
+    reason = unavailable()
+    return planned_only(reason, limit) if reason is not None else None
 
 
 def unavailable() -> str | None:

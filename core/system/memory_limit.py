@@ -46,6 +46,9 @@ class MemoryLimit:
     anon_peak_bytes: int  # anonymous memory (arrays, interpreters), sampled peak
     cache_peak_bytes: int  # page cache charged to it, sampled peak
     mapped_peak_bytes: int  # of the page cache, mapped into its processes, sampled peak
+    # What held the charge at its highest sample: anonymous memory and page cache then.
+    anon_at_peak_bytes: int
+    cache_at_peak_bytes: int
     # Bytes read again after reclaim dropped them: the kernel's refaults of file pages, or
     # bytes of the model that arrived beyond its size, whichever is more.
     reread_bytes: int
@@ -69,12 +72,14 @@ class MemoryLimit:
         return model_bytes > 0 and self.reread_bytes >= THRASH_SHARE * model_bytes
 
     def held_text(self) -> str:
-        """What held the memory at the peak: 'peak 1.0 GiB: 0.9 GiB anonymous, 0.1 GiB page
-        cache (0.1 GiB mapped)'."""
-        mapped = f" ({ram_text(self.mapped_peak_bytes)} mapped)" if self.mapped_peak_bytes else ""
+        """What held the memory at the peak: 'peak 1.0 GiB: 0.9 GiB anonymous and 0.1 GiB
+        page cache then; page cache at most 0.6 GiB (0.1 GiB mapped)'."""
+        mapped_mib = self.mapped_peak_bytes >= MiB
+        mapped = f" ({ram_text(self.mapped_peak_bytes)} mapped)" if mapped_mib else ""
         return (
-            f"peak {ram_text(self.peak_bytes)}: {ram_text(self.anon_peak_bytes)} anonymous, "
-            f"{ram_text(self.cache_peak_bytes)} page cache{mapped}"
+            f"peak {ram_text(self.peak_bytes)}: {ram_text(self.anon_at_peak_bytes)} anonymous "
+            f"and {ram_text(self.cache_at_peak_bytes)} page cache then; page cache at most "
+            f"{ram_text(self.cache_peak_bytes)}{mapped}"
         )
 
     def oom_text(self) -> str:
@@ -105,6 +110,9 @@ def oom_failure(failure: str | None, record: MemoryLimit | None) -> str | None:
     if record is None or not record.oom_killed:
         return failure
     said = record.oom_text()
+    if failure and "OOM killer" in failure:  # named already: add the limit and what held it
+        limit = size_text(record.limit_bytes)
+        return f"{failure}, at the memory limit of {limit} ({record.held_text()})"
     return f"{failure}; {said}" if failure else f"a process of the run: {said}"
 
 

@@ -86,9 +86,24 @@ def test_v2_record_reads_peak_split_events_and_pressure(tmp_path: Path) -> None:
 
 
 def test_words_name_the_limit_and_what_held_it() -> None:
-    record = MemoryLimit(1 << 30, 1 << 30, 900 * MiB, 100 * MiB, 0, 0, True, 1, 3, None, "/x", 1)
+    record = MemoryLimit(
+        1 << 30,
+        1 << 30,
+        900 * MiB,
+        300 * MiB,
+        0,
+        920 * MiB,
+        100 * MiB,
+        0,
+        True,
+        1,
+        3,
+        None,
+        "/x",
+        1,
+    )
     assert "at the memory limit of 1 GiB" in record.oom_text()
-    assert "900 MiB anonymous" in record.oom_text()
+    assert "920 MiB anonymous and 100 MiB page cache then" in record.oom_text()
     failure = oom_failure("worker 0 was killed by SIGKILL", record)
     assert failure is not None and failure.startswith("worker 0 was killed by SIGKILL; ")
     assert oom_failure(None, None) is None

@@ -1,0 +1,135 @@
+"""``--memory-limit`` on the command line: the run happens in a memory cgroup of that size,
+reported in the JSON, and the cgroup is gone afterwards however modelmon ends (a SIGKILLed
+one's is removed by the next run). Root and cgroup v1 here; skipped with the reason elsewhere."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from modelmon.core import evict, residency_of
+from modelmon.core.system import memory_cgroup
+
+from ...core.loading.sparse import sparse_model
+from ...core.system.test_memory_cgroup import REAL
+
+MiB = 1 << 20
+MODELMON = [sys.executable, "-m", "modelmon"]
+LIMIT_KEYS = {
+    "limit_bytes",
+    "peak_bytes",
+    "anon_peak_bytes",
+    "cache_peak_bytes",
+    "reread_bytes",
+    "oom_killed",
+    "cgroup",
+}
+# A load slow enough to be caught reading: one reader of 4 KiB without readahead.
+SLOW_LOAD = ("-s", "pread", "-w", "1", "-t", "1", "--fadvise", "random", "--discard")
+SLOW_CHUNK = ("--chunk-mib", "0.00390625")
+
+
+def cgroups_of(pid: int) -> list[Path]:
+    base, _ = memory_cgroup.own_parent()
+    return sorted(base.glob(f"modelmon-{pid}-*"))
+
+
+def modelmon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*MODELMON, *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """256 MiB to stream under 128 MiB: the 2.2 GB model under 1 GiB, made small."""
+    return sparse_model(tmp_path_factory.mktemp("streamed"), tensors=8, tensor_bytes=32 * MiB)
+
+
+@REAL
+def test_load_json_carries_the_cgroups_peak_under_its_limit(streamed: Path) -> None:
+    done = modelmon("load", str(streamed), "--discard", "--memory-limit", "128Mi", "--json")
+    assert done.returncode == 0, done.stderr
+    limited = json.loads(done.stdout)["memory_limit"]
+    assert set(limited) >= LIMIT_KEYS
+    assert limited["limit_bytes"] == 128 * MiB
+    assert 0 < limited["peak_bytes"] <= 128 * MiB
+    assert limited["oom_killed"] is False
+    assert not Path(limited["cgroup"]).exists()
+
+
+@REAL
+def test_load_text_says_the_limit_and_a_copy_too_large_is_refused_in_one_line(
+    streamed: Path,
+) -> None:
+    done = modelmon("load", str(streamed), "--discard", "--memory-limit", "128Mi")
+    assert done.returncode == 0, done.stderr
+    assert "limit     memory limit 128 MiB" in done.stdout
+    refused = modelmon("load", str(streamed), "--memory-limit", "128Mi")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        "modelmon: loading 0.2 GiB would not fit in the memory limit of 128 MiB; use discard "
+        "mode (--discard) to measure it streaming through bounded buffers"
+    ]
+
+
+def test_a_limit_below_a_mib_is_a_usage_error(streamed: Path) -> None:
+    done = modelmon("load", str(streamed), "--memory-limit", "512")
+    assert done.returncode == 2 and "--memory-limit" in done.stderr
+
+
+class Loading:
+    """``modelmon load --memory-limit`` caught reading: its workers in its cgroup and the model
+    arriving in the page cache (states, not times)."""
+
+    def __init__(self, model: Path) -> None:
+        evict([str(model)])
+        self.model = str(model)
+        args = [*MODELMON, "load", self.model, *SLOW_LOAD, *SLOW_CHUNK, "--memory-limit", "64Mi"]
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.workers: list[psutil.Process] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            cgroups = cgroups_of(self.process.pid)
+            pids = cgroups[0].joinpath("cgroup.procs").read_text().split() if cgroups else []
+            if pids and residency_of([self.model]) > 0.01:
+                self.cgroup = cgroups[0]
+                self.workers = [psutil.Process(int(pid)) for pid in pids]
+                return
+            assert self.process.poll() is None, self.process.communicate()
+            time.sleep(0.02)
+        raise AssertionError("the load never ran in its cgroup")
+
+
+@REAL
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_the_cgroup_goes_when_the_load_is_stopped(
+    streamed: Path, number: signal.Signals, code: int
+) -> None:
+    loading = Loading(streamed)
+    loading.process.send_signal(number)
+    _, err = loading.process.communicate(timeout=60)
+    assert loading.process.returncode == code, err
+    assert not loading.cgroup.exists()
+
+
+@REAL
+def test_a_sigkilled_runs_cgroup_is_removed_by_the_next_run(streamed: Path) -> None:
+    loading = Loading(streamed)
+    loading.process.kill()
+    loading.process.communicate(timeout=60)
+    _, alive = psutil.wait_procs(loading.workers, timeout=30)  # they end with their parent
+    assert not alive
+    assert loading.cgroup.exists()  # nothing could remove it: its owner died at once
+    done = modelmon("load", str(streamed), "--discard", "--memory-limit", "128Mi")
+    assert done.returncode == 0, done.stderr
+    assert not loading.cgroup.exists()
