@@ -17,6 +17,7 @@ import numpy as np
 from modelmon.core.metrics.base import MetricSpec
 from modelmon.core.metrics.series import PLACEMENT, floats, series_document
 from modelmon.core.system.cache import CacheState
+from modelmon.core.system.memory_limit import MemoryLimit
 from modelmon.core.watching.loaders import Loader
 
 
@@ -169,6 +170,9 @@ class WatchResult:
     changed_files: tuple[str, ...] = ()
     # Processes outside the tree seen with the model's files open or mapped while watched.
     other_readers: tuple[OtherReader, ...] = ()
+    # The memory cgroup the command ran in under a memory limit: peak, split, re-reads, OOM
+    # kills; None without one.
+    memory_limit: MemoryLimit | None = None
 
     @property
     def mbps(self) -> float | None:
@@ -239,6 +243,7 @@ class WatchResult:
             "findings": [asdict(f) for f in self.findings],
             "references": [asdict(r) for r in self.references],
             "notes": list(self.notes),
+            "memory_limit": self.memory_limit.to_dict() if self.memory_limit else None,
         }
         if samples and self.samples is not None:
             data["samples"] = _samples_dict(self.samples)

@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from modelmon.core import evict, residency_of
-from modelmon.core.system import memory_cgroup
 
 from ...core.loading.sparse import sparse_model
 from ...core.system.test_memory_cgroup import REAL
+from ...memory_cgroup import own_v1_memory_cgroup
 
 MiB = 1 << 20
 MODELMON = [sys.executable, "-m", "modelmon"]
@@ -37,8 +37,8 @@ SLOW_CHUNK = ("--chunk-mib", "0.00390625")
 
 
 def cgroups_of(pid: int) -> list[Path]:
-    base, _ = memory_cgroup.own_parent()
-    return sorted(base.glob(f"modelmon-{pid}-*"))
+    base = own_v1_memory_cgroup()
+    return sorted(base.glob(f"modelmon-{pid}-*")) if base is not None else []
 
 
 def modelmon(*args: str) -> subprocess.CompletedProcess[str]:
@@ -133,3 +133,105 @@ def test_a_sigkilled_runs_cgroup_is_removed_by_the_next_run(streamed: Path) -> N
     done = modelmon("load", str(streamed), "--discard", "--memory-limit", "128Mi")
     assert done.returncode == 0, done.stderr
     assert not loading.cgroup.exists()
+
+
+# --- watch --memory-limit -------------------------------------------------------------------
+
+# Keeps the shard a moment, as a server does (the split is sampled; the kernel keeps the peak).
+KEEP = (
+    "import sys, time\nwith open(sys.argv[1], 'rb') as f:\n    data = f.read()\n"
+    "time.sleep(0.5)\nprint(len(data))\n"
+)
+SLEEP_HOLDING = (
+    "import pathlib, sys, time\nwith open(sys.argv[1], 'rb') as f:\n    data = f.read()\n"
+    "pathlib.Path(sys.argv[2]).touch()\ntime.sleep(60)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 64 MiB shard: the 1.1 GB one under 1500 MiB, made small (and kept whole under 32)."""
+    return sparse_model(tmp_path_factory.mktemp("shard"), tensors=4, tensor_bytes=16 * MiB)
+
+
+@REAL
+def test_watch_names_the_oom_kill_of_a_program_keeping_more_than_the_limit(shard: Path) -> None:
+    done = modelmon(
+        "watch", "--json", "--memory-limit", "48Mi", "--", sys.executable, "-c", KEEP, str(shard)
+    )
+    assert done.returncode == 5, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert "the kernel's OOM killer ended it at the memory limit of 48 MiB" in lines[-1]
+    data = json.loads(done.stdout)
+    limited = data["memory_limit"]
+    assert set(limited) >= LIMIT_KEYS
+    assert limited["oom_killed"] is True and 0 < limited["peak_bytes"] <= 48 * MiB
+    assert "oom-killed" in [f["code"] for f in data["findings"]]
+    assert not Path(limited["cgroup"]).exists()
+
+
+@REAL
+def test_watch_reports_the_peak_and_split_of_a_program_that_fits(shard: Path) -> None:
+    done = modelmon(
+        "watch", "--json", "--memory-limit", "256Mi", "--", sys.executable, "-c", KEEP, str(shard)
+    )
+    assert done.returncode == 0, done.stderr
+    limited = json.loads(done.stdout)["memory_limit"]
+    assert limited["oom_killed"] is False
+    assert limited["anon_peak_bytes"] >= 64 * MiB  # the shard it kept
+    assert limited["peak_bytes"] <= 256 * MiB
+    assert not Path(limited["cgroup"]).exists()
+    words = modelmon(
+        "watch", "--memory-limit", "256Mi", "--", sys.executable, "-c", KEEP, str(shard)
+    )
+    assert "limit:    memory limit 256 MiB" in words.stdout
+
+
+@REAL
+def test_watch_memory_limit_is_for_a_command_not_an_attached_pid() -> None:
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        done = modelmon("watch", "--pid", str(sleeper.pid), "--memory-limit", "1Gi")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert done.returncode == 2
+    assert "--memory-limit applies to a command modelmon starts" in done.stderr
+
+
+@REAL
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_watchs_cgroup_goes_with_it_or_with_the_next_run(
+    shard: Path, tmp_path: Path, how: str
+) -> None:
+    marker = tmp_path / "loaded"
+    script = [sys.executable, "-c", SLEEP_HOLDING, str(shard), str(marker)]
+    watch = subprocess.Popen(
+        [*MODELMON, "watch", "--memory-limit", "256Mi", "--", *script],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        assert watch.poll() is None, watch.communicate()
+        time.sleep(0.02)
+    (cgroup,) = cgroups_of(watch.pid)
+    command = [psutil.Process(int(pid)) for pid in (cgroup / "cgroup.procs").read_text().split()]
+    assert command, "the command is not in the cgroup"
+    if how == "sigterm":
+        watch.send_signal(signal.SIGTERM)
+        _, err = watch.communicate(timeout=60)
+        assert watch.returncode == 143, err
+        assert not cgroup.exists()
+        return
+    watch.kill()
+    watch.communicate(timeout=60)
+    _, alive = psutil.wait_procs(command, timeout=30)  # its parent-death signal ends it
+    assert not alive
+    assert cgroup.exists()
+    done = modelmon(
+        "watch", "--memory-limit", "256Mi", "--", sys.executable, "-c", KEEP, str(shard)
+    )
+    assert done.returncode == 0, done.stderr
+    assert not cgroup.exists()
