@@ -192,6 +192,14 @@ class WatchResult:
             self.bytes_read > 0 or any(f.mapped or f.opened for f in self.files)
         )
 
+    @property
+    def killed_text(self) -> str:
+        """How the signal ended it: 'killed by SIGTERM', or the OOM kill at its memory limit."""
+        limited = self.memory_limit
+        if limited is not None and limited.oom_killed:
+            return limited.oom_text()
+        return f"killed by {self.signal}"
+
     def with_references(self, references: tuple[Reference, ...]) -> WatchResult:
         """This result with figures to hold it against (``modelmon.core.storage_references``)."""
         return dataclasses.replace(self, references=references)

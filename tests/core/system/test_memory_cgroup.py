@@ -32,6 +32,16 @@ def real_cgroup_reason() -> str | None:
     return memory_cgroup.unavailable()
 
 
+def plan_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No memory cgroup can be made for the test: a limit is only planned with, as before
+    modelmon ran under one (a test of planning, with limits no Python worker lives under)."""
+
+    def refuse() -> tuple[Path, int]:
+        raise CgroupUnavailable("planned only, for this test")
+
+    monkeypatch.setattr(memory_cgroup, "own_parent", refuse)
+
+
 REAL = pytest.mark.skipif(
     real_cgroup_reason() is not None, reason=f"no memory cgroup here: {real_cgroup_reason()}"
 )
