@@ -122,3 +122,48 @@ def planned_only(reason: str, limit: int) -> str:
         f"cannot run under a memory limit here ({reason}): planning with "
         f"{size_text(limit)} only, as a number"
     )
+
+
+# What a worker's interpreter and libraries hold beside the model's bytes (measured: 40-60 MiB
+# of anonymous memory for a worker of modelmon's, more for a framework's): a way of loading
+# that needs the model plus this fits; within it, it is tight.
+PROCESS_BYTES = 64 * MiB
+
+
+def ways_under(model_bytes: int, limit: int) -> list[dict[str, Any]]:
+    """Whether each way of loading ``model_bytes`` fits a memory limit of ``limit``, before
+    loading: a copy (its arrays are anonymous: they must fit, or it is OOM-killed), a copy with
+    its page cache kept beside it (a read-based copy holds both until the kernel reclaims the
+    cache: past the limit it reclaims, and may read again), a mapping (page cache only:
+    reclaimable, so past the limit it re-reads instead of dying), a stream (bounded)."""
+    ways = (
+        ("copy", "the arrays (a keep load's copy)", model_bytes + PROCESS_BYTES, "OOM-killed"),
+        (
+            "copy+cache",
+            "the arrays and the page cache beside them",
+            2 * model_bytes + PROCESS_BYTES,
+            "reclaims the cache, and may read pages again",
+        ),
+        ("mapped", "a mapping (page cache only)", model_bytes + PROCESS_BYTES, "re-reads pages"),
+        ("streamed", "a stream (--discard: bounded buffers)", PROCESS_BYTES, "cannot run"),
+    )
+    return [
+        {
+            "way": way,
+            "what": what,
+            "needs_bytes": needs,
+            "fits": needs <= limit,
+            "otherwise": otherwise,
+        }
+        for way, what, needs, otherwise in ways
+    ]
+
+
+def ways_text(model_bytes: int, limit: int) -> list[str]:
+    """``ways_under`` in lines: 'copy       fits: the arrays (...), 1.2 GiB of 16 GiB'."""
+    return [
+        f"{way['way']:<10} {'fits' if way['fits'] else 'does NOT fit'}: {way['what']}, "
+        f"{ram_text(way['needs_bytes'])} of {size_text(limit)}"
+        + ("" if way["fits"] else f" (past it, the load {way['otherwise']})")
+        for way in ways_under(model_bytes, limit)
+    ]

@@ -21,7 +21,14 @@ from modelmon.core.system.memory_cgroup import (
     start_ticks,
     stat_values,
 )
-from modelmon.core.system.memory_limit import MemoryLimit, oom_failure, planned_only, size_text
+from modelmon.core.system.memory_limit import (
+    PROCESS_BYTES,
+    MemoryLimit,
+    oom_failure,
+    planned_only,
+    size_text,
+    ways_under,
+)
 
 MiB = 1 << 20
 
@@ -207,3 +214,17 @@ def test_the_cgroup_goes_on_an_exception_and_stale_ones_go_with_the_next() -> No
     with limited(32 * MiB) as cgroup:
         assert isinstance(cgroup, MemoryCgroup)
         assert not stale.exists()
+
+
+def test_each_way_of_loading_against_a_limit_before_loading() -> None:
+    model = 1100 * MiB  # the 1.1 GB shard under 1500 MiB
+    ways = {way["way"]: way for way in ways_under(model, 1500 * MiB)}
+    assert [ways[w]["fits"] for w in ("copy", "copy+cache", "mapped", "streamed")] == [
+        True,
+        False,
+        True,
+        True,
+    ]
+    assert ways["copy+cache"]["needs_bytes"] == 2 * model + PROCESS_BYTES
+    tight = {way["way"]: way["fits"] for way in ways_under(model, 1 << 30)}
+    assert tight == {"copy": False, "copy+cache": False, "mapped": False, "streamed": True}

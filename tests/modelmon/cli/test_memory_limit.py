@@ -235,3 +235,38 @@ def test_a_watchs_cgroup_goes_with_it_or_with_the_next_run(
     )
     assert done.returncode == 0, done.stderr
     assert not cgroup.exists()
+
+
+def test_inspect_says_which_ways_of_loading_fit_the_limit(shard: Path) -> None:
+    done = modelmon("inspect", str(shard), "--memory-limit", "96Mi")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if "of 96 MiB" in line]
+    assert lines[0].startswith("limit     copy       does NOT fit: the arrays")
+    assert "streamed   fits" in lines[-1]
+    data = json.loads(modelmon("inspect", str(shard), "--memory-limit", "1Gi", "--json").stdout)
+    assert data["memory_limit"]["limit_bytes"] == 1 << 30
+    assert all(way["fits"] for way in data["memory_limit"]["ways"])
+
+
+@REAL
+def test_bench_runs_each_side_under_the_limit(shard: Path) -> None:
+    done = modelmon(
+        "bench",
+        str(shard),
+        "--a",
+        "sequential --discard",
+        "--b",
+        "pread --discard",
+        "-n",
+        "1",
+        "--memory-limit",
+        "256Mi",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)["runs"]
+    assert [run["side"] for run in runs] == ["A", "B"]
+    for run in runs:
+        limited = run["memory_limit"]
+        assert limited["limit_bytes"] == 256 * MiB and 0 < limited["peak_bytes"] <= 256 * MiB
+        assert not Path(limited["cgroup"]).exists()
