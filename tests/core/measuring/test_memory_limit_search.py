@@ -11,8 +11,10 @@ from pathlib import Path
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.race import Race, thrashing
+from modelmon.core.measuring.recommend import recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.output.explain import explain
 from modelmon.core.system.cache import CacheState
 from modelmon.core.system.memory_limit import MemoryLimit
 
@@ -60,3 +62,12 @@ def test_a_candidate_oom_killed_or_thrashing_under_the_limit_is_out(tmp_path: Pa
     result = race.run(streaming)
     assert result is not None and streaming.ended == "finished", (streaming.reason, said)
     assert result.memory_limit is not None and result.memory_limit.peak_bytes <= 512 * MiB
+
+
+@REAL
+def test_a_recommendation_under_a_limit_says_what_its_pick_took(sharded_model: Path) -> None:
+    model = open_model(sharded_model)
+    rec = recommend(model, budget_s=6, memory_limit=256 * MiB, workers=2, peers=False)
+    assert all(r.memory_limit is not None for c in rec.ranked for r in c.results)
+    said = [line for line in explain(rec) if line.startswith("Under the memory limit")]
+    assert len(said) == 1 and "of 256 MiB (every run in a memory cgroup" in said[0]
