@@ -137,7 +137,8 @@ class Race:
             return None
         candidate.wall_seconds.append(time.monotonic() - started)
         self.check_cancel()
-        thrash = thrashing(result, self.model.total_bytes)
+        limited = self.memory_limit is not None  # only a run under a limit thrashes there
+        thrash = thrashing(result, self.model.total_bytes) if limited else None
         if thrash is not None:
             candidate.ended, candidate.reason = "failed", thrash
             self.progress(f"{candidate.spec}: {candidate.reason}")
