@@ -270,3 +270,24 @@ def test_bench_runs_each_side_under_the_limit(shard: Path) -> None:
         limited = run["memory_limit"]
         assert limited["limit_bytes"] == 256 * MiB and 0 < limited["peak_bytes"] <= 256 * MiB
         assert not Path(limited["cgroup"]).exists()
+
+
+@REAL
+def test_a_program_side_oom_killed_under_the_limit_is_named_so(shard: Path, tmp_path: Path) -> None:
+    keep = tmp_path / "keep.py"
+    keep.write_text(KEEP)
+    done = modelmon(
+        "bench",
+        str(shard),
+        "--a",
+        f"cmd: {sys.executable} {keep} {{path}}",
+        "--b",
+        "sequential --discard",
+        "-n",
+        "1",
+        "--memory-limit",
+        "48Mi",
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert "the kernel's OOM killer ended it at the memory limit of 48 MiB" in line
