@@ -93,7 +93,7 @@ class MemoryLimit:
     def line(self) -> str:
         """One line for a report: 'memory limit 1 GiB: peak 0.9 GiB: ...; re-read 12 MB'."""
         words = [f"memory limit {size_text(self.limit_bytes)} ({self.cgroup})", self.held_text()]
-        if self.reread_bytes:
+        if self.reread_bytes >= MiB:
             words.append(f"re-read {ram_text(self.reread_bytes)} after reclaim")
         if self.limit_hits:
             words.append(f"reached the limit {self.limit_hits:,} times")
