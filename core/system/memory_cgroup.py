@@ -257,8 +257,10 @@ class MemoryCgroup:
         return stat_values(read_text(self.directory / name)).get("oom_kill", 0)
 
     def limit_hits(self) -> int | None:
+        """Times the charge met the limit (v2's memory.events max); None on v1, whose
+        memory.failcnt recent kernels leave at 0 even when the limit is met."""
         if self.version == 1:
-            return read_int(self.directory / "memory.failcnt")
+            return None
         events = stat_values(read_text(self.directory / "memory.events"))
         return events.get("max")
 

@@ -54,7 +54,7 @@ class MemoryLimit:
     reread_bytes: int
     oom_killed: bool  # the kernel's OOM killer killed a process of the run in this cgroup
     oom_kills: int
-    limit_hits: int | None  # times the charge reached the limit and had to reclaim
+    limit_hits: int | None  # times the charge met the limit and had to reclaim (v2 only)
     pressure_stall_s: float | None  # seconds some task stalled on memory (PSI, cgroup v2)
     cgroup: str  # its directory
     version: int  # cgroup v1 or v2
