@@ -104,7 +104,8 @@ MEMORY_LIMIT_HELP = (
     "run {what} inside a memory cgroup of this size, as a container's limit (16Gi, 512Mi, "
     "1500Mi, 2GiB): its peak, page cache, re-reads and OOM kills are reported. Where no "
     "cgroup can be made (not root, no delegation) one line says so and the limit is only "
-    "planned with. Default: none (inside a container, its own limit applies anyway)"
+    "planned with. Default: inside a container (a memory cgroup with a limit) that limit, "
+    "measured in a cgroup of the run's own where one can be made; elsewhere none"
 )
 
 
