@@ -356,10 +356,13 @@ def limited(limit: int | None) -> Iterator[MemoryCgroup | str | None]:
     if limit is None:
         yield None
         return
+    reason: str | None = None
     try:
         cgroup = MemoryCgroup.create(limit)
-    except CgroupUnavailable as reason:
-        yield str(reason)
+    except CgroupUnavailable as refused:
+        reason = str(refused)
+    if reason is not None:  # yielded outside the except: the block's errors chain to nothing
+        yield reason
         return
     try:
         cgroup.start_sampling()
