@@ -64,6 +64,7 @@ from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache, host_memory
+from modelmon.core.system.memory_cgroup import MemoryCgroup
 from modelmon.core.system.memory_limit import oom_failure
 
 
@@ -181,6 +182,12 @@ class LoadRun:
         return {worker: ready.pid for worker, ready in list(self.ready.items())}
 
     @property
+    def memory_cgroup(self) -> MemoryCgroup | None:
+        """The memory cgroup the workers run in while the run runs under a limit."""
+        envelope = self._envelope
+        return envelope.memory if envelope is not None else None
+
+    @property
     def paths(self) -> list[str]:
         return [f.path for f in self.model.files]
 
@@ -230,7 +237,7 @@ class LoadRun:
             try:
                 drops = self.drop_behind is not None
                 tasks = WorkerTask.of_run(handouts, self.strategy, self.options, shared_ids, drops)
-                cgroup = self._envelope.memory if self._envelope is not None else None
+                cgroup = self.memory_cgroup
                 into = cgroup.add if cgroup is not None else None  # the run's memory cgroup
                 start_workers(
                     context, tasks, worker_main, memory, shared, pipes.processes, pipes.conns, into
@@ -293,7 +300,7 @@ class LoadRun:
         resident_after, vanished = residency_after(
             self.paths, worker_died=self.pipes.dead is not None, drops=self.drop_behind is not None
         )
-        cgroup = self._envelope.memory if self._envelope is not None else None
+        cgroup = self.memory_cgroup
         limited = cgroup.record() if cgroup is not None else None
         failure = oom_failure(self.pipes.failure, limited) or vanished
         state = dataclasses.replace(state, resident_after=resident_after)

@@ -227,6 +227,11 @@ class MemoryCgroup:
     def _pressure(self) -> int | None:
         return pressure_total_us(read_text(self.directory / "memory.pressure"))
 
+    def charge(self) -> tuple[int, int, int]:
+        """(charged, anonymous, page cache) bytes now."""
+        split = self._split(self._stat())
+        return self._usage(), split["anon"], split["file"]
+
     def sample(self) -> None:
         """One look at the charge and its split; the peaks follow."""
         split, usage = self._split(self._stat()), self._usage()

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs.session import Session
 from modelmon.core.system import memory_cgroup
 from modelmon.core.system.memory_cgroup import CgroupUnavailable
 
@@ -85,3 +87,21 @@ def test_where_no_cgroup_can_be_made_the_limit_is_planned_with_and_said(
     ]
     line = memory_cgroup.limit_unavailable(64 * MiB)
     assert line == said[0]
+
+
+@REAL
+def test_a_monitored_load_under_a_limit_samples_its_split_beside_the_limit(
+    tmp_path: Path,
+) -> None:
+    model = sparse_model(tmp_path, tensors=8, tensor_bytes=32 * MiB)
+    options = LoadOptions(discard=True, cache="cold")
+    outcome = Session(model, "sequential", options, interval_s=0.01, memory_limit=128 * MiB).run()
+    assert outcome.result.status == "ok"
+    series = outcome.series
+    _, limit = series["limit_bytes"]
+    assert set(limit[~np.isnan(limit)]) == {128 * MiB}
+    for name in ("cgroup_bytes", "cgroup_anon_bytes", "cgroup_cache_bytes"):
+        _, values = series[name]
+        assert np.nanmax(values) > 0 and np.nanmax(values) <= 128 * MiB, name
+    plain = Session(model, "sequential", options, interval_s=0.05).run()
+    assert "cgroup_bytes" not in plain.series and "memory_limit" not in plain.unavailable
