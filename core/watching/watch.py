@@ -279,7 +279,7 @@ class Watch:
     def _start_sampler(self) -> None:
         paths = tuple(f.path for f in self.files.files)
         self.sampler = Sampler(
-            WatchTarget(paths, self.observer),
+            WatchTarget(paths, self.observer, self.memory),
             self.interval_s,
             map_interval_s=self.map_interval_s,
             available=WATCH_SOURCES,

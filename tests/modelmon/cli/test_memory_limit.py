@@ -315,3 +315,14 @@ def test_inside_a_container_its_own_limit_is_the_default(
     assert capsys.readouterr().err == ""
     assert say_memory_limit(1 << 30) == 1 << 30
     assert capsys.readouterr().err == f"modelmon: {line}\n"  # one line
+
+
+@REAL
+def test_watch_samples_the_cgroups_split_beside_the_limit(shard: Path) -> None:
+    args = ("--json", "--samples", "--interval-ms", "20", "--memory-limit", "256Mi")
+    done = modelmon("watch", *args, "--", sys.executable, "-c", KEEP, str(shard))
+    assert done.returncode == 0, done.stderr
+    series = json.loads(done.stdout)["samples"]["series"]
+    assert {v for v in series["limit_bytes"]["v"] if v is not None} == {256 * MiB}
+    anon = [v for v in series["cgroup_anon_bytes"]["v"] if v is not None]
+    assert max(anon) >= 64 * MiB  # the shard it kept, under the limit
