@@ -228,3 +228,33 @@ def test_each_way_of_loading_against_a_limit_before_loading() -> None:
     assert ways["copy+cache"]["needs_bytes"] == 2 * model + PROCESS_BYTES
     tight = {way["way"]: way["fits"] for way in ways_under(model, 1 << 30)}
     assert tight == {"copy": False, "copy+cache": False, "mapped": False, "streamed": True}
+
+
+def test_v2_cgroups_go_where_the_memory_controller_is_delegated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leaf = tmp_path / "user.slice" / "session.scope"
+    leaf.mkdir(parents=True)
+    dirs = [(leaf, 2), (leaf.parent, 2), (tmp_path, 2)]
+    monkeypatch.setattr(memory_cgroup, "cgroup_dirs", lambda mounts, text: dirs)
+    (leaf / "cgroup.subtree_control").write_text("")
+    (leaf.parent / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    assert memory_cgroup.own_parent() == (leaf.parent, 2)  # the innermost that hands it down
+    (leaf.parent / "cgroup.subtree_control").write_text("cpu\n")
+    (tmp_path / "cgroup.subtree_control").write_text("")
+    assert memory_cgroup.own_parent() == (leaf, 2)  # enabled on its own leaf, which may
+    assert (leaf / "cgroup.subtree_control").read_text() == "+memory"
+    (leaf / "cgroup.subtree_control").unlink()
+    (leaf / "cgroup.subtree_control").mkdir()  # a write that fails, as EBUSY would
+    with pytest.raises(CgroupUnavailable, match="memory controller is not delegated"):
+        memory_cgroup.own_parent()
+    monkeypatch.setattr(memory_cgroup, "cgroup_dirs", lambda mounts, text: [])
+    with pytest.raises(CgroupUnavailable, match="no memory cgroup controller"):
+        memory_cgroup.own_parent()
+
+
+def test_a_v2_cgroup_is_made_beside_modelmon_with_its_limit(tmp_path: Path) -> None:
+    made = MemoryCgroup.create(512 * MiB, parent=(tmp_path, 2))
+    assert made.directory.parent == tmp_path and made.directory.name.startswith("modelmon-")
+    assert (made.directory / "memory.max").read_text() == str(512 * MiB)
+    memory_cgroup._live.discard(made)  # a fake: nothing to remove at exit
