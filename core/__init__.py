@@ -155,6 +155,9 @@ if TYPE_CHECKING:
         memory_limit_range,
         swap_warning,
     )
+    from modelmon.core.system.memory_cgroup import limit_unavailable as memory_limit_unavailable
+    from modelmon.core.system.memory_limit import MemoryLimit
+    from modelmon.core.system.memory_limit import ways_under as memory_limit_ways
     from modelmon.core.system.outputs import Output, Saved, check_output, free_name, write_or_keep
     from modelmon.core.system.proc_status import own_status_bytes
     from modelmon.core.system.readahead import locate as locate_readahead
@@ -246,6 +249,8 @@ _EXPORTS = (
         "memory_facts MemoryFacts swap_warning check_memory_limit memory_limit_range "
         "max_memory_limit",
     ),
+    ("modelmon.core.system.memory_cgroup", "memory_limit_unavailable=limit_unavailable"),
+    ("modelmon.core.system.memory_limit", "MemoryLimit memory_limit_ways=ways_under"),
     (
         "modelmon.core.system.cache",
         "prepare_cache=prepare cache_not_measured=not_measured rest_storage evict",

@@ -48,6 +48,11 @@ class MemoryCgroup:
         return 0
 
 
+def own_v1_memory_cgroup() -> Path | None:
+    """This process's own v1 memory cgroup (where modelmon makes a run's); None without."""
+    return _own_v1_memory_cgroup()
+
+
 def _own_v1_memory_cgroup() -> Path | None:
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)

@@ -12,6 +12,7 @@ from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
 from modelmon.core.system.memory import memory_facts
+from modelmon.core.system.memory_limit import size_text
 from modelmon.core.system.open_files import BASE_DESCRIPTORS, enough_open_files
 from modelmon.core.units import gib_text
 
@@ -81,8 +82,10 @@ def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -
         return
     usable = memory_facts().usable if limit is None else limit
     if model.total_bytes > usable:
+        room = f"{gib_text(usable)} of RAM available"
+        if limit is not None:
+            room = f"memory limit of {size_text(limit)}"
         raise LoadError(
-            f"loading {gib_text(model.total_bytes)} would not fit in the "
-            f"{gib_text(usable)} of RAM available; use discard mode (--discard) to "
-            "measure it streaming through bounded buffers"
+            f"loading {gib_text(model.total_bytes)} would not fit in the {room}; use discard "
+            "mode (--discard) to measure it streaming through bounded buffers"
         )

@@ -50,11 +50,13 @@ def start_workers(
     handles: list[int],
     processes: list[Any],
     conns: dict[int, Connection],
+    placed: Callable[[int], None] | None = None,
 ) -> None:
     """One spawn process per task, running ``target(task, its end of its own pipe, memory)``
     without the parent's ``__main__``; each is handed ``handles`` over its pipe (SCM_RIGHTS).
     Each goes into ``processes`` and its pipe's parent end into ``conns`` as soon as it is
-    started, so a caller's cleanup reaches every one, however far this got."""
+    started, so a caller's cleanup reaches every one, however far this got. ``placed`` hears
+    each one's pid at once (a run's memory cgroup takes it in before it is told to load)."""
     for worker, task in enumerate(tasks):
         parent_end, child_end = context.Pipe(duplex=True)
         process = context.Process(
@@ -67,6 +69,8 @@ def start_workers(
             process.start()
         processes.append(process)
         conns[worker] = parent_end
+        if placed is not None:
+            placed(process.pid)
         child_end.close()
         for descriptor in handles:
             send_handle(parent_end, descriptor, process.pid)

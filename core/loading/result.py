@@ -20,6 +20,7 @@ from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.records import ReadStats
 from modelmon.core.system import cache, residency
 from modelmon.core.system.cache import CacheState
+from modelmon.core.system.memory_limit import MemoryLimit
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,9 @@ class LoadResult:
     object_reads: ReadStats | None = None
     # Its objects as they were opened (URL, size, ETag every read was made If-Match).
     objects: tuple[ObjectFacts, ...] = ()
+    # The memory cgroup the load ran in under ``--memory-limit``: its peak, split, re-reads and
+    # OOM kills; None without a limit, or where none could be made (a note says so).
+    memory_limit: MemoryLimit | None = None
 
     @property
     def coarse_timing(self) -> bool:

@@ -65,6 +65,8 @@ from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache, host_memory
+from modelmon.core.system.memory_cgroup import MemoryCgroup
+from modelmon.core.system.memory_limit import oom_failure
 
 
 class LoadRun:
@@ -183,6 +185,12 @@ class LoadRun:
         return {worker: ready.pid for worker, ready in list(self.ready.items())}
 
     @property
+    def memory_cgroup(self) -> MemoryCgroup | None:
+        """The memory cgroup the workers run in while the run runs under a limit."""
+        envelope = self._envelope
+        return envelope.memory if envelope is not None else None
+
+    @property
     def paths(self) -> list[str]:
         """The model's files on this machine (none of a model in object storage): what the
         page cache, the readahead and the devices' use are about."""
@@ -193,7 +201,11 @@ class LoadRun:
         # device's use announced, this process's own peak over the run (priming included),
         # reported beside the workers': what the whole modelmon process tree took.
         checks = preflight(self.strategy_class, self.model, self.options, in_process=False)
-        with checks, run_envelope(self.paths, self.options.readahead) as envelope:
+        check_memory(self.model, self.options, self.memory_limit)  # before the cgroup is made
+        # Under ``memory_limit``, the workers run in a memory cgroup of that size (the envelope
+        # makes it; where it cannot, the limit is only planned with, and a note says so).
+        envelope_of = run_envelope(self.paths, self.options.readahead, self.memory_limit)
+        with checks, envelope_of as envelope:
             self.setup_notes = envelope.setup_notes
             self._envelope = envelope
             self._own_peak = envelope.own_peak
@@ -203,7 +215,6 @@ class LoadRun:
                 self._envelope = None
 
     def _run(self) -> LoadResult:
-        check_memory(self.model, self.options, self.memory_limit)
         # An object's bytes fill no page cache on this machine: nothing to drop behind.
         self.drop_behind = (
             None
@@ -236,8 +247,10 @@ class LoadRun:
             try:
                 drops = self.drop_behind is not None
                 tasks = WorkerTask.of_run(handouts, self.strategy, self.options, shared_ids, drops)
+                cgroup = self.memory_cgroup
+                into = cgroup.add if cgroup is not None else None  # the run's memory cgroup
                 start_workers(
-                    context, tasks, worker_main, memory, shared, pipes.processes, pipes.conns
+                    context, tasks, worker_main, memory, shared, pipes.processes, pipes.conns, into
                 )
             finally:  # each started worker holds its own descriptor of its handout
                 for handout in handouts:
@@ -297,7 +310,9 @@ class LoadRun:
         resident_after, vanished = residency_after(
             self.paths, worker_died=self.pipes.dead is not None, drops=self.drop_behind is not None
         )
-        failure = self.pipes.failure or vanished
+        cgroup = self.memory_cgroup
+        limited = cgroup.record() if cgroup is not None else None
+        failure = oom_failure(self.pipes.failure, limited) or vanished
         state = dataclasses.replace(state, resident_after=resident_after)
         done = self.done
         end_ns = max((d.end_ns for d in done.values()), default=self.t0_ns)
@@ -341,6 +356,7 @@ class LoadRun:
             dropped_behind=dropped,
             descriptor_sharing=sharing.text() if sharing is not None and sharing.shared else None,
             overlapped=self.overlapped,
+            memory_limit=limited,
         )
 
     def _cancelled_error(self, status: str) -> str | None:

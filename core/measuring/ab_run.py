@@ -61,6 +61,7 @@ def run_ab(
     on_warm: Callable[[str], None] | None = None,
     on_rest: Callable[[float], None] | None = None,
     time_limit_s: float | None = None,
+    memory_limit: int | None = None,
 ) -> ABResult:
     """Run A, B, A, B … ``n`` pairs; each run starts from the same verified ``cache`` state.
 
@@ -71,14 +72,21 @@ def run_ab(
     line as it starts: both sides' counted runs find their code in the page cache. On network
     storage each run waits for the mount to rest after the last (``rest_storage``);
     ``on_rest`` hears the seconds first. A run still going ``time_limit_s`` after its start
-    is stopped, and the A/B with it (a server that never exits and never loads it all)."""
+    is stopped, and the A/B with it (a server that never exits and never loads it all). Under
+    ``memory_limit`` every run happens in a memory cgroup of that size."""
     check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
     check_cache((a, b), cache)
     warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)
 
     def load(side: str, pair: int, config: Configuration) -> LoadResult:
         outcome = run_for(
-            model, config, cancel=cancel, monitor=False, path=path, time_limit_s=time_limit_s
+            model,
+            config,
+            cancel=cancel,
+            monitor=False,
+            path=path,
+            time_limit_s=time_limit_s,
+            memory_limit=memory_limit,
         ).run()
         if on_outcome is not None:
             on_outcome(side, pair, outcome)

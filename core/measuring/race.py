@@ -30,6 +30,7 @@ from modelmon.core.measuring.cutoff import (
 )
 from modelmon.core.model.records import Model
 from modelmon.core.runs.start import run_for
+from modelmon.core.system.memory_limit import size_text
 
 # What another loader's run costs beyond one of modelmon's until a run of it measured it: a
 # fresh interpreter importing its library (torch takes 1-4 s). Planned at the leader's pace
@@ -46,8 +47,12 @@ class Race:
         progress: Callable[[str], None],
         cancel: threading.Event | None,
         evidence_overrun_s: float = 0.0,
+        memory_limit: int | None = None,
     ) -> None:
         self.model, self.deadline = model, deadline
+        # Every run happens in a memory cgroup of this size, as in a container of it: a
+        # candidate OOM-killed there, or thrashing (re-reading its model), is out.
+        self.memory_limit = memory_limit
         # How far past the deadline the pick's own runs may go to reach EVIDENCE_RUNS (fill).
         self.evidence_overrun_s = evidence_overrun_s
         self.progress, self.cancel = progress, cancel
@@ -132,6 +137,12 @@ class Race:
             return None
         candidate.wall_seconds.append(time.monotonic() - started)
         self.check_cancel()
+        limited = self.memory_limit is not None  # only a run under a limit thrashes there
+        thrash = thrashing(result, self.model.total_bytes) if limited else None
+        if thrash is not None:
+            candidate.ended, candidate.reason = "failed", thrash
+            self.progress(f"{candidate.spec}: {candidate.reason}")
+            return None
         if result.status == "ok":
             overhead = candidate.wall_seconds[-1] - result.seconds
             if candidate.program is None:
@@ -191,7 +202,27 @@ class Race:
             if horizon is not None:
                 left = max(MIN_LIMIT_S, horizon - time.monotonic())
                 limit = left if limit is None else min(limit, left)
-        run = run_for(self.model, candidate.config, "cold", cancel=stop, time_limit_s=limit)
+        run = run_for(
+            self.model,
+            candidate.config,
+            "cold",
+            cancel=stop,
+            time_limit_s=limit,
+            memory_limit=self.memory_limit,
+        )
         stop.watch(run)
         outcome = run.run()
         return outcome.result, run.loaded_bytes, stop
+
+
+def thrashing(result: LoadResult, model_bytes: int) -> str | None:
+    """Why a run under a memory limit is out though it finished: it re-read
+    ``THRASH_SHARE`` or more of its model after reclaim (its time is the limit's)."""
+    limited = result.memory_limit
+    if result.status != "ok" or limited is None or not limited.thrashed(model_bytes):
+        return None
+    share = limited.reread_bytes / model_bytes
+    return (
+        f"out: under the memory limit of {size_text(limited.limit_bytes)} it re-read "
+        f"{share:.0%} of the model after reclaim (thrashing; {limited.held_text()})"
+    )

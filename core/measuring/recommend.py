@@ -35,6 +35,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.system import readahead
 from modelmon.core.system.memory import check_memory_limit, memory_facts
+from modelmon.core.system.memory_limit import size_text
 from modelmon.core.system.storage import RAM_FS_TYPES, StorageFacts, storage_facts
 
 Progress = Callable[[str], None]
@@ -251,6 +252,7 @@ def recommend(
         say,
         cancel,
         evidence_overrun_s=EVIDENCE_OVERRUN * budget_s,
+        memory_limit=memory_limit,
     )
     race.check_cancel()
     if pool is not None:
@@ -269,7 +271,9 @@ def recommend(
     settable = pool is None and not remote and readahead.unavailable(paths) is None
     best, duel = Search(race, order, facts, readahead_variants(paths) if settable else None).run()
     if best is None:
-        raise LoadError("no candidate load completed: nothing to recommend")
+        limited = memory_limit is not None and any("memory limit" in c.reason for c in order)
+        under = f" under the memory limit of {size_text(memory_limit or 0)}" if limited else ""
+        raise LoadError(f"no candidate load completed{under}: nothing to recommend")
     measured = [c for c in order if c.results or c.stopped_below_mbps is not None]
     ranked = tuple(
         sorted(

@@ -18,6 +18,8 @@ from modelmon.core.metrics.series import INSTANT, INTERVAL
 if TYPE_CHECKING:
     import numpy as np
 
+    from modelmon.core.system.memory_cgroup import MemoryCgroup
+
 NAN = math.nan
 FAILURES_TO_REPORT = 3  # a reading that failed this many times and never worked is reported
 
@@ -47,6 +49,10 @@ class MonitorTarget:
     # Residency maps of the files in ``bins`` bins where the run already tracks its pages (a
     # watch does): the sampler's rounds take them from here when it has no residency source.
     residency_maps: Callable[[int], dict[str, np.ndarray]] | None = None
+    # Under a memory limit (``--memory-limit``): its size, and the run's memory cgroup once
+    # it is made (None before, after, or where none could be made).
+    memory_limit: int | None = None
+    memory_cgroup: Callable[[], MemoryCgroup | None] | None = None
 
 
 def describe_error(error: BaseException) -> str:

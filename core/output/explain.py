@@ -17,6 +17,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.output.run_words import all_cold, runs_words
 from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
+from modelmon.core.system.memory_limit import ram_text, size_text
 from modelmon.core.units import human_bytes
 
 if TYPE_CHECKING:
@@ -284,6 +285,28 @@ def _overlaps(rec: Recommendation) -> list[str]:
     ]
 
 
+def _under_limit(rec: Recommendation, used: Candidate) -> list[str]:
+    """Under a memory limit: what the pick took at most and re-read, and who it put out."""
+    held = [r.memory_limit for r in used.results if r.memory_limit is not None]
+    if not held:
+        return []
+    top = max(held, key=lambda m: m.peak_bytes)
+    share = max(m.reread_bytes for m in held) / max(1, rec.model.total_bytes)
+    reread = f"; it re-read {share:.0%} of the model after reclaim" if share >= 0.005 else ""
+    out = [c.spec for c in rec.unranked if "memory limit" in c.reason]
+    lines = [
+        f"Under the memory limit of {size_text(top.limit_bytes)} (every run in a memory "
+        f"cgroup of that size) it took at most {ram_text(top.peak_bytes)}, "
+        f"{ram_text(top.anon_peak_bytes)} of it anonymous and the rest reclaimable page "
+        f"cache{reread}."
+    ]
+    if out:
+        lines.append(
+            f"Out under the limit (OOM-killed, or re-reading its model): {', '.join(out)}."
+        )
+    return lines
+
+
 def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]:
     """The recommendation in sentences: what the storage gives, the pick and its evidence,
     its rivals and what they teach. ``facts``: the storage (default: the search's own)."""
@@ -332,6 +355,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
         f"Best: {used.spec} at {used.median_mbps:.0f} MB/s ({_runs_text(used)}){ceiling_text}."
     )
     lines += _not_cold(rec)
+    lines += _under_limit(rec, used)
     if len(used.results) < EVIDENCE_RUNS:
         lines.append(
             f"Only {runs_words(used.results)} fitted the budget: too few to trust; "

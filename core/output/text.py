@@ -14,6 +14,7 @@ from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.storage.records import ReadStats
 from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
+from modelmon.core.system.memory_limit import ways_text
 from modelmon.core.units import human_bytes
 
 if TYPE_CHECKING:
@@ -120,6 +121,10 @@ def render_inspect(info: dict[str, Any]) -> str:
             lines.append(f"          {RETURNS_FREE_MEMORY}")
         if memory.get("proactive_reclaim"):
             lines.append(f"          {memory['proactive_reclaim']}")
+    limited = info.get("memory_limit")
+    if limited:  # each way of loading against a memory limit, before loading
+        ways = ways_text(info["tensor_bytes"], limited["limit_bytes"])
+        lines += [f"{'limit' if i == 0 else '':<10}{way}" for i, way in enumerate(ways)]
     return "\n".join(lines)
 
 
@@ -183,6 +188,8 @@ def render_result(result: LoadResult) -> str:
     memory = memory_text(result)
     if memory:
         lines.append(f"memory    {memory}")
+    if result.memory_limit is not None:
+        lines.append(f"limit     {result.memory_limit.line()}")
     if result.blocks:
         slowest = max(result.blocks, key=lambda b: b.seconds)
         lines.append(

@@ -97,6 +97,8 @@ def render_watch(result: WatchResult) -> str:
         lines.append(f"others:   {readers_line(result.other_readers)}")
     if result.quiet_s is not None and math.isfinite(result.quiet_s):
         lines.append(f"quiet:    from {result.quiet_s:.1f} s")
+    if result.memory_limit is not None:
+        lines.append(f"limit:    {result.memory_limit.line()}")
     if result.findings:
         lines.append("")
         lines.append("findings:")

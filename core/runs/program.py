@@ -1,11 +1,10 @@
 """One run of a program configuration, watched, counted as a load: ``ProgramRun``.
 
-The model's files are put in the requested cache state and measured, as for modelmon's own
-runs (the watch does it before the command starts), the device's readahead is set for the
-run where asked (and put back), and the command runs under a watch: its MB/s is the bytes
-that arrived from storage over the time from the first to the last (``WatchResult``). The
-outcome is a ``LoadResult`` like any load's, so an A/B, a recommendation or a fleet round
-counts it the same way, beside the watch's own result (findings, files, processes, series).
+The model's files are put in the requested cache state and measured as for modelmon's own runs
+(by the watch, before the command starts), the device's readahead set where asked (and put
+back), and the command runs watched (in a memory cgroup where a limit is asked): its MB/s is
+the bytes that arrived from storage from the first to the last. The outcome is a ``LoadResult``
+like any load's for an A/B, a search or a fleet round, beside the watch's own result.
 
 A command that exits non-zero, is killed, never opens the model, or reads only part of it
 from a cold start is a failed run, with its exit code and the last line it wrote on stderr.
@@ -120,6 +119,7 @@ class ProgramRun:
         start_gate: StartGate | None = None,
         path: str | None = None,
         map_interval_s: float = MAP_INTERVAL_S,
+        memory_limit: int | None = None,
     ) -> None:
         if cache == "warm" and program.kind != "engine":
             raise OptionsError(
@@ -130,9 +130,8 @@ class ProgramRun:
         # What {path} stands for: the path the user named (a folder, say), else the model's.
         self.path = path or model.path
         self.stop = cancel or threading.Event()
-        self.time_limit_s = time_limit_s
-        self.interval_s = interval_s
-        self.map_interval_s = map_interval_s
+        self.time_limit_s, self.interval_s = time_limit_s, interval_s
+        self.map_interval_s, self.memory_limit = map_interval_s, memory_limit
         self.start_gate = start_gate
         self.paths = [f.path for f in model.files]  # its files: the cache and the readahead
         self.watch: Watch | None = None
@@ -198,6 +197,7 @@ class ProgramRun:
                 interval_s=self.interval_s,
                 start_gate=gate,
                 map_interval_s=self.map_interval_s,
+                memory_limit=self.memory_limit,
             )
             stopper = threading.Thread(target=self._stop_when_asked, name="modelmon-program")
             stopper.start()
@@ -275,8 +275,7 @@ class ProgramRun:
         own: dict[str, Any] | None,
     ) -> LoadResult:
         engine = get_engine(self.program.engine) if self.program.engine else None
-        own_seconds = _own_figure(own, "seconds")
-        own_bytes = _own_figure(own, "bytes")
+        own_seconds, own_bytes = _own_figure(own, "seconds"), _own_figure(own, "bytes")
         if self.cache == "warm" and own_seconds and own_bytes:
             # From a warm page cache nothing arrives from storage for the watch to time: the
             # child harness's own clock (its load and its touch of every byte) times it.
@@ -334,6 +333,7 @@ class ProgramRun:
             timed_every_s=0.0 if self.cache == "warm" else watched.interval_s,
             overlapped=overlapped,
             own_seconds=own_seconds,
+            memory_limit=watched.memory_limit,
         )
 
     def _judge(
@@ -346,7 +346,7 @@ class ProgramRun:
             why = "stopped at its time limit" if self.limit_reached else "stopped"
             return "cancelled", f"{why} after {watched.wall_seconds:.1f} s{said}"
         if watched.signal is not None:
-            return "failed", f"killed by {watched.signal}{said}"
+            return "failed", f"{watched.killed_text}{said}"
         if watched.exit_code not in (0, None):
             return "failed", f"exit code {watched.exit_code}{said}"
         if watched.changed_files:

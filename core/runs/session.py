@@ -118,6 +118,8 @@ class Session:
                 workers=self.options.workers,
                 pids=load.worker_pids,
                 loaded_bytes=lambda: load.loaded_bytes,
+                memory_limit=memory_limit,
+                memory_cgroup=lambda: load.memory_cgroup,
             )
             self.sampler = Sampler(
                 target, interval_s=interval_s, sources=sources, map_interval_s=map_interval_s

@@ -71,7 +71,8 @@ def run_for(
     strategy's own option; a program's run is always timed from a cold cache, or a kept one
     where its code is warmed). ``monitor``: sample its metrics (a program's watch always
     does), residency maps every ``map_interval_s``. ``path``: what a program's ``{path}``
-    stands for (default: the model's path)."""
+    stands for (default: the model's path). ``memory_limit``: the run happens in a memory
+    cgroup of that size (``system.memory_cgroup``), where one can be made."""
     if isinstance(config, StrategyConfig):
         options = config.options if cache is None else config.options.with_(cache=cache)
         return Session(
@@ -98,5 +99,6 @@ def run_for(
             start_gate=start_gate,
             path=path,
             map_interval_s=map_interval_s,
+            memory_limit=memory_limit,
         )
     raise OptionsError(f"not a configuration: {config!r}")

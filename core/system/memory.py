@@ -134,7 +134,7 @@ def _stat_value(text: str | None, key: str) -> int:
     return 0
 
 
-def _cgroup_dirs(mounts: list[MountEntry], cgroup_text: str) -> list[tuple[Path, int]]:
+def cgroup_dirs(mounts: list[MountEntry], cgroup_text: str) -> list[tuple[Path, int]]:
     """Our memory cgroup dirs, innermost first, each with its version (1 or 2)."""
     for line in cgroup_text.splitlines():
         hierarchy, _, rest = line.partition(":")
@@ -179,7 +179,7 @@ def _limit_and_usage(directory: Path, version: int) -> tuple[int | None, int | N
 def cgroup_memory(mounts: list[MountEntry], cgroup_text: str) -> tuple[int | None, int | None]:
     """(limit, working set) of the tightest memory cgroup we are in; (None, None) if none."""
     best: tuple[int, int] | None = None
-    for directory, version in _cgroup_dirs(mounts, cgroup_text):
+    for directory, version in cgroup_dirs(mounts, cgroup_text):
         limit, usage = _limit_and_usage(directory, version)
         key = "inactive_file" if version == 2 else "total_inactive_file"
         inactive = _stat_value(read_text(directory / "memory.stat"), key)
@@ -199,7 +199,7 @@ def cgroup_free(mounts: list[MountEntry], cgroup_text: str) -> int | None:
     swaps them); None without a limit."""
     rooms = [
         max(0, limit - usage)
-        for directory, version in _cgroup_dirs(mounts, cgroup_text)
+        for directory, version in cgroup_dirs(mounts, cgroup_text)
         for limit, usage in [_limit_and_usage(directory, version)]
         if limit is not None and usage is not None
     ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.system.cache import CacheState, hidden_reason
+from modelmon.core.system.memory_cgroup import MemoryCgroup
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import StorageFacts, storage_facts
 from modelmon.core.watching.findings import findings
@@ -95,6 +96,7 @@ def assemble(
     notes: Sequence[str],
     references: Sequence[Reference],
     changed_files: Sequence[str] = (),
+    memory: MemoryCgroup | None = None,
 ) -> WatchResult:
     def seconds(ns: int | None) -> float | None:
         return None if ns is None else (ns - t0_ns) / 1e9
@@ -245,6 +247,11 @@ def assemble(
         samples=_samples(observer, sampler, t0_ns),
         changed_files=tuple(changed_files),
         other_readers=observer.others.report(observer.files.files),
+        # Bytes that arrived again after reclaim dropped them count as re-read, beside the
+        # kernel's refaults (one may see what the other missed).
+        memory_limit=memory.record(sum(f.arrived_bytes - f.unique_arrived_bytes for f in files))
+        if memory is not None
+        else None,
     )
     return dataclasses.replace(result, findings=findings(result))
 

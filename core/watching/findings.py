@@ -14,6 +14,7 @@ from dataclasses import asdict
 from modelmon.core.system.cache import COLD_THRESHOLD
 from modelmon.core.units import human_bytes
 from modelmon.core.watching.loaders import fix
+from modelmon.core.watching.memory_findings import cache_charged, oom_killed, re_read
 from modelmon.core.watching.result import Finding, OtherReader, WatchResult
 
 PARTIAL_BELOW = 0.9  # of a mapped file read: under this, the load touched only part of it
@@ -309,6 +310,9 @@ RULES: tuple[Callable[[WatchResult], Finding | None], ...] = (
     evicted,
     double_copy,
     swap,
+    oom_killed,
+    re_read,
+    cache_charged,
 )
 
 

@@ -127,6 +127,36 @@ _FIXES: dict[str, dict[str, str]] = {
         "read with O_DIRECT so the bytes are not kept twice",
     },
     "swap": {"": "free memory or use a smaller model: the load pushed memory to swap"},
+    # Under a memory limit (a container's, or --memory-limit): the page cache a load fills is
+    # charged to it; a mapped load's pages are reclaimable, a copy's arrays are not.
+    "cache-charged": {
+        "llama.cpp": "--load-mode dio (direct I/O: the weights skip the page cache)",
+        "vllm": "vllm serve ... --load-format runai_streamer (bounded buffers, not the whole "
+        "file cached beside the copy)",
+        "": "read with O_DIRECT, or drop each file's pages behind the reads "
+        "(posix_fadvise POSIX_FADV_DONTNEED), so the limit does not hold the model twice",
+    },
+    "re-read": {
+        "llama.cpp": "--load-mode none (one buffered read instead of faults that reclaim undoes)",
+        "llama-cpp-python": "Llama(model_path=..., use_mmap=False)",
+        "ollama": 'set "use_mmap": false in the request options',
+        "diffusers": "from_pretrained(..., disable_mmap=True)",
+        "transformers": "read the files whole (safetensors.torch.load(open(path, 'rb').read())) "
+        "instead of mapping them",
+        "vllm": "vllm serve ... --safetensors-load-strategy eager",
+        "": "read the file once into memory instead of mapping it, or stream it in bounded pieces",
+    },
+    "oom-killed": {
+        "transformers": "from_pretrained(..., low_cpu_mem_usage=True) (one copy, not two)",
+        "diffusers": "from_pretrained(..., low_cpu_mem_usage=True) with accelerate installed",
+        "torch": "torch.load(path, mmap=True, weights_only=True): the weights stay "
+        "reclaimable page cache instead of a copy",
+        "llama.cpp": "keep mmap (not --load-mode none): mapped weights are reclaimable",
+        "safetensors": "safetensors.torch.load_file / safe_open (mapped, reclaimable) instead "
+        "of reading the file into a copy",
+        "": "map the file instead of copying it (a mapping's pages are reclaimable, a copy is "
+        "not), or load in pieces",
+    },
     "not-cold": {
         "": "measure from a cold cache (modelmon watch --cache cold, the default for a "
         "command, with --model or the model in the command's arguments)"

@@ -17,6 +17,7 @@ import numpy as np
 from modelmon.core.metrics.base import MetricSpec
 from modelmon.core.metrics.series import PLACEMENT, floats, series_document
 from modelmon.core.system.cache import CacheState
+from modelmon.core.system.memory_limit import MemoryLimit
 from modelmon.core.watching.loaders import Loader
 
 
@@ -169,6 +170,9 @@ class WatchResult:
     changed_files: tuple[str, ...] = ()
     # Processes outside the tree seen with the model's files open or mapped while watched.
     other_readers: tuple[OtherReader, ...] = ()
+    # The memory cgroup the command ran in under a memory limit: peak, split, re-reads, OOM
+    # kills; None without one.
+    memory_limit: MemoryLimit | None = None
 
     @property
     def mbps(self) -> float | None:
@@ -187,6 +191,14 @@ class WatchResult:
         return bool(self.files) and (
             self.bytes_read > 0 or any(f.mapped or f.opened for f in self.files)
         )
+
+    @property
+    def killed_text(self) -> str:
+        """How the signal ended it: 'killed by SIGTERM', or the OOM kill at its memory limit."""
+        limited = self.memory_limit
+        if limited is not None and limited.oom_killed:
+            return limited.oom_text()
+        return f"killed by {self.signal}"
 
     def with_references(self, references: tuple[Reference, ...]) -> WatchResult:
         """This result with figures to hold it against (``modelmon.core.storage_references``)."""
@@ -239,6 +251,7 @@ class WatchResult:
             "findings": [asdict(f) for f in self.findings],
             "references": [asdict(r) for r in self.references],
             "notes": list(self.notes),
+            "memory_limit": self.memory_limit.to_dict() if self.memory_limit else None,
         }
         if samples and self.samples is not None:
             data["samples"] = _samples_dict(self.samples)

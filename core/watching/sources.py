@@ -17,18 +17,25 @@ from modelmon.core.metrics.base import (
     MonitorTarget,
     Source,
 )
+from modelmon.core.metrics.cgroup_memory import CgroupMemorySource
 from modelmon.core.metrics.device import DeviceSource
 from modelmon.core.metrics.memory import MEMINFO, system_memory
 from modelmon.core.metrics.series import INTERVAL
+from modelmon.core.watching.limit import WatchMemory
 from modelmon.core.watching.observer import Observer
 
 
 class WatchTarget(MonitorTarget):
     """A monitor target that also carries the observer of the watched tree."""
 
-    def __init__(self, paths: tuple[str, ...], observer: Observer) -> None:
+    def __init__(
+        self, paths: tuple[str, ...], observer: Observer, memory: WatchMemory | None = None
+    ) -> None:
         super().__init__(paths, 0, dict, observer.arrivals.arrived_bytes, observer.residency_maps)
         self.observer = observer
+        if memory is not None:  # the command's memory cgroup under a limit (watching.limit)
+            self.memory_limit = memory.limit
+            self.memory_cgroup = lambda: memory.cgroup
 
 
 def _observer(target: MonitorTarget) -> Observer:
@@ -215,4 +222,5 @@ WATCH_SOURCES: tuple[type[Source], ...] = (
     ArrivalSource,
     DeviceSource,
     SystemSource,
+    CgroupMemorySource,
 )

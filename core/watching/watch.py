@@ -38,6 +38,7 @@ from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.attach import unwatchable
 from modelmon.core.watching.files import ModelFiles, file_stamp, swap_pages
+from modelmon.core.watching.limit import WatchMemory
 from modelmon.core.watching.naming import models_in_arguments, named_files, resolve_model
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
@@ -90,6 +91,7 @@ class Watch:
         env: Mapping[str, str] | None = None,
         start_gate: StartGate | None = None,
         map_interval_s: float = MAP_INTERVAL_S,
+        memory_limit: int | None = None,
     ) -> None:
         if (command is None or not list(command)) == (pid is None):
             raise OptionsError("watch a command or a pid: one of the two")
@@ -116,6 +118,7 @@ class Watch:
         self.command = tuple(command) if command is not None and pid is None else None
         self.pid = pid
         self.attached = pid is not None
+        self.memory = WatchMemory(memory_limit, self.attached)  # its cgroup: watching.limit
         self.cache_mode: CacheMode = cache or ("keep" if self.attached else "cold")
         self.quiet_s = quiet_s if quiet_s is not None or not self.attached else ATTACHED_QUIET_S
         self.interval_s = interval_s
@@ -149,6 +152,10 @@ class Watch:
     # --- the run -------------------------------------------------------------------------------
 
     def run(self) -> WatchResult:
+        with self.memory.held():
+            return self._run()
+
+    def _run(self) -> WatchResult:
         swap_before = swap_pages()
         state = self._prepare()
         measured = state if state is not None else cache.not_measured(self.cache_mode)
@@ -195,6 +202,7 @@ class Watch:
                 notes=self._notes(),
                 references=self.references,
                 changed_files=self._changed_files(),
+                memory=self.memory.cgroup,
             )
         finally:
             self.observer.close()
@@ -246,7 +254,7 @@ class Watch:
                 stderr=self.stderr,
                 env=self.env,
                 close_fds=True,
-                preexec_fn=end_with_parent(os.getpid()),  # a prctl only: see there
+                preexec_fn=self.memory.preexec(end_with_parent(os.getpid())),  # no allocation
             )
         except BaseException as error:  # nothing of the watch is left running, whatever it was
             self._stop_sampler()
@@ -271,7 +279,7 @@ class Watch:
     def _start_sampler(self) -> None:
         paths = tuple(f.path for f in self.files.files)
         self.sampler = Sampler(
-            WatchTarget(paths, self.observer),
+            WatchTarget(paths, self.observer, self.memory),
             self.interval_s,
             map_interval_s=self.map_interval_s,
             available=WATCH_SOURCES,
@@ -416,7 +424,7 @@ class Watch:
         return [path for path, stamp in self._stamps.items() if file_stamp(path) != stamp]
 
     def _notes(self) -> list[str]:
-        notes = list(self.notes)
+        notes = self.notes + self.memory.notes
         tree = self.observer.tree
         if tree is not None:
             left = [m.pid for m in tree.live() if m.pid != tree.root]

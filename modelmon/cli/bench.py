@@ -46,6 +46,7 @@ EXAMPLES = """\
   modelmon bench model.safetensors --a sequential --b "sequential readahead=4096" --cache warm
   modelmon bench model.gguf --a "engine: llamacpp" --b "engine: llamacpp load_mode=none"
   modelmon bench ./my-model --a "cmd: python serve.py --model {path}" --b "sequential workers=4"
+  modelmon bench model.gguf --a mmap --b "sequential --discard" --memory-limit 8Gi
 """
 SPEC_HELP = (
     "configuration {side}, e.g. {example} (name=value, or load's flags: {flags}); or a program: "
@@ -90,6 +91,9 @@ def add_parser(verbs: Verbs) -> None:
         "a few seconds, and timed as any other",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.flags import add_memory_limit_option
+
+    add_memory_limit_option(parser, "every run (its workers, or its program)")
     from modelmon.cli.priming import add_prime_option
 
     add_prime_option(parser)
@@ -237,6 +241,7 @@ def shared_device_lines(ab: ABResult) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.flags import say_memory_limit
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core import (
@@ -266,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         why = get_engine(engine).cannot_load(model.format, path) if engine else None
         if why is not None:
             raise OptionsError(f"{flag} {config.spec}: {why}")
+    limit = say_memory_limit(args.memory_limit)
     cancel = threading.Event()
     watched: dict[str, list[WatchResult]] = {}
     programs: dict[tuple[str, int], ProgramResult] = {}
@@ -288,8 +294,11 @@ def run(args: argparse.Namespace) -> int:
                 if result.cache.warm
                 else (f"NOT {args.cache}: {result.cache.resident_before:.1%} resident")
             )
+            limited = result.memory_limit
+            within = f"; {limited.held_text()}" if limited is not None else ""
             bars.log(
-                f"{side} run {pair + 1}: {result.mbps:.0f} MB/s in {result.seconds:.3f} s ({state})"
+                f"{side} run {pair + 1}: {result.mbps:.0f} MB/s in {result.seconds:.3f} s "
+                f"({state}{within})"
             )
             bars.advance(task, 1)
 
@@ -306,6 +315,7 @@ def run(args: argparse.Namespace) -> int:
                 path=path,
                 on_warm=bars.log,
                 time_limit_s=args.time_limit,
+                memory_limit=limit,
             )
         except ABFailed as exc:
             if cancel.is_set():  # the user's Ctrl+C; a run stopped at its time limit is not

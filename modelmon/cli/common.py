@@ -57,7 +57,8 @@ MEANINGS = {
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_MODEL: "bad model file",
     ExitCode.NOT_SAVED: "measured, but not saved where asked (kept elsewhere, said where)",
-    ExitCode.WATCHED_FAILED: "watch: the command failed, was killed, or could not be started",
+    ExitCode.WATCHED_FAILED: "watch: the command failed, was killed (an OOM kill under "
+    "--memory-limit named so), or could not be started",
     ExitCode.NO_MODEL_SEEN: "watch: the program never opened or mapped a model file",
     ExitCode.TOO_SHORT: "watch: the program exited before the first sample",
     ExitCode.STORAGE_FAILED: "object storage refused or failed a read (credentials, no such "

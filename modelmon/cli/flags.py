@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -97,6 +98,41 @@ def memory_limit(text: str) -> int:
         return check_memory_limit(size)
     except OptionsError:
         raise argparse.ArgumentTypeError(f"must be {memory_limit_range()}, not {text!r}") from None
+
+
+MEMORY_LIMIT_HELP = (
+    "run {what} inside a memory cgroup of this size, as a container's limit (16Gi, 512Mi, "
+    "1500Mi, 2GiB): its peak, page cache, re-reads and OOM kills are reported. Where no "
+    "cgroup can be made (not root, no delegation) one line says so and the limit is only "
+    "planned with. Default: inside a container (a memory cgroup with a limit) that limit, "
+    "measured in a cgroup of the run's own where one can be made; elsewhere none"
+)
+
+
+def add_memory_limit_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--memory-limit SIZE``: ``what`` runs under it (``MEMORY_LIMIT_HELP``)."""
+    parser.add_argument(
+        "--memory-limit",
+        type=memory_limit,
+        default=None,
+        metavar="SIZE",
+        help=MEMORY_LIMIT_HELP.format(what=what),
+    )
+
+
+def say_memory_limit(limit: int | None) -> int | None:
+    """The limit to run under: the one given, once its one line is said where no cgroup can
+    be made for it; without one, inside a container (a memory cgroup with a limit), its own
+    limit where a cgroup can be made in it, so the run's share of it is measured."""
+    from modelmon.core import memory_facts, memory_limit_unavailable
+
+    if limit is None:
+        own = memory_facts().cgroup_limit
+        return own if own is not None and memory_limit_unavailable(own) is None else None
+    line = memory_limit_unavailable(limit)
+    if line is not None:
+        print(f"modelmon: {line}", file=sys.stderr)
+    return limit
 
 
 WORKERS = whole_in(1, MAX_PARALLEL)  # processes, or threads per process

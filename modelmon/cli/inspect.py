@@ -20,6 +20,7 @@ EXAMPLES = """\
   modelmon inspect s3://bucket/models/llama/            the model under a prefix
   modelmon inspect s3://bucket/model.gguf --json        its header by ranged GETs
   modelmon inspect https://host/path/model.safetensors  a server that honours ranges
+  modelmon inspect model.safetensors --memory-limit 16Gi   which ways of loading fit a pod
 """
 # The object-storage part of PATH's help: only inspect reads objects so far.
 URL_HELP = (
@@ -32,11 +33,21 @@ def add_parser(verbs: Verbs) -> None:
     parser = add_verb(verbs, VERB, "format, tensors, blocks, dtypes, storage facts", EXAMPLES)
     add_path(parser, PATH_HELP + URL_HELP)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.flags import memory_limit
+
+    parser.add_argument(
+        "--memory-limit",
+        type=memory_limit,
+        metavar="SIZE",
+        help="say, before loading, whether each way of loading fits a memory limit of this "
+        "size (16Gi, 512Mi): a copy's arrays, a copy with its page cache, a mapping, a stream",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from modelmon.core import (
         memory_facts,
+        memory_limit_ways,
         model_summary,
         object_storage,
         open_model,
@@ -51,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     info["storage"] = [asdict(facts) for facts in storage_by_folder(files)]
     info["storage"] += [asdict(facts) for facts in object_storage(objects)]
     info["memory"] = asdict(memory_facts())
+    if args.memory_limit is not None:
+        ways = memory_limit_ways(info["tensor_bytes"], args.memory_limit)
+        info["memory_limit"] = {"limit_bytes": args.memory_limit, "ways": ways}
     if args.json:
         emit_json(info)
     else:

@@ -38,6 +38,7 @@ EXAMPLES = """\
                                            apply a recommendation, measured from cold
   modelmon load hf:org/name -s mmap -w 4 --readahead 4MiB
   modelmon load model.safetensors --ranks 4 --workers 2     four loaders on this node
+  modelmon load model.safetensors --discard --memory-limit 1Gi   as in a pod of 1 GiB
 """
 
 
@@ -70,6 +71,9 @@ def add_parser(verbs: Verbs) -> None:
         default=100.0,
         help=f"with --samples: the sampling period, {range_text(low_ms, high_ms)} ms (default 100)",
     )
+    from modelmon.cli.flags import add_memory_limit_option
+
+    add_memory_limit_option(parser, "the workers")
     from modelmon.cli.priming import add_prime_option
 
     add_prime_option(parser)
@@ -79,6 +83,7 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.flags import say_memory_limit
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.cli.ranks import run as run_ranks
@@ -115,7 +120,12 @@ def run(args: argparse.Namespace) -> int:
     if ranks_wanted(args):
         return run_ranks(args, model, strategy, options)
     session = Session(
-        model, strategy, options, interval_s=args.interval_ms / 1000, monitor=args.samples
+        model,
+        strategy,
+        options,
+        interval_s=args.interval_ms / 1000,
+        monitor=args.samples,
+        memory_limit=say_memory_limit(args.memory_limit),
     )
     warning = swap_warning(session.model.total_bytes, memory_facts(), options.discard)
     if warning:

@@ -90,9 +90,11 @@ def add_parser(verbs: Verbs) -> None:
         "--memory-limit",
         type=memory_limit,
         metavar="SIZE",
-        help="RAM the loaded model may take, e.g. 2GiB, from "
+        help="RAM the loaded model may take, e.g. 16Gi, 2GiB, from "
         f"{MIN_MEMORY_LIMIT // MiB} MiB to this machine's RAM (default: what is available "
-        "now); a model larger than it gets a streaming recommendation",
+        "now); a model larger than it gets a streaming recommendation. Every candidate runs "
+        "in a memory cgroup of this size, as in a container: one OOM-killed or re-reading "
+        "its model there (thrashing) is out",
     )
     parser.add_argument(
         "--workers",
@@ -162,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
 
         # Refused before any measuring.
         loader_config(args.loader, args.engine, model, named_path(args.path, model.path))
-    limit = args.memory_limit
+    from modelmon.cli.flags import say_memory_limit
+
+    limit = say_memory_limit(args.memory_limit) if args.memory_limit is not None else None
     # Refused before minutes of measuring, not after.
     if args.output is not None:
         output = check_output(args.output, model.paths, OptionsError)

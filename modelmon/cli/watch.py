@@ -3,8 +3,9 @@ from outside: what arrived how fast, and why it is slow.
 
 The command's own output goes where it would (with ``--json``, its standard output goes to
 standard error, so standard output carries only the JSON). Exit codes beyond the common ones:
-5 the command failed, was killed or could not be started; 6 it never opened or mapped a model
-file; 7 it exited before the first sample (what arrived is reported, its timing is not).
+5 the command failed, was killed (the OOM killer under --memory-limit named so) or could not be
+started; 6 it never opened or mapped a model file; 7 it exited before the first sample (what
+arrived is reported, its timing is not).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from modelmon.core.options import CACHE_MODES
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import WatchResult
+    from modelmon.core import MemoryLimit, WatchResult
 
 VERB = "watch"
 EXAMPLES = """\
@@ -38,6 +39,7 @@ EXAMPLES = """\
   modelmon watch --pid 4242 --model /models/llama                attach: it and its children
   modelmon watch --model hf:org/name -- python load.py            its shards, made cold
   modelmon watch --json --samples --compare -- vllm serve /models/llama
+  modelmon watch --memory-limit 16Gi -- python load.py /models/llama     as in a 16 GiB pod
 """
 MAX_PID = 2**22  # the kernel's pid_max ceiling (PID_MAX_LIMIT on 64-bit)
 INTERVAL_MS = (MIN_INTERVAL_S * 1000, MAX_INTERVAL_S * 1000)
@@ -96,6 +98,9 @@ def add_parser(verbs: Verbs) -> None:
         action="store_true",
         help="with --json: add the metric time series and the pages' arrivals",
     )
+    from modelmon.cli.flags import add_memory_limit_option
+
+    add_memory_limit_option(parser, "the command and its children")
     parser.add_argument(
         "command",
         nargs=argparse.REMAINDER,
@@ -105,6 +110,7 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.flags import say_memory_limit
     from modelmon.core import Watch, render_watch, storage_references
 
     command = list(args.command)
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         quiet_s=args.quiet,
         interval_s=args.interval_ms / 1000,
         stdout=sys.stderr.fileno() if args.json else None,
+        memory_limit=say_memory_limit(args.memory_limit) if command else args.memory_limit,
     )
     with cancel_on_interrupt(watch.cancel):
         result = watch.run()
@@ -149,6 +156,9 @@ def _exit_code(result: WatchResult) -> int:
         if result.attached:  # modelmon only looked at it: it goes on as it was
             return fail(f"cancelled: the watch of {what} ended; it still runs", ExitCode.CANCELLED)
         return fail(f"cancelled: {what} was stopped", ExitCode.CANCELLED)
+    limited: MemoryLimit | None = result.memory_limit
+    if limited is not None and limited.oom_killed:  # the command, or a process of its tree
+        return fail(f"{what}: {limited.oom_text()}", ExitCode.WATCHED_FAILED)
     if result.status == "killed":
         return fail(f"{what} was killed by {result.signal}", ExitCode.WATCHED_FAILED)
     if result.status == "exited" and result.exit_code:

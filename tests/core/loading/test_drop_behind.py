@@ -16,6 +16,7 @@ from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache, memory
 from modelmon.core.system.residency import residency_map
 
+from ..system.test_memory_cgroup import plan_only
 from .sparse import sparse_model
 
 MIB = 1 << 20
@@ -93,8 +94,9 @@ def test_what_was_read_is_dropped_in_whole_folios_once_its_neighbours_are_read(
 
 
 def test_a_streaming_load_past_its_memory_limit_drops_behind_and_says_so(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    plan_only(monkeypatch)  # a limit of 8 MiB planned with: no worker lives under a real one
     path = sparse_model(tmp_path, tensors=8, tensor_bytes=4 * MIB)
     options = DISCARD.with_(workers=2, threads=2, chunk=MIB)
     result = LoadRun(path, "sequential", options, memory_limit=8 * MIB).run()
@@ -110,7 +112,10 @@ def test_a_streaming_load_past_its_memory_limit_drops_behind_and_says_so(
 
 
 @pytest.mark.parametrize("strategy", ["pread", "stream", "mmap-view", "direct"])
-def test_every_strategy_that_can_drops_behind(tmp_path: Path, strategy: str) -> None:
+def test_every_strategy_that_can_drops_behind(
+    tmp_path: Path, strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan_only(monkeypatch)  # a limit of 1 MiB, planned with
     path = sparse_model(tmp_path, tensors=4, tensor_bytes=4 * MIB)
     options = DISCARD.with_(workers=1, threads=2, chunk=MIB)
     result = LoadRun(path, strategy, options, memory_limit=MIB).run()

@@ -112,7 +112,15 @@ def test_unknown_sources_and_bad_settings_are_refused(fakes):
 
 def test_every_source_is_listed_once_in_listing_order():
     names = [source.name for source in SOURCES]
-    assert names == ["load_throughput", "device", "cpu", "memory", "worker_io", "residency"]
+    assert names == [
+        "load_throughput",
+        "device",
+        "cpu",
+        "memory",
+        "worker_io",
+        "residency",
+        "memory_limit",
+    ]
     with pytest.raises(ValueError, match="share a name"):
         Sampler(target(1), available=(Counting, Unavailable, Counting))
 
