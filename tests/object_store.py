@@ -162,9 +162,13 @@ class MotoS3:
             client.close()  # type: ignore[attr-defined]
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
+        """Put ``data`` at ``key``, public-read as every object of the bed (a test that
+        replaces an object and puts it back leaves it readable without credentials)."""
         client = self.client()
         try:
-            client.put_object(Bucket=bucket, Key=key, Body=data)  # type: ignore[attr-defined]
+            client.put_object(  # type: ignore[attr-defined]
+                Bucket=bucket, Key=key, Body=data, ACL="public-read"
+            )
         finally:
             client.close()  # type: ignore[attr-defined]
 

@@ -33,6 +33,8 @@ OWN_WRITERS = {
     "gone at nowhere",
     "core/model/demo.py": "the demo models, built in its own scratch folder; only entries its "
     "recipe.json says it made are replaced",
+    "core/system/memory_cgroup.py": "the memory cgroups it makes for a run under a limit: their "
+    "control files (memory.limit_in_bytes, cgroup.procs...) in /sys/fs/cgroup",
     "core/loaders/child.py": "an engine's run, a child that never imports modelmon (so "
     "not its guard either): only with MODELMON_ENGINE_HOLD set (tests), an empty 'loaded' "
     "marker in the folder it names",

@@ -60,7 +60,16 @@ def render_watch(result: WatchResult) -> str:
     if not result.files:
         lines.append("file:     no model file was seen")
     cache = result.cache
-    if cache is not None:
+    connections = result.connections
+    if connections is not None:
+        lines.append(
+            f"network:  {connections.peak_open} connection(s) to {connections.endpoint} at "
+            f"most ({connections.seen} over the watch), "
+            f"{human_bytes(connections.received_bytes)} received over them"
+        )
+    if cache is not None and cache.nothing_local:
+        lines.append(f"cache:    {cache.note}")
+    elif cache is not None:
         state = "cold" if cache.cold else "warm" if cache.warm else "neither cold nor warm"
         verified = "verified" if cache.cold or cache.warm else "asked " + cache.requested
         lines.append(

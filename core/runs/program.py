@@ -133,7 +133,7 @@ class ProgramRun:
         self.time_limit_s, self.interval_s = time_limit_s, interval_s
         self.map_interval_s, self.memory_limit = map_interval_s, memory_limit
         self.start_gate = start_gate
-        self.paths = [f.path for f in model.files]  # its files: the cache and the readahead
+        self.paths = [f.path for f in model.files if f.remote is None]  # cache, readahead
         self.watch: Watch | None = None
         self.limit_reached = False
         self.settled = False  # ended by modelmon once its model had arrived (SETTLED_S)
@@ -189,7 +189,7 @@ class ProgramRun:
 
             self.watch = Watch(
                 command,
-                model=self.paths,
+                model=self.paths or [self.model.path],  # a bucket: its URL
                 cache=self.cache,
                 stdout=out.fileno(),
                 stderr=err.fileno(),

@@ -18,7 +18,6 @@ from typing import Protocol
 from modelmon.core.configuration import Configuration, ProgramConfig, StrategyConfig
 from modelmon.core.errors import OptionsError
 from modelmon.core.loading.envelope import StartGate
-from modelmon.core.loading.preflight import refuse_objects
 from modelmon.core.loading.reads import ReadLog
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
@@ -88,7 +87,6 @@ def run_for(
             time_limit_s=time_limit_s,
         )
     if isinstance(config, ProgramConfig):
-        refuse_objects(model)  # a program's bytes from a bucket arrive over sockets
         return ProgramRun(
             model,
             config,

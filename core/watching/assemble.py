@@ -13,6 +13,7 @@ from modelmon.core.system.cache import CacheState, hidden_reason
 from modelmon.core.system.memory_cgroup import MemoryCgroup
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import StorageFacts, storage_facts
+from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.findings import findings
 from modelmon.core.watching.loaders import detect
 from modelmon.core.watching.observer import Observer
@@ -138,6 +139,8 @@ def assemble(
                 jumps=tracked.jumps if tracked else 0,
             )
         )
+    if observer.bucket is not None:
+        files.append(bucket_file(observer.bucket))
     processes = []
     if tree is not None:
         for member in tree.members.values():
@@ -176,7 +179,8 @@ def assemble(
         for group in observer.groups.groups
     )
     # Nothing of the watched program arrived before it started (or before the attach).
-    windows = [(max(t0_ns, s), max(t0_ns, e), n) for s, e, n in observer.arrivals.windows]
+    arrivals = observer.bucket.windows if observer.bucket else observer.arrivals.windows
+    windows = [(max(t0_ns, s), max(t0_ns, e), n) for s, e, n in arrivals]
     span = arrival_span(windows)
     first_s = seconds(span[0]) if span else None
     last_s = seconds(span[1]) if span else None
@@ -206,7 +210,7 @@ def assemble(
         hidden = hidden_reason(model_file.path)
         if hidden:  # its pages would look absent: no arrival can be seen
             all_notes.append(f"{hidden}: only what the processes mapped or read is counted")
-    if cache is not None and files:
+    if cache is not None and files and not cache.nothing_local:
         size = sum(f.size for f in files)
         after = sum(f.resident_after * f.size for f in files if math.isfinite(f.resident_after))
         cache = dataclasses.replace(cache, resident_after=after / size if size else 0.0)
@@ -252,8 +256,37 @@ def assemble(
         memory_limit=memory.record(sum(f.arrived_bytes - f.unique_arrived_bytes for f in files))
         if memory is not None
         else None,
+        connections=observer.bucket.report(t0_ns) if observer.bucket is not None else None,
     )
     return dataclasses.replace(result, findings=findings(result))
+
+
+def bucket_file(bucket: BucketArrivals) -> FileReport:
+    """A model in a bucket as one file of the report: its bytes as they arrived over the
+    connections (which object each connection read is not seen from outside)."""
+    arrived = bucket.received
+    return FileReport(
+        index=0,
+        path=bucket.url,
+        size=bucket.size,
+        named=True,
+        resident_before=math.nan,
+        resident_after=math.nan,
+        arrived_bytes=arrived,
+        unique_arrived_bytes=min(arrived, bucket.size),
+        evicted_bytes=0,
+        mapped=False,
+        opened=False,
+        mapped_rss_peak=0,
+        read_position_peak=0,
+        bytes_read=arrived,
+        storage=f"a bucket at {bucket.endpoint}, read over the network",
+        fs_type="object-storage",
+        slow_storage="network",
+        read_ahead_kb=None,
+        runs=0,
+        jumps=0,
+    )
 
 
 def _samples(observer: Observer, sampler: Sampler | None, t0_ns: int) -> WatchSamples:

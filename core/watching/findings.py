@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 from modelmon.core.system.cache import COLD_THRESHOLD
 from modelmon.core.units import human_bytes
+from modelmon.core.watching.bucket_findings import BUCKET_RULES
 from modelmon.core.watching.loaders import fix
 from modelmon.core.watching.memory_findings import cache_charged, oom_killed, re_read
 from modelmon.core.watching.result import Finding, OtherReader, WatchResult
@@ -211,6 +212,8 @@ def _resident_before(result: WatchResult, also: Collection[str] = ()) -> float |
 
 
 def not_cold(result: WatchResult) -> Finding | None:
+    if result.cache is not None and result.cache.nothing_local:
+        return None  # a bucket's bytes: no page cache on this machine to be cold or not
     seen = [f for f in result.files if f.mapped or f.opened or f.arrived_bytes]
     before = _resident_before(result)
     if before is None:
@@ -313,6 +316,7 @@ RULES: tuple[Callable[[WatchResult], Finding | None], ...] = (
     oom_killed,
     re_read,
     cache_charged,
+    *BUCKET_RULES,
 )
 
 

@@ -23,6 +23,7 @@ from modelmon.core.model.folder_models import INDEX_SUFFIX
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.references import is_reference, resolve_reference
 from modelmon.core.storage.urls import is_url
+from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.files import looks_like_model
 
 FOLDER_DEPTH = 3  # a model folder's files: diffusers keeps them one level down (unet/...)
@@ -78,6 +79,33 @@ def resolve_model(given: str) -> NamedModel:
         return NamedModel(given, tuple(found), target)
     files = tuple(model_file.path for model_file in model.files)
     return NamedModel(given, files, target if os.path.isdir(target) else None)
+
+
+def bucket_watch(given: Sequence[str], *, attached: bool) -> BucketArrivals | None:
+    """A model in a bucket that ``given`` names (one URL, nothing else), watched through the
+    tree's connections to its endpoint; None when ``given`` names files."""
+    urls = [name for name in given if is_url(name)]
+    if not urls:
+        return None
+    if len(given) != 1:
+        raise OptionsError(
+            "a model in a bucket is watched alone: name its URL once (s3://BUCKET/PREFIX/), "
+            "without files beside it"
+        )
+    model = open_model(urls[0])
+    remote = model.files[0].remote
+    if remote is None:
+        raise OptionsError(f"{urls[0]}: not a model in object storage")
+    return BucketArrivals(model.path, model.file_bytes, remote.endpoint, from_start=not attached)
+
+
+def watched_models(
+    model: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, attached: bool
+) -> tuple[list[NamedModel], BucketArrivals | None]:
+    """What a watch's ``model`` names: models of files, or a model in a bucket."""
+    given = [os.fspath(m) for m in ([model] if isinstance(model, (str, os.PathLike)) else model)]
+    bucket = bucket_watch(given, attached=attached)
+    return ([] if bucket is not None else [resolve_model(name) for name in given]), bucket
 
 
 def named_files(models: Iterable[NamedModel]) -> list[str]:

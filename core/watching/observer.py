@@ -18,6 +18,7 @@ import numpy as np
 from modelmon.core.loading.messages import ReadBatch
 from modelmon.core.loading.reads import ReadLog
 from modelmon.core.watching.arrival import Arrivals, ArrivalTracker
+from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.descriptors import DescriptorGroups
 from modelmon.core.watching.files import ModelFile, ModelFiles
 from modelmon.core.watching.openings import look
@@ -84,6 +85,8 @@ class Observer:
         self.last_active_ns: int | None = None
         self.ended = False  # the watch decided to end: what follows is not the program's own
         self._last_tick: tuple[int, Counters] | None = None
+        # A model in a bucket: its bytes arrive over the tree's connections to the endpoint.
+        self.bucket: BucketArrivals | None = None
 
     # --- setting up ----------------------------------------------------------------------------
 
@@ -129,6 +132,8 @@ class Observer:
                 self.round_arrived = sum(a.bytes for a in found)
             else:
                 self.round_arrived = 0
+            if self.bucket is not None and tree is not None:
+                self._look_at_bucket(now_ns, [member.pid for member in tree.live()])
             self._figures(now_ns, final)
         self.cpu_ns += time.thread_time_ns() - started
 
@@ -171,6 +176,18 @@ class Observer:
         if want_rss:
             self._next_rss = now_ns + max(int(RSS_MIN_INTERVAL_S * 1e9), int(cost / RSS_CPU_SHARE))
         return cost
+
+    def _look_at_bucket(self, now_ns: int, pids: list[int]) -> None:
+        """What arrived over the connections since the last look, logged as reads of the
+        model (file 0, at the offset of what had arrived before)."""
+        assert self.bucket is not None
+        window = self.bucket.look(now_ns, pids)
+        if window is None:
+            return
+        start, end, count = window
+        offset = self.bucket.received - count
+        self.log.add(ReadBatch(UNKNOWN_HOLDER, (0,), (offset,), (count,), (start,), (end,)))
+        self.round_arrived += count
 
     def _use(self, index: int) -> FileUse:
         return self.uses.setdefault(index, FileUse())
@@ -234,8 +251,14 @@ class Observer:
         with self.lock:
             return 0 if self.last_active_ns is None else now_ns - self.last_active_ns
 
+    def _windows(self) -> list[tuple[int, int, int]]:
+        """The arrival windows: of the model's files' pages, or of a bucket's bytes."""
+        return self.bucket.windows if self.bucket is not None else self.arrivals.windows
+
     def model_seen(self) -> bool:
         with self.lock:
+            if self.bucket is not None and self.bucket.received:
+                return True
             return self.arrivals.arrived_bytes() > 0 or any(
                 use.mapped or use.opened for use in self.uses.values()
             )
@@ -245,14 +268,13 @@ class Observer:
             shared = max((g.pids for g in self.groups.groups), key=len, default=[])
             return Progress(
                 files=len(self.files.files),
-                arrived_bytes=self.arrivals.arrived_bytes(),
+                arrived_bytes=self.arrivals.arrived_bytes()
+                + (self.bucket.received if self.bucket is not None else 0),
                 processes=self.live,
                 shared_pids=tuple(shared),
                 mapped=any(use.mapped for use in self.uses.values()),
                 looks=self.looks,
-                first_arrival_ns=next(
-                    (start for start, _, n in self.arrivals.windows if n > 0), None
-                ),
+                first_arrival_ns=next((start for start, _, n in self._windows() if n > 0), None),
             )
 
     def residency_maps(self, bins: int = 256) -> dict[str, np.ndarray]:

@@ -18,6 +18,7 @@ from modelmon.core.metrics.base import MetricSpec
 from modelmon.core.metrics.series import PLACEMENT, floats, series_document
 from modelmon.core.system.cache import CacheState
 from modelmon.core.system.memory_limit import MemoryLimit
+from modelmon.core.watching.connections import ConnectionReport
 from modelmon.core.watching.loaders import Loader
 
 
@@ -173,6 +174,8 @@ class WatchResult:
     # The memory cgroup the command ran in under a memory limit: peak, split, re-reads, OOM
     # kills; None without one.
     memory_limit: MemoryLimit | None = None
+    # A model in a bucket: the tree's connections to its endpoint, and what arrived over them.
+    connections: ConnectionReport | None = None
 
     @property
     def mbps(self) -> float | None:
@@ -252,6 +255,7 @@ class WatchResult:
             "references": [asdict(r) for r in self.references],
             "notes": list(self.notes),
             "memory_limit": self.memory_limit.to_dict() if self.memory_limit else None,
+            "connections": asdict(self.connections) if self.connections else None,
         }
         if samples and self.samples is not None:
             data["samples"] = _samples_dict(self.samples)

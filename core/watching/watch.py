@@ -39,7 +39,7 @@ from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.attach import unwatchable
 from modelmon.core.watching.files import ModelFiles, file_stamp, swap_pages
 from modelmon.core.watching.limit import WatchMemory
-from modelmon.core.watching.naming import models_in_arguments, named_files, resolve_model
+from modelmon.core.watching.naming import models_in_arguments, named_files, watched_models
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
     end_with_parent,
@@ -113,8 +113,7 @@ class Watch:
             refusal = unwatchable(pid)
             if refusal is not None:
                 raise OptionsError(f"--pid {pid}: {refusal}")
-        given = [model] if isinstance(model, (str, os.PathLike)) else list(model)
-        named = [resolve_model(os.fspath(name)) for name in given]
+        named, bucket = watched_models(model, attached=pid is not None)
         self.command = tuple(command) if command is not None and pid is None else None
         self.pid = pid
         self.attached = pid is not None
@@ -133,6 +132,7 @@ class Watch:
         self._named = named_files(named)  # the weight files of the models given
         self.files = ModelFiles(self._named, [m.folder for m in named if m.folder])
         self.observer = Observer(self.files, self.reads, interval_s)
+        self.observer.bucket = bucket
         self.sampler: Sampler | None = None
         self.t0_ns = 0
         self.notes: list[str] = []
@@ -209,6 +209,8 @@ class Watch:
 
     def _prepare(self) -> cache.CacheState | None:
         """The named model files, their cache put in the requested state and measured."""
+        if self.observer.bucket is not None:  # nothing of a bucket is cached here
+            return cache.of_objects(self.cache_mode)
         named = self._named
         if not named and self.command is not None:  # the model its arguments name, if any
             models, notes = models_in_arguments(self.command)

@@ -210,6 +210,13 @@ def watched_lines(side: str, watches: list[WatchResult]) -> list[str]:
 
 
 def _use(watch: WatchResult) -> str:
+    connections = watch.connections
+    if connections is not None:  # a model in a bucket: seen on its sockets
+        return (
+            f"streamed the model over {connections.peak_open} connection(s) at most "
+            f"({connections.received_bytes / 1e6:,.0f} MB received), "
+            f"{watch.cpu_seconds:.1f} s of CPU"
+        )
     mapped = any(f.mapped for f in watch.files)
     opened = any(f.opened for f in watch.files)
     how = (

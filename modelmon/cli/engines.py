@@ -60,8 +60,12 @@ def row(engine: Engine, installed: InstalledKnobs | None) -> dict[str, Any]:
     }
     if installed is not None:
         values = installed.values
+        # Every knob: one whose values the installed version does not restrict (an
+        # environment variable that takes any value) has the values modelmon tries.
         entry["knobs_here"] = (
-            None if values is None else {name: list(taken) for name, taken in values.items()}
+            None
+            if values is None
+            else {k.name: list(values.get(k.name, k.values)) for k in engine.knobs}
         )
         entry["probe_error"] = installed.error
     return entry

@@ -1,0 +1,126 @@
+"""The machine's TCP sockets as the kernel counts them: each one's addresses, state and the
+bytes it has received (``tcp_info.tcpi_bytes_received``), by inode, from one netlink
+``sock_diag`` dump; and the socket inodes a process holds (``/proc/PID/fd``).
+
+What a program streams from a bucket arrives over its sockets, not through the page cache:
+the bytes received on its connections to the endpoint are that arrival, counted by the
+kernel for each socket whoever reads it (a C++ thread pool, Python, a child process).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import struct
+from dataclasses import dataclass
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+INET_DIAG_INFO = 2  # the tcp_info attribute
+ALL_STATES = 0xFFFFFFFF
+_HEADER = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
+_REQUEST = struct.Struct("=BBBBI48s")  # inet_diag_req_v2: family, protocol, ext, pad, states, id
+_MESSAGE = struct.Struct("=BBBB2s2s16s16sIQIIIII")  # inet_diag_msg
+_ATTRIBUTE = struct.Struct("=HH")  # rtattr: len, type
+# struct tcp_info: 8 bytes of u8 fields, then u32 fields up to total_retrans (104), the u64
+# pacing rates, bytes_acked (120), bytes_received (128).
+BYTES_RECEIVED_AT = 128
+STATES = {1: "established", 2: "syn-sent", 7: "close", 8: "close-wait", 10: "listen"}
+
+
+@dataclass(frozen=True, slots=True)
+class TcpSocket:
+    inode: int
+    local: tuple[str, int]
+    remote: tuple[str, int]
+    state: int  # the kernel's TCP state (1: established)
+    bytes_received: int  # payload bytes received on it so far (tcpi_bytes_received)
+
+
+def _address(family: int, raw: bytes) -> str:
+    if family == socket.AF_INET:
+        return str(ipaddress.IPv4Address(raw[:4]))
+    address = ipaddress.IPv6Address(raw)
+    mapped = address.ipv4_mapped
+    return str(mapped) if mapped is not None else str(address)
+
+
+def _dump(family: int) -> list[TcpSocket]:
+    found: list[TcpSocket] = []
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as link:
+        request = _REQUEST.pack(
+            family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, ALL_STATES, bytes(48)
+        )
+        header = _HEADER.pack(
+            _HEADER.size + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
+        )
+        link.send(header + request)
+        while True:
+            data = link.recv(1 << 16)
+            at = 0
+            while at + _HEADER.size <= len(data):
+                length, kind, _, _, _ = _HEADER.unpack_from(data, at)
+                if length < _HEADER.size:
+                    return found
+                if kind == NLMSG_DONE:
+                    return found
+                if kind == NLMSG_ERROR:
+                    (code,) = struct.unpack_from("=i", data, at + _HEADER.size)
+                    raise OSError(-code, os.strerror(-code), "sock_diag")
+                if kind == SOCK_DIAG_BY_FAMILY:
+                    found.append(_socket(data, at + _HEADER.size, at + length))
+                at += (length + 3) & ~3
+
+
+def _socket(data: bytes, start: int, end: int) -> TcpSocket:
+    (family, state, _, _, sport, dport, src, dst, _, _, _, _, _, _, inode) = _MESSAGE.unpack_from(
+        data, start
+    )
+    received = 0
+    at = start + _MESSAGE.size
+    while at + _ATTRIBUTE.size <= end:
+        length, kind = _ATTRIBUTE.unpack_from(data, at)
+        if length < _ATTRIBUTE.size:
+            break
+        payload = data[at + _ATTRIBUTE.size : at + length]
+        if kind == INET_DIAG_INFO and len(payload) >= BYTES_RECEIVED_AT + 8:
+            (received,) = struct.unpack_from("=Q", payload, BYTES_RECEIVED_AT)
+        at += (length + 3) & ~3
+    return TcpSocket(
+        inode,
+        (_address(family, src), int.from_bytes(sport, "big")),
+        (_address(family, dst), int.from_bytes(dport, "big")),
+        state,
+        received,
+    )
+
+
+def tcp_sockets() -> dict[int, TcpSocket]:
+    """Every TCP socket of this network namespace (IPv4 and IPv6), by inode."""
+    found: dict[int, TcpSocket] = {}
+    for family in (socket.AF_INET, socket.AF_INET6):
+        for entry in _dump(family):
+            found[entry.inode] = entry
+    return found
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process ``pid`` holds open (empty when it is gone or its
+    descriptors cannot be read)."""
+    inodes: set[int] = set()
+    folder = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return inodes
+    for name in names:
+        try:
+            target = os.readlink(f"{folder}/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes

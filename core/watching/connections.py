@@ -1,0 +1,125 @@
+"""A watched tree's connections to an object store's endpoint, and the bytes that arrived over
+them: what can be seen from outside of a program that streams its model from a bucket.
+
+Each look lists the sockets the tree's processes hold (``/proc/PID/fd``) and finds them in
+the kernel's TCP table (``system.sockets``): those whose remote end is the endpoint (any of
+its addresses, its port) are the connections; the bytes each has received are the model's
+bytes arriving, counted by the kernel whoever reads them. A connection closed between two
+looks keeps the count of its last look (what it received after that is missed: at most one
+look's worth per connection, said as such).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from modelmon.core.system.sockets import socket_inodes, tcp_sockets
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLook:
+    open: int  # connections to the endpoint held at this look
+    received: int  # bytes received over them since the watch began, every look so far
+    seen: int  # connections to the endpoint seen over the whole watch
+
+
+def endpoint_addresses(endpoint: str) -> tuple[set[str], int]:
+    """The addresses an endpoint URL's host resolves to, and its port."""
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname or ""
+    try:
+        found = {
+            str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        }
+    except OSError:
+        found = set()
+    return found | ({host} if host else set()), port
+
+
+class EndpointConnections:
+    """The tree's connections to ``endpoint``, look by look. ``from_start``: the tree was
+    started by the watch, so every byte its connections received is the load's; attached to
+    a running process, only what arrives after the first look counts."""
+
+    def __init__(self, endpoint: str, *, from_start: bool = True) -> None:
+        self.addresses, self.port = endpoint_addresses(endpoint)
+        self.from_start = from_start
+        self._first: dict[int, int] = {}  # inode → bytes it had received when first seen
+        self._last: dict[int, int] = {}  # inode → bytes at its latest look
+        self.peak_open = 0
+        self.seen = 0  # connections to the endpoint seen so far
+
+    def look(self, pids: Iterable[int]) -> ConnectionLook:
+        held: set[int] = set()
+        for pid in pids:
+            held |= socket_inodes(pid)
+        table = tcp_sockets() if held else {}
+        open_now = 0
+        for inode in held:
+            entry = table.get(inode)
+            if entry is None or entry.remote[1] != self.port:
+                continue
+            if entry.remote[0] not in self.addresses:
+                continue
+            open_now += 1
+            if inode not in self._first:
+                self._first[inode] = 0 if self.from_start else entry.bytes_received
+            self._last[inode] = max(self._last.get(inode, 0), entry.bytes_received)
+        self.peak_open = max(self.peak_open, open_now)
+        self.seen = len(self._last)
+        received = sum(self._last[i] - self._first[i] for i in self._last)
+        return ConnectionLook(open_now, received, self.seen)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionReport:
+    """What a watched program's connections to a bucket's endpoint did."""
+
+    endpoint: str
+    peak_open: int  # the most connections to it held at one look
+    seen: int  # connections to it over the whole watch
+    received_bytes: int  # bytes that arrived over them (the kernel's count)
+    samples: tuple[tuple[float, int, int], ...]  # (seconds since start, open, received)
+
+
+class BucketArrivals:
+    """A model in a bucket, watched through the tree's connections to its endpoint: each
+    look's new bytes are an arrival window (from the previous look to this one), logged as
+    reads of the model (file 0, at the offset of the bytes received so far) for the live
+    plot and the result's timing, as pages arriving in the page cache are for a file."""
+
+    def __init__(self, url: str, size: int, endpoint: str, *, from_start: bool) -> None:
+        self.url, self.size, self.endpoint = url, size, endpoint
+        self.connections = EndpointConnections(endpoint, from_start=from_start)
+        self.windows: list[tuple[int, int, int]] = []  # (start, end, bytes) of each arrival
+        self.samples: list[tuple[int, int, int]] = []  # (ns, open, received)
+        self.received = 0
+        self._last_ns: int | None = None
+
+    def look(self, now_ns: int, pids: Iterable[int]) -> tuple[int, int, int] | None:
+        """Look now; the arrival window (start, end, bytes) of what came since the last
+        look, or None."""
+        found = self.connections.look(pids)
+        self.samples.append((now_ns, found.open, found.received))
+        since = self._last_ns if self._last_ns is not None else now_ns
+        self._last_ns = now_ns
+        fresh = found.received - self.received
+        if fresh <= 0:
+            return None
+        self.received = found.received
+        window = (since, now_ns, fresh)
+        self.windows.append(window)
+        return window
+
+    def report(self, t0_ns: int) -> ConnectionReport:
+        return ConnectionReport(
+            endpoint=self.endpoint,
+            peak_open=self.connections.peak_open,
+            seen=self.connections.seen,
+            received_bytes=self.received,
+            samples=tuple(((ns - t0_ns) / 1e9, n, r) for ns, n, r in self.samples),
+        )

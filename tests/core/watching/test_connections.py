@@ -1,0 +1,83 @@
+"""A tree's connections to an endpoint and the bytes that arrived over them, as the kernel's
+TCP table counts them: a real server on loopback sends, a client in this process reads."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from modelmon.core.system.sockets import socket_inodes, tcp_sockets
+from modelmon.core.watching.connections import EndpointConnections
+
+SENT = 3_000_000
+
+
+@contextmanager
+def server(sends: int = SENT) -> Iterator[tuple[int, threading.Event]]:
+    """A loopback server that sends ``sends`` bytes to each client, then waits for the event
+    before closing (so a test can look while the connection is open)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    release = threading.Event()
+
+    def serve() -> None:
+        client, _ = listener.accept()
+        client.sendall(b"x" * sends)
+        release.wait(30)
+        client.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], release
+    finally:
+        release.set()
+        thread.join(30)
+        listener.close()
+
+
+def _read(client: socket.socket, want: int) -> int:
+    got = 0
+    while got < want:
+        data = client.recv(1 << 16)
+        if not data:
+            break
+        got += len(data)
+    return got
+
+
+def test_the_kernel_counts_what_a_socket_received() -> None:
+    with server() as (port, _), socket.create_connection(("127.0.0.1", port)) as client:
+        assert _read(client, SENT) == SENT
+        inodes = socket_inodes(os.getpid())
+        mine = [s for i, s in tcp_sockets().items() if i in inodes and s.remote[1] == port]
+        assert len(mine) == 1
+        assert mine[0].bytes_received == SENT and mine[0].remote[0] == "127.0.0.1"
+
+
+def test_connections_to_the_endpoint_and_their_bytes_look_by_look() -> None:
+    with server() as (port, release):
+        watched = EndpointConnections(f"http://127.0.0.1:{port}")
+        assert watched.look([os.getpid()]).open == 0
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            _read(client, SENT)
+            look = watched.look([os.getpid()])
+            assert (look.open, look.received, look.seen) == (1, SENT, 1)
+            other = EndpointConnections(f"http://127.0.0.1:{port + 1}")  # another endpoint
+            assert other.look([os.getpid()]).open == 0
+            release.set()
+        # Closed since: its bytes stay counted, it is no longer open.
+        look = watched.look([os.getpid()])
+        assert (look.open, look.received, look.seen) == (0, SENT, 1)
+        assert watched.peak_open == 1
+
+
+def test_attached_only_what_arrives_after_the_first_look_counts() -> None:
+    with server() as (port, _), socket.create_connection(("127.0.0.1", port)) as client:
+        _read(client, SENT)
+        watched = EndpointConnections(f"http://localhost:{port}", from_start=False)
+        assert watched.look([os.getpid()]).received == 0  # it arrived before the watch
