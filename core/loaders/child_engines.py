@@ -228,11 +228,20 @@ def runai_features(knobs: dict[str, str]) -> dict[str, list[str]]:
 
 
 def load_runai(path: str, knobs: dict[str, str]) -> tuple[int, int]:
-    streamer_class = importlib.import_module("runai_model_streamer").SafetensorsStreamer
+    streamer = importlib.import_module("runai_model_streamer")
+    if not path.startswith("s3://"):
+        files = safetensors_files(path)
+    else:  # its own listing of a prefix, as vLLM calls it
+        if os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3"):
+            # Path-style addressing on an endpoint of one's own (MinIO, a local server), as
+            # modelmon's own client and vLLM's docs for S3-compatible stores do.
+            os.environ.setdefault("RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING", "0")
+        prefix = path.rsplit("/", 1)[0] + "/" if path.endswith(".json") else path
+        files = [path] if path.endswith(".safetensors") else streamer.list_safetensors(prefix)
     kept: list[Any] = []
-    with streamer_class() as streamer:
-        streamer.stream_files(safetensors_files(path))
-        kept.extend(tensor for _, tensor in streamer.get_tensors())  # owned: ours to keep
+    with streamer.SafetensorsStreamer() as streaming:
+        streaming.stream_files(files)
+        kept.extend(tensor for _, tensor in streaming.get_tensors())  # owned: ours to keep
     _keep.append(kept)
     return touch_tensors(iter(kept))
 

@@ -68,6 +68,8 @@ class Engine:
     # The settings recommend races it with, given the search's parallelism (None: not one of
     # the search's candidates). Each runs where the engine runs here and loads the model.
     searched: Callable[[int], tuple[dict[str, str], ...]] | None = None
+    # What it needs to stream a model from a bucket itself (s3://); () : it reads files only.
+    bucket_modules: tuple[str, ...] = ()
 
     def refuses(self, path: str) -> str | None:
         """Why it cannot load the model at ``path`` (a file it needs is missing), or None."""
@@ -143,6 +145,18 @@ class Engine:
         how = f"'modelmon[{self.extra}]'" if self.extra else " ".join(missing)
         found = ", ".join(missing)
         return f"{self.label} is not installed here ({found} not found): pip install {how}"
+
+    def streams_buckets(self) -> str | None:
+        """None when it can stream a model from a bucket here; otherwise why not."""
+        if not self.bucket_modules:
+            return f"{self.label} reads files, not objects"
+        missing = [m for m in self.bucket_modules if _missing(m)]
+        if missing:
+            return (
+                f"{self.label} cannot stream a bucket here ({', '.join(missing)} not found): "
+                f"pip install {' '.join(m.replace('_', '-') for m in missing)}"
+            )
+        return self.unavailable()
 
 
 def _missing(module: str) -> bool:

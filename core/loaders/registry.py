@@ -248,6 +248,7 @@ ENGINES: dict[str, Engine] = {
             detected_as=("runai-model-streamer",),
             also=(("vllm-runai", _runai_in_vllm),),
             description="Run:ai Model Streamer SafetensorsStreamer (CPU)",
+            bucket_modules=("runai_model_streamer_s3",),
             searched=lambda parallel: tuple(
                 {
                     "RUNAI_STREAMER_CONCURRENCY": str(n),

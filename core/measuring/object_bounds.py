@@ -1,11 +1,12 @@
 """What a bucket (or an https server) gives this machine, measured by plain GETs that are none
 of modelmon's strategies: the ceiling a load from object storage is judged against.
 
-A plain reader is N connections, each reading one contiguous share of the model's objects in
-GETs of one part size, its bytes read into one reused buffer and discarded: what a plain
-client (``aws s3 cp`` with N threads) does, with no retries, no ``If-Match``, no record per
-request. Its ceiling is a curve, connections 1…64 × part sizes: the endpoint's answer to
-"how many connections, how large a part", measured in the same session as the loads.
+A plain reader is N connections, each taking the next GET of one part size from a queue of
+the model's parts in file order, its bytes read into one reused buffer and discarded: what a
+plain parallel client (``aws s3 cp``'s transfer manager) does, with no retries, no
+``If-Match``, no record per request. Its ceiling is a curve, connections 1…64 × part
+sizes: the endpoint's answer to "how many connections, how large a part", measured in the
+same session as the loads.
 
 Nothing is cached on this machine between runs (no page cache lies between the bucket and the
 process); a cache in the server is the server's.
@@ -18,13 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from modelmon.core.errors import LoadError, StorageError, one_line
-from modelmon.core.measuring.bounds import _ranges, _timed
+from modelmon.core.measuring.bounds import _timed
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
 from modelmon.core.storage.connection import Connection, Transient
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
-from modelmon.core.storage.urls import parse_object_url
+from modelmon.core.storage.urls import ObjectURL, parse_object_url
 
 # The curve: connections at one part size, then part sizes at the best connections, then
 # twice those connections at the best part size (the search's neighbourhood of the best).
@@ -53,49 +54,65 @@ def object_facts(model: Model) -> list[ObjectFacts]:
     return facts
 
 
-def _read_share(
-    connection: Connection,
-    objects: Sequence[ObjectFacts],
-    pieces: list[tuple[int, int, int]],
-    part: int,
-    failures: list[BaseException],
+class _Parts:
+    """Every GET of a plain read, in file order, handed to whichever connection is free (as
+    a parallel client's queue of parts does): no connection idles while another has a tail."""
+
+    def __init__(self, objects: Sequence[ObjectFacts], part: int) -> None:
+        self._parts = [
+            (parse_object_url(facts.url), offset, min(facts.size, offset + part) - 1)
+            for facts in objects
+            for offset in range(0, facts.size, part)
+        ]
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[ObjectURL, int, int] | None:
+        with self._lock:
+            if self._next >= len(self._parts):
+                return None
+            self._next += 1
+            return self._parts[self._next - 1]
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+
+def _read_parts(
+    connection: Connection, parts: _Parts, part: int, failures: list[BaseException]
 ) -> None:
     buffer = memoryview(bytearray(min(part, 8 * MiB)))
     try:
-        for index, offset, length in pieces:
-            url = parse_object_url(objects[index].url)
-            end = offset + length
-            while offset < end:
-                last = min(end, offset + part) - 1
-                _answer, body = connection.get(url, offset, last, None)
-                left = last + 1 - offset
-                while left > 0:
-                    got = body.readinto(buffer[: min(left, len(buffer))])
-                    if got <= 0:
-                        raise StorageError(url.text, "the body ended early")
-                    left -= got
-                body.finish()
-                offset = last + 1
+        while not failures and (taken := parts.take()) is not None:
+            url, first, last = taken
+            _answer, body = connection.get(url, first, last, None)
+            left = last + 1 - first
+            while left > 0:
+                got = body.readinto(buffer[: min(left, len(buffer))])
+                if got <= 0:
+                    raise StorageError(url.text, "the body ended early")
+                left -= got
+            body.finish()
     except BaseException as exc:  # the caller raises it, one line
         failures.append(exc)
 
 
 def plain_get(objects: Sequence[ObjectFacts], connections: int, part: int) -> ObjectReading:
     """Read every byte of ``objects`` once over ``connections`` connections (each its own,
-    each one contiguous share) in GETs of ``part`` bytes; the bytes are discarded."""
+    each taking the next GET of ``part`` bytes as it is free); the bytes are discarded."""
     sizes = [facts.size for facts in objects]
-    plan = [pieces for pieces in _ranges(sizes, connections) if pieces]
+    parts = _Parts(objects, part)
     failures: list[BaseException] = []
     with open_store(parse_object_url(objects[0].url)) as store:
-        opened = [store.connect() for _ in plan]
+        opened = [store.connect() for _ in range(max(1, min(connections, len(parts))))]
         try:
             threads = [
                 threading.Thread(
-                    target=_read_share,
-                    args=(conn, objects, pieces, part, failures),
+                    target=_read_parts,
+                    args=(conn, parts, part, failures),
                     name=f"modelmon-plain-get-{n}",
                 )
-                for n, (conn, pieces) in enumerate(zip(opened, plan, strict=True))
+                for n, conn in enumerate(opened)
             ]
             seconds = _timed(threads)
         finally:

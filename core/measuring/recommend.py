@@ -129,8 +129,10 @@ def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candi
         return [], ["other loaders were not measured: they load the whole model into RAM"]
     found, absent = [], []
     odd = sorted({e.dtype for e in model.extents} - NUMPY_TYPES)
+    remote = any(file.remote is not None for file in model.files)
     for engine in searched:
-        why = engine.unavailable()
+        # A bucket: only a loader that streams one itself (Run:ai's S3 backend) races.
+        why = engine.streams_buckets() if remote else engine.unavailable()
         if why is None and engine.name == "safetensors" and odd:  # numpy has no such types
             why = f"safetensors (numpy) was not measured: it cannot load {', '.join(odd)} tensors"
         if why is not None:
@@ -261,9 +263,7 @@ def recommend(
         own = object_candidates(model, fits, ceilings)
     else:
         own = candidates(model, fits, parallel)
-    rivals, absent = peer_candidates(model, fits, parallel) if peers and not remote else ([], [])
-    if remote and peers:
-        absent = ["other loaders were not measured: they read files, not objects"]
+    rivals, absent = peer_candidates(model, fits, parallel) if peers else ([], [])
     for note in absent:
         say(note)
     order = screening_order(own, rivals)

@@ -203,6 +203,11 @@ def _object_snippets(
         return []
     extra = json.dumps({"concurrency": concurrency})
     size = f"RUNAI_STREAMER_CHUNK_BYTESIZE={chunk}"
+    remote = model.files[0].remote
+    if remote is not None and remote.host_kind != "aws":  # the streamer's own S3 client
+        size = (
+            f"AWS_ENDPOINT_URL={remote.endpoint} RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0 " + size
+        )
     return [
         snip(
             "runai_streamer",

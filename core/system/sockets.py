@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import select
 import socket
 import struct
+import time
 from dataclasses import dataclass
 
 NETLINK_SOCK_DIAG = 4
@@ -124,3 +126,69 @@ def socket_inodes(pid: int) -> set[int]:
         if target.startswith("socket:["):
             inodes.add(int(target[8:-1]))
     return inodes
+
+
+# Multicast groups of the destroyed TCP sockets (needs CAP_NET_ADMIN): each message is the
+# socket's last diag, tcp_info included, sent as the kernel frees it.
+SKNLGRP_INET_TCP_DESTROY, SKNLGRP_INET6_TCP_DESTROY = 1, 3
+
+
+class DestroyedSockets:
+    """The TCP sockets the kernel frees from now on, each with its last counts, heard on
+    sock_diag's destroy broadcasts: what a connection received after the last look at it
+    (a loader closes its connections as its last bytes arrive). A freed socket has no inode:
+    it is known by its ends. ``unavailable`` says why nothing is heard (not root)."""
+
+    def __init__(self) -> None:
+        self.unavailable: str | None = None
+        self._link: socket.socket | None = None
+        self._pending: list[TcpSocket] = []  # heard while settling, not drained yet
+        try:
+            link = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
+            groups = (1 << (SKNLGRP_INET_TCP_DESTROY - 1)) | (1 << (SKNLGRP_INET6_TCP_DESTROY - 1))
+            link.bind((0, groups))
+            link.setblocking(False)
+            link.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+            self._link = link
+        except OSError as exc:
+            self.unavailable = f"closed connections are not heard ({exc.strerror or exc})"
+
+    def drain(self) -> list[TcpSocket]:
+        """The sockets freed since the last drain (never blocks)."""
+        found, self._pending = self._pending, []
+        if self._link is None:
+            return found
+        while True:
+            try:
+                data = self._link.recv(1 << 16)
+            except BlockingIOError:
+                return found
+            except OSError as exc:  # ENOBUFS: some were dropped before this drain
+                self.unavailable = f"some closed connections were not heard ({exc.strerror})"
+                return found
+            at = 0
+            while at + _HEADER.size <= len(data):
+                length, kind, _, _, _ = _HEADER.unpack_from(data, at)
+                if length < _HEADER.size:
+                    break
+                if kind == SOCK_DIAG_BY_FAMILY:
+                    found.append(_socket(data, at + _HEADER.size, at + length))
+                at += (length + 3) & ~3
+
+    def settle(self, most_s: float = 0.2, quiet_s: float = 0.02) -> None:
+        """Wait until no freed socket has been announced for ``quiet_s`` (``most_s`` at
+        most): the kernel announces them from a work queue, just after the close."""
+        if self._link is None:
+            return
+        deadline = time.monotonic() + most_s
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._link], [], [], min(quiet_s, left))
+            if not ready:
+                return
+            heard = self.drain()  # takes what was pending too
+            self._pending = heard
+
+    def close(self) -> None:
+        if self._link is not None:
+            self._link.close()
+            self._link = None

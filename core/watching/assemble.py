@@ -194,6 +194,8 @@ def assemble(
         commands = [tuple(command)]
     totals = observer.totals
     all_notes = [*notes, *sorted(observer.denied)]
+    if observer.bucket is not None:
+        all_notes += observer.bucket.notes()
     if tree is not None:
         all_notes += sorted(tree.denied)
     if observer.groups.unavailable:

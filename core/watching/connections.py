@@ -4,9 +4,11 @@ them: what can be seen from outside of a program that streams its model from a b
 Each look lists the sockets the tree's processes hold (``/proc/PID/fd``) and finds them in
 the kernel's TCP table (``system.sockets``): those whose remote end is the endpoint (any of
 its addresses, its port) are the connections; the bytes each has received are the model's
-bytes arriving, counted by the kernel whoever reads them. A connection closed between two
-looks keeps the count of its last look (what it received after that is missed: at most one
-look's worth per connection, said as such).
+bytes arriving, counted by the kernel whoever reads them. A connection that closes is heard
+as the kernel frees it (sock_diag's destroy broadcast, as root), with its last count: one
+seen at a look is known by its ends; one opened and closed between two looks counts for the
+tree unless another process was seen talking to the endpoint (then it is left out, said).
+Without the broadcast, a closed connection keeps the count of its last look.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from modelmon.core.system.sockets import socket_inodes, tcp_sockets
+from modelmon.core.system.sockets import DestroyedSockets, TcpSocket, socket_inodes, tcp_sockets
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,31 +50,61 @@ class EndpointConnections:
     def __init__(self, endpoint: str, *, from_start: bool = True) -> None:
         self.addresses, self.port = endpoint_addresses(endpoint)
         self.from_start = from_start
-        self._first: dict[int, int] = {}  # inode → bytes it had received when first seen
-        self._last: dict[int, int] = {}  # inode → bytes at its latest look
+        self._first: dict[int, int] = {}  # key → bytes it had received when first seen
+        self._last: dict[int, int] = {}  # key → bytes at its latest look (or its close)
+        self._ends: dict[tuple[tuple[str, int], tuple[str, int]], int] = {}  # ends → key
+        self._unseen = 0  # keys of connections heard closing, never seen open: -1, -2...
+        self.others = False  # another process was seen with connections to the endpoint
+        self.left_out = 0  # bytes of closed connections not counted (others talk to it too)
         self.peak_open = 0
         self.seen = 0  # connections to the endpoint seen so far
+        self.closing = DestroyedSockets()  # from now on: before the program starts
+
+    def _ours(self, entry: TcpSocket) -> bool:
+        return entry.remote[1] == self.port and entry.remote[0] in self.addresses
 
     def look(self, pids: Iterable[int]) -> ConnectionLook:
         held: set[int] = set()
         for pid in pids:
             held |= socket_inodes(pid)
-        table = tcp_sockets() if held else {}
+        table = tcp_sockets()
         open_now = 0
-        for inode in held:
-            entry = table.get(inode)
-            if entry is None or entry.remote[1] != self.port:
+        for inode, entry in table.items():
+            if not self._ours(entry):
                 continue
-            if entry.remote[0] not in self.addresses:
+            if inode not in held:
+                self.others = True
                 continue
             open_now += 1
             if inode not in self._first:
                 self._first[inode] = 0 if self.from_start else entry.bytes_received
+                self._ends[entry.local, entry.remote] = inode
             self._last[inode] = max(self._last.get(inode, 0), entry.bytes_received)
+        for entry in self.closing.drain():
+            self._closed(entry)
         self.peak_open = max(self.peak_open, open_now)
         self.seen = len(self._last)
         received = sum(self._last[i] - self._first[i] for i in self._last)
         return ConnectionLook(open_now, received, self.seen)
+
+    def _closed(self, entry: TcpSocket) -> None:
+        """A connection the kernel freed: its last count, for the one seen open with these
+        ends, or for one never seen (opened and closed between two looks)."""
+        if not self._ours(entry):
+            return
+        key = self._ends.get((entry.local, entry.remote))
+        if key is None:
+            if self.others:  # whose it was is not known: left out, and said
+                self.left_out += entry.bytes_received
+                return
+            self._unseen -= 1
+            key = self._unseen
+            self._first[key] = 0
+        # A connection closed in order counts the peer's FIN as one byte received.
+        self._last[key] = max(self._last.get(key, 0), entry.bytes_received - 1)
+
+    def close(self) -> None:
+        self.closing.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +132,14 @@ class BucketArrivals:
         self.received = 0
         self._last_ns: int | None = None
 
-    def look(self, now_ns: int, pids: Iterable[int]) -> tuple[int, int, int] | None:
+    def look(
+        self, now_ns: int, pids: Iterable[int], final: bool = False
+    ) -> tuple[int, int, int] | None:
         """Look now; the arrival window (start, end, bytes) of what came since the last
-        look, or None."""
+        look, or None. ``final``: the program has ended; its connections' closes are waited
+        for (announced just after them)."""
+        if final:
+            self.connections.closing.settle()
         found = self.connections.look(pids)
         self.samples.append((now_ns, found.open, found.received))
         since = self._last_ns if self._last_ns is not None else now_ns
@@ -114,6 +151,26 @@ class BucketArrivals:
         window = (since, now_ns, fresh)
         self.windows.append(window)
         return window
+
+    def notes(self) -> list[str]:
+        """What the connections' count may lack, in a sentence each."""
+        found = self.connections
+        notes = []
+        if found.closing.unavailable:
+            notes.append(
+                f"{found.closing.unavailable}: a connection that closed counts what it had "
+                "received at the last look before"
+            )
+        if found.left_out:
+            notes.append(
+                f"{found.left_out / 1e6:.1f} MB arrived over connections to {self.endpoint} "
+                "that opened and closed between two looks while other processes talked to it "
+                "too: not counted, whose they were is not known"
+            )
+        return notes
+
+    def close(self) -> None:
+        self.connections.close()
 
     def report(self, t0_ns: int) -> ConnectionReport:
         return ConnectionReport(

@@ -133,7 +133,7 @@ class Observer:
             else:
                 self.round_arrived = 0
             if self.bucket is not None and tree is not None:
-                self._look_at_bucket(now_ns, [member.pid for member in tree.live()])
+                self._look_at_bucket(now_ns, [member.pid for member in tree.live()], final)
             self._figures(now_ns, final)
         self.cpu_ns += time.thread_time_ns() - started
 
@@ -177,11 +177,11 @@ class Observer:
             self._next_rss = now_ns + max(int(RSS_MIN_INTERVAL_S * 1e9), int(cost / RSS_CPU_SHARE))
         return cost
 
-    def _look_at_bucket(self, now_ns: int, pids: list[int]) -> None:
+    def _look_at_bucket(self, now_ns: int, pids: list[int], final: bool) -> None:
         """What arrived over the connections since the last look, logged as reads of the
         model (file 0, at the offset of what had arrived before)."""
         assert self.bucket is not None
-        window = self.bucket.look(now_ns, pids)
+        window = self.bucket.look(now_ns, pids, final)
         if window is None:
             return
         start, end, count = window
@@ -289,5 +289,7 @@ class Observer:
     def close(self) -> None:
         with self.lock:
             self.arrivals.close()
+            if self.bucket is not None:
+                self.bucket.close()
             if self.tree is not None:
                 self.tree.close()

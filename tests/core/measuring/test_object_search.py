@@ -85,7 +85,7 @@ def test_recommend_on_a_bucket_writes_a_config_its_load_applies(
     assert lines[0].startswith("Measured on this bucket by plain GETs")
     # Nothing of a bucket is cached on this machine: no run of it is called cold.
     assert not [line for line in lines if "cold" in line]
-    assert any("they read files, not objects" in line for line in rec.absent_peers)
+    assert any("reads files, not objects" in line for line in rec.absent_peers)
     path = write_config(tmp_path / "modelmon.toml", recommendation_document(rec, "modelmon.toml"))
     assert SECRET_KEY not in path.read_text()
     chosen = apply_config(path, model)

@@ -9,6 +9,8 @@ import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from modelmon.core import parse_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.output.paste import is_shell, pasteable
@@ -124,16 +126,23 @@ def test_a_sharded_model_names_each_file_for_a_python_call_and_its_folder_for_a_
     assert is_shell(served.code) and not is_shell(call.code)
 
 
-def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets():
+@pytest.mark.parametrize("host_kind", ["aws", "minio-or-local"])
+def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets(host_kind: str) -> None:
     url = "s3://models/llama/model.safetensors"
+    where = SimpleNamespace(host_kind=host_kind, endpoint="http://10.0.0.5:9000")
     bucket = SimpleNamespace(
         format="safetensors",
         path=url,
-        files=(SimpleNamespace(path=url, remote=object()),),
+        files=(SimpleNamespace(path=url, remote=where),),
     )
     winner = candidate("ranged", 900, 910, 905, threads=8, chunk=16 << 20)
     lines = apply_snippets(bucket, winner, (winner,), "m.toml")  # type: ignore[arg-type]
     size = f"RUNAI_STREAMER_CHUNK_BYTESIZE={16 << 20}"
+    if host_kind != "aws":  # the streamer's own client, pointed at the endpoint, path-style
+        size = (
+            "AWS_ENDPOINT_URL=http://10.0.0.5:9000 RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0 "
+            + size
+        )
     assert lines == {
         "modelmon": f"modelmon.core.load({url!r}, config='m.toml')",
         # A server takes the prefix, as it takes a folder; the pick's connections and parts.

@@ -61,7 +61,7 @@ def test_the_kernel_counts_what_a_socket_received() -> None:
 
 def test_connections_to_the_endpoint_and_their_bytes_look_by_look() -> None:
     with server() as (port, release):
-        watched = EndpointConnections(f"http://127.0.0.1:{port}")
+        watched = EndpointConnections(f"http://127.0.0.1:{port}")  # hears closes from now
         assert watched.look([os.getpid()]).open == 0
         with socket.create_connection(("127.0.0.1", port)) as client:
             _read(client, SENT)
@@ -69,11 +69,15 @@ def test_connections_to_the_endpoint_and_their_bytes_look_by_look() -> None:
             assert (look.open, look.received, look.seen) == (1, SENT, 1)
             other = EndpointConnections(f"http://127.0.0.1:{port + 1}")  # another endpoint
             assert other.look([os.getpid()]).open == 0
+            other.close()
             release.set()
-        # Closed since: its bytes stay counted, it is no longer open.
+        # Closed since: its bytes stay counted (its close heard, or its last look's), it is
+        # no longer open.
+        watched.closing.settle()
         look = watched.look([os.getpid()])
         assert (look.open, look.received, look.seen) == (0, SENT, 1)
         assert watched.peak_open == 1
+        watched.close()
 
 
 def test_attached_only_what_arrives_after_the_first_look_counts() -> None:
@@ -81,3 +85,17 @@ def test_attached_only_what_arrives_after_the_first_look_counts() -> None:
         _read(client, SENT)
         watched = EndpointConnections(f"http://localhost:{port}", from_start=False)
         assert watched.look([os.getpid()]).received == 0  # it arrived before the watch
+        watched.close()
+
+
+def test_a_connection_opened_and_closed_between_two_looks_is_heard_closing() -> None:
+    with server() as (port, release):
+        watched = EndpointConnections(f"http://127.0.0.1:{port}")
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            release.set()
+            assert _read(client, SENT + 1) == SENT  # to the server's close
+        watched.closing.settle()
+        look = watched.look([os.getpid()])
+        assert watched.closing.unavailable is None  # root: the broadcast is heard
+        assert (look.open, look.received, look.seen) == (0, SENT, 1)
+        watched.close()
