@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.objects_env import bucket_mount, in_shaped_namespace, latency_proxy, s3_server
-from modelmon.core import LoadRun, measure_ceilings, open_model, recommend, run_fresh
+from modelmon.core import (
+    LoadRun,
+    measure_ceilings,
+    open_model,
+    parse_engine,
+    recommend,
+    run_for,
+    run_fresh,
+)
 from modelmon.core.options import LoadOptions
 
 MiB = 1 << 20
@@ -66,6 +74,35 @@ def runai_run(urls: list[str], concurrency: int) -> float:
     if result.status != "ok":
         raise SystemExit(f"runai concurrency={concurrency}: {result.status}: {result.error}")
     return result.mbps
+
+
+WATCHED_CONCURRENCY = 16
+
+
+def watch_check(model: Any, rounds: int) -> list[dict[str, float]]:
+    """Run:ai's S3 streamer run as an engine side (``engine: runai``), watched from outside:
+    the watch's MB/s (the bytes its connections received, first to last) against the
+    program's own clock, and the connections it saw against the concurrency asked."""
+    if importlib.util.find_spec("runai_model_streamer_s3") is None:
+        return []
+    engine = parse_engine(f"runai RUNAI_STREAMER_CONCURRENCY={WATCHED_CONCURRENCY}")
+    found = []
+    for _ in range(rounds):
+        outcome = run_for(model, engine, "cold").run()
+        result, watch = outcome.result, outcome.watch
+        if result.status != "ok" or watch is None or watch.connections is None:
+            raise SystemExit(f"watched runai: {result.status}: {result.error}")
+        own = result.bytes / result.own_seconds / 1e6 if result.own_seconds else 0.0
+        found.append(
+            {
+                "watch_mbps": result.mbps,
+                "own_mbps": own,
+                "peak_connections": watch.connections.peak_open,
+                "received_bytes": watch.connections.received_bytes,
+            }
+        )
+        say(f"  watched runai: {result.mbps:.0f} MB/s seen, {own:.0f} by its own clock")
+    return found
 
 
 def contenders(model: Any, mount_path: str, urls: list[str], specs: list[tuple[str, LoadOptions]]):  # type: ignore[no-untyped-def]
@@ -139,6 +176,7 @@ def session(
             for label, run in runs[shift:] + runs[:shift]:
                 found[label].append(run())
                 say(f"  round {index + 1}: {label}: {found[label][-1]:.0f} MB/s")
+        watched = watch_check(model, rounds)
         pick_label = f"{pick.strategy} {pick.options.threads}×{pick.options.chunk // MiB} MiB"
         return {
             "rate_mbit": rate_mbit,
@@ -155,6 +193,7 @@ def session(
             "pick": pick_label,
             "medians": {label: statistics.median(v) for label, v in found.items()},
             "runs": found,
+            "watched": watched,
         }
 
 
@@ -212,6 +251,17 @@ def markdown(data: dict[str, Any]) -> list[str]:
         f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
         "the mount.\n"
     )
+    watched = data.get("watched") or []
+    if watched:
+        seen = statistics.median(w["watch_mbps"] for w in watched)
+        own = statistics.median(w["own_mbps"] for w in watched)
+        peak = statistics.median(w["peak_connections"] for w in watched)
+        out.append(
+            f"Watched from outside (`engine: runai RUNAI_STREAMER_CONCURRENCY="
+            f"{WATCHED_CONCURRENCY}`, {len(watched)} runs): {seen:.0f} MB/s over its "
+            f"connections against {own:.0f} MB/s by its own clock ({seen / own:.2f}×); "
+            f"{peak:.0f} connections at most.\n"
+        )
     return out
 
 
