@@ -37,6 +37,7 @@ from typing import Any
 from benchmarks.objects_env import bucket_mount, in_shaped_namespace, latency_proxy, s3_server
 from modelmon.core import (
     LoadRun,
+    Watch,
     measure_ceilings,
     open_model,
     parse_engine,
@@ -79,10 +80,40 @@ def runai_run(urls: list[str], concurrency: int) -> float:
 WATCHED_CONCURRENCY = 16
 
 
+def watched_program(model: Any, rounds: int) -> list[dict[str, float]]:
+    """A program that times its own GETs (``stream_program``), watched from outside: the
+    watch's MB/s (the bytes its connections received, first to last) against its own, and
+    the connections the watch saw against the ones it opened."""
+    (only,) = model.files
+    bucket, key = only.path.removeprefix("s3://").split("/", 1)
+    found = []
+    for _ in range(rounds):
+        argv = [sys.executable, "-m", "benchmarks.stream_program", bucket, key]
+        argv += [str(only.size), str(WATCHED_CONCURRENCY), str(16 * MiB)]
+        with tempfile.TemporaryFile() as out:
+            result = Watch(argv, model=model.path, stdout=out.fileno()).run()
+            out.seek(0)
+            own = json.loads(out.read().decode().strip().splitlines()[-1])
+        if result.status != "exited" or result.mbps is None or result.connections is None:
+            raise SystemExit(f"watched program: {result.status}: {result.notes}")
+        own_mbps = own["bytes"] / own["seconds"] / 1e6
+        found.append(
+            {
+                "watch_mbps": result.mbps,
+                "own_mbps": own_mbps,
+                "peak_connections": result.connections.peak_open,
+                "received_bytes": result.connections.received_bytes,
+            }
+        )
+        say(f"  watched program: {result.mbps:.0f} MB/s seen, {own_mbps:.0f} by its own clock")
+    return found
+
+
 def watch_check(model: Any, rounds: int) -> list[dict[str, float]]:
     """Run:ai's S3 streamer run as an engine side (``engine: runai``), watched from outside:
     the watch's MB/s (the bytes its connections received, first to last) against the
-    program's own clock, and the connections it saw against the concurrency asked."""
+    program's own clock (its setup and touch of every byte included), and the connections
+    it held."""
     if importlib.util.find_spec("runai_model_streamer_s3") is None:
         return []
     engine = parse_engine(f"runai RUNAI_STREAMER_CONCURRENCY={WATCHED_CONCURRENCY}")
@@ -177,6 +208,7 @@ def session(
                 found[label].append(run())
                 say(f"  round {index + 1}: {label}: {found[label][-1]:.0f} MB/s")
         watched = watch_check(model, rounds)
+        program = watched_program(model, rounds) if len(model.files) == 1 else []
         pick_label = f"{pick.strategy} {pick.options.threads}×{pick.options.chunk // MiB} MiB"
         return {
             "rate_mbit": rate_mbit,
@@ -194,6 +226,7 @@ def session(
             "medians": {label: statistics.median(v) for label, v in found.items()},
             "runs": found,
             "watched": watched,
+            "watched_program": program,
         }
 
 
@@ -251,6 +284,17 @@ def markdown(data: dict[str, Any]) -> list[str]:
         f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
         "the mount.\n"
     )
+    program = data.get("watched_program") or []
+    if program:
+        seen = statistics.median(w["watch_mbps"] for w in program)
+        own = statistics.median(w["own_mbps"] for w in program)
+        peak = statistics.median(w["peak_connections"] for w in program)
+        out.append(
+            f"A program timing its own GETs (`benchmarks/stream_program.py`, "
+            f"{WATCHED_CONCURRENCY} connections, {len(program)} runs), watched from outside: "
+            f"{seen:.0f} MB/s over its connections against {own:.0f} MB/s by its own clock "
+            f"({seen / own:.2f}×); {peak:.0f} connections seen.\n"
+        )
     watched = data.get("watched") or []
     if watched:
         seen = statistics.median(w["watch_mbps"] for w in watched)

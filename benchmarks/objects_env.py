@@ -150,15 +150,21 @@ def latency_proxy(upstream: str, latency_s: float, connection_mbps: float = 0.0)
     listener.listen(128)
     listener.settimeout(0.2)
     stop = threading.Event()
-    open_sockets: list[socket.socket] = []
+    lock = threading.Lock()
+    open_sockets: set[socket.socket] = set()
 
-    def requests(client: socket.socket, server: socket.socket) -> None:
+    def requests(client: socket.socket, server: socket.socket, answered: threading.Thread) -> None:
         with contextlib.suppress(OSError):
             while data := client.recv(1 << 16):
                 time.sleep(latency_s)
                 server.sendall(data)
         with contextlib.suppress(OSError):
             server.shutdown(socket.SHUT_WR)
+        answered.join()  # both ways done: the pair is closed (a long run opens thousands)
+        for sock in (client, server):
+            sock.close()
+            with lock:
+                open_sockets.discard(sock)
 
     def answers(server: socket.socket, client: socket.socket) -> None:
         read_end, write_end = os.pipe()
@@ -195,9 +201,11 @@ def latency_proxy(upstream: str, latency_s: float, connection_mbps: float = 0.0)
                 return
             client.settimeout(None)
             server = socket.create_connection((host, int(port)))
-            open_sockets.extend((client, server))
-            for target, args in ((requests, (client, server)), (answers, (server, client))):
-                threading.Thread(target=target, args=args, daemon=True).start()
+            with lock:
+                open_sockets.update((client, server))
+            answering = threading.Thread(target=answers, args=(server, client), daemon=True)
+            answering.start()
+            threading.Thread(target=requests, args=(client, server, answering), daemon=True).start()
 
     acceptor = threading.Thread(target=accept, name="bench-latency-proxy", daemon=True)
     acceptor.start()
@@ -207,7 +215,9 @@ def latency_proxy(upstream: str, latency_s: float, connection_mbps: float = 0.0)
         stop.set()
         acceptor.join()
         listener.close()
-        for sock in open_sockets:
+        with lock:
+            left = list(open_sockets)
+        for sock in left:
             with contextlib.suppress(OSError):
                 sock.close()
 

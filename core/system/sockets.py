@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import select
 import socket
 import struct
 import time
 from dataclasses import dataclass
+
+from modelmon.core.system.readiness import wait_readable
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -182,8 +183,7 @@ class DestroyedSockets:
             return
         deadline = time.monotonic() + most_s
         while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([self._link], [], [], min(quiet_s, left))
-            if not ready:
+            if not wait_readable(self._link.fileno(), min(quiet_s, left)):
                 return
             heard = self.drain()  # takes what was pending too
             self._pending = heard
