@@ -311,20 +311,23 @@ def markdown(data: dict[str, Any]) -> list[str]:
 
 def notes() -> list[str]:
     return [
-        "A model in a bucket of `rclone serve s3` on loopback (ETags off: its local backend "
-        "would hash the whole file for each ranged GET), shaped where said: a network "
-        "namespace whose loopback a `tbf` qdisc limits, and a proxy that holds each request "
-        "(a real bucket's time to first byte) and paces each connection (S3 serves one "
-        "connection about 100 MB/s). The ceiling is the best of the curve of plain GETs "
-        "(`core/measuring/object_bounds.py`: N connections, each its share in GETs of one "
-        "part size, bytes discarded); the rounds alternate every configuration of recommend's "
-        "search space, Run:ai Model Streamer's S3 backend at each concurrency (a fresh child "
-        "timed by itself, one byte of every page touched) and the same bucket through "
-        "`rclone mount` read by modelmon's file strategy from a verified-cold page cache. "
-        "Nothing is cached on this machine between runs of a bucket; the server's own reads "
-        "come from its page cache (the model was written just before). Reproduce one table: "
-        "`python -m benchmarks.objects --gib 1 --rounds 3 [--rate-mbit R --latency-ms L "
-        "--connection-mbps C]`.\n",
+        (
+            "A model in a bucket of `rclone serve s3` on loopback (ETags off: its local backend "
+            "would hash the whole file for each ranged GET), shaped where said: a network "
+            "namespace whose loopback a `tbf` qdisc limits, and a proxy that holds each request "
+            "(a real bucket's time to first byte) and paces each connection (S3 serves one "
+            "connection about 100 MB/s). The ceiling is the best of the curve of plain GETs "
+            "(`core/measuring/object_bounds.py`: N connections, each taking the next GET of one "
+            "part size from a queue, bytes discarded); the rounds alternate every configuration "
+            "of recommend's search space, Run:ai Model Streamer's S3 backend at each concurrency "
+            "(a fresh child timed by itself, one byte of every page touched) and the same bucket "
+            "through `rclone mount` read by modelmon's file strategy from a verified-cold page "
+            "cache. Nothing is cached on this machine between runs of a bucket; the server's own "
+            "reads come from its page cache (the model was written just before). Reproduce one "
+            "table: `python -m benchmarks.objects --gib 1 --rounds 3 [--rate-mbit R --latency-ms "
+            "L --connection-mbps C]`."
+            "\n"
+        ),
     ]
 
 
