@@ -189,7 +189,7 @@ class ProgramRun:
 
             self.watch = Watch(
                 command,
-                model=self.paths or [self.model.path],  # a bucket: its URL
+                model=self.paths or self.model,  # a bucket's: not read again to watch it
                 cache=self.cache,
                 stdout=out.fileno(),
                 stderr=err.fileno(),

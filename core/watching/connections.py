@@ -6,9 +6,10 @@ the kernel's TCP table (``system.sockets``): those whose remote end is the endpo
 its addresses, its port) are the connections; the bytes each has received are the model's
 bytes arriving, counted by the kernel whoever reads them. A connection that closes is heard
 as the kernel frees it (sock_diag's destroy broadcast, as root), with its last count: one
-seen at a look is known by its ends; one opened and closed between two looks counts for the
-tree unless another process was seen talking to the endpoint (then it is left out, said).
-Without the broadcast, a closed connection keeps the count of its last look.
+seen at a look is known by its ends; one seen as another process's is left out; one opened
+and closed between two looks, seen by no look, counts for the tree (said, when other
+processes talk to the endpoint too). Without the broadcast, a closed connection keeps the
+count of its last look.
 """
 
 from __future__ import annotations
@@ -55,9 +56,16 @@ class EndpointConnections:
         self._ends: dict[tuple[tuple[str, int], tuple[str, int]], int] = {}  # ends → key
         self._unseen = 0  # keys of connections heard closing, never seen open: -1, -2...
         self.others = False  # another process was seen with connections to the endpoint
-        self.left_out = 0  # bytes of closed connections not counted (others talk to it too)
+        self._others_ends: set[tuple[tuple[str, int], tuple[str, int]]] = set()
+        self.unseen_bytes = 0  # of connections heard closing, never seen open
         self.peak_open = 0
         self.seen = 0  # connections to the endpoint seen so far
+        # Connections to the endpoint that exist already (this process's own, closing after
+        # it opened the model; anyone else's) are not the program's, which has not started:
+        # listed before the closes are listened to, so none closes unlisted and is heard.
+        self._others_ends |= {
+            (entry.local, entry.remote) for entry in tcp_sockets().values() if self._ours(entry)
+        }
         self.closing = DestroyedSockets()  # from now on: before the program starts
 
     def _ours(self, entry: TcpSocket) -> bool:
@@ -74,6 +82,7 @@ class EndpointConnections:
                 continue
             if inode not in held:
                 self.others = True
+                self._others_ends.add((entry.local, entry.remote))
                 continue
             open_now += 1
             if inode not in self._first:
@@ -92,14 +101,15 @@ class EndpointConnections:
         ends, or for one never seen (opened and closed between two looks)."""
         if not self._ours(entry):
             return
-        key = self._ends.get((entry.local, entry.remote))
+        ends = (entry.local, entry.remote)
+        key = self._ends.get(ends)
         if key is None:
-            if self.others:  # whose it was is not known: left out, and said
-                self.left_out += entry.bytes_received
+            if ends in self._others_ends:  # another process's, seen at a look
                 return
             self._unseen -= 1
             key = self._unseen
             self._first[key] = 0
+            self.unseen_bytes += max(0, entry.bytes_received - 1)
         # A connection closed in order counts the peer's FIN as one byte received.
         self._last[key] = max(self._last.get(key, 0), entry.bytes_received - 1)
 
@@ -161,11 +171,11 @@ class BucketArrivals:
                 f"{found.closing.unavailable}: a connection that closed counts what it had "
                 "received at the last look before"
             )
-        if found.left_out:
+        if found.unseen_bytes and found.others:
             notes.append(
-                f"{found.left_out / 1e6:.1f} MB arrived over connections to {self.endpoint} "
-                "that opened and closed between two looks while other processes talked to it "
-                "too: not counted, whose they were is not known"
+                f"{found.unseen_bytes / 1e6:.1f} MB arrived over connections to "
+                f"{self.endpoint} that opened and closed between two looks: counted as the "
+                "program's, though other processes talked to the endpoint too"
             )
         return notes
 

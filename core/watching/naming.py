@@ -21,6 +21,7 @@ from pathlib import Path
 from modelmon.core.errors import ModelFormatError, OptionsError, ReferenceSyntaxError
 from modelmon.core.model.folder_models import INDEX_SUFFIX
 from modelmon.core.model.formats import open_model
+from modelmon.core.model.records import Model
 from modelmon.core.model.references import is_reference, resolve_reference
 from modelmon.core.storage.urls import is_url
 from modelmon.core.watching.connections import BucketArrivals
@@ -81,6 +82,10 @@ def resolve_model(given: str) -> NamedModel:
     return NamedModel(given, files, target if os.path.isdir(target) else None)
 
 
+# What a watch may be told its model is: named as every verb names one, or opened already.
+WatchedModel = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Model
+
+
 def bucket_watch(given: Sequence[str], *, attached: bool) -> BucketArrivals | None:
     """A model in a bucket that ``given`` names (one URL, nothing else), watched through the
     tree's connections to its endpoint; None when ``given`` names files."""
@@ -100,9 +105,17 @@ def bucket_watch(given: Sequence[str], *, attached: bool) -> BucketArrivals | No
 
 
 def watched_models(
-    model: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, attached: bool
+    model: WatchedModel, *, attached: bool
 ) -> tuple[list[NamedModel], BucketArrivals | None]:
-    """What a watch's ``model`` names: models of files, or a model in a bucket."""
+    """What a watch's ``model`` names: models of files, or a model in a bucket (opened
+    already: a ``Model``, whose objects are not read again while the watch listens)."""
+    if isinstance(model, Model):
+        remote = model.files[0].remote if model.files else None
+        if remote is not None:
+            return [], BucketArrivals(
+                model.path, model.file_bytes, remote.endpoint, from_start=not attached
+            )
+        model = [file.path for file in model.files]
     given = [os.fspath(m) for m in ([model] if isinstance(model, (str, os.PathLike)) else model)]
     bucket = bucket_watch(given, attached=attached)
     return ([] if bucket is not None else [resolve_model(name) for name in given]), bucket

@@ -35,11 +35,11 @@ from modelmon.core.options import CACHE_MODES, CacheMode
 from modelmon.core.system import cache
 from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
+from modelmon.core.watching import naming
 from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.attach import unwatchable
 from modelmon.core.watching.files import ModelFiles, file_stamp, swap_pages
 from modelmon.core.watching.limit import WatchMemory
-from modelmon.core.watching.naming import models_in_arguments, named_files, watched_models
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
     end_with_parent,
@@ -81,7 +81,7 @@ class Watch:
         command: Sequence[str] | None = None,
         *,
         pid: int | None = None,
-        model: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = (),
+        model: naming.WatchedModel = (),
         cache: CacheMode | None = None,
         quiet_s: float | None = None,
         interval_s: float = 0.1,
@@ -113,7 +113,7 @@ class Watch:
             refusal = unwatchable(pid)
             if refusal is not None:
                 raise OptionsError(f"--pid {pid}: {refusal}")
-        named, bucket = watched_models(model, attached=pid is not None)
+        named, bucket = naming.watched_models(model, attached=pid is not None)
         self.command = tuple(command) if command is not None and pid is None else None
         self.pid = pid
         self.attached = pid is not None
@@ -129,7 +129,7 @@ class Watch:
         self.start_gate = start_gate
         self.references = tuple(references)
         self.reads = ReadLog()
-        self._named = named_files(named)  # the weight files of the models given
+        self._named = naming.named_files(named)  # the weight files of the models given
         self.files = ModelFiles(self._named, [m.folder for m in named if m.folder])
         self.observer = Observer(self.files, self.reads, interval_s)
         self.observer.bucket = bucket
@@ -213,8 +213,8 @@ class Watch:
             return cache.of_objects(self.cache_mode)
         named = self._named
         if not named and self.command is not None:  # the model its arguments name, if any
-            models, notes = models_in_arguments(self.command)
-            named = named_files(models)
+            models, notes = naming.models_in_arguments(self.command)
+            named = naming.named_files(models)
             self.notes += notes
         self.files.add_named(named)
         paths = [f.path for f in self.files.files]

@@ -99,3 +99,37 @@ def test_a_connection_opened_and_closed_between_two_looks_is_heard_closing() -> 
         assert watched.closing.unavailable is None  # root: the broadcast is heard
         assert (look.open, look.received, look.seen) == (0, SENT, 1)
         watched.close()
+
+
+def test_a_closed_connection_no_look_saw_counts_though_others_talk_to_the_endpoint() -> None:
+    """Another process's connection to the endpoint, seen at a look, is left out; one that
+    opened and closed between two looks, seen by none, is the watched tree's."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+
+    def serve(count: int) -> None:
+        for _ in range(count):
+            client, _ = listener.accept()
+            client.sendall(b"x" * SENT)
+            client.close()
+
+    thread = threading.Thread(target=serve, args=(2,))
+    thread.start()
+    watched = EndpointConnections(f"http://127.0.0.1:{port}")
+    try:
+        nobody = [os.getppid()]  # the watched "tree": holds none of these sockets
+        with socket.create_connection(("127.0.0.1", port)) as other:
+            _read(other, SENT + 1)
+            assert watched.look(nobody).open == 0 and watched.others  # someone else's
+            with socket.create_connection(("127.0.0.1", port)) as quick:
+                _read(quick, SENT + 1)
+        thread.join(30)
+        watched.closing.settle()
+        look = watched.look(nobody)
+        assert (look.received, look.seen) == (SENT, 1)  # the quick one, not the other
+        assert watched.unseen_bytes == SENT
+    finally:
+        watched.close()
+        listener.close()
