@@ -101,13 +101,15 @@ def _socket(data: bytes, start: int, end: int) -> TcpSocket:
     )
 
 
+def all_tcp_sockets() -> list[TcpSocket]:
+    """Every TCP socket of this network namespace (IPv4 and IPv6), those no process holds
+    (closing, in TIME_WAIT: inode 0) included."""
+    return [entry for family in (socket.AF_INET, socket.AF_INET6) for entry in _dump(family)]
+
+
 def tcp_sockets() -> dict[int, TcpSocket]:
-    """Every TCP socket of this network namespace (IPv4 and IPv6), by inode."""
-    found: dict[int, TcpSocket] = {}
-    for family in (socket.AF_INET, socket.AF_INET6):
-        for entry in _dump(family):
-            found[entry.inode] = entry
-    return found
+    """The TCP sockets a process holds (IPv4 and IPv6), by inode."""
+    return {entry.inode: entry for entry in all_tcp_sockets() if entry.inode}
 
 
 def socket_inodes(pid: int) -> set[int]:

@@ -19,7 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from modelmon.core.system.sockets import DestroyedSockets, TcpSocket, socket_inodes, tcp_sockets
+from modelmon.core.system.sockets import (
+    DestroyedSockets,
+    TcpSocket,
+    all_tcp_sockets,
+    socket_inodes,
+    tcp_sockets,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +70,7 @@ class EndpointConnections:
         # it opened the model; anyone else's) are not the program's, which has not started:
         # listed before the closes are listened to, so none closes unlisted and is heard.
         self._others_ends |= {
-            (entry.local, entry.remote) for entry in tcp_sockets().values() if self._ours(entry)
+            (entry.local, entry.remote) for entry in all_tcp_sockets() if self._ours(entry)
         }
         self.closing = DestroyedSockets()  # from now on: before the program starts
 
