@@ -25,6 +25,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from benchmarks.envs import _free_port as free_port
+from benchmarks.envs import _serving as serving
 from modelmon.core import stop_child
 
 START_TIMEOUT_S = 20.0
@@ -35,23 +37,11 @@ def rclone() -> str:
     return str(beside) if beside.exists() else (shutil.which("rclone") or "rclone")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 @contextlib.contextmanager
 def s3_server(root: Path) -> Iterator[str]:
     """``rclone serve s3`` of ``root`` (its folders are the buckets) on a loopback port, and
     this process's AWS environment pointed at it; the endpoint."""
-    port = _free_port()
+    port = free_port()
     key, secret = "bench", secrets.token_hex(16)
     quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     server = subprocess.Popen(
@@ -73,7 +63,7 @@ def s3_server(root: Path) -> Iterator[str]:
     saved = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not _listening(port):
+        while not serving(port):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("rclone serve s3 did not start listening")
             time.sleep(0.05)

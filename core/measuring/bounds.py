@@ -17,13 +17,14 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from modelmon.core.errors import LoadError
 from modelmon.core.options import MiB
+from modelmon.core.system.memory import memory_facts
 
 ALIGN = 4096  # O_DIRECT offsets, lengths and buffers are multiples of the block size
 FILL_BYTES = 1 << 30  # fresh memory filled per run: enough to span the host's backing
@@ -193,3 +194,31 @@ def memcpy_mbps(size: int = 256 * MiB, repeats: int = 3) -> float:
         np.copyto(target, source)
         best = max(best, size / (time.perf_counter() - started) / 1e6)
     return best
+
+
+def fill_size(file_bytes: int) -> int:
+    """Fresh memory a fill run fills: the model's bytes, 64 MiB at least, ``FILL_BYTES`` and
+    a quarter of usable memory at most."""
+    return min(FILL_BYTES, max(file_bytes, 64 * MiB), memory_facts().usable // 4)
+
+
+def fill_beside(size: int, threads: int, read: Callable[[], object]) -> float:
+    """``fill_rate`` while ``read`` (a load's plain reads) runs beside it in a thread; the
+    reader's failure is raised once the fill is done."""
+    failed: list[BaseException] = []
+
+    def beside() -> None:
+        try:
+            read()
+        except BaseException as exc:  # the caller says it, one line
+            failed.append(exc)
+
+    thread = threading.Thread(target=beside, name="modelmon-plain-read-beside")
+    thread.start()
+    try:
+        rate = fill_rate(size, threads)
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
+    return rate

@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 
 from modelmon.core.errors import LoadError
 from modelmon.core.measuring.bounds import (
-    FILL_BYTES,
     Reading,
     direct_supported,
-    fill_rate,
+    fill_beside,
+    fill_size,
     memcpy_mbps,
     plain_read,
 )
@@ -37,7 +37,6 @@ from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode, MiB
 from modelmon.core.system.cache import prepare
-from modelmon.core.system.memory import memory_facts
 
 
 def default_parallelism() -> int:
@@ -123,28 +122,18 @@ class _Plain:
     def fill(self, model: Model, parallel: int, repeats: int) -> Ceiling:
         """Fresh memory filled by ``parallel`` threads while plain reads of the model run
         beside it, from a cold cache."""
-        size = min(FILL_BYTES, max(model.file_bytes, 64 * MiB), memory_facts().usable // 4)
+        size = fill_size(model.file_bytes)
         runs: list[float] = []
         verified = True
-        failed: list[OSError] = []
-
-        def read_beside() -> None:
-            try:
-                plain_read(self.paths, parallel, 16 * MiB)
-            except OSError as exc:  # said after the fill, one line
-                failed.append(exc)
-
         for _ in range(repeats):
             cold = _cold_or_warm(self.paths, "cold", self.cancel, arrays=size)
             verified = cold and verified
-            beside = threading.Thread(target=read_beside, name="modelmon-plain-read-beside")
-            beside.start()
             try:
-                runs.append(fill_rate(size, parallel))
-            finally:
-                beside.join()
-            if failed:
-                raise LoadError(f"ceiling: plain read of {self.paths[0]} failed: {failed[0]}")
+                runs.append(
+                    fill_beside(size, parallel, lambda: plain_read(self.paths, parallel, 16 * MiB))
+                )
+            except OSError as exc:
+                raise LoadError(f"ceiling: plain read of {self.paths[0]} failed: {exc}") from None
         spec = (
             f"{parallel} threads filling {size // MiB} MiB of fresh memory from /dev/zero, "
             "beside plain cold reads of the model"

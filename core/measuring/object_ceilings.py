@@ -16,13 +16,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from modelmon.core.errors import LoadError
-from modelmon.core.measuring.bounds import FILL_BYTES, fill_rate, memcpy_mbps
+from modelmon.core.measuring.bounds import fill_beside, fill_size, memcpy_mbps
 from modelmon.core.measuring.ceiling_records import CEILINGS, Ceiling, Ceilings, make_ceiling
 from modelmon.core.measuring.object_bounds import CURVE_PART, ObjectCurve, plain_get
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
-from modelmon.core.system.memory import memory_facts
 
 # Connections of the plain parallel read: what a parallel client opens without tuning.
 PARALLEL_CONNECTIONS = 8
@@ -82,25 +80,12 @@ def _fill(model: Model, curve: ObjectCurve, repeats: int) -> Ceiling:
     beside are the storage bound's own)."""
     parallel = PARALLEL_CONNECTIONS
     connections, part = curve.best() if curve.readings else (parallel, CURVE_PART)
-    size = min(FILL_BYTES, max(model.file_bytes, 64 * MiB), memory_facts().usable // 4)
+    size = fill_size(model.file_bytes)
     runs: list[float] = []
-    failed: list[LoadError] = []
-
-    def read_beside() -> None:
-        try:
-            plain_get(curve.objects, connections, part)
-        except LoadError as exc:  # said after the fill, one line
-            failed.append(exc)
-
     for _ in range(repeats):
-        beside = threading.Thread(target=read_beside, name="modelmon-plain-get-beside")
-        beside.start()
-        try:
-            runs.append(fill_rate(size, parallel))
-        finally:
-            beside.join()
-        if failed:
-            raise failed[0]
+        runs.append(
+            fill_beside(size, parallel, lambda: plain_get(curve.objects, connections, part))
+        )
     spec = (
         f"{parallel} threads filling {size // MiB} MiB of fresh memory from /dev/zero, "
         "beside plain GETs of the model"
