@@ -17,7 +17,9 @@ thread that reaps it when the kernel lets it go.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -40,6 +42,34 @@ Found = TypeVar("Found")
 
 # Every load worker's process name begins so: how this process finds its own workers.
 WORKER_NAME = "modelmon-worker-"
+# numpy's OpenBLAS starts a thread per core as it is imported, and they spin for about a tenth
+# of a second of CPU each: a worker never multiplies matrices, and the spinning would take the
+# CPU from the load it measures (a value the user set is kept).
+WORKER_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
+
+
+class _WorkerEntry:
+    """A spawn child's target as its pickle names it: unpickled before the target's arguments,
+    whose modules import numpy, it sets the worker's environment first (``_entered``)."""
+
+    def __init__(self, target: Callable[..., None]) -> None:
+        self.target = target
+
+    def __call__(self, *args: Any) -> None:
+        self.target(*args)
+
+    def __reduce__(self) -> tuple[Callable[[str, str], Callable[..., None]], tuple[str, str]]:
+        return _entered, (self.target.__module__, self.target.__qualname__)
+
+
+def _entered(module: str, name: str) -> Callable[..., None]:
+    """In the spawn child, as its target is unpickled: the environment, then the target."""
+    for variable, value in WORKER_ENVIRONMENT.items():
+        os.environ.setdefault(variable, value)
+    found: Any = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found  # type: ignore[no-any-return]
 
 
 def start_workers(
@@ -53,14 +83,15 @@ def start_workers(
     placed: Callable[[int], None] | None = None,
 ) -> None:
     """One spawn process per task, running ``target(task, its end of its own pipe, memory)``
-    without the parent's ``__main__``; each is handed ``handles`` over its pipe (SCM_RIGHTS).
-    Each goes into ``processes`` and its pipe's parent end into ``conns`` as soon as it is
-    started, so a caller's cleanup reaches every one, however far this got. ``placed`` hears
-    each one's pid at once (a run's memory cgroup takes it in before it is told to load)."""
+    without the parent's ``__main__`` and in ``WORKER_ENVIRONMENT``; each is handed ``handles``
+    over its pipe (SCM_RIGHTS). Each goes into ``processes`` and its pipe's parent end into
+    ``conns`` as soon as it is started, so a caller's cleanup reaches every one, however far
+    this got. ``placed`` hears each one's pid at once (a run's memory cgroup takes it in before
+    it is told to load)."""
     for worker, task in enumerate(tasks):
         parent_end, child_end = context.Pipe(duplex=True)
         process = context.Process(
-            target=target,
+            target=_WorkerEntry(target),
             name=f"{WORKER_NAME}{worker}",
             args=(task, child_end, memory),
             daemon=True,

@@ -46,3 +46,48 @@ def test_how_a_process_ends_is_known_before_it_is_reaped() -> None:
         for child in (sleeper, exits):
             child.kill()
             child.wait()
+
+
+REPORTER = """
+import os
+
+import numpy  # as a worker's modules import it, OpenBLAS with them
+
+
+def report(task, conn, memory):
+    threads = len(os.listdir("/proc/self/task"))
+    conn.send((os.environ.get("OPENBLAS_NUM_THREADS"), threads, int(task.sum())))
+    conn.close()
+"""
+
+
+def test_a_worker_starts_numpy_without_a_blas_thread_per_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's environment is set as it unpickles its target, before numpy is imported by
+    the target's module or its arguments: no OpenBLAS threads spin beside the load."""
+    import multiprocessing
+
+    import numpy as np
+
+    from modelmon.core.loading.processes import start_workers
+
+    (tmp_path / "blas_reporter.py").write_text(REPORTER)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawn child gets this process's sys.path
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    from blas_reporter import report  # type: ignore[import-not-found]
+
+    processes: list = []
+    conns: dict = {}
+    start_workers(
+        multiprocessing.get_context("spawn"), [np.arange(4)], report, None, [], processes, conns
+    )
+    try:
+        assert conns[0].poll(60), "the worker never reported"
+        assert conns[0].recv() == ("1", 1, 6)
+    finally:
+        for process in processes:
+            process.join(10)
+        for conn in conns.values():
+            conn.close()
+    assert "OPENBLAS_NUM_THREADS" not in os.environ  # the parent's own is untouched
