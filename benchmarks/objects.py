@@ -97,15 +97,7 @@ def watched_program(model: Any, rounds: int) -> list[dict[str, float]]:
         if result.status != "exited" or result.mbps is None or result.connections is None:
             raise SystemExit(f"watched program: {result.status}: {result.notes}")
         own_mbps = own["bytes"] / own["seconds"] / 1e6
-        found.append(
-            {
-                "watch_mbps": result.mbps,
-                "own_mbps": own_mbps,
-                "peak_connections": result.connections.peak_open,
-                "received_bytes": result.connections.received_bytes,
-            }
-        )
-        say(f"  watched program: {result.mbps:.0f} MB/s seen, {own_mbps:.0f} by its own clock")
+        found.append(_watched_row("program", result.mbps, own_mbps, result.connections))
     return found
 
 
@@ -124,16 +116,30 @@ def watch_check(model: Any, rounds: int) -> list[dict[str, float]]:
         if result.status != "ok" or watch is None or watch.connections is None:
             raise SystemExit(f"watched runai: {result.status}: {result.error}")
         own = result.bytes / result.own_seconds / 1e6 if result.own_seconds else 0.0
-        found.append(
-            {
-                "watch_mbps": result.mbps,
-                "own_mbps": own,
-                "peak_connections": watch.connections.peak_open,
-                "received_bytes": watch.connections.received_bytes,
-            }
-        )
-        say(f"  watched runai: {result.mbps:.0f} MB/s seen, {own:.0f} by its own clock")
+        found.append(_watched_row("runai", result.mbps, own, watch.connections))
     return found
+
+
+def _watched_row(
+    name: str, seen_mbps: float, own_mbps: float, connections: Any
+) -> dict[str, float]:
+    """One watched run: the watch's MB/s beside the program's own, and the connections seen."""
+    say(f"  watched {name}: {seen_mbps:.0f} MB/s seen, {own_mbps:.0f} by its own clock")
+    return {
+        "watch_mbps": seen_mbps,
+        "own_mbps": own_mbps,
+        "peak_connections": connections.peak_open,
+        "received_bytes": connections.received_bytes,
+    }
+
+
+def _watched_medians(rows: list[dict[str, float]]) -> tuple[float, float, float]:
+    """Medians of watched runs: the watch's MB/s, the program's own, the connections seen."""
+    seen, own, peak = (
+        statistics.median(row[key] for row in rows)
+        for key in ("watch_mbps", "own_mbps", "peak_connections")
+    )
+    return seen, own, peak
 
 
 def contenders(model: Any, mount_path: str, urls: list[str], specs: list[tuple[str, LoadOptions]]):  # type: ignore[no-untyped-def]
@@ -286,9 +292,7 @@ def markdown(data: dict[str, Any]) -> list[str]:
     )
     program = data.get("watched_program") or []
     if program:
-        seen = statistics.median(w["watch_mbps"] for w in program)
-        own = statistics.median(w["own_mbps"] for w in program)
-        peak = statistics.median(w["peak_connections"] for w in program)
+        seen, own, peak = _watched_medians(program)
         out.append(
             f"A program timing its own GETs (`benchmarks/stream_program.py`, "
             f"{WATCHED_CONCURRENCY} connections, {len(program)} runs), watched from outside: "
@@ -297,9 +301,7 @@ def markdown(data: dict[str, Any]) -> list[str]:
         )
     watched = data.get("watched") or []
     if watched:
-        seen = statistics.median(w["watch_mbps"] for w in watched)
-        own = statistics.median(w["own_mbps"] for w in watched)
-        peak = statistics.median(w["peak_connections"] for w in watched)
+        seen, own, peak = _watched_medians(watched)
         out.append(
             f"Watched from outside (`engine: runai RUNAI_STREAMER_CONCURRENCY="
             f"{WATCHED_CONCURRENCY}`, {len(watched)} runs): {seen:.0f} MB/s over its "

@@ -29,7 +29,7 @@ from modelmon.core import write_gguf_model, write_safetensors_model
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Every Python process the suite starts (CLI runs, programs it watches, engines) imports numpy,
 # whose OpenBLAS spins up a thread per core for a tenth of a second of CPU: nothing here
-# multiplies matrices, and on two cores that CPU is a fifth of the suite's.
+# multiplies matrices (on two cores, a fifth of the CPU of the CLI's and the loads' tests).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 LEAK_GRACE_S = 2.0  # how long stragglers (exiting workers, joining threads) get

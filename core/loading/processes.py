@@ -17,9 +17,9 @@ thread that reaps it when the kernel lets it go.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import multiprocessing
 import os
+import pkgutil
 import signal
 import sys
 import threading
@@ -66,10 +66,8 @@ def _entered(module: str, name: str) -> Callable[..., None]:
     """In the spawn child, as its target is unpickled: the environment, then the target."""
     for variable, value in WORKER_ENVIRONMENT.items():
         os.environ.setdefault(variable, value)
-    found: Any = importlib.import_module(module)
-    for part in name.split("."):
-        found = getattr(found, part)
-    return found  # type: ignore[no-any-return]
+    target: Callable[..., None] = pkgutil.resolve_name(f"{module}:{name}")
+    return target
 
 
 def start_workers(
