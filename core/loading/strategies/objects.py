@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.reads import new_descriptor_id
@@ -27,12 +27,13 @@ from modelmon.core.loading.strategies.base import Strategy, WorkerContext, regis
 from modelmon.core.loading.strategies.stream import block_ordered_reads
 from modelmon.core.model.plan import Read, coalesce
 from modelmon.core.model.records import Model
-from modelmon.core.storage.connection import Store
 from modelmon.core.storage.facts import ObjectFacts
-from modelmon.core.storage.objects import open_store
-from modelmon.core.storage.reader import ObjectReader, Part
 from modelmon.core.storage.records import RequestRecord
 from modelmon.core.storage.urls import parse_object_url
+
+if TYPE_CHECKING:
+    from modelmon.core.storage.connection import Store
+    from modelmon.core.storage.reader import ObjectReader, Part
 
 
 def remote_facts(model: Model) -> list[ObjectFacts]:
@@ -126,6 +127,12 @@ class ObjectStrategy(Strategy):
         self._reads = self.planned_reads(ctx)
         if not self._reads:
             return
+        # The HTTP stack (http.client, ssl, the S3 signer) is imported by the workers that
+        # read objects only: every load worker imports this module, a file's workers never
+        # need it, and each spent a sixth of its start importing it.
+        from modelmon.core.storage.objects import open_store
+        from modelmon.core.storage.reader import ObjectReader
+
         connections = max(1, min(ctx.options.threads, len(self._reads)))
         self._cancel = _StopEvent(ctx)
         self._store = open_store(parse_object_url(facts[0].url))
@@ -173,6 +180,8 @@ class ObjectStrategy(Strategy):
 
     @staticmethod
     def _part(ctx: WorkerContext, facts: ObjectFacts, read: Read) -> Part:
+        from modelmon.core.storage.reader import Part  # imported by prepare already
+
         if not ctx.sink.keep:
             return Part(facts, read.offset, read.length)
         pieces = [(p.extent, p.start, p.length) for p in read.pieces]
