@@ -155,6 +155,13 @@ def test_the_start_page_lists_the_models_under_a_kept_prefix(
     assert bucket.table.rowCount() == len(state.rows)
     assert f"under s3://{BUCKET}/" in bucket.summary.text()
     assert window.settings.bucket_prefix() == f"s3://{BUCKET}/"
+    # Listed again (List with the same prefix): the same models, each once, drawn once.
+    listed = state.listed
+    state.listed = None
+    bucket.list_button.click()
+    qtbot.waitUntil(lambda: state.listed == listed and not state.listing, timeout=20_000)
+    assert [row.reference for row in state.rows] == references
+    assert len(set(references)) == len(references) == bucket.table.rowCount()
     bucket.table.cellDoubleClicked.emit(references.index(SHARDED), 0)
     qtbot.waitUntil(lambda: window.bench.info is not None, timeout=20_000)
     assert window.bench.info.path == SHARDED
