@@ -40,6 +40,7 @@ from modelmon.gui.state.process_list import ProcessList
 from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.state.watch_job import WatchInput, watch_request
+from modelmon.gui.widgets.memory_limit_dialog import MemoryLimitDialog
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
@@ -133,6 +134,7 @@ class MainWindow(QMainWindow):
                     self.fill_recent,
                     lambda process: self.watch(process=process),
                     self.recommend,
+                    self.choose_memory_limit,
                     self.show_model_tab,
                     self.set_sample_interval,
                 ),
@@ -153,6 +155,9 @@ class MainWindow(QMainWindow):
         page.bucket.prefix_entered.connect(state.bucket.set_prefix)
         page.bucket.refresh_requested.connect(state.bucket.refresh)
         state.bucket.changed.connect(page.bucket.show_state)
+        bench.memory_limit_changed.connect(
+            lambda _limit: self.menus.show_memory_limit(bench.memory_limit_text)
+        )
         page.demo_requested.connect(state.use_demo)
         page.model_chosen.connect(self.open_path)
         page.refresh_requested.connect(state.discovery.refresh)
@@ -277,6 +282,16 @@ class MainWindow(QMainWindow):
         dialog = RecommendDialog(self, model_format=self.bench.info.model.format)
         if self._ask(dialog, lambda: bool(dialog.exec())):
             self.bench.recommend(dialog.budget_s(), dialog.loader())
+
+    def choose_memory_limit(self) -> None:
+        """Run ▸ Memory limit…: the limit the next runs run under (the state takes it)."""
+        if self.bench.running:
+            return
+        bench = self.bench
+        dialog = MemoryLimitDialog(
+            bench.memory_limit_text, bench.memory_limit_range(), bench.set_memory_limit, self
+        )
+        self._ask(dialog, lambda: bool(dialog.exec()))
 
     def watch(self, process: bool = False) -> None:
         """File ▸ Watch a command… (or a process…): what to watch, then the watch."""

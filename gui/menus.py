@@ -16,6 +16,7 @@ from modelmon.gui.state.app_state import AppState
 from modelmon.gui.view_menus import HelpMenu, PrimeMenu, SampleMenu, ThemeMenu
 
 Shortcut = QKeySequence.StandardKey | str | None
+MEMORY_LIMIT_TEXT = "Memory &limit: none…"
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class WindowActions:
     fill_recent: Callable[[], None]
     watch: Callable[[bool], None]  # process: pick a running process rather than a command
     recommend: Callable[[], None]
+    choose_memory_limit: Callable[[], None]
     show_model_tab: Callable[[int], None]
     set_sample_interval: Callable[[float], None]
 
@@ -89,6 +91,7 @@ class Menus:
         for action in self.job_actions:
             action.setEnabled(ready and not running)
         self.cancel_action.setEnabled(running)
+        self.memory_limit_action.setEnabled(not running)  # it applies to the runs that follow
         exporter = self.parts.exporter
         self.ab_config_action.setEnabled(exporter.can_export_ab)
         self.export_recommendation_action.setEnabled(exporter.can_export_recommendation)
@@ -96,6 +99,12 @@ class Menus:
             action.setEnabled(exporter.can_export_results)
         for action in self.plot_actions:
             action.setEnabled(ready)
+
+    def show_memory_limit(self, limit_text: str) -> None:
+        """The Run menu says the limit the next runs run under."""
+        self.memory_limit_action.setText(
+            f"Memory &limit: {limit_text}…" if limit_text else MEMORY_LIMIT_TEXT
+        )
 
     def _file_menu(self, files: QMenu) -> None:
         w, action, does = self.parts, self.action, self.parts.does
@@ -229,6 +238,15 @@ class Menus:
             w.does.recommend,
             "Search for the fastest configuration within a time budget; File ▸ Export "
             "recommended configuration… then writes it.",
+        )
+        self.memory_limit_action = action(
+            runs,
+            MEMORY_LIMIT_TEXT,
+            None,
+            w.does.choose_memory_limit,
+            "Run what follows inside a memory cgroup of a size you choose, as a container's "
+            "limit applies: its page cache is charged to it, and a run that needs more is "
+            "OOM-killed.",
         )
         self.cancel_action = action(
             runs,

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 FAINT_ALPHA = 90 / 255  # the live plot's faint per-worker lines
+AREA_ALPHA = 45 / 255  # each area of a run's memory cgroup, as the live plot's
+LINE_STYLES = {"dashed": "--", "dotted": ":"}
 PLACEMENT = "each rate at the middle of the sample interval it covers"
 
 
@@ -49,13 +51,15 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
             for name in series_names(trace, outcome.series):
                 times, values = outcome.series[name]
                 shown = values * trace.scale
-                faint = trace.style == "faint"
+                faint = trace.style in ("faint", "area")
                 few = np.isfinite(shown).sum() < 3  # a line needs points to join: mark them
+                if trace.style == "area":  # filled to zero under the lines, as on screen
+                    target.fill_between(times, shown, color=colour, alpha=AREA_ALPHA, lw=0)
                 target.plot(
                     times,
                     shown,
                     color=colour,
-                    ls="--" if trace.style == "dashed" else "-",
+                    ls=LINE_STYLES.get(trace.style, "-"),
                     lw=0.6 if faint else 1.0,
                     alpha=FAINT_ALPHA if faint else 1.0,
                     marker="o" if few else None,

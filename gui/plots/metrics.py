@@ -12,7 +12,7 @@ import html
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QWidget
 
 from modelmon.gui.plots.style import ThemedPlot, pen
@@ -33,6 +33,8 @@ from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
 
 FAINT_ALPHA = 90
+# Each area of a run's memory cgroup: two overlap, so what is anonymous shows darker.
+AREA_ALPHA = 45
 
 
 class MetricPlot(ThemedPlot):
@@ -98,11 +100,18 @@ class MetricPlot(ThemedPlot):
         curve = self.curves.get(key)
         if curve is None:
             colour = current_theme().run_colour(label)
-            alpha = FAINT_ALPHA if trace.style == "faint" else 255
-            # connect="finite": a failed sample (NaN) is a gap, not a drop to zero.
-            curve = pg.PlotDataItem(
-                pen=pen(colour, dashed=trace.style == "dashed", alpha=alpha), connect="finite"
+            alpha = FAINT_ALPHA if trace.style in ("faint", "area") else 255
+            line = pen(
+                colour, dashed=trace.style == "dashed", alpha=alpha, dotted=trace.style == "dotted"
             )
+            # connect="finite": a failed sample (NaN) is a gap, not a drop to zero.
+            curve = pg.PlotDataItem(pen=line, connect="finite")
+            if trace.style == "area":  # filled to zero, under the lines
+                fill = QColor(colour)
+                fill.setAlpha(AREA_ALPHA)
+                curve.setFillLevel(0.0)
+                curve.setBrush(fill)
+                curve.setZValue(-1)
             if trace.right and self.right_box is not None:
                 curve.setDownsampling(auto=True, method="peak")
                 curve.setClipToView(True)

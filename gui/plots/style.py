@@ -14,12 +14,14 @@ from modelmon.gui.theme import current_theme
 from modelmon.gui.widgets.elided_label import ElidedLines
 
 
-def pen(colour: str, dashed: bool = False, alpha: int = 255) -> QPen:
+def pen(colour: str, dashed: bool = False, alpha: int = 255, dotted: bool = False) -> QPen:
     """Width 1 and cosmetic: thicker pens make Qt's raster engine many times slower.
 
     A lower ``alpha`` makes the thin, secondary lines (one per worker) recede behind totals.
     """
     style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
+    if dotted:
+        style = Qt.PenStyle.DotLine
     qpen = pg.mkPen(colour, width=1, style=style)
     if alpha < 255:
         colour_with_alpha = qpen.color()

@@ -128,6 +128,7 @@ class Job:
         self.model = model
         self.cancel_event = threading.Event()
         self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' sampling period of its runs
+        self.memory_limit: int | None = None  # its runs run in a memory cgroup of this size
         self._report: Report = lambda _events: None
         self._ended: RunRecord | None = None  # the last run's end, sent with the next event
 
@@ -185,6 +186,7 @@ class Job:
                 map_interval_s=MAP_INTERVAL_S,
                 start_gate=announce,
                 path=model_path(self.model),
+                memory_limit=self.memory_limit,
             )
             if isinstance(live, Session):
                 self.report(RunStart(label, spec, pair, pairs, live))

@@ -12,7 +12,8 @@ GB = 1e9
 @dataclass(frozen=True, slots=True)
 class Trace:
     series: str  # a series name; "worker_rss.*" means one curve per worker
-    style: str = "solid"  # "solid" | "dashed" | "faint"
+    # "solid" | "dashed" | "faint" lines, "dotted" for a bound, "area" filled down to zero
+    style: str = "solid"
     scale: float = 1.0  # values × scale = what the axis shows
     right: bool = False  # on the right-hand axis
 
@@ -46,15 +47,22 @@ CPU = MetricView(
     (Trace("workers_cpu_pct"), Trace("worker_cpu_pct.*", "faint")),
     "solid: all workers, faint: each worker",
 )
+# Under a memory limit the run's cgroup is drawn too: the limit as a dotted line, and what
+# the cgroup is charged as two areas, all of it (the lighter part above is page cache) and
+# its anonymous memory (what reclaim cannot free). Without a limit those series are absent.
 MEMORY = MetricView(
     "Memory",
-    "worker RSS (GB)",
+    "memory (GB)",
     (
+        Trace("cgroup_bytes", "area", scale=1 / GB),
+        Trace("cgroup_anon_bytes", "area", scale=1 / GB),
+        Trace("limit_bytes", "dotted", scale=1 / GB),
         Trace("workers_rss", scale=1 / GB),
         Trace("worker_rss.*", "faint", scale=1 / GB),
         Trace("mem_available", "dashed", scale=1 / GB, right=True),
     ),
-    "solid: workers' RSS, faint: each worker, dashed: available (right)",
+    "solid: workers' RSS, faint: each worker, dashed: available (right); with a memory "
+    "limit, dotted: limit, areas: anonymous (dark), page cache (light)",
     right_label="available memory (GB)",
 )
 DEVICE = MetricView(

@@ -129,7 +129,9 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             "looked (View ▸ Sample metrics every sets how often it looks)."
         )
         memory = memory_text(result) if result is not None else ""
-        return workers + (f"\nAll of modelmon: {memory}." if memory else "")
+        limited = result.memory_limit if result is not None else None
+        under = f"\nIts {limited.line()}." if limited is not None else ""
+        return workers + (f"\nAll of modelmon: {memory}." if memory else "") + under
     if column == STATUS:
         notes = "\n".join(result.notes) if result is not None else ""
         checksum = (

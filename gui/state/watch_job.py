@@ -139,6 +139,8 @@ class WatchJob(Job):
             stderr=errors.fileno() if request.command is not None else None,
             map_interval_s=MAP_INTERVAL_S,
             env={**os.environ, **dict(request.env)} if request.env else None,
+            # What modelmon starts runs under the limit; a running process has its memory.
+            memory_limit=self.memory_limit if request.command is not None else None,
         )
         if self.cancelled:  # asked before the watch existed
             self.watch.cancel()

@@ -15,8 +15,13 @@ import dataclasses
 import time
 from pathlib import Path
 
-from modelmon.core.errors import OptionsError
-from modelmon.core.options import CacheMode
+from modelmon.core import (
+    check_memory_limit,
+    memory_limit_range,
+    memory_limit_unavailable,
+)
+from modelmon.core.errors import OptionsError, printable
+from modelmon.core.options import CacheMode, parse_size
 from modelmon.gui.state.ab_session import ABState, ab_cache
 from modelmon.gui.state.ceilings_state import CeilingsState, CeilingStore
 from modelmon.gui.state.configs import LABELS, Configs
@@ -58,6 +63,10 @@ class Workbench:
         self.runner = JobRunner(post)
         self.ceiling_repeats = CEILING_REPEATS
         self.sample_interval_s = SAMPLE_INTERVAL_S  # the metrics' period for the next runs
+        # The memory limit the next runs run under (a memory cgroup of that size, as a
+        # container's), or None; ``memory_limit_changed`` says when it changes.
+        self.memory_limit: int | None = None
+        self.memory_limit_changed = Event()  # int | None
         self.plots_show_ab = False  # the run plots show an A/B's runs (a single run clears them)
         self.shown_runs: dict[str, RunRecord] = {}  # the last run of each label on the plots
         self.model_opened = Event()  # ModelInfo: a model is open (the plots start empty)
@@ -228,12 +237,52 @@ class Workbench:
         self._start(WatchJob(request, self.info.model))
         self.status.show(f"Watching {request.title}…", None)
 
+    @property
+    def memory_limit_text(self) -> str:
+        """The limit as one writes it (``2Gi``, ``512Mi``), empty for none."""
+        return limit_text(self.memory_limit)
+
+    @staticmethod
+    def memory_limit_range() -> str:
+        """The limits modelmon takes here: 'from 1 MiB to 23.4 GiB (this machine's RAM)'."""
+        return memory_limit_range()
+
+    def set_memory_limit(self, text: str) -> str | None:
+        """Run what follows under ``text`` (``16Gi``, ``512MiB``; empty or ``none``: no limit).
+        The one line why not when it is no limit modelmon takes; a limit no cgroup can be made
+        for here is kept and said in a warning (runs then only plan with it)."""
+        if text.strip().lower() in ("", "none", "no", "off"):
+            limit = None
+        else:
+            try:
+                size = parse_size(text)
+            except OptionsError:
+                return f"Not a memory limit: {printable(text.strip())} (write 16Gi or 512Mi)"
+            try:
+                limit = check_memory_limit(size)
+            except OptionsError:
+                shown = printable(text.strip())
+                return f"The memory limit must be {memory_limit_range()}, not {shown}"
+        self.memory_limit = limit
+        self.memory_limit_changed.emit(limit)
+        unavailable = memory_limit_unavailable(limit) if limit is not None else None
+        if unavailable is not None:
+            self.message.emit(unavailable, "warning")
+        elif limit is not None:
+            self.message.emit(
+                f"The next runs run under a {limit_text(limit)} memory limit, in a memory "
+                "cgroup of that size (as in a container).",
+                "info",
+            )
+        return None
+
     def _start(self, job: Job, budget_s: float = 0.0) -> None:
         """Start ``job``: what the last one left (a failure's banner, a full bar) goes."""
         if not isinstance(job, ABJob):
             self.ab.other_job_started()
         self.status.show("starting…", 0.0)
         job.sample_interval_s = self.sample_interval_s
+        job.memory_limit = self.memory_limit
         self.reports.begin(self.info.model if self.info is not None else None, budget_s)
         self.runner.start(job)
         self.running_changed.emit(True)
@@ -252,3 +301,13 @@ class Workbench:
         if stopped:
             self.running_changed.emit(False)
         return stopped
+
+
+def limit_text(limit: int | None) -> str:
+    """A memory limit as Kubernetes writes it (``2Gi``, ``512Mi``; bytes when neither)."""
+    if limit is None:
+        return ""
+    for unit, shift in (("Gi", 30), ("Mi", 20)):
+        if limit % (1 << shift) == 0:
+            return f"{limit >> shift}{unit}"
+    return str(limit)
