@@ -3,6 +3,7 @@ next run really runs under it, and the Memory plot draws the limit and the cgrou
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,19 @@ from modelmon.gui.state.workbench import limit_text
 from ..core.system.test_memory_cgroup import REAL
 from .conftest import open_model, wait_idle
 from .test_export import export
+from .test_watch import answer_watch, quoted
 
 MiB = 1 << 20
 GB = 1e9
+# Reads every file the index names, as a loader would, and keeps nothing.
+READ_ALL = """
+import json, pathlib, sys
+index = pathlib.Path(sys.argv[1])
+for name in sorted(set(json.loads(index.read_text())["weight_map"].values())):
+    with open(index.parent / name, "rb") as f:
+        while f.read(1 << 20):
+            pass
+"""
 
 
 def answer_limit_dialog(window: MainWindow, *answers: str) -> list[str]:
@@ -99,3 +110,21 @@ def test_a_run_under_the_limit_is_measured_in_its_cgroup_and_plotted(
     assert f"fill: {colour}; fill-opacity: {AREA_ALPHA:.6f}" in svg or (
         f"fill: {colour}; opacity: {AREA_ALPHA:.6f}" in svg
     ), "no area of the run's cgroup in the exported figure"
+
+
+@REAL
+def test_a_watched_command_runs_under_the_limit(
+    qtbot, window: MainWindow, small_model: Path, monkeypatch
+):
+    open_model(qtbot, window, small_model)
+    assert answer_limit_dialog(window, "256Mi") == [""]
+    line = f"{sys.executable} -c {quoted(READ_ALL)} {{path}}"
+    shown = answer_watch(monkeypatch, lambda dialog: dialog.command.setText(line))
+    window.menus.watch_command_action.trigger()
+    assert shown
+    wait_idle(qtbot, window)
+    (record,) = window.bench.records
+    assert record.watched is not None, record.error
+    limited = record.watched.memory_limit
+    assert limited is not None and limited.limit_bytes == 256 * MiB
+    assert 0 < limited.peak_bytes <= 256 * MiB and not Path(limited.cgroup).exists()
