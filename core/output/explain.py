@@ -125,7 +125,11 @@ def _not_cold(rec: Recommendation) -> list[str]:
 
 def _duel(rec: Recommendation, used: Candidate) -> list[str]:
     if rec.duel is None:
-        return ["Only one candidate completed: nothing to compare it with."]
+        # Said of modelmon's own configurations: a loader's rounds beside them compare too.
+        return [
+            "It is the only one of modelmon's configurations that completed within the "
+            "budget: none of the others was raced against it."
+        ]
     other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
     if verdict is None:
         return [

@@ -112,6 +112,17 @@ def test_a_library_cut_early_is_still_the_baseline(model: Model) -> None:
     assert "stayed under 160 MB/s before it was cut: the recommendation is 3.75× that" in text
 
 
+def test_a_pick_raced_against_nothing_says_it_of_modelmons_configurations(model: Model) -> None:
+    """Not "nothing to compare it with": a loader's rounds and the baseline still compare."""
+    winner = candidate("sequential", 600, 580, 620, workers=4, chunk=16 * MiB)
+    text = " ".join(explain(record(model, winner=winner, ranked=(winner,))))
+    assert (
+        "It is the only one of modelmon's configurations that completed within the budget: "
+        "none of the others was raced against it." in text
+    )
+    assert "nothing to compare" not in text
+
+
 def test_a_zero_copy_pick_says_what_views_of_the_page_cache_mean(model: Model) -> None:
     winner = candidate("mmap-view", 1900, 1800, 2000, workers=4)
     text = " ".join(explain(record(model, winner=winner, ranked=(winner,))))
