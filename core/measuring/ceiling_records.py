@@ -98,6 +98,12 @@ class Efficiency:
                 f"{self.fraction:.0%} of the {name}: above it, so the plain GETs that measured "
                 "it fell short of what this endpoint gives: not an efficiency"
             )
+        if self.above and self.bound.name == "memory_fill":  # no read of it to blame
+            return (
+                f"{self.fraction:.0%} of the {name}: above it, so the fill that measured it "
+                "(threads filling fresh memory beside plain reads) fell short of what the "
+                "load's processes got: not an efficiency"
+            )
         if self.above:
             return (
                 f"{self.fraction:.0%} of the {name}: above it, so a cache this machine cannot "

@@ -87,3 +87,14 @@ def test_a_rate_above_its_bound_beyond_its_spread_is_not_an_efficiency() -> None
     above = BOUNDS.efficiency(1400.0, keeps=False)
     assert above is not None and above.above
     assert "not an efficiency" in above.words() and above.words().startswith("200% of")
+    assert "a cache this machine cannot drop" in above.words()  # a read bound: a host's cache
+
+
+def test_a_rate_above_the_memory_fill_bound_blames_the_fill_not_a_cache() -> None:
+    above = BOUNDS.efficiency(600.0, keeps=True)  # 1.30× the 460 MB/s fill
+    assert above is not None and above.above
+    assert above.words() == (
+        "130% of the memory-fill bound: above it, so the fill that measured it (threads "
+        "filling fresh memory beside plain reads) fell short of what the load's processes "
+        "got: not an efficiency"
+    )
