@@ -13,7 +13,9 @@ from modelmon.core.configuration import parse_engine
 from modelmon.core.loaders.registry import ENGINES
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.measuring.recommend import (
+    NEEDED_CEILINGS,
     BudgetUse,
     Recommendation,
     peer_candidates,
@@ -183,9 +185,14 @@ def test_slow_candidate_is_cut_early(tmp_path: Path) -> None:
     # reads, cold. Both pin one reader per worker, as recommend's own grid does.
     slow = Candidate.of("mmap", LoadOptions(threads=1, madvise="random"))
     # The cut comes within a second of the first load (at twice its time, half a second at
-    # least): 10 s holds the ceilings, that load and the cut run several times over on a busy
-    # machine, and the rest of the budget only buys more runs of the winner.
-    rec = recommend(open_model(path), budget_s=10, workers=2, pool=[fast, slow], peers=False)
+    # least). The ceilings are measured first, outside the budget: with both cores busy
+    # elsewhere they took most of it, and the slow candidate was never entered. 10 s then
+    # holds that load and the cut several times over; the rest only buys runs of the winner.
+    model = open_model(path)
+    ceilings = measure_ceilings(model, NEEDED_CEILINGS, repeats=1, workers=2)
+    rec = recommend(
+        model, budget_s=10, workers=2, pool=[fast, slow], peers=False, ceilings=ceilings
+    )
     assert slow.ended == "cut early" and slow.reason.startswith("cut early")
     assert not slow.results and slow.stopped_below_mbps is not None
     assert rec.winner is fast

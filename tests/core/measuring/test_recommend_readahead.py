@@ -8,7 +8,8 @@ from pathlib import Path
 
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.recommend import READAHEAD_KIB, recommend
+from modelmon.core.measuring.ceilings import measure_ceilings
+from modelmon.core.measuring.recommend import NEEDED_CEILINGS, READAHEAD_KIB, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
@@ -25,9 +26,11 @@ def test_readahead_candidates_are_measured_and_a_pick_says_how_to_keep_it(
     assert knob is not None
     before = knob.read_kb()
     # Without peers the first readahead value enters after six of modelmon's candidates, runs
-    # of a fraction of a second here (about 3.5 s into the search on an idle machine): 10 s
-    # reaches it on a busy one, and what is left buys only more runs of the finalists.
-    rec = recommend(model, budget_s=10, workers=1, peers=False)
+    # of a fraction of a second here (about 3.5 s into the search on an idle machine, the
+    # ceilings included). The ceilings are measured first, outside the budget: 10 s then
+    # reaches it with both cores busy elsewhere, and the rest buys runs of the finalists.
+    ceilings = measure_ceilings(model, NEEDED_CEILINGS, repeats=1, workers=1)
+    rec = recommend(model, budget_s=10, workers=1, peers=False, ceilings=ceilings)
     assert knob.read_kb() == before  # every run put it back
     tried = [c for c in (*rec.ranked, *rec.unranked) if c.options.readahead is not None]
     assert {c.options.readahead for c in tried} == set(READAHEAD_KIB) - {before}
