@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modelmon.core.loading.reads import now_ns as clock_ns
 from modelmon.core.system.residency import PAGE_SIZE, cached_in_range, resident_pages
 from modelmon.core.watching.files import ModelFile
 
@@ -49,8 +50,8 @@ class Arrivals:
     """Pages of one file that arrived in one scan interval, as byte runs."""
 
     file: int
-    start_ns: int  # the previous scan of the file
-    end_ns: int  # this scan
+    start_ns: int  # when the previous scan of the file began reading its pages
+    end_ns: int  # when this scan had read them: every page it found came in between
     offsets: np.ndarray  # int64
     lengths: np.ndarray  # int64
     unplaced_bytes: int = 0  # arrived and reclaimed between the two scans: no known offset
@@ -131,14 +132,22 @@ class FileArrival:
         return found
 
     def _scan(self, now_ns: int, everything: bool) -> Arrivals | None:
-        start_ns, self.last_scan_ns = self.last_scan_ns, now_ns
+        # The window of what this scan finds runs from when the previous scan began reading
+        # to when this one has read: a page read as absent then and resident now came in
+        # between. The tick's ``now_ns`` is taken before its other looks; on a busy machine
+        # the reads come tens of milliseconds later, and a window ending at ``now_ns`` put
+        # arrivals before the moment they were seen.
+        start_ns = self.last_scan_ns
+        self.last_scan_ns = max(now_ns, clock_ns())  # a page looked at from here on
         if not self.cachestat:
-            return self._apply(0, self._whole(), start_ns, now_ns)[0]
+            whole = self._whole()
+            return self._apply(0, whole, start_ns, clock_ns())[0]
         shadows_before = self._bin_evicted.copy()
         changed = self._changed_bins(self._bins_to_look_at(everything))
         if changed is None:  # cachestat refused: whole-file mincore from now on
             self.cachestat = False
-            return self._apply(0, self._whole(), start_ns, now_ns)[0]
+            whole = self._whole()
+            return self._apply(0, whole, start_ns, clock_ns())[0]
         offsets: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         unplaced = 0
@@ -159,13 +168,16 @@ class FileArrival:
             unplaced += self._unseen(index, shadows_before[index], gone)
         if not offsets and not unplaced:
             return None
+        read_ns = clock_ns()
         if not offsets:
             empty = np.zeros(0, dtype=np.int64)
-            return Arrivals(self.file.index, start_ns, now_ns, empty, empty, unplaced)
+            return Arrivals(self.file.index, start_ns, read_ns, empty, empty, unplaced)
         merged_offsets, merged_lengths = merge_runs(
             np.concatenate(offsets), np.concatenate(lengths)
         )
-        return Arrivals(self.file.index, start_ns, now_ns, merged_offsets, merged_lengths, unplaced)
+        return Arrivals(
+            self.file.index, start_ns, read_ns, merged_offsets, merged_lengths, unplaced
+        )
 
     def _unseen(self, index: int, shadows_before: int, gone: int) -> int:
         """Bytes of bin ``index`` that arrived and were reclaimed since the previous scan,
@@ -361,7 +373,7 @@ class ArrivalTracker:
         total = sum(a.bytes for a in found)
         if total:
             start = min(a.start_ns for a in found)
-            self.windows.append((start, now_ns, total))
+            self.windows.append((start, max(a.end_ns for a in found), total))
         self.last_round_cpu_ns = time.thread_time_ns() - started
         self.cpu_ns += self.last_round_cpu_ns
         return found
