@@ -245,3 +245,15 @@ def describe(exc: BaseException) -> str:
             if isinstance(following, BaseException):
                 pending.append(following)
     return type(exc).__name__
+
+
+def tls_failure(endpoint: str, exc: BaseException, trust: str) -> str:
+    """The one line a failed TLS handshake gives: why, and where a certificate this machine
+    does not trust is made trusted (``trust``: the variable that names a CA bundle)."""
+    why = describe(exc)
+    hint = (
+        f"; to trust its certificate authority, name a bundle holding it in {trust}"
+        if "certificate verify failed" in why
+        else ""
+    )
+    return f"TLS with {endpoint} failed: {why}{hint}"

@@ -23,6 +23,7 @@ from modelmon.core.storage.connection import (
     content_length,
     describe,
     parse_content_range,
+    tls_failure,
 )
 from modelmon.core.storage.facts import host_kind
 from modelmon.core.storage.policy import Timeouts
@@ -98,9 +99,9 @@ class HTTPConnection(Connection):
             detail = f"no answer from {self._store.endpoint} within the timeout"
             raise Transient("timeout", detail) from None
         except errors.SSLError as exc:
-            raise StorageError(
-                url.text, f"TLS with {self._store.endpoint} failed: {describe(exc)}"
-            ) from None
+            # urllib3's context trusts OpenSSL's default paths, which SSL_CERT_FILE names.
+            failure = tls_failure(self._store.endpoint, exc, "SSL_CERT_FILE")
+            raise StorageError(url.text, failure) from None
         except (errors.HTTPError, OSError) as exc:
             raise Transient("dropped", f"the connection dropped ({describe(exc)})") from None
         if raw.status < 300:

@@ -27,6 +27,7 @@ from modelmon.core.storage.connection import (
     content_length,
     describe,
     parse_content_range,
+    tls_failure,
 )
 from modelmon.core.storage.policy import Timeouts
 from modelmon.core.storage.urls import ObjectURL
@@ -170,7 +171,9 @@ def request(store: S3Store, client: Any, url: ObjectURL, operation: str, **param
     except errors.ReadTimeoutError:
         raise Transient("timeout", f"no answer from {store.endpoint} within the timeout") from None
     except errors.SSLError as exc:
-        raise StorageError(url.text, f"TLS with {store.endpoint} failed: {describe(exc)}") from None
+        # botocore trusts its own bundle, or the one AWS_CA_BUNDLE (ca_bundle) names.
+        failure = tls_failure(store.endpoint, exc, "AWS_CA_BUNDLE")
+        raise StorageError(url.text, failure) from None
     except errors.HTTPClientError as exc:
         raise Transient("dropped", f"the connection dropped ({describe(exc)})") from None
     except errors.ParamValidationError as exc:
