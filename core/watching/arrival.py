@@ -122,32 +122,28 @@ class FileArrival:
         self.last_scan_ns = now_ns
         self.state[resident.astype(bool)] = BEFORE
 
-    def scan(self, now_ns: int, everything: bool = False) -> Arrivals | None:
+    def scan(self, everything: bool = False) -> Arrivals | None:
         """What arrived since the previous scan (None: nothing). ``everything``: look at the
         bins that were all resident too (the final scan)."""
         self.scans += 1
-        found = self._scan(now_ns, everything)
+        found = self._scan(everything)
         if found is not None:
             self.runs += len(found.offsets)
         return found
 
-    def _scan(self, now_ns: int, everything: bool) -> Arrivals | None:
+    def _scan(self, everything: bool) -> Arrivals | None:
         # The window of what this scan finds runs from when the previous scan began reading
-        # to when this one has read: a page read as absent then and resident now came in
-        # between. The tick's ``now_ns`` is taken before its other looks; on a busy machine
-        # the reads come tens of milliseconds later, and a window ending at ``now_ns`` put
-        # arrivals before the moment they were seen.
-        start_ns = self.last_scan_ns
-        self.last_scan_ns = max(now_ns, clock_ns())  # a page looked at from here on
+        # to when this one has read (the clock read after the pages are): a page read as
+        # absent then and resident now came in between. A tick's own time is taken before
+        # its other looks; on a busy machine the reads come tens of milliseconds later.
+        start_ns, self.last_scan_ns = self.last_scan_ns, clock_ns()
         if not self.cachestat:
-            whole = self._whole()
-            return self._apply(0, whole, start_ns, clock_ns())[0]
+            return self._apply(0, self._whole(), start_ns, clock_ns())[0]
         shadows_before = self._bin_evicted.copy()
         changed = self._changed_bins(self._bins_to_look_at(everything))
         if changed is None:  # cachestat refused: whole-file mincore from now on
             self.cachestat = False
-            whole = self._whole()
-            return self._apply(0, whole, start_ns, clock_ns())[0]
+            return self._apply(0, self._whole(), start_ns, clock_ns())[0]
         offsets: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         unplaced = 0
@@ -161,7 +157,8 @@ class FileArrival:
             else:
                 resident = resident_pages(self.fd, self.size, first, end - first)
                 self.mincore_pages += end - first
-            found, gone = self._apply(first, resident, start_ns, now_ns)
+            # Only its runs are kept: the merged window ends once every bin is read.
+            found, gone = self._apply(first, resident, start_ns, self.last_scan_ns)
             if found is not None:
                 offsets.append(found.offsets)
                 lengths.append(found.lengths)
@@ -359,12 +356,12 @@ class ArrivalTracker:
             return
         self.files[model_file.index] = tracked
 
-    def round(self, now_ns: int, everything: bool = False) -> list[Arrivals]:
+    def round(self, everything: bool = False) -> list[Arrivals]:
         started = time.thread_time_ns()
         found: list[Arrivals] = []
         for tracked in self.files.values():
             try:
-                arrivals = tracked.scan(now_ns, everything)
+                arrivals = tracked.scan(everything)
             except OSError as error:  # the file went away under the program
                 self.failed[tracked.file.index] = f"cannot scan {tracked.file.path}: {error}"
                 continue

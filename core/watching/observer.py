@@ -124,7 +124,7 @@ class Observer:
                     spaced = int(cost / OTHERS_CPU_SHARE)
                     self._next_others = now_ns + max(self.interval_ns, spaced)
             if final or now_ns >= self._next_scan:
-                found = self.arrivals.round(now_ns, everything=final)
+                found = self.arrivals.round(everything=final)
                 self._log(found)
                 cost = self.arrivals.last_round_cpu_ns
                 self._next_scan = now_ns + int(cost / ARRIVAL_CPU_SHARE)

@@ -113,7 +113,7 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
             file.seek(40 * PAGE_SIZE)
             file.read(PAGE_SIZE)
         before = now_ns()
-        found = tracked.scan(before)
+        found = tracked.scan()
         # From the baseline's look to when this scan had read the pages: they came between.
         assert found is not None and found.start_ns == 1 and before <= found.end_ns <= now_ns()
         assert list(zip(found.offsets.tolist(), found.lengths.tolist(), strict=True)) == [
@@ -121,24 +121,24 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
             (40 * PAGE_SIZE, PAGE_SIZE),
         ]
         assert tracked.jumps == 2  # neither run continued resident data
-        assert tracked.scan(3) is None  # nothing new
+        assert tracked.scan() is None  # nothing new
         cache.evict([path])
-        assert tracked.scan(4) is None and tracked.evicted_arrived_pages == 4
+        assert tracked.scan() is None and tracked.evicted_arrived_pages == 4
         path.read_bytes()
-        again = tracked.scan(5)
+        again = tracked.scan()
         assert again is not None and again.bytes == size
         assert tracked.arrived_bytes == 4 * PAGE_SIZE + size
         assert tracked.unique_arrived_bytes() == size
         # A bin all resident is looked at on its turn only, and always by the final scan.
         cache.evict([path])
-        scans = [tracked.scan(6 + n) for n in range(FULL_BIN_TURNS)]
+        scans = [tracked.scan() for _ in range(FULL_BIN_TURNS)]
         assert scans == [None] * FULL_BIN_TURNS
         assert tracked.evicted_arrived_pages == 4 + tracked.pages  # every bin had its turn
         path.read_bytes()
-        assert tracked.scan(100) is not None and tracked.resident_fraction() == 1.0
+        assert tracked.scan() is not None and tracked.resident_fraction() == 1.0
         cache.evict([path])
         dropped = tracked.evicted_arrived_pages
-        tracked.scan(101, everything=True)  # the final scan: every bin, at once
+        tracked.scan(everything=True)  # the final scan: every bin, at once
         assert tracked.evicted_arrived_pages == dropped + tracked.pages
         assert tracked.resident_fraction() == 0.0
     finally:
@@ -160,7 +160,7 @@ def test_arrivals_without_cachestat_scan_the_whole_file_with_mincore(tmp_path: P
             os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
             file.seek(8 * PAGE_SIZE)
             file.read(2 * PAGE_SIZE)
-        found = tracked.scan(2)
+        found = tracked.scan()
         assert found is not None
         assert (found.offsets.tolist(), found.lengths.tolist()) == (
             [8 * PAGE_SIZE],
