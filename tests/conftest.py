@@ -13,6 +13,7 @@ import gc
 import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -34,12 +35,20 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 LEAK_GRACE_S = 2.0  # how long stragglers (exiting workers, joining threads) get
 
+# Every process this test process starts inherits this mark in its environment, so that one
+# which leaves the process tree (a daemon: setsid and a double fork, handed to init or to a
+# subreaper above pytest) is still known as this process's: a leak the tree cannot show.
+# Each pytest process (an xdist worker too) marks its own.
+STRAY_MARK = "MODELMON_TEST_STARTER"
+os.environ[STRAY_MARK] = str(os.getpid())
+
 
 @dataclass(frozen=True)
 class Snapshot:
     children: frozenset[tuple[int, str]]  # (pid, start time): a reused pid is a new process
     threads: frozenset[threading.Thread]
     fds: frozenset[tuple[int, str]]  # (fd, readlink target)
+    strays: frozenset[tuple[int, str]]  # marked processes outside this process's tree
 
 
 def _start_time(pid: int) -> str:
@@ -82,6 +91,44 @@ def _descendants() -> set[int]:
     return found
 
 
+def _ancestors() -> list[int]:
+    """This process's ancestors up to init: where an orphan of its tree can be handed (the
+    nearest subreaper above the process that died, else init)."""
+    found: list[int] = []
+    pid = os.getpid()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError):
+            break
+        found.append(pid)
+    return found
+
+
+def _marked(pid: int) -> bool:
+    mark = f"{STRAY_MARK}={os.getpid()}".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return mark in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _strays(tree: set[int]) -> frozenset[tuple[int, str]]:
+    """Processes this one started that left its tree: children of its ancestors (the only
+    places an orphan can go) that carry this process's mark. Reads one environment per child
+    of an ancestor, a few dozen on a test machine."""
+    ancestors = _ancestors()
+    found = set()
+    for ancestor in ancestors:
+        for pid in _child_pids(ancestor):
+            if pid in tree or pid in ancestors or pid == os.getpid() or not _marked(pid):
+                continue
+            found.add((pid, _start_time(pid)))
+    return frozenset(found)
+
+
 def _interpreter_helpers() -> tuple[set[int], set[int]]:
     """Pids and fds of multiprocessing's resource tracker and forkserver.
 
@@ -100,7 +147,8 @@ def _interpreter_helpers() -> tuple[set[int], set[int]]:
 def snapshot() -> Snapshot:
     """What this process has open now: child processes, Python threads, file descriptors."""
     helper_pids, helper_fds = _interpreter_helpers()
-    children = frozenset((p, _start_time(p)) for p in _descendants() - helper_pids)
+    tree = _descendants()
+    children = frozenset((p, _start_time(p)) for p in tree - helper_pids)
     threads = frozenset(t for t in threading.enumerate() if _thread_alive(t))
     fds = set()
     for name in os.listdir("/proc/self/fd"):
@@ -114,7 +162,7 @@ def snapshot() -> Snapshot:
         if target.startswith("/dev/pts/"):  # the terminal, reopened by pytest's capture
             continue
         fds.add((fd, target))
-    return Snapshot(frozenset(children), threads, frozenset(fds))
+    return Snapshot(frozenset(children), threads, frozenset(fds), _strays(tree))
 
 
 def _thread_alive(thread: threading.Thread) -> bool:
@@ -142,9 +190,10 @@ class Leaks:
     children: frozenset[tuple[int, str]]
     threads: frozenset[threading.Thread]
     fds: frozenset[tuple[int, str]]
+    strays: frozenset[tuple[int, str]] = frozenset()
 
     def __bool__(self) -> bool:
-        return bool(self.children or self.threads or self.fds)
+        return bool(self.children or self.threads or self.fds or self.strays)
 
     def describe(self) -> list[str]:
         """One line per leak: pid and command line, thread name, fd and what it points to."""
@@ -154,11 +203,20 @@ class Leaks:
             for t in sorted(self.threads, key=lambda t: t.ident or 0)
         ]
         lines += [f"fd {fd} -> {target}" for fd, target in sorted(self.fds)]
+        lines += [
+            f"process {pid} out of the tree (a daemon left running): {_cmdline(pid)}"
+            for pid, _ in sorted(self.strays)
+        ]
         return lines
 
 
 def _diff(now: Snapshot, before: Snapshot) -> Leaks:
-    return Leaks(now.children - before.children, now.threads - before.threads, now.fds - before.fds)
+    return Leaks(
+        now.children - before.children,
+        now.threads - before.threads,
+        now.fds - before.fds,
+        now.strays - before.strays,
+    )
 
 
 def find_leaks(before: Snapshot, grace: float | None = None) -> Leaks:
@@ -182,6 +240,15 @@ def find_leaks(before: Snapshot, grace: float | None = None) -> Leaks:
             if not isinstance(thread, threading._DummyThread):
                 thread.join(timeout=max(0.0, min(0.05, deadline - time.monotonic())))
         time.sleep(0.02)
+
+
+def end_strays(strays: Iterable[tuple[int, str]]) -> None:
+    """SIGKILL reported strays that are still the processes seen (pid and start time), so
+    that one test's daemon does not read beside the next tests."""
+    for pid, started in strays:
+        if _start_time(pid) == started and _marked(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def reap_zombies(pids: Iterable[int]) -> None:
@@ -212,6 +279,7 @@ def no_leaks(request: pytest.FixtureRequest):
     if found:
         lines = found.describe()
         reap_zombies(pid for pid, _ in found.children)
+        end_strays(found.strays)
         pytest.fail(
             f"{request.node.nodeid} left behind (fix it, or mark the test "
             "@pytest.mark.allow_leaks('why')):\n  " + "\n  ".join(lines),
@@ -222,7 +290,9 @@ def no_leaks(request: pytest.FixtureRequest):
 @pytest.fixture
 def leak_check() -> SimpleNamespace:
     """The helpers behind ``no_leaks``, for tests of the checker itself."""
-    return SimpleNamespace(snapshot=snapshot, find_leaks=find_leaks, reap_zombies=reap_zombies)
+    return SimpleNamespace(
+        snapshot=snapshot, find_leaks=find_leaks, reap_zombies=reap_zombies, end_strays=end_strays
+    )
 
 
 # --- model factories: small, real files made by the synth module ------------------------------
@@ -465,10 +535,11 @@ def machine_devices_untouched(tmp_path_factory: pytest.TempPathFactory) -> Itera
 # green run on a machine without root, FUSE, cgroups or Ray does not pass for a full one.
 FEATURES = {
     "the Ray fleet": ("Ray ",),
-    "FUSE mounts": ("FUSE", "rclone"),
+    "FUSE mounts": ("FUSE", "rclone", "fusermount"),
     "memory and blkio cgroups": ("cgroup",),
-    "what needs root": ("needs root", "run as root", "not root"),
-    "engines not installed": ("is not installed here",),
+    "what needs root": ("needs root", "run as root", "not root", "setpriv"),
+    "loop devices": ("loop device",),
+    "engines not installed": ("is not installed here", "backend is not installed"),
 }
 
 

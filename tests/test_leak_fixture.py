@@ -72,6 +72,43 @@ def test_catches_a_zombie_and_reaps_it(leak_check):
     proc.wait()  # already reaped: Popen copes
 
 
+# A daemon as a command may make one: fork, setsid, fork again, the middle process exits and
+# the grandchild, handed to init, writes its pid and sleeps.
+DAEMON = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        with open(sys.argv[1] + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+        time.sleep(60)
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_catches_a_daemon_that_left_the_tree_and_ends_it(leak_check, tmp_path):
+    before = leak_check.snapshot()
+    pid_file = tmp_path / "daemon.pid"
+    subprocess.run([sys.executable, "-c", DAEMON, str(pid_file)], check=True)
+    deadline = time.monotonic() + 30
+    while not pid_file.exists():
+        assert time.monotonic() < deadline, "the daemon never wrote its pid"
+        time.sleep(0.01)
+    daemon = int(pid_file.read_text())
+    found = leak_check.find_leaks(before, grace=0.05)
+    assert not found.children, "the daemon should have left the tree"
+    assert [pid for pid, _ in found.strays] == [daemon]
+    assert found.describe()[0].startswith(f"process {daemon} out of the tree")
+    leak_check.end_strays(found.strays)
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(daemon) and psutil.Process(daemon).status() != "zombie":
+        assert time.monotonic() < deadline, "the stray was not ended"
+        time.sleep(0.01)
+    assert not leak_check.find_leaks(before, grace=0)
+
+
 def _started(command: list[str]) -> bool:
     """One of this process's children runs ``command`` (past its exec)."""
     for process in psutil.Process().children():
