@@ -9,9 +9,10 @@ number needed, before anything starts.
 
 from __future__ import annotations
 
+import ctypes
 import resource
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from modelmon.core.errors import LoadError
@@ -70,3 +71,46 @@ def enough_open_files(needed: int, what: str) -> Iterator[None]:
                     _, hard_now = open_files_limit()
                     resource.setrlimit(resource.RLIMIT_NOFILE, (_saved_soft, hard_now))
                     _saved_soft = None
+
+
+# A watch learns of model files as its program opens them and keeps a descriptor for each:
+# it cannot count them ahead, so it holds the soft limit at the hard one, as Go programs do.
+WATCH_OPEN_FILES_CAP = 1 << 20  # where the hard limit is unlimited: the kernel's default nr_open
+
+
+@contextmanager
+def watch_open_files() -> Iterator[None]:
+    """The soft open-files limit at the hard one while a watch runs (its command keeps the
+    limit it would have had: ``usual_open_files_in_child``)."""
+    soft, hard = open_files_limit()
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, WATCH_OPEN_FILES_CAP)
+    if soft == resource.RLIM_INFINITY or target <= soft:
+        yield
+        return
+    with enough_open_files(target, "the watch"):
+        yield
+
+
+class _Rlimit(ctypes.Structure):
+    _fields_ = [("soft", ctypes.c_ulong), ("hard", ctypes.c_ulong)]
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here, not in a forked child
+_RLIMIT_NOFILE = int(resource.RLIMIT_NOFILE)
+
+
+def usual_open_files_in_child(then: Callable[[], None]) -> Callable[[], None]:
+    """A started command's ``preexec_fn``: the soft open-files limit the process had before
+    any load or watch raised it, then ``then``. Built before the fork; in the child only a
+    system call on a structure made here."""
+    with _lock:
+        usual = _saved_soft
+    if usual is None:
+        return then
+    limit = _Rlimit(usual, open_files_limit()[1])
+
+    def in_child() -> None:
+        _LIBC.setrlimit(_RLIMIT_NOFILE, ctypes.byref(limit))
+        then()
+
+    return in_child

@@ -21,18 +21,22 @@ from collections.abc import Callable
 from multiprocessing import resource_tracker
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 _LOCK = threading.Lock()
 _HOLDERS = 0  # watches of a started command running in this process
+_WAS_SUBREAPER = False  # what the process was before the first of them: kept after the last
 
 
 def hold_subreaper() -> bool:
     """Make this process the subreaper of what it starts, for as long as a watch holds it
     (``release_subreaper``: orphans of this process's other children, later, go to init as
     they would without modelmon); whether it is one."""
-    global _HOLDERS
+    global _HOLDERS, _WAS_SUBREAPER
     with _LOCK:
-        if _HOLDERS == 0 and not _set_subreaper(True):
-            return False
+        if _HOLDERS == 0:
+            _WAS_SUBREAPER = is_subreaper()
+            if not _set_subreaper(True):
+                return False
         _HOLDERS += 1
         return True
 
@@ -41,13 +45,18 @@ def release_subreaper() -> None:
     global _HOLDERS
     with _LOCK:
         _HOLDERS -= 1
-        if _HOLDERS == 0:
+        if _HOLDERS == 0 and not _WAS_SUBREAPER:  # a process that was one (a supervisor) stays
             _set_subreaper(False)
 
 
+def is_subreaper() -> bool:
+    flag = ctypes.c_int(0)
+    _LIBC.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    return bool(flag.value)
+
+
 def _set_subreaper(on: bool) -> bool:
-    libc = ctypes.CDLL(None, use_errno=True)
-    return int(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+    return int(_LIBC.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
 
 
 def own_children() -> set[int]:

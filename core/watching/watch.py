@@ -33,6 +33,7 @@ from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.options import CACHE_MODES, CacheMode
 from modelmon.core.system import cache
+from modelmon.core.system.open_files import usual_open_files_in_child, watch_open_files
 from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching import naming
@@ -152,7 +153,7 @@ class Watch:
     # --- the run -------------------------------------------------------------------------------
 
     def run(self) -> WatchResult:
-        with self.memory.held():
+        with self.memory.held(), watch_open_files():  # a descriptor per model file it follows
             return self._run()
 
     def _run(self) -> WatchResult:
@@ -256,7 +257,9 @@ class Watch:
                 stderr=self.stderr,
                 env=self.env,
                 close_fds=True,
-                preexec_fn=self.memory.preexec(end_with_parent(os.getpid())),  # no allocation
+                preexec_fn=self.memory.preexec(  # no allocation in the child
+                    usual_open_files_in_child(end_with_parent(os.getpid()))
+                ),
             )
         except BaseException as error:  # nothing of the watch is left running, whatever it was
             self._stop_sampler()

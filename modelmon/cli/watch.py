@@ -111,15 +111,18 @@ def add_parser(verbs: Verbs) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.flags import say_memory_limit
-    from modelmon.core import Watch, render_watch, storage_references
+    from modelmon.core import Command, Watch, render_watch, storage_references
 
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
     if bool(command) == (args.pid is not None):
         return fail("watch needs a command after -- or --pid PID (one of the two)", ExitCode.USAGE)
+    # Leading NAME=VALUE words set the command's environment, as in a shell and in cmd:.
+    words = Command.from_words(command, "watch's command") if command else None
     watch = Watch(
-        command or None,
+        list(words.argv) if words else None,
+        env={**os.environ, **dict(words.env)} if words and words.env else None,
         pid=args.pid,
         model=args.model or (),
         cache=args.cache,

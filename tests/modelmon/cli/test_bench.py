@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,88 @@ def test_bench_checks_an_engine_before_running_anything(modelmon, one_file_model
         "modelmon: --a engine: llamacpp: llama-cpp-python loads gguf models; this one is "
         "safetensors"
     )
+
+
+def test_bench_refuses_an_engine_not_installed_before_running_anything(
+    modelmon, one_file_model: Path
+) -> None:
+    engines = json.loads(modelmon("engines", "--json").stdout)
+    missing = [
+        e["name"]
+        for e in engines
+        if "safetensors" in e["formats"] and "is not installed here" in (e["unavailable"] or "")
+    ]
+    if not missing:
+        pytest.skip("every engine of safetensors files is installed here")
+    done = modelmon("bench", str(one_file_model), "--a", f"engine: {missing[0]}", "--b", "pread")
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"modelmon: --a engine: {missing[0]}: ") and "not installed" in line
+
+
+# A command that daemonizes (fork, setsid, fork again; the middle one exits at once) and
+# leaves the daemon to read the model and serve: bench ends the daemon with the run.
+DAEMON = (
+    "import os, sys, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        open(sys.argv[2], 'a').write(f'{os.getpid()}\\n')\n"
+    "        open(sys.argv[1], 'rb').read()\n"
+    "        time.sleep(3600)\n"
+    "    os._exit(0)\n"
+    "os.wait()\n"
+)
+
+
+def test_bench_ends_the_daemon_a_command_leaves(
+    modelmon, one_file_model: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "daemon.py"
+    script.write_text(DAEMON)
+    pids = tmp_path / "daemons"
+    command = f"cmd: python {script} {{path}} {pids}"
+    done = modelmon(
+        "bench", str(one_file_model), "--a", command, "--b", "pread", "-n", "1", "--json",
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first = json.loads(done.stdout)["runs"][0]
+    assert first["status"] == "ok" and first["bytes"] == one_file_model.stat().st_size
+    for pid in pids.read_text().split():  # one per run of A (the warm-up's too)
+        assert not Path(f"/proc/{pid}").exists() or _state(int(pid)) == "Z", f"{pid} runs on"
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_the_measured_command_never_waits_on_modelmons_standard_input(
+    modelmon_argv: list[str], one_file_model: Path
+) -> None:
+    """modelmon's stdin is a pipe that stays open (``sleep 40 | modelmon bench …``): a command
+    that reads its stdin first gets end of file, not the pipe, and the A/B ends."""
+    import subprocess
+
+    reader = "import sys; sys.stdin.read(); open(sys.argv[1], 'rb').read()"
+    reader_cmd = f'cmd: python -c "{reader}" {{path}}'
+    argv = [*modelmon_argv, "bench", str(one_file_model), "--a", reader_cmd,
+            "--b", "pread", "-n", "1", "--json"]  # fmt: skip
+    read_end, write_end = os.pipe()  # the write end stays open, as sleep's would
+    try:
+        with subprocess.Popen(
+            argv, stdin=read_end, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as bench:
+            try:
+                out, err = bench.communicate(timeout=120)
+            finally:
+                bench.kill()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert bench.returncode == 0, err
+    assert json.loads(out)["runs"][0]["status"] == "ok"

@@ -350,9 +350,11 @@ def test_another_process_with_the_model_open_is_named_in_one_line(modelmon, mode
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
         name = Path(f"/proc/{holder.pid}/comm").read_text().strip()
+        # It runs past a sample: a cat of a cached file can end within the first one.
         done = modelmon(
-            "watch", "--interval-ms", "10", "--", "sh", "-c", 'cat "$0" > /dev/null', str(model)
-        )
+            "watch", "--interval-ms", "10", "--", "sh", "-c",
+            'cat "$0" > /dev/null; sleep 0.05', str(model),
+        )  # fmt: skip
     finally:
         holder.kill()
         holder.wait()
@@ -362,3 +364,68 @@ def test_another_process_with_the_model_open_is_named_in_one_line(modelmon, mode
     others = [line for line in done.stdout.splitlines() if line.startswith("others:")]
     assert others == [f"others:   pid {holder.pid} ({name}) had {model.name} open"]
     assert "[other-reader] Another process was reading the model's files" in done.stdout
+
+
+def test_a_command_reading_two_thousand_files_is_watched_under_a_1024_limit(
+    modelmon_argv: list[str], tmp_path: Path
+) -> None:
+    """2,000 model files named only as the command's arguments, watched by a modelmon whose
+    soft open-files limit is 1024 (a common default): the watch keeps a descriptor for each,
+    every byte arrives, the watch ends, and the command keeps the limit it was started with."""
+    import resource
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    files = []
+    for index in range(2000):
+        part = folder / f"part-{index:04d}.bin"
+        part.write_bytes(index.to_bytes(2, "little") * 8192)
+        files.append(str(part))
+    seen = tmp_path / "limit-seen"
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard > 2100, "the test needs a hard limit above the files it opens"
+    done = subprocess.run(
+        [*modelmon_argv, "watch", "--json", "--", "sh", "-c",
+         'ulimit -Sn > "$0"; cat "$@" > /dev/null', str(seen), *files],
+        capture_output=True, text=True, timeout=300, check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["files"]) == 2000 and data["bytes_read"] == 2000 * 16384
+    assert seen.read_text().strip() == "1024"
+
+
+def test_a_quiet_of_zero_is_refused_in_one_line(modelmon, model: Path) -> None:
+    """0 stopped a loader 0.2 s in, with 16 % of its model arrived, and called that its speed."""
+    done = modelmon("watch", "--quiet", "0", "--", "cat", str(model))
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("modelmon: argument --quiet: must be a number from 1 to")
+
+
+def test_a_program_that_writes_into_its_model_failed(modelmon, model: Path, tmp_path) -> None:
+    """Exit 5 as a failed command: what arrived is no load of the model, never a speed."""
+    copy = tmp_path / model.name
+    shutil.copy(model, copy)
+    writer = "import sys; open(sys.argv[1], 'rb').read(); open(sys.argv[1], 'ab').write(b' ')"
+    done = modelmon("watch", "--json", "--", sys.executable, "-c", writer, str(copy))
+    assert done.returncode == 5
+    assert done.stderr.strip().endswith(
+        "wrote into its model while it ran: what arrived is not a load of it"
+    )
+    data = json.loads(done.stdout)
+    assert "model-written" in {finding["code"] for finding in data["findings"]}
+
+
+def test_leading_name_value_words_are_the_commands_environment(
+    modelmon, model: Path, tmp_path: Path
+) -> None:
+    """As in a shell and in cmd:, not a program named 'GREETING=hi' that cannot be run."""
+    said = tmp_path / "said"
+    done = modelmon(
+        "watch", "--", "GREETING=hi there", "sh", "-c",
+        f'printf %s "$GREETING" > {said}; sleep 0.2; cat {model} > /dev/null',
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert said.read_text() == "hi there"
