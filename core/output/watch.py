@@ -63,8 +63,7 @@ def render_watch(result: WatchResult) -> str:
     connections = result.connections
     if connections is not None:
         lines.append(
-            f"network:  {connections.peak_open} connection(s) to {connections.endpoint} at "
-            f"most ({connections.seen} over the watch), "
+            f"network:  {connections.held_text()}, "
             f"{human_bytes(connections.received_bytes)} received over them"
         )
     if cache is not None and cache.nothing_local:

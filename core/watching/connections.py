@@ -133,6 +133,14 @@ class ConnectionReport:
     received_bytes: int  # bytes that arrived over them (the kernel's count)
     samples: tuple[tuple[float, int, int], ...]  # (seconds since start, open, received)
 
+    def held_text(self, endpoint: bool = True) -> str:
+        """How many connections, in words that hold when every one of them opened and closed
+        between two looks (none held at a look: the most held at once is then unknown)."""
+        to = f" to {self.endpoint}" if endpoint else ""
+        if self.peak_open:
+            return f"{self.peak_open} connection(s){to} at most ({self.seen} over the watch)"
+        return f"{self.seen} connection(s){to}, each opened and closed between two looks"
+
 
 class BucketArrivals:
     """A model in a bucket, watched through the tree's connections to its endpoint: each

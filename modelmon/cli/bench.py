@@ -213,7 +213,7 @@ def _use(watch: WatchResult) -> str:
     connections = watch.connections
     if connections is not None:  # a model in a bucket: seen on its sockets
         return (
-            f"streamed the model over {connections.peak_open} connection(s) at most "
+            f"streamed the model over {connections.held_text(endpoint=False)} "
             f"({connections.received_bytes / 1e6:,.0f} MB received), "
             f"{watch.cpu_seconds:.1f} s of CPU"
         )

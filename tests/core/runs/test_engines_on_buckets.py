@@ -35,6 +35,8 @@ def test_runai_streams_a_bucket_as_an_engine_side(rclone_s3: SimpleNamespace, pr
     assert model.file_bytes <= result.bytes <= 3 * model.file_bytes
     watched = outcome.watch
     assert watched is not None and watched.connections is not None
-    assert watched.connections.peak_open >= 1
+    # A small object's connections can each open and close between two looks: seen all
+    # the same (the kernel's destroy broadcast), none held at a look.
+    assert watched.connections.seen >= 1
     refetched = any(f.code == "re-fetched" for f in watched.findings)
     assert refetched == (result.bytes > 1.1 * model.file_bytes)

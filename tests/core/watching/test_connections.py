@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from modelmon.core.system.sockets import socket_inodes, tcp_sockets
-from modelmon.core.watching.connections import EndpointConnections
+from modelmon.core.watching.connections import ConnectionReport, EndpointConnections
 
 SENT = 3_000_000
 
@@ -133,3 +133,15 @@ def test_a_closed_connection_no_look_saw_counts_though_others_talk_to_the_endpoi
     finally:
         watched.close()
         listener.close()
+
+
+def test_connections_none_held_at_a_look_are_counted_not_called_zero() -> None:
+    def report(peak: int, seen: int) -> ConnectionReport:
+        return ConnectionReport("http://127.0.0.1:9000", peak, seen, 342451, ())
+
+    assert report(4, 11).held_text() == (
+        "4 connection(s) to http://127.0.0.1:9000 at most (11 over the watch)"
+    )
+    assert report(0, 11).held_text(endpoint=False) == (
+        "11 connection(s), each opened and closed between two looks"
+    )
