@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from modelmon.core.configuration import parse_engine
-from modelmon.core.loaders.registry import ENGINES
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
@@ -60,8 +59,6 @@ def _loading_child(parent: int, model: Path, timeout_s: float = 60.0) -> int:
 
 
 def test_a_child_killed_mid_load_fails_naming_its_signal(model: Path) -> None:
-    if ENGINES["safetensors"].unavailable():
-        pytest.skip("safetensors is not installed")
     results: list[LoadResult] = []
     run = ProgramRun(open_model(model), parse_engine("safetensors"), "cold")
     runner = threading.Thread(target=lambda: results.append(run.run().result))
@@ -97,8 +94,6 @@ print(ProgramRun(open_model(sys.argv[1]), parse_engine("safetensors")).run(), fl
 
 def test_a_child_dies_with_its_parent(model: Path) -> None:
     """Frozen mid-load, the child could only go on if its parent's death left it alive."""
-    if ENGINES["safetensors"].unavailable():
-        pytest.skip("safetensors is not installed")
     parent = subprocess.Popen(
         [sys.executable, "-c", _PARENT, str(model)], stdout=subprocess.DEVNULL
     )

@@ -168,9 +168,20 @@ def test_a_knob_word_that_is_not_knob_equals_value_is_one_line_and_exit_code_2(
     assert child.stderr == "modelmon engine safetensors: 'backend' is not KNOB=VALUE\n"
 
 
-def test_an_engine_that_is_not_installed_says_which_extra_installs_it() -> None:
-    runai = get_engine("runai")
-    why = runai.unavailable()
-    if why is None:
-        pytest.skip("Run:ai Model Streamer is installed here")
-    assert "pip install 'modelmon[runai]'" in why
+def test_an_engine_that_is_not_installed_says_which_extra_installs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whether or not it is installed here: its module is hidden from the lookup."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    hidden = "runai_model_streamer"
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == hidden else find_spec(name, *a),
+    )
+    assert get_engine("runai").unavailable() == (
+        "Run:ai Model Streamer is not installed here (runai_model_streamer not found): "
+        "pip install 'modelmon[runai]'"
+    )

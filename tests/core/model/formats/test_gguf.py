@@ -103,10 +103,11 @@ def mapped(path: Path) -> bool:
 def assert_rejected(path: Path, reader: Callable[[Path], object] = parse_gguf) -> str:
     """The call raises a one-line ModelFormatError naming ``path``, fast and leaving no fd."""
     fds = open_fds()
-    started = time.perf_counter()
+    # This thread's CPU time: the work a header causes, which a busy neighbour cannot stretch
+    started = time.thread_time()
     with pytest.raises(ModelFormatError) as caught:
         reader(path)
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
     message = str(caught.value)
     assert "\n" not in message and str(path) in message
     assert caught.value.file == str(path)
@@ -434,11 +435,11 @@ def test_absurd_counts_fail_fast_without_allocating(
 ) -> None:
     path = write(tmp_path, base_with(counts=counts))
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.thread_time()
     try:
         with pytest.raises(ModelFormatError, match=r"count [0-9]+ is past the"):
             parse_gguf(path)
-        elapsed = time.perf_counter() - started
+        elapsed = time.thread_time() - started
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -449,11 +450,11 @@ def test_absurd_counts_fail_fast_without_allocating(
 def test_absurd_array_length_fails_fast_without_allocating(tmp_path: Path) -> None:
     path = write(tmp_path, DAMAGED["absurd array length"][0])
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.thread_time()
     try:
         with pytest.raises(ModelFormatError):
             parse_gguf(path)
-        elapsed = time.perf_counter() - started
+        elapsed = time.thread_time() - started
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -463,11 +464,11 @@ def test_absurd_array_length_fails_fast_without_allocating(tmp_path: Path) -> No
 def rejection(path: Path) -> ModelFormatError:
     """The error parse_gguf raises, after checking it was fast and allocated nothing big."""
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.thread_time()
     try:
         with pytest.raises(ModelFormatError) as caught:
             parse_gguf(path)
-        elapsed = time.perf_counter() - started
+        elapsed = time.thread_time() - started
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
