@@ -249,13 +249,7 @@ ENGINES: dict[str, Engine] = {
             also=(("vllm-runai", _runai_in_vllm),),
             description="Run:ai Model Streamer SafetensorsStreamer (CPU)",
             bucket_modules=("runai_model_streamer_s3",),
-            searched=lambda parallel: tuple(
-                {
-                    "RUNAI_STREAMER_CONCURRENCY": str(n),
-                    "RUNAI_STREAMER_CHUNK_BYTESIZE": str(8 << 20),
-                }
-                for n in dict.fromkeys((parallel, 16))
-            ),
+            searched=_runai_searched,
         ),
         Engine(
             "fastsafetensors",
@@ -264,13 +258,8 @@ ENGINES: dict[str, Engine] = {
             ("fastsafetensors", "torch"),
             "",
             (),
-            lambda settings: "fastsafe_open(files, framework='pt', nogds=True)  (fastsafetensors)",
-            also=(
-                (
-                    "vllm-fastsafetensors",
-                    lambda settings: "vllm serve PATH --load-format fastsafetensors",
-                ),
-            ),
+            _fastsafetensors,
+            also=(("vllm-fastsafetensors", _fastsafetensors_in_vllm),),
             description="fastsafetensors fastsafe_open(nogds=True): the CPU path",
             searched=lambda parallel: ({},),
         ),
