@@ -49,7 +49,7 @@ POLL_S = 0.05  # how often a run looks at its stop event and its time limit
 # A program still running this long after its whole model arrived, with nothing more
 # arriving, has loaded (a server that now serves): the run ends there, timed as any other.
 SETTLED_S = 5.0
-STDERR_TAIL = 64 << 10  # the end of the command's stderr kept for its last line
+OUTPUT_TAIL = 64 << 10  # the end of a command's output read for its last line or report
 LINE_CHARS = 300  # of that last line, at most
 # Set for engine runs: a model on disk loads without asking the hub anything.
 ENGINE_ENVIRONMENT = {
@@ -80,7 +80,7 @@ def _own_figure(own: dict[str, Any] | None, key: str) -> float | None:
 def last_line(stream: IO[bytes]) -> str:
     stream.seek(0, os.SEEK_END)
     size = stream.tell()
-    stream.seek(max(0, size - STDERR_TAIL))
+    stream.seek(max(0, size - OUTPUT_TAIL))
     lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
     line = next((line for line in reversed(lines) if line), "")
     # One line a person reads: a program that writes megabytes without a newline is cut.
@@ -88,7 +88,10 @@ def last_line(stream: IO[bytes]) -> str:
 
 
 def _own_report(stream: IO[bytes]) -> dict[str, Any] | None:
-    stream.seek(0)
+    """The child harness's report: its last line of JSON, which it prints last, so only the
+    end of its output is read (an engine may print megabytes before it)."""
+    stream.seek(0, os.SEEK_END)
+    stream.seek(max(0, stream.tell() - OUTPUT_TAIL))
     for line in reversed(stream.read().decode(errors="replace").splitlines()):
         with contextlib.suppress(ValueError):
             found = json.loads(line)
