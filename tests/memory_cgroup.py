@@ -1,5 +1,6 @@
 """Memory cgroups (v1, this machine's kind) that tests make and remove: a limit that processes
-started through ``command`` live under from their first instruction, their children too."""
+started through ``command`` live under from their first instruction, their children too; and
+where modelmon's own run cgroups are, on v1 or v2."""
 
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ class MemoryCgroup:
         return 0
 
 
-def own_v1_memory_cgroup() -> Path | None:
-    """This process's own v1 memory cgroup (where modelmon makes a run's); None without."""
-    return _own_v1_memory_cgroup()
+def run_cgroups_of(pid: int) -> list[Path]:
+    """The memory cgroups modelmon's process ``pid`` made for its runs, wherever this machine's
+    hierarchy holds them: under the v1 memory controller, or anywhere in v2's unified tree."""
+    root = V1 if V1.is_dir() else Path("/sys/fs/cgroup")
+    return sorted(root.rglob(f"modelmon-{pid}-*"))
 
 
 def _own_v1_memory_cgroup() -> Path | None:

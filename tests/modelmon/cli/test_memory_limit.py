@@ -18,7 +18,7 @@ from modelmon.core import evict, residency_of
 
 from ...core.loading.sparse import sparse_model
 from ...core.system.test_memory_cgroup import REAL
-from ...memory_cgroup import own_v1_memory_cgroup
+from ...memory_cgroup import run_cgroups_of
 
 MiB = 1 << 20
 MODELMON = [sys.executable, "-m", "modelmon"]
@@ -34,11 +34,6 @@ LIMIT_KEYS = {
 # A load slow enough to be caught reading: one reader of 4 KiB without readahead.
 SLOW_LOAD = ("-s", "pread", "-w", "1", "-t", "1", "--fadvise", "random", "--discard")
 SLOW_CHUNK = ("--chunk-mib", "0.00390625")
-
-
-def cgroups_of(pid: int) -> list[Path]:
-    base = own_v1_memory_cgroup()
-    return sorted(base.glob(f"modelmon-{pid}-*")) if base is not None else []
 
 
 def modelmon(*args: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +94,7 @@ class Loading:
         self.workers: list[psutil.Process] = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            cgroups = cgroups_of(self.process.pid)
+            cgroups = run_cgroups_of(self.process.pid)
             pids = cgroups[0].joinpath("cgroup.procs").read_text().split() if cgroups else []
             if pids and residency_of([self.model]) > 0.01:
                 self.cgroup = cgroups[0]
@@ -216,7 +211,7 @@ def test_a_watchs_cgroup_goes_with_it_or_with_the_next_run(
     while not marker.exists() and time.monotonic() < deadline:
         assert watch.poll() is None, watch.communicate()
         time.sleep(0.02)
-    (cgroup,) = cgroups_of(watch.pid)
+    (cgroup,) = run_cgroups_of(watch.pid)
     command = [psutil.Process(int(pid)) for pid in (cgroup / "cgroup.procs").read_text().split()]
     assert command, "the command is not in the cgroup"
     if how == "sigterm":
