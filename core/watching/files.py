@@ -46,6 +46,7 @@ class ModelFile:
     size: int
     identity: Identity
     named: bool  # named before the program ran (--model or its arguments), not found later
+    stamp: tuple[int, int] | None = None  # (size, mtime) when it became known (file_stamp)
 
 
 def looks_like_model(path: str) -> bool:
@@ -133,7 +134,9 @@ class ModelFiles:
         known = self._by_identity.get(identity)
         if known is not None:
             return known
-        model_file = ModelFile(len(self.files), resolved, size, identity, named)
+        model_file = ModelFile(
+            len(self.files), resolved, size, identity, named, file_stamp(resolved)
+        )
         self._by_identity[identity] = model_file
         self.files.append(model_file)
         return model_file

@@ -425,8 +425,11 @@ class Watch:
             )
 
     def _changed_files(self) -> list[str]:
-        """The model files whose size or modification time is not what it was at the start."""
-        return [path for path, stamp in self._stamps.items() if file_stamp(path) != stamp]
+        """The model files whose size or modification time is not what it was at the start,
+        or, for one found while the program ran, when it was found."""
+        found = {f.path: f.stamp for f in self.files.files if f.path not in self._stamps}
+        stamps = {**self._stamps, **{p: s for p, s in found.items() if s is not None}}
+        return [path for path, stamp in stamps.items() if file_stamp(path) != stamp]
 
     def _notes(self) -> list[str]:
         notes = self.notes + self.memory.notes

@@ -338,6 +338,26 @@ def test_a_program_that_writes_into_its_model_is_never_a_load(tmp_path: Path, sm
     assert load.status == "failed" and "wrote into its model" in (load.error or "")
 
 
+def test_a_model_file_found_while_the_program_ran_is_checked_for_writes_too(
+    tmp_path: Path, small_model
+):
+    """Named nowhere (its path in the environment), the file is found when the program has
+    it open; what the program writes into it after that is seen as well."""
+    import shutil
+
+    model = tmp_path / "model.safetensors"
+    shutil.copy(small_model, model)
+    writer = (
+        "import os, time; f = open(os.environ['MODEL'], 'rb'); f.read(); time.sleep(0.5); "
+        "open(os.environ['MODEL'], 'ab').write(b' ')"
+    )
+    env = {**os.environ, "MODEL": str(model)}
+    result = Watch([sys.executable, "-c", writer], env=env, interval_s=0.02).run()
+    assert [f.path for f in result.files] == [str(model)] and not result.files[0].named
+    assert result.changed_files == (str(model),)
+    assert "model-written" in codes(result)
+
+
 # Reads the whole file (it is then in the page cache), keeps it open or mapped, says so, waits.
 HOLDER = """
 import mmap, sys, time
