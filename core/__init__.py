@@ -127,7 +127,8 @@ if TYPE_CHECKING:
     )
     from modelmon.core.output.verdict import spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
-    from modelmon.core.runs.program import ProgramResult, ProgramRun, last_line, run_program
+    from modelmon.core.runs.command_output import last_line
+    from modelmon.core.runs.program import ProgramResult, ProgramRun, run_program
     from modelmon.core.runs.session import Session, SessionResult
     from modelmon.core.runs.start import Run, RunOutcome, run_for
     from modelmon.core.runs.warm import warm_each
@@ -222,7 +223,8 @@ _EXPORTS = (
         "Engine",
     ),
     ("modelmon.core.loaders.installed", "installed_knobs InstalledKnobs"),
-    ("modelmon.core.runs.program", "ProgramRun ProgramResult run_program last_line"),
+    ("modelmon.core.runs.program", "ProgramRun ProgramResult run_program"),
+    ("modelmon.core.runs.command_output", "last_line"),
     ("modelmon.core.runs.warm", "warm_each"),
     ("modelmon.core.loading.config_file", "apply_config read_config FORMAT_VERSION"),
     (

@@ -12,13 +12,11 @@ from a cold start is a failed run, with its exit code and the last line it wrote
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import tempfile
 import threading
 from dataclasses import dataclass, replace
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +36,7 @@ from modelmon.core.loading.result import (
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
+from modelmon.core.runs.command_output import last_line, own_figure, own_report
 from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
 from modelmon.core.system.storage import storage_facts
 from modelmon.core.watching.findings import PARTIAL_BELOW
@@ -49,8 +48,6 @@ POLL_S = 0.05  # how often a run looks at its stop event and its time limit
 # A program still running this long after its whole model arrived, with nothing more
 # arriving, has loaded (a server that now serves): the run ends there, timed as any other.
 SETTLED_S = 5.0
-OUTPUT_TAIL = 64 << 10  # the end of a command's output read for its last line or report
-LINE_CHARS = 300  # of that last line, at most
 # Set for engine runs: a model on disk loads without asking the hub anything.
 ENGINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -67,37 +64,6 @@ class ProgramResult:
     watch: WatchResult | None  # what the watch saw; None when the command never started
     own: dict[str, Any] | None  # an engine run's own report (loaders/child.py), else None
     stderr: str  # the last line the command wrote on stderr
-
-
-def _own_figure(own: dict[str, Any] | None, key: str) -> float | None:
-    """A number of the child harness's own report (None: no report, or not a number)."""
-    value = own.get(key) if own is not None else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        return None
-    return float(value)
-
-
-def last_line(stream: IO[bytes]) -> str:
-    stream.seek(0, os.SEEK_END)
-    size = stream.tell()
-    stream.seek(max(0, size - OUTPUT_TAIL))
-    lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
-    line = next((line for line in reversed(lines) if line), "")
-    # One line a person reads: a program that writes megabytes without a newline is cut.
-    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
-
-
-def _own_report(stream: IO[bytes]) -> dict[str, Any] | None:
-    """The child harness's report: its last line of JSON, which it prints last, so only the
-    end of its output is read (an engine may print megabytes before it)."""
-    stream.seek(0, os.SEEK_END)
-    stream.seek(max(0, stream.tell() - OUTPUT_TAIL))
-    for line in reversed(stream.read().decode(errors="replace").splitlines()):
-        with contextlib.suppress(ValueError):
-            found = json.loads(line)
-            if isinstance(found, dict) and "engine" in found:
-                return found
-    return None
 
 
 class ProgramRun:
@@ -214,7 +180,7 @@ class ProgramRun:
                 stopper.join()
             overlapped = envelope.timed_part_ended()
             stderr = last_line(err)
-            own = _own_report(out) if self.program.kind == "engine" else None
+            own = own_report(out) if self.program.kind == "engine" else None
         load = self._as_load(watched, stderr, [*envelope.setup_notes], overlapped, own)
         return ProgramResult(load, watched, own, stderr)
 
@@ -278,7 +244,7 @@ class ProgramRun:
         own: dict[str, Any] | None,
     ) -> LoadResult:
         engine = get_engine(self.program.engine) if self.program.engine else None
-        own_seconds, own_bytes = _own_figure(own, "seconds"), _own_figure(own, "bytes")
+        own_seconds, own_bytes = own_figure(own, "seconds"), own_figure(own, "bytes")
         if self.cache == "warm" and own_seconds and own_bytes:
             # From a warm page cache nothing arrives from storage for the watch to time: the
             # child harness's own clock (its load and its touch of every byte) times it.

@@ -1,8 +1,14 @@
-"""Which running process a watch may attach to (``watch --pid``)."""
+"""What a watch may be asked to do: the options it takes, and which running process it may
+attach to (``watch --pid``)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+
+from modelmon.core.errors import OptionsError
+from modelmon.core.limits import MAX_QUIET_S, MIN_QUIET_S, range_text
+from modelmon.core.options import CACHE_MODES
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread
 
@@ -37,3 +43,33 @@ def unwatchable(pid: int) -> str | None:
     if pid == 1:
         return "init, an ancestor of every process: watch its loader's pid"
     return None
+
+
+def check_watch(
+    command: Sequence[str] | None,
+    pid: int | None,
+    cache: str | None,
+    quiet_s: float | None,
+    interval_s: float,
+) -> None:
+    """OptionsError, in one line, for a watch that cannot be done as asked."""
+    if (command is None or not list(command)) == (pid is None):
+        raise OptionsError("watch a command or a pid: one of the two")
+    if not interval_s > 0:
+        raise OptionsError(f"the sampling interval must be positive, not {interval_s}")
+    if quiet_s is not None and not MIN_QUIET_S <= quiet_s <= MAX_QUIET_S:
+        raise OptionsError(
+            f"--quiet must be {range_text(MIN_QUIET_S, MAX_QUIET_S)} s, not {quiet_s}: a "
+            "shorter quiet is a pause between two reads, not a program done loading"
+        )
+    if cache is not None and cache not in CACHE_MODES:
+        raise OptionsError(f"unknown cache mode {cache!r}: use cold, warm or keep")
+    if pid is not None and cache not in (None, "keep"):
+        raise OptionsError(
+            "--cache applies to a command modelmon starts: a running process has already "
+            "read what it read (attached, the cache is kept as it is)"
+        )
+    if pid is not None:
+        refusal = unwatchable(pid)
+        if refusal is not None:
+            raise OptionsError(f"--pid {pid}: {refusal}")

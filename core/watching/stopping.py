@@ -10,13 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 from modelmon.core.loading.reads import now_ns
 from modelmon.core.system.readiness import wait_readable
 from modelmon.core.watching.observer import Observer
-from modelmon.core.watching.tree import still_running
+from modelmon.core.watching.orphans import reap
+from modelmon.core.watching.tree import read_command, still_running
 
 POLL_S = 0.05
 STOP_GRACE_S = 3.0
@@ -96,3 +99,49 @@ def stop_tree(observer: Observer, root: int, exited: Callable[[], bool]) -> str:
     wait_exit(root, exited, STOP_GRACE_S)
     wait_gone(members, time.monotonic() + STOP_GRACE_S)
     return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
+
+
+def stop_started(
+    observer: Observer, root: int, exited: Callable[[], bool]
+) -> tuple[str | None, str | None]:
+    """Stop a command modelmon started, or, once it exited, what it left running: (how the
+    command was stopped while it ran, a note naming what it left and how that was stopped)."""
+    if not exited():
+        return stop_tree(observer, root, exited), None
+    left = still_running(members_of(observer, root))
+    if not left:
+        return None, None
+    how = stop_tree(observer, root, lambda: True)
+    commands = ", ".join(
+        f"{pid} ({' '.join(read_command(pid))[:60] or '?'})" for pid, _ in left[:5]
+    )
+    return None, (
+        f"the command left {len(left)} process(es) running when it exited (pids "
+        f"{commands}): modelmon stopped them ({how})"
+    )
+
+
+def end_and_reap(
+    observer: Observer, process: subprocess.Popen[Any], root: int, end_ns: int
+) -> str | None:
+    """After the final look: nothing of the started command's tree is left running, its
+    orphans (this process's, as their subreaper) and the command are reaped; a note when the
+    command could not be."""
+    tree = observer.tree
+    if tree is not None:
+        with observer.lock:
+            tree.mark_exited(root, end_ns)
+    if process.poll() is None:  # never left running: the run ends here, one way or another
+        signal_tree(observer, root, signal.SIGKILL)
+    if tree is not None:
+        others = [(m.pid, m.start_ticks) for m in tree.members.values() if m.pid != root]
+        wait_gone(others, time.monotonic() + STOP_GRACE_S)
+        reap([pid for pid, _ in others])
+    try:
+        process.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:  # SIGKILLed and still there: stuck in the kernel
+        return (
+            f"pid {root} did not exit {STOP_GRACE_S:.0f} s after SIGKILL (stuck in an "
+            "uninterruptible wait, as on a hung FUSE mount); it was not reaped"
+        )
+    return None

@@ -22,23 +22,21 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from modelmon.core.errors import OptionsError, WatchError
-from modelmon.core.limits import MAX_QUIET_S, MIN_QUIET_S, range_text
+from modelmon.core.errors import WatchError
 from modelmon.core.loading.envelope import StartGate
 from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.metrics.sampler import Sampler
-from modelmon.core.options import CACHE_MODES, CacheMode
+from modelmon.core.options import CacheMode
 from modelmon.core.system import cache
 from modelmon.core.system.open_files import usual_open_files_in_child, watch_open_files
 from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching import naming
 from modelmon.core.watching.assemble import Ending, assemble
-from modelmon.core.watching.attach import unwatchable
+from modelmon.core.watching.attach import check_watch
 from modelmon.core.watching.files import ModelFiles, file_stamp, swap_pages
 from modelmon.core.watching.limit import WatchMemory
 from modelmon.core.watching.observer import Observer, Progress
@@ -46,20 +44,17 @@ from modelmon.core.watching.orphans import (
     end_with_parent,
     hold_subreaper,
     own_children,
-    reap,
     release_subreaper,
 )
 from modelmon.core.watching.result import Reference, WatchResult
 from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
 from modelmon.core.watching.stopping import (
     POLL_S,
-    STOP_GRACE_S,
+    end_and_reap,
     members_of,
-    signal_tree,
-    stop_tree,
-    wait_gone,
+    stop_started,
 )
-from modelmon.core.watching.tree import read_command, still_running
+from modelmon.core.watching.tree import still_running
 
 ATTACHED_QUIET_S = 5.0
 # After the command exits, what it left running is watched until the model has not arrived
@@ -94,26 +89,7 @@ class Watch:
         map_interval_s: float = MAP_INTERVAL_S,
         memory_limit: int | None = None,
     ) -> None:
-        if (command is None or not list(command)) == (pid is None):
-            raise OptionsError("watch a command or a pid: one of the two")
-        if not interval_s > 0:
-            raise OptionsError(f"the sampling interval must be positive, not {interval_s}")
-        if quiet_s is not None and not MIN_QUIET_S <= quiet_s <= MAX_QUIET_S:
-            raise OptionsError(
-                f"--quiet must be {range_text(MIN_QUIET_S, MAX_QUIET_S)} s, not {quiet_s}: a "
-                "shorter quiet is a pause between two reads, not a program done loading"
-            )
-        if cache is not None and cache not in CACHE_MODES:
-            raise OptionsError(f"unknown cache mode {cache!r}: use cold, warm or keep")
-        if pid is not None and cache not in (None, "keep"):
-            raise OptionsError(
-                "--cache applies to a command modelmon starts: a running process has already "
-                "read what it read (attached, the cache is kept as it is)"
-            )
-        if pid is not None:
-            refusal = unwatchable(pid)
-            if refusal is not None:
-                raise OptionsError(f"--pid {pid}: {refusal}")
+        check_watch(command, pid, cache, quiet_s, interval_s)
         named, bucket = naming.watched_models(model, attached=pid is not None)
         self.command = tuple(command) if command is not None and pid is None else None
         self.pid = pid
@@ -379,50 +355,23 @@ class Watch:
         return Ending(status, ended_by, None, None, end - self.t0_ns, end)
 
     def _stop_command(self, root: int) -> str | None:
-        """Stop the command we started and what it left running (``stopping.stop_tree``);
-        how."""
+        """Stop the command we started and what it left running; how, when it still ran."""
         if self._process is None:
             return None
-        if not self._exited(root):
-            return stop_tree(self.observer, root, lambda: self._exited(root))
-        left = self._leftovers()
-        if not left:
-            return None
-        how = stop_tree(self.observer, root, lambda: True)
-        commands = ", ".join(
-            f"{pid} ({' '.join(read_command(pid))[:60] or '?'})" for pid, _ in left[:5]
-        )
-        self.notes.append(
-            f"the command left {len(left)} process(es) running when it exited (pids "
-            f"{commands}): modelmon stopped them ({how})"
-        )
-        return None
+        how, note = stop_started(self.observer, root, lambda: self._exited(root))
+        if note:
+            self.notes.append(note)
+        return how
 
     def _finish(self, root: int) -> None:
         """The final look (the root still readable as a zombie), then the reaping."""
         self._stop_sampler()
         end = now_ns()
         self.observer.tick(end, final=True)
-        process = self._process
-        if process is None:
-            return
-        tree = self.observer.tree
-        if tree is not None:
-            with self.observer.lock:
-                tree.mark_exited(root, end)
-        if process.poll() is None:  # never left running: the run ends here, one way or another
-            signal_tree(self.observer, root, signal.SIGKILL)
-        if tree is not None:  # orphans of the tree are this process's (a subreaper) to reap
-            others = [(m.pid, m.start_ticks) for m in tree.members.values() if m.pid != root]
-            wait_gone(others, time.monotonic() + STOP_GRACE_S)
-            reap([pid for pid, _ in others])
-        try:
-            process.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:  # SIGKILLed and still there: stuck in the kernel
-            self.notes.append(
-                f"pid {root} did not exit {STOP_GRACE_S:.0f} s after SIGKILL (stuck in an "
-                "uninterruptible wait, as on a hung FUSE mount); it was not reaped"
-            )
+        if self._process is not None:
+            note = end_and_reap(self.observer, self._process, root, end)
+            if note:
+                self.notes.append(note)
 
     def _changed_files(self) -> list[str]:
         """The model files whose size or modification time is not what it was at the start,

@@ -276,11 +276,12 @@ def test_a_daemon_the_command_leaves_is_watched_and_ended(
     result = Watch(command, model=[str(small_model)], interval_s=0.02).run()
     assert pid_file.exists(), "the daemon did not run"
     daemon = int(pid_file.read_text())
-    assert not psutil.pid_exists(daemon), "the daemon outlived the watch"
-    assert result.exit_code == 0
+    seen = (result.ended_by, result.exit_code, result.arrived_bytes, result.notes)
+    assert not psutil.pid_exists(daemon), f"the daemon outlived the watch: {seen}"
+    assert result.exit_code == 0, seen
     expected = small_model.stat().st_size if daemon_reads == "reads" else 0
-    assert result.arrived_bytes == expected
-    assert any("left 1 process(es) running" in note for note in result.notes), result.notes
+    assert result.arrived_bytes == expected, seen
+    assert any("left 1 process(es) running" in note for note in result.notes), seen
 
 
 def test_the_command_reads_nothing_from_modelmons_standard_input(tmp_path: Path):
