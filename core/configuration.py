@@ -79,7 +79,12 @@ class Command:
         return cls.from_words(words, what)
 
     @classmethod
-    def from_words(cls, words: Sequence[str], what: str = "the command") -> Command:
+    def from_words(
+        cls,
+        words: Sequence[str],
+        what: str = "the command",
+        example: str = f"python load.py {PATH_FIELD}",
+    ) -> Command:
         """Words already split (``watch -- ...``): leading ``NAME=VALUE`` words are its
         environment, as in a shell."""
         rest = list(words)
@@ -88,7 +93,7 @@ class Command:
             name, _, value = rest.pop(0).partition("=")
             env.append((name, value))
         if not rest:
-            raise OptionsError(f"{what} needs a command, e.g. python load.py {PATH_FIELD}")
+            raise OptionsError(f"{what} needs a command, e.g. {example}")
         for word in [*rest, *(value for _, value in env)]:
             if "\x00" in word:
                 raise OptionsError(f"{what}: a word holds a NUL byte, which no program can take")

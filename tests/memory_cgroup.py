@@ -53,7 +53,11 @@ def run_cgroups_of(pid: int) -> list[Path]:
     """The memory cgroups modelmon's process ``pid`` made for its runs, wherever this machine's
     hierarchy holds them: under the v1 memory controller, or anywhere in v2's unified tree."""
     root = V1 if V1.is_dir() else Path("/sys/fs/cgroup")
-    return sorted(root.rglob(f"modelmon-{pid}-*"))
+    prefix = f"modelmon-{pid}-"
+    found = []
+    for folder, names, _ in os.walk(root):  # a cgroup removed mid-walk is skipped, not raised
+        found += [Path(folder) / name for name in names if name.startswith(prefix)]
+    return sorted(found)
 
 
 def _own_v1_memory_cgroup() -> Path | None:

@@ -3,7 +3,8 @@
 Root reads and writes files whatever their modes (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
 a test of "permission denied" skipped as root would never run on the project's machines.
 As root, the check runs in a child without those two capabilities (``setpriv`` drops them
-from its bounding set, which bounds what root gets at exec); as anyone else, as it is.
+from its bounding and inheritable sets, the two that make up what root gets at exec); as
+anyone else, as it is.
 """
 
 from __future__ import annotations

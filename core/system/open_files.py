@@ -83,10 +83,12 @@ def watch_open_files() -> Iterator[None]:
     """The soft open-files limit at the hard one while a watch runs (its command keeps the
     limit it would have had: ``usual_open_files_in_child``)."""
     soft, hard = open_files_limit()
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, WATCH_OPEN_FILES_CAP)
-    if soft == resource.RLIM_INFINITY or target <= soft:
+    if soft == resource.RLIM_INFINITY:
         yield
         return
+    # Held through enough_open_files even where a load has raised it already: the limit is
+    # put back only when the last of them ends.
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, WATCH_OPEN_FILES_CAP)
     with enough_open_files(target, "the watch"):
         yield
 
@@ -101,16 +103,17 @@ _RLIMIT_NOFILE = int(resource.RLIMIT_NOFILE)
 
 def usual_open_files_in_child(then: Callable[[], None]) -> Callable[[], None]:
     """A started command's ``preexec_fn``: the soft open-files limit the process had before
-    any load or watch raised it, then ``then``. Built before the fork; in the child only a
-    system call on a structure made here."""
+    any load or watch raised it, then ``then``. The structure and its pointer are made here,
+    before the fork: the child only makes the system call."""
     with _lock:
         usual = _saved_soft
     if usual is None:
         return then
     limit = _Rlimit(usual, open_files_limit()[1])
+    pointer = ctypes.pointer(limit)
 
     def in_child() -> None:
-        _LIBC.setrlimit(_RLIMIT_NOFILE, ctypes.byref(limit))
+        _LIBC.setrlimit(_RLIMIT_NOFILE, pointer)
         then()
 
     return in_child

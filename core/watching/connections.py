@@ -137,6 +137,8 @@ class ConnectionReport:
         """How many connections, in words that hold when every one of them opened and closed
         between two looks (none held at a look: the most held at once is then unknown)."""
         to = f" to {self.endpoint}" if endpoint else ""
+        if not self.seen:
+            return f"no connection{to} was seen"
         if self.peak_open:
             return f"{self.peak_open} connection(s){to} at most ({self.seen} over the watch)"
         return f"{self.seen} connection(s){to}, each opened and closed between two looks"

@@ -101,6 +101,12 @@ def stop_tree(observer: Observer, root: int, exited: Callable[[], bool]) -> str:
     return f"SIGTERM, then SIGKILL after {STOP_GRACE_S:.0f} s"
 
 
+def leftovers(observer: Observer, root: int) -> list[tuple[int, int]]:
+    """(pid, start ticks) of the processes of a started command's tree that still run
+    without it (a daemon it left, a child it did not wait for)."""
+    return still_running(members_of(observer, root))
+
+
 def stop_started(
     observer: Observer, root: int, exited: Callable[[], bool]
 ) -> tuple[str | None, str | None]:
@@ -108,7 +114,7 @@ def stop_started(
     command was stopped while it ran, a note naming what it left and how that was stopped)."""
     if not exited():
         return stop_tree(observer, root, exited), None
-    left = still_running(members_of(observer, root))
+    left = leftovers(observer, root)
     if not left:
         return None, None
     how = stop_tree(observer, root, lambda: True)

@@ -51,10 +51,9 @@ from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
 from modelmon.core.watching.stopping import (
     POLL_S,
     end_and_reap,
-    members_of,
+    leftovers,
     stop_started,
 )
-from modelmon.core.watching.tree import still_running
 
 ATTACHED_QUIET_S = 5.0
 # After the command exits, what it left running is watched until the model has not arrived
@@ -233,7 +232,7 @@ class Watch:
                 stderr=self.stderr,
                 env=self.env,
                 close_fds=True,
-                preexec_fn=self.memory.preexec(  # no allocation in the child
+                preexec_fn=self.memory.preexec(  # in the child: system calls only
                     usual_open_files_in_child(end_with_parent(os.getpid()))
                 ),
             )
@@ -310,11 +309,9 @@ class Watch:
         return reused or fields[0] in (b"Z", b"X")
 
     def _leftovers(self) -> list[tuple[int, int]]:
-        """(pid, start ticks) of the processes of a started command's tree that still run
-        without it (a daemon it left, a child it did not wait for)."""
         if self._process is None or self.observer.tree is None:
             return []
-        return still_running(members_of(self.observer, self.observer.tree.root))
+        return leftovers(self.observer, self.observer.tree.root)
 
     def _leftovers_loading(self) -> bool:
         """Whether the command's exit does not end the watch yet: processes it left still
@@ -374,11 +371,20 @@ class Watch:
                 self.notes.append(note)
 
     def _changed_files(self) -> list[str]:
-        """The model files whose size or modification time is not what it was at the start,
-        or, for one found while the program ran, when it was found."""
-        found = {f.path: f.stamp for f in self.files.files if f.path not in self._stamps}
-        stamps = {**self._stamps, **{p: s for p, s in found.items() if s is not None}}
-        return [path for path, stamp in stamps.items() if file_stamp(path) != stamp]
+        """The model files whose size or modification time is not what it was at the start;
+        of those found while the program ran inside the model it was given (a folder's
+        shards), not what it was when found. A file found with no model given may be one the
+        program makes (a copy it then loads), and one gone at the end a temporary: neither
+        tells of writes into the model."""
+        changed = [path for path, stamp in self._stamps.items() if file_stamp(path) != stamp]
+        if self.files.scoped:
+            for found in self.files.files:
+                if found.path in self._stamps or found.stamp is None:
+                    continue
+                now = file_stamp(found.path)
+                if now is not None and now != found.stamp:
+                    changed.append(found.path)
+        return changed
 
     def _notes(self) -> list[str]:
         notes = self.notes + self.memory.notes

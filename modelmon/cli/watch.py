@@ -119,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
     if bool(command) == (args.pid is not None):
         return fail("watch needs a command after -- or --pid PID (one of the two)", ExitCode.USAGE)
     # Leading NAME=VALUE words set the command's environment, as in a shell and in cmd:.
-    words = Command.from_words(command, "watch's command") if command else None
+    words = (
+        Command.from_words(command, "watch's command", "python load.py MODEL") if command else None
+    )
     watch = Watch(
         list(words.argv) if words else None,
         env={**os.environ, **dict(words.env)} if words and words.env else None,

@@ -24,3 +24,6 @@ def test_an_engines_report_is_found_after_megabytes_of_its_output():
         assert own_report(stream) == report
         stream.write(b"a last line that is not a report\n")
         assert own_report(stream) == report
+        # Only the end is read: a report that far back is not the run's last word.
+        stream.write(b"warning: " + b"x" * (64 << 10) + b"\n")
+        assert own_report(stream) is None

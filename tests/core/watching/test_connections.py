@@ -145,3 +145,4 @@ def test_connections_none_held_at_a_look_are_counted_not_called_zero() -> None:
     assert report(0, 11).held_text(endpoint=False) == (
         "11 connection(s), each opened and closed between two looks"
     )
+    assert report(0, 0).held_text() == "no connection to http://127.0.0.1:9000 was seen"

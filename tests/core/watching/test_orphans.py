@@ -122,10 +122,13 @@ def test_a_started_command_ends_when_its_parent_is_killed() -> None:
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{child}").exists():
-        with open(f"/proc/{child}/stat") as f:
-            if f.read().rpartition(")")[2].split()[0] == "Z":
-                break  # ended, waiting for init to reap it
+    while True:
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] == "Z":
+                    break  # ended, waiting for init to reap it
+        except FileNotFoundError:
+            break  # ended and reaped
         assert time.monotonic() < deadline, "the command outlived its killed parent"
         time.sleep(0.02)
 

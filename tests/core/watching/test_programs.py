@@ -339,24 +339,57 @@ def test_a_program_that_writes_into_its_model_is_never_a_load(tmp_path: Path, sm
     assert load.status == "failed" and "wrote into its model" in (load.error or "")
 
 
-def test_a_model_file_found_while_the_program_ran_is_checked_for_writes_too(
+def test_a_file_of_the_model_found_while_the_program_ran_is_checked_for_writes_too(
     tmp_path: Path, small_model
 ):
-    """Named nowhere (its path in the environment), the file is found when the program has
-    it open; what the program writes into it after that is seen as well."""
+    """The model's folder given: a file in it that no model lists (extra.bin) is found when
+    the program has it open, and what the program writes into it after that is seen."""
     import shutil
 
-    model = tmp_path / "model.safetensors"
-    shutil.copy(small_model, model)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    shutil.copy(small_model, folder / "model.safetensors")
+    extra = folder / "extra.bin"
+    extra.write_bytes(b"\1" * (1 << 20))
+    # Holds the file open long enough to be found by a look on a busy machine, then writes.
     writer = (
-        "import os, time; f = open(os.environ['MODEL'], 'rb'); f.read(); time.sleep(0.5); "
-        "open(os.environ['MODEL'], 'ab').write(b' ')"
+        "import sys, time; f = open(sys.argv[1], 'rb'); f.read(); time.sleep(2); "
+        "open(sys.argv[1], 'ab').write(b' ')"
     )
-    env = {**os.environ, "MODEL": str(model)}
-    result = Watch([sys.executable, "-c", writer], env=env, interval_s=0.02).run()
-    assert [f.path for f in result.files] == [str(model)] and not result.files[0].named
-    assert result.changed_files == (str(model),)
+    watch = Watch([sys.executable, "-c", writer, str(extra)], model=[str(folder)], interval_s=0.02)
+    result = watch.run()
+    found = [f for f in result.files if f.path == str(extra)]
+    assert found and not found[0].named, [f.path for f in result.files]
+    assert result.changed_files == (str(extra),)
     assert "model-written" in codes(result)
+
+
+# Copies SOURCE to DEST slowly (the watch finds DEST while it is being written), then loads it.
+COPIER = """
+import os, time
+with open(os.environ["SOURCE"], "rb") as source, open(os.environ["DEST"], "wb") as dest:
+    while chunk := source.read(1 << 18):
+        dest.write(chunk)
+        dest.flush()
+        time.sleep(0.1)
+open(os.environ["DEST"], "rb").read()
+time.sleep(0.2)
+"""
+
+
+def test_a_copy_the_program_makes_and_loads_is_not_a_write_into_the_model(tmp_path: Path):
+    """No model given (the paths are in the environment): the program copies a model file
+    and loads the copy, which the watch finds while it is being written. That is no write
+    into a model it loads."""
+    source = tmp_path / "source.safetensors"
+    source.write_bytes(b"\2" * (4 << 20))
+    copy = tmp_path / "local" / "copy.safetensors"
+    copy.parent.mkdir()
+    env = {**os.environ, "SOURCE": str(source), "DEST": str(copy)}
+    result = Watch([sys.executable, "-c", COPIER], env=env, cache="keep", interval_s=0.02).run()
+    assert str(copy) in [f.path for f in result.files], "the copy was never found"
+    assert result.changed_files == ()
+    assert "model-written" not in codes(result)
 
 
 # Reads the whole file (it is then in the page cache), keeps it open or mapped, says so, waits.
