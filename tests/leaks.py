@@ -43,7 +43,16 @@ def _start_time(pid: int) -> str:
     return stat.rpartition(")")[2].split()[19]  # field 22, counted after "(comm)"
 
 
-def _child_pids(pid: int) -> list[int]:
+def process_state(pid: int) -> str:
+    """Its state letter from /proc (``Z``: exited, not yet reaped), or ``gone`` once reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return "gone"
+
+
+def child_pids(pid: int) -> list[int]:
     """Direct children of ``pid`` from /proc (20x cheaper than psutil, which scans all pids)."""
     kids: list[int] = []
     try:
@@ -65,12 +74,12 @@ def _descendants() -> set[int]:
 
         return {p.pid for p in psutil.Process().children(recursive=True)}
     found: set[int] = set()
-    todo = _child_pids(os.getpid())
+    todo = child_pids(os.getpid())
     while todo:
         pid = todo.pop()
         if pid not in found:
             found.add(pid)
-            todo.extend(_child_pids(pid))
+            todo.extend(child_pids(pid))
     return found
 
 
@@ -109,7 +118,7 @@ def _strays(tree: set[int]) -> frozenset[tuple[int, str]]:
     ancestors = _ancestors()
     found = set()
     for ancestor in ancestors:
-        for pid in _child_pids(ancestor):
+        for pid in child_pids(ancestor):
             if pid in tree or pid in ancestors or pid == os.getpid() or not _marked(pid):
                 continue
             found.add((pid, _start_time(pid)))
@@ -163,9 +172,10 @@ def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rpartition(")")[2].split()[0]
     except OSError:
+        return "(exited)"
+    state = process_state(pid)
+    if state == "gone":
         return "(exited)"
     if state == "Z":
         return "(zombie: exited but never waited for)"
@@ -241,10 +251,6 @@ def end_strays(strays: Iterable[tuple[int, str]]) -> None:
 def reap_zombies(pids: Iterable[int]) -> None:
     """Wait for those of ``pids`` that are zombies, so a reported leak doesn't linger."""
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                zombie = f.read().rpartition(")")[2].split()[0] == "Z"
-            if zombie:
+        if process_state(pid) == "Z":
+            with contextlib.suppress(OSError):  # not ours to wait for, or reaped already
                 os.waitpid(pid, os.WNOHANG)
-        except (OSError, ChildProcessError):
-            continue

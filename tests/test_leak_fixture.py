@@ -15,6 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from .leaks import process_state
+
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 OBJECT_STORE_SECTION = "# --- object storage"
 
@@ -63,7 +65,7 @@ def test_catches_a_zombie_and_reaps_it(leak_check):
     before = leak_check.snapshot()
     proc = subprocess.Popen(["true"])
     deadline = time.monotonic() + 5
-    while _state(proc.pid) != "Z" and time.monotonic() < deadline:
+    while process_state(proc.pid) != "Z" and time.monotonic() < deadline:
         time.sleep(0.01)
     found = leak_check.find_leaks(before, grace=0.05)
     assert "zombie" in found.describe()[0]
@@ -103,7 +105,7 @@ def test_catches_a_daemon_that_left_the_tree_and_ends_it(leak_check, tmp_path):
     assert found.describe()[0].startswith(f"process {daemon} out of the tree")
     leak_check.end_strays(found.strays)
     deadline = time.monotonic() + 30
-    while _state(daemon) not in ("Z", "gone"):
+    while process_state(daemon) not in ("Z", "gone"):
         assert time.monotonic() < deadline, "the stray was not ended"
         time.sleep(0.01)
     assert not leak_check.find_leaks(before, grace=0)
@@ -175,15 +177,6 @@ def test_qt_widget_round_trip_is_not_a_leak(qtbot):
     label.show()
     qtbot.waitExposed(label)
     label.grab()
-
-
-def _state(pid: int) -> str:
-    """Its state letter ("Z" a zombie), or "gone" once reaped."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return "gone"
 
 
 @pytest.mark.slow

@@ -20,6 +20,8 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.runs.program import ProgramRun
 
+from ...leaks import child_pids, process_state
+
 ENDS_WITHIN_S = 2.0
 
 
@@ -29,22 +31,11 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_safetensors_model(folder, layers=4, hidden=1024, vocab=4096, dtype="F16")
 
 
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                kids.extend(int(k) for k in f.read().split())
-        except OSError:
-            continue
-    return kids
-
-
 def _loading_child(parent: int, model: Path, timeout_s: float = 60.0) -> int:
     """The pid of ``parent``'s child harness once it has the model mapped: it is loading."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for pid in _children(parent):
+        for pid in child_pids(parent):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     if b"loaders/child.py" not in f.read():
@@ -78,11 +69,7 @@ def test_a_child_killed_mid_load_fails_naming_its_signal(model: Path) -> None:
 
 def _alive(pid: int) -> bool:
     """Not exited (a zombie has: it waits only for its new parent to reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+    return process_state(pid) not in ("Z", "gone")
 
 
 _PARENT = """

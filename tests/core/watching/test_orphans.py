@@ -22,6 +22,8 @@ from modelmon.core.watching.orphans import (
     release_subreaper,
 )
 
+from ...leaks import process_state
+
 LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -122,13 +124,7 @@ def test_a_started_command_ends_when_its_parent_is_killed() -> None:
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 30
-    while True:
-        try:
-            with open(f"/proc/{child}/stat") as f:
-                if f.read().rpartition(")")[2].split()[0] == "Z":
-                    break  # ended, waiting for init to reap it
-        except FileNotFoundError:
-            break  # ended and reaped
+    while process_state(child) not in ("Z", "gone"):  # ended: reaped, or waiting for init
         assert time.monotonic() < deadline, "the command outlived its killed parent"
         time.sleep(0.02)
 

@@ -12,6 +12,8 @@ from modelmon.cli.bench import parse_config_spec
 from modelmon.core import parse_configuration
 from modelmon.core.errors import OptionsError
 
+from ...leaks import process_state
+
 
 def test_bench_json(modelmon, sharded_model: Path) -> None:
     done = modelmon(
@@ -223,15 +225,7 @@ def test_bench_ends_the_daemon_a_command_leaves(
     first = json.loads(done.stdout)["runs"][0]
     assert first["status"] == "ok" and first["bytes"] == one_file_model.stat().st_size
     for pid in pids.read_text().split():  # one per run of A (the warm-up's too)
-        assert not Path(f"/proc/{pid}").exists() or _state(int(pid)) == "Z", f"{pid} runs on"
-
-
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0]
-    except OSError:
-        return "gone"
+        assert process_state(int(pid)) in ("Z", "gone"), f"{pid} runs on"
 
 
 def test_the_measured_command_never_waits_on_modelmons_standard_input(
