@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from modelmon.core.errors import LoadError
+from modelmon.core.system.libc import LIBC  # loaded here, not in a forked child
 
 # What a process keeps open besides the model's files: the interpreter and its libraries,
 # the pipes to and from the workers, the /proc and /sys files the samplers hold.
@@ -97,7 +98,6 @@ class _Rlimit(ctypes.Structure):
     _fields_ = [("soft", ctypes.c_ulong), ("hard", ctypes.c_ulong)]
 
 
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here, not in a forked child
 _RLIMIT_NOFILE = int(resource.RLIMIT_NOFILE)
 
 
@@ -113,7 +113,7 @@ def usual_open_files_in_child(then: Callable[[], None]) -> Callable[[], None]:
     pointer = ctypes.pointer(limit)
 
     def in_child() -> None:
-        _LIBC.setrlimit(_RLIMIT_NOFILE, pointer)
+        LIBC.setrlimit(_RLIMIT_NOFILE, pointer)
         then()
 
     return in_child

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Callable
 from multiprocessing import resource_tracker
 
+from modelmon.core.system.libc import LIBC  # loaded here, not in the forked child
+
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 _LOCK = threading.Lock()
@@ -51,12 +53,12 @@ def release_subreaper() -> None:
 
 def is_subreaper() -> bool:
     flag = ctypes.c_int(0)
-    _LIBC.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    LIBC.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
     return bool(flag.value)
 
 
 def _set_subreaper(on: bool) -> bool:
-    return int(_LIBC.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+    return int(LIBC.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
 
 
 def own_children() -> set[int]:
@@ -90,11 +92,8 @@ def end_with_parent(parent: int) -> Callable[[], None]:
     parent may have held at the fork."""
 
     def in_child() -> None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the prctl took hold
             os._exit(1)
 
     return in_child
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here, not in the forked child
