@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 import zlib
 
-STREAM = re.compile(rb"stream\r?\n(.*?)\r?\nendstream", re.S)
+# A stream's bytes run to "endstream" with the end of line before it: taken whole, since the
+# compressed bytes may themselves end in a carriage return or a line feed; the inflater stops
+# at the end of its data and leaves the end of line unused.
+STREAM = re.compile(rb"stream\r?\n(.*?)endstream", re.S)
 TEXT_OBJECT = re.compile(rb"\bBT\b(.*?)\bET\b", re.S)
 ESCAPES = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"b": b"\b", b"f": b"\f"}
 
@@ -19,10 +22,13 @@ def content_streams(data: bytes) -> list[bytes]:
     """Every stream of the file that inflates (the page's content, fonts, images)."""
     found = []
     for match in STREAM.finditer(data):
+        inflater = zlib.decompressobj()
         try:
-            found.append(zlib.decompress(match.group(1)))
+            inflated = inflater.decompress(match.group(1))
         except zlib.error:
             continue
+        if inflater.eof:
+            found.append(inflated)
     return found
 
 
