@@ -109,6 +109,14 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
         "process_tree_peak_rss_bytes": (_count, "a byte count"),
         "above_bound": (_bool, "true or false"),
         "bound": (lambda v: isinstance(v, dict), "a table"),
+        "memory_limit": (
+            lambda v: (
+                isinstance(v, dict)
+                and _count(v.get("limit_bytes"))
+                and isinstance(v.get("probes", []), list)
+            ),
+            "a table: the memory limit given and the pick's runs under smaller ones",
+        ),
         "ceilings_mbps": (
             lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
             "MB/s by name",

@@ -28,6 +28,7 @@ from modelmon.core.loaders.registry import ENGINES
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
 from modelmon.core.measuring.ceilings import default_parallelism, measure_ceilings
+from modelmon.core.measuring.limit_probe import LimitProbes, LimitSearch
 from modelmon.core.measuring.object_search import object_candidates
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.search import Duel, Search, screening_order
@@ -43,6 +44,9 @@ Progress = Callable[[str], None]
 # Device readahead tried for the champion's configuration, where modelmon may set it: the
 # kernel's default, the common "raise it" advice, and two steps past it.
 READAHEAD_KIB = (128, 1024, 4096, 16384)
+# Under a memory limit, the share of the budget the search leaves for the pick's runs under
+# smaller limits (``limit_probe``): with what the search leaves unspent, two or three runs.
+PROBE_SHARE = 0.2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +75,8 @@ class Recommendation:
     peers: tuple[Candidate, ...] = ()  # installed peer loaders, measured like candidates
     absent_peers: tuple[str, ...] = ()  # peers not installed here, one note each
     unranked: tuple[Candidate, ...] = ()  # failed, or no budget left for them
+    # Under a memory limit: the pick's runs under smaller limits (the smallest it holds at).
+    limit_probes: LimitProbes | None = None
 
     @property
     def used(self) -> Candidate:
@@ -211,7 +217,9 @@ def recommend(
     ``budget_s`` bounds the whole search, counted from ``started`` (``time.monotonic()``;
     default: now), so a command that passes its own start ends near it. The ceilings and a
     first complete load always run (without them there is no answer), and the pick's runs
-    toward its evidence may overrun by ``EVIDENCE_OVERRUN`` of the budget.
+    toward its evidence may overrun by ``EVIDENCE_OVERRUN`` of the budget. Under a
+    ``memory_limit``, ``PROBE_SHARE`` of the budget is kept from the search for the pick's
+    runs under smaller limits (``limit_probe``: the smallest limit it holds at).
 
     The arguments are checked before anything is measured (``core.limits``)."""
     say = progress or (lambda _: None)
@@ -247,10 +255,12 @@ def recommend(
     ceilings = known.merged(
         measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
     )
+    first_pace = _first_pace(model, ceilings)
+    probe_s = 0.0 if memory_limit is None else PROBE_SHARE * budget_s
     race = Race(
         model,
-        started + budget_s,
-        _first_pace(model, ceilings),
+        started + budget_s - probe_s,
+        first_pace,
         say,
         cancel,
         evidence_overrun_s=EVIDENCE_OVERRUN * budget_s,
@@ -274,6 +284,10 @@ def recommend(
         limited = memory_limit is not None and any("memory limit" in c.reason for c in order)
         under = f" under the memory limit of {size_text(memory_limit or 0)}" if limited else ""
         raise LoadError(f"no candidate load completed{under}: nothing to recommend")
+    probes = None
+    if memory_limit is not None:
+        race.deadline += probe_s
+        probes = LimitSearch(race, best, memory_limit).run(say, cancel)
     measured = [c for c in order if c.results or c.stopped_below_mbps is not None]
     ranked = tuple(
         sorted(
@@ -302,6 +316,7 @@ def recommend(
         peers=measured_peers,
         absent_peers=tuple(absent),
         unranked=unranked,
+        limit_probes=probes,
     )
 
 

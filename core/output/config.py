@@ -316,6 +316,8 @@ def recommendation_document(
         if not document["recommendation"]["apply"]:
             del document["recommendation"]["apply"]
         document["loader"] = loader_table(advice)
+    if rec.limit_probes is not None:
+        document["evidence"]["memory_limit"] = rec.limit_probes.to_dict()
     return document
 
 

@@ -304,6 +304,8 @@ def _under_limit(rec: Recommendation, used: Candidate) -> list[str]:
         f"{ram_text(top.anon_peak_bytes)} of it anonymous and the rest reclaimable page "
         f"cache{reread}."
     ]
+    probed = rec.limit_probes.sentence() if rec.limit_probes is not None else ""
+    lines += [probed] if probed else []
     if out:
         lines.append(
             f"Out under the limit (OOM-killed, or re-reading its model): {', '.join(out)}."

@@ -8,15 +8,18 @@ import math
 import time
 from pathlib import Path
 
+from modelmon.core.loading.config_file import read_config
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.limit_probe import LimitProbe, LimitProbes
 from modelmon.core.measuring.race import Race, thrashing
 from modelmon.core.measuring.recommend import recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.output.config import recommendation_document, render
 from modelmon.core.output.explain import explain
 from modelmon.core.system.cache import CacheState
-from modelmon.core.system.memory_limit import MemoryLimit
+from modelmon.core.system.memory_limit import MemoryLimit, size_text
 
 from ..loading.sparse import sparse_model
 from ..system.test_memory_cgroup import REAL
@@ -71,3 +74,72 @@ def test_a_recommendation_under_a_limit_says_what_its_pick_took(sharded_model: P
     assert all(r.memory_limit is not None for c in rec.ranked for r in c.results)
     said = [line for line in explain(rec) if line.startswith("Under the memory limit")]
     assert len(said) == 1 and "of 256 MiB (every run in a memory cgroup" in said[0]
+
+
+def a_probe(limit_mib: int, held: bool, why: str = "") -> LimitProbe:
+    peak = (limit_mib - 8) * MiB if held else None
+    return LimitProbe(limit_mib * MiB, held, 800.0 if held else None, peak, 0, why)
+
+
+def test_the_probes_say_the_smallest_limit_held_and_what_the_smaller_ones_did() -> None:
+    probes = LimitProbes(
+        1 << 30,
+        200 * MiB,
+        (
+            a_probe(256, True),
+            a_probe(160, False, "was OOM-killed"),
+            a_probe(208, True),
+        ),
+    )
+    assert probes.smallest_held == 208 * MiB
+    assert probes.sentence() == (
+        "It holds at a memory limit of 208 MiB (800 MB/s, peak 200 MiB), the smallest tried; "
+        "at 160 MiB it was OOM-killed (each a cold run in a memory cgroup of that size after "
+        "the search)."
+    )
+    none_held = LimitProbes(1 << 30, 900 * MiB, (a_probe(992, False, "re-read 31% of the model"),))
+    assert none_held.smallest_held == 1 << 30
+    assert none_held.sentence().startswith(
+        "It held at no smaller memory limit than the 1 GiB given; at 992 MiB it re-read 31%"
+    )
+    skipped = LimitProbes(1 << 30, 1000 * MiB, (), "it needs most of the limit (1000 MiB)")
+    assert (
+        skipped.sentence()
+        == "No smaller memory limit was tried: it needs most of the limit (1000 MiB)."
+    )
+    assert "why" not in probes.to_dict()["probes"][0]
+    assert probes.to_dict()["probes"][1] == {
+        "limit_bytes": 160 * MiB,
+        "held": False,
+        "reread_bytes": 0,
+        "why": "was OOM-killed",
+    }
+
+
+@REAL
+def test_a_recommendation_under_a_limit_finds_the_smallest_limit_its_pick_holds_at(
+    tmp_path: Path,
+) -> None:
+    """A copy of 128 MiB under 1 GiB: it holds at a limit near its arrays' need, far below
+    the limit given, and not at one under that need; every probe ran in a cgroup of its size,
+    and the config file keeps them (it is read back)."""
+    model = open_model(sparse_model(tmp_path, tensors=16, tensor_bytes=8 * MiB))
+    pool = [Candidate.of("sequential", LoadOptions(workers=1, threads=1, chunk=16 * MiB))]
+    rec = recommend(model, budget_s=20, memory_limit=1 << 30, pool=pool, peers=False)
+    found = rec.limit_probes
+    assert found is not None and found.need_bytes >= 128 * MiB, found
+    held = [p for p in found.probes if p.held]
+    failed = [p for p in found.probes if not p.held]
+    assert held and failed, found
+    smallest = found.smallest_held
+    assert smallest < 512 * MiB and all(p.limit_bytes < smallest for p in failed), found
+    assert all(p.peak_bytes is not None and p.peak_bytes <= p.limit_bytes for p in held), found
+    assert all(p.why for p in failed), found
+    said = [line for line in explain(rec) if line.startswith("It holds at a memory limit of ")]
+    assert len(said) == 1 and f"{size_text(smallest)} (" in said[0], said
+    assert f"at {size_text(failed[0].limit_bytes)} it {failed[0].why}" in said[0], said
+    document = recommendation_document(rec, "modelmon.toml", memory_limit=1 << 30)
+    path = tmp_path / "modelmon.toml"
+    path.write_text(render(document))
+    kept = read_config(path).document["evidence"]["memory_limit"]
+    assert kept["smallest_held_bytes"] == smallest and len(kept["probes"]) == len(found.probes)
