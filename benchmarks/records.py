@@ -386,6 +386,8 @@ class BenchResults:
     watch: WatchReport | None = None  # other loaders watched (benchmarks/watch.py)
     # Object storage (benchmarks/objects.py): each network profile's figures, as it wrote them.
     objects: list[dict[str, Any]] = field(default_factory=list)
+    # Loads under memory limits (benchmarks/limits.py), as it wrote them.
+    limits: dict[str, Any] | None = None
     wall_s: float = 0.0
     plots: dict[str, str] = field(default_factory=dict)  # "env-cache" → PNG file name
     rendered_again: str | None = None  # the command that rendered this file again

@@ -10,6 +10,7 @@ from benchmarks.diagnose import summary_line
 from benchmarks.engine_tables import markdown as engines_markdown
 from benchmarks.explain import explain_miss
 from benchmarks.jobs import PEER_ENGINES
+from benchmarks.limits import section as limits_section
 from benchmarks.objects import section as objects_section
 from benchmarks.records import BenchResults, JobResult, ModelInfo
 from benchmarks.regret_tables import (
@@ -330,6 +331,7 @@ def render(results: BenchResults) -> str:
         *watch_section(results),
     ]
     out += objects_section(results.objects, results.skipped.get("objects"))
+    out += limits_section(results.limits, results.skipped.get("limits"))
     if results.knobs is not None:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results.knobs))
     elif "knobs" in results.skipped:

@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> BenchResults:
         _engines(paths, envs, scratch, args.smoke, profile.repeats, results)
         _watch(profile, paths, envs, scratch, args.smoke, results)
         _objects(scratch, args.smoke, profile.repeats, results)
+        _limits(paths, scratch, args.smoke, profile.repeats, results)
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
             results.knobs = _guarded(
@@ -314,6 +315,27 @@ def _objects(scratch: Path, smoke: bool, repeats: int, results: BenchResults) ->
         found = _guarded(results, "objects", section)
         if found is not None:
             results.objects.append(found)
+
+
+def _limits(
+    paths: dict[str, Path], scratch: Path, smoke: bool, repeats: int, results: BenchResults
+) -> None:
+    """Each way of loading under memory limits of the model's size and less
+    (benchmarks/limits.py), in a child of its own, on the local disk."""
+    if smoke or MEDIUM.key not in paths:
+        results.skipped["limits"] = "not run in --smoke" if smoke else "no model for it"
+        return
+    say("under a memory limit")
+    out = scratch / "limits.json"
+    argv = [sys.executable, "-m", "benchmarks.limits", "--model", str(paths[MEDIUM.key])]
+    argv += ["--rounds", str(repeats), "--out", str(out)]
+
+    def section() -> dict[str, Any]:
+        quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
+        subprocess.run(argv, check=True, **quiet)
+        return dict(json.loads(out.read_text()))
+
+    results.limits = _guarded(results, "limits", section)
 
 
 def _extras(
