@@ -105,7 +105,7 @@ if TYPE_CHECKING:
     from modelmon.core.model.references import HF_SCHEME, HF_SYNTAX, OLLAMA_SCHEME, OLLAMA_SYNTAX
     from modelmon.core.model.synth import encode_safetensors_header, write_safetensors_model
     from modelmon.core.model.synth_gguf import write_gguf_model
-    from modelmon.core.output.answer import Answer, answer
+    from modelmon.core.output.answer import Answer, answer, answered
     from modelmon.core.output.config import build_document, recommendation_document, write_config
     from modelmon.core.output.config import render as render_config
     from modelmon.core.output.explain import (
@@ -288,7 +288,7 @@ _EXPORTS = (
         "explain shared_fd_caveat pick_speedup times_text",
     ),
     ("modelmon.core.output.snippets", "snippets"),
-    ("modelmon.core.output.answer", "answer Answer"),
+    ("modelmon.core.output.answer", "answer answered Answer"),
     ("modelmon.core.output.loader", "loader_snippets"),
     ("modelmon.core.units", "human_bytes"),
 )

@@ -57,6 +57,25 @@ def _line(lines: list[Snippet], chosen: Candidate) -> Snippet | None:
     return next((s for s in lines if s.tool == tool), None)
 
 
+def answered(advice: LoaderAdvice) -> Candidate | None:
+    """What the answer with the user's loader tells them to run: the change picked in its
+    rounds; else modelmon's best where it is ``MIN_GAIN`` faster in the same rounds and its
+    pairs agree; else the loader as it is. None: the loader did not complete (the search's
+    pick is the answer)."""
+    loader, best = advice.loader, advice.modelmon
+    if not loader.results:
+        return None
+    if advice.pick is not None:
+        return advice.pick
+    if best.results and loader.median_mbps > 0:
+        ratio = best.median_mbps / loader.median_mbps
+        verdict = best.verdict  # its pairs against the loader, round by round
+        paired = verdict is None or (verdict.text == "B faster" and not verdict.within_timing)
+        if ratio >= MIN_GAIN and paired:
+            return best
+    return loader
+
+
 def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippet]) -> Answer:
     loader, pick, best = advice.loader, advice.pick, advice.modelmon
     mine = loader_snippets(advice, rec.model)
@@ -77,17 +96,13 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
             f"median of {len(pick.results)} paired rounds.",
             _line(mine, pick) or (mine[0] if mine else None),
         )
-    if best.results and loader.median_mbps > 0:
-        ratio = best.median_mbps / loader.median_mbps
-        verdict = best.verdict  # its pairs against the loader, round by round
-        paired = verdict is None or (verdict.text == "B faster" and not verdict.within_timing)
-        if ratio >= MIN_GAIN and paired:
-            return Answer(
-                f"Load with {_how(best)}: no setting of your loader was measured clearly faster.",
-                f"{times_text(ratio)} your loader as it is: {_rate(best)} against "
-                f"{_rate(loader)}, in the same rounds.",
-                _line(general, best),
-            )
+    if answered(advice) is best:
+        return Answer(
+            f"Load with {_how(best)}: no setting of your loader was measured clearly faster.",
+            f"{times_text(best.median_mbps / loader.median_mbps)} your loader as it is: "
+            f"{_rate(best)} against {_rate(loader)}, in the same rounds.",
+            _line(general, best),
+        )
     return Answer(
         "Keep your loader as it is: nothing measured here is clearly faster, in pairs of "
         "the same rounds.",

@@ -15,6 +15,7 @@ from modelmon.core import (
     Candidate,
     Recommendation,
     answer,
+    answered,
     loader_snippets,
     pick_speedup,
     search_memory_text,
@@ -116,12 +117,13 @@ def loader_rows(advice: Any) -> list[RankingRow]:
     """The user's loader's rounds (``LoaderAdvice``): the loader as it is, each change of it
     (the engine's knobs, its environment, the device's readahead) against its baseline, and
     modelmon's best in the same rounds; the change to make is the one picked."""
-    loader = advice.loader
+    loader, chosen = advice.loader, answered(advice)
     rows = []
     for c in (loader, *advice.changes, advice.modelmon):
         spread = c.spread_mbps
         if c is loader:
             versus, paired = "your loader as it is", "–"
+            versus += ": the answer, keep it" if chosen is loader else ""
         else:
             base = advice.loader if c is advice.modelmon else advice.baseline_of(c)
             gain = (
@@ -132,11 +134,14 @@ def loader_rows(advice: Any) -> list[RankingRow]:
             named = "your loader" if base is loader else base.spec
             versus = f"{times_text(gain)} {named} as it is" if gain else "–"
             paired = paired_text(c).replace("the pick", "its baseline") if c.verdict else "–"
+            versus += ": the answer" if c is chosen else ""
+        named = "yours" if c is loader else "modelmon" if c is advice.modelmon else "change"
+        spec = f"{c.spec} (in your loader's rounds)" if c is advice.modelmon else c.spec
         rows.append(
             RankingRow(
                 (
-                    "yours" if c is loader else "",
-                    c.spec,
+                    named,
+                    spec,
                     str(len(c.results)),
                     median_text(c),
                     f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
@@ -144,7 +149,7 @@ def loader_rows(advice: Any) -> list[RankingRow]:
                     paired,
                     ended_text(c),
                 ),
-                c is advice.pick,
+                c is chosen,
                 False,
             )
         )
@@ -153,8 +158,10 @@ def loader_rows(advice: Any) -> list[RankingRow]:
 
 def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
     """Every candidate, modelmon's and the peers', best first; the unmeasured last. With the
-    user's loader (``advice``), its rounds lead (``loader_rows``)."""
+    user's loader (``advice``), its rounds lead (``loader_rows``), and the answer is one of
+    theirs: the search's pick is modelmon's best, measured in the search's own rounds."""
     pick = rec.used
+    answer_is_search = advice is None or answered(advice) is None
     others = sorted((*rec.ranked, *rec.peers), key=lambda c: c.median_mbps, reverse=True)
     # The pick leads; a higher median below it says why it is not the pick.
     measured = [pick, *(c for c in others if c is not pick)]
@@ -168,6 +175,10 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
             ended = f"the pick: {not_first_words(rec)}; {ended}"
         elif c in faster:
             ended = f"a higher median than the pick's, not picked: {not_first_words(rec)}; {ended}"
+        versus = versus_pick(c, pick)
+        if not answer_is_search:
+            versus = versus.replace("the pick", "modelmon's best (search)")
+            ended = ended.replace("the pick", "modelmon's best (search)")
         rows.append(
             RankingRow(
                 (
@@ -176,11 +187,11 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
                     str(len(c.results)),
                     median,
                     f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
-                    versus_pick(c, pick),
+                    versus,
                     paired_text(c),
                     ended,
                 ),
-                c is pick,
+                c is pick and answer_is_search,
                 c is rec.winner,
             )
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import answer, write_safetensors_model
+from modelmon.core import answer, answered, write_safetensors_model
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.programs import COMMAND_CHOICE, PROGRAM_OPTIONS
 
@@ -79,7 +79,16 @@ def test_the_recommendation_with_your_loader_shows_it_in_the_ranking(
     assert first[0] == "yours" and first[1] == "engine: safetensors"
     specs = [view.ranking.item(r, 1).text() for r in range(view.ranking.rowCount())]
     assert any(s.startswith("engine: safetensors backend=") for s in specs)  # its knob
-    assert shown.advice.modelmon.spec in specs  # modelmon's best, in the same rounds
+    # modelmon's best, in the same rounds, named apart from its row of the search's rounds
+    assert f"{shown.advice.modelmon.spec} (in your loader's rounds)" in specs
+    # One row in bold: what the answer says to run, one of the loader's rounds.
+    bold = [r for r in range(len(specs)) if view.ranking.item(r, 1).font().bold()]
+    chosen = answered(shown.advice)
+    assert chosen is not None and len(bold) == 1, (bold, specs)
+    advice = shown.advice
+    named = "yours" if chosen is advice.loader else "modelmon" if chosen is advice.modelmon else ""
+    assert view.ranking.item(bold[0], 0).text() == (named or "change")
+    assert view.ranking.item(bold[0], 5).text().endswith(("the answer", "the answer, keep it"))
     tools = [view.snippets.item(r, 0).text() for r in range(view.snippets.rowCount())]
     assert tools[0] == "safetensors"
     assert view.snippets.item(0, 2).text().startswith("measured here as engine: safetensors")
