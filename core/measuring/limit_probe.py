@@ -91,10 +91,11 @@ class LimitProbes:
             words = [f"It holds at a memory limit of {held[0].text()}, the smallest tried"]
         else:
             given = size_text(self.limit_bytes)
-            words = [f"It held at no smaller memory limit than the {given} given"]
+            words = [f"It held under none of the smaller memory limits tried ({given} given)"]
         words += [p.text() for p in failed]
-        how = "each a cold run in a memory cgroup of that size after the search"
-        return "; ".join(words) + f" ({how})."
+        more = f"; no more were tried: {self.skipped}" if self.skipped else ""
+        how = "each a cold run in a memory cgroup of that size, after the search"
+        return "; ".join(words) + f" ({how}){more}."
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -126,7 +127,8 @@ def _why_not(result: LoadResult, stop: RaceStop, model_bytes: int) -> str:
     if limited is not None and limited.oom_killed:
         return "was OOM-killed"
     if result.status == "ok" and limited is not None:
-        return f"re-read {limited.reread_bytes / max(1, model_bytes):.0%} of the model (thrashing)"
+        share = limited.reread_bytes / max(1, model_bytes)
+        return f"thrashed: re-read {share:.0%} of the model after reclaim"
     if stop.reason is not None or result.status == "cancelled":
         return f"was on course for over {CUT_FACTOR:g}× its load time: stopped"
     return f"failed: {result.error}"

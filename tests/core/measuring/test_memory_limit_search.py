@@ -11,7 +11,7 @@ from pathlib import Path
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.limit_probe import LimitProbe, LimitProbes
+from modelmon.core.measuring.limit_probe import LimitProbe, LimitProbes, LimitSearch
 from modelmon.core.measuring.race import Race, thrashing
 from modelmon.core.measuring.recommend import recommend
 from modelmon.core.model.formats import open_model
@@ -68,12 +68,25 @@ def test_a_candidate_oom_killed_or_thrashing_under_the_limit_is_out(tmp_path: Pa
 
 
 @REAL
-def test_a_recommendation_under_a_limit_says_what_its_pick_took(sharded_model: Path) -> None:
+def test_a_recommendation_under_a_limit_says_what_its_pick_took(
+    sharded_model: Path, tmp_path: Path
+) -> None:
     model = open_model(sharded_model)
     rec = recommend(model, budget_s=6, memory_limit=256 * MiB, workers=2, peers=False)
     assert all(r.memory_limit is not None for c in rec.ranked for r in c.results)
     said = [line for line in explain(rec) if line.startswith("Under the memory limit")]
     assert len(said) == 1 and "of 256 MiB (every run in a memory cgroup" in said[0]
+    # Runs under smaller limits, as far as the budget's fifth kept for them allowed, or why
+    # none was made; said in the explanation and kept in the config file (read back).
+    probes = rec.limit_probes
+    assert probes is not None and (probes.probes or probes.skipped), probes
+    assert probes.sentence() in explain(rec)
+    document = recommendation_document(rec, "modelmon.toml", memory_limit=256 * MiB)
+    path = tmp_path / "modelmon.toml"
+    path.write_text(render(document))
+    kept = read_config(path).document["evidence"]["memory_limit"]
+    assert kept["smallest_held_bytes"] == probes.smallest_held
+    assert len(kept["probes"]) == len(probes.probes)
 
 
 def a_probe(limit_mib: int, held: bool, why: str = "") -> LimitProbe:
@@ -94,13 +107,18 @@ def test_the_probes_say_the_smallest_limit_held_and_what_the_smaller_ones_did() 
     assert probes.smallest_held == 208 * MiB
     assert probes.sentence() == (
         "It holds at a memory limit of 208 MiB (800 MB/s, peak 200 MiB), the smallest tried; "
-        "at 160 MiB it was OOM-killed (each a cold run in a memory cgroup of that size after "
+        "at 160 MiB it was OOM-killed (each a cold run in a memory cgroup of that size, after "
         "the search)."
     )
-    none_held = LimitProbes(1 << 30, 900 * MiB, (a_probe(992, False, "re-read 31% of the model"),))
+    thrashed = a_probe(992, False, "thrashed: re-read 31% of the model after reclaim")
+    spent = "the budget left no run for a smaller limit"
+    none_held = LimitProbes(1 << 30, 900 * MiB, (thrashed,), spent)
     assert none_held.smallest_held == 1 << 30
-    assert none_held.sentence().startswith(
-        "It held at no smaller memory limit than the 1 GiB given; at 992 MiB it re-read 31%"
+    assert none_held.sentence() == (
+        "It held under none of the smaller memory limits tried (1 GiB given); at 992 MiB it "
+        "thrashed: re-read 31% of the model after reclaim (each a cold run in a memory cgroup "
+        "of that size, after the search); no more were tried: the budget left no run for a "
+        "smaller limit."
     )
     skipped = LimitProbes(1 << 30, 1000 * MiB, (), "it needs most of the limit (1000 MiB)")
     assert (
@@ -117,29 +135,28 @@ def test_the_probes_say_the_smallest_limit_held_and_what_the_smaller_ones_did() 
 
 
 @REAL
-def test_a_recommendation_under_a_limit_finds_the_smallest_limit_its_pick_holds_at(
+def test_the_smallest_limit_a_pick_holds_at_is_found_by_runs_under_smaller_ones(
     tmp_path: Path,
 ) -> None:
-    """A copy of 128 MiB under 1 GiB: it holds at a limit near its arrays' need, far below
-    the limit given, and not at one under that need; every probe ran in a cgroup of its size,
-    and the config file keeps them (it is read back)."""
+    """A copy of 128 MiB picked under 1 GiB: it holds at a limit near its arrays' need, far
+    below the limit given, and not at one under that need; every probe ran in a cgroup of its
+    size, each judged as the search judges a run."""
     model = open_model(sparse_model(tmp_path, tensors=16, tensor_bytes=8 * MiB))
-    pool = [Candidate.of("sequential", LoadOptions(workers=1, threads=1, chunk=16 * MiB))]
-    rec = recommend(model, budget_s=20, memory_limit=1 << 30, pool=pool, peers=False)
-    found = rec.limit_probes
-    assert found is not None and found.need_bytes >= 128 * MiB, found
+    said: list[str] = []
+    race = Race(model, time.monotonic() + 300, 1.0, said.append, None, memory_limit=1 << 30)
+    pick = Candidate.of("sequential", LoadOptions(workers=1, threads=1, chunk=16 * MiB))
+    assert race.run(pick, first=True) is not None and race.run(pick) is not None, said
+    found = LimitSearch(race, pick, 1 << 30).run(said.append, None)
+    # Its anonymous peak, sampled every 20 ms: most of its 128 MiB of arrays at least.
+    assert found.need_bytes >= 96 * MiB and not found.skipped, found
     held = [p for p in found.probes if p.held]
     failed = [p for p in found.probes if not p.held]
     assert held and failed, found
     smallest = found.smallest_held
     assert smallest < 512 * MiB and all(p.limit_bytes < smallest for p in failed), found
     assert all(p.peak_bytes is not None and p.peak_bytes <= p.limit_bytes for p in held), found
-    assert all(p.why for p in failed), found
-    said = [line for line in explain(rec) if line.startswith("It holds at a memory limit of ")]
-    assert len(said) == 1 and f"{size_text(smallest)} (" in said[0], said
-    assert f"at {size_text(failed[0].limit_bytes)} it {failed[0].why}" in said[0], said
-    document = recommendation_document(rec, "modelmon.toml", memory_limit=1 << 30)
-    path = tmp_path / "modelmon.toml"
-    path.write_text(render(document))
-    kept = read_config(path).document["evidence"]["memory_limit"]
-    assert kept["smallest_held_bytes"] == smallest and len(kept["probes"]) == len(found.probes)
+    assert all(p.why for p in failed) and len(found.probes) <= 3, found
+    assert all(p.limit_bytes >= 128 * MiB for p in found.probes), found  # never refused
+    sentence = found.sentence()
+    assert sentence.startswith(f"It holds at a memory limit of {size_text(smallest)} ("), sentence
+    assert f"at {size_text(failed[0].limit_bytes)} it {failed[0].why}" in sentence, sentence
