@@ -136,7 +136,7 @@ def cell(runs: list[dict[str, Any]], model_bytes: int, time_limit_s: float) -> s
     """A configuration at one limit: its median rate and what the limit did to it."""
     killed = sum(1 for r in runs if r.get("oom_killed"))
     if runs and all(r["status"] == "refused" for r in runs):
-        return "refused before it runs: the copy would not fit"
+        return "refused before it runs: the model would not fit"
     if killed:
         return f"OOM-killed ({killed} of {len(runs)})"
     done = [r for r in runs if r["status"] == "ok" and r["mbps"]]

@@ -38,7 +38,7 @@ def test_each_way_of_loading_at_each_limit_as_it_ran(
     assert held["status"] == "ok" and held["peak_bytes"] <= 256 * MiB, held
     table = "\n".join(limits.section(data, None))
     row = next(line for line in table.splitlines() if line.startswith("| sequential ×4 |"))
-    assert row.endswith("| refused before it runs: the copy would not fit |"), row
+    assert row.endswith("| refused before it runs: the model would not fit |"), row
     assert "| no limit | 100% (512 MiB) | 50% (256 MiB) |" in table
     discard_row = next(line for line in table.splitlines() if "discard |" in line)
     assert "MB/s, peak " in discard_row.split("|")[4], discard_row
