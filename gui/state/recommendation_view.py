@@ -175,10 +175,11 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
             ended = f"the pick: {not_first_words(rec)}; {ended}"
         elif c in faster:
             ended = f"a higher median than the pick's, not picked: {not_first_words(rec)}; {ended}"
-        versus = versus_pick(c, pick)
-        if not answer_is_search:
-            versus = versus.replace("the pick", "modelmon's best (search)")
-            ended = ended.replace("the pick", "modelmon's best (search)")
+        versus, paired = versus_pick(c, pick), paired_text(c)
+        if not answer_is_search:  # the pick is one of the loader's rounds, above
+            best = "modelmon's best (search)"
+            versus, paired = versus.replace("the pick", best), paired.replace("the pick", best)
+            ended = ended.replace("the pick", best)
         rows.append(
             RankingRow(
                 (
@@ -188,7 +189,7 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
                     median,
                     f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
                     versus,
-                    paired_text(c),
+                    paired,
                     ended,
                 ),
                 c is pick and answer_is_search,

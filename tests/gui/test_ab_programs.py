@@ -89,6 +89,9 @@ def test_the_recommendation_with_your_loader_shows_it_in_the_ranking(
     named = "yours" if chosen is advice.loader else "modelmon" if chosen is advice.modelmon else ""
     assert view.ranking.item(bold[0], 0).text() == (named or "change")
     assert view.ranking.item(bold[0], 5).text().endswith(("the answer", "the answer, keep it"))
+    # The search's pick is modelmon's best there, never "the pick" beside the answer's row.
+    texts = [view.ranking.item(r, c).text() for r in range(len(specs)) for c in (5, 6, 7)]
+    assert not any("the pick" in t for t in texts), texts
     tools = [view.snippets.item(r, 0).text() for r in range(view.snippets.rowCount())]
     assert tools[0] == "safetensors"
     assert view.snippets.item(0, 2).text().startswith("measured here as engine: safetensors")
