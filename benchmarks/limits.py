@@ -19,40 +19,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bounds import CONFIGS as BOUNDS_CONFIGS
 from modelmon.core import (
     StrategyConfig,
     engine_unavailable,
     memory_limit_unavailable,
     open_model,
     parse_engine,
+    ram_text,
     run_for,
 )
+from modelmon.core import limit_text as size_text
 from modelmon.core.errors import LoadError
 from modelmon.core.options import LoadOptions, MiB
 
-GiB = 1 << 30
-
 FRACTIONS: tuple[float | None, ...] = (None, 1.0, 0.75, 0.5)  # None: no limit
 TIME_LIMIT_S = 30.0
-# (label, strategy or engine, options): modelmon's ways of loading, then other loaders.
+# The bounds bench's configurations (modelmon's ways of loading and the library as users run
+# it), then Run:ai's streamer.
 CONFIGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("sequential ×4", "sequential", {"workers": 4, "chunk": 16 * MiB}),
-    ("pread ×4", "pread", {"workers": 4}),
-    ("mmap-view ×4", "mmap-view", {"workers": 4}),
-    ("library", "library", {}),
-    ("sequential ×4 discard", "sequential", {"workers": 4, "chunk": 16 * MiB, "discard": True}),
-    ("engine: safetensors", "engine: safetensors", {}),
+    *BOUNDS_CONFIGS,
     ("engine: runai", "engine: runai", {}),
 )
-
-
-def size_text(count: int) -> str:
-    """A limit as a container's is written: '768 MiB', '1 GiB'."""
-    return f"{count // GiB} GiB" if count % GiB == 0 else f"{count // MiB} MiB"
-
-
-def ram_text(count: int) -> str:
-    return f"{count / GiB:.2f} GiB" if count >= GiB else f"{count / MiB:.0f} MiB"
 
 
 def limit_of(model_bytes: int, fraction: float | None) -> int | None:

@@ -157,7 +157,8 @@ if TYPE_CHECKING:
         swap_warning,
     )
     from modelmon.core.system.memory_cgroup import limit_unavailable as memory_limit_unavailable
-    from modelmon.core.system.memory_limit import MemoryLimit
+    from modelmon.core.system.memory_limit import MemoryLimit, ram_text
+    from modelmon.core.system.memory_limit import size_text as limit_text
     from modelmon.core.system.memory_limit import ways_under as memory_limit_ways
     from modelmon.core.system.outputs import Output, Saved, check_output, free_name, write_or_keep
     from modelmon.core.system.proc_status import own_status_bytes
@@ -252,7 +253,10 @@ _EXPORTS = (
         "max_memory_limit",
     ),
     ("modelmon.core.system.memory_cgroup", "memory_limit_unavailable=limit_unavailable"),
-    ("modelmon.core.system.memory_limit", "MemoryLimit memory_limit_ways=ways_under"),
+    (
+        "modelmon.core.system.memory_limit",
+        "MemoryLimit memory_limit_ways=ways_under ram_text limit_text=size_text",
+    ),
     (
         "modelmon.core.system.cache",
         "prepare_cache=prepare cache_not_measured=not_measured rest_storage evict",

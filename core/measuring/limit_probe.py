@@ -175,13 +175,13 @@ class LimitSearch:
 
     def _next(self, held_at: int, failed_at: int, probes: list[LimitProbe]) -> int:
         """The next limit worth a run, or 0."""
+        tried = {p.limit_bytes for p in probes} | {self.limit}
         if not failed_at:  # every probe held: show what a limit under its need does
             below = max(_step(self.need * BELOW, up=False), _step(self.floor, up=True))
-            return below if below < held_at and below not in [p.limit_bytes for p in probes] else 0
+            return below if below < held_at and below not in tried else 0
         if held_at <= failed_at * CLOSE:
             return 0
         middle = _step(math.sqrt(held_at * failed_at), up=True)
-        tried = {p.limit_bytes for p in probes} | {self.limit}
         return middle if failed_at < middle < held_at and middle not in tried else 0
 
     def _probe(

@@ -255,12 +255,11 @@ def recommend(
     ceilings = known.merged(
         measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
     )
-    first_pace = _first_pace(model, ceilings)
     probe_s = 0.0 if memory_limit is None else PROBE_SHARE * budget_s
     race = Race(
         model,
         started + budget_s - probe_s,
-        first_pace,
+        _first_pace(model, ceilings),
         say,
         cancel,
         evidence_overrun_s=EVIDENCE_OVERRUN * budget_s,
