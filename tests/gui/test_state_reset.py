@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import open_model as parse_model
 from modelmon.core import answer, write_safetensors_model
+from modelmon.core import open_model as parse_model
 from modelmon.gui.main_window import MainWindow
 
 from .conftest import (
