@@ -25,7 +25,7 @@ class Knob:
     # kept as given; True: recommend tries its other values.
     tried: bool = True
     # Values with which the engine reads with O_DIRECT: its bytes never enter the page
-    # cache, so its run is timed by its reads from storage (``runs.program.direct_reads``).
+    # cache, so its run is timed by its reads from storage (``runs.direct``).
     direct: tuple[str, ...] = ()
     # It takes any whole number from 1 to this as well as ``values`` (a count, a byte size):
     # ``values`` are then the ones recommend tries. 0: only ``values``.

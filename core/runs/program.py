@@ -37,8 +37,8 @@ from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
 from modelmon.core.runs.command_output import last_line, own_figure, own_report
+from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
 from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
-from modelmon.core.system.storage import storage_facts
 from modelmon.core.watching.findings import PARTIAL_BELOW
 from modelmon.core.watching.result import WatchResult
 from modelmon.core.watching.watch import MAP_INTERVAL_S, Watch
@@ -253,21 +253,27 @@ class ProgramRun:
                 "timed by the loader's own clock (its load and its touch of every byte, "
                 "imports apart): from a warm page cache no bytes arrive for the watch to time"
             )
-        direct = direct_reads(
-            watched, engine is not None and engine.reads_direct(self.program.settings)
-        )
-        if direct is not None:
-            watched = replace(watched, bytes_read=direct[0], seconds=direct[1])
-            notes.append(
-                "direct I/O: the page cache never holds what it reads, so the load is timed "
-                "by the tree's reads (/proc/PID/io: read_bytes on a block device, rchar on "
-                "FUSE or NFS), to the sample"
-            )
         own_clock = self.cache == "warm" and bool(own_seconds and own_bytes)
+        known = engine is not None and engine.reads_direct(self.program.settings)
+        past_cache = (
+            not own_clock and bool(own_seconds) and bypassed_cache(watched, own_bytes, known)
+        )
+        direct = None if own_clock or past_cache else direct_reads(watched, known)
+        if past_cache and own_seconds and own_bytes:
+            # The tree's reads count a direct read as it is asked (read_bytes at submission,
+            # before a throttle queues it) or not at all (asynchronous reads in no rchar):
+            # the child harness's clock, over its load and its touch of every byte, is true.
+            watched = replace(watched, bytes_read=int(own_bytes), seconds=own_seconds)
+            notes.append(DIRECT_OWN_CLOCK)
+            own_clock = True
+        elif direct is not None:
+            watched = replace(watched, bytes_read=direct[0], seconds=direct[1])
+            notes.append(DIRECT_READS)
         status, error = self._judge(watched, stderr, own_clock)
         seconds = watched.seconds or 0.0
         # Read past the page cache, its bytes could not arrive there: no partial read.
-        found = [f for f in watched.findings if direct is None or f.code != "partial-read"]
+        past_cache = past_cache or direct is not None
+        found = [f for f in watched.findings if not past_cache or f.code != "partial-read"]
         notes += [f"{f.code}: {f.text}" for f in found]
         notes += list(watched.notes)
         if overlapped:
@@ -293,7 +299,7 @@ class ProgramRun:
             bytes=watched.bytes_read if status == "ok" else 0,
             seconds=seconds if status == "ok" else 0.0,
             cache=watched.cache or not_measured(self.cache),
-            blocks=self._blocks(watched) if status == "ok" and direct is None else (),
+            blocks=self._blocks(watched) if status == "ok" and not past_cache else (),
             workers=(
                 WorkerTiming(0, watched.pid, watched.bytes_read, seconds, 0, watched.peak_rss),
             ),
@@ -357,51 +363,6 @@ class ProgramRun:
         start_ns = watch.t0_ns + round(watched.first_byte_s * 1e9)
         timings = block_timings(self.model, reads, start_ns)
         return tuple(replace(b, start=max(0.0, b.start), end=max(0.0, b.end)) for b in timings)
-
-
-DIRECT_EDGE = 0.02  # of a direct-I/O run's bytes: read before it started, or after it ended
-
-
-def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float] | None:
-    """(bytes, seconds) of a program that read the model with O_DIRECT (``known``, or seen
-    on a descriptor of it), from its tree's reads: those bytes never enter the page cache,
-    where arrivals are seen. On a block device the reads are the block layer's (/proc/PID/io
-    read_bytes); on storage without one (FUSE, NFS) the block layer never sees them, and they
-    are the bytes its read calls returned (rchar), which also count what it read before the
-    model (its imports). The span runs from the last sample before the reads passed
-    ``DIRECT_EDGE`` of the model's bytes to the first after they came within it of the end.
-    None for any other program."""
-    on_model = {f.index for f in watched.files}
-    seen = any(d.o_direct and d.file in on_model for d in watched.descriptions)
-    if not (known or seen):
-        return None
-    on_blocks = all(_on_block_device(f.path) for f in watched.files)
-    samples = watched.samples
-    found = samples.series.get("read_bytes" if on_blocks else "read_chars") if samples else None
-    if found is None:
-        return None
-    times, values = found
-    keep = np.isfinite(values)
-    times, values = times[keep], values[keep]
-    if len(values) < 2 or (on_blocks and values[-1] <= watched.bytes_read):
-        return None
-    total = float(values[-1])
-    model = min(total, float(sum(f.size for f in watched.files)))
-    before = total - model  # read before the model (rchar: imports), or 0
-    began = int(np.argmax(values > before + DIRECT_EDGE * model))
-    ended = int(np.argmax(values >= total - DIRECT_EDGE * model))
-    start = float(times[max(0, began - 1)])
-    end = float(times[min(len(times) - 1, max(ended, began))])
-    if end <= start:
-        return None
-    return int(model), end - start
-
-
-def _on_block_device(path: str) -> bool:
-    try:
-        return storage_facts(path).block_device is not None
-    except OSError:
-        return True  # as before: the block layer's count
 
 
 def run_program(

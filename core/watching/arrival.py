@@ -4,8 +4,11 @@ between samples.
 A scan asks cachestat for the whole file (microseconds); only when its cached or evicted
 count moved does it ask again per bin, and only the bins that moved are looked at page by
 page with mincore (whose cost is per page: 30 ms a GiB here, against 0.2 ms for a 4 MiB bin).
-A bin that is now all cached or all absent needs no mincore at all. Without cachestat
-(Linux < 6.5) each scan is a whole-file mincore, and scans are spaced out by their cost.
+A bin that is now all absent needs no mincore at all. cachestat counts a page as soon as
+its read is asked (on a throttled disk, tens of MB ahead of the bytes); mincore counts only
+pages whose read completed, so a bin cachestat counts pages in is looked at with mincore, and
+again each scan while some of its pages are still being read. Without cachestat (Linux < 6.5)
+each scan is a whole-file mincore, and scans are spaced out by their cost.
 
 Each page is absent, resident since before the watch, or arrived during it; a page that
 arrived counts once per arrival (dropped and read again: twice), and an arrival is placed in
@@ -99,6 +102,8 @@ class FileArrival:
         self._bin_evicted = np.zeros(count, dtype=np.int64)
         # Per bin: shadow entries gained minus pages seen leaving, not yet matched
         self._shadow_balance = np.zeros(count, dtype=np.int64)
+        # Per bin: cachestat counted pages mincore did not find read yet (reads in flight)
+        self._in_flight = np.zeros(count, dtype=bool)
         self.last_scan_ns = 0
         self.resident_before = 0.0  # fraction when first scanned
         self.arrived_pages = 0  # every arrival counted
@@ -147,16 +152,15 @@ class FileArrival:
         offsets: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         unplaced = 0
-        for index in changed.tolist():
+        for index in np.union1d(changed, np.flatnonzero(self._in_flight)).tolist():
             first, end = int(self.edges[index]), int(self.edges[index + 1])
             count = int(self._bin_counts[index])
             if count <= 0:
                 resident = np.zeros(end - first, dtype=np.uint8)
-            elif count >= end - first:
-                resident = np.ones(end - first, dtype=np.uint8)
             else:
                 resident = resident_pages(self.fd, self.size, first, end - first)
                 self.mincore_pages += end - first
+            self._in_flight[index] = int(np.count_nonzero(resident)) < count
             # Only its runs are kept: the merged window ends once every bin is read.
             found, gone = self._apply(first, resident, start_ns, self.last_scan_ns)
             if found is not None:

@@ -46,3 +46,23 @@ def test_a_direct_reader_on_fuse_is_timed_by_what_it_read(mounted_model: Path) -
     # Timed over the reads, to the sample: never faster than the mount lets bytes through.
     assert 0 < load.mbps <= 1.25 * LIMIT_MIB_S * (1 << 20) / 1e6
     assert any("rchar on FUSE or NFS" in note for note in load.notes)
+
+
+def test_an_engine_reading_past_the_page_cache_is_timed_by_its_own_clock(
+    mounted_model: Path,
+) -> None:
+    # Run:ai's streamer reads with O_DIRECT (io_uring or libaio) where a mount takes it: no
+    # page cache holds its bytes and its asynchronous reads count in no read call's rchar.
+    pytest.importorskip("runai_model_streamer")
+    model = open_model(str(mounted_model))
+    outcome = run_program(model, parse_program("engine: runai"), path=str(mounted_model))
+    load = outcome.result
+    assert load.status == "ok", load.error
+    own = outcome.own or {}
+    assert outcome.watch is not None and outcome.watch.arrived_bytes == 0
+    # Its own clock, over its load and its touch of every byte, times it; the tree's reads
+    # do not (read_bytes counts a direct read as it is asked, rchar not an asynchronous one).
+    assert load.bytes == own["bytes"] and load.seconds == pytest.approx(own["seconds"])
+    assert any("timed by the loader's own clock" in note for note in load.notes)
+    assert not any(note.startswith("partial-read") for note in load.notes)
+    assert 0 < load.mbps <= 1.25 * LIMIT_MIB_S * (1 << 20) / 1e6

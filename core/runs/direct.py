@@ -1,0 +1,84 @@
+"""A program that reads its model past the page cache (O_DIRECT): where the watch sees no
+bytes arrive, it is timed by its tree's reads, or by the child harness's own clock."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from modelmon.core.system.cache import COLD_THRESHOLD
+from modelmon.core.system.storage import storage_facts
+from modelmon.core.watching.findings import PARTIAL_BELOW
+from modelmon.core.watching.result import WatchResult
+
+DIRECT_READS = (
+    "direct I/O: the page cache never holds what it reads, so the load is timed by the "
+    "tree's reads (/proc/PID/io: read_bytes on a block device, rchar on FUSE or NFS), to the "
+    "sample"
+)
+DIRECT_OWN_CLOCK = (
+    "direct I/O: the page cache never holds what it reads, so the load is timed by the "
+    "loader's own clock (its load and its touch of every byte, imports apart); the tree's "
+    "reads count a direct read when it is asked, not when its bytes arrive"
+)
+
+DIRECT_EDGE = 0.02  # of a direct-I/O run's bytes: read before it started, or after it ended
+
+
+def reads_direct(watched: WatchResult, known: bool = False) -> bool:
+    """Whether the program read its model with O_DIRECT: ``known`` (its settings say so) or
+    seen on a descriptor of one of its files."""
+    on_model = {f.index for f in watched.files}
+    return known or any(d.o_direct and d.file in on_model for d in watched.descriptions)
+
+
+def bypassed_cache(watched: WatchResult, own_bytes: float | None, known: bool = False) -> bool:
+    """Whether a run whose child harness touched ``own_bytes`` read them past the page cache:
+    direct reads known or seen, or, from a verified cold cache, bytes the child touched that
+    never arrived there (a descriptor opened and closed between two looks, a mount that
+    serves every read direct)."""
+    if reads_direct(watched, known):
+        return True
+    model = sum(f.size for f in watched.files)
+    cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
+    touched = own_bytes is not None and own_bytes >= PARTIAL_BELOW * model
+    return cold and touched and watched.bytes_read < PARTIAL_BELOW * model
+
+
+def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float] | None:
+    """(bytes, seconds) of a program that read the model with O_DIRECT (``known``, or seen
+    on a descriptor of it), from its tree's reads: those bytes never enter the page cache,
+    where arrivals are seen. On a block device the reads are the block layer's (/proc/PID/io
+    read_bytes); on storage without one (FUSE, NFS) the block layer never sees them, and they
+    are the bytes its read calls returned (rchar), which also count what it read before the
+    model (its imports). The span runs from the last sample before the reads passed
+    ``DIRECT_EDGE`` of the model's bytes to the first after they came within it of the end.
+    None for any other program."""
+    if not reads_direct(watched, known):
+        return None
+    on_blocks = all(_on_block_device(f.path) for f in watched.files)
+    samples = watched.samples
+    found = samples.series.get("read_bytes" if on_blocks else "read_chars") if samples else None
+    if found is None:
+        return None
+    times, values = found
+    keep = np.isfinite(values)
+    times, values = times[keep], values[keep]
+    if len(values) < 2 or (on_blocks and values[-1] <= watched.bytes_read):
+        return None
+    total = float(values[-1])
+    model = min(total, float(sum(f.size for f in watched.files)))
+    before = total - model  # read before the model (rchar: imports), or 0
+    began = int(np.argmax(values > before + DIRECT_EDGE * model))
+    ended = int(np.argmax(values >= total - DIRECT_EDGE * model))
+    start = float(times[max(0, began - 1)])
+    end = float(times[min(len(times) - 1, max(ended, began))])
+    if end <= start:
+        return None
+    return int(model), end - start
+
+
+def _on_block_device(path: str) -> bool:
+    try:
+        return storage_facts(path).block_device is not None
+    except OSError:
+        return True  # as before: the block layer's count
