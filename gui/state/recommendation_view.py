@@ -45,11 +45,16 @@ class RankingRow:
     in_config: bool  # the modelmon configuration the written file holds
 
 
-def versus_pick(candidate: Candidate, pick: Candidate) -> str:
+PICK = "the pick"
+SEARCH_BEST = "modelmon's best (search)"  # the search's pick beside the answer of a loader
+
+
+def versus_pick(candidate: Candidate, pick: Candidate, name: str = PICK) -> str:
     """ "the pick", "−54 % (the pick is 2.18× faster)", "+2 %"; "–" unmeasured. Against the
-    finalist it was paired with, the pairs' median: the figure the explanation gives."""
+    finalist it was paired with, the pairs' median: the figure the explanation gives. ``name``:
+    what the pick is called."""
     if candidate is pick:
-        return "the pick"
+        return name
     if pick.median_mbps <= 0 or not (candidate.results or candidate.stopped_below_mbps):
         return "–"
     speedup = pick_speedup(pick, candidate) if candidate.results else None
@@ -58,16 +63,14 @@ def versus_pick(candidate: Candidate, pick: Candidate) -> str:
     bound = "under " if not candidate.results else ""
     change = f"{bound}{(1 / speedup - 1) * 100:+.0f} %".replace("-", "−")
     if speedup > 1:
-        return f"{change} (the pick is {times_text(speedup)} faster)"
+        return f"{change} ({name} is {times_text(speedup)} faster)"
     return change
 
 
-PAIRED_VERDICTS = {"A faster": "the pick faster", "B faster": "this one faster"}
-
-
-def paired_text(candidate: Candidate) -> str:
-    """Its paired runs against the pick (the finals) in words: who was faster, by the
-    pairs' median, how far the pairs ranged and how many of them agree."""
+def paired_text(candidate: Candidate, name: str = PICK) -> str:
+    """Its paired runs against the pick (the finals; or against what ``name`` says) in
+    words: who was faster, by the pairs' median, how far the pairs ranged and how many of
+    them agree."""
     verdict = candidate.verdict
     if verdict is None:
         return "–"
@@ -76,9 +79,10 @@ def paired_text(candidate: Candidate) -> str:
     if ratio <= 0:
         return "–"
     who, gain, low, high = (
-        ("the pick", 1 / ratio, 1 / high, 1 / low) if ratio < 1 else ("this one", ratio, low, high)
+        (name, 1 / ratio, 1 / high, 1 / low) if ratio < 1 else ("this one", ratio, low, high)
     )
-    said = PAIRED_VERDICTS.get(verdict.text, verdict.text)
+    verdicts = {"A faster": f"{name} faster", "B faster": "this one faster"}
+    said = verdicts.get(verdict.text, verdict.text)
     return (
         f"{said}: {who} {times_text(gain)} by the median pair (pairs "
         f"{low:.2f}–{high:.2f}×, {spread_words(verdict.noise)})"
@@ -103,13 +107,13 @@ def median_text(c: Candidate) -> str:
     return rate_text(c.median_mbps) if c.results else "–"
 
 
-def not_first_words(rec: Recommendation) -> str:
-    """Why the pick leads the ranking though a higher median follows it."""
+def not_first_words(rec: Recommendation, name: str = PICK) -> str:
+    """Why the pick (called ``name``) leads the ranking though a higher median follows it."""
     duel = rec.duel
     if duel is not None and duel.tie:
-        return "paired runs did not separate them, and the pick is the simpler"
+        return f"paired runs did not separate them, and {name} is the simpler"
     if duel is not None and duel.verdict is not None:
-        return "paired runs, in alternation, put the pick ahead"
+        return f"paired runs, in alternation, put {name} ahead"
     return "its runs decided against theirs on their spread"
 
 
@@ -133,7 +137,7 @@ def loader_rows(advice: Any) -> list[RankingRow]:
             )
             named = "your loader" if base is loader else base.spec
             versus = f"{times_text(gain)} {named} as it is" if gain else "–"
-            paired = paired_text(c).replace("the pick", "its baseline") if c.verdict else "–"
+            paired = paired_text(c, "its baseline") if c.verdict else "–"
             versus += ": the answer" if c is chosen else ""
         named = "yours" if c is loader else "modelmon" if c is advice.modelmon else "change"
         spec = f"{c.spec} (in your loader's rounds)" if c is advice.modelmon else c.spec
@@ -162,6 +166,9 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
     theirs: the search's pick is modelmon's best, measured in the search's own rounds."""
     pick = rec.used
     answer_is_search = advice is None or answered(advice) is None
+    # The pick is one of the loader's rounds (above) where the answer is the loader's.
+    name = PICK if answer_is_search else SEARCH_BEST
+    why = not_first_words(rec, name)
     others = sorted((*rec.ranked, *rec.peers), key=lambda c: c.median_mbps, reverse=True)
     # The pick leads; a higher median below it says why it is not the pick.
     measured = [pick, *(c for c in others if c is not pick)]
@@ -172,14 +179,10 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
         median = median_text(c)
         ended = ended_text(c)
         if c is pick and faster:
-            ended = f"the pick: {not_first_words(rec)}; {ended}"
+            ended = f"{name}: {why}; {ended}"
         elif c in faster:
-            ended = f"a higher median than the pick's, not picked: {not_first_words(rec)}; {ended}"
-        versus, paired = versus_pick(c, pick), paired_text(c)
-        if not answer_is_search:  # the pick is one of the loader's rounds, above
-            best = "modelmon's best (search)"
-            versus, paired = versus.replace("the pick", best), paired.replace("the pick", best)
-            ended = ended.replace("the pick", best)
+            ended = f"a higher median than {name}'s, not picked: {why}; {ended}"
+        versus, paired = versus_pick(c, pick, name), paired_text(c, name)
         rows.append(
             RankingRow(
                 (
