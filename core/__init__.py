@@ -106,14 +106,10 @@ if TYPE_CHECKING:
     from modelmon.core.model.synth import encode_safetensors_header, write_safetensors_model
     from modelmon.core.model.synth_gguf import write_gguf_model
     from modelmon.core.output.answer import Answer, answer, answered
+    from modelmon.core.output.comparison import pick_speedup, shared_fd_caveat, times_text
     from modelmon.core.output.config import build_document, recommendation_document, write_config
     from modelmon.core.output.config import render as render_config
-    from modelmon.core.output.explain import (
-        explain,
-        pick_speedup,
-        shared_fd_caveat,
-        times_text,
-    )
+    from modelmon.core.output.explain import explain
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
     from modelmon.core.output.loader import loader_snippets
     from modelmon.core.output.snippets import snippets
@@ -287,10 +283,8 @@ _EXPORTS = (
     ),
     ("modelmon.core.output.watch", "render_watch"),
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words"),
-    (
-        "modelmon.core.output.explain",
-        "explain shared_fd_caveat pick_speedup times_text",
-    ),
+    ("modelmon.core.output.explain", "explain"),
+    ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text"),
     ("modelmon.core.output.snippets", "snippets"),
     ("modelmon.core.output.answer", "answer answered Answer"),
     ("modelmon.core.output.loader", "loader_snippets"),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
-from modelmon.core.output.explain import pick_speedup, times_text
+from modelmon.core.output.comparison import pick_speedup, times_text
 from modelmon.core.output.loader import change_words, loader_snippets
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets

@@ -14,6 +14,12 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.model.records import Model
+from modelmon.core.output.comparison import (
+    SHARED_FD_CAVEAT,
+    pick_speedup,
+    robustness_reason,
+    times_text,
+)
 from modelmon.core.output.run_words import all_cold, runs_words
 from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
@@ -25,68 +31,12 @@ if TYPE_CHECKING:
     from modelmon.core.system.storage import StorageFacts
 
 
-# Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
-# config that holds it (an exported A/B winner) says this beside it.
-SHARED_FD_CAVEAT = (
-    "this storage does not punish the pattern, but network and FUSE mounts do, so it is "
-    "not recommended"
-)
-
-
-def shared_fd_caveat(spec: str) -> str:
-    """The caveat of a configuration that maps one shared descriptor (``spec``)."""
-    return f"{spec} has every worker map one shared descriptor: {SHARED_FD_CAVEAT}"
-
-
-# Why one candidate is more robust than another, by the first element of
-# ``Candidate.robustness`` where they differ.
-ROBUSTNESS_REASONS = (
-    "it gives every reader its own descriptor (one shared descriptor is the FUSE/NFS failure mode)",
-    "it uses buffered reads (O_DIRECT falls back, or fails, on some filesystems)",
-    "it needs no extra library, and the config file applies it",
-    "it leaves the device's readahead as it is (no change to the machine)",
-    "it reads with planned reads, not through a memory mapping (whose reads are page faults "
-    "paced by the kernel's mapping readahead, and whose copies hold the mapped pages and the "
-    "copies at once: about twice the model's bytes at peak)",
-    "it uses fewer concurrent readers ({a} against {b}): less memory, fewer descriptors, "
-    "kinder to neighbours",
-    "it needs no hints and no warm-up pass",
-    "it is the simpler strategy",
-)
-
-
 def _best(ranked: tuple[Candidate, ...], strategy: str) -> Candidate | None:
     return next((c for c in ranked if c.strategy == strategy and c.results), None)
 
 
-def times_text(ratio: float) -> str:
-    """A speed ratio as every sentence and table says it: "2.18×"."""
-    return f"{ratio:.2f}×"
-
-
 def _times(fast: float, slow: float) -> str:
     return times_text(fast / slow) if slow > 0 else "∞×"
-
-
-def pick_speedup(pick: Candidate, other: Candidate) -> float | None:
-    """How many times faster ``pick`` is than ``other`` (below 1: slower). When the two ran
-    in alternation (the finals), the median of those pairs, else the ratio of their medians:
-    one comparison, one figure, in the explanation and in the ranking alike. None when
-    either has no rate."""
-    verdict = other.verdict
-    if verdict is not None and verdict.median_ratio > 0:  # other / pick, pair by pair
-        return 1 / verdict.median_ratio
-    if other.median_mbps > 0 and pick.median_mbps > 0:
-        return pick.median_mbps / other.median_mbps
-    return None
-
-
-def robustness_reason(chosen: Candidate, other: Candidate) -> str:
-    mine, theirs = chosen.robustness(), other.robustness()
-    index = next((i for i, (x, y) in enumerate(zip(mine, theirs, strict=True)) if x != y), None)
-    if index is None:
-        return "neither is simpler: the higher median decided"
-    return ROBUSTNESS_REASONS[index].format(a=chosen.readers, b=other.readers)
 
 
 def _runs_text(candidate: Candidate) -> str:

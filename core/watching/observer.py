@@ -23,7 +23,8 @@ from modelmon.core.watching.descriptors import DescriptorGroups
 from modelmon.core.watching.files import ModelFile, ModelFiles
 from modelmon.core.watching.openings import look
 from modelmon.core.watching.others import OTHERS_CPU_SHARE, OtherReaders
-from modelmon.core.watching.tree import ZERO, Counters, ProcessTree, read_command
+from modelmon.core.watching.proc_counters import ZERO, Counters
+from modelmon.core.watching.tree import ProcessTree, read_command
 
 LOOK_CPU_SHARE = 0.01  # descriptors and mappings of every process
 RSS_CPU_SHARE = 0.005  # smaps of the processes that map the model (it walks page tables)

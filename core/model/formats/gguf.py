@@ -28,59 +28,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+from gguf import LlamaFileType
 
 from modelmon.core.errors import LoadError, ModelFormatError
 from modelmon.core.model.blocks import block_of
+from modelmon.core.model.formats import gguf_format as spec
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.formats.shapes import array_shape_problem
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.source import ByteSource
-
-HEADER_SIZE = 24  # magic u32, version u32, tensor_count u64, kv_count u64
-SUPPORTED_VERSIONS = (2, 3)  # what GGUFReader reads; v1 had 32-bit counts
-DEFAULT_ALIGNMENT = 32
-MAX_DIMS = 4  # GGML_MAX_DIMS: llama.cpp rejects more
-MAX_ARRAY_NESTING = 4  # real files nest 1 level
-# Should the library strategy's array-skipping hook ever be unavailable, GGUFReader keeps one
-# numpy view (~860 bytes) per KV array element; this cap bounds that cost. Real files hold
-# < 1.5M elements in all.
-MAX_ARRAY_ELEMENTS = 1 << 22
-# Bounds on what one header can make modelmon do. Real files hold hundreds to a few thousand
-# tensors and under a hundred KVs; a safetensors header's 100 MB limit allows about two
-# million tensors. Past these, a count is damage: GGUFReader would make ~20 numpy objects per
-# tensor or KV (minutes, gigabytes) and llama.cpp one ggml tensor each, before any error.
-MAX_TENSORS = 1 << 21
-MAX_KVS = 1 << 20
-MIN_TENSOR_INFO_SIZE = 24  # name length u64 + n_dims u32 + type u32 + offset u64
-MIN_KV_SIZE = 13  # key length u64 + value type u32 + a 1-byte value
-INT64_LIMIT = 1 << 63  # ggml's ne[] are int64, and so are their products
-# A GGUF read over the network is read from its start as far as the walk goes (a prefix that
-# grows): past this, a header is damage, and modelmon would rather refuse it than download
-# the object. Real headers, a tokenizer's vocabulary included, take a few MB.
-MAX_REMOTE_HEADER = 256 << 20
-_GROWTH_STEP = 16 << 20  # the most a prefix grows by beyond what the walk asked for
-_FIRST_READ = 1 << 20  # what the prefix starts with (the object's first GET holds it)
-
-READER_HEADER_FIELDS = ("GGUF.version", "GGUF.tensor_count", "GGUF.kv_count")
-KEPT_KEYS = ("general.architecture", "general.name", "general.file_type", "general.alignment")
-_MAX_METADATA_CHARS = 200
-
-_UINT32, _STRING, _ARRAY = 4, 8, 9
-_SCALAR_FORMATS = dict(zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd", strict=True))
-# ggml type number → (type, elements per block, bytes per block): the quantization table.
-_QUANT = {int(t): (t, block, size) for t, (block, size) in GGML_QUANT_SIZES.items()}
-# The ggml types GGUFReader hands out as numbers (any other type: rows of raw block bytes).
-_NUMERIC = {
-    GGMLQuantizationType.F16: "f2",
-    GGMLQuantizationType.F32: "f4",
-    GGMLQuantizationType.F64: "f8",
-    GGMLQuantizationType.I8: "i1",
-    GGMLQuantizationType.I16: "i2",
-    GGMLQuantizationType.I32: "i4",
-    GGMLQuantizationType.I64: "i8",
-}
 
 # name, offset of its tensor-info entry, ggml type number, dims (ne0 first), data offset
 _RawInfo = tuple[str, int, int, tuple[int, ...], int]
@@ -120,17 +77,19 @@ def parse_gguf_source(source: ByteSource) -> Model:
     size = source.size
     if size < 4:
         raise ModelFormatError(source.name, f"not a GGUF file ({size} bytes)")
-    prefix = bytearray(source.read_at(0, min(size, _FIRST_READ)))
+    prefix = bytearray(source.read_at(0, min(size, spec.FIRST_READ)))
 
     def grow(end: int) -> int:
-        if end > MAX_REMOTE_HEADER:
+        if end > spec.MAX_REMOTE_HEADER:
             raise ModelFormatError(
                 source.name,
-                f"its header runs past {MAX_REMOTE_HEADER >> 20} MiB, more than modelmon "
+                f"its header runs past {spec.MAX_REMOTE_HEADER >> 20} MiB, more than modelmon "
                 "reads of a GGUF over the network (a damaged header?)",
                 len(prefix),
             )
-        target = min(size, MAX_REMOTE_HEADER, max(end, min(2 * len(prefix), end + _GROWTH_STEP)))
+        target = min(
+            size, spec.MAX_REMOTE_HEADER, max(end, min(2 * len(prefix), end + spec.GROWTH_STEP))
+        )
         prefix.extend(source.read_at(len(prefix), target - len(prefix)))
         if len(prefix) < end:
             raise ModelFormatError(source.name, "file shrank while its header was read", end)
@@ -158,7 +117,7 @@ class _Walk:
         self.pos = 0
         self.order = "<"
         self.array_elements = 0
-        self.alignment = DEFAULT_ALIGNMENT
+        self.alignment = spec.DEFAULT_ALIGNMENT
         self.values: dict[str, object] = {}  # the KEPT_KEYS present
         self.kv_arrays: dict[int, int] = {}
 
@@ -237,12 +196,12 @@ class _Walk:
     # --- the sections -------------------------------------------------------------------------
 
     def header(self) -> tuple[int, int, int]:
-        self.need(min(self.size, HEADER_SIZE))
+        self.need(min(self.size, spec.HEADER_SIZE))
         magic = bytes(self.buf[:4])
         if magic != b"GGUF":
             raise self.fail(f"not a GGUF file (magic {magic!r}, expected b'GGUF')", 0)
-        if self.size < HEADER_SIZE:
-            raise self.fail(f"truncated header: {self.size} bytes, need {HEADER_SIZE}", 0)
+        if self.size < spec.HEADER_SIZE:
+            raise self.fail(f"truncated header: {self.size} bytes, need {spec.HEADER_SIZE}", 0)
         # Like GGUFReader: a version whose low 16 bits read as 0 was written on a machine of
         # the other byte order, and every number in the file is swapped.
         native = "<" if sys.byteorder == "little" else ">"
@@ -251,18 +210,22 @@ class _Walk:
         if version & 0xFFFF == 0:
             self.order = ">" if native == "<" else "<"
             (version,) = struct.unpack_from(self.order + "I", self.buf, 4)
-        if version not in SUPPORTED_VERSIONS:
+        if version not in spec.SUPPORTED_VERSIONS:
             raise self.fail(f"unsupported GGUF version {version} (reads 2 and 3)", 4)
         tensor_count, kv_count = struct.unpack_from(self.order + "QQ", self.buf, 8)
-        if tensor_count > MAX_TENSORS:
-            problem = f"tensor count {tensor_count} is past the {MAX_TENSORS} modelmon reads"
+        if tensor_count > spec.MAX_TENSORS:
+            problem = f"tensor count {tensor_count} is past the {spec.MAX_TENSORS} modelmon reads"
             raise self.fail(f"{problem} (a damaged header?)", 8)
-        if kv_count > MAX_KVS:
-            problem = f"KV count {kv_count} is past the {MAX_KVS} modelmon reads"
+        if kv_count > spec.MAX_KVS:
+            problem = f"KV count {kv_count} is past the {spec.MAX_KVS} modelmon reads"
             raise self.fail(f"{problem} (a damaged header?)", 16)
         # Each tensor info and each KV takes some bytes at least: counts the file cannot hold
         # mean a file cut short (a download that stopped), not a file to walk through.
-        least = HEADER_SIZE + tensor_count * MIN_TENSOR_INFO_SIZE + kv_count * MIN_KV_SIZE
+        least = (
+            spec.HEADER_SIZE
+            + tensor_count * spec.MIN_TENSOR_INFO_SIZE
+            + kv_count * spec.MIN_KV_SIZE
+        )
         if least > self.size:
             tensors = f"{tensor_count} tensor{'s' if tensor_count != 1 else ''}"
             kvs = f"{kv_count} metadata key{'s' if kv_count != 1 else ''}"
@@ -271,63 +234,63 @@ class _Walk:
                 f"{least} bytes, but the file has {self.size}",
                 8,
             )
-        self.pos = HEADER_SIZE
+        self.pos = spec.HEADER_SIZE
         return version, tensor_count, kv_count
 
     def kv_section(self, kv_count: int) -> None:
         # GGUFReader files the header's fields under these names first: a KV of the same name
         # is a duplicate to it, and it refuses the file.
-        seen = set(READER_HEADER_FIELDS)
+        seen = set(spec.READER_HEADER_FIELDS)
         for index in range(kv_count):
             start = self.pos
             key = self.unique_text(f"KV #{index} key", "KV key", seen)
             value_type = self.u32(f"KV {show_name(key)} type")
             value_at = self.pos
-            value = self.value(value_type, f"KV {show_name(key)}", keep=key in KEPT_KEYS)
-            if value_type == _ARRAY:
+            value = self.value(value_type, f"KV {show_name(key)}", keep=key in spec.KEPT_KEYS)
+            if value_type == spec.ARRAY:
                 self.kv_arrays[value_at] = self.pos - value_at
             if key == "general.alignment":
-                if value_type != _UINT32 or not isinstance(value, int):
+                if value_type != spec.UINT32 or not isinstance(value, int):
                     raise self.fail("general.alignment is not a UINT32", start)
                 if value <= 0 or value & (value - 1):
                     raise self.fail(f"general.alignment {value} is not a power of two", start)
                 self.alignment = value
-            elif key in KEPT_KEYS and value is not None:
+            elif key in spec.KEPT_KEYS and value is not None:
                 self.values[key] = value
 
     def value(self, value_type: int, what: str, keep: bool = False, depth: int = 0) -> object:
         """Check one KV value fits; return it if ``keep`` and it is a scalar or string."""
-        if value_type in _SCALAR_FORMATS:
-            scalar = self.unpack(_SCALAR_FORMATS[value_type], what)
+        if value_type in spec.SCALAR_FORMATS:
+            scalar = self.unpack(spec.SCALAR_FORMATS[value_type], what)
             return scalar if keep else None
-        if value_type == _STRING:
+        if value_type == spec.STRING:
             start, length = self.string(what)
             if not keep:
                 return None
             # Values are free text (only keys and names must be UTF-8): shown, never parsed.
             self.need(start + length)
             return self.buf[start : start + length].decode("utf-8", "replace")
-        if value_type != _ARRAY:
+        if value_type != spec.ARRAY:
             raise self.fail(f"{what} has unknown value type {value_type}", self.pos - 4)
-        if depth >= MAX_ARRAY_NESTING:
-            raise self.fail(f"{what}: arrays nested more than {MAX_ARRAY_NESTING} deep")
+        if depth >= spec.MAX_ARRAY_NESTING:
+            raise self.fail(f"{what}: arrays nested more than {spec.MAX_ARRAY_NESTING} deep")
         item_type = self.u32(f"{what} item type")
         count_at = self.pos
         count = self.u64(f"{what} length")
-        if item_type in _SCALAR_FORMATS:
-            item_size = struct.calcsize(_SCALAR_FORMATS[item_type])
-        elif item_type in (_STRING, _ARRAY):
-            item_size = 8 if item_type == _STRING else 12  # the least each item can take
+        if item_type in spec.SCALAR_FORMATS:
+            item_size = struct.calcsize(spec.SCALAR_FORMATS[item_type])
+        elif item_type in (spec.STRING, spec.ARRAY):
+            item_size = 8 if item_type == spec.STRING else 12  # the least each item can take
         else:
             raise self.fail(f"{what} has unknown item type {item_type}", count_at - 4)
         if count * item_size > self.size - self.pos:
             raise self.fail(f"absurd array length {count} in {what}", count_at)
         self.array_elements += count
-        if self.array_elements > MAX_ARRAY_ELEMENTS:
-            raise self.fail(f"KV arrays hold over {MAX_ARRAY_ELEMENTS} elements", count_at)
-        if item_type in _SCALAR_FORMATS:
+        if self.array_elements > spec.MAX_ARRAY_ELEMENTS:
+            raise self.fail(f"KV arrays hold over {spec.MAX_ARRAY_ELEMENTS} elements", count_at)
+        if item_type in spec.SCALAR_FORMATS:
             self.skip(count * item_size, what)
-        elif item_type == _STRING:
+        elif item_type == spec.STRING:
             self.skip_strings(count, what)
         else:
             for _ in range(count):
@@ -353,8 +316,8 @@ class _Walk:
         start = self.pos
         name = self.unique_text(f"tensor #{index} name", "tensor name", names)
         n_dims = self.u32(f"tensor {show_name(name)} dimension count")
-        if n_dims > MAX_DIMS:
-            problem = f"tensor {show_name(name)} has {n_dims} dimensions (max {MAX_DIMS})"
+        if n_dims > spec.MAX_DIMS:
+            problem = f"tensor {show_name(name)} has {n_dims} dimensions (max {spec.MAX_DIMS})"
             raise self.fail(problem, start)
         fields_at = self.skip(8 * n_dims + 12, f"tensor {show_name(name)} shape, type and offset")
         self.need(self.pos)
@@ -366,18 +329,18 @@ class _Walk:
     def place(self, info: _RawInfo, data_start: int) -> TensorExtent:
         """Check one tensor's type, shape and extent against the file; describe it."""
         name, start, type_number, dims, relative_offset = info
-        if type_number not in _QUANT:  # also the numbers ggml retired (Q4_2, Q4_3...)
+        if type_number not in spec.QUANT:  # also the numbers ggml retired (Q4_2, Q4_3...)
             raise self.fail(f"tensor {show_name(name)} has unknown ggml type {type_number}", start)
-        ggml_type, block_size, type_size = _QUANT[type_number]
+        ggml_type, block_size, type_size = spec.QUANT[type_number]
         # ggml multiplies the dimensions (strides, element counts) in int64; a zero among them
         # does not save the products taken before it.
-        if math.prod(d for d in dims if d) >= INT64_LIMIT:
+        if math.prod(d for d in dims if d) >= spec.INT64_LIMIT:
             raise self.fail(f"tensor {show_name(name)} has absurd shape {list(dims)}", start)
         row = dims[0] if dims else 1
         if row % block_size:
             problem = f"row of {row} is not a multiple of the {ggml_type.name} block size"
             raise self.fail(f"tensor {show_name(name)}: {problem} {block_size}", start)
-        numeric = _NUMERIC.get(ggml_type)
+        numeric = spec.NUMERIC.get(ggml_type)
         if numeric is None and not dims:  # no row to hold the blocks (GGUFReader fails too)
             problem = f"tensor {show_name(name)}: {ggml_type.name} with no dimensions"
             raise self.fail(problem, start)
@@ -428,7 +391,7 @@ class _Walk:
             "general.alignment": str(self.alignment),
         }
         for key, value in self.values.items():
-            metadata[key] = " ".join(str(value).split())[:_MAX_METADATA_CHARS]
+            metadata[key] = " ".join(str(value).split())[: spec.MAX_METADATA_CHARS]
             if key == "general.file_type" and isinstance(value, int):
                 with contextlib.suppress(ValueError):  # a file type newer than our gguf package
                     metadata[key] = LlamaFileType(value).name

@@ -24,7 +24,8 @@ from modelmon.core.watching.files import ModelFiles
 from modelmon.core.watching.loaders import detect, fix
 from modelmon.core.watching.naming import models_in_arguments, named_files
 from modelmon.core.watching.openings import Descriptor, mapping_rss, parse_fdinfo, parse_maps
-from modelmon.core.watching.tree import ProcessTree, parse_stat
+from modelmon.core.watching.proc_counters import parse_stat
+from modelmon.core.watching.tree import ProcessTree
 from modelmon.core.watching.watch import Watch
 
 

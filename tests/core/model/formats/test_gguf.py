@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from modelmon.core.errors import ModelFormatError
 from modelmon.core.loading.strategies import gguf_reader
 from modelmon.core.loading.strategies.gguf_reader import read_gguf_tensors
-from modelmon.core.model.formats.gguf import MAX_KVS, MAX_TENSORS, parse_gguf
+from modelmon.core.model.formats.gguf import parse_gguf
+from modelmon.core.model.formats.gguf_format import MAX_KVS, MAX_TENSORS
 from modelmon.core.model.records import Model
 from modelmon.core.model.synth_gguf import write_gguf_model
 
