@@ -8,9 +8,11 @@ bounce buffer and are copied out.
 
 O_DIRECT has no readahead: a reader with one read in flight keeps the device at queue depth
 one. So each read (``sequential``'s plan, chunk-sized) is cut at aligned points into
-``QUEUE_DEPTH`` stretches issued at once, by the reader and its own helper threads through the
-reader's descriptor (no readahead state to share: O_DIRECT has none). Run:ai's streamer gets
-its depth from 16 reader threads with 2 MiB blocks, one read in flight each.
+``QUEUE_DEPTH`` stretches issued at once, by the reader and its own helper threads, each
+through a descriptor of its own: a FUSE daemon serves each open file as one stream, and reads
+of one descriptor out of order make it seek (rclone waits for the read in sequence, then
+starts a new request). Run:ai's streamer gets its depth from 16 reader threads with 2 MiB
+blocks, one read in flight each.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import errno
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -149,11 +152,21 @@ def split_vector(vector: list[memoryview], parts: int) -> list[list[memoryview]]
     return stretches
 
 
+def _helper_read(own_fd: Callable[[], int], stretch: list[memoryview], start: int) -> int:
+    return os.preadv(own_fd(), stretch, start)
+
+
 def read_in_flight(
-    fd: int, vector: list[memoryview], offset: int, helpers: ThreadPoolExecutor | None
+    fd: int,
+    vector: list[memoryview],
+    offset: int,
+    helpers: ThreadPoolExecutor | None,
+    own_fd: Callable[[], int] | None = None,
 ) -> int:
-    """preadv of ``vector`` at ``offset`` as up to QUEUE_DEPTH aligned reads at once; the bytes
-    read before the first short one (O_DIRECT stops short only at the end of the file)."""
+    """preadv of ``vector`` at ``offset`` as up to QUEUE_DEPTH aligned reads at once, the first
+    through ``fd``, the others by ``helpers``, each through the descriptor ``own_fd`` gives the
+    calling thread (``fd`` itself where none is given); the bytes read before the first short
+    one (O_DIRECT stops short only at the end of the file)."""
     stretches = split_vector(vector, QUEUE_DEPTH if helpers is not None else 1)
     sizes = [sum(len(view) for view in stretch) for stretch in stretches]
     starts, position = [], offset
@@ -164,7 +177,7 @@ def read_in_flight(
     try:
         if helpers is not None:
             pending = [
-                helpers.submit(os.preadv, fd, stretch, start)
+                helpers.submit(_helper_read, own_fd or (lambda: fd), stretch, start)
                 for stretch, start in zip(stretches[1:], starts[1:], strict=True)
             ]
         counts = [os.preadv(fd, stretches[0], starts[0])]
@@ -267,6 +280,7 @@ class DirectStrategy(Strategy):
                     vector,
                     window[0],
                     helpers,
+                    lambda: ctx.fd(read.file, os.O_DIRECT),
                 )
             finally:
                 for view in vector:

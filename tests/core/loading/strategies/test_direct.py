@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import zlib
 from pathlib import Path
@@ -92,3 +93,34 @@ def test_a_read_is_cut_into_aligned_stretches_in_flight_together() -> None:
             view.release()
     for view in vector:
         view.release()
+
+
+def test_every_thread_in_flight_reads_through_a_descriptor_of_its_own(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A FUSE daemon serves each open file as one stream: out-of-order reads of one
+    # descriptor by a reader's helpers made rclone seek, read after read.
+    if probe_direct(open_model(model_path).files[0].path) is not None:
+        pytest.skip("no O_DIRECT where the test model lives")
+    live: dict[int, set[int]] = {}  # open descriptor -> the threads that read through it
+    closed: list[set[int]] = []  # the same of each descriptor closed (its number is reused)
+    real_preadv, real_close = os.preadv, os.close
+    lock = threading.Lock()
+
+    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
+        with lock:
+            live.setdefault(fd, set()).add(threading.get_ident())
+        return real_preadv(fd, buffers, offset)
+
+    def close(fd: int) -> None:
+        with lock:
+            closed.append(live.pop(fd, set()))
+        real_close(fd)
+
+    monkeypatch.setattr(os, "preadv", preadv)
+    monkeypatch.setattr(os, "close", close)
+    modelmon.core.load(model_path, "direct", threads=2, chunk=8 << 20, verify=True)
+    used = [threads for threads in (*closed, *live.values()) if threads]
+    assert len(used) > 2  # the readers and their helpers, in flight together
+    shared = [threads for threads in used if len(threads) > 1]
+    assert not shared, shared
