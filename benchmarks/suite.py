@@ -57,7 +57,7 @@ class Profile:
     # Watching other loaders (benchmarks/watch.py): alternating pairs watched and not (as many
     # again with neither watched), and the bound on one watched program: 4 forked readers
     # mapping one descriptor crawl on FUSE (~100 s for a 1.26 GB shard at 12 MB/s).
-    watch_pairs: int = 6
+    watch_pairs: int = 8
     watch_time_limit_s: float = 240.0
     notes: tuple[str, ...] = field(default_factory=tuple)
 

@@ -16,7 +16,7 @@ from benchmarks.jobs import Entry
 from benchmarks.machine import facts
 from benchmarks.records import BenchResults, CeilingRuns, JobResult, Run
 from benchmarks.watch import WatchedRun, WatchOverhead, WatchReport
-from benchmarks.watch_tables import watch_section, watch_targets
+from benchmarks.watch_tables import beyond_noise_chance, watch_section, watch_targets
 from modelmon.core.options import LoadOptions
 
 SIZE = 1_260_000_000
@@ -225,3 +225,25 @@ def test_a_file_under_a_gigabyte_is_shown_but_not_judged(results: BenchResults) 
     assert "(4.0 MB, the largest file of" in "\n".join(
         watch_section(dataclasses.replace(results, watch=small))
     )
+
+
+def test_a_watched_median_is_beyond_the_noise_only_when_chance_rarely_gives_it() -> None:
+    # Apart: only the splits that keep the high ratios together put a median that far above.
+    apart = beyond_noise_chance([1.10, 1.11, 1.12, 1.13, 1.14, 1.15], [1.0] * 6)
+    assert apart < 0.05
+    # Drawn from one spread: most splits put their medians as far apart.
+    mixed = [1.05, 0.95, 1.10, 0.92, 1.06, 1.00]
+    assert beyond_noise_chance(mixed, [1.08, 0.90, 1.02, 0.97, 1.05, 0.99]) > 0.2
+
+
+def test_an_overhead_above_the_target_within_the_pairs_noise_is_met(
+    results: BenchResults,
+) -> None:
+    noisy = _report(
+        overhead=_overhead([1.05, 0.95, 1.10, 0.92, 1.06, 1.04]),
+        control=_overhead([1.08, 0.90, 1.02, 0.97, 1.05, 0.99], control=True),
+    )
+    found = _targets(results, noisy).items()
+    measured, met = next(v for k, v in found if k.startswith("watching"))
+    assert met is True and measured.startswith("+5.0% (median of 6 pairs")
+    assert "within the noise of such pairs" in measured and "permutation test" in measured
