@@ -6,13 +6,13 @@ the blocks a read shares with a neighbour (a tensor boundary, the head and tail 
 aligned window, padding) and tensors too small to have their own mapping go through a
 bounce buffer and are copied out.
 
-O_DIRECT has no readahead: a reader with one read in flight keeps the device at queue depth
-one. So each read (``sequential``'s plan, chunk-sized) is cut at aligned points into
-``QUEUE_DEPTH`` stretches issued at once, by the reader and its own helper threads, each
-through a descriptor of its own: a FUSE daemon serves each open file as one stream, and reads
-of one descriptor out of order make it seek (rclone waits for the read in sequence, then
-starts a new request). Run:ai's streamer gets its depth from 16 reader threads with 2 MiB
-blocks, one read in flight each.
+O_DIRECT has no readahead, and needs none here: each read is one chunk-sized ``preadv``, which
+the block layer splits into requests in flight together (a 16 MiB read is four 4 MiB requests
+at once on this machine's disk); more depth comes from more readers (workers × threads), each
+through a descriptor of its own, as for every strategy. One read split among helper threads
+is slower: on the local disk 1,500 against 1,900 MB/s with 4 workers, and on a FUSE
+mount 290 against 800, where the daemon serves each descriptor as one stream that reads out of
+order make seek (rclone waits for the read in sequence, then starts a new request).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ import errno
 import mmap
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +32,6 @@ from modelmon.core.loading.strategies.sequential import sequential_read
 from modelmon.core.model.plan import IOV_MAX, Read
 
 ALIGN = 4096  # covers 512-byte and 4 KiB logical blocks alike
-QUEUE_DEPTH = 4  # aligned reads in flight per reader
 
 
 def _aligned_buffer(size: int) -> mmap.mmap:
@@ -129,73 +126,6 @@ def _iovecs(
     return vector if len(vector) <= IOV_MAX else None, bounced
 
 
-def split_vector(vector: list[memoryview], parts: int) -> list[list[memoryview]]:
-    """``vector`` cut into up to ``parts`` consecutive stretches of about equal size, cut only
-    at multiples of ALIGN from its start (so each stretch is an aligned O_DIRECT read)."""
-    total = sum(len(view) for view in vector)
-    step = max(ALIGN, _up(-(-total // parts)))
-    stretches: list[list[memoryview]] = []
-    current: list[memoryview] = []
-    filled = 0
-    for view in vector:
-        position = 0
-        while position < len(view):
-            take = min(step - filled, len(view) - position)
-            current.append(view[position : position + take])
-            filled += take
-            position += take
-            if filled == step:
-                stretches.append(current)
-                current, filled = [], 0
-    if current:
-        stretches.append(current)
-    return stretches
-
-
-def _helper_read(own_fd: Callable[[], int], stretch: list[memoryview], start: int) -> int:
-    return os.preadv(own_fd(), stretch, start)
-
-
-def read_in_flight(
-    fd: int,
-    vector: list[memoryview],
-    offset: int,
-    helpers: ThreadPoolExecutor | None,
-    own_fd: Callable[[], int] | None = None,
-) -> int:
-    """preadv of ``vector`` at ``offset`` as up to QUEUE_DEPTH aligned reads at once, the first
-    through ``fd``, the others by ``helpers``, each through the descriptor ``own_fd`` gives the
-    calling thread (``fd`` itself where none is given); the bytes read before the first short
-    one (O_DIRECT stops short only at the end of the file)."""
-    stretches = split_vector(vector, QUEUE_DEPTH if helpers is not None else 1)
-    sizes = [sum(len(view) for view in stretch) for stretch in stretches]
-    starts, position = [], offset
-    for size in sizes:
-        starts.append(position)
-        position += size
-    pending: list[Future[int]] = []
-    try:
-        if helpers is not None:
-            pending = [
-                helpers.submit(_helper_read, own_fd or (lambda: fd), stretch, start)
-                for stretch, start in zip(stretches[1:], starts[1:], strict=True)
-            ]
-        counts = [os.preadv(fd, stretches[0], starts[0])]
-        counts += [future.result() for future in pending]
-    finally:
-        for future in pending:
-            future.exception()  # wait: no helper may still be reading into the views
-        for stretch in stretches:
-            for view in stretch:
-                view.release()
-    got = 0
-    for count, size in zip(counts, sizes, strict=True):
-        got += count
-        if count < size:
-            break
-    return got
-
-
 @register
 class DirectStrategy(Strategy):
     name = "direct"
@@ -215,7 +145,6 @@ class DirectStrategy(Strategy):
             return
         local = threading.local()
         buffers: list[mmap.mmap] = []
-        pools: list[ThreadPoolExecutor] = []
         lock = threading.Lock()
 
         def bounce() -> mmap.mmap:
@@ -226,23 +155,9 @@ class DirectStrategy(Strategy):
                     buffers.append(buffer)
             return buffer
 
-        def helpers() -> ThreadPoolExecutor | None:
-            """The calling reader's own helper threads (the rest of its queue depth)."""
-            if QUEUE_DEPTH <= 1:
-                return None
-            pool: ThreadPoolExecutor | None = getattr(local, "pool", None)
-            if pool is None:
-                name = f"{threading.current_thread().name}-inflight"
-                pool = local.pool = ThreadPoolExecutor(QUEUE_DEPTH - 1, name)
-                with lock:
-                    pools.append(pool)
-            return pool
-
         try:
-            ctx.reads_in_threads(lambda read: self._read_one(ctx, read, bounce(), helpers()))
+            ctx.reads_in_threads(lambda read: self._read_one(ctx, read, bounce()))
         finally:
-            for pool in pools:
-                pool.shutdown(wait=True)
             for buffer in buffers:
                 # A failed read's traceback may still hold a view of its bounce buffer:
                 # close() would then raise BufferError over the error that says what went
@@ -255,7 +170,6 @@ class DirectStrategy(Strategy):
         ctx: WorkerContext,
         read: Read,
         bounce_map: mmap.mmap,
-        helpers: ThreadPoolExecutor | None,
     ) -> None:
         fd = ctx.fd(read.file, os.O_DIRECT)
         window = (_down(read.offset), _up(read.offset + read.length))
@@ -271,16 +185,7 @@ class DirectStrategy(Strategy):
             length = window[1] - window[0]
             try:
                 got = timed_read(
-                    ctx.recorder,
-                    read.file,
-                    window[0],
-                    length,
-                    read_in_flight,
-                    fd,
-                    vector,
-                    window[0],
-                    helpers,
-                    lambda: ctx.fd(read.file, os.O_DIRECT),
+                    ctx.recorder, read.file, window[0], length, os.preadv, fd, vector, window[0]
                 )
             finally:
                 for view in vector:

@@ -19,7 +19,6 @@ from modelmon.core.loading.strategies.direct import (
     _iovecs,
     _place,
     probe_direct,
-    split_vector,
 )
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.plan import coalesce, load_order
@@ -76,30 +75,11 @@ def test_direct_load_is_byte_identical(model_path: Path, chunk: int) -> None:
         assert zlib.crc32(got) == zlib.crc32(data[extent.offset : extent.end]), extent.name
 
 
-def test_a_read_is_cut_into_aligned_stretches_in_flight_together() -> None:
-    memory = bytearray(10 * ALIGN + 100)
-    whole = memoryview(memory)
-    vector = [whole[: ALIGN + 100], whole[ALIGN + 100 : 7 * ALIGN], whole[7 * ALIGN :]]
-    stretches = split_vector(vector, 4)
-    sizes = [sum(len(view) for view in stretch) for stretch in stretches]
-    assert sum(sizes) == len(memory)
-    assert all(size % ALIGN == 0 for size in sizes[:-1])  # every cut on an aligned point
-    assert len(stretches) == 4
-    # Consecutive: the stretches cover the vector's bytes in order.
-    joined = b"".join(bytes(view) for stretch in stretches for view in stretch)
-    assert joined == bytes(memory)
-    for stretch in stretches:
-        for view in stretch:
-            view.release()
-    for view in vector:
-        view.release()
-
-
-def test_every_thread_in_flight_reads_through_a_descriptor_of_its_own(
+def test_every_reader_reads_through_a_descriptor_of_its_own(
     model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A FUSE daemon serves each open file as one stream: out-of-order reads of one
-    # descriptor by a reader's helpers made rclone seek, read after read.
+    # descriptor make it seek, read after read.
     if probe_direct(open_model(model_path).files[0].path) is not None:
         pytest.skip("no O_DIRECT where the test model lives")
     live: dict[int, set[int]] = {}  # open descriptor -> the threads that read through it
@@ -121,6 +101,6 @@ def test_every_thread_in_flight_reads_through_a_descriptor_of_its_own(
     monkeypatch.setattr(os, "close", close)
     modelmon.core.load(model_path, "direct", threads=2, chunk=8 << 20, verify=True)
     used = [threads for threads in (*closed, *live.values()) if threads]
-    assert len(used) > 2  # the readers and their helpers, in flight together
+    assert len(used) >= 2  # both readers read
     shared = [threads for threads in used if len(threads) > 1]
     assert not shared, shared
