@@ -13,7 +13,8 @@ from modelmon.core.watching.result import WatchResult
 DIRECT_READS = (
     "direct I/O: the page cache never holds what it reads, so the load is timed by the "
     "tree's reads (/proc/PID/io: read_bytes on a block device, rchar on FUSE or NFS), to the "
-    "sample"
+    "sample; read_bytes counts a read as it is asked, so behind a throttle that queues many "
+    "reads the rate is an upper bound"
 )
 DIRECT_OWN_CLOCK = (
     "direct I/O: the page cache never holds what it reads, so the load is timed by the "
@@ -81,4 +82,4 @@ def _on_block_device(path: str) -> bool:
     try:
         return storage_facts(path).block_device is not None
     except OSError:
-        return True  # as before: the block layer's count
+        return True  # storage that cannot be told: the block layer's count
