@@ -135,7 +135,7 @@ def _watched_row(
     }
 
 
-def _watched_medians(rows: list[dict[str, float]]) -> tuple[float, float, float]:
+def watched_medians(rows: list[dict[str, float]]) -> tuple[float, float, float]:
     """Medians of watched runs: the watch's MB/s, the program's own, the connections seen."""
     seen, own, peak = (
         statistics.median(row[key] for row in rows)
@@ -234,6 +234,7 @@ def session(
             # memory filled beside plain GETs (in the last round).
             "bound": bound.name,
             "bound_mbps": statistics.median(bounds["bound"]),
+            "bound_runs": bounds["bound"],
             "curve": storage.curve,  # the last round's
             "pick": pick_label,
             "medians": {label: statistics.median(v) for label, v in found.items()},
@@ -304,7 +305,7 @@ def markdown(data: dict[str, Any]) -> list[str]:
     )
     program = data.get("watched_program") or []
     if program:
-        seen, own, peak = _watched_medians(program)
+        seen, own, peak = watched_medians(program)
         out.append(
             f"A program timing its own GETs (`benchmarks/stream_program.py`, "
             f"{WATCHED_CONCURRENCY} connections, {len(program)} runs), watched from outside: "
@@ -313,7 +314,7 @@ def markdown(data: dict[str, Any]) -> list[str]:
         )
     watched = data.get("watched") or []
     if watched:
-        seen, own, peak = _watched_medians(watched)
+        seen, own, peak = watched_medians(watched)
         out.append(
             f"Watched from outside (`engine: runai RUNAI_STREAMER_CONCURRENCY="
             f"{WATCHED_CONCURRENCY}`, {len(watched)} runs): {seen:.0f} MB/s over its "

@@ -1,11 +1,13 @@
 """Every target the report checks, from every section: the environment tables' (``summary``),
 the applied loads' (``tables``), the regret's (``regret_tables``), monitoring overhead, peak
-memory, the plan, and other loaders watched (``watch_tables``)."""
+memory, the plan, other loaders watched (``watch_tables``) and models in a bucket
+(``object_targets``)."""
 
 from __future__ import annotations
 
 from benchmarks.memory import DISCARD_TARGET
 from benchmarks.monitor_overhead import OVERHEAD_TARGET
+from benchmarks.object_targets import object_targets
 from benchmarks.records import BenchResults
 from benchmarks.regret_tables import regret_targets
 from benchmarks.summary import PLAN_TARGET_S, RSS_TARGET, MiB, Target, job_targets
@@ -71,4 +73,4 @@ def all_targets(results: BenchResults) -> list[Target]:
                 plan.open_target_met,
             )
         )
-    return found + watch_targets(results)
+    return found + watch_targets(results) + object_targets(results)
