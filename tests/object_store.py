@@ -32,6 +32,7 @@ from benchmarks.envs import free_port, serving
 from benchmarks.objects_env import rclone
 from modelmon.core import write_gguf_model, write_safetensors_model
 
+from .core.loading.sparse import sparse_model
 from .fault_proxy import FaultProxy
 
 ACCESS_KEY = "testkey"
@@ -133,7 +134,7 @@ class MotoS3:
         """Every file under ``root`` as an object: its first folder is the bucket."""
         client = self.client()
         try:
-            for bucket in sorted(p for p in root.iterdir() if p.is_dir()):
+            for bucket in sorted(p for p in root.iterdir() if p.is_dir() and p.name != STREAMED):
                 client.create_bucket(Bucket=bucket.name)  # type: ignore[attr-defined]
                 for file in sorted(p for p in bucket.rglob("*") if p.is_file()):
                     key = file.relative_to(bucket).as_posix()
@@ -217,8 +218,16 @@ def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+STREAMED = "streamed"  # a bucket of rclone's only: a model larger than a memory limit
+STREAMED_BYTES = 256 << 20
+
+
 @pytest.fixture(scope="session")
 def rclone_server(bucket_root: Path) -> Iterator[RcloneServer]:
+    # A hole on disk: rclone serves its zeros at memory speed and the disk holds nothing.
+    folder = bucket_root / STREAMED / "model"
+    folder.mkdir(parents=True, exist_ok=True)
+    sparse_model(folder, tensors=8, tensor_bytes=STREAMED_BYTES // 8)
     server = RcloneServer(bucket_root).start()
     try:
         yield server
