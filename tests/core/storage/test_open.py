@@ -97,11 +97,11 @@ def test_a_header_longer_than_the_first_read_is_read_on(
 ) -> None:
     """Headers past the first GET: the safetensors header in a second GET, the GGUF walk's
     prefix grown GET by GET as far as it goes; the model is the file's all the same."""
-    from modelmon.core.model.formats import gguf
+    from modelmon.core.model.formats import gguf_format
     from modelmon.core.storage import objects
 
     monkeypatch.setattr(objects, "PROBE_BYTES", 1024)
-    monkeypatch.setattr(gguf, "_FIRST_READ", 1024)
+    monkeypatch.setattr(gguf_format, "FIRST_READ", 1024)
     model = open_model(f"s3://{BUCKET}/{prefix}")
     assert _tensors(model) == _tensors(open_model(faulty_s3.root / BUCKET / prefix))
     gets = [s for s in faulty_s3.proxy.seen if s.method == "GET" and "list-type=" not in s.path]
