@@ -5,12 +5,11 @@ and the watch of a program against the program's own clock."""
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from benchmarks.objects import WATCHED_CONCURRENCY, judged, watched_medians
 from benchmarks.records import BenchResults
-from benchmarks.summary import Target, judged_ratio_text
+from benchmarks.summary import Target, judged_ratio_text, median_round_ratio
 from modelmon.core import allowed_ratio
 
 BEST_TARGET = 0.9  # modelmon's best, of the bound of the same rounds
@@ -32,8 +31,7 @@ def profile_name(data: dict[str, Any]) -> str:
 
 def by_round(runs: list[float], bounds: list[float]) -> float | None:
     """The median over rounds of a configuration's run against the bound of its round."""
-    ratios = [run / bound for run, bound in zip(runs, bounds, strict=False) if bound > 0]
-    return statistics.median(ratios) if ratios else None
+    return median_round_ratio(dict(enumerate(runs)), dict(enumerate(bounds)))
 
 
 def _best_target(section: str, data: dict[str, Any], best: str) -> Target:

@@ -39,7 +39,7 @@ def bypassed_cache(watched: WatchResult, own_bytes: float | None, known: bool = 
     serves every read direct)."""
     if reads_direct(watched, known):
         return True
-    model = sum(f.size for f in watched.files)
+    model = watched.model_bytes
     cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
     touched = own_bytes is not None and own_bytes >= PARTIAL_BELOW * model
     return cold and touched and watched.bytes_read < PARTIAL_BELOW * model
@@ -67,7 +67,7 @@ def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float]
     if len(values) < 2 or (on_blocks and values[-1] <= watched.bytes_read):
         return None
     total = float(values[-1])
-    model = min(total, float(sum(f.size for f in watched.files)))
+    model = min(total, float(watched.model_bytes))
     before = total - model  # read before the model (rchar: imports), or 0
     began = int(np.argmax(values > before + DIRECT_EDGE * model))
     ended = int(np.argmax(values >= total - DIRECT_EDGE * model))
