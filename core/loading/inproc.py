@@ -57,7 +57,8 @@ def _load(
     if options.cache != "keep" and paths:
         host_memory.note_free()  # the caller's own frees are unknown: assume one just now
         arrays = model.total_bytes if strategy_class.fills_arrays(options) else 0
-        cache.prepare(paths, options.cache, arrays=arrays)
+        page_cache = strategy_class.fills_page_cache(paths)
+        cache.prepare(paths, options.cache, arrays=arrays, page_cache=page_cache)
     indexes = load_order(model)
     sink = TensorSink(
         model,

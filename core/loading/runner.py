@@ -153,14 +153,20 @@ class LoadRun:
     def prepare_cache(self) -> cache.CacheState:
         """Put the files in the requested cache state and measure it (run() does this once
         every worker is ready, before its start gate)."""
-        if self.strategy_class.reads_objects:
-            return cache.of_objects(self.options.cache)
         fills = self.strategy_class.fills_arrays(self.options)
+        if self.strategy_class.reads_objects:
+            return cache.of_objects(
+                self.options.cache,
+                arrays=self.model.total_bytes if fills else 0,
+                stop=self._halt,
+                on_priming=self._priming_planned,
+            )
         return cache.prepare(
             self.paths,
             self.options.cache,
             stop=self._halt,
             arrays=self.model.total_bytes if fills else 0,
+            page_cache=self.strategy_class.fills_page_cache(self.paths),
             on_priming=self._priming_planned,
         )
 

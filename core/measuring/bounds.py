@@ -6,8 +6,8 @@ is judged by.
   with ``preadv`` into one reused buffer (the bytes are discarded), buffered or ``O_DIRECT``.
 - The memory fill: threads that each own a descriptor on ``/dev/zero`` and read it into fresh
   anonymous memory: the kernel faults every page in and writes it, the work a load that keeps
-  its bytes pays on top of its reads. Measured while the storage's plain reads run beside it,
-  as they do in a load.
+  its bytes pays on top of its reads. Measured alone (the bound) and while the storage's
+  plain reads run beside it, as they do in a load (which bound binds).
 """
 
 from __future__ import annotations
@@ -200,6 +200,12 @@ def fill_size(file_bytes: int) -> int:
     """Fresh memory a fill run fills: the model's bytes, 64 MiB at least, ``FILL_BYTES`` and
     a quarter of usable memory at most."""
     return min(FILL_BYTES, max(file_bytes, 64 * MiB), memory_facts().usable // 4)
+
+
+def fill_threads(parallel: int) -> int:
+    """Threads that fill memory alone: one per CPU (filling is the CPUs' work; more threads
+    than CPUs only take turns), ``parallel`` at most."""
+    return max(1, min(parallel, os.cpu_count() or 1))
 
 
 def fill_beside(size: int, threads: int, read: Callable[[], object]) -> float:

@@ -101,8 +101,8 @@ class Efficiency:
         if self.above and self.bound.name == "memory_fill":  # no read of it to blame
             return (
                 f"{self.fraction:.0%} of the {name}: above it, so the fill that measured it "
-                "(threads filling fresh memory beside plain reads) fell short of what the "
-                "load's processes got: not an efficiency"
+                "(threads filling fresh memory) fell short of what the load's processes got: "
+                "not an efficiency"
             )
         if self.above:
             return (
@@ -172,6 +172,14 @@ class Ceilings:
                 f"A load that keeps its bytes is limited here by filling fresh memory, not by "
                 f"the storage: {fill.mbps:.0f} MB/s to fill against {storage.mbps:.0f} to read."
             )
+        beside = fill_beside_mbps(fill)
+        if beside is not None and beside < storage.mbps:
+            return (
+                f"A load that keeps its bytes is limited here by the storage and filling fresh "
+                f"memory together: {storage.mbps:.0f} MB/s to read and {fill.mbps:.0f} to fill "
+                f"alone, but {beside:.0f} to fill while the reads run beside it (they share "
+                "the CPUs)."
+            )
         return (
             f"A load that keeps its bytes is limited here by the storage, not by filling "
             f"fresh memory: {storage.mbps:.0f} MB/s to read against {fill.mbps:.0f} to fill."
@@ -200,3 +208,33 @@ def make_ceiling(
         wall_s=statistics.median(walls) if walls else 0.0,
         curve=curve,
     )
+
+
+FILL_ALONE = "alone"  # the memory fill's curve: its rate alone (the bound), then beside reads
+
+
+def fill_ceiling(
+    alone: list[float],
+    beside: list[float],
+    size: int,
+    threads: int,
+    reads: str,
+    verified: bool | None,
+) -> Ceiling:
+    """The memory fill: fresh memory filled with nothing else running (the bound a load that
+    keeps its bytes cannot pass), and with ``reads`` of the model beside it, sharing the CPUs
+    as a load's own reads do (what says which bound binds)."""
+    spec = (
+        f"threads filling {size >> 20} MiB of fresh memory from /dev/zero alone; "
+        f"{threads} threads beside {reads} of the model: {statistics.median(beside):.0f} MB/s"
+    )
+    curve = (
+        (FILL_ALONE, statistics.median(alone)),
+        (f"beside {reads}", statistics.median(beside)),
+    )
+    return make_ceiling("memory_fill", alone, spec, verified, curve=curve)
+
+
+def fill_beside_mbps(fill: Ceiling) -> float | None:
+    """The memory fill's rate while the storage's reads ran beside it (None: not measured)."""
+    return next((mbps for name, mbps in fill.curve if name != FILL_ALONE), None)

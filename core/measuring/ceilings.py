@@ -8,8 +8,9 @@ change to a strategy never moves the bar it is judged by.
 - storage: the best of a small sweep of plain readers (1, P and 2P readers, buffered, and P
   readers O_DIRECT where the file system takes it), cold: the bound of a load that discards, or
   maps, its bytes.
-- memory_fill: how fast fresh memory is faulted in and filled while plain reads of the model
-  run beside it: with the storage, the bound of a load that keeps its bytes.
+- memory_fill: how fast fresh memory is faulted in and filled with nothing else running: with
+  the storage, the bound of a load that keeps its bytes; and while plain reads of the model
+  run beside it, sharing the CPUs as a load's own reads do (which of the two binds).
 - memcpy: RAM-to-RAM copy bandwidth, the bound on any copy out of the page cache.
 A load is judged against the bound that applies to it (``Ceilings.bound``).
 """
@@ -26,11 +27,13 @@ from modelmon.core.measuring.bounds import (
     Reading,
     direct_supported,
     fill_beside,
+    fill_rate,
     fill_size,
+    fill_threads,
     memcpy_mbps,
     plain_read,
 )
-from modelmon.core.measuring.ceiling_records import CEILINGS, Ceiling, Ceilings
+from modelmon.core.measuring.ceiling_records import CEILINGS, Ceiling, Ceilings, fill_ceiling
 from modelmon.core.measuring.ceiling_records import make_ceiling as _ceiling
 from modelmon.core.measuring.object_ceilings import object_ceilings
 from modelmon.core.model.formats import require_tensor_bytes
@@ -44,12 +47,17 @@ def default_parallelism() -> int:
 
 
 def _cold_or_warm(
-    paths: list[str], cache: CacheMode, cancel: threading.Event | None, arrays: int = 0
+    paths: list[str],
+    cache: CacheMode,
+    cancel: threading.Event | None,
+    arrays: int = 0,
+    direct: bool = False,
 ) -> bool:
     """Put the files in ``cache`` and say whether it was verified. ``arrays``: the bytes of
-    fresh memory the run fills (free memory is primed for them as for a load's arrays; a
-    plain read discards its bytes: none)."""
-    state = prepare(paths, cache, cancel, arrays=arrays)
+    fresh memory the run fills besides the page cache (a plain read discards its bytes:
+    none); ``direct``: its reads fill no page cache. Free memory is primed for both as for a
+    load, so that a bound and the loads it judges start on memory the host backs alike."""
+    state = prepare(paths, cache, cancel, arrays=arrays, page_cache=not direct)
     return state.cold if cache == "cold" else state.warm
 
 
@@ -69,7 +77,8 @@ class _Plain:
             raise LoadError("ceiling: cancelled")
         key = (readers, request, direct, cache)
         started = time.monotonic()
-        self.verified.setdefault(key, []).append(_cold_or_warm(self.paths, cache, self.cancel))
+        ready = _cold_or_warm(self.paths, cache, self.cancel, direct=direct)
+        self.verified.setdefault(key, []).append(ready)
         try:
             reading = plain_read(self.paths, readers, request, direct=direct)
         except OSError as exc:
@@ -120,25 +129,24 @@ class _Plain:
         return _ceiling("storage", runs, spec, verified)
 
     def fill(self, model: Model, parallel: int, repeats: int) -> Ceiling:
-        """Fresh memory filled by ``parallel`` threads while plain reads of the model run
-        beside it, from a cold cache."""
+        """Fresh memory filled by threads alone (the bound), and by ``parallel`` threads while
+        plain reads of the model run beside them, from a cold cache (which bound binds)."""
         size = fill_size(model.file_bytes)
-        runs: list[float] = []
+        alone: list[float] = []
+        beside: list[float] = []
         verified = True
         for _ in range(repeats):
-            cold = _cold_or_warm(self.paths, "cold", self.cancel, arrays=size)
+            cold = _cold_or_warm(self.paths, "cold", self.cancel, arrays=size, direct=True)
+            alone.append(fill_rate(size, fill_threads(parallel)))
+            cold = _cold_or_warm(self.paths, "cold", self.cancel, arrays=size) and cold
             verified = cold and verified
             try:
-                runs.append(
+                beside.append(
                     fill_beside(size, parallel, lambda: plain_read(self.paths, parallel, 16 * MiB))
                 )
             except OSError as exc:
                 raise LoadError(f"ceiling: plain read of {self.paths[0]} failed: {exc}") from None
-        spec = (
-            f"{parallel} threads filling {size // MiB} MiB of fresh memory from /dev/zero, "
-            "beside plain cold reads of the model"
-        )
-        return _ceiling("memory_fill", runs, spec, verified)
+        return fill_ceiling(alone, beside, size, parallel, "plain cold reads", verified)
 
 
 def measure_ceilings(

@@ -4,8 +4,8 @@
 - storage: the best of the bucket's curve (connections 1…64 × part sizes), then repeated:
   the bound of a load that discards its bytes; the curve rides along, point by point.
 - sequential_read / parallel_read: one connection, and P connections, 16 MiB GETs.
-- memory_fill: fresh memory filled while plain GETs of the model run beside it: with the
-  storage, the bound of a load that keeps its bytes.
+- memory_fill: fresh memory filled alone (with the storage, the bound of a load that keeps
+  its bytes), and while plain GETs of the model run beside it (which bound binds).
 - memcpy: as for files.
 
 There is no warm ceiling: nothing is cached on this machine between the bucket and a load.
@@ -16,11 +16,24 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from modelmon.core.measuring.bounds import fill_beside, fill_size, memcpy_mbps
-from modelmon.core.measuring.ceiling_records import CEILINGS, Ceiling, Ceilings, make_ceiling
+from modelmon.core.measuring.bounds import (
+    fill_beside,
+    fill_rate,
+    fill_size,
+    fill_threads,
+    memcpy_mbps,
+)
+from modelmon.core.measuring.ceiling_records import (
+    CEILINGS,
+    Ceiling,
+    Ceilings,
+    fill_ceiling,
+    make_ceiling,
+)
 from modelmon.core.measuring.object_bounds import CURVE_PART, ObjectCurve, plain_get
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
+from modelmon.core.system.cache import prime_fresh_memory
 
 # Connections of the plain parallel read: what a parallel client opens without tuning.
 PARALLEL_CONNECTIONS = 8
@@ -75,19 +88,19 @@ def _measure(name: str, model: Model, curve: ObjectCurve, repeats: int) -> Ceili
 
 
 def _fill(model: Model, curve: ObjectCurve, repeats: int) -> Ceiling:
-    """Fresh memory filled by P threads while plain GETs of the model, at the curve's best
-    setting, run beside it (on loopback the server shares this machine's CPUs, so the GETs
-    beside are the storage bound's own)."""
+    """Fresh memory filled by threads alone (the bound), and by P threads while plain GETs
+    of the model, at the curve's best setting, run beside it (on loopback the server shares
+    this machine's CPUs too)."""
     parallel = PARALLEL_CONNECTIONS
     connections, part = curve.best() if curve.readings else (parallel, CURVE_PART)
     size = fill_size(model.file_bytes)
-    runs: list[float] = []
+    alone: list[float] = []
+    beside: list[float] = []
     for _ in range(repeats):
-        runs.append(
+        prime_fresh_memory(size)
+        alone.append(fill_rate(size, fill_threads(parallel)))
+        prime_fresh_memory(size)
+        beside.append(
             fill_beside(size, parallel, lambda: plain_get(curve.objects, connections, part))
         )
-    spec = (
-        f"{parallel} threads filling {size // MiB} MiB of fresh memory from /dev/zero, "
-        "beside plain GETs of the model"
-    )
-    return make_ceiling("memory_fill", runs, spec, None)
+    return fill_ceiling(alone, beside, size, parallel, "plain GETs", None)

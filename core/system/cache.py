@@ -57,8 +57,8 @@ class CacheState:
     method: str  # "cachestat" | "mincore", or "none" when not measured
     note: str = ""  # why the requested state was not reached (or cannot be verified)
     # Free memory touched just before the load, where a VM's host takes free pages back
-    # (``host_memory.prime``), how much of what the load holds, and why that much: the
-    # seconds are what an unprimed load would have paid for its arrays, at most.
+    # (``host_memory.prime``), how much of the fresh memory the load takes, and why that much:
+    # the seconds are what an unprimed load would have paid for it, at most.
     primed: host_memory.Primed = host_memory.NOT_PRIMED
 
     @property
@@ -75,10 +75,18 @@ def not_measured(requested: CacheMode) -> CacheState:
 # --- controlling -------------------------------------------------------------------------------
 
 
-def of_objects(requested: CacheMode) -> CacheState:
+def of_objects(
+    requested: CacheMode,
+    *,
+    arrays: int = 0,
+    stop: threading.Event | None = None,
+    on_priming: Callable[[host_memory.Primed], None] | None = None,
+) -> CacheState:
     """The state a load from object storage starts from: nothing of it is cached on this
-    machine, whatever was asked (its reads go to the server, into fresh memory); a cache in
-    the server (rclone's, a CDN's, the storage's own) is the server's and not measured."""
+    machine, whatever was asked (its reads go to the server, into fresh memory: its
+    ``arrays`` bytes are primed as a file load's are); a cache in the server (rclone's, a
+    CDN's, the storage's own) is the server's and not measured."""
+    primed = _prime_for(arrays, 0, stop, on_priming)
     return CacheState(
         requested,
         0.0,
@@ -88,7 +96,14 @@ def of_objects(requested: CacheMode) -> CacheState:
         method=NO_LOCAL_CACHE,
         note="object storage: nothing is cached on this machine (a cache in the server is "
         "the server's)",
+        primed=primed,
     )
+
+
+def prime_fresh_memory(nbytes: int, stop: threading.Event | None = None) -> host_memory.Primed:
+    """Prime ``nbytes`` of fresh memory as a load's arrays are (a bound that fills memory
+    starts on memory the host backs, as the loads it judges do)."""
+    return _prime_for(nbytes, 0, stop, None)
 
 
 def _drop(path: str) -> None:
@@ -298,12 +313,14 @@ def prepare(
     method: Method = "auto",
     *,
     arrays: int | None = None,
+    page_cache: bool = True,
     on_priming: Callable[[host_memory.Primed], None] | None = None,
 ) -> CacheState:
     """Put the files in the requested cache state and measure what was really reached.
 
     ``arrays``: bytes of arrays the load will hold (0 for a discard load or one whose tensors
-    are views of a file mapping; None: as many as the files hold), what priming may cover.
+    are views of a file mapping; None: as many as the files hold) and ``page_cache``: whether
+    its reads fill the page cache (not O_DIRECT reads): the fresh memory priming may cover.
     ``on_priming`` hears the plan before priming starts (a progress line)."""
     if mode not in CACHE_MODES:
         raise OptionsError(f"unknown cache mode {mode!r}: use cold, warm or keep")
@@ -313,7 +330,8 @@ def prepare(
     elif mode == "warm":
         warm(names, stop)
     size = sum(os.stat(name).st_size for name in names)
-    fills = size if mode == "cold" else 0  # page cache the load takes from free memory
+    # The page cache a cold load takes from free memory (a warm or kept one has its pages).
+    fills = size if mode == "cold" and page_cache else 0
     primed = _prime_for(size if arrays is None else arrays, fills, stop, on_priming)
     fraction, used, found = measure_files(names, method)
     hidden = [name for name in names if hidden_reason(name) is not None]
@@ -342,29 +360,32 @@ def prepare(
 
 
 def _prime_for(
-    wanted: int,
+    arrays: int,
     fills: int,
     stop: threading.Event | None,
     on_priming: Callable[[host_memory.Primed], None] | None,
 ) -> host_memory.Primed:
-    """Prime the load's arrays (``wanted`` bytes) as ``host_memory.plan_priming`` bounds
-    it, where priming applies (``host_memory.priming_applies``); say why not where it would
-    but is off. A load that primes nothing but takes ``PRIME_MIN`` or more of free memory
-    (its arrays and the ``fills`` bytes of page cache) still waits for the report pass."""
+    """Prime the load's arrays (``arrays`` bytes) and the page cache it fills (``fills``) as
+    ``host_memory.plan_priming`` bounds it, where priming applies
+    (``host_memory.priming_applies``); say why not where it would but is off. A load that
+    primes nothing but takes ``PRIME_MIN`` or more of free memory still waits for the report
+    pass."""
     mode = host_memory.prime_mode()
     if not host_memory.priming_applies(mode):
+        wanted = arrays + fills
         off = mode == "off" and host_memory.reports_free_pages() and wanted > 0
         return host_memory.Primed(wanted=wanted, why="not primed: priming is off" if off else "")
     facts = memory_facts()
     plan = host_memory.plan_priming(
-        wanted,
+        arrays,
+        page_cache=fills,
         free=facts.free,
         available=facts.usable,
         cgroup_free=facts.cgroup_free,
         pressure=host_memory.memory_pressure(),
     )
     if plan.bytes <= 0:
-        if wanted + fills >= host_memory.PRIME_MIN:
+        if arrays + fills >= host_memory.PRIME_MIN:
             host_memory.settle(stop)
         return plan
     if on_priming is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -325,6 +325,11 @@ class Strategy:
         """Whether the load takes fresh memory for arrays of its bytes, besides the page
         cache (not when it discards them, nor when its tensors are views of a mapping)."""
         return cls.allocates and not options.discard
+
+    @classmethod
+    def fills_page_cache(cls, paths: Sequence[str]) -> bool:
+        """Whether the load's reads of ``paths`` fill the page cache (not reads past it)."""
+        return True
 
 
 STRATEGIES: dict[str, type[Strategy]] = {}

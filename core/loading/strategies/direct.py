@@ -22,6 +22,7 @@ import errno
 import mmap
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,6 +136,10 @@ class DirectStrategy(Strategy):
         "filesystem refuses"
     )
     uses = Strategy.uses - {"readahead"} | {"chunk"}  # O_DIRECT bypasses readahead
+
+    @classmethod
+    def fills_page_cache(cls, paths: Sequence[str]) -> bool:
+        return any(probe_direct(path) is not None for path in paths)  # buffered, it does
 
     def run(self, ctx: WorkerContext) -> None:
         probes = (probe_direct(ctx.model.files[f].path) for f in ctx.files_used())

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from modelmon.core.measuring.bounds import _ranges, direct_supported, fill_rate, plain_read
-from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings, keeps_bytes
+from modelmon.core.measuring.ceiling_records import (
+    Ceiling,
+    Ceilings,
+    fill_beside_mbps,
+    fill_ceiling,
+    keeps_bytes,
+)
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import MiB
@@ -60,6 +66,12 @@ def test_the_sweep_and_the_fill_are_measured_cold_and_say_how(sharded_model: Pat
     assert "1 reader(s), 16 MiB requests, buffered: " in storage.spec  # the sweep is listed
     fill = ceilings.get("memory_fill")
     assert fill is not None and fill.verified and "fresh memory" in fill.spec
+    # Alone (the bound, its runs) and beside the plain reads (which bound binds).
+    assert len(fill.runs) == 2 and [name for name, _ in fill.curve] == [
+        "alone",
+        "beside plain cold reads",
+    ]
+    assert fill.curve[0][1] == fill.mbps and fill_beside_mbps(fill) == fill.curve[1][1]
     # The named reads are the sweep's own settings: their runs count, none is read again.
     assert len(ceilings.get("parallel_read").runs) == 2  # type: ignore[union-attr]
 
@@ -95,6 +107,21 @@ def test_a_rate_above_the_memory_fill_bound_blames_the_fill_not_a_cache() -> Non
     assert above is not None and above.above
     assert above.words() == (
         "130% of the memory-fill bound: above it, so the fill that measured it (threads "
-        "filling fresh memory beside plain reads) fell short of what the load's processes "
-        "got: not an efficiency"
+        "filling fresh memory) fell short of what the load's processes got: not an efficiency"
     )
+
+
+def test_the_fill_beside_the_reads_says_when_both_together_bind() -> None:
+    fill = fill_ceiling([900.0, 910.0], [520.0, 540.0], 1 << 30, 4, "plain cold reads", True)
+    assert fill.mbps == 905.0 and fill.runs == (900.0, 910.0)
+    assert "4 threads beside plain cold reads of the model: 530 MB/s" in fill.spec
+    together = Ceilings("m", (STORAGE, fill))
+    assert together.bound(keeps=True) is STORAGE  # 700 to read, 905 to fill alone
+    assert together.binding_words() == (
+        "A load that keeps its bytes is limited here by the storage and filling fresh memory "
+        "together: 700 MB/s to read and 905 to fill alone, but 530 to fill while the reads "
+        "run beside it (they share the CPUs)."
+    )
+    roomy = Ceilings("m", (STORAGE, fill_ceiling([900.0], [800.0], 1 << 30, 4, "reads", True)))
+    words = roomy.binding_words()
+    assert words.startswith("A load that keeps its bytes is limited here by the storage, not by")

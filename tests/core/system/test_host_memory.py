@@ -72,23 +72,29 @@ def test_nothing_is_primed_where_the_host_takes_nothing_back(
     assert host_memory.prime(64 * MIB) == host_memory.Primed()
 
 
-def test_prepare_primes_only_the_arrays_a_load_holds(tmp_path: Path, reporting: None) -> None:
+def test_prepare_primes_the_arrays_and_the_page_cache_a_load_takes(
+    tmp_path: Path, reporting: None
+) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
     cold = cache.prepare([path], "cold")
-    warm = cache.prepare([path], "warm")
-    assert cold.primed.bytes == 4 * MIB and cold.primed.seconds > 0  # not its page cache too
-    assert cold.primed.why == "the load's arrays"
-    assert warm.primed.bytes == 4 * MIB
-    assert cache.prepare([path], "cold", arrays=3 * MIB).primed.bytes == 3 * MIB
+    assert cold.primed.bytes == 8 * MIB and cold.primed.seconds > 0  # arrays and page cache
+    assert cold.primed.why == "the load's arrays and page cache"
+    warm = cache.prepare([path], "warm")  # its pages are in the cache already
+    assert (warm.primed.bytes, warm.primed.why) == (4 * MIB, "the load's arrays")
+    assert cache.prepare([path], "cold", arrays=3 * MIB).primed.bytes == 7 * MIB
+    past = cache.prepare([path], "cold", arrays=3 * MIB, page_cache=False)  # O_DIRECT reads
+    assert (past.primed.bytes, past.primed.why) == (3 * MIB, "the load's arrays")
 
 
-def test_a_load_that_holds_no_arrays_primes_nothing(tmp_path: Path, reporting: None) -> None:
+def test_a_load_that_takes_no_fresh_memory_primes_nothing(tmp_path: Path, reporting: None) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
-    for mode in ("cold", "warm"):
-        primed = cache.prepare([path], mode, arrays=0).primed  # type: ignore[arg-type]
-        assert primed.bytes == 0 and primed.why.startswith("nothing to prime")
+    discard = cache.prepare([path], "cold", arrays=0)  # its page cache, not arrays
+    assert (discard.primed.bytes, discard.primed.why) == (4 * MIB, "the page cache the load fills")
+    for mode, page_cache in (("warm", True), ("cold", False)):
+        primed = cache.prepare([path], mode, arrays=0, page_cache=page_cache).primed  # type: ignore[arg-type]
+        assert primed.bytes == 0 and primed.why.startswith("nothing to prime"), (mode, primed)
 
 
 def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
@@ -98,6 +104,7 @@ def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
     path.write_bytes(os.urandom(4 * MIB))
     monkeypatch.setattr(host_memory, "REPORT_DELAY_S", 0.3)
     monkeypatch.setattr(host_memory, "PRIME_MIN", 4 * MIB)  # its page cache is worth a wait
+    monkeypatch.setattr(host_memory, "memory_pressure", lambda *_: 5.0)  # so none is primed
     freed = time.monotonic()
     monkeypatch.setattr(host_memory, "_last_free", freed)  # a large free just now
     assert cache.prepare([path], "cold", arrays=0).primed.bytes == 0
@@ -119,24 +126,35 @@ def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
 
 
 @pytest.mark.parametrize(
-    ("strategy", "options", "arrays"),
+    ("strategy", "options", "arrays", "page_cache"),
     [
-        ("sequential", {}, True),
-        ("sequential", {"discard": True}, False),  # a ceiling: reads into a reused buffer
-        ("mmap-view", {}, False),  # views of the page cache
-        ("mmap", {}, True),  # copies out of the mapping
+        ("sequential", {}, True, True),
+        ("sequential", {"discard": True}, False, True),  # a ceiling: reads into a reused buffer
+        ("mmap-view", {}, False, True),  # views of the page cache
+        ("mmap", {}, True, True),  # copies out of the mapping
+        ("direct", {}, True, False),  # O_DIRECT: past the page cache, where the disk takes it
     ],
 )
-def test_each_run_primes_what_its_strategy_holds(
-    tmp_path: Path, reporting: None, strategy: str, options: dict[str, bool], arrays: bool
+def test_each_run_primes_what_its_strategy_takes(
+    tmp_path: Path,
+    reporting: None,
+    strategy: str,
+    options: dict[str, bool],
+    arrays: bool,
+    page_cache: bool,
 ) -> None:
     from modelmon.core import measure, open_model
+    from modelmon.core.loading.strategies.direct import probe_direct
     from modelmon.core.model.synth import write_safetensors_model
 
     model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
+    opened = open_model(model)
+    files = [f.path for f in opened.files]
     result = measure(model, strategy, workers=1, threads=1, cache="cold", **options)
     assert result.status == "ok"
-    assert result.cache.primed.bytes == open_model(model).total_bytes * arrays
+    fills = page_cache or any(probe_direct(path) is not None for path in files)  # tmpfs: buffered
+    expected = opened.total_bytes * arrays + sum(os.path.getsize(p) for p in files) * fills
+    assert result.cache.primed.bytes == expected, result.cache.primed
 
 
 def test_small_loads_are_not_primed(tmp_path: Path, reporting: None) -> None:
@@ -188,7 +206,7 @@ def test_the_primed_text_names_bytes_seconds_and_why() -> None:
     whole = host_memory.Primed(5_000_000_000, 0.42, 5_000_000_000, "the load's arrays")
     assert host_memory.primed_text(whole).endswith("in 0.42 s (the load's arrays)")
     capped = host_memory.Primed(2_000_000_000, 0.2, 5_000_000_000, "capped at half of …")
-    assert host_memory.primed_text(capped).endswith("(capped at half of …; its arrays take 5.0 GB)")
+    assert host_memory.primed_text(capped).endswith("(capped at half of …; the load takes 5.0 GB)")
     declined = host_memory.Primed(0, 0.0, 5_000_000_000, "not primed: priming is off")
     assert host_memory.primed_text(declined) == "not primed: priming is off"
 
@@ -197,9 +215,13 @@ GIB = 1 << 30
 ROOMY = {"free": 20 * GIB, "available": 22 * GIB}
 
 
-def test_priming_is_what_the_load_holds_when_there_is_room() -> None:
+def test_priming_is_what_the_load_takes_when_there_is_room() -> None:
     plan = host_memory.plan_priming(3 * GIB, **ROOMY)
     assert (plan.bytes, plan.wanted, plan.why) == (3 * GIB, 3 * GIB, "the load's arrays")
+    both = host_memory.plan_priming(3 * GIB, page_cache=2 * GIB, **ROOMY)
+    assert (both.bytes, both.why) == (5 * GIB, "the load's arrays and page cache")
+    cached = host_memory.plan_priming(0, page_cache=2 * GIB, **ROOMY)
+    assert (cached.bytes, cached.why) == (2 * GIB, "the page cache the load fills")
 
 
 @pytest.mark.parametrize(
@@ -238,10 +260,10 @@ def test_priming_is_bounded_by_free_memory_its_cgroup_and_pressure(
     assert plan.wanted == 12 * GIB
 
 
-def test_nothing_is_primed_for_a_load_without_arrays_or_with_few() -> None:
+def test_nothing_is_primed_for_a_load_without_fresh_memory_or_with_little() -> None:
     assert host_memory.plan_priming(0, **ROOMY).why.startswith("nothing to prime")
-    small = host_memory.plan_priming(host_memory.PRIME_MIN - 1, **ROOMY)
-    assert small.bytes == 0 and small.why == "not primed: under 256 MiB of arrays"
+    small = host_memory.plan_priming(host_memory.PRIME_MIN // 2, page_cache=MIB, **ROOMY)
+    assert small.bytes == 0 and small.why == "not primed: under 256 MiB"
 
 
 def test_memory_pressure_is_read_from_psi(tmp_path: Path) -> None:
@@ -281,9 +303,10 @@ def test_priming_auto_applies_only_where_the_host_takes_memory_back(
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
     host_memory.set_prime_mode("auto")
-    assert cache.prepare([path], "cold").primed == host_memory.Primed(wanted=4 * MIB)
+    # Its arrays and the page cache it fills: wanted, not primed.
+    assert cache.prepare([path], "cold").primed == host_memory.Primed(wanted=8 * MIB)
     host_memory.set_prime_mode("on")  # a host this process cannot see
-    assert cache.prepare([path], "cold").primed.bytes == 4 * MIB
+    assert cache.prepare([path], "cold").primed.bytes == 8 * MIB
 
 
 def test_an_unknown_priming_mode_is_refused(mode: None) -> None:
