@@ -293,6 +293,7 @@ class Workspace(QWidget):
         def limits() -> None:
             for panel in self.panels.values():
                 panel.set_strategies(configs.strategies())
+                panel.set_format(configs.model_format)
                 panel.require_discard(configs.discard_forced)
                 panel.set_readahead_unavailable(configs.readahead_unavailable)
 

@@ -63,8 +63,15 @@ class LoaderAdvice:
         return found[0] if found else self.loader
 
     def gain(self, candidate: Candidate) -> float | None:
-        """Median of its MB/s over its baseline's, pair by pair."""
-        return candidate.verdict.median_ratio if candidate.verdict is not None else None
+        """Its MB/s over its baseline's (the loader as it is, for modelmon's best): the
+        median pair by pair where the pairs were judged, else the ratio of the medians; None
+        where either has no run. Every figure of a change against its baseline is this one."""
+        if candidate.verdict is not None:
+            return candidate.verdict.median_ratio
+        base = self.loader if candidate is self.modelmon else self.baseline_of(candidate)
+        if candidate.results and base.results and base.median_mbps > 0:
+            return candidate.median_mbps / base.median_mbps
+        return None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ candidate's own median, as everywhere else."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from modelmon.core.loaders.registry import get_engine
@@ -97,11 +97,22 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
             _line(mine, pick) or (mine[0] if mine else None),
         )
     if answered(advice) is best:
+        gain = advice.gain(best) or 0.0
+        runs = len(best.results)
+        paired = f"median of {runs} paired rounds" if best.verdict else "in the same rounds"
+        line = _line(general, best)
+        if line is not None and line.measured_as is not None:  # its figure: these rounds'
+            line = replace(
+                line,
+                measured_as=f"{best.spec} in your loader's rounds",
+                mbps=best.median_mbps,
+                runs=len(best.results),
+            )
         return Answer(
             f"Load with {_how(best)}: no setting of your loader was measured clearly faster.",
-            f"{times_text(best.median_mbps / loader.median_mbps)} your loader as it is: "
-            f"{_rate(best)} against {_rate(loader)}, in the same rounds.",
-            _line(general, best),
+            f"{times_text(gain)} your loader as it is: {_rate(best)} against {_rate(loader)}, "
+            f"{paired}.",
+            line,
         )
     return Answer(
         "Keep your loader as it is: nothing measured here is clearly faster, in pairs of "
@@ -149,6 +160,13 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
     speedup = pick_speedup(used, library) or 0.0
     verdict = library.verdict
     paired = ", by the median of their alternating pairs" if verdict is not None else ""
+    if speedup < MIN_GAIN:  # the pick is not worth a change from what the user runs now
+        return Answer(
+            f"Keep {plain}: nothing measured here is clearly faster.",
+            f"modelmon's best, {used.spec}, is {times_text(speedup)} {plain}{paired}: "
+            f"{_rate(used)} against {_rate(library)}, medians of {runs} each.",
+            _line(general, library),
+        )
     return Answer(
         f"Load with {_how(used)}.",
         f"{times_text(speedup)} {plain}{paired}: {_rate(used)} against {_rate(library)}, "

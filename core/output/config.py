@@ -20,6 +20,7 @@ from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
+from modelmon.core.output.answer import answered
 from modelmon.core.output.explain import explain
 from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.system.memory import memory_facts
@@ -311,14 +312,32 @@ def recommendation_document(
         for table, own in (("apply", mine), ("apply_evidence", _evidence(lines))):
             kept = {k: v for k, v in document[table].items() if k not in dropped}
             document[table] = own | kept
-        pick = advice.pick or advice.loader
-        document["recommendation"]["apply"] = matching(lines, pick) or next(iter(mine), "")
-        if not document["recommendation"]["apply"]:
-            del document["recommendation"]["apply"]
+        document["recommendation"] = _answer_table(advice, lines, document["recommendation"])
         document["loader"] = loader_table(advice)
     if rec.limit_probes is not None:
         document["evidence"]["memory_limit"] = rec.limit_probes.to_dict()
     return document
+
+
+def _answer_table(
+    advice: LoaderAdvice, lines: Sequence[Snippet], search: dict[str, Any]
+) -> dict[str, Any]:
+    """[recommendation] with the user's loader: what the answer says to run (the change,
+    modelmon's best, or the loader as it is), its figures in the loader's rounds, and the
+    [apply] line that does it."""
+    chosen = answered(advice)
+    if chosen is None:  # the loader did not complete: the search's pick is the answer
+        return search
+    own = chosen is advice.modelmon
+    table: dict[str, Any] = {
+        "pick": chosen.spec,
+        "loader": "modelmon" if own else chosen.spec,
+        "median_mbps": round(chosen.median_mbps, 1),
+        "runs": len(chosen.results),
+        "in_config": own,
+    }
+    tool = "modelmon" if own else matching(list(lines), chosen) or (lines[0].tool if lines else "")
+    return table | ({"apply": tool} if tool else {})
 
 
 def _evidence(lines: Sequence[Snippet]) -> dict[str, str]:

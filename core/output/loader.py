@@ -12,6 +12,7 @@ from modelmon.core.measuring.advice import LoaderAdvice
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
+from modelmon.core.output.comparison import times_text
 from modelmon.core.output.explain import permanent_readahead
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet
@@ -112,10 +113,10 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
             )
     best = advice.modelmon
     if best.results and loader.results:
-        ratio = best.median_mbps / loader.median_mbps if loader.median_mbps else 0.0
+        ratio = advice.gain(best) or 0.0  # the answer's and the ranking's figure
         lines.append(
             f"modelmon's best ({best.spec}) loaded it at {best.median_mbps:.0f} MB/s in the "
-            f"same rounds: {ratio:.1f}× your loader as it is (modelmon.core.load(path, "
+            f"same rounds: {times_text(ratio)} your loader as it is (modelmon.core.load(path, "
             "config=...) applies it)."
         )
     runs = [r for c in (loader, *advice.changes) for r in c.results]

@@ -128,7 +128,12 @@ class Observer:
                 found = self.arrivals.round(everything=final)
                 self._log(found)
                 cost = self.arrivals.last_round_cpu_ns
-                self._next_scan = now_ns + int(cost / ARRIVAL_CPU_SHARE)
+                # The first scan pays once for what the others reuse (its first maps of
+                # the files): spaced by its cost, a load of a few tenths of a second would
+                # be seen by it and the last scan only.
+                first = self.round_ns is None
+                spacing = self.interval_ns if first else int(cost / ARRIVAL_CPU_SHARE)
+                self._next_scan = now_ns + spacing
                 self.previous_round_ns, self.round_ns = self.round_ns, now_ns
                 self.round_arrived = sum(a.bytes for a in found)
             else:

@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core import Ceilings
+from modelmon.core import Ceiling, Ceilings
 from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.live import LiveUpdate
@@ -17,7 +17,9 @@ from modelmon.gui.theme import current_theme
 # lower) and the cold read ceilings: the y range always takes them in. The warm and memcpy
 # ceilings are often 10× higher and would flatten every curve: their lines are drawn, and seen
 # once a warm load gets near them.
-IN_RANGE_CEILINGS = ("sequential_read", "parallel_read", "storage")
+# The plot's range reaches these lines: the read ceilings and both bounds of a load.
+IN_RANGE_CEILINGS = ("sequential_read", "parallel_read", "storage", "memory_fill")
+CLOSE = 1.05  # ceilings within 5 % of each other share one label
 
 
 class ThroughputPlot(ThemedPlot):
@@ -95,34 +97,45 @@ class ThroughputPlot(ThemedPlot):
         theme = current_theme()
         anchored = []
         items = sorted(ceilings.items if ceilings is not None else (), key=lambda c: c.mbps)
-        for index, ceiling in enumerate(items):
-            name = CEILING_NAMES.get(ceiling.name, ceiling.name)
-            # Labels alternate between the right and the left end of their lines: two
-            # ceilings close in MB/s would otherwise write over each other.
+        # Ceilings within CLOSE of each other share one label (their lines stay apart): two
+        # labels that close in MB/s would be written over each other.
+        groups: list[list[Ceiling]] = []
+        for ceiling in items:
+            if groups and ceiling.mbps <= groups[-1][0].mbps * CLOSE:
+                groups[-1].append(ceiling)
+            else:
+                groups.append([ceiling])
+        for index, group in enumerate(groups):
+            # Labels alternate between the right and the left end of their lines.
             right = index % 2 == 0
-            line = text_line(
-                pg.InfiniteLine(
-                    ceiling.mbps,
-                    angle=0,
-                    pen=pen(theme.foreground, dashed=True, alpha=160),
-                    label=f"{name} ceiling {rate_text(ceiling.mbps)}",
-                    labelOpts={
-                        "position": 0.98 if right else 0.02,
-                        "color": theme.foreground,
-                        "anchors": [(1, 1), (1, 1)] if right else [(0, 1), (0, 1)],
-                    },
-                ),
-                alpha=160,
-            )
-            line.setToolTip(ceiling.spec)
-            # Not in the auto range (the anchor below decides which ceilings are).
-            self.item.addItem(line, ignoreBounds=True)
-            self.ceiling_lines[ceiling.name] = line
-            if ceiling.name in IN_RANGE_CEILINGS:
-                anchored.append(ceiling.mbps)
-        binding = ceilings.bound(keeps=True) if ceilings is not None else None
-        if binding is not None and binding.name == "memory_fill":
-            anchored.append(binding.mbps)
+            names = [f"{CEILING_NAMES.get(c.name, c.name)} {rate_text(c.mbps)}" for c in group]
+            label = " · ".join(reversed(names)) + " (ceilings)"
+            if len(group) == 1:
+                only = group[0]
+                label = f"{CEILING_NAMES.get(only.name, only.name)} ceiling {rate_text(only.mbps)}"
+            for ceiling in group:
+                # One label per group, on its highest line.
+                text = label if ceiling is group[-1] else None
+                line = text_line(
+                    pg.InfiniteLine(
+                        ceiling.mbps,
+                        angle=0,
+                        pen=pen(theme.foreground, dashed=True, alpha=160),
+                        label=text,
+                        labelOpts={
+                            "position": 0.98 if right else 0.02,
+                            "color": theme.foreground,
+                            "anchors": [(1, 1), (1, 1)] if right else [(0, 1), (0, 1)],
+                        },
+                    ),
+                    alpha=160,
+                )
+                line.setToolTip(ceiling.spec)
+                # Not in the auto range (the anchor below decides which ceilings are).
+                self.item.addItem(line, ignoreBounds=True)
+                self.ceiling_lines[ceiling.name] = line
+                if ceiling.name in IN_RANGE_CEILINGS:
+                    anchored.append(ceiling.mbps)
         self.anchor_mbps = max(anchored, default=0.0)
         self._refit()
         self._retitle()

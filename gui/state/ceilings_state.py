@@ -73,6 +73,7 @@ def ceilings_from_json(text: str, model: str) -> Ceilings | None:
                 verified=None if c["verified"] is None else bool(c["verified"]),
                 measured_at=float(c.get("measured_at", 0.0)),
                 wall_s=float(c.get("wall_s", 0.0)),
+                curve=tuple((str(name), float(mbps)) for name, mbps in c.get("curve", ())),
             )
             for c in data["ceilings"]
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.gui.state.events import Event
 from modelmon.gui.state.load_config import effective_options, reads_objects, strategy_names
-from modelmon.gui.state.programs import PROGRAM_OPTIONS, is_program
+from modelmon.gui.state.programs import PROGRAM_OPTIONS, engine_choices, engine_settings, is_program
 
 # The first comparison worth making, four readers each, from a verified cold cache: modelmon's
 # default (planned sequential reads, four threads, each its own descriptor) against the
@@ -42,6 +42,9 @@ class Configs:
         self.objects = False  # the open model is in object storage
         self.discard_forced = False  # the open model does not fit in RAM
         self.readahead_unavailable: str | None = None  # why the model's device refuses it
+        self.model_format: str | None = None  # the open model's ("safetensors", "gguf")
+        # Why a side's engine was put back to the default when a model it cannot load opened.
+        self.replaced: dict[str, str] = {}
         self.changed = Event()  # label
         self.limits_changed = Event()  # (): discard_forced, readahead_unavailable or objects
 
@@ -87,15 +90,38 @@ class Configs:
         return format_spec(self.strategy(label), self.effective(label))
 
     def set_limits(
-        self, discard_forced: bool, readahead_unavailable: str | None, objects: bool = False
+        self,
+        discard_forced: bool,
+        readahead_unavailable: str | None,
+        objects: bool = False,
+        model_format: str | None = None,
     ) -> None:
-        """The open model's limits, and its kind: a change of kind shows the other pair
-        (``changed``) before the panels learn the strategies they offer."""
+        """The open model's limits, its kind and format: a change of kind shows the other pair
+        (``changed``) before the panels learn the strategies they offer; an engine that cannot
+        load the model's format is put back to the side's default (``replaced`` says why)."""
         kind_changed = objects != self.objects
         self.objects = objects
         self.discard_forced = discard_forced
         self.readahead_unavailable = readahead_unavailable
+        self.model_format = model_format
+        self.replaced = {}
+        for label in LABELS:
+            why = self.why_not(self.strategy(label))
+            if why is not None:
+                defaults = DEFAULT_OBJECT_CONFIGS if objects else DEFAULT_CONFIGS
+                self.pairs[objects][label] = defaults[label]
+                self.replaced[label] = why
+                if not kind_changed:
+                    self.changed.emit(label)
         if kind_changed:
             for label in LABELS:
                 self.changed.emit(label)
         self.limits_changed.emit()
+
+    def why_not(self, strategy: str) -> str | None:
+        """Why an engine cannot load the open model (its format), or None."""
+        found = engine_settings(strategy) if is_program(strategy) else None
+        if found is None or self.model_format is None:
+            return None
+        engine = next((e for e in engine_choices(self.model_format) if e.name == found[0]), None)
+        return None if engine is None else engine.why_not

@@ -87,8 +87,11 @@ def visible_rows(
 
 
 def summary_text(shown: int, total: int, searched: int, truncated: bool) -> str:
-    if total == 0:
-        text = f"{nothing_found(searched)}."
+    if total == 0:  # where to look next, as the app takes it
+        text = (
+            f"{nothing_found(searched)}. Open a file or folder, or name the folders your models "
+            "are in with MODELMON_MODEL_DIRS (separated by ':') and search again."
+        )
     elif shown == total:
         text = f"{total} model{'s' if total != 1 else ''} found"
     else:

@@ -71,7 +71,9 @@ def is_program(strategy: str) -> bool:
 
 
 def command_spec(text: str) -> str:
-    """The configuration of a command typed as ``COMMAND ARGS...`` (``cmd:`` optional)."""
+    """The configuration of a command typed as ``COMMAND ARGS...`` (``cmd:`` optional; the
+    spaces around it are the typing's, not the command's)."""
+    text = text.strip()
     return text if program_kind(text) == "cmd" else COMMAND_PREFIX + text
 
 

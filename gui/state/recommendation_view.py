@@ -118,23 +118,24 @@ def not_first_words(rec: Recommendation, name: str = PICK) -> str:
 
 
 def loader_rows(advice: Any) -> list[RankingRow]:
-    """The user's loader's rounds (``LoaderAdvice``): the loader as it is, each change of it
-    (the engine's knobs, its environment, the device's readahead) against its baseline, and
-    modelmon's best in the same rounds; the change to make is the one picked."""
+    """The user's loader's rounds (``LoaderAdvice``): the answer first (the change picked,
+    modelmon's best, or the loader as it is), then the loader as it is, each change of it
+    (the engine's knobs, its environment, the device's readahead) against its baseline,
+    measured before unmeasured, and modelmon's best in the same rounds."""
     loader, chosen = advice.loader, answered(advice)
+    order = [loader, *advice.changes, advice.modelmon]
+    order.sort(key=lambda c: (c is not chosen, c is not loader, not c.results))
     rows = []
-    for c in (loader, *advice.changes, advice.modelmon):
+    for c in order:
         spread = c.spread_mbps
         if c is loader:
             versus, paired = "your loader as it is", "–"
             versus += ": the answer, keep it" if chosen is loader else ""
+        elif not c.results:  # why it has no figure, where the eye looks for one
+            versus, paired = c.reason or c.ended or "not measured", "–"
         else:
             base = advice.loader if c is advice.modelmon else advice.baseline_of(c)
-            gain = (
-                c.verdict.median_ratio
-                if c.verdict is not None
-                else (c.median_mbps / base.median_mbps if c.results and base.median_mbps else None)
-            )
+            gain = advice.gain(c)
             named = "your loader" if base is loader else base.spec
             versus = f"{times_text(gain)} {named} as it is" if gain else "–"
             paired = paired_text(c, "its baseline") if c.verdict else "–"

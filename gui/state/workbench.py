@@ -131,7 +131,12 @@ class Workbench:
             )
         kept = self.sessions.take(info.path)
         self.info = info
-        self.configs.set_limits(not info.fits_in_ram, info.readahead_unavailable, info.in_bucket)
+        self.configs.set_limits(
+            not info.fits_in_ram,
+            info.readahead_unavailable,
+            info.in_bucket,
+            str(info.summary.get("format") or "") or None,
+        )
         self.plots_show_ab = False
         self.model_opened.emit(info)
         self.runs.show(kept.records)
@@ -146,6 +151,10 @@ class Workbench:
                 f"{kept_runs} run(s) of {Path(previous.path).name} are kept for when it is "
                 f"opened again{back}.",
                 "info",
+            )
+        for label, why in self.configs.replaced.items():
+            self.message.emit(
+                f"Configuration {label} is back to {self.configs.spec(label)}: {why}.", "info"
             )
         if not info.fits_in_ram:
             self.message.emit(

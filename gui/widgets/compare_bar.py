@@ -13,7 +13,7 @@ from modelmon.gui.state.ab_session import DEFAULT_PAIRS, MAX_PAIRS, ABBanner
 from modelmon.gui.state.formatting import ab_detail_lines, ceilings_text, verdict_text
 from modelmon.gui.state.model_sessions import ceiling_lines, measured_when
 from modelmon.gui.theme import current_theme
-from modelmon.gui.widgets.elided_label import ElidedLabel
+from modelmon.gui.widgets.elided_label import ElidedLines
 
 TIPS = {
     "pairs": "How many A-then-B pairs to run: the verdict needs every pair to agree, so more "
@@ -45,15 +45,16 @@ class CompareBar(QWidget):
         self.ab_button.setToolTip(TIPS["ab"])
         self.ceilings_button = QPushButton("Measure ceilings")
         self.ceilings_button.setToolTip(TIPS["ceilings"])
-        # The verdict and the ceilings may be long: they take the room there is and never
-        # widen the window (their whole text is in their tooltips).
-        self.verdict = ElidedLabel("")
+        # The verdict and the ceilings may be long: they wrap onto two lines of the room there
+        # is and never widen the window (their whole text is in their tooltips too).
+        self.verdict = ElidedLines(2)
         self.verdict.setToolTip(TIPS["verdict"])
         font = self.verdict.font()
-        font.setPointSizeF(font.pointSizeF() * 1.35)
+        font.setPointSizeF(font.pointSizeF() * 1.15)  # two lines of it fit a small window
         font.setBold(True)
         self.verdict.setFont(font)
-        self.ceilings_label = ElidedLabel("no ceilings measured")
+        self.ceilings_label = ElidedLines(2)
+        self.ceilings_label.setText("no ceilings measured")
         self.ceilings_label.setToolTip(TIPS["ceilings"])
         caption = QLabel("A/B ×")
         caption.setToolTip(TIPS["pairs"])

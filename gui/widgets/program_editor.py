@@ -71,7 +71,9 @@ class ProgramEditor(QWidget):
         found = engine_settings(spec)
         if found is None:
             text = command_text(spec)
-            if text != self.command.text():  # redrawing what is being typed moves no cursor
+            # What is being typed is not redrawn (the cursor would move, and a space typed
+            # last, which no spec keeps, would be taken away as it is typed).
+            if self.command.text().strip() != text.strip():
                 self.command.blockSignals(True)
                 self.command.setText(text)
                 self.command.blockSignals(False)

@@ -10,7 +10,9 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFormLayout,
     QLabel,
+    QLayout,
     QSpinBox,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -55,6 +57,7 @@ class RecommendDialog(QDialog):
         )
         intro.setWordWrap(True)
         intro.setMinimumWidth(420)
+        self.intro = intro
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
@@ -63,8 +66,13 @@ class RecommendDialog(QDialog):
         ok.setToolTip(TIPS["ok"])
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        form = QFormLayout(self)
-        form.addRow(intro)
+        outer = QVBoxLayout(self)
+        # Never smaller than what it holds: the knob rows a loader adds would otherwise cut the
+        # wrapped introduction above them.
+        outer.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)
+        outer.addWidget(intro)
+        form = QFormLayout()
+        outer.addLayout(form)
         form.addRow("Time budget:", self.budget)
         self.loader_box = QComboBox()
         self.loader_box.setToolTip(TIPS["loader"])
@@ -83,13 +91,18 @@ class RecommendDialog(QDialog):
         self.loader_box.currentIndexChanged.connect(self._loader_chosen)
         form.addRow("With your loader:", self.loader_box)
         form.addRow(self.program)
-        form.addRow(buttons)
+        outer.addWidget(buttons)
 
     def _loader_chosen(self) -> None:
         kind, _, engine = str(self.loader_box.currentData()).partition(":")
         self.program.setVisible(kind != "none")
         if kind != "none":
             self.program.choose(kind, engine or None)
+        # Grows with the loader's rows and shrinks back without them; a wrapped label's height
+        # for its width is not a layout's minimum, so it is set as one at the width it has.
+        self.adjustSize()
+        self.intro.setMinimumHeight(self.intro.heightForWidth(self.intro.width()))
+        self.adjustSize()
 
     def loader(self) -> str | None:
         """The loader to measure beside the search (``cmd: ...`` / ``engine: ...``), or None."""

@@ -130,6 +130,7 @@ class StartPage(QWidget):
             "and the folders in MODELMON_MODEL_DIRS."
         )
         self.summary = QLabel("Looking for models…")
+        self.summary.setWordWrap(True)  # where to look next, when none was found
         controls = QHBoxLayout()
         controls.addWidget(self.filter, 1)
         controls.addWidget(self.sort)

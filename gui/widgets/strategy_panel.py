@@ -234,6 +234,21 @@ class StrategyPanel(QGroupBox):
             model.item(row).setEnabled(offered)  # type: ignore[attr-defined]
         self._on_change()
 
+    def set_format(self, model_format: str | None) -> None:
+        """Grey the engines that cannot load a model of ``model_format``, saying why."""
+        choices = {e.name: e for e in engine_choices(model_format)}
+        model = self.strategy_box.model()
+        for row in range(self.strategy_box.count()):
+            data = str(self.strategy_box.itemData(row) or "")
+            choice = (
+                choices.get(data.removeprefix("engine:")) if data.startswith("engine:") else None
+            )
+            if choice is None:
+                continue
+            tip = choice.why_not or f"{choice.label}: {PROGRAM_TIPS['engine']}"
+            self.strategy_box.setItemData(row, tip, Qt.ItemDataRole.ToolTipRole)
+            model.item(row).setEnabled(choice.why_not is None)  # type: ignore[attr-defined]
+
     @staticmethod
     def _spin(low: int, high: int) -> QSpinBox:
         spin = QSpinBox()

@@ -20,6 +20,7 @@ PLOTS = sorted((ROOT / "gui" / "plots").glob("*.py"))
 ENGINE_NAMES = {
     "ABResult": "a finished A/B, drawn as its verdict",
     "Ceilings": "measured ceilings, drawn as lines and a label",
+    "Ceiling": "one measured ceiling, drawn as a line",
     "Discovery": "the models a search found, listed",
     "Model": "a parsed model's files and sizes: the plots' offset axis",
     "LoadResult": "a finished load, drawn as its block timeline",

@@ -217,6 +217,40 @@ def test_the_apps_recommend_budget_is_the_command_lines(qtbot):
     assert dialog.budget_s() == defaults.budget == DEFAULT_BUDGET_S
 
 
+def test_the_recommend_dialog_grows_with_a_loaders_rows_and_cuts_no_text(qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    dialog = RecommendDialog(model_format="safetensors")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    intro = dialog.findChildren(QLabel)[0]
+    for choice in ("engine: safetensors", "modelmon's strategies only", "Your command…"):
+        index = dialog.loader_box.findText(choice)
+        assert index >= 0, choice
+        dialog.loader_box.setCurrentIndex(index)
+        qtbot.wait(50)  # the layout settles on the event loop
+        needed = intro.heightForWidth(intro.width())
+        assert intro.height() >= needed, (choice, intro.height(), needed)
+
+
+def test_an_engine_that_cannot_load_the_opened_format_is_put_back_and_greyed(
+    qtbot, window: MainWindow, small_model: Path, tmp_path: Path
+):
+    from modelmon.core import write_gguf_model
+
+    gguf = tmp_path / "g.gguf"
+    write_gguf_model(gguf, layers=1, hidden=64, vocab=128)
+    open_model(qtbot, window, small_model)
+    window.bench.configs.set("A", "engine: safetensors", window.bench.configs.configs["A"][1])
+    open_model(qtbot, window, gguf)
+    strategy, _ = window.bench.configs.configs["A"]
+    assert strategy == "sequential"
+    assert window.messages.message().startswith("Configuration A is back to sequential ")
+    assert "loads safetensors models, not gguf" in window.messages.message()
+    box = window.workspace.panels["A"].strategy_box
+    assert not box.model().item(box.findText("engine: safetensors")).isEnabled()
+
+
 def test_opening_another_model_says_where_the_runs_went_and_which_came_back(
     qtbot, window: MainWindow, small_model: Path, tmp_path: Path
 ):

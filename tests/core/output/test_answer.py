@@ -47,6 +47,23 @@ def test_the_pick_against_the_library_read_by_their_pairs(model: Model):
     assert found.lines()[-1] == f"Paste (modelmon): {found.paste.text}"
 
 
+def test_a_pick_not_clearly_faster_than_the_library_keeps_the_library(model: Model):
+    library = replace(candidate("library", 1540, 1548, 1560), verdict=judge([1.15, 1.14, 1.16]))
+    rec = record(
+        model,
+        winner=BEST,
+        ranked=(BEST, library),
+        duel=Duel(other=library, verdict=library.verdict),
+    )
+    found = answer(rec, "m.toml")
+    assert found.action == f"Keep {LIBRARY}: nothing measured here is clearly faster."
+    assert found.gain == (
+        f"modelmon's best, {BEST.spec}, is 0.87× {LIBRARY}, by the median of their alternating "
+        "pairs: 905 MB/s against 1548 MB/s, medians of 3 cold runs each."
+    )
+    assert found.paste is not None and found.paste.tool == "safetensors"
+
+
 def test_a_single_reader_pick_pastes_the_loader_line_that_reads_as_it_does(model: Model):
     rec = record(model, winner=WHOLE, ranked=(WHOLE,))
     found = answer(rec, "m.toml")
@@ -90,6 +107,28 @@ def test_modelmon_clearly_faster_than_an_unchangeable_loader_is_the_answer(model
     found = answer(rec, "m.toml", _advice(slow, (), None))
     assert found.action.startswith(f"Load with modelmon, {BEST.spec}")
     assert found.gain.startswith("2.97× your loader as it is: 905 MB/s against 305 MB/s")
+
+
+# In the loader's rounds: medians 1262 against 871 (1.45x), the pairs' median 1.55x; the search
+# measured the same configuration once, at 1766 MB/s.
+SLOW = engine_run("safetensors", 860, 871, 880)
+AHEAD = replace(
+    candidate("sequential", 1204, 1262, 1484, workers=4, chunk=16 << 20),
+    verdict=judge([1.55, 1.50, 1.60]),
+)
+SEARCHED = candidate("sequential", 1766, workers=4, chunk=16 << 20)
+
+
+def test_modelmon_as_the_answer_gives_its_pairs_gain_and_its_rounds_figure(model: Model):
+    rec = record(model, winner=SEARCHED, ranked=(SEARCHED,))
+    found = answer(rec, "m.toml", replace(_advice(SLOW, (), None), modelmon=AHEAD))
+    assert found.gain == (
+        "1.55× your loader as it is: 1262 MB/s against 871 MB/s, median of 3 paired rounds."
+    )
+    assert found.paste is not None and found.paste.tool == "modelmon"
+    assert found.paste.evidence() == (
+        f"measured here as {AHEAD.spec} in your loader's rounds: 1262 MB/s, 3 runs"
+    )
 
 
 def test_nothing_faster_keeps_the_loader_and_pastes_nothing(model: Model):

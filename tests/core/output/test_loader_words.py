@@ -33,7 +33,7 @@ def test_a_change_faster_in_every_pair_is_said_as_the_loaders_own_line():
     )
     assert lines[1] == (
         "modelmon's best (sequential workers=4 threads=1 chunk=16MiB) loaded it at 405 MB/s in "
-        "the same rounds: 4.0× your loader as it is (modelmon.core.load(path, config=...) "
+        "the same rounds: 4.05× your loader as it is (modelmon.core.load(path, config=...) "
         "applies it)."
     )
 

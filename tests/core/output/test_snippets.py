@@ -73,7 +73,8 @@ def test_every_safetensors_line_is_pasted_as_it_is():
         "safetensors-read": "read whole, no mmap; measured here as sequential threads=1 "
         "chunk=16MiB: 505 MB/s",
         "diffusers": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s",
-        "vllm-eager": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s",
+        "vllm-eager": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s; the "
+        "fastest of vllm's lines measured here",
         "vllm-lazy": "measured here as library threads=1: 405 MB/s",
         "vllm-prefetch": "not measured here",
         "runai_streamer": "or RUNAI_STREAMER_CONCURRENCY=8; measured here as engine: runai "
@@ -97,6 +98,19 @@ def test_every_gguf_line_is_exact():
     assert measured["llama.cpp"] == "mmap threads=1" and measured["llama.cpp-mlock"] is None
     # The pick is the mapped load: llama.cpp's default line does what it does.
     assert matching(made, winner) == "llama.cpp"
+
+
+def test_a_gguf_pick_no_llama_cpp_line_does_names_llama_cpps_fastest_line():
+    winner = candidate("pread", 1200, 1229, 1250, workers=4)
+    mapped = candidate("mmap", 800, 812, 820)
+    whole = candidate("sequential", 970, 983, 990, chunk=16 << 20)
+    made = snippets(GGUF, winner, (winner, mapped, whole))  # type: ignore[arg-type]
+    assert matching(made, winner) == "modelmon"
+    evidence = {s.tool: s.evidence() for s in made}
+    assert evidence["llama.cpp-no-mmap"] == (
+        f"measured here as {whole.spec}: 983 MB/s; the fastest of llama.cpp's lines measured here"
+    )
+    assert evidence["llama.cpp"] == f"mmap, the default; measured here as {mapped.spec}: 812 MB/s"
 
 
 def test_the_line_that_matches_the_pick_is_the_loaders_before_modelmons():

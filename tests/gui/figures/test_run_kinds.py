@@ -37,13 +37,18 @@ OPTIONS = LoadOptions(
     workers=2, threads=1, chunk=4096, fadvise="random", cache="cold", discard=True
 )
 # A load other than modelmon's, watched: the model file given, read in 4 KiB steps without
-# readahead, as the load above.
+# readahead, as the load above, and paced to take over a second whatever the disk: the watch
+# spaces its page scans to stay within its CPU share (a scan of milliseconds: one every few
+# tenths of a second), and the figure needs several of them to draw the reads.
 READER = """
-import os, sys
+import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+reads = 0
 while os.read(fd, 4096):
-    pass
+    reads += 1
+    if reads % 64 == 0:
+        time.sleep(0.015)
 """
 KINDS = ("load", "ab", "program", "watch")
 PLOTS = ("Throughput", "Access pattern", "Memory", "Page cache")

@@ -54,8 +54,11 @@ def test_sort_by_name_or_by_size(model_home: SimpleNamespace):
 
 
 def test_summary_says_how_many_and_when_the_search_stopped_early():
-    assert summary_text(0, 0, 3, False) == "No models found in the 3 places searched."
-    assert summary_text(0, 0, 1, False) == "No models found in the 1 place searched."
+    assert summary_text(0, 0, 3, False) == (
+        "No models found in the 3 places searched. Open a file or folder, or name the folders "
+        "your models are in with MODELMON_MODEL_DIRS (separated by ':') and search again."
+    )
+    assert summary_text(0, 0, 1, False).startswith("No models found in the 1 place searched.")
     nowhere = summary_text(0, 0, 0, False)  # not "in 0 known places"
     assert nowhere.startswith("No models found: none of the places they are kept (the Hugging")
     assert summary_text(5, 5, 3, False) == "5 models found"

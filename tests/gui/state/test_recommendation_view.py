@@ -24,13 +24,14 @@ from modelmon.gui.state.model_sessions import (
 )
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
+    loader_rows,
     ranking_rows,
     recommendation_stopped,
     snippet_rows,
     summary_text,
 )
 
-from ...core.measuring.records import candidate
+from ...core.measuring.records import advice, candidate, engine_run
 
 CEILINGS = Ceilings("m", (Ceiling("parallel_read", 1400.0, (1400.0,), "four readers", True),))
 
@@ -143,3 +144,40 @@ def test_a_cancelled_recommendation_says_cancelled_once():
     assert all(text.lower().count("cancelled") == 1 for text in words)
     failed = recommendation_stopped(False, "no candidate load completed: nothing to recommend")
     assert failed[1] == "Recommendation failed: no candidate load completed: nothing to recommend"
+
+
+BEST = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
+
+
+def test_with_your_loader_the_answer_leads_the_ranking_with_the_answers_gain() -> None:
+    slow = engine_run("safetensors", 860, 871, 880)
+    # Medians 1262 against 871 (1.45x); the pairs' median 1.55x: the answer's figure.
+    ahead = dataclasses.replace(
+        candidate("sequential", 1204, 1262, 1484, workers=4, chunk=16 << 20),
+        verdict=judge([1.55, 1.50, 1.60]),
+    )
+    rows = loader_rows(advice(slow, "safetensors", (), None, ahead))
+    assert rows[0].cells[0] == "modelmon" and rows[0].picked  # the answer first
+    assert rows[0].cells[5] == "1.55× your loader as it is: the answer"
+    assert rows[1].cells[0] == "yours"
+
+
+def test_a_change_not_measured_says_why_where_its_figure_would_be() -> None:
+    unmeasured = dataclasses.replace(
+        engine_run("safetensors readahead=4096"),
+        ended="not measured",
+        reason="not measured: no budget left for it",
+    )
+    slower = dataclasses.replace(
+        engine_run("safetensors backend=read", 600, 611, 620), verdict=judge([0.7] * 3)
+    )
+    as_is = engine_run("safetensors", 870, 880, 890)
+    rows = loader_rows(advice(as_is, "safetensors", (unmeasured, slower), None, BEST))
+    assert [r.cells[1] for r in rows] == [
+        as_is.spec,  # the answer: keep it
+        slower.spec,
+        f"{BEST.spec} (in your loader's rounds)",
+        unmeasured.spec,  # the measured first
+    ]
+    assert rows[0].cells[5] == "your loader as it is: the answer, keep it"
+    assert rows[3].cells[2:6] == ("0", "–", "–", "not measured: no budget left for it")
