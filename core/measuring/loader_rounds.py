@@ -42,7 +42,7 @@ from modelmon.core.measuring.cutoff import RaceStop, clock_limit
 from modelmon.core.model.records import Model
 from modelmon.core.runs.program import ProgramResult
 from modelmon.core.runs.start import run_for
-from modelmon.core.runs.warm import warm_code, warming_line
+from modelmon.core.runs.warm import warm_code, warm_failure, warming_line
 from modelmon.core.system import cache
 from modelmon.core.watching.result import WatchResult
 
@@ -186,8 +186,9 @@ class LoaderRounds:
         self.say(warming_line(entry.spec))
         warmed = warm_code(self.model, program, cancel=self.cancel, path=self.path)
         self.check_cancel()
-        if warmed.status == "failed":
-            self.say(f"{entry.spec}: its uncounted run failed ({warmed.error})")
+        failure = warm_failure(warmed)
+        if failure is not None:
+            self.say(f"{entry.spec}: its uncounted run failed ({failure})")
 
     def leader_for(self, as_is: Entry) -> float | None:
         """The load time a change races: the loader's as it is (its slowest run): a change

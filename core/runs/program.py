@@ -55,6 +55,9 @@ ENGINE_ENVIRONMENT = {
     "RUNAI_STREAMER_LOG_LEVEL": "WARNING",
 }
 
+# A run that ended well but whose load no arrival timed (its bytes were cached already).
+UNTIMED = "no model bytes were seen arriving from storage, so its load cannot be timed"
+
 
 @dataclass(frozen=True)
 class ProgramResult:
@@ -340,9 +343,8 @@ class ProgramRun:
                 "touched: a lazy load measures nothing (touch every byte it loads)"
             )
         if watched.seconds is None or watched.seconds <= 0:
-            return "failed", (
-                "no model bytes were seen arriving from storage, so its load cannot be timed"
-                + ("" if cold else " (the model was already in the page cache)")
+            return "failed", UNTIMED + (
+                "" if cold else " (the model was already in the page cache)"
             )
         return "ok", None
 

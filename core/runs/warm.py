@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from modelmon.core.configuration import ProgramConfig
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.model.records import Model
-from modelmon.core.runs.program import ProgramRun
+from modelmon.core.runs.program import UNTIMED, ProgramRun
 
 
 def warm_code(
@@ -28,6 +28,14 @@ def warm_code(
     rate of the runs after it, and a host that pages out idle cache does that to any run
     that follows a minute without the program)."""
     return ProgramRun(model, program, "keep", cancel=cancel, path=path).run().result
+
+
+def warm_failure(result: LoadResult) -> str | None:
+    """Why an uncounted run failed; None where it ran well but could not be timed (what a
+    run from a cache that may hold the model does: it warms the code all the same)."""
+    if result.status != "failed" or (result.error or "").startswith(UNTIMED):
+        return None
+    return result.error or "failed"
 
 
 def warming_line(spec: str) -> str:

@@ -281,9 +281,16 @@ def other_readers(result: WatchResult) -> Finding | None:
     held = {path for reader in result.other_readers for path in reader.files}
     before = _resident_before(result, held)
     if before is not None and before > COLD_THRESHOLD:
+        start = result.cache.resident_before if result.cache is not None else None
+        since = (
+            f" (at the start {start:.1%} was: the other reader brought the rest in between)"
+            if start is not None and before - start > COLD_THRESHOLD
+            else ""
+        )
         text += (
-            f" {before:.1%} of the model was in the page cache before the program read it: "
-            "what another reader keeps there is no warm start of the program's."
+            f" {before:.1%} of the files it read were in the page cache when the program first "
+            f"read them{since}: what another reader keeps there is no warm start of the "
+            "program's."
         )
     dropped = _dropped(result)
     if dropped is not None:

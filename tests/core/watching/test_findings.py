@@ -180,7 +180,12 @@ def test_another_reader_is_named_instead_of_memory_or_a_warm_cache() -> None:
     assert "memory was too short" in found.text and "this does not say that" in found.text
     assert [reader["pid"] for reader in found.evidence["readers"]] == [4242, 77]
     warm_said = rules.other_readers(a_result((warm,), other_readers=(cat,)))
-    assert warm_said is not None and "40.0% of the model was in the page cache" in warm_said.text
+    assert warm_said is not None
+    # Said of the moment the program read them, beside the start's figure of the cache line.
+    assert (
+        "40.0% of the files it read were in the page cache when the program first read them "
+        "(at the start 0.0% was: the other reader brought the rest in between)"
+    ) in warm_said.text
     # The model not named before the run is still said: no other reader explains that.
     unnamed = a_result((a_file(named=False),), cache=None, other_readers=(cat,))
     assert codes(unnamed) == ["other-reader", "not-cold"]

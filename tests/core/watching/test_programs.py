@@ -442,6 +442,6 @@ def test_another_process_with_the_model_is_named_not_blamed_on_the_program(
     finding = next(f for f in result.findings if f.code == "other-reader")
     verb = "mapped" if how == "mapped" else "had"
     assert f"pid {holder.pid} ({name}) {verb} {small_model.name}" in finding.text
-    assert "in the page cache before the program read it" in finding.text
+    assert "in the page cache when the program first read them" in finding.text
     assert "not-cold" not in codes(result)
     assert f"others:   pid {holder.pid} ({name})" in render_watch(result)
