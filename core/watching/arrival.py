@@ -152,21 +152,31 @@ class FileArrival:
         offsets: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         unplaced = 0
-        for index in np.union1d(changed, np.flatnonzero(self._in_flight)).tolist():
-            first, end = int(self.edges[index]), int(self.edges[index + 1])
-            count = int(self._bin_counts[index])
-            if count <= 0:
-                resident = np.zeros(end - first, dtype=np.uint8)
-            else:
+        looked = np.union1d(changed, np.flatnonzero(self._in_flight)).astype(np.int64)
+        # Adjacent bins are read as one range: one mincore, one update (per bin, Python's
+        # own steps cost more than the page tables' walk).
+        for run in np.split(looked, np.flatnonzero(np.diff(looked) != 1) + 1):
+            if not len(run):
+                continue
+            low, high = int(run[0]), int(run[-1]) + 1
+            first, end = int(self.edges[low]), int(self.edges[high])
+            counts = self._bin_counts[low:high]
+            if counts.any():
                 resident = resident_pages(self.fd, self.size, first, end - first)
                 self.mincore_pages += end - first
-            self._in_flight[index] = int(np.count_nonzero(resident)) < count
+            else:
+                resident = np.zeros(end - first, dtype=np.uint8)
+            starts = self.edges[low:high] - first
+            seen = np.add.reduceat(resident.astype(np.int64), starts) if len(resident) else counts
+            self._in_flight[low:high] = seen < counts
             # Only its runs are kept: the merged window ends once every bin is read.
             found, gone = self._apply(first, resident, start_ns, self.last_scan_ns)
             if found is not None:
                 offsets.append(found.offsets)
                 lengths.append(found.lengths)
-            unplaced += self._unseen(index, shadows_before[index], gone)
+            gone_by_bin = np.add.reduceat(gone.astype(np.int64), starts) if len(gone) else counts
+            for index, left in zip(range(low, high), gone_by_bin.tolist(), strict=True):
+                unplaced += self._unseen(index, shadows_before[index], left)
         if not offsets and not unplaced:
             return None
         read_ns = clock_ns()
@@ -273,21 +283,20 @@ class FileArrival:
 
     def _apply(
         self, first: int, resident: np.ndarray, start_ns: int, end_ns: int
-    ) -> tuple[Arrivals | None, int]:
+    ) -> tuple[Arrivals | None, np.ndarray]:
         """Update the pages [first, first + len(resident)) to ``resident``; the arrivals,
-        and how many pages were seen leaving."""
+        and which of those pages were seen leaving."""
         end = first + len(resident)
         state = self.state[first:end]
         now = resident.astype(bool)
         arrived = now & (state == ABSENT)
         gone = ~now & (state != ABSENT)
-        left = int(np.count_nonzero(gone))
-        if left:
+        if gone.any():
             self.evicted_arrived_pages += int(np.count_nonzero(gone & (state == ARRIVED)))
             self.evicted_before_pages += int(np.count_nonzero(gone & (state == BEFORE)))
             state[gone] = ABSENT
         if not arrived.any():
-            return None, left
+            return None, gone
         state[arrived] = ARRIVED
         self.ever[first:end] |= arrived
         self.arrived_pages += int(np.count_nonzero(arrived))
@@ -296,7 +305,7 @@ class FileArrival:
         offsets = (pages + first) * PAGE_SIZE
         lengths = np.minimum(counts * PAGE_SIZE, self.size - offsets)
         self.arrived_bytes += int(lengths.sum())
-        return Arrivals(self.file.index, start_ns, end_ns, offsets, lengths), left
+        return Arrivals(self.file.index, start_ns, end_ns, offsets, lengths), gone
 
     def _count_jumps(self, starts: np.ndarray) -> None:
         """Count the runs starting at pages ``starts`` that do not continue resident data
