@@ -147,6 +147,7 @@ class ProcessTree:
         self._own: Callable[[], set[int]] = set
         self.adopted: set[int] = set()
         self._last_pid: int | None = None
+        self._discovered_at: int | None = None  # the last pid handed out at the last discovery
         stat = self._read_stat(root)
         if stat is None:
             raise ProcessLookupError(errno.ESRCH, f"no process {root}")
@@ -181,6 +182,12 @@ class ProcessTree:
     def _discover(self, now_ns: int, initial: bool) -> None:
         """Add the processes whose parent is a live member (repeatedly: a child and its own
         child may both be new)."""
+        # No pid handed out since the last discovery: no process is new (an orphan handed to
+        # the adopter had its pid already, and was found as a child when it was new).
+        last_pid = _last_pid()
+        if not initial and last_pid is not None and last_pid == self._discovered_at:
+            return
+        self._discovered_at = last_pid
         live = [m for m in self.members.values() if m.alive]
         threads = sum(m.threads for m in live)
         if _HAVE_CHILDREN and threads <= CHILDREN_FILES_UP_TO:
