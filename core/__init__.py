@@ -111,7 +111,7 @@ if TYPE_CHECKING:
     from modelmon.core.output.config import render as render_config
     from modelmon.core.output.explain import explain
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
-    from modelmon.core.output.loader import loader_snippets
+    from modelmon.core.output.loader import in_loader_rounds, loader_snippets
     from modelmon.core.output.snippets import snippets
     from modelmon.core.output.text import (
         memory_text,
@@ -287,7 +287,7 @@ _EXPORTS = (
     ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text"),
     ("modelmon.core.output.snippets", "snippets"),
     ("modelmon.core.output.answer", "answer answered Answer"),
-    ("modelmon.core.output.loader", "loader_snippets"),
+    ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
     ("modelmon.core.units", "human_bytes"),
 )
 # name -> (module, attribute)

@@ -5,14 +5,14 @@ candidate's own median, as everywhere else."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.output.comparison import pick_speedup, times_text
-from modelmon.core.output.loader import change_words, loader_snippets
+from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets
 
@@ -100,14 +100,8 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
         gain = advice.gain(best) or 0.0
         runs = len(best.results)
         paired = f"median of {runs} paired rounds" if best.verdict else "in the same rounds"
-        line = _line(general, best)
-        if line is not None and line.measured_as is not None:  # its figure: these rounds'
-            line = replace(
-                line,
-                measured_as=f"{best.spec} in your loader's rounds",
-                mbps=best.median_mbps,
-                runs=len(best.results),
-            )
+        line = _line(general, best)  # with the figure of the rounds the answer speaks of
+        line = in_loader_rounds([line], advice)[0] if line is not None else None
         return Answer(
             f"Load with {_how(best)}: no setting of your loader was measured clearly faster.",
             f"{times_text(gain)} your loader as it is: {_rate(best)} against {_rate(loader)}, "

@@ -283,6 +283,7 @@ def recommendation_document(
     sentences lead the explanation, its engine's snippets are marked measured, and
     ``[loader]`` holds its figures; ``loader_note``: why the loader was not measured."""
     from modelmon.core.output.loader import (
+        in_loader_rounds,
         loader_explanation,
         loader_snippets,
         loader_table,
@@ -309,6 +310,8 @@ def recommendation_document(
         lines = loader_snippets(advice, rec.model)
         mine = {s.tool: s.text for s in lines}
         dropped = {*mine, *superseded(advice)}
+        general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
+        document["apply_evidence"] = _evidence(in_loader_rounds(general, advice))
         for table, own in (("apply", mine), ("apply_evidence", _evidence(lines))):
             kept = {k: v for k, v in document[table].items() if k not in dropped}
             document[table] = own | kept

@@ -99,10 +99,13 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             if gain >= 1
             else f"the runner-up {times_text(1 / gain)} faster"
         )
-        within = (
-            head + f"within noise or under {MIN_GAIN - 1:.0%} apart ({ahead} by the median "
-            f"pair, {spread}): the pairs do not separate them"
+        apart = max(gain, 1 / gain) if 0 < gain < float("inf") else float("inf")
+        middle = (
+            f"under {MIN_GAIN - 1:.0%} apart ({ahead} by the median pair, {spread})"
+            if apart < MIN_GAIN
+            else f"within noise ({ahead} by the median pair, but {spread})"
         )
+        within = head + middle + ": the pairs do not separate them"
         if used.robustness() == other.robustness():
             return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]
         return [

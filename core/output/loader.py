@@ -5,6 +5,7 @@ and the config file's ``[loader]`` table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from modelmon.core.loaders.registry import get_engine
@@ -106,10 +107,11 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
                 "setting of it was measured."
             )
         else:
+            # The answer may still be modelmon's best (below): this is of the loader's settings.
             lines.append(
-                f"Keep your loader as it is ({loader.median_mbps:.0f} MB/s, {_runs(loader)}): "
-                f"no setting measured clearly faster; the best tried, {best.spec}, "
-                f"{_against_baseline(advice, best)}."
+                f"No setting of your loader was measured clearly faster than it is "
+                f"({loader.median_mbps:.0f} MB/s, {_runs(loader)}): the best tried, "
+                f"{best.spec}, {_against_baseline(advice, best)}."
             )
     best = advice.modelmon
     if best.results and loader.results:
@@ -174,6 +176,25 @@ def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
         )
         out.append(Snippet.of(target.name, target.snippet(settings), model, None, note=note))
     return out
+
+
+def in_loader_rounds(lines: list[Snippet], advice: LoaderAdvice) -> list[Snippet]:
+    """The general lines with modelmon's own measured by its runs in the user's loader's
+    rounds (the answer's figure) instead of the search's runs of the same configuration."""
+    best = advice.modelmon
+    if not best.results:
+        return lines
+    return [
+        replace(
+            line,
+            measured_as=f"{best.spec} in your loader's rounds",
+            mbps=best.median_mbps,
+            runs=len(best.results),
+        )
+        if line.tool == "modelmon" and line.measured_as == best.spec
+        else line
+        for line in lines
+    ]
 
 
 # The general snippets (``output.snippets``) that the user's engine's measured lines replace:

@@ -16,6 +16,7 @@ from modelmon.core import (
     Recommendation,
     answer,
     answered,
+    in_loader_rounds,
     loader_snippets,
     pick_speedup,
     search_memory_text,
@@ -83,6 +84,8 @@ def paired_text(candidate: Candidate, name: str = PICK) -> str:
     )
     verdicts = {"A faster": f"{name} faster", "B faster": "this one faster"}
     said = verdicts.get(verdict.text, verdict.text)
+    if len(candidate.results) < 2:  # one pair: no median of pairs, no range to be within
+        return f"one pair: {who} {times_text(gain)}"
     return (
         f"{said}: {who} {times_text(gain)} by the median pair (pairs "
         f"{low:.2f}–{high:.2f}×, {spread_words(verdict.noise)})"
@@ -184,6 +187,8 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
         elif c in faster:
             ended = f"a higher median than {name}'s, not picked: {why}; {ended}"
         versus, paired = versus_pick(c, pick, name), paired_text(c, name)
+        if not c.results and versus == "–":  # why it has no figure, where one is looked for
+            versus = c.reason or c.ended or "not measured"
         rows.append(
             RankingRow(
                 (
@@ -215,6 +220,7 @@ def snippet_rows(
     mine = loader_snippets(advice, rec.model) if advice is not None else []
     general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
     if advice is not None:
+        general = in_loader_rounds(general, advice)  # the answer's figure of modelmon's
         shown = {s.tool for s in mine}
         general = [s for s in general if s.tool in apply_tools and s.tool not in shown]
     rows = []
@@ -255,9 +261,12 @@ def summary_text(
         else "File ▸ Export recommended configuration… writes it as a config file."
     )
     memory = search_memory_text(rec)
-    share = "modelmon's own search" if advice is not None else "The search"
+    took, given = rec.budget.elapsed_s, rec.budget.given_s
     searched = (
-        f"{share} took {rec.budget.elapsed_s:.0f} s; the budget was {rec.budget.given_s:.0f} s"
+        f"modelmon's own search took {took:.0f} s (its share of the budget: {given:.0f} s; "
+        "your loader's rounds had the rest)"
+        if advice is not None
+        else f"The search took {took:.0f} s; the budget was {given:.0f} s"
     )
     return f"{head}\n{searched}. {memory[0].upper()}{memory[1:]}. {where}"
 

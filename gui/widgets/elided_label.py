@@ -52,9 +52,18 @@ class ElidedLines(QLabel):
         self.setWordWrap(True)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
 
+    def _lines_height(self) -> int:
+        """The height of ``lines`` lines as the text is measured (``_fits``): a bold font's
+        lines stand taller than its line spacing says."""
+        lines = "\n".join(["Xg"] * self.lines)
+        box = self.fontMetrics().boundingRect(
+            QRect(0, 0, 1 << 20, 1 << 20), int(Qt.TextFlag.TextWordWrap), lines
+        )
+        return max(box.height(), self.lines * self.fontMetrics().lineSpacing())
+
     def line_height(self) -> int:
         margins = self.contentsMargins()
-        return self.lines * self.fontMetrics().lineSpacing() + margins.top() + margins.bottom()
+        return self._lines_height() + margins.top() + margins.bottom()
 
     def sizeHint(self) -> QSize:
         return QSize(MIN_WIDTH, self.line_height())
@@ -89,7 +98,7 @@ class ElidedLines(QLabel):
         box = self.fontMetrics().boundingRect(
             QRect(0, 0, width, 1 << 20), int(Qt.TextFlag.TextWordWrap), text
         )
-        return box.height() <= self.lines * self.fontMetrics().lineSpacing()
+        return box.height() <= self._lines_height()
 
     def _fit(self) -> None:
         self.setFixedHeight(self.line_height())
