@@ -19,7 +19,9 @@ from modelmon.gui.theme import current_theme
 # once a warm load gets near them.
 # The plot's range reaches these lines: the read ceilings and both bounds of a load.
 IN_RANGE_CEILINGS = ("sequential_read", "parallel_read", "storage", "memory_fill")
-CLOSE = 1.05  # ceilings within 5 % of each other share one label
+# Ceilings within 15 % of each other share one label: a plot a few hundred pixels tall
+# draws lines closer than that within a label's height of each other.
+CLOSE = 1.15
 
 
 class ThroughputPlot(ThemedPlot):
