@@ -102,9 +102,11 @@ def test_recommend_on_a_bucket_answers_and_its_config_loads_the_bucket(
     done = modelmon("recommend", url, "--budget", "10", "-o", str(config))
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
-    # modelmon's ranged GETs, or Run:ai's S3 streamer where it was raced and won: the answer
-    # says which, and the config file holds modelmon's best either way.
-    assert first.startswith(("Load with modelmon, ranged", "Load with Run:ai")), first
+    # modelmon's ranged GETs, Run:ai's S3 streamer where it was raced and won, or a plain
+    # download where neither was clearly faster (on loopback the server shares the 2 cores):
+    # the answer says which, and the config file holds modelmon's best either way.
+    answers = ("Load with modelmon, ranged", "Load with Run:ai", "Keep a plain download")
+    assert first.startswith(answers), first
     if first.startswith("Load with modelmon"):
         assert f"Paste (modelmon): modelmon.core.load('{url}model.safetensors'" in done.stdout
     assert "Measured on this bucket by plain GETs" in done.stdout
