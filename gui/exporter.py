@@ -122,7 +122,8 @@ class Exporter(QObject):
         def work() -> Path:
             from modelmon.core import write_config
 
-            document = ab_document(model, ab, ceilings, Path(path).name)
+            # The paste line names the file wherever it is pasted: its whole path.
+            document = ab_document(model, ab, ceilings, str(Path(path).absolute()))
             return write_config(path, document, model.paths)
 
         written = f"Configuration {side} ({(ab.a if side == 'A' else ab.b).spec}) written to {path}"
@@ -143,8 +144,8 @@ class Exporter(QObject):
         def work() -> None:
             from modelmon.core import recommendation_document, render_config
 
-            document = recommendation_document(
-                rec, Path(path).name, limit, shown.advice, shown.loader_note
+            document = recommendation_document(  # the paste line names the file's whole path
+                rec, str(Path(path).absolute()), limit, shown.advice, shown.loader_note
             )
             write_export(path, render_config(document).encode(), inputs)
 

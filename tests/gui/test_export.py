@@ -153,6 +153,8 @@ def test_a_recommendation_is_measured_then_exported_as_often_as_asked(
         assert ok, text
         config = read_config(out / name)
         assert config.document["evidence"]["runs"] >= 1
+        # Pasted anywhere, the line finds the file: its whole path.
+        assert f"config={str(out / name)!r}" in config.document["apply"]["modelmon"]
         assert config.strategy == rec.winner.spec.split()[0]
     assert window.bench.recommendation.recommendation is rec
     assert str(out / "second.toml") in window.workspace.recommendation.summary.text()
