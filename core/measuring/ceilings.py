@@ -39,7 +39,7 @@ from modelmon.core.measuring.object_ceilings import object_ceilings
 from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode, MiB
-from modelmon.core.system.cache import prepare
+from modelmon.core.system.cache import prepare, prime_fresh_memory
 
 
 def default_parallelism() -> int:
@@ -136,10 +136,9 @@ class _Plain:
         beside: list[float] = []
         verified = True
         for _ in range(repeats):
-            cold = _cold_or_warm(self.paths, "cold", self.cancel, arrays=size, direct=True)
+            prime_fresh_memory(size, self.cancel)  # alone it reads no file: nothing to drop
             alone.append(fill_rate(size, fill_threads(parallel)))
-            cold = _cold_or_warm(self.paths, "cold", self.cancel, arrays=size) and cold
-            verified = cold and verified
+            verified = _cold_or_warm(self.paths, "cold", self.cancel, arrays=size) and verified
             try:
                 beside.append(
                     fill_beside(size, parallel, lambda: plain_read(self.paths, parallel, 16 * MiB))

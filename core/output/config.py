@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +91,7 @@ def build_document(
     budget_s: float | None = None,
     peers: Sequence[Candidate] = (),
     pick: Candidate | None = None,
+    evidence_lines: Callable[[list[Snippet]], list[Snippet]] | None = None,
 ) -> dict[str, Any]:
     """The config document for ``winner``, measured on ``model``.
 
@@ -100,6 +101,8 @@ def build_document(
     one was set). ``budget_s``: the seconds of a budgeted search, or None (an A/B has none).
     ``peers``: other loaders measured beside modelmon, so their snippets carry their figures.
     ``pick``: the overall pick when it is not ``winner`` (a peer that beat modelmon's best).
+    ``evidence_lines``: the [apply] lines as [apply_evidence] tells what measured them
+    (modelmon's own by its runs in the user's loader's rounds, ``in_loader_rounds``).
     Reads the head of every model file for the fingerprint.
     """
     machine: dict[str, Any] = {
@@ -134,7 +137,7 @@ def build_document(
         evidence |= bound_evidence(ceilings, winner)
     chosen = pick or winner
     lines = snippets(model, winner, tuple(ranked), config_name, tuple(peers))
-    evidence_of = _evidence(lines)
+    evidence_of = _evidence(evidence_lines(lines) if evidence_lines is not None else lines)
     if chosen is not winner:
         evidence_of["modelmon"] += (
             f"; modelmon's best: the overall pick is {chosen.spec} at "
@@ -305,13 +308,12 @@ def recommendation_document(
         budget_s=rec.budget.given_s,
         peers=rec.peers,
         pick=rec.used,
+        evidence_lines=None if advice is None else (lambda lines: in_loader_rounds(lines, advice)),
     )
     if advice is not None:
         lines = loader_snippets(advice, rec.model)
         mine = {s.tool: s.text for s in lines}
         dropped = {*mine, *superseded(advice)}
-        general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
-        document["apply_evidence"] = _evidence(in_loader_rounds(general, advice))
         for table, own in (("apply", mine), ("apply_evidence", _evidence(lines))):
             kept = {k: v for k, v in document[table].items() if k not in dropped}
             document[table] = own | kept

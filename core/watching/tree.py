@@ -146,7 +146,6 @@ class ProcessTree:
         self.adopter: int | None = None
         self._own: Callable[[], set[int]] = set
         self.adopted: set[int] = set()
-        self._last_pid: int | None = None
         self._discovered_at: int | None = None  # the last pid handed out at the last discovery
         stat = self._read_stat(root)
         if stat is None:
@@ -271,12 +270,8 @@ class ProcessTree:
         return found
 
     def _listed(self) -> dict[int, StatLine]:
-        """New pids of the whole system with their stat lines (one read per new pid),
-        skipped while no process was created anywhere (/proc/loadavg's last pid)."""
-        last_pid = _last_pid()
-        if last_pid is not None and last_pid == self._last_pid:
-            return {}
-        self._last_pid = last_pid
+        """New pids of the whole system with their stat lines (one read per new pid; a look
+        while no pid was handed out is skipped by ``_discover``)."""
         try:
             listed = {int(name) for name in os.listdir("/proc") if name.isdigit()}
         except OSError:

@@ -110,11 +110,11 @@ class ThroughputPlot(ThemedPlot):
         for index, group in enumerate(groups):
             # Labels alternate between the right and the left end of their lines.
             right = index % 2 == 0
-            names = [f"{CEILING_NAMES.get(c.name, c.name)} {rate_text(c.mbps)}" for c in group]
-            label = " · ".join(reversed(names)) + " (ceilings)"
-            if len(group) == 1:
-                only = group[0]
-                label = f"{CEILING_NAMES.get(only.name, only.name)} ceiling {rate_text(only.mbps)}"
+            names = [(CEILING_NAMES.get(c.name, c.name), rate_text(c.mbps)) for c in group]
+            if len(names) == 1:
+                label = "{} ceiling {}".format(*names[0])
+            else:
+                label = " · ".join(f"{n} {r}" for n, r in reversed(names)) + " (ceilings)"
             for ceiling in group:
                 # One label per group, on its highest line.
                 text = label if ceiling is group[-1] else None

@@ -27,14 +27,16 @@ def model(sharded_model: Path) -> Model:
     return open_model(sharded_model)
 
 
+def _duel_with_library(model: Model, rates: tuple[float, ...], ratios: list[float]):
+    """BEST's search, settled against the library's read (``rates``) by pairs of ``ratios``
+    (library / BEST)."""
+    library = replace(candidate("library", *rates), verdict=judge(ratios))
+    duel = Duel(other=library, verdict=library.verdict)
+    return record(model, winner=BEST, ranked=(BEST, library), duel=duel)
+
+
 def test_the_pick_against_the_library_read_by_their_pairs(model: Model):
-    library = replace(candidate("library", 400, 410, 405), verdict=judge([0.5, 0.45, 0.44]))
-    rec = record(
-        model,
-        winner=BEST,
-        ranked=(BEST, library),
-        duel=Duel(other=library, verdict=library.verdict),
-    )
+    rec = _duel_with_library(model, (400, 410, 405), [0.5, 0.45, 0.44])
     found = answer(rec, "m.toml")
     assert found.action == f"Load with modelmon, {BEST.spec} (the config file holds it)."
     # The pairs' median (1 / 0.45), the same figure the ranking and the explanation give.
@@ -48,13 +50,7 @@ def test_the_pick_against_the_library_read_by_their_pairs(model: Model):
 
 
 def test_a_pick_not_clearly_faster_than_the_library_keeps_the_library(model: Model):
-    library = replace(candidate("library", 1540, 1548, 1560), verdict=judge([1.15, 1.14, 1.16]))
-    rec = record(
-        model,
-        winner=BEST,
-        ranked=(BEST, library),
-        duel=Duel(other=library, verdict=library.verdict),
-    )
+    rec = _duel_with_library(model, (1540, 1548, 1560), [1.15, 1.14, 1.16])
     found = answer(rec, "m.toml")
     assert found.action == f"Keep {LIBRARY}: nothing measured here is clearly faster."
     assert found.gain == (
