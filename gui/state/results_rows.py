@@ -20,8 +20,11 @@ COLUMNS = (
     ("MB/s", "Tensor bytes loaded per second (decimal MB)."),
     (
         "% of bound",
-        "MB/s as a share of the parallel-read ceiling measured on this file "
-        "(Run ▸ Measure ceilings); warm runs against the warm ceiling.",
+        "MB/s as a share of the bound that applies to the run, measured on this file by plain "
+        "readers (Run ▸ Measure ceilings): the storage for a load that discards or maps its "
+        "bytes, the lower of the storage and the memory fill for one that keeps them, the warm "
+        "read for a warm run. Above its bound by more than the bound's spread is no efficiency: "
+        "such a run says so instead of a percentage.",
     ),
     (
         "Peak RSS",
@@ -80,7 +83,8 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
     share = ceiling_for(record, ceilings)
     if share is None:
         return "–"
-    return f"{share[0]:.0%} above bound" if above_bound(share, ceilings) else f"{share[0]:.0%}"
+    # Past its bound beyond the bound's spread the fraction is no efficiency: it is marked.
+    return "above its bound" if above_bound(share, ceilings) else f"{share[0]:.0%}"
 
 
 def above_bound(share: tuple[float, str], ceilings: Ceilings | None) -> bool:
@@ -114,7 +118,8 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             tip = f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
             if above_bound(share, ceilings):
                 return (
-                    f"{tip}. Above it by more than its spread: not an efficiency. A cache this "
+                    f"{tip}: this run read {share[0]:.2f}× that, above it by more than its "
+                    "spread, so not an efficiency. A cache this "
                     "machine cannot drop (a VM host's) served some reads, or the bound was "
                     "measured at another time: Measure ceilings again, beside the runs."
                 )
