@@ -159,10 +159,32 @@ def test_load_against_measure_and_the_targets() -> None:
     in_workers = next(t for name, t in targets.items() if name.startswith("measure `"))
     assert in_workers.met is False and "0.77×" in in_workers.measured  # 410 / 530
     assert "3% short" in in_workers.why
-    runai = targets["modelmon's best ≥ 1.2× Run:ai"]
-    assert runai.met is True and "610 / 410" in runai.measured
+    peer = targets[PEER_TARGET]
+    assert peer.met is True and "610 / peer: runai 410" in peer.measured
     rss = next(t for name, t in targets.items() if name.startswith("peak RSS"))
     assert rss.met is True and rss.measured == "1.05×"
+
+
+PEER_TARGET = (
+    "modelmon's best ≥ 1.2× the best peer, or ≥ 0.9× its bound where 1.2× the peer would "
+    "be past that"
+)
+
+
+def test_a_peer_near_the_bound_is_beaten_by_reaching_the_bound() -> None:
+    """Run:ai at 0.94× the bound: 1.2× it would be 1.13× the bound, which no load reaches,
+    so modelmon's best is judged at 0.9× the bound (and ahead of the peer)."""
+    job = _job()
+    _rerun(job, lambda run: dataclasses.replace(run, mbps=590.0) if run.kind == "peer" else run)
+    peer = next(t for t in applied_targets(job) if t.target == PEER_TARGET)
+    assert "610 / peer: runai 590 MB/s = 1.03×" in peer.measured
+    assert "the peer ran at 0.92× the bound (640 MB/s), so the target is 0.9× the bound: 0.95×" in (
+        peer.measured
+    )
+    assert peer.met is True
+    _rerun(job, lambda run: dataclasses.replace(run, mbps=620.0) if run.kind == "peer" else run)
+    behind = next(t for t in applied_targets(job) if t.target == PEER_TARGET)
+    assert behind.met is False  # at 0.95× the bound, but behind the peer
 
 
 def test_load_against_measure_is_judged_on_the_rounds_pairs() -> None:
