@@ -63,6 +63,8 @@ class MetricPlot(ThemedPlot):
         self.right_box: pg.ViewBox | None = None
         self.right_top: float | None = None
         self.pending: dict[str, MetricSnapshot] = {}  # for when it is shown again
+        self.unavailable_note: str | None = None
+        self.short_runs: dict[str, str] = {}  # label -> why its finished run drew no line
         if right_label is not None:
             self._add_right_axis(right_label)
         self._described = False
@@ -125,6 +127,8 @@ class MetricPlot(ThemedPlot):
         """A new run of ``label`` replaces its curves. They are emptied, not removed: making
         curves costs more than keeping an empty one (of a worker the new run lacks)."""
         self.pending.pop(label, None)
+        if self.short_runs.pop(label, None) is not None:
+            self._show_note()
         for (run, _), curve in self.curves.items():
             if run == label:
                 curve.setData([], [])
@@ -151,7 +155,15 @@ class MetricPlot(ThemedPlot):
         self._describe(snapshot)
         if self.requires is not None:
             reason = snapshot.unavailable.get(self.requires)
-            self.set_note(f"No {self.requires} counters here: {reason}" if reason else None)
+            missing = f"No {self.requires} counters here: {reason}" if reason else None
+            self.unavailable_note = missing
+        names = [name for trace in self.traces for name in self._names(trace, snapshot)]
+        short = snapshot.too_short(names)
+        if short is None:
+            self.short_runs.pop(snapshot.label, None)
+        else:
+            self.short_runs[snapshot.label] = f"{run_key(snapshot.label)} took {short}"
+        self._show_note()
         x_end = peak_left = peak_right = 0.0
         for trace in self.traces:
             for name in self._names(trace, snapshot):
@@ -171,6 +183,12 @@ class MetricPlot(ThemedPlot):
         if not known:
             self._retitle()
         self._refit()
+
+    def _show_note(self) -> None:
+        """Why nothing is drawn: no counters here, or a run too short for two samples."""
+        notes = [self.unavailable_note] if self.unavailable_note else []
+        notes += [self.short_runs[label] for label in sorted(self.short_runs)]
+        self.set_note("\n".join(notes) if notes else None)
 
     def _refit(self) -> None:
         if not self.extents:
@@ -226,6 +244,8 @@ class MetricPlot(ThemedPlot):
         self.right_top = None
         self.follower.restart()
         self._retitle()
+        self.unavailable_note = None
+        self.short_runs.clear()
         self.set_note(None)
 
 

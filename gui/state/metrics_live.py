@@ -36,6 +36,9 @@ class MetricSnapshot:
     maps: Maps = ()
     final: bool = False
     resident_fraction: float = field(default=math.nan)  # the latest finite value
+    # Of a final snapshot: how often the sampler looked, and how long the run took.
+    interval_s: float = math.nan
+    seconds: float = math.nan
 
     @staticmethod
     def of_result(label: str, outcome: SessionResult) -> MetricSnapshot:
@@ -48,6 +51,24 @@ class MetricSnapshot:
             tuple(outcome.residency_maps),
             True,
             latest(outcome.series, "resident_fraction"),
+            outcome.interval_s,
+            outcome.result.seconds,
+        )
+
+    def too_short(self, names: list[str]) -> str | None:
+        """Of a finished run whose ``names`` series have no line to draw (fewer than two
+        samples each): why, in a few words; None when there is a line or the run is live."""
+        if not self.final or not names:
+            return None
+        for name in names:
+            values = self.series.get(name, (None, np.empty(0)))[1]
+            if int(np.isfinite(values).sum()) >= 2:
+                return None
+        if math.isnan(self.seconds) or math.isnan(self.interval_s):
+            return None
+        return (
+            f"{self.seconds * 1000:.0f} ms: over before the sampler's second look "
+            f"(one every {self.interval_s * 1000:.0f} ms; View ▸ Sample metrics every)"
         )
 
 

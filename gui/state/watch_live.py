@@ -191,6 +191,8 @@ class WatchFeed:
             by_model_paths(samples.residency_maps, self.model_paths),
             True,
             latest(series, "resident_fraction"),
+            samples.interval_s,
+            result.wall_seconds,  # the series span the whole watch, not first to last byte
         )
 
 

@@ -62,3 +62,26 @@ def test_no_block_device_is_a_note_not_a_zero_line(qtbot):
     assert plot.note.isVisible() and reason in plot.note.text()
     assert ("A", "device_read_mbps") not in plot.curves  # no curve at all, not zeros
     assert plot.point_count("A") == 3  # the load's own rate is still shown
+
+
+def test_a_run_over_before_the_second_sample_says_why_its_plot_is_empty(qtbot):
+    plot = device_plot()
+    qtbot.addWidget(plot)
+    plot.show()
+    spec = {"load_mbps": MetricSpec("load_mbps", "MB/s", "Bytes the load completed per second.")}
+    one_look = {"load_mbps": (np.array([0.1]), np.array([900.0]))}
+    short = MetricSnapshot("B", one_look, spec, {}, final=True, interval_s=0.1, seconds=0.025)
+    plot.show_snapshot(short)
+    assert plot.note.isVisible(), "a lone sample draws no line: the note says why"
+    assert plot.note.text() == (
+        "run B took 25 ms: over before the sampler's second look (one every 100 ms; "
+        "View ▸ Sample metrics every)"
+    )
+    live = MetricSnapshot("B", one_look, spec, {}, interval_s=0.1, seconds=0.025)
+    plot.start_run("B")
+    plot.show_snapshot(live)  # a live run may yet get its second sample
+    assert not plot.note.isVisible()
+    times = np.array([0.1, 0.2])
+    two = {"load_mbps": (times, np.array([900.0, 950.0]))}
+    plot.show_snapshot(MetricSnapshot("B", two, spec, {}, final=True, interval_s=0.1, seconds=0.2))
+    assert not plot.note.isVisible() and plot.point_count("B") == 2
