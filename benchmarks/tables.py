@@ -131,7 +131,7 @@ def _peer_target(job: JobResult, section: str, best: Row | None) -> Target:
     """modelmon's best ≥ 1.2× the best peer; where that would be past 0.9× of the bound
     (the peer is itself near the bound), the bound's target takes its place: no loader can
     beat a peer by 1.2× when the storage gives less than that."""
-    wanted_of_bound = CEILING_TARGETS[("local", "cold")]
+    wanted_of_bound = CEILING_TARGETS[(job.env, job.cache)]
     text = (
         f"modelmon's best ≥ {RUNAI_TARGET:g}× the best peer, or ≥ {wanted_of_bound:g}× its "
         f"bound where {RUNAI_TARGET:g}× the peer would be past that"

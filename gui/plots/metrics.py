@@ -157,27 +157,26 @@ class MetricPlot(ThemedPlot):
             reason = snapshot.unavailable.get(self.requires)
             missing = f"No {self.requires} counters here: {reason}" if reason else None
             self.unavailable_note = missing
-        names = [name for trace in self.traces for name in self._names(trace, snapshot)]
-        short = snapshot.too_short(names)
+        drawn = [(trace, name) for trace in self.traces for name in self._names(trace, snapshot)]
+        short = snapshot.too_short([name for _, name in drawn])
         if short is None:
             self.short_runs.pop(snapshot.label, None)
         else:
             self.short_runs[snapshot.label] = f"{run_key(snapshot.label)} took {short}"
         self._show_note()
         x_end = peak_left = peak_right = 0.0
-        for trace in self.traces:
-            for name in self._names(trace, snapshot):
-                times, values = snapshot.series[name]
-                shown = values * trace.scale if trace.scale != 1.0 else values
-                self._curve(snapshot.label, name, trace).setData(times, shown)
-                finite = shown[np.isfinite(shown)]
-                top = float(finite.max()) if len(finite) else 0.0
-                if trace.right:
-                    peak_right = max(peak_right, top)
-                else:
-                    peak_left = max(peak_left, top)
-                if len(times):
-                    x_end = max(x_end, float(times[-1]))
+        for trace, name in drawn:
+            times, values = snapshot.series[name]
+            shown = values * trace.scale if trace.scale != 1.0 else values
+            self._curve(snapshot.label, name, trace).setData(times, shown)
+            finite = shown[np.isfinite(shown)]
+            top = float(finite.max()) if len(finite) else 0.0
+            if trace.right:
+                peak_right = max(peak_right, top)
+            else:
+                peak_left = max(peak_left, top)
+            if len(times):
+                x_end = max(x_end, float(times[-1]))
         known = snapshot.label in self.extents
         self.extents[snapshot.label] = (x_end, peak_left, peak_right)
         if not known:
