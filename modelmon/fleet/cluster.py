@@ -1,6 +1,7 @@
 """The Ray side of the fleet: one task per node, pinned to it, all behind one barrier actor.
 
-Each round creates a fresh ``StartBarrier`` actor and one task per chosen node, scheduled with
+Each round creates a fresh ``StartBarrier`` actor on the driver's node (a node under test may
+die) and one task per chosen node, scheduled with
 ``NodeAffinitySchedulingStrategy(node_id, soft=False)``: the task runs on that node or not at
 all. A task prepares and verifies its own node's page cache, then calls the barrier and waits;
 when the last node arrives, the barrier answers them all at once, so the loads hit the shared
@@ -145,7 +146,14 @@ def run_round(request: NodeRequest, nodes: Sequence[dict[str, Any]]) -> list[Nod
     """One barrier-synchronised load on every node; a node's failure is its row, and stops
     the others (``collect``)."""
     # Every node holds two calls open on the barrier at once: its arrival and its stop watch.
-    options = StartBarrier.options(max_concurrency=2 * len(nodes) + 8)  # type: ignore[attr-defined]
+    # The barrier lives on the driver's own node: on a node under test, that node's death
+    # would take every other node's stop with it, failing them all instead of stopping them.
+    driver_node = NodeAffinitySchedulingStrategy(
+        ray.get_runtime_context().get_node_id(), soft=False
+    )
+    options = StartBarrier.options(  # type: ignore[attr-defined]
+        max_concurrency=2 * len(nodes) + 8, scheduling_strategy=driver_node
+    )
     barrier = options.remote(len(nodes))
     try:
         tasks = {

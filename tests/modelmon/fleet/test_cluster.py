@@ -262,6 +262,8 @@ def test_a_node_that_dies_mid_load_fails_the_fleet_run_and_stops_the_others(
             dead_node = _kill_node(cluster, task)
         elif victim == "barrier actor":
             actor = next(p for p in _pids() if _cmdline(p).startswith(b"ray::StartBarrier"))
+            # It lives on the driver's node, so no node under test takes it down with it.
+            assert _parent(actor) == head
             os.kill(actor, signal.SIGKILL)
         else:
             pid = task if victim == "node task" else reading[task][-1]
