@@ -31,7 +31,15 @@ _ATTRIBUTE = struct.Struct("=HH")  # rtattr: len, type
 # struct tcp_info: 8 bytes of u8 fields, then u32 fields up to total_retrans (104), the u64
 # pacing rates, bytes_acked (120), bytes_received (128).
 BYTES_RECEIVED_AT = 128
-STATES = {1: "established", 2: "syn-sent", 7: "close", 8: "close-wait", 10: "listen"}
+TIME_WAIT = 6  # the full socket is freed already; a small stand-in keeps its ends
+STATES = {
+    1: "established",
+    2: "syn-sent",
+    6: "time-wait",
+    7: "close",
+    8: "close-wait",
+    10: "listen",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +163,10 @@ class DestroyedSockets:
             self._link = link
         except OSError as exc:
             self.unavailable = f"closed connections are not heard ({exc.strerror or exc})"
+
+    def fileno(self) -> int:
+        """The broadcast's descriptor, to wait on (-1 when nothing is heard)."""
+        return self._link.fileno() if self._link is not None else -1
 
     def drain(self) -> list[TcpSocket]:
         """The sockets freed since the last drain (never blocks)."""

@@ -8,18 +8,23 @@ bytes arriving, counted by the kernel whoever reads them. A connection that clos
 as the kernel frees it (sock_diag's destroy broadcast, as root), with its last count: one
 seen at a look is known by its ends; one seen as another process's is left out; one opened
 and closed between two looks, seen by no look, counts for the tree (said, when other
-processes talk to the endpoint too). Without the broadcast, a closed connection keeps the
-count of its last look.
+processes talk to the endpoint too). Ends are free again once their socket is freed: on
+loopback the kernel reuses a closed connection's ends (in TIME_WAIT) for a new one at once,
+so a freed socket's ends name no connection any more. Without the broadcast, a closed
+connection keeps the count of its last look.
 """
 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.sockets import (
+    TIME_WAIT,
     DestroyedSockets,
     TcpSocket,
     all_tcp_sockets,
@@ -59,7 +64,7 @@ class EndpointConnections:
         self.from_start = from_start
         self._first: dict[int, int] = {}  # key → bytes it had received when first seen
         self._last: dict[int, int] = {}  # key → bytes at its latest look (or its close)
-        self._ends: dict[tuple[tuple[str, int], tuple[str, int]], int] = {}  # ends → key
+        self._ends: dict[tuple[tuple[str, int], tuple[str, int]], int] = {}  # open: ends → key
         self._unseen = 0  # keys of connections heard closing, never seen open: -1, -2...
         self.others = False  # another process was seen with connections to the endpoint
         self._others_ends: set[tuple[tuple[str, int], tuple[str, int]]] = set()
@@ -68,9 +73,13 @@ class EndpointConnections:
         self.seen = 0  # connections to the endpoint seen so far
         # Connections to the endpoint that exist already (this process's own, closing after
         # it opened the model; anyone else's) are not the program's, which has not started:
-        # listed before the closes are listened to, so none closes unlisted and is heard.
+        # listed before the closes are listened to, so none closes unlisted and is heard. One
+        # in TIME_WAIT was freed already (its broadcast is gone): its ends may be the
+        # program's next.
         self._others_ends |= {
-            (entry.local, entry.remote) for entry in all_tcp_sockets() if self._ours(entry)
+            (entry.local, entry.remote)
+            for entry in all_tcp_sockets()
+            if self._ours(entry) and entry.state != TIME_WAIT
         }
         self.closing = DestroyedSockets()  # from now on: before the program starts
 
@@ -78,6 +87,9 @@ class EndpointConnections:
         return entry.remote[1] == self.port and entry.remote[0] in self.addresses
 
     def look(self, pids: Iterable[int]) -> ConnectionLook:
+        # The closes first: a freed socket's ends may be a new connection's in this table.
+        for entry in self.closing.drain():
+            self._closed(entry)
         held: set[int] = set()
         for pid in pids:
             held |= socket_inodes(pid)
@@ -95,8 +107,6 @@ class EndpointConnections:
                 self._first[inode] = 0 if self.from_start else entry.bytes_received
                 self._ends[entry.local, entry.remote] = inode
             self._last[inode] = max(self._last.get(inode, 0), entry.bytes_received)
-        for entry in self.closing.drain():
-            self._closed(entry)
         self.peak_open = max(self.peak_open, open_now)
         self.seen = len(self._last)
         received = sum(self._last[i] - self._first[i] for i in self._last)
@@ -108,9 +118,10 @@ class EndpointConnections:
         if not self._ours(entry):
             return
         ends = (entry.local, entry.remote)
-        key = self._ends.get(ends)
+        key = self._ends.pop(ends, None)
         if key is None:
             if ends in self._others_ends:  # another process's, seen at a look
+                self._others_ends.discard(ends)
                 return
             self._unseen -= 1
             key = self._unseen
@@ -118,6 +129,33 @@ class EndpointConnections:
             self.unseen_bytes += max(0, entry.bytes_received - 1)
         # A connection closed in order counts the peer's FIN as one byte received.
         self._last[key] = max(self._last.get(key, 0), entry.bytes_received - 1)
+
+    def settle(self, most_s: float = 2.0) -> None:
+        """After the tree has ended: wait until every connection of its still known (seen
+        open, or closing with no holder) has been heard freed (``most_s`` at most), then
+        for the closes announced after it. The kernel frees a socket once its close is done
+        and announces it from a work queue, later still on a busy machine."""
+        deadline = time.monotonic() + most_s
+        while not self.closing.unavailable and self._unheard():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if wait_readable(self.closing.fileno(), min(left, 0.05)):
+                for entry in self.closing.drain():
+                    self._closed(entry)
+        self.closing.settle()
+
+    def _unheard(self) -> bool:
+        """Whether a connection of the tree's has not been heard freed yet."""
+        if self._ends:
+            return True
+        return any(
+            self._ours(entry)
+            and not entry.inode
+            and entry.state != TIME_WAIT
+            and (entry.local, entry.remote) not in self._others_ends
+            for entry in all_tcp_sockets()
+        )
 
     def close(self) -> None:
         self.closing.close()
@@ -165,7 +203,7 @@ class BucketArrivals:
         look, or None. ``final``: the program has ended; its connections' closes are waited
         for (announced just after them)."""
         if final:
-            self.connections.closing.settle()
+            self.connections.settle()
         found = self.connections.look(pids)
         self.samples.append((now_ns, found.open, found.received))
         since = self._last_ns if self._last_ns is not None else now_ns

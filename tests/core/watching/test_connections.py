@@ -146,3 +146,44 @@ def test_connections_none_held_at_a_look_are_counted_not_called_zero() -> None:
         "11 connection(s), each opened and closed between two looks"
     )
     assert report(0, 0).held_text() == "no connection to http://127.0.0.1:9000 was seen"
+
+
+def test_a_new_connection_on_the_ends_of_one_in_time_wait_is_the_trees() -> None:
+    """On loopback the kernel gives a new connection the ends of one that closed before the
+    watch (still in TIME_WAIT): the new one's close is the tree's, not someone else's."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+
+    def serve(count: int) -> None:
+        for _ in range(count):
+            client, _ = listener.accept()
+            client.sendall(b"x" * SENT)
+            client.recv(1)  # until the client closes first: its end goes to TIME_WAIT
+            client.close()
+
+    thread = threading.Thread(target=serve, args=(2,))
+    thread.start()
+
+    def connect(local_port: int = 0) -> socket.socket:
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        client.bind(("127.0.0.1", local_port))
+        client.connect(("127.0.0.1", port))
+        return client
+
+    try:
+        with connect() as before:
+            _read(before, SENT)
+            ends = before.getsockname()[1]
+        watched = EndpointConnections(f"http://127.0.0.1:{port}")  # its ends in TIME_WAIT
+        with connect(ends) as again:  # the same ends, between two looks
+            _read(again, SENT)
+        thread.join(30)
+        watched.settle()
+        look = watched.look([os.getpid()])
+        assert (look.received, look.seen) == (SENT, 1)
+        watched.close()
+    finally:
+        listener.close()
