@@ -49,6 +49,9 @@ class TcpSocket:
     remote: tuple[str, int]
     state: int  # the kernel's TCP state (1: established)
     bytes_received: int  # payload bytes received on it so far (tcpi_bytes_received)
+    # The kernel's cookie: names this socket alone for the boot (its dump and its destroy
+    # broadcast alike), where its ends may be a new connection's once it is freed.
+    cookie: int = 0
 
 
 def _address(family: int, raw: bytes) -> str:
@@ -87,8 +90,8 @@ def _dump(family: int) -> list[TcpSocket]:
 
 
 def _socket(data: bytes, start: int, end: int) -> TcpSocket:
-    (family, state, _, _, sport, dport, src, dst, _, _, _, _, _, _, inode) = _MESSAGE.unpack_from(
-        data, start
+    (family, state, _, _, sport, dport, src, dst, _, cookie, _, _, _, _, inode) = (
+        _MESSAGE.unpack_from(data, start)
     )
     received = 0
     at = start + _MESSAGE.size
@@ -106,6 +109,7 @@ def _socket(data: bytes, start: int, end: int) -> TcpSocket:
         (_address(family, dst), int.from_bytes(dport, "big")),
         state,
         received,
+        cookie,
     )
 
 

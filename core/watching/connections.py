@@ -6,12 +6,11 @@ the kernel's TCP table (``system.sockets``): those whose remote end is the endpo
 its addresses, its port) are the connections; the bytes each has received are the model's
 bytes arriving, counted by the kernel whoever reads them. A connection that closes is heard
 as the kernel frees it (sock_diag's destroy broadcast, as root), with its last count: one
-seen at a look is known by its ends; one seen as another process's is left out; one opened
+seen at a look is known by its cookie; one seen as another process's is left out; one opened
 and closed between two looks, seen by no look, counts for the tree (said, when other
-processes talk to the endpoint too). Ends are free again once their socket is freed: on
-loopback the kernel reuses a closed connection's ends (in TIME_WAIT) for a new one at once,
-so a freed socket's ends name no connection any more. Without the broadcast, a closed
-connection keeps the count of its last look.
+processes talk to the endpoint too). Sockets are known by the kernel's cookie, not their
+ends: on loopback the kernel gives a new connection the ends of a closed one (in TIME_WAIT)
+at once. Without the broadcast, a closed connection keeps the count of its last look.
 """
 
 from __future__ import annotations
@@ -62,34 +61,26 @@ class EndpointConnections:
     def __init__(self, endpoint: str, *, from_start: bool = True) -> None:
         self.addresses, self.port = endpoint_addresses(endpoint)
         self.from_start = from_start
-        self._first: dict[int, int] = {}  # key → bytes it had received when first seen
-        self._last: dict[int, int] = {}  # key → bytes at its latest look (or its close)
-        self._ends: dict[tuple[tuple[str, int], tuple[str, int]], int] = {}  # open: ends → key
-        self._unseen = 0  # keys of connections heard closing, never seen open: -1, -2...
+        # By the kernel's cookie of each socket: its ends may be a new connection's once it
+        # is freed (on loopback the kernel reuses ends in TIME_WAIT at once).
+        self._first: dict[int, int] = {}  # cookie → bytes it had received when first seen
+        self._last: dict[int, int] = {}  # cookie → bytes at its latest look (or its close)
+        self._open: set[int] = set()  # seen at a look, not heard freed yet
+        self._others: set[int] = set()  # another process's (or there before the program)
         self.others = False  # another process was seen with connections to the endpoint
-        self._others_ends: set[tuple[tuple[str, int], tuple[str, int]]] = set()
         self.unseen_bytes = 0  # of connections heard closing, never seen open
         self.peak_open = 0
         self.seen = 0  # connections to the endpoint seen so far
         # Connections to the endpoint that exist already (this process's own, closing after
         # it opened the model; anyone else's) are not the program's, which has not started:
-        # listed before the closes are listened to, so none closes unlisted and is heard. One
-        # in TIME_WAIT was freed already (its broadcast is gone): its ends may be the
-        # program's next.
-        self._others_ends |= {
-            (entry.local, entry.remote)
-            for entry in all_tcp_sockets()
-            if self._ours(entry) and entry.state != TIME_WAIT
-        }
+        # listed before the closes are listened to, so none closes unlisted and is heard.
+        self._others |= {entry.cookie for entry in all_tcp_sockets() if self._ours(entry)}
         self.closing = DestroyedSockets()  # from now on: before the program starts
 
     def _ours(self, entry: TcpSocket) -> bool:
         return entry.remote[1] == self.port and entry.remote[0] in self.addresses
 
     def look(self, pids: Iterable[int]) -> ConnectionLook:
-        # The closes first: a freed socket's ends may be a new connection's in this table.
-        for entry in self.closing.drain():
-            self._closed(entry)
         held: set[int] = set()
         for pid in pids:
             held |= socket_inodes(pid)
@@ -100,35 +91,33 @@ class EndpointConnections:
                 continue
             if inode not in held:
                 self.others = True
-                self._others_ends.add((entry.local, entry.remote))
+                self._others.add(entry.cookie)
                 continue
             open_now += 1
-            if inode not in self._first:
-                self._first[inode] = 0 if self.from_start else entry.bytes_received
-                self._ends[entry.local, entry.remote] = inode
-            self._last[inode] = max(self._last.get(inode, 0), entry.bytes_received)
+            if entry.cookie not in self._first:
+                self._first[entry.cookie] = 0 if self.from_start else entry.bytes_received
+                self._open.add(entry.cookie)
+            last = self._last.get(entry.cookie, 0)
+            self._last[entry.cookie] = max(last, entry.bytes_received)
+        for entry in self.closing.drain():
+            self._closed(entry)
         self.peak_open = max(self.peak_open, open_now)
         self.seen = len(self._last)
         received = sum(self._last[i] - self._first[i] for i in self._last)
         return ConnectionLook(open_now, received, self.seen)
 
     def _closed(self, entry: TcpSocket) -> None:
-        """A connection the kernel freed: its last count, for the one seen open with these
-        ends, or for one never seen (opened and closed between two looks)."""
-        if not self._ours(entry):
+        """A connection the kernel freed: its last count, for the one seen open, or for one
+        never seen (opened and closed between two looks)."""
+        if not self._ours(entry) or entry.cookie in self._others:
             return
-        ends = (entry.local, entry.remote)
-        key = self._ends.pop(ends, None)
-        if key is None:
-            if ends in self._others_ends:  # another process's, seen at a look
-                self._others_ends.discard(ends)
-                return
-            self._unseen -= 1
-            key = self._unseen
-            self._first[key] = 0
+        if entry.cookie not in self._first:  # never seen at a look
+            self._first[entry.cookie] = 0
             self.unseen_bytes += max(0, entry.bytes_received - 1)
+        self._open.discard(entry.cookie)
         # A connection closed in order counts the peer's FIN as one byte received.
-        self._last[key] = max(self._last.get(key, 0), entry.bytes_received - 1)
+        last = self._last.get(entry.cookie, 0)
+        self._last[entry.cookie] = max(last, entry.bytes_received - 1)
 
     def settle(self, most_s: float = 2.0) -> None:
         """After the tree has ended: wait until every connection of its still known (seen
@@ -147,13 +136,13 @@ class EndpointConnections:
 
     def _unheard(self) -> bool:
         """Whether a connection of the tree's has not been heard freed yet."""
-        if self._ends:
+        if self._open:
             return True
         return any(
             self._ours(entry)
             and not entry.inode
             and entry.state != TIME_WAIT
-            and (entry.local, entry.remote) not in self._others_ends
+            and entry.cookie not in self._others
             for entry in all_tcp_sockets()
         )
 

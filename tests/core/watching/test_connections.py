@@ -6,10 +6,20 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from modelmon.core.system.sockets import socket_inodes, tcp_sockets
+import pytest
+
+from modelmon.core.system.sockets import (
+    TIME_WAIT,
+    DestroyedSockets,
+    all_tcp_sockets,
+    socket_inodes,
+    tcp_sockets,
+)
+from modelmon.core.watching import connections
 from modelmon.core.watching.connections import ConnectionReport, EndpointConnections
 
 SENT = 3_000_000
@@ -148,9 +158,13 @@ def test_connections_none_held_at_a_look_are_counted_not_called_zero() -> None:
     assert report(0, 0).held_text() == "no connection to http://127.0.0.1:9000 was seen"
 
 
-def test_a_new_connection_on_the_ends_of_one_in_time_wait_is_the_trees() -> None:
-    """On loopback the kernel gives a new connection the ends of one that closed before the
-    watch (still in TIME_WAIT): the new one's close is the tree's, not someone else's."""
+@pytest.mark.parametrize("watch_from", ["open", "freed unheard", "time-wait"])
+def test_a_new_connection_on_the_ends_of_anothers_is_the_trees(
+    watch_from: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On loopback the kernel gives a new connection the ends of one that closed (still in
+    TIME_WAIT): the new one is the tree's, whether the watch began while the other was open,
+    listed it open and began listening only once it was freed, or began after it closed."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
@@ -173,17 +187,48 @@ def test_a_new_connection_on_the_ends_of_one_in_time_wait_is_the_trees() -> None
         client.connect(("127.0.0.1", port))
         return client
 
+    before = connect()
+    _read(before, SENT)
+    ends = ("127.0.0.1", before.getsockname()[1])
+
+    def close_before() -> None:
+        before.close()
+        _wait_for_time_wait(ends, port)  # freed: its ends free for a new connection
+
+    if watch_from == "freed unheard":  # between the watch's listing and its listening
+        listen = connections.DestroyedSockets
+
+        def listen_late() -> DestroyedSockets:
+            close_before()
+            return listen()
+
+        monkeypatch.setattr(connections, "DestroyedSockets", listen_late)
+    watched = None
     try:
-        with connect() as before:
-            _read(before, SENT)
-            ends = before.getsockname()[1]
-        watched = EndpointConnections(f"http://127.0.0.1:{port}")  # its ends in TIME_WAIT
-        with connect(ends) as again:  # the same ends, between two looks
+        if watch_from != "time-wait":
+            watched = EndpointConnections(f"http://127.0.0.1:{port}")
+        close_before()
+        if watched is None:
+            watched = EndpointConnections(f"http://127.0.0.1:{port}")
+        with connect(ends[1]) as again:  # the same ends, between two looks
             _read(again, SENT)
         thread.join(30)
         watched.settle()
         look = watched.look([os.getpid()])
         assert (look.received, look.seen) == (SENT, 1)
-        watched.close()
     finally:
+        before.close()
+        if watched is not None:
+            watched.close()
         listener.close()
+
+
+def _wait_for_time_wait(local: tuple[str, int], port: int) -> None:
+    """Until the connection from ``local`` to ``port`` is in TIME_WAIT (its socket freed)."""
+    deadline = time.monotonic() + 30
+    while not any(
+        entry.local == local and entry.remote[1] == port and entry.state == TIME_WAIT
+        for entry in all_tcp_sockets()
+    ):
+        assert time.monotonic() < deadline, "the connection never reached TIME_WAIT"
+        time.sleep(0.01)
