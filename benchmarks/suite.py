@@ -56,8 +56,10 @@ class Profile:
     plan_tensors: int = 100_000
     # Watching other loaders (benchmarks/watch.py): alternating pairs watched and not (as many
     # again with neither watched), and the bound on one watched program: 4 forked readers
-    # mapping one descriptor crawl on FUSE (~100 s for a 1.26 GB shard at 12 MB/s).
-    watch_pairs: int = 8
+    # mapping one descriptor crawl on FUSE (~100 s for a 1.26 GB shard at 12 MB/s). On FUSE,
+    # the medians of 8 pairs moved from +1 % to +7 % between runs minutes apart: 16 pairs
+    # tell a cost of 3 % from the pairs' noise.
+    watch_pairs: int = 16
     watch_time_limit_s: float = 240.0
     notes: tuple[str, ...] = field(default_factory=tuple)
 

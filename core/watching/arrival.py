@@ -221,8 +221,11 @@ class FileArrival:
     def _changed_bins(self, bins: np.ndarray) -> np.ndarray | None:
         """Which of ``bins`` moved since they were last counted (their counts updated); None
         if cachestat refuses. A run of bins that were empty is asked as one range (an empty
-        range costs 2 µs), then bin by bin only when something arrived in it: halving it
-        instead would walk the new pages once a level."""
+        range costs 2 µs). Where something arrived in it, its bins are asked one by one
+        from its start while they moved (a reader's front enters a run at its start), and
+        what is left after the first that did not is asked as two halves, each split the
+        same way only if it moved: a few calls a run, each new page walked a few times,
+        where asking every bin of the run cost hundreds of calls a scan."""
         changed: list[int] = []
         empty = self._bin_counts[bins] == 0
         groups: list[tuple[int, int]] = []  # [first bin, end bin) of runs of empty bins
@@ -233,22 +236,47 @@ class FileArrival:
                 groups.append((index, index + 1))
         while groups:
             first_bin, end_bin = groups.pop()
-            first, end = int(self.edges[first_bin]), int(self.edges[end_bin])
-            found = cached_in_range(self.fd, first * PAGE_SIZE, (end - first) * PAGE_SIZE)
-            if found is None:
+            moved = self._count(first_bin, end_bin)
+            if moved is None:
                 return None
-            before = (
-                int(self._bin_counts[first_bin:end_bin].sum()),
-                int(self._bin_evicted[first_bin:end_bin].sum()),
-            )
-            if found == before:
+            if not moved:
                 continue
-            if end_bin - first_bin > 1:  # bin by bin: each walks only its own new pages
-                groups += [(index, index + 1) for index in range(first_bin, end_bin)]
+            if end_bin - first_bin == 1:
+                changed.append(first_bin)
                 continue
-            self._bin_counts[first_bin], self._bin_evicted[first_bin] = found
-            changed.append(first_bin)
+            index = first_bin
+            while index < end_bin:
+                moved = self._count(index, index + 1)
+                if moved is None:
+                    return None
+                if not moved:
+                    break
+                changed.append(index)
+                index += 1
+            low, high = index + 1, end_bin
+            if high - low > 1:
+                middle = (low + high) // 2
+                groups += [(low, middle), (middle, high)]
+            elif high > low:
+                groups.append((low, high))
         return np.array(sorted(changed), dtype=np.int64)
+
+    def _count(self, first_bin: int, end_bin: int) -> bool | None:
+        """Whether bins [first_bin, end_bin) moved since last counted (a single bin's counts
+        are updated); None if cachestat refuses."""
+        first, end = int(self.edges[first_bin]), int(self.edges[end_bin])
+        found = cached_in_range(self.fd, first * PAGE_SIZE, (end - first) * PAGE_SIZE)
+        if found is None:
+            return None
+        before = (
+            int(self._bin_counts[first_bin:end_bin].sum()),
+            int(self._bin_evicted[first_bin:end_bin].sum()),
+        )
+        if found == before:
+            return False
+        if end_bin - first_bin == 1:
+            self._bin_counts[first_bin], self._bin_evicted[first_bin] = found
+        return True
 
     def _whole(self) -> np.ndarray:
         """0/1 per page of the whole file, from the bins' counts where they settle it."""

@@ -21,7 +21,8 @@ from modelmon.core.watching.files import Identity, ModelFile
 from modelmon.core.watching.openings import parse_maps
 from modelmon.core.watching.result import OtherReader
 
-OTHERS_CPU_SHARE = 0.01  # of one core, for the scans of every process's descriptors and maps
+# Of one core: every process's descriptors and maps (seconds apart on a busy machine).
+OTHERS_CPU_SHARE = 0.0025
 
 
 @dataclass
