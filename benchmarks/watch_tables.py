@@ -282,8 +282,8 @@ def _overhead_target(over: WatchOverhead, control: WatchOverhead | None) -> Targ
             met = True
             measured += (
                 f"; within the noise of such pairs: a median this far above the pairs with "
-                f"neither watched comes by chance {chance:.0%} of the time (exact permutation "
-                "test)"
+                f"neither watched comes by chance {chance:.0%} of the time (a permutation test "
+                "of the pairs' ratios)"
             )
     spread = f"{min(over.ratios):.3f}–{max(over.ratios):.3f}"
     why = f"the watched / unwatched ratios of the pairs spread {spread}"
