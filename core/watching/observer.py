@@ -17,12 +17,13 @@ import numpy as np
 
 from modelmon.core.loading.messages import ReadBatch
 from modelmon.core.loading.reads import ReadLog
-from modelmon.core.watching.arrival import Arrivals, ArrivalTracker
+from modelmon.core.watching.arrival import ArrivalTracker
 from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.descriptors import DescriptorGroups
 from modelmon.core.watching.files import ModelFile, ModelFiles
 from modelmon.core.watching.openings import look
 from modelmon.core.watching.others import OTHERS_CPU_SHARE, OtherReaders
+from modelmon.core.watching.page_runs import Arrivals
 from modelmon.core.watching.proc_counters import ZERO, Counters
 from modelmon.core.watching.tree import ProcessTree, read_command
 

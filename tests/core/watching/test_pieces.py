@@ -17,13 +17,14 @@ from modelmon.core.errors import OptionsError, WatchError
 from modelmon.core.loading.reads import now_ns
 from modelmon.core.system import cache
 from modelmon.core.system.residency import PAGE_SIZE
-from modelmon.core.watching.arrival import FULL_BIN_TURNS, FileArrival, merge_runs, page_runs
+from modelmon.core.watching.arrival import FULL_BIN_TURNS, FileArrival
 from modelmon.core.watching.assemble import arrival_span
 from modelmon.core.watching.descriptors import DescriptorGroups, kcmp_same_file
 from modelmon.core.watching.files import ModelFiles
 from modelmon.core.watching.loaders import detect, fix
 from modelmon.core.watching.naming import models_in_arguments, named_files
 from modelmon.core.watching.openings import Descriptor, mapping_rss, parse_fdinfo, parse_maps
+from modelmon.core.watching.page_runs import merge_runs, page_runs
 from modelmon.core.watching.proc_counters import parse_stat
 from modelmon.core.watching.tree import ProcessTree
 from modelmon.core.watching.watch import Watch
