@@ -56,9 +56,9 @@ class Profile:
     plan_tensors: int = 100_000
     # Watching other loaders (benchmarks/watch.py): alternating pairs watched and not (as many
     # again with neither watched), and the bound on one watched program: 4 forked readers
-    # mapping one descriptor crawl on FUSE (~100 s for a 1.26 GB shard at 12 MB/s). On FUSE,
-    # the medians of 8 pairs moved from +1 % to +7 % between runs minutes apart: 16 pairs
-    # tell a cost of 3 % from the pairs' noise.
+    # mapping one descriptor crawl on FUSE (~100 s for a 1.26 GB shard at 12 MB/s). Pairs of
+    # 2-second loads on FUSE spread ±10 % each: the median of 16 narrows that more than 8 do
+    # (the overhead pairs are read-whole runs: about 4 minutes with the control's).
     watch_pairs: int = 16
     watch_time_limit_s: float = 240.0
     notes: tuple[str, ...] = field(default_factory=tuple)

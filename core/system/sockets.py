@@ -31,15 +31,7 @@ _ATTRIBUTE = struct.Struct("=HH")  # rtattr: len, type
 # struct tcp_info: 8 bytes of u8 fields, then u32 fields up to total_retrans (104), the u64
 # pacing rates, bytes_acked (120), bytes_received (128).
 BYTES_RECEIVED_AT = 128
-TIME_WAIT = 6  # the full socket is freed already; a small stand-in keeps its ends
-STATES = {
-    1: "established",
-    2: "syn-sent",
-    6: "time-wait",
-    7: "close",
-    8: "close-wait",
-    10: "listen",
-}
+TIME_WAIT = 6  # the socket is freed already: a small stand-in keeps its ends a while
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +43,7 @@ class TcpSocket:
     bytes_received: int  # payload bytes received on it so far (tcpi_bytes_received)
     # The kernel's cookie: names this socket alone for the boot (its dump and its destroy
     # broadcast alike), where its ends may be a new connection's once it is freed.
-    cookie: int = 0
+    cookie: int
 
 
 def _address(family: int, raw: bytes) -> str:
@@ -152,7 +144,7 @@ class DestroyedSockets:
     """The TCP sockets the kernel frees from now on, each with its last counts, heard on
     sock_diag's destroy broadcasts: what a connection received after the last look at it
     (a loader closes its connections as its last bytes arrive). A freed socket has no inode:
-    it is known by its ends. ``unavailable`` says why nothing is heard (not root)."""
+    it is known by its cookie. ``unavailable`` says why nothing is heard (not root)."""
 
     def __init__(self) -> None:
         self.unavailable: str | None = None

@@ -187,8 +187,8 @@ class FileArrival:
         range costs 2 µs). Where something arrived in it, its bins are asked one by one
         from its start while they moved (a reader's front enters a run at its start), and
         what is left after the first that did not is asked as two halves, each split the
-        same way only if it moved: a few calls a run, each new page walked a few times,
-        where asking every bin of the run cost hundreds of calls a scan."""
+        same way only if it moved: behind a reading front, a call per bin the front crossed
+        and a few more, not one per bin of the run."""
         changed: list[int] = []
         empty = self._bin_counts[bins] == 0
         groups: list[tuple[int, int]] = []  # [first bin, end bin) of runs of empty bins

@@ -6,9 +6,9 @@ the kernel's TCP table (``system.sockets``): those whose remote end is the endpo
 its addresses, its port) are the connections; the bytes each has received are the model's
 bytes arriving, counted by the kernel whoever reads them. A connection that closes is heard
 as the kernel frees it (sock_diag's destroy broadcast, as root), with its last count: one
-seen at a look is known by its cookie; one seen as another process's is left out; one opened
+seen at a look counts its last bytes; one seen as another process's is left out; one opened
 and closed between two looks, seen by no look, counts for the tree (said, when other
-processes talk to the endpoint too). Sockets are known by the kernel's cookie, not their
+processes talk to the endpoint too). Each socket is known by the kernel's cookie, not by its
 ends: on loopback the kernel gives a new connection the ends of a closed one (in TIME_WAIT)
 at once. Without the broadcast, a closed connection keeps the count of its last look.
 """
@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.sockets import (
-    TIME_WAIT,
     DestroyedSockets,
     TcpSocket,
     all_tcp_sockets,
@@ -81,10 +80,11 @@ class EndpointConnections:
         return entry.remote[1] == self.port and entry.remote[0] in self.addresses
 
     def look(self, pids: Iterable[int]) -> ConnectionLook:
-        held: set[int] = set()
-        for pid in pids:
-            held |= socket_inodes(pid)
+        members = list(pids)
+        held = self._held(members)
         table = tcp_sockets()
+        if any(self._ours(e) and inode not in held for inode, e in table.items()):
+            held = self._held(members)  # one opened since the first listing is the tree's
         open_now = 0
         for inode, entry in table.items():
             if not self._ours(entry):
@@ -93,6 +93,9 @@ class EndpointConnections:
                 self.others = True
                 self._others.add(entry.cookie)
                 continue
+            # Held by the tree: the program's, whoever else was thought to hold it (one the
+            # attached program held before the watch began).
+            self._others.discard(entry.cookie)
             open_now += 1
             if entry.cookie not in self._first:
                 self._first[entry.cookie] = 0 if self.from_start else entry.bytes_received
@@ -106,26 +109,37 @@ class EndpointConnections:
         received = sum(self._last[i] - self._first[i] for i in self._last)
         return ConnectionLook(open_now, received, self.seen)
 
+    @staticmethod
+    def _held(pids: list[int]) -> set[int]:
+        held: set[int] = set()
+        for pid in pids:
+            held |= socket_inodes(pid)
+        return held
+
     def _closed(self, entry: TcpSocket) -> None:
         """A connection the kernel freed: its last count, for the one seen open, or for one
-        never seen (opened and closed between two looks)."""
-        if not self._ours(entry) or entry.cookie in self._others:
+        never seen (opened and closed between two looks) that no other process held."""
+        if not self._ours(entry):
             return
-        if entry.cookie not in self._first:  # never seen at a look
-            self._first[entry.cookie] = 0
+        if entry.cookie not in self._first:
+            if entry.cookie in self._others:
+                return
+            self._first[entry.cookie] = 0  # never seen at a look
             self.unseen_bytes += max(0, entry.bytes_received - 1)
         self._open.discard(entry.cookie)
-        # A connection closed in order counts the peer's FIN as one byte received.
+        # A connection that had its peer's FIN counts it as one byte received (one closed by
+        # the program first, freed before the peer's FIN, ends a byte short).
         last = self._last.get(entry.cookie, 0)
         self._last[entry.cookie] = max(last, entry.bytes_received - 1)
 
     def settle(self, most_s: float = 2.0) -> None:
-        """After the tree has ended: wait until every connection of its still known (seen
-        open, or closing with no holder) has been heard freed (``most_s`` at most), then
-        for the closes announced after it. The kernel frees a socket once its close is done
-        and announces it from a work queue, later still on a busy machine."""
+        """After the tree has ended: wait until every connection seen open that no process
+        holds any more has been heard freed (``most_s`` at most), then for the closes
+        announced after it. The kernel frees a socket once its close is done and announces
+        it from a work queue, later still on a busy machine; a connection still held (by a
+        program the watch detaches from) is not waited for."""
         deadline = time.monotonic() + most_s
-        while not self.closing.unavailable and self._unheard():
+        while not self.closing.unavailable and self._closing_unheard():
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -134,17 +148,12 @@ class EndpointConnections:
                     self._closed(entry)
         self.closing.settle()
 
-    def _unheard(self) -> bool:
-        """Whether a connection of the tree's has not been heard freed yet."""
-        if self._open:
-            return True
-        return any(
-            self._ours(entry)
-            and not entry.inode
-            and entry.state != TIME_WAIT
-            and entry.cookie not in self._others
-            for entry in all_tcp_sockets()
-        )
+    def _closing_unheard(self) -> bool:
+        """Whether a connection seen open is gone from its holders but not heard freed."""
+        if not self._open:
+            return False
+        held = {e.cookie for e in all_tcp_sockets() if e.inode and self._ours(e)}
+        return any(cookie not in held for cookie in self._open)
 
     def close(self) -> None:
         self.closing.close()

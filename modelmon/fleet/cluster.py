@@ -1,7 +1,7 @@
 """The Ray side of the fleet: one task per node, pinned to it, all behind one barrier actor.
 
-Each round creates a fresh ``StartBarrier`` actor on the driver's node (a node under test may
-die) and one task per chosen node, scheduled with
+Each round creates a fresh ``StartBarrier`` actor, on the driver's node (a node under test
+may die), and one task per chosen node, scheduled with
 ``NodeAffinitySchedulingStrategy(node_id, soft=False)``: the task runs on that node or not at
 all. A task prepares and verifies its own node's page cache, then calls the barrier and waits;
 when the last node arrives, the barrier answers them all at once, so the loads hit the shared

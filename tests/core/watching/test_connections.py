@@ -165,62 +165,130 @@ def test_a_new_connection_on_the_ends_of_anothers_is_the_trees(
     """On loopback the kernel gives a new connection the ends of one that closed (still in
     TIME_WAIT): the new one is the tree's, whether the watch began while the other was open,
     listed it open and began listening only once it was freed, or began after it closed."""
+    with _serving(2) as port:
+
+        def connect(local_port: int = 0) -> socket.socket:
+            client = socket.socket()
+            try:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                client.bind(("127.0.0.1", local_port))
+                client.connect(("127.0.0.1", port))
+            except OSError:
+                client.close()
+                raise
+            return client
+
+        before = connect()
+        _read(before, SENT)
+        ends = ("127.0.0.1", before.getsockname()[1])
+
+        def close_before() -> None:
+            if before.fileno() != -1:
+                _close_first(before)
+                _wait_for_time_wait(ends, port)  # freed: its ends free for a new connection
+
+        if watch_from == "freed unheard":  # between the watch's listing and its listening
+            listen = connections.DestroyedSockets
+
+            def listen_late() -> DestroyedSockets:
+                close_before()
+                return listen()
+
+            monkeypatch.setattr(connections, "DestroyedSockets", listen_late)
+        watched = None
+        try:
+            if watch_from != "time-wait":
+                watched = EndpointConnections(f"http://127.0.0.1:{port}")
+            close_before()
+            if watched is None:
+                watched = EndpointConnections(f"http://127.0.0.1:{port}")
+            with connect(ends[1]) as again:  # the same ends, between two looks
+                _read(again, SENT)
+                _close_first(again)
+            watched.settle()
+            look = watched.look([os.getpid()])
+            assert (look.received, look.seen) == (SENT, 1)
+        finally:
+            before.close()
+            if watched is not None:
+                watched.close()
+
+
+def test_what_arrives_after_the_last_look_counts_once_the_close_is_heard() -> None:
+    """A connection seen open goes on receiving, then closes: its last bytes are counted
+    from its destroy broadcast, which the last look waits for, not for its bound."""
+    more = threading.Event()
+    with _serving(1, more) as port:
+        watched = EndpointConnections(f"http://127.0.0.1:{port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as client:
+                _read(client, SENT)
+                assert watched.look([os.getpid()]).received == SENT
+                more.set()
+                _read(client, SENT)
+                _close_first(client)
+            started = time.monotonic()
+            watched.settle(most_s=30.0)
+            assert time.monotonic() - started < 30.0  # heard, not waited out
+            look = watched.look([os.getpid()])
+            assert (look.open, look.received, look.seen) == (0, 2 * SENT, 1)
+        finally:
+            watched.close()
+
+
+def test_attached_a_connection_held_before_the_watch_counts_what_comes_after() -> None:
+    """Attached to a running program, its connection open before the watch began is its own
+    once a look finds it held: what arrives after that look counts, up to its close."""
+    more = threading.Event()
+    with _serving(1, more) as port, socket.create_connection(("127.0.0.1", port)) as client:
+        _read(client, SENT)
+        watched = EndpointConnections(f"http://127.0.0.1:{port}", from_start=False)
+        try:
+            assert watched.look([os.getpid()]).received == 0  # it arrived before the watch
+            more.set()
+            _read(client, SENT)
+            _close_first(client)
+            watched.settle(most_s=30.0)
+            look = watched.look([os.getpid()])
+            assert (look.open, look.received, look.seen) == (0, SENT, 1)
+        finally:
+            watched.close()
+
+
+@contextmanager
+def _serving(clients: int, more: threading.Event | None = None) -> Iterator[int]:
+    """A loopback server (its port) that sends each of ``clients`` SENT bytes (and SENT more
+    once ``more`` is set), then closes once the client has closed its side."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
-    port = listener.getsockname()[1]
+    listener.settimeout(30)
 
-    def serve(count: int) -> None:
-        for _ in range(count):
+    def serve() -> None:
+        for _ in range(clients):
             client, _ = listener.accept()
-            client.sendall(b"x" * SENT)
-            client.recv(1)  # until the client closes first: its end goes to TIME_WAIT
-            client.close()
+            with client:
+                client.sendall(b"x" * SENT)
+                if more is not None and more.wait(30):
+                    client.sendall(b"x" * SENT)
+                client.recv(1)  # the client closes first: its end goes to TIME_WAIT
 
-    thread = threading.Thread(target=serve, args=(2,))
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-
-    def connect(local_port: int = 0) -> socket.socket:
-        client = socket.socket()
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        client.bind(("127.0.0.1", local_port))
-        client.connect(("127.0.0.1", port))
-        return client
-
-    before = connect()
-    _read(before, SENT)
-    ends = ("127.0.0.1", before.getsockname()[1])
-
-    def close_before() -> None:
-        before.close()
-        _wait_for_time_wait(ends, port)  # freed: its ends free for a new connection
-
-    if watch_from == "freed unheard":  # between the watch's listing and its listening
-        listen = connections.DestroyedSockets
-
-        def listen_late() -> DestroyedSockets:
-            close_before()
-            return listen()
-
-        monkeypatch.setattr(connections, "DestroyedSockets", listen_late)
-    watched = None
     try:
-        if watch_from != "time-wait":
-            watched = EndpointConnections(f"http://127.0.0.1:{port}")
-        close_before()
-        if watched is None:
-            watched = EndpointConnections(f"http://127.0.0.1:{port}")
-        with connect(ends[1]) as again:  # the same ends, between two looks
-            _read(again, SENT)
+        yield listener.getsockname()[1]
         thread.join(30)
-        watched.settle()
-        look = watched.look([os.getpid()])
-        assert (look.received, look.seen) == (SENT, 1)
+        assert not thread.is_alive(), "the server never saw its clients close"
     finally:
-        before.close()
-        if watched is not None:
-            watched.close()
         listener.close()
+
+
+def _close_first(client: socket.socket) -> None:
+    """Close ``client`` first (its end goes to TIME_WAIT), after the server's own close has
+    arrived (counted as a byte received, as the watch expects of an orderly close)."""
+    client.shutdown(socket.SHUT_WR)
+    _read(client, 1)  # the server's close: nothing more comes
+    client.close()
 
 
 def _wait_for_time_wait(local: tuple[str, int], port: int) -> None:
