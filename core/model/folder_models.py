@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelmon.core.errors import ModelFormatError
-from modelmon.core.model.formats.safetensors import parse_index
+from modelmon.core.model.formats.safetensors_index import parse_index
 from modelmon.core.model.references import WEIGHT_SUFFIXES
 
 INDEX_SUFFIX = ".safetensors.index.json"

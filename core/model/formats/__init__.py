@@ -9,7 +9,8 @@ from pathlib import Path
 from modelmon.core.errors import EmptyModelError, ModelFormatError, ModelReferenceError
 from modelmon.core.model.formats.combine import combine
 from modelmon.core.model.formats.opening import format_of, open_model_file
-from modelmon.core.model.formats.safetensors import parse_index, parse_safetensors_file
+from modelmon.core.model.formats.safetensors import parse_safetensors_file
+from modelmon.core.model.formats.safetensors_index import parse_index
 from modelmon.core.model.records import Model
 from modelmon.core.model.references import resolve_reference
 from modelmon.core.storage.urls import is_url

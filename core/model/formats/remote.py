@@ -14,11 +14,8 @@ from modelmon.core.errors import ModelFormatError, ObjectNotFoundError
 from modelmon.core.model.formats.combine import ParseShard, combine
 from modelmon.core.model.formats.gguf import parse_gguf_source
 from modelmon.core.model.formats.opening import format_of
-from modelmon.core.model.formats.safetensors import (
-    MAX_HEADER_BYTES,
-    parse_safetensors_source,
-    weight_map_of,
-)
+from modelmon.core.model.formats.safetensors import MAX_HEADER_BYTES, parse_safetensors_source
+from modelmon.core.model.formats.safetensors_index import weight_map_of
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.storage.connection import Connection, Listed, Store
 from modelmon.core.storage.objects import ObjectSource, open_store
