@@ -147,6 +147,48 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
         tracked.close()
 
 
+def test_a_short_count_from_cachestat_moves_no_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cachestat undercounts a range that starts inside a large folio when it yields the CPU
+    mid-walk: a bin it once calls empty keeps its pages (mincore says), and nothing arrives
+    when the true count comes back."""
+    from modelmon.core.watching import arrival
+    from modelmon.core.watching.files import ModelFile
+
+    path = tmp_path / "m.bin"
+    path.write_bytes(os.urandom(64 * PAGE_SIZE))
+    path.read_bytes()  # all resident: the watch's starting state
+    stat = path.stat()
+    tracked = FileArrival(
+        ModelFile(0, str(path), 64 * PAGE_SIZE, (stat.st_dev, stat.st_ino), True), bins=8
+    )
+    counted = arrival.cached_in_range
+    short = {"bin": 3}  # one short answer, for bin 3 (pages 24 to 32)
+
+    def once_short(fd: int, offset: int, length: int) -> tuple[int, int] | None:
+        found = counted(fd, offset, length)
+        if found is not None and short and offset == 24 * PAGE_SIZE and length == 8 * PAGE_SIZE:
+            short.clear()
+            return 0, found[1]
+        return found
+
+    try:
+        tracked.baseline(1)
+        if not tracked.cachestat:
+            pytest.skip("cachestat (Linux 6.5 and later) is not here")
+        assert tracked.resident_before == 1.0
+        monkeypatch.setattr(arrival, "cached_in_range", once_short)
+        for _ in range(FULL_BIN_TURNS + 2):  # bin 3's turn comes, then the true count again
+            tracked.scan()
+        tracked.scan(everything=True)
+        assert not short  # the short answer was given
+        assert tracked.arrived_bytes == 0 and tracked.evicted_before_pages == 0
+        assert tracked.resident_fraction() == 1.0
+    finally:
+        tracked.close()
+
+
 def test_arrivals_without_cachestat_scan_the_whole_file_with_mincore(tmp_path: Path) -> None:
     from modelmon.core.watching.files import ModelFile
 
