@@ -31,7 +31,6 @@ _ATTRIBUTE = struct.Struct("=HH")  # rtattr: len, type
 # struct tcp_info: 8 bytes of u8 fields, then u32 fields up to total_retrans (104), the u64
 # pacing rates, bytes_acked (120), bytes_received (128).
 BYTES_RECEIVED_AT = 128
-TIME_WAIT = 6  # the socket is freed already: a small stand-in keeps its ends a while
 
 
 @dataclass(frozen=True, slots=True)

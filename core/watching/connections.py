@@ -152,7 +152,7 @@ class EndpointConnections:
         """Whether a connection seen open is gone from its holders but not heard freed."""
         if not self._open:
             return False
-        held = {e.cookie for e in all_tcp_sockets() if e.inode and self._ours(e)}
+        held = {e.cookie for e in tcp_sockets().values() if self._ours(e)}
         return any(cookie not in held for cookie in self._open)
 
     def close(self) -> None:
