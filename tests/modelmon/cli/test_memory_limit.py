@@ -80,6 +80,14 @@ def test_a_limit_below_a_mib_is_a_usage_error(streamed: Path) -> None:
     assert done.returncode == 2 and "--memory-limit" in done.stderr
 
 
+def _members(cgroup: Path) -> list[int]:
+    """The processes in ``cgroup``; none once it is removed (between a walk and this read)."""
+    try:
+        return [int(pid) for pid in cgroup.joinpath("cgroup.procs").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
 class Loading:
     """``modelmon load --memory-limit`` caught reading: its workers in its cgroup and the model
     arriving in the page cache (states, not times)."""
@@ -94,12 +102,14 @@ class Loading:
         self.workers: list[psutil.Process] = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            cgroups = run_cgroups_of(self.process.pid)
-            pids = cgroups[0].joinpath("cgroup.procs").read_text().split() if cgroups else []
-            if pids and residency_of([self.model]) > 0.01:
-                self.cgroup = cgroups[0]
-                self.workers = [psutil.Process(int(pid)) for pid in pids]
-                return
+            # The CLI first makes and removes a cgroup to learn that one can be made: the run's
+            # own is the one with processes in it.
+            for cgroup in run_cgroups_of(self.process.pid):
+                pids = _members(cgroup)
+                if pids and residency_of([self.model]) > 0.01:
+                    self.cgroup = cgroup
+                    self.workers = [psutil.Process(pid) for pid in pids]
+                    return
             assert self.process.poll() is None, self.process.communicate()
             time.sleep(0.02)
         raise AssertionError("the load never ran in its cgroup")
