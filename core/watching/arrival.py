@@ -1,15 +1,17 @@
 """Where in each model file pages arrived in the page cache, and when: page bitmaps diffed
 between samples.
 
-A scan asks cachestat for the whole file (microseconds); only when its cached or evicted
-count moved does it ask again per bin, and only the bins that moved are looked at page by
-page with mincore (whose cost is per page: 30 ms a GiB here, against 0.2 ms for a 4 MiB bin).
-A bin where no page was seen and none is counted needs no mincore at all; pages leave only as
-mincore sees them go (cachestat can undercount). cachestat counts a page as soon as its read
-is asked (on a throttled disk, tens of MB ahead of the bytes); mincore counts only
-pages whose read completed, so a bin cachestat counts pages in is looked at with mincore, and
-again each scan while some of its pages are still being read. Without cachestat (Linux < 6.5)
-each scan is a whole-file mincore, and scans are spaced out by their cost.
+A scan asks cachestat for the whole file (microseconds); only when its cached or evicted count
+moved does it ask again per bin, and only the bins that moved are looked at page by page with
+mincore (whose cost is per page: 30 ms a GiB here, against 0.2 ms for a 4 MiB bin). A bin where
+no page was seen and none is counted needs no mincore at all; pages leave only as mincore sees
+them go. The bins' edges are 2 MiB apart (or a multiple): cachestat undercounts a range that
+starts inside a large folio when it yields the CPU mid-walk (it restarts past the folio), and
+the page cache's folios are at most 2 MiB and aligned to their size. cachestat counts a page as
+soon as its read is asked (on a throttled disk, tens of MB ahead of the bytes); mincore counts
+only pages whose read completed, so a bin cachestat counts pages in is looked at with mincore,
+and again each scan while some of its pages are still being read. Without cachestat (Linux <
+6.5) each scan is a whole-file mincore, and scans are spaced out by their cost.
 
 Each page is absent, resident since before the watch, or arrived during it; a page that
 arrived counts once per arrival (dropped and read again: twice), and an arrival is placed in
@@ -43,25 +45,38 @@ from modelmon.core.watching.page_runs import Arrivals, merge_runs, page_runs
 
 ABSENT, BEFORE, ARRIVED = 0, 1, 2  # what a page is, in FileArrival.state
 MAX_BINS = 256
+# The largest folio the page cache makes here (a PMD's 2 MiB on x86-64): bins start on it.
+FOLIO_PAGES = (2 << 20) // PAGE_SIZE
 # A run of arrived pages continues a stream when a page within this distance before it is
 # resident; otherwise the reader jumped there (random order shows as many small jumps).
 STREAM_GAP_PAGES = 16
 FULL_BIN_TURNS = 32  # a bin that is all resident is looked at again every this many scans
 
 
+def bin_edges(pages: int, bins: int, align_pages: int) -> np.ndarray:
+    """The page edges of at most ``bins`` bins over ``pages`` pages: each bin the same
+    multiple of ``align_pages`` long, the last one cut at the file's end."""
+    step = -(-max(1, pages) // max(1, bins))
+    step = -(-step // align_pages) * align_pages
+    count = max(1, -(-pages // step))
+    return np.minimum(np.arange(count + 1, dtype=np.int64) * step, pages)
+
+
 class FileArrival:
     """One model file's pages, scan after scan. Holds a descriptor of its own on the file
     (a description of its own: it shares nothing with the watched program)."""
 
-    def __init__(self, model_file: ModelFile, bins: int = MAX_BINS) -> None:
+    def __init__(
+        self, model_file: ModelFile, bins: int = MAX_BINS, align_pages: int = FOLIO_PAGES
+    ) -> None:
         self.file = model_file
         self.fd = os.open(model_file.path, os.O_RDONLY | os.O_CLOEXEC)
         self.size = model_file.size
         self.pages = -(-self.size // PAGE_SIZE)
         self.state = np.zeros(self.pages, dtype=np.uint8)
         self.ever = np.zeros(self.pages, dtype=bool)  # arrived at least once
-        count = max(1, min(bins, self.pages))
-        self.edges = (np.arange(count + 1, dtype=np.int64) * self.pages) // count
+        self.edges = bin_edges(self.pages, bins, align_pages)
+        count = len(self.edges) - 1
         self._bin_counts = np.zeros(count, dtype=np.int64)
         self._bin_evicted = np.zeros(count, dtype=np.int64)
         # Per bin: shadow entries gained minus pages seen leaving, not yet matched
@@ -125,9 +140,8 @@ class FileArrival:
             low, high = int(run[0]), int(run[-1]) + 1
             first, end = int(self.edges[low]), int(self.edges[high])
             counts = self._bin_counts[low:high]
-            # Pages leave only as mincore sees them go, never by a count of zero: cachestat
-            # undercounts a range that starts inside a large folio when it yields the CPU
-            # mid-walk (it restarts past the folio), so zero can be short.
+            # Pages leave only as mincore sees them go, never by a count of zero: a count can
+            # be short (cachestat's walk restarts past a large folio it stopped in).
             if counts.any() or self.state[first:end].any():
                 resident = resident_pages(self.fd, self.size, first, end - first)
                 self.mincore_pages += end - first

@@ -17,7 +17,7 @@ from modelmon.core.errors import OptionsError, WatchError
 from modelmon.core.loading.reads import now_ns
 from modelmon.core.system import cache
 from modelmon.core.system.residency import PAGE_SIZE
-from modelmon.core.watching.arrival import FULL_BIN_TURNS, FileArrival
+from modelmon.core.watching.arrival import FOLIO_PAGES, FULL_BIN_TURNS, FileArrival, bin_edges
 from modelmon.core.watching.assemble import arrival_span
 from modelmon.core.watching.descriptors import DescriptorGroups, kcmp_same_file
 from modelmon.core.watching.files import ModelFiles
@@ -105,7 +105,8 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
     path.write_bytes(os.urandom(size))
     cache.evict([path])
     stat = path.stat()
-    tracked = FileArrival(ModelFile(0, str(path), size, (stat.st_dev, stat.st_ino), True), bins=8)
+    model_file = ModelFile(0, str(path), size, (stat.st_dev, stat.st_ino), True)
+    tracked = FileArrival(model_file, bins=8, align_pages=1)
     try:
         tracked.baseline(1)
         with open(path, "rb", buffering=0) as file:
@@ -161,7 +162,9 @@ def test_a_short_count_from_cachestat_moves_no_page(
     path.read_bytes()  # all resident: the watch's starting state
     stat = path.stat()
     tracked = FileArrival(
-        ModelFile(0, str(path), 64 * PAGE_SIZE, (stat.st_dev, stat.st_ino), True), bins=8
+        ModelFile(0, str(path), 64 * PAGE_SIZE, (stat.st_dev, stat.st_ino), True),
+        bins=8,
+        align_pages=1,
     )
     counted = arrival.cached_in_range
     short = {"bin": 3}  # one short answer, for bin 3 (pages 24 to 32)
@@ -187,6 +190,20 @@ def test_a_short_count_from_cachestat_moves_no_page(
         assert tracked.resident_fraction() == 1.0
     finally:
         tracked.close()
+
+
+@pytest.mark.parametrize(
+    "pages", [0, 1, FOLIO_PAGES - 1, FOLIO_PAGES, 3 * FOLIO_PAGES + 5, 270_000, 4_000_001]
+)
+def test_bins_start_on_a_folio_so_no_count_starts_inside_one(pages: int) -> None:
+    """cachestat undercounts a range that starts inside a large folio (when it yields the CPU
+    mid-walk): every bin of a file starts on 2 MiB, at most MAX_BINS of them, covering it."""
+    edges = bin_edges(pages, 256, FOLIO_PAGES)
+    assert edges[0] == 0 and edges[-1] == pages and len(edges) - 1 <= 256
+    assert np.all(edges[:-1] % FOLIO_PAGES == 0)
+    assert np.all(np.diff(edges) > 0) or pages == 0
+    steps = np.diff(edges[:-1])
+    assert len(set(steps.tolist())) <= 1  # the same length, but the last
 
 
 def test_arrivals_without_cachestat_scan_the_whole_file_with_mincore(tmp_path: Path) -> None:
