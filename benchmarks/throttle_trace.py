@@ -1,0 +1,174 @@
+"""What the throttled disk really delivered to each reader, from the block layer:
+``python -m benchmarks.throttle_trace [--rounds 3] [--gib 0.31] [--scratch tmp/bounds]``.
+
+The hdd bench emulates a hard disk with a blkio throttle (150 MiB/s). Its storage bound is a
+plain reader's rate through it; a load above it is either a wrong clock or a throttle that
+let that load's pattern through faster. This tells them apart without any clock of the
+readers: the kernel's ``block_rq_complete`` events (tracefs) for the sectors of the model's
+file, while a plain reader (4 threads, 16 MiB requests, discarding) and the safetensors
+library (as the bench's engine side runs it, watched) load it cold, in turns. Each run's
+figure is the model's bytes the disk completed over the span from its first completion to
+its last, and the most it completed in any 100 ms (the throttle's rate is 15.7 MB per
+100 ms). Needs root (tracefs, the blkio cgroup); the events are switched off afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchmarks.bounds import storage
+
+TRACING = Path("/sys/kernel/tracing")
+EVENT = TRACING / "events/block/block_rq_complete/enable"
+WINDOW_S = 0.1
+MiB = 1 << 20
+# "<stamp>: block_rq_complete: MAJ,MIN FLAGS () SECTOR + COUNT ..." and the marks between runs.
+COMPLETE = re.compile(r" (\d+\.\d+): block_rq_complete: (\d+),(\d+) \S+ \(\S*\) (\d+) \+ (\d+)")
+MARK = re.compile(r" (\d+\.\d+): tracing_mark_write: (BEGIN|END) (.+)$")
+
+# The rounds, inside the throttling cgroup: a plain reader and the library, in turns, cold.
+INSIDE = r"""
+import os, sys, threading
+from modelmon.core import open_model, parse_engine, prepare_cache, run_for
+
+path, rounds = sys.argv[1], int(sys.argv[2])
+size = os.path.getsize(path)
+
+def mark(text):
+    with open("/sys/kernel/tracing/trace_marker", "w") as marker:
+        marker.write(text)
+
+def plain(readers=4, request=16 << 20):
+    def read(first, end):
+        fd = os.open(path, os.O_RDONLY)
+        buffer = memoryview(bytearray(request))
+        try:
+            while first < end:
+                first += os.preadv(fd, [buffer[: min(request, end - first)]], first)
+        finally:
+            os.close(fd)
+    edges = [size * i // readers for i in range(readers + 1)]
+    threads = [threading.Thread(target=read, args=edges[i : i + 2]) for i in range(readers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+model = open_model(path)
+for index in range(rounds):
+    prepare_cache([path], "cold")
+    mark(f"BEGIN plain {index}")
+    plain()
+    mark(f"END plain {index}")
+    mark(f"BEGIN library {index}")
+    result = run_for(model, parse_engine("safetensors"), "cold", monitor=False).run().result
+    mark(f"END library {index}")
+    print(f"library {index} watched {result.mbps:.1f} own {size / result.own_seconds / 1e6:.1f}",
+          flush=True)
+"""
+
+
+def file_sectors(path: Path) -> list[tuple[int, int]]:
+    """[first, end) sectors of the disk that hold ``path`` (``filefrag``'s extents, moved by
+    the partition's start when the file system is on one)."""
+    listing = subprocess.run(
+        ["filefrag", "-v", "-b512", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    extents = []
+    for line in listing.splitlines():
+        fields = line.replace(":", " ").replace("..", " ").split()
+        if len(fields) >= 6 and fields[0].isdigit():
+            extents.append((int(fields[3]), int(fields[4]) + 1))
+    device = os.stat(path).st_dev
+    start = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/start")
+    offset = int(start.read_text()) if start.exists() else 0
+    return [(first + offset, end + offset) for first, end in extents]
+
+
+@contextlib.contextmanager
+def completions_traced() -> Iterator[Path]:
+    """tracefs recording the block layer's completions for the block (mounted if it is not);
+    everything switched back afterwards. Yields the trace file."""
+    mounted = not (TRACING / "trace").exists()
+    if mounted:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACING)], check=True)
+    try:
+        (TRACING / "trace").write_text("")
+        (TRACING / "buffer_size_kb").write_text("65536")
+        EVENT.write_text("1")
+        (TRACING / "tracing_on").write_text("1")
+        try:
+            yield TRACING / "trace"
+        finally:
+            EVENT.write_text("0")
+            (TRACING / "trace").write_text("")
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(TRACING)], check=False)
+
+
+def delivered(trace: str, sectors: list[tuple[int, int]]) -> list[tuple[str, float, float, float]]:
+    """Per marked run: (label, model MB completed, span s, most MB completed in 100 ms)."""
+    runs: list[tuple[str, float, float, float]] = []
+    label: str | None = None
+    done: list[tuple[float, int]] = []
+    for line in trace.splitlines():
+        if found := MARK.search(line):
+            if found.group(2) == "BEGIN":
+                label, done = found.group(3), []
+            elif label is not None and done:
+                runs.append((label, *_figures(done)))
+                label = None
+            continue
+        found = COMPLETE.search(line)
+        if label is None or found is None:
+            continue
+        first, count = int(found.group(4)), int(found.group(5))
+        if any(low <= first < high for low, high in sectors):
+            done.append((float(found.group(1)), count * 512))
+    return runs
+
+
+def _figures(done: list[tuple[float, int]]) -> tuple[float, float, float]:
+    total = sum(size for _, size in done)
+    span = done[-1][0] - done[0][0]
+    most = low = window = 0
+    for stamp, size in done:
+        window += size
+        while done[low][0] < stamp - WINDOW_S:
+            window -= done[low][1]
+            low += 1
+        most = max(most, window)
+    return total / 1e6, span, most / 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gib", type=float, default=0.31)
+    parser.add_argument("--scratch", type=Path, default=Path("tmp/bounds"))
+    args = parser.parse_args(argv)
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    with storage("hdd", args.scratch, args.gib) as (path, prefix), completions_traced() as trace:
+        sectors = file_sectors(Path(path))
+        child = [sys.executable, "-c", INSIDE, path, str(args.rounds)]
+        subprocess.run([*prefix, *child], check=True, stdin=subprocess.DEVNULL)
+        runs = delivered(trace.read_text(), sectors)
+    rate = 150 * MiB / 1e6
+    print(f"| run | model MB the disk completed | span s | MB/s | × {rate:.1f} | most in 100 ms |")
+    for label, total, span, most in runs:
+        mbps = total / span if span > 0 else 0.0
+        times = f"{mbps / rate:.3f}×"
+        print(f"| {label} | {total:.1f} | {span:.3f} | {mbps:.1f} | {times} | {most:.1f} MB |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
