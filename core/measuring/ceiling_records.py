@@ -35,6 +35,9 @@ class Ceiling:
     wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
     # Of a bound found by a sweep: each setting tried once, and its MB/s (the bucket's curve).
     curve: tuple[tuple[str, float], ...] = ()
+    # A cgroup's throttle on the disk its reads passed, in words ("" none): a load's reads
+    # can pass a throttle faster than the plain reads did (its accounting is by time slice).
+    throttle: str = ""
 
     @property
     def spec_setting(self) -> str:
@@ -87,7 +90,8 @@ class Efficiency:
     @property
     def above(self) -> bool:
         """Above its bound by more than the bound's own spread: not an efficiency but a sign
-        that something below the guest (a host's cache that cold cannot drop) served it."""
+        that something below the guest (a host's cache that cold cannot drop) served it, or
+        that a throttle on the disk let it through faster than the bound's plain reads."""
         return beyond_spread(self.fraction, self.bound.runs)
 
     def words(self) -> str:
@@ -103,6 +107,13 @@ class Efficiency:
                 f"{self.fraction:.0%} of the {name}: above it, so the fill that measured it "
                 "(threads filling fresh memory) fell short of what the load's processes got: "
                 "not an efficiency"
+            )
+        if self.above and self.bound.throttle:  # the throttle let this load through faster
+            return (
+                f"{self.fraction:.0%} of the {name}: above it, so the throttle on this disk "
+                f"({self.bound.throttle}) let this load's reads through faster than the plain "
+                "reads that measured the bound (a throttle counts by time slice, a disk by "
+                "byte): not an efficiency"
             )
         if self.above:
             return (
@@ -196,6 +207,7 @@ def make_ceiling(
     verified: bool | None,
     walls: Sequence[float] = (),
     curve: tuple[tuple[str, float], ...] = (),
+    throttle: str = "",
 ) -> Ceiling:
     """A ceiling measured now: the median of ``runs``, and how it was measured."""
     return Ceiling(
@@ -207,6 +219,7 @@ def make_ceiling(
         measured_at=time.time(),
         wall_s=statistics.median(walls) if walls else 0.0,
         curve=curve,
+        throttle=throttle,
     )
 
 

@@ -40,6 +40,7 @@ from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode, MiB
 from modelmon.core.system.cache import prepare, prime_fresh_memory
+from modelmon.core.system.io_throttle import read_throttle
 
 
 def default_parallelism() -> int:
@@ -71,6 +72,9 @@ class _Plain:
         self.readings: dict[tuple[int, int, bool, str], list[Reading]] = {}
         self.walls: dict[tuple[int, int, bool, str], list[float]] = {}
         self.verified: dict[tuple[int, int, bool, str], list[bool]] = {}
+        # A cgroup's throttle on the disk the reads pass (a container's I/O limit): named.
+        throttle = read_throttle(self.paths[0]) if self.paths else None
+        self.throttle = throttle.words() if throttle is not None else ""
 
     def read(self, readers: int, request: int, direct: bool, cache: CacheMode) -> Reading:
         if self.cancel is not None and self.cancel.is_set():
@@ -100,7 +104,17 @@ class _Plain:
         )
         runs = [r.mbps for r in self.readings[key][:repeats]]
         verified = all(self.verified[key][:repeats])
-        return _ceiling(name, runs, spec, verified, self.walls[key][:repeats])
+        walls = self.walls[key][:repeats]
+        if cache == "warm":  # from the page cache: no read passes the disk's throttle
+            return _ceiling(name, runs, spec, verified, walls)
+        return self._through_throttle(name, runs, spec, verified, walls)
+
+    def _through_throttle(
+        self, name: str, runs: list[float], spec: str, verified: bool, walls: Sequence[float] = ()
+    ) -> Ceiling:
+        """A ceiling of cold reads, which passed the throttle on the disk where one is."""
+        spec += f"; {self.throttle}" if self.throttle else ""
+        return _ceiling(name, runs, spec, verified, walls, throttle=self.throttle)
 
     def sweep(self, parallel: int, repeats: int) -> Ceiling:
         """The best of a sweep of plain readers, cold, then repeated to ``repeats`` runs."""
@@ -126,7 +140,7 @@ class _Plain:
         )
         setting = self.readings[(*best, "cold")][0].setting
         spec = f"plain reader, best of a sweep: {setting} (swept: {swept}), cold, discard"
-        return _ceiling("storage", runs, spec, verified)
+        return self._through_throttle("storage", runs, spec, verified)
 
     def fill(self, model: Model, parallel: int, repeats: int) -> Ceiling:
         """Fresh memory filled by threads alone (the bound), and by ``parallel`` threads while

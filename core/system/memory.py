@@ -5,7 +5,6 @@ Like the storage facts, everything reads /proc and /sys only; a missing entry gi
 
 from __future__ import annotations
 
-import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import psutil
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MIN_MEMORY_LIMIT
 from modelmon.core.options import MiB
+from modelmon.core.system.cgroups import cgroup_dirs
 from modelmon.core.system.host_memory import reports_free_pages
 from modelmon.core.system.proactive_reclaim import proactive_reclaim
 from modelmon.core.system.storage import MOUNTINFO, MountEntry, parse_mountinfo, read_int, read_text
@@ -132,36 +132,6 @@ def _stat_value(text: str | None, key: str) -> int:
         if name == key and value.strip().isdigit():
             return int(value)
     return 0
-
-
-def cgroup_dirs(mounts: list[MountEntry], cgroup_text: str) -> list[tuple[Path, int]]:
-    """Our memory cgroup dirs, innermost first, each with its version (1 or 2)."""
-    for line in cgroup_text.splitlines():
-        hierarchy, _, rest = line.partition(":")
-        controllers, _, cgroup_path = rest.partition(":")
-        if hierarchy == "0" and controllers == "":
-            version, wanted = 2, [m for m in mounts if m.fs_type == "cgroup2"]
-        elif "memory" in controllers.split(","):
-            version = 1
-            wanted = [
-                m
-                for m in mounts
-                if m.fs_type == "cgroup" and "memory" in m.super_options.split(",")
-            ]
-        else:
-            continue
-        for mount in wanted:
-            # Inside a cgroup namespace the path is relative to the mount's root.
-            relative = os.path.relpath(cgroup_path or "/", mount.root)
-            base = Path(mount.mount_point)
-            leaf = base / relative if not relative.startswith("..") else base
-            if not leaf.is_dir():
-                leaf = base
-            dirs = [leaf, *[p for p in leaf.parents if p.is_relative_to(base)]]
-            probe = "memory.max" if version == 2 else "memory.limit_in_bytes"
-            if any((d / probe).exists() for d in dirs):
-                return [(d, version) for d in dirs]
-    return []
 
 
 def _limit_and_usage(directory: Path, version: int) -> tuple[int | None, int | None]:

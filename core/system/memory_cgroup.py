@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from modelmon.core.system.memory import cgroup_dirs
+from modelmon.core.system.cgroups import cgroup_dirs
 from modelmon.core.system.memory_limit import MemoryLimit, planned_only
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import MOUNTINFO, parse_mountinfo, read_int, read_text

@@ -89,7 +89,8 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
 
 def above_bound(share: tuple[float, str], ceilings: Ceilings | None) -> bool:
     """Above its bound by more than the bound's spread (2 % at least): not an efficiency,
-    but reads that a cache this machine cannot drop served (or a bound measured apart)."""
+    but reads that a cache this machine cannot drop served, a throttle on the disk let
+    through faster than the bound's plain reads, or a bound measured apart."""
     bound = ceilings.get(share[1]) if ceilings is not None else None
     return bound is not None and beyond_spread(share[0], bound.runs)
 
@@ -116,6 +117,13 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             if ceiling is None:
                 return None
             tip = f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
+            if above_bound(share, ceilings) and ceiling.throttle:
+                return (
+                    f"{tip}: this run read {share[0]:.2f}× that, above it by more than its "
+                    f"spread, so not an efficiency: {ceiling.throttle}, and the throttle let "
+                    "this run's reads through faster than the plain reads of the bound (a "
+                    "throttle counts by time slice, not by byte as a disk does)."
+                )
             if above_bound(share, ceilings):
                 return (
                     f"{tip}: this run read {share[0]:.2f}× that, above it by more than its "

@@ -1,0 +1,117 @@
+"""The read throttle a cgroup puts on a model's disk: the lowest along this process's cgroups,
+on v1 (blkio) and v2 (io.max); and a storage bound measured through one says so, as does a
+load above it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
+from modelmon.core.system.io_throttle import ReadThrottle, read_throttle, v1_limit, v2_limits
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+MiB = 1 << 20
+
+
+def _mountinfo(mount_point: Path, fs_type: str, options: str) -> str:
+    return f"40 1 0:40 / {mount_point} rw,nosuid - {fs_type} cgroup {options}\n"
+
+
+def test_a_devices_line_names_only_its_own_disk() -> None:
+    text = "8:0 1000\n254:0 157286400\n254:16 0"
+    assert v1_limit(text, (254, 0)) == 157286400
+    assert v1_limit(text, (254, 16)) is None and v1_limit(text, (7, 0)) is None
+    io_max = "254:0 rbps=157286400 wbps=max riops=200 wiops=max\n8:0 rbps=max riops=50"
+    assert v2_limits(io_max, (254, 0)) == (157286400, 200)
+    assert v2_limits(io_max, (8, 0)) == (None, 50) and v2_limits(io_max, (1, 1)) == (None, None)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_lowest_limit_along_the_cgroups_path_is_the_throttle(
+    tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from modelmon.core.system import io_throttle
+
+    monkeypatch.setattr(io_throttle, "disk_number", lambda path: (254, 0))
+    root = tmp_path / "cgroup"
+    outer, inner = root / "pod", root / "pod" / "container"
+    inner.mkdir(parents=True)
+    if version == 1:
+        (root / "blkio.throttle.read_bps_device").write_text("")
+        (outer / "blkio.throttle.read_bps_device").write_text("254:0 104857600\n")
+        (inner / "blkio.throttle.read_bps_device").write_text("254:0 209715200\n")
+        (inner / "blkio.throttle.read_iops_device").write_text("254:0 300\n")
+        mounts, own = _mountinfo(root, "cgroup", "rw,blkio"), "7:blkio:/pod/container\n"
+    else:
+        (outer / "io.max").write_text("254:0 rbps=104857600 wbps=max riops=max wiops=max\n")
+        (inner / "io.max").write_text("254:0 rbps=max wbps=max riops=300 wiops=max\n")
+        mounts, own = _mountinfo(root, "cgroup2", "rw"), "0::/pod/container\n"
+    found = read_throttle(tmp_path, mounts, own)
+    assert found == ReadThrottle(100 * MiB, 300, str(outer))
+    assert (
+        found.words()
+        == f"reads throttled to 100 MiB/s (105 MB/s) and 300 IOPS by the cgroup {outer}"
+    )
+    assert read_throttle(tmp_path, mounts, "7:blkio:/\n0::/\n") is None  # the root: no limit
+
+
+def test_a_load_above_a_bound_read_through_a_throttle_blames_the_throttle() -> None:
+    throttle = "reads throttled to 150 MiB/s (157 MB/s) by the cgroup /sys/fs/cgroup/blkio/x"
+    storage = Ceiling("storage", 157.0, (157.0, 157.2), "sweep", True, throttle=throttle)
+    above = Ceilings("m", (storage,)).efficiency(166.0, keeps=False)
+    assert above is not None and above.above
+    assert above.words() == (
+        f"106% of the storage bound: above it, so the throttle on this disk ({throttle}) let "
+        "this load's reads through faster than the plain reads that measured the bound (a "
+        "throttle counts by time slice, a disk by byte): not an efficiency"
+    )
+
+
+MEASURE = """
+import json, sys
+from modelmon.core import measure_ceilings, open_model
+from modelmon.core.system.io_throttle import read_throttle
+found = read_throttle(sys.argv[1])
+model = open_model(sys.argv[1])
+storage = measure_ceilings(model, ("storage",), repeats=1, workers=1).get("storage")
+print(json.dumps({"throttle": found.words() if found else None, "ceiling": storage.throttle,
+                  "spec": storage.spec}))
+"""
+
+
+def test_a_storage_bound_measured_in_a_throttling_cgroup_names_the_throttle(
+    loop_disk: Path,
+) -> None:
+    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
+        pytest.skip("no blkio cgroup (v1) throttle here")
+    from modelmon.core import write_safetensors_model
+
+    write_safetensors_model(loop_disk, layers=1, hidden=256, intermediate=512, vocab=256, seed=1)
+    model = next(loop_disk.glob("*.safetensors"))
+    device = os.stat(model).st_dev
+    group = BLKIO / f"modelmon-test-{os.getpid()}-throttle"
+    group.mkdir()
+    try:
+        disk = f"{os.major(device)}:{os.minor(device)}"
+        (group / "blkio.throttle.read_bps_device").write_text(f"{disk} {64 * MiB}")
+        enter = f'echo $$ > "{group / "cgroup.procs"}" && exec "$@"'
+        done = subprocess.run(
+            ["sh", "-c", enter, "sh", sys.executable, "-c", MEASURE, str(model)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        group.rmdir()
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    words = f"reads throttled to 64 MiB/s (67 MB/s) by the cgroup {group}"
+    assert found["throttle"] == words and found["ceiling"] == words
+    assert found["spec"].endswith(f"; {words}")
