@@ -147,6 +147,7 @@ def rounds(
     ceiling_runs: dict[str, list[float]] = {name: [] for name in job.ceilings}
     verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
     specs: dict[str, str] = {}
+    throttles: dict[str, str] = {}
     for repeat in range(job.repeats):
         at = f"[{job.where} {repeat + 1}/{job.repeats}]"
         # The ceilings open every round, so each ratio compares runs made minutes apart at most.
@@ -155,6 +156,7 @@ def rounds(
             ceiling_runs[ceiling.name].append(ceiling.mbps)
             verified[ceiling.name] = verified[ceiling.name] and bool(ceiling.verified)
             specs[ceiling.name] = ceiling.spec
+            throttles[ceiling.name] = ceiling.throttle
             say(f"{at} ceiling {ceiling.name}: {ceiling.mbps:.0f}")
         # The bound of a load that keeps its bytes, this round: the lower of both.
         bound = measured.bound(keeps=True) if "memory_fill" in job.ceilings else None
@@ -162,6 +164,7 @@ def rounds(
             ceiling_runs.setdefault("bound", []).append(bound.mbps)
             verified["bound"] = verified.get("bound", True) and bool(bound.verified)
             specs["bound"] = "the lower of storage and memory_fill, round by round"
+            throttles["bound"] = bound.throttle
         shift = repeat % len(entries) if entries else 0
         for entry in side_by_side(entries[shift:] + entries[:shift]):
             if entry.label in out.bounded:
@@ -175,7 +178,13 @@ def rounds(
             say(f"{at} {run_line(job, run)}")
     out.time_limit_s = job.time_limit_s
     out.ceilings = {
-        name: CeilingRuns(statistics.median(runs), tuple(runs), specs.get(name, ""), verified[name])
+        name: CeilingRuns(
+            statistics.median(runs),
+            tuple(runs),
+            specs.get(name, ""),
+            verified[name],
+            throttles.get(name, ""),
+        )
         for name, runs in ceiling_runs.items()
         if runs
     }

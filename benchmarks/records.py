@@ -92,6 +92,7 @@ class CeilingRuns:
     runs: tuple[float, ...]
     spec: str
     verified: bool  # every run started verified cold
+    throttle: str = ""  # the cgroup's read throttle its plain reads passed, in words ("" none)
 
 
 @dataclass(frozen=True)

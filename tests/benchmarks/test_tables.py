@@ -14,6 +14,7 @@ from benchmarks.jobs import Entry, Job
 from benchmarks.matrix import side_by_side
 from benchmarks.records import CandidateRow, CeilingRuns, JobResult, RecommendationRecord, Run
 from benchmarks.regret_tables import CONFIRM_PAIRS, regret_of, regret_table
+from benchmarks.summary import job_targets
 from benchmarks.tables import (
     PROCESSES_SPEC,
     THREADS_SPEC,
@@ -185,6 +186,23 @@ def test_a_peer_near_the_bound_is_beaten_by_reaching_the_bound() -> None:
     _rerun(job, lambda run: dataclasses.replace(run, mbps=620.0) if run.kind == "peer" else run)
     behind = next(t for t in applied_targets(job) if t.target == PEER_TARGET)
     assert behind.met is False  # at 0.95× the bound, but behind the peer
+
+
+ABOVE = "no configuration above its bound by more than the bound's spread (≤ 1.02×)"
+
+
+def test_a_load_above_a_bound_read_through_a_throttle_is_explained_by_the_throttle() -> None:
+    """The bound's plain reads passed a cgroup's throttle: a load above it passed it faster,
+    and the miss says so (from the run's own record of the throttle); with no throttle it
+    says nothing of one."""
+    job = _job()
+    throttle = "reads throttled to 150 MiB/s (157 MB/s) by the cgroup /sys/fs/cgroup/blkio/x"
+    job.ceilings["bound"] = CeilingRuns(500.0, (500.0,) * 3, "", True, throttle)
+    above = next(t for t in job_targets(job) if t.target == ABOVE)
+    assert above.met is False and above.measured.startswith("highest: core.load: direct")
+    assert above.why.startswith(f"the bound's plain reads passed the disk's throttle ({throttle})")
+    job.ceilings["bound"] = CeilingRuns(500.0, (500.0,) * 3, "", True)
+    assert next(t for t in job_targets(job) if t.target == ABOVE).why == ""
 
 
 def test_load_against_measure_is_judged_on_the_rounds_pairs() -> None:
