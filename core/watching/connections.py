@@ -83,8 +83,13 @@ class EndpointConnections:
         members = list(pids)
         held = self._held(members)
         table = tcp_sockets()
-        if any(self._ours(e) and inode not in held for inode, e in table.items()):
-            held = self._held(members)  # one opened since the first listing is the tree's
+        # A connection no listing has seen yet, unheld: one the tree opened since the listing
+        # (listed again), or another process's (known as such from now on, never listed for).
+        if any(
+            self._ours(e) and inode not in held and e.cookie not in self._others
+            for inode, e in table.items()
+        ):
+            held = self._held(members)
         open_now = 0
         for inode, entry in table.items():
             if not self._ours(entry):

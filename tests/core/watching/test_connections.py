@@ -145,6 +145,53 @@ def test_a_closed_connection_no_look_saw_counts_though_others_talk_to_the_endpoi
         listener.close()
 
 
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """Every listing of the watched tree's descriptors the looks make."""
+    made: list[list[int]] = []
+    held = EndpointConnections._held
+
+    def counted(pids: list[int]) -> set[int]:
+        made.append(pids)
+        return held(pids)
+
+    monkeypatch.setattr(EndpointConnections, "_held", staticmethod(counted))
+    return made
+
+
+def test_anothers_connection_is_listed_for_once_not_at_every_look(
+    listings: list[list[int]],
+) -> None:
+    """A connection to the endpoint the tree does not hold sends a look to list the tree's
+    descriptors again (the tree may have opened it since): once, not at every look."""
+    with server() as (port, _), socket.create_connection(("127.0.0.1", port)) as other:
+        _read(other, SENT)
+        watched = EndpointConnections(f"http://127.0.0.1:{port}", from_start=False)
+        try:
+            nobody = [os.getppid()]  # the watched "tree": holds none of these sockets
+            looks = [watched.look(nobody) for _ in range(3)]
+        finally:
+            watched.close()
+    assert [look.open for look in looks] == [0, 0, 0] and watched.others
+    assert len(listings) == 3  # there before the watch: known as another's from the start
+
+
+def test_a_connection_opened_after_the_watch_began_is_listed_for_once(
+    listings: list[list[int]],
+) -> None:
+    with server() as (port, _):
+        watched = EndpointConnections(f"http://127.0.0.1:{port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as other:
+                _read(other, SENT)
+                nobody = [os.getppid()]
+                looks = [watched.look(nobody) for _ in range(3)]
+        finally:
+            watched.close()
+    assert [look.open for look in looks] == [0, 0, 0] and watched.others
+    assert len(listings) == 4  # listed again at the first look that saw it, then never
+
+
 def test_connections_none_held_at_a_look_are_counted_not_called_zero() -> None:
     def report(peak: int, seen: int) -> ConnectionReport:
         return ConnectionReport("http://127.0.0.1:9000", peak, seen, 342451, ())
