@@ -221,14 +221,16 @@ def find_leaks(before: Snapshot, grace: float | None = None) -> Leaks:
 
     Cheap when nothing leaked (one snapshot). Otherwise stragglers get ``grace`` seconds
     to finish, while finished multiprocessing children are reaped (``active_children``
-    joins them) and a garbage collection closes files held only by reference cycles.
+    joins them) and garbage collections close files held only by reference cycles: one
+    each look, for a straggler leaves its cycle when it ends (a server's request thread
+    that ended by an exception keeps its frame's files in the traceback's cycle).
     """
     found = _diff(snapshot(), before)
     if not found:
         return found
     deadline = time.monotonic() + (LEAK_GRACE_S if grace is None else grace)
-    gc.collect()
     while True:
+        gc.collect()
         multiprocessing.active_children()
         found = _diff(snapshot(), before)
         if not found or time.monotonic() >= deadline:
