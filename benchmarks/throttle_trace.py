@@ -75,9 +75,12 @@ for index in range(rounds):
 """
 
 
-def file_sectors(path: Path) -> list[tuple[int, int]]:
-    """[first, end) sectors of the disk that hold ``path`` (``filefrag``'s extents, moved by
-    the partition's start when the file system is on one)."""
+def file_sectors(path: Path) -> tuple[str, list[tuple[int, int]]]:
+    """("MAJ,MIN" of the disk, [first, end) sectors of it) that hold ``path``: ``filefrag``'s
+    extents once the file is on the disk (synced first), moved by the partition's start when
+    the file system is on one."""
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())
     listing = subprocess.run(
         ["filefrag", "-v", "-b512", str(path)], capture_output=True, text=True, check=True
     ).stdout
@@ -85,55 +88,52 @@ def file_sectors(path: Path) -> list[tuple[int, int]]:
     for line in listing.splitlines():
         fields = line.replace(":", " ").replace("..", " ").split()
         if len(fields) >= 6 and fields[0].isdigit():
+            if "unknown_loc" in line or "delalloc" in line:
+                raise SystemExit(f"{path} has extents not on the disk yet: {line.strip()}")
             extents.append((int(fields[3]), int(fields[4]) + 1))
     device = os.stat(path).st_dev
-    start = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/start")
-    offset = int(start.read_text()) if start.exists() else 0
-    return [(first + offset, end + offset) for first, end in extents]
+    node = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}").resolve()
+    offset = 0
+    if (node / "partition").exists():
+        offset = int((node / "start").read_text())
+        node = node.parent
+    disk = (node / "dev").read_text().strip().replace(":", ",")
+    return disk, [(first + offset, end + offset) for first, end in extents]
+
+
+SETTINGS = ("tracing_on", "buffer_size_kb", "trace_clock", "events/block/block_rq_complete/enable")
 
 
 @contextlib.contextmanager
 def completions_traced() -> Iterator[Path]:
-    """tracefs recording the block layer's completions for the block (mounted if it is not);
-    everything switched back afterwards. Yields the trace file."""
+    """tracefs recording the block layer's completions (mounted if it is not), on the
+    monotonic clock the marks are written on; every setting it changes is put back, on
+    every way out. Yields the trace file."""
     mounted = not (TRACING / "trace").exists()
     if mounted:
         subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACING)], check=True)
+    before = {name: (TRACING / name).read_text().strip() for name in SETTINGS}
+    clock = re.search(r"\[(\w+)\]", before["trace_clock"])
+    # buffer_size_kb reads "7 (expanded: 1408)" before any trace is taken: its first word.
+    restore = {
+        **{name: value.split()[0] for name, value in before.items()},
+        "trace_clock": clock.group(1) if clock else "local",
+    }
     try:
-        (TRACING / "trace").write_text("")
         (TRACING / "buffer_size_kb").write_text("65536")
+        (TRACING / "trace_clock").write_text("mono")
+        (TRACING / "trace").write_text("")
         EVENT.write_text("1")
         (TRACING / "tracing_on").write_text("1")
-        try:
-            yield TRACING / "trace"
-        finally:
-            EVENT.write_text("0")
-            (TRACING / "trace").write_text("")
+        yield TRACING / "trace"
     finally:
+        for name in reversed(SETTINGS):
+            with contextlib.suppress(OSError):
+                (TRACING / name).write_text(restore[name])
+        with contextlib.suppress(OSError):
+            (TRACING / "trace").write_text("")
         if mounted:
             subprocess.run(["umount", str(TRACING)], check=False)
-
-
-def delivered(trace: str, sectors: list[tuple[int, int]]) -> list[tuple[str, float, float, float]]:
-    """Per marked run: (label, model MB completed, span s, most MB completed in 100 ms)."""
-    runs: list[tuple[str, float, float, float]] = []
-    label: str | None = None
-    done: list[tuple[float, int]] = []
-    for line in trace.splitlines():
-        if found := MARK.search(line):
-            if found.group(2) == "BEGIN":
-                label, done = found.group(3), []
-            elif label is not None and done:
-                runs.append((label, *_figures(done)))
-                label = None
-            continue
-        found = COMPLETE.search(line)
-        if label is None or found is None:
-            continue
-        first, count = int(found.group(4)), int(found.group(5))
-        if any(low <= first < high for low, high in sectors):
-            done.append((float(found.group(1)), count * 512))
-    return runs
 
 
 def _figures(done: list[tuple[float, int]]) -> tuple[float, float, float]:
@@ -149,6 +149,31 @@ def _figures(done: list[tuple[float, int]]) -> tuple[float, float, float]:
     return total / 1e6, span, most / 1e6
 
 
+def delivered(
+    trace: str, disk: str, sectors: list[tuple[int, int]]
+) -> list[tuple[str, float, float, float]]:
+    """Per marked run: (label, model MB completed, span s, most MB completed in 100 ms); a
+    run that completed nothing of the model is there with zeros."""
+    runs: list[tuple[str, float, float, float]] = []
+    label: str | None = None
+    done: list[tuple[float, int]] = []
+    for line in trace.splitlines():
+        if found := MARK.search(line):
+            if found.group(2) == "BEGIN":
+                label, done = found.group(3), []
+            elif label is not None:
+                runs.append((label, *_figures(done)) if done else (label, 0.0, 0.0, 0.0))
+                label = None
+            continue
+        found = COMPLETE.search(line)
+        if label is None or found is None or f"{found.group(2)},{found.group(3)}" != disk:
+            continue
+        first, count = int(found.group(4)), int(found.group(5))
+        if any(low <= first < high for low, high in sectors):
+            done.append((float(found.group(1)), count * 512))
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -157,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.scratch.mkdir(parents=True, exist_ok=True)
     with storage("hdd", args.scratch, args.gib) as (path, prefix), completions_traced() as trace:
-        sectors = file_sectors(Path(path))
+        disk, sectors = file_sectors(Path(path))
         child = [sys.executable, "-c", INSIDE, path, str(args.rounds)]
         subprocess.run([*prefix, *child], check=True, stdin=subprocess.DEVNULL)
-        runs = delivered(trace.read_text(), sectors)
+        runs = delivered(trace.read_text(), disk, sectors)
     rate = 150 * MiB / 1e6
     print(f"| run | model MB the disk completed | span s | MB/s | × {rate:.1f} | most in 100 ms |")
     for label, total, span, most in runs:

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from modelmon.core.system.io_throttle import THROTTLE_COUNTS
+
 CEILINGS = (
     "sequential_read",
     "parallel_read",
@@ -35,8 +37,8 @@ class Ceiling:
     wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
     # Of a bound found by a sweep: each setting tried once, and its MB/s (the bucket's curve).
     curve: tuple[tuple[str, float], ...] = ()
-    # A cgroup's throttle on the disk its reads passed, in words ("" none): a load's reads
-    # can pass a throttle faster than the plain reads did (its accounting is by time slice).
+    # The cgroup's read throttle that set this bound's rate, in words ("" none): a load's
+    # reads can pass a throttle faster than the plain reads did.
     throttle: str = ""
 
     @property
@@ -47,6 +49,15 @@ class Ceiling:
             setting = max(self.curve, key=lambda point: point[1])[0]
             return f"{self.mbps:.0f} MB/s at {setting}"
         return f"{self.mbps:.0f} MB/s ({self.spec})"
+
+    def throttle_reason(self) -> str:
+        """Why a load above this bound is, where a throttle set it ("" where none did)."""
+        if not self.throttle:
+            return ""
+        return (
+            f"the throttle on this disk ({self.throttle}) let it through faster than the "
+            f"plain reads that measured the bound: {THROTTLE_COUNTS}"
+        )
 
     @property
     def spread(self) -> float:
@@ -108,13 +119,9 @@ class Efficiency:
                 "(threads filling fresh memory) fell short of what the load's processes got: "
                 "not an efficiency"
             )
-        if self.above and self.bound.throttle:  # the throttle let this load through faster
-            return (
-                f"{self.fraction:.0%} of the {name}: above it, so the throttle on this disk "
-                f"({self.bound.throttle}) let this load's reads through faster than the plain "
-                "reads that measured the bound (a throttle counts by time slice, a disk by "
-                "byte): not an efficiency"
-            )
+        if self.above and self.bound.throttle:
+            reason = self.bound.throttle_reason()
+            return f"{self.fraction:.0%} of the {name}: above it, so {reason}; not an efficiency"
         if self.above:
             return (
                 f"{self.fraction:.0%} of the {name}: above it, so a cache this machine cannot "

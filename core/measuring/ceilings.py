@@ -18,6 +18,7 @@ A load is judged against the bound that applies to it (``Ceilings.bound``).
 from __future__ import annotations
 
 import os
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from modelmon.core.model.formats import require_tensor_bytes
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode, MiB
 from modelmon.core.system.cache import prepare, prime_fresh_memory
-from modelmon.core.system.io_throttle import read_throttle
+from modelmon.core.system.io_throttle import ReadThrottle, read_throttle
 
 
 def default_parallelism() -> int:
@@ -72,9 +73,7 @@ class _Plain:
         self.readings: dict[tuple[int, int, bool, str], list[Reading]] = {}
         self.walls: dict[tuple[int, int, bool, str], list[float]] = {}
         self.verified: dict[tuple[int, int, bool, str], list[bool]] = {}
-        # A cgroup's throttle on the disk the reads pass (a container's I/O limit): named.
-        throttle = read_throttle(self.paths[0]) if self.paths else None
-        self.throttle = throttle.words() if throttle is not None else ""
+        self._throttle: ReadThrottle | bool | None = False  # False: not looked for yet
 
     def read(self, readers: int, request: int, direct: bool, cache: CacheMode) -> Reading:
         if self.cancel is not None and self.cancel.is_set():
@@ -112,9 +111,18 @@ class _Plain:
     def _through_throttle(
         self, name: str, runs: list[float], spec: str, verified: bool, walls: Sequence[float] = ()
     ) -> Ceiling:
-        """A ceiling of cold reads, which passed the throttle on the disk where one is."""
-        spec += f"; {self.throttle}" if self.throttle else ""
-        return _ceiling(name, runs, spec, verified, walls, throttle=self.throttle)
+        """A ceiling of cold reads, which passed the cgroup's throttle on the disk where one
+        is (a container's I/O limit): its spec names it, and where it set the rate, so does
+        its record (a load above it then passed the throttle faster)."""
+        if self._throttle is False:
+            self._throttle = read_throttle(self.paths[0]) if self.paths else None
+        throttle = self._throttle if isinstance(self._throttle, ReadThrottle) else None
+        if throttle is None:
+            return _ceiling(name, runs, spec, verified, walls)
+        binds = throttle.binds(statistics.median(runs))
+        spec += f"; {throttle.words()}"
+        words = throttle.words() if binds else ""
+        return _ceiling(name, runs, spec, verified, walls, throttle=words)
 
     def sweep(self, parallel: int, repeats: int) -> Ceiling:
         """The best of a sweep of plain readers, cold, then repeated to ``repeats`` runs."""

@@ -119,10 +119,10 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             tip = f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
             if above_bound(share, ceilings) and ceiling.throttle:
                 return (
-                    f"{tip}: this run read {share[0]:.2f}× that, above it by more than its "
-                    f"spread, so not an efficiency: {ceiling.throttle}, and the throttle let "
-                    "this run's reads through faster than the plain reads of the bound (a "
-                    "throttle counts by time slice, not by byte as a disk does)."
+                    f"of the {name} bound, {ceiling.mbps:,.0f} MB/s: this run read "
+                    f"{share[0]:.2f}× that, above it by more than its spread, so not an "
+                    f"efficiency: {ceiling.throttle_reason()}. Or the bound was measured at "
+                    "another time: Measure ceilings again, beside the runs."
                 )
             if above_bound(share, ceilings):
                 return (

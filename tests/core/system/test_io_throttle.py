@@ -1,6 +1,6 @@
-"""The read throttle a cgroup puts on a model's disk: the lowest along this process's cgroups,
-on v1 (blkio) and v2 (io.max); and a storage bound measured through one says so, as does a
-load above it."""
+"""The read throttle a cgroup puts on a model's disk: this process's own cgroup's on v1
+(blkio's groups are flat), the lowest along its cgroups on v2 (io.max); and a storage bound
+measured through one says so, as does a load above it."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ def test_a_devices_line_names_only_its_own_disk() -> None:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_the_lowest_limit_along_the_cgroups_path_is_the_throttle(
+def test_the_limits_that_reach_this_process_are_its_throttle(
     tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from modelmon.core.system import io_throttle
 
-    monkeypatch.setattr(io_throttle, "disk_number", lambda path: (254, 0))
+    monkeypatch.setattr(io_throttle, "disk_numbers", lambda path: [(254, 0)])
     root = tmp_path / "cgroup"
     outer, inner = root / "pod", root / "pod" / "container"
     inner.mkdir(parents=True)
@@ -48,17 +48,26 @@ def test_the_lowest_limit_along_the_cgroups_path_is_the_throttle(
         (inner / "blkio.throttle.read_bps_device").write_text("254:0 209715200\n")
         (inner / "blkio.throttle.read_iops_device").write_text("254:0 300\n")
         mounts, own = _mountinfo(root, "cgroup", "rw,blkio"), "7:blkio:/pod/container\n"
+        # v1's groups are flat: the parent's 100 MiB/s does not reach the container's reads.
+        want = ReadThrottle(200 * MiB, 300, str(inner))
     else:
-        (outer / "io.max").write_text("254:0 rbps=104857600 wbps=max riops=max wiops=max\n")
+        (outer / "io.max").write_text("254:0 rbps=104857600 wbps=max riops=max wiops=max\n\n")
         (inner / "io.max").write_text("254:0 rbps=max wbps=max riops=300 wiops=max\n")
         mounts, own = _mountinfo(root, "cgroup2", "rw"), "0::/pod/container\n"
+        want = ReadThrottle(100 * MiB, 300, str(outer))  # every level limits its subtree
     found = read_throttle(tmp_path, mounts, own)
-    assert found == ReadThrottle(100 * MiB, 300, str(outer))
-    assert (
-        found.words()
-        == f"reads throttled to 100 MiB/s (105 MB/s) and 300 IOPS by the cgroup {outer}"
-    )
+    assert found == want
     assert read_throttle(tmp_path, mounts, "7:blkio:/\n0::/\n") is None  # the root: no limit
+
+
+def test_a_throttle_binds_a_bound_near_its_rate_and_a_missing_file_has_none(
+    tmp_path: Path,
+) -> None:
+    throttle = ReadThrottle(150 * MiB, None, "/x")
+    assert throttle.words() == "reads throttled to 150 MiB/s (157 MB/s) by the cgroup /x"
+    assert throttle.binds(150.0) and not throttle.binds(100.0)  # 0.9 × 157 MB/s
+    assert ReadThrottle(None, 200, "/x").binds(1.0)  # IOPS alone: its byte rate is unknown
+    assert read_throttle(tmp_path / "missing") is None  # never raises
 
 
 def test_a_load_above_a_bound_read_through_a_throttle_blames_the_throttle() -> None:
@@ -68,8 +77,8 @@ def test_a_load_above_a_bound_read_through_a_throttle_blames_the_throttle() -> N
     assert above is not None and above.above
     assert above.words() == (
         f"106% of the storage bound: above it, so the throttle on this disk ({throttle}) let "
-        "this load's reads through faster than the plain reads that measured the bound (a "
-        "throttle counts by time slice, a disk by byte): not an efficiency"
+        "it through faster than the plain reads that measured the bound: a throttle counts "
+        "bytes by time slice, not as a disk serves them; not an efficiency"
     )
 
 
@@ -92,7 +101,8 @@ def test_a_storage_bound_measured_in_a_throttling_cgroup_names_the_throttle(
         pytest.skip("no blkio cgroup (v1) throttle here")
     from modelmon.core import write_safetensors_model
 
-    write_safetensors_model(loop_disk, layers=1, hidden=256, intermediate=512, vocab=256, seed=1)
+    # 20 MB read through 64 MiB/s (the loop disk holds 48 MiB): the throttle sets the rate.
+    write_safetensors_model(loop_disk, layers=1, hidden=1024, intermediate=2048, vocab=1024, seed=1)
     model = next(loop_disk.glob("*.safetensors"))
     device = os.stat(model).st_dev
     group = BLKIO / f"modelmon-test-{os.getpid()}-throttle"
