@@ -6,8 +6,8 @@ limit does not reach its children's processes), so only the process's own cgroup
 A limit may name the disk the file system sits on, or one beneath it (device-mapper, md).
 
 A throttle's accounting is per slice of time, not per byte as a disk's is: a loader's reads
-can pass it faster than plain reads do (the safetensors library's, 1.05× the rate a plain
-reader gets, in the block layer's own completions: ``benchmarks.throttle_trace``).
+can pass it faster than plain reads do (the safetensors library's, 1.02–1.11× the rate a
+plain reader gets, in the block layer's own completions: ``benchmarks.throttle_trace``).
 """
 
 from __future__ import annotations
