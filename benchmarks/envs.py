@@ -214,7 +214,7 @@ class Throttle:
         return ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *argv]
 
 
-def _disk_of(folder: Path) -> str:
+def disk_of(folder: Path) -> str:
     """MAJ:MIN of the whole disk holding ``folder`` (throttles apply to disks, not partitions)."""
     dev = os.stat(folder).st_dev
     sys_dev = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve()
@@ -229,7 +229,7 @@ def throttle_unavailable(folder: Path) -> str | None:
     if not os.access(BLKIO, os.W_OK):
         return "cannot create blkio cgroups (needs root)"
     try:
-        _disk_of(folder)
+        disk_of(folder)
     except OSError:
         return f"{folder} is not on a block device"
     return None
@@ -247,7 +247,7 @@ def throttled_disk(
     reason = throttle_unavailable(folder)
     if reason:
         raise EnvUnavailable(reason)
-    device = _disk_of(folder)
+    device = disk_of(folder)
     cgroup = BLKIO / f"modelmon-hdd-{os.getpid()}"
     cgroup.mkdir()
     try:

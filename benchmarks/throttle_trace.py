@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks.bounds import storage
+from benchmarks.envs import disk_of
 
 TRACING = Path("/sys/kernel/tracing")
 EVENT = TRACING / "events/block/block_rq_complete/enable"
@@ -92,12 +93,9 @@ def file_sectors(path: Path) -> tuple[str, list[tuple[int, int]]]:
                 raise SystemExit(f"{path} has extents not on the disk yet: {line.strip()}")
             extents.append((int(fields[3]), int(fields[4]) + 1))
     device = os.stat(path).st_dev
-    node = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}").resolve()
-    offset = 0
-    if (node / "partition").exists():
-        offset = int((node / "start").read_text())
-        node = node.parent
-    disk = (node / "dev").read_text().strip().replace(":", ",")
+    start = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/start")  # a partition's
+    offset = int(start.read_text()) if start.exists() else 0
+    disk = disk_of(path).replace(":", ",")
     return disk, [(first + offset, end + offset) for first, end in extents]
 
 

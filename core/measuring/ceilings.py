@@ -17,6 +17,7 @@ A load is judged against the bound that applies to it (``Ceilings.bound``).
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import threading
@@ -73,7 +74,6 @@ class _Plain:
         self.readings: dict[tuple[int, int, bool, str], list[Reading]] = {}
         self.walls: dict[tuple[int, int, bool, str], list[float]] = {}
         self.verified: dict[tuple[int, int, bool, str], list[bool]] = {}
-        self._throttle: ReadThrottle | bool | None = False  # False: not looked for yet
 
     def read(self, readers: int, request: int, direct: bool, cache: CacheMode) -> Reading:
         if self.cancel is not None and self.cancel.is_set():
@@ -108,15 +108,19 @@ class _Plain:
             return _ceiling(name, runs, spec, verified, walls)
         return self._through_throttle(name, runs, spec, verified, walls)
 
+    @functools.cached_property
+    def throttle(self) -> ReadThrottle | None:
+        """The cgroup's read throttle on the model's disk, looked for once, when a cold
+        ceiling first needs it."""
+        return read_throttle(self.paths[0]) if self.paths else None
+
     def _through_throttle(
         self, name: str, runs: list[float], spec: str, verified: bool, walls: Sequence[float] = ()
     ) -> Ceiling:
         """A ceiling of cold reads, which passed the cgroup's throttle on the disk where one
         is (a container's I/O limit): its spec names it, and where it set the rate, so does
         its record (a load above it then passed the throttle faster)."""
-        if self._throttle is False:
-            self._throttle = read_throttle(self.paths[0]) if self.paths else None
-        throttle = self._throttle if isinstance(self._throttle, ReadThrottle) else None
+        throttle = self.throttle
         if throttle is None:
             return _ceiling(name, runs, spec, verified, walls)
         binds = throttle.binds(statistics.median(runs))

@@ -127,14 +127,15 @@ def read_throttle(
         dirs = dirs[:1]  # v1: flat groups, only the process's own limits it
     rates: list[tuple[int, Path]] = []
     counts: list[tuple[int, Path]] = []
-    for (directory, version), disk in ((d, disk) for d in dirs for disk in disks):
-        if version == 1:
-            rate = v1_limit(read_text(directory / "blkio.throttle.read_bps_device"), disk)
-            iops = v1_limit(read_text(directory / "blkio.throttle.read_iops_device"), disk)
-        else:
-            rate, iops = v2_limits(read_text(directory / "io.max"), disk)
-        rates += [(rate, directory)] if rate is not None else []
-        counts += [(iops, directory)] if iops is not None else []
+    for directory, version in dirs:
+        for disk in disks:
+            if version == 1:
+                rate = v1_limit(read_text(directory / "blkio.throttle.read_bps_device"), disk)
+                iops = v1_limit(read_text(directory / "blkio.throttle.read_iops_device"), disk)
+            else:
+                rate, iops = v2_limits(read_text(directory / "io.max"), disk)
+            rates += [(rate, directory)] if rate is not None else []
+            counts += [(iops, directory)] if iops is not None else []
     rate_limit, count_limit = _lowest(rates), _lowest(counts)
     where = rate_limit or count_limit
     if where is None:

@@ -117,19 +117,20 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             if ceiling is None:
                 return None
             tip = f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
-            if above_bound(share, ceilings) and ceiling.throttle:
-                return (
-                    f"of the {name} bound, {ceiling.mbps:,.0f} MB/s: this run read "
-                    f"{share[0]:.2f}× that, above it by more than its spread, so not an "
-                    f"efficiency: {ceiling.throttle_reason()}. Or the bound was measured at "
-                    "another time: Measure ceilings again, beside the runs."
-                )
             if above_bound(share, ceilings):
+                above = (
+                    f"this run read {share[0]:.2f}× that, above it by more than its spread, "
+                    "so not an efficiency"
+                )
+                again = "measured at another time: Measure ceilings again, beside the runs."
+                if ceiling.throttle:  # the spec's throttle is named in the reason
+                    return (
+                        f"of the {name} bound, {ceiling.mbps:,.0f} MB/s: {above}: "
+                        f"{ceiling.throttle_reason()}. Or the bound was {again}"
+                    )
                 return (
-                    f"{tip}: this run read {share[0]:.2f}× that, above it by more than its "
-                    "spread, so not an efficiency. A cache this "
-                    "machine cannot drop (a VM host's) served some reads, or the bound was "
-                    "measured at another time: Measure ceilings again, beside the runs."
+                    f"{tip}: {above}. A cache this machine cannot drop (a VM host's) served "
+                    f"some reads, or the bound was {again}"
                 )
             return f"{tip}; a rate above it by more than its spread would not be an efficiency"
         return "Measure the ceilings (Run ▸ Measure ceilings) to see this."

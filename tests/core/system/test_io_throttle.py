@@ -5,7 +5,6 @@ measured through one says so, as does a load above it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,6 @@ import pytest
 from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
 from modelmon.core.system.io_throttle import ReadThrottle, read_throttle, v1_limit, v2_limits
 
-BLKIO = Path("/sys/fs/cgroup/blkio")
 MiB = 1 << 20
 
 
@@ -97,31 +95,26 @@ print(json.dumps({"throttle": found.words() if found else None, "ceiling": stora
 def test_a_storage_bound_measured_in_a_throttling_cgroup_names_the_throttle(
     loop_disk: Path,
 ) -> None:
-    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        pytest.skip("no blkio cgroup (v1) throttle here")
+    from benchmarks.envs import EnvUnavailable, throttled_disk
     from modelmon.core import write_safetensors_model
 
     # 20 MB read through 64 MiB/s (the loop disk holds 48 MiB): the throttle sets the rate.
     write_safetensors_model(loop_disk, layers=1, hidden=1024, intermediate=2048, vocab=1024, seed=1)
     model = next(loop_disk.glob("*.safetensors"))
-    device = os.stat(model).st_dev
-    group = BLKIO / f"modelmon-test-{os.getpid()}-throttle"
-    group.mkdir()
     try:
-        disk = f"{os.major(device)}:{os.minor(device)}"
-        (group / "blkio.throttle.read_bps_device").write_text(f"{disk} {64 * MiB}")
-        enter = f'echo $$ > "{group / "cgroup.procs"}" && exec "$@"'
-        done = subprocess.run(
-            ["sh", "-c", enter, "sh", sys.executable, "-c", MEASURE, str(model)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        group.rmdir()
+        throttling = throttled_disk(loop_disk, read_bps=64 * MiB, read_iops=100_000)
+        with throttling as throttle:
+            done = subprocess.run(
+                throttle.command([sys.executable, "-c", MEASURE, str(model)]),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+    except EnvUnavailable as why:
+        pytest.skip(str(why))
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
-    words = f"reads throttled to 64 MiB/s (67 MB/s) by the cgroup {group}"
+    words = f"reads throttled to 64 MiB/s (67 MB/s) and 100000 IOPS by the cgroup {throttle.cgroup}"
     assert found["throttle"] == words and found["ceiling"] == words
     assert found["spec"].endswith(f"; {words}")
