@@ -148,6 +148,7 @@ def rounds(
     verified: dict[str, bool] = dict.fromkeys(job.ceilings, True)
     specs: dict[str, str] = {}
     throttles: dict[str, str] = {}
+    slacks: dict[str, float] = {}
     for repeat in range(job.repeats):
         at = f"[{job.where} {repeat + 1}/{job.repeats}]"
         # The ceilings open every round, so each ratio compares runs made minutes apart at most.
@@ -157,6 +158,7 @@ def rounds(
             verified[ceiling.name] = verified[ceiling.name] and bool(ceiling.verified)
             specs[ceiling.name] = ceiling.spec
             throttles[ceiling.name] = ceiling.throttle
+            slacks[ceiling.name] = max(slacks.get(ceiling.name, 0.0), ceiling.slack)
             say(f"{at} ceiling {ceiling.name}: {ceiling.mbps:.0f}")
         # The bound of a load that keeps its bytes, this round: the lower of both.
         bound = measured.bound(keeps=True) if "memory_fill" in job.ceilings else None
@@ -165,6 +167,7 @@ def rounds(
             verified["bound"] = verified.get("bound", True) and bool(bound.verified)
             specs["bound"] = "the lower of storage and memory_fill, round by round"
             throttles["bound"] = bound.throttle
+            slacks["bound"] = max(slacks.get("bound", 0.0), bound.slack)
         shift = repeat % len(entries) if entries else 0
         for entry in side_by_side(entries[shift:] + entries[:shift]):
             if entry.label in out.bounded:
@@ -184,6 +187,7 @@ def rounds(
             specs.get(name, ""),
             verified[name],
             throttles.get(name, ""),
+            slacks.get(name, 0.0),
         )
         for name, runs in ceiling_runs.items()
         if runs

@@ -93,6 +93,7 @@ class CeilingRuns:
     spec: str
     verified: bool  # every run started verified cold
     throttle: str = ""  # the cgroup's read throttle its plain reads passed, in words ("" none)
+    slack: float = 0.0  # the share a load may read above it by the throttle's slice (0: none)
 
 
 @dataclass(frozen=True)

@@ -276,7 +276,7 @@ def _above_bound_target(job: JobResult, rows: list[Row], section: str) -> Target
     bound = job.ceilings.get("bound")
     if job.cache != "cold" or bound is None or not bound.runs:
         return None
-    allowed = allowed_ratio(bound.runs)
+    allowed = allowed_ratio(bound.runs, bound.slack)
     ratios = [
         (row.label, paired)
         for row in rows
@@ -284,7 +284,10 @@ def _above_bound_target(job: JobResult, rows: list[Row], section: str) -> Target
         for paired in [median_round_ratio(round_rates(job, row.label), dict(enumerate(bound.runs)))]
         if paired is not None
     ]
-    text = f"no configuration above its bound by more than the bound's spread (≤ {allowed:.2f}×)"
+    text = f"no configuration above its bound by more than the bound's spread (≤ {allowed:.2f}×"
+    if allowed > allowed_ratio(bound.runs):
+        text += ": the slice its throttle lets a load's reads run ahead, over one of its runs"
+    text += ")"
     if not ratios:
         return Target(section, text, "not measured", None, job)
     label, worst = max(ratios, key=lambda item: item[1])

@@ -40,6 +40,9 @@ class Ceiling:
     # The cgroup's read throttle that set this bound's rate, in words ("" none): a load's
     # reads can pass a throttle faster than the plain reads did.
     throttle: str = ""
+    # How far above its runs a load may read by the storage's own accounting, as a share (a
+    # throttle's one slice ahead of its rate, over one run's time; 0: none).
+    slack: float = 0.0
 
     @property
     def spec_setting(self) -> str:
@@ -61,8 +64,14 @@ class Ceiling:
 
     @property
     def spread(self) -> float:
-        """Half the range of its runs against their median: how far one run may land."""
-        return spread_of(self.runs)
+        """How far above it one run may land: half the range of its runs against their
+        median, or the storage's slack where that is more."""
+        return max(spread_of(self.runs), self.slack)
+
+    @property
+    def allowed(self) -> float:
+        """The most a rate may be of this bound and still be an efficiency."""
+        return allowed_ratio(self.runs, self.slack)
 
 
 # A bound measured once, or whose runs agree, still allows this much above it: the timing of
@@ -78,16 +87,17 @@ def spread_of(runs: Sequence[float]) -> float:
     return (max(runs) - min(runs)) / 2 / median
 
 
-def allowed_ratio(runs: Sequence[float]) -> float:
+def allowed_ratio(runs: Sequence[float], slack: float = 0.0) -> float:
     """The most a rate may be of a bound with these ``runs`` and still be an efficiency: one
-    plus their spread (``MIN_SPREAD`` at least)."""
-    return 1 + max(spread_of(runs), MIN_SPREAD)
+    plus their spread (``MIN_SPREAD`` at least), or plus the storage's ``slack`` (a
+    throttle's slice) where that is more."""
+    return 1 + max(spread_of(runs), MIN_SPREAD, slack)
 
 
-def beyond_spread(ratio: float, runs: Sequence[float]) -> bool:
-    """Whether a rate ``ratio`` times a bound is above it by more than the spread of the
-    bound's ``runs``: then it is no efficiency."""
-    return ratio > allowed_ratio(runs)
+def beyond_spread(ratio: float, bound: Ceiling) -> bool:
+    """Whether a rate ``ratio`` times ``bound`` is above it by more than the bound's own
+    spread: then it is no efficiency."""
+    return ratio > bound.allowed
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +113,7 @@ class Efficiency:
         """Above its bound by more than the bound's own spread: not an efficiency but a sign
         that something below the guest (a host's cache that cold cannot drop) served it, or
         that a throttle on the disk let it through faster than the bound's plain reads."""
-        return beyond_spread(self.fraction, self.bound.runs)
+        return beyond_spread(self.fraction, self.bound)
 
     def words(self) -> str:
         """ "87 % of the storage bound" or, above it, what that means."""
@@ -215,6 +225,7 @@ def make_ceiling(
     walls: Sequence[float] = (),
     curve: tuple[tuple[str, float], ...] = (),
     throttle: str = "",
+    slack: float = 0.0,
 ) -> Ceiling:
     """A ceiling measured now: the median of ``runs``, and how it was measured."""
     return Ceiling(
@@ -227,6 +238,7 @@ def make_ceiling(
         wall_s=statistics.median(walls) if walls else 0.0,
         curve=curve,
         throttle=throttle,
+        slack=slack,
     )
 
 

@@ -70,6 +70,7 @@ class _Plain:
 
     def __init__(self, model: Model, cancel: threading.Event | None) -> None:
         self.paths = [f.path for f in model.files]
+        self.nbytes = model.file_bytes
         self.cancel = cancel
         self.readings: dict[tuple[int, int, bool, str], list[Reading]] = {}
         self.walls: dict[tuple[int, int, bool, str], list[float]] = {}
@@ -119,14 +120,17 @@ class _Plain:
     ) -> Ceiling:
         """A ceiling of cold reads, which passed the cgroup's throttle on the disk where one
         is (a container's I/O limit): its spec names it, and where it set the rate, so does
-        its record (a load above it then passed the throttle faster)."""
+        its record, with the slice a load's reads may run ahead of it (a load above it then
+        passed the throttle faster)."""
         throttle = self.throttle
         if throttle is None:
             return _ceiling(name, runs, spec, verified, walls)
-        binds = throttle.binds(statistics.median(runs))
+        median = statistics.median(runs)
         spec += f"; {throttle.words()}"
-        words = throttle.words() if binds else ""
-        return _ceiling(name, runs, spec, verified, walls, throttle=words)
+        if not throttle.binds(median):
+            return _ceiling(name, runs, spec, verified, walls)
+        slack = throttle.slack(median, self.nbytes)
+        return _ceiling(name, runs, spec, verified, walls, throttle=throttle.words(), slack=slack)
 
     def sweep(self, parallel: int, repeats: int) -> Ceiling:
         """The best of a sweep of plain readers, cold, then repeated to ``repeats`` runs."""

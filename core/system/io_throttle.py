@@ -5,9 +5,12 @@ limits its subtree, so the lowest counts; on v1 blk-throttle's groups are flat (
 limit does not reach its children's processes), so only the process's own cgroup counts.
 A limit may name the disk the file system sits on, or one beneath it (device-mapper, md).
 
-A throttle's accounting is per slice of time, not per byte as a disk's is: a loader's reads
-can pass it faster than plain reads do (the safetensors library's, 1.02–1.11× the rate a
-plain reader gets, in the block layer's own completions: ``benchmarks.throttle_trace``).
+A throttle's accounting is per slice of time, not per byte as a disk's is: blk-throttle lets
+a group read what its rate allows up to the end of the current slice (the time since the
+slice began, rounded up to whole slices), so a read can run one slice's bytes ahead of the
+rate. A loader's reads can take that where plain reads do not (the safetensors library's,
+1.02–1.11× the rate a plain reader gets, in the block layer's own completions:
+``benchmarks.throttle_trace``): a bound the throttle set allows that much above it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from modelmon.core.system.storage import (
 # A bound within this share of a throttle's byte rate is one the throttle set.
 BINDS_WITHIN = 0.9
 THROTTLE_COUNTS = "a throttle counts bytes by time slice, not as a disk serves them"
+# blk-throttle's slice: HZ / 10 on a rotational disk (on every disk in recent kernels), HZ / 50
+# on others in older ones: the longer one, which allows the most, is the one assumed.
+THROTTLE_SLICE_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,14 @@ class ReadThrottle:
         if self.bytes_per_s is None:
             return self.iops is not None
         return mbps * 1e6 >= BINDS_WITHIN * self.bytes_per_s
+
+    def slack(self, mbps: float, nbytes: int) -> float:
+        """How far above ``mbps`` a read of ``nbytes`` may pass this throttle, as a share of
+        it: one slice's bytes ahead of the rate, over the read's time (0 with no byte
+        limit)."""
+        if self.bytes_per_s is None or mbps <= 0 or nbytes <= 0:
+            return 0.0
+        return THROTTLE_SLICE_S / (nbytes / (mbps * 1e6))
 
 
 def _disk(name: str) -> tuple[int, int] | None:

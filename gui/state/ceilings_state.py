@@ -75,6 +75,7 @@ def ceilings_from_json(text: str, model: str) -> Ceilings | None:
                 wall_s=float(c.get("wall_s", 0.0)),
                 curve=tuple((str(name), float(mbps)) for name, mbps in c.get("curve", ())),
                 throttle=str(c.get("throttle", "")),
+                slack=float(c.get("slack", 0.0)),
             )
             for c in data["ceilings"]
         )

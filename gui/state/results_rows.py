@@ -92,7 +92,7 @@ def above_bound(share: tuple[float, str], ceilings: Ceilings | None) -> bool:
     but reads that a cache this machine cannot drop served, a throttle on the disk let
     through faster than the bound's plain reads, or a bound measured apart."""
     bound = ceilings.get(share[1]) if ceilings is not None else None
-    return bound is not None and beyond_spread(share[0], bound.runs)
+    return bound is not None and beyond_spread(share[0], bound)
 
 
 def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str | None:
