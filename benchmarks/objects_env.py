@@ -16,10 +16,8 @@ import contextlib
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -129,88 +127,28 @@ def _in_mounts(mount_point: Path) -> bool:
 
 @contextlib.contextmanager
 def latency_proxy(upstream: str, latency_s: float, connection_mbps: float = 0.0) -> Iterator[str]:
-    """A proxy on loopback in front of ``upstream`` that holds every request ``latency_s``
-    before passing it on (an object store's time to first byte: tens of ms on a real bucket,
-    none on loopback) and paces each connection's answers to ``connection_mbps`` (S3 serves
-    one connection about 100 MB/s: the reason clients open many); answers flow back by
-    ``os.splice``, so the proxy adds no copy. The endpoint to use instead of ``upstream``."""
-    host, port = upstream.removeprefix("http://").rsplit(":", 1)
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    lock = threading.Lock()
-    open_sockets: set[socket.socket] = set()
-
-    def requests(client: socket.socket, server: socket.socket, answered: threading.Thread) -> None:
-        with contextlib.suppress(OSError):
-            while data := client.recv(1 << 16):
-                time.sleep(latency_s)
-                server.sendall(data)
-        with contextlib.suppress(OSError):
-            server.shutdown(socket.SHUT_WR)
-        answered.join()  # both ways done: the pair is closed (a long run opens thousands)
-        for sock in (client, server):
-            sock.close()
-            with lock:
-                open_sockets.discard(sock)
-
-    def answers(server: socket.socket, client: socket.socket) -> None:
-        read_end, write_end = os.pipe()
-        started, sent = time.monotonic(), 0
-        try:
-            while True:
-                moved = os.splice(server.fileno(), write_end, 1 << 18)
-                if moved == 0:
-                    break
-                sent += moved
-                while moved:
-                    moved -= os.splice(read_end, client.fileno(), moved)
-                if connection_mbps:
-                    ahead = sent / (connection_mbps * 1e6) - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
-                    else:  # idle between answers: the pace starts again
-                        started, sent = time.monotonic(), 0
-        except OSError:
-            pass
-        finally:
-            os.close(read_end)
-            os.close(write_end)
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_WR)
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            server = socket.create_connection((host, int(port)))
-            with lock:
-                open_sockets.update((client, server))
-            answering = threading.Thread(target=answers, args=(server, client), daemon=True)
-            answering.start()
-            threading.Thread(target=requests, args=(client, server, answering), daemon=True).start()
-
-    acceptor = threading.Thread(target=accept, name="bench-latency-proxy", daemon=True)
-    acceptor.start()
+    """A proxy in front of ``upstream`` (``benchmarks.latency_proxy``, its own process) that
+    holds every request ``latency_s`` and paces each connection to ``connection_mbps``; the
+    endpoint to use instead of ``upstream``. It ends with the block, or when this process
+    does (its standard input ends)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "benchmarks.latency_proxy", upstream, str(port)]
+    proxy = subprocess.Popen(
+        [*argv, str(latency_s), str(connection_mbps)],
+        stdin=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not serving(port):
+            if proxy.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the latency proxy did not come up")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
     finally:
-        stop.set()
-        acceptor.join()
-        listener.close()
-        with lock:
-            left = list(open_sockets)
-        for sock in left:
-            with contextlib.suppress(OSError):
-                sock.close()
+        if proxy.stdin is not None:
+            proxy.stdin.close()
+        stop_child(proxy)
 
 
 def in_shaped_namespace(argv: Sequence[str], rate_mbit: int, out: IO[bytes]) -> None:
