@@ -137,7 +137,18 @@ class Efficiency:
                 f"{self.fraction:.0%} of the {name}: above it, so a cache this machine cannot "
                 "drop (the host's, below the guest) served some reads: not an efficiency"
             )
+        if round(self.fraction, 2) > 1:  # reads as above 100 %: say it is the bound's noise
+            return f"{self.fraction:.0%} of the {name}, within its spread ({self._spread_words()})"
         return f"{self.fraction:.0%} of the {name}"
+
+    def _spread_words(self) -> str:
+        """ "±5%: a throttle lets a read run one slice ahead of its rate" where the throttle's
+        slice sets the spread, else the spread alone."""
+        bound = self.bound
+        words = f"±{bound.allowed - 1:.0%}"
+        if bound.slack > max(spread_of(bound.runs), MIN_SPREAD):
+            words += ": a throttle lets a read run one slice ahead of its rate"
+        return words
 
 
 BOUND_WORDS = {

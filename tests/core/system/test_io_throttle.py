@@ -101,7 +101,18 @@ def test_a_throttled_bound_allows_the_slice_a_load_may_run_ahead_of_its_rate() -
     assert storage.spread == slack and storage.allowed == pytest.approx(1 + slack)
     bounds = Ceilings("m", (storage,))
     within = bounds.efficiency(157.3 * 1.04, keeps=False)
-    assert within is not None and not within.above and within.words() == "104% of the storage bound"
+    assert within is not None and not within.above
+    assert within.words() == (
+        "104% of the storage bound, within its spread "
+        "(±5%: a throttle lets a read run one slice ahead of its rate)"
+    )
+    unthrottled = Ceiling("storage", 157.3, (150.0, 157.3, 163.0), "sweep", True)
+    noisy = Ceilings("m", (unthrottled,)).efficiency(157.3 * 1.03, keeps=False)
+    assert (
+        noisy is not None and noisy.words() == "103% of the storage bound, within its spread (±4%)"
+    )
+    below = bounds.efficiency(157.3 * 0.97, keeps=False)
+    assert below is not None and below.words() == "97% of the storage bound"
     beyond = bounds.efficiency(157.3 * 1.06, keeps=False)
     assert beyond is not None and beyond.above
 
