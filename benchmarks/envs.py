@@ -58,6 +58,16 @@ def serving(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+def came_up(child: subprocess.Popen[bytes], port: int, deadline: float) -> bool:
+    """Wait for the state, not for time: whether ``child`` listens on loopback ``port``
+    before it ends or ``deadline`` (``time.monotonic()``) passes."""
+    while not serving(port):
+        if child.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _answers(mount_point: Path) -> bool:
     """The mount lists its root: rclone has reached the server through it."""
     try:
@@ -164,10 +174,8 @@ def _served(
     try:
         # Wait for each state in turn, not for time: the server listens, the mount is there,
         # the mount answers. A file opened before that fails with EIO.
-        while not serving(port):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise EnvUnavailable("rclone serve http did not start listening")
-            time.sleep(0.05)
+        if not came_up(server, port, deadline):
+            raise EnvUnavailable("rclone serve http did not start listening")
         mounter = subprocess.Popen(
             [
                 "rclone",

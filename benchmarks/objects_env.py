@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.envs import free_port, serving
+from benchmarks.envs import came_up, free_port
 from modelmon.core import stop_child
 
 START_TIMEOUT_S = 20.0
@@ -61,11 +61,8 @@ def s3_server(root: Path) -> Iterator[str]:
     )
     saved = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not serving(port):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("rclone serve s3 did not start listening")
-            time.sleep(0.05)
+        if not came_up(server, port, time.monotonic() + START_TIMEOUT_S):
+            raise SystemExit("rclone serve s3 did not start listening")
         endpoint = f"http://127.0.0.1:{port}"
         os.environ.update(
             {
@@ -139,11 +136,8 @@ def latency_proxy(upstream: str, latency_s: float, connection_mbps: float = 0.0)
         cwd=Path(__file__).resolve().parent.parent,
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not serving(port):
-            if proxy.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the latency proxy did not come up")
-            time.sleep(0.05)
+        if not came_up(proxy, port, time.monotonic() + START_TIMEOUT_S):
+            raise SystemExit("the latency proxy did not come up")
         yield f"http://127.0.0.1:{port}"
     finally:
         if proxy.stdin is not None:

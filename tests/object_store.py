@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.envs import free_port, serving
+from benchmarks.envs import came_up, free_port
 from benchmarks.objects_env import rclone
 from modelmon.core import write_gguf_model, write_safetensors_model
 
@@ -76,13 +76,10 @@ class RcloneServer:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not serving(self.port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                text = log_path.read_text()[-400:]
-                raise RuntimeError(f"rclone serve {self.kind} did not start: {text}")
-            time.sleep(0.05)
+        if not came_up(self.process, self.port, time.monotonic() + START_TIMEOUT_S):
+            self.stop()
+            text = log_path.read_text()[-400:]
+            raise RuntimeError(f"rclone serve {self.kind} did not start: {text}")
         return self
 
     def stop(self) -> None:

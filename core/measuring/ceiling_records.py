@@ -146,7 +146,7 @@ class Efficiency:
         slice sets the spread, else the spread alone."""
         bound = self.bound
         words = f"±{bound.allowed - 1:.0%}"
-        if bound.slack > max(spread_of(bound.runs), MIN_SPREAD):
+        if bound.allowed > allowed_ratio(bound.runs):
             words += ": a throttle lets a read run one slice ahead of its rate"
         return words
 
