@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.objects import WATCHED_CONCURRENCY, judged, watched_medians
+from benchmarks.object_tables import WATCHED_CONCURRENCY, judged, regret_medians, watched_medians
 from benchmarks.records import BenchResults
 from benchmarks.summary import Target, judged_ratio_text, median_round_ratio
 from modelmon.core import allowed_ratio
@@ -109,7 +109,13 @@ def object_targets(results: BenchResults) -> list[Target]:
             )
             found.append(Target(section, want, measured, against >= RUNAI_TARGET))
         regret = verdict["regret"]
-        measured = f"{regret:.1%} (the pick {data['pick']}, the best {best})"
+        pooled = regret_medians(data)
+        top = max(pooled, key=lambda label: pooled[label])
+        confirmed = " with its confirmation pairs" if data.get("confirm_runs") else ""
+        measured = (
+            f"{regret:.1%} (the pick {data['pick']} {pooled.get(data['pick'], 0.0):.0f} MB/s, "
+            f"the best {top} {pooled[top]:.0f} MB/s{confirmed})"
+        )
         found.append(
             Target(
                 section,

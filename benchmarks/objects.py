@@ -12,7 +12,8 @@ connection to that rate, as S3 serves one connection). Then, in one session:
 2. ``--rounds`` alternating rounds, each opened by the bucket's ceiling (the curve of plain
    GETs, connections 1…64 × part sizes, and the memory filled beside them), then, the order
    rotated each round: every configuration
-   recommend measured (the regret of its pick is against the best median of these), Run:ai
+   recommend measured (the regret of its pick is against the best median of these, with
+   confirmation pairs where one beat the pick: ``confirm``), Run:ai
    Model Streamer's S3 backend at each concurrency (a fresh child timed by itself, every
    tensor touched), and the same bucket through ``rclone mount`` read by modelmon's file
    strategy from an evicted, verified-cold page cache (mount or stream?).
@@ -36,7 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.object_tables import WATCHED_CONCURRENCY, judged, markdown, regret_medians
 from benchmarks.objects_env import bucket_mount, in_shaped_namespace, latency_proxy, s3_server
+from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS
 from modelmon.core import (
     LoadRun,
     Watch,
@@ -77,9 +80,6 @@ def runai_run(urls: list[str], concurrency: int) -> float:
     if result.status != "ok":
         raise SystemExit(f"runai concurrency={concurrency}: {result.status}: {result.error}")
     return result.mbps
-
-
-WATCHED_CONCURRENCY = 16
 
 
 def watched_program(model: Any, rounds: int) -> list[dict[str, float]]:
@@ -133,15 +133,6 @@ def _watched_row(
         "peak_connections": connections.peak_open,
         "received_bytes": connections.received_bytes,
     }
-
-
-def watched_medians(rows: list[dict[str, float]]) -> tuple[float, float, float]:
-    """Medians of watched runs: the watch's MB/s, the program's own, the connections seen."""
-    seen, own, peak = (
-        statistics.median(row[key] for row in rows)
-        for key in ("watch_mbps", "own_mbps", "peak_connections")
-    )
-    return seen, own, peak
 
 
 def contenders(model: Any, mount_path: str, urls: list[str], specs: list[tuple[str, LoadOptions]]):  # type: ignore[no-untyped-def]
@@ -220,9 +211,10 @@ def session(
             for label, run in runs[shift:] + runs[:shift]:
                 found[label].append(run())
                 say(f"  round {index + 1}: {label}: {found[label][-1]:.0f} MB/s")
+        pick_label = f"{pick.strategy} {pick.options.threads}×{pick.options.chunk // MiB} MiB"
+        confirmed = confirm(runs, found, pick_label)
         watched = watch_check(model, rounds)
         program = watched_program(model, rounds) if len(model.files) == 1 else []
-        pick_label = f"{pick.strategy} {pick.options.threads}×{pick.options.chunk // MiB} MiB"
         return {
             "rate_mbit": rate_mbit,
             "latency_ms": latency_ms,
@@ -239,120 +231,39 @@ def session(
             "pick": pick_label,
             "medians": {label: statistics.median(v) for label, v in found.items()},
             "runs": found,
+            "confirm_runs": confirmed,
             "watched": watched,
             "watched_program": program,
         }
 
 
-def judged(data: dict[str, Any]) -> dict[str, Any]:
-    medians = data["medians"]
-    own = {k: v for k, v in medians.items() if k.startswith("ranged")}
-    runai = {k: v for k, v in medians.items() if k.startswith("runai")}
-    best_own = max(own, key=lambda k: own[k])
-    best_runai = max(runai, key=lambda k: runai[k]) if runai else None
-    return {
-        "best_own": best_own,
-        "best_own_vs_ceiling": own[best_own] / data["ceiling_mbps"],
-        "best_own_vs_bound": own[best_own] / data["bound_mbps"],
-        "best_own_vs_runai": own[best_own] / runai[best_runai] if best_runai else None,
-        "best_runai": best_runai,
-        "regret": 1 - own.get(data["pick"], 0.0) / own[best_own],
-        "stream_vs_mount": own[best_own] / medians["mount: sequential ×4 (cold)"],
-    }
+def confirm(
+    runs: list[tuple[str, Callable[[], float]]], found: dict[str, list[float]], pick: str
+) -> dict[str, list[float]]:
+    """When another of modelmon's configurations beat recommend's pick over the rounds,
+    ``CONFIRM_PAIRS`` more runs of the two, alternating which goes first, as the file bench
+    does (``matrix.confirm``): the best of many configurations ranked by the same few runs is
+    the one that drew the luckiest runs, so its lead over the rounds alone overstates the
+    regret. When, with those runs, another beats the pick, it is confirmed the same way
+    (``CONFIRM_RIVALS`` at most). Only the regret reads these."""
+    by_label = dict(runs)
+    extra: dict[str, list[float]] = {}
+    confirmed: set[str] = set()
+    while len(confirmed) < CONFIRM_RIVALS and pick in found:
+        medians = regret_medians({"runs": found, "confirm_runs": extra})
+        best = max(medians, key=lambda label: medians[label])
+        if best == pick or best in confirmed or medians[best] <= medians[pick]:
+            break
+        confirmed.add(best)
+        for number in range(CONFIRM_PAIRS):
+            for label in (pick, best) if number % 2 == 0 else (best, pick):
+                extra.setdefault(label, []).append(by_label[label]())
+                say(f"  confirming: {label}: {extra[label][-1]:.0f} MB/s")
+    return extra
 
 
 def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _runs_text(runs: list[float]) -> str:
-    return ", ".join(f"{run:.0f}" for run in runs) or "–"
-
-
-def markdown(data: dict[str, Any]) -> list[str]:
-    """The section's lines for docs/benchmarks.md (``data`` with its verdict)."""
-    verdict = data.get("verdict") or judged(data)
-    rate = f"{data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "no rate limit"
-    rate += f", {data['latency_ms']:g} ms before each request" if data["latency_ms"] else ""
-    each = data["connection_mbps"]
-    rate += f", {each:g} MB/s per connection at most" if each else ""
-    gb = data["bytes"] / 1e9
-    out = [f"### rclone serve s3 on loopback, {rate} ({gb:.2f} GB model)\n"]
-    out += ["| plain GETs (the curve) | MB/s |", "| --- | ---: |"]
-    out += [f"| {setting} | {mbps:.0f} |" for setting, mbps in data["curve"]]
-    out.append(
-        f"\nCeiling (the best of the curve, measured at the start of every round; the "
-        f"median of the rounds' {_runs_text(data.get('ceiling_runs', []))}): "
-        f"{data['ceiling_mbps']:.0f} MB/s; a load that keeps its bytes is bound by "
-        f"{data['bound']}: {data['bound_mbps']:.0f} MB/s.\n"
-    )
-    out += ["| configuration | median MB/s | runs |", "| --- | ---: | --- |"]
-    for label, median in sorted(data["medians"].items(), key=lambda kv: -kv[1]):
-        runs = ", ".join(f"{v:.0f}" for v in data["runs"][label])
-        mark = " (recommend's pick)" if label == data["pick"] else ""
-        out.append(f"| {label}{mark} | {median:.0f} | {runs} |")
-    against = verdict["best_own_vs_runai"]
-    runai = (
-        f"{against:.2f}× Run:ai's best ({verdict['best_runai']})"
-        if against is not None
-        else "Run:ai not measured"
-    )
-    out.append(
-        f"\nmodelmon's best ({verdict['best_own']}): {verdict['best_own_vs_ceiling']:.2f}× the "
-        f"storage ceiling, {verdict['best_own_vs_bound']:.2f}× its bound, {runai}; "
-        f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
-        "the mount.\n"
-    )
-    program = data.get("watched_program") or []
-    if program:
-        seen, own, peak = watched_medians(program)
-        out.append(
-            f"A program timing its own GETs (`benchmarks/stream_program.py`, "
-            f"{WATCHED_CONCURRENCY} connections, {len(program)} runs), watched from outside: "
-            f"{seen:.0f} MB/s over its connections against {own:.0f} MB/s by its own clock "
-            f"({seen / own:.2f}×); {peak:.0f} connections seen.\n"
-        )
-    watched = data.get("watched") or []
-    if watched:
-        seen, own, peak = watched_medians(watched)
-        out.append(
-            f"Watched from outside (`engine: runai RUNAI_STREAMER_CONCURRENCY="
-            f"{WATCHED_CONCURRENCY}`, {len(watched)} runs): {seen:.0f} MB/s over its "
-            f"connections against {own:.0f} MB/s by its own clock ({seen / own:.2f}×); "
-            f"{peak:.0f} connections at most.\n"
-        )
-    return out
-
-
-def notes() -> list[str]:
-    return [
-        (
-            "A model in a bucket of `rclone serve s3` on loopback (ETags off: its local backend "
-            "would hash the whole file for each ranged GET), shaped where said: a network "
-            "namespace whose loopback a `tbf` qdisc limits, and a proxy that holds each request "
-            "(a real bucket's time to first byte) and paces each connection (S3 serves one "
-            "connection about 100 MB/s). The ceiling is the best of the curve of plain GETs "
-            "(`core/measuring/object_bounds.py`: N connections, each taking the next GET of one "
-            "part size from a queue, bytes discarded), measured at the start of every round; the "
-            "rounds alternate every configuration "
-            "of recommend's search space, Run:ai Model Streamer's S3 backend at each concurrency "
-            "(a fresh child timed by itself, one byte of every page touched) and the same bucket "
-            "through `rclone mount` read by modelmon's file strategy from a verified-cold page "
-            "cache. Nothing is cached on this machine between runs of a bucket; the server's own "
-            "reads come from its page cache (the model was written just before). Reproduce one "
-            "table: `python -m benchmarks.objects --gib 1 --rounds 3 [--rate-mbit R --latency-ms "
-            "L --connection-mbps C]`."
-            "\n"
-        ),
-    ]
-
-
-def section(found: list[dict[str, Any]], skipped: str | None) -> list[str]:
-    """docs/benchmarks.md's section: the notes, then each network profile's tables."""
-    out = ["## Object storage: the bucket's ceiling, stream or mount, Run:ai\n"]
-    if not found:
-        return [*out, f"Not run: {skipped or 'not asked for'}.\n"]
-    return [*out, *notes(), *(line for data in found for line in markdown(data))]
 
 
 def main(argv: list[str] | None = None) -> int:

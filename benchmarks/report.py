@@ -11,7 +11,7 @@ from benchmarks.engine_tables import markdown as engines_markdown
 from benchmarks.explain import explain_miss
 from benchmarks.jobs import PEER_ENGINES
 from benchmarks.limits import section as limits_section
-from benchmarks.objects import section as objects_section
+from benchmarks.object_tables import section as objects_section
 from benchmarks.records import BenchResults, JobResult, ModelInfo
 from benchmarks.regret_tables import (
     APPLIED_TARGET,

@@ -286,7 +286,7 @@ def _above_bound_target(job: JobResult, rows: list[Row], section: str) -> Target
     ]
     text = f"no configuration above its bound by more than the bound's spread (≤ {allowed:.2f}×"
     if allowed > allowed_ratio(bound.runs):
-        text += ": the slice its throttle lets a load's reads run ahead, over one of its runs"
+        text += ": the two slices its throttle lets a load's reads run ahead, over one of its runs"
     text += ")"
     if not ratios:
         return Target(section, text, "not measured", None, job)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from modelmon.core.system.io_throttle import THROTTLE_COUNTS
+from modelmon.core.system.io_throttle import THROTTLE_AHEAD, THROTTLE_COUNTS
 
 CEILINGS = (
     "sequential_read",
@@ -41,7 +41,7 @@ class Ceiling:
     # reads can pass a throttle faster than the plain reads did.
     throttle: str = ""
     # How far above its runs a load may read by the storage's own accounting, as a share (a
-    # throttle's one slice ahead of its rate, over one run's time; 0: none).
+    # throttle's two slices ahead of its rate, over one run's time; 0: none).
     slack: float = 0.0
 
     @property
@@ -90,7 +90,7 @@ def spread_of(runs: Sequence[float]) -> float:
 def allowed_ratio(runs: Sequence[float], slack: float = 0.0) -> float:
     """The most a rate may be of a bound with these ``runs`` and still be an efficiency: one
     plus their spread (``MIN_SPREAD`` at least), or plus the storage's ``slack`` (a
-    throttle's slice) where that is more."""
+    throttle's two slices) where that is more."""
     return 1 + max(spread_of(runs), MIN_SPREAD, slack)
 
 
@@ -142,12 +142,12 @@ class Efficiency:
         return f"{self.fraction:.0%} of the {name}"
 
     def _spread_words(self) -> str:
-        """ "±5%: a throttle lets a read run one slice ahead of its rate" where the throttle's
-        slice sets the spread, else the spread alone."""
+        """ "±10%: a throttle lets a read run up to two slices (0.2 s) ahead of its rate" where
+        the throttle's slices set the spread, else the spread alone."""
         bound = self.bound
         words = f"±{bound.allowed - 1:.0%}"
         if bound.allowed > allowed_ratio(bound.runs):
-            words += ": a throttle lets a read run one slice ahead of its rate"
+            words += f": {THROTTLE_AHEAD}"
         return words
 
 

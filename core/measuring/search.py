@@ -7,13 +7,13 @@ best meet in duels of alternating pairs that stop as soon as their own noise set
   duel: its pairs (``MIN_PAIRS``; one while the entrant would be the first challenger) and
   the runs that bring either duellist to ``EVIDENCE_RUNS``, of which the budget's evidence
   overrun (``limits.EVIDENCE_OVERRUN``) may fall past the deadline.
-- Duel: otherwise the champion (modelmon's best, then each duel's winner) and its challenger
-  (the best other candidate still in the race) run in alternating pairs. From ``MIN_PAIRS``
-  pairs on, a duel stops when its pairs settle it (``settled``): the faster wins by more than
-  ``ab.BEYOND_NOISE`` × the pairs' noise, every pair agreeing, and by ``MIN_GAIN`` at least;
-  or even that much noise leaves the two under ``MIN_GAIN`` apart, and the more robust
-  (``Candidate.robustness``) wins. The loser leaves the race, the next challenger steps up,
-  and entry resumes as far as the budget allows.
+- Duel: otherwise the champion (modelmon's best, ``modelmons_best``, then each duel's winner)
+  and its challenger (the best other candidate still in the race) run in alternating pairs.
+  From ``MIN_PAIRS`` pairs on, a duel stops when its pairs settle it (``settled``): the faster
+  wins by more than ``ab.BEYOND_NOISE`` × the pairs' noise, every pair agreeing, and by
+  ``MIN_GAIN`` at least; or even that much noise leaves the two under ``MIN_GAIN`` apart, and
+  the more robust (``Candidate.robustness``) wins. The loser leaves the race, the next
+  challenger steps up, and entry resumes as far as the budget allows.
 - End: when nothing more fits, an open duel is judged as it stands (``decide``); the pick is
   brought to ``EVIDENCE_RUNS`` runs, then spare budget buys more runs of it.
 
@@ -136,6 +136,19 @@ def decide(
     return best, other, verdict, tie
 
 
+def modelmons_best(contenders: list[Candidate]) -> Candidate | None:
+    """The first champion: the most robust of modelmon's contenders (fastest first) that are
+    under ``MIN_GAIN`` below its fastest. A gain under ``MIN_GAIN`` never takes a duel from a
+    more robust configuration, so it does not crown one either: on a disk that sets every
+    way's pace, a mapping's luckier entry run would otherwise stand against the peers alone
+    (and cost twice the memory for no speed)."""
+    own = [c for c in contenders if c.own is not None]
+    if not own:
+        return None
+    near = [c for c in own if c.median_mbps * MIN_GAIN > own[0].median_mbps]
+    return min(near, key=lambda c: c.robustness())
+
+
 def screening_order(own: list[Candidate], others: list[Candidate]) -> list[Candidate]:
     """modelmon's first ``OWN_PER_PEER`` candidates (they set the leader), then ``interleaved``."""
     return own[:OWN_PER_PEER] + interleaved(own[OWN_PER_PEER:], others)
@@ -210,8 +223,8 @@ class Search:
         if self.duel is not None:
             return self.duel
         contenders = self.contenders()
-        champion = next((c for c in contenders if c is self.champion), None) or next(
-            (c for c in contenders if c.own is not None), None
+        champion = next((c for c in contenders if c is self.champion), None) or modelmons_best(
+            contenders
         )
         if champion is None:
             return None, None

@@ -4,11 +4,13 @@ the same bucket through rclone mount, the curve, recommend, the rounds; then its
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
 
 import pytest
 
-from benchmarks.objects import judged, markdown, session
+from benchmarks.object_tables import judged, markdown
+from benchmarks.objects import confirm, session
 from benchmarks.objects_env import rclone
 
 
@@ -24,6 +26,7 @@ def test_the_bench_judges_modelmon_against_the_ceiling_runai_and_the_mount() -> 
             "runai concurrency=4": 200.0,
             "mount: sequential ×4 (cold)": 190.0,
         },
+        "runs": {"ranged 8×16 MiB": [360.0], "ranged 16×8 MiB": [380.0]},
     }
     verdict = judged(data)
     assert verdict["best_own"] == "ranged 16×8 MiB"
@@ -31,6 +34,47 @@ def test_the_bench_judges_modelmon_against_the_ceiling_runai_and_the_mount() -> 
     assert verdict["best_own_vs_runai"] == pytest.approx(380 / 300)
     assert verdict["regret"] == pytest.approx(1 - 360 / 380)
     assert verdict["stream_vs_mount"] == pytest.approx(2.0)
+
+
+def test_a_configuration_that_beat_the_pick_is_confirmed_in_pairs_the_regret_reads() -> None:
+    """The best of many configurations over three noisy rounds drew the luckiest runs: pairs
+    of it and the pick, alternating, then say how far apart they are; a second one that then
+    leads is confirmed too, and the confirmation runs count only for the regret."""
+    scripted = {
+        "ranged 8×16 MiB": iter([440.0, 450.0, 445.0, 452.0, 448.0, 446.0]),
+        "ranged 16×16 MiB": iter([441.0, 444.0, 447.0]),
+        "ranged 4×64 MiB": iter([449.0, 447.0, 443.0]),
+    }
+    calls: list[str] = []
+
+    def run(label: str) -> float:
+        calls.append(label)
+        return next(scripted[label])
+
+    runs = [(label, lambda label=label: run(label)) for label in scripted]
+    found = {
+        "ranged 8×16 MiB": [387.0, 320.0, 430.0],  # the pick, unlucky in the rounds
+        "ranged 16×16 MiB": [450.0, 449.0, 426.0],
+        "ranged 4×64 MiB": [448.0, 420.0, 447.0],
+    }
+    extra = confirm(runs, found, "ranged 8×16 MiB")
+    pick, first, second = scripted
+    assert calls[:6] == [pick, first, first, pick, pick, first]  # alternating who goes first
+    assert calls[6:] == [pick, second, second, pick, pick, second]
+    assert len(extra[pick]) == 6 and len(extra[first]) == len(extra[second]) == 3
+    medians = {label: statistics.median(runs) for label, runs in found.items()}
+    data = {
+        "pick": pick,
+        "runs": found,
+        "confirm_runs": extra,
+        "medians": {**medians, "mount: sequential ×4 (cold)": 300.0},
+        "ceiling_mbps": 450.0,
+        "bound_mbps": 450.0,
+    }
+    regret = judged(data)["regret"]
+    assert 1 - medians[pick] / medians[first] > 0.1  # the rounds alone: 14 %
+    assert regret == pytest.approx(1 - 445.0 / 447.0)  # with the pairs: 0.4 %
+    assert 1 - 387 / 449 > 0.1 and regret < 0.02
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no FUSE here: no mount to compare")

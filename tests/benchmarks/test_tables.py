@@ -206,7 +206,7 @@ def test_a_load_above_a_bound_read_through_a_throttle_is_explained_by_the_thrott
 
 
 def test_a_throttled_bound_allows_its_slice_over_one_of_its_runs() -> None:
-    """The throttle lets a load's reads run one slice ahead of its rate: the target allows
+    """The throttle lets a load's reads run two slices ahead of its rate: the target allows
     that share (recorded with the bound) and says so; a load past it still misses."""
     job = _job()  # its highest configuration runs 1.22× a bound of 500 MB/s, round by round
     words = "reads throttled to 150 MiB/s (157 MB/s) by the cgroup /x"
@@ -214,8 +214,8 @@ def test_a_throttled_bound_allows_its_slice_over_one_of_its_runs() -> None:
     within = next(t for t in job_targets(job) if t.target.startswith(ABOVE[:-9]))
     assert within.met is True and within.measured.endswith("at 1.22× by round")
     assert within.target == (
-        "no configuration above its bound by more than the bound's spread (≤ 1.25×: the "
-        "slice its throttle lets a load's reads run ahead, over one of its runs)"
+        "no configuration above its bound by more than the bound's spread (≤ 1.25×: the two "
+        "slices its throttle lets a load's reads run ahead, over one of its runs)"
     )
     job.ceilings["bound"] = CeilingRuns(500.0, (500.0,) * 3, "", True, words, 0.2)
     past = next(t for t in job_targets(job) if t.target.startswith(ABOVE[:-9]))

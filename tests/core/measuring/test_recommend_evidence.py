@@ -157,7 +157,9 @@ def test_a_changed_readahead_meets_the_device_as_it_is_in_the_finals(tmp_path: P
     tuned = candidate("sequential", 1290, 1300, 1295, readahead=16384)
     other = candidate("sequential", 1289, 1285, 1291, readahead=4096)
     own, rival = finalists([base, tuned, other])
-    assert own is tuned and rival is base  # not the other readahead value
+    # Under MIN_GAIN apart the device as it is stands for modelmon; the faster value
+    # challenges it, not the other value.
+    assert own is base and rival is tuned
     # Within noise the device is left as it is (the more robust).
     best, _, _, tie = decide(tuned, base, [1.0, 0.98, 1.01])
     assert tie and best is base

@@ -189,3 +189,22 @@ def test_readahead_values_join_the_peers_rhythm_after_the_first_ways_of_loading(
     assert len(made) == 1 and len(made[0]) == 4  # made once, of the four that had run
     best = made[0][0].options.workers
     assert shapes[4:] == [(5, None), (6, None), (best, 1024), (7, None), (8, None), (best, 4096)]
+
+
+def test_a_mapping_under_min_gain_ahead_does_not_stand_for_modelmon(facts: StorageFacts) -> None:
+    """On a disk that sets every way's pace, the library's mapping (peak memory twice the
+    model's) entering 2 % ahead of planned reads is not modelmon's champion: the planned reads
+    are, and they keep the pick against a peer within noise."""
+    from modelmon.core import parse_engine
+
+    mapping = Candidate.of("library", LoadOptions(threads=1))
+    planned = own(4)
+    peer = Candidate(parse_engine("runai"), role="peer")
+    base = {id(mapping): 160.0, id(planned): 157.0, id(peer): 158.0}
+
+    def rate(candidate: Candidate, number: int) -> float:
+        return base[id(candidate)] * (1.002 if number % 2 else 0.998)
+
+    race = UnitRace(3 + 2 * MIN_PAIRS, rate)  # the three entries and one duel
+    best, duel = Search(race, [mapping, planned, peer], facts).run()  # type: ignore[arg-type]
+    assert best is planned and duel is not None and duel.tie and duel.other is mapping

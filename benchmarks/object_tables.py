@@ -1,0 +1,155 @@
+"""The object-storage section's figures and text, from one network profile's results as
+``benchmarks.objects`` writes them: each configuration's medians, modelmon's best against the
+ceiling, its bound and Run:ai, recommend's regret (the rounds with the confirmation pairs),
+the watch against a program's own clock; and the section of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from benchmarks.regret_tables import CONFIRM_PAIRS
+
+# The Run:ai concurrency the watch is checked at (``objects.watch_check``), and the
+# connections of the program that times its own GETs.
+WATCHED_CONCURRENCY = 16
+
+
+def watched_medians(rows: list[dict[str, float]]) -> tuple[float, float, float]:
+    """Medians of watched runs: the watch's MB/s, the program's own, the connections seen."""
+    seen, own, peak = (
+        statistics.median(row[key] for row in rows)
+        for key in ("watch_mbps", "own_mbps", "peak_connections")
+    )
+    return seen, own, peak
+
+
+def regret_medians(data: dict[str, Any]) -> dict[str, float]:
+    """modelmon's configurations' medians over the rounds and the confirmation pairs: what
+    the regret reads (every other figure reads the rounds alone)."""
+    extra = data.get("confirm_runs") or {}
+    return {
+        label: statistics.median([*runs, *extra.get(label, [])])
+        for label, runs in data["runs"].items()
+        if label.startswith("ranged")
+    }
+
+
+def judged(data: dict[str, Any]) -> dict[str, Any]:
+    medians = data["medians"]
+    own = {k: v for k, v in medians.items() if k.startswith("ranged")}
+    runai = {k: v for k, v in medians.items() if k.startswith("runai")}
+    best_own = max(own, key=lambda k: own[k])
+    best_runai = max(runai, key=lambda k: runai[k]) if runai else None
+    return {
+        "best_own": best_own,
+        "best_own_vs_ceiling": own[best_own] / data["ceiling_mbps"],
+        "best_own_vs_bound": own[best_own] / data["bound_mbps"],
+        "best_own_vs_runai": own[best_own] / runai[best_runai] if best_runai else None,
+        "best_runai": best_runai,
+        "regret": _regret(data),
+        "stream_vs_mount": own[best_own] / medians["mount: sequential ×4 (cold)"],
+    }
+
+
+def _regret(data: dict[str, Any]) -> float:
+    """1 − the pick / the best, on the medians of the rounds and the confirmation pairs."""
+    pooled = regret_medians(data)
+    return 1 - pooled.get(data["pick"], 0.0) / max(pooled.values())
+
+
+def _runs_text(runs: list[float]) -> str:
+    return ", ".join(f"{run:.0f}" for run in runs) or "–"
+
+
+def markdown(data: dict[str, Any]) -> list[str]:
+    """The section's lines for docs/benchmarks.md (``data`` with its verdict)."""
+    verdict = data.get("verdict") or judged(data)
+    rate = f"{data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "no rate limit"
+    rate += f", {data['latency_ms']:g} ms before each request" if data["latency_ms"] else ""
+    each = data["connection_mbps"]
+    rate += f", {each:g} MB/s per connection at most" if each else ""
+    gb = data["bytes"] / 1e9
+    out = [f"### rclone serve s3 on loopback, {rate} ({gb:.2f} GB model)\n"]
+    out += ["| plain GETs (the curve) | MB/s |", "| --- | ---: |"]
+    out += [f"| {setting} | {mbps:.0f} |" for setting, mbps in data["curve"]]
+    out.append(
+        f"\nCeiling (the best of the curve, measured at the start of every round; the "
+        f"median of the rounds' {_runs_text(data.get('ceiling_runs', []))}): "
+        f"{data['ceiling_mbps']:.0f} MB/s; a load that keeps its bytes is bound by "
+        f"{data['bound']}: {data['bound_mbps']:.0f} MB/s.\n"
+    )
+    out += ["| configuration | median MB/s | runs |", "| --- | ---: | --- |"]
+    extra = data.get("confirm_runs") or {}
+    for label, median in sorted(data["medians"].items(), key=lambda kv: -kv[1]):
+        runs = ", ".join(f"{v:.0f}" for v in data["runs"][label])
+        if extra.get(label):
+            runs += f"; confirming: {_runs_text(extra[label])}"
+        mark = " (recommend's pick)" if label == data["pick"] else ""
+        out.append(f"| {label}{mark} | {median:.0f} | {runs} |")
+    against = verdict["best_own_vs_runai"]
+    runai = (
+        f"{against:.2f}× Run:ai's best ({verdict['best_runai']})"
+        if against is not None
+        else "Run:ai not measured"
+    )
+    out.append(
+        f"\nmodelmon's best ({verdict['best_own']}): {verdict['best_own_vs_ceiling']:.2f}× the "
+        f"storage ceiling, {verdict['best_own_vs_bound']:.2f}× its bound, {runai}; "
+        f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
+        "the mount.\n"
+    )
+    program = data.get("watched_program") or []
+    if program:
+        seen, own, peak = watched_medians(program)
+        out.append(
+            f"A program timing its own GETs (`benchmarks/stream_program.py`, "
+            f"{WATCHED_CONCURRENCY} connections, {len(program)} runs), watched from outside: "
+            f"{seen:.0f} MB/s over its connections against {own:.0f} MB/s by its own clock "
+            f"({seen / own:.2f}×); {peak:.0f} connections seen.\n"
+        )
+    watched = data.get("watched") or []
+    if watched:
+        seen, own, peak = watched_medians(watched)
+        out.append(
+            f"Watched from outside (`engine: runai RUNAI_STREAMER_CONCURRENCY="
+            f"{WATCHED_CONCURRENCY}`, {len(watched)} runs): {seen:.0f} MB/s over its "
+            f"connections against {own:.0f} MB/s by its own clock ({seen / own:.2f}×); "
+            f"{peak:.0f} connections at most.\n"
+        )
+    return out
+
+
+def notes() -> list[str]:
+    return [
+        (
+            "A model in a bucket of `rclone serve s3` on loopback (ETags off: its local backend "
+            "would hash the whole file for each ranged GET), shaped where said: a network "
+            "namespace whose loopback a `tbf` qdisc limits, and a proxy that holds each request "
+            "(a real bucket's time to first byte) and paces each connection (S3 serves one "
+            "connection about 100 MB/s). The ceiling is the best of the curve of plain GETs "
+            "(`core/measuring/object_bounds.py`: N connections, each taking the next GET of one "
+            "part size from a queue, bytes discarded), measured at the start of every round; the "
+            "rounds alternate every configuration "
+            "of recommend's search space, Run:ai Model Streamer's S3 backend at each concurrency "
+            "(a fresh child timed by itself, one byte of every page touched) and the same bucket "
+            "through `rclone mount` read by modelmon's file strategy from a verified-cold page "
+            "cache. Where one of modelmon's configurations beat recommend's pick over the rounds, "
+            f"{CONFIRM_PAIRS} pairs of the two follow, alternating which goes first (a second "
+            "one that then leads too), and recommend's regret reads them with the rounds: the "
+            "best of many configurations ranked by three runs is the one that drew the luckiest. "
+            "Nothing is cached on this machine between runs of a bucket; the server's own "
+            "reads come from its page cache (the model was written just before). Reproduce one "
+            "table: `python -m benchmarks.objects --gib 1 --rounds 3 [--rate-mbit R --latency-ms "
+            "L --connection-mbps C]`."
+            "\n"
+        ),
+    ]
+
+
+def section(found: list[dict[str, Any]], skipped: str | None) -> list[str]:
+    """docs/benchmarks.md's section: the notes, then each network profile's tables."""
+    out = ["## Object storage: the bucket's ceiling, stream or mount, Run:ai\n"]
+    if not found:
+        return [*out, f"Not run: {skipped or 'not asked for'}.\n"]
+    return [*out, *notes(), *(line for data in found for line in markdown(data))]
