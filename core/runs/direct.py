@@ -52,8 +52,8 @@ def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float]
     read_bytes); on storage without one (FUSE, NFS) the block layer never sees them, and they
     are the bytes its read calls returned (rchar), which also count what it read before the
     model (its imports). The span runs from the last sample before the reads passed
-    ``DIRECT_EDGE`` of the model's bytes to the first after they came within it of the end.
-    None for any other program."""
+    ``DIRECT_EDGE`` of the model's bytes to the first after they came within it of the end,
+    and the model is timed at the rate of the bytes read in it. None for any other program."""
     if not reads_direct(watched, known):
         return None
     on_blocks = all(_on_block_device(f.path) for f in watched.files)
@@ -71,11 +71,14 @@ def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float]
     before = total - model  # read before the model (rchar: imports), or 0
     began = int(np.argmax(values > before + DIRECT_EDGE * model))
     ended = int(np.argmax(values >= total - DIRECT_EDGE * model))
-    start = float(times[max(0, began - 1)])
-    end = float(times[min(len(times) - 1, max(ended, began))])
-    if end <= start:
+    first, last = max(0, began - 1), min(len(times) - 1, max(ended, began))
+    start, end = float(times[first]), float(times[last])
+    # The span holds the bytes read between its two samples, not all of the model's: the
+    # model is timed at the rate they came at.
+    spanned = float(values[last]) - max(float(values[first]), before)
+    if end <= start or spanned <= 0:
         return None
-    return int(model), end - start
+    return int(model), (end - start) * model / spanned
 
 
 def _on_block_device(path: str) -> bool:
