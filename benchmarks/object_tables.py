@@ -41,21 +41,21 @@ def judged(data: dict[str, Any]) -> dict[str, Any]:
     runai = {k: v for k, v in medians.items() if k.startswith("runai")}
     best_own = max(own, key=lambda k: own[k])
     best_runai = max(runai, key=lambda k: runai[k]) if runai else None
+    pooled = regret_medians(data)
+    top = max(pooled, key=lambda label: pooled[label])
     return {
         "best_own": best_own,
         "best_own_vs_ceiling": own[best_own] / data["ceiling_mbps"],
         "best_own_vs_bound": own[best_own] / data["bound_mbps"],
         "best_own_vs_runai": own[best_own] / runai[best_runai] if best_runai else None,
         "best_runai": best_runai,
-        "regret": _regret(data),
+        # 1 − the pick / the best, on the medians of the rounds and the confirmation pairs.
+        "regret": 1 - pooled.get(data["pick"], 0.0) / pooled[top],
+        "regret_pick_mbps": pooled.get(data["pick"], 0.0),
+        "regret_best": top,
+        "regret_best_mbps": pooled[top],
         "stream_vs_mount": own[best_own] / medians["mount: sequential ×4 (cold)"],
     }
-
-
-def _regret(data: dict[str, Any]) -> float:
-    """1 − the pick / the best, on the medians of the rounds and the confirmation pairs."""
-    pooled = regret_medians(data)
-    return 1 - pooled.get(data["pick"], 0.0) / max(pooled.values())
 
 
 def _runs_text(runs: list[float]) -> str:
@@ -64,7 +64,7 @@ def _runs_text(runs: list[float]) -> str:
 
 def markdown(data: dict[str, Any]) -> list[str]:
     """The section's lines for docs/benchmarks.md (``data`` with its verdict)."""
-    verdict = data.get("verdict") or judged(data)
+    verdict = judged(data)  # from the runs: a results.json of an older text may lack a key
     rate = f"{data['rate_mbit']} Mbit/s" if data["rate_mbit"] else "no rate limit"
     rate += f", {data['latency_ms']:g} ms before each request" if data["latency_ms"] else ""
     each = data["connection_mbps"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.object_tables import WATCHED_CONCURRENCY, judged, regret_medians, watched_medians
+from benchmarks.object_tables import WATCHED_CONCURRENCY, judged, watched_medians
 from benchmarks.records import BenchResults
 from benchmarks.summary import Target, judged_ratio_text, median_round_ratio
 from modelmon.core import allowed_ratio
@@ -91,7 +91,7 @@ def _watch_target(section: str, data: dict[str, Any]) -> Target:
 def object_targets(results: BenchResults) -> list[Target]:
     found: list[Target] = []
     for data in results.objects:
-        section, verdict = profile_name(data), data.get("verdict") or judged(data)
+        section, verdict = profile_name(data), judged(data)
         best = verdict["best_own"]
         found.append(_best_target(section, data, best))
         above = _above_target(section, data)
@@ -109,12 +109,11 @@ def object_targets(results: BenchResults) -> list[Target]:
             )
             found.append(Target(section, want, measured, against >= RUNAI_TARGET))
         regret = verdict["regret"]
-        pooled = regret_medians(data)
-        top = max(pooled, key=lambda label: pooled[label])
         confirmed = " with its confirmation pairs" if data.get("confirm_runs") else ""
         measured = (
-            f"{regret:.1%} (the pick {data['pick']} {pooled.get(data['pick'], 0.0):.0f} MB/s, "
-            f"the best {top} {pooled[top]:.0f} MB/s{confirmed})"
+            f"{regret:.1%} (the pick {data['pick']} {verdict['regret_pick_mbps']:.0f} MB/s, "
+            f"the best {verdict['regret_best']} {verdict['regret_best_mbps']:.0f} MB/s"
+            f"{confirmed})"
         )
         found.append(
             Target(

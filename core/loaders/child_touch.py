@@ -23,8 +23,11 @@ def touch_array(array: Any) -> int:
 
 
 def touch_tensors(tensors: Iterator[Any]) -> tuple[int, int]:
-    """Read one byte of every page of each torch tensor or numpy array; (bytes, tensors)."""
-    seen: set[tuple[int, int]] = set()
+    """Read one byte of every page of each torch tensor or numpy array; (bytes, tensors).
+    The bytes are those of the union of the tensors' spans of memory: tied weights count
+    once, and views that share one buffer (fastsafetensors' tensors lie side by side in the
+    buffer it read the file into) count each its own part of it."""
+    spans: set[tuple[int, int]] = set()
     touched = count = 0
     for tensor in tensors:
         count += 1
@@ -33,15 +36,25 @@ def touch_tensors(tensors: Iterator[Any]) -> tuple[int, int]:
             continue
         if tensor.device.type != "cpu":  # meta tensors hold no bytes
             continue
-        key = (tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
-        if key in seen:  # tied weights: one storage, touched once
+        size = tensor.numel() * tensor.element_size()
+        span = (tensor.data_ptr(), tensor.data_ptr() + size)
+        if not size or span in spans:  # tied weights: one span, touched once
             continue
-        seen.add(key)
+        spans.add(span)
         torch = importlib.import_module("torch")
         data = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
         int(data[::PAGE].sum())
-        touched += int(data.numel())
-    return touched, count
+    return touched + union_bytes(spans), count
+
+
+def union_bytes(spans: set[tuple[int, int]]) -> int:
+    """Bytes covered by (start, end) spans, each byte once."""
+    total, reached = 0, 0
+    for start, end in sorted(spans):
+        if end > reached:
+            total += end - max(start, reached)
+            reached = end
+    return total
 
 
 def touch_mappings(path: str) -> int:
