@@ -40,7 +40,7 @@ from modelmon.core.runs.command_output import last_line, own_figure, own_report
 from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
 from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
 from modelmon.core.watching.findings import PARTIAL_BELOW
-from modelmon.core.watching.result import WatchResult
+from modelmon.core.watching.result import Finding, WatchResult
 from modelmon.core.watching.watch import MAP_INTERVAL_S, Watch
 
 INTERVAL_S = 0.1  # the watch's sampling period
@@ -184,8 +184,9 @@ class ProgramRun:
             overlapped = envelope.timed_part_ended()
             stderr = last_line(err)
             own = own_report(out) if self.program.kind == "engine" else None
-        load = self._as_load(watched, stderr, [*envelope.setup_notes], overlapped, own)
-        return ProgramResult(load, watched, own, stderr)
+        load, found = self._as_load(watched, stderr, [*envelope.setup_notes], overlapped, own)
+        # The watch as the run judged it: no finding the run ruled out beside its result.
+        return ProgramResult(load, replace(watched, findings=found), own, stderr)
 
     def _stop_when_asked(self) -> None:
         """Ends the watch, and so the command, when asked or at the time limit; returns
@@ -245,7 +246,8 @@ class ProgramRun:
         notes: list[str],
         overlapped: tuple[str, ...],
         own: dict[str, Any] | None,
-    ) -> LoadResult:
+    ) -> tuple[LoadResult, tuple[Finding, ...]]:
+        """The run as a load, and the watch's findings that apply to it."""
         engine = get_engine(self.program.engine) if self.program.engine else None
         own_seconds, own_bytes = own_figure(own, "seconds"), own_figure(own, "bytes")
         if self.cache == "warm" and own_seconds and own_bytes:
@@ -276,7 +278,7 @@ class ProgramRun:
         seconds = watched.seconds or 0.0
         # Read past the page cache, its bytes could not arrive there: no partial read.
         past_cache = past_cache or direct is not None
-        found = [f for f in watched.findings if not past_cache or f.code != "partial-read"]
+        found = tuple(f for f in watched.findings if not past_cache or f.code != "partial-read")
         notes += [f"{f.code}: {f.text}" for f in found]
         notes += list(watched.notes)
         if overlapped:
@@ -292,7 +294,7 @@ class ProgramRun:
                 f"the watch's {watched.interval_s:g} s samples: its rate is known to a sample, "
                 "not finer (a larger model, or slower storage, times it well)"
             )
-        return LoadResult(
+        load = LoadResult(
             status=status,
             strategy=self.program.spec,
             options=self._options(),
@@ -313,6 +315,7 @@ class ProgramRun:
             own_seconds=own_seconds,
             memory_limit=watched.memory_limit,
         )
+        return load, found
 
     def _judge(
         self, watched: WatchResult, stderr: str, own_clock: bool = False

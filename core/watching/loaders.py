@@ -31,6 +31,7 @@ _KNOWN: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("llama-cpp-python", "llama-cpp-python", ("llama_cpp",), ("llama_cpp/lib/",)),
     ("llama.cpp", "llama.cpp", ("llama-server", "llama-cli", "llama-bench"), ("libllama",)),
     ("runai-model-streamer", "Run:ai Model Streamer", (), ("runai_model_streamer",)),
+    ("fastsafetensors", "fastsafetensors", ("fastsafetensors",), ("fastsafetensors/cpp",)),
     ("diffusers", "diffusers", ("diffusers",), ()),
     ("transformers", "transformers", ("transformers",), ("tokenizers.",)),
     ("safetensors", "safetensors", (), ("_safetensors_rust",)),

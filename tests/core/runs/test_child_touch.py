@@ -44,3 +44,6 @@ def test_fastsafetensors_loads_the_whole_model_cold(tmp_path: Path) -> None:
     assert load.cache.cold, load.cache.note
     assert outcome.own is not None and outcome.own["bytes"] == model.total_bytes
     assert load.bytes == model.total_bytes
+    # Watched, it is named, and read past the page cache it is no lazy load.
+    assert outcome.watch is not None and outcome.watch.loader.key == "fastsafetensors"
+    assert not any(f.code == "partial-read" for f in outcome.watch.findings)

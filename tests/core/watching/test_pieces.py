@@ -324,6 +324,9 @@ def test_loader_from_command_lines_and_libraries() -> None:
     assert detect([["python", "load.py"]], [lib]).key == "safetensors"
     assert detect([["/usr/bin/llama-server", "-m", "x.gguf"]], []).key == "llama.cpp"
     assert "--load-mode none" in fix("mmap", detect([["llama-server"]], []))
+    # fastsafetensors maps libtorch too: its own extension names it.
+    fast = "/v/site-packages/fastsafetensors/cpp.cpython-311-x86_64-linux-gnu.so"
+    assert detect([["python", "load.py"]], ["/x/libtorch_cpu.so", fast]).key == "fastsafetensors"
     plain = detect([["cat", "x"]], [])
     assert (plain.key, plain.label) == ("program", "cat")
 
