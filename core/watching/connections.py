@@ -72,9 +72,16 @@ class EndpointConnections:
         self.seen = 0  # connections to the endpoint seen so far
         # Connections to the endpoint that exist already (this process's own, closing after
         # it opened the model; anyone else's) are not the program's, which has not started:
-        # listed before the closes are listened to, so none closes unlisted and is heard.
-        self._others |= {entry.cookie for entry in all_tcp_sockets() if self._ours(entry)}
+        # listed before the closes are listened to, so none closes unlisted and is heard;
+        # and listed again once they are: a dump is not atomic (the kernel resumes each
+        # part at an index in a hash chain, and a socket freed before that index shifts the
+        # next one past it), so one that exists is missed only if both listings miss it.
+        self._others |= self._listed()
         self.closing = DestroyedSockets()  # from now on: before the program starts
+        self._others |= self._listed()
+
+    def _listed(self) -> set[int]:
+        return {entry.cookie for entry in all_tcp_sockets() if self._ours(entry)}
 
     def _ours(self, entry: TcpSocket) -> bool:
         return entry.remote[1] == self.port and entry.remote[0] in self.addresses
