@@ -31,6 +31,7 @@ _ATTRIBUTE = struct.Struct("=HH")  # rtattr: len, type
 # struct tcp_info: 8 bytes of u8 fields, then u32 fields up to total_retrans (104), the u64
 # pacing rates, bytes_acked (120), bytes_received (128).
 BYTES_RECEIVED_AT = 128
+LAST_DATA_RECEIVED_AT = 52  # tcpi_last_data_recv in struct tcp_info
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,9 @@ class TcpSocket:
     # The kernel's cookie: names this socket alone for the boot (its dump and its destroy
     # broadcast alike), where its ends may be a new connection's once it is freed.
     cookie: int
+    # ms from the last bytes it received to when the kernel wrote this entry
+    # (tcpi_last_data_recv); None where the entry has no tcp_info.
+    idle_ms: int | None = None
 
 
 def _address(family: int, raw: bytes) -> str:
@@ -84,7 +88,7 @@ def _socket(data: bytes, start: int, end: int) -> TcpSocket:
     (family, state, _, _, sport, dport, src, dst, _, cookie, _, _, _, _, inode) = (
         _MESSAGE.unpack_from(data, start)
     )
-    received = 0
+    received, idle_ms = 0, None
     at = start + _MESSAGE.size
     while at + _ATTRIBUTE.size <= end:
         length, kind = _ATTRIBUTE.unpack_from(data, at)
@@ -93,6 +97,7 @@ def _socket(data: bytes, start: int, end: int) -> TcpSocket:
         payload = data[at + _ATTRIBUTE.size : at + length]
         if kind == INET_DIAG_INFO and len(payload) >= BYTES_RECEIVED_AT + 8:
             (received,) = struct.unpack_from("=Q", payload, BYTES_RECEIVED_AT)
+            (idle_ms,) = struct.unpack_from("=I", payload, LAST_DATA_RECEIVED_AT)
         at += (length + 3) & ~3
     return TcpSocket(
         inode,
@@ -101,6 +106,7 @@ def _socket(data: bytes, start: int, end: int) -> TcpSocket:
         state,
         received,
         cookie,
+        idle_ms,
     )
 
 

@@ -30,6 +30,8 @@ from modelmon.core.system.sockets import (
     tcp_sockets,
 )
 
+MS = 1_000_000  # ns
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLook:
@@ -79,6 +81,7 @@ class EndpointConnections:
         self._others |= self._listed()
         self.closing = DestroyedSockets()  # from now on: before the program starts
         self._others |= self._listed()
+        self._listed_ns = time.monotonic_ns()
 
     def _listed(self) -> set[int]:
         return {entry.cookie for entry in all_tcp_sockets() if self._ours(entry)}
@@ -115,7 +118,7 @@ class EndpointConnections:
             last = self._last.get(entry.cookie, 0)
             self._last[entry.cookie] = max(last, entry.bytes_received)
         for entry in self.closing.drain():
-            self._closed(entry)
+            self._closed(entry, time.monotonic_ns())
         self.peak_open = max(self.peak_open, open_now)
         self.seen = len(self._last)
         received = sum(self._last[i] - self._first[i] for i in self._last)
@@ -128,13 +131,21 @@ class EndpointConnections:
             held |= socket_inodes(pid)
         return held
 
-    def _closed(self, entry: TcpSocket) -> None:
-        """A connection the kernel freed: its last count, for the one seen open, or for one
-        never seen (opened and closed between two looks) that no other process held."""
+    def _closed(self, entry: TcpSocket, heard_ns: int) -> None:
+        """A connection the kernel freed, heard by ``heard_ns``: its last count, for the one
+        seen open, or for one never seen (opened and closed between two looks) that no
+        other process held."""
         if not self._ours(entry):
             return
         if entry.cookie not in self._first:
             if entry.cookie in self._others:
+                return
+            # The kernel announces a free from a work queue, late on a busy machine: a
+            # socket already gone from the listings (this process's own probe of the model)
+            # can be heard after them. One whose last bytes came before the listings is not
+            # a connection of the program, which had not started.
+            idle = entry.idle_ms
+            if self.from_start and idle is not None and heard_ns - idle * MS < self._listed_ns:
                 return
             self._first[entry.cookie] = 0  # never seen at a look
             self.unseen_bytes += max(0, entry.bytes_received - 1)
@@ -157,7 +168,7 @@ class EndpointConnections:
                 break
             if wait_readable(self.closing.fileno(), min(left, 0.05)):
                 for entry in self.closing.drain():
-                    self._closed(entry)
+                    self._closed(entry, time.monotonic_ns())
         self.closing.settle()
 
     def _closing_unheard(self) -> bool:

@@ -14,6 +14,7 @@ import pytest
 
 from modelmon.core.system.sockets import (
     DestroyedSockets,
+    TcpSocket,
     all_tcp_sockets,
     socket_inodes,
     tcp_sockets,
@@ -347,3 +348,22 @@ def _wait_for_time_wait(local: tuple[str, int], port: int) -> None:
     ):
         assert time.monotonic() < deadline, "the connection never reached TIME_WAIT"
         time.sleep(0.01)
+
+
+def test_a_free_heard_late_of_a_connection_idle_since_before_the_listing_is_not_the_programs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel announces a free from a work queue, late on a busy machine: a connection
+    already gone from the listings (the watcher's own probe of the model) can be heard after
+    them. One whose last bytes came before the listings is no connection of the program."""
+    port = 9  # no connection to it exists: the frees below are the only ones heard
+    watched = EndpointConnections(f"http://127.0.0.1:{port}")
+    time.sleep(0.05)
+    gone = TcpSocket(0, ("127.0.0.1", 40000), ("127.0.0.1", port), 7, SENT, 1 << 60, 500)
+    monkeypatch.setattr(watched.closing, "drain", lambda: [gone])
+    assert watched.look([]).seen == 0  # idle 500 ms when heard: before the listing
+    fresh = TcpSocket(0, ("127.0.0.1", 40001), ("127.0.0.1", port), 7, SENT + 1, 1 << 61, 0)
+    monkeypatch.setattr(watched.closing, "drain", lambda: [fresh])
+    look = watched.look([])
+    assert (look.seen, look.received) == (1, SENT)  # its bytes (and the FIN) came since
+    watched.close()
