@@ -21,7 +21,8 @@ The names, by purpose (``_EXPORTS`` below lists each group's names and where the
   ``Command``, the loaders' registry (``ENGINES``), config files (``apply_config``).
 - Models: ``open_model`` and its records, where models live (``discover_models``, ``hf:`` and
   ``ollama:`` references), the demo and synthetic models; ``s3://`` and ``https://`` objects.
-- Watch another program load: ``watch`` / ``Watch``, ``storage_references``.
+- Watch another program load: ``watch`` / ``Watch``, ``storage_references``; a server's
+  cold start until it is ready (``ReadyCondition``, ``ColdStart``).
 - The machine: storage and memory facts, the page cache, readahead, host memory.
 - The output guard: ``check_output`` / ``write_or_keep``, which every file modelmon writes passes.
 - Words and documents: strict JSON, text reports, verdicts, explanations, snippets.
@@ -164,6 +165,8 @@ if TYPE_CHECKING:
     from modelmon.core.system.residency import residency_of
     from modelmon.core.system.storage import StorageFacts, storage_by_folder, storage_facts
     from modelmon.core.units import human_bytes
+    from modelmon.core.watching.cold_start import ColdStart
+    from modelmon.core.watching.ready import ReadyCondition
     from modelmon.core.watching.result import Reference, WatchResult
     from modelmon.core.watching.watch import Watch
 
@@ -241,6 +244,8 @@ _EXPORTS = (
     ("modelmon.core.api", "watch storage_references"),
     ("modelmon.core.watching.watch", "Watch"),
     ("modelmon.core.watching.result", "WatchResult Reference"),
+    ("modelmon.core.watching.ready", "ReadyCondition"),
+    ("modelmon.core.watching.cold_start", "ColdStart"),
     # The machine: storage, memory, page cache, readahead, host memory, this process
     ("modelmon.core.system.storage", "storage_facts StorageFacts storage_by_folder"),
     (

@@ -16,3 +16,11 @@ def human_bytes(count: float) -> str:
 def gib_text(count: float) -> str:
     """Bytes of RAM as people read them off ``free -h``: binary GiB, "1.5 GiB"."""
     return f"{count / 2**30:.1f} GiB"
+
+
+def rate_text(bytes_per_second: float) -> str:
+    """A rate in decimal units: '77 MB/s', '1,830 MB/s'; under 1 MB/s in kB/s ('12 kB/s'),
+    never '0 MB/s'."""
+    if bytes_per_second >= 1e6:
+        return f"{bytes_per_second / 1e6:,.0f} MB/s"
+    return f"{bytes_per_second / 1e3:,.1f} kB/s"

@@ -7,6 +7,7 @@ import os
 import shlex
 
 from modelmon.core.units import human_bytes
+from modelmon.core.watching.cold_findings import PHASE_WORDS, headline
 from modelmon.core.watching.findings import readers_line
 from modelmon.core.watching.result import WatchResult
 
@@ -19,6 +20,10 @@ def _what(result: WatchResult) -> str:
         target = f"pid {result.pid}"
     if result.status in ("exited", "killed"):
         ended = f"killed by {result.signal}" if result.signal else f"exited {result.exit_code}"
+    elif result.status == "stopped" and result.ended_by == "ready":
+        ended = "stopped once ready"
+    elif result.status == "stopped" and result.ended_by == "ready-timeout":
+        ended = "stopped: not ready in time"
     elif result.status == "stopped":
         ended = f"stopped after {result.quiet_s or 0:.1f} s of quiet"
     elif result.status == "cancelled":
@@ -46,8 +51,50 @@ def _arrived(result: WatchResult) -> str:
     return line
 
 
+def _ranks(result: WatchResult) -> list[str]:
+    """A table of the ranks (the processes that read the model), when there are several."""
+    cold = result.cold_start
+    if cold is None or len(cold.ranks) < 2:
+        return []
+    lines = [f"ranks:    {'rank':>4}  {'pid':>7}  {'read':>10}  {'held':>10}  reading (s)"]
+    for rank in cold.ranks:
+        reading = "-"
+        if rank.start_s is not None and rank.end_s is not None:
+            reading = f"{rank.start_s:.2f} → {rank.end_s:.2f} ({rank.end_s - rank.start_s:.2f})"
+        lines.append(
+            f"          {rank.rank:>4}  {rank.pid:>7}  {human_bytes(rank.model_bytes):>10}  "
+            f"{human_bytes(rank.held_bytes):>10}  {reading}"
+            + ("" if rank.exited_s is None else f"  exited at {rank.exited_s:.2f}")
+        )
+    return lines
+
+
+def _limit_moment(result: WatchResult) -> str | None:
+    cold = result.cold_start
+    moment = cold.memory if cold is not None else None
+    if moment is None:
+        return None
+    if moment.reached_s is not None:
+        rank = f", rank {moment.reached_rank} growing" if moment.reached_rank is not None else ""
+        phase = (
+            f" {PHASE_WORDS.get(moment.reached_phase or '', '')}" if moment.reached_phase else ""
+        )
+        return f"limit:    reached at {moment.reached_s:.1f} s{phase}{rank}"
+    if moment.headroom_bytes is not None:
+        return (
+            f"limit:    at ready {human_bytes(moment.charged_at_ready or 0)} charged of "
+            f"{human_bytes(moment.limit_bytes)}: {human_bytes(moment.headroom_bytes)} headroom "
+            f"({human_bytes(moment.anon_at_ready or 0)} of it anonymous)"
+        )
+    return None
+
+
 def render_watch(result: WatchResult) -> str:
-    lines = [_what(result), f"loader:   {result.loader.label}"]
+    lines = []
+    cold = result.cold_start
+    if cold is not None and (cold.ready_s is not None or cold.asked):
+        lines.append(f"cold start: {headline(cold)}")
+    lines += [_what(result), f"loader:   {result.loader.label}"]
     if result.loader.evidence:
         lines[-1] += f"  ({result.loader.evidence[0]})"
     for model_file in result.files:
@@ -76,6 +123,8 @@ def render_watch(result: WatchResult) -> str:
             + (f": {cache.note}" if cache.note else "")
         )
     lines.append(_arrived(result))
+    if cold is not None and cold.ready_s is None and not cold.asked and result.saw_model:
+        lines.append(f"phases:   {headline(cold)}")
     if result.mbps is not None:
         for reference in result.references:
             if reference.name == "bound" and reference.mbps > 0:
@@ -95,6 +144,7 @@ def render_watch(result: WatchResult) -> str:
         f"{result.major_faults:,} major faults, peak RSS {human_bytes(result.peak_rss)} "
         f"(private {human_bytes(result.peak_anon_rss)}), CPU {result.cpu_seconds:.1f} s"
     )
+    lines += _ranks(result)
     for description in result.descriptions:
         if description.shared:
             lines.append(
@@ -107,6 +157,9 @@ def render_watch(result: WatchResult) -> str:
         lines.append(f"quiet:    from {result.quiet_s:.1f} s")
     if result.memory_limit is not None:
         lines.append(f"limit:    {result.memory_limit.line()}")
+        moment = _limit_moment(result)
+        if moment is not None:
+            lines.append(moment)
     if result.findings:
         lines.append("")
         lines.append("findings:")

@@ -24,6 +24,7 @@ NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 INET_DIAG_INFO = 2  # the tcp_info attribute
 ALL_STATES = 0xFFFFFFFF
+TCP_LISTEN = 10  # the kernel's TCP state of a listening socket
 _HEADER = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 _REQUEST = struct.Struct("=BBBBI48s")  # inet_diag_req_v2: family, protocol, ext, pad, states, id
 _MESSAGE = struct.Struct("=BBBB2s2s16s16sIQIIIII")  # inet_diag_msg
@@ -57,11 +58,11 @@ def _address(family: int, raw: bytes) -> str:
     return str(mapped) if mapped is not None else str(address)
 
 
-def _dump(family: int) -> list[TcpSocket]:
+def _dump(family: int, states: int = ALL_STATES) -> list[TcpSocket]:
     found: list[TcpSocket] = []
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as link:
         request = _REQUEST.pack(
-            family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, ALL_STATES, bytes(48)
+            family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, states, bytes(48)
         )
         header = _HEADER.pack(
             _HEADER.size + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
@@ -114,6 +115,17 @@ def all_tcp_sockets() -> list[TcpSocket]:
     """Every TCP socket of this network namespace (IPv4 and IPv6), those no process holds
     (closing, in TIME_WAIT: inode 0) included."""
     return [entry for family in (socket.AF_INET, socket.AF_INET6) for entry in _dump(family)]
+
+
+def listening_sockets() -> list[TcpSocket]:
+    """The listening TCP sockets a process holds (IPv4 and IPv6): one small dump, as the
+    kernel filters by state."""
+    return [
+        entry
+        for family in (socket.AF_INET, socket.AF_INET6)
+        for entry in _dump(family, 1 << TCP_LISTEN)
+        if entry.inode
+    ]
 
 
 def tcp_sockets() -> dict[int, TcpSocket]:

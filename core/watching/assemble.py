@@ -13,10 +13,12 @@ from modelmon.core.system.cache import CacheState, hidden_reason
 from modelmon.core.system.memory_cgroup import MemoryCgroup
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import StorageFacts, storage_facts
+from modelmon.core.watching.cold_start import build_cold_start
 from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.findings import findings
 from modelmon.core.watching.loaders import detect
 from modelmon.core.watching.observer import Observer
+from modelmon.core.watching.ready import ReadyWatch
 from modelmon.core.watching.result import (
     DescriptionReport,
     FileReport,
@@ -98,6 +100,7 @@ def assemble(
     references: Sequence[Reference],
     changed_files: Sequence[str] = (),
     memory: MemoryCgroup | None = None,
+    ready: ReadyWatch | None = None,
 ) -> WatchResult:
     def seconds(ns: int | None) -> float | None:
         return None if ns is None else (ns - t0_ns) / 1e9
@@ -260,6 +263,24 @@ def assemble(
         else None,
         connections=observer.bucket.report(t0_ns) if observer.bucket is not None else None,
     )
+    if ready is not None and not attached:
+        result = dataclasses.replace(
+            result,
+            cold_start=build_cold_start(
+                observer.evidence,
+                t0_ns=t0_ns,
+                end_ns=ending.end_ns,
+                windows=windows,
+                span=span,
+                model_bytes=result.model_bytes,
+                ready=ready.seen,
+                asked=ready.condition.asked,
+                early=ready.early,
+                url_failure=ready.url_failure,
+                commands={p.pid: p.command for p in processes},
+                memory=(memory.limit, list(memory.samples)) if memory is not None else None,
+            ),
+        )
     return dataclasses.replace(result, findings=findings(result))
 
 
@@ -301,8 +322,9 @@ def _samples(observer: Observer, sampler: Sampler | None, t0_ns: int) -> WatchSa
         "length": columns["length"],
         "worker": columns["worker"],
     }
+    watching_s = (observer.cpu_ns + observer.mapped_reads.cpu_ns) / 1e9
     if sampler is None:
-        return WatchSamples(0.0, {}, {}, {}, arrivals, 0.0, observer.cpu_ns / 1e9)
+        return WatchSamples(0.0, {}, {}, {}, arrivals, 0.0, watching_s)
     sampled = sampler.sampled()
     series = {name: ((t - t0_ns) / 1e9, v) for name, (t, v) in sampled.placed(sampler.over).items()}
     return WatchSamples(
@@ -312,7 +334,7 @@ def _samples(observer: Observer, sampler: Sampler | None, t0_ns: int) -> WatchSa
         dict(sampler.unavailable),
         arrivals,
         sampler.cpu_seconds,
-        observer.cpu_ns / 1e9,
+        watching_s,
         ((sampled.starts - t0_ns) / 1e9, (sampled.ends - t0_ns) / 1e9),
         tuple(((t - t0_ns) / 1e9, files) for t, files in sampler.residency_maps()),
     )

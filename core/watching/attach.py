@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MAX_QUIET_S, MIN_QUIET_S, range_text
 from modelmon.core.options import CACHE_MODES
+from modelmon.core.watching.ready import ReadyCondition
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread
 
@@ -51,6 +52,9 @@ def check_watch(
     cache: str | None,
     quiet_s: float | None,
     interval_s: float,
+    ready: ReadyCondition | None = None,
+    after_ready: str | float = "stop",
+    ready_timeout_s: float | None = None,
 ) -> None:
     """OptionsError, in one line, for a watch that cannot be done as asked."""
     if (command is None or not list(command)) == (pid is None):
@@ -69,6 +73,21 @@ def check_watch(
             "--cache applies to a command modelmon starts: a running process has already "
             "read what it read (attached, the cache is kept as it is)"
         )
+    if ready is not None:
+        if pid is not None and ready.asked:
+            raise OptionsError(
+                "--ready-* applies to a command modelmon starts: a running process's cold "
+                "start is over"
+            )
+        ready.check()
+    if isinstance(after_ready, str) and after_ready not in ("stop", "watch"):
+        raise OptionsError(f"after ready: stop, watch or a number of seconds, not {after_ready!r}")
+    if not isinstance(after_ready, str) and not 0 <= after_ready <= MAX_QUIET_S:
+        raise OptionsError(
+            f"seconds to watch after ready: {range_text(0, MAX_QUIET_S)}, not {after_ready}"
+        )
+    if ready_timeout_s is not None and not ready_timeout_s > 0:
+        raise OptionsError(f"the ready timeout must be positive, not {ready_timeout_s}")
     if pid is not None:
         refusal = unwatchable(pid)
         if refusal is not None:

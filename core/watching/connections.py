@@ -68,6 +68,7 @@ class EndpointConnections:
         self._last: dict[int, int] = {}  # cookie → bytes at its latest look (or its close)
         self._open: set[int] = set()  # seen at a look, not heard freed yet
         self._others: set[int] = set()  # another process's (or there before the program)
+        self._holder: dict[int, int] = {}  # cookie → the pid of the tree seen holding it
         self.others = False  # another process was seen with connections to the endpoint
         self.unseen_bytes = 0  # of connections heard closing, never seen open
         self.peak_open = 0
@@ -111,6 +112,7 @@ class EndpointConnections:
             # Held by the tree: the program's, whoever else was thought to hold it (one the
             # attached program held before the watch began).
             self._others.discard(entry.cookie)
+            self._holder.setdefault(entry.cookie, held[inode])
             open_now += 1
             if entry.cookie not in self._first:
                 self._first[entry.cookie] = 0 if self.from_start else entry.bytes_received
@@ -125,11 +127,20 @@ class EndpointConnections:
         return ConnectionLook(open_now, received, self.seen)
 
     @staticmethod
-    def _held(pids: list[int]) -> set[int]:
-        held: set[int] = set()
+    def _held(pids: list[int]) -> dict[int, int]:
+        """{socket inode: the pid holding it} of the tree's processes."""
+        held: dict[int, int] = {}
         for pid in pids:
-            held |= socket_inodes(pid)
+            held.update(dict.fromkeys(socket_inodes(pid), pid))
         return held
+
+    def received_by(self) -> dict[int, int]:
+        """{pid: bytes received on the connections it was seen holding}."""
+        found: dict[int, int] = {}
+        for cookie, pid in self._holder.items():
+            got = self._last.get(cookie, 0) - self._first.get(cookie, 0)
+            found[pid] = found.get(pid, 0) + max(0, got)
+        return found
 
     def _closed(self, entry: TcpSocket, heard_ns: int) -> None:
         """A connection the kernel freed, heard by ``heard_ns``: its last count, for the one

@@ -167,3 +167,20 @@ def file_stamp(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_size, stat.st_mtime_ns
+
+
+def changed_files(stamps: dict[str, tuple[int, int] | None], files: ModelFiles) -> list[str]:
+    """The model files whose size or modification time is not what it was at the start
+    (``stamps``); of those found while the program ran inside the model it was given (a
+    folder's shards), not what it was when found. A file found with no model given may be one
+    the program makes (a copy it then loads), and one gone at the end a temporary: neither
+    tells of writes into the model."""
+    changed = [path for path, stamp in stamps.items() if file_stamp(path) != stamp]
+    if files.scoped:
+        for found in files.files:
+            if found.path in stamps or found.stamp is None:
+                continue
+            now = file_stamp(found.path)
+            if now is not None and now != found.stamp:
+                changed.append(found.path)
+    return changed

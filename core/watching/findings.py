@@ -14,6 +14,7 @@ from dataclasses import asdict
 from modelmon.core.system.cache import COLD_THRESHOLD
 from modelmon.core.units import human_bytes
 from modelmon.core.watching.bucket_findings import BUCKET_RULES
+from modelmon.core.watching.cold_findings import COLD_START_RULES
 from modelmon.core.watching.loaders import fix
 from modelmon.core.watching.memory_findings import cache_charged, oom_killed, re_read
 from modelmon.core.watching.result import Finding, OtherReader, WatchResult
@@ -177,6 +178,9 @@ def evicted(result: WatchResult) -> Finding | None:
 
 
 def double_copy(result: WatchResult) -> Finding | None:
+    cold = result.cold_start
+    if cold is not None and len(cold.ranks) >= 2:
+        return None  # several ranks: copies are judged rank by rank (copies-per-rank)
     if result.model_bytes <= 0 or result.peak_anon_rss < DOUBLE_COPY * result.model_bytes:
         return None
     times = result.peak_anon_rss / result.model_bytes
@@ -324,6 +328,7 @@ RULES: tuple[Callable[[WatchResult], Finding | None], ...] = (
     re_read,
     cache_charged,
     *BUCKET_RULES,
+    *COLD_START_RULES,
 )
 
 

@@ -9,22 +9,28 @@ pages move everywhere, is looked at less often rather than slowed down.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from modelmon.core.loading.messages import ReadBatch
 from modelmon.core.loading.reads import ReadLog
+from modelmon.core.metrics.procfs import ProcFile, system_cpu_line
 from modelmon.core.watching.arrival import ArrivalTracker
+from modelmon.core.watching.cold_start import rank_pids
 from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.descriptors import DescriptorGroups
 from modelmon.core.watching.files import ModelFile, ModelFiles
+from modelmon.core.watching.mapped_reads import MappedReads
 from modelmon.core.watching.openings import look
 from modelmon.core.watching.others import OTHERS_CPU_SHARE, OtherReaders
 from modelmon.core.watching.page_runs import Arrivals
 from modelmon.core.watching.proc_counters import ZERO, Counters
+from modelmon.core.watching.rank_evidence import Evidence
 from modelmon.core.watching.tree import ProcessTree, read_command
 
 LOOK_CPU_SHARE = 0.01  # descriptors and mappings of every process
@@ -89,6 +95,15 @@ class Observer:
         self._last_tick: tuple[int, Counters] | None = None
         # A model in a bucket: its bytes arrive over the tree's connections to the endpoint.
         self.bucket: BucketArrivals | None = None
+        self.evidence = Evidence()  # each process's reading of the model, the tree's figures
+        self._proc_stat = ProcFile("/proc/stat")
+        self.mapped_reads = MappedReads(
+            self.evidence,
+            self.lock,
+            lambda: [m.pid for m in self.tree.live()] if self.tree is not None else [],
+            lambda: [f.path for f in self.files.files],
+            lambda: self.ended,
+        )
 
     # --- setting up ----------------------------------------------------------------------------
 
@@ -99,6 +114,7 @@ class Observer:
         longer has it: a fast command may be gone, or a zombie, at the first look)."""
         with self.lock:
             self.tree = ProcessTree(pid, attached, now_ns, command)
+            self.mapped_reads.start()
             if attached:
                 self.tree.adopt_existing(now_ns)
                 self._look(now_ns, want_rss=True)  # the files already open or mapped
@@ -154,6 +170,8 @@ class Observer:
         descriptors = []
         holders: dict[int, set[int]] = {}
         rss_now: dict[int, int] = {}
+        mapped_by: dict[int, dict[int, int]] = {}  # pid → file → its resident mapped bytes
+        positions: dict[int, dict[int, int]] = {}  # pid → file → its descriptors' furthest
         for member in tree.live():
             # Read again: a child seen between fork and exec showed its parent's command.
             member.command = read_command(member.pid) or member.command
@@ -172,12 +190,21 @@ class Observer:
                 self._use(mapping.file).mapped = True
             for index, resident in seen.mapped_rss.items():
                 rss_now[index] = max(rss_now.get(index, 0), resident)
+            if seen.mapped_rss:
+                mapped_by[member.pid] = dict(seen.mapped_rss)
         self.track(self.files.files[known:], now_ns)
         for index, use in self.uses.items():
             use.holders = holders.get(index, set())
             use.mapped_rss_peak = max(use.mapped_rss_peak, rss_now.get(index, 0))
         threads = {m.pid: m.threads for m in tree.live()}
         self.groups.update(descriptors, threads, now_ns)
+        for group in self.groups.groups:
+            # An offset one process moved alone: a shared one is the sum of everyone's reads.
+            if group.last_seen_ns == now_ns and len(group.pids) == 1:
+                offsets = positions.setdefault(group.pids[0], {})
+                offsets[group.file] = max(offsets.get(group.file, 0), group.position)
+        holding = {d.pid for d in descriptors}
+        self.evidence.looked(now_ns, mapped_by, positions, holding)
         self.looks += 1
         cost = time.thread_time_ns() - started
         if want_rss:
@@ -189,6 +216,7 @@ class Observer:
         model (file 0, at the offset of what had arrived before)."""
         assert self.bucket is not None
         window = self.bucket.look(now_ns, pids, final)
+        self.evidence.connections(now_ns, self.bucket.connections.received_by())
         if window is None:
             return
         start, end, count = window
@@ -240,6 +268,19 @@ class Observer:
         self.peak_rss = max(self.peak_rss, self.rss)
         self.peak_anon_rss = max(self.peak_anon_rss, self.anon_rss)
         self.live = len(tree.live())
+        if not self.ended:  # a stopped program's teardown unmaps and frees: no reading
+            self.evidence.ticked(
+                now_ns,
+                [
+                    (m.pid, m.ppid, m.last.read_chars, m.anon_rss, m.exited_ns)
+                    for m in tree.members.values()
+                ],
+                self.totals.cpu_seconds,
+                self.totals.system_seconds,
+                self.rss,
+                self.anon_rss,
+                self._machine_cpu(),
+            )
         last, self._last_tick = self._last_tick, (now_ns, self.totals)
         if final or self.ended:  # a stopped program's teardown is not activity
             return
@@ -251,6 +292,15 @@ class Observer:
         read = (self.totals.read_bytes - last[1].read_bytes) / seconds / 1e6
         if self.round_arrived or cpu >= QUIET_CPU or read >= QUIET_READ_MBPS:
             self.last_active_ns = now_ns
+
+    def _machine_cpu(self) -> tuple[float, float]:
+        """(busy, total) CPU seconds of the whole machine: whether others held the cores."""
+        try:
+            line = system_cpu_line(self._proc_stat.read())
+        except (OSError, ValueError):
+            return 0.0, 0.0
+        idle = line.idle + (line.iowait if math.isfinite(line.iowait) else 0.0)
+        return line.total - idle, line.total
 
     # --- what the watch reads at the end --------------------------------------------------------
 
@@ -269,6 +319,31 @@ class Observer:
             return self.arrivals.arrived_bytes() > 0 or any(
                 use.mapped or use.opened for use in self.uses.values()
             )
+
+    def ready_context(
+        self,
+    ) -> tuple[list[int], int, Callable[[], set[int]], tuple[int, int] | None]:
+        """What a look for a ready server needs: the tree's live pids, its root, the pids
+        that read the model (asked when needed), and when the first and the latest model
+        bytes arrived (None: none yet). A page scan's window bounds its bytes' arrival; a
+        rank's growth seen at a tick came within the tick before."""
+        with self.lock:
+            tree = self.tree
+            if tree is None:
+                return [], 0, set, None
+            pids = [m.pid for m in tree.live()]
+            times = [start for start, _, n in self._windows() if n > 0]
+            for process in self.evidence.processes.values():
+                times += [t - self.interval_ns for t, _ in process.growth[:1] + process.growth[-1:]]
+            model_bytes = sum(f.size for f in self.files.files) + (
+                self.bucket.size if self.bucket is not None else 0
+            )
+        span = (min(times), max(times)) if times else None
+        return pids, tree.root, lambda: self._ranks(model_bytes), span
+
+    def _ranks(self, model_bytes: int) -> set[int]:
+        with self.lock:
+            return rank_pids(self.evidence, model_bytes)
 
     def progress(self) -> Progress:
         with self.lock:
@@ -294,9 +369,11 @@ class Observer:
             }
 
     def close(self) -> None:
+        self.mapped_reads.stop()
         with self.lock:
             self.arrivals.close()
             if self.bucket is not None:
                 self.bucket.close()
             if self.tree is not None:
                 self.tree.close()
+            self._proc_stat.close()

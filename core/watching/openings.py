@@ -162,3 +162,28 @@ def look(
             if mapping.start in resident:
                 mapped_rss[mapping.file] = mapped_rss.get(mapping.file, 0) + resident[mapping.start]
     return Openings(descriptors, mappings, libraries, mapped_rss, denied)
+
+
+def mapped_length(pid: int, paths: list[bytes]) -> int | None:
+    """Bytes of the files at ``paths`` that ``pid`` maps now: the address ranges of the
+    /proc/PID/maps lines naming them, found by search (cheap enough for every tick: a
+    process's other thousands of lines are not parsed); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            data = maps.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return 0
+    total = 0
+    for path in paths:
+        at = data.find(path)
+        while at >= 0:
+            end = data.find(b"\n", at)
+            tail = data[at + len(path) : end if end >= 0 else len(data)]
+            if tail in (b"", b" (deleted)"):  # the whole path, not a longer one's start
+                line = data.rfind(b"\n", 0, at) + 1
+                low, _, high = data[line : data.index(b" ", line)].partition(b"-")
+                total += int(high, 16) - int(low, 16)
+            at = data.find(path, at + len(path))
+    return total

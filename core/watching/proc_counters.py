@@ -16,6 +16,7 @@ class Counters(NamedTuple):
     cpu_seconds: float  # user + system
     read_bytes: int  # /proc/PID/io read_bytes: what it made the block layer read
     read_chars: int  # rchar: bytes its read calls returned, cached or not
+    system_seconds: float = 0.0  # of cpu_seconds, in the kernel (its reads, page faults)
 
     def minus(self, other: Counters) -> Counters:
         return self.plus(other, sign=-1)
@@ -27,10 +28,11 @@ class Counters(NamedTuple):
             self.cpu_seconds + sign * other.cpu_seconds,
             self.read_bytes + sign * other.read_bytes,
             self.read_chars + sign * other.read_chars,
+            self.system_seconds + sign * other.system_seconds,
         )
 
 
-ZERO = Counters(0, 0, 0.0, 0, 0)
+ZERO = Counters(0, 0, 0.0, 0, 0, 0.0)
 
 
 class StatLine(NamedTuple):
@@ -47,12 +49,14 @@ def parse_stat(data: bytes) -> StatLine:
     # After ')': state(0) ppid(1) ... minflt(7) cminflt(8) majflt(9) cmajflt(10) utime(11)
     # stime(12) cutime(13) cstime(14) ... num_threads(17) ... starttime(19)
     ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    system_ticks = int(fields[12]) + int(fields[14])
     counters = Counters(
         major_faults=int(fields[9]) + int(fields[10]),
         minor_faults=int(fields[7]) + int(fields[8]),
         cpu_seconds=ticks / CLOCK_TICKS,
         read_bytes=0,
         read_chars=0,
+        system_seconds=system_ticks / CLOCK_TICKS,
     )
     return StatLine(fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[17]), counters)
 

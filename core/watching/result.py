@@ -18,6 +18,7 @@ from modelmon.core.metrics.base import MetricSpec
 from modelmon.core.metrics.series import PLACEMENT, floats, series_document
 from modelmon.core.system.cache import CacheState
 from modelmon.core.system.memory_limit import MemoryLimit
+from modelmon.core.watching.cold_start import ColdStart
 from modelmon.core.watching.connections import ConnectionReport
 from modelmon.core.watching.loaders import Loader
 
@@ -176,6 +177,8 @@ class WatchResult:
     memory_limit: MemoryLimit | None = None
     # A model in a bucket: the tree's connections to its endpoint, and what arrived over them.
     connections: ConnectionReport | None = None
+    # A started command's cold start: ready, its phases, its ranks (None when attached).
+    cold_start: ColdStart | None = None
 
     @property
     def mbps(self) -> float | None:
@@ -256,6 +259,7 @@ class WatchResult:
             "notes": list(self.notes),
             "memory_limit": self.memory_limit.to_dict() if self.memory_limit else None,
             "connections": asdict(self.connections) if self.connections else None,
+            "cold_start": self.cold_start.to_dict() if self.cold_start else None,
         }
         if samples and self.samples is not None:
             data["samples"] = _samples_dict(self.samples)

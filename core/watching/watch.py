@@ -37,7 +37,7 @@ from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching import naming
 from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.attach import check_watch
-from modelmon.core.watching.files import ModelFiles, file_stamp, swap_pages
+from modelmon.core.watching.files import ModelFiles, changed_files, file_stamp, swap_pages
 from modelmon.core.watching.limit import WatchMemory
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
@@ -46,7 +46,9 @@ from modelmon.core.watching.orphans import (
     own_children,
     release_subreaper,
 )
+from modelmon.core.watching.ready import ReadyCondition
 from modelmon.core.watching.result import Reference, WatchResult
+from modelmon.core.watching.serving import AfterReady, Serving
 from modelmon.core.watching.sources import WATCH_SOURCES, WatchTarget
 from modelmon.core.watching.stopping import (
     POLL_S,
@@ -87,8 +89,11 @@ class Watch:
         start_gate: StartGate | None = None,
         map_interval_s: float = MAP_INTERVAL_S,
         memory_limit: int | None = None,
+        ready: ReadyCondition | None = None,
+        after_ready: AfterReady = "stop",
+        ready_timeout_s: float | None = None,
     ) -> None:
-        check_watch(command, pid, cache, quiet_s, interval_s)
+        check_watch(command, pid, cache, quiet_s, interval_s, ready, after_ready, ready_timeout_s)
         named, bucket = naming.watched_models(model, attached=pid is not None)
         self.command = tuple(command) if command is not None and pid is None else None
         self.pid = pid
@@ -117,6 +122,13 @@ class Watch:
         self._subreaper = False  # held from the command's start to its reaping
         self._exit_seen_ns: int | None = None  # when the command was first seen exited
         self._stamps: dict[str, tuple[int, int] | None] = {}  # the model files at the start
+        # A started command's ready: the first of the conditions (a listening socket of the
+        # tree by default); then the watch ends, goes on ("watch") or ends that many s later.
+        self.serving = (
+            Serving(ready or ReadyCondition(), after_ready, ready_timeout_s)
+            if self.command is not None
+            else None
+        )
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -129,7 +141,11 @@ class Watch:
 
     def run(self) -> WatchResult:
         with self.memory.held(), watch_open_files():  # a descriptor per model file it follows
-            return self._run()
+            try:
+                return self._run()
+            finally:
+                if self.serving is not None:
+                    self.serving.stop()
 
     def _run(self) -> WatchResult:
         swap_before = swap_pages()
@@ -177,8 +193,9 @@ class Watch:
                 swap=swap,
                 notes=self._notes(),
                 references=self.references,
-                changed_files=self._changed_files(),
+                changed_files=changed_files(self._stamps, self.files),
                 memory=self.memory.cgroup,
+                ready=self.serving.ready if self.serving is not None else None,
             )
         finally:
             self.observer.close()
@@ -220,6 +237,13 @@ class Watch:
                 raise WatchError(f"no process {self.pid} to attach to") from None
             self._start_sampler()
             return self.pid
+        stdout, stderr, env = self.stdout, self.stderr, self.env
+        if self.serving is not None:
+            try:
+                stdout, stderr, env = self.serving.streams(stdout, stderr, env)
+            except BaseException:
+                self.observer.close()
+                raise
         self._subreaper = hold_subreaper()  # a daemon the command leaves stays in reach
         self._start_sampler()
         self.t0_ns = now_ns()
@@ -228,15 +252,17 @@ class Watch:
                 self.command,
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,  # never the user's terminal or a pipe into modelmon
-                stdout=self.stdout,
-                stderr=self.stderr,
-                env=self.env,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
                 close_fds=True,
                 preexec_fn=self.memory.preexec(  # in the child: system calls only
                     usual_open_files_in_child(end_with_parent(os.getpid()))
                 ),
             )
         except BaseException as error:  # nothing of the watch is left running, whatever it was
+            if self.serving is not None:
+                self.serving.stop()
             self._stop_sampler()
             self.observer.close()
             if self._subreaper:
@@ -246,6 +272,8 @@ class Watch:
                 reason = getattr(error, "strerror", None) or str(error)
                 raise WatchError(f"cannot run {self.command[0]!r}: {reason}") from None
             raise
+        if self.serving is not None:
+            self.serving.started()
         self.observer.set_root(
             self._process.pid, self.t0_ns, attached=False, command=self.command or ()
         )
@@ -280,6 +308,9 @@ class Watch:
             while True:
                 if self._cancel.is_set():
                     return self._ended(root, "cancel")
+                ended_by = self.serving.end(self.observer, self.t0_ns) if self.serving else None
+                if ended_by is not None:
+                    return self._ended(root, ended_by)
                 exited = self._exited(root)
                 if exited and not self._leftovers_loading():
                     return self._ended(root, "exit")
@@ -341,7 +372,13 @@ class Watch:
             how = self._stop_command(root)  # on exit: what the command left running
             if ended_by != "exit":
                 exit_ns = now_ns()
-        status = {"exit": "exited", "quiet": "stopped", "cancel": "cancelled"}[ended_by]
+        status = {
+            "exit": "exited",
+            "quiet": "stopped",
+            "cancel": "cancelled",
+            "ready": "stopped",
+            "ready-timeout": "stopped",
+        }[ended_by]
         if self.attached:
             status = {"exit": "gone", "quiet": "detached", "cancel": "detached"}[ended_by]
         if how:
@@ -362,6 +399,7 @@ class Watch:
 
     def _finish(self, root: int) -> None:
         """The final look (the root still readable as a zombie), then the reaping."""
+        self.observer.mapped_reads.stop()
         self._stop_sampler()
         end = now_ns()
         self.observer.tick(end, final=True)
@@ -369,22 +407,6 @@ class Watch:
             note = end_and_reap(self.observer, self._process, root, end)
             if note:
                 self.notes.append(note)
-
-    def _changed_files(self) -> list[str]:
-        """The model files whose size or modification time is not what it was at the start;
-        of those found while the program ran inside the model it was given (a folder's
-        shards), not what it was when found. A file found with no model given may be one the
-        program makes (a copy it then loads), and one gone at the end a temporary: neither
-        tells of writes into the model."""
-        changed = [path for path, stamp in self._stamps.items() if file_stamp(path) != stamp]
-        if self.files.scoped:
-            for found in self.files.files:
-                if found.path in self._stamps or found.stamp is None:
-                    continue
-                now = file_stamp(found.path)
-                if now is not None and now != found.stamp:
-                    changed.append(found.path)
-        return changed
 
     def _notes(self) -> list[str]:
         notes = self.notes + self.memory.notes

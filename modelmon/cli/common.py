@@ -45,6 +45,7 @@ class ExitCode(IntEnum):
     NO_MODEL_SEEN = 6
     TOO_SHORT = 7
     STORAGE_FAILED = 8
+    NOT_READY = 9
     HANGUP = 129
     CANCELLED = 130
     PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for a tool that SIGPIPE ended
@@ -63,6 +64,8 @@ MEANINGS = {
     ExitCode.TOO_SHORT: "watch: the program exited before the first sample",
     ExitCode.STORAGE_FAILED: "object storage refused or failed a read (credentials, no such "
     "bucket or object, endpoint down, throttled, object changed)",
+    ExitCode.NOT_READY: "watch: the command was never ready (--ready-port, --ready-line, "
+    "--ready-url) before it exited or --ready-timeout",
     ExitCode.HANGUP: "stopped by SIGHUP, its terminal gone (as cleanly as Ctrl+C)",
     ExitCode.CANCELLED: "cancelled (Ctrl+C)",
     ExitCode.PIPE_CLOSED: "stdout closed by its reader (| head), as SIGPIPE",

@@ -42,6 +42,24 @@ EXAMPLES = """\
   modelmon watch --memory-limit 16Gi -- python load.py /models/llama     as in a 16 GiB pod
 """
 MAX_PID = 2**22  # the kernel's pid_max ceiling (PID_MAX_LIMIT on 64-bit)
+DEFAULT_READY_TIMEOUT_S = 900.0  # a server cold-starting from a bucket may take minutes
+
+
+def _after_ready(text: str) -> str | float:
+    """--after-ready: stop, watch, or seconds (a usage error otherwise)."""
+    if text in ("stop", "watch"):
+        return text
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"stop, watch or a number of seconds, not {text!r}"
+        ) from None
+    if not 0 <= seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"seconds from 0 to 3600, not {text}")
+    return seconds
+
+
 INTERVAL_MS = (MIN_INTERVAL_S * 1000, MAX_INTERVAL_S * 1000)
 
 
@@ -101,6 +119,47 @@ def add_parser(verbs: Verbs) -> None:
     from modelmon.cli.flags import add_memory_limit_option
 
     add_memory_limit_option(parser, "the command and its children")
+    ready = parser.add_argument_group(
+        "ready",
+        "when a server's cold start ends. By default, at its first listening TCP socket "
+        "(of the command or of a process that read the model) opened after the first model "
+        "byte; the watch then ends and the command is stopped. Asked for, the first of "
+        "these is ready:",
+    )
+    ready.add_argument(
+        "--ready-port",
+        type=whole_in(1, 65535),
+        metavar="PORT",
+        help="a process of the command's tree listens on this TCP port",
+    )
+    ready.add_argument(
+        "--ready-line",
+        metavar="REGEX",
+        help="a line of the command's output (stdout or stderr) matches this regular "
+        "expression (its output then passes through modelmon, unchanged)",
+    )
+    ready.add_argument(
+        "--ready-url",
+        metavar="URL",
+        help="this http(s) URL answers 2xx (asked every 0.2 s): /health, /v1/models",
+    )
+    ready.add_argument(
+        "--after-ready",
+        type=_after_ready,
+        default="stop",
+        metavar="stop|watch|SECONDS",
+        help="once ready: stop the command and end (default), watch on until it exits or "
+        "is quiet, or watch this many seconds more, then stop it",
+    )
+    ready.add_argument(
+        "--ready-timeout",
+        type=number_in(1.0, 86400.0, "s"),
+        default=DEFAULT_READY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="with --ready-port, --ready-line or --ready-url: a command not ready this long "
+        f"after it started is stopped (exit {int(ExitCode.NOT_READY)}); default "
+        f"{DEFAULT_READY_TIMEOUT_S:.0f}",
+    )
     parser.add_argument(
         "command",
         nargs=argparse.REMAINDER,
@@ -111,7 +170,7 @@ def add_parser(verbs: Verbs) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.flags import say_memory_limit
-    from modelmon.core import Command, Watch, render_watch, storage_references
+    from modelmon.core import Command, ReadyCondition, Watch, render_watch, storage_references
 
     command = list(args.command)
     if command[:1] == ["--"]:
@@ -132,6 +191,9 @@ def run(args: argparse.Namespace) -> int:
         interval_s=args.interval_ms / 1000,
         stdout=sys.stderr.fileno() if args.json else None,
         memory_limit=say_memory_limit(args.memory_limit) if command else args.memory_limit,
+        ready=ReadyCondition(args.ready_port, args.ready_line, args.ready_url),
+        after_ready=args.after_ready,
+        ready_timeout_s=args.ready_timeout,
     )
     with cancel_on_interrupt(watch.cancel):
         result = watch.run()
@@ -168,6 +230,16 @@ def _exit_code(result: WatchResult) -> int:
         return fail(f"{what} was killed by {result.signal}", ExitCode.WATCHED_FAILED)
     if result.status == "exited" and result.exit_code:
         return fail(f"{what} exited with {result.exit_code}", ExitCode.WATCHED_FAILED)
+    cold = result.cold_start
+    if cold is not None and cold.asked and cold.ready_s is None:
+        why = (
+            f"not ready within {result.wall_seconds:.0f} s (--ready-timeout)"
+            if result.ended_by == "ready-timeout"
+            else "exited before it was ready"
+        )
+        if cold.ready_url_failure:
+            why += f"; the ready URL {cold.ready_url_failure}"
+        return fail(f"{what}: {why}", ExitCode.NOT_READY)
     if result.ended_before_first_sample:
         return fail(
             f"{what} exited after {result.wall_seconds * 1000:.0f} ms, before the first sample "

@@ -1,0 +1,210 @@
+"""What each process of a watched tree did with the model, tick by tick: the evidence a rank
+is made of, and the tree's own figures over time, from which a cold start's phases are cut.
+
+A process reads the model through its own descriptors (their offsets, and the bytes its read
+calls returned while it held one: ``pread`` moves no offset), its mappings (the pages of them
+resident in it) or its connections to a bucket's endpoint; the most of these is what it read.
+What the tree read while no model descriptor was open in the reading process is read of other
+files (imports, site-packages, configs): ``rchar`` counts every read call, from the page
+cache or not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class TreeFigures(NamedTuple):
+    """The tree's cumulative figures at one tick."""
+
+    at_ns: int
+    cpu_seconds: float
+    system_seconds: float
+    other_read_bytes: int  # read calls' bytes by processes holding no model descriptor
+    rss: int
+    anon_rss: int
+    machine_busy_s: float  # CPU seconds of all the machine's cores not idle (nor in IO wait)
+    machine_total_s: float
+
+
+@dataclass
+class ProcessEvidence:
+    """One process's reading of the model over the watch."""
+
+    pid: int
+    first_seen_ns: int
+    anon_first: int | None = None  # its private memory at the first tick that saw it
+    anon_peak: int = 0
+    # Model pages resident in its mappings, per file the most at one look (smaps).
+    mapped_peaks: dict[int, int] = field(default_factory=dict)
+    # Its reading through mappings as ``mapped_reads`` follows it between looks.
+    mapped_rises: int = 0
+    positions: dict[int, int] = field(default_factory=dict)  # file → furthest offset
+    read_calls_bytes: int = 0  # rchar while it held a model descriptor
+    connection_bytes: int = 0  # received on its connections to the bucket's endpoint
+    # (ns, bytes read so far) whenever that grew; the first and last say when it read.
+    growth: list[tuple[int, int]] = field(default_factory=list)
+    last_chars: int = 0
+    exited_ns: int | None = None
+    # Its rank as its environment names it (torchrun's RANK, LOCAL_RANK, MPI's ...), read
+    # once it reads the model; None where none does.
+    rank_label: int | None = None
+    rank_variable: str | None = None
+    environment_read: bool = False
+
+    @property
+    def read_bytes(self) -> int:
+        return max(
+            sum(self.mapped_peaks.values()),
+            self.mapped_rises,
+            sum(self.positions.values()),
+            self.read_calls_bytes,
+            self.connection_bytes,
+        )
+
+    def note(self, now_ns: int) -> None:
+        bytes_read = self.read_bytes
+        if bytes_read and not self.environment_read:
+            self.environment_read = True
+            found = rank_of(self.pid)
+            if found is not None:
+                self.rank_label, self.rank_variable = found
+        if not self.growth or bytes_read > self.growth[-1][1]:
+            self.growth.append((now_ns, bytes_read))
+
+
+RANK_VARIABLES = (b"RANK", b"LOCAL_RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
+
+
+def rank_of(pid: int) -> tuple[int, str] | None:
+    """The rank a process's environment gives it, and the variable that says so."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            words = environ.read().split(b"\0")
+    except OSError:
+        return None
+    found = dict(word.partition(b"=")[::2] for word in words if b"=" in word)
+    for name in RANK_VARIABLES:
+        value = found.get(name, b"")
+        if value.isdigit():
+            return int(value), name.decode()
+    return None
+
+
+class Evidence:
+    """Fed by the observer: every look at descriptors and mappings (``looked``), every tick
+    (``ticked``) and every look at a bucket's connections (``connections``); and by
+    ``mapped_reads`` (``mapped_rises``), each under the observer's lock."""
+
+    def __init__(self) -> None:
+        self.processes: dict[int, ProcessEvidence] = {}
+        self.history: list[TreeFigures] = []
+        self._other_read = 0
+        self._descriptor_holders: set[int] = set()
+        self._reaped: dict[int, int] = {}  # pid → read-call bytes of children it reaps
+
+    def process(self, pid: int, now_ns: int) -> ProcessEvidence:
+        found = self.processes.get(pid)
+        if found is None:
+            found = self.processes[pid] = ProcessEvidence(pid, now_ns)
+        return found
+
+    def looked(
+        self,
+        now_ns: int,
+        mapped: dict[int, dict[int, int]],
+        positions: dict[int, dict[int, int]],
+        holders: set[int],
+    ) -> None:
+        """One look: ``mapped`` {pid: {file: model bytes resident in its mappings}} (only from
+        a look that read smaps), ``positions`` {pid: {file: offset}} of its model descriptors,
+        ``holders`` the pids with a model descriptor open."""
+        self._descriptor_holders = holders
+        for pid, files in mapped.items():
+            process = self.process(pid, now_ns)
+            for file, resident in files.items():
+                process.mapped_peaks[file] = max(process.mapped_peaks.get(file, 0), resident)
+            process.note(now_ns)
+        for pid, offsets in positions.items():
+            process = self.process(pid, now_ns)
+            for file, offset in offsets.items():
+                process.positions[file] = max(process.positions.get(file, 0), offset)
+            process.note(now_ns)
+
+    def connections(self, now_ns: int, received: dict[int, int]) -> None:
+        """{pid: bytes received so far on its connections to the bucket's endpoint}."""
+        for pid, count in received.items():
+            process = self.process(pid, now_ns)
+            process.connection_bytes = max(process.connection_bytes, count)
+            process.note(now_ns)
+
+    def ticked(
+        self,
+        now_ns: int,
+        members: list[tuple[int, int, int, int, int | None]],
+        cpu_seconds: float,
+        system_seconds: float,
+        rss: int,
+        anon_rss: int,
+        machine: tuple[float, float] = (0.0, 0.0),
+    ) -> None:
+        """One tick: ``members`` (pid, parent pid, read_chars, anon_rss, exited_ns) of every
+        process of the tree, the tree's totals and the machine's (busy, total) CPU seconds.
+        A parent's counters take in a child's when it reaps it: those bytes were the child's,
+        counted already."""
+        for pid, ppid, chars, anon, exited in members:
+            process = self.process(pid, now_ns)
+            if process.anon_first is None:  # its first tick: what it holds already is not read
+                process.anon_first = anon
+            grown = max(0, chars - process.last_chars) if process.last_chars else 0
+            process.last_chars = chars
+            reaped = min(grown, self._reaped.pop(pid, 0))
+            grown -= reaped
+            if exited is not None and process.exited_ns is None:
+                process.exited_ns = exited
+                self._reaped[ppid] = self._reaped.get(ppid, 0) + chars
+            if pid in self._descriptor_holders:
+                process.read_calls_bytes += grown
+                process.note(now_ns)
+            else:
+                self._other_read += grown
+            process.anon_peak = max(process.anon_peak, anon)
+        self.history.append(
+            TreeFigures(
+                now_ns, cpu_seconds, system_seconds, self._other_read, rss, anon_rss, *machine
+            )
+        )
+
+    def at(self, at_ns: int) -> TreeFigures | None:
+        """The tree's figures at ``at_ns``, between the two ticks around it (linearly)."""
+        history = self.history
+        if not history:
+            return None
+        if at_ns <= history[0].at_ns:
+            return history[0]
+        if at_ns >= history[-1].at_ns:
+            return history[-1]
+        low, high = 0, len(history) - 1
+        while high - low > 1:
+            middle = (low + high) // 2
+            if history[middle].at_ns <= at_ns:
+                low = middle
+            else:
+                high = middle
+        before, after = history[low], history[high]
+        share = (at_ns - before.at_ns) / max(1, after.at_ns - before.at_ns)
+
+        def between(a: float, b: float) -> float:
+            return a + (b - a) * share
+
+        return TreeFigures(
+            at_ns,
+            between(before.cpu_seconds, after.cpu_seconds),
+            between(before.system_seconds, after.system_seconds),
+            round(between(before.other_read_bytes, after.other_read_bytes)),
+            round(between(before.rss, after.rss)),
+            round(between(before.anon_rss, after.anon_rss)),
+            between(before.machine_busy_s, after.machine_busy_s),
+            between(before.machine_total_s, after.machine_total_s),
+        )

@@ -1,0 +1,329 @@
+"""When a watched server is ready: the moment users stop waiting for its cold start.
+
+Ready is the first of the conditions asked for (``ReadyCondition``):
+- ``listen``: a listening TCP socket of the tree, held by the command itself or by a process
+  that read the model (a rank), once no model byte arrives after it (``SETTLE_S``). One
+  opened before or while the weights are read is not taken: a ``torch.distributed`` store,
+  gloo's own sockets and servers that bind before they load (llama.cpp's answers 503 until
+  it has loaded) all listen that early; it is noted instead, and such a server is taken as
+  ready when it goes quiet after its weights. The default, when nothing else is asked;
+- ``port``: a listening TCP socket of the tree on that port, whenever it opens;
+- ``line``: a line of the command's output (standard output or error) matching a regular
+  expression: the output then passes through pipes this module reads and forwards;
+- ``url``: an http(s) URL answering 2xx (``/health``, ``/v1/models``), asked every
+  ``URL_PERIOD_S``.
+
+Each is seen from outside and timed where it is seen: a socket between two looks (its time is
+the middle of the two), a line when it is read, a URL when its answer arrives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from modelmon.core.errors import OptionsError, printable
+from modelmon.core.loading.reads import now_ns
+from modelmon.core.system.sockets import listening_sockets, socket_inodes
+
+LISTEN_PERIOD_S = 0.1  # between looks for listening sockets
+URL_PERIOD_S = 0.2  # between requests of a ready URL
+URL_TIMEOUT_S = 2.0  # of one request
+FOREIGN_AFTER_S = 2.0  # a new listening socket no process of the tree holds, looked at again
+READY_BY = ("listen", "port", "line", "url")
+BEFORE_WEIGHTS = "before its weights were read"
+NOT_A_RANK = "by a process that is neither the command nor one that read the model"
+# A listening socket is ready once this long has passed with no model byte after it.
+SETTLE_S = 1.0
+# A server that listened before its weights and was then this quiet is taken as ready then.
+EARLY_QUIET_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyCondition:
+    """What makes a watched command ready (see the module's docstring)."""
+
+    port: int | None = None
+    line: str | None = None  # a regular expression (Python's ``re``), searched in each line
+    url: str | None = None
+
+    @property
+    def listen(self) -> bool:
+        """Any listening socket (of the command or a rank) is ready: nothing else was asked."""
+        return self.port is None and self.line is None and self.url is None
+
+    @property
+    def asked(self) -> bool:
+        """The user named a condition: a command never ready is then a failure."""
+        return not self.listen
+
+    def check(self) -> None:
+        """OptionsError, in one line, for a condition that cannot be watched for."""
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise OptionsError(f"--ready-port must be a TCP port, 1 to 65535, not {self.port}")
+        if self.line is not None:
+            if not self.line:
+                raise OptionsError("--ready-line is empty: give a regular expression")
+            try:
+                re.compile(self.line)
+            except re.error as exc:
+                raise OptionsError(f"--ready-line is not a regular expression: {exc}") from None
+        if self.url is not None:
+            check_ready_url(self.url)
+
+
+def shown_url(url: str) -> str:
+    """A ready URL as it may be written: no user part, every query value and the fragment
+    left out (a health URL may carry a token)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    with contextlib.suppress(ValueError):
+        if parts.port is not None:
+            host += f":{parts.port}"
+    query = "&".join(
+        f"{name}=…" for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    )
+    return printable(
+        urllib.parse.urlunsplit((parts.scheme, host, parts.path, query, "")) or "the URL"
+    )
+
+
+def check_ready_url(url: str) -> None:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise OptionsError(f"--ready-url {shown_url(url)}: not an http:// or https:// URL")
+    try:
+        port = parts.port
+    except ValueError:
+        raise OptionsError(f"--ready-url {shown_url(url)}: its port is not a TCP port") from None
+    if not parts.hostname:
+        raise OptionsError(f"--ready-url {shown_url(url)}: names no host")
+    if port == 0:
+        raise OptionsError(f"--ready-url {shown_url(url)}: its port is not a TCP port")
+    if any(ord(char) < 0x21 for char in url):
+        raise OptionsError(f"--ready-url {shown_url(url)}: holds spaces or control characters")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadySeen:
+    """The moment the command was seen ready, and how."""
+
+    at_ns: int
+    by: str  # one of READY_BY
+    detail: str  # "pid 4242 listened on :8000", 'its output said "..."', "URL answered 200"
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyListen:
+    """A listening socket opened before the first model byte (or by a process that is neither
+    the command nor a rank): seen, not taken as ready."""
+
+    at_ns: int
+    port: int
+    pid: int
+    why: str
+
+
+class ReadyWatch:
+    """Looks for the ready conditions while a watch runs. ``look`` is called from the watch's
+    loop (the listening sockets), the tap's and the URL's threads report on their own;
+    ``seen`` is the first of them."""
+
+    def __init__(self, condition: ReadyCondition) -> None:
+        condition.check()
+        self.condition = condition
+        self.seen: ReadySeen | None = None
+        self.early: list[EarlyListen] = []
+        self.url_failure: str | None = None  # the last reason the ready URL did not answer
+        self._lock = threading.Lock()
+        self._known: set[int] = set()  # listening inodes already placed
+        self._pending: dict[int, int] = {}  # new listening inodes not placed yet: first seen
+        self._candidate: EarlyListen | None = None  # a listen after the first model byte
+        self._last_look_ns: int | None = None
+        self._stop = threading.Event()
+        self._url_thread: threading.Thread | None = None
+
+    @property
+    def watches_sockets(self) -> bool:
+        return self.condition.listen or self.condition.port is not None
+
+    def begin(self) -> None:
+        """Before the command starts: the sockets already listening are not its own; a ready
+        URL that answers already is someone else's server."""
+        if self.watches_sockets:
+            self._known = set(_listening().keys())
+        if self.condition.url is not None:
+            answer = _ask(self.condition.url)
+            if answer is not None and answer[0]:
+                raise OptionsError(
+                    f"--ready-url {shown_url(self.condition.url)} answers {answer[1]} before "
+                    "the command starts: another server holds it"
+                )
+
+    def start_url(self) -> None:
+        """Ask the ready URL from now on (the command has started)."""
+        if self.condition.url is None:
+            return
+        self._url_thread = threading.Thread(
+            target=self._poll_url, name="modelmon-ready-url", daemon=True
+        )
+        self._url_thread.start()
+
+    def _mark(self, at_ns: int, by: str, detail: str) -> None:
+        with self._lock:
+            if self.seen is None:
+                self.seen = ReadySeen(at_ns, by, detail)
+
+    def line(self, at_ns: int, text: str) -> None:
+        """A line of the command's output matched the ready expression."""
+        shown = printable(text.strip())
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        self._mark(at_ns, "line", f'its output said "{shown}"')
+
+    def look(
+        self,
+        now: int,
+        pids: Iterable[int],
+        root: int,
+        ranks: Callable[[], set[int]],
+        model_ns: tuple[int, int] | None,
+    ) -> None:
+        """Look for new listening sockets of the tree (``pids``), at most every
+        ``LISTEN_PERIOD_S``. ``ranks``: the pids that read the model; ``model_ns``: when the
+        first and the latest model bytes arrived (None: none yet)."""
+        if not self.watches_sockets or self.seen is not None:
+            return
+        self._confirm(now, model_ns)
+        previous = self._last_look_ns
+        if previous is not None and now - previous < LISTEN_PERIOD_S * 1e9:
+            return
+        self._last_look_ns = now
+        listening = _listening()
+        new = {inode: port for inode, port in listening.items() if inode not in self._known}
+        if not new:
+            return
+        at = now if previous is None else (previous + now) // 2
+        for inode in new:
+            self._pending.setdefault(inode, at)
+        holders: dict[int, int] = {}
+        for pid in pids:
+            for inode in socket_inodes(pid) & new.keys():
+                holders[inode] = pid
+        for inode, port in sorted(new.items(), key=lambda item: item[1]):
+            holder = holders.get(inode)
+            first = self._pending[inode]
+            if holder is None:
+                # Not the tree's, or of a process the tree has not found yet: looked at
+                # again for a while, then left alone.
+                if now - first >= FOREIGN_AFTER_S * 1e9:
+                    self._known.add(inode)
+                    del self._pending[inode]
+                continue
+            self._known.add(inode)
+            del self._pending[inode]
+            self._place(EarlyListen(first, port, holder, ""), root, ranks, model_ns)
+        for inode in [i for i in self._pending if i not in listening]:
+            del self._pending[inode]  # closed before it was placed
+
+    def _place(
+        self,
+        listen: EarlyListen,
+        root: int,
+        ranks: Callable[[], set[int]],
+        model_ns: tuple[int, int] | None,
+    ) -> None:
+        """A new listening socket of the tree: ready, a candidate for it, or early."""
+        detail = f"pid {listen.pid} listened on :{listen.port}"
+        if self.condition.port is not None:
+            if listen.port == self.condition.port:
+                self._mark(listen.at_ns, "port", detail)
+            return
+        if model_ns is None or listen.at_ns < model_ns[0]:
+            self.early.append(replace(listen, why=BEFORE_WEIGHTS))
+        elif listen.pid != root and listen.pid not in ranks():
+            self.early.append(replace(listen, why=NOT_A_RANK))
+        elif self._candidate is None:
+            self._candidate = listen  # ready once no model byte arrives after it
+
+    def _confirm(self, now: int, model_ns: tuple[int, int] | None) -> None:
+        """The candidate is ready once the weights have stopped arriving before it (for
+        ``SETTLE_S``); a model byte that arrived after it makes it one of the early ones."""
+        candidate = self._candidate
+        if candidate is None or model_ns is None:
+            return
+        if model_ns[1] > candidate.at_ns:
+            self.early.append(replace(candidate, why=BEFORE_WEIGHTS))
+            self._candidate = None
+        elif now - candidate.at_ns >= SETTLE_S * 1e9:
+            detail = f"pid {candidate.pid} listened on :{candidate.port}"
+            self._mark(candidate.at_ns, "listen", detail)
+
+    def settle_early(self, quiet_since_ns: int | None, model_seen: bool) -> bool:
+        """A server that listened before its weights and went quiet: taken as ready (only for
+        the default condition, and once). Without a model byte it is a lazy server, ready
+        when it listened; after its weights, when it went quiet (its post-processing done)."""
+        if not self.condition.listen or self.seen is not None or quiet_since_ns is None:
+            return False
+        early = next((e for e in self.early if e.why == BEFORE_WEIGHTS), None)
+        if early is None:
+            return False
+        if not model_seen:
+            self._mark(early.at_ns, "listen", f"pid {early.pid} listened on :{early.port}")
+        else:
+            self._mark(
+                max(early.at_ns, quiet_since_ns),
+                "listen",
+                f"pid {early.pid} listened on :{early.port} before its weights; taken as "
+                "ready when it went quiet after them (--ready-url says when it answers)",
+            )
+        return True
+
+    def _poll_url(self) -> None:
+        url = self.condition.url
+        assert url is not None
+        while not self._stop.is_set() and self.seen is None:
+            answer = _ask(url)
+            if answer is not None:
+                ok, status = answer
+                if ok:
+                    self._mark(now_ns(), "url", f"{shown_url(url)} answered {status}")
+                    return
+                self.url_failure = f"it answered {status}"
+            self._stop.wait(URL_PERIOD_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._url_thread is not None:
+            self._url_thread.join(URL_TIMEOUT_S + 1.0)
+            self._url_thread = None
+
+
+def _listening() -> dict[int, int]:
+    """{inode: port} of the listening TCP sockets a process holds; empty where the kernel's
+    socket listing cannot be read."""
+    try:
+        return {s.inode: s.local[1] for s in listening_sockets()}
+    except OSError:
+        return {}
+
+
+def _ask(url: str) -> tuple[bool, str] | None:
+    """(2xx, the status) of one GET of ``url``; None when it could not be asked (refused,
+    no answer in time)."""
+    import urllib3
+
+    timeout = urllib3.Timeout(connect=URL_TIMEOUT_S, read=URL_TIMEOUT_S)
+    try:
+        with urllib3.PoolManager(retries=False, timeout=timeout) as pool:
+            response = pool.request("GET", url, redirect=False, preload_content=False)
+            status = response.status
+            response.release_conn()
+    except (urllib3.exceptions.HTTPError, OSError, ValueError):
+        return None
+    return 200 <= status < 300, str(status)

@@ -1,0 +1,262 @@
+"""A server's cold start, watched: ready, its phases against the server's own clock, its
+ranks. The server is tests/serve_bed.py (imports, weights, post-processing, then it listens),
+run for real; its timeline (seconds since its process started) is held against the watch's."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import ReadyCondition, Watch, WatchResult
+from modelmon.core.errors import OptionsError
+from modelmon.core.watching.cold_findings import headline
+
+BED = Path(__file__).resolve().parents[2] / "serve_bed.py"
+# Reads are paced, so that a rank's load lasts many of the watch's samples on any disk, and
+# on a machine whose cores are busy (a slice is a quarter: paced slower, it lasts as long).
+PACE = ("--pace-mbps", "40")
+SLICE_PACE = ("--pace-mbps", "15")
+
+
+def tolerance(seconds: float) -> float:
+    """How close a phase's bound must be to the server's own: 10 %, or 0.3 s (two ticks of
+    the watch and the server's own print) for a short one."""
+    return max(0.3, 0.1 * seconds)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 66 MB model of tensors of 2-6 MB (pacing sleeps between tensors; a rank's slice of
+    one is 0.5-1.4 MB, well above the kernel's 64 KiB fault-around window)."""
+    from modelmon.core import write_safetensors_model
+
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("served"), layers=2, hidden=1024, vocab=4096, seed=21
+    )
+
+
+def events(log: Path) -> dict[str, list[tuple[float, int | None]]]:
+    """The server's timeline: event → [(seconds since it started, rank)]."""
+    found: dict[str, list[tuple[float, int | None]]] = {}
+    for line in log.read_text().splitlines():
+        words = line.split()
+        if len(words) >= 3 and words[0] == "serve_bed:" and words[1] != "listening":
+            rank = int(words[4]) if len(words) >= 5 and words[3] == "rank" else None
+            found.setdefault(words[1], []).append((float(words[2]), rank))
+    return found
+
+
+def serve(
+    model: Path, tmp_path: Path, *args: str, **watch: object
+) -> tuple[WatchResult, dict[str, list[tuple[float, int | None]]]]:
+    log = tmp_path / "bed.log"
+    with open(log, "wb") as output:
+        result = Watch(
+            [sys.executable, str(BED), str(model), *args],
+            model=str(model),
+            stdout=output.fileno(),
+            stderr=output.fileno(),
+            quiet_s=watch.pop("quiet_s", None),  # type: ignore[arg-type]
+            **watch,  # type: ignore[arg-type]
+        ).run()
+    assert not leftovers(), "a process of the server outlived the watch"
+    return result, events(log)
+
+
+def leftovers() -> list[int]:
+    """Processes of the test bed still running."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                state = stat.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(BED).encode() in words and state != b"Z":
+            found.append(int(name))
+    return found
+
+
+def first(found: dict[str, list[tuple[float, int | None]]], event: str) -> float:
+    return min(t for t, _ in found[event])
+
+
+def last(found: dict[str, list[tuple[float, int | None]]], event: str) -> float:
+    return max(t for t, _ in found[event])
+
+
+def test_one_rank_is_ready_when_it_listens_and_each_phase_is_the_servers_own(
+    model: Path, tmp_path: Path
+) -> None:
+    result, found = serve(model, tmp_path, "--import-s", "0.8", "--post-s", "0.8", *PACE)
+    cold = result.cold_start
+    assert cold is not None and result.status == "stopped" and result.ended_by == "ready"
+    assert cold.ready_by == "listen" and "listened on :" in (cold.ready_detail or "")
+    ready = first(found, "ready")
+    assert cold.ready_s == pytest.approx(ready, abs=tolerance(ready))
+    before, weights, after = cold.phases
+    assert [p.name for p in cold.phases] == ["before", "weights", "after"]
+    assert weights.start_s == pytest.approx(first(found, "first-byte"), abs=tolerance(1.0))
+    assert weights.end_s == pytest.approx(last(found, "last-byte"), abs=tolerance(1.0))
+    assert weights.model_bytes == result.model_bytes
+    assert before.model_bytes == after.model_bytes == 0
+    # Before: the interpreter, imports and the standard library's sources read (4 MB).
+    assert before.other_read_bytes >= 4_000_000 and before.cpu_s > 0
+    assert after.cpu_s > 0  # the post-processing computed
+    (rank,) = cold.ranks
+    assert rank.model_bytes >= 0.75 * result.model_bytes
+    assert rank.held_bytes >= 0.9 * result.model_bytes  # it kept a copy of every tensor
+    line = headline(cold)
+    assert line.startswith(f"ready in {cold.ready_s:.1f} s") and "reading the weights" in line
+    assert result.to_dict()["cold_start"]["phases"][1]["name"] == "weights"
+
+
+def test_ranks_that_each_read_the_whole_model_and_keep_a_copy(model: Path, tmp_path: Path) -> None:
+    result, _ = serve(model, tmp_path, "--ranks", "4", "--mode", "whole", "--post-s", "0.3", *PACE)
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is not None and len(cold.ranks) == 4
+    assert [r.rank for r in cold.ranks] == [0, 1, 2, 3]
+    assert {r.rank_from for r in cold.ranks} == {"RANK"}  # torchrun's variable
+    size = result.model_bytes
+    for rank in cold.ranks:
+        assert rank.model_bytes >= 0.75 * size
+        assert 0.9 * size <= rank.held_bytes <= size + (96 << 20)
+    codes = {f.code for f in result.findings}
+    assert {"every-rank-reads-all", "copies-per-rank"} <= codes
+    assert "double-copy" not in codes  # judged rank by rank
+
+
+def test_ranks_that_read_their_slices_read_a_quarter_each(model: Path, tmp_path: Path) -> None:
+    result, _ = serve(
+        model, tmp_path, "--ranks", "4", "--mode", "slice", "--post-s", "0.3", *SLICE_PACE
+    )
+    cold = result.cold_start
+    assert cold is not None and len(cold.ranks) == 4
+    for rank in cold.ranks:
+        # A quarter, and the pages around it its faults mapped (up to 64 KiB a side).
+        assert 0.15 * result.model_bytes <= rank.model_bytes <= 0.5 * result.model_bytes
+    codes = {f.code for f in result.findings}
+    assert not {"every-rank-reads-all", "copies-per-rank"} & codes
+
+
+def test_a_slowed_rank_is_named_the_slowest(model: Path, tmp_path: Path) -> None:
+    result, found = serve(
+        model,
+        tmp_path,
+        *("--ranks", "4", "--mode", "slice", "--post-s", "0.2"),
+        *("--slow-rank", "2", "--slow-mbps", "5", *SLICE_PACE),
+    )
+    cold = result.cold_start
+    assert cold is not None
+    (slowest,) = [f for f in result.findings if f.code == "slowest-rank"]
+    assert slowest.evidence["rank"] == 2
+    assert "Rank 2" in slowest.text
+    weights = cold.phase("weights")
+    assert weights is not None  # the weights end when the slowest rank has read them
+    assert weights.end_s == pytest.approx(last(found, "last-byte"), abs=tolerance(1.0))
+
+
+def test_a_ready_line_of_the_output_is_ready_and_passes_through(
+    model: Path, tmp_path: Path
+) -> None:
+    result, found = serve(
+        model,
+        tmp_path,
+        *PACE,
+        ready=ReadyCondition(line=r"^serve_bed: ready \d"),
+    )
+    cold = result.cold_start
+    assert cold is not None and cold.ready_by == "line"
+    assert cold.ready_s == pytest.approx(first(found, "ready"), abs=0.3)
+    assert "started" in found and "ready" in found  # its output reached where it was going
+
+
+def test_a_ready_url_answering_2xx_is_ready(model: Path, tmp_path: Path) -> None:
+    port = free_port()
+    result, found = serve(
+        model,
+        tmp_path,
+        *("--listen-early", "--port", str(port), *PACE),
+        ready=ReadyCondition(url=f"http://127.0.0.1:{port}/health?token=s3cr3t"),
+    )
+    cold = result.cold_start
+    assert cold is not None and cold.ready_by == "url" and not cold.lazy
+    assert cold.ready_s == pytest.approx(first(found, "ready"), abs=0.5)
+    assert "s3cr3t" not in str(result.to_dict())  # a token in the URL is not written
+
+
+def test_a_server_that_binds_before_loading_is_ready_when_it_goes_quiet_after(
+    model: Path, tmp_path: Path
+) -> None:
+    result, found = serve(model, tmp_path, "--listen-early", "--post-s", "0.5", *PACE)
+    cold = result.cold_start
+    assert cold is not None and cold.ready_by == "listen" and not cold.lazy
+    assert [e[3] for e in cold.early_listens] == ["before its weights were read"]
+    assert cold.ready_s == pytest.approx(first(found, "post-done"), abs=0.5)
+    assert "--ready-url" in (cold.ready_detail or "")
+
+
+def test_a_lazy_server_is_said_so_never_a_load_of_no_seconds(model: Path, tmp_path: Path) -> None:
+    result, _ = serve(model, tmp_path, "--lazy")
+    cold = result.cold_start
+    assert cold is not None and cold.lazy and cold.ready_s is not None
+    assert [p.name for p in cold.phases] == ["before"]
+    assert "lazy server" in headline(cold)
+    assert result.seconds is None  # no load was seen, so none is timed
+
+
+def test_a_port_of_a_helper_that_read_no_weights_is_not_ready(model: Path, tmp_path: Path) -> None:
+    result, found = serve(model, tmp_path, "--side-listener", "--post-s", "0.5", *PACE)
+    cold = result.cold_start
+    assert cold is not None and cold.ready_by == "listen"
+    assert cold.ready_s == pytest.approx(first(found, "ready"), abs=0.3)
+    assert any("neither the command nor" in why for *_, why in cold.early_listens)
+
+
+def test_a_server_never_ready_is_stopped_at_its_timeout(model: Path, tmp_path: Path) -> None:
+    result, _ = serve(
+        model,
+        tmp_path,
+        "--never-ready",
+        ready=ReadyCondition(port=free_port()),
+        ready_timeout_s=2.5,
+    )
+    cold = result.cold_start
+    assert result.ended_by == "ready-timeout" and cold is not None and cold.ready_s is None
+    assert headline(cold).startswith("never seen ready")
+
+
+def test_a_rank_that_dies_mid_load_ends_the_watch_cleanly(model: Path, tmp_path: Path) -> None:
+    result, _ = serve(
+        model, tmp_path, "--ranks", "2", "--die-rank", "1", "--die-after-mb", "8", *PACE
+    )
+    assert result.status == "exited" and result.exit_code == 1
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is None
+
+
+def test_ready_conditions_that_cannot_be_watched_for_are_refused() -> None:
+    for condition, words in (
+        (ReadyCondition(port=70000), "TCP port"),
+        (ReadyCondition(line="(unclosed"), "regular expression"),
+        (ReadyCondition(url="ftp://host/x"), "http"),
+        (ReadyCondition(url="http://:80/x"), "host"),
+    ):
+        with pytest.raises(OptionsError, match=words):
+            Watch(["true"], ready=condition)
+    with pytest.raises(OptionsError, match="command modelmon starts"):
+        Watch(pid=os.getpid() + 10**6, ready=ReadyCondition(port=80))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
