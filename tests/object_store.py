@@ -200,6 +200,8 @@ def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (bucket / "cut-gguf" / "cut.gguf").write_bytes(gguf[:3000])  # its header lists more
     # Larger than a header read's first GET (1 MiB): its reads show what is never fetched.
     write_safetensors_model(bucket / "large", layers=2, hidden=256, vocab=4096, seed=14)
+    # Read by a server's ranks (tests/serve_bed.py): tensors of 0.5-1.4 MB, 21 MB in all.
+    write_safetensors_model(bucket / "served", layers=2, hidden=512, vocab=4096, seed=16)
     write_gguf_model(
         bucket / "large-gguf" / "large.gguf", layers=2, hidden=256, vocab=4096, seed=15
     )

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 T0_VARIABLE = "SERVE_BED_T0"  # the server's start (CLOCK_BOOTTIME s), handed to its ranks
+CLIENTS: list[object] = []
 
 
 def process_start() -> float:
@@ -89,6 +90,7 @@ def read_other_files(megabytes: float) -> int:
 
 
 def files_of(model: str) -> list[str]:
+    """The weight files of a model file or a shard index."""
     if model.endswith(".index.json"):
         index = json.loads(Path(model).read_text())
         folder = Path(model).parent
@@ -151,6 +153,7 @@ def load_bucket(url: str, mode: str, rank: int, ranks: int, pace: Pace, die: flo
 
     bucket, _, key = url.removeprefix("s3://").partition("/")
     client = boto3.client("s3", config=Config(s3={"addressing_style": "path"}))
+    CLIENTS.append(client)  # its connection stays open, as a server's client's does
     kept, read = {}, 0
 
     def get(first: int, last: int) -> bytes:

@@ -8,12 +8,15 @@ import os
 import socket
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from modelmon.core import ReadyCondition, Watch, WatchResult
 from modelmon.core.errors import OptionsError
 from modelmon.core.watching.cold_findings import headline
+
+from ...object_store import BUCKET
 
 BED = Path(__file__).resolve().parents[2] / "serve_bed.py"
 # Reads are paced, so that a rank's load lasts many of the watch's samples on any disk, and
@@ -62,6 +65,21 @@ def serve(
             stderr=output.fileno(),
             quiet_s=watch.pop("quiet_s", None),  # type: ignore[arg-type]
             **watch,  # type: ignore[arg-type]
+        ).run()
+    assert not leftovers(), "a process of the server outlived the watch"
+    return result, events(log)
+
+
+def serve_url(
+    url: str, tmp_path: Path, *args: str
+) -> tuple[WatchResult, dict[str, list[tuple[float, int | None]]]]:
+    log = tmp_path / "bed.log"
+    with open(log, "wb") as output:
+        result = Watch(
+            [sys.executable, str(BED), url, *args],
+            model=url,
+            stdout=output.fileno(),
+            stderr=output.fileno(),
         ).run()
     assert not leftovers(), "a process of the server outlived the watch"
     return result, events(log)
@@ -241,6 +259,29 @@ def test_a_rank_that_dies_mid_load_ends_the_watch_cleanly(model: Path, tmp_path:
     assert result.status == "exited" and result.exit_code == 1
     cold = result.cold_start
     assert cold is not None and cold.ready_s is None
+
+
+@pytest.mark.parametrize("mode", ["whole", "slice"])
+def test_ranks_streaming_from_a_bucket_are_counted_by_their_connections(
+    rclone_s3: SimpleNamespace, tmp_path: Path, mode: str
+) -> None:
+    url = f"s3://{BUCKET}/served/model.safetensors"
+    pace = "10" if mode == "whole" else "3"
+    result, _ = serve_url(url, tmp_path, "--ranks", "4", "--mode", mode, "--pace-mbps", pace)
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is not None and len(cold.ranks) == 4
+    size = result.model_bytes
+    codes = {f.code for f in result.findings}
+    if mode == "whole":  # every rank's GETs fetched every byte: 4 × the model's
+        for rank in cold.ranks:
+            assert size <= rank.model_bytes <= size * 1.05
+        (found,) = [f for f in result.findings if f.code == "every-rank-reads-all"]
+        assert "4 × the model's GETs" in found.text
+        assert result.connections is not None and result.connections.received_bytes >= 4 * size
+    else:
+        for rank in cold.ranks:
+            assert 0.2 * size <= rank.model_bytes <= 0.35 * size
+        assert "every-rank-reads-all" not in codes
 
 
 def test_ready_conditions_that_cannot_be_watched_for_are_refused() -> None:
