@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from modelmon.core.storage.facts import ObjectFacts
+from modelmon.core.storage.local_files import files_read_to_reach
 
 
 class TensorExtent(NamedTuple):
@@ -68,8 +69,10 @@ class Model:
     @property
     def paths(self) -> tuple[str, ...]:
         """Every file a run of this model reads: the path it was opened by (an index...), then
-        its files. What modelmon writes must be none of them (``system.outputs``)."""
-        return (self.path, *(f.path for f in self.files))
+        its files, then for objects the local files their client reads (credentials...).
+        What modelmon writes must be none of them (``system.outputs``)."""
+        storages = [f.remote.storage for f in self.files if f.remote is not None]
+        return (self.path, *(f.path for f in self.files), *files_read_to_reach(storages))
 
     def blocks(self) -> list[str]:
         """Block names in load order (first appearance by file and offset)."""

@@ -3,7 +3,9 @@ app's exports, the desktop entry.
 
 ``check_output`` says, before any work, whether a path may be written, and what writing it
 means: never one of the run's inputs under any name (compared by device and inode, so a
-symlink, a hard link, ``/proc/self/fd/N`` or a bind mount is caught), never a directory, a
+symlink, a hard link, ``/proc/self/fd/N`` or a bind mount is caught), never a file that is a
+model (``system.model_files``: by its first bytes, so a copy of one or the file behind a
+bucket's object too) unless the caller says models may be replaced, never a directory, a
 FIFO, a socket or a device, never a file or folder that refuses the atomic write
 (immutable, append-only, no room, read-only, gone); ``-``, ``/dev/stdout``, ``/dev/fd/1``
 and ``/proc/self/fd/1`` are standard output, written as such. The folder is tried, not
@@ -33,6 +35,7 @@ from pathlib import Path
 from modelmon.core.errors import ModelmonError
 from modelmon.core.system.atomic import write_atomic
 from modelmon.core.system.files import not_regular
+from modelmon.core.system.model_files import model_kind
 
 STANDARD_OUTPUT = "standard output"
 PROBE_BYTES = 64 << 10  # room a save must find: a config is a few kB, a results export more
@@ -191,9 +194,13 @@ def check_output(
     path: str | os.PathLike[str],
     inputs: Iterable[str | os.PathLike[str]] = (),
     error: type[ModelmonError] = ModelmonError,
+    replace_models: bool = False,
+    override: str = "",
 ) -> Output:
     """Where writing ``path`` would go, or ``error`` (one line) saying why it must not be
-    written; ``inputs`` are every file the run reads (the model's files and index, a config)."""
+    written; ``inputs`` are every file the run reads (the model's files and index, a config).
+    A file that is a model (``model_kind``) is replaced only with ``replace_models``; the
+    refusal names ``override``, what lets it be (the CLI's flag), when there is one."""
     text = os.fspath(path)
     sources = tuple(os.fspath(source) for source in inputs)
     if not text.strip():
@@ -221,6 +228,12 @@ def check_output(
         if not stat.S_ISREG(status.st_mode):
             raise error(
                 f"{text}: {not_regular(status.st_mode)}; name a file, or - for standard output"
+            )
+        kind = None if replace_models else model_kind(text)
+        if kind is not None:
+            instead = f", or add {override} to replace it" if override else ""
+            raise error(
+                f"{text}: is {kind}, which a report never replaces; name another file{instead}"
             )
     if descriptor is not None:
         raise error(
@@ -269,20 +282,26 @@ def write_or_keep(
     render: Callable[[str], bytes],
     error: type[ModelmonError] = ModelmonError,
     default_name: str = "modelmon.out",
+    replace_models: bool = False,
+    override: str = "",
 ) -> Saved:
-    """Write ``render(name)`` to ``path`` through the guard; if that fails, keep it in a free
-    name beside ``path``, else in ``state_folder()``. ``render`` is given the file name the
-    payload is written under (a config names its own file in its snippets)."""
+    """Write ``render(name)`` to ``path`` through the guard (``replace_models``, ``override``:
+    as ``check_output``'s); if that fails, keep it in a free name beside ``path``, else in
+    ``state_folder()``: under ``default_name`` where ``path`` names a model (a report kept as
+    ``model-2.safetensors`` would pass for one). ``render`` is given the file name the payload
+    is written under (a config names its own file in its snippets)."""
     text, sources = os.fspath(path), tuple(inputs)
     to_stdout = names_stdout(text)
     name = (stdout_file_name() if to_stdout else Path(text).name) or default_name
     payload = render(name)
     try:
-        output = check_output(text, sources, error)
+        output = check_output(text, sources, error, replace_models, override)
         output.write(payload, error)
         return Saved(str(output), name)
     except ModelmonError as exc:
         failure = str(exc)
+    if not to_stdout and not replace_models and model_kind(text) is not None:
+        name = default_name
     beside = []
     with contextlib.suppress(OSError):  # a relative name in a current folder that is gone
         beside = [] if to_stdout else [Path(os.path.realpath(text)).parent]

@@ -135,6 +135,20 @@ def say_memory_limit(limit: int | None) -> int | None:
     return limit
 
 
+OVERWRITE_MODEL = "--overwrite-model"
+
+
+def add_overwrite_model_option(parser: argparse.ArgumentParser, flags: str) -> None:
+    """``--overwrite-model``: let ``flags`` (-o, --csv) replace a file that is a model."""
+    parser.add_argument(
+        OVERWRITE_MODEL,
+        action="store_true",
+        help=f"let {flags} replace a file that is a model (a safetensors or GGUF file, a "
+        "shard index, judged by its first bytes, not its name); without it such a file is "
+        "refused. The run's own input files are refused all the same",
+    )
+
+
 WORKERS = whole_in(1, MAX_PARALLEL)  # processes, or threads per process
 CHUNK_MIB = number_in(MIN_CHUNK / MiB, MAX_CHUNK / MiB, "MiB")
 PAIRS = whole_in(1, MAX_AB_PAIRS)

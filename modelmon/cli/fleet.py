@@ -12,7 +12,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from modelmon.cli.common import PATH_HELP, ExitCode, add_path, add_verb, emit_json, epilog, fail
-from modelmon.cli.flags import PAIRS, add_load_options, load_options
+from modelmon.cli.flags import (
+    OVERWRITE_MODEL,
+    PAIRS,
+    add_load_options,
+    add_overwrite_model_option,
+    load_options,
+)
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MAX_AB_PAIRS
 
@@ -86,6 +92,7 @@ def add_parser(verbs: Verbs) -> None:
         )
         action.add_argument("--json", action="store_true", help="one JSON object on stdout")
         action.add_argument("--csv", metavar="FILE", help="also write one row per node per run")
+        add_overwrite_model_option(action, "--csv")
 
 
 def node_count(text: str) -> int | None:
@@ -126,7 +133,13 @@ def run(args: argparse.Namespace) -> int:
     model = open_model(args.path)  # a bad path fails here, once, not on every node
     csv_output: Output | None = None
     if args.csv is not None:  # refused before the cluster is asked for anything
-        csv_output = check_output(args.csv, model.paths, OptionsError)
+        csv_output = check_output(
+            args.csv,
+            model.paths,
+            OptionsError,
+            replace_models=args.overwrite_model,
+            override=OVERWRITE_MODEL,
+        )
         if csv_output.is_stdout and args.json:
             raise OptionsError("--csv - and --json both write standard output; choose one")
     try:
@@ -163,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
             lambda _name: result.csv_bytes(),
             ModelmonError,
             "fleet.csv",
+            replace_models=args.overwrite_model,
+            override=OVERWRITE_MODEL,
         )
     text = sys.stderr if csv_output is not None and csv_output.is_stdout else sys.stdout
     if args.json:

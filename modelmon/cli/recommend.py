@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from modelmon.cli.common import ExitCode, add_path, add_verb, cancel_on_interrupt, emit_json, fail
-from modelmon.cli.flags import memory_limit, number_in, whole_in
+from modelmon.cli.flags import (
+    OVERWRITE_MODEL,
+    add_overwrite_model_option,
+    memory_limit,
+    number_in,
+    whole_in,
+)
 from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
@@ -121,6 +127,7 @@ def add_parser(verbs: Verbs) -> None:
         "transformers, diffusers, llamacpp, runai, vllm, sglang), optionally with your "
         'settings ("transformers disable_mmap=true"); alone, it is your loader',
     )
+    add_overwrite_model_option(parser, "-o")
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
     from modelmon.cli.priming import add_prime_option
 
@@ -169,7 +176,13 @@ def run(args: argparse.Namespace) -> int:
     limit = say_memory_limit(args.memory_limit) if args.memory_limit is not None else None
     # Refused before minutes of measuring, not after.
     if args.output is not None:
-        output = check_output(args.output, model.paths, OptionsError)
+        output = check_output(
+            args.output,
+            model.paths,
+            OptionsError,
+            replace_models=args.overwrite_model,
+            override=OVERWRITE_MODEL,
+        )
     else:
         output = default_output(model.paths)
     if output.is_stdout and args.json:
@@ -227,7 +240,15 @@ def run(args: argparse.Namespace) -> int:
         documents[name] = recommendation_document(rec, name, limit, advice, loader_note)
         return render_config(documents[name]).encode()
 
-    saved = write_or_keep(output.named, model.paths, config_bytes, ConfigError, DEFAULT_NAME)
+    saved = write_or_keep(
+        output.named,
+        model.paths,
+        config_bytes,
+        ConfigError,
+        DEFAULT_NAME,
+        replace_models=args.overwrite_model,
+        override=OVERWRITE_MODEL,
+    )
     document = documents[saved.name]
     code = ExitCode.OK
     if saved.failure is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from modelmon.core import read_config, write_safetensors_model
+from modelmon.core import read_config, write_gguf_model, write_safetensors_model
 from modelmon.gui.main_window import MainWindow
 
 from .conftest import open_model, wait_idle
@@ -47,12 +48,16 @@ def digests(folder: Path) -> dict[str, str]:
 
 
 def targets(model: Path, tmp_path: Path) -> dict[Path, str]:
-    """Names of the model's files (and a FIFO), and what the refusal must say."""
+    """Names of the model's files (and a FIFO, a copy of another model), and what the
+    refusal must say."""
     shard = next(model.parent.glob("*-00001-of-*.safetensors"))
     (tmp_path / "link.json").symlink_to(shard)
     os.link(model, tmp_path / "hard.json")
     os.mkfifo(tmp_path / "fifo.json")
+    other = write_gguf_model(tmp_path / "other" / "other.gguf", layers=1, hidden=32, vocab=64)
+    shutil.copyfile(other, tmp_path / "copy.csv")
     return {
+        tmp_path / "copy.csv": "is a GGUF model, which a report never replaces",
         model: "is the input",
         shard: "is the input",
         tmp_path / "link.json": "is the input",
@@ -99,6 +104,7 @@ def test_every_file_export_refuses_the_open_model_and_special_files_in_a_dialog(
             assert says in warnings[-1] and "\n" not in warnings[-1], (what, warnings[-1])
     assert called == []  # nothing was handed to the writer
     assert digests(model.parent) == before
+    assert (tmp_path / "copy.csv").read_bytes()[:4] == b"GGUF"
     assert stat.S_ISFIFO((tmp_path / "fifo.json").stat().st_mode)
 
 

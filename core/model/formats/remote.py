@@ -14,12 +14,13 @@ from modelmon.core.errors import ModelFormatError, ObjectNotFoundError
 from modelmon.core.model.formats.combine import ParseShard, combine
 from modelmon.core.model.formats.gguf import parse_gguf_source
 from modelmon.core.model.formats.opening import format_of
-from modelmon.core.model.formats.safetensors import MAX_HEADER_BYTES, parse_safetensors_source
+from modelmon.core.model.formats.safetensors import parse_safetensors_source
 from modelmon.core.model.formats.safetensors_index import weight_map_of
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.storage.connection import Connection, Listed, Store
 from modelmon.core.storage.objects import ObjectSource, open_store
 from modelmon.core.storage.urls import ObjectURL, parse_object_url
+from modelmon.core.system.model_files import MAX_HEADER_BYTES
 
 INDEX_SUFFIX = ".safetensors.index.json"
 MAX_LISTED = 10_000  # objects right under a prefix: more is a bucket, not a model's folder

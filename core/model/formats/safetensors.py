@@ -39,8 +39,7 @@ from modelmon.core.model.formats.shapes import (
 )
 from modelmon.core.model.records import ModelFile, TensorExtent, collector_paused
 from modelmon.core.storage.source import ByteSource, FileSource
-
-MAX_HEADER_BYTES = 100_000_000  # the reference's MAX_HEADER_SIZE
+from modelmon.core.system.model_files import MAX_HEADER_BYTES
 
 # dtype → (bits per element, numpy dtype name of the loaded array): the reference's ``Dtype``
 # (safetensors 0.8). Sub-byte and 6-bit types load as raw bytes ("uint8", flat), which is what

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from modelmon.core.errors import ModelFormatError
-from modelmon.core.model.formats.safetensors import MAX_HEADER_BYTES
 from modelmon.core.system.files import UnusableFile, parse_json, read_small_file
+from modelmon.core.system.model_files import MAX_HEADER_BYTES
 
 
 def _fail(path: str, problem: str) -> ModelFormatError:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core import write_gguf_model, write_safetensors_model
 from modelmon.core.errors import ModelmonError
 from modelmon.core.system.outputs import check_output, free_name, state_folder, write_or_keep
 
@@ -118,6 +119,67 @@ def test_a_folder_that_cannot_take_a_file_is_refused_and_nothing_is_left(tmp_pat
     refused(blocker / "out.toml", says="cannot write")
     refused(tmp_path / "gone" / "out.toml", says="cannot write")
     assert entries(tmp_path) == ["a-file"]
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> dict[str, Path]:
+    """A copy of each kind of model file under a name that is not a model's."""
+    made = tmp_path / "made"
+    index = write_safetensors_model(made / "sharded", layers=2, hidden=32, vocab=64, shards=2)
+    sources = {
+        "copy.toml": write_safetensors_model(made / "single", layers=1, hidden=32, vocab=64),
+        "shard.csv": next(index.parent.glob("*-00001-*")),
+        "copy.json": index,
+        "copy.png": write_gguf_model(made / "m.gguf", layers=1, hidden=32, vocab=64),
+    }
+    copies = {}
+    for name, source in sources.items():
+        copies[name] = tmp_path / name
+        copies[name].write_bytes(source.read_bytes())
+    return copies
+
+
+def test_a_model_is_refused_whatever_its_name_unless_models_may_be_replaced(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    """Not an input of the run: a copy of a model, the file a local bucket serves."""
+    before = {name: path.read_bytes() for name, path in models.items()}
+    for name, kind in (
+        ("copy.toml", "a safetensors model"),
+        ("shard.csv", "a safetensors model"),
+        ("copy.json", "a safetensors shard index"),
+        ("copy.png", "a GGUF model"),
+    ):
+        message = refused(models[name], says=f"is {kind}")
+        assert "name another file" in message and "--" not in message, message
+        with pytest.raises(ModelmonError, match=r"or add --overwrite-model to replace it$"):
+            check_output(models[name], override="--overwrite-model")
+        link = tmp_path / f"link-to-{name}"
+        link.symlink_to(models[name])
+        refused(link, says=f"is {kind}")
+    assert {name: path.read_bytes() for name, path in models.items()} == before
+    check_output(models["copy.toml"], replace_models=True).write(b"asked for\n")
+    assert models["copy.toml"].read_bytes() == b"asked for\n"
+    # An input stays refused, models or not.
+    refused(models["copy.json"], (models["copy.json"],), says="is the input")
+    with pytest.raises(ModelmonError, match="is the input"):
+        check_output(models["copy.json"], (models["copy.json"],), replace_models=True)
+
+
+def test_a_target_that_became_a_model_keeps_the_report_beside_it_under_its_own_name(
+    models: dict[str, Path], tmp_path: Path, own_state: Path
+) -> None:
+    """Kept as the report it is (modelmon.toml), not as copy-2.png, which would pass for
+    a model's name."""
+    target = models["copy.png"]
+    before = target.read_bytes()
+    saved = write_or_keep(target, (), toml_for, default_name="modelmon.toml")
+    assert saved.failure is not None and "is a GGUF model" in saved.failure
+    assert saved.where == str(tmp_path / "modelmon.toml") and saved.name == "modelmon.toml"
+    assert (tmp_path / "modelmon.toml").read_bytes() == toml_for("modelmon.toml")
+    assert target.read_bytes() == before
+    forced = write_or_keep(target, (), toml_for, replace_models=True)
+    assert forced.failure is None and target.read_bytes() == toml_for("copy.png")
 
 
 def test_a_symlinked_target_is_written_through_the_link(tmp_path: Path) -> None:

@@ -21,13 +21,15 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO
 
 import pytest
 
-from modelmon.core import read_config, write_safetensors_model
+from modelmon.core import read_config, write_gguf_model, write_safetensors_model
 
 from ...conftest import mounted_loop_disk
+from ...object_store import BUCKET
 
 MODELMON = [sys.executable, "-m", "modelmon"]
 REFUSAL_S = 5.0  # a refusal comes before the measuring: far inside a 60 s budget
@@ -129,6 +131,78 @@ def test_recommend_writes_standard_output_by_name_to_standard_output(
     assert "\nWhy:\n" in done.stderr
     assert os.path.islink("/dev/stdout")
     assert sorted(os.listdir(tmp_path)) == ["model", "redirected.toml"]
+
+
+# --- never a model, judged by its bytes, unless --overwrite-model ---------------------------------
+
+
+def test_recommend_and_fleet_refuse_a_model_that_is_not_theirs_unless_told(
+    model: Path, tmp_path: Path
+) -> None:
+    """A copy of a model (or another model) is not an input of the run, and no report may
+    replace it: refused at once, whatever its name; --overwrite-model says it may."""
+    gguf = write_gguf_model(tmp_path / "other.gguf", layers=1, hidden=32, vocab=64)
+    copies = {
+        "copy.safetensors": model,
+        "other-model.toml": model,
+        "weights.csv": gguf,
+    }
+    for name, source in copies.items():
+        shutil.copyfile(source, tmp_path / name)
+    for name in copies:
+        for args in (
+            ("recommend", str(model), "--budget", "60", "-o"),
+            ("fleet", "load", str(model), "--csv"),
+        ):
+            refused(tmp_path, *args, str(tmp_path / name), says="which a report never replaces")
+    done = recommend(model, "-o", "copy.safetensors", "--overwrite-model", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert read_config(tmp_path / "copy.safetensors").strategy
+    # Never the run's own files, told or not.
+    own = str(model)
+    for args in (
+        ("recommend", str(model), "--budget", "60", "-o"),
+        ("fleet", "load", str(model), "--csv"),
+    ):
+        refused(tmp_path, *args, own, "--overwrite-model", says="is the input")
+
+
+def test_recommend_of_a_bucket_refuses_the_files_behind_it_and_its_credentials(
+    rclone_s3: SimpleNamespace, tmp_path: Path
+) -> None:
+    """The bucket is a local folder served: its files are models by their bytes (the shard
+    index too); the AWS credentials and config files are files the run reads."""
+    bucket = rclone_s3.root / BUCKET
+    credentials = Path(rclone_s3.env["AWS_SHARED_CREDENTIALS_FILE"])
+    credentials.write_text("[default]\n")
+    Path(rclone_s3.env["AWS_CONFIG_FILE"]).write_text("[default]\n")
+    targets = {
+        bucket / "single" / "model.safetensors": "is a safetensors model",
+        bucket / "sharded" / "model.safetensors.index.json": "is a safetensors shard index",
+        bucket / "gguf" / "tiny-Q8_0.gguf": "is a GGUF model",
+        credentials: "is the input",
+        Path(rclone_s3.env["AWS_CONFIG_FILE"]): "is the input",
+    }
+    before = {target: target.read_bytes() for target in targets}
+    try:
+        for target, says in targets.items():
+            for model in (f"s3://{BUCKET}/single/", f"s3://{BUCKET}/sharded/"):
+                refused(tmp_path, "recommend", model, "--json", "-o", str(target), says=says)
+        for credentials_file in (credentials, Path(rclone_s3.env["AWS_CONFIG_FILE"])):
+            refused(
+                tmp_path,
+                "recommend",
+                f"s3://{BUCKET}/single/",
+                "-o",
+                str(credentials_file),
+                "--overwrite-model",
+                says="is the input",
+            )
+    finally:  # the bucket is the session's: a test that failed leaves it as it found it
+        changed = {t: t.read_bytes() for t in targets if t.read_bytes() != before[t]}
+        for target in changed:
+            target.write_bytes(before[target])
+    assert not changed, list(changed)
 
 
 # --- without -o: a config file that exists, named in one line -----------------------------------
