@@ -235,7 +235,7 @@ class ProgramRun:
     def _options(self) -> dict[str, Any]:
         return {
             "command": self.program.command(self.path),
-            "env": self.program.environment(),
+            "env": self.program.environment(self.path),
             "readahead": self.program.readahead,
         }
 

@@ -57,6 +57,20 @@ def test_a_command_is_cold_verified_watched_and_counted_as_a_load(model: Path) -
     assert load.blocks and load.first_block_s is not None  # blocks from where bytes arrived
 
 
+def test_path_in_an_environment_word_is_the_model_s_path_as_in_any_word(model: Path) -> None:
+    """``MODEL={path} python ...``: the word sets the command's environment, with the path
+    (docs/cli.md: "{path} stands for the model's path in any word, NAME=VALUE ones
+    included"); the result records the environment the command ran with."""
+    script = (
+        "import os; f = open(os.environ['MODEL'], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
+    )
+    outcome = _run(model, f'cmd: MODEL={{path}} {PYTHON} -c "{script}"')
+    load = outcome.result
+    assert load.status == "ok", load.error
+    assert load.bytes == model.stat().st_size
+    assert load.options["env"] == {"MODEL": str(model)}
+
+
 def test_a_failing_command_is_a_failed_run_with_its_exit_code_and_last_stderr_line(
     model: Path,
 ) -> None:
