@@ -118,6 +118,8 @@ def open_regular(path: str | os.PathLike[str]) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise UnusableFile(_reason(exc)) from None
+    except ValueError:  # a NUL byte, which no file's name holds
+        raise UnusableFile("a path cannot hold a NUL byte") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

@@ -38,7 +38,7 @@ def model_kind(path: str | os.PathLike[str]) -> str | None:
     safetensors shard index"), or None: not one, not a regular file, or not readable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte, which no file's name holds
         return None
     try:
         status = os.fstat(fd)

@@ -97,6 +97,8 @@ def _to_stdout(payload: bytes, error: type[ModelmonError]) -> None:
 def named_descriptor(text: str) -> int | None:
     """The descriptor of this process that ``text`` names through ``/proc/<pid>/fd`` (as
     ``/dev/stdout``, ``/dev/fd/2`` and ``/proc/self/fd/1`` do), else None."""
+    if "\x00" in text:  # no file's name: the kernel's end of a name
+        return None
     try:
         path = os.path.abspath(text)
     except OSError:  # relative, in a current folder that is gone: no descriptor's name
@@ -205,6 +207,8 @@ def check_output(
     sources = tuple(os.fspath(source) for source in inputs)
     if not text.strip():
         raise error("the output path is empty; name a file (or - for standard output)")
+    if "\x00" in text:
+        raise error(f"{text}: a path cannot hold a NUL byte; name a file")
     descriptor = None if text == "-" else named_descriptor(text)
     if text == "-" or descriptor == 1:
         return Output(text, None)
@@ -300,10 +304,11 @@ def write_or_keep(
         return Saved(str(output), name)
     except ModelmonError as exc:
         failure = str(exc)
-    if not to_stdout and not replace_models and model_kind(text) is not None:
+    if not to_stdout and ("\x00" in name or (not replace_models and model_kind(text))):
         name = default_name
     beside = []
-    with contextlib.suppress(OSError):  # a relative name in a current folder that is gone
+    # A relative name in a current folder that is gone, a NUL byte: no folder beside it.
+    with contextlib.suppress(OSError, ValueError):
         beside = [] if to_stdout else [Path(os.path.realpath(text)).parent]
     for folder in [*beside, state_folder()]:
         try:

@@ -4,14 +4,15 @@ attach to (``watch --pid``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from modelmon.core.errors import OptionsError
+from modelmon.core.errors import OptionsError, WatchError
 from modelmon.core.limits import MAX_QUIET_S, MIN_QUIET_S, range_text
 from modelmon.core.options import CACHE_MODES
 from modelmon.core.watching.ready import ReadyCondition
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread
+NUL = "\x00"
 
 
 def unwatchable(pid: int) -> str | None:
@@ -92,3 +93,31 @@ def check_watch(
         refusal = unwatchable(pid)
         if refusal is not None:
             raise OptionsError(f"--pid {pid}: {refusal}")
+
+
+def check_command(command: Sequence[str] | None, env: Mapping[str, str] | None) -> None:
+    """WatchError, in one line and before anything runs, for a command no program can be
+    started with: a word or an environment variable holding a NUL byte (the kernel takes each
+    as a NUL-ended string), a variable's name empty or holding "=" (another variable then)."""
+    words = [os.fsdecode(word) for word in command or ()]
+    if not words:
+        return
+    program = words[0]
+    for number, word in enumerate(words, 1):
+        if NUL in word:
+            raise WatchError(
+                f"cannot run {program!r}: its word {number}, {word!r}, holds a NUL byte, "
+                "which no program can take"
+            )
+    for name, value in (env or {}).items():
+        text = os.fsdecode(name)
+        if not text or "=" in text or NUL in text:
+            raise WatchError(
+                f"cannot run {program!r}: environment variable name {text!r}: a name is not "
+                "empty and holds no = or NUL byte"
+            )
+        if NUL in os.fsdecode(value):
+            raise WatchError(
+                f"cannot run {program!r}: environment variable {text}: its value holds a NUL "
+                "byte, which no program can take"
+            )

@@ -36,7 +36,7 @@ from modelmon.core.system.readiness import wait_readable
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.watching import naming
 from modelmon.core.watching.assemble import Ending, assemble
-from modelmon.core.watching.attach import check_watch
+from modelmon.core.watching.attach import check_command, check_watch
 from modelmon.core.watching.files import ModelFiles, changed_files, file_stamp, swap_pages
 from modelmon.core.watching.limit import WatchMemory
 from modelmon.core.watching.observer import Observer, Progress
@@ -94,6 +94,7 @@ class Watch:
         ready_timeout_s: float | None = None,
     ) -> None:
         check_watch(command, pid, cache, quiet_s, interval_s, ready, after_ready, ready_timeout_s)
+        check_command(command if pid is None else None, env)
         named, bucket = naming.watched_models(model, attached=pid is not None)
         self.command = tuple(command) if command is not None and pid is None else None
         self.pid = pid

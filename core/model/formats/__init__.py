@@ -31,6 +31,8 @@ def open_model(path: str | os.PathLike[str]) -> Model:
     it has open, which the worker processes can open too. A URL (``s3://BUCKET/KEY``, a
     prefix, ``https://host/path``) opens the object(s) by ranged GETs of their headers.
     """
+    if "\x00" in os.fspath(path):  # no file's name holds one: the kernel's end of a name
+        raise ModelFormatError(os.fspath(path), "a path cannot hold a NUL byte")
     if is_url(path):
         # Lazy: network code is imported only for a URL.
         from modelmon.core.model.formats.remote import open_remote_model

@@ -441,8 +441,12 @@ def test_a_quiet_shorter_than_a_pause_between_reads_is_refused():
 
 
 def test_a_command_that_cannot_start_leaves_no_thread(tmp_path):
-    """A NUL byte in a word: one typed error, and the sampler that started first is stopped
-    (the leak check fails a test that leaves a thread)."""
+    """A program that is not there: one typed error, and the sampler that started first is
+    stopped (the leak check fails a test that leaves a thread). A NUL byte in a word is
+    refused before anything starts (test_arguments.py)."""
+    missing = str(tmp_path / "no-such-program")
+    with pytest.raises(WatchError, match=f"cannot run '{missing}': No such file"):
+        Watch([missing, "a"]).run()
     with pytest.raises(WatchError, match="cannot run 'echo'"):
         Watch(["echo", "a\x00b"]).run()
 
