@@ -158,7 +158,7 @@ def render_result(result: LoadResult) -> str:
     )
     cache_line = (
         f"cache     {cache.note}"
-        if cache.nothing_local
+        if cache.nothing_local or cache.unseen
         else f"cache     {cache.requested} requested: {cache.resident_before:.1%} resident before "
         f"({verdict}, {cache.method}), "
         f"{_fraction(cache.resident_after)} after"
@@ -242,8 +242,12 @@ def render_ranks(result: RanksResult) -> str:
     lines = [
         f"{len(result.ranks)} ranks, {kind}: {format_spec(result.strategy, result.options)}",
         f"cache before go: {result.cache.requested} requested, "
-        f"{result.cache.resident_before:.1%} resident"
-        + (f" ({result.cache.note})" if result.cache.note else ""),
+        + (
+            result.cache.note
+            if result.cache.unseen
+            else f"{result.cache.resident_before:.1%} resident"
+            + (f" ({result.cache.note})" if result.cache.note else "")
+        ),
         f"{'rank':>4}  {'status':<9} {'MB':>10} {'MB/s':>9} {'seconds':>8} {'start +s':>8}",
     ]
     for rank in result.ranks:

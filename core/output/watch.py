@@ -113,7 +113,7 @@ def render_watch(result: WatchResult) -> str:
             f"network:  {connections.held_text()}, "
             f"{human_bytes(connections.received_bytes)} received over them"
         )
-    if cache is not None and cache.nothing_local:
+    if cache is not None and (cache.nothing_local or cache.unseen):
         lines.append(f"cache:    {cache.note}")
     elif cache is not None:
         state = "cold" if cache.cold else "warm" if cache.warm else "neither cold nor warm"

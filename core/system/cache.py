@@ -39,6 +39,10 @@ WARM_ADVISE_AHEAD = 64 << 20  # WILLNEED this far ahead so the disk queue stays 
 EVICT_RETRY_DELAY = 0.1
 # The method of a load from object storage: no page cache lies between the bucket and it.
 NO_LOCAL_CACHE = "object-storage"
+# The method of files whose page cache the kernel hides from this user: nothing is known.
+HIDDEN = "hidden"
+# What was done to the files of a hidden cache, by the state asked for.
+HIDDEN_DONE = {"cold": "evicted, not verified cold", "warm": "read in, not verified warm"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,12 @@ class CacheState:
     def nothing_local(self) -> bool:
         """A load from object storage: no page cache of its bytes on this machine."""
         return self.method == NO_LOCAL_CACHE
+
+    @property
+    def unseen(self) -> bool:
+        """The kernel hides the files' page cache from this user: nothing is known of it
+        (the fractions are NaN, neither cold nor warm), and ``note`` says so in one line."""
+        return self.method == HIDDEN
 
 
 def not_measured(requested: CacheMode) -> CacheState:
@@ -333,17 +343,24 @@ def prepare(
     # The page cache a cold load takes from free memory (a warm or kept one has its pages).
     fills = size if mode == "cold" and page_cache else 0
     primed = _prime_for(size if arrays is None else arrays, fills, stop, on_priming)
-    fraction, used, found = measure_files(names, method)
     hidden = [name for name in names if hidden_reason(name) is not None]
-    cold = fraction <= COLD_THRESHOLD and not hidden
+    if hidden:  # what mincore or cachestat would say of them is not their page cache
+        return CacheState(
+            requested=mode,
+            resident_before=math.nan,
+            resident_after=math.nan,
+            cold=False,
+            warm=False,
+            method=HIDDEN,
+            note=f"{HIDDEN_DONE.get(mode, 'not known')}: cannot verify the page cache of "
+            f"{hidden[0]}: the kernel only shows it for files you own or could write",
+            primed=primed,
+        )
+    fraction, used, found = measure_files(names, method)
+    cold = fraction <= COLD_THRESHOLD
     is_warm = fraction >= WARM_THRESHOLD
     note = ""
-    if hidden:
-        note = (
-            f"cannot verify the page cache of {hidden[0]}: the kernel only shows it for "
-            "files you own or could write"
-        )
-    elif mode == "cold" and not cold:
+    if mode == "cold" and not cold:
         note = _why_not_cold(found, fraction)
     elif mode == "warm" and not is_warm:
         note = _why_not_warm(found, fraction, stop is not None and stop.is_set())

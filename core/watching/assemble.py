@@ -107,8 +107,11 @@ def assemble(
 
     tree = observer.tree
     files: list[FileReport] = []
+    # The kernel hides these files' page cache from this user: no fraction of it is known.
+    hidden = {f.index: hidden_reason(f.path) for f in observer.files.files}
     for model_file in observer.files.files:
         tracked = observer.arrivals.files.get(model_file.index)
+        known = tracked if tracked and not hidden[model_file.index] else None
         use = observer.uses.get(model_file.index)
         facts = _storage(model_file.path)
         position = max(
@@ -124,8 +127,8 @@ def assemble(
                 path=model_file.path,
                 size=model_file.size,
                 named=model_file.named,
-                resident_before=tracked.resident_before if tracked else math.nan,
-                resident_after=tracked.resident_fraction() if tracked else math.nan,
+                resident_before=known.resident_before if known else math.nan,
+                resident_after=known.resident_fraction() if known else math.nan,
                 arrived_bytes=arrived,
                 unique_arrived_bytes=tracked.unique_arrived_bytes() if tracked else 0,
                 evicted_bytes=(tracked.evicted_arrived_pages * PAGE_SIZE if tracked else 0),
@@ -211,11 +214,10 @@ def assemble(
             "from the page cache's shadow entries, in the bytes and the rate but with no place "
             "in the access pattern"
         )
-    for model_file in observer.files.files:
-        hidden = hidden_reason(model_file.path)
-        if hidden:  # its pages would look absent: no arrival can be seen
-            all_notes.append(f"{hidden}: only what the processes mapped or read is counted")
-    if cache is not None and files and not cache.nothing_local:
+    for reason in hidden.values():
+        if reason:  # its pages would look absent: no arrival can be seen
+            all_notes.append(f"{reason}: only what the processes mapped or read is counted")
+    if cache is not None and files and not cache.nothing_local and not cache.unseen:
         size = sum(f.size for f in files)
         after = sum(f.resident_after * f.size for f in files if math.isfinite(f.resident_after))
         cache = dataclasses.replace(cache, resident_after=after / size if size else 0.0)

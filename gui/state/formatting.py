@@ -51,16 +51,28 @@ def cache_state_text(cache: CacheState) -> str:
         return "not measured"
     if cache.nothing_local:
         return "nothing cached locally"
+    if cache.unseen:  # the kernel hides it from this user: nothing is known
+        return (
+            "as found, unknown" if cache.requested == "keep" else f"{cache.requested}, unverified"
+        )
     resident = percent_text(cache.resident_before)
     if cache.requested == "cold":
         if cache.cold:
             return f"cold ✓ {resident}"
-        if "cannot verify" in cache.note:
-            return "cold, unverified"
         return f"NOT cold {resident}"
     if cache.requested == "warm":
         return "warm ✓" if cache.warm else f"NOT warm {resident}"
     return f"as found, {resident} cached"
+
+
+def cache_tip(cache: CacheState) -> str:
+    """A cache cell's tip: what was asked, and what was measured (or that nothing could be)."""
+    if cache.unseen:
+        return f"requested {cache.requested}; its page cache is hidden from this user"
+    return (
+        f"requested {cache.requested}; {cache.resident_before:.1%} resident before, "
+        f"{cache.resident_after:.1%} after ({cache.method})"
+    )
 
 
 def requests_words(stats: ReadStats) -> str:

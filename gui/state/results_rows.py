@@ -6,6 +6,7 @@ from modelmon.core import Ceilings, WatchResult, beyond_spread, memory_text, pri
 from modelmon.gui.state.formatting import (
     CEILING_NAMES,
     cache_state_text,
+    cache_tip,
     human_bytes,
     requests_tip,
     requests_words,
@@ -101,10 +102,7 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
     result = record.result
     if column == CACHE and result is not None:
         cache = result.cache
-        tip = (
-            f"requested {cache.requested}; {cache.resident_before:.1%} resident before, "
-            f"{cache.resident_after:.1%} after ({cache.method})"
-        )
+        tip = cache_tip(cache)
         primed = primed_text(cache.primed)
         return tip + (f"\n{cache.note}" if cache.note else "") + (f"\n{primed}" if primed else "")
     if column == MBPS and result is not None:
@@ -223,10 +221,7 @@ def watched_cell_tip(record: RunRecord, column: int) -> str | None:
         cache = watched.cache
         if cache is None:
             return "The cache was not prepared: attached to a running process, it is as found."
-        return (
-            f"requested {cache.requested}; {cache.resident_before:.1%} resident before, "
-            f"{cache.resident_after:.1%} after ({cache.method})"
-        )
+        return cache_tip(cache) + (f"\n{cache.note}" if cache.unseen else "")
     lines = [f"{record.spec}: {watched.status} after {watched.wall_seconds:.2f} s"]
     lines += [f"{f.text} Fix: {f.fix}" for f in watched.findings]
     lines += list(watched.notes)

@@ -299,6 +299,8 @@ def run(args: argparse.Namespace) -> int:
                 if result.cache.cold
                 else "warm ✓"
                 if result.cache.warm
+                else f"{args.cache}, not verified"
+                if result.cache.unseen
                 else (f"NOT {args.cache}: {result.cache.resident_before:.1%} resident")
             )
             limited = result.memory_limit

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -217,7 +218,9 @@ class FleetResult:
                     "start_offset_s": "" if offset is None else f"{offset:.6f}",
                     "peak_rss": run.peak_rss,
                     "cache_requested": run.cache.requested,
-                    "resident_before": f"{run.cache.resident_before:.6f}",
+                    "resident_before": ""
+                    if math.isnan(run.cache.resident_before)
+                    else f"{run.cache.resident_before:.6f}",
                     "cold": run.cache.cold,
                     "fs_type": first.fs_type if first else "",
                     "device": (first.block_device or first.source) if first else "",

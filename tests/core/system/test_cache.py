@@ -268,13 +268,22 @@ def test_mapped_pages_survive_eviction(model_file: Path) -> None:
     assert cache.evict([model_file]) <= cache.COLD_THRESHOLD  # unmapped: now it drops
 
 
-def test_unverifiable_files_are_never_called_cold(
+def test_unverifiable_files_are_never_called_cold_or_warm_nor_given_a_fraction(
     model_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Where the kernel hides a file's page cache (another user's file), what mincore or
+    cachestat say is not its cache: the state is one statement, that it is not known."""
+    cache.warm([model_file])  # all of it resident, as a running loader leaves it
     monkeypatch.setattr(cache, "hidden_reason", lambda path: f"cannot see {path}")
-    state = cache.prepare([model_file], "cold")
-    assert state.resident_before <= cache.COLD_THRESHOLD
-    assert not state.cold and "cannot verify" in state.note
+    for mode, done in (
+        ("cold", "evicted, not verified cold: "),
+        ("warm", "read in, not verified warm: "),
+        ("keep", "not known: "),
+    ):
+        state = cache.prepare([model_file], mode)
+        assert state.unseen and not state.cold and not state.warm, mode
+        assert math.isnan(state.resident_before) and math.isnan(state.resident_after), mode
+        assert state.note.startswith(done) and "cannot verify" in state.note, state.note
 
 
 def test_tmpfs_cannot_be_made_cold() -> None:

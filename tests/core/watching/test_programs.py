@@ -3,6 +3,8 @@ against what each program did (its own report)."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -11,8 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import render_watch
+from modelmon.core import dumps, render_watch
 from modelmon.core.system import cache
+from modelmon.core.watching import assemble
 from modelmon.core.watching.watch import Watch
 
 from ...memory_cgroup import memory_cgroup
@@ -146,6 +149,43 @@ def test_attach_to_a_running_program(tmp_path: Path, small_model: Path) -> None:
     assert result.files[0].opened and result.files[0].read_position_peak == size
     assert [d.pids for d in result.descriptions] == [(target.pid,)]
     assert result.other_readers == ()
+
+
+def test_attached_to_a_program_whose_model_s_cache_is_hidden_says_one_thing_of_it(
+    tmp_path: Path, small_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user's model (the kernel shows its page cache only to its owner, a user who
+    could write it, or root): the cache is not known, said once, never "warm (verified,
+    100.0% resident before)" beside "cannot verify"; no fraction of it is given."""
+    hidden = f"cannot see the page cache of {small_model}: not yours"
+    monkeypatch.setattr(cache, "hidden_reason", lambda path: hidden)
+    monkeypatch.setattr(assemble, "hidden_reason", lambda path: hidden)
+    go, started = tmp_path / "go", []
+    cache.warm([small_model])  # all of it resident, as a loader that ran leaves it
+
+    def make(folder: Path, out: int) -> Watch:
+        command = program("read-whole", small_model, go=go, hold=folder / "hold")
+        started.append(subprocess.Popen(command, stdout=out))
+        return Watch(pid=started[0].pid, model=[str(small_model)], interval_s=0.02)
+
+    try:
+        with watching(tmp_path, make) as running:
+            go.touch()
+            wait_until(lambda: running.loaded() == 1, "the program's read")
+            running.look_again("a look at its fd")
+            running.release()
+            result = running.result()
+    finally:
+        for target in started:
+            target.wait(30)
+    (line,) = [line for line in render_watch(result).splitlines() if line.startswith("cache:")]
+    assert line.startswith("cache:    not known: cannot verify the page cache of"), line
+    assert "verified," not in line and "%" not in line and "warm" not in line, line
+    cache_json = json.loads(dumps(result.to_dict()))["cache"]  # as --json prints it
+    assert cache_json["resident_before"] is None and cache_json["resident_after"] is None
+    assert not cache_json["cold"] and not cache_json["warm"]
+    assert all(math.isnan(f.resident_before) for f in result.files)
+    assert not [f for f in result.findings if "of the model was in the page cache" in f.text]
 
 
 # Starts a child that ignores SIGTERM (in the command's process group) and, once it does,
