@@ -117,14 +117,23 @@ def stop_started(
     left = leftovers(observer, root)
     if not left:
         return None, None
-    how = stop_tree(observer, root, lambda: True)
-    commands = ", ".join(
-        f"{pid} ({' '.join(read_command(pid))[:60] or '?'})" for pid, _ in left[:5]
-    )
-    return None, (
-        f"the command left {len(left)} process(es) running when it exited (pids "
-        f"{commands}): modelmon stopped them ({how})"
-    )
+    commands = ", ".join(f"{pid} ({_command(observer, pid)[:60] or '?'})" for pid, _ in left[:5])
+    how = stop_tree(observer, root, lambda: True)  # returns once they are gone, or bounded
+    survivors = still_running(left)
+    what = f"the command left {len(left)} process(es) running when it exited (pids {commands})"
+    if survivors:
+        return None, (
+            f"{what}: modelmon could not stop {len(survivors)} of them ({how}): pids "
+            + ", ".join(str(pid) for pid, _ in survivors[:10])
+        )
+    return None, f"{what}: modelmon stopped them ({how})"
+
+
+def _command(observer: Observer, pid: int) -> str:
+    """A member's command as the tree first saw it (it may be gone by now), else as now."""
+    member = observer.tree.members.get(pid) if observer.tree is not None else None
+    words = (member.command if member is not None else ()) or read_command(pid)
+    return " ".join(" ".join(words).split())  # one line, whatever a -c script holds
 
 
 def end_and_reap(
@@ -143,6 +152,13 @@ def end_and_reap(
         others = [(m.pid, m.start_ticks) for m in tree.members.values() if m.pid != root]
         wait_gone(others, time.monotonic() + STOP_GRACE_S)
         reap([pid for pid, _ in others])
+        # What the result says of them is their state now, the stop done: those that ended
+        # since the final look (stopped, or zombies just reaped) are no longer live members.
+        running = set(still_running(others))
+        with observer.lock:
+            for pid, start_ticks in others:
+                if (pid, start_ticks) not in running:
+                    tree.mark_exited(pid, now_ns())
     try:
         process.wait(STOP_GRACE_S)
     except subprocess.TimeoutExpired:  # SIGKILLed and still there: stuck in the kernel

@@ -382,7 +382,7 @@ class Watch:
         }[ended_by]
         if self.attached:
             status = {"exit": "gone", "quiet": "detached", "cancel": "detached"}[ended_by]
-        if how:
+        if how and self._exited(root):  # else the reaping says what became of it
             self.notes.append(
                 f"modelmon stopped the command ({how}): the watch ended by {ended_by}"
             )

@@ -304,16 +304,21 @@ time.sleep(60)
 """
 
 
-@pytest.mark.parametrize("daemon_reads", ["reads", "idles"])
+@pytest.mark.parametrize(
+    ("daemon_reads", "memory_limit"), [("reads", None), ("idles", None), ("reads", 1 << 30)]
+)
 def test_a_daemon_the_command_leaves_is_watched_and_ended(
-    tmp_path: Path, small_model: Path, daemon_reads: str
+    tmp_path: Path, small_model: Path, daemon_reads: str, memory_limit: int | None
 ):
     """A double fork + setsid leaves the command's tree by parentage: the watch still
     counts what the daemon read (the model arrived) and ends it with the watch; one that
-    never reads ends too (the watch does not wait on it forever)."""
+    never reads ends too (the watch does not wait on it forever). What the result says of
+    the tree is its state once the stop is done: the daemon stopped, named by its command,
+    no process said to run still, every one exited."""
     pid_file = tmp_path / "daemon.pid"
     command = [sys.executable, "-c", DAEMONIZING, str(small_model), str(pid_file), daemon_reads]
-    result = Watch(command, model=[str(small_model)], interval_s=0.02).run()
+    watch = Watch(command, model=[str(small_model)], interval_s=0.02, memory_limit=memory_limit)
+    result = watch.run()
     assert pid_file.exists(), "the daemon did not run"
     daemon = int(pid_file.read_text())
     seen = (result.ended_by, result.exit_code, result.arrived_bytes, result.notes)
@@ -321,7 +326,12 @@ def test_a_daemon_the_command_leaves_is_watched_and_ended(
     assert result.exit_code == 0, seen
     expected = small_model.stat().st_size if daemon_reads == "reads" else 0
     assert result.arrived_bytes == expected, seen
-    assert any("left 1 process(es) running" in note for note in result.notes), seen
+    (left,) = [note for note in result.notes if "left 1 process(es) running" in note]
+    assert left.endswith("modelmon stopped them (SIGTERM)"), left
+    assert not [note for note in result.notes if "still run" in note], seen
+    assert all(p.exited_s is not None for p in result.processes), result.processes
+    assert f"pids {daemon} ({sys.executable} -c import os, sys" in left, left
+    assert "\n" not in left, left
 
 
 def test_the_command_reads_nothing_from_modelmons_standard_input(tmp_path: Path):
