@@ -103,7 +103,8 @@ class LoadResult:
     # None where the kernel does not count it.
     host_reported: int | None = None
     # The peak RSS of the process that ran the load (workers' parent, or a peer's) over the
-    # run, priming included: None where it could not be measured.
+    # run, the free memory primed before it left out (``cache.primed`` says it): None where it
+    # could not be measured.
     parent_peak_rss: int | None = None
     # A streaming load that dropped its page cache behind its reads: how much, what it took.
     dropped_behind: DroppedBehind | None = None

@@ -204,7 +204,7 @@ class LoadRun:
 
     def run(self) -> LoadResult:
         # The run's envelope (``loading.envelope``): the readahead the options set, the
-        # device's use announced, this process's own peak over the run (priming included),
+        # device's use announced, this process's own peak over the run (priming left out),
         # reported beside the workers': what the whole modelmon process tree took.
         checks = preflight(self.strategy_class, self.model, self.options, in_process=False)
         check_memory(self.model, self.options, self.memory_limit)  # before the cgroup is made

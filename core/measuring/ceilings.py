@@ -58,9 +58,12 @@ def _cold_or_warm(
 ) -> bool:
     """Put the files in ``cache`` and say whether it was verified. ``arrays``: the bytes of
     fresh memory the run fills besides the page cache (a plain read discards its bytes:
-    none); ``direct``: its reads fill no page cache. Free memory is primed for both as for a
-    load, so that a bound and the loads it judges start on memory the host backs alike."""
-    state = prepare(paths, cache, cancel, arrays=arrays, page_cache=not direct)
+    none); ``direct``: its reads fill no page cache. Free memory is primed for both, the page
+    cache too: a bound stands for loads that keep their bytes, whose page cache lands on their
+    primed arrays' memory, so that it starts on memory the host backs as they do."""
+    state = prepare(
+        paths, cache, cancel, arrays=arrays, page_cache=not direct, prime_page_cache=True
+    )
     return state.cold if cache == "cold" else state.warm
 
 

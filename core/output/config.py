@@ -128,7 +128,7 @@ def build_document(
     }
     if budget_s is not None:
         evidence["budget_seconds"] = budget_s
-    # What its runs held: the load's own processes, and all of modelmon's (priming included).
+    # What its runs held: the load's own processes, and all of modelmon's.
     evidence["peak_rss_bytes"] = max(r.workers_peak_rss for r in runs)
     trees = [r.process_tree_peak_rss for r in runs]
     if all(tree is not None for tree in trees):

@@ -324,14 +324,17 @@ def prepare(
     *,
     arrays: int | None = None,
     page_cache: bool = True,
+    prime_page_cache: bool = False,
     on_priming: Callable[[host_memory.Primed], None] | None = None,
 ) -> CacheState:
     """Put the files in the requested cache state and measure what was really reached.
 
     ``arrays``: bytes of arrays the load will hold (0 for a discard load or one whose tensors
-    are views of a file mapping; None: as many as the files hold) and ``page_cache``: whether
-    its reads fill the page cache (not O_DIRECT reads): the fresh memory priming may cover.
-    ``on_priming`` hears the plan before priming starts (a progress line)."""
+    are views of a file mapping; None: as many as the files hold), the memory priming covers,
+    and ``page_cache``: whether its reads fill the page cache (not O_DIRECT reads), primed
+    too only where ``prime_page_cache`` (a storage bound's plain reads:
+    ``host_memory.plan_priming``). ``on_priming`` hears the plan before priming starts (a
+    progress line)."""
     if mode not in CACHE_MODES:
         raise OptionsError(f"unknown cache mode {mode!r}: use cold, warm or keep")
     names = as_paths(paths)
@@ -342,7 +345,9 @@ def prepare(
     size = sum(os.stat(name).st_size for name in names)
     # The page cache a cold load takes from free memory (a warm or kept one has its pages).
     fills = size if mode == "cold" and page_cache else 0
-    primed = _prime_for(size if arrays is None else arrays, fills, stop, on_priming)
+    primed = _prime_for(
+        size if arrays is None else arrays, fills, stop, on_priming, prime_page_cache
+    )
     hidden = [name for name in names if hidden_reason(name) is not None]
     if hidden:  # what mincore or cachestat would say of them is not their page cache
         return CacheState(
@@ -381,21 +386,23 @@ def _prime_for(
     fills: int,
     stop: threading.Event | None,
     on_priming: Callable[[host_memory.Primed], None] | None,
+    prime_page_cache: bool = False,
 ) -> host_memory.Primed:
-    """Prime the load's arrays (``arrays`` bytes) and the page cache it fills (``fills``) as
-    ``host_memory.plan_priming`` bounds it, where priming applies
-    (``host_memory.priming_applies``); say why not where it would but is off. A load that
-    primes nothing but takes ``PRIME_MIN`` or more of free memory still waits for the report
-    pass."""
+    """Prime the load's arrays (``arrays`` bytes), and the page cache it fills (``fills``)
+    where ``prime_page_cache``, as ``host_memory.plan_priming`` bounds it, where priming
+    applies (``host_memory.priming_applies``); say why not where it would but is off. A load
+    that primes nothing but takes ``PRIME_MIN`` or more of free memory (its page cache
+    included) still waits for the report pass."""
     mode = host_memory.prime_mode()
     if not host_memory.priming_applies(mode):
-        wanted = arrays + fills
+        wanted = arrays + (fills if prime_page_cache else 0)
         off = mode == "off" and host_memory.reports_free_pages() and wanted > 0
         return host_memory.Primed(wanted=wanted, why="not primed: priming is off" if off else "")
     facts = memory_facts()
     plan = host_memory.plan_priming(
         arrays,
         page_cache=fills,
+        prime_page_cache=prime_page_cache,
         free=facts.free,
         available=facts.usable,
         cgroup_free=facts.cgroup_free,

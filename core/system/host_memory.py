@@ -21,17 +21,24 @@ model's pages before its workers or peer start, so the pass runs while they impo
 
 Priming holds what it touches until it unmaps it, and on the machines this tool is for
 (an inference node beside a server holding its model, a laptop with a browser open) that
-memory is not idle. So priming is bounded (``plan_priming``): it touches at most the fresh
-memory the load itself takes, its arrays (nothing for a discard load or one whose tensors are
-views of a mapping) and the page cache a cold load fills (nothing for reads past the cache),
-at most ``PRIME_SHARE`` of the memory available and never below ``PRIME_RESERVE`` of free
-memory (nor of its memory cgroup's room), and not at all while tasks already stall on memory
-(``memory_pressure``). ``prime_mode`` turns it off, or on where no host is seen.
+memory is not idle. So priming is bounded (``plan_priming``): it touches at most the memory
+the load itself will hold that no one can take back, its arrays (nothing for a discard load
+or one whose tensors are views of a mapping), so that it never raises a run's peak above the
+load's own. The page cache a cold load fills is not primed: held as anonymous memory while
+priming runs, it is memory the kernel cannot reclaim for other programs (a discard load of
+4.4 GB holds 80 MiB of its own; priming its page cache held 4.1 GiB, for 11 s on this
+project's busy VMs). Priming touches at most ``PRIME_SHARE`` of the memory available and
+never below ``PRIME_RESERVE`` of free memory (nor of its memory cgroup's room), and not at
+all while tasks already stall on memory (``memory_pressure``). ``prime_mode`` turns it off,
+or on where no host is seen. What it touches is left out of the run's own peak
+(``proc_status.left_out_of_peak``): the result says what was primed on its own line.
 
-The page cache is primed as the arrays are: a plain cold read of 2.5 GB on this project's VMs
-ran 1,640 MB/s (median of 4) with its page cache unprimed and 3,620 primed, while a load
-keeping its bytes had its arrays primed and its page cache partly landing on that memory; a
-storage bound measured unprimed was beaten 1.5× by the loads it bounded.
+A storage bound's plain reads are the exception (``prime_page_cache``, asked for by the
+bound alone): a bound stands for loads that keep their bytes, whose page cache lands partly
+on their primed arrays' memory, so it primes the page cache it fills. A plain cold read of
+2.5 GB on this project's VMs ran 1,640 MB/s (median of 4) with its page cache unprimed and
+3,620 primed: measured unprimed, a bound was beaten 1.5× by the loads it bounded. Loads pay
+the host's faults for their page cache, as any program reading the file on that VM would.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from pathlib import Path
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import PRIME_MODES, PrimeMode
 from modelmon.core.system.libc import LIBC, MAP_FAILED
+from modelmon.core.system.proc_status import left_out_of_peak
 from modelmon.core.units import gib_text
 
 BALLOON_DEVICES = "/sys/bus/virtio/drivers/virtio_balloon"
@@ -120,7 +128,7 @@ class Primed:
 
     bytes: int = 0
     seconds: float = 0.0
-    wanted: int = 0  # the fresh memory the load takes (arrays, page cache filled): the most
+    wanted: int = 0  # the memory priming covers (the load's arrays): the most it touches
     # Why this much, in a few words ("the load's arrays", what capped it, why none); "" where
     # priming does not apply (the host keeps freed memory, and the mode is auto).
     why: str = ""
@@ -150,21 +158,29 @@ def plan_priming(
     arrays: int,
     *,
     page_cache: int = 0,
+    prime_page_cache: bool = False,
     free: int,
     available: int,
     cgroup_free: int | None = None,
     pressure: float | None = None,
 ) -> Primed:
     """How much to prime for a load that will hold ``arrays`` bytes of anonymous memory and
-    fill ``page_cache`` bytes of page cache, and why: both, capped at ``PRIME_SHARE`` of
+    fill ``page_cache`` bytes of page cache, and why: its arrays (and the page cache, only
+    where ``prime_page_cache``: a storage bound's plain reads), capped at ``PRIME_SHARE`` of
     ``available`` (the memory the load may use: MemAvailable, its cgroup's, its address
     space's) and at ``free`` (MemFree) and the cgroup's ``cgroup_free`` (limit minus usage)
     less ``PRIME_RESERVE``, so that nothing is reclaimed for it; none under ``PRIME_MIN`` or
     while ``pressure`` (``memory_pressure``) says tasks stall on memory. The seconds are left
     at zero: nothing is touched here."""
-    wanted = arrays + page_cache
-    if wanted <= 0:
+    if arrays + page_cache <= 0:
         return Primed(why="nothing to prime: the load takes no fresh memory")
+    primed_cache = page_cache if prime_page_cache else 0
+    wanted = arrays + primed_cache
+    if wanted <= 0:
+        return Primed(
+            why="not primed: the load keeps no arrays (its page cache is not primed, so that "
+            "priming never holds more than the load)"
+        )
     if wanted < PRIME_MIN:
         return Primed(wanted=wanted, why=f"not primed: under {PRIME_MIN >> 20} MiB")
     if pressure is not None and pressure >= PRESSURE_LIMIT:
@@ -186,7 +202,7 @@ def plan_priming(
         )
     room, limit = min(rooms)
     if wanted <= room:
-        return Primed(bytes=wanted, wanted=wanted, why=_what_is_primed(arrays, page_cache))
+        return Primed(bytes=wanted, wanted=wanted, why=_what_is_primed(arrays, primed_cache))
     if room < PRIME_MIN:
         return Primed(wanted=wanted, why=f"not primed: {limit} is under {PRIME_MIN >> 20} MiB")
     return Primed(bytes=room, wanted=wanted, why=f"capped at {limit}")
@@ -242,10 +258,16 @@ def prime(
     free) for the report pass that recent frees started, then fault ``nbytes`` of anonymous
     memory in and unmap it, when free pages are reported to a host (or ``force``): the load
     that starts right after takes those pages back from the free lists before the next pass.
-    The caller bounds ``nbytes`` by the free memory."""
+    The caller bounds ``nbytes`` by the free memory. What it touches is left out of the
+    run's own peak (``proc_status.left_out_of_peak``)."""
     if nbytes <= 0 or not (force or reports_free_pages()):
         return NOT_PRIMED
     settle(stop, settle_s)
+    with left_out_of_peak():
+        return _touch_and_free(nbytes, stop)
+
+
+def _touch_and_free(nbytes: int, stop: threading.Event | None) -> Primed:
     started = time.perf_counter()
     protection = mmap.PROT_READ | mmap.PROT_WRITE
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
@@ -322,9 +344,10 @@ def reported_notes(nbytes: int | None) -> tuple[str, ...]:
 # What the facts say where the host takes free pages back.
 RETURNS_FREE_MEMORY = (
     "freed memory goes back to the VM's host (free page reporting): a load that takes it "
-    "again waits for the host to fault it in, so each measured run that takes "
-    f"{PRIME_MIN >> 20} MiB or more of fresh memory (its arrays, the page cache it fills) "
-    "starts with it primed (at most half the memory available)"
+    "again waits for the host to fault it in, so each measured run that keeps "
+    f"{PRIME_MIN >> 20} MiB or more of arrays starts with that memory primed (at most half "
+    "the memory available; not the page cache it fills, so that priming never holds more "
+    "than the load)"
 )
 
 

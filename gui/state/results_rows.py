@@ -30,7 +30,8 @@ COLUMNS = (
     (
         "Peak RSS",
         "Peak resident memory of the load's workers together, and of all of modelmon's "
-        "processes (this app and the workers: priming included).",
+        "processes (this app and the workers; free memory primed before the load is not in "
+        "it: the cache tip says it).",
     ),
     (
         "Status",

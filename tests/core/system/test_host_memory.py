@@ -72,26 +72,29 @@ def test_nothing_is_primed_where_the_host_takes_nothing_back(
     assert host_memory.prime(64 * MIB) == host_memory.Primed()
 
 
-def test_prepare_primes_the_arrays_and_the_page_cache_a_load_takes(
+def test_prepare_primes_the_arrays_a_load_holds_not_its_page_cache(
     tmp_path: Path, reporting: None
 ) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
     cold = cache.prepare([path], "cold")
-    assert cold.primed.bytes == 8 * MIB and cold.primed.seconds > 0  # arrays and page cache
-    assert cold.primed.why == "the load's arrays and page cache"
+    assert cold.primed.bytes == 4 * MIB and cold.primed.seconds > 0  # its arrays alone
+    assert (cold.primed.wanted, cold.primed.why) == (4 * MIB, "the load's arrays")
     warm = cache.prepare([path], "warm")  # its pages are in the cache already
     assert (warm.primed.bytes, warm.primed.why) == (4 * MIB, "the load's arrays")
-    assert cache.prepare([path], "cold", arrays=3 * MIB).primed.bytes == 7 * MIB
+    assert cache.prepare([path], "cold", arrays=3 * MIB).primed.bytes == 3 * MIB
     past = cache.prepare([path], "cold", arrays=3 * MIB, page_cache=False)  # O_DIRECT reads
     assert (past.primed.bytes, past.primed.why) == (3 * MIB, "the load's arrays")
+    bound = cache.prepare([path], "cold", arrays=0, prime_page_cache=True)  # a storage bound
+    assert (bound.primed.bytes, bound.primed.why) == (4 * MIB, "the page cache the load fills")
 
 
-def test_a_load_that_takes_no_fresh_memory_primes_nothing(tmp_path: Path, reporting: None) -> None:
+def test_a_load_that_holds_no_arrays_primes_nothing(tmp_path: Path, reporting: None) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
-    discard = cache.prepare([path], "cold", arrays=0)  # its page cache, not arrays
-    assert (discard.primed.bytes, discard.primed.why) == (4 * MIB, "the page cache the load fills")
+    discard = cache.prepare([path], "cold", arrays=0)  # its page cache is reclaimable
+    assert (discard.primed.bytes, discard.primed.wanted) == (0, 0)
+    assert discard.primed.why.startswith("not primed: the load keeps no arrays")
     for mode, page_cache in (("warm", True), ("cold", False)):
         primed = cache.prepare([path], mode, arrays=0, page_cache=page_cache).primed  # type: ignore[arg-type]
         assert primed.bytes == 0 and primed.why.startswith("nothing to prime"), (mode, primed)
@@ -126,35 +129,26 @@ def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
 
 
 @pytest.mark.parametrize(
-    ("strategy", "options", "arrays", "page_cache"),
+    ("strategy", "options", "arrays"),
     [
-        ("sequential", {}, True, True),
-        ("sequential", {"discard": True}, False, True),  # a ceiling: reads into a reused buffer
-        ("mmap-view", {}, False, True),  # views of the page cache
-        ("mmap", {}, True, True),  # copies out of the mapping
-        ("direct", {}, True, False),  # O_DIRECT: past the page cache, where the disk takes it
+        ("sequential", {}, True),
+        ("sequential", {"discard": True}, False),  # reads into a reused buffer
+        ("mmap-view", {}, False),  # views of the page cache
+        ("mmap", {}, True),  # copies out of the mapping
+        ("direct", {}, True),  # O_DIRECT or buffered: its page cache is never primed
     ],
 )
-def test_each_run_primes_what_its_strategy_takes(
-    tmp_path: Path,
-    reporting: None,
-    strategy: str,
-    options: dict[str, bool],
-    arrays: bool,
-    page_cache: bool,
+def test_each_run_primes_the_arrays_its_strategy_holds(
+    tmp_path: Path, reporting: None, strategy: str, options: dict[str, bool], arrays: bool
 ) -> None:
     from modelmon.core import measure, open_model
-    from modelmon.core.loading.strategies.direct import probe_direct
     from modelmon.core.model.synth import write_safetensors_model
 
     model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
     opened = open_model(model)
-    files = [f.path for f in opened.files]
     result = measure(model, strategy, workers=1, threads=1, cache="cold", **options)
     assert result.status == "ok"
-    fills = page_cache or any(probe_direct(path) is not None for path in files)  # tmpfs: buffered
-    expected = opened.total_bytes * arrays + sum(os.path.getsize(p) for p in files) * fills
-    assert result.cache.primed.bytes == expected, result.cache.primed
+    assert result.cache.primed.bytes == opened.total_bytes * arrays, result.cache.primed
 
 
 def test_small_loads_are_not_primed(tmp_path: Path, reporting: None) -> None:
@@ -215,13 +209,43 @@ GIB = 1 << 30
 ROOMY = {"free": 20 * GIB, "available": 22 * GIB}
 
 
-def test_priming_is_what_the_load_takes_when_there_is_room() -> None:
+def test_priming_is_the_arrays_the_load_holds_when_there_is_room() -> None:
     plan = host_memory.plan_priming(3 * GIB, **ROOMY)
     assert (plan.bytes, plan.wanted, plan.why) == (3 * GIB, 3 * GIB, "the load's arrays")
-    both = host_memory.plan_priming(3 * GIB, page_cache=2 * GIB, **ROOMY)
+    cold = host_memory.plan_priming(3 * GIB, page_cache=2 * GIB, **ROOMY)
+    assert (cold.bytes, cold.wanted, cold.why) == (3 * GIB, 3 * GIB, "the load's arrays")
+    # A storage bound asks for its page cache too: it stands for loads whose page cache lands
+    # on their primed arrays' memory.
+    bound = host_memory.plan_priming(0, page_cache=2 * GIB, prime_page_cache=True, **ROOMY)
+    assert (bound.bytes, bound.why) == (2 * GIB, "the page cache the load fills")
+    both = host_memory.plan_priming(3 * GIB, page_cache=2 * GIB, prime_page_cache=True, **ROOMY)
     assert (both.bytes, both.why) == (5 * GIB, "the load's arrays and page cache")
-    cached = host_memory.plan_priming(0, page_cache=2 * GIB, **ROOMY)
-    assert (cached.bytes, cached.why) == (2 * GIB, "the page cache the load fills")
+
+
+GB = 1_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("arrays", "page_cache", "facts", "primed"),
+    [
+        (0, 4 * GIB, ROOMY, 0),  # a cold discard load of 4 GiB: it keeps nothing
+        (0, 4 * GIB, {**ROOMY, "cgroup_free": 2 * GIB}, 0),  # the same in a pod
+        (2.2 * GB, 2.2 * GB, ROOMY, 2.2 * GB),  # a cold load of 2.2 GB to RAM: its arrays
+        (2.2 * GB, 0, ROOMY, 2.2 * GB),  # the same, warm or past the page cache
+        # A load to RAM in a memory cgroup with 1 GiB left: the cgroup's room, less the reserve.
+        (2.2 * GB, 2.2 * GB, {**ROOMY, "cgroup_free": GIB}, GIB - host_memory.PRIME_RESERVE),
+        (2.2 * GB, 2.2 * GB, {**ROOMY, "cgroup_free": 600 * MIB}, 0),  # too little room
+    ],
+)
+def test_priming_never_holds_more_than_the_load_keeps(
+    arrays: float, page_cache: float, facts: dict[str, int], primed: float
+) -> None:
+    """What priming holds is anonymous memory no one can take back while it runs: at most the
+    arrays the load will hold itself, never the page cache it fills (which the kernel can
+    reclaim), so that the run's peak is the load's own."""
+    plan = host_memory.plan_priming(int(arrays), page_cache=int(page_cache), **facts)
+    assert plan.bytes == int(primed), plan
+    assert plan.bytes <= arrays and plan.wanted == int(arrays)
 
 
 @pytest.mark.parametrize(
@@ -303,10 +327,12 @@ def test_priming_auto_applies_only_where_the_host_takes_memory_back(
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
     host_memory.set_prime_mode("auto")
-    # Its arrays and the page cache it fills: wanted, not primed.
-    assert cache.prepare([path], "cold").primed == host_memory.Primed(wanted=8 * MIB)
+    # Its arrays: wanted, not primed.
+    assert cache.prepare([path], "cold").primed == host_memory.Primed(wanted=4 * MIB)
     host_memory.set_prime_mode("on")  # a host this process cannot see
-    assert cache.prepare([path], "cold").primed.bytes == 8 * MIB
+    assert cache.prepare([path], "cold").primed.bytes == 4 * MIB  # the same bound: its arrays
+    discard = cache.prepare([path], "cold", arrays=0).primed
+    assert discard.bytes == 0 and discard.why.startswith("not primed: the load keeps no arrays")
 
 
 def test_an_unknown_priming_mode_is_refused(mode: None) -> None:

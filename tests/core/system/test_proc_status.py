@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mmap
 
-from modelmon.core.system.proc_status import own_peak_watch, own_status_bytes
+from modelmon.core.system.proc_status import left_out_of_peak, own_peak_watch, own_status_bytes
 
 
 def test_peak_and_current_rss_follow_memory_this_process_touches() -> None:
@@ -53,3 +53,24 @@ def test_overlapping_watches_share_one_reset() -> None:
         with own_peak_watch() as inner:  # does not forget what the outer watch saw
             seen = inner()
             assert seen is not None and seen == outer()
+
+
+def test_memory_touched_and_given_back_in_a_left_out_span_is_not_the_watchs_peak() -> None:
+    with own_peak_watch() as peak:
+        rss = own_status_bytes("VmRSS:")
+        assert rss is not None
+        touch(64 << 20)  # the run's own: kept in its peak
+        kept = peak()
+        assert kept is not None and kept >= rss + (56 << 20)
+        with left_out_of_peak():
+            touch(128 << 20)  # priming: touched and given back
+        after = peak()
+        assert after is not None and after == max(kept, own_status_bytes("VmHWM:") or 0)
+        assert after < rss + (112 << 20)  # the 128 MiB span is not in it, the 64 MiB one is
+
+
+def test_a_span_left_out_with_no_watch_running_leaves_the_peak_alone() -> None:
+    with left_out_of_peak():
+        touch(64 << 20)
+    peak, rss = own_status_bytes("VmHWM:"), own_status_bytes("VmRSS:")
+    assert peak is not None and rss is not None and peak >= rss + (56 << 20)

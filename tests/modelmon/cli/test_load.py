@@ -248,6 +248,28 @@ def test_prime_memory_says_why_nothing_was_primed(modelmon, sharded_model: Path)
     assert bad.returncode == 2 and "--prime-memory" in bad.stderr
 
 
+def test_priming_covers_the_arrays_a_load_keeps_and_nothing_for_a_discard_load(
+    modelmon, tmp_path: Path
+) -> None:
+    """Priming never holds more than the load: a cold discard load keeps nothing (its page
+    cache is reclaimable), a load to RAM its arrays; the JSON says what was primed and why,
+    and the parent's peak leaves the priming out."""
+    from ...core.loading.sparse import sparse_model
+
+    model = str(sparse_model(tmp_path, tensors=5, tensor_bytes=64 * MiB))  # 320 MiB, a hole
+    discard = modelmon("load", model, "--discard", "--prime-memory", "on", "--json")
+    assert discard.returncode == 0, discard.stderr
+    primed = json.loads(discard.stdout)["cache"]["primed"]
+    assert primed["bytes"] == 0 and primed["wanted"] == 0, primed
+    assert primed["why"].startswith("not primed: the load keeps no arrays"), primed
+    kept = modelmon("load", model, "--prime-memory", "on", "--json")
+    assert kept.returncode == 0, kept.stderr
+    data = json.loads(kept.stdout)
+    primed = data["cache"]["primed"]
+    assert (primed["bytes"], primed["why"]) == (320 * MiB, "the load's arrays"), primed
+    assert data["parent_peak_rss"] < 320 * MiB  # the priming is not in it
+
+
 def test_load_reports_the_whole_process_trees_peak_beside_the_workers(
     modelmon, sharded_model: Path
 ) -> None:
