@@ -11,7 +11,8 @@ mapped_file, ``memory.oom_control``'s oom_kill) and v2 (``memory.max``, ``memory
 Each cgroup is named ``modelmon-PID-START-N`` by the modelmon process that made it (its pid and
 start time, so a reused pid is not taken for it): it is removed on every way out modelmon sees
 (the block's end, an exception, Ctrl+C and SIGTERM, which the CLI turns into one, atexit), and
-the next run removes one whose owner is dead (``kill -9``) once nothing runs in it.
+where modelmon dies without one (``kill -9``), by the run's guardian (``cgroup_guardian``) once
+nothing runs in it; one its guardian could not remove, by the next run made beside it.
 
 Where one cannot be made (not root, no delegated cgroup, no memory controller), ``create``
 raises ``CgroupUnavailable`` with the reason in a few words: the limit is then planned with
@@ -25,23 +26,21 @@ import contextlib
 import errno
 import itertools
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from modelmon.core.system.cgroup_guardian import cgroup_guardian, remove_stale, start_ticks
 from modelmon.core.system.cgroups import cgroup_dirs
+from modelmon.core.system.guardian import Guardian
 from modelmon.core.system.memory_limit import MemoryLimit, planned_only
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import MOUNTINFO, parse_mountinfo, read_int, read_text
 
 PREFIX = "modelmon-"
-_NAME = re.compile(r"^modelmon-(\d+)-(\d+)-\d+$")
 SAMPLE_S = 0.02  # between samples of the split: a load fills 100 MB in that time here
 REMOVE_WAIT_S = 3.0  # how long the end waits for the cgroup's last processes to be gone
-# /proc/PID/stat after "(comm)": the start time in clock ticks (field 22).
-STAT_START = 19
 # v1 keys of memory.stat (hierarchical, then the cgroup's own), v2 keys: what each is.
 V1_KEYS = {"anon": "rss", "file": "cache", "mapped": "mapped_file"}
 V2_KEYS = {"anon": "anon", "file": "file", "mapped": "file_mapped"}
@@ -53,16 +52,6 @@ _live_lock = threading.Lock()
 
 class CgroupUnavailable(Exception):
     """No memory cgroup can be made here; the message says why in a few words."""
-
-
-def start_ticks(pid: int) -> int | None:
-    """Process ``pid``'s start time (clock ticks after boot); None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-        return int(data[data.rindex(b")") + 2 :].split()[STAT_START])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def stat_values(text: str | None) -> dict[str, int]:
@@ -127,6 +116,7 @@ class MemoryCgroup:
         self._stop = threading.Event()
         self._sampler: threading.Thread | None = None
         self._child_fd: int | None = None  # cgroup.procs, open for a child to join by
+        self._guardian: Guardian | None = None  # removes it if this process dies first
         self.removed = False
 
     # --- making and joining ----------------------------------------------------------------
@@ -163,6 +153,12 @@ class MemoryCgroup:
         with _live_lock:
             _live.add(made)
         return made
+
+    def guard(self) -> None:
+        """Start the guardian that removes the cgroup at once should this process die
+        without removing it (SIGKILL); before any process is moved in."""
+        if self._guardian is None:
+            self._guardian = cgroup_guardian(self.directory)
 
     def _set_limit(self, limit: int) -> None:
         if self.version == 1:
@@ -306,7 +302,8 @@ class MemoryCgroup:
     def remove(self, wait_s: float = REMOVE_WAIT_S) -> bool:
         """Take the cgroup away once its processes are gone (waiting ``wait_s`` for the last
         to exit); its page cache goes on charged to the cgroup above. False when processes
-        still run in it: it is left for the next run, or exit, to remove."""
+        still run in it: it is left for exit, or once this process is gone its guardian, to
+        remove."""
         self.stop_sampling()
         self.child_started()
         deadline = time.monotonic() + wait_s
@@ -322,26 +319,10 @@ class MemoryCgroup:
                 time.sleep(0.02)
         with _live_lock:
             _live.discard(self)
+        if self._guardian is not None:  # it finds nothing to remove, and ends
+            self._guardian.release()
+            self._guardian = None
         return True
-
-
-def remove_stale(base: Path) -> list[Path]:
-    """Remove the cgroups in ``base`` made by modelmon processes that are gone (killed with
-    SIGKILL, say) and in which nothing runs any more; the ones removed."""
-    removed = []
-    with contextlib.suppress(OSError):
-        for entry in base.iterdir():
-            found = _NAME.match(entry.name)
-            if found is None or not entry.is_dir():
-                continue
-            pid, ticks = int(found.group(1)), int(found.group(2))
-            now = start_ticks(pid)
-            if now is not None and ticks in (now, 0):
-                continue  # its owner still runs
-            with contextlib.suppress(OSError):
-                entry.rmdir()
-                removed.append(entry)
-    return removed
 
 
 def _remove_live() -> None:
@@ -370,6 +351,7 @@ def limited(limit: int | None) -> Iterator[MemoryCgroup | str | None]:
         yield reason
         return
     try:
+        cgroup.guard()
         cgroup.start_sampling()
         yield cgroup
     finally:

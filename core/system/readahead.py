@@ -41,7 +41,8 @@ from typing import Any, Literal
 from modelmon.core.errors import ReadaheadError
 from modelmon.core.system import device_use
 from modelmon.core.system import readahead_records as records
-from modelmon.core.system.readahead_guardian import Guardian
+from modelmon.core.system.guardian import Guardian
+from modelmon.core.system.readahead_guardian import readahead_guardian
 from modelmon.core.system.storage import SYS_BDI, SYS_BLOCK, read_int, storage_facts
 
 SECTOR = 512  # blockdev --setra counts 512-byte sectors
@@ -267,7 +268,7 @@ def for_run(paths: Iterable[str | os.PathLike[str]], kb: int | None) -> Iterator
                 atexit.register(restore_all)
                 _atexit_registered = True
             # Started before any value changes: a SIGKILL from here on is put right at once.
-            guardian = Guardian([held.knob.lock_name for held in acquired])
+            guardian = readahead_guardian([held.knob.lock_name for held in acquired])
             for held in acquired:
                 current = held.knob.read_kb()
                 record = records.Record(held.knob.sysfs, current, kb)

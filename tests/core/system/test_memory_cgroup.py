@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from modelmon.core.options import parse_size
 from modelmon.core.system import memory_cgroup
+from modelmon.core.system.cgroup_guardian import cgroup_guardian
 from modelmon.core.system.memory_cgroup import (
     CgroupUnavailable,
     MemoryCgroup,
@@ -258,3 +261,65 @@ def test_a_v2_cgroup_is_made_beside_modelmon_with_its_limit(tmp_path: Path) -> N
     assert made.directory.parent == tmp_path and made.directory.name.startswith("modelmon-")
     assert (made.directory / "memory.max").read_text() == str(512 * MiB)
     memory_cgroup._live.discard(made)  # a fake: nothing to remove at exit
+
+
+# In a run's cgroup, a process that takes a second to end when its parent dies, as a watched
+# command may on the SIGTERM it gets then (PR_SET_PDEATHSIG); it says when that is set.
+STRAGGLER = """
+import ctypes, os, signal, sys, time
+def end(*_):
+    time.sleep(1.0)
+    os._exit(0)
+signal.signal(signal.SIGTERM, end)
+ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(0)
+print("ready", flush=True)
+time.sleep(600)
+"""
+# A run under a limit: its cgroup (and its guardian), the straggler in it; then it waits.
+OWNER = """
+import os, subprocess, sys, time
+from modelmon.core.system.memory_cgroup import limited
+with limited(64 << 20) as cgroup:
+    straggler = subprocess.Popen(
+        [sys.executable, "-c", sys.argv[1], str(os.getpid())],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=cgroup.join_in_child(),
+    )
+    cgroup.child_started()
+    assert straggler.stdout.readline() == "ready\\n"
+    print(cgroup.directory, straggler.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+@REAL
+def test_a_killed_runs_guardian_removes_its_cgroup_once_its_last_process_is_gone() -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, STRAGGLER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None
+        where, pid = owner.stdout.readline().split()
+        directory, straggler = Path(where), psutil.Process(int(pid))
+        assert (directory / "cgroup.procs").read_text().split() == [pid]
+        owner.kill()
+        owner.wait()
+        straggler.wait(timeout=30)  # a second after its parent, while its cgroup is kept
+        deadline = time.monotonic() + 30
+        while directory.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the guardian's work, in another process: polled
+        assert not directory.exists()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+
+
+def test_a_guardian_guards_only_a_cgroup_of_this_process(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a cgroup of this process's"):
+        cgroup_guardian(tmp_path / f"modelmon-{os.getpid() + 1}-5-0")
