@@ -8,6 +8,7 @@ the thresholds are named here.
 
 from __future__ import annotations
 
+from modelmon.core.system.memory_limit import size_text
 from modelmon.core.units import human_bytes, rate_text
 from modelmon.core.watching.cold_start import ColdStart, Phase, RankReport, spread
 from modelmon.core.watching.result import Finding, WatchResult
@@ -173,7 +174,7 @@ def copies_per_rank(result: WatchResult) -> Finding | None:
         f"{human_bytes(peak)} of private memory at once, {peak / model:.1f} × the model. A "
         f"node needs at least that for this start; a memory limit below it ends in an OOM kill"
         + (
-            f" (this one is {human_bytes(limit)})."
+            f" (this one is {size_text(limit)})."
             if limit is not None and limit < peak * 1.05
             else "."
         )

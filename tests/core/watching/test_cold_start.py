@@ -14,11 +14,16 @@ import pytest
 
 from modelmon.core import ReadyCondition, Watch, WatchResult
 from modelmon.core.errors import OptionsError
+from modelmon.core.output.watch import render_watch
+from modelmon.core.system.memory_cgroup import unavailable as cgroup_unavailable
 from modelmon.core.watching.cold_findings import headline
 
 from ...object_store import BUCKET
 
 BED = Path(__file__).resolve().parents[2] / "serve_bed.py"
+needs_cgroup = pytest.mark.skipif(
+    cgroup_unavailable() is not None, reason=f"no memory cgroup here: {cgroup_unavailable()}"
+)
 # Reads are paced, so that a rank's load lasts many of the watch's samples on any disk, and
 # on a machine whose cores are busy (a slice is a quarter: paced slower, it lasts as long).
 PACE = ("--pace-mbps", "40")
@@ -282,6 +287,37 @@ def test_ranks_streaming_from_a_bucket_are_counted_by_their_connections(
         for rank in cold.ranks:
             assert 0.2 * size <= rank.model_bytes <= 0.35 * size
         assert "every-rank-reads-all" not in codes
+
+
+@needs_cgroup
+def test_under_a_memory_limit_the_cold_start_says_its_headroom_at_ready(
+    model: Path, tmp_path: Path
+) -> None:
+    result, _ = serve(model, tmp_path, *PACE, memory_limit=1 << 30)
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is not None and cold.memory is not None
+    moment = cold.memory
+    assert moment.reached_s is None and moment.limit_bytes == 1 << 30
+    assert moment.charged_at_ready is not None and 0 < moment.charged_at_ready < 1 << 30
+    assert moment.headroom_bytes == (1 << 30) - moment.charged_at_ready
+    assert "headroom" in render_watch(result)
+
+
+@needs_cgroup
+def test_under_a_memory_limit_the_cold_start_says_where_it_was_reached(
+    model: Path, tmp_path: Path
+) -> None:
+    # Two ranks each holding the whole 68 MB model, beside their interpreters: 160 MiB is
+    # reached while they read it.
+    result, _ = serve(
+        model, tmp_path, "--ranks", "2", "--mode", "whole", *PACE, memory_limit=160 << 20
+    )
+    cold = result.cold_start
+    assert cold is not None and cold.memory is not None
+    moment = cold.memory
+    assert moment.reached_s is not None and moment.reached_phase == "weights"
+    assert moment.reached_rank in {r.rank for r in cold.ranks}
+    assert f"reached at {moment.reached_s:.1f} s reading the weights" in render_watch(result)
 
 
 def test_ready_conditions_that_cannot_be_watched_for_are_refused() -> None:
