@@ -1,10 +1,17 @@
-"""Typed errors of the engine. Each prints as one clear line; none needs a traceback."""
+"""Typed errors of the engine. Each prints as one clear line; none needs a traceback.
+
+Here too is what every text modelmon writes passes: ``printable`` (one line, whatever it
+holds) and ``redact_url`` / ``redact_urls``, the one redaction of a URL or endpoint (errors,
+JSON, config files, the app, logs), so that no credential a URL carries is ever written.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
 import unicodedata
 import warnings
+from urllib.parse import unquote_plus
 
 # Characters that end a line (for str.splitlines or a terminal), move the cursor or change
 # how the rest of a line shows: control characters, line and paragraph separators, format
@@ -24,19 +31,92 @@ def printable(text: str) -> str:
     )
 
 
+REDACTED = "REDACTED"
+# Query parameters whose values are written as they are: they choose what is fetched (a
+# download flag, a revision, a version) and open nothing. Every other value may be a
+# credential (a token, a signature, a key by any name) and is written as REDACTED.
+_HARMLESS_PARAMETERS = frozenset(
+    {"alt", "dl", "download", "format", "raw", "ref", "revision", "version", "versionid"}
+)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+# A URL in running text: its scheme, then anything up to a space or a quote.
+_URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'`<>]*")
+_AFTER_URL = ".,;:!)]}"  # punctuation that ends a sentence, not the URL
+
+
+def redact_url(text: str) -> str:
+    """``text``, a URL (or an endpoint written without its scheme), as modelmon may write it:
+    the user part (everything up to the last "@", which a password holding "/", "?" or "#"
+    cannot cut short), every query value but a harmless one's, and the fragment replaced by
+    REDACTED. An ``s3://`` URL's key is kept whole ("?", "#" and "@" are characters of a key
+    there). Applying it again changes nothing."""
+    scheme, separator, rest = text.partition("://")
+    if not separator or not _SCHEME.fullmatch(scheme):
+        scheme, separator, rest = "", "", text
+    head = scheme + separator
+    if scheme.lower() == "s3":
+        return head + _redact_s3(rest)
+    if "@" in rest:
+        rest = f"{REDACTED}@{rest.rpartition('@')[2]}"
+    rest, hashmark, fragment = rest.partition("#")
+    rest, mark, query = rest.partition("?")
+    query_text = f"?{redact_query(query)}" if mark else ""
+    fragment_text = f"#{REDACTED if fragment else ''}" if hashmark else ""
+    return head + rest + query_text + fragment_text
+
+
+def _redact_s3(rest: str) -> str:
+    bucket, slash, key = rest.partition("/")
+    if "@" in bucket:
+        return f"{REDACTED}@{bucket.rpartition('@')[2]}{slash}{key}"
+    if ":" in bucket:  # no bucket holds ":": "KEY:SE/CRET@bucket", a secret split by "/"
+        return f"{REDACTED}@{rest.rpartition('@')[2]}" if "@" in rest else REDACTED
+    return rest
+
+
+def redact_query(query: str) -> str:
+    """A URL's query (without its "?") with every value but a harmless one's REDACTED; an
+    item without "=" is all value."""
+    items = []
+    for item in query.split("&"):
+        name, equals, value = item.partition("=")
+        if not equals:
+            items.append(REDACTED if item else item)
+        elif value and unquote_plus(name).lower() not in _HARMLESS_PARAMETERS:
+            items.append(f"{name}={REDACTED}")
+        else:
+            items.append(item)
+    return "&".join(items)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL in it (``scheme://`` up to a space or a quote) redacted as
+    ``redact_url`` does: what a line, a JSON string or a log record holds."""
+    if "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(_redact_found, text)
+
+
+def _redact_found(match: re.Match[str]) -> str:
+    found = match.group(0)
+    url = found.rstrip(_AFTER_URL)
+    return redact_url(url) + found[len(url) :]
+
+
 def one_line(exc: BaseException) -> str:
-    """The first line of an error's message (control characters escaped), or its type's name
-    when it has none."""
+    """The first line of an error's message (control characters escaped, URLs redacted), or
+    its type's name when it has none."""
     lines = str(exc).strip().splitlines()
-    return printable(lines[0]) if lines else type(exc).__name__
+    return printable(redact_urls(lines[0])) if lines else type(exc).__name__
 
 
 class ModelmonError(Exception):
     """Base of every error the engine raises on purpose. Its message is one line whatever the
-    paths or names in it hold: ``str()`` escapes what would break the line."""
+    paths or names in it hold: ``str()`` escapes what would break the line and redacts every
+    URL in it (a URL given by the user and repeated is written as any other)."""
 
     def __str__(self) -> str:
-        return printable(super().__str__())
+        return printable(redact_urls(super().__str__()))
 
 
 class ModelFormatError(ModelmonError):

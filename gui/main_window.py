@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from modelmon.core import Discovery, discover_models
-from modelmon.core.errors import ModelmonError
+from modelmon.core.errors import ModelmonError, redact_urls
 from modelmon.gui.bridge import GuiPoster
 from modelmon.gui.export_dialogs import ExportDialogs
 from modelmon.gui.menus import MenuParts, Menus, WindowActions
@@ -32,7 +32,7 @@ from modelmon.gui.recent import RecentFiles
 from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.shortcuts import KeptShortcuts
 from modelmon.gui.state.app_state import AppState
-from modelmon.gui.state.bucket import Listing, url_to_open
+from modelmon.gui.state.bucket import Listing, url_to_keep, url_to_open
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
@@ -187,11 +187,12 @@ class MainWindow(QMainWindow):
 
     def confirm_stop(self, path: str) -> bool:
         """Ask before opening ``path`` stops the running job (its runs so far are lost)."""
+        shown = redact_urls(path)
         self.confirmation = QMessageBox(
             QMessageBox.Icon.Question,
             "Stop the running job?",
             f"{job_name(self.bench.runner.job)} is running. Opening "
-            f"{os.path.basename(path.rstrip('/')) or path} stops it, and what it has not "
+            f"{os.path.basename(shown.rstrip('/')) or shown} stops it, and what it has not "
             "finished is lost.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             self,
@@ -217,7 +218,9 @@ class MainWindow(QMainWindow):
         (a credential in it is refused in the dialog), then opened in the background."""
         dialog = OpenURLDialog(self.settings.urls(), url_to_open, self)
         if self._ask(dialog, lambda: bool(dialog.exec())) and dialog.url is not None:
-            self.settings.add_url(dialog.url)  # parsed: no credential can be in it
+            kept = url_to_keep(dialog.url)  # parsed, and nothing in it that may be secret
+            if kept is not None:
+                self.settings.add_url(kept)
             self.open_path(dialog.url)
 
     def fill_recent(self) -> None:
@@ -232,7 +235,8 @@ class MainWindow(QMainWindow):
 
     def _on_model_shown(self, info: ModelInfo) -> None:
         self.setWindowTitle(f"modelmon — {info.name}")
-        self.recent.add(info.path)
+        if info.keepable:
+            self.recent.add(info.path)
         self.start_page.set_recent(self.recent.paths())
         self.start_page.set_open_model(info.name)
         self.update_actions()

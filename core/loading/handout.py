@@ -89,7 +89,7 @@ class ModelPart:
             "path": self.path,
             "format": self.format,
             # An object's facts go too: its reads are made If-Match the ETag it was opened with.
-            "files": [[f.path, f.size, f.remote and f.remote.as_dict()] for f in self.files],
+            "files": [[f.path, f.size, f.remote and f.remote.handout()] for f in self.files],
             "names": self.names,
             "kinds": self.kinds,
             "blocks": self.blocks,

@@ -170,6 +170,7 @@ class LoadResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["objects"] = [facts.as_dict() for facts in self.objects]  # as they are written
         data["mbps"] = round(self.mbps, 3)
         data["workers_peak_rss"] = self.workers_peak_rss
         data["process_tree_peak_rss"] = self.process_tree_peak_rss

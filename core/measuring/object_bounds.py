@@ -25,7 +25,7 @@ from modelmon.core.options import MiB
 from modelmon.core.storage.connection import Connection, Transient
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
-from modelmon.core.storage.urls import ObjectURL, parse_object_url
+from modelmon.core.storage.urls import ObjectURL
 
 # The curve: connections at one part size, then part sizes at the best connections, then
 # twice those connections at the best part size (the search's neighbourhood of the best).
@@ -60,7 +60,7 @@ class _Parts:
 
     def __init__(self, objects: Sequence[ObjectFacts], part: int) -> None:
         self._parts = [
-            (parse_object_url(facts.url), offset, min(facts.size, offset + part) - 1)
+            (facts.object_url(), offset, min(facts.size, offset + part) - 1)
             for facts in objects
             for offset in range(0, facts.size, part)
         ]
@@ -103,7 +103,7 @@ def plain_get(objects: Sequence[ObjectFacts], connections: int, part: int) -> Ob
     sizes = [facts.size for facts in objects]
     parts = _Parts(objects, part)
     failures: list[BaseException] = []
-    with open_store(parse_object_url(objects[0].url)) as store:
+    with open_store(objects[0].object_url()) as store:
         opened = [store.connect() for _ in range(max(1, min(connections, len(parts))))]
         try:
             threads = [

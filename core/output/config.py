@@ -22,6 +22,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.answer import answered
 from modelmon.core.output.explain import explain
+from modelmon.core.output.json import redacted
 from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.outputs import check_output
@@ -54,15 +55,14 @@ def storage_table(model: Model) -> dict[str, Any]:
     object storage of a bucket (endpoint, region, host kind; never a credential)."""
     remote = model.files[0].remote
     if remote is not None:
-        return {
-            "object_storage": {
-                "storage": remote.storage,
-                "endpoint": remote.endpoint,
-                "region": remote.region,
-                "host_kind": remote.host_kind,
-                "ranges": remote.ranges,
-            }
+        described: dict[str, str | None] = {
+            "storage": remote.storage,
+            "endpoint": remote.endpoint,
+            "region": remote.region,  # None for an http(s) server: TOML has no null
+            "host_kind": remote.host_kind,
+            "ranges": remote.ranges,
         }
+        return {"object_storage": {k: v for k, v in described.items() if v is not None}}
     facts = storage_facts(model.files[0].path)
     table: dict[str, Any] = {
         "fs_type": facts.fs_type,
@@ -253,7 +253,7 @@ MISSED = {
 
 def render(document: Mapping[str, Any]) -> str:
     """The document as TOML, with comments where a value needs one."""
-    text = tomli_w.dumps(dict(document))
+    text = tomli_w.dumps(redacted(dict(document)))
     evidence = document.get("evidence", {})
     evidence_cache = evidence.get("cache")
     verified = evidence.get("all_runs_verified", True)

@@ -9,6 +9,8 @@ import json
 import os
 from typing import IO, Any
 
+from modelmon.core.errors import redact_urls
+
 OUTPUT_TAIL = 64 << 10  # the end of a command's output read for its last line or report
 LINE_CHARS = 300  # of that last line, at most
 
@@ -29,7 +31,10 @@ def _tail_lines(stream: IO[bytes]) -> list[str]:
 
 
 def last_line(stream: IO[bytes]) -> str:
+    """The last line the program wrote, as modelmon may write it (every URL redacted: the
+    program may print the URL it was given, query and all)."""
     line = next((line for line in map(str.strip, reversed(_tail_lines(stream))) if line), "")
+    line = redact_urls(line)
     # One line a person reads: a program that writes megabytes without a newline is cut.
     return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from modelmon.core.configuration import ProgramConfig
-from modelmon.core.errors import OptionsError, WatchError
+from modelmon.core.errors import OptionsError, WatchError, redact_urls
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.loading.envelope import StartGate, run_envelope
 from modelmon.core.loading.reads import ReadLog, now_ns
@@ -99,8 +99,9 @@ class ProgramRun:
                 "storage, and a warm model brings none: run it from a cold cache"
             )
         self.model, self.program, self.cache = model, program, cache
-        # What {path} stands for: the path the user named (a folder, say), else the model's.
-        self.path = path or model.path
+        # What {path} stands for: the path the user named (a folder, say), else the model's;
+        # an object's URL as it is requested (its query whole), written only redacted.
+        self.path = _requested(path or model.path, model)
         self.stop = cancel or threading.Event()
         self.time_limit_s, self.interval_s = time_limit_s, interval_s
         self.map_interval_s, self.memory_limit = map_interval_s, memory_limit
@@ -234,8 +235,11 @@ class ProgramRun:
 
     def _options(self) -> dict[str, Any]:
         return {
-            "command": self.program.command(self.path),
-            "env": self.program.environment(self.path),
+            "command": [redact_urls(word) for word in self.program.command(self.path)],
+            "env": {
+                name: redact_urls(value)
+                for name, value in self.program.environment(self.path).items()
+            },
             "readahead": self.program.readahead,
         }
 
@@ -382,3 +386,11 @@ def run_program(
     """One watched run of ``program`` (see ``ProgramRun``)."""
     run = ProgramRun(model, program, cache, cancel=cancel, time_limit_s=time_limit_s, path=path)
     return run.run()
+
+
+def _requested(path: str, model: Model) -> str:
+    """``path``, or the URL it is written for (query values redacted) as it is requested."""
+    for file in model.files:
+        if file.remote is not None and file.path == path:
+            return file.remote.request_url or path
+    return path

@@ -211,6 +211,7 @@ class Store(ABC):
             ranges = "206" if answer.status == 206 else f"{answer.status} with Content-Range"
         return ObjectFacts(
             url=url.text,
+            request_url=url.request_text,
             size=size,
             etag=answer.etag,
             last_modified=answer.last_modified,

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from modelmon.core.storage.urls import ObjectURL, parse_object_url
 
 # The endpoint's host kind: who runs the storage, as far as its host name says.
 HOST_KINDS = ("aws", "gcs-interop", "r2", "minio-or-local", "other")
@@ -15,7 +17,9 @@ HOST_KINDS = ("aws", "gcs-interop", "r2", "minio-or-local", "other")
 
 @dataclass(frozen=True, slots=True)
 class ObjectFacts:
-    """One object as its server described it when it was opened (nothing secret in it)."""
+    """One object as its server described it when it was opened. Nothing written of it
+    holds a secret: ``url`` is the URL as modelmon writes it (query values redacted), and
+    ``request_url``, which requests need whole, is left out of ``as_dict`` and its repr."""
 
     url: str  # s3://bucket/key, https://host/path
     size: int
@@ -27,9 +31,22 @@ class ObjectFacts:
     host_kind: str  # one of HOST_KINDS
     ranges: str  # how it answered a ranged GET: "206" or "200 with Content-Range"
     credentials: str  # where they came from ("env", "shared-credentials-file", "none: ...")
+    request_url: str = field(default="", repr=False)  # the URL as requested, query whole
 
     def as_dict(self) -> dict[str, Any]:
+        """The facts as they are written (JSON, config files): no ``request_url``."""
+        data = asdict(self)
+        del data["request_url"]
+        return data
+
+    def handout(self) -> dict[str, Any]:
+        """Every field, ``request_url`` too: for a worker that requests the object (through
+        memory it shares with modelmon, never written); ``ObjectFacts(**handout)``."""
         return asdict(self)
+
+    def object_url(self) -> ObjectURL:
+        """Where requests for the object go: its URL with the query it was given."""
+        return parse_object_url(self.request_url or self.url)
 
     def describe(self) -> str:
         """One line: "s3 at http://127.0.0.1:9000 (minio-or-local), region us-east-1,

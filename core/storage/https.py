@@ -4,6 +4,7 @@ urllib3, one pool of one connection per reader; no listing, no signing, redirect
 
 from __future__ import annotations
 
+import logging
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from modelmon.core.errors import (
     ObjectNotFoundError,
     StorageAccessError,
     StorageError,
+    redact_url,
 )
 from modelmon.core.storage.connection import (
     Answer,
@@ -30,6 +32,27 @@ from modelmon.core.storage.policy import Timeouts
 from modelmon.core.storage.urls import ObjectURL
 
 
+class _TargetRedaction(logging.Filter):
+    """urllib3 logs every request's target at DEBUG, its query whole: the query's values
+    are redacted there as everywhere modelmon's URLs are written (``redact_url``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redacted_argument(value) for value in record.args)
+        return True
+
+
+def _redacted_argument(value: object) -> object:
+    if isinstance(value, str) and any(mark in value for mark in "?#@"):
+        return redact_url(value)
+    return value
+
+
+_REQUEST_LOG = logging.getLogger("urllib3.connectionpool")
+if not any(isinstance(known, _TargetRedaction) for known in _REQUEST_LOG.filters):
+    _REQUEST_LOG.addFilter(_TargetRedaction())
+
+
 class HTTPStore(Store):
     """One http(s) host."""
 
@@ -38,7 +61,8 @@ class HTTPStore(Store):
 
     def __init__(self, url: ObjectURL, timeouts: Timeouts | None = None) -> None:
         self.storage = url.scheme
-        self.endpoint = f"{url.scheme}://{url.host}"
+        self._origin = f"{url.scheme}://{url.host}"  # where requests go
+        self.endpoint = redact_url(self._origin)  # as it is written (a checked host: the same)
         hostname = url.host.rsplit(":", 1)[0] if not url.host.startswith("[") else url.host
         self.host_kind = host_kind(hostname.split("]")[0])
         self._timeouts = timeouts or Timeouts()
@@ -49,7 +73,7 @@ class HTTPStore(Store):
 
         timeout = urllib3.Timeout(connect=self._timeouts.connect_s, read=self._timeouts.read_s)
         pool = urllib3.connection_from_url(
-            self.endpoint, maxsize=1, block=False, timeout=timeout, retries=False
+            self._origin, maxsize=1, block=False, timeout=timeout, retries=False
         )
         return HTTPConnection(self, pool)
 

@@ -27,7 +27,6 @@ from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.policy import RetryPolicy
 from modelmon.core.storage.records import ReadStats, RequestRecord
 from modelmon.core.storage.transfer import DataSink, Expected, RangeReader, Stopped
-from modelmon.core.storage.urls import parse_object_url
 
 MiB = 1 << 20
 DEFAULT_SCRATCH = 8 * MiB
@@ -158,7 +157,7 @@ class ObjectReader:
             scratch = memoryview(bytearray(0))
             try:
                 while (part := take()) is not None:
-                    url = parse_object_url(part.facts.url)
+                    url = part.facts.object_url()
                     expected = Expected(part.facts.size, part.facts.etag)
                     if part.targets is not None:
                         reader.read(url, part.offset, part.targets, expected, on_data)

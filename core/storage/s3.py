@@ -14,6 +14,7 @@ from modelmon.core.errors import (
     ObjectNotFoundError,
     StorageAccessError,
     StorageError,
+    redact_url,
 )
 from modelmon.core.storage.aws import S3Access
 from modelmon.core.storage.connection import (
@@ -53,7 +54,8 @@ class S3Store(Store):
     def __init__(self, bucket: ObjectURL, timeouts: Timeouts | None = None) -> None:
         self._access = S3Access(f"s3://{bucket.host}", timeouts)
         endpoint = self._access.endpoint
-        self.endpoint, self.region = endpoint.url, endpoint.region
+        # The endpoint as every line and record writes it; requests go to endpoint.url.
+        self.endpoint, self.region = redact_url(endpoint.url), endpoint.region
         self.host_kind, self.credentials = endpoint.host_kind, endpoint.credentials
         self.addressing = endpoint.addressing
         self._control: Any = None  # for HEAD and listing: made on first use

@@ -2,10 +2,14 @@
 ``https://host/path`` (``http://`` too: a server on a LAN or loopback) of a server that
 honours byte ranges.
 
-A URL is parsed once, here, into an ``ObjectURL`` whose text holds nothing secret: a URL with
-credentials in it (``user:password@``, a pre-signed query's signature or token) is refused,
-and the refusal never repeats the part that held them. So the text may go anywhere a path
-goes (records, JSON, errors, logs).
+A URL is parsed once, here, into an ``ObjectURL``. What is surely a credential is refused,
+and the refusal never repeats it: a user part (``user:password@``; any "@" in an http(s)
+URL, which a password holding "/" would otherwise hide behind), a query parameter named as
+credentials are (a pre-signed URL's signature or token, ``key``, ``password``...): give
+them through the AWS configuration. Any other query is accepted and sent as it is, but its
+values may be secret all the same, so the URL's ``text`` has them redacted (``redact_url``,
+the one redaction of every URL modelmon writes): the text may go anywhere a path goes
+(records, JSON, errors, logs); ``request_text`` goes only to what makes the requests.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote
 
-from modelmon.core.errors import ObjectURLError, printable
+from modelmon.core.errors import ObjectURLError, printable, redact_url
 
 SCHEMES = ("s3", "https", "http")
 _ANY_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -41,21 +45,31 @@ _OTHER_SCHEMES = {
 
 @dataclass(frozen=True, slots=True)
 class ObjectURL:
-    """Where an object (or a prefix of objects) lives; its ``text`` round-trips through
-    ``parse_object_url`` and holds no credentials."""
+    """Where an object (or a prefix of objects) lives. Its ``text`` is what may be written
+    (query values redacted); ``request_text`` round-trips through ``parse_object_url``."""
 
     scheme: str  # "s3" | "https" | "http"
     host: str  # the bucket for s3://; host[:port] for http(s)://
     key: str  # the key or prefix (s3), the path without its leading "/" (http); "" = the root
-    query: str = ""  # http(s) only, and never one that carries credentials
+    query: str = ""  # http(s) only, sent as given: its values may be secret, never written
 
     @property
     def text(self) -> str:
+        """The URL as modelmon writes it: its query's values redacted."""
+        return redact_url(self.request_text)
+
+    @property
+    def request_text(self) -> str:
+        """The URL as it is requested, its query whole: for what makes the requests (a
+        worker's store), never to be written."""
         query = f"?{self.query}" if self.query else ""
         return f"{self.scheme}://{self.host}/{self.key}{query}"
 
     def __str__(self) -> str:
         return self.text
+
+    def __repr__(self) -> str:
+        return f"ObjectURL({self.text!r})"
 
     @property
     def is_prefix(self) -> bool:
@@ -106,7 +120,8 @@ def parse_object_url(text: str) -> ObjectURL:
     """``text`` as an ObjectURL, or an ObjectURLError in one line that repeats no credential."""
     match = _ANY_URL.match(text)
     if match is None:
-        raise ObjectURLError(printable(text[:80]), "not a URL (write s3://BUCKET/KEY)")
+        shown = printable(redact_url(text)[:80])
+        raise ObjectURLError(shown, "not a URL (write s3://BUCKET/KEY)")
     scheme = match.group(1).lower()
     rest = text[match.end() :]
     if scheme not in SCHEMES:
@@ -132,13 +147,16 @@ def _parse_s3(rest: str) -> ObjectURL:
 
 
 def _parse_http(scheme: str, rest: str) -> ObjectURL:
+    if "@" in rest:
+        # A user part, or a password holding "/", "?" or "#" that would cut it short: the
+        # text is not repeated. An "@" of a path or a query is written %40.
+        raise ObjectURLError(
+            f"{scheme}://", f"{_CREDENTIALS_REFUSED} (an @ of the path or query is written %40)"
+        )
     end = min((at for at in (rest.find(c) for c in "/?#") if at >= 0), default=len(rest))
     host, tail = rest[:end], rest[end:]
-    if "@" in host:
-        raise ObjectURLError(f"{scheme}://", _CREDENTIALS_REFUSED)
     if not _HOST.fullmatch(host):
-        # Not host[:port]: a password holding "/" splits "user:pass/word@host" here, so the
-        # text is not repeated.
+        # Not host[:port]: whatever it holds, it is not repeated.
         raise ObjectURLError(
             f"{scheme}://", "no host[:port] after the scheme (credentials in the URL?)"
         )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from modelmon.core import list_objects, parse_object_url
-from modelmon.core.errors import ModelmonError, one_line
+from modelmon.core.errors import ModelmonError, one_line, redact_url
 from modelmon.gui.state.events import Event, Post
 from modelmon.gui.state.model_list import ModelRow
 from modelmon.gui.state.tasks import Task, Tasks
@@ -41,11 +41,18 @@ def bucket_prefix(text: str) -> str:
 
 def url_to_open(text: str) -> tuple[str | None, str | None]:
     """(the URL to open, None), or (None, why not in one line that repeats no credential):
-    File ▸ Open URL… checks the text before anything is opened or kept."""
+    File ▸ Open URL… checks the text before anything is opened or kept. The URL is as it is
+    requested, its query whole: kept only where nothing in it is redacted (``url_to_keep``)."""
     try:
-        return parse_object_url(text.strip()).text, None
+        return parse_object_url(text.strip()).request_text, None
     except ModelmonError as exc:
         return None, one_line(exc)
+
+
+def url_to_keep(url: str) -> str | None:
+    """``url`` where it may be kept among the URLs opened before: where its query holds no
+    value that is written redacted (which may be a credential); else None."""
+    return url if redact_url(url) == url else None
 
 
 def bucket_rows(prefix: str, listed: Iterable[Listing]) -> list[ModelRow]:

@@ -26,17 +26,21 @@ from modelmon.core import (
     storage_by_folder,
     swap_warning,
 )
+from modelmon.core.errors import redact_url
 
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
-    path: str  # what the user opened (file, index or folder)
+    path: str  # what the user opened (file, index, folder or URL), as it is written
     model: Model
     summary: dict[str, Any]  # model_summary(): format, files, bytes, tensors, dtypes, blocks
     storage: tuple[StorageFacts, ...]  # one per folder holding model files
     memory: MemoryFacts
     readahead_unavailable: str | None = None  # why readahead can't be set here; None: it can
     objects: tuple[ObjectStorage, ...] = ()  # where a model in object storage lives
+    # ``path`` is the one opened, nothing in it redacted: it may be kept to open again (a
+    # URL whose query was redacted opens only as it was given, which is never kept).
+    keepable: bool = True
 
     @property
     def in_bucket(self) -> bool:
@@ -62,8 +66,16 @@ def gather(path: str) -> ModelInfo:
     objects = [f.remote for f in model.files if f.remote is not None]
     if objects:
         summary = model_summary(model)
+        written = redact_url(path)  # the window's title, the exports, the recent models
         return ModelInfo(
-            path, model, summary, (), memory_facts(), NO_READAHEAD, object_storage(objects)
+            written,
+            model,
+            summary,
+            (),
+            memory_facts(),
+            NO_READAHEAD,
+            object_storage(objects),
+            keepable=written == path,
         )
     storage = storage_by_folder(f.path for f in model.files)
     paths = [f.path for f in model.files]

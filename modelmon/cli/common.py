@@ -27,6 +27,7 @@ from modelmon.core.errors import (
     StorageError,
     WatchError,
     printable,
+    redact_urls,
 )
 
 if TYPE_CHECKING:
@@ -142,8 +143,8 @@ def add_path(parser: argparse.ArgumentParser, help: str = PATH_HELP) -> None:
 
 def fail(message: str, code: ExitCode) -> ExitCode:
     """``message`` as one stderr line: what would break the line (a newline in a path) is
-    escaped."""
-    print(f"modelmon: {printable(message)}", file=sys.stderr)
+    escaped, every URL in it redacted."""
+    print(f"modelmon: {printable(redact_urls(message))}", file=sys.stderr)
     return code
 
 
@@ -249,7 +250,7 @@ def emit_json(data: Any) -> None:
 
 def note(message: str) -> None:
     """One line on stderr that is neither an error nor output (an ignored option...)."""
-    print(f"modelmon: note: {message}", file=sys.stderr)
+    print(f"modelmon: note: {printable(redact_urls(message))}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -262,7 +263,8 @@ def warnings_as_lines() -> Iterator[None]:
 
         def show(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
             if issubclass(category, ModelmonWarning):
-                print(f"modelmon: warning: {printable(str(message))}", file=sys.stderr)
+                line = printable(redact_urls(str(message)))
+                print(f"modelmon: warning: {line}", file=sys.stderr)
             else:
                 shown(message, category, *rest, **kw)
 

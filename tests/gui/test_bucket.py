@@ -18,7 +18,8 @@ from modelmon.gui.state.formatting import ab_detail_lines
 from modelmon.gui.state.load_config import strategy_names
 from modelmon.gui.state.results_rows import CACHE, STATUS, cell_text
 
-from ..object_store import BUCKET, SECRET_KEY
+from ..fault_proxy import FaultProxy
+from ..object_store import BUCKET, SECRET_KEY, MotoS3
 from .conftest import wait_idle
 
 SHARDED = f"s3://{BUCKET}/sharded/"
@@ -204,3 +205,33 @@ def test_an_ab_of_a_bucket_model_runs_and_never_says_cold(
     assert all(result.object_reads is not None for _, result in ab.runs)
     (line,) = [line for line in ab_detail_lines(ab) if line.startswith("pairs")]
     assert line.endswith("nothing cached locally (object storage)") and "cold" not in line
+
+
+def test_a_url_query_is_sent_whole_and_shown_written_and_kept_nowhere(
+    qtbot, window: MainWindow, moto_server: MotoS3, bucket_root: Path, tmp_path: Path
+):
+    secret = "gUi-qUeRy-sEcReT-never-written-60c2"
+    with FaultProxy(moto_server.port, bucket_root).start() as proxy:
+        url = f"{proxy.endpoint}/{BUCKET}/single/model.safetensors?auth={secret}"
+        assert answer_url_dialog(qtbot, window, url) is None
+        qtbot.waitUntil(lambda: window.bench.info is not None, timeout=20_000)
+        info = window.bench.info
+        assert info.path == url.replace(secret, "REDACTED") and not info.keepable
+        window.bench.run("A")
+        qtbot.waitUntil(lambda: bool(window.bench.records), timeout=60_000)
+        wait_idle(qtbot, window)
+        (record,) = window.bench.records
+        assert record.status == "ok", record.message
+        shown = [window.windowTitle(), info.name, window.messages.text.text()]
+        shown += [label.text() for label in window.workspace.model_panel.values.values()]
+        shown.append(results_json(info.path, [record], None, None).decode())
+        shown.append(results_csv([record], None).decode())
+        assert all(secret not in text for text in shown)
+        # Every GET carried the query whole, the load's too.
+        gets = [seen.path for seen in proxy.seen if seen.method == "GET"]
+        assert len(gets) >= 2 and all(path.endswith(f"?auth={secret}") for path in gets)
+    # Not kept to open again: it would open only with the secret, which is never kept.
+    assert window.settings.urls() == []
+    assert not any(f"{BUCKET}/single/model" in path for path in window.recent.paths())
+    window.close()
+    assert secret not in everything_written(tmp_path / "modelmon.ini")

@@ -29,7 +29,6 @@ from modelmon.core.model.plan import Read, coalesce
 from modelmon.core.model.records import Model
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.records import RequestRecord
-from modelmon.core.storage.urls import parse_object_url
 
 if TYPE_CHECKING:
     from modelmon.core.storage.connection import Store
@@ -135,7 +134,7 @@ class ObjectStrategy(Strategy):
 
         connections = max(1, min(ctx.options.threads, len(self._reads)))
         self._cancel = _StopEvent(ctx)
-        self._store = open_store(parse_object_url(facts[0].url))
+        self._store = open_store(facts[0].object_url())
         self._reader = ObjectReader(self._store, connections, cancel=self._cancel)
 
     def release(self) -> None:

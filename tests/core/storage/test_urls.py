@@ -55,6 +55,10 @@ def test_siblings_children_and_prefixes() -> None:
         f"https://host/model.gguf?X-Amz-Credential=AKIA&X-Amz-Signature={SECRET}",
         f"https://host/model.gguf?token={SECRET}",
         f"https://host/model.gguf?sig={SECRET}",
+        # A password holding "#", "?" or "/" would cut the user part short: any "@" is refused.
+        f"https://user:12#{SECRET}@host/model.gguf",
+        f"https://user:12?{SECRET}@host/model.gguf",
+        f"https://user:12/{SECRET}@host/model.gguf",
     ],
 )
 def test_a_url_with_credentials_is_refused_without_repeating_them(text: str) -> None:
@@ -63,6 +67,23 @@ def test_a_url_with_credentials_is_refused_without_repeating_them(text: str) -> 
     line = str(caught.value)
     assert "credentials" in line and "\n" not in line
     assert SECRET not in line and "wJalr" not in line and "AKIA" not in line
+
+
+def test_text_that_is_no_url_is_repeated_redacted() -> None:
+    with pytest.raises(ObjectURLError) as caught:
+        parse_object_url(f"AKIAEXAMPLE:{SECRET}@models/model.safetensors")
+    assert (
+        str(caught.value) == "REDACTED@models/model.safetensors: not a URL (write s3://BUCKET/KEY)"
+    )
+
+
+def test_any_other_query_is_sent_whole_and_written_redacted() -> None:
+    url = parse_object_url(f"https://host/m.safetensors?auth={SECRET}&download=true#{SECRET}")
+    assert url.http_path == f"/m.safetensors?auth={SECRET}&download=true"
+    assert url.request_text == f"https://host/m.safetensors?auth={SECRET}&download=true"
+    assert url.text == str(url) == "https://host/m.safetensors?auth=REDACTED&download=true"
+    assert SECRET not in repr(url)
+    assert parse_object_url(url.request_text) == url
 
 
 @pytest.mark.parametrize(
