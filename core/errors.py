@@ -234,6 +234,13 @@ class StorageError(ModelmonError):
         super().__init__(f"{url}: {problem}")
 
 
+class StorageConfigError(StorageError):
+    """The AWS configuration names what modelmon cannot use: an endpoint without a scheme, of
+    a port out of range, holding credentials, a query or a fragment; a region that is no
+    region's name. ``url`` names the variable or profile that set it; nothing that may hold a
+    secret is repeated."""
+
+
 class StorageAccessError(StorageError):
     """The endpoint refused the credentials or the access (401, 403)."""
 

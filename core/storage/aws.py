@@ -1,8 +1,9 @@
 """The AWS configuration a user already has, resolved once by botocore: credentials from the
 standard chain (environment, ``~/.aws/credentials`` and ``config`` profiles, ``AWS_PROFILE``,
 SSO, roles), the endpoint (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, a profile's
-``endpoint_url``), the region and the addressing style (a profile's ``s3 = addressing_style``;
-path-style by default on an endpoint that is not AWS's: MinIO, Ceph, a local server).
+``endpoint_url``: checked first, ``endpoint``), the region (``AWS_REGION`` too) and the
+addressing style (a profile's ``s3 = addressing_style``; path-style by default on an
+endpoint that is not AWS's: MinIO, Ceph, a local server).
 
 What it learns is described by ``S3Endpoint``, which names where the credentials came from
 and never holds them. botocore is imported only here and in ``s3``, on the first s3:// URL.
@@ -15,11 +16,18 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from modelmon.core.errors import StorageAccessError, StorageError
+from modelmon.core.errors import StorageAccessError, StorageConfigError, StorageError
+from modelmon.core.storage.endpoint import (
+    DEFAULT_REGION,
+    Setting,
+    check_endpoint,
+    configured_endpoint,
+    configured_region,
+    credential_places,
+)
 from modelmon.core.storage.facts import host_kind
 from modelmon.core.storage.policy import Timeouts
 
-DEFAULT_REGION = "us-east-1"  # what S3's global endpoint and most S3-compatible servers sign
 _ADDRESSING = ("path", "virtual", "auto")
 
 
@@ -33,6 +41,9 @@ class S3Endpoint:
     host_kind: str  # aws | gcs-interop | r2 | minio-or-local | other
     credentials: str  # where they came from: "env", "shared-credentials-file", "none (anonymous)"
     profile: str | None  # the AWS profile used, if one was named
+    region_source: str = ""  # what set the region: "AWS_REGION", "profile research's region"
+    endpoint_source: str = ""  # what set the endpoint: "AWS_ENDPOINT_URL", "none: AWS's"
+    searched: str = ""  # where credentials were looked for, when none were found
 
 
 class S3Access:
@@ -56,6 +67,8 @@ class S3Access:
             profile = self._session.get_config_variable("profile")
             scoped = self._session.get_scoped_config()
             credentials = self._session.get_credentials()
+            configured = configured_endpoint(self._session)
+            region = configured_region(self._session)
         except botocore.exceptions.ProfileNotFound as exc:
             raise StorageError(
                 bucket_url,
@@ -66,35 +79,43 @@ class S3Access:
             raise StorageAccessError(
                 bucket_url, f"the AWS configuration cannot be read: {_first_line(exc)}"
             ) from None
+        if configured.value is not None:
+            check_endpoint(configured)
         self.anonymous = credentials is None
         source = "none: anonymous requests" if credentials is None else credentials.method
         addressing = _addressing(scoped)
-        probe = self._session.create_client("s3", config=Config(signature_version=UNSIGNED))
+        try:
+            probe = self._session.create_client(
+                "s3", region_name=region.value, config=Config(signature_version=UNSIGNED)
+            )
+        except (ValueError, botocore.exceptions.BotoCoreError) as exc:
+            # What check_endpoint let through and botocore does not take: its message
+            # repeats the URL, so only its kind is told.
+            raise StorageConfigError(
+                configured.source if configured.value is not None else bucket_url,
+                f"botocore cannot use the endpoint or region ({type(exc).__name__})",
+            ) from None
         try:
             endpoint_url = probe.meta.endpoint_url
-            region = self._session.get_config_variable("region") or DEFAULT_REGION
         finally:
             probe.close()  # it made no connection: it only resolved the endpoint
-        parts = urlsplit(endpoint_url)
-        if parts.username is not None or parts.password is not None:
-            raise StorageError(
-                bucket_url,
-                "the configured endpoint URL (AWS_ENDPOINT_URL...) holds credentials: give "
-                "them through AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile",
-            )
-        kind = host_kind(parts.hostname or "")
+        check_endpoint(Setting(endpoint_url, configured.source))  # as botocore resolved it
+        kind = host_kind(urlsplit(endpoint_url).hostname or "")
         if addressing is None:
             addressing = "auto" if kind == "aws" else "path"
         self.endpoint = S3Endpoint(
             url=endpoint_url.rstrip("/"),
-            region=region,
+            region=region.value or DEFAULT_REGION,
             addressing=addressing,
             host_kind=kind,
             credentials=source,
             profile=profile,
+            region_source=region.source,
+            endpoint_source=configured.source,
+            searched=credential_places(self._session) if credentials is None else "",
         )
         self._config = Config(
-            region_name=region,
+            region_name=self.endpoint.region,
             signature_version=UNSIGNED if credentials is None else None,
             s3=cast(Any, {"addressing_style": addressing}),
             # modelmon retries itself: it counts retries and throttles, and resumes a body
@@ -112,11 +133,12 @@ class S3Access:
         """A new S3 client whose pool holds ``connections`` connections; the caller closes it
         (``client.close()``)."""
         with self._lock:
-            return self._session.create_client(
+            client = self._session.create_client(
                 "s3",
                 endpoint_url=self.endpoint.url,
                 config=self._config.merge(_pool(connections)),
             )
+        return client
 
 
 def _pool(connections: int) -> Any:

@@ -62,13 +62,3 @@ def test_no_credentials_means_anonymous_requests(
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     facts = open_model(SINGLE).files[0].remote  # moto's objects are public-read
     assert facts is not None and facts.credentials == "none: anonymous requests"
-
-
-def test_an_endpoint_url_with_credentials_is_refused(
-    rclone_s3: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    endpoint = rclone_s3.server.endpoint.replace("http://", f"http://{ACCESS_KEY}:{SECRET_KEY}@")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    with pytest.raises(StorageError, match="holds credentials") as caught:
-        open_model(SINGLE)
-    assert SECRET_KEY not in str(caught.value)
