@@ -3,8 +3,9 @@
 It forwards each request unchanged (the signature covers the Host header, which it keeps)
 and can, on request: add latency per request, answer with 503 SlowDown or 429 bursts or
 500s, reset a connection mid-body (a RST after N bytes), answer as a server that ignores
-ranges (200, the whole object, no Content-Range), or shift the Content-Range of what it
-sends. It records every request it saw. It runs in the test's process and stops with it.
+ranges (200, the whole object, no Content-Range), shift the Content-Range of what it
+sends, or redirect (301, 307) to another host. It records every request it saw. It runs in
+the test's process and stops with it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ class Faults:
     misreport: int = 0  # shift the next answer's Content-Range by this many bytes
     fail_with: int = 0  # answer the next GETs with this status (e.g. 500), ``failures`` times
     failures: int = 0
+    # Redirect requests (any method; "GET" object GETs only, "HEAD", "LIST" listings only)
+    # with this status to redirect_to (another host), after letting redirect_skip through;
+    # redirect_region is the x-amz-bucket-region the answer names ("": none).
+    redirect_status: int = 0
+    redirect_what: str = "any"
+    redirect_to: str = ""
+    redirect_region: str = ""
+    redirect_skip: int = 0
 
 
 @dataclass
@@ -134,7 +143,7 @@ class FaultProxy:
         length = int(lower.get("content-length", "0") or 0)
         body = reader.read(length) if length else b""
         is_get = method == "GET" and "list-type=" not in target
-        fault = self._take_fault(is_get)
+        fault = self._take_redirect(method, target) or self._take_fault(is_get)
         with self._lock:
             self.seen.append(Seen(method, target, lower.get("range"), lower.get("if-match"), fault))
             latency = self.faults.latency_s
@@ -144,6 +153,9 @@ class FaultProxy:
             status = self.faults.throttle_status
             code = "SlowDown" if status == 503 else "TooManyRequests"
             self._send_error(client, status, code)
+            return True
+        if fault == "redirect":
+            self._send_redirect(client, method, target)
             return True
         if fault.startswith("fail"):
             self._send_error(client, self.faults.fail_with or 500, "InternalError")
@@ -182,6 +194,35 @@ class FaultProxy:
             return False
         client.sendall(head.encode("latin-1") + data)
         return True
+
+    def _take_redirect(self, method: str, target: str) -> str:
+        with self._lock:
+            faults = self.faults
+            what = "LIST" if "list-type=" in target else method
+            if not faults.redirect_status or faults.redirect_what not in ("any", what):
+                return ""
+            if faults.redirect_skip > 0:
+                faults.redirect_skip -= 1
+                return ""
+            return "redirect"
+
+    def _send_redirect(self, client: socket.socket, method: str, target: str) -> None:
+        faults = self.faults
+        status = faults.redirect_status
+        code = "PermanentRedirect" if status == 301 else "TemporaryRedirect"
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+            "<Message>Please send all future requests to this endpoint.</Message></Error>"
+        ).encode()
+        if method == "HEAD":
+            body = b""  # S3 answers a HEAD without a body
+        head = f"HTTP/1.1 {status} {http.client.responses[status]}\r\n"
+        if faults.redirect_to:
+            head += f"Location: {faults.redirect_to}{target}\r\n"
+        if faults.redirect_region:
+            head += f"x-amz-bucket-region: {faults.redirect_region}\r\n"
+        head += f"Content-Type: application/xml\r\nContent-Length: {len(body)}\r\n\r\n"
+        client.sendall(head.encode() + body)
 
     def _take_fault(self, is_get: bool) -> str:
         with self._lock:

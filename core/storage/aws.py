@@ -3,7 +3,7 @@ standard chain (environment, ``~/.aws/credentials`` and ``config`` profiles, ``A
 SSO, roles), the endpoint (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, a profile's
 ``endpoint_url``: checked first, ``endpoint``), the region (``AWS_REGION`` too) and the
 addressing style (a profile's ``s3 = addressing_style``; path-style by default on an
-endpoint that is not AWS's: MinIO, Ceph, a local server).
+endpoint that is not AWS's: MinIO, Ceph, a local server). Its clients follow no redirect.
 
 What it learns is described by ``S3Endpoint``, which names where the credentials came from
 and never holds them. botocore is imported only here and in ``s3``, on the first s3:// URL.
@@ -138,7 +138,24 @@ class S3Access:
                 endpoint_url=self.endpoint.url,
                 config=self._config.merge(_pool(connections)),
             )
+        # First of every handler of an answer, so that botocore's region redirector
+        # (S3RegionRedirectorv2) takes every answer as one already redirected.
+        client.meta.events.register_first("needs-retry.s3", _never_redirect)
         return client
+
+
+def _never_redirect(request_dict: dict[str, Any], **_: Any) -> None:
+    """Mark a request as redirected already. botocore would follow a 301, 307 or 400 to the
+    region the answer names, at another host; asked for a 307 without one, it asks the
+    bucket's region with a HEAD that is redirected in turn, until Python's recursion limit
+    (81 requests, then RecursionError). modelmon reads the endpoint it is given and tells
+    a redirect as it is (``s3.translate``)."""
+    context = request_dict.get("context")
+    if isinstance(context, dict):
+        context["s3_redirected"] = True  # what the older redirector looks for
+        redirect = context.get("s3_redirect")
+        if isinstance(redirect, dict):
+            redirect["redirected"] = True
 
 
 def _pool(connections: int) -> Any:

@@ -6,8 +6,10 @@ the byte where it stopped."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from modelmon.core.errors import (
     ObjectChangedError,
@@ -46,6 +48,10 @@ _ACCESS_PROBLEMS = {
 }
 
 
+_REGION = re.compile(r"[a-z0-9-]{1,63}")
+_HOST = re.compile(r"[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?")
+
+
 class S3Store(Store):
     """An S3 endpoint as the AWS configuration names it."""
 
@@ -57,7 +63,8 @@ class S3Store(Store):
         # The endpoint as every line and record writes it; requests go to endpoint.url.
         self.endpoint, self.region = redact_url(endpoint.url), endpoint.region
         self.host_kind, self.credentials = endpoint.host_kind, endpoint.credentials
-        self.addressing = endpoint.addressing
+        self.addressing, self.region_source = endpoint.addressing, endpoint.region_source
+        self.endpoint_source, self.searched = endpoint.endpoint_source, endpoint.searched
         self._control: Any = None  # for HEAD and listing: made on first use
 
     def connect(self) -> S3Connection:
@@ -197,6 +204,15 @@ def translate(store: S3Store, url: ObjectURL, response: Any) -> Exception:
         return Transient("throttled", f"throttled by the endpoint ({answer})", status, code)
     if status in (500, 502, 504):
         return Transient("server-error", f"the endpoint failed ({answer})", status, code)
+    if store.searched and status in (400, 401, 403):
+        return StorageAccessError(
+            url.text,
+            f"the endpoint {store.endpoint} refused the request ({answer}), which was "
+            f"anonymous: no credentials were found (looked in {store.searched}); give them "
+            "in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile (AWS_PROFILE)",
+            status,
+            code,
+        )
     if status in (401, 403) or code in _ACCESS_PROBLEMS:
         problem = _ACCESS_PROBLEMS.get(code, "access refused")
         return StorageAccessError(
@@ -215,11 +231,35 @@ def translate(store: S3Store, url: ObjectURL, response: Any) -> Exception:
         return ObjectChangedError(
             url.text, f"the object was replaced since it was opened ({answer} on If-Match)"
         )
-    if status in (301, 307) or code in ("PermanentRedirect", "TemporaryRedirect"):
-        region = metadata.get("HTTPHeaders", {}).get("x-amz-bucket-region")
-        where = f" ({region}): set AWS_REGION={region}" if region else ": set AWS_REGION to it"
-        return StorageError(url.text, f"the bucket is in another region{where} ({answer})")
+    if 300 <= status < 400 or code in ("PermanentRedirect", "TemporaryRedirect"):
+        headers = metadata.get("HTTPHeaders", {})
+        return StorageError(url.text, redirected(store, answer, headers), status, code)
     return StorageError(url.text, f"the endpoint refused the request ({answer})", status, code)
+
+
+def redirected(store: S3Store, answer: str, headers: dict[str, str]) -> str:
+    """What a redirect means, in the words of the region it names (x-amz-bucket-region)
+    against the one requests are signed for, and where it points (its Location's host)."""
+    said = headers.get("x-amz-bucket-region")
+    said = said if said and _REGION.fullmatch(said) else None
+    location = headers.get("location")
+    host = urlsplit(location).netloc.rpartition("@")[2] if location else ""
+    to = f" to {host}" if _HOST.fullmatch(host) else ""
+    ours = f"{store.region} ({store.region_source})"
+    unfollowed = f"the endpoint {store.endpoint} redirects this bucket{to} ({answer}), which "
+    unfollowed += "modelmon does not follow"
+    if said and said != store.region:
+        return f"{unfollowed}: it says the bucket is in {said}, not {ours}: set AWS_REGION={said}"
+    if said:
+        return (
+            f"{unfollowed}, though the region it names, {said}, is the one requests are signed "
+            f"for ({store.region_source}): name the endpoint that serves the bucket "
+            f"({store.endpoint_source or 'AWS_ENDPOINT_URL'})"
+        )
+    return (
+        f"{unfollowed}; requests are signed for {ours}: name the endpoint that serves the "
+        f"bucket ({store.endpoint_source or 'AWS_ENDPOINT_URL'}), or its region (AWS_REGION)"
+    )
 
 
 def _answer(response: dict[str, Any]) -> Answer:

@@ -18,7 +18,17 @@ from modelmon.core.storage.policy import RetryPolicy
 from modelmon.core.storage.s3 import translate
 from modelmon.core.storage.urls import parse_object_url
 
-STORE = SimpleNamespace(credentials="sso", endpoint="https://s3.eu-west-1.amazonaws.com")
+STORE = SimpleNamespace(
+    credentials="sso",
+    endpoint="https://s3.eu-west-1.amazonaws.com",
+    region="eu-west-1",
+    region_source="AWS_REGION",
+    endpoint_source="none: AWS's",
+    searched="",  # credentials were found
+)
+ANONYMOUS = SimpleNamespace(
+    **{**vars(STORE), "credentials": "none: anonymous requests", "searched": "~/.aws/..."}
+)
 URL = parse_object_url("s3://bucket/model.safetensors")
 
 
@@ -46,7 +56,9 @@ def _answer(status: int, code: str, **headers: str) -> dict[str, object]:
             301,
             "PermanentRedirect",
             StorageError,
-            "another region (us-west-2): set AWS_REGION=us-west-2",
+            "the endpoint https://s3.eu-west-1.amazonaws.com redirects this bucket (301 "
+            "PermanentRedirect), which modelmon does not follow: it says the bucket is in "
+            "us-west-2, not eu-west-1 (AWS_REGION): set AWS_REGION=us-west-2",
         ),
         (
             400,
@@ -79,6 +91,26 @@ def test_refusals(status: int, code: str, kind: type, says: str) -> None:
 def test_answers_worth_a_retry(status: int, code: str, kind: str) -> None:
     error = translate(STORE, URL, _answer(status, code))  # type: ignore[arg-type]
     assert isinstance(error, Transient) and error.kind == kind and error.status == status
+
+
+@pytest.mark.parametrize("status", [301, 307])
+def test_a_redirect_naming_the_region_already_set_says_so(status: int) -> None:
+    headers = {"x-amz-bucket-region": "eu-west-1", "location": "https://elsewhere:8443/b/k"}
+    error = translate(STORE, URL, _answer(status, str(status), **headers))  # type: ignore[arg-type]
+    line = str(error)
+    assert type(error) is StorageError and "set AWS_REGION" not in line
+    assert f"amazonaws.com redirects this bucket to elsewhere:8443 ({status}), " in line
+    assert "the region it names, eu-west-1, is the one requests are signed for" in line
+
+
+@pytest.mark.parametrize(("status", "code"), [(400, "UnsupportedAlgorithm"), (403, "AccessDenied")])
+def test_a_refused_anonymous_request_says_no_credentials_were_found(status: int, code: str) -> None:
+    error = translate(ANONYMOUS, URL, _answer(status, code))  # type: ignore[arg-type]
+    line = str(error)
+    assert type(error) is StorageAccessError
+    assert f"refused the request ({status} {code}), which was anonymous" in line
+    assert "no credentials were found (looked in ~/.aws/...)" in line
+    assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in line
 
 
 def test_content_ranges() -> None:
