@@ -56,7 +56,8 @@ T0 = float(os.environ.get(T0_VARIABLE) or process_start())
 def say(event: str, rank: int | None = None) -> None:
     elapsed = time.clock_gettime(time.CLOCK_BOOTTIME) - T0
     where = "" if rank is None else f" rank {rank}"
-    print(f"serve_bed: {event} {elapsed:.3f}{where}", file=sys.stderr, flush=True)
+    # One write a line: the ranks share the server's standard error.
+    os.write(2, f"serve_bed: {event} {elapsed:.3f}{where}\n".encode())
 
 
 def busy(seconds: float) -> None:

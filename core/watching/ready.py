@@ -19,14 +19,13 @@ the middle of the two), a line when it is read, a URL when its answer arrives.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from modelmon.core.errors import OptionsError, printable
+from modelmon.core.errors import OptionsError, printable, redact_url
 from modelmon.core.loading.reads import now_ns
 from modelmon.core.system.sockets import listening_sockets, socket_inodes
 
@@ -77,21 +76,9 @@ class ReadyCondition:
 
 
 def shown_url(url: str) -> str:
-    """A ready URL as it may be written: no user part, every query value and the fragment
-    left out (a health URL may carry a token)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    with contextlib.suppress(ValueError):
-        if parts.port is not None:
-            host += f":{parts.port}"
-    query = "&".join(
-        f"{name}=…" for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    )
-    return printable(
-        urllib.parse.urlunsplit((parts.scheme, host, parts.path, query, "")) or "the URL"
-    )
+    """A ready URL as it may be written: the one redaction every URL passes (a health URL
+    may carry a token), on one line."""
+    return printable(redact_url(url))
 
 
 def check_ready_url(url: str) -> None:

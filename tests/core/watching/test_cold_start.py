@@ -62,7 +62,7 @@ def serve(
     model: Path, tmp_path: Path, *args: str, **watch: object
 ) -> tuple[WatchResult, dict[str, list[tuple[float, int | None]]]]:
     log = tmp_path / "bed.log"
-    with open(log, "wb") as output:
+    with open(log, "ab") as output:  # appends: the server's processes write to it at once
         result = Watch(
             [sys.executable, str(BED), str(model), *args],
             model=str(model),
@@ -79,7 +79,7 @@ def serve_url(
     url: str, tmp_path: Path, *args: str
 ) -> tuple[WatchResult, dict[str, list[tuple[float, int | None]]]]:
     log = tmp_path / "bed.log"
-    with open(log, "wb") as output:
+    with open(log, "ab") as output:  # appends: the server's processes write to it at once
         result = Watch(
             [sys.executable, str(BED), url, *args],
             model=url,
