@@ -23,10 +23,12 @@ from modelmon.core import Ceilings
 from modelmon.gui.exporter import Exporter
 from modelmon.gui.plots.access_pattern import AccessPatternPlot
 from modelmon.gui.plots.blocks import BlockTimelinePlot
+from modelmon.gui.plots.cold_start import ColdStartPlot
 from modelmon.gui.plots.metrics import cpu_plot, device_plot, iowait_plot, memory_plot
 from modelmon.gui.plots.residency import ResidencyPlot
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
+from modelmon.gui.state.cold_start_view import cold_start_shown
 from modelmon.gui.state.configs import LABELS
 from modelmon.gui.state.events import Post
 from modelmon.gui.state.live_run import TICK_S, Frame, Shown
@@ -86,6 +88,7 @@ class Workspace(QWidget):
         self.device = device_plot()
         self.metric_plots = (self.iowait, self.cpu, self.memory, self.device)
         self.residency = ResidencyPlot()
+        self.cold_start = ColdStartPlot()
         self.results = ResultsTable()
         self.recommendation = RecommendationView()
         self.exporter = Exporter(bench, lambda: self.plots, post, self)
@@ -146,6 +149,12 @@ class Workspace(QWidget):
                 "What the block device read, and the model's pages filling the page cache.",
             ),
             ("Blocks", (self.blocks,), "When each block (layer) was loaded, A against B."),
+            (
+                "Cold start",
+                (self.cold_start,),
+                "A watched server's cold start: each rank's reading, the phases before, during "
+                "and after the weights, and when it was ready.",
+            ),
         ):
             splitter = QSplitter(Qt.Orientation.Horizontal)
             splitter.setChildrenCollapsible(False)
@@ -153,9 +162,10 @@ class Workspace(QWidget):
                 splitter.addWidget(plot)
                 plot.min_height_changed.connect(self._refit_rows)
             # Blocks: one labelled row per block, so the plot is as tall as the model needs
-            # and the tab scrolls (up and down only; the time axis is on top).
+            # and the tab scrolls (up and down only; the time axis is on top); the cold
+            # start's lanes likewise, one per rank.
             page = splitter
-            if plots == (self.blocks,):
+            if plots in ((self.blocks,), (self.cold_start,)):
                 page = scrolling(splitter)
                 page.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             index = self.tabs.addTab(page, title)
@@ -259,6 +269,7 @@ class Workspace(QWidget):
             plot.clear()
         info = self.bench.info
         self.blocks.set_block_order(info.model.blocks() if info else [])
+        self.cold_start.clear()
 
     def set_running(self, running: bool) -> None:
         for panel in self.panels.values():
@@ -360,6 +371,9 @@ class Workspace(QWidget):
         def run_ended(record: RunRecord) -> None:
             if record.result is not None:
                 self.blocks.show_result(record.label, record.result)
+            shown = cold_start_shown(record)
+            if shown is not None and (shown.lanes or shown.ready_s is not None):
+                self.cold_start.show(shown)
             if record.status != "ok":  # its curve says how it ended, not just "run A"
                 self.throughput.mark_run(record.label, record.status)
 

@@ -13,6 +13,9 @@
                         a verified cold cache
   ab-command.png        an A/B × 3 of modelmon's default (A) against that same command as
                         configuration B ("Your command…"), each of its runs watched
+  cold-start.png        the Cold start tab after File ▸ Watch a command… of a small server
+                        (tests/serve_bed.py) whose 4 ranks each read the whole demo model:
+                        the ranks' lanes, the phases and ready
 
 and, through File ▸ Export plot, the A/B's throughput as a figure (throughput.svg).
 
@@ -43,7 +46,13 @@ DEFAULT_SIZE = (1400, 900)
 SMALL_SIZE = (1000, 700)
 SMALLEST_SIZE = (800, 500)  # the window's minimum size
 TIMEOUT_S = 900
-NAMES = ("start-page", "ab-run", "recommend", "watch", "ab-command")
+NAMES = ("start-page", "ab-run", "recommend", "watch", "ab-command", "cold-start")
+# The server of the cold-start picture: imports, 4 ranks reading the whole model, a
+# post-processing step, then it listens (what ends the watch).
+SERVER_COMMAND = (
+    f"python {ROOT / 'tests' / 'serve_bed.py'} {{path}} --ranks 4 --mode whole "
+    "--import-s 1.5 --post-s 1.5 --pace-mbps 150"
+)
 # The user's loader in the pictures, as a user would type it: ``python load.py {path}``, run
 # in a folder holding load.py (the scratch folder's ``loader``).
 LOADER_COMMAND = "python load.py {path}"
@@ -216,6 +225,19 @@ def main() -> int:
             wait(lambda: not bench.running, "the A/B with a command")
             workspace.tabs.setCurrentIndex(0)
             save("ab-command")
+
+        if "cold-start" in wanted:
+            from modelmon.gui.state.watch_job import WatchInput, watch_request
+
+            given = WatchInput(SERVER_COMMAND, None, "", "cold", None)
+            assert bench.info is not None
+            bench.watch(watch_request(given, bench.info.model))
+            wait(lambda: not bench.running, "the server's watch")
+            tabs = workspace.tabs
+            tabs.setCurrentIndex(
+                next(i for i in range(tabs.count()) if tabs.tabText(i) == "Cold start")
+            )
+            save("cold-start")
 
         for record in bench.records:
             result = record.result

@@ -242,3 +242,33 @@ def test_a_watch_that_fails_says_why_not_that_nothing_was_found(
     message = window.messages.message()
     assert said in message and "nothing to fix" not in message, message
     assert window.workspace.results.results.cell_text(record, STATUS).startswith("failed")
+
+
+def test_a_watched_servers_cold_start_draws_its_ranks_and_phases(
+    qtbot, window: MainWindow, tmp_path: Path, monkeypatch
+):
+    model = write_safetensors_model(tmp_path / "served", layers=2, hidden=512, vocab=4096)
+    bed = Path(__file__).resolve().parents[1] / "serve_bed.py"
+    open_model(qtbot, window, model)
+    line = (
+        f"{sys.executable} {quoted(str(bed))} {{path}} --ranks 2 --mode slice "
+        "--pace-mbps 10 --post-s 0.3"
+    )
+    answer_watch(monkeypatch, lambda dialog: dialog.command.setText(line))
+    window.menus.watch_command_action.trigger()
+    wait_idle(qtbot, window)
+    (record,) = window.bench.records
+    cold = record.watched.cold_start if record.watched else None
+    assert cold is not None and cold.ready_s is not None and len(cold.ranks) == 2
+    plot = window.workspace.cold_start
+    shown = plot.shown
+    assert shown is not None and [lane.label.split(" ·")[0] for lane in shown.lanes] == [
+        "rank 0",
+        "rank 1",
+    ]
+    assert [name for name, _, _ in shown.phases] == ["before", "weights", "after"]
+    assert shown.ready_s == cold.ready_s and shown.title.startswith("watch 1: ready in")
+    assert plot.axis.names == [lane.label for lane in shown.lanes]
+    assert plot.note.isHidden()
+    window.bench.clear_run_plots()
+    assert plot.shown is None and not plot.note.isHidden()
