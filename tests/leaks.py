@@ -178,7 +178,12 @@ def _cmdline(pid: int) -> str:
     if state == "gone":
         return "(exited)"
     if state == "Z":
-        return "(zombie: exited but never waited for)"
+        try:  # a zombie keeps its name (comm), which says what it was
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                name = f.read().decode(errors="replace").strip()
+        except OSError:
+            name = "?"
+        return f"(zombie {name}: exited but never waited for)"
     return cmd[:200] or "(no cmdline)"
 
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from modelmon.core.watching.rank_evidence import Evidence, ProcessEvidence
-from modelmon.core.watching.ready import EarlyListen, ReadySeen
+from modelmon.core.watching.ready import BEFORE_WEIGHTS, NOT_A_RANK, EarlyListen, ReadySeen
 
 RANK_MIN_BYTES = 1 << 20  # a process that read less of the model read its header at most
 RANK_MIN_SHARE = 0.02  # of the model
@@ -323,10 +323,19 @@ def build_cold_start(
         ranks=ranks,
         lazy=lazy,
         asked=asked,
-        early_listens=tuple(((e.at_ns - t0_ns) / 1e9, e.port, e.pid, e.why) for e in early),
+        early_listens=tuple(
+            ((e.at_ns - t0_ns) / 1e9, e.port, e.pid, _why(e, {r.pid for r in ranks})) for e in early
+        ),
         ready_url_failure=url_failure if ready is None else None,
         memory=limit,
     )
+
+
+def _why(early: EarlyListen, ranks: set[int]) -> str:
+    """Why a listening socket was not ready, now that the ranks are known: a process that
+    was no rank yet when it listened may have become one (gloo's sockets of a rank that
+    had not read its first byte)."""
+    return BEFORE_WEIGHTS if early.why == NOT_A_RANK and early.pid in ranks else early.why
 
 
 def spread(ranks: Sequence[RankReport]) -> tuple[RankReport, float, float] | None:

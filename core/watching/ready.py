@@ -147,7 +147,7 @@ class ReadyWatch:
             self._known = set(_listening().keys())
         if self.condition.url is not None:
             answer = _ask(self.condition.url)
-            if answer is not None and answer[0]:
+            if answer[0]:
                 raise OptionsError(
                     f"--ready-url {shown_url(self.condition.url)} answers {answer[1]} before "
                     "the command starts: another server holds it"
@@ -275,13 +275,11 @@ class ReadyWatch:
         url = self.condition.url
         assert url is not None
         while not self._stop.is_set() and self.seen is None:
-            answer = _ask(url)
-            if answer is not None:
-                ok, status = answer
-                if ok:
-                    self._mark(now_ns(), "url", f"{shown_url(url)} answered {status}")
-                    return
-                self.url_failure = f"it answered {status}"
+            ok, said = _ask(url)
+            if ok:
+                self._mark(now_ns(), "url", f"{shown_url(url)} answered {said}")
+                return
+            self.url_failure = said
             self._stop.wait(URL_PERIOD_S)
 
     def stop(self) -> None:
@@ -300,9 +298,9 @@ def _listening() -> dict[int, int]:
         return {}
 
 
-def _ask(url: str) -> tuple[bool, str] | None:
-    """(2xx, the status) of one GET of ``url``; None when it could not be asked (refused,
-    no answer in time)."""
+def _ask(url: str) -> tuple[bool, str]:
+    """(2xx, its status) of one GET of ``url``; (False, why) when it gave no answer (refused,
+    none in time)."""
     import urllib3
 
     timeout = urllib3.Timeout(connect=URL_TIMEOUT_S, read=URL_TIMEOUT_S)
@@ -311,6 +309,16 @@ def _ask(url: str) -> tuple[bool, str] | None:
             response = pool.request("GET", url, redirect=False, preload_content=False)
             status = response.status
             response.release_conn()
-    except (urllib3.exceptions.HTTPError, OSError, ValueError):
-        return None
-    return 200 <= status < 300, str(status)
+    except urllib3.exceptions.NameResolutionError:
+        return False, "no answer: its host name does not resolve"
+    except urllib3.exceptions.NewConnectionError:
+        return False, "no answer: the connection was refused"
+    except urllib3.exceptions.ConnectTimeoutError:
+        return False, f"no answer: no connection within {URL_TIMEOUT_S:.0f} s"
+    except urllib3.exceptions.ReadTimeoutError:
+        return False, f"no answer within {URL_TIMEOUT_S:.0f} s"
+    except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+        return False, f"no answer: {type(exc).__name__}"
+    if 200 <= status < 300:
+        return True, str(status)
+    return False, f"it answered {status}"

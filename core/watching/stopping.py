@@ -166,4 +166,8 @@ def end_and_reap(
             f"pid {root} did not exit {STOP_GRACE_S:.0f} s after SIGKILL (stuck in an "
             "uninterruptible wait, as on a hung FUSE mount); it was not reaped"
         )
+    if tree is not None:
+        # A child that ended before its parent was a zombie of that parent: its parent's
+        # exit hands it to this process, the subreaper, which reaps it now.
+        reap([m.pid for m in tree.members.values() if m.pid != root])
     return None

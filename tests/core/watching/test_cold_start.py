@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -337,3 +338,50 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_a_ready_url_that_never_answers_ends_in_one_line(model: Path, tmp_path: Path) -> None:
+    """The CLI: exit 9, one line naming what the URL last did, nothing left running."""
+    port = free_port()  # nothing listens on it
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "modelmon",
+            "watch",
+            "--ready-url",
+            f"http://127.0.0.1:{port}/health?key=s3cr3t",
+            "--ready-timeout",
+            "3",
+            "--",
+            sys.executable,
+            str(BED),
+            str(model),
+            "--import-s",
+            "0.2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 9, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "not ready within" in last and "the connection was refused" in last
+    assert "s3cr3t" not in done.stdout + done.stderr
+    assert not leftovers()
+
+
+def test_gloo_ranks_whose_store_listens_before_the_weights_are_ready_later(
+    model: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch.distributed")
+    result, found = serve(
+        model, tmp_path, "--ranks", "2", "--mode", "whole", "--dist", "gloo", *PACE
+    )
+    cold = result.cold_start
+    assert cold is not None and cold.ready_by == "listen" and len(cold.ranks) == 2
+    # The store on MASTER_PORT and gloo's own sockets listen before any weight is read.
+    assert cold.early_listens and all(
+        why == "before its weights were read" for *_, why in cold.early_listens
+    )
+    assert cold.ready_s == pytest.approx(first(found, "ready"), abs=tolerance(5.0))
