@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from modelmon.core.loading.config_file import FORMAT_VERSION, apply_config, read_config
     from modelmon.core.loading.fresh import FreshResult, run_fresh, stop_child
     from modelmon.core.loading.inproc import in_process
+    from modelmon.core.loading.preflight import check_loadable
     from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerReady
     from modelmon.core.loading.processes import stop_workers
     from modelmon.core.loading.reads import DescriptorTally
@@ -182,6 +183,7 @@ _EXPORTS = (
     ("modelmon.core.measuring.ranks", "RanksResult RanksRun find_straggler"),
     ("modelmon.core.loading.strategies", "STRATEGIES default_strategy get_strategy"),
     ("modelmon.core.loading.inproc", "in_process"),
+    ("modelmon.core.loading.preflight", "check_loadable"),
     ("modelmon.core.loading.messages", "ReadBatch WorkerReady WorkerDone"),
     ("modelmon.core.loading.reads", "DescriptorTally"),
     ("modelmon.core.loading.processes", "stop_workers"),

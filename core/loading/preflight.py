@@ -37,13 +37,19 @@ def preflight(
 ) -> AbstractContextManager[None]:
     """Refuse (LoadError, one line) a load that cannot run; else the open-files limit to hold
     while it runs (raised to the hard limit where the soft one is too low)."""
-    refusal = objects_refusal(strategy, model, options) or strategy.cannot_load(model)
-    if refusal is not None:
-        raise LoadError(f"the {strategy.name} strategy cannot load {model.path}: {refusal}")
+    check_loadable(strategy, model, options)
     needed, readers = descriptors_needed(strategy, model, options, in_process)
     threads = f"{readers} reader thread{'s' if readers != 1 else ''}"
     what = f"{strategy.name} over {len(model.files)} files with {threads} per process"
     return enough_open_files(needed, what)
+
+
+def check_loadable(strategy: type[Strategy], model: Model, options: LoadOptions) -> None:
+    """Refuse (LoadError, one line) a strategy that cannot load ``model`` at all: a front end
+    that hands the load to other machines (the fleet) says it before it asks them."""
+    refusal = objects_refusal(strategy, model, options) or strategy.cannot_load(model)
+    if refusal is not None:
+        raise LoadError(f"the {strategy.name} strategy cannot load {model.path}: {refusal}")
 
 
 def objects_refusal(strategy: type[Strategy], model: Model, options: LoadOptions) -> str | None:

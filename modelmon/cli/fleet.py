@@ -107,11 +107,27 @@ def node_count(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import StrategyConfig, check_output, open_model, parse_program, program_kind
+    from modelmon.core import (
+        StrategyConfig,
+        check_loadable,
+        check_output,
+        get_strategy,
+        is_object_url,
+        open_model,
+        parse_object_url,
+        parse_program,
+        program_kind,
+    )
     from modelmon.core.options import parse_spec
     from modelmon.fleet.report import Side
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
+    if is_object_url(args.path):  # each node would look for it as a file
+        raise OptionsError(
+            f"{parse_object_url(args.path).text}: a fleet loads a model at one path on every "
+            "node (shared storage), and a model in object storage is not one; measure it "
+            "from one node with modelmon load"
+        )
     wanted = args.nodes
     if args.fleet_verb == "load":
         sides = [Side("load", StrategyConfig(args.strategy, load_options(vars(args))))]
@@ -131,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
             sides.append(Side(label, StrategyConfig(strategy, options.with_(cache=args.cache))))
         rounds = args.n
     model = open_model(args.path)  # a bad path fails here, once, not on every node
+    for side in sides:  # a strategy that cannot load it fails here, not on every node
+        if isinstance(side.config, StrategyConfig):
+            strategy = side.config.strategy
+            check_loadable(get_strategy(strategy), model, side.config.options)
     csv_output: Output | None = None
     if args.csv is not None:  # refused before the cluster is asked for anything
         csv_output = check_output(

@@ -94,3 +94,40 @@ def test_the_cli_loads_no_ray_until_fleet_runs() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ("s3://models/large/",),
+            "s3://models/large/: a fleet loads a model at one path on every node",
+        ),
+        (
+            ("s3://models/large/", "--strategy", "ranged"),
+            "s3://models/large/: a fleet loads a model at one path on every node",
+        ),
+    ],
+)
+def test_fleet_refuses_a_bucket_before_ray(
+    rclone_s3: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: tuple[str, ...],
+    says: str,
+) -> None:
+    """The refusal comes before Ray is imported (or a cluster asked for): without Ray, the
+    line is the refusal, not how to install Ray."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    code = main(["fleet", "load", *args])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 2 and line.startswith(f"modelmon: {says}"), line
+
+
+def test_fleet_refuses_a_strategy_that_cannot_load_the_model_before_ray(
+    sharded_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    code = main(["fleet", "load", str(sharded_model), "--strategy", "ranged"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 1 and "the ranged strategy cannot load" in line, line
