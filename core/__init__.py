@@ -65,8 +65,8 @@ if TYPE_CHECKING:
     from modelmon.core.loading.config_file import FORMAT_VERSION, apply_config, read_config
     from modelmon.core.loading.fresh import FreshResult, run_fresh, stop_child
     from modelmon.core.loading.inproc import in_process
-    from modelmon.core.loading.preflight import check_loadable
     from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerReady
+    from modelmon.core.loading.preflight import check_loadable
     from modelmon.core.loading.processes import stop_workers
     from modelmon.core.loading.reads import DescriptorTally
     from modelmon.core.loading.result import BlockTiming, LoadResult
@@ -132,8 +132,10 @@ if TYPE_CHECKING:
     from modelmon.core.runs.warm import warm_each
     from modelmon.core.storage.facts import ObjectFacts, ObjectStorage, object_storage
     from modelmon.core.storage.listing import list_objects
+    from modelmon.core.storage.policy import storage_timeout
     from modelmon.core.storage.records import ReadStats
     from modelmon.core.storage.urls import ObjectURL, is_object_url, parse_object_url
+    from modelmon.core.storage.waits import notice_waits as notice_storage_waits
     from modelmon.core.system.cache import CacheState, evict, rest_storage
     from modelmon.core.system.cache import not_measured as cache_not_measured
     from modelmon.core.system.cache import prepare as prepare_cache
@@ -280,6 +282,8 @@ _EXPORTS = (
     ("modelmon.core.storage.facts", "ObjectFacts ObjectStorage object_storage"),
     ("modelmon.core.storage.listing", "list_objects"),
     ("modelmon.core.storage.records", "ReadStats"),
+    ("modelmon.core.storage.policy", "storage_timeout"),
+    ("modelmon.core.storage.waits", "notice_storage_waits=notice_waits"),
     # The output guard: every file modelmon writes
     ("modelmon.core.system.outputs", "check_output write_or_keep Output Saved free_name"),
     # Words and documents

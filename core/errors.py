@@ -233,6 +233,11 @@ class StorageError(ModelmonError):
         self.url, self.problem, self.status, self.code = url, problem, status, code
         super().__init__(f"{url}: {problem}")
 
+    def __reduce__(self) -> tuple[type[StorageError], tuple[str, str, int | None, str | None]]:
+        # Made again from its fields (its args hold the line, not them): a worker's storage
+        # failure reaches its parent as the same typed error.
+        return type(self), (self.url, self.problem, self.status, self.code)
+
 
 class StorageConfigError(StorageError):
     """The AWS configuration names what modelmon cannot use: an endpoint without a scheme, of
@@ -254,7 +259,12 @@ class EndpointUnreachableError(StorageError):
 
 
 class StorageThrottledError(StorageError):
-    """The endpoint kept throttling (503 SlowDown, 429) or failing (500) past the retries."""
+    """The endpoint kept throttling (503 SlowDown, 429) past the retries."""
+
+
+class StorageServerError(StorageError):
+    """The endpoint kept failing (500, 502, 504: its own failure, not a throttle) past the
+    retries."""
 
 
 class ObjectChangedError(StorageError):

@@ -97,6 +97,16 @@ def check_budget(budget_s: object) -> float:
     return seconds
 
 
+# How long a read of object storage waits for an endpoint that sends nothing, all its tries
+# together, before it fails (``storage.policy``): 30 s is one read timeout, so an endpoint
+# that takes connections and never answers fails in half a minute, not after 8 × 30 s; a
+# byte arriving starts the wait again. Asked for on the command line (--storage-timeout) or
+# in ``MODELMON_STORAGE_TIMEOUT``, which the worker processes inherit.
+DEFAULT_STORAGE_TIMEOUT_S = 30.0
+MIN_STORAGE_TIMEOUT_S = 1.0
+MAX_STORAGE_TIMEOUT_S = 3600.0
+STORAGE_TIMEOUT_ENV = "MODELMON_STORAGE_TIMEOUT"
+
 # How long a watched program must be quiet (no page of the model arriving) before the watch
 # ends it: shorter than a few samples is a pause between two reads, not a program done loading
 # (a 0 s quiet stopped a loader 0.2 s in with 16 % of its model arrived).

@@ -2,10 +2,12 @@
 
 It forwards each request unchanged (the signature covers the Host header, which it keeps)
 and can, on request: add latency per request, answer with 503 SlowDown or 429 bursts or
-500s, reset a connection mid-body (a RST after N bytes), answer as a server that ignores
-ranges (200, the whole object, no Content-Range), shift the Content-Range of what it
-sends, or redirect (301, 307) to another host. It records every request it saw. It runs in
-the test's process and stops with it.
+500s (or any status), reset a connection mid-body (a RST after N bytes), answer as a server
+that ignores ranges (200, the whole object, no Content-Range), shift the Content-Range of
+what it sends, say another ETag or another size of the object, take a request and never
+answer it, or redirect (301, 307) to another host. Faults may wait for ``after`` GETs to
+pass first (those that open the model). It records every request it saw. It runs in the
+test's process and stops with it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ class Faults:
     redirect_to: str = ""
     redirect_region: str = ""
     redirect_skip: int = 0
+    etag: str | None = None  # say this ETag in every answer (the object replaced)
+    total: int | None = None  # say this size in every Content-Range (replaced, resized)
+    silent: bool = False  # take every request (any method) and never answer it
+    after: int = 0  # let this many GETs pass before any fault above applies
+    conditional: bool = False  # fault only GETs made If-Match (a load's, not a plain reader's)
 
 
 @dataclass
@@ -70,6 +77,7 @@ class FaultProxy:
     _server: socketserver.ThreadingTCPServer | None = None
     _thread: threading.Thread | None = None
     _clients: set[socket.socket] = field(default_factory=set)
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     @property
     def endpoint(self) -> str:
@@ -94,6 +102,7 @@ class FaultProxy:
     def stop(self) -> None:
         if self._server is None:
             return
+        self._stopping.set()  # a request held unanswered ends
         self._server.shutdown()
         with self._lock:
             for client in self._clients:
@@ -143,12 +152,15 @@ class FaultProxy:
         length = int(lower.get("content-length", "0") or 0)
         body = reader.read(length) if length else b""
         is_get = method == "GET" and "list-type=" not in target
-        fault = self._take_redirect(method, target) or self._take_fault(is_get)
+        fault = self._take_redirect(method, target) or self._take_fault(is_get, "if-match" in lower)
         with self._lock:
             self.seen.append(Seen(method, target, lower.get("range"), lower.get("if-match"), fault))
             latency = self.faults.latency_s
         if latency:
             time.sleep(latency)
+        if fault == "silent":  # the request is taken; the answer never comes
+            self._stopping.wait()
+            return False
         if fault == "throttle":
             status = self.faults.throttle_status
             code = "SlowDown" if status == 503 else "TooManyRequests"
@@ -158,7 +170,8 @@ class FaultProxy:
             self._send_redirect(client, method, target)
             return True
         if fault.startswith("fail"):
-            self._send_error(client, self.faults.fail_with or 500, "InternalError")
+            status = self.faults.fail_with or 500
+            self._send_error(client, status, ERROR_CODES.get(status, "InternalError"))
             return True
         if fault == "whole":
             assert self.root is not None
@@ -178,6 +191,13 @@ class FaultProxy:
         if fault == "misreport":
             out = [
                 (k, _shifted(v, self.faults.misreport) if k.lower() == "content-range" else v)
+                for k, v in out
+            ]
+        if fault == "etag":
+            out = [(k, f'"{self.faults.etag}"' if k.lower() == "etag" else v) for k, v in out]
+        if fault == "total":
+            out = [
+                (k, _resized(v, self.faults.total or 0) if k.lower() == "content-range" else v)
                 for k, v in out
             ]
         head = f"HTTP/1.1 {answer.status} {answer.reason}\r\n"
@@ -224,11 +244,18 @@ class FaultProxy:
         head += f"Content-Type: application/xml\r\nContent-Length: {len(body)}\r\n\r\n"
         client.sendall(head.encode() + body)
 
-    def _take_fault(self, is_get: bool) -> str:
+    def _take_fault(self, is_get: bool, if_match: bool) -> str:
         with self._lock:
             faults = self.faults
-            if not is_get:
+            if not is_get:  # a listing, a HEAD: only silence touches them
+                return "silent" if faults.silent and faults.after == 0 else ""
+            if faults.conditional and not if_match:
                 return ""
+            if faults.after > 0:
+                faults.after -= 1
+                return ""
+            if faults.silent:
+                return "silent"
             if faults.throttle > 0:
                 faults.throttle -= 1
                 return "throttle"
@@ -242,13 +269,18 @@ class FaultProxy:
                 return "reset"
             if faults.misreport:
                 return "misreport"
+            if faults.etag is not None:
+                return "etag"
+            if faults.total is not None:
+                return "total"
             return ""
 
     @staticmethod
     def _send_error(client: socket.socket, status: int, code: str) -> None:
+        message = ERROR_MESSAGES.get(code, "We encountered an internal error.")
         body = (
             f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-            "<Message>Please reduce your request rate.</Message></Error>"
+            f"<Message>{message}</Message></Error>"
         ).encode()
         reason = http.client.responses.get(status, "Error")
         head = (
@@ -256,6 +288,28 @@ class FaultProxy:
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         client.sendall(head.encode() + body)
+
+
+# S3's code for each status a test asks the proxy to fail with, and its message.
+ERROR_CODES = {
+    403: "AccessDenied",
+    412: "PreconditionFailed",
+    500: "InternalError",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+    504: "GatewayTimeout",
+}
+ERROR_MESSAGES = {
+    "SlowDown": "Please reduce your request rate.",
+    "TooManyRequests": "Please reduce your request rate.",
+    "AccessDenied": "Access Denied",
+    "PreconditionFailed": "At least one of the pre-conditions you specified did not hold",
+}
+
+
+def _resized(content_range: str, total: int) -> str:
+    span, _, _ = content_range.partition("/")
+    return f"{span}/{total}"
 
 
 def _shifted(content_range: str, by: int) -> str:

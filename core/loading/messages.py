@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modelmon.core.errors import StorageError
 from modelmon.core.storage.records import RequestRecord
 
 
@@ -70,3 +71,6 @@ class WorkerFailed:
     worker: int
     kind: str  # exception class name
     message: str
+    # The storage's own failure (throttled, changed, refused...), typed: the parent fails the
+    # run with it, as opening the model would have (its words, its exit code).
+    storage: StorageError | None = None

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core.errors import one_line
+from modelmon.core.errors import StorageError, one_line
 from modelmon.core.loading.drop_behind import DroppedBehind
 from modelmon.core.loading.messages import WorkerDone, WorkerReady
 from modelmon.core.model.blocks import block_sort_key
@@ -128,6 +128,9 @@ class LoadResult:
     # The memory cgroup the load ran in under ``--memory-limit``: its peak, split, re-reads and
     # OOM kills; None without a limit, or where none could be made (a note says so).
     memory_limit: MemoryLimit | None = None
+    # A load the storage failed (throttled past the retries, an object changed, access
+    # refused...): that typed error, whose line ``error`` is. Not in the JSON: ``error`` is.
+    storage_error: StorageError | None = field(default=None, compare=False)
 
     @property
     def coarse_timing(self) -> bool:
@@ -182,6 +185,7 @@ class LoadResult:
         ]
         if self.checksum is None:
             data.pop("tensor_checksums")
+        data.pop("storage_error")
         if self.object_reads is not None:
             data["object_reads"]["bytes_per_second"] = self.object_reads.throughput
         return data

@@ -363,6 +363,7 @@ class LoadRun:
             descriptor_sharing=sharing.text() if sharing is not None and sharing.shared else None,
             overlapped=self.overlapped,
             memory_limit=limited,
+            storage_error=self.pipes.storage_error if failure == self.pipes.failure else None,
         )
 
     def _cancelled_error(self, status: str) -> str | None:

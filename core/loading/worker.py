@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
-from modelmon.core.errors import LoadCancelled, LoadError, one_line
+from modelmon.core.errors import LoadCancelled, LoadError, StorageError, one_line
 from modelmon.core.loading.drop_behind import DropBehind
 from modelmon.core.loading.handout import Handout
 from modelmon.core.loading.messages import WorkerDone, WorkerFailed, WorkerReady
@@ -261,8 +261,9 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
         shrunk = None if isinstance(exc, LoadCancelled) else _shrunk(files)
         if shrunk is not None:  # whatever the strategy's own error, this is what happened
             kind, message = "LoadError", shrunk
+        storage = exc if isinstance(exc, StorageError) and shrunk is None else None
         with contextlib.suppress(Exception):
-            send(WorkerFailed(task.worker, kind, message))
+            send(WorkerFailed(task.worker, kind, message, storage))
     finally:
         if strategy is not None:
             strategy.release()

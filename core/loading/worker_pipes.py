@@ -22,6 +22,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from modelmon.core.errors import StorageError
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.processes import death_description, ending_workers, exit_code
 from modelmon.core.loading.reads import ReadLog, now_ns
@@ -44,6 +45,7 @@ class WorkerPipes:
         self.ready: dict[int, WorkerReady] = {}
         self.done: dict[int, WorkerDone] = {}
         self.failure: str | None = None  # what a worker reported, or how one died once named
+        self.storage_error: StorageError | None = None  # the failure, when the storage's
         self.dead: int | None = None  # the first worker that died before finishing
         self._cancel = cancel
 
@@ -133,6 +135,10 @@ class WorkerPipes:
         elif isinstance(message, WorkerFailed) and not (
             message.kind == "LoadCancelled" and self._cancel.is_set()
         ):
-            self.failure = f"worker {worker} failed: {message.kind}: {message.message}"
+            if message.storage is not None:  # the storage's words, as opening would say them
+                self.storage_error = message.storage
+                self.failure = str(message.storage)
+            else:
+                self.failure = f"worker {worker} failed: {message.kind}: {message.message}"
         if on_message is not None:
             on_message(message)

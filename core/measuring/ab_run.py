@@ -73,7 +73,8 @@ def run_ab(
     storage each run waits for the mount to rest after the last (``rest_storage``);
     ``on_rest`` hears the seconds first. A run still going ``time_limit_s`` after its start
     is stopped, and the A/B with it (a server that never exits and never loads it all). Under
-    ``memory_limit`` every run happens in a memory cgroup of that size."""
+    ``memory_limit`` every run happens in a memory cgroup of that size. A run the storage
+    failed ends the A/B with that StorageError (throttled, changed, refused...)."""
     check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
     check_cache((a, b), cache)
     warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)
@@ -107,6 +108,8 @@ def run_ab(
             ordered.append((side, result))
             if on_result is not None:
                 on_result(side, pair, result)
+            if result.storage_error is not None:  # the storage failed, not the side
+                raise result.storage_error
             if result.status != "ok":
                 raise ABFailed(side, pair, result)
     pairs = min(len(results["A"]), len(results["B"]))

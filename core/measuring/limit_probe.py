@@ -210,6 +210,8 @@ class LimitSearch:
             self.race.check_cancel()
             return LimitProbe(limit, False, None, None, 0, f"could not run: {exc}")
         self.race.check_cancel()
+        if result.storage_error is not None:  # the storage failed, not the limit
+            raise result.storage_error
         limited = result.memory_limit
         killed = limited is not None and limited.oom_killed
         held = result.status == "ok" and not killed and thrashing(result, model.total_bytes) is None

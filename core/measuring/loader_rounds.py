@@ -158,6 +158,8 @@ class LoaderRounds:
         stop.watch(running)
         outcome = running.run()
         result = outcome.result
+        if result.storage_error is not None:  # no side's fault: the rounds end
+            raise result.storage_error
         if isinstance(outcome, ProgramResult):
             entry.watch = outcome.watch or entry.watch
             entry.own = outcome.own or entry.own

@@ -25,6 +25,7 @@ from modelmon.core.options import MiB
 from modelmon.core.storage.connection import Connection, Transient
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
+from modelmon.core.storage.transfer import final_error
 from modelmon.core.storage.urls import ObjectURL
 
 # The curve: connections at one part size, then part sizes at the best connections, then
@@ -85,14 +86,17 @@ def _read_parts(
     try:
         while not failures and (taken := parts.take()) is not None:
             url, first, last = taken
-            _answer, body = connection.get(url, first, last, None)
-            left = last + 1 - first
-            while left > 0:
-                got = body.readinto(buffer[: min(left, len(buffer))])
-                if got <= 0:
-                    raise StorageError(url.text, "the body ended early")
-                left -= got
-            body.finish()
+            try:
+                _answer, body = connection.get(url, first, last, None)
+                left = last + 1 - first
+                while left > 0:
+                    got = body.readinto(buffer[: min(left, len(buffer))])
+                    if got <= 0:
+                        raise StorageError(url.text, "the body ended early")
+                    left -= got
+                body.finish()
+            except Transient as exc:  # a plain read is not retried: named as it failed
+                raise final_error(url, exc, 1) from None
     except BaseException as exc:  # the caller raises it, one line
         failures.append(exc)
 
@@ -120,8 +124,9 @@ def plain_get(objects: Sequence[ObjectFacts], connections: int, part: int) -> Ob
                 conn.close()
     if failures:
         failure = failures[0]
-        detail = failure.detail if isinstance(failure, Transient) else one_line(failure)
-        raise LoadError(f"ceiling: plain GETs of {objects[0].url} failed: {detail}")
+        if isinstance(failure, StorageError):  # the storage's own words, as a load's
+            raise failure
+        raise LoadError(f"ceiling: plain GETs of {objects[0].url} failed: {one_line(failure)}")
     return ObjectReading(connections, part, sum(sizes) / seconds / 1e6)
 
 

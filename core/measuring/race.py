@@ -212,6 +212,8 @@ class Race:
         )
         stop.watch(run)
         outcome = run.run()
+        if outcome.result.storage_error is not None:  # no candidate's fault: the search ends
+            raise outcome.result.storage_error
         return outcome.result, run.loaded_bytes, stop
 
 

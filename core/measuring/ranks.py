@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from modelmon.core.errors import OptionsError
+from modelmon.core.errors import OptionsError, StorageError
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.model.formats import open_model
@@ -118,6 +118,13 @@ class RanksResult:
     def mbps(self) -> float:
         """The aggregate: every rank's bytes over the wall time, decimal MB/s."""
         return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+    @property
+    def storage_error(self) -> StorageError | None:
+        """The StorageError that failed the ranks (the failed rank's), if the storage did."""
+        if self.status != "failed":
+            return None
+        return next((r.result.storage_error for r in self.ranks if r.result.storage_error), None)
 
     @property
     def straggler(self) -> Straggler | None:

@@ -107,8 +107,8 @@ class Body:
             data = self._raw.read(len(view))
             view[: len(data)] = data
             return len(data)
-        except TimeoutError as exc:
-            raise Transient("timeout", f"no byte for the read timeout ({exc})") from None
+        except TimeoutError:
+            raise Transient("timeout", "the answer stopped arriving mid-body") from None
         except (http.client.HTTPException, ssl.SSLError, OSError, ValueError) as exc:
             raise Transient("dropped", f"connection dropped mid-body ({describe(exc)})") from None
         except Exception as exc:  # urllib3's and botocore's own ProtocolError, ReadTimeoutError

@@ -29,7 +29,9 @@ from modelmon.core.storage.connection import (
 )
 from modelmon.core.storage.facts import host_kind
 from modelmon.core.storage.policy import Timeouts
+from modelmon.core.storage.transfer import once_error
 from modelmon.core.storage.urls import ObjectURL
+from modelmon.core.storage.waits import waiting_for
 
 
 class _TargetRedaction(logging.Filter):
@@ -83,7 +85,7 @@ class HTTPStore(Store):
         try:
             raw = self._control.send(url, "HEAD", {})
         except Transient as exc:
-            raise StorageError(url.text, exc.detail, exc.status) from None
+            raise once_error(url, exc) from None
         answer = _answer(raw)
         raw.release_conn()
         return answer
@@ -106,22 +108,22 @@ class HTTPConnection(Connection):
         import urllib3.exceptions as errors
 
         try:
-            raw = self._pool.urlopen(
-                method,
-                url.http_path,
-                headers={"Accept-Encoding": "identity", **headers},
-                redirect=False,
-                preload_content=False,
-                decode_content=False,
-                retries=False,
-            )
+            with waiting_for(self._store.endpoint):
+                raw = self._pool.urlopen(
+                    method,
+                    url.http_path,
+                    headers={"Accept-Encoding": "identity", **headers},
+                    redirect=False,
+                    preload_content=False,
+                    decode_content=False,
+                    retries=False,
+                )
         except (errors.NewConnectionError, errors.ConnectTimeoutError) as exc:
             raise Transient(
                 "unreachable", f"cannot reach {self._store.endpoint} ({describe(exc)})"
             ) from None
         except errors.ReadTimeoutError:
-            detail = f"no answer from {self._store.endpoint} within the timeout"
-            raise Transient("timeout", detail) from None
+            raise Transient("timeout", f"no answer from {self._store.endpoint}") from None
         except errors.SSLError as exc:
             # urllib3's context trusts OpenSSL's default paths, which SSL_CERT_FILE names.
             failure = tls_failure(self._store.endpoint, exc, "SSL_CERT_FILE")

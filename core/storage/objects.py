@@ -10,14 +10,13 @@ from modelmon.core.errors import StorageError
 from modelmon.core.storage.connection import Connection, Store
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.https import HTTPStore
-from modelmon.core.storage.policy import RetryPolicy, Timeouts
+from modelmon.core.storage.policy import RetryPolicy, Timeouts, read_policy, store_timeouts
 from modelmon.core.storage.records import RequestRecord
 from modelmon.core.storage.s3 import S3Store
 from modelmon.core.storage.transfer import Expected, RangeReader
 from modelmon.core.storage.urls import ObjectURL
 
 PROBE_BYTES = 1 << 20  # a safetensors header is tens of KB, a GGUF's a few MB: one GET, mostly
-OPEN_POLICY = RetryPolicy()
 
 
 class ObjectSource:
@@ -37,7 +36,7 @@ class ObjectSource:
         self._own = connection is None  # a connection lent by the caller stays open
         self._connection = store.connect() if connection is None else connection
         self._reader = RangeReader(
-            self._connection, 0, policy or OPEN_POLICY, threading.Event(), self.records.append
+            self._connection, 0, policy or read_policy(), threading.Event(), self.records.append
         )
         try:
             buffer = bytearray(PROBE_BYTES if probe is None else probe)
@@ -85,7 +84,9 @@ class ObjectSource:
 
 
 def open_store(url: ObjectURL, timeouts: Timeouts | None = None) -> Store:
-    """The store that holds ``url``: its S3 endpoint, or its http(s) host."""
+    """The store that holds ``url``: its S3 endpoint, or its http(s) host (``timeouts``
+    default: none past the storage timeout, ``policy.store_timeouts``)."""
+    timeouts = timeouts or store_timeouts()
     if url.scheme == "s3":
         return S3Store(url, timeouts)
     return HTTPStore(url, timeouts)

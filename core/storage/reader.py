@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from modelmon.core.errors import LoadCancelled
 from modelmon.core.storage.connection import Connection, Store
 from modelmon.core.storage.facts import ObjectFacts
-from modelmon.core.storage.policy import RetryPolicy
+from modelmon.core.storage.policy import RetryPolicy, read_policy
 from modelmon.core.storage.records import ReadStats, RequestRecord
 from modelmon.core.storage.transfer import DataSink, Expected, RangeReader, Stopped
 
@@ -116,7 +116,7 @@ class ObjectReader:
         if connections < 1:
             raise ValueError("connections must be at least 1")
         self.store, self.connections = store, connections
-        self.policy = policy or RetryPolicy()
+        self.policy = policy or read_policy()
         self.cancel_event = cancel or threading.Event()
         self.scratch_bytes = scratch_bytes
         self._stop = threading.Event()

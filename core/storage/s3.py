@@ -33,7 +33,9 @@ from modelmon.core.storage.connection import (
     tls_failure,
 )
 from modelmon.core.storage.policy import Timeouts
+from modelmon.core.storage.transfer import once_error
 from modelmon.core.storage.urls import ObjectURL
+from modelmon.core.storage.waits import waiting_for
 
 _ACCESS_PROBLEMS = {
     "SignatureDoesNotMatch": "the secret key is not the one the endpoint holds for this access key",
@@ -110,7 +112,7 @@ class S3Store(Store):
         try:
             return request(self, self._control_client(), url, operation, **params)
         except Transient as exc:
-            raise StorageError(url.text, exc.detail, exc.status, exc.code) from None
+            raise once_error(url, exc) from None
 
     def close(self) -> None:
         if self._control is not None:
@@ -170,7 +172,8 @@ def request(store: S3Store, client: Any, url: ObjectURL, operation: str, **param
     import botocore.exceptions as errors
 
     try:
-        return getattr(client, operation)(**params)
+        with waiting_for(store.endpoint):
+            return getattr(client, operation)(**params)
     except errors.ClientError as exc:
         raise translate(store, url, exc.response) from None
     except (errors.EndpointConnectionError, errors.ConnectTimeoutError) as exc:
@@ -178,7 +181,7 @@ def request(store: S3Store, client: Any, url: ObjectURL, operation: str, **param
             "unreachable", f"cannot reach the endpoint {store.endpoint} ({describe(exc)})"
         ) from None
     except errors.ReadTimeoutError:
-        raise Transient("timeout", f"no answer from {store.endpoint} within the timeout") from None
+        raise Transient("timeout", f"no answer from {store.endpoint}") from None
     except errors.SSLError as exc:
         # botocore trusts its own bundle, or the one AWS_CA_BUNDLE (ca_bundle) names.
         failure = tls_failure(store.endpoint, exc, "AWS_CA_BUNDLE")

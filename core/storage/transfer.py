@@ -7,9 +7,10 @@ to take a slice of it); a Content-Range or Content-Length other than the range a
 bytes past it, is an error; an ETag or size other than the object's when it was opened is
 ``ObjectChangedError`` (the request also carries ``If-Match``, which S3 answers with 412).
 Throttling, server errors and dropped connections are retried with backoff and jitter
-(``policy.RetryPolicy``); a body cut short is asked for again from the byte where the reads
-into memory stopped (at most ``SLICE`` bytes before the byte the server had sent, since a
-reset loses what the socket held).
+(``policy.RetryPolicy``), for at most its tries and the storage timeout since the last byte
+arrived, then given up on as what the last failure was (``final_error``); a body cut short
+is asked for again from the byte where the reads into memory stopped (at most ``SLICE``
+bytes before the byte the server had sent, since a reset loses what the socket held).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from modelmon.core.errors import (
     ObjectChangedError,
     RangesIgnoredError,
     StorageError,
+    StorageServerError,
     StorageThrottledError,
 )
+from modelmon.core.limits import STORAGE_TIMEOUT_ENV
 from modelmon.core.storage.connection import Answer, Body, Connection, Transient
-from modelmon.core.storage.policy import RetryPolicy
+from modelmon.core.storage.policy import RetryPolicy, storage_timeout_s, store_timeouts
 from modelmon.core.storage.records import RequestRecord
 from modelmon.core.storage.urls import ObjectURL
 
@@ -66,6 +69,7 @@ class RangeReader:
         self.connection, self.number, self.policy = connection, number, policy
         self.cancel, self.stop, self.record = cancel, stop, record
         self._current: Body | None = None
+        self._progress_at = 0.0  # time.monotonic() of the last byte (or the read's start)
 
     def read(
         self,
@@ -81,6 +85,7 @@ class RangeReader:
         views = [as_bytes(view) for view in targets if view.nbytes]
         end = first + sum(len(view) for view in views)
         position, failures, attempt, resumed = first, 0, 0, False
+        self._progress_at = time.monotonic()  # the last byte that arrived, or the start
         index, within = 0, 0  # the target being filled, and how far
         first_answer: Answer | None = None
         while position < end:
@@ -115,6 +120,7 @@ class RangeReader:
                     count = body.readinto(chunk)
                     if count == 0:
                         raise Transient("dropped", f"the body ended {end - position} bytes early")
+                    self._progress_at = time.monotonic()
                     if on_data is not None:
                         on_data(url.text, position, chunk[:count])
                     position += count
@@ -254,12 +260,19 @@ class RangeReader:
             raise Stopped
 
     def _back_off(self, url: ObjectURL, exc: Transient, failures: int) -> None:
+        """Wait before the next try, or give up: after the policy's tries in a row with no
+        byte, or when the wait would take the read past the storage timeout (``patience_s``
+        since the last byte arrived)."""
         limit = self.policy.attempts
         if exc.kind == "unreachable":
             limit = self.policy.unreachable_attempts
         if failures >= limit:
-            raise _final(url, exc, failures)
-        deadline = time.monotonic() + self.policy.delay(failures)
+            raise final_error(url, exc, failures)
+        delay = self.policy.delay(failures)
+        waited = time.monotonic() - self._progress_at
+        if waited + delay >= self.policy.patience_s:
+            raise final_error(url, exc, failures, self.policy.patience_s)
+        deadline = time.monotonic() + delay
         while True:  # a back-off ends early when the read is cancelled or another reader failed
             left = deadline - time.monotonic()
             if self.cancel.wait(min(max(left, 0.0), _POLL_S)):
@@ -307,11 +320,34 @@ def as_bytes(view: memoryview) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _final(url: ObjectURL, exc: Transient, failures: int) -> StorageError:
-    """The error a read gives up with after ``failures`` tries in a row."""
-    tries = f"after {failures} tries"
-    if exc.kind == "unreachable":
-        return EndpointUnreachableError(url.text, f"{exc.detail}, {tries}")
-    if exc.kind in ("throttled", "server-error"):
-        return StorageThrottledError(url.text, f"{exc.detail}, {tries}", exc.status, exc.code)
-    return StorageError(url.text, f"{exc.detail}, {tries}", exc.status, exc.code)
+def final_error(
+    url: ObjectURL, exc: Transient, failures: int, patience_s: float | None = None
+) -> StorageError:
+    """The error a read gives up with after ``failures`` tries in a row (``patience_s``: the
+    storage timeout, when that ended them), typed by the last failure: a throttle is named a
+    throttle, a server's failure its failure."""
+    tries = f"{failures} {'try' if failures == 1 else 'tries'}"
+    if patience_s is None:
+        problem = f"{exc.detail}, after {tries}"
+    else:
+        problem = (
+            f"{exc.detail}; nothing arrived within the storage timeout, {patience_s:g} s "
+            f"({tries}; --storage-timeout SECONDS or {STORAGE_TIMEOUT_ENV} waits longer)"
+        )
+    kind = _FINAL_ERRORS.get(exc.kind, StorageError)
+    return kind(url.text, problem, exc.status, exc.code)
+
+
+def once_error(url: ObjectURL, exc: Transient) -> StorageError:
+    """A request made once (a HEAD, a listing) that failed, named as a read's last failure:
+    a timeout that was the storage timeout (no socket wait is longer) says so."""
+    patience = storage_timeout_s()
+    at_timeout = exc.kind == "timeout" and store_timeouts().read_s >= patience
+    return final_error(url, exc, 1, patience if at_timeout else None)
+
+
+_FINAL_ERRORS: dict[str, type[StorageError]] = {
+    "unreachable": EndpointUnreachableError,
+    "throttled": StorageThrottledError,
+    "server-error": StorageServerError,
+}

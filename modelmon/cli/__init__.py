@@ -12,8 +12,10 @@ this package.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 
 from modelmon import __version__
 from modelmon.cli import (
@@ -41,6 +43,8 @@ from modelmon.cli.common import (
     stop_on_sigterm,
     warnings_as_lines,
 )
+from modelmon.cli.progress import is_terminal
+from modelmon.core.errors import printable
 
 # In the order ``--help`` lists them; ``gui`` is also what runs without a verb.
 VERBS = (gui, inspect, load, bench, recommend, watch, models, strategies, engines, demo, fleet)
@@ -100,7 +104,29 @@ def _main(argv: list[str] | None, started: float) -> int:
     if verb is not gui:  # the app stops on signals by its own path (gui.app.StopSignals)
         stop_on_sigterm()
     try:
-        with warnings_as_lines():
+        with warnings_as_lines(), storage_waits(args):
             return exit_code_for(int(verb.run(args)))
     except EXPECTED_ERRORS as error:
         return exit_code_for(int(fail_on(error)))
+
+
+@contextlib.contextmanager
+def storage_waits(args: argparse.Namespace) -> Iterator[None]:
+    """The verb's reads of object storage: their timeout (``--storage-timeout``, for this
+    process and the workers it starts), and on a terminal a line as soon as an endpoint
+    keeps one waiting for an answer (piped, nothing is said until the end)."""
+    with contextlib.ExitStack() as stack:
+        seconds = getattr(args, "storage_timeout", None)
+        if seconds is not None:
+            from modelmon.core import storage_timeout
+
+            stack.enter_context(storage_timeout(seconds))
+        if args.verb not in (None, gui.VERB) and is_terminal(sys.stderr):
+            from modelmon.core import notice_storage_waits
+
+            stack.enter_context(notice_storage_waits(say_waiting))
+        yield
+
+
+def say_waiting(endpoint: str) -> None:
+    print(f"modelmon: waiting for {printable(endpoint)} (no answer yet)…", file=sys.stderr)

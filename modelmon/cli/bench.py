@@ -91,6 +91,9 @@ def add_parser(verbs: Verbs) -> None:
         "a few seconds, and timed as any other",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.flags import add_storage_timeout_option
+
+    add_storage_timeout_option(parser)
     from modelmon.cli.flags import add_memory_limit_option
 
     add_memory_limit_option(parser, "every run (its workers, or its program)")
@@ -294,6 +297,10 @@ def run(args: argparse.Namespace) -> int:
         task = bars.runs_task(f"A/B × {args.n}", 2 * args.n)
 
         def on_result(side: str, pair: int, result: LoadResult) -> None:
+            bars.advance(task, 1)
+            if result.status != "ok":  # why is the line that ends the A/B
+                bars.log(f"{side} run {pair + 1}: {result.status}")
+                return
             state = (
                 "cold ✓"
                 if result.cache.cold
@@ -309,7 +316,6 @@ def run(args: argparse.Namespace) -> int:
                 f"{side} run {pair + 1}: {result.mbps:.0f} MB/s in {result.seconds:.3f} s "
                 f"({state}{within})"
             )
-            bars.advance(task, 1)
 
         try:
             ab = run_ab(

@@ -64,8 +64,8 @@ MEANINGS = {
     ExitCode.NO_MODEL_SEEN: "watch: the program never opened or mapped a model file",
     ExitCode.TOO_SHORT: "watch: the program exited before the first sample",
     ExitCode.STORAGE_FAILED: "object storage refused or failed a read, or its AWS "
-    "configuration cannot be used (credentials, no such bucket or object, endpoint down, "
-    "malformed or redirecting, throttled, object changed)",
+    "configuration cannot be used (credentials, no such bucket or object, endpoint down or "
+    "silent, malformed or redirecting, throttled, failing, object changed)",
     ExitCode.NOT_READY: "watch: the command was never ready (--ready-port, --ready-line, "
     "--ready-url) before it exited or --ready-timeout",
     ExitCode.HANGUP: "stopped by SIGHUP, its terminal gone (as cleanly as Ctrl+C)",

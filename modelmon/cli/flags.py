@@ -11,7 +11,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from modelmon.core.errors import OptionsError
-from modelmon.core.limits import MAX_AB_PAIRS, range_text
+from modelmon.core.limits import (
+    DEFAULT_STORAGE_TIMEOUT_S,
+    MAX_AB_PAIRS,
+    MAX_STORAGE_TIMEOUT_S,
+    MIN_STORAGE_TIMEOUT_S,
+    STORAGE_TIMEOUT_ENV,
+    range_text,
+)
 from modelmon.core.options import (
     CACHE_MODES,
     FADVISE_HINTS,
@@ -117,6 +124,21 @@ def add_memory_limit_option(parser: argparse.ArgumentParser, what: str) -> None:
         default=None,
         metavar="SIZE",
         help=MEMORY_LIMIT_HELP.format(what=what),
+    )
+
+
+def add_storage_timeout_option(parser: argparse.ArgumentParser) -> None:
+    """``--storage-timeout SECONDS``: every verb that reads a bucket (``main`` applies it)."""
+    low, high = MIN_STORAGE_TIMEOUT_S, MAX_STORAGE_TIMEOUT_S
+    parser.add_argument(
+        "--storage-timeout",
+        type=number_in(low, high, "s"),
+        default=None,
+        metavar="SECONDS",
+        help="a model in object storage: how long a read waits for an endpoint that sends "
+        f"nothing, its retries together, before it fails, {range_text(low, high)} s "
+        f"(default {DEFAULT_STORAGE_TIMEOUT_S:g}, or ${STORAGE_TIMEOUT_ENV}); a byte "
+        "arriving starts the wait again",
     )
 
 

@@ -33,6 +33,9 @@ def add_parser(verbs: Verbs) -> None:
     parser = add_verb(verbs, VERB, "format, tensors, blocks, dtypes, storage facts", EXAMPLES)
     add_path(parser, PATH_HELP + URL_HELP)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.flags import add_storage_timeout_option
+
+    add_storage_timeout_option(parser)
     from modelmon.cli.flags import memory_limit
 
     parser.add_argument(

@@ -15,6 +15,7 @@ from modelmon.cli.common import (
     cancel_on_interrupt,
     emit_json,
     fail,
+    fail_on,
     note,
 )
 from modelmon.cli.flags import (
@@ -59,6 +60,9 @@ def add_parser(verbs: Verbs) -> None:
     for flag in flags:
         flag.default = argparse.SUPPRESS
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.flags import add_storage_timeout_option
+
+    add_storage_timeout_option(parser)
     parser.add_argument(
         "--samples",
         action="store_true",
@@ -150,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         print(render_result(result))
     if result.status == "cancelled":
         return fail("cancelled", ExitCode.CANCELLED)
+    if result.storage_error is not None:  # in the storage's words, as when opening
+        return fail_on(result.storage_error)
     if result.status != "ok":
         return fail(f"load failed: {result.error}", ExitCode.LOAD_FAILED)
     return ExitCode.OK

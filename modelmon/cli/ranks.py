@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail
+from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail, fail_on
 from modelmon.cli.flags import whole_in
 from modelmon.core.options import MAX_PARALLEL
 
@@ -56,6 +56,8 @@ def run(args: argparse.Namespace, model: Model, strategy: str, options: LoadOpti
         print(render_ranks(result))
     if result.status == "cancelled":
         return fail(f"cancelled ({result.error})", ExitCode.CANCELLED)
+    if result.storage_error is not None:  # in the storage's words, as when opening
+        return fail_on(result.storage_error)
     if result.status != "ok":
         return fail(f"load failed: {result.error}", ExitCode.LOAD_FAILED)
     return ExitCode.OK

@@ -129,6 +129,9 @@ def add_parser(verbs: Verbs) -> None:
     )
     add_overwrite_model_option(parser, "-o")
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
+    from modelmon.cli.flags import add_storage_timeout_option
+
+    add_storage_timeout_option(parser)
     from modelmon.cli.priming import add_prime_option
 
     add_prime_option(parser)

@@ -111,6 +111,9 @@ def add_parser(verbs: Verbs) -> None:
         "show them next to the loader's MB/s",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    from modelmon.cli.flags import add_storage_timeout_option
+
+    add_storage_timeout_option(parser)
     parser.add_argument(
         "--samples",
         action="store_true",

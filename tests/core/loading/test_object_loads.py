@@ -157,3 +157,24 @@ def test_a_killed_worker_fails_a_bucket_load_at_once(faulty_s3: SimpleNamespace)
 def _state(pid: int) -> str:
     status = Path(f"/proc/{pid}/status").read_text()
     return next(line for line in status.splitlines() if line.startswith("State:"))
+
+
+def test_a_storage_failure_in_a_worker_reaches_the_caller_typed(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """measure's result carries the worker's StorageError, its line the storage's own; load
+    raises it. The JSON has the line, and no object."""
+    from modelmon.core import dumps
+    from modelmon.core.errors import StorageAccessError
+
+    model = open_model(f"s3://{BUCKET}/large/")  # opened before the faults
+    faulty_s3.proxy.faults.fail_with, faulty_s3.proxy.faults.failures = 403, 1000
+    result = measure(model, "ranged", threads=1)
+    assert result.status == "failed" and isinstance(result.storage_error, StorageAccessError)
+    assert result.error == str(result.storage_error)
+    assert result.error.startswith(f"s3://{BUCKET}/large/model.safetensors: these credentials")
+    document = result.to_dict()
+    assert "storage_error" not in document and document["error"] == result.error
+    dumps(document)
+    with pytest.raises(StorageAccessError):
+        load(model, threads=1)

@@ -13,6 +13,7 @@ from modelmon.core.errors import (
     ObjectChangedError,
     RangesIgnoredError,
     StorageError,
+    StorageServerError,
     StorageThrottledError,
 )
 from modelmon.core.storage.facts import ObjectFacts
@@ -66,11 +67,95 @@ def test_a_throttling_burst_is_waited_out(faulty_s3: SimpleNamespace, status: in
 def test_server_errors_are_retried_then_given_up_on_in_one_line(faulty_s3: SimpleNamespace) -> None:
     array, stats, _ = _read(LARGE, faulty_s3.proxy, failures=2)
     assert array.tobytes() == _file_bytes(faulty_s3, LARGE) and stats.retries == 2
-    with pytest.raises(StorageThrottledError) as caught:
+    with pytest.raises(StorageServerError) as caught:
         _read(LARGE, faulty_s3.proxy, failures=1000)
+    assert not isinstance(caught.value, StorageThrottledError)  # a 500 is no throttle
     assert str(caught.value) == (
         f"{LARGE}: the endpoint failed (500 InternalError), after {QUICK.attempts} tries"
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "says"),
+    [
+        (503, StorageThrottledError, "throttled by the endpoint (503 SlowDown)"),
+        (429, StorageThrottledError, "throttled by the endpoint (429 TooManyRequests)"),
+        (500, StorageServerError, "the endpoint failed (500 InternalError)"),
+        (502, StorageServerError, "the endpoint failed (502 BadGateway)"),
+        (504, StorageServerError, "the endpoint failed (504 GatewayTimeout)"),
+    ],
+)
+def test_a_throttle_and_a_server_failure_are_each_named_as_what_they_are(
+    faulty_s3: SimpleNamespace, status: int, kind: type[StorageError], says: str
+) -> None:
+    faults = {"throttle": 1000, "throttle_status": status} if status in (503, 429) else {}
+    faults = faults or {"failures": 1000, "fail_with": status}
+    with pytest.raises(StorageError) as caught:
+        _read(LARGE, faulty_s3.proxy, **faults)
+    assert type(caught.value) is kind
+    assert str(caught.value) == f"{LARGE}: {says}, after {QUICK.attempts} tries"
+
+
+def test_a_storage_error_pickles_as_itself() -> None:
+    """A worker's failure crosses its pipe pickled: the same type and fields come out."""
+    import pickle
+
+    sent = StorageServerError(LARGE, "the endpoint failed (500 InternalError)", 500, "E")
+    received = pickle.loads(pickle.dumps(sent))
+    assert type(received) is StorageServerError and str(received) == str(sent)
+    assert (received.url, received.problem, received.status, received.code) == (
+        LARGE,
+        "the endpoint failed (500 InternalError)",
+        500,
+        "E",
+    )
+
+
+def test_an_endpoint_that_never_answers_fails_at_the_storage_timeout(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """It takes the request and sends nothing: one wait of the storage timeout, not 8 tries
+    of the read timeout each; the line says what happened and how to wait longer."""
+    from modelmon.core.storage.policy import Timeouts
+
+    facts = _facts(LARGE)
+    faulty_s3.proxy.faults.silent = True
+    patient = RetryPolicy(patience_s=1.0)  # 8 tries, were the timeout not the bound
+    array = np.zeros(facts.size, np.uint8)
+    parts = plan_parts([Span(facts, 0, facts.size, memoryview(array))], 1 << 20)
+    store = open_store(parse_object_url(LARGE), Timeouts().within(1.0))
+    records: list[RequestRecord] = []
+    reader = ObjectReader(store, 1, policy=patient)
+    with store, reader, pytest.raises(StorageError) as caught:
+        reader.read(parts, on_record=records.append)
+    endpoint = faulty_s3.proxy.endpoint
+    assert str(caught.value) == (
+        f"{LARGE}: no answer from {endpoint}; nothing arrived within the storage timeout, 1 s "
+        "(1 try; --storage-timeout SECONDS or MODELMON_STORAGE_TIMEOUT waits longer)"
+    )
+    assert [r.outcome for r in records] == ["timeout"]
+
+
+def test_bytes_arriving_keep_a_read_going_past_the_storage_timeout(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """The storage timeout counts from the last byte that arrived: a body cut short again and
+    again after progress, each answer 0.5 s late, keeps going well past a 2 s timeout."""
+    part, cut, cuts = 8 << 20, 100_000, 6  # one part: the whole object
+    patient = RetryPolicy(attempts=2, base_s=0.01, cap_s=0.01, patience_s=2.0)
+    facts = _facts(LARGE)
+    faults = faulty_s3.proxy.faults
+    faults.reset_after, faults.resets, faults.cleanly, faults.latency_s = cut, cuts, True, 0.5
+    array = np.zeros(facts.size, np.uint8)
+    parts = plan_parts([Span(facts, 0, facts.size, memoryview(array))], part)
+    store = open_store(parse_object_url(LARGE))
+    records: list[RequestRecord] = []
+    with store, ObjectReader(store, 1, policy=patient) as reader:
+        reader.read(parts, on_record=records.append)
+    assert array.tobytes() == _file_bytes(faulty_s3, LARGE)
+    dropped = [r for r in records if r.outcome == "dropped"]
+    assert len(dropped) == cuts and all(r.received for r in dropped)
+    assert sum(r.end_ns - r.sent_ns for r in records) / 1e9 > patient.patience_s
 
 
 @pytest.mark.parametrize("cleanly", [True, False], ids=["closed", "reset"])
