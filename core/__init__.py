@@ -167,7 +167,7 @@ if TYPE_CHECKING:
     from modelmon.core.system.readahead import unavailable as readahead_unavailable
     from modelmon.core.system.residency import residency_of
     from modelmon.core.system.storage import StorageFacts, storage_by_folder, storage_facts
-    from modelmon.core.units import human_bytes
+    from modelmon.core.units import human_bytes, rate_span_text, rate_text
     from modelmon.core.watching.cold_start import ColdStart
     from modelmon.core.watching.ready import ReadyCondition
     from modelmon.core.watching.result import Reference, WatchResult
@@ -299,7 +299,7 @@ _EXPORTS = (
     ("modelmon.core.output.snippets", "snippets"),
     ("modelmon.core.output.answer", "answer answered Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
-    ("modelmon.core.units", "human_bytes"),
+    ("modelmon.core.units", "human_bytes rate_text rate_span_text"),
 )
 # name -> (module, attribute)
 _WHERE = {

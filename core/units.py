@@ -1,5 +1,6 @@
-"""How modelmon writes a byte count, in every layer's words: decimal units for bytes moved
-(as MB/s are, and storage vendors), binary GiB for RAM (as ``free -h`` shows it)."""
+"""How modelmon writes a byte count and a rate, in every layer's words: decimal units for
+bytes moved (as MB/s are, and storage vendors), binary GiB for RAM (as ``free -h`` shows
+it)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,29 @@ def gib_text(count: float) -> str:
     return f"{count / 2**30:.1f} GiB"
 
 
-def rate_text(bytes_per_second: float) -> str:
-    """A rate in decimal units: '77 MB/s', '1,830 MB/s'; under 1 MB/s in kB/s ('12 kB/s'),
-    never '0 MB/s'."""
-    if bytes_per_second >= 1e6:
-        return f"{bytes_per_second / 1e6:,.0f} MB/s"
-    return f"{bytes_per_second / 1e3:,.1f} kB/s"
+def rate_text(mbps: float, *, grouped: bool = False) -> str:
+    """A rate in words, decimal as storage is sold: "1320 MB/s", "4.2 MB/s" under 10, and
+    under 1 MB/s in kB/s ("85 kB/s", "9.6 kB/s"): a 10 kB/s bucket is never "0 MB/s".
+    ``grouped``: thousands separated ("1,320 MB/s"), where a page writes them so."""
+    number, unit = _rate_parts(mbps, grouped)
+    return f"{number} {unit}"
+
+
+def rate_span_text(low: float, high: float) -> str:
+    """Runs' rates from ``low`` to ``high`` as ``rate_text`` writes them: "576–707 MB/s",
+    "12–15 kB/s", "850 kB/s–1.2 MB/s"."""
+    (low_number, low_unit), (high_number, high_unit) = _rate_parts(low), _rate_parts(high)
+    if low_unit == high_unit:
+        return f"{low_number}–{high_number} {high_unit}"
+    return f"{rate_text(low)}–{rate_text(high)}"
+
+
+def _rate_parts(mbps: float, grouped: bool = False) -> tuple[str, str]:
+    if mbps >= 9.95:
+        return (f"{mbps:,.0f}" if grouped else f"{mbps:.0f}"), "MB/s"
+    if mbps >= 0.9995:
+        return f"{mbps:.1f}", "MB/s"
+    kbps = max(mbps, 0.0) * 1000
+    if kbps == 0:
+        return "0", "kB/s"
+    return (f"{kbps:.0f}" if kbps >= 9.95 else f"{kbps:.1f}"), "kB/s"

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from modelmon.core.system.io_throttle import THROTTLE_AHEAD, THROTTLE_COUNTS
+from modelmon.core.units import rate_text
 
 CEILINGS = (
     "sequential_read",
@@ -50,8 +51,8 @@ class Ceiling:
         it (the best of a curve's)."""
         if self.curve:
             setting = max(self.curve, key=lambda point: point[1])[0]
-            return f"{self.mbps:.0f} MB/s at {setting}"
-        return f"{self.mbps:.0f} MB/s ({self.spec})"
+            return f"{rate_text(self.mbps)} at {setting}"
+        return f"{rate_text(self.mbps)} ({self.spec})"
 
     def throttle_reason(self) -> str:
         """Why a load above this bound is, where a throttle set it ("" where none did)."""
@@ -209,19 +210,22 @@ class Ceilings:
         if fill.mbps < storage.mbps:
             return (
                 f"A load that keeps its bytes is limited here by filling fresh memory, not by "
-                f"the storage: {fill.mbps:.0f} MB/s to fill against {storage.mbps:.0f} to read."
+                f"the storage: {rate_text(fill.mbps)} to fill against {rate_text(storage.mbps)} to "
+                "read."
             )
         beside = fill_beside_mbps(fill)
         if beside is not None and beside < storage.mbps:
             return (
                 f"A load that keeps its bytes is limited here by the storage and filling fresh "
-                f"memory together: {storage.mbps:.0f} MB/s to read and {fill.mbps:.0f} to fill "
-                f"alone, but {beside:.0f} to fill while the reads run beside it (they share "
+                f"memory together: {rate_text(storage.mbps)} to read and {rate_text(fill.mbps)} "
+                f"to fill alone, but {rate_text(beside)} to fill while the reads run beside it "
+                "(they share "
                 "the CPUs)."
             )
         return (
             f"A load that keeps its bytes is limited here by the storage, not by filling "
-            f"fresh memory: {storage.mbps:.0f} MB/s to read against {fill.mbps:.0f} to fill."
+            f"fresh memory: {rate_text(storage.mbps)} to read against {rate_text(fill.mbps)} "
+            "to fill."
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,7 +273,8 @@ def fill_ceiling(
     as a load's own reads do (what says which bound binds)."""
     spec = (
         f"threads filling {size >> 20} MiB of fresh memory from /dev/zero alone; "
-        f"{threads} threads beside {reads} of the model: {statistics.median(beside):.0f} MB/s"
+        f"{threads} threads beside {reads} of the model: "
+        f"{rate_text(statistics.median(beside))}"
     )
     curve = (
         (FILL_ALONE, statistics.median(alone)),

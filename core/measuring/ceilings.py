@@ -43,6 +43,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode, MiB
 from modelmon.core.system.cache import prepare, prime_fresh_memory
 from modelmon.core.system.io_throttle import ReadThrottle, read_throttle
+from modelmon.core.units import rate_text
 
 
 def default_parallelism() -> int:
@@ -154,7 +155,7 @@ class _Plain:
         verified = all(all(self.verified[(*s, "cold")]) for s in settings)
         swept = "; ".join(
             f"{self.readings[(*s, 'cold')][0].setting}: "
-            f"{self.readings[(*s, 'cold')][0].mbps:.0f} MB/s"
+            f"{rate_text(self.readings[(*s, 'cold')][0].mbps)}"
             for s in settings
         )
         setting = self.readings[(*best, "cold")][0].setting

@@ -35,6 +35,7 @@ from modelmon.core.measuring.race import Race, thrashing
 from modelmon.core.options import MiB
 from modelmon.core.runs.start import run_for
 from modelmon.core.system.memory_limit import ram_text, size_text
+from modelmon.core.units import rate_text
 
 # Above its anonymous need: an interpreter's memory differs a little from run to run, and the
 # reads in flight need page cache before they are copied out of it.
@@ -63,7 +64,7 @@ class LimitProbe:
             return f"at {size} it {self.why}"
         reread = f", re-read {ram_text(self.reread_bytes)}" if self.reread_bytes >= MiB else ""
         peak = f", peak {ram_text(self.peak_bytes)}" if self.peak_bytes else ""
-        return f"{size} ({self.mbps or 0:.0f} MB/s{peak}{reread})"
+        return f"{size} ({rate_text(self.mbps or 0)}{peak}{reread})"
 
 
 @dataclass(frozen=True, slots=True)

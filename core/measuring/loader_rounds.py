@@ -44,6 +44,7 @@ from modelmon.core.runs.program import ProgramResult
 from modelmon.core.runs.start import run_for
 from modelmon.core.runs.warm import warm_code, warm_failure, warming_line
 from modelmon.core.system import cache
+from modelmon.core.units import rate_text
 from modelmon.core.watching.result import WatchResult
 
 Say = Callable[[str], None]
@@ -173,7 +174,7 @@ class LoaderRounds:
             entry.by_round[self.round] = result
             candidate.ended, candidate.reason = "finished", ""
             cold = "" if result.cache.cold else " (not verified cold)"
-            self.say(f"{entry.spec}: {result.mbps:.0f} MB/s{cold}")
+            self.say(f"{entry.spec}: {rate_text(result.mbps)}{cold}")
         elif not candidate.results:
             candidate.ended = "cut early" if result.status == "cancelled" else "failed"
             candidate.reason = stop.reason or f"{candidate.ended}: {result.error}"

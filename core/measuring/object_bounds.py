@@ -27,6 +27,7 @@ from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
 from modelmon.core.storage.transfer import final_error
 from modelmon.core.storage.urls import ObjectURL
+from modelmon.core.units import rate_text
 
 # The curve: connections at one part size, then part sizes at the best connections, then
 # twice those connections at the best part size (the search's neighbourhood of the best).
@@ -183,6 +184,6 @@ class ObjectCurve:
 
     def curve_text(self) -> str:
         return "; ".join(
-            f"{readings[0].setting}: {readings[0].mbps:.0f} MB/s"
+            f"{readings[0].setting}: {rate_text(readings[0].mbps)}"
             for readings in self.readings.values()
         )

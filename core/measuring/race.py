@@ -31,6 +31,7 @@ from modelmon.core.measuring.cutoff import (
 from modelmon.core.model.records import Model
 from modelmon.core.runs.start import run_for
 from modelmon.core.system.memory_limit import size_text
+from modelmon.core.units import rate_text
 
 # What another loader's run costs beyond one of modelmon's until a run of it measured it: a
 # fresh interpreter importing its library (torch takes 1-4 s). Planned at the leader's pace
@@ -155,7 +156,7 @@ class Race:
             if self.leader is None or result.seconds < self.leader:
                 self.leader = result.seconds
             cold = "" if result.cache.cold else " (not verified cold)"
-            self.progress(f"{candidate.spec}: {result.mbps:.0f} MB/s{cold}")
+            self.progress(f"{candidate.spec}: {rate_text(result.mbps)}{cold}")
             return result
         if candidate.results:  # a finalist stopped by the budget: its earlier runs stand
             self.progress(f"{candidate.spec}: run stopped ({result.error}): not counted")

@@ -15,6 +15,7 @@ from modelmon.core.output.comparison import pick_speedup, times_text
 from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets
+from modelmon.core.units import rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.advice import LoaderAdvice
@@ -39,7 +40,7 @@ class Answer:
 
 
 def _rate(candidate: Candidate) -> str:
-    return f"{candidate.median_mbps:.0f} MB/s"
+    return rate_text(candidate.median_mbps)
 
 
 def _how(candidate: Candidate) -> str:

@@ -27,6 +27,7 @@ from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.outputs import check_output
 from modelmon.core.system.storage import storage_facts
+from modelmon.core.units import rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.advice import LoaderAdvice
@@ -141,7 +142,7 @@ def build_document(
     if chosen is not winner:
         evidence_of["modelmon"] += (
             f"; modelmon's best: the overall pick is {chosen.spec} at "
-            f"{chosen.median_mbps:.0f} MB/s, see [recommendation]"
+            f"{rate_text(chosen.median_mbps)}, see [recommendation]"
         )
     matched = matching(lines, chosen)
     return {

@@ -24,7 +24,7 @@ from modelmon.core.output.run_words import all_cold, runs_words
 from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
 from modelmon.core.system.memory_limit import ram_text, size_text
-from modelmon.core.units import human_bytes
+from modelmon.core.units import human_bytes, rate_span_text, rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.recommend import Recommendation
@@ -41,7 +41,7 @@ def _times(fast: float, slow: float) -> str:
 
 def _runs_text(candidate: Candidate) -> str:
     spread = candidate.spread_mbps
-    span = f", {spread[0]:.0f}–{spread[1]:.0f}" if spread else ""
+    span = f", {rate_span_text(*spread)}" if spread else ""
     return f"median of {runs_words(candidate.results)}{span}"
 
 
@@ -83,13 +83,13 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
     other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
     if verdict is None:
         return [
-            f"No paired runs with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) "
+            f"No paired runs with the runner-up ({other.spec}, {rate_text(other.median_mbps)}) "
             "fitted the budget: the pick rests on single entry runs. Give it a longer "
             "budget for a verdict."
         ]
     gain = pick_speedup(used, other) or float("inf")
     head = (
-        f"Paired with the runner-up ({other.spec}, {other.median_mbps:.0f} MB/s) in "
+        f"Paired with the runner-up ({other.spec}, {rate_text(other.median_mbps)}) in "
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
     if rec.duel.tie:
@@ -140,16 +140,16 @@ def _peers(rec: Recommendation) -> list[str]:
         share = f", {efficiency.words()}" if efficiency is not None else ""
         lines.append(
             f"Use {loader.description or loader.label} with {settings}: "
-            f"{rec.pick.median_mbps:.0f} MB/s "
+            f"{rate_text(rec.pick.median_mbps)} "
             f"({_runs_text(rec.pick)}), {_times(rec.pick.median_mbps, rec.winner.median_mbps)} "
-            f"modelmon's best ({rec.winner.spec}, {rec.winner.median_mbps:.0f} MB/s{share}), "
+            f"modelmon's best ({rec.winner.spec}, {rate_text(rec.winner.median_mbps)}{share}), "
             "which the config file holds for modelmon.core.load."
         )
     for peer in rec.peers:
         if peer is rec.pick:
             continue
         if peer.results:
-            lines.append(f"Peer {peer.spec}: {peer.median_mbps:.0f} MB/s ({_runs_text(peer)}).")
+            lines.append(f"Peer {peer.spec}: {rate_text(peer.median_mbps)} ({_runs_text(peer)}).")
         else:
             lines.append(f"Peer {peer.spec}: {peer.reason}.")
     lines += [f"Not measured: {note}." for note in rec.absent_peers]
@@ -175,7 +175,7 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
     if not shared.results and rate <= 0:  # stopped before one piece completed: no rate
         return [
             f"mmap with one shared descriptor ({who}) loaded nothing before it was stopped, "
-            f"where the best ran at {best:.0f} MB/s: this is {where}. Give every reader its "
+            f"where the best ran at {rate_text(best)}: this is {where}. Give every reader its "
             "own descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     if rate < best:
@@ -183,12 +183,12 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
         slower = times_text(speedup) if speedup is not None else _times(best, rate)
         return [
             f"mmap with one shared descriptor ({who}): "
-            f"{bound}{rate:.0f} MB/s here, {'at least ' if bound else ''}"
+            f"{bound}{rate_text(rate)} here, {'at least ' if bound else ''}"
             f"{slower} slower: this is {where}. Give every reader its own "
             "descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
         ]
     return [
-        f"Workers mapping one shared descriptor ({who}) were not slower here ({rate:.0f} MB/s in "
+        f"Workers mapping one shared descriptor ({who}) were not slower here ({rate_text(rate)} in "
         f"{len(shared.results)} run): {SHARED_FD_CAVEAT}."
     ]
 
@@ -213,12 +213,13 @@ def _readahead(rec: Recommendation) -> list[str]:
     knob = readahead.locate(rec.model.files[0].path)
     own = f"the device's own {knob.read_kb()} KiB" if knob is not None else "the device's own"
     versus = (
-        f" against {plain.median_mbps:.0f} MB/s with {own} "
+        f" against {rate_text(plain.median_mbps)} with {own} "
         f"(measured{', cold' if all_cold(plain.results) else ''})"
         if plain is not None and plain.strategy == used.strategy
         else ""
     )
-    line = f"Readahead {kb} KiB on the model's device: {used.median_mbps:.0f} MB/s{versus}."
+    rate = rate_text(used.median_mbps)
+    line = f"Readahead {kb} KiB on the model's device: {rate}{versus}."
     commands = permanent_readahead(rec.model, kb)
     if commands:
         line += " modelmon sets it only for its runs; to keep it: " + "; or ".join(commands)
@@ -287,14 +288,14 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     elif sequential and parallel:
         cold = sequential.verified and parallel.verified
         best = (
-            f"; the best plain reader, {storage.mbps:.0f} MB/s, is the storage bound"
+            f"; the best plain reader, {rate_text(storage.mbps)}, is the storage bound"
             if storage is not None
             else " (the ceilings)"
         )
         lines.append(
             f"Measured on this file by plain readers, {'cold' if cold else 'not verified cold'}"
-            f": one streams {sequential.mbps:.0f} MB/s; parallel ones with their own "
-            f"descriptors reach {parallel.mbps:.0f} MB/s{best}."
+            f": one streams {rate_text(sequential.mbps)}; parallel ones with their own "
+            f"descriptors reach {rate_text(parallel.mbps)}{best}."
         )
     binding = ceilings.binding_words()
     if binding:
@@ -311,7 +312,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     )
     ceiling_text = f", {efficiency.words()}" if efficiency is not None else ""
     lines.append(
-        f"Best: {used.spec} at {used.median_mbps:.0f} MB/s ({_runs_text(used)}){ceiling_text}."
+        f"Best: {used.spec} at {rate_text(used.median_mbps)} ({_runs_text(used)}){ceiling_text}."
     )
     lines += _not_cold(rec)
     lines += _under_limit(rec, used)
@@ -342,13 +343,13 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
         )
         lines.append(
             f"The library's own read (safetensors get_tensor / gguf reader) reached "
-            f"{baseline.median_mbps:.0f} MB/s: {verdict}."
+            f"{rate_text(baseline.median_mbps)}: {verdict}."
         )
     stopped = next((c for c in rec.ranked if c.strategy == "library" and not c.results), None)
     if baseline is None and stopped is not None and stopped.stopped_below_mbps:
         lines.append(
             "The library's own read (safetensors get_tensor / gguf reader) stayed under "
-            f"{stopped.stopped_below_mbps:.0f} MB/s before it was cut: the recommendation is "
+            f"{rate_text(stopped.stopped_below_mbps)} before it was cut: the recommendation is "
             f"{_times(used.median_mbps, stopped.stopped_below_mbps)} that or more."
         )
     lines += _failure_mode(rec, used.median_mbps, facts)
@@ -385,7 +386,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     mapped = get_strategy(winner.strategy).maps_file
     if mmap and not mapped and mmap.median_mbps < winner.median_mbps:
         lines.append(
-            f"Plain mmap with own descriptors reached {mmap.median_mbps:.0f} MB/s: "
+            f"Plain mmap with own descriptors reached {rate_text(mmap.median_mbps)}: "
             "reading the bytes explicitly beats page-faulting them in on this storage."
         )
     return lines

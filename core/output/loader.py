@@ -17,15 +17,16 @@ from modelmon.core.output.comparison import times_text
 from modelmon.core.output.explain import permanent_readahead
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet
+from modelmon.core.units import rate_span_text, rate_text
 
 
 def _runs(candidate: Candidate) -> str:
-    """ "5 cold runs, 136–174": the spread says how far one run of it may land."""
+    """ "5 cold runs, 136–174 MB/s": the spread says how far one run of it may land."""
     words = runs_words(candidate.results)
     if len(candidate.results) < 2:
         return words
     low, high = candidate.spread_mbps or (0.0, 0.0)
-    return f"{words}, {low:.0f}–{high:.0f}"
+    return f"{words}, {rate_span_text(low, high)}"
 
 
 def change_words(change: Candidate, base: Candidate) -> str:
@@ -90,12 +91,12 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
         through = ""
         if base is not loader:  # an engine setting, measured on modelmon's run of the engine
             through = (
-                f" (measured on {base.spec}, {base.median_mbps:.0f} MB/s as it is; your "
-                f"loader as it is: {loader.median_mbps:.0f} MB/s)"
+                f" (measured on {base.spec}, {rate_text(base.median_mbps)} as it is; your "
+                f"loader as it is: {rate_text(loader.median_mbps)})"
             )
         lines.append(
             f"Change your loader: {change_words(pick, base)}. Measured here: "
-            f"{pick.median_mbps:.0f} MB/s against {base.median_mbps:.0f} MB/s as it is, "
+            f"{rate_text(pick.median_mbps)} against {rate_text(base.median_mbps)} as it is, "
             f"{gain:.2f}× ({_pairs(pick)}){through}."
         )
     else:
@@ -103,21 +104,21 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
         best = tried[0] if tried else None
         if best is None:
             lines.append(
-                f"Your loader as it is: {loader.median_mbps:.0f} MB/s ({_runs(loader)}); no "
+                f"Your loader as it is: {rate_text(loader.median_mbps)} ({_runs(loader)}); no "
                 "setting of it was measured."
             )
         else:
             # The answer may still be modelmon's best (below): this is of the loader's settings.
             lines.append(
                 f"No setting of your loader was measured clearly faster than it is "
-                f"({loader.median_mbps:.0f} MB/s, {_runs(loader)}): the best tried, "
+                f"({rate_text(loader.median_mbps)}, {_runs(loader)}): the best tried, "
                 f"{best.spec}, {_against_baseline(advice, best)}."
             )
     best = advice.modelmon
     if best.results and loader.results:
         ratio = advice.gain(best) or 0.0  # the answer's and the ranking's figure
         lines.append(
-            f"modelmon's best ({best.spec}) loaded it at {best.median_mbps:.0f} MB/s in the "
+            f"modelmon's best ({best.spec}) loaded it at {rate_text(best.median_mbps)} in the "
             f"same rounds: {times_text(ratio)} your loader as it is (modelmon.core.load(path, "
             "config=...) applies it)."
         )
@@ -172,7 +173,7 @@ def loader_snippets(advice: LoaderAdvice, model: Model) -> list[Snippet]:
         versus = f", {gain:.2f}× its default here" if gain is not None else ""
         note = (
             f"{target.label} does not run here; translated from {chosen.spec} "
-            f"({chosen.median_mbps:.0f} MB/s{versus})"
+            f"({rate_text(chosen.median_mbps)}{versus})"
         )
         out.append(Snippet.of(target.name, target.snippet(settings), model, None, note=note))
     return out

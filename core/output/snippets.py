@@ -13,6 +13,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.records import Model
 from modelmon.core.output.explain import permanent_readahead
 from modelmon.core.output.paste import pasteable
+from modelmon.core.units import rate_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,8 @@ class Snippet:
         if self.measured_as is None:
             return f"{about}not measured here{': ' + self.note if self.note else ''}"
         runs = f", {self.runs} runs" if self.runs else ""
-        return f"{about}measured here as {self.measured_as}: {self.mbps:.0f} MB/s{runs}{note}"
+        rate = rate_text(self.mbps) if self.mbps is not None else "its rate not kept"
+        return f"{about}measured here as {self.measured_as}: {rate}{runs}{note}"
 
     def line(self) -> str:
         """The line and its evidence, as a shell or Python comment beside it."""

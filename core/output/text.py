@@ -15,7 +15,7 @@ from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.storage.records import ReadStats
 from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
 from modelmon.core.system.memory_limit import ways_text
-from modelmon.core.units import human_bytes
+from modelmon.core.units import human_bytes, rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.ranks import RanksResult
@@ -133,7 +133,7 @@ def requests_text(stats: ReadStats) -> str:
     first byte, retries and throttles, and what one connection carried."""
     busy = [c for c in stats.connections if c.requests]
     per = [c.throughput for c in busy if c.busy_s > 0]
-    each = f", {np.median(per) / 1e6:.0f} MB/s per connection while busy" if per else ""
+    each = f", {rate_text(float(np.median(per)) / 1e6)} per connection while busy" if per else ""
     retried = f"{stats.retries} retr{'y' if stats.retries == 1 else 'ies'}"
     resumed = f" ({stats.resumed} resumed mid-body)" if stats.resumed else ""
     return (
@@ -173,7 +173,7 @@ def render_result(result: LoadResult) -> str:
     if result.status == "ok":
         lines.append(
             f"result    {human_bytes(result.bytes)} in {result.seconds:.3f} s = "
-            f"{result.mbps:.0f} MB/s"
+            f"{rate_text(result.mbps)}"
         )
     else:
         lines.append(f"result    {result.status.upper()}: {result.error}")
@@ -248,16 +248,17 @@ def render_ranks(result: RanksResult) -> str:
             else f"{result.cache.resident_before:.1%} resident"
             + (f" ({result.cache.note})" if result.cache.note else "")
         ),
-        f"{'rank':>4}  {'status':<9} {'MB':>10} {'MB/s':>9} {'seconds':>8} {'start +s':>8}",
+        f"{'rank':>4}  {'status':<9} {'MB':>10} {'rate':>10} {'seconds':>8} {'start +s':>8}",
     ]
     for rank in result.ranks:
         r = rank.result
         lines.append(
-            f"{rank.rank:>4}  {r.status:<9} {r.bytes / 1e6:>10.1f} {r.mbps:>9.0f} "
+            f"{rank.rank:>4}  {r.status:<9} {r.bytes / 1e6:>10.1f} {rate_text(r.mbps):>10} "
             f"{r.seconds:>8.3f} {rank.start:>8.3f}"
         )
     lines.append(
-        f"aggregate: {result.bytes / 1e6:.1f} MB in {result.seconds:.3f} s = {result.mbps:.0f} MB/s"
+        f"aggregate: {result.bytes / 1e6:.1f} MB in {result.seconds:.3f} s = "
+        f"{rate_text(result.mbps)}"
     )
     straggler = result.straggler
     if straggler is not None:

@@ -6,7 +6,7 @@ import math
 import os
 import shlex
 
-from modelmon.core.units import human_bytes
+from modelmon.core.units import human_bytes, rate_text
 from modelmon.core.watching.cold_findings import PHASE_WORDS, headline
 from modelmon.core.watching.findings import readers_line
 from modelmon.core.watching.result import WatchResult
@@ -44,7 +44,7 @@ def _arrived(result: WatchResult) -> str:
     line = (
         f"arrived:  {human_bytes(result.bytes_read)} in {result.seconds:.2f} s "
         f"(first byte at {result.first_byte_s or 0:.2f} s, last at {result.last_byte_s or 0:.2f} s)"
-        f": {result.mbps:,.1f} MB/s"
+        f": {rate_text(result.mbps, grouped=True)}"
     )
     if result.ended_before_first_sample:
         line += f"  [the program ended within one sample ({result.interval_s * 1000:.0f} ms)]"
@@ -129,14 +129,14 @@ def render_watch(result: WatchResult) -> str:
         for reference in result.references:
             if reference.name == "bound" and reference.mbps > 0:
                 lines.append(
-                    f"compare:  your loader {result.mbps:,.0f} MB/s is "
+                    f"compare:  your loader {rate_text(result.mbps, grouped=True)} is "
                     f"{result.mbps / reference.mbps:.0%} of the bound of a load that keeps its "
-                    f"bytes here, {reference.mbps:,.0f} MB/s ({reference.spec})"
+                    f"bytes here, {rate_text(reference.mbps, grouped=True)} ({reference.spec})"
                 )
                 continue
             lines.append(
-                f"compare:  your loader {result.mbps:,.0f} MB/s; {reference.name} "
-                f"{reference.mbps:,.0f} MB/s here ({reference.spec})"
+                f"compare:  your loader {rate_text(result.mbps, grouped=True)}; {reference.name} "
+                f"{rate_text(reference.mbps, grouped=True)} here ({reference.spec})"
             )
     exited = sum(1 for p in result.processes if p.exited_s is not None)
     lines.append(

@@ -29,6 +29,7 @@ from modelmon.core.system.storage import (
     read_text,
     storage_facts,
 )
+from modelmon.core.units import rate_text
 
 # A bound within this share of a throttle's byte rate is one the throttle set.
 BINDS_WITHIN = 0.9
@@ -55,7 +56,7 @@ class ReadThrottle:
         limits = []
         if self.bytes_per_s is not None:
             rate = self.bytes_per_s
-            limits.append(f"{rate / 2**20:.4g} MiB/s ({rate / 1e6:.0f} MB/s)")
+            limits.append(f"{rate / 2**20:.4g} MiB/s ({rate_text(rate / 1e6)})")
         if self.iops is not None:
             limits.append(f"{self.iops} IOPS")
         return f"reads throttled to {' and '.join(limits)} by the cgroup {self.cgroup}"

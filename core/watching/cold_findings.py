@@ -51,8 +51,8 @@ def phase_clause(phase: Phase) -> str:
     """'6.1 s before the weights (12 MB of other files read, 5.2 s of CPU)'."""
     head = f"{phase.seconds:.1f} s {PHASE_WORDS[phase.name]}"
     if phase.name == "weights":
-        rate = phase.model_bytes / phase.seconds if phase.seconds > 0 else 0.0
-        return f"{head} ({human_bytes(phase.model_bytes)} at {rate_text(rate)})"
+        mbps = phase.model_bytes / phase.seconds / 1e6 if phase.seconds > 0 else 0.0
+        return f"{head} ({human_bytes(phase.model_bytes)} at {rate_text(mbps)})"
     details = [f"{phase.cpu_s:.1f} s of CPU"]
     if phase.other_read_bytes >= 1 << 20:
         details.insert(0, f"{human_bytes(phase.other_read_bytes)} of other files read")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelmon import __version__
-from modelmon.core import ABResult, Ceilings, LoadResult, check_output, human_bytes
+from modelmon.core import ABResult, Ceilings, LoadResult, check_output, human_bytes, rate_text
 from modelmon.core.errors import ModelmonError
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
@@ -212,7 +212,7 @@ def run_words(record: RunRecord) -> str:
         done = ""
     if status == "ok":
         if mbps is not None and seconds is not None:
-            return f"{mbps:,.0f} MB/s in {seconds:.2f} s"
+            return f"{rate_text(mbps, grouped=True)} in {seconds:.2f} s"
         return f"ok, {done}" if done else "ok"
     if status == "cancelled":
         if record.result is not None:

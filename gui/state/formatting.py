@@ -14,6 +14,7 @@ from modelmon.core import (
     human_bytes,
     verdict_words,
 )
+from modelmon.core import rate_text as engine_rate_text
 
 __all__ = [
     "ab_detail_lines",
@@ -98,7 +99,7 @@ def requests_tip(stats: ReadStats) -> str:
     ]
     lines += [
         f"connection {c.connection}: {c.requests} GETs, {human_bytes(c.bytes)}, "
-        f"{c.throughput / 1e6:,.0f} MB/s while busy"
+        f"{engine_rate_text(c.throughput / 1e6, grouped=True)} while busy"
         for c in stats.connections
         if c.requests
     ]
@@ -106,9 +107,11 @@ def requests_tip(stats: ReadStats) -> str:
 
 
 def rate_text(mbps: float) -> str:
+    """The window's rates: from 10 GB/s (a page cache's) in GB/s, else the engine's words
+    (``modelmon.core.rate_text``: kB/s under 1 MB/s)."""
     if mbps >= 10_000:
         return f"{mbps / 1000:.1f} GB/s"
-    return f"{mbps:.0f} MB/s" if mbps >= 10 else f"{mbps:.1f} MB/s"
+    return engine_rate_text(mbps)
 
 
 def duration_text(seconds: float) -> str:
@@ -148,12 +151,16 @@ def ab_cache_words(ab: ABResult) -> str:
 
 
 def ceilings_text(ceilings: Ceilings) -> str:
-    """ "ceilings MB/s: storage 1,300 · memory fill 2,100 · sequential 480 · …": the bounds
-    loads are judged against first, then the rest in one order whatever order they came in."""
+    """ "ceilings: storage 1,300 MB/s · memory fill 2,100 MB/s · sequential 480 MB/s · …": the
+    bounds loads are judged against first, then the rest in one order whatever order they
+    came in."""
     order = list(CEILING_NAMES)
     items = sorted(ceilings.items, key=lambda c: order.index(c.name) if c.name in order else 99)
-    parts = [f"{CEILING_NAMES.get(c.name, c.name)} {c.mbps:,.0f}" for c in items]
-    return "ceilings MB/s: " + " · ".join(parts) if parts else "no ceilings measured"
+    parts = [
+        f"{CEILING_NAMES.get(c.name, c.name)} {engine_rate_text(c.mbps, grouped=True)}"
+        for c in items
+    ]
+    return "ceilings: " + " · ".join(parts) if parts else "no ceilings measured"
 
 
 # The live plots' ranges grow in these steps (plots.style.RangeFollower): the axes change a

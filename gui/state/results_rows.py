@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from modelmon.core import Ceilings, WatchResult, beyond_spread, memory_text, primed_text
+from modelmon.core import (
+    Ceilings,
+    WatchResult,
+    beyond_spread,
+    memory_text,
+    primed_text,
+    rate_text,
+)
 from modelmon.gui.state.formatting import (
     CEILING_NAMES,
     cache_state_text,
@@ -18,10 +25,10 @@ COLUMNS = (
     ("Strategy", "The strategy and every option that differs from the defaults."),
     ("Cache before", "Page-cache state measured just before the load started (verified)."),
     ("Seconds", "Wall time from the go signal until the last worker finished."),
-    ("MB/s", "Tensor bytes loaded per second (decimal MB)."),
+    ("Rate", "Tensor bytes loaded per second (decimal: MB/s, kB/s under 1 MB/s)."),
     (
         "% of bound",
-        "MB/s as a share of the bound that applies to the run, measured on this file by plain "
+        "The rate as a share of the bound that applies to the run, measured on this file by plain "
         "readers (Run ▸ Measure ceilings): the storage for a load that discards or maps its "
         "bytes, the lower of the storage and the memory fill for one that keeps them, the warm "
         "read for a warm run. Above its bound by more than the bound's spread is no efficiency: "
@@ -81,7 +88,7 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
     if column == SECONDS:
         return f"{result.seconds:.3f}"
     if column == MBPS:
-        return f"{result.mbps:,.0f}"
+        return rate_text(result.mbps, grouped=True)
     share = ceiling_for(record, ceilings)
     if share is None:
         return "–"
@@ -115,7 +122,8 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
             name = CEILING_NAMES.get(share[1], share[1])
             if ceiling is None:
                 return None
-            tip = f"of the {name} bound, {ceiling.mbps:,.0f} MB/s ({ceiling.spec})"
+            bound = rate_text(ceiling.mbps, grouped=True)
+            tip = f"of the {name} bound, {bound} ({ceiling.spec})"
             if above_bound(share, ceilings):
                 above = (
                     f"this run read {share[0]:.2f}× that, above it by more than its spread, "
@@ -124,7 +132,7 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
                 again = "measured at another time: Measure ceilings again, beside the runs."
                 if ceiling.throttle:  # the spec's throttle is named in the reason
                     return (
-                        f"of the {name} bound, {ceiling.mbps:,.0f} MB/s: {above}: "
+                        f"of the {name} bound, {bound}: {above}: "
                         f"{ceiling.throttle_reason()}. Or the bound was {again}"
                     )
                 return (
@@ -178,7 +186,7 @@ def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None)
     if column == SECONDS:
         return f"{record.seconds:.3f}" if record.seconds is not None else "–"
     if column == MBPS:
-        return f"{record.mbps:,.0f}" if record.mbps is not None else "–"
+        return rate_text(record.mbps, grouped=True) if record.mbps is not None else "–"
     if column == CEILING_COLUMN:
         share = ceiling_for(record, ceilings)
         return f"{share[0]:.0%}" if share is not None else "–"

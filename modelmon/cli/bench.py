@@ -152,14 +152,14 @@ def unused_by_bench(config: Configuration, cache: str) -> list[str]:
 
 
 def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None) -> str:
-    from modelmon.core import human_bytes, spread_words, verdict_words
+    from modelmon.core import human_bytes, rate_span_text, rate_text, spread_words, verdict_words
 
     rows = [
         (
             "side",
             "configuration",
-            "median MB/s",
-            "min–max MB/s",
+            "median",
+            "min–max",
             "median s",
             "peak RSS: workers / all",
         )
@@ -170,8 +170,8 @@ def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None)
             (
                 side,
                 summary.spec,
-                f"{summary.median_mbps:.0f}",
-                f"{summary.min_mbps:.0f}–{summary.max_mbps:.0f}",
+                rate_text(summary.median_mbps),
+                rate_span_text(summary.min_mbps, summary.max_mbps),
                 f"{summary.median_seconds:.3f}",
                 f"{human_bytes(summary.peak_rss)} / "
                 + (human_bytes(tree) if tree is not None else "–"),
@@ -260,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         get_engine,
         named_path,
         open_model,
+        rate_text,
         require_tensor_bytes,
         run_ab,
     )
@@ -313,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
             limited = result.memory_limit
             within = f"; {limited.held_text()}" if limited is not None else ""
             bars.log(
-                f"{side} run {pair + 1}: {result.mbps:.0f} MB/s in {result.seconds:.3f} s "
+                f"{side} run {pair + 1}: {rate_text(result.mbps)} in {result.seconds:.3f} s "
                 f"({state}{within})"
             )
 

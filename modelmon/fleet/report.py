@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core import Configuration, find_straggler
+from modelmon.core import Configuration, find_straggler, rate_text
 from modelmon.fleet.node import NodeRun
 
 CSV_FIELDS = (
@@ -242,14 +242,14 @@ def render_fleet(result: FleetResult) -> str:
                 lines.append(f"  {row['host']} {row['node_id'][:12]}  failed: {errors[0]}")
                 continue
             lines.append(
-                f"  {row['host']} {row['node_id'][:12]}  {summary['mbps']:8.0f} MB/s  "
+                f"  {row['host']} {row['node_id'][:12]}  {rate_text(summary['mbps']):>10}  "
                 f"{summary['seconds']:7.3f} s"
             )
         seconds = aggregate["seconds"]
         if seconds["p50"] is not None:
             lines.append(
                 f"  seconds p50 {seconds['p50']:.3f} · p99 {seconds['p99']:.3f} · "
-                f"max {seconds['max']:.3f}; storage served {aggregate['total_mbps']:.0f} MB/s; "
+                f"max {seconds['max']:.3f}; storage served {rate_text(aggregate['total_mbps'])}; "
                 f"nodes started within {aggregate['start_spread_s']:.3f} s"
             )
         straggler = aggregate["straggler"]

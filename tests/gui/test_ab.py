@@ -81,7 +81,7 @@ def test_ceilings_fill_the_dashed_lines_and_the_percent_column(
     assert set(workspace.throughput.ceiling_lines) == {c.name for c in ceilings.items}
     cell = model.cell_text(workspace.bench.records[0], CEILING_COLUMN)
     assert re.fullmatch(r"\d+%|above its bound", cell), cell
-    assert workspace.compare.ceilings_label.text().startswith("ceilings MB/s: storage ")
+    assert workspace.compare.ceilings_label.text().startswith("ceilings: storage ")
 
 
 def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_model: Path):

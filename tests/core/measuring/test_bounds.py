@@ -87,7 +87,7 @@ def test_a_load_that_keeps_its_bytes_is_bounded_by_the_lower_of_both() -> None:
     assert BOUNDS.bound(keeps=True) is FILL and BOUNDS.bound(keeps=False) is STORAGE
     assert BOUNDS.binding_words() == (
         "A load that keeps its bytes is limited here by filling fresh memory, not by the "
-        "storage: 460 MB/s to fill against 700 to read."
+        "storage: 460 MB/s to fill against 700 MB/s to read."
     )
     kept = BOUNDS.efficiency(414.0, keeps=True)
     assert kept is not None and kept.words() == "90% of the memory-fill bound"
@@ -119,8 +119,8 @@ def test_the_fill_beside_the_reads_says_when_both_together_bind() -> None:
     assert together.bound(keeps=True) is STORAGE  # 700 to read, 905 to fill alone
     assert together.binding_words() == (
         "A load that keeps its bytes is limited here by the storage and filling fresh memory "
-        "together: 700 MB/s to read and 905 to fill alone, but 530 to fill while the reads "
-        "run beside it (they share the CPUs)."
+        "together: 700 MB/s to read and 905 MB/s to fill alone, but 530 MB/s to fill while the "
+        "reads run beside it (they share the CPUs)."
     )
     roomy = Ceilings("m", (STORAGE, fill_ceiling([900.0], [800.0], 1 << 30, 4, "reads", True)))
     words = roomy.binding_words()

@@ -153,3 +153,11 @@ def test_a_loader_that_failed_is_named_and_the_pick_replaces_it(model: Model):
         "Your loader (engine: safetensors) exited with code 1: no such file: use modelmon, "
         f"{BEST.spec} (the config file holds it) instead."
     )
+
+
+def test_a_slow_bucket_loads_at_kilobytes_a_second_not_at_zero(model: Model):
+    """A 10 kB/s bucket's pick: its rate in kB/s, never "0 MB/s"."""
+    library = candidate("library", 0.0098, 0.0101, 0.0099)
+    rec = record(model, winner=library, ranked=(library,))
+    found = answer(rec, "m.toml")
+    assert found.gain == "It loads at 9.9 kB/s, the median of 3 cold runs."

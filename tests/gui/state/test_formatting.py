@@ -25,7 +25,7 @@ def test_ceilings_read_as_one_line_in_mb_per_s():
         ),
     )
     assert ceilings_text(ceilings) == (
-        "ceilings MB/s: sequential 480 · parallel 1,250 · memcpy 9,812"
+        "ceilings: sequential 480 MB/s · parallel 1,250 MB/s · memcpy 9,812 MB/s"
     )
     assert ceilings_text(Ceilings("m", ())) == "no ceilings measured"
 
