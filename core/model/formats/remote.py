@@ -8,7 +8,7 @@ One connection serves the whole opening and is closed after it.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
 
 from modelmon.core.errors import ModelFormatError, ObjectNotFoundError
 from modelmon.core.model.formats.combine import ParseShard, combine
@@ -130,15 +130,56 @@ class _Opening:
                     item.close()
 
     def open_all(self, shards: list[str]) -> dict[str, ObjectSource | Exception]:
-        def open_one(shard: str) -> ObjectSource | Exception:
-            try:
-                return ObjectSource(self.store, parse_object_url(shard))  # its own connection
-            except Exception as exc:  # told in the shard's turn, as a serial opening would
-                return exc
+        """Every shard opened, ``OPEN_AT_ONCE`` at a time, each on its own connection.
 
-        workers = min(OPEN_AT_ONCE, len(shards))
-        with ThreadPoolExecutor(workers, thread_name_prefix="modelmon-shard-header") as pool:
-            return dict(zip(shards, pool.map(open_one, shards), strict=True))
+        The wait for them is the caller's to leave: Ctrl+C (or SIGTERM) raises here at once
+        instead of waiting out a silent endpoint's requests. The readers left behind are
+        daemon threads that end with their request (at the storage timeout at most) and
+        close what they opened."""
+        pending = list(shards)
+        opened: dict[str, ObjectSource | Exception] = {}
+        lock = threading.Lock()
+        abandoned = threading.Event()
+
+        def open_next() -> None:
+            while True:
+                with lock:
+                    if not pending or abandoned.is_set():
+                        return
+                    shard = pending.pop(0)
+                try:
+                    item: ObjectSource | Exception = ObjectSource(
+                        self.store,
+                        parse_object_url(shard),  # its own connection
+                    )
+                except Exception as exc:  # told in the shard's turn, as a serial opening would
+                    item = exc
+                with lock:
+                    if not abandoned.is_set():
+                        opened[shard] = item
+                        continue
+                if isinstance(item, ObjectSource):
+                    item.close()
+                return
+
+        readers = [
+            threading.Thread(target=open_next, name="modelmon-shard-header", daemon=True)
+            for _ in range(min(OPEN_AT_ONCE, len(shards)))
+        ]
+        for reader in readers:
+            reader.start()
+        try:
+            for reader in readers:
+                reader.join()
+        except BaseException:
+            with lock:
+                abandoned.set()
+                left = list(opened.values())
+            for item in left:
+                if isinstance(item, ObjectSource):
+                    item.close()
+            raise
+        return {shard: opened[shard] for shard in shards}
 
     def shard_parser(
         self, index_name: str | None, opened: dict[str, ObjectSource | Exception]

@@ -145,3 +145,35 @@ def test_a_storage_failure_in_the_ceilings_ends_recommend_as_the_storage_failure
     last = done.stderr.splitlines()[-1]
     assert done.returncode == STORAGE_FAILED, done.stderr
     assert last.startswith(f"modelmon: {OBJECT}: these credentials may not read it (403"), last
+
+
+def test_a_stop_while_shards_wait_on_a_silent_endpoint_ends_at_once(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """SIGTERM while every shard's first GET waits for an answer that never comes: the
+    command ends (143), not after the shards' tries (8 of 30 s each, with this timeout)."""
+    import signal
+    import time
+
+    faults = faulty_s3.proxy.faults
+    faults.silent, faults.after = True, 1  # the index is read; its shards never answer
+    shards = 3
+    with subprocess.Popen(
+        [*MODELMON, "inspect", f"s3://{BUCKET}/sharded/", "--storage-timeout", "3600"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        try:
+            while sum(seen.fault == "silent" for seen in faulty_s3.proxy.seen) < shards:
+                assert process.poll() is None, process.communicate()
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=60)  # 240 s were it to wait them out
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert process.returncode == 143 and out == ""
+    assert err == "modelmon: cancelled\n"
