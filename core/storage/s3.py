@@ -172,7 +172,7 @@ def request(store: S3Store, client: Any, url: ObjectURL, operation: str, **param
     import botocore.exceptions as errors
 
     try:
-        with waiting_for(store.endpoint):
+        with waiting_for(store.endpoint, (errors.ClientError,)):
             return getattr(client, operation)(**params)
     except errors.ClientError as exc:
         raise translate(store, url, exc.response) from None
