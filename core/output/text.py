@@ -253,7 +253,8 @@ def render_ranks(result: RanksResult) -> str:
     for rank in result.ranks:
         r = rank.result
         lines.append(
-            f"{rank.rank:>4}  {r.status:<9} {r.bytes / 1e6:>10.1f} {rate_text(r.mbps):>10} "
+            f"{rank.rank:>4}  {r.status:<9} {r.bytes / 1e6:>10.1f} "
+            f"{rate_text(r.mbps) if r.status == 'ok' else '–':>10} "
             f"{r.seconds:>8.3f} {rank.start:>8.3f}"
         )
     lines.append(

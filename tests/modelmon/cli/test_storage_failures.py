@@ -177,3 +177,16 @@ def test_a_stop_while_shards_wait_on_a_silent_endpoint_ends_at_once(
                 process.communicate()
     assert process.returncode == 143 and out == ""
     assert err == "modelmon: cancelled\n"
+
+
+def test_a_storage_failure_in_a_rank_ends_load_ranks_as_the_storage_failure(
+    modelmon, faulty_s3: SimpleNamespace
+) -> None:
+    faulty_s3.proxy.faults.after, faulty_s3.proxy.faults.fail_with = 1, 403
+    faulty_s3.proxy.faults.failures = 1000
+    done = modelmon("load", URL, "--ranks", "2", "--threads", "1")
+    last = done.stderr.splitlines()[-1]
+    assert done.returncode == STORAGE_FAILED, done.stderr
+    assert last.startswith(f"modelmon: {OBJECT}: these credentials may not read it (403"), last
+    ranks = [line.split() for line in done.stdout.splitlines() if line.startswith("   ")]
+    assert ranks and all(row[1] == "failed" and row[3] == "–" for row in ranks), ranks
