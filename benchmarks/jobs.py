@@ -12,7 +12,14 @@ from modelmon.core.options import LoadOptions, format_spec
 
 # The other loaders the bench runs beside modelmon (``modelmon.core.ENGINES`` names): the plain
 # library calls modelmon's ``library`` strategy wraps, and the loaders users pick for speed.
-PEER_ENGINES = ("safetensors", "gguf-reader", "runai", "fastsafetensors", "cattensors")
+PEER_ENGINES = (
+    "safetensors",
+    "gguf-reader",
+    "runai",
+    "fastsafetensors",
+    "cattensors",
+    "instanttensor",
+)
 
 Kind = Literal["strategy", "load", "peer"]
 Cache = Literal["cold", "warm"]

@@ -77,7 +77,7 @@ WARM_STRATEGIES: tuple[str, ...] = ()  # warm: the standard four and the cold pi
 # Zero copy: tensors as views of the page cache, cold and warm on the local disk, cold on
 # FUSE; in both forms, with the standard four's concurrency.
 MMAP_VIEW = ("mmap-view", LoadOptions(workers=4, threads=1))
-SAFETENSORS_PEERS = ("safetensors", "runai", "fastsafetensors", "cattensors")
+SAFETENSORS_PEERS = ("safetensors", "runai", "fastsafetensors", "cattensors", "instanttensor")
 FUSE_TIME_LIMIT_S = 20.0  # ≥ 4× a 2.5 GB load at the FUSE ceiling; crawlers stop there
 
 

@@ -11,7 +11,8 @@ bytes that arrive from storage; what this program prints is its own account. It 
 engine, loads the model with the knobs given, then touches every loaded byte: one byte of
 every 4 KiB page of every tensor (or, for llama.cpp, of every mapping of the model file), so
 a lazy mapping that read nothing cannot pass for a load. Then it prints one JSON line: the
-bytes touched, the tensors, its own seconds (load and touch; imports apart), the engine's
+bytes touched, the tensors, its own seconds (load and touch; imports and set-up apart: a
+load by several ranks has them all up first), the other ranks' reports, the engine's
 version and the knob values this version supports. A knob value the installed version lacks,
 or a knob word that is not KNOB=VALUE, ends it with exit code 2 and one line on stderr. It
 dies with its parent.
@@ -31,9 +32,9 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING or __package__:  # run by path, its siblings are plain modules to it
-    from modelmon.core.loaders.child_engines import ENGINES, Unsupported, imports
+    from modelmon.core.loaders.child_engines import ENGINES, REPORTED, SETUP, Unsupported, imports
 else:
-    from child_engines import ENGINES, Unsupported, imports
+    from child_engines import ENGINES, REPORTED, SETUP, Unsupported, imports
 
 UNSUPPORTED = 2  # exit code: a knob the installed version lacks, or not KNOB=VALUE
 PR_SET_PDEATHSIG = 1
@@ -119,6 +120,8 @@ def main(argv: list[str]) -> int:
         check(engine, knobs, features)
         for module in imports(engine, knobs):
             importlib.import_module(module)
+        if engine in SETUP:
+            SETUP[engine](args[1], knobs)
         imported = time.perf_counter() - imported
         rss_ready = status_bytes("VmRSS:")
         start = time.perf_counter()
@@ -139,6 +142,7 @@ def main(argv: list[str]) -> int:
         "rss_ready": rss_ready,
         "settings": knobs,
         "features": features,
+        **REPORTED,
     }
     print(json.dumps(report), flush=True)
     return 0

@@ -10,6 +10,7 @@ reader's memmaps, cattensors' torch path) are copied out first.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import importlib
 import importlib.util
@@ -20,8 +21,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING or __package__:  # run by path, the harness's siblings are plain modules
+    from modelmon.core.loaders.child_ranks import Ranks
     from modelmon.core.loaders.child_touch import touch_array, touch_mappings, touch_tensors
 else:
+    from child_ranks import Ranks
     from child_touch import touch_array, touch_mappings, touch_tensors
 
 
@@ -227,7 +230,31 @@ def runai_features(knobs: dict[str, str]) -> dict[str, list[str]]:
     return {}
 
 
+_ranks: list[Ranks] = []  # the other ranks of a load by several (``child_ranks``), once up
+# What the harness adds to its report beside its own figures (each other rank's).
+REPORTED: dict[str, Any] = {}
+
+
+def setup_runai(path: str, knobs: dict[str, str]) -> None:
+    """With ``ranks`` above 1, the other ranks up and joined before the clock starts."""
+    ranks = knobs.get("ranks", "1")
+    if not (ranks.isascii() and ranks.isdigit() and int(ranks) >= 1):
+        raise Unsupported(f"ranks must be a whole number from 1, not {ranks!r}")
+    world = int(ranks)
+    if world == 1:
+        return
+    if path.startswith("s3://"):
+        raise Unsupported("ranks above 1 load files here, not a bucket")
+    group = Ranks(safetensors_files(path), world)
+    group.start()
+    _ranks.append(group)
+    atexit.register(group.end)  # once the harness has reported
+
+
 def load_runai(path: str, knobs: dict[str, str]) -> tuple[int, int]:
+    if _ranks:
+        touched, tensors, REPORTED["ranks"] = _ranks[0].load()
+        return touched, tensors
     streamer = importlib.import_module("runai_model_streamer")
     if not path.startswith("s3://"):
         files = safetensors_files(path)
@@ -292,6 +319,8 @@ def imports(engine: str, knobs: dict[str, str]) -> list[str]:
     torch_free = {"gguf-reader", "llamacpp"}
     numpy_only = engine == "safetensors" and knobs.get("framework", "numpy") == "numpy"
     torch = [] if engine in torch_free or numpy_only else ["torch"]
+    if engine == "runai" and knobs.get("ranks", "1") != "1":
+        torch.append("torch.distributed")
     own = {
         "safetensors": ["safetensors.torch" if torch else "safetensors.numpy"],
         "transformers": ["transformers"],
@@ -305,6 +334,8 @@ def imports(engine: str, knobs: dict[str, str]) -> list[str]:
     return torch + own[engine]
 
 
+# What a load sets up before its clock starts, as a server has it up before it loads.
+SETUP: dict[str, Callable[[str, dict[str, str]], None]] = {"runai": setup_runai}
 Features = Callable[[dict[str, str]], dict[str, list[str]]]  # knobs given -> values supported
 Load = Callable[[str, dict[str, str]], tuple[int, int]]
 ENGINES: dict[str, tuple[str, Features, Load]] = {

@@ -82,10 +82,15 @@ def _llama_server(settings: Settings) -> str:
 
 
 def _runai(settings: Settings) -> str:
-    return (
-        _env_prefix("runai", settings)
-        + "SafetensorsStreamer().stream_files(files)  (runai_model_streamer)"
-    )
+    ranks = settings["ranks"]
+    if ranks == "1":
+        call = "SafetensorsStreamer().stream_files(files)  (runai_model_streamer)"
+    else:
+        call = (
+            f"torchrun --nproc-per-node {ranks} (gloo): SafetensorsStreamer().stream_files("
+            "files, is_distributed=True) in each rank  (runai_model_streamer)"
+        )
+    return _env_prefix("runai", settings) + call
 
 
 def _runai_in_vllm(settings: Settings) -> str:
@@ -95,7 +100,11 @@ def _runai_in_vllm(settings: Settings) -> str:
         if concurrency == UNSET
         else f" --model-loader-extra-config '{json.dumps({'concurrency': int(concurrency)})}'"
     )
-    return f"vllm serve PATH --load-format runai_streamer{extra}"
+    ranks = settings["ranks"]
+    parallel = "" if ranks == "1" else f" --tensor-parallel-size {ranks}"
+    dist = settings["RUNAI_STREAMER_DIST"]
+    env = "" if dist == UNSET else f"RUNAI_STREAMER_DIST={dist} "
+    return f"{env}vllm serve PATH --load-format runai_streamer{parallel}{extra}"
 
 
 def _runai_searched(parallel: int) -> tuple[dict[str, str], ...]:
@@ -113,6 +122,14 @@ def _fastsafetensors(settings: Settings) -> str:
 
 def _fastsafetensors_in_vllm(settings: Settings) -> str:
     return "vllm serve PATH --load-format fastsafetensors"
+
+
+def _instanttensor(settings: Settings) -> str:
+    return "safe_open(files, framework='pt', device=0)  (instanttensor)"
+
+
+def _instanttensor_in_vllm(settings: Settings) -> str:
+    return "vllm serve PATH --load-format instanttensor"
 
 
 # vLLM's safetensors load strategies, by the safetensors setting that does what each does.
@@ -243,6 +260,21 @@ ENGINES: dict[str, Engine] = {
                     environment=True,
                     up_to=1 << 30,
                 ),
+                Knob(
+                    "ranks",
+                    ("1", "2"),
+                    "processes of one job that each load the whole model (tensor-parallel "
+                    "ranks), joined by torch.distributed over gloo on this machine",
+                    tried=False,
+                    up_to=64,
+                ),
+                Knob(
+                    "RUNAI_STREAMER_DIST",
+                    (UNSET, "1", "0"),
+                    "with ranks: 1 shares the reads (each rank reads a part and broadcasts "
+                    "it); unset (auto: over NCCL only) or 0 has every rank read it all",
+                    environment=True,
+                ),
             ),
             _runai,
             detected_as=("runai-model-streamer",),
@@ -308,6 +340,21 @@ ENGINES: dict[str, Engine] = {
             not_here="SGLang loads onto a GPU: modelmon does not run it here; the safetensors "
             "library's runs stand for its reads",
             stand_in="safetensors",
+        ),
+        Engine(
+            "instanttensor",
+            "InstantTensor",
+            ("safetensors",),
+            ("instanttensor", "torch"),
+            "",
+            (),
+            _instanttensor,
+            also=(("vllm-instanttensor", _instanttensor_in_vllm),),
+            # Seen with instanttensor 0.2.2 on this CPU-only machine: device='cpu' raises
+            # ValueError, device=0 asks torch for an accelerator there is not.
+            not_here="InstantTensor loads onto CUDA devices only (its safe_open(device='cpu') "
+            "raises 'InstantTensor only supports CUDA devices for now'): modelmon does not run "
+            "it on a CPU",
         ),
     )
 }

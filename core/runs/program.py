@@ -171,6 +171,9 @@ class ProgramRun:
                 start_gate=gate,
                 map_interval_s=self.map_interval_s,
                 memory_limit=self.memory_limit,
+                # The child harness is no server: it ends once it has loaded, and the sockets
+                # its ranks listen on (a torch.distributed store, gloo's) say nothing of ready.
+                after_ready="watch" if self.program.kind == "engine" else "stop",
             )
             stopper = threading.Thread(target=self._stop_when_asked, name="modelmon-program")
             stopper.start()

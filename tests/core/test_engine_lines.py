@@ -45,6 +45,15 @@ LINES = [
     ("runai", "vllm-runai", RUNAI_16,
      "vllm serve PATH --load-format runai_streamer "
      """--model-loader-extra-config '{"concurrency": 16}'"""),
+    ("runai", None, {"ranks": "2", "RUNAI_STREAMER_DIST": "1"},
+     "RUNAI_STREAMER_DIST=1 torchrun --nproc-per-node 2 (gloo): SafetensorsStreamer()"
+     ".stream_files(files, is_distributed=True) in each rank  (runai_model_streamer)"),
+    ("runai", "vllm-runai", {"ranks": "4", "RUNAI_STREAMER_DIST": "0"},
+     "RUNAI_STREAMER_DIST=0 vllm serve PATH --load-format runai_streamer "
+     "--tensor-parallel-size 4"),
+    ("instanttensor", None, {}, "safe_open(files, framework='pt', device=0)  (instanttensor)"),
+    ("instanttensor", "vllm-instanttensor", {},
+     "vllm serve PATH --load-format instanttensor"),
     ("fastsafetensors", None, {},
      "fastsafe_open(files, framework='pt', nogds=True)  (fastsafetensors)"),
     ("fastsafetensors", "vllm-fastsafetensors", {},

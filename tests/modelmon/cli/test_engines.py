@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from modelmon.cli.engines import engine_lines
 from modelmon.core import ENGINES, installed_knobs
 
@@ -81,3 +83,35 @@ def test_a_probe_out_of_time_says_so_in_one_line_and_every_knob_is_still_listed(
     lines = engine_lines(engine, probe)
     assert lines[1] == f"    (the values its installed version takes are unknown: {probe.error})"
     assert lines[2:] == engine_lines(engine, None)[1:]  # the registry's values, as known
+
+
+def test_an_engine_that_needs_a_gpu_says_so_in_one_line(modelmon) -> None:
+    text = modelmon("engines").stdout
+    line = next(line for line in text.splitlines() if line.startswith("instanttensor: "))
+    assert line == (
+        "instanttensor: InstantTensor (safetensors); InstantTensor loads onto CUDA devices only "
+        "(its safe_open(device='cpu') raises 'InstantTensor only supports CUDA devices for "
+        "now'): modelmon does not run it on a CPU"
+    )
+
+
+def test_instanttensor_refuses_a_cpu_as_the_registry_says() -> None:
+    # The registry's reason, seen again with the version installed here: when a version
+    # loads onto a CPU, this fails and the engine gets a child loader instead.
+    if subprocess.run([sys.executable, "-c", "import instanttensor"]).returncode != 0:
+        pytest.skip("instanttensor is not installed here: pip install instanttensor")
+    tried = """
+import sys, instanttensor
+try:
+    instanttensor.safe_open(sys.argv[1], framework="pt", device="cpu")
+except ValueError as exc:
+    print(exc)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", tried, "/nonexistent.safetensors"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.strip() == "InstantTensor only supports CUDA devices for now"
