@@ -132,6 +132,10 @@ def _instanttensor_in_vllm(settings: Settings) -> str:
     return "vllm serve PATH --load-format instanttensor"
 
 
+def _flashpack(settings: Settings) -> str:
+    return "assign_from_file(model, PATH)  (flashpack; a .flashpack file, CPU: mapped)"
+
+
 # vLLM's safetensors load strategies, by the safetensors setting that does what each does.
 _VLLM_STRATEGY = {"mmap": "lazy", "pread": "eager", "read": "eager"}
 
@@ -355,6 +359,19 @@ ENGINES: dict[str, Engine] = {
             not_here="InstantTensor loads onto CUDA devices only (its safe_open(device='cpu') "
             "raises 'InstantTensor only supports CUDA devices for now'): modelmon does not run "
             "it on a CPU",
+        ),
+        Engine(
+            "flashpack",
+            "flashpack",
+            ("flashpack",),
+            ("flashpack", "torch"),
+            "",
+            (),
+            _flashpack,
+            # Seen with flashpack 0.4.5 here: it loads onto a CPU (mapped by default,
+            # FLASHPACK_CPU_PARALLEL_READ=1 read eagerly), but only its own file format.
+            not_here="flashpack loads its own .flashpack files (made by flashpack convert), "
+            "a format modelmon does not open yet: modelmon does not run it",
         ),
     )
 }

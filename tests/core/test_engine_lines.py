@@ -54,6 +54,8 @@ LINES = [
     ("instanttensor", None, {}, "safe_open(files, framework='pt', device=0)  (instanttensor)"),
     ("instanttensor", "vllm-instanttensor", {},
      "vllm serve PATH --load-format instanttensor"),
+    ("flashpack", None, {},
+     "assign_from_file(model, PATH)  (flashpack; a .flashpack file, CPU: mapped)"),
     ("fastsafetensors", None, {},
      "fastsafe_open(files, framework='pt', nogds=True)  (fastsafetensors)"),
     ("fastsafetensors", "vllm-fastsafetensors", {},

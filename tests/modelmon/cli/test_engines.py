@@ -85,13 +85,17 @@ def test_a_probe_out_of_time_says_so_in_one_line_and_every_knob_is_still_listed(
     assert lines[2:] == engine_lines(engine, None)[1:]  # the registry's values, as known
 
 
-def test_an_engine_that_needs_a_gpu_says_so_in_one_line(modelmon) -> None:
+def test_the_engines_modelmon_cannot_run_say_why_in_one_line(modelmon) -> None:
     text = modelmon("engines").stdout
-    line = next(line for line in text.splitlines() if line.startswith("instanttensor: "))
-    assert line == (
+    lines = {line.split(":", 1)[0]: line for line in text.splitlines() if line[:1] != " "}
+    assert lines["instanttensor"] == (
         "instanttensor: InstantTensor (safetensors); InstantTensor loads onto CUDA devices only "
         "(its safe_open(device='cpu') raises 'InstantTensor only supports CUDA devices for "
         "now'): modelmon does not run it on a CPU"
+    )
+    assert lines["flashpack"] == (
+        "flashpack: flashpack (flashpack); flashpack loads its own .flashpack files (made by "
+        "flashpack convert), a format modelmon does not open yet: modelmon does not run it"
     )
 
 
