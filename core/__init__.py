@@ -90,7 +90,8 @@ if TYPE_CHECKING:
         keeps_bytes,
     )
     from modelmon.core.measuring.ceilings import measure_ceilings
-    from modelmon.core.measuring.ranks import RanksResult, RanksRun, find_straggler
+    from modelmon.core.measuring.ranks import RanksRun
+    from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksResult, find_straggler
     from modelmon.core.measuring.recommend import BudgetUse, Recommendation, candidates, recommend
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
@@ -182,7 +183,8 @@ _EXPORTS = (
     ("modelmon.core.loading.runner", "LoadRun"),
     ("modelmon.core.runs.session", "Session SessionResult"),
     ("modelmon.core.runs.start", "run_for Run RunOutcome"),
-    ("modelmon.core.measuring.ranks", "RanksResult RanksRun find_straggler"),
+    ("modelmon.core.measuring.ranks", "RanksRun"),
+    ("modelmon.core.measuring.ranks_records", "RanksResult find_straggler RANKS_MODES"),
     ("modelmon.core.loading.strategies", "STRATEGIES default_strategy get_strategy"),
     ("modelmon.core.loading.inproc", "in_process"),
     ("modelmon.core.loading.preflight", "check_loadable"),

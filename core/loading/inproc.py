@@ -23,17 +23,24 @@ from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.strategies.base import StopFlag, WorkerContext
 from modelmon.core.model.plan import load_order
 from modelmon.core.model.records import Model
+from modelmon.core.model.tensor_parallel import KeptPart, tp_slice
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
 from modelmon.core.system import cache, host_memory
 
 
 def load_in_process(
-    model: Model, strategy: str, options: LoadOptions, stop: StopFlag | None = None
+    model: Model,
+    strategy: str,
+    options: LoadOptions,
+    stop: StopFlag | None = None,
+    rank: tuple[int, int] = (0, 1),
 ) -> dict[str, np.ndarray]:
-    """Load every tensor of ``model`` with ``strategy``; {name: array} in file order."""
-    checks = preflight(get_strategy(strategy), model, options, in_process=True)
-    with checks, run_envelope(local_paths(model), options.readahead):
-        return _load(model, strategy, options, stop)
+    """Load every tensor of ``model`` with ``strategy``; {name: array} in file order. ``rank``
+    (r, n): only tensor-parallel rank r of n's part of each tensor (``tensor_parallel``)."""
+    part, kept = tp_slice(model, *rank)
+    checks = preflight(get_strategy(strategy), part, options, in_process=True)
+    with checks, run_envelope(local_paths(part), options.readahead):
+        return _load(part, strategy, options, stop, kept)
 
 
 def local_paths(model: Model) -> list[str]:
@@ -49,7 +56,11 @@ def in_process(options: LoadOptions) -> LoadOptions:
 
 
 def _load(
-    model: Model, strategy: str, options: LoadOptions, stop: StopFlag | None
+    model: Model,
+    strategy: str,
+    options: LoadOptions,
+    stop: StopFlag | None,
+    parts: dict[str, KeptPart],
 ) -> dict[str, np.ndarray]:
     strategy_class = get_strategy(strategy)
     check_memory(model, options)
@@ -67,6 +78,7 @@ def _load(
         verify=options.verify,
         scratch_bytes=options.chunk,
         lazy=not strategy_class.allocates,
+        parts=parts,
     )
     drops = (
         None  # an object's bytes fill no page cache on this machine

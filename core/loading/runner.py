@@ -56,17 +56,21 @@ from modelmon.core.loading.result import (
     run_notes,
     worker_timings,
 )
+from modelmon.core.loading.shared_copy import SharedCopy
 from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.worker import GO, WorkerTask, worker_main
 from modelmon.core.loading.worker_pipes import WorkerPipes
 from modelmon.core.model.formats import open_model
-from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.records import Model
+from modelmon.core.model.tensor_parallel import tp_slice
 from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache, host_memory
 from modelmon.core.system.memory_cgroup import MemoryCgroup
 from modelmon.core.system.memory_limit import oom_failure
+
+# A one-reader load's page cache would be a second copy of what the shared copy holds.
+SHARED_COPY_DROPS = "the node's shared copy holds the bytes: their page cache would be a second"
 
 
 class LoadRun:
@@ -86,11 +90,19 @@ class LoadRun:
         share: tuple[int, int] = (0, 1),
         start_gate: StartGate | None = None,
         prepare: Callable[[LoadRun], cache.CacheState] | None = None,
+        shared: SharedCopy | None = None,
+        memory_cgroup: MemoryCgroup | None = None,
     ) -> None:
         opened = model if isinstance(model, Model) else open_model(model)
-        # Rank ``share[0]`` of ``share[1]`` loads only its slice of the tensors (ranks.py).
+        # Rank ``share[0]`` of ``share[1]`` loads only its tensor-parallel part of each
+        # tensor (ranks.py): a stretch of rows, or the tensor read whole and a part kept.
         self.share = share
-        self.model = rank_slice(opened, *share)
+        self.model, self.parts = tp_slice(opened, *share)
+        # A one-reader load fills the node's shared copy (``shared_copy``), not arrays of
+        # its workers' own; ranks that run together put their workers in one cgroup, the
+        # node's (``memory_cgroup``), which this run then neither makes nor records.
+        self.shared = shared
+        self._node_cgroup = memory_cgroup
         self.strategy = strategy
         self.strategy_class = get_strategy(strategy)
         self.options = options or LoadOptions()
@@ -192,7 +204,10 @@ class LoadRun:
 
     @property
     def memory_cgroup(self) -> MemoryCgroup | None:
-        """The memory cgroup the workers run in while the run runs under a limit."""
+        """The memory cgroup the workers run in while the run runs under a limit (or the
+        node's, for ranks that run together)."""
+        if self._node_cgroup is not None:
+            return self._node_cgroup
         envelope = self._envelope
         return envelope.memory if envelope is not None else None
 
@@ -222,14 +237,18 @@ class LoadRun:
 
     def _run(self) -> LoadResult:
         # An object's bytes fill no page cache on this machine: nothing to drop behind.
+        strategy = self.strategy_class
         self.drop_behind = (
             None
-            if self.strategy_class.reads_objects
+            if strategy.reads_objects
+            else SHARED_COPY_DROPS
+            if self.shared is not None
+            and not (strategy.maps_file and not strategy.releases_mappings)
             else drop_behind_reason(
                 self.model.file_bytes,
                 self.options,
-                self.strategy_class.maps_file,
-                self.strategy_class.releases_mappings,
+                strategy.maps_file,
+                strategy.releases_mappings,
                 self.memory_limit,
             )
         )
@@ -252,7 +271,15 @@ class LoadRun:
             handouts = hand_out(self.model, workers, mode)
             try:
                 drops = self.drop_behind is not None
-                tasks = WorkerTask.of_run(handouts, self.strategy, self.options, shared_ids, drops)
+                tasks = WorkerTask.of_run(
+                    handouts,
+                    self.strategy,
+                    self.options,
+                    shared_ids,
+                    drops,
+                    self.parts,
+                    self.shared,
+                )
                 cgroup = self.memory_cgroup
                 into = cgroup.add if cgroup is not None else None  # the run's memory cgroup
                 start_workers(
@@ -316,7 +343,7 @@ class LoadRun:
         resident_after, vanished = residency_after(
             self.paths, worker_died=self.pipes.dead is not None, drops=self.drop_behind is not None
         )
-        cgroup = self.memory_cgroup
+        cgroup = self.memory_cgroup if self._node_cgroup is None else None
         limited = cgroup.record() if cgroup is not None else None
         failure = oom_failure(self.pipes.failure, limited) or vanished
         state = dataclasses.replace(state, resident_after=resident_after)

@@ -9,6 +9,7 @@ number.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import threading
 import zlib
@@ -18,7 +19,9 @@ import numpy as np
 
 from modelmon.core.errors import LoadError
 from modelmon.core.loading.fills import Fills, Span
+from modelmon.core.loading.shared_copy import SharedCopy, tensor_view
 from modelmon.core.model.records import Model, TensorExtent, collector_paused
+from modelmon.core.model.tensor_parallel import KeptPart
 
 _ml_dtypes_loaded = False
 _dtypes: dict[str, np.dtype] = {}  # asked once per tensor: a million times for some models
@@ -115,6 +118,8 @@ class TensorSink:
         verify: bool,
         scratch_bytes: int,
         lazy: bool = False,
+        parts: dict[str, KeptPart] | None = None,
+        shared: SharedCopy | None = None,
     ) -> None:
         self.model = model
         self.keep = keep
@@ -125,12 +130,24 @@ class TensorSink:
         self._local = threading.local()
         self._lock = threading.Lock()
         self.fills = Fills(model, indexes, verify)
+        # Tensors read whole of which only a part is kept (a tensor-parallel rank's strided
+        # part): read into a staging array, the part copied out once every byte is in.
+        self._parts: dict[int, KeptPart] = {}
+        if keep and parts:
+            self._parts = {i: parts[e] for i in indexes if (e := model.extents[i].name) in parts}
+        self._staging: dict[int, np.ndarray] = {}
+        self._staged: dict[int, int] = {}  # bytes of each staged tensor in so far
+        # A one-reader load's arrays: views of the node's shared copy (``shared_copy``).
+        self._shared = shared.open(writable=True) if keep and shared is not None else None
+        self._bases = shared.base_of() if shared is not None else {}
         with collector_paused():  # a million small tensors: no collection walks them all
-            self._arena = _Arena(model, indexes) if keep else None
+            self._arena = _Arena(model, indexes) if keep and self._shared is None else None
             if keep and not lazy:
                 for index in indexes:
                     # Pages are mapped lazily: the first write faults them in, which is part
                     # of loading for any real loader too, so it is inside the timed region.
+                    if index in self._parts:
+                        continue
                     if self._arena is None or self._arena.offsets[index] < 0:
                         self._allocate(index)
 
@@ -152,11 +169,14 @@ class TensorSink:
 
     def piece(self, index: int, start: int, length: int) -> memoryview:
         """Writable memory for bytes [start, start+length) of tensor ``index``."""
-        if index < 0 or self._arena is None:
+        if index < 0 or not self.keep:
             return self.scratch(length)
-        at = self._arena.offsets[index]
-        if at >= 0:
-            return self._arena.view[at + start : at + start + length]
+        if index in self._parts:
+            return self._stage(index)[start : start + length].data
+        arena = self._arena
+        at = arena.offsets[index] if arena is not None else -1
+        if arena is not None and at >= 0:
+            return arena.view[at + start : at + start + length]
         view = self._views.get(index)
         if view is None:  # lazy: allocated on first use
             with self._lock:
@@ -165,8 +185,50 @@ class TensorSink:
                     view = self._allocate(index)
         return view[start : start + length]
 
+    def _stage(self, index: int) -> np.ndarray:
+        """The whole-tensor staging bytes of a tensor kept in part (made on first use)."""
+        staging = self._staging.get(index)
+        if staging is None:
+            with self._lock:
+                staging = self._staging.get(index)
+                if staging is None:
+                    staging = allocate(self.model.extents[index]).reshape(-1).view(np.uint8)
+                    self._staging[index] = staging
+                    self._staged[index] = 0
+        return staging
+
+    def _staged_bytes(self, index: int, start: int, data: memoryview | bytes) -> None:
+        """``data`` (bytes [start, ...) of a tensor kept in part) is in: into the staging
+        bytes unless it was read there; the part is cut out once the whole tensor is in."""
+        staging = self._stage(index)
+        length = len(data)
+        if length:
+            into = staging[start : start + length]
+            given = np.frombuffer(data, dtype=np.uint8)
+            if given.ctypes.data != into.ctypes.data:
+                into[:] = given
+        with self._lock:
+            self._staged[index] += length
+            if self._staged[index] < staging.nbytes:
+                return
+            del self._staging[index], self._staged[index]
+        self._keep_part(index, staging)
+
+    def _keep_part(self, index: int, whole: np.ndarray) -> None:
+        part = self._parts[index]
+        rows = whole[: part.rows * part.row_bytes].reshape(part.rows, part.row_bytes)
+        kept = np.ascontiguousarray(rows[:, part.start : part.stop]).reshape(-1)
+        dtype = array_dtype(self.model.extents[index].array_dtype)
+        with self._lock:
+            self.arrays[index] = kept.view(dtype).reshape(part.array_shape)
+
     def _allocate(self, index: int) -> memoryview:
-        array = allocate(self.model.extents[index])
+        extent = self.model.extents[index]
+        if self._shared is not None:
+            flat = tensor_view(self._shared, self._bases[extent.file], extent.offset, extent.length)
+            array = flat.view(array_dtype(extent.array_dtype)).reshape(extent.array_shape)
+        else:
+            array = allocate(extent)
         self.arrays[index] = array
         view = self._views[index] = array.reshape(-1).view(np.uint8).data
         return view
@@ -191,6 +253,8 @@ class TensorSink:
         order, from any thread (``Fills.filled``); bytes between tensors (-1) count for none."""
         if index >= 0:
             self.fills.filled(index, start, data)
+            if index in self._parts:
+                self._staged_bytes(index, start, data)
 
     def adopt(self, index: int, array: np.ndarray) -> None:
         """Take a whole tensor produced elsewhere (the library strategy's own read)."""
@@ -203,7 +267,9 @@ class TensorSink:
         crc = zlib.crc32(flat.data) if self.verify else 0
         if not self.fills.whole(index, extent.length, crc):
             raise LoadError(f"{extent.name}: loaded twice")
-        if self.keep:
+        if index in self._parts:
+            self._keep_part(index, flat)
+        elif self.keep:
             shaped = flat.view(array_dtype(extent.array_dtype)).reshape(extent.array_shape)
             self.arrays[index] = shaped
 
@@ -217,6 +283,9 @@ class TensorSink:
         if data.nbytes != extent.length:
             raise LoadError(f"{extent.name}: {data.nbytes} bytes placed, expected {extent.length}")
         if not self.keep:
+            return
+        if index in self._parts:  # its part copied out: a view would keep all of it
+            self._keep_part(index, data)
             return
         shaped = data.view(array_dtype(extent.array_dtype)).reshape(extent.array_shape)
         with self._lock:
@@ -254,4 +323,8 @@ class TensorSink:
     def release(self) -> None:
         self._views.clear()
         self.arrays.clear()
+        self._staging.clear()
+        if self._shared is not None:  # the copy stays: the node's ranks map it
+            with contextlib.suppress(BufferError):
+                self._shared.close()
         self._arena = None  # its mapping goes with the last array made from it

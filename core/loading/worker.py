@@ -25,12 +25,14 @@ from modelmon.core.loading.drop_behind import DropBehind
 from modelmon.core.loading.handout import Handout
 from modelmon.core.loading.messages import WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.loading.reads import ReadRecorder, now_ns
+from modelmon.core.loading.shared_copy import SharedCopy
 from modelmon.core.loading.sharing import RunMemory
 from modelmon.core.loading.sink import TensorSink
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.loading.strategies.base import StopFlag, Strategy, WorkerContext
 from modelmon.core.model.plan import ShareState, assigned_bytes, load_order, partition
 from modelmon.core.model.records import Model, ModelFile
+from modelmon.core.model.tensor_parallel import KeptPart
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.libc import LIBC
 from modelmon.core.system.proc_status import own_status_bytes
@@ -51,6 +53,9 @@ class WorkerTask:
     parent_pid: int
     shared_ids: tuple[int, ...] = ()  # ids of the descriptors the parent shares (by file)
     drop_behind: bool = False  # drop the page cache of each range once read (drop_behind.py)
+    # Of a tensor-parallel rank's tensors read whole, the part each keeps (by name).
+    parts: tuple[tuple[str, KeptPart], ...] = ()
+    shared: SharedCopy | None = None  # a one-reader load's destination: the node's copy
 
     @classmethod
     def of_run(
@@ -60,11 +65,14 @@ class WorkerTask:
         options: LoadOptions,
         shared_ids: tuple[int, ...],
         drop_behind: bool,
+        parts: dict[str, KeptPart] | None = None,
+        shared: SharedCopy | None = None,
     ) -> list[WorkerTask]:
         """One task per handout, for the calling process's workers."""
         workers, parent = len(handouts), os.getpid()
+        kept = tuple(sorted((parts or {}).items()))
         return [
-            cls(n, workers, part, strategy, options, parent, shared_ids, drop_behind)
+            cls(n, workers, part, strategy, options, parent, shared_ids, drop_behind, kept, shared)
             for n, part in enumerate(handouts)
         ]
 
@@ -82,6 +90,8 @@ def build_context(
     shares: ShareState | None = None,
     drop_behind: bool = False,
     dealt: bool = False,
+    parts: dict[str, KeptPart] | None = None,
+    shared: SharedCopy | None = None,
 ) -> WorkerContext:
     """The context of worker ``worker`` of ``workers``: its share of tensors, sink, recorders.
     With ``shares`` (work shared by all workers) it may be handed any tensor; ``dealt``:
@@ -99,6 +109,8 @@ def build_context(
         verify=options.verify,
         scratch_bytes=options.chunk,
         lazy=shares is not None or not strategy.allocates,
+        parts=parts,
+        shared=shared,
     )
     dropper = DropBehind([f.path for f in model.files]) if drop_behind else None
     # A strategy that maps the file drops what it has released itself (after the record).
@@ -215,6 +227,8 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
             shares,
             task.drop_behind,
             dealt=True,
+            parts=dict(task.parts),
+            shared=task.shared,
         )
         strategy.prepare(ctx)
         qt_free = not any(name.split(".")[0] in ("PySide6", "pyqtgraph") for name in sys.modules)

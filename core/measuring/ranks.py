@@ -1,156 +1,83 @@
-"""Ranks on one node: N loaders at once, started together, each with its own worker processes.
+"""Ranks on one node: how N processes of a tensor-parallel job get their weights, measured.
 
-A rank is one ``LoadRun``: what one process of a multi-process inference or training job does
-when it loads its weights. Replica ranks each load the whole model (data parallel, N server
-replicas); split ranks each load their slice of the tensors (tensor parallel,
-``plan.rank_slice``). All ranks start at one barrier: every rank's workers have taken their
-share, the page cache of the model's files is put in the requested state and measured ONCE
-(a second eviction after the first rank went would be a different experiment), then all go.
+A rank is what one process of a multi-process server or training job does when it loads its
+weights. The three ways this node can do it (``RANKS_MODES``):
+- ``whole``: every rank reads every byte into its own memory and keeps its part, as engines
+  whose loaders read each full tensor and narrow it do (vLLM's default loaders under tensor
+  parallelism; Run:ai's streamer per worker): the node holds N copies at once;
+- ``slice``: every rank reads only its tensor-parallel part of each tensor (a stretch of rows,
+  or a strided tensor read whole and a part kept: ``model.tensor_parallel``);
+- ``one-reader``: one process reads the model into one shared copy (``loading.shared_copy``)
+  and every rank maps it, as a broadcast from one reader makes them share it.
 
-What comes back is each rank's own result, the aggregate rate (every rank's bytes over the
-wall time from the first go to the last rank's end) and the straggler (slowest rank against
-the median): the number a job that waits for its last rank really sees. A rank whose load
-fails (a worker of it killed, say) stops the others: they come back cancelled, saying which
-rank stopped them.
+All ranks start at one barrier: every rank's workers have taken their share, the page cache
+of the model's files is put in the requested state and measured ONCE, then all go. The
+server is ready when its slowest rank has its weights: that rank's end is the run's time.
 
-Replica ranks read the same files, so they share the page cache: the storage serves a byte
-once, the ranks may receive it N times. The aggregate counts what the ranks received.
+The node's memory is measured, not summed: every rank's processes run in one memory cgroup
+(the limit asked for, or none), whose peak, anonymous memory and page cache (shared memory
+included) are the node's. Where no cgroup can be made, the ranks' own peaks are summed
+instead, and the result says so.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import multiprocessing as mp
 import os
-import statistics
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from modelmon.core.errors import OptionsError, StorageError
+from modelmon.core.errors import OptionsError
+from modelmon.core.loading.processes import stop_processes
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
+from modelmon.core.loading.shared_copy import SharedCopy, rank_main, shared_copy
+from modelmon.core.loading.strategies import get_strategy
+from modelmon.core.measuring.ranks_records import (
+    RANKS_MODES,
+    NodeMemory,
+    RankResult,
+    RanksMode,
+    RanksResult,
+)
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
-from modelmon.core.options import MAX_PARALLEL, LoadOptions, format_spec
+from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
+from modelmon.core.options import MAX_PARALLEL, LoadOptions
 from modelmon.core.system import cache
+from modelmon.core.system.memory import memory_facts
+from modelmon.core.system.memory_cgroup import MemoryCgroup, limited
+from modelmon.core.system.memory_limit import planned_only
+
+ATTACH_WAIT_S = 60.0  # for a one-reader rank to map and touch the copy, once it is whole
 
 
-@dataclass(frozen=True, slots=True)
-class Straggler:
-    """The slowest of several loaders that started together, against their median."""
-
-    who: str  # "rank 2", or a fleet node's id
-    seconds: float
-    median_seconds: float
-
-    @property
-    def ratio(self) -> float:
-        """max/median seconds: 1.0 when every loader took as long as the typical one."""
-        return self.seconds / self.median_seconds if self.median_seconds > 0 else math.nan
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ratio"] = round(self.ratio, 4) if math.isfinite(self.ratio) else None
-        return data
-
-
-def find_straggler(seconds: Sequence[tuple[str, float]]) -> Straggler | None:
-    """The slowest of (who, seconds) pairs, or None when there are none."""
-    if not seconds:
-        return None
-    who, slowest = max(seconds, key=lambda pair: pair[1])
-    return Straggler(who, slowest, statistics.median(s for _, s in seconds))
-
-
-@dataclass(frozen=True, slots=True)
-class RankResult:
-    rank: int
-    tensors: int  # how many tensors this rank loaded
-    start: float  # seconds after the first rank went: the barrier's own spread
-    result: LoadResult
-
-    @property
-    def end(self) -> float:
-        return self.start + self.result.seconds
-
-    def to_dict(self) -> dict[str, Any]:
-        result = self.result
-        return {
-            "rank": self.rank,
-            "status": result.status,
-            "error": result.error,
-            "tensors": self.tensors,
-            "bytes": result.bytes,
-            "seconds": result.seconds,
-            "mbps": round(result.mbps, 3),
-            "start": self.start,
-            "end": self.end,
-            "peak_rss": max((w.peak_rss for w in result.workers), default=0),
-            "resident_after": result.cache.resident_after,
-            "checksum": result.checksum,
-            "notes": list(result.notes),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RanksResult:
-    status: str  # "ok" | "cancelled" | "failed": the worst of the ranks'
-    strategy: str
-    options: LoadOptions
-    model: str
-    split: bool  # each rank loaded its slice (tensor parallel), not the whole model
-    cache: cache.CacheState  # measured once, before every rank went
-    ranks: tuple[RankResult, ...]
-    error: str | None = None
-
-    @property
-    def bytes(self) -> int:
-        return sum(r.result.bytes for r in self.ranks)
-
-    @property
-    def seconds(self) -> float:
-        """Wall time from the first rank's go to the last rank's end."""
-        return max((r.end for r in self.ranks), default=0.0)
-
-    @property
-    def mbps(self) -> float:
-        """The aggregate: every rank's bytes over the wall time, decimal MB/s."""
-        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
-
-    @property
-    def storage_error(self) -> StorageError | None:
-        """The StorageError that failed the ranks (the failed rank's), if the storage did."""
-        if self.status != "failed":
-            return None
-        return next((r.result.storage_error for r in self.ranks if r.result.storage_error), None)
-
-    @property
-    def straggler(self) -> Straggler | None:
-        return find_straggler([(f"rank {r.rank}", r.result.seconds) for r in self.ranks])
-
-    def to_dict(self) -> dict[str, Any]:
-        straggler = self.straggler
-        return {
-            "status": self.status,
-            "error": self.error,
-            "strategy": self.strategy,
-            "spec": format_spec(self.strategy, self.options),
-            "options": self.options.to_dict(),
-            "model": self.model,
-            "split": self.split,
-            "cache": asdict(self.cache),
-            "bytes": self.bytes,
-            "seconds": self.seconds,
-            "mbps": round(self.mbps, 3),
-            "straggler": None if straggler is None else straggler.to_dict(),
-            "ranks": [r.to_dict() for r in self.ranks],
-        }
+def check_ranks(model: Model, strategy: str, ranks: int, mode: str) -> None:
+    """OptionsError, in one line, for ranks that cannot be run as asked."""
+    whole = isinstance(ranks, int) and not isinstance(ranks, bool)
+    if not whole or not 1 <= ranks <= MAX_PARALLEL:
+        raise OptionsError(f"ranks must be a whole number from 1 to {MAX_PARALLEL}, not {ranks!r}")
+    if mode not in RANKS_MODES:
+        raise OptionsError(f"unknown ranks mode {mode!r}: use {', '.join(RANKS_MODES)}")
+    rows = [e.array_shape[0] for e in model.extents if len(e.array_shape) >= 2]
+    if mode == "slice" and rows and ranks > min(rows):
+        raise OptionsError(
+            f"{ranks} slice ranks, but a tensor of the model has {min(rows)} rows: a rank would "
+            "hold none of it (engines refuse a tensor-parallel size its shapes cannot split)"
+        )
+    if mode == "one-reader" and not get_strategy(strategy).allocates:
+        raise OptionsError(
+            f"one-reader needs a strategy that reads into memory, not {strategy} (whose "
+            "tensors are views of the file's mapping): sequential, pread, direct, mmap, stream"
+        )
 
 
 class RanksRun:
-    """N ``LoadRun`` s in threads of this process, one barrier. ``cancel()`` from any thread."""
+    """N ranks on this node, one barrier. ``cancel()`` from any thread."""
 
     def __init__(
         self,
@@ -158,39 +85,25 @@ class RanksRun:
         strategy: str = "sequential",
         options: LoadOptions | None = None,
         ranks: int = 2,
-        split: bool = False,
+        mode: RanksMode = "whole",
         *,
         on_message: Callable[[object], None] | None = None,
         cancel: threading.Event | None = None,
+        memory_limit: int | None = None,
     ) -> None:
         self.model = model if isinstance(model, Model) else open_model(model)
-        whole = isinstance(ranks, int) and not isinstance(ranks, bool)
-        if not whole or not 1 <= ranks <= MAX_PARALLEL:
-            raise OptionsError(
-                f"ranks must be a whole number from 1 to {MAX_PARALLEL}, not {ranks!r}"
-            )
-        if split and ranks > len(self.model.extents):
-            raise OptionsError(
-                f"{ranks} split ranks but the model has only {len(self.model.extents)} tensors"
-            )
+        check_ranks(self.model, strategy, ranks, mode)
         self.strategy = strategy
         self.options = options or LoadOptions()
-        self.split = split
+        if mode == "one-reader" and self.options.discard:
+            raise OptionsError("one-reader keeps one shared copy: it cannot discard")
+        self.mode: RanksMode = mode
+        self.ranks = ranks
+        self.memory_limit = memory_limit
+        self.on_message = on_message
         self._cancel = cancel or threading.Event()  # shared by every rank
-        self.runs = [
-            LoadRun(
-                self.model,
-                strategy,
-                self.options,
-                on_message=on_message,
-                cancel=self._cancel,
-                share=(rank, ranks) if split else (0, 1),
-                prepare=self._prepare_together,
-            )
-            for rank in range(ranks)
-        ]
-        # The last rank to arrive measures the cache for all, then every rank is released.
-        self._barrier = threading.Barrier(ranks, action=self._prepare_cache)
+        self.runs: list[LoadRun] = []
+        self._barrier = threading.Barrier(1)
         self._state = cache.not_measured(self.options.cache)
         self._cache_error: BaseException | None = None
         self._arrived: set[int] = set()
@@ -200,6 +113,98 @@ class RanksRun:
     def cancel(self) -> None:
         self._cancel.set()
         self._barrier.abort()
+
+    def run(self) -> RanksResult:
+        cpus = os.cpu_count() or 1
+        extra = []
+        if self.ranks > cpus:
+            extra.append(
+                f"{self.ranks} ranks on {cpus} CPUs share the cores (a node with a device per "
+                "rank would not): their times include waiting for a core"
+            )
+        with ExitStack() as stack:
+            node, notes = stack.enter_context(self._node_cgroup())
+            if self.mode == "one-reader":
+                copy = stack.enter_context(shared_copy(self.model))
+                ranks, reader = self._one_reader(copy, node)
+            else:
+                ranks, reader = self._own_loads(node), None
+            memory = self._node_memory(node, ranks, reader)
+        return self._result(ranks, reader, memory, extra + notes)
+
+    # --- the node's cgroup ----------------------------------------------------------------
+
+    @contextmanager
+    def _node_cgroup(self) -> Iterator[tuple[MemoryCgroup | None, list[str]]]:
+        """One cgroup for every rank's processes: the limit asked for, else one the size of
+        the machine's memory, there only to measure the node's peak."""
+        asked = self.memory_limit
+        size = asked if asked is not None else memory_facts().total
+        with limited(size) as found:
+            notes = []
+            if isinstance(found, str):
+                if asked is not None:
+                    notes.append(planned_only(found, asked))
+                notes.append(f"the node's memory is the ranks' own peaks summed: {found}")
+            yield (found if isinstance(found, MemoryCgroup) else None), notes
+
+    def _node_memory(
+        self, node: MemoryCgroup | None, ranks: Sequence[RankResult], reader: LoadResult | None
+    ) -> NodeMemory:
+        if node is not None:
+            record = node.record()
+            return NodeMemory(
+                record.peak_bytes,
+                record.anon_peak_bytes,
+                record.cache_peak_bytes,
+                True,
+                record if self.memory_limit is not None else None,
+            )
+        loads = [r.result for r in ranks if r.result is not None] + ([reader] if reader else [])
+        summed = sum(w.peak_rss for load in loads for w in load.workers)
+        return NodeMemory(summed, None, None, False, None)
+
+    # --- whole and slice: a load of its own per rank -------------------------------------
+
+    def _own_loads(self, node: MemoryCgroup | None) -> list[RankResult]:
+        share = self.mode == "slice"
+        self.runs = [
+            LoadRun(
+                self.model,
+                self.strategy,
+                self.options,
+                on_message=self.on_message,
+                cancel=self._cancel,
+                share=(rank, self.ranks) if share else (0, 1),
+                prepare=self._prepare_together,
+                memory_cgroup=node,
+            )
+            for rank in range(self.ranks)
+        ]
+        self._barrier = threading.Barrier(self.ranks, action=self._prepare_cache)
+        results = self._run_all()
+        went = [run.t0_ns for run in self.runs if run.t0_ns]
+        first = min(went, default=0)
+        ranks = []
+        for rank, run in enumerate(self.runs):
+            result = results[rank]
+            kept = 0 if self.options.discard else kept_bytes(run.model, run.parts)
+            if self.mode == "whole" and not self.options.discard:  # it narrows to its part
+                kept = kept_bytes(*tp_slice(self.model, rank, self.ranks))
+            ranks.append(
+                RankResult(
+                    rank,
+                    len(run.model.extents),
+                    (run.t0_ns - first) / 1e9 if run.t0_ns else 0.0,
+                    result.seconds,
+                    result.status,
+                    result.bytes,
+                    kept,
+                    result,
+                    result.error,
+                )
+            )
+        return ranks
 
     def _prepare_cache(self) -> None:
         try:
@@ -220,7 +225,7 @@ class RanksRun:
             raise self._cache_error
         return self._state
 
-    def run(self) -> RanksResult:
+    def _run_all(self) -> dict[int, LoadResult]:
         results: dict[int, LoadResult] = {}
         errors: dict[int, BaseException] = {}
 
@@ -258,39 +263,126 @@ class RanksRun:
             raise
         if errors:
             raise errors[min(errors)]
-        return self._result(results)
-
-    def _result(self, results: dict[int, LoadResult]) -> RanksResult:
-        went = [run.t0_ns for run in self.runs if run.t0_ns]
-        first = min(went, default=0)
         failed = self._failed_rank
         for rank, result in results.items():  # said why it stopped, if a failed rank did it
             if failed is not None and rank != failed and result.status == "cancelled":
                 results[rank] = dataclasses.replace(result, error=f"stopped: rank {failed} failed")
-        ranks = tuple(
-            RankResult(
-                rank,
-                len(run.model.extents),
-                (run.t0_ns - first) / 1e9 if run.t0_ns else 0.0,
-                results[rank],
+        return results
+
+    # --- one-reader: one load into the shared copy, every rank maps it --------------------
+
+    def _one_reader(
+        self, copy: SharedCopy, node: MemoryCgroup | None
+    ) -> tuple[list[RankResult], LoadResult]:
+        context = mp.get_context("spawn")
+        pipes, processes = [], []
+        try:
+            for rank in range(self.ranks):
+                parent, child = context.Pipe()
+                process = context.Process(
+                    target=rank_main,
+                    args=(child, self.model, copy),
+                    name=f"modelmon-rank-{rank}",
+                    daemon=True,
+                )
+                process.start()
+                child.close()
+                if node is not None and process.pid is not None:
+                    node.add(process.pid)
+                pipes.append(parent)
+                processes.append(process)
+            reader = LoadRun(
+                self.model,
+                self.strategy,
+                self.options,
+                on_message=self.on_message,
+                cancel=self._cancel,
+                shared=copy,
+                memory_cgroup=node,
             )
-            for rank, run in enumerate(self.runs)
-        )
-        statuses = {r.result.status for r in ranks}
+            self.runs = [reader]
+            result = reader.run()
+            self._state = result.cache
+            ranks = self._attach(pipes, result)
+        finally:
+            for pipe in pipes:
+                pipe.close()
+            stop_processes(processes, 1.0)
+        return ranks, result
+
+    def _attach(self, pipes: list[Any], reader: LoadResult) -> list[RankResult]:
+        """Once the copy is whole, every rank maps it and touches it: its time is the
+        reader's and its own."""
+        if reader.status == "ok":
+            for pipe in pipes:
+                pipe.send_bytes(b"go")
+        ranks = []
+        deadline = time.monotonic() + ATTACH_WAIT_S
+        for rank, pipe in enumerate(pipes):
+            if reader.status != "ok":
+                why = "the reader did not finish"
+                ranks.append(RankResult(rank, 0, 0.0, 0.0, reader.status, 0, 0, None, why))
+                continue
+            answer: Any = None
+            if pipe.poll(max(0.0, deadline - time.monotonic())):
+                try:
+                    answer = pipe.recv()
+                except (EOFError, OSError):
+                    answer = "it ended without a word"
+            if isinstance(answer, tuple):
+                seconds, touched, _ = answer
+                whole = touched == self.model.total_bytes
+                ranks.append(
+                    RankResult(
+                        rank,
+                        len(self.model.extents),
+                        0.0,
+                        reader.seconds + seconds,
+                        "ok" if whole else "failed",
+                        0,
+                        0,
+                        None,
+                        None if whole else "it touched part of the copy",
+                    )
+                )
+            else:
+                why = answer or f"no answer within {ATTACH_WAIT_S:.0f} s"
+                ranks.append(RankResult(rank, 0, 0.0, 0.0, "failed", 0, 0, None, why))
+        return ranks
+
+    # --- the whole --------------------------------------------------------------------------
+
+    def _result(
+        self,
+        ranks: list[RankResult],
+        reader: LoadResult | None,
+        memory: NodeMemory,
+        notes: list[str],
+    ) -> RanksResult:
+        statuses = {r.status for r in ranks} | ({reader.status} if reader else set())
         status = next((s for s in ("failed", "cancelled") if s in statuses), "ok")
-        worst = next((r for r in ranks if r.result.status == status), None)
         error = None
-        if status != "ok" and worst is not None:
-            error = f"rank {worst.rank}: {worst.result.error or status}"
+        if reader is not None and reader.status != "ok":
+            error = f"the reader: {reader.error or reader.status}"
+        elif status != "ok":
+            worst = next(r for r in ranks if r.status == status)
+            error = f"rank {worst.rank}: {worst.error or status}"
+        loads = [r.result for r in ranks if r.result is not None] + ([reader] if reader else [])
+        storage = next((load.storage_error for load in loads if load.storage_error), None)
         return RanksResult(
             status,
             self.strategy,
             self.options,
             self.model.path,
-            self.split,
+            self.mode,
             self._state,
-            ranks,
+            tuple(ranks),
+            self.model.total_bytes,
+            memory,
+            reader,
             error,
+            storage,
+            tuple(notes),
         )
 
 
@@ -299,8 +391,8 @@ def run_ranks(
     strategy: str = "sequential",
     options: LoadOptions | None = None,
     ranks: int = 2,
-    split: bool = False,
+    mode: RanksMode = "whole",
     **kwargs: Any,
 ) -> RanksResult:
-    """Run ``ranks`` loaders of ``model`` at once from one barrier; see the module docstring."""
-    return RanksRun(model, strategy, options, ranks, split, **kwargs).run()
+    """Run ``ranks`` ranks of ``model`` on this node in ``mode``; see the module docstring."""
+    return RanksRun(model, strategy, options, ranks, mode, **kwargs).run()

@@ -18,7 +18,7 @@ from modelmon.core.system.memory_limit import ways_text
 from modelmon.core.units import human_bytes, rate_text
 
 if TYPE_CHECKING:
-    from modelmon.core.measuring.ranks import RanksResult
+    from modelmon.core.measuring.ranks_records import RanksResult
     from modelmon.core.measuring.recommend import Recommendation
 
 
@@ -237,10 +237,13 @@ def search_memory_text(rec: Recommendation) -> str:
 
 
 def render_ranks(result: RanksResult) -> str:
-    """The text report of ``modelmon load --ranks``: one line per rank, then the aggregate."""
-    kind = "split (each rank its slice)" if result.split else "replicas (each rank the whole model)"
+    """The text report of ``modelmon load --ranks``: one line per rank, the node's time and
+    memory."""
+    from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
+
     lines = [
-        f"{len(result.ranks)} ranks, {kind}: {format_spec(result.strategy, result.options)}",
+        f"{len(result.ranks)} ranks, {result.mode} ({RANKS_MODE_WORDS[result.mode]}): "
+        f"{format_spec(result.strategy, result.options)}",
         f"cache before go: {result.cache.requested} requested, "
         + (
             result.cache.note
@@ -248,25 +251,48 @@ def render_ranks(result: RanksResult) -> str:
             else f"{result.cache.resident_before:.1%} resident"
             + (f" ({result.cache.note})" if result.cache.note else "")
         ),
-        f"{'rank':>4}  {'status':<9} {'MB':>10} {'rate':>10} {'seconds':>8} {'start +s':>8}",
     ]
-    for rank in result.ranks:
-        r = rank.result
+    reader = result.reader
+    if reader is not None:
         lines.append(
-            f"{rank.rank:>4}  {r.status:<9} {r.bytes / 1e6:>10.1f} "
-            f"{rate_text(r.mbps) if r.status == 'ok' else '–':>10} "
-            f"{r.seconds:>8.3f} {rank.start:>8.3f}"
+            f"reader: {reader.status}, {human_bytes(reader.bytes)} into the shared copy in "
+            f"{reader.seconds:.3f} s"
+            + (f" = {rate_text(reader.mbps)}" if reader.status == "ok" else "")
         )
     lines.append(
-        f"aggregate: {result.bytes / 1e6:.1f} MB in {result.seconds:.3f} s = "
-        f"{rate_text(result.mbps)}"
+        f"{'rank':>4}  {'status':<9} {'read':>10} {'kept':>10} {'seconds':>8} {'start +s':>8}"
     )
+    for rank in result.ranks:
+        lines.append(
+            f"{rank.rank:>4}  {rank.status:<9} {human_bytes(rank.read_bytes):>10} "
+            f"{human_bytes(rank.kept_bytes):>10} {rank.seconds:>8.3f} {rank.start:>8.3f}"
+        )
+    lines.append(
+        f"slowest rank: {result.seconds:.3f} s from the first go: the model's "
+        f"{human_bytes(result.model_bytes)} on every rank at {rate_text(result.mbps)}; "
+        f"read in all {human_bytes(result.read_bytes)}"
+    )
+    node = result.node
+    if node is not None:
+        split = (
+            f" ({human_bytes(node.anon_peak_bytes or 0)} anonymous, "
+            f"{human_bytes(node.cache_peak_bytes or 0)} page cache and shared memory at most)"
+            if node.measured
+            else " (the ranks' own peaks summed: no cgroup held them)"
+        )
+        lines.append(
+            f"node memory: peak {human_bytes(node.peak_bytes)}, "
+            f"{node.peak_bytes / max(1, result.model_bytes):.1f} × the model{split}"
+        )
+        if node.limit is not None:
+            lines.append(f"limit: {node.limit.line()}")
     straggler = result.straggler
-    if straggler is not None:
+    if straggler is not None and math.isfinite(straggler.ratio):
         lines.append(
             f"straggler: {straggler.who}, {straggler.seconds:.3f} s = {straggler.ratio:.2f}× "
             f"the median {straggler.median_seconds:.3f} s"
         )
+    lines += [f"note: {note}" for note in result.notes]
     if result.error:
         lines.append(f"error: {result.error}")
     return "\n".join(lines)

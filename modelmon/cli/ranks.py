@@ -1,4 +1,4 @@
-"""``modelmon load --ranks N [--ranks-split]``: N loaders on this machine, from one barrier.
+"""``modelmon load --ranks N [--ranks-mode MODE]``: N ranks on this machine, from one barrier.
 
 Not a verb: the options and the run of ``load`` when it is asked for more than one rank
 (``modelmon.core.RanksRun``). The fleet of machines is ``modelmon fleet``.
@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING
 from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail, fail_on
 from modelmon.cli.flags import whole_in
 from modelmon.core.options import MAX_PARALLEL
+
+# The ways N ranks of a tensor-parallel job get their weights (modelmon.core.RANKS_MODES: the
+# engine's names; written here so --help needs no engine import).
+MODES = ("whole", "slice", "one-reader")
 
 if TYPE_CHECKING:
     from modelmon.core import Model
@@ -29,25 +33,52 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         f"(1 to {MAX_PARALLEL})",
     )
     parser.add_argument(
+        "--ranks-mode",
+        choices=MODES,
+        default=None,
+        help="with --ranks: how they get their weights: whole (each reads every byte into "
+        "its own memory and keeps its part, as engines that narrow each tensor do; the "
+        "default), slice (each reads only its tensor-parallel part), one-reader (one "
+        "process reads one shared copy, every rank maps it)",
+    )
+    parser.add_argument(
         "--ranks-split",
         action="store_true",
-        help="with --ranks: each rank loads its 1/N of the tensors (tensor parallel) "
-        "instead of the whole model",
+        help="the same as --ranks-mode slice",
     )
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    return bool(args.ranks != 1 or args.ranks_split)
+    return bool(args.ranks != 1 or args.ranks_split or args.ranks_mode)
+
+
+def mode_of(args: argparse.Namespace) -> str:
+    if args.ranks_split and args.ranks_mode not in (None, "slice"):
+        raise ValueError(f"--ranks-split is --ranks-mode slice, not {args.ranks_mode}")
+    return "slice" if args.ranks_split else args.ranks_mode or "whole"
 
 
 def run(args: argparse.Namespace, model: Model, strategy: str, options: LoadOptions) -> int:
-    """``modelmon load PATH --ranks N [--ranks-split]``: every rank loads ``model`` with
-    ``strategy`` and ``options`` (load's flags over its --config)."""
+    """``modelmon load PATH --ranks N [--ranks-mode MODE]``: every rank loads ``model`` with
+    ``strategy`` and ``options`` (load's flags over its --config), under --memory-limit for
+    the whole node."""
+    from modelmon.cli.flags import say_memory_limit
     from modelmon.core import RanksRun, render_ranks
 
     if getattr(args, "samples", False):
         return fail("--samples is for one loader; leave it out with --ranks", ExitCode.USAGE)
-    loaders = RanksRun(model, strategy, options, args.ranks, args.ranks_split)
+    try:
+        mode = mode_of(args)
+    except ValueError as exc:
+        return fail(str(exc), ExitCode.USAGE)
+    loaders = RanksRun(
+        model,
+        strategy,
+        options,
+        args.ranks,
+        mode,  # type: ignore[arg-type]
+        memory_limit=say_memory_limit(args.memory_limit),
+    )
     with cancel_on_interrupt(loaders.cancel):
         result = loaders.run()
     if args.json:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -11,9 +12,9 @@ import pytest
 from modelmon.core.errors import OptionsError
 from modelmon.core.loading.messages import ReadBatch, WorkerReady
 from modelmon.core.loading.runner import LoadRun, run_load
-from modelmon.core.measuring.ranks import RanksRun, find_straggler, run_ranks
+from modelmon.core.measuring.ranks import RanksRun, run_ranks
+from modelmon.core.measuring.ranks_records import find_straggler
 from modelmon.core.model.formats import open_model
-from modelmon.core.model.plan import rank_slice
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.json import dumps
@@ -40,7 +41,7 @@ class Recorder:
             self.messages.append(message)
 
 
-def test_replica_ranks_each_load_the_whole_model_from_one_barrier(
+def test_whole_ranks_each_load_the_whole_model_from_one_barrier(
     sharded_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = open_model(sharded_model)
@@ -62,72 +63,85 @@ def test_replica_ranks_each_load_the_whole_model_from_one_barrier(
     single = run_load(model, "pread", LoadOptions(workers=1, verify=True))
     assert [r.rank for r in result.ranks] == [0, 1, 2]
     for rank in result.ranks:
-        assert rank.result.bytes == model.total_bytes
+        assert rank.result is not None
+        assert rank.result.bytes == rank.read_bytes == model.total_bytes
         assert rank.result.checksum == single.checksum  # every byte, right, in every rank
         assert rank.result.cache.resident_before == result.cache.resident_before
         assert len(rank.result.workers) == 2
-    assert result.bytes == 3 * model.total_bytes
+        assert rank.kept_bytes < model.total_bytes  # it narrows to its part
+    assert result.read_bytes == 3 * model.total_bytes
     # The barrier: no rank read a byte before the workers of every rank were ready.
     kinds = [type(m) for m in recorder.messages]
     assert kinds.count(WorkerReady) == 6
     last_ready = max(i for i, kind in enumerate(kinds) if kind is WorkerReady)
     first_read = min(i for i, kind in enumerate(kinds) if kind is ReadBatch)
     assert last_ready < first_read
-    # The aggregate is every rank's bytes over the wall time from the first go to the last end.
+    # The server has its weights when its slowest rank has: the run's time is that rank's end.
     assert min(r.start for r in result.ranks) == 0.0
-    assert result.seconds == max(r.start + r.result.seconds for r in result.ranks)
-    assert result.mbps == pytest.approx(result.bytes / result.seconds / 1e6)
-    assert result.seconds >= max(r.result.seconds for r in result.ranks)
+    assert result.seconds == max(r.end for r in result.ranks)
+    assert result.mbps == pytest.approx(model.total_bytes / result.seconds / 1e6)
     straggler = result.straggler
     assert straggler is not None
-    slowest = max(result.ranks, key=lambda r: r.result.seconds)
+    slowest = max(result.ranks, key=lambda r: r.seconds)
     assert straggler.who == f"rank {slowest.rank}" and straggler.ratio >= 1.0
+    assert result.node is not None and result.node.peak_bytes > 0
+    document = strict_json(result.to_dict())
+    assert isinstance(document, dict) and document["mode"] == "whole"
+    assert "3 ranks, whole" in render_ranks(result)
 
 
-def test_split_ranks_load_disjoint_slices_that_make_the_whole_model(sharded_model: Path) -> None:
+def test_slice_ranks_each_read_their_tensor_parallel_part(sharded_model: Path) -> None:
     model = open_model(sharded_model)
     options = LoadOptions(workers=2, cache="cold", verify=True)
-    result = run_ranks(model, "sequential", options, ranks=3, split=True)
+    result = run_ranks(model, "sequential", options, ranks=2, mode="slice")
 
     assert result.status == "ok", result.error
-    whole = run_load(model, "sequential", LoadOptions(verify=True))
-    merged: dict[str, int] = {}
+    whole = {e.name for e in model.extents}
+    replicated = sum(e.length for e in model.extents if len(e.array_shape) < 2)
     for rank in result.ranks:
-        names = set(rank.result.tensor_checksums)
-        assert names and not names & set(merged)  # each tensor in exactly one rank
-        merged.update(rank.result.tensor_checksums)
-        assert rank.tensors == len(names)
-    assert merged == whole.tensor_checksums
-    assert result.bytes == model.total_bytes
+        assert rank.result is not None and rank.result.status == "ok"
+        assert set(rank.result.tensor_checksums) == whole  # a part of every tensor
+        assert rank.tensors == len(model.extents)
+    # The parts of every tensor make it whole; norms are whole on every rank.
+    assert sum(r.kept_bytes for r in result.ranks) == model.total_bytes + replicated
+    assert result.read_bytes < 2 * model.total_bytes
     document = strict_json(result.to_dict())
-    assert isinstance(document, dict) and document["split"] is True
-    assert [r["bytes"] for r in document["ranks"]] == [r.result.bytes for r in result.ranks]
-    assert "3 ranks, split" in render_ranks(result)
+    assert isinstance(document, dict) and document["mode"] == "slice" and document["split"]
+    assert "2 ranks, slice" in render_ranks(result)
 
 
-def test_rank_slice_deals_tensors_round_robin(sharded_model: Path) -> None:
+def test_one_reader_ranks_map_one_shared_copy(sharded_model: Path) -> None:
     model = open_model(sharded_model)
-    assert rank_slice(model, 0, 1) is model
-    slices = [rank_slice(model, rank, 4) for rank in range(4)]
-    names = [e.name for s in slices for e in s.extents]
-    assert sorted(names) == sorted(e.name for e in model.extents)
-    assert len(set(names)) == len(names)
-    for part in slices:
-        # Spread over the model (a share of every layer), only the files it needs.
-        assert {f.path for f in part.files} == {e.file for e in part.extents}
-        assert list(part.extents) == sorted(
-            part.extents, key=lambda e: ([f.path for f in model.files].index(e.file), e.offset)
-        )
-    with pytest.raises(ValueError, match="rank 4"):
-        rank_slice(model, 4, 4)
+    options = LoadOptions(workers=2, cache="cold", verify=True)
+    result = run_ranks(model, "sequential", options, ranks=3, mode="one-reader")
+
+    assert result.status == "ok", result.error
+    reader = result.reader
+    assert reader is not None and reader.status == "ok" and reader.bytes == model.total_bytes
+    single = run_load(model, "sequential", LoadOptions(verify=True))
+    assert reader.checksum == single.checksum
+    assert result.read_bytes == model.total_bytes  # one read for the node
+    for rank in result.ranks:
+        assert rank.status == "ok" and rank.read_bytes == rank.kept_bytes == 0
+        assert rank.seconds >= reader.seconds  # it had its weights once the copy was whole
+    assert result.seconds == max(r.end for r in result.ranks)
+    assert not [n for n in os.listdir("/dev/shm") if "modelmon" in n]  # nothing named
+    assert "reader: ok" in render_ranks(result)
 
 
-def test_more_split_ranks_than_tensors_is_refused(bf16_model: Path) -> None:
+def test_ranks_that_cannot_be_run_as_asked_are_refused(bf16_model: Path) -> None:
     model = open_model(bf16_model)
-    with pytest.raises(OptionsError, match="tensors"):
-        RanksRun(model, ranks=len(model.extents) + 1, split=True)
+    rows = min(e.array_shape[0] for e in model.extents if len(e.array_shape) >= 2)
+    with pytest.raises(OptionsError, match="rows"):
+        RanksRun(model, ranks=rows + 1, mode="slice")
     with pytest.raises(OptionsError, match="ranks"):
         RanksRun(model, ranks=0)
+    with pytest.raises(OptionsError, match="mode"):
+        RanksRun(model, ranks=2, mode="broadcast")  # type: ignore[arg-type]
+    with pytest.raises(OptionsError, match="reads into memory"):
+        RanksRun(model, "mmap-view", ranks=2, mode="one-reader")
+    with pytest.raises(OptionsError, match="discard"):
+        RanksRun(model, ranks=2, mode="one-reader", options=LoadOptions(discard=True))
 
 
 def test_a_rank_that_fails_before_the_barrier_releases_the_others(tmp_path: Path) -> None:
@@ -142,7 +156,7 @@ def test_a_rank_that_fails_before_the_barrier_releases_the_others(tmp_path: Path
     assert result.status == "failed"
     assert result.error is not None and result.error.startswith("rank ")
     assert "worker 0 failed" in result.error
-    assert {r.result.status for r in result.ranks} <= {"failed", "cancelled"}
+    assert {r.status for r in result.ranks} <= {"failed", "cancelled"}
     assert result.cache.method == "none"  # never reached the cache measurement
 
 
@@ -151,8 +165,8 @@ def test_cancel_before_start_cancels_every_rank(sharded_model: Path) -> None:
     cancel.set()
     result = run_ranks(sharded_model, "pread", LoadOptions(), ranks=2, cancel=cancel)
     assert result.status == "cancelled"
-    assert all(r.result.status == "cancelled" for r in result.ranks)
-    assert result.bytes == 0
+    assert all(r.status == "cancelled" for r in result.ranks)
+    assert result.read_bytes == 0
 
 
 def test_find_straggler_is_the_slowest_against_the_median() -> None:

@@ -32,13 +32,16 @@ def test_load_ranks_json_has_every_rank(sharded_model: Path) -> None:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout, parse_constant=refuse)
     total = open_model(sharded_model).total_bytes
-    assert document["status"] == "ok" and document["split"] is False
+    assert document["status"] == "ok" and document["mode"] == "whole"
+    assert document["split"] is False
     assert [r["rank"] for r in document["ranks"]] == [0, 1, 2]
     for rank in document["ranks"]:
-        assert rank["status"] == "ok" and rank["bytes"] == total
+        assert rank["status"] == "ok" and rank["read_bytes"] == total
         assert rank["mbps"] > 0 and rank["seconds"] > 0
-    assert document["bytes"] == 3 * total
-    assert document["mbps"] == pytest.approx(3 * total / document["seconds"] / 1e6, rel=1e-3)
+    assert document["read_bytes"] == 3 * total
+    # The node's rate: the model on every rank by the slowest rank's end.
+    assert document["mbps"] == pytest.approx(total / document["seconds"] / 1e6, rel=1e-3)
+    assert document["node"]["peak_bytes"] > 0
     assert document["straggler"]["who"].startswith("rank ")
     assert document["cache"]["requested"] == "cold"
 
@@ -46,7 +49,9 @@ def test_load_ranks_json_has_every_rank(sharded_model: Path) -> None:
 def test_load_ranks_split_text(sharded_model: Path) -> None:
     done = run("load", str(sharded_model), "--ranks", "2", "--ranks-split")
     assert done.returncode == 0, done.stderr
-    assert "2 ranks, split" in done.stdout and "aggregate:" in done.stdout
+    assert "2 ranks, slice" in done.stdout and "slowest rank:" in done.stdout
+    both = run("load", str(sharded_model), "--ranks-split", "--ranks-mode", "whole")
+    assert both.returncode == 2 and "--ranks-split is --ranks-mode slice" in both.stderr
 
 
 def test_load_ranks_refuses_samples_and_zero(sharded_model: Path) -> None:
