@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from modelmon.core.configuration import StrategyConfig
-from modelmon.core.errors import ModelFormatError
+from modelmon.core.errors import ConfigError, ModelFormatError
 from modelmon.core.loading.config_file import apply_config
 from modelmon.core.loading.inproc import load_in_process
 from modelmon.core.loading.result import LoadResult
@@ -47,9 +47,11 @@ def load(
     *,
     config: PathLike | None = None,
     stop: StopFlag | None = None,
+    rank: tuple[int, int] = (0, 1),
     **options: Any,
 ) -> dict[str, np.ndarray]:
-    """Load every tensor into this process and return {name: array}.
+    """Load every tensor into this process and return {name: array} (numpy arrays, in file
+    order; ``torch.from_numpy(array)`` makes a tensor of one without a copy).
 
     Runs the strategy's in-process form: ``workers × threads`` reader threads share one queue
     of work, each reading through its own descriptors (``mmap-shared-fd`` shares one, on
@@ -57,11 +59,20 @@ def load(
     through bounded buffers and returns an empty dict (use it with ``verify=True`` to checksum
     a model larger than RAM).
     ``config`` applies a file written by ``modelmon recommend`` (``apply_config``); explicit
-    options override it.
+    options override it. A config that keeps nothing (``discard = true``) is refused: it
+    measures the storage, it loads no weights.
+    ``rank=(r, n)``: tensor-parallel rank r of n's part of every tensor, as engines shard a
+    checkpoint (``modelmon load --ranks N --ranks-mode slice`` measures it).
     """
     model = path if isinstance(path, Model) else open_model(path)
     chosen = _resolve(model, strategy, config, options)
-    return load_in_process(model, chosen.strategy, chosen.options, stop)
+    if config is not None and chosen.options.discard and not options.get("discard"):
+        raise ConfigError(
+            f"{os.fspath(config)}: its configuration discards what it reads (discard = true): "
+            "load() would return no tensor. It measures the storage's speed; to load the "
+            "weights, leave discard out (or pass discard=False)"
+        )
+    return load_in_process(model, chosen.strategy, chosen.options, stop, rank)
 
 
 def measure(

@@ -16,6 +16,7 @@ import safetensors.numpy
 import modelmon.core
 from modelmon.core.api import load
 from modelmon.core.errors import (
+    ConfigError,
     LoadCancelled,
     LoadError,
     OptionsError,
@@ -84,6 +85,34 @@ def test_a_configs_readahead_is_skipped_where_it_cannot_be_set(
         assert load(model, config=config)  # tmpfs has no readahead: loaded as it is
     with pytest.raises(ReadaheadError):
         load(model, config=config, readahead=4096)  # asked for explicitly: refused
+
+
+def test_a_config_that_keeps_nothing_is_refused_by_load(
+    sharded_model: Path, tmp_path: Path
+) -> None:
+    """A discard configuration measures the storage; load() of it would return nothing."""
+    config = tmp_path / "modelmon.toml"
+    config.write_text(
+        'format_version = 1\n[recommended]\nstrategy = "sequential"\ndiscard = true\n'
+    )
+    with pytest.raises(ConfigError, match="discards what it reads") as caught:
+        load(sharded_model, config=config)
+    assert "\n" not in str(caught.value)
+    assert load(sharded_model, config=config, discard=False)  # the weights, as asked
+    assert load(sharded_model, config=config, discard=True) == {}  # asked for: measured
+    assert modelmon.core.measure(sharded_model, config=config).status == "ok"
+
+
+def test_load_of_a_rank_is_its_tensor_parallel_part(sharded_model: Path) -> None:
+    whole = load(sharded_model)
+    parts = [load(sharded_model, rank=(rank, 2)) for rank in range(2)]
+    for name, array in whole.items():
+        if array.ndim < 2:
+            assert all(np.array_equal(part[name], array) for part in parts)
+            continue
+        axis = 1 if "o_proj" in name or "down_proj" in name else 0
+        joined = np.concatenate([part[name] for part in parts], axis=axis)
+        assert np.array_equal(joined, array), name
 
 
 ROOT_INIT = Path(modelmon.core.__file__)
