@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ceilings import measure_ceilings
     from modelmon.core.measuring.ranks import RanksRun
     from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksResult, find_straggler
+    from modelmon.core.measuring.ranks_search import RanksRecommendation, recommend_ranks
     from modelmon.core.measuring.recommend import BudgetUse, Recommendation, candidates, recommend
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
@@ -115,6 +116,7 @@ if TYPE_CHECKING:
     from modelmon.core.output.explain import explain
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
     from modelmon.core.output.loader import in_loader_rounds, loader_snippets
+    from modelmon.core.output.ranks_answer import render_ranks_answer, render_ranks_config
     from modelmon.core.output.snippets import snippets
     from modelmon.core.output.text import (
         memory_text,
@@ -184,6 +186,8 @@ _EXPORTS = (
     ("modelmon.core.runs.session", "Session SessionResult"),
     ("modelmon.core.runs.start", "run_for Run RunOutcome"),
     ("modelmon.core.measuring.ranks", "RanksRun"),
+    ("modelmon.core.measuring.ranks_search", "recommend_ranks RanksRecommendation"),
+    ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config"),
     ("modelmon.core.measuring.ranks_records", "RanksResult find_straggler RANKS_MODES"),
     ("modelmon.core.loading.strategies", "STRATEGIES default_strategy get_strategy"),
     ("modelmon.core.loading.inproc", "in_process"),

@@ -69,6 +69,20 @@ LOADER_KEYS: dict[str, tuple[Check, str]] = {
     "for_engine": (_str, "an engine's name"),
     "rounds": (_count, "a round count"),
 }
+# [ranks]: a ranks recommendation (recommend --ranks N): the mode picked, the node's memory.
+RANKS_KEYS: dict[str, tuple[Check, str]] = {
+    "ranks": (_count, "a rank count"),
+    "fits": (_bool, "true or false"),
+    "mode": (lambda v: v in ("whole", "slice", "one-reader"), "whole, slice or one-reader"),
+    "memory_limit_bytes": (_count, "a byte count"),
+    "slowest_rank_seconds": (_number, "seconds"),
+    "runs": (_count, "a run count"),
+    "node_peak_bytes": (_count, "a byte count"),
+    "node_held_bytes": (_count, "a byte count"),
+    "holds_at_bytes": (_count, "a byte count"),
+    "holds_verified": (_bool, "true or false"),
+    "least_needed_bytes": (_count, "a byte count"),
+}
 SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     "model": {
         "path": (_str, "a path"),
@@ -127,6 +141,7 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     "recommendation": RECOMMENDATION_KEYS,
     "identity": IDENTITY_KEYS,
     "loader": LOADER_KEYS,
+    "ranks": RANKS_KEYS,
 }
 ALTERNATIVE_KEYS: dict[str, tuple[Check, str]] = {
     "rank": (_count, "a rank"),
@@ -149,6 +164,7 @@ TOP_KEYS = {
     "identity",
     "recommendation",
     "loader",
+    "ranks",
 }
 
 

@@ -159,6 +159,7 @@ class RanksRun:
                 record.cache_peak_bytes,
                 True,
                 record if self.memory_limit is not None else None,
+                record.held_peak_bytes,
             )
         loads = [r.result for r in ranks if r.result is not None] + ([reader] if reader else [])
         summed = sum(w.peak_rss for load in loads for w in load.workers)

@@ -96,6 +96,8 @@ class NodeMemory:
     cache_peak_bytes: int | None  # page cache and shared memory (a one-reader's copy)
     measured: bool  # True: one cgroup held every rank; False: their own peaks summed
     limit: MemoryLimit | None  # the record of the limit asked for, if one was
+    # Anonymous and shared memory at once: what no reclaim frees, the least a limit leaves.
+    held_peak_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -42,8 +42,8 @@ PREFIX = "modelmon-"
 SAMPLE_S = 0.02  # between samples of the split: a load fills 100 MB in that time here
 REMOVE_WAIT_S = 3.0  # how long the end waits for the cgroup's last processes to be gone
 # v1 keys of memory.stat (hierarchical, then the cgroup's own), v2 keys: what each is.
-V1_KEYS = {"anon": "rss", "file": "cache", "mapped": "mapped_file"}
-V2_KEYS = {"anon": "anon", "file": "file", "mapped": "file_mapped"}
+V1_KEYS = {"anon": "rss", "file": "cache", "mapped": "mapped_file", "shmem": "shmem"}
+V2_KEYS = {"anon": "anon", "file": "file", "mapped": "file_mapped", "shmem": "shmem"}
 REFAULT = "workingset_refault_file"
 _sequence = itertools.count()
 _live: set[MemoryCgroup] = set()  # removed at exit if a block's end did not
@@ -109,6 +109,9 @@ class MemoryCgroup:
     def __init__(self, directory: Path, version: int, limit: int) -> None:
         self.directory, self.version, self.limit = directory, version, limit
         self.anon_peak = self.file_peak = self.mapped_peak = self.usage_peak = 0
+        # Anonymous memory and shared memory (a one-reader's copy) at once: what reclaim
+        # cannot free, the least a limit must leave the run.
+        self.held_peak = 0
         self.at_peak = (0, 0)  # (anon, file) at the highest charge sampled
         self.samples: list[tuple[int, int, int, int]] = []  # (ns, usage, anon, file)
         self._refaults_before = self._refaults()
@@ -234,6 +237,7 @@ class MemoryCgroup:
         self.anon_peak = max(self.anon_peak, split["anon"])
         self.file_peak = max(self.file_peak, split["file"])
         self.mapped_peak = max(self.mapped_peak, split["mapped"])
+        self.held_peak = max(self.held_peak, split["anon"] + split["shmem"])
         if usage >= self.usage_peak:
             self.usage_peak, self.at_peak = usage, (split["anon"], split["file"])
         self.samples.append((time.monotonic_ns(), usage, split["anon"], split["file"]))
@@ -286,6 +290,7 @@ class MemoryCgroup:
             anon_peak_bytes=self.anon_peak,
             cache_peak_bytes=self.file_peak,
             mapped_peak_bytes=self.mapped_peak,
+            held_peak_bytes=self.held_peak,
             anon_at_peak_bytes=self.at_peak[0],
             cache_at_peak_bytes=self.at_peak[1],
             reread_bytes=max(refaults, arrived_beyond),

@@ -58,6 +58,8 @@ class MemoryLimit:
     pressure_stall_s: float | None  # seconds some task stalled on memory (PSI, cgroup v2)
     cgroup: str  # its directory
     version: int  # cgroup v1 or v2
+    # Anonymous and shared memory at once, sampled peak: what reclaim could not free.
+    held_peak_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

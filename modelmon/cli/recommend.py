@@ -127,6 +127,16 @@ def add_parser(verbs: Verbs) -> None:
         "transformers, diffusers, llamacpp, runai, vllm, sglang), optionally with your "
         'settings ("transformers disable_mmap=true"); alone, it is your loader',
     )
+    parser.add_argument(
+        "--ranks",
+        type=whole_in(1, 256),
+        default=1,
+        metavar="N",
+        help="N ranks on this node (a tensor-parallel server): measure the ways they may get "
+        "their weights (whole, slice, one-reader; each keeps every byte) under "
+        "--memory-limit for the whole node, pick the fastest that holds, and say the "
+        "smallest limit it holds at",
+    )
     add_overwrite_model_option(parser, "-o")
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
     from modelmon.cli.flags import add_storage_timeout_option
@@ -177,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.flags import say_memory_limit
 
     limit = say_memory_limit(args.memory_limit) if args.memory_limit is not None else None
+    if args.ranks > 1:
+        from modelmon.cli.recommend_ranks import run as run_ranks
+
+        return run_ranks(args, limit)
     # Refused before minutes of measuring, not after.
     if args.output is not None:
         output = check_output(

@@ -1,0 +1,282 @@
+"""How N ranks of this node should get their weights, within a memory limit: each way of
+loading that keeps every byte (``ranks.RANKS_MODES`` with a strategy each) measured here, the
+fastest that holds picked, and the smallest limit it holds at.
+
+Before anything runs, a way whose weights alone outgrow the limit is set aside with what it
+needs (``needs_bytes``: N copies for ``whole``, one for ``slice`` and ``one-reader``, and
+``PROCESS_BYTES`` for each rank's process, a plan: a small interpreter takes less). The
+others run under the limit, round by round in alternating order, until
+each has ``REPEATS`` runs or the budget is spent: a way OOM-killed there does not fit, one that
+read the model again after reclaim ran the limit's time, not its own. The pick is the fastest
+by the median of its slowest rank's time; within ``NOISE`` of it, the one that holds less.
+Then the smallest limit the pick holds at: its anonymous and shared memory at their peak, and
+room for its processes, verified by one more run under it where the budget allows.
+
+Nothing here discards: a way of loading that keeps nothing is no way to load the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from modelmon.core.errors import OptionsError
+from modelmon.core.measuring.ranks import RanksRun, check_ranks
+from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode, RanksResult
+from modelmon.core.model.records import Model
+from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
+from modelmon.core.options import LoadOptions, MiB, format_spec
+from modelmon.core.system.memory_limit import PROCESS_BYTES
+
+REPEATS = 3
+NOISE = 0.05  # slowest-rank medians this close are the same speed: the leaner one is picked
+ROUND_TO = 64 * MiB  # a limit is said in these steps
+# The strategies each mode is tried with: buffered reads, and O_DIRECT (no page cache, which
+# a limit charges and reclaims).
+STRATEGIES = ("sequential", "direct")
+
+
+@dataclass(frozen=True, slots=True)
+class RanksWay:
+    """One way N ranks may load: a mode, and the strategy its reads use."""
+
+    mode: RanksMode
+    strategy: str
+    options: LoadOptions
+
+    @property
+    def spec(self) -> str:
+        return f"{self.mode} · {format_spec(self.strategy, self.options)}"
+
+
+@dataclass(frozen=True, slots=True)
+class WayMeasured:
+    way: RanksWay
+    needs_bytes: int  # what its weights and processes hold at once, planned
+    runs: tuple[RanksResult, ...] = ()
+    refused: str | None = None  # why it was not run (it cannot fit the limit)
+
+    @property
+    def ok_runs(self) -> list[RanksResult]:
+        return [r for r in self.runs if r.status == "ok"]
+
+    @property
+    def seconds(self) -> float | None:
+        """The median of its slowest rank's time over its ok runs."""
+        ok = self.ok_runs
+        return statistics.median(r.seconds for r in ok) if ok else None
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The node's highest peak over its runs (page cache included)."""
+        peaks = [r.node.peak_bytes for r in self.runs if r.node is not None]
+        return max(peaks) if peaks else None
+
+    @property
+    def held_bytes(self) -> int | None:
+        """Its anonymous and shared memory at their peak: what a limit must leave it."""
+        held = [r.node.held_peak_bytes for r in self.runs if r.node and r.node.held_peak_bytes]
+        return max(held) if held else None
+
+    @property
+    def failure(self) -> str | None:
+        """Why it did not hold, from its runs (an OOM kill at the limit, a failure)."""
+        failed = [r for r in self.runs if r.status == "failed"]
+        return failed[0].error if failed else None
+
+    @property
+    def fits(self) -> bool:
+        return self.refused is None and bool(self.ok_runs) and self.failure is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.way.mode,
+            "strategy": self.way.strategy,
+            "spec": self.way.spec,
+            "needs_bytes": self.needs_bytes,
+            "refused": self.refused,
+            "fits": self.fits,
+            "failure": self.failure,
+            "seconds": self.seconds,
+            "run_seconds": [r.seconds for r in self.runs],
+            "peak_bytes": self.peak_bytes,
+            "held_bytes": self.held_bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RanksRecommendation:
+    model: str
+    model_bytes: int
+    ranks: int
+    memory_limit: int | None
+    ways: tuple[WayMeasured, ...]
+    pick: WayMeasured | None
+    holds_at: int | None  # the smallest limit the pick holds at
+    holds_verified: bool  # a run under ``holds_at`` held
+    budget_s: float
+    seconds: float  # what the search took
+
+    @property
+    def does_not_fit(self) -> bool:
+        return self.pick is None
+
+    def least_needed(self) -> int:
+        """The least any way needs, planned: what a limit must be at least."""
+        return min(w.needs_bytes for w in self.ways)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "model_bytes": self.model_bytes,
+            "ranks": self.ranks,
+            "memory_limit": self.memory_limit,
+            "pick": self.pick.to_dict() if self.pick else None,
+            "holds_at_bytes": self.holds_at,
+            "holds_verified": self.holds_verified,
+            "does_not_fit": self.does_not_fit,
+            "least_needed_bytes": self.least_needed(),
+            "ways": [w.to_dict() for w in self.ways],
+            "budget_s": self.budget_s,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def weights_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
+    """What ``ranks`` ranks loading ``model`` in ``mode`` hold of its weights at once, at
+    least: N copies, their parts (a strided tensor read whole, one at a time), one copy."""
+    if mode == "whole":
+        return ranks * model.total_bytes
+    if mode == "one-reader":
+        return model.total_bytes
+    total = 0
+    for rank in range(ranks):
+        part, kept = tp_slice(model, rank, ranks)
+        staged = max((e.length for e in part.extents if e.name in kept), default=0)
+        total += kept_bytes(part, kept) + staged
+    return total
+
+
+def needs_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
+    """Their weights and each rank's process (a one-reader's reader too), as planned."""
+    processes = (ranks + (mode == "one-reader")) * PROCESS_BYTES
+    return weights_bytes(model, ranks, mode) + processes
+
+
+def ways_for(ranks: int, options: LoadOptions) -> list[RanksWay]:
+    kept = options.with_(discard=False, cache="cold")
+    return [RanksWay(mode, strategy, kept) for mode in RANKS_MODES for strategy in STRATEGIES]
+
+
+def _round_up(count: int) -> int:
+    return -(-count // ROUND_TO) * ROUND_TO
+
+
+def recommend_ranks(
+    model: Model,
+    ranks: int,
+    *,
+    memory_limit: int | None = None,
+    budget_s: float = 120.0,
+    options: LoadOptions | None = None,
+    cancel: threading.Event | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> RanksRecommendation:
+    """The fastest way for ``ranks`` ranks to load ``model`` here that holds under
+    ``memory_limit`` (see the module's docstring)."""
+    if ranks < 2:
+        raise OptionsError("a ranks recommendation is for 2 ranks or more (--ranks N)")
+    if options is not None and options.discard:
+        raise OptionsError("a ranks recommendation keeps the weights: leave --discard out")
+    started = time.monotonic()
+    deadline = started + budget_s
+    stop = cancel or threading.Event()
+    say: Callable[[str], None] = on_progress or (lambda _: None)
+    ways = []
+    for way in ways_for(ranks, options or LoadOptions()):
+        check_ranks(model, way.strategy, ranks, way.mode)
+        needs = needs_bytes(model, ranks, way.mode)
+        refused = None
+        if memory_limit is not None and weights_bytes(model, ranks, way.mode) > memory_limit:
+            refused = f"needs at least {_gib(needs)} ({_why(way.mode, ranks, model)})"
+        ways.append(WayMeasured(way, needs, refused=refused))
+    order = [i for i, w in enumerate(ways) if w.refused is None]
+    for round_number in range(REPEATS):
+        for index in order if round_number % 2 == 0 else reversed(order):
+            measured = ways[index]
+            if stop.is_set() or (round_number and time.monotonic() >= deadline):
+                break
+            if measured.failure is not None:  # it did not hold: not run again
+                continue
+            say(f"round {round_number + 1}: {measured.way.spec}")
+            before = time.monotonic()
+            result = _run(model, ranks, measured.way, memory_limit, stop)
+            ways[index] = dataclasses.replace(measured, runs=(*measured.runs, result))
+            if index == order[0] and round_number == 0:
+                planned = (time.monotonic() - before) * len(order)
+                if before + planned > deadline:  # said now, not found out at the end
+                    say(
+                        f"one run of each of the {len(order)} ways that may fit takes about "
+                        f"{planned:.0f} s, past the budget of {budget_s:.0f} s: each runs "
+                        "once (without a run, a way is not known)"
+                    )
+    pick = _pick(ways)
+    holds_at, verified = None, False
+    if pick is not None:
+        holds_at = _round_up((pick.held_bytes or pick.needs_bytes) + ranks * PROCESS_BYTES)
+        if memory_limit is None or holds_at < memory_limit:
+            if time.monotonic() < deadline and not stop.is_set():
+                say(f"checking it holds at {_gib(holds_at)}: {pick.way.spec}")
+                check = _run(model, ranks, pick.way, holds_at, stop)
+                verified = check.status == "ok"
+                if not verified:
+                    holds_at = memory_limit if memory_limit is not None else None
+        else:
+            holds_at, verified = memory_limit, True
+    return RanksRecommendation(
+        model.path,
+        model.total_bytes,
+        ranks,
+        memory_limit,
+        tuple(ways),
+        pick,
+        holds_at,
+        verified,
+        budget_s,
+        time.monotonic() - started,
+    )
+
+
+def _run(
+    model: Model, ranks: int, way: RanksWay, limit: int | None, stop: threading.Event
+) -> RanksResult:
+    return RanksRun(
+        model, way.strategy, way.options, ranks, way.mode, cancel=stop, memory_limit=limit
+    ).run()
+
+
+def _pick(ways: Sequence[WayMeasured]) -> WayMeasured | None:
+    """The fastest that holds; within NOISE of it, the one that holds the least."""
+    fitting = [w for w in ways if w.fits and w.seconds is not None]
+    if not fitting:
+        return None
+    best = min(w.seconds or 0.0 for w in fitting)
+    close = [w for w in fitting if (w.seconds or 0.0) <= best * (1 + NOISE)]
+    return min(close, key=lambda w: (w.held_bytes or w.needs_bytes, w.seconds or 0.0))
+
+
+def _why(mode: RanksMode, ranks: int, model: Model) -> str:
+    if mode == "whole":
+        return f"{ranks} copies of the model's {_gib(model.total_bytes)}, and {ranks} processes"
+    if mode == "one-reader":
+        return f"one copy of the model's {_gib(model.total_bytes)}, and its processes"
+    return f"each rank's part of the model, and {ranks} processes"
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:.1f} GiB"

@@ -1,0 +1,158 @@
+"""A ranks recommendation in words and as a config file: the answer first (the way that holds
+and is fastest, its time, the node's memory, the smallest limit it holds at, the line to
+paste), then each way measured with what it needs of the node; or, when nothing fits, what
+would."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
+from modelmon.core.measuring.ranks_search import RanksRecommendation, WayMeasured
+from modelmon.core.output.config import fingerprint, recommended_table, render
+from modelmon.core.system.memory_limit import size_text
+from modelmon.core.units import gib_text, human_bytes
+
+
+def _limit_flag(count: int) -> str:
+    """A limit as --memory-limit takes it: whole MiB, or GiB when it is whole GiB."""
+    mib = -(-count // 2**20)
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def paste_lines(found: RanksRecommendation, config_path: str | None) -> dict[str, str]:
+    """The lines to paste for the pick, with absolute paths, by tool."""
+    pick = found.pick
+    if pick is None:
+        return {}
+    model = os.path.abspath(found.model) if "://" not in found.model else found.model
+    config = f" --config {os.path.abspath(config_path)}" if config_path else ""
+    limit = f" --memory-limit {_limit_flag(found.holds_at)}" if found.holds_at else ""
+    lines = {
+        "modelmon": f"modelmon load {model} --ranks {found.ranks} --ranks-mode "
+        f"{pick.way.mode}{config}{limit}",
+    }
+    called = f"config={os.path.abspath(config_path)!r}, " if config_path else ""
+    if pick.way.mode == "slice":
+        lines["python"] = (
+            f"modelmon.core.load({model!r}, {called}rank=(RANK, {found.ranks}))  # in each "
+            "rank: its part of every tensor, as numpy arrays (torch.from_numpy: no copy)"
+        )
+    elif pick.way.mode == "whole":
+        lines["python"] = (
+            f"modelmon.core.load({model!r}, {called.rstrip(', ')})  # in each rank: every "
+            "tensor, then keep its part"
+        )
+    else:
+        lines["engines"] = (
+            "one reader for the node: Run:ai's streamer with RUNAI_STREAMER_DIST=1 (one "
+            "reads, the ranks get it over torch.distributed), or one process copying the "
+            "weights to /dev/shm that every rank maps"
+        )
+    return lines
+
+
+def _way_line(way: WayMeasured, ranks: int) -> str:
+    name = f"{way.way.spec:<44}"
+    if way.refused is not None:
+        return f"  {name} does NOT fit: {way.refused}"
+    if way.failure is not None:
+        return f"  {name} did NOT hold: {way.failure}"
+    if way.seconds is None:
+        return f"  {name} not measured (the budget ran out)"
+    peak = f"node peak {human_bytes(way.peak_bytes)}" if way.peak_bytes else "node peak unknown"
+    held = f", {human_bytes(way.held_bytes)} held" if way.held_bytes else ""
+    return f"  {name} slowest rank {way.seconds:.2f} s (median of {len(way.ok_runs)}), {peak}{held}"
+
+
+def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> str:
+    """The answer in words, first line first."""
+    limit = f" within {size_text(found.memory_limit)}" if found.memory_limit else ""
+    lines = []
+    pick = found.pick
+    if pick is None:
+        least = found.least_needed()
+        lines.append(
+            f"Does not fit: {found.ranks} ranks of this model need at least "
+            f"{gib_text(least)} of memory{limit and ' (the limit is ' + limit[8:] + ')'}, "
+            "for their weights and processes; none held."
+        )
+        lines.append(
+            f"What would fit: a limit of {gib_text(least)} or more, or fewer ranks per node "
+            "(each one-reader or slice rank adds little beyond one copy)."
+        )
+    else:
+        holds = (
+            f"; it holds at {size_text(found.holds_at)}"
+            + (" (a run under it held)" if found.holds_verified else " (planned, not run)")
+            if found.holds_at
+            else ""
+        )
+        lines.append(
+            f"Load the {found.ranks} ranks {pick.way.mode} ({RANKS_MODE_WORDS[pick.way.mode]}) "
+            f"with {pick.way.strategy}{limit}: the slowest rank has its weights in "
+            f"{pick.seconds or 0:.2f} s, the node peaks at "
+            f"{human_bytes(pick.peak_bytes or 0)}{holds}."
+        )
+        for tool, line in paste_lines(found, config_path).items():
+            lines.append(f"Paste ({tool}): {line}")
+    lines.append("")
+    lines.append(f"Ways measured ({found.seconds:.0f} s of a {found.budget_s:.0f} s budget):")
+    lines += [_way_line(way, found.ranks) for way in found.ways]
+    return "\n".join(lines)
+
+
+def ranks_document(found: RanksRecommendation, config_name: str) -> dict[str, Any]:
+    """The config file of a ranks recommendation (``render`` writes it as TOML); its
+    [recommended] table is the pick's strategy, so `load --config` applies it to each rank."""
+    from modelmon.core.loading.config_file import FORMAT_VERSION
+    from modelmon.core.model.formats import open_model
+
+    model = open_model(found.model)
+    document: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "model": {
+            "path": found.model,
+            "bytes": found.model_bytes,
+            "format": model.format,
+            "files": len(model.files),
+            "fingerprint": fingerprint(model),
+        },
+    }
+    pick = found.pick
+    ranks: dict[str, Any] = {"ranks": found.ranks, "fits": pick is not None}
+    if found.memory_limit is not None:
+        ranks["memory_limit_bytes"] = found.memory_limit
+    if pick is not None:
+        document["recommended"] = recommended_table(pick.way.strategy, pick.way.options)
+        ranks |= {
+            "mode": pick.way.mode,
+            "slowest_rank_seconds": round(pick.seconds or 0.0, 4),
+            "runs": len(pick.ok_runs),
+            "node_peak_bytes": pick.peak_bytes or 0,
+            "node_held_bytes": pick.held_bytes or 0,
+        }
+        if found.holds_at is not None:
+            ranks["holds_at_bytes"] = found.holds_at
+            ranks["holds_verified"] = found.holds_verified
+        lines = paste_lines(found, config_name)
+        document["apply"] = lines
+        document["apply_evidence"] = {
+            tool: (
+                f"measured here: {len(pick.ok_runs)} runs of {found.ranks} ranks, {pick.way.spec}"
+                if tool == "modelmon"
+                else "the same reads in each rank's own process: not measured here as a call"
+                if tool == "python"
+                else "not measured here: what such engines do for one reader"
+            )
+            for tool in lines
+        }
+    else:
+        ranks["least_needed_bytes"] = found.least_needed()
+    document["ranks"] = ranks
+    return document
+
+
+def render_ranks_config(found: RanksRecommendation, config_name: str) -> str:
+    return render(ranks_document(found, config_name))

@@ -1,0 +1,100 @@
+"""recommend --ranks N --memory-limit: the ways N ranks may load, measured under the limit;
+a way whose copies cannot fit is refused before it runs; the line it says to paste loads
+every tensor in each rank under that limit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelmon.core import write_safetensors_model
+from modelmon.core.system.memory_cgroup import unavailable
+
+MODELMON = [sys.executable, "-m", "modelmon"]
+pytestmark = pytest.mark.skipif(unavailable() is not None, reason=f"no cgroup: {unavailable()}")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """68 MB: four whole copies need more than 256 MiB; a slice or one copy far less."""
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("ranked"), layers=2, hidden=1024, vocab=4096, seed=31
+    )
+
+
+def test_whole_is_refused_and_the_pick_loads_every_tensor_in_each_rank(
+    model: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "ranks.toml"
+    done = subprocess.run(
+        [
+            *MODELMON,
+            "recommend",
+            str(model),
+            "--ranks",
+            "4",
+            "--memory-limit",
+            "256Mi",
+            "--budget",
+            "10",
+            "-o",
+            str(config),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    ways = {(w["mode"], w["strategy"]): w for w in found["ways"]}
+    for strategy in ("sequential", "direct"):
+        refused = ways[("whole", strategy)]["refused"]
+        assert refused and refused.startswith("needs at least")  # never run
+        assert ways[("whole", strategy)]["run_seconds"] == []
+    pick = found["pick"]
+    assert pick["mode"] in ("slice", "one-reader") and pick["fits"]
+    assert found["holds_at_bytes"] and found["holds_at_bytes"] <= 256 << 20
+    document = config.read_text()
+    assert "[ranks]" in document and f'mode = "{pick["mode"]}"' in document
+    # The modelmon line, as written, under the limit: every rank has every tensor.
+    line = next(x for x in document.splitlines() if x.startswith("modelmon = "))
+    words = json.loads(line.split(" = ", 1)[1]).split()
+    assert words[:2] == ["modelmon", "load"] and "--memory-limit" in words
+    ran = subprocess.run(
+        [*MODELMON, *words[1:], "--json"], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    assert result["status"] == "ok" and result["mode"] == pick["mode"]
+    assert len(result["ranks"]) == 4 and all(r["status"] == "ok" for r in result["ranks"])
+
+
+def test_the_python_line_of_a_slice_pick_loads_each_ranks_part(model: Path) -> None:
+    """What a slice pick says to paste in each rank, run in 2 processes: their parts of every
+    tensor make each tensor whole."""
+    code = (
+        "import sys, numpy as np, modelmon.core as m\n"
+        "got = m.load(sys.argv[1], rank=(int(sys.argv[2]), 2))\n"
+        "np.savez(sys.argv[3], **got)\n"
+    )
+    parts = []
+    for rank in range(2):
+        out = Path(f"{model.parent}/part{rank}.npz")
+        subprocess.run([sys.executable, "-c", code, str(model), str(rank), str(out)], check=True)
+        parts.append(np.load(out))
+    whole = np.load(str(model.parent / "part0.npz"))  # names
+    from safetensors.numpy import load_file
+
+    full = load_file(str(model))
+    assert set(whole.files) == set(full)
+    for name, array in full.items():
+        if array.ndim < 2:
+            continue
+        axis = 1 if "o_proj" in name or "down_proj" in name else 0
+        assert np.array_equal(np.concatenate([p[name] for p in parts], axis=axis), array)
