@@ -30,7 +30,7 @@ from modelmon.core.measuring.ranks import RanksRun, check_ranks
 from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode, RanksResult
 from modelmon.core.model.records import Model
 from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
-from modelmon.core.options import LoadOptions, MiB, format_spec
+from modelmon.core.options import MAX_PARALLEL, LoadOptions, MiB, format_spec
 from modelmon.core.system.memory_limit import PROCESS_BYTES
 
 REPEATS = 3
@@ -43,14 +43,18 @@ STRATEGIES = ("sequential", "direct")
 
 @dataclass(frozen=True, slots=True)
 class RanksWay:
-    """One way N ranks may load: a mode, and the strategy its reads use."""
+    """One way N ranks may load: a mode and the strategy its reads use; or another loader
+    that runs N ranks itself (``engine``: its spec, as `engine: NAME knob=value`)."""
 
     mode: RanksMode
     strategy: str
     options: LoadOptions
+    engine: str | None = None
 
     @property
     def spec(self) -> str:
+        if self.engine is not None:
+            return self.engine.removeprefix("engine: ")
         return f"{self.mode} · {format_spec(self.strategy, self.options)}"
 
 
@@ -121,6 +125,7 @@ class RanksRecommendation:
     holds_verified: bool  # a run under ``holds_at`` held
     budget_s: float
     seconds: float  # what the search took
+    notes: tuple[str, ...] = ()  # what was not measured, and why
 
     @property
     def does_not_fit(self) -> bool:
@@ -144,6 +149,7 @@ class RanksRecommendation:
             "ways": [w.to_dict() for w in self.ways],
             "budget_s": self.budget_s,
             "seconds": round(self.seconds, 3),
+            "notes": list(self.notes),
         }
 
 
@@ -168,9 +174,37 @@ def needs_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
     return weights_bytes(model, ranks, mode) + processes
 
 
-def ways_for(ranks: int, options: LoadOptions) -> list[RanksWay]:
+# Run:ai's streamer in every rank, reading all (vLLM's runai_streamer under tensor
+# parallelism), and distributed (one reads, the ranks get it over torch.distributed): its
+# `ranks` knob runs them over gloo on this machine.
+PEERS = {
+    "whole": "engine: runai ranks={ranks} RUNAI_STREAMER_DIST=0",
+    "one-reader": "engine: runai ranks={ranks} RUNAI_STREAMER_DIST=1",
+}
+
+
+def ways_for(ranks: int, options: LoadOptions, model: Model) -> tuple[list[RanksWay], list[str]]:
+    """The ways to measure, and why other loaders' are not among them (one line each)."""
+    from modelmon.core.loaders.registry import engine_unavailable, get_engine
+
     kept = options.with_(discard=False, cache="cold")
-    return [RanksWay(mode, strategy, kept) for mode in RANKS_MODES for strategy in STRATEGIES]
+    # One reader reads for the node: it gets the workers N ranks would have between them.
+    reader = kept.with_(workers=min(MAX_PARALLEL, kept.workers * ranks))
+    ways = [
+        RanksWay(mode, strategy, reader if mode == "one-reader" else kept)
+        for mode in RANKS_MODES
+        for strategy in STRATEGIES
+    ]
+    why = engine_unavailable("runai")
+    if why is None and any(f.remote is not None for f in model.files):
+        why = "Run:ai's streamer runs ranks on files here, not from a bucket"
+    if why is None and model.format not in get_engine("runai").formats:
+        why = f"Run:ai's streamer does not read {model.format}"
+    if why is not None:
+        return ways, [f"Run:ai's streamer (every rank, or distributed) is not measured: {why}"]
+    for mode, spec in PEERS.items():
+        ways.append(RanksWay(mode, "runai", kept, spec.format(ranks=ranks)))  # type: ignore[arg-type]
+    return ways, []
 
 
 def _round_up(count: int) -> int:
@@ -198,8 +232,10 @@ def recommend_ranks(
     stop = cancel or threading.Event()
     say: Callable[[str], None] = on_progress or (lambda _: None)
     ways = []
-    for way in ways_for(ranks, options or LoadOptions()):
-        check_ranks(model, way.strategy, ranks, way.mode)
+    planned, left_out = ways_for(ranks, options or LoadOptions(), model)
+    for way in planned:
+        if way.engine is None:
+            check_ranks(model, way.strategy, ranks, way.mode)
         needs = needs_bytes(model, ranks, way.mode)
         refused = None
         if memory_limit is not None and weights_bytes(model, ranks, way.mode) > memory_limit:
@@ -218,11 +254,11 @@ def recommend_ranks(
             result = _run(model, ranks, measured.way, memory_limit, stop)
             ways[index] = dataclasses.replace(measured, runs=(*measured.runs, result))
             if index == order[0] and round_number == 0:
-                planned = (time.monotonic() - before) * len(order)
-                if before + planned > deadline:  # said now, not found out at the end
+                whole_round = (time.monotonic() - before) * len(order)
+                if before + whole_round > deadline:  # said now, not found out at the end
                     say(
                         f"one run of each of the {len(order)} ways that may fit takes about "
-                        f"{planned:.0f} s, past the budget of {budget_s:.0f} s: each runs "
+                        f"{whole_round:.0f} s, past the budget of {budget_s:.0f} s: each runs "
                         "once (without a run, a way is not known)"
                     )
     pick = _pick(ways)
@@ -249,15 +285,68 @@ def recommend_ranks(
         verified,
         budget_s,
         time.monotonic() - started,
+        tuple(left_out),
     )
 
 
 def _run(
     model: Model, ranks: int, way: RanksWay, limit: int | None, stop: threading.Event
 ) -> RanksResult:
+    if way.engine is not None:
+        return _run_engine(model, ranks, way, limit, stop)
     return RanksRun(
         model, way.strategy, way.options, ranks, way.mode, cancel=stop, memory_limit=limit
     ).run()
+
+
+def _run_engine(
+    model: Model, ranks: int, way: RanksWay, limit: int | None, stop: threading.Event
+) -> RanksResult:
+    """Another loader's ranks, watched in one memory cgroup (the limit, or the machine's
+    size: there only to measure the node): as a ranks result, its ranks' time the loader's
+    own (its harness waits for its slowest rank)."""
+    from modelmon.core.configuration import parse_engine
+    from modelmon.core.measuring.ranks_records import NodeMemory, RankResult
+    from modelmon.core.runs.start import run_for
+    from modelmon.core.system import cache
+    from modelmon.core.system.memory import memory_facts
+
+    assert way.engine is not None
+    size = limit if limit is not None else memory_facts().total
+    outcome = run_for(
+        model, parse_engine(way.engine), "cold", cancel=stop, memory_limit=size, monitor=False
+    ).run()
+    result = outcome.result
+    watched = getattr(outcome, "watch", None)
+    record = watched.memory_limit if watched is not None else None
+    node = None
+    if record is not None:
+        node = NodeMemory(
+            record.peak_bytes,
+            record.anon_peak_bytes,
+            record.cache_peak_bytes,
+            True,
+            record if limit is not None else None,
+            record.held_peak_bytes,
+        )
+    ranked = tuple(
+        RankResult(
+            r, len(model.extents), 0.0, result.seconds, result.status, 0, 0, None, result.error
+        )
+        for r in range(ranks)
+    )
+    return RanksResult(
+        result.status,
+        way.strategy,
+        way.options,
+        model.path,
+        way.mode,
+        result.cache if result.cache is not None else cache.not_measured("cold"),
+        ranked,
+        model.total_bytes,
+        node,
+        error=result.error,
+    )
 
 
 def _pick(ways: Sequence[WayMeasured]) -> WayMeasured | None:

@@ -28,7 +28,10 @@ def paste_lines(found: RanksRecommendation, config_path: str | None) -> dict[str
         return {}
     model = os.path.abspath(found.model) if "://" not in found.model else found.model
     config = f" --config {os.path.abspath(config_path)}" if config_path else ""
-    limit = f" --memory-limit {_limit_flag(found.holds_at)}" if found.holds_at else ""
+    # The limit the runs held under: the smallest one where a run under it held, else the
+    # one asked for.
+    held = found.holds_at if found.holds_verified else found.memory_limit
+    limit = f" --memory-limit {_limit_flag(held)}" if held else ""
     lines = {
         "modelmon": f"modelmon load {model} --ranks {found.ranks} --ranks-mode "
         f"{pick.way.mode}{config}{limit}",
