@@ -33,11 +33,11 @@ from modelmon.gui.state.export_format import (
     results_json,
     write_export,
 )
-from modelmon.gui.state.run_trace import has_trace
 from modelmon.gui.state.tasks import Tasks
 
 if TYPE_CHECKING:
     from modelmon.gui.plots.style import ThemedPlot
+    from modelmon.gui.state.records import RunRecord
     from modelmon.gui.state.workbench import Workbench
 
 TASK_WAIT_S = 5.0
@@ -52,10 +52,13 @@ class Exporter(QObject):
         plots: Callable[[], dict[str, ThemedPlot]],
         post: Post,
         parent: QObject | None = None,
+        bring_up: Callable[[ThemedPlot], None] = lambda _plot: None,
     ) -> None:
         super().__init__(parent)
         self.bench = bench
         self.plots = plots
+        # Lays a plot out and lets it draw what it has not yet (its tab not shown since).
+        self.bring_up = bring_up
         self.tasks = Tasks(post)
 
     @property
@@ -156,28 +159,34 @@ class Exporter(QObject):
         self._background(work, f"Recommended configuration written to {path}", then=written)
 
     def export_plot(self, name: str, path: str) -> None:
+        """``name`` as PNG (painted), SVG or PDF (drawn again): the runs its heading names are
+        the runs the state says the plot shows (``Workbench.plot_runs``), and the plot is
+        brought up to them first, whichever tab is on screen."""
         plot = self.plots().get(name)
         if plot is None:
             self._report(False, f"No plot named {name!r}.")
             return
         bench = self.bench
+        runs = bench.plot_runs(name)
         heading = plot_heading(
             bench.info.name if bench.info is not None else "no model",
-            list(bench.shown_runs.values()),
+            runs,
             time.strftime("%Y-%m-%d %H:%M"),
         )
         fmt = VECTOR_FORMATS.get(Path(path).suffix.lower())
+        if fmt is not None and bench.running:
+            # The figure is drawn from finished runs: the live one has none yet.
+            self._report(
+                False,
+                f"a run is in progress: export {Path(path).name} once it ends "
+                "(a PNG shows the plot as it is now)",
+            )
+            return
+        self.bring_up(plot)
         if fmt is not None:
-            if bench.running:  # the figure is drawn from finished runs: the live one has none yet
-                self._report(
-                    False,
-                    f"a run is in progress: export {Path(path).name} once it ends "
-                    "(a PNG shows the plot as it is now)",
-                )
-                return
-            runs, inputs = self.figure_runs(plot), self.inputs
+            figure, inputs = self.figure_runs(plot, runs), self.inputs
             self._background(
-                lambda: write_export(path, figure_bytes(name, runs, fmt, heading), inputs),
+                lambda: write_export(path, figure_bytes(name, figure, fmt, heading), inputs),
                 f"Plot {name!r} written to {path} ({fmt.upper()})",
             )
             return
@@ -190,16 +199,18 @@ class Exporter(QObject):
         else:
             self._report(True, f"Plot {name!r} written to {path}")
 
-    def figure_runs(self, plot: ThemedPlot) -> FigureRuns:
-        """What a figure of ``plot`` draws: the latest run of each label it shows (modelmon's
-        load, a program's run, a watch: whatever left something to draw), its visible
-        ranges, its size and caption."""
+    def figure_runs(self, plot: ThemedPlot, runs: list[RunRecord] | None = None) -> FigureRuns:
+        """What a figure of ``plot`` draws: ``runs`` (by default the runs the state says it
+        shows, those that left something to draw), its visible ranges, its size and
+        caption."""
         bench = self.bench
-        latest = {r.label: r for r in bench.records if has_trace(r)}
+        if runs is None:
+            name = next(n for n, p in self.plots().items() if p is plot)
+            runs = bench.plot_runs(name)
         (x0, x1), (y0, y1) = plot.item.vb.viewRange()
         order = getattr(plot, "order", None)  # the Blocks plot's rows
         return FigureRuns(
-            tuple(latest[label] for label in plot.run_labels if label in latest),
+            tuple(runs),
             bench.info.model if bench.info is not None else None,
             bench.ceilings.current,
             x_range=(float(x0), float(x1)),

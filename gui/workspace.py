@@ -91,7 +91,7 @@ class Workspace(QWidget):
         self.cold_start = ColdStartPlot()
         self.results = ResultsTable()
         self.recommendation = RecommendationView()
-        self.exporter = Exporter(bench, lambda: self.plots, post, self)
+        self.exporter = Exporter(bench, lambda: self.plots, post, self, self.bring_up)
         # The frame tick: while a run is live, its reads and series reach the plots here.
         self.timer = QTimer(self)
         self.timer.setInterval(round(TICK_S * 1000))
@@ -259,6 +259,18 @@ class Workspace(QWidget):
         if page is not None and page.height() > 0 and self.tabs.height() > page.height():
             return self.tabs.height() - page.height()
         return self.tabs.tabBar().sizeHint().height()
+
+    def bring_up(self, plot: ThemedPlot) -> None:
+        """Lay ``plot`` out and let it draw what came while its tab was not shown (a plot
+        on a hidden tab keeps a run's series for when it is shown): its tab is shown and the
+        one on screen back again, with no turn of the event loop between, so nothing on
+        screen changes. An export then paints, or takes the ranges of, the plot as it is."""
+        current = self.tabs.currentIndex()
+        for index in range(self.tabs.count()):
+            if self.tabs.widget(index).isAncestorOf(plot) and index != current:
+                self.tabs.setCurrentIndex(index)
+                self.tabs.setCurrentIndex(current)
+                return
 
     def clear_run_plots(self) -> None:
         """Empty every plot of runs, keys included (the model's axes and ceilings stay)."""

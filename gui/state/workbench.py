@@ -40,6 +40,7 @@ from modelmon.gui.state.jobs import (
 from modelmon.gui.state.live_run import LiveRun
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
+from modelmon.gui.state.plot_runs import plot_runs
 from modelmon.gui.state.programs import is_program, loader_error, side_config, spec_error
 from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
@@ -68,7 +69,8 @@ class Workbench:
         self.memory_limit: int | None = None
         self.memory_limit_changed = Event()  # int | None
         self.plots_show_ab = False  # the run plots show an A/B's runs (a single run clears them)
-        self.shown_runs: dict[str, RunRecord] = {}  # the last run of each label on the plots
+        # The last run of each label on the plots, in the order they ended (oldest first).
+        self.shown_runs: dict[str, RunRecord] = {}
         self.model_opened = Event()  # ModelInfo: a model is open (the plots start empty)
         self.plots_cleared = Event()  # (): every run leaves the plots (the model's axes stay)
         self.run_ended = Event()  # RunRecord: a run's end, after it joined ``runs``
@@ -95,10 +97,18 @@ class Workbench:
         runner.job_finished.connect(self._job_finished)
         for event in (self.runs.added, self.runs.reset, self.ab.changed, self.ceilings.changed):
             event.connect(lambda *_: self.exports_changed.emit())
-        self.run_ended.connect(lambda record: self.shown_runs.__setitem__(record.label, record))
+        self.run_ended.connect(self._shown)
         self.plots_cleared.connect(self.shown_runs.clear)
         self.model_opened.connect(lambda _info: self.shown_runs.clear())
         self.recommendation.changed.connect(lambda _shown: self.exports_changed.emit())
+
+    def _shown(self, record: RunRecord) -> None:
+        self.shown_runs.pop(record.label, None)  # to the end: the newest last
+        self.shown_runs[record.label] = record
+
+    def plot_runs(self, name: str) -> list[RunRecord]:
+        """The finished runs the plot ``name`` shows: its export names and draws these."""
+        return plot_runs(name, list(self.shown_runs.values()))
 
     @property
     def running(self) -> bool:
