@@ -46,6 +46,7 @@ PLOT_MIN_HEIGHT = 180
 CAPTION_POINTS = 8.0
 TITLE_POINTS = 10.0
 TITLE_MARGIN_PX = 12  # the title's room short of the data area's width
+START_S = 0.1  # the time axis of a plot without data: a run's first tenth of a second
 
 
 def cache_axes(item: pg.PlotItem) -> None:
@@ -84,9 +85,11 @@ class RangeFollower:
         self.show(*self.last)
 
     def restart(self) -> None:
-        """A new run: follow its data from nothing."""
+        """A new run (or none, on a new model): follow its data from nothing, from the
+        range of a run just begun (not the last run's, nor another model's)."""
         self.following = True
         self.shown = None
+        self.show(START_S, 1.0 if self.follow_y else None)
         self.last = (0.0, None)
 
     def show(self, x_max: float, y_max: float | None = None) -> None:

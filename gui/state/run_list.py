@@ -36,6 +36,8 @@ class StatusLine:
     text: str
     fraction: float | None = None
     ended: bool = False
+    # Another model is open: nothing of the last run stays beside the line (its spec).
+    new_model: bool = False
 
 
 class JobStatus:
@@ -49,4 +51,9 @@ class JobStatus:
 
     def ended(self, text: str) -> None:
         self.line = StatusLine(text, ended=True)
+        self.changed.emit(self.line)
+
+    def idle(self) -> None:
+        """Another model is open: no job, and no word of the last model's runs."""
+        self.line = StatusLine("idle", ended=True, new_model=True)
         self.changed.emit(self.line)

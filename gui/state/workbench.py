@@ -153,7 +153,7 @@ class Workbench:
         self.ab.restore(kept.ab_result)
         self.ceilings.open(info, kept.ceilings)
         self.recommendation.restore(kept.recommendation)
-        self.status.ended("idle")
+        self.status.idle()
         if previous is not None and previous.path != info.path and kept_runs:
             # The window's results change with the model: say where the others went.
             back = f"; {len(kept.records)} of this model's came back" if kept.records else ""

@@ -120,6 +120,8 @@ class ProgressStrip(QWidget):
 
     def show_line(self, line: StatusLine) -> None:
         """The state's line: a job's (and how far it is), or how the last one ended."""
+        if line.new_model:
+            self.detail.setText("")
         if line.ended:
             self.stopped(line.text)
         else:

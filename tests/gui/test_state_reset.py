@@ -11,6 +11,7 @@ import pytest
 from modelmon.core import answer, write_safetensors_model
 from modelmon.core import open_model as parse_model
 from modelmon.gui.main_window import MainWindow
+from modelmon.gui.plots.style import START_S
 
 from .conftest import (
     MEDIUM_OPTIONS,
@@ -65,6 +66,29 @@ def test_keys_go_with_the_runs_when_the_model_changes(
     for plot in (*workspace.metric_plots, workspace.blocks, workspace.residency):
         assert plot.keys == [], plot.title
     assert workspace.access.keys == [] and workspace.blocks.bars == {}
+
+
+def test_nothing_of_the_last_models_run_stays_when_another_opens(
+    qtbot, window: MainWindow, slow_model: Path, tiny_model: Path
+):
+    """Neither the time axis of a run of the model before (the plots start from a run's
+    first tenth of a second) nor its spec beside the progress bar ("ranged" after a
+    bucket)."""
+    workspace = window.workspace
+    open_model(qtbot, window, slow_model)
+    workspace.bench.configs.set("A", "sequential", MEDIUM_OPTIONS)
+    workspace.bench.run("A")
+    wait_idle(qtbot, window)
+    assert workspace.bench.records[-1].status == "ok", window.messages.message()
+    timed = (workspace.throughput, workspace.access, *workspace.metric_plots, workspace.residency)
+    longest = max(plot.item.vb.viewRange()[0][1] for plot in timed)
+    assert longest > START_S  # the run drew past the start: the check below can fail
+    assert workspace.progress.detail.text().startswith("sequential")
+    open_model(qtbot, window, tiny_model)
+    for plot in timed:
+        assert plot.item.vb.viewRange()[0] == [0.0, START_S], plot.title
+    assert workspace.progress.detail.text() == ""
+    assert workspace.progress.bar.format() == "idle"
 
 
 def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
