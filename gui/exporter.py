@@ -36,6 +36,7 @@ from modelmon.gui.state.export_format import (
 from modelmon.gui.state.tasks import Tasks
 
 if TYPE_CHECKING:
+    from modelmon.core import ABResult
     from modelmon.gui.plots.style import ThemedPlot
     from modelmon.gui.state.records import RunRecord
     from modelmon.gui.state.workbench import Workbench
@@ -72,8 +73,14 @@ class Exporter(QObject):
         return bool(self.bench.records)
 
     @property
+    def ab_to_export(self) -> tuple[str, ABResult] | None:
+        """The A/B whose winner File ▸ Export A/B winner writes, with its session's name: the
+        last one with a verdict, also after a later A/B that was cancelled or failed."""
+        return self.bench.ab.history.verdict if self.bench.info is not None else None
+
+    @property
     def can_export_ab(self) -> bool:
-        return self.bench.ab.result is not None and self.bench.info is not None
+        return self.ab_to_export is not None
 
     @property
     def can_export_recommendation(self) -> bool:
@@ -87,8 +94,7 @@ class Exporter(QObject):
             return
         records, ceilings = list(bench.records), bench.ceilings.current
         # The last A/B with a verdict, even when a later one was cancelled.
-        completed = bench.ab.history.completed
-        session, ab = completed[-1] if completed else (None, None)
+        session, ab = bench.ab.history.verdict or (None, None)
         model = bench.info.path if bench.info is not None else ""
         inputs = self.inputs
         if Path(path).suffix.lower() == ".csv":
@@ -107,10 +113,11 @@ class Exporter(QObject):
     def export_ab_config(self, path: str) -> None:
         """The faster side of the last A/B, with its evidence, as a modelmon config (TOML)."""
         bench = self.bench
-        ab = bench.ab.result
-        if ab is None or bench.info is None:
-            self._report(False, "No A/B yet: run A/B × n first, then export its winner.")
+        found = self.ab_to_export
+        if found is None or bench.info is None:
+            self._report(False, "No A/B verdict yet: run A/B × n first, then export its winner.")
             return
+        session, ab = found
         from modelmon.gui.state.ab_config import ab_document, pick, program_winner, shared_fd_note
 
         ceilings, model = bench.ceilings.current, bench.info.model
@@ -129,7 +136,8 @@ class Exporter(QObject):
             document = ab_document(model, ab, ceilings, str(Path(path).absolute()))
             return write_config(path, document, model.paths)
 
-        written = f"Configuration {side} ({(ab.a if side == 'A' else ab.b).spec}) written to {path}"
+        spec = (ab.a if side == "A" else ab.b).spec
+        written = f"Configuration {side} ({spec}) of {session} written to {path}"
         if caveat:  # as the recommendation says it, never as a plain success
             self._background(work, f"{written}. Caveat: {caveat}.", "warning")
         else:

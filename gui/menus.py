@@ -17,6 +17,7 @@ from modelmon.gui.view_menus import HelpMenu, PrimeMenu, SampleMenu, ThemeMenu
 
 Shortcut = QKeySequence.StandardKey | str | None
 MEMORY_LIMIT_TEXT = "Memory &limit: none…"
+AB_WINNER_TEXT = "Export A/B &winner as configuration…"
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,12 @@ class Menus:
         self.memory_limit_action.setEnabled(not running)  # it applies to the runs that follow
         exporter = self.parts.exporter
         self.ab_config_action.setEnabled(exporter.can_export_ab)
+        # After an A/B without a verdict the winner is an earlier A/B's: the action names it.
+        found = exporter.ab_to_export
+        earlier = found is not None and found[1] is not exporter.bench.ab.result
+        self.ab_config_action.setText(
+            AB_WINNER_TEXT.replace("…", f" ({found[0]})…") if earlier and found else AB_WINNER_TEXT
+        )
         self.export_recommendation_action.setEnabled(exporter.can_export_recommendation)
         for action in (self.json_action, self.csv_action):
             action.setEnabled(exporter.can_export_results)
@@ -166,7 +173,7 @@ class Menus:
         )
         self.ab_config_action = action(
             files,
-            "Export A/B &winner as configuration…",
+            AB_WINNER_TEXT,
             "Ctrl+Shift+E",
             w.exports.export_ab_config,
             "Write the faster side of the last A/B, with its evidence, as a TOML config.",

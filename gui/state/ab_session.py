@@ -63,6 +63,12 @@ class ABHistory:
         self.result = ab
         self.completed.append((self.session or "A/B", ab))
 
+    @property
+    def verdict(self) -> tuple[str, ABResult] | None:
+        """The last A/B that reached a verdict, and its session's name: what File ▸ Export
+        A/B winner writes, also after a later A/B that was cancelled or failed."""
+        return self.completed[-1] if self.completed else None
+
     def restore(self, kept: ABResult | None) -> None:
         """Another model is shown: no A/B of it yet but the verdict kept from its last visit."""
         self.completed.clear()
@@ -75,6 +81,13 @@ class ABHistory:
 
 DEFAULT_PAIRS = 3
 MAX_PAIRS = 50
+
+
+def left_words(runs: int) -> str:
+    """What an A/B without a verdict left in the results, in a few words."""
+    if runs == 0:
+        return "no run had started"
+    return f"its {runs} run{'s stay' if runs != 1 else ' stays'} in the results"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,7 @@ class ABState:
         self.banner = ABBanner("none")
         self.pairs_done = 0  # of the running A/B: pairs whose B run completed
         self.pairs_asked = 0  # of the running A/B
+        self.runs_ended = 0  # of the running A/B: its runs in the results, however they ended
         self.changed = Event()  # ABBanner
         self.pairs_changed = Event()  # int
 
@@ -117,20 +131,27 @@ class ABState:
     def start(self, clock: str, pairs: int) -> str:
         """An A/B of ``pairs`` pairs starts at ``clock``: its session's name."""
         session = self.history.start(clock)
-        self.pairs_done, self.pairs_asked = 0, pairs
+        self.pairs_done, self.pairs_asked, self.runs_ended = 0, pairs, 0
         self._show(ABBanner("running", f"A/B × {pairs} running…"))
         return session
 
     def pair_done(self, pair: int) -> None:
         self.pairs_done = pair + 1
 
+    def run_ended(self) -> None:
+        """A run of the running A/B ended (finished, failed or cancelled): it is a row."""
+        self.runs_ended += 1
+
     def finish(self, ab: ABResult) -> None:
         self.history.finish(ab)
         self._show(ABBanner("verdict", ab=ab))
 
     def stopped(self, cancelled: bool) -> None:
-        """The running A/B ended without a verdict (cancelled, or a run failed)."""
-        self._show(ABBanner("failure", stopped_words(cancelled, self.pairs_done, self.pairs_asked)))
+        """The running A/B ended without a verdict (cancelled, or a run failed), and what it
+        left: every run it started is a row of the results (the one the stop cut short
+        marked so), counted in no verdict; stopped before its first run, it left none."""
+        words = stopped_words(cancelled, self.pairs_done, self.pairs_asked)
+        self._show(ABBanner("failure", f"{words} · {left_words(self.runs_ended)}"))
 
     def other_job_started(self) -> None:
         """Another job starts: a failure's words go; the last verdict stays, as the export

@@ -80,6 +80,8 @@ class JobReports:
         elif record.watched is not None and isinstance(p.live.feed, WatchFeed):
             final = p.live.feed.final_snapshot(record.watched)
         p.live.finish(final)
+        if record.pair is not None:
+            p.ab.run_ended()
         p.runs.add(record)
         p.run_ended(record)
         if record.is_watch:

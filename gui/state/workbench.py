@@ -132,7 +132,7 @@ class Workbench:
                 self.info.path,
                 ModelResults(
                     list(self.records),
-                    self.ab.result,
+                    verdict[1] if (verdict := self.ab.history.verdict) else None,
                     self.ceilings.current,
                     self.recommendation.shown
                     if self.recommendation.shown.phase == "done"

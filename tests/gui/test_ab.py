@@ -95,7 +95,9 @@ def test_escape_cancels_an_ab_within_a_second(qtbot, window: MainWindow, slow_mo
     assert time.monotonic() - cancelled_at < 5.0  # a margin a busy machine keeps
     assert worker_processes() == []
     assert workspace.bench.ab.history.result is None
-    assert workspace.compare.verdict.text() == "A/B cancelled after 0 of 3 pairs: no verdict"
+    assert workspace.compare.verdict.text() == (
+        "A/B cancelled after 0 of 3 pairs: no verdict · its 1 run stays in the results"
+    )
     (record,) = workspace.bench.records
     assert workspace.results.results.cell_text(record, STATUS).startswith("cancelled")
     assert workspace.compare.ab_button.isEnabled()

@@ -110,7 +110,9 @@ def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
     assert workspace.throughput.run_labels == ["A"]  # the cancelled run alone
     # Its key says how it ended: a cancelled run is never shown as a plain one.
     assert [name for name, _ in workspace.throughput.keys] == ["run A (cancelled)"]
-    assert workspace.compare.verdict.text() == "A/B cancelled after 0 of 2 pairs: no verdict"
+    assert workspace.compare.verdict.text() == (
+        "A/B cancelled after 0 of 2 pairs: no verdict · its 1 run stays in the results"
+    )
     assert workspace.progress.bar.value() == 0
     # A single run afterwards is not drawn beside the cancelled A/B's run either.
     workspace.panels["B"].set_config("sequential", MEDIUM_OPTIONS)
@@ -119,6 +121,40 @@ def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
     assert not window.messages.isVisible()
     wait_idle(qtbot, window)
     assert workspace.throughput.run_labels == ["B"]
+
+
+def test_a_cancelled_ab_says_what_it_left_and_the_earlier_verdict_stays_exportable(
+    qtbot, window: MainWindow, slow_model: Path, tmp_path: Path
+):
+    workspace, bench, menus = window.workspace, window.bench, window.menus
+    open_model(qtbot, window, slow_model)
+    for label in ("A", "B"):
+        bench.configs.set(label, "sequential", MEDIUM_OPTIONS)
+    bench.run_ab(1)
+    wait_idle(qtbot, window)
+    first = bench.ab.history.session
+    assert bench.ab.result is not None and first is not None, window.messages.message()
+    assert menus.ab_config_action.text() == "Export A/B &winner as configuration…"
+    for cancel_when in ("at once", "loading"):
+        start_slow_ab(qtbot, workspace, 2) if cancel_when == "loading" else bench.run_ab(2)
+        bench.cancel()
+        wait_idle(qtbot, window)
+        session = bench.ab.history.session
+        rows = [r for r in bench.records if r.session == session]
+        banner = workspace.compare.verdict.text()
+        if rows:  # every run it started, however it ended, and the banner counts them
+            assert f"its {len(rows)} run" in banner and rows[-1].status == "cancelled", banner
+        else:
+            assert "no run had started" in banner, banner
+        # The earlier verdict's winner is still exported, and the menu says whose it is.
+        assert menus.ab_config_action.isEnabled(), cancel_when
+        assert first in menus.ab_config_action.text()
+    assert len(rows) == 1  # cancelled while loading: the run it cut short
+    path = tmp_path / "winner.toml"
+    with qtbot.waitSignal(workspace.exporter.finished, timeout=20_000) as done:
+        workspace.exporter.export_ab_config(str(path))
+    assert done.args[0] and f"of {first}" in done.args[1], done.args
+    assert path.exists()
 
 
 def test_every_kind_of_job_leaves_an_empty_bar_and_the_next_clears_its_words(

@@ -121,12 +121,25 @@ def test_the_ab_banner_keeps_a_verdict_through_other_jobs_and_drops_a_failure():
     seen = recorder(("changed", ab.changed))
     ab.start("12:00:00", 2)
     assert ab.banner.kind == "running" and ab.banner.text == "A/B × 2 running…"
+    ab.run_ended()
+    ab.run_ended()
     ab.pair_done(0)
-    ab.stopped(cancelled=True)
-    assert ab.banner.text == "A/B cancelled after 1 of 2 pairs: no verdict"
+    ab.stopped(cancelled=True)  # between two runs: the runs it left are the two that ended
+    assert ab.banner.text == (
+        "A/B cancelled after 1 of 2 pairs: no verdict · its 2 runs stay in the results"
+    )
+    ab.start("12:01:00", 2)
+    ab.stopped(cancelled=True)  # before its first run
+    assert ab.banner.text == "A/B cancelled after 0 of 2 pairs: no verdict · no run had started"
     ab.other_job_started()
     assert ab.banner.kind == "none" and ab.result is None
-    assert [args[0].kind for _, args in seen] == ["running", "failure", "none"]
+    assert [args[0].kind for _, args in seen] == [
+        "running",
+        "failure",
+        "running",
+        "failure",
+        "none",
+    ]
     ab.set_pairs(500)
     assert ab.pairs == 50  # the most the compare bar offers
 
