@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QApplication
 
 from modelmon import __version__
 from modelmon.gui.collector import GuiThreadCollector
+from modelmon.gui.crash_log import CrashLog
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.theme import apply_palette
 
@@ -37,9 +38,12 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def show_unexpected_errors(window: MainWindow) -> None:
-    """A bug in a slot becomes one line in the window (the traceback goes to stderr, for
-    the bug report) instead of a silent half-updated window."""
+def show_unexpected_errors(window: MainWindow, crash: CrashLog | None = None) -> None:
+    """A bug in a slot becomes one line in the window (the traceback goes to the crash log,
+    or stderr without one, for the bug report) instead of a silent half-updated window."""
+    if crash is not None:  # its hook records, says it on stderr, then in the window
+        crash.say = lambda text: window.messages.show_message(text, "error")
+        return
 
     def hook(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
         log.error("unexpected error", exc_info=(kind, error, trace))
@@ -105,16 +109,28 @@ def _noted(_number: int, _frame: object) -> None:
 def run_app(path: str | None = None, demo: bool = False) -> int:
     """Open the window (on ``path``, or the demo model) and run until it closes; the exit code."""
     logging.basicConfig(level=logging.WARNING, format="modelmon: %(levelname)s: %(message)s")
-    app = create_application()
-    window = MainWindow()
-    show_unexpected_errors(window)
-    window.show()
-    if path:
-        window.open_path(path)
-    elif demo:
-        window.state.use_demo()
-    signals = StopSignals(app, window)
+    crash = CrashLog()
+    earlier = crash.install()  # from here on, any end nobody asked for leaves a record
     try:
-        return app.exec()
+        app = create_application()
+        window = MainWindow()
+        show_unexpected_errors(window, crash)
+        window.show()
+        if earlier:  # every one is in the log; the window says the latest
+            more = f" ({len(earlier) - 1} more in the log)" if len(earlier) > 1 else ""
+            window.messages.show_message(earlier[-1] + more, "warning")
+        if path:
+            window.open_path(path)
+        elif demo:
+            window.state.use_demo()
+        signals = StopSignals(app, window)
+        try:
+            return app.exec()
+        finally:
+            signals.stop()
+            if signals.received:
+                name = signal.Signals(signals.received[0]).name
+                crash.record(f"closed by {name}: the window closed as its close button does")
+                crash.line(f"closed by {name} (recorded in {crash.path})")
     finally:
-        signals.stop()
+        crash.uninstall()
