@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import Ceiling, Ceilings
 from modelmon.gui.plots.style import ThemedPlot, pen, text_line
-from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
+from modelmon.gui.state.formatting import CEILING_NAMES, ceiling_label
 from modelmon.gui.state.live import LiveUpdate
 from modelmon.gui.state.records import run_key
 from modelmon.gui.theme import current_theme
@@ -22,6 +23,7 @@ IN_RANGE_CEILINGS = ("sequential_read", "parallel_read", "storage", "memory_fill
 # Ceilings within 15 % of each other share one label: a plot a few hundred pixels tall
 # draws lines closer than that within a label's height of each other.
 CLOSE = 1.15
+LABEL_MARGIN_PX = 8  # between a ceiling label and the middle of the plot
 
 
 class ThroughputPlot(ThemedPlot):
@@ -47,6 +49,9 @@ class ThroughputPlot(ThemedPlot):
         self.endings: dict[str, str] = {}  # label -> how its run ended, when not "ok"
         self.follower = self.follow()
         self.item.setLimits(xMin=0, yMin=0)
+        # The labelled line of each group of ceilings and the group's (name, MB/s).
+        self.ceiling_labels: list[tuple[pg.InfiniteLine, list[tuple[str, float]]]] = []
+        self.item.vb.sigResized.connect(self._fit_ceiling_labels)
 
     def _curve(self, label: str, prefetch: bool) -> pg.PlotDataItem:
         curves = self.prefetch_curves if prefetch else self.curves
@@ -107,17 +112,15 @@ class ThroughputPlot(ThemedPlot):
                 groups[-1].append(ceiling)
             else:
                 groups.append([ceiling])
+        self.ceiling_labels = []
         for index, group in enumerate(groups):
-            # Labels alternate between the right and the left end of their lines.
+            # Labels alternate between the right and the left end of their lines, each at
+            # most half the plot wide (``_fit_ceiling_labels``): neither cut nor overlapping.
             right = index % 2 == 0
-            names = [(CEILING_NAMES.get(c.name, c.name), rate_text(c.mbps)) for c in group]
-            if len(names) == 1:
-                label = "{} ceiling {}".format(*names[0])
-            else:
-                label = " · ".join(f"{n} {r}" for n, r in reversed(names)) + " (ceilings)"
+            names = [(CEILING_NAMES.get(c.name, c.name), c.mbps) for c in group]
             for ceiling in group:
                 # One label per group, on its highest line.
-                text = label if ceiling is group[-1] else None
+                text = " " if ceiling is group[-1] else None
                 line = text_line(
                     pg.InfiniteLine(
                         ceiling.mbps,
@@ -136,11 +139,23 @@ class ThroughputPlot(ThemedPlot):
                 # Not in the auto range (the anchor below decides which ceilings are).
                 self.item.addItem(line, ignoreBounds=True)
                 self.ceiling_lines[ceiling.name] = line
+                if text is not None:
+                    self.ceiling_labels.append((line, names))
                 if ceiling.name in IN_RANGE_CEILINGS:
                     anchored.append(ceiling.mbps)
+        self._fit_ceiling_labels()
         self.anchor_mbps = max(anchored, default=0.0)
         self._refit()
         self._retitle()
+
+    def _fit_ceiling_labels(self) -> None:
+        """Each ceiling label in the longest words that fit half the data area's width."""
+        room = self.item.vb.width() / 2 - LABEL_MARGIN_PX
+        for line, names in self.ceiling_labels:
+            metrics = QFontMetrics(line.label.textItem.font())
+            text = ceiling_label(names, lambda words: metrics.horizontalAdvance(words) <= room)
+            if line.label.format != text:
+                line.label.setFormat(text)
 
     def _refit(self) -> None:
         x_end = max((x for x, _ in self.extents.values()), default=0.0)

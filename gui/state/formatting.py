@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 from modelmon.core import (
     ABResult,
@@ -166,6 +167,22 @@ def ceilings_text(ceilings: Ceilings) -> str:
 # The live plots' ranges grow in these steps (plots.style.RangeFollower): the axes change a
 # few times per run instead of with every point.
 NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def ceiling_label(group: Sequence[tuple[str, float]], fits: Callable[[str], bool]) -> str:
+    """The words beside a group of ceiling lines (name, MB/s; the highest line carries
+    them), the longest that ``fits``: names and rates ("sequential 1548 MB/s · storage
+    1354 MB/s"), the rates ("1548 MB/s · 1354 MB/s"), the highest ("1548 MB/s +1"). A
+    number is never cut; the line's tooltip names each ceiling whole."""
+    ranked = sorted(group, key=lambda item: -item[1])
+    rates = [rate_text(mbps) for _, mbps in ranked]
+    if len(ranked) == 1:
+        name = ranked[0][0]
+        forms = [f"{name} ceiling {rates[0]}", f"{name} {rates[0]}", rates[0]]
+    else:
+        named = " · ".join(f"{name} {rate}" for (name, _), rate in zip(ranked, rates, strict=True))
+        forms = [named, " · ".join(rates), f"{rates[0]} +{len(rates) - 1}"]
+    return next((text for text in forms if fits(text)), forms[-1])
 
 
 def nice_ceiling(value: float) -> float:
