@@ -38,7 +38,7 @@ from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
 from modelmon.gui.state.process_list import ProcessList
 from modelmon.gui.state.programs import model_path
-from modelmon.gui.state.recent_entries import recent_label
+from modelmon.gui.state.recent_entries import recent_label, window_title
 from modelmon.gui.state.watch_job import WatchInput, watch_request
 from modelmon.gui.widgets.memory_limit_dialog import MemoryLimitDialog
 from modelmon.gui.widgets.message_bar import MessageBar
@@ -234,7 +234,8 @@ class MainWindow(QMainWindow):
             menu.addAction("(none yet)").setEnabled(False)
 
     def _on_model_shown(self, info: ModelInfo) -> None:
-        self.setWindowTitle(f"modelmon — {info.name}")
+        demo = info.path == self.state.opener.demo_path
+        self.setWindowTitle(window_title(info.path, demo))
         if info.keepable:
             self.recent.add(info.path)
         self.start_page.set_recent(self.recent.paths())

@@ -153,7 +153,9 @@ class ThroughputPlot(ThemedPlot):
         room = self.item.vb.width() / 2 - LABEL_MARGIN_PX
         for line, names in self.ceiling_labels:
             metrics = QFontMetrics(line.label.textItem.font())
-            text = ceiling_label(names, lambda words: metrics.horizontalAdvance(words) <= room)
+            text = ceiling_label(
+                names, lambda words, metrics=metrics: metrics.horizontalAdvance(words) <= room
+            )
             if line.label.format != text:
                 line.label.setFormat(text)
 

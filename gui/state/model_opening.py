@@ -30,6 +30,7 @@ class ModelOpener:
         self.loaded = Event()  # ModelInfo
         self.failed = Event()  # one line
         self.busy = Event()  # str while working, None when idle
+        self.demo_path: str | None = None  # the demo model's, once made: its title says so
 
     def open(self, path: str) -> None:
         self.busy.emit(f"Reading {Path(path).name}…")
@@ -63,6 +64,7 @@ class ModelOpener:
         self.loaded.emit(info)
 
     def _on_demo(self, path: object) -> None:
+        self.demo_path = str(path)
         self.open(str(path))
 
     def shutdown(self, timeout_s: float = TASK_WAIT_S) -> None:

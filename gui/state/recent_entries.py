@@ -39,3 +39,12 @@ def recent_label(entry: str, home: str | None = None) -> str:
     if home and home != "/" and (folder == home or folder.startswith(home + os.sep)):
         folder = "~" + folder[len(home) :]
     return f"{name} — {folder}" if folder else name
+
+
+def window_title(entry: str, demo: bool = False, home: str | None = None) -> str:
+    """The window's title for the open model: the demo says it is the demo; a model its name
+    and folder, as the recent list shows it (every sharded model is
+    "model.safetensors.index.json": the folder tells them apart)."""
+    if demo:
+        return "modelmon — the demo model"
+    return f"modelmon — {recent_label(entry, home)}"

@@ -9,8 +9,10 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox
 
 from modelmon.core import open_model as parse_model
+from modelmon.core import write_safetensors_model
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.formatting import cache_state_text
+from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.state.results_rows import CACHE, STATUS
 
 from .conftest import (
@@ -32,7 +34,7 @@ def run_and_wait(qtbot, window: MainWindow, label: str, timeout_ms: int = 20_000
 
 def test_window_opens_on_a_model(qtbot, window: MainWindow, small_model: Path):
     open_model(qtbot, window, small_model)
-    assert window.windowTitle() == f"modelmon — {small_model.name}"
+    assert window.windowTitle() == f"modelmon — {recent_label(str(small_model))}"
     assert window.pages.currentWidget() is window.workspace
     tensors = len(parse_model(small_model).extents)
     assert window.workspace.model_panel.values["tensors"].text() == f"{tensors:,}"
@@ -143,6 +145,13 @@ def test_demo_model_is_made_in_the_background(qtbot, settings, tmp_path, small_m
     release.set()
     qtbot.waitUntil(lambda: window.bench.info is not None, timeout=10_000)
     assert not window.start_page.busy.isVisible()
+    # The title tells the demo from a model of the same name elsewhere.
+    assert window.windowTitle() == "modelmon — the demo model"
+    twin = write_safetensors_model(tmp_path / "twin", layers=1, hidden=64, vocab=256, shards=2)
+    assert twin.name == small_model.name
+    window.open_path(str(twin))
+    qtbot.waitUntil(lambda: window.bench.info.path == str(twin), timeout=10_000)
+    assert window.windowTitle() == f"modelmon — {twin.name} — {twin.parent}"
     window.close()
 
 
@@ -188,7 +197,8 @@ def test_opening_a_model_mid_ab_asks_first_and_keeps_each_models_results(
     answer_confirmation(window, QMessageBox.StandardButton.Yes)
     window.open_path(str(small_model))
     qtbot.waitUntil(
-        lambda: window.windowTitle() == f"modelmon — {small_model.name}", timeout=10_000
+        lambda: window.windowTitle() == f"modelmon — {recent_label(str(small_model))}",
+        timeout=10_000,
     )
     assert not window.bench.running and worker_processes() == []
     assert window.workspace.results.results.rowCount() == 0  # a new model: its own table
