@@ -175,6 +175,23 @@ def test_recommend_is_in_the_run_menu_on_a_key_that_works_from_any_focus(
     assert asked == [DEFAULT_BUDGET_S, DEFAULT_BUDGET_S]
 
 
+def test_recommend_has_a_button_in_sight_beside_the_ab(
+    qtbot, window: MainWindow, small_model: Path, monkeypatch
+):
+    open_model(qtbot, window, small_model)
+    button = window.workspace.compare.recommend_button
+    assert button.isVisible() and button.isEnabled()
+    asked: list[float] = []
+    monkeypatch.setattr(RecommendDialog, "exec", lambda d: asked.append(d.budget_s()) or 0)
+    button.click()
+    assert asked == [DEFAULT_BUDGET_S] and not window.bench.running
+    window.bench.configs.set("A", "pread", window.bench.configs.configs["A"][1])
+    window.bench.run("A")
+    assert not button.isEnabled()  # one job at a time, as the menu's
+    wait_idle(qtbot, window)
+    assert button.isEnabled()
+
+
 def test_after_the_recommend_dialog_the_focus_goes_back_where_it_was(
     qtbot, window: MainWindow, small_model: Path
 ):
