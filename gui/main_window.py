@@ -33,6 +33,7 @@ from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.shortcuts import KeptShortcuts
 from modelmon.gui.state.app_state import AppState
 from modelmon.gui.state.bucket import Listing, url_to_keep, url_to_open
+from modelmon.gui.state.bucket_access import Access, BucketAccess, aws_profiles
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
@@ -84,6 +85,8 @@ class MainWindow(QMainWindow):
         self.settings = AppSettings(settings if settings is not None else open_settings())
         self.recent = RecentFiles(self.settings.qsettings)
         self.post = GuiPoster(self)
+        # The endpoint and AWS profile File ▸ Open URL… named: in force for this window.
+        self.bucket_access = BucketAccess()
         self.state = AppState(
             self.post,
             discover,
@@ -217,8 +220,15 @@ class MainWindow(QMainWindow):
     def choose_url(self) -> None:
         """File ▸ Open URL…: a URL typed or picked from those opened before, checked as text
         (a credential in it is refused in the dialog), then opened in the background."""
-        dialog = OpenURLDialog(self.settings.urls(), url_to_open, self)
+        kept = Access(*self.settings.bucket_access())
+        given = self.bucket_access.current if self.bucket_access.current != Access() else kept
+        dialog = OpenURLDialog(
+            self.settings.urls(), url_to_open, self, given, aws_profiles(self.bucket_access.environ)
+        )
         if self._ask(dialog, lambda: bool(dialog.exec())) and dialog.url is not None:
+            access = dialog.access or Access()
+            self.bucket_access.apply(access)  # what this window's loads read from now on
+            self.settings.set_bucket_access(access.endpoint, access.profile)  # checked: no secret
             kept = url_to_keep(dialog.url)  # parsed, and nothing in it that may be secret
             if kept is not None:
                 self.settings.add_url(kept)
@@ -396,4 +406,5 @@ class MainWindow(QMainWindow):
         self.workspace.shutdown()
         self.state.shutdown()
         self.processes.shutdown()
+        self.bucket_access.restore()
         event.accept()

@@ -27,6 +27,8 @@ SAMPLE_CHOICES_MS = (50, 100, 250, 500)  # 100: the default; 50 for short loads,
 PRIME_MEMORY = "measure/prime_memory"  # one of core.options.PRIME_MODES
 CEILINGS = "ceilings/{key}"  # a model's ceilings on its storage, JSON (state/ceilings_state.py)
 BUCKET_PREFIX = "bucket/prefix"  # the s3:// prefix the start page lists (a URL, no credential)
+BUCKET_ENDPOINT = "bucket/endpoint"  # the S3 endpoint named in Open URL (no credential)
+BUCKET_PROFILE = "bucket/profile"  # the AWS profile named there: a name, never its keys
 URL_HISTORY = "open/urls"  # the URLs File ▸ Open URL… opened, newest first
 MAX_URLS = 10
 THEMES = ("system", "light", "dark")
@@ -132,6 +134,15 @@ class AppSettings:
     def set_bucket_prefix(self, prefix: str) -> None:
         """``prefix`` as ``bucket_prefix`` parsed it: a URL with credentials never gets here."""
         self._set(BUCKET_PREFIX, prefix)
+
+    def bucket_access(self) -> tuple[str, str]:
+        """The endpoint and profile File ▸ Open URL… was last given ("" each: none)."""
+        return self._text(BUCKET_ENDPOINT) or "", self._text(BUCKET_PROFILE) or ""
+
+    def set_bucket_access(self, endpoint: str, profile: str) -> None:
+        """As ``check_endpoint`` and ``check_profile`` passed them: no credential in either."""
+        self._set(BUCKET_ENDPOINT, endpoint)
+        self._set(BUCKET_PROFILE, profile)
 
     def urls(self) -> list[str]:
         value = self.qsettings.value(URL_HISTORY, [])

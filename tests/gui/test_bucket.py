@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -98,6 +99,62 @@ def test_open_url_loads_a_bucket_model_with_its_request_figures(
     assert offered(window, "A") == list(strategy_names(False))
     assert window.workspace.panels["A"].strategy() == "sequential"
     assert window.workspace.panels["A"].captions["threads"].text() == "Threads:"
+
+
+def test_open_url_names_an_endpoint_and_a_profile_and_keeps_no_secret(
+    qtbot,
+    window: MainWindow,
+    rclone_s3: SimpleNamespace,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+):
+    """The environment points nowhere and holds no key; the dialog names the server and a
+    profile of ~/.aws whose keys sign: the model opens, and only the names are kept."""
+    endpoint = rclone_s3.env["AWS_ENDPOINT_URL"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA-not-ours")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-1f3")
+    Path(rclone_s3.env["AWS_SHARED_CREDENTIALS_FILE"]).write_text(
+        f"[walk]\naws_access_key_id = testkey\naws_secret_access_key = {SECRET_KEY}\n"
+    )
+    seen: list[object] = []
+
+    def answer(url: str, server: str, profile: str) -> None:
+        def fill() -> None:
+            dialog = window.dialog
+            seen.append([dialog.profile.itemText(i) for i in range(dialog.profile.count())])
+            dialog.field.setEditText(url)
+            dialog.endpoint.setText(server)
+            dialog.profile.setEditText(profile)
+            dialog.accept()
+            if dialog.isVisible():
+                seen.append(dialog.error.text())
+                dialog.reject()
+
+        QTimer.singleShot(0, fill)
+        window.choose_url()
+
+    answer(SHARDED, f"http://testkey:{SECRET_KEY}@127.0.0.1:1", "walk")
+    refused = seen[-1]
+    assert isinstance(refused, str) and "refused" in refused and SECRET_KEY not in refused
+    assert window.bench.info is None
+    answer(SHARDED, endpoint, "walk")
+    assert seen[0] == ["walk"]  # the profiles of ~/.aws offered, by name
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=20_000)
+    panel = window.workspace.model_panel
+    assert panel.values["device"].text().startswith(endpoint)
+    assert "shared-credentials-file" in panel.values["rotational"].text()  # its "Access" row
+    window.bench.run("A")
+    qtbot.waitUntil(lambda: bool(window.bench.records), timeout=60_000)
+    wait_idle(qtbot, window)
+    assert window.bench.records[-1].status == "ok", window.bench.records[-1].message
+    assert window.settings.bucket_access() == (endpoint, "walk")
+    window.close()  # the environment as it was before
+    assert os.environ["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9"
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] == "not-the-secret-1f3"
+    assert "AWS_PROFILE" not in os.environ and "AWS_ENDPOINT_URL_S3" not in os.environ
+    written = everything_written(tmp_path / "modelmon.ini")
+    assert endpoint in written and "walk" in written and SECRET_KEY not in written
 
 
 def test_a_url_with_credentials_is_refused_in_the_dialog_and_never_kept(

@@ -10,6 +10,13 @@ import pytest
 from modelmon.core.errors import StorageError
 from modelmon.core.options import LoadOptions
 from modelmon.gui.state.bucket import BucketState, Listing, bucket_prefix, bucket_rows
+from modelmon.gui.state.bucket_access import (
+    Access,
+    BucketAccess,
+    aws_profiles,
+    check_endpoint,
+    check_profile,
+)
 from modelmon.gui.state.configs import Configs
 from modelmon.gui.state.events import CallQueue
 from modelmon.gui.state.load_config import full_spec_text
@@ -114,3 +121,46 @@ def test_a_bucket_model_has_its_own_pair_and_refuses_a_file_strategy():
     # A bucket's configuration names no cache state: nothing of it is cached here.
     assert full_spec_text("ranged", LoadOptions(cache="cold")).startswith("ranged workers=1")
     assert "cache" not in full_spec_text("ranged", LoadOptions(cache="cold"))
+
+
+SECRET = "wJalrXUtnFEMI-never-shown-3c1"
+
+
+def test_an_endpoint_is_a_server_and_never_holds_a_credential():
+    assert check_endpoint("") == ("", None)
+    assert check_endpoint(" http://127.0.0.1:9000/ ") == ("http://127.0.0.1:9000", None)
+    for refused in (f"http://ada:{SECRET}@127.0.0.1:9000", f"https://h/?X-Amz-Signature={SECRET}"):
+        endpoint, why = check_endpoint(refused)
+        assert endpoint is None and why is not None and SECRET not in why, why
+    assert check_endpoint("s3://bucket")[0] is None  # a bucket is not a server
+    assert check_profile(" minio ") == ("minio", None)
+    assert check_profile("a b")[0] is None and check_profile("")[0] == ""
+
+
+def test_profiles_are_the_section_names_of_the_aws_files(tmp_path):
+    (tmp_path / "config").write_text("[default]\nregion = x\n[profile minio]\nregion = y\n")
+    (tmp_path / "credentials").write_text(f"[walk]\naws_secret_access_key = {SECRET}\n")
+    environ = {
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
+    }
+    assert aws_profiles(environ) == ["default", "minio", "walk"]
+
+
+def test_an_access_goes_into_the_environment_and_back_out():
+    environ = {"AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": SECRET, "OTHER": "x"}
+    before = dict(environ)
+    access = BucketAccess(environ)
+    access.apply(Access("http://127.0.0.1:9000", "walk"))
+    # The profile applies: the environment's own keys, which botocore takes first, set aside.
+    assert environ == {
+        "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000",
+        "AWS_PROFILE": "walk",
+        "OTHER": "x",
+    }
+    access.apply(Access("http://10.0.0.1:9000"))  # another: the first one's gone with it
+    assert environ == {**before, "AWS_ENDPOINT_URL_S3": "http://10.0.0.1:9000"}
+    environ["AWS_ENDPOINT_URL_S3"] = "set by someone else"
+    access.restore()  # what it no longer holds is not its to put back
+    assert environ == {**before, "AWS_ENDPOINT_URL_S3": "set by someone else"}
+    assert access.current == Access()
