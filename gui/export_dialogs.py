@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from modelmon.core.errors import ModelmonError
 from modelmon.gui.settings import AppSettings
 from modelmon.gui.state.export_format import check_export
 from modelmon.gui.state.save_location import save_start
+from modelmon.gui.widgets.file_dialogs import save_file
 from modelmon.gui.widgets.recommend_dialog import TOML_FILTER
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class ExportDialogs:
         """Ask where to save, starting in the last export folder; remember the folder. A
         path the guard refuses is said in a dialog, and nothing is exported ("")."""
         start = save_start(self.settings.export_folder(), name)
-        path, _ = QFileDialog.getSaveFileName(self.window, title, start, filters)
+        path = save_file(self.window, title, start, filters)
         if not path:
             return ""
         refused = self.refusal(path)

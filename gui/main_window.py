@@ -13,7 +13,6 @@ from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
-    QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -41,6 +40,7 @@ from modelmon.gui.state.process_list import ProcessList
 from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.recent_entries import recent_label, window_title
 from modelmon.gui.state.watch_job import WatchInput, watch_request
+from modelmon.gui.widgets.file_dialogs import open_file, open_folder
 from modelmon.gui.widgets.memory_limit_dialog import MemoryLimitDialog
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
@@ -208,12 +208,12 @@ class MainWindow(QMainWindow):
         return answer == QMessageBox.StandardButton.Yes
 
     def choose_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open model", "", MODEL_FILTER)
+        path = open_file(self, "Open model", "", MODEL_FILTER)
         if path:
             self.open_path(path)
 
     def choose_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open model folder")
+        path = open_folder(self, "Open model folder")
         if path:
             self.open_path(path)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QMessageBox
 
 from modelmon.core import read_config, write_gguf_model, write_safetensors_model
 from modelmon.gui.main_window import MainWindow
@@ -93,10 +93,10 @@ def test_every_file_export_refuses_the_open_model_and_special_files_in_a_dialog(
     before = digests(model.parent)
     for target, says in names.items():
 
-        def chosen(*_: object, path: str = str(target)) -> tuple[str, str]:
-            return path, ""
+        def chosen(*_: object, path: str = str(target)) -> str:
+            return path
 
-        monkeypatch.setattr(QFileDialog, "getSaveFileName", chosen)
+        monkeypatch.setattr("modelmon.gui.export_dialogs.save_file", chosen)
         for what, export in exports.items():
             count = len(warnings)
             export()

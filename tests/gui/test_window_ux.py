@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, QSettings, QSize
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QApplication, QComboBox, QFileDialog, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import QApplication, QComboBox, QLabel, QSpinBox, QWidget
 
 from modelmon.core import Ceiling, Ceilings, prime_mode, set_prime_mode, write_safetensors_model
 from modelmon.core.options import LoadOptions
@@ -294,9 +294,9 @@ def test_exports_start_in_the_last_export_folder_and_follow_the_umask(
 
     def save_dialog(_parent, _title, start, _filters):
         offered.append(start)
-        return next(answers), ""
+        return next(answers)
 
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", save_dialog)
+    monkeypatch.setattr("modelmon.gui.export_dialogs.save_file", save_dialog)
     old_umask = os.umask(0o027)
     try:
         with qtbot.waitSignal(window.workspace.exporter.finished, timeout=20_000) as done:
