@@ -173,7 +173,7 @@ class MainWindow(QMainWindow):
         state.page_changed.connect(self._show_page)
         bench.message.connect(self.messages.show_message)
         bench.running_changed.connect(self._on_running)
-        self.workspace.compare.recommend_requested.connect(self.recommend)
+        self.workspace.recommend_button.clicked.connect(self.recommend)
         bench.exports_changed.connect(self.update_actions)
 
     # --- opening ------------------------------------------------------------------------------

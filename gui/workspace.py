@@ -8,9 +8,10 @@ frame tick: a timer that, while a run is live, asks the state for its frame.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
+    QPushButton,
     QScrollArea,
     QSplitter,
     QStyle,
@@ -58,6 +59,10 @@ RESULT_MAX_ROWS = 12
 PLOT_COMFORT_HEIGHT = 320
 MIDDLE_SPACING = 4  # px between the progress strip, the A/B bar and the tabs
 TOP_SLACK = 4  # px: a scroll area exactly as tall as its content may still show a scroll bar
+RECOMMEND_TIP = (
+    "Search for the best configuration of this model within a budget (Run ▸ Recommend…, "
+    "Ctrl+E): the answer first, what to change, its measured gain, the line to paste."
+)
 MODEL_PANEL_MIN_WIDTH = 200  # narrower, its facts wrap onto more lines (and it scrolls)
 
 
@@ -170,6 +175,11 @@ class Workspace(QWidget):
                 page.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             index = self.tabs.addTab(page, title)
             self.tabs.setTabToolTip(index, tip)
+        # Recommend, in sight beside its tab (the Run menu and Ctrl+E have it too).
+        self.recommend_button = QPushButton("Recommend…")
+        self.recommend_button.setToolTip(RECOMMEND_TIP)
+        self.recommend_button.setEnabled(False)
+        self.tabs.setCornerWidget(self.recommend_button, Qt.Corner.TopRightCorner)
         index = self.tabs.addTab(self.recommendation, "Recommendation")
         self.tabs.setTabToolTip(
             index, "The last recommendation: its search, explanation, ranking and apply snippets."
@@ -208,6 +218,12 @@ class Workspace(QWidget):
         if not self.rows_user_sized and self.isVisible():
             self.fit_rows()
 
+    def showEvent(self, event: QShowEvent) -> None:
+        """Shown (a model opened from the start page): its facts may have changed unseen."""
+        super().showEvent(event)
+        if not self.rows_user_sized:
+            self.fit_rows()
+
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         if not self.rows_user_sized:
@@ -224,10 +240,11 @@ class Workspace(QWidget):
             top_natural = top_row.sizeHint().height()
         header = self.results.horizontalHeader().sizeHint().height()
         row = self.results.verticalHeader().defaultSectionSize()
-        # The frame, and the room of a horizontal scroll bar (narrow windows): never a row's.
-        frame = 2 * self.results.frameWidth() + self.results.style().pixelMetric(
-            QStyle.PixelMetric.PM_ScrollBarExtent
-        )
+        # The frame, and the room of a horizontal scroll bar when the columns need one (a
+        # narrow window): never a row's.
+        frame = 2 * self.results.frameWidth()
+        if self.results.horizontalHeader().length() > self.results.viewport().width():
+            frame += self.results.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
         bars = (
             self.progress.sizeHint().height()
             + self.compare.sizeHint().height()
@@ -287,6 +304,7 @@ class Workspace(QWidget):
         for panel in self.panels.values():
             panel.set_running(running)
         self.compare.set_enabled(not running and self.bench.info is not None)
+        self.recommend_button.setEnabled(not running and self.bench.info is not None)
         self.progress.cancel_button.setEnabled(running)
 
     def shutdown(self) -> bool:
@@ -339,6 +357,8 @@ class Workspace(QWidget):
             self.residency.set_model(info.model)
             self.blocks.set_block_order(info.model.blocks())
             self.compare.set_enabled(not bench.running)
+            self.recommend_button.setEnabled(not bench.running)
+            self._refit_rows()  # the facts of another model: the top's height changes
 
         bench.model_opened.connect(opened)
         bench.plots_cleared.connect(self.clear_run_plots)

@@ -1,5 +1,4 @@
-"""A/B × n, the ceilings and Recommend…: the controls, and the verdict shown large when an
-A/B ends.
+"""A/B × n and the ceilings: the controls, and the verdict shown large when an A/B ends.
 
 It draws the state's A/B banner and ceilings; the pairs, the A/B and the ceilings it is
 asked for are intents the state acts on."""
@@ -24,8 +23,6 @@ TIPS = {
     "readers that are none of modelmon's strategies (the storage's best, filling fresh "
     "memory, sequential, parallel and warm reads, memcpy): the dashed lines, and the bound "
     "each run is held against in the % of bound column.",
-    "recommend": "Search for the best configuration of this model within a budget, answer "
-    "first (Run ▸ Recommend…, Ctrl+E): what to change, its measured gain, the line to paste.",
     "verdict": "The A/B verdict: the median over pairs of the faster side's MB/s over the "
     "other's, the range of the pairs, and how close to that median half of the pairs are "
     "(their noise).",
@@ -35,7 +32,6 @@ TIPS = {
 class CompareBar(QWidget):
     ab_requested = Signal()  # the cache state is A's and B's own Cache setting
     ceilings_requested = Signal()
-    recommend_requested = Signal()
     pairs_changed = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -49,8 +45,6 @@ class CompareBar(QWidget):
         self.ab_button.setToolTip(TIPS["ab"])
         self.ceilings_button = QPushButton("Measure ceilings")
         self.ceilings_button.setToolTip(TIPS["ceilings"])
-        self.recommend_button = QPushButton("Recommend…")
-        self.recommend_button.setToolTip(TIPS["recommend"])
         # The verdict and the ceilings may be long: they wrap onto two lines of the room there
         # is and never widen the window (their whole text is in their tooltips too).
         self.verdict = ElidedLines(2)
@@ -72,12 +66,10 @@ class CompareBar(QWidget):
         layout.addWidget(self.verdict, 3)
         layout.addWidget(self.ceilings_label, 2)
         layout.addWidget(self.ceilings_button)
-        layout.addWidget(self.recommend_button)
         self.pairs.valueChanged.connect(self._name_button)
         self.pairs.valueChanged.connect(self.pairs_changed)
         self.ab_button.clicked.connect(self.ab_requested)
         self.ceilings_button.clicked.connect(self.ceilings_requested)
-        self.recommend_button.clicked.connect(self.recommend_requested)
         self._name_button()
 
     def _name_button(self) -> None:
@@ -87,7 +79,6 @@ class CompareBar(QWidget):
         """Buttons work when a model is open and nothing runs."""
         self.ab_button.setEnabled(ready)
         self.ceilings_button.setEnabled(ready)
-        self.recommend_button.setEnabled(ready)
 
     def set_pairs(self, pairs: int) -> None:
         if pairs != self.pairs.value():

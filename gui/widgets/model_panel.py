@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QWidget
 
 from modelmon.gui.state.model_info import ModelInfo, panel_rows
 from modelmon.gui.theme import current_theme
 from modelmon.gui.widgets.elided_label import ElidedLabel
+
+# Narrower than this, a value beside its title ("Network/FUSE:") has about 120 px and a
+# fact such as "1.08 GB on disk, 1.08 GB of tensors" wraps onto three lines.
+TITLES_BESIDE_MIN_WIDTH = 300
 
 
 class ModelPanel(QGroupBox):
@@ -43,6 +48,7 @@ class ModelPanel(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Model", parent)
         layout = QFormLayout(self)
+        self.form = layout
         layout.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         layout.setVerticalSpacing(3)
@@ -61,6 +67,23 @@ class ModelPanel(QGroupBox):
             layout.addRow(name, value)
             self.values[key] = value
             self.titles[key] = name
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Narrow (beside the configurations in a small window), each title goes above its
+        value: the values take the panel's whole width and wrap onto 2 lines, not 3."""
+        super().resizeEvent(event)
+        wrap = (
+            QFormLayout.RowWrapPolicy.WrapAllRows
+            if event.size().width() < TITLES_BESIDE_MIN_WIDTH
+            else QFormLayout.RowWrapPolicy.DontWrapRows
+        )
+        if self.form.rowWrapPolicy() != wrap:
+            self.form.setRowWrapPolicy(wrap)
+            above = wrap == QFormLayout.RowWrapPolicy.WrapAllRows
+            for title in self.titles.values():  # above its value, a title reads as a heading
+                font = title.font()
+                font.setBold(above)
+                title.setFont(font)
 
     def show_model(self, info: ModelInfo) -> None:
         theme = current_theme()

@@ -53,6 +53,7 @@ from modelmon.gui.state.programs import (
     TIPS as PROGRAM_TIPS,
 )
 from modelmon.gui.theme import current_theme
+from modelmon.gui.widgets.elided_label import ElidedLabel
 from modelmon.gui.widgets.program_editor import ProgramEditor
 
 # One sentence per knob: what it changes in the load.
@@ -135,10 +136,9 @@ class StrategyPanel(QGroupBox):
         self.run_button.setToolTip(
             f"Load the model once with configuration {label} and measure it."
         )
-        self.spec_line = QLabel()
-        self.spec_line.setTextFormat(Qt.TextFormat.PlainText)
-        self.spec_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.spec_line.setWordWrap(True)
+        # The configuration as the command line writes it, on one line: in a small window it
+        # ends in "…" (the whole in its tooltip) rather than take a row of the results.
+        self.spec_line = ElidedLabel()
         self._discard_forced = False
         self._offered: tuple[str, ...] | None = None  # the strategies the open model can use
         self.captions: dict[str, QLabel] = {}
@@ -380,7 +380,7 @@ class StrategyPanel(QGroupBox):
                 f"{TIPS['discard']} Locked on: the model doesn't fit in the RAM available."
             )
         strategy = self.strategy()
-        self.spec_line.setText(
-            strategy if is_program(strategy) else full_spec_text(strategy, self.options())
-        )
+        spec = strategy if is_program(strategy) else full_spec_text(strategy, self.options())
+        self.spec_line.setText(spec)
+        self.spec_line.setToolTip(f"{spec}\n(as the command line's --a and --b take it)")
         self.edited.emit(self.strategy(), self.options())

@@ -8,7 +8,7 @@ scrolling sideways; the workspace scrolls it up and down when the window is shor
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QSizePolicy, QWidget
 
 SPACING = 6
 
@@ -41,6 +41,14 @@ class TopRow(QWidget):
         a, b = self.panels
         for column in range(3):
             self.grid.setColumnStretch(column, 0)
+        # Beside the configurations the facts are as tall as they are and scroll when taller
+        # (their height never makes the row taller: the results' rows would pay for it); under
+        # them, the facts' own height counts.
+        policy = self.facts.sizePolicy()
+        policy.setVerticalPolicy(
+            QSizePolicy.Policy.Preferred if narrow else QSizePolicy.Policy.Ignored
+        )
+        self.facts.setSizePolicy(policy)
         if narrow:
             self.grid.addWidget(a, 0, 0)
             self.grid.addWidget(b, 0, 1)

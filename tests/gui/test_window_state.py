@@ -175,11 +175,11 @@ def test_recommend_is_in_the_run_menu_on_a_key_that_works_from_any_focus(
     assert asked == [DEFAULT_BUDGET_S, DEFAULT_BUDGET_S]
 
 
-def test_recommend_has_a_button_in_sight_beside_the_ab(
+def test_recommend_has_a_button_in_sight_beside_its_tab(
     qtbot, window: MainWindow, small_model: Path, monkeypatch
 ):
     open_model(qtbot, window, small_model)
-    button = window.workspace.compare.recommend_button
+    button = window.workspace.recommend_button
     assert button.isVisible() and button.isEnabled()
     asked: list[float] = []
     monkeypatch.setattr(RecommendDialog, "exec", lambda d: asked.append(d.budget_s()) or 0)

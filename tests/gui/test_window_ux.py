@@ -21,6 +21,7 @@ from modelmon.gui.main_window import MINIMUM_SIZE, MainWindow
 from modelmon.gui.plots.blocks import LABEL_SPACING_PX
 from modelmon.gui.state.results_rows import STATUS
 from modelmon.gui.theme import apply_palette, current_theme
+from modelmon.gui.workspace import RESULT_ROWS
 
 from .conftest import (
     MEDIUM_OPTIONS,
@@ -199,6 +200,28 @@ def test_minimum_size_and_small_windows_scroll_instead_of_overlapping(
         workspace.tabs.setCurrentIndex(index)
         QApplication.processEvents()
         assert plots_whole(window) == [], workspace.tabs.tabText(index)
+
+
+def test_at_1000x700_four_runs_show_and_no_fact_takes_three_lines(
+    qtbot, window: MainWindow, tmp_path: Path
+):
+    """The window of a new user's walk: the model opened into it (from the start page), the
+    facts beside the configurations. The facts scroll at the configurations' height (never
+    making the top taller), each fact on at most two lines; the results show four rows."""
+    model = write_safetensors_model(tmp_path / "sharded", layers=8, hidden=64, vocab=128, shards=4)
+    window.resize(1000, 700)
+    qtbot.waitUntil(lambda: window.height() == 700)
+    open_model(qtbot, window, model)
+    QApplication.processEvents()
+    workspace = window.workspace
+    assert not workspace.top_scroll.widget().narrow  # the facts beside A and B
+    table = workspace.results
+    assert table.viewport().height() >= RESULT_ROWS * table.verticalHeader().defaultSectionSize()
+    panel = workspace.model_panel
+    for key, value in panel.values.items():
+        lines = round(value.height() / value.fontMetrics().lineSpacing())
+        assert lines <= 2, (key, value.text(), lines)
+    assert squeezed(window) == [] and plots_whole(window) == []
 
 
 def test_a_message_never_moves_the_controls(qtbot, window: MainWindow, small_model: Path):
