@@ -209,7 +209,9 @@ class CrashLog:
         mark = folder / str(pid)
         started = time.strftime("%Y-%m-%d %H:%M:%S")
         with contextlib.suppress(OSError):
-            mark.write_text(f"{_boot_id()} {_start_ticks(pid)} {started}\n")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open(mark, flags, 0o600), "w") as out:
+                out.write(f"{_boot_id()} {_start_ticks(pid)} {started}\n")
             self.mark = mark
 
     def _earlier_sessions(self) -> list[str]:
