@@ -171,17 +171,18 @@ NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 def ceiling_label(group: Sequence[tuple[str, float]], fits: Callable[[str], bool]) -> str:
     """The words beside a group of ceiling lines (name, MB/s; the highest line carries
-    them), the longest that ``fits``: names and rates ("sequential 1548 MB/s · storage
-    1354 MB/s"), the rates ("1548 MB/s · 1354 MB/s"), the highest ("1548 MB/s +1"). A
-    number is never cut; the line's tooltip names each ceiling whole."""
-    ranked = sorted(group, key=lambda item: -item[1])
-    rates = [rate_text(mbps) for _, mbps in ranked]
-    if len(ranked) == 1:
-        name = ranked[0][0]
-        forms = [f"{name} ceiling {rates[0]}", f"{name} {rates[0]}", rates[0]]
+    them), the longest that ``fits``: names and rates, ceilings of one rate named together
+    ("storage · sequential 908 MB/s · parallel 950 MB/s"), the rates ("908 · 950 MB/s"), the
+    highest ("950 MB/s +2"). A number is never cut; the line's tooltip names each ceiling."""
+    rates: dict[str, list[str]] = {}  # each rate's text, highest first, and its names
+    for name, mbps in sorted(group, key=lambda item: -item[1]):
+        rates.setdefault(rate_text(mbps), []).append(name)
+    if len(group) == 1:
+        ((rate, (name,)),) = rates.items()
+        forms = [f"{name} ceiling {rate}", f"{name} {rate}", rate]
     else:
-        named = " · ".join(f"{name} {rate}" for (name, _), rate in zip(ranked, rates, strict=True))
-        forms = [named, " · ".join(rates), f"{rates[0]} +{len(rates) - 1}"]
+        named = " · ".join(f"{' · '.join(names)} {rate}" for rate, names in rates.items())
+        forms = [named, " · ".join(rates), f"{next(iter(rates))} +{len(group) - 1}"]
     return next((text for text in forms if fits(text)), forms[-1])
 
 

@@ -187,9 +187,11 @@ def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None)
         return f"{record.seconds:.3f}" if record.seconds is not None else "–"
     if column == MBPS:
         return rate_text(record.mbps, grouped=True) if record.mbps is not None else "–"
-    if column == CEILING_COLUMN:
+    if column == CEILING_COLUMN:  # as a load's: past its bound's spread, no efficiency
         share = ceiling_for(record, ceilings)
-        return f"{share[0]:.0%}" if share is not None else "–"
+        if share is None:
+            return "–"
+        return "above its bound" if above_bound(share, ceilings) else f"{share[0]:.0%}"
     if column == PEAK_RSS:
         return human_bytes(watched.peak_rss) if watched.peak_rss else "–"
     arrived = f"{human_bytes(watched.bytes_read)} arrived"

@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import write_safetensors_model
+from modelmon.core import Ceiling, Ceilings, write_safetensors_model
 from modelmon.gui.main_window import MainWindow
-from modelmon.gui.state.results_rows import MBPS, STATUS
+from modelmon.gui.state.results_rows import CEILING_COLUMN, MBPS, STATUS, cell_text
 from modelmon.gui.widgets.watch_dialog import WatchDialog
 
 from .conftest import empty_home_discovery, open_model, wait_idle
@@ -98,6 +98,10 @@ def test_a_watched_command_fills_the_live_plots_and_the_results(
     assert table.rowCount() == 1
     assert table.cell_text(record, STATUS).startswith(f"ok · {size / 1e6:.2f} MB arrived")
     assert table.cell_text(record, MBPS) != "–"
+    # Held against a bound it outran (a storage ceiling of 1 MB/s), a watch says so as a
+    # load does, never "342 %".
+    slow = Ceilings(str(one_file), (Ceiling("storage", 1.0, (1.0,), "a slow disk", True),))
+    assert cell_text(record, CEILING_COLUMN, slow) == "above its bound"
     assert window.messages.message().startswith(f"{record.spec}: {size / 1e6:.2f} MB")
     assert window.menus.json_action.isEnabled()
     window.show_model_tab(2)  # Disk & page cache: the model's pages as the last look saw them

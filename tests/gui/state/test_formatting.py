@@ -5,7 +5,13 @@ from __future__ import annotations
 import math
 
 from modelmon.core import ABResult, Ceiling, Ceilings, SideSummary, Verdict
-from modelmon.gui.state.formatting import ab_detail_lines, ceilings_text, nice_ceiling, verdict_text
+from modelmon.gui.state.formatting import (
+    ab_detail_lines,
+    ceiling_label,
+    ceilings_text,
+    nice_ceiling,
+    verdict_text,
+)
 
 
 def test_the_verdict_label_is_the_sentence_capitalised():
@@ -74,3 +80,15 @@ def test_a_share_above_its_bound_beyond_the_spread_is_marked_not_shown_as_effici
     assert above_bound((1.16, "storage"), ceilings)
     single = Ceilings("m", (Ceiling("storage", 1000.0, (1000.0,), "sweep", True),))
     assert not above_bound((1.01, "storage"), single) and above_bound((1.03, "storage"), single)
+
+
+def test_a_ceiling_label_names_ceilings_of_one_rate_together_and_never_cuts_a_rate():
+    group = [("storage", 908.0), ("sequential", 908.0), ("parallel", 950.0)]
+    rooms = (99, 20, 5)
+    forms = [ceiling_label(group, lambda text, room=room: len(text) <= room) for room in rooms]
+    assert forms == [
+        "parallel 950 MB/s · storage · sequential 908 MB/s",
+        "950 MB/s · 908 MB/s",
+        "950 MB/s +2",  # the shortest, even when nothing fits
+    ]
+    assert ceiling_label([("memcpy", 12_000.0)], lambda text: True) == "memcpy ceiling 12.0 GB/s"
