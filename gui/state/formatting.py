@@ -182,7 +182,10 @@ def ceiling_label(group: Sequence[tuple[str, float]], fits: Callable[[str], bool
         forms = [f"{name} ceiling {rate}", f"{name} {rate}", rate]
     else:
         named = " · ".join(f"{' · '.join(names)} {rate}" for rate, names in rates.items())
-        forms = [named, " · ".join(rates), f"{next(iter(rates))} +{len(group) - 1}"]
+        numbers = " · ".join(rates)
+        if all(rate.endswith(" MB/s") for rate in rates):  # one unit, said once
+            numbers = " · ".join(rate.removesuffix(" MB/s") for rate in rates) + " MB/s"
+        forms = [named, numbers, f"{next(iter(rates))} +{len(group) - 1}"]
     return next((text for text in forms if fits(text)), forms[-1])
 
 

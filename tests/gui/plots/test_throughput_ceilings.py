@@ -4,6 +4,7 @@ of each other."""
 from __future__ import annotations
 
 import contextlib
+import re
 
 from pytestqt.exceptions import TimeoutError as WaitTimeout
 
@@ -88,7 +89,9 @@ def label_problems(plot: ThroughputPlot) -> list[str]:
         text = line.label.toPlainText()
         if not (area.left() <= box.left() and box.right() <= area.right()):
             problems.append(f"{text!r} past the edge")
-        if f"{line.value():.0f} MB/s" not in text:  # its own line's rate: the group's highest
+        # Its own line's rate (the group's highest), whole, and the unit.
+        whole = re.search(rf"(?<![\d.]){line.value():.0f}(?![\d.])", text)
+        if whole is None or "MB/s" not in text:
             problems.append(f"{text!r} without a whole rate")
         boxes.append((box, text))
     for i, (box, text) in enumerate(boxes):

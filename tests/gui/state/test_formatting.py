@@ -88,7 +88,7 @@ def test_a_ceiling_label_names_ceilings_of_one_rate_together_and_never_cuts_a_ra
     forms = [ceiling_label(group, lambda text, room=room: len(text) <= room) for room in rooms]
     assert forms == [
         "parallel 950 MB/s · storage · sequential 908 MB/s",
-        "950 MB/s · 908 MB/s",
+        "950 · 908 MB/s",
         "950 MB/s +2",  # the shortest, even when nothing fits
     ]
     assert ceiling_label([("memcpy", 12_000.0)], lambda text: True) == "memcpy ceiling 12.0 GB/s"
