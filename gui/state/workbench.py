@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 from modelmon.core import (
     check_memory_limit,
@@ -42,6 +41,7 @@ from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
 from modelmon.gui.state.plot_runs import plot_runs
 from modelmon.gui.state.programs import is_program, loader_error, side_config, spec_error
+from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 from modelmon.gui.state.run_list import JobStatus, RunList
@@ -158,7 +158,7 @@ class Workbench:
             # The window's results change with the model: say where the others went.
             back = f"; {len(kept.records)} of this model's came back" if kept.records else ""
             self.message.emit(
-                f"{kept_runs} run(s) of {Path(previous.path).name} are kept for when it is "
+                f"{kept_runs} run(s) of {recent_label(previous.path)} are kept for when it is "
                 f"opened again{back}.",
                 "info",
             )

@@ -17,6 +17,7 @@ from modelmon.core.limits import DEFAULT_BUDGET_S
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.ceilings_state import storage_key
 from modelmon.gui.state.model_info import gather
+from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 
 from .conftest import SLOW_OPTIONS, empty_home_discovery, open_model, wait_idle, wait_loading
@@ -278,13 +279,16 @@ def test_opening_another_model_says_where_the_runs_went_and_which_came_back(
     open_model(qtbot, window, other)
     assert window.bench.records == []
     said = window.messages.message()
-    assert said == f"1 run(s) of {small_model.name} are kept for when it is opened again.", said
+    # Named with its folder: every sharded model is "model.safetensors.index.json".
+    kept = recent_label(str(small_model))
+    assert said == f"1 run(s) of {kept} are kept for when it is opened again.", said
     window.bench.run("A")
     wait_idle(qtbot, window)
     open_model(qtbot, window, small_model)
     assert len(window.bench.records) == 1  # back with its model, and said so
     assert window.messages.message() == (
-        f"1 run(s) of {other.name} are kept for when it is opened again; 1 of this model's "
+        f"1 run(s) of {recent_label(str(other))} are kept for when it is opened again; 1 of "
+        "this model's "
         "came back."
     )
 
