@@ -56,5 +56,7 @@ def object_candidates(model: Model, fits: bool, ceilings: Ceilings) -> list[Cand
     ]
     unique: dict[str, Candidate] = {}
     for candidate in grid:
-        unique.setdefault(candidate.spec, candidate)
+        kept = unique.setdefault(candidate.spec, candidate)
+        if candidate.role == "baseline":  # the curve's best may be the plain download itself
+            kept.role = "baseline"
     return list(unique.values())

@@ -109,6 +109,7 @@ class Race:
         first: bool = False,
         keep_s: float = 0.0,
         over_s: float = 0.0,
+        at_least_s: float = 0.0,
     ) -> LoadResult | None:
         """One cold run; the completed result (also appended to the candidate) or None.
 
@@ -116,7 +117,8 @@ class Race:
         ``first``: the first run of the search, which runs to the end even past the budget
         (without one completed load there is no answer). ``keep_s``: budget this run must
         leave untouched (kept for the duel). ``over_s``: how far past the deadline this run
-        may end (the pick's evidence runs).
+        may end (the pick's evidence runs). ``at_least_s``: the time its load is given
+        whatever the budget left (the baseline's: the clock's cut, as any entry has).
         """
         self.check_cancel()
         budget_limit = math.inf if first else self.left() + over_s - keep_s - self.overhead_s
@@ -124,10 +126,11 @@ class Race:
         clock_cut = race and self.leader is not None
         if clock_cut and self.leader is not None:
             limit = min(limit, clock_limit(self.leader))
-        limit = max(MIN_LIMIT_S, limit)
+        given = at_least_s > limit
+        limit = max(MIN_LIMIT_S, at_least_s, limit)
         time_limit = None if math.isinf(limit) else limit
         started = time.monotonic()
-        horizon = None if first else self.deadline + over_s - keep_s
+        horizon = None if first else max(self.deadline + over_s - keep_s, started + limit)
         try:
             result, loaded, stop = self._run_once(candidate, time_limit, race, horizon)
         except ReadaheadError as exc:
@@ -172,7 +175,7 @@ class Race:
         elif result.status == "cancelled":
             why = (
                 f"{CUT_FACTOR:g}× the leader's load time"
-                if clock_cut and limit < budget_limit
+                if (clock_cut and limit < budget_limit) or given
                 else "the budget kept for the duel"
                 if keep_s > 0
                 else "the end of the budget"

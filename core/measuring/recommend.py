@@ -9,6 +9,7 @@ holds the search space, its order, and the record of the outcome.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from modelmon.core.errors import LoadError
 from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
+    EVIDENCE_RUNS,
     MAX_SEARCH_WORKERS,
     SEARCH_WIDTH,
     check_budget,
@@ -197,6 +199,36 @@ def _first_pace(model: Model, ceilings: Ceilings) -> float:
     return parallel.wall_s or model.file_bytes / (parallel.mbps * 1e6)
 
 
+def short_budget(
+    left_s: float, pace_s: float, overrun_s: float, loads: int, budget_s: float
+) -> str:
+    """What the budget left after the ceilings (``left_s``) cannot hold, said before the
+    search starts: the ``loads`` every answer rests on (a first load, and the baseline's
+    where it is reserved) at ``pace_s`` each, then the pick's ``EVIDENCE_RUNS``, with the
+    evidence overrun (``overrun_s``) past the budget; "" where it holds them."""
+    if pace_s <= 0:
+        return ""
+    left = max(left_s, 0.0)
+    needed = loads * pace_s
+    which = "a first load and the baseline's" if loads > 1 else "a first load"
+    head = f"{left:.0f} s of the budget are left after the ceilings"
+    if needed > left + overrun_s:
+        return (
+            f"the budget cannot be kept: {head}, and the loads every answer rests on ({which}) "
+            f"take about {needed:.0f} s at the ceilings' pace: the search will end about "
+            f"{needed - left:.0f} s past it"
+        )
+    evidence = needed + (EVIDENCE_RUNS - 1) * pace_s
+    if evidence <= left + overrun_s:
+        return ""
+    ask = math.ceil((budget_s + evidence - left - overrun_s) / 10) * 10
+    fit = f"{which} fit" if needed <= left else f"{which} end up to {overrun_s:.0f} s past it"
+    return (
+        f"{head}: {fit}, but the pick may rest on fewer than {EVIDENCE_RUNS} runs (about "
+        f"{pace_s:.0f} s each); a budget of {ask} s or more holds them"
+    )
+
+
 def recommend(
     model: Model,
     budget_s: float = DEFAULT_BUDGET_S,
@@ -209,6 +241,7 @@ def recommend(
     peers: bool = True,
     ceilings: Ceilings | None = None,
     started: float | None = None,
+    baseline: bool = True,
 ) -> Recommendation:
     """Measure and pick. ``pool`` replaces the built-in search space; ``peers`` False leaves
     other loaders out. ``ceilings``: measured on this model in this session (the window's):
@@ -216,8 +249,11 @@ def recommend(
 
     ``budget_s`` bounds the whole search, counted from ``started`` (``time.monotonic()``;
     default: now), so a command that passes its own start ends near it. The ceilings and a
-    first complete load always run (without them there is no answer), and the pick's runs
-    toward its evidence may overrun by ``EVIDENCE_OVERRUN`` of the budget. Under a
+    first complete load always run (without them there is no answer), and with ``baseline``
+    the baseline's run right after it (what a user runs who changes nothing: the answer's gain
+    is against it; ``search.Search``'s reserve); where the budget cannot hold those, the
+    progress says so before the search starts (``short_budget``). The pick's runs, and the
+    baseline's, may overrun by ``EVIDENCE_OVERRUN`` of the budget. Under a
     ``memory_limit``, ``PROBE_SHARE`` of the budget is kept from the search for the pick's
     runs under smaller limits (``limit_probe``: the smallest limit it holds at).
 
@@ -266,6 +302,10 @@ def recommend(
         memory_limit=memory_limit,
     )
     race.check_cancel()
+    loads = 2 if baseline else 1  # the first load, and the baseline's when it is reserved
+    plan = short_budget(race.left(), race.first_pace_s, race.evidence_overrun_s, loads, budget_s)
+    if plan:
+        say(plan)
     if pool is not None:
         own = pool
     elif remote:
@@ -278,7 +318,8 @@ def recommend(
     order = screening_order(own, rivals)
     paths = [f.path for f in model.files]
     settable = pool is None and not remote and readahead.unavailable(paths) is None
-    best, duel = Search(race, order, facts, readahead_variants(paths) if settable else None).run()
+    variants = readahead_variants(paths) if settable else None
+    best, duel = Search(race, order, facts, variants, reserve=baseline).run()
     if best is None:
         limited = memory_limit is not None and any("memory limit" in c.reason for c in order)
         under = f" under the memory limit of {size_text(memory_limit or 0)}" if limited else ""

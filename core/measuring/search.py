@@ -16,6 +16,12 @@ best meet in duels of alternating pairs that stop as soon as their own noise set
   challenger steps up, and entry resumes as far as the budget allows.
 - End: when nothing more fits, an open duel is judged as it stands (``decide``); the pick is
   brought to ``EVIDENCE_RUNS`` runs, then spare budget buys more runs of it.
+- The baseline (``role == "baseline"``: the format library's own read, a plain download of a
+  bucket: what a user runs who changes nothing) is the one run the answer's gain rests on.
+  With ``reserve``, it enters right after the first run, before the budget is spent on
+  anything else, and its run is not cut by the leader's pace: only the end of the budget
+  (with the evidence overrun) stops it, and never before the clock's cut
+  (``cutoff.clock_limit``), where a racing run would have been stopped too.
 
 ``docs/how-it-measures.md`` states the same in a paragraph, with the reasons for each parameter.
 """
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.measuring.ab import BEYOND_NOISE, Verdict, judge
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.cutoff import clock_limit
 from modelmon.core.measuring.race import Race
 from modelmon.core.system.storage import StorageFacts
 
@@ -172,7 +179,8 @@ class Search:
     """One search on one ``Race``: ``queue`` in screening order; ``variants`` makes, of the
     candidates still in the race (fastest first), the readahead values of the best
     configuration: they join the peers in the queue's rhythm once ``2 × OWN_PER_PEER`` of
-    modelmon's candidates (the grid's first ways of loading) have entered."""
+    modelmon's candidates (the grid's first ways of loading) have entered. ``reserve``: the
+    baseline of the queue enters second, whatever the budget (the module's docstring)."""
 
     def __init__(
         self,
@@ -180,8 +188,10 @@ class Search:
         queue: list[Candidate],
         facts: StorageFacts | None,
         variants: Callable[[list[Candidate]], list[Candidate]] | None = None,
+        reserve: bool = False,
     ) -> None:
         self.race, self.queue, self.facts, self.variants = race, queue, facts, variants
+        self.reserved = next((c for c in queue if c.role == "baseline"), None) if reserve else None
         self.out: list[Candidate] = []  # lost a duel
         self.champion: Candidate | None = None  # won the last settled duel
         self.duel: tuple[Candidate, Candidate] | None = None  # (champion, challenger) in pairs
@@ -275,6 +285,8 @@ class Search:
         waiting = self.waiting(champion)
         if waiting and not any(c.wall_seconds for c in self.queue):
             return waiting[0], 0.0, True
+        if self.reserved is not None and any(c is self.reserved for c in waiting):
+            return self.reserved, 0.0, False
         for candidate in waiting:
             if champion is None:
                 keep = 0.0
@@ -290,8 +302,23 @@ class Search:
 
     def enter(self, candidate: Candidate, keep_s: float, first: bool) -> None:
         """Its entry run, leaving ``keep_s``; ruled out after it where the storage rules it
-        out (measured once, as the failure mode)."""
-        self.race.run(candidate, first=first, keep_s=keep_s)
+        out (measured once, as the failure mode). The reserved baseline runs uncut by the
+        leader's pace, to the end of the budget and its evidence overrun, and at least to the
+        clock's cut."""
+        if candidate is self.reserved and not first:
+            leader = self.race.leader
+            self.race.progress(
+                f"{candidate.spec}: the baseline (what runs when nothing changes), measured "
+                "whatever the budget: the answer's gain is against it"
+            )
+            self.race.run(
+                candidate,
+                race=False,
+                over_s=self.race.evidence_overrun_s,
+                at_least_s=clock_limit(leader) if leader is not None else 0.0,
+            )
+        else:
+            self.race.run(candidate, first=first, keep_s=keep_s)
         why = ruled_out_by(self.facts, candidate)
         if why is not None:
             candidate.ended, candidate.reason = "ruled out", why

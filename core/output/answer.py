@@ -117,6 +117,33 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
     )
 
 
+def _rate_of(candidate: Candidate) -> str:
+    """ "905 MB/s (median of 3 cold runs)", "393 MB/s (1 cold run)": a rate and what it is of."""
+    runs = runs_words(candidate.results)
+    return f"{_rate(candidate)} ({'median of ' if len(candidate.results) > 1 else ''}{runs})"
+
+
+def _against(used: Candidate, other: Candidate) -> str:
+    """ "905 MB/s against 405 MB/s, medians of 3 cold runs each", or each rate with its own
+    runs where they differ ("790 MB/s (median of 3 cold runs) against 393 MB/s (1 cold
+    run)"): a count is never said of both sides when it is one side's."""
+    runs = runs_words(used.results)
+    if runs == runs_words(other.results) and len(used.results) > 1:
+        return f"{_rate(used)} against {_rate(other)}, medians of {runs} each"
+    return f"{_rate_of(used)} against {_rate_of(other)}"
+
+
+def baseline_of(rec: Recommendation) -> Candidate | None:
+    """What a user runs who changes nothing, as the search measured it: the format library's
+    read of a file, a plain download of an object (``role == "baseline"``); completed, or
+    stopped with the rate it stayed under. None where it was not run (a pool without it)."""
+    pool = [
+        c for c in (*rec.ranked, *rec.unranked) if c.role == "baseline" or c.strategy == "library"
+    ]
+    measured = next((c for c in pool if c.results), None)
+    return measured or next((c for c in pool if c.stopped_below_mbps or c.reason), None)
+
+
 def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = None) -> Answer:
     """The one answer of ``rec`` (with the user's loader measured beside it: ``advice``)."""
     general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
@@ -125,10 +152,8 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
     used = rec.used
     # What a user runs who changes nothing: the format library's read of a file, a plain
     # download of an object.
-    library = next(
-        (c for c in rec.ranked if (c.role == "baseline" or c.strategy == "library") and c.results),
-        None,
-    )
+    baseline = baseline_of(rec)
+    library = baseline if baseline is not None and baseline.results else None
     remote = any(file.remote is not None for file in rec.model.files)
     plain = DOWNLOAD if remote else LIBRARY
     if library is used and not remote:
@@ -147,10 +172,7 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
         )
     if library is None:
         return Answer(
-            f"Load with {_how(used)}.",
-            f"It loads at {_rate(used)}, the median of {runs}; {plain} was not measured to "
-            "compare.",
-            _line(general, used),
+            f"Load with {_how(used)}.", _unmeasured(used, baseline, plain), _line(general, used)
         )
     speedup = pick_speedup(used, library) or 0.0
     verdict = library.verdict
@@ -159,12 +181,27 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
         return Answer(
             f"Keep {plain}: nothing measured here is clearly faster.",
             f"modelmon's best, {used.spec}, is {times_text(speedup)} {plain}{paired}: "
-            f"{_rate(used)} against {_rate(library)}, medians of {runs} each.",
+            f"{_against(used, library)}.",
             _line(general, library),
         )
     return Answer(
         f"Load with {_how(used)}.",
-        f"{times_text(speedup)} {plain}{paired}: {_rate(used)} against {_rate(library)}, "
-        f"medians of {runs} each.",
+        f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}.",
         _line(general, used),
     )
+
+
+def _unmeasured(used: Candidate, baseline: Candidate | None, plain: str) -> str:
+    """The gain where the baseline has no completed run: stopped, the bound its rate stayed
+    under (the pick is that many times faster or more); failed, why; else not run."""
+    rate = f"It loads at {_rate(used)}, the median of {runs_words(used.results)}"
+    if baseline is not None and baseline.stopped_below_mbps:
+        bound = baseline.stopped_below_mbps
+        why = baseline.reason.removeprefix("cut early: ")
+        return (
+            f"At least {times_text(used.median_mbps / bound)} {plain}: {_rate_of(used)} "
+            f"against under {bound:.0f} MB/s; its one run was cut: {why}."
+        )
+    if baseline is not None and baseline.ended == "failed":
+        return f"{rate}; {plain} failed here ({baseline.reason.removeprefix('failed: ')})."
+    return f"{rate}; {plain} was not measured to compare."

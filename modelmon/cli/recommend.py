@@ -61,9 +61,10 @@ DEFAULT_NAME = "modelmon.toml"
 BUDGET_HELP = (
     f"how long the whole command may take, from its start to its answer: "
     f"{range_text(MIN_BUDGET_S, MAX_BUDGET_S)} s (default {DEFAULT_BUDGET_S:g}). Every run is "
-    "planned to end within it, but the storage's ceilings and a first complete load always "
-    "run (without them there is no answer: a model one load of which takes longer than the "
-    f"budget takes that long), and the pick's runs toward its evidence may go up to "
+    "planned to end within it, but the storage's ceilings, a first complete load and the "
+    "baseline's (the library's own read, a plain download of a bucket: the answer's gain is "
+    "against it) always run: where the budget cannot hold them, the progress says so before "
+    "the search starts; the pick's runs toward its evidence may go up to "
     f"{EVIDENCE_OVERRUN * 100:.0f}%% over"  # argparse expands %: %% is one
     f". With --loader/--engine, {EVIDENCE_RUNS} cold rounds of your loader, its best change "
     "and modelmon's best always run: where they need more than is left, the progress says "

@@ -92,3 +92,18 @@ def test_recommend_on_a_bucket_writes_a_config_its_load_applies(
     assert chosen.strategy == rec.winner.strategy and chosen.options == rec.winner.options
     result = measure(model, config=path)
     assert result.status == "ok" and result.strategy == rec.winner.strategy
+
+
+def test_a_curve_whose_best_is_the_plain_download_keeps_it_the_baseline(
+    sharded_model: Path,
+) -> None:
+    """One connection of whole-object GETs first on the curve: the first candidate and the
+    plain download are one configuration, still the baseline the answer's gain is against."""
+    from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
+
+    curve = (("1 connection(s), 1024 MiB GETs", 400.0), ("4 connection(s), 16 MiB GETs", 300.0))
+    storage = Ceiling("storage", 400.0, (400.0,), "plain GETs", None, curve=curve)
+    grid = object_candidates(open_model(sharded_model), True, Ceilings("m", (storage,)))
+    assert grid[0].options.threads == 1 and grid[0].options.chunk == 1 << 30
+    assert grid[0].role == "baseline"
+    assert [c.role for c in grid].count("baseline") == 1

@@ -161,3 +161,22 @@ def test_a_slow_bucket_loads_at_kilobytes_a_second_not_at_zero(model: Model):
     rec = record(model, winner=library, ranked=(library,))
     found = answer(rec, "m.toml")
     assert found.gain == "It loads at 9.9 kB/s, the median of 3 cold runs."
+
+
+def test_a_baseline_of_one_run_is_said_as_one_run_beside_the_picks_three(model: Model):
+    library = candidate("library", 393, role="baseline")
+    rec = record(model, winner=BEST, ranked=(BEST, library))
+    assert answer(rec, "m.toml").gain == (
+        f"2.30× {LIBRARY}: 905 MB/s (median of 3 cold runs) against 393 MB/s (1 cold run)."
+    )
+
+
+def test_a_baseline_stopped_by_the_budget_gives_the_bound_it_stayed_under(model: Model):
+    library = candidate("library", role="baseline")
+    library.stopped_below_mbps, library.ended = 300.0, "cut early"
+    library.reason = "cut early: stopped at the time limit of 4.0 s (the end of the budget)"
+    rec = record(model, winner=BEST, ranked=(BEST, library))
+    assert answer(rec, "m.toml").gain == (
+        f"At least 3.02× {LIBRARY}: 905 MB/s (median of 3 cold runs) against under 300 MB/s; "
+        "its one run was cut: stopped at the time limit of 4.0 s (the end of the budget)."
+    )
