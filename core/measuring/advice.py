@@ -1,6 +1,7 @@
-"""``recommend`` with the user's loader: modelmon's search, then the loader as the user runs
-it, each setting of its engine that changes how it reads the weights, and modelmon's best,
-measured in the same cold rounds (``loader_rounds``). The advice leads with the best thing
+"""``recommend`` with the user's loader: the loader as the user runs it, each setting of its
+engine that changes how it reads the weights, and modelmon's best, measured in the same cold
+rounds (``loader_rounds``), planned from the loader's first run (``loader_plan``) so that
+modelmon's search has what they leave of the budget. The advice leads with the best thing
 the user can change in their loader, and its gain over the loader as it is.
 
 The loader is a command (``cmd: ...``, the user's own program) or an engine (``engine:
@@ -14,6 +15,7 @@ in for by the engine that reads the same files, and its snippet says so.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import threading
 import time
@@ -21,21 +23,34 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core.configuration import Command, ProgramConfig, parse_engine, parse_program
+from modelmon.core.configuration import ProgramConfig, parse_engine, parse_program
 from modelmon.core.errors import OptionsError
-from modelmon.core.limits import EVIDENCE_RUNS, MIN_BUDGET_S
-from modelmon.core.loaders.engine import Engine
-from modelmon.core.loaders.registry import engine_for_loader, get_engine
+from modelmon.core.limits import EVIDENCE_RUNS
+from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.loader_rounds import Entry, LoaderRounds, best_change
-from modelmon.core.measuring.recommend import Recommendation, recommend
+from modelmon.core.measuring.loader_plan import (
+    LoaderPlan,
+    first_round,
+    modelmon_pace,
+    short_budget,
+)
+from modelmon.core.measuring.loader_rounds import Entry, best_change
+from modelmon.core.measuring.recommend import (
+    BudgetUse,
+    Recommendation,
+    checked,
+    first_pace,
+    recommend,
+    search_ceilings,
+)
 from modelmon.core.measuring.search import clearly_faster
 from modelmon.core.model.records import Model
-from modelmon.core.system import readahead
+from modelmon.core.system.memory import memory_facts
 from modelmon.core.watching.result import WatchResult
 
-LOADER_SHARE = 0.5  # of the budget: the loader's rounds (modelmon's search has the rest)
-READAHEAD_TRIED_KIB = (1024, 4096, 16384)  # the device's readahead tried on the loader
+# The most of the budget modelmon's search takes: the loader's rounds have the rest, and at
+# least what they were planned to need at the loader's measured pace (``loader_plan``).
+LOADER_SHARE = 0.5
 Progress = Callable[[str], None]
 
 
@@ -104,98 +119,14 @@ def loader_config(
     return config
 
 
-def _stand_in(config: ProgramConfig) -> tuple[ProgramConfig, str | None]:
-    """An engine that cannot run here is measured as the engine that stands for it."""
-    if config.engine is None:
-        return config, None
-    engine = get_engine(config.engine)
-    if engine.stand_in is None:
-        return config, None
-    stand = ProgramConfig("engine", engine=engine.stand_in, readahead=config.readahead)
-    return stand.with_knobs(dict(config.knobs)), engine.name
-
-
-def _candidate(program: ProgramConfig, role: str) -> Candidate:
-    return Candidate(program, role=role)
-
-
-def _changes(
-    loader: ProgramConfig, engine: Engine | None, as_is: Entry, features: dict[str, Any]
-) -> tuple[list[Entry], Entry | None]:
-    """The changes to try, each against its baseline; and the engine as it is, when its
-    argument knobs are tried beside a command (their baseline)."""
-    changes: list[Entry] = []
-    engine_as_is: Entry | None = None
-    if engine is None:
-        return changes, None
-    if loader.kind == "engine":
-        for settings in engine.variants(loader.settings):
-            if all(value in features.get(name, [value]) for name, value in settings.items()):
-                change = _candidate(loader.with_knobs(settings), "a change of your loader")
-                changes.append(Entry(change, as_is, essential=True))
-        return changes, None
-    defaults = engine.defaults()
-    words = loader.command_words
-    assert words is not None
-    for knob in engine.knobs:
-        if knob.environment and knob.tried:
-            for value in knob.values[1:]:
-                env = (*words.env, (knob.name, value))
-                program = ProgramConfig("cmd", Command(words.argv, env), readahead=loader.readahead)
-                change = _candidate(program, "a change of your loader")
-                changes.append(Entry(change, as_is, essential=True))
-    arguments = [k for k in engine.knobs if not k.environment and k.tried]
-    if arguments and engine.unavailable() is None:
-        plain = ProgramConfig("engine", engine=engine.name)
-        plain_as_is = _candidate(plain, f"{engine.label} as it is")
-        engine_as_is = Entry(plain_as_is, as_is, essential=True)
-        for knob in arguments:
-            for value in knob.values[1:]:
-                program = plain.with_knobs({**defaults, knob.name: value})
-                change = _candidate(program, f"a setting of {engine.label}")
-                changes.append(Entry(change, engine_as_is, essential=True))
-    return changes, engine_as_is
-
-
-def _readahead_changes(loader: ProgramConfig, model: Model, as_is: Entry) -> list[Entry]:
-    paths = [f.path for f in model.files]
-    if loader.readahead is not None or readahead.unavailable(paths) is not None:
-        return []
-    knob = readahead.locate(paths[0])
-    current = knob.read_kb() if knob is not None else None
-    return [
-        Entry(_candidate(loader.with_readahead(kib), "the device's readahead"), as_is)
-        for kib in READAHEAD_TRIED_KIB
-        if kib != current
-    ]
-
-
-def advise(
-    model: Model,
-    loader: ProgramConfig,
-    rec: Recommendation,
-    deadline: float,
-    *,
-    engine: str | None = None,
-    path: str | None = None,
-    say: Progress = lambda _: None,
-    cancel: threading.Event | None = None,
-) -> LoaderAdvice:
-    """The loader's rounds, to ``deadline`` (``time.monotonic``) and past it for evidence."""
-    measured, for_engine = _stand_in(loader)
-    rounds = LoaderRounds(model, path or model.path, deadline, say, cancel)
-    as_is = Entry(_candidate(measured, "your loader"), essential=True)
+def advise(plan: LoaderPlan, rec: Recommendation, say: Progress = lambda _: None) -> LoaderAdvice:
+    """The rest of the loader's rounds after its first run (``plan``): each change once and
+    modelmon's best (``rec``'s), then the finalists' evidence rounds, to the rounds'
+    deadline and past it for the evidence."""
+    rounds, as_is, notes = plan.rounds, plan.as_is, plan.notes
+    changes, engine_as_is = plan.changes, plan.engine_as_is
     best = Entry(Candidate(rec.winner.config, role="modelmon's best"))
     best.baseline, best.essential = as_is, True
-    say(f"your loader as it is: {measured.spec}")
-    rounds.run(as_is)
-    chosen, found = _engine_of(measured, engine, as_is.watch)
-    notes: list[str] = []
-    if chosen is not None and chosen.unavailable() is not None and measured.kind == "cmd":
-        notes.append(f"{chosen.label}'s own settings were not measured: {chosen.unavailable()}")
-    features = dict(as_is.own["features"]) if as_is.own and "features" in as_is.own else {}
-    changes, engine_as_is = _changes(measured, chosen, as_is, features)
-    changes += _readahead_changes(measured, model, as_is)
     first = [e for e in (engine_as_is,) if e is not None]
     keep = (EVIDENCE_RUNS - 1) * 3 * max(rounds.pace(as_is), 1.0)
     if as_is.candidate.results:
@@ -226,11 +157,12 @@ def advise(
     ordered = sorted(
         [*first, *changes], key=lambda e: (e.candidate.results != [], e.gain() or 0.0), reverse=True
     )
+    chosen = plan.engine
     return LoaderAdvice(
         loader=as_is.candidate,
         engine=chosen.name if chosen is not None else None,
-        engine_found=found,
-        for_engine=for_engine,
+        engine_found=plan.found,
+        for_engine=plan.for_engine,
         changes=tuple(e.candidate for e in ordered),
         baselines={e.spec: e.baseline.spec for e in [*first, *changes, best] if e.baseline},
         pick=pick,
@@ -239,20 +171,6 @@ def advise(
         watch=as_is.watch,
         notes=tuple(notes),
     )
-
-
-def _engine_of(
-    loader: ProgramConfig, given: str | None, watch: WatchResult | None
-) -> tuple[Engine | None, str]:
-    if loader.engine is not None:
-        return get_engine(loader.engine), "given"
-    if given is not None:
-        return get_engine(parse_engine(given).engine or ""), "given"
-    if watch is not None:
-        engine = engine_for_loader(watch.loader.key)
-        if engine is not None:
-            return engine, "recognised by the watch"
-    return None, ""
 
 
 def recommend_with_loader(
@@ -267,23 +185,56 @@ def recommend_with_loader(
     started: float | None = None,
     **options: Any,
 ) -> LoaderRecommendation:
-    """``recommend`` (``options`` are its own) on part of the budget, then the loader's
-    rounds (``LOADER_SHARE`` of it, and more for the evidence). Arguments are checked first."""
+    """``recommend`` (``options`` are its own) and the loader's rounds in one budget: the
+    ceilings, the loader as it is once (``loader_plan.first_round``), then modelmon's search
+    on what the rest of the rounds leave (``LOADER_SHARE`` of the budget at most), then the
+    rounds. Where the budget cannot hold the search's first load beside the rounds, the
+    progress says so before the search starts. Arguments are checked first."""
     say = progress or (lambda _: None)
     started = time.monotonic() if started is None else started
     config = loader_config(loader, engine, model, path)
-    search_s = max(MIN_BUDGET_S, budget_s * (1 - LOADER_SHARE))
-    rec = recommend(model, search_s, progress=say, cancel=cancel, started=started, **options)
-    if rec.streaming:
+    limit, workers = options.get("memory_limit"), options.get("workers")
+    budget_s, parallel = checked(budget_s, limit, workers)
+    usable = memory_facts().usable if limit is None else limit
+    if model.total_bytes > usable:
+        rec = recommend(model, budget_s, progress=say, cancel=cancel, started=started, **options)
         note = (
             "your loader keeps the whole model in memory, and it does not fit in the RAM "
             "allowed: it was not measured"
         )
         return LoaderRecommendation(rec, None, note)
-    deadline = started + max(budget_s, search_s)
+    known = options.pop("ceilings", None)
+    ceilings = search_ceilings(model, known, parallel, say, cancel)
+    deadline = started + budget_s
     given = engine if loader is not None else None
-    advice = advise(model, config, rec, deadline, engine=given, path=path, say=say, cancel=cancel)
-    return LoaderRecommendation(rec, advice)
+    plan = first_round(model, config, deadline, engine=given, path=path, say=say, cancel=cancel)
+    now = time.monotonic()
+    first_s = first_pace(model, ceilings)
+    rounds_s, runs = plan.rest_of_rounds(modelmon_pace(model, first_s, plan))
+    search_end = min(started + budget_s * (1 - LOADER_SHARE), deadline - rounds_s)
+    too_short = short_budget(plan, deadline - now, first_s, rounds_s, runs, now - started)
+    if too_short:
+        say(too_short)
+    # The search's first load always runs; a budget that holds nothing more gives it none.
+    search_s = max(search_end - now, 0.001)
+    rec = recommend(
+        model,
+        search_s,
+        progress=say,
+        cancel=cancel,
+        started=now,
+        ceilings=ceilings,
+        baseline=False,  # the loader as it is is the answer's baseline
+        planned=True,
+        **options,
+    )
+    advice = advise(plan, rec, say)
+    budget = BudgetUse(
+        given_s=budget_s,
+        elapsed_s=time.monotonic() - started,
+        unmeasured_s=rec.budget.unmeasured_s,
+    )
+    return LoaderRecommendation(dataclasses.replace(rec, budget=budget), advice)
 
 
 def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:

@@ -190,7 +190,7 @@ def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:
 NEEDED_CEILINGS = ("sequential_read", "parallel_read", "storage", "memory_fill", "memcpy")
 
 
-def _first_pace(model: Model, ceilings: Ceilings) -> float:
+def first_pace(model: Model, ceilings: Ceilings) -> float:
     """A run's wall time before any candidate ran: the parallel-read ceiling's (whose wall
     time includes starting its workers), else its bytes at its rate."""
     parallel = ceilings.get("parallel_read")
@@ -229,6 +229,50 @@ def short_budget(
     )
 
 
+def checked(budget_s: float, memory_limit: int | None, workers: int | None) -> tuple[float, int]:
+    """The budget, refused where out of range, and the parallelism to search at (the widest
+    candidate runs ``SEARCH_WIDTH`` × it: a machine with more CPUs than that allows searches
+    at the most it allows); the memory limit and the workers checked too."""
+    budget_s = check_budget(budget_s)
+    if memory_limit is not None:
+        check_memory_limit(memory_limit)
+    if workers is not None:
+        check_whole("workers", workers, 1, MAX_SEARCH_WORKERS)
+    return budget_s, workers or min(default_parallelism(), MAX_SEARCH_WORKERS)
+
+
+def search_ceilings(
+    model: Model,
+    known: Ceilings | None,
+    parallel: int,
+    say: Progress,
+    cancel: threading.Event | None,
+) -> Ceilings:
+    """The ceilings a search needs (``NEEDED_CEILINGS``): ``known``'s, and those it lacks
+    measured now (said first)."""
+    known = known if known is not None else Ceilings(model.path, ())
+    missing = tuple(name for name in NEEDED_CEILINGS if known.get(name) is None)
+    remote = any(file.remote is not None for file in model.files)
+    if not missing:
+        say("using the ceilings already measured on this model")
+        return known
+    if remote:
+        say(
+            "measuring the ceilings of this bucket and memory (the curve of plain GETs: "
+            "connections × part sizes; filling fresh memory, memcpy)"
+        )
+    else:
+        # A file in RAM (tmpfs) cannot be made cold: its reads are not called cold.
+        cold = "" if storage_facts(model.files[0].path).fs_type in RAM_FS_TYPES else "cold "
+        say(
+            f"measuring the ceilings of this storage and memory ({cold}plain reads, "
+            "filling fresh memory, memcpy)"
+        )
+    return known.merged(
+        measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
+    )
+
+
 def recommend(
     model: Model,
     budget_s: float = DEFAULT_BUDGET_S,
@@ -242,6 +286,7 @@ def recommend(
     ceilings: Ceilings | None = None,
     started: float | None = None,
     baseline: bool = True,
+    planned: bool = False,
 ) -> Recommendation:
     """Measure and pick. ``pool`` replaces the built-in search space; ``peers`` False leaves
     other loaders out. ``ceilings``: measured on this model in this session (the window's):
@@ -256,46 +301,25 @@ def recommend(
     baseline's, may overrun by ``EVIDENCE_OVERRUN`` of the budget. Under a
     ``memory_limit``, ``PROBE_SHARE`` of the budget is kept from the search for the pick's
     runs under smaller limits (``limit_probe``: the smallest limit it holds at).
+    ``planned``: the caller measured the ceilings and said what its budget holds
+    (``advice.recommend_with_loader``), so neither is said again.
 
     The arguments are checked before anything is measured (``core.limits``)."""
     say = progress or (lambda _: None)
     started = time.monotonic() if started is None else started
-    budget_s = check_budget(budget_s)
+    budget_s, parallel = checked(budget_s, memory_limit, workers)
     remote = any(file.remote is not None for file in model.files)
-    if memory_limit is not None:
-        check_memory_limit(memory_limit)
-    if workers is not None:
-        check_whole("workers", workers, 1, MAX_SEARCH_WORKERS)
     usable = memory_facts().usable if memory_limit is None else memory_limit
     fits = model.total_bytes <= usable
-    # The widest candidate runs SEARCH_WIDTH × this: a machine with more CPUs than that
-    # allows searches at the most it allows.
-    parallel = workers or min(default_parallelism(), MAX_SEARCH_WORKERS)
     facts = None if remote else storage_facts(model.files[0].path)
-    known = ceilings if ceilings is not None else Ceilings(model.path, ())
-    missing = tuple(name for name in NEEDED_CEILINGS if known.get(name) is None)
-    if missing and facts is None:
-        say(
-            "measuring the ceilings of this bucket and memory (the curve of plain GETs: "
-            "connections × part sizes; filling fresh memory, memcpy)"
-        )
-    elif missing and facts is not None:
-        # A file in RAM (tmpfs) cannot be made cold: its reads are not called cold.
-        cold = "" if facts.fs_type in RAM_FS_TYPES else "cold "
-        say(
-            f"measuring the ceilings of this storage and memory ({cold}plain reads, "
-            "filling fresh memory, memcpy)"
-        )
-    else:
-        say("using the ceilings already measured on this model in this session")
-    ceilings = known.merged(
-        measure_ceilings(model, missing, repeats=1, workers=parallel, cancel=cancel)
+    ceilings = search_ceilings(
+        model, ceilings, parallel, (lambda _: None) if planned else say, cancel
     )
     probe_s = 0.0 if memory_limit is None else PROBE_SHARE * budget_s
     race = Race(
         model,
         started + budget_s - probe_s,
-        _first_pace(model, ceilings),
+        first_pace(model, ceilings),
         say,
         cancel,
         evidence_overrun_s=EVIDENCE_OVERRUN * budget_s,
@@ -304,7 +328,7 @@ def recommend(
     race.check_cancel()
     loads = 2 if baseline else 1  # the first load, and the baseline's when it is reserved
     plan = short_budget(race.left(), race.first_pace_s, race.evidence_overrun_s, loads, budget_s)
-    if plan:
+    if plan and not planned:
         say(plan)
     if pool is not None:
         own = pool
