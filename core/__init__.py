@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     from modelmon.core.model.references import HF_SCHEME, HF_SYNTAX, OLLAMA_SCHEME, OLLAMA_SYNTAX
     from modelmon.core.model.synth import encode_safetensors_header, write_safetensors_model
     from modelmon.core.model.synth_gguf import write_gguf_model
-    from modelmon.core.output.answer import Answer, answer, answered
+    from modelmon.core.output.answer import Answer, answer, answered, as_told
     from modelmon.core.output.comparison import pick_speedup, shared_fd_caveat, times_text
     from modelmon.core.output.config import build_document, recommendation_document, write_config
     from modelmon.core.output.config import render as render_config
@@ -303,7 +303,7 @@ _EXPORTS = (
     ("modelmon.core.output.explain", "explain"),
     ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text"),
     ("modelmon.core.output.snippets", "snippets"),
-    ("modelmon.core.output.answer", "answer answered Answer"),
+    ("modelmon.core.output.answer", "answer answered as_told Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
     ("modelmon.core.units", "human_bytes rate_text rate_span_text"),
 )

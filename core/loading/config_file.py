@@ -110,7 +110,7 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     },
     "evidence": {
         "runs": (_count, "a run count"),
-        "cache": (_str, "cold or warm"),
+        "cache": (_str, "cold, warm, or the state runs that could not be made cold started from"),
         "median_mbps": (_number, "MB/s"),
         "min_mbps": (_number, "MB/s"),
         "max_mbps": (_number, "MB/s"),

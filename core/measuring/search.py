@@ -308,8 +308,8 @@ class Search:
         if candidate is self.reserved and not first:
             leader = self.race.leader
             self.race.progress(
-                f"{candidate.spec}: the baseline (what runs when nothing changes), measured "
-                "whatever the budget: the answer's gain is against it"
+                f"{candidate.spec}: the baseline (what runs when nothing changes), measured in "
+                "every search and not cut by the leader: the answer's gain is against it"
             )
             self.race.run(
                 candidate,

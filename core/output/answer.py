@@ -5,6 +5,7 @@ candidate's own median, as everywhere else."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,39 @@ class Answer:
         if self.paste is not None:
             out.append(f"Paste ({self.paste.tool}): {self.paste.text}")
         return out
+
+
+def as_told(rec: Recommendation, advice: LoaderAdvice | None = None) -> Recommendation:
+    """The recommendation as its answer tells it, the one record every part of a config file
+    and every word about it is made from. Where the user's loader's rounds ran modelmon's
+    best, those runs (paired with the loader's: the answer's figure) are its evidence, not
+    the search's entry runs of the same configuration: otherwise ``[evidence]`` said 1 run at
+    1,748 MB/s and ``[recommendation]`` 3 runs at 1,875 MB/s of one configuration."""
+    if advice is None or not advice.modelmon.results or advice.modelmon.config != rec.winner.config:
+        return rec
+    winner = rec.winner
+    rounds = dataclasses.replace(
+        winner,
+        results=list(advice.modelmon.results),
+        wall_seconds=[],
+        ended="finished",
+        reason="",
+        stopped_below_mbps=None,
+    )
+
+    def told(candidate: Candidate) -> Candidate:
+        return rounds if candidate is winner else candidate
+
+    duel = rec.duel
+    if duel is not None and duel.other is winner:
+        duel = dataclasses.replace(duel, other=rounds)
+    return dataclasses.replace(
+        rec,
+        winner=rounds,
+        ranked=tuple(told(c) for c in rec.ranked),
+        pick=None if rec.pick is None or rec.pick is winner else rec.pick,
+        duel=duel,
+    )
 
 
 def _rate(candidate: Candidate) -> str:

@@ -20,16 +20,17 @@ from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
-from modelmon.core.output.answer import answered
+from modelmon.core.output.answer import answered, as_told
 from modelmon.core.output.explain import explain
 from modelmon.core.output.json import redacted
 from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.outputs import check_output
-from modelmon.core.system.storage import storage_facts
+from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
 from modelmon.core.units import rate_text
 
 if TYPE_CHECKING:
+    from modelmon.core.loading.result import LoadResult
     from modelmon.core.measuring.advice import LoaderAdvice
     from modelmon.core.measuring.candidate import Candidate
     from modelmon.core.measuring.ceiling_records import Ceilings
@@ -119,12 +120,11 @@ def build_document(
     ceiling_items = ceilings.items if ceilings is not None else ()
     evidence: dict[str, Any] = {
         "runs": len(runs),
-        "cache": cache,
+        **cache_evidence(model, runs, cache),
         "median_mbps": round(winner.median_mbps, 1),
         "min_mbps": round(min(r.mbps for r in runs), 1),
         "max_mbps": round(max(r.mbps for r in runs), 1),
         "median_seconds": round(sorted(r.seconds for r in runs)[len(runs) // 2], 4),
-        "all_runs_verified": all(r.cache.warm if cache == "warm" else r.cache.cold for r in runs),
         "ceilings_mbps": {c.name: round(c.mbps, 1) for c in ceiling_items},
     }
     if budget_s is not None:
@@ -182,6 +182,28 @@ def build_document(
             **({"apply": matched} if matched else {}),
         },
     }
+
+
+# [evidence] cache where no run could start cold: nothing of a bucket is cached on this
+# machine, and a file in RAM (tmpfs) cannot be dropped from it. Never called cold.
+NOTHING_CACHED = "none: object storage, nothing of it cached on this machine"
+IN_RAM = "in RAM: the file lives in memory (tmpfs) and cannot be made cold"
+
+
+def cache_evidence(model: Model, runs: Sequence[LoadResult], asked: str) -> dict[str, Any]:
+    """[evidence]'s ``cache`` and ``all_runs_verified`` of ``runs`` of ``model`` that asked
+    for ``asked`` (cold or warm): the state asked for where the runs could start from it,
+    with whether every one was verified to; else what they started from, with nothing to
+    verify (a bucket's) or unverified (a file in RAM): a state never reached is never named."""
+    if runs and all(r.cache.nothing_local for r in runs):
+        return {"cache": NOTHING_CACHED}
+    in_ram = model.files[0].remote is None and storage_facts(model.files[0].path).fs_type in (
+        RAM_FS_TYPES
+    )
+    if asked == "cold" and in_ram:
+        return {"cache": IN_RAM, "all_runs_verified": False}
+    verified = all(r.cache.warm if asked == "warm" else r.cache.cold for r in runs)
+    return {"cache": asked, "all_runs_verified": verified}
 
 
 def bound_evidence(ceilings: Ceilings, winner: Candidate) -> dict[str, Any]:
@@ -242,6 +264,19 @@ KEEP_UNVERIFIED_COMMENT = (
     "{cache}\n# cache and did not always start from one (all_runs_verified = false): its "
     "figures\n# {missed}."
 )
+# The same where no run could start from a state asked for: a bucket's, a file in RAM's.
+KEEP_STATE_COMMENTS = {
+    NOTHING_CACHED: (
+        "# keep: a load leaves the page cache as it finds it. The evidence below was measured "
+        "with\n# nothing of the model cached on this machine (object storage): expect its "
+        "figures on a fresh start."
+    ),
+    IN_RAM: (
+        "# keep: a load leaves the page cache as it finds it. The evidence below was measured "
+        "on a\n# file that lives in RAM (tmpfs), which cannot be made cold: its figures are of "
+        "pages\n# already in memory, as every load of that file is."
+    ),
+}
 APPLY_COMMENT = (
     "# Each value is pasted as it is; what measured it (or that nothing did) is in "
     "[apply_evidence]."
@@ -266,7 +301,9 @@ def render(document: Mapping[str, Any]) -> str:
             section = line.strip()
         if section == "[recommended]" and line == 'cache = "keep"' and evidence_cache:
             missed = MISSED.get(evidence_cache, "are not those of that state")
-            lines.extend(comment.format(cache=evidence_cache, missed=missed).splitlines())
+            said = KEEP_STATE_COMMENTS.get(evidence_cache)
+            said = said or comment.format(cache=evidence_cache, missed=missed)
+            lines.extend(said.splitlines())
         if line == "[apply]":
             lines.append(APPLY_COMMENT)
         if section == "[apply]" and picked and line.split("=", 1)[0].strip(' "') == picked:
@@ -294,6 +331,7 @@ def recommendation_document(
         superseded,
     )
 
+    rec = as_told(rec, advice)  # one record: the answer's figures in every section
     lead = loader_explanation(advice) if advice is not None else []
     lead += [loader_note] if loader_note else []
     document = build_document(

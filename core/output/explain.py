@@ -24,6 +24,7 @@ from modelmon.core.output.run_words import all_cold, runs_words
 from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
 from modelmon.core.system.memory_limit import ram_text, size_text
+from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
 from modelmon.core.units import human_bytes, rate_span_text, rate_text
 
 if TYPE_CHECKING:
@@ -60,6 +61,14 @@ def _not_cold(rec: Recommendation) -> list[str]:
     missed = [result for result in results if not result.cache.cold]
     if not missed:
         return []
+    files = rec.model.files
+    if files and files[0].remote is None:
+        fs_type = (rec.storage or storage_facts(files[0].path)).fs_type
+        if fs_type in RAM_FS_TYPES:  # no run starts cold there: cold is not said of one
+            return [
+                f"The model's files live in RAM ({fs_type}): nothing can drop them from "
+                "memory, so every rate here includes pages that were already in RAM."
+            ]
     why = next((result.cache.note for result in missed if result.cache.note), "")
     because = f" ({why})" if why else ""
     if len(missed) < len(results):

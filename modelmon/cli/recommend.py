@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.progress import progress_bars
     from modelmon.core import (
         answer,
+        as_told,
         check_output,
         open_model,
         recommend,
@@ -248,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
             return fail("cancelled", ExitCode.CANCELLED)
     if cancel.is_set():
         return fail("cancelled", ExitCode.CANCELLED)
+    rec = as_told(rec, advice)  # the one record the answer, the file and the memory line tell
     if args.output is None:
         # Picked again: another run may have taken the name while this one measured.
         with contextlib.suppress(ModelmonError):

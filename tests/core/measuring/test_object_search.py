@@ -5,6 +5,7 @@ bucket, and writes a config that a load of the bucket applies."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -88,6 +89,11 @@ def test_recommend_on_a_bucket_writes_a_config_its_load_applies(
     assert any("reads files, not objects" in line for line in rec.absent_peers)
     path = write_config(tmp_path / "modelmon.toml", recommendation_document(rec, "modelmon.toml"))
     assert SECRET_KEY not in path.read_text()
+    # Nor in its config file: its evidence started from nothing cached here, never "cold".
+    assert "cold" not in path.read_text().lower()
+    evidence = tomllib.loads(path.read_text())["evidence"]
+    assert evidence["cache"].startswith("none: object storage")
+    assert "all_runs_verified" not in evidence  # nothing to verify
     chosen = apply_config(path, model)
     assert chosen.strategy == rec.winner.strategy and chosen.options == rec.winner.options
     result = measure(model, config=path)

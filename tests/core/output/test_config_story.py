@@ -1,0 +1,93 @@
+"""A config file tells one story: its sections are made from one record of the answer, so that
+the figures, the run counts and the verification of a configuration agree everywhere."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modelmon.core import judge
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.model.formats import open_model
+from modelmon.core.model.records import Model
+from modelmon.core.output.config import recommendation_document, render
+from modelmon.core.system.cache import CacheState
+
+from ..measuring.records import advice, candidate, engine_run
+from .test_explain import record
+
+# The lead's case: the search ran modelmon's best once (1,748 MB/s), the rounds beside the
+# user's loader three times (median 1,875 MB/s) and paired them with the loader's.
+SEARCHED = candidate("sequential", 1748, workers=4, chunk=16 << 20)
+IN_ROUNDS = dataclasses.replace(
+    candidate("sequential", 1700, 1875, 1910, workers=4, chunk=16 << 20),
+    verdict=judge([2.1, 2.0, 2.2]),
+)
+LOADER = engine_run("safetensors", 860, 871, 880)
+
+
+@pytest.fixture
+def model(sharded_model: Path) -> Model:
+    return open_model(sharded_model)
+
+
+def written(model: Model, rounds: Candidate) -> tuple[dict[str, Any], str]:
+    rec = record(model, winner=SEARCHED, ranked=(SEARCHED,))
+    told = advice(LOADER, "safetensors", (), None, rounds)
+    text = render(recommendation_document(rec, "/abs/m.toml", advice=told))
+    return tomllib.loads(text), text
+
+
+def one_story(document: dict[str, Any]) -> None:
+    """Every section's figures of the configuration the file holds agree."""
+    evidence, told = document["evidence"], document["recommendation"]
+    median, runs = evidence["median_mbps"], evidence["runs"]
+    if told["in_config"]:
+        assert (told["median_mbps"], told["runs"]) == (median, runs)
+    best = next(line for line in document["explanation"] if line.startswith("Best: "))
+    assert f" at {median:.0f} MB/s (median of {runs} " in best, best
+    assert not any("fitted the budget" in line for line in document["explanation"])
+    loader = document.get("loader")
+    if loader is not None:
+        assert (loader["modelmon_mbps"], loader["modelmon_runs"]) == (median, runs)
+    assert f"{median:.0f} MB/s, {runs} runs" in document["apply_evidence"]["modelmon"]
+    unverified = [line for line in document["explanation"] if "verified cold" in line]
+    assert bool(unverified) == (not evidence["all_runs_verified"]), unverified
+
+
+def test_the_rounds_beside_the_loader_are_the_evidence_everywhere(model: Model) -> None:
+    document, text = written(model, IN_ROUNDS)
+    one_story(document)
+    assert document["evidence"]["runs"] == 3 and document["evidence"]["median_mbps"] == 1875.0
+    assert "1748" not in text  # the search's one entry run is no figure of the file's
+
+
+def test_rounds_not_verified_cold_are_said_so_in_every_section(model: Model) -> None:
+    unseen = CacheState("cold", 0.4, 1.0, False, False, "cachestat", "pages were mapped")
+    rounds = dataclasses.replace(
+        IN_ROUNDS, results=[dataclasses.replace(r, cache=unseen) for r in IN_ROUNDS.results]
+    )
+    document, text = written(model, rounds)
+    one_story(document)
+    assert document["evidence"]["all_runs_verified"] is False
+    assert "measured from a\n# verified cold cache" not in text
+
+
+def test_a_file_in_ram_is_never_said_to_be_measured_from_a_cold_cache(
+    model_without_readahead: Path,
+) -> None:
+    """tmpfs: its runs asked for a cold cache that a file in RAM cannot be put in."""
+    in_ram = open_model(model_without_readahead)
+    stuck = CacheState("cold", 1.0, 1.0, False, False, "cachestat", "the file lives in RAM")
+    best = candidate("sequential", 3000, 3100, 3050, workers=4)
+    best.results[:] = [dataclasses.replace(r, cache=stuck) for r in best.results]
+    rec = record(in_ram, winner=best, ranked=(best,))
+    text = render(recommendation_document(rec, "/abs/m.toml"))
+    evidence = tomllib.loads(text)["evidence"]
+    assert evidence["cache"].startswith("in RAM") and evidence["all_runs_verified"] is False
+    assert "file that lives in RAM (tmpfs), which cannot be made cold" in text
+    assert "asked for a cold" not in text and "verified cold cache" not in text
