@@ -16,7 +16,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.output.comparison import times_text
 from modelmon.core.output.explain import permanent_readahead
 from modelmon.core.output.run_words import runs_words
-from modelmon.core.output.snippets import Snippet
+from modelmon.core.output.snippets import OWN_TOOLS, Snippet
 from modelmon.core.units import rate_span_text, rate_text
 
 
@@ -192,7 +192,7 @@ def in_loader_rounds(lines: list[Snippet], advice: LoaderAdvice) -> list[Snippet
             mbps=best.median_mbps,
             runs=len(best.results),
         )
-        if line.tool == "modelmon" and line.measured_as == best.spec
+        if line.tool in OWN_TOOLS and line.measured_as == best.spec
         else line
         for line in lines
     ]

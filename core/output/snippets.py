@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.model.kind import checkpoint_kind
 from modelmon.core.model.records import Model
 from modelmon.core.output.explain import permanent_readahead
 from modelmon.core.output.paste import pasteable
@@ -91,9 +92,14 @@ def snippets(
     remote = bool(model.files) and model.files[0].remote is not None
     where = model.path if remote else os.path.abspath(model.path)
     own = f"modelmon.core.load({where!r}, config={config_name!r})"
-    out = [snip("modelmon", own, winner)]
+    if winner.options.discard:  # the config streams the model, as it was measured
+        out = [snip("modelmon", f"{own}  ({STREAMED})", winner)]
+    else:
+        out = [snip("modelmon", own, winner)]
+        out.append(snip("torch", f"{torch_line(model, own)}  ({TORCH_ASIDE})", winner))
     if remote:  # the loaders that read a bucket themselves; the others read files
         return [*out, *_object_snippets(model, winner, peers, snip)]
+    kind = checkpoint_kind(model)
     if model.format == "safetensors":
         whole = _stand_in(pool, whole_reads)
         out.append(
@@ -110,43 +116,17 @@ def snippets(
                 whole,
             )
         )
-        out.append(
-            snip("diffusers", "DiffusionPipeline.from_pretrained(PATH, disable_mmap=True)", whole)
-        )
-        out.append(snip("vllm-eager", "vllm serve PATH --safetensors-load-strategy eager", whole))
-        out.append(
-            snip(
-                "vllm-lazy",
-                "vllm serve PATH --safetensors-load-strategy lazy",
-                _stand_in(pool, mapped),
+        if kind == "diffusers":  # a pipeline's or a diffusers model's folder
+            out.append(
+                snip(
+                    "diffusers",
+                    "DiffusionPipeline.from_pretrained(PATH, disable_mmap=True)  (its "
+                    "model_index.json or config.json is beside the weights)",
+                    whole,
+                )
             )
-        )
-        out.append(
-            snip(
-                "vllm-prefetch",
-                "vllm serve PATH --safetensors-load-strategy prefetch",
-                _stand_in(pool, lambda c: c.strategy == "warmup"),
-            )
-        )
-        runai = [c for c in peers if engine("runai")(c) and c.results]
-        best_runai = max(runai, key=lambda c: c.median_mbps) if runai else None
-        concurrency = best_runai.readers if best_runai else max(winner.readers, 1)
-        extra = json.dumps({"concurrency": concurrency})
-        out.append(
-            snip(
-                "runai_streamer",
-                f"vllm serve PATH --load-format runai_streamer --model-loader-extra-config "
-                f"'{extra}'  (or RUNAI_STREAMER_CONCURRENCY={concurrency})",
-                best_runai,
-            )
-        )
-        out.append(
-            snip(
-                "fastsafetensors",
-                "vllm serve PATH --load-format fastsafetensors",
-                _stand_in(pool, engine("fastsafetensors")),
-            )
-        )
+        if kind == "transformers":  # what vLLM serves: a folder with its config.json
+            out += _vllm_snippets(model, winner, pool, peers)
     else:
         out.append(
             snip(
@@ -188,6 +168,100 @@ def snippets(
     return out
 
 
+# Why each of vLLM's lines is there: the loader it names, for this folder vLLM serves.
+VLLM_WHY = "vLLM serves this folder (a transformers model: config.json)"
+VLLM_LINES = {
+    "vllm-eager": ("--safetensors-load-strategy eager", "reads each file whole into memory"),
+    "vllm-lazy": ("--safetensors-load-strategy lazy", "maps each file (vLLM's default)"),
+    "vllm-prefetch": (
+        "--safetensors-load-strategy prefetch",
+        "reads the files into the page cache ahead, then maps them",
+    ),
+    "fastsafetensors": ("--load-format fastsafetensors", "fastsafetensors' parallel reads"),
+}
+# Array types torch.from_numpy takes as they are; any other (bfloat16, float8) is wrapped
+# through the unsigned integers of its width, still without a copy.
+TORCH_NUMPY_TYPES = {
+    "float64",
+    "float32",
+    "float16",
+    "complex64",
+    "complex128",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
+    "bool",
+}
+# What load returns, and how a torch user gets tensors of it: the torch line's aside.
+TORCH_ASIDE = (
+    "modelmon.core.load returns {tensor name: numpy array}; torch.from_numpy shares each "
+    "array's memory: torch tensors without a copy"
+)
+STREAMED = (
+    "returns an empty dict: the config streams the model through bounded buffers (discard), "
+    "as it was measured"
+)
+
+
+def torch_line(model: Model, load: str) -> str:
+    """``load``'s arrays as torch tensors, each wrapping its array's memory."""
+    if all(e.array_dtype in TORCH_NUMPY_TYPES for e in model.extents):
+        return f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}"
+    return (
+        "{name: torch.from_numpy(array.view(f'u{array.itemsize}')).view(getattr(torch, "
+        f"array.dtype.name)) for name, array in {load}.items()}}"
+    )
+
+
+def _vllm_snippets(
+    model: Model, winner: Candidate, pool: tuple[Candidate, ...], peers: tuple[Candidate, ...]
+) -> list[Snippet]:
+    """vLLM's lines for a folder it serves, each said what it does and why it is listed;
+    measured by the candidate that reads as it does, or not measured here."""
+
+    def read_whole(c: Candidate) -> bool:
+        return c.strategy == "sequential" and c.readers == 1
+
+    def maps(c: Candidate) -> bool:
+        return c.strategy in ("library", "mmap") and c.readers == 1
+
+    def engine(name: str) -> Callable[[Candidate], bool]:
+        return lambda c: c.program is not None and c.program.engine == name
+
+    stand_ins = {
+        "vllm-eager": _stand_in(pool, read_whole),
+        "vllm-lazy": _stand_in(pool, maps),
+        "vllm-prefetch": _stand_in(pool, lambda c: c.strategy == "warmup"),
+        "fastsafetensors": _stand_in(pool, engine("fastsafetensors")),
+    }
+    out = []
+    for tool, (flags, does) in VLLM_LINES.items():
+        note = f"{does}; listed as {VLLM_WHY}"
+        out.append(Snippet.of(tool, f"vllm serve PATH {flags}", model, stand_ins[tool], note=note))
+    runai = [c for c in peers if engine("runai")(c) and c.results]
+    best_runai = max(runai, key=lambda c: c.median_mbps) if runai else None
+    concurrency = best_runai.readers if best_runai else max(winner.readers, 1)
+    extra = json.dumps({"concurrency": concurrency})
+    out.insert(
+        3,
+        Snippet.of(
+            "runai_streamer",
+            f"vllm serve PATH --load-format runai_streamer --model-loader-extra-config "
+            f"'{extra}'  (or RUNAI_STREAMER_CONCURRENCY={concurrency})",
+            model,
+            best_runai,
+            note=f"Run:ai Model Streamer's concurrent reads; listed as {VLLM_WHY}",
+        ),
+    )
+    return out
+
+
+OWN_TOOLS = ("modelmon", "torch")  # modelmon's own line, and the same load as torch tensors
 SERVERS = ("llama.cpp", "vllm")  # servers with several lines: one is the one to paste
 
 
@@ -263,7 +337,7 @@ def matching(lines: list[Snippet], pick: Candidate) -> str | None:
     """The tool whose line does what ``pick`` does (measured as it), the user's own first;
     modelmon's line when the pick is modelmon's and no loader's line was measured as it."""
     for snippet in lines:
-        if snippet.tool != "modelmon" and snippet.measured_as == pick.spec:
+        if snippet.tool not in OWN_TOOLS and snippet.measured_as == pick.spec:
             return snippet.tool
     own = next((s for s in lines if s.tool == "modelmon"), None)
     return own.tool if own is not None and own.measured_as == pick.spec else None

@@ -122,15 +122,30 @@ def names_stdout(text: str) -> bool:
     return text == "-" or named_descriptor(text) == 1
 
 
-def stdout_file_name() -> str | None:
-    """The name of the regular file standard output is redirected to (``> modelmon.toml``),
+def stdout_file_path() -> str | None:
+    """The path of the regular file standard output is redirected to (``> modelmon.toml``),
     so what is written there can name itself; None for a terminal or a pipe."""
     try:
         if not stat.S_ISREG(os.fstat(1).st_mode):
             return None
-        return os.path.basename(os.readlink("/proc/self/fd/1")) or None
+        return os.readlink("/proc/self/fd/1") or None
     except OSError:
         return None
+
+
+def stdout_file_name() -> str | None:
+    """The name of the regular file standard output is redirected to, or None."""
+    path = stdout_file_path()
+    return (os.path.basename(path) or None) if path is not None else None
+
+
+def absolute(path: str) -> str:
+    """``path`` from the root, as a line pasted in another folder must name it (``path`` as
+    it is where the current folder is gone)."""
+    try:
+        return os.path.abspath(path)
+    except (OSError, ValueError):
+        return path
 
 
 def _inode_flags(path: Path) -> int:
@@ -276,8 +291,11 @@ class Saved:
     """Where ``write_or_keep`` put a payload, and why not where it was asked to."""
 
     where: str | None  # the output asked for, a file kept instead; None: nowhere
-    name: str  # the file name the payload was rendered for
+    name: str  # the file name it was written under
     failure: str | None = None  # one line: why the output asked for was not written
+    # What the payload names itself by (``render``'s argument): the absolute path of the file
+    # written where it is known, else its name.
+    named: str = ""
 
 
 def write_or_keep(
@@ -292,16 +310,19 @@ def write_or_keep(
     """Write ``render(name)`` to ``path`` through the guard (``replace_models``, ``override``:
     as ``check_output``'s); if that fails, keep it in a free name beside ``path``, else in
     ``state_folder()``: under ``default_name`` where ``path`` names a model (a report kept as
-    ``model-2.safetensors`` would pass for one). ``render`` is given the file name the payload
-    is written under (a config names its own file in its snippets)."""
+    ``model-2.safetensors`` would pass for one). ``render`` is given the absolute path of the
+    file the payload is written to (a config names its own file in its snippets, and a line
+    pasted in another folder must find it); of standard output, the file it is redirected to,
+    else the name alone."""
     text, sources = os.fspath(path), tuple(inputs)
     to_stdout = names_stdout(text)
     name = (stdout_file_name() if to_stdout else Path(text).name) or default_name
-    payload = render(name)
+    named = (stdout_file_path() or name) if to_stdout else absolute(text)
+    payload = render(named)
     try:
         output = check_output(text, sources, error, replace_models, override)
         output.write(payload, error)
-        return Saved(str(output), name)
+        return Saved(str(output), name, named=named)
     except ModelmonError as exc:
         failure = str(exc)
     if not to_stdout and ("\x00" in name or (not replace_models and model_kind(text))):
@@ -315,8 +336,10 @@ def write_or_keep(
             if folder not in beside:  # the user's folder, if gone, is never made again
                 folder.mkdir(parents=True, exist_ok=True)
             kept = free_name(folder, name)
-            check_output(kept, sources, error).write(render(kept.name), error)
+            check_output(kept, sources, error).write(render(absolute(str(kept))), error)
         except (ModelmonError, OSError):
             continue
-        return Saved(str(kept), kept.name, failure)
-    return Saved(None, name, failure)
+        return Saved(str(kept), kept.name, failure, absolute(str(kept)))
+    if name != named:  # shown where it would have been written: by the name it was for
+        render(name)
+    return Saved(None, name, failure, name)

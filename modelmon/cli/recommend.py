@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         replace_models=args.overwrite_model,
         override=OVERWRITE_MODEL,
     )
-    document = documents[saved.name]
+    document = documents[saved.named]
     code = ExitCode.OK
     if saved.failure is not None:
         code = fail(f"{saved.failure}; {kept_line(saved.where, output)}", ExitCode.NOT_SAVED)
@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(document)
         return code
     text = sys.stderr if output.is_stdout else sys.stdout  # stdout carries the config then
-    print_answer(document, answer(rec, saved.name, advice), text)
+    print_answer(document, answer(rec, saved.named, advice), text)
     print(f"memory: {search_memory_text(rec)}", file=text)
     if saved.where is None:  # nowhere to keep it: the measurement is not lost
         print(f"\n# {saved.name}, as it would have been written:", file=text)

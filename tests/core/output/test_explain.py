@@ -179,7 +179,9 @@ def test_the_failure_mode_names_the_sharing_its_read_log_measured(model: Model) 
     assert line.startswith("mmap with one shared descriptor (4 readers share 1 descriptor): ")
 
 
-def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:
+def test_a_peer_that_wins_is_named_with_its_settings(
+    model: Model, transformers_model: Path
+) -> None:
     own = candidate("sequential", 900, 880, 910, workers=4, chunk=16 * MiB)
     runai = candidate("x", 1800, 1750, 1820, role="peer")
     runai.config = parse_engine("runai RUNAI_STREAMER_CONCURRENCY=16")
@@ -196,31 +198,45 @@ def test_a_peer_that_wins_is_named_with_its_settings(model: Model) -> None:
     text = " ".join(explain(rec))
     assert "Use Run:ai Model Streamer" in text and "RUNAI_STREAMER_CONCURRENCY=16" in text
     assert "the config file holds" in text
-    by_tool = {s.tool: s for s in snippets(model, own, (own,), peers=(runai,))}
+    served = open_model(transformers_model)  # a folder vLLM serves: its lines are there
+    by_tool = {s.tool: s for s in snippets(served, own, (own,), peers=(runai,))}
     runai_line = by_tool["runai_streamer"]
     assert runai_line.measured_as == "engine: runai RUNAI_STREAMER_CONCURRENCY=16"
     assert '{"concurrency": 16}' in runai_line.text
     assert "or RUNAI_STREAMER_CONCURRENCY=16" in runai_line.evidence()
 
 
-def test_snippets_are_marked_measured_or_not(model: Model) -> None:
+def test_snippets_are_marked_measured_or_not(
+    transformers_model: Path, diffusers_model: Path
+) -> None:
     one = candidate("sequential", 700, 690, 710, chunk=16 * MiB)
     library = candidate("library", 400, 390, 410)
-    by_tool = {s.tool: s for s in snippets(model, one, (one, library))}
+    served = open_model(transformers_model)
+    by_tool = {s.tool: s for s in snippets(served, one, (one, library))}
     assert by_tool["modelmon"].text.startswith("modelmon.core.load(")
-    assert by_tool["diffusers"].measured_as == one.spec and by_tool[
-        "diffusers"
-    ].mbps == pytest.approx(700)
+    assert "diffusers" not in by_tool  # a Llama's folder: no pipeline line
     assert by_tool["vllm-lazy"].measured_as == library.spec
     assert by_tool["runai_streamer"].measured_as is None
-    assert by_tool["vllm-prefetch"].line().endswith("# not measured here")
+    why = "listed as vLLM serves this folder (a transformers model: config.json)"
+    assert (
+        by_tool["vllm-prefetch"]
+        .line()
+        .endswith(
+            "# not measured here: reads the files into the page cache ahead, then maps them; " + why
+        )
+    )
     assert (
         by_tool["vllm-eager"]
         .line()
         .endswith(
-            f"# measured here as {one.spec}: 700 MB/s; the fastest of vllm's lines measured here"
+            f"# measured here as {one.spec}: 700 MB/s; reads each file whole into memory; {why}; "
+            "the fastest of vllm's lines measured here"
         )
     )
+    pipeline = {s.tool: s for s in snippets(open_model(diffusers_model), one, (one, library))}
+    assert pipeline["diffusers"].measured_as == one.spec
+    assert pipeline["diffusers"].mbps == pytest.approx(700)
+    assert not [tool for tool in pipeline if tool.startswith("vllm")]  # no server of it
 
 
 def test_gguf_snippets_cover_llama_cpp(gguf_models: dict[str, Path]) -> None:

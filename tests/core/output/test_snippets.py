@@ -13,6 +13,7 @@ import pytest
 
 from modelmon.core import parse_engine
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.model.formats import open_model
 from modelmon.core.output.paste import is_shell, pasteable
 from modelmon.core.output.snippets import apply_snippets, matching, snippets
 
@@ -23,14 +24,14 @@ SAFETENSORS = SimpleNamespace(
     format="safetensors",
     path=f"{FOLDER}/model.safetensors",
     files=(SimpleNamespace(path=f"{FOLDER}/model.safetensors", remote=None),),
+    extents=(),
 )
 GGUF = SimpleNamespace(
     format="gguf",
     path=f"{FOLDER}/m.gguf",
     files=(SimpleNamespace(path=f"{FOLDER}/m.gguf", remote=None),),
+    extents=(),
 )
-FILE = repr(f"{FOLDER}/model.safetensors")
-SERVED = shlex.quote(FOLDER)
 
 
 def _runai(concurrency: int, *rates: float) -> Candidate:
@@ -38,57 +39,89 @@ def _runai(concurrency: int, *rates: float) -> Candidate:
     return Candidate(config, "peer", [run(rate) for rate in rates])
 
 
-def test_every_safetensors_line_is_pasted_as_it_is():
+def test_every_safetensors_line_is_pasted_as_it_is(transformers_model: Path):
+    """A transformers model's folder (config.json): modelmon's line and its torch form, the
+    safetensors library's, and vLLM's (which serves such a folder), each said why it is there."""
+    model = open_model(transformers_model)
+    folder = str(transformers_model.parent)
+    file, served = repr(str(transformers_model)), shlex.quote(folder)
     winner = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
     library = candidate("library", 400, 410, 405, role="baseline")
     whole = candidate("sequential", 500, 505, 510, workers=1, chunk=16 << 20)
     peers = (_runai(8, 700, 720, 710), _runai(16, 650, 660, 640))
-    lines = apply_snippets(SAFETENSORS, winner, (winner, whole, library), "m.toml", peers)  # type: ignore[arg-type]
+    ranked = (winner, whole, library)
+    lines = apply_snippets(model, winner, ranked, "/abs/m.toml", peers)
+    load = f"modelmon.core.load({file}, config='/abs/m.toml')"
     assert lines == {
-        "modelmon": f"modelmon.core.load({FILE}, config='m.toml')",
-        "safetensors": f"safetensors.safe_open({FILE}, framework='pt')",
-        "safetensors-read": f"safetensors.torch.load(open({FILE}, 'rb').read())",
-        # from_pretrained takes the folder (its config.json is beside the weights).
-        "diffusers": f"DiffusionPipeline.from_pretrained({FOLDER!r}, disable_mmap=True)",
-        "vllm-eager": f"vllm serve {SERVED} --safetensors-load-strategy eager",
-        "vllm-lazy": f"vllm serve {SERVED} --safetensors-load-strategy lazy",
-        "vllm-prefetch": f"vllm serve {SERVED} --safetensors-load-strategy prefetch",
+        "modelmon": load,
+        # The same load as torch tensors, each wrapping its array's memory (F16: as it is).
+        "torch": f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
+        "safetensors": f"safetensors.safe_open({file}, framework='pt')",
+        "safetensors-read": f"safetensors.torch.load(open({file}, 'rb').read())",
+        "vllm-eager": f"vllm serve {served} --safetensors-load-strategy eager",
+        "vllm-lazy": f"vllm serve {served} --safetensors-load-strategy lazy",
+        "vllm-prefetch": f"vllm serve {served} --safetensors-load-strategy prefetch",
         # Run:ai's line takes the concurrency of its best measured run.
-        "runai_streamer": f"vllm serve {SERVED} --load-format runai_streamer "
+        "runai_streamer": f"vllm serve {served} --load-format runai_streamer "
         "--model-loader-extra-config '{\"concurrency\": 8}'",
-        "fastsafetensors": f"vllm serve {SERVED} --load-format fastsafetensors",
+        "fastsafetensors": f"vllm serve {served} --load-format fastsafetensors",
     }
     for line in lines.values():  # each parses in its own language, as it is
         if is_shell(line):
             assert shlex.split(line)[0] == "vllm"
         else:
             ast.parse(line)
-    evidence = {
-        s.tool: s.evidence()
-        for s in snippets(SAFETENSORS, winner, (winner, whole, library), "m.toml", peers)
-    }  # type: ignore[arg-type]
+    evidence = {s.tool: s.evidence() for s in snippets(model, winner, ranked, "m.toml", peers)}
+    why = "listed as vLLM serves this folder (a transformers model: config.json)"
     assert evidence == {
         "modelmon": "measured here as sequential workers=4 threads=1 chunk=16MiB: 905 MB/s",
+        "torch": "modelmon.core.load returns {tensor name: numpy array}; torch.from_numpy "
+        "shares each array's memory: torch tensors without a copy; measured here as "
+        "sequential workers=4 threads=1 chunk=16MiB: 905 MB/s",
         "safetensors": "mmap; measured here as library threads=1: 405 MB/s",
         "safetensors-read": "read whole, no mmap; measured here as sequential threads=1 "
         "chunk=16MiB: 505 MB/s",
-        "diffusers": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s",
-        "vllm-eager": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s; the "
-        "fastest of vllm's lines measured here",
-        "vllm-lazy": "measured here as library threads=1: 405 MB/s",
-        "vllm-prefetch": "not measured here",
+        "vllm-eager": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s; reads each "
+        f"file whole into memory; {why}; the fastest of vllm's lines measured here",
+        "vllm-lazy": f"measured here as library threads=1: 405 MB/s; maps each file (vLLM's "
+        f"default); {why}",
+        "vllm-prefetch": "not measured here: reads the files into the page cache ahead, then "
+        f"maps them; {why}",
         "runai_streamer": "or RUNAI_STREAMER_CONCURRENCY=8; measured here as engine: runai "
-        "RUNAI_STREAMER_CONCURRENCY=8: 710 MB/s",
-        "fastsafetensors": "not measured here",
+        f"RUNAI_STREAMER_CONCURRENCY=8: 710 MB/s; Run:ai Model Streamer's concurrent reads; "
+        f"{why}",
+        "fastsafetensors": f"not measured here: fastsafetensors' parallel reads; {why}",
     }
+
+
+def test_lines_are_only_for_loaders_that_read_a_checkpoint_of_its_kind(
+    sharded_model: Path, diffusers_model: Path, bf16_model: Path
+) -> None:
+    """A Llama's weights alone (no config.json): no pipeline line, no server line that could
+    not serve the folder; a diffusers pipeline: its line, no vLLM's; bfloat16 arrays wrapped
+    for torch through the unsigned integers of their width, still without a copy."""
+    winner = candidate("sequential", 900, workers=4)
+    alone = {s.tool for s in snippets(open_model(sharded_model), winner, (winner,))}
+    assert alone == {"modelmon", "torch", "safetensors", "safetensors-read"}
+    pipeline = {s.tool for s in snippets(open_model(diffusers_model), winner, (winner,))}
+    assert pipeline == {"modelmon", "torch", "safetensors", "safetensors-read", "diffusers"}
+    torch_line = apply_snippets(open_model(bf16_model), winner, (winner,))["torch"]
+    assert "torch.from_numpy(array.view(f'u{array.itemsize}'))" in torch_line
+    ast.parse(torch_line)
+    streamed = candidate("sequential", 900, workers=4, discard=True)
+    lines = snippets(open_model(sharded_model), streamed, (streamed,))
+    assert [s.tool for s in lines][:2] == ["modelmon", "safetensors"]  # no tensors to wrap
+    assert lines[0].aside.startswith("returns an empty dict: the config streams the model")
 
 
 def test_every_gguf_line_is_exact():
     winner = candidate("mmap", 300, 310, 305)
     made = snippets(GGUF, winner, (winner,))  # type: ignore[arg-type]
     gguf = shlex.quote(f"{FOLDER}/m.gguf")
+    load = f"modelmon.core.load({FOLDER + '/m.gguf'!r}, config='modelmon.toml')"
     assert {s.tool: s.text for s in made} == {
-        "modelmon": f"modelmon.core.load({FOLDER + '/m.gguf'!r}, config='modelmon.toml')",
+        "modelmon": load,
+        "torch": f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
         "llama.cpp": f"llama-server -m {gguf}",
         "llama.cpp-no-mmap": f"llama-server -m {gguf} --no-mmap",
         "llama.cpp-direct-io": f"llama-server -m {gguf} --direct-io",
@@ -148,6 +181,7 @@ def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets(host_kind: s
         format="safetensors",
         path=url,
         files=(SimpleNamespace(path=url, remote=where),),
+        extents=(),
     )
     winner = candidate("ranged", 900, 910, 905, threads=8, chunk=16 << 20)
     lines = apply_snippets(bucket, winner, (winner,), "m.toml")  # type: ignore[arg-type]
@@ -157,8 +191,10 @@ def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets(host_kind: s
             "AWS_ENDPOINT_URL=http://10.0.0.5:9000 RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0 "
             + size
         )
+    load = f"modelmon.core.load({url!r}, config='m.toml')"
     assert lines == {
-        "modelmon": f"modelmon.core.load({url!r}, config='m.toml')",
+        "modelmon": load,
+        "torch": f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
         # A server takes the prefix, as it takes a folder; the pick's connections and parts.
         "runai_streamer": f"{size} vllm serve s3://models/llama/ --load-format runai_streamer "
         "--model-loader-extra-config '{\"concurrency\": 8}'",

@@ -176,10 +176,12 @@ def test_a_target_that_became_a_model_keeps_the_report_beside_it_under_its_own_n
     saved = write_or_keep(target, (), toml_for, default_name="modelmon.toml")
     assert saved.failure is not None and "is a GGUF model" in saved.failure
     assert saved.where == str(tmp_path / "modelmon.toml") and saved.name == "modelmon.toml"
-    assert (tmp_path / "modelmon.toml").read_bytes() == toml_for("modelmon.toml")
+    # It names itself by the whole path it was kept under: pasted anywhere, it is found.
+    assert saved.named == str(tmp_path / "modelmon.toml")
+    assert (tmp_path / "modelmon.toml").read_bytes() == toml_for(saved.named)
     assert target.read_bytes() == before
     forced = write_or_keep(target, (), toml_for, replace_models=True)
-    assert forced.failure is None and target.read_bytes() == toml_for("copy.png")
+    assert forced.failure is None and target.read_bytes() == toml_for(str(target))
 
 
 def test_a_symlinked_target_is_written_through_the_link(tmp_path: Path) -> None:
@@ -254,7 +256,9 @@ def test_a_target_that_turned_immutable_is_kept_beside_it(loop_disk: Path, own_s
         saved = write_or_keep(target, (), toml_for)
     assert saved.failure is not None and "chattr +i" in saved.failure
     assert saved.where == str(loop_disk / "modelmon-2.toml") and saved.name == "modelmon-2.toml"
-    assert (loop_disk / "modelmon-2.toml").read_bytes() == toml_for("modelmon-2.toml")
+    assert (loop_disk / "modelmon-2.toml").read_bytes() == toml_for(
+        str(loop_disk / "modelmon-2.toml")
+    )
     assert target.read_text() == "old"
     assert not state_folder().exists()
 
@@ -301,3 +305,18 @@ def test_a_current_folder_that_is_gone_is_one_line(
     refused("modelmon.toml", says="cannot write there")
     saved = write_or_keep("modelmon.toml", (), toml_for)
     assert saved.where == str(state_folder() / "modelmon.toml")
+
+
+def test_a_payload_names_the_whole_path_it_is_written_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-o r.toml`` in a folder, ``-o /abs/r.toml``: the config's paste line names the file
+    from the root, so that it is found from any folder (it named 'r.toml' before)."""
+    monkeypatch.chdir(tmp_path)
+    saved = write_or_keep("r.toml", (), toml_for)
+    assert saved.named == str(tmp_path / "r.toml") and saved.where == "r.toml"
+    assert (tmp_path / "r.toml").read_bytes() == toml_for(str(tmp_path / "r.toml"))
+    elsewhere = tmp_path / "out"
+    elsewhere.mkdir()
+    saved = write_or_keep(elsewhere / "r.toml", (), toml_for)
+    assert (elsewhere / "r.toml").read_bytes() == toml_for(str(elsewhere / "r.toml"))

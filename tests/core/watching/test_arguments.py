@@ -60,4 +60,4 @@ def test_an_output_path_with_a_nul_byte_is_refused_and_a_result_kept(own_state: 
     saved = write_or_keep("out\x00.toml", (), lambda name: name.encode(), default_name="m.toml")
     assert saved.failure is not None and "NUL byte" in saved.failure
     assert saved.where == str(state_folder() / "m.toml")
-    assert (state_folder() / "m.toml").read_bytes() == b"m.toml"
+    assert (state_folder() / "m.toml").read_bytes() == str(state_folder() / "m.toml").encode()

@@ -111,6 +111,14 @@ def engine_search(modelmon: RunCli, tmp_path: Path) -> None:
         runs = loader[f"{entry}_run_mbps"]
         assert len(runs) == loader[f"{entry}_runs"]
         assert abs(statistics.median(runs) - loader[f"{entry}_mbps"]) <= 0.1
+    # One record: modelmon's best's evidence is its runs in the loader's rounds, everywhere.
+    evidence_of = written["evidence"]
+    assert (evidence_of["runs"], evidence_of["median_mbps"]) == (
+        loader["modelmon_runs"],
+        loader["modelmon_mbps"],
+    )
+    # The line to paste names the file written, from the root.
+    assert f"config={str(config)!r}" in written["apply"]["modelmon"]
     first, second = written["explanation"][:2]
     assert first.startswith("vLLM loads onto a GPU")
     assert second.startswith(("Change your loader:", "No setting of your loader was measured"))

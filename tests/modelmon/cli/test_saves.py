@@ -127,7 +127,7 @@ def test_recommend_writes_standard_output_by_name_to_standard_output(
         done = recommend(model, "-o", "/dev/stdout", cwd=tmp_path, stdout=stdout)
     assert done.returncode == 0, done.stderr
     config = read_config(redirected)  # the whole config, nothing else
-    assert "config='redirected.toml'" in config.document["apply"]["modelmon"]  # names itself
+    assert f"config='{redirected}'" in config.document["apply"]["modelmon"]  # names itself
     assert "\nWhy:\n" in done.stderr
     assert os.path.islink("/dev/stdout")
     assert sorted(os.listdir(tmp_path)) == ["model", "redirected.toml"]
@@ -218,7 +218,8 @@ def test_recommend_without_output_writes_a_new_file_here_and_names_it(
     done = recommend(model, cwd=work)
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().endswith("written to modelmon-3.toml")  # the next free name
-    assert "config='modelmon-3.toml'" in done.stdout  # the snippet loads the file written
+    # The snippet loads the file written, by its whole path: pasted anywhere, it finds it.
+    assert f"config='{work / 'modelmon-3.toml'}'" in done.stdout
     assert read_config(work / "modelmon-3.toml").strategy
     assert (work / "modelmon.toml").read_text() == "the user's own file\n"
     assert (work / "modelmon-2.toml").read_text() == "an earlier recommendation\n"
@@ -437,7 +438,7 @@ def kept_where_as_said(search: Search, out: str, err: str) -> None:
     expected_folder = folder if kept_where == "beside" else search.state / "modelmon" / "unsaved"
     assert kept.parent == expected_folder, case
     assert read_config(kept).strategy, case  # the whole measured config
-    assert "\nWhy:\n" in out and f"config='{kept.name}'" in out, case  # as without -o
+    assert "\nWhy:\n" in out and f"config='{kept}'" in out, case  # as without -o
     if folder.exists():  # no temp file left where the save failed
         assert not [name for name in os.listdir(folder) if name.endswith(".tmp")], case
         assert target.read_text() == "old\n", case
