@@ -92,6 +92,6 @@ def check_memory(model: Model, options: LoadOptions, limit: int | None = None) -
         if limit is not None:
             room = f"memory limit of {size_text(limit)}"
         raise LoadError(
-            f"loading {gib_text(model.total_bytes)} would not fit in the {room}; use discard "
-            "mode (--discard) to measure it streaming through bounded buffers"
+            f"loading {gib_text(model.total_bytes)} would not fit in the {room}; turn "
+            "discard on to measure it streaming through bounded buffers, keeping nothing"
         )

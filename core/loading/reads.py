@@ -252,13 +252,22 @@ class DescriptorSharing:
     descriptions: int  # the most distinct descriptions open on any one file
     most_sharing: int  # the most readers that read through any one description
     files: int  # files read through known descriptions
+    # Of objects in a bucket: a reader's description is its connection to the endpoint.
+    objects: bool = False
 
     @property
     def shared(self) -> bool:
         return self.most_sharing > 1
 
     def text(self) -> str:
-        """ "4 readers share 1 descriptor", or "4 readers, each its own descriptor"."""
+        """ "4 readers share 1 descriptor", or "4 readers, each its own descriptor"; of a
+        bucket's objects, "4 connections, one per reader" (no descriptor is opened there)."""
+        if self.objects:
+            if not self.shared:
+                return (
+                    f"{self.readers} connection{'s' if self.readers != 1 else ''}, one per reader"
+                )
+            return f"{self.readers} readers share {self.descriptions} connection(s)"
         readers = f"{self.readers} reader{'s' if self.readers != 1 else ''}"
         if not self.shared:
             return f"{readers}, each its own descriptor" if self.readers > 1 else readers
@@ -272,8 +281,10 @@ class DescriptorTally:
     """Which readers read which file through which description: fed read columns as they
     come (the live plot, tick by tick) or all at once (the result)."""
 
-    def __init__(self) -> None:
+    def __init__(self, objects: bool = False) -> None:
+        """``objects``: the reads are of a bucket's objects (said as connections)."""
         self._seen: set[tuple[int, int, int]] = set()  # (file, description, reader)
+        self.objects = objects
 
     def add(self, file: np.ndarray, reader: np.ndarray, descriptor: np.ndarray) -> None:
         known = descriptor >= 0
@@ -296,11 +307,14 @@ class DescriptorTally:
             descriptions=max(len(d) for d in per_file.values()),
             most_sharing=max(len(r) for r in per_description.values()),
             files=len(per_file),
+            objects=self.objects,
         )
 
 
-def descriptor_sharing(columns: dict[str, np.ndarray]) -> DescriptorSharing | None:
+def descriptor_sharing(
+    columns: dict[str, np.ndarray], objects: bool = False
+) -> DescriptorSharing | None:
     """The descriptor sharing of a whole read log's columns (``ReadLog.columns``)."""
-    tally = DescriptorTally()
+    tally = DescriptorTally(objects)
     tally.add(columns["file"], columns["reader"], columns["descriptor"])
     return tally.sharing()

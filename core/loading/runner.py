@@ -355,7 +355,8 @@ class LoadRun:
             crcs, failure = self._check_shared_work()
         verified = self.options.verify and status == "ok"
         columns = self.reads.columns()
-        sharing = descriptor_sharing(columns)  # named wherever it happens
+        objects = any(file.remote is not None for file in self.model.files)
+        sharing = descriptor_sharing(columns, objects)  # named wherever it happens
         dropped = dropped_behind(self.drop_behind, done.values())
         notes = run_notes(
             done.values(),

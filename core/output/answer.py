@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
-from modelmon.core.output.comparison import pick_speedup, times_text
+from modelmon.core.output.comparison import pick_speedup, spec_words, times_text
 from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets
@@ -84,7 +84,7 @@ def _how(candidate: Candidate) -> str:
         engine = get_engine(program.engine)
         settings = ", ".join(f"{k}={v}" for k, v in program.knobs) or "its defaults"
         return f"{engine.description or engine.label} with {settings}"
-    return f"modelmon, {candidate.spec} (the config file holds it)"
+    return f"modelmon, {spec_words(candidate)} (the config file holds it)"
 
 
 def _line(lines: list[Snippet], chosen: Candidate) -> Snippet | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.options import MiB
 
 # Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
 # config that holds it (an exported A/B winner) says this beside it.
@@ -33,6 +34,18 @@ ROBUSTNESS_REASONS = (
     "it needs no hints and no warm-up pass",
     "it is the simpler strategy",
 )
+
+
+def spec_words(candidate: Candidate) -> str:
+    """Its spec, and for a bucket's ranged reads what its settings are there: "ranged
+    threads=4 chunk=16MiB (4 connections, 16 MiB GETs)" (a thread of a ranged load is a
+    connection to the endpoint)."""
+    if not candidate.strategy.startswith("ranged"):
+        return candidate.spec
+    options = candidate.options
+    count = options.workers * options.threads
+    part = f"{options.chunk // MiB} MiB" if options.chunk % MiB == 0 else f"{options.chunk} B"
+    return f"{candidate.spec} ({count} connection{'s' if count != 1 else ''}, {part} GETs)"
 
 
 def times_text(ratio: float) -> str:

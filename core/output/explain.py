@@ -18,6 +18,7 @@ from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
     pick_speedup,
     robustness_reason,
+    spec_words,
     times_text,
 )
 from modelmon.core.output.run_words import all_cold, runs_words
@@ -102,7 +103,7 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
     if rec.duel.tie:
-        spread = verdict.note or spread_words(verdict.noise)
+        spread = verdict.note or spread_words(verdict.noise, pairs)
         ahead = (
             f"the pick {times_text(gain)} faster"
             if gain >= 1
@@ -321,7 +322,8 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     )
     ceiling_text = f", {efficiency.words()}" if efficiency is not None else ""
     lines.append(
-        f"Best: {used.spec} at {rate_text(used.median_mbps)} ({_runs_text(used)}){ceiling_text}."
+        f"Best: {spec_words(used)} at {rate_text(used.median_mbps)} ({_runs_text(used)})"
+        f"{ceiling_text}."
     )
     lines += _not_cold(rec)
     lines += _under_limit(rec, used)

@@ -10,15 +10,25 @@ the CLI's A/B text use them.
 
 from __future__ import annotations
 
+import math
+
 from modelmon.core.measuring.ab import Verdict
 
 __all__ = ["gain_text", "spread_words", "stopped_words", "verdict_words"]
 
 
-def spread_words(noise: float) -> str:
+def spread_words(noise: float, pairs: int | None = None) -> str:
     """The pairs' noise (``Verdict.noise``: exp of the median absolute deviation of the log
-    ratios, minus 1) as what it means: "half the pairs within ±7 % of the median"."""
-    return f"half the pairs within ±{noise * 100:.0f} % of the median"
+    ratios, minus 1) as what it means. Of ``pairs`` pairs, as many as it bounds: at least
+    half of them (rounded up), both of two ("2 of the 3 pairs within ±29 % of their
+    median": of three pairs the median one and the nearer of the others, not "half" of
+    them); without the count, "half the pairs within ±7 % of the median"."""
+    within = f"±{noise * 100:.0f} %"
+    if pairs is None or pairs < 2:
+        return f"half the pairs within {within} of the median"
+    if pairs == 2:
+        return f"both pairs within {within} of their median"
+    return f"{math.ceil(pairs / 2)} of the {pairs} pairs within {within} of their median"
 
 
 def gain_text(ratio: float) -> str:
@@ -46,7 +56,7 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
     if ratio < 1:  # say the leader's gain, not the other's loss: A's speed over B's
         leader, trailer = "A", "B"
         ratio, low, high = 1 / ratio, 1 / high, 1 / low
-    noise = spread_words(verdict.noise)
+    noise = spread_words(verdict.noise, pairs)
     ratios = f"{leader}/{trailer} per pair {_range(low, high)}"
     if pairs < 2:
         return (

@@ -69,7 +69,7 @@ def swap_warning(model_bytes: int, facts: MemoryFacts, discard: bool = False) ->
     return (
         f"loading keeps {gib_text(model_bytes)} in RAM and reads as much through the page "
         f"cache, more than the {gib_text(facts.usable)} usable: the machine may start "
-        f"swapping{in_use} (--discard measures without keeping)"
+        f"swapping{in_use} (with discard on, a load is measured without keeping)"
     )
 
 

@@ -147,7 +147,7 @@ def ways_under(model_bytes: int, limit: int) -> list[dict[str, Any]]:
             "reclaims the cache, and may read pages again",
         ),
         ("mapped", "a mapping (page cache only)", model_bytes + PROCESS_BYTES, "re-reads pages"),
-        ("streamed", "a stream (--discard: bounded buffers)", PROCESS_BYTES, "cannot run"),
+        ("streamed", "a stream (discard on: bounded buffers)", PROCESS_BYTES, "cannot run"),
     )
     return [
         {

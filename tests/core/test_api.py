@@ -51,6 +51,9 @@ def test_load_refuses_what_does_not_fit(
     with pytest.raises(LoadError, match="would not fit") as caught:
         modelmon.core.load(sharded_model)
     assert "\n" not in str(caught.value)
+    # The engine's words serve every front end: the CLI's --discard and the app's discard
+    # box alike, no flag of one of them.
+    assert "turn discard on" in str(caught.value) and "--" not in str(caught.value)
     assert modelmon.core.load(sharded_model, discard=True, verify=True) == {}
 
 

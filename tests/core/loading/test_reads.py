@@ -137,3 +137,20 @@ def test_sharing_text_counts_descriptions_per_file():
     sharing = tally.sharing()
     assert sharing == DescriptorSharing(readers=4, descriptions=1, most_sharing=4, files=2)
     assert sharing.text() == "4 readers share 1 descriptor per file"
+
+
+def test_a_buckets_readers_are_said_as_connections():
+    """Reads of objects go through connections to the endpoint, not file descriptors: the
+    bucket's search says "threads=4" and the app "Connections: 4"; the sharing line agrees."""
+    own = {
+        "file": np.array([0, 0, 0, 0]),
+        "reader": np.array([0, 1, 2, 3]),
+        "descriptor": np.array([5, 6, 7, 8]),
+    }
+    sharing = descriptor_sharing(own, objects=True)
+    assert sharing is not None and sharing.text() == "4 connections, one per reader"
+    assert "descriptor" not in sharing.text()
+    tally = DescriptorTally(objects=True)
+    tally.add(own["file"], own["reader"], np.array([5, 5, 6, 6]))
+    shared = tally.sharing()
+    assert shared is not None and shared.text() == "4 readers share 2 connection(s)"

@@ -180,3 +180,11 @@ def test_a_baseline_stopped_by_the_budget_gives_the_bound_it_stayed_under(model:
         f"At least 3.02× {LIBRARY}: 905 MB/s (median of 3 cold runs) against under 300 MB/s; "
         "its one run was cut: stopped at the time limit of 4.0 s (the end of the budget)."
     )
+
+
+def test_a_buckets_ranged_settings_are_said_as_connections_and_parts():
+    from modelmon.core.output.comparison import spec_words
+
+    ranged = candidate("ranged", 700, threads=4, chunk=16 << 20)
+    assert spec_words(ranged) == f"{ranged.spec} (4 connections, 16 MiB GETs)"
+    assert spec_words(BEST) == BEST.spec  # a file's readers are said as their spec says

@@ -11,7 +11,7 @@ def test_faster_names_the_side_and_its_gain_in_percent():
     assert verdict.text == "B faster"
     assert verdict_words(verdict, 3) == (
         "B is 13 % faster: every one of the 3 pairs agrees (B/A per pair 1.12–1.14×, "
-        "half the pairs within ±1 % of the median)"
+        "2 of the 3 pairs within ±1 % of their median)"
     )
 
 
@@ -34,8 +34,8 @@ def test_within_noise_says_who_is_ahead_and_why_it_is_not_certain():
     assert disagree.startswith("B is 2.0 % faster; not certain: the pairs disagree")
     even = verdict_words(Verdict("within noise", 1.0001, 0.98, 1.02, 0.01), 3)
     assert even == (
-        "A and B are as fast as each other (B/A per pair 0.98–1.02×, half the pairs within ±1 % "
-        "of the median)"
+        "A and B are as fast as each other (B/A per pair 0.98–1.02×, 2 of the 3 pairs within "
+        "±1 % of their median)"
     )
 
 
@@ -56,3 +56,15 @@ def test_a_stopped_ab_has_no_verdict():
 
 def test_gain_text_switches_to_times_from_two():
     assert (gain_text(1.05), gain_text(1.5), gain_text(2.31)) == ("5.0 %", "50 %", "2.31×")
+
+
+def test_the_spread_says_how_many_pairs_it_bounds():
+    """Of 3 pairs the median absolute deviation bounds the median pair and the nearer other:
+    2 of them, not "half"; of 2, both; of 6, at least 3."""
+    from modelmon.core.output.verdict import spread_words
+
+    verdict = judge([0.8, 1.0, 1.3])  # deviations from the median pair: 0.22, 0, 0.26
+    assert spread_words(verdict.noise, 3) == "2 of the 3 pairs within ±25 % of their median"
+    assert spread_words(0.05, 2) == "both pairs within ±5 % of their median"
+    assert spread_words(0.05, 6) == "3 of the 6 pairs within ±5 % of their median"
+    assert spread_words(0.05) == "half the pairs within ±5 % of the median"

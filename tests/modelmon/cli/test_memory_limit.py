@@ -70,8 +70,8 @@ def test_load_text_says_the_limit_and_a_copy_too_large_is_refused_in_one_line(
     refused = modelmon("load", str(streamed), "--memory-limit", "128Mi")
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines() == [
-        "modelmon: loading 0.2 GiB would not fit in the memory limit of 128 MiB; use discard "
-        "mode (--discard) to measure it streaming through bounded buffers"
+        "modelmon: loading 0.2 GiB would not fit in the memory limit of 128 MiB; turn discard "
+        "on to measure it streaming through bounded buffers, keeping nothing"
     ]
 
 
