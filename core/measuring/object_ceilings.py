@@ -33,10 +33,11 @@ from modelmon.core.measuring.ceiling_records import (
 from modelmon.core.measuring.object_bounds import CURVE_PART, ObjectCurve, plain_get
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
+from modelmon.core.storage.connection import CLIENT_CONNECTIONS
 from modelmon.core.system.cache import prime_fresh_memory
 
 # Connections of the plain parallel read: what a parallel client opens without tuning.
-PARALLEL_CONNECTIONS = 8
+PARALLEL_CONNECTIONS = CLIENT_CONNECTIONS
 
 
 def object_ceilings(

@@ -13,9 +13,10 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_CHUNK, LoadOptions, MiB
+from modelmon.core.storage.connection import CLIENT_CONNECTIONS
 
 # Where the curve says nothing: what parallel clients of S3 use by default.
-DEFAULT_CONNECTIONS, DEFAULT_PART = 8, 16 * MiB
+DEFAULT_CONNECTIONS, DEFAULT_PART = CLIENT_CONNECTIONS, 16 * MiB
 MAX_CONNECTIONS = 64
 MIN_PART = 4 * MiB
 

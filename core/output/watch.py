@@ -98,8 +98,10 @@ def render_watch(result: WatchResult) -> str:
     if result.loader.evidence:
         lines[-1] += f"  ({result.loader.evidence[0]})"
     for model_file in result.files:
+        path = model_file.path  # a bucket's prefix ends with "/": said as its last folder
+        name = os.path.basename(path.rstrip("/")) + ("/" if path.endswith("/") else "")
         lines.append(
-            f"file:     {os.path.basename(model_file.path)}  {human_bytes(model_file.size)}, "
+            f"file:     {name}  {human_bytes(model_file.size)}, "
             f"{model_file.storage}"
             + ("  [mapped]" if model_file.mapped else "")
             + ("  [opened]" if model_file.opened else "")

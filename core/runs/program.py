@@ -39,7 +39,7 @@ from modelmon.core.options import CacheMode
 from modelmon.core.runs.command_output import last_line, own_figure, own_report
 from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
 from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
-from modelmon.core.watching.findings import PARTIAL_BELOW
+from modelmon.core.watching.findings import PARTIAL_BELOW, readers_line
 from modelmon.core.watching.result import Finding, WatchResult
 from modelmon.core.watching.watch import MAP_INTERVAL_S, Watch
 
@@ -348,10 +348,16 @@ class ProgramRun:
         cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
         model_bytes = sum(f.size for f in self.model.files)
         if cold and watched.bytes_read < PARTIAL_BELOW * model_bytes:
-            return "failed", (
-                f"only {watched.bytes_read / model_bytes:.1%} of the model arrived or was "
-                "touched: a lazy load measures nothing (touch every byte it loads)"
+            share = (
+                f"only {watched.bytes_read / model_bytes:.1%} of the model arrived or was touched"
             )
+            if watched.other_readers:  # their evictions take pages before they are seen
+                return "failed", (
+                    f"{share} while another process read its files "
+                    f"({readers_line(watched.other_readers)}): pages it dropped arrive "
+                    "unseen, so the load is not timed; run it when nothing else reads the model"
+                )
+            return "failed", f"{share}: a lazy load measures nothing (touch every byte it loads)"
         if watched.seconds is None or watched.seconds <= 0:
             return "failed", UNTIMED + (
                 "" if cold else " (the model was already in the page cache)"

@@ -25,6 +25,10 @@ from typing import Any
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.urls import ObjectURL
 
+# Connections a parallel client of a bucket opens without tuning: the plain parallel read of
+# the bucket's ceilings, and where recommend's search starts when the bucket's curve says
+# nothing; the watch's advice names no other number (recommend measures the endpoint's best).
+CLIENT_CONNECTIONS = 8
 THROTTLE_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
 )

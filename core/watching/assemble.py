@@ -305,7 +305,11 @@ def bucket_file(bucket: BucketArrivals) -> FileReport:
         mapped_rss_peak=0,
         read_position_peak=0,
         bytes_read=arrived,
-        storage=f"a bucket at {bucket.endpoint}, read over the network",
+        storage=(
+            f"{bucket.objects} objects in a bucket at {bucket.endpoint}, read over the network"
+            if bucket.objects > 1
+            else f"a bucket at {bucket.endpoint}, read over the network"
+        ),
         fs_type="object-storage",
         slow_storage="network",
         read_ahead_kb=None,

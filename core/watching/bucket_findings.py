@@ -4,6 +4,7 @@ the model arriving."""
 
 from __future__ import annotations
 
+from modelmon.core.storage.connection import CLIENT_CONNECTIONS
 from modelmon.core.units import human_bytes
 from modelmon.core.watching.result import Finding, WatchResult
 
@@ -12,12 +13,16 @@ ONE_CONNECTION_FROM = 64 << 20
 REFETCHED_ABOVE = 1.10  # of the model's bytes arriving: parts were fetched again
 PARTIAL_BELOW = 0.90  # of the model's bytes arriving: not a whole load
 
+# One source of the number of connections: recommend's measurement of the endpoint, which
+# starts where a parallel client does (``CLIENT_CONNECTIONS``); a fixed number here would
+# contradict what it measures (the watch said 16 where recommend picked 2).
 CONCURRENT_FIX = (
-    "stream with concurrent ranged GETs: Run:ai Model Streamer with RUNAI_STREAMER_CONCURRENCY="
-    "16 (vLLM: --load-format runai_streamer --model-loader-extra-config "
-    "'{\"concurrency\": 16}'), boto3 with TransferConfig(max_concurrency=16), or modelmon's "
-    "ranged strategy; `modelmon recommend URL` measures which number of connections and part "
-    "size this endpoint gives most to"
+    "stream with N concurrent ranged GETs, N the connections `modelmon recommend URL` "
+    "measures this endpoint serves best (its search starts from "
+    f"{CLIENT_CONNECTIONS}, what a parallel client opens untuned): Run:ai Model Streamer "
+    "with RUNAI_STREAMER_CONCURRENCY=N (vLLM: --load-format runai_streamer "
+    "--model-loader-extra-config '{\"concurrency\": N}'), boto3 with "
+    "TransferConfig(max_concurrency=N), or modelmon's ranged strategy"
 )
 
 

@@ -220,8 +220,12 @@ class BucketArrivals:
     reads of the model (file 0, at the offset of the bytes received so far) for the live
     plot and the result's timing, as pages arriving in the page cache are for a file."""
 
-    def __init__(self, url: str, size: int, endpoint: str, *, from_start: bool) -> None:
-        self.url, self.size, self.endpoint = url, size, endpoint
+    def __init__(
+        self, url: str, size: int, endpoint: str, *, from_start: bool, objects: int = 1
+    ) -> None:
+        """``url``: the model's one object, or the prefix of its ``objects``; ``size``: the
+        bytes of them all."""
+        self.url, self.size, self.endpoint, self.objects = url, size, endpoint, objects
         self.connections = EndpointConnections(endpoint, from_start=from_start)
         self.windows: list[tuple[int, int, int]] = []  # (start, end, bytes) of each arrival
         self.samples: list[tuple[int, int, int]] = []  # (ns, open, received)

@@ -17,7 +17,7 @@ from modelmon.core.watching.bucket_findings import BUCKET_RULES
 from modelmon.core.watching.cold_findings import COLD_START_RULES
 from modelmon.core.watching.loaders import fix
 from modelmon.core.watching.memory_findings import cache_charged, oom_killed, re_read
-from modelmon.core.watching.result import Finding, OtherReader, WatchResult
+from modelmon.core.watching.result import FileReport, Finding, OtherReader, WatchResult
 
 PARTIAL_BELOW = 0.9  # of a mapped file read: under this, the load touched only part of it
 MAPPED_MIN_BYTES = 16 << 20  # arrivals through a mapping worth a word
@@ -100,11 +100,12 @@ def mmap_faults(result: WatchResult) -> Finding | None:
     return Finding("mmap-faults", text, evidence, words)
 
 
-def partial_read(result: WatchResult) -> Finding | None:
-    # Only where the file started cold: every page read then arrived, and the arrivals tell
-    # all. From a warm cache the process-side evidence is a lower bound (a look may come
-    # after the program closed the file).
-    partial = [
+def _partial(result: WatchResult) -> list[FileReport]:
+    """The files the program mapped or opened, cold, of which under ``PARTIAL_BELOW`` arrived
+    or was touched. Only where the file started cold: every page read then arrived, and the
+    arrivals tell all. From a warm cache the process-side evidence is a lower bound (a look
+    may come after the program closed the file)."""
+    return [
         f
         for f in result.files
         if (f.mapped or f.opened)
@@ -112,8 +113,15 @@ def partial_read(result: WatchResult) -> Finding | None:
         and f.resident_before <= COLD_THRESHOLD
         and f.bytes_read < f.size * PARTIAL_BELOW
     ]
+
+
+def partial_read(result: WatchResult) -> Finding | None:
+    partial = _partial(result)
     if not partial or result.model_bytes <= 0:
         return None
+    held = {path for reader in result.other_readers for path in reader.files}
+    if any(f.path in held for f in partial):
+        return None  # another reader's eviction can take pages unseen: other_readers says so
     read = sum(min(f.bytes_read, f.size) for f in partial)
     size = sum(f.size for f in partial)
     fraction = read / size
@@ -302,6 +310,15 @@ def other_readers(result: WatchResult) -> Finding | None:
             f" {human_bytes(dropped[0])} of the model were dropped from the page cache after "
             "they arrived: the other reader's pages come and go too, so this does not say that "
             "memory was too short for the program."
+        )
+    unseen = [f for f in _partial(result) if f.path in held]
+    if unseen:
+        size = sum(f.size for f in unseen)
+        seen = sum(min(f.bytes_read, f.size) for f in unseen) / size
+        text += (
+            f" Only {seen:.1%} of the {human_bytes(size)} the program read of them was seen "
+            "arriving: pages the other reader dropped between two looks arrive unseen, so this "
+            "does not say the load was lazy."
         )
     text += " What arrived, and how fast, may be partly its reads."
     evidence = {

@@ -98,10 +98,25 @@ def bucket_watch(given: Sequence[str], *, attached: bool) -> BucketArrivals | No
             "without files beside it"
         )
     model = open_model(urls[0])
-    remote = model.files[0].remote
-    if remote is None:
+    if model.files[0].remote is None:
         raise OptionsError(f"{urls[0]}: not a model in object storage")
-    return BucketArrivals(model.path, model.file_bytes, remote.endpoint, from_start=not attached)
+    return bucket_arrivals(model, attached=attached)
+
+
+def bucket_arrivals(model: Model, *, attached: bool) -> BucketArrivals:
+    """The arrivals of a model in a bucket, named as what they are: its one object, or the
+    prefix of its objects (never its index, a few KiB, with the objects' bytes as its size)."""
+    remote = model.files[0].remote
+    assert remote is not None
+    first = model.files[0].path
+    url = first if len(model.files) == 1 else first.rsplit("/", 1)[0] + "/"
+    return BucketArrivals(
+        url,
+        model.file_bytes,
+        remote.endpoint,
+        from_start=not attached,
+        objects=len(model.files),
+    )
 
 
 def watched_models(
@@ -112,9 +127,7 @@ def watched_models(
     if isinstance(model, Model):
         remote = model.files[0].remote if model.files else None
         if remote is not None:
-            return [], BucketArrivals(
-                model.path, model.file_bytes, remote.endpoint, from_start=not attached
-            )
+            return [], bucket_arrivals(model, attached=attached)
         model = [file.path for file in model.files]
     given = [os.fspath(m) for m in ([model] if isinstance(model, (str, os.PathLike)) else model)]
     bucket = bucket_watch(given, attached=attached)

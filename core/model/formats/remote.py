@@ -53,12 +53,18 @@ class _Opening:
             return self.sharded(url)
         try:
             source = self.source(url)
-        except ObjectNotFoundError:
+        except ObjectNotFoundError as exc:
             # s3://bucket/models (no "/"): a prefix, when no object has that very key.
-            if url.scheme == "s3":
+            if url.scheme != "s3" or exc.code == "NoSuchBucket":
+                raise
+            try:
                 listed = self.store.list(url.as_prefix(), MAX_LISTED)
-                if listed:
-                    return self.prefix(url.as_prefix(), listed)
+            except ObjectNotFoundError as missing:  # no bucket: said of the URL as written
+                raise ObjectNotFoundError(
+                    url.text, missing.problem, missing.status, missing.code
+                ) from None
+            if listed:
+                return self.prefix(url.as_prefix(), listed)
             raise
         with source:
             return self.single(source)

@@ -27,3 +27,30 @@ def test_an_engines_report_is_found_after_megabytes_of_its_output():
         # Only the end is read: a report that far back is not the run's last word.
         stream.write(b"warning: " + b"x" * (64 << 10) + b"\n")
         assert own_report(stream) is None
+
+
+def test_a_run_another_reader_evicted_unseen_is_not_called_a_lazy_load(sharded_model):
+    """A program's run of which a fifth was seen arriving: alone, a lazy load; beside another
+    process that held the model's files (and dropped pages between two looks), that reader is
+    named as why the run is not timed."""
+    import dataclasses
+
+    from modelmon.core import open_model, parse_configuration
+    from modelmon.core.runs.program import ProgramRun
+    from modelmon.core.watching.result import OtherReader
+
+    from ..watching.test_findings import a_file, a_result
+
+    model = open_model(sharded_model)
+    size = model.file_bytes
+    seen = a_file(path=model.files[0].path, size=size, bytes_read=size // 5)
+    watched = dataclasses.replace(a_result((seen,)), ended_by="exit")
+    run = ProgramRun(model, parse_configuration("cmd: true {path}"), "cold")
+    status, why = run._judge(watched, "")
+    assert status == "failed" and why is not None and "a lazy load" in why
+    evictor = OtherReader(4242, "vmtouch", (model.files[0].path,), False)
+    beside = dataclasses.replace(watched, other_readers=(evictor,))
+    status, why = run._judge(beside, "")
+    assert status == "failed" and why is not None and "lazy" not in why
+    assert why.startswith("only 20.0% of the model arrived or was touched while another ")
+    assert "pid 4242 (vmtouch)" in why and "pages it dropped arrive unseen" in why

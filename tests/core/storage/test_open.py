@@ -151,13 +151,18 @@ def test_a_shard_the_index_names_but_the_bucket_lacks(moto_s3: SimpleNamespace) 
             "s3://no-such-bucket/model.safetensors",
             r"no bucket 'no-such-bucket' at http://127\.0\.0\.1:\d+ \(404 NoSuchBucket\)",
         ),
+        (
+            "s3://no-such-bucket/llama",  # a key or a prefix: neither gets a "/" added
+            r"no bucket 'no-such-bucket' at http://127\.0\.0\.1:\d+ \(404 NoSuchBucket\)",
+        ),
         ("s3://models/nothing-here/", "no objects under this prefix"),
     ],
 )
 def test_missing_buckets_keys_and_prefixes(s3: SimpleNamespace, url: str, says: str) -> None:
     with pytest.raises(ObjectNotFoundError, match=says) as caught:
         open_model(url)
-    assert "\n" not in str(caught.value) and str(caught.value).startswith(url)
+    # The URL as it was written, then what is wrong with it (no "/" added to a key).
+    assert "\n" not in str(caught.value) and str(caught.value).startswith(f"{url}: ")
 
 
 def test_wrong_credentials_are_refused_in_one_line(

@@ -195,6 +195,21 @@ def test_another_reader_is_named_instead_of_memory_or_a_warm_cache() -> None:
     ]
 
 
+def test_pages_another_reader_evicts_unseen_are_blamed_on_it_not_on_a_lazy_load() -> None:
+    """A load of which only part was seen arriving while another process held its file (and
+    dropped its pages between two looks): not "a lazy load", but the other reader."""
+    evictor = OtherReader(4242, "vmtouch", ("/mnt/fuse/m.gguf",), False)
+    unseen = a_file(bytes_read=GB // 5, arrived_bytes=GB // 5, unique_arrived_bytes=GB // 5)
+    assert rules.partial_read(a_result((unseen,))) is not None  # alone: a lazy load
+    assert codes(a_result((unseen,), other_readers=(evictor,))) == ["other-reader"]
+    found = rules.other_readers(a_result((unseen,), other_readers=(evictor,)))
+    assert found is not None and "lazy" not in found.text.replace("not say the load was lazy", "")
+    assert (
+        "Only 20.0% of the 1.00 GB the program read of them was seen arriving: pages the other "
+        "reader dropped between two looks arrive unseen, so this does not say the load was lazy."
+    ) in found.text
+
+
 def test_the_json_is_strict_and_has_the_documented_keys() -> None:
     result = a_result(findings=rules.findings(a_result(read_chars=0)))
     assert [f.code for f in result.findings] == ["mmap-faults"]
