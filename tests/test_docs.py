@@ -41,3 +41,17 @@ def test_every_path_a_page_names_exists(page: Path):
 def test_the_pages_name_paths_at_all():
     """The check reads the paths the pages name (a pattern that found none would pass)."""
     assert len(_named_paths(ROOT / "docs" / "architecture.md")) > 30
+
+
+def test_the_quick_start_says_how_to_run_the_command_line_it_then_uses() -> None:
+    """``./dev app`` puts no ``modelmon`` on PATH: the quick start names where it is (the
+    console script pyproject.toml installs into .venv), beside its two commands."""
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "./dev app" in start and "./dev test" in start
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert "modelmon" in scripts
+    assert ".venv/bin/modelmon" in start and "source .venv/bin/activate" in start
+    assert "modelmon recommend" in readme.split("## Quick start", 1)[1]  # what it then uses
