@@ -141,10 +141,6 @@ def stand_in(config: ProgramConfig) -> tuple[ProgramConfig, str | None]:
     return stand.with_knobs(dict(config.knobs)), engine.name
 
 
-def _candidate(program: ProgramConfig, role: str) -> Candidate:
-    return Candidate(program, role=role)
-
-
 def _changes(
     loader: ProgramConfig, engine: Engine | None, as_is: Entry, features: dict[str, Any]
 ) -> tuple[list[Entry], Entry | None]:
