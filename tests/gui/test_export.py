@@ -17,6 +17,7 @@ from modelmon.core import read_config
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.export_format import CSV_FIELDS
 
+from ..core.output.test_config_story import one_story
 from .conftest import open_model, wait_idle
 
 OLD = b"the previous export\n"
@@ -153,6 +154,7 @@ def test_a_recommendation_is_measured_then_exported_as_often_as_asked(
         assert ok, text
         config = read_config(out / name)
         assert config.document["evidence"]["runs"] >= 1
+        one_story(config.document)  # the engine's one record, as the CLI's file tells it
         # Pasted anywhere, the line finds the file: its whole path.
         assert f"config={str(out / name)!r}" in config.document["apply"]["modelmon"]
         assert config.strategy == rec.winner.spec.split()[0]
