@@ -134,6 +134,15 @@ class LoadError(ModelmonError):
     """A load that could not be run or failed part-way (worker failure, I/O error, no RAM)."""
 
 
+class DoesNotFitError(LoadError):
+    """The model's weights outgrow the memory allowed: no way of loading keeps them there.
+    Says what a load needs and what would fit; ``needs_bytes`` and ``allowed_bytes``."""
+
+    def __init__(self, message: str, needs_bytes: int, allowed_bytes: int) -> None:
+        self.needs_bytes, self.allowed_bytes = needs_bytes, allowed_bytes
+        super().__init__(message)
+
+
 class LoadCancelled(ModelmonError):
     """A load stopped on request."""
 

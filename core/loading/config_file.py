@@ -142,6 +142,13 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     "identity": IDENTITY_KEYS,
     "loader": LOADER_KEYS,
     "ranks": RANKS_KEYS,
+    # [fit]: the weights outgrow the RAM allowed: no [recommended], what a load needs.
+    "fit": {
+        "fits": (_bool, "true or false"),
+        "needs_bytes": (_count, "a byte count"),
+        "allowed_bytes": (_count, "a byte count"),
+        "storage_mbps": (_number, "MB/s"),
+    },
 }
 ALTERNATIVE_KEYS: dict[str, tuple[Check, str]] = {
     "rank": (_count, "a rank"),
@@ -165,6 +172,7 @@ TOP_KEYS = {
     "recommendation",
     "loader",
     "ranks",
+    "fit",
 }
 
 
@@ -222,6 +230,14 @@ def validate(name: str, document: dict[str, Any]) -> ConfigFile:
     validate_identity(document.get("identity", {}), fail)
     if not _strings(document.get("explanation", [])):
         raise fail("explanation", "must be a list of sentences")
+    fit = document.get("fit", {})
+    if fit.get("fits") is False and "recommended" not in document:
+        raise ConfigError(
+            f"{name}: the model did not fit in the memory allowed there: no configuration "
+            f"loads it (it needs at least {fit.get('needs_bytes', 0) / 2**30:.1f} GiB); "
+            "measure again with more memory (recommend --memory-limit) or fewer weights per "
+            "process (recommend --ranks N)"
+        )
     strategy, options = _recommended(document.get("recommended"), fail)
     return ConfigFile(name, strategy, options, document)
 

@@ -34,10 +34,10 @@ def curve_best(ceilings: Ceilings) -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2)) * MiB
 
 
-def object_candidates(model: Model, fits: bool, ceilings: Ceilings) -> list[Candidate]:
+def object_candidates(model: Model, ceilings: Ceilings) -> list[Candidate]:
     """The search space, most promising first (the budget trims from the end)."""
     connections, part = curve_best(ceilings)
-    base = LoadOptions(discard=not fits)
+    base = LoadOptions()
     parts_in_model = max(1, -(-model.total_bytes // part))
 
     def ranged(strategy: str, threads: int, chunk: int, role: str = "") -> Candidate:

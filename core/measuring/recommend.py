@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from modelmon.core.configuration import ProgramConfig
-from modelmon.core.errors import LoadError
+from modelmon.core.errors import DoesNotFitError, LoadError
 from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
@@ -38,7 +38,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.system import readahead
 from modelmon.core.system.memory import check_memory_limit, memory_facts
-from modelmon.core.system.memory_limit import size_text
+from modelmon.core.system.memory_limit import PROCESS_BYTES, ram_text, size_text
 from modelmon.core.system.storage import RAM_FS_TYPES, StorageFacts, storage_facts
 
 Progress = Callable[[str], None]
@@ -68,7 +68,6 @@ class Recommendation:
     winner: Candidate  # the modelmon configuration the config file holds
     ranked: tuple[Candidate, ...]  # modelmon candidates, best first, every one measured
     ceilings: Ceilings
-    streaming: bool  # the model does not fit in the RAM allowed: discard-mode loads only
     usable_ram: int
     budget: BudgetUse
     storage: StorageFacts | None = None  # the model's storage as the search found it
@@ -85,7 +84,27 @@ class Recommendation:
         return self.pick or self.winner
 
 
-def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
+def refuse_unless_fits(model: Model, allowed: int, limited: bool) -> None:
+    """DoesNotFitError, before anything is measured, when the weights and a process outgrow
+    ``allowed`` (a memory limit, else the RAM usable now): a recommendation is a way to load
+    the weights, and a load that keeps nothing loads none."""
+    needs = model.total_bytes + PROCESS_BYTES
+    if needs <= allowed:
+        return
+    what = "the memory limit" if limited else "the RAM usable now"
+    raise DoesNotFitError(
+        f"does not fit: the weights need at least {ram_text(needs)} ({ram_text(model.total_bytes)}"
+        f" of tensors and {ram_text(PROCESS_BYTES)} for the process; the page cache a load "
+        f"reads through is reclaimable), {what} is {ram_text(allowed)}. What would fit: "
+        f"--memory-limit {-(-needs // 2**20)}Mi or more, or a part of the weights per "
+        "process (N tensor-parallel ranks each hold 1/N: recommend --ranks N measures them); "
+        "`modelmon load --discard` measures the storage's speed without keeping the weights",
+        needs,
+        allowed,
+    )
+
+
+def candidates(model: Model, parallel: int) -> list[Candidate]:
     """The search space, most promising first (the budget trims from the end).
 
     Each way of loading comes before variants of one: parallel reads into arrays, then no
@@ -97,7 +116,7 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
 
     Options are what a loader would apply (cache "keep"); every run is made cold.
     """
-    base = LoadOptions(threads=1, discard=not fits)  # each candidate names its own threads
+    base = LoadOptions(threads=1)  # each candidate names its own threads
     grid = [
         Candidate.of("sequential", base.with_(workers=parallel, chunk=16 * MiB)),
         Candidate.of("library", base, role="baseline"),
@@ -115,26 +134,20 @@ def candidates(model: Model, fits: bool, parallel: int) -> list[Candidate]:
         Candidate.of("sequential", base.with_(workers=SEARCH_WIDTH * parallel, chunk=16 * MiB)),
         Candidate.of("mmap", base.with_(workers=1, madvise="sequential")),
     ]
-    if fits:  # a warm-up pass only makes sense when the whole model stays in the page cache
-        after_direct = next(i for i, c in enumerate(grid) if c.strategy == "direct") + 1
-        grid.insert(after_direct, Candidate.of("warmup", base.with_(workers=parallel)))
+    after_direct = next(i for i, c in enumerate(grid) if c.strategy == "direct") + 1
+    grid.insert(after_direct, Candidate.of("warmup", base.with_(workers=parallel)))
     return grid
 
 
 NUMPY_TYPES = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
 
 
-def peer_candidates(model: Model, fits: bool, parallel: int) -> tuple[list[Candidate], list[str]]:
+def peer_candidates(model: Model, parallel: int) -> tuple[list[Candidate], list[str]]:
     """The other loaders the search races (``Engine.searched``), installed here and loading
-    this model's format, with the settings a user would set; a note for each absent one.
-
-    They keep every tensor in RAM, so they are measured only when the model fits.
-    """
+    this model's format, with the settings a user would set; a note for each absent one."""
     searched = [e for e in ENGINES.values() if e.searched and model.format in e.formats]
     if not searched:
         return [], []
-    if not fits:
-        return [], ["other loaders were not measured: they load the whole model into RAM"]
     found, absent = [], []
     odd = sorted({e.dtype for e in model.extents} - NUMPY_TYPES)
     remote = any(file.remote is not None for file in model.files)
@@ -310,7 +323,7 @@ def recommend(
     budget_s, parallel = checked(budget_s, memory_limit, workers)
     remote = any(file.remote is not None for file in model.files)
     usable = memory_facts().usable if memory_limit is None else memory_limit
-    fits = model.total_bytes <= usable
+    refuse_unless_fits(model, usable, memory_limit is not None)
     facts = None if remote else storage_facts(model.files[0].path)
     ceilings = search_ceilings(
         model, ceilings, parallel, (lambda _: None) if planned else say, cancel
@@ -333,10 +346,10 @@ def recommend(
     if pool is not None:
         own = pool
     elif remote:
-        own = object_candidates(model, fits, ceilings)
+        own = object_candidates(model, ceilings)
     else:
-        own = candidates(model, fits, parallel)
-    rivals, absent = peer_candidates(model, fits, parallel) if peers else ([], [])
+        own = candidates(model, parallel)
+    rivals, absent = peer_candidates(model, parallel) if peers else ([], [])
     for note in absent:
         say(note)
     order = screening_order(own, rivals)
@@ -367,7 +380,6 @@ def recommend(
         winner=winner,
         ranked=ranked,
         ceilings=ceilings,
-        streaming=not fits,
         usable_ram=usable,
         budget=BudgetUse(
             given_s=budget_s,

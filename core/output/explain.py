@@ -26,7 +26,7 @@ from modelmon.core.output.verdict import spread_words
 from modelmon.core.system import readahead
 from modelmon.core.system.memory_limit import ram_text, size_text
 from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
-from modelmon.core.units import human_bytes, rate_span_text, rate_text
+from modelmon.core.units import rate_span_text, rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.recommend import Recommendation
@@ -310,13 +310,6 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     binding = ceilings.binding_words()
     if binding:
         lines.append(binding)
-    if rec.streaming:
-        lines.append(
-            f"The model ({human_bytes(rec.model.total_bytes)}) is larger than the "
-            f"{human_bytes(rec.usable_ram)} of RAM allowed, so only streaming loads (discard "
-            "mode, bounded buffers) were measured and recommended: a warm-up pass or a full "
-            "in-RAM load would evict its own pages or be killed for lack of memory."
-        )
     efficiency = ceilings.efficiency(
         used.median_mbps, keeps_bytes(used.strategy, used.options.discard)
     )

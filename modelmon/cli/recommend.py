@@ -99,7 +99,9 @@ def add_parser(verbs: Verbs) -> None:
         metavar="SIZE",
         help="RAM the loaded model may take, e.g. 16Gi, 2GiB, from "
         f"{MIN_MEMORY_LIMIT // MiB} MiB to this machine's RAM (default: what is available "
-        "now); a model larger than it gets a streaming recommendation. Every candidate runs "
+        "now); weights larger than it are answered that they do not fit, and what would, "
+        "before anything is measured (a load that keeps nothing is no answer). Every "
+        "candidate runs "
         "in a memory cgroup of this size, as in a container: one OOM-killed or re-reading "
         "its model there (thrashing) is out",
     )

@@ -78,7 +78,6 @@ class Recorded:
                 winner=best,
                 ranked=(best,),
                 ceilings=Ceilings(model.path, (parallel,)),
-                streaming=False,
                 usable_ram=10**10,
                 budget=BudgetUse(given_s=budget_s, elapsed_s=1.0),
             )

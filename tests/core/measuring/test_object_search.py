@@ -65,7 +65,7 @@ def test_plain_gets_read_every_byte_once(faulty_s3: SimpleNamespace) -> None:
 def test_the_search_space_follows_the_curve(rclone_s3: SimpleNamespace) -> None:
     model = open_model(f"s3://{BUCKET}/large/")
     ceilings = measure_ceilings(model, ("storage",), repeats=1)
-    grid = object_candidates(model, True, ceilings)
+    grid = object_candidates(model, ceilings)
     connections, part = curve_best(ceilings)
     parts = -(-model.total_bytes // part)
     assert grid[0].strategy == "ranged" and grid[0].options.chunk == part
@@ -109,7 +109,7 @@ def test_a_curve_whose_best_is_the_plain_download_keeps_it_the_baseline(
 
     curve = (("1 connection(s), 1024 MiB GETs", 400.0), ("4 connection(s), 16 MiB GETs", 300.0))
     storage = Ceiling("storage", 400.0, (400.0,), "plain GETs", None, curve=curve)
-    grid = object_candidates(open_model(sharded_model), True, Ceilings("m", (storage,)))
+    grid = object_candidates(open_model(sharded_model), Ceilings("m", (storage,)))
     assert grid[0].options.threads == 1 and grid[0].options.chunk == 1 << 30
     assert grid[0].role == "baseline"
     assert [c.role for c in grid].count("baseline") == 1

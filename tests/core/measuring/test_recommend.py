@@ -12,13 +12,13 @@ import pytest
 import safetensors.numpy
 
 import modelmon.core
+from modelmon.core.errors import DoesNotFitError
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.recommend import candidates, recommend
 from modelmon.core.model.formats import open_model
-from modelmon.core.output.explain import explain
 
-from ..system.test_memory_cgroup import plan_only, real_cgroup_reason
+from ..system.test_memory_cgroup import plan_only
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -95,27 +95,32 @@ def test_failure_mode_and_baseline_are_explained(recommended: tuple[Path, dict])
         assert "baseline" in notes
 
 
-def test_model_larger_than_ram_gets_a_streaming_recommendation(
+def test_a_model_larger_than_its_memory_is_answered_that_it_does_not_fit(
     sharded_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan_only(monkeypatch)  # half of a 6 MB model: planned with, no worker lives under it
+    """A recommendation is a way to load the weights: a limit below them is answered with
+    what a load needs and what would fit, before anything is measured, never with a load
+    that keeps nothing."""
+    plan_only(monkeypatch)
     model = open_model(sharded_model)
-    rec = recommend(model, budget_s=6, memory_limit=model.total_bytes // 2, workers=2)
-    assert rec.streaming and rec.winner.options.discard
-    assert all(c.options.discard for c in rec.ranked)
-    assert not any(c.strategy == "warmup" for c in rec.ranked)
-    assert any("larger than" in line and "streaming" in line for line in explain(rec))
+    measured: list[object] = []
+    monkeypatch.setattr("modelmon.core.measuring.recommend.search_ceilings", measured.append)
+    with pytest.raises(DoesNotFitError, match="does not fit") as caught:
+        recommend(model, budget_s=6, memory_limit=model.total_bytes // 2, workers=2)
+    assert measured == []  # refused before the ceilings
+    found = caught.value
+    assert found.needs_bytes > model.total_bytes and found.allowed_bytes == model.total_bytes // 2
+    words = str(found)
+    assert "\n" not in words and "--memory-limit" in words and "--ranks" in words
 
 
-def test_candidates_respect_ram() -> None:
+def test_candidates_keep_the_weights() -> None:
     class FakeModel:
         total_bytes = 10
 
-    fits = candidates(FakeModel(), True, 4)  # type: ignore[arg-type]
-    streaming = candidates(FakeModel(), False, 4)  # type: ignore[arg-type]
-    assert any(c.strategy == "warmup" for c in fits)
-    assert not any(c.strategy == "warmup" for c in streaming)
-    assert all(c.options.discard for c in streaming) and not any(c.options.discard for c in fits)
+    grid = candidates(FakeModel(), 4)  # type: ignore[arg-type]
+    assert any(c.strategy == "warmup" for c in grid)
+    assert not any(c.options.discard for c in grid)
 
 
 def test_each_way_of_loading_is_screened_before_a_second_copying_reader() -> None:
@@ -125,12 +130,11 @@ def test_each_way_of_loading_is_screened_before_a_second_copying_reader() -> Non
     class FakeModel:
         total_bytes = 10
 
-    for fits in (True, False):
-        grid = candidates(FakeModel(), fits, 4)  # type: ignore[arg-type]
-        plain = [c for c in grid if not c.role]
-        allocating = [i for i, c in enumerate(plain) if get_strategy(c.strategy).allocates]
-        views = next(i for i, c in enumerate(plain) if not get_strategy(c.strategy).allocates)
-        assert views < allocating[1]
+    grid = candidates(FakeModel(), 4)  # type: ignore[arg-type]
+    plain = [c for c in grid if not c.role]
+    allocating = [i for i, c in enumerate(plain) if get_strategy(c.strategy).allocates]
+    views = next(i for i, c in enumerate(plain) if not get_strategy(c.strategy).allocates)
+    assert views < allocating[1]
 
 
 def test_cli_memory_limit_says_why(sharded_model: Path, tmp_path: Path) -> None:
@@ -145,9 +149,8 @@ def test_cli_memory_limit_says_why(sharded_model: Path, tmp_path: Path) -> None:
         "1MiB",
         cwd=tmp_path,
     )
-    if real_cgroup_reason() is None:  # every candidate runs in a cgroup of 1 MiB: none lives
-        assert done.returncode == 1, done.stderr
-        assert "no candidate load completed under the memory limit of 1 MiB" in done.stderr
-        return
-    assert done.returncode == 0, done.stderr  # planned with only: a streaming recommendation
-    assert "larger than" in done.stdout and "discard=true" in done.stdout
+    # The weights outgrow 1 MiB: said before anything is measured, with what would fit.
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "does not fit" in done.stderr
+    assert "--memory-limit" in done.stderr and "discard=true" not in done.stdout
+    assert not list(tmp_path.glob("*.toml"))  # no configuration of a load that keeps nothing

@@ -210,7 +210,7 @@ def test_peer_not_installed_is_absent_with_a_note(
         return None if name == "runai_model_streamer" else real(name, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    found, absent = peer_candidates(open_model(sharded_model), True, 4)
+    found, absent = peer_candidates(open_model(sharded_model), 4)
     engines = [c.program.engine for c in found if c.program is not None]
     assert "runai" not in engines and "safetensors" in engines
     assert any(n.startswith("Run:ai Model Streamer is not installed") for n in absent)
@@ -326,7 +326,6 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
         winner=best,
         ranked=(best,),
         ceilings=Ceilings("m", ()),
-        streaming=False,
         usable_ram=10**10,
         budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
         peers=(crashed,),

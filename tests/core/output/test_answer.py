@@ -165,7 +165,7 @@ def test_a_slow_bucket_loads_at_kilobytes_a_second_not_at_zero(model: Model):
     library = candidate("library", 0.0098, 0.0101, 0.0099)
     rec = record(model, winner=library, ranked=(library,))
     found = answer(rec, "m.toml")
-    assert found.gain == "It loads at 9.9 kB/s, the median of 3 cold runs."
+    assert found.gain.startswith("It loads at 9.9 kB/s, the median of 3 cold runs")
 
 
 def test_a_baseline_of_one_run_is_said_as_one_run_beside_the_picks_three(model: Model):

@@ -41,7 +41,6 @@ def record(model: Model, **fields: object) -> Recommendation:
         winner=fields.pop("winner"),  # type: ignore[arg-type]
         ranked=(),
         ceilings=CEILINGS,
-        streaming=False,
         usable_ram=10**10,
         budget=BudgetUse(given_s=60, elapsed_s=59),
     )

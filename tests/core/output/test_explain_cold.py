@@ -72,7 +72,6 @@ def recorded(sharded_model: Path) -> Recommendation:
         winner=best,
         ranked=(best, plain),
         ceilings=ceilings,
-        streaming=False,
         usable_ram=10**10,
         budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
     )

@@ -46,7 +46,6 @@ def test_a_search_says_the_picks_peak_and_the_largest_of_the_tree(sharded_model:
         winner=best,
         ranked=(best, other),
         ceilings=None,  # type: ignore[arg-type]
-        streaming=False,
         usable_ram=10**10,
         budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
     )

@@ -49,7 +49,6 @@ def _recommendation(sharded_model: Path) -> Recommendation:
         winner=best,
         ranked=(best, second, cut),
         ceilings=CEILINGS,
-        streaming=False,
         usable_ram=10**10,
         budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
         unranked=(late,),

@@ -110,11 +110,10 @@ def test_the_widest_search_at_the_most_workers_allowed_is_a_valid_grid() -> None
     class FakeModel:
         total_bytes = 10
 
-    for fits in (True, False):
-        grid = candidates(FakeModel(), fits, MAX_SEARCH_WORKERS)  # type: ignore[arg-type]
-        assert max(c.options.workers for c in grid) <= MAX_PARALLEL
+    grid = candidates(FakeModel(), MAX_SEARCH_WORKERS)  # type: ignore[arg-type]
+    assert max(c.options.workers for c in grid) <= MAX_PARALLEL
     with pytest.raises(OptionsError):
-        candidates(FakeModel(), True, MAX_SEARCH_WORKERS + 1)  # type: ignore[arg-type]
+        candidates(FakeModel(), MAX_SEARCH_WORKERS + 1)  # type: ignore[arg-type]
 
 
 def test_one_budget_default_for_the_engine_the_cli_and_the_app() -> None:
