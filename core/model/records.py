@@ -91,6 +91,11 @@ def collector_paused() -> Iterator[None]:
     bursts trigger collections that walk every live one again, which took 40-60 % of the time.
     Nothing made there is cyclic garbage. The collector is process-wide: it is switched back on
     only if it was on, so nested or concurrent users at worst leave it off a little longer.
+
+    What was made lives on, and switched back on, the collector would walk all of it at once as
+    young objects (0.3-0.6 s for a million extents): it is moved to the oldest generation
+    instead, without a walk (``freeze`` then ``unfreeze``), where full collections still free
+    any cycle in it.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -98,4 +103,6 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()

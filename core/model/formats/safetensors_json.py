@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from typing import Any
 
@@ -36,7 +37,7 @@ ENTRY_FIELDS = ("dtype", "shape", "data_offsets")
 Members = tuple[tuple[str, Any], ...]  # a JSON object: its members in file order, duplicates kept
 
 # "-0" where a number may begin: json.loads makes it the integer 0, serde_json the float -0.0.
-_NEGATIVE_ZERO = re.compile(rb"[\[,:][ \t\n\r]*-0(?![0-9.eE])")
+_NEGATIVE_ZERO = re.compile(r"[\[,:][ \t\n\r]*-0(?![0-9.eE])")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -69,37 +70,44 @@ def _float(text: str) -> float:
     return value
 
 
-def decode(raw: bytes, exact: bool) -> Any:
-    """The header's JSON value, objects as ``Members``. ``exact``: numbers typed as serde_json
-    types them (a Python call per number: only for headers the whole-column checks refused,
-    or where ``may_hold_negative_zero``)."""
+def header_text(raw: bytes) -> str:
+    """The header's JSON text: it must be UTF-8."""
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HeaderProblem("header is not valid UTF-8", exc.start) from None
+
+
+def decode(text: str, exact: bool) -> Any:
+    """The header's JSON value, objects as ``Members``. ``exact``: numbers typed as serde_json
+    types them (a Python call per number: only where a number may be read otherwise, see
+    ``holds_inexact_number`` and ``may_hold_negative_zero``)."""
     numbers: dict[str, Any] = {"parse_int": _integer, "parse_float": _float} if exact else {}
     try:
         return json.loads(text, object_pairs_hook=tuple, parse_constant=_not_json, **numbers)
     except json.JSONDecodeError as exc:
-        raise HeaderProblem(f"header is not valid JSON: {exc.msg}", exc.pos) from None
+        problem = HeaderProblem(f"header is not valid JSON: {exc.msg}", exc.pos)
     except RecursionError:
-        raise HeaderProblem(f"header JSON is nested too deep (over {MAX_DEPTH} levels)") from None
-    except HeaderProblem:
-        raise
+        problem = HeaderProblem(f"header JSON is nested too deep (over {MAX_DEPTH} levels)")
+    except HeaderProblem as exc:
+        problem = exc
     except ValueError:  # an integer of over 4300 digits, which int() refuses: serde's way
         if exact:
             raise
-        return decode(raw, exact=True)
+        return decode(text, exact=True)
+    if exact:
+        raise problem
+    return decode(text, exact=True)  # which may meet first a number serde refuses (1e400)
 
 
-def may_hold_negative_zero(raw: bytes) -> bool:
+def may_hold_negative_zero(text: str) -> bool:
     """Whether ``-0`` may stand as a number in the header (a quick scan; strings may match)."""
-    return b"-0" in raw and _NEGATIVE_ZERO.search(raw) is not None
+    return "-0" in text and _NEGATIVE_ZERO.search(text) is not None
 
 
-def has_escapes(raw: bytes) -> bool:
+def has_escapes(text: str) -> bool:
     """Whether any string in the header may hold a ``\\u`` escape (and so a lone surrogate)."""
-    return b"\\u" in raw
+    return "\\u" in text
 
 
 def lone_surrogate(text: str) -> bool:
@@ -126,6 +134,30 @@ def check_value(value: Any, depth: int) -> None:
                     pending.append((member[0], level))
                     member = member[1]
                 pending.append((member, level + 1))
+
+
+def holds_inexact_number(value: Any) -> bool:
+    """Whether a value decoded without ``exact`` holds a number serde_json reads otherwise: an
+    integer past i64/u64 (a float to serde) or a float past its range (refused). With no
+    ``-0`` in the header (``may_hold_negative_zero``), the two readings differ only there."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is int:
+            if not I64_MIN <= item < U64_LIMIT:
+                return True
+        elif kind is float:
+            if math.isinf(item):
+                return True
+        elif kind is list:
+            pending.extend(item)
+        elif kind is tuple:  # an object's (key, value) members
+            pending.extend(map(_member_value, item))
+    return False
+
+
+_member_value = operator.itemgetter(1)
 
 
 def _usize(value: Any) -> bool:

@@ -16,12 +16,8 @@ import safetensors.numpy
 
 from modelmon.core.errors import ModelFormatError
 from modelmon.core.model.formats import open_model
-from modelmon.core.model.formats.safetensors import (
-    _columns_if_valid,
-    parse_safetensors_file,
-    read_header,
-)
-from modelmon.core.model.formats.safetensors_json import decode
+from modelmon.core.model.formats.safetensors import parse_safetensors_file, read_header
+from modelmon.core.model.formats.safetensors_scan import scan_header
 
 from ....unprivileged import run_unprivileged
 
@@ -129,6 +125,15 @@ def test_malformed_is_refused_fast_and_small(tmp_path: Path, case: str) -> None:
     assert "\n" not in message and str(path) in message
     assert elapsed < 0.5
     assert peak < size + (1 << 20)
+
+
+def test_the_first_number_serde_refuses_is_the_one_named(tmp_path: Path) -> None:
+    """serde reads the header in order and stops at the first number it refuses: 1e400, not
+    the NaN after it (which a reading of Python's numbers would meet first)."""
+    text = '{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4],"x":1e400,"y":NaN}}'
+    path = write_raw(tmp_path / "m.safetensors", None, b"abcd", raw_header=text.encode())
+    with pytest.raises(ModelFormatError, match="number 1e400 is out of range"):
+        open_model(path)
 
 
 def test_reference_agrees_that_malformed_files_are_bad(tmp_path: Path) -> None:
@@ -306,16 +311,17 @@ def test_one_bad_tensor_among_many_is_named(tmp_path: Path, case: str) -> None:
 
 
 def test_many_tensors_in_any_header_order(tmp_path: Path) -> None:
-    """The whole-column checks accept a valid header in any key order, empty tensors included,
-    and give the tensors in offset order with every field as the format says."""
+    """The writers'-form scan and the whole-column checks accept a valid header in any key
+    order, empty tensors included, and give the tensors in offset order with every field as
+    the format says."""
     header = many_tensors(1000)
     header["empty"] = entry("F4", [0, 7], 600, 600)
     header["__metadata__"] = {"format": "pt"}
     shuffled = dict(reversed(header.items()))
     path = write_raw(tmp_path / "m.safetensors", shuffled, bytes(2000))
     extents, _, metadata = parse_safetensors_file(path)
-    raw, data_start, size = read_header(path)  # accepted by the columns, not by the walk
-    assert _columns_if_valid(decode(raw, exact=False), size - data_start, False) is not None
+    raw, _, _ = read_header(path)
+    assert scan_header(raw.decode()) is not None  # read without json.loads
     assert metadata == {"format": "pt"}
     assert [e.offset - extents[0].offset for e in extents] == sorted(
         [2 * i for i in range(1000)] + [600]
