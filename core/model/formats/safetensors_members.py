@@ -82,18 +82,20 @@ def document_columns(
         raise ModelFormatError(file, "header JSON is not an object", 8)
     keys: list[Any] = list(map(_key, document))
     infos: list[Any] = list(map(_value, document))
-    odd = list(itertools.compress(itertools.count(), map(operator.eq, keys, _repeat(METADATA))))
+    count = itertools.count
+    special = set(itertools.compress(count(), map(operator.eq, keys, _repeat(METADATA))))
     if escapes:
-        odd = sorted({*odd, *itertools.compress(itertools.count(), map(lone_surrogate, keys))})
-    columns = _plain_columns(keys, infos, odd)
-    rows: list[Entry | None] = []
-    if columns is None:  # not every entry is plain: sorted out one by one
-        rows = list(map(_plain_entry, keys, infos))
-        for index in odd:
-            rows[index] = None
-        odd = list(itertools.compress(itertools.count(), map(operator.not_, rows)))
+        special.update(itertools.compress(count(), map(lone_surrogate, keys)))
+    fields, suspects = _plain_fields(infos)
+    # Members read alone: those the columns cannot vouch for, and __metadata__ (or a name with
+    # a lone surrogate), never a tensor whatever it holds. None: not a plain entry.
+    rows = {
+        index: None if index in special else _plain_entry(keys[index], infos[index])
+        for index in sorted({*suspects, *special})
+    }
+    odd = [index for index, row in rows.items() if row is None]
     if exact_reading is not None and any(holds_inexact_number(infos[i]) for i in odd):
-        del keys, infos, rows, document
+        del keys, infos, fields, rows, document
         return document_columns(file, exact_reading(), escapes, None)
     metadata: dict[str, str] | None = None
     for index in odd:
@@ -102,13 +104,16 @@ def document_columns(
             metadata = checked
         else:
             rows[index] = checked
-    if columns is None:
-        columns = TensorColumns.of(filter(None, rows))
-    return columns, metadata or {}
+    return _columns(keys, fields, rows), metadata or {}
 
 
 _key, _value = operator.itemgetter(0), operator.itemgetter(1)
 _first, _second, _third = (operator.itemgetter(n) for n in range(3))
+# Entries checked together when the columns of all of them fail a check: all those of a run
+# where one fails are then read alone (a hostile entry among a million costs one run).
+_RUN = 1024
+
+Fields = tuple[list[Any], list[Any], list[Any]]  # dtypes, shapes, data_offsets, as decoded
 
 
 def _repeat(value: object) -> Iterable[Any]:
@@ -120,26 +125,40 @@ def _only(values: Iterable[object], kind: type) -> bool:
     return set(map(type, values)) <= {kind}
 
 
-def _plain_columns(keys: list[Any], infos: list[Any], odd: list[int]) -> TensorColumns | None:
-    """The columns of every member but those at ``odd``, if every one is a plain entry."""
-    if odd:
-        kept = [True] * len(infos)
-        for index in odd:
-            kept[index] = False
-        keys, infos = list(itertools.compress(keys, kept)), list(itertools.compress(infos, kept))
-    if not infos:
-        return TensorColumns([], [], [], [], [])
+def _plain_fields(infos: list[Any]) -> tuple[Fields, list[int]]:
+    """The fields of every member, and the members they are not vouched for (placeholders
+    stand for those fields): members of runs where one is not a plain entry."""
+    fields = _fields_if_plain(infos)
+    if fields is not None or not infos:
+        return fields or ([], [], []), []
+    dtypes: list[Any] = []
+    shapes: list[Any] = []
+    bounds: list[Any] = []
+    suspects: list[int] = []
+    for start in range(0, len(infos), _RUN):
+        run = infos[start : start + _RUN]
+        found = _fields_if_plain(run)
+        if found is None:
+            suspects.extend(range(start, start + len(run)))
+            found = ([""] * len(run), [[]] * len(run), [[0, 0]] * len(run))
+        for column, values in zip((dtypes, shapes, bounds), found, strict=True):
+            column += values
+    return (dtypes, shapes, bounds), suspects
+
+
+def _fields_if_plain(infos: list[Any]) -> Fields | None:
+    """The dtype, shape and data_offsets columns of entries, if every one is plain."""
     if not _only(infos, tuple) or set(map(len, infos)) != {3}:
         return None
     fields = _entry_fields(infos)
     if fields is None:
         return None
-    dtypes, shape_lists, bounds = fields
+    dtypes, shapes, bounds = fields
     if not (_only(dtypes, str) and set(dtypes) <= DTYPES.keys()):
         return None
-    if not (_only(shape_lists, list) and _only(bounds, list) and set(map(len, bounds)) == {2}):
+    if not (_only(shapes, list) and _only(bounds, list) and set(map(len, bounds)) == {2}):
         return None
-    dims: list[Any] = list(itertools.chain.from_iterable(shape_lists))
+    dims: list[Any] = list(itertools.chain.from_iterable(shapes))
     offsets: list[Any] = list(itertools.chain.from_iterable(bounds))
     if not (_only(dims, int) and _only(offsets, int)):
         return None
@@ -147,8 +166,21 @@ def _plain_columns(keys: list[Any], infos: list[Any], odd: list[int]) -> TensorC
         return None
     if dims and (min(dims) < 0 or max(dims) >= U64_LIMIT):
         return None
-    shapes = list(map(tuple, shape_lists))
-    return TensorColumns(keys, dtypes, shapes, offsets[0::2], offsets[1::2])
+    return fields
+
+
+def _columns(keys: list[Any], fields: Fields, rows: dict[int, Entry | None]) -> TensorColumns:
+    """The tensors in file order: each member's fields, or where it was read alone its row
+    (None: no tensor)."""
+    dtypes, shapes, bounds = fields
+    offsets: list[Any] = list(itertools.chain.from_iterable(bounds))
+    columns = TensorColumns(keys, dtypes, list(map(tuple, shapes)), offsets[0::2], offsets[1::2])
+    if not rows:
+        return columns
+    entries: list[Entry | None] = list(zip(*columns, strict=True))
+    for index, row in rows.items():
+        entries[index] = row
+    return TensorColumns.of(filter(None, entries))
 
 
 def _entry_fields(infos: list[Members]) -> tuple[list[Any], list[Any], list[Any]] | None:

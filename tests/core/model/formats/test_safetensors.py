@@ -3,6 +3,7 @@ with one clear line, fast, without allocating more than the file holds."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -294,17 +295,34 @@ ONE_BAD_ENTRY = {
 }
 
 
+def member(name: str, info: object) -> str:
+    return f"{json.dumps(name)}: {json.dumps(info)}"
+
+
+@functools.cache
+def many_members() -> tuple[str, ...]:
+    """``many_tensors()``'s members as json.dumps writes them, made once: each case changes one
+    or two (json.dumps of 100k entries took a case longer than the parse it tests)."""
+    return tuple(
+        f'"model.layers.{i // 10}.t{i % 10}": '
+        f'{{"dtype": "U8", "shape": [2], "data_offsets": [{2 * i}, {2 * i + 2}]}}'
+        for i in range(MANY)
+    )
+
+
 @pytest.mark.parametrize("case", sorted(ONE_BAD_ENTRY))
 def test_one_bad_tensor_among_many_is_named(tmp_path: Path, case: str) -> None:
-    header = many_tensors()
+    members = list(many_members())
     changes, problem = ONE_BAD_ENTRY[case]
     bad = "model.layers.5000.t0"  # tensor 50 000
-    header[bad] = {**header[bad], **changes}
+    changed = {**entry("U8", [2], 100_000, 100_002), **changes}
     if case == "absurd":  # empty, so only its non-zero dimensions are wrong
-        header[bad]["data_offsets"] = [100_000, 100_000]
-        del header["model.layers.5000.t1"]  # its two bytes...
-        header["model.layers.5000.t1"] = entry("U8", [4], 100_000, 100_004)  # ...go here
-    path = write_raw(tmp_path / "many.safetensors", header, bytes(2 * MANY))
+        changed["data_offsets"] = [100_000, 100_000]
+        del members[50_001]  # its two bytes...
+        members.append(member("model.layers.5000.t1", entry("U8", [4], 100_000, 100_004)))
+    members[50_000] = member(bad, changed)
+    text = "{" + ", ".join(members) + "}"
+    path = write_raw(tmp_path / "many.safetensors", None, bytes(2 * MANY), raw_header=text.encode())
     with pytest.raises(ModelFormatError) as caught:
         parse_safetensors_file(path)
     assert f"tensor {bad!r}" in str(caught.value) and problem in str(caught.value)
