@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import threading
 from collections.abc import MutableSequence, Sequence
 from contextlib import AbstractContextManager
@@ -50,12 +51,21 @@ def load_order(model: Model) -> list[int]:
 
 def in_load_order(model: Model, indexes: Sequence[int]) -> list[int]:
     """``indexes`` sorted by (file, offset); a stable sort, so equal positions (empty tensors
-    at one offset) keep their given order. The sort keys are made in one pass rather than
-    by a key function called once per tensor."""
+    at one offset) keep their given order. The sort keys are made in whole-column passes
+    rather than by a key function called once per tensor; a model's own order (its files in
+    turn, each in offset order) is kept without a sort."""
     order = file_index(model)
-    extents = model.extents
-    positions = [(order[extents[i].file], extents[i].offset) for i in indexes]
-    return [indexes[k] for k in sorted(range(len(positions)), key=positions.__getitem__)]
+    chosen = list(map(model.extents.__getitem__, indexes))
+    positions: list[Any] = list(map(_OFFSET, chosen))
+    if len(order) > 1:
+        positions = list(zip(map(order.__getitem__, map(_FILE, chosen)), positions, strict=True))
+    if all(map(operator.le, positions, itertools.islice(positions, 1, None))):
+        return list(indexes)
+    return list(map(indexes.__getitem__, sorted(range(len(positions)), key=positions.__getitem__)))
+
+
+_OFFSET, _FILE = operator.attrgetter("offset"), operator.attrgetter("file")
+_LENGTH = operator.attrgetter("length")
 
 
 def split_contiguous(model: Model, indexes: Sequence[int], parts: int) -> list[list[int]]:
@@ -65,20 +75,23 @@ def split_contiguous(model: Model, indexes: Sequence[int], parts: int) -> list[l
     its checksum can then be computed front to back. A tensor goes to the part in which its
     midpoint falls.
     """
-    result: list[list[int]] = [[] for _ in range(parts)]
-    extents = model.extents
-    lengths = [extents[i].length for i in indexes]
+    lengths = list(map(_LENGTH, map(model.extents.__getitem__, indexes)))
     total = sum(lengths)
     if total == 0:
-        for n, index in enumerate(indexes):
-            result[n % parts].append(index)
-        return result
-    seen = 0
-    for index, length in zip(indexes, lengths, strict=True):
-        middle = seen + length / 2
-        part = min(parts - 1, int(middle * parts / total))
+        return [list(indexes[part::parts]) for part in range(parts)]
+    repeat = itertools.repeat
+    starts = itertools.accumulate(lengths, initial=0)
+    middles = map(operator.add, starts, map(operator.truediv, lengths, repeat(2)))
+    shares = map(operator.truediv, map(operator.mul, middles, repeat(parts)), repeat(total))
+    part_of = list(map(int, shares))
+    if max(part_of, default=0) >= parts:  # a middle at the very end (an empty last tensor)
+        part_of = [min(part, parts - 1) for part in part_of]
+    if all(map(operator.le, part_of, itertools.islice(part_of, 1, None))):  # cut into runs
+        cuts = [bisect.bisect_left(part_of, part) for part in range(parts + 1)]
+        return [list(indexes[cuts[part] : cuts[part + 1]]) for part in range(parts)]
+    result: list[list[int]] = [[] for _ in range(parts)]
+    for part, index in zip(part_of, indexes, strict=True):
         result[part].append(index)
-        seen += length
     return result
 
 

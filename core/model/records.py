@@ -6,6 +6,7 @@ Tensor bytes never appear here; only names, offsets, counts and timings.
 from __future__ import annotations
 
 import gc
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ class Model:
     total_bytes: int = field(init=False, repr=False, hash=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "total_bytes", sum(e.length for e in self.extents))
+        object.__setattr__(self, "total_bytes", sum(map(_LENGTH, self.extents)))
 
     @property
     def file_bytes(self) -> int:
@@ -76,10 +77,10 @@ class Model:
 
     def blocks(self) -> list[str]:
         """Block names in load order (first appearance by file and offset)."""
-        seen: dict[str, None] = {}
-        for extent in self.extents:
-            seen.setdefault(extent.block, None)
-        return list(seen)
+        return list(dict.fromkeys(map(_BLOCK, self.extents)))
+
+
+_LENGTH, _BLOCK = operator.attrgetter("length"), operator.attrgetter("block")
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from modelmon.core.model.plan import (
     IOV_MAX,
     ShareQueue,
     coalesce,
+    in_load_order,
     load_order,
     partition,
     split_contiguous,
@@ -202,3 +204,37 @@ def test_tensor_shares_start_contiguous_in_file_order() -> None:
     # Reader 0 is done first: it takes the back half of reader 1's rest (7), then again (6).
     assert [queue.take(0) for _ in range(2)] == [7, 6]
     assert queue.take(1) == 5 and queue.take(1) is None and queue.take(0) is None
+
+
+def split_one_by_one(model: Model, indexes: list[int], parts: int) -> list[list[int]]:
+    """``split_contiguous`` as a loop over the tensors: each to the part holding its middle."""
+    result: list[list[int]] = [[] for _ in range(parts)]
+    lengths = [model.extents[i].length for i in indexes]
+    total, seen = sum(lengths), 0
+    for n, (index, length) in enumerate(zip(indexes, lengths, strict=True)):
+        part = n % parts if total == 0 else min(parts - 1, int((seen + length / 2) * parts / total))
+        result[part].append(index)
+        seen += length
+    return result
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.sampled_from([0, 0, 1, 7, 4096, 10**9, 3 * 10**12]), max_size=40),
+    parts=st.integers(1, 9),
+    files=st.integers(1, 3),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_load_order_and_split_as_one_tensor_at_a_time(
+    lengths: list[int], parts: int, files: int, shuffle: random.Random
+) -> None:
+    """The whole-column load order and split are the sort by (file, offset) and the loop
+    over the tensors, also from a shuffled order and with empty tensors at one offset."""
+    model = fake_model(lengths or [0], files=min(files, len(lengths) or 1))
+    indexes = list(range(len(model.extents)))
+    shuffle.shuffle(indexes)
+    files_order = {f.path: n for n, f in enumerate(model.files)}
+    extents = model.extents
+    expected = sorted(indexes, key=lambda i: (files_order[extents[i].file], extents[i].offset))
+    assert in_load_order(model, indexes) == expected
+    assert split_contiguous(model, expected, parts) == split_one_by_one(model, expected, parts)
