@@ -12,6 +12,7 @@ way that path would, faster.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -42,31 +43,30 @@ class _Form:
 
     def __init__(self, colon: str, comma: str) -> None:
         self.comma = comma
+        # What stands between a dtype and its shape's numbers. They are one group (a tensor's
+        # kind, of which a model has few), so a tensor costs three strings, not four.
+        self.to_shape = f'"{comma}"shape"{colon}['
+        to_dtype = f'"{colon}{{"dtype"{colon}"'
+        to_offsets = f']{comma}"data_offsets"{colon}['
         between, after = re.escape(colon), re.escape(comma)
-        fixed = (
-            '"',
-            f'"{colon}{{"dtype"{colon}"',
-            f'"{comma}"shape"{colon}[',
-            f"]{comma}" + f'"data_offsets"{colon}[',
-            comma,
-            "]}",
-        )
-        variable = (
-            _PLAIN_TEXT,
-            _PLAIN_TEXT,
-            f"(?:{_INTEGER})(?:{after}(?:{_INTEGER}))*|",
-            _INTEGER,
-            _INTEGER,
-        )
-        body = "".join(
-            f"{re.escape(text)}({group})" for text, group in zip(fixed[:-1], variable, strict=True)
-        )
         lead = rf"(?:\A\{{|{after})"  # "{" before the first member, else the comma
-        self.entry = re.compile(lead + body + re.escape(fixed[-1]))
-        member = f"{_STRING}{between}{_STRING}"
-        self.metadata = re.compile(
-            rf'{lead}"{METADATA}"{between}(null|\{{(?:{member}(?:{after}{member})*)?\}})'
+        dims = f"(?:{_INTEGER})(?:{after}(?:{_INTEGER}))*"
+        kind = f"{_PLAIN_TEXT}{re.escape(self.to_shape)}(?:{dims})?"
+        offsets = f"({_INTEGER}){after}({_INTEGER})"
+        self.entry = re.compile(
+            f'{lead}"({_PLAIN_TEXT}){re.escape(to_dtype)}({kind}){re.escape(to_offsets)}'
+            + offsets
+            + re.escape("]}")
         )
+        member = f"{_STRING}{between}{_STRING}"
+        members = f"{member}(?:{after}{member})*"
+        self.metadata = re.compile(rf'{lead}"{METADATA}"{between}(null|\{{(?:{members})?\}})')
+
+    def kind(self, text: str) -> tuple[str, tuple[int, ...]]:
+        """A tensor's dtype and shape, from their group's text."""
+        dtype, _, dims = text.partition(self.to_shape)
+        shape = tuple(map(int, dims.split(self.comma))) if dims else ()
+        return _KNOWN_DTYPES.get(dtype, dtype), shape
 
 
 _COMPACT, _SPACED = _Form(":", ","), _Form(": ", ", ")
@@ -90,12 +90,12 @@ def scan_header(text: str) -> tuple[TensorColumns, dict[str, str]] | None:
         if found is None or read is None:
             return None
         member, metadata = found.group(), read
-    # split gives, for each entry, the text before it, then its five groups; and the text
+    # split gives, for each entry, the text before it, then its four groups; and the text
     # after the last one
     parts = form.entry.split(text)
-    if not _tiled(parts[0::6], member, text[end:]):
+    if not _tiled(parts[0::5], member, text[end:]):
         return None
-    names, dtypes, shape_texts, begin_texts, end_texts = (parts[n::6] for n in range(1, 6))
+    names, kinds, begin_texts, end_texts = (parts[n::5] for n in range(1, 5))
     del parts
     if not names or METADATA in names:
         return None
@@ -106,13 +106,12 @@ def scan_header(text: str) -> tuple[TensorColumns, dict[str, str]] | None:
         begins = [0, *ends[:-1]]
     else:
         begins = list(map(int, begin_texts))
-    if max(begins) >= U64_LIMIT or max(ends) >= U64_LIMIT:
+    kind_of = {text: form.kind(text) for text in set(kinds)}
+    dims = itertools.chain.from_iterable(shape for _, shape in kind_of.values())
+    if max(begins) >= U64_LIMIT or max(ends) >= U64_LIMIT or max(dims, default=0) >= U64_LIMIT:
         return None
-    shape_of = {shape: _dims(shape, form.comma) for shape in set(shape_texts)}
-    if max(map(max, filter(None, shape_of.values())), default=0) >= U64_LIMIT:
-        return None
-    shapes = list(map(shape_of.__getitem__, shape_texts))
-    dtypes = list(map(_KNOWN_DTYPES.get, dtypes, dtypes))  # one string per dtype, not per tensor
+    dtypes = list(map({text: dtype for text, (dtype, _) in kind_of.items()}.__getitem__, kinds))
+    shapes = list(map({text: shape for text, (_, shape) in kind_of.items()}.__getitem__, kinds))
     return TensorColumns(names, dtypes, shapes, begins, ends), metadata
 
 
@@ -128,10 +127,6 @@ def _tiled(between: list[str], member: str, closing: str) -> bool:
     if between[-1] == member + closing:  # the last member
         return others == [member + closing]
     return between[-1] == closing and others == [member, closing]
-
-
-def _dims(text: str, comma: str) -> tuple[int, ...]:
-    return tuple(map(int, text.split(comma))) if text else ()
 
 
 def _metadata(text: str) -> dict[str, str] | None:
