@@ -25,7 +25,6 @@ from modelmon.core.model.formats.safetensors_json import (
     ENTRY_FIELDS,
     U64_LIMIT,
     HeaderProblem,
-    Members,
     checked_entry,
     checked_metadata,
     holds_inexact_number,
@@ -109,8 +108,8 @@ def document_columns(
 
 _key, _value = operator.itemgetter(0), operator.itemgetter(1)
 _first, _second, _third = (operator.itemgetter(n) for n in range(3))
-# Entries checked together when the columns of all of them fail a check: all those of a run
-# where one fails are then read alone (a hostile entry among a million costs one run).
+# Entries are checked in runs of this many, and those of a run where one is not plain read
+# alone: a hostile entry among a million costs one run.
 _RUN = 1024
 
 Fields = tuple[list[Any], list[Any], list[Any]]  # dtypes, shapes, data_offsets, as decoded
@@ -127,46 +126,42 @@ def _only(values: Iterable[object], kind: type) -> bool:
 
 def _plain_fields(infos: list[Any]) -> tuple[Fields, list[int]]:
     """The fields of every member, and the members they are not vouched for (placeholders
-    stand for those fields): members of runs where one is not a plain entry."""
-    fields = _fields_if_plain(infos)
-    if fields is not None or not infos:
-        return fields or ([], [], []), []
-    dtypes: list[Any] = []
-    shapes: list[Any] = []
-    bounds: list[Any] = []
+    stand for those fields): those of each run of ``_RUN`` where one is not a plain entry."""
+    whole = _entry_fields(infos)  # else each run's own: the entries' fields are not uniform
+    fields: Fields = whole or ([], [], [])
     suspects: list[int] = []
     for start in range(0, len(infos), _RUN):
-        run = infos[start : start + _RUN]
-        found = _fields_if_plain(run)
-        if found is None:
-            suspects.extend(range(start, start + len(run)))
-            found = ([""] * len(run), [[]] * len(run), [[0, 0]] * len(run))
-        for column, values in zip((dtypes, shapes, bounds), found, strict=True):
-            column += values
-    return (dtypes, shapes, bounds), suspects
+        stop = min(start + _RUN, len(infos))
+        run = _entry_fields(infos[start:stop]) if whole is None else _sliced(whole, start, stop)
+        if run is None or not _plain_values(*run):
+            suspects.extend(range(start, stop))
+            run = ([""] * (stop - start), [[]] * (stop - start), [[0, 0]] * (stop - start))
+        elif whole is not None:
+            continue  # the whole's fields, vouched for
+        for column, values in zip(fields, run, strict=True):
+            column[start:stop] = values
+    return fields, suspects
 
 
-def _fields_if_plain(infos: list[Any]) -> Fields | None:
-    """The dtype, shape and data_offsets columns of entries, if every one is plain."""
-    if not _only(infos, tuple) or set(map(len, infos)) != {3}:
-        return None
-    fields = _entry_fields(infos)
-    if fields is None:
-        return None
+def _sliced(fields: Fields, start: int, stop: int) -> Fields:
     dtypes, shapes, bounds = fields
+    return dtypes[start:stop], shapes[start:stop], bounds[start:stop]
+
+
+def _plain_values(dtypes: list[Any], shapes: list[Any], bounds: list[Any]) -> bool:
+    """Whether entries' fields are all plain: a dtype the reference knows, a list of u64
+    integers, a list of two."""
     if not (_only(dtypes, str) and set(dtypes) <= DTYPES.keys()):
-        return None
+        return False
     if not (_only(shapes, list) and _only(bounds, list) and set(map(len, bounds)) == {2}):
-        return None
+        return False
     dims: list[Any] = list(itertools.chain.from_iterable(shapes))
     offsets: list[Any] = list(itertools.chain.from_iterable(bounds))
     if not (_only(dims, int) and _only(offsets, int)):
-        return None
+        return False
     if min(offsets) < 0 or max(offsets) >= U64_LIMIT:
-        return None
-    if dims and (min(dims) < 0 or max(dims) >= U64_LIMIT):
-        return None
-    return fields
+        return False
+    return not dims or (min(dims) >= 0 and max(dims) < U64_LIMIT)
 
 
 def _columns(keys: list[Any], fields: Fields, rows: dict[int, Entry | None]) -> TensorColumns:
@@ -183,13 +178,15 @@ def _columns(keys: list[Any], fields: Fields, rows: dict[int, Entry | None]) -> 
     return TensorColumns.of(filter(None, entries))
 
 
-def _entry_fields(infos: list[Members]) -> tuple[list[Any], list[Any], list[Any]] | None:
-    """The dtype, shape and data_offsets columns of entries of three members each, or None
-    unless every entry holds exactly those three fields once.
+def _entry_fields(infos: list[Any]) -> Fields | None:
+    """The dtype, shape and data_offsets columns of entries, or None unless every entry is an
+    object of exactly those three fields.
 
     Writers put the fields in one order: taken by position when every entry uses the same
     order (no dict per entry), else through a dict per entry.
     """
+    if not infos or not _only(infos, tuple) or set(map(len, infos)) != {3}:
+        return None
     members = [list(map(getter, infos)) for getter in (_first, _second, _third)]
     keys = [set(map(_key, column)) for column in members]
     if all(len(names) == 1 for names in keys):

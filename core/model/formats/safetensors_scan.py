@@ -121,8 +121,6 @@ def _tiled(between: list[str], member: str, closing: str) -> bool:
     padding: then the entries and those make up the whole header."""
     if not member:
         return between[-1] == closing and not any(between[:-1])
-    if member[0] == "{" and between[0] != member:  # the first member, where it must be
-        return False
     others = list(filter(None, between))
     if between[-1] == member + closing:  # the last member
         return others == [member + closing]
