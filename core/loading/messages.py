@@ -74,3 +74,5 @@ class WorkerFailed:
     # The storage's own failure (throttled, changed, refused...), typed: the parent fails the
     # run with it, as opening the model would have (its words, its exit code).
     storage: StorageError | None = None
+    # The requests it made before it stopped: a load throttled to failure counts its throttles.
+    requests: tuple[RequestRecord, ...] = ()

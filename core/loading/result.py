@@ -12,7 +12,7 @@ import numpy as np
 
 from modelmon.core.errors import StorageError, one_line
 from modelmon.core.loading.drop_behind import DroppedBehind
-from modelmon.core.loading.messages import WorkerDone, WorkerReady
+from modelmon.core.loading.messages import WorkerDone, WorkerFailed, WorkerReady
 from modelmon.core.model.blocks import block_sort_key
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
@@ -191,11 +191,13 @@ class LoadResult:
         return data
 
 
-def object_reads(done: Iterable[WorkerDone], options: LoadOptions) -> ReadStats | None:
-    """The requests of every worker of a load from object storage, summed (None when no
-    worker made one: a load of files)."""
-    finished = list(done)
-    records = [record for worker in finished for record in worker.requests]
+def object_reads(
+    done: Iterable[WorkerDone | WorkerFailed], options: LoadOptions
+) -> ReadStats | None:
+    """The requests of every worker of a load from object storage that said what it made (it
+    finished, or failed: a load throttled to failure counts its throttles), summed; None when
+    no worker made one (a load of files)."""
+    records = [record for worker in done for record in worker.requests]
     if not records:
         return None
     return ReadStats.of(records, options.workers * options.threads)

@@ -374,7 +374,7 @@ class LoadRun:
             model=self.model.path,
             format=self.model.format,
             files=tuple(f.path for f in self.model.files),
-            object_reads=object_reads(done.values(), self.options),
+            object_reads=object_reads([*done.values(), *self.pipes.stopped.values()], self.options),
             objects=tuple(f.remote for f in self.model.files if f.remote is not None),
             bytes=sum(d.bytes for d in done.values()),
             seconds=seconds,

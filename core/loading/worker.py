@@ -276,8 +276,9 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
         if shrunk is not None:  # whatever the strategy's own error, this is what happened
             kind, message = "LoadError", shrunk
         storage = exc if isinstance(exc, StorageError) and shrunk is None else None
+        requests = tuple(ctx.requests) if ctx is not None else ()
         with contextlib.suppress(Exception):
-            send(WorkerFailed(task.worker, kind, message, storage))
+            send(WorkerFailed(task.worker, kind, message, storage, requests))
     finally:
         if strategy is not None:
             strategy.release()

@@ -44,6 +44,7 @@ class WorkerPipes:
         self.reads = ReadLog()
         self.ready: dict[int, WorkerReady] = {}
         self.done: dict[int, WorkerDone] = {}
+        self.stopped: dict[int, WorkerFailed] = {}  # workers that said they failed, or stopped
         self.failure: str | None = None  # what a worker reported, or how one died once named
         self.storage_error: StorageError | None = None  # the failure, when the storage's
         self.dead: int | None = None  # the first worker that died before finishing
@@ -132,10 +133,11 @@ class WorkerPipes:
             self.ready[worker] = message
         elif isinstance(message, WorkerDone):
             self.done[worker] = message
-        elif isinstance(message, WorkerFailed) and not (
-            message.kind == "LoadCancelled" and self._cancel.is_set()
-        ):
-            if message.storage is not None:  # the storage's words, as opening would say them
+        elif isinstance(message, WorkerFailed):
+            self.stopped[worker] = message
+            if message.kind == "LoadCancelled" and self._cancel.is_set():
+                pass  # asked for: no failure
+            elif message.storage is not None:  # the storage's words, as opening would say them
                 self.storage_error = message.storage
                 self.failure = str(message.storage)
             else:

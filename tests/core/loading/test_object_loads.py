@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from modelmon.core import LoadRun, load, measure, open_model
-from modelmon.core.errors import LoadError
+from modelmon.core import LoadRun, load, measure, open_model, storage_timeout
+from modelmon.core.errors import LoadError, StorageThrottledError
 from modelmon.core.options import LoadOptions
 
 from ...object_store import BUCKET
@@ -98,6 +98,22 @@ def test_throttling_and_a_cut_body_are_retried_and_counted(faulty_s3: SimpleName
     reads = result.object_reads
     assert reads is not None
     assert reads.throttles == 2 and reads.resumed == 1 and reads.retries == 3
+
+
+def test_a_load_throttled_to_failure_counts_every_throttle(faulty_s3: SimpleNamespace) -> None:
+    """A bucket that throttles every read fails the load within the storage timeout, in the
+    storage's words, with each throttled answer counted in its requests."""
+    model = open_model(f"s3://{BUCKET}/sharded/")  # opened before the faults
+    faulty_s3.proxy.faults.throttle = 10**6
+    faulty_s3.proxy.faults.conditional = True  # every read of the load, none of the opening
+    with storage_timeout(1):
+        result = LoadRun(model, "ranged", LoadOptions(threads=2, chunk=64 << 10)).run()
+    assert result.status == "failed"
+    assert isinstance(result.storage_error, StorageThrottledError), result.error
+    throttled = sum(1 for seen in faulty_s3.proxy.seen if seen.fault == "throttle")
+    reads = result.object_reads
+    assert reads is not None and throttled > 2
+    assert reads.throttles == reads.requests == throttled and reads.bytes == 0
 
 
 def test_an_object_replaced_mid_load_fails_the_load_saying_so(
