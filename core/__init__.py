@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         keeps_bytes,
     )
     from modelmon.core.measuring.ceilings import measure_ceilings
+    from modelmon.core.measuring.object_bounds import ObjectReading, plain_read
     from modelmon.core.measuring.ranks import RanksRun
     from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksResult, find_straggler
     from modelmon.core.measuring.ranks_search import RanksRecommendation, recommend_ranks
@@ -135,6 +136,7 @@ if TYPE_CHECKING:
     from modelmon.core.runs.warm import warm_each
     from modelmon.core.storage.facts import ObjectFacts, ObjectStorage, object_storage
     from modelmon.core.storage.listing import list_objects
+    from modelmon.core.storage.objects import object_endpoint
     from modelmon.core.storage.policy import storage_timeout
     from modelmon.core.storage.records import ReadStats
     from modelmon.core.storage.urls import ObjectURL, is_object_url, parse_object_url
@@ -210,6 +212,7 @@ _EXPORTS = (
         "Ceilings Ceiling CEILINGS keeps_bytes allowed_ratio beyond_spread",
     ),
     ("modelmon.core.measuring.ceilings", "measure_ceilings"),
+    ("modelmon.core.measuring.object_bounds", "plain_read ObjectReading"),
     ("modelmon.core.measuring.recommend", "recommend Recommendation BudgetUse candidates"),
     ("modelmon.core.measuring.candidate", "Candidate median_error"),
     (
@@ -287,6 +290,7 @@ _EXPORTS = (
     ("modelmon.core.storage.urls", "is_object_url parse_object_url ObjectURL"),
     ("modelmon.core.storage.facts", "ObjectFacts ObjectStorage object_storage"),
     ("modelmon.core.storage.listing", "list_objects"),
+    ("modelmon.core.storage.objects", "object_endpoint"),
     ("modelmon.core.storage.records", "ReadStats"),
     ("modelmon.core.storage.policy", "storage_timeout"),
     ("modelmon.core.storage.waits", "notice_storage_waits=notice_waits"),

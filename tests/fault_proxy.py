@@ -113,6 +113,11 @@ class FaultProxy:
         self._thread.join()
         self._server = None
 
+    def connections(self) -> int:
+        """How many client connections are open now."""
+        with self._lock:
+            return len(self._clients)
+
     def __enter__(self) -> FaultProxy:
         return self
 

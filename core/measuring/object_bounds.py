@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from modelmon.core.errors import LoadError, StorageError, one_line
+from modelmon.core.errors import LoadCancelled, LoadError, StorageError, one_line
 from modelmon.core.measuring.bounds import _timed
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
@@ -43,6 +43,8 @@ class ObjectReading:
     connections: int
     part: int  # bytes per GET
     mbps: float
+    bytes: int  # every byte of the objects, once
+    seconds: float  # from the first GET to the last body's end
 
     @property
     def setting(self) -> str:
@@ -102,9 +104,16 @@ def _read_parts(
         failures.append(exc)
 
 
-def plain_get(objects: Sequence[ObjectFacts], connections: int, part: int) -> ObjectReading:
+def plain_get(
+    objects: Sequence[ObjectFacts],
+    connections: int,
+    part: int,
+    start_gate: Callable[[], bool] | None = None,
+) -> ObjectReading:
     """Read every byte of ``objects`` once over ``connections`` connections (each its own,
-    each taking the next GET of ``part`` bytes as it is free); the bytes are discarded."""
+    each taking the next GET of ``part`` bytes as it is free); the bytes are discarded. With
+    ``start_gate``, the first GET waits for it once the connections are made (False: the
+    reading is called off, ``LoadCancelled``)."""
     sizes = [facts.size for facts in objects]
     parts = _Parts(objects, part)
     failures: list[BaseException] = []
@@ -119,6 +128,8 @@ def plain_get(objects: Sequence[ObjectFacts], connections: int, part: int) -> Ob
                 )
                 for n, conn in enumerate(opened)
             ]
+            if start_gate is not None and not start_gate():
+                raise LoadCancelled("plain GETs: called off before the first one")
             seconds = _timed(threads)
         finally:
             for conn in opened:
@@ -128,7 +139,16 @@ def plain_get(objects: Sequence[ObjectFacts], connections: int, part: int) -> Ob
         if isinstance(failure, StorageError):  # the storage's own words, as a load's
             raise failure
         raise LoadError(f"ceiling: plain GETs of {objects[0].url} failed: {one_line(failure)}")
-    return ObjectReading(connections, part, sum(sizes) / seconds / 1e6)
+    return ObjectReading(connections, part, sum(sizes) / seconds / 1e6, sum(sizes), seconds)
+
+
+def plain_read(
+    model: Model, connections: int, part: int, start_gate: Callable[[], bool] | None = None
+) -> ObjectReading:
+    """Every byte of ``model``'s objects read once by plain GETs (``plain_get``): what the
+    endpoint gives code that is none of modelmon's strategies at this setting. A fleet's
+    nodes go from one barrier through ``start_gate``."""
+    return plain_get(object_facts(model), connections, part, start_gate)
 
 
 class ObjectCurve:

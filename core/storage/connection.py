@@ -183,6 +183,7 @@ class Store(ABC):
 
     storage: str  # "s3" | "https" | "http"
     endpoint: str
+    endpoint_source: str  # what set it: "AWS_ENDPOINT_URL", "none: AWS's", "the URL"
     region: str | None
     host_kind: str
     credentials: str

@@ -60,6 +60,7 @@ class HTTPStore(Store):
 
     region = None
     credentials = "none: plain requests"
+    endpoint_source = "the URL"
 
     def __init__(self, url: ObjectURL, timeouts: Timeouts | None = None) -> None:
         self.storage = url.scheme

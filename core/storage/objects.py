@@ -14,7 +14,7 @@ from modelmon.core.storage.policy import RetryPolicy, Timeouts, read_policy, sto
 from modelmon.core.storage.records import RequestRecord
 from modelmon.core.storage.s3 import S3Store
 from modelmon.core.storage.transfer import Expected, RangeReader
-from modelmon.core.storage.urls import ObjectURL
+from modelmon.core.storage.urls import ObjectURL, parse_object_url
 
 PROBE_BYTES = 1 << 20  # a safetensors header is tens of KB, a GGUF's a few MB: one GET, mostly
 
@@ -81,6 +81,14 @@ class ObjectSource:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def object_endpoint(url: str) -> tuple[str, str]:
+    """Where this process sends requests for ``url`` (as written: redacted) and what set it,
+    from its own configuration (for s3://, the AWS configuration of its environment), without
+    a request: a fleet's node checks it reads the bucket the others read."""
+    with open_store(parse_object_url(url)) as store:
+        return store.endpoint, store.endpoint_source
 
 
 def open_store(url: ObjectURL, timeouts: Timeouts | None = None) -> Store:

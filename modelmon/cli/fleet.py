@@ -1,6 +1,8 @@
 """``modelmon fleet load|bench``: the same measured load on every node of a Ray cluster.
 
-All nodes start at one barrier; the report has each node and the aggregate. Ray is the
+All nodes start at one barrier; the report has each node and the aggregate. A model in
+object storage is read by every node with its own client and configuration (its
+environment's credentials: none travels in a task), then the bucket's bound is measured. Ray is the
 optional ``fleet`` extra: without it the verb says in one line how to install it and exits 2.
 Several loaders on this machine need no Ray: that is ``load --ranks N`` (``cli/ranks.py``).
 """
@@ -17,6 +19,7 @@ from modelmon.cli.flags import (
     PAIRS,
     add_load_options,
     add_overwrite_model_option,
+    add_storage_timeout_option,
     load_options,
 )
 from modelmon.core.errors import OptionsError
@@ -31,6 +34,7 @@ VERB = "fleet"
 LOAD_EXAMPLES = """\
   modelmon fleet load /shared/model.safetensors --address auto --workers 4 --json
   modelmon fleet load /shared/model.gguf --address ray://head:10001 --nodes 8 --csv nodes.csv
+  modelmon fleet load s3://models/llama/ --threads 8 --json    each node from the bucket
 """
 BENCH_EXAMPLES = """\
   modelmon fleet bench /shared/model.safetensors --a "sequential workers=2" \\
@@ -43,7 +47,10 @@ EXAMPLES = f"""\
   modelmon load model.safetensors --ranks 4 --workers 2     four loaders on this node
   modelmon load model.safetensors --ranks 4 --ranks-split   four tensor-parallel ranks
 """
-FLEET_PATH_HELP = f"{PATH_HELP}; at the same path on every node (shared storage)"
+FLEET_PATH_HELP = (
+    f"{PATH_HELP}; a file at the same path on every node (shared storage), or an object URL "
+    "every node reads with the credentials of its own environment"
+)
 
 
 def add_parser(verbs: Verbs) -> None:
@@ -52,7 +59,8 @@ def add_parser(verbs: Verbs) -> None:
         help="the same load on every node of a Ray cluster at once (needs modelmon[fleet])",
         description="Run a measured load on every node of a Ray cluster, all starting "
         "together, so contention on shared storage is real. The model path must be the same "
-        "on every node (shared storage). Needs Ray: pip install 'modelmon[fleet]'. See "
+        "on every node (shared storage), or a bucket's URL (s3://, https://) each node reads "
+        "with its own credentials. Needs Ray: pip install 'modelmon[fleet]'. See "
         "docs/fleet.md.",
         epilog=epilog(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -90,9 +98,17 @@ def add_parser(verbs: Verbs) -> None:
             metavar="N|all",
             help="how many alive nodes, a whole number ≥ 1 or all (default all)",
         )
+        action.add_argument(
+            "--no-bound",
+            action="store_true",
+            help="a model in object storage: skip the bucket's bound (plain GETs from one node "
+            "alone, then from every node at once: two more reads of the model)",
+        )
         action.add_argument("--json", action="store_true", help="one JSON object on stdout")
         action.add_argument("--csv", metavar="FILE", help="also write one row per node per run")
         add_overwrite_model_option(action, "--csv")
+        add_storage_timeout_option(action)
+    load.set_defaults(strategy=None)  # the model's own default: ranged for a bucket
 
 
 def node_count(text: str) -> int | None:
@@ -111,29 +127,21 @@ def run(args: argparse.Namespace) -> int:
         StrategyConfig,
         check_loadable,
         check_output,
+        default_strategy,
         get_strategy,
-        is_object_url,
         open_model,
-        parse_object_url,
         parse_program,
         program_kind,
     )
     from modelmon.core.options import parse_spec
+    from modelmon.fleet.bucket import bound_setting
+    from modelmon.fleet.node import SameObjects
     from modelmon.fleet.report import Side
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
-    if is_object_url(args.path):  # each node would look for it as a file
-        raise OptionsError(
-            f"{parse_object_url(args.path).text}: a fleet loads a model at one path on every "
-            "node (shared storage), and a model in object storage is not one; measure it "
-            "from one node with modelmon load"
-        )
     wanted = args.nodes
-    if args.fleet_verb == "load":
-        sides = [Side("load", StrategyConfig(args.strategy, load_options(vars(args))))]
-        rounds = 1
-    else:
-        sides = []
+    sides = []
+    if args.fleet_verb == "bench":
         for label, spec in (("A", args.a), ("B", args.b)):
             if program_kind(spec) is not None:
                 if args.cache != "cold":
@@ -145,12 +153,17 @@ def run(args: argparse.Namespace) -> int:
                 continue
             strategy, options = parse_spec(spec)
             sides.append(Side(label, StrategyConfig(strategy, options.with_(cache=args.cache))))
-        rounds = args.n
     model = open_model(args.path)  # a bad path fails here, once, not on every node
+    if args.fleet_verb == "load":
+        strategy = args.strategy or default_strategy(model)
+        sides = [Side("load", StrategyConfig(strategy, load_options(vars(args))))]
+    rounds = 1 if args.fleet_verb == "load" else args.n
     for side in sides:  # a strategy that cannot load it fails here, not on every node
         if isinstance(side.config, StrategyConfig):
             strategy = side.config.strategy
             check_loadable(get_strategy(strategy), model, side.config.options)
+    same = SameObjects.of(model)  # each node reads these objects, or says why not
+    bound = None if same is None or args.no_bound else bound_setting(s.config for s in sides)
     csv_output: Output | None = None
     if args.csv is not None:  # refused before the cluster is asked for anything
         csv_output = check_output(
@@ -187,7 +200,17 @@ def run(args: argparse.Namespace) -> int:
             )
 
     with Connection(args.address):
-        result = run_fleet(args.fleet_verb, model.path, sides, rounds, wanted, on_round)
+        result = run_fleet(
+            args.fleet_verb,
+            args.path if same is not None else model.path,  # a URL as given: each node's own
+            sides,
+            rounds,
+            wanted,
+            on_round,
+            same=same,
+            storage_timeout_s=args.storage_timeout,
+            bound=bound,
+        )
     saved: Saved | None = None
     if csv_output is not None:
         saved = write_or_keep(

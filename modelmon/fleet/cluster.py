@@ -5,9 +5,11 @@ may die), and one task per chosen node, scheduled with
 ``NodeAffinitySchedulingStrategy(node_id, soft=False)``: the task runs on that node or not at
 all. A task prepares and verifies its own node's page cache, then calls the barrier and waits;
 when the last node arrives, the barrier answers them all at once, so the loads hit the shared
-storage together. A node that fails before it arrives aborts the barrier: the others are told
-and stop instead of waiting. Tasks take no CPU from Ray's accounting (``num_cpus=0``): a
-measurement must not queue behind other work, and its worker processes are its own.
+storage together. A node that fails before it arrives (it cannot open the model: no
+credentials or another endpoint in its environment, no file at the path) withdraws: the
+barrier waits for one node fewer and the others go without it. Tasks take no CPU from Ray's
+accounting (``num_cpus=0``): a measurement must not queue behind other work, and its worker
+processes are its own.
 
 The driver takes each node's row as its task ends. A task that dies (its process killed, say
 by the OOM killer, or its node lost) is that node's failed row, named with the process's pid;
@@ -16,6 +18,8 @@ watches for it), they cancel their loads and come back as cancelled rows, and a 
 not ended ``STOP_GRACE_S`` later is killed. The fleet run ends with that round.
 
 Bench rounds alternate sides (A B A B …) over the same nodes, each round its own barrier.
+On a model in object storage, two bound rounds follow (unless asked not to): plain GETs from
+one node alone, then from every node that loaded at once (``bucket``).
 """
 
 from __future__ import annotations
@@ -26,13 +30,22 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from modelmon.core.errors import LoadError, OptionsError, one_line
-from modelmon.fleet.node import READY_TIMEOUT_S, NodeRequest, NodeRun, load_on_node, lost_node
+from modelmon.fleet.bucket import BOUND_ALL, BOUND_ONE
+from modelmon.fleet.node import (
+    READY_TIMEOUT_S,
+    NodeRequest,
+    NodeRun,
+    SameObjects,
+    load_on_node,
+    lost_node,
+)
 from modelmon.fleet.report import FleetResult, Side
 
 WAIT_S = 0.5  # how long the driver waits for a task's end before it looks at the clock again
@@ -63,9 +76,7 @@ class StartBarrier:
 
     async def arrive(self, node_id: str, timeout_s: float) -> tuple[float | None, str | None]:
         self.arrived.add(node_id)
-        if len(self.arrived) == self.parties and not self.released.is_set():
-            self.go = time.time()
-            self.released.set()
+        self._release_when_all_arrived()
         try:
             await asyncio.wait_for(self.released.wait(), timeout_s)
         except TimeoutError:
@@ -77,9 +88,14 @@ class StartBarrier:
                 self.released.set()
         return (None, self.broken) if self.broken else (self.go, None)
 
-    async def abort(self, node_id: str, reason: str) -> None:
-        if not self.released.is_set():
-            self.broken = f"node {node_id[:12]} stopped before the start: {reason}"
+    async def withdraw(self, node_id: str, reason: str) -> None:
+        """``node_id`` will not arrive (``reason``: its row says it): the rest go without it."""
+        self.parties -= 1
+        self._release_when_all_arrived()
+
+    def _release_when_all_arrived(self) -> None:
+        if len(self.arrived) >= self.parties and not self.released.is_set():
+            self.go = time.time()
             self.released.set()
 
     async def stop(self, reason: str) -> None:
@@ -108,8 +124,8 @@ def node_task(request: NodeRequest, barrier: Any) -> NodeRun:
         go, why = ray.get(barrier.arrive.remote(node, request.ready_timeout_s))
         return go, why
 
-    def abort(node: str, reason: str) -> None:
-        ray.get(barrier.abort.remote(node, reason))
+    def withdraw(node: str, reason: str) -> None:
+        ray.get(barrier.withdraw.remote(node, reason))
 
     def stopped(timeout_s: float) -> tuple[str, bool] | None:
         ready, _ = ray.wait([stop], timeout=timeout_s)
@@ -120,7 +136,7 @@ def node_task(request: NodeRequest, barrier: Any) -> NodeRun:
         except ray.exceptions.RayError as exc:  # no stop could reach the nodes any more
             return f"the round's barrier actor died ({type(exc).__name__})", True
 
-    return load_on_node(request, node_id, arrive, abort, stopped)
+    return load_on_node(request, node_id, arrive, withdraw, stopped)
 
 
 def alive_nodes() -> list[dict[str, Any]]:
@@ -188,8 +204,9 @@ def end_actor(actor: Any) -> None:
 
 
 def collect(request: NodeRequest, tasks: dict[Any, dict[str, Any]], barrier: Any) -> list[NodeRun]:
-    """Each node's row as its task ends, in the nodes' order. The first row that failed (or
-    task that died) stops the round; tasks still running ``STOP_GRACE_S`` later are killed."""
+    """Each node's row as its task ends, in the nodes' order. The first row that failed once
+    started (or task that died) stops the round; a node that withdrew before the start does
+    not; tasks still running ``STOP_GRACE_S`` after a stop are killed."""
     rows: dict[Any, NodeRun] = {}
     pending = list(tasks)
     kill_at: float | None = None
@@ -198,7 +215,7 @@ def collect(request: NodeRequest, tasks: dict[Any, dict[str, Any]], barrier: Any
         ready, pending = ray.wait(pending, num_returns=1, timeout=WAIT_S)
         for ref in ready:
             rows[ref] = row = node_row(request, tasks[ref], ref, barrier, killed)
-            if row.status == "failed" and kill_at is None:
+            if stops_the_round(row) and kill_at is None:
                 barrier.stop.remote(f"node {row.node_id[:12]} ({row.host}) failed: {row.error}")
                 kill_at = time.monotonic() + STOP_GRACE_S
         if pending and kill_at is not None and time.monotonic() >= kill_at and not killed:
@@ -206,6 +223,12 @@ def collect(request: NodeRequest, tasks: dict[Any, dict[str, Any]], barrier: Any
             for ref in pending:
                 ray.cancel(ref, force=True)
     return [rows[ref] for ref in tasks]
+
+
+def stops_the_round(row: NodeRun) -> bool:
+    """A node failed after it arrived, or its task died: the round is no longer the load
+    that was asked for on every node at once."""
+    return row.status == "failed" and not row.withdrew
 
 
 def node_row(
@@ -246,25 +269,49 @@ def run_fleet(
     wanted: int | None = None,
     on_round: Callable[[list[NodeRun]], None] | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    *,
+    same: SameObjects | None = None,
+    storage_timeout_s: float | None = None,
+    bound: tuple[int, int] | None = None,
 ) -> FleetResult:
-    """Run ``rounds`` rounds of every side in turn (A B A B …) on the chosen nodes.
+    """Run ``rounds`` rounds of every side in turn (A B A B …) on the chosen nodes; then,
+    with ``bound`` (connections, part size), the bucket's bound rounds.
 
-    Needs a connected Ray (``connect``). The model path must be the same on every node.
+    Needs a connected Ray (``connect``). The model path must be the same on every node; a
+    model in object storage is ``same``, as the driver opened it.
     """
     nodes = choose_nodes(alive_nodes(), wanted)
     runs: list[NodeRun] = []
+
+    def result() -> FleetResult:
+        return FleetResult(verb, path, tuple(sides), tuple(runs), bound)
+
+    def go(request: NodeRequest, on: Sequence[dict[str, Any]]) -> bool:
+        """One round; whether the fleet run goes on (no node failed once started)."""
+        found = run_round(request, on)
+        runs.extend(found)
+        if on_round is not None:
+            on_round(found)
+        return not any(stops_the_round(run) for run in found)
+
     number = 0
     for _ in range(rounds):
         for side in sides:
-            request = NodeRequest(path, side.config, side.label, number, ready_timeout_s)
-            found = run_round(request, nodes)
-            runs.extend(found)
+            request = NodeRequest(
+                path, side.config, side.label, number, ready_timeout_s, same, storage_timeout_s
+            )
             number += 1
-            if on_round is not None:
-                on_round(found)
-            if any(run.status == "failed" for run in found):  # the fleet run ends failed here
-                return FleetResult(verb, path, tuple(sides), tuple(runs))
-    return FleetResult(verb, path, tuple(sides), tuple(runs))
+            if not go(request, nodes):  # the fleet run ends failed here
+                return result()
+    readers = [n for n in nodes if all(r.status == "ok" for r in runs if r.node_id == n["NodeID"])]
+    if bound is not None and readers:
+        alone = NodeRequest(
+            path, sides[0].config, BOUND_ONE, number, ready_timeout_s, same, storage_timeout_s,
+            bound,
+        )  # fmt: skip
+        if go(alone, readers[:1]):
+            go(replace(alone, side=BOUND_ALL, round=number + 1), readers)
+    return result()
 
 
 class Connection:

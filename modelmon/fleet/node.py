@@ -1,10 +1,18 @@
 """What one node of a fleet does: check its own cache, wait for every node, load, report.
 
-Runs inside a Ray task on the node, but knows nothing of Ray: the barrier is two callables
+Runs inside a Ray task on the node, but knows nothing of Ray: the barrier is callables
 (``cluster`` passes ones that talk to its barrier actor). The node's run is what its
 configuration calls for (``run_for``: worker processes, or a program watched); its start gate
 hears this node's verified cache state once the run is ready, and waits there for every
-node, so each run starts when all nodes go.
+node, so each run starts when all nodes go. A node that fails before it arrives withdraws:
+the others go without it.
+
+A model in object storage is opened by each node with its own client and its own
+configuration (credentials, endpoint, region from the node's environment: none travels in
+the request). Before its first request the node checks that its endpoint is the one the
+driver read, and once open that its objects are the ones the driver opened (size, ETag):
+every node reads one version of one bucket, or its row says why not. A bound round reads
+the objects by plain GETs (``plain_read``) instead of the configuration's load.
 """
 
 from __future__ import annotations
@@ -21,33 +29,67 @@ from modelmon.core import (
     CacheState,
     Configuration,
     LoadResult,
+    Model,
+    ObjectReading,
+    ObjectStorage,
     ProgramRun,
+    ReadStats,
     Session,
     StorageFacts,
     StrategyConfig,
     cache_not_measured,
+    is_object_url,
+    object_endpoint,
+    object_storage,
     open_model,
+    plain_read,
     run_for,
     storage_by_folder,
+    storage_timeout,
 )
-from modelmon.core.errors import one_line
-from modelmon.core.options import CacheMode
+from modelmon.core.errors import (
+    LoadCancelled,
+    ObjectChangedError,
+    StorageConfigError,
+    one_line,
+)
+from modelmon.core.options import CacheMode, MiB
 
 READY_TIMEOUT_S = 300.0  # every node's workers ready and cache verified, or the round stops
+
+
+@dataclass(frozen=True, slots=True)
+class SameObjects:
+    """A model in object storage as the driver opened it: every node must read these."""
+
+    endpoint: str  # where the driver's requests went, as written
+    objects: tuple[tuple[str, int, str | None], ...]  # (URL as written, size, ETag)
+
+    @classmethod
+    def of(cls, model: Model) -> SameObjects | None:
+        remote = [f.remote for f in model.files if f.remote is not None]
+        if not remote:
+            return None
+        return cls(remote[0].endpoint, tuple((r.url, r.size, r.etag) for r in remote))
 
 
 @dataclass(frozen=True, slots=True)
 class NodeRequest:
     """One round's load, the same for every node."""
 
-    path: str  # the model, at the same path on every node (shared storage)
+    path: str  # the model: one URL, or the same path on every node (shared storage)
     config: Configuration  # with the round's cache state, for a strategy
-    side: str  # "load", or "A"/"B" in a bench
+    side: str  # "load", or "A"/"B" in a bench; a bound's side (``bucket.BOUND_SIDES``)
     round: int
     ready_timeout_s: float = READY_TIMEOUT_S
+    same: SameObjects | None = None  # a model in object storage, as the driver opened it
+    storage_timeout_s: float | None = None  # each node's reads of object storage
+    bound: tuple[int, int] | None = None  # plain GETs (connections, part size) instead
 
     @property
     def spec(self) -> str:
+        if self.bound is not None:
+            return bound_spec(*self.bound)
         return self.config.spec
 
     @property
@@ -72,7 +114,9 @@ class NodeRun:
     start_wall: float  # time.time() on this node when it went; 0.0 when it never did
     peak_rss: int  # the largest of the node's worker processes
     cache: CacheState
-    storage: tuple[StorageFacts, ...]
+    storage: tuple[StorageFacts | ObjectStorage, ...]
+    reads: ReadStats | None = None  # its requests to object storage, where it counted them
+    withdrew: bool = False  # it failed before the start: the others went without it
 
     @property
     def mbps(self) -> float:
@@ -86,7 +130,8 @@ class NodeRun:
         host: str,
         error: str | None,
         cache: CacheState,
-        storage: tuple[StorageFacts, ...] = (),
+        storage: tuple[StorageFacts | ObjectStorage, ...] = (),
+        withdrew: bool = False,
     ) -> NodeRun:
         """The row of a node whose load gave no result (``error``: why, where known)."""
         return cls(
@@ -103,12 +148,18 @@ class NodeRun:
             peak_rss=0,
             cache=cache,
             storage=storage,
+            withdrew=withdrew,
         )
+
+
+def bound_spec(connections: int, part: int) -> str:
+    return f"plain GETs, {connections} connection(s), {part / MiB:g} MiB each"
 
 
 # arrive(node_id) blocks until every node arrived: (go, None), or (None, why it broke).
 Arrive = Callable[[str], tuple[float | None, str | None]]
-Abort = Callable[[str, str], None]  # abort(node_id, reason): the others must not wait for us
+# withdraw(node_id, reason): this node will not arrive; the others go without it.
+Withdraw = Callable[[str, str], None]
 # stopped(timeout_s): (why, fatal) once the round is stopped, else None once ``timeout_s``
 # passed without a stop. Fatal: this node's row fails too (the round's coordination is lost).
 Stopped = Callable[[float], tuple[str, bool] | None]
@@ -119,8 +170,23 @@ def load_on_node(
     request: NodeRequest,
     node_id: str,
     arrive: Arrive,
-    abort: Abort,
+    withdraw: Withdraw,
     stopped: Stopped | None = None,
+) -> NodeRun:
+    with contextlib.ExitStack() as stack:
+        if request.storage_timeout_s is not None:  # this process's and its workers'
+            stack.enter_context(storage_timeout(request.storage_timeout_s))
+        if request.bound is not None:
+            return bound_on_node(request, node_id, arrive, withdraw)
+        return _load(request, node_id, arrive, withdraw, stopped)
+
+
+def _load(
+    request: NodeRequest,
+    node_id: str,
+    arrive: Arrive,
+    withdraw: Withdraw,
+    stopped: Stopped | None,
 ) -> NodeRun:
     host = socket.gethostname()
     state = cache_not_measured(request.cache)
@@ -140,12 +206,12 @@ def load_on_node(
         went.append(time.time())
         return True
 
-    storage: tuple[StorageFacts, ...] = ()
+    storage: tuple[StorageFacts | ObjectStorage, ...] = ()
     result: LoadResult | None = None
     failure: str | None = None
     try:
-        model = open_model(request.path)
-        storage = storage_by_folder([f.path for f in model.files])
+        model = open_on_node(request)
+        storage = where_it_lives(model)
         run = run_for(model, request.config, start_gate=gate, monitor=False, path=request.path)
         with stop_watch(run, stopped, stops):
             result = run.run().result
@@ -154,8 +220,8 @@ def load_on_node(
     finally:
         if not arrived:  # the other nodes must not wait for this one
             reason = failure or (result.error if result is not None else None)
-            abort(node_id, reason or "stopped before the barrier")
-    failed = NodeRun.failed(request, node_id, host, failure, state, storage)
+            withdraw(node_id, reason or "stopped before the start")
+    failed = NodeRun.failed(request, node_id, host, failure, state, storage, not arrived)
     if result is None:
         return failed
     error, status = result.error, result.status
@@ -173,7 +239,100 @@ def load_on_node(
         start_wall=went[0] if went else 0.0,
         peak_rss=max((w.peak_rss for w in result.workers), default=0),
         cache=result.cache,
+        reads=result.object_reads,
     )
+
+
+def bound_on_node(
+    request: NodeRequest, node_id: str, arrive: Arrive, withdraw: Withdraw
+) -> NodeRun:
+    """The bucket's bound on this node: every byte of the objects by plain GETs at the
+    request's setting, started from the barrier once this node's connections are made."""
+    assert request.bound is not None
+    went: list[float] = []
+    broken: list[str] = []
+    arrived = False
+
+    def gate() -> bool:
+        nonlocal arrived
+        arrived = True
+        go, why = arrive(node_id)
+        if go is None:
+            broken.append(why or "the barrier broke")
+            return False
+        went.append(time.time())
+        return True
+
+    storage: tuple[StorageFacts | ObjectStorage, ...] = ()
+    reading: ObjectReading | None = None
+    failure: str | None = None
+    try:
+        model = open_on_node(request)
+        storage = where_it_lives(model)
+        reading = plain_read(model, *request.bound, start_gate=gate)
+    except LoadCancelled:
+        failure = None if broken else "cancelled"
+    except Exception as exc:  # this node's row
+        failure = one_line(exc)
+    finally:
+        if not arrived:
+            withdraw(node_id, failure or "stopped before the start")
+    state = cache_not_measured("cold")
+    failed = NodeRun.failed(
+        request, node_id, socket.gethostname(), failure, state, storage, not arrived
+    )
+    if broken:
+        return replace(failed, status="cancelled", error=f"did not start: {broken[0]}")
+    if reading is None:
+        return failed
+    return replace(
+        failed,
+        status="ok",
+        bytes=reading.bytes,
+        seconds=reading.seconds,
+        start_wall=went[0],
+    )
+
+
+def open_on_node(request: NodeRequest) -> Model:
+    """The model, as this node opens it with its own configuration: for one in object
+    storage, from the endpoint the driver read (checked before any request), and the same
+    objects (size, ETag) the driver opened."""
+    same = request.same
+    if same is not None and is_object_url(request.path):
+        endpoint, source = object_endpoint(request.path)
+        if endpoint != same.endpoint:
+            raise StorageConfigError(
+                request.path,
+                f"this node's requests would go to {endpoint} (its endpoint: {source}), the "
+                f"fleet's go to {same.endpoint}: give this node the same endpoint "
+                "(AWS_ENDPOINT_URL, or its profile's endpoint_url)",
+            )
+    model = open_model(request.path)
+    if same is not None:
+        found = SameObjects.of(model)
+        ours = found.objects if found is not None else ()
+        if [url for url, _, _ in ours] != [url for url, _, _ in same.objects]:
+            raise ObjectChangedError(
+                request.path, "this node found other objects there than the fleet opened"
+            )
+        for (url, size, etag), (_, our_size, our_etag) in zip(same.objects, ours, strict=True):
+            if (size, etag) != (our_size, our_etag):
+                raise ObjectChangedError(
+                    url,
+                    f"not the object the fleet opened: this node found ETag {our_etag}, "
+                    f"{our_size} bytes; the fleet opened ETag {etag}, {size} bytes (replaced "
+                    "meanwhile: every node reads one version)",
+                )
+    return model
+
+
+def where_it_lives(model: Model) -> tuple[StorageFacts | ObjectStorage, ...]:
+    """The storage of the model's files (each folder's), or of its objects (each bucket's)."""
+    remote = [f.remote for f in model.files if f.remote is not None]
+    if remote:
+        return object_storage(remote)
+    return storage_by_folder([f.path for f in model.files])
 
 
 @contextlib.contextmanager

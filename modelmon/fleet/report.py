@@ -4,7 +4,8 @@ Per node, a side's value is the median over its runs of that side (one run for `
 The aggregate spreads those values over the nodes (p50, p99, max), names the straggler (slowest
 node against the median), and gives the rate the storage served the whole fleet in each round:
 every node's bytes over the wall time from the first node's go to the last node's end (node
-clocks, so on a real cluster as good as their NTP sync).
+clocks, so on a real cluster as good as their NTP sync). A model in object storage adds each
+node's requests and their sum, and the bucket's bound (``bucket``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core import Configuration, find_straggler, rate_text
+from modelmon.core import Configuration, ObjectStorage, StorageFacts, find_straggler, rate_text
+from modelmon.core.errors import redact_urls
+from modelmon.fleet.bucket import (
+    BOUND_ALL,
+    bound_lines,
+    bound_summary,
+    request_figures,
+    requests_text,
+)
 from modelmon.fleet.node import NodeRun
 
 CSV_FIELDS = (
@@ -39,6 +48,11 @@ CSV_FIELDS = (
     "cold",
     "fs_type",
     "device",
+    "gets",
+    "throttles",
+    "retries",
+    "ttfb_median_s",
+    "ttfb_p99_s",
 )
 
 
@@ -71,6 +85,7 @@ class FleetResult:
     model: str
     sides: tuple[Side, ...]
     runs: tuple[NodeRun, ...]  # every node's part of every round, in round order
+    bound: tuple[int, int] | None = None  # a bucket's bound asked for: (connections, part)
 
     @property
     def status(self) -> str:
@@ -116,6 +131,7 @@ class FleetResult:
                     "wall_seconds": wall,
                     "bytes": total,
                     "total_mbps": total / wall / 1e6 if wall > 0 else 0.0,
+                    "requests": request_figures(r for r in self.runs if r.round == round_),
                 }
             )
         return found
@@ -135,8 +151,16 @@ class FleetResult:
             else {**straggler.to_dict(), "node_id": straggler.who, "host": hosts[straggler.who]},
             "total_mbps": statistics.median(r["total_mbps"] for r in rounds) if rounds else 0.0,
             "start_spread_s": max((r["start_spread_s"] for r in rounds), default=0.0),
+            "requests": request_figures(r for r in self.runs if r.side == side),
             "rounds": rounds,
         }
+
+    def bound_figures(self) -> dict[str, Any] | None:
+        """The bucket's bound against what storage served each side; None when not asked."""
+        if self.bound is None:
+            return None
+        served = {side.label: self.aggregate(side.label)["total_mbps"] for side in self.sides}
+        return bound_summary(self.bound, self.runs, self.rounds(BOUND_ALL), served)
 
     def node_rows(self) -> list[dict[str, Any]]:
         rows = []
@@ -154,6 +178,7 @@ class FleetResult:
                 summary = {
                     "seconds": None if values is None else values[0],
                     "mbps": None if values is None else round(values[1], 3),
+                    "requests": request_figures(r for r in mine if r.side == side.label),
                 }
                 if single:
                     row.update(summary)
@@ -177,6 +202,8 @@ class FleetResult:
             "start_wall": run.start_wall or None,
             "peak_rss": run.peak_rss,
             "cache": asdict(run.cache),
+            "object_reads": asdict(run.reads) if run.reads is not None else None,
+            "withdrew": run.withdrew,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,6 +220,7 @@ class FleetResult:
             "sides": {side.label: side.spec for side in self.sides},
             "nodes": self.node_rows(),
             "aggregate": aggregate,
+            "bound": self.bound_figures(),
         }
 
     def csv_bytes(self) -> bytes:
@@ -203,6 +231,7 @@ class FleetResult:
         for run in self.runs:
             first = run.storage[0] if run.storage else None
             offset = self.start_offset(run)
+            reads = run.reads
             writer.writerow(
                 {
                     "node_id": run.node_id,
@@ -222,11 +251,29 @@ class FleetResult:
                     if math.isnan(run.cache.resident_before)
                     else f"{run.cache.resident_before:.6f}",
                     "cold": run.cache.cold,
-                    "fs_type": first.fs_type if first else "",
-                    "device": (first.block_device or first.source) if first else "",
+                    **storage_columns(first),
+                    "gets": reads.requests if reads else "",
+                    "throttles": reads.throttles if reads else "",
+                    "retries": reads.retries if reads else "",
+                    "ttfb_median_s": finite(reads.ttfb_median_s) if reads else "",
+                    "ttfb_p99_s": finite(reads.ttfb_p99_s) if reads else "",
                 }
             )
         return text.getvalue().encode()
+
+
+def storage_columns(first: StorageFacts | ObjectStorage | None) -> dict[str, str]:
+    """The CSV's fs_type and device: a folder's file system and device, or a bucket's
+    storage and endpoint."""
+    if isinstance(first, StorageFacts):
+        return {"fs_type": first.fs_type, "device": first.block_device or first.source}
+    if isinstance(first, ObjectStorage):
+        return {"fs_type": first.storage, "device": first.endpoint}
+    return {"fs_type": "", "device": ""}
+
+
+def finite(value: float) -> str:
+    return f"{value:.6f}" if math.isfinite(value) else ""
 
 
 def render_fleet(result: FleetResult) -> str:
@@ -237,13 +284,15 @@ def render_fleet(result: FleetResult) -> str:
         lines.append(f"[{side.label}] {side.spec}")
         for row in result.node_rows():
             summary = row if len(result.sides) == 1 else row[side.label]
+            requests = summary["requests"]
+            counted = f"; {requests_text(requests)}" if requests else ""
             if summary["seconds"] is None:
                 errors = [r["error"] for r in row["runs"] if r["side"] == side.label]
-                lines.append(f"  {row['host']} {row['node_id'][:12]}  failed: {errors[0]}")
+                lines.append(f"  {row['host']} {row['node_id'][:12]}  failed: {errors[0]}{counted}")
                 continue
             lines.append(
                 f"  {row['host']} {row['node_id'][:12]}  {rate_text(summary['mbps']):>10}  "
-                f"{summary['seconds']:7.3f} s"
+                f"{summary['seconds']:7.3f} s{counted}"
             )
         seconds = aggregate["seconds"]
         if seconds["p50"] is not None:
@@ -252,10 +301,15 @@ def render_fleet(result: FleetResult) -> str:
                 f"max {seconds['max']:.3f}; storage served {rate_text(aggregate['total_mbps'])}; "
                 f"nodes started within {aggregate['start_spread_s']:.3f} s"
             )
+        if aggregate["requests"] is not None:
+            lines.append(f"  in all: {requests_text(aggregate['requests'])}")
         straggler = aggregate["straggler"]
         if straggler is not None and straggler["ratio"] is not None:
             lines.append(
                 f"  straggler: {straggler['host']} {straggler['node_id'][:12]}, "
                 f"{straggler['ratio']:.2f}× the median"
             )
-    return "\n".join(lines)
+    bound = result.bound_figures()
+    if bound is not None:
+        lines += bound_lines(bound)
+    return redact_urls("\n".join(lines))  # the model's URL as given, the nodes' lines

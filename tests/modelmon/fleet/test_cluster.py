@@ -2,7 +2,9 @@
 
 Every node is a real Ray node (its own raylet, object store and worker processes); they share
 this machine's disk, so the test shows the scheduling, the barrier and the report, not the
-storage of a real cluster.
+storage of a real cluster. The nodes start with the bucket bed's endpoint (a FaultProxy in
+front of ``rclone serve s3``) and credentials in their environment, as a real cluster's nodes
+have theirs: the fleet on a bucket (the end of this file) reads it through one cluster.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from modelmon.core import open_model, write_safetensors_model
 
+from ...fault_proxy import FaultProxy, Faults
 from ...fuse import mounted_or_skip
+from ...object_store import SECRET_KEY, aws_environment
 
 if os.environ.get("CI") == "true":
     # ./dev installs the fleet extra in CI and fails there if it cannot: the fleet is tested
@@ -43,7 +48,28 @@ SMALL_STORE = 80 << 20  # bytes of object store per node: the tasks return small
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
+def fleet_bucket(rclone_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The bucket every node of the module's cluster reads, through a FaultProxy; its
+    endpoint and the test credentials are in the environment the nodes start with."""
+    home = tmp_path_factory.mktemp("fleet-aws")
+    with (
+        FaultProxy(rclone_server.port, rclone_server.root).start() as proxy,
+        aws_environment(proxy.endpoint, home) as env,
+    ):
+        yield SimpleNamespace(proxy=proxy, env=env, root=rclone_server.root)
+
+
+@pytest.fixture
+def bucket(fleet_bucket: Any) -> Iterator[Any]:
+    """The module's bucket with no fault and nothing seen yet."""
+    proxy = fleet_bucket.proxy
+    proxy.faults, proxy.seen[:] = Faults(), []
+    yield fleet_bucket
+    proxy.faults = Faults()
+
+
+@pytest.fixture(scope="module")
+def cluster(fleet_bucket: Any) -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as patch:
         # Without it Ray turns 127.0.0.1 into this machine's network address (so that other
         # machines could reach it); the driver started by the test inherits it too.
@@ -70,24 +96,31 @@ def _cluster() -> Iterator[Any]:
         cluster.shutdown()
 
 
-def fleet_json(*args: str) -> dict[str, Any]:
+def fleet(*args: str) -> subprocess.CompletedProcess[str]:
     """The console script, as users run it: the driver is its own process, so Ray's state in
     a driver (log files it never closes, its connection) is not this test process's."""
-
-    def refuse(constant: str) -> None:
-        raise ValueError(f"not strict JSON: {constant}")
-
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "modelmon", "fleet", *args, "--json"],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
+
+
+def document_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
     document = json.loads(done.stdout, parse_constant=refuse)
     assert isinstance(document, dict)
     return document
+
+
+def fleet_json(*args: str) -> dict[str, Any]:
+    done = fleet(*args)
+    assert done.returncode == 0, done.stderr
+    return document_of(done)
 
 
 def test_fleet_load_runs_on_every_node_from_one_barrier(
@@ -224,8 +257,7 @@ def _kill_node(cluster: Any, task: int) -> Any:
 @pytest.mark.parametrize(
     "victim",
     [
-        "node task",
-        "load worker",
+        "load worker",  # a node's task process killed: the bucket's test below
         "barrier actor",
         pytest.param(
             "node",
@@ -238,9 +270,9 @@ def _kill_node(cluster: Any, task: int) -> Any:
 def test_a_node_that_dies_mid_load_fails_the_fleet_run_and_stops_the_others(
     cluster: Any, slow_shared_model: Path, victim: str
 ) -> None:
-    """Once every node is reading the model from the slow shared storage, one node's Ray task
-    process, or one of its load's worker processes, or the whole node is SIGKILLed: the fleet
-    run ends failed naming that node (and the process), the other nodes are stopped
+    """Once every node is reading the model from the slow shared storage, one of a node's
+    load's worker processes, or the whole node, or the round's barrier is SIGKILLed: the
+    fleet run ends failed naming that node (and the process), the other nodes are stopped
     (cancelled, not left to finish), and no process is left reading the model."""
     model = slow_shared_model
     command = [
@@ -266,8 +298,7 @@ def test_a_node_that_dies_mid_load_fails_the_fleet_run_and_stops_the_others(
             assert _parent(actor) == head
             os.kill(actor, signal.SIGKILL)
         else:
-            pid = task if victim == "node task" else reading[task][-1]
-            os.kill(pid, signal.SIGKILL)
+            os.kill(reading[task][-1], signal.SIGKILL)
         out, err = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
@@ -292,7 +323,6 @@ def test_a_node_that_dies_mid_load_fails_the_fleet_run_and_stops_the_others(
     assert len(failed) == 1, rows
     error = failed[0]["error"]
     expected = {
-        "node task": f"its modelmon task (pid {task}) died",
         "load worker": f"worker 1 (pid {reading[task][-1]}) was killed by SIGKILL",
         "node": f"its modelmon task (pid {task}) was lost: its node died",
     }
@@ -309,4 +339,124 @@ def assert_nothing_reads(model: Path) -> None:
     deadline = time.monotonic() + 30
     while holders := [p for p in _pids() if _holds(p, model)]:
         assert time.monotonic() < deadline, f"still reading the model: {holders}"
+        time.sleep(0.05)
+
+
+# --- the fleet on a bucket ------------------------------------------------------------------
+
+SHARDED = "s3://models/sharded/"
+
+
+def _load_gets(proxy: FaultProxy) -> int:
+    """The GETs of loads the proxy saw (made If-Match: an opening's and a plain GET's are not)."""
+    return sum(1 for seen in proxy.seen if seen.method == "GET" and seen.if_match)
+
+
+def test_fleet_bench_on_a_bucket_gives_every_nodes_requests_and_the_buckets_bound(
+    cluster: Any, bucket: Any
+) -> None:
+    done = fleet(
+        "bench", SHARDED, "--address", cluster.address, "--nodes", "2", "-n", "1",
+        "--a", "ranged threads=2", "--b", "ranged threads=4 chunk=64KiB",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert SECRET_KEY not in done.stdout + done.stderr
+    document = document_of(done)
+    total = open_model(SHARDED).total_bytes
+    nodes = document["nodes"]
+    assert len(nodes) == 2
+    for node in nodes:
+        sides = [r["side"] for r in node["runs"]]  # one node reads alone, then every node
+        assert sides in (["A", "B", "bound-one", "bound-all"], ["A", "B", "bound-all"]), sides
+        for side in ("A", "B"):
+            figures = node[side]
+            assert figures["mbps"] > 0 and figures["requests"]["gets"] >= 3
+            assert figures["requests"]["ttfb_median_s"] > 0
+            assert figures["requests"]["throttles"] == figures["requests"]["retries"] == 0
+        for run in node["runs"][:2]:
+            assert run["status"] == "ok" and run["bytes"] == run["object_reads"]["bytes"] == total
+        (storage,) = node["storage"]
+        assert storage["endpoint"] == bucket.proxy.endpoint and storage["credentials"] == "env"
+    aggregate = document["aggregate"]
+    gets = [aggregate[side]["requests"]["gets"] for side in ("A", "B")]
+    assert gets[0] == sum(n["A"]["requests"]["gets"] for n in nodes)
+    assert sum(gets) == _load_gets(bucket.proxy)  # every GET the bucket answered, counted
+    bound = document["bound"]
+    assert bound["connections"] == 4 and bound["part"] == 64 << 10
+    assert bound["one_node"]["mbps"] > 0 and bound["all_nodes"]["nodes"] == 2
+    assert bound["all_nodes"]["mbps"] > 0 and bound["scaling"] > 0
+    assert bound["of_bound"]["A"] > 0 and bound["of_bound"]["B"] > 0
+
+
+@contextlib.contextmanager
+def node_without(cluster: Any, *names: str) -> Iterator[str]:
+    """One more node, started without ``names`` in its environment (the others keep
+    theirs, as a node of a real cluster has its own): its id, for the block."""
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    try:
+        node = cluster.add_node(
+            node_ip_address=LOOPBACK, num_cpus=1, object_store_memory=SMALL_STORE
+        )
+    finally:
+        os.environ.update(saved)
+    try:
+        cluster.wait_for_nodes()
+        yield str(node.node_id)
+    finally:
+        cluster.remove_node(node)
+        cluster.wait_for_nodes()
+
+
+def test_a_node_without_credentials_says_so_and_the_others_load(cluster: Any, bucket: Any) -> None:
+    """Credentials never travel in a task: a node whose environment has none reads the bucket
+    anonymously, is refused, and its row says so; the others go without it and load."""
+    with node_without(cluster, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") as bare:
+        done = fleet("load", SHARDED, "--address", cluster.address, "--no-bound")
+    assert done.returncode == 1, done.stderr
+    assert SECRET_KEY not in done.stdout + done.stderr
+    rows = {node["node_id"]: node["runs"][0] for node in document_of(done)["nodes"]}
+    assert len(rows) == NODES + 1
+    refused = rows.pop(bare)
+    assert refused["status"] == "failed" and refused["withdrew"]
+    assert "which was anonymous: no credentials were found" in refused["error"]
+    total = open_model(SHARDED).total_bytes
+    assert [(r["status"], r["bytes"]) for r in rows.values()] == [("ok", total)] * NODES
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"modelmon: node {bare[:12]} ") and "anonymous" in last
+
+
+def test_a_node_that_dies_mid_stream_fails_the_fleet_and_the_others_stop_streaming(
+    cluster: Any, bucket: Any
+) -> None:
+    bucket.proxy.faults.latency_s = 0.2  # every request: minutes of 64 KiB GETs
+    command = [
+        sys.executable, "-m", "modelmon", "fleet", "load", "s3://models/large/", "--address",
+        cluster.address, "--nodes", "2", "--threads", "1", "--chunk-mib", "0.0625",
+        "--no-bound", "--json",
+    ]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _load_gets(bucket.proxy) < 6:  # both nodes went together, and stream
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "the nodes never streamed"
+            time.sleep(0.05)
+        head = _raylet(cluster.head_node)
+        tasks = [p for p in _pids() if _cmdline(p).startswith(b"ray::modelmon-fleet-")]
+        task = next(t for t in sorted(tasks) if _parent(t) != head)
+        os.kill(task, signal.SIGKILL)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+    assert driver.returncode == 1, err
+    rows = [node["runs"][0] for node in json.loads(out)["nodes"]]
+    (died,) = [row for row in rows if row["status"] == "failed"]
+    assert died["error"].startswith(f"its modelmon task (pid {task}) died"), died
+    (other,) = [row for row in rows if row is not died]
+    assert other["status"] == "cancelled" and other["error"].startswith("stopped: node ")
+    deadline = time.monotonic() + 30
+    while bucket.proxy.connections():  # every node's stream is closed, not left to run
+        assert time.monotonic() < deadline, "a node still streams from the bucket"
         time.sleep(0.05)

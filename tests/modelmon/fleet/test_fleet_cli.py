@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import subprocess
 import sys
+import types
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -102,31 +107,70 @@ def test_the_cli_loads_no_ray_until_fleet_runs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "says"),
+    ("args", "code", "says"),
     [
-        (
-            ("s3://models/large/",),
-            "s3://models/large/: a fleet loads a model at one path on every node",
-        ),
-        (
-            ("s3://models/large/", "--strategy", "ranged"),
-            "s3://models/large/: a fleet loads a model at one path on every node",
-        ),
+        ((), 2, "modelmon fleet needs Ray, which is not installed"),  # taken: ranged
+        (("--strategy", "sequential"), 1, "object storage: use ranged or ranged-stream"),
     ],
 )
-def test_fleet_refuses_a_bucket_before_ray(
+def test_fleet_takes_a_bucket_and_refuses_a_file_strategy_on_it_before_ray(
     rclone_s3: object,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     args: tuple[str, ...],
+    code: int,
     says: str,
 ) -> None:
-    """The refusal comes before Ray is imported (or a cluster asked for): without Ray, the
-    line is the refusal, not how to install Ray."""
+    """A bucket passes every usage check (with the model's own default strategy) and gets as
+    far as Ray; a strategy that cannot read it is refused before Ray, in one line."""
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
-    code = main(["fleet", "load", *args])
+    assert main(["fleet", "load", "s3://models/large/", *args]) == code
     (line,) = capsys.readouterr().err.splitlines()
-    assert code == 2 and line.startswith(f"modelmon: {says}"), line
+    assert says in line, line
+
+
+@pytest.mark.parametrize(
+    ("flags", "bound", "timeout"),
+    [
+        (("--threads", "4", "--chunk-mib", "2", "--storage-timeout", "5"), (4, 2 << 20), 5.0),
+        (("--no-bound",), None, None),
+    ],
+)
+def test_fleet_on_a_bucket_asks_every_node_for_the_objects_the_driver_opened(
+    rclone_s3: SimpleNamespace,
+    monkeypatch: pytest.MonkeyPatch,
+    flags: tuple[str, ...],
+    bound: tuple[int, int] | None,
+    timeout: float | None,
+) -> None:
+    """What the nodes are asked (through a stand-in for the cluster): the URL as given, the
+    objects and endpoint the driver opened (never a credential), the storage timeout, and
+    the bound at the load's own connections and part size unless --no-bound."""
+    asked: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def connection(_address: str) -> Iterator[None]:
+        yield
+
+    def run_fleet(verb: str, path: str, sides: list[Any], *_: object, **kwargs: Any) -> Any:
+        asked.update(kwargs, path=path, spec=sides[0].spec)
+        from modelmon.fleet.report import FleetResult
+
+        return FleetResult(verb, path, tuple(sides), ())
+
+    cluster = types.ModuleType("modelmon.fleet.cluster")
+    cluster.Connection = connection  # type: ignore[attr-defined]
+    cluster.run_fleet = run_fleet  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
+    monkeypatch.setitem(sys.modules, "modelmon.fleet.cluster", cluster)
+    assert main(["fleet", "load", "s3://models/sharded/", "--json", *flags]) == 0
+    model = open_model("s3://models/sharded/")
+    assert asked["path"] == "s3://models/sharded/" and asked["spec"].startswith("ranged ")
+    same = asked["same"]
+    assert same.endpoint == rclone_s3.env["AWS_ENDPOINT_URL"]
+    assert same.objects == tuple((f.remote.url, f.remote.size, f.remote.etag) for f in model.files)
+    assert (asked["bound"], asked["storage_timeout_s"]) == (bound, timeout)
+    assert rclone_s3.env["AWS_SECRET_ACCESS_KEY"] not in repr(asked)
 
 
 def test_fleet_refuses_a_strategy_that_cannot_load_the_model_before_ray(

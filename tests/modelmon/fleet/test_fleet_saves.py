@@ -49,7 +49,9 @@ def stand_in_cluster(monkeypatch: pytest.MonkeyPatch, during_the_run: Path) -> N
     def connection(_address: str) -> Iterator[None]:
         yield
 
-    def run_fleet(verb: str, model: str, sides: list[Side], *_: object) -> FleetResult:
+    def run_fleet(
+        verb: str, model: str, sides: list[Side], *_: object, **__: object
+    ) -> FleetResult:
         shutil.rmtree(during_the_run)
         return FleetResult(verb, model, tuple(sides), (node_run("n1"), node_run("n2")))
 

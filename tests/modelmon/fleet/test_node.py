@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core import StrategyConfig, write_safetensors_model
+from modelmon.core import StrategyConfig, open_model, write_safetensors_model
 from modelmon.core.options import LoadOptions
-from modelmon.fleet.node import NodeRequest, load_on_node
+from modelmon.fleet.node import NodeRequest, NodeRun, SameObjects, load_on_node
+
+SHARDED = "s3://models/sharded/"
 
 
 def _asleep(pid: int) -> bool:
@@ -65,3 +71,113 @@ def test_a_stopped_round_stops_the_nodes_load(tmp_path: Path, fatal: bool, statu
     run = load_on_node(request, "node-a", arrive, lambda _, why: aborted.append(why), stopped)
     assert (run.status, run.error) == (status, "stopped: node b failed: its disk is gone")
     assert aborted  # the others were told not to wait for this node
+
+
+def _never_arrives(node: str) -> tuple[float | None, str | None]:
+    raise AssertionError("a node that cannot read the bucket must not arrive")
+
+
+def _bucket_request(same: SameObjects) -> NodeRequest:
+    config = StrategyConfig("ranged", LoadOptions(threads=2))
+    return NodeRequest(SHARDED, config, "load", 0, same=same)
+
+
+def test_a_node_without_the_fleets_endpoint_says_so_before_any_request(
+    faulty_s3: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose environment names no endpoint would send its requests to AWS (a bucket
+    of the same name, elsewhere): its row says so, and it makes no request at all."""
+    same = SameObjects.of(open_model(SHARDED))
+    assert same is not None and same.endpoint == faulty_s3.proxy.endpoint
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    seen = len(faulty_s3.proxy.seen)
+    withdrawn: list[str] = []
+    run = load_on_node(
+        _bucket_request(same), "node-a", _never_arrives, lambda _, why: withdrawn.append(why)
+    )
+    assert run.status == "failed" and run.withdrew and withdrawn == [run.error]
+    aws = r"https://s3(\.us-east-1)?\.amazonaws\.com"  # as botocore resolves no endpoint
+    said = (
+        f"{re.escape(SHARDED)}: this node's requests would go to {aws} \\(its endpoint: "
+        f"none: AWS's\\), the fleet's go to {re.escape(same.endpoint)}: give this node the "
+        "same endpoint \\(AWS_ENDPOINT_URL, or its profile's endpoint_url\\)"
+    )
+    assert re.fullmatch(said, run.error or ""), run.error
+    assert len(faulty_s3.proxy.seen) == seen
+
+
+def test_a_node_that_finds_another_version_than_the_fleet_opened_says_so(
+    rclone_s3: SimpleNamespace,
+) -> None:
+    """The object was replaced between the driver's opening and this node's: the node reads
+    nothing of it (every node reads one version) and its row says which ETags."""
+    same = SameObjects.of(open_model(SHARDED))
+    assert same is not None
+    url, size, etag = same.objects[1]
+    older = replace(same, objects=(same.objects[0], (url, size, '"older"'), *same.objects[2:]))
+    withdrawn: list[str] = []
+    run = load_on_node(
+        _bucket_request(older), "node-b", _never_arrives, lambda _, why: withdrawn.append(why)
+    )
+    assert run.status == "failed" and run.withdrew and run.bytes == 0
+    assert run.error == (
+        f"{url}: not the object the fleet opened: this node found ETag {etag}, {size} bytes; "
+        f'the fleet opened ETag "older", {size} bytes (replaced meanwhile: every node reads '
+        "one version)"
+    )
+
+
+def test_a_node_throttled_on_every_read_ends_at_the_rounds_storage_timeout_counting_them(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """The round's storage timeout is the node's (and its workers'), for the round only: a
+    bucket that throttles every read ends the node's load within it, every throttle counted."""
+    same = SameObjects.of(open_model(SHARDED))
+    assert same is not None
+    faulty_s3.proxy.faults.throttle = 10**6
+    faulty_s3.proxy.faults.conditional = True  # every read of the load, none of the opening
+    request = replace(_bucket_request(same), storage_timeout_s=1.0)
+    run = load_on_node(request, "node-c", lambda _: (time.time(), None), _never_withdraws)
+    assert run.status == "failed"
+    said = "throttled by the endpoint (503 SlowDown); nothing arrived within the storage timeout"
+    assert f"{said}, 1 s" in (run.error or ""), run.error
+    throttled = sum(1 for seen in faulty_s3.proxy.seen if seen.fault == "throttle")
+    assert run.reads is not None and run.reads.throttles == throttled > 2
+    assert "MODELMON_STORAGE_TIMEOUT" not in os.environ
+
+
+def test_nodes_reading_an_object_replaced_meanwhile_each_fail_saying_so(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """Two nodes go together and read; after two reads the object answers with another ETag:
+    each node's row fails on it, neither reports a mix of two versions."""
+    same = SameObjects.of(open_model(SHARDED))
+    assert same is not None
+    faults = faulty_s3.proxy.faults
+    faults.etag, faults.conditional, faults.after = "replaced", True, 2  # 2 reads of the old
+    config = StrategyConfig("ranged", LoadOptions(threads=1, chunk=64 << 10))
+    request = NodeRequest(SHARDED, config, "load", 0, same=same)
+    together = threading.Barrier(2, timeout=60)
+
+    def arrive(node: str) -> tuple[float | None, str | None]:
+        together.wait()
+        return time.time(), None
+
+    runs: dict[str, NodeRun] = {}
+
+    def node(name: str) -> None:
+        runs[name] = load_on_node(request, name, arrive, _never_withdraws)
+
+    threads = [threading.Thread(target=node, args=(name,)) for name in ("node-d", "node-e")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(runs) == ["node-d", "node-e"]
+    for run in runs.values():
+        assert run.status == "failed" and run.bytes == 0
+        assert 'the object was replaced since it was opened: ETag "replaced"' in (run.error or "")
+
+
+def _never_withdraws(node: str, reason: str) -> None:
+    raise AssertionError(f"the node arrived, it must not withdraw: {reason}")

@@ -6,11 +6,13 @@ import csv
 import io
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
-from modelmon.core import CacheState, StrategyConfig, dumps
+from modelmon.core import CacheState, ReadStats, StrategyConfig, dumps
 from modelmon.core.options import LoadOptions
+from modelmon.fleet.bucket import BOUND_ALL, BOUND_ONE
 from modelmon.fleet.node import NodeRun
 from modelmon.fleet.report import FleetResult, Side, render_fleet, spread
 
@@ -103,7 +105,8 @@ def test_bench_nests_each_side_and_compares_the_totals() -> None:
     assert aggregate["b_over_a"] == pytest.approx(2.0)
     assert len(aggregate["A"]["rounds"]) == 2
     node = document["nodes"][0]
-    assert node["A"] == {"seconds": 2.0, "mbps": 50.0} and node["B"]["seconds"] == 1.0
+    assert node["A"] == {"seconds": 2.0, "mbps": 50.0, "requests": None}
+    assert node["B"]["seconds"] == 1.0
     assert len(node["runs"]) == 4
 
     rows = list(csv.DictReader(io.StringIO(result.csv_bytes().decode())))
@@ -115,3 +118,42 @@ def test_bench_nests_each_side_and_compares_the_totals() -> None:
 def test_spread_of_nothing_is_none() -> None:
     assert spread([]) == {"p50": None, "p99": None, "max": None, "min": None}
     assert spread([3.0])["p99"] == 3.0
+
+
+def _reads(gets: int, throttles: int, ttfb_s: float) -> ReadStats:
+    return ReadStats(gets, 100_000_000, 1.0, ttfb_s, 2 * ttfb_s, throttles, throttles, 0, ())
+
+
+def test_a_bucket_fleet_sums_its_requests_and_sets_its_rate_against_the_bound() -> None:
+    """Per node its requests; in all, GETs and throttles summed, time to first byte the
+    median of the nodes' and the largest p99; the storage's rate against the bound measured
+    from every node at once, and that against N times one node alone."""
+    side = Side("load", StrategyConfig("ranged", LoadOptions(threads=4, cache="cold")))
+    loads = (
+        replace(node_run("n1", 1.0, 1000.0), reads=_reads(12, 0, 0.010)),
+        replace(node_run("n2", 2.0, 1000.0), reads=_reads(12, 3, 0.030)),
+    )
+    bounds = (
+        node_run("n1", 0.5, 2000.0, side=BOUND_ONE, round_=1),  # 200 MB/s alone
+        node_run("n1", 1.0, 3000.0, side=BOUND_ALL, round_=2),
+        node_run("n2", 1.0, 3000.0, side=BOUND_ALL, round_=2),  # 200 MB/s in all
+    )
+    result = FleetResult("load", "s3://b/m/", (side,), loads + bounds, (4, 8 << 20))
+    document = strict(result.to_dict())
+    requests = document["aggregate"]["requests"]
+    assert (requests["gets"], requests["throttles"], requests["retries"]) == (24, 3, 3)
+    assert requests["ttfb_median_s"] == pytest.approx(0.020)
+    assert requests["ttfb_p99_s"] == pytest.approx(0.060)
+    assert document["nodes"][1]["requests"]["throttles"] == 3
+    bound = document["bound"]
+    assert bound["one_node"]["mbps"] == pytest.approx(200.0)
+    assert bound["all_nodes"] == {"nodes": 2, "mbps": pytest.approx(200.0)}
+    assert bound["scaling"] == pytest.approx(0.5)
+    # The loads: 200 MB from 1000.0 to 1002.0, 100 MB/s; half the all-at-once bound.
+    assert bound["of_bound"]["load"] == pytest.approx(0.5)
+    text = render_fleet(result)
+    assert "12 GETs, first byte 30.0 ms (p99 60.0 ms), 3 throttled, 3 retried" in text
+    assert "2 nodes at once: 200 MB/s in all (50% of 2 × one node alone)" in text
+    assert "[load] storage served 50% of the all-at-once bound" in text
+    rows = list(csv.DictReader(io.StringIO(result.csv_bytes().decode())))
+    assert [r["gets"] for r in rows] == ["12", "12", "", "", ""]
