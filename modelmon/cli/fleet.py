@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         code = fail(f"{saved.failure}; {kept}", ExitCode.NOT_SAVED)
         if saved.where is None:  # nowhere could keep them: they are not lost
             text.write(result.csv_bytes().decode())
-    if result.status != "ok":  # the node that failed, not one it stopped
-        bad = min(result.runs, key=lambda r: (r.status != "failed", r.status == "ok"))
+    if result.status != "ok":  # the node whose failure ended the run, not one it stopped
+        bad = min(result.runs, key=lambda r: (r.status != "failed", r.withdrew, r.status == "ok"))
         return fail(f"node {bad.node_id[:12]} ({bad.host}): {bad.error}", ExitCode.LOAD_FAILED)
     return code

@@ -64,10 +64,11 @@ def requests_text(figures: Mapping[str, Any]) -> str:
     first = (
         f", first byte {median * 1e3:.1f} ms (p99 {p99 * 1e3:.1f} ms)"
         if median is not None and p99 is not None
-        else ", no answer"
+        else ", no first byte timed"
     )
+    gets = figures["gets"]
     return (
-        f"{figures['gets']} GETs{first}, {figures['throttles']} throttled, "
+        f"{gets} GET{'' if gets == 1 else 's'}{first}, {figures['throttles']} throttled, "
         f"{figures['retries']} retried"
     )
 
@@ -110,7 +111,7 @@ def bound_lines(bound: Mapping[str, Any]) -> list[str]:
     lines = [f"[bound] the bucket by {bound['spec']} on each node"]
     one, every = bound["one_node"], bound["all_nodes"]
     if one is None or every is None:
-        why = bound["error"] or "not measured: no node loaded it"
+        why = bound["error"] or "no node loaded the model"
         return [*lines, f"  not measured: {why}"]
     lines.append(
         f"  one node alone ({one['host']} {one['node_id'][:12]}): {rate_text(one['mbps'])}; "

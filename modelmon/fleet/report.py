@@ -287,8 +287,11 @@ def render_fleet(result: FleetResult) -> str:
             requests = summary["requests"]
             counted = f"; {requests_text(requests)}" if requests else ""
             if summary["seconds"] is None:
-                errors = [r["error"] for r in row["runs"] if r["side"] == side.label]
-                lines.append(f"  {row['host']} {row['node_id'][:12]}  failed: {errors[0]}{counted}")
+                run = next(r for r in row["runs"] if r["side"] == side.label)
+                lines.append(
+                    f"  {row['host']} {row['node_id'][:12]}  {run['status']}: {run['error']}"
+                    f"{counted}"
+                )
                 continue
             lines.append(
                 f"  {row['host']} {row['node_id'][:12]}  {rate_text(summary['mbps']):>10}  "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import subprocess
 import sys
 import types
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 
 from modelmon.cli import main
-from modelmon.core import open_model
+from modelmon.core import CacheState, open_model
+from modelmon.fleet.node import NodeRun
+from modelmon.fleet.report import FleetResult
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELMON = [sys.executable, "-m", "modelmon"]
@@ -129,6 +132,21 @@ def test_fleet_takes_a_bucket_and_refuses_a_file_strategy_on_it_before_ray(
     assert says in line, line
 
 
+def stand_in_cluster(monkeypatch: pytest.MonkeyPatch, run_fleet: Any) -> None:
+    """``modelmon.fleet.cluster`` without Ray: its connection does nothing, its ``run_fleet``
+    is the test's."""
+
+    @contextlib.contextmanager
+    def connection(_address: str) -> Iterator[None]:
+        yield
+
+    cluster = types.ModuleType("modelmon.fleet.cluster")
+    cluster.Connection = connection  # type: ignore[attr-defined]
+    cluster.run_fleet = run_fleet  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
+    monkeypatch.setitem(sys.modules, "modelmon.fleet.cluster", cluster)
+
+
 @pytest.mark.parametrize(
     ("flags", "bound", "timeout"),
     [
@@ -148,21 +166,11 @@ def test_fleet_on_a_bucket_asks_every_node_for_the_objects_the_driver_opened(
     the bound at the load's own connections and part size unless --no-bound."""
     asked: dict[str, Any] = {}
 
-    @contextlib.contextmanager
-    def connection(_address: str) -> Iterator[None]:
-        yield
-
     def run_fleet(verb: str, path: str, sides: list[Any], *_: object, **kwargs: Any) -> Any:
         asked.update(kwargs, path=path, spec=sides[0].spec)
-        from modelmon.fleet.report import FleetResult
-
         return FleetResult(verb, path, tuple(sides), ())
 
-    cluster = types.ModuleType("modelmon.fleet.cluster")
-    cluster.Connection = connection  # type: ignore[attr-defined]
-    cluster.run_fleet = run_fleet  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
-    monkeypatch.setitem(sys.modules, "modelmon.fleet.cluster", cluster)
+    stand_in_cluster(monkeypatch, run_fleet)
     assert main(["fleet", "load", "s3://models/sharded/", "--json", *flags]) == 0
     model = open_model("s3://models/sharded/")
     assert asked["path"] == "s3://models/sharded/" and asked["spec"].startswith("ranged ")
@@ -180,3 +188,27 @@ def test_fleet_refuses_a_strategy_that_cannot_load_the_model_before_ray(
     code = main(["fleet", "load", str(sharded_model), "--strategy", "ranged"])
     (line,) = capsys.readouterr().err.splitlines()
     assert code == 1 and "the ranged strategy cannot load" in line, line
+
+
+def test_the_last_line_names_the_node_that_ended_the_run_not_one_that_withdrew(
+    sharded_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node without credentials withdrew, another's load then failed (throttled) and
+    stopped a third: the run's one line is the failure that ended it."""
+    cold = CacheState("cold", 0.0, math.nan, True, False, "cachestat")
+    row: dict[str, Any] = {
+        "host": "h", "side": "load", "round": 0, "spec": "ranged", "bytes": 0, "seconds": 0.0,
+        "start_wall": 0.0, "peak_rss": 0, "cache": cold, "storage": (),
+    }  # fmt: skip
+    runs = (
+        NodeRun("bare", status="failed", error="anonymous", withdrew=True, **row),
+        NodeRun("stopped", status="cancelled", error="stopped: node busy failed", **row),
+        NodeRun("busy", status="failed", error="throttled by the endpoint", **row),
+    )
+    stand_in_cluster(
+        monkeypatch, lambda verb, path, sides, *_, **__: FleetResult(verb, path, sides, runs)
+    )
+    assert main(["fleet", "load", str(sharded_model)]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1] == "modelmon: node busy (h): throttled by the endpoint"
+    assert "  h stopped  cancelled: stopped: node busy failed" in out.splitlines()

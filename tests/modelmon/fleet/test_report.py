@@ -157,3 +157,12 @@ def test_a_bucket_fleet_sums_its_requests_and_sets_its_rate_against_the_bound() 
     assert "[load] storage served 50% of the all-at-once bound" in text
     rows = list(csv.DictReader(io.StringIO(result.csv_bytes().decode())))
     assert [r["gets"] for r in rows] == ["12", "12", "", "", ""]
+
+
+def test_a_bucket_fleet_that_failed_says_its_requests_and_that_the_bound_was_not_measured() -> None:
+    side = Side("load", StrategyConfig("ranged", LoadOptions(cache="cold")))
+    throttled = replace(node_run("n1", 0.0, 0.0, status="failed"), reads=_reads(1, 1, math.nan))
+    result = FleetResult("load", "s3://b/m/", (side,), (throttled,), (4, 8 << 20))
+    text = render_fleet(result)
+    assert "failed: worker 0 failed: OSError: gone; 1 GET, no first byte timed, 1 throttled" in text
+    assert text.endswith("  not measured: no node loaded the model")
