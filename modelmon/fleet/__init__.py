@@ -2,7 +2,8 @@
 
 ``node`` is what runs on one node (a ``LoadRun`` whose start waits for every node);
 ``cluster`` schedules it, one task per node, behind one barrier actor; ``report`` turns the
-nodes' runs into rows, an aggregate, JSON and CSV. Only ``cluster`` imports Ray, and only
+nodes' runs into rows, an aggregate, JSON and CSV; ``bucket`` adds, for a model in object
+storage, the nodes' requests and the bucket's bound. Only ``cluster`` imports Ray, and only
 ``modelmon fleet`` imports ``cluster``: Ray is the optional ``fleet`` extra, and
 ``modelmon.core`` never imports Ray at all.
 """

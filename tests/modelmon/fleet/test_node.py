@@ -137,7 +137,7 @@ def test_a_node_throttled_on_every_read_ends_at_the_rounds_storage_timeout_count
     faulty_s3.proxy.faults.throttle = 10**6
     faulty_s3.proxy.faults.conditional = True  # every read of the load, none of the opening
     request = replace(_bucket_request(same), storage_timeout_s=1.0)
-    run = load_on_node(request, "node-c", lambda _: (time.time(), None), _never_withdraws)
+    run = load_on_node(request, "node-c", _every_node_went, _never_withdraws)
     assert run.status == "failed"
     said = "throttled by the endpoint (503 SlowDown); nothing arrived within the storage timeout"
     assert f"{said}, 1 s" in (run.error or ""), run.error
@@ -179,5 +179,30 @@ def test_nodes_reading_an_object_replaced_meanwhile_each_fail_saying_so(
         assert 'the object was replaced since it was opened: ETag "replaced"' in (run.error or "")
 
 
+def _every_node_went(node: str) -> tuple[float | None, str | None]:
+    return time.time(), None
+
+
 def _never_withdraws(node: str, reason: str) -> None:
     raise AssertionError(f"the node arrived, it must not withdraw: {reason}")
+
+
+def test_a_node_loads_a_model_over_plain_http_and_reads_its_bound(
+    moto_s3: SimpleNamespace,
+) -> None:
+    """An http(s):// model: the node's endpoint is the URL's host, checked as a bucket's;
+    its load counts its GETs, and a bound round reads every object once by plain GETs."""
+    url = f"{moto_s3.server.endpoint}/models/sharded/model.safetensors.index.json"
+    model = open_model(url)
+    same = SameObjects.of(model)
+    assert same is not None and same.endpoint == moto_s3.server.endpoint
+    request = NodeRequest(url, StrategyConfig("ranged", LoadOptions(threads=2)), "load", 0,
+                          same=same)  # fmt: skip
+    run = load_on_node(request, "node-f", _every_node_went, _never_withdraws)
+    assert run.status == "ok" and run.bytes == model.total_bytes, run.error
+    assert run.reads is not None and run.reads.requests == len(model.files)
+    bound_request = replace(request, bound=(2, 1 << 20))
+    bound = load_on_node(bound_request, "node-f", _every_node_went, _never_withdraws)
+    objects = sum(size for _, size, _ in same.objects)
+    assert (bound.status, bound.bytes) == ("ok", objects) and bound.mbps > 0
+    assert bound.spec == "plain GETs, 2 connection(s), 1 MiB each"
