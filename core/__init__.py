@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ceilings import measure_ceilings
     from modelmon.core.measuring.object_bounds import ObjectReading, plain_read
     from modelmon.core.measuring.ranks import RanksRun
-    from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksResult, find_straggler
+    from modelmon.core.measuring.ranks_records import RanksResult, find_straggler
     from modelmon.core.measuring.ranks_search import RanksRecommendation, recommend_ranks
     from modelmon.core.measuring.recommend import BudgetUse, Recommendation, candidates, recommend
     from modelmon.core.metrics.base import MetricSpec
@@ -190,7 +190,7 @@ _EXPORTS = (
     ("modelmon.core.measuring.ranks", "RanksRun"),
     ("modelmon.core.measuring.ranks_search", "recommend_ranks RanksRecommendation"),
     ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config"),
-    ("modelmon.core.measuring.ranks_records", "RanksResult find_straggler RANKS_MODES"),
+    ("modelmon.core.measuring.ranks_records", "RanksResult find_straggler"),
     ("modelmon.core.loading.strategies", "STRATEGIES default_strategy get_strategy"),
     ("modelmon.core.loading.inproc", "in_process"),
     ("modelmon.core.loading.preflight", "check_loadable"),

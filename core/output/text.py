@@ -263,9 +263,12 @@ def render_ranks(result: RanksResult) -> str:
         f"{'rank':>4}  {'status':<9} {'read':>10} {'kept':>10} {'seconds':>8} {'start +s':>8}"
     )
     for rank in result.ranks:
+        ok = rank.status == "ok"  # a failed rank's figures are no load's: none is written
         lines.append(
-            f"{rank.rank:>4}  {rank.status:<9} {human_bytes(rank.read_bytes):>10} "
-            f"{human_bytes(rank.kept_bytes):>10} {rank.seconds:>8.3f} {rank.start:>8.3f}"
+            f"{rank.rank:>4}  {rank.status:<9} "
+            f"{human_bytes(rank.read_bytes) if ok else '–':>10} "
+            f"{human_bytes(rank.kept_bytes) if ok else '–':>10} "
+            f"{f'{rank.seconds:.3f}' if ok else '–':>8} {rank.start:>8.3f}"
         )
     lines.append(
         f"slowest rank: {result.seconds:.3f} s from the first go: the model's "

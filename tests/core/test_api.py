@@ -196,7 +196,7 @@ FOR_LIBRARY_USERS = {
     "WorkerReady": "a message on_message receives",
     "WorkerDone": "a message on_message receives",
     "Reference": "WatchResult's storage references",
-    "ColdStart": "WatchResult.cold_start",
+    "RanksRecommendation": "what recommend_ranks returns",
     "DEMO_RECIPE": "what the demo models are made of",
     "evict": "drop a model's pages from the page cache, as cold runs do",
     "residency_of": "how much of a file the page cache holds",
