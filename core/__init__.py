@@ -93,7 +93,11 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.object_bounds import ObjectReading, plain_read
     from modelmon.core.measuring.ranks import RanksRun
     from modelmon.core.measuring.ranks_records import RanksResult, find_straggler
-    from modelmon.core.measuring.ranks_search import RanksRecommendation, recommend_ranks
+    from modelmon.core.measuring.ranks_search import (
+        RanksRecommendation,
+        WayMeasured,
+        recommend_ranks,
+    )
     from modelmon.core.measuring.recommend import BudgetUse, Recommendation, candidates, recommend
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.model.demo import RECIPE as DEMO_RECIPE
@@ -188,7 +192,7 @@ _EXPORTS = (
     ("modelmon.core.runs.session", "Session SessionResult"),
     ("modelmon.core.runs.start", "run_for Run RunOutcome"),
     ("modelmon.core.measuring.ranks", "RanksRun"),
-    ("modelmon.core.measuring.ranks_search", "recommend_ranks RanksRecommendation"),
+    ("modelmon.core.measuring.ranks_search", "recommend_ranks RanksRecommendation WayMeasured"),
     ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config"),
     ("modelmon.core.measuring.ranks_records", "RanksResult find_straggler"),
     ("modelmon.core.loading.strategies", "STRATEGIES default_strategy get_strategy"),

@@ -84,7 +84,7 @@ class Exporter(QObject):
 
     @property
     def can_export_recommendation(self) -> bool:
-        return self.bench.recommendation.recommendation is not None
+        return self.bench.recommendation.exportable
 
     def export_results(self, path: str) -> None:
         """JSON or CSV by the file name's suffix (.csv → CSV, anything else → JSON)."""
@@ -146,6 +146,9 @@ class Exporter(QObject):
     def export_recommendation(self, path: str) -> None:
         """The last recommendation's pick, with its evidence, as a modelmon config (TOML)."""
         shown = self.bench.recommendation.shown
+        if self.bench.recommendation.ranks_found is not None:
+            self._export_ranks(path)
+            return
         rec = self.bench.recommendation.recommendation
         if rec is None:
             self._report(False, "No recommendation yet: Run ▸ Recommend… first, then export it.")
@@ -162,6 +165,22 @@ class Exporter(QObject):
 
         def written() -> None:
             if self.bench.recommendation.recommendation is rec:
+                self.bench.recommendation.exported(path)
+
+        self._background(work, f"Recommended configuration written to {path}", then=written)
+
+    def _export_ranks(self, path: str) -> None:
+        """A ranks answer's config: its pick's strategy, its mode and memory, the lines."""
+        found, inputs = self.bench.recommendation.ranks_found, self.inputs
+
+        def work() -> None:
+            from modelmon.core import render_ranks_config
+
+            config = render_ranks_config(found, str(Path(path).absolute()))
+            write_export(path, config.encode(), inputs)
+
+        def written() -> None:
+            if self.bench.recommendation.ranks_found is found:
                 self.bench.recommendation.exported(path)
 
         self._background(work, f"Recommended configuration written to {path}", then=written)

@@ -295,9 +295,13 @@ class MainWindow(QMainWindow):
         """Run ▸ Recommend…: the budget, then the search (exporting it is a step of its own)."""
         if self.bench.running or self.bench.info is None:
             return
-        dialog = RecommendDialog(self, model_format=self.bench.info.model.format)
+        dialog = RecommendDialog(
+            self,
+            model_format=self.bench.info.model.format,
+            memory_limit_text=self.bench.memory_limit_text,
+        )
         if self._ask(dialog, lambda: bool(dialog.exec())):
-            self.bench.recommend(dialog.budget_s(), dialog.loader())
+            self.bench.recommend(dialog.budget_s(), dialog.loader(), dialog.ranks_count())
 
     def choose_memory_limit(self) -> None:
         """Run ▸ Memory limit…: the limit the next runs run under (the state takes it)."""

@@ -8,6 +8,8 @@
   ab-run-800x500.png    the same window at 800 × 500, the smallest it gets
   recommend.png         after Run ▸ Recommend… (a 30 s budget) with your loader, the
                         command below: it leads the ranking
+  recommend-ranks.png   after Run ▸ Recommend… for 4 ranks under a 1 GiB memory limit: the
+                        ways they can load, every rank's whole copy refused
   watch.png             after File ▸ Watch a command…: ``python load.py {path}``, a small
                         program reading the demo model's shards with os.read, watched from
                         a verified cold cache
@@ -46,7 +48,15 @@ DEFAULT_SIZE = (1400, 900)
 SMALL_SIZE = (1000, 700)
 SMALLEST_SIZE = (800, 500)  # the window's minimum size
 TIMEOUT_S = 900
-NAMES = ("start-page", "ab-run", "recommend", "watch", "ab-command", "cold-start")
+NAMES = (
+    "start-page",
+    "ab-run",
+    "recommend",
+    "recommend-ranks",
+    "watch",
+    "ab-command",
+    "cold-start",
+)
 # The server of the cold-start picture: imports, 4 ranks reading the whole model, a
 # post-processing step, then it listens (what ends the watch).
 SERVER_COMMAND = (
@@ -208,6 +218,12 @@ def main() -> int:
             bench.recommend(args.budget, command_spec(LOADER_COMMAND))
             wait(lambda: not bench.running, "the recommendation")
             save("recommend")
+        if "recommend-ranks" in wanted:
+            assert bench.set_memory_limit("1Gi") is None
+            bench.recommend(args.budget, None, 4)
+            wait(lambda: not bench.running, "the ranks recommendation")
+            save("recommend-ranks")
+            bench.set_memory_limit("")
         if "watch" in wanted:
             from modelmon.gui.state.watch_job import WatchInput, watch_request
 

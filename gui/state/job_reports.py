@@ -19,6 +19,8 @@ from modelmon.gui.state.jobs import JobEnd, JobProgress, Recommended, RunStart
 from modelmon.gui.state.live import LiveView
 from modelmon.gui.state.live_run import LiveRun, Shown
 from modelmon.gui.state.metrics_live import MetricFeed, MetricSnapshot
+from modelmon.gui.state.ranks_answer_view import ranks_headline
+from modelmon.gui.state.ranks_job import RanksRecommended
 from modelmon.gui.state.recommendation_view import recommendation_stopped
 from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
@@ -169,6 +171,17 @@ class JobReports:
 
     def _recommend_finished(self, end: JobEnd) -> None:
         p = self.p
+        if isinstance(end.value, RanksRecommended):
+            found = end.value.found
+            p.recommendation.ranks_done(found, found.memory_limit)
+            action = ranks_headline(found, None).split("\n", 1)[0]
+            p.status.ended(action)
+            p.say(
+                f"{action} The Recommendation tab has each way; File ▸ Export recommended "
+                "configuration… writes it",
+                "info" if found.pick is not None else "warning",
+            )
+            return
         if isinstance(end.value, Recommended):
             rec = end.value.recommendation
             # The window's ceilings and the recommendation's are one set: any it measured

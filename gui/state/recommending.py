@@ -33,6 +33,10 @@ class RecommendationShown:
     loader_note: str = ""
     apply_tools: tuple[str, ...] = ()
     loader: str | None = None  # the loader asked for, while the search runs
+    # More than one rank on the node: the ranks search and its answer
+    # (``RanksRecommendation``) instead of ``recommendation``.
+    ranks: int = 1
+    ranks_found: Any = None
 
 
 class RecommendationState:
@@ -49,6 +53,15 @@ class RecommendationState:
         """The answer to export; None before one, or while a new search runs."""
         return self.shown.recommendation if self.shown.phase == "done" else None
 
+    @property
+    def ranks_found(self) -> Any:
+        """The ranks answer to export (``RanksRecommendation``); None as ``recommendation``."""
+        return self.shown.ranks_found if self.shown.phase == "done" else None
+
+    @property
+    def exportable(self) -> bool:
+        return self.recommendation is not None or self.ranks_found is not None
+
     def _show(self, shown: RecommendationShown) -> None:
         self.shown = shown
         self.changed.emit(shown)
@@ -59,8 +72,8 @@ class RecommendationState:
     def restore(self, shown: RecommendationShown | None) -> None:
         self._show(shown if shown is not None else RecommendationShown("none"))
 
-    def start(self, budget_s: float, loader: str | None = None) -> None:
-        self._show(RecommendationShown("running", budget_s, loader=loader))
+    def start(self, budget_s: float, loader: str | None = None, ranks: int = 1) -> None:
+        self._show(RecommendationShown("running", budget_s, loader=loader, ranks=ranks))
 
     def progress(self, line: str) -> None:
         shown = self.shown
@@ -91,8 +104,25 @@ class RecommendationState:
             )
         )
 
+    def ranks_done(self, found: Any, memory_limit: int | None = None) -> None:
+        """The ranks search's answer (``RanksRecommendation``)."""
+        self._show(
+            RecommendationShown(
+                "done",
+                self.shown.budget_s,
+                memory_limit=memory_limit,
+                ranks=found.ranks,
+                ranks_found=found,
+            )
+        )
+
     def stopped(self, text: str) -> None:
-        self._show(RecommendationShown("stopped", self.shown.budget_s, self.shown.lines, text=text))
+        shown = self.shown
+        self._show(
+            RecommendationShown(
+                "stopped", shown.budget_s, shown.lines, text=text, ranks=shown.ranks
+            )
+        )
 
     def exported(self, path: str) -> None:
         shown = self.shown

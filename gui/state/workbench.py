@@ -229,11 +229,19 @@ class Workbench:
         self._start(CeilingsJob(self.info.model, self.ceiling_repeats))
         self.status.show("Measuring ceilings…", 0.0)
 
-    def recommend(self, budget_s: float, loader: str | None = None) -> None:
+    def recommend(self, budget_s: float, loader: str | None = None, ranks: int = 1) -> None:
         """Search for the best configuration within ``budget_s``; with ``loader`` (``cmd:``
-        or ``engine:``) the user's loader is measured beside it. Exporting it is a step of
-        its own (``Exporter.export_recommendation``)."""
+        or ``engine:``) the user's loader is measured beside it; with ``ranks`` > 1, how
+        that many ranks of this node load it under the memory limit. Exporting it is a step
+        of its own (``Exporter.export_recommendation``)."""
         if self.running or self.info is None:
+            return
+        if ranks > 1:
+            from modelmon.gui.state.ranks_job import RanksRecommendJob
+
+            self._start(RanksRecommendJob(self.info.model, ranks, budget_s), budget_s)
+            self.recommendation.start(budget_s, ranks=ranks)
+            self.status.show(f"Recommending for {ranks} ranks (budget {budget_s:.0f} s)…", 0.0)
             return
         if loader is not None:
             refused = loader_error(loader, self.info.model)

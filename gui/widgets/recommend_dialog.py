@@ -20,6 +20,7 @@ from modelmon.core.limits import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
 from modelmon.gui.state.programs import COMMAND_CHOICE, engine_choices
 from modelmon.gui.widgets.program_editor import ProgramEditor
 
+MAX_RANKS = 64  # ranks of one node: GPUs per node, with room
 TOML_FILTER = "modelmon config (*.toml);;All files (*)"
 TIPS = {
     "budget": "Time the whole search may take, from Measure to its answer: more time "
@@ -29,6 +30,11 @@ TIPS = {
     "it is, with each setting of its engine that changes how it reads the weights, and "
     "against modelmon's best, in the same cold rounds; the answer leads with the best change "
     "you can make in it.",
+    "ranks": "How many ranks (tensor-parallel processes) of this node load the model: with "
+    "more than one, modelmon measures each way they can get their weights (every rank the "
+    "whole model, each its own slice, one reader for all) that keeps every byte and holds "
+    "under the memory limit, and says which is fastest, what each needs of the node, and the "
+    "smallest limit the pick holds at.",
     "ok": "Start measuring in the background (the window stays usable; Esc cancels).",
 }
 
@@ -39,6 +45,7 @@ class RecommendDialog(QDialog):
         parent: QWidget | None = None,
         budget_s: float = DEFAULT_BUDGET_S,
         model_format: str | None = None,
+        memory_limit_text: str = "",
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Recommend a configuration")
@@ -74,6 +81,19 @@ class RecommendDialog(QDialog):
         form = QFormLayout()
         outer.addLayout(form)
         form.addRow("Time budget:", self.budget)
+        self.ranks = QSpinBox()
+        self.ranks.setRange(1, MAX_RANKS)
+        self.ranks.setValue(1)
+        self.ranks.setToolTip(TIPS["ranks"])
+        self.ranks.valueChanged.connect(self._ranks_chosen)
+        form.addRow("Ranks on this node:", self.ranks)
+        limit = QLabel(
+            f"{memory_limit_text} (Run ▸ Memory limit… changes it)"
+            if memory_limit_text
+            else "none (Run ▸ Memory limit… sets one, as a container's)"
+        )
+        limit.setToolTip("What every candidate must hold under, as the runs' memory cgroup.")
+        form.addRow("Memory limit:", limit)
         self.loader_box = QComboBox()
         self.loader_box.setToolTip(TIPS["loader"])
         self.loader_box.addItem("modelmon's strategies only", "none:")
@@ -103,6 +123,23 @@ class RecommendDialog(QDialog):
         self.adjustSize()
         self.intro.setMinimumHeight(self.intro.heightForWidth(self.intro.width()))
         self.adjustSize()
+
+    def _ranks_chosen(self, ranks: int) -> None:
+        # N ranks are measured as modelmon's ways and Run:ai's; a server's own ranks are
+        # watched (Run ▸ Watch…), not searched.
+        several = ranks > 1
+        if several:
+            self.loader_box.setCurrentIndex(0)
+        self.loader_box.setEnabled(not several)
+        self.loader_box.setToolTip(
+            "With more than one rank, modelmon measures its own ways and Run:ai's; watch "
+            "your server's ranks with Run ▸ Watch…"
+            if several
+            else TIPS["loader"]
+        )
+
+    def ranks_count(self) -> int:
+        return int(self.ranks.value())
 
     def loader(self) -> str | None:
         """The loader to measure beside the search (``cmd: ...`` / ``engine: ...``), or None."""

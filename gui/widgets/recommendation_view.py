@@ -25,6 +25,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from modelmon.gui.state.ranks_answer_view import (
+    WAYS_COLUMNS,
+    WAYS_TIP,
+    ranks_headline,
+    ranks_notes,
+    ranks_paste,
+    ranks_snippet_rows,
+    ways_rows,
+)
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     SNIPPET_COLUMNS,
@@ -39,6 +48,12 @@ EMPTY = (
     "and shows here what it found and why; File ▸ Export recommended configuration… then "
     "writes it as a config file."
 )
+RANKING_TIP = (
+    "Every candidate, by median. 'vs the pick': what loading with it instead of the "
+    "pick gains or loses here (the regret): for the runner-up run in alternation with "
+    "the pick, the median of those pairs (the figure the explanation gives), else the "
+    "ratio of the medians; 'paired with the pick': those pairs, as in an A/B."
+)
 CONFIG_NAME = "modelmon.toml"  # the file name the snippets load it by, until it is exported
 
 
@@ -52,6 +67,12 @@ def _table(columns: tuple[str, ...]) -> QTableWidget:
     table.horizontalHeader().setStretchLastSection(True)
     table.setWordWrap(False)
     return table
+
+
+def _columns(table: QTableWidget, columns: tuple[str, ...]) -> None:
+    if table.columnCount() != len(columns) or table.horizontalHeaderItem(1).text() != columns[1]:
+        table.setColumnCount(len(columns))
+        table.setHorizontalHeaderLabels(list(columns))
 
 
 def _fill(table: QTableWidget, rows: list[tuple[str, ...]], bold: Collection[int] = ()) -> None:
@@ -88,12 +109,7 @@ class RecommendationView(QScrollArea):
         self.explanation.setTextFormat(Qt.TextFormat.PlainText)
         self.explanation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.ranking = _table(RANKING_COLUMNS)
-        self.ranking.setToolTip(
-            "Every candidate, by median. 'vs the pick': what loading with it instead of the "
-            "pick gains or loses here (the regret): for the runner-up run in alternation with "
-            "the pick, the median of those pairs (the figure the explanation gives), else the "
-            "ratio of the medians; 'paired with the pick': those pairs, as in an A/B."
-        )
+        self.ranking.setToolTip(RANKING_TIP)
         self.snippets = _table(SNIPPET_COLUMNS)
         self.snippets.setToolTip(
             "How to get the same loading in the tools people use; 'measured here' names the "
@@ -171,6 +187,7 @@ class RecommendationView(QScrollArea):
         if shown.phase == "running":
             if not shown.lines:
                 mine = f" with your loader ({shown.loader})" if shown.loader else ""
+                mine = f" for {shown.ranks} ranks" if shown.ranks > 1 else mine
                 self.clear(
                     f"Recommending{mine}: a {shown.budget_s:.0f} s budget; the progress "
                     "below says what runs, and any run past it (Esc cancels)…"
@@ -181,9 +198,15 @@ class RecommendationView(QScrollArea):
         if shown.phase == "stopped":
             self.summary.setText(shown.text)
             return
+        if shown.ranks_found is not None:
+            self._draw_ranks(shown)
+            return
         rec = shown.recommendation
         if rec is None:
             return
+        _columns(self.ranking, RANKING_COLUMNS)
+        self.captions[1].setText("<b>Ranking</b>")
+        self.ranking.setToolTip(RANKING_TIP)
         name = shown.exported_to.rsplit("/", 1)[-1] if shown.exported_to else CONFIG_NAME
         headline, line, evidence = answer_texts(rec, shown.exported_to, shown.advice, name)
         self.summary.setText(headline)
@@ -194,6 +217,26 @@ class RecommendationView(QScrollArea):
         rows = ranking_rows(rec, shown.advice)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
         _fill(self.snippets, snippet_rows(rec, name, shown.advice, shown.apply_tools))
+        self._show_result_parts(True)
+
+    def _draw_ranks(self, shown: RecommendationShown) -> None:
+        """A ranks answer: the way to load, its line, then every way with what it needs of
+        the node (or why it does not fit)."""
+        found = shown.ranks_found
+        where = shown.exported_to
+        self.summary.setText(ranks_headline(found, where))
+        line, evidence = ranks_paste(found, where)
+        self.paste.setText(line)
+        self.paste_evidence.setText(evidence)
+        self.progress.hide()
+        notes = ranks_notes(found)
+        self.explanation.setText("\n".join(notes) if notes else "Every way was measured.")
+        rows = ways_rows(found)
+        _columns(self.ranking, WAYS_COLUMNS)
+        self.captions[1].setText("<b>Ways</b>")
+        self.ranking.setToolTip(WAYS_TIP)
+        _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
+        _fill(self.snippets, ranks_snippet_rows(found, where))
         self._show_result_parts(True)
 
     def _show_lines(self, lines: list[str]) -> None:

@@ -1,0 +1,121 @@
+"""A ranks recommendation as the window shows it: the answer (the way that holds and is
+fastest, or that none fits and what would), the line to paste, and each way measured with
+what it needs of the node, its slowest rank and the node's memory. Qt-free.
+
+The words are the command line's (``core.output.ranks_answer``): one answer, told once.
+"""
+
+from __future__ import annotations
+
+from modelmon.core import RanksRecommendation, WayMeasured, human_bytes
+from modelmon.core.output.ranks_answer import paste_lines, render_ranks_answer
+from modelmon.gui.state.recommendation_view import RankingRow
+
+WAYS_COLUMNS = (
+    "#",
+    "way",
+    "planned (weights + processes)",
+    "runs",
+    "slowest rank (median)",
+    "vs the pick",
+    "node peak",
+    "held (anon + shared)",
+    "how it ended",
+)
+WAYS_TIP = (
+    "Every way the ranks can get their weights, fastest first: 'planned' is what its weights "
+    "and processes are planned to need (a way whose weights alone outgrow the limit is not "
+    "run); 'slowest rank' is when the last rank had its weights, the median of its runs; "
+    "'node peak' counts the page cache too, 'held' only what a limit cannot reclaim."
+)
+PASTE_EVIDENCE = {
+    "modelmon": "measured here",
+    "python": "the same reads in each rank's process; not measured here as a call",
+    "engines": "not measured here: what such engines do for one reader",
+}
+
+
+def _ended(way: WayMeasured) -> str:
+    if way.refused is not None:
+        return f"does not fit: {way.refused}"
+    if way.failure is not None:
+        return f"did not hold: {way.failure}"
+    if way.seconds is None:
+        return "not measured (the budget ran out)"
+    return "held"
+
+
+def _versus(way: WayMeasured, pick: WayMeasured | None) -> str:
+    if pick is None or way.seconds is None or pick.seconds is None or pick.seconds <= 0:
+        return "–"
+    if way is pick:
+        return "the pick"
+    return f"{(way.seconds / pick.seconds - 1) * 100:+.0f} % slower".replace("-", "−")
+
+
+def ways_rows(found: RanksRecommendation) -> list[RankingRow]:
+    """Each way, fastest measured first, then those that did not hold or fit."""
+
+    def order(way: WayMeasured) -> tuple[int, float]:
+        return (0, way.seconds) if way.fits and way.seconds is not None else (1, 0.0)
+
+    rows = []
+    for number, way in enumerate(sorted(found.ways, key=order), 1):
+        rows.append(
+            RankingRow(
+                (
+                    str(number),
+                    way.way.spec,
+                    human_bytes(way.needs_bytes),
+                    str(len(way.ok_runs)) if way.runs else "0",
+                    f"{way.seconds:.2f} s" if way.seconds is not None else "–",
+                    _versus(way, found.pick),
+                    human_bytes(way.peak_bytes) if way.peak_bytes else "–",
+                    human_bytes(way.held_bytes) if way.held_bytes else "–",
+                    _ended(way),
+                ),
+                picked=way is found.pick,
+                in_config=way is found.pick,
+            )
+        )
+    return rows
+
+
+def ranks_headline(found: RanksRecommendation, exported_to: str | None) -> str:
+    """The answer's first line (what to do, or that nothing fits and what would), then the
+    search's time and where its config file is."""
+    first = render_ranks_answer(found, exported_to).split("\n", 1)[0]
+    if found.pick is None:
+        second = render_ranks_answer(found, exported_to).split("\n")[1]
+        return f"{first}\n{second}"
+    where = (
+        f"Exported to {exported_to}."
+        if exported_to
+        else "File ▸ Export recommended configuration… writes it as a config file."
+    )
+    took = f"The search took {found.seconds:.0f} s; the budget was {found.budget_s:.0f} s."
+    return f"{first}\n{took} {where}"
+
+
+def ranks_paste(found: RanksRecommendation, config_path: str | None) -> tuple[str, str]:
+    """(the line to paste, what measured it): modelmon's own, as the config file names it."""
+    line = paste_lines(found, config_path).get("modelmon", "")
+    if not line or found.pick is None:
+        return "", ""
+    runs = len(found.pick.ok_runs)
+    return line, f"modelmon: measured here, {runs} run{'s' * (runs != 1)} of {found.ranks} ranks"
+
+
+def ranks_snippet_rows(
+    found: RanksRecommendation, config_path: str | None
+) -> list[tuple[str, str, str]]:
+    """(tool, how to apply it, measured here) for each way of applying the pick."""
+    return [
+        (tool, line, PASTE_EVIDENCE.get(tool, ""))
+        for tool, line in paste_lines(found, config_path).items()
+    ]
+
+
+def ranks_notes(found: RanksRecommendation) -> tuple[str, ...]:
+    """What the search did not measure, and why (a peer not installed, a mode left out)."""
+    return found.notes
