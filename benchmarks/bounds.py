@@ -28,39 +28,46 @@ from typing import Any
 
 from benchmarks.envs import fuse_mount, throttled_disk
 from modelmon.core import (
-    LoadRun,
+    Configuration,
+    StrategyConfig,
     allowed_ratio,
     keeps_bytes,
     measure_ceilings,
     open_model,
-    parse_engine,
+    parse_configuration,
     run_for,
     write_safetensors_model,
 )
 from modelmon.core.options import LoadOptions
 
 MiB = 1 << 20
-# (label, strategy or engine spec, options): modelmon's ways of loading and the library's.
-CONFIGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("sequential ×4", "sequential", {"workers": 4, "chunk": 16 * MiB}),
-    ("pread ×4", "pread", {"workers": 4}),
-    ("mmap-view ×4", "mmap-view", {"workers": 4}),
-    ("library", "library", {}),
-    ("sequential ×4 discard", "sequential", {"workers": 4, "chunk": 16 * MiB, "discard": True}),
-    ("engine: safetensors", "engine: safetensors", {}),
+BASE = LoadOptions(cache="cold", threads=1)
+# (label, configuration): modelmon's ways of loading and the library's.
+CONFIGS: tuple[tuple[str, Configuration], ...] = (
+    ("sequential ×4", StrategyConfig("sequential", BASE.with_(workers=4, chunk=16 * MiB))),
+    ("pread ×4", StrategyConfig("pread", BASE.with_(workers=4))),
+    ("mmap-view ×4", StrategyConfig("mmap-view", BASE.with_(workers=4))),
+    ("library", StrategyConfig("library", BASE)),
+    (
+        "sequential ×4 discard",
+        StrategyConfig("sequential", BASE.with_(workers=4, chunk=16 * MiB, discard=True)),
+    ),
+    ("engine: safetensors", parse_configuration("engine: safetensors")),
 )
 
 
-def one_run(model: Any, spec: str, options: dict[str, Any]) -> tuple[float, bool]:
+def keeps(config: Configuration) -> bool:
+    """Whether its runs keep the model's bytes in memory (a program's always do)."""
+    if isinstance(config, StrategyConfig):
+        return keeps_bytes(config.strategy, config.options.discard)
+    return True
+
+
+def one_run(model: Any, config: Configuration) -> tuple[float, bool]:
     """One cold run: (MB/s, verified cold)."""
-    if spec.startswith("engine: "):
-        engine = parse_engine(spec.removeprefix("engine: "))
-        result = run_for(model, engine, "cold", monitor=False).run().result
-    else:
-        chosen = LoadOptions(cache="cold", threads=1).with_(**options)
-        result = LoadRun(model, spec, chosen).run()
+    result = run_for(model, config, "cold", monitor=False).run().result
     if result.status != "ok":
-        raise SystemExit(f"{spec}: {result.status}: {result.error}")
+        raise SystemExit(f"{config.spec}: {result.status}: {result.error}")
     return result.mbps, result.cache.cold
 
 
@@ -76,8 +83,8 @@ def rounds_here(path: str, rounds: int) -> dict[str, Any]:
             out[f"{name}_spec"] = found.spec if found else ""
             out[f"{name}_slack"] = max(out.get(f"{name}_slack", 0.0), found.slack if found else 0)
         order = CONFIGS[index % len(CONFIGS) :] + CONFIGS[: index % len(CONFIGS)]
-        for label, spec, options in order:
-            mbps, cold = one_run(model, spec, options)
+        for label, config in order:
+            mbps, cold = one_run(model, config)
             out["runs"][label].append({"round": index, "mbps": mbps, "cold": cold})
             print(f"  round {index + 1}: {label}: {mbps:.0f} MB/s", file=sys.stderr, flush=True)
     return out
@@ -87,12 +94,12 @@ def judged(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Each configuration's median ratio to its bound, round by round, and the spread."""
     storage, fill = data["storage"], data["memory_fill"]
     rows = []
-    for label, spec, options in CONFIGS:
-        keeps = spec.startswith("engine: ") or keeps_bytes(spec, bool(options.get("discard")))
-        bounds = [min(s, f) if keeps else s for s, f in zip(storage, fill, strict=True)]
+    for label, config in CONFIGS:
+        kept = keeps(config)
+        bounds = [min(s, f) if kept else s for s, f in zip(storage, fill, strict=True)]
         median = statistics.median(bounds)
         # The storage's slack (a throttle's slice) counts where the storage is the bound.
-        by_storage = not keeps or statistics.median(storage) <= statistics.median(fill)
+        by_storage = not kept or statistics.median(storage) <= statistics.median(fill)
         allowed = allowed_ratio(bounds, data.get("storage_slack", 0.0) if by_storage else 0.0)
         runs = data["runs"][label]
         ratios = [run["mbps"] / bounds[run["round"]] for run in runs]
@@ -101,7 +108,7 @@ def judged(data: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "configuration": label,
                 "mbps": statistics.median(run["mbps"] for run in runs),
-                "bound": "lower of storage, memory fill" if keeps else "storage",
+                "bound": "lower of storage, memory fill" if kept else "storage",
                 "bound_mbps": median,
                 "ratio": ratio,
                 "spread": allowed - 1,

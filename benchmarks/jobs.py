@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from modelmon.core import ENGINE, ProgramConfig
+from modelmon.core import ProgramConfig
 from modelmon.core.options import LoadOptions, format_spec
 
 # The other loaders the bench runs beside modelmon (``modelmon.core.ENGINES`` names): the plain
@@ -51,7 +51,7 @@ class Entry:
     def label(self) -> str:
         prefix = {"load": "core.load: ", "peer": "peer: "}.get(self.kind, "")
         mark = " (recommended)" if self.role == "recommended" else ""
-        named = self.spec.removeprefix(f"{ENGINE} ") if self.kind == "peer" else self.spec
+        named = self.program.body if self.kind == "peer" else self.spec
         return f"{prefix}{named}{mark}"
 
     def marked(self, role: str) -> Entry:

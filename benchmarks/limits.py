@@ -21,25 +21,26 @@ from typing import Any
 
 from benchmarks.bounds import CONFIGS as BOUNDS_CONFIGS
 from modelmon.core import (
-    StrategyConfig,
+    Configuration,
+    ProgramConfig,
     engine_unavailable,
     memory_limit_unavailable,
     open_model,
-    parse_engine,
+    parse_configuration,
     ram_text,
     run_for,
 )
 from modelmon.core import limit_text as size_text
 from modelmon.core.errors import LoadError
-from modelmon.core.options import LoadOptions, MiB
+from modelmon.core.options import MiB
 
 FRACTIONS: tuple[float | None, ...] = (None, 1.0, 0.75, 0.5)  # None: no limit
 TIME_LIMIT_S = 30.0
 # The bounds bench's configurations (modelmon's ways of loading and the library as users run
 # it), then Run:ai's streamer.
-CONFIGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+CONFIGS: tuple[tuple[str, Configuration], ...] = (
     *BOUNDS_CONFIGS,
-    ("engine: runai", "engine: runai", {}),
+    ("engine: runai", parse_configuration("engine: runai")),
 )
 
 
@@ -49,12 +50,8 @@ def limit_of(model_bytes: int, fraction: float | None) -> int | None:
     return None if fraction is None else max(1, -(-int(model_bytes * fraction) // MiB)) * MiB
 
 
-def one_run(model: Any, spec: str, options: dict[str, Any], limit: int | None) -> dict[str, Any]:
+def one_run(model: Any, config: Configuration, limit: int | None) -> dict[str, Any]:
     """One cold run under ``limit``: its figures as JSON values."""
-    if spec.startswith("engine: "):
-        config: Any = parse_engine(spec)
-    else:
-        config = StrategyConfig(spec, LoadOptions(threads=1).with_(**options))
     run = run_for(
         model, config, "cold", monitor=False, time_limit_s=TIME_LIMIT_S, memory_limit=limit
     )
@@ -105,8 +102,8 @@ def measure(path: str, rounds: int) -> dict[str, Any]:
         for fraction in FRACTIONS:
             limit = limit_of(model.total_bytes, fraction)
             shift = index % len(configs)
-            for label, spec, options in configs[shift:] + configs[:shift]:
-                run = one_run(model, spec, options, limit)
+            for label, config in configs[shift:] + configs[:shift]:
+                run = one_run(model, config, limit)
                 data["runs"][label][str(fraction)].append(run)
                 where = "no limit" if limit is None else size_text(limit)
                 rate = f"{run['mbps']:.0f} MB/s" if run["mbps"] else run["status"]
@@ -114,10 +111,10 @@ def measure(path: str, rounds: int) -> dict[str, Any]:
     return data
 
 
-def _absent(spec: str) -> str | None:
-    if not spec.startswith("engine: "):
-        return None
-    return engine_unavailable(spec.removeprefix("engine: "))
+def _absent(config: Configuration) -> str | None:
+    if isinstance(config, ProgramConfig) and config.engine is not None:
+        return engine_unavailable(config.engine)
+    return None
 
 
 def cell(runs: list[dict[str, Any]], model_bytes: int, time_limit_s: float) -> str:

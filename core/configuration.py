@@ -148,6 +148,12 @@ class ProgramConfig:
         return " ".join([CMD, *ahead, self.command_words.text])
 
     @property
+    def body(self) -> str:
+        """The configuration's words after its head (``runai ranks=4`` of ``engine: runai
+        ranks=4``): how a table that says the kind elsewhere names it."""
+        return self.spec.partition(":")[2].strip()
+
+    @property
     def settings(self) -> dict[str, str]:
         """A loader's every knob: those given, the rest its defaults ({} for a command)."""
         if self.engine is None:
@@ -206,6 +212,21 @@ def program_kind(text: str) -> Literal["cmd", "engine"] | None:
     if colon and kind == "engine":
         return "engine"
     return None
+
+
+def program_words(text: str) -> str:
+    """A program's words after its head (``cmd:``, ``engine:``), as typed, whether or not
+    they parse yet; any other text as it is."""
+    if program_kind(text) is None:
+        return text
+    return text.strip().partition(":")[2].lstrip()
+
+
+def command_spec(text: str) -> str:
+    """The configuration of a command typed as ``COMMAND ARGS...`` (``cmd:`` optional; the
+    spaces around it are the typing's, not the command's)."""
+    text = text.strip()
+    return text if program_kind(text) == "cmd" else f"{CMD} {text}"
 
 
 def parse_configuration(text: str) -> Configuration:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from modelmon.core.configuration import ProgramConfig, parse_configuration
 from modelmon.core.errors import OptionsError
 from modelmon.core.measuring.ranks import RanksRun, check_ranks
 from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode, RanksResult
@@ -44,17 +45,17 @@ STRATEGIES = ("sequential", "direct")
 @dataclass(frozen=True, slots=True)
 class RanksWay:
     """One way N ranks may load: a mode and the strategy its reads use; or another loader
-    that runs N ranks itself (``engine``: its spec, as `engine: NAME knob=value`)."""
+    that runs N ranks itself (``engine``: that loader's configuration)."""
 
     mode: RanksMode
     strategy: str
     options: LoadOptions
-    engine: str | None = None
+    engine: ProgramConfig | None = None
 
     @property
     def spec(self) -> str:
         if self.engine is not None:
-            return self.engine.removeprefix("engine: ")
+            return self.engine.body
         return f"{self.mode} · {format_spec(self.strategy, self.options)}"
 
 
@@ -203,7 +204,9 @@ def ways_for(ranks: int, options: LoadOptions, model: Model) -> tuple[list[Ranks
     if why is not None:
         return ways, [f"Run:ai's streamer (every rank, or distributed) is not measured: {why}"]
     for mode, spec in PEERS.items():
-        ways.append(RanksWay(mode, "runai", kept, spec.format(ranks=ranks)))  # type: ignore[arg-type]
+        peer = parse_configuration(spec.format(ranks=ranks))
+        assert isinstance(peer, ProgramConfig)
+        ways.append(RanksWay(mode, "runai", kept, peer))  # type: ignore[arg-type]
     return ways, []
 
 
@@ -305,7 +308,6 @@ def _run_engine(
     """Another loader's ranks, watched in one memory cgroup (the limit, or the machine's
     size: there only to measure the node): as a ranks result, its ranks' time the loader's
     own (its harness waits for its slowest rank)."""
-    from modelmon.core.configuration import parse_engine
     from modelmon.core.measuring.ranks_records import NodeMemory, RankResult
     from modelmon.core.runs.start import run_for
     from modelmon.core.system import cache
@@ -314,7 +316,7 @@ def _run_engine(
     assert way.engine is not None
     size = limit if limit is not None else memory_facts().total
     outcome = run_for(
-        model, parse_engine(way.engine), "cold", cancel=stop, memory_limit=size, monitor=False
+        model, way.engine, "cold", cancel=stop, memory_limit=size, monitor=False
     ).run()
     result = outcome.result
     watched = getattr(outcome, "watch", None)

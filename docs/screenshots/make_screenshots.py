@@ -135,9 +135,9 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from modelmon.core import discover_models
+    from modelmon.core.configuration import command_spec
     from modelmon.gui.app import create_application, show_unexpected_errors
     from modelmon.gui.main_window import MainWindow
-    from modelmon.gui.state.programs import command_spec
 
     app = create_application()
     started = time.monotonic()

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 from modelmon.core import (
-    CMD,
     ENGINE,
     ENGINES,
     Command,
@@ -27,12 +27,11 @@ from modelmon.core import (
     parse_program,
     program_kind,
 )
+from modelmon.core.configuration import parse_engine, program_words
 from modelmon.core.errors import ModelmonError, one_line
 from modelmon.core.options import LoadOptions
 
 COMMAND_CHOICE = "Your command…"
-COMMAND_PREFIX = f"{CMD} "
-ENGINE_PREFIX = f"{ENGINE} "
 PROGRAM_OPTIONS = LoadOptions(cache="cold")  # what a program side's run starts from
 COMMAND_HINT = "python load.py {path}"
 TIPS = {
@@ -52,6 +51,20 @@ class EngineChoice:
     why_not: str | None  # why it cannot run here (greyed out), or None
     knobs: tuple[tuple[str, tuple[str, ...], str], ...]  # (name, values default first, what)
 
+    @property
+    def title(self) -> str:
+        """How a list of configurations names it: as a spec starts."""
+        return f"{ENGINE} {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class SideChoice:
+    """What a row of a list of configurations chooses: a strategy (by name), the user's
+    command, an engine (by name), or nothing (a separator)."""
+
+    kind: Literal["strategy", "command", "engine", "separator"]
+    name: str | None = None
+
 
 def engine_choices(model_format: str | None = None) -> list[EngineChoice]:
     """Every engine modelmon knows, with why it cannot load here when it cannot: not
@@ -70,24 +83,14 @@ def is_program(strategy: str) -> bool:
     return program_kind(strategy) is not None
 
 
-def command_spec(text: str) -> str:
-    """The configuration of a command typed as ``COMMAND ARGS...`` (``cmd:`` optional; the
-    spaces around it are the typing's, not the command's)."""
-    text = text.strip()
-    return text if program_kind(text) == "cmd" else COMMAND_PREFIX + text
-
-
 def command_text(spec: str) -> str:
     """The command as the panel's line shows it: the spec without ``cmd:``."""
-    if program_kind(spec) != "cmd":
-        return spec
-    return spec.strip().partition(":")[2].lstrip()
+    return program_words(spec) if program_kind(spec) == "cmd" else spec
 
 
 def engine_spec(name: str, knobs: dict[str, str]) -> str:
     """``engine: NAME knob=value …``, the knobs at the engine's defaults left out."""
-    program = parse_program(ENGINE_PREFIX + name).with_knobs(knobs)
-    return program.spec
+    return parse_engine(name).with_knobs(knobs).spec
 
 
 def engine_settings(spec: str) -> tuple[str, dict[str, str]] | None:

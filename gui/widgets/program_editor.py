@@ -8,11 +8,11 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QLineEdit, QWidget
 
+from modelmon.core.configuration import command_spec
 from modelmon.gui.state.programs import (
     COMMAND_HINT,
     TIPS,
     EngineChoice,
-    command_spec,
     command_text,
     engine_settings,
     engine_spec,

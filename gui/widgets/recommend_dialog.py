@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from modelmon.core.limits import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
-from modelmon.gui.state.programs import COMMAND_CHOICE, engine_choices
+from modelmon.gui.state.programs import COMMAND_CHOICE, SideChoice, engine_choices
 from modelmon.gui.widgets.program_editor import ProgramEditor
 
 MAX_RANKS = 64  # ranks of one node: GPUs per node, with room
@@ -96,12 +96,15 @@ class RecommendDialog(QDialog):
         form.addRow("Memory limit:", limit)
         self.loader_box = QComboBox()
         self.loader_box.setToolTip(TIPS["loader"])
-        self.loader_box.addItem("modelmon's strategies only", "none:")
-        self.loader_box.addItem(COMMAND_CHOICE, "command:")
+        # What each row chooses: none (modelmon's strategies only), the command, an engine.
+        self.choices = [SideChoice("strategy"), SideChoice("command")]
+        self.loader_box.addItem("modelmon's strategies only")
+        self.loader_box.addItem(COMMAND_CHOICE)
         engines = engine_choices(model_format)
         for engine in engines:
             row = self.loader_box.count()
-            self.loader_box.addItem(f"engine: {engine.name}", f"engine:{engine.name}")
+            self.loader_box.addItem(engine.title)
+            self.choices.append(SideChoice("engine", engine.name))
             tip = engine.why_not or TIPS["loader"]
             self.loader_box.setItemData(row, tip, Qt.ItemDataRole.ToolTipRole)
             if engine.why_not is not None:
@@ -114,10 +117,10 @@ class RecommendDialog(QDialog):
         outer.addWidget(buttons)
 
     def _loader_chosen(self) -> None:
-        kind, _, engine = str(self.loader_box.currentData()).partition(":")
-        self.program.setVisible(kind != "none")
-        if kind != "none":
-            self.program.choose(kind, engine or None)
+        choice = self._choice()
+        self.program.setVisible(choice.kind != "strategy")
+        if choice.kind != "strategy":
+            self.program.choose(choice.kind, choice.name)
         # Grows with the loader's rows and shrinks back without them; a wrapped label's height
         # for its width is not a layout's minimum, so it is set as one at the width it has.
         self.adjustSize()
@@ -143,8 +146,10 @@ class RecommendDialog(QDialog):
 
     def loader(self) -> str | None:
         """The loader to measure beside the search (``cmd: ...`` / ``engine: ...``), or None."""
-        kind = str(self.loader_box.currentData()).partition(":")[0]
-        return None if kind == "none" else self.program.spec()
+        return None if self._choice().kind == "strategy" else self.program.spec()
+
+    def _choice(self) -> SideChoice:
+        return self.choices[max(0, self.loader_box.currentIndex())]
 
     def budget_s(self) -> float:
         return float(self.budget.value())

@@ -45,6 +45,7 @@ from modelmon.gui.state.load_config import (
 from modelmon.gui.state.programs import (
     COMMAND_CHOICE,
     PROGRAM_OPTIONS,
+    SideChoice,
     engine_choices,
     engine_settings,
     is_program,
@@ -99,20 +100,22 @@ class StrategyPanel(QGroupBox):
         super().__init__(f"Configuration {label}", parent)
         self.label = label
         self.strategy_box = QComboBox()
-        for row, (name, summary) in enumerate(strategy_choices()):
-            self.strategy_box.addItem(name, f"strategy:{name}")
-            self.strategy_box.setItemData(row, summary, Qt.ItemDataRole.ToolTipRole)
+        # What each row of the box chooses, by row: a strategy, the command, an engine.
+        self.choices: list[SideChoice] = []
+        for name, summary in strategy_choices():
+            self._add_choice(name, SideChoice("strategy", name), summary, True)
         # Another program as the configuration: the user's command, or an engine as its
         # users run it (those that cannot run here listed greyed, saying why).
         engines = engine_choices()
         self.program = ProgramEditor(engines)
         self.program.changed.connect(self._on_change)
         self.strategy_box.insertSeparator(self.strategy_box.count())
-        self._add_choice(COMMAND_CHOICE, "command:", PROGRAM_TIPS["command"], True)
+        self.choices.append(SideChoice("separator"))
+        self._add_choice(COMMAND_CHOICE, SideChoice("command"), PROGRAM_TIPS["command"], True)
         for engine in engines:
             tip = engine.why_not or f"{engine.label}: {PROGRAM_TIPS['engine']}"
             self._add_choice(
-                f"engine: {engine.name}", f"engine:{engine.name}", tip, engine.why_not is None
+                engine.title, SideChoice("engine", engine.name), tip, engine.why_not is None
             )
         self.workers = self._spin(1, MAX_PARALLEL)
         self.threads = self._spin(1, MAX_PARALLEL)
@@ -201,9 +204,10 @@ class StrategyPanel(QGroupBox):
         grid.setColumnStretch(3, 1)
         grid.setRowStretch(8, 1)
 
-    def _add_choice(self, text: str, data: str, tip: str, usable: bool) -> None:
+    def _add_choice(self, text: str, choice: SideChoice, tip: str, usable: bool) -> None:
         row = self.strategy_box.count()
-        self.strategy_box.addItem(text, data)
+        self.strategy_box.addItem(text)
+        self.choices.append(choice)
         self.strategy_box.setItemData(row, tip, Qt.ItemDataRole.ToolTipRole)
         if not usable:
             item = self.strategy_box.model().item(row)  # type: ignore[attr-defined]
@@ -211,8 +215,11 @@ class StrategyPanel(QGroupBox):
 
     def _choice(self) -> tuple[str, str | None]:
         """("strategy", name), ("command", None) or ("engine", name): what is chosen."""
-        kind, _, name = str(self.strategy_box.currentData() or "strategy:").partition(":")
-        return kind, name or (self.strategy_box.currentText() if kind == "strategy" else None)
+        row = self.strategy_box.currentIndex()
+        choice = self.choices[row] if 0 <= row < len(self.choices) else SideChoice("strategy")
+        if choice.kind == "strategy":
+            return "strategy", choice.name or self.strategy_box.currentText()
+        return choice.kind, choice.name
 
     def _caption(self, key: str, text: str) -> QLabel:
         caption = QLabel(f"{text}:")
@@ -225,11 +232,10 @@ class StrategyPanel(QGroupBox):
         """Offer only ``names`` (a file's strategies, or a bucket's); programs stay."""
         self._offered = names
         view, model = self.strategy_box.view(), self.strategy_box.model()
-        for row in range(self.strategy_box.count()):
-            data = str(self.strategy_box.itemData(row) or "")
-            if not data.startswith("strategy:"):
+        for row, choice in enumerate(self.choices):
+            if choice.kind != "strategy":
                 continue
-            offered = data.removeprefix("strategy:") in names
+            offered = choice.name in names
             view.setRowHidden(row, not offered)  # type: ignore[attr-defined]
             model.item(row).setEnabled(offered)  # type: ignore[attr-defined]
         self._on_change()
@@ -238,11 +244,8 @@ class StrategyPanel(QGroupBox):
         """Grey the engines that cannot load a model of ``model_format``, saying why."""
         choices = {e.name: e for e in engine_choices(model_format)}
         model = self.strategy_box.model()
-        for row in range(self.strategy_box.count()):
-            data = str(self.strategy_box.itemData(row) or "")
-            choice = (
-                choices.get(data.removeprefix("engine:")) if data.startswith("engine:") else None
-            )
+        for row, side in enumerate(self.choices):
+            choice = choices.get(str(side.name)) if side.kind == "engine" else None
             if choice is None:
                 continue
             tip = choice.why_not or f"{choice.label}: {PROGRAM_TIPS['engine']}"
@@ -306,8 +309,8 @@ class StrategyPanel(QGroupBox):
     def _set_config(self, strategy: str, options: LoadOptions) -> None:
         if is_program(strategy):
             found = engine_settings(strategy)
-            data = f"engine:{found[0]}" if found is not None else "command:"
-            self.strategy_box.setCurrentIndex(self.strategy_box.findData(data))
+            chosen = SideChoice("engine", found[0]) if found is not None else SideChoice("command")
+            self.strategy_box.setCurrentIndex(self.choices.index(chosen))
             self.program.set_spec(strategy)
             return
         self.strategy_box.setCurrentText(strategy)

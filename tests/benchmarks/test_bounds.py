@@ -12,7 +12,7 @@ def _data(rates: dict[str, list[float]]) -> dict:
             {"round": i, "mbps": r, "cold": True}
             for i, r in enumerate(rates.get(label, [500.0] * 3))
         ]
-        for label, _, _ in CONFIGS
+        for label, _ in CONFIGS
     }
     return {"storage": [700.0, 720.0, 710.0], "memory_fill": [460.0, 450.0, 470.0], "runs": runs}
 

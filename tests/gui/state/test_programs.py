@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from modelmon.core import Discovery, write_safetensors_model
+from modelmon.core.configuration import command_spec
 from modelmon.core.options import LoadOptions
 from modelmon.gui.state.ab_config import ABPick, program_winner
 from modelmon.gui.state.ab_session import ab_cache
 from modelmon.gui.state.app_state import AppState
 from modelmon.gui.state.events import CallQueue
-from modelmon.gui.state.programs import command_spec, engine_choices, spec_error
+from modelmon.gui.state.programs import engine_choices, spec_error
 from modelmon.gui.state.results_rows import STATUS, cell_text
 
 from ..conftest import pump
