@@ -87,8 +87,11 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
         )
     else:
         holds = (
-            f"; it holds at {size_text(found.holds_at)}"
-            + (" (a run under it held)" if found.holds_verified else " (planned, not run)")
+            (
+                f"; it held under a {size_text(found.holds_at)} limit"
+                if found.holds_verified
+                else f"; planned to fit {size_text(found.holds_at)} (no run at that limit)"
+            )
             if found.holds_at
             else ""
         )
