@@ -96,7 +96,7 @@ def measure(path: str, rounds: int) -> dict[str, Any]:
         "limits": [limit_of(model.total_bytes, f) for f in FRACTIONS],
         "fractions": list(FRACTIONS),
         "absent": {c[0]: why for c in CONFIGS if (why := _absent(c[1])) is not None},
-        "runs": {label: {str(f): [] for f in FRACTIONS} for label, _, _ in configs},
+        "runs": {label: {str(f): [] for f in FRACTIONS} for label, _ in configs},
     }
     for index in range(rounds):
         for fraction in FRACTIONS:

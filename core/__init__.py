@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from modelmon.core.api import load, measure, storage_references, watch
     from modelmon.core.configuration import (
-        CMD,
         ENGINE,
         Command,
         Configuration,
@@ -229,7 +228,7 @@ _EXPORTS = (
     (
         "modelmon.core.configuration",
         "Configuration StrategyConfig ProgramConfig Command parse_configuration parse_program "
-        "parse_engine named_path program_kind CMD ENGINE",
+        "parse_engine named_path program_kind ENGINE",
     ),
     (
         "modelmon.core.loaders.registry",

@@ -35,6 +35,10 @@ OWN_WRITERS = {
     "recipe.json says it made are replaced",
     "core/system/memory_cgroup.py": "the memory cgroups it makes for a run under a limit: their "
     "control files (memory.limit_in_bytes, cgroup.procs...) in /sys/fs/cgroup",
+    "core/loading/shared_copy.py": "maps the one copy of a model the ranks of a node share: "
+    "a memfd of modelmon's own, opened read-write through its holder's /proc/PID/fd/N",
+    "gui/crash_log.py": "the app's own crash log in its state folder (0600, never a link): "
+    "appends and rotates it to crash.log.1 past its size cap",
     "core/loaders/child.py": "an engine's run, a child that never imports modelmon (so "
     "not its guard either): only with MODELMON_ENGINE_HOLD set (tests), an empty 'loaded' "
     "marker in the folder it names",

@@ -23,6 +23,10 @@ from modelmon.core.watching.tree import read_command, still_running
 
 POLL_S = 0.05
 STOP_GRACE_S = 3.0
+# How long a SIGKILLed process may take to be gone before it is left unreaped: dying is
+# quick, but on a loaded machine an exit that unmaps gigabytes waits its turn for a CPU;
+# only one stuck in the kernel (a hung FUSE mount) takes longer, and that is said.
+KILLED_GONE_S = 20.0
 
 
 def members_of(observer: Observer, root: int) -> list[tuple[int, int]]:
@@ -150,7 +154,7 @@ def end_and_reap(
         signal_tree(observer, root, signal.SIGKILL)
     if tree is not None:
         others = [(m.pid, m.start_ticks) for m in tree.members.values() if m.pid != root]
-        wait_gone(others, time.monotonic() + STOP_GRACE_S)
+        wait_gone(others, time.monotonic() + KILLED_GONE_S)
         reap([pid for pid, _ in others])
         # What the result says of them is their state now, the stop done: those that ended
         # since the final look (stopped, or zombies just reaped) are no longer live members.

@@ -27,7 +27,7 @@ from modelmon.core import (
     parse_program,
     program_kind,
 )
-from modelmon.core.configuration import parse_engine, program_words
+from modelmon.core.configuration import command_spec, parse_engine, program_words
 from modelmon.core.errors import ModelmonError, one_line
 from modelmon.core.options import LoadOptions
 
@@ -86,6 +86,11 @@ def is_program(strategy: str) -> bool:
 def command_text(spec: str) -> str:
     """The command as the panel's line shows it: the spec without ``cmd:``."""
     return program_words(spec) if program_kind(spec) == "cmd" else spec
+
+
+def command_line_spec(text: str) -> str:
+    """The spec of the command the panel's line holds (``cmd: ...``)."""
+    return command_spec(text)
 
 
 def engine_spec(name: str, knobs: dict[str, str]) -> str:

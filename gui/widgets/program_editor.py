@@ -8,11 +8,11 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QLineEdit, QWidget
 
-from modelmon.core.configuration import command_spec
 from modelmon.gui.state.programs import (
     COMMAND_HINT,
     TIPS,
     EngineChoice,
+    command_line_spec,
     command_text,
     engine_settings,
     engine_spec,
@@ -55,7 +55,7 @@ class ProgramEditor(QWidget):
         if self.kind == "engine" and self.engine is not None:
             chosen = {name: str(box.currentText()) for name, box in self.knobs.items()}
             return engine_spec(self.engine, chosen)
-        return command_spec(self.command.text())
+        return command_line_spec(self.command.text())
 
     def choose(self, kind: str, engine: str | None = None) -> None:
         """Show the command line (``kind`` "command") or ``engine``'s knobs."""

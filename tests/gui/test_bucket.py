@@ -45,11 +45,12 @@ def answer_url_dialog(qtbot, window: MainWindow, text: str, accept: bool = True)
 
 
 def offered(window: MainWindow, label: str) -> list[str]:
-    box = window.workspace.panels[label].strategy_box
+    panel = window.workspace.panels[label]
+    box = panel.strategy_box
     return [
-        box.itemData(row).removeprefix("strategy:")
-        for row in range(box.count())
-        if str(box.itemData(row) or "").startswith("strategy:") and not box.view().isRowHidden(row)
+        str(choice.name)
+        for row, choice in enumerate(panel.choices)
+        if choice.kind == "strategy" and not box.view().isRowHidden(row)
     ]
 
 

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,24 +52,31 @@ def tree(root: Path) -> dict[str, str]:
     return seen
 
 
-def refused(root: Path, *args: str, says: str) -> None:
-    """modelmon, run beside ``root``, exits 2 at once with one line holding ``says``; nothing
-    under ``root`` changes."""
+def refused(
+    root: Path, *args: str, says: str, measuring_reads: Callable[[], int] | None = None
+) -> None:
+    """modelmon, run beside ``root``, exits 2 with one line holding ``says`` before it
+    measures; nothing under ``root`` changes. ``measuring_reads`` counts the reads of the
+    model beyond opening it (a bucket's proxy sees them): none; without it, the refusal
+    must come at once (a file's reads are not seen)."""
     before = tree(root)
     started = time.monotonic()
-    done = subprocess.run(  # killed at the timeout: a refusal after measuring fails here
+    done = subprocess.run(  # a hang fails here
         [*MODELMON, *args],
         capture_output=True,
         text=True,
-        timeout=REFUSAL_S * 3,
+        timeout=REFUSAL_S * 24,
         check=False,
         cwd=root.parent,
     )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == USAGE, (args, done.returncode, done.stderr)
     assert len(lines) == 1 and says in lines[0], (args, done.stderr)
-    assert time.monotonic() - started < REFUSAL_S, "refused only after measuring"
+    if measuring_reads is None:
+        assert time.monotonic() - started < REFUSAL_S, "refused only after measuring"
     assert tree(root) == before, args
+    if measuring_reads is not None:
+        assert measuring_reads() == 0, (args, "refused only after measuring")
 
 
 @pytest.fixture
@@ -168,27 +176,40 @@ def test_recommend_and_fleet_refuse_a_model_that_is_not_theirs_unless_told(
 
 
 def test_recommend_of_a_bucket_refuses_the_files_behind_it_and_its_credentials(
-    rclone_s3: SimpleNamespace, tmp_path: Path
+    faulty_s3: SimpleNamespace, tmp_path: Path
 ) -> None:
     """The bucket is a local folder served: its files are models by their bytes (the shard
-    index too); the AWS credentials and config files are files the run reads."""
-    bucket = rclone_s3.root / BUCKET
-    credentials = Path(rclone_s3.env["AWS_SHARED_CREDENTIALS_FILE"])
+    index too); the AWS credentials and config files are files the run reads. The proxy
+    in front of the bucket sees that no byte of a tensor was read: refused before measuring."""
+    bucket = faulty_s3.root / BUCKET
+    credentials = Path(faulty_s3.env["AWS_SHARED_CREDENTIALS_FILE"])
     credentials.write_text("[default]\n")
-    Path(rclone_s3.env["AWS_CONFIG_FILE"]).write_text("[default]\n")
+    Path(faulty_s3.env["AWS_CONFIG_FILE"]).write_text("[default]\n")
     targets = {
         bucket / "single" / "model.safetensors": "is a safetensors model",
         bucket / "sharded" / "model.safetensors.index.json": "is a safetensors shard index",
         bucket / "gguf" / "tiny-Q8_0.gguf": "is a GGUF model",
         credentials: "is the input",
-        Path(rclone_s3.env["AWS_CONFIG_FILE"]): "is the input",
+        Path(faulty_s3.env["AWS_CONFIG_FILE"]): "is the input",
     }
     before = {target: target.read_bytes() for target in targets}
+    proxy = faulty_s3.proxy
+
+    def measuring_reads() -> int:
+        """The GETs since the last call beyond opening the model: its opening reads each
+        object once (a header, an index); measuring reads each again, loads with If-Match."""
+        with proxy._lock:
+            seen, proxy.seen[:] = list(proxy.seen), []
+        gets = [r for r in seen if r.method == "GET" and "list-type=" not in r.path]
+        per_object = Counter(r.path for r in gets)
+        return sum(n - 1 for n in per_object.values()) + sum(r.if_match is not None for r in gets)
+
     try:
         for target, says in targets.items():
             for model in (f"s3://{BUCKET}/single/", f"s3://{BUCKET}/sharded/"):
-                refused(tmp_path, "recommend", model, "--json", "-o", str(target), says=says)
-        for credentials_file in (credentials, Path(rclone_s3.env["AWS_CONFIG_FILE"])):
+                args = ("recommend", model, "--json", "-o", str(target))
+                refused(tmp_path, *args, says=says, measuring_reads=measuring_reads)
+        for credentials_file in (credentials, Path(faulty_s3.env["AWS_CONFIG_FILE"])):
             refused(
                 tmp_path,
                 "recommend",
@@ -197,6 +218,7 @@ def test_recommend_of_a_bucket_refuses_the_files_behind_it_and_its_credentials(
                 str(credentials_file),
                 "--overwrite-model",
                 says="is the input",
+                measuring_reads=measuring_reads,
             )
     finally:  # the bucket is the session's: a test that failed leaves it as it found it
         changed = {t: t.read_bytes() for t in targets if t.read_bytes() != before[t]}
