@@ -123,17 +123,27 @@ def _in_mounts(mount_point: Path) -> bool:
 
 
 @contextlib.contextmanager
-def latency_proxy(upstream: str, latency_s: float, connection_mbps: float = 0.0) -> Iterator[str]:
+def latency_proxy(
+    upstream: str,
+    latency_s: float,
+    connection_mbps: float = 0.0,
+    *,
+    total_mbps: float = 0.0,
+    rate: float = 0.0,
+    burst: float = 1.0,
+) -> Iterator[str]:
     """A proxy in front of ``upstream`` (``benchmarks.latency_proxy``, its own process) that
-    holds every request ``latency_s`` and paces each connection to ``connection_mbps``; the
-    endpoint to use instead of ``upstream``. It ends with the block, or when this process
-    does (its standard input ends)."""
+    holds every request ``latency_s``, paces each connection to ``connection_mbps`` and all
+    of them to ``total_mbps``, and answers 503 SlowDown above ``rate`` requests a second per
+    prefix (``burst`` at once); the endpoint to use instead of ``upstream``. It ends with the
+    block, or when this process does (its standard input ends)."""
     port = free_port()
     argv = [sys.executable, "-m", "benchmarks.latency_proxy", upstream, str(port)]
+    argv += [str(latency_s), str(connection_mbps), "--total-mbps", str(total_mbps)]
+    if rate:
+        argv += ["--rate", str(rate), "--burst", str(burst)]
     proxy = subprocess.Popen(
-        [*argv, str(latency_s), str(connection_mbps)],
-        stdin=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parent.parent,
+        argv, stdin=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent
     )
     try:
         if not came_up(proxy, port, time.monotonic() + START_TIMEOUT_S):

@@ -2,8 +2,10 @@
 
 It forwards each request unchanged (the signature covers the Host header, which it keeps)
 and can, on request: add latency per request, answer with 503 SlowDown or 429 bursts or
-500s (or any status), reset a connection mid-body (a RST after N bytes), answer as a server
-that ignores ranges (200, the whole object, no Content-Range), shift the Content-Range of
+500s (or any status), throttle as S3 does above a request rate per prefix (503 SlowDown by
+the bench's proxy's token bucket, ``benchmarks.latency_proxy.RequestRate``), reset a
+connection mid-body (a RST after N bytes), answer as a server that ignores ranges (200,
+the whole object, no Content-Range), shift the Content-Range of
 what it sends, say another ETag or another size of the object, take a request and never
 answer it, or redirect (301, 307) to another host. Faults may wait for ``after`` GETs to
 pass first (those that open the model). It records every request it saw. It runs in the
@@ -21,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks.latency_proxy import RequestRate, prefix_of
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,10 @@ class Faults:
     latency_s: float = 0.0
     throttle: int = 0  # answer this many with throttle_status
     throttle_status: int = 503
+    # Answer GETs above this many a second per prefix (``burst`` at once) with
+    # throttle_status (503 SlowDown), as S3 does; 0: no rate.
+    rate: float = 0.0
+    burst: float = 1.0
     reset_after: int | None = None  # cut the next body after this many bytes...
     resets: int = 0  # ...this many bodies...
     cleanly: bool = False  # ...closing with a FIN (every byte sent arrives) or a RST (the
@@ -78,6 +86,7 @@ class FaultProxy:
     _thread: threading.Thread | None = None
     _clients: set[socket.socket] = field(default_factory=set)
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _rate: RequestRate | None = None
 
     @property
     def endpoint(self) -> str:
@@ -157,7 +166,9 @@ class FaultProxy:
         length = int(lower.get("content-length", "0") or 0)
         body = reader.read(length) if length else b""
         is_get = method == "GET" and "list-type=" not in target
-        fault = self._take_redirect(method, target) or self._take_fault(is_get, "if-match" in lower)
+        fault = self._take_redirect(method, target) or self._take_fault(
+            is_get, "if-match" in lower, target
+        )
         with self._lock:
             self.seen.append(Seen(method, target, lower.get("range"), lower.get("if-match"), fault))
             latency = self.faults.latency_s
@@ -249,7 +260,7 @@ class FaultProxy:
         head += f"Content-Type: application/xml\r\nContent-Length: {len(body)}\r\n\r\n"
         client.sendall(head.encode() + body)
 
-    def _take_fault(self, is_get: bool, if_match: bool) -> str:
+    def _take_fault(self, is_get: bool, if_match: bool, target: str) -> str:
         with self._lock:
             faults = self.faults
             if not is_get:  # a listing, a HEAD: only silence touches them
@@ -264,6 +275,12 @@ class FaultProxy:
             if faults.throttle > 0:
                 faults.throttle -= 1
                 return "throttle"
+            if faults.rate:
+                rate = self._rate
+                if rate is None or (rate.rate, rate.burst) != (faults.rate, faults.burst):
+                    rate = self._rate = RequestRate(faults.rate, faults.burst)
+                if not rate.admit(prefix_of(target)):
+                    return "throttle"
             if faults.failures > 0:
                 faults.failures -= 1
                 return "fail"

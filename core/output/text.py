@@ -143,6 +143,31 @@ def requests_text(stats: ReadStats) -> str:
     )
 
 
+def pace_text(stats: ReadStats) -> str | None:
+    """How the readers' pace moved with the bucket's throttles (connections in use, part
+    size), in one line; None when it never moved."""
+    if not stats.adapted:
+        return None
+    first, last = stats.pace[0], stats.pace[-1]
+    fewest = min(point.connections for point in stats.pace)
+    largest = max(point.part for point in stats.pace)
+    throttles = f"{stats.throttles} throttle{'' if stats.throttles == 1 else 's'}"
+    return (
+        f"paced by {throttles}: {_pace(first.connections, first.part)} at the start, "
+        f"{fewest} connection{'' if fewest == 1 else 's'} at the fewest, parts up to "
+        f"{_mib(largest)}; {_pace(last.connections, last.part)} at the end "
+        f"({len(stats.pace) - 1} changes)"
+    )
+
+
+def _pace(connections: int, part: int) -> str:
+    return f"{connections} connection{'' if connections == 1 else 's'} × {_mib(part)}"
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):g} MiB"
+
+
 def _ms(seconds: float) -> str:
     return "? ms" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
 
@@ -179,6 +204,9 @@ def render_result(result: LoadResult) -> str:
         lines.append(f"result    {result.status.upper()}: {result.error}")
     if result.object_reads is not None:
         lines.append(f"requests  {requests_text(result.object_reads)}")
+        paced = pace_text(result.object_reads)
+        if paced is not None:
+            lines.append(f"pace      {paced}")
     for worker in result.workers:
         lines.append(
             f"worker {worker.id:<3}{human_bytes(worker.bytes):>10} in "

@@ -17,19 +17,31 @@ A failed reader stops the others, and the first failure is raised once all have 
 
 from __future__ import annotations
 
+import heapq
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from modelmon.core.errors import LoadCancelled
+from modelmon.core.errors import LoadCancelled, StorageThrottledError
 from modelmon.core.storage.connection import Connection, Store
 from modelmon.core.storage.facts import ObjectFacts
+from modelmon.core.storage.pace import Pace
 from modelmon.core.storage.policy import RetryPolicy, read_policy
 from modelmon.core.storage.records import ReadStats, RequestRecord
-from modelmon.core.storage.transfer import DataSink, Expected, RangeReader, Stopped
+from modelmon.core.storage.transfer import (
+    DataSink,
+    Expected,
+    GiveBack,
+    RangeReader,
+    Stopped,
+)
+from modelmon.core.units import human_bytes
 
 MiB = 1 << 20
 DEFAULT_SCRATCH = 8 * MiB
+_POLL_S = 0.05  # how often a reader waiting for its turn looks at the stop and the cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,40 +148,36 @@ class ObjectReader:
         on_record: Callable[[RequestRecord], None] | None = None,
         on_data: DataSink | None = None,
     ) -> ReadStats:
-        """Read every part; the stats of its requests. Raises the first reader's error (a
-        StorageError, LoadCancelled) after every reader has stopped."""
+        """Read every part, paced by the bucket's answers (``pace``); the stats of its
+        requests. Raises the first reader's error (a StorageError, LoadCancelled) after every
+        reader has stopped."""
         self._stop.clear()
-        queue = list(parts)
-        next_part = [0]
+        pace = Pace(
+            len(self._connections),
+            max((part.length for part in parts), default=1),
+            sum(part.length for part in parts),
+        )
+        queue = _Queue(parts, pace, self._stop, self.cancel_event)
         lock = threading.Lock()
         records: list[list[RequestRecord]] = [[] for _ in self._connections]
         errors: list[BaseException] = []
 
-        def take() -> Part | None:
-            with lock:
-                if next_part[0] >= len(queue) or self._stop.is_set():
-                    return None
-                part = queue[next_part[0]]
-                next_part[0] += 1
-                return part
-
         def run(number: int, reader: RangeReader) -> None:
             scratch = memoryview(bytearray(0))
+            failures, throttled_at = 0, 0.0  # throttles in a row with no byte on any connection
             try:
-                while (part := take()) is not None:
-                    url = part.facts.object_url()
-                    expected = Expected(part.facts.size, part.facts.etag)
-                    if part.targets is not None:
-                        reader.read(url, part.offset, part.targets, expected, on_data)
+                while (taken := queue.take(number)) is not None:
+                    part, tries = taken
+                    try:
+                        scratch = self._read_part(reader, part, tries, scratch, on_data)
+                    except GiveBack as back:
+                        queue.give_back(part)
+                        failures = failures + 1 if pace.last_byte <= throttled_at else 1
+                        throttled_at = time.monotonic()
+                        url = part.facts.object_url()
+                        reader.back_off(url, back.transient, failures, pace.last_byte)
                         continue
-                    # At most scratch_bytes, and no more than a part needs.
-                    if len(scratch) < min(self.scratch_bytes, part.length):
-                        scratch = memoryview(bytearray(min(self.scratch_bytes, part.length)))
-                    # One request per part, its body passed through the scratch memory
-                    # again and again: the same buffer as every target in turn.
-                    full, rest = divmod(part.length, len(scratch))
-                    targets = (scratch,) * full + ((scratch[:rest],) if rest else ())
-                    reader.read(url, part.offset, targets, expected, on_data)
+                    queue.done(part)
             except Stopped:
                 pass
             except BaseException as exc:
@@ -191,7 +199,7 @@ class ObjectReader:
             return record
 
         self._readers = [
-            RangeReader(conn, n, self.policy, self.cancel_event, recorder(n), self._stop)
+            RangeReader(conn, n, self.policy, self.cancel_event, recorder(n), self._stop, pace)
             for n, conn in enumerate(self._connections)
         ]
         threads = [
@@ -205,12 +213,38 @@ class ObjectReader:
         for thread in threads:
             thread.join()
         self._readers = []
+        done = [r for own in records for r in own]
         if errors:
             cancelled = [e for e in errors if isinstance(e, LoadCancelled)]
-            raise (cancelled or errors)[0]
-        if self.cancel_event.is_set() and next_part[0] < len(queue):
+            raise with_throttles(cancelled[0] if cancelled else errors[0], done)
+        if self.cancel_event.is_set() and not queue.drained:
             raise LoadCancelled("the read was cancelled")
-        return ReadStats.of([r for own in records for r in own], len(self._connections))
+        return ReadStats.of(done, len(self._connections))
+
+    def _read_part(
+        self,
+        reader: RangeReader,
+        part: Part,
+        tries: int,
+        scratch: memoryview,
+        on_data: DataSink | None,
+    ) -> memoryview:
+        """One part read into its targets, or through ``scratch`` (grown as it needs, to at
+        most ``scratch_bytes``), which it returns for the next."""
+        url = part.facts.object_url()
+        expected = Expected(part.facts.size, part.facts.etag)
+        if part.targets is not None:
+            reader.read(url, part.offset, part.targets, expected, on_data, tries)
+            return scratch
+        # At most scratch_bytes, and no more than a part needs.
+        if len(scratch) < min(self.scratch_bytes, part.length):
+            scratch = memoryview(bytearray(min(self.scratch_bytes, part.length)))
+        # One request per part, its body passed through the scratch memory again and again:
+        # the same buffer as every target in turn.
+        full, rest = divmod(part.length, len(scratch))
+        targets = (scratch,) * full + ((scratch[:rest],) if rest else ())
+        reader.read(url, part.offset, targets, expected, on_data, tries)
+        return scratch
 
     def cancel(self) -> None:
         """Stop every read at once: the event is set and sockets mid-read are shut down."""
@@ -228,6 +262,108 @@ class ObjectReader:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+class _Queue:
+    """The parts to read, handed out under the pace: a reader takes the next when its number
+    is below the requests allowed in flight, joined with the parts that follow it in the same
+    object up to the pace's part size. A throttled part comes back in its place in the order
+    (before every part not yet taken), to be joined with its neighbours when asked again. A
+    reader waits (polling the stop and the cancel) while parts are out that may come back."""
+
+    def __init__(
+        self, parts: Sequence[Part], pace: Pace, stop: threading.Event, cancel: threading.Event
+    ) -> None:
+        self._waiting: deque[tuple[int, Part, int]] = deque(
+            (number, part, 0) for number, part in enumerate(parts)
+        )  # (place in the order, part, tries so far)
+        self._back: list[tuple[int, Part, int]] = []  # given back: a heap by place
+        self._out: dict[int, list[tuple[int, Part, int]]] = {}  # taken, by the joined part
+        self.pace, self.stop, self.cancel = pace, stop, cancel
+        self._changed = pace.changed  # one lock for the queue and the pace
+
+    @property
+    def drained(self) -> bool:
+        with self._changed:
+            return not self._waiting and not self._back and not self._out
+
+    def _next(self) -> tuple[int, Part, int] | None:
+        if self._back:
+            return self._back[0]
+        return self._waiting[0] if self._waiting else None
+
+    def _pop(self) -> tuple[int, Part, int]:
+        return heapq.heappop(self._back) if self._back else self._waiting.popleft()
+
+    def take(self, number: int) -> tuple[Part, int] | None:
+        """The next part (joined) and the most tries of what it joins; None when every part
+        is read, or the read stops."""
+        with self._changed:
+            while True:
+                if self.stop.is_set() or self.cancel.is_set():
+                    return None
+                following = self._next()
+                if following is None and not self._out:
+                    return None
+                if following is not None and number < self.pace.allowed:
+                    break
+                self._changed.wait(_POLL_S)
+            joined = [self._pop()]
+            length = joined[0][1].length
+            while (following := self._next()) is not None:
+                if not _follows(joined[-1][1], following[1]):
+                    break
+                if length + following[1].length > self.pace.part:
+                    break
+                joined.append(self._pop())
+                length += following[1].length
+            part = _joined([entry[1] for entry in joined])
+            self._out[id(part)] = joined
+            return part, max(entry[2] for entry in joined)
+
+    def done(self, part: Part) -> None:
+        with self._changed:
+            self._out.pop(id(part), None)
+            self._changed.notify_all()
+
+    def give_back(self, part: Part) -> None:
+        """``part`` (as ``take`` gave it) was throttled before any of it arrived."""
+        with self._changed:
+            for place, each, tries in self._out.pop(id(part), []):
+                heapq.heappush(self._back, (place, each, tries + 1))
+            self._changed.notify_all()
+
+
+def _follows(part: Part, following: Part) -> bool:
+    """``following`` starts where ``part`` ends, in the same object, kept or discarded alike."""
+    return (
+        following.facts == part.facts
+        and following.offset == part.offset + part.length
+        and (following.targets is None) == (part.targets is None)
+    )
+
+
+def _joined(parts: list[Part]) -> Part:
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    length = sum(part.length for part in parts)
+    if first.targets is None:
+        return Part(first.facts, first.offset, length)
+    targets = tuple(view for part in parts for view in part.targets or ())
+    return Part(first.facts, first.offset, length, targets)
+
+
+def with_throttles(error: BaseException, records: list[RequestRecord]) -> BaseException:
+    """``error``; a throttle's saying how many requests the bucket throttled of how many and
+    what arrived meanwhile (the bucket's rate, not a single request, failed the read)."""
+    if not isinstance(error, StorageThrottledError) or not records:
+        return error
+    throttled = sum(1 for r in records if r.outcome == "throttled")
+    arrived = sum(r.received for r in records)
+    got = human_bytes(arrived) if arrived else "nothing"
+    counted = f"{error.problem}; {throttled} of {len(records)} requests throttled, {got} arrived"
+    return StorageThrottledError(error.url, counted, error.status, error.code)
 
 
 def _flat(memory: memoryview) -> memoryview:

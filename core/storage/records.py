@@ -30,10 +30,26 @@ class RequestRecord(NamedTuple):
     outcome: str  # one of OUTCOMES
     attempt: int  # 0 for a part's first request, n for its n-th retry
     resumed: bool  # asked from where an earlier answer's body stopped
+    # The pace of its reader when it was sent (``pace.Pace``): requests allowed in flight and
+    # the part size; 0 for a read not paced (a header's).
+    allowed: int = 0
+    part: int = 0
+    reader: int = 0  # which reader (a load's worker) sent it: each has its own pace
 
     @property
     def ttfb_s(self) -> float:
         return (self.first_byte_ns - self.sent_ns) / 1e9 if self.first_byte_ns else math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class PacePoint:
+    """The pace of the readers from ``at_s`` (seconds since the first request) on, as their
+    requests were sent: requests allowed in flight in all (the connections in use) and the
+    largest part size a reader asked for."""
+
+    at_s: float
+    connections: int
+    part: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +77,14 @@ class ReadStats:
     throttles: int  # answers that were 503 SlowDown or 429
     resumed: int  # retries that asked only for the rest of a body cut short
     connections: tuple[ConnectionStats, ...]
+    # The readers' pace over time (``pace.Pace``): each change of the connections in use or
+    # the part size; () for reads not paced.
+    pace: tuple[PacePoint, ...] = ()
+
+    @property
+    def adapted(self) -> bool:
+        """The pace changed: the bucket's throttles moved it."""
+        return len(self.pace) > 1
 
     @property
     def throughput(self) -> float:
@@ -68,7 +92,8 @@ class ReadStats:
         return self.bytes / self.wall_s if self.wall_s > 0 else math.nan
 
     @classmethod
-    def of(cls, records: list[RequestRecord], connections: int) -> ReadStats:
+    def of(cls, records: list[RequestRecord], connections: int, readers: int = 1) -> ReadStats:
+        """Summed from ``records`` of ``readers`` (each its own pace) over ``connections``."""
         ttfbs = sorted(r.ttfb_s for r in records if r.first_byte_ns)
         per: list[ConnectionStats] = []
         for number in range(connections):
@@ -92,7 +117,27 @@ class ReadStats:
             throttles=sum(1 for r in records if r.outcome == "throttled"),
             resumed=sum(1 for r in records if r.resumed),
             connections=tuple(per),
+            pace=pace_of(records, readers),
         )
+
+
+def pace_of(records: list[RequestRecord], readers: int) -> tuple[PacePoint, ...]:
+    """The readers' pace as their requests were sent: a point at each change of their
+    connections in use (summed) or part size (the largest), once every reader has sent one."""
+    paced = sorted((r for r in records if r.allowed), key=lambda r: r.sent_ns)
+    if not paced:
+        return ()
+    start = min(r.sent_ns for r in records)
+    latest: dict[int, tuple[int, int]] = {}
+    points: list[PacePoint] = []
+    for record in paced:
+        latest[record.reader] = (record.allowed, record.part)
+        if len(latest) < readers:
+            continue
+        now = (sum(a for a, _ in latest.values()), max(p for _, p in latest.values()))
+        if not points or (points[-1].connections, points[-1].part) != now:
+            points.append(PacePoint((record.sent_ns - start) / 1e9, *now))
+    return tuple(points)
 
 
 def percentile(ordered: list[float], percent: float) -> float:

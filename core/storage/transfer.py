@@ -31,6 +31,7 @@ from modelmon.core.errors import (
 )
 from modelmon.core.limits import STORAGE_TIMEOUT_ENV
 from modelmon.core.storage.connection import Answer, Body, Connection, Transient
+from modelmon.core.storage.pace import Pace
 from modelmon.core.storage.policy import RetryPolicy, storage_timeout_s, store_timeouts
 from modelmon.core.storage.records import RequestRecord
 from modelmon.core.storage.urls import ObjectURL
@@ -54,6 +55,15 @@ class Stopped(Exception):
     """Another reader failed: this one stops without a record of its own."""
 
 
+class GiveBack(Exception):
+    """A paced read was throttled before any of its bytes arrived: its part goes back to the
+    queue (to be asked for again, perhaps joined into a larger part) and its reader waits."""
+
+    def __init__(self, transient: Transient) -> None:
+        super().__init__(transient.detail)
+        self.transient = transient
+
+
 class RangeReader:
     """One connection's reads: ``read`` fills memory with one range, retrying as needed."""
 
@@ -65,9 +75,11 @@ class RangeReader:
         cancel: threading.Event,
         record: Callable[[RequestRecord], None],
         stop: threading.Event | None = None,
+        pace: Pace | None = None,
     ) -> None:
         self.connection, self.number, self.policy = connection, number, policy
-        self.cancel, self.stop, self.record = cancel, stop, record
+        self.cancel, self.stop, self.record, self.pace = cancel, stop, record, pace
+        self._paced = (0, 0)  # the pace (allowed in flight, part size) a request was sent at
         self._current: Body | None = None
         self._progress_at = 0.0  # time.monotonic() of the last byte (or the read's start)
 
@@ -78,18 +90,23 @@ class RangeReader:
         targets: Sequence[memoryview],
         expected: Expected | None,
         on_data: DataSink | None = None,
+        attempt: int = 0,
     ) -> tuple[Answer, int]:
         """Read bytes ``first``... of ``url`` into ``targets`` in turn (their lengths summed is
         the range asked). ``expected`` None: the object is being opened, the range may end
-        early at the object's end. The first answer, and the bytes read."""
+        early at the object's end. The first answer, and the bytes read. Paced (``pace``): a
+        throttle tells the pace, and one before any byte of the range arrived is
+        ``GiveBack``, not waited out here; ``attempt``: tries of the range before this one."""
         views = [as_bytes(view) for view in targets if view.nbytes]
         end = first + sum(len(view) for view in views)
-        position, failures, attempt, resumed = first, 0, 0, False
+        position, failures, resumed = first, 0, False
         self._progress_at = time.monotonic()  # the last byte that arrived, or the start
         index, within = 0, 0  # the target being filled, and how far
         first_answer: Answer | None = None
         while position < end:
             self._check_cancel()
+            pace = self.pace
+            self._paced = (0, 0) if pace is None else pace.now()
             sent = time.perf_counter_ns()
             if_match = None
             if expected is not None and expected.etag and not expected.etag.startswith("W/"):
@@ -98,6 +115,10 @@ class RangeReader:
                 answer, body = self.connection.get(url, position, end - 1, if_match)
             except Transient as exc:
                 self._note(url, position, end, 0, exc.status or 0, sent, 0, exc.kind, attempt)
+                if pace is not None and exc.kind == "throttled":
+                    pace.throttled(sent)
+                    if position == first:
+                        raise GiveBack(exc) from None
                 failures += 1
                 self._back_off(url, exc, failures)
                 attempt += 1
@@ -121,6 +142,8 @@ class RangeReader:
                     if count == 0:
                         raise Transient("dropped", f"the body ended {end - position} bytes early")
                     self._progress_at = time.monotonic()
+                    if pace is not None:
+                        pace.arrived()
                     if on_data is not None:
                         on_data(url.text, position, chunk[:count])
                     position += count
@@ -170,6 +193,8 @@ class RangeReader:
                 raise
             finally:
                 self._current = None
+            if pace is not None:
+                pace.answered()
             self._note(
                 url,
                 position - received,
@@ -262,14 +287,24 @@ class RangeReader:
     def _back_off(self, url: ObjectURL, exc: Transient, failures: int) -> None:
         """Wait before the next try, or give up: after the policy's tries in a row with no
         byte, or when the wait would take the read past the storage timeout (``patience_s``
-        since the last byte arrived)."""
+        since the last byte arrived: on any connection of the reader, when paced)."""
+        since = self._progress_at
+        if self.pace is not None:
+            since = max(since, self.pace.last_byte)
+        self.back_off(url, exc, failures, since)
+
+    def back_off(self, url: ObjectURL, exc: Transient, failures: int, since: float) -> None:
+        """The wait after ``failures`` failures in a row (``exc`` the last) with no byte
+        since ``since`` (``time.monotonic()``), or the final error when the tries or the
+        storage timeout are spent; it ends early when the read is cancelled (LoadCancelled)
+        or another reader failed (Stopped)."""
         limit = self.policy.attempts
         if exc.kind == "unreachable":
             limit = self.policy.unreachable_attempts
         if failures >= limit:
             raise final_error(url, exc, failures)
         delay = self.policy.delay(failures)
-        waited = time.monotonic() - self._progress_at
+        waited = time.monotonic() - since
         if waited + delay >= self.policy.patience_s:
             raise final_error(url, exc, failures, self.policy.patience_s)
         deadline = time.monotonic() + delay
@@ -309,6 +344,8 @@ class RangeReader:
                 outcome=outcome,
                 attempt=attempt,
                 resumed=resumed,
+                allowed=self._paced[0],
+                part=self._paced[1],
             )
         )
 

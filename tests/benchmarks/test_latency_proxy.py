@@ -98,3 +98,55 @@ def test_the_proxy_ends_when_the_process_that_started_it_dies(upstream: str) -> 
     )
     assert starter.returncode == 1, starter.stderr
     assert _gone(int(starter.stdout.split()[0]))
+
+
+def test_a_request_rate_per_prefix_is_a_token_bucket() -> None:
+    from benchmarks.latency_proxy import RequestRate, prefix_of
+
+    rate = RequestRate(4.0, 2.0)
+    assert [rate.admit("/m/a", now=10.0) for _ in range(3)] == [True, True, False]
+    assert rate.admit("/m/b", now=10.0)  # another prefix has its own tokens
+    assert not rate.admit("/m/a", now=10.2)  # 0.8 of a token back: not one yet
+    assert rate.admit("/m/a", now=10.3)  # a refused request took none
+    assert (rate.admitted, rate.throttled) == (4, 2)
+    assert prefix_of("/models/bench/model.safetensors?x-id=GetObject") == "/models/bench"
+
+
+def test_the_proxy_answers_slow_down_above_the_rate_and_keeps_the_connection(
+    upstream: str,
+) -> None:
+    import http.client
+
+    with latency_proxy(upstream, 0.0, rate=0.5, burst=2) as endpoint:
+        host, port = endpoint.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            answers = []
+            for path in ("/m/a", "/m/b", "/m/c", "/other/a"):
+                connection.request("GET", path)
+                answer = connection.getresponse()
+                answers.append((answer.status, answer.read()))
+        finally:
+            connection.close()
+    assert [status for status, _ in answers] == [200, 200, 503, 200]
+    assert answers[0][1] == BODY and b"<Code>SlowDown</Code>" in answers[2][1]
+
+
+def test_the_proxy_paces_all_connections_together(upstream: str) -> None:
+    with latency_proxy(upstream, 0.0, total_mbps=50.0) as endpoint:
+        started = time.monotonic()
+        got: list[bytes] = []
+
+        def fetch() -> None:
+            with urllib.request.urlopen(endpoint, timeout=30) as answer:
+                got.append(answer.read())
+
+        readers = [threading.Thread(target=fetch) for _ in range(2)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        took = time.monotonic() - started
+    assert got == [BODY, BODY]
+    # 10 MiB in all at 50 MB/s: slower than that it may be, never faster.
+    assert took >= (2 * len(BODY) - (1 << 19)) / 50e6

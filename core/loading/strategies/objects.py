@@ -157,7 +157,9 @@ class ObjectStrategy(Strategy):
 
         def on_record(entry: RequestRecord) -> None:
             file = file_of[entry.url]
-            ctx.requests.append(entry._replace(connection=first_reader + entry.connection))
+            ctx.requests.append(
+                entry._replace(connection=first_reader + entry.connection, reader=ctx.worker)
+            )
             if entry.received:
                 ctx.recorder.reading_as(entry.connection)
                 ctx.recorder.reading_through(file, ids[entry.connection])

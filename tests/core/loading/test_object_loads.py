@@ -97,7 +97,9 @@ def test_throttling_and_a_cut_body_are_retried_and_counted(faulty_s3: SimpleName
     assert result.checksum == _file_checksum(faulty_s3.root, "large/")
     reads = result.object_reads
     assert reads is not None
-    assert reads.throttles == 2 and reads.resumed == 1 and reads.retries == 3
+    # The throttled parts are asked again (joined where they follow each other), the cut
+    # body resumed.
+    assert reads.throttles == 2 and reads.resumed == 1 and 2 <= reads.retries <= 3
 
 
 def test_a_load_throttled_to_failure_counts_every_throttle(faulty_s3: SimpleNamespace) -> None:

@@ -60,7 +60,8 @@ def _file_bytes(faulty: SimpleNamespace, url: str) -> bytes:
 def test_a_throttling_burst_is_waited_out(faulty_s3: SimpleNamespace, status: int) -> None:
     array, stats, records = _read(LARGE, faulty_s3.proxy, throttle_status=status, throttle=3)
     assert array.tobytes() == _file_bytes(faulty_s3, LARGE)
-    assert stats.throttles == 3 and stats.retries == 3
+    # Each throttled part is asked again, joined with its neighbours where they follow it.
+    assert stats.throttles == 3 and 1 <= stats.retries <= 3
     assert [r.status for r in records if r.outcome == "throttled"] == [status] * 3
 
 
@@ -93,7 +94,12 @@ def test_a_throttle_and_a_server_failure_are_each_named_as_what_they_are(
     with pytest.raises(StorageError) as caught:
         _read(LARGE, faulty_s3.proxy, **faults)
     assert type(caught.value) is kind
-    assert str(caught.value) == f"{LARGE}: {says}, after {QUICK.attempts} tries"
+    line = f"{LARGE}: {says}, after {QUICK.attempts} tries"
+    if kind is StorageThrottledError:  # the bucket's rate failed the read: its count too
+        assert str(caught.value).startswith(f"{line}; ")
+        assert str(caught.value).endswith(" requests throttled, nothing arrived")
+    else:
+        assert str(caught.value) == line
 
 
 def test_a_storage_error_pickles_as_itself() -> None:
