@@ -3,10 +3,19 @@ of modelmon's strategies: the ceiling a load from object storage is judged again
 
 A plain reader is N connections, each taking the next GET of one part size from a queue of
 the model's parts in file order, its bytes read into one reused buffer and discarded: what a
-plain parallel client (``aws s3 cp``'s transfer manager) does, with no retries, no
-``If-Match``, no record per request. Its ceiling is a curve, connections 1…64 × part
-sizes: the endpoint's answer to "how many connections, how large a part", measured in the
-same session as the loads.
+plain parallel client (``aws s3 cp``'s transfer manager) does, with no ``If-Match``, no
+record per request, and no retries but of a throttle (503 SlowDown, 429), waited out with
+backoff as a plain client's default retries do. Its ceiling is a curve, connections 1…64 ×
+part sizes: the endpoint's answer to "how many connections, how large a part", measured in
+the same session as the loads.
+
+A bucket that throttles takes a number of requests a second, whatever their size: a setting
+throttled asks for more than that, and more connections or smaller parts would ask for more
+still. So a reading throttled for ``THROTTLED_S`` stops there, its rate the bytes it read
+over its time (the bucket's rate × its part size, a burst included), and the curve leaves
+out the settings that ask for more requests than a throttled one and tries larger parts
+(``THROTTLED_PARTS``) instead: what such a bucket allows is found in seconds, not in the
+minutes that small parts take at a few requests a second.
 
 Nothing is cached on this machine between runs (no page cache lies between the bucket and the
 process); a cache in the server is the server's.
@@ -15,8 +24,9 @@ process); a cache in the server is the server's.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from modelmon.core.errors import LoadCancelled, LoadError, StorageError, one_line
 from modelmon.core.measuring.bounds import _timed
@@ -25,6 +35,7 @@ from modelmon.core.options import MiB
 from modelmon.core.storage.connection import Connection, Transient
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
+from modelmon.core.storage.policy import RetryPolicy
 from modelmon.core.storage.transfer import final_error
 from modelmon.core.storage.urls import ObjectURL
 from modelmon.core.units import rate_text
@@ -34,6 +45,11 @@ from modelmon.core.units import rate_text
 CONNECTIONS = (1, 2, 4, 8, 16, 32, 64)
 CURVE_PART = 16 * MiB
 PARTS = (4 * MiB, 8 * MiB, 64 * MiB)
+# A throttled reading stops this long after its first throttle; larger parts are tried
+# after a throttled best, up to the largest.
+THROTTLED_S = 2.0
+THROTTLED_PARTS = (64 * MiB, 256 * MiB)
+_RETRIES = RetryPolicy()  # a plain client's waits after a throttle (its tries in a row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +59,23 @@ class ObjectReading:
     connections: int
     part: int  # bytes per GET
     mbps: float
-    bytes: int  # every byte of the objects, once
+    bytes: int  # the bytes read (every byte of the objects once, unless ``stopped``)
     seconds: float  # from the first GET to the last body's end
+    throttles: int = 0  # answers that were 503 SlowDown or 429 (each waited out)
+    stopped: bool = False  # throttled for THROTTLED_S, stopped before its last byte
 
     @property
     def setting(self) -> str:
         return f"{self.connections} connection(s), {self.part // MiB} MiB GETs"
+
+    @property
+    def label(self) -> str:
+        """The setting, and its throttles where there were any."""
+        if not self.throttles:
+            return self.setting
+        times = "once" if self.throttles == 1 else f"{self.throttles} times"
+        stopped = f", stopped after {THROTTLED_S:g} s of it" if self.stopped else ""
+        return f"{self.setting}, throttled {times}{stopped}"
 
 
 def object_facts(model: Model) -> list[ObjectFacts]:
@@ -82,26 +109,70 @@ class _Parts:
         return len(self._parts)
 
 
-def _read_parts(
-    connection: Connection, parts: _Parts, part: int, failures: list[BaseException]
-) -> None:
+@dataclass
+class _Reading:
+    """What the connections of one plain read share: the bytes read, the throttles, and
+    the stop (a failure, or throttled for ``THROTTLED_S``)."""
+
+    read: int = 0
+    throttles: int = 0
+    first_throttle: float | None = None  # time.monotonic()
+    last_throttle: Transient | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    failures: list[BaseException] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def throttled(self, exc: Transient) -> None:
+        with self.lock:
+            self.throttles += 1
+            self.last_throttle = exc
+            now = time.monotonic()
+            self.first_throttle = self.first_throttle or now
+            if now - self.first_throttle >= THROTTLED_S:
+                self.stop.set()
+
+
+def _read_parts(connection: Connection, parts: _Parts, part: int, reading: _Reading) -> None:
     buffer = memoryview(bytearray(min(part, 8 * MiB)))
     try:
-        while not failures and (taken := parts.take()) is not None:
+        while not reading.stop.is_set() and (taken := parts.take()) is not None:
             url, first, last = taken
-            try:
-                _answer, body = connection.get(url, first, last, None)
-                left = last + 1 - first
-                while left > 0:
-                    got = body.readinto(buffer[: min(left, len(buffer))])
-                    if got <= 0:
-                        raise StorageError(url.text, "the body ended early")
-                    left -= got
-                body.finish()
-            except Transient as exc:  # a plain read is not retried: named as it failed
-                raise final_error(url, exc, 1) from None
+            tries = 0
+            while not _get(connection, url, first, last, buffer, reading):
+                tries += 1  # throttled: waited out, as a plain client's retries do
+                if reading.stop.wait(_RETRIES.delay(tries)):
+                    return
     except BaseException as exc:  # the caller raises it, one line
-        failures.append(exc)
+        reading.failures.append(exc)
+        reading.stop.set()
+
+
+def _get(
+    connection: Connection,
+    url: ObjectURL,
+    first: int,
+    last: int,
+    buffer: memoryview,
+    reading: _Reading,
+) -> bool:
+    """One GET read and discarded; False when it was throttled."""
+    try:
+        _answer, body = connection.get(url, first, last, None)
+        left = last + 1 - first
+        while left > 0:
+            got = body.readinto(buffer[: min(left, len(buffer))])
+            if got <= 0:
+                raise StorageError(url.text, "the body ended early")
+            left -= got
+        body.finish()
+    except Transient as exc:  # a plain read is not retried: named as it failed...
+        if exc.kind != "throttled":
+            raise final_error(url, exc, 1) from None
+        reading.throttled(exc)  # ...but for a throttle, which a plain client waits out
+        return False
+    with reading.lock:
+        reading.read += last + 1 - first
+    return True
 
 
 def plain_get(
@@ -113,17 +184,17 @@ def plain_get(
     """Read every byte of ``objects`` once over ``connections`` connections (each its own,
     each taking the next GET of ``part`` bytes as it is free); the bytes are discarded. With
     ``start_gate``, the first GET waits for it once the connections are made (False: the
-    reading is called off, ``LoadCancelled``)."""
-    sizes = [facts.size for facts in objects]
+    reading is called off, ``LoadCancelled``). A read throttled for ``THROTTLED_S`` stops
+    there: its rate is what it read by then."""
     parts = _Parts(objects, part)
-    failures: list[BaseException] = []
+    reading = _Reading()
     with open_store(objects[0].object_url()) as store:
         opened = [store.connect() for _ in range(max(1, min(connections, len(parts))))]
         try:
             threads = [
                 threading.Thread(
                     target=_read_parts,
-                    args=(conn, parts, part, failures),
+                    args=(conn, parts, part, reading),
                     name=f"modelmon-plain-get-{n}",
                 )
                 for n, conn in enumerate(opened)
@@ -134,12 +205,23 @@ def plain_get(
         finally:
             for conn in opened:
                 conn.close()
-    if failures:
-        failure = failures[0]
+    if reading.failures:
+        failure = reading.failures[0]
         if isinstance(failure, StorageError):  # the storage's own words, as a load's
             raise failure
         raise LoadError(f"ceiling: plain GETs of {objects[0].url} failed: {one_line(failure)}")
-    return ObjectReading(connections, part, sum(sizes) / seconds / 1e6, sum(sizes), seconds)
+    if not reading.read and reading.last_throttle is not None:  # throttled, every request
+        count = reading.throttles
+        error = final_error(objects[0].object_url(), reading.last_throttle, count)
+        raise type(error)(
+            error.url,
+            f"{error.problem}; {count} of {count} requests throttled, nothing arrived",
+            error.status,
+            error.code,
+        )
+    stopped = reading.read < sum(facts.size for facts in objects)
+    mbps = reading.read / seconds / 1e6
+    return ObjectReading(connections, part, mbps, reading.read, seconds, reading.throttles, stopped)
 
 
 def plain_read(
@@ -180,30 +262,43 @@ class ObjectCurve:
 
     def sweep(self, on_point: Callable[[ObjectReading], None] | None = None) -> tuple[int, int]:
         """The curve, once each: connections 1…64 at one part size, other part sizes at the
-        best number of connections, twice those connections at the best part; the best
-        setting."""
+        best number of connections, larger parts still where the best was throttled, twice
+        the connections at the best part; none that asks more requests than a setting the
+        bucket throttled. The best setting."""
+
+        def measure(connections: int, part: int) -> None:
+            key = (connections, part)
+            if key in self.readings or not self.useful(*key) or self.asks_more(*key):
+                return
+            reading = self.read(connections, part)
+            if on_point is not None:
+                on_point(reading)
+
         for connections in CONNECTIONS:
-            key = (connections, CURVE_PART)
-            if self.useful(*key) and key not in self.readings:
-                reading = self.read(connections, CURVE_PART)
-                if on_point is not None:
-                    on_point(reading)
+            measure(connections, CURVE_PART)
+        for part in PARTS:
+            measure(self.best()[0], part)
+        for part in THROTTLED_PARTS:  # a bucket's rate allows larger parts more bytes a second
+            best = self.best()
+            if self.readings[best][0].throttles and part > best[1]:
+                measure(best[0], part)
         best = self.best()
-        settings = [(best[0], part) for part in PARTS]
-        settings.append((min(2 * best[0], CONNECTIONS[-1]), -1))  # -1: the best part, then
-        for connections, part in settings:
-            part = self.best()[1] if part < 0 else part
-            if self.useful(connections, part) and (connections, part) not in self.readings:
-                reading = self.read(connections, part)
-                if on_point is not None:
-                    on_point(reading)
+        measure(min(2 * best[0], CONNECTIONS[-1]), best[1])
         return self.best()
+
+    def asks_more(self, connections: int, part: int) -> bool:
+        """Whether the setting asks for requests faster than one the bucket throttled: as
+        many connections or more, parts no larger."""
+        return any(
+            readings[0].throttles and connections >= known[0] and part <= known[1]
+            for known, readings in self.readings.items()
+        )
 
     def best(self) -> tuple[int, int]:
         return max(self.readings, key=lambda key: self.readings[key][0].mbps)
 
     def curve_text(self) -> str:
         return "; ".join(
-            f"{readings[0].setting}: {rate_text(readings[0].mbps)}"
+            f"{readings[0].label}: {rate_text(readings[0].mbps)}"
             for readings in self.readings.values()
         )

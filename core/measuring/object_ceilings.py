@@ -72,10 +72,10 @@ def _measure(name: str, model: Model, curve: ObjectCurve, repeats: int) -> Ceili
     if name == "storage":
         connections, part = curve.sweep()
         runs = curve.runs(connections, part, repeats)
-        best = curve.readings[(connections, part)][0].setting
+        best = curve.readings[(connections, part)][0].label
         spec = f"plain GETs, best of the curve: {best} (curve: {curve.curve_text()})"
         points = tuple(
-            (readings[0].setting, readings[0].mbps) for readings in curve.readings.values()
+            (readings[0].label, readings[0].mbps) for readings in curve.readings.values()
         )
         return make_ceiling(name, runs, spec, None, curve=points)
     if name == "memory_fill":

@@ -1,0 +1,86 @@
+"""The bucket's curve of plain GETs on a bucket that throttles: a plain client waits a
+throttle out, a setting throttled long enough stops with what it read, the curve leaves out
+the settings that would ask for more requests and tries larger parts; a bucket that
+throttles every request ends the ceiling in one line."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from modelmon.core import open_model
+from modelmon.core.errors import StorageThrottledError
+from modelmon.core.measuring.object_bounds import ObjectCurve, ObjectReading, plain_get
+from modelmon.core.options import MiB
+
+from ...object_store import BUCKET
+
+LARGE = f"s3://{BUCKET}/large/"
+
+
+def _facts(url: str) -> list[Any]:
+    return [f.remote for f in open_model(url).files if f.remote is not None]
+
+
+def test_a_throttled_plain_read_waits_throttles_out_and_stops_with_what_it_read(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """116 GETs of 64 KiB at 10 a second would take 12 s: the read stops 2 s after its
+    first throttle, its rate what it read by then."""
+    facts = _facts(LARGE)
+    faulty_s3.proxy.faults.rate, faulty_s3.proxy.faults.burst = 10.0, 2.0
+    reading = plain_get(facts, 1, 64 << 10)
+    assert reading.throttles > 0 and reading.stopped and reading.mbps > 0
+    assert "throttled" in reading.label and "stopped after 2 s" in reading.label
+
+
+def test_plain_reads_of_a_bucket_that_throttles_every_request_fail_counting_them(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    facts = _facts(LARGE)
+    faulty_s3.proxy.faults.throttle = 100_000
+    with pytest.raises(StorageThrottledError) as caught:
+        plain_get(facts, 2, 1 << 20)
+    line = str(caught.value)
+    thrown = sum(1 for seen in faulty_s3.proxy.seen if seen.fault == "throttle")
+    assert line.startswith(f"{LARGE}model.safetensors: throttled by the endpoint (503 ")
+    assert line.endswith(f"; {thrown} of {thrown} requests throttled, nothing arrived")
+
+
+class _RatedBucket(ObjectCurve):
+    """A curve over a bucket that takes 4 GETs a second and serves a connection 400 MB/s:
+    a setting asking more GETs is throttled and gets the bucket's rate × its part size."""
+
+    def __init__(self, total: int) -> None:
+        self.objects = [SimpleNamespace(size=total)]  # type: ignore[list-item]
+        self.cancel = None
+        self.readings = {}
+        self.asked: list[tuple[int, int]] = []
+
+    def read(self, connections: int, part: int) -> ObjectReading:
+        self.asked.append((connections, part))
+        wanted = connections * 400e6 / part  # GETs a second it would ask
+        throttled = wanted > 4
+        mbps = 4 * part / 1e6 if throttled else connections * 400.0
+        seconds = 1.5
+        read = int(mbps * 1e6 * seconds)
+        reading = ObjectReading(
+            connections,
+            part,
+            mbps,
+            read,
+            seconds,
+            throttles=9 if throttled else 0,
+            stopped=throttled,
+        )
+        self.readings.setdefault((connections, part), []).append(reading)
+        return reading
+
+
+def test_the_curve_of_a_throttling_bucket_tries_larger_parts_not_more_connections() -> None:
+    curve = _RatedBucket(4 << 30)
+    best = curve.sweep()
+    assert curve.asked == [(1, 16 * MiB), (1, 64 * MiB), (1, 256 * MiB), (2, 256 * MiB)]
+    assert best == (2, 256 * MiB)
