@@ -3,14 +3,19 @@ connections × part sizes, seeded by the bucket's curve (``object_ceilings``): t
 best setting first, then its neighbours along each axis, then the other order.
 
 Options are what a loader would apply; there is no page cache to make cold between runs.
+The search is the file search's (``search.Search``: entry runs, then the top two in
+alternating pairs), but for a pick no pair confirmed (``BucketSearch``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
+from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
+from modelmon.core.measuring.search import MIN_GAIN, Duel, Search, run_noise
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_CHUNK, LoadOptions, MiB
 from modelmon.core.storage.connection import CLIENT_CONNECTIONS
@@ -61,3 +66,23 @@ def object_candidates(model: Model, ceilings: Ceilings) -> list[Candidate]:
         if candidate.role == "baseline":  # the curve's best may be the plain download itself
             kept.role = "baseline"
     return list(unique.values())
+
+
+class BucketSearch(Search):
+    """The search of a bucket. Where no pair of the top two fitted the budget, their entry
+    runs pick only when they are apart beyond their runs' noise and by ``MIN_GAIN``: a
+    bucket's runs on a loaded network or a busy server spread by tens of percent, and a
+    single run each tells no noise at all. Otherwise the two are within noise, and the more
+    robust is picked (``Candidate.robustness``: fewer connections, kinder to the bucket and
+    to a fleet reading it at once)."""
+
+    def undecided(self, champion: Candidate, challenger: Candidate) -> tuple[Candidate, Duel]:
+        faster, slower = sorted((champion, challenger), key=lambda c: c.median_mbps, reverse=True)
+        if slower.median_mbps <= 0:
+            return faster, Duel(other=slower)
+        gap = math.log(faster.median_mbps / slower.median_mbps)
+        if gap > BEYOND_NOISE * run_noise(faster, slower) and gap >= math.log(MIN_GAIN):
+            return faster, Duel(other=slower)
+        pick = min((faster, slower), key=lambda c: c.robustness())
+        other = slower if pick is faster else faster
+        return pick, Duel(other=other, tie=True)

@@ -31,7 +31,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
 from modelmon.core.measuring.ceilings import default_parallelism, measure_ceilings
 from modelmon.core.measuring.limit_probe import LimitProbes, LimitSearch
-from modelmon.core.measuring.object_search import object_candidates
+from modelmon.core.measuring.object_search import BucketSearch, object_candidates
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.search import Duel, Search, screening_order
 from modelmon.core.model.records import Model
@@ -356,7 +356,8 @@ def recommend(
     paths = [f.path for f in model.files]
     settable = pool is None and not remote and readahead.unavailable(paths) is None
     variants = readahead_variants(paths) if settable else None
-    best, duel = Search(race, order, facts, variants, reserve=baseline).run()
+    searching = BucketSearch if remote else Search
+    best, duel = searching(race, order, facts, variants, reserve=baseline).run()
     if best is None:
         limited = memory_limit is not None and any("memory limit" in c.reason for c in order)
         under = f" under the memory limit of {size_text(memory_limit or 0)}" if limited else ""

@@ -354,17 +354,18 @@ class Search:
         champion, challenger = self.duellists()
         duel = self.last
         if duel is None and champion is not None and challenger is not None:
-            # No pair fitted the budget: the entry runs decide, undecided.
-            champion, other = sorted(
-                (champion, challenger), key=lambda c: c.median_mbps, reverse=True
-            )
-            duel = Duel(other=other)
+            champion, duel = self.undecided(champion, challenger)
         for candidate in self.queue:
             if not entered(candidate):
                 candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
         if champion is not None:
             fill(self.race, champion)
         return champion, duel
+
+    def undecided(self, champion: Candidate, challenger: Candidate) -> tuple[Candidate, Duel]:
+        """No pair fitted the budget: the entry runs decide, undecided."""
+        best, other = sorted((champion, challenger), key=lambda c: c.median_mbps, reverse=True)
+        return best, Duel(other=other)
 
 
 def fill(race: Race, best: Candidate) -> None:

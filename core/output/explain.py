@@ -92,11 +92,17 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         ]
     other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
     if verdict is None:
-        return [
+        head = (
             f"No paired runs with the runner-up ({other.spec}, {rate_text(other.median_mbps)}) "
-            "fitted the budget: the pick rests on single entry runs. Give it a longer "
-            "budget for a verdict."
-        ]
+            "fitted the budget: the pick rests on single entry runs"
+        )
+        if rec.duel.tie and used.robustness() != other.robustness():
+            return [
+                f"{head}, which do not tell the two apart beyond their noise, so the simpler "
+                f"one is recommended: {used.spec}, because {robustness_reason(used, other)}. "
+                "Give it a longer budget for a verdict."
+            ]
+        return [f"{head}. Give it a longer budget for a verdict."]
     gain = pick_speedup(used, other) or float("inf")
     head = (
         f"Paired with the runner-up ({other.spec}, {rate_text(other.median_mbps)}) in "

@@ -84,3 +84,69 @@ def test_the_curve_of_a_throttling_bucket_tries_larger_parts_not_more_connection
     best = curve.sweep()
     assert curve.asked == [(1, 16 * MiB), (1, 64 * MiB), (1, 256 * MiB), (2, 256 * MiB)]
     assert best == (2, 256 * MiB)
+
+
+def _ranged(threads: int, *rates: float) -> Any:
+    from modelmon.core.measuring.candidate import Candidate
+
+    from .records import run as load_result
+
+    options = dict(threads=threads, chunk=64 * MiB)
+    from modelmon.core.options import LoadOptions
+
+    return Candidate.of("ranged", LoadOptions(**options), results=[load_result(r) for r in rates])
+
+
+class _OverrunRace:
+    """A race without a clock whose runs cost their candidate's units: a second entrant that
+    runs three times as long as planned leaves no budget for a pair."""
+
+    def __init__(self, budget: float, rates: dict[int, float], cost: dict[int, float]) -> None:
+        self.budget, self.rates, self.cost, self.spent = budget, rates, cost, 0.0
+        self.evidence_overrun_s = 0.0
+
+    def left(self) -> float:
+        return self.budget - self.spent
+
+    def pace(self, candidate: Any) -> float:
+        return 1.0
+
+    def check_cancel(self) -> None:
+        pass
+
+    def run(self, candidate: Any, **_: object) -> Any:
+        from .records import run as load_result
+
+        threads = candidate.options.threads
+        self.spent += self.cost[threads]
+        done = load_result(self.rates[threads])
+        candidate.results.append(done)
+        candidate.wall_seconds.append(self.cost[threads])
+        return done
+
+
+def test_a_bucket_pick_no_pair_confirmed_is_within_noise_and_has_fewer_connections() -> None:
+    """The issue's loopback figures: 16 connections' entry run at 981 MB/s, 4's at 806; no
+    pair fitted. One run each tells no noise: the search says so and picks 4 connections,
+    where the file search takes the faster entry run."""
+    from modelmon.core.measuring.object_search import BucketSearch
+    from modelmon.core.measuring.search import Search
+
+    for searching, picked, tie in ((Search, 16, False), (BucketSearch, 4, True)):
+        race = _OverrunRace(5.0, {16: 981.0, 4: 806.0}, {16: 1.0, 4: 3.0})
+        grid = [_ranged(16), _ranged(4)]
+        best, duel = searching(race, grid, None).run()  # type: ignore[arg-type]
+        assert best is not None and duel is not None and duel.verdict is None
+        assert best.options.threads == picked and duel.tie is tie
+
+
+def test_entry_runs_apart_beyond_their_noise_pick_the_faster_on_a_bucket() -> None:
+    from modelmon.core.measuring.object_search import BucketSearch
+
+    many = _ranged(16, 980.0, 985.0, 975.0)
+    few = _ranged(4, 800.0, 805.0, 795.0)
+    best, duel = BucketSearch(None, [], None).undecided(few, many)  # type: ignore[arg-type]
+    assert best is many and duel.other is few and not duel.tie
+    close = _ranged(16, 830.0, 700.0, 900.0)  # 3 % ahead, its runs spread ±15 %
+    best, duel = BucketSearch(None, [], None).undecided(few, close)  # type: ignore[arg-type]
+    assert best is few and duel.tie

@@ -67,6 +67,19 @@ def test_tie_says_within_noise_and_why_the_simpler_one(model: Model) -> None:
     assert "(1 against 4)" in text
 
 
+def test_entry_runs_within_noise_say_so_and_why_the_simpler_one(model: Model) -> None:
+    """No pair fitted: a bucket search that took the one with fewer readers says why."""
+    fast = candidate("sequential", 981, workers=4, chunk=16 * MiB)
+    few = candidate("sequential", 806, chunk=16 * MiB)
+    rec = record(model, winner=few, ranked=(fast, few), duel=Duel(other=fast, tie=True))
+    text = " ".join(explain(rec))
+    assert "the pick rests on single entry runs, which do not tell the two apart" in text
+    assert f"simpler one is recommended: {few.spec}, because it uses fewer concurrent" in text
+    undecided = record(model, winner=fast, ranked=(fast, few), duel=Duel(other=few))
+    text = " ".join(explain(undecided))
+    assert "single entry runs. Give it a longer budget for a verdict." in text
+
+
 def test_tie_with_the_library_says_why_planned_reads_win(model: Model) -> None:
     fast = candidate("sequential", 160, 159, 161, workers=4, chunk=16 * MiB)
     library = candidate("library", 150, 143, 162, role="baseline")
