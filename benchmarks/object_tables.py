@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from benchmarks.object_peers import DEFAULTS_LABEL, FIXED_TRIES, MOUNT_LABEL, fixed_label
 from benchmarks.regret_tables import CONFIRM_PAIRS
 
 # The Run:ai concurrency the watch is checked at (``objects.watch_check``), and the
@@ -31,18 +32,56 @@ def regret_medians(data: dict[str, Any]) -> dict[str, float]:
     return {
         label: statistics.median([*runs, *extra.get(label, [])])
         for label, runs in data["runs"].items()
-        if label.startswith("ranged")
+        if label.startswith("ranged") and [*runs, *extra.get(label, [])]
+    }
+
+
+def finished(data: dict[str, Any]) -> dict[str, float]:
+    """The medians of the configurations that finished a run (a failed one has none)."""
+    return {label: v for label, v in data["medians"].items() if v is not None}
+
+
+def throttled(data: dict[str, Any]) -> dict[str, Any]:
+    """On a bucket that throttles: ``load`` with its defaults against the fixed boto3 client
+    that finished (its ten tries), the defaults' pace, and recommend's pick against the best
+    it measured itself; {} elsewhere."""
+    if not data.get("rate"):
+        return {}
+    medians = finished(data)
+    defaults = medians.get(DEFAULTS_LABEL)
+    fixed = {tries: medians.get(fixed_label(tries)) for tries in FIXED_TRIES}
+    finishing = next((v for v in reversed(list(fixed.values())) if v is not None), None)
+    paced = (data.get("paced") or {}).get(DEFAULTS_LABEL) or []
+    searched = data.get("searched") or {}
+    best_searched = max(searched.values()) if searched else None
+    return {
+        "defaults_mbps": defaults,
+        "fixed_mbps": finishing,
+        "fixed_failed": {label: why[0] for label, why in (data.get("failed") or {}).items()},
+        "defaults_vs_fixed": defaults / finishing if defaults and finishing else None,
+        "defaults_throttles": [run["throttles"] for run in paced],
+        "defaults_requests": [run["requests"] for run in paced],
+        "defaults_fewest": [min(p[1] for p in run["pace"]) for run in paced if run["pace"]],
+        "defaults_largest_mib": [
+            max(p[2] for p in run["pace"]) / (1 << 20) for run in paced if run["pace"]
+        ],
+        "pick_vs_searched_best": (
+            searched[data["pick"]] / best_searched
+            if best_searched and data["pick"] in searched
+            else None
+        ),
     }
 
 
 def judged(data: dict[str, Any]) -> dict[str, Any]:
-    medians = data["medians"]
+    medians = finished(data)
     own = {k: v for k, v in medians.items() if k.startswith("ranged")}
     runai = {k: v for k, v in medians.items() if k.startswith("runai")}
     best_own = max(own, key=lambda k: own[k])
     best_runai = max(runai, key=lambda k: runai[k]) if runai else None
     pooled = regret_medians(data)
     top = max(pooled, key=lambda label: pooled[label])
+    mount = medians.get(MOUNT_LABEL)
     return {
         "best_own": best_own,
         "best_own_vs_ceiling": own[best_own] / data["ceiling_mbps"],
@@ -54,7 +93,8 @@ def judged(data: dict[str, Any]) -> dict[str, Any]:
         "regret_pick_mbps": pooled.get(data["pick"], 0.0),
         "regret_best": top,
         "regret_best_mbps": pooled[top],
-        "stream_vs_mount": own[best_own] / medians["mount: sequential ×4 (cold)"],
+        "stream_vs_mount": own[best_own] / mount if mount else None,
+        **throttled(data),
     }
 
 
@@ -69,6 +109,10 @@ def markdown(data: dict[str, Any]) -> list[str]:
     rate += f", {data['latency_ms']:g} ms before each request" if data["latency_ms"] else ""
     each = data["connection_mbps"]
     rate += f", {each:g} MB/s per connection at most" if each else ""
+    total = data.get("total_mbps")
+    rate += f", {total:g} MB/s in all at most" if total else ""
+    gets = data.get("rate")
+    rate += f", 503 SlowDown above {gets:g} GETs/s (burst {data['burst']:g})" if gets else ""
     gb = data["bytes"] / 1e9
     out = [f"### rclone serve s3 on loopback, {rate} ({gb:.2f} GB model)\n"]
     out += ["| plain GETs (the curve) | MB/s |", "| --- | ---: |"]
@@ -81,12 +125,17 @@ def markdown(data: dict[str, Any]) -> list[str]:
     )
     out += ["| configuration | median MB/s | runs |", "| --- | ---: | --- |"]
     extra = data.get("confirm_runs") or {}
-    for label, median in sorted(data["medians"].items(), key=lambda kv: -kv[1]):
+    failed = data.get("failed") or {}
+    order = sorted(data["medians"].items(), key=lambda kv: -(kv[1] or 0.0))
+    for label, median in order:
         runs = ", ".join(f"{v:.0f}" for v in data["runs"][label])
         if extra.get(label):
             runs += f"; confirming: {_runs_text(extra[label])}"
+        if failed.get(label):
+            runs += f"{'; ' if runs else ''}{len(failed[label])} failed: {failed[label][0]}"
         mark = " (recommend's pick)" if label == data["pick"] else ""
-        out.append(f"| {label}{mark} | {median:.0f} | {runs} |")
+        rate = "failed" if median is None else f"{median:.0f}"
+        out.append(f"| {label}{mark} | {rate} | {runs} |")
     against = verdict["best_own_vs_runai"]
     runai = (
         f"{against:.2f}× Run:ai's best ({verdict['best_runai']})"
@@ -96,9 +145,15 @@ def markdown(data: dict[str, Any]) -> list[str]:
     out.append(
         f"\nmodelmon's best ({verdict['best_own']}): {verdict['best_own_vs_ceiling']:.2f}× the "
         f"storage ceiling, {verdict['best_own_vs_bound']:.2f}× its bound, {runai}; "
-        f"recommend's regret {verdict['regret']:.0%}; stream {verdict['stream_vs_mount']:.2f}× "
-        "the mount.\n"
+        f"recommend's regret {verdict['regret']:.0%}"
+        + (f" ({data['duel']})" if data.get("duel") else "")
+        + (
+            f"; stream {verdict['stream_vs_mount']:.2f}× the mount.\n"
+            if verdict["stream_vs_mount"]
+            else ".\n"
+        )
     )
+    out += _throttled_lines(verdict)
     program = data.get("watched_program") or []
     if program:
         seen, own, peak = watched_medians(program)
@@ -118,6 +173,27 @@ def markdown(data: dict[str, Any]) -> list[str]:
             f"{peak:.0f} connections at most.\n"
         )
     return out
+
+
+def _throttled_lines(verdict: dict[str, Any]) -> list[str]:
+    if "defaults_mbps" not in verdict:
+        return []
+    against = verdict["defaults_vs_fixed"]
+    ratio = (
+        f"{against:.2f}× the fixed client that finished" if against else "no fixed client finished"
+    )
+    paced = (
+        f"throttled {_runs_text(verdict['defaults_throttles'])} times in "
+        f"{_runs_text(verdict['defaults_requests'])} GETs; down to "
+        f"{_runs_text(verdict['defaults_fewest'])} connection(s), parts up to "
+        f"{_runs_text(verdict['defaults_largest_mib'])} MiB"
+    )
+    searched = verdict["pick_vs_searched_best"]
+    pick = f"{searched:.2f}× the best it measured" if searched else "not among what it measured"
+    return [
+        f"On this throttling bucket, `load` with its defaults: {ratio}; {paced} (each run). "
+        f"recommend's pick: {pick}.\n"
+    ]
 
 
 def notes() -> list[str]:

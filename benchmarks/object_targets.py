@@ -16,16 +16,25 @@ BEST_TARGET = 0.9  # modelmon's best, of the bound of the same rounds
 RUNAI_TARGET = 1.2  # modelmon's best, of Run:ai's streamer at its best concurrency
 REGRET_TARGET = 0.10
 WATCH_TOLERANCE = 0.15  # the watch's MB/s and connections, against the program's own
+# On a bucket that throttles: load with its defaults against the fixed boto3 client (larger
+# parts are allowed more bytes a second), and recommend's pick against the best it measured.
+THROTTLED_TARGET = 2.0
+PICK_TARGET = 0.9
 
 
 def profile_name(data: dict[str, Any]) -> str:
     """ "objects · loopback" or "objects · shaped (4000 Mbit/s, 20 ms, 100 MB/s a connection)"."""
-    if not (data["rate_mbit"] or data["latency_ms"] or data["connection_mbps"]):
+    gets, total = data.get("rate"), data.get("total_mbps")
+    if not (data["rate_mbit"] or data["latency_ms"] or data["connection_mbps"] or gets or total):
         return "objects · loopback"
     parts = [f"{data['rate_mbit']} Mbit/s"] if data["rate_mbit"] else []
     parts += [f"{data['latency_ms']:g} ms"] if data["latency_ms"] else []
     each = data["connection_mbps"]
     parts += [f"{each:g} MB/s a connection"] if each else []
+    parts += [f"{total:g} MB/s in all"] if total else []
+    if gets:
+        limit = f"{gets:g} GETs/s, burst {data['burst']:g}"
+        return f"objects · throttled ({', '.join([limit, *parts])})"
     return f"objects · shaped ({', '.join(parts)})"
 
 
@@ -77,7 +86,8 @@ def _watch_target(section: str, data: dict[str, Any]) -> Target:
     )
     program = data.get("watched_program") or []
     if not program:
-        return Target(section, want, "not measured (a sharded model)", None)
+        why = "a bucket that throttles" if data.get("rate") else "a sharded model"
+        return Target(section, want, f"not measured ({why})", None)
     seen, own, peak = watched_medians(program)
     speed, count = seen / own, peak / WATCHED_CONCURRENCY
     measured = (
@@ -86,6 +96,32 @@ def _watch_target(section: str, data: dict[str, Any]) -> Target:
     )
     within = all(abs(ratio - 1) <= WATCH_TOLERANCE for ratio in (speed, count))
     return Target(section, want, measured, within)
+
+
+def _throttled_targets(section: str, data: dict[str, Any]) -> list[Target]:
+    verdict = judged(data)
+    if "defaults_mbps" not in verdict:
+        return []
+    want = (
+        f"load with its defaults finishes at ≥ {THROTTLED_TARGET:g}× the fixed boto3 client "
+        "(8 threads × 16 MiB GETs)"
+    )
+    defaults, fixed = verdict["defaults_mbps"], verdict["fixed_mbps"]
+    failures = "; ".join(f"{k}: {v}" for k, v in verdict["fixed_failed"].items())
+    if defaults is None:
+        found = [Target(section, want, f"load with its defaults failed: {failures}", False)]
+    elif fixed is None:
+        measured = f"{defaults:.0f} MB/s; no fixed client finished ({failures})"
+        found = [Target(section, want, measured, True)]
+    else:
+        ratio = defaults / fixed
+        measured = f"{defaults:.0f} / {fixed:.0f} MB/s = {ratio:.2f}×"
+        found = [Target(section, want, measured, ratio >= THROTTLED_TARGET)]
+    want = f"recommend's pick ≥ {PICK_TARGET:g}× the best it measured"
+    searched = verdict["pick_vs_searched_best"]
+    measured = "–" if searched is None else f"{searched:.2f}× ({data['pick']})"
+    met = None if searched is None else searched >= PICK_TARGET
+    return [*found, Target(section, want, measured, met)]
 
 
 def object_targets(results: BenchResults) -> list[Target]:
@@ -99,7 +135,12 @@ def object_targets(results: BenchResults) -> list[Target]:
             found.append(above)
         want = f"modelmon's best ≥ {RUNAI_TARGET:g}× Run:ai's S3 streamer at its best concurrency"
         against = verdict["best_own_vs_runai"]
-        if against is None:
+        runai_failed = [k for k in data.get("failed") or {} if k.startswith("runai")]
+        if against is None and runai_failed:
+            why = (data.get("failed") or {})[runai_failed[0]][0]
+            measured = f"Run:ai failed at every concurrency ({why}); modelmon finished"
+            found.append(Target(section, want, measured, True))
+        elif against is None:
             found.append(Target(section, want, "Run:ai's S3 backend not installed", None))
         else:
             runai = verdict["best_runai"]
@@ -124,4 +165,5 @@ def object_targets(results: BenchResults) -> list[Target]:
             )
         )
         found.append(_watch_target(section, data))
+        found += _throttled_targets(section, data)
     return found

@@ -1,26 +1,29 @@
 """Object storage, on a real S3 server on loopback:
 ``python -m benchmarks.objects [--gib 1] [--rounds 3] [--rate-mbit N] [--latency-ms L]
-[--budget 60] [--out F]``.
+[--connection-mbps C] [--total-mbps T] [--rate R --burst B] [--budget 60] [--out F]``.
 
 A model of about ``--gib`` GiB in a bucket served by ``rclone serve s3`` (``objects_env``:
 with ``--rate-mbit`` the server and every client run in a network namespace whose loopback a
 ``tbf`` qdisc shapes to that rate; with ``--latency-ms`` a proxy holds each request that
-long, as a real bucket's time to first byte, and with ``--connection-mbps`` paces each
-connection to that rate, as S3 serves one connection). Then, in one session:
+long, as a real bucket's time to first byte, with ``--connection-mbps`` paces each
+connection to that rate, as S3 serves one connection, with ``--total-mbps`` all of them
+together, and with ``--rate`` answers 503 SlowDown above that many GETs a second per prefix,
+``--burst`` at once, as S3 throttles). Then, in one session:
 
 1. ``recommend`` within ``--budget``: its pick;
 2. ``--rounds`` alternating rounds, each opened by the bucket's ceiling (the curve of plain
    GETs, connections 1…64 × part sizes, and the memory filled beside them), then, the order
    rotated each round: every configuration
    recommend measured (the regret of its pick is against the best median of these, with
-   confirmation pairs where one beat the pick: ``confirm``), Run:ai
-   Model Streamer's S3 backend at each concurrency (a fresh child timed by itself, every
-   tensor touched), and the same bucket through ``rclone mount`` read by modelmon's file
-   strategy from an evicted, verified-cold page cache (mount or stream?).
+   confirmation pairs where one beat the pick: ``confirm``), and the sides beside it
+   (``object_peers``): ``load`` with its defaults, a fixed boto3 client, Run:ai Model
+   Streamer's S3 backend at each concurrency, the same bucket through ``rclone mount``. A
+   side that fails (a fixed client a throttling bucket refuses) is recorded as failed.
 
 Reported: the last round's curve; each configuration's median MB/s; modelmon's best against
 the ceiling's median over the rounds and against Run:ai's best concurrency; recommend's
-regret; mount against stream.
+regret, and its pick against the best it measured itself; mount against stream; on a
+bucket that throttles, ``load`` with its defaults against the fixed client, and its pace.
 """
 
 from __future__ import annotations
@@ -37,25 +40,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.object_peers import Failed, Run, own_run, peer_runs
 from benchmarks.object_tables import WATCHED_CONCURRENCY, judged, markdown, regret_medians
 from benchmarks.objects_env import bucket_mount, in_shaped_namespace, latency_proxy, s3_server
 from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS
-from modelmon.core import (
-    LoadRun,
-    Watch,
-    measure_ceilings,
-    open_model,
-    parse_engine,
-    recommend,
-    run_for,
-    run_fresh,
-)
+from modelmon.core import Watch, measure_ceilings, open_model, parse_engine, recommend, run_for
 from modelmon.core.options import LoadOptions
 
 MiB = 1 << 20
 BUCKET = "models"
-RUNAI_CONCURRENCY = (4, 16, 64)
-MOUNT_CONFIG = ("sequential", {"workers": 4, "threads": 1, "chunk": 16 * MiB})
 
 
 def write_model(root: Path, gib: float) -> Path:
@@ -68,18 +61,6 @@ def write_model(root: Path, gib: float) -> Path:
             folder, layers=layers, hidden=1024, intermediate=4096, vocab=4096, seed=5
         )
     return folder
-
-
-def runai_run(urls: list[str], concurrency: int) -> float:
-    """One load by Run:ai Model Streamer's S3 backend in a fresh child, timed by itself."""
-    env = dict(os.environ)
-    env["RUNAI_STREAMER_CONCURRENCY"] = str(concurrency)
-    env["RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING"] = "0"
-    child = [sys.executable, "-m", "benchmarks.runai_s3", *urls]
-    result = run_fresh(child, [], "keep", env=env, time_limit_s=600, who="Run:ai Model Streamer")
-    if result.status != "ok":
-        raise SystemExit(f"runai concurrency={concurrency}: {result.status}: {result.error}")
-    return result.mbps
 
 
 def watched_program(model: Any, rounds: int) -> list[dict[str, float]]:
@@ -135,35 +116,29 @@ def _watched_row(
     }
 
 
-def contenders(model: Any, mount_path: str, urls: list[str], specs: list[tuple[str, LoadOptions]]):  # type: ignore[no-untyped-def]
-    """(label, one run → MB/s) of every configuration of the rounds."""
-    runs: list[tuple[str, Callable[[], float]]] = []
-    for strategy, options in specs:
-        label = f"{strategy} {options.threads}×{options.chunk // MiB} MiB"
+def contenders(  # type: ignore[no-untyped-def]
+    model, mount_path: str, urls: list[str], specs: list[tuple[str, LoadOptions]], paced
+) -> list[tuple[str, Run]]:
+    """(label, one run → MB/s) of every configuration of the rounds: recommend's search
+    space, then the sides beside it (``object_peers``)."""
+    runs: list[tuple[str, Run]] = [
+        (
+            f"{strategy} {options.threads}×{options.chunk // MiB} MiB",
+            own_run(model, strategy, options),
+        )
+        for strategy, options in specs
+    ]
+    return runs + peer_runs(model, urls, mount_path, paced, say)
 
-        def own(strategy: str = strategy, options: LoadOptions = options) -> float:
-            result = LoadRun(model, strategy, options).run()
-            if result.status != "ok":
-                raise SystemExit(f"{strategy}: {result.status}: {result.error}")
-            return result.mbps
 
-        runs.append((label, own))
-    if importlib.util.find_spec("runai_model_streamer_s3") is not None:
-        for concurrency in RUNAI_CONCURRENCY:
-            label = f"runai concurrency={concurrency}"
-            runs.append((label, lambda c=concurrency: runai_run(urls, c)))
-    else:
-        say("Run:ai Model Streamer's S3 backend is not installed (./dev bench installs it)")
-    strategy, knobs = MOUNT_CONFIG
-
-    def mounted() -> float:
-        result = LoadRun(mount_path, strategy, LoadOptions(cache="cold", **knobs)).run()
-        if result.status != "ok" or not result.cache.cold:
-            raise SystemExit(f"mount: {result.status}: {result.error or result.cache.note}")
-        return result.mbps
-
-    runs.append(("mount: sequential ×4 (cold)", mounted))
-    return runs
+def measured(label: str, run: Run, failed: dict[str, list[str]]) -> float | None:
+    """One run's MB/s, or None when it failed (why kept in ``failed``)."""
+    try:
+        return run()
+    except Failed as exc:
+        failed.setdefault(label, []).append(str(exc))
+        say(f"  {label}: failed: {exc}")
+        return None
 
 
 def session(
@@ -174,13 +149,23 @@ def session(
     rate_mbit: int,
     latency_ms: float,
     connection_mbps: float,
+    total_mbps: float = 0.0,
+    rate: float = 0.0,
+    burst: float = 1.0,
 ) -> dict[str, Any]:
     """The whole section, in this process (inside the namespace when shaped)."""
     folder = write_model(root, gib)
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(s3_server(root))
-        if latency_ms or connection_mbps:
-            proxy = latency_proxy(endpoint, latency_ms / 1000, connection_mbps)
+        if latency_ms or connection_mbps or total_mbps or rate:
+            proxy = latency_proxy(
+                endpoint,
+                latency_ms / 1000,
+                connection_mbps,
+                total_mbps=total_mbps,
+                rate=rate,
+                burst=burst,
+            )
             endpoint = stack.enter_context(proxy)
             os.environ["AWS_ENDPOINT_URL"] = endpoint
         mount = stack.enter_context(bucket_mount(endpoint, root.parent / "mnt"))
@@ -195,8 +180,10 @@ def session(
         space = [*rec.ranked, *rec.unranked]
         specs = [(c.strategy, c.options) for c in space if c.own is not None]
         mount_path = str(mount / "bench" / next(folder.glob("*.safetensors")).name)
-        runs = contenders(model, mount_path, urls, specs)
-        found: dict[str, list[float]] = {label: [] for label, _ in runs}
+        paced: dict[str, list[dict[str, Any]]] = {}
+        runs = contenders(model, mount_path, urls, specs, paced)
+        found: dict[str, list[float | None]] = {label: [] for label, _ in runs}
+        failed: dict[str, list[str]] = {}
         bounds: dict[str, list[float]] = {"storage": [], "bound": []}
         for index in range(rounds):
             # The ceilings open every round, as the file bench's do: a load is judged against
@@ -209,16 +196,22 @@ def session(
             say(f"  round {index + 1}: ceiling: {storage.spec}; bound: {bound.name}")
             shift = index % len(runs)
             for label, run in runs[shift:] + runs[:shift]:
-                found[label].append(run())
-                say(f"  round {index + 1}: {label}: {found[label][-1]:.0f} MB/s")
+                found[label].append(measured(label, run, failed))
+                if found[label][-1] is not None:
+                    say(f"  round {index + 1}: {label}: {found[label][-1]:.0f} MB/s")
         pick_label = f"{pick.strategy} {pick.options.threads}×{pick.options.chunk // MiB} MiB"
-        confirmed = confirm(runs, found, pick_label)
-        watched = watch_check(model, rounds)
-        program = watched_program(model, rounds) if len(model.files) == 1 else []
+        done = {label: [v for v in values if v is not None] for label, values in found.items()}
+        confirmed = confirm(runs, done, pick_label)
+        # A bucket that throttles refuses the watched programs' fixed 16 connections.
+        watched = [] if rate else watch_check(model, rounds)
+        program = watched_program(model, rounds) if len(model.files) == 1 and not rate else []
         return {
             "rate_mbit": rate_mbit,
             "latency_ms": latency_ms,
             "connection_mbps": connection_mbps,
+            "total_mbps": total_mbps,
+            "rate": rate,
+            "burst": burst,
             "bytes": model.file_bytes,
             "ceiling_mbps": statistics.median(bounds["storage"]),
             "ceiling_runs": bounds["storage"],
@@ -229,12 +222,37 @@ def session(
             "bound_runs": bounds["bound"],
             "curve": storage.curve,  # the last round's
             "pick": pick_label,
-            "medians": {label: statistics.median(v) for label, v in found.items()},
-            "runs": found,
+            # recommend's own measurements: its pick against the best it measured.
+            "searched": {
+                f"{c.strategy} {c.options.threads}×{c.options.chunk // MiB} MiB": c.median_mbps
+                for c in rec.ranked
+            },
+            "duel": _duel_text(rec),
+            "medians": {
+                label: statistics.median(values) if values else None
+                for label, values in done.items()
+            },
+            "runs": done,
+            "failed": failed,
+            "paced": paced,
             "confirm_runs": confirmed,
             "watched": watched,
             "watched_program": program,
         }
+
+
+def _duel_text(rec: Any) -> str:
+    """How recommend settled its pick, in a few words."""
+    duel = rec.duel
+    if duel is None:
+        return "nothing to compare it with"
+    other = (
+        f"{duel.other.strategy} {duel.other.options.threads}×{duel.other.options.chunk // MiB} MiB"
+    )
+    if duel.verdict is None:
+        return f"against {other}: no pair fitted the budget"
+    how = "within noise" if duel.tie else duel.verdict.text
+    return f"against {other}: {duel.pairs} pair(s), {how} (×{duel.verdict.median_ratio:.2f})"
 
 
 def confirm(
@@ -274,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-mbit", type=int, default=0, help="shape loopback to this rate")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="hold each request")
     parser.add_argument("--connection-mbps", type=float, default=0.0, help="pace each one")
+    parser.add_argument("--total-mbps", type=float, default=0.0, help="pace all together")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="503 SlowDown above this many GETs/s a prefix"
+    )
+    parser.add_argument("--burst", type=float, default=4.0, help="GETs at once before --rate")
     parser.add_argument("--scratch", type=Path, default=Path("tmp/objects"))
     parser.add_argument("--out", type=Path, help="write every figure as JSON here")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
@@ -282,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rate_mbit and not args.inside:  # again, inside a shaped namespace
         # Through the proxy each byte crosses loopback twice: the qdisc is given twice the
         # rate, so that the rate end to end is the one asked for.
-        proxied = args.latency_ms or args.connection_mbps
+        proxied = args.latency_ms or args.connection_mbps or args.total_mbps or args.rate
         with tempfile.TemporaryFile() as out:
             in_shaped_namespace(
                 [sys.executable, "-m", "benchmarks.objects", "--inside", *(argv or sys.argv[1:])],
@@ -300,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
             args.rate_mbit,
             args.latency_ms,
             args.connection_mbps,
+            args.total_mbps,
+            args.rate,
+            args.burst,
         )
         if args.inside:
             json.dump(data, sys.stdout)

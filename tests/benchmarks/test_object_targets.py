@@ -86,3 +86,73 @@ def test_a_round_s_run_is_held_against_that_round_s_bound() -> None:
     assert profile_name(dict(SHAPED, rate_mbit=0, latency_ms=0.0, connection_mbps=0.0)) == (
         "objects · loopback"
     )
+
+
+THROTTLED = dict(
+    SHAPED,
+    rate_mbit=0,
+    latency_ms=0.0,
+    connection_mbps=0.0,
+    rate=4.0,
+    burst=4.0,
+    pick="ranged 2×256 MiB",
+    searched={"ranged 2×256 MiB": 380.0, "ranged 4×256 MiB": 400.0},
+    medians={
+        "ranged 2×256 MiB": 390.0,
+        "ranged 4×256 MiB": 395.0,
+        "load defaults: ranged 4×8 MiB": 300.0,
+        "boto3 fixed 8×16 MiB (default retries)": None,
+        "boto3 fixed 8×16 MiB (10 tries)": 60.0,
+        "runai concurrency=4": None,
+        "mount: sequential ×4 (cold)": 100.0,
+    },
+    runs={
+        "ranged 2×256 MiB": [390.0, 380.0, 400.0],
+        "ranged 4×256 MiB": [395.0, 390.0, 400.0],
+        "load defaults: ranged 4×8 MiB": [300.0, 290.0, 310.0],
+        "boto3 fixed 8×16 MiB (default retries)": [],
+        "boto3 fixed 8×16 MiB (10 tries)": [60.0, 58.0, 61.0],
+        "runai concurrency=4": [],
+        "mount: sequential ×4 (cold)": [100.0, 100.0, 100.0],
+    },
+    failed={
+        "boto3 fixed 8×16 MiB (default retries)": ["reached max retries: 2"] * 3,
+        "runai concurrency=4": ["File access error"] * 3,
+    },
+    paced={
+        "load defaults: ranged 4×8 MiB": [
+            {"throttles": 10, "requests": 22, "pace": [[0.0, 4, 8 << 20], [0.1, 1, 256 << 20]]}
+        ]
+    },
+    watched_program=[],
+    bytes=1_100_000_000,
+    curve=[["1 connection(s), 16 MiB GETs, throttled 16 times, stopped after 2 s of it", 88.0]],
+)
+
+
+def test_a_throttling_bucket_holds_the_defaults_against_the_fixed_client_that_finished(
+    results: BenchResults,
+) -> None:
+    from benchmarks.object_tables import markdown
+
+    assert profile_name(THROTTLED) == "objects · throttled (4 GETs/s, burst 4)"
+    found = _targets(results, THROTTLED)
+    assert found["load with its defaults finishes at ≥ 2× the fixed boto3 client"] == (
+        "300 / 60 MB/s = 5.00×",
+        True,
+    )
+    assert found["recommend's pick ≥ 0.9× the best it measured"] == (
+        "0.95× (ranged 2×256 MiB)",
+        True,
+    )
+    runai = found["modelmon's best ≥ 1.2× Run:ai's S3 streamer at its best concurrency"]
+    assert runai[1] is True and "Run:ai failed at every concurrency (File access error)" in runai[0]
+    watch = found["the watch's MB/s and connections within 15% of a program's own"]
+    assert watch == ("not measured (a bucket that throttles)", None)
+    text = "\n".join(markdown(THROTTLED))
+    assert (
+        "| boto3 fixed 8×16 MiB (default retries) | failed | 3 failed: reached max retries" in text
+    )
+    assert "503 SlowDown above 4 GETs/s (burst 4)" in text
+    assert "`load` with its defaults: 5.00× the fixed client that finished" in text
+    assert "throttled 10 times in 22 GETs; down to 1 connection(s), parts up to 256 MiB" in text

@@ -78,12 +78,15 @@ def test_a_configuration_that_beat_the_pick_is_confirmed_in_pairs_the_regret_rea
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no FUSE here: no mount to compare")
+@pytest.mark.timeout(300)  # the curve, recommend, then a round of 15 sides, each started afresh
 def test_a_tiny_session_runs_every_side(tmp_path: Path) -> None:
     assert Path(rclone()).exists() or pytest.skip("no rclone")
     before = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     data = session(tmp_path / "served", 0.01, 1, 3.0, 0, 0.0, 0.0)
     assert data["curve"] and data["ceiling_mbps"] > 0
     assert "mount: sequential ×4 (cold)" in data["medians"]
+    assert "load defaults: ranged 4×8 MiB" in data["medians"] and not data["failed"]
+    assert "boto3 fixed 8×16 MiB (10 tries)" in data["medians"]
     assert all(rate > 0 for rate in data["medians"].values())
     assert any("recommend's regret" in line for line in markdown(data))
     # The session's credentials and endpoint are gone with it.
