@@ -93,7 +93,8 @@ def requests_words(stats: ReadStats) -> str:
 
 
 def requests_tip(stats: ReadStats) -> str:
-    """Each connection's share: what one connection carried, and how fast while busy."""
+    """Each connection's share: what one connection carried, and how fast while busy; how
+    the bucket's throttles paced the reads, where they did."""
     lines = [
         f"{stats.requests} ranged GETs, {stats.bytes:,} bytes; {stats.retries} retried "
         f"({stats.resumed} resumed mid-body), {stats.throttles} throttled (503 SlowDown, 429)"
@@ -104,6 +105,15 @@ def requests_tip(stats: ReadStats) -> str:
         for c in stats.connections
         if c.requests
     ]
+    if stats.adapted:  # the bucket's throttles moved the pace
+        first, last = stats.pace[0], stats.pace[-1]
+        fewest = min(point.connections for point in stats.pace)
+        largest = max(point.part for point in stats.pace) / (1 << 20)
+        lines.append(
+            f"paced by the throttles: {first.connections} connections × "
+            f"{first.part / (1 << 20):g} MiB at the start, {fewest} at the fewest, parts up "
+            f"to {largest:g} MiB; {last.connections} × {last.part / (1 << 20):g} MiB at the end"
+        )
     return "\n".join(lines)
 
 

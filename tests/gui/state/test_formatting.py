@@ -92,3 +92,17 @@ def test_a_ceiling_label_names_ceilings_of_one_rate_together_and_never_cuts_a_ra
         "950 MB/s +2",  # the shortest, even when nothing fits
     ]
     assert ceiling_label([("memcpy", 12_000.0)], lambda text: True) == "memcpy ceiling 12.0 GB/s"
+
+
+def test_a_bucket_load_s_tip_says_how_the_throttles_paced_it() -> None:
+    from modelmon.core.storage.records import PacePoint, ReadStats
+    from modelmon.gui.state.formatting import requests_tip
+
+    pace = (PacePoint(0.0, 4, 8 << 20), PacePoint(0.1, 1, 64 << 20), PacePoint(0.5, 3, 64 << 20))
+    stats = ReadStats(22, 10**9, 5.0, 0.02, 0.2, 10, 10, 0, (), pace)
+    assert requests_tip(stats).splitlines()[-1] == (
+        "paced by the throttles: 4 connections × 8 MiB at the start, 1 at the fewest, parts "
+        "up to 64 MiB; 3 × 64 MiB at the end"
+    )
+    steady = ReadStats(22, 10**9, 5.0, 0.02, 0.2, 0, 0, 0, (), pace[:1])
+    assert "paced" not in requests_tip(steady)
