@@ -137,9 +137,12 @@ def markdown(data: dict[str, Any]) -> list[str]:
         rate = "failed" if median is None else f"{median:.0f}"
         out.append(f"| {label}{mark} | {rate} | {runs} |")
     against = verdict["best_own_vs_runai"]
+    runai_failed = any(label.startswith("runai") for label in data.get("failed") or {})
     runai = (
         f"{against:.2f}× Run:ai's best ({verdict['best_runai']})"
         if against is not None
+        else "Run:ai failed at every concurrency"
+        if runai_failed
         else "Run:ai not measured"
     )
     out.append(
