@@ -200,7 +200,7 @@ def object_reads(
     records = [record for worker in done for record in worker.requests]
     if not records:
         return None
-    return ReadStats.of(records, options.workers * options.threads, options.workers)
+    return ReadStats.of(records, options.workers * options.threads)
 
 
 def run_notes(

@@ -92,8 +92,9 @@ class ReadStats:
         return self.bytes / self.wall_s if self.wall_s > 0 else math.nan
 
     @classmethod
-    def of(cls, records: list[RequestRecord], connections: int, readers: int = 1) -> ReadStats:
-        """Summed from ``records`` of ``readers`` (each its own pace) over ``connections``."""
+    def of(cls, records: list[RequestRecord], connections: int) -> ReadStats:
+        """Summed from ``records`` over ``connections`` (of one reader or several, each
+        with its own pace)."""
         ttfbs = sorted(r.ttfb_s for r in records if r.first_byte_ns)
         per: list[ConnectionStats] = []
         for number in range(connections):
@@ -117,16 +118,17 @@ class ReadStats:
             throttles=sum(1 for r in records if r.outcome == "throttled"),
             resumed=sum(1 for r in records if r.resumed),
             connections=tuple(per),
-            pace=pace_of(records, readers),
+            pace=pace_of(records),
         )
 
 
-def pace_of(records: list[RequestRecord], readers: int) -> tuple[PacePoint, ...]:
+def pace_of(records: list[RequestRecord]) -> tuple[PacePoint, ...]:
     """The readers' pace as their requests were sent: a point at each change of their
     connections in use (summed) or part size (the largest), once every reader has sent one."""
     paced = sorted((r for r in records if r.allowed), key=lambda r: r.sent_ns)
     if not paced:
         return ()
+    readers = len({r.reader for r in paced})
     start = min(r.sent_ns for r in records)
     latest: dict[int, tuple[int, int]] = {}
     points: list[PacePoint] = []

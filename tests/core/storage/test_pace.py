@@ -148,3 +148,27 @@ def test_the_queue_joins_parts_that_follow_each_other_up_to_the_pace() -> None:
     stop.set()
     waiter.join()
     assert found == [None]
+
+
+def test_the_pace_of_several_readers_sums_their_connections_from_when_all_have_asked() -> None:
+    from modelmon.core.storage.records import PacePoint, pace_of
+
+    def sent(at_ms: int, reader: int, allowed: int, part: int) -> RequestRecord:
+        ns = at_ms * 1_000_000
+        return RequestRecord(
+            0, "u", 0, part, part, 206, ns, ns, ns, "ok", 0, False, allowed, part, reader
+        )
+
+    records = [
+        sent(0, 0, 4, 8 << 20),
+        sent(1, 1, 4, 8 << 20),  # both readers have asked: 8 connections
+        sent(5, 0, 2, 16 << 20),
+        sent(6, 1, 4, 8 << 20),  # no change
+        sent(9, 1, 1, 32 << 20),
+        RequestRecord(0, "u", 0, 1, 1, 206, 10**7, 10**7, 10**7, "ok", 0, False),  # unpaced
+    ]
+    assert pace_of(records) == (
+        PacePoint(0.001, 8, 8 << 20),
+        PacePoint(0.005, 6, 16 << 20),
+        PacePoint(0.009, 3, 32 << 20),
+    )
