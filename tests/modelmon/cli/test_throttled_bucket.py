@@ -48,3 +48,19 @@ def test_a_bucket_that_throttles_every_request_ends_load_in_one_line_counting_th
     assert line.startswith(f"modelmon: {URL}model.safetensors: throttled by the endpoint (503 ")
     thrown = sum(1 for seen in faulty_s3.proxy.seen if seen.fault == "throttle")
     assert line.endswith(f"; {thrown} of {thrown} requests throttled, nothing arrived"), line
+
+
+def test_a_bucket_that_throttles_every_request_ends_recommend_in_one_line_counting_them(
+    modelmon, faulty_s3: SimpleNamespace, tmp_path
+) -> None:
+    """The curve's first plain read is throttled every time: it stops 2 s after its first
+    throttle, and recommend ends there, well within its budget, writing nothing."""
+    faulty_s3.proxy.faults.after, faulty_s3.proxy.faults.throttle = 1, 100_000
+    out = tmp_path / "m.toml"
+    done = modelmon("recommend", URL, "--budget", "60", "-o", str(out), timeout=120)
+    assert done.returncode == STORAGE_FAILED, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"modelmon: {URL}model.safetensors: throttled by the endpoint (503 ")
+    thrown = sum(1 for seen in faulty_s3.proxy.seen if seen.fault == "throttle")
+    assert last.endswith(f"; {thrown} of {thrown} requests throttled, nothing arrived"), last
+    assert not out.exists()
