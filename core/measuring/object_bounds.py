@@ -7,7 +7,9 @@ plain parallel client (``aws s3 cp``'s transfer manager) does, with no ``If-Matc
 record per request, and no retries but of a throttle (503 SlowDown, 429), waited out with
 backoff as a plain client's default retries do. Its ceiling is a curve, connections 1…64 ×
 part sizes: the endpoint's answer to "how many connections, how large a part", measured in
-the same session as the loads.
+the same session as the loads. Each point reads for ``CURVE_POINT_S`` at most (the GETs in
+flight then finish): the curve of a 10 GB model costs seconds a point, not a whole read
+each; the storage bound, its best setting, reads the whole model.
 
 A bucket that throttles takes a number of requests a second, whatever their size: a setting
 throttled asks for more than that, and more connections or smaller parts would ask for more
@@ -23,6 +25,7 @@ process); a cache in the server is the server's.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +52,9 @@ PARTS = (4 * MiB, 8 * MiB, 64 * MiB)
 # after a throttled best, up to the largest.
 THROTTLED_S = 2.0
 THROTTLED_PARTS = (64 * MiB, 256 * MiB)
+# Each point of the curve reads for this long at most (its GETs in flight then finish): a
+# point's rate, in a fraction of a whole read of a large model. The bound reads it all.
+CURVE_POINT_S = 1.5
 _RETRIES = RetryPolicy()  # a plain client's waits after a throttle (its tries in a row)
 
 
@@ -115,6 +121,7 @@ class _Reading:
     the stop (a failure, or throttled for ``THROTTLED_S``)."""
 
     read: int = 0
+    deadline: float = math.inf  # time.monotonic() after which no GET is begun
     throttles: int = 0
     first_throttle: float | None = None  # time.monotonic()
     last_throttle: Transient | None = None
@@ -135,7 +142,11 @@ class _Reading:
 def _read_parts(connection: Connection, parts: _Parts, part: int, reading: _Reading) -> None:
     buffer = memoryview(bytearray(min(part, 8 * MiB)))
     try:
-        while not reading.stop.is_set() and (taken := parts.take()) is not None:
+        while (
+            not reading.stop.is_set()
+            and time.monotonic() < reading.deadline
+            and (taken := parts.take()) is not None
+        ):
             url, first, last = taken
             tries = 0
             while not _get(connection, url, first, last, buffer, reading):
@@ -180,14 +191,18 @@ def plain_get(
     connections: int,
     part: int,
     start_gate: Callable[[], bool] | None = None,
+    limit_s: float | None = None,
 ) -> ObjectReading:
     """Read every byte of ``objects`` once over ``connections`` connections (each its own,
     each taking the next GET of ``part`` bytes as it is free); the bytes are discarded. With
     ``start_gate``, the first GET waits for it once the connections are made (False: the
-    reading is called off, ``LoadCancelled``). A read throttled for ``THROTTLED_S`` stops
-    there: its rate is what it read by then."""
+    reading is called off, ``LoadCancelled``). ``limit_s``: no GET is begun after that many
+    seconds. A read throttled for ``THROTTLED_S`` stops there too. Its rate is what it read
+    over the time it took."""
     parts = _Parts(objects, part)
     reading = _Reading()
+    if limit_s is not None:
+        reading.deadline = time.monotonic() + limit_s
     with open_store(objects[0].object_url()) as store:
         opened = [store.connect() for _ in range(max(1, min(connections, len(parts))))]
         try:
@@ -219,9 +234,10 @@ def plain_get(
             error.status,
             error.code,
         )
-    stopped = reading.read < sum(facts.size for facts in objects)
     mbps = reading.read / seconds / 1e6
-    return ObjectReading(connections, part, mbps, reading.read, seconds, reading.throttles, stopped)
+    return ObjectReading(
+        connections, part, mbps, reading.read, seconds, reading.throttles, reading.stop.is_set()
+    )
 
 
 def plain_read(
@@ -240,20 +256,25 @@ class ObjectCurve:
     def __init__(self, model: Model, cancel: threading.Event | None) -> None:
         self.objects = object_facts(model)
         self.cancel = cancel
+        # The curve's points (each at most CURVE_POINT_S of reading), and whole reads.
         self.readings: dict[tuple[int, int], list[ObjectReading]] = {}
+        self.whole: dict[tuple[int, int], list[ObjectReading]] = {}
 
-    def read(self, connections: int, part: int) -> ObjectReading:
+    def read(self, connections: int, part: int, whole: bool = False) -> ObjectReading:
         if self.cancel is not None and self.cancel.is_set():
             raise LoadError("ceiling: cancelled")
-        reading = plain_get(self.objects, connections, part)
-        self.readings.setdefault((connections, part), []).append(reading)
+        limit = None if whole else CURVE_POINT_S
+        reading = plain_get(self.objects, connections, part, limit_s=limit)
+        found = self.whole if whole else self.readings
+        found.setdefault((connections, part), []).append(reading)
         return reading
 
-    def runs(self, connections: int, part: int, repeats: int) -> list[float]:
-        key = (connections, part)
-        while len(self.readings.get(key, [])) < repeats:
-            self.read(connections, part)
-        return [r.mbps for r in self.readings[key][:repeats]]
+    def runs(self, connections: int, part: int, repeats: int, whole: bool = False) -> list[float]:
+        """``repeats`` rates of the setting: the curve's points, or whole reads."""
+        key, found = (connections, part), self.whole if whole else self.readings
+        while len(found.get(key, [])) < repeats:
+            self.read(connections, part, whole)
+        return [r.mbps for r in found[key][:repeats]]
 
     def useful(self, connections: int, part: int) -> bool:
         """Whether every connection has a GET to make: more would only wait."""

@@ -1,8 +1,9 @@
 """The ceilings of a model in object storage, measured in this session by plain GETs
 (``object_bounds``) and a plain memory fill beside them:
 
-- storage: the best of the bucket's curve (connections 1…64 × part sizes), then repeated:
-  the bound of a load that discards its bytes; the curve rides along, point by point.
+- storage: the best of the bucket's curve (connections 1…64 × part sizes, each point a
+  short read), then repeated reading the whole model: the bound of a load that discards its
+  bytes; the curve rides along, point by point.
 - sequential_read / parallel_read: one connection, and P connections, 16 MiB GETs.
 - memory_fill: fresh memory filled alone (with the storage, the bound of a load that keeps
   its bytes), and while plain GETs of the model run beside it (which bound binds).
@@ -71,7 +72,7 @@ def _measure(name: str, model: Model, curve: ObjectCurve, repeats: int) -> Ceili
         return make_ceiling(name, runs, "numpy copy of a 256 MiB buffer in RAM", None)
     if name == "storage":
         connections, part = curve.sweep()
-        runs = curve.runs(connections, part, repeats)
+        runs = curve.runs(connections, part, repeats, whole=True)
         best = curve.readings[(connections, part)][0].label
         spec = f"plain GETs, best of the curve: {best} (curve: {curve.curve_text()})"
         points = tuple(

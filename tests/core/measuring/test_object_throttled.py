@@ -150,3 +150,17 @@ def test_entry_runs_apart_beyond_their_noise_pick_the_faster_on_a_bucket() -> No
     close = _ranged(16, 830.0, 700.0, 900.0)  # 3 % ahead, its runs spread ±15 %
     best, duel = BucketSearch(None, [], None).undecided(few, close)  # type: ignore[arg-type]
     assert best is few and duel.tie
+
+
+def test_a_point_of_the_curve_reads_for_a_while_not_the_whole_model(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """116 GETs each held 0.1 s would take 12 s on one connection: a point begins none
+    after its time and is rated on what it read; the bound reads the whole model."""
+    facts = _facts(LARGE)
+    faulty_s3.proxy.faults.latency_s = 0.1
+    faulty_s3.proxy.seen.clear()
+    reading = plain_get(facts, 1, 64 << 10, limit_s=0.5)
+    gets = [seen for seen in faulty_s3.proxy.seen if seen.method == "GET" and seen.range]
+    assert 0 < len(gets) < -(-facts[0].size // (64 << 10))
+    assert reading.mbps > 0 and not reading.throttles and not reading.stopped
