@@ -78,8 +78,9 @@ class ByteRate:
     def take(self, count: int) -> None:
         with self._lock:
             now = time.monotonic()
+            # An idle clock starts slack_s back: that much of the rate goes at once, no more.
             self._free_at = max(self._free_at, now - self.slack_s) + count * self.per_byte_s
-            ahead = self._free_at - now - self.slack_s
+            ahead = self._free_at - now
         if ahead > 0:
             time.sleep(ahead)
 

@@ -96,7 +96,7 @@ def test_the_proxy_ends_when_the_process_that_started_it_dies(upstream: str) -> 
         timeout=60,
         check=False,
     )
-    assert starter.returncode == 1, starter.stderr
+    assert starter.returncode == 1 and starter.stdout.split(), starter.stderr
     assert _gone(int(starter.stdout.split()[0]))
 
 
