@@ -31,21 +31,12 @@ from benchmarks.records import (
     Run,
     fresh_run,
 )
-from modelmon.core import (
-    FORMAT_VERSION,
-    Candidate,
-    Model,
-    RanksRun,
-    Recommendation,
-    explain,
-    get_strategy,
-    own_status_bytes,
-    read_config,
-    recommendation_document,
-    run_fresh,
-    write_config,
-)
+from modelmon.core import Candidate, Model, RanksRun, Recommendation, read_config
 from modelmon.core.options import LoadOptions
+from modelmon.core.output import explain_recommendation as explain
+from modelmon.core.output import recommendation_document, write_config
+from modelmon.core.runs import FORMAT_VERSION, get_strategy, run_fresh
+from modelmon.core.system import own_status_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 # Compared in both forms (core.load and measure): the 4-reader strategies, and threads=4.
@@ -193,7 +184,7 @@ def ranks(
 
 def child_main(path: str, config: str) -> int:
     """In the fresh process: import, say ready, wait for go, load with the config, report
-    (the protocol of ``modelmon.core.run_fresh``)."""
+    (the protocol of ``modelmon.core.runs.run_fresh``)."""
     # Imported before ready, as measure's workers import before go: the first load() of a
     # process imports the engine, which a program pays once, not per load.
     from modelmon.core import load, open_model

@@ -30,14 +30,13 @@ from benchmarks.envs import fuse_mount, throttled_disk
 from modelmon.core import (
     Configuration,
     StrategyConfig,
-    allowed_ratio,
-    keeps_bytes,
     measure_ceilings,
     open_model,
     parse_configuration,
     run_for,
     write_safetensors_model,
 )
+from modelmon.core.measuring import allowed_ratio, keeps_bytes
 from modelmon.core.options import LoadOptions
 
 MiB = 1 << 20

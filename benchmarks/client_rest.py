@@ -29,7 +29,8 @@ from pathlib import Path
 
 from benchmarks.envs import fuse_mount
 from benchmarks.models import MEDIUM, ensure_model
-from modelmon.core import open_model, parse_program, run_program
+from modelmon.core import open_model, run_program
+from modelmon.core.configuration import parse_program
 from modelmon.core.limits import STORAGE_REST_S
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,8 +14,9 @@ import math
 import numpy as np
 
 from benchmarks.records import Diagnosis, MonitoredRun, SeriesMedians
-from modelmon.core import Model, Session
+from modelmon.core import Model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import Session
 
 
 def _median_during(

@@ -37,17 +37,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchmarks.codec import from_json, to_json
-from modelmon.core import (
-    engine_unavailable,
-    median_error,
-    open_model,
-    parse_program,
-    rest_storage,
-    run_program,
-    stop_child,
-    warm_each,
-)
+from modelmon.core import open_model, run_program
+from modelmon.core.configuration import parse_program
 from modelmon.core.limits import LOADER_MEDIAN_ERROR
+from modelmon.core.measuring import median_error
+from modelmon.core.runs import engine_unavailable, stop_child, warm_each
+from modelmon.core.system import rest_storage
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 0.10  # applied again, the reported MB/s holds within this

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelmon.core import stop_child
+from modelmon.core.runs import stop_child
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 

@@ -17,17 +17,10 @@ from typing import Any
 from benchmarks import monitor_overhead
 from benchmarks.records import BenchResults, OverheadResult, PlanResult, WholeLoad
 from benchmarks.summary import PLAN_TARGET_S
-from modelmon.core import (
-    LoadRun,
-    Model,
-    ModelFile,
-    TensorExtent,
-    coalesce,
-    encode_safetensors_header,
-    open_model,
-    partition,
-)
+from modelmon.core import Model, ModelFile, TensorExtent, open_model
+from modelmon.core.model import coalesce, encode_safetensors_header, partition
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import LoadRun
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

@@ -1,5 +1,5 @@
 """The child that loads a bucket's objects as a plain boto3 client does, speaking
-``modelmon.core.run_fresh``'s protocol: a fixed concurrency and part size (8 threads, 16 MiB
+``modelmon.core.runs.run_fresh``'s protocol: a fixed concurrency and part size (8 threads, 16 MiB
 ranged GETs by default, as a user's script or s3transfer's defaults-ish), each body read into
 one buffer the size of the object, botocore's default retries (its legacy mode: 5 tries,
 throttles included). It never changes its concurrency or its part size, whatever the bucket

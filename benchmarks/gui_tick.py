@@ -173,7 +173,8 @@ def main() -> int:
 
     from PySide6.QtCore import QSettings, Qt, QTimer
 
-    from modelmon.core import StrategyConfig, demo_models, open_model
+    from modelmon.core import StrategyConfig, open_model
+    from modelmon.core.model import demo_models
     from modelmon.core.options import LoadOptions
     from modelmon.gui.app import create_application
     from modelmon.gui.bridge import GuiPoster

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from benchmarks.codec import to_json
 from benchmarks.envs import EnvUnavailable, fuse_mount, throttled_disk
-from modelmon.core import locate_readahead, readahead_unavailable, recover_readahead, stop_child
+from modelmon.core.runs import stop_child
+from modelmon.core.system import locate_readahead, readahead_unavailable, recover_readahead
 
 ROOT = Path(__file__).resolve().parents[1]
 READAHEAD_PAIR = (128, 4096)  # KiB: the kernel's default, and the "raise it" advice

@@ -20,19 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bounds import CONFIGS as BOUNDS_CONFIGS
-from modelmon.core import (
-    Configuration,
-    ProgramConfig,
-    engine_unavailable,
-    memory_limit_unavailable,
-    open_model,
-    parse_configuration,
-    ram_text,
-    run_for,
-)
-from modelmon.core import limit_text as size_text
+from modelmon.core import Configuration, ProgramConfig, open_model, parse_configuration, run_for
 from modelmon.core.errors import LoadError
 from modelmon.core.options import MiB
+from modelmon.core.output import limit_text as size_text
+from modelmon.core.output import ram_text
+from modelmon.core.runs import engine_unavailable
+from modelmon.core.system import memory_limit_unavailable
 
 FRACTIONS: tuple[float | None, ...] = (None, 1.0, 0.75, 0.5)  # None: no limit
 TIME_LIMIT_S = 30.0

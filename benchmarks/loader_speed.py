@@ -46,8 +46,9 @@ from pathlib import Path
 import modelmon.core
 from benchmarks.codec import to_json
 from benchmarks.envs import fuse_mount
-from modelmon.core import Model, open_model, prepare_cache, write_safetensors_model
+from modelmon.core import Model, open_model, write_safetensors_model
 from modelmon.core.options import parse_spec
+from modelmon.core.system import prepare_cache
 
 MiB = 1 << 20
 CEILING_CHUNK = 16 * MiB

@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks.records import Machine
-from modelmon.core import RETURNS_FREE_MEMORY, memory_facts, storage_facts
+from modelmon.core.system import RETURNS_FREE_MEMORY, memory_facts, storage_facts
 
 LIBRARIES = (
     "numpy",

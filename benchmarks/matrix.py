@@ -31,16 +31,9 @@ from benchmarks.diagnose import diagnose
 from benchmarks.jobs import Cache, Entry, Job
 from benchmarks.records import Blkio, CeilingRuns, JobResult, Run, entry_run
 from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS, regret_of
-from modelmon.core import (
-    FREE_WORTH_NOTING,
-    LoadRun,
-    Model,
-    ProgramResult,
-    measure_ceilings,
-    open_model,
-    recommend,
-    run_for,
-)
+from modelmon.core import Model, ProgramResult, measure_ceilings, open_model, recommend, run_for
+from modelmon.core.runs import LoadRun
+from modelmon.core.system import FREE_WORTH_NOTING
 
 Progress = Callable[[str], None]
 

@@ -22,8 +22,10 @@ import numpy as np
 
 from benchmarks.codec import from_json, to_json
 from benchmarks.records import DiscardLoad, DiscardSection, MemoryReport, RamLoad
-from modelmon.core import Model, Session, open_model, own_status_bytes
+from modelmon.core import Model, open_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import Session
+from modelmon.core.system import own_status_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from benchmarks.codec import to_json
 from benchmarks.records import OverheadResult
-from modelmon.core import Session, SessionResult, write_safetensors_model
+from modelmon.core import write_safetensors_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import Session, SessionResult
 
 OVERHEAD_TARGET = 0.03  # of load throughput, judged on the sampler's CPU (the bound)
 SAMPLER_TARGET = 0.01  # of one core, at the default interval

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from modelmon.core import LoadRun, run_fresh
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import LoadRun, run_fresh
 
 MiB = 1 << 20
 RUNAI_CONCURRENCY = (4, 16, 64)

@@ -10,7 +10,7 @@ from typing import Any
 from benchmarks.object_tables import WATCHED_CONCURRENCY, judged, watched_medians
 from benchmarks.records import BenchResults
 from benchmarks.summary import Target, judged_ratio_text, median_round_ratio
-from modelmon.core import allowed_ratio
+from modelmon.core.measuring import allowed_ratio
 
 BEST_TARGET = 0.9  # modelmon's best, of the bound of the same rounds
 RUNAI_TARGET = 1.2  # modelmon's best, of Run:ai's streamer at its best concurrency

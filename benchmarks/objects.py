@@ -44,7 +44,8 @@ from benchmarks.object_peers import Failed, Run, own_run, peer_runs
 from benchmarks.object_tables import WATCHED_CONCURRENCY, judged, markdown, regret_medians
 from benchmarks.objects_env import bucket_mount, in_shaped_namespace, latency_proxy, s3_server
 from benchmarks.regret_tables import CONFIRM_PAIRS, CONFIRM_RIVALS
-from modelmon.core import Watch, measure_ceilings, open_model, parse_engine, recommend, run_for
+from modelmon.core import Watch, measure_ceilings, open_model, recommend, run_for
+from modelmon.core.configuration import parse_engine
 from modelmon.core.options import LoadOptions
 
 MiB = 1 << 20

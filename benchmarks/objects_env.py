@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmarks.envs import came_up, free_port
-from modelmon.core import stop_child
+from modelmon.core.runs import stop_child
 
 START_TIMEOUT_S = 20.0
 

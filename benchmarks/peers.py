@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from modelmon.core import get_engine, installed_knobs
+from modelmon.core.runs import get_engine, installed_knobs
 
 
 def peer_unavailable(peer: str) -> str | None:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.models import TINYLLAMA, ensure_model
-from modelmon.core import RanksRun, open_model, parse_engine, run_for
+from modelmon.core import RanksRun, open_model, run_for
+from modelmon.core.configuration import parse_engine
 from modelmon.core.options import LoadOptions
 
 MODES = ("whole", "slice", "one-reader")

@@ -11,8 +11,9 @@ from benchmarks.engines import EnginesSection
 from benchmarks.jobs import Cache, Entry, Kind
 from benchmarks.knobs import KnobsResult
 from benchmarks.watch import WatchReport
-from modelmon.core import FreshResult, LoadResult
+from modelmon.core import LoadResult
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import FreshResult
 
 MiB = 1 << 20
 

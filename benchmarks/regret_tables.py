@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from benchmarks.records import BenchResults, JobResult, RecommendationRecord, Run
 from benchmarks.summary import Row, Target, judged_ratio_text, reported_in_rounds, rows_of
 from benchmarks.tables import ratio_text, shown
-from modelmon.core import in_process
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import in_process
 
 REGRET_TARGET = 0.10
 BUDGET_SLACK = 0.15

@@ -24,7 +24,8 @@ from benchmarks.summary import REFERENCE_WORDS, MiB, Row, ceiling_of, library_of
 from benchmarks.tables import applied_sections, ranks_section, ratio_text, shown
 from benchmarks.targets import all_targets
 from benchmarks.watch_tables import watch_section
-from modelmon.core import ENGINES, FREE_WORTH_NOTING
+from modelmon.core import ENGINES
+from modelmon.core.system import FREE_WORTH_NOTING
 
 ENV_TITLES = {
     "local": "local disk",

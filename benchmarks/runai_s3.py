@@ -1,5 +1,5 @@
 """The child that loads a bucket's safetensors with Run:ai Model Streamer's S3 backend, as
-vLLM's ``--load-format runai_streamer`` does, speaking ``modelmon.core.run_fresh``'s
+vLLM's ``--load-format runai_streamer`` does, speaking ``modelmon.core.runs.run_fresh``'s
 protocol: import, say ready, wait for go, stream every file, touch every tensor's bytes,
 report its own bytes and seconds. Its concurrency and chunk size come from the streamer's
 environment variables (``RUNAI_STREAMER_CONCURRENCY``, ``RUNAI_STREAMER_CHUNK_BYTESIZE``).

@@ -22,8 +22,9 @@ from benchmarks.jobs import Cache, Entry, Job
 from benchmarks.matrix import run_job, with_recommended
 from benchmarks.models import GGUF_Q4K, GGUF_Q4K_LARGE, MEDIUM, SMALL, TINY, TINYLLAMA, ModelSpec
 from benchmarks.records import BenchResults, JobResult, RecommendationRecord
-from modelmon.core import STRATEGIES, stop_child
+from modelmon.core import STRATEGIES
 from modelmon.core.options import LoadOptions, MiB, parse_spec
+from modelmon.core.runs import stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
 Say = Callable[[str], None]

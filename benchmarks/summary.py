@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from benchmarks.records import CeilingRuns, JobResult, PeerMemory, Run
-from modelmon.core import allowed_ratio
+from modelmon.core.measuring import allowed_ratio
 
 MiB = 1 << 20
 # What a load is judged against: cold, the bound of a load that keeps its bytes (the lower of

@@ -24,8 +24,8 @@ from benchmarks.summary import (
     round_rates,
     rows_of,
 )
-from modelmon.core import get_strategy
 from modelmon.core.options import LoadOptions, format_spec
+from modelmon.core.runs import get_strategy
 
 RUNAI = "runai"
 LOAD_VS_MEASURE = 0.10  # core.load within 10 % of measure

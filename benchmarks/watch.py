@@ -40,13 +40,8 @@ from pathlib import Path
 from benchmarks.codec import from_json, to_json
 from benchmarks.envs import EnvUnavailable, fuse_mount
 from benchmarks.watched_programs import KINDS, program
-from modelmon.core import (
-    Watch,
-    WatchResult,
-    prepare_cache,
-    storage_references,
-    write_safetensors_model,
-)
+from modelmon.core import Watch, WatchResult, storage_references, write_safetensors_model
+from modelmon.core.system import prepare_cache
 
 OVERHEAD_TARGET = 0.03  # of the watched program's load time
 SPEED_TOLERANCE = 0.15  # watched MB/s against the program's own

@@ -130,7 +130,7 @@ class Exporter(QObject):
         caveat = shared_fd_note(ab, chosen)
 
         def work() -> Path:
-            from modelmon.core import write_config
+            from modelmon.core.output import write_config
 
             # The paste line names the file wherever it is pasted: its whole path.
             document = ab_document(model, ab, ceilings, str(Path(path).absolute()))
@@ -156,7 +156,7 @@ class Exporter(QObject):
         inputs, limit = self.inputs, shown.memory_limit
 
         def work() -> None:
-            from modelmon.core import recommendation_document, render_config
+            from modelmon.core.output import recommendation_document, render_config
 
             document = recommendation_document(  # the paste line names the file's whole path
                 rec, str(Path(path).absolute()), limit, shown.advice, shown.loader_note
@@ -174,7 +174,7 @@ class Exporter(QObject):
         found, inputs = self.bench.recommendation.ranks_found, self.inputs
 
         def work() -> None:
-            from modelmon.core import render_ranks_config
+            from modelmon.core.output import render_ranks_config
 
             config = render_ranks_config(found, str(Path(path).absolute()))
             write_export(path, config.encode(), inputs)

@@ -11,7 +11,7 @@ import os
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from modelmon.core import program_kind
+from modelmon.core.configuration import program_kind
 from modelmon.core.errors import ModelmonError
 from modelmon.core.options import PRIME_MODES, LoadOptions, PrimeMode, format_spec, parse_spec
 

@@ -12,8 +12,8 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QApplication, QMainWindow, QMenu
 
-from modelmon.core import set_prime_mode
 from modelmon.core.options import PRIME_MODES
+from modelmon.core.system import set_prime_mode
 from modelmon.gui.settings import SAMPLE_CHOICES_MS, THEMES, AppSettings
 from modelmon.gui.state.help_text import (
     about_html,

@@ -32,8 +32,8 @@ def desktop_entry_text() -> str:
 
 def install_desktop(base: Path | None = None) -> list[Path]:
     """Install the launcher and icons under ``base`` (default: the XDG data home)."""
-    from modelmon.core import check_output
     from modelmon.core.errors import OptionsError
+    from modelmon.core.system import check_output
 
     base = base or data_home()
     targets = {

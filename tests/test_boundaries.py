@@ -5,6 +5,7 @@ pyproject.toml), no import cycles, a Qt-free engine, small modules, and a CLI th
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import shutil
 import subprocess
@@ -220,8 +221,9 @@ def test_the_front_end_contract_names_every_front_end():
 
 def test_the_front_ends_may_reach_below_the_root_only_for_the_vocabulary():
     """The contract forbids every module and package of the engine but the vocabulary
-    (errors, options, limits, configuration) and the words (output): a new layer is closed
-    to the front ends from the start."""
+    (errors, options, limits, configuration), and everything below the faces of the public
+    modules (output, system, storage, measuring, model, runs): a new layer is closed to the
+    front ends from the start."""
     contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
     contract = next(c for c in contracts if c["id"] == "front-ends-use-the-root-api")
     layers = {
@@ -229,18 +231,24 @@ def test_the_front_ends_may_reach_below_the_root_only_for_the_vocabulary():
         for p in (ROOT / "core").iterdir()
         if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
     }
-    assert set(contract["forbidden_modules"]) == layers - {f"modelmon.core.{v}" for v in VOCABULARY}
+    open_layers = {f"modelmon.core.{v}" for v in (*VOCABULARY, *FACES)}
+    assert set(contract["forbidden_modules"]) == (layers - open_layers) | {
+        f"modelmon.core.{face}.*" for face in FACES
+    }
 
 
 FRONT_END_TESTS = ("tests/modelmon", "tests/gui", "tests/benchmarks")
-# The engine's public modules beside its root: the vocabulary every layer shares, and the
-# words and documents of what the verbs return.
-VOCABULARY = ("errors", "options", "limits", "configuration", "output")
+# The engine's public modules beside its root: the vocabulary every layer shares (whole), and
+# the packages whose face (their __init__) the front ends use, nothing below it.
+VOCABULARY = ("errors", "options", "limits", "configuration")
+FACES = ("output", "system", "storage", "measuring", "model", "runs")
 
 
 def _deeper_than_the_root(module: str) -> bool:
-    """``modelmon.core.loading.runner`` is; ``modelmon.core.LoadRun`` (``from modelmon.core
-    import LoadRun``, as ``_imports`` names it) and the vocabulary's modules are not."""
+    """``modelmon.core.loading.runner`` and ``modelmon.core.system.cache`` are;
+    ``modelmon.core.load`` (``from modelmon.core import load``, as ``_imports`` names
+    it), a face's name (``modelmon.core.system.check_output``) and the vocabulary's modules
+    are not."""
     import modelmon.core
 
     parts = module.split(".")
@@ -248,7 +256,11 @@ def _deeper_than_the_root(module: str) -> bool:
         return False
     if parts[2] in VOCABULARY:
         return False
-    return not (len(parts) == 3 and parts[2] in modelmon.core.__all__)
+    if len(parts) == 3:
+        return parts[2] not in (*FACES, *modelmon.core.__all__)
+    if parts[2] in FACES and len(parts) == 4:
+        return parts[3] not in importlib.import_module(".".join(parts[:3])).__all__
+    return True
 
 
 def test_the_front_ends_tests_use_the_root_api_too():

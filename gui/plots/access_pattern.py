@@ -19,7 +19,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core import DescriptorTally, Model
+from modelmon.core import Model
+from modelmon.core.runs import DescriptorTally
 from modelmon.gui.plots.style import ThemedPlot, pen, text_line
 from modelmon.gui.state.live import MB, AccessPoints
 from modelmon.gui.theme import Theme, current_theme

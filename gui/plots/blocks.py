@@ -9,7 +9,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core import BlockTiming, LoadResult
+from modelmon.core import LoadResult
+from modelmon.core.runs import BlockTiming
 from modelmon.gui.figures.blocks import BAR_HEIGHT, ROW_OFFSETS
 from modelmon.gui.plots.style import PLOT_MIN_HEIGHT, ThemedPlot, pen
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name

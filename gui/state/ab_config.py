@@ -5,17 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core import (
-    ABResult,
-    Candidate,
-    Ceilings,
-    Model,
-    build_document,
-    memory_facts,
-    program_kind,
-    shared_fd_caveat,
-)
+from modelmon.core import ABResult, Candidate, Ceilings, Model
+from modelmon.core.configuration import program_kind
 from modelmon.core.options import parse_spec
+from modelmon.core.output import build_document, shared_fd_caveat
+from modelmon.core.system import memory_facts
 from modelmon.gui.state.formatting import ab_cache_words, rate_text, verdict_text
 
 

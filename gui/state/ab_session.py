@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core import ABResult, stopped_words
+from modelmon.core import ABResult
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import CacheMode, LoadOptions
+from modelmon.core.output import stopped_words
 from modelmon.gui.state.events import Event
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from modelmon.core import list_objects, parse_object_url
 from modelmon.core.errors import ModelmonError, one_line, redact_url
+from modelmon.core.storage import list_objects, parse_object_url
 from modelmon.gui.state.events import Event, Post
 from modelmon.gui.state.model_list import ModelRow
 from modelmon.gui.state.tasks import Task, Tasks

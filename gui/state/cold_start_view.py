@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core import ColdStart, human_bytes
+from modelmon.core import ColdStart
+from modelmon.core.output import human_bytes
 from modelmon.gui.state.colours import worker_colour
 from modelmon.gui.state.records import RunRecord, run_key
 

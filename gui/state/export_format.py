@@ -16,8 +16,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelmon import __version__
-from modelmon.core import ABResult, Ceilings, LoadResult, check_output, human_bytes, rate_text
+from modelmon.core import ABResult, Ceilings, LoadResult
 from modelmon.core.errors import ModelmonError
+from modelmon.core.output import human_bytes, rate_text
+from modelmon.core.system import check_output
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
 CSV_FIELDS = (

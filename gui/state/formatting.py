@@ -5,17 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from modelmon.core import (
-    ABResult,
-    CacheState,
-    Ceilings,
-    LoadResult,
-    ReadStats,
-    Verdict,
-    human_bytes,
-    verdict_words,
-)
-from modelmon.core import rate_text as engine_rate_text
+from modelmon.core import ABResult, CacheState, Ceilings, LoadResult, ReadStats, Verdict
+from modelmon.core.output import human_bytes, verdict_words
+from modelmon.core.output import rate_text as engine_rate_text
 
 __all__ = [
     "ab_detail_lines",
@@ -119,7 +111,7 @@ def requests_tip(stats: ReadStats) -> str:
 
 def rate_text(mbps: float) -> str:
     """The window's rates: from 10 GB/s (a page cache's) in GB/s, else the engine's words
-    (``modelmon.core.rate_text``: kB/s under 1 MB/s)."""
+    (``modelmon.core.output.rate_text``: kB/s under 1 MB/s)."""
     if mbps >= 10_000:
         return f"{mbps / 1000:.1f} GB/s"
     return engine_rate_text(mbps)

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from modelmon.core import ABResult, Ceiling, LoadResult, Model, answer
+from modelmon.core import ABResult, Ceiling, LoadResult, Model
+from modelmon.core.output import recommendation_answer as answer
 from modelmon.gui.state.ab_session import ABState
 from modelmon.gui.state.ceilings_state import CeilingsState
 from modelmon.gui.state.formatting import cache_state_text, duration_text, rate_text, verdict_text

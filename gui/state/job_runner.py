@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from modelmon.core import stop_workers
+from modelmon.core.runs import stop_workers
 from modelmon.gui.state.events import Event, Post
 from modelmon.gui.state.jobs import CeilingDone, Job, JobEnd, JobProgress, RunStart
 from modelmon.gui.state.records import RunRecord

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from modelmon.core import (
-    CEILINGS,
     ABResult,
     CacheState,
     Ceiling,
@@ -30,16 +29,15 @@ from modelmon.core import (
     Configuration,
     LoadResult,
     Model,
-    ProgramRun,
-    RunOutcome,
-    Session,
     Watch,
     measure_ceilings,
     run_ab,
     run_for,
 )
 from modelmon.core.errors import LoadError, ModelmonError, one_line
+from modelmon.core.measuring import CEILINGS
 from modelmon.core.options import CacheMode
+from modelmon.core.runs import ProgramRun, RunOutcome, Session
 from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.records import RunRecord
 
@@ -100,7 +98,7 @@ class Recommended:
     recommendation: Any  # modelmon.core.Recommendation
     explanation: tuple[str, ...] = ()  # the recommendation in sentences (its config's too)
     memory_limit: int | None = None  # the limit it was searched under (its config says it)
-    advice: Any = None  # modelmon.core.LoaderAdvice: the user's loader measured beside it
+    advice: Any = None  # modelmon.core.measuring.LoaderAdvice: the user's loader measured beside it
     loader_note: str = ""  # why the user's loader was not measured
     apply_tools: tuple[str, ...] = ()  # the config's [apply] tools, in its order
 
@@ -308,7 +306,8 @@ class RecommendJob(Job):
         self.ceilings = ceilings if ceilings is not None and ceilings.model == model.path else None
 
     def execute(self) -> Recommended:
-        from modelmon.core import explain, recommend
+        from modelmon.core import recommend
+        from modelmon.core.output import explain_recommendation as explain
 
         if self.loader is not None:
             return self._with_loader(self.loader)
@@ -325,7 +324,8 @@ class RecommendJob(Job):
         return Recommended(rec, tuple(explain(rec)), self.memory_limit)
 
     def _with_loader(self, loader: str) -> Recommended:
-        from modelmon.core import recommend_with_loader, recommendation_document
+        from modelmon.core import recommend_with_loader
+        from modelmon.core.output import recommendation_document
 
         advised = recommend_with_loader(
             self.model,

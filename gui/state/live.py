@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from modelmon.core import priming_plan_text
+from modelmon.core.output import priming_plan_text
 
 if TYPE_CHECKING:
-    from modelmon.core import LoadRun, Watch
+    from modelmon.core import Watch
+    from modelmon.core.runs import LoadRun
 
 BIN_S = 0.01  # the finest throughput bin; shown coarser as the load goes on (display_bin_s)
 # Shown bin widths: the finest that keeps a curve to about MAX_SHOWN_BINS points, so a 0.3 s

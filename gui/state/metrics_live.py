@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from modelmon.core import MetricSpec, Session, SessionResult
+from modelmon.core.runs import MetricSpec, Session, SessionResult
 from modelmon.gui.state.residency_grid import Maps
 
 POLL_S = 0.2  # the sampler takes a sample every 100 ms; plots need no more than 5 a second

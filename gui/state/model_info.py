@@ -11,22 +11,17 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core import (
+from modelmon.core import MemoryFacts, Model, ObjectStorage, StorageFacts, open_model
+from modelmon.core.errors import redact_url
+from modelmon.core.output import human_bytes, model_summary
+from modelmon.core.storage import object_storage
+from modelmon.core.system import (
     RETURNS_FREE_MEMORY,
-    MemoryFacts,
-    Model,
-    ObjectStorage,
-    StorageFacts,
-    human_bytes,
     memory_facts,
-    model_summary,
-    object_storage,
-    open_model,
     readahead_unavailable,
     storage_by_folder,
     swap_warning,
 )
-from modelmon.core.errors import redact_url
 
 
 @dataclass(frozen=True, slots=True)

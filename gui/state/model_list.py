@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelmon.core import DiscoveredModel, human_bytes, nothing_found
+from modelmon.core import DiscoveredModel
+from modelmon.core.model import nothing_found
+from modelmon.core.output import human_bytes
 
 COLUMNS = ("Name", "Format", "Files", "Size", "Where", "Reference")
 SORT_KEYS = ("name", "size")

@@ -17,7 +17,7 @@ TASK_WAIT_S = 0.5  # on close: a task still writing the demo is left to finish o
 
 
 def demo_index() -> Path:
-    from modelmon.core import demo_models
+    from modelmon.core.model import demo_models
 
     return demo_models()["safetensors"]
 

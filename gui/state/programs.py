@@ -15,21 +15,18 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from modelmon.core import (
+from modelmon.core import ENGINES, Command, Configuration, Model, ProgramConfig, StrategyConfig
+from modelmon.core.configuration import (
     ENGINE,
-    ENGINES,
-    Command,
-    Configuration,
-    Model,
-    ProgramConfig,
-    StrategyConfig,
-    loader_config,
+    command_spec,
+    parse_engine,
     parse_program,
     program_kind,
+    program_words,
 )
-from modelmon.core.configuration import command_spec, parse_engine, program_words
 from modelmon.core.errors import ModelmonError, one_line
 from modelmon.core.options import LoadOptions
+from modelmon.core.output import loader_config
 
 COMMAND_CHOICE = "Your command…"
 PROGRAM_OPTIONS = LoadOptions(cache="cold")  # what a program side's run starts from

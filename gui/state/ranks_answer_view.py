@@ -7,8 +7,9 @@ The words are the command line's (``core.output.ranks_answer``): one answer, tol
 
 from __future__ import annotations
 
-from modelmon.core import RanksRecommendation, WayMeasured, human_bytes
-from modelmon.core.output.ranks_answer import paste_lines, render_ranks_answer
+from modelmon.core import RanksRecommendation
+from modelmon.core.measuring import WayMeasured
+from modelmon.core.output import human_bytes, paste_lines, render_ranks_answer
 from modelmon.gui.state.recommendation_view import RankingRow
 
 WAYS_COLUMNS = (

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from modelmon.core import HF_SCHEME, OLLAMA_SCHEME, is_object_url
+from modelmon.core.model import HF_SCHEME, OLLAMA_SCHEME
+from modelmon.core.storage import is_object_url
 
 REFERENCE_PREFIXES = (HF_SCHEME, OLLAMA_SCHEME)
 

@@ -10,20 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from modelmon.core import (
+from modelmon.core import Candidate, Recommendation
+from modelmon.core.output import (
     Answer,
-    Candidate,
-    Recommendation,
-    answer,
     answered,
     in_loader_rounds,
     loader_snippets,
     pick_speedup,
     search_memory_text,
-    snippets,
     spread_words,
     times_text,
 )
+from modelmon.core.output import recommendation_answer as answer
+from modelmon.core.output import recommendation_snippets as snippets
 from modelmon.gui.state.formatting import rate_text
 
 RANKING_COLUMNS = (

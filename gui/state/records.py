@@ -1,5 +1,5 @@
 """A finished run: the job's report of a run's end, and the results table's and the exports'
-row. Its outcome's type says what ran (``modelmon.core.RunOutcome``, or a watch): modelmon's
+row. Its outcome's type says what ran (``modelmon.core.runs.RunOutcome``, or a watch): modelmon's
 strategy with its series (``SessionResult``), a program as a configuration, watched and
 counted as a load (``ProgramResult``), or a watch of File ▸ Watch (``WatchResult``). Qt-free."""
 
@@ -9,15 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelmon.core import (
-    CacheState,
-    Ceilings,
-    LoadResult,
-    ProgramResult,
-    SessionResult,
-    WatchResult,
-    keeps_bytes,
-)
+from modelmon.core import CacheState, Ceilings, LoadResult, ProgramResult, WatchResult
+from modelmon.core.measuring import keeps_bytes
+from modelmon.core.runs import SessionResult
 
 WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
 

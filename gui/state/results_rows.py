@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from modelmon.core import (
-    Ceilings,
-    WatchResult,
-    beyond_spread,
-    memory_text,
-    primed_text,
-    rate_text,
-)
+from modelmon.core import Ceilings, WatchResult
+from modelmon.core.measuring import beyond_spread
+from modelmon.core.output import memory_text, primed_text, rate_text
 from modelmon.gui.state.formatting import (
     CEILING_NAMES,
     cache_state_text,

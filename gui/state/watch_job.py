@@ -17,9 +17,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import IO
 
-from modelmon.core import Model, Watch, WatchResult, last_line
+from modelmon.core import Model, Watch, WatchResult
 from modelmon.core.errors import OptionsError, one_line
 from modelmon.core.options import CACHE_MODES
+from modelmon.core.runs import last_line
 from modelmon.gui.state.jobs import MAP_INTERVAL_S, Job, RunStart
 from modelmon.gui.state.programs import command_words, model_path
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from modelmon.core import Watch, WatchResult, human_bytes
+from modelmon.core import Watch, WatchResult
+from modelmon.core.output import human_bytes
 from modelmon.gui.state.formatting import rate_text
 from modelmon.gui.state.live import (
     MAX_READS_PER_TICK,

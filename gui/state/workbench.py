@@ -14,13 +14,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from modelmon.core import (
-    check_memory_limit,
-    memory_limit_range,
-    memory_limit_unavailable,
-)
 from modelmon.core.errors import OptionsError, printable
 from modelmon.core.options import CacheMode, parse_size
+from modelmon.core.system import check_memory_limit, memory_limit_range, memory_limit_unavailable
 from modelmon.gui.state.ab_session import ABState, ab_cache
 from modelmon.gui.state.ceilings_state import CeilingsState, CeilingStore
 from modelmon.gui.state.configs import LABELS, Configs

@@ -118,11 +118,11 @@ def storage_waits(args: argparse.Namespace) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         seconds = getattr(args, "storage_timeout", None)
         if seconds is not None:
-            from modelmon.core import storage_timeout
+            from modelmon.core.storage import storage_timeout
 
             stack.enter_context(storage_timeout(seconds))
         if args.verb not in (None, gui.VERB) and is_terminal(sys.stderr):
-            from modelmon.core import notice_storage_waits
+            from modelmon.core.storage import notice_storage_waits
 
             stack.enter_context(notice_storage_waits(say_waiting))
         yield

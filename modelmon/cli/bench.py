@@ -28,14 +28,8 @@ from modelmon.core.options import LoadOptions, option_text, parse_spec
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import (
-        ABResult,
-        Configuration,
-        LoadResult,
-        ProgramResult,
-        RunOutcome,
-        WatchResult,
-    )
+    from modelmon.core import ABResult, Configuration, LoadResult, ProgramResult, WatchResult
+    from modelmon.core.runs import RunOutcome
 
 VERB = "bench"
 DEFAULT_RUN_LIMIT_S = 1800.0  # half an hour: a slow disk's tens of GB, not a server's forever
@@ -114,7 +108,8 @@ def parse_config_spec(spec: str, flag: str) -> Configuration:
     """A ``bench`` configuration: ``"sequential workers=4"`` (``name=value``, the syntax of
     ``core.options.parse_spec``), ``"sequential --workers 4"`` (``load``'s flags), or both;
     or a program (``cmd: ...``, ``engine: ...``)."""
-    from modelmon.core import StrategyConfig, parse_program, program_kind
+    from modelmon.core import StrategyConfig
+    from modelmon.core.configuration import parse_program, program_kind
 
     if program_kind(spec) is not None:
         try:
@@ -152,7 +147,13 @@ def unused_by_bench(config: Configuration, cache: str) -> list[str]:
 
 
 def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None) -> str:
-    from modelmon.core import human_bytes, rate_span_text, rate_text, spread_words, verdict_words
+    from modelmon.core.output import (
+        human_bytes,
+        rate_span_text,
+        rate_text,
+        spread_words,
+        verdict_words,
+    )
 
     rows = [
         (
@@ -254,16 +255,12 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.flags import say_memory_limit
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
-    from modelmon.core import (
-        ABFailed,
-        ProgramResult,
-        get_engine,
-        named_path,
-        open_model,
-        rate_text,
-        require_tensor_bytes,
-        run_ab,
-    )
+    from modelmon.core import ProgramResult, open_model, run_ab
+    from modelmon.core.configuration import named_path
+    from modelmon.core.measuring import ABFailed
+    from modelmon.core.model import require_tensor_bytes
+    from modelmon.core.output import rate_text
+    from modelmon.core.runs import get_engine
 
     apply_prime_option(args)
     a = parse_config_spec(args.a, "--a")

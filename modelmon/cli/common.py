@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from modelmon.core import HF_SYNTAX, OLLAMA_SYNTAX, SCHEMA_VERSION, dumps
 from modelmon.core.errors import (
     ConfigError,
     LoadCancelled,
@@ -29,6 +28,8 @@ from modelmon.core.errors import (
     printable,
     redact_urls,
 )
+from modelmon.core.model import HF_SYNTAX, OLLAMA_SYNTAX
+from modelmon.core.output import SCHEMA_VERSION, dumps
 
 if TYPE_CHECKING:
     Verbs = argparse._SubParsersAction[argparse.ArgumentParser]

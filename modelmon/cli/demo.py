@@ -27,7 +27,7 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import demo_models
+    from modelmon.core.model import demo_models
 
     quiet = args.json or not sys.stderr.isatty()
     paths = demo_models(

@@ -12,7 +12,7 @@ from modelmon.cli.common import ExitCode, add_verb, emit_json
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import Engine, InstalledKnobs
+    from modelmon.core.runs import Engine, InstalledKnobs
 
 VERB = "engines"
 EXAMPLES = """\
@@ -36,7 +36,8 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import ENGINES, installed_knobs
+    from modelmon.core import ENGINES
+    from modelmon.core.runs import installed_knobs
 
     here = installed_knobs()
     rows = [row(engine, here.get(engine.name)) for engine in ENGINES.values()]

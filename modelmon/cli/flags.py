@@ -98,7 +98,7 @@ readahead_kib = engine_checked(parse_readahead)
 def memory_limit(text: str) -> int:
     """An argparse type: a RAM limit (``2GiB``) in the range a recommendation takes (up to
     this machine's RAM, read only when the flag is given)."""
-    from modelmon.core import check_memory_limit, memory_limit_range
+    from modelmon.core.system import check_memory_limit, memory_limit_range
 
     size = engine_checked(parse_size)(text)
     try:
@@ -146,7 +146,7 @@ def say_memory_limit(limit: int | None) -> int | None:
     """The limit to run under: the one given, once its one line is said where no cgroup can
     be made for it; without one, inside a container (a memory cgroup with a limit), its own
     limit where a cgroup can be made in it, so the run's share of it is measured."""
-    from modelmon.core import memory_facts, memory_limit_unavailable
+    from modelmon.core.system import memory_facts, memory_limit_unavailable
 
     if limit is None:
         own = memory_facts().cgroup_limit
@@ -244,7 +244,7 @@ def add_load_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 def ignored_options(strategy: str, options: LoadOptions) -> list[str]:
     """The options set away from their defaults that ``strategy`` does not use, as
     ``name=value`` (``madvise=random`` with pread): reported as ignored, not as applied."""
-    from modelmon.core import get_strategy
+    from modelmon.core.runs import get_strategy
 
     uses = get_strategy(strategy).uses  # an unknown strategy is an OptionsError here
     default = LoadOptions()

@@ -27,7 +27,7 @@ from modelmon.core.limits import MAX_AB_PAIRS
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import Output, Saved
+    from modelmon.core.system import Output, Saved
 
 VERB = "fleet"
 
@@ -123,17 +123,11 @@ def node_count(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import (
-        StrategyConfig,
-        check_loadable,
-        check_output,
-        default_strategy,
-        get_strategy,
-        open_model,
-        parse_program,
-        program_kind,
-    )
+    from modelmon.core import StrategyConfig, open_model
+    from modelmon.core.configuration import parse_program, program_kind
     from modelmon.core.options import parse_spec
+    from modelmon.core.runs import check_loadable, default_strategy, get_strategy
+    from modelmon.core.system import check_output
     from modelmon.fleet.bucket import bound_setting
     from modelmon.fleet.node import SameObjects
     from modelmon.fleet.report import Side
@@ -181,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
         from modelmon.fleet import INSTALL_HINT
 
         return fail(INSTALL_HINT, ExitCode.USAGE)
-    from modelmon.core import write_or_keep
     from modelmon.core.errors import ModelmonError
+    from modelmon.core.system import write_or_keep
     from modelmon.fleet.cluster import Connection, run_fleet
     from modelmon.fleet.node import NodeRun
     from modelmon.fleet.report import render_fleet

@@ -48,15 +48,10 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import (
-        memory_facts,
-        memory_limit_ways,
-        model_summary,
-        object_storage,
-        open_model,
-        render_inspect,
-        storage_by_folder,
-    )
+    from modelmon.core import open_model
+    from modelmon.core.output import model_summary, render_inspect
+    from modelmon.core.storage import object_storage
+    from modelmon.core.system import memory_facts, memory_limit_ways, storage_by_folder
 
     model = open_model(args.path)
     info = model_summary(model)

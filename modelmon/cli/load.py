@@ -92,17 +92,10 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.progress import progress_bars
     from modelmon.cli.ranks import run as run_ranks
     from modelmon.cli.ranks import wanted as ranks_wanted
-    from modelmon.core import (
-        ReadBatch,
-        Session,
-        StrategyConfig,
-        apply_config,
-        default_strategy,
-        memory_facts,
-        open_model,
-        render_result,
-        swap_warning,
-    )
+    from modelmon.core import StrategyConfig, apply_config, open_model
+    from modelmon.core.output import render_result
+    from modelmon.core.runs import ReadBatch, Session, default_strategy
+    from modelmon.core.system import memory_facts, swap_warning
 
     apply_prime_option(args)
     given = {dest: getattr(args, dest) for dest in args.load_flag_defaults if hasattr(args, dest)}

@@ -99,7 +99,8 @@ def where(model: DiscoveredModel) -> str:
 
 
 def render_models(discovery: Discovery) -> str:
-    from modelmon.core import human_bytes, nothing_found
+    from modelmon.core.model import nothing_found
+    from modelmon.core.output import human_bytes
 
     if not discovery.models:
         said = nothing_found(len(discovery.searched))

@@ -21,6 +21,6 @@ def add_prime_option(parser: argparse.ArgumentParser) -> None:
 
 def apply_prime_option(args: argparse.Namespace) -> None:
     """Make the verb's ``--prime-memory`` this process's priming mode."""
-    from modelmon.core import set_prime_mode
+    from modelmon.core.system import set_prime_mode
 
     set_prime_mode(args.prime_memory)

@@ -13,7 +13,7 @@ from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail, 
 from modelmon.cli.flags import whole_in
 from modelmon.core.options import MAX_PARALLEL
 
-# The ways N ranks of a tensor-parallel job get their weights (modelmon.core.RANKS_MODES: the
+# The ways N ranks of a tensor-parallel job get their weights (RANKS_MODES of the engine: the
 # engine's names; written here so --help needs no engine import).
 MODES = ("whole", "slice", "one-reader")
 
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace, model: Model, strategy: str, options: LoadOpti
     ``strategy`` and ``options`` (load's flags over its --config), under --memory-limit for
     the whole node."""
     from modelmon.cli.flags import say_memory_limit
-    from modelmon.core import RanksRun, render_ranks
+    from modelmon.core import RanksRun
+    from modelmon.core.output import render_ranks
 
     if getattr(args, "samples", False):
         return fail("--samples is for one loader; leave it out with --ranks", ExitCode.USAGE)

@@ -44,7 +44,8 @@ from modelmon.core.options import MiB
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import Answer, Output
+    from modelmon.core.output import Answer
+    from modelmon.core.system import Output
 
 VERB = "recommend"
 EXAMPLES = """\
@@ -152,8 +153,8 @@ def add_parser(verbs: Verbs) -> None:
 
 def default_output(inputs: tuple[str, ...]) -> Output:
     """``modelmon.toml`` here, else the first free ``modelmon-N.toml``, through the guard."""
-    from modelmon.core import check_output, free_name
     from modelmon.core.errors import ModelmonError, OptionsError
+    from modelmon.core.system import check_output, free_name
 
     try:
         return check_output(free_name(Path("."), DEFAULT_NAME), inputs, OptionsError)
@@ -165,26 +166,25 @@ def default_output(inputs: tuple[str, ...]) -> Output:
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
-    from modelmon.core import (
-        answer,
+    from modelmon.core import open_model, recommend
+    from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
+    from modelmon.core.model import require_tensor_bytes
+    from modelmon.core.output import (
         as_told,
-        check_output,
-        open_model,
-        recommend,
         recommendation_document,
         render_config,
-        require_tensor_bytes,
         search_memory_text,
-        write_or_keep,
     )
-    from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
+    from modelmon.core.output import recommendation_answer as answer
+    from modelmon.core.system import check_output, write_or_keep
 
     apply_prime_option(args)
     model = open_model(args.path)
     require_tensor_bytes(model)
     with_loader = args.loader is not None or args.engine is not None
     if with_loader:
-        from modelmon.core import loader_config, named_path
+        from modelmon.core.configuration import named_path
+        from modelmon.core.output import loader_config
 
         # Refused before any measuring.
         loader_config(args.loader, args.engine, model, named_path(args.path, model.path))
@@ -219,7 +219,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             advice, loader_note = None, ""
             if with_loader:
-                from modelmon.core import named_path, recommend_with_loader
+                from modelmon.core import recommend_with_loader
+                from modelmon.core.configuration import named_path
 
                 advised = recommend_with_loader(
                     model,

@@ -14,15 +14,10 @@ from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail
 
 
 def run(args: argparse.Namespace, limit: int | None) -> int:
-    from modelmon.core import (
-        check_output,
-        open_model,
-        recommend_ranks,
-        render_ranks_answer,
-        render_ranks_config,
-        write_or_keep,
-    )
+    from modelmon.core import open_model, recommend_ranks
     from modelmon.core.errors import OptionsError
+    from modelmon.core.output import render_ranks_answer, render_ranks_config
+    from modelmon.core.system import check_output, write_or_keep
 
     if args.loader is not None or args.engine is not None:
         return fail(

@@ -26,7 +26,8 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.core import STRATEGIES, get_strategy
+    from modelmon.core import STRATEGIES
+    from modelmon.core.runs import get_strategy
 
     get_strategy("sequential")  # imports and registers them all
     if args.json:

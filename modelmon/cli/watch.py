@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from modelmon.cli.common import ExitCode, add_verb, cancel_on_interrupt, emit_json, fail
 from modelmon.cli.flags import number_in, whole_in
-from modelmon.core import HF_SYNTAX, OLLAMA_SYNTAX
 from modelmon.core.limits import (
     MAX_INTERVAL_S,
     MAX_QUIET_S,
@@ -26,11 +25,13 @@ from modelmon.core.limits import (
     MIN_QUIET_S,
     range_text,
 )
+from modelmon.core.model import HF_SYNTAX, OLLAMA_SYNTAX
 from modelmon.core.options import CACHE_MODES
 
 if TYPE_CHECKING:
     from modelmon.cli.common import Verbs
-    from modelmon.core import MemoryLimit, WatchResult
+    from modelmon.core import WatchResult
+    from modelmon.core.system import MemoryLimit
 
 VERB = "watch"
 EXAMPLES = """\
@@ -173,7 +174,8 @@ def add_parser(verbs: Verbs) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.flags import say_memory_limit
-    from modelmon.core import Command, ReadyCondition, Watch, render_watch, storage_references
+    from modelmon.core import Command, ReadyCondition, Watch, storage_references
+    from modelmon.core.output import render_watch
 
     command = list(args.command)
     if command[:1] == ["--"]:

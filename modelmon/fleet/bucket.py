@@ -19,8 +19,9 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from modelmon.core import Configuration, StrategyConfig, rate_text
+from modelmon.core import Configuration, StrategyConfig
 from modelmon.core.options import MiB
+from modelmon.core.output import rate_text
 from modelmon.fleet.node import NodeRun, bound_spec
 
 BOUND_ONE = "bound-one"  # plain GETs from one node alone

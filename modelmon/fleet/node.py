@@ -30,22 +30,12 @@ from modelmon.core import (
     Configuration,
     LoadResult,
     Model,
-    ObjectReading,
     ObjectStorage,
-    ProgramRun,
     ReadStats,
-    Session,
     StorageFacts,
     StrategyConfig,
-    cache_not_measured,
-    is_object_url,
-    object_endpoint,
-    object_storage,
     open_model,
-    plain_read,
     run_for,
-    storage_by_folder,
-    storage_timeout,
 )
 from modelmon.core.errors import (
     LoadCancelled,
@@ -53,7 +43,11 @@ from modelmon.core.errors import (
     StorageConfigError,
     one_line,
 )
+from modelmon.core.measuring import ObjectReading, plain_read
 from modelmon.core.options import CacheMode, MiB
+from modelmon.core.runs import ProgramRun, Session
+from modelmon.core.storage import is_object_url, object_endpoint, object_storage, storage_timeout
+from modelmon.core.system import cache_not_measured, storage_by_folder
 
 READY_TIMEOUT_S = 300.0  # every node's workers ready and cache verified, or the round stops
 

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from modelmon.core import Configuration, ObjectStorage, StorageFacts, find_straggler, rate_text
+from modelmon.core import Configuration, ObjectStorage, StorageFacts
 from modelmon.core.errors import redact_urls
+from modelmon.core.measuring import find_straggler
+from modelmon.core.output import rate_text
 from modelmon.fleet.bucket import (
     BOUND_ALL,
     bound_lines,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.envs import held_in_memory
-from modelmon.core import evict, residency_of
+from modelmon.core.system import evict, residency_of
 
 
 def test_held_files_stay_cached_through_a_drop(tmp_path: Path) -> None:

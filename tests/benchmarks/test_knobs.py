@@ -12,7 +12,8 @@ import pytest
 
 from benchmarks import knobs
 from benchmarks.envs import throttle_unavailable
-from modelmon.core import locate_readahead, write_safetensors_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.system import locate_readahead
 
 SET_WITHIN_S = 60.0  # the child parses, spawns its workers and sets the value within this
 

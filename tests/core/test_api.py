@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 import safetensors.numpy
 
 import modelmon.core
+from modelmon.core import errors
 from modelmon.core.api import load
 from modelmon.core.errors import (
     ConfigError,
@@ -23,6 +26,7 @@ from modelmon.core.errors import (
     ReadaheadError,
     ReadaheadSkippedWarning,
 )
+from modelmon.core.faces import where
 from modelmon.core.loading import preflight
 from modelmon.core.system.memory import MemoryFacts
 
@@ -119,11 +123,24 @@ def test_load_of_a_rank_is_its_tensor_parallel_part(sharded_model: Path) -> None
 
 
 ROOT_INIT = Path(modelmon.core.__file__)
+# The root, and the public modules beside it with a face of their own (core/faces.py).
+FACES = {
+    name: importlib.import_module(name)
+    for name in (
+        "modelmon.core",
+        "modelmon.core.output",
+        "modelmon.core.system",
+        "modelmon.core.storage",
+        "modelmon.core.measuring",
+        "modelmon.core.model",
+        "modelmon.core.runs",
+    )
+}
 
 
-def _typed_imports() -> dict[str, tuple[str, str]]:
-    """{name: (module, attribute)} of the root's ``if TYPE_CHECKING:`` imports."""
-    tree = ast.parse(ROOT_INIT.read_text())
+def _typed_imports(package: ModuleType) -> dict[str, tuple[str, str]]:
+    """{name: (module, attribute)} of a face's ``if TYPE_CHECKING:`` imports."""
+    tree = ast.parse(Path(str(package.__file__)).read_text())
     block = next(
         node
         for node in tree.body
@@ -138,24 +155,45 @@ def _typed_imports() -> dict[str, tuple[str, str]]:
     }
 
 
-def test_the_roots_names_are_its_typed_imports_and_each_resolves() -> None:
+@pytest.mark.parametrize("package", FACES)
+def test_a_faces_names_are_its_typed_imports_and_each_resolves(package: str) -> None:
     """What type checkers read and what ``__getattr__`` imports are the same names, from the
-    same places; each is there, none listed twice, none hides a module of the engine."""
-    words = [word for _, names in modelmon.core._EXPORTS for word in names.split()]
+    same places; each is there, none listed twice, none hides a module of its package (a
+    submodule imported later would replace the name)."""
+    face = FACES[package]
+    words = [word for _, names in face._EXPORTS for word in names.split()]
     assert len(words) == len(set(words)), "a name listed twice in _EXPORTS"
-    assert _typed_imports() == modelmon.core._WHERE
-    assert modelmon.core.__all__ == sorted(modelmon.core._WHERE)
-    layers = {p.stem for p in ROOT_INIT.parent.iterdir() if not p.name.startswith("_")}
-    assert not layers & set(modelmon.core.__all__)
-    for name in modelmon.core.__all__:
-        assert getattr(modelmon.core, name) is not None, name
+    assert _typed_imports(face) == where(face._EXPORTS)
+    assert face.__all__ == sorted(where(face._EXPORTS))
+    folder = Path(str(face.__file__)).parent
+    modules = {p.stem for p in folder.iterdir() if not p.name.startswith("_")}
+    assert not modules & set(face.__all__)
+    for name in face.__all__:
+        assert getattr(face, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
-        _ = modelmon.core.nothing_here
+        _ = face.nothing_here
+
+
+def test_the_root_fits_on_a_screen_and_holds_every_error() -> None:
+    """The root is the library's face: its verbs, their records, the configurations and
+    every error and warning class of modelmon.core.errors, the very classes raised."""
+    assert len(modelmon.core.__all__) <= 80
+    classes = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, (errors.ModelmonError, Warning))
+        if value.__module__ == errors.__name__
+    }
+    assert classes <= set(modelmon.core.__all__), sorted(classes - set(modelmon.core.__all__))
+    for name in classes:
+        assert getattr(modelmon.core, name) is getattr(errors, name)
+    with pytest.raises(modelmon.core.ModelmonError):
+        modelmon.core.open_model("/nonexistent/model.safetensors")
 
 
 IMPORT_ROOT = """
 import json, sys
-from modelmon.core import human_bytes
+from modelmon.core.output import human_bytes
 from modelmon.core.options import LoadOptions
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import range_text
@@ -171,58 +209,79 @@ def test_the_root_imports_only_what_is_asked_for() -> None:
     loaded = json.loads(result.stdout)
     assert loaded == [
         "modelmon.core.errors",
+        "modelmon.core.faces",
         "modelmon.core.limits",
         "modelmon.core.options",
+        "modelmon.core.output",
         "modelmon.core.units",
     ]
 
 
 # The root's names no front end imports, each there for the library's users: a verb, or the type
 # of what a public verb returns or hands to a callback (a caller builds, matches or annotates it).
+# The error classes are there whoever imports them: a library user catches them first.
 FOR_LIBRARY_USERS = {
     "measure": "the library's verb: a load in worker processes, only its measurement back",
     "watch": "the library's verb: another program's load, measured from outside",
-    "LoaderAdvice": "LoaderRecommendation.advice",
-    "Run": "the protocol every run_for result keeps",
     "RanksResult": "what RanksRun.run returns",
     "LoaderRecommendation": "what recommend_with_loader returns",
-    "BudgetUse": "Recommendation.budget",
-    "SideSummary": "ABResult's sides",
-    "judge": "a Verdict of one's own runs, as run_ab judges them",
-    "candidates": "the grid recommend searches, for a given model and memory",
-    "Primed": "LoadRun.priming",
-    "prime_mode": "set_prime_mode's other half",
-    "WorkerReady": "a message on_message receives",
-    "WorkerDone": "a message on_message receives",
-    "Reference": "WatchResult's storage references",
-    "DEMO_RECIPE": "what the demo models are made of",
-    "evict": "drop a model's pages from the page cache, as cold runs do",
-    "residency_of": "how much of a file the page cache holds",
-    "max_memory_limit": "memory_limit_range's upper end",
-    "ObjectURL": "parse_object_url's result",
-    "ObjectFacts": "a remote model file's facts (ModelFile.remote)",
+}
+# The names of a public module no front end imports, each with why it is there.
+FACE_NAMES_FOR_LIBRARY_USERS = {
+    "modelmon.core.runs": {
+        "Run": "the protocol every run_for result keeps",
+        "WorkerReady": "a message on_message receives",
+        "WorkerDone": "a message on_message receives",
+    },
+    "modelmon.core.measuring": {
+        "LoaderAdvice": "LoaderRecommendation.advice",
+        "BudgetUse": "Recommendation.budget",
+        "SideSummary": "ABResult's sides",
+        "judge": "a Verdict of one's own runs, as run_ab judges them",
+        "candidates": "the grid recommend searches, for a given model and memory",
+    },
+    "modelmon.core.model": {"DEMO_RECIPE": "what the demo models are made of"},
+    "modelmon.core.system": {
+        "evict": "drop a model's pages from the page cache, as cold runs do",
+        "residency_of": "how much of a file the page cache holds",
+        "prime_mode": "set_prime_mode's other half",
+        "Primed": "LoadRun.priming",
+        "max_memory_limit": "memory_limit_range's upper end",
+    },
+    "modelmon.core.storage": {
+        "PacePoint": "ReadStats.pace: the connections and part size at each change",
+        "ObjectURL": "parse_object_url's result",
+        "ObjectFacts": "a remote model file's facts (ModelFile.remote)",
+    },
 }
 
 
-def _front_end_names() -> set[str]:
-    """Every name the CLI, the app, the fleet and the benchmarks import from the root."""
+def _front_end_names(package: str) -> set[str]:
+    """Every name the CLI, the app, the fleet and the benchmarks import from ``package``."""
     repo = ROOT_INIT.parent.parent
     used = set()
     for folder in ("modelmon", "gui", "benchmarks"):
         for path in (repo / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module == "modelmon.core":
+                if isinstance(node, ast.ImportFrom) and node.module == package:
                     used.update(alias.name for alias in node.names)
     return used
 
 
-def test_the_root_is_a_face_every_name_of_it_has_a_user():
-    """The root holds what a front end imports, and what a library user needs beside it (named
-    above with why): process plumbing, tuning and internals stay in their layers."""
-    used = _front_end_names()
-    assert used <= set(modelmon.core.__all__)
-    unused = set(modelmon.core.__all__) - used
-    assert unused == set(FOR_LIBRARY_USERS), (
-        f"no user: {sorted(unused - set(FOR_LIBRARY_USERS))}; "
-        f"used by a front end now: {sorted(set(FOR_LIBRARY_USERS) - unused)}"
+@pytest.mark.parametrize("package", FACES)
+def test_every_name_of_a_face_has_a_user(package: str) -> None:
+    """A face holds what a front end imports, and what a library user needs beside it (named
+    above with why): process internals and tuning stay in their layers."""
+    names = set(FACES[package].__all__)
+    if package == "modelmon.core":
+        names -= {n for n in names if n.endswith(("Error", "Warning", "Cancelled"))}
+        for_users = FOR_LIBRARY_USERS
+    else:
+        for_users = FACE_NAMES_FOR_LIBRARY_USERS.get(package, {})
+    used = _front_end_names(package)
+    assert used <= set(FACES[package].__all__)
+    unused = names - used
+    assert unused == set(for_users), (
+        f"no user: {sorted(unused - set(for_users))}; "
+        f"used by a front end now: {sorted(set(for_users) - unused)}"
     )

@@ -8,16 +8,8 @@ import sys
 
 import pytest
 
-from modelmon.core import (
-    ENGINES,
-    Command,
-    ProgramConfig,
-    StrategyConfig,
-    parse_configuration,
-    parse_engine,
-    parse_program,
-    program_kind,
-)
+from modelmon.core import ENGINES, Command, ProgramConfig, StrategyConfig, parse_configuration
+from modelmon.core.configuration import parse_engine, parse_program, program_kind
 from modelmon.core.errors import OptionsError
 from modelmon.core.options import LoadOptions
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from modelmon.core import dumps
 from modelmon.core.errors import (
     ModelmonError,
     OptionsError,
@@ -14,6 +13,7 @@ from modelmon.core.errors import (
     redact_url,
     redact_urls,
 )
+from modelmon.core.output import dumps
 from modelmon.core.output.config import render
 
 SECRET = "rEdAcT-sEcReT-never-written-5b3d"

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from modelmon.core import LoadResult, cache_not_measured, dumps, rate_text, render_result
+from modelmon.core import LoadResult
+from modelmon.core.output import dumps, rate_text, render_result
+from modelmon.core.system import cache_not_measured
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import answer, answered, write_safetensors_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.output import answered
+from modelmon.core.output import recommendation_answer as answer
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.programs import COMMAND_CHOICE, PROGRAM_OPTIONS
 

@@ -181,7 +181,7 @@ def test_a_recommendation_stops_on_cancel_and_leaves_nothing_to_export(
 def test_an_ab_winner_on_one_shared_descriptor_carries_the_recommendations_caveat(
     qtbot, window: MainWindow, small_model: Path, tmp_path: Path
 ):
-    from modelmon.core import shared_fd_caveat
+    from modelmon.core.output import shared_fd_caveat
 
     caveat = shared_fd_caveat("mmap-shared-fd").partition(": ")[2]  # after the spec's words
     open_model(qtbot, window, small_model)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
 
-from modelmon.core import max_memory_limit
+from modelmon.core.system import max_memory_limit
 from modelmon.gui.figures.metrics import AREA_ALPHA
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.colours import RUN_COLOURS

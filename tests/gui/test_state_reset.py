@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import answer, write_safetensors_model
 from modelmon.core import open_model as parse_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.output import recommendation_answer as answer
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.plots.style import START_S
 

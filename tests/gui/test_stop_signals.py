@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import locate_readahead, write_safetensors_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.system import locate_readahead
 
 from ..fuse import mounted_or_skip
 

@@ -15,8 +15,9 @@ from PySide6.QtCore import QPoint, QSettings, QSize
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QComboBox, QLabel, QSpinBox, QWidget
 
-from modelmon.core import Ceiling, Ceilings, prime_mode, set_prime_mode, write_safetensors_model
+from modelmon.core import Ceiling, Ceilings, write_safetensors_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.system import prime_mode, set_prime_mode
 from modelmon.gui.main_window import MINIMUM_SIZE, MainWindow
 from modelmon.gui.plots.blocks import LABEL_SPACING_PX
 from modelmon.gui.state.results_rows import STATUS

@@ -16,9 +16,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from modelmon.core import LoadRun, load, measure, open_model, storage_timeout
+from modelmon.core import load, measure, open_model
 from modelmon.core.errors import LoadError, StorageThrottledError
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import LoadRun
+from modelmon.core.storage import storage_timeout
 
 from ...object_store import BUCKET
 
@@ -182,8 +184,8 @@ def test_a_storage_failure_in_a_worker_reaches_the_caller_typed(
 ) -> None:
     """measure's result carries the worker's StorageError, its line the storage's own; load
     raises it. The JSON has the line, and no object."""
-    from modelmon.core import dumps
     from modelmon.core.errors import StorageAccessError
+    from modelmon.core.output import dumps
 
     model = open_model(f"s3://{BUCKET}/large/")  # opened before the faults
     faulty_s3.proxy.faults.fail_with, faulty_s3.proxy.faults.failures = 403, 1000

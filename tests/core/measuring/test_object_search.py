@@ -9,18 +9,11 @@ import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
-from modelmon.core import (
-    apply_config,
-    explain,
-    measure,
-    measure_ceilings,
-    open_model,
-    recommend,
-    recommendation_document,
-    write_config,
-)
+from modelmon.core import apply_config, measure, measure_ceilings, open_model, recommend
 from modelmon.core.measuring.object_bounds import plain_get
 from modelmon.core.measuring.object_search import curve_best, object_candidates
+from modelmon.core.output import explain_recommendation as explain
+from modelmon.core.output import recommendation_document, write_config
 
 from ...object_store import BUCKET, SECRET_KEY
 

@@ -12,6 +12,7 @@ import pytest
 import safetensors.numpy
 
 import modelmon.core
+import modelmon.core.output
 from modelmon.core.errors import DoesNotFitError
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.loading.strategies import get_strategy
@@ -62,7 +63,7 @@ def test_json_is_strict_and_versioned(recommended: tuple[Path, dict]) -> None:
     """recommend's part of tests/modelmon/cli/test_json.py, on this search (one fewer)."""
     _, document = recommended
     assert next(iter(document)) == "schema_version"
-    assert document["schema_version"] == modelmon.core.SCHEMA_VERSION
+    assert document["schema_version"] == modelmon.core.output.SCHEMA_VERSION
     assert document["format_version"] == 1 and document["recommended"]["strategy"]
 
 

@@ -195,7 +195,7 @@ def test_a_mapping_under_min_gain_ahead_does_not_stand_for_modelmon(facts: Stora
     """On a disk that sets every way's pace, the library's mapping (peak memory twice the
     model's) entering 2 % ahead of planned reads is not modelmon's champion: the planned reads
     are, and they keep the pick against a peer within noise."""
-    from modelmon.core import parse_engine
+    from modelmon.core.configuration import parse_engine
 
     mapping = Candidate.of("library", LoadOptions(threads=1))
     planned = own(4)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core import judge
+from modelmon.core.measuring import judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import Duel
 from modelmon.core.model.formats import open_model

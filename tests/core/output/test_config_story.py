@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from modelmon.core import judge
+from modelmon.core.measuring import judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model

@@ -281,7 +281,7 @@ def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Mo
     """The pick and the runner-up, paired in the finals: the explanation, "vs the pick" and
     the failure-mode sentence all give the pairs' median (1 / 0.47 here), never the ratio of
     the two medians (1300 / 620) beside it."""
-    from modelmon.core import pick_speedup, times_text
+    from modelmon.core.output import pick_speedup, times_text
 
     fast = candidate("sequential", 1300, 1290, 1310, workers=4)
     shared = candidate("mmap-shared-fd", 620, 600, 640, workers=4)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import judge
 from modelmon.core.configuration import parse_program
+from modelmon.core.measuring import judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from modelmon.core import judge
+from modelmon.core.measuring import judge
 from modelmon.core.measuring.advice import LoaderAdvice
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.output.loader import loader_explanation

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core import parse_engine
+from modelmon.core.configuration import parse_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.formats import open_model
 from modelmon.core.output.paste import is_shell, pasteable

@@ -16,13 +16,12 @@ import pytest
 from modelmon.core import (
     Model,
     ProgramResult,
-    ProgramRun,
-    engine_unavailable,
     open_model,
-    parse_program,
     write_gguf_model,
     write_safetensors_model,
 )
+from modelmon.core.configuration import parse_program
+from modelmon.core.runs import ProgramRun, engine_unavailable
 
 WAIT_S = 120.0
 

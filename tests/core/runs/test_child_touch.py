@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import open_model, parse_program, run_program, write_safetensors_model
+from modelmon.core import open_model, run_program, write_safetensors_model
+from modelmon.core.configuration import parse_program
 from modelmon.core.loaders.child_touch import touch_tensors, union_bytes
 
 from .conftest import needs

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import open_model, parse_program, run_program, write_safetensors_model
+from modelmon.core import open_model, run_program, write_safetensors_model
+from modelmon.core.configuration import parse_program
 
 from ...fuse import mounted_or_skip
 

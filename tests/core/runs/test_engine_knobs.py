@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import (
-    ProgramResult,
-    get_engine,
-    open_model,
-    parse_program,
-    run_program,
-    write_safetensors_model,
-)
+from modelmon.core import ProgramResult, open_model, run_program, write_safetensors_model
+from modelmon.core.configuration import parse_program
 from modelmon.core.loaders.registry import CHILD
+from modelmon.core.runs import get_engine
 
 from .conftest import needs
 

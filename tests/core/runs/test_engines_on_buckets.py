@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from modelmon.core import ENGINES, open_model, parse_engine, run_for
+from modelmon.core import ENGINES, open_model, run_for
+from modelmon.core.configuration import parse_engine
 
 from ...object_store import BUCKET
 

@@ -10,21 +10,20 @@ from pathlib import Path
 import pytest
 
 from modelmon.core import (
-    ABFailed,
     ProgramResult,
-    ProgramRun,
-    RunOutcome,
     StrategyConfig,
     open_model,
-    parse_program,
     run_ab,
     run_program,
     write_safetensors_model,
 )
+from modelmon.core.configuration import parse_program
 from modelmon.core.errors import OptionsError
+from modelmon.core.measuring import ABFailed
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.loader_rounds import Entry, LoaderRounds
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import ProgramRun, RunOutcome
 from modelmon.core.runs.warm import warming_line
 
 PYTHON = sys.executable

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from modelmon.core import storage_timeout
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import DEFAULT_STORAGE_TIMEOUT_S, STORAGE_TIMEOUT_ENV
+from modelmon.core.storage import storage_timeout
 from modelmon.core.storage.policy import Timeouts, read_policy, store_timeouts
 
 

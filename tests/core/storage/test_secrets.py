@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from modelmon.core import dumps, model_summary, open_model, render_inspect
+from modelmon.core import open_model
 from modelmon.core.errors import ModelmonError
+from modelmon.core.output import dumps, model_summary, render_inspect
 from modelmon.core.storage.objects import open_store
 from modelmon.core.storage.reader import ObjectReader, Span, plan_parts
 from modelmon.core.storage.records import RequestRecord

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from modelmon.core import is_object_url, parse_object_url
 from modelmon.core.errors import ObjectURLError
+from modelmon.core.storage import is_object_url, parse_object_url
 from modelmon.core.storage.facts import host_kind
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz"

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from modelmon.core import notice_storage_waits
+from modelmon.core.storage import notice_storage_waits
 from modelmon.core.storage.waits import waiting_for
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import memory_facts
+from modelmon.core.system import memory_facts
 from modelmon.core.system.proactive_reclaim import DAMON_ADMIN, proactive_reclaim
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import Watch, check_output, open_model, read_config, write_or_keep
+from modelmon.core import Watch, open_model, read_config
 from modelmon.core.errors import ModelFormatError, ModelmonError, WatchError
+from modelmon.core.system import check_output, write_or_keep
 from modelmon.core.system.outputs import state_folder
 
 TRUE = [sys.executable, "-c", "pass"]

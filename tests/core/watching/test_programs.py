@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import dumps, render_watch
+from modelmon.core.output import dumps, render_watch
 from modelmon.core.system import cache
 from modelmon.core.watching import assemble
 from modelmon.core.watching.watch import Watch
@@ -375,7 +375,8 @@ def test_a_program_that_writes_into_its_model_is_never_a_load(tmp_path: Path, sm
     it as a configuration fails instead of giving a MB/s."""
     import shutil
 
-    from modelmon.core import open_model, parse_program, run_program
+    from modelmon.core import open_model, run_program
+    from modelmon.core.configuration import parse_program
 
     model = tmp_path / "model.safetensors"
     shutil.copy(small_model, model)

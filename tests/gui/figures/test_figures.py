@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelmon.core import Model, Session, open_model, write_safetensors_model
+from modelmon.core import Model, open_model, write_safetensors_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import Session
 from modelmon.gui.figures import DRAWN, FigureRuns, drawn, figure_bytes
 from modelmon.gui.state.live import run_rates
 from modelmon.gui.state.records import RunRecord

@@ -15,7 +15,6 @@ import pytest
 
 from modelmon.core import (
     Model,
-    Session,
     Watch,
     open_model,
     parse_configuration,
@@ -23,6 +22,7 @@ from modelmon.core import (
     write_safetensors_model,
 )
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import Session
 from modelmon.gui.figures import FigureRuns, drawn
 from modelmon.gui.figures.canvas import NO_RUN, styled
 from modelmon.gui.state.colours import RUN_COLOURS, worker_colour

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from modelmon.core import MetricSpec
+from modelmon.core.runs import MetricSpec
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.plots.metrics import device_plot
 from modelmon.gui.state.colours import RUN_COLOURS

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from modelmon.core import ABResult, Ceiling, Ceilings, SideSummary, Verdict
+from modelmon.core import ABResult, Ceiling, Ceilings, Verdict
+from modelmon.core.measuring import SideSummary
 from modelmon.gui.state.formatting import (
     ab_detail_lines,
     ceiling_label,
@@ -95,7 +96,8 @@ def test_a_ceiling_label_names_ceilings_of_one_rate_together_and_never_cuts_a_ra
 
 
 def test_a_bucket_load_s_tip_says_how_the_throttles_paced_it() -> None:
-    from modelmon.core.storage.records import PacePoint, ReadStats
+    from modelmon.core import ReadStats
+    from modelmon.core.storage import PacePoint
     from modelmon.gui.state.formatting import requests_tip
 
     pace = (PacePoint(0.0, 4, 8 << 20), PacePoint(0.1, 1, 64 << 20), PacePoint(0.5, 3, 64 << 20))

@@ -8,8 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from modelmon.core import LoadRun, ReadBatch, StrategyConfig, open_model, write_safetensors_model
+from modelmon.core import StrategyConfig, open_model, write_safetensors_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import LoadRun, ReadBatch
 from modelmon.gui.state.jobs import ABJob, JobEnd, RunStart, SingleRun
 from modelmon.gui.state.records import RunRecord
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelmon.core import LoadRun, Model, Primed, ReadBatch, Session, WorkerReady, open_model
+from modelmon.core import Model, open_model
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import LoadRun, ReadBatch, Session, WorkerReady
+from modelmon.core.system import Primed
 from modelmon.gui.state.live import LiveView, ThroughputBins, display_bin_s
 from modelmon.gui.state.pacing import BASE_S, MAX_S, FramePacer
 

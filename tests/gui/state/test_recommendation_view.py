@@ -6,15 +6,8 @@ import dataclasses
 import time
 from pathlib import Path
 
-from modelmon.core import (
-    BudgetUse,
-    CacheState,
-    Ceiling,
-    Ceilings,
-    Recommendation,
-    judge,
-    open_model,
-)
+from modelmon.core import CacheState, Ceiling, Ceilings, Recommendation, open_model
+from modelmon.core.measuring import BudgetUse, judge
 from modelmon.gui.state.model_sessions import (
     ModelResults,
     ModelSessions,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from modelmon.core import Primed, priming_plan_text
+from modelmon.core.output import priming_plan_text
+from modelmon.core.system import Primed
 from modelmon.gui.state.live import AccessPoints, LiveUpdate
 from modelmon.gui.state.live_run import Shown
 from modelmon.gui.widgets.progress_strip import ProgressStrip

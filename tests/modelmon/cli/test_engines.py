@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from modelmon.cli.engines import engine_lines
-from modelmon.core import ENGINES, installed_knobs
+from modelmon.core import ENGINES
+from modelmon.core.runs import installed_knobs
 
 from .test_json import strict
 

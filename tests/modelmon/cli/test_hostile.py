@@ -24,7 +24,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import evict, residency_of, write_safetensors_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.system import evict, residency_of
 
 HOSTILE_TIMEOUT_S = 5.0
 USAGE, BAD_MODEL, LOAD_FAILED = 2, 3, 1

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 import modelmon.cli
-from modelmon.core import DEMO_RECIPE as RECIPE
-from modelmon.core import SCHEMA_VERSION, write_safetensors_model
+from modelmon.core import write_safetensors_model
+from modelmon.core.model import DEMO_RECIPE as RECIPE
+from modelmon.core.output import SCHEMA_VERSION
 
 # {model}: a tiny safetensors model; {demo}: a folder that already holds the demo models;
 # {folder}: the tiny model's folder.

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from modelmon.core import evict, residency_of
+from modelmon.core.system import evict, residency_of
 
 from ...core.loading.sparse import sparse_model
 from ...memory_cgroup import MemoryCgroup, memory_cgroup

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import evict, residency_of
+from modelmon.core.system import evict, residency_of
 
 from ...core.loading.sparse import sparse_model
 from ...core.system.test_memory_cgroup import REAL

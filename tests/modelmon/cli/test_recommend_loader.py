@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import engine_unavailable, read_config, write_safetensors_model
+from modelmon.core import read_config, write_safetensors_model
+from modelmon.core.runs import engine_unavailable
 
 from .conftest import MODELMON, RunCli
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from modelmon.core import locate_readahead, write_gguf_model, write_safetensors_model
+from modelmon.core import write_gguf_model, write_safetensors_model
+from modelmon.core.system import locate_readahead
 
 from .test_hostile import LOAD_FAILED, MODELMON, SLOW_LOAD, Running
 

@@ -16,15 +16,7 @@ import pytest
 
 import modelmon.cli
 import modelmon.core
-from modelmon.core import (
-    StrategyConfig,
-    candidates,
-    check_memory_limit,
-    max_memory_limit,
-    open_model,
-    recommend,
-    run_ab,
-)
+from modelmon.core import StrategyConfig, open_model, recommend, run_ab
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
@@ -33,7 +25,9 @@ from modelmon.core.limits import (
     MAX_SEARCH_WORKERS,
     MIN_BUDGET_S,
 )
+from modelmon.core.measuring import candidates
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
+from modelmon.core.system import check_memory_limit, max_memory_limit
 
 MISSING = "/nonexistent/model.safetensors"
 USAGE = 2

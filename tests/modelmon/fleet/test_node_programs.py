@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core import CacheState, parse_program, write_safetensors_model
+from modelmon.core import CacheState, write_safetensors_model
+from modelmon.core.configuration import parse_program
 from modelmon.fleet.node import NodeRequest, load_on_node
 
 READER = "import sys; f = open(sys.argv[1], 'rb', buffering=0)\nwhile f.read(1 << 20): pass"
@@ -33,7 +34,7 @@ def test_a_command_on_a_node_goes_with_the_others_from_a_verified_cold_cache(mod
     seen: list[tuple[float, bool]] = []
 
     def arrive(node: str) -> tuple[float | None, str | None]:
-        from modelmon.core import residency_of
+        from modelmon.core.system import residency_of
 
         seen.append((time.time(), residency_of(str(model)) <= 0.01))
         return time.time(), None

@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from modelmon.core import CacheState, ReadStats, StrategyConfig, dumps
+from modelmon.core import CacheState, ReadStats, StrategyConfig
 from modelmon.core.options import LoadOptions
+from modelmon.core.output import dumps
 from modelmon.fleet.bucket import BOUND_ALL, BOUND_ONE
 from modelmon.fleet.node import NodeRun
 from modelmon.fleet.report import FleetResult, Side, render_fleet, spread
