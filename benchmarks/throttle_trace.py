@@ -39,7 +39,9 @@ MARK = re.compile(r" (\d+\.\d+): tracing_mark_write: (BEGIN|END) (.+)$")
 # The rounds, inside the throttling cgroup: a plain reader and the library, in turns, cold.
 INSIDE = r"""
 import importlib.util, os, sys, threading
-from modelmon.core import open_model, parse_engine, prepare_cache, run_for
+from modelmon.core import open_model, run_for
+from modelmon.core.configuration import parse_engine
+from modelmon.core.system import prepare_cache
 
 path, rounds = sys.argv[1], int(sys.argv[2])
 size = os.path.getsize(path)

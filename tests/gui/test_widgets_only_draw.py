@@ -40,6 +40,11 @@ ENGINE_NAMES = {
 }
 # The engine's vocabulary modules, public beside its root (the names above come from either).
 VOCABULARY = ("modelmon.core.errors", "modelmon.core.options", "modelmon.core.limits")
+# The engine's public faces beside its root: their names are held to ENGINE_NAMES as the root's.
+FACES = tuple(
+    f"modelmon.core.{face}"
+    for face in ("output", "system", "storage", "measuring", "model", "runs", "configuration")
+)
 # The state's work: what runs a job, a task or a search. A widget asks for it with a signal.
 STATE_WORK = {
     "AppState",
@@ -93,7 +98,7 @@ def _problems(source: str, strict: bool = True) -> list[str]:
                 found.append(f"line {node.lineno}: from {module} import")
             elif module == "modelmon" and "core" in names:
                 found.append(f"line {node.lineno}: the engine as a module")
-            elif module in ("modelmon.core", *VOCABULARY):
+            elif module in ("modelmon.core", *FACES, *VOCABULARY):
                 found += [
                     f"line {node.lineno}: {name} from the engine"
                     for name in names

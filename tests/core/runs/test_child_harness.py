@@ -74,7 +74,9 @@ def _alive(pid: int) -> bool:
 
 _PARENT = """
 import sys
-from modelmon.core import ProgramRun, open_model, parse_engine
+from modelmon.core import open_model
+from modelmon.core.configuration import parse_engine
+from modelmon.core.runs import ProgramRun
 print(ProgramRun(open_model(sys.argv[1]), parse_engine("safetensors")).run(), flush=True)
 """
 

@@ -86,6 +86,7 @@ def _imported(nodes: Iterable[ast.AST]) -> set[str]:
 # reference syntax (with the stores it names and the file reading they use), strict JSON.
 LIGHT_ENGINE = {
     "modelmon.core.errors",
+    "modelmon.core.faces",
     "modelmon.core.options",
     "modelmon.core.limits",
     "modelmon.core.model",

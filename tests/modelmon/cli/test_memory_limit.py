@@ -310,20 +310,20 @@ def test_a_program_side_oom_killed_under_the_limit_is_named_so(shard: Path, tmp_
 def test_inside_a_container_its_own_limit_is_the_default(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import modelmon.core
+    import modelmon.core.system
     from modelmon.cli.flags import say_memory_limit
 
     class Facts:
         cgroup_limit: int | None = 16 << 30
 
-    monkeypatch.setattr(modelmon.core, "memory_facts", Facts)
-    monkeypatch.setattr(modelmon.core, "memory_limit_unavailable", lambda limit: None)
+    monkeypatch.setattr(modelmon.core.system, "memory_facts", Facts)
+    monkeypatch.setattr(modelmon.core.system, "memory_limit_unavailable", lambda limit: None)
     assert say_memory_limit(None) == 16 << 30  # measured under the container's own limit
     assert say_memory_limit(1 << 30) == 1 << 30
     Facts.cgroup_limit = None
     assert say_memory_limit(None) is None  # no container limit: none
     line = "cannot run under a memory limit here (not root): planning with 1 GiB only"
-    monkeypatch.setattr(modelmon.core, "memory_limit_unavailable", lambda limit: line)
+    monkeypatch.setattr(modelmon.core.system, "memory_limit_unavailable", lambda limit: line)
     Facts.cgroup_limit = 16 << 30
     assert say_memory_limit(None) is None  # as today: the limit applies, planned with
     assert capsys.readouterr().err == ""
