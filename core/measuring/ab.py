@@ -1,5 +1,6 @@
 """A/B: what two configurations' runs, alternating (A B A B …), say: each side's summary and
-the verdict of the pairs (``ab_run.run_ab`` runs them).
+the verdict of the pairs (``ab_run.run_ab`` runs them; ``ranks_ab.run_ranks_ab`` runs N ranks
+a side). A run is anything ``Paired``: a load's ``LoadResult``, a ranks run's ``RanksResult``.
 
 The verdict comes from the pairs themselves: B is faster only if every pair says so and the
 median gain is larger than the run-to-run noise each side shows on its own.
@@ -9,17 +10,38 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from modelmon.core.errors import LoadError
+from modelmon.core.errors import LoadError, StorageError
 from modelmon.core.loading.result import LoadResult
+from modelmon.core.system.cache import CacheState
 
 # A gain is told apart from the noise when it exceeds this many times the spread of the runs
 # (their median absolute deviation; twice the MAD is about 1.35 standard deviations of normal
 # noise). For pairs every pair must agree too: three pairs of equals agree one time in four,
 # and a median gain beyond twice their spread rules out most of those.
 BEYOND_NOISE = 2.0
+
+
+class Paired(Protocol):
+    """What the pairs and the verdict read of a run."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def mbps(self) -> float: ...
+    @property
+    def timed_every_s(self) -> float: ...
+    @property
+    def cache(self) -> CacheState: ...
+    @property
+    def storage_error(self) -> StorageError | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +107,18 @@ class ABResult:
 
 
 def summarize(spec: str, results: list[LoadResult]) -> SideSummary:
+    return side_summary(
+        spec,
+        results,
+        max((r.workers_peak_rss for r in results), default=0),
+        largest_tree_peak(results),
+    )
+
+
+def side_summary(
+    spec: str, results: Sequence[Paired], peak_rss: int = 0, tree_peak_rss: int | None = None
+) -> SideSummary:
+    """A side's rates and times over its runs, with the peaks its caller measured."""
     mbps = [r.mbps for r in results]
     seconds = [r.seconds for r in results]
     middle = statistics.median(mbps)
@@ -99,8 +133,8 @@ def summarize(spec: str, results: list[LoadResult]) -> SideSummary:
         min(seconds),
         max(seconds),
         noise,
-        max((r.workers_peak_rss for r in results), default=0),
-        largest_tree_peak(results),
+        peak_rss,
+        tree_peak_rss,
     )
 
 
@@ -136,7 +170,7 @@ def judge(ratios: list[float], resolution: float = 0.0) -> Verdict:
     return Verdict(text, math.exp(middle), min(ratios), max(ratios), noise, note, resolution)
 
 
-def timing_error(a: LoadResult, b: LoadResult) -> float:
+def timing_error(a: Paired, b: Paired) -> float:
     """How far ``b``/``a``'s ratio may be off by timing alone: each run's span is known to
     its ``timed_every_s`` (a watched program's), and a ratio's two errors add up."""
     return sum(r.timed_every_s / r.seconds for r in (a, b) if r.seconds > 0)
@@ -145,7 +179,7 @@ def timing_error(a: LoadResult, b: LoadResult) -> float:
 class ABFailed(LoadError):
     """A run of the A/B did not complete (failed or cancelled): the comparison is void."""
 
-    def __init__(self, side: str, pair: int, result: LoadResult | None) -> None:
+    def __init__(self, side: str, pair: int, result: Paired | None) -> None:
         self.side, self.pair, self.result = side, pair, result
         why = "cancelled" if result is None else f"{result.status}: {result.error}"
         super().__init__(f"{side} run {pair + 1} {why}")

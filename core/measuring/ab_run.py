@@ -7,14 +7,23 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from modelmon.core.configuration import Configuration, ProgramConfig
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MAX_AB_PAIRS, check_whole
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.measuring.ab import ABFailed, ABResult, judge, summarize, timing_error
+from modelmon.core.measuring.ab import (
+    ABFailed,
+    ABResult,
+    Paired,
+    Verdict,
+    judge,
+    summarize,
+    timing_error,
+)
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
 from modelmon.core.runs.start import RunOutcome, run_for
@@ -24,6 +33,7 @@ from modelmon.core.system.cache import rest_storage
 # Runs one load of an A/B: (side "A" | "B", 0-based pair, its configuration with the A/B's
 # cache state) → the run as a load.
 RunOne = Callable[[str, int, Configuration], LoadResult]
+R = TypeVar("R", bound=Paired)  # one run of an A/B: a load, or a ranks run
 # Hears each run of an A/B as it ends, when the A/B runs them itself: (side, pair, outcome).
 OnOutcome = Callable[[str, int, RunOutcome], None]
 
@@ -94,17 +104,41 @@ def run_ab(
         return outcome.result
 
     run = run_one or load
-    results: dict[str, list[LoadResult]] = {"A": [], "B": []}
-    ordered: list[tuple[str, LoadResult]] = []
-    files = [f.path for f in model.files]
+    configs = {"A": a, "B": b}
+    ordered = alternate(
+        lambda side, pair: run(side, pair, with_cache(configs[side], cache)),
+        n,
+        [f.path for f in model.files],
+        cancel=cancel,
+        on_rest=on_rest,
+        on_result=on_result,
+    )
+    results, ratios, verdict = judged(ordered, cache)
+    side_a = summarize(a.spec, results["A"])
+    side_b = summarize(b.spec, results["B"])
+    return ABResult(side_a, side_b, tuple(ratios), verdict, tuple(ordered), cache)
+
+
+def alternate(
+    run: Callable[[str, int], R],
+    n: int,
+    files: list[str],
+    *,
+    cancel: threading.Event | None = None,
+    on_rest: Callable[[float], None] | None = None,
+    on_result: Callable[[str, int, R], None] | None = None,
+) -> list[tuple[str, R]]:
+    """``run(side, pair)`` for A, B, A, B … ``n`` pairs: each side's runs, in run order. A
+    run the storage failed raises that StorageError, another that did not complete (or a
+    stop asked between two runs) ``ABFailed``: the comparison is void."""
+    ordered: list[tuple[str, R]] = []
     for pair in range(n):
-        for side, config in (("A", a), ("B", b)):
+        for side in ("A", "B"):
             # On network storage neither side is timed with help left by the other's run.
             rest_storage(files, cancel, on_rest)
             if cancel is not None and cancel.is_set():  # between two runs: void, as mid-run
                 raise ABFailed(side, pair, None)
-            result = run(side, pair, with_cache(config, cache))
-            results[side].append(result)
+            result = run(side, pair)
             ordered.append((side, result))
             if on_result is not None:
                 on_result(side, pair, result)
@@ -112,12 +146,22 @@ def run_ab(
                 raise result.storage_error
             if result.status != "ok":
                 raise ABFailed(side, pair, result)
+    return ordered
+
+
+def judged(
+    ordered: Sequence[tuple[str, R]], cache: str
+) -> tuple[dict[str, list[R]], list[float], Verdict]:
+    """Each side's runs of the complete pairs, the pairs' B/A ratios and their verdict (noted
+    where a run meant to be cold was not verified so)."""
+    results: dict[str, list[R]] = {"A": [], "B": []}
+    for side, result in ordered:
+        results[side].append(result)
     pairs = min(len(results["A"]), len(results["B"]))
     if pairs == 0:
         raise ABFailed("A", 0, None)
+    results = {side: runs[:pairs] for side, runs in results.items()}
     ratios = [results["B"][i].mbps / results["A"][i].mbps for i in range(pairs)]
-    side_a = summarize(a.spec, results["A"][:pairs])
-    side_b = summarize(b.spec, results["B"][:pairs])
     resolution = statistics.median(
         timing_error(results["A"][i], results["B"][i]) for i in range(pairs)
     )
@@ -129,7 +173,7 @@ def run_ab(
     ]
     if not_cold:
         verdict = replace(verdict, note=f"not verified cold: {', '.join(not_cold)}")
-    return ABResult(side_a, side_b, tuple(ratios), verdict, tuple(ordered), cache)
+    return results, ratios, verdict
 
 
 def warm_sides(

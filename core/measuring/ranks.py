@@ -15,9 +15,7 @@ of the model's files is put in the requested state and measured ONCE, then all g
 server is ready when its slowest rank has its weights: that rank's end is the run's time.
 
 The node's memory is measured, not summed: every rank's processes run in one memory cgroup
-(the limit asked for, or none), whose peak, anonymous memory and page cache (shared memory
-included) are the node's. Where no cgroup can be made, the ranks' own peaks are summed
-instead, and the result says so.
+(``ranks_node``).
 """
 
 from __future__ import annotations
@@ -27,16 +25,18 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from modelmon.core.errors import OptionsError
-from modelmon.core.loading.processes import stop_processes
+from modelmon.core.loading.envelope import StartGate
+from modelmon.core.loading.processes import polling_thread, stop_processes
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.loading.shared_copy import SharedCopy, rank_main, shared_copy
 from modelmon.core.loading.strategies import get_strategy
+from modelmon.core.measuring.ranks_node import node_cgroup, node_memory
 from modelmon.core.measuring.ranks_records import (
     RANKS_MODES,
     NodeMemory,
@@ -49,14 +49,15 @@ from modelmon.core.model.records import Model
 from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
 from modelmon.core.system import cache
-from modelmon.core.system.memory import memory_facts
-from modelmon.core.system.memory_cgroup import MemoryCgroup, limited
-from modelmon.core.system.memory_limit import planned_only
+from modelmon.core.system.memory_cgroup import MemoryCgroup
 
 ATTACH_WAIT_S = 60.0  # for a one-reader rank to map and touch the copy, once it is whole
+POLL_S = 0.05  # how often the ranks look whether their caller asked them to stop
 
 
-def check_ranks(model: Model, strategy: str, ranks: int, mode: str) -> None:
+def check_ranks(
+    model: Model, strategy: str, ranks: int, mode: str, options: LoadOptions | None = None
+) -> None:
     """OptionsError, in one line, for ranks that cannot be run as asked."""
     whole = isinstance(ranks, int) and not isinstance(ranks, bool)
     if not whole or not 1 <= ranks <= MAX_PARALLEL:
@@ -74,6 +75,8 @@ def check_ranks(model: Model, strategy: str, ranks: int, mode: str) -> None:
             f"one-reader needs a strategy that reads into memory, not {strategy} (whose "
             "tensors are views of the file's mapping): sequential, pread, direct, mmap, stream"
         )
+    if mode == "one-reader" and options is not None and options.discard:
+        raise OptionsError("one-reader keeps one shared copy: it cannot discard")
 
 
 class RanksRun:
@@ -90,18 +93,25 @@ class RanksRun:
         on_message: Callable[[object], None] | None = None,
         cancel: threading.Event | None = None,
         memory_limit: int | None = None,
+        time_limit_s: float | None = None,
+        start_gate: StartGate | None = None,
     ) -> None:
         self.model = model if isinstance(model, Model) else open_model(model)
-        check_ranks(self.model, strategy, ranks, mode)
         self.strategy = strategy
         self.options = options or LoadOptions()
-        if mode == "one-reader" and self.options.discard:
-            raise OptionsError("one-reader keeps one shared copy: it cannot discard")
+        check_ranks(self.model, strategy, ranks, mode, self.options)
         self.mode: RanksMode = mode
         self.ranks = ranks
         self.memory_limit = memory_limit
+        self.time_limit_s = time_limit_s  # each rank's load (and a reader's) is stopped past it
+        # Hears the node's measured cache state once every rank is ready, and says whether
+        # they may go (False cancels them): a fleet's nodes wait there for each other.
+        self.start_gate = start_gate
         self.on_message = on_message
-        self._cancel = cancel or threading.Event()  # shared by every rank
+        # The ranks stop each other on their own event; the caller's (``cancel``) stops them
+        # all, and is left as it was when a rank's failure stops them.
+        self._asked = cancel
+        self._cancel = threading.Event()
         self.runs: list[LoadRun] = []
         self._barrier = threading.Barrier(1)
         self._state = cache.not_measured(self.options.cache)
@@ -123,47 +133,28 @@ class RanksRun:
                 "rank would not): their times include waiting for a core"
             )
         with ExitStack() as stack:
-            node, notes = stack.enter_context(self._node_cgroup())
+            asked = self._asked
+            if asked is not None:
+                if asked.is_set():
+                    self.cancel()
+
+                def look() -> bool | None:
+                    return True if asked.wait(POLL_S) else None
+
+                stack.enter_context(
+                    polling_thread(look, lambda _: self.cancel(), "modelmon-ranks-stop")
+                )
+            node, notes = stack.enter_context(node_cgroup(self.memory_limit))
             if self.mode == "one-reader":
                 copy = stack.enter_context(shared_copy(self.model))
                 ranks, reader = self._one_reader(copy, node)
             else:
                 ranks, reader = self._own_loads(node), None
-            memory = self._node_memory(node, ranks, reader)
+            loads = [r.result for r in ranks if r.result is not None] + ([reader] if reader else [])
+            memory = node_memory(node, loads, self.memory_limit is not None)
         return self._result(ranks, reader, memory, extra + notes)
 
     # --- the node's cgroup ----------------------------------------------------------------
-
-    @contextmanager
-    def _node_cgroup(self) -> Iterator[tuple[MemoryCgroup | None, list[str]]]:
-        """One cgroup for every rank's processes: the limit asked for, else one the size of
-        the machine's memory, there only to measure the node's peak."""
-        asked = self.memory_limit
-        size = asked if asked is not None else memory_facts().total
-        with limited(size) as found:
-            notes = []
-            if isinstance(found, str):
-                if asked is not None:
-                    notes.append(planned_only(found, asked))
-                notes.append(f"the node's memory is the ranks' own peaks summed: {found}")
-            yield (found if isinstance(found, MemoryCgroup) else None), notes
-
-    def _node_memory(
-        self, node: MemoryCgroup | None, ranks: Sequence[RankResult], reader: LoadResult | None
-    ) -> NodeMemory:
-        if node is not None:
-            record = node.record()
-            return NodeMemory(
-                record.peak_bytes,
-                record.anon_peak_bytes,
-                record.cache_peak_bytes,
-                True,
-                record if self.memory_limit is not None else None,
-                record.held_peak_bytes,
-            )
-        loads = [r.result for r in ranks if r.result is not None] + ([reader] if reader else [])
-        summed = sum(w.peak_rss for load in loads for w in load.workers)
-        return NodeMemory(summed, None, None, False, None)
 
     # --- whole and slice: a load of its own per rank -------------------------------------
 
@@ -179,6 +170,7 @@ class RanksRun:
                 share=(rank, self.ranks) if share else (0, 1),
                 prepare=self._prepare_together,
                 memory_cgroup=node,
+                time_limit_s=self.time_limit_s,
             )
             for rank in range(self.ranks)
         ]
@@ -212,6 +204,9 @@ class RanksRun:
             self._state = self.runs[0].prepare_cache()  # every rank's files and options
         except BaseException as exc:  # raised again in every rank's thread
             self._cache_error = exc
+            return
+        if self.start_gate is not None and not self.start_gate(self._state):
+            self._cancel.set()  # every rank's run sees it before its go
 
     def _prepare_together(self, run: LoadRun) -> cache.CacheState:
         """Every rank's preparation: the last rank ready measures the cache for all."""
@@ -300,6 +295,8 @@ class RanksRun:
                 cancel=self._cancel,
                 shared=copy,
                 memory_cgroup=node,
+                time_limit_s=self.time_limit_s,
+                start_gate=self.start_gate,
             )
             self.runs = [reader]
             result = reader.run()

@@ -146,6 +146,12 @@ class RanksResult:
         return self.model_bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
 
     @property
+    def timed_every_s(self) -> float:
+        """How finely ``seconds`` is known: each rank's load times itself (0.0)."""
+        loads = [r.result for r in self.ranks if r.result is not None]
+        return max((load.timed_every_s for load in loads), default=0.0)
+
+    @property
     def straggler(self) -> Straggler | None:
         ok = [(f"rank {r.rank}", r.seconds) for r in self.ranks if r.status == "ok"]
         return find_straggler(ok) if len(ok) > 1 else None

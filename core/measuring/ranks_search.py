@@ -308,7 +308,8 @@ def _run_engine(
     """Another loader's ranks, watched in one memory cgroup (the limit, or the machine's
     size: there only to measure the node): as a ranks result, its ranks' time the loader's
     own (its harness waits for its slowest rank)."""
-    from modelmon.core.measuring.ranks_records import NodeMemory, RankResult
+    from modelmon.core.measuring.ranks_node import cgroup_memory
+    from modelmon.core.measuring.ranks_records import RankResult
     from modelmon.core.runs.start import run_for
     from modelmon.core.system import cache
     from modelmon.core.system.memory import memory_facts
@@ -321,16 +322,7 @@ def _run_engine(
     result = outcome.result
     watched = getattr(outcome, "watch", None)
     record = watched.memory_limit if watched is not None else None
-    node = None
-    if record is not None:
-        node = NodeMemory(
-            record.peak_bytes,
-            record.anon_peak_bytes,
-            record.cache_peak_bytes,
-            True,
-            record if limit is not None else None,
-            record.held_peak_bytes,
-        )
+    node = cgroup_memory(record, limit is not None) if record is not None else None
     ranked = tuple(
         RankResult(
             r, len(model.extents), 0.0, result.seconds, result.status, 0, 0, None, result.error

@@ -11,10 +11,11 @@ the CLI's A/B text use them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from modelmon.core.measuring.ab import Verdict
 
-__all__ = ["gain_text", "spread_words", "stopped_words", "verdict_words"]
+__all__ = ["gain_text", "pairs_lines", "spread_words", "stopped_words", "verdict_words"]
 
 
 def spread_words(noise: float, pairs: int | None = None) -> str:
@@ -83,6 +84,19 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
             "the gain is within twice that spread, run more pairs"
         )
     return f"{leader} is {gain_text(ratio)} faster; not certain: {why}"
+
+
+def pairs_lines(ratios: Sequence[float], verdict: Verdict, pairs: int) -> list[str]:
+    """An A/B's pairs and its verdict, as the CLI's reports end: "B/A per pair: …" and
+    "verdict: …"."""
+    each = " ".join(f"{r:.2f}" for r in ratios)
+    return [
+        f"B/A per pair: {each} → median {verdict.median_ratio:.2f} "
+        f"(range {verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, "
+        f"{spread_words(verdict.noise)})",
+        f"verdict: {verdict_words(verdict, pairs)}"
+        + (f" — {verdict.note}" if verdict.note else ""),
+    ]
 
 
 def stopped_words(cancelled: bool, pairs_done: int, pairs: int, error: str | None = None) -> str:

@@ -41,6 +41,7 @@ EXAMPLES = """\
   modelmon bench model.gguf --a "engine: llamacpp" --b "engine: llamacpp load_mode=none"
   modelmon bench ./my-model --a "cmd: python serve.py --model {path}" --b "sequential workers=4"
   modelmon bench model.gguf --a mmap --b "sequential --discard" --memory-limit 8Gi
+  modelmon bench model.safetensors --a sequential --b sequential --ranks 4 --b-ranks-mode one-reader
 """
 SPEC_HELP = (
     "configuration {side}, e.g. {example} (name=value, or load's flags: {flags}); or a program: "
@@ -94,6 +95,9 @@ def add_parser(verbs: Verbs) -> None:
     from modelmon.cli.priming import add_prime_option
 
     add_prime_option(parser)
+    from modelmon.cli.bench_ranks import add_options as add_ranks_options
+
+    add_ranks_options(parser)
 
 
 class _SpecParser(argparse.ArgumentParser):
@@ -147,13 +151,7 @@ def unused_by_bench(config: Configuration, cache: str) -> list[str]:
 
 
 def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None) -> str:
-    from modelmon.core.output import (
-        human_bytes,
-        rate_span_text,
-        rate_text,
-        spread_words,
-        verdict_words,
-    )
+    from modelmon.core.output import human_bytes, pairs_lines, rate_span_text, rate_text
 
     rows = [
         (
@@ -183,15 +181,7 @@ def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None)
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         for row in rows
     ]
-    verdict = ab.verdict
-    ratios = " ".join(f"{r:.2f}" for r in ab.ratios)
-    lines.append(
-        f"B/A per pair: {ratios} → median {verdict.median_ratio:.2f} "
-        f"(range {verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, "
-        f"{spread_words(verdict.noise)})"
-    )
-    words = verdict_words(verdict, min(ab.a.runs, ab.b.runs))
-    lines.append(f"verdict: {words}" + (f" — {verdict.note}" if verdict.note else ""))
+    lines += pairs_lines(ab.ratios, ab.verdict, min(ab.a.runs, ab.b.runs))
     lines += shared_device_lines(ab)
     for side, watches in (watched or {}).items():
         lines += watched_lines(side, watches)
@@ -252,6 +242,8 @@ def shared_device_lines(ab: ABResult) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.bench_ranks import run as run_ranks
+    from modelmon.cli.bench_ranks import wanted as ranks_wanted
     from modelmon.cli.flags import say_memory_limit
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
@@ -271,6 +263,8 @@ def run(args: argparse.Namespace) -> int:
     said = "; ".join(f"{flag} {', '.join(names)}" for flag, names in ignored.items() if names)
     if said:
         note(f"ignored (not used by the strategy, or set by bench --cache): {said}")
+    if ranks_wanted(args):
+        return run_ranks(args, a, b)
     model = open_model(args.path)
     require_tensor_bytes(model)
     path = named_path(args.path, model.path)

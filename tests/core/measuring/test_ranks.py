@@ -160,6 +160,19 @@ def test_a_rank_that_fails_before_the_barrier_releases_the_others(tmp_path: Path
     assert result.cache.method == "none"  # never reached the cache measurement
 
 
+def test_a_failed_rank_stops_the_others_but_not_the_callers_run(tmp_path: Path) -> None:
+    """The ranks stop each other when one fails; the caller's cancel (an A/B's, a search's,
+    the user's Ctrl+C) stays unset: what ended the run was a failure, not a stop asked."""
+    folder = tmp_path / "model"
+    path = write_safetensors_model(folder, layers=2, hidden=64, vocab=128, dtype="F16", seed=4)
+    asked = threading.Event()
+    ranks = RanksRun(path, "pread", LoadOptions(cache="cold"), ranks=2, cancel=asked)
+    with open(next(folder.glob("*.safetensors")), "ab") as handle:
+        handle.write(b"\0" * 4096)
+    result = ranks.run()
+    assert result.status == "failed" and not asked.is_set()
+
+
 def test_cancel_before_start_cancels_every_rank(sharded_model: Path) -> None:
     cancel = threading.Event()
     cancel.set()
