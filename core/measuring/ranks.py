@@ -31,7 +31,7 @@ from typing import Any
 
 from modelmon.core.errors import OptionsError
 from modelmon.core.loading.envelope import StartGate
-from modelmon.core.loading.processes import polling_thread, stop_processes
+from modelmon.core.loading.processes import main_module_hidden, polling_thread, stop_processes
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.loading.shared_copy import SharedCopy, rank_main, shared_copy
@@ -281,7 +281,8 @@ class RanksRun:
                     name=f"modelmon-rank-{rank}",
                     daemon=True,
                 )
-                process.start()
+                with main_module_hidden():  # a caller's script is not run again in each
+                    process.start()
                 child.close()
                 if node is not None and process.pid is not None:
                     node.add(process.pid)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -171,6 +173,35 @@ def test_a_failed_rank_stops_the_others_but_not_the_callers_run(tmp_path: Path) 
         handle.write(b"\0" * 4096)
     result = ranks.run()
     assert result.status == "failed" and not asked.is_set()
+
+
+# A caller's script: it notes each process that runs its top level. Spawn children that
+# re-ran it (a server's entry point, Ray's worker, an app importing Qt) would each note one
+# and hold all it imports, counted in the node's memory as the ranks'.
+CALLER = """
+import os, sys
+with open(sys.argv[2], "a") as notes:
+    notes.write(f"{os.getpid()}\\n")
+if __name__ == "__main__":
+    from modelmon.core import RanksRun
+    result = RanksRun(sys.argv[1], "sequential", ranks=2, mode="one-reader").run()
+    assert result.status == "ok", result.error
+"""
+
+
+def test_one_reader_ranks_start_without_the_callers_main_module(
+    sharded_model: Path, tmp_path: Path
+) -> None:
+    script, notes = tmp_path / "serve.py", tmp_path / "notes"
+    script.write_text(CALLER)
+    done = subprocess.run(
+        [sys.executable, str(script), str(sharded_model), str(notes)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(notes.read_text().split()) == 1  # the caller's own run of it, no rank's
 
 
 def test_cancel_before_start_cancels_every_rank(sharded_model: Path) -> None:
