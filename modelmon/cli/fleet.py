@@ -35,12 +35,15 @@ LOAD_EXAMPLES = """\
   modelmon fleet load /shared/model.safetensors --address auto --workers 4 --json
   modelmon fleet load /shared/model.gguf --address ray://head:10001 --nodes 8 --csv nodes.csv
   modelmon fleet load s3://models/llama/ --threads 8 --json    each node from the bucket
+  modelmon fleet load /shared/model.safetensors --ranks 4 --ranks-mode one-reader --json
 """
 BENCH_EXAMPLES = """\
   modelmon fleet bench /shared/model.safetensors --a "sequential workers=2" \\
       --b "mmap-shared-fd workers=2" -n 2 --json
   modelmon fleet bench /shared/llama --a "engine: transformers" \\
       --b "cmd: python serve.py --model {path}" -n 2
+  modelmon fleet bench /shared/model.safetensors --a sequential --b sequential \\
+      --ranks 4 --b-ranks-mode one-reader -n 2
 """
 EXAMPLES = f"""\
 {LOAD_EXAMPLES}{BENCH_EXAMPLES}\
@@ -84,6 +87,23 @@ def add_parser(verbs: Verbs) -> None:
         "-n", type=PAIRS, default=2, help=f"pairs to run, 1 to {MAX_AB_PAIRS} (default 2)"
     )
     bench.add_argument("--cache", choices=("cold", "warm"), default="cold")
+    from modelmon.cli.bench_ranks import add_options as add_ranks_options
+    from modelmon.cli.flags import memory_limit
+
+    add_ranks_options(load, "on every node", sides=False)
+    add_ranks_options(bench, "on every node")
+    for action in (load, bench):
+        action.add_argument(
+            "--memory-limit",
+            type=memory_limit,
+            default=None,
+            metavar="SIZE",
+            help="with --ranks: each node's N ranks run together in one memory cgroup of this "
+            "size on their node, as a pod's limit (16Gi, 512Mi): its peak, held memory and "
+            "OOM kills are the node's. Where a node can make no cgroup, its notes say so and "
+            "its ranks' own peaks are summed. Default: a cgroup of the node's RAM, measured "
+            "but not limiting",
+        )
     for action in (load, bench):
         action.add_argument(
             "--address",
@@ -123,8 +143,11 @@ def node_count(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from modelmon.cli.bench_ranks import mode_of, strategy_of
+    from modelmon.cli.bench_ranks import wanted as ranks_wanted
     from modelmon.core import StrategyConfig, open_model
     from modelmon.core.configuration import parse_program, program_kind
+    from modelmon.core.measuring import check_ranks
     from modelmon.core.options import parse_spec
     from modelmon.core.runs import check_loadable, default_strategy, get_strategy
     from modelmon.core.system import check_output
@@ -134,10 +157,18 @@ def run(args: argparse.Namespace) -> int:
 
     # Every usage error before Ray: a wrong option is one line whether or not Ray is here.
     wanted = args.nodes
+    ranked = ranks_wanted(args)
+    if args.memory_limit is not None and not ranked:
+        raise OptionsError(
+            "--memory-limit is the cgroup of each node's --ranks N ranks: give --ranks "
+            "(a fleet of one loader a node runs without a limit)"
+        )
     sides = []
     if args.fleet_verb == "bench":
         for label, spec in (("A", args.a), ("B", args.b)):
             if program_kind(spec) is not None:
+                if ranked:
+                    strategy_of(parse_program(spec), f"--{label.lower()}")
                 if args.cache != "cold":
                     raise OptionsError(
                         f"--{label.lower()} {spec}: a program's load is timed by the bytes "
@@ -146,16 +177,24 @@ def run(args: argparse.Namespace) -> int:
                 sides.append(Side(label, parse_program(spec)))
                 continue
             strategy, options = parse_spec(spec)
-            sides.append(Side(label, StrategyConfig(strategy, options.with_(cache=args.cache))))
+            config = StrategyConfig(strategy, options.with_(cache=args.cache))
+            ranks = (args.ranks, mode_of(args, f"--{label.lower()}")) if ranked else None
+            sides.append(Side(label, config, ranks))
     model = open_model(args.path)  # a bad path fails here, once, not on every node
     if args.fleet_verb == "load":
         strategy = args.strategy or default_strategy(model)
-        sides = [Side("load", StrategyConfig(strategy, load_options(vars(args))))]
+        ranks = (args.ranks, mode_of(args)) if ranked else None
+        sides = [Side("load", StrategyConfig(strategy, load_options(vars(args))), ranks)]
     rounds = 1 if args.fleet_verb == "load" else args.n
     for side in sides:  # a strategy that cannot load it fails here, not on every node
         if isinstance(side.config, StrategyConfig):
             strategy = side.config.strategy
             check_loadable(get_strategy(strategy), model, side.config.options)
+            if side.ranks is not None:
+                try:
+                    check_ranks(model, strategy, *side.ranks, side.config.options)
+                except OptionsError as exc:
+                    raise OptionsError(f"[{side.label}] {side.spec}: {exc}") from None
     same = SameObjects.of(model)  # each node reads these objects, or says why not
     bound = None if same is None or args.no_bound else bound_setting(s.config for s in sides)
     csv_output: Output | None = None
@@ -204,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
             same=same,
             storage_timeout_s=args.storage_timeout,
             bound=bound,
+            memory_limit=args.memory_limit,
         )
     saved: Saved | None = None
     if csv_output is not None:

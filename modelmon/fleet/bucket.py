@@ -43,7 +43,7 @@ def bound_setting(configs: Iterable[Configuration]) -> tuple[int, int]:
 
 def request_figures(runs: Iterable[NodeRun]) -> dict[str, Any] | None:
     """The requests of ``runs`` in all; None when none counted any (files, programs)."""
-    stats = [run.reads for run in runs if run.reads is not None]
+    stats = [stats for run in runs for stats in run.object_reads]
     if not stats:
         return None
     medians = [s.ttfb_median_s for s in stats if math.isfinite(s.ttfb_median_s)]

@@ -273,9 +273,11 @@ def run_fleet(
     same: SameObjects | None = None,
     storage_timeout_s: float | None = None,
     bound: tuple[int, int] | None = None,
+    memory_limit: int | None = None,
 ) -> FleetResult:
     """Run ``rounds`` rounds of every side in turn (A B A B …) on the chosen nodes; then,
-    with ``bound`` (connections, part size), the bucket's bound rounds.
+    with ``bound`` (connections, part size), the bucket's bound rounds. ``memory_limit``:
+    each node's ranks (a side's ``ranks``) run in one cgroup of that size on their node.
 
     Needs a connected Ray (``connect``). The model path must be the same on every node; a
     model in object storage is ``same``, as the driver opened it.
@@ -298,8 +300,9 @@ def run_fleet(
     for _ in range(rounds):
         for side in sides:
             request = NodeRequest(
-                path, side.config, side.label, number, ready_timeout_s, same, storage_timeout_s
-            )
+                path, side.config, side.label, number, ready_timeout_s, same, storage_timeout_s,
+                ranks=side.ranks, memory_limit=memory_limit if side.ranks else None,
+            )  # fmt: skip
             number += 1
             if not go(request, nodes):  # the fleet run ends failed here
                 return result()

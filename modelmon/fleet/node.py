@@ -31,6 +31,8 @@ from modelmon.core import (
     LoadResult,
     Model,
     ObjectStorage,
+    RanksResult,
+    RanksRun,
     ReadStats,
     StorageFacts,
     StrategyConfig,
@@ -48,6 +50,7 @@ from modelmon.core.options import CacheMode, MiB
 from modelmon.core.runs import ProgramRun, Session
 from modelmon.core.storage import is_object_url, object_endpoint, object_storage, storage_timeout
 from modelmon.core.system import cache_not_measured, storage_by_folder
+from modelmon.fleet.ranks import NodeRanks, ranks_run, row_fields
 
 READY_TIMEOUT_S = 300.0  # every node's workers ready and cache verified, or the round stops
 
@@ -79,6 +82,8 @@ class NodeRequest:
     same: SameObjects | None = None  # a model in object storage, as the driver opened it
     storage_timeout_s: float | None = None  # each node's reads of object storage
     bound: tuple[int, int] | None = None  # plain GETs (connections, part size) instead
+    ranks: tuple[int, str] | None = None  # (N, mode): N ranks on the node (a strategy's)
+    memory_limit: int | None = None  # bytes: the node's N ranks run in one cgroup of it
 
     @property
     def spec(self) -> str:
@@ -111,10 +116,22 @@ class NodeRun:
     storage: tuple[StorageFacts | ObjectStorage, ...]
     reads: ReadStats | None = None  # its requests to object storage, where it counted them
     withdrew: bool = False  # it failed before the start: the others went without it
+    # N ranks on the node: what they did (``bytes`` is then what every reader of the node
+    # read, ``seconds`` the slowest rank's time, ``peak_rss`` one worker's of any rank).
+    ranks: NodeRanks | None = None
 
     @property
     def mbps(self) -> float:
-        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+        """The node's rate: its bytes, or N ranks' model, over its (slowest rank's) time."""
+        count = self.bytes if self.ranks is None else self.ranks.model_bytes
+        return count / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+    @property
+    def object_reads(self) -> tuple[ReadStats, ...]:
+        """Its requests to object storage: its load's, or each of its ranks' loads'."""
+        if self.ranks is not None:
+            return self.ranks.reads
+        return (self.reads,) if self.reads is not None else ()
 
     @classmethod
     def failed(
@@ -201,14 +218,19 @@ def _load(
         return True
 
     storage: tuple[StorageFacts | ObjectStorage, ...] = ()
-    result: LoadResult | None = None
+    result: LoadResult | RanksResult | None = None
     failure: str | None = None
     try:
         model = open_on_node(request)
         storage = where_it_lives(model)
-        run = run_for(model, request.config, start_gate=gate, monitor=False, path=request.path)
+        run = (
+            ranks_run(model, request.config, request.ranks, gate, request.memory_limit)
+            if request.ranks is not None
+            else run_for(model, request.config, start_gate=gate, monitor=False, path=request.path)
+        )
         with stop_watch(run, stopped, stops):
-            result = run.run().result
+            ended = run.run()
+            result = ended if isinstance(ended, RanksResult) else ended.result
     except Exception as exc:  # an error on one node is that node's row, not the fleet's end
         failure = one_line(exc)
     finally:
@@ -224,13 +246,13 @@ def _load(
     elif stops and status == "cancelled":
         why, fatal = stops[0]
         error, status = f"stopped: {why}", "failed" if fatal else status
+    ok = replace(failed, status=status, error=error, start_wall=went[0] if went else 0.0)
+    if isinstance(result, RanksResult):
+        return replace(ok, **row_fields(result, request.memory_limit))
     return replace(
-        failed,
-        status=status,
-        error=error,
+        ok,
         bytes=result.bytes,
         seconds=result.seconds,
-        start_wall=went[0] if went else 0.0,
         peak_rss=max((w.peak_rss for w in result.workers), default=0),
         cache=result.cache,
         reads=result.object_reads,
@@ -331,7 +353,7 @@ def where_it_lives(model: Model) -> tuple[StorageFacts | ObjectStorage, ...]:
 
 @contextlib.contextmanager
 def stop_watch(
-    load: Session | ProgramRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
+    load: Session | ProgramRun | RanksRun, stopped: Stopped | None, stops: list[tuple[str, bool]]
 ) -> Iterator[None]:
     """For the block (the node's load or program run), a thread asks ``stopped`` whether the
     round was stopped (another node died or failed) and cancels ``load`` if so, noting why in

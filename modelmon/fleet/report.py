@@ -31,6 +31,9 @@ from modelmon.fleet.bucket import (
     requests_text,
 )
 from modelmon.fleet.node import NodeRun
+from modelmon.fleet.ranks import CSV_FIELDS as RANKS_CSV_FIELDS
+from modelmon.fleet.ranks import NodeRanks, limit_figures, node_text, side_figures, side_lines
+from modelmon.fleet.ranks import csv_columns as ranks_csv_columns
 
 CSV_FIELDS = (
     "node_id",
@@ -62,6 +65,7 @@ CSV_FIELDS = (
 class Side:
     label: str  # "load", or "A" / "B" in a bench
     config: Configuration  # with the round's cache state, for a strategy
+    ranks: tuple[int, str] | None = None  # (N, mode): N ranks on every node
 
     @property
     def spec(self) -> str:
@@ -155,7 +159,43 @@ class FleetResult:
             "start_spread_s": max((r["start_spread_s"] for r in rounds), default=0.0),
             "requests": request_figures(r for r in self.runs if r.side == side),
             "rounds": rounds,
+        } | self._ranks_aggregate(side, values, hosts)
+
+    def _ranks_aggregate(
+        self, side: str, values: dict[str, tuple[float, float]], hosts: dict[str, str]
+    ) -> dict[str, Any]:
+        """N ranks on every node: the nodes' memory spread, and the slowest node."""
+        ranks = next(s.ranks for s in self.sides if s.label == side)
+        if ranks is None:
+            return {}
+        figures = [side_figures(self._node_ranks(n, side)) for n in values]
+        memory = {
+            name: spread([f[name] for f in figures if f[name] is not None])
+            for name in ("node_peak_bytes", "node_held_peak_bytes")
         }
+        slowest = max(values, key=lambda n: values[n][0], default=None)
+        every = [r.ranks for r in self.runs if r.side == side and r.ranks is not None]
+        found: dict[str, Any] = {"ranks": ranks[0], "mode": ranks[1], **memory}
+        found |= limit_figures(every)
+        if slowest is None:
+            return found | {"slowest_node": None}
+        last = self._node_ranks(slowest, side)
+        return found | {
+            "slowest_node": {
+                "node_id": slowest,
+                "host": hosts[slowest],
+                "seconds": values[slowest][0],
+                "slowest_rank": last[0].slowest_rank if len(last) == 1 else None,
+            }
+        }
+
+    def _node_ranks(self, node_id: str, side: str) -> list[NodeRanks]:
+        """The node's good runs' ranks of ``side``."""
+        return [
+            r.ranks
+            for r in self.runs
+            if r.node_id == node_id and r.side == side and r.status == "ok" and r.ranks
+        ]
 
     def bound_figures(self) -> dict[str, Any] | None:
         """The bucket's bound against what storage served each side; None when not asked."""
@@ -182,6 +222,9 @@ class FleetResult:
                     "mbps": None if values is None else round(values[1], 3),
                     "requests": request_figures(r for r in mine if r.side == side.label),
                 }
+                if side.ranks is not None:
+                    good = [r for r in mine if r.side == side.label and r.status == "ok"]
+                    summary |= side_figures([r.ranks for r in good if r.ranks is not None])
                 if single:
                     row.update(summary)
                 else:
@@ -206,7 +249,7 @@ class FleetResult:
             "cache": asdict(run.cache),
             "object_reads": asdict(run.reads) if run.reads is not None else None,
             "withdrew": run.withdrew,
-        }
+        } | ({"ranks": run.ranks.to_dict()} if run.ranks is not None else {})
 
     def to_dict(self) -> dict[str, Any]:
         if len(self.sides) == 1:
@@ -228,39 +271,42 @@ class FleetResult:
     def csv_bytes(self) -> bytes:
         """One CSV row per node per round."""
         text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=CSV_FIELDS, lineterminator="\n")
+        ranked = any(run.ranks is not None for run in self.runs)
+        fields = CSV_FIELDS + RANKS_CSV_FIELDS if ranked else CSV_FIELDS
+        writer = csv.DictWriter(text, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         for run in self.runs:
             first = run.storage[0] if run.storage else None
             offset = self.start_offset(run)
             reads = run.reads
-            writer.writerow(
-                {
-                    "node_id": run.node_id,
-                    "host": run.host,
-                    "side": run.side,
-                    "round": run.round,
-                    "spec": run.spec,
-                    "status": run.status,
-                    "error": run.error or "",
-                    "bytes": run.bytes,
-                    "seconds": f"{run.seconds:.6f}",
-                    "mbps": f"{run.mbps:.3f}",
-                    "start_offset_s": "" if offset is None else f"{offset:.6f}",
-                    "peak_rss": run.peak_rss,
-                    "cache_requested": run.cache.requested,
-                    "resident_before": ""
-                    if math.isnan(run.cache.resident_before)
-                    else f"{run.cache.resident_before:.6f}",
-                    "cold": run.cache.cold,
-                    **storage_columns(first),
-                    "gets": reads.requests if reads else "",
-                    "throttles": reads.throttles if reads else "",
-                    "retries": reads.retries if reads else "",
-                    "ttfb_median_s": finite(reads.ttfb_median_s) if reads else "",
-                    "ttfb_p99_s": finite(reads.ttfb_p99_s) if reads else "",
-                }
-            )
+            row = {
+                "node_id": run.node_id,
+                "host": run.host,
+                "side": run.side,
+                "round": run.round,
+                "spec": run.spec,
+                "status": run.status,
+                "error": run.error or "",
+                "bytes": run.bytes,
+                "seconds": f"{run.seconds:.6f}",
+                "mbps": f"{run.mbps:.3f}",
+                "start_offset_s": "" if offset is None else f"{offset:.6f}",
+                "peak_rss": run.peak_rss,
+                "cache_requested": run.cache.requested,
+                "resident_before": ""
+                if math.isnan(run.cache.resident_before)
+                else f"{run.cache.resident_before:.6f}",
+                "cold": run.cache.cold,
+                **storage_columns(first),
+                "gets": reads.requests if reads else "",
+                "throttles": reads.throttles if reads else "",
+                "retries": reads.retries if reads else "",
+                "ttfb_median_s": finite(reads.ttfb_median_s) if reads else "",
+                "ttfb_p99_s": finite(reads.ttfb_p99_s) if reads else "",
+            }
+            if ranked:
+                row |= ranks_csv_columns(run.ranks, request_figures([run]))
+            writer.writerow(row)
         return text.getvalue().encode()
 
 
@@ -281,9 +327,11 @@ def finite(value: float) -> str:
 def render_fleet(result: FleetResult) -> str:
     """The text report: one line per node and side, then each side's aggregate."""
     lines = [f"fleet {result.verb} of {result.model} on {len(result.node_ids)} nodes"]
+    model_bytes = next((r.ranks.model_bytes for r in result.runs if r.ranks), 0)
     for side in result.sides:
         aggregate = result.aggregate(side.label)
-        lines.append(f"[{side.label}] {side.spec}")
+        ranks = f" · {side.ranks[0]} ranks a node, {side.ranks[1]}" if side.ranks else ""
+        lines.append(f"[{side.label}] {side.spec}{ranks}")
         for row in result.node_rows():
             summary = row if len(result.sides) == 1 else row[side.label]
             requests = summary["requests"]
@@ -295,17 +343,28 @@ def render_fleet(result: FleetResult) -> str:
                     f"{counted}"
                 )
                 continue
+            node = f" (slowest rank); {node_text(summary, model_bytes)}" if ranks else ""
             lines.append(
                 f"  {row['host']} {row['node_id'][:12]}  {rate_text(summary['mbps']):>10}  "
-                f"{summary['seconds']:7.3f} s{counted}"
+                f"{summary['seconds']:7.3f} s{node}{counted}"
             )
         seconds = aggregate["seconds"]
         if seconds["p50"] is not None:
+            served = "the nodes read" if ranks else "storage served"
             lines.append(
                 f"  seconds p50 {seconds['p50']:.3f} · p99 {seconds['p99']:.3f} · "
-                f"max {seconds['max']:.3f}; storage served {rate_text(aggregate['total_mbps'])}; "
+                f"max {seconds['max']:.3f}; {served} {rate_text(aggregate['total_mbps'])}; "
                 f"nodes started within {aggregate['start_spread_s']:.3f} s"
             )
+        slowest = aggregate.get("slowest_node")
+        if slowest is not None:
+            rank = slowest["slowest_rank"]
+            lines.append(
+                f"  slowest node: {slowest['host']} {slowest['node_id'][:12]}, its slowest "
+                f"rank{'' if rank is None else f' ({rank})'} at {slowest['seconds']:.3f} s"
+            )
+        if side.ranks is not None:
+            lines += side_lines([r.ranks for r in result.runs if r.side == side.label and r.ranks])
         if aggregate["requests"] is not None:
             lines.append(f"  in all: {requests_text(aggregate['requests'])}")
         straggler = aggregate["straggler"]
