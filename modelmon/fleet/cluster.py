@@ -182,11 +182,31 @@ def run_round(request: NodeRequest, nodes: Sequence[dict[str, Any]]) -> list[Nod
         try:
             return collect(request, tasks, barrier)
         except BaseException:  # Ctrl+C: take the tasks down too
-            for ref in tasks:
-                ray.cancel(ref, force=True)
+            stop_tasks(list(tasks), barrier)
             raise
     finally:
         end_actor(barrier)
+
+
+def stop_tasks(tasks: list[Any], barrier: Any) -> None:
+    """The driver is stopping (Ctrl+C, SIGTERM): every node is told, as by a node's failure,
+    and has ``STOP_GRACE_S`` to end its load, which removes what it made (cgroups, shared
+    copies); then, or at once on a second Ctrl+C, its task is killed. A killed task takes
+    every process it started with it (Ray ends them all), its guardians too: a cgroup one
+    of them would have removed is then left to the node's next run (``remove_stale``)."""
+    pending = tasks
+    try:
+        if sys.stderr.isatty():
+            print(
+                f"modelmon: stopping every node's load (at most {STOP_GRACE_S:g} s; "
+                "Ctrl+C again kills them at once)",
+                file=sys.stderr,
+            )
+        barrier.stop.remote("the fleet run was stopped on the driver")
+        _, pending = ray.wait(tasks, num_returns=len(tasks), timeout=STOP_GRACE_S)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
 
 
 # How long the driver waits for a killed actor to be known dead before it returns.

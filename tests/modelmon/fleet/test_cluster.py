@@ -388,35 +388,6 @@ def test_fleet_bench_on_a_bucket_gives_every_nodes_requests_and_the_buckets_boun
     assert bound["of_bound"]["A"] > 0 and bound["of_bound"]["B"] > 0
 
 
-def test_fleet_load_of_ranks_gives_each_nodes_slowest_rank_memory_and_requests(
-    cluster: Any, bucket: Any
-) -> None:
-    """``--ranks 2``, every rank streaming the bucket (``whole``): each node's time is its
-    slowest rank's, its bytes both ranks' reads, its requests both ranks' GETs (every GET
-    the bucket answered, counted once), its memory the node's cgroup's."""
-    document = fleet_json(
-        "load", SHARDED, "--address", cluster.address, "--nodes", "2", "--no-bound",
-        "--ranks", "2", "--threads", "2",
-    )  # fmt: skip
-    total = open_model(SHARDED).total_bytes
-    nodes = document["nodes"]
-    assert len(nodes) == 2
-    for node in nodes:
-        (run,) = node["runs"]
-        assert run["status"] == "ok", run["error"]
-        ranks = run["ranks"]
-        assert (ranks["ranks"], ranks["mode"], ranks["read_bytes"]) == (2, "whole", 2 * total)
-        assert node["seconds"] == run["seconds"] == max(ranks["rank_seconds"])
-        assert node["read_bytes"] == run["bytes"] == 2 * total
-        assert node["node_peak_bytes"] > 0 and node["requests"]["gets"] >= 6
-    aggregate = document["aggregate"]
-    assert (aggregate["ranks"], aggregate["mode"]) == (2, "whole")
-    slowest = aggregate["slowest_node"]
-    assert slowest["seconds"] == max(n["seconds"] for n in nodes)
-    assert slowest["node_id"] in {n["node_id"] for n in nodes}
-    assert aggregate["requests"]["gets"] == _load_gets(bucket.proxy)
-
-
 @contextlib.contextmanager
 def node_without(cluster: Any, *names: str) -> Iterator[str]:
     """One more node, started without ``names`` in its environment (the others keep
