@@ -169,8 +169,11 @@ class FleetResult:
         if ranks is None:
             return {}
         figures = [side_figures(self._node_ranks(n, side)) for n in values]
-        memory = {
-            name: spread([f[name] for f in figures if f[name] is not None])
+        memory = {  # bytes, whole (p50 and p99 interpolate between nodes)
+            name: {
+                key: None if value is None else round(value)
+                for key, value in spread([f[name] for f in figures if f[name] is not None]).items()
+            }
             for name in ("node_peak_bytes", "node_held_peak_bytes")
         }
         slowest = max(values, key=lambda n: values[n][0], default=None)

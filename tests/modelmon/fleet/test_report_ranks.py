@@ -66,6 +66,8 @@ def test_each_node_says_its_slowest_rank_memory_and_reads_and_the_fleet_its_slow
     assert (aggregate["ranks"], aggregate["mode"]) == (4, "whole")
     assert aggregate["node_peak_bytes"]["max"] == 240_000_000
     assert aggregate["node_held_peak_bytes"]["min"] == 200_000_000
+    assert aggregate["node_peak_bytes"]["p50"] == 230_000_000  # bytes: whole numbers
+    assert isinstance(aggregate["node_peak_bytes"]["p99"], int)
     assert aggregate["slowest_node"] == {
         "node_id": "n3",
         "host": "host-n3",
