@@ -259,8 +259,7 @@ class FleetResult:
             aggregate = self.aggregate(self.sides[0].label)
         else:
             aggregate = {side.label: self.aggregate(side.label) for side in self.sides}
-            a, b = (aggregate[s.label]["total_mbps"] for s in self.sides[:2])
-            aggregate["b_over_a"] = b / a if a else None
+            aggregate["b_over_a"] = self.b_over_a(aggregate)
         return {
             "verb": self.verb,
             "status": self.status,
@@ -270,6 +269,17 @@ class FleetResult:
             "aggregate": aggregate,
             "bound": self.bound_figures(),
         }
+
+    def b_over_a(self, aggregate: dict[str, Any]) -> float | None:
+        """B against A: the MB/s storage served; with ranks, the slowest node's time (A's
+        over B's: when each side's job was ready), as the nodes' readers read unequal bytes."""
+        a, b = (aggregate[s.label] for s in self.sides[:2])
+        if self.sides[0].ranks is None:
+            return b["total_mbps"] / a["total_mbps"] if a["total_mbps"] else None
+        if a["slowest_node"] is None or b["slowest_node"] is None:
+            return None
+        seconds = a["slowest_node"]["seconds"], b["slowest_node"]["seconds"]
+        return seconds[0] / seconds[1] if seconds[1] > 0 else None
 
     def csv_bytes(self) -> bytes:
         """One CSV row per node per round."""
@@ -376,6 +386,11 @@ def render_fleet(result: FleetResult) -> str:
                 f"  straggler: {straggler['host']} {straggler['node_id'][:12]}, "
                 f"{straggler['ratio']:.2f}× the median"
             )
+    ratio = None
+    if len(result.sides) == 2 and result.sides[0].ranks is not None:
+        ratio = result.b_over_a({s.label: result.aggregate(s.label) for s in result.sides})
+    if ratio is not None:
+        lines.append(f"B/A {ratio:.2f}× (the slowest node's time: A's over B's)")
     bound = result.bound_figures()
     if bound is not None:
         lines += bound_lines(bound)

@@ -17,6 +17,7 @@ from typing import Any
 from modelmon.core import open_model
 
 from ...core.system.test_memory_cgroup import REAL
+from ...memory_cgroup import run_cgroups_of
 from . import test_cluster as bed
 from .test_cluster import (
     NODES,
@@ -126,14 +127,11 @@ def _every_node_reading(driver: subprocess.Popen[str], model: Path) -> dict[int,
 def _assert_nothing_left(tasks: list[int], model: Path) -> None:
     """No process reads the model, every node's task process's children are gone, and no
     cgroup named by a task process (``modelmon-PID-…``) is left where the run made it."""
-    from modelmon.core.system.memory_cgroup import own_parent
-
     assert_nothing_reads(model)
     deadline = time.monotonic() + 30
-    parent = own_parent()[0]
     while True:
         kids = [p for p in _pids() if p in tasks or _parent_of(p) in tasks]
-        left = [c.name for t in tasks for c in parent.glob(f"modelmon-{t}-*")]
+        left = [c.name for t in tasks for c in run_cgroups_of(t)]
         if not left and not [p for p in kids if p not in tasks]:
             return
         assert time.monotonic() < deadline, f"left behind: cgroups {left}, processes {kids}"

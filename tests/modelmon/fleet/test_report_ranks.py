@@ -144,3 +144,29 @@ def test_a_limited_side_says_its_limit_its_oom_kills_and_each_note_once() -> Non
         (str(512 << 20), "2"),
         (str(512 << 20), ""),
     ]
+
+
+def test_a_ranks_bench_compares_the_slowest_nodes_time_not_the_bytes_read() -> None:
+    """Whole (A) against one-reader (B): B's readers read a quarter of A's bytes, yet its
+    job is ready twice as soon; B/A is A's slowest node's time over B's."""
+    a_side = Side("A", RANKED.config, (4, "whole"))
+    b_side = Side("B", RANKED.config, (4, "one-reader"))
+
+    def one_reader(node: str, seconds: float) -> NodeRun:
+        run = ranked_run(node, seconds, 1000.0, 150_000_000, 140_000_000)
+        assert run.ranks is not None
+        ranks = replace(run.ranks, mode="one-reader", read_bytes=MODEL_BYTES)
+        return replace(run, side="B", round=1, bytes=MODEL_BYTES, ranks=ranks)
+
+    runs = (
+        replace(ranked_run("n1", 3.0, 1000.0, 220_000_000, 200_000_000), side="A"),
+        replace(ranked_run("n2", 4.0, 1000.0, 230_000_000, 205_000_000), side="A"),
+        one_reader("n1", 1.5),
+        one_reader("n2", 2.0),
+    )
+    result = FleetResult("bench", "/m", (a_side, b_side), runs)
+    aggregate = strict(result.to_dict())["aggregate"]
+    assert aggregate["A"]["slowest_node"]["seconds"] == 4.0
+    assert aggregate["B"]["slowest_node"]["seconds"] == 2.0
+    assert aggregate["b_over_a"] == 2.0
+    assert "B/A 2.00× (the slowest node's time: A's over B's)" in render_fleet(result)
