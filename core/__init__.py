@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
     from modelmon.core.measuring.ceilings import measure_ceilings
     from modelmon.core.measuring.ranks import RanksRun
+    from modelmon.core.measuring.ranks_ab import RanksAB, RanksSide, run_ranks_ab
     from modelmon.core.measuring.ranks_records import RanksResult
     from modelmon.core.measuring.ranks_search import RanksRecommendation, recommend_ranks
     from modelmon.core.measuring.recommend import Recommendation, recommend
@@ -115,6 +116,7 @@ _EXPORTS = (
     ("modelmon.core.measuring.ranks", "RanksRun"),
     ("modelmon.core.measuring.ranks_records", "RanksResult"),
     ("modelmon.core.measuring.ab_run", "run_ab"),
+    ("modelmon.core.measuring.ranks_ab", "run_ranks_ab RanksAB RanksSide"),
     ("modelmon.core.measuring.ab", "ABResult Verdict"),
     ("modelmon.core.measuring.ceilings", "measure_ceilings"),
     ("modelmon.core.measuring.ceiling_records", "Ceilings Ceiling"),

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         keeps_bytes,
     )
     from modelmon.core.measuring.object_bounds import ObjectReading, plain_read
+    from modelmon.core.measuring.ranks import check_ranks
     from modelmon.core.measuring.ranks_records import find_straggler
     from modelmon.core.measuring.ranks_search import WayMeasured
     from modelmon.core.measuring.recommend import BudgetUse, candidates
@@ -33,6 +34,7 @@ _EXPORTS = (
     ("modelmon.core.measuring.object_bounds", "plain_read ObjectReading"),
     ("modelmon.core.measuring.ranks_records", "find_straggler"),
     ("modelmon.core.measuring.ranks_search", "WayMeasured"),
+    ("modelmon.core.measuring.ranks", "check_ranks"),
     ("modelmon.core.measuring.advice", "LoaderAdvice"),
 )
 __all__, __getattr__, __dir__ = face("modelmon.core.measuring", _EXPORTS, globals())

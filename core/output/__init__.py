@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from modelmon.core.output.explain import explain as explain_recommendation
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
     from modelmon.core.output.loader import in_loader_rounds, loader_snippets
+    from modelmon.core.output.ranks_ab import ranks_run_line, render_ranks_ab
     from modelmon.core.output.ranks_answer import (
         paste_lines,
         render_ranks_answer,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
         render_result,
         search_memory_text,
     )
-    from modelmon.core.output.verdict import spread_words, stopped_words, verdict_words
+    from modelmon.core.output.verdict import pairs_lines, spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
     from modelmon.core.system.host_memory import primed_text, priming_plan_text
     from modelmon.core.system.memory_limit import ram_text
@@ -46,13 +47,14 @@ _EXPORTS = (
         "render_result render_inspect render_ranks model_summary memory_text search_memory_text",
     ),
     ("modelmon.core.output.watch", "render_watch"),
-    ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words"),
+    ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words pairs_lines"),
     ("modelmon.core.output.explain", "explain_recommendation=explain"),
     ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text"),
     ("modelmon.core.output.snippets", "recommendation_snippets=snippets"),
     ("modelmon.core.output.answer", "recommendation_answer=answer answered as_told Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
     ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config paste_lines"),
+    ("modelmon.core.output.ranks_ab", "render_ranks_ab ranks_run_line"),
     (
         "modelmon.core.output.config",
         "build_document recommendation_document render_config=render write_config",

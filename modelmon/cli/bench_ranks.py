@@ -97,14 +97,10 @@ def run(args: argparse.Namespace, a: Configuration, b: Configuration) -> int:
     processes, which modelmon does not divide into ranks)."""
     from modelmon.cli.flags import say_memory_limit
     from modelmon.cli.progress import progress_bars
-    from modelmon.core import (
-        ABFailed,
-        RanksSide,
-        open_model,
-        require_tensor_bytes,
-        run_ranks_ab,
-    )
-    from modelmon.core.output.ranks_ab import ranks_run_line, render_ranks_ab
+    from modelmon.core import RanksSide, open_model, run_ranks_ab
+    from modelmon.core.measuring import ABFailed
+    from modelmon.core.model import require_tensor_bytes
+    from modelmon.core.output import ranks_run_line, render_ranks_ab
 
     sides = [
         RanksSide(mode_of(args, flag), strategy_of(config, flag))  # type: ignore[arg-type]

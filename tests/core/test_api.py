@@ -223,7 +223,7 @@ def test_the_root_imports_only_what_is_asked_for() -> None:
 FOR_LIBRARY_USERS = {
     "measure": "the library's verb: a load in worker processes, only its measurement back",
     "watch": "the library's verb: another program's load, measured from outside",
-    "RanksResult": "what RanksRun.run returns",
+    "RanksAB": "what run_ranks_ab returns",
     "LoaderRecommendation": "what recommend_with_loader returns",
 }
 # The names of a public module no front end imports, each with why it is there.
