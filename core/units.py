@@ -27,6 +27,14 @@ def rate_text(mbps: float, *, grouped: bool = False) -> str:
     return f"{number} {unit}"
 
 
+def rate_figure(mbps: float) -> float:
+    """A rate in MB/s as a record or config file keeps it: one decimal from 1 MB/s, three
+    significant digits under it, so that a 9.8 kB/s bucket is 0.00982, never 0.0."""
+    if mbps >= 1 or mbps <= 0:
+        return round(mbps, 1)
+    return float(f"{mbps:.3g}")
+
+
 def rate_span_text(low: float, high: float) -> str:
     """Runs' rates from ``low`` to ``high`` as ``rate_text`` writes them: "576–707 MB/s",
     "12–15 kB/s", "850 kB/s–1.2 MB/s"."""

@@ -35,7 +35,7 @@ from modelmon.core.measuring.race import Race, thrashing
 from modelmon.core.options import MiB
 from modelmon.core.runs.start import run_for
 from modelmon.core.system.memory_limit import ram_text, size_text
-from modelmon.core.units import rate_text
+from modelmon.core.units import rate_figure, rate_text
 
 # Above its anonymous need: an interpreter's memory differs a little from run to run, and the
 # reads in flight need page cache before they are copied out of it.
@@ -107,7 +107,7 @@ class LimitProbes:
                 {
                     "limit_bytes": p.limit_bytes,
                     "held": p.held,
-                    **({} if p.mbps is None else {"mbps": round(p.mbps, 1)}),
+                    **({} if p.mbps is None else {"mbps": rate_figure(p.mbps)}),
                     **({} if p.peak_bytes is None else {"peak_bytes": p.peak_bytes}),
                     "reread_bytes": p.reread_bytes,
                     **({"why": p.why} if p.why else {}),

@@ -27,7 +27,7 @@ from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.outputs import check_output
 from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
-from modelmon.core.units import rate_text
+from modelmon.core.units import rate_figure, rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.loading.result import LoadResult
@@ -121,11 +121,11 @@ def build_document(
     evidence: dict[str, Any] = {
         "runs": len(runs),
         **cache_evidence(model, runs, cache),
-        "median_mbps": round(winner.median_mbps, 1),
-        "min_mbps": round(min(r.mbps for r in runs), 1),
-        "max_mbps": round(max(r.mbps for r in runs), 1),
+        "median_mbps": rate_figure(winner.median_mbps),
+        "min_mbps": rate_figure(min(r.mbps for r in runs)),
+        "max_mbps": rate_figure(max(r.mbps for r in runs)),
         "median_seconds": round(sorted(r.seconds for r in runs)[len(runs) // 2], 4),
-        "ceilings_mbps": {c.name: round(c.mbps, 1) for c in ceiling_items},
+        "ceilings_mbps": {c.name: rate_figure(c.mbps) for c in ceiling_items},
     }
     if budget_s is not None:
         evidence["budget_seconds"] = budget_s
@@ -162,7 +162,7 @@ def build_document(
                 "rank": rank,
                 "strategy": c.strategy,
                 "spec": c.spec,
-                "median_mbps": round(c.median_mbps, 1),
+                "median_mbps": rate_figure(c.median_mbps),
                 "runs": len(c.results),
                 **({"note": _note(c)} if _note(c) else {}),
             }
@@ -176,7 +176,7 @@ def build_document(
         "recommendation": {
             "pick": chosen.spec,
             "loader": "modelmon" if chosen.own is not None else chosen.spec,
-            "median_mbps": round(chosen.median_mbps, 1),
+            "median_mbps": rate_figure(chosen.median_mbps),
             "runs": len(chosen.results),
             "in_config": chosen is winner,
             **({"apply": matched} if matched else {}),
@@ -217,13 +217,13 @@ def bound_evidence(ceilings: Ceilings, winner: Candidate) -> dict[str, Any]:
     storage, fill = ceilings.get("storage"), ceilings.get("memory_fill")
     bound: dict[str, Any] = {
         "bound": efficiency.bound.name,
-        "bound_mbps": round(efficiency.bound.mbps, 1),
+        "bound_mbps": rate_figure(efficiency.bound.mbps),
         "spread": round(efficiency.bound.spread, 3),
         "load_keeps_bytes": keeps,
     }
     for name, ceiling in (("storage", storage), ("memory_fill", fill)):
         if ceiling is not None:
-            bound[f"{name}_mbps"] = round(ceiling.mbps, 1)
+            bound[f"{name}_mbps"] = rate_figure(ceiling.mbps)
             bound[f"{name}_measured_with"] = ceiling.spec
     return {
         "ceiling": efficiency.bound.name,
@@ -376,7 +376,7 @@ def _answer_table(
     table: dict[str, Any] = {
         "pick": chosen.spec,
         "loader": "modelmon" if own else chosen.spec,
-        "median_mbps": round(chosen.median_mbps, 1),
+        "median_mbps": rate_figure(chosen.median_mbps),
         "runs": len(chosen.results),
         "in_config": own,
     }

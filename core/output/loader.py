@@ -17,7 +17,7 @@ from modelmon.core.output.comparison import times_text
 from modelmon.core.output.explain import permanent_readahead
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import OWN_TOOLS, Snippet
-from modelmon.core.units import rate_span_text, rate_text
+from modelmon.core.units import rate_figure, rate_span_text, rate_text
 
 
 def _runs(candidate: Candidate) -> str:
@@ -222,11 +222,11 @@ def loader_table(advice: LoaderAdvice) -> dict[str, Any]:
         if not candidate.results:
             return {f"{prefix}_ended": candidate.reason or candidate.ended}
         return {
-            f"{prefix}_mbps": round(candidate.median_mbps, 1),
+            f"{prefix}_mbps": rate_figure(candidate.median_mbps),
             f"{prefix}_runs": len(candidate.results),
             # Each run, in the order run: the spread behind the median, to compare with the
             # same configuration run again.
-            f"{prefix}_run_mbps": [round(r.mbps, 1) for r in candidate.results],
+            f"{prefix}_run_mbps": [rate_figure(r.mbps) for r in candidate.results],
         }
 
     table: dict[str, Any] = {"as_is": loader.spec, **figures("as_is", loader)}

@@ -58,3 +58,13 @@ def test_a_span_of_rates_says_its_unit_once() -> None:
     assert rate_span_text(576.2, 707.4) == "576–707 MB/s"
     assert rate_span_text(0.012, 0.015) == "12–15 kB/s"
     assert rate_span_text(0.85, 1.2) == "850 kB/s–1.2 MB/s"
+
+
+@pytest.mark.parametrize(
+    ("mbps", "kept"),
+    [(1320.44, 1320.4), (1.04, 1.0), (0.9812, 0.981), (0.00982, 0.00982), (0.0, 0.0)],
+)
+def test_a_rate_is_kept_in_megabytes_to_three_digits_under_one(mbps: float, kept: float) -> None:
+    from modelmon.core.units import rate_figure
+
+    assert rate_figure(mbps) == kept

@@ -239,3 +239,37 @@ def test_old_files_with_chunk_in_bytes_still_read_and_both_forms_are_refused(
         bad = GOOD.replace('chunk = "16MiB"', f"chunk_mib = {value}")
         with pytest.raises(ConfigError, match=r"recommended\.chunk_mib: chunk must be a number"):
             read_config(write(tmp_path, bad))
+
+
+def test_a_bucket_read_at_kilobytes_a_second_keeps_its_rates_in_the_file(
+    sharded_model: Path, tmp_path: Path
+) -> None:
+    """A 10 kB/s bucket's figures are kept to three significant digits: 0.0098 MB/s, never
+    the 0.0 that one decimal of MB/s makes of them."""
+    from modelmon.core.model.formats import open_model
+    from modelmon.core.output.config import build_document
+
+    from ..measuring.records import candidate
+
+    winner = candidate("pread", 0.0098, 0.0101, 0.0099, workers=1)
+    slower = candidate("sequential", 0.0052, 0.0054, workers=1)
+    document = build_document(
+        open_model(sharded_model),
+        winner,
+        (winner, slower),
+        None,
+        ["Best: pread."],
+        config_name="m.toml",
+        cache="cold",
+        usable_ram=10**10,
+    )
+    evidence = document["evidence"]
+    assert (evidence["median_mbps"], evidence["min_mbps"], evidence["max_mbps"]) == (
+        0.0099,
+        0.0098,
+        0.0101,
+    )
+    assert document["alternatives"][0]["median_mbps"] == 0.0053
+    assert document["recommendation"]["median_mbps"] == 0.0099
+    written = read_config(write_config(tmp_path / "m.toml", document))
+    assert written.strategy == "pread"
