@@ -97,9 +97,22 @@ def check_watch(
 
 def check_command(command: Sequence[str] | None, env: Mapping[str, str] | None) -> None:
     """WatchError, in one line and before anything runs, for a command no program can be
-    started with: a word or an environment variable holding a NUL byte (the kernel takes each
-    as a NUL-ended string), a variable's name empty or holding "=" (another variable then)."""
-    words = [os.fsdecode(word) for word in command or ()]
+    started with: one string (not a list of words), a word neither a string nor a path, a
+    word or an environment variable holding a NUL byte (the kernel takes each as a NUL-ended
+    string), a variable's name empty or holding "=" (another variable then)."""
+    if isinstance(command, (str, bytes)):  # else each of its characters would be a word
+        raise WatchError(
+            f"cannot run {command!r}: a command is a list of words "
+            "(['python', 'load.py', 'MODEL']), not one string"
+        )
+    raw = list(command or ())
+    for number, word in enumerate(raw, 1):
+        if not isinstance(word, (str, bytes, os.PathLike)):
+            raise WatchError(
+                f"cannot run the command: its word {number} is {type(word).__name__} "
+                f"{word!r:.40}, not a string or a path"
+            )
+    words = [os.fsdecode(word) for word in raw]
     if not words:
         return
     program = words[0]

@@ -28,6 +28,9 @@ TRUE = [sys.executable, "-c", "pass"]
         ({"command": TRUE, "env": {"A\x00B": "1"}}, "name 'A\\x00B'"),
         ({"command": TRUE, "env": {"A=B": "1"}}, "name 'A=B'"),
         ({"command": TRUE, "env": {"": "1"}}, "name ''"),
+        ({"command": "echo hi"}, "cannot run 'echo hi': a command is a list of words"),
+        ({"command": "a\x00b"}, "a command is a list of words"),
+        ({"command": [*TRUE, 3]}, "its word 4 is int 3, not a string or a path"),
     ],
 )
 def test_a_command_no_program_can_take_is_refused_as_the_watch_is_made(
