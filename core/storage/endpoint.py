@@ -111,10 +111,14 @@ def check_endpoint(endpoint: Setting) -> None:
         )
     port = found["port"]
     if port is not None and not (port.isdigit() and port.isascii() and 0 < int(port) < 65536):
-        shown = port if port.isdigit() and port.isascii() and len(port) < 12 else "given"
+        where = f"{scheme}://{found['host']}"
+        if port.isdigit() and port.isascii() and len(port) < 12:
+            raise StorageConfigError(
+                source, f"the endpoint {where}:{port}: its port is not one of 1 to 65535"
+            )
+        # Not repeated: what follows the colon is no number, and may be anything.
         raise StorageConfigError(
-            source,
-            f"the endpoint {scheme}://{found['host']}:{shown}: its port is not one of 1 to 65535",
+            source, f"the endpoint {where}: its port is not a number from 1 to 65535"
         )
 
 
