@@ -122,7 +122,7 @@ def look(
     except FileNotFoundError:
         return None
     except PermissionError:
-        names, denied = [], "descriptors (/proc/PID/fd) of a process of another user"
+        names, denied = [], "descriptors (/proc/PID/fd)"
     for name in names:
         link = f"/proc/{pid}/fd/{name}"
         try:
@@ -145,7 +145,7 @@ def look(
         return None
     except PermissionError:
         parsed, libraries = [], set()
-        denied = "mappings (/proc/PID/maps) of a process of another user"
+        denied = " and ".join(filter(None, (denied, "mappings (/proc/PID/maps)")))
     mappings = []
     for identity, start, end, offset, path in parsed:
         found = consider(path.removesuffix(" (deleted)"), identity)
@@ -161,6 +161,11 @@ def look(
         for mapping in mappings:
             if mapping.start in resident:
                 mapped_rss[mapping.file] = mapped_rss.get(mapping.file, 0) + resident[mapping.start]
+    if denied is not None:
+        denied = (
+            f"cannot read the {denied} of a process of another user: run modelmon as that "
+            "user or as root"
+        )
     return Openings(descriptors, mappings, libraries, mapped_rss, denied)
 
 

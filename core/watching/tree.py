@@ -315,8 +315,8 @@ class ProcessTree:
                 except PermissionError:
                     member.io_denied = True
                     self.denied.add(
-                        "/proc/PID/io (read and IO counters) of processes of another user: "
-                        "run modelmon as that user or as root"
+                        "cannot read /proc/PID/io (read and IO counters) of processes of another "
+                        "user: run modelmon as that user or as root"
                     )
             member.last = stat.counters._replace(read_bytes=read_bytes, read_chars=read_chars)
             if stat.state != "Z":

@@ -465,3 +465,23 @@ def test_a_watch_refuses_a_zombie():
             Watch(pid=child.pid)
     finally:
         child.wait()
+
+
+def test_a_process_of_another_user_is_said_in_one_sentence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its descriptors and mappings refused (as /proc refuses them for another user's
+    process): one note names both and what to do, never a bare "mappings (...)"."""
+    from modelmon.core.watching import openings
+
+    def refused(path: object, *args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(openings.os, "listdir", refused)
+    monkeypatch.setattr(openings, "open", refused, raising=False)
+    seen = openings.look(os.getpid(), lambda path, identity: None, want_rss=True)
+    assert seen is not None and not seen.descriptors and not seen.mappings
+    assert seen.denied == (
+        "cannot read the descriptors (/proc/PID/fd) and mappings (/proc/PID/maps) of a "
+        "process of another user: run modelmon as that user or as root"
+    )
