@@ -94,8 +94,8 @@ def pairs_lines(ratios: Sequence[float], verdict: Verdict, pairs: int) -> list[s
         f"B/A per pair: {each} → median {verdict.median_ratio:.2f} "
         f"(range {verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, "
         f"{spread_words(verdict.noise)})",
-        f"verdict: {verdict_words(verdict, pairs)}"
-        + (f" — {verdict.note}" if verdict.note else ""),
+        # The words say what a note would (one pair: no noise known), once.
+        f"verdict: {verdict_words(verdict, pairs)}",
     ]
 
 

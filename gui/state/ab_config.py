@@ -69,8 +69,6 @@ def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
             f"The difference is within noise, so either is fine; this file names "
             f"{chosen.side}, whose median was higher."
         )
-    if ab.verdict.note:
-        lines.append(f"Note: {ab.verdict.note}.")
     caveat = shared_fd_note(ab, chosen)
     if caveat:
         lines.append(f"Caveat: {caveat}.")

@@ -103,9 +103,7 @@ class CompareBar(QWidget):
             verdict.text, theme.foreground
         )
         self.verdict.setStyleSheet(f"color: {colour};")
-        text = verdict_text(verdict, min(ab.a.runs, ab.b.runs))
-        if verdict.note:
-            text += f" — {verdict.note}"
+        text = verdict_text(verdict, min(ab.a.runs, ab.b.runs))  # its note said in it
         self.verdict.setText(text)
         self.verdict.setToolTip("\n".join([text, TIPS["verdict"], *ab_detail_lines(ab)]))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from modelmon.core.measuring.ab import Verdict, judge
-from modelmon.core.output.verdict import gain_text, stopped_words, verdict_words
+from modelmon.core.output.verdict import gain_text, pairs_lines, stopped_words, verdict_words
 
 
 def test_faster_names_the_side_and_its_gain_in_percent():
@@ -45,6 +45,12 @@ def test_one_pair_is_too_few_to_be_certain():
         "B was 30 % faster in the one pair run; not certain: one pair gives no estimate of "
         "the noise, run more pairs"
     )
+
+
+def test_one_pairs_verdict_says_why_once():
+    verdict = judge([1.3])
+    lines = pairs_lines([1.3], verdict, 1)
+    assert sum(line.count("no estimate of") for line in lines) == 1, lines
 
 
 def test_a_stopped_ab_has_no_verdict():
