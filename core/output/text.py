@@ -132,14 +132,19 @@ def requests_text(stats: ReadStats) -> str:
     """A load's ranged GETs in one line: how many, over how many connections, their time to
     first byte, retries and throttles, and what one connection carried."""
     busy = [c for c in stats.connections if c.requests]
-    per = [c.throughput for c in busy if c.busy_s > 0]
+    # Only connections that carried bytes have a rate; none did when nothing arrived.
+    per = [c.throughput for c in busy if c.busy_s > 0 and c.throughput > 0]
     each = f", {rate_text(float(np.median(per)) / 1e6)} per connection while busy" if per else ""
     retried = f"{stats.retries} retr{'y' if stats.retries == 1 else 'ies'}"
     resumed = f" ({stats.resumed} resumed mid-body)" if stats.resumed else ""
+    first_byte = (
+        "no first byte arrived"
+        if math.isnan(stats.ttfb_median_s)
+        else f"first byte {_ms(stats.ttfb_median_s)} median, {_ms(stats.ttfb_p99_s)} p99"
+    )
     return (
         f"{stats.requests} GETs over {len(busy)} connection{'s' if len(busy) != 1 else ''}, "
-        f"first byte {_ms(stats.ttfb_median_s)} median, {_ms(stats.ttfb_p99_s)} p99; "
-        f"{retried}{resumed}, {stats.throttles} throttled{each}"
+        f"{first_byte}; {retried}{resumed}, {stats.throttles} throttled{each}"
     )
 
 

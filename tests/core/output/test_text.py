@@ -53,3 +53,16 @@ def test_a_search_says_the_picks_peak_and_the_largest_of_the_tree(sharded_model:
         "peak RSS 50.00 MB in the recommended load's own processes, 2.40 GB at most in all "
         "of modelmon's processes over the search"
     )
+
+
+def test_a_read_that_got_nothing_says_so_not_zero_rates() -> None:
+    import math
+
+    from modelmon.core.output.text import requests_text
+    from modelmon.core.storage.records import ConnectionStats, ReadStats
+
+    silent = ConnectionStats(0, 8, 0, 30.0, 0.0)
+    stats = ReadStats(8, 0, 30.0, math.nan, math.nan, 7, 0, 0, (silent,))
+    line = requests_text(stats)
+    assert "no first byte arrived" in line and "? ms" not in line
+    assert "per connection" not in line  # no rate of a connection that carried nothing
