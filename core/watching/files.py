@@ -13,6 +13,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from modelmon.core.system.residency import PAGE_SIZE
+
 # Names the loaders people run read weights from. ".bin" is torch's pytorch_model.bin.
 MODEL_SUFFIXES = (
     ".safetensors",
@@ -158,6 +160,15 @@ def swap_pages() -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return (found["pswpin"], found["pswpout"]) if len(found) == 2 else None
+
+
+def swap_moved(
+    before: tuple[int, int] | None, after: tuple[int, int] | None
+) -> tuple[int | None, int | None]:
+    """Bytes swapped in and out between two ``swap_pages``; (None, None) when either is unknown."""
+    if before is None or after is None:
+        return None, None
+    return (after[0] - before[0]) * PAGE_SIZE, (after[1] - before[1]) * PAGE_SIZE
 
 
 def file_stamp(path: str) -> tuple[int, int] | None:

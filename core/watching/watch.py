@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -33,11 +32,16 @@ from modelmon.core.options import CacheMode
 from modelmon.core.system import cache
 from modelmon.core.system.open_files import usual_open_files_in_child, watch_open_files
 from modelmon.core.system.readiness import wait_readable
-from modelmon.core.system.residency import PAGE_SIZE
-from modelmon.core.watching import naming
+from modelmon.core.watching import exits, naming
 from modelmon.core.watching.assemble import Ending, assemble
 from modelmon.core.watching.attach import check_command, check_watch
-from modelmon.core.watching.files import ModelFiles, changed_files, file_stamp, swap_pages
+from modelmon.core.watching.files import (
+    ModelFiles,
+    changed_files,
+    file_stamp,
+    swap_moved,
+    swap_pages,
+)
 from modelmon.core.watching.limit import WatchMemory
 from modelmon.core.watching.observer import Observer, Progress
 from modelmon.core.watching.orphans import (
@@ -174,13 +178,7 @@ class Watch:
         if signal_name is not None and ending.ended_by == "exit":
             ending = dataclasses.replace(ending, status="killed")
         ending = dataclasses.replace(ending, exit_code=code, signal=signal_name)
-        swap_after = swap_pages()
-        swap: tuple[int | None, int | None] = (None, None)
-        if swap_before is not None and swap_after is not None:
-            swap = (
-                (swap_after[0] - swap_before[0]) * PAGE_SIZE,
-                (swap_after[1] - swap_before[1]) * PAGE_SIZE,
-            )
+        swap = swap_moved(swap_before, swap_pages())
         try:
             return assemble(
                 self.observer,
@@ -326,19 +324,7 @@ class Watch:
                 os.close(pidfd)
 
     def _exited(self, root: int) -> bool:
-        if self._process is not None:  # ours: a zombie until reaped, its counters readable
-            found = os.waitid(os.P_PID, root, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            return found is not None and found.si_pid == root
-        tree = self.observer.tree
-        member = tree.members.get(root) if tree is not None else None
-        try:
-            with open(f"/proc/{root}/stat", "rb") as stat:
-                data = stat.read()
-        except OSError:
-            return True
-        fields = data[data.rindex(b")") + 2 :].split()
-        reused = member is not None and int(fields[19]) != member.start_ticks
-        return reused or fields[0] in (b"Z", b"X")
+        return exits.root_exited(self._process, self.observer.tree, root)
 
     def _leftovers(self) -> list[tuple[int, int]]:
         if self._process is None or self.observer.tree is None:
@@ -373,15 +359,7 @@ class Watch:
             how = self._stop_command(root)  # on exit: what the command left running
             if ended_by != "exit":
                 exit_ns = now_ns()
-        status = {
-            "exit": "exited",
-            "quiet": "stopped",
-            "cancel": "cancelled",
-            "ready": "stopped",
-            "ready-timeout": "stopped",
-        }[ended_by]
-        if self.attached:
-            status = {"exit": "gone", "quiet": "detached", "cancel": "detached"}[ended_by]
+        status = exits.ending_status(ended_by, self.attached)
         if how and self._exited(root):  # else the reaping says what became of it
             self.notes.append(
                 f"modelmon stopped the command ({how}): the watch ended by {ended_by}"
@@ -411,21 +389,11 @@ class Watch:
 
     def _notes(self) -> list[str]:
         notes = self.notes + self.memory.notes
-        tree = self.observer.tree
-        if tree is not None:
-            left = [m.pid for m in tree.live() if m.pid != tree.root]
-            if left:
-                notes.append(
-                    f"{len(left)} process(es) of the tree still run after the watch: pids "
-                    + ", ".join(map(str, left[:10]))
-                )
+        left = exits.still_running_note(self.observer.tree)
+        if left is not None:
+            notes.append(left)
         return notes
 
     def exit_status(self) -> tuple[int | None, str | None]:
         """The command's exit code and the signal that ended it (after ``run``)."""
-        if self._process is None or self._process.returncode is None:
-            return None, None
-        code = self._process.returncode
-        if code < 0:
-            return code, signal.Signals(-code).name
-        return code, None
+        return exits.exit_status(self._process)
