@@ -46,6 +46,8 @@ from modelmon.core.units import gib_text
 # Free memory (and memory cgroup room) the load's page cache leaves to others: the same
 # margin priming keeps.
 DROP_RESERVE = PRIME_RESERVE
+# A one-reader load's page cache would be a second copy of what the shared copy holds.
+SHARED_COPY_DROPS = "the node's shared copy holds the bytes: their page cache would be a second"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,27 @@ def drop_behind_reason(
         f"the files ({gib_text(file_bytes)}) do not fit in the page cache it may fill without "
         f"evicting other programs' pages ({what}{reserve})"
     )
+
+
+def strategy_drops_behind(
+    file_bytes: int,
+    options: LoadOptions,
+    *,
+    reads_objects: bool,
+    maps_file: bool,
+    releases_mappings: bool,
+    shared_copy: bool = False,
+    memory_limit: int | None = None,
+) -> str | None:
+    """Why a load by a strategy of these traits drops its page cache behind its reads, or
+    None: never when it reads objects (their bytes fill no page cache on this machine);
+    always when it fills the node's shared copy (``shared_copy``) without keeping the file
+    mapped; else as ``drop_behind_reason`` says."""
+    if reads_objects:
+        return None
+    if shared_copy and not (maps_file and not releases_mappings):
+        return SHARED_COPY_DROPS
+    return drop_behind_reason(file_bytes, options, maps_file, releases_mappings, memory_limit)
 
 
 def dropped_behind(why: str | None, done: Iterable[WorkerDone]) -> DroppedBehind | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -217,3 +217,16 @@ def tiled_checksums(model: Model, filled: list[np.ndarray], verify: bool) -> dic
     if not verify:
         return {}
     return dict(zip((e.name for e in model.extents), rows[:, 3].tolist(), strict=True))
+
+
+def shared_work_checksums(
+    model: Model, spans: Iterable[np.ndarray | None], verify: bool
+) -> tuple[dict[str, int], str | None]:
+    """The outcome of ``tiled_checksums`` over the spans the workers that shared their work
+    reported: the per-tensor crc32s (when ``verify``) and no failure, or none and the run's
+    failure, saying where the spans do not tile the model."""
+    filled = [rows for rows in spans if rows is not None]
+    try:
+        return tiled_checksums(model, filled, verify), None
+    except LoadError as exc:
+        return {}, f"the workers' shared work: {exc}"

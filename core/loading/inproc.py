@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from modelmon.core.loading.drop_behind import DropBehind, drop_behind_reason
+from modelmon.core.loading.drop_behind import DropBehind, strategy_drops_behind
 from modelmon.core.loading.envelope import run_envelope
 from modelmon.core.loading.preflight import check_memory, preflight
 from modelmon.core.loading.reads import ReadRecorder, new_descriptor_id
@@ -80,12 +80,12 @@ def _load(
         lazy=not strategy_class.allocates,
         parts=parts,
     )
-    drops = (
-        None  # an object's bytes fill no page cache on this machine
-        if strategy_class.reads_objects
-        else drop_behind_reason(
-            model.file_bytes, options, strategy_class.maps_file, strategy_class.releases_mappings
-        )
+    drops = strategy_drops_behind(
+        model.file_bytes,
+        options,
+        reads_objects=strategy_class.reads_objects,
+        maps_file=strategy_class.maps_file,
+        releases_mappings=strategy_class.releases_mappings,
     )
     dropper = DropBehind(paths) if drops is not None else None
     after_read = dropper.dropped if dropper is not None and not strategy_class.maps_file else None

@@ -222,6 +222,15 @@ def run_notes(
     return notes + ((held,) if held else ())
 
 
+def cancelled_error(status: str, timed_out: bool, time_limit_s: float | None) -> str | None:
+    """The error of a run that was stopped before its end: at its time limit, or cancelled."""
+    if status != "cancelled":
+        return None
+    if timed_out:
+        return f"stopped at the time limit of {time_limit_s:g} s"
+    return "cancelled"
+
+
 def residency_after(
     paths: list[str], *, worker_died: bool, drops: bool
 ) -> tuple[float, str | None]:

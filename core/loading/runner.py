@@ -30,10 +30,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from modelmon.core.errors import LoadError
-from modelmon.core.loading.drop_behind import drop_behind_reason, dropped_behind
+from modelmon.core.loading.drop_behind import dropped_behind, strategy_drops_behind
 from modelmon.core.loading.envelope import RunEnvelope, StartGate, run_envelope
-from modelmon.core.loading.fills import tiled_checksums
+from modelmon.core.loading.fills import shared_work_checksums
 from modelmon.core.loading.handout import hand_out
 from modelmon.core.loading.messages import WorkerDone, WorkerReady
 from modelmon.core.loading.preflight import check_memory, preflight
@@ -50,6 +49,7 @@ from modelmon.core.loading.reads import ReadLog, descriptor_sharing, new_descrip
 from modelmon.core.loading.result import (
     LoadResult,
     block_timings,
+    cancelled_error,
     model_checksum,
     object_reads,
     residency_after,
@@ -68,9 +68,6 @@ from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache, host_memory
 from modelmon.core.system.memory_cgroup import MemoryCgroup
 from modelmon.core.system.memory_limit import oom_failure
-
-# A one-reader load's page cache would be a second copy of what the shared copy holds.
-SHARED_COPY_DROPS = "the node's shared copy holds the bytes: their page cache would be a second"
 
 
 class LoadRun:
@@ -236,21 +233,15 @@ class LoadRun:
                 self._envelope = None
 
     def _run(self) -> LoadResult:
-        # An object's bytes fill no page cache on this machine: nothing to drop behind.
         strategy = self.strategy_class
-        self.drop_behind = (
-            None
-            if strategy.reads_objects
-            else SHARED_COPY_DROPS
-            if self.shared is not None
-            and not (strategy.maps_file and not strategy.releases_mappings)
-            else drop_behind_reason(
-                self.model.file_bytes,
-                self.options,
-                strategy.maps_file,
-                strategy.releases_mappings,
-                self.memory_limit,
-            )
+        self.drop_behind = strategy_drops_behind(
+            self.model.file_bytes,
+            self.options,
+            reads_objects=strategy.reads_objects,
+            maps_file=strategy.maps_file,
+            releases_mappings=strategy.releases_mappings,
+            shared_copy=self.shared is not None,
+            memory_limit=self.memory_limit,
         )
         context = mp.get_context("spawn")
         self._oom_kills = oom_kills()  # a worker SIGKILLed later: was it the OOM killer?
@@ -352,7 +343,8 @@ class LoadRun:
         seconds = (end_ns - self.t0_ns) / 1e9 if done else 0.0
         crcs = {name: crc for d in done.values() for name, crc in d.checksums}
         if self.shares_work and status == "ok" and failure is None:
-            crcs, failure = self._check_shared_work()
+            spans = (d.spans for d in done.values())
+            crcs, failure = shared_work_checksums(self.model, spans, self.options.verify)
         verified = self.options.verify and status == "ok"
         columns = self.reads.columns()
         objects = any(file.remote is not None for file in self.model.files)
@@ -383,7 +375,7 @@ class LoadRun:
             workers=worker_timings(done, self.ready, columns),
             checksum=model_checksum(crcs, self.model) if verified else None,
             tensor_checksums=crcs if verified else {},
-            error=failure or self._cancelled_error(status),
+            error=failure or cancelled_error(status, self.timed_out, self.time_limit_s),
             notes=notes,
             host_reported=self.host_reported,
             parent_peak_rss=self._own_peak(),
@@ -393,22 +385,6 @@ class LoadRun:
             memory_limit=limited,
             storage_error=self.pipes.storage_error if failure == self.pipes.failure else None,
         )
-
-    def _cancelled_error(self, status: str) -> str | None:
-        if status != "cancelled":
-            return None
-        if self.timed_out:
-            return f"stopped at the time limit of {self.time_limit_s:g} s"
-        return "cancelled"
-
-    def _check_shared_work(self) -> tuple[dict[str, int], str | None]:
-        """The spans every worker filled tile every tensor exactly (else the run failed: the
-        failure); the per-tensor crc32s combined from them when verifying."""
-        filled = [done.spans for done in self.done.values() if done.spans is not None]
-        try:
-            return tiled_checksums(self.model, filled, self.options.verify), None
-        except LoadError as exc:
-            return {}, f"the workers' shared work: {exc}"
 
 
 def run_load(
