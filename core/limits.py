@@ -38,7 +38,7 @@ LOADER_MAX_ROUNDS = 9
 LOADER_MEDIAN_ERROR = 0.03
 # Runs compared in rounds (the user's loader, an A/B) start, on network storage, this long
 # after this process's last run there ended: a network filesystem's client keeps what a run
-# left it for seconds (``system.cache.rest_storage``).
+# left it for seconds (``system.storage_rest.rest_storage``).
 STORAGE_REST_S = 6.0
 
 # The search's widest candidate runs this many times the parallelism it is given, and each

@@ -28,7 +28,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
 from modelmon.core.runs.start import RunOutcome, run_for
 from modelmon.core.runs.warm import warm_each
-from modelmon.core.system.cache import rest_storage
+from modelmon.core.system.storage_rest import rest_storage
 
 # Runs one load of an A/B: (side "A" | "B", 0-based pair, its configuration with the A/B's
 # cache state) → the run as a load.

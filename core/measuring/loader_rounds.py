@@ -16,7 +16,7 @@ it again. So while a finalist's median is known less finely than ``LOADER_MEDIAN
 sets), the rounds go on while the budget holds another, to ``LOADER_MAX_ROUNDS``; a loader
 whose runs agree stops at three, and one the budget stops first is said to be so.
 And on network storage each run waits for the mount to
-rest after the last (``cache.rest_storage``): a run right after modelmon's parallel best read
+rest after the last (``storage_rest.rest_storage``): a run right after modelmon's parallel best read
 up to 17 % faster on a FUSE mount than the same run after the loader as it is, so the
 rotation credited whatever followed it. Each program (an engine, whatever its settings, or a
 command) runs once uncounted before its first counted run (``runs.warm.warm_each``): each
@@ -43,7 +43,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.runs.program import ProgramResult
 from modelmon.core.runs.start import run_for
 from modelmon.core.runs.warm import warm_code, warm_failure, warming_line
-from modelmon.core.system import cache
+from modelmon.core.system.storage_rest import rest_storage
 from modelmon.core.units import rate_text
 from modelmon.core.watching.result import WatchResult
 
@@ -142,7 +142,7 @@ class LoaderRounds:
             self.warm(entry, program)
         started = time.monotonic()
         # On network storage each run starts on a client the previous run no longer helps.
-        cache.rest_storage([f.path for f in self.model.files], self.cancel)
+        rest_storage([f.path for f in self.model.files], self.cancel)
         self.check_cancel()
         stop = RaceStop(self.cancel, leader_s, self.model.total_bytes)
         start_s = max(self.starts, default=0.0) if program is not None else 0.0

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from modelmon.core.faces import face
 
 if TYPE_CHECKING:
-    from modelmon.core.system.cache import evict, rest_storage
+    from modelmon.core.system.cache import evict
     from modelmon.core.system.cache import not_measured as cache_not_measured
     from modelmon.core.system.cache import prepare as prepare_cache
     from modelmon.core.system.host_memory import (
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from modelmon.core.system.readahead import unavailable as readahead_unavailable
     from modelmon.core.system.residency import residency_of
     from modelmon.core.system.storage import storage_by_folder, storage_facts
+    from modelmon.core.system.storage_rest import rest_storage
 
 _EXPORTS = (
     ("modelmon.core.system.storage", "storage_facts storage_by_folder"),
@@ -47,8 +48,9 @@ _EXPORTS = (
     ("modelmon.core.system.memory_limit", "MemoryLimit memory_limit_ways=ways_under"),
     (
         "modelmon.core.system.cache",
-        "prepare_cache=prepare cache_not_measured=not_measured rest_storage evict",
+        "prepare_cache=prepare cache_not_measured=not_measured evict",
     ),
+    ("modelmon.core.system.storage_rest", "rest_storage"),
     (
         "modelmon.core.system.readahead",
         "locate_readahead=locate readahead_unavailable=unavailable recover_readahead=recover",

@@ -157,7 +157,7 @@ def _parse(line: bytes) -> tuple[str, Run] | None:
 
 
 # When this process's last run on each device ended (time.monotonic), by device name: what
-# ``cache.rest_storage`` counts a network mount's rest from.
+# ``storage_rest.rest_storage`` counts a network mount's rest from.
 _ended: dict[str, float] = {}
 
 

@@ -16,7 +16,7 @@ from modelmon.core.measuring.ab_run import run_ab
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.verdict import verdict_words
-from modelmon.core.system import cache, device_use, readahead
+from modelmon.core.system import device_use, readahead, storage_rest
 from modelmon.core.system.cache import CacheState
 
 
@@ -63,8 +63,8 @@ def test_on_network_storage_each_run_starts_once_the_last_one_rested(
     sharded_model: Path, own_state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Neither side is timed with help the other's run left in a network client."""
-    monkeypatch.setattr(cache, "_on_network", lambda path: True)
-    monkeypatch.setattr(cache, "STORAGE_REST_S", 0.2)
+    monkeypatch.setattr(storage_rest, "_on_network", lambda path: True)
+    monkeypatch.setattr(storage_rest, "STORAGE_REST_S", 0.2)
     monkeypatch.setattr(device_use, "_ended", {})
     model = open_model(sharded_model)
     runs = ScriptedRuns({"mmap": [100, 100], "sequential": [200, 200]})
