@@ -1,7 +1,7 @@
 """The config file as a load reads it: its format (every table and key, checked), and
 ``apply_config``, the one way a config becomes a load's strategy and options (for
 ``core.load(config=)``, ``core.measure(config=)``, ``modelmon load --config``, the app and the
-benchmarks alike). Written by ``output.config``."""
+benchmarks alike). Built by ``output.config``, written by ``output.config_text``."""
 
 from __future__ import annotations
 

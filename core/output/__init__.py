@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from modelmon.core.output.answer import Answer, answered, as_told
     from modelmon.core.output.answer import answer as recommendation_answer
     from modelmon.core.output.comparison import pick_speedup, shared_fd_caveat, times_text
-    from modelmon.core.output.config import build_document, recommendation_document, write_config
-    from modelmon.core.output.config import render as render_config
+    from modelmon.core.output.config import build_document, recommendation_document
+    from modelmon.core.output.config_text import render as render_config
+    from modelmon.core.output.config_text import write_config
     from modelmon.core.output.explain import explain as explain_recommendation
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
     from modelmon.core.output.loader import in_loader_rounds, loader_snippets
@@ -55,10 +56,8 @@ _EXPORTS = (
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
     ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config paste_lines"),
     ("modelmon.core.output.ranks_ab", "render_ranks_ab ranks_run_line"),
-    (
-        "modelmon.core.output.config",
-        "build_document recommendation_document render_config=render write_config",
-    ),
+    ("modelmon.core.output.config", "build_document recommendation_document"),
+    ("modelmon.core.output.config_text", "render_config=render write_config"),
     ("modelmon.core.measuring.advice", "loader_config"),
     ("modelmon.core.units", "human_bytes rate_text rate_span_text"),
     ("modelmon.core.system.host_memory", "primed_text priming_plan_text"),

@@ -10,7 +10,8 @@ from typing import Any
 
 from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
 from modelmon.core.measuring.ranks_search import RanksRecommendation, WayMeasured
-from modelmon.core.output.config import fingerprint, recommended_table, render
+from modelmon.core.output.config import fingerprint, recommended_table
+from modelmon.core.output.config_text import render
 from modelmon.core.system.memory_limit import size_text
 from modelmon.core.units import gib_text, human_bytes
 

@@ -14,7 +14,7 @@ from modelmon.core.errors import (
     redact_urls,
 )
 from modelmon.core.output import dumps
-from modelmon.core.output.config import render
+from modelmon.core.output.config_text import render
 
 SECRET = "rEdAcT-sEcReT-never-written-5b3d"
 

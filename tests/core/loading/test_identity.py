@@ -16,7 +16,8 @@ from modelmon.core.loading.config_file import read_config
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.config import build_document, write_config
+from modelmon.core.output.config import build_document
+from modelmon.core.output.config_text import write_config
 
 from ..measuring.records import candidate, run
 

@@ -16,7 +16,8 @@ from modelmon.core.measuring.race import Race, thrashing
 from modelmon.core.measuring.recommend import recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.config import recommendation_document, render
+from modelmon.core.output.config import recommendation_document
+from modelmon.core.output.config_text import render
 from modelmon.core.output.explain import explain
 from modelmon.core.system.cache import CacheState
 from modelmon.core.system.memory_limit import MemoryLimit, size_text

@@ -14,7 +14,8 @@ from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.comparison import robustness_reason
-from modelmon.core.output.config import recommendation_document, write_config
+from modelmon.core.output.config import recommendation_document
+from modelmon.core.output.config_text import write_config
 from modelmon.core.output.explain import explain
 from modelmon.core.system import readahead
 

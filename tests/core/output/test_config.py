@@ -14,7 +14,7 @@ from modelmon.core.errors import ConfigError
 from modelmon.core.loading.config_file import FORMAT_VERSION, read_config
 from modelmon.core.options import LoadOptions
 from modelmon.core.output import config as config_module
-from modelmon.core.output.config import write_config
+from modelmon.core.output.config_text import write_config
 
 from ...unprivileged import run_unprivileged
 
@@ -167,7 +167,7 @@ def test_read_only_filesystem_is_one_clear_line(tmp_path: Path) -> None:
 READ_ONLY_WRITE = f"""
 import sys
 from modelmon.core.errors import ConfigError
-from modelmon.core.output.config import write_config
+from modelmon.core.output.config_text import write_config
 try:
     write_config(sys.argv[1], {DOCUMENT!r})
 except ConfigError as error:

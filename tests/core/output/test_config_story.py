@@ -14,7 +14,8 @@ from modelmon.core.measuring import judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
-from modelmon.core.output.config import recommendation_document, render
+from modelmon.core.output.config import recommendation_document
+from modelmon.core.output.config_text import render
 from modelmon.core.system.cache import CacheState
 
 from ..measuring.records import advice, candidate, engine_run

@@ -15,7 +15,8 @@ from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
 from modelmon.core.measuring.recommend import BudgetUse, Recommendation, recommend
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
-from modelmon.core.output.config import recommendation_document, render
+from modelmon.core.output.config import recommendation_document
+from modelmon.core.output.config_text import render
 from modelmon.core.output.explain import explain
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.system.cache import CacheState
