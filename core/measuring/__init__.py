@@ -24,11 +24,13 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ranks import check_ranks
     from modelmon.core.measuring.ranks_records import find_straggler
     from modelmon.core.measuring.ranks_search import WayMeasured
-    from modelmon.core.measuring.recommend import BudgetUse, candidates
+    from modelmon.core.measuring.recommend import BudgetUse
+    from modelmon.core.measuring.search_space import candidates
 
 _EXPORTS = (
     ("modelmon.core.measuring.ab", "ABFailed SideSummary judge"),
-    ("modelmon.core.measuring.recommend", "BudgetUse candidates"),
+    ("modelmon.core.measuring.recommend", "BudgetUse"),
+    ("modelmon.core.measuring.search_space", "candidates"),
     ("modelmon.core.measuring.candidate", "median_error"),
     ("modelmon.core.measuring.ceiling_records", "CEILINGS keeps_bytes allowed_ratio beyond_spread"),
     ("modelmon.core.measuring.object_bounds", "plain_read ObjectReading"),

@@ -3,8 +3,9 @@ the other loaders installed here, ``loaders.registry``) within a time budget, an
 record of what was measured and picked. (The pick in words is ``output.explain``'s.)
 
 The ceilings (cold sequential and parallel reads, memcpy) say what the storage gives and
-how long a first run should take; the search itself is ``measuring.search``. This module
-holds the search space, its order, and the record of the outcome.
+how long a first run should take; the search space is ``measuring.search_space``, its order
+and the search itself ``measuring.search``. This module holds the budget and the record of
+the outcome.
 """
 
 from __future__ import annotations
@@ -15,18 +16,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from modelmon.core.configuration import ProgramConfig
 from modelmon.core.errors import DoesNotFitError, LoadError
 from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
     EVIDENCE_RUNS,
     MAX_SEARCH_WORKERS,
-    SEARCH_WIDTH,
     check_budget,
     check_whole,
 )
-from modelmon.core.loaders.registry import ENGINES
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
 from modelmon.core.measuring.ceilings import default_parallelism, measure_ceilings
@@ -34,8 +32,8 @@ from modelmon.core.measuring.limit_probe import LimitProbes, LimitSearch
 from modelmon.core.measuring.object_search import BucketSearch, object_candidates
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.search import Duel, Search, screening_order
+from modelmon.core.measuring.search_space import candidates, peer_candidates, readahead_variants
 from modelmon.core.model.records import Model
-from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.system import readahead
 from modelmon.core.system.memory import check_memory_limit, memory_facts
 from modelmon.core.system.memory_limit import PROCESS_BYTES, ram_text, size_text
@@ -43,9 +41,6 @@ from modelmon.core.system.storage import RAM_FS_TYPES, StorageFacts, storage_fac
 
 Progress = Callable[[str], None]
 
-# Device readahead tried for the champion's configuration, where modelmon may set it: the
-# kernel's default, the common "raise it" advice, and two steps past it.
-READAHEAD_KIB = (128, 1024, 4096, 16384)
 # Under a memory limit, the share of the budget the search leaves for the pick's runs under
 # smaller limits (``limit_probe``): with what the search leaves unspent, two or three runs.
 PROBE_SHARE = 0.2
@@ -102,92 +97,6 @@ def refuse_unless_fits(model: Model, allowed: int, limited: bool) -> None:
         needs,
         allowed,
     )
-
-
-def candidates(model: Model, parallel: int) -> list[Candidate]:
-    """The search space, most promising first (the budget trims from the end).
-
-    Each way of loading comes before variants of one: parallel reads into arrays, then no
-    copy at all (tensors as views of the page cache: half the memory taken, and no copy on
-    CPUs that a FUSE daemon needs too), then other ways of reading into arrays. On slow
-    storage a budget screens few candidates (120 s on FUSE, ~10 s a run of 2.5 GB: about
-    four), and a way of loading placed behind variants of another is never reached though it
-    may be the fastest there.
-
-    Options are what a loader would apply (cache "keep"); every run is made cold.
-    """
-    base = LoadOptions(threads=1)  # each candidate names its own threads
-    grid = [
-        Candidate.of("sequential", base.with_(workers=parallel, chunk=16 * MiB)),
-        Candidate.of("library", base, role="baseline"),
-        Candidate.of("mmap-shared-fd", base.with_(workers=parallel), role="failure mode"),
-        Candidate.of("mmap-view", base.with_(workers=parallel)),
-        Candidate.of("pread", base.with_(workers=parallel)),
-        Candidate.of("mmap", base.with_(workers=parallel)),
-        Candidate.of("sequential", base.with_(workers=1, chunk=16 * MiB)),
-        Candidate.of("direct", base.with_(workers=parallel, chunk=16 * MiB)),
-        Candidate.of("sequential", base.with_(workers=parallel, threads=2, chunk=64 * MiB)),
-        Candidate.of(
-            "sequential", base.with_(workers=parallel, chunk=4 * MiB, fadvise="sequential")
-        ),
-        Candidate.of("pread", base.with_(workers=1, threads=4)),
-        Candidate.of("sequential", base.with_(workers=SEARCH_WIDTH * parallel, chunk=16 * MiB)),
-        Candidate.of("mmap", base.with_(workers=1, madvise="sequential")),
-    ]
-    after_direct = next(i for i, c in enumerate(grid) if c.strategy == "direct") + 1
-    grid.insert(after_direct, Candidate.of("warmup", base.with_(workers=parallel)))
-    return grid
-
-
-NUMPY_TYPES = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
-
-
-def peer_candidates(model: Model, parallel: int) -> tuple[list[Candidate], list[str]]:
-    """The other loaders the search races (``Engine.searched``), installed here and loading
-    this model's format, with the settings a user would set; a note for each absent one."""
-    searched = [e for e in ENGINES.values() if e.searched and model.format in e.formats]
-    if not searched:
-        return [], []
-    found, absent = [], []
-    odd = sorted({e.dtype for e in model.extents} - NUMPY_TYPES)
-    remote = any(file.remote is not None for file in model.files)
-    for engine in searched:
-        # A bucket: only a loader that streams one itself (Run:ai's S3 backend) races.
-        why = engine.streams_buckets() if remote else engine.unavailable()
-        if why is None and engine.name == "safetensors" and odd:  # numpy has no such types
-            why = f"safetensors (numpy) was not measured: it cannot load {', '.join(odd)} tensors"
-        if why is not None:
-            absent.append(why)
-            continue
-        assert engine.searched is not None
-        for settings in engine.searched(parallel):
-            program = ProgramConfig("engine", engine=engine.name).with_knobs(settings)
-            found.append(Candidate(program, role="peer"))
-    return found, absent
-
-
-def readahead_variants(paths: list[str]) -> Callable[[list[Candidate]], list[Candidate]]:
-    """Of candidates fastest first: the best of modelmon's that reads through the page cache
-    (O_DIRECT bypasses readahead), with each of ``READAHEAD_KIB`` set on the device but the
-    value it has now (that one ran already)."""
-
-    def variants(contenders: list[Candidate]) -> list[Candidate]:
-        best = next(
-            (
-                c.own
-                for c in contenders
-                if c.own is not None and c.strategy != "direct" and c.readahead is None
-            ),
-            None,
-        )
-        if best is None:
-            return []
-        current = {knob.read_kb() for knob in readahead.knobs_of(paths)}
-        return [
-            Candidate(best.with_options(readahead=kb)) for kb in READAHEAD_KIB if current != {kb}
-        ]
-
-    return variants
 
 
 def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:

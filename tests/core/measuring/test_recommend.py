@@ -16,7 +16,8 @@ import modelmon.core.output
 from modelmon.core.errors import DoesNotFitError
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.measuring.recommend import candidates, recommend
+from modelmon.core.measuring.recommend import recommend
+from modelmon.core.measuring.search_space import candidates
 from modelmon.core.model.formats import open_model
 
 from ..system.test_memory_cgroup import plan_only

@@ -18,10 +18,10 @@ from modelmon.core.measuring.recommend import (
     NEEDED_CEILINGS,
     BudgetUse,
     Recommendation,
-    peer_candidates,
     recommend,
 )
 from modelmon.core.measuring.search import Search, decide, ruled_out_by, screening_order
+from modelmon.core.measuring.search_space import peer_candidates
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions, MiB

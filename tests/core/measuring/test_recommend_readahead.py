@@ -9,7 +9,8 @@ from pathlib import Path
 from modelmon.core.loading.config_file import read_config
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import measure_ceilings
-from modelmon.core.measuring.recommend import NEEDED_CEILINGS, READAHEAD_KIB, recommend
+from modelmon.core.measuring.recommend import NEEDED_CEILINGS, recommend
+from modelmon.core.measuring.search_space import READAHEAD_KIB
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
 from modelmon.core.options import LoadOptions
