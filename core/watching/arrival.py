@@ -34,7 +34,6 @@ consumes a shadow, so the count is a lower bound.
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 
@@ -352,54 +351,3 @@ class FileArrival:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-class ArrivalTracker:
-    """Every model file's arrivals, and what a scan round cost."""
-
-    def __init__(self) -> None:
-        self.files: dict[int, FileArrival] = {}
-        self.windows: list[tuple[int, int, int]] = []  # (start_ns, end_ns, bytes) per scan
-        self.cpu_ns = 0  # of all scans
-        self.last_round_cpu_ns = 0
-        self.failed: dict[int, str] = {}  # file -> why it cannot be watched
-
-    def add(self, model_file: ModelFile, now_ns: int) -> None:
-        try:
-            tracked = FileArrival(model_file)
-        except OSError as error:
-            self.failed[model_file.index] = f"cannot scan {model_file.path}: {error.strerror}"
-            return
-        try:
-            tracked.baseline(now_ns)
-        except OSError as error:
-            tracked.close()
-            self.failed[model_file.index] = f"cannot scan {model_file.path}: {error.strerror}"
-            return
-        self.files[model_file.index] = tracked
-
-    def round(self, everything: bool = False) -> list[Arrivals]:
-        started = time.thread_time_ns()
-        found: list[Arrivals] = []
-        for tracked in self.files.values():
-            try:
-                arrivals = tracked.scan(everything)
-            except OSError as error:  # the file went away under the program
-                self.failed[tracked.file.index] = f"cannot scan {tracked.file.path}: {error}"
-                continue
-            if arrivals is not None:
-                found.append(arrivals)
-        total = sum(a.bytes for a in found)
-        if total:
-            start = min(a.start_ns for a in found)
-            self.windows.append((start, max(a.end_ns for a in found), total))
-        self.last_round_cpu_ns = time.thread_time_ns() - started
-        self.cpu_ns += self.last_round_cpu_ns
-        return found
-
-    def arrived_bytes(self) -> int:
-        return sum(f.arrived_bytes for f in self.files.values())
-
-    def close(self) -> None:
-        for tracked in self.files.values():
-            tracked.close()

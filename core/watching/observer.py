@@ -20,7 +20,7 @@ import numpy as np
 from modelmon.core.loading.messages import ReadBatch
 from modelmon.core.loading.reads import ReadLog
 from modelmon.core.metrics.procfs import ProcFile, system_cpu_line
-from modelmon.core.watching.arrival import ArrivalTracker
+from modelmon.core.watching.arrival_rounds import ArrivalTracker
 from modelmon.core.watching.cold_start import rank_pids
 from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.descriptors import DescriptorGroups
