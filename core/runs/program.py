@@ -7,7 +7,8 @@ the bytes that arrived from storage from the first to the last. The outcome is a
 like any load's for an A/B, a search or a fleet round, beside the watch's own result.
 
 A command that exits non-zero, is killed, never opens the model, or reads only part of it
-from a cold start is a failed run, with its exit code and the last line it wrote on stderr.
+from a cold start is a failed run, with its exit code and the last line it wrote on stderr
+(``runs.verdict``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
 from modelmon.core.runs.command_output import last_line, own_figure, own_report
 from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
-from modelmon.core.system.cache import COLD_THRESHOLD, CacheState, not_measured
-from modelmon.core.watching.findings import PARTIAL_BELOW, readers_line
+from modelmon.core.runs.verdict import judge
+from modelmon.core.system.cache import CacheState, not_measured
 from modelmon.core.watching.result import Finding, WatchResult
 from modelmon.core.watching.watch import MAP_INTERVAL_S, Watch
 
@@ -54,9 +55,6 @@ ENGINE_ENVIRONMENT = {
     "TRANSFORMERS_VERBOSITY": "error",
     "RUNAI_STREAMER_LOG_LEVEL": "WARNING",
 }
-
-# A run that ended well but whose load no arrival timed (its bytes were cached already).
-UNTIMED = "no model bytes were seen arriving from storage, so its load cannot be timed"
 
 
 @dataclass(frozen=True)
@@ -281,7 +279,14 @@ class ProgramRun:
         elif direct is not None:
             watched = replace(watched, bytes_read=direct[0], seconds=direct[1])
             notes.append(DIRECT_READS)
-        status, error = self._judge(watched, stderr, own_clock)
+        status, error = judge(
+            watched,
+            stderr,
+            self.model,
+            settled=self.settled,
+            limit_reached=self.limit_reached,
+            own_clock=own_clock,
+        )
         seconds = watched.seconds or 0.0
         # Read past the page cache, its bytes could not arrive there: no partial read.
         past_cache = past_cache or direct is not None
@@ -323,46 +328,6 @@ class ProgramRun:
             memory_limit=watched.memory_limit,
         )
         return load, found
-
-    def _judge(
-        self, watched: WatchResult, stderr: str, own_clock: bool = False
-    ) -> tuple[str, str | None]:
-        said = f": {stderr}" if stderr else ""
-        if watched.ended_by == "cancel" and self.settled:
-            return "ok", None  # it loaded, and went on running: modelmon ended it there
-        if watched.ended_by == "cancel":
-            why = "stopped at its time limit" if self.limit_reached else "stopped"
-            return "cancelled", f"{why} after {watched.wall_seconds:.1f} s{said}"
-        if watched.signal is not None:
-            return "failed", f"{watched.killed_text}{said}"
-        if watched.exit_code not in (0, None):
-            return "failed", f"exit code {watched.exit_code}{said}"
-        if watched.changed_files:
-            return "failed", (
-                "it wrote into its model while it ran ("
-                + ", ".join(os.path.basename(path) for path in watched.changed_files[:3])
-                + "): what arrived is not a load of the model"
-            )
-        if not watched.saw_model and not own_clock:  # a warm load may end between two looks
-            return "failed", "it never opened or mapped the model's files" + said
-        cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
-        model_bytes = sum(f.size for f in self.model.files)
-        if cold and watched.bytes_read < PARTIAL_BELOW * model_bytes:
-            share = (
-                f"only {watched.bytes_read / model_bytes:.1%} of the model arrived or was touched"
-            )
-            if watched.other_readers:  # their evictions take pages before they are seen
-                return "failed", (
-                    f"{share} while another process read its files "
-                    f"({readers_line(watched.other_readers)}): pages it dropped arrive "
-                    "unseen, so the load is not timed; run it when nothing else reads the model"
-                )
-            return "failed", f"{share}: a lazy load measures nothing (touch every byte it loads)"
-        if watched.seconds is None or watched.seconds <= 0:
-            return "failed", UNTIMED + (
-                "" if cold else " (the model was already in the page cache)"
-            )
-        return "ok", None
 
     def _blocks(self, watched: WatchResult) -> tuple[BlockTiming, ...]:
         """When each block's bytes arrived, from the first byte on: the watch's arrivals

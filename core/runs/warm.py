@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from modelmon.core.configuration import ProgramConfig
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.model.records import Model
-from modelmon.core.runs.program import UNTIMED, ProgramRun
+from modelmon.core.runs.program import ProgramRun
+from modelmon.core.runs.verdict import UNTIMED
 
 
 def warm_code(

@@ -35,8 +35,8 @@ def test_a_run_another_reader_evicted_unseen_is_not_called_a_lazy_load(sharded_m
     named as why the run is not timed."""
     import dataclasses
 
-    from modelmon.core import open_model, parse_configuration
-    from modelmon.core.runs.program import ProgramRun
+    from modelmon.core import open_model
+    from modelmon.core.runs.verdict import judge
     from modelmon.core.watching.result import OtherReader
 
     from ..watching.test_findings import a_file, a_result
@@ -45,12 +45,11 @@ def test_a_run_another_reader_evicted_unseen_is_not_called_a_lazy_load(sharded_m
     size = model.file_bytes
     seen = a_file(path=model.files[0].path, size=size, bytes_read=size // 5)
     watched = dataclasses.replace(a_result((seen,)), ended_by="exit")
-    run = ProgramRun(model, parse_configuration("cmd: true {path}"), "cold")
-    status, why = run._judge(watched, "")
+    status, why = judge(watched, "", model, settled=False, limit_reached=False)
     assert status == "failed" and why is not None and "a lazy load" in why
     evictor = OtherReader(4242, "vmtouch", (model.files[0].path,), False)
     beside = dataclasses.replace(watched, other_readers=(evictor,))
-    status, why = run._judge(beside, "")
+    status, why = judge(beside, "", model, settled=False, limit_reached=False)
     assert status == "failed" and why is not None and "lazy" not in why
     assert why.startswith("only 20.0% of the model arrived or was touched while another ")
     assert "pid 4242 (vmtouch)" in why and "pages it dropped arrive unseen" in why

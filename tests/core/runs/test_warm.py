@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from modelmon.core.runs.program import UNTIMED
+from modelmon.core.runs.verdict import UNTIMED
 from modelmon.core.runs.warm import warm_failure
 
 from ..measuring.records import run

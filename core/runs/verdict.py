@@ -1,0 +1,63 @@
+"""How a program's watched run is judged as a load: ok, failed or cancelled, and the one line
+that says why. A command that exits non-zero, is killed, writes into its model, never opens
+it, or reads only part of it from a cold start is a failed run.
+"""
+
+from __future__ import annotations
+
+import os
+
+from modelmon.core.model.records import Model
+from modelmon.core.system.cache import COLD_THRESHOLD
+from modelmon.core.watching.findings import PARTIAL_BELOW, readers_line
+from modelmon.core.watching.result import WatchResult
+
+# A run that ended well but whose load no arrival timed (its bytes were cached already).
+UNTIMED = "no model bytes were seen arriving from storage, so its load cannot be timed"
+
+
+def judge(
+    watched: WatchResult,
+    stderr: str,
+    model: Model,
+    *,
+    settled: bool,
+    limit_reached: bool,
+    own_clock: bool = False,
+) -> tuple[str, str | None]:
+    """The run's status (ok, failed, cancelled) and the error that says why it is not ok,
+    from what the watch saw of it and the last line it wrote on ``stderr``. ``settled``:
+    modelmon ended it once its model had arrived; ``limit_reached``: at its time limit;
+    ``own_clock``: its own clock timed it (nothing had to be seen arriving)."""
+    said = f": {stderr}" if stderr else ""
+    if watched.ended_by == "cancel" and settled:
+        return "ok", None  # it loaded, and went on running: modelmon ended it there
+    if watched.ended_by == "cancel":
+        why = "stopped at its time limit" if limit_reached else "stopped"
+        return "cancelled", f"{why} after {watched.wall_seconds:.1f} s{said}"
+    if watched.signal is not None:
+        return "failed", f"{watched.killed_text}{said}"
+    if watched.exit_code not in (0, None):
+        return "failed", f"exit code {watched.exit_code}{said}"
+    if watched.changed_files:
+        return "failed", (
+            "it wrote into its model while it ran ("
+            + ", ".join(os.path.basename(path) for path in watched.changed_files[:3])
+            + "): what arrived is not a load of the model"
+        )
+    if not watched.saw_model and not own_clock:  # a warm load may end between two looks
+        return "failed", "it never opened or mapped the model's files" + said
+    cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
+    model_bytes = sum(f.size for f in model.files)
+    if cold and watched.bytes_read < PARTIAL_BELOW * model_bytes:
+        share = f"only {watched.bytes_read / model_bytes:.1%} of the model arrived or was touched"
+        if watched.other_readers:  # their evictions take pages before they are seen
+            return "failed", (
+                f"{share} while another process read its files "
+                f"({readers_line(watched.other_readers)}): pages it dropped arrive "
+                "unseen, so the load is not timed; run it when nothing else reads the model"
+            )
+        return "failed", f"{share}: a lazy load measures nothing (touch every byte it loads)"
+    if watched.seconds is None or watched.seconds <= 0:
+        return "failed", UNTIMED + ("" if cold else " (the model was already in the page cache)")
+    return "ok", None
