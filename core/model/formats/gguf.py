@@ -33,6 +33,7 @@ from gguf import LlamaFileType
 from modelmon.core.errors import LoadError, ModelFormatError
 from modelmon.core.model.blocks import block_of
 from modelmon.core.model.formats import gguf_format as spec
+from modelmon.core.model.formats.gguf_reads import BoundedReads, show_name
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.formats.shapes import array_shape_problem
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
@@ -98,7 +99,7 @@ def parse_gguf_source(source: ByteSource) -> Model:
     return _Walk(source.name, prefix, size, grow, source.facts).layout().model
 
 
-class _Walk:
+class _Walk(BoundedReads):
     """One pass over a mapped GGUF file; reads go through ``skip``, which bounds them."""
 
     def __init__(
@@ -109,13 +110,8 @@ class _Walk:
         grow: Callable[[int], int] | None = None,
         facts: ObjectFacts | None = None,
     ) -> None:
-        self.file, self.buf, self.size = file, buf, size
-        # A mapped file holds every byte; a prefix read over the network holds ``have``, and
-        # ``grow(end)`` reads on until it holds ``end`` (bytes are read before they are used).
-        self.grow, self.facts = grow, facts
-        self.have = size if grow is None else len(buf)
-        self.pos = 0
-        self.order = "<"
+        super().__init__(file, buf, size, grow)
+        self.facts = facts
         self.array_elements = 0
         self.alignment = spec.DEFAULT_ALIGNMENT
         self.values: dict[str, object] = {}  # the KEPT_KEYS present
@@ -134,64 +130,6 @@ class _Walk:
         metadata = self.metadata(version, tensor_count, kv_count)
         model = Model(self.file, "gguf", files, tuple(extents), metadata)
         return GGUFLayout(model, self.kv_arrays)
-
-    # --- reads that never run past the end of the file ----------------------------------------
-
-    def fail(self, problem: str, offset: int | None = None) -> ModelFormatError:
-        return ModelFormatError(self.file, problem, self.pos if offset is None else offset)
-
-    def need(self, end: int) -> None:
-        """Hold bytes up to ``end`` (within the file: ``skip`` checked it) before reading them."""
-        if end > self.have and self.grow is not None:
-            self.have = self.grow(end)
-
-    def skip(self, length: int, what: str) -> int:
-        """Step over ``length`` bytes; where they start."""
-        start = self.pos
-        if length > self.size - start:
-            problem = f"truncated: {what} needs {length} bytes, {self.size - start} left in file"
-            raise self.fail(problem, start)
-        self.pos = start + length
-        return start
-
-    def unpack(self, fmt: str, what: str) -> int | float | bool:
-        start = self.skip(struct.calcsize(fmt), what)
-        if self.pos > self.have:
-            self.need(self.pos)
-        value: int | float | bool = struct.unpack_from(self.order + fmt, self.buf, start)[0]
-        return value
-
-    def u32(self, what: str) -> int:
-        return int(self.unpack("I", what))
-
-    def u64(self, what: str) -> int:
-        return int(self.unpack("Q", what))
-
-    def string(self, what: str) -> tuple[int, int]:
-        """Step over one string; its start and length."""
-        length_at = self.pos
-        length = self.u64(f"{what} length")
-        if length > self.size - self.pos:
-            raise self.fail(f"{what} length {length} runs past the end of the file", length_at)
-        return self.skip(length, what), length
-
-    def text(self, what: str) -> str:
-        """A string that must be UTF-8 (keys and tensor names; GGUFReader decodes them too)."""
-        start, length = self.string(what)
-        self.need(start + length)
-        try:
-            return self.buf[start : start + length].decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{what} is not UTF-8", start) from None
-
-    def unique_text(self, what: str, kind: str, seen: set[str]) -> str:
-        """A ``text`` that must not be in ``seen`` (a KV key, a tensor name); adds it there."""
-        start = self.pos
-        name = self.text(what)
-        if name in seen:
-            raise self.fail(f"duplicate {kind} {show_name(name)}", start)
-        seen.add(name)
-        return name
 
     # --- the sections -------------------------------------------------------------------------
 
@@ -396,9 +334,3 @@ class _Walk:
                 with contextlib.suppress(ValueError):  # a file type newer than our gguf package
                     metadata[key] = LlamaFileType(value).name
         return metadata
-
-
-def show_name(name: str) -> str:
-    """A name fit for a one-line message: quoted, escaped if odd, and not too long."""
-    shown = repr(name) if name.isprintable() else ascii(name)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
