@@ -13,7 +13,6 @@ from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
-from modelmon.core.model.records import Model
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
     pick_speedup,
@@ -21,9 +20,9 @@ from modelmon.core.output.comparison import (
     spec_words,
     times_text,
 )
+from modelmon.core.output.readahead_words import readahead_sentence
 from modelmon.core.output.run_words import all_cold, runs_words
 from modelmon.core.output.verdict import spread_words
-from modelmon.core.system import readahead
 from modelmon.core.system.memory_limit import ram_text, size_text
 from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
 from modelmon.core.units import rate_span_text, rate_text
@@ -209,42 +208,6 @@ def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) 
     ]
 
 
-def permanent_readahead(model: Model, kb: int) -> tuple[str, ...]:
-    """The commands that keep device readahead ``kb`` KiB for the model's storage."""
-    knob = readahead.locate(model.files[0].path)
-    return knob.permanent(kb) if knob is not None else ()
-
-
-def _readahead(rec: Recommendation) -> list[str]:
-    """A sentence when the pick sets the device's readahead: measured against the same
-    configuration at the device's own value, and how to make it permanent."""
-    used = rec.used
-    kb = used.options.readahead
-    if kb is None:
-        return []
-    plain = next(
-        (c for c in rec.ranked if c.results and c.options == used.options.with_(readahead=None)),
-        None,
-    )
-    knob = readahead.locate(rec.model.files[0].path)
-    own = f"the device's own {knob.read_kb()} KiB" if knob is not None else "the device's own"
-    versus = (
-        f" against {rate_text(plain.median_mbps)} with {own} "
-        f"(measured{', cold' if all_cold(plain.results) else ''})"
-        if plain is not None and plain.strategy == used.strategy
-        else ""
-    )
-    rate = rate_text(used.median_mbps)
-    line = f"Readahead {kb} KiB on the model's device: {rate}{versus}."
-    commands = permanent_readahead(rec.model, kb)
-    if commands:
-        line += " modelmon sets it only for its runs; to keep it: " + "; or ".join(commands)
-        if knob is not None and knob.kind == "block":
-            line += " (blockdev counts 512-byte sectors)"
-        line += "."
-    return [line]
-
-
 def _overlaps(rec: Recommendation) -> list[str]:
     """Runs of this search that shared the device with other modelmon runs: said, with who."""
     runs = [r for c in (*rec.ranked, *rec.peers, *rec.unranked) for r in c.results]
@@ -333,7 +296,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
         )
     lines += _overlaps(rec)
     lines += _duel(rec, used)
-    lines += _readahead(rec)
+    lines += readahead_sentence(rec)
     lines += _peers(rec)
     baseline = _best(rec.ranked, "library")
     if baseline is winner:

@@ -14,7 +14,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
 from modelmon.core.output.comparison import times_text
-from modelmon.core.output.explain import permanent_readahead
+from modelmon.core.output.readahead_words import permanent_readahead
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import OWN_TOOLS, Snippet
 from modelmon.core.units import rate_figure, rate_span_text, rate_text

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.kind import checkpoint_kind
 from modelmon.core.model.records import Model
-from modelmon.core.output.explain import permanent_readahead
 from modelmon.core.output.paste import pasteable
+from modelmon.core.output.readahead_words import permanent_readahead
 from modelmon.core.units import rate_text
 
 
