@@ -19,7 +19,9 @@ import http.client
 import re
 import ssl
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from modelmon.core.storage.facts import ObjectFacts
@@ -61,6 +63,25 @@ class Answer:
     def total(self) -> int | None:
         """The object's size, as Content-Range says it."""
         return None if self.content_range is None else self.content_range[2]
+
+    @classmethod
+    def of(cls, status: int, headers: Mapping[str, str], last_modified: str | None) -> Answer:
+        """An answer from its status and headers (named in lower case, or in a mapping that
+        ignores case), and its Last-Modified as ``utc_text`` writes it."""
+        return cls(
+            status=status,
+            content_range=parse_content_range(headers.get("content-range")),
+            content_length=content_length(headers.get("content-length")),
+            etag=headers.get("etag"),
+            last_modified=last_modified,
+        )
+
+
+def utc_text(moment: datetime) -> str:
+    """A moment in ISO 8601, in UTC, its zone written ``Z`` (a naive moment is taken as UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def parse_content_range(value: str | None) -> tuple[int | None, int | None, int | None] | None:

@@ -22,10 +22,9 @@ from modelmon.core.storage.connection import (
     Listed,
     Store,
     Transient,
-    content_length,
     describe,
-    parse_content_range,
     tls_failure,
+    utc_text,
 )
 from modelmon.core.storage.facts import host_kind
 from modelmon.core.storage.policy import Timeouts
@@ -180,14 +179,7 @@ def _refusal(store: HTTPStore, url: ObjectURL, status: int) -> Exception:
 
 
 def _answer(raw: Any) -> Answer:
-    headers = raw.headers
-    return Answer(
-        status=raw.status,
-        content_range=parse_content_range(headers.get("Content-Range")),
-        content_length=content_length(headers.get("Content-Length")),
-        etag=headers.get("ETag"),
-        last_modified=_iso(headers.get("Last-Modified")),
-    )
+    return Answer.of(raw.status, raw.headers, _iso(raw.headers.get("Last-Modified")))
 
 
 def _iso(value: str | None) -> str | None:
@@ -197,8 +189,4 @@ def _iso(value: str | None) -> str | None:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    from datetime import UTC
-
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return utc_text(moment)

@@ -7,7 +7,7 @@ the byte where it stopped."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,10 +27,9 @@ from modelmon.core.storage.connection import (
     Listed,
     Store,
     Transient,
-    content_length,
     describe,
-    parse_content_range,
     tls_failure,
+    utc_text,
 )
 from modelmon.core.storage.policy import Timeouts
 from modelmon.core.storage.transfer import once_error
@@ -269,14 +268,7 @@ def _answer(response: dict[str, Any]) -> Answer:
     metadata = response.get("ResponseMetadata", {})
     headers = metadata.get("HTTPHeaders", {})
     modified = response.get("LastModified")
-    return Answer(
-        status=int(metadata.get("HTTPStatusCode") or 0),
-        content_range=parse_content_range(headers.get("content-range")),
-        content_length=content_length(headers.get("content-length")),
-        etag=headers.get("etag"),
-        last_modified=_iso(modified) if isinstance(modified, datetime) else None,
+    status = int(metadata.get("HTTPStatusCode") or 0)
+    return Answer.of(
+        status, headers, utc_text(modified) if isinstance(modified, datetime) else None
     )
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
