@@ -129,6 +129,8 @@ class RangeReader:
             answered = time.perf_counter_ns()
             self._current = body
             received = 0
+            transient: Transient | None = None
+            outcome = "failed"  # unless the body arrives whole, or a retry may cure what cut it
             try:
                 end = self._check(url, answer, body, position, end, expected)
                 if expected is None:
@@ -157,8 +159,13 @@ class RangeReader:
                         url.text,
                         f"the server sent more bytes than it announced for bytes {first}-{end - 1}",
                     )
+                outcome = "ok"
             except Transient as exc:
-                body.drop()
+                transient, outcome = exc, exc.kind
+            finally:
+                if outcome != "ok":
+                    body.drop()
+                self._current = None
                 self._note(
                     url,
                     position - received,
@@ -167,46 +174,18 @@ class RangeReader:
                     answer.status,
                     sent,
                     answered,
-                    exc.kind,
+                    outcome,
                     attempt,
                     resumed,
                 )
+            if transient is not None:
                 failures = 1 if received else failures + 1
-                self._back_off(url, exc, failures)
+                self._back_off(url, transient, failures)
                 attempt += 1
                 resumed = True
                 continue
-            except BaseException:
-                body.drop()
-                self._note(
-                    url,
-                    position - received,
-                    end,
-                    received,
-                    answer.status,
-                    sent,
-                    answered,
-                    "failed",
-                    attempt,
-                    resumed,
-                )
-                raise
-            finally:
-                self._current = None
             if pace is not None:
                 pace.answered()
-            self._note(
-                url,
-                position - received,
-                end,
-                received,
-                answer.status,
-                sent,
-                answered,
-                "ok",
-                attempt,
-                resumed,
-            )
         assert first_answer is not None or first == end
         return first_answer or Answer(206, None, 0, None, None), position - first
 
