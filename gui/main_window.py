@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, QSize, Qt
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -28,6 +28,7 @@ from modelmon.gui.bridge import GuiPoster
 from modelmon.gui.export_dialogs import ExportDialogs
 from modelmon.gui.menus import MenuParts, Menus, WindowActions
 from modelmon.gui.recent import RecentFiles
+from modelmon.gui.session_settings import MINIMUM_SIZE, remember_session, restore_session
 from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.shortcuts import KeptShortcuts
 from modelmon.gui.state.app_state import AppState
@@ -50,10 +51,6 @@ from modelmon.gui.widgets.watch_dialog import WatchDialog
 from modelmon.gui.workspace import Workspace
 
 MODEL_FILTER = "Models (*.safetensors *.gguf *.json);;All files (*)"
-# Below this the model facts, the two configurations and a plot no longer fit side by side
-# even with the panels scrolling; the default size is larger, the screen permitting.
-MINIMUM_SIZE = QSize(800, 500)
-DEFAULT_SIZE = QSize(1400, 900)
 
 
 def drop_action(possible: Qt.DropAction) -> Qt.DropAction | None:
@@ -149,7 +146,7 @@ class MainWindow(QMainWindow):
         if app is not None:
             app.installEventFilter(self.kept_shortcuts)
         self._wire()
-        self._restore()
+        restore_session(self, self.settings, self.bench, self.workspace.panels)
 
     def _wire(self) -> None:
         state, bench, page = self.state, self.bench, self.start_page
@@ -339,34 +336,6 @@ class MainWindow(QMainWindow):
             self.bench.watch(watch_request(dialog.entered(), model))
             self.state.show_page("model")
 
-    # --- settings -----------------------------------------------------------------------------
-
-    def _restore(self) -> None:
-        """The geometry, configurations A and B and the pairs of the last session."""
-        geometry = self.settings.geometry()
-        if geometry is None or not self.restoreGeometry(geometry):
-            screen = self.screen().availableGeometry().size()
-            self.resize(DEFAULT_SIZE.boundedTo(screen).expandedTo(MINIMUM_SIZE))
-        for label in self.workspace.panels:
-            for objects in (False, True):  # a file's pair, a bucket's pair
-                config = self.settings.config(label, objects)
-                if config is not None:
-                    self.bench.configs.set(label, *config, objects=objects)
-        pairs = self.settings.pairs()
-        if pairs is not None:
-            self.bench.ab.set_pairs(pairs)
-
-    def _remember(self) -> None:
-        self.settings.set_geometry(self.saveGeometry())
-        configs = self.bench.configs
-        for label in self.workspace.panels:
-            for objects, pair in configs.pairs.items():
-                strategy, options = pair[label]
-                if objects == configs.objects:
-                    options = configs.effective(label)
-                self.settings.set_config(label, strategy, options, objects)
-        self.settings.set_pairs(self.bench.ab.pairs)
-
     # --- drag and drop, showing, closing ------------------------------------------------------
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -400,7 +369,7 @@ class MainWindow(QMainWindow):
             bucket.refresh()  # and the models under the prefix kept from the last session
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        self._remember()
+        remember_session(self, self.settings, self.bench, self.workspace.panels)
         self.menus.theme_menu.stop()
         app = QApplication.instance()
         if app is not None:

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from modelmon.core import Ceilings
 from modelmon.gui.exporter import Exporter
 from modelmon.gui.plots.access_pattern import AccessPatternPlot
 from modelmon.gui.plots.blocks import BlockTimelinePlot
@@ -29,14 +28,10 @@ from modelmon.gui.plots.metrics import cpu_plot, device_plot, iowait_plot, memor
 from modelmon.gui.plots.residency import ResidencyPlot
 from modelmon.gui.plots.style import ThemedPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
-from modelmon.gui.state.cold_start_view import cold_start_shown
 from modelmon.gui.state.configs import LABELS
 from modelmon.gui.state.events import Post
-from modelmon.gui.state.live_run import TICK_S, Frame, Shown
-from modelmon.gui.state.metrics_live import MetricSnapshot
+from modelmon.gui.state.live_run import TICK_S
 from modelmon.gui.state.model_info import ModelInfo
-from modelmon.gui.state.recommending import RecommendationShown
-from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.row_heights import RowNeeds, row_heights
 from modelmon.gui.state.workbench import Workbench
 from modelmon.gui.widgets.compare_bar import CompareBar
@@ -46,6 +41,7 @@ from modelmon.gui.widgets.recommendation_view import RecommendationView
 from modelmon.gui.widgets.results_table import ResultsTable
 from modelmon.gui.widgets.strategy_panel import StrategyPanel
 from modelmon.gui.widgets.top_row import TopRow
+from modelmon.gui.workspace_drawing import bind_live, bind_results
 
 # The window's rows: the top (facts, configurations) may shrink to TOP_MIN_HEIGHT px and
 # scroll; the results table shows RESULT_ROWS runs when there is room, RESULT_MIN_ROWS at least.
@@ -109,8 +105,8 @@ class Workspace(QWidget):
         # widget talks to another, none runs engine work.
         self._bind_inputs()
         self._bind_model()
-        self._bind_live()
-        self._bind_results()
+        bind_live(self)
+        bind_results(self)
 
     @property
     def plots(self) -> dict[str, ThemedPlot]:
@@ -362,78 +358,3 @@ class Workspace(QWidget):
 
         bench.model_opened.connect(opened)
         bench.plots_cleared.connect(self.clear_run_plots)
-
-    def _bind_live(self) -> None:
-        bench = self.bench
-        """The live run: its start, each frame tick's reads and totals, its series."""
-        live = bench.live
-
-        def started(shown: Shown) -> None:
-            # A run or a watch started from the Recommendation tab is seen where it is drawn.
-            if self.tabs.currentWidget() is self.recommendation:
-                self.tabs.setCurrentIndex(0)
-            self.throughput.start_run(shown.label)
-            reader = "process" if shown.watched else "worker"
-            self.access.start_run(shown.name, shown.spec, shown.label, reader)
-            for plot in self.metric_plots:
-                plot.start_run(shown.label)
-            self.residency.start_run(shown.label, shown.spec)
-            self.progress.started(shown)
-            self.timer.start()
-
-        def frame(frame: Frame) -> None:
-            if frame.redraw:
-                self.throughput.show_update(frame.label, frame.update)
-                self.access.add_reads(frame.reads)
-            # Last: QProgressBar.setValue repaints at once (not at the next event loop turn), and
-            # that paints every widget marked dirty so far. After the plots' updates, that is one
-            # paint of everything; before them, the plots would be painted twice.
-            self.progress.show_update(frame.update)
-
-        def metrics(snapshot: MetricSnapshot) -> None:
-            for plot in self.metric_plots:
-                plot.show_snapshot(snapshot)
-            self.residency.show_snapshot(snapshot)
-
-        live.started.connect(started)
-        live.frame.connect(frame)
-        live.metrics.connect(metrics)
-        live.ended.connect(self.timer.stop)
-
-        def run_ended(record: RunRecord) -> None:
-            if record.result is not None:
-                self.blocks.show_result(record.label, record.result)
-            shown = cold_start_shown(record)
-            if shown is not None and (shown.lanes or shown.ready_s is not None):
-                self.cold_start.show(shown)
-            if record.status != "ok":  # its curve says how it ended, not just "run A"
-                self.throughput.mark_run(record.label, record.status)
-
-        bench.run_ended.connect(run_ended)
-
-    def _bind_results(self) -> None:
-        bench = self.bench
-
-        def reset(records: list[RunRecord]) -> None:
-            self.results.results.clear()
-            for record in records:
-                self.results.add(record)
-
-        bench.runs.added.connect(self.results.add)
-        bench.runs.reset.connect(reset)
-
-        def ceilings(value: Ceilings | None) -> None:
-            self.throughput.set_ceilings(value)
-            self.results.set_ceilings(value)
-            self.compare.show_ceilings(value)
-
-        bench.ceilings.changed.connect(ceilings)
-        bench.ab.changed.connect(self.compare.show_banner)
-        bench.status.changed.connect(self.progress.show_line)
-
-        def recommendation(shown: RecommendationShown) -> None:
-            self.recommendation.draw(shown)
-            if shown.phase == "running" and not shown.lines:
-                self.tabs.setCurrentWidget(self.recommendation)  # the search, as it runs
-
-        bench.recommendation.changed.connect(recommendation)
