@@ -72,6 +72,9 @@ class Verdict:
     # How far a pair's ratio may be off by the runs' timing alone (``timing_error``, median
     # over the pairs): a gain within it is within noise, however well the pairs agree.
     resolution: float = 0.0
+    # How many pairs it judges: under ``search.MIN_PAIRS`` their spread estimates no noise,
+    # so a comparison of the two is of all their runs (``comparison.paired_verdict``).
+    pairs: int = 0
 
     @property
     def within_timing(self) -> bool:
@@ -167,7 +170,9 @@ def judge(ratios: list[float], resolution: float = 0.0) -> Verdict:
     if _within_timing(middle, resolution):
         text = "within noise"
     noise = math.exp(spread) - 1
-    return Verdict(text, math.exp(middle), min(ratios), max(ratios), noise, note, resolution)
+    return Verdict(
+        text, math.exp(middle), min(ratios), max(ratios), noise, note, resolution, len(ratios)
+    )
 
 
 def timing_error(a: Paired, b: Paired) -> float:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
-from modelmon.core.output.comparison import pick_speedup, spec_words, times_text
+from modelmon.core.output.comparison import (
+    paired_verdict,
+    pick_speedup,
+    spec_words,
+    times_text,
+)
 from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
 from modelmon.core.output.run_words import runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets
@@ -207,8 +212,9 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
             f"Load with {_how(used)}.", _unmeasured(used, baseline, plain), _line(general, used)
         )
     speedup = pick_speedup(used, library) or 0.0
-    verdict = library.verdict
-    paired = ", by the median of their alternating pairs" if verdict is not None else ""
+    paired = (
+        ", by the median of their alternating pairs" if paired_verdict(library) is not None else ""
+    )
     if speedup < MIN_GAIN:  # the pick is not worth a change from what the user runs now
         return Answer(
             f"Keep {plain}: nothing measured here is clearly faster.",

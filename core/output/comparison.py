@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.search import MIN_PAIRS
 from modelmon.core.options import MiB
 
 # Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
@@ -53,13 +55,23 @@ def times_text(ratio: float) -> str:
     return f"{ratio:.2f}×"
 
 
+def paired_verdict(other: Candidate) -> Verdict | None:
+    """The verdict of ``other``'s alternating pairs with the pick where they are enough to
+    decide (``MIN_PAIRS``), as the search's ``decide`` takes them; None where they are fewer
+    (one pair estimates no noise: all the runs of the two decide) or there were none."""
+    verdict = other.verdict
+    if verdict is None or verdict.pairs < MIN_PAIRS or verdict.median_ratio <= 0:
+        return None
+    return verdict
+
+
 def pick_speedup(pick: Candidate, other: Candidate) -> float | None:
     """How many times faster ``pick`` is than ``other`` (below 1: slower). When the two ran
-    in alternation (the finals), the median of those pairs, else the ratio of their medians:
-    one comparison, one figure, in the explanation and in the ranking alike. None when
-    either has no rate."""
-    verdict = other.verdict
-    if verdict is not None and verdict.median_ratio > 0:  # other / pick, pair by pair
+    in alternation (the finals) in enough pairs to decide, the median of those pairs, else
+    the ratio of their medians, as the search decided it: one comparison, one figure, in
+    the answer, the explanation and the ranking alike. None when either has no rate."""
+    verdict = paired_verdict(other)
+    if verdict is not None:  # other / pick, pair by pair
         return 1 / verdict.median_ratio
     if other.median_mbps > 0 and pick.median_mbps > 0:
         return pick.median_mbps / other.median_mbps

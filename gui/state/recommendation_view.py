@@ -83,7 +83,7 @@ def paired_text(candidate: Candidate, name: str = PICK) -> str:
     )
     verdicts = {"A faster": f"{name} faster", "B faster": "this one faster"}
     said = verdicts.get(verdict.text, verdict.text)
-    if len(candidate.results) < 2:  # one pair: no median of pairs, no range to be within
+    if verdict.pairs < 2:  # one pair: no median of pairs, no range to be within
         return f"one pair: {who} {times_text(gain)}"
     return (
         f"{said}: {who} {times_text(gain)} by the median pair (pairs "

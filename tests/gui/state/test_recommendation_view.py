@@ -18,10 +18,12 @@ from modelmon.gui.state.model_sessions import (
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     loader_rows,
+    paired_text,
     ranking_rows,
     recommendation_stopped,
     snippet_rows,
     summary_text,
+    versus_pick,
 )
 
 from ...core.measuring.records import advice, candidate, engine_run
@@ -173,3 +175,17 @@ def test_a_change_not_measured_says_why_where_its_figure_would_be() -> None:
     ]
     assert rows[0].cells[5] == "your loader as it is: the answer, keep it"
     assert rows[3].cells[2:6] == ("0", "–", "–", "not measured: no budget left for it")
+
+
+def test_one_pair_with_the_pick_is_said_as_one_and_the_gain_is_of_all_runs() -> None:
+    """One pair (401 against 792 MB/s) and more runs beside it: "vs the pick" gives the
+    ratio of the medians the search decided on (1.71×, as the answer and the explanation),
+    and the pairs' column says the one pair, not a median pair of a range of one."""
+    from modelmon.core.measuring.search import decide
+
+    pick = candidate("sequential", 770, 792, 942, workers=4)
+    library = candidate("library", 526, 401, role="baseline")
+    best, other, verdict, _ = decide(pick, library, [401 / 792])
+    other.verdict = verdict
+    assert versus_pick(other, best) == "−41 % (the pick is 1.71× faster)"
+    assert paired_text(other) == "one pair: the pick 1.98×"
