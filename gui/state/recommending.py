@@ -8,6 +8,7 @@ the user wants, without measuring again.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,4 +128,5 @@ class RecommendationState:
     def exported(self, path: str) -> None:
         shown = self.shown
         if shown.phase == "done":
-            self._show(replace(shown, exported_to=path))
+            # Absolute: the line to paste loads it from wherever the user runs it.
+            self._show(replace(shown, exported_to=os.path.abspath(path)))

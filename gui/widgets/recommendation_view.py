@@ -51,8 +51,8 @@ EMPTY = (
 RANKING_TIP = (
     "Every candidate, by median. 'vs the pick': what loading with it instead of the "
     "pick gains or loses here (the regret): for the runner-up run in alternation with "
-    "the pick, the median of those pairs (the figure the explanation gives), else the "
-    "ratio of the medians; 'paired with the pick': those pairs, as in an A/B."
+    "the pick in two pairs or more, the median of those pairs (the figure the explanation "
+    "gives), else the ratio of the medians; 'paired with the pick': those pairs, as in an A/B."
 )
 CONFIG_NAME = "modelmon.toml"  # the file name the snippets load it by, until it is exported
 
@@ -207,7 +207,7 @@ class RecommendationView(QScrollArea):
         _columns(self.ranking, RANKING_COLUMNS)
         self.captions[1].setText("<b>Ranking</b>")
         self.ranking.setToolTip(RANKING_TIP)
-        name = shown.exported_to.rsplit("/", 1)[-1] if shown.exported_to else CONFIG_NAME
+        name = shown.exported_to or CONFIG_NAME
         headline, line, evidence = answer_texts(rec, shown.exported_to, shown.advice, name)
         self.summary.setText(headline)
         self.paste.setText(line)

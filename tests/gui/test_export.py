@@ -157,6 +157,10 @@ def test_a_recommendation_is_measured_then_exported_as_often_as_asked(
         one_story(config.document)  # the engine's one record, as the CLI's file tells it
         # Pasted anywhere, the line finds the file: its whole path.
         assert f"config={str(out / name)!r}" in config.document["apply"]["modelmon"]
+        # The tab's modelmon line, the same whole path, whatever folder the app started in.
+        lines = window.workspace.recommendation.snippets
+        cells = [lines.item(r, 1).text() for r in range(lines.rowCount()) if lines.item(r, 1)]
+        assert any(f"config={str(out / name)!r}" in cell for cell in cells), cells
         assert config.strategy == rec.winner.spec.split()[0]
     assert window.bench.recommendation.recommendation is rec
     assert str(out / "second.toml") in window.workspace.recommendation.summary.text()
