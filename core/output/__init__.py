@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         render_ranks,
         render_result,
         search_memory_text,
+        search_time_text,
     )
     from modelmon.core.output.verdict import pairs_lines, spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
@@ -45,7 +46,8 @@ _EXPORTS = (
     ("modelmon.core.output.json", "dumps SCHEMA_VERSION"),
     (
         "modelmon.core.output.text",
-        "render_result render_inspect render_ranks model_summary memory_text search_memory_text",
+        "render_result render_inspect render_ranks model_summary memory_text search_memory_text "
+        "search_time_text",
     ),
     ("modelmon.core.output.watch", "render_watch"),
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words pairs_lines"),

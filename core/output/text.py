@@ -269,6 +269,16 @@ def search_memory_text(rec: Recommendation) -> str:
     return text
 
 
+def search_time_text(rec: Recommendation) -> str:
+    """ "the search took 131 s; the budget was 60 s (71 s past it)": how long the whole
+    search took against its budget, said in the answer's output whatever the progress
+    showed (a redirected stderr shows none of it)."""
+    took, given = rec.budget.elapsed_s, rec.budget.given_s
+    past = round(took - given)
+    text = f"the search took {took:.0f} s; the budget was {given:.0f} s"
+    return text + (f" ({past} s past it)" if past > 0 else "")
+
+
 def render_ranks(result: RanksResult) -> str:
     """The text report of ``modelmon load --ranks``: one line per rank, the node's time and
     memory."""

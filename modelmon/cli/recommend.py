@@ -174,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         recommendation_document,
         render_config,
         search_memory_text,
+        search_time_text,
     )
     from modelmon.core.output import recommendation_answer as answer
     from modelmon.core.system import check_output, write_or_keep
@@ -282,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
     text = sys.stderr if output.is_stdout else sys.stdout  # stdout carries the config then
     print_answer(document, answer(rec, saved.named, advice), text)
     print(f"memory: {search_memory_text(rec)}", file=text)
+    print(f"time: {search_time_text(rec)}", file=text)
     if saved.where is None:  # nowhere to keep it: the measurement is not lost
         print(f"\n# {saved.name}, as it would have been written:", file=text)
         print(render_config(document), end="", file=text)

@@ -8,7 +8,7 @@ from pathlib import Path
 from modelmon.core import open_model
 from modelmon.core.loading.result import LoadResult, WorkerTiming
 from modelmon.core.measuring.recommend import BudgetUse, Recommendation
-from modelmon.core.output.text import memory_text, search_memory_text
+from modelmon.core.output.text import memory_text, search_memory_text, search_time_text
 from modelmon.core.system import host_memory
 
 from ..measuring.records import candidate, run
@@ -66,3 +66,20 @@ def test_a_read_that_got_nothing_says_so_not_zero_rates() -> None:
     line = requests_text(stats)
     assert "no first byte arrived" in line and "? ms" not in line
     assert "per connection" not in line  # no rate of a connection that carried nothing
+
+
+def test_a_search_says_how_long_it_took_against_its_budget(sharded_model: Path) -> None:
+    """recommend SHARD --engine safetensors --budget 60 took 131 s with stderr redirected:
+    no progress said so, and the answer's output did not either."""
+    best = candidate("sequential", 1000.0, workers=4)
+    rec = Recommendation(
+        model=open_model(sharded_model),
+        winner=best,
+        ranked=(best,),
+        ceilings=None,  # type: ignore[arg-type]
+        usable_ram=10**10,
+        budget=BudgetUse(given_s=60.0, elapsed_s=131.16),
+    )
+    assert search_time_text(rec) == "the search took 131 s; the budget was 60 s (71 s past it)"
+    kept = dataclasses.replace(rec, budget=BudgetUse(given_s=60.0, elapsed_s=59.6))
+    assert search_time_text(kept) == "the search took 60 s; the budget was 60 s"
