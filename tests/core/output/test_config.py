@@ -273,3 +273,29 @@ def test_a_bucket_read_at_kilobytes_a_second_keeps_its_rates_in_the_file(
     assert document["recommendation"]["median_mbps"] == 0.0099
     written = read_config(write_config(tmp_path / "m.toml", document))
     assert written.strategy == "pread"
+
+
+def test_a_ranks_config_applies_with_the_page_cache_kept(sharded_model: Path) -> None:
+    """The ways were measured cold, but the file a load applies (`modelmon load --config`,
+    `core.load(config=...)`) keeps the page cache, as recommend's own file does: "cold"
+    there would evict the model before every load of it."""
+    from modelmon.core.measuring.ranks_search import RanksRecommendation, RanksWay, WayMeasured
+    from modelmon.core.output.ranks_answer import ranks_document
+
+    way = RanksWay("one-reader", "direct", LoadOptions(workers=4, cache="cold"))
+    pick = WayMeasured(way, needs_bytes=3 << 30)
+    found = RanksRecommendation(
+        model=str(sharded_model),
+        model_bytes=1 << 20,
+        ranks=4,
+        memory_limit=4 << 30,
+        ways=(pick,),
+        pick=pick,
+        holds_at=None,
+        holds_verified=False,
+        budget_s=120.0,
+        seconds=118.0,
+    )
+    document = ranks_document(found, "/tmp/ranks.toml")
+    assert document["recommended"]["strategy"] == "direct"
+    assert document["recommended"]["cache"] == "keep"
