@@ -163,8 +163,9 @@ def build_document(
                 "runs": len(c.results),
                 **({"note": _note(c)} if _note(c) else {}),
             }
-            for rank, c in enumerate(ranked, 1)
-            if c is not winner
+            # The pick is 1, as every ranking shows it (a simpler pick may have the lower
+            # median: ``ranked`` is by median), the others after it in their order.
+            for rank, c in enumerate((c for c in ranked if c is not winner), 2)
         ],
         "apply": {s.tool: s.text for s in lines},
         "apply_evidence": evidence_of,
