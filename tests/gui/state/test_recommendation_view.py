@@ -181,11 +181,8 @@ def test_one_pair_with_the_pick_is_said_as_one_and_the_gain_is_of_all_runs() -> 
     """One pair (401 against 792 MB/s) and more runs beside it: "vs the pick" gives the
     ratio of the medians the search decided on (1.71×, as the answer and the explanation),
     and the pairs' column says the one pair, not a median pair of a range of one."""
-    from modelmon.core.measuring.search import decide
-
     pick = candidate("sequential", 770, 792, 942, workers=4)
     library = candidate("library", 526, 401, role="baseline")
-    best, other, verdict, _ = decide(pick, library, [401 / 792])
-    other.verdict = verdict
-    assert versus_pick(other, best) == "−41 % (the pick is 1.71× faster)"
-    assert paired_text(other) == "one pair: the pick 1.98×"
+    library.verdict = judge([401 / 792])  # its one pair with the pick: library / pick
+    assert versus_pick(library, pick) == "−41 % (the pick is 1.71× faster)"
+    assert paired_text(library) == "one pair: the pick 1.98×"
