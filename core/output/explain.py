@@ -114,11 +114,13 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             if gain >= 1
             else f"the runner-up {times_text(1 / gain)} faster"
         )
+        # Under MIN_PAIRS pairs the gain is of all their runs (``pick_speedup``), as decided.
+        ahead += " by the median pair" if pairs >= MIN_PAIRS else " by their medians"
         apart = max(gain, 1 / gain) if 0 < gain < float("inf") else float("inf")
         middle = (
-            f"under {MIN_GAIN - 1:.0%} apart ({ahead} by the median pair, {spread})"
+            f"under {MIN_GAIN - 1:.0%} apart ({ahead}, {spread})"
             if apart < MIN_GAIN
-            else f"within noise ({ahead} by the median pair, but {spread})"
+            else f"within noise ({ahead}, but {spread})"
         )
         within = head + middle + ": the pairs do not separate them"
         if used.robustness() == other.robustness():

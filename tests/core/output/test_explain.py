@@ -311,3 +311,23 @@ def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Mo
     )
     text = " ".join(explain(rec))
     assert f"the recommendation is {said} that" in text and times_text(1300 / 620) not in text
+
+
+def test_a_tie_on_one_pair_gives_the_gain_of_their_medians_as_such(model: Model) -> None:
+    """A 10 s budget left one pair of the pick and the runner-up (one pair: all their runs
+    decide): the sentence gives the ratio of their medians (692 / 550 MB/s) and says so,
+    not "by the median pair" of a figure no pair gave."""
+    simple = candidate("sequential", 500, 692, 900, chunk=16 * MiB)
+    wide = candidate("sequential", 350, 750, workers=4, threads=2, chunk=64 * MiB)
+    best, other, verdict, tie = decide(simple, wide, [0.7])
+    assert best is simple and tie
+    other.verdict = verdict
+    rec = record(
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=1),
+    )
+    text = " ".join(explain(rec))
+    assert "the pick 1.26× faster by their medians, but one pair" in text, text
+    assert "by the median pair" not in text
