@@ -172,6 +172,32 @@ def end_and_reap(
         )
     if tree is not None:
         # A child that ended before its parent was a zombie of that parent: its parent's
-        # exit hands it to this process, the subreaper, which reaps it now.
-        reap([m.pid for m in tree.members.values() if m.pid != root])
+        # exit hands it to this process, the subreaper, which reaps it then.
+        reap_handed_over(
+            [m.pid for m in tree.members.values() if m.pid != root],
+            time.monotonic() + KILLED_GONE_S,
+        )
     return None
+
+
+def reap_handed_over(pids: list[int], deadline: float) -> None:
+    """Reap each of ``pids`` as it is handed to this process: a zombie whose parent (another
+    of the tree, SIGKILLed, on a loaded machine still unmapping its memory) has yet to exit
+    is waited for, up to ``deadline``; one reaped by another parent, or gone, is done."""
+    left = set(pids)
+    while left:
+        left -= set(reap(sorted(left)))
+        left = {pid for pid in left if _zombie_parent(pid) is not None}  # not reaped yet
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(POLL_S / 5)
+
+
+def _zombie_parent(pid: int) -> int | None:
+    """The parent of ``pid`` while it is a zombie, else None (running, or gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]) if fields[0] == b"Z" else None

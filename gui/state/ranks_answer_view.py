@@ -55,10 +55,13 @@ def _versus(way: WayMeasured, pick: WayMeasured | None) -> str:
 
 
 def ways_rows(found: RanksRecommendation) -> list[RankingRow]:
-    """Each way, fastest measured first, then those that did not hold or fit."""
+    """The pick first (within noise of the fastest, it may not be the fastest itself), then
+    each way measured, fastest first, then those that did not hold or fit."""
 
     def order(way: WayMeasured) -> tuple[int, float]:
-        return (0, way.seconds) if way.fits and way.seconds is not None else (1, 0.0)
+        if way is found.pick:
+            return (0, 0.0)
+        return (1, way.seconds) if way.fits and way.seconds is not None else (2, 0.0)
 
     rows = []
     for number, way in enumerate(sorted(found.ways, key=order), 1):
