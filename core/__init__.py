@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         parse_configuration,
     )
     from modelmon.core.errors import (
+        BudgetWarning,
         ConfigError,
         ConfigMismatchWarning,
         DoesNotFitError,
@@ -151,7 +152,8 @@ _EXPORTS = (
         "modelmon.core.errors",
         "ModelmonError ModelFormatError LoadError DoesNotFitError LoadCancelled "
         "OptionsError ConfigError ModelmonWarning ConfigMismatchWarning "
-        "ReadaheadSkippedWarning ModelReferenceError ReferenceSyntaxError EmptyModelError "
+        "ReadaheadSkippedWarning BudgetWarning ModelReferenceError ReferenceSyntaxError "
+        "EmptyModelError "
         "ReadaheadError WatchError ObjectURLError StorageError StorageConfigError "
         "StorageAccessError ObjectNotFoundError EndpointUnreachableError "
         "StorageThrottledError StorageServerError ObjectChangedError RangesIgnoredError",

@@ -167,6 +167,14 @@ class ReadaheadSkippedWarning(ConfigMismatchWarning):
     """A config's readahead that this process may not set: the load runs without it."""
 
 
+BUDGET_NOT_KEPT = "the budget cannot be kept"  # how a BudgetWarning's words start
+
+
+class BudgetWarning(ModelmonWarning):
+    """A search's budget that cannot be kept, said before the search starts (with why and
+    about how far past it the search will end): a budget is a promise."""
+
+
 def warn(message: str, category: type[ModelmonWarning]) -> None:
     """Warn on behalf of the engine: the warning names the first caller outside
     ``modelmon.core`` (the user's line, the CLI's), however deep in the engine it arose (what

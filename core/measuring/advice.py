@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelmon.core.configuration import ProgramConfig, parse_engine, parse_program
-from modelmon.core.errors import OptionsError
+from modelmon.core.errors import BudgetWarning, OptionsError, warn
 from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
@@ -215,6 +215,7 @@ def recommend_with_loader(
     too_short = short_budget(plan, deadline - now, first_s, rounds_s, runs, now - started)
     if too_short:
         say(too_short)
+        warn(too_short, BudgetWarning)
     # The search's first load always runs; a budget that holds nothing more gives it none.
     search_s = max(search_end - now, 0.001)
     rec = recommend(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelmon.core.configuration import Command, ProgramConfig, parse_engine
+from modelmon.core.errors import BUDGET_NOT_KEPT
 from modelmon.core.limits import EVIDENCE_RUNS, STORAGE_REST_S
 from modelmon.core.loaders.engine import Engine
 from modelmon.core.loaders.registry import engine_for_loader, get_engine
@@ -89,7 +90,7 @@ def short_budget(
     loader = plan.rounds.pace(plan.as_is)
     total = elapsed_s + search_s + rounds_s
     return (
-        f"the budget cannot be kept: a run of your loader takes about {loader:.0f} s (its "
+        f"{BUDGET_NOT_KEPT}: a run of your loader takes about {loader:.0f} s (its "
         f"start and load), and the rounds its answer rests on need {runs} more runs (each "
         f"change once, modelmon's best, then {EVIDENCE_RUNS} cold runs of each finalist), "
         f"about {rounds_s:.0f} s, beside modelmon's search ({search_s:.0f} s at the least): "

@@ -16,7 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from modelmon.core.errors import DoesNotFitError, LoadError
+from modelmon.core.errors import (
+    BUDGET_NOT_KEPT,
+    BudgetWarning,
+    DoesNotFitError,
+    LoadError,
+    warn,
+)
 from modelmon.core.limits import (
     DEFAULT_BUDGET_S,
     EVIDENCE_OVERRUN,
@@ -136,7 +142,7 @@ def short_budget(
     head = f"{left:.0f} s of the budget are left after the ceilings"
     if needed > left + overrun_s:
         return (
-            f"the budget cannot be kept: {head}, and the loads every answer rests on ({which}) "
+            f"{BUDGET_NOT_KEPT}: {head}, and the loads every answer rests on ({which}) "
             f"take about {needed:.0f} s at the ceilings' pace: the search will end about "
             f"{needed - left:.0f} s past it"
         )
@@ -252,6 +258,8 @@ def recommend(
     plan = short_budget(race.left(), race.first_pace_s, race.evidence_overrun_s, loads, budget_s)
     if plan and not planned:
         say(plan)
+        if plan.startswith(BUDGET_NOT_KEPT):
+            warn(plan, BudgetWarning)
     if pool is not None:
         own = pool
     elif remote:

@@ -167,7 +167,13 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core import open_model, recommend
-    from modelmon.core.errors import ConfigError, LoadError, ModelmonError, OptionsError
+    from modelmon.core.errors import (
+        BUDGET_NOT_KEPT,
+        ConfigError,
+        LoadError,
+        ModelmonError,
+        OptionsError,
+    )
     from modelmon.core.model import require_tensor_bytes
     from modelmon.core.output import (
         as_told,
@@ -214,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
         task = bars.budget_task("recommending", args.budget)
 
         def progress(text: str) -> None:
+            if text.startswith(BUDGET_NOT_KEPT):  # a warning's line says it, terminal or not
+                return
             bars.log(f"  {text}")
             bars.describe(task, text if len(text) <= DESCRIPTION_CHARS else "recommending")
 

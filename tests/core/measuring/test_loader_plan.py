@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from modelmon.core.configuration import parse_engine
+from modelmon.core.errors import BudgetWarning
 from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.measuring import advice
 from modelmon.core.measuring.candidate import Candidate
@@ -110,10 +111,12 @@ def test_a_budget_the_rounds_alone_outgrow_is_said_before_the_search_starts(
 ) -> None:
     plan = plan_of(model)  # the rounds: 2×10 + 10 + 2×(2×10 + 10) = 90 s
     fakes = Recorded(model, plan, monkeypatch)
-    advice.recommend_with_loader(
-        model, 60.0, engine="safetensors", progress=fakes.said.append, started=time.monotonic()
-    )
+    with pytest.warns(BudgetWarning, match="^the budget cannot be kept") as warned:
+        advice.recommend_with_loader(
+            model, 60.0, engine="safetensors", progress=fakes.said.append, started=time.monotonic()
+        )
     warning, started = fakes.said
+    assert str(warned[0].message) == warning  # a line of its own, terminal or not
     assert started == "search starts"
     assert warning.startswith(
         "the budget cannot be kept: a run of your loader takes about 10 s (its start and "

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from modelmon.core.errors import BudgetWarning
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring import race
+from modelmon.core.measuring import recommend as recommend_module
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceilings import measure_ceilings
 from modelmon.core.measuring.cutoff import CUT_FACTOR, RaceStop
@@ -142,3 +144,18 @@ def test_a_budget_that_cannot_hold_the_loads_every_answer_needs_is_said_before()
         "loads every answer rests on (a first load and the baseline's) take about 10 s at "
         "the ceilings' pace: the search will end about 7 s past it"
     )
+
+
+def test_a_budget_that_cannot_be_kept_is_a_warning_before_the_search(
+    sharded_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Said as a warning too, not only as progress: a command whose standard error is not a
+    terminal draws no progress, yet is told before the search that its budget will not hold
+    (here: loads planned at 10 s each, from a budget of 5 s)."""
+    model = open_model(sharded_model)
+    known = measure_ceilings(model, NEEDED_CEILINGS, repeats=1, workers=2)
+    monkeypatch.setattr(recommend_module, "first_pace", lambda model, ceilings: 10.0)
+    said: list[str] = []
+    with pytest.warns(BudgetWarning, match=r"^the budget cannot be kept: \d+ s of the budget"):
+        recommend(model, 5.0, workers=2, peers=False, ceilings=known, progress=said.append)
+    assert any(line.startswith("the budget cannot be kept") for line in said)  # the app's
