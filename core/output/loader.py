@@ -120,7 +120,7 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
         lines.append(
             f"modelmon's best ({best.spec}) loaded it at {rate_text(best.median_mbps)} in the "
             f"same rounds: {times_text(ratio)} your loader as it is (modelmon.core.load(path, "
-            "config=...) applies it)."
+            "config=...) applies it)" + _why_kept(advice, best, ratio) + "."
         )
     runs = [r for c in (loader, *advice.changes) for r in c.results]
     if any(r.coarse_timing for r in runs):
@@ -247,3 +247,24 @@ def loader_table(advice: LoaderAdvice) -> dict[str, Any]:
     table |= figures("modelmon", best)
     table["rounds"] = advice.rounds
     return table
+
+
+def _why_kept(advice: LoaderAdvice, best: Candidate, ratio: float) -> str:
+    """Why modelmon's best, faster by ``ratio`` in the rounds, is not the answer where the
+    answer keeps the loader ("" where it is the answer, or where it is not faster): its pairs
+    against the loader do not all agree, or agree within what the runs' timing can tell."""
+    verdict = best.verdict
+    if advice.pick is not None or ratio < MIN_GAIN or verdict is None:
+        return ""
+    if verdict.within_timing:
+        return (
+            f", yet not the answer: its loads are timed to the watch's samples, "
+            f"±{verdict.resolution * 100:.0f} % on a ratio"
+        )
+    if verdict.text == "B faster":
+        return ""
+    return (
+        f", yet not the answer: round by round it was {verdict.min_ratio:.2f}–"
+        f"{verdict.max_ratio:.2f}× your loader, so the gain is not certain (a longer budget "
+        "runs more rounds)"
+    )

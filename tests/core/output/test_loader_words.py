@@ -55,3 +55,18 @@ def test_a_loader_that_did_not_complete_is_said_first():
     failed = replace(AS_IS, results=[], reason="exited with code 1: no such file")
     lines = loader_explanation(replace(_advice((), None), loader=failed))
     assert lines == ["Your loader (engine: transformers) exited with code 1: no such file."]
+
+
+def test_modelmons_best_faster_but_not_certain_says_why_the_loader_is_kept():
+    """The answer keeps the loader ("nothing measured here is clearly faster"): a line saying
+    modelmon's best was 1.50× must say why that is not the answer."""
+    unsure = replace(
+        candidate("sequential", 150, 100, 200, workers=4, chunk=16 << 20),
+        verdict=judge([1.9, 0.95, 1.5]),
+    )
+    lines = loader_explanation(replace(_advice((), None), modelmon=unsure))
+    (said,) = [line for line in lines if line.startswith("modelmon's best")]
+    assert said.endswith(
+        "yet not the answer: round by round it was 0.95–1.90× your loader, so the gain is not "
+        "certain (a longer budget runs more rounds)."
+    ), said
