@@ -33,6 +33,8 @@ from modelmon.gui.state.export_format import (
     results_json,
     write_export,
 )
+from modelmon.gui.state.recommending import RecommendationShown
+from modelmon.gui.state.save_location import kept_answer_path
 from modelmon.gui.state.tasks import Tasks
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class Exporter(QObject):
         # Lays a plot out and lets it draw what it has not yet (its tab not shown since).
         self.bring_up = bring_up
         self.tasks = Tasks(post)
+        bench.recommendation.changed.connect(self._keep_answer)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -145,45 +148,65 @@ class Exporter(QObject):
 
     def export_recommendation(self, path: str) -> None:
         """The last recommendation's pick, with its evidence, as a modelmon config (TOML)."""
-        shown = self.bench.recommendation.shown
-        if self.bench.recommendation.ranks_found is not None:
-            self._export_ranks(path)
-            return
-        rec = self.bench.recommendation.recommendation
-        if rec is None:
+        answer, work = self._answer_writer(path)
+        if answer is None:
             self._report(False, "No recommendation yet: Run ▸ Recommend… first, then export it.")
             return
-        inputs, limit = self.inputs, shown.memory_limit
+        state = self.bench.recommendation
 
-        def work() -> None:
+        def written() -> None:
+            if answer in (state.recommendation, state.ranks_found):
+                state.exported(path)
+
+        self._background(work, f"Recommended configuration written to {path}", then=written)
+
+    def _keep_answer(self, shown: RecommendationShown) -> None:
+        """A new answer's config file, kept at once in modelmon's state folder: the line to
+        paste names a file that exists before any export. Quiet (no message, no ``finished``:
+        the user asked for nothing); where it cannot be written, the line names none."""
+        if shown.phase != "done" or shown.kept_to or shown.exported_to:
+            return
+        info = self.bench.info
+        path = str(kept_answer_path(info.name if info is not None else "model"))
+        answer, work = self._answer_writer(path)
+        if answer is None:
+            return
+        state = self.bench.recommendation
+
+        def keep() -> None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            work()
+
+        def done(_result: object, error: str | None) -> None:
+            if error is None:
+                state.kept(path, answer)
+
+        self.tasks.start(keep, "keep", done)
+
+    def _answer_writer(self, path: str) -> tuple[object | None, Callable[[], None]]:
+        """(the answer to write, the work that writes its config file at ``path``): the
+        recommendation's pick with its evidence, or a ranks answer's mode and memory; the
+        paste lines name the file's whole path. (None, …) when there is no answer."""
+        state, inputs = self.bench.recommendation, self.inputs
+        shown, found, rec = state.shown, state.ranks_found, state.recommendation
+        target = str(Path(path).absolute())
+
+        def ranks() -> None:
+            from modelmon.core.output import render_ranks_config
+
+            write_export(path, render_ranks_config(found, target).encode(), inputs)
+
+        def single() -> None:
             from modelmon.core.output import recommendation_document, render_config
 
-            document = recommendation_document(  # the paste line names the file's whole path
-                rec, str(Path(path).absolute()), limit, shown.advice, shown.loader_note
+            document = recommendation_document(
+                rec, target, shown.memory_limit, shown.advice, shown.loader_note
             )
             write_export(path, render_config(document).encode(), inputs)
 
-        def written() -> None:
-            if self.bench.recommendation.recommendation is rec:
-                self.bench.recommendation.exported(path)
-
-        self._background(work, f"Recommended configuration written to {path}", then=written)
-
-    def _export_ranks(self, path: str) -> None:
-        """A ranks answer's config: its pick's strategy, its mode and memory, the lines."""
-        found, inputs = self.bench.recommendation.ranks_found, self.inputs
-
-        def work() -> None:
-            from modelmon.core.output import render_ranks_config
-
-            config = render_ranks_config(found, str(Path(path).absolute()))
-            write_export(path, config.encode(), inputs)
-
-        def written() -> None:
-            if self.bench.recommendation.ranks_found is found:
-                self.bench.recommendation.exported(path)
-
-        self._background(work, f"Recommended configuration written to {path}", then=written)
+        if found is not None:
+            return found, ranks
+        return rec, single
 
     def export_plot(self, name: str, path: str) -> None:
         """``name`` as PNG (painted), SVG or PDF (drawn again): the runs its heading names are

@@ -10,7 +10,7 @@ from __future__ import annotations
 from modelmon.core import RanksRecommendation
 from modelmon.core.measuring import WayMeasured
 from modelmon.core.output import human_bytes, paste_lines, render_ranks_answer
-from modelmon.gui.state.recommendation_view import RankingRow
+from modelmon.gui.state.recommendation_view import RankingRow, where_words
 
 WAYS_COLUMNS = (
     "#",
@@ -85,18 +85,16 @@ def ways_rows(found: RanksRecommendation) -> list[RankingRow]:
     return rows
 
 
-def ranks_headline(found: RanksRecommendation, exported_to: str | None) -> str:
+def ranks_headline(
+    found: RanksRecommendation, exported_to: str | None, kept_to: str | None = None
+) -> str:
     """The answer's first line (what to do, or that nothing fits and what would), then the
     search's time and where its config file is."""
     first = render_ranks_answer(found, exported_to).split("\n", 1)[0]
     if found.pick is None:
         second = render_ranks_answer(found, exported_to).split("\n")[1]
         return f"{first}\n{second}"
-    where = (
-        f"Exported to {exported_to}."
-        if exported_to
-        else "File ▸ Export recommended configuration… writes it as a config file."
-    )
+    where = where_words(exported_to, kept_to)
     took = f"The search took {found.seconds:.0f} s; the budget was {found.budget_s:.0f} s."
     return f"{first}\n{took} {where}"
 

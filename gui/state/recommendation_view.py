@@ -242,23 +242,32 @@ def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:
     )
 
 
+def where_words(exported_to: str | None, kept_to: str | None) -> str:
+    """Where the answer's config file is: exported, kept by the app, or neither yet."""
+    if exported_to:
+        return f"Exported to {exported_to}."
+    if kept_to:
+        return (
+            f"Its config file is kept at {kept_to}; File ▸ Export recommended configuration… "
+            "writes it where you want it."
+        )
+    return "File ▸ Export recommended configuration… writes it as a config file."
+
+
 def summary_text(
     rec: Recommendation,
     exported_to: str | None = None,
     advice: Any = None,
     config_name: str = "modelmon.toml",
     found: Answer | None = None,
+    kept_to: str | None = None,
 ) -> str:
     """The headline: the one answer (what to do, and what it gains against what the user
     runs now), then how long the search took, its memory, and where its config file is.
     ``found``: that answer, when the caller has it already."""
     found = found if found is not None else answer(rec, config_name, advice)
     head = f"{found.action} {found.gain}"
-    where = (
-        f"Exported to {exported_to}."
-        if exported_to
-        else "File ▸ Export recommended configuration… writes it as a config file."
-    )
+    where = where_words(exported_to, kept_to)
     memory = search_memory_text(rec)
     took, given = rec.budget.elapsed_s, rec.budget.given_s
     searched = (
@@ -271,12 +280,16 @@ def summary_text(
 
 
 def answer_texts(
-    rec: Recommendation, exported_to: str | None, advice: Any, config_name: str
+    rec: Recommendation,
+    exported_to: str | None,
+    advice: Any,
+    config_name: str,
+    kept_to: str | None = None,
 ) -> tuple[str, str, str]:
     """(the headline, the line to paste, what measured it) of one answer; the line and its
     evidence are "" when there is nothing to change."""
     found = answer(rec, config_name, advice)
-    headline = summary_text(rec, exported_to, advice, config_name, found)
+    headline = summary_text(rec, exported_to, advice, config_name, found, kept_to)
     if found.paste is None:
         return headline, "", ""
     return headline, found.paste.text, f"{found.paste.tool}: {found.paste.evidence()}"

@@ -26,6 +26,9 @@ class RecommendationShown:
     recommendation: Recommendation | None = None
     explanation: tuple[str, ...] = ()
     exported_to: str | None = None  # the config file last written from it
+    # The copy the app keeps the moment the answer comes (``save_location.kept_answer_path``):
+    # the line to paste names a file that exists before any export.
+    kept_to: str | None = None
     text: str = ""  # why it stopped
     memory_limit: int | None = field(default=None)
     # With the user's loader (Run ▸ Recommend… with your loader): its advice
@@ -124,6 +127,17 @@ class RecommendationState:
                 "stopped", shown.budget_s, shown.lines, text=text, ranks=shown.ranks
             )
         )
+
+    def kept(self, path: str, answer: object) -> None:
+        """The answer ``answer`` (its recommendation or ranks answer) kept at ``path``."""
+        shown = self.shown
+        if shown.phase == "done" and answer in (shown.recommendation, shown.ranks_found):
+            self._show(replace(shown, kept_to=os.path.abspath(path)))
+
+    @property
+    def config_path(self) -> str | None:
+        """The file the line to paste names: the last export, else the kept copy."""
+        return self.shown.exported_to or self.shown.kept_to
 
     def exported(self, path: str) -> None:
         shown = self.shown

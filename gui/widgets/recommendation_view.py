@@ -207,8 +207,10 @@ class RecommendationView(QScrollArea):
         _columns(self.ranking, RANKING_COLUMNS)
         self.captions[1].setText("<b>Ranking</b>")
         self.ranking.setToolTip(RANKING_TIP)
-        name = shown.exported_to or CONFIG_NAME
-        headline, line, evidence = answer_texts(rec, shown.exported_to, shown.advice, name)
+        name = shown.exported_to or shown.kept_to or CONFIG_NAME
+        headline, line, evidence = answer_texts(
+            rec, shown.exported_to, shown.advice, name, shown.kept_to
+        )
         self.summary.setText(headline)
         self.paste.setText(line)
         self.paste_evidence.setText(evidence)
@@ -223,8 +225,8 @@ class RecommendationView(QScrollArea):
         """A ranks answer: the way to load, its line, then every way with what it needs of
         the node (or why it does not fit)."""
         found = shown.ranks_found
-        where = shown.exported_to
-        self.summary.setText(ranks_headline(found, where))
+        where = shown.exported_to or shown.kept_to
+        self.summary.setText(ranks_headline(found, shown.exported_to, shown.kept_to))
         line, evidence = ranks_paste(found, where)
         self.paste.setText(line)
         self.paste_evidence.setText(evidence)

@@ -146,6 +146,16 @@ def test_a_recommendation_is_measured_then_exported_as_often_as_asked(
     said = window.messages.message()  # the answer the tab leads with, and where to go next
     assert said.startswith(("Load with ", "Keep ")) and "Recommendation tab" in said, said
     assert window.menus.export_recommendation_action.isEnabled()
+    # Its config file is kept at once, quietly: the line to paste names a file that exists
+    # before any export (a relative modelmon.toml would name nothing).
+    state = window.bench.recommendation
+    qtbot.waitUntil(lambda: state.shown.kept_to is not None, timeout=10_000)
+    kept = Path(state.shown.kept_to)
+    assert kept.is_file() and kept.parent.name == "recommendations"
+    assert f"config={str(kept)!r}" in window.workspace.recommendation.paste.text()
+    assert str(kept) in window.workspace.recommendation.summary.text()
+    one_story(read_config(kept).document)
+    assert window.messages.message() == said  # the answer still leads the message bar
     exporter = window.workspace.exporter
     out = tmp_path / "out"
     out.mkdir()
