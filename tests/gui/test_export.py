@@ -152,8 +152,10 @@ def test_a_recommendation_is_measured_then_exported_as_often_as_asked(
     qtbot.waitUntil(lambda: state.shown.kept_to is not None, timeout=10_000)
     kept = Path(state.shown.kept_to)
     assert kept.is_file() and kept.parent.name == "recommendations"
-    assert f"config={str(kept)!r}" in window.workspace.recommendation.paste.text()
-    assert str(kept) in window.workspace.recommendation.summary.text()
+    tab = window.workspace.recommendation
+    cells = [tab.snippets.item(r, 1).text() for r in range(tab.snippets.rowCount())]
+    assert any(f"config={str(kept)!r}" in cell for cell in cells), cells  # modelmon's line
+    assert str(kept) in tab.summary.text()
     one_story(read_config(kept).document)
     assert window.messages.message() == said  # the answer still leads the message bar
     exporter = window.workspace.exporter
