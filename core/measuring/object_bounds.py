@@ -16,8 +16,10 @@ throttled asks for more than that, and more connections or smaller parts would a
 still. So a reading throttled for ``THROTTLED_S`` stops there, its rate the bytes it read
 over its time (the bucket's rate × its part size, a burst included), and the curve leaves
 out the settings that ask for more requests than a throttled one and tries larger parts
-(``THROTTLED_PARTS``) instead: what such a bucket allows is found in seconds, not in the
-minutes that small parts take at a few requests a second.
+(``LARGER_PARTS``) instead: what such a bucket allows is found in seconds, not in the
+minutes that small parts take at a few requests a second. Where the largest part size so
+far reads best, the curve has not turned on that axis yet, and it goes on up it the same way
+(a server that pays per request, as loopback's does, reads 256 MiB parts faster still).
 
 Nothing is cached on this machine between runs (no page cache lies between the bucket and the
 process); a cache in the server is the server's.
@@ -49,9 +51,9 @@ CONNECTIONS = (1, 2, 4, 8, 16, 32, 64)
 CURVE_PART = 16 * MiB
 PARTS = (4 * MiB, 8 * MiB, 64 * MiB)
 # A throttled reading stops this long after its first throttle; larger parts are tried
-# after a throttled best, up to the largest.
+# after a throttled best, or one at the largest part measured, up to the largest.
 THROTTLED_S = 2.0
-THROTTLED_PARTS = (64 * MiB, 256 * MiB)
+LARGER_PARTS = (64 * MiB, 256 * MiB)
 # Each point of the curve reads for this long at most (its GETs in flight then finish): a
 # point's rate, in a fraction of a whole read of a large model. The bound reads it all.
 CURVE_POINT_S = 1.5
@@ -141,12 +143,14 @@ class _Reading:
 
 def _read_parts(connection: Connection, parts: _Parts, part: int, reading: _Reading) -> None:
     buffer = memoryview(bytearray(min(part, 8 * MiB)))
+    first_get = True  # every connection makes one, however late its thread ran
     try:
         while (
             not reading.stop.is_set()
-            and time.monotonic() < reading.deadline
+            and (first_get or time.monotonic() < reading.deadline)
             and (taken := parts.take()) is not None
         ):
+            first_get = False
             url, first, last = taken
             tries = 0
             while not _get(connection, url, first, last, buffer, reading):
@@ -197,12 +201,10 @@ def plain_get(
     each taking the next GET of ``part`` bytes as it is free); the bytes are discarded. With
     ``start_gate``, the first GET waits for it once the connections are made (False: the
     reading is called off, ``LoadCancelled``). ``limit_s``: no GET is begun after that many
-    seconds. A read throttled for ``THROTTLED_S`` stops there too. Its rate is what it read
-    over the time it took."""
+    seconds from the first (each connection makes one at least). A read throttled for
+    ``THROTTLED_S`` stops there too. Its rate is what it read over the time it took."""
     parts = _Parts(objects, part)
     reading = _Reading()
-    if limit_s is not None:
-        reading.deadline = time.monotonic() + limit_s
     with open_store(objects[0].object_url()) as store:
         opened = [store.connect() for _ in range(max(1, min(connections, len(parts))))]
         try:
@@ -216,6 +218,8 @@ def plain_get(
             ]
             if start_gate is not None and not start_gate():
                 raise LoadCancelled("plain GETs: called off before the first one")
+            if limit_s is not None:  # from the first GET: making the connections is not read
+                reading.deadline = time.monotonic() + limit_s
             seconds = _timed(threads)
         finally:
             for conn in opened:
@@ -299,13 +303,24 @@ class ObjectCurve:
             measure(connections, CURVE_PART)
         for part in PARTS:
             measure(self.best()[0], part)
-        for part in THROTTLED_PARTS:  # a bucket's rate allows larger parts more bytes a second
+        for part in LARGER_PARTS:
             best = self.best()
-            if self.readings[best][0].throttles and part > best[1]:
-                measure(best[0], part)
+            # A bucket's rate allows larger parts more bytes a second; and where the largest
+            # part so far is the best, the curve has not yet turned: it goes on up the axis,
+            # with as many connections as the model has parts of that size.
+            if part > best[1] and (self.readings[best][0].throttles or self.at_edge(best)):
+                measure(min(best[0], self.parts_of(part)), part)
         best = self.best()
         measure(min(2 * best[0], CONNECTIONS[-1]), best[1])
         return self.best()
+
+    def parts_of(self, part: int) -> int:
+        """GETs of ``part`` the model's objects make."""
+        return sum(max(1, -(-facts.size // part)) for facts in self.objects)
+
+    def at_edge(self, setting: tuple[int, int]) -> bool:
+        """Whether ``setting``'s part is the largest the curve measured so far."""
+        return setting[1] >= max(part for _, part in self.readings)
 
     def asks_more(self, connections: int, part: int) -> bool:
         """Whether the setting asks for requests faster than one the bucket throttled: as

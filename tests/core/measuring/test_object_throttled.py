@@ -86,6 +86,49 @@ def test_the_curve_of_a_throttling_bucket_tries_larger_parts_not_more_connection
     assert best == (2, 256 * MiB)
 
 
+class _PerRequestBucket(ObjectCurve):
+    """A curve over a bucket that never throttles, whose connections each read
+    ``part / (part + cost)`` of 100 MB/s (a fixed cost per request), 8 of them at most."""
+
+    def __init__(self, total: int, cost: int) -> None:
+        self.objects = [SimpleNamespace(size=total)]  # type: ignore[list-item]
+        self.cancel, self.cost = None, cost
+        self.readings = {}
+        self.asked: list[tuple[int, int]] = []
+
+    def read(self, connections: int, part: int) -> ObjectReading:
+        self.asked.append((connections, part))
+        mbps = min(connections, 8) * 100.0 * part / (part + self.cost)
+        reading = ObjectReading(connections, part, mbps, int(mbps * 1.5e6), 1.5)
+        self.readings.setdefault((connections, part), []).append(reading)
+        return reading
+
+
+def test_the_curve_goes_on_up_the_part_sizes_while_the_largest_reads_best() -> None:
+    """64 MiB parts read best of 4…64 MiB: the curve has not turned, so 256 MiB parts are
+    measured too, with as many connections as the model has such parts (4 of a 1 GiB one)."""
+    curve = _PerRequestBucket(1 << 30, cost=256 * MiB)
+    best = curve.sweep()
+    assert (4, 256 * MiB) in curve.asked
+    assert best == (4, 256 * MiB)  # 4 × 0.5 of 100 MB/s against 8 × 0.2 of it
+
+
+def test_the_curve_stops_up_the_part_sizes_where_it_turned() -> None:
+    """Where a part smaller than the largest measured reads best, no larger part is tried."""
+
+    class Turning(_PerRequestBucket):
+        def read(self, connections: int, part: int) -> ObjectReading:
+            reading = super().read(connections, part)
+            if part == 64 * MiB:  # the server serves large ranges slowly
+                reading = ObjectReading(connections, part, 1.0, int(1.5e6), 1.5)
+                self.readings[(connections, part)] = [reading]
+            return reading
+
+    curve = Turning(1 << 30, cost=1 * MiB)
+    curve.sweep()
+    assert not [part for _, part in curve.asked if part > 64 * MiB]
+
+
 def _ranged(threads: int, *rates: float) -> Any:
     from modelmon.core.measuring.candidate import Candidate
 
@@ -164,3 +207,15 @@ def test_a_point_of_the_curve_reads_for_a_while_not_the_whole_model(
     gets = [seen for seen in faulty_s3.proxy.seen if seen.method == "GET" and seen.range]
     assert 0 < len(gets) < -(-facts[0].size // (64 << 10))
     assert reading.mbps > 0 and not reading.throttles and not reading.stopped
+
+
+def test_a_point_of_the_curve_makes_a_get_on_every_connection_however_short_its_time(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """Its time counts from the first GET, not from making the connections (seconds on a
+    busy machine): a point never reads nothing because its client was slow to start."""
+    facts = _facts(LARGE)
+    faulty_s3.proxy.seen.clear()
+    reading = plain_get(facts, 2, 64 << 10, limit_s=0.0)
+    gets = [seen for seen in faulty_s3.proxy.seen if seen.method == "GET" and seen.range]
+    assert len(gets) == 2 and reading.bytes == 2 * (64 << 10) and reading.mbps > 0
