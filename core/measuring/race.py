@@ -83,7 +83,12 @@ class Race:
         run, else the leader's pace (a run slower than that is cut or stopped at the limit),
         plus, for a peer, the start of its process and imports (``peer_overhead_s``)."""
         if candidate.wall_seconds and candidate.results:
-            return statistics.median(candidate.wall_seconds)
+            own = statistics.median(candidate.wall_seconds)
+            if len(candidate.wall_seconds) > 1:
+                return own
+            # One run: the search's first may have started without what every later run
+            # waits for (the host's report pass after a free): the usual overhead stands.
+            return max(own, candidate.results[-1].seconds + self.overhead_s)
         if candidate.program is None:
             return self.leader_pace_s
         load_s = self.first_pace_s if self.leader is None else self.leader

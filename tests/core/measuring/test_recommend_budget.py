@@ -86,6 +86,21 @@ def test_an_unrun_peer_is_planned_with_its_start_then_at_its_measured_cost() -> 
     assert r.overheads == [3.0]  # a peer's start never makes modelmon's runs look slower
 
 
+def test_a_candidate_run_once_is_planned_at_no_less_than_the_usual_overhead() -> None:
+    """The search's first run may start without the wait every later run has (the host's
+    report pass after a free): its wall time alone would plan its next runs too short, and
+    let entrants spend the pairs the pick rests on."""
+    r = Race(None, time.monotonic() + 60, 4.0, lambda _: None, None)  # type: ignore[arg-type]
+    first = own(4)
+    first.results.append(load_result(500))  # a 2 s load
+    first.wall_seconds.append(2.5)
+    r.overheads = [0.5, 3.0, 3.0]
+    assert r.pace(first) == LOAD_S + 3.0
+    first.results.append(load_result(500))
+    first.wall_seconds.append(5.0)
+    assert r.pace(first) == 3.75  # its own runs, once it has two
+
+
 def test_a_slow_peer_cannot_spend_the_runs_the_pick_rests_on(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
