@@ -189,10 +189,14 @@ def aws_environment(endpoint: str, home: Path) -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="session")
 def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder whose ``models`` folder is the bucket: a single safetensors, a 3-shard one
-    with its index, a GGUF, an empty object and one whose header claims more than it holds."""
+    with its index, a GGUF, an empty object and one whose header claims more than it holds;
+    a transformers model (its config.json beside the weights: what vLLM serves)."""
     root = tmp_path_factory.mktemp("buckets") / "served"
     bucket = root / BUCKET
     write_safetensors_model(bucket / "single", layers=2, hidden=64, vocab=256, seed=11)
+    write_safetensors_model(
+        bucket / "llama", layers=1, hidden=64, vocab=256, seed=17, transformers_config=True
+    )
     write_safetensors_model(bucket / "sharded", layers=3, hidden=64, vocab=256, shards=3, seed=12)
     write_gguf_model(bucket / "gguf" / "tiny-Q8_0.gguf", layers=2, hidden=64, vocab=256, seed=13)
     (bucket / "cut-gguf").mkdir()

@@ -138,6 +138,8 @@ SCHEMA: dict[str, dict[str, tuple[Check, str]]] = {
     },
     "apply": {"*": (_str, "a snippet")},
     "apply_evidence": {"*": (_str, "a sentence")},
+    # Why a loader people use has no line in [apply] ("servers": vLLM's and SGLang's).
+    "apply_left_out": {"*": (_str, "a sentence")},
     "recommendation": RECOMMENDATION_KEYS,
     "identity": IDENTITY_KEYS,
     "loader": LOADER_KEYS,
@@ -167,6 +169,7 @@ TOP_KEYS = {
     "alternatives",
     "apply",
     "apply_evidence",
+    "apply_left_out",
     "explanation",
     "identity",
     "recommendation",

@@ -280,4 +280,4 @@ def rank_slice(model: Model, rank: int, ranks: int) -> Model:
     extents = tuple(model.extents[i] for i in keep)
     used = {extent.file for extent in extents}
     files = tuple(f for f in model.files if f.path in used)
-    return Model(model.path, model.format, files, extents, model.metadata)
+    return Model(model.path, model.format, files, extents, model.metadata, model.kind)

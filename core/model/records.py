@@ -10,10 +10,13 @@ import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.local_files import files_read_to_reach
+
+# What a checkpoint is for, as the loaders that serve it see it (``model.kind``).
+Kind = Literal["transformers", "diffusers", "gguf", "weights"]
 
 
 class TensorExtent(NamedTuple):
@@ -57,6 +60,10 @@ class Model:
     files: tuple[ModelFile, ...]
     extents: tuple[TensorExtent, ...]
     metadata: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # What the objects under a bucket prefix say the model is, found when it was opened
+    # (``model.kind``); None: nothing was listed beside the weights (a file's folder is
+    # looked at when asked, an object named alone has nothing listed beside it).
+    kind: Kind | None = None
     # Summed once: a million-tensor model is asked for it by every layer of a load.
     total_bytes: int = field(init=False, repr=False, hash=False, compare=False)
 

@@ -92,7 +92,8 @@ def tp_slice(model: Model, rank: int, ranks: int) -> tuple[Model, dict[str, Kept
             )
         used = {extent.file for extent in extents}
         files = tuple(f for f in model.files if f.path in used)
-        return Model(model.path, model.format, files, tuple(extents), model.metadata), parts
+        sliced = Model(model.path, model.format, files, tuple(extents), model.metadata, model.kind)
+        return sliced, parts
 
 
 def kept_bytes(model: Model, parts: dict[str, KeptPart]) -> int:

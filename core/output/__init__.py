@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         render_ranks_answer,
         render_ranks_config,
     )
+    from modelmon.core.output.snippets import servers_left_out
     from modelmon.core.output.snippets import snippets as recommendation_snippets
     from modelmon.core.output.text import (
         memory_text,
@@ -53,7 +54,7 @@ _EXPORTS = (
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words pairs_lines"),
     ("modelmon.core.output.explain", "explain_recommendation=explain"),
     ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text"),
-    ("modelmon.core.output.snippets", "recommendation_snippets=snippets"),
+    ("modelmon.core.output.snippets", "recommendation_snippets=snippets servers_left_out"),
     ("modelmon.core.output.answer", "recommendation_answer=answer answered as_told Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
     ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config paste_lines"),

@@ -21,7 +21,7 @@ from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.answer import answered, as_told
 from modelmon.core.output.config_text import IN_RAM, NOTHING_CACHED
 from modelmon.core.output.explain import explain
-from modelmon.core.output.snippets import Snippet, matching, snippets
+from modelmon.core.output.snippets import Snippet, matching, servers_left_out, snippets
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
 from modelmon.core.units import rate_figure, rate_text
@@ -169,6 +169,7 @@ def build_document(
         ],
         "apply": {s.tool: s.text for s in lines},
         "apply_evidence": evidence_of,
+        **_left_out(model, [s.tool for s in lines]),
         "explanation": list(explanation),
         "identity": model_identity(model),
         "recommendation": {
@@ -287,6 +288,8 @@ def recommendation_document(
             kept = {k: v for k, v in document[table].items() if k not in dropped}
             document[table] = own | kept
         document["recommendation"] = _answer_table(advice, lines, document["recommendation"])
+        if not _left_out(rec.model, list(document["apply"])):  # the loader's own lines serve it
+            document.pop("apply_left_out", None)
         document["loader"] = loader_table(advice)
     if rec.limit_probes is not None:
         document["evidence"]["memory_limit"] = rec.limit_probes.to_dict()
@@ -312,6 +315,13 @@ def _answer_table(
     }
     tool = "modelmon" if own else matching(list(lines), chosen) or (lines[0].tool if lines else "")
     return table | ({"apply": tool} if tool else {})
+
+
+def _left_out(model: Model, tools: Sequence[str]) -> dict[str, Any]:
+    """The [apply_left_out] table: why a loader people use has no line in [apply] (vLLM's
+    and SGLang's, for weights they cannot serve); empty where nothing is left out."""
+    servers = servers_left_out(model, tools)
+    return {"apply_left_out": {"servers": servers}} if servers else {}
 
 
 def _evidence(lines: Sequence[Snippet]) -> dict[str, str]:

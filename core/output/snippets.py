@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.model.kind import checkpoint_kind
+from modelmon.core.model.kind import checkpoint_kind, model_folder_of
 from modelmon.core.model.records import Model
-from modelmon.core.output.paste import pasteable
+from modelmon.core.output.paste import model_folder, pasteable
 from modelmon.core.output.readahead_words import permanent_readahead
 from modelmon.core.units import rate_text
 
@@ -97,9 +97,10 @@ def snippets(
     else:
         out = [snip("modelmon", own, winner)]
         out.append(snip("torch", f"{torch_line(model, own)}  ({TORCH_ASIDE})", winner))
-    if remote:  # the loaders that read a bucket themselves; the others read files
-        return [*out, *_object_snippets(model, winner, peers, snip)]
     kind = checkpoint_kind(model)
+    if remote:  # the servers that stream a bucket, for a prefix they serve (its config.json)
+        served = kind == "transformers"
+        return [*out, *(_object_snippets(model, winner, peers, snip) if served else [])]
     if model.format == "safetensors":
         whole = _stand_in(pool, whole_reads)
         out.append(
@@ -320,6 +321,38 @@ def _object_snippets(
             best,
         ),
     ]
+
+
+# The lines of the servers that read a transformers model's folder or prefix (vLLM, SGLang).
+SERVER_TOOLS = ("vllm", "runai_streamer", "fastsafetensors", "sglang")
+SERVED_BY = (
+    "No vLLM or SGLang line: they serve a folder or bucket prefix by its config.json, which "
+    "names the model's architecture"
+)
+
+
+def servers_left_out(model: Model, tools: Iterable[str] = ()) -> str:
+    """Why no line of vLLM or SGLang is among ``model``'s (``tools``: the lines given), in
+    one sentence; "" where one is, or where the model is a GGUF (llama.cpp's lines serve it)."""
+    kind = checkpoint_kind(model)
+    if kind in ("transformers", "gguf") or any(t.startswith(SERVER_TOOLS) for t in tools):
+        return ""
+    if kind == "diffusers":
+        return (
+            "No vLLM or SGLang line: a diffusers model (model_index.json, or a config.json "
+            "naming a diffusers class), which they do not serve."
+        )
+    remote = model.files[0].remote if model.files else None
+    if remote is None:
+        return f"{SERVED_BY}, and {model_folder_of(model)} has no config.json that names one."
+    if model.kind is not None:  # a prefix, whose listing was looked at
+        return f"{SERVED_BY}, and {model_folder(model)} has no config.json that names one."
+    if remote.storage != "s3":  # no listing: nothing beside an object can be found
+        return f"{SERVED_BY}, and an {remote.storage}:// object has nothing listed beside it."
+    return (
+        f"{SERVED_BY}, and an object named alone has nothing listed beside it: name its "
+        f"prefix, {model_folder(model)}, to have its config.json looked for."
+    )
 
 
 def apply_snippets(

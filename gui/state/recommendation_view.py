@@ -18,6 +18,7 @@ from modelmon.core.output import (
     loader_snippets,
     pick_speedup,
     search_memory_text,
+    servers_left_out,
     spread_words,
     times_text,
 )
@@ -226,6 +227,12 @@ def snippet_rows(
     for s in (*mine, *general):
         rows.append((s.tool, s.text, s.evidence()))
     return rows
+
+
+def left_out_text(rec: Recommendation, rows: list[tuple[str, str, str]]) -> str:
+    """Why a loader people use has no row among ``rows`` (``snippet_rows``): the config's
+    [apply_left_out]; "" where none is left out."""
+    return servers_left_out(rec.model, [tool for tool, _, _ in rows])
 
 
 def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:

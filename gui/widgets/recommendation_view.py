@@ -38,6 +38,7 @@ from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
     SNIPPET_COLUMNS,
     answer_texts,
+    left_out_text,
     ranking_rows,
     snippet_rows,
 )
@@ -139,6 +140,10 @@ class RecommendationView(QScrollArea):
         self.why.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.why.setArrowType(Qt.ArrowType.RightArrow)
         self.why.toggled.connect(self._fold_why)
+        # Why a loader people use has no line above (vLLM's for weights it cannot serve).
+        self.left_out = QLabel()
+        self.left_out.setWordWrap(True)
+        self.left_out.setTextFormat(Qt.TextFormat.PlainText)
         self.captions = [self.why, QLabel("<b>Ranking</b>"), QLabel("<b>Apply</b>")]
         body = QWidget()
         layout = QVBoxLayout(body)
@@ -152,6 +157,7 @@ class RecommendationView(QScrollArea):
         layout.addWidget(self.ranking)
         layout.addWidget(self.captions[2])
         layout.addWidget(self.snippets)
+        layout.addWidget(self.left_out)
         layout.addStretch(1)
         self.setWidget(body)
         self.clear()
@@ -160,6 +166,7 @@ class RecommendationView(QScrollArea):
         for widget in (*self.captions, self.ranking, self.snippets):
             widget.setVisible(visible)
         shown = visible and bool(self.paste.text())
+        self.left_out.setVisible(visible and bool(self.left_out.text()))
         self.paste_row.setVisible(shown)
         self.paste_evidence.setVisible(shown)
         self.explanation.setVisible(visible and self.why.isChecked())
@@ -218,7 +225,9 @@ class RecommendationView(QScrollArea):
         self.explanation.setText("\n".join(shown.explanation))
         rows = ranking_rows(rec, shown.advice)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
-        _fill(self.snippets, snippet_rows(rec, name, shown.advice, shown.apply_tools))
+        apply = snippet_rows(rec, name, shown.advice, shown.apply_tools)
+        _fill(self.snippets, apply)
+        self.left_out.setText(left_out_text(rec, apply))
         self._show_result_parts(True)
 
     def _draw_ranks(self, shown: RecommendationShown) -> None:
@@ -239,6 +248,7 @@ class RecommendationView(QScrollArea):
         self.ranking.setToolTip(WAYS_TIP)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})
         _fill(self.snippets, ranks_snippet_rows(found, where))
+        self.left_out.clear()
         self._show_result_parts(True)
 
     def _show_lines(self, lines: list[str]) -> None:

@@ -317,6 +317,9 @@ def print_answer(document: dict[str, Any], found: Answer, text: TextIO) -> None:
         print(f"  {tool:<19} {snippet}", file=text)
         if tool in evidence:
             print(f"  {'':<19} # {evidence[tool]}", file=text)
+    for why in document.get("apply_left_out", {}).values():  # a loader with no line, and why
+        for part in textwrap.wrap(why, WRAP, subsequent_indent="    "):
+            print(f"  {part}", file=text)
 
 
 def kept_line(where: str | None, output: Output) -> str:

@@ -3,20 +3,24 @@
 ``https://host/path``. The headers are read by ranged GETs through the same parsers and
 checks as files (``storage.objects.ObjectSource`` is their byte source); each ModelFile
 carries its object's facts (URL, size, ETag, last-modified, endpoint, region, host kind).
-One connection serves the whole opening and is closed after it.
+A prefix's listing also says what the model is (``model.kind``): its ``model_index.json``,
+its ``config.json`` (read as a folder's is), kept as ``Model.kind``. One connection serves
+the whole opening and is closed after it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
-from modelmon.core.errors import ModelFormatError, ObjectNotFoundError
+from modelmon.core.errors import ModelFormatError, ObjectNotFoundError, StorageError
 from modelmon.core.model.formats.combine import ParseShard, combine
 from modelmon.core.model.formats.gguf import parse_gguf_source
 from modelmon.core.model.formats.opening import format_of
 from modelmon.core.model.formats.safetensors import parse_safetensors_source
 from modelmon.core.model.formats.safetensors_index import weight_map_of
-from modelmon.core.model.records import Model, ModelFile, TensorExtent
+from modelmon.core.model.kind import CONFIG_BYTES, CONFIG_NAME, PIPELINE_NAME, kind_of, read_config
+from modelmon.core.model.records import Kind, Model, ModelFile, TensorExtent
 from modelmon.core.storage.connection import Connection, Listed, Store
 from modelmon.core.storage.objects import ObjectSource, open_store
 from modelmon.core.storage.urls import ObjectURL, parse_object_url
@@ -76,6 +80,30 @@ class _Opening:
         return Model(source.name, "safetensors", (file,), tuple(extents), metadata)
 
     def prefix(self, prefix: ObjectURL, listed: list[Listed]) -> Model:
+        """The model under a prefix (``weights``), and what the objects beside its weights
+        say it is: found after the model opens, so that the model's own failures come first."""
+        model = self.weights(prefix, listed)
+        if model.format == "gguf":  # llama.cpp's whatever lies beside it
+            return model
+        return dataclasses.replace(model, kind=self.kind(prefix, listed))
+
+    def kind(self, prefix: ObjectURL, listed: list[Listed]) -> Kind:
+        """What the objects right under ``prefix`` say its weights are, by the rule a folder's
+        files are judged by: a config.json too large to be one, or one that cannot be read,
+        says nothing (as a folder's)."""
+        sizes = {item.name: item.size for item in listed}
+        size = sizes.get(CONFIG_NAME)
+        config: dict[str, object] = {}
+        if PIPELINE_NAME not in sizes and size is not None and size <= CONFIG_BYTES:
+            try:
+                url = prefix.child(CONFIG_NAME)
+                with ObjectSource(self.store, url, self.connection, CONFIG_BYTES + 1) as source:
+                    config = read_config(source)
+            except StorageError:
+                config = {}
+        return kind_of(config, pipeline=PIPELINE_NAME in sizes)
+
+    def weights(self, prefix: ObjectURL, listed: list[Listed]) -> Model:
         """The model under a prefix, chosen as in a folder: its one shard index, else its
         .safetensors (one, or all as shards), else its one .gguf."""
         names = sorted(item.name for item in listed if "/" not in item.name)

@@ -53,6 +53,10 @@ def test_good_config_reads_back(tmp_path: Path) -> None:
     config = read_config(write(tmp_path, GOOD))
     assert config.strategy == "sequential"
     assert config.options == LoadOptions(workers=4, chunk=16 << 20, fadvise="sequential")
+    # Why a loader has no [apply] line (vLLM's, for weights alone) is read back as written.
+    left_out = GOOD + '[apply_left_out]\nservers = "No vLLM or SGLang line: weights alone."\n'
+    said = read_config(write(tmp_path, left_out)).document["apply_left_out"]
+    assert said == {"servers": "No vLLM or SGLang line: weights alone."}
 
 
 @pytest.mark.parametrize(

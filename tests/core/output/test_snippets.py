@@ -15,8 +15,9 @@ from modelmon.core.configuration import parse_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.formats import open_model
 from modelmon.core.output.paste import is_shell, pasteable
-from modelmon.core.output.snippets import apply_snippets, matching, snippets
+from modelmon.core.output.snippets import apply_snippets, matching, servers_left_out, snippets
 
+from ...object_store import BUCKET
 from ..measuring.records import candidate, run
 
 FOLDER = "/models/my model"  # a space: every line must quote it
@@ -25,12 +26,14 @@ SAFETENSORS = SimpleNamespace(
     path=f"{FOLDER}/model.safetensors",
     files=(SimpleNamespace(path=f"{FOLDER}/model.safetensors", remote=None),),
     extents=(),
+    kind=None,
 )
 GGUF = SimpleNamespace(
     format="gguf",
     path=f"{FOLDER}/m.gguf",
     files=(SimpleNamespace(path=f"{FOLDER}/m.gguf", remote=None),),
     extents=(),
+    kind=None,
 )
 
 
@@ -182,6 +185,7 @@ def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets(host_kind: s
         path=url,
         files=(SimpleNamespace(path=url, remote=where),),
         extents=(),
+        kind="transformers",  # its prefix holds a config.json naming its architecture
     )
     winner = candidate("ranged", 900, 910, 905, threads=8, chunk=16 << 20)
     lines = apply_snippets(bucket, winner, (winner,), "m.toml")  # type: ignore[arg-type]
@@ -201,3 +205,52 @@ def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets(host_kind: s
         "sglang": f"RUNAI_STREAMER_CONCURRENCY=8 {size} python -m sglang.launch_server "
         "--model-path s3://models/llama/ --load-format runai_streamer",
     }
+
+
+SERVED_BY = (
+    "No vLLM or SGLang line: they serve a folder or bucket prefix by its config.json, which "
+    "names the model's architecture"
+)
+
+
+def test_a_bucket_model_gets_server_lines_only_where_its_prefix_is_one_they_serve(
+    moto_s3: SimpleNamespace,
+) -> None:
+    """vLLM and SGLang read config.json beside the weights: their lines for a prefix that
+    holds one naming an architecture; none for weights alone, or an object named alone
+    (nothing listed beside it), each saying why in one line."""
+    winner = candidate("ranged", 900, 910, 905, threads=8, chunk=16 << 20)
+    served = open_model(f"s3://{BUCKET}/llama/")
+    lines = apply_snippets(served, winner, (winner,))
+    assert list(lines) == ["modelmon", "torch", "runai_streamer", "sglang"]
+    assert (
+        f"vllm serve s3://{BUCKET}/llama/ --load-format runai_streamer" in lines["runai_streamer"]
+    )
+    assert servers_left_out(served, lines) == ""
+    alone = open_model(f"s3://{BUCKET}/single/")
+    lines = apply_snippets(alone, winner, (winner,))
+    assert list(lines) == ["modelmon", "torch"]
+    assert servers_left_out(alone, lines) == (
+        f"{SERVED_BY}, and s3://{BUCKET}/single/ has no config.json that names one."
+    )
+    named = open_model(f"s3://{BUCKET}/llama/model.safetensors")
+    lines = apply_snippets(named, winner, (winner,))
+    assert list(lines) == ["modelmon", "torch"]
+    assert servers_left_out(named, lines) == (
+        f"{SERVED_BY}, and an object named alone has nothing listed beside it: name its "
+        f"prefix, s3://{BUCKET}/llama/, to have its config.json looked for."
+    )
+
+
+def test_weights_alone_in_a_folder_say_why_no_server_line(
+    sharded_model: Path, transformers_model: Path, diffusers_model: Path
+) -> None:
+    assert servers_left_out(open_model(sharded_model)) == (
+        f"{SERVED_BY}, and {sharded_model.parent} has no config.json that names one."
+    )
+    assert servers_left_out(open_model(transformers_model)) == ""
+    assert servers_left_out(open_model(diffusers_model)).startswith(
+        "No vLLM or SGLang line: a diffusers model"
+    )
+    # A loader's own server line (the user's engine) is a line: nothing is left out.
+    assert servers_left_out(open_model(sharded_model), ["vllm-eager"]) == ""

@@ -19,6 +19,7 @@ from modelmon.core.errors import (
     RangesIgnoredError,
     StorageAccessError,
 )
+from modelmon.core.model.kind import CONFIG_BYTES, checkpoint_kind
 
 from ...object_store import BUCKET, SECRET_KEY
 
@@ -70,6 +71,57 @@ def test_an_object_opens_as_its_file_does(s3: SimpleNamespace, url: str, local: 
         assert facts.ranges == (
             "206" if s3.server.__class__.__name__ == "MotoS3" else "200 with Content-Range"
         )
+
+
+@pytest.mark.parametrize(
+    ("url", "folder", "kind"),
+    [
+        # A prefix is what its objects say, as its folder is by its files.
+        ("s3://models/llama/", "llama", "transformers"),  # config.json naming an architecture
+        ("s3://models/llama", "llama", "transformers"),
+        ("s3://models/single/", "single", "weights"),  # the weights alone
+        ("s3://models/sharded/", "sharded", "weights"),
+        ("s3://models/gguf/", "gguf", "gguf"),
+        # An object named alone has nothing listed beside it: its weights.
+        ("s3://models/llama/model.safetensors", None, "weights"),
+    ],
+)
+def test_a_prefix_is_of_the_kind_its_objects_say(
+    s3: SimpleNamespace, url: str, folder: str | None, kind: str
+) -> None:
+    assert checkpoint_kind(open_model(url)) == kind
+    if folder is not None:
+        assert checkpoint_kind(open_model(s3.root / BUCKET / folder)) == kind
+
+
+LARGE_CONFIG = b'{"model_type": "llama", "pad": "' + b"x" * CONFIG_BYTES + b'"}'
+
+
+@pytest.mark.parametrize(
+    ("name", "beside", "kind"),
+    [
+        ("named", {"config.json": b'{"model_type": "llama"}'}, "transformers"),
+        ("unet", {"config.json": b'{"_class_name": "UNet2DConditionModel"}'}, "diffusers"),
+        ("pipeline", {"model_index.json": b'{"_class_name": "SDPipeline"}'}, "diffusers"),
+        ("unnamed", {"config.json": b'{"hidden_size": 64}'}, "weights"),  # no architecture
+        ("not-json", {"config.json": b"not json"}, "weights"),
+        ("a-list", {"config.json": b"[1, 2]"}, "weights"),
+        # Larger than a config.json is: not read, as a folder's is not.
+        ("large-config", {"config.json": LARGE_CONFIG}, "weights"),
+    ],
+)
+def test_a_prefix_and_a_folder_of_the_same_files_are_of_one_kind(
+    moto_s3: SimpleNamespace, tmp_path: Path, name: str, beside: dict[str, bytes], kind: str
+) -> None:
+    """The rule a folder's files are judged by judges a prefix's objects (``kind_of``)."""
+    weights = (moto_s3.root / BUCKET / "single" / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(weights)
+    moto_s3.server.put(BUCKET, f"kinds/{name}/model.safetensors", weights)
+    for file, data in beside.items():
+        (tmp_path / file).write_bytes(data)
+        moto_s3.server.put(BUCKET, f"kinds/{name}/{file}", data)
+    assert checkpoint_kind(open_model(tmp_path)) == kind
+    assert checkpoint_kind(open_model(f"s3://{BUCKET}/kinds/{name}/")) == kind
 
 
 @pytest.mark.parametrize("prefix", ["large/", "large-gguf/"])

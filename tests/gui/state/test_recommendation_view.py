@@ -5,9 +5,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from modelmon.core import CacheState, Ceiling, Ceilings, Recommendation, open_model
 from modelmon.core.measuring import BudgetUse, judge
+from modelmon.core.output import recommendation_document
 from modelmon.gui.state.model_sessions import (
     ModelResults,
     ModelSessions,
@@ -17,6 +21,7 @@ from modelmon.gui.state.model_sessions import (
 )
 from modelmon.gui.state.recommendation_view import (
     RANKING_COLUMNS,
+    left_out_text,
     loader_rows,
     paired_text,
     ranking_rows,
@@ -27,6 +32,7 @@ from modelmon.gui.state.recommendation_view import (
 )
 
 from ...core.measuring.records import advice, candidate, engine_run
+from ...object_store import BUCKET
 
 CEILINGS = Ceilings("m", (Ceiling("parallel_read", 1400.0, (1400.0,), "four readers", True),))
 
@@ -95,6 +101,35 @@ def test_snippets_are_marked_measured_or_not_and_the_summary_names_the_file(shar
     assert text.endswith(" in the recommended load's own processes. Exported to /tmp/m.toml.")
     # Recommending measures, exporting writes: before an export the headline says how.
     assert summary_text(rec).endswith("writes it as a config file.")
+
+
+@pytest.mark.parametrize(
+    ("named", "served"),
+    [("llama/", True), ("single/", False), ("llama/model.safetensors", False)],
+)
+def test_a_bucket_models_config_and_window_give_the_same_lines(
+    moto_s3: SimpleNamespace, named: str, served: bool
+) -> None:
+    """The config's [apply] and the Recommendation tab's rows are one record's: the servers'
+    lines for a prefix holding a config.json that names an architecture, else neither has
+    them and both say why in the same sentence."""
+    best = candidate("ranged", 900.0, 910.0, 905.0, threads=8, chunk=16 << 20)
+    rec = Recommendation(
+        model=open_model(f"s3://{BUCKET}/{named}"),
+        winner=best,
+        ranked=(best,),
+        ceilings=CEILINGS,
+        usable_ram=10**10,
+        budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
+    )
+    document = recommendation_document(rec, "m.toml")
+    rows = snippet_rows(rec, "m.toml")
+    assert [row[:2] for row in rows] == list(document["apply"].items())
+    assert ("runai_streamer" in document["apply"]) is ("sglang" in document["apply"]) is served
+    why = left_out_text(rec, rows)
+    assert document.get("apply_left_out", {}).get("servers", "") == why
+    assert bool(why) is not served
+    assert why.startswith("No vLLM or SGLang line") or served
 
 
 def test_the_headline_calls_runs_cold_only_when_they_were(sharded_model: Path):
