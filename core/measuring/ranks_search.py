@@ -32,7 +32,7 @@ from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode, RanksR
 from modelmon.core.model.records import Model
 from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
 from modelmon.core.options import MAX_PARALLEL, LoadOptions, MiB, format_spec
-from modelmon.core.system.memory_limit import PROCESS_BYTES
+from modelmon.core.system.memory_limit import PROCESS_BYTES, ram_text
 
 REPEATS = 3
 NOISE = 0.05  # slowest-rank medians this close are the same speed: the leaner one is picked
@@ -242,7 +242,7 @@ def recommend_ranks(
         needs = needs_bytes(model, ranks, way.mode)
         refused = None
         if memory_limit is not None and weights_bytes(model, ranks, way.mode) > memory_limit:
-            refused = f"needs at least {_gib(needs)} ({_why(way.mode, ranks, model)})"
+            refused = f"needs at least {ram_text(needs)} ({_why(way.mode, ranks, model)})"
         ways.append(WayMeasured(way, needs, refused=refused))
     order = [i for i, w in enumerate(ways) if w.refused is None]
     for round_number in range(REPEATS):
@@ -270,7 +270,7 @@ def recommend_ranks(
         holds_at = _round_up((pick.held_bytes or pick.needs_bytes) + ranks * PROCESS_BYTES)
         if memory_limit is None or holds_at < memory_limit:
             if time.monotonic() < deadline and not stop.is_set():
-                say(f"checking it holds at {_gib(holds_at)}: {pick.way.spec}")
+                say(f"checking it holds at {ram_text(holds_at)}: {pick.way.spec}")
                 check = _run(model, ranks, pick.way, holds_at, stop)
                 verified = check.status == "ok"
                 if not verified:
@@ -355,11 +355,7 @@ def _pick(ways: Sequence[WayMeasured]) -> WayMeasured | None:
 
 def _why(mode: RanksMode, ranks: int, model: Model) -> str:
     if mode == "whole":
-        return f"{ranks} copies of the model's {_gib(model.total_bytes)}, and {ranks} processes"
+        return f"{ranks} copies of the model's {ram_text(model.total_bytes)}, and {ranks} processes"
     if mode == "one-reader":
-        return f"one copy of the model's {_gib(model.total_bytes)}, and its processes"
+        return f"one copy of the model's {ram_text(model.total_bytes)}, and its processes"
     return f"each rank's part of the model, and {ranks} processes"
-
-
-def _gib(count: int) -> str:
-    return f"{count / 2**30:.1f} GiB"

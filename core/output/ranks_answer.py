@@ -12,8 +12,7 @@ from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
 from modelmon.core.measuring.ranks_search import RanksRecommendation, WayMeasured
 from modelmon.core.output.config import fingerprint, recommended_table
 from modelmon.core.output.config_text import render
-from modelmon.core.system.memory_limit import size_text
-from modelmon.core.units import gib_text, human_bytes
+from modelmon.core.system.memory_limit import ram_text, size_text
 
 
 def _limit_flag(count: int) -> str:
@@ -65,8 +64,8 @@ def _way_line(way: WayMeasured, ranks: int) -> str:
         return f"  {name} did NOT hold: {way.failure}"
     if way.seconds is None:
         return f"  {name} not measured (the budget ran out)"
-    peak = f"node peak {human_bytes(way.peak_bytes)}" if way.peak_bytes else "node peak unknown"
-    held = f", {human_bytes(way.held_bytes)} held" if way.held_bytes else ""
+    peak = f"node peak {ram_text(way.peak_bytes)}" if way.peak_bytes else "node peak unknown"
+    held = f", {ram_text(way.held_bytes)} held" if way.held_bytes else ""
     return f"  {name} slowest rank {way.seconds:.2f} s (median of {len(way.ok_runs)}), {peak}{held}"
 
 
@@ -79,11 +78,11 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
         least = found.least_needed()
         lines.append(
             f"Does not fit: {found.ranks} ranks of this model need at least "
-            f"{gib_text(least)} of memory{limit and ' (the limit is ' + limit[8:] + ')'}, "
+            f"{ram_text(least)} of memory{limit and ' (the limit is ' + limit[8:] + ')'}, "
             "for their weights and processes; none held."
         )
         lines.append(
-            f"What would fit: a limit of {gib_text(least)} or more, or fewer ranks per node "
+            f"What would fit: a limit of {ram_text(least)} or more, or fewer ranks per node "
             "(each one-reader or slice rank adds little beyond one copy)."
         )
     else:
@@ -100,7 +99,7 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
             f"Load the {found.ranks} ranks {pick.way.mode} ({RANKS_MODE_WORDS[pick.way.mode]}) "
             f"with {pick.way.strategy}{limit}: the slowest rank has its weights in "
             f"{pick.seconds or 0:.2f} s, the node peaks at "
-            f"{human_bytes(pick.peak_bytes or 0)}{holds}."
+            f"{ram_text(pick.peak_bytes or 0)}{holds}."
         )
         for tool, line in paste_lines(found, config_path).items():
             lines.append(f"Paste ({tool}): {line}")

@@ -2,14 +2,15 @@
 fastest, or that none fits and what would), the line to paste, and each way measured with
 what it needs of the node, its slowest rank and the node's memory. Qt-free.
 
-The words are the command line's (``core.output.ranks_answer``): one answer, told once.
+The words are the command line's (``core.output.ranks_answer``): one answer, told once;
+memory in binary units (``ram_text``), as the limit it is held against is given.
 """
 
 from __future__ import annotations
 
 from modelmon.core import RanksRecommendation
 from modelmon.core.measuring import WayMeasured
-from modelmon.core.output import human_bytes, paste_lines, render_ranks_answer
+from modelmon.core.output import paste_lines, ram_text, render_ranks_answer
 from modelmon.gui.state.recommendation_view import RankingRow, where_words
 
 WAYS_COLUMNS = (
@@ -70,12 +71,12 @@ def ways_rows(found: RanksRecommendation) -> list[RankingRow]:
                 (
                     str(number),
                     way.way.spec,
-                    human_bytes(way.needs_bytes),
+                    ram_text(way.needs_bytes),
                     str(len(way.ok_runs)) if way.runs else "0",
                     f"{way.seconds:.2f} s" if way.seconds is not None else "–",
                     _versus(way, found.pick),
-                    human_bytes(way.peak_bytes) if way.peak_bytes else "–",
-                    human_bytes(way.held_bytes) if way.held_bytes else "–",
+                    ram_text(way.peak_bytes) if way.peak_bytes else "–",
+                    ram_text(way.held_bytes) if way.held_bytes else "–",
                     _ended(way),
                 ),
                 picked=way is found.pick,

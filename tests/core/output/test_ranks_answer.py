@@ -1,0 +1,54 @@
+"""A ranks answer in words (``recommend --ranks N``, the app's ranks panel): memory in the
+units of the limit it is held against."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from modelmon.core.measuring.ranks_records import NodeMemory, RankResult, RanksResult
+from modelmon.core.measuring.ranks_search import RanksRecommendation, RanksWay, WayMeasured
+from modelmon.core.options import LoadOptions
+from modelmon.core.output.ranks_answer import render_ranks_answer
+from modelmon.core.system.cache import CacheState
+
+GiB, MiB = 1 << 30, 1 << 20
+DECIMAL = re.compile(r"\d (kB|MB|GB)\b")  # a byte count in decimal units (not MB/s)
+
+
+def ranks_run(seconds: float, peak: int, held: int) -> RanksResult:
+    state = CacheState("cold", 0.0, math.nan, True, False, "cachestat")
+    node = NodeMemory(peak, held, peak - held, True, None, held)
+    ranks = tuple(RankResult(r, 1, 0.0, seconds, "ok", 1, 1, None) for r in range(2))
+    return RanksResult("ok", "sequential", LoadOptions(), "/m", "slice", state, ranks, 1, node)
+
+
+def ranks_found(*runs: RanksResult, limit: int = 10 * GiB) -> RanksRecommendation:
+    way = RanksWay("slice", "sequential", LoadOptions(cache="cold"))
+    pick = WayMeasured(way, needs_bytes=3 * GiB + 300 * MiB, runs=runs)
+    return RanksRecommendation(
+        model="/m/model.safetensors",
+        model_bytes=2_520_000_000,
+        ranks=2,
+        memory_limit=limit,
+        ways=(pick,),
+        pick=pick,
+        holds_at=6 * GiB,
+        holds_verified=True,
+        budget_s=120.0,
+        seconds=100.0,
+    )
+
+
+def test_the_node_memory_is_said_in_the_limits_units() -> None:
+    """Held against a 10 GiB limit, the node's peak is said in GiB too, never in GB beside
+    it: one unit system in one sentence."""
+    found = ranks_found(
+        ranks_run(1.5, int(2.52e9), int(2.1e9)), ranks_run(1.7, int(2.6e9), int(2.2e9))
+    )
+    text = render_ranks_answer(found, None)
+    head, ways = text.split("\n", 1)[0], text.split("Ways measured", 1)[1]
+    assert "within 10 GiB" in head and "the node peaks at 2.4 GiB" in head
+    assert "it held under a 6 GiB limit" in head
+    assert not DECIMAL.search(head) and not DECIMAL.search(ways), text
+    assert "node peak 2.4 GiB, 2.0 GiB held" in ways

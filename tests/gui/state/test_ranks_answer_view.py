@@ -1,0 +1,21 @@
+"""The app's ranks panel: its headline and its Ways table say memory in the units of the
+limit it is held against (GiB, MiB), as the command line's answer does."""
+
+from __future__ import annotations
+
+from modelmon.gui.state.ranks_answer_view import WAYS_COLUMNS, ranks_headline, ways_rows
+
+from ...core.output.test_ranks_answer import DECIMAL, GiB, MiB, ranks_found, ranks_run
+
+
+def test_the_ranks_panel_says_memory_as_the_limit_is_given() -> None:
+    found = ranks_found(ranks_run(1.5, int(2.52e9), int(2.1e9)))
+    headline = ranks_headline(found, None)
+    assert "the node peaks at 2.3 GiB" in headline and "within 10 GiB" in headline
+    assert not DECIMAL.search(headline), headline
+    (row,) = ways_rows(found)
+    cells = dict(zip(WAYS_COLUMNS, row.cells, strict=True))
+    assert cells["planned (weights + processes)"] == "3.3 GiB"
+    assert (cells["node peak"], cells["held (anon + shared)"]) == ("2.3 GiB", "2.0 GiB")
+    small = ways_rows(ranks_found(ranks_run(1.5, 300 * MiB, 200 * MiB), limit=GiB))[0]
+    assert small.cells[6:8] == ("300 MiB", "200 MiB")
