@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         render_ranks_answer,
         render_ranks_config,
     )
+    from modelmon.core.output.run_words import counted, median_words
     from modelmon.core.output.snippets import servers_left_out
     from modelmon.core.output.snippets import snippets as recommendation_snippets
     from modelmon.core.output.text import (
@@ -57,6 +58,7 @@ _EXPORTS = (
     ("modelmon.core.output.snippets", "recommendation_snippets=snippets servers_left_out"),
     ("modelmon.core.output.answer", "recommendation_answer=answer answered as_told Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
+    ("modelmon.core.output.run_words", "median_words counted"),
     ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config paste_lines"),
     ("modelmon.core.output.ranks_ab", "render_ranks_ab ranks_run_line"),
     ("modelmon.core.output.config", "build_document recommendation_document"),

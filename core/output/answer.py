@@ -19,7 +19,7 @@ from modelmon.core.output.comparison import (
     times_text,
 )
 from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
-from modelmon.core.output.run_words import runs_words
+from modelmon.core.output.run_words import counted, median_words, runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.units import rate_text
 
@@ -123,8 +123,7 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
         return Answer(
             f"Your loader ({loader.spec}) {loader.reason or 'did not complete'}: "
             f"use {_how(rec.used)} instead.",
-            f"It loaded the model at {_rate(rec.used)}, the median of "
-            f"{runs_words(rec.used.results)}.",
+            f"It loaded the model at {_rate(rec.used)}, {_the_median(rec.used)}.",
             _line(general, rec.used),
         )
     if pick is not None:
@@ -133,13 +132,12 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
         return Answer(
             f"Change your loader: {change_words(pick, base)}.",
             f"{times_text(gain)} your loader as it is: {_rate(pick)} against {_rate(base)}, "
-            f"median of {len(pick.results)} paired rounds.",
+            f"{_paired_rounds(pick)}.",
             _line(mine, pick) or (mine[0] if mine else None),
         )
     if answered(advice) is best:
         gain = advice.gain(best) or 0.0
-        runs = len(best.results)
-        paired = f"median of {runs} paired rounds" if best.verdict else "in the same rounds"
+        paired = _paired_rounds(best) if best.verdict else "in the same rounds"
         line = _line(general, best)  # with the figure of the rounds the answer speaks of
         line = in_loader_rounds([line], advice)[0] if line is not None else None
         return Answer(
@@ -151,15 +149,26 @@ def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippe
     return Answer(
         "Keep your loader as it is: nothing measured here is clearly faster, in pairs of "
         "the same rounds.",
-        f"It loads at {_rate(loader)}, the median of {runs_words(loader.results)}.",
+        f"It loads at {_rate(loader)}, {_the_median(loader)}.",
         None,
     )
 
 
 def _rate_of(candidate: Candidate) -> str:
     """ "905 MB/s (median of 3 cold runs)", "393 MB/s (1 cold run)": a rate and what it is of."""
-    runs = runs_words(candidate.results)
-    return f"{_rate(candidate)} ({'median of ' if len(candidate.results) > 1 else ''}{runs})"
+    runs = median_words(runs_words(candidate.results), len(candidate.results))
+    return f"{_rate(candidate)} ({runs})"
+
+
+def _the_median(candidate: Candidate) -> str:
+    """ "the median of 3 cold runs", "1 cold run": what a rate said after it is of."""
+    return median_words(runs_words(candidate.results), len(candidate.results), the=True)
+
+
+def _paired_rounds(candidate: Candidate) -> str:
+    """ "median of 3 paired rounds": what a rate of the user's loader's rounds is of."""
+    count = len(candidate.results)
+    return median_words(counted(count, "paired round"), count)
 
 
 def _against(used: Candidate, other: Candidate) -> str:
@@ -232,7 +241,7 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
 def _fastest(rec: Recommendation, used: Candidate, other: str) -> str:
     """The gain of the baseline where it is the pick: over the next fastest measured (by
     their pairs where they ran in pairs, as everywhere), named as ``other``."""
-    rate = f"It loads at {_rate(used)}, the median of {runs_words(used.results)}"
+    rate = f"It loads at {_rate(used)}, {_the_median(used)}"
     rest = [c for c in rec.ranked if c is not used and c.results and c.role != "failure mode"]
     if not rest:
         return f"{rate}; nothing else measured here completed to compare."
@@ -247,7 +256,7 @@ def _fastest(rec: Recommendation, used: Candidate, other: str) -> str:
 def _unmeasured(used: Candidate, baseline: Candidate | None, plain: str) -> str:
     """The gain where the baseline has no completed run: stopped, the bound its rate stayed
     under (the pick is that many times faster or more); failed, why; else not run."""
-    rate = f"It loads at {_rate(used)}, the median of {runs_words(used.results)}"
+    rate = f"It loads at {_rate(used)}, {_the_median(used)}"
     if baseline is not None and baseline.stopped_below_mbps:
         bound = baseline.stopped_below_mbps
         why = baseline.reason.removeprefix("cut early: ")

@@ -21,11 +21,11 @@ from modelmon.core.output.comparison import (
     times_text,
 )
 from modelmon.core.output.readahead_words import readahead_sentence
-from modelmon.core.output.run_words import all_cold, runs_words
+from modelmon.core.output.run_words import all_cold, runs_of, runs_words
 from modelmon.core.output.verdict import spread_words
 from modelmon.core.system.memory_limit import ram_text, size_text
 from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
-from modelmon.core.units import rate_span_text, rate_text
+from modelmon.core.units import rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.recommend import Recommendation
@@ -38,12 +38,6 @@ def _best(ranked: tuple[Candidate, ...], strategy: str) -> Candidate | None:
 
 def _times(fast: float, slow: float) -> str:
     return times_text(fast / slow) if slow > 0 else "∞×"
-
-
-def _runs_text(candidate: Candidate) -> str:
-    spread = candidate.spread_mbps
-    span = f", {rate_span_text(*spread)}" if spread else ""
-    return f"median of {runs_words(candidate.results)}{span}"
 
 
 def _cold_word(*candidates: Candidate) -> str:
@@ -133,7 +127,7 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         noise = math.expm1(run_noise(used, other))
         return [
             head + "too few to estimate the noise, so every run decided: the pick's "
-            f"({_runs_text(used)}) against the runner-up's ({_runs_text(other)}), "
+            f"({runs_of(used)}) against the runner-up's ({runs_of(other)}), "
             f"{_times(used.median_mbps, other.median_mbps)} apart, more than "
             f"{BEYOND_NOISE:g}× the runs' spread (±{noise:.0%})."
         ]
@@ -158,7 +152,7 @@ def _peers(rec: Recommendation) -> list[str]:
         lines.append(
             f"Use {loader.description or loader.label} with {settings}: "
             f"{rate_text(rec.pick.median_mbps)} "
-            f"({_runs_text(rec.pick)}), {_times(rec.pick.median_mbps, rec.winner.median_mbps)} "
+            f"({runs_of(rec.pick)}), {_times(rec.pick.median_mbps, rec.winner.median_mbps)} "
             f"modelmon's best ({rec.winner.spec}, {rate_text(rec.winner.median_mbps)}{share}), "
             "which the config file holds for modelmon.core.load."
         )
@@ -166,7 +160,7 @@ def _peers(rec: Recommendation) -> list[str]:
         if peer is rec.pick:
             continue
         if peer.results:
-            lines.append(f"Peer {peer.spec}: {rate_text(peer.median_mbps)} ({_runs_text(peer)}).")
+            lines.append(f"Peer {peer.spec}: {rate_text(peer.median_mbps)} ({runs_of(peer)}).")
         else:
             lines.append(f"Peer {peer.spec}: {peer.reason}.")
     lines += [f"Not measured: {note}." for note in rec.absent_peers]
@@ -286,7 +280,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     )
     ceiling_text = f", {efficiency.words()}" if efficiency is not None else ""
     lines.append(
-        f"Best: {spec_words(used)} at {rate_text(used.median_mbps)} ({_runs_text(used)})"
+        f"Best: {spec_words(used)} at {rate_text(used.median_mbps)} ({runs_of(used)})"
         f"{ceiling_text}."
     )
     lines += _not_cold(rec)

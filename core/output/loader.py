@@ -15,18 +15,9 @@ from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
 from modelmon.core.output.comparison import times_text
 from modelmon.core.output.readahead_words import permanent_readahead
-from modelmon.core.output.run_words import runs_words
+from modelmon.core.output.run_words import counted, median_words, runs_of
 from modelmon.core.output.snippets import OWN_TOOLS, Snippet
-from modelmon.core.units import rate_figure, rate_span_text, rate_text
-
-
-def _runs(candidate: Candidate) -> str:
-    """ "5 cold runs, 136–174 MB/s": the spread says how far one run of it may land."""
-    words = runs_words(candidate.results)
-    if len(candidate.results) < 2:
-        return words
-    low, high = candidate.spread_mbps or (0.0, 0.0)
-    return f"{words}, {rate_span_text(low, high)}"
+from modelmon.core.units import rate_figure, rate_text
 
 
 def change_words(change: Candidate, base: Candidate) -> str:
@@ -59,7 +50,8 @@ def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
     gain, verdict = advice.gain(change), change.verdict
     if gain is None or verdict is None:
         return "ran once, unpaired"
-    pairs = f"{gain:.2f}× its baseline (median of {len(change.results)} paired cold rounds"
+    count = len(change.results)
+    pairs = f"{gain:.2f}× its baseline ({median_words(counted(count, 'paired cold round'), count)}"
     if verdict.text == "A faster":
         return f"ran {pairs}): slower"
     if verdict.text == "B faster":
@@ -104,14 +96,14 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
         best = tried[0] if tried else None
         if best is None:
             lines.append(
-                f"Your loader as it is: {rate_text(loader.median_mbps)} ({_runs(loader)}); no "
+                f"Your loader as it is: {rate_text(loader.median_mbps)} ({runs_of(loader)}); no "
                 "setting of it was measured."
             )
         else:
             # The answer may still be modelmon's best (below): this is of the loader's settings.
             lines.append(
                 f"No setting of your loader was measured clearly faster than it is "
-                f"({rate_text(loader.median_mbps)}, {_runs(loader)}): the best tried, "
+                f"({rate_text(loader.median_mbps)}, {runs_of(loader)}): the best tried, "
                 f"{best.spec}, {_against_baseline(advice, best)}."
             )
     best = advice.modelmon

@@ -12,8 +12,9 @@ from modelmon.core.units import human_bytes, rate_text
 __all__ = ["ranks_run_line", "render_ranks_ab"]
 
 
-def _times(low: float, high: float) -> str:
-    return f"{low:.3f}–{high:.3f}"
+def _times(low: float, high: float, runs: int) -> str:
+    """A side's slowest-rank times from ``low`` to ``high``; "–" of one run (no range)."""
+    return f"{low:.3f}–{high:.3f}" if runs > 1 else "–"
 
 
 def _of_model(count: int | None, model_bytes: int) -> str:
@@ -46,7 +47,7 @@ def render_ranks_ab(ab: RanksAB) -> str:
                 mode,
                 summary.spec,
                 f"{summary.median_seconds:.3f}",
-                _times(summary.min_seconds, summary.max_seconds),
+                _times(summary.min_seconds, summary.max_seconds, summary.runs),
                 rate_text(summary.median_mbps),
                 _of_model(node.peak_bytes if node else None, model_bytes),
                 _of_model(node.held_peak_bytes if node else None, model_bytes),

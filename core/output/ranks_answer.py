@@ -12,6 +12,7 @@ from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
 from modelmon.core.measuring.ranks_search import RanksRecommendation, WayMeasured
 from modelmon.core.output.config import fingerprint, recommended_table
 from modelmon.core.output.config_text import render
+from modelmon.core.output.run_words import counted, median_words
 from modelmon.core.system.memory_limit import ram_text, size_text
 
 
@@ -66,7 +67,8 @@ def _way_line(way: WayMeasured, ranks: int) -> str:
         return f"  {name} not measured (the budget ran out)"
     peak = f"node peak {ram_text(way.peak_bytes)}" if way.peak_bytes else "node peak unknown"
     held = f", {ram_text(way.held_bytes)} held" if way.held_bytes else ""
-    return f"  {name} slowest rank {way.seconds:.2f} s (median of {len(way.ok_runs)}), {peak}{held}"
+    runs = median_words(counted(len(way.ok_runs), "run"), len(way.ok_runs))
+    return f"  {name} slowest rank {way.seconds:.2f} s ({runs}), {peak}{held}"
 
 
 def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> str:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from modelmon.core.measuring.ab import Verdict
+from modelmon.core.output.run_words import counted, median_words
 
 __all__ = ["gain_text", "pairs_lines", "spread_words", "stopped_words", "verdict_words"]
 
@@ -90,10 +91,10 @@ def pairs_lines(ratios: Sequence[float], verdict: Verdict, pairs: int) -> list[s
     """An A/B's pairs and its verdict, as the CLI's reports end: "B/A per pair: …" and
     "verdict: …"."""
     each = " ".join(f"{r:.2f}" for r in ratios)
+    span = f"{verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, {spread_words(verdict.noise)}"
+    of = median_words(counted(len(ratios), "pair"), len(ratios), span)
     return [
-        f"B/A per pair: {each} → median {verdict.median_ratio:.2f} "
-        f"(range {verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, "
-        f"{spread_words(verdict.noise)})",
+        f"B/A per pair: {each} → {verdict.median_ratio:.2f} ({of})",
         # The words say what a note would (one pair: no noise known), once.
         f"verdict: {verdict_words(verdict, pairs)}",
     ]

@@ -10,7 +10,7 @@ from modelmon.core.configuration import program_kind
 from modelmon.core.options import parse_spec
 from modelmon.core.output import build_document, shared_fd_caveat
 from modelmon.core.system import memory_facts
-from modelmon.gui.state.formatting import ab_cache_words, rate_text, verdict_text
+from modelmon.gui.state.formatting import ab_cache_words, ab_side_line, verdict_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +60,7 @@ def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
     )
     lines = [f"A/B × {pairs} {start}, A and B alternating: {verdict_text(ab.verdict, pairs)}."]
     for side, summary in (("A", ab.a), ("B", ab.b)):
-        lines.append(
-            f"{side}: {summary.spec}: median {rate_text(summary.median_mbps)} "
-            f"({rate_text(summary.min_mbps)}–{rate_text(summary.max_mbps)})."
-        )
+        lines.append(f"{ab_side_line(side, summary)}.")
     if not chosen.decided:
         lines.append(
             f"The difference is within noise, so either is fine; this file names "

@@ -6,11 +6,13 @@ import math
 from collections.abc import Callable, Sequence
 
 from modelmon.core import ABResult, CacheState, Ceilings, LoadResult, ReadStats, Verdict
-from modelmon.core.output import human_bytes, verdict_words
+from modelmon.core.measuring import SideSummary
+from modelmon.core.output import counted, human_bytes, median_words, verdict_words
 from modelmon.core.output import rate_text as engine_rate_text
 
 __all__ = [
     "ab_detail_lines",
+    "ab_side_line",
     "cache_state_text",
     "ceilings_text",
     "duration_text",
@@ -134,13 +136,16 @@ def verdict_text(verdict: Verdict, pairs: int) -> str:
     return words[0].upper() + words[1:]
 
 
+def ab_side_line(side: str, summary: SideSummary) -> str:
+    """ "A: sequential: 480 MB/s (median of 3 runs, 470 MB/s–490 MB/s)"; "(1 run)" of one."""
+    span = f"{rate_text(summary.min_mbps)}–{rate_text(summary.max_mbps)}"
+    runs = median_words(counted(summary.runs, "run"), summary.runs, span)
+    return f"{side}: {summary.spec}: {rate_text(summary.median_mbps)} ({runs})"
+
+
 def ab_detail_lines(ab: ABResult) -> list[str]:
     """Each side's median and range, and the pairs' ratios: what the verdict was made from."""
-    sides = [
-        f"{side}: {summary.spec}: median {rate_text(summary.median_mbps)} "
-        f"({rate_text(summary.min_mbps)}–{rate_text(summary.max_mbps)})"
-        for side, summary in (("A", ab.a), ("B", ab.b))
-    ]
+    sides = [ab_side_line(side, summary) for side, summary in (("A", ab.a), ("B", ab.b))]
     return [*sides, f"pairs B/A: {', '.join(f'{r:.2f}' for r in ab.ratios)}; {ab_cache_words(ab)}"]
 
 

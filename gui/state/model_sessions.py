@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from modelmon.core import ABResult, Ceiling, Ceilings
+from modelmon.core.output import counted, median_words
 from modelmon.gui.state.formatting import CEILING_NAMES, rate_text
 from modelmon.gui.state.recommending import RecommendationShown
 from modelmon.gui.state.records import RunRecord
@@ -100,6 +101,6 @@ def ceiling_lines(ceilings: Ceilings) -> list[str]:
         clock = time.strftime("%H:%M:%S", time.localtime(c.measured_at)) if c.measured_at else "?"
         lines.append(
             f"{CEILING_NAMES.get(c.name, c.name)}: {rate_text(c.mbps)} — {c.spec}; "
-            f"median of {runs} run{'s' if runs != 1 else ''}, at {clock}"
+            f"{median_words(counted(runs, 'run'), runs)}, at {clock}"
         )
     return lines

@@ -120,6 +120,15 @@ def not_first_words(rec: Recommendation, name: str = PICK) -> str:
     return "its runs decided against theirs on their spread"
 
 
+def spread_cell(candidate: Candidate) -> str:
+    """The "spread (min–max)" cell: its runs' lowest and highest rates; "–" of one run,
+    whose rate is the median's (a range of one value says nothing)."""
+    spread = candidate.spread_mbps
+    if spread is None or len(candidate.results) < 2:
+        return "–"
+    return f"{rate_text(spread[0])}–{rate_text(spread[1])}"
+
+
 def loader_rows(advice: Any) -> list[RankingRow]:
     """The user's loader's rounds (``LoaderAdvice``): the answer first (the change picked,
     modelmon's best, or the loader as it is), then the loader as it is, each change of it
@@ -130,7 +139,6 @@ def loader_rows(advice: Any) -> list[RankingRow]:
     order.sort(key=lambda c: (c is not chosen, c is not loader, not c.results))
     rows = []
     for c in order:
-        spread = c.spread_mbps
         if c is loader:
             versus, paired = "your loader as it is", "–"
             versus += ": the answer, keep it" if chosen is loader else ""
@@ -152,7 +160,7 @@ def loader_rows(advice: Any) -> list[RankingRow]:
                     spec,
                     str(len(c.results)),
                     median_text(c),
-                    f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
+                    spread_cell(c),
                     versus,
                     paired,
                     ended_text(c),
@@ -179,7 +187,6 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
     faster = [c for c in others if c.results and c.median_mbps > pick.median_mbps]
     rows = loader_rows(advice) if advice is not None else []
     for rank, c in enumerate((*measured, *rec.unranked), 1):
-        spread = c.spread_mbps
         median = median_text(c)
         ended = ended_text(c)
         if c is pick and faster:
@@ -196,7 +203,7 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
                     c.spec,
                     str(len(c.results)),
                     median,
-                    f"{rate_text(spread[0])}–{rate_text(spread[1])}" if spread else "–",
+                    spread_cell(c),
                     versus,
                     paired,
                     ended,

@@ -170,7 +170,8 @@ def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None)
                 side,
                 summary.spec,
                 rate_text(summary.median_mbps),
-                rate_span_text(summary.min_mbps, summary.max_mbps),
+                # One run has no range: its own figure is the median's.
+                rate_span_text(summary.min_mbps, summary.max_mbps) if summary.runs > 1 else "–",
                 f"{summary.median_seconds:.3f}",
                 f"{human_bytes(summary.peak_rss)} / "
                 + (human_bytes(tree) if tree is not None else "–"),

@@ -331,3 +331,19 @@ def test_a_tie_on_one_pair_gives_the_gain_of_their_medians_as_such(model: Model)
     text = " ".join(explain(rec))
     assert "the pick 1.26× faster by their medians, but one pair" in text, text
     assert "by the median pair" not in text
+
+
+def test_a_figure_of_one_run_is_that_runs_no_median_no_range(model: Model) -> None:
+    """One run's figure is its own: "1 cold run", never "median of 1 cold run, 632–632";
+    from two runs up, their median and range."""
+    from modelmon.core.output.answer import answer
+
+    one = candidate("sequential", 632, workers=4)
+    library = candidate("library", 300, role="baseline")
+    rec = record(model, winner=one, ranked=(one, library))
+    said = [*explain(rec), *answer(rec, "m.toml").lines()]
+    assert any("at 632 MB/s (1 cold run)" in line for line in said), said
+    assert not any("median of 1 " in line or "632–632" in line for line in said), said
+    two = candidate("sequential", 620, 644, workers=4)
+    said = explain(record(model, winner=two, ranked=(two, library)))
+    assert any("(median of 2 cold runs, 620–644 MB/s)" in line for line in said), said

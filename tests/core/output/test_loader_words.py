@@ -45,8 +45,9 @@ def test_no_clear_change_keeps_the_loader_and_says_why():
     )
     lines = loader_explanation(_advice((change,), None))
     assert lines[0].startswith(
-        "No setting of your loader was measured clearly faster than it is (100 MB/s, 3 cold "
-        "runs, 98–102 MB/s): the best tried, engine: transformers disable_mmap=true, ran 1.01× its "
+        "No setting of your loader was measured clearly faster than it is (100 MB/s, median of "
+        "3 cold runs, 98–102 MB/s): the best tried, engine: transformers disable_mmap=true, ran "
+        "1.01× its "
         "baseline (median of 3 paired cold rounds, from 0.97× to 1.05×)"
     ), lines[0]
 

@@ -1,5 +1,5 @@
 """A ranks answer in words (``recommend --ranks N``, the app's ranks panel): memory in the
-units of the limit it is held against."""
+units of the limit it is held against, and what each time is the median of."""
 
 from __future__ import annotations
 
@@ -52,3 +52,13 @@ def test_the_node_memory_is_said_in_the_limits_units() -> None:
     assert "it held under a 6 GiB limit" in head
     assert not DECIMAL.search(head) and not DECIMAL.search(ways), text
     assert "node peak 2.4 GiB, 2.0 GiB held" in ways
+
+
+def test_a_ways_time_of_one_run_is_that_runs() -> None:
+    """One run: "(1 run)", no median of one; two or more: the median of them."""
+    one = render_ranks_answer(ranks_found(ranks_run(1.5, 300 * MiB, 200 * MiB)), None)
+    assert "slowest rank 1.50 s (1 run), node peak 300 MiB, 200 MiB held" in one
+    assert "median of 1" not in one
+    runs = ranks_run(1.5, GiB, GiB), ranks_run(1.7, GiB, GiB)
+    two = render_ranks_answer(ranks_found(*runs), None)
+    assert "slowest rank 1.60 s (median of 2 runs)" in two

@@ -51,6 +51,9 @@ def test_one_pairs_verdict_says_why_once():
     verdict = judge([1.3])
     lines = pairs_lines([1.3], verdict, 1)
     assert sum(line.count("no estimate of") for line in lines) == 1, lines
+    assert lines[0] == "B/A per pair: 1.30 → 1.30 (1 pair)"  # no median or range of one
+    many = pairs_lines([1.2, 1.3, 1.4], judge([1.2, 1.3, 1.4]), 3)
+    assert many[0].startswith("B/A per pair: 1.20 1.30 1.40 → 1.30 (median of 3 pairs, 1.20–1.40, ")
 
 
 def test_a_stopped_ab_has_no_verdict():

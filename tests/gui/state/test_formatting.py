@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from modelmon.core import ABResult, Ceiling, Ceilings, Verdict
@@ -54,10 +55,12 @@ def test_an_ab_details_each_side_and_the_pairs():
     b = SideSummary("pread", 2, 12_500.0, 12_000.0, 13_000.0, 0.04, 0.037, 0.041, 0.02)
     ab = ABResult(a, b, (25.53, 26.0), Verdict("B faster", 25.8, 25.53, 26.0, 0.01), cache="warm")
     assert ab_detail_lines(ab) == [
-        "A: sequential: median 480 MB/s (470 MB/s–490 MB/s)",
-        "B: pread: median 12.5 GB/s (12.0 GB/s–13.0 GB/s)",
+        "A: sequential: 480 MB/s (median of 2 runs, 470 MB/s–490 MB/s)",
+        "B: pread: 12.5 GB/s (median of 2 runs, 12.0 GB/s–13.0 GB/s)",
         "pairs B/A: 25.53, 26.00; cache: warm",
     ]
+    once = dataclasses.replace(ab, a=dataclasses.replace(a, runs=1, min_mbps=480, max_mbps=480))
+    assert ab_detail_lines(once)[0] == "A: sequential: 480 MB/s (1 run)"  # no range of one
 
 
 def test_a_panels_line_names_every_knob_its_strategy_uses_defaults_included():

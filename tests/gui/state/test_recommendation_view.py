@@ -77,6 +77,16 @@ def test_ranking_rows_say_runs_spread_regret_and_how_each_ended(sharded_model: P
     assert late.cells[0] == "" and late.cells[2] == "0" and late.cells[7].startswith("not measured")
 
 
+def test_a_spread_of_one_run_is_no_range(sharded_model: Path):
+    rec = _recommendation(sharded_model)
+    rows = ranking_rows(rec)
+    column = RANKING_COLUMNS.index("spread (min–max)")
+    assert rows[0].cells[column] == "990 MB/s–1010 MB/s"  # three runs: their range
+    once = dataclasses.replace(rec.ranked[1], results=rec.ranked[1].results[:1])
+    row = ranking_rows(dataclasses.replace(rec, ranked=(rec.winner, once)))[1]
+    assert row.cells[2] == "1" and row.cells[column] == "–"  # one run: its figure alone
+
+
 def test_a_candidate_stopped_before_any_byte_shows_no_rate(sharded_model: Path):
     rec = _recommendation(sharded_model)
     cut = rec.ranked[2]
@@ -159,7 +169,7 @@ def test_each_model_keeps_its_results_and_its_one_set_of_ceilings():
     assert measured_when(ceilings, three_days_later).startswith("measured 3 days ago, ")
     assert measured_when(ceilings, newer.measured_at + 86_400).startswith("measured yesterday, ")
     (line,) = ceiling_lines(ceilings)
-    assert line.startswith("sequential: 520 MB/s — y; median of 1 run, at ")
+    assert line.startswith("sequential: 520 MB/s — y; 1 run, at ")
 
 
 def test_a_cancelled_recommendation_says_cancelled_once():
