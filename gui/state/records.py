@@ -12,6 +12,7 @@ import numpy as np
 from modelmon.core import CacheState, Ceilings, LoadResult, ProgramResult, WatchResult
 from modelmon.core.measuring import keeps_bytes
 from modelmon.core.runs import SessionResult
+from modelmon.core.system import MemoryLimit
 
 WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
 
@@ -58,6 +59,15 @@ class RunRecord:
         if isinstance(self.outcome, SessionResult | ProgramResult):
             return self.outcome.result
         return None
+
+    @property
+    def memory_limit(self) -> MemoryLimit | None:
+        """The memory cgroup the run ran in (``--memory-limit``, Run ▸ Memory limit…): a
+        load's, or a watched program's; None where it ran without one."""
+        if self.result is not None and self.result.memory_limit is not None:
+            return self.result.memory_limit
+        watched = self.watched
+        return watched.memory_limit if watched is not None else None
 
     @property
     def status(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from modelmon.core import Ceilings, WatchResult
 from modelmon.core.measuring import beyond_spread
-from modelmon.core.output import memory_text, primed_text, rate_text
+from modelmon.core.output import limit_text, memory_text, primed_text, rate_text
 from modelmon.gui.state.formatting import (
     CEILING_NAMES,
     cache_state_text,
@@ -36,12 +36,17 @@ COLUMNS = (
         "it: the cache tip says it).",
     ),
     (
+        "Limit",
+        "The memory limit the run ran under: its memory cgroup's size, as --memory-limit or "
+        "Run ▸ Memory limit… set it (– where it ran without one).",
+    ),
+    (
         "Status",
         "ok, cancelled, or failed with the reason; with verify on, the model checksum.",
     ),
 )
-RUN, STRATEGY, CACHE, SECONDS, MBPS, CEILING_COLUMN, PEAK_RSS, STATUS = range(len(COLUMNS))
-NUMERIC = range(SECONDS, PEAK_RSS + 1)
+RUN, STRATEGY, CACHE, SECONDS, MBPS, CEILING_COLUMN, PEAK_RSS, LIMIT, STATUS = range(len(COLUMNS))
+NUMERIC = range(SECONDS, LIMIT + 1)
 
 
 def cache_unmet(record: RunRecord) -> bool:
@@ -54,7 +59,15 @@ def cache_unmet(record: RunRecord) -> bool:
     )
 
 
+def limit_cell(record: RunRecord) -> str:
+    """The Limit column: the memory limit the run ran under, as it was given ("512 MiB")."""
+    limited = record.memory_limit
+    return limit_text(limited.limit_bytes) if limited is not None else "–"
+
+
 def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str:
+    if column == LIMIT:
+        return limit_cell(record)
     if record.watched is not None or record.label == WATCH_LABEL:
         return watched_cell_text(record, column, ceilings)
     result = record.result
@@ -136,6 +149,9 @@ def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -
                 )
             return f"{tip}; a rate above it by more than its spread would not be an efficiency"
         return "Measure the ceilings (Run ▸ Measure ceilings) to see this."
+    if column == LIMIT:
+        limited = record.memory_limit
+        return f"Its {limited.line()}." if limited is not None else COLUMNS[column][1]
     if column == PEAK_RSS:
         rss = record.peak_rss()
         workers = (

@@ -17,7 +17,7 @@ from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.export_format import results_csv, results_json
 from modelmon.gui.state.formatting import ab_detail_lines
 from modelmon.gui.state.load_config import strategy_names
-from modelmon.gui.state.results_rows import CACHE, STATUS, cell_text
+from modelmon.gui.state.results_rows import CACHE, COLUMNS, STATUS, cell_text
 
 from ..fault_proxy import FaultProxy
 from ..object_store import BUCKET, SECRET_KEY, MotoS3
@@ -83,7 +83,7 @@ def test_open_url_loads_a_bucket_model_with_its_request_figures(
     status = cell_text(record, STATUS)
     assert "GETs · first byte" in status and "median" in status and "p99" in status
     assert "0 retries" in status and "0 throttled" in status
-    assert not any("cold" in cell_text(record, column) for column in range(8))
+    assert not any("cold" in cell_text(record, column) for column in range(len(COLUMNS)))
     # The exports carry the request figures, and no credential.
     (row,) = csv.DictReader(io.StringIO(results_csv([record], None).decode()))
     assert int(row["requests"]) >= 3 and row["retries"] == "0" and row["throttles"] == "0"

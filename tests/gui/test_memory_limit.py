@@ -13,7 +13,7 @@ from modelmon.core.system import max_memory_limit
 from modelmon.gui.figures.metrics import AREA_ALPHA
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.colours import RUN_COLOURS
-from modelmon.gui.state.results_rows import PEAK_RSS
+from modelmon.gui.state.results_rows import LIMIT, PEAK_RSS
 from modelmon.gui.state.workbench import limit_text
 
 from ..core.system.test_memory_cgroup import REAL
@@ -84,6 +84,7 @@ def test_a_run_under_the_limit_is_measured_in_its_cgroup_and_plotted(
     assert limited is not None and limited.limit_bytes == 512 * MiB
     assert 0 < limited.peak_bytes <= 512 * MiB and not Path(limited.cgroup).exists()
     table = window.workspace.results.results
+    assert table.cell_text(record, LIMIT) == "512 MiB"  # the run's own column says it
     cell = table.index(table.records.index(record), PEAK_RSS)
     tip = table.data(cell, Qt.ItemDataRole.ToolTipRole)
     assert "Its memory limit 512 MiB" in tip and "anonymous" in tip
@@ -127,4 +128,5 @@ def test_a_watched_command_runs_under_the_limit(
     assert record.watched is not None, record.error
     limited = record.watched.memory_limit
     assert limited is not None and limited.limit_bytes == 256 * MiB
+    assert window.workspace.results.results.cell_text(record, LIMIT) == "256 MiB"
     assert 0 < limited.peak_bytes <= 256 * MiB and not Path(limited.cgroup).exists()
