@@ -16,14 +16,22 @@ from modelmon.gui.state.recommendation_view import RankingRow, where_words
 WAYS_COLUMNS = (
     "#",
     "way",
-    "planned (weights + processes)",
+    "planned",
     "runs",
-    "slowest rank (median)",
+    "slowest rank",
     "vs the pick",
     "node peak",
-    "held (anon + shared)",
+    "held",
     "how it ended",
 )
+# What a short header means, on its tooltip: the headers stay narrow, so that the ways' own
+# words have the room of a 1000 px window.
+WAYS_HEADER_TIPS = {
+    "planned": "What its weights and processes are planned to need at once.",
+    "slowest rank": "When the last rank had its weights: the median of its runs.",
+    "node peak": "The node's memory at its peak, page cache and shared memory included.",
+    "held": "Its anonymous and shared memory at their peak: what a limit cannot reclaim.",
+}
 WAYS_TIP = (
     "Every way the ranks can get their weights, fastest first: 'planned' is what its weights "
     "and processes are planned to need (a way whose weights alone outgrow the limit is not "

@@ -45,12 +45,14 @@ class CompareBar(QWidget):
         self.ab_button.setToolTip(TIPS["ab"])
         self.ceilings_button = QPushButton("Measure ceilings")
         self.ceilings_button.setToolTip(TIPS["ceilings"])
-        # The verdict and the ceilings may be long: they wrap onto two lines of the room there
-        # is and never widen the window (their whole text is in their tooltips too).
-        self.verdict = ElidedLines(2)
+        # The verdict and the ceilings may be long: they wrap onto the lines of the room there
+        # is and never widen the window (their whole text is in their tooltips too). Three
+        # lines of the bold text font hold a verdict and its reasons (the pairs' range, their
+        # noise) whole in a 1000 px window, 8 px taller than two of a larger font: the most
+        # a 700 px window spares while its runs table keeps four rows in sight.
+        self.verdict = ElidedLines(3)
         self.verdict.setToolTip(TIPS["verdict"])
         font = self.verdict.font()
-        font.setPointSizeF(font.pointSizeF() * 1.15)  # two lines of it fit a small window
         font.setBold(True)
         self.verdict.setFont(font)
         self.ceilings_label = ElidedLines(2)
@@ -63,8 +65,10 @@ class CompareBar(QWidget):
         for widget in (caption, self.pairs, self.ab_button):
             layout.addWidget(widget)
         layout.addSpacing(16)
+        # Most of the row is the verdict's: the ceilings' figures are the plots' dashed lines
+        # and their tooltip too.
         layout.addWidget(self.verdict, 3)
-        layout.addWidget(self.ceilings_label, 2)
+        layout.addWidget(self.ceilings_label, 1)
         layout.addWidget(self.ceilings_button)
         self.pairs.valueChanged.connect(self._name_button)
         self.pairs.valueChanged.connect(self.pairs_changed)

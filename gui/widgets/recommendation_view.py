@@ -6,10 +6,10 @@ What it shows comes from ``gui.state.recommendation_view``; this only lays it ou
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QFont, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from modelmon.gui.state.ranks_answer_view import (
     WAYS_COLUMNS,
+    WAYS_HEADER_TIPS,
     WAYS_TIP,
     ranks_headline,
     ranks_notes,
@@ -56,27 +57,64 @@ RANKING_TIP = (
     "gives), else the ratio of the medians; 'paired with the pick': those pairs, as in an A/B."
 )
 CONFIG_NAME = "modelmon.toml"  # the file name the snippets load it by, until it is exported
+# A column whose words are wider than this shares the table's width with the others like
+# it and wraps; narrower ones (figures) keep their own width. A 1000 px window's tab then
+# shows every column of the ways, the ranking and the snippets, none cut at its edge.
+WRAP_FROM_PX = 240
+MAX_TABLE_HEIGHT = 400  # taller, the table scrolls within the tab
 
 
-def _table(columns: tuple[str, ...]) -> QTableWidget:
-    table = QTableWidget(0, len(columns))
-    table.setHorizontalHeaderLabels(list(columns))
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.verticalHeader().hide()
-    table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    table.horizontalHeader().setStretchLastSection(True)
-    table.setWordWrap(False)
-    return table
+class FittedTable(QTableWidget):
+    """A table whose long-text columns share the width there is, wrapped, and that stands as
+    tall as its rows (up to ``MAX_TABLE_HEIGHT``): the tab scrolls, not each table."""
+
+    def __init__(self, columns: tuple[str, ...]) -> None:
+        super().__init__(0, len(columns))
+        self.setHorizontalHeaderLabels(list(columns))
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.verticalHeader().hide()
+        self.horizontalHeader().setStretchLastSection(False)
+        self.setWordWrap(True)
+
+    def fit(self) -> None:
+        """Columns to their contents, the wide ones sharing the rest; rows to their lines."""
+        header = self.horizontalHeader()
+        wide = [c for c in range(self.columnCount()) if self.sizeHintForColumn(c) > WRAP_FROM_PX]
+        for column in range(self.columnCount()):
+            stretch = column in wide or (not wide and column == self.columnCount() - 1)
+            mode = (
+                QHeaderView.ResizeMode.Stretch
+                if stretch
+                else QHeaderView.ResizeMode.ResizeToContents
+            )
+            header.setSectionResizeMode(column, mode)
+        self._fit_rows()
+
+    def _fit_rows(self) -> None:
+        self.resizeRowsToContents()
+        height = self.horizontalHeader().height() + 2 * self.frameWidth()
+        height += sum(self.rowHeight(r) for r in range(self.rowCount()))
+        if self.horizontalScrollBar().isVisible():
+            height += self.horizontalScrollBar().height()
+        self.setMinimumHeight(min(height, MAX_TABLE_HEIGHT))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_rows()  # narrower, the wrapped columns take more lines
 
 
-def _columns(table: QTableWidget, columns: tuple[str, ...]) -> None:
+def _columns(
+    table: QTableWidget, columns: tuple[str, ...], tips: Mapping[str, str] | None = None
+) -> None:
     if table.columnCount() != len(columns) or table.horizontalHeaderItem(1).text() != columns[1]:
         table.setColumnCount(len(columns))
         table.setHorizontalHeaderLabels(list(columns))
+    for column, name in enumerate(columns):
+        table.horizontalHeaderItem(column).setToolTip((tips or {}).get(name, ""))
 
 
-def _fill(table: QTableWidget, rows: list[tuple[str, ...]], bold: Collection[int] = ()) -> None:
+def _fill(table: FittedTable, rows: list[tuple[str, ...]], bold: Collection[int] = ()) -> None:
     table.setRowCount(len(rows))
     for r, cells in enumerate(rows):
         for c, text in enumerate(cells):
@@ -87,9 +125,7 @@ def _fill(table: QTableWidget, rows: list[tuple[str, ...]], bold: Collection[int
                 font.setBold(True)
                 item.setFont(font)
             table.setItem(r, c, item)
-    height = table.horizontalHeader().height() + 2 * table.frameWidth()
-    height += sum(table.rowHeight(r) for r in range(len(rows)))
-    table.setMinimumHeight(min(height, 400))
+    table.fit()
 
 
 class RecommendationView(QScrollArea):
@@ -109,9 +145,9 @@ class RecommendationView(QScrollArea):
         self.explanation.setWordWrap(True)
         self.explanation.setTextFormat(Qt.TextFormat.PlainText)
         self.explanation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.ranking = _table(RANKING_COLUMNS)
+        self.ranking = FittedTable(RANKING_COLUMNS)
         self.ranking.setToolTip(RANKING_TIP)
-        self.snippets = _table(SNIPPET_COLUMNS)
+        self.snippets = FittedTable(SNIPPET_COLUMNS)
         self.snippets.setToolTip(
             "How to get the same loading in the tools people use; 'measured here' names the "
             "candidate that stood for it, or says it was not measured."
@@ -243,7 +279,7 @@ class RecommendationView(QScrollArea):
         notes = ranks_notes(found)
         self.explanation.setText("\n".join(notes) if notes else "Every way was measured.")
         rows = ways_rows(found)
-        _columns(self.ranking, WAYS_COLUMNS)
+        _columns(self.ranking, WAYS_COLUMNS, WAYS_HEADER_TIPS)
         self.captions[1].setText("<b>Ways</b>")
         self.ranking.setToolTip(WAYS_TIP)
         _fill(self.ranking, [r.cells for r in rows], {i for i, r in enumerate(rows) if r.picked})

@@ -1,0 +1,91 @@
+"""At 1000×700, the window of a new user's walk: an A/B's verdict and a ranks answer's Ways
+show whole (wrapped where long), none cut at an edge."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QApplication, QStyle, QTableWidget
+
+from modelmon.core.measuring.ranks_search import RanksWay, WayMeasured
+from modelmon.core.options import LoadOptions
+from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.recommending import RecommendationShown
+
+from ..core.output.test_ranks_answer import GiB, MiB, ranks_found, ranks_run
+from .conftest import open_model
+
+VERDICTS = (
+    "A is 6.3 % faster: every one of the 3 pairs agrees (A/B per pair 1.05–1.44×, 2 of the 3 "
+    "pairs within ±1 % of their median)",
+    "B is 6.0 % faster; not certain: its loads are timed to the watch's samples, ±20 % on a "
+    "ratio (B/A per pair 1.06–1.06×): a larger model, or slower storage, times them finer",
+)
+
+
+def small(qtbot, window: MainWindow, model: Path) -> None:
+    """The window at 1000×700, a model open in it (its workspace shown)."""
+    open_model(qtbot, window, model)
+    window.resize(1000, 700)
+    qtbot.waitUntil(lambda: window.width() == 1000 and window.height() == 700)
+    QApplication.processEvents()
+
+
+def test_an_ab_verdict_shows_whole_at_1000_px(qtbot, window: MainWindow, small_model: Path) -> None:
+    small(qtbot, window, small_model)
+    verdict = window.workspace.compare.verdict
+    assert verdict.isVisible() and verdict.width() < 700  # beside the A/B controls
+    for text in VERDICTS:
+        verdict.setText(text)
+        shown = super(type(verdict), verdict).text()
+        assert shown == text, shown  # not cut: "…" would end it
+
+
+def cut_cells(table: QTableWidget) -> list[str]:
+    """Cells whose text does not fit the room they are drawn in: past the table's right edge,
+    or wrapped onto more lines than their row has."""
+    cut = []
+    right = table.viewport().width()
+    # A cell's text is drawn inside its focus frame's margin, on each side (QCommonStyle's).
+    margins = 2 * (table.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1)
+    for column in range(table.columnCount()):
+        left, width = table.columnViewportPosition(column), table.columnWidth(column)
+        for row in range(table.rowCount()):
+            item = table.item(row, column)
+            text = item.text() if item is not None else ""
+            room = width - margins
+            bold = item is not None and item.font().bold()
+            metrics = QFontMetrics(item.font()) if bold else table.fontMetrics()
+            flags = int(Qt.TextFlag.TextWordWrap)
+            needs = metrics.boundingRect(QRect(0, 0, room, 1 << 20), flags, text)
+            if left + width > right or needs.height() > table.rowHeight(row):
+                cut.append(f"{row},{column}: {text!r}")
+    return cut
+
+
+def test_a_ranks_answers_ways_show_whole_at_1000_px(
+    qtbot, window: MainWindow, small_model: Path
+) -> None:
+    small(qtbot, window, small_model)
+    found = ranks_found(ranks_run(0.13, 192 * MiB, 161 * MiB), limit=256 * MiB)
+    whole = RanksWay("whole", "sequential", LoadOptions(cache="cold"))
+    refused = WayMeasured(
+        whole,
+        516 * MiB,
+        refused="needs at least 516 MiB (4 copies of the model's 65 MiB, and 4 processes)",
+    )
+    one = RanksWay("one-reader", "direct", LoadOptions(workers=4, cache="cold"))
+    other = WayMeasured(one, GiB // 3, runs=(ranks_run(0.15, 166 * MiB, 164 * MiB),))
+    found = dataclasses.replace(found, ways=(*found.ways, other, refused))
+    view = window.workspace.recommendation
+    tabs = window.workspace.tabs
+    tabs.setCurrentIndex(tabs.indexOf(view))
+    view.draw(RecommendationShown("done", ranks_found=found))
+    QApplication.processEvents()
+    table = view.ranking
+    assert table.rowCount() == len(found.ways)
+    assert table.horizontalHeader().length() <= table.viewport().width()
+    assert cut_cells(table) == []
