@@ -10,7 +10,7 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QStyle, QTableWidget
 
-from modelmon.core.measuring.ranks_search import RanksWay, WayMeasured
+from modelmon.core.measuring import WayMeasured
 from modelmon.core.options import LoadOptions
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.recommending import RecommendationShown
@@ -71,13 +71,16 @@ def test_a_ranks_answers_ways_show_whole_at_1000_px(
 ) -> None:
     small(qtbot, window, small_model)
     found = ranks_found(ranks_run(0.13, 192 * MiB, 161 * MiB), limit=256 * MiB)
-    whole = RanksWay("whole", "sequential", LoadOptions(cache="cold"))
+    slice_way = found.ways[0].way  # slice · sequential
+    whole = dataclasses.replace(slice_way, mode="whole")
     refused = WayMeasured(
         whole,
         516 * MiB,
         refused="needs at least 516 MiB (4 copies of the model's 65 MiB, and 4 processes)",
     )
-    one = RanksWay("one-reader", "direct", LoadOptions(workers=4, cache="cold"))
+    one = dataclasses.replace(
+        slice_way, mode="one-reader", strategy="direct", options=LoadOptions(workers=4)
+    )
     other = WayMeasured(one, GiB // 3, runs=(ranks_run(0.15, 166 * MiB, 164 * MiB),))
     found = dataclasses.replace(found, ways=(*found.ways, other, refused))
     view = window.workspace.recommendation
