@@ -15,7 +15,7 @@ from modelmon.cli.common import ExitCode, cancel_on_interrupt, emit_json, fail
 
 def run(args: argparse.Namespace, limit: int | None) -> int:
     from modelmon.core import open_model, recommend_ranks
-    from modelmon.core.errors import OptionsError
+    from modelmon.core.errors import BUDGET_NOT_KEPT, OptionsError
     from modelmon.core.output import render_ranks_answer, render_ranks_config
     from modelmon.core.system import check_output, write_or_keep
 
@@ -32,7 +32,8 @@ def run(args: argparse.Namespace, limit: int | None) -> int:
     stop = __import__("threading").Event()
 
     def progress(text: str) -> None:
-        print(f"modelmon: {text}", file=sys.stderr)
+        if not text.startswith(BUDGET_NOT_KEPT):  # a warning's line says it
+            print(f"modelmon: {text}", file=sys.stderr)
 
     with cancel_on_interrupt(stop.set):
         found = recommend_ranks(
