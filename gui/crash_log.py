@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from modelmon import __version__
+from modelmon.core.system import state_home
 
 LOG_NAME = "crash.log"
 MAX_LOG_BYTES = 1 << 20
@@ -48,9 +49,8 @@ Say = Callable[[str], None]  # a line for the window (from the GUI thread)
 
 
 def state_folder(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    """``$XDG_STATE_HOME/modelmon``, else ``~/.local/state/modelmon``."""
-    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "modelmon"
+    """``$XDG_STATE_HOME/modelmon``, else ``~/.local/state/modelmon`` (``state_home``)."""
+    return state_home(environ)
 
 
 def crash_log_path(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:

@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     from modelmon.core.system.memory_cgroup import limit_unavailable as memory_limit_unavailable
     from modelmon.core.system.memory_limit import MemoryLimit
     from modelmon.core.system.memory_limit import ways_under as memory_limit_ways
-    from modelmon.core.system.outputs import Output, Saved, check_output, free_name, write_or_keep
+    from modelmon.core.system.outputs import (
+        Output,
+        Saved,
+        check_output,
+        free_name,
+        state_home,
+        write_or_keep,
+    )
     from modelmon.core.system.proc_status import own_status_bytes
     from modelmon.core.system.readahead import locate as locate_readahead
     from modelmon.core.system.readahead import recover as recover_readahead
@@ -61,6 +68,9 @@ _EXPORTS = (
     ),
     ("modelmon.core.system.residency", "residency_of"),
     ("modelmon.core.system.proc_status", "own_status_bytes"),
-    ("modelmon.core.system.outputs", "check_output write_or_keep Output Saved free_name"),
+    (
+        "modelmon.core.system.outputs",
+        "check_output write_or_keep Output Saved free_name state_home",
+    ),
 )
 __all__, __getattr__, __dir__ = face("modelmon.core.system", _EXPORTS, globals())

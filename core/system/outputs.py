@@ -28,7 +28,7 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,12 +268,17 @@ def check_output(
     return Output(text, target)
 
 
+def state_home(environ: Mapping[str, str] = os.environ) -> Path:
+    """modelmon's own state, the one place every front end keeps what it keeps (results it
+    could not write where asked, kept answers, readahead records, the app's crash log):
+    ``$XDG_STATE_HOME/modelmon``, else ``~/.local/state/modelmon``."""
+    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "modelmon"
+
+
 def state_folder() -> Path:
     """Where results are kept when the file asked for could not take them."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(base) / "modelmon" / "unsaved"
+    return state_home() / "unsaved"
 
 
 def free_name(folder: Path, name: str) -> Path:

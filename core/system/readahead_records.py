@@ -16,6 +16,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from modelmon.core.system.outputs import state_home
+
 ROOT_DIR = "/run/modelmon/readahead"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 MAX_BYTES = 4096
@@ -39,10 +41,7 @@ def directory() -> Path:
         return Path(given)
     if os.geteuid() == 0:
         return Path(ROOT_DIR)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(base) / "modelmon" / "readahead"
+    return state_home() / "readahead"
 
 
 def _boot() -> str:

@@ -8,6 +8,8 @@ import re
 import time
 from pathlib import Path
 
+from modelmon.core.system import state_home
+
 
 def save_start(last_folder: str | None, file_name: str, home: str | None = None) -> str:
     """The path a save dialog proposes for ``file_name``."""
@@ -19,9 +21,6 @@ def kept_answer_path(model_name: str, now: float | None = None) -> Path:
     """Where the app keeps a recommendation's config file the moment its search ends, so the
     line to paste names a file that exists: ``$XDG_STATE_HOME/modelmon/recommendations/
     MODEL-YYYYmmdd-HHMMSS.toml`` (``~/.local/state`` without it)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", model_name).strip(".-") or "model"
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    return Path(base) / "modelmon" / "recommendations" / f"{name[:80]}-{stamp}.toml"
+    return state_home() / "recommendations" / f"{name[:80]}-{stamp}.toml"

@@ -236,7 +236,6 @@ FACE_NAMES_FOR_LIBRARY_USERS = {
     "modelmon.core.measuring": {
         "LoaderAdvice": "LoaderRecommendation.advice",
         "BudgetUse": "Recommendation.budget",
-        "SideSummary": "ABResult's sides",
         "judge": "a Verdict of one's own runs, as run_ab judges them",
         "candidates": "the grid recommend searches, for a given model and memory",
     },

@@ -320,3 +320,23 @@ def test_a_payload_names_the_whole_path_it_is_written_to(
     elsewhere.mkdir()
     saved = write_or_keep(elsewhere / "r.toml", (), toml_for)
     assert (elsewhere / "r.toml").read_bytes() == toml_for(str(elsewhere / "r.toml"))
+
+
+def test_everything_modelmon_keeps_is_under_one_state_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Results it could not write where asked, the app's kept answers and crash log: one
+    folder, ``$XDG_STATE_HOME/modelmon`` (``~/.local/state/modelmon`` without it)."""
+    from modelmon.core.system import state_home
+    from modelmon.core.system.outputs import state_folder
+    from modelmon.gui.crash_log import crash_log_path
+    from modelmon.gui.state.save_location import kept_answer_path
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    home = tmp_path / "modelmon"
+    assert state_home() == home
+    assert state_folder().parent == home and crash_log_path().parent == home
+    assert kept_answer_path("m").parent == home / "recommendations"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert state_home() == tmp_path / "user" / ".local" / "state" / "modelmon"
