@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modelmon.core import (
@@ -192,6 +192,27 @@ def load_on_node(
         return _load(request, node_id, arrive, withdraw, stopped)
 
 
+@dataclass
+class BarrierGate:
+    """This node at the fleet's barrier, as a run's start gate: whether it arrived (where it
+    did not, the others are told it withdraws), when it went, or why the barrier broke."""
+
+    node_id: str
+    arrive: Arrive
+    arrived: bool = False
+    went: list[float] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+
+    def __call__(self) -> bool:
+        self.arrived = True
+        go, why = self.arrive(self.node_id)
+        if go is None:
+            self.broken.append(why or "the barrier broke")
+            return False
+        self.went.append(time.time())
+        return True
+
+
 def _load(
     request: NodeRequest,
     node_id: str,
@@ -201,21 +222,13 @@ def _load(
 ) -> NodeRun:
     host = socket.gethostname()
     state = cache_not_measured(request.cache)
-    went: list[float] = []
-    broken: list[str] = []
+    barrier = BarrierGate(node_id, arrive)
     stops: list[tuple[str, bool]] = []  # why the round was stopped while this node loaded
-    arrived = False
 
     def gate(prepared: CacheState) -> bool:
-        nonlocal arrived, state
+        nonlocal state
         state = prepared  # this node's own cache, verified
-        arrived = True
-        go, why = arrive(node_id)
-        if go is None:
-            broken.append(why or "the barrier broke")
-            return False
-        went.append(time.time())
-        return True
+        return barrier()
 
     storage: tuple[StorageFacts | ObjectStorage, ...] = ()
     result: LoadResult | RanksResult | None = None
@@ -234,19 +247,20 @@ def _load(
     except Exception as exc:  # an error on one node is that node's row, not the fleet's end
         failure = one_line(exc)
     finally:
-        if not arrived:  # the other nodes must not wait for this one
+        if not barrier.arrived:  # the other nodes must not wait for this one
             reason = failure or (result.error if result is not None else None)
             withdraw(node_id, reason or "stopped before the start")
-    failed = NodeRun.failed(request, node_id, host, failure, state, storage, not arrived)
+    failed = NodeRun.failed(request, node_id, host, failure, state, storage, not barrier.arrived)
     if result is None:
         return failed
     error, status = result.error, result.status
-    if broken:
-        error = f"did not start: {broken[0]}"
+    if barrier.broken:
+        error = f"did not start: {barrier.broken[0]}"
     elif stops and status == "cancelled":
         why, fatal = stops[0]
         error, status = f"stopped: {why}", "failed" if fatal else status
-    ok = replace(failed, status=status, error=error, start_wall=went[0] if went else 0.0)
+    start_wall = barrier.went[0] if barrier.went else 0.0
+    ok = replace(failed, status=status, error=error, start_wall=start_wall)
     if isinstance(result, RanksResult):
         return replace(ok, **row_fields(result, request.memory_limit))
     return replace(
@@ -265,40 +279,27 @@ def bound_on_node(
     """The bucket's bound on this node: every byte of the objects by plain GETs at the
     request's setting, started from the barrier once this node's connections are made."""
     assert request.bound is not None
-    went: list[float] = []
-    broken: list[str] = []
-    arrived = False
-
-    def gate() -> bool:
-        nonlocal arrived
-        arrived = True
-        go, why = arrive(node_id)
-        if go is None:
-            broken.append(why or "the barrier broke")
-            return False
-        went.append(time.time())
-        return True
-
+    barrier = BarrierGate(node_id, arrive)
     storage: tuple[StorageFacts | ObjectStorage, ...] = ()
     reading: ObjectReading | None = None
     failure: str | None = None
     try:
         model = open_on_node(request)
         storage = where_it_lives(model)
-        reading = plain_read(model, *request.bound, start_gate=gate)
+        reading = plain_read(model, *request.bound, start_gate=barrier)
     except LoadCancelled:
-        failure = None if broken else "cancelled"
+        failure = None if barrier.broken else "cancelled"
     except Exception as exc:  # this node's row
         failure = one_line(exc)
     finally:
-        if not arrived:
+        if not barrier.arrived:
             withdraw(node_id, failure or "stopped before the start")
     state = cache_not_measured("cold")
     failed = NodeRun.failed(
-        request, node_id, socket.gethostname(), failure, state, storage, not arrived
+        request, node_id, socket.gethostname(), failure, state, storage, not barrier.arrived
     )
-    if broken:
-        return replace(failed, status="cancelled", error=f"did not start: {broken[0]}")
+    if barrier.broken:
+        return replace(failed, status="cancelled", error=f"did not start: {barrier.broken[0]}")
     if reading is None:
         return failed
     return replace(
@@ -306,7 +307,7 @@ def bound_on_node(
         status="ok",
         bytes=reading.bytes,
         seconds=reading.seconds,
-        start_wall=went[0],
+        start_wall=barrier.went[0],
     )
 
 
