@@ -5,17 +5,19 @@ and can, on request: add latency per request, answer with 503 SlowDown or 429 bu
 500s (or any status), throttle as S3 does above a request rate per prefix (503 SlowDown by
 the bench's proxy's token bucket, ``benchmarks.latency_proxy.RequestRate``), reset a
 connection mid-body (a RST after N bytes), answer as a server that ignores ranges (200,
-the whole object, no Content-Range), shift the Content-Range of
-what it sends, say another ETag or another size of the object, take a request and never
-answer it, or redirect (301, 307) to another host. Faults may wait for ``after`` GETs to
-pass first (those that open the model). It records every request it saw. It runs in the
-test's process and stops with it.
+the whole object, no Content-Range), shift the Content-Range of what it sends, say another
+ETag or another size of the object, take a request and never answer it (held until the
+client closes its connection or the proxy stops: a reader that gave up, or died, leaves no
+connection behind), or redirect (301, 307) to another host. Faults may wait for ``after``
+GETs to pass first (those that open the model). It records every request it saw. It runs
+in the test's process and stops with it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import selectors
 import socket
 import socketserver
 import struct
@@ -67,7 +69,7 @@ class Faults:
     redirect_skip: int = 0
     etag: str | None = None  # say this ETag in every answer (the object replaced)
     total: int | None = None  # say this size in every Content-Range (replaced, resized)
-    silent: bool = False  # take every request (any method) and never answer it
+    silent: bool = False  # take every request (any method) and never answer it (``held``)
     after: int = 0  # let this many GETs pass before any fault above applies
     conditional: bool = False  # fault only GETs made If-Match (a load's, not a plain reader's)
 
@@ -86,6 +88,8 @@ class FaultProxy:
     _thread: threading.Thread | None = None
     _clients: set[socket.socket] = field(default_factory=set)
     _stopping: threading.Event = field(default_factory=threading.Event)
+    # Readable once the proxy stops: wakes every request held unanswered (never read).
+    _wake: tuple[socket.socket, socket.socket] | None = None
     _rate: RequestRate | None = None
 
     @property
@@ -100,6 +104,7 @@ class FaultProxy:
             def handle(self) -> None:
                 proxy._serve(self.request)
 
+        self._wake = socket.socketpair()
         server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = False
         server.block_on_close = True
@@ -112,6 +117,8 @@ class FaultProxy:
         if self._server is None:
             return
         self._stopping.set()  # a request held unanswered ends
+        assert self._wake is not None
+        self._wake[1].send(b"x")
         self._server.shutdown()
         with self._lock:
             for client in self._clients:
@@ -121,11 +128,19 @@ class FaultProxy:
         assert self._thread is not None
         self._thread.join()
         self._server = None
+        for end in self._wake:
+            end.close()
+        self._wake = None
 
     def connections(self) -> int:
         """How many client connections are open now."""
         with self._lock:
             return len(self._clients)
+
+    def held(self) -> int:
+        """How many requests it has taken and held unanswered (``silent``) so far."""
+        with self._lock:
+            return sum(1 for seen in self.seen if seen.fault == "silent")
 
     def __enter__(self) -> FaultProxy:
         return self
@@ -175,7 +190,7 @@ class FaultProxy:
         if latency:
             time.sleep(latency)
         if fault == "silent":  # the request is taken; the answer never comes
-            self._stopping.wait()
+            self._hold(client)
             return False
         if fault == "throttle":
             status = self.faults.throttle_status
@@ -231,6 +246,22 @@ class FaultProxy:
         client.sendall(head.encode("latin-1") + data)
         return True
 
+    def _hold(self, client: socket.socket) -> None:
+        """Wait, answering nothing, until the client closes its connection (a reader that
+        gave up, or whose process died) or the proxy stops."""
+        assert self._wake is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._wake[0], selectors.EVENT_READ)
+            selector.register(client, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                for key, _ in selector.select():
+                    if key.fileobj is not client:
+                        return  # the proxy stops
+                    if not client.recv(1, socket.MSG_PEEK):
+                        return  # the client closed its connection
+                    # More bytes after a request held: never read, so stop watching them.
+                    selector.unregister(client)
+
     def _take_redirect(self, method: str, target: str) -> str:
         with self._lock:
             faults = self.faults
@@ -263,8 +294,9 @@ class FaultProxy:
     def _take_fault(self, is_get: bool, if_match: bool, target: str) -> str:
         with self._lock:
             faults = self.faults
-            if not is_get:  # a listing, a HEAD: only silence touches them
-                return "silent" if faults.silent and faults.after == 0 else ""
+            if not is_get:  # a listing, a HEAD: only silence touches them, unless conditional
+                silenced = faults.silent and faults.after == 0 and not faults.conditional
+                return "silent" if silenced else ""
             if faults.conditional and not if_match:
                 return ""
             if faults.after > 0:

@@ -293,9 +293,13 @@ def test_a_node_that_dies_mid_load_fails_the_fleet_run_and_stops_the_others(
         if victim == "node":
             dead_node = _kill_node(cluster, task)
         elif victim == "barrier actor":
-            actor = next(p for p in _pids() if _cmdline(p).startswith(b"ray::StartBarrier"))
-            # It lives on the driver's node, so no node under test takes it down with it.
-            assert _parent(actor) == head
+            # It lives on the driver's node, the head, so no node under test takes it down
+            # with it; another cluster's on this machine (another test's) is not this one.
+            (actor,) = [
+                p
+                for p in _pids()
+                if _cmdline(p).startswith(b"ray::StartBarrier") and _parent(p) == head
+            ]
             os.kill(actor, signal.SIGKILL)
         else:
             os.kill(reading[task][-1], signal.SIGKILL)
@@ -425,25 +429,44 @@ def test_a_node_without_credentials_says_so_and_the_others_load(cluster: Any, bu
     assert last.startswith(f"modelmon: node {bare[:12]} ") and "anonymous" in last
 
 
+def _fleet_tasks_loading(cluster: Any) -> list[int]:
+    """This cluster's fleet task processes, on nodes other than the head, whose load's worker
+    is running: another cluster's on this machine (another test's, another run's) is not
+    one of them, nor an idle Ray worker of an earlier round."""
+    raylets = {_raylet(node) for node in cluster.worker_nodes}
+    return sorted(
+        pid
+        for pid in _pids()
+        if _cmdline(pid).startswith(b"ray::modelmon-fleet-")
+        and _parent(pid) in raylets
+        and any(SPAWNED in _cmdline(kid) for kid in _children(pid))
+    )
+
+
 def test_a_node_that_dies_mid_stream_fails_the_fleet_and_the_others_stop_streaming(
     cluster: Any, bucket: Any
 ) -> None:
-    bucket.proxy.faults.latency_s = 0.2  # every request: minutes of 64 KiB GETs
+    """Two nodes stream the bucket (one connection each); the bucket then holds every load
+    GET unanswered, so no load can end before one node's task is killed. The fleet fails
+    naming that task; the other node is stopped and closes its stream."""
+    loaded = 4  # load GETs answered before the bucket holds the rest: the loads are streaming
+    bucket.proxy.faults = Faults(silent=True, conditional=True, after=loaded)
     command = [
         sys.executable, "-m", "modelmon", "fleet", "load", "s3://models/large/", "--address",
-        cluster.address, "--nodes", "2", "--threads", "1", "--chunk-mib", "0.0625",
-        "--no-bound", "--json",
+        cluster.address, "--nodes", "2", "--workers", "1", "--threads", "1", "--chunk-mib",
+        "0.0625", "--no-bound", "--json",
+        "--storage-timeout", "3600",  # a held GET is stopped, never given up on meanwhile
     ]  # fmt: skip
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while _load_gets(bucket.proxy) < 6:  # both nodes went together, and stream
+        while bucket.proxy.held() < 2:  # one GET in flight a node: each node's is held
             assert driver.poll() is None, driver.communicate()
             assert time.monotonic() < deadline, "the nodes never streamed"
             time.sleep(0.05)
-        head = _raylet(cluster.head_node)
-        tasks = [p for p in _pids() if _cmdline(p).startswith(b"ray::modelmon-fleet-")]
-        task = next(t for t in sorted(tasks) if _parent(t) != head)
+        tasks = _fleet_tasks_loading(cluster)
+        assert tasks, "no task of this cluster's nodes but the head's is loading"
+        task = tasks[0]
         os.kill(task, signal.SIGKILL)
         out, err = driver.communicate(timeout=120)
     finally:
@@ -451,12 +474,13 @@ def test_a_node_that_dies_mid_stream_fails_the_fleet_and_the_others_stop_streami
             driver.kill()
             driver.communicate()
     assert driver.returncode == 1, err
+    assert _load_gets(bucket.proxy) == loaded + bucket.proxy.held() == loaded + 2
     rows = [node["runs"][0] for node in json.loads(out)["nodes"]]
     (died,) = [row for row in rows if row["status"] == "failed"]
     assert died["error"].startswith(f"its modelmon task (pid {task}) died"), died
     (other,) = [row for row in rows if row is not died]
     assert other["status"] == "cancelled" and other["error"].startswith("stopped: node ")
     deadline = time.monotonic() + 30
-    while bucket.proxy.connections():  # every node's stream is closed, not left to run
+    while bucket.proxy.connections():  # every node's stream is closed, not left held
         assert time.monotonic() < deadline, "a node still streams from the bucket"
         time.sleep(0.05)
