@@ -84,7 +84,7 @@ def serve(
             quiet_s=watch.pop("quiet_s", None),  # type: ignore[arg-type]
             **watch,  # type: ignore[arg-type]
         ).run()
-    assert not leftovers(), "a process of the server outlived the watch"
+    assert not leftovers(str(model)), "a process of the server outlived the watch"
     return result, events(log)
 
 
@@ -99,12 +99,13 @@ def serve_url(
             stdout=output.fileno(),
             stderr=output.fileno(),
         ).run()
-    assert not leftovers(), "a process of the server outlived the watch"
+    assert not leftovers(url), "a process of the server outlived the watch"
     return result, events(log)
 
 
-def leftovers() -> list[int]:
-    """Processes of the test bed still running."""
+def leftovers(model: str) -> list[int]:
+    """Processes of the test bed serving ``model`` still running (another test's bed on this
+    machine serves a model of its own)."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -116,7 +117,7 @@ def leftovers() -> list[int]:
                 state = stat.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(BED).encode() in words and state != b"Z":
+        if str(BED).encode() in words and model.encode() in words and state != b"Z":
             found.append(int(name))
     return found
 
@@ -382,7 +383,7 @@ def test_a_ready_url_that_never_answers_ends_in_one_line(model: Path, tmp_path: 
     last = done.stderr.strip().splitlines()[-1]
     assert "not ready within" in last and "the connection was refused" in last
     assert "s3cr3t" not in done.stdout + done.stderr
-    assert not leftovers()
+    assert not leftovers(str(model))
 
 
 def test_gloo_ranks_whose_store_listens_before_the_weights_are_ready_later(

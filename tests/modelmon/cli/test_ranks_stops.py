@@ -19,20 +19,25 @@ MiB = 1 << 20
 COPY = "memfd:modelmon-shared-copy"
 
 
-def holders_of_the_copy() -> list[int]:
-    """Processes holding a one-reader's shared copy: a descriptor on it, or a mapping."""
-    found = []
+def copies_held() -> dict[int, set[int]]:
+    """Processes holding a one-reader's shared copy (a descriptor on it, or a mapping), and
+    which copies: {pid: the copies' inode numbers}. Other runs on this machine (another
+    test's) hold copies of their own: a run's are told apart by their inodes."""
+    found: dict[int, set[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
+        inodes: set[int] = set()
         try:
-            links = [os.readlink(f"/proc/{name}/fd/{fd}") for fd in os.listdir(f"/proc/{name}/fd")]
+            for fd in os.listdir(f"/proc/{name}/fd"):
+                if COPY in os.readlink(f"/proc/{name}/fd/{fd}"):
+                    inodes.add(os.stat(f"/proc/{name}/fd/{fd}").st_ino)
             with open(f"/proc/{name}/maps") as maps:
-                mapped = COPY in maps.read()
+                inodes |= {int(line.split()[4]) for line in maps if COPY in line}
         except OSError:
             continue
-        if mapped or any(COPY in link for link in links):
-            found.append(int(name))
+        if inodes:
+            found[int(name)] = inodes
     return found
 
 
@@ -62,19 +67,29 @@ def test_a_sigkilled_one_reader_run_leaves_no_copy_and_no_process(tmp_path: Path
         stderr=subprocess.DEVNULL,
     )
     members: list[psutil.Process] = []
+    copies: set[int] = set()  # the run's copy: its inode
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not members:
         for cgroup in run_cgroups_of(run.pid):
-            pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
-            if len(pids) >= 4 and holders_of_the_copy():  # the ranks and the reader's worker
+            try:
+                pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+            except FileNotFoundError:  # removed since it was listed
+                continue
+            if len(pids) < 4:  # not yet the ranks and the reader's worker
+                continue
+            held = copies_held()
+            copies = set().union(*(held.get(pid, set()) for pid in pids))
+            if copies:
                 members = [psutil.Process(pid) for pid in pids]
+                break
         time.sleep(0.01)
     assert members, "the ranks never ran"
     run.kill()
     run.wait(timeout=30)
     _, alive = psutil.wait_procs(members, timeout=30)  # they end with the run
     assert not alive, f"left running: {alive}"
-    assert holders_of_the_copy() == []  # the copy went with its last holder
+    # The copy went with its last holder.
+    assert not [pid for pid, held in copies_held().items() if held & copies]
     assert not [n for n in os.listdir("/dev/shm") if "modelmon" in n]
     deadline = time.monotonic() + 30
     while run_cgroups_of(run.pid) and time.monotonic() < deadline:

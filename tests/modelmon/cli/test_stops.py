@@ -75,6 +75,11 @@ def test_kill_9_puts_the_value_back_at_once_and_warns_of_nothing(slow_disk_model
     running = Running(slow_disk_model, "load", str(slow_disk_model), *flags)
     running.wait_until_reading()
     assert knob.read_kb() == target
+    # This run's guardians: another run's on this machine (another test's) is not one.
+    guardians = [
+        p for p in running.parent.children() if "modelmon.core.system" in " ".join(p.cmdline())
+    ]
+    assert guardians, "the run changed the readahead with no guardian"
     running.process.kill()
     _, err = running.process.communicate(timeout=60)  # stderr ends with its last holder
     # No resource tracker left to warn of semaphores a killed run leaked: it had none.
@@ -85,11 +90,6 @@ def test_kill_9_puts_the_value_back_at_once_and_warns_of_nothing(slow_disk_model
     while knob.read_kb() != before and time.monotonic() < deadline:
         time.sleep(0.05)  # the guardian's work, in another process: polled
     assert knob.read_kb() == before
-    guardians = [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if "modelmon.core.system" in " ".join(p.info["cmdline"] or ())
-    ]
     _, alive = psutil.wait_procs(guardians, timeout=15)
     assert not alive, f"a guardian outlived its work: {alive}"
     done = subprocess.run(
