@@ -308,7 +308,8 @@ class ObjectCurve:
             # A bucket's rate allows larger parts more bytes a second; and where the largest
             # part so far is the best, the curve has not yet turned: it goes on up the axis,
             # with as many connections as the model has parts of that size.
-            if part > best[1] and (self.readings[best][0].throttles or self.at_edge(best)):
+            fewer = self.parts_of(part) < self.parts_of(best[1])  # else the same GETs
+            if fewer and (self.readings[best][0].throttles or self.at_edge(best)):
                 measure(min(best[0], self.parts_of(part)), part)
         best = self.best()
         measure(min(2 * best[0], CONNECTIONS[-1]), best[1])

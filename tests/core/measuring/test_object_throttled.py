@@ -113,6 +113,13 @@ def test_the_curve_goes_on_up_the_part_sizes_while_the_largest_reads_best() -> N
     assert best == (4, 256 * MiB)  # 4 × 0.5 of 100 MB/s against 8 × 0.2 of it
 
 
+def test_the_curve_tries_no_larger_part_that_makes_the_same_gets() -> None:
+    """An object of 10 MiB is one GET at 16 MiB parts and larger: 256 MiB asks nothing new."""
+    curve = _PerRequestBucket(10 * MiB, cost=256 * MiB)
+    curve.sweep()
+    assert not [part for _, part in curve.asked if part > 64 * MiB]
+
+
 def test_the_curve_stops_up_the_part_sizes_where_it_turned() -> None:
     """Where a part smaller than the largest measured reads best, no larger part is tried."""
 
