@@ -23,6 +23,10 @@ from modelmon.core.storage.connection import CLIENT_CONNECTIONS
 # Where the curve says nothing: what parallel clients of S3 use by default.
 DEFAULT_CONNECTIONS, DEFAULT_PART = CLIENT_CONNECTIONS, 16 * MiB
 MAX_CONNECTIONS = 64
+# A bucket run's usual distance from its configuration's median (the median absolute
+# deviation of log rates): on loopback, 3 runs each of 8 configurations gave 1-13 %
+# (docs/benchmarks/objects.md). Single runs are told apart beyond twice this.
+BUCKET_RUN_NOISE = 0.10
 MIN_PART = 4 * MiB
 
 
@@ -71,8 +75,9 @@ def object_candidates(model: Model, ceilings: Ceilings) -> list[Candidate]:
 class BucketSearch(Search):
     """The search of a bucket. Where no pair of the top two fitted the budget, their entry
     runs pick only when they are apart beyond their runs' noise and by ``MIN_GAIN``: a
-    bucket's runs on a loaded network or a busy server spread by tens of percent, and a
-    single run each tells no noise at all. Otherwise the two are within noise, and the more
+    bucket's runs on a loaded network or a busy server spread by tens of percent. Where
+    neither has two runs to tell its noise, a bucket's usual run-to-run noise
+    (``BUCKET_RUN_NOISE``) stands for it. Otherwise the two are within noise, and the more
     robust is picked (``Candidate.robustness``: fewer connections, kinder to the bucket and
     to a fleet reading it at once)."""
 
@@ -81,7 +86,9 @@ class BucketSearch(Search):
         if slower.median_mbps <= 0:
             return faster, Duel(other=slower)
         gap = math.log(faster.median_mbps / slower.median_mbps)
-        if gap > BEYOND_NOISE * run_noise(faster, slower) and gap >= math.log(MIN_GAIN):
+        noise = run_noise(faster, slower)
+        noise = BUCKET_RUN_NOISE if math.isinf(noise) else noise
+        if gap > BEYOND_NOISE * noise and gap >= math.log(MIN_GAIN):
             return faster, Duel(other=slower)
         pick = min((faster, slower), key=lambda c: c.robustness())
         other = slower if pick is faster else faster

@@ -113,6 +113,8 @@ def median_text(c: Candidate) -> str:
 def not_first_words(rec: Recommendation, name: str = PICK) -> str:
     """Why the pick (called ``name``) leads the ranking though a higher median follows it."""
     duel = rec.duel
+    if duel is not None and duel.tie and duel.verdict is None:  # no pair fitted the budget
+        return f"their single runs are within a bucket's noise, and {name} is the simpler"
     if duel is not None and duel.tie:
         return f"paired runs did not separate them, and {name} is the simpler"
     if duel is not None and duel.verdict is not None:

@@ -202,6 +202,21 @@ def test_entry_runs_apart_beyond_their_noise_pick_the_faster_on_a_bucket() -> No
     assert best is few and duel.tie
 
 
+def test_single_entry_runs_far_apart_pick_the_faster_on_a_bucket() -> None:
+    """One run each tells no noise of its own: a bucket's usual noise stands for it. A plain
+    download at 818 MB/s against 10 connections at 1,233 (1.5x, a new user's walk) is not
+    within noise; 10 % apart is."""
+    from modelmon.core.measuring.object_search import BucketSearch
+
+    plain = _ranged(1, 818.0)
+    wide = _ranged(10, 1233.0)
+    best, duel = BucketSearch(None, [], None).undecided(plain, wide)  # type: ignore[arg-type]
+    assert best is wide and duel.other is plain and not duel.tie
+    near = _ranged(10, 900.0)
+    best, duel = BucketSearch(None, [], None).undecided(plain, near)  # type: ignore[arg-type]
+    assert best is plain and duel.tie
+
+
 def test_a_point_of_the_curve_reads_for_a_while_not_the_whole_model(
     faulty_s3: SimpleNamespace,
 ) -> None:

@@ -231,3 +231,16 @@ def test_one_pair_with_the_pick_is_said_as_one_and_the_gain_is_of_all_runs() -> 
     library.verdict = judge([401 / 792])  # its one pair with the pick: library / pick
     assert versus_pick(library, pick) == "−41 % (the pick is 1.71× faster)"
     assert paired_text(library) == "one pair: the pick 1.98×"
+
+
+def test_a_tie_on_single_runs_is_not_said_as_paired_runs(sharded_model: Path) -> None:
+    """No pair fitted the budget: the ranking says the single runs were within noise, as the
+    explanation does, never that paired runs did not separate them."""
+    from ...core.measuring.records import tie_without_pairs
+
+    rec = _recommendation(sharded_model)
+    faster = candidate("pread", 1040.0, workers=8)
+    rec = dataclasses.replace(rec, ranked=(*rec.ranked, faster), duel=tie_without_pairs(faster))
+    cells = [row.cells[7] for row in ranking_rows(rec)]
+    assert not [cell for cell in cells if "paired runs" in cell], cells
+    assert cells[0].startswith("the pick: their single runs are within a bucket's noise")
