@@ -100,7 +100,8 @@ def snippets(
     kind = checkpoint_kind(model)
     if remote:  # the servers that stream a bucket, for a prefix they serve (its config.json)
         served = kind == "transformers"
-        return [*out, *(_object_snippets(model, winner, peers, snip) if served else [])]
+        lines = _object_snippets(model, winner, pool, peers, snip) if served else []
+        return [*out, *lines]
     if model.format == "safetensors":
         whole = _stand_in(pool, whole_reads)
         out.append(
@@ -287,17 +288,26 @@ def _fastest_of_each_server(lines: list[Snippet]) -> list[Snippet]:
 def _object_snippets(
     model: Model,
     winner: Candidate,
+    pool: tuple[Candidate, ...],
     peers: tuple[Candidate, ...],
     snip: Callable[[str, str, Candidate | None], Snippet],
 ) -> list[Snippet]:
     """Servers that stream a bucket with Run:ai Model Streamer, told the pick's connections
-    and part size (its concurrency and chunk size); vLLM's for safetensors only."""
+    and part size (its concurrency and chunk size); vLLM's for safetensors only. A streamer
+    reads concurrently: where the pick is one connection (a plain download), it is told the
+    fastest concurrent setting measured instead, and the line says so."""
     runai = [
         c for c in peers if c.program is not None and c.program.engine == "runai" and c.results
     ]
     best = max(runai, key=lambda c: c.median_mbps) if runai else None
-    concurrency = best.readers if best else max(winner.readers, 1)
-    chunk = winner.options.chunk
+    setting, whose = winner, "the pick's"
+    if winner.readers <= 1:
+        concurrent = [c for c in pool if c.own is not None and c.readers > 1 and c.results]
+        if concurrent:
+            setting = max(concurrent, key=lambda c: c.median_mbps)
+            whose = f"the fastest concurrent setting measured ({setting.spec})'s"
+    concurrency = best.readers if best else max(setting.readers, 1)
+    chunk = setting.options.chunk
     if model.format != "safetensors":
         return []
     extra = json.dumps({"concurrency": concurrency})
@@ -311,13 +321,14 @@ def _object_snippets(
         snip(
             "runai_streamer",
             f"{size} vllm serve PATH --load-format runai_streamer --model-loader-extra-config "
-            f"'{extra}'  (the pick's connections as its concurrency, its part size as chunk)",
+            f"'{extra}'  ({whose} connections as its concurrency, its part size as chunk)",
             best,
         ),
         snip(
             "sglang",
             f"RUNAI_STREAMER_CONCURRENCY={concurrency} {size} python -m sglang.launch_server "
-            "--model-path PATH --load-format runai_streamer  (SGLang's default for s3://)",
+            "--model-path PATH --load-format runai_streamer  (SGLang's default for s3://; "
+            f"{whose} connections and part size)",
             best,
         ),
     ]

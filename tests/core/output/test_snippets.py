@@ -207,6 +207,32 @@ def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets(host_kind: s
     }
 
 
+def test_a_plain_download_pick_tells_a_streamer_the_fastest_concurrent_setting() -> None:
+    """A streamer reads concurrently: the pick of one connection (a plain download) would set
+    it to one; it is told the fastest concurrent setting measured, and its line says whose."""
+    url = "s3://models/llama/model.safetensors"
+    where = SimpleNamespace(host_kind="aws", endpoint="")
+    bucket = SimpleNamespace(
+        format="safetensors",
+        path=url,
+        files=(SimpleNamespace(path=url, remote=where),),
+        extents=(),
+        kind="transformers",
+    )
+    plain = candidate("ranged", 820, 815, threads=1, chunk=1 << 30)
+    wide = candidate("ranged", 780, threads=10, chunk=256 << 20)
+    made = {
+        s.tool: s
+        for s in snippets(bucket, plain, (plain, wide))  # type: ignore[arg-type]
+    }
+    vllm, sglang = made["runai_streamer"].text, made["sglang"].text
+    assert '{"concurrency": 10}' in vllm and f"RUNAI_STREAMER_CHUNK_BYTESIZE={256 << 20}" in vllm
+    assert sglang.startswith("RUNAI_STREAMER_CONCURRENCY=10 ")
+    assert f"the fastest concurrent setting measured ({wide.spec})'s connections" in (
+        made["runai_streamer"].evidence()
+    )
+
+
 SERVED_BY = (
     "No vLLM or SGLang line: they serve a folder or bucket prefix by its config.json, which "
     "names the model's architecture"
