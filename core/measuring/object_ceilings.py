@@ -74,7 +74,10 @@ def _measure(name: str, model: Model, curve: ObjectCurve, repeats: int) -> Ceili
         connections, part = curve.sweep()
         runs = curve.runs(connections, part, repeats, whole=True)
         best = curve.readings[(connections, part)][0].label
-        spec = f"plain GETs, best of the curve: {best} (curve: {curve.curve_text()})"
+        spec = (
+            f"plain GETs of the whole model at the curve's best setting: {best} "
+            f"(curve, a short read a point: {curve.curve_text()})"
+        )
         points = tuple(
             (readings[0].label, readings[0].mbps) for readings in curve.readings.values()
         )

@@ -11,7 +11,7 @@ from modelmon.core.loaders.registry import get_engine
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.ceiling_records import keeps_bytes
+from modelmon.core.measuring.ceiling_records import Ceiling, keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
@@ -242,6 +242,19 @@ def _under_limit(rec: Recommendation, used: Candidate) -> list[str]:
     return lines
 
 
+def _bound_of_curve(storage: Ceiling) -> str:
+    """The storage bound of a bucket, told apart from its point on the curve: the point is a
+    short read, the bound whole reads of the model at that setting (the two differ)."""
+    if not storage.curve:
+        return f"the storage bound: {storage.spec_setting}"
+    setting, point = max(storage.curve, key=lambda p: p[1])
+    return (
+        f"plain GETs at the curve's best setting, {setting} ({rate_text(point)} in the "
+        f"curve's short read), read the whole model at {rate_text(storage.mbps)}: the "
+        "storage bound"
+    )
+
+
 def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]:
     """The recommendation in sentences: what the storage gives, the pick and its evidence,
     its rivals and what they teach. ``facts``: the storage (default: the search's own)."""
@@ -251,11 +264,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     sequential, parallel = ceilings.get("sequential_read"), ceilings.get("parallel_read")
     storage = ceilings.get("storage")
     if sequential and parallel and sequential.verified is None:  # a bucket: no page cache
-        best = (
-            f"; the best of the curve, {storage.spec_setting}, is the storage bound"
-            if storage
-            else ""
-        )
+        best = f"; {_bound_of_curve(storage)}" if storage else ""
         lines.append(
             "Measured on this bucket by plain GETs (nothing cached on this machine): "
             f"{sequential.spec_setting}; {parallel.spec_setting}{best}."

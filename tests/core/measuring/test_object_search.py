@@ -47,7 +47,9 @@ def test_the_bucket_ceiling_is_the_best_of_a_curve_of_plain_gets(
     )
     best = max(storage.curve, key=lambda point: point[1])[0]
     assert storage.runs == (storage.mbps,) and storage.mbps > 0  # one whole read, as asked
-    assert storage.spec.startswith(f"plain GETs, best of the curve: {best} (curve: ")
+    assert storage.spec.startswith(
+        f"plain GETs of the whole model at the curve's best setting: {best} (curve, "
+    )
     assert storage.spec_setting == f"{rate_text(storage.mbps)} at {best}"
     connections, part = curve_best(ceilings)
     assert f"{connections} connection(s), {part // MiB} MiB GETs" == best
@@ -93,6 +95,15 @@ def test_recommend_on_a_bucket_writes_a_config_its_load_applies(
     assert all(c.strategy in ("ranged", "ranged-stream") for c in rec.ranked)
     lines = explain(rec)
     assert lines[0].startswith("Measured on this bucket by plain GETs")
+    storage = rec.ceilings.get("storage")
+    assert storage is not None
+    setting, point = max(storage.curve, key=lambda p: p[1])
+    # The bound is whole reads at the curve's best setting, not that point's short read.
+    assert (
+        f"plain GETs at the curve's best setting, {setting} ({rate_text(point)} in the "
+        f"curve's short read), read the whole model at {rate_text(storage.mbps)}: the storage "
+        "bound"
+    ) in lines[0]
     # Nothing of a bucket is cached on this machine: no run of it is called cold.
     assert not [line for line in lines if "cold" in line]
     assert any("reads files, not objects" in line for line in rec.absent_peers)
