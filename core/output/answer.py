@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
@@ -197,6 +198,18 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
     general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
     if advice is not None:
         return _with_loader(rec, advice, general)
+    found = _answer(rec, general)
+    used = rec.used
+    if len(used.results) < EVIDENCE_RUNS:  # the answer is no surer than its runs
+        hedge = (
+            f" Not certain: only {runs_words(used.results)} of it fitted the budget; give "
+            "it a longer budget."
+        )
+        return dataclasses.replace(found, action=found.action + hedge)
+    return found
+
+
+def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     used = rec.used
     # What a user runs who changes nothing: the format library's read of a file, a plain
     # download of an object.

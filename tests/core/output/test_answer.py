@@ -210,7 +210,10 @@ def test_a_plain_download_that_wins_on_a_bucket_states_its_gain_over_the_concurr
     plain = candidate("ranged", 501, threads=1, chunk=1 << 30, role="baseline")
     many = candidate("ranged", 420, threads=16, chunk=16 << 20)
     found = answer(record(bucket, winner=plain, ranked=(plain, many)), "m.toml")
-    assert found.action.endswith("one connection, one GET per object.")
+    assert found.action.endswith(
+        "one connection, one GET per object. Not certain: only 1 cold run of it fitted the "
+        "budget; give it a longer budget."
+    )
     assert found.gain == (
         f"1.19× as fast as the best concurrent setting measured here, {many.spec} (16 "
         "connections, 16 MiB GETs): 501 MB/s (1 cold run) against 420 MB/s (1 cold run)."
@@ -244,3 +247,17 @@ def test_one_pair_with_the_library_gives_the_gain_all_the_runs_give(model: Model
     text = " ".join(explain(rec))
     assert "1.71× apart" in text and "the recommendation is 1.71× that" in text
     assert "1.98×" not in text
+
+
+def test_an_answer_on_fewer_runs_than_its_evidence_says_it_is_not_certain(model: Model):
+    """A busy machine left the pick one run and the library's read one: the answer says
+    so in its first line, not only in the explanation below it."""
+    library = candidate("library", 516, role="baseline")
+    pick = candidate("sequential", 772, workers=4)
+    found = answer(record(model, winner=pick, ranked=(pick, library)), "m.toml")
+    assert found.action.endswith(
+        " Not certain: only 1 cold run of it fitted the budget; give it a longer budget."
+    )
+    sure = candidate("sequential", 772, 770, 775, workers=4)
+    found = answer(record(model, winner=sure, ranked=(sure, library)), "m.toml")
+    assert "Not certain" not in found.action
