@@ -121,8 +121,9 @@ EPILOG = epilog("""\
 # What every verb's PATH may be: what ``open_model`` opens.
 PATH_HELP = (
     "the model: a .safetensors or .gguf file, a shard index (*.safetensors.index.json), a "
-    f"folder holding one model, or a model in a local store, {HF_SYNTAX} (the Hugging Face "
-    f"cache) or {OLLAMA_SYNTAX} (Ollama's); `modelmon models` lists them"
+    f"folder holding one model, a model in a local store, {HF_SYNTAX} (the Hugging Face "
+    f"cache) or {OLLAMA_SYNTAX} (Ollama's; `modelmon models` lists them), or a model in "
+    "object storage, s3://BUCKET/KEY, a prefix s3://BUCKET/PREFIX/, or https://HOST/FILE"
 )
 
 

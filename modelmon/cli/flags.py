@@ -43,13 +43,16 @@ T = TypeVar("T")
 
 
 def number_in(low: float, high: float, unit: str = "") -> Callable[[str], float]:
-    """An argparse type: a finite number from ``low`` to ``high`` (refuses nan, inf, -5...);
-    its error states the range. The bounds are the engine's (``core.options``,
+    """An argparse type: a finite number from ``low`` to ``high`` (refuses nan, inf, -5...),
+    written with its ``unit`` or without; its error states the range. The bounds are the engine's (``core.options``,
     ``core.limits``), so a flag refuses what the engine would refuse, at once."""
 
     def number(text: str) -> float:
+        bare = text.strip()
+        if unit and bare.endswith(unit):  # "60s", "60 s": as the app shows the value
+            bare = bare[: -len(unit)].rstrip()
         try:
-            value = float(text)
+            value = float(bare)
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or not low <= value <= high:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from modelmon.core.system.files import (
     path_problem,
     resolve_descriptor_path,
 )
+
+# A URL of object storage that lost a slash of its "//" (as a shell or a join may make it).
+URL_SLIP = re.compile(r"^(s3|https?):/([^/].*)$")
 
 
 def open_model(path: str | os.PathLike[str]) -> Model:
@@ -60,7 +64,11 @@ def open_model(path: str | os.PathLike[str]) -> Model:
     try:
         mode = target.stat().st_mode
     except OSError:  # permission denied, a symlink loop, a name too long...
-        raise ModelFormatError(str(target), path_problem(target) or "cannot be read") from None
+        problem = path_problem(target) or "cannot be read"
+        slip = URL_SLIP.match(given)  # "s3:/bucket/key": a URL with one slash lost
+        if slip is not None:
+            problem += f"; for a model in object storage, name it {slip[1]}://{slip[2]}"
+        raise ModelFormatError(str(target), problem) from None
     if stat.S_ISDIR(mode):
         return _open_directory(target)
     if not stat.S_ISREG(mode):

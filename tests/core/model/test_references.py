@@ -189,3 +189,20 @@ def test_a_snapshot_without_weights_is_reported_against_the_reference(
     assert _problem("hf:acme/tiny-llama") == (
         f"hf:acme/tiny-llama: directory holds no .safetensors, index or .gguf file (in {snapshot})"
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("s3:/models/lab/", "s3://models/lab/"),
+        ("https:/host/m.safetensors", "https://host/m.safetensors"),
+    ],
+)
+def test_a_url_that_lost_a_slash_is_named_as_meant(given: str, meant: str) -> None:
+    """ "s3:/bucket/prefix/" is a path that does not exist: the error says so, and names the
+    URL the user most likely meant."""
+    with pytest.raises(ModelFormatError) as caught:
+        open_model(given)
+    assert str(caught.value).endswith(
+        f"no such file or directory; for a model in object storage, name it {meant}"
+    )

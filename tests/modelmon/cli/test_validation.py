@@ -96,6 +96,16 @@ def test_the_parser_takes_the_engine_s_limits_exactly() -> None:
         assert exited.value.code == USAGE, words
 
 
+def test_a_budget_is_taken_with_its_unit_as_the_app_shows_it() -> None:
+    """The app shows "60 s": "60s" and "60 s" are 60 seconds; another unit is refused."""
+    parser = modelmon.cli.build_parser()
+    for given in ("60s", "60 s", " 60 "):
+        assert parser.parse_args(["recommend", "m", "--budget", given]).budget == 60.0
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["recommend", "m", "--budget", "1min"])
+    assert exited.value.code == USAGE
+
+
 def test_the_widest_search_at_the_most_workers_allowed_is_a_valid_grid() -> None:
     """``recommend --workers N`` runs candidates of up to SEARCH_WIDTH × N workers: the
     largest N the CLI takes must give a grid the engine accepts (129 gave 258 workers, a
