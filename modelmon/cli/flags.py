@@ -44,8 +44,9 @@ T = TypeVar("T")
 
 def number_in(low: float, high: float, unit: str = "") -> Callable[[str], float]:
     """An argparse type: a finite number from ``low`` to ``high`` (refuses nan, inf, -5...),
-    written with its ``unit`` or without; its error states the range. The bounds are the engine's (``core.options``,
-    ``core.limits``), so a flag refuses what the engine would refuse, at once."""
+    written with its ``unit`` or without; its error states the range. The bounds are the
+    engine's (``core.options``, ``core.limits``), so a flag refuses what the engine would
+    refuse, at once."""
 
     def number(text: str) -> float:
         bare = text.strip()
