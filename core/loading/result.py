@@ -227,7 +227,9 @@ def cancelled_error(status: str, timed_out: bool, time_limit_s: float | None) ->
     if status != "cancelled":
         return None
     if timed_out:
-        return f"stopped at the time limit of {time_limit_s:g} s"
+        limit = time_limit_s or 0.0
+        shown = f"{limit:.3g}" if limit < 100 else f"{limit:.0f}"  # 0.573 s, 20 s, 1234 s
+        return f"stopped at the time limit of {shown} s"
     return "cancelled"
 
 

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
-from modelmon.core.measuring.ranks_search import RanksRecommendation, WayMeasured
+from modelmon.core.measuring.ranks_search import REPEATS, RanksRecommendation, WayMeasured
 from modelmon.core.output.config import fingerprint, recommended_table
 from modelmon.core.output.config_text import render
 from modelmon.core.output.run_words import counted, median_words
@@ -97,11 +97,18 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
             if found.holds_at
             else ""
         )
+        runs = len(pick.ok_runs)
+        hedge = (
+            f" Not certain: only {runs} run{'s' * (runs != 1)} of it fitted the budget; give it "
+            "a longer budget."
+            if runs < REPEATS
+            else ""
+        )
         lines.append(
             f"Load the {found.ranks} ranks {pick.way.mode} ({RANKS_MODE_WORDS[pick.way.mode]}) "
             f"with {pick.way.strategy}{limit}: the slowest rank has its weights in "
             f"{pick.seconds or 0:.2f} s, the node peaks at "
-            f"{ram_text(pick.peak_bytes or 0)}{holds}."
+            f"{ram_text(pick.peak_bytes or 0)}{holds}.{hedge}"
         )
         for tool, line in paste_lines(found, config_path).items():
             lines.append(f"Paste ({tool}): {line}")

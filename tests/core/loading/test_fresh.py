@@ -69,3 +69,12 @@ def test_a_stop_ends_the_wait_and_a_dead_child_is_named(files: list[str]) -> Non
     assert died.status == "failed"
     assert died.error is not None and died.error.startswith("the test's child (pid ")
     assert "exit" in died.error and "7" in died.error
+
+
+def test_a_time_limit_is_said_to_a_few_digits() -> None:
+    """A limit the race computed (0.572813 s) is said as 0.573 s, a long one in whole seconds."""
+    from modelmon.core.loading.result import cancelled_error
+
+    assert cancelled_error("cancelled", True, 0.572813) == "stopped at the time limit of 0.573 s"
+    assert cancelled_error("cancelled", True, 20.0) == "stopped at the time limit of 20 s"
+    assert cancelled_error("cancelled", True, 1234.4) == "stopped at the time limit of 1234 s"

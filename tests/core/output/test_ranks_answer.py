@@ -62,3 +62,12 @@ def test_a_ways_time_of_one_run_is_that_runs() -> None:
     runs = ranks_run(1.5, GiB, GiB), ranks_run(1.7, GiB, GiB)
     two = render_ranks_answer(ranks_found(*runs), None)
     assert "slowest rank 1.60 s (median of 2 runs)" in two
+
+
+def test_a_pick_on_fewer_runs_than_its_rounds_says_it_is_not_certain() -> None:
+    one = render_ranks_answer(ranks_found(ranks_run(1.5, GiB, GiB)), None).split("\n")[0]
+    assert one.endswith(
+        " Not certain: only 1 run of it fitted the budget; give it a longer budget."
+    )
+    runs = [ranks_run(1.5 + i / 10, GiB, GiB) for i in range(3)]
+    assert "Not certain" not in render_ranks_answer(ranks_found(*runs), None).split("\n")[0]
