@@ -1,25 +1,27 @@
-"""recommend: evidence before a verdict, losers cut early, peers as candidates, the budget kept."""
+"""recommend: evidence before a verdict, losers cut early, peers as candidates, the budget kept.
+
+The real search here is held to what holds at any machine's pace; the same search on a clock
+of its own, whose pairs and rows come out the same anywhere, is test_recommend_clocked's."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import math
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from modelmon.core.configuration import parse_engine
 from modelmon.core.loaders.registry import ENGINES
 from modelmon.core.loading.result import LoadResult
+from modelmon.core.measuring import recommend as recommend_module
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.ceilings import measure_ceilings
-from modelmon.core.measuring.recommend import (
-    NEEDED_CEILINGS,
-    BudgetUse,
-    Recommendation,
-    recommend,
-)
+from modelmon.core.measuring.cutoff import MIN_LIMIT_S, clock_limit
+from modelmon.core.measuring.race import Race
+from modelmon.core.measuring.recommend import BudgetUse, Recommendation, recommend
 from modelmon.core.measuring.search import Search, decide, ruled_out_by, screening_order
 from modelmon.core.measuring.search_space import peer_candidates
 from modelmon.core.model.formats import open_model
@@ -33,29 +35,72 @@ from .records import candidate
 from .records import run as candidate_result
 
 BUDGET_S = 15.0
+LEADER_S = 0.1  # a leader that loaded the 88 MB model of the cut's test at 880 MB/s
+
+
+class WatchedRace(Race):
+    """The real race, keeping what the search saw when it chose each run: the time left when
+    it last asked (``left``), the run's pace then, and whether the run completed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen_left = math.inf
+        self.runs: list[tuple[Candidate, float, float, dict[str, Any], bool]] = []
+
+    def left(self) -> float:
+        self.seen_left = super().left()
+        return self.seen_left
+
+    def run(self, candidate: Candidate, **kwargs: Any) -> LoadResult | None:
+        seen, pace = self.seen_left, self.pace(candidate)
+        done = super().run(candidate, **kwargs)
+        self.runs.append((candidate, seen, pace, kwargs, done is not None))
+        return done
 
 
 @pytest.fixture(scope="module")
-def timed(sharded_model: Path) -> tuple[Recommendation, float]:
+def timed(sharded_model: Path) -> tuple[Recommendation, float, WatchedRace]:
+    """A real search of the whole grid and the peers installed here, in a 15 s budget."""
     model = open_model(sharded_model)
-    started = time.monotonic()
-    rec = recommend(model, budget_s=BUDGET_S, workers=2)
-    return rec, time.monotonic() - started
+    races: list[WatchedRace] = []
+
+    def watched(*args: Any, **kwargs: Any) -> WatchedRace:
+        races.append(WatchedRace(*args, **kwargs))
+        return races[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recommend_module, "Race", watched)
+        started = time.monotonic()
+        rec = recommend(model, budget_s=BUDGET_S, workers=2)
+        wall = time.monotonic() - started
+    (race,) = races
+    return rec, wall, race
 
 
-def test_the_budget_is_used_and_kept(timed: tuple[Recommendation, float]) -> None:
-    """A real search of a 15 s budget uses most of it and ends near it, with margins a busy
-    machine keeps (the planning to the second is the fake-clock tests'; the bench reports
-    how close real searches come)."""
-    rec, wall = timed
-    assert 0.5 * BUDGET_S <= wall <= 2.0 * BUDGET_S, wall
+def test_the_budget_is_used_and_kept(timed: tuple[Recommendation, float, WatchedRace]) -> None:
+    """Whatever the machine's pace: the search goes on while one more run of the pick fits
+    (used), and starts no run that what the budget left could not hold at the pace it
+    measured, but the first load and the baseline's, which every answer rests on (kept).
+    How near its budget a real search ends, in seconds, is the bench's to report; the
+    planning to the second is the clocked tests'."""
+    rec, wall, race = timed
     assert rec.budget.elapsed_s <= wall
+    pick = rec.used
+    *_, (last, _, _, _, completed) = race.runs
+    # It ended when the pick's next run no longer fitted, or when the end of the budget
+    # stopped its last run.
+    ended = (race.seen_left, race.pace(pick), last.spec, completed)
+    assert race.seen_left < race.pace(pick) or (last is pick and not completed), ended
+    chosen = [r for r in race.runs if not r[3].get("first") and "at_least_s" not in r[3]]
+    for run, seen, pace, kwargs, _ in chosen:
+        fits = seen - kwargs.get("keep_s", 0.0) + kwargs.get("over_s", 0.0)
+        assert fits >= pace, (run.spec, seen, pace, kwargs)
 
 
 def test_the_budget_that_would_screen_what_was_not_measured_is_said(
-    timed: tuple[Recommendation, float],
+    timed: tuple[Recommendation, float, WatchedRace],
 ) -> None:
-    rec, _ = timed
+    rec, _, _ = timed
     skipped = [c for c in rec.unranked if c.ended == "not measured"]
     # Whether 15 s screens the whole grid depends on the machine (CI's did): both ways agree.
     assert (rec.budget.unmeasured_s > 0) == bool(skipped)
@@ -67,22 +112,20 @@ def test_the_budget_that_would_screen_what_was_not_measured_is_said(
     assert ask >= BUDGET_S + rec.budget.unmeasured_s and ask % 10 == 0
 
 
-def test_winner_rests_on_three_cold_runs_and_paired_runs(
-    timed: tuple[Recommendation, float],
-) -> None:
-    rec, _ = timed
-    assert len(rec.winner.results) >= 3
-    assert all(r.cache.cold for r in rec.winner.results)
-    duel = rec.duel
-    assert duel is not None and duel.verdict is not None and duel.pairs >= 1
-    assert duel.other.verdict is duel.verdict
-    assert any("Paired with the runner-up" in line for line in explain(rec))
+def test_the_winners_runs_are_cold(timed: tuple[Recommendation, float, WatchedRace]) -> None:
+    """Every run of the pick started cold, however many the machine's pace allowed (how many
+    a budget gives it, and its pairs, are test_recommend_clocked's)."""
+    rec, _, _ = timed
+    assert rec.winner.results and all(r.cache.cold for r in rec.winner.results)
 
 
 def test_every_candidate_has_a_row_saying_how_it_ended(
-    timed: tuple[Recommendation, float],
+    timed: tuple[Recommendation, float, WatchedRace],
 ) -> None:
-    rec, _ = timed
+    """Whatever the machine's pace let the budget hold: each candidate has one row, and a
+    duel that ran pairs has a verdict (that a budget holds pairs is
+    test_recommend_clocked's)."""
+    rec, _, _ = timed
     rows = (*rec.ranked, *rec.peers, *rec.unranked)
     assert sum(c is rec.winner for c in rows) == 1
     for c in rows:
@@ -90,8 +133,9 @@ def test_every_candidate_has_a_row_saying_how_it_ended(
         assert c.ended == "finished" or c.reason
         if c.spread_mbps is not None:
             assert c.spread_mbps[0] <= c.median_mbps <= c.spread_mbps[1]
-    assert rec.duel is not None and rec.duel.other.verdict is not None
-    assert rec.duel.other.verdict.text in ("A faster", "within noise")
+    if rec.duel is not None and rec.duel.pairs:
+        assert rec.duel.other.verdict is not None
+        assert rec.duel.other.verdict.text in ("A faster", "within noise")
 
 
 def test_within_noise_the_simpler_is_picked_and_said() -> None:
@@ -180,25 +224,22 @@ def test_shared_descriptor_is_ruled_out_on_fuse_and_network(tmp_path: Path) -> N
     assert ruled_out_by(fuse, own_fds) is None
 
 
-def test_slow_candidate_is_cut_early(tmp_path: Path) -> None:
+def test_a_real_run_far_behind_the_leader_is_cut_early(tmp_path: Path) -> None:
+    """A real run racing a leader it cannot come near is stopped by the cut, and the rate it
+    stayed under is kept. The bound: one reader faulting in 4 KiB pages (no readahead) of
+    88 MB, cold, against a leader of ``LEADER_S``, is given ``MIN_LIMIT_S`` from go. It
+    loads at 37 MB/s (2.4 s) here and busy cores only slow it down, so no correct run
+    finishes within the limit, while a cut that never came always lets it finish. The budget
+    is out of the way (an hour): whether the search enters such a run is
+    test_recommend_clocked's, as is how the cut is ranked and said."""
     path = write_safetensors_model(tmp_path, layers=8, hidden=512, vocab=16384, seed=5)
-    fast = Candidate.of("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
-    # One 4 KiB page fault at a time (one reader, no readahead): far slower than 16 MiB
-    # reads, cold. Both pin one reader per worker, as recommend's own grid does.
     slow = Candidate.of("mmap", LoadOptions(threads=1, madvise="random"))
-    # The cut comes within a second of the first load (at twice its time, half a second at
-    # least). The ceilings are measured first, outside the budget: with both cores busy
-    # elsewhere they took most of it, and the slow candidate was never entered. 10 s then
-    # holds that load and the cut several times over; the rest only buys runs of the winner.
-    model = open_model(path)
-    ceilings = measure_ceilings(model, NEEDED_CEILINGS, repeats=1, workers=2)
-    rec = recommend(
-        model, budget_s=10, workers=2, pool=[fast, slow], peers=False, ceilings=ceilings
-    )
-    assert slow.ended == "cut early" and slow.reason.startswith("cut early")
+    real = Race(open_model(path), time.monotonic() + 3600, 0.0, lambda _: None, None)
+    real.leader = LEADER_S
+    assert clock_limit(LEADER_S) == MIN_LIMIT_S
+    assert real.run(slow) is None
+    assert slow.ended == "cut early" and slow.reason.startswith("cut early"), slow.reason
     assert not slow.results and slow.stopped_below_mbps is not None
-    assert rec.winner is fast
-    assert any("Cut early" in line and slow.spec in line for line in explain(rec))
 
 
 def test_peer_not_installed_is_absent_with_a_note(
