@@ -61,10 +61,13 @@ def say(event: str, rank: int | None = None) -> None:
 
 
 def busy(seconds: float) -> None:
-    """Compute for ``seconds`` of wall time (one core)."""
-    deadline = time.monotonic() + seconds
+    """Compute for ``seconds`` of this process's CPU time (one core): on a machine whose cores
+    are busy it takes longer, but it computes until it is done, so the moment it says it is
+    done is when it stopped computing (a wall-clock deadline may pass while it waits for a
+    core, and its last stretch is then no computing at all)."""
+    deadline = time.process_time() + seconds
     value = 0
-    while time.monotonic() < deadline:
+    while time.process_time() < deadline:
         for number in range(20000):
             value ^= number * number
     if value == -1:
