@@ -131,20 +131,32 @@ def last(found: dict[str, list[tuple[float, int | None]]], event: str) -> float:
     return max(t for t, _ in found[event])
 
 
+def announced_port(log: Path) -> int:
+    """The port the server said it listens on (``serve_bed: listening on PORT``)."""
+    lead = "serve_bed: listening on "
+    (port,) = {int(line[len(lead) :]) for line in log.read_text().splitlines() if lead in line}
+    return port
+
+
 def test_one_rank_is_ready_when_it_listens_and_each_phase_is_the_servers_own(
     model: Path, tmp_path: Path
 ) -> None:
-    result, found = serve(model, tmp_path, "--import-s", "0.8", "--post-s", "0.8", *PACE)
+    """Ready is the server's own listen, the phases one timeline from its start to ready, and
+    each phase holds the server's own work. How close the watch's moments come to the
+    server's clock is benchmarks/cold_start.py's to measure: on a loaded machine the server
+    may wait for a core between saying it reads and reading, and the watch sees an arrival
+    only within its scans."""
+    result, _ = serve(model, tmp_path, "--import-s", "0.8", "--post-s", "0.8", *PACE)
     cold = result.cold_start
     assert cold is not None and result.status == "stopped" and result.ended_by == "ready"
-    assert cold.ready_by == "listen" and "listened on :" in (cold.ready_detail or "")
-    ready = first(found, "ready")
-    assert cold.ready_s == pytest.approx(ready, abs=tolerance(ready, result, ready))
+    port = announced_port(tmp_path / "bed.log")
+    assert cold.ready_by == "listen"
+    assert cold.ready_detail == f"pid {result.pid} listened on :{port}"
     before, weights, after = cold.phases
     assert [p.name for p in cold.phases] == ["before", "weights", "after"]
-    began, ended = first(found, "first-byte"), last(found, "last-byte")
-    assert weights.start_s == pytest.approx(began, abs=tolerance(1.0, result, began))
-    assert weights.end_s == pytest.approx(ended, abs=tolerance(1.0, result, ended))
+    assert before.start_s == 0.0  # the command's start, its first model byte, its last, ready
+    assert before.end_s == weights.start_s < weights.end_s == after.start_s
+    assert after.start_s < after.end_s == cold.ready_s
     assert weights.model_bytes == result.model_bytes
     assert before.model_bytes == after.model_bytes == 0
     # Before: the interpreter, imports and the standard library's sources read (4 MB).
