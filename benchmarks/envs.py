@@ -19,7 +19,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,9 +92,13 @@ def fuse_mount(
     mount_flags: Sequence[str] = (),
     *,
     hold: bool = False,
+    via: Callable[[int], AbstractContextManager[str]] | None = None,
 ) -> Iterator[Path]:
     """Serve ``source`` over HTTP on loopback and mount it at ``mount_point`` (read-only).
     ``mount_flags`` go to ``rclone mount``: ``("--bwlimit", "1M")`` makes a slow network.
+    ``via``: given the server's port, a context whose URL the mount reads through instead
+    (a test's proxy in front of the server, which can hold its answers); it ends after the
+    mount.
 
     The server reads ``source`` from the local disk, and rclone drops from the page cache
     what it has served (a 1 GB file fully cached before a run through the mount held 11 %
@@ -107,7 +112,7 @@ def fuse_mount(
     with contextlib.ExitStack() as stack:
         if hold:
             stack.enter_context(held_in_memory(source))
-        yield stack.enter_context(_served(source, mount_point, timeout_s, mount_flags))
+        yield stack.enter_context(_served(source, mount_point, timeout_s, mount_flags, via))
 
 
 @contextlib.contextmanager
@@ -151,7 +156,11 @@ def held_in_memory(folder: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _served(
-    source: Path, mount_point: Path, timeout_s: float, mount_flags: Sequence[str]
+    source: Path,
+    mount_point: Path,
+    timeout_s: float,
+    mount_flags: Sequence[str],
+    via: Callable[[int], AbstractContextManager[str]] | None,
 ) -> Iterator[Path]:
     mount_point.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -171,11 +180,13 @@ def _served(
     )
     mounter: subprocess.Popen[bytes] | None = None
     deadline = time.monotonic() + timeout_s
+    front = contextlib.ExitStack()  # the proxy ``via`` puts in front: ended after the mount
     try:
         # Wait for each state in turn, not for time: the server listens, the mount is there,
         # the mount answers. A file opened before that fails with EIO.
         if not came_up(server, port, deadline):
             raise EnvUnavailable("rclone serve http did not start listening")
+        url = f"http://127.0.0.1:{port}" if via is None else front.enter_context(via(port))
         mounter = subprocess.Popen(
             [
                 "rclone",
@@ -183,7 +194,7 @@ def _served(
                 ":http:",
                 str(mount_point),
                 "--http-url",
-                f"http://127.0.0.1:{port}",
+                url,
                 "--vfs-cache-mode",
                 "off",
                 "--read-only",
@@ -204,6 +215,7 @@ def _served(
         if _mounted(mount_point):  # not os.path.ismount: a dead rclone leaves an endpoint
             fusermount = shutil.which("fusermount3") or "fusermount"  # that stat cannot reach
             subprocess.run([fusermount, "-u", "-z", str(mount_point)], check=False, **quiet)
+        front.close()
         stop_child(server)
 
 

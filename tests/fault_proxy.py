@@ -8,9 +8,10 @@ connection mid-body (a RST after N bytes), answer as a server that ignores range
 the whole object, no Content-Range), shift the Content-Range of what it sends, say another
 ETag or another size of the object, take a request and never answer it (held until the
 client closes its connection or the proxy stops: a reader that gave up, or died, leaves no
-connection behind), or redirect (301, 307) to another host. Faults may wait for ``after``
-GETs to pass first (those that open the model). It records every request it saw. It runs
-in the test's process and stops with it.
+connection behind), send an answer up to a byte of the object and hold the rest until
+released (a load held mid-way), or redirect (301, 307) to another host. Faults may wait
+for ``after`` GETs to pass first (those that open the model). It records every request it
+saw. It runs in the test's process and stops with it.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class Faults:
     etag: str | None = None  # say this ETag in every answer (the object replaced)
     total: int | None = None  # say this size in every Content-Range (replaced, resized)
     silent: bool = False  # take every request (any method) and never answer it (``held``)
+    # Send each GET's answer up to this byte of the object and hold the rest, unanswered,
+    # until ``release()`` (or until the client closes its connection or the proxy stops).
+    hold_from: int | None = None
     after: int = 0  # let this many GETs pass before any fault above applies
     conditional: bool = False  # fault only GETs made If-Match (a load's, not a plain reader's)
 
@@ -90,6 +94,9 @@ class FaultProxy:
     _stopping: threading.Event = field(default_factory=threading.Event)
     # Readable once the proxy stops: wakes every request held unanswered (never read).
     _wake: tuple[socket.socket, socket.socket] | None = None
+    # Readable once ``release()`` is called: sends the rest of every answer held mid-way.
+    _released: tuple[socket.socket, socket.socket] | None = None
+    _holding: int = 0
     _rate: RequestRate | None = None
 
     @property
@@ -105,6 +112,7 @@ class FaultProxy:
                 proxy._serve(self.request)
 
         self._wake = socket.socketpair()
+        self._released = socket.socketpair()
         server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = False
         server.block_on_close = True
@@ -128,9 +136,19 @@ class FaultProxy:
         assert self._thread is not None
         self._thread.join()
         self._server = None
-        for end in self._wake:
+        for end in (*self._wake, *(self._released or ())):
             end.close()
-        self._wake = None
+        self._wake = self._released = None
+
+    def release(self) -> None:
+        """Send the rest of every answer held mid-way (``hold_from``), and of every later one."""
+        assert self._released is not None
+        self._released[1].send(b"x")
+
+    def holding(self) -> int:
+        """How many answers it holds mid-way now (``hold_from``)."""
+        with self._lock:
+            return self._holding
 
     def connections(self) -> int:
         """How many client connections are open now."""
@@ -217,8 +235,9 @@ class FaultProxy:
         answer = upstream.getresponse()
         data = answer.read()
         out = [(k, v) for k, v in answer.getheaders() if k.lower() != "transfer-encoding"]
-        out = [(k, v) for k, v in out if k.lower() != "content-length"]
-        out.append(("Content-Length", str(len(data))))
+        if method != "HEAD":  # a HEAD's Content-Length is the object's: it has no body
+            out = [(k, v) for k, v in out if k.lower() != "content-length"]
+            out.append(("Content-Length", str(len(data))))
         if fault == "misreport":
             out = [
                 (k, _shifted(v, self.faults.misreport) if k.lower() == "content-range" else v)
@@ -233,6 +252,8 @@ class FaultProxy:
             ]
         head = f"HTTP/1.1 {answer.status} {answer.reason}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in out) + "\r\n"
+        if fault == "hold":
+            return self._send_held(client, head.encode("latin-1"), data, answer)
         if fault == "reset":
             assert self.faults.reset_after is not None
             client.sendall(head.encode("latin-1") + data[: self.faults.reset_after])
@@ -246,21 +267,48 @@ class FaultProxy:
         client.sendall(head.encode("latin-1") + data)
         return True
 
-    def _hold(self, client: socket.socket) -> None:
+    def _send_held(
+        self, client: socket.socket, head: bytes, data: bytes, answer: http.client.HTTPResponse
+    ) -> bool:
+        """The answer up to ``hold_from`` of the object, then, once released, the rest;
+        False when the client closed its connection or the proxy stopped first."""
+        span = answer.getheader("Content-Range")  # "bytes FIRST-LAST/TOTAL"; none: from 0
+        first = int(span.split()[1].partition("-")[0]) if span else 0
+        cut = min(len(data), max(0, (self.faults.hold_from or 0) - first))
+        client.sendall(head + data[:cut])
+        if cut < len(data):
+            with self._lock:
+                self._holding += 1
+            try:
+                if not self._hold(client, until_released=True):
+                    return False
+            finally:
+                with self._lock:
+                    self._holding -= 1
+        client.sendall(data[cut:])
+        return True
+
+    def _hold(self, client: socket.socket, until_released: bool = False) -> bool:
         """Wait, answering nothing, until the client closes its connection (a reader that
-        gave up, or whose process died) or the proxy stops."""
-        assert self._wake is not None
+        gave up, or whose process died) or the proxy stops (False), or with
+        ``until_released``, until ``release()`` (True)."""
+        assert self._wake is not None and self._released is not None
         with selectors.DefaultSelector() as selector:
             selector.register(self._wake[0], selectors.EVENT_READ)
+            if until_released:
+                selector.register(self._released[0], selectors.EVENT_READ)
             selector.register(client, selectors.EVENT_READ)
             while not self._stopping.is_set():
                 for key, _ in selector.select():
+                    if key.fileobj is self._released[0]:
+                        return True
                     if key.fileobj is not client:
-                        return  # the proxy stops
+                        return False  # the proxy stops
                     if not client.recv(1, socket.MSG_PEEK):
-                        return  # the client closed its connection
+                        return False  # the client closed its connection
                     # More bytes after a request held: never read, so stop watching them.
                     selector.unregister(client)
+        return False
 
     def _take_redirect(self, method: str, target: str) -> str:
         with self._lock:
@@ -304,6 +352,8 @@ class FaultProxy:
                 return ""
             if faults.silent:
                 return "silent"
+            if faults.hold_from is not None:
+                return "hold"
             if faults.throttle > 0:
                 faults.throttle -= 1
                 return "throttle"

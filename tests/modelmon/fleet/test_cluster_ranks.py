@@ -4,6 +4,7 @@ mid-load, and Ctrl+C, leave no process, cgroup or reader behind."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -11,15 +12,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from modelmon.core import open_model
+import pytest
+
+from modelmon.core import open_model, write_safetensors_model
 
 from ...core.system.test_memory_cgroup import REAL
+from ...fault_proxy import FaultProxy, Faults
+from ...fuse import mounted_or_skip
 from ...memory_cgroup import run_cgroups_of
 from . import test_cluster as bed
 from .test_cluster import (
+    BANDWIDTH,
     NODES,
     SHARDED,
     _load_gets,
@@ -174,18 +182,43 @@ def test_a_rank_killed_mid_load_fails_its_nodes_row_in_one_line_and_stops_the_ot
     _assert_nothing_left(list(reading), model)
 
 
+@pytest.fixture
+def held_shared_model(tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """``slow_shared_model``'s model and mount, whose server answers through a proxy that
+    holds every answer past the model's middle until ``storage.release()``: no load of it
+    ends before the test lets it, however late the test comes to look."""
+    source = write_safetensors_model(tmp_path / "shared", layers=2, hidden=512, vocab=2048)
+    middle = source.stat().st_size // 2
+    proxies: list[FaultProxy] = []
+
+    @contextlib.contextmanager
+    def through_proxy(port: int) -> Iterator[str]:
+        with FaultProxy(port, faults=Faults(hold_from=middle)).start() as proxy:
+            proxies.append(proxy)
+            yield proxy.endpoint
+
+    with mounted_or_skip(source.parent, tmp_path / "mnt", BANDWIDTH, through_proxy) as mounted:
+        (storage,) = proxies
+        yield SimpleNamespace(path=mounted / source.name, storage=storage)
+
+
 @REAL
 def test_ctrl_c_mid_load_ends_every_nodes_ranks_and_their_shared_copies(
-    cluster: Any, slow_shared_model: Path
+    cluster: Any, held_shared_model: SimpleNamespace
 ) -> None:
-    """One-reader, 2 ranks a node, each node's reader reading the slow model: SIGINT to the
-    driver ends it as a cancel (130), and every node's ranks, reader, cgroup and shared copy
-    (a memfd: gone with the processes that hold it) with it."""
-    model = slow_shared_model
+    """One-reader, 2 ranks a node, each node's reader reading the slow model, which the
+    storage holds past its middle: SIGINT to the driver ends it as a cancel (130), and every
+    node's ranks, reader, cgroup and shared copy (a memfd: gone with the processes that hold
+    it) with it."""
+    model = held_shared_model.path
     driver = _fleet_driver(model, cluster.address, "--ranks-mode", "one-reader")
     try:
         reading = _every_node_reading(driver, model)
+        # No load can end before the release: the signal comes mid-load on every node, as
+        # late as this test may be. Released, the rest comes at the mount's slow pace: the
+        # nodes are stopped mid-load, not left to finish.
         driver.send_signal(signal.SIGINT)
+        held_shared_model.storage.release()
         _, err = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
