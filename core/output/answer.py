@@ -20,7 +20,7 @@ from modelmon.core.output.comparison import (
     times_text,
 )
 from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
-from modelmon.core.output.run_words import counted, median_words, runs_words
+from modelmon.core.output.run_words import counted, median_words, not_certain, runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets
 from modelmon.core.units import rate_text
 
@@ -201,11 +201,9 @@ def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = 
     found = _answer(rec, general)
     used = rec.used
     if len(used.results) < EVIDENCE_RUNS:  # the answer is no surer than its runs
-        hedge = (
-            f" Not certain: only {runs_words(used.results)} of it fitted the budget; give "
-            "it a longer budget."
+        return dataclasses.replace(
+            found, action=found.action + not_certain(runs_words(used.results))
         )
-        return dataclasses.replace(found, action=found.action + hedge)
     return found
 
 

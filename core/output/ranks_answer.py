@@ -12,7 +12,7 @@ from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
 from modelmon.core.measuring.ranks_search import REPEATS, RanksRecommendation, WayMeasured
 from modelmon.core.output.config import fingerprint, recommended_table
 from modelmon.core.output.config_text import render
-from modelmon.core.output.run_words import counted, median_words
+from modelmon.core.output.run_words import counted, median_words, not_certain
 from modelmon.core.system.memory_limit import ram_text, size_text
 
 
@@ -98,12 +98,7 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
             else ""
         )
         runs = len(pick.ok_runs)
-        hedge = (
-            f" Not certain: only {runs} run{'s' * (runs != 1)} of it fitted the budget; give it "
-            "a longer budget."
-            if runs < REPEATS
-            else ""
-        )
+        hedge = not_certain(counted(runs, "run")) if runs < REPEATS else ""
         lines.append(
             f"Load the {found.ranks} ranks {pick.way.mode} ({RANKS_MODE_WORDS[pick.way.mode]}) "
             f"with {pick.way.strategy}{limit}: the slowest rank has its weights in "

@@ -48,6 +48,12 @@ def median_words(runs: str, count: int, span: str = "", *, the: bool = False) ->
     return f"{median}, {span}" if span else median
 
 
+def not_certain(runs: str) -> str:
+    """What an answer resting on fewer runs than its evidence asks ends with (``runs``: "1
+    cold run", "2 runs"), in every answer modelmon gives."""
+    return f" Not certain: only {runs} of it fitted the budget; give it a longer budget."
+
+
 def runs_of(candidate: Candidate) -> str:
     """What a candidate's rate is of: "median of 5 cold runs, 136–174 MB/s" (the spread says
     how far one run of it may land), "1 cold run" of one."""
