@@ -22,7 +22,7 @@ from modelmon.core.runs.program import ProgramRun
 
 from ...leaks import child_pids, process_state
 
-ENDS_WITHIN_S = 2.0
+DIES_WITHIN_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,9 @@ def _loading_child(parent: int, model: Path, timeout_s: float = 60.0) -> int:
 
 
 def test_a_child_killed_mid_load_fails_naming_its_signal(model: Path) -> None:
+    """At once: on the death itself. The run has no time limit, and a model that has not all
+    arrived never settles, so no other end is open to it: a run that missed the death never
+    returns (the join's 60 s fail it); one that returns ended by it, and names it."""
     results: list[LoadResult] = []
     run = ProgramRun(open_model(model), parse_engine("safetensors"), "cold")
     runner = threading.Thread(target=lambda: results.append(run.run().result))
@@ -57,11 +60,10 @@ def test_a_child_killed_mid_load_fails_naming_its_signal(model: Path) -> None:
     try:
         pid = _loading_child(os.getpid(), model)
         os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
     finally:
         runner.join(60)
     assert results, "the run never returned"
-    assert time.monotonic() - killed < ENDS_WITHIN_S
+    assert not run.settled and not run.limit_reached  # its end was the death
     (result,) = results
     assert result.status == "failed"
     assert (result.error or "").startswith("killed by SIGKILL"), result.error
@@ -82,7 +84,9 @@ print(ProgramRun(open_model(sys.argv[1]), parse_engine("safetensors")).run(), fl
 
 
 def test_a_child_dies_with_its_parent(model: Path) -> None:
-    """Frozen mid-load, the child could only go on if its parent's death left it alive."""
+    """Frozen mid-load, the child could only go on if its parent's death left it alive. The
+    kernel kills it with its parent (PR_SET_PDEATHSIG): polled for ``DIES_WITHIN_S``, which a
+    child left alive always runs out and a killed one never comes near."""
     parent = subprocess.Popen(
         [sys.executable, "-c", _PARENT, str(model)], stdout=subprocess.DEVNULL
     )
@@ -91,7 +95,7 @@ def test_a_child_dies_with_its_parent(model: Path) -> None:
         os.kill(pid, signal.SIGSTOP)
         parent.kill()
         parent.wait(30)
-        deadline = time.monotonic() + ENDS_WITHIN_S
+        deadline = time.monotonic() + DIES_WITHIN_S
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.01)  # a state no event tells this process about: polled
         alive = _alive(pid)
