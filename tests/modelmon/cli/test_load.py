@@ -78,6 +78,9 @@ def test_bad_option_is_a_usage_error(modelmon, sharded_model: Path) -> None:
 
 
 def test_ctrl_c_cancels_and_leaves_no_worker(modelmon_argv: list[str], tmp_path: Path) -> None:
+    """Ctrl+C ends the load, not its end: the workers are frozen (SIGSTOP) before it, so the
+    load can never end by itself, and a command that waited for it never exits (the 30 s
+    of ``communicate`` fail it)."""
     path = write_safetensors_model(tmp_path, layers=4, hidden=1024, vocab=4096, dtype="F16")
     # Cold 4 KiB random reads: seconds of work, so Ctrl+C lands mid-load.
     process = subprocess.Popen(
@@ -125,11 +128,11 @@ def test_ctrl_c_cancels_and_leaves_no_worker(modelmon_argv: list[str], tmp_path:
     while bytes_read() < 1 << 20 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert bytes_read() >= 1 << 20, "the workers never started reading"
-    sent = time.monotonic()
+    for worker in spawned:
+        worker.send_signal(signal.SIGSTOP)
     os.kill(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
-    assert time.monotonic() - sent < 5.0  # a margin a busy machine keeps: not a timeout's
     assert json.loads(out)["status"] == "cancelled"
     # The CLI reaped its workers before exiting: none is running, not even as a zombie.
     assert not [w for w in spawned if w.is_running()]
