@@ -1,7 +1,7 @@
 """Hostile input, end to end: ``python -m modelmon`` in a subprocess, as a user would run it.
 
 Every case ends with the documented exit code (cli/common.py's table) and exactly one line
-on stderr, within HOSTILE_TIMEOUT_S, and leaves every file the user has byte for byte as it
+on stderr, without hanging (HANG_S), and leaves every file the user has byte for byte as it
 was (no file changed, none added, none removed).
 """
 
@@ -27,7 +27,9 @@ import pytest
 from modelmon.core import write_safetensors_model
 from modelmon.core.system import evict, residency_of
 
-HOSTILE_TIMEOUT_S = 5.0
+# A bound a hang always reaches (a read of a FIFO, a wait with no way out) and no correct run
+# comes near: a refusal takes an interpreter's start, 3-7 s with both cores busy elsewhere.
+HANG_S = 60.0
 USAGE, BAD_MODEL, LOAD_FAILED = 2, 3, 1
 MODELMON = [sys.executable, "-m", "modelmon"]
 
@@ -53,11 +55,11 @@ def hostile(
     *args: str,
     code: int,
     says: str = "",
-    timeout: float = HOSTILE_TIMEOUT_S,
+    timeout: float = HANG_S,
     preexec: Callable[[], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run modelmon; it must exit ``code`` with one stderr line (holding ``says``) in time,
-    no traceback, and ``root`` unchanged."""
+    """Run modelmon; it must exit ``code`` with one stderr line (holding ``says``) without
+    hanging, no traceback, and ``root`` unchanged."""
     before = tree(root)
     done = subprocess.run(
         [*MODELMON, *args],
@@ -131,7 +133,7 @@ def test_a_fifo_ollama_manifest_is_refused(tmp_path: Path) -> None:
         [*MODELMON, "inspect", "ollama:tiny"],
         capture_output=True,
         text=True,
-        timeout=HOSTILE_TIMEOUT_S,
+        timeout=HANG_S,
         env=env,
         check=False,
     )
@@ -428,7 +430,7 @@ def test_a_model_without_tensors_inspects_but_is_never_measured(tmp_path: Path) 
         [*MODELMON, "inspect", str(path), "--json"],
         capture_output=True,
         text=True,
-        timeout=HOSTILE_TIMEOUT_S,
+        timeout=HANG_S,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -546,7 +548,7 @@ class Running:
         lines = err.strip().splitlines()
         assert self.process.returncode == code, err
         assert len(lines) == 1 and says in lines[0], err  # no resource-tracker warning either
-        _, alive = psutil.wait_procs(self.workers, timeout=HOSTILE_TIMEOUT_S)
+        _, alive = psutil.wait_procs(self.workers, timeout=HANG_S)
         assert not alive, f"orphaned workers: {alive}"
         return out
 
@@ -562,14 +564,18 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_ctrl_c_and_sigterm_stop_cleanly(
     slow_model: Path, verb: str, number: signal.Signals, code: int
 ) -> None:
-    flags = (*SLOW_LOAD, "--chunk-mib", "0.00390625") if verb == "load" else ("--budget", "60")
+    """The signal ends the command, not the work's end: the load's workers are frozen
+    (SIGSTOP) before it, so the load can never end by itself, and the search has an hour
+    of budget left; a command that waited for either outlives the 60 s ``finish`` gives it."""
+    flags = (*SLOW_LOAD, "--chunk-mib", "0.00390625") if verb == "load" else ("--budget", "3600")
     before = tree(slow_model.parent)
     running = Running(slow_model, verb, str(slow_model), *flags)
     running.wait_until_reading()
-    sent = time.monotonic()
+    if verb == "load":
+        for worker in running.workers:
+            worker.send_signal(signal.SIGSTOP)
     running.process.send_signal(number)
     running.finish(code, "cancelled")
-    assert time.monotonic() - sent < HOSTILE_TIMEOUT_S
     assert tree(slow_model.parent) == before
 
 
