@@ -24,14 +24,15 @@ DEFAULT_BUDGET_S = 120.0  # enters the grid and settles a pick in pairs on a loc
 # wants the quickest answer gets the ceilings and one load.)
 MIN_BUDGET_S = 5.0
 MAX_BUDGET_S = 86_400.0  # a day: past any search worth waiting for, short of a typo's 1e12
-# The pick's own runs toward ``EVIDENCE_RUNS`` may overrun the budget by this share
-# of it (``search.fill``): a user is better served by a late third run than by a verdict on
-# two.
+# The pick's own runs toward ``EVIDENCE_RUNS`` (``search.fill``), and the user's loader's
+# finalists' rounds (``loader_rounds``), may overrun the budget by this share of it: a user
+# is better served by a late third run than by a verdict on two, and a budget kept within
+# it is kept.
 EVIDENCE_OVERRUN = 0.10
 EVIDENCE_RUNS = 3  # cold runs a pick rests on: a median of three outvotes one odd run
 # The user's loader (recommend --loader/--engine): its finalists run to ``EVIDENCE_RUNS``
-# whatever the budget, and on to ``LOADER_MAX_ROUNDS`` while one's median is known less
-# finely than ``LOADER_MEDIAN_ERROR`` (``measuring.candidate.median_error``), so that the
+# while the overrun holds them, and on to ``LOADER_MAX_ROUNDS`` while one's median is known
+# less finely than ``LOADER_MEDIAN_ERROR`` (``measuring.candidate.median_error``), so that the
 # figure reported holds when the user runs the loader again (``measuring.loader_rounds``):
 # two medians each known to 3 % differ by more than 10 % about two times in a hundred.
 LOADER_MAX_ROUNDS = 9

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelmon.core.configuration import ProgramConfig, parse_engine, parse_program
-from modelmon.core.errors import BudgetWarning, OptionsError, warn
-from modelmon.core.limits import EVIDENCE_RUNS
+from modelmon.core.errors import BUDGET_NOT_KEPT, BudgetWarning, OptionsError, warn
+from modelmon.core.limits import EVIDENCE_OVERRUN, EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.loader_plan import (
@@ -141,12 +141,14 @@ def advise(plan: LoaderPlan, rec: Recommendation, say: Progress = lambda _: None
         [as_is, *first] if leader is not None and leader.baseline is engine_as_is else [as_is]
     )
     finalists += [e for e in (leader, best) if e is not None]
-    needed = (EVIDENCE_RUNS - 1) * sum(rounds.pace(e) for e in finalists if e.candidate.results)
-    if needed > rounds.left():
+    round_s = sum(rounds.pace(e) for e in finalists if e.candidate.results)
+    needed = (EVIDENCE_RUNS - 1) * round_s
+    if needed > rounds.left() + rounds.overrun_s:
+        held = int(max(rounds.left() + rounds.overrun_s, 0.0) // round_s) if round_s > 0 else 0
         say(
             f"the evidence rounds ({EVIDENCE_RUNS} cold runs of each of {len(finalists)} "
-            f"finalists) need about {needed:.0f} s more: "
-            f"{needed - max(rounds.left(), 0.0):.0f} s past the budget"
+            f"finalists) need about {needed:.0f} s more; the budget holds "
+            f"{min(held, EVIDENCE_RUNS - 1)} of those rounds"
         )
     total = rounds.settle(finalists)
     if rounds.unsettled:
@@ -207,15 +209,26 @@ def recommend_with_loader(
     ceilings = search_ceilings(model, known, parallel, say, cancel)
     deadline = started + budget_s
     given = engine if loader is not None else None
-    plan = first_round(model, config, deadline, engine=given, path=path, say=say, cancel=cancel)
+    overrun_s = EVIDENCE_OVERRUN * budget_s
+    plan = first_round(
+        model,
+        config,
+        deadline,
+        overrun_s=overrun_s,
+        engine=given,
+        path=path,
+        say=say,
+        cancel=cancel,
+    )
     now = time.monotonic()
     first_s = first_pace(model, ceilings)
-    rounds_s, runs = plan.rest_of_rounds(modelmon_pace(model, first_s, plan))
-    search_end = min(started + budget_s * (1 - LOADER_SHARE), deadline - rounds_s)
-    too_short = short_budget(plan, deadline - now, first_s, rounds_s, runs, now - started)
+    rounds = plan.rest_of_rounds(modelmon_pace(model, first_s, plan))
+    search_end = min(started + budget_s * (1 - LOADER_SHARE), deadline - rounds.seconds)
+    too_short = short_budget(plan, deadline - now, first_s, rounds, now - started, overrun_s)
     if too_short:
         say(too_short)
-        warn(too_short, BudgetWarning)
+        if too_short.startswith(BUDGET_NOT_KEPT):
+            warn(too_short, BudgetWarning)
     # The search's first load always runs; a budget that holds nothing more gives it none.
     search_s = max(search_end - now, 0.001)
     rec = recommend(
@@ -252,10 +265,12 @@ def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
         return None
     pairs = len(ratios)
     if pairs < EVIDENCE_RUNS:
+        held = len(leader.baseline.by_round) if leader.baseline is not None else pairs
+        why = "all the budget held" if pairs >= held else "and did not complete the others"
         notes.append(
             f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline in {pairs} paired "
-            f"round{'s' if pairs != 1 else ''} and did not complete the others, so it is not "
-            f"recommended: a change to act on rests on {EVIDENCE_RUNS} paired cold runs"
+            f"round{'s' if pairs != 1 else ''}, {why}, so it is not recommended: a change to "
+            f"act on rests on {EVIDENCE_RUNS} paired cold runs"
         )
         return None
     if not clearly_faster(ratios, leader.timing_resolution()):  # within its timing

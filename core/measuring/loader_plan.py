@@ -2,8 +2,11 @@
 (after the ceilings, before modelmon's search), so that its pace is measured before the
 budget is split: the rounds its answer rests on (each change of its engine once, modelmon's
 best, then ``EVIDENCE_RUNS`` rounds of the finalists) are reserved at that pace, and the
-search has what is left. Where even the search's first load does not fit beside them, the
-progress says so before the search starts, with the time the whole will take.
+search has what is left. The evidence rounds may end ``limits.EVIDENCE_OVERRUN`` of the
+budget past it, no further. Where the budget cannot hold them all beside the search's first
+load, the progress says so before the search starts: how many runs of each finalist it holds
+(the answer then says it is not certain), or, where not even round 1 fits, the time the
+whole will take.
 
 The changes tried are those of ``advice``'s docstring: an engine's variants, a command's
 environment knobs and its engine's argument knobs (against that engine as it is), and the
@@ -19,7 +22,7 @@ from typing import Any
 
 from modelmon.core.configuration import Command, ProgramConfig, parse_engine
 from modelmon.core.errors import BUDGET_NOT_KEPT
-from modelmon.core.limits import EVIDENCE_RUNS, STORAGE_REST_S
+from modelmon.core.limits import EVIDENCE_OVERRUN, EVIDENCE_RUNS, STORAGE_REST_S
 from modelmon.core.loaders.engine import Engine
 from modelmon.core.loaders.registry import engine_for_loader, get_engine
 from modelmon.core.measuring.candidate import Candidate
@@ -47,24 +50,56 @@ class LoaderPlan:
     engine_as_is: Entry | None  # a command's engine as it is: its argument knobs' baseline
     notes: list[str] = field(default_factory=list)
 
-    def rest_of_rounds(self, best_s: float) -> tuple[float, int]:
-        """(seconds, runs) the rounds still need at the loader's measured pace: each
-        essential entry once and each new program's uncounted run, modelmon's best once
-        (``best_s`` a run), then the finalists to ``EVIDENCE_RUNS`` runs each (the loader,
-        the leading change and its baseline, modelmon's best). Readahead values are left
-        out: they run only where the budget allows."""
+    def rest_of_rounds(self, best_s: float) -> RoundsLeft:
+        """What the rounds still need at the loader's measured pace: each essential entry
+        once and each new program's uncounted run, modelmon's best once (``best_s`` a run),
+        then the finalists to ``EVIDENCE_RUNS`` runs each (the loader, the leading change and
+        its baseline, modelmon's best). Readahead values are left out: they run only where
+        the budget allows."""
         loader = self.rounds.pace(self.as_is)
         if not self.as_is.candidate.results:  # failed: modelmon's best once, nothing paired
-            return best_s, 1
+            return RoundsLeft(best_s, 1, 0.0, 0)
         first = [self.engine_as_is] if self.engine_as_is is not None else []
         screened = [e for e in (*first, *self.changes) if e.essential]
         programs = {e.candidate.program.code for e in screened if e.candidate.program is not None}
         unwarmed = len(programs - self.rounds.warmed)
         finalists = 1 + (1 if screened else 0) + len(first)
-        runs = len(screened) + unwarmed + 1 + (EVIDENCE_RUNS - 1) * (finalists + 1)
-        seconds = (len(screened) + unwarmed) * loader + best_s
-        seconds += (EVIDENCE_RUNS - 1) * (finalists * loader + best_s)
-        return seconds, runs
+        return RoundsLeft(
+            screen_s=(len(screened) + unwarmed) * loader + best_s,
+            screen_runs=len(screened) + unwarmed + 1,
+            round_s=finalists * loader + best_s,
+            finalists=finalists + 1,
+        )
+
+
+@dataclass(frozen=True)
+class RoundsLeft:
+    """What the loader's rounds still need after its first run (``rest_of_rounds``): round
+    1's rest, then ``EVIDENCE_RUNS - 1`` rounds of the finalists."""
+
+    screen_s: float  # round 1's rest: each change once, modelmon's best once
+    screen_runs: int
+    round_s: float  # one round of the finalists
+    finalists: int  # 0: no round of finalists follows (the loader failed)
+
+    @property
+    def evidence_rounds(self) -> int:
+        return EVIDENCE_RUNS - 1 if self.finalists else 0
+
+    @property
+    def seconds(self) -> float:
+        return self.screen_s + self.evidence_rounds * self.round_s
+
+    @property
+    def runs(self) -> int:
+        return self.screen_runs + self.evidence_rounds * self.finalists
+
+    def runs_held(self, room_s: float) -> int:
+        """The cold runs of each finalist that ``room_s`` holds (round 1's at least)."""
+        if self.round_s <= 0:
+            return 1 + self.evidence_rounds
+        rounds = int(max(room_s - self.screen_s, 0.0) // self.round_s)
+        return 1 + min(rounds, self.evidence_rounds)
 
 
 def modelmon_pace(model: Model, first_s: float, plan: LoaderPlan) -> float:
@@ -80,22 +115,40 @@ def modelmon_pace(model: Model, first_s: float, plan: LoaderPlan) -> float:
 
 
 def short_budget(
-    plan: LoaderPlan, left_s: float, search_s: float, rounds_s: float, runs: int, elapsed_s: float
+    plan: LoaderPlan,
+    left_s: float,
+    search_s: float,
+    rounds: RoundsLeft,
+    elapsed_s: float,
+    overrun_s: float,
 ) -> str:
-    """What the budget (``left_s`` of it left) cannot hold beside the loader's rounds
-    (``rounds_s`` for ``runs`` more runs): modelmon's search, its first load at least
-    (``search_s``); "" where it holds them. Said before the search starts."""
-    if search_s + rounds_s <= left_s:
+    """What the budget (``left_s`` of it left, and the evidence's ``overrun_s`` past it)
+    cannot hold beside the loader's ``rounds`` and modelmon's search, its first load at least
+    (``search_s``); "" where it holds them. Said before the search starts: ``BUDGET_NOT_KEPT``
+    where even round 1 does not fit (the answer then rests on one run of each), else how
+    many of the ``EVIDENCE_RUNS`` runs of each finalist it holds."""
+    room = left_s + overrun_s - search_s
+    if rounds.seconds <= room:
         return ""
     loader = plan.rounds.pace(plan.as_is)
-    total = elapsed_s + search_s + rounds_s
+    if rounds.screen_s > room:
+        total = elapsed_s + search_s + rounds.screen_s
+        return (
+            f"{BUDGET_NOT_KEPT}: a run of your loader takes about {loader:.0f} s (its "
+            f"start and load), and round 1 of the rounds its answer rests on needs "
+            f"{rounds.screen_runs} more runs (each change once, modelmon's best), about "
+            f"{rounds.screen_s:.0f} s, beside modelmon's search ({search_s:.0f} s at the "
+            f"least): this recommendation will take about {total:.0f} s, "
+            f"{total - elapsed_s - max(left_s, 0.0):.0f} s past the budget, and its answer "
+            "will rest on 1 cold run of each"
+        )
+    held = rounds.runs_held(room)
+    total = elapsed_s + search_s + rounds.seconds
     return (
-        f"{BUDGET_NOT_KEPT}: a run of your loader takes about {loader:.0f} s (its "
-        f"start and load), and the rounds its answer rests on need {runs} more runs (each "
-        f"change once, modelmon's best, then {EVIDENCE_RUNS} cold runs of each finalist), "
-        f"about {rounds_s:.0f} s, beside modelmon's search ({search_s:.0f} s at the least): "
-        f"this recommendation will take about {total:.0f} s, "
-        f"{total - elapsed_s - max(left_s, 0.0):.0f} s past the budget"
+        f"the budget holds {held} cold run{'s' if held != 1 else ''} of each finalist, not "
+        f"{EVIDENCE_RUNS}: a run of your loader takes about {loader:.0f} s (its start and "
+        f"load), and the answer will say it is not certain; a budget of about "
+        f"{total / (1 + EVIDENCE_OVERRUN):.0f} s holds {EVIDENCE_RUNS}"
     )
 
 
@@ -104,14 +157,16 @@ def first_round(
     loader: ProgramConfig,
     deadline: float,
     *,
+    overrun_s: float,
     engine: str | None = None,
     path: str | None = None,
     say: Progress = lambda _: None,
     cancel: threading.Event | None = None,
 ) -> LoaderPlan:
-    """The loader as it is, run once (its code read in first), and the changes to try."""
+    """The loader as it is, run once (its code read in first), and the changes to try; the
+    rounds' evidence may end ``overrun_s`` past ``deadline``."""
     measured, for_engine = stand_in(loader)
-    rounds = LoaderRounds(model, path or model.path, deadline, say, cancel)
+    rounds = LoaderRounds(model, path or model.path, deadline, say, cancel, overrun_s=overrun_s)
     as_is = Entry(Candidate(measured, role="your loader"), essential=True)
     say(f"your loader as it is: {measured.spec}")
     rounds.run(as_is)

@@ -8,23 +8,27 @@ run again in rounds, the order rotated each round, until each has ``EVIDENCE_RUN
 and while the budget keeps room for another round (``LOADER_MAX_ROUNDS`` at most). The runs of the
 same round pair up: a change is judged against its baseline like an A/B (``ab.judge``).
 
-The evidence rounds run whatever the budget: a gain the user is told to act on rests on
-three runs of each side, and a figure the user is told ("163 MB/s") must hold when they run
-it again. So while a finalist's median is known less finely than ``LOADER_MEDIAN_ERROR``
+The evidence rounds run while each ends within the budget's overrun (``overrun_s``,
+``limits.EVIDENCE_OVERRUN`` of the budget, as the search's evidence may): a gain the user is
+told to act on rests on three runs of each side, and a budget is a promise. Where the budget
+holds fewer, the rounds stop and say so (``unsettled``), and the answer says it is not
+certain. A figure the user is told ("163 MB/s") must hold when they run it again, so while a
+finalist's median is known less finely than ``LOADER_MEDIAN_ERROR``
 (``measuring.candidate.median_error``: a loader that maps the file on a FUSE mount varies
 ±10 % from run to run, and a median of five such runs moves by more than 10 % between two
 sets), the rounds go on while the budget holds another, to ``LOADER_MAX_ROUNDS``; a loader
-whose runs agree stops at three, and one the budget stops first is said to be so.
-And on network storage each run waits for the mount to
-rest after the last (``storage_rest.rest_storage``): a run right after modelmon's parallel best read
-up to 17 % faster on a FUSE mount than the same run after the loader as it is, so the
-rotation credited whatever followed it. Each program (an engine, whatever its settings, or a
-command) runs once uncounted before its first counted run (``runs.warm.warm_each``): each
-counted run finds its code in the page cache, as the user's second start does.
+whose runs agree stops at three, and one the budget stops first is said to be so. And on
+network storage each run waits for the mount to rest after the last
+(``storage_rest.rest_storage``): a run right after modelmon's parallel best read up to 17 %
+faster on a FUSE mount than the same run after the loader as it is, so the rotation credited
+whatever followed it. Each program (an engine, whatever its settings, or a command) runs once
+uncounted before its first counted run (``runs.warm.warm_each``): each counted run finds its
+code in the page cache, as the user's second start does.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
@@ -112,15 +116,20 @@ class LoaderRounds:
         deadline: float,
         say: Say,
         cancel: threading.Event | None,
+        *,
+        overrun_s: float,
     ) -> None:
         self.model, self.path, self.deadline = model, path, deadline
+        self.overrun_s = overrun_s  # how far past the deadline the evidence rounds may end
         self.say, self.cancel = say, cancel
         # spec -> what each run took of the budget (with its rest on network storage)
         self.walls: dict[str, list[float]] = {}
         self.round = 0
         self.warmed: set[str] = set()  # the programs' code read in (``ProgramConfig.code``)
         self.starts: list[float] = []  # seconds from a program's start to its first byte
-        self.unsettled = ""  # a median the budget left known less finely than wanted
+        # The evidence the budget left short, or a median it left known less finely than
+        # wanted: said in the advice's notes.
+        self.unsettled = ""
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -213,14 +222,18 @@ class LoaderRounds:
             self.run(entry, None if entry.baseline is None else leader)
 
     def settle(self, finalists: list[Entry]) -> int:
-        """More rounds of the finalists: to ``EVIDENCE_RUNS`` each and on while any one's
-        median is not known finely enough (``median_known``), whatever the budget; then while
-        another round fits. The number of rounds run in all."""
+        """More rounds of the finalists: to ``EVIDENCE_RUNS`` each while a round ends within
+        the budget's overrun, and on while any one's median is not known finely enough
+        (``median_known``) and another round fits the budget. The number of rounds run in
+        all."""
         alive = [e for e in finalists if e.candidate.results]
         while self.round + 1 < LOADER_MAX_ROUNDS and alive:
             short = any(len(e.candidate.results) < EVIDENCE_RUNS for e in alive)
             wide = any(not median_known(e.candidate) for e in alive)
             needed = sum(self.pace(e) for e in alive)
+            if short and self.left() + self.overrun_s < needed:
+                self.unsettled = self.evidence_short(alive, needed)
+                break
             if not short and self.left() < needed:
                 if wide:  # the budget ends first: said, not run past it
                     self.unsettled = why_more(alive, settled=False)
@@ -233,6 +246,15 @@ class LoaderRounds:
                 self.run(entry)
             alive = [e for e in alive if e.candidate.ended == "finished"]
         return self.round + 1
+
+    def evidence_short(self, finalists: list[Entry], round_s: float) -> str:
+        """What the budget left of the evidence (``round_s``: a round of ``finalists``)."""
+        fewest = min(len(e.candidate.results) for e in finalists)
+        more = (EVIDENCE_RUNS - fewest) * round_s - max(self.left() + self.overrun_s, 0.0)
+        return (
+            f"the budget held {fewest} cold run{'s' if fewest != 1 else ''} of each finalist, not "
+            f"{EVIDENCE_RUNS}: about {math.ceil(more)} s more of budget would hold them"
+        )
 
 
 def median_known(candidate: Candidate) -> bool:

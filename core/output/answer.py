@@ -118,6 +118,16 @@ def answered(advice: LoaderAdvice) -> Candidate | None:
 
 
 def _with_loader(rec: Recommendation, advice: LoaderAdvice, general: list[Snippet]) -> Answer:
+    found = _loader_answer(rec, advice, general)
+    used = answered(advice) or rec.used
+    if len(used.results) < EVIDENCE_RUNS:  # the answer is no surer than its runs
+        return dataclasses.replace(
+            found, action=found.action + not_certain(runs_words(used.results))
+        )
+    return found
+
+
+def _loader_answer(rec: Recommendation, advice: LoaderAdvice, general: list[Snippet]) -> Answer:
     loader, pick, best = advice.loader, advice.pick, advice.modelmon
     mine = loader_snippets(advice, rec.model)
     if not loader.results:

@@ -118,8 +118,10 @@ def add_parser(verbs: Verbs) -> None:
         help='your loader as you run it: "cmd: COMMAND ARGS" ({path} is the model; quoted as '
         'in a shell, never run through a shell) or "engine: NAME knob=value": measured as it '
         "is, with its engine's settings, and against modelmon's best, in the same cold rounds "
-        f"(the finalists run to {EVIDENCE_RUNS} cold runs each whatever the budget, and up to "
-        f"{LOADER_MAX_ROUNDS} while one's median is known less finely than "
+        f"(the finalists run to {EVIDENCE_RUNS} cold runs each where the budget, and "
+        f"{EVIDENCE_OVERRUN * 100:.0f}%% past it, holds them, else the answer says it is not "
+        "certain; "
+        f"and up to {LOADER_MAX_ROUNDS} while one's median is known less finely than "
         f"±{LOADER_MEDIAN_ERROR * 100:.0f}%% (its standard error); on network storage each run "
         f"starts {STORAGE_REST_S:g} s after the last ended, so that none is timed with help the "
         "last left in the filesystem's client)",

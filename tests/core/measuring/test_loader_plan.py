@@ -5,6 +5,7 @@ and a budget that cannot hold them is said before the search starts."""
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ LOADER_S = 10.0  # one run of the loader as it is: its interpreter, imports and 
 def plan_of(model: Model, runs_s: float = LOADER_S) -> LoaderPlan:
     """The safetensors engine after its first run: two of its settings to try (each against
     it), and the device's readahead, tried only where the budget allows."""
-    rounds = LoaderRounds(model, model.path, time.monotonic() + 60, lambda _: None, None)
+    deadline = time.monotonic() + 60
+    rounds = LoaderRounds(model, model.path, deadline, lambda _: None, None, overrun_s=6.0)
     as_is = Entry(engine_run("safetensors", 500.0), essential=True)
     rounds.walls[as_is.spec] = [runs_s]
     rounds.warmed.add("engine: safetensors")
@@ -50,11 +52,16 @@ def model(sharded_model: Path) -> Model:
 
 def test_the_rest_of_the_rounds_is_counted_at_the_loaders_pace(model: Model) -> None:
     plan = plan_of(model)
-    seconds, runs = plan.rest_of_rounds(best_s=4.0)
+    rounds = plan.rest_of_rounds(best_s=4.0)
     # Each setting once and modelmon's best once; then the loader, the leading setting and
     # modelmon's best to EVIDENCE_RUNS each. The readahead values wait for spare budget.
-    assert runs == 2 + 1 + (EVIDENCE_RUNS - 1) * 3
-    assert seconds == 2 * LOADER_S + 4.0 + (EVIDENCE_RUNS - 1) * (2 * LOADER_S + 4.0)
+    assert rounds.runs == 2 + 1 + (EVIDENCE_RUNS - 1) * 3
+    assert rounds.screen_s == 2 * LOADER_S + 4.0
+    assert rounds.seconds == 2 * LOADER_S + 4.0 + (EVIDENCE_RUNS - 1) * (2 * LOADER_S + 4.0)
+    # What a budget holds of each finalist's runs: round 1's always, then whole rounds.
+    assert [rounds.runs_held(s) for s in (0.0, 47.9, 48.0, 71.9, 72.0, 999.0)] == [
+        1, 1, 2, 2, 3, 3
+    ]  # fmt: skip
     # modelmon's best is planned at the loader's pace at least: its runs there pay for
     # fresh memory and workers as the loader's pay for an interpreter.
     assert modelmon_pace(model, 2.0, plan) == LOADER_S
@@ -106,23 +113,47 @@ def test_the_search_has_what_the_rounds_leave_of_the_budget(
     assert done.recommendation.budget.given_s == 60.0
 
 
-def test_a_budget_the_rounds_alone_outgrow_is_said_before_the_search_starts(
+def test_a_budget_that_holds_part_of_the_evidence_says_how_much_before_the_search(
     model: Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan = plan_of(model)  # the rounds: 2×10 + 10 + 2×(2×10 + 10) = 90 s
+    """The rounds at 10 s a run: round 1's rest 30 s, each evidence round 30 s; 60 s and
+    its 6 s of overrun hold the search's first load (2 s), round 1 and one evidence round:
+    said before the search, a line of progress (the budget is kept), not a warning."""
+    plan = plan_of(model)
+    fakes = Recorded(model, plan, monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        advice.recommend_with_loader(
+            model, 60.0, engine="safetensors", progress=fakes.said.append, started=time.monotonic()
+        )
+    said, started = fakes.said
+    assert started == "search starts"
+    assert said == (
+        "the budget holds 2 cold runs of each finalist, not 3: a run of your loader takes "
+        "about 10 s (its start and load), and the answer will say it is not certain; a "
+        "budget of about 84 s holds 3"
+    )
+    assert fakes.searches[0]["budget_s"] < 0.01  # its first load only
+    assert plan.rounds.overrun_s == pytest.approx(6.0)
+
+
+def test_a_budget_round_one_outgrows_is_said_before_the_search_starts(
+    model: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = plan_of(model)  # round 1's rest: 2×10 + 10 = 30 s; 25 s and 2.5 s of overrun
     fakes = Recorded(model, plan, monkeypatch)
     with pytest.warns(BudgetWarning, match="^the budget cannot be kept") as warned:
         advice.recommend_with_loader(
-            model, 60.0, engine="safetensors", progress=fakes.said.append, started=time.monotonic()
+            model, 25.0, engine="safetensors", progress=fakes.said.append, started=time.monotonic()
         )
     warning, started = fakes.said
     assert str(warned[0].message) == warning  # a line of its own, terminal or not
     assert started == "search starts"
-    assert warning.startswith(
+    assert warning == (
         "the budget cannot be kept: a run of your loader takes about 10 s (its start and "
-        "load), and the rounds its answer rests on need 9 more runs (each change once, "
-        "modelmon's best, then 3 cold runs of each finalist), about 90 s, beside modelmon's "
-        "search (2 s at the least): this recommendation will take about 92 s, 32 s past the "
-        "budget"
+        "load), and round 1 of the rounds its answer rests on needs 3 more runs (each change "
+        "once, modelmon's best), about 30 s, beside modelmon's search (2 s at the least): "
+        "this recommendation will take about 32 s, 7 s past the budget, and its answer will "
+        "rest on 1 cold run of each"
     )
     assert fakes.searches[0]["budget_s"] < 0.01  # its first load only

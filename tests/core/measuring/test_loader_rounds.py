@@ -1,5 +1,6 @@
-"""How many rounds the user's loader gets: three runs of each finalist whatever the budget,
-and on, to nine at most, while a finalist's median is not known finely enough, so that the
+"""How many rounds the user's loader gets: three runs of each finalist while the budget's
+overrun holds them (fewer, said, where it does not), and on, to nine at most, while a
+finalist's median is not known finely enough and the budget holds another round, so that the
 figure recommend reports holds when the user runs the loader again. The runs here are
 scripted (the round logic is what is tested; real engine runs are
 tests/modelmon/cli/test_recommend_loader.py)."""
@@ -24,13 +25,19 @@ from .records import candidate, run
 
 
 class ScriptedRounds(LoaderRounds):
-    """Rounds whose runs take no time and return the next rate scripted for each entry."""
+    """Rounds whose runs return the next rate scripted for each entry and take a second of
+    the budget each (its deadline comes a second nearer: no clock is waited on)."""
 
-    def __init__(self, rates: dict[str, list[float]], budget_left_s: float = -1.0) -> None:
-        # Default: the budget is spent, so only the evidence rules run.
+    def __init__(
+        self, rates: dict[str, list[float]], budget_left_s: float = -1.0, overrun_s: float = 60.0
+    ) -> None:
+        # Default: the budget is spent and its overrun holds the evidence, so only the
+        # evidence rules run.
         deadline = time.monotonic() + budget_left_s
         self.said: list[str] = []
-        super().__init__(cast(Model, None), "model", deadline, self.said.append, None)
+        super().__init__(
+            cast(Model, None), "model", deadline, self.said.append, None, overrun_s=overrun_s
+        )
         self.left_rates: dict[str, Iterator[float]] = {k: iter(v) for k, v in rates.items()}
 
     def run(self, entry: Entry, leader_s: float | None = None) -> LoadResult:
@@ -39,6 +46,7 @@ class ScriptedRounds(LoaderRounds):
         entry.by_round[self.round] = result
         entry.candidate.ended = "finished"
         self.walls.setdefault(entry.spec, []).append(1.0)
+        self.deadline -= 1.0
         return result
 
 
@@ -47,9 +55,9 @@ def entry(name: str) -> Entry:
 
 
 def screened(
-    rates: dict[str, list[float]], budget_left_s: float = -1.0
+    rates: dict[str, list[float]], budget_left_s: float = -1.0, overrun_s: float = 60.0
 ) -> tuple[ScriptedRounds, list[Entry]]:
-    rounds = ScriptedRounds(rates, budget_left_s)
+    rounds = ScriptedRounds(rates, budget_left_s, overrun_s)
     entries = [entry(name) for name in rates]
     for each in entries:
         rounds.run(each)
@@ -62,6 +70,29 @@ def test_runs_that_agree_stop_at_the_evidence_when_the_budget_is_spent() -> None
     )
     assert rounds.settle(entries) == EVIDENCE_RUNS
     assert [len(e.candidate.results) for e in entries] == [EVIDENCE_RUNS] * 2
+
+
+@pytest.mark.parametrize(
+    ("left_s", "held", "more"), [(-2.5, 1, "4"), (0.5, 2, "2"), (1.5, 2, "1"), (2.5, 3, "")]
+)
+def test_the_evidence_ends_within_the_budgets_overrun_and_says_what_it_held(
+    left_s: float, held: int, more: str
+) -> None:
+    """Two finalists, a second a run: a round of them takes 2 s, and the overrun is 2 s
+    (``left_s``: what round 1 left of the budget). A round that would end past the overrun
+    is not run, and the rounds say how many runs of each the budget held and how much more
+    would hold the evidence."""
+    rates = {"as_is": [163.0] * 9, "modelmon": [176.0] * 9}
+    rounds, entries = screened(rates, budget_left_s=left_s + 2.0, overrun_s=2.0)
+    assert rounds.settle(entries) == held
+    assert [len(e.candidate.results) for e in entries] == [held] * 2
+    if not more:
+        assert rounds.unsettled == ""
+        return
+    assert rounds.unsettled == (
+        f"the budget held {held} cold run{'s' if held != 1 else ''} of each finalist, not "
+        f"{EVIDENCE_RUNS}: about {more} s more of budget would hold them"
+    )
 
 
 def test_one_slow_run_of_three_is_outvoted_by_the_rounds_the_budget_holds() -> None:
@@ -136,12 +167,18 @@ def test_a_change_is_recommended_on_evidence_pairs_only() -> None:
     assert recommendable(leader, notes) is leader.candidate and notes == []
     # Its other runs failed (O_DIRECT that nothing could time): one pair, however large, is
     # no noise to judge by.
-    assert recommendable(paired([107.0]), notes) is None
-    assert len(notes) == 1 and "in 1 paired round and did not complete the others" in notes[0]
+    failed = paired([107.0])
+    assert failed.baseline is not None
+    failed.baseline.by_round.update({1: run(100.0), 2: run(100.0)})
+    assert recommendable(failed, notes) is None
+    assert len(notes) == 1 and "in 1 paired round, and did not complete the others" in notes[0]
+    # The budget held two rounds: all the pairs there are, still fewer than the evidence.
+    assert recommendable(paired([10.0, 10.0]), notes) is None
+    assert "in 2 paired rounds, all the budget held, so it is not recommended" in notes[1]
     # Slower, or not by enough: nothing to recommend, nothing to say.
     assert recommendable(paired([0.5] * EVIDENCE_RUNS), notes) is None
     assert recommendable(paired([1.01] * EVIDENCE_RUNS), notes) is None
-    assert recommendable(None, notes) is None and len(notes) == 1
+    assert recommendable(None, notes) is None and len(notes) == 2
 
 
 def test_a_change_is_recommended_only_past_what_its_runs_timing_tells_apart() -> None:

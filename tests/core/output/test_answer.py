@@ -132,6 +132,27 @@ def test_modelmon_as_the_answer_gives_its_pairs_gain_and_its_rounds_figure(model
     )
 
 
+def test_a_loader_answer_on_fewer_rounds_than_its_evidence_says_it_is_not_certain(
+    model: Model,
+):
+    """A short budget held two rounds of the loader's finalists: the answer, modelmon's
+    best or the loader kept, says so in its first line."""
+    rec = record(model, winner=SEARCHED, ranked=(SEARCHED,))
+    ahead = replace(AHEAD, results=AHEAD.results[:2], verdict=judge([1.55, 1.50]))
+    found = answer(rec, "m.toml", replace(_advice(SLOW, (), None), modelmon=ahead))
+    assert found.action.startswith(f"Load with modelmon, {AHEAD.spec}")
+    assert found.action.endswith(
+        " Not certain: only 2 cold runs of it fitted the budget; give it a longer budget."
+    )
+    kept = engine_run("safetensors", 860, 871)
+    found = answer(rec, "m.toml", _advice(kept, (), None))
+    assert found.action.startswith("Keep your loader as it is")
+    assert found.action.endswith(
+        " Not certain: only 2 cold runs of it fitted the budget; give it a longer budget."
+    )
+    assert "Not certain" not in answer(rec, "m.toml", _advice(SLOW, (), None)).action
+
+
 def test_nothing_faster_keeps_the_loader_and_pastes_nothing(model: Model):
     rec = record(model, winner=BEST, ranked=(BEST,))
     found = answer(rec, "m.toml", _advice(AS_IS, (), None))

@@ -199,7 +199,8 @@ def test_the_loaders_rounds_run_each_program_once_uncounted_first(
 ) -> None:
     log = tmp_path / "runs"
     said: list[str] = []
-    rounds = LoaderRounds(open_model(model), str(model), time.monotonic() + 60, said.append, None)
+    deadline = time.monotonic() + 60
+    rounds = LoaderRounds(open_model(model), str(model), deadline, said.append, None, overrun_s=6.0)
     as_is = Entry(Candidate(parse_program(f'cmd: {PYTHON} -c "{COUNTING}" {{path}} {log}')))
     change = Entry(Candidate(parse_program(f'cmd: ANY=1 {PYTHON} -c "{COUNTING}" {{path}} {log}')))
     for entry in (as_is, change, as_is):
