@@ -4,7 +4,6 @@ mid-load, and Ctrl+C, leave no process, cgroup or reader behind."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
@@ -12,22 +11,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
-from modelmon.core import open_model, write_safetensors_model
+from modelmon.core import open_model
 
 from ...core.system.test_memory_cgroup import REAL
-from ...fault_proxy import FaultProxy, Faults
-from ...fuse import mounted_or_skip
 from ...memory_cgroup import run_cgroups_of
 from . import test_cluster as bed
 from .test_cluster import (
-    BANDWIDTH,
     NODES,
     SHARDED,
     _load_gets,
@@ -39,7 +32,7 @@ from .test_cluster import (
 
 # The loopback cluster and its bucket, as test_cluster has them: this module's own.
 fleet_bucket, bucket, cluster = bed.fleet_bucket, bed.bucket, bed.cluster
-slow_shared_model = bed.slow_shared_model
+held_shared_model = bed.held_shared_model
 
 
 def test_fleet_load_of_ranks_gives_each_nodes_slowest_rank_memory_and_requests(
@@ -156,15 +149,16 @@ def _parent_of(pid: int) -> int | None:
 
 @REAL
 def test_a_rank_killed_mid_load_fails_its_nodes_row_in_one_line_and_stops_the_others(
-    cluster: Any, slow_shared_model: Path
+    cluster: Any, held_shared_model: SimpleNamespace
 ) -> None:
-    model = slow_shared_model
+    model = held_shared_model.path
     driver = _fleet_driver(model, cluster.address, "--memory-limit", "1Gi")
     try:
         reading = _every_node_reading(driver, model)
         task = sorted(reading)[0]
         victim = reading[task][-1]
         os.kill(victim, signal.SIGKILL)
+        held_shared_model.storage.release()  # the others stopped mid-load, not finished
         out, err = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
@@ -180,26 +174,6 @@ def test_a_rank_killed_mid_load_fails_its_nodes_row_in_one_line_and_stops_the_ot
     assert [row["status"] for row in others] == ["cancelled"] * (NODES - 1), rows
     assert all(f"failed: {failed['error']}" in row["error"] for row in others)
     _assert_nothing_left(list(reading), model)
-
-
-@pytest.fixture
-def held_shared_model(tmp_path: Path) -> Iterator[SimpleNamespace]:
-    """``slow_shared_model``'s model and mount, whose server answers through a proxy that
-    holds every answer past the model's middle until ``storage.release()``: no load of it
-    ends before the test lets it, however late the test comes to look."""
-    source = write_safetensors_model(tmp_path / "shared", layers=2, hidden=512, vocab=2048)
-    middle = source.stat().st_size // 2
-    proxies: list[FaultProxy] = []
-
-    @contextlib.contextmanager
-    def through_proxy(port: int) -> Iterator[str]:
-        with FaultProxy(port, faults=Faults(hold_from=middle)).start() as proxy:
-            proxies.append(proxy)
-            yield proxy.endpoint
-
-    with mounted_or_skip(source.parent, tmp_path / "mnt", BANDWIDTH, through_proxy) as mounted:
-        (storage,) = proxies
-        yield SimpleNamespace(path=mounted / source.name, storage=storage)
 
 
 @REAL
