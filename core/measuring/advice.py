@@ -119,14 +119,29 @@ def loader_config(
     return config
 
 
-def advise(plan: LoaderPlan, rec: Recommendation, say: Progress = lambda _: None) -> LoaderAdvice:
+def advise(
+    plan: LoaderPlan,
+    rec: Recommendation,
+    say: Progress = lambda _: None,
+    search_wall_s: float | None = None,
+) -> LoaderAdvice:
     """The rest of the loader's rounds after its first run (``plan``): each change once and
     modelmon's best (``rec``'s), then the finalists' evidence rounds, to the rounds'
-    deadline and past it for the evidence."""
+    deadline and within its overrun for the evidence. ``search_wall_s``: what a search that
+    ran its first load alone took; that load is modelmon's best's run of round 1."""
     rounds, as_is, notes = plan.rounds, plan.as_is, plan.notes
     changes, engine_as_is = plan.changes, plan.engine_as_is
     best = Entry(Candidate(rec.winner.config, role="modelmon's best"))
     best.baseline, best.essential = as_is, True
+    ran = [c for c in (*rec.ranked, *rec.unranked) if c.results]
+    if search_wall_s is not None and ran == [rec.winner] and len(rec.winner.results) == 1:
+        # The same configuration, cold, right after the loader's first run, as round 1
+        # would run it: run again it would only spend the budget the evidence needs.
+        (first,) = rec.winner.results
+        best.candidate.results.append(first)
+        best.candidate.ended = "finished"
+        best.by_round[rounds.round] = first
+        rounds.walls[best.spec] = [search_wall_s]
     first = [e for e in (engine_as_is,) if e is not None]
     keep = (EVIDENCE_RUNS - 1) * 3 * max(rounds.pace(as_is), 1.0)
     if as_is.candidate.results:
@@ -222,8 +237,12 @@ def recommend_with_loader(
     )
     now = time.monotonic()
     first_s = first_pace(model, ceilings)
-    rounds = plan.rest_of_rounds(modelmon_pace(model, first_s, plan))
+    best_s = modelmon_pace(model, first_s, plan)
+    rounds = plan.rest_of_rounds(best_s)
     search_end = min(started + budget_s * (1 - LOADER_SHARE), deadline - rounds.seconds)
+    first_only = search_end - now < best_s  # the search holds its first load alone
+    if first_only:  # at modelmon's best's pace in the rounds
+        rounds, first_s = rounds.screened_by_search(best_s), best_s
     too_short = short_budget(plan, deadline - now, first_s, rounds, now - started, overrun_s)
     if too_short:
         say(too_short)
@@ -242,7 +261,7 @@ def recommend_with_loader(
         planned=True,
         **options,
     )
-    advice = advise(plan, rec, say)
+    advice = advise(plan, rec, say, time.monotonic() - now if first_only else None)
     budget = BudgetUse(
         given_s=budget_s,
         elapsed_s=time.monotonic() - started,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modelmon.core.configuration import Command, ProgramConfig, parse_engine
@@ -81,6 +81,7 @@ class RoundsLeft:
     screen_runs: int
     round_s: float  # one round of the finalists
     finalists: int  # 0: no round of finalists follows (the loader failed)
+    best_screened: bool = True  # round 1 runs modelmon's best (not the search's first load)
 
     @property
     def evidence_rounds(self) -> int:
@@ -93,6 +94,16 @@ class RoundsLeft:
     @property
     def runs(self) -> int:
         return self.screen_runs + self.evidence_rounds * self.finalists
+
+    def screened_by_search(self, best_s: float) -> RoundsLeft:
+        """These rounds where modelmon's search runs its first load alone: that load, right
+        after the loader's first run, is modelmon's best's run of round 1 (``best_s``)."""
+        return replace(
+            self,
+            screen_s=self.screen_s - best_s,
+            screen_runs=self.screen_runs - 1,
+            best_screened=False,
+        )
 
     def runs_held(self, room_s: float) -> int:
         """The cold runs of each finalist that ``room_s`` holds (round 1's at least)."""
@@ -133,10 +144,11 @@ def short_budget(
     loader = plan.rounds.pace(plan.as_is)
     if rounds.screen_s > room:
         total = elapsed_s + search_s + rounds.screen_s
+        best = ", modelmon's best" if rounds.best_screened else ""
         return (
             f"{BUDGET_NOT_KEPT}: a run of your loader takes about {loader:.0f} s (its "
             f"start and load), and round 1 of the rounds its answer rests on needs "
-            f"{rounds.screen_runs} more runs (each change once, modelmon's best), about "
+            f"{rounds.screen_runs} more runs (each change once{best}), about "
             f"{rounds.screen_s:.0f} s, beside modelmon's search ({search_s:.0f} s at the "
             f"least): this recommendation will take about {total:.0f} s, "
             f"{total - elapsed_s - max(left_s, 0.0):.0f} s past the budget, and its answer "

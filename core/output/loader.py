@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.advice import LoaderAdvice
 from modelmon.core.measuring.candidate import Candidate
@@ -54,6 +55,11 @@ def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
     pairs = f"{gain:.2f}× its baseline ({median_words(counted(count, 'paired cold round'), count)}"
     if verdict.text == "A faster":
         return f"ran {pairs}): slower"
+    if verdict.text == "B faster" and count < EVIDENCE_RUNS:
+        return (
+            f"ran {pairs}): faster, on fewer than the {EVIDENCE_RUNS} paired cold rounds a "
+            "change to act on rests on"
+        )
     if verdict.text == "B faster":
         return f"ran {pairs}): faster, but by less than the {MIN_GAIN - 1:.0%} worth a change"
     spread = f"{verdict.min_ratio:.2f}× to {verdict.max_ratio:.2f}×"

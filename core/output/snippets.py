@@ -33,7 +33,7 @@ class Snippet:
         note = f"; {self.note}" if self.note else ""
         if self.measured_as is None:
             return f"{about}not measured here{': ' + self.note if self.note else ''}"
-        runs = f", {self.runs} runs" if self.runs else ""
+        runs = f", {self.runs} run{'s' if self.runs != 1 else ''}" if self.runs else ""
         rate = rate_text(self.mbps) if self.mbps is not None else "its rate not kept"
         return f"{about}measured here as {self.measured_as}: {rate}{runs}{note}"
 

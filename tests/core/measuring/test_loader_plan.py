@@ -14,6 +14,7 @@ import pytest
 from modelmon.core.configuration import parse_engine
 from modelmon.core.errors import BudgetWarning
 from modelmon.core.limits import EVIDENCE_RUNS
+from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring import advice
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
@@ -116,9 +117,11 @@ def test_the_search_has_what_the_rounds_leave_of_the_budget(
 def test_a_budget_that_holds_part_of_the_evidence_says_how_much_before_the_search(
     model: Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The rounds at 10 s a run: round 1's rest 30 s, each evidence round 30 s; 60 s and
-    its 6 s of overrun hold the search's first load (2 s), round 1 and one evidence round:
-    said before the search, a line of progress (the budget is kept), not a warning."""
+    """The rounds at 10 s a run: round 1's rest 30 s, each evidence round 30 s. The search
+    holds its first load alone, at modelmon's best's pace in the rounds (10 s), and that load
+    is its run of round 1 (whose rest is then 20 s); 60 s and its 6 s of overrun hold it,
+    round 1 and one evidence round: said before the search, a line of progress (the budget
+    is kept), not a warning."""
     plan = plan_of(model)
     fakes = Recorded(model, plan, monkeypatch)
     with warnings.catch_warnings():
@@ -131,7 +134,7 @@ def test_a_budget_that_holds_part_of_the_evidence_says_how_much_before_the_searc
     assert said == (
         "the budget holds 2 cold runs of each finalist, not 3: a run of your loader takes "
         "about 10 s (its start and load), and the answer will say it is not certain; a "
-        "budget of about 84 s holds 3"
+        "budget of about 82 s holds 3"
     )
     assert fakes.searches[0]["budget_s"] < 0.01  # its first load only
     assert plan.rounds.overrun_s == pytest.approx(6.0)
@@ -140,7 +143,7 @@ def test_a_budget_that_holds_part_of_the_evidence_says_how_much_before_the_searc
 def test_a_budget_round_one_outgrows_is_said_before_the_search_starts(
     model: Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan = plan_of(model)  # round 1's rest: 2×10 + 10 = 30 s; 25 s and 2.5 s of overrun
+    plan = plan_of(model)  # round 1's rest: 2×10 s beside the search's 10 s; 25 s + 2.5 s
     fakes = Recorded(model, plan, monkeypatch)
     with pytest.warns(BudgetWarning, match="^the budget cannot be kept") as warned:
         advice.recommend_with_loader(
@@ -151,9 +154,48 @@ def test_a_budget_round_one_outgrows_is_said_before_the_search_starts(
     assert started == "search starts"
     assert warning == (
         "the budget cannot be kept: a run of your loader takes about 10 s (its start and "
-        "load), and round 1 of the rounds its answer rests on needs 3 more runs (each change "
-        "once, modelmon's best), about 30 s, beside modelmon's search (2 s at the least): "
-        "this recommendation will take about 32 s, 7 s past the budget, and its answer will "
-        "rest on 1 cold run of each"
+        "load), and round 1 of the rounds its answer rests on needs 2 more runs (each change "
+        "once), about 20 s, beside modelmon's search (10 s at the least): this "
+        "recommendation will take about 30 s, 5 s past the budget, and its answer will rest "
+        "on 1 cold run of each"
     )
     assert fakes.searches[0]["budget_s"] < 0.01  # its first load only
+
+
+def test_a_search_of_its_first_load_alone_is_modelmons_best_in_round_one(model: Model) -> None:
+    """A search that held its first load alone ran modelmon's best cold right after the
+    loader's first run: the rounds count that run as its round-1 run, at the search's wall,
+    and do not run it again before the evidence."""
+    plan = plan_of(model, runs_s=4.0)
+    searched = candidate("sequential", 900.0, workers=4)
+    rec = Recommendation(
+        model=model,
+        winner=searched,
+        ranked=(searched,),
+        ceilings=Ceilings(model.path, ()),
+        usable_ram=10**10,
+        budget=BudgetUse(given_s=1.0, elapsed_s=1.0),
+    )
+    ran: list[str] = []
+
+    def run(entry: Entry, leader_s: float | None = None) -> LoadResult:
+        ran.append(entry.spec)
+        result = engine_run("safetensors", 500.0).results[0]
+        entry.candidate.results.append(result)
+        entry.by_round[plan.rounds.round] = result
+        entry.candidate.ended = "finished"
+        return result
+
+    plan.rounds.run = run  # type: ignore[method-assign]
+    plan.rounds.deadline = time.monotonic() - 600  # spent: round 1 only, no evidence
+    plan.rounds.overrun_s = 0.0
+    done = advice.advise(plan, rec, search_wall_s=7.0)
+    assert searched.spec not in ran  # the changes ran; modelmon's best was not run again
+    assert done.modelmon.results == searched.results
+    assert plan.rounds.walls[searched.spec] == [7.0]
+    # Without the search's wall (a search that ran more), round 1 runs it.
+    again = plan_of(model, runs_s=4.0)
+    again.rounds.run = run  # type: ignore[method-assign]
+    again.rounds.deadline, again.rounds.overrun_s = time.monotonic() - 600, 0.0
+    advice.advise(again, rec)
+    assert ran[-1] == searched.spec

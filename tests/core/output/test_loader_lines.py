@@ -50,6 +50,10 @@ def test_nothing_beat_the_loader_its_own_line_as_it_is(model: Model) -> None:
     (line,) = loader_snippets(made, model)
     assert line.text == f"safetensors.numpy.load_file({_file(model)!r})"
     assert line.evidence() == "measured here as engine: safetensors: 310 MB/s, 3 runs"
+    once = advice(
+        engine_run("safetensors", 310), "safetensors", (), None, candidate("sequential", 900)
+    )
+    assert loader_snippets(once, model)[0].evidence().endswith(": 310 MB/s, 1 run")
 
 
 def test_llama_cpp_python_and_llama_server_share_the_measured_line(tmp_path: Path) -> None:

@@ -71,3 +71,15 @@ def test_modelmons_best_faster_but_not_certain_says_why_the_loader_is_kept():
         "yet not the answer: round by round it was 0.95–1.90× your loader, so the gain is not "
         "certain (a longer budget runs more rounds)."
     ), said
+
+
+def test_a_change_faster_on_fewer_rounds_than_the_evidence_says_so_not_too_little_gain():
+    """A short budget held one round: a change 2.5× its baseline there is not recommended
+    for want of rounds, and its sentence says that, not that it gained too little."""
+    change = replace(engine_run("transformers disable_mmap=true", 250), verdict=judge([2.5]))
+    lines = loader_explanation(_advice((change,), None))
+    assert lines[0].endswith(
+        "ran 2.50× its baseline (1 paired cold round): faster, on fewer than the 3 paired "
+        "cold rounds a change to act on rests on."
+    ), lines[0]
+    assert "worth a change" not in lines[0]
