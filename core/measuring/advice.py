@@ -137,10 +137,10 @@ def advise(
     if search_wall_s is not None and ran == [rec.winner] and len(rec.winner.results) == 1:
         # The same configuration, cold, right after the loader's first run, as round 1
         # would run it: run again it would only spend the budget the evidence needs.
-        (first,) = rec.winner.results
-        best.candidate.results.append(first)
+        (searched,) = rec.winner.results
+        best.candidate.results.append(searched)
         best.candidate.ended = "finished"
-        best.by_round[rounds.round] = first
+        best.by_round[rounds.round] = searched
         rounds.walls[best.spec] = [search_wall_s]
     first = [e for e in (engine_as_is,) if e is not None]
     keep = (EVIDENCE_RUNS - 1) * 3 * max(rounds.pace(as_is), 1.0)
