@@ -140,7 +140,8 @@ def engine_search(modelmon: RunCli, tmp_path: Path) -> None:
     evidence = written["apply_evidence"]
     assert "PATH" not in written["apply"]["safetensors"]  # pasted as it is
     assert f"measured here as {measured}: " in evidence["safetensors"]
-    assert evidence["safetensors"].endswith(" runs")
+    runs = loader["change_runs"] if "change" in loader else loader["as_is_runs"]
+    assert evidence["safetensors"].endswith(f", {runs} run{'s' if runs != 1 else ''}")
     if "change" in loader:  # the change is measured against the loader in every round
         assert loader["change_runs"] >= 3 and loader["gain"] >= 1.05
     assert "safetensors-read" not in written["apply"]  # replaced by the measured line
