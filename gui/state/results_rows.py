@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from modelmon.core import Ceilings, WatchResult
 from modelmon.core.measuring import beyond_spread
 from modelmon.core.output import limit_text, memory_text, primed_text, rate_text
@@ -47,6 +49,35 @@ COLUMNS = (
 )
 RUN, STRATEGY, CACHE, SECONDS, MBPS, CEILING_COLUMN, PEAK_RSS, LIMIT, STATUS = range(len(COLUMNS))
 NUMERIC = range(SECONDS, LIMIT + 1)
+# The columns of words that may be narrower than their text when the table is (their cells end
+# in "…", the whole text in their tooltips); the figures, the limit and the status never are.
+ELASTIC = (RUN, STRATEGY, CACHE, PEAK_RSS)
+
+
+def fitted_widths(natural: Sequence[int], room: int, least: int) -> list[int]:
+    """The widths of the columns before the last (``natural``: each as wide as its text) in
+    ``room`` px: where they are wider, the widest of the ``ELASTIC`` columns are narrowed to
+    one width, never below ``least`` px, so that every other column keeps its own. Narrower
+    than ``room`` even then, the table scrolls sideways."""
+    widths = list(natural)
+    elastic = [column for column in ELASTIC if column < len(widths)]
+    if sum(widths) <= room or not elastic:
+        return widths
+    # The widest width every elastic column may keep: what the others leave, shared out
+    # from the narrowest up (one narrower than its share gives the rest to the others).
+    left = room - sum(width for column, width in enumerate(widths) if column not in elastic)
+    sizes = sorted(widths[column] for column in elastic)
+    cap = sizes[-1]
+    for index, size in enumerate(sizes):
+        share = left // (len(sizes) - index)
+        if size > share:
+            cap = share
+            break
+        left -= size
+    cap = max(cap, least)
+    for column in elastic:
+        widths[column] = min(widths[column], cap)
+    return widths
 
 
 def cache_unmet(record: RunRecord) -> bool:
@@ -113,6 +144,19 @@ def above_bound(share: tuple[float, str], ceilings: Ceilings | None) -> bool:
 
 
 def cell_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str | None:
+    """A cell's tooltip; a cell of words starts with its whole text, which a narrow table
+    ends in "…"."""
+    tip = column_tip(record, column, ceilings)
+    if column not in ELASTIC:
+        return tip
+    text = cell_text(record, column, ceilings)
+    if text == "–" or (tip is not None and tip.startswith(text)):
+        return tip
+    return f"{text}\n{tip}" if tip else text
+
+
+def column_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None) -> str | None:
+    """What a cell's tooltip says beside its text."""
     if record.watched is not None and column in (STATUS, MBPS, CACHE):
         return watched_cell_tip(record, column)
     result = record.result

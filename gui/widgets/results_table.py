@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 from modelmon.core import Ceilings
@@ -20,6 +20,7 @@ from modelmon.gui.state.results_rows import (
     cache_unmet,
     cell_text,
     cell_tip,
+    fitted_widths,
 )
 from modelmon.gui.theme import current_theme
 
@@ -100,6 +101,12 @@ class ResultsModel(QAbstractTableModel):
         return None
 
 
+# Room kept, in average characters, for the status (it takes the rest of the width) and
+# for each column of words that a narrow table narrows (``fitted_widths``).
+STATUS_LEAST_CHARS = 16
+ELASTIC_LEAST_CHARS = 10
+
+
 class ResultsTable(QTableView):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -113,10 +120,15 @@ class ResultsTable(QTableView):
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.setWordWrap(False)
         header = self.horizontalHeader()
-        # Fitted to the contents on each new row, then the user's to change; the status
-        # column takes the rest (errors are long).
+        # Fitted to the contents on each new row and to the table's width as it changes,
+        # then the user's to change; the status column takes the rest (errors are long).
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.natural: list[int] = []  # each column's width for its text, the status's aside
+        self.user_sized = False  # the user dragged a column's edge: the widths are theirs
+        self._fitting = False
+        header.sectionResized.connect(self._section_resized)
         self.setToolTip("Every finished run, oldest first. Hover a cell for details.")
 
     def add(self, record: RunRecord) -> None:
@@ -126,8 +138,43 @@ class ResultsTable(QTableView):
 
     def set_ceilings(self, ceilings: Ceilings | None) -> None:
         self.results.set_ceilings(ceilings)
-        self.resizeColumnToContents(CEILING_COLUMN)
+        self.fit_columns()
 
     def fit_columns(self) -> None:
-        for column in range(len(COLUMNS) - 1):
-            self.resizeColumnToContents(column)
+        """Each column as wide as its text, then narrowed to the table's width where it is
+        narrower: the words end in "…" (whole in their tooltips) and the figures, the limit
+        and the status stay in sight, with no scrolling sideways (a 1000 px window)."""
+        self._fitting = True
+        try:
+            for column in range(STATUS):
+                self.resizeColumnToContents(column)
+            self.natural = [self.columnWidth(column) for column in range(STATUS)]
+            self.user_sized = False
+            self._fit_width()
+        finally:
+            self._fitting = False
+
+    def _fit_width(self) -> None:
+        average = self.fontMetrics().averageCharWidth()
+        header = self.horizontalHeader()
+        # The last section stretches, but never below the header's default section size.
+        status = max(STATUS_LEAST_CHARS * average, header.defaultSectionSize())
+        room = self.viewport().width() - status
+        for column, width in enumerate(
+            fitted_widths(self.natural, room, ELASTIC_LEAST_CHARS * average)
+        ):
+            if self.columnWidth(column) != width:
+                self.setColumnWidth(column, width)
+
+    def _section_resized(self, column: int, _old: int, _new: int) -> None:
+        if not self._fitting and column != STATUS:  # the status follows the table's width
+            self.user_sized = True
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.natural and not self.user_sized:
+            self._fitting = True
+            try:
+                self._fit_width()
+            finally:
+                self._fitting = False

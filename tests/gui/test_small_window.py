@@ -6,15 +6,29 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QStyle, QTableWidget
 
 from modelmon.core.measuring import WayMeasured
 from modelmon.core.options import LoadOptions
+from modelmon.core.runs import SessionResult
+from modelmon.core.system import MemoryLimit
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.recommending import RecommendationShown
+from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.results_rows import (
+    CEILING_COLUMN,
+    LIMIT,
+    MBPS,
+    SECONDS,
+    STATUS,
+    cell_text,
+    cell_tip,
+)
 
+from ..core.measuring.records import run
 from ..core.output.test_ranks_answer import GiB, MiB, ranks_found, ranks_run
 from .conftest import open_model
 
@@ -92,3 +106,56 @@ def test_a_ranks_answers_ways_show_whole_at_1000_px(
     assert table.rowCount() == len(found.ways)
     assert table.horizontalHeader().length() <= table.viewport().width()
     assert cut_cells(table) == []
+
+
+def ab_run_under_a_limit(label: str, pair: int) -> RunRecord:
+    """A run of an A/B as a user's table has them: a long name and spec, a limit, memory."""
+    held = MemoryLimit(
+        512 * MiB, 300 * MiB, 200 * MiB, 100 * MiB, 0, 200 * MiB, 100 * MiB, 0, False, 0, 0,
+        None, "/sys/fs/cgroup/modelmon-run", 2,
+    )  # fmt: skip
+    result = dataclasses.replace(run(480.0), memory_limit=held, parent_peak_rss=180 * 10**6)
+    rss = (np.array([0.1, 0.2]), np.array([90e6, 123.45e6]))
+    return RunRecord(
+        label,
+        "sequential workers=8 threads=2 chunk=64MiB fadvise=sequential readahead=4096 verify=true",
+        pair,
+        SessionResult(result, 0.1, {}, {"workers_rss": rss}, {}, {}),
+        session="A/B 12 at 14:03:55",
+    )
+
+
+def test_the_runs_tables_limit_and_status_show_at_1000_px(
+    qtbot, window: MainWindow, small_model: Path
+) -> None:
+    small(qtbot, window, small_model)
+    table = window.workspace.results
+    records = [ab_run_under_a_limit(label, pair) for pair in range(2) for label in "AB"]
+    for record in records:
+        table.add(record)
+    QApplication.processEvents()
+    room = table.viewport().width()
+    assert table.horizontalHeader().length() <= room  # no scrolling sideways
+    for column in (SECONDS, MBPS, CEILING_COLUMN, LIMIT):  # the figures and the limit whole
+        assert table.columnWidth(column) >= table.sizeHintForColumn(column), column
+    assert cell_text(records[0], LIMIT) == "512 MiB"
+    status = table.columnViewportPosition(STATUS)
+    assert room - status >= 10 * table.fontMetrics().averageCharWidth()  # the status in sight
+    # A word narrowed to "…" is whole in its tooltip.
+    narrowed = [
+        column
+        for column in range(STATUS)
+        if table.columnWidth(column) < table.sizeHintForColumn(column)
+    ]
+    assert narrowed
+    for column in narrowed:
+        tip = cell_tip(records[0], column)
+        assert tip is not None and tip.startswith(cell_text(records[0], column)), column
+    # Wider again, the words get their room back.
+    window.resize(1600, 700)
+    qtbot.waitUntil(lambda: table.viewport().width() > room + 400)
+    QApplication.processEvents()
+    assert all(
+        table.columnWidth(column) >= table.sizeHintForColumn(column) for column in range(STATUS)
+    )
+

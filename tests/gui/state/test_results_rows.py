@@ -7,7 +7,17 @@ import dataclasses
 from modelmon.core.runs import SessionResult
 from modelmon.core.system import MemoryLimit
 from modelmon.gui.state.records import RunRecord
-from modelmon.gui.state.results_rows import COLUMNS, LIMIT, cell_text, cell_tip
+from modelmon.gui.state.results_rows import (
+    COLUMNS,
+    LIMIT,
+    PEAK_RSS,
+    RUN,
+    SECONDS,
+    STRATEGY,
+    cell_text,
+    cell_tip,
+    fitted_widths,
+)
 
 from ...core.measuring.records import run
 
@@ -32,3 +42,27 @@ def test_a_runs_memory_limit_has_a_column_of_its_own() -> None:
     assert cell_text(_record(None), LIMIT) == "–"  # no cgroup: unlimited
     tip = cell_tip(_record(512 * MiB), LIMIT)
     assert tip is not None and tip.startswith("Its memory limit 512 MiB") and "peak" in tip
+
+
+def test_a_narrow_table_narrows_its_words_and_keeps_its_figures() -> None:
+    natural = [180, 620, 110, 60, 80, 80, 170, 70]  # the columns before the status
+    assert fitted_widths(natural, sum(natural), 80) == natural  # room for all: as they are
+    room = 800
+    widths = fitted_widths(natural, room, 80)
+    assert sum(widths) <= room
+    # The figures and the limit keep their widths; the words share what is left, the
+    # narrowest (the cache state) keeping its own.
+    assert widths[SECONDS:PEAK_RSS] == natural[SECONDS:PEAK_RSS] and widths[LIMIT] == 70
+    assert widths[2] == 110 and widths[RUN] == widths[STRATEGY] == widths[PEAK_RSS] < 170
+    # Never below the least: the table then scrolls sideways rather than show nothing.
+    assert fitted_widths(natural, 300, 80)[STRATEGY] == 80
+
+
+def test_a_cell_of_words_is_whole_in_its_tooltip() -> None:
+    record = RunRecord(
+        "B", "sequential workers=8 chunk=64MiB fadvise=sequential", 1,
+        SessionResult(run(500.0), 0.1, {}, {}, {}, {}), session="A/B 12 at 14:03:55",
+    )  # fmt: skip
+    for column in (RUN, STRATEGY):
+        tip = cell_tip(record, column)
+        assert tip is not None and tip.startswith(cell_text(record, column) + "\n"), tip
