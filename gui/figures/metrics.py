@@ -41,6 +41,7 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
         right.set_ylabel(view.right_label)
         right.grid(False)
     reasons, drawn, right_peak = [], 0, 0.0
+    names: set[str] = set()  # the series drawn: the key names their lines, no others
     for record, outcome in runs.traced():
         reason = outcome.unavailable.get(view.requires) if view.requires else None
         if reason:
@@ -67,6 +68,7 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
                     label=None if named else run_name(record),
                 )
                 named, drawn = True, drawn + 1
+                names.add(name)
                 if target is right and np.isfinite(shown).any():
                     right_peak = max(right_peak, float(np.nanmax(shown)))
     axes_ranges(axes, runs, bottom=0.0)
@@ -74,7 +76,8 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
         right.set_ylim(0.0, nice_ceiling(right_peak * 1.05))  # in steps, as on screen
     if not drawn:
         note(axes, reasons[0] if reasons else NO_RUN)
-    key_below(figure, axes, " · ".join([view.key, PLACEMENT, *(reasons if drawn else [])]))
+    key = view.key_for(names)
+    key_below(figure, axes, " · ".join([key, PLACEMENT, *(reasons if drawn else [])]))
     return figure
 
 

@@ -49,11 +49,15 @@ class MetricPlot(ThemedPlot):
         right_label: str | None = None,
         requires: str | None = None,
         parent: QWidget | None = None,
+        keys_when: tuple[tuple[str, str], ...] = (),
     ) -> None:
         super().__init__(title, X_LABEL, y_label, parent=parent)
         self.base_title = title
         self.traces = traces
-        self.key = key  # what solid / dashed / faint mean here, in the title
+        # What solid / dashed / faint mean here, below the plot: the words of the lines drawn.
+        self.view = MetricView(title, y_label, traces, key, right_label, requires, keys_when)
+        self.key = key
+        self.drawn_series: dict[str, set[str]] = {}  # label -> the series its run has
         self.requires = requires  # the metric source without which the plot has no data
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         # label -> (last time, peak left, peak right): what the ranges must take in.
@@ -123,10 +127,19 @@ class MetricPlot(ThemedPlot):
             self.curves[key] = curve
         return curve
 
+    def _rekey(self) -> None:
+        drawn = [name for names in self.drawn_series.values() for name in names]
+        key = self.view.key_for(drawn)
+        if key != self.key:
+            self.key = key
+            self.set_caption(key)
+
     def start_run(self, label: str) -> None:
         """A new run of ``label`` replaces its curves. They are emptied, not removed: making
         curves costs more than keeping an empty one (of a worker the new run lacks)."""
         self.pending.pop(label, None)
+        if self.drawn_series.pop(label, None) is not None:
+            self._rekey()
         if self.short_runs.pop(label, None) is not None:
             self._show_note()
         for (run, _), curve in self.curves.items():
@@ -158,6 +171,8 @@ class MetricPlot(ThemedPlot):
             missing = f"No {self.requires} counters here: {reason}" if reason else None
             self.unavailable_note = missing
         drawn = [(trace, name) for trace in self.traces for name in self._names(trace, snapshot)]
+        self.drawn_series[snapshot.label] = {name for _, name in drawn}
+        self._rekey()
         short = snapshot.too_short([name for _, name in drawn])
         if short is None:
             self.short_runs.pop(snapshot.label, None)
@@ -237,6 +252,8 @@ class MetricPlot(ThemedPlot):
 
     def clear(self) -> None:
         self.pending.clear()
+        self.drawn_series.clear()
+        self._rekey()
         for curve in self.curves.values():
             curve.setData([], [])
         self.extents.clear()
@@ -256,6 +273,7 @@ def plot_of(view: MetricView) -> MetricPlot:
         view.key,
         right_label=view.right_label,
         requires=view.requires,
+        keys_when=view.keys_when,
     )
 
 

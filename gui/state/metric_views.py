@@ -30,6 +30,14 @@ class MetricView:
     key: str  # what solid, dashed and faint mean here
     right_label: str | None = None  # the right-hand axis' title, when a trace is on it
     requires: str | None = None  # the metric source without which the plot has no data
+    # Words the key adds while their series is drawn (a memory limit's lines, only under
+    # one): the key names no line that is not there, and so fits its plot's two lines.
+    keys_when: tuple[tuple[str, str], ...] = ()
+
+    def key_for(self, names: Iterable[str]) -> str:
+        """The key of a plot that draws the series ``names``."""
+        drawn = set(names)
+        return "; ".join([self.key, *(words for name, words in self.keys_when if name in drawn)])
 
 
 X_LABEL = "time since load start (s)"
@@ -49,7 +57,8 @@ CPU = MetricView(
 )
 # Under a memory limit the run's cgroup is drawn too: the limit as a dotted line, and what
 # the cgroup is charged as two areas, all of it (the lighter part above is page cache) and
-# its anonymous memory (what reclaim cannot free). Without a limit those series are absent.
+# its anonymous memory (what reclaim cannot free). Without a limit those series are absent,
+# and so are their words in the key.
 MEMORY = MetricView(
     "Memory",
     "memory (GB)",
@@ -61,9 +70,9 @@ MEMORY = MetricView(
         Trace("worker_rss.*", "faint", scale=1 / GB),
         Trace("mem_available", "dashed", scale=1 / GB, right=True),
     ),
-    "solid: workers' RSS, faint: each worker, dashed: available (right); with a memory "
-    "limit, dotted: limit, areas: anonymous (dark), page cache (light)",
+    "solid: workers' RSS, faint: each worker, dashed: available (right)",
     right_label="available memory (GB)",
+    keys_when=(("limit_bytes", "dotted: limit, areas: anon (dark), cache (light)"),),
 )
 DEVICE = MetricView(
     "Device reads",

@@ -16,6 +16,7 @@ from modelmon.core.options import LoadOptions
 from modelmon.core.runs import SessionResult
 from modelmon.core.system import MemoryLimit
 from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.recommending import RecommendationShown
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.results_rows import (
@@ -159,3 +160,26 @@ def test_the_runs_tables_limit_and_status_show_at_1000_px(
         table.columnWidth(column) >= table.sizeHintForColumn(column) for column in range(STATUS)
     )
 
+
+def test_the_memory_plots_key_shows_whole_at_1000_px(
+    qtbot, window: MainWindow, small_model: Path
+) -> None:
+    small(qtbot, window, small_model)
+    plot, tabs = window.workspace.memory, window.workspace.tabs
+    tabs.setCurrentIndex(next(i for i in range(tabs.count()) if tabs.widget(i).isAncestorOf(plot)))
+    QApplication.processEvents()
+    caption = plot.caption
+
+    def shown() -> str:
+        return super(type(caption), caption).text()
+
+    assert shown() == caption.text() and "workers' RSS" in shown(), shown()
+    # Under a memory limit: its lines are drawn, and named, whole too.
+    times = np.array([0.1, 0.2])
+    names = ("workers_rss", "mem_available", "limit_bytes", "cgroup_bytes", "cgroup_anon_bytes")
+    series = {name: (times, np.array([1e8, 2e8])) for name in names}
+    plot.show_snapshot(MetricSnapshot("A", series, {}, {}))
+    QApplication.processEvents()
+    assert "limit" in caption.text() and shown() == caption.text(), shown()
+    plot.clear()  # no run: no limit's words
+    assert "limit" not in caption.text()
