@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from modelmon.core import Discovery, discover_models
 from modelmon.core.errors import ModelmonError, redact_urls
+from modelmon.core.limits import DEFAULT_BUDGET_S
 from modelmon.gui.bridge import GuiPoster
 from modelmon.gui.export_dialogs import ExportDialogs
 from modelmon.gui.menus import MenuParts, Menus, WindowActions
@@ -294,10 +295,12 @@ class MainWindow(QMainWindow):
             return
         dialog = RecommendDialog(
             self,
+            budget_s=self.settings.recommend_budget() or DEFAULT_BUDGET_S,
             model_format=self.bench.info.model.format,
             memory_limit_text=self.bench.memory_limit_text,
         )
         if self._ask(dialog, lambda: bool(dialog.exec())):
+            self.settings.set_recommend_budget(dialog.budget_s())  # offered the next time
             self.bench.recommend(dialog.budget_s(), dialog.loader(), dialog.ranks_count())
 
     def choose_memory_limit(self) -> None:

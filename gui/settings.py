@@ -13,6 +13,7 @@ from PySide6.QtCore import QByteArray, QSettings
 
 from modelmon.core.configuration import program_kind
 from modelmon.core.errors import ModelmonError
+from modelmon.core.limits import MAX_BUDGET_S, MIN_BUDGET_S
 from modelmon.core.options import PRIME_MODES, LoadOptions, PrimeMode, format_spec, parse_spec
 
 SETTINGS_ENV = "MODELMON_SETTINGS"
@@ -20,6 +21,7 @@ GEOMETRY = "window/geometry"
 CONFIG = "ab/config_{label}"  # the strategy spec of configuration A or B, as parse_spec reads it
 OBJECT_CONFIG = "ab/object_config_{label}"  # the same for a model in object storage
 PAIRS = "ab/pairs"
+RECOMMEND_BUDGET = "recommend/budget_s"  # the last budget Run ▸ Recommend… measured with
 EXPORT_FOLDER = "export/folder"
 THEME = "view/theme"  # "system" | "light" | "dark"
 SAMPLE_MS = "metrics/sample_ms"
@@ -89,6 +91,22 @@ class AppSettings:
 
     def set_pairs(self, pairs: int) -> None:
         self._set(PAIRS, pairs)
+
+    def recommend_budget(self) -> float | None:
+        """The budget of the last search the user started, in whole seconds the dialog takes."""
+        value = self.qsettings.value(RECOMMEND_BUDGET)
+        try:
+            seconds = float(value) if value is not None else None  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        if seconds is None or not MIN_BUDGET_S <= seconds <= MAX_BUDGET_S:
+            return None  # not a number, or out of range: the default is better than an error
+        return float(int(seconds))
+
+    def set_recommend_budget(self, seconds: float) -> None:
+        if not MIN_BUDGET_S <= seconds <= MAX_BUDGET_S:
+            raise ValueError(f"a budget from {MIN_BUDGET_S:g} to {MAX_BUDGET_S:g} s, not {seconds}")
+        self._set(RECOMMEND_BUDGET, int(seconds))
 
     def export_folder(self) -> str | None:
         folder = self._text(EXPORT_FOLDER)

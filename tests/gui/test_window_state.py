@@ -302,3 +302,41 @@ def test_a_run_started_from_the_recommendation_tab_is_shown_where_it_is_drawn(
     window.bench.run("A")
     qtbot.waitUntil(lambda: tabs.currentIndex() == 0, timeout=30_000)  # Throughput
     wait_idle(qtbot, window)
+
+
+def test_the_recommend_dialog_offers_the_budget_last_measured_with(
+    qtbot, small_model: Path, tmp_path: Path, monkeypatch
+):
+    settings = tmp_path / "modelmon.ini"
+    window = new_window(qtbot, settings, tmp_path / "home")
+    open_model(qtbot, window, small_model)
+    offered: list[float] = []
+
+    def measure_with_45_s(dialog: RecommendDialog) -> int:
+        offered.append(dialog.budget_s())
+        dialog.budget.setValue(45)
+        return 1  # Measure
+
+    monkeypatch.setattr(RecommendDialog, "exec", measure_with_45_s)
+    window.recommend()
+    assert window.bench.running  # the search started with it
+    window.bench.cancel()
+    wait_idle(qtbot, window)
+    # Cancelled, the dialog keeps nothing: the next time it offers the last budget measured.
+    monkeypatch.setattr(RecommendDialog, "exec", lambda d: offered.append(d.budget_s()) or 0)
+    window.recommend()
+    window.close()
+    again = new_window(qtbot, settings, tmp_path / "home")  # and in the next session
+    open_model(qtbot, again, small_model)
+    again.recommend()
+    assert offered == [DEFAULT_BUDGET_S, 45, 45]
+    again.close()
+    # A budget the dialog cannot take (written by hand, by another version) is not offered.
+    written = QSettings(str(settings), QSettings.Format.IniFormat)
+    written.setValue("recommend/budget_s", "lots")
+    written.sync()
+    third = new_window(qtbot, settings, tmp_path / "home")
+    open_model(qtbot, third, small_model)
+    third.recommend()
+    assert offered[-1] == DEFAULT_BUDGET_S
+    third.close()
