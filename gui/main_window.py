@@ -138,6 +138,7 @@ class MainWindow(QMainWindow):
                     self.choose_memory_limit,
                     self.show_model_tab,
                     self.set_sample_interval,
+                    self.quit,
                 ),
             )
         )
@@ -190,16 +191,28 @@ class MainWindow(QMainWindow):
     def confirm_stop(self, path: str) -> bool:
         """Ask before opening ``path`` stops the running job (its runs so far are lost)."""
         shown = redact_urls(path)
+        return self._confirm(
+            f"Opening {os.path.basename(shown.rstrip('/')) or shown} stops it", "Stop and open"
+        )
+
+    def confirm_quit(self) -> bool:
+        """Ask before closing the window stops the running job (its runs so far are lost)."""
+        return self._confirm("Quitting stops it", "Stop and quit")
+
+    def _confirm(self, what: str, stop: str) -> bool:
+        """Whether the user lets ``what`` stop the running job (``stop``: the button that
+        does); True at once when no job runs."""
+        if not self.bench.running:
+            return True
         self.confirmation = QMessageBox(
             QMessageBox.Icon.Question,
             "Stop the running job?",
-            f"{job_name(self.bench.runner.job)} is running. Opening "
-            f"{os.path.basename(shown.rstrip('/')) or shown} stops it, and what it has not "
+            f"{job_name(self.bench.runner.job)} is running. {what}, and what it has not "
             "finished is lost.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             self,
         )
-        self.confirmation.button(QMessageBox.StandardButton.Yes).setText("Stop and open")
+        self.confirmation.button(QMessageBox.StandardButton.Yes).setText(stop)
         self.confirmation.setDefaultButton(QMessageBox.StandardButton.Cancel)
         answer = self.confirmation.exec()
         self.confirmation = None
@@ -371,7 +384,18 @@ class MainWindow(QMainWindow):
         if bucket.prefix is not None and bucket.listed is None and not bucket.listing:
             bucket.refresh()  # and the models under the prefix kept from the last session
 
+    def quit(self) -> None:
+        """File ▸ Quit: as the window's close button, asking first while a job runs."""
+        if self.confirm_quit():
+            self.close()
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        # The user's close (the title bar's button, the window manager's) asks while a job
+        # runs, as opening another model does; a close by a program (a stop signal, a
+        # session ending, File ▸ Quit once it has asked) stops the job without asking.
+        if event.spontaneous() and not self.confirm_quit():
+            event.ignore()
+            return
         remember_session(self, self.settings, self.bench, self.workspace.panels)
         self.menus.theme_menu.stop()
         app = QApplication.instance()

@@ -33,6 +33,7 @@ class WindowActions:
     choose_memory_limit: Callable[[], None]
     show_model_tab: Callable[[int], None]
     set_sample_interval: Callable[[float], None]
+    quit: Callable[[], None]  # File ▸ Quit: asks first while a job runs
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,13 @@ class Menus:
             for name in w.plots
         ]
         files.addSeparator()
-        action(files, "&Quit", QKeySequence.StandardKey.Quit, w.window.close, "Quit modelmon.")
+        action(
+            files,
+            "&Quit",
+            QKeySequence.StandardKey.Quit,
+            w.does.quit,
+            "Quit modelmon (asking first while a job runs: quitting stops it).",
+        )
 
     def _run_menu(self, runs: QMenu) -> None:
         w, action, bench = self.parts, self.action, self.parts.state.bench

@@ -208,3 +208,44 @@ def test_opening_a_model_mid_ab_asks_first_and_keeps_each_models_results(
     qtbot.waitUntil(lambda: window.bench.info is not open_model_again, timeout=10_000)
     (record,) = window.bench.records
     assert record.status == "cancelled"
+
+
+def test_quitting_mid_ab_asks_first_and_stops_it_cleanly(
+    qtbot, window: MainWindow, slow_model: Path
+):
+    open_model(qtbot, window, slow_model)
+    start_slow_ab(qtbot, window.workspace, 3)
+    quit_action = next(a for a in window.menus.files.actions() if a.text() == "&Quit")
+    # "Cancel": the window stays and the A/B goes on.
+    answer_confirmation(window, QMessageBox.StandardButton.Cancel)
+    quit_action.trigger()
+    assert window.confirmation is None
+    assert window.isVisible() and window.bench.running
+    # "Stop and quit": the A/B is cancelled, its workers ended, then the window closes.
+    said: list[str] = []
+
+    def stop_and_quit() -> None:
+        box = window.confirmation
+        if box is None or not box.isVisible():
+            QTimer.singleShot(10, stop_and_quit)
+            return
+        said.append(box.text())
+        stop = box.button(QMessageBox.StandardButton.Yes)
+        said.append(stop.text())
+        stop.click()
+
+    QTimer.singleShot(0, stop_and_quit)
+    quit_action.trigger()
+    assert said == [
+        "An A/B comparison is running. Quitting stops it, and what it has not finished is lost.",
+        "Stop and quit",
+    ]
+    assert not window.isVisible() and not window.bench.running
+    assert worker_processes() == []
+
+
+def test_quitting_with_nothing_running_asks_nothing(qtbot, window: MainWindow, small_model: Path):
+    open_model(qtbot, window, small_model)
+    quit_action = next(a for a in window.menus.files.actions() if a.text() == "&Quit")
+    quit_action.trigger()
+    assert window.confirmation is None and not window.isVisible()
