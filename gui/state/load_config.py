@@ -109,6 +109,22 @@ def full_spec_text(strategy: str, options: LoadOptions) -> str:
     return " ".join([strategy, *shown])
 
 
+def summary_text(strategy: str, options: LoadOptions) -> str:
+    """The configuration as its panel's line says it: ``full_spec_text``, and for a
+    bucket's strategies in the panel's own words, connections and part size ("ranged: 4
+    connections, 8 MiB parts"): a thread of a ranged load is a connection to the endpoint,
+    its chunk the part each GET asks for."""
+    if not reads_objects(strategy):
+        return full_spec_text(strategy, options)
+    count = options.threads
+    connections = f"{count} connection{'s' if count != 1 else ''}"
+    if options.workers > 1:
+        connections = f"{options.workers} workers × {connections} each"
+    switches = [name for name in ("verify", "discard") if getattr(options, name)]
+    words = [connections, f"{chunk_text(options.chunk)} parts", *switches]
+    return f"{strategy}: " + ", ".join(words)
+
+
 def used_options(strategy: str) -> frozenset[str]:
     cls = STRATEGIES.get(strategy)
     return cls.uses if cls is not None else frozenset()

@@ -40,6 +40,7 @@ from modelmon.gui.state.load_config import (
     spec_text,
     strategy_choices,
     strategy_summary,
+    summary_text,
     used_options,
 )
 from modelmon.gui.state.programs import (
@@ -384,6 +385,13 @@ class StrategyPanel(QGroupBox):
             )
         strategy = self.strategy()
         spec = strategy if is_program(strategy) else full_spec_text(strategy, self.options())
-        self.spec_line.setText(spec)
-        self.spec_line.setToolTip(f"{spec}\n(as the command line's --a and --b take it)")
+        line = strategy if is_program(strategy) else summary_text(strategy, self.options())
+        self.spec_line.setText(line)
+        if line == spec:
+            self.spec_line.setToolTip(f"{spec}\n(as the command line's --a and --b take it)")
+        else:  # a bucket's, said as connections and part size
+            self.spec_line.setToolTip(
+                f"{line}\nAs the command line's --a and --b take it: {spec} (threads: the "
+                "connections of each worker, chunk: the part size)"
+            )
         self.edited.emit(self.strategy(), self.options())

@@ -69,3 +69,21 @@ def test_readahead_is_greyed_out_with_the_reason_where_it_cannot_be_set(qtbot):
     assert panel.readahead.isEnabled() and panel.options().readahead == 1024
     panel.strategy_box.setCurrentText("direct")
     assert not panel.readahead.isEnabled() and "O_DIRECT" in panel.readahead.toolTip()
+
+
+def test_a_buckets_line_speaks_in_connections_and_part_size_as_its_knobs(qtbot):
+    panel = StrategyPanel("A")
+    qtbot.addWidget(panel)
+    panel.set_config("ranged", LoadOptions(threads=4, chunk=16 << 20))
+    assert panel.captions["threads"].text() == "Connections:" and panel.threads.value() == 4
+    assert panel.captions["chunk"].text() == "Part size:"
+    assert panel.spec_line.text() == "ranged: 4 connections, 16 MiB parts"
+    # The command line's words are in its tooltip, said for what they are here.
+    tip = panel.spec_line.toolTip()
+    assert "ranged workers=1 threads=4 chunk=16MiB" in tip and "threads: the connections" in tip
+    panel.set_config("ranged-stream", LoadOptions(workers=2, threads=1, verify=True))
+    assert panel.spec_line.text() == (
+        "ranged-stream: 2 workers × 1 connection each, 8 MiB parts, verify"
+    )
+    panel.set_config("sequential", LoadOptions(threads=4))  # a file's: as the CLI says it
+    assert panel.spec_line.text().startswith("sequential workers=1 threads=4")
