@@ -73,9 +73,12 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
     if round((ratio - 1) * 100, 1) == 0:
         return f"A and B are as fast as each other ({ratios}, {noise})"
     if verdict.within_timing:
+        # The ± is the pairs' own spread in every verdict; the timing's bound is said in
+        # its own words: beside it, a second ± of another quantity reads as the same band.
         why = (
-            f"its loads are timed to the watch's samples, ±{verdict.resolution * 100:.0f} % on "
-            f"a ratio ({ratios}): a larger model, or slower storage, times them finer"
+            f"timed to the watch's samples, its ratios are no finer than "
+            f"{verdict.resolution * 100:.0f} % ({ratios}, {noise}): a larger model times them "
+            "finer"
         )
     elif low < 1:
         why = f"the pairs disagree on which is faster ({ratios}, {noise})"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from modelmon.core.measuring.ab import Verdict, judge
 from modelmon.core.output.verdict import gain_text, pairs_lines, stopped_words, verdict_words
 
@@ -77,3 +79,18 @@ def test_the_spread_says_how_many_pairs_it_bounds():
     assert spread_words(0.05, 2) == "both pairs within ±5 % of their median"
     assert spread_words(0.05, 6) == "3 of the 6 pairs within ±5 % of their median"
     assert spread_words(0.05) == "half the pairs within ±5 % of the median"
+
+
+def test_the_band_is_always_the_pairs_own_spread():
+    """Every verdict's ± is its pairs' spread: an A/B timed to a watch's samples says the
+    timing's bound in words of its own, so two A/Bs never show two quantities as one band
+    (±15 % of spread, then ±75 % of timing)."""
+    for verdict in (
+        judge([1.12, 1.13, 1.14]),
+        judge([0.95, 1.1, 1.02]),
+        judge([1.3, 1.1, 1.18]),
+        judge([1.06, 1.06, 1.06], resolution=0.75),
+        judge([1.05, 1.2, 1.1], resolution=0.15),
+    ):
+        words = verdict_words(verdict, 3)
+        assert re.findall(r"±(\d+) %", words) == [f"{verdict.noise * 100:.0f}"], words
