@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ from modelmon.gui.state.residency_grid import picture, resident_share
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from modelmon.gui.state.records import RunRecord
 
 FAINT_ALPHA = 90 / 255  # the live plot's faint per-worker lines
 AREA_ALPHA = 45 / 255  # each area of a run's memory cgroup, as the live plot's
@@ -81,6 +84,16 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
     return figure
 
 
+def ended_at(record: RunRecord) -> float:
+    """Where ``record``'s run ended (s), as the live picture stops there: a watch's end, a
+    completed load's time; NaN for a load stopped before its end."""
+    watched = record.watched
+    if watched is not None:
+        return watched.wall_seconds
+    result = record.result
+    return result.seconds if result is not None and result.status == "ok" else math.nan
+
+
 def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     from matplotlib.colors import LinearSegmentedColormap
 
@@ -106,7 +119,7 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
         colours = LinearSegmentedColormap.from_list(
             "cached", ["white", run_colour(record.label)]
         ).with_extremes(bad=(0.0, 0.0, 0.0, 0.0))  # not measured: no colour at all
-        shown = picture(maps, files)
+        shown = picture(maps, files, ended_at(record))
         for grid in shown.grids:
             axes.imshow(
                 np.ma.masked_invalid(grid.cells.T),

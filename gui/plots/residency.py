@@ -101,7 +101,7 @@ class ResidencyPlot(ThemedPlot):
         if snapshot.maps:
             # The newest map says what the picture ends with; the series may be older.
             resident = resident_share(snapshot.maps[-1][1], self.files)
-            self._draw(snapshot.maps)
+            self._draw(snapshot.maps, snapshot.end_s)
         self._retitle(resident)
 
     def showEvent(self, event: QShowEvent) -> None:
@@ -110,10 +110,11 @@ class ResidencyPlot(ThemedPlot):
             snapshot, self.pending = self.pending, None
             self.show_snapshot(snapshot)
 
-    def _draw(self, maps: Maps) -> None:
+    def _draw(self, maps: Maps, end_s: float) -> None:
+        """The maps as a picture; of a finished load (``end_s``), up to its end only."""
         theme = current_theme()
         colours = pg.ColorMap([0.0, 1.0], [theme.background, theme.run_colour(self.label)])
-        shown = picture(maps, self.files)
+        shown = picture(maps, self.files, end_s)
         for grid in shown.grids:
             image = self.images.get(grid.path)
             if image is None:

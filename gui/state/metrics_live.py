@@ -39,6 +39,9 @@ class MetricSnapshot:
     # Of a final snapshot: how often the sampler looked, and how long the run took.
     interval_s: float = math.nan
     seconds: float = math.nan
+    # Where a finished run ended (s), that its pictures stop at: a load that completed, or
+    # a watch; NaN while it runs, or of a load stopped before its end.
+    end_s: float = math.nan
 
     @staticmethod
     def of_result(label: str, outcome: SessionResult) -> MetricSnapshot:
@@ -53,6 +56,7 @@ class MetricSnapshot:
             latest(outcome.series, "resident_fraction"),
             outcome.interval_s,
             outcome.result.seconds,
+            outcome.result.seconds if outcome.result.status == "ok" else math.nan,
         )
 
     def too_short(self, names: list[str]) -> str | None:

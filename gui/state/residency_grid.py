@@ -60,6 +60,30 @@ def columns_of(times: np.ndarray, max_columns: int = MAX_COLUMNS) -> tuple[np.nd
     return np.maximum(np.searchsorted(times, starts + 1e-9, side="right") - 1, 0), width
 
 
+def ended_columns(
+    times: np.ndarray, end_s: float, max_columns: int = MAX_COLUMNS
+) -> tuple[np.ndarray, float, float]:
+    """The columns of a finished load's picture, which ends where the load ended (``end_s``,
+    seconds since it started): cut as ``columns_of`` cuts them, up to there; the maps taken
+    after it (the sampler's last look, once the load is over) are what the last column
+    shows, the state the load left. Map index per column, the column width and the first
+    column's start (s)."""
+    clipped = np.minimum(times, end_s)
+    steps = np.diff(clipped)
+    steps = steps[steps > 0]
+    width = float(np.percentile(steps, 25)) if len(steps) else 0.1
+    span = end_s - float(clipped[0])
+    if span <= 0:  # every map came as it ended: the newest, over the load's last moment
+        width = min(width, end_s) if end_s > 0 else width
+        return np.array([len(times) - 1], dtype=np.int64), width, end_s - width
+    count = max(1, min(max_columns, math.ceil(span / width - 1e-6)))
+    width = span / count
+    starts = clipped[0] + np.arange(count) * width
+    picks = np.maximum(np.searchsorted(clipped, starts + 1e-9, side="right") - 1, 0)
+    picks[-1] = len(times) - 1
+    return picks, width, float(clipped[0])
+
+
 def shrink_rows(grid: np.ndarray, rows: int) -> np.ndarray:
     """Average groups of neighbouring bins down to ``rows`` (NaN where a whole group is)."""
     bins = grid.shape[1]
@@ -73,10 +97,14 @@ def shrink_rows(grid: np.ndarray, rows: int) -> np.ndarray:
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def picture(maps: Maps, files: Files) -> ResidencyPicture:
-    """One grid per file that the (non-empty) maps cover."""
+def picture(maps: Maps, files: Files, end_s: float = math.nan) -> ResidencyPicture:
+    """One grid per file that the (non-empty) maps cover; of a finished load (``end_s``: its
+    seconds), ending where the load ended."""
     times = np.array([t for t, _ in maps], dtype=np.float64)
-    picks, width = columns_of(times)
+    if math.isfinite(end_s):
+        picks, width, start = ended_columns(times, end_s)
+    else:
+        (picks, width), start = columns_of(times), float(times[0])
     rows = max(MIN_ROWS, MAX_ROWS // max(1, len(files)))
     grids = []
     for path, base, size in files:
@@ -91,7 +119,7 @@ def picture(maps: Maps, files: Files) -> ResidencyPicture:
         grids.append(
             FileGrid(path, shrink_rows(cells, rows).astype(np.float32, copy=False), base, size)
         )
-    return ResidencyPicture(float(times[0]), width * len(picks), tuple(grids))
+    return ResidencyPicture(start, width * len(picks), tuple(grids))
 
 
 def resident_share(files_map: dict[str, np.ndarray], files: Files) -> float:

@@ -194,6 +194,7 @@ class WatchFeed:
             latest(series, "resident_fraction"),
             samples.interval_s,
             result.wall_seconds,  # the series span the whole watch, not first to last byte
+            result.wall_seconds,
         )
 
 

@@ -49,3 +49,19 @@ def test_a_long_run_of_many_maps_stays_a_bounded_picture():
     share = resident_share(maps[-1][1], files)
     assert share == pytest.approx((100 + 300 * maps[-1][0] / 3600) / 400)
     assert math.isnan(resident_share({}, files))
+
+
+def test_a_finished_loads_picture_ends_where_the_load_ended():
+    files = [("/m/a", 0.0, 100.0)]
+    # Maps every 0.1 s of a 0.45 s load, and the sampler's last look 0.2 s after its end.
+    maps = tuple(
+        (t, {"/m/a": np.full(64, min(1.0, t / 0.45))}) for t in (0.0, 0.1, 0.2, 0.3, 0.4, 0.65)
+    )
+    assert picture(maps, files).end_s > 0.65  # while it runs: as far as the maps go
+    ended = picture(maps, files, 0.45)
+    assert ended.start_s == 0.0 and ended.end_s == pytest.approx(0.45)
+    # The last column is what the load left: the last look's map, all cached.
+    assert np.all(ended.grids[0].cells[-1] == 1.0) and np.all(ended.grids[0].cells[0] == 0.0)
+    # Every map taken as it ended: one column, at its end.
+    late = picture(((0.5, {"/m/a": np.ones(64)}),), files, 0.3)
+    assert late.end_s == pytest.approx(0.3) and 0.0 <= late.start_s < 0.3
