@@ -14,7 +14,7 @@ from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.options import LoadOptions, format_spec
 from modelmon.core.storage.records import ReadStats
 from modelmon.core.system.host_memory import RETURNS_FREE_MEMORY, primed_text
-from modelmon.core.system.memory_limit import ways_text
+from modelmon.core.system.memory_limit import ram_text, ways_text
 from modelmon.core.units import human_bytes, rate_text
 
 if TYPE_CHECKING:
@@ -320,14 +320,15 @@ def render_ranks(result: RanksResult) -> str:
     )
     node = result.node
     if node is not None:
+        # RAM, as the limit beside it and every memory figure says it: GiB, MiB.
         split = (
-            f" ({human_bytes(node.anon_peak_bytes or 0)} anonymous, "
-            f"{human_bytes(node.cache_peak_bytes or 0)} page cache and shared memory at most)"
+            f" ({ram_text(node.anon_peak_bytes or 0)} anonymous, "
+            f"{ram_text(node.cache_peak_bytes or 0)} page cache and shared memory at most)"
             if node.measured
             else " (the ranks' own peaks summed: no cgroup held them)"
         )
         lines.append(
-            f"node memory: peak {human_bytes(node.peak_bytes)}, "
+            f"node memory: peak {ram_text(node.peak_bytes)}, "
             f"{node.peak_bytes / max(1, result.model_bytes):.1f} × the model{split}"
         )
         if node.limit is not None:

@@ -10,6 +10,7 @@ from modelmon.core.measuring.ranks_records import NodeMemory, RankResult, RanksR
 from modelmon.core.measuring.ranks_search import RanksRecommendation, RanksWay, WayMeasured
 from modelmon.core.options import LoadOptions
 from modelmon.core.output.ranks_answer import render_ranks_answer
+from modelmon.core.output.text import render_ranks
 from modelmon.core.system.cache import CacheState
 
 GiB, MiB = 1 << 30, 1 << 20
@@ -71,3 +72,13 @@ def test_a_pick_on_fewer_runs_than_its_rounds_says_it_is_not_certain() -> None:
     )
     runs = [ranks_run(1.5 + i / 10, GiB, GiB) for i in range(3)]
     assert "Not certain" not in render_ranks_answer(ranks_found(*runs), None).split("\n")[0]
+
+
+def test_load_ranks_says_the_node_memory_in_the_units_of_ram() -> None:
+    """``modelmon load --ranks N``'s node memory in GiB and MiB, as its limit line and every
+    figure of RAM say it, never in decimal MB beside them."""
+    text = render_ranks(ranks_run(1.5, int(2.52e9), int(2.1e9)))
+    (line,) = [line for line in text.splitlines() if line.startswith("node memory")]
+    assert line.startswith("node memory: peak 2.3 GiB, "), line
+    assert "(2.0 GiB anonymous, 401 MiB page cache and shared memory at most)" in line, line
+    assert " MB" not in line and " GB" not in line, line
