@@ -45,6 +45,9 @@ def rate_span_text(low: float, high: float) -> str:
 
 
 def _rate_parts(mbps: float, grouped: bool = False) -> tuple[str, str]:
+    # Words from the figure a record keeps: a rate said from the raw value and the same rate
+    # said from its record (361.46 kept as 361.5) are then the same words (361 and 362 not).
+    mbps = rate_figure(mbps)
     if mbps >= 9.95:
         return (f"{mbps:,.0f}" if grouped else f"{mbps:.0f}"), "MB/s"
     if mbps >= 0.9995:

@@ -68,3 +68,12 @@ def test_a_rate_is_kept_in_megabytes_to_three_digits_under_one(mbps: float, kept
     from modelmon.core.units import rate_figure
 
     assert rate_figure(mbps) == kept
+
+
+@pytest.mark.parametrize("mbps", [361.46, 361.54, 9.949, 0.99949, 0.0099949, 1249.96])
+def test_a_rate_reads_the_same_from_its_raw_value_and_from_its_record(mbps: float) -> None:
+    """A rate is said from the raw value in one place and from the record's figure in
+    another (the explanation, the config file's tables): the words are the same."""
+    from modelmon.core.units import rate_figure
+
+    assert rate_text(mbps) == rate_text(rate_figure(mbps))
