@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -251,12 +252,25 @@ def test_prime_memory_says_why_nothing_was_primed(modelmon, sharded_model: Path)
     assert bad.returncode == 2 and "--prime-memory" in bad.stderr
 
 
+PRIME_MIN = 256 * MiB  # less is not worth priming (host_memory.PRIME_MIN)
+# What caps a priming, or declines it, when the machine's memory is short (plan_priming).
+ROOM = (
+    r"(half of the \S+ GiB available|all but 512 MiB of the \S+ GiB free"
+    r"|all but 512 MiB of the \S+ GiB its memory cgroup has left)"
+)
+CAPPED = f"capped at {ROOM}"
+DECLINED = rf"not primed: ({ROOM} is under 256 MiB|tasks stalled on memory \S+% of the last 10 s)"
+
+
 def test_priming_covers_the_arrays_a_load_keeps_and_nothing_for_a_discard_load(
     modelmon, tmp_path: Path
 ) -> None:
     """Priming never holds more than the load: a cold discard load keeps nothing (its page
     cache is reclaimable), a load to RAM its arrays; the JSON says what was primed and why,
-    and the parent's peak leaves the priming out."""
+    and the parent's peak leaves the priming out. How much of the arrays the machine has
+    room for is its own state when the run plans (free memory, pressure: ``plan_priming``,
+    checked fact by fact in tests/core/system/test_host_memory.py): the plan the run
+    recorded covers the arrays, and primes them all or says what capped it."""
     from ...core.loading.sparse import sparse_model
 
     model = str(sparse_model(tmp_path, tensors=5, tensor_bytes=64 * MiB))  # 320 MiB, a hole
@@ -269,8 +283,16 @@ def test_priming_covers_the_arrays_a_load_keeps_and_nothing_for_a_discard_load(
     assert kept.returncode == 0, kept.stderr
     data = json.loads(kept.stdout)
     primed = data["cache"]["primed"]
-    assert (primed["bytes"], primed["why"]) == (320 * MiB, "the load's arrays"), primed
-    assert data["parent_peak_rss"] < 320 * MiB  # the priming is not in it
+    assert primed["wanted"] == 320 * MiB, primed  # the arrays, not their page cache too
+    if primed["why"] == "the load's arrays":
+        assert primed["bytes"] == 320 * MiB, primed
+    elif primed["bytes"] > 0:  # the machine had room for part of them: what capped it
+        assert re.fullmatch(CAPPED, primed["why"]), primed
+        assert PRIME_MIN <= primed["bytes"] < 320 * MiB, primed
+    else:  # no room worth priming, or tasks stalled on memory: why not
+        assert re.fullmatch(DECLINED, primed["why"]), primed
+    # The priming is not in the parent's peak (an interpreter with numpy, far under it).
+    assert data["parent_peak_rss"] < (primed["bytes"] or 320 * MiB), data["parent_peak_rss"]
 
 
 def test_load_reports_the_whole_process_trees_peak_beside_the_workers(
