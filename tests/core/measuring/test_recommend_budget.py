@@ -5,6 +5,7 @@ start and imports on top of its load)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from pathlib import Path
@@ -131,16 +132,27 @@ def test_a_peer_that_would_run_into_the_reserve_is_stopped_at_it(
     assert slow.ended == "not measured" and "did not start loading" in slow.reason
 
 
-def test_another_loaders_run_ends_at_its_limit_imports_included(sharded_model: Path) -> None:
+def test_another_loaders_run_ends_at_its_limit_imports_included(
+    sharded_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit counts from the command's start, its interpreter's start and imports
+    included, and stops the command there. The child here never gets past its interpreter's
+    start (a ``sitecustomize`` that sleeps an hour): a run that waited for it, or counted
+    from its first byte, would never end (the suite's timeout fails it); one that ends, saying
+    so, was stopped at its limit, whatever the machine's pace."""
     model = open_model(sharded_model)
     engine = parse_engine("safetensors")
-    started = time.monotonic()
-    running = run_for(model, engine, "cold", time_limit_s=0.05, monitor=False)
-    done = running.run().result
-    # Stopped 0.05 s after its start, imports included (how far it got by then is the
-    # machine's pace: a warm interpreter may read all of a small model), and said so.
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    (frozen / "sitecustomize.py").write_text("import time\n\ntime.sleep(3600)\n")
+    with monkeypatch.context() as patch:
+        path = os.environ.get("PYTHONPATH")
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(frozen), path])))
+        ran = run_for(model, engine, "cold", time_limit_s=0.05, monitor=False).run()
+    done = ran.result
     assert done.status == "cancelled" and "time limit" in (done.error or ""), done.error
-    assert time.monotonic() - started < 10.0  # its child stopped, not waited for
+    assert ran.watch is not None and ran.watch.ended_by == "cancel"  # stopped, not waited for
+    assert done.bytes == 0 and ran.own is None  # it never got as far as its harness
     stop = threading.Event()
     assert run_for(model, engine, "cold", cancel=stop).run().result.status == "ok"
 
