@@ -116,6 +116,9 @@ class NodeRun:
     storage: tuple[StorageFacts | ObjectStorage, ...]
     reads: ReadStats | None = None  # its requests to object storage, where it counted them
     withdrew: bool = False  # it failed before the start: the others went without it
+    # time.time() on this node when it arrived at the barrier, ready; 0.0 when it never did.
+    # No node goes before the last one arrived: its wait there is ``start_wall`` less this.
+    arrived_wall: float = 0.0
     # N ranks on the node: what they did (``bytes`` is then what every reader of the node
     # read, ``seconds`` the slowest rank's time, ``peak_rss`` one worker's of any rank).
     ranks: NodeRanks | None = None
@@ -194,17 +197,19 @@ def load_on_node(
 
 @dataclass
 class BarrierGate:
-    """This node at the fleet's barrier, as a run's start gate: whether it arrived (where it
-    did not, the others are told it withdraws), when it went, or why the barrier broke."""
+    """This node at the fleet's barrier, as a run's start gate: whether (and when) it arrived
+    (where it did not, the others are told it withdraws), when it went, or why the barrier
+    broke."""
 
     node_id: str
     arrive: Arrive
     arrived: bool = False
+    arrived_wall: float = 0.0
     went: list[float] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
 
     def __call__(self) -> bool:
-        self.arrived = True
+        self.arrived, self.arrived_wall = True, time.time()
         go, why = self.arrive(self.node_id)
         if go is None:
             self.broken.append(why or "the barrier broke")
@@ -251,6 +256,7 @@ def _load(
             reason = failure or (result.error if result is not None else None)
             withdraw(node_id, reason or "stopped before the start")
     failed = NodeRun.failed(request, node_id, host, failure, state, storage, not barrier.arrived)
+    failed = replace(failed, arrived_wall=barrier.arrived_wall)
     if result is None:
         return failed
     error, status = result.error, result.status
@@ -298,6 +304,7 @@ def bound_on_node(
     failed = NodeRun.failed(
         request, node_id, socket.gethostname(), failure, state, storage, not barrier.arrived
     )
+    failed = replace(failed, arrived_wall=barrier.arrived_wall)
     if barrier.broken:
         return replace(failed, status="cancelled", error=f"did not start: {barrier.broken[0]}")
     if reading is None:

@@ -248,6 +248,8 @@ class FleetResult:
             "mbps": round(run.mbps, 3),
             "start_offset_s": self.start_offset(run),
             "start_wall": run.start_wall or None,
+            "arrived_wall": run.arrived_wall or None,
+            "waited_s": waited(run),
             "peak_rss": run.peak_rss,
             "cache": asdict(run.cache),
             "object_reads": asdict(run.reads) if run.reads is not None else None,
@@ -331,6 +333,14 @@ def storage_columns(first: StorageFacts | ObjectStorage | None) -> dict[str, str
     if isinstance(first, ObjectStorage):
         return {"fs_type": first.storage, "device": first.endpoint}
     return {"fs_type": "", "device": ""}
+
+
+def waited(run: NodeRun) -> float | None:
+    """How long the node waited at the barrier for the others, on its own clock (so on a
+    real cluster as exact as on one machine); None where it did not both arrive and go."""
+    if not (run.arrived_wall and run.start_wall):
+        return None
+    return run.start_wall - run.arrived_wall
 
 
 def finite(value: float) -> str:

@@ -123,6 +123,17 @@ def fleet_json(*args: str) -> dict[str, Any]:
     return document_of(done)
 
 
+def went_from_one_barrier(runs: list[dict[str, Any]]) -> None:
+    """What a round's barrier guarantees, from the times its nodes recorded (their clocks are
+    this machine's one): every node arrived, and none went before the last one arrived. How
+    close together they went is the machine's scheduling, not the barrier's: on a loaded
+    machine the release reaches each node's process when it next gets a core."""
+    assert all(run["arrived_wall"] and run["start_wall"] for run in runs), runs
+    last_arrival = max(run["arrived_wall"] for run in runs)
+    assert all(run["start_wall"] >= last_arrival for run in runs), runs
+    assert all(run["waited_s"] >= 0 for run in runs), runs
+
+
 def test_fleet_load_runs_on_every_node_from_one_barrier(
     cluster: Any, sharded_model: Path, tmp_path: Path
 ) -> None:
@@ -135,17 +146,19 @@ def test_fleet_load_runs_on_every_node_from_one_barrier(
     nodes = document["nodes"]
     assert len(nodes) == NODES
     assert len({n["node_id"] for n in nodes}) == NODES  # one task pinned to each node
-    starts = []
+    runs = []
     for node in nodes:
         (run,) = node["runs"]
         assert run["status"] == "ok", run["error"]
         assert run["bytes"] == total and node["mbps"] > 0 and node["seconds"] > 0
         assert run["cache"]["requested"] == "cold" and run["cache"]["resident_before"] <= 0.01
         assert node["peak_rss"] > 0 and node["storage"]
-        starts.append(run["start_wall"])
-    assert max(starts) - min(starts) < 0.5  # the barrier: all nodes went together
+        runs.append(run)
+    went_from_one_barrier(runs)
+    starts = [run["start_wall"] for run in runs]
     aggregate = document["aggregate"]
-    assert aggregate["nodes"] == NODES and aggregate["start_spread_s"] < 0.5
+    assert aggregate["nodes"] == NODES
+    assert aggregate["start_spread_s"] == pytest.approx(max(starts) - min(starts))
     assert aggregate["seconds"]["max"] == max(n["seconds"] for n in nodes)
     assert aggregate["straggler"]["node_id"] in {n["node_id"] for n in nodes}
     assert aggregate["total_mbps"] > 0
@@ -170,7 +183,9 @@ def test_fleet_bench_alternates_sides_on_the_chosen_nodes(
     assert aggregate["A"]["spec"] == "sequential cache=cold"
     assert aggregate["B"]["spec"] == "pread workers=2 cache=cold"
     assert [r["round"] for r in aggregate["A"]["rounds"]] == [0, 2]
-    assert all(r["start_spread_s"] < 0.5 for r in aggregate["B"]["rounds"])
+    runs = [run for node in nodes for run in node["runs"]]
+    for round_ in range(4):  # each round from its own barrier
+        went_from_one_barrier([run for run in runs if run["round"] == round_])
     assert aggregate["b_over_a"] > 0
 
 

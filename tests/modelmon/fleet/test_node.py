@@ -59,6 +59,30 @@ def test_a_worker_killed_at_the_barrier_fails_the_nodes_row_at_once(tmp_path: Pa
     assert (run.error or "").startswith(f"worker 1 (pid {pid}) was killed by SIGKILL"), run.error
 
 
+def test_a_nodes_row_says_when_it_arrived_at_the_barrier_and_when_it_went(
+    tmp_path: Path,
+) -> None:
+    """The node arrives once its load is ready, then waits there for the others: its row's
+    ``arrived_wall`` comes before its call to the barrier, its ``start_wall`` after the
+    barrier's answer (so a fleet's rows show that no node went before the last arrived)."""
+    model = write_safetensors_model(tmp_path, layers=1, hidden=64, vocab=256)
+    options = LoadOptions(workers=1, discard=True, cache="keep")
+    request = NodeRequest(str(model), StrategyConfig("sequential", options), "load", 0)
+    called: list[float] = []
+
+    def arrive(node: str) -> tuple[float | None, str | None]:
+        called.append(time.time())
+        return time.time(), None  # the last node arrived: go
+
+    def abort(node: str, reason: str) -> None:
+        raise AssertionError(f"the node arrived, it must not abort: {reason}")
+
+    run = load_on_node(request, "node-a", arrive, abort)
+    assert run.status == "ok", run.error
+    (called_at,) = called
+    assert 0 < run.arrived_wall <= called_at <= run.start_wall
+
+
 @pytest.mark.parametrize(("fatal", "status"), [(False, "cancelled"), (True, "failed")])
 def test_a_stopped_round_stops_the_nodes_load(tmp_path: Path, fatal: bool, status: str) -> None:
     """The round is stopped (another node failed; or, fatal, its barrier is gone): the node's

@@ -88,6 +88,23 @@ def test_a_failed_node_is_its_row_and_stays_out_of_the_spread() -> None:
     assert "failed: worker 0 failed" in render_fleet(result)
 
 
+def test_each_run_says_when_its_node_arrived_at_the_barrier_and_how_long_it_waited() -> None:
+    """No node goes before the last one arrived: the rows say when each arrived and went,
+    and how long it waited there (the node that waited least held the others up)."""
+    runs = (
+        replace(node_run("n1", 1.0, 1000.50), arrived_wall=998.00),
+        replace(node_run("n2", 1.0, 1000.52), arrived_wall=1000.40),
+        node_run("n3", 0.0, 0.0, status="failed"),  # it failed before it arrived
+    )
+    document = strict(FleetResult("load", "/m", (LOAD,), runs).to_dict())
+    rows = [node["runs"][0] for node in document["nodes"]]
+    assert [r["arrived_wall"] for r in rows] == [998.00, 1000.40, None]
+    assert [r["start_wall"] for r in rows] == [1000.50, 1000.52, None]
+    assert rows[0]["waited_s"] == pytest.approx(2.50)
+    assert rows[1]["waited_s"] == pytest.approx(0.12)
+    assert rows[2]["waited_s"] is None
+
+
 def test_bench_nests_each_side_and_compares_the_totals() -> None:
     sides = (
         Side("A", StrategyConfig("sequential", LoadOptions(workers=2))),
