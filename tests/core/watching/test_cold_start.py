@@ -1,6 +1,9 @@
-"""A server's cold start, watched: ready, its phases against the server's own clock, its
-ranks. The server is tests/serve_bed.py (imports, weights, post-processing, then it listens),
-run for real; its timeline (seconds since its process started) is held against the watch's."""
+"""A server's cold start, watched: ready, its phases, its ranks. The server is
+tests/serve_bed.py (imports, weights, post-processing, then it listens), run for real. Ready
+and the phases are held to what the server did (its own listen, line, answer; its ranks'
+reads as the watch saw them) and to its timeline (seconds since its process started) as a
+moment the watch cannot see before it happened; how soon after it sees it is the machine's
+scheduling, benchmarks/cold_start.py's to measure."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from modelmon.core.errors import OptionsError
 from modelmon.core.output.watch import render_watch
 from modelmon.core.system.memory_cgroup import unavailable as cgroup_unavailable
 from modelmon.core.watching.cold_findings import headline
-from modelmon.core.watching.ready import URL_PERIOD_S
+from modelmon.core.watching.cold_start import RANK_LATE_S
 
 from ...object_store import BUCKET
 
@@ -32,22 +35,19 @@ PACE = ("--pace-mbps", "40")
 SLICE_PACE = ("--pace-mbps", "15")
 
 
-def tolerance(seconds: float, result: WatchResult | None = None, at: float = 0.0) -> float:
-    """How close a phase's bound must be to the server's own: 10 %, or 0.3 s (two ticks of
-    the watch and the server's own print) for a short one; with ``result``, widened by how
-    much later than its interval the watch's sample around ``at`` came (on a machine whose
-    cores are all busy, a tick waits for a CPU: the watch cannot see a moment finer than
-    the samples it took)."""
-    late = 0.0
-    if result is not None and result.samples is not None and result.samples.spans is not None:
-        starts, ends = result.samples.spans
-        widths = [
-            end - start
-            for start, end in zip(starts, ends, strict=True)
-            if start - 1.0 <= at <= end + 1.0
-        ]
-        late = max(0.0, max(widths, default=0.0) - result.samples.interval_s)
-    return max(0.3, 0.1 * seconds) + late
+# The server's clock counts from its process's start, which the kernel keeps in these ticks.
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def not_before(moment: float | None, event: float) -> bool:
+    """Whether the watch's ``moment`` (seconds after it started the command) is no earlier
+    than the server's ``event`` (seconds since its process started, on the server's clock).
+    The watch reads its clock before it starts the process, and the kernel counts the
+    process's start in whole ticks: one instant is at most a tick earlier on the watch's
+    clock than on the server's. How much later the watch sees a moment is the machine's
+    scheduling (on a loaded machine, a look waits for a core; benchmarks/cold_start.py
+    measures it); never earlier than it happened."""
+    return moment is not None and moment >= event - TICK_S
 
 
 @pytest.fixture(scope="module")
@@ -199,21 +199,26 @@ def test_ranks_that_read_their_slices_read_a_quarter_each(model: Path, tmp_path:
 
 
 def test_a_slowed_rank_is_named_the_slowest(model: Path, tmp_path: Path) -> None:
-    result, found = serve(
+    result, _ = serve(
         model,
         tmp_path,
         *("--ranks", "4", "--mode", "slice", "--post-s", "0.2"),
         *("--slow-rank", "2", "--slow-mbps", "5", *SLICE_PACE),
     )
     cold = result.cold_start
-    assert cold is not None
+    assert cold is not None and cold.ready_s is not None
     (slowest,) = [f for f in result.findings if f.code == "slowest-rank"]
     assert slowest.evidence["rank"] == 2
     assert "Rank 2" in slowest.text
     weights = cold.phase("weights")
-    assert weights is not None  # the weights end when the slowest rank has read them
-    ended = last(found, "last-byte")
-    assert weights.end_s == pytest.approx(ended, abs=tolerance(1.0, result, ended))
+    assert weights is not None
+    # The weights end when the slowest rank has read them, by each rank's reads as the watch
+    # saw them: after every other rank's last byte, at the slow one's (the same byte may be
+    # seen a tick apart: RANK_LATE_S), or at ready if the watch saw that first.
+    ends = {rank.rank: rank.end_s for rank in cold.ranks}
+    assert None not in ends.values(), cold.ranks
+    assert weights.end_s > max(end for rank, end in ends.items() if rank != 2), ends
+    assert weights.end_s >= min(ends[2] - RANK_LATE_S, cold.ready_s), (weights, ends)
 
 
 def test_a_ready_line_of_the_output_is_ready_and_passes_through(
@@ -227,8 +232,9 @@ def test_a_ready_line_of_the_output_is_ready_and_passes_through(
     )
     cold = result.cold_start
     assert cold is not None and cold.ready_by == "line"
-    ready = first(found, "ready")
-    assert cold.ready_s == pytest.approx(ready, abs=tolerance(0.0, result, ready))
+    ready = first(found, "ready")  # ready is when the watch read the server's own line
+    assert cold.ready_detail == f'its output said "serve_bed: ready {ready:.3f}"'
+    assert not_before(cold.ready_s, ready), (cold.ready_s, ready)
     assert "started" in found and "ready" in found  # its output reached where it was going
 
 
@@ -242,8 +248,10 @@ def test_a_ready_url_answering_2xx_is_ready(model: Path, tmp_path: Path) -> None
     )
     cold = result.cold_start
     assert cold is not None and cold.ready_by == "url" and not cold.lazy
-    ready = first(found, "ready")  # the URL is asked every URL_PERIOD_S
-    assert cold.ready_s == pytest.approx(ready, abs=URL_PERIOD_S + tolerance(0.0, result, ready))
+    assert (cold.ready_detail or "").endswith(" answered 200"), cold.ready_detail
+    # It answers 503 until its weights are read and processed: 200 is no earlier.
+    done = last(found, "post-done")
+    assert not_before(cold.ready_s, done), (cold.ready_s, done)
     assert "s3cr3t" not in str(result.to_dict())  # a token in the URL is not written
 
 
@@ -257,10 +265,13 @@ def test_a_server_that_binds_before_loading_is_ready_when_it_goes_quiet_after(
     cold = result.cold_start
     assert cold is not None and cold.ready_by == "listen" and not cold.lazy
     assert [e[3] for e in cold.early_listens] == ["before its weights were read"]
-    done = first(found, "post-done")
-    assert cold.ready_s is not None and cold.ready_s > last(found, "last-byte")
-    assert cold.ready_s == pytest.approx(done, abs=tolerance(0.0, result, done))
     assert "--ready-url" in (cold.ready_detail or "")
+    # The end of one of the watch's samples, after the server's last model byte.
+    assert result.samples is not None and result.samples.spans is not None
+    ends = result.samples.spans[1]
+    assert cold.ready_s is not None and min(abs(ends - cold.ready_s)) < 1e-6, cold.ready_s
+    ended = last(found, "last-byte")
+    assert not_before(cold.ready_s, ended), (cold.ready_s, ended)
 
 
 def test_a_lazy_server_is_said_so_never_a_load_of_no_seconds(model: Path, tmp_path: Path) -> None:
@@ -273,11 +284,11 @@ def test_a_lazy_server_is_said_so_never_a_load_of_no_seconds(model: Path, tmp_pa
 
 
 def test_a_port_of_a_helper_that_read_no_weights_is_not_ready(model: Path, tmp_path: Path) -> None:
-    result, found = serve(model, tmp_path, "--side-listener", "--post-s", "0.5", *PACE)
+    result, _ = serve(model, tmp_path, "--side-listener", "--post-s", "0.5", *PACE)
     cold = result.cold_start
     assert cold is not None and cold.ready_by == "listen"
-    ready = first(found, "ready")
-    assert cold.ready_s == pytest.approx(ready, abs=tolerance(0.0, result, ready))
+    port = announced_port(tmp_path / "bed.log")  # the server's own listen, not the helper's
+    assert cold.ready_detail == f"pid {result.pid} listened on :{port}"
     assert any("neither the command nor" in why for *_, why in cold.early_listens)
 
 
@@ -411,13 +422,12 @@ def test_gloo_ranks_whose_store_listens_before_the_weights_are_ready_later(
     model: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("torch.distributed")
-    result, found = serve(
-        model, tmp_path, "--ranks", "2", "--mode", "whole", "--dist", "gloo", *PACE
-    )
+    result, _ = serve(model, tmp_path, "--ranks", "2", "--mode", "whole", "--dist", "gloo", *PACE)
     cold = result.cold_start
     assert cold is not None and cold.ready_by == "listen" and len(cold.ranks) == 2
     # The store on MASTER_PORT and gloo's own sockets listen before any weight is read.
     assert cold.early_listens and all(
         why == "before its weights were read" for *_, why in cold.early_listens
     )
-    assert cold.ready_s == pytest.approx(first(found, "ready"), abs=tolerance(5.0))
+    port = announced_port(tmp_path / "bed.log")  # ready is the server's own listen
+    assert cold.ready_detail == f"pid {result.pid} listened on :{port}"
