@@ -170,17 +170,21 @@ def test_dropping_a_folder_opens_its_model(qtbot, window: MainWindow, small_mode
     assert window.bench.info.model.total_bytes == parse_model(small_model).total_bytes
 
 
-def answer_confirmation(window: MainWindow, button: QMessageBox.StandardButton) -> None:
-    """Click ``button`` of the confirmation once it is on screen (it runs its own loop)."""
+def answer_confirmation(window: MainWindow, button: QMessageBox.StandardButton) -> list[str]:
+    """Click ``button`` of the confirmation once it is on screen (it runs its own loop);
+    the list it returns then holds the box's text and the button's."""
+    said: list[str] = []
 
     def click() -> None:
         box = window.confirmation
         if box is None or not box.isVisible():
             QTimer.singleShot(10, click)
             return
+        said.extend([box.text(), box.button(button).text()])
         box.button(button).click()
 
     QTimer.singleShot(0, click)
+    return said
 
 
 def test_opening_a_model_mid_ab_asks_first_and_keeps_each_models_results(
@@ -222,19 +226,7 @@ def test_quitting_mid_ab_asks_first_and_stops_it_cleanly(
     assert window.confirmation is None
     assert window.isVisible() and window.bench.running
     # "Stop and quit": the A/B is cancelled, its workers ended, then the window closes.
-    said: list[str] = []
-
-    def stop_and_quit() -> None:
-        box = window.confirmation
-        if box is None or not box.isVisible():
-            QTimer.singleShot(10, stop_and_quit)
-            return
-        said.append(box.text())
-        stop = box.button(QMessageBox.StandardButton.Yes)
-        said.append(stop.text())
-        stop.click()
-
-    QTimer.singleShot(0, stop_and_quit)
+    said = answer_confirmation(window, QMessageBox.StandardButton.Yes)
     quit_action.trigger()
     assert said == [
         "An A/B comparison is running. Quitting stops it, and what it has not finished is lost.",

@@ -26,6 +26,22 @@ def reporting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_memory, "memory_pressure", lambda *_: 0.0)
 
 
+@pytest.fixture
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The sleeps ``host_memory`` takes on the test's own thread (the wait is the caller's),
+    each still slept."""
+    seconds_slept: list[float] = []
+    real_sleep, here = time.sleep, threading.get_ident()
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == here:
+            seconds_slept.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(host_memory.time, "sleep", sleep)
+    return seconds_slept
+
+
 def balloon(root: Path, name: str, features: str) -> Path:
     device = root / name
     device.mkdir(parents=True)
@@ -103,7 +119,7 @@ def test_a_load_that_holds_no_arrays_primes_nothing(tmp_path: Path, reporting: N
 
 
 def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
-    tmp_path: Path, reporting: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, reporting: None, monkeypatch: pytest.MonkeyPatch, slept: list[float]
 ) -> None:
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(4 * MIB))
@@ -117,15 +133,7 @@ def test_a_load_that_primes_nothing_still_lets_the_report_pass_run_first(
     # by the microseconds between the two).
     assert time.monotonic() - freed >= 0.3
     monkeypatch.setattr(host_memory, "_last_free", time.monotonic())
-    slept: list[float] = []
-    real_sleep, here = time.sleep, threading.get_ident()
-
-    def sleep(seconds: float) -> None:  # this thread's sleeps only: the wait is the caller's
-        if threading.get_ident() == here:
-            slept.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr(host_memory.time, "sleep", sleep)
+    slept.clear()  # the wait above; the run below takes none
     cache.prepare([path], "keep", arrays=0)  # takes no free memory: no wait
     assert not slept, slept
 
@@ -345,7 +353,7 @@ def test_an_unknown_priming_mode_is_refused(mode: None) -> None:
 
 
 def test_the_wait_before_priming_counts_from_the_last_noted_free(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, slept: list[float]
 ) -> None:
     monkeypatch.setattr(host_memory, "_last_free", None)
     assert host_memory.settle_left() == host_memory.REPORT_DELAY_S  # unknown: assume just now
@@ -353,15 +361,6 @@ def test_the_wait_before_priming_counts_from_the_last_noted_free(
     assert 0 < host_memory.settle_left() <= host_memory.REPORT_DELAY_S
     monkeypatch.setattr(host_memory, "_last_free", time.monotonic() - 60)
     assert host_memory.settle_left() == 0.0  # that pass has long run
-    slept: list[float] = []
-    real_sleep, here = time.sleep, threading.get_ident()
-
-    def sleep(seconds: float) -> None:  # this thread's sleeps only: the wait is the caller's
-        if threading.get_ident() == here:
-            slept.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr(host_memory.time, "sleep", sleep)
     host_memory.prime(MIB, force=True)
     assert not any(slept), slept  # no wait: the wait not taken, not a clock read
 
