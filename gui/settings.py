@@ -8,6 +8,7 @@ place for organisation and application "modelmon".
 from __future__ import annotations
 
 import os
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QByteArray, QSettings
 
@@ -15,6 +16,8 @@ from modelmon.core.configuration import program_kind
 from modelmon.core.errors import ModelmonError
 from modelmon.core.limits import MAX_BUDGET_S, MIN_BUDGET_S
 from modelmon.core.options import PRIME_MODES, LoadOptions, PrimeMode, format_spec, parse_spec
+
+Number = TypeVar("Number", int, float)
 
 SETTINGS_ENV = "MODELMON_SETTINGS"
 GEOMETRY = "window/geometry"
@@ -58,6 +61,15 @@ class AppSettings:
         value = self.qsettings.value(key)
         return value if isinstance(value, str) and value else None
 
+    def _number(self, key: str, kind: type[Number]) -> Number | None:
+        """The value kept under ``key`` as ``kind``; None where none is kept or it is not one
+        (a settings file edited by hand)."""
+        value: Any = self.qsettings.value(key)
+        try:
+            return kind(value) if value is not None else None
+        except (TypeError, ValueError):
+            return None
+
     def geometry(self) -> QByteArray | None:
         value = self.qsettings.value(GEOMETRY)
         return value if isinstance(value, QByteArray) and not value.isEmpty() else None
@@ -83,22 +95,14 @@ class AppSettings:
         self._set((OBJECT_CONFIG if objects else CONFIG).format(label=label), spec)
 
     def pairs(self) -> int | None:
-        value = self.qsettings.value(PAIRS)
-        try:
-            return int(value) if value is not None else None  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            return None
+        return self._number(PAIRS, int)
 
     def set_pairs(self, pairs: int) -> None:
         self._set(PAIRS, pairs)
 
     def recommend_budget(self) -> float | None:
         """The budget of the last search the user started, in whole seconds the dialog takes."""
-        value = self.qsettings.value(RECOMMEND_BUDGET)
-        try:
-            seconds = float(value) if value is not None else None  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return None
+        seconds = self._number(RECOMMEND_BUDGET, float)
         if seconds is None or not MIN_BUDGET_S <= seconds <= MAX_BUDGET_S:
             return None  # not a number, or out of range: the default is better than an error
         return float(int(seconds))
@@ -116,11 +120,7 @@ class AppSettings:
         self._set(EXPORT_FOLDER, folder)
 
     def sample_ms(self) -> int | None:
-        value = self.qsettings.value(SAMPLE_MS)
-        try:
-            ms = int(value) if value is not None else None  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            return None
+        ms = self._number(SAMPLE_MS, int)
         return ms if ms in SAMPLE_CHOICES_MS else None
 
     def set_sample_ms(self, ms: int) -> None:
