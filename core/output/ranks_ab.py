@@ -7,6 +7,7 @@ from __future__ import annotations
 from modelmon.core.measuring.ranks_ab import RanksAB
 from modelmon.core.measuring.ranks_records import NodeMemory, RanksResult
 from modelmon.core.output.verdict import pairs_lines
+from modelmon.core.system.memory_limit import ram_text
 from modelmon.core.units import human_bytes, rate_text
 
 __all__ = ["ranks_run_line", "render_ranks_ab"]
@@ -20,7 +21,7 @@ def _times(low: float, high: float, runs: int) -> str:
 def _of_model(count: int | None, model_bytes: int) -> str:
     if count is None:
         return "–"
-    return f"{human_bytes(count)} ({count / max(1, model_bytes):.1f}×)"
+    return f"{ram_text(count)} ({count / max(1, model_bytes):.1f}×)"
 
 
 def render_ranks_ab(ab: RanksAB) -> str:
@@ -88,8 +89,8 @@ def ranks_run_line(result: RanksResult, state: str) -> str:
     memory = ""
     if node is not None:
         held = node.held_peak_bytes
-        memory = f"; node peak {human_bytes(node.peak_bytes)}" + (
-            f", held {human_bytes(held)}" if held is not None else ""
+        memory = f"; node peak {ram_text(node.peak_bytes)}" + (
+            f", held {ram_text(held)}" if held is not None else ""
         )
     read = human_bytes(result.read_bytes)
     return f"slowest rank {result.seconds:.3f} s, read {read} ({state}{memory})"

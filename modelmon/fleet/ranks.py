@@ -26,7 +26,7 @@ from modelmon.core import (
     StrategyConfig,
 )
 from modelmon.core.errors import OptionsError
-from modelmon.core.output import human_bytes, limit_text
+from modelmon.core.output import human_bytes, limit_text, ram_text
 from modelmon.core.system import MemoryLimit
 
 CSV_FIELDS = (
@@ -174,12 +174,13 @@ def csv_columns(ranks: NodeRanks | None, requests: Mapping[str, Any] | None) -> 
 
 
 def node_text(figures: Mapping[str, Any], model_bytes: int) -> str:
-    """ "node peak 290 MB (4.3×), held 272 MB (4.0×), read 272 MB"."""
+    """ "node peak 277 MiB (4.3×), held 260 MiB (4.0×), read 272 MB": memory binary, data
+    decimal, as everywhere else."""
 
     def of_model(count: int | None) -> str:
         if count is None:
             return "–"
-        return f"{human_bytes(count)} ({count / max(1, model_bytes):.1f}×)"
+        return f"{ram_text(count)} ({count / max(1, model_bytes):.1f}×)"
 
     read = figures["read_bytes"]
     return (

@@ -77,6 +77,8 @@ def test_the_text_names_modes_node_memory_and_the_limit_the_node_ran_in(
     assert "slowest rank s" in lines[1] and "node peak (× model)" in lines[1]
     assert lines[2].split()[:3] == ["A", "slice", "sequential"]
     assert lines[3].split()[:3] == ["B", "slice", "direct"]
+    for row in lines[2:4]:  # node memory binary (as a limit is given), data decimal
+        assert "MiB (" in row and " MB (" not in row, row
     assert any(line.startswith("verdict: ") for line in lines)
     for side in ("A", "B"):  # the node ran in one cgroup of the limit
         assert any(line.startswith(f"{side} limit: memory limit 512 MiB") for line in lines)

@@ -76,7 +76,7 @@ def test_each_node_says_its_slowest_rank_memory_and_reads_and_the_fleet_its_slow
     }
     text = render_fleet(result)
     assert "[load] sequential cache=cold · 4 ranks a node, whole" in text
-    assert "4.000 s (slowest rank); node peak 240.00 MB (4.8×), held 210.00 MB (4.2×)" in text
+    assert "4.000 s (slowest rank); node peak 229 MiB (4.8×), held 200 MiB (4.2×)" in text
     assert "slowest node: host-n3 n3, its slowest rank (1) at 4.000 s" in text
     rows = list(csv.DictReader(io.StringIO(result.csv_bytes().decode())))
     assert rows[2]["ranks"] == "4" and rows[2]["ranks_mode"] == "whole"
