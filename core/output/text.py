@@ -243,15 +243,17 @@ def render_result(result: LoadResult) -> str:
 
 def memory_text(result: LoadResult) -> str:
     """ "peak RSS 1.23 GB in all of modelmon's processes: 1.15 GB in this one, 80.00 MB in
-    its workers"; "" where the parent's peak was not measured. Priming is not in it (the
-    cache line says what was primed)."""
+    its workers (each process's own peak, summed: …)"; "" where the parent's peak was not
+    measured. A cgroup's peak (``--memory-limit``) counts shared pages once. Priming is not
+    in it (the cache line says what was primed)."""
     tree = result.process_tree_peak_rss
     if tree is None or result.parent_peak_rss is None:
         return ""
     return (
         f"peak RSS {human_bytes(tree)} in all of modelmon's processes: "
         f"{human_bytes(result.parent_peak_rss)} in this one, "
-        f"{human_bytes(result.workers_peak_rss)} in the load's workers"
+        f"{human_bytes(result.workers_peak_rss)} in the load's workers (each process's own "
+        "peak, summed: a page several of them map, a library or the model's, counts in each)"
     )
 
 

@@ -35,7 +35,9 @@ COLUMNS = (
         "Peak RSS",
         "Peak resident memory of the load's workers together, and of all of modelmon's "
         "processes (this app and the workers; free memory primed before the load is not in "
-        "it: the cache tip says it).",
+        "it: the cache tip says it). Summed over processes: a page several of them map (a "
+        "library, the model's pages under mmap) counts in each; under a memory limit, the "
+        "cell's tip gives the cgroup's peak, which counts it once.",
     ),
     (
         "Limit",

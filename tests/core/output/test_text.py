@@ -26,7 +26,8 @@ def test_a_loads_memory_line_sums_its_workers_and_adds_the_parent() -> None:
     assert result.workers_peak_rss == 100 * MB and result.process_tree_peak_rss == 1000 * MB
     assert memory_text(result) == (
         "peak RSS 1.00 GB in all of modelmon's processes: 900.00 MB in this one, "
-        "100.00 MB in the load's workers"
+        "100.00 MB in the load's workers (each process's own peak, summed: a page several "
+        "of them map, a library or the model's, counts in each)"
     )
     primed = dataclasses.replace(
         result, cache=dataclasses.replace(result.cache, primed=host_memory.Primed(800 * MB))
