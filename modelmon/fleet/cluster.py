@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -342,7 +344,10 @@ class Connection:
 
     Meanwhile standard output is standard error: Ray prints what its raylets report (a
     worker's death, say) to the driver's stdout from a thread of its own, and stdout must
-    carry only the report (``--json``, ``--csv -``), written once Ray is shut down."""
+    carry only the report (``--json``, ``--csv -``), written once Ray is shut down.
+
+    ``ray.init`` sets its own SIGTERM handler (``sys.exit(15)``) over the CLI's, which stops
+    a run as Ctrl+C does and exits ``TERMINATED``: the CLI's is put back."""
 
     def __init__(self, address: str | None) -> None:
         self.address = address
@@ -352,6 +357,8 @@ class Connection:
     def __enter__(self) -> Connection:
         self.stdout, sys.stdout = sys.stdout, sys.stderr
         if not ray.is_initialized():
+            main = threading.current_thread() is threading.main_thread()
+            on_sigterm = signal.getsignal(signal.SIGTERM) if main else None
             try:
                 ray.init(
                     address=self.address,
@@ -365,6 +372,9 @@ class Connection:
             except BaseException:
                 self._restore()
                 raise
+            finally:
+                if on_sigterm is not None:
+                    signal.signal(signal.SIGTERM, on_sigterm)
             self.owned = True
         return self
 

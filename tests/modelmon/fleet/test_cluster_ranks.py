@@ -15,6 +15,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from modelmon.core import open_model
 
 from ...core.system.test_memory_cgroup import REAL
@@ -177,13 +179,17 @@ def test_a_rank_killed_mid_load_fails_its_nodes_row_in_one_line_and_stops_the_ot
 
 
 @REAL
+@pytest.mark.parametrize(
+    ("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
 def test_ctrl_c_mid_load_ends_every_nodes_ranks_and_their_shared_copies(
-    cluster: Any, held_shared_model: SimpleNamespace
+    cluster: Any, held_shared_model: SimpleNamespace, stop: signal.Signals, code: int
 ) -> None:
     """One-reader, 2 ranks a node, each node's reader reading the slow model, which the
-    storage holds past its middle: SIGINT to the driver ends it as a cancel (130), and every
-    node's ranks, reader, cgroup and shared copy (a memfd: gone with the processes that hold
-    it) with it."""
+    storage holds past its middle: SIGINT to the driver ends it as a cancel (130), SIGTERM
+    as one too (143: ``ray.init``'s own handler would exit 15), and every node's ranks,
+    reader, cgroup and shared copy (a memfd: gone with the processes that hold it) with
+    it."""
     model = held_shared_model.path
     driver = _fleet_driver(model, cluster.address, "--ranks-mode", "one-reader")
     try:
@@ -191,14 +197,14 @@ def test_ctrl_c_mid_load_ends_every_nodes_ranks_and_their_shared_copies(
         # No load can end before the release: the signal comes mid-load on every node, as
         # late as this test may be. Released, the rest comes at the mount's slow pace: the
         # nodes are stopped mid-load, not left to finish.
-        driver.send_signal(signal.SIGINT)
+        driver.send_signal(stop)
         held_shared_model.storage.release()
         _, err = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.communicate()
-    assert driver.returncode == 130, err
+    assert driver.returncode == code, err
     _assert_nothing_left(list(reading), model)
     for task in reading:
         holds_memfd = False
