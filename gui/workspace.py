@@ -59,7 +59,9 @@ RECOMMEND_TIP = (
     "Search for the best configuration of this model within a budget (Run ▸ Recommend…, "
     "Ctrl+E): the answer first, what to change, its measured gain, the line to paste."
 )
-MODEL_PANEL_MIN_WIDTH = 200  # narrower, its facts wrap onto more lines (and it scrolls)
+# Narrower, its facts wrap onto more lines (and it scrolls). Beside a bucket's
+# configurations ("Connections:" is wider than "Threads:") it still fits a 1000 px window.
+MODEL_PANEL_MIN_WIDTH = 170
 
 
 def scrolling(widget: QWidget, min_width: int | None = None) -> QScrollArea:

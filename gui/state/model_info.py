@@ -157,13 +157,28 @@ def panel_rows(info: ModelInfo) -> dict[str, PanelRow]:
     return rows
 
 
+def short_etag(etag: str, keep: int = 8) -> str:
+    """'"5a1a2878…"': an ETag's first ``keep`` characters inside its quotes."""
+    inner = etag.strip('"')
+    return f'"{inner[:keep]}…"' if len(inner) > keep + 1 else etag
+
+
 def object_rows(info: ModelInfo) -> dict[str, PanelRow]:
     """Where a bucket's model lives, in the rows a file's storage takes (titled for it)."""
     storage = info.objects[0] if info.objects else None
     tip = "\n".join(f"{o.description}  [{o.path}]" for o in info.objects)
     first = info.model.files[0].remote
-    etag = f"ETag {first.etag}, " if first is not None and first.etag else ""
-    modified = first.last_modified if first is not None and first.last_modified else "unknown"
+    # An ETag is one word of 34 or more characters: whole, it alone would make the panel too
+    # wide to sit beside the configurations in a 1000 px window. Its start tells objects
+    # apart; the row's tip has it whole.
+    etag = f"ETag {short_etag(first.etag)}, " if first is not None and first.etag else ""
+    if first is not None and first.etag:
+        tip += f"\nETag of {first.url}: {first.etag}"
+    modified = (
+        first.last_modified.replace("T", " ").replace("Z", " UTC")  # words that can wrap
+        if first is not None and first.last_modified
+        else "unknown"
+    )
     return {
         "size": PanelRow(
             f"{human_bytes(info.summary['bytes'])} in the bucket, "

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
 
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.export_format import results_csv, results_json
@@ -100,6 +101,25 @@ def test_open_url_loads_a_bucket_model_with_its_request_figures(
     assert offered(window, "A") == list(strategy_names(False))
     assert window.workspace.panels["A"].strategy() == "sequential"
     assert window.workspace.panels["A"].captions["threads"].text() == "Threads:"
+
+
+def test_a_bucket_models_facts_sit_beside_its_configurations_at_1000_px(
+    qtbot, window: MainWindow, rclone_s3: SimpleNamespace
+):
+    """As a file's do: the object strategies' wider captions ("Connections:") and an ETag,
+    one word of 34 characters, had put them under A and B, and the panel scrolled sideways."""
+    assert answer_url_dialog(qtbot, window, SHARDED) is None
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=20_000)
+    window.resize(1000, 700)
+    qtbot.waitUntil(lambda: window.width() == 1000 and window.height() == 700)
+    QApplication.processEvents()
+    workspace = window.workspace
+    assert workspace.top_scroll.widget().narrow is False
+    facts = workspace.model_scroll
+    assert facts.horizontalScrollBar().maximum() == 0, "the facts scroll sideways"
+    etag = window.bench.info.model.files[0].remote.etag
+    shown = workspace.model_panel.values["readahead"]
+    assert etag not in shown.text() and etag in shown.toolTip()  # whole in its tip
 
 
 def test_open_url_names_an_endpoint_and_a_profile_and_keeps_no_secret(
