@@ -7,7 +7,11 @@ they go, so a run on course for twice the leader's time cannot come within the n
 it is stopped, and its rate so far is the bound it stayed under. Its bytes are judged only
 from ``JUDGE_AFTER_S`` into its load: workers report bytes as whole reads complete (a 16 MiB
 read on a slow disk takes most of a second) and the first reads wait for the storage, so a
-shorter stretch says little of a run's pace. The clock alone says more: a run not done at
+shorter stretch says little of a run's pace. Nor does a trickle start it: until more than
+``TRICKLE`` of the model has arrived, the run's pace is judged from its latest moment with no
+more. Another loader's clock starts at the first byte of its model to arrive, and a page that
+arrives before its imports are done (its header, a page another reader brought in) would
+otherwise count the imports as its load. The clock alone says more: a run not done at
 ``CUT_FACTOR`` × the leader's load time is stopped there, though never before
 ``MIN_LIMIT_S`` (a busy machine may hold a ready process back for tenths of a second), nor
 before another loader's imports could be done (``clock_limit``).
@@ -25,6 +29,9 @@ from typing import Protocol
 CUT_FACTOR = 2.0
 JUDGE_AFTER_S = 1.5
 MIN_LIMIT_S = 0.5
+# A run's pace is judged from the last moment no more than this share of its model had
+# arrived: a stray page before its reads begin is not its load's start.
+TRICKLE = 0.01
 # Another loader's run starts with its imports, which vary with how busy the machine is: its
 # clock limit allows this many times the start measured for it.
 START_SLACK = 2.0
@@ -48,10 +55,21 @@ class Progressing(Protocol):
     def load_started_ns(self) -> int: ...
 
 
-def cut_reason(t: float, loaded: int, total: int, leader_s: float | None) -> str | None:
+def cut_reason(
+    t: float,
+    loaded: int,
+    total: int,
+    leader_s: float | None,
+    since: tuple[float, int] = (0.0, 0),
+) -> str | None:
     """Why a run with ``loaded`` of ``total`` bytes ``t`` s into its load should stop, racing
-    a leader that loaded everything in ``leader_s``; None while it may still finish in time."""
-    if leader_s is None or t < JUDGE_AFTER_S or loaded * CUT_FACTOR * leader_s >= t * total:
+    a leader that loaded everything in ``leader_s``; None while it may still finish in time.
+    Its pace counts from ``since`` (seconds into the load, bytes loaded then)."""
+    if leader_s is None:
+        return None
+    then, before = since
+    judged_s, judged = t - then, loaded - before
+    if judged_s < JUDGE_AFTER_S or judged * CUT_FACTOR * leader_s >= judged_s * total:
         return None
     return (
         f"cut early: {loaded / 1e6:.0f} of {total / 1e6:.0f} MB loaded after {t:.2f} s, on "
@@ -76,6 +94,7 @@ class RaceStop(threading.Event):
         self.run: Progressing | None = None
         self.reason: str | None = None
         self.cut_at: tuple[float, int] | None = None  # (seconds into the load, bytes loaded)
+        self.since: tuple[float, int] = (0.0, 0)  # where its pace is judged from (TRICKLE)
 
     def watch(self, run: Progressing) -> None:
         self.run = run
@@ -91,7 +110,9 @@ class RaceStop(threading.Event):
         started = run.load_started_ns
         t = (time.perf_counter_ns() - started) / 1e9
         loaded = run.loaded_bytes
-        reason = cut_reason(t, loaded, self.total, self.leader_s)
+        if loaded <= TRICKLE * self.total:
+            self.since = (t, loaded)
+        reason = cut_reason(t, loaded, self.total, self.leader_s, self.since)
         if reason is None:
             return False
         self.reason, self.cut_at = reason, (t, loaded)

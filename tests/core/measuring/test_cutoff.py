@@ -3,7 +3,15 @@ before JUDGE_AFTER_S."""
 
 from __future__ import annotations
 
-from modelmon.core.measuring.cutoff import CUT_FACTOR, JUDGE_AFTER_S, cut_reason
+import time
+
+from modelmon.core.measuring.cutoff import (
+    CUT_FACTOR,
+    JUDGE_AFTER_S,
+    TRICKLE,
+    RaceStop,
+    cut_reason,
+)
 
 GB = 1_000_000_000
 
@@ -31,3 +39,40 @@ def test_under_half_the_leader_s_pace_is_cut_at_any_moment() -> None:
         assert cut_reason(t, int(0.46 * GB * t / leader_s), GB, leader_s) is not None
         assert cut_reason(t, int(0.55 * GB * t / leader_s), GB, leader_s) is None
     assert cut_reason(CUT_FACTOR * leader_s + 0.1, GB - 1, GB, leader_s) is not None
+
+
+def test_a_trickle_before_the_reads_begin_does_not_count_as_the_load() -> None:
+    """Another loader's clock starts at its model's first page to arrive: a page that came
+    1.5 s before its imports were done, then 25 MB in the first moments of its reads, is no
+    pace (it was cut so, though it ran as fast as the leader before and after). Its pace
+    counts from the last moment no more than TRICKLE of the model had arrived."""
+    total, leader_s = 1_262 * 10**6, 1.45
+    assert cut_reason(1.54, 25 * 10**6, total, leader_s) is not None  # from the first page
+    assert cut_reason(1.54, 25 * 10**6, total, leader_s, since=(1.50, 1 << 20)) is None
+    # Judged JUDGE_AFTER_S after it, at half the leader's pace or less it is cut all the same.
+    then, before = 1.50, 1 << 20
+    t = then + JUDGE_AFTER_S
+    slow = before + int(0.45 * total / leader_s * JUDGE_AFTER_S)
+    assert cut_reason(t, slow, total, leader_s, since=(then, before)) is not None
+
+
+class Trickling:
+    """A run ``started_s`` into its load (its first page's arrival) with ``loaded`` bytes."""
+
+    def __init__(self, started_s: float, loaded: int) -> None:
+        self.load_started_ns = time.perf_counter_ns() - int(started_s * 1e9)
+        self.loaded_bytes = loaded
+
+
+def test_a_race_stop_judges_a_run_from_the_end_of_its_trickle() -> None:
+    total = GB
+    stop = RaceStop(None, 1.0, total)
+    run = Trickling(JUDGE_AFTER_S + 0.5, int(TRICKLE * total))  # a trickle for 2 s
+    stop.watch(run)
+    assert not stop.is_set()
+    run.loaded_bytes = total // 20  # its reads begin: 5 % by now is no pace yet
+    assert not stop.is_set() and stop.cut_at is None
+    # A run past its trickle from its first page on, at 1/40 of the leader's pace: cut.
+    slow = RaceStop(None, 1.0, total)
+    slow.watch(Trickling(2 * JUDGE_AFTER_S, total // 20))
+    assert slow.is_set() and slow.reason is not None and slow.reason.startswith("cut early")

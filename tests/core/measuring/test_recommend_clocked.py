@@ -18,7 +18,7 @@ from modelmon.core.measuring import cutoff, race
 from modelmon.core.measuring import recommend as recommend_module
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
-from modelmon.core.measuring.cutoff import JUDGE_AFTER_S, RaceStop
+from modelmon.core.measuring.cutoff import JUDGE_AFTER_S, TRICKLE, RaceStop
 from modelmon.core.measuring.recommend import NEEDED_CEILINGS, Recommendation, recommend
 from modelmon.core.measuring.search_space import candidates
 from modelmon.core.model.formats import open_model
@@ -154,14 +154,16 @@ def test_every_candidate_has_a_row_saying_how_it_ended(searched: Recommendation)
 
 def test_slow_candidate_is_cut_early(sharded_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A mapping on course for 5× the leader's load is cut where the race's stop event
-    judges it (``JUDGE_AFTER_S`` into its load), ranked with the bound its rate stayed under,
+    judges it (``JUDGE_AFTER_S`` past its trickle), ranked with the bound its rate stayed under,
     and said so."""
     fast = Candidate.of("sequential", LoadOptions(workers=2, threads=1, chunk=16 * MiB))
     slow = Candidate.of("mmap", LoadOptions(threads=1, madvise="random"))
     search = on_the_clock(monkeypatch, SlowMappingRace)
     rec = search(sharded_model, budget_s=40.0, pool=[fast, slow])
     assert slow.ended == "cut early" and slow.reason.startswith("cut early")
-    assert f"after {JUDGE_AFTER_S:.2f} s" in slow.reason  # the stop event's cut, not the clock's
+    # The stop event's cut, not the clock's: JUDGE_AFTER_S after its first TRICKLE arrived.
+    trickle_s = TRICKLE * load_result(SLOW_MBPS).bytes / (SLOW_MBPS * 1e6)
+    assert f"after {JUDGE_AFTER_S + trickle_s:.2f} s" in slow.reason
     assert not slow.results and slow.stopped_below_mbps == pytest.approx(SLOW_MBPS)
     assert rec.winner is fast and slow in rec.ranked
     assert any("Cut early" in line and slow.spec in line for line in explain(rec))
