@@ -37,7 +37,7 @@ LOOK_CPU_SHARE = 0.01  # descriptors and mappings of every process
 RSS_CPU_SHARE = 0.005  # smaps of the processes that map the model (it walks page tables)
 ARRIVAL_CPU_SHARE = 0.02  # the page scans
 RSS_MIN_INTERVAL_S = 0.5
-QUIET_CPU = 0.10  # of one core: less than this, with nothing arriving, is quiet
+QUIET_CPU = 0.10  # of one core, used or waited for: less, with nothing arriving, is quiet
 QUIET_READ_MBPS = 1.0
 UNKNOWN_HOLDER = -1  # the read log's worker for pages of a file several processes held
 
@@ -290,7 +290,10 @@ class Observer:
         seconds = (now_ns - last[0]) / 1e9
         cpu = (self.totals.cpu_seconds - last[1].cpu_seconds) / seconds
         read = (self.totals.read_bytes - last[1].read_bytes) / seconds / 1e6
-        if self.round_arrived or cpu >= QUIET_CPU or read >= QUIET_READ_MBPS:
+        # A tree that waited for a CPU wanted it: on a machine too busy to give it any, a
+        # server still working looks idle by the CPU it got.
+        waited = tree.waited_ns / 1e9 / seconds
+        if self.round_arrived or max(cpu, waited) >= QUIET_CPU or read >= QUIET_READ_MBPS:
             self.last_active_ns = now_ns
 
     def _machine_cpu(self) -> tuple[float, float]:

@@ -8,6 +8,10 @@ samples is never seen, but its counters are not lost: when its parent reaps it, 
 adds them to the parent's (``cmajflt``/``cutime`` in /proc/PID/stat, and /proc/PID/io, which
 includes reaped children).
 
+Beside the counters, the time each live process's main thread waited for a CPU while it was
+ready to run (``run_delay`` in /proc/PID/schedstat) in the latest refresh: a server starved of
+CPU uses little of it and would otherwise look idle.
+
 Totals: the live processes' counters, plus the last counters of each process that vanished
 without a parent in the tree to absorb them (the root, whose parent is modelmon or the shell;
 an orphan reaped by init), each less its counters when the watch began (attached processes
@@ -108,6 +112,8 @@ class Member:
     peak_rss: int = 0
     peak_anon_rss: int = 0
     exited_ns: int | None = None
+    run_delay_ns: int | None = None  # its main thread's wait for a CPU so far (None: unknown)
+    no_schedstat: bool = False
     io_denied: bool = False
     files: dict[str, ProcFile] = field(default_factory=dict)
 
@@ -141,6 +147,7 @@ class ProcessTree:
         self._others: dict[int, int] = {}  # pid -> start ticks, of pids that are not ours
         self._retained = ZERO  # vanished members nobody in the tree absorbed
         self.denied: set[str] = set()  # what could not be read, named once
+        self.waited_ns = 0  # the live members' main threads' wait for a CPU in the last refresh
         # The watching process, when it is the subreaper of the command's orphans, and the
         # children it started itself (never orphans): see watching/orphans.py.
         self.adopter: int | None = None
@@ -291,6 +298,7 @@ class ProcessTree:
 
     def refresh(self, now_ns: int, discover: bool = True) -> None:
         """Read every live member's counters, then (``discover``) look for new members."""
+        self.waited_ns = 0
         for member in list(self.members.values()):
             if member.alive:
                 self._read_member(member, now_ns)
@@ -325,6 +333,7 @@ class ProcessTree:
                 member.rss = member.anon_rss = 0
             member.peak_rss = max(member.peak_rss, member.rss)
             member.peak_anon_rss = max(member.peak_anon_rss, member.anon_rss)
+            self._read_run_delay(member, stat.state)
         except (ProcessLookupError, FileNotFoundError, ValueError, IndexError):
             self._vanish(member, now_ns)
         except OSError as error:
@@ -332,6 +341,20 @@ class ProcessTree:
                 self._vanish(member, now_ns)
             else:
                 raise
+
+    def _read_run_delay(self, member: Member, state: str) -> None:
+        """Add what ``member``'s main thread waited for a CPU since its previous read to
+        ``waited_ns`` (a kernel without schedstats has no such file: nothing is added)."""
+        if state == "Z" or member.no_schedstat:
+            return
+        try:
+            delay = int(member.proc("schedstat").read().split()[1])
+        except (OSError, ValueError, IndexError):  # its stat was just read: no such file here
+            member.no_schedstat = True
+            return
+        if member.run_delay_ns is not None:
+            self.waited_ns += max(0, delay - member.run_delay_ns)
+        member.run_delay_ns = delay
 
     def _vanish(self, member: Member, now_ns: int) -> None:
         """The member is gone (reaped). Its counters went to its parent when that is a live

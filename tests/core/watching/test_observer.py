@@ -14,7 +14,7 @@ import pytest
 from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.system import cache
 from modelmon.core.watching.files import ModelFiles
-from modelmon.core.watching.observer import Observer
+from modelmon.core.watching.observer import QUIET_CPU, Observer
 from modelmon.core.watching.sources import ArrivalSource, WatchedTreeSource, WatchTarget
 from modelmon.core.watching.stopping import STOP_GRACE_S, stop_tree
 
@@ -127,3 +127,43 @@ def test_a_tree_that_ends_on_sigterm_is_not_killed() -> None:
     how = stop_tree(observer, process.pid, lambda: process.poll() is not None)
     assert how == "SIGTERM" and process.returncode == -15
     observer.close()
+
+
+# Busy on CPU 0, in a session whose share of a CPU is the least (an autogroup of nice 19):
+# beside a busy process of another session on that CPU it gets almost none of it.
+STARVED = """
+import os, sys
+os.sched_setaffinity(0, {0})
+with open("/proc/self/autogroup", "w") as group:
+    group.write("19")
+sys.stdout.write("busy\\n")
+sys.stdout.flush()
+while True:
+    pass
+"""
+HOG = "import os\nos.sched_setaffinity(0, {0})\nwhile True:\n    pass"
+
+
+def test_a_tree_starved_of_cpu_is_not_quiet() -> None:
+    """A server that works but gets no CPU (a machine too busy) is not taken as done: its
+    wait for a CPU counts as its CPU would."""
+    hog = subprocess.Popen([sys.executable, "-c", HOG])
+    process, observer = _observed([sys.executable, "-c", STARVED])
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "busy\n"
+        observer.tick(now_ns())
+        begun, used = now_ns(), observer.totals.cpu_seconds
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            observer.tick(now_ns())
+        got = (observer.totals.cpu_seconds - used) / ((now_ns() - begun) / 1e9)
+        assert got < QUIET_CPU, f"not starved: it got {got:.2f} of a CPU"  # what is tested
+        assert observer.quiet_for_ns(now_ns()) < 0.5e9
+    finally:
+        for started in (process, hog):
+            started.kill()
+            started.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+        observer.close()
