@@ -225,16 +225,20 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     library = baseline if baseline is not None and baseline.results else None
     remote = any(file.remote is not None for file in rec.model.files)
     plain = DOWNLOAD if remote else LIBRARY
-    if library is used and not remote:
-        return Answer(
-            f"Keep {LIBRARY}: it is the fastest way measured here.",
-            _fastest(rec, used, "modelmon's best"),
-            _line(general, used),
+    if library is used:  # the library's read, a plain download of a bucket: the fastest way
+        other = "the best concurrent setting" if remote else "modelmon's best"
+        nearest = _nearest(rec, used)
+        settled = nearest is None or not _tied(rec, nearest)
+        why = (
+            "it is the fastest way measured here"
+            if settled
+            else "nothing measured here is clearly faster"
         )
-    if library is used:  # a plain download of the bucket is the fastest way measured
+        # A file's user reads it with its library now; a bucket's may stream it some other way.
+        verb = "Load with" if remote else "Keep"
         return Answer(
-            f"Load with {_how(used)}: one connection, one GET per object.",
-            _fastest(rec, used, "the best concurrent setting"),
+            f"{verb} {plain}: {why}.",
+            _fastest(used, nearest, other, settled),
             _line(general, used),
         )
     if library is None:
@@ -259,14 +263,33 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     )
 
 
-def _fastest(rec: Recommendation, used: Candidate, other: str) -> str:
-    """The gain of the baseline where it is the pick: over the next fastest measured (by
-    their pairs where they ran in pairs, as everywhere), named as ``other``."""
-    rate = f"It loads at {_rate(used)}, {_the_median(used)}"
+def _nearest(rec: Recommendation, used: Candidate) -> Candidate | None:
+    """The fastest other candidate that completed (a failure mode apart), or None."""
     rest = [c for c in rec.ranked if c is not used and c.results and c.role != "failure mode"]
-    if not rest:
-        return f"{rate}; nothing else measured here completed to compare."
-    nearest = max(rest, key=lambda c: c.median_mbps)
+    return max(rest, key=lambda c: c.median_mbps) if rest else None
+
+
+def _tied(rec: Recommendation, other: Candidate) -> bool:
+    """Whether the search found ``other`` within noise of the pick (or under ``MIN_GAIN``
+    apart), which it then kept for being simpler, not faster."""
+    duel = rec.duel
+    return duel is not None and duel.other is other and duel.tie
+
+
+def _fastest(used: Candidate, nearest: Candidate | None, other: str, settled: bool) -> str:
+    """The gain of the baseline where it is the pick: over the next fastest measured (by
+    their pairs where they ran in pairs, as everywhere), named as ``other``; where the search
+    found the two within noise (not ``settled``), that, and no gain."""
+    if nearest is None:
+        return (
+            f"It loads at {_rate(used)}, {_the_median(used)}; nothing else measured here "
+            "completed to compare."
+        )
+    if not settled:
+        return (
+            f"{other[0].upper()}{other[1:]} measured here, {spec_words(nearest)}, ran within "
+            f"noise of it: {_against(used, nearest)}."
+        )
     gain = pick_speedup(used, nearest) or 0.0
     return (
         f"{times_text(gain)} as fast as {other} measured here, {spec_words(nearest)}: "
