@@ -13,6 +13,7 @@ from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceiling, keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
+from modelmon.core.output.bound_words import far_below_bound
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
     pick_speedup,
@@ -292,6 +293,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
         f"Best: {spec_words(used)} at {rate_text(used.median_mbps)} ({runs_of(used)})"
         f"{ceiling_text}."
     )
+    lines += far_below_bound(rec, used, efficiency)
     lines += _not_cold(rec)
     lines += _under_limit(rec, used)
     if len(used.results) < EVIDENCE_RUNS:

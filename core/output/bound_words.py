@@ -1,0 +1,64 @@
+"""Why a bucket's best load stays far below its storage bound, in the words the explanation
+adds after its "Best:" line. The bound is plain GETs that discard their bytes; a load keeps
+them. Where every setting measured, from one connection to many, ran near the pick's rate,
+connections are not what the load lacks, and the answer says so instead of leaving a user to
+read "16 connections reach 2,044 MB/s" as advice. Where the endpoint is this machine, its
+server shares the load's CPUs, which also copy every byte into memory: that is said too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+from typing import TYPE_CHECKING
+
+from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.ceiling_records import Efficiency
+from modelmon.core.units import rate_text
+
+if TYPE_CHECKING:
+    from modelmon.core.measuring.recommend import Recommendation
+
+# Below this share of its bound, a bucket's best load is explained.
+FAR_BELOW = 0.7
+
+
+def is_loopback(endpoint: str) -> bool:
+    """Whether requests to ``endpoint`` ("http://127.0.0.1:9000") stay on this machine."""
+    host = urllib.parse.urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def far_below_bound(
+    rec: Recommendation, used: Candidate, efficiency: Efficiency | None
+) -> list[str]:
+    """The sentence on a bucket's best load far below its bound (none otherwise)."""
+    endpoints = [f.remote.endpoint for f in rec.model.files if f.remote is not None]
+    if efficiency is None or efficiency.fraction >= FAR_BELOW or efficiency.above or not endpoints:
+        return []
+    measured = [
+        c
+        for c in (*rec.ranked, *rec.unranked)
+        if c.results and c.strategy.startswith("ranged") and c.role != "failure mode"
+    ]
+    counts = sorted({c.options.workers * c.options.threads for c in measured})
+    if len(counts) < 2:  # one concurrency measured says nothing of the others
+        return []
+    rates = [c.median_mbps for c in measured]
+    text = (
+        f"No load came near the {rate_text(efficiency.bound.mbps)} plain GETs reach by "
+        f"discarding their bytes: the {len(measured)} settings measured, from {counts[0]} to "
+        f"{counts[-1]} connections, kept them at {rate_text(min(rates))}–"
+        f"{rate_text(max(rates))}, so more connections are not what the load lacks here"
+    )
+    if all(is_loopback(endpoint) for endpoint in endpoints):
+        text += (
+            "; the endpoint is this machine, whose server shares the CPUs with the load and "
+            "its copy of every byte into memory"
+        )
+    return [text + "."]

@@ -1,0 +1,89 @@
+"""A bucket's best load far below the bound of plain GETs that discard their bytes: the
+explanation says the connections measured did not close the gap, and where the server runs
+on this machine, that it shares the load's CPUs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
+from modelmon.core.model.formats import open_model
+from modelmon.core.model.records import Model
+from modelmon.core.output.bound_words import is_loopback
+from modelmon.core.output.explain import explain
+
+from ..measuring.records import candidate
+from .test_explain import record
+
+# The walk's bucket on loopback: 16 plain GETs of 64 MiB at 2,044 MB/s, a fill at 2,219.
+BUCKET_BOUNDS = Ceilings(
+    "m",
+    (
+        Ceiling("storage", 2044.0, (2044.0,), "16 connection(s), 64 MiB GETs", None),
+        Ceiling("memory_fill", 2219.0, (2219.0,), "4 threads", None),
+    ),
+)
+
+
+def in_bucket(model: Model, endpoint: str) -> Model:
+    remote = SimpleNamespace(host_kind="minio-or-local", endpoint=endpoint)
+    return replace(model, files=tuple(replace(f, remote=remote) for f in model.files))
+
+
+@pytest.fixture
+def model(sharded_model: Path) -> Model:
+    return open_model(sharded_model)
+
+
+def test_a_bucket_load_far_below_its_bound_is_explained(model: Model) -> None:
+    plain = candidate("ranged", 776, 1033, 1100, threads=1, chunk=1 << 30, role="baseline")
+    many = candidate("ranged", 883, 984, threads=16, chunk=64 << 20)
+    lines = explain(
+        record(
+            in_bucket(model, "http://127.0.0.1:9557"),
+            winner=plain,
+            ranked=(plain, many),
+            ceilings=BUCKET_BOUNDS,
+        )
+    )
+    (said,) = [line for line in lines if line.startswith("No load came near")]
+    assert said == (
+        "No load came near the 2044 MB/s plain GETs reach by discarding their bytes: the 2 "
+        "settings measured, from 1 to 16 connections, kept them at 934 MB/s–1033 MB/s, so "
+        "more connections are not what the load lacks here; the endpoint is this machine, "
+        "whose server shares the CPUs with the load and its copy of every byte into memory."
+    )
+    # A remote endpoint: no word of this machine's server.
+    remote = explain(
+        record(
+            in_bucket(model, "https://s3.us-east-1.amazonaws.com"),
+            winner=plain,
+            ranked=(plain, many),
+            ceilings=BUCKET_BOUNDS,
+        )
+    )
+    (said,) = [line for line in remote if line.startswith("No load came near")]
+    assert said.endswith("so more connections are not what the load lacks here.")
+
+
+def test_near_its_bound_or_at_one_concurrency_nothing_is_added(model: Model) -> None:
+    near = candidate("ranged", 1800, 1850, threads=16, chunk=64 << 20)
+    other = candidate("ranged", 1700, threads=4, chunk=64 << 20)
+    bucket = in_bucket(model, "http://127.0.0.1:9557")
+    lines = explain(record(bucket, winner=near, ranked=(near, other), ceilings=BUCKET_BOUNDS))
+    assert not [line for line in lines if line.startswith("No load came near")]
+    alone = candidate("ranged", 900, threads=16, chunk=64 << 20)
+    same = candidate("ranged", 880, threads=16, chunk=16 << 20)
+    lines = explain(record(bucket, winner=alone, ranked=(alone, same), ceilings=BUCKET_BOUNDS))
+    assert not [line for line in lines if line.startswith("No load came near")]
+
+
+def test_a_loopback_endpoint_is_known_by_its_host() -> None:
+    assert is_loopback("http://127.0.0.1:9000") and is_loopback("http://localhost:9000")
+    assert is_loopback("http://[::1]:9000")
+    assert not is_loopback("https://s3.us-east-1.amazonaws.com")
+    assert not is_loopback("http://10.0.0.5:9000")
