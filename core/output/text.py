@@ -312,7 +312,7 @@ def render_ranks(result: RanksResult) -> str:
         lines.append(
             f"{rank.rank:>4}  {rank.status:<9} "
             f"{human_bytes(rank.read_bytes) if ok else '–':>10} "
-            f"{human_bytes(rank.kept_bytes) if ok else '–':>10} "
+            f"{ram_text(rank.kept_bytes) if ok else '–':>10} "  # memory: binary
             f"{f'{rank.seconds:.3f}' if ok else '–':>8} {rank.start:>8.3f}"
         )
     lines.append(

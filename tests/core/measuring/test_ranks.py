@@ -109,7 +109,11 @@ def test_slice_ranks_each_read_their_tensor_parallel_part(sharded_model: Path) -
     assert result.read_bytes < 2 * model.total_bytes
     document = strict_json(result.to_dict())
     assert isinstance(document, dict) and document["mode"] == "slice" and document["split"]
-    assert "2 ranks, slice" in render_ranks(result)
+    text = render_ranks(result)
+    assert "2 ranks, slice" in text
+    for rank in result.ranks:  # what a rank keeps is memory (binary), what it reads data
+        row = next(line for line in text.splitlines() if line.split()[:2] == [str(rank.rank), "ok"])
+        assert row.split()[3] == "MB" and row.split()[5] == "MiB", row
 
 
 def test_one_reader_ranks_map_one_shared_copy(sharded_model: Path) -> None:
