@@ -250,10 +250,15 @@ class LoaderRounds:
     def evidence_short(self, finalists: list[Entry], round_s: float) -> str:
         """What the budget left of the evidence (``round_s``: a round of ``finalists``)."""
         fewest = min(len(e.candidate.results) for e in finalists)
-        more = (EVIDENCE_RUNS - fewest) * round_s - max(self.left() + self.overrun_s, 0.0)
+        room = max(self.left() + self.overrun_s, 0.0)
+        more = (EVIDENCE_RUNS - fewest) * round_s - room
+        # The room is said: a search that ends seconds before its budget, saying a second more
+        # would hold the rest, otherwise reads as a contradiction.
         return (
             f"the budget held {fewest} cold run{'s' if fewest != 1 else ''} of each finalist, not "
-            f"{EVIDENCE_RUNS}: about {math.ceil(more)} s more of budget would hold them"
+            f"{EVIDENCE_RUNS}: a round of them takes about {math.ceil(round_s)} s, and "
+            f"{math.floor(room)} s were left with the {self.overrun_s:.0f} s a round may end "
+            f"past it; about {math.ceil(more)} s more of budget would hold them"
         )
 
 

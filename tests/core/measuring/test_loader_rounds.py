@@ -73,10 +73,11 @@ def test_runs_that_agree_stop_at_the_evidence_when_the_budget_is_spent() -> None
 
 
 @pytest.mark.parametrize(
-    ("left_s", "held", "more"), [(-2.5, 1, "4"), (0.5, 2, "2"), (1.5, 2, "1"), (2.5, 3, "")]
+    ("left_s", "held", "room", "more"),
+    [(-2.5, 1, "0", "4"), (0.5, 2, "0", "2"), (1.5, 2, "1", "1"), (2.5, 3, "", "")],
 )
 def test_the_evidence_ends_within_the_budgets_overrun_and_says_what_it_held(
-    left_s: float, held: int, more: str
+    left_s: float, held: int, room: str, more: str
 ) -> None:
     """Two finalists, a second a run: a round of them takes 2 s, and the overrun is 2 s
     (``left_s``: what round 1 left of the budget). A round that would end past the overrun
@@ -91,7 +92,8 @@ def test_the_evidence_ends_within_the_budgets_overrun_and_says_what_it_held(
         return
     assert rounds.unsettled == (
         f"the budget held {held} cold run{'s' if held != 1 else ''} of each finalist, not "
-        f"{EVIDENCE_RUNS}: about {more} s more of budget would hold them"
+        f"{EVIDENCE_RUNS}: a round of them takes about 2 s, and {room} s were left with the "
+        f"2 s a round may end past it; about {more} s more of budget would hold them"
     )
 
 
