@@ -116,9 +116,13 @@ def check_endpoint(endpoint: Setting) -> None:
             raise StorageConfigError(
                 source, f"the endpoint {where}:{port}: its port is not one of 1 to 65535"
             )
-        # Not repeated: what follows the colon is no number, and may be anything.
+        # Repeated only when short: what follows the colon is no number, and a long one may
+        # be anything (a key pasted into the wrong variable); a typo ("9557x") is shown.
+        typo = port.isascii() and port.isalnum() and len(port) <= 8
         raise StorageConfigError(
-            source, f"the endpoint {where}: its port is not a number from 1 to 65535"
+            source,
+            f"the endpoint {where}{':' + port if typo else ''}: its port is not a number from 1 "
+            "to 65535",
         )
 
 

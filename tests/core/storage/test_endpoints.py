@@ -31,6 +31,7 @@ REFUSED = [
     (SECRET, "has no scheme: write it http://HOST:PORT (or https://"),
     ("http://127.0.0.1:99999", "the endpoint http://127.0.0.1:99999: its port is not one of 1"),
     (f"http://127.0.0.1:-{SECRET}", "the endpoint http://127.0.0.1: its port is not a number"),
+    ("http://127.0.0.1:9557x", "the endpoint http://127.0.0.1:9557x: its port is not a number"),
     ("ftp://127.0.0.1:9000", "the endpoint URL is ftp://: an S3 endpoint is http:// or https://"),
     ("http://[::1", "the endpoint URL has no HOST[:PORT] after http://"),
     ("http://[::g]:9000", "the endpoint URL has no HOST[:PORT] after http://"),
