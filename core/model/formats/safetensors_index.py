@@ -35,7 +35,12 @@ def weight_map_of(name: str, data: bytes, beside: Callable[[str], str]) -> dict[
         raise _fail(name, f"index: {exc.reason}") from None
     weight_map = document.get("weight_map") if isinstance(document, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
-        raise _fail(name, "index has no 'weight_map' object")
+        # A model's config.json, say, opened for its index: say what would open it.
+        raise _fail(
+            name,
+            "not a shard index (no 'weight_map' of tensors to shards): open the model's "
+            "folder, its *.safetensors.index.json or a .safetensors file",
+        )
     result: dict[str, str] = {}
     for tensor, shard in weight_map.items():
         if not isinstance(shard, str) or not shard or "/" in shard or shard in (".", ".."):

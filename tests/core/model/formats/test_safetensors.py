@@ -347,3 +347,15 @@ def test_many_tensors_in_any_header_order(tmp_path: Path) -> None:
     assert extents[300].name == "empty" and extents[301].name == "model.layers.30.t0"
     assert extents[300].array_shape == (0,) and extents[300].shape == (0, 7)
     assert extents[301].block == "model.layers.30" and extents[301].array_dtype == "uint8"
+
+
+def test_a_models_config_json_opened_says_what_would_open_it(tmp_path: Path) -> None:
+    """A new user opens the config.json beside the weights: one line that says what it is
+    not and what to open instead."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    with pytest.raises(ModelFormatError) as caught:
+        open_model(config)
+    said = str(caught.value)
+    assert "not a shard index" in said and "open the model's folder" in said
+    assert "\n" not in said
