@@ -172,8 +172,10 @@ def object_rows(info: ModelInfo) -> dict[str, PanelRow]:
     # wide to sit beside the configurations in a 1000 px window. Its start tells objects
     # apart; the row's tip has it whole.
     etag = f"ETag {short_etag(first.etag)}, " if first is not None and first.etag else ""
-    if first is not None and first.etag:
-        tip += f"\nETag of {first.url}: {first.etag}"
+    objects = [f.remote for f in info.model.files if f.remote is not None]
+    if len(objects) > 1:  # the row is of the first; its tip names each
+        etag = f"the first of {len(objects)} objects: {etag}"
+    tip += "".join(f"\nETag of {o.url}: {o.etag}" for o in objects if o.etag)
     modified = (
         first.last_modified.replace("T", " ").replace("Z", " UTC")  # words that can wrap
         if first is not None and first.last_modified
