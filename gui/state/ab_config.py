@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,7 @@ def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
     lines = [f"A/B × {pairs} {start}, A and B alternating: {verdict_text(ab.verdict, pairs)}."]
     for side, summary in (("A", ab.a), ("B", ab.b)):
         lines.append(f"{ab_side_line(side, summary)}.")
+    lines += _gain_of_pairs(ab)
     if not chosen.decided:
         lines.append(
             f"The difference is within noise, so either is fine; this file names "
@@ -70,6 +72,22 @@ def explain_ab(ab: ABResult, chosen: ABPick) -> list[str]:
     if caveat:
         lines.append(f"Caveat: {caveat}.")
     return lines
+
+
+def _gain_of_pairs(ab: ABResult) -> list[str]:
+    """Where the verdict's figure (the median of the pairs' ratios) and the ratio of the two
+    sides' medians (the lines above it) differ by more than 5 %, which figure is which."""
+    pairs = ab.verdict.median_ratio
+    if pairs <= 0 or ab.a.median_mbps <= 0 or ab.b.median_mbps <= 0:
+        return []
+    medians = ab.b.median_mbps / ab.a.median_mbps
+    if abs(math.log(pairs / medians)) <= math.log(1.05):
+        return []
+    return [
+        f"The verdict's figure is the median of the pairs' B/A ratios ({pairs:.2f}), each of "
+        "two runs made back to back; the sides' medians, of all their runs, are "
+        f"{medians:.2f} B/A."
+    ]
 
 
 def shared_fd_note(ab: ABResult, chosen: ABPick) -> str:

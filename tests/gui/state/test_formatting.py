@@ -111,3 +111,21 @@ def test_a_bucket_load_s_tip_says_how_the_throttles_paced_it() -> None:
     )
     steady = ReadStats(22, 10**9, 5.0, 0.02, 0.2, 0, 0, 0, (), pace[:1])
     assert "paced" not in requests_tip(steady)
+
+
+def test_an_ab_config_says_which_figure_its_verdict_gives():
+    """The walk's A/B: "A is 69 % faster" (the median pair) beside medians of 1,626 and
+    1,163 MB/s (1.40×): the file says which figure is which; where they agree, nothing."""
+    from modelmon.gui.state.ab_config import explain_ab, pick
+
+    a = SideSummary("sequential", 3, 1626.0, 974.0, 2247.0, 1.55, 1.1, 2.6, 0.3)
+    b = SideSummary("mmap-shared-fd workers=4", 3, 1163.0, 798.0, 1333.0, 2.2, 1.9, 3.2, 0.2)
+    verdict = Verdict("within noise", 1 / 1.69, 0.49, 1.19, 0.21, pairs=3)
+    ab = ABResult(a, b, (0.59, 0.49, 1.19), verdict)
+    lines = explain_ab(ab, pick(ab))
+    assert (
+        "The verdict's figure is the median of the pairs' B/A ratios (0.59), each of two runs "
+        "made back to back; the sides' medians, of all their runs, are 0.72 B/A."
+    ) in lines
+    agreeing = dataclasses.replace(ab, verdict=dataclasses.replace(verdict, median_ratio=0.71))
+    assert not [line for line in explain_ab(agreeing, pick(agreeing)) if "figure" in line]
