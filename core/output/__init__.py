@@ -24,6 +24,8 @@ if TYPE_CHECKING:
         paste_lines,
         render_ranks_answer,
         render_ranks_config,
+        same_speed,
+        same_speed_words,
     )
     from modelmon.core.output.run_words import counted, median_words
     from modelmon.core.output.snippets import servers_left_out
@@ -59,7 +61,10 @@ _EXPORTS = (
     ("modelmon.core.output.answer", "recommendation_answer=answer answered as_told Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
     ("modelmon.core.output.run_words", "median_words counted"),
-    ("modelmon.core.output.ranks_answer", "render_ranks_answer render_ranks_config paste_lines"),
+    (
+        "modelmon.core.output.ranks_answer",
+        "render_ranks_answer render_ranks_config paste_lines same_speed same_speed_words",
+    ),
     ("modelmon.core.output.ranks_ab", "render_ranks_ab ranks_run_line"),
     ("modelmon.core.output.config", "build_document recommendation_document"),
     ("modelmon.core.output.config_text", "render_config=render write_config"),

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
-from modelmon.core.measuring.ranks_search import REPEATS, RanksRecommendation, WayMeasured
+from modelmon.core.measuring.ranks_search import NOISE, REPEATS, RanksRecommendation, WayMeasured
 from modelmon.core.output.config import fingerprint, recommended_table
 from modelmon.core.output.config_text import render
 from modelmon.core.output.run_words import counted, median_words, not_certain
@@ -55,6 +55,33 @@ def paste_lines(found: RanksRecommendation, config_path: str | None) -> dict[str
             "weights to /dev/shm that every rank maps"
         )
     return lines
+
+
+def same_speed(way: WayMeasured, pick: WayMeasured) -> bool:
+    """Whether ``way``'s slowest rank is within ``NOISE`` of the pick's: the same speed, as
+    the search takes it (the one that holds less is picked among such)."""
+    if way is pick or way.seconds is None or pick.seconds is None or pick.seconds <= 0:
+        return False
+    return way.seconds <= pick.seconds * (1 + NOISE)
+
+
+def same_speed_words(found: RanksRecommendation) -> str:
+    """The ways within ``NOISE`` of the pick, said as one sentence ("" where none): a "+2 %
+    slower" beside it is no difference the runs can tell."""
+    pick = found.pick
+    if pick is None:
+        return ""
+    close = [w for w in found.ways if w.fits and same_speed(w, pick)]
+    if not close:
+        return ""
+    named = "; ".join(
+        f"{w.way.spec} ({w.seconds or 0:.2f} s, {ram_text(w.held_bytes or 0)} held)" for w in close
+    )
+    return (
+        f"Within {NOISE:.0%} of the pick's {pick.seconds or 0:.2f} s, the same speed here: "
+        f"{named}; among such the search takes the one that holds the least "
+        f"({ram_text(pick.held_bytes or 0)} held by the pick)."
+    )
 
 
 def _way_line(way: WayMeasured, ranks: int) -> str:
@@ -107,6 +134,8 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
         )
         for tool, line in paste_lines(found, config_path).items():
             lines.append(f"Paste ({tool}): {line}")
+        if same_speed_words(found):
+            lines.append(same_speed_words(found))
     lines.append("")
     lines.append(f"Ways measured ({found.seconds:.0f} s of a {found.budget_s:.0f} s budget):")
     lines += [_way_line(way, found.ranks) for way in found.ways]

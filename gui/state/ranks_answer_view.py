@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from modelmon.core import RanksRecommendation
 from modelmon.core.measuring import WayMeasured
-from modelmon.core.output import paste_lines, ram_text, render_ranks_answer
+from modelmon.core.output import (
+    paste_lines,
+    ram_text,
+    render_ranks_answer,
+    same_speed,
+    same_speed_words,
+)
 from modelmon.gui.state.recommendation_view import RankingRow, where_words
 
 WAYS_COLUMNS = (
@@ -60,7 +66,8 @@ def _versus(way: WayMeasured, pick: WayMeasured | None) -> str:
         return "–"
     if way is pick:
         return "the pick"
-    return f"{(way.seconds / pick.seconds - 1) * 100:+.0f} % slower".replace("-", "−")
+    slower = f"{(way.seconds / pick.seconds - 1) * 100:+.0f} % slower".replace("-", "−")
+    return f"{slower}: the same speed" if same_speed(way, pick) else slower
 
 
 def ways_rows(found: RanksRecommendation) -> list[RankingRow]:
@@ -128,5 +135,7 @@ def ranks_snippet_rows(
 
 
 def ranks_notes(found: RanksRecommendation) -> tuple[str, ...]:
-    """What the search did not measure, and why (a peer not installed, a mode left out)."""
-    return found.notes
+    """Which ways ran at the pick's speed (the one that holds less is picked among such),
+    then what the search did not measure, and why (a peer not installed, a mode left out)."""
+    close = same_speed_words(found)
+    return ((close,) if close else ()) + tuple(found.notes)

@@ -82,3 +82,37 @@ def test_load_ranks_says_the_node_memory_in_the_units_of_ram() -> None:
     assert line.startswith("node memory: peak 2.3 GiB, "), line
     assert "(2.0 GiB anonymous, 401 MiB page cache and shared memory at most)" in line, line
     assert " MB" not in line and " GB" not in line, line
+
+
+def close_ways() -> tuple[RanksRecommendation, WayMeasured, WayMeasured]:
+    """The walk's ranks answer: a pick (slice) at 2.28 s, one-reader at 2.31 s ("+1 %
+    slower", within NOISE), slice with O_DIRECT beyond it."""
+    from dataclasses import replace
+
+    from modelmon.core.measuring.ranks_search import NOISE
+
+    found = ranks_found(ranks_run(2.28, int(2.6 * GiB), int(2.4 * GiB)))
+    assert found.pick is not None
+    near = WayMeasured(
+        RanksWay("one-reader", "sequential", LoadOptions(workers=4, cache="cold")),
+        needs_bytes=3 * GiB,
+        runs=(ranks_run(2.31, int(2.8 * GiB), int(2.5 * GiB)),),
+    )
+    far = WayMeasured(
+        RanksWay("slice", "direct", LoadOptions(cache="cold")),
+        needs_bytes=3 * GiB,
+        runs=(ranks_run(2.28 * (1 + 2 * NOISE), int(2.4 * GiB), int(2.4 * GiB)),),
+    )
+    return replace(found, ways=(found.pick, near, far)), near, far
+
+
+def test_a_way_within_noise_of_the_pick_is_said_to_be_the_same_speed() -> None:
+    """A "+2 % slower" beside the pick is no difference the search tells apart (NOISE: 5 %):
+    the answer says which ways ran at its speed, and that it holds the least of them."""
+    from modelmon.core.output.ranks_answer import same_speed_words
+
+    found, near, far = close_ways()
+    said = same_speed_words(found)
+    assert said.startswith("Within 5% of the pick's 2.28 s, the same speed here: ")
+    assert near.way.spec in said and far.way.spec not in said
+    assert said in render_ranks_answer(found, None).split("\n")
