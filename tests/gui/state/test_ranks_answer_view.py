@@ -3,7 +3,7 @@ limit it is held against (GiB, MiB), as the command line's answer does."""
 
 from __future__ import annotations
 
-from modelmon.core.output.ranks_answer import same_speed_words
+from modelmon.core.output import same_speed_words
 from modelmon.gui.state.ranks_answer_view import (
     WAYS_COLUMNS,
     ranks_headline,
