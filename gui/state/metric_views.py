@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-GB = 1e9
+GiB = 1 << 30  # memory, as a limit is given and drawn beside it
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,17 +61,17 @@ CPU = MetricView(
 # and so are their words in the key.
 MEMORY = MetricView(
     "Memory",
-    "memory (GB)",
+    "memory (GiB)",
     (
-        Trace("cgroup_bytes", "area", scale=1 / GB),
-        Trace("cgroup_anon_bytes", "area", scale=1 / GB),
-        Trace("limit_bytes", "dotted", scale=1 / GB),
-        Trace("workers_rss", scale=1 / GB),
-        Trace("worker_rss.*", "faint", scale=1 / GB),
-        Trace("mem_available", "dashed", scale=1 / GB, right=True),
+        Trace("cgroup_bytes", "area", scale=1 / GiB),
+        Trace("cgroup_anon_bytes", "area", scale=1 / GiB),
+        Trace("limit_bytes", "dotted", scale=1 / GiB),
+        Trace("workers_rss", scale=1 / GiB),
+        Trace("worker_rss.*", "faint", scale=1 / GiB),
+        Trace("mem_available", "dashed", scale=1 / GiB, right=True),
     ),
     "solid: workers' RSS, faint: each worker, dashed: available (right)",
-    right_label="available memory (GB)",
+    right_label="available memory (GiB)",
     keys_when=(("limit_bytes", "dotted: limit, areas: anon (dark), cache (light)"),),
 )
 DEVICE = MetricView(

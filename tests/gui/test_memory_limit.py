@@ -22,7 +22,7 @@ from .test_export import export
 from .test_watch import answer_watch, quoted
 
 MiB = 1 << 20
-GB = 1e9
+GiB = 1 << 30
 # Reads every file the index names, as a loader would, and keeps nothing.
 READ_ALL = """
 import json, pathlib, sys
@@ -95,10 +95,10 @@ def test_a_run_under_the_limit_is_measured_in_its_cgroup_and_plotted(
     qtbot.waitUntil(lambda: ("A", "limit_bytes") in plot.curves, timeout=10_000)
     curves = {name: curve for (label, name), curve in plot.curves.items() if label == "A"}
     _, limit = curves["limit_bytes"].getData()
-    assert len(limit) and np.allclose(limit, 512 * MiB / GB)
+    assert len(limit) and np.allclose(limit, 512 * MiB / GiB)
     _, charged = curves["cgroup_bytes"].getData()
     _, anon = curves["cgroup_anon_bytes"].getData()
-    assert charged.max() > 0 and charged.max() <= 512 * MiB / GB
+    assert charged.max() > 0 and charged.max() <= 512 * MiB / GiB
     assert np.all(anon <= charged + 1e-9)
     assert curves["cgroup_bytes"].opts["fillLevel"] == 0.0
     # The exported figure draws the same: the areas filled in the run's colour, see-through.
