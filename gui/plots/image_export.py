@@ -2,9 +2,10 @@
 written atomically.
 
 The heading's lines (wrapped to the plot's width), then the plot widget painted below them
-into an image at twice the on-screen size. The axes are normally cached as pixmaps (see
-``style.cache_axes``); while a plot is exported they are drawn directly, at the image's
-resolution.
+into an image at twice the on-screen size, then its caption whole (what its line styles
+mean: on screen a label under the plot, not part of the widget painted). The axes are
+normally cached as pixmaps (see ``style.cache_axes``); while a plot is exported they are
+drawn directly, at the image's resolution.
 
 Vector figures (SVG, PDF) are not painted from the screen: Qt's SVG generator writes the
 plot's paths in a way several renderers draw wrongly. They are drawn again from the runs'
@@ -64,18 +65,36 @@ def heading_height(plot: ThemedPlot, heading: list[str]) -> int:
     return len(lines) * QFontMetrics(plot.font()).lineSpacing() + 2 * MARGIN
 
 
+def caption_of(plot: ThemedPlot) -> list[str]:
+    """The plot's caption (what its styles mean) as the lines under the image, or none."""
+    text = plot.caption.text() if plot.caption.isVisibleTo(plot) else ""
+    return [text] if text else []
+
+
+def _lines(
+    painter: QPainter, plot: ThemedPlot, lines: list[str], top: int, align: Qt.AlignmentFlag
+) -> None:
+    width, spacing = plot.plot.width(), QFontMetrics(plot.font()).lineSpacing()
+    for row, line in enumerate(heading_lines(plot, lines)):
+        box = QRect(MARGIN, top + MARGIN + row * spacing, width - 2 * MARGIN, spacing)
+        painter.drawText(box, int(align | Qt.AlignmentFlag.AlignVCenter), line)
+
+
 def _paint(painter: QPainter, plot: ThemedPlot, heading: list[str]) -> None:
-    """The heading on the plot's background, then the plot under it."""
+    """The heading on the plot's background, then the plot under it, then its caption."""
     widget = plot.plot
     top = heading_height(plot, heading)
+    caption = caption_of(plot)
     theme = current_theme()
+    bottom = top + widget.height()
     painter.fillRect(QRect(0, 0, widget.width(), top), QColor(theme.background))
+    painter.fillRect(
+        QRect(0, bottom, widget.width(), heading_height(plot, caption)), QColor(theme.background)
+    )
     painter.setPen(QColor(theme.foreground))
     painter.setFont(plot.font())
-    spacing = QFontMetrics(plot.font()).lineSpacing()
-    for row, line in enumerate(heading_lines(plot, heading)):
-        box = QRect(MARGIN, MARGIN + row * spacing, widget.width() - 2 * MARGIN, spacing)
-        painter.drawText(box, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), line)
+    _lines(painter, plot, heading, 0, Qt.AlignmentFlag.AlignLeft)
+    _lines(painter, plot, caption, bottom, Qt.AlignmentFlag.AlignHCenter)
     with axes_uncached(plot):
         # QGraphicsView.render: the view's visible scene into the target rectangle.
         target = QRectF(0, top, widget.width(), widget.height())
@@ -95,7 +114,8 @@ def _render(device: QPaintDevice, plot: ThemedPlot, heading: list[str], scale: f
 
 def _size(plot: ThemedPlot, heading: list[str]) -> QSize:
     widget = plot.plot
-    return QSize(widget.width(), widget.height() + heading_height(plot, heading))
+    under = heading_height(plot, caption_of(plot))
+    return QSize(widget.width(), widget.height() + heading_height(plot, heading) + under)
 
 
 def png_bytes(plot: ThemedPlot, heading: list[str] | None = None) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 
 from modelmon.gui.figures import drawn
 from modelmon.gui.main_window import MainWindow
-from modelmon.gui.plots.image_export import PNG_SCALE, heading_height, png_bytes
+from modelmon.gui.plots.image_export import PNG_SCALE, caption_of, heading_height, png_bytes
 from modelmon.gui.state.live import run_rates
 
 from .conftest import MEDIUM_OPTIONS, open_model, start_slow_ab, wait_idle
@@ -32,12 +32,14 @@ HEADING = ["modelmon · test · exported 2024-01-01 12:00", "A: one", "B: two"]
 
 
 def png_region(window: MainWindow, name: str) -> np.ndarray:
-    """The plot's data area in its PNG export (the heading's lines above the plot)."""
+    """The plot's data area in its PNG export (the heading's lines above the plot, its
+    caption under it)."""
     plot = window.workspace.plots[name]
     image = pixels(png_bytes(plot, HEADING))
     top = heading_height(plot, HEADING)
+    under = heading_height(plot, caption_of(plot))
     rect = plot.item.vb.sceneBoundingRect()
-    width, height = plot.plot.width(), plot.plot.height() + top
+    width, height = plot.plot.width(), plot.plot.height() + top + under
     assert image.shape[:2] == (height * PNG_SCALE, width * PNG_SCALE)
     box = (
         rect.x() / width,
@@ -131,3 +133,19 @@ def test_a_figure_is_refused_while_a_run_is_in_progress(
     assert not ok and "run is in progress" in text and not path.exists()
     window.bench.cancel()
     wait_idle(qtbot, window)
+
+
+def test_a_pngs_caption_says_what_its_line_styles_mean(qtbot, window: MainWindow) -> None:
+    """On screen the caption is a label under the plot, not the plot: a PNG painted from the
+    plot had no word of what its solid and dashed lines are. It has, under the plot."""
+    from modelmon.gui.state.metric_views import DEVICE
+
+    plot = window.workspace.plots["Device reads"]
+    caption = caption_of(plot)
+    assert caption and caption[0].startswith(DEVICE.key)
+    image = pixels(png_bytes(plot, HEADING))
+    under = heading_height(plot, caption)
+    assert under > 0
+    assert image.shape[0] == (plot.plot.height() + heading_height(plot, HEADING) + under) * (
+        PNG_SCALE
+    )
