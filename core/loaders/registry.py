@@ -15,96 +15,15 @@ value, ``default``, leaves the variable unset.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from modelmon.core.errors import OptionsError
-from modelmon.core.loaders.engine import UNSET, Engine, Knob, Settings
+from modelmon.core.loaders import engine_lines as lines
+from modelmon.core.loaders.engine import UNSET, Engine, Knob
 
 # The one child harness that runs any engine of the registry, by path (it never imports
 # modelmon): ``python child.py ENGINE PATH [KNOB=VALUE ...]``.
 CHILD = Path(__file__).with_name("child.py")
-
-
-def _env_prefix(engine: str, settings: Settings) -> str:
-    env = ENGINES[engine].environment(settings)
-    return "".join(f"{name}={value} " for name, value in env.items())
-
-
-def _python_kwargs(pairs: list[tuple[str, str]]) -> str:
-    return "".join(f", {name}={value}" for name, value in pairs)
-
-
-def _safetensors(settings: Settings) -> str:
-    module = "safetensors.torch" if settings["framework"] == "torch" else "safetensors.numpy"
-    if settings["backend"] == "read":
-        return f"{module}.load(open(PATH, 'rb').read())  (one sequential read, no mmap)"
-    backend = "" if settings["backend"] == "mmap" else f", backend={settings['backend']!r}"
-    return f"{module}.load_file(PATH{backend})"
-
-
-def _transformers(settings: Settings) -> str:
-    kwargs = [("disable_mmap", "True")] if settings["disable_mmap"] == "true" else []
-    return (
-        _env_prefix("transformers", settings)
-        + f"AutoModelForCausalLM.from_pretrained(PATH{_python_kwargs(kwargs)})"
-    )
-
-
-def _diffusers(settings: Settings) -> str:
-    kwargs = [("disable_mmap", "True")] if settings["disable_mmap"] == "true" else []
-    if settings["method"] == "from_single_file":
-        call = f"ModelClass.from_single_file(PATH, config=CONFIG_FOLDER{_python_kwargs(kwargs)})"
-        return _env_prefix("diffusers", settings) + call + "  (the class config.json names)"
-    return (
-        _env_prefix("diffusers", settings)
-        + f"DiffusionPipeline.from_pretrained(PATH{_python_kwargs(kwargs)})  (or the model "
-        "class's from_pretrained, which takes the same argument)"
-    )
-
-
-def _llama_cpp_python(settings: Settings) -> str:
-    mode = settings["load_mode"]
-    if mode == "mmap":
-        return "Llama(model_path=PATH)  (use_mmap=True, the default)"
-    if mode == "none":
-        return "Llama(model_path=PATH, use_mmap=False)"
-    return (
-        "params = llama_cpp.llama_model_default_params(); params.load_mode = "
-        f"llama_cpp.llama_load_mode_from_str(b{mode!r}); "
-        "llama_cpp.llama_model_load_from_file(PATH.encode(), params)"
-    )
-
-
-def _llama_server(settings: Settings) -> str:
-    mode = settings["load_mode"]
-    return "llama-server -m PATH" + ("" if mode == "mmap" else f" --load-mode {mode}")
-
-
-def _runai(settings: Settings) -> str:
-    ranks = settings["ranks"]
-    if ranks == "1":
-        call = "SafetensorsStreamer().stream_files(files)  (runai_model_streamer)"
-    else:
-        call = (
-            f"torchrun --nproc-per-node {ranks} (gloo): SafetensorsStreamer().stream_files("
-            "files, is_distributed=True) in each rank  (runai_model_streamer)"
-        )
-    return _env_prefix("runai", settings) + call
-
-
-def _runai_in_vllm(settings: Settings) -> str:
-    concurrency = settings["RUNAI_STREAMER_CONCURRENCY"]
-    extra = (
-        ""
-        if concurrency == UNSET
-        else f" --model-loader-extra-config '{json.dumps({'concurrency': int(concurrency)})}'"
-    )
-    ranks = settings["ranks"]
-    parallel = "" if ranks == "1" else f" --tensor-parallel-size {ranks}"
-    dist = settings["RUNAI_STREAMER_DIST"]
-    env = "" if dist == UNSET else f"RUNAI_STREAMER_DIST={dist} "
-    return f"{env}vllm serve PATH --load-format runai_streamer{parallel}{extra}"
 
 
 def _runai_searched(parallel: int) -> tuple[dict[str, str], ...]:
@@ -114,43 +33,6 @@ def _runai_searched(parallel: int) -> tuple[dict[str, str], ...]:
         {"RUNAI_STREAMER_CONCURRENCY": str(n), "RUNAI_STREAMER_CHUNK_BYTESIZE": chunk}
         for n in dict.fromkeys((parallel, 16))
     )
-
-
-def _fastsafetensors(settings: Settings) -> str:
-    return "fastsafe_open(files, framework='pt', nogds=True)  (fastsafetensors)"
-
-
-def _fastsafetensors_in_vllm(settings: Settings) -> str:
-    return "vllm serve PATH --load-format fastsafetensors"
-
-
-def _instanttensor(settings: Settings) -> str:
-    return "safe_open(files, framework='pt', device=0)  (instanttensor)"
-
-
-def _instanttensor_in_vllm(settings: Settings) -> str:
-    return "vllm serve PATH --load-format instanttensor"
-
-
-def _flashpack(settings: Settings) -> str:
-    return "assign_from_file(model, PATH)  (flashpack; a .flashpack file, CPU: mapped)"
-
-
-# vLLM's safetensors load strategies, by the safetensors setting that does what each does.
-_VLLM_STRATEGY = {"mmap": "lazy", "pread": "eager", "read": "eager"}
-
-
-def _vllm(settings: Settings) -> str:
-    strategy = _VLLM_STRATEGY[settings["backend"]]
-    return f"vllm serve PATH --safetensors-load-strategy {strategy}"
-
-
-def _sglang(settings: Settings) -> str:
-    line = "python -m sglang.launch_server --model-path PATH"
-    if settings["backend"] == "mmap":
-        return line
-    extra = json.dumps({"enable_multithread_load": True})
-    return f"{line} --model-loader-extra-config '{extra}'  (threads read the shards)"
 
 
 FRAMEWORK = Knob("framework", ("numpy", "torch"), "the tensors' library", tried=False)
@@ -173,7 +55,7 @@ ENGINES: dict[str, Engine] = {
             ("safetensors", "numpy"),
             "",
             (FRAMEWORK, BACKEND),
-            _safetensors,
+            lines.safetensors,
             detected_as=("safetensors",),
             description="safetensors load_file(numpy), plain, one process",
             searched=lambda parallel: ({},),
@@ -193,7 +75,7 @@ ENGINES: dict[str, Engine] = {
                     environment=True,
                 ),
             ),
-            _transformers,
+            lines.transformers,
             detected_as=("transformers",),
             needs_beside=("config.json",),
         ),
@@ -220,7 +102,7 @@ ENGINES: dict[str, Engine] = {
                     environment=True,
                 ),
             ),
-            _diffusers,
+            lines.diffusers,
             detected_as=("diffusers",),
             needs_beside=("model_index.json", "config.json"),
         ),
@@ -239,9 +121,9 @@ ENGINES: dict[str, Engine] = {
                     direct=("dio",),
                 ),
             ),
-            _llama_cpp_python,
+            lines.llama_cpp_python,
             detected_as=("llama-cpp-python", "llama.cpp"),
-            also=(("llama.cpp", _llama_server),),
+            also=(("llama.cpp", lines.llama_server),),
         ),
         Engine(
             "runai",
@@ -280,9 +162,9 @@ ENGINES: dict[str, Engine] = {
                     environment=True,
                 ),
             ),
-            _runai,
+            lines.runai,
             detected_as=("runai-model-streamer",),
-            also=(("vllm-runai", _runai_in_vllm),),
+            also=(("vllm-runai", lines.runai_in_vllm),),
             description="Run:ai Model Streamer SafetensorsStreamer (CPU)",
             bucket_modules=("runai_model_streamer_s3",),
             searched=_runai_searched,
@@ -294,8 +176,8 @@ ENGINES: dict[str, Engine] = {
             ("fastsafetensors", "torch"),
             "",
             (),
-            _fastsafetensors,
-            also=(("vllm-fastsafetensors", _fastsafetensors_in_vllm),),
+            lines.fastsafetensors,
+            also=(("vllm-fastsafetensors", lines.fastsafetensors_in_vllm),),
             description="fastsafetensors fastsafe_open(nogds=True): the CPU path",
             searched=lambda parallel: ({},),
         ),
@@ -306,7 +188,11 @@ ENGINES: dict[str, Engine] = {
             ("cattensors", "safetensors", "torch"),
             "",
             (),
-            lambda settings: "cattensors.patch(); safetensors.safe_open(path, framework='pt')",
+            lambda settings: (
+                "import cattensors, safetensors; cattensors.patch(); tensors = {name: "
+                "handle.get_tensor(name).clone() for path in PATHS for handle in "
+                "[safetensors.safe_open(path, framework='pt')] for name in handle.keys()}"
+            ),
             description="cattensors.patch(): parallel warm-up reads, then safe_open(pt)",
         ),
         Engine(
@@ -316,7 +202,11 @@ ENGINES: dict[str, Engine] = {
             ("gguf", "numpy"),
             "",
             (),
-            lambda settings: "gguf.GGUFReader(path)  (every tensor copied out of its memmap)",
+            lambda settings: (
+                "import gguf, numpy; tensors = {tensor.name: numpy.array(tensor.data) for "
+                "tensor in gguf.GGUFReader(PATH).tensors}  (every tensor copied out of its "
+                "memmap)"
+            ),
             description="gguf GGUFReader, every tensor copied out, plain, one process",
         ),
         Engine(
@@ -326,7 +216,7 @@ ENGINES: dict[str, Engine] = {
             ("vllm",),
             "vllm",
             (BACKEND,),
-            _vllm,
+            lines.vllm,
             detected_as=("vllm",),
             not_here="vLLM loads onto a GPU: modelmon does not run it here; the safetensors "
             "library's runs stand for its load strategies",
@@ -339,7 +229,7 @@ ENGINES: dict[str, Engine] = {
             ("sglang",),
             "sglang",
             (BACKEND,),
-            _sglang,
+            lines.sglang,
             detected_as=("sglang",),
             not_here="SGLang loads onto a GPU: modelmon does not run it here; the safetensors "
             "library's runs stand for its reads",
@@ -352,8 +242,8 @@ ENGINES: dict[str, Engine] = {
             ("instanttensor", "torch"),
             "",
             (),
-            _instanttensor,
-            also=(("vllm-instanttensor", _instanttensor_in_vllm),),
+            lines.instanttensor,
+            also=(("vllm-instanttensor", lines.instanttensor_in_vllm),),
             # Seen with instanttensor 0.2.2 on this CPU-only machine: device='cpu' raises
             # ValueError, device=0 asks torch for an accelerator there is not.
             not_here="InstantTensor loads onto CUDA devices only (its safe_open(device='cpu') "
@@ -367,7 +257,7 @@ ENGINES: dict[str, Engine] = {
             ("flashpack", "torch"),
             "",
             (),
-            _flashpack,
+            lines.flashpack,
             # Seen with flashpack 0.4.5 here: it loads onto a CPU (mapped by default,
             # FLASHPACK_CPU_PARALLEL_READ=1 read eagerly), but only its own file format.
             not_here="flashpack loads its own .flashpack files (made by flashpack convert), "

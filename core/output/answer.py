@@ -14,6 +14,7 @@ from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.output.comparison import (
+    library_read,
     paired_verdict,
     pick_speedup,
     spec_words,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.advice import LoaderAdvice
     from modelmon.core.measuring.recommend import Recommendation
 
-LIBRARY = "the library's own read (safetensors get_tensor / gguf reader)"
 DOWNLOAD = "a plain download (one connection, one GET per object)"
 
 
@@ -224,7 +224,7 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     baseline = baseline_of(rec)
     library = baseline if baseline is not None and baseline.results else None
     remote = any(file.remote is not None for file in rec.model.files)
-    plain = DOWNLOAD if remote else LIBRARY
+    plain = DOWNLOAD if remote else library_read(rec.model.format)
     if library is used:  # the library's read, a plain download of a bucket: the fastest way
         other = "the best concurrent setting" if remote else "modelmon's best"
         nearest = _nearest(rec, used)

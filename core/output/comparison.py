@@ -84,3 +84,16 @@ def robustness_reason(chosen: Candidate, other: Candidate) -> str:
     if index is None:
         return "neither is simpler: the higher median decided"
     return ROBUSTNESS_REASONS[index].format(a=chosen.readers, b=other.readers)
+
+
+# Each format's own reader: what a user who changes nothing loads it with.
+FORMAT_READERS = {"safetensors": "safetensors get_tensor", "gguf": "gguf reader"}
+
+
+def library_read(model_format: str, *, start: bool = False) -> str:
+    """The library's own read of a model of ``model_format``, naming that format's reader
+    alone ("the library's own read (safetensors get_tensor)"); ``start``: capitalised, to
+    begin a sentence."""
+    reader = FORMAT_READERS.get(model_format)
+    words = f"the library's own read ({reader})" if reader else "the library's own read"
+    return words[0].upper() + words[1:] if start else words

@@ -16,6 +16,7 @@ from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
 from modelmon.core.output.bound_words import far_below_bound
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
+    library_read,
     pick_speedup,
     robustness_reason,
     spec_words,
@@ -308,7 +309,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     baseline = _best(rec.ranked, "library")
     if baseline is winner:
         lines.append(
-            "The library's own read (safetensors get_tensor / gguf reader) is the best "
+            f"{library_read(rec.model.format, start=True)} is the best "
             "here: what you do today is already right for this storage."
         )
     elif baseline:
@@ -322,13 +323,13 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
             else f"the recommendation is {times_text(speedup)} that"
         )
         lines.append(
-            f"The library's own read (safetensors get_tensor / gguf reader) reached "
+            f"{library_read(rec.model.format, start=True)} reached "
             f"{rate_text(baseline.median_mbps)}: {verdict}."
         )
     stopped = next((c for c in rec.ranked if c.strategy == "library" and not c.results), None)
     if baseline is None and stopped is not None and stopped.stopped_below_mbps:
         lines.append(
-            "The library's own read (safetensors get_tensor / gguf reader) stayed under "
+            f"{library_read(rec.model.format, start=True)} stayed under "
             f"{rate_text(stopped.stopped_below_mbps)} before it was cut: the recommendation is "
             f"{_times(used.median_mbps, stopped.stopped_below_mbps)} that or more."
         )

@@ -29,8 +29,10 @@ def change_words(change: Candidate, base: Candidate) -> str:
     if program.readahead != before.readahead and program.readahead is not None:
         return f"raise the device's readahead to {program.readahead} KiB"
     if program.kind == "engine" and program.engine is not None:
-        engine = get_engine(program.engine)
-        return engine.snippet(program.settings)
+        engine = get_engine(program.engine)  # the knobs that differ; the Paste line does it
+        had = before.settings if before.engine == program.engine else {}
+        changed = [f"{k}={v}" for k, v in program.settings.items() if had.get(k) != v]
+        return f"{engine.label} with {', '.join(changed)}" if changed else engine.label
     now = program.command_words.env if program.command_words else ()
     was = before.command_words.env if before.command_words else ()
     added = [f"{name}={value}" for name, value in now if (name, value) not in was]
@@ -201,7 +203,8 @@ def in_loader_rounds(lines: list[Snippet], advice: LoaderAdvice) -> list[Snippet
 SUPERSEDED = {
     "llamacpp": ("llama.cpp-no-mmap", "llama.cpp-direct-io"),
     "safetensors": ("safetensors-read",),
-    "runai": ("runai_streamer",),
+    "runai": ("vllm-runai_streamer",),
+    "fastsafetensors": ("vllm-fastsafetensors",),
     "vllm": ("vllm-eager", "vllm-lazy", "vllm-prefetch"),
 }
 

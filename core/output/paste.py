@@ -1,7 +1,9 @@
 """A snippet a user pastes as it is: the loaders' lines are written with ``PATH`` where the
 model goes and an aside in parentheses ("(mmap, the default)"); pasted, the aside is a
 syntax error and ``PATH`` names nothing. ``pasteable`` puts the model's own path in, quoted
-for the language of the line, and hands the aside back to be shown beside it."""
+for the language of the line, and hands the aside back to be shown beside it. A Python line
+that reads every file of a sharded model writes ``PATHS`` where their list goes: the model's
+files by their whole paths, so the line loads every shard as it is pasted."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from modelmon.core.model.records import Model
 
 PLACEHOLDER = "PATH"
+EVERY_FILE = "PATHS"  # a Python list of every file of the model, by its whole path
 # An aside: two spaces, then one parenthesised remark that ends the line.
 _ASIDE = re.compile(r"\s{2,}\((?P<aside>[^()]*(?:\([^()]*\)[^()]*)*)\)\s*$")
 # Lines that a shell runs (the rest are Python): a server's command line, an environment
@@ -63,6 +66,8 @@ def pasteable(template: str, model: Model) -> Pasteable:
     files = [
         f.path if f.remote is not None else os.path.abspath(os.fspath(f.path)) for f in model.files
     ]
+    if EVERY_FILE in code and not is_shell(code):
+        return Pasteable(code.replace(EVERY_FILE, repr(files)), aside)
     if is_shell(code):
         command = _command(code)
         if command.startswith(_FOLDER_COMMANDS) or not files:

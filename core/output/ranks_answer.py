@@ -40,12 +40,15 @@ def paste_lines(found: RanksRecommendation, config_path: str | None) -> dict[str
     called = f"config={os.path.abspath(config_path)!r}, " if config_path else ""
     if pick.way.mode == "slice":
         lines["python"] = (
-            f"modelmon.core.load({model!r}, {called}rank=(RANK, {found.ranks}))  # in each "
-            "rank: its part of every tensor, as numpy arrays (torch.from_numpy: no copy)"
+            f"import modelmon.core; tensors = modelmon.core.load({model!r}, {called}rank=(RANK, "
+            f"{found.ranks}))  # in each "
+            "rank (RANK: its number): its part of every tensor, as numpy arrays "
+            "(torch.from_numpy: no copy)"
         )
     elif pick.way.mode == "whole":
         lines["python"] = (
-            f"modelmon.core.load({model!r}, {called.rstrip(', ')})  # in each rank: every "
+            f"import modelmon.core; tensors = modelmon.core.load({model!r}, "
+            f"{called.rstrip(', ')})  # in each rank: every "
             "tensor, then keep its part"
         )
     else:

@@ -97,12 +97,16 @@ def test_each_variant_changes_one_knob_and_keeps_the_users_settings() -> None:
 def test_snippets_say_the_setting_in_the_engines_own_terms() -> None:
     llama = ENGINES["llamacpp"]
     none = llama.settings({"load_mode": "none"})
-    assert llama.snippet(none) == "Llama(model_path=PATH, use_mmap=False)"
+    assert llama.snippet(none) == (
+        "from llama_cpp import Llama; llm = Llama(model_path=PATH, use_mmap=False)"
+    )
     assert dict(llama.also)["llama.cpp"](none) == "llama-server -m PATH --load-mode none"
     transformers = ENGINES["transformers"]
     both = transformers.settings({"disable_mmap": "true", "HF_DEACTIVATE_ASYNC_LOAD": "1"})
     assert transformers.snippet(both) == (
-        "HF_DEACTIVATE_ASYNC_LOAD=1 AutoModelForCausalLM.from_pretrained(PATH, disable_mmap=True)"
+        "import os; os.environ.update({'HF_DEACTIVATE_ASYNC_LOAD': '1'}); from transformers "
+        "import AutoModelForCausalLM; model = AutoModelForCausalLM.from_pretrained(PATH, "
+        "disable_mmap=True)"
     )
     vllm = ENGINES["vllm"]
     assert vllm.unavailable() is not None and vllm.stand_in == "safetensors"

@@ -134,7 +134,9 @@ def test_a_peer_pick_is_recorded_and_the_config_stays_applicable(
     }
     assert document["recommended"]["strategy"] == "pread"  # modelmon's best, applicable
     # modelmon's line is pasted as it is; its evidence names the overall pick beside it.
-    assert document["apply"]["modelmon"].startswith("modelmon.core.load(")
+    assert document["apply"]["modelmon"].startswith(
+        "import modelmon.core; tensors = modelmon.core.load("
+    )
     assert settings.spec in document["apply_evidence"]["modelmon"]
     config = write_config(tmp_path / "m.toml", document)
     assert read_config(config).strategy == "pread"

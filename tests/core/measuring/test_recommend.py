@@ -77,7 +77,9 @@ def test_config_reads_back_and_applies_byte_identically(
     assert config.options.cache == "keep"  # measured cold, applied without evicting anything
     assert document["evidence"]["all_runs_verified"] is True
     assert document["evidence"]["runs"] >= 1 and document["explanation"]
-    assert document["apply"]["modelmon"].startswith("modelmon.core.load(")
+    assert document["apply"]["modelmon"].startswith(
+        "import modelmon.core; tensors = modelmon.core.load("
+    )
     tensors = modelmon.core.load(sharded_model, config=output)
     model = open_model(sharded_model)
     expected: dict[str, np.ndarray] = {}

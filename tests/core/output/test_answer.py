@@ -14,11 +14,13 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import Duel, decide
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
-from modelmon.core.output.answer import LIBRARY, answer
+from modelmon.core.output.answer import answer
+from modelmon.core.output.comparison import library_read
 
 from ..measuring.records import advice, candidate, engine_run
 from .test_explain import record
 
+LIBRARY = library_read("safetensors")  # the models here are safetensors
 BEST = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
 WHOLE = candidate("sequential", 500, 505, 510, workers=1, chunk=16 << 20)
 
@@ -46,7 +48,9 @@ def test_the_pick_against_the_library_read_by_their_pairs(model: Model):
         "medians of 3 cold runs each."
     )
     assert found.paste is not None and found.paste.tool == "modelmon"
-    assert found.paste.text == f"modelmon.core.load({model.path!r}, config='m.toml')"
+    assert found.paste.text == (
+        f"import modelmon.core; tensors = modelmon.core.load({model.path!r}, config='m.toml')"
+    )
     assert found.lines()[-1] == f"Paste (modelmon): {found.paste.text}"
 
 
@@ -66,7 +70,8 @@ def test_a_single_reader_pick_pastes_the_loader_line_that_reads_as_it_does(model
     found = answer(rec, "m.toml")
     assert found.gain.endswith(f"{LIBRARY} was not measured to compare.")
     assert found.paste is not None and found.paste.tool == "safetensors-read"
-    assert found.paste.text.startswith("safetensors.torch.load(open(path, 'rb').read())")
+    assert found.paste.text.startswith("import pathlib, safetensors.numpy; tensors = ")
+    assert "safetensors.numpy.load(pathlib.Path(path).read_bytes())" in found.paste.text
 
 
 def test_the_library_as_the_pick_says_keep_it(model: Model):
@@ -94,7 +99,7 @@ def test_a_change_of_the_users_loader_pastes_their_engines_line(model: Model):
     )
     rec = record(model, winner=BEST, ranked=(BEST,))
     found = answer(rec, "m.toml", _advice(AS_IS, (change,), change))
-    assert found.action.startswith("Change your loader: safetensors.")
+    assert found.action.startswith("Change your loader: safetensors with backend=read.")
     assert found.gain == (
         "1.16× your loader as it is: 1000 MB/s against 880 MB/s, median of 3 paired rounds."
     )
@@ -313,3 +318,22 @@ def test_a_plain_download_within_noise_of_the_concurrent_best_claims_no_gain(mod
     found = answer(record(bucket, winner=plain, ranked=(plain, many), duel=apart), "m.toml")
     assert found.action.endswith("it is the fastest way measured here.")
     assert "as fast as the best concurrent setting measured here" in found.gain
+
+
+def test_the_library_read_is_named_by_the_formats_own_reader(
+    model: Model, gguf_models: dict[str, Path]
+) -> None:
+    """A safetensors model's answer and why name safetensors' reader alone; a GGUF's, the
+    gguf reader alone."""
+    from modelmon.core.output.explain import explain
+
+    library = candidate("library", 900, 905, 910)
+    for opened, own, other in (
+        (model, "safetensors get_tensor", "gguf"),
+        (open_model(gguf_models["F16"]), "gguf reader", "safetensors"),
+    ):
+        rec = record(opened, winner=BEST, ranked=(BEST, library))
+        kept = record(opened, winner=library, ranked=(library, WHOLE))
+        words = [*answer(rec, "m.toml").lines(), *explain(rec), *answer(kept, "m.toml").lines()]
+        said = [line for line in words if "library's own read" in line]
+        assert said and all(f"({own})" in line and other not in line for line in said), said

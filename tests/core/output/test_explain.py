@@ -212,7 +212,7 @@ def test_a_peer_that_wins_is_named_with_its_settings(
     assert "the config file holds" in text
     served = open_model(transformers_model)  # a folder vLLM serves: its lines are there
     by_tool = {s.tool: s for s in snippets(served, own, (own,), peers=(runai,))}
-    runai_line = by_tool["runai_streamer"]
+    runai_line = by_tool["vllm-runai_streamer"]
     assert runai_line.measured_as == "engine: runai RUNAI_STREAMER_CONCURRENCY=16"
     assert '{"concurrency": 16}' in runai_line.text
     assert "or RUNAI_STREAMER_CONCURRENCY=16" in runai_line.evidence()
@@ -225,10 +225,12 @@ def test_snippets_are_marked_measured_or_not(
     library = candidate("library", 400, 390, 410)
     served = open_model(transformers_model)
     by_tool = {s.tool: s for s in snippets(served, one, (one, library))}
-    assert by_tool["modelmon"].text.startswith("modelmon.core.load(")
+    assert by_tool["modelmon"].text.startswith(
+        "import modelmon.core; tensors = modelmon.core.load("
+    )
     assert "diffusers" not in by_tool  # a Llama's folder: no pipeline line
     assert by_tool["vllm-lazy"].measured_as == library.spec
-    assert by_tool["runai_streamer"].measured_as is None
+    assert by_tool["vllm-runai_streamer"].measured_as is None
     why = "listed as vLLM serves this folder (a transformers model: config.json)"
     assert (
         by_tool["vllm-prefetch"]

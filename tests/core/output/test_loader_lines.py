@@ -36,7 +36,10 @@ def test_the_picked_engine_setting_is_the_line_measured(model: Model) -> None:
     made = advice(loader, "safetensors", (pick,), pick, candidate("sequential", 900, 905, 910))
     (line,) = loader_snippets(made, model)
     assert line.tool == "safetensors"
-    assert line.text == f"safetensors.numpy.load_file({_file(model)!r}, backend='pread')"
+    assert line.text == (
+        f"import safetensors.numpy; tensors = {{name: t for path in {[_file(model)]!r} for "
+        "name, t in safetensors.numpy.load_file(path, backend='pread').items()}"
+    )
     assert line.evidence() == (
         "measured here as engine: safetensors backend=pread: 510 MB/s, 3 runs"
     )
@@ -48,7 +51,10 @@ def test_nothing_beat_the_loader_its_own_line_as_it_is(model: Model) -> None:
     slower = engine_run("safetensors backend=read", 200, 210, 220)
     made = advice(loader, "safetensors", (slower,), None, candidate("sequential", 900))
     (line,) = loader_snippets(made, model)
-    assert line.text == f"safetensors.numpy.load_file({_file(model)!r})"
+    assert line.text == (
+        f"import safetensors.numpy; tensors = {{name: t for path in {[_file(model)]!r} for "
+        "name, t in safetensors.numpy.load_file(path).items()}"
+    )
     assert line.evidence() == "measured here as engine: safetensors: 310 MB/s, 3 runs"
     once = advice(
         engine_run("safetensors", 310), "safetensors", (), None, candidate("sequential", 900)
@@ -65,7 +71,10 @@ def test_llama_cpp_python_and_llama_server_share_the_measured_line(tmp_path: Pat
     made = advice(loader, "llamacpp", (pick,), pick, candidate("sequential", 400))
     own, server = loader_snippets(made, gguf)
     path = str(Path(gguf.files[0].path).resolve())
-    assert (own.tool, own.text) == ("llamacpp", f"Llama(model_path={path!r}, use_mmap=False)")
+    assert (own.tool, own.text) == (
+        "llamacpp",
+        f"from llama_cpp import Llama; llm = Llama(model_path={path!r}, use_mmap=False)",
+    )
     assert (server.tool, server.text) == ("llama.cpp", f"llama-server -m {path} --load-mode none")
     assert server.evidence() == (
         "measured here as engine: llamacpp load_mode=none: 151 MB/s, 3 runs; the same loader"

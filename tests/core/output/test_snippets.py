@@ -14,6 +14,7 @@ import pytest
 from modelmon.core.configuration import parse_engine
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.formats import open_model
+from modelmon.core.output import safetensors_lines
 from modelmon.core.output.paste import is_shell, pasteable
 from modelmon.core.output.snippets import apply_snippets, matching, servers_left_out, snippets
 
@@ -42,9 +43,22 @@ def _runai(concurrency: int, *rates: float) -> Candidate:
     return Candidate(config, "peer", [run(rate) for rate in rates])
 
 
-def test_every_safetensors_line_is_pasted_as_it_is(transformers_model: Path):
+def _named_by_the_server_they_run(lines: dict[str, str]) -> None:
+    """A server's line is named by the server it runs, its load format beside (the tool
+    column: vllm-runai_streamer, not runai_streamer)."""
+    for tool, text in lines.items():
+        if "vllm serve" in text:
+            assert tool.startswith("vllm-"), tool
+        elif "sglang.launch_server" in text:
+            assert tool.startswith("sglang"), tool
+
+
+def test_every_safetensors_line_is_pasted_as_it_is(
+    transformers_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A transformers model's folder (config.json): modelmon's line and its torch form, the
     safetensors library's, and vLLM's (which serves such a folder), each said why it is there."""
+    monkeypatch.setattr(safetensors_lines, "torch_installed", lambda: True)
     model = open_model(transformers_model)
     folder = str(transformers_model.parent)
     file, served = repr(str(transformers_model)), shlex.quote(folder)
@@ -55,20 +69,29 @@ def test_every_safetensors_line_is_pasted_as_it_is(transformers_model: Path):
     ranked = (winner, whole, library)
     lines = apply_snippets(model, winner, ranked, "/abs/m.toml", peers)
     load = f"modelmon.core.load({file}, config='/abs/m.toml')"
+    files = repr([str(transformers_model)])
+    every = "tensors = {name: tensor for path in " + files + " for name, tensor in "
     assert lines == {
-        "modelmon": load,
+        "modelmon": f"import modelmon.core; tensors = {load}",
         # The same load as torch tensors, each wrapping its array's memory (F16: as it is).
-        "torch": f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
-        "safetensors": f"safetensors.safe_open({file}, framework='pt')",
-        "safetensors-read": f"safetensors.torch.load(open({file}, 'rb').read())",
+        "torch": "import modelmon.core, torch; tensors = "
+        f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
+        # The library's own read of every tensor of every file, as measured: numpy arrays.
+        "safetensors": f"import safetensors.numpy; {every}"
+        "safetensors.numpy.load_file(path).items()}",
+        "safetensors-torch": f"import safetensors.torch; {every}"
+        "safetensors.torch.load_file(path).items()}",
+        "safetensors-read": f"import pathlib, safetensors.numpy; {every}"
+        "safetensors.numpy.load(pathlib.Path(path).read_bytes()).items()}",
         "vllm-eager": f"vllm serve {served} --safetensors-load-strategy eager",
         "vllm-lazy": f"vllm serve {served} --safetensors-load-strategy lazy",
         "vllm-prefetch": f"vllm serve {served} --safetensors-load-strategy prefetch",
         # Run:ai's line takes the concurrency of its best measured run.
-        "runai_streamer": f"vllm serve {served} --load-format runai_streamer "
+        "vllm-runai_streamer": f"vllm serve {served} --load-format runai_streamer "
         "--model-loader-extra-config '{\"concurrency\": 8}'",
-        "fastsafetensors": f"vllm serve {served} --load-format fastsafetensors",
+        "vllm-fastsafetensors": f"vllm serve {served} --load-format fastsafetensors",
     }
+    _named_by_the_server_they_run(lines)
     for line in lines.values():  # each parses in its own language, as it is
         if is_shell(line):
             assert shlex.split(line)[0] == "vllm"
@@ -81,28 +104,32 @@ def test_every_safetensors_line_is_pasted_as_it_is(transformers_model: Path):
         "torch": "modelmon.core.load returns {tensor name: numpy array}; torch.from_numpy "
         "shares each array's memory: torch tensors without a copy; measured here as "
         "sequential workers=4 threads=1 chunk=16MiB: 905 MB/s",
-        "safetensors": "mmap; measured here as library threads=1: 405 MB/s",
-        "safetensors-read": "read whole, no mmap; measured here as sequential threads=1 "
-        "chunk=16MiB: 505 MB/s",
+        "safetensors": "safe_open(framework='numpy').get_tensor of every tensor: numpy arrays; "
+        "measured here as library threads=1: 405 MB/s",
+        "safetensors-torch": "the same read into torch tensors: torch is installed here; not "
+        "measured here: the safetensors line's read, into torch tensors",
+        "safetensors-read": "each file read whole, no mmap: numpy arrays; measured here as "
+        "sequential threads=1 chunk=16MiB: 505 MB/s",
         "vllm-eager": "measured here as sequential threads=1 chunk=16MiB: 505 MB/s; reads each "
-        f"file whole into memory; {why}; the fastest of vllm's lines measured here",
+        f"file whole into memory; {why}",
         "vllm-lazy": f"measured here as library threads=1: 405 MB/s; maps each file (vLLM's "
         f"default); {why}",
         "vllm-prefetch": "not measured here: reads the files into the page cache ahead, then "
         f"maps them; {why}",
-        "runai_streamer": "or RUNAI_STREAMER_CONCURRENCY=8; measured here as engine: runai "
+        "vllm-runai_streamer": "or RUNAI_STREAMER_CONCURRENCY=8; measured here as engine: runai "
         f"RUNAI_STREAMER_CONCURRENCY=8: 710 MB/s; Run:ai Model Streamer's concurrent reads; "
-        f"{why}",
-        "fastsafetensors": f"not measured here: fastsafetensors' parallel reads; {why}",
+        f"{why}; the fastest of vllm's lines measured here",
+        "vllm-fastsafetensors": f"not measured here: fastsafetensors' parallel reads; {why}",
     }
 
 
 def test_lines_are_only_for_loaders_that_read_a_checkpoint_of_its_kind(
-    sharded_model: Path, diffusers_model: Path, bf16_model: Path
+    sharded_model: Path, diffusers_model: Path, bf16_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Llama's weights alone (no config.json): no pipeline line, no server line that could
     not serve the folder; a diffusers pipeline: its line, no vLLM's; bfloat16 arrays wrapped
     for torch through the unsigned integers of their width, still without a copy."""
+    monkeypatch.setattr(safetensors_lines, "torch_installed", lambda: False)  # no torch line
     winner = candidate("sequential", 900, workers=4)
     alone = {s.tool for s in snippets(open_model(sharded_model), winner, (winner,))}
     assert alone == {"modelmon", "torch", "safetensors", "safetensors-read"}
@@ -123,8 +150,9 @@ def test_every_gguf_line_is_exact():
     gguf = shlex.quote(f"{FOLDER}/m.gguf")
     load = f"modelmon.core.load({FOLDER + '/m.gguf'!r}, config='modelmon.toml')"
     assert {s.tool: s.text for s in made} == {
-        "modelmon": load,
-        "torch": f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
+        "modelmon": f"import modelmon.core; tensors = {load}",
+        "torch": "import modelmon.core, torch; tensors = "
+        f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
         "llama.cpp": f"llama-server -m {gguf}",
         "llama.cpp-no-mmap": f"llama-server -m {gguf} --no-mmap",
         "llama.cpp-direct-io": f"llama-server -m {gguf} --direct-io",
@@ -197,10 +225,11 @@ def test_a_bucket_gets_the_lines_of_the_loaders_that_stream_buckets(host_kind: s
         )
     load = f"modelmon.core.load({url!r}, config='m.toml')"
     assert lines == {
-        "modelmon": load,
-        "torch": f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
+        "modelmon": f"import modelmon.core; tensors = {load}",
+        "torch": "import modelmon.core, torch; tensors = "
+        f"{{name: torch.from_numpy(array) for name, array in {load}.items()}}",
         # A server takes the prefix, as it takes a folder; the pick's connections and parts.
-        "runai_streamer": f"{size} vllm serve s3://models/llama/ --load-format runai_streamer "
+        "vllm-runai_streamer": f"{size} vllm serve s3://models/llama/ --load-format runai_streamer "
         "--model-loader-extra-config '{\"concurrency\": 8}'",
         "sglang": f"RUNAI_STREAMER_CONCURRENCY=8 {size} python -m sglang.launch_server "
         "--model-path s3://models/llama/ --load-format runai_streamer",
@@ -225,11 +254,11 @@ def test_a_plain_download_pick_tells_a_streamer_the_fastest_concurrent_setting()
         s.tool: s
         for s in snippets(bucket, plain, (plain, wide))  # type: ignore[arg-type]
     }
-    vllm, sglang = made["runai_streamer"].text, made["sglang"].text
+    vllm, sglang = made["vllm-runai_streamer"].text, made["sglang"].text
     assert '{"concurrency": 10}' in vllm and f"RUNAI_STREAMER_CHUNK_BYTESIZE={256 << 20}" in vllm
     assert sglang.startswith("RUNAI_STREAMER_CONCURRENCY=10 ")
     assert f"the fastest concurrent setting measured ({wide.spec})'s connections" in (
-        made["runai_streamer"].evidence()
+        made["vllm-runai_streamer"].evidence()
     )
 
 
@@ -248,9 +277,11 @@ def test_a_bucket_model_gets_server_lines_only_where_its_prefix_is_one_they_serv
     winner = candidate("ranged", 900, 910, 905, threads=8, chunk=16 << 20)
     served = open_model(f"s3://{BUCKET}/llama/")
     lines = apply_snippets(served, winner, (winner,))
-    assert list(lines) == ["modelmon", "torch", "runai_streamer", "sglang"]
+    assert list(lines) == ["modelmon", "torch", "vllm-runai_streamer", "sglang"]
+    _named_by_the_server_they_run(lines)
     assert (
-        f"vllm serve s3://{BUCKET}/llama/ --load-format runai_streamer" in lines["runai_streamer"]
+        f"vllm serve s3://{BUCKET}/llama/ --load-format runai_streamer"
+        in lines["vllm-runai_streamer"]
     )
     assert servers_left_out(served, lines) == ""
     alone = open_model(f"s3://{BUCKET}/single/")

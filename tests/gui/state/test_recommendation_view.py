@@ -135,7 +135,7 @@ def test_a_bucket_models_config_and_window_give_the_same_lines(
     document = recommendation_document(rec, "m.toml")
     rows = snippet_rows(rec, "m.toml")
     assert [row[:2] for row in rows] == list(document["apply"].items())
-    assert ("runai_streamer" in document["apply"]) is ("sglang" in document["apply"]) is served
+    assert ("vllm-runai_streamer" in document["apply"]) is ("sglang" in document["apply"]) is served
     why = left_out_text(rec, rows)
     assert document.get("apply_left_out", {}).get("servers", "") == why
     assert bool(why) is not served
