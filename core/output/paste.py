@@ -54,14 +54,15 @@ def model_folder(model: Model) -> str:
     return path if os.path.isdir(path) else os.path.dirname(path)
 
 
-def pasteable(template: str, model: Model) -> Pasteable:
+def pasteable(template: str, model: Model, *, fill: bool = True) -> Pasteable:
     """``template`` with the model's path for ``PATH`` (a shell command's quoted for the
     shell, Python's as a string literal; a server's is the model's folder, a single-file
-    load's the file) and its trailing aside split off."""
+    load's the file) and its trailing aside split off; ``fill`` False: a line that names
+    the model already, whose paths may hold the word PATH, is left as it is."""
     found = _ASIDE.search(template)
     aside = found.group("aside") if found else ""
     code = template[: found.start()] if found else template
-    if PLACEHOLDER not in code:
+    if not fill or PLACEHOLDER not in code:
         return Pasteable(code, aside)
     files = [
         f.path if f.remote is not None else os.path.abspath(os.fspath(f.path)) for f in model.files

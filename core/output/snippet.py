@@ -46,10 +46,12 @@ class Snippet:
         *,
         runs: bool = False,
         note: str = "",
+        filled: bool = False,
     ) -> Snippet:
         """A snippet from a loader's line (``PATH`` where the model goes), measured as
-        ``stand_in`` (None: not measured here); ``runs``: say how many runs."""
-        ready = pasteable(template, model)
+        ``stand_in`` (None: not measured here); ``runs``: say how many runs; ``filled``: the
+        line names the model already (a folder named ``PATH`` in it stays as it is)."""
+        ready = pasteable(template, model, fill=not filled)
         if stand_in is None:
             return cls(tool, ready.code, None, None, None, note, ready.aside)
         count = len(stand_in.results) if runs else None

@@ -37,6 +37,9 @@ def snippets(
     def snip(tool: str, text: str, measured: Candidate | None) -> Snippet:
         return Snippet.of(tool, text, model, measured)
 
+    def named(tool: str, text: str) -> Snippet:  # modelmon's lines: the model's path is in
+        return Snippet.of(tool, text, model, winner, filled=True)
+
     def whole_reads(c: Candidate) -> bool:  # one reader, each file read front to back
         return c.strategy == "sequential" and c.readers == 1
 
@@ -47,10 +50,10 @@ def snippets(
     where = model.path if remote else os.path.abspath(model.path)
     own = f"modelmon.core.load({where!r}, config={config_name!r})"
     if winner.options.discard:  # the config streams the model, as it was measured
-        out = [snip("modelmon", f"import modelmon.core; {own}  ({STREAMED})", winner)]
+        out = [named("modelmon", f"import modelmon.core; {own}  ({STREAMED})")]
     else:
-        out = [snip("modelmon", f"import modelmon.core; tensors = {own}", winner)]
-        out.append(snip("torch", f"{torch_line(model, own)}  ({TORCH_ASIDE})", winner))
+        out = [named("modelmon", f"import modelmon.core; tensors = {own}")]
+        out.append(named("torch", f"{torch_line(model, own)}  ({TORCH_ASIDE})"))
     kind = checkpoint_kind(model)
     if remote:  # the servers that stream a bucket, for a prefix they serve (its config.json)
         served = kind == "transformers"

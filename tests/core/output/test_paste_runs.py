@@ -255,3 +255,15 @@ def test_a_bfloat16_models_numpy_line_imports_numpys_bfloat16(models: dict[str, 
     (run above, it loads every tensor)."""
     line = {s.tool: s.text for s in snippets(models["bf16"], WINNER, (WINNER,))}["safetensors"]
     assert line.startswith("import ml_dtypes, numpy, safetensors.numpy; tensors = ")
+
+
+def test_a_model_whose_folder_is_named_path_keeps_its_paths(tmp_path: Path) -> None:
+    """PATH and PATHS are the lines' placeholders: a folder with that word in its name stays
+    as it is in every line, modelmon's own included."""
+    model = open_model(
+        write_safetensors_model(tmp_path / "PATHS PATH", layers=1, hidden=64, vocab=128, shards=2)
+    )
+    lines = {s.tool: s.text for s in snippets(model, WINNER, (WINNER, LIBRARY, WHOLE))}
+    assert f"modelmon.core.load({model.path!r}, " in lines["modelmon"]
+    assert f"modelmon.core.load({model.path!r}, " in lines["torch"]
+    _every_tensor(model, _run(lines["safetensors"])["tensors"])
