@@ -22,6 +22,7 @@ from modelmon.gui.state.live_run import Frame, Shown
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.recommending import RecommendationShown
 from modelmon.gui.state.records import RunRecord
+from modelmon.gui.state.run_replay import Replay
 from modelmon.gui.state.workbench import Workbench
 from modelmon.gui.widgets.compare_bar import CompareBar
 from modelmon.gui.widgets.progress_strip import ProgressStrip
@@ -47,8 +48,36 @@ class Page(Protocol):
     timer: QTimer
 
 
+def start_plots(page: Page, shown: Shown) -> None:
+    """A run's curves, reads and pictures start again (its label's replace the last)."""
+    page.throughput.start_run(shown.label)
+    reader = "process" if shown.watched else "worker"
+    page.access.start_run(shown.name, shown.spec, shown.label, reader)
+    for plot in page.metric_plots:
+        plot.start_run(shown.label)
+    page.residency.start_run(shown.label, shown.spec)
+
+
+def show_series(page: Page, snapshot: MetricSnapshot) -> None:
+    for plot in page.metric_plots:
+        plot.show_snapshot(snapshot)
+    page.residency.show_snapshot(snapshot)
+
+
+def end_plots(page: Page, record: RunRecord) -> None:
+    """What a run's end adds: its blocks, its cold start, how it ended in its key."""
+    if record.result is not None:
+        page.blocks.show_result(record.label, record.result)
+    shown = cold_start_shown(record)
+    if shown is not None and (shown.lanes or shown.ready_s is not None):
+        page.cold_start.show(shown)
+    if record.status != "ok":  # its curve says how it ended, not just "run A"
+        page.throughput.mark_run(record.label, record.status)
+
+
 def bind_live(page: Page) -> None:
-    """The live run: its start, each frame tick's reads and totals, its series."""
+    """The live run: its start, each frame tick's reads and totals, its series; and
+    finished runs drawn again, as their ends left the plots."""
     bench = page.bench
     live = bench.live
 
@@ -56,12 +85,7 @@ def bind_live(page: Page) -> None:
         # A run or a watch started from the Recommendation tab is seen where it is drawn.
         if page.tabs.currentWidget() is page.recommendation:
             page.tabs.setCurrentIndex(0)
-        page.throughput.start_run(shown.label)
-        reader = "process" if shown.watched else "worker"
-        page.access.start_run(shown.name, shown.spec, shown.label, reader)
-        for plot in page.metric_plots:
-            plot.start_run(shown.label)
-        page.residency.start_run(shown.label, shown.spec)
+        start_plots(page, shown)
         page.progress.started(shown)
         page.timer.start()
 
@@ -74,26 +98,21 @@ def bind_live(page: Page) -> None:
         # paint of everything; before them, the plots would be painted twice.
         page.progress.show_update(frame.update)
 
-    def metrics(snapshot: MetricSnapshot) -> None:
-        for plot in page.metric_plots:
-            plot.show_snapshot(snapshot)
-        page.residency.show_snapshot(snapshot)
-
     live.started.connect(started)
     live.frame.connect(frame)
-    live.metrics.connect(metrics)
+    live.metrics.connect(lambda snapshot: show_series(page, snapshot))
     live.ended.connect(page.timer.stop)
+    bench.run_ended.connect(lambda record: end_plots(page, record))
 
-    def run_ended(record: RunRecord) -> None:
-        if record.result is not None:
-            page.blocks.show_result(record.label, record.result)
-        shown = cold_start_shown(record)
-        if shown is not None and (shown.lanes or shown.ready_s is not None):
-            page.cold_start.show(shown)
-        if record.status != "ok":  # its curve says how it ended, not just "run A"
-            page.throughput.mark_run(record.label, record.status)
+    def replayed(replays: list[Replay]) -> None:
+        for again in replays:
+            start_plots(page, again.shown)
+            page.throughput.show_update(again.shown.label, again.update)
+            page.access.add_reads(again.reads)
+            show_series(page, again.snapshot)
+            end_plots(page, again.record)
 
-    bench.run_ended.connect(run_ended)
+    bench.runs_replayed.connect(replayed)
 
 
 def bind_results(page: Page) -> None:
@@ -106,6 +125,7 @@ def bind_results(page: Page) -> None:
             page.results.add(record)
 
     bench.runs.added.connect(page.results.add)
+    page.results.run_picked.connect(bench.show_run)
     bench.runs.reset.connect(reset)
 
     def ceilings(value: Ceilings | None) -> None:

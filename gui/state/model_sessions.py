@@ -28,6 +28,10 @@ class ModelResults:
     ab_result: ABResult | None = None
     ceilings: Ceilings | None = None
     recommendation: RecommendationShown | None = None  # its last search's answer
+    # The runs its plots showed (``Workbench.shown_runs``, oldest first): drawn again when
+    # it is opened again, as they were (of ``records``: empty when they are).
+    shown_runs: list[RunRecord] = field(default_factory=list)
+    plots_show_ab: bool = False
 
     @property
     def empty(self) -> bool:

@@ -180,22 +180,30 @@ class WatchFeed:
 
     def final_snapshot(self, result: WatchResult) -> MetricSnapshot | None:
         """The whole series, and the residency as the final scan left it."""
-        samples = result.samples
-        if samples is None:
-            return None
-        series = dict(samples.series)
-        return MetricSnapshot(
-            self.label,
-            series,
-            dict(samples.specs),
-            dict(samples.unavailable),
-            by_model_paths(samples.residency_maps, self.model_paths),
-            True,
-            latest(series, "resident_fraction"),
-            samples.interval_s,
-            result.wall_seconds,  # the series span the whole watch, not first to last byte
-            result.wall_seconds,
-        )
+        return watch_snapshot(self.label, result, self.model_paths)
+
+
+def watch_snapshot(
+    label: str, result: WatchResult, model_paths: Sequence[str]
+) -> MetricSnapshot | None:
+    """A finished watch's whole series, and the residency as its final scan left it
+    (its maps named by the model's own paths); None when it never sampled."""
+    samples = result.samples
+    if samples is None:
+        return None
+    series = dict(samples.series)
+    return MetricSnapshot(
+        label,
+        series,
+        dict(samples.specs),
+        dict(samples.unavailable),
+        by_model_paths(samples.residency_maps, model_paths),
+        True,
+        latest(series, "resident_fraction"),
+        samples.interval_s,
+        result.wall_seconds,  # the series span the whole watch, not first to last byte
+        result.wall_seconds,
+    )
 
 
 def watch_words(record: RunRecord) -> tuple[str, str, str]:

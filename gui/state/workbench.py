@@ -41,6 +41,8 @@ from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 from modelmon.gui.state.run_list import JobStatus, RunList
+from modelmon.gui.state.run_replay import Replay, replay
+from modelmon.gui.state.run_trace import has_trace
 from modelmon.gui.state.watch_job import WatchJob, WatchRequest, model_scope
 
 CEILING_REPEATS = 3
@@ -69,6 +71,9 @@ class Workbench:
         self.shown_runs: dict[str, RunRecord] = {}
         self.model_opened = Event()  # ModelInfo: a model is open (the plots start empty)
         self.plots_cleared = Event()  # (): every run leaves the plots (the model's axes stay)
+        # list[Replay]: finished runs drawn again, oldest first, each in place of its label's
+        # (a model's kept runs when it is opened again, a row of the results picked).
+        self.runs_replayed = Event()
         self.run_ended = Event()  # RunRecord: a run's end, after it joined ``runs``
         self.running_changed = Event()  # bool
         self.message = Event()  # text, level ("info" | "warning" | "error")
@@ -102,6 +107,27 @@ class Workbench:
         self.shown_runs.pop(record.label, None)  # to the end: the newest last
         self.shown_runs[record.label] = record
 
+    def show_run(self, record: RunRecord) -> None:
+        """Draw ``record`` (a row the user picked) in place of the last run of its label;
+        one that left nothing to draw (it could not start) is not drawn, nor any while a
+        run is live (its plots are the live run's)."""
+        if self.running or self.info is None or not has_trace(record) or record not in self.records:
+            return
+        if list(self.shown_runs.values())[-1:] == [record]:
+            return  # drawn already, and the newest: as a picked row redraws nothing
+        self._replay([record])
+
+    def _replay(self, records: list[RunRecord]) -> None:
+        """``records`` become the shown runs of their labels, and are drawn again."""
+        replays: list[Replay] = []
+        model = self.info.model if self.info is not None else None
+        for record in records:
+            self._shown(record)
+            again = replay(record, model)
+            if again is not None:
+                replays.append(again)
+        self.runs_replayed.emit(replays)
+
     def plot_runs(self, name: str) -> list[RunRecord]:
         """The finished runs the plot ``name`` shows: its export names and draws these."""
         return plot_runs(name, list(self.shown_runs.values()))
@@ -133,6 +159,8 @@ class Workbench:
                     self.recommendation.shown
                     if self.recommendation.shown.phase == "done"
                     else None,
+                    list(self.shown_runs.values()),
+                    self.plots_show_ab,
                 ),
             )
         kept = self.sessions.take(info.path)
@@ -149,6 +177,10 @@ class Workbench:
         self.ab.restore(kept.ab_result)
         self.ceilings.open(info, kept.ceilings)
         self.recommendation.restore(kept.recommendation)
+        # Its plots as they were: each run they showed drawn again, on this model's axes.
+        self.plots_show_ab = kept.plots_show_ab
+        if kept.shown_runs:
+            self._replay(kept.shown_runs)
         self.status.idle()
         if previous is not None and previous.path != info.path and kept_runs:
             # The window's results change with the model: say where the others went.

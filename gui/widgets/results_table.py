@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
@@ -108,6 +108,8 @@ ELASTIC_LEAST_CHARS = 10
 
 
 class ResultsTable(QTableView):
+    run_picked = Signal(object)  # RunRecord: the user selected (or clicked) its row
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.results = ResultsModel(self)
@@ -129,7 +131,16 @@ class ResultsTable(QTableView):
         self.user_sized = False  # the user dragged a column's edge: the widths are theirs
         self._fitting = False
         header.sectionResized.connect(self._section_resized)
-        self.setToolTip("Every finished run, oldest first. Hover a cell for details.")
+        self.setToolTip(
+            "Every finished run, oldest first. Hover a cell for details; select a row to "
+            "draw its run in the plots (in place of the last of its configuration)."
+        )
+        self.selectionModel().currentRowChanged.connect(lambda index, _old: self._pick(index))
+        self.clicked.connect(self._pick)
+
+    def _pick(self, index: QModelIndex) -> None:
+        if index.isValid() and index.row() < len(self.results.records):
+            self.run_picked.emit(self.results.records[index.row()])
 
     def add(self, record: RunRecord) -> None:
         self.results.add(record)
