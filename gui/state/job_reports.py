@@ -206,7 +206,8 @@ class JobReports:
                 "info",
             )
             return
-        bar, tab, message = recommendation_stopped(end.cancelled, str(end.error))
+        previous = p.recommendation.previous is not None
+        bar, tab, message = recommendation_stopped(end.cancelled, str(end.error), previous)
         p.status.ended(bar)
         p.recommendation.stopped(tab)
         p.say(message, "info" if end.cancelled else "error")

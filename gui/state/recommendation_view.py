@@ -244,13 +244,29 @@ def left_out_text(rec: Recommendation, rows: list[tuple[str, str, str]]) -> str:
     return servers_left_out(rec.model, [tool for tool, _, _ in rows])
 
 
-def recommendation_stopped(cancelled: bool, error: str) -> tuple[str, str, str]:
+def recommendation_stopped(
+    cancelled: bool, error: str, previous: bool = False
+) -> tuple[str, str, str]:
     """(progress bar, Recommendation tab, message) of a search that ended without a
     recommendation. A cancel says so once: the engine's own "recommendation cancelled" is
-    not appended to "cancelled"."""
+    not appended to "cancelled". With ``previous`` (an earlier answer stays shown), the
+    tab's words head that answer and say it is the earlier one."""
     if cancelled:
         said = "Recommendation cancelled"
+        if previous:
+            return (
+                said,
+                "The new recommendation was cancelled: the answer below is the previous one "
+                "(File ▸ Export recommended configuration… still writes it).",
+                "No new recommendation: cancelled; the previous answer stays",
+            )
         return said, f"{said}: nothing to export.", "No recommendation: cancelled"
+    if previous:
+        return (
+            "Recommendation failed",
+            f"The new recommendation failed ({error}): the answer below is the previous one.",
+            f"No new recommendation: {error}; the previous answer stays",
+        )
     return (
         "Recommendation failed",
         f"Recommendation failed: {error}",

@@ -41,11 +41,15 @@ class RecommendationShown:
     # (``RanksRecommendation``) instead of ``recommendation``.
     ranks: int = 1
     ranks_found: Any = None
+    # Over an earlier answer shown again: why the newer search gave none (cancelled, failed).
+    note: str = ""
 
 
 class RecommendationState:
     def __init__(self) -> None:
         self.shown = RecommendationShown("none")
+        # While a search runs: the answer shown before it, shown again if it gives none.
+        self.previous: RecommendationShown | None = None
         self.changed = Event()  # RecommendationShown
 
     @property
@@ -71,12 +75,16 @@ class RecommendationState:
         self.changed.emit(shown)
 
     def clear(self) -> None:
+        self.previous = None
         self._show(RecommendationShown("none"))
 
     def restore(self, shown: RecommendationShown | None) -> None:
+        self.previous = None
         self._show(shown if shown is not None else RecommendationShown("none"))
 
     def start(self, budget_s: float, loader: str | None = None, ranks: int = 1) -> None:
+        shown = self.shown
+        self.previous = replace(shown, note="") if shown.phase == "done" else None
         self._show(RecommendationShown("running", budget_s, loader=loader, ranks=ranks))
 
     def progress(self, line: str) -> None:
@@ -94,6 +102,7 @@ class RecommendationState:
         loader_note: str = "",
         apply_tools: tuple[str, ...] = (),
     ) -> None:
+        self.previous = None
         self._show(
             RecommendationShown(
                 "done",
@@ -110,6 +119,7 @@ class RecommendationState:
 
     def ranks_done(self, found: Any, memory_limit: int | None = None) -> None:
         """The ranks search's answer (``RanksRecommendation``)."""
+        self.previous = None
         self._show(
             RecommendationShown(
                 "done",
@@ -121,7 +131,12 @@ class RecommendationState:
         )
 
     def stopped(self, text: str) -> None:
-        shown = self.shown
+        """The search gave no answer (``text`` says why): the answer shown before it comes
+        back, headed by ``text``, and stays exportable; without one, ``text`` alone."""
+        shown, previous, self.previous = self.shown, self.previous, None
+        if previous is not None:
+            self._show(replace(previous, note=text))
+            return
         self._show(
             RecommendationShown(
                 "stopped", shown.budget_s, shown.lines, text=text, ranks=shown.ranks

@@ -132,6 +132,11 @@ class RecommendationView(QScrollArea):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWidgetResizable(True)
+        # Over an earlier answer shown again: why the newer search gave none.
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setTextFormat(Qt.TextFormat.PlainText)
+        self.note.hide()
         self.summary = QLabel(EMPTY)
         self.summary.setWordWrap(True)
         font = self.summary.font()
@@ -183,6 +188,7 @@ class RecommendationView(QScrollArea):
         self.captions = [self.why, QLabel("<b>Ranking</b>"), QLabel("<b>Apply</b>")]
         body = QWidget()
         layout = QVBoxLayout(body)
+        layout.addWidget(self.note)
         layout.addWidget(self.summary)
         layout.addWidget(self.paste_row)
         layout.addWidget(self.paste_evidence)
@@ -224,6 +230,8 @@ class RecommendationView(QScrollArea):
     def draw(self, shown: RecommendationShown) -> None:
         """Draw the state's recommendation: none, the search running, its answer, or why
         it stopped."""
+        self.note.setText(shown.note)
+        self.note.setVisible(bool(shown.note))
         if shown.phase == "none":
             self.clear()
             return

@@ -177,6 +177,25 @@ def test_a_recommendation_is_measured_then_exported_as_often_as_asked(
     assert window.bench.recommendation.recommendation is rec
     assert str(out / "second.toml") in window.workspace.recommendation.summary.text()
 
+    # Another search, cancelled: it says so over the earlier answer, which stays exportable.
+    answer = tab.summary.text()
+    window.bench.recommend(600.0)
+    assert window.bench.running and not tab.note.isVisible()
+    window.menus.cancel_action.trigger()
+    wait_idle(qtbot, window, 30_000)
+    assert window.bench.recommendation.recommendation is rec
+    assert tab.note.isVisibleTo(tab) and tab.note.text().startswith(
+        "The new recommendation was cancelled: the answer below is the previous one"
+    )
+    assert tab.summary.text() == answer and tab.ranking.isVisibleTo(tab)
+    assert window.messages.message() == (
+        "No new recommendation: cancelled; the previous answer stays"
+    )
+    assert window.menus.export_recommendation_action.isEnabled()
+    ok, text = export(qtbot, window, exporter.export_recommendation, out / "third.toml")
+    assert ok, text
+    assert read_config(out / "third.toml").strategy == rec.winner.spec.split()[0]
+
 
 def test_a_recommendation_stops_on_cancel_and_leaves_nothing_to_export(
     qtbot, window: MainWindow, slow_model: Path

@@ -30,6 +30,7 @@ from modelmon.gui.state.recommendation_view import (
     summary_text,
     versus_pick,
 )
+from modelmon.gui.state.recommending import RecommendationState
 
 from ...core.measuring.records import advice, candidate, engine_run
 from ...object_store import BUCKET
@@ -183,6 +184,31 @@ def test_a_cancelled_recommendation_says_cancelled_once():
     assert all(text.lower().count("cancelled") == 1 for text in words)
     failed = recommendation_stopped(False, "no candidate load completed: nothing to recommend")
     assert failed[1] == "Recommendation failed: no candidate load completed: nothing to recommend"
+    over = recommendation_stopped(True, "recommendation cancelled", previous=True)
+    assert over[1].startswith("The new recommendation was cancelled: the answer below is the ")
+    assert all(text.lower().count("cancelled") == 1 for text in over)
+
+
+def test_a_search_that_gives_no_answer_leaves_the_previous_one_shown(sharded_model: Path):
+    state = RecommendationState()
+    rec = _recommendation(sharded_model)
+    state.start(1.0)
+    state.done(rec, ("why",))
+    state.exported("/tmp/out.toml")
+    for cancelled in (True, False):
+        state.start(60.0)
+        assert state.recommendation is None and state.previous is not None  # a search runs
+        _, tab, _ = recommendation_stopped(cancelled, "it broke", state.previous is not None)
+        state.stopped(tab)
+        assert state.shown.phase == "done" and state.recommendation is rec and state.exportable
+        assert state.shown.note == tab and state.shown.exported_to == "/tmp/out.toml"
+    state.start(60.0)
+    state.done(rec, ("why",))
+    assert state.shown.note == ""  # a new answer: no word of a cancelled search
+    state.clear()
+    state.start(60.0)
+    state.stopped("Recommendation cancelled: nothing to export.")
+    assert state.shown.phase == "stopped" and not state.exportable
 
 
 BEST = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
