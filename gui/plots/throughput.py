@@ -130,7 +130,9 @@ class ThroughputPlot(ThemedPlot):
                         labelOpts={
                             "position": 0.98 if right else 0.02,
                             "color": theme.foreground,
-                            "anchors": [(1, 1), (1, 1)] if right else [(0, 1), (0, 1)],
+                            # Above its line, but below it when the line is in the upper
+                            # half of the plot: a line near the top keeps its label in view.
+                            "anchors": [(1, 0), (1, 1)] if right else [(0, 0), (0, 1)],
                         },
                     ),
                     alpha=160,

@@ -171,6 +171,33 @@ def ceilings_text(ceilings: Ceilings) -> str:
     return "ceilings: " + " · ".join(parts) if parts else "no ceilings measured"
 
 
+BOUNDS = ("storage", "memory_fill")  # the ceilings a load is held against
+
+
+def ceilings_forms(ceilings: Ceilings, when: str) -> list[str]:
+    """The ceilings in words, longest first, for a label to show the first that fits: all
+    of them and ``when`` ("measured 14:02"), then the bounds a load is held against with how
+    many more there are ("storage 1,300 MB/s · memory fill 2,100 MB/s · +4 more"), then the
+    bounds alone, their unit said once."""
+    full = f"{ceilings_text(ceilings)} ({when})"
+    bounds = [c for name in BOUNDS for c in ceilings.items if c.name == name]
+    bounds = bounds or list(ceilings.items[:1])
+    if not bounds:
+        return [full]
+    names = [CEILING_NAMES.get(c.name, c.name) for c in bounds]
+    rates = [engine_rate_text(c.mbps, grouped=True) for c in bounds]
+    named = " · ".join(f"{name} {rate}" for name, rate in zip(names, rates, strict=True))
+    more = len(ceilings.items) - len(bounds)
+    forms = [full]
+    if more:
+        forms += [f"{named} · +{more} more ({when})", f"{named} · +{more} more"]
+    forms += [f"{named} ({when})", named]
+    if all(rate.endswith(" MB/s") for rate in rates):
+        bare = [rate.removesuffix(" MB/s") for rate in rates]
+        forms.append(" · ".join(f"{n} {r}" for n, r in zip(names, bare, strict=True)) + " MB/s")
+    return list(dict.fromkeys(forms))  # one ceiling: its bare form is its named one
+
+
 # The live plots' ranges grow in these steps (plots.style.RangeFollower): the axes change a
 # few times per run instead of with every point.
 NICE_STEPS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)

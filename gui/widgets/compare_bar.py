@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidge
 
 from modelmon.core import ABResult, Ceilings
 from modelmon.gui.state.ab_session import DEFAULT_PAIRS, MAX_PAIRS, ABBanner
-from modelmon.gui.state.formatting import ab_detail_lines, ceilings_text, verdict_text
+from modelmon.gui.state.formatting import ab_detail_lines, ceilings_forms, verdict_text
 from modelmon.gui.state.model_sessions import ceiling_lines, measured_when
 from modelmon.gui.theme import current_theme
 from modelmon.gui.widgets.elided_label import ElidedLines
@@ -127,7 +127,8 @@ class CompareBar(QWidget):
             return
         # One set per model and session, from "Measure ceilings" or a recommendation: when
         # and how each was measured is part of what it means.
-        self.ceilings_label.setText(f"{ceilings_text(ceilings)} ({measured_when(ceilings)})")
+        # The bounds first when all of them do not fit the room: the rest are in the tooltip.
+        self.ceilings_label.set_forms(ceilings_forms(ceilings, measured_when(ceilings)))
         self.ceilings_label.setToolTip(
             "Ceilings measured on this file (the dashed lines), one set per model and "
             "storage, kept across sessions (Measure ceilings and recommendations share it):\n"

@@ -3,6 +3,8 @@ taller: one line (``ElidedLabel``), or a fixed number of wrapped lines (``Elided
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import QEvent, QRect, QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
@@ -41,13 +43,15 @@ class ElidedLabel(QLabel):
 
 class ElidedLines(QLabel):
     """Plain text wrapped onto at most ``lines`` lines, always that tall: a text that needs
-    more ends in "…" (give the whole text a tooltip). Its height never depends on its width
+    more is said shorter when it has shorter forms (``set_forms``), else ends in "…" (give
+    the whole text a tooltip). Its height never depends on its width
     or its text, so nothing around it moves when either changes."""
 
     def __init__(self, lines: int = 2, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.lines = lines
         self.full = ""
+        self.forms: tuple[str, ...] = ("",)  # the text, then shorter ways to say it
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setWordWrap(True)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
@@ -76,8 +80,14 @@ class ElidedLines(QLabel):
 
     def setText(self, text: str) -> None:  # Qt's name
         """Show ``text``, elided to the lines there are (the whole of it is the tooltip)."""
-        self.full = text
-        self.setToolTip(text)
+        self.set_forms([text])
+
+    def set_forms(self, forms: Sequence[str]) -> None:
+        """Show the first of ``forms`` (the whole text, then shorter ways to say it) that
+        fits the lines there are, else the last elided; the first is the tooltip."""
+        self.forms = tuple(forms) or ("",)
+        self.full = self.forms[0]
+        self.setToolTip(self.full)
         self._fit()
 
     def text(self) -> str:
@@ -103,8 +113,9 @@ class ElidedLines(QLabel):
     def _fit(self) -> None:
         self.setFixedHeight(self.line_height())
         width = max(1, self.contentsRect().width())
-        text = self.full
-        if not self._fits(text, width):
+        fitting = [form for form in self.forms if self._fits(form, width)]
+        text = fitting[0] if fitting else self.forms[-1]
+        if not fitting:
             low, high = 0, len(text)  # the longest prefix that fits with "…" after it
             while low < high:
                 middle = (low + high + 1) // 2

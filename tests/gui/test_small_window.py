@@ -4,6 +4,7 @@ show whole (wrapped where long), none cut at an edge."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +12,13 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QStyle, QTableWidget
 
+from modelmon.core import Ceiling, Ceilings
 from modelmon.core.measuring import WayMeasured
 from modelmon.core.options import LoadOptions
 from modelmon.core.runs import SessionResult
 from modelmon.core.system import MemoryLimit
 from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.formatting import CEILING_NAMES
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.recommending import RecommendationShown
 from modelmon.gui.state.records import RunRecord
@@ -184,3 +187,59 @@ def test_the_memory_plots_key_shows_whole_at_1000_px(
     assert "limit" in caption.text() and shown() == caption.text(), shown()
     plot.clear()  # no run: no limit's words
     assert "limit" not in caption.text()
+
+
+# A local disk's set, as Measure ceilings leaves it: every figure four digits.
+CEILINGS = (
+    ("storage", 1234.0),
+    ("memory_fill", 3641.0),
+    ("sequential_read", 1187.0),
+    ("parallel_read", 1234.0),
+    ("parallel_read_warm", 9876.0),
+    ("memcpy", 12345.0),
+)
+
+
+def measured(names: tuple[tuple[str, float], ...]) -> Ceilings:
+    when = time.time()
+    return Ceilings(
+        "m",
+        tuple(Ceiling(name, mbps, (mbps,), f"{name} readers", True, when) for name, mbps in names),
+    )
+
+
+def test_the_ceilings_beside_the_ab_bar_fit_at_1000_px(
+    qtbot, window: MainWindow, small_model: Path
+) -> None:
+    small(qtbot, window, small_model)
+    window.workspace.compare.show_ceilings(measured(CEILINGS))
+    QApplication.processEvents()
+    label = window.workspace.compare.ceilings_label
+    shown = super(type(label), label).text()
+    assert not shown.endswith("…"), shown  # its words fit the room it has
+    assert "storage 1,234 MB/s" in shown and "memory fill 3,641 MB/s" in shown, shown
+    tip = label.toolTip()
+    assert all(f"{CEILING_NAMES[name]}: " in tip for name, _ in CEILINGS), tip  # the whole set
+
+
+def test_a_ceiling_near_the_top_of_the_throughput_plot_keeps_its_label_in_view(
+    qtbot, window: MainWindow, small_model: Path
+) -> None:
+    small(qtbot, window, small_model)
+    plot = window.workspace.throughput
+    # Memory fill is the highest bound in range: its line is near the plot's top.
+    plot.set_ceilings(measured(CEILINGS))
+    QApplication.processEvents()
+    view = plot.item.vb
+    top = view.viewRange()[1][1]
+    area = view.sceneBoundingRect()
+    labelled = {names[-1][0]: line for line, names in plot.ceiling_labels}
+    line = labelled["memory fill"]
+    assert 0.8 * top < line.value() < top  # near the top, in view
+    label = line.label
+    assert label.isVisible() and label.toPlainText().startswith("memory fill"), label.toPlainText()
+    assert area.contains(label.sceneBoundingRect()), (area, label.sceneBoundingRect())
+    # Every label of a line in view is in view.
+    for line, _ in plot.ceiling_labels:
+        if line.value() < top:
+            assert area.contains(line.label.sceneBoundingRect()), line.label.toPlainText()

@@ -10,6 +10,7 @@ from modelmon.core.measuring import SideSummary
 from modelmon.gui.state.formatting import (
     ab_detail_lines,
     ceiling_label,
+    ceilings_forms,
     ceilings_text,
     nice_ceiling,
     verdict_text,
@@ -36,6 +37,28 @@ def test_ceilings_read_as_one_line_in_mb_per_s():
         "ceilings: sequential 480 MB/s · parallel 1,250 MB/s · memcpy 9,812 MB/s"
     )
     assert ceilings_text(Ceilings("m", ())) == "no ceilings measured"
+
+
+def test_the_ceilings_are_said_shorter_with_their_bounds_first():
+    rates = {"sequential_read": 480.0, "memory_fill": 3641.0, "storage": 1300.0, "memcpy": 9812.0}
+    ceilings = Ceilings(
+        "m", tuple(Ceiling(name, mbps, (mbps,), "x", True) for name, mbps in rates.items())
+    )
+    forms = ceilings_forms(ceilings, "measured 14:02")
+    assert forms[0] == f"{ceilings_text(ceilings)} (measured 14:02)"
+    assert forms[1:] == [
+        "storage 1,300 MB/s · memory fill 3,641 MB/s · +2 more (measured 14:02)",
+        "storage 1,300 MB/s · memory fill 3,641 MB/s · +2 more",
+        "storage 1,300 MB/s · memory fill 3,641 MB/s (measured 14:02)",
+        "storage 1,300 MB/s · memory fill 3,641 MB/s",
+        "storage 1,300 · memory fill 3,641 MB/s",
+    ]
+    # No bound measured (an older set): the first ceiling stands for them.
+    reads = Ceilings("m", (Ceiling("sequential_read", 480.0, (480.0,), "x", True),))
+    assert ceilings_forms(reads, "w")[1:] == [
+        "sequential 480 MB/s (w)",
+        "sequential 480 MB/s",
+    ]
 
 
 def test_ranges_grow_in_nice_steps():
