@@ -4,12 +4,16 @@ draws the runs its heading names, and a row picked in the results draws its run.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from modelmon.core import write_safetensors_model
 from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.records import WATCH_LABEL
+from modelmon.gui.state.watch_job import WatchInput, watch_request
 
 from .conftest import MEDIUM_OPTIONS, open_model, wait_idle
+from .figures.test_run_kinds import READER
 from .test_export import export
 from .test_plot_export_agreement import (
     EACH,
@@ -21,13 +25,16 @@ from .test_plot_export_agreement import (
 )
 
 
-def check_exports(qtbot, window: MainWindow, tmp_path: Path, stage: str, last: str) -> None:
-    """Every plot, as SVG and PNG, draws the runs its heading names: the last of A and of
-    B where the plot overlays runs (and in Blocks), ``last``'s where it pictures one."""
+def check_exports(
+    qtbot, window: MainWindow, tmp_path: Path, stage: str, last: str, each: set[str]
+) -> None:
+    """Every plot, as SVG and PNG, draws the runs its heading names: ``each`` where the plot
+    overlays runs (the loads among them in Blocks), ``last``'s where it pictures one."""
     shown = window.workspace.tabs.currentIndex()
     exporter = window.workspace.exporter
     for name in PLOTS:
-        expected = {"A", "B"} if name in (*EACH, "Blocks") else {last}
+        overlaid = each - {WATCH_LABEL} if name == "Blocks" else each
+        expected = overlaid if name in (*EACH, "Blocks") else {last}
         for fmt in ("svg", "png"):
             path = tmp_path / f"{stage}-{name.replace(' ', '-')}.{fmt}"
             ok, text = export(qtbot, window, lambda p, n=name: exporter.export_plot(n, p), path)
@@ -69,7 +76,7 @@ def test_kept_runs_are_drawn_again_when_their_model_is_opened_again(
     assert workspace.blocks.run_labels == ["A", "B"]
     # No tab but the first is shown: each export brings its plot up and draws its runs.
     assert workspace.tabs.currentIndex() == 0
-    check_exports(qtbot, window, tmp_path, "back", "A")
+    check_exports(qtbot, window, tmp_path, "back", "A", {"A", "B"})
 
     # A row picked: its run is drawn in place of its configuration's last, and exported.
     workspace.results.selectRow(0)
@@ -85,3 +92,28 @@ def test_kept_runs_are_drawn_again_when_their_model_is_opened_again(
         heading, _ = figure_words(path.read_bytes())
         assert named(heading, first_a) and not named(heading, last_a), heading
         assert named(heading, run_b) == (name == "Memory"), heading
+
+
+def test_a_kept_watch_is_drawn_again_beside_a_load(qtbot, window: MainWindow, tmp_path: Path):
+    one_file = write_safetensors_model(tmp_path / "one", layers=2, hidden=512, vocab=4096)
+    other = write_safetensors_model(tmp_path / "other", layers=1, hidden=64, vocab=128)
+    reader = tmp_path / "read_the_model.py"
+    reader.write_text(READER)
+    open_model(qtbot, window, one_file)
+    bench, workspace = window.bench, window.workspace
+    line = f"{sys.executable} {reader} {{path}}"
+    bench.watch(watch_request(WatchInput(line, None, "", "cold", None), bench.info.model))
+    wait_idle(qtbot, window)
+    bench.configs.set("B", "pread", MEDIUM_OPTIONS)
+    bench.run("B")
+    wait_idle(qtbot, window)
+    assert [r.status for r in bench.records] == ["ok", "ok"], window.messages.message()
+    before = workspace.throughput.point_count(WATCH_LABEL)
+    assert before
+
+    open_model(qtbot, window, other)
+    open_model(qtbot, window, one_file)
+    assert workspace.throughput.run_labels == ["B", WATCH_LABEL]
+    assert workspace.throughput.point_count(WATCH_LABEL) == before
+    assert [r.label for r in bench.plot_runs("Worker CPU")] == [WATCH_LABEL, "B"]
+    check_exports(qtbot, window, tmp_path, "watch", "B", {"B", WATCH_LABEL})
