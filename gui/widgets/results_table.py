@@ -135,10 +135,18 @@ class ResultsTable(QTableView):
             "Every finished run, oldest first. Hover a cell for details; select a row to "
             "draw its run in the plots (in place of the last of its configuration)."
         )
-        self.selectionModel().currentRowChanged.connect(lambda index, _old: self._pick(index))
+        # A row selected (by the mouse or the arrow keys), or clicked again once a newer run
+        # of its configuration took its place; not the current index alone, which focus
+        # moves without a selection.
+        self.selectionModel().selectionChanged.connect(self._selected)
         self.clicked.connect(self._pick)
 
-    def _pick(self, index: QModelIndex) -> None:
+    def _selected(self) -> None:
+        rows = self.selectionModel().selectedRows()
+        if len(rows) == 1:
+            self._pick(rows[0])
+
+    def _pick(self, index: QModelIndex | QPersistentModelIndex) -> None:
         if index.isValid() and index.row() < len(self.results.records):
             self.run_picked.emit(self.results.records[index.row()])
 
