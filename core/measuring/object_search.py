@@ -55,7 +55,7 @@ def object_candidates(model: Model, ceilings: Ceilings) -> list[Candidate]:
 
     grid = [
         ranged("ranged", connections, part),
-        # One connection, one GET per object: what a plain download does.
+        # One connection, each object in order in GETs of up to 1 GiB: a plain download.
         ranged("ranged", 1, MAX_CHUNK, role="baseline"),
         ranged("ranged", connections * 2, part),
         ranged("ranged", max(1, connections // 2), part),

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.advice import LoaderAdvice
     from modelmon.core.measuring.recommend import Recommendation
 
-DOWNLOAD = "a plain download (one connection, one GET per object)"
+# What the baseline measured: one connection reading each object in order, in GETs of
+# MAX_CHUNK (an object of up to 1 GiB in one GET, a 2.5 GB one in three).
+DOWNLOAD = "a plain download (one connection, each object in order, up to 1 GiB a GET)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +290,7 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, settled: bo
     if not settled:
         return (
             f"{other[0].upper()}{other[1:]} measured here, {spec_words(nearest)}, ran within "
-            f"noise of it: {_against(used, nearest)}."
+            f"noise of it: {_against(nearest, used)}."  # the sentence's subject first
         )
     gain = pick_speedup(used, nearest) or 0.0
     return (
