@@ -80,10 +80,17 @@ def same_speed_words(found: RanksRecommendation) -> str:
     named = "; ".join(
         f"{w.way.spec} ({w.seconds or 0:.2f} s, {ram_text(w.held_bytes or 0)} held)" for w in close
     )
+    peak = pick.peak_bytes or 0
+    cache = (
+        f"; its node peak of {ram_text(peak)} is mostly page cache, which a limit reclaims"
+        if peak > (pick.held_bytes or 0) * 1.25
+        else ""
+    )
     return (
-        f"Within {NOISE:.0%} of the pick's {pick.seconds or 0:.2f} s, the same speed here: "
-        f"{named}; among such the search takes the one that holds the least "
-        f"({ram_text(pick.held_bytes or 0)} held by the pick)."
+        f"Within {NOISE:.0%} of the pick's {pick.seconds or 0:.2f} s (ways this close are the "
+        f"same speed to the search): {named}; among such the search takes the one that holds "
+        f"the least, what a memory limit cannot reclaim: {ram_text(pick.held_bytes or 0)} "
+        f"held by the pick{cache}."
     )
 
 

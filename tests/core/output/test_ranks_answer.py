@@ -113,6 +113,26 @@ def test_a_way_within_noise_of_the_pick_is_said_to_be_the_same_speed() -> None:
 
     found, near, far = close_ways()
     said = same_speed_words(found)
-    assert said.startswith("Within 5% of the pick's 2.28 s, the same speed here: ")
+    assert said.startswith(
+        "Within 5% of the pick's 2.28 s (ways this close are the same speed to the search): "
+    )
+    assert "what a memory limit cannot reclaim: 2.4 GiB held by the pick" in said
     assert near.way.spec in said and far.way.spec not in said
     assert said in render_ranks_answer(found, None).split("\n")
+
+
+def test_a_pick_whose_node_peak_is_page_cache_says_so() -> None:
+    """The fifth walk: the pick peaked at the 4 GiB limit but held 2.4 GiB, beside a way at
+    2.8 GiB peak and 2.5 GiB held: its peak is page cache a limit reclaims, said."""
+    from dataclasses import replace
+
+    from modelmon.core.output.ranks_answer import same_speed_words
+
+    found, near, _ = close_ways()
+    assert found.pick is not None
+    pick = replace(found.pick, runs=(ranks_run(2.28, 4 * GiB, int(2.4 * GiB)),))
+    said = same_speed_words(replace(found, pick=pick, ways=(pick, near)))
+    assert said.endswith(
+        "2.4 GiB held by the pick; its node peak of 4.0 GiB is mostly page cache, which a "
+        "limit reclaims."
+    )
