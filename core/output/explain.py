@@ -88,8 +88,9 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
     other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
     if verdict is None:
         head = (
-            f"No paired runs with the runner-up ({other.spec}, {rate_text(other.median_mbps)}) "
-            "fitted the budget: the pick rests on single entry runs"
+            f"No paired runs with the other finalist ({other.spec}, "
+            f"{rate_text(other.median_mbps)}) fitted the budget: the pick rests on single entry "
+            "runs"
         )
         if rec.duel.tie and used.robustness() != other.robustness():
             return [
@@ -100,7 +101,7 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         return [f"{head}. Give it a longer budget for a verdict."]
     gain = pick_speedup(used, other) or float("inf")
     head = (
-        f"Paired with the runner-up ({other.spec}, {rate_text(other.median_mbps)}) in "
+        f"Paired with the other finalist ({other.spec}, {rate_text(other.median_mbps)}) in "
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
     if rec.duel.tie:
@@ -108,7 +109,7 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         ahead = (
             f"the pick {times_text(gain)} faster"
             if gain >= 1
-            else f"the runner-up {times_text(1 / gain)} faster"
+            else f"the other finalist {times_text(1 / gain)} faster"
         )
         # Under MIN_PAIRS pairs the gain is of all their runs (``pick_speedup``), as decided.
         ahead += " by the median pair" if pairs >= MIN_PAIRS else " by their medians"
@@ -129,9 +130,9 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         noise = math.expm1(run_noise(used, other))
         return [
             head + "too few to estimate the noise, so every run decided: the pick's "
-            f"({runs_of(used)}) against the runner-up's ({runs_of(other)}), "
+            f"({runs_of(used)}) against the other finalist's ({runs_of(other)}), "
             f"{_times(used.median_mbps, other.median_mbps)} apart, more than "
-            f"{BEYOND_NOISE:g}× the runs' spread (±{noise:.0%})."
+            f"{BEYOND_NOISE:g}× the runs' spread (their median deviation, ±{noise:.0%})."
         ]
     if verdict.text == "A faster":
         return [head + f"{times_text(gain)} faster, every pair agreeing beyond the noise."]

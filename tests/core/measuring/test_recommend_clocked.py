@@ -134,7 +134,7 @@ def test_winner_rests_on_three_runs_and_paired_runs(searched: Recommendation) ->
     duel = rec.duel
     assert duel is not None and duel.verdict is not None and duel.pairs >= 1
     assert duel.other.verdict is duel.verdict
-    assert any("Paired with the runner-up" in line for line in explain(rec))
+    assert any("Paired with the other finalist" in line for line in explain(rec))
 
 
 def test_every_candidate_has_a_row_saying_how_it_ended(searched: Recommendation) -> None:
