@@ -315,9 +315,11 @@ def render_ranks(result: RanksResult) -> str:
             f"{ram_text(rank.kept_bytes) if ok else '–':>10} "  # memory: binary
             f"{f'{rank.seconds:.3f}' if ok else '–':>8} {rank.start:>8.3f}"
         )
+    # Sliced, each rank holds its tensor-parallel part: the model is on the node once.
+    where = "between the ranks" if result.mode == "slice" else "on every rank"
     lines.append(
         f"slowest rank: {result.seconds:.3f} s from the first go: the model's "
-        f"{human_bytes(result.model_bytes)} on every rank at {rate_text(result.mbps)}; "
+        f"{human_bytes(result.model_bytes)} {where} at {rate_text(result.mbps)}; "
         f"read in all {human_bytes(result.read_bytes)}"
     )
     node = result.node

@@ -111,6 +111,7 @@ def test_slice_ranks_each_read_their_tensor_parallel_part(sharded_model: Path) -
     assert isinstance(document, dict) and document["mode"] == "slice" and document["split"]
     text = render_ranks(result)
     assert "2 ranks, slice" in text
+    assert "between the ranks at" in text and "on every rank" not in text  # each its part
     for rank in result.ranks:  # what a rank keeps is memory (binary), what it reads data
         row = next(line for line in text.splitlines() if line.split()[:2] == [str(rank.rank), "ok"])
         assert row.split()[3] == "MB" and row.split()[5] == "MiB", row
