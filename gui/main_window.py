@@ -33,8 +33,7 @@ from modelmon.gui.session_settings import MINIMUM_SIZE, remember_session, restor
 from modelmon.gui.settings import AppSettings, open_settings
 from modelmon.gui.shortcuts import KeptShortcuts
 from modelmon.gui.state.app_state import AppState
-from modelmon.gui.state.bucket import Listing, url_to_keep, url_to_open
-from modelmon.gui.state.bucket_access import Access, BucketAccess, aws_profiles
+from modelmon.gui.state.bucket import Listing
 from modelmon.gui.state.jobs import job_name
 from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_opening import demo_index
@@ -42,12 +41,12 @@ from modelmon.gui.state.process_list import ProcessList
 from modelmon.gui.state.programs import model_path
 from modelmon.gui.state.recent_entries import recent_label, window_title
 from modelmon.gui.state.watch_job import WatchInput, watch_request
+from modelmon.gui.url_opening import URLOpening
 from modelmon.gui.widgets.file_dialogs import open_file, open_folder
 from modelmon.gui.widgets.memory_limit_dialog import MemoryLimitDialog
 from modelmon.gui.widgets.message_bar import MessageBar
 from modelmon.gui.widgets.recommend_dialog import RecommendDialog
 from modelmon.gui.widgets.start_page import StartPage
-from modelmon.gui.widgets.url_dialog import OpenURLDialog
 from modelmon.gui.widgets.watch_dialog import WatchDialog
 from modelmon.gui.workspace import Workspace
 
@@ -83,8 +82,6 @@ class MainWindow(QMainWindow):
         self.settings = AppSettings(settings if settings is not None else open_settings())
         self.recent = RecentFiles(self.settings.qsettings)
         self.post = GuiPoster(self)
-        # The endpoint and AWS profile File ▸ Open URL… named: in force for this window.
-        self.bucket_access = BucketAccess()
         self.state = AppState(
             self.post,
             discover,
@@ -118,6 +115,14 @@ class MainWindow(QMainWindow):
         self.busy.hide()
         self.confirmation: QMessageBox | None = None  # while asking (tests answer it)
         self.dialog: QWidget | None = None  # the Recommend or Watch dialog while it asks
+        self.url_opening = URLOpening(
+            self,
+            self.settings,
+            self.state,
+            self._ask,
+            self._open,
+            lambda error: self.messages.show_message(error, "error"),
+        )
         self.exports = ExportDialogs(self, self.settings, self.workspace.exporter)
         self.menus = Menus(
             MenuParts(
@@ -165,8 +170,7 @@ class MainWindow(QMainWindow):
         page.refresh_requested.connect(state.discovery.refresh)
         page.back_requested.connect(lambda: state.show_page("model"))
         state.discovery.changed.connect(page.show_discovery)
-        state.opener.loaded.connect(lambda _info: None)  # the state shows it (model_shown)
-        state.opener.failed.connect(lambda error: self.messages.show_message(error, "error"))
+        # The state shows an opened model (model_shown); the URL opening says why one failed.
         state.opener.busy.connect(self._on_busy)
         state.model_shown.connect(self._on_model_shown)
         state.page_changed.connect(self._show_page)
@@ -181,12 +185,19 @@ class MainWindow(QMainWindow):
         """Open a model (the one open already is just shown); while a job runs, ask, then
         cancel it and open when it has stopped. (Results of the model open now are kept:
         opening it again brings them back.)"""
+        self._open(path)
+
+    def _open(self, path: str) -> bool:
+        """``open_path``: whether ``path`` opens (or is shown); False when the user keeps the
+        running job."""
         if not self.state.is_open(path):
             self.messages.clear()
         if self.state.open_path(path):
-            return
+            return True
         if self.confirm_stop(path):
             self.state.stop_and_open(path)
+            return True
+        return False
 
     def confirm_stop(self, path: str) -> bool:
         """Ask before opening ``path`` stops the running job (its runs so far are lost)."""
@@ -229,21 +240,7 @@ class MainWindow(QMainWindow):
             self.open_path(path)
 
     def choose_url(self) -> None:
-        """File ▸ Open URL…: a URL typed or picked from those opened before, checked as text
-        (a credential in it is refused in the dialog), then opened in the background."""
-        kept = Access(*self.settings.bucket_access())
-        given = self.bucket_access.current if self.bucket_access.current != Access() else kept
-        dialog = OpenURLDialog(
-            self.settings.urls(), url_to_open, self, given, aws_profiles(self.bucket_access.environ)
-        )
-        if self._ask(dialog, lambda: bool(dialog.exec())) and dialog.url is not None:
-            access = dialog.access or Access()
-            self.bucket_access.apply(access)  # what this window's loads read from now on
-            self.settings.set_bucket_access(access.endpoint, access.profile)  # checked: no secret
-            kept = url_to_keep(dialog.url)  # parsed, and nothing in it that may be secret
-            if kept is not None:
-                self.settings.add_url(kept)
-            self.open_path(dialog.url)
+        self.url_opening.choose()
 
     def fill_recent(self) -> None:
         menu = self.menus.recent_menu
@@ -406,5 +403,5 @@ class MainWindow(QMainWindow):
         self.workspace.shutdown()
         self.state.shutdown()
         self.processes.shutdown()
-        self.bucket_access.restore()
+        self.url_opening.access.restore()
         event.accept()

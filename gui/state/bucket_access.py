@@ -9,6 +9,9 @@ into its own process's environment, which every load and listing it starts reads
 aside for as long: botocore takes them before any profile, which would then not apply.
 Emptied, each goes back to what the environment had.
 
+The dialog's choice is on trial until its model opened (``try_access``, then ``settle``): a
+failed open puts back the access the open model was read with, so its runs still read it.
+
 Neither is a secret, and neither may hold one: an endpoint with ``user:password@`` or a
 signed query is refused in one line that repeats none of it, and a profile is only a name
 (of the AWS files, only their section headers are looked at here, never a key). So both may be kept
@@ -23,6 +26,8 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from modelmon.core.errors import redact_url
+
 ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_S3"
 PROFILE_VARIABLE = "AWS_PROFILE"
 # The environment's own credentials: botocore takes them before a named profile.
@@ -31,6 +36,9 @@ SECTION = re.compile(r"\s*\[([^\]\n]+)\]\s*$")
 HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+")
 SERVER_ONLY = "write the server only, as http(s)://HOST[:PORT]"
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+=,-]{0,63}")
+# Where the engine says a profile came from; a profile on trial came from the dialog.
+PROFILE_FROM_ENVIRONMENT = "(AWS_PROFILE names it)"
+PROFILE_FROM_DIALOG = "(File ▸ Open URL… names it)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,35 @@ class BucketAccess:
         self.current = Access()
         self._before: dict[str, str | None] = {}  # each variable changed: what it was
         self._ours: dict[str, str | None] = {}  # and what was put there (None: removed)
+        self._before_trial: Access | None = None  # in force before the access on trial
+        self._trial_url = ""  # the model the access on trial opens
+
+    def try_access(self, access: Access, url: str) -> None:
+        """Put ``access`` in force for opening ``url``; ``settle`` keeps it once that model
+        opened, or puts back the access in force before."""
+        if self._before_trial is None:
+            self._before_trial = self.current
+        self._trial_url = redact_url(url)  # as the opened model's facts name it
+        self.apply(access)
+
+    def settle(self, opened_url: str | None) -> Access | None:
+        """An open ended (``opened_url``: the model that opened, as its facts name it; None:
+        it failed or was not started). The access on trial when it opened ``opened_url``, now
+        kept; else None, and the access before it is back in force. None too when nothing was
+        on trial."""
+        before, self._before_trial = self._before_trial, None
+        if before is None:
+            return None
+        if opened_url is not None and opened_url == self._trial_url:
+            return self.current
+        self.apply(before)
+        return None
+
+    def failure_words(self, error: str) -> str:
+        """``error`` naming where the profile came from, while the dialog's is on trial."""
+        if self._before_trial is None or not self.current.profile:
+            return error
+        return error.replace(PROFILE_FROM_ENVIRONMENT, PROFILE_FROM_DIALOG)
 
     def apply(self, access: Access) -> None:
         """Put ``access`` in force (its parts checked by ``check_endpoint``/``check_profile``)."""

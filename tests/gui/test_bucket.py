@@ -15,6 +15,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from modelmon.gui.main_window import MainWindow
+from modelmon.gui.state.bucket_access import Access
 from modelmon.gui.state.export_format import results_csv, results_json
 from modelmon.gui.state.formatting import ab_detail_lines
 from modelmon.gui.state.load_config import strategy_names
@@ -315,3 +316,48 @@ def test_a_url_query_is_sent_whole_and_shown_written_and_kept_nowhere(
     assert not any(f"{BUCKET}/single/model" in path for path in window.recent.paths())
     window.close()
     assert secret not in everything_written(tmp_path / "modelmon.ini")
+
+
+def test_a_failed_open_url_leaves_the_open_models_access_as_it_was(
+    qtbot, window: MainWindow, rclone_s3: SimpleNamespace, tmp_path: Path
+):
+    """A bucket model open with the environment's access; File ▸ Open URL… of another with a
+    profile that is nowhere, then with an endpoint nothing listens on: each fails in one
+    line, and the open model is still read as it was opened (its Run A reads it)."""
+    assert answer_url_dialog(qtbot, window, SHARDED) is None
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=20_000)
+    panel = window.workspace.model_panel
+    shown = {name: value.text() for name, value in panel.values.items()}
+    environment = dict(os.environ)
+    kept = window.settings.bucket_access()
+    unreachable = "http://127.0.0.1:9"
+
+    def fail_to_open(server: str, profile: str) -> str:
+        def fill() -> None:
+            dialog = window.dialog
+            dialog.field.setEditText(f"s3://{BUCKET}/single/")
+            dialog.endpoint.setText(server)
+            dialog.profile.setEditText(profile)
+            dialog.accept()
+
+        QTimer.singleShot(0, fill)
+        window.choose_url()
+        qtbot.waitUntil(
+            lambda: window.messages.isVisible() and window.messages.level == "error",
+            timeout=30_000,
+        )
+        return window.messages.text.text()
+
+    said = fail_to_open("", "nosuchprofile")
+    assert "nosuchprofile" in said and "File ▸ Open URL… names it" in said, said
+    assert "AWS_PROFILE" not in said
+    said = fail_to_open(unreachable, "")
+    assert "cannot reach" in said and unreachable in said, said
+    assert window.bench.info is not None and window.bench.info.path == SHARDED
+    window.bench.run("A")
+    qtbot.waitUntil(lambda: bool(window.bench.records), timeout=60_000)
+    wait_idle(qtbot, window)
+    assert window.bench.records[-1].status == "ok", window.bench.records[-1].message
+    assert dict(os.environ) == environment and window.url_opening.access.current == Access()
+    assert window.settings.bucket_access() == kept
+    assert {name: value.text() for name, value in panel.values.items()} == shown

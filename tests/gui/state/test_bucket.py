@@ -164,3 +164,23 @@ def test_an_access_goes_into_the_environment_and_back_out():
     access.restore()  # what it no longer holds is not its to put back
     assert environ == {**before, "AWS_ENDPOINT_URL_S3": "set by someone else"}
     assert access.current == Access()
+
+
+def test_an_access_on_trial_is_kept_only_by_the_model_it_opened():
+    environ = {"AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": SECRET}
+    access = BucketAccess(environ)
+    access.apply(Access("http://127.0.0.1:9158"))
+    opened = dict(environ)
+    access.try_access(Access("http://127.0.0.1:9185", "nosuchprofile"), "s3://b/m/")
+    said = access.failure_words("s3://b: AWS profile 'x' is nowhere (AWS_PROFILE names it)")
+    assert said == "s3://b: AWS profile 'x' is nowhere (File ▸ Open URL… names it)"
+    assert access.settle(None) is None  # it failed: the open model's access is back
+    assert environ == opened and access.current == Access("http://127.0.0.1:9158")
+    access.try_access(Access("http://127.0.0.1:9185"), "s3://b/m/")
+    assert access.settle("/home/me/other.gguf") is None  # another model opened instead
+    assert environ == opened
+    tried = Access("http://127.0.0.1:9000", "walk")
+    access.try_access(tried, "s3://b/m/")
+    assert access.settle("s3://b/m/") == tried  # it opened its model: kept
+    assert environ == {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000", "AWS_PROFILE": "walk"}
+    assert access.failure_words("(AWS_PROFILE names it)") == "(AWS_PROFILE names it)"
