@@ -31,7 +31,6 @@ class ModelResults:
     # The runs its plots showed (``Workbench.shown_runs``, oldest first): drawn again when
     # it is opened again, as they were (of ``records``: empty when they are).
     shown_runs: list[RunRecord] = field(default_factory=list)
-    plots_show_ab: bool = False
 
     @property
     def empty(self) -> bool:

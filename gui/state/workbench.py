@@ -66,8 +66,8 @@ class Workbench:
         # container's), or None; ``memory_limit_changed`` says when it changes.
         self.memory_limit: int | None = None
         self.memory_limit_changed = Event()  # int | None
-        self.plots_show_ab = False  # the run plots show an A/B's runs (a single run clears them)
-        # The last run of each label on the plots, in the order they ended (oldest first).
+        # The last run of each label on the plots, in the order they ended (oldest first): a
+        # run replaces only its own label's, so a Run A after an A/B keeps the A/B's last B.
         self.shown_runs: dict[str, RunRecord] = {}
         self.model_opened = Event()  # ModelInfo: a model is open (the plots start empty)
         self.plots_cleared = Event()  # (): every run leaves the plots (the model's axes stay)
@@ -160,7 +160,6 @@ class Workbench:
                     if self.recommendation.shown.phase == "done"
                     else None,
                     list(self.shown_runs.values()),
-                    self.plots_show_ab,
                 ),
             )
         kept = self.sessions.take(info.path)
@@ -171,14 +170,12 @@ class Workbench:
             info.in_bucket,
             str(info.summary.get("format") or "") or None,
         )
-        self.plots_show_ab = False
         self.model_opened.emit(info)
         self.runs.show(kept.records)
         self.ab.restore(kept.ab_result)
         self.ceilings.open(info, kept.ceilings)
         self.recommendation.restore(kept.recommendation)
         # Its plots as they were: each run they showed drawn again, on this model's axes.
-        self.plots_show_ab = kept.plots_show_ab
         if kept.shown_runs:
             self._replay(kept.shown_runs)
         self.status.idle()
@@ -202,7 +199,6 @@ class Workbench:
             )
 
     def clear_run_plots(self) -> None:
-        self.plots_show_ab = False
         self.plots_cleared.emit()
 
     # --- starting jobs --------------------------------------------------------------------------
@@ -211,8 +207,6 @@ class Workbench:
         """Load once with configuration ``label``; ignored while a job runs."""
         if self.running or self.info is None:
             return
-        if self.plots_show_ab:  # a single run is compared with single runs, never an A/B's
-            self.clear_run_plots()
         strategy, options = self.configs.strategy(label), self.configs.effective(label)
         refused = spec_error(strategy)
         if refused is not None:
@@ -247,7 +241,6 @@ class Workbench:
             return
         # The plots show this A/B's runs only: never a run of an earlier one beside them.
         self.clear_run_plots()
-        self.plots_show_ab = True
         session = self.ab.start(time.strftime("%H:%M:%S"), pairs)  # no verdict until it ends
         self._start(ABJob(self.info.model, a, b, pairs, cache, session))
 

@@ -115,13 +115,15 @@ def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
         "A/B cancelled after 0 of 2 pairs: no verdict · its 1 run stays in the results"
     )
     assert workspace.progress.bar.value() == 0
-    # A single run afterwards is not drawn beside the cancelled A/B's run either.
+    # A single run of B afterwards is drawn beside the last run of A, the cancelled one,
+    # still named so: the plots show the last run of each configuration.
     workspace.panels["B"].set_config("sequential", MEDIUM_OPTIONS)
     workspace.bench.run("B")
     assert workspace.compare.verdict.text() == ""  # the banner went as the run started
     assert not window.messages.isVisible()
     wait_idle(qtbot, window)
-    assert workspace.throughput.run_labels == ["B"]
+    assert workspace.throughput.run_labels == ["A", "B"]
+    assert [name for name, _ in workspace.throughput.keys] == ["run A (cancelled)", "run B"]
 
 
 def test_a_cancelled_ab_says_what_it_left_and_the_earlier_verdict_stays_exportable(
