@@ -266,7 +266,13 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
 
 
 def _nearest(rec: Recommendation, used: Candidate) -> Candidate | None:
-    """The fastest other candidate that completed (a failure mode apart), or None."""
+    """What the pick is measured against: the other finalist of its duel, which the search
+    compared it with (in pairs where they fitted); else the fastest other candidate that
+    completed (a failure mode apart); None where none did. A higher median of one entry run
+    elsewhere is no finding the search made."""
+    duel = rec.duel
+    if duel is not None and duel.other is not used and duel.other.results:
+        return duel.other
     rest = [c for c in rec.ranked if c is not used and c.results and c.role != "failure mode"]
     return max(rest, key=lambda c: c.median_mbps) if rest else None
 

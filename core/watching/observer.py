@@ -91,6 +91,7 @@ class Observer:
         self.previous_round_ns: int | None = None
         self.round_arrived = 0  # bytes that arrived in the latest scan
         self.last_active_ns: int | None = None
+        self._was_runnable = False  # the tree was ready to run at the previous look
         self.ended = False  # the watch decided to end: what follows is not the program's own
         self._last_tick: tuple[int, Counters] | None = None
         # A model in a bucket: its bytes arrive over the tree's connections to the endpoint.
@@ -291,9 +292,12 @@ class Observer:
         cpu = (self.totals.cpu_seconds - last[1].cpu_seconds) / seconds
         read = (self.totals.read_bytes - last[1].read_bytes) / seconds / 1e6
         # A tree that waited for a CPU wanted it: on a machine too busy to give it any, a
-        # server still working looks idle by the CPU it got.
+        # server still working looks idle by the CPU it got. Its wait is counted when it ends;
+        # ready to run at two looks in a row, it is waiting now.
         waited = tree.waited_ns / 1e9 / seconds
-        if self.round_arrived or max(cpu, waited) >= QUIET_CPU or read >= QUIET_READ_MBPS:
+        waiting, self._was_runnable = tree.runnable and self._was_runnable, tree.runnable
+        busy = max(cpu, waited) >= QUIET_CPU or waiting
+        if self.round_arrived or busy or read >= QUIET_READ_MBPS:
             self.last_active_ns = now_ns
 
     def _machine_cpu(self) -> tuple[float, float]:

@@ -8,9 +8,10 @@ samples is never seen, but its counters are not lost: when its parent reaps it, 
 adds them to the parent's (``cmajflt``/``cutime`` in /proc/PID/stat, and /proc/PID/io, which
 includes reaped children).
 
-Beside the counters, the time each live process's main thread waited for a CPU while it was
-ready to run (``run_delay`` in /proc/PID/schedstat) in the latest refresh: a server starved of
-CPU uses little of it and would otherwise look idle.
+Beside the counters, whether a live process's main thread was ready to run at the latest
+refresh (state R), and what the main threads waited for a CPU since the one before
+(``run_delay`` in /proc/PID/schedstat, counted when a wait ends): a server starved of CPU
+uses little of it and would otherwise look idle.
 
 Totals: the live processes' counters, plus the last counters of each process that vanished
 without a parent in the tree to absorb them (the root, whose parent is modelmon or the shell;
@@ -148,6 +149,7 @@ class ProcessTree:
         self._retained = ZERO  # vanished members nobody in the tree absorbed
         self.denied: set[str] = set()  # what could not be read, named once
         self.waited_ns = 0  # the live members' main threads' wait for a CPU in the last refresh
+        self.runnable = False  # a live member's main thread was ready to run at the last one
         # The watching process, when it is the subreaper of the command's orphans, and the
         # children it started itself (never orphans): see watching/orphans.py.
         self.adopter: int | None = None
@@ -298,7 +300,7 @@ class ProcessTree:
 
     def refresh(self, now_ns: int, discover: bool = True) -> None:
         """Read every live member's counters, then (``discover``) look for new members."""
-        self.waited_ns = 0
+        self.waited_ns, self.runnable = 0, False
         for member in list(self.members.values()):
             if member.alive:
                 self._read_member(member, now_ns)
@@ -333,6 +335,7 @@ class ProcessTree:
                 member.rss = member.anon_rss = 0
             member.peak_rss = max(member.peak_rss, member.rss)
             member.peak_anon_rss = max(member.peak_anon_rss, member.anon_rss)
+            self.runnable = self.runnable or stat.state == "R"
             self._read_run_delay(member, stat.state)
         except (ProcessLookupError, FileNotFoundError, ValueError, IndexError):
             self._vanish(member, now_ns)

@@ -338,3 +338,27 @@ def test_the_library_read_is_named_by_the_formats_own_reader(
         words = [*answer(rec, "m.toml").lines(), *explain(rec), *answer(kept, "m.toml").lines()]
         said = [line for line in words if "library's own read" in line]
         assert said and all(f"({own})" in line and other not in line for line in said), said
+
+
+def test_a_tie_is_said_against_the_finalist_even_where_another_ran_faster_once(model: Model):
+    """The sixth walk: the plain download (1,233 MB/s, 3 runs) tied with the other finalist
+    in pairs, while a third setting's one entry run was 1,109: the headline claimed "1.11× as
+    fast" over that one run; it says the tie with the finalist."""
+    bucket = replace(
+        model,
+        files=tuple(
+            replace(f, remote=SimpleNamespace(host_kind="minio-or-local", endpoint="x"))
+            for f in model.files
+        ),
+    )
+    plain = candidate("ranged", 1200, 1233, 1250, threads=1, chunk=1 << 30, role="baseline")
+    finalist = candidate("ranged", 1050, 1080, threads=4, chunk=16 << 20)
+    once = candidate("ranged", 1109, threads=16, chunk=64 << 20)
+    tied = Duel(other=finalist, verdict=judge([1.02, 0.97]), tie=True, pairs=2)
+    ranked = (plain, once, finalist)
+    found = answer(record(bucket, winner=plain, ranked=ranked, duel=tied), "m.toml")
+    assert found.action.startswith("Load with a plain download") and "nothing measured" in (
+        found.action
+    )
+    assert finalist.spec in found.gain and "within noise" in found.gain
+    assert "as fast as" not in found.gain
