@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QWidget
 
+from modelmon.core.errors import redact_url
 from modelmon.gui.settings import AppSettings
 from modelmon.gui.state.app_state import AppState
 from modelmon.gui.state.bucket import url_to_keep, url_to_open
@@ -52,6 +53,13 @@ class URLOpening:
         if kept_url is not None:
             self.settings.add_url(kept_url)
         if self.state.is_open(url):  # shown, still read as it was opened
+            wanted = dialog.access or Access()
+            if wanted != self.access.current:  # said, not dropped without a word
+                self.say_error(
+                    f"{redact_url(url)} is open already, read with "
+                    f"{self.access.current.words()}: to read it with {wanted.words()}, open "
+                    "another model, then this one again"
+                )
             self.open_path(url)
             return
         self.access.try_access(dialog.access or Access(), url)

@@ -348,6 +348,18 @@ def test_a_failed_open_url_leaves_the_open_models_access_as_it_was(
         )
         return window.messages.text.text()
 
+    # The model open already, asked for with another profile: said, not dropped silently.
+    def fill_same() -> None:
+        dialog = window.dialog
+        dialog.field.setEditText(SHARDED)
+        dialog.profile.setEditText("nosuchprofile")
+        dialog.accept()
+
+    QTimer.singleShot(0, fill_same)
+    window.choose_url()
+    qtbot.waitUntil(lambda: window.messages.isVisible(), timeout=10_000)
+    said = window.messages.text.text()
+    assert said.startswith(f"{SHARDED} is open already, read with ") and "nosuchprofile" in said
     said = fail_to_open("", "nosuchprofile")
     assert "nosuchprofile" in said and "File ▸ Open URL… names it" in said, said
     assert "AWS_PROFILE" not in said
