@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,7 +17,7 @@ from modelmon.core.output.answer import answer
 from modelmon.core.output.comparison import library_read
 
 from ..measuring.records import advice, candidate, engine_run
-from .test_explain import record
+from .test_explain import in_bucket, record
 
 LIBRARY = library_read("safetensors")  # the models here are safetensors
 BEST = candidate("sequential", 900, 910, 905, workers=4, chunk=16 << 20)
@@ -226,13 +225,7 @@ def test_a_plain_download_that_wins_on_a_bucket_states_its_gain_over_the_concurr
 ):
     """Loopback: one connection outran sixteen; the answer says by how much, not only
     "faster than every concurrent setting"."""
-    bucket = replace(
-        model,
-        files=tuple(
-            replace(f, remote=SimpleNamespace(host_kind="minio-or-local", endpoint="x"))
-            for f in model.files
-        ),
-    )
+    bucket = in_bucket(model)
     plain = candidate("ranged", 501, threads=1, chunk=1 << 30, role="baseline")
     many = candidate("ranged", 420, threads=16, chunk=16 << 20)
     found = answer(record(bucket, winner=plain, ranked=(plain, many)), "m.toml")
@@ -294,13 +287,7 @@ def test_a_plain_download_within_noise_of_the_concurrent_best_claims_no_gain(mod
     """The walk's bucket: one connection 1,033 MB/s (3 runs), sixteen 933 (2 runs), and the
     runner-up won their one pair 1.14×; the search kept the simpler. The answer says nothing
     beat a plain download, and no "1.11× as fast"."""
-    bucket = replace(
-        model,
-        files=tuple(
-            replace(f, remote=SimpleNamespace(host_kind="minio-or-local", endpoint="x"))
-            for f in model.files
-        ),
-    )
+    bucket = in_bucket(model)
     plain = candidate("ranged", 776, 1033, 1100, threads=1, chunk=1 << 30, role="baseline")
     many = candidate("ranged", 883, 984, threads=16, chunk=64 << 20)
     tied = Duel(other=many, verdict=judge([1.14]), tie=True, pairs=1)
@@ -344,13 +331,7 @@ def test_a_tie_is_said_against_the_finalist_even_where_another_ran_faster_once(m
     """The sixth walk: the plain download (1,233 MB/s, 3 runs) tied with the other finalist
     in pairs, while a third setting's one entry run was 1,109: the headline claimed "1.11× as
     fast" over that one run; it says the tie with the finalist."""
-    bucket = replace(
-        model,
-        files=tuple(
-            replace(f, remote=SimpleNamespace(host_kind="minio-or-local", endpoint="x"))
-            for f in model.files
-        ),
-    )
+    bucket = in_bucket(model)
     plain = candidate("ranged", 1200, 1233, 1250, threads=1, chunk=1 << 30, role="baseline")
     finalist = candidate("ranged", 1050, 1080, threads=4, chunk=16 << 20)
     once = candidate("ranged", 1109, threads=16, chunk=64 << 20)

@@ -4,12 +4,11 @@ on this machine, that it shares the load's CPUs."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
@@ -17,7 +16,7 @@ from modelmon.core.output.bound_words import is_loopback
 from modelmon.core.output.explain import explain
 
 from ..measuring.records import candidate
-from .test_explain import record
+from .test_explain import in_bucket, record
 
 # The walk's bucket on loopback: 16 plain GETs of 64 MiB at 2,044 MB/s, a fill at 2,219.
 BUCKET_BOUNDS = Ceilings(
@@ -32,9 +31,13 @@ BUCKET_BOUNDS = Ceilings(
 SAID = "The loads stayed at"
 
 
-def in_bucket(model: Model, endpoint: str) -> Model:
-    remote = SimpleNamespace(host_kind="minio-or-local", endpoint=endpoint)
-    return replace(model, files=tuple(replace(f, remote=remote) for f in model.files))
+def said_of(
+    model: Model, endpoint: str, ranked: tuple[Candidate, ...], bounds: Ceilings = BUCKET_BOUNDS
+) -> list[str]:
+    """The explanation's sentence on the bound, of ``ranked`` (the pick first) on a bucket
+    at ``endpoint``: one line, or none."""
+    rec = record(in_bucket(model, endpoint), winner=ranked[0], ranked=ranked, ceilings=bounds)
+    return [line for line in explain(rec) if line.startswith(SAID)]
 
 
 @pytest.fixture
@@ -45,15 +48,7 @@ def model(sharded_model: Path) -> Model:
 def test_a_bucket_load_far_below_its_bound_is_explained(model: Model) -> None:
     plain = candidate("ranged", 776, 1033, 1100, threads=1, chunk=1 << 30, role="baseline")
     many = candidate("ranged", 883, 984, threads=16, chunk=64 << 20)
-    lines = explain(
-        record(
-            in_bucket(model, "http://127.0.0.1:9557"),
-            winner=plain,
-            ranked=(plain, many),
-            ceilings=BUCKET_BOUNDS,
-        )
-    )
-    (said,) = [line for line in lines if line.startswith(SAID)]
+    (said,) = said_of(model, "http://127.0.0.1:9557", (plain, many))
     assert said == (
         "The loads stayed at 934 MB/s–1033 MB/s (2 settings measured, 1 to 16 connections), "
         "under the 2044 MB/s plain GETs reach by discarding their bytes: a load also copies "
@@ -61,28 +56,17 @@ def test_a_bucket_load_far_below_its_bound_is_explained(model: Model) -> None:
         "here; the endpoint is this machine, whose server shares the load's CPUs."
     )
     # A remote endpoint: no word of this machine's server.
-    remote = explain(
-        record(
-            in_bucket(model, "https://s3.us-east-1.amazonaws.com"),
-            winner=plain,
-            ranked=(plain, many),
-            ceilings=BUCKET_BOUNDS,
-        )
-    )
-    (said,) = [line for line in remote if line.startswith(SAID)]
+    (said,) = said_of(model, "https://s3.us-east-1.amazonaws.com", (plain, many))
     assert said.endswith("and more connections are not what it lacks here.")
 
 
 def test_near_its_bound_or_at_one_concurrency_nothing_is_added(model: Model) -> None:
     near = candidate("ranged", 1800, 1850, threads=16, chunk=64 << 20)
     other = candidate("ranged", 1700, threads=4, chunk=64 << 20)
-    bucket = in_bucket(model, "http://127.0.0.1:9557")
-    lines = explain(record(bucket, winner=near, ranked=(near, other), ceilings=BUCKET_BOUNDS))
-    assert not [line for line in lines if line.startswith(SAID)]
+    assert not said_of(model, "http://127.0.0.1:9557", (near, other))
     alone = candidate("ranged", 900, threads=16, chunk=64 << 20)
     same = candidate("ranged", 880, threads=16, chunk=16 << 20)
-    lines = explain(record(bucket, winner=alone, ranked=(alone, same), ceilings=BUCKET_BOUNDS))
-    assert not [line for line in lines if line.startswith(SAID)]
+    assert not said_of(model, "http://127.0.0.1:9557", (alone, same))
 
 
 def test_a_loopback_endpoint_is_known_by_its_host() -> None:
@@ -100,7 +84,5 @@ def test_a_pick_at_three_quarters_of_its_bound_is_explained_too(model: Model) ->
     )
     plain = candidate("ranged", 1240, threads=1, chunk=1 << 30, role="baseline")
     four = candidate("ranged", 1056, threads=4, chunk=16 << 20)
-    bucket = in_bucket(model, "http://127.0.0.1:9557")
-    lines = explain(record(bucket, winner=plain, ranked=(plain, four), ceilings=bounds))
-    (said,) = [line for line in lines if line.startswith(SAID)]
+    (said,) = said_of(model, "http://127.0.0.1:9557", (plain, four), bounds)
     assert "1056 MB/s–1240 MB/s (2 settings measured, 1 to 4 connections)" in said

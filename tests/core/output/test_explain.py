@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,6 +34,14 @@ CEILINGS = Ceilings(
 @pytest.fixture
 def model(sharded_model: Path) -> Model:
     return open_model(sharded_model)
+
+
+def in_bucket(model: Model, endpoint: str = "http://127.0.0.1:9000") -> Model:
+    """``model`` as if its files were objects served from ``endpoint``."""
+    remote = SimpleNamespace(host_kind="minio-or-local", endpoint=endpoint)
+    return dataclasses.replace(
+        model, files=tuple(dataclasses.replace(f, remote=remote) for f in model.files)
+    )
 
 
 def record(model: Model, **fields: object) -> Recommendation:
