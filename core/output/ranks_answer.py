@@ -144,8 +144,9 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
         )
         for tool, line in paste_lines(found, config_path).items():
             lines.append(f"Paste ({tool}): {line}")
-        if same_speed_words(found):
-            lines.append(same_speed_words(found))
+        close = same_speed_words(found)
+        if close:
+            lines.append(close)
     lines.append("")
     lines.append(f"Ways measured ({found.seconds:.0f} s of a {found.budget_s:.0f} s budget):")
     lines += [_way_line(way, found.ranks) for way in found.ways]
