@@ -227,6 +227,8 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     library = baseline if baseline is not None and baseline.results else None
     remote = any(file.remote is not None for file in rec.model.files)
     plain = DOWNLOAD if remote else library_read(rec.model.format)
+    # A file's user reads it with its library now; a bucket's may stream it some other way.
+    verb = "Load with" if remote else "Keep"
     if library is used:  # the library's read, a plain download of a bucket: the fastest way
         other = "the best concurrent setting" if remote else "modelmon's best"
         nearest = _nearest(rec, used)
@@ -236,8 +238,6 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
             if settled
             else "nothing measured here is clearly faster"
         )
-        # A file's user reads it with its library now; a bucket's may stream it some other way.
-        verb = "Load with" if remote else "Keep"
         return Answer(
             f"{verb} {plain}: {why}.",
             _fastest(used, nearest, other, settled),
@@ -253,7 +253,7 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     )
     if speedup < MIN_GAIN:  # the pick is not worth a change from what the user runs now
         return Answer(
-            f"Keep {plain}: nothing measured here is clearly faster.",
+            f"{verb} {plain}: nothing measured here is clearly faster.",
             f"modelmon's best, {used.spec}, is {times_text(speedup)} {plain}{paired}: "
             f"{_against(used, library)}.",
             _line(general, library),

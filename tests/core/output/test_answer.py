@@ -343,3 +343,15 @@ def test_a_tie_is_said_against_the_finalist_even_where_another_ran_faster_once(m
     )
     assert finalist.spec in found.gain and "within noise" in found.gain
     assert "as fast as" not in found.gain
+
+
+def test_a_bucket_pick_under_the_gain_worth_a_change_says_load_with_a_plain_download(
+    model: Model,
+):
+    """modelmon's best 1.03× a plain download is no change worth making; a bucket's user may
+    stream it some other way, so the answer says what to load with, not what to keep."""
+    plain = candidate("ranged", 1000, 1000, 1000, threads=1, chunk=1 << 30, role="baseline")
+    best = candidate("ranged", 1030, 1030, 1030, threads=4, chunk=16 << 20)
+    found = answer(record(in_bucket(model), winner=best, ranked=(best, plain)), "m.toml")
+    assert found.action.startswith("Load with a plain download (one connection"), found.action
+    assert found.action.endswith("nothing measured here is clearly faster.")
