@@ -43,7 +43,7 @@ from modelmon.core.measuring.recommend import (
     recommend,
     search_ceilings,
 )
-from modelmon.core.measuring.search import clearly_faster
+from modelmon.core.measuring.search import MIN_GAIN, clearly_faster
 from modelmon.core.model.records import Model
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.watching.result import WatchResult
@@ -270,36 +270,47 @@ def recommend_with_loader(
     return LoaderRecommendation(dataclasses.replace(rec, budget=budget), advice)
 
 
+def clearly_gains(candidate: Candidate, baseline: Candidate) -> bool:
+    """The one rule the loader's rounds act on, for a change of the loader and for modelmon's
+    best alike: its pairs against ``baseline`` (its ``verdict``, timing included) say it is
+    faster in every pair beyond their noise by ``MIN_GAIN`` or more, in every round its
+    baseline completed. Fewer than ``EVIDENCE_RUNS`` pairs where the budget held no more
+    still act (the answer says it is not certain); fewer because its other runs failed or
+    were cut do not."""
+    verdict = candidate.verdict
+    if verdict is None or verdict.text != "B faster" or verdict.median_ratio < MIN_GAIN:
+        return False
+    return verdict.pairs >= len(baseline.results)
+
+
 def recommendable(leader: Entry | None, notes: list[str]) -> Candidate | None:
-    """The change to recommend: the leader, when faster than its baseline in every pair by
-    ``MIN_GAIN`` or more, over ``EVIDENCE_RUNS`` pairs at least (fewer: its other runs failed
-    or were cut, and one pair has no noise to judge by; ``notes`` hears why not), and by more
-    than its runs' timing can tell apart (``Entry.timing_resolution``)."""
-    if leader is None or leader.candidate.verdict is None:
+    """The change to recommend: the leader, where ``clearly_gains`` holds of it against its
+    baseline; ``notes`` hears why not where its pairs favour it yet it is not (its other
+    runs did not complete, or its gain is within what its runs' timing can tell apart:
+    ``Entry.timing_resolution``)."""
+    if leader is None or leader.candidate.verdict is None or leader.baseline is None:
         return None
     verdict, ratios = leader.candidate.verdict, leader.ratios()
     # What the pairs say before their timing is weighed: a change they favour beyond their
     # noise and within its timing is worth a note.
     if not clearly_faster(ratios):
         return None
+    if clearly_gains(leader.candidate, leader.baseline.candidate):
+        return leader.candidate
     pairs = len(ratios)
-    if pairs < EVIDENCE_RUNS:
-        held = len(leader.baseline.by_round) if leader.baseline is not None else pairs
-        why = "all the budget held" if pairs >= held else "and did not complete the others"
+    if pairs < len(leader.baseline.candidate.results):
         notes.append(
             f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline in {pairs} paired "
-            f"round{'s' if pairs != 1 else ''}, {why}, so it is not recommended: a change to "
-            f"act on rests on {EVIDENCE_RUNS} paired cold runs"
+            f"round{'s' if pairs != 1 else ''} and did not complete the others, so it is not "
+            "recommended: a change to act on completes every round its baseline does"
         )
         return None
-    if not clearly_faster(ratios, leader.timing_resolution()):  # within its timing
-        resolution = verdict.resolution
-        seconds = statistics.median(r.seconds for r in leader.by_round.values())
-        notes.append(
-            f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline, within what the watch "
-            f"times on loads this short ({seconds:.1f} s, sampled every "
-            f"{leader.timed_every_s:g} s: ±{resolution:.0%} on a ratio), so it is not recommended "
-            "(a larger model, or slower storage, times it finer)"
-        )
-        return None
-    return leader.candidate
+    resolution = verdict.resolution
+    seconds = statistics.median(r.seconds for r in leader.by_round.values())
+    notes.append(
+        f"{leader.spec} ran {verdict.median_ratio:.2f}× its baseline, within what the watch "
+        f"times on loads this short ({seconds:.1f} s, sampled every "
+        f"{leader.timed_every_s:g} s: ±{resolution:.0%} on a ratio), so it is not recommended "
+        "(a larger model, or slower storage, times it finer)"
+    )
+    return None

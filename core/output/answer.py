@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
+from modelmon.core.measuring.advice import clearly_gains
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.output.comparison import (
@@ -102,20 +103,16 @@ def _line(lines: list[Snippet], chosen: Candidate) -> Snippet | None:
 
 def answered(advice: LoaderAdvice) -> Candidate | None:
     """What the answer with the user's loader tells them to run: the change picked in its
-    rounds; else modelmon's best where it is ``MIN_GAIN`` faster in the same rounds and its
-    pairs agree; else the loader as it is. None: the loader did not complete (the search's
-    pick is the answer)."""
+    rounds; else modelmon's best where the same rule picks it against the loader
+    (``advice.clearly_gains``); else the loader as it is. None: the loader did not complete
+    (the search's pick is the answer)."""
     loader, best = advice.loader, advice.modelmon
     if not loader.results:
         return None
     if advice.pick is not None:
         return advice.pick
-    if best.results and loader.median_mbps > 0:
-        ratio = best.median_mbps / loader.median_mbps
-        verdict = best.verdict  # its pairs against the loader, round by round
-        paired = verdict is None or (verdict.text == "B faster" and not verdict.within_timing)
-        if ratio >= MIN_GAIN and paired:
-            return best
+    if clearly_gains(best, loader):
+        return best
     return loader
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
-from modelmon.core.measuring.advice import LoaderAdvice
+from modelmon.core.measuring.advice import LoaderAdvice, clearly_gains
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.search import MIN_GAIN
 from modelmon.core.model.records import Model
@@ -44,6 +43,8 @@ def _pairs(change: Candidate) -> str:
     if verdict is None:
         return "unpaired"
     count = len(change.results)
+    if count == 1:
+        return "1 paired cold round"
     agree = verdict.min_ratio > 1 or verdict.max_ratio < 1  # on which side is faster
     agreeing = "every pair agreeing" if agree else "the pairs disagreeing"
     return f"{count} paired cold rounds, {agreeing}"
@@ -57,10 +58,11 @@ def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
     pairs = f"{gain:.2f}× its baseline ({median_words(counted(count, 'paired cold round'), count)}"
     if verdict.text == "A faster":
         return f"ran {pairs}): slower"
-    if verdict.text == "B faster" and count < EVIDENCE_RUNS:
+    rounds = len(advice.baseline_of(change).results)
+    if verdict.text == "B faster" and count < rounds:
         return (
-            f"ran {pairs}): faster, on fewer than the {EVIDENCE_RUNS} paired cold rounds a "
-            "change to act on rests on"
+            f"ran {pairs}): faster, but it completed {count} of the {rounds} rounds its "
+            "baseline did"
         )
     if verdict.text == "B faster":
         return f"ran {pairs}): faster, but by less than the {MIN_GAIN - 1:.0%} worth a change"
@@ -252,18 +254,28 @@ def loader_table(advice: LoaderAdvice) -> dict[str, Any]:
 
 def _why_kept(advice: LoaderAdvice, best: Candidate, ratio: float) -> str:
     """Why modelmon's best, faster by ``ratio`` in the rounds, is not the answer where the
-    answer keeps the loader ("" where it is the answer, or where it is not faster): its pairs
-    against the loader do not all agree, or agree within what the runs' timing can tell."""
-    verdict = best.verdict
-    if advice.pick is not None or ratio < MIN_GAIN or verdict is None:
+    answer keeps the loader ("" where it is the answer, or where it is not faster): the rule
+    a change is picked by (``clearly_gains``) does not hold of it against the loader."""
+    verdict, loader = best.verdict, advice.loader
+    if advice.pick is not None or ratio < MIN_GAIN or clearly_gains(best, loader):
         return ""
+    if verdict is None:
+        return ", yet not the answer: no round paired it with your loader"
     if verdict.within_timing:
         return (
             f", yet not the answer: its loads are timed to the watch's samples, "
             f"±{verdict.resolution * 100:.0f} % on a ratio"
         )
+    if verdict.text == "B faster" and verdict.median_ratio < MIN_GAIN:
+        return (
+            f", yet not the answer: pair by pair it was {verdict.median_ratio:.2f}× your loader, "
+            f"less than the {MIN_GAIN - 1:.0%} worth a change"
+        )
     if verdict.text == "B faster":
-        return ""
+        return (
+            f", yet not the answer: it completed {verdict.pairs} of the "
+            f"{len(loader.results)} rounds your loader did"
+        )
     return (
         f", yet not the answer: round by round it was {verdict.min_ratio:.2f}–"
         f"{verdict.max_ratio:.2f}× your loader, so the gain is not certain (a longer budget "

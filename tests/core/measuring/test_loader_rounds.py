@@ -16,7 +16,7 @@ import pytest
 
 from modelmon.core.limits import EVIDENCE_RUNS, LOADER_MAX_ROUNDS, LOADER_MEDIAN_ERROR
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.measuring.advice import recommendable
+from modelmon.core.measuring.advice import clearly_gains, recommendable
 from modelmon.core.measuring.candidate import Candidate, median_error
 from modelmon.core.measuring.loader_rounds import Entry, LoaderRounds, median_known
 from modelmon.core.model.records import Model
@@ -150,6 +150,12 @@ def test_median_error_is_the_standard_error_of_a_median() -> None:
     assert median_error([100.0]) == float("inf")
 
 
+def ran(target: Entry, number: int, result: LoadResult) -> None:
+    """``result`` as round ``number``'s run of ``target``, recorded as the rounds record it."""
+    target.candidate.results.append(result)
+    target.by_round[number] = result
+
+
 def paired(gains: list[float], timed_every_s: float = 0.0, size: int = 10**9) -> Entry:
     """A change measured against its baseline in ``len(gains)`` rounds, its verdict judged;
     ``timed_every_s``: both are programs, timed to the watch's samples."""
@@ -157,30 +163,46 @@ def paired(gains: list[float], timed_every_s: float = 0.0, size: int = 10**9) ->
     change.baseline = baseline
     for number, gain in enumerate(gains):
         # timed as a watched program is: to its samples
-        baseline.by_round[number] = replace(run(100.0, size), timed_every_s=timed_every_s)
-        change.by_round[number] = replace(run(100.0 * gain, size), timed_every_s=timed_every_s)
+        ran(baseline, number, replace(run(100.0, size), timed_every_s=timed_every_s))
+        ran(change, number, replace(run(100.0 * gain, size), timed_every_s=timed_every_s))
     change.candidate.verdict = change.verdict()
     return change
 
 
-def test_a_change_is_recommended_on_evidence_pairs_only() -> None:
+def test_a_change_is_recommended_on_every_round_its_baseline_completed() -> None:
     notes: list[str] = []
     leader = paired([10.0] * EVIDENCE_RUNS)
     assert recommendable(leader, notes) is leader.candidate and notes == []
-    # Its other runs failed (O_DIRECT that nothing could time): one pair, however large, is
-    # no noise to judge by.
+    # Its other runs failed (O_DIRECT that nothing could time): a gain in the one pair it
+    # completed says nothing of the rounds it did not.
     failed = paired([107.0])
     assert failed.baseline is not None
-    failed.baseline.by_round.update({1: run(100.0), 2: run(100.0)})
+    ran(failed.baseline, 1, run(100.0))
+    ran(failed.baseline, 2, run(100.0))
     assert recommendable(failed, notes) is None
-    assert len(notes) == 1 and "in 1 paired round, and did not complete the others" in notes[0]
-    # The budget held two rounds: all the pairs there are, still fewer than the evidence.
-    assert recommendable(paired([10.0, 10.0]), notes) is None
-    assert "in 2 paired rounds, all the budget held, so it is not recommended" in notes[1]
+    assert len(notes) == 1 and "in 1 paired round and did not complete the others" in notes[0]
+    # The budget held two rounds: the change is picked on them, as modelmon's best would be
+    # (the answer says it is not certain).
+    two = paired([10.0, 10.0])
+    assert recommendable(two, notes) is two.candidate and len(notes) == 1
     # Slower, or not by enough: nothing to recommend, nothing to say.
     assert recommendable(paired([0.5] * EVIDENCE_RUNS), notes) is None
     assert recommendable(paired([1.01] * EVIDENCE_RUNS), notes) is None
-    assert recommendable(None, notes) is None and len(notes) == 2
+    assert recommendable(None, notes) is None and len(notes) == 1
+
+
+def test_one_rule_picks_a_change_and_modelmons_best() -> None:
+    """The walk's short budget: one round held the loader, a change 2.56× it, and modelmon's
+    best 1.18× it. The rule that picks modelmon's best on that one pair picks the change on
+    its own; neither is held to more pairs than the other."""
+    change, best = paired([2.56]), paired([1.18])
+    assert best.baseline is not None
+    assert clearly_gains(best.candidate, best.baseline.candidate)
+    assert recommendable(change, []) is change.candidate
+    # A pair under MIN_GAIN, or one the pairs' timing cannot tell apart, acts for neither.
+    small = paired([1.02])
+    assert small.baseline is not None and recommendable(small, []) is None
+    assert not clearly_gains(small.candidate, small.baseline.candidate)
 
 
 def test_a_change_is_recommended_only_past_what_its_runs_timing_tells_apart() -> None:

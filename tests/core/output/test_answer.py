@@ -109,7 +109,8 @@ def test_a_change_of_the_users_loader_pastes_their_engines_line(model: Model):
 def test_modelmon_clearly_faster_than_an_unchangeable_loader_is_the_answer(model: Model):
     slow = engine_run("safetensors", 300, 310, 305)
     rec = record(model, winner=BEST, ranked=(BEST,))
-    found = answer(rec, "m.toml", _advice(slow, (), None))
+    paired = replace(BEST, verdict=judge([2.9, 2.97, 3.0]))
+    found = answer(rec, "m.toml", replace(_advice(slow, (), None), modelmon=paired))
     assert found.action.startswith(f"Load with modelmon, {BEST.spec}")
     assert found.gain.startswith("2.97× your loader as it is: 905 MB/s against 305 MB/s")
 
@@ -143,7 +144,8 @@ def test_a_loader_answer_on_fewer_rounds_than_its_evidence_says_it_is_not_certai
     best or the loader kept, says so in its first line."""
     rec = record(model, winner=SEARCHED, ranked=(SEARCHED,))
     ahead = replace(AHEAD, results=AHEAD.results[:2], verdict=judge([1.55, 1.50]))
-    found = answer(rec, "m.toml", replace(_advice(SLOW, (), None), modelmon=ahead))
+    two = replace(SLOW, results=SLOW.results[:2])
+    found = answer(rec, "m.toml", replace(_advice(two, (), None), modelmon=ahead))
     assert found.action.startswith(f"Load with modelmon, {AHEAD.spec}")
     assert found.action.endswith(
         " Not certain: only 2 cold runs of it fitted the budget; give it a longer budget."
@@ -155,6 +157,26 @@ def test_a_loader_answer_on_fewer_rounds_than_its_evidence_says_it_is_not_certai
         " Not certain: only 2 cold runs of it fitted the budget; give it a longer budget."
     )
     assert "Not certain" not in answer(rec, "m.toml", _advice(SLOW, (), None)).action
+
+
+def test_one_round_picks_the_larger_gain_a_change_of_the_loader(model: Model):
+    """The sixth walk's 60 s budget held one round: the loader, a change 2.56× it, modelmon's
+    best 1.18× it. The rule that would pick modelmon's best on its one pair picks the change
+    on its own, and the answer says it is not certain."""
+    once = engine_run("safetensors", 600)
+    change = replace(engine_run("safetensors backend=pread", 1536), verdict=judge([2.56]))
+    best = replace(candidate("sequential", 708, workers=4), verdict=judge([1.18]))
+    rec = record(model, winner=best, ranked=(best,))
+    made = replace(_advice(once, (change,), change), modelmon=best)
+    found = answer(rec, "m.toml", made)
+    assert found.action.startswith("Change your loader: safetensors with backend=pread.")
+    assert found.action.endswith(
+        " Not certain: only 1 cold run of it fitted the budget; give it a longer budget."
+    )
+    assert found.gain.startswith("2.56× your loader as it is: 1536 MB/s against 600 MB/s")
+    # Without the change, the same one pair makes modelmon's best the answer.
+    alone = answer(rec, "m.toml", replace(_advice(once, (), None), modelmon=best))
+    assert alone.action.startswith(f"Load with modelmon, {best.spec}")
 
 
 def test_nothing_faster_keeps_the_loader_and_pastes_nothing(model: Model):
