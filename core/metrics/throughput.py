@@ -1,4 +1,7 @@
-"""The load's own throughput: what the workers report done, so it works on any filesystem."""
+"""The load's own throughput, so it works on any filesystem: while the load runs, the rate of
+the bytes its workers report done; the session that holds the reads gives each sample its
+bytes by the reads' own times instead (``read_bins.load_mbps_over``), and so does the app's
+live feed, for a report that arrives late lands whole in one interval."""
 
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ class LoadThroughputSource(Source):
             MetricSpec(
                 "load_mbps",
                 "MB/s",
-                "Bytes the load completed per second (MB = 10⁶ bytes), from the "
-                "workers' reports: it works on every filesystem, FUSE and NFS too.",
+                "Bytes the load read per second (MB = 10⁶ bytes), each read's bytes "
+                "counted over its own span: it works on every filesystem, FUSE and NFS "
+                "too.",
                 over=INTERVAL,
             )
         ]

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from modelmon.core.loading.runner import LoadRun
     from modelmon.core.loading.strategies import default_strategy, get_strategy
     from modelmon.core.metrics.base import MetricSpec
+    from modelmon.core.metrics.read_bins import ReadBins
+    from modelmon.core.metrics.series import Sampled
     from modelmon.core.runs.command_output import last_line
     from modelmon.core.runs.program import ProgramRun
     from modelmon.core.runs.session import Session, SessionResult
@@ -51,6 +53,8 @@ _EXPORTS = (
     ("modelmon.core.loading.processes", "stop_workers"),
     ("modelmon.core.loading.fresh", "run_fresh FreshResult stop_child"),
     ("modelmon.core.metrics.base", "MetricSpec"),
+    ("modelmon.core.metrics.read_bins", "ReadBins"),
+    ("modelmon.core.metrics.series", "Sampled"),
     ("modelmon.core.loaders.registry", "get_engine engine_unavailable"),
     ("modelmon.core.loaders.engine", "Engine"),
     ("modelmon.core.loaders.installed", "installed_knobs InstalledKnobs"),

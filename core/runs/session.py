@@ -25,6 +25,7 @@ from modelmon.core.loading.reads import ReadLog
 from modelmon.core.loading.result import BlockShareTiming, LoadResult, block_share_timings
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.metrics.base import MetricSpec, MonitorTarget
+from modelmon.core.metrics.read_bins import load_mbps_over
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.metrics.series import PLACEMENT, floats, series_document
 from modelmon.core.model.formats import open_model
@@ -206,6 +207,8 @@ class Session:
             name: ((t - t0) / 1e9, v) for name, (t, v) in sampled.placed(sampler.over).items()
         }
         spans = ((sampled.starts - t0) / 1e9, (sampled.ends - t0) / 1e9)
+        if "load_mbps" in series:  # by the reads' own times, not as their reports arrived
+            series["load_mbps"] = (series["load_mbps"][0], load_mbps_over(reads, *spans))
         maps = tuple(((t - t0) / 1e9, files) for t, files in sampler.residency_maps())
         return SessionResult(
             result,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from modelmon.core.output import priming_plan_text
+from modelmon.core.runs import ReadBins
 
 if TYPE_CHECKING:
     from modelmon.core import Watch
@@ -133,82 +134,6 @@ def display_bin_s(span_s: float) -> float:
     return SHOWN_BIN_WIDTHS[-1]
 
 
-class ThroughputBins:
-    """Bytes per fixed time bin; a read spanning bins spreads its bytes by time overlap."""
-
-    def __init__(self, bin_s: float = BIN_S) -> None:
-        self.bin_s = bin_s
-        self._bytes = np.zeros(1024, dtype=np.float64)
-        self.used = 0  # one past the last bin that holds any bytes
-
-    def add(self, starts_s: np.ndarray, ends_s: np.ndarray, lengths: np.ndarray) -> None:
-        if not len(lengths):
-            return
-        starts_s = np.maximum(starts_s, 0.0)
-        ends_s = np.maximum(ends_s, starts_s)
-        first = (starts_s // self.bin_s).astype(np.int64)
-        last = (ends_s // self.bin_s).astype(np.int64)
-        self._reserve(int(last.max()) + 1)
-        one = first == last  # nearly every read: it fits in one bin
-        self._bytes += np.bincount(
-            first[one], weights=lengths[one].astype(np.float64), minlength=len(self._bytes)
-        )
-        many = np.flatnonzero(~one)
-        if len(many):
-            self._spread(
-                first[many],
-                last[many],
-                starts_s[many],
-                ends_s[many],
-                lengths[many].astype(np.float64),
-            )
-
-    def _spread(
-        self,
-        first: np.ndarray,
-        last: np.ndarray,
-        starts: np.ndarray,
-        ends: np.ndarray,
-        lengths: np.ndarray,
-    ) -> None:
-        spans = last - first + 1
-        read = np.repeat(np.arange(len(first)), spans)
-        bins = first[read] + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
-        lo = np.maximum(starts[read], bins * self.bin_s)
-        hi = np.minimum(ends[read], (bins + 1) * self.bin_s)
-        share = (hi - lo) / (ends[read] - starts[read])
-        np.add.at(self._bytes, bins, lengths[read] * share)
-
-    def _reserve(self, bins: int) -> None:
-        if bins > len(self._bytes):
-            grown = np.zeros(max(bins, 2 * len(self._bytes)), dtype=np.float64)
-            grown[: len(self._bytes)] = self._bytes
-            self._bytes = grown
-        self.used = max(self.used, bins)
-
-    def mbps(self, until_s: float, width_s: float, end_s: float | None = None) -> np.ndarray:
-        """MB/s in bins of ``width_s`` (a multiple of ``bin_s``) up to ``until_s``; a copy.
-
-        With ``end_s`` (when the reads ended), the last bin counts only the time until then,
-        so a load that ends early in a bin doesn't show a fake drop at its end.
-        """
-        factor = max(1, round(width_s / self.bin_s))
-        width_s = factor * self.bin_s
-        shown = max(0, int(until_s / width_s + 1e-9))
-        self._reserve(shown * factor)
-        rates = self._bytes[: shown * factor].reshape(shown, factor).sum(axis=1) / width_s / MB
-        if end_s is not None and shown:
-            covered = end_s - (shown - 1) * width_s
-            if shown > 1 and 0 < covered < width_s / 2:
-                # A sliver of a bin: its rate is noise. Fold it into the bin before.
-                merged = (rates[-2] + rates[-1]) * width_s / (width_s + covered)
-                rates = rates[:-1]
-                rates[-1] = merged
-            elif 0 < covered < width_s:
-                rates[-1] *= width_s / covered
-        return rates
-
-
 class CursorView(ABC):
     """A view that takes, on each frame tick, the reads of a load's (or a watch's) log new
     since its cursor and absorbs them into what it shows."""
@@ -246,8 +171,8 @@ class LiveView(CursorView):
         self.bytes_total = load.model.total_bytes
         self.workers = load.options.workers
         self.bin_s = bin_s
-        self.load_bins = ThroughputBins(bin_s)
-        self.prefetch_bins = ThroughputBins(bin_s)
+        self.load_bins = ReadBins(bin_s)
+        self.prefetch_bins = ReadBins(bin_s)
         self.last_end_s = 0.0
         self.workers_qt_free = True  # no worker imported Qt (checked at the end)
         self._load: LoadRun | None = load
@@ -320,7 +245,7 @@ def run_rates(reads: dict[str, np.ndarray]) -> tuple[float, np.ndarray, np.ndarr
     width, the load's MB/s and the warm-up prefetch's MB/s per bin."""
     starts, ends, lengths = reads["start"], reads["end"], reads["length"]
     prefetch = reads["prefetch"].astype(bool)
-    load_bins, prefetch_bins = ThroughputBins(), ThroughputBins()
+    load_bins, prefetch_bins = ReadBins(BIN_S), ReadBins(BIN_S)
     load_bins.add(starts[~prefetch], ends[~prefetch], lengths[~prefetch])
     prefetch_bins.add(starts[prefetch], ends[prefetch], lengths[prefetch])
     last_end = max(0.0, float(ends.max())) if len(ends) else 0.0

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from modelmon.core.runs import MetricSpec, Session, SessionResult
+from modelmon.core.runs import MetricSpec, ReadBins, Sampled, Session, SessionResult
+from modelmon.gui.state.live import MAX_READS_PER_TICK, SETTLE_S
 from modelmon.gui.state.residency_grid import Maps
 
 POLL_S = 0.2  # the sampler takes a sample every 100 ms; plots need no more than 5 a second
@@ -93,6 +94,9 @@ class MetricFeed:
         self._last_pull = -math.inf
         self._samples = -1
         self._maps = -1
+        self._bins = ReadBins()  # the load's reads so far, by their own times
+        self._cursor = 0  # reads of the load's log taken so far
+        self._last_end_s = 0.0
 
     def poll(self, now_s: float | None = None) -> MetricSnapshot | None:
         """A snapshot when one is due and the sampler has something new; else None."""
@@ -107,7 +111,11 @@ class MetricFeed:
             return None
         started = time.perf_counter()
         self._last_pull, self._samples, self._maps = now, samples, len(maps)
-        series = {name: ((t - t0_ns) / 1e9, v) for name, (t, v) in sampler.series().items()}
+        sampled = sampler.sampled()
+        placed = sampled.placed(sampler.over)
+        series = {name: ((t - t0_ns) / 1e9, v) for name, (t, v) in placed.items()}
+        if "load_mbps" in series:
+            series["load_mbps"] = (series["load_mbps"][0], self._own_rates(sampled, t0_ns))
         snapshot = MetricSnapshot(
             self.label,
             series,
@@ -120,3 +128,22 @@ class MetricFeed:
         # Keep the pulls within their share: a pull of 10 ms allows one every 200 ms.
         self.poll_s = min(MAX_POLL_S, max(self.poll_s, cost / PULL_SHARE))
         return snapshot
+
+    def _own_rates(self, sampled: Sampled, t0_ns: int) -> np.ndarray:
+        """The load's own MB/s in each sample interval by its reads' own times, as the
+        finished session gives them (``load_mbps_over``); NaN for an interval whose reads may
+        still be on their way (newer than ``SETTLE_S``, or past the reads taken so far)."""
+        log = self.session.load.reads
+        columns, self._cursor = log.columns_since(self._cursor, MAX_READS_PER_TICK, wait=False)
+        load = ~columns["prefetch"].astype(bool)
+        ends_s = (columns["end"][load] - t0_ns) / 1e9
+        self._bins.add((columns["start"][load] - t0_ns) / 1e9, ends_s, columns["length"][load])
+        if len(ends_s):
+            self._last_end_s = max(self._last_end_s, float(ends_s.max()))
+        settled = (time.perf_counter_ns() - t0_ns) / 1e9 - SETTLE_S
+        if self._cursor < log.count:  # more reads are waiting to be taken
+            settled = min(settled, self._last_end_s - SETTLE_S)
+        starts, ends = (sampled.starts - t0_ns) / 1e9, (sampled.ends - t0_ns) / 1e9
+        rates = self._bins.mbps_over(starts, ends)
+        rates[ends > settled] = np.nan
+        return rates

@@ -22,15 +22,16 @@ import numpy as np
 
 from modelmon.core import Watch, WatchResult
 from modelmon.core.output import human_bytes
+from modelmon.core.runs import ReadBins
 from modelmon.gui.state.formatting import rate_text
 from modelmon.gui.state.live import (
+    BIN_S,
     MAX_READS_PER_TICK,
     MB,
     SETTLE_S,
     AccessPoints,
     CursorView,
     LiveUpdate,
-    ThroughputBins,
     display_bin_s,
 )
 from modelmon.gui.state.metrics_live import MAX_POLL_S, POLL_S, PULL_SHARE, MetricSnapshot, latest
@@ -71,8 +72,8 @@ class WatchView(CursorView):
         self._bases, self._end_mb = stacking(model_files)
         self._model_bytes = sum(size for _, size in model_files)
         self._file_base: list[float] = []  # by the watch's file index
-        self.bins = ThroughputBins()
-        self.none = ThroughputBins()  # a watch reads no warm-up prefetch: always empty
+        self.bins = ReadBins(BIN_S)
+        self.none = ReadBins(BIN_S)  # a watch reads no warm-up prefetch: always empty
         self.last_end_s = 0.0
         self.workers_qt_free = True  # a watched program is not modelmon's worker
         self._done = False

@@ -6,35 +6,14 @@ import math
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from modelmon.core import Model, open_model
 from modelmon.core.options import LoadOptions
 from modelmon.core.runs import LoadRun, ReadBatch, Session, WorkerReady
 from modelmon.core.system import Primed
-from modelmon.gui.state.live import LiveView, ThroughputBins, display_bin_s
+from modelmon.gui.state.live import LiveView, display_bin_s
 from modelmon.gui.state.pacing import BASE_S, MAX_S, FramePacer
-
-
-def test_a_read_spanning_bins_spreads_its_bytes_by_time_overlap():
-    bins = ThroughputBins(bin_s=0.01)
-    # 3000 bytes from 5 ms to 35 ms: 5 ms in bin 0, 10 ms in bins 1 and 2, 5 ms in bin 3.
-    bins.add(np.array([0.005]), np.array([0.035]), np.array([3000]))
-    mbps = bins.mbps(until_s=0.04, width_s=0.01)
-    assert mbps * 0.01 * 1e6 == pytest.approx([500, 1000, 1000, 500])
-
-
-def test_bins_keep_every_byte_and_coarser_bins_sum_finer_ones():
-    rng = np.random.default_rng(1)
-    starts = rng.uniform(0, 2, 5000)
-    ends = starts + rng.uniform(0, 0.05, 5000)
-    lengths = rng.integers(4096, 1 << 20, 5000)
-    bins = ThroughputBins(bin_s=0.01)
-    bins.add(starts, ends, lengths)
-    for width in (0.01, 0.05, 0.1):
-        total = bins.mbps(until_s=2.1, width_s=width).sum() * width * 1e6
-        assert total == pytest.approx(lengths.sum())
 
 
 def test_shown_bins_get_coarser_as_the_load_goes_on():
