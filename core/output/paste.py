@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
+import sys
 from dataclasses import dataclass
 
 from modelmon.core.model.records import Model
@@ -84,3 +86,16 @@ def pasteable(template: str, model: Model, *, fill: bool = True) -> Pasteable:
     where = model_folder(model)
     each = f"path: each of its {len(files)} files in {where}"
     return Pasteable(code.replace(PLACEHOLDER, "path"), f"{aside}; {each}" if aside else each)
+
+
+def modelmon_command() -> str:
+    """How a fresh shell runs this modelmon: the script beside this Python by its whole path
+    where it is a virtual environment's (a new shell has not activated it), ``modelmon``
+    where ``PATH`` finds this very script, else ``python -m modelmon`` by this Python."""
+    script = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "modelmon")
+    if os.path.exists(script) and sys.prefix != sys.base_prefix:
+        return shlex.quote(script)
+    found = shutil.which("modelmon")
+    if found and os.path.exists(script) and os.path.samefile(found, script):
+        return "modelmon"
+    return f"{shlex.quote(sys.executable)} -m modelmon"

@@ -6,12 +6,14 @@ would."""
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any
 
 from modelmon.core.measuring.ranks_records import RANKS_MODE_WORDS
 from modelmon.core.measuring.ranks_search import NOISE, REPEATS, RanksRecommendation, WayMeasured
 from modelmon.core.output.config import fingerprint, recommended_table
 from modelmon.core.output.config_text import render
+from modelmon.core.output.paste import modelmon_command
 from modelmon.core.output.run_words import counted, median_words, not_certain
 from modelmon.core.system.memory_limit import ram_text, size_text
 
@@ -34,8 +36,8 @@ def paste_lines(found: RanksRecommendation, config_path: str | None) -> dict[str
     held = found.holds_at if found.holds_verified else found.memory_limit
     limit = f" --memory-limit {_limit_flag(held)}" if held else ""
     lines = {
-        "modelmon": f"modelmon load {model} --ranks {found.ranks} --ranks-mode "
-        f"{pick.way.mode}{config}{limit}",
+        "modelmon": f"{modelmon_command()} load {shlex.quote(model)} --ranks {found.ranks} "
+        f"--ranks-mode {pick.way.mode}{config}{limit}",
     }
     called = f"config={os.path.abspath(config_path)!r}, " if config_path else ""
     if pick.way.mode == "slice":
@@ -127,9 +129,9 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
     else:
         holds = (
             (
-                f"; it held under a {size_text(found.holds_at)} limit"
+                f"; it held under a {ram_text(found.holds_at)} limit"
                 if found.holds_verified
-                else f"; planned to fit {size_text(found.holds_at)} (no run at that limit)"
+                else f"; planned to fit {ram_text(found.holds_at)} (no run at that limit)"
             )
             if found.holds_at
             else ""

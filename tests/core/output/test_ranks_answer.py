@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
+import subprocess
+from dataclasses import replace
 
 from modelmon.core.measuring.ranks_records import NodeMemory, RankResult, RanksResult
 from modelmon.core.measuring.ranks_search import RanksRecommendation, RanksWay, WayMeasured
 from modelmon.core.options import LoadOptions
-from modelmon.core.output.ranks_answer import render_ranks_answer
+from modelmon.core.output.ranks_answer import paste_lines, render_ranks_answer
 from modelmon.core.output.text import render_ranks
 from modelmon.core.system.cache import CacheState
 
@@ -50,7 +53,7 @@ def test_the_node_memory_is_said_in_the_limits_units() -> None:
     text = render_ranks_answer(found, None)
     head, ways = text.split("\n", 1)[0], text.split("Ways measured", 1)[1]
     assert "within 10 GiB" in head and "the node peaks at 2.4 GiB" in head
-    assert "it held under a 6 GiB limit" in head
+    assert "it held under a 6.0 GiB limit" in head
     assert not DECIMAL.search(head) and not DECIMAL.search(ways), text
     assert "node peak 2.4 GiB, 2.0 GiB held" in ways
 
@@ -136,3 +139,28 @@ def test_a_pick_whose_node_peak_is_page_cache_says_so() -> None:
         "2.4 GiB held by the pick; its node peak of 4.0 GiB is mostly page cache, which a "
         "limit reclaims."
     )
+
+
+def test_a_limit_modelmon_planned_is_said_in_gib_like_the_peak_beside_it() -> None:
+    found = ranks_found(ranks_run(1.5, int(2.52e9), int(2.1e9)))
+    planned = replace(found, holds_at=2816 * MiB, holds_verified=False)
+    head = render_ranks_answer(planned, None).split("\n")[0]
+    assert "planned to fit 2.8 GiB (no run at that limit)" in head, head
+    assert "MiB" not in head
+
+
+def test_the_ranks_paste_line_runs_in_a_fresh_shell() -> None:
+    """Pasted into a shell that has not activated modelmon's environment (no modelmon on
+    its PATH), the line's command is found: its own path, or this Python's ``-m``."""
+    line = paste_lines(ranks_found(ranks_run(1.5, GiB, GiB)), None)["modelmon"]
+    command = shlex.split(line.split(" load ", 1)[0])
+    done = subprocess.run(
+        [*command, "--version"],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("modelmon "), (line, done.stderr)
+    assert " load /m/model.safetensors --ranks 2 --ranks-mode slice" in line

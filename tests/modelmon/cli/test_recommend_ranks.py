@@ -5,6 +5,7 @@ every tensor in each rank under that limit."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -65,10 +66,10 @@ def test_whole_is_refused_and_the_pick_loads_every_tensor_in_each_rank(
     assert "[ranks]" in document and f'mode = "{pick["mode"]}"' in document
     # The modelmon line, as written, under the limit: every rank has every tensor.
     line = next(x for x in document.splitlines() if x.startswith("modelmon = "))
-    words = json.loads(line.split(" = ", 1)[1]).split()
-    assert words[:2] == ["modelmon", "load"] and "--memory-limit" in words
-    ran = subprocess.run(
-        [*MODELMON, *words[1:], "--json"], capture_output=True, text=True, timeout=300
+    words = shlex.split(json.loads(line.split(" = ", 1)[1]))
+    assert words[1] == "load" and "--memory-limit" in words
+    ran = subprocess.run(  # as pasted: its command by its path, found without the venv's PATH
+        [*words, "--json"], capture_output=True, text=True, timeout=300
     )
     assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout)
