@@ -25,7 +25,8 @@ def spread_words(noise: float, pairs: int | None = None) -> str:
     half of them (rounded up), both of two ("2 of the 3 pairs within ±29 % of their
     median": of three pairs the median one and the nearer of the others, not "half" of
     them); without the count, "half the pairs within ±7 % of the median"."""
-    within = f"±{noise * 100:.0f} %"
+    # Rounded up: a pair 2.4 % off its median is not "within ±2 %".
+    within = f"±{math.ceil(noise * 100 - 1e-9):.0f} %"
     if pairs is None or pairs < 2:
         return f"half the pairs within {within} of the median"
     if pairs == 2:

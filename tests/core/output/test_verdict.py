@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from modelmon.core.measuring.ab import Verdict, judge
@@ -77,6 +78,8 @@ def test_the_spread_says_how_many_pairs_it_bounds():
     verdict = judge([0.8, 1.0, 1.3])  # deviations from the median pair: 0.22, 0, 0.26
     assert spread_words(verdict.noise, 3) == "2 of the 3 pairs within ±25 % of their median"
     assert spread_words(0.05, 2) == "both pairs within ±5 % of their median"
+    # Rounded up: the sixth walk's nearer pair, 2.4 % off the median, is within ±3 %.
+    assert spread_words(0.024, 3) == "2 of the 3 pairs within ±3 % of their median"
     assert spread_words(0.05, 6) == "3 of the 6 pairs within ±5 % of their median"
     assert spread_words(0.05) == "half the pairs within ±5 % of the median"
 
@@ -93,4 +96,4 @@ def test_the_band_is_always_the_pairs_own_spread():
         judge([1.05, 1.2, 1.1], resolution=0.15),
     ):
         words = verdict_words(verdict, 3)
-        assert re.findall(r"±(\d+) %", words) == [f"{verdict.noise * 100:.0f}"], words
+        assert re.findall(r"±(\d+) %", words) == [f"{math.ceil(verdict.noise * 100)}"], words
