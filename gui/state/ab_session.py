@@ -70,11 +70,12 @@ class ABHistory:
         A/B winner writes, also after a later A/B that was cancelled or failed."""
         return self.completed[-1] if self.completed else None
 
-    def restore(self, kept: ABResult | None) -> None:
-        """Another model is shown: no A/B of it yet but the verdict kept from its last visit."""
+    def restore(self, kept: ABResult | None, name: str = "", started: int = 0) -> None:
+        """Another model is shown: the verdict kept from its last visit (reached by the A/B
+        ``name``), and how many A/Bs were started on it, so the next is numbered after them."""
         self.completed.clear()
-        self.started = 0
-        self.session = None
+        self.started = started
+        self.session = name or None
         self.result = None
         if kept is not None:
             self.finish(kept)
@@ -160,7 +161,8 @@ class ABState:
         if self.banner.kind == "failure":
             self._show(ABBanner("none"))
 
-    def restore(self, kept: ABResult | None) -> None:
-        """Another model is open: its verdict kept from its last visit, or none."""
-        self.history.restore(kept)
+    def restore(self, kept: ABResult | None, name: str = "", started: int = 0) -> None:
+        """Another model is open: its verdict kept from its last visit (of the A/B ``name``),
+        or none, and the count of A/Bs started on it."""
+        self.history.restore(kept, name, started)
         self._show(ABBanner("verdict", ab=kept) if kept is not None else ABBanner("none"))

@@ -26,6 +26,8 @@ class ModelResults:
 
     records: list[RunRecord] = field(default_factory=list)
     ab_result: ABResult | None = None
+    ab_session: str = ""  # the name of the A/B that reached ``ab_result`` ("A/B 2 at 14:02")
+    ab_started: int = 0  # A/Bs started on it: the next one is numbered after them
     ceilings: Ceilings | None = None
     recommendation: RecommendationShown | None = None  # its last search's answer
     # The runs its plots showed (``Workbench.shown_runs``, oldest first): drawn again when
@@ -37,6 +39,7 @@ class ModelResults:
         return (
             not self.records
             and self.ab_result is None
+            and self.ab_started == 0
             and self.ceilings is None
             and self.recommendation is None
         )

@@ -155,6 +155,8 @@ class Workbench:
                 ModelResults(
                     list(self.records),
                     verdict[1] if (verdict := self.ab.history.verdict) else None,
+                    verdict[0] if verdict else "",
+                    self.ab.history.started,
                     self.ceilings.current,
                     self.recommendation.shown
                     if self.recommendation.shown.phase == "done"
@@ -172,7 +174,7 @@ class Workbench:
         )
         self.model_opened.emit(info)
         self.runs.show(kept.records)
-        self.ab.restore(kept.ab_result)
+        self.ab.restore(kept.ab_result, kept.ab_session, kept.ab_started)
         self.ceilings.open(info, kept.ceilings)
         self.recommendation.restore(kept.recommendation)
         # Its plots as they were: each run they showed drawn again, on this model's axes.

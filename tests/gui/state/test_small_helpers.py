@@ -60,9 +60,10 @@ def test_ab_sessions_are_numbered_and_a_cancelled_one_keeps_the_earlier_verdict(
     assert history.start("10:05:00") == "A/B 2 at 10:05:00"  # then cancelled: no verdict
     assert history.result is None and history.completed == [("A/B 1 at 10:00:00", first)]
     assert history.verdict == ("A/B 1 at 10:00:00", first)  # its winner is still exported
-    history.restore(kept)  # another model, with the verdict kept from its last visit
-    assert history.result is kept and history.completed == [("A/B", kept)]
-    assert history.start("11:00:00") == "A/B 1 at 11:00:00"
+    # The model again, with the verdict and the count kept from its last visit.
+    history.restore(kept, "A/B 1 at 10:00:00", 2)
+    assert history.result is kept and history.completed == [("A/B 1 at 10:00:00", kept)]
+    assert history.start("11:00:00") == "A/B 3 at 11:00:00"
     history.restore(None)
     assert history.result is None and history.session is None and not history.completed
 

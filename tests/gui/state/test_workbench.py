@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from modelmon.core import Ceiling, Discovery, discover_models
+from modelmon.core import ABResult, Ceiling, Discovery, discover_models
 from modelmon.core.options import LoadOptions
 from modelmon.gui.state.ab_session import ABState
 from modelmon.gui.state.app_state import AppState
@@ -114,6 +115,27 @@ def test_only_the_newest_model_asked_for_opens(small_model: Path, slow_model: Pa
     queue.run_pending()
     assert [args[0].path for _, args in opened] == [str(small_model)]
     assert state.bench.info.path == str(small_model)
+
+
+def test_a_models_ab_numbers_go_on_after_another_model_was_open(
+    small_model: Path, slow_model: Path
+):
+    """Two A/Bs on a model, another model, the first again: its next A/B is the third, not
+    a second "A/B 1", and its verdict keeps its session's name."""
+    queue = CallQueue()
+    state = AppState(queue, discover=lambda: Discovery((), (), (), 0, False))
+    bench = state.bench
+    bench.open(gather(str(small_model)))
+    history = bench.ab.history
+    history.start("10:00:00")
+    verdict = cast(ABResult, object())
+    history.finish(verdict)
+    history.start("10:05:00")  # cancelled: no verdict
+    bench.open(gather(str(slow_model)))
+    assert history.start("10:10:00") == "A/B 1 at 10:10:00"  # the other model's first
+    bench.open(gather(str(small_model)))
+    assert bench.ab.history.verdict == ("A/B 1 at 10:00:00", verdict)
+    assert bench.ab.history.start("10:20:00") == "A/B 3 at 10:20:00"
 
 
 def test_the_ab_banner_keeps_a_verdict_through_other_jobs_and_drops_a_failure():
