@@ -18,7 +18,7 @@ from typing import Any
 from modelmon import __version__
 from modelmon.core import ABResult, Ceilings, LoadResult
 from modelmon.core.errors import ModelmonError
-from modelmon.core.output import human_bytes, rate_text
+from modelmon.core.output import human_bytes, limit_text, rate_text
 from modelmon.core.system import check_output
 from modelmon.gui.state.records import RunRecord, ceiling_for
 
@@ -228,5 +228,15 @@ def plot_heading(model: str, runs: Sequence[RunRecord], when: str) -> list[str]:
     """The lines above an exported plot: which model, when, and each run it shows with how
     that run ended (a cancelled run is never shown as a plain one)."""
     lines = [f"modelmon · {model} · exported {when}"]
-    lines.extend(f"{record.run_name}: {record.spec} — {run_words(record)}" for record in runs)
+    lines.extend(
+        f"{record.run_name}: {record.spec}{_under_limit(record)} — {run_words(record)}"
+        for record in runs
+    )
     return lines
+
+
+def _under_limit(record: RunRecord) -> str:
+    """ " under a 4 GiB memory limit" for a run in a memory cgroup, else "": its memory plot
+    and its rate are of that limit, and the heading says so."""
+    limit = record.memory_limit
+    return f" under a {limit_text(limit.limit_bytes)} memory limit" if limit is not None else ""

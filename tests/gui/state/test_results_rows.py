@@ -6,6 +6,7 @@ import dataclasses
 
 from modelmon.core.runs import SessionResult
 from modelmon.core.system import MemoryLimit
+from modelmon.gui.state.export_format import plot_heading
 from modelmon.gui.state.records import RunRecord
 from modelmon.gui.state.results_rows import (
     COLUMNS,
@@ -66,3 +67,12 @@ def test_a_cell_of_words_is_whole_in_its_tooltip() -> None:
     for column in (RUN, STRATEGY):
         tip = cell_tip(record, column)
         assert tip is not None and tip.startswith(cell_text(record, column) + "\n"), tip
+
+
+def test_an_exported_plots_heading_names_a_runs_memory_limit() -> None:
+    """A run in a 4 GiB cgroup and one without: the heading tells them apart, as the table's
+    Limit column does."""
+    limited, free = _record(4 << 30), _record(None)
+    _, first, second = plot_heading("m", [limited, free], "now")
+    assert first == "A: pread under a 4 GiB memory limit — 500 MB/s in 2.00 s", first
+    assert "limit" not in second
