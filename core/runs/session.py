@@ -197,6 +197,10 @@ class Session:
             "length": columns["length"],
             "worker": columns["worker"],
             "prefetch": columns["prefetch"],
+            # Which reader thread read it through which open file description: how the
+            # readers shared descriptors, for a run's plots drawn again from what it kept.
+            "reader": columns["reader"],
+            "descriptor": columns["descriptor"],
         }
         block_workers = tuple(block_share_timings(self.model, columns, t0))
         sampler = self.sampler

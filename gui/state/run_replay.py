@@ -48,8 +48,9 @@ def access_points(trace: RunTrace) -> AccessPoints:
     file = reads["file"].astype(np.int32)
     y_start = trace.file_base_mb[file] + reads["offset"] / MB if count else np.empty(0)
     worker = reads["worker"].astype(np.int32)
-    # A load's kept log has no reader threads or descriptors: each worker one reader, and
-    # its descriptors unknown (-1), as the live view has them when a load does not say.
+    # A log kept without reader threads or descriptors (a program's): each worker one
+    # reader, and its descriptors unknown (-1), as the live view has them when a load does
+    # not say.
     reader = reads.get("reader", worker.astype(np.int64))
     descriptor = reads.get("descriptor", np.full(count, -1, dtype=np.int64))
     return AccessPoints(

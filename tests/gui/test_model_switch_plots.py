@@ -60,6 +60,8 @@ def test_kept_runs_are_drawn_again_when_their_model_is_opened_again(
         assert bench.records[-1].status == "ok", window.messages.message()
     before = {label: workspace.throughput.point_count(label) for label in ("A", "B")}
     assert all(before.values()), before
+    sharing = workspace.access.sharing_text  # how its readers used descriptors
+    assert "descriptor" in sharing, sharing
 
     open_model(qtbot, window, other)
     assert workspace.throughput.run_labels == []
@@ -73,6 +75,7 @@ def test_kept_runs_are_drawn_again_when_their_model_is_opened_again(
     after = {label: workspace.throughput.point_count(label) for label in ("A", "B")}
     assert after == before  # the same curves as the runs' ends left them
     assert workspace.access.run_labels == ["A"] and workspace.access.segment_count > 0
+    assert workspace.access.sharing_text == sharing  # from the reads it kept
     assert workspace.blocks.run_labels == ["A", "B"]
     # No tab but the first is shown: each export brings its plot up and draws its runs.
     assert workspace.tabs.currentIndex() == 0
