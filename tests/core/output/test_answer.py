@@ -179,6 +179,27 @@ def test_one_round_picks_the_larger_gain_a_change_of_the_loader(model: Model):
     assert alone.action.startswith(f"Load with modelmon, {best.spec}")
 
 
+def test_a_change_of_the_loader_says_modelmons_larger_gain_beside_it(model: Model):
+    """The change is the answer (the least to change), and modelmon's best gained more in
+    the same rounds by the same rule: the answer says so, not only the Why."""
+    two = engine_run("safetensors", 960, 976)
+    change = replace(
+        engine_run("safetensors backend=read", 1780, 1806), verdict=judge([1.85, 1.87])
+    )
+    best = replace(candidate("sequential", 2395, 2444, workers=4), verdict=judge([2.5, 2.52]))
+    rec = record(model, winner=best, ranked=(best,))
+    found = answer(rec, "m.toml", replace(_advice(two, (change,), change), modelmon=best))
+    assert found.action.startswith("Change your loader: safetensors with backend=read.")
+    assert found.gain.endswith(
+        "median of 2 paired rounds. Faster still, modelmon's own load: 2.51× your loader as it "
+        "is (2420 MB/s), the modelmon line of the config's [apply]."
+    ), found.gain
+    # Within MIN_GAIN of the change's gain: nothing more to say.
+    close = replace(best, verdict=judge([1.9, 1.92]))
+    found = answer(rec, "m.toml", replace(_advice(two, (change,), change), modelmon=close))
+    assert "Faster still" not in found.gain
+
+
 def test_nothing_faster_keeps_the_loader_and_pastes_nothing(model: Model):
     rec = record(model, winner=BEST, ranked=(BEST,))
     found = answer(rec, "m.toml", _advice(AS_IS, (), None))
