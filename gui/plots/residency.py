@@ -59,9 +59,19 @@ class ResidencyPlot(ThemedPlot):
         theme = current_theme()
         for file in model.files:
             self.files.append((file.path, base, file.size / MB))
-            if len(model.files) > 1 and base > 0:
+            if len(model.files) > 1 and base > 0:  # where it begins, named as in Access pattern
                 line = text_line(
-                    pg.InfiniteLine(base, angle=0, pen=pen(theme.foreground, dashed=True))
+                    pg.InfiniteLine(
+                        base,
+                        angle=0,
+                        pen=pen(theme.foreground, dashed=True),
+                        label=file.path.rsplit("/", 1)[-1],
+                        labelOpts={
+                            "position": 0.02,
+                            "color": theme.foreground,
+                            "anchors": [(0, 1), (0, 1)],
+                        },
+                    )
                 )
                 self.item.addItem(line)
                 self.file_lines.append(line)

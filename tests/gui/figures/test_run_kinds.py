@@ -226,3 +226,15 @@ def test_an_engine_run_is_drawn_as_a_command_run_is(fmt: str, model: Model):
     assert not any(NOTHING in t for t in texts) and any("run A" in t for t in texts), texts
     (line,) = [line for line in figure.axes[0].get_lines() if line.get_label() == "run A"]
     assert np.nansum(line.get_ydata()) > 0  # the bytes that arrived, as MB/s
+
+
+def test_a_sharded_models_file_lines_are_named_in_both_pictures(tmp_path: Path):
+    """The dashed lines where each file begins carry the file's name in the page cache's
+    picture as in the access pattern's: a line nothing names reads as a boundary of the
+    cache."""
+    sharded = open_model(write_safetensors_model(tmp_path, layers=2, hidden=256, shards=2))
+    record = run_of(sharded, "A")
+    second = sharded.files[1].path.rsplit("/", 1)[-1]
+    for plot in ("Page cache", "Access pattern"):
+        data, _ = drawn(plot, FigureRuns((record,), sharded, size_px=(700, 360)), "svg", HEADING)
+        assert second in " ".join(svg_comments(data)), plot
