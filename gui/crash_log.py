@@ -9,6 +9,9 @@ Each of these leaves a record there and one line on stderr naming the log:
   thread's Python stack into the log, as the process dies;
 - a stop signal (SIGTERM, SIGHUP, Ctrl+C): the window closed as its close button closes it,
   and the record says which signal did;
+- a window whose display went (killed outright with ``xkill``, or its X server or Wayland
+  compositor ended): Qt says its connection broke and exits at once, so that message is
+  recorded, and its session's mark keeps the cause for the next start;
 - a window that ended without closing (killed by SIGKILL or the OOM killer, a crash that
   left no record): each window marks its session in ``sessions/`` and removes the mark
   when it closes; the next start finds a mark left by a process that is gone, records it
@@ -44,6 +47,8 @@ SESSIONS = "sessions"
 SECRET_NAME = re.compile(r"(?i)secret|token|password|passwd|credential|api_?key|private")
 URL_USER = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# Qt's words as the display goes; it exits right after them, with no Python code run.
+DISPLAY_BROKE = re.compile(r"(X11|Wayland) connection broke")
 
 Say = Callable[[str], None]  # a line for the window (from the GUI thread)
 
@@ -99,6 +104,7 @@ class CrashLog:
         self._saved: dict[str, Any] = {}
         self._faults_before = False  # faulthandler was on (on stderr) before ``install``
         self._lock = threading.Lock()
+        self.display_broke = False  # Qt said the display connection broke
 
     # --- recording ----------------------------------------------------------------------------
 
@@ -153,8 +159,9 @@ class CrashLog:
         return found
 
     def uninstall(self) -> None:
-        """Stop recording (the window closed): this session ended as it should."""
-        if self.mark is not None:
+        """Stop recording (the window closed): this session ended as it should, unless its
+        display went (its mark stays, with the cause, for the next start to say)."""
+        if self.mark is not None and not self.display_broke:
             with contextlib.suppress(OSError):
                 self.mark.unlink()
             self.mark = None
@@ -196,9 +203,18 @@ class CrashLog:
         self.line(f"internal error in thread {name} ({words}); details in {self.path}")
 
     def _qt_message(self, fatal: bool, text: str) -> None:
+        first = text.splitlines()[0] if text else ""
         if fatal:  # Qt aborts next: faulthandler then writes the stacks after this
             self.record("fatal Qt message", text)
-            self.line(f"fatal Qt error ({text.splitlines()[0] if text else ''}); see {self.path}")
+            self.line(f"fatal Qt error ({first}); see {self.path}")
+        elif DISPLAY_BROKE.search(text):  # Qt exits next
+            cause = "its display connection broke"
+            self.record(f"the window ended: {cause}", text)
+            self.line(f"the window ended: {cause} ({first}); recorded in {self.path}")
+            self.display_broke = True
+            if self.mark is not None:  # the next start says why, not "killed or crashed"
+                with contextlib.suppress(OSError), open(self.mark, "a") as mark:
+                    mark.write(f"{cause}\n")
 
     # --- sessions -----------------------------------------------------------------------------
 
@@ -225,7 +241,8 @@ class CrashLog:
         boot, lines = _boot_id(), []
         for mark in marks:
             try:
-                boot_then, ticks, started = mark.read_text().split(" ", 2)
+                first, _, said = mark.read_text().partition("\n")
+                boot_then, ticks, started = first.split(" ", 2)
                 pid = int(mark.name)
             except (OSError, ValueError):
                 with contextlib.suppress(OSError):
@@ -233,7 +250,9 @@ class CrashLog:
                 continue
             if boot_then == boot and ticks and _start_ticks(pid) == ticks:
                 continue  # another window, still open
-            cause = "the machine restarted" if boot_then != boot else "killed or crashed"
+            cause = said.strip() or "killed or crashed"
+            if boot_then != boot:
+                cause = "the machine restarted"
             started = started.strip()
             self.record(
                 f"the window of pid {pid} (started {started}) ended without closing ({cause})"

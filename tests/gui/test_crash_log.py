@@ -42,6 +42,10 @@ def slot():
         faulthandler._sigsegv()
     if what == "kill":
         os.kill(os.getpid(), 9)
+    if what == "display":  # as Qt's xcb plugin does when its X connection goes: it says
+        from PySide6.QtCore import qWarning  # so, and its event loop ends
+
+        qWarning("The X11 connection broke (error 1). Did the X11 server die?")
 
 QTimer.singleShot(0, slot)
 QTimer.singleShot(0, app.quit)  # after the slot, however it ended
@@ -122,6 +126,21 @@ def test_a_window_killed_outright_is_said_at_the_next_start(tmp_path: Path):
     finally:
         later.uninstall()
     assert len(found) == 1 and "killed or crashed" in found[0]
+
+
+def test_a_window_whose_display_went_says_so_and_the_next_start_says_why(tmp_path: Path):
+    """``xkill`` on the window, or its X server ended: Qt says the connection broke and exits
+    at once. The app says so on stderr and in the log, and the next start gives that cause."""
+    done = run_app(tmp_path, "display")
+    assert "the window ended: its display connection broke" in done.stderr, done.stderr
+    log = crash_log(tmp_path)
+    assert "its display connection broke" in log and "The X11 connection broke" in log, log
+    later = CrashLog(tmp_path / "state" / "modelmon")
+    try:
+        (line,) = later.install()
+    finally:
+        later.uninstall()
+    assert "ended without closing (its display connection broke)" in line, line
 
 
 def catches_sigterm(pid: int) -> bool:
