@@ -102,14 +102,13 @@ def render_inspect(info: dict[str, Any]) -> str:
     if memory:
         fits = "fits" if memory["usable"] >= info["tensor_bytes"] else "does NOT fit"
         lines.append(
-            f"memory    {human_bytes(memory['usable'])} usable of "
-            f"{human_bytes(memory['total'])}: the model {fits} in RAM"
+            f"memory    {ram_text(memory['usable'])} usable of "
+            f"{ram_text(memory['total'])}: the model {fits} in RAM"
         )
         if "swap_total" in memory:
             with_cache = "fits" if memory["usable"] >= 2 * info["tensor_bytes"] else "does not fit"
             swap = (
-                f"swap {human_bytes(memory['swap_used'])} used of "
-                f"{human_bytes(memory['swap_total'])}"
+                f"swap {ram_text(memory['swap_used'])} used of {ram_text(memory['swap_total'])}"
                 if memory["swap_total"]
                 else "no swap"
             )
@@ -216,7 +215,7 @@ def render_result(result: LoadResult) -> str:
         lines.append(
             f"worker {worker.id:<3}{human_bytes(worker.bytes):>10} in "
             f"{worker.seconds:.3f} s, {worker.reads} reads, peak RSS "
-            f"{human_bytes(worker.peak_rss)}"
+            f"{ram_text(worker.peak_rss)}"
         )
     memory = memory_text(result)
     if memory:
@@ -242,7 +241,7 @@ def render_result(result: LoadResult) -> str:
 
 
 def memory_text(result: LoadResult) -> str:
-    """ "peak RSS 1.23 GB in all of modelmon's processes: 1.15 GB in this one, 80.00 MB in
+    """ "peak RSS 1.2 GiB in all of modelmon's processes: 1.1 GiB in this one, 76 MiB in
     its workers (each process's own peak, summed: …)"; "" where the parent's peak was not
     measured. A cgroup's peak (``--memory-limit``) counts shared pages once. Priming is not
     in it (the cache line says what was primed)."""
@@ -250,24 +249,22 @@ def memory_text(result: LoadResult) -> str:
     if tree is None or result.parent_peak_rss is None:
         return ""
     return (
-        f"peak RSS {human_bytes(tree)} in all of modelmon's processes: "
-        f"{human_bytes(result.parent_peak_rss)} in this one, "
-        f"{human_bytes(result.workers_peak_rss)} in the load's workers (each process's own "
+        f"peak RSS {ram_text(tree)} in all of modelmon's processes: "
+        f"{ram_text(result.parent_peak_rss)} in this one, "
+        f"{ram_text(result.workers_peak_rss)} in the load's workers (each process's own "
         "peak, summed: a page several of them map, a library or the model's, counts in each)"
     )
 
 
 def search_memory_text(rec: Recommendation) -> str:
-    """ "peak RSS 80.00 MB in the recommended load's own processes, 1.20 GB at most in all of
+    """ "peak RSS 76 MiB in the recommended load's own processes, 1.1 GiB at most in all of
     modelmon's processes over the search": the pick's memory beside the whole tree's."""
     own = max((r.workers_peak_rss for r in rec.used.results), default=0)
     runs = [r for c in (*rec.ranked, *rec.peers, *rec.unranked) for r in c.results]
     trees = [r.process_tree_peak_rss for r in runs if r.process_tree_peak_rss is not None]
-    text = f"peak RSS {human_bytes(own)} in the recommended load's own processes"
+    text = f"peak RSS {ram_text(own)} in the recommended load's own processes"
     if trees:
-        text += (
-            f", {human_bytes(max(trees))} at most in all of modelmon's processes over the search"
-        )
+        text += f", {ram_text(max(trees))} at most in all of modelmon's processes over the search"
     return text
 
 

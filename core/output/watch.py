@@ -6,6 +6,7 @@ import math
 import os
 import shlex
 
+from modelmon.core.system.memory_limit import ram_text, size_text
 from modelmon.core.units import human_bytes, rate_text
 from modelmon.core.watching.cold_findings import PHASE_WORDS, headline
 from modelmon.core.watching.findings import readers_line
@@ -63,7 +64,7 @@ def _ranks(result: WatchResult) -> list[str]:
             reading = f"{rank.start_s:.2f} → {rank.end_s:.2f} ({rank.end_s - rank.start_s:.2f})"
         lines.append(
             f"          {rank.rank:>4}  {rank.pid:>7}  {human_bytes(rank.model_bytes):>10}  "
-            f"{human_bytes(rank.held_bytes):>10}  {reading}"
+            f"{ram_text(rank.held_bytes):>10}  {reading}"
             + ("" if rank.exited_s is None else f"  exited at {rank.exited_s:.2f}")
         )
     return lines
@@ -82,9 +83,9 @@ def _limit_moment(result: WatchResult) -> str | None:
         return f"limit:    reached at {moment.reached_s:.1f} s{phase}{rank}"
     if moment.headroom_bytes is not None:
         return (
-            f"limit:    at ready {human_bytes(moment.charged_at_ready or 0)} charged of "
-            f"{human_bytes(moment.limit_bytes)}: {human_bytes(moment.headroom_bytes)} headroom "
-            f"({human_bytes(moment.anon_at_ready or 0)} of it anonymous)"
+            f"limit:    at ready {ram_text(moment.charged_at_ready or 0)} charged of "
+            f"{size_text(moment.limit_bytes)}: {ram_text(moment.headroom_bytes)} headroom "
+            f"({ram_text(moment.anon_at_ready or 0)} of it anonymous)"
         )
     return None
 
@@ -143,8 +144,8 @@ def render_watch(result: WatchResult) -> str:
     exited = sum(1 for p in result.processes if p.exited_s is not None)
     lines.append(
         f"tree:     {len(result.processes)} process(es) ({exited} exited), "
-        f"{result.major_faults:,} major faults, peak RSS {human_bytes(result.peak_rss)} "
-        f"(private {human_bytes(result.peak_anon_rss)}), CPU {result.cpu_seconds:.1f} s"
+        f"{result.major_faults:,} major faults, peak RSS {ram_text(result.peak_rss)} "
+        f"(private {ram_text(result.peak_anon_rss)}), CPU {result.cpu_seconds:.1f} s"
     )
     lines += _ranks(result)
     for description in result.descriptions:

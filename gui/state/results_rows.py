@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from modelmon.core import Ceilings, WatchResult
 from modelmon.core.measuring import beyond_spread
-from modelmon.core.output import limit_text, memory_text, primed_text, rate_text
+from modelmon.core.output import limit_text, memory_text, primed_text, ram_text, rate_text
 from modelmon.gui.state.formatting import (
     CEILING_NAMES,
     cache_state_text,
@@ -118,8 +118,8 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
     if column == PEAK_RSS:
         rss = record.peak_rss()
         tree = result.process_tree_peak_rss if result is not None else None
-        text = human_bytes(rss[0]) if rss is not None else "–"
-        return text + (f" · all {human_bytes(tree)}" if tree is not None else "")
+        text = ram_text(rss[0]) if rss is not None else "–"
+        return text + (f" · all {ram_text(tree)}" if tree is not None else "")
     if result is None:
         return "–"
     if column == CACHE:
@@ -250,7 +250,7 @@ def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None)
             return "–"
         return "above its bound" if above_bound(share, ceilings) else f"{share[0]:.0%}"
     if column == PEAK_RSS:
-        return human_bytes(watched.peak_rss) if watched.peak_rss else "–"
+        return ram_text(watched.peak_rss) if watched.peak_rss else "–"
     arrived = f"{human_bytes(watched.bytes_read)} arrived"
     found = findings_words(watched)
     words = [record.status, arrived, *([f"found: {found}"] if found else [])]

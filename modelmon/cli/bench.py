@@ -151,7 +151,7 @@ def unused_by_bench(config: Configuration, cache: str) -> list[str]:
 
 
 def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None) -> str:
-    from modelmon.core.output import human_bytes, pairs_lines, rate_span_text, rate_text
+    from modelmon.core.output import pairs_lines, ram_text, rate_span_text, rate_text
 
     rows = [
         (
@@ -173,8 +173,7 @@ def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None)
                 # One run has no range: its own figure is the median's.
                 rate_span_text(summary.min_mbps, summary.max_mbps) if summary.runs > 1 else "–",
                 f"{summary.median_seconds:.3f}",
-                f"{human_bytes(summary.peak_rss)} / "
-                + (human_bytes(tree) if tree is not None else "–"),
+                f"{ram_text(summary.peak_rss)} / " + (ram_text(tree) if tree is not None else "–"),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -21,12 +21,16 @@ def with_peaks(result: LoadResult, workers: tuple[int, ...], parent: int | None)
     return dataclasses.replace(result, workers=timings, parent_peak_rss=parent)
 
 
+MiB = 1 << 20
+
+
 def test_a_loads_memory_line_sums_its_workers_and_adds_the_parent() -> None:
-    result = with_peaks(run(1000.0), (40 * MB, 60 * MB), 900 * MB)
-    assert result.workers_peak_rss == 100 * MB and result.process_tree_peak_rss == 1000 * MB
+    # Memory in the units of RAM and of a limit (binary), as every figure of memory is said.
+    result = with_peaks(run(1000.0), (40 * MiB, 60 * MiB), 1948 * MiB)
+    assert result.workers_peak_rss == 100 * MiB and result.process_tree_peak_rss == 2 << 30
     assert memory_text(result) == (
-        "peak RSS 1.00 GB in all of modelmon's processes: 900.00 MB in this one, "
-        "100.00 MB in the load's workers (each process's own peak, summed: a page several "
+        "peak RSS 2.0 GiB in all of modelmon's processes: 1.9 GiB in this one, "
+        "100 MiB in the load's workers (each process's own peak, summed: a page several "
         "of them map, a library or the model's, counts in each)"
     )
     primed = dataclasses.replace(
@@ -39,9 +43,9 @@ def test_a_loads_memory_line_sums_its_workers_and_adds_the_parent() -> None:
 
 def test_a_search_says_the_picks_peak_and_the_largest_of_the_tree(sharded_model: Path) -> None:
     best = candidate("sequential", 1000.0, 1010.0, workers=4)
-    best.results = [with_peaks(r, (50 * MB,), 300 * MB) for r in best.results]
+    best.results = [with_peaks(r, (50 * MiB,), 300 * MiB) for r in best.results]
     other = candidate("pread", 700.0, workers=4)
-    other.results = [with_peaks(r, (400 * MB,), 2_000 * MB) for r in other.results]
+    other.results = [with_peaks(r, (400 * MiB,), 2_000 * MiB) for r in other.results]
     rec = Recommendation(
         model=open_model(sharded_model),
         winner=best,
@@ -51,7 +55,7 @@ def test_a_search_says_the_picks_peak_and_the_largest_of_the_tree(sharded_model:
         budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
     )
     assert search_memory_text(rec) == (
-        "peak RSS 50.00 MB in the recommended load's own processes, 2.40 GB at most in all "
+        "peak RSS 50 MiB in the recommended load's own processes, 2.3 GiB at most in all "
         "of modelmon's processes over the search"
     )
 

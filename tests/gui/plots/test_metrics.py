@@ -43,7 +43,7 @@ def test_runs_of_a_and_b_fill_the_metric_plots(qtbot, window: MainWindow, slow_m
     assert "resident" in residency.item.titleLabel.text
     # Peak RSS comes from the sampled workers_rss.
     rss = workspace.results.results.cell_text(workspace.bench.records[0], PEAK_RSS)
-    assert rss.endswith(("MB", "GB", "kB")), rss
+    assert rss.endswith(("MiB", "GiB")), rss  # memory, in the units of RAM
 
 
 def test_no_block_device_is_a_note_not_a_zero_line(qtbot):
