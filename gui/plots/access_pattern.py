@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QWidget
 
 from modelmon.core import Model
 from modelmon.core.runs import DescriptorTally
-from modelmon.gui.plots.style import ThemedPlot, pen, text_line
+from modelmon.gui.plots.style import ThemedPlot, file_line, pen
 from modelmon.gui.state.live import MB, AccessPoints
 from modelmon.gui.theme import Theme, current_theme
 
@@ -134,24 +134,10 @@ class AccessPatternPlot(ThemedPlot):
         for line in self.file_lines:
             self.item.removeItem(line)
         self.file_lines.clear()
-        theme = current_theme()
         base = 0.0
         for file in model.files:
             if len(model.files) > 1:
-                name = file.path.rsplit("/", 1)[-1]
-                line = text_line(
-                    pg.InfiniteLine(
-                        base,
-                        angle=0,
-                        pen=pen(theme.foreground, dashed=True),
-                        label=name,
-                        labelOpts={
-                            "position": 0.02,
-                            "color": theme.foreground,
-                            "anchors": [(0, 1), (0, 1)],
-                        },
-                    )
-                )
+                line = file_line(base, file.path)
                 self.item.addItem(line)
                 self.file_lines.append(line)
             base += file.size / MB

@@ -18,7 +18,7 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import Model
-from modelmon.gui.plots.style import ThemedPlot, pen, text_line
+from modelmon.gui.plots.style import ThemedPlot, file_line
 from modelmon.gui.state.live import MB
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.records import run_key
@@ -56,23 +56,10 @@ class ResidencyPlot(ThemedPlot):
         self.file_lines.clear()
         self.files.clear()
         base = 0.0
-        theme = current_theme()
         for file in model.files:
             self.files.append((file.path, base, file.size / MB))
-            if len(model.files) > 1 and base > 0:  # where it begins, named as in Access pattern
-                line = text_line(
-                    pg.InfiniteLine(
-                        base,
-                        angle=0,
-                        pen=pen(theme.foreground, dashed=True),
-                        label=file.path.rsplit("/", 1)[-1],
-                        labelOpts={
-                            "position": 0.02,
-                            "color": theme.foreground,
-                            "anchors": [(0, 1), (0, 1)],
-                        },
-                    )
-                )
+            if len(model.files) > 1 and base > 0:  # where it begins, as in Access pattern
+                line = file_line(base, file.path)
                 self.item.addItem(line)
                 self.file_lines.append(line)
             base += file.size / MB

@@ -40,6 +40,22 @@ def text_line(line: pg.InfiniteLine, alpha: int = 255) -> pg.InfiniteLine:
     return line
 
 
+def file_line(base_mb: float, path: str) -> pg.InfiniteLine:
+    """The dashed line where a model's file begins on an offset axis, named by the file (in
+    the text colour, following the theme): the access pattern and the page cache draw the
+    same ones."""
+    foreground = current_theme().foreground
+    return text_line(
+        pg.InfiniteLine(
+            base_mb,
+            angle=0,
+            pen=pen(foreground, dashed=True),
+            label=path.rsplit("/", 1)[-1],
+            labelOpts={"position": 0.02, "color": foreground, "anchors": [(0, 1), (0, 1)]},
+        )
+    )
+
+
 FOLLOW_HINT = " Drag or scroll to zoom; double-click to follow the data again."
 # Below this a plot's title, axis labels and tick labels no longer fit beside its data.
 PLOT_MIN_HEIGHT = 180
