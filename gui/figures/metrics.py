@@ -23,7 +23,7 @@ from modelmon.gui.figures.canvas import (
 from modelmon.gui.state.formatting import nice_ceiling
 from modelmon.gui.state.live import MB
 from modelmon.gui.state.metric_views import MetricView, series_names
-from modelmon.gui.state.residency_grid import picture, resident_share
+from modelmon.gui.state.residency_grid import looks_text, picture, resident_share
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -96,6 +96,7 @@ def ended_at(record: RunRecord) -> float:
 
 def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     from matplotlib.colors import LinearSegmentedColormap
+    from matplotlib.patches import Rectangle
 
     figure, axes = plot_over_time(runs, heading, y_label="model offset (MB)")
     axes.grid(False)  # grid lines over the picture would read as cache boundaries
@@ -120,6 +121,21 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
             "cached", ["white", run_colour(record.label)]
         ).with_extremes(bad=(0.0, 0.0, 0.0, 0.0))  # not measured: no colour at all
         shown = picture(maps, files, ended_at(record))
+        # Hatched under the picture: where no look at the page cache was near (NaN cells,
+        # transparent), unlike a cell not cached.
+        axes.add_patch(
+            Rectangle(
+                (shown.start_s, 0.0),
+                shown.width_s,
+                base,
+                facecolor="none",
+                edgecolor=FOREGROUND,
+                alpha=0.35,
+                hatch="////",
+                linewidth=0.0,
+                zorder=0.5,
+            )
+        )
         for grid in shown.grids:
             axes.imshow(
                 np.ma.masked_invalid(grid.cells.T),
@@ -130,6 +146,7 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
                 vmin=0.0,
                 vmax=1.0,
                 interpolation="nearest",
+                zorder=1,
             )
         title = f"Page cache — {run_name(record)}"
         resident = resident_share(maps[-1][1], files)
@@ -144,5 +161,8 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     if runs.y_range is None:
         axes.set_ylim(0.0, max(base, 1e-6))
     axes_ranges(axes, runs)
-    key_below(figure, axes, "white: not cached → the run's colour: fully cached", handles=[])
+    key = "white: not cached → the run's colour: fully cached"
+    if latest is not None and latest[1].residency_maps:
+        key += f" · {looks_text(latest[1].residency_maps)}"
+    key_below(figure, axes, key, handles=[])
     return figure

@@ -13,17 +13,19 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
-from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPen, QShowEvent
+from PySide6.QtWidgets import QGraphicsRectItem, QWidget
 
 from modelmon.core import Model
 from modelmon.gui.plots.style import ThemedPlot, file_line
 from modelmon.gui.state.live import MB
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.records import run_key
-from modelmon.gui.state.residency_grid import Maps, picture, resident_share
+from modelmon.gui.state.residency_grid import Maps, looks_text, picture, resident_share
 from modelmon.gui.theme import current_theme
+
+CACHE_KEY = "background colour: not cached → the run's colour: fully cached"
 
 
 class ResidencyPlot(ThemedPlot):
@@ -39,12 +41,19 @@ class ResidencyPlot(ThemedPlot):
             "cache over time (cachestat or mincore), for the current or last "
             "run: background colour = not cached, the run's colour = cached."
         )
-        self.set_caption("background colour: not cached → the run's colour: fully cached")
+        self.set_caption(CACHE_KEY)
         self.item.setLimits(xMin=0)
         self.follower = self.follow(follow_y=False)  # y: the whole model, fixed per model
         self.files: list[tuple[str, float, float]] = []  # path, base MB, size MB
         self.images: dict[str, pg.ImageItem] = {}
         self.file_lines: list[pg.InfiniteLine] = []
+        # Hatched under the picture: it shows where no look at the page cache was near (the
+        # picture's cells there are NaN, drawn transparent), unlike a cell not cached.
+        self.unlooked = QGraphicsRectItem()
+        self.unlooked.setPen(QPen(Qt.PenStyle.NoPen))
+        self.unlooked.setZValue(-20)
+        self.unlooked.setVisible(False)
+        self.item.addItem(self.unlooked)
         self.label = ""
         self.shown_maps = 0
         self.pending: MetricSnapshot | None = None  # the latest, while on a hidden tab
@@ -69,6 +78,8 @@ class ResidencyPlot(ThemedPlot):
         for image in self.images.values():
             self.item.removeItem(image)
         self.images.clear()
+        self.unlooked.setVisible(False)
+        self.set_caption(CACHE_KEY)
         self.label, self.shown_maps, self.pending = label, 0, None
         self.follower.restart()
         self.set_note(None)
@@ -112,6 +123,13 @@ class ResidencyPlot(ThemedPlot):
         theme = current_theme()
         colours = pg.ColorMap([0.0, 1.0], [theme.background, theme.run_colour(self.label)])
         shown = picture(maps, self.files, end_s)
+        self.set_caption(f"{CACHE_KEY} · {looks_text(maps)}")
+        hatch = QColor(theme.foreground)
+        hatch.setAlpha(90)
+        self.unlooked.setBrush(QBrush(hatch, Qt.BrushStyle.BDiagPattern))
+        total = self.files[-1][1] + self.files[-1][2] if self.files else 0.0
+        self.unlooked.setRect(QRectF(shown.start_s, 0.0, shown.width_s, total))
+        self.unlooked.setVisible(True)
         for grid in shown.grids:
             image = self.images.get(grid.path)
             if image is None:

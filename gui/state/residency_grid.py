@@ -41,23 +41,47 @@ class ResidencyPicture:
         return self.start_s + self.width_s
 
 
-def columns_of(times: np.ndarray, max_columns: int = MAX_COLUMNS) -> tuple[np.ndarray, float]:
-    """Map index per image column, and the column width (s).
+# A look at the page cache stands for the time around it, up to ``MAX_REACH`` of the
+# picture's span. The sampler spaces looks out when they cost too much (a look slows the
+# load it looks at), so a short load may get two or three: between them the picture says
+# "not looked at", not the state of the last look; a long one's looks tile it.
+MAX_REACH = 1 / 8
+MIN_COLUMNS = 48  # across a picture: fine enough that a short load's looks stand apart
+NOT_LOOKED = -1  # a column no look stands for
 
-    Maps come at a steady interval that the sampler may stretch (it thins them on long runs,
-    and spaces them out when they cost too much): columns are as wide as the shorter
-    intervals (a low percentile, so the last map taken just after the load ended doesn't
-    decide), each shows the latest map taken at or before its start, and past
-    ``max_columns``, columns get wider.
-    """
+
+def _columns(
+    times: np.ndarray, first_s: float, span: float, max_columns: int
+) -> tuple[np.ndarray, float]:
+    """Map index per column of a picture from ``first_s`` over ``span`` seconds (NOT_LOOKED
+    where no look is near enough), and the column width."""
+    steps = np.diff(times)
+    steps = steps[steps > 0]
+    width = float(np.percentile(steps, 25)) if len(steps) else span
+    width = min(width or span, span / MIN_COLUMNS) if span > 0 else 0.1
+    count = max(1, min(max_columns, math.ceil(span / width - 1e-6)))
+    width = span / count if span > 0 else width
+    middles = first_s + (np.arange(count) + 0.5) * width
+    after = np.clip(np.searchsorted(times, middles), 1, max(len(times) - 1, 1))
+    before = after - 1
+    if len(times) > 1:
+        closer = np.abs(times[after] - middles) < np.abs(middles - times[before])
+        picks = np.where(closer, after, before)
+    else:
+        picks = np.zeros(count, dtype=np.int64)
+    reach = max(MAX_REACH * span, width / 2)
+    return np.where(np.abs(times[picks] - middles) <= reach, picks, NOT_LOOKED), width
+
+
+def columns_of(times: np.ndarray, max_columns: int = MAX_COLUMNS) -> tuple[np.ndarray, float]:
+    """Map index per image column (NOT_LOOKED where none), and the column width (s), of a
+    run's maps so far: each column shows the look nearest its middle where one is near
+    enough (``MAX_REACH``); past ``max_columns``, columns get wider."""
     if len(times) == 1:
         return np.zeros(1, dtype=np.int64), 0.1
-    width = float(np.percentile(np.diff(times), 25)) or 0.1
-    span = float(times[-1] - times[0]) + width
-    count = max(1, min(max_columns, math.ceil(span / width - 1e-6)))
-    width = span / count
-    starts = times[0] + np.arange(count) * width
-    return np.maximum(np.searchsorted(times, starts + 1e-9, side="right") - 1, 0), width
+    steps = np.diff(times)
+    width = float(np.percentile(steps[steps > 0], 25)) if (steps > 0).any() else 0.1
+    return _columns(times, float(times[0]), float(times[-1] - times[0]) + width, max_columns)
 
 
 def ended_columns(
@@ -69,19 +93,29 @@ def ended_columns(
     shows, the state the load left. Map index per column, the column width and the first
     column's start (s)."""
     clipped = np.minimum(times, end_s)
-    steps = np.diff(clipped)
-    steps = steps[steps > 0]
-    width = float(np.percentile(steps, 25)) if len(steps) else 0.1
     span = end_s - float(clipped[0])
     if span <= 0:  # every map came as it ended: the newest, over the load's last moment
+        steps = np.diff(clipped)
+        steps = steps[steps > 0]
+        width = float(np.percentile(steps, 25)) if len(steps) else 0.1
         width = min(width, end_s) if end_s > 0 else width
         return np.array([len(times) - 1], dtype=np.int64), width, end_s - width
-    count = max(1, min(max_columns, math.ceil(span / width - 1e-6)))
-    width = span / count
-    starts = clipped[0] + np.arange(count) * width
-    picks = np.maximum(np.searchsorted(clipped, starts + 1e-9, side="right") - 1, 0)
+    picks, width = _columns(clipped, float(clipped[0]), span, max_columns)
     picks[-1] = len(times) - 1
     return picks, width, float(clipped[0])
+
+
+def looks_text(maps: Maps) -> str:
+    """How often the picture's maps were taken, and what a column shows: "3 looks, one
+    every 0.52 s (a look slows the load): hatched where none was near"."""
+    times = np.array([t for t, _ in maps], dtype=np.float64)
+    if len(times) < 2:
+        return f"{len(times)} look" if len(times) else ""
+    every = float(np.median(np.diff(times)))
+    return (
+        f"{len(times)} looks, one every {every:.2f} s (a look slows the load): hatched where "
+        "none was near"
+    )
 
 
 def shrink_rows(grid: np.ndarray, rows: int) -> np.ndarray:
@@ -108,7 +142,7 @@ def picture(maps: Maps, files: Files, end_s: float = math.nan) -> ResidencyPictu
     rows = max(MIN_ROWS, MAX_ROWS // max(1, len(files)))
     grids = []
     for path, base, size in files:
-        columns = [maps[i][1].get(path) for i in picks]
+        columns = [maps[i][1].get(path) if i != NOT_LOOKED else None for i in picks]
         bins = next((len(c) for c in columns if c is not None), 0)
         if not bins:
             continue
