@@ -131,7 +131,7 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
             (
                 f"; it held under a {ram_text(found.holds_at)} limit"
                 if found.holds_verified
-                else f"; planned to fit {ram_text(found.holds_at)} (no run at that limit)"
+                else f"; a {ram_text(found.holds_at)} limit should hold it (not run at it)"
             )
             if found.holds_at
             else ""

@@ -22,7 +22,7 @@ from modelmon.gui.state.recommendation_view import RankingRow, where_words
 WAYS_COLUMNS = (
     "#",
     "way",
-    "planned",
+    "needs",
     "runs",
     "slowest rank",
     "vs the pick",
@@ -33,7 +33,7 @@ WAYS_COLUMNS = (
 # What a short header means, on its tooltip: the headers stay narrow, so that the ways' own
 # words have the room of a 1000 px window.
 WAYS_HEADER_TIPS = {
-    "planned": "What its weights and processes are planned to need at once.",
+    "needs": "What its weights and processes were planned to need at once, before it ran.",
     "slowest rank": "When the last rank had its weights: the median of its runs.",
     "node peak": "The node's memory at its peak, page cache and shared memory included.",
     "held": "Its anonymous and shared memory at their peak: what a limit cannot reclaim.",

@@ -145,7 +145,7 @@ def test_a_limit_modelmon_planned_is_said_in_gib_like_the_peak_beside_it() -> No
     found = ranks_found(ranks_run(1.5, int(2.52e9), int(2.1e9)))
     planned = replace(found, holds_at=2816 * MiB, holds_verified=False)
     head = render_ranks_answer(planned, None).split("\n")[0]
-    assert "planned to fit 2.8 GiB (no run at that limit)" in head, head
+    assert "a 2.8 GiB limit should hold it (not run at it)" in head, head
     assert "MiB" not in head
 
 

@@ -28,7 +28,7 @@ def test_the_ranks_panel_says_memory_as_the_limit_is_given() -> None:
     assert not DECIMAL.search(headline), headline
     (row,) = ways_rows(found)
     cells = dict(zip(WAYS_COLUMNS, row.cells, strict=True))
-    assert cells["planned"] == "3.3 GiB"
+    assert cells["needs"] == "3.3 GiB"
     assert (cells["node peak"], cells["held"]) == ("2.3 GiB", "2.0 GiB")
     small = ways_rows(ranks_found(ranks_run(1.5, 300 * MiB, 200 * MiB), limit=GiB))[0]
     assert small.cells[6:8] == ("300 MiB", "200 MiB")
