@@ -36,8 +36,9 @@ COLUMNS = (
         "Peak resident memory of the load's workers together, and of all of modelmon's "
         "processes (this app and the workers; free memory primed before the load is not in "
         "it: the cache tip says it). Summed over processes: a page several of them map (a "
-        "library, the model's pages under mmap) counts in each; under a memory limit, the "
-        "cell's tip gives the cgroup's peak, which counts it once.",
+        "library, the model's pages under mmap) counts in each. Under a memory limit, the "
+        "second figure is the cgroup's peak, which counts such a page once, page cache "
+        "included: what the limit holds.",
     ),
     (
         "Limit",
@@ -119,6 +120,9 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
         rss = record.peak_rss()
         tree = result.process_tree_peak_rss if result is not None else None
         text = ram_text(rss[0]) if rss is not None else "–"
+        limited = record.memory_limit
+        if limited is not None:  # what the limit counts, each page once, in sight of it
+            return f"{text} · cgroup {ram_text(limited.peak_bytes)}"
         return text + (f" · all {ram_text(tree)}" if tree is not None else "")
     if result is None:
         return "–"
@@ -250,7 +254,9 @@ def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None)
             return "–"
         return "above its bound" if above_bound(share, ceilings) else f"{share[0]:.0%}"
     if column == PEAK_RSS:
-        return ram_text(watched.peak_rss) if watched.peak_rss else "–"
+        text = ram_text(watched.peak_rss) if watched.peak_rss else "–"
+        limited = record.memory_limit
+        return f"{text} · cgroup {ram_text(limited.peak_bytes)}" if limited is not None else text
     arrived = f"{human_bytes(watched.bytes_read)} arrived"
     found = findings_words(watched)
     words = [record.status, arrived, *([f"found: {found}"] if found else [])]

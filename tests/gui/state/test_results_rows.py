@@ -76,3 +76,12 @@ def test_an_exported_plots_heading_names_a_runs_memory_limit() -> None:
     _, first, second = plot_heading("m", [limited, free], "now")
     assert first == "A: pread under a 4 GiB memory limit — 500 MB/s in 2.00 s", first
     assert "limit" not in second
+
+
+def test_under_a_limit_the_peak_cell_shows_the_cgroups_peak_beside_the_rss() -> None:
+    """The seventh walk read "4.37 GB · all 5.72 GB" in a row whose limit was 4 GiB: summed
+    RSS counts shared pages in each process. Under a limit the second figure is what the
+    limit counts, the cgroup's peak."""
+    limited = _record(512 * MiB)
+    assert cell_text(limited, PEAK_RSS).endswith(" · cgroup 300 MiB")
+    assert "cgroup" not in cell_text(_record(None), PEAK_RSS)
