@@ -10,6 +10,7 @@ from dataclasses import replace
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.kind import checkpoint_kind
 from modelmon.core.model.records import Model
+from modelmon.core.options import LoadOptions
 from modelmon.core.output.readahead_words import permanent_readahead
 from modelmon.core.output.safetensors_lines import NUMPY_TYPES, safetensors_snippets
 from modelmon.core.output.server_lines import (
@@ -58,7 +59,8 @@ def snippets(
     if remote:  # the servers that stream a bucket, for a prefix they serve (its config.json)
         served = kind == "transformers"
         lines = object_snippets(model, winner, pool, peers, snip) if served else []
-        return [*out, *lines]
+        plain = [c for c in pool if c.role == "baseline" and c.own is not None]
+        return [*out, *[plain_download(model, c) for c in plain[:1]], *lines]
     if model.format == "safetensors":
         out += safetensors_snippets(model, pool)
         if kind == "diffusers":  # a pipeline's or a diffusers model's folder
@@ -118,6 +120,26 @@ def snippets(
 # is wrapped through the unsigned integers of its width, still without a copy.
 TORCH_NUMPY_TYPES = NUMPY_TYPES
 # What load returns, and how a torch user gets tensors of it: the torch line's aside.
+# The options of a plain download that are how it reads (not the cache state a run starts
+# from, nor a check): what its own line passes to modelmon.core.load.
+READING_OPTIONS = ("workers", "threads", "chunk", "partition")
+
+
+def plain_download(model: Model, plain: Candidate) -> Snippet:
+    """A bucket's plain download (one connection, each object in order, in the largest GETs)
+    as a line of its own, measured as the baseline it is: a user who is told to load with
+    it pastes it, whatever the config file holds."""
+    defaults, options = LoadOptions(), plain.options
+    changed = [
+        f"{name}={getattr(options, name)!r}"
+        for name in READING_OPTIONS
+        if getattr(options, name) != getattr(defaults, name)
+    ]
+    call = ", ".join([repr(model.path), repr(plain.strategy), *changed])
+    line = f"import modelmon.core; tensors = modelmon.core.load({call})"
+    return Snippet.of("plain-download", line, model, plain, filled=True)
+
+
 TORCH_ASIDE = (
     "modelmon.core.load returns {tensor name: numpy array}; torch.from_numpy shares each "
     "array's memory: torch tensors without a copy"

@@ -126,7 +126,8 @@ def parse_object_url(text: str) -> ObjectURL:
     rest = text[match.end() :]
     if scheme not in SCHEMES:
         hint = _OTHER_SCHEMES.get(scheme, "modelmon reads s3://, https:// and http:// URLs")
-        raise ObjectURLError(f"{scheme}://", f"not a scheme modelmon reads; {hint}")
+        shown = printable(redact_url(text)[:80])  # the URL typed, to see the typo in
+        raise ObjectURLError(shown, f"not a scheme modelmon reads; {hint}")
     if scheme == "s3":
         return _parse_s3(rest)
     return _parse_http(scheme, rest)

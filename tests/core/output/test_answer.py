@@ -398,3 +398,10 @@ def test_a_bucket_pick_under_the_gain_worth_a_change_says_load_with_a_plain_down
     found = answer(record(in_bucket(model), winner=best, ranked=(best, plain)), "m.toml")
     assert found.action.startswith("Load with a plain download (one connection"), found.action
     assert found.action.endswith("nothing measured here is clearly faster.")
+    # Its own line, measured as the plain download: the config file holds modelmon's best.
+    assert found.paste is not None and found.paste.tool == "plain-download"
+    assert found.paste.text == (
+        f"import modelmon.core; tensors = modelmon.core.load({model.path!r}, 'ranged', "
+        "threads=1, chunk=1073741824)"
+    )
+    assert found.paste.measured_as == plain.spec

@@ -101,6 +101,14 @@ def test_other_urls_are_refused_in_one_line(text: str, says: str) -> None:
         parse_object_url(text)
 
 
+def test_a_scheme_typo_repeats_the_url_typed_without_its_secret() -> None:
+    with pytest.raises(ObjectURLError) as caught:
+        parse_object_url(f"s4://user:{SECRET}@host/models/lab/")
+    said = str(caught.value)
+    assert said.startswith("s4://") and "host/models/lab/" in said, said
+    assert SECRET not in said and "not a scheme modelmon reads" in said
+
+
 def test_paths_are_not_object_urls() -> None:
     for text in ("model.safetensors", "/models/s3:/x", "hf:org/name", "ollama:llama3"):
         assert not is_object_url(text)

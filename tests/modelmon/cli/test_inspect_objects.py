@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -108,8 +110,21 @@ def test_recommend_on_a_bucket_answers_and_its_config_loads_the_bucket(
     answers = ("Load with modelmon, ranged", "Load with Run:ai", "Load with a plain download")
     assert first.startswith(answers), first
     if first.startswith(("Load with modelmon", "Load with a plain download")):
+        # modelmon's line with the config, or a plain download's own line: either pastes
+        # into a fresh Python and loads every tensor from the bucket.
+        paste = next(x for x in done.stdout.splitlines() if x.startswith("Paste ("))
+        tool, line = paste.removeprefix("Paste (").split("): ", 1)
+        assert tool == ("modelmon" if "modelmon," in first else "plain-download"), paste
         own = f"import modelmon.core; tensors = modelmon.core.load('{url}model.safetensors'"
-        assert f"Paste (modelmon): {own}" in done.stdout
+        assert line.startswith(own), line
+        ran = subprocess.run(
+            [sys.executable, "-c", f"{line}; print(len(tensors))"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert ran.returncode == 0 and int(ran.stdout) > 0, ran.stderr
     assert "Measured on this bucket by plain GETs" in done.stdout
     assert SECRET_KEY not in done.stdout + done.stderr + config.read_text()
     loaded = modelmon("load", url, "--config", str(config))
