@@ -356,7 +356,8 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
                 f"; screening them once would take about {unmeasured_s:.0f} s more at "
                 f"this search's pace: a budget of {ask} s or more"
             )
-        lines.append(f"Not measured (no budget left{more}): {', '.join(c.spec for c in skipped)}.")
+        names = ", ".join(c.spec for c in skipped)
+        lines.append(f"Not measured in the search (no budget left{more}): {names}.")
     mmap = _best(rec.ranked, "mmap")
     if winner.strategy == "mmap-view":
         lines.append(

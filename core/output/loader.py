@@ -133,9 +133,21 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
     watch = advice.watch
     if watch is not None and watch.findings:
         finding = watch.findings[0]
-        lines.append(f"What the watch saw of your loader: {finding.text} Fix: {finding.fix}")
-    lines += list(advice.notes)
+        lines.append(
+            sentence(f"What the watch saw of your loader: {finding.text} Fix: {finding.fix}")
+        )
+    lines += [sentence(note) for note in advice.notes]
     return lines
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence of the explanation: its first letter a capital, a full stop
+    at its end (the rounds' notes are written as clauses)."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _snippet(tool: str, text: str, model: Model, candidate: Candidate, note: str = "") -> Snippet:

@@ -105,9 +105,10 @@ def test_the_budget_that_would_screen_what_was_not_measured_is_said(
     # Whether 15 s screens the whole grid depends on the machine (CI's did): both ways agree.
     assert (rec.budget.unmeasured_s > 0) == bool(skipped)
     if not skipped:
-        assert not any(t.startswith("Not measured (no budget") for t in explain(rec))
+        assert not any(t.startswith("Not measured in the search (no budget") for t in explain(rec))
         return
-    line = next(t for t in explain(rec) if t.startswith("Not measured (no budget left"))
+    unmeasured = "Not measured in the search (no budget left"
+    line = next(t for t in explain(rec) if t.startswith(unmeasured))
     ask = int(line.split("a budget of ")[1].split(" s")[0])
     assert ask >= BUDGET_S + rec.budget.unmeasured_s and ask % 10 == 0
 
@@ -373,15 +374,16 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
         unranked=left_out(order),
     )
     text = explain(rec)
-    skipped = next(line for line in text if line.startswith("Not measured (no budget left)"))
+    unmeasured = "Not measured in the search (no budget left)"
+    skipped = next(line for line in text if line.startswith(unmeasured))
     assert late.spec in skipped and runai.spec in skipped and "CONCURRENCY=16" in skipped
     hinted = explain(
         dataclasses.replace(rec, budget=BudgetUse(given_s=60.0, elapsed_s=58.0, unmeasured_s=95.2))
     )
     assert any(
         line.startswith(
-            "Not measured (no budget left; screening them once would take about 95 s more at "
-            "this search's pace: a budget of 160 s or more): "
+            "Not measured in the search (no budget left; screening them once would take about "
+            "95 s more at this search's pace: a budget of 160 s or more): "
         )
         for line in hinted
     )

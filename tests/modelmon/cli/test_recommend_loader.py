@@ -98,7 +98,7 @@ def assert_evidence_said(runs: int, explanation: list[str]) -> None:
     and then the explanation says so."""
     assert runs >= 1
     if runs < EVIDENCE_RUNS:
-        held = f"the budget held {runs} cold run{'s' if runs != 1 else ''} of each finalist"
+        held = f"The budget held {runs} cold run{'s' if runs != 1 else ''} of each finalist"
         assert any(line.startswith(held) for line in explanation), explanation
 
 
