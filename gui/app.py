@@ -106,6 +106,18 @@ def _noted(_number: int, _frame: object) -> None:
     socket; this only keeps Python from ending the process (SIGTERM's default)."""
 
 
+def start_window(window: MainWindow, path: str | None, demo: bool, earlier: list[str]) -> None:
+    """Open ``path`` (or the demo), then say what earlier windows left unsaid: after the
+    open, which clears the message bar, so that the notice stays in sight."""
+    if path:
+        window.open_path(path)
+    elif demo:
+        window.state.use_demo()
+    if earlier:  # every one is in the log; the window says the latest
+        more = f" ({len(earlier) - 1} more in the log)" if len(earlier) > 1 else ""
+        window.messages.show_message(earlier[-1] + more, "warning")
+
+
 def run_app(path: str | None = None, demo: bool = False) -> int:
     """Open the window (on ``path``, or the demo model) and run until it closes; the exit code."""
     logging.basicConfig(level=logging.WARNING, format="modelmon: %(levelname)s: %(message)s")
@@ -116,13 +128,7 @@ def run_app(path: str | None = None, demo: bool = False) -> int:
         window = MainWindow()
         show_unexpected_errors(window, crash)
         window.show()
-        if earlier:  # every one is in the log; the window says the latest
-            more = f" ({len(earlier) - 1} more in the log)" if len(earlier) > 1 else ""
-            window.messages.show_message(earlier[-1] + more, "warning")
-        if path:
-            window.open_path(path)
-        elif demo:
-            window.state.use_demo()
+        start_window(window, path, demo, earlier)
         signals = StopSignals(app, window)
         try:
             return app.exec()

@@ -196,3 +196,14 @@ def test_a_stop_signal_closes_the_app_and_says_which(tmp_path: Path):
 def test_no_secret_reaches_the_log(text: str, kept: str):
     cleaned = scrub(text, {"AWS_SECRET_ACCESS_KEY": SECRET, "HOME": "/home/ada"})
     assert SECRET not in cleaned and kept in cleaned, cleaned
+
+
+def test_the_next_window_says_so_also_when_it_opens_a_file(qtbot, window, small_model: Path):
+    """The eighth walk: ``./dev app FILE`` after a window was killed showed no notice, for
+    opening the file cleared the message bar after the notice was shown."""
+    from modelmon.gui.app import start_window
+
+    notice = "The modelmon window started 2026-11-27 21:24:02 ended without closing (killed)"
+    start_window(window, str(small_model), False, [notice])
+    qtbot.waitUntil(lambda: window.bench.info is not None, timeout=10_000)
+    assert window.messages.message() == notice  # the open, done, left it in sight
