@@ -265,12 +265,14 @@ def recommendation_document(
     rec = as_told(rec, advice)  # one record: the answer's figures in every section
     lead = loader_explanation(advice) if advice is not None else []
     lead += [loader_note] if loader_note else []
+    rounds = (advice.loader, *advice.changes) if advice is not None else ()
+    ran = frozenset(c.spec for c in rounds if c.results)  # in the loader's rounds
     document = build_document(
         rec.model,
         rec.winner,
         rec.ranked,
         rec.ceilings,
-        [*lead, *explain(rec)],
+        [*lead, *explain(rec, measured=ran)],
         config_name=config_name,
         cache="cold",
         usable_ram=rec.usable_ram,

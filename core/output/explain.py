@@ -258,9 +258,13 @@ def _bound_of_curve(storage: Ceiling) -> str:
     )
 
 
-def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]:
+def explain(
+    rec: Recommendation, facts: StorageFacts | None = None, measured: frozenset[str] = frozenset()
+) -> list[str]:
     """The recommendation in sentences: what the storage gives, the pick and its evidence,
-    its rivals and what they teach. ``facts``: the storage (default: the search's own)."""
+    its rivals and what they teach. ``facts``: the storage (default: the search's own);
+    ``measured``: specs measured outside the search (the user's loader's rounds), never
+    listed as not measured."""
     facts = facts if facts is not None else rec.storage
     lines = []
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
@@ -345,7 +349,7 @@ def explain(rec: Recommendation, facts: StorageFacts | None = None) -> list[str]
     failed = [c for c in rec.unranked if c.ended == "failed"]
     if failed:
         lines.append("Failed: " + "; ".join(f"{c.spec}: {c.reason}" for c in failed) + ".")
-    skipped = [c for c in rec.unranked if c.ended == "not measured"]
+    skipped = [c for c in rec.unranked if c.ended == "not measured" and c.spec not in measured]
     if skipped:
         more = ""
         unmeasured_s = rec.budget.unmeasured_s

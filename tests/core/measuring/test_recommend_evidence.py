@@ -377,6 +377,11 @@ def test_a_peer_the_budget_never_reached_is_listed_as_not_measured(sharded_model
     unmeasured = "Not measured in the search (no budget left)"
     skipped = next(line for line in text if line.startswith(unmeasured))
     assert late.spec in skipped and runai.spec in skipped and "CONCURRENCY=16" in skipped
+    # Measured in the user's loader's rounds (the walk's "engine: safetensors" as it is):
+    # not listed as not measured beside the answer that measured it.
+    beside = explain(rec, measured=frozenset({runai.spec}))
+    skipped = next(line for line in beside if line.startswith(unmeasured))
+    assert late.spec in skipped and runai.spec not in skipped
     hinted = explain(
         dataclasses.replace(rec, budget=BudgetUse(given_s=60.0, elapsed_s=58.0, unmeasured_s=95.2))
     )
