@@ -134,13 +134,13 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
     if watch is not None and watch.findings:
         finding = watch.findings[0]
         lines.append(
-            sentence(f"What the watch saw of your loader: {finding.text} Fix: {finding.fix}")
+            _sentence(f"What the watch saw of your loader: {finding.text} Fix: {finding.fix}")
         )
-    lines += [sentence(note) for note in advice.notes]
+    lines += [_sentence(note) for note in advice.notes]
     return lines
 
 
-def sentence(text: str) -> str:
+def _sentence(text: str) -> str:
     """``text`` as a sentence of the explanation: its first letter a capital, a full stop
     at its end (the rounds' notes are written as clauses)."""
     text = text.strip()

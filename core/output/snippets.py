@@ -119,7 +119,6 @@ def snippets(
 # Array types torch.from_numpy takes as they are (numpy's own); any other (bfloat16, float8)
 # is wrapped through the unsigned integers of its width, still without a copy.
 TORCH_NUMPY_TYPES = NUMPY_TYPES
-# What load returns, and how a torch user gets tensors of it: the torch line's aside.
 # The options of a plain download that are how it reads (not the cache state a run starts
 # from, nor a check): what its own line passes to modelmon.core.load.
 READING_OPTIONS = ("workers", "threads", "chunk", "partition")
@@ -140,6 +139,7 @@ def plain_download(model: Model, plain: Candidate) -> Snippet:
     return Snippet.of("plain-download", line, model, plain, filled=True)
 
 
+# What load returns, and how a torch user gets tensors of it: the torch line's aside.
 TORCH_ASIDE = (
     "modelmon.core.load returns {tensor name: numpy array}; torch.from_numpy shares each "
     "array's memory: torch tensors without a copy"

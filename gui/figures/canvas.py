@@ -208,6 +208,14 @@ def key_below(
         figure.supxlabel(words, fontsize=HEADING_POINTS, color="#555555", parse_math=False)
 
 
+def file_line(axes: Axes, base_mb: float, path: str) -> None:
+    """The dashed line where a model's file begins on an offset axis, named by the file, as
+    the access pattern and the page cache draw it on screen (``plots.style.file_line``)."""
+    axes.axhline(base_mb, color=FOREGROUND, ls="--", lw=0.6)
+    name = path.rsplit("/", 1)[-1]
+    axes.text(0.01, base_mb, name, transform=axes.get_yaxis_transform(), va="bottom", fontsize=7.0)
+
+
 def note(axes: Axes, text: str) -> None:
     """Why the plot has nothing to show, in words across it (never a flat line)."""
     from matplotlib.figure import Figure

@@ -13,6 +13,7 @@ from modelmon.gui.figures.canvas import (
     NO_RUN,
     FigureRuns,
     axes_ranges,
+    file_line,
     key_below,
     latest_finished,
     note,
@@ -154,10 +155,7 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
             title += f": {resident:.0%} resident"
     axes.set_title(title, loc="left")
     for path, start, _ in files[1:]:  # where each file begins, named as in Access pattern
-        axes.axhline(start, color=FOREGROUND, ls="--", lw=0.6)
-        name = path.rsplit("/", 1)[-1]
-        transform = axes.get_yaxis_transform()
-        axes.text(0.01, start, name, transform=transform, va="bottom", fontsize=7.0)
+        file_line(axes, start, path)
     if runs.y_range is None:
         axes.set_ylim(0.0, max(base, 1e-6))
     axes_ranges(axes, runs)

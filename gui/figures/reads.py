@@ -12,6 +12,7 @@ from modelmon.gui.figures.canvas import (
     NO_RUN,
     FigureRuns,
     axes_ranges,
+    file_line,
     key_below,
     latest_finished,
     note,
@@ -128,15 +129,7 @@ def access_pattern(runs: FigureRuns, heading: Sequence[str]) -> Figure:
             keys.append(Line2D([], [], color="none", label=f"+{hidden} workers"))
     for file, start in zip(files, bases, strict=False):
         if len(files) > 1:
-            axes.axhline(start, color=FOREGROUND, ls="--", lw=0.6)
-            axes.text(
-                0.01,
-                start,
-                file.path.rsplit("/", 1)[-1],
-                transform=axes.get_yaxis_transform(),
-                va="bottom",
-                fontsize=7.0,
-            )
+            file_line(axes, start, file.path)
     if runs.y_range is None and len(bases) > 1:
         axes.set_ylim(0.0, max(float(bases[-1]), 1e-6))
     axes_ranges(axes, runs)

@@ -50,17 +50,22 @@ MIN_COLUMNS = 48  # across a picture: fine enough that a short load's looks stan
 NOT_LOOKED = -1  # a column no look stands for
 
 
+def _short_step(times: np.ndarray, default: float) -> float:
+    """The shorter intervals between looks (a low percentile, so that the last look, taken
+    just after the load ended, does not decide); ``default`` where there are none."""
+    steps = np.diff(times)
+    steps = steps[steps > 0]
+    return float(np.percentile(steps, 25)) if len(steps) else default
+
+
 def _columns(
     times: np.ndarray, first_s: float, span: float, max_columns: int
 ) -> tuple[np.ndarray, float]:
-    """Map index per column of a picture from ``first_s`` over ``span`` seconds (NOT_LOOKED
-    where no look is near enough), and the column width."""
-    steps = np.diff(times)
-    steps = steps[steps > 0]
-    width = float(np.percentile(steps, 25)) if len(steps) else span
-    width = min(width or span, span / MIN_COLUMNS) if span > 0 else 0.1
+    """Map index per column of a picture from ``first_s`` over ``span`` (> 0) seconds
+    (NOT_LOOKED where no look is near enough), and the column width."""
+    width = min(_short_step(times, span), span / MIN_COLUMNS)
     count = max(1, min(max_columns, math.ceil(span / width - 1e-6)))
-    width = span / count if span > 0 else width
+    width = span / count
     middles = first_s + (np.arange(count) + 0.5) * width
     after = np.clip(np.searchsorted(times, middles), 1, max(len(times) - 1, 1))
     before = after - 1
@@ -79,8 +84,7 @@ def columns_of(times: np.ndarray, max_columns: int = MAX_COLUMNS) -> tuple[np.nd
     enough (``MAX_REACH``); past ``max_columns``, columns get wider."""
     if len(times) == 1:
         return np.zeros(1, dtype=np.int64), 0.1
-    steps = np.diff(times)
-    width = float(np.percentile(steps[steps > 0], 25)) if (steps > 0).any() else 0.1
+    width = _short_step(times, 0.1)
     return _columns(times, float(times[0]), float(times[-1] - times[0]) + width, max_columns)
 
 
@@ -95,9 +99,7 @@ def ended_columns(
     clipped = np.minimum(times, end_s)
     span = end_s - float(clipped[0])
     if span <= 0:  # every map came as it ended: the newest, over the load's last moment
-        steps = np.diff(clipped)
-        steps = steps[steps > 0]
-        width = float(np.percentile(steps, 25)) if len(steps) else 0.1
+        width = _short_step(clipped, 0.1)
         width = min(width, end_s) if end_s > 0 else width
         return np.array([len(times) - 1], dtype=np.int64), width, end_s - width
     picks, width = _columns(clipped, float(clipped[0]), span, max_columns)

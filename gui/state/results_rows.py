@@ -120,9 +120,8 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
         rss = record.peak_rss()
         tree = result.process_tree_peak_rss if result is not None else None
         text = ram_text(rss[0]) if rss is not None else "–"
-        limited = record.memory_limit
-        if limited is not None:  # what the limit counts, each page once, in sight of it
-            return f"{text} · cgroup {ram_text(limited.peak_bytes)}"
+        if record.memory_limit is not None:
+            return _with_cgroup(record, text)
         return text + (f" · all {ram_text(tree)}" if tree is not None else "")
     if result is None:
         return "–"
@@ -228,6 +227,13 @@ def column_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None)
     return COLUMNS[column][1]
 
 
+def _with_cgroup(record: RunRecord, rss: str) -> str:
+    """A Peak RSS cell: ``rss`` and, under a memory limit, the cgroup's peak beside it: what
+    the limit counts, each page once, in sight of it."""
+    limited = record.memory_limit
+    return f"{rss} · cgroup {ram_text(limited.peak_bytes)}" if limited is not None else rss
+
+
 def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None) -> str:
     """A watched program's row: its command, the bytes that really arrived, how fast, what
     was found."""
@@ -254,9 +260,7 @@ def watched_cell_text(record: RunRecord, column: int, ceilings: Ceilings | None)
             return "–"
         return "above its bound" if above_bound(share, ceilings) else f"{share[0]:.0%}"
     if column == PEAK_RSS:
-        text = ram_text(watched.peak_rss) if watched.peak_rss else "–"
-        limited = record.memory_limit
-        return f"{text} · cgroup {ram_text(limited.peak_bytes)}" if limited is not None else text
+        return _with_cgroup(record, ram_text(watched.peak_rss) if watched.peak_rss else "–")
     arrived = f"{human_bytes(watched.bytes_read)} arrived"
     found = findings_words(watched)
     words = [record.status, arrived, *([f"found: {found}"] if found else [])]

@@ -100,16 +100,21 @@ def test_a_fatal_qt_message_is_recorded_with_the_stacks(tmp_path: Path):
     assert "fatal Qt error" in done.stderr and LOG_NAME in done.stderr
 
 
+def next_start_says(tmp_path: Path) -> list[str]:
+    """What the next window's crash log finds that earlier windows left unsaid."""
+    later = CrashLog(tmp_path / "state" / "modelmon")
+    try:
+        return later.install()
+    finally:
+        later.uninstall()
+
+
 def test_a_hard_crash_leaves_its_stacks_and_the_next_start_says_so(tmp_path: Path):
     done = run_app(tmp_path, "segfault")
     assert done.returncode == -signal.SIGSEGV
     log = crash_log(tmp_path)
     assert "Fatal Python error: Segmentation fault" in log and "in slot" in log, log
-    later = CrashLog(tmp_path / "state" / "modelmon")
-    try:
-        (line,) = later.install()
-    finally:
-        later.uninstall()
+    (line,) = next_start_says(tmp_path)
     assert "ended without closing (killed or crashed)" in line and LOG_NAME in line
     assert "ended without closing" in crash_log(tmp_path)
 
@@ -135,11 +140,7 @@ def test_a_window_whose_display_went_says_so_and_the_next_start_says_why(tmp_pat
     assert "the window ended: its display connection broke" in done.stderr, done.stderr
     log = crash_log(tmp_path)
     assert "its display connection broke" in log and "The X11 connection broke" in log, log
-    later = CrashLog(tmp_path / "state" / "modelmon")
-    try:
-        (line,) = later.install()
-    finally:
-        later.uninstall()
+    (line,) = next_start_says(tmp_path)
     assert "ended without closing (its display connection broke)" in line, line
 
 
