@@ -9,13 +9,12 @@ alternating pairs), but for a pick no pair confirmed (``BucketSearch``).
 
 from __future__ import annotations
 
-import math
 import re
+from typing import Any
 
-from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
-from modelmon.core.measuring.search import MIN_GAIN, Duel, Search, run_noise
+from modelmon.core.measuring.search import Duel, Noise, Search, apart_unpaired
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_CHUNK, LoadOptions, MiB
 from modelmon.core.storage.connection import CLIENT_CONNECTIONS
@@ -27,6 +26,8 @@ MAX_CONNECTIONS = 64
 # deviation of log rates): on loopback, 3 runs each of 8 configurations gave 1-13 %
 # (docs/benchmarks/objects.md). Single runs are told apart beyond twice this.
 BUCKET_RUN_NOISE = 0.10
+USUAL_BUCKET = "a bucket's usual"  # whose noise ``BUCKET_RUN_NOISE`` is, in words
+BUCKET_NOISE = Noise(BUCKET_RUN_NOISE, USUAL_BUCKET)
 MIN_PART = 4 * MiB
 
 
@@ -74,22 +75,25 @@ def object_candidates(model: Model, ceilings: Ceilings) -> list[Candidate]:
 
 class BucketSearch(Search):
     """The search of a bucket. Where no pair of the top two fitted the budget, their entry
-    runs pick only when they are apart beyond their runs' noise and by ``MIN_GAIN``: a
-    bucket's runs on a loaded network or a busy server spread by tens of percent. Where
-    neither has two runs to tell its noise, a bucket's usual run-to-run noise
-    (``BUCKET_RUN_NOISE``) stands for it. Otherwise the two are within noise, and the more
-    robust is picked (``Candidate.robustness``: fewer connections, kinder to the bucket and
-    to a fleet reading it at once)."""
+    runs pick only when they are apart beyond their runs' noise and by ``MIN_GAIN``
+    (``apart_unpaired``): a bucket's runs on a loaded network or a busy server spread by tens
+    of percent. Where neither ran twice, the spread of the search's other configurations
+    that did stands for it, and where none did, a bucket's usual run-to-run noise
+    (``BUCKET_RUN_NOISE``). Otherwise the two are within noise, and the more robust is
+    picked (``Candidate.robustness``: fewer connections, kinder to the bucket and to a fleet
+    reading it at once)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.usual = BUCKET_NOISE
 
     def undecided(self, champion: Candidate, challenger: Candidate) -> tuple[Candidate, Duel]:
         faster, slower = sorted((champion, challenger), key=lambda c: c.median_mbps, reverse=True)
         if slower.median_mbps <= 0:
             return faster, Duel(other=slower)
-        gap = math.log(faster.median_mbps / slower.median_mbps)
-        noise = run_noise(faster, slower)
-        noise = BUCKET_RUN_NOISE if math.isinf(noise) else noise
-        if gap > BEYOND_NOISE * noise and gap >= math.log(MIN_GAIN):
-            return faster, Duel(other=slower)
+        noise = self.noise(faster, slower)
+        if apart_unpaired(faster, slower, noise):
+            return faster, Duel(other=slower, noise=noise)
         pick = min((faster, slower), key=lambda c: c.robustness())
         other = slower if pick is faster else faster
-        return pick, Duel(other=other, tie=True)
+        return pick, Duel(other=other, tie=True, noise=noise)

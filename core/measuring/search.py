@@ -60,6 +60,44 @@ class Duel:
     verdict: Verdict | None = None  # their pairs, B/A = other / pick; None: no pair fitted
     tie: bool = False  # within noise or under MIN_GAIN: the more robust one was picked
     pairs: int = 0
+    noise: Noise | None = None  # what an unpaired decision weighed; None: pairs decided
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The run-to-run noise that runs not in pairs are told apart by: the median absolute
+    deviation of log rates (infinite where none is known), and ``of`` whose runs it is
+    (``THEIRS``, ``SEARCH``, or the storage's usual noise where no configuration ran twice)."""
+
+    log: float = math.inf
+    of: str = ""
+
+    @property
+    def known(self) -> bool:
+        return math.isfinite(self.log)
+
+
+THEIRS, SEARCH = "their runs", "this search's runs"
+
+
+def unpaired_noise(a: Candidate, b: Candidate, pool: list[Candidate], usual: Noise) -> Noise:
+    """The noise two candidates' unpaired runs are weighed against: their own runs' spread;
+    where neither ran twice, that of every configuration of the search that did (the same
+    storage in the same minutes); where none did, the storage's ``usual``."""
+    own = run_noise(a, b)
+    if math.isfinite(own):
+        return Noise(own, THEIRS)
+    pooled = run_noise(*pool)
+    return Noise(pooled, SEARCH) if math.isfinite(pooled) else usual
+
+
+def apart_unpaired(faster: Candidate, slower: Candidate, noise: Noise) -> bool:
+    """The one rule for runs not in pairs: the medians are apart beyond ``BEYOND_NOISE`` ×
+    ``noise`` and by ``MIN_GAIN`` at least."""
+    if slower.median_mbps <= 0 or faster.median_mbps <= 0:
+        return False
+    gap = abs(math.log(faster.median_mbps / slower.median_mbps))
+    return gap > BEYOND_NOISE * noise.log and gap >= math.log(MIN_GAIN)
 
 
 def ruled_out_by(facts: StorageFacts | None, candidate: Candidate) -> str | None:
@@ -112,15 +150,15 @@ def settled(ratios: list[float]) -> bool:
 
 
 def decide(
-    own: Candidate, rival: Candidate, ratios: list[float]
+    own: Candidate, rival: Candidate, ratios: list[float], noise: Noise | None = None
 ) -> tuple[Candidate, Candidate, Verdict, bool]:
     """A duel as it stands, from its rival/own ratios: (pick, the other, its verdict vs the
     pick, tie).
 
     From ``MIN_PAIRS`` pairs, judged as an A/B (``ab.judge``: every pair agrees and the gain
-    is beyond the noise); with fewer, on all runs of the two, unpaired: the medians' gap
-    against ``BEYOND_NOISE`` × their runs' noise (``run_noise``). Within noise, or under
-    ``MIN_GAIN`` apart, it is a tie and the more robust (``Candidate.robustness``) is picked.
+    is beyond the noise); with fewer, on all runs of the two, unpaired (``apart_unpaired``,
+    against ``noise``: by default their own runs'). Within noise, or under ``MIN_GAIN``
+    apart, it is a tie and the more robust (``Candidate.robustness``) is picked.
     """
     verdict = judge(ratios)
     if len(ratios) >= MIN_PAIRS:
@@ -128,7 +166,8 @@ def decide(
         apart = clearly_faster(ratios) or clearly_faster([1 / r for r in ratios])
     else:
         gap = math.log(rival.median_mbps / own.median_mbps)
-        apart = abs(gap) > BEYOND_NOISE * run_noise(own, rival)
+        weighed = noise if noise is not None else Noise(run_noise(own, rival), THEIRS)
+        apart = apart_unpaired(own, rival, weighed)
     tie = not apart or abs(gap) < math.log(MIN_GAIN)
     rival_wins = rival.robustness() < own.robustness() if tie else gap > 0
     if rival_wins:
@@ -197,6 +236,9 @@ class Search:
         self.duel: tuple[Candidate, Candidate] | None = None  # (champion, challenger) in pairs
         self.ratios: list[float] = []  # the open duel's pairs: challenger / champion
         self.last: Duel | None = None  # the last settled duel
+        # Where no configuration ran twice, what stands for the storage's run-to-run noise
+        # (a file's: none known, so single runs are never told apart by it).
+        self.usual = Noise()
 
     def run(self) -> tuple[Candidate | None, Duel | None]:
         """Race until nothing more fits; (the pick, how it was settled)."""
@@ -342,9 +384,10 @@ class Search:
     def settle(self) -> None:
         """The open duel decided: its loser leaves the race."""
         assert self.duel is not None
-        best, other, verdict, tie = decide(*self.duel, self.ratios)
+        noise = self.noise(*self.duel) if len(self.ratios) < MIN_PAIRS else None
+        best, other, verdict, tie = decide(*self.duel, self.ratios, noise)
         other.verdict = verdict
-        self.last = Duel(other=other, verdict=verdict, tie=tie, pairs=len(self.ratios))
+        self.last = Duel(other=other, verdict=verdict, tie=tie, pairs=len(self.ratios), noise=noise)
         self.out.append(other)
         self.champion, self.duel, self.ratios = best, None, []
 
@@ -361,6 +404,10 @@ class Search:
         if champion is not None:
             fill(self.race, champion)
         return champion, duel
+
+    def noise(self, a: Candidate, b: Candidate) -> Noise:
+        """What ``a`` and ``b``'s unpaired runs are weighed against (``unpaired_noise``)."""
+        return unpaired_noise(a, b, [c for c in self.queue if c.results], self.usual)
 
     def undecided(self, champion: Candidate, challenger: Candidate) -> tuple[Candidate, Duel]:
         """No pair fitted the budget: the entry runs decide, undecided."""

@@ -13,9 +13,11 @@ from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.advice import clearly_gains
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.search import MIN_GAIN
+from modelmon.core.measuring.object_search import BUCKET_NOISE
+from modelmon.core.measuring.search import MIN_GAIN, Noise, apart_unpaired, unpaired_noise
 from modelmon.core.output.comparison import (
     library_read,
+    noise_words,
     paired_verdict,
     pick_speedup,
     spec_words,
@@ -243,15 +245,15 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     if library is used:  # the library's read, a plain download of a bucket: the fastest way
         other = "the best concurrent setting" if remote else "modelmon's best"
         nearest = _nearest(rec, used)
-        settled = nearest is None or not _tied(rec, nearest)
+        against = _judged(rec, used, nearest) if nearest is not None else _Against(False, None)
         why = (
-            "it is the fastest way measured here"
-            if settled
-            else "nothing measured here is clearly faster"
+            "nothing measured here is clearly faster"
+            if against.tie
+            else "it is the fastest way measured here"
         )
         return Answer(
             f"{verb} {plain}: {why}.",
-            _fastest(used, nearest, other, settled),
+            _fastest(used, nearest, other, against),
             _line(general, used),
         )
     if library is None:
@@ -288,31 +290,54 @@ def _nearest(rec: Recommendation, used: Candidate) -> Candidate | None:
     return max(rest, key=lambda c: c.median_mbps) if rest else None
 
 
-def _tied(rec: Recommendation, other: Candidate) -> bool:
-    """Whether the search found ``other`` within noise of the pick (or under ``MIN_GAIN``
-    apart), which it then kept for being simpler, not faster."""
+@dataclass(frozen=True)
+class _Against:
+    """The pick against ``_nearest`` as the search's rule judged them: ``tie`` (within noise
+    or under ``MIN_GAIN``), and where their runs were not in pairs, the ``noise`` weighed."""
+
+    tie: bool
+    noise: Noise | None
+
+
+def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
+    """The duel's judgement where ``other`` is its other finalist; else the same rule for
+    runs not in pairs (``apart_unpaired``) on the search's runs, never a gain of single runs
+    no noise was weighed against."""
     duel = rec.duel
-    return duel is not None and duel.other is other and duel.tie
+    if duel is not None and duel.other is other:
+        return _Against(duel.tie, duel.noise if duel.verdict is None else None)
+    remote = any(file.remote is not None for file in rec.model.files)
+    usual = BUCKET_NOISE if remote else Noise()
+    pool = [c for c in (*rec.ranked, *rec.unranked) if c.results]
+    noise = unpaired_noise(used, other, pool, usual)
+    faster, slower = sorted((used, other), key=lambda c: c.median_mbps, reverse=True)
+    return _Against(not apart_unpaired(faster, slower, noise), noise)
 
 
-def _fastest(used: Candidate, nearest: Candidate | None, other: str, settled: bool) -> str:
+def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _Against) -> str:
     """The gain of the baseline where it is the pick: over the next fastest measured (by
     their pairs where they ran in pairs, as everywhere), named as ``other``; where the search
-    found the two within noise (not ``settled``), that, and no gain."""
+    found the two within noise, that, and no gain. Runs not in pairs say the noise they were
+    weighed against, so a tie and a gain read by one rule."""
     if nearest is None:
         return (
             f"It loads at {_rate(used)}, {_the_median(used)}; nothing else measured here "
             "completed to compare."
         )
-    if not settled:
+    # A single run's rate says nothing of its spread: what it was weighed against is said.
+    once = min(len(used.results), len(nearest.results)) < 2
+    weighed = noise_words(against.noise) if against.noise is not None and once else ""
+    if against.tie:
+        why = f", within twice {weighed}" if weighed else ""
         return (
             f"{other[0].upper()}{other[1:]} measured here, {spec_words(nearest)}, ran within "
-            f"noise of it: {_against(nearest, used)}."  # the sentence's subject first
+            f"noise of it: {_against(nearest, used)}{why}."  # the sentence's subject first
         )
     gain = pick_speedup(used, nearest) or 0.0
+    why = f", beyond twice {weighed}" if weighed else ""
     return (
         f"{times_text(gain)} as fast as {other} measured here, {spec_words(nearest)}: "
-        f"{_against(used, nearest)}."
+        f"{_against(used, nearest)}{why}."
     )
 
 

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import math
+
 from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.search import MIN_PAIRS
+from modelmon.core.measuring.object_search import USUAL_BUCKET
+from modelmon.core.measuring.search import MIN_PAIRS, SEARCH, THEIRS, Noise
 from modelmon.core.options import MiB
 
 # Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
@@ -97,3 +100,21 @@ def library_read(model_format: str, *, start: bool = False) -> str:
     reader = FORMAT_READERS.get(model_format)
     words = f"the library's own read ({reader})" if reader else "the library's own read"
     return words[0].upper() + words[1:] if start else words
+
+
+def noise_words(noise: Noise) -> str:
+    """The noise runs not in pairs were weighed against, and whose: "the ±27 % their runs
+    spread". Where none was known: why (every configuration ran once)."""
+    if not noise.known:
+        return "a noise no configuration ran twice here to tell"
+    spread = f"±{math.expm1(noise.log):.0%}"
+    if noise.of == THEIRS:
+        return f"the {spread} their runs spread"
+    if noise.of == SEARCH:
+        return f"the {spread} this search's repeated runs spread"
+    if noise.of == USUAL_BUCKET:
+        return (
+            f"a bucket's usual {spread} run-to-run noise (no configuration ran twice here to "
+            "measure this one's)"
+        )
+    return f"{noise.of} {spread} run-to-run noise"

@@ -12,11 +12,12 @@ from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceiling, keeps_bytes
-from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, run_noise
+from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, THEIRS, Noise, run_noise
 from modelmon.core.output.bound_words import far_below_bound
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
     library_read,
+    noise_words,
     pick_speedup,
     robustness_reason,
     spec_words,
@@ -92,12 +93,16 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             f"{rate_text(other.median_mbps)}) fitted the budget: the pick rests on single entry "
             "runs"
         )
+        noise = rec.duel.noise
+        weighed = f" ({noise_words(noise)})" if noise is not None else ""
         if rec.duel.tie and used.robustness() != other.robustness():
             return [
-                f"{head}, which do not tell the two apart beyond their noise, so the simpler "
-                f"one is recommended: {used.spec}, because {robustness_reason(used, other)}. "
-                "Give it a longer budget for a verdict."
+                f"{head}, which do not tell the two apart beyond twice their noise{weighed}, "
+                f"so the simpler one is recommended: {used.spec}, because "
+                f"{robustness_reason(used, other)}. Give it a longer budget for a verdict."
             ]
+        if noise is not None and not rec.duel.tie:
+            head += f", apart by more than twice their noise{weighed}"
         return [f"{head}. Give it a longer budget for a verdict."]
     gain = pick_speedup(used, other) or float("inf")
     head = (
@@ -127,12 +132,12 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             f"{robustness_reason(used, other)}."
         ]
     if pairs < MIN_PAIRS:
-        noise = math.expm1(run_noise(used, other))
+        noise = rec.duel.noise or Noise(run_noise(used, other), THEIRS)
         return [
             head + "too few to estimate the noise, so every run decided: the pick's "
             f"({runs_of(used)}) against the other finalist's ({runs_of(other)}), "
             f"{_times(used.median_mbps, other.median_mbps)} apart, more than "
-            f"{BEYOND_NOISE:g}× the runs' spread (their median deviation, ±{noise:.0%})."
+            f"{BEYOND_NOISE:g}× {noise_words(noise)} (a median deviation)."
         ]
     if verdict.text == "A faster":
         return [head + f"{times_text(gain)} faster, every pair agreeing beyond the noise."]

@@ -120,7 +120,7 @@ def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
     assert (
         "576–707" in text
         and "158–162" in text
-        and "3.78× apart, more than 2× the runs' spread" in text
+        and "3.78× apart, more than 2× the ±1% their runs spread (a median deviation)" in text
     )
 
 
