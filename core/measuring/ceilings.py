@@ -120,7 +120,13 @@ class _Plain:
         return read_throttle(self.paths[0]) if self.paths else None
 
     def _through_throttle(
-        self, name: str, runs: list[float], spec: str, verified: bool, walls: Sequence[float] = ()
+        self,
+        name: str,
+        runs: list[float],
+        spec: str,
+        verified: bool,
+        walls: Sequence[float] = (),
+        curve: tuple[tuple[str, float], ...] = (),
     ) -> Ceiling:
         """A ceiling of cold reads, which passed the cgroup's throttle on the disk where one
         is (a container's I/O limit): its spec names it, and where it set the rate, so does
@@ -128,13 +134,15 @@ class _Plain:
         passed the throttle faster)."""
         throttle = self.throttle
         if throttle is None:
-            return _ceiling(name, runs, spec, verified, walls)
+            return _ceiling(name, runs, spec, verified, walls, curve)
         median = statistics.median(runs)
         spec += f"; {throttle.words()}"
         if not throttle.binds(median):
-            return _ceiling(name, runs, spec, verified, walls)
+            return _ceiling(name, runs, spec, verified, walls, curve)
         slack = throttle.slack(median, self.nbytes)
-        return _ceiling(name, runs, spec, verified, walls, throttle=throttle.words(), slack=slack)
+        return _ceiling(
+            name, runs, spec, verified, walls, curve, throttle=throttle.words(), slack=slack
+        )
 
     def sweep(self, parallel: int, repeats: int) -> Ceiling:
         """The best of a sweep of plain readers, cold, then repeated to ``repeats`` runs."""
@@ -160,7 +168,9 @@ class _Plain:
         )
         setting = self.readings[(*best, "cold")][0].setting
         spec = f"plain reader, best of a sweep: {setting} (swept: {swept}), cold, discard"
-        return self._through_throttle("storage", runs, spec, verified)
+        first = [self.readings[(*s, "cold")][0] for s in settings]
+        curve = tuple((reading.setting, reading.mbps) for reading in first)
+        return self._through_throttle("storage", runs, spec, verified, curve=curve)
 
     def fill(self, model: Model, parallel: int, repeats: int) -> Ceiling:
         """Fresh memory filled by threads alone (the bound), and by ``parallel`` threads while

@@ -358,3 +358,37 @@ def test_a_figure_of_one_run_is_that_runs_no_median_no_range(model: Model) -> No
     two = candidate("sequential", 620, 644, workers=4)
     said = explain(record(model, winner=two, ranked=(two, library)))
     assert any("(median of 2 cold runs, 620–644 MB/s)" in line for line in said), said
+
+
+def test_a_file_bound_found_with_more_readers_names_both_settings(model: Model) -> None:
+    """A new user's walk read "parallel ones with their own descriptors reach 1560 MB/s; the
+    best plain reader, 1995 MB/s, is the storage bound" as a contradiction: the bound came
+    from 8 readers, the parallel ceiling from 4. The sentence names both settings."""
+    sweep = (
+        ("1 reader(s), 16 MiB requests, buffered", 480.0),
+        ("4 reader(s), 16 MiB requests, buffered", 1540.0),
+        ("8 reader(s), 16 MiB requests, buffered", 2010.0),
+    )
+    ceilings = Ceilings(
+        "m",
+        (
+            Ceiling("sequential_read", 500.0, (500.0,), "plain reader, 1 thread(s)", True),
+            Ceiling(
+                "parallel_read",
+                1560.0,
+                (1560.0,),
+                "plain reader, 4 thread(s), own descriptors, 16 MiB reads, cold, discard",
+                True,
+            ),
+            Ceiling(
+                "storage", 1995.0, (1995.0,), "plain reader, best of a sweep", True, curve=sweep
+            ),
+        ),
+    )
+    pick = candidate("sequential", 1500, 1510, 1490, workers=4, chunk=16 * MiB)
+    text = explain(record(model, winner=pick, ranked=(pick,), ceilings=ceilings))[0]
+    assert text == (
+        "Measured on this file by plain readers, cold: one streams 500 MB/s; 4 with their own "
+        "descriptors reach 1560 MB/s; the best of a sweep of plain readers, 8 reader(s), 16 MiB "
+        "requests, buffered, reads at 1995 MB/s: the storage bound."
+    )
