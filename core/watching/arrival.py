@@ -129,7 +129,7 @@ class FileArrival:
             return self._apply(0, self._whole(), start_ns, clock_ns())[0]
         offsets: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
-        unplaced = 0
+        unplaced = fresh = 0
         looked = np.union1d(changed, np.flatnonzero(self._in_flight)).astype(np.int64)
         # Adjacent bins are read as one range: one mincore, one update (per bin, Python's
         # own steps cost more than the page tables' walk).
@@ -154,6 +154,7 @@ class FileArrival:
             if found is not None:
                 offsets.append(found.offsets)
                 lengths.append(found.lengths)
+                fresh += found.first_bytes
             gone_by_bin = np.add.reduceat(gone.astype(np.int64), starts) if len(gone) else counts
             for index, left in zip(range(low, high), gone_by_bin.tolist(), strict=True):
                 unplaced += self._unseen(index, shadows_before[index], left)
@@ -167,7 +168,7 @@ class FileArrival:
             np.concatenate(offsets), np.concatenate(lengths)
         )
         return Arrivals(
-            self.file.index, start_ns, read_ns, merged_offsets, merged_lengths, unplaced
+            self.file.index, start_ns, read_ns, merged_offsets, merged_lengths, unplaced, fresh
         )
 
     def _unseen(self, index: int, shadows_before: int, gone: int) -> int:
@@ -306,6 +307,7 @@ class FileArrival:
         if not arrived.any():
             return None, gone
         state[arrived] = ARRIVED
+        new = arrived & ~self.ever[first:end]
         self.ever[first:end] |= arrived
         self.arrived_pages += int(np.count_nonzero(arrived))
         pages, counts = page_runs(arrived)
@@ -313,7 +315,15 @@ class FileArrival:
         offsets = (pages + first) * PAGE_SIZE
         lengths = np.minimum(counts * PAGE_SIZE, self.size - offsets)
         self.arrived_bytes += int(lengths.sum())
-        return Arrivals(self.file.index, start_ns, end_ns, offsets, lengths), gone
+        fresh = self._bytes_of(first, new)
+        return Arrivals(self.file.index, start_ns, end_ns, offsets, lengths, 0, fresh), gone
+
+    def _bytes_of(self, first: int, pages: np.ndarray) -> int:
+        """Bytes of the pages set in ``pages`` (from page ``first``): the last counts its part."""
+        count = int(np.count_nonzero(pages))
+        if count and first + len(pages) >= self.pages and pages[-1]:
+            return count * PAGE_SIZE - (self.pages * PAGE_SIZE - self.size)
+        return count * PAGE_SIZE
 
     def _count_jumps(self, starts: np.ndarray) -> None:
         """Count the runs starting at pages ``starts`` that do not continue resident data

@@ -18,6 +18,9 @@ class ArrivalTracker:
     def __init__(self) -> None:
         self.files: dict[int, FileArrival] = {}
         self.windows: list[tuple[int, int, int]] = []  # (start_ns, end_ns, bytes) per scan
+        # The same of pages seen for the first time: a page back after an eviction (DAMON's,
+        # a memory limit's) is the model's bytes read again, not more of the model.
+        self.first_windows: list[tuple[int, int, int]] = []
         self.cpu_ns = 0  # of all scans
         self.last_round_cpu_ns = 0
         self.failed: dict[int, str] = {}  # file -> why it cannot be watched
@@ -49,8 +52,11 @@ class ArrivalTracker:
                 found.append(arrivals)
         total = sum(a.bytes for a in found)
         if total:
-            start = min(a.start_ns for a in found)
-            self.windows.append((start, max(a.end_ns for a in found), total))
+            start, end = min(a.start_ns for a in found), max(a.end_ns for a in found)
+            self.windows.append((start, end, total))
+            fresh = sum(a.first_bytes for a in found)
+            if fresh:
+                self.first_windows.append((start, end, fresh))
         self.last_round_cpu_ns = time.thread_time_ns() - started
         self.cpu_ns += self.last_round_cpu_ns
         return found

@@ -187,6 +187,10 @@ def assemble(
     # Nothing of the watched program arrived before it started (or before the attach).
     arrivals = observer.bucket.windows if observer.bucket else observer.arrivals.windows
     windows = [(max(t0_ns, s), max(t0_ns, e), n) for s, e, n in arrivals]
+    # A phase holds the model's bytes that first arrived in it (re-reads are the memory
+    # record's): the phases' bytes add up to what arrived of the model, once each.
+    firsts = observer.bucket.windows if observer.bucket else observer.arrivals.first_windows
+    first_windows = [(max(t0_ns, s), max(t0_ns, e), n) for s, e, n in firsts]
     span = arrival_span(windows)
     first_s = seconds(span[0]) if span else None
     last_s = seconds(span[1]) if span else None
@@ -272,7 +276,7 @@ def assemble(
                 observer.evidence,
                 t0_ns=t0_ns,
                 end_ns=ending.end_ns,
-                windows=windows,
+                windows=first_windows,
                 span=span,
                 model_bytes=result.model_bytes,
                 ready=ready.seen,

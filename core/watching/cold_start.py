@@ -36,7 +36,7 @@ class Phase:
     end_s: float
     cpu_s: float  # user + system, the whole tree's
     cpu_system_s: float
-    model_bytes: int  # of the model, arrived in it
+    model_bytes: int  # of the model, arrived in it for the first time (re-reads apart)
     other_read_bytes: int  # read calls' bytes of files that are not the model (imports...)
     rss_growth_bytes: int  # resident memory of the tree, at its end less at its start
     anon_growth_bytes: int  # of it, private memory (copies of the weights, arrays)

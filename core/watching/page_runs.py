@@ -18,6 +18,8 @@ class Arrivals:
     offsets: np.ndarray  # int64
     lengths: np.ndarray  # int64
     unplaced_bytes: int = 0  # arrived and reclaimed between the two scans: no known offset
+    # Of ``lengths``, the bytes of pages seen for the first time (not back after an eviction)
+    first_bytes: int = 0
 
     @property
     def bytes(self) -> int:

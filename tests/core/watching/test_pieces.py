@@ -119,6 +119,7 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
         found = tracked.scan()
         # From the baseline's look to when this scan had read the pages: they came between.
         assert found is not None and found.start_ns == 1 and before <= found.end_ns <= now_ns()
+        assert found.first_bytes == 4 * PAGE_SIZE  # seen for the first time
         assert list(zip(found.offsets.tolist(), found.lengths.tolist(), strict=True)) == [
             (10 * PAGE_SIZE, 3 * PAGE_SIZE),
             (40 * PAGE_SIZE, PAGE_SIZE),
@@ -130,6 +131,9 @@ def test_arrivals_count_each_page_once_per_arrival_and_see_evictions(tmp_path: P
         path.read_bytes()
         again = tracked.scan()
         assert again is not None and again.bytes == size
+        # The 4 pages back after their eviction are read again, not more of the model: a
+        # cold start's phases add first arrivals up to the model's size, the last page's part.
+        assert again.first_bytes == size - 4 * PAGE_SIZE
         assert tracked.arrived_bytes == 4 * PAGE_SIZE + size
         assert tracked.unique_arrived_bytes() == size
         # A bin all resident is looked at on its turn only, and always by the final scan.
