@@ -163,7 +163,7 @@ class MainWindow(QMainWindow):
         page.bucket.refresh_requested.connect(state.bucket.refresh)
         state.bucket.changed.connect(page.bucket.show_state)
         bench.memory_limit_changed.connect(
-            lambda _limit: self.menus.show_memory_limit(bench.memory_limit_text)
+            lambda _limit: self.menus.show_memory_limit(bench.memory_limit_words)
         )
         page.demo_requested.connect(state.use_demo)
         page.model_chosen.connect(self.open_path)
@@ -307,7 +307,7 @@ class MainWindow(QMainWindow):
             self,
             budget_s=self.settings.recommend_budget() or DEFAULT_BUDGET_S,
             model_format=self.bench.info.model.format,
-            memory_limit_text=self.bench.memory_limit_text,
+            memory_limit_text=self.bench.memory_limit_words,
         )
         if self._ask(dialog, lambda: bool(dialog.exec())):
             self.settings.set_recommend_budget(dialog.budget_s())  # offered the next time

@@ -66,8 +66,10 @@ def _versus(way: WayMeasured, pick: WayMeasured | None) -> str:
         return "–"
     if way is pick:
         return "the pick"
-    slower = f"{(way.seconds / pick.seconds - 1) * 100:+.0f} % slower".replace("-", "−")
-    return f"{slower}: the same speed" if same_speed(way, pick) else slower
+    # Time against the pick's: above it slower, below it faster (a way within noise may be).
+    share = way.seconds / pick.seconds - 1
+    words = f"{abs(share) * 100:.0f} % {'faster' if share < 0 else 'slower'}"
+    return f"{words}: the same speed" if same_speed(way, pick) else words
 
 
 def ways_rows(found: RanksRecommendation) -> list[RankingRow]:

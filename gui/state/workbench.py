@@ -16,6 +16,7 @@ import time
 
 from modelmon.core.errors import OptionsError, printable
 from modelmon.core.options import CacheMode, parse_size
+from modelmon.core.output import limit_text as size_words
 from modelmon.core.system import check_memory_limit, memory_limit_range, memory_limit_unavailable
 from modelmon.gui.state.ab_session import ABState, ab_cache
 from modelmon.gui.state.ceilings_state import CeilingsState, CeilingStore
@@ -289,8 +290,14 @@ class Workbench:
 
     @property
     def memory_limit_text(self) -> str:
-        """The limit as one writes it (``2Gi``, ``512Mi``), empty for none."""
-        return limit_text(self.memory_limit)
+        """The limit as one writes it (``2Gi``, ``512Mi``), empty for none: what its dialog
+        offers to edit."""
+        return k8s_text(self.memory_limit)
+
+    @property
+    def memory_limit_words(self) -> str:
+        """The limit as every figure of memory is said (``4 GiB``), empty for none."""
+        return size_words(self.memory_limit) if self.memory_limit is not None else ""
 
     @staticmethod
     def memory_limit_range() -> str:
@@ -320,7 +327,7 @@ class Workbench:
             self.message.emit(unavailable, "warning")
         elif limit is not None:
             self.message.emit(
-                f"The next runs run under a {limit_text(limit)} memory limit, in a memory "
+                f"The next runs run under a {size_words(limit)} memory limit, in a memory "
                 "cgroup of that size (as in a container).",
                 "info",
             )
@@ -353,7 +360,7 @@ class Workbench:
         return stopped
 
 
-def limit_text(limit: int | None) -> str:
+def k8s_text(limit: int | None) -> str:
     """A memory limit as Kubernetes writes it (``2Gi``, ``512Mi``; bytes when neither)."""
     if limit is None:
         return ""

@@ -14,7 +14,7 @@ from modelmon.gui.figures.metrics import AREA_ALPHA
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.colours import RUN_COLOURS
 from modelmon.gui.state.results_rows import LIMIT, PEAK_RSS
-from modelmon.gui.state.workbench import limit_text
+from modelmon.gui.state.workbench import k8s_text
 
 from ..core.system.test_memory_cgroup import REAL
 from .conftest import open_model, wait_idle
@@ -60,11 +60,11 @@ def test_a_limit_is_refused_in_one_line_then_taken_and_cleared(qtbot, window: Ma
     assert said[0] == "Not a memory limit: lots (write 16Gi or 512Mi)"
     assert said[1].startswith("The memory limit must be from 1 MiB to ") and "not 100k" in said[1]
     assert said[2] == "" and bench.memory_limit == 256 * MiB
-    assert window.menus.memory_limit_action.text() == "Memory &limit: 256Mi…"
+    assert window.menus.memory_limit_action.text() == "Memory &limit: 256 MiB…"
     answer_limit_dialog(window, "")
     assert bench.memory_limit is None
     assert window.menus.memory_limit_action.text() == "Memory &limit: none…"
-    assert limit_text(max_memory_limit()) != ""  # every limit it takes has a text to show
+    assert k8s_text(max_memory_limit()) != ""  # every limit it takes has a text to show
 
 
 @REAL
@@ -73,7 +73,7 @@ def test_a_run_under_the_limit_is_measured_in_its_cgroup_and_plotted(
 ):
     open_model(qtbot, window, small_model)
     assert answer_limit_dialog(window, "512Mi") == [""]
-    assert "512Mi memory limit" in window.messages.message()
+    assert "512 MiB memory limit" in window.messages.message()
     bench = window.bench
     bench.run("A")
     wait_idle(qtbot, window)

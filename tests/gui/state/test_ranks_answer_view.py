@@ -3,6 +3,8 @@ limit it is held against (GiB, MiB), as the command line's answer does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from modelmon.core.output import same_speed_words
 from modelmon.gui.state.ranks_answer_view import (
     WAYS_COLUMNS,
@@ -38,5 +40,10 @@ def test_a_way_at_the_picks_speed_says_so_in_the_table_and_the_why() -> None:
     found, near, far = close_ways()
     assert ranks_notes(found)[0] == same_speed_words(found)  # the Why says it first
     versus = {row.cells[1]: row.cells[5] for row in ways_rows(found)}
-    assert versus[near.way.spec] == "+1 % slower: the same speed"
-    assert versus[far.way.spec] == "+10 % slower"
+    assert versus[near.way.spec] == "1 % slower: the same speed"
+    assert versus[far.way.spec] == "10 % slower"
+    # A way within noise that ran faster than the pick (the pick holds less) says faster.
+    quicker = replace(near, runs=(ranks_run(2.23, int(2.8 * GiB), int(2.5 * GiB)),))
+    found = replace(found, ways=(found.pick, quicker, far))
+    versus = {row.cells[1]: row.cells[5] for row in ways_rows(found)}
+    assert versus[near.way.spec] == "2 % faster: the same speed"
