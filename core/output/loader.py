@@ -133,9 +133,11 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
     watch = advice.watch
     if watch is not None and watch.findings:
         finding = watch.findings[0]
-        lines.append(
-            _sentence(f"What the watch saw of your loader: {finding.text} Fix: {finding.fix}")
-        )
+        # Where a change or modelmon's best was measured clearly faster, the answer is the
+        # fix; the watch's own advice, never run here, is said as such only without one.
+        measured = any(clearly_gains(c, loader) for c in (*advice.changes, advice.modelmon))
+        fix = "" if measured else f" What it usually takes, not measured here: {finding.fix}"
+        lines.append(_sentence(f"What the watch saw of your loader: {finding.text}{fix}"))
     lines += [_sentence(note) for note in advice.notes]
     return lines
 

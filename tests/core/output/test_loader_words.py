@@ -4,6 +4,7 @@ for the decision it reports."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 from modelmon.core.measuring import judge
 from modelmon.core.measuring.advice import LoaderAdvice
@@ -83,3 +84,26 @@ def test_a_change_that_completed_fewer_rounds_than_its_baseline_says_so():
         "rounds its baseline did."
     ), lines[0]
     assert "worth a change" not in lines[0]
+
+
+def test_the_watchs_fix_is_not_said_beside_a_measured_answer():
+    """A new user's walk: the Why named the watch's fix (a read never run here) beside the
+    change the rounds measured. The measured answer is the fix; the watch's own advice is
+    said, marked as not measured, only where nothing measured was clearly faster."""
+    from modelmon.core.watching.result import Finding
+
+    finding = Finding(
+        "mmap-faults", "It read its tensors through page faults.", {}, "Read with read()."
+    )
+    change = replace(
+        engine_run("transformers disable_mmap=true", 150, 153, 147),
+        verdict=judge([1.5, 1.52, 1.49]),
+    )
+    watched = SimpleNamespace(findings=(finding,))
+    lines = loader_explanation(replace(_advice((change,), change), watch=watched))
+    assert "What the watch saw of your loader: It read its tensors through page faults." in lines
+    kept = replace(_advice((), None), modelmon=replace(BEST, verdict=None), watch=watched)
+    assert (
+        "What the watch saw of your loader: It read its tensors through page faults. What it "
+        "usually takes, not measured here: Read with read()."
+    ) in loader_explanation(kept)
