@@ -154,8 +154,8 @@ def page_cache(runs: FigureRuns, heading: Sequence[str]) -> Figure:
         if np.isfinite(resident):
             title += f": {resident:.0%} resident"
     axes.set_title(title, loc="left")
-    for path, start, _ in files[1:]:  # where each file begins, named as in Access pattern
-        file_line(axes, start, path)
+    for path, start, _ in files if len(files) > 1 else ():  # each file's start, as Access
+        file_line(axes, start, path)  # pattern names them, the first at offset 0 too
     if runs.y_range is None:
         axes.set_ylim(0.0, max(base, 1e-6))
     axes_ranges(axes, runs)

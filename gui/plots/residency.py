@@ -67,7 +67,7 @@ class ResidencyPlot(ThemedPlot):
         base = 0.0
         for file in model.files:
             self.files.append((file.path, base, file.size / MB))
-            if len(model.files) > 1 and base > 0:  # where it begins, as in Access pattern
+            if len(model.files) > 1:  # where it begins (the first at 0), as in Access pattern
                 line = file_line(base, file.path)
                 self.item.addItem(line)
                 self.file_lines.append(line)
