@@ -50,12 +50,15 @@ class MetricPlot(ThemedPlot):
         requires: str | None = None,
         parent: QWidget | None = None,
         keys_when: tuple[tuple[str, str], ...] = (),
+        shorter: tuple[tuple[str, str], ...] = (),
     ) -> None:
         super().__init__(title, X_LABEL, y_label, parent=parent)
         self.base_title = title
         self.traces = traces
         # What solid / dashed / faint mean here, below the plot: the words of the lines drawn.
-        self.view = MetricView(title, y_label, traces, key, right_label, requires, keys_when)
+        self.view = MetricView(
+            title, y_label, traces, key, right_label, requires, keys_when, shorter
+        )
         self.key = key
         self.drawn_series: dict[str, set[str]] = {}  # label -> the series its run has
         self.requires = requires  # the metric source without which the plot has no data
@@ -72,7 +75,7 @@ class MetricPlot(ThemedPlot):
         if right_label is not None:
             self._add_right_axis(right_label)
         self._described = False
-        self.set_caption(key)
+        self.set_caption(self.view.key_forms(()))
         self._retitle()
 
     def _add_right_axis(self, label: str) -> None:
@@ -132,7 +135,7 @@ class MetricPlot(ThemedPlot):
         key = self.view.key_for(drawn)
         if key != self.key:
             self.key = key
-            self.set_caption(key)
+            self.set_caption(self.view.key_forms(drawn))
 
     def start_run(self, label: str) -> None:
         """A new run of ``label`` replaces its curves. They are emptied, not removed: making
@@ -274,6 +277,7 @@ def plot_of(view: MetricView) -> MetricPlot:
         right_label=view.right_label,
         requires=view.requires,
         keys_when=view.keys_when,
+        shorter=view.shorter,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
@@ -195,8 +196,9 @@ class ThemedPlot(QWidget):
         run of each."""
         return []
 
-    def set_caption(self, text: str | None) -> None:
-        self.caption.setText(text or "")
+    def set_caption(self, text: str | Sequence[str] | None) -> None:
+        """The key under the plot: a text, or its forms, the whole first (``ElidedLines``)."""
+        self.caption.set_forms([text or ""] if text is None or isinstance(text, str) else text)
 
     def set_plot_min_height(self, height: int) -> None:
         """The least height the plot itself needs (the Blocks plot: a row per block)."""

@@ -33,6 +33,17 @@ class MetricView:
     # Words the key adds while their series is drawn (a memory limit's lines, only under
     # one): the key names no line that is not there, and so fits its plot's two lines.
     keys_when: tuple[tuple[str, str], ...] = ()
+    # A shorter way to say the key, phrase by phrase, where the whole does not fit a small
+    # window's plot (the live plot shows the first form that fits, the figure the whole).
+    shorter: tuple[tuple[str, str], ...] = ()
+
+    def key_forms(self, names: Iterable[str]) -> list[str]:
+        """The key of a plot that draws ``names``, then shorter ways to say it."""
+        key = self.key_for(names)
+        short = key
+        for long, brief in self.shorter:
+            short = short.replace(long, brief)
+        return [key, short] if short != key else [key]
 
     def key_for(self, names: Iterable[str]) -> str:
         """The key of a plot that draws the series ``names``."""
@@ -73,6 +84,7 @@ MEMORY = MetricView(
     "solid: workers' RSS, faint: each worker, dashed: available (right)",
     right_label="available memory (GiB)",
     keys_when=(("limit_bytes", "dotted: limit, areas: anon (dark), cache (light)"),),
+    shorter=(("workers' RSS", "RSS"), ("each worker", "each")),
 )
 DEVICE = MetricView(
     "Device reads",

@@ -105,9 +105,12 @@ class ElidedLines(QLabel):
             self._fit()
 
     def _fits(self, text: str, width: int) -> bool:
-        box = self.fontMetrics().boundingRect(
-            QRect(0, 0, width, 1 << 20), int(Qt.TextFlag.TextWordWrap), text
-        )
+        # A character's width short of the label's: the label lays its words out by its own
+        # text layout, which breaks a line the measure fills to the pixel one word earlier
+        # (a key's last word, cut below the lines there are).
+        metrics = self.fontMetrics()
+        room = max(1, width - metrics.averageCharWidth())
+        box = metrics.boundingRect(QRect(0, 0, room, 1 << 20), int(Qt.TextFlag.TextWordWrap), text)
         return box.height() <= self._lines_height()
 
     def _fit(self) -> None:
