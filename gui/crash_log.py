@@ -202,12 +202,15 @@ class CrashLog:
         words = _words(kind, error) if error is not None else kind.__name__
         self.line(f"internal error in thread {name} ({words}); details in {self.path}")
 
-    def _qt_message(self, fatal: bool, text: str) -> None:
+    def _qt_message(self, fatal: bool, text: str) -> bool:
+        """Record a Qt message that ends the window; True where modelmon's own line said it
+        (Qt's words in it), so that Qt's line is not said again after."""
         first = text.splitlines()[0] if text else ""
         if fatal:  # Qt aborts next: faulthandler then writes the stacks after this
             self.record("fatal Qt message", text)
             self.line(f"fatal Qt error ({first}); see {self.path}")
-        elif DISPLAY_BROKE.search(text):  # Qt exits next
+            return True
+        if DISPLAY_BROKE.search(text):  # Qt exits next
             cause = "its display connection broke"
             self.record(f"the window ended: {cause}", text)
             self.line(f"the window ended: {cause} ({first}); recorded in {self.path}")
@@ -215,6 +218,8 @@ class CrashLog:
             if self.mark is not None:  # the next start says why, not "killed or crashed"
                 with contextlib.suppress(OSError), open(self.mark, "a") as mark:
                     mark.write(f"{cause}\n")
+            return True
+        return False
 
     # --- sessions -----------------------------------------------------------------------------
 
@@ -271,15 +276,17 @@ def _words(kind: type[BaseException], error: BaseException | None) -> str:
     return f"{kind.__name__}: {lines[0]}" if lines else kind.__name__
 
 
-def _install_qt_handler(on_message: Callable[[bool, str], None]) -> object:
+def _install_qt_handler(on_message: Callable[[bool, str], bool]) -> object:
     """Hear Qt's messages: each still goes where it went (stderr, or the handler before),
-    a fatal one is recorded first. The handler before, to put back."""
+    but one that ``on_message`` recorded and said in its own line (Qt's words in it). The
+    handler before, to put back."""
     from PySide6.QtCore import QtMsgType, qFormatLogMessage, qInstallMessageHandler
 
     previous: Any = None
 
     def handler(mode: QtMsgType, context: Any, message: str) -> None:
-        on_message(mode == QtMsgType.QtFatalMsg, message)
+        if on_message(mode == QtMsgType.QtFatalMsg, message):
+            return
         if previous is not None:
             previous(mode, context, message)
         else:
