@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFont, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -61,6 +61,7 @@ CONFIG_NAME = "modelmon.toml"  # the file name the snippets load it by, until it
 # it and wraps; narrower ones (figures) keep their own width. A 1000 px window's tab then
 # shows every column of the ways, the ranking and the snippets, none cut at its edge.
 WRAP_FROM_PX = 240
+COPIED, COPIED_MS = "Copied ✓", 2000  # what the Copy button says, and how long, once it copied
 MAX_TABLE_HEIGHT = 400  # taller, the table scrolls within the tab
 
 
@@ -165,6 +166,11 @@ class RecommendationView(QScrollArea):
         self.paste.setFont(QFont("monospace"))
         self.copy = QPushButton("Copy")
         self.copy.setToolTip("Copy the line to paste to the clipboard")
+        # As wide as its longer word: the line beside it does not move when it says "Copied".
+        metrics = self.copy.fontMetrics()
+        self.copy.setMinimumWidth(
+            metrics.horizontalAdvance(COPIED) + 4 * metrics.averageCharWidth()
+        )
         self.copy.clicked.connect(self._copy_paste)
         self.paste_evidence = QLabel()
         self.paste_evidence.setWordWrap(True)
@@ -218,7 +224,10 @@ class RecommendationView(QScrollArea):
         self.explanation.setVisible(unfolded and self.ranking.isVisible())
 
     def _copy_paste(self) -> None:
+        """Copy the line, and say so on the button for a moment (a copy shows nothing else)."""
         QApplication.clipboard().setText(self.paste.text())
+        self.copy.setText(COPIED)
+        QTimer.singleShot(COPIED_MS, lambda: self.copy.setText("Copy"))
 
     def clear(self, text: str = EMPTY) -> None:
         self.summary.setText(text)

@@ -46,3 +46,21 @@ def test_the_apply_table_says_why_no_server_line_is_there(qtbot, tmp_path: Path)
     tools = [view.snippets.item(r, 0).text() for r in range(view.snippets.rowCount())]
     assert "vllm-lazy" in tools
     assert view.left_out.text() == "" and not view.left_out.isVisible()
+
+
+def test_copy_puts_the_line_on_the_clipboard_and_says_so(qtbot, tmp_path: Path) -> None:
+    """A new user clicked Copy and saw nothing happen: the button says it copied, then goes
+    back to Copy."""
+    from PySide6.QtWidgets import QApplication
+
+    from modelmon.gui.widgets.recommendation_view import COPIED
+
+    view = RecommendationView()
+    qtbot.addWidget(view)
+    view.show()
+    view.draw(_shown(write_safetensors_model(tmp_path / "m", layers=1, hidden=64, vocab=256)))
+    assert view.paste.text() and view.copy.isVisible()
+    view.copy.click()
+    assert QApplication.clipboard().text() == view.paste.text()
+    assert view.copy.text() == COPIED
+    qtbot.waitUntil(lambda: view.copy.text() == "Copy", timeout=10_000)
