@@ -12,7 +12,12 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.advice import loader_config
     from modelmon.core.output.answer import Answer, answered, as_told
     from modelmon.core.output.answer import answer as recommendation_answer
-    from modelmon.core.output.comparison import pick_speedup, shared_fd_caveat, times_text
+    from modelmon.core.output.comparison import (
+        noise_words,
+        pick_speedup,
+        shared_fd_caveat,
+        times_text,
+    )
     from modelmon.core.output.config import build_document, recommendation_document
     from modelmon.core.output.config_text import render as render_config
     from modelmon.core.output.config_text import write_config
@@ -56,7 +61,7 @@ _EXPORTS = (
     ("modelmon.core.output.watch", "render_watch"),
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words pairs_lines"),
     ("modelmon.core.output.explain", "explain_recommendation=explain"),
-    ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text"),
+    ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text noise_words"),
     ("modelmon.core.output.snippets", "recommendation_snippets=snippets servers_left_out"),
     ("modelmon.core.output.answer", "recommendation_answer=answer answered as_told Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),

@@ -16,6 +16,7 @@ from modelmon.core.output import (
     answered,
     in_loader_rounds,
     loader_snippets,
+    noise_words,
     pick_speedup,
     search_memory_text,
     servers_left_out,
@@ -114,7 +115,8 @@ def not_first_words(rec: Recommendation, name: str = PICK) -> str:
     """Why the pick (called ``name``) leads the ranking though a higher median follows it."""
     duel = rec.duel
     if duel is not None and duel.tie and duel.verdict is None:  # no pair fitted the budget
-        return f"their single runs are within a bucket's noise, and {name} is the simpler"
+        noise = noise_words(duel.noise) if duel.noise is not None else "their noise"
+        return f"their single runs are within twice {noise}, and {name} is the simpler"
     if duel is not None and duel.tie:
         return f"paired runs did not separate them, and {name} is the simpler"
     if duel is not None and duel.verdict is not None:
