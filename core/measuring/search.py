@@ -67,10 +67,12 @@ class Duel:
 class Noise:
     """The run-to-run noise that runs not in pairs are told apart by: the median absolute
     deviation of log rates (infinite where none is known), and ``of`` whose runs it is
-    (``THEIRS``, ``SEARCH``, or the storage's usual noise where no configuration ran twice)."""
+    (``THEIRS``, ``SEARCH``, or the storage's usual noise). ``measured``: where the usual
+    noise stands for a smaller spread a few runs showed, that spread (else infinite)."""
 
     log: float = math.inf
     of: str = ""
+    measured: float = math.inf
 
     @property
     def known(self) -> bool:
@@ -83,12 +85,16 @@ THEIRS, SEARCH = "their runs", "this search's runs"
 def unpaired_noise(a: Candidate, b: Candidate, pool: list[Candidate], usual: Noise) -> Noise:
     """The noise two candidates' unpaired runs are weighed against: their own runs' spread;
     where neither ran twice, that of every configuration of the search that did (the same
-    storage in the same minutes); where none did, the storage's ``usual``."""
+    storage in the same minutes); where none did, the storage's ``usual``. Never less than
+    the usual: a spread of two or three runs is itself a guess, and a storage drifts between
+    runs that are not paired more than runs in a row show."""
     own = run_noise(a, b)
-    if math.isfinite(own):
-        return Noise(own, THEIRS)
-    pooled = run_noise(*pool)
-    return Noise(pooled, SEARCH) if math.isfinite(pooled) else usual
+    found = Noise(own, THEIRS) if math.isfinite(own) else Noise(run_noise(*pool), SEARCH)
+    if not found.known:
+        return usual
+    if usual.known and usual.log > found.log:
+        return dataclasses.replace(usual, measured=found.log)
+    return found
 
 
 def apart_unpaired(faster: Candidate, slower: Candidate, noise: Noise) -> bool:

@@ -264,16 +264,23 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     paired = (
         ", by the median of their alternating pairs" if paired_verdict(library) is not None else ""
     )
-    if speedup < MIN_GAIN:  # the pick is not worth a change from what the user runs now
+    # The one rule for the gain as for every comparison the answer states (``_judged``): a
+    # gain its runs do not tell apart from their noise, or under MIN_GAIN, is no change to
+    # make; runs not in pairs say the noise they were weighed against.
+    against = _judged(rec, used, library)
+    weighed = "" if against.noise is None else noise_words(against.noise)
+    if speedup < MIN_GAIN or against.tie:  # not worth a change from what the user runs now
+        why = f", within twice {weighed}" if weighed and speedup >= MIN_GAIN else ""
         return Answer(
             f"{verb} {plain}: nothing measured here is clearly faster.",
             f"modelmon's best, {used.spec}, is {times_text(speedup)} {plain}{paired}: "
-            f"{_against(used, library)}.",
+            f"{_against(used, library)}{why}.",
             _line(general, library),
         )
+    why = f", beyond twice {weighed}" if weighed else ""
     return Answer(
         f"Load with {_how(used)}.",
-        f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}.",
+        f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}{why}.",
         _line(general, used),
     )
 
@@ -324,9 +331,8 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _A
             f"It loads at {_rate(used)}, {_the_median(used)}; nothing else measured here "
             "completed to compare."
         )
-    # A single run's rate says nothing of its spread: what it was weighed against is said.
-    once = min(len(used.results), len(nearest.results)) < 2
-    weighed = noise_words(against.noise) if against.noise is not None and once else ""
+    # Runs not in pairs were weighed against a noise: which one is said, every time.
+    weighed = noise_words(against.noise) if against.noise is not None else ""
     if against.tie:
         why = f", within twice {weighed}" if weighed else ""
         return (

@@ -106,15 +106,18 @@ def noise_words(noise: Noise) -> str:
     """The noise runs not in pairs were weighed against, and whose: "the ±27 % their runs
     spread". Where none was known: why (every configuration ran once)."""
     if not noise.known:
-        return "a noise no configuration ran twice here to tell"
+        return "a noise no configuration had run twice to tell"
     spread = f"±{math.expm1(noise.log):.0%}"
     if noise.of == THEIRS:
         return f"the {spread} their runs spread"
     if noise.of == SEARCH:
         return f"the {spread} this search's repeated runs spread"
+    usual = f"{noise.of} {spread} run-to-run noise"
     if noise.of == USUAL_BUCKET:
+        usual = f"a bucket's usual {spread} run-to-run noise"
+    if math.isfinite(noise.measured):
         return (
-            f"a bucket's usual {spread} run-to-run noise (no configuration ran twice here to "
-            "measure this one's)"
+            f"{usual} (the ±{math.expm1(noise.measured):.0%} a few runs spread here is "
+            "too few to trust less)"
         )
-    return f"{noise.of} {spread} run-to-run noise"
+    return f"{usual} (no configuration had run twice when they were judged)"

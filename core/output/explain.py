@@ -110,8 +110,14 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         f"Paired with the other finalist ({other.spec}, {rate_text(other.median_mbps)}) in "
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
+    noise = rec.duel.noise
     if rec.duel.tie:
-        spread = verdict.note or spread_words(verdict.noise, pairs)
+        # Under MIN_PAIRS pairs the search weighed all their runs against ``noise``: that.
+        spread = (
+            f"within twice {noise_words(noise)}"
+            if pairs < MIN_PAIRS and noise is not None
+            else verdict.note or spread_words(verdict.noise, pairs)
+        )
         ahead = (
             f"the pick {times_text(gain)} faster"
             if gain >= 1
@@ -133,7 +139,7 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             f"{robustness_reason(used, other)}."
         ]
     if pairs < MIN_PAIRS:
-        noise = rec.duel.noise or Noise(run_noise(used, other), THEIRS)
+        noise = noise or Noise(run_noise(used, other), THEIRS)
         return [
             head + "too few to estimate the noise, so every run decided: the pick's "
             f"({runs_of(used)}) against the other finalist's ({runs_of(other)}), "
