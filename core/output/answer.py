@@ -312,7 +312,7 @@ def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
     no noise was weighed against."""
     duel = rec.duel
     if duel is not None and duel.other is other:
-        return _Against(duel.tie, duel.noise if duel.verdict is None else None)
+        return _Against(duel.tie, duel.noise)  # kept only where runs not in pairs decided
     remote = any(file.remote is not None for file in rec.model.files)
     usual = BUCKET_NOISE if remote else Noise()
     pool = [c for c in (*rec.ranked, *rec.unranked) if c.results]

@@ -332,19 +332,22 @@ def test_one_pair_with_the_library_gives_the_gain_all_the_runs_give(model: Model
 
     pick = candidate("sequential", 770, 792, 942, workers=4, chunk=16 << 20)
     library = candidate("library", 526, 401, role="baseline")
-    best, other, verdict, tie = decide(pick, library, [401 / 792])
+    from modelmon.core.measuring.search import Noise, unpaired_noise
+
+    noise = unpaired_noise(pick, library, [pick, library], Noise())  # as the search weighs
+    best, other, verdict, tie = decide(pick, library, [401 / 792], noise)
     assert best is pick and other is library and not tie
     other.verdict = verdict  # as the finals leave it
     rec = record(
         model,
         winner=best,
         ranked=(best, other),
-        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=1),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=1, noise=noise),
     )
     found = answer(rec, "m.toml")
     assert found.gain == (
         f"1.71× {LIBRARY}: 792 MB/s (median of 3 cold runs) against 464 MB/s (median of 2 "
-        "cold runs)."
+        "cold runs), beyond twice the ±13% their runs spread."
     )
     text = " ".join(explain(rec))
     assert "1.71× apart" in text and "the recommendation is 1.71× that" in text
