@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.candidate import Candidate
@@ -121,3 +122,10 @@ def noise_words(noise: Noise) -> str:
             "too few to trust less)"
         )
     return f"{usual} (no configuration had run twice when they were judged)"
+
+
+def counted_words(text: str) -> str:
+    """A record's "1 connection(s)", "8 reader(s)" as a sentence says them: "1 connection",
+    "8 readers" (the records keep their form: stored settings are parsed back by it)."""
+    text = re.sub(r"\b1 (\w+)\(s\)", r"1 \1", text)
+    return re.sub(r"\b(\d+) (\w+)\(s\)", r"\1 \2s", text)

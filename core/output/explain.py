@@ -4,7 +4,6 @@ storage rules out. The snippets for the loaders people use are in ``output.snipp
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING
 
 from modelmon.core.limits import EVIDENCE_RUNS
@@ -12,9 +11,10 @@ from modelmon.core.loaders.registry import get_engine
 from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.ceiling_records import Ceiling, keeps_bytes
+from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS, THEIRS, Noise, run_noise
 from modelmon.core.output.bound_words import far_below_bound
+from modelmon.core.output.ceiling_words import measured_sentence
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
     library_read,
@@ -257,38 +257,6 @@ def _under_limit(rec: Recommendation, used: Candidate) -> list[str]:
     return lines
 
 
-def _bound_of_curve(storage: Ceiling) -> str:
-    """The storage bound of a bucket, told apart from its point on the curve: the point is a
-    short read, the bound whole reads of the model at that setting (the two differ)."""
-    if not storage.curve:
-        return f"the storage bound: {storage.spec_setting}"
-    setting, point = max(storage.curve, key=lambda p: p[1])
-    return (
-        f"plain GETs at the curve's best setting, {setting} ({rate_text(point)} in the "
-        f"curve's short read), read the whole model at {rate_text(storage.mbps)}: the "
-        "storage bound"
-    )
-
-
-def _readers(parallel: Ceiling) -> str:
-    """How many plain readers the parallel-read ceiling ran ("4"), from its spec; "parallel
-    ones" where the spec does not say."""
-    found = re.search(r"(\d+) (?:thread|reader)\(s\)", parallel.spec)
-    return found.group(1) if found else "parallel ones"
-
-
-def _sweep_bound(storage: Ceiling) -> str:
-    """A file's storage bound with the setting of the sweep that gave it: it may be more
-    readers than the parallel-read ceiling's, so it can be faster than that."""
-    if not storage.curve:
-        return f"the best plain reader, {rate_text(storage.mbps)}, is the storage bound"
-    setting = max(storage.curve, key=lambda point: point[1])[0]
-    return (
-        f"the best of a sweep of plain readers, {setting}, reads at "
-        f"{rate_text(storage.mbps)}: the storage bound"
-    )
-
-
 def explain(
     rec: Recommendation, facts: StorageFacts | None = None, measured: frozenset[str] = frozenset()
 ) -> list[str]:
@@ -299,22 +267,8 @@ def explain(
     facts = facts if facts is not None else rec.storage
     lines = []
     used, winner, ceilings = rec.used, rec.winner, rec.ceilings
-    sequential, parallel = ceilings.get("sequential_read"), ceilings.get("parallel_read")
-    storage = ceilings.get("storage")
-    if sequential and parallel and sequential.verified is None:  # a bucket: no page cache
-        best = f"; {_bound_of_curve(storage)}" if storage else ""
-        lines.append(
-            "Measured on this bucket by plain GETs (nothing cached on this machine): "
-            f"{sequential.spec_setting}; {parallel.spec_setting}{best}."
-        )
-    elif sequential and parallel:
-        cold = sequential.verified and parallel.verified
-        best = f"; {_sweep_bound(storage)}" if storage is not None else " (the ceilings)"
-        lines.append(
-            f"Measured on this file by plain readers, {'cold' if cold else 'not verified cold'}"
-            f": one streams {rate_text(sequential.mbps)}; {_readers(parallel)} with their own "
-            f"descriptors reach {rate_text(parallel.mbps)}{best}."
-        )
+    measured_here = measured_sentence(ceilings)
+    lines += [measured_here] if measured_here else []
     binding = ceilings.binding_words()
     if binding:
         lines.append(binding)

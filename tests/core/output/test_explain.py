@@ -389,6 +389,6 @@ def test_a_file_bound_found_with_more_readers_names_both_settings(model: Model) 
     text = explain(record(model, winner=pick, ranked=(pick,), ceilings=ceilings))[0]
     assert text == (
         "Measured on this file by plain readers, cold: one streams 500 MB/s; 4 with their own "
-        "descriptors reach 1560 MB/s; the best of a sweep of plain readers, 8 reader(s), 16 MiB "
+        "descriptors reach 1560 MB/s; the best of a sweep of plain readers, 8 readers, 16 MiB "
         "requests, buffered, reads at 1995 MB/s: the storage bound."
     )
