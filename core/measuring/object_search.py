@@ -14,7 +14,7 @@ from typing import Any
 
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
-from modelmon.core.measuring.search import Duel, Noise, Search, apart_unpaired
+from modelmon.core.measuring.search import Noise, Search
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_CHUNK, LoadOptions, MiB
 from modelmon.core.storage.connection import CLIENT_CONNECTIONS
@@ -77,26 +77,11 @@ def object_candidates(model: Model, ceilings: Ceilings) -> list[Candidate]:
 
 
 class BucketSearch(Search):
-    """The search of a bucket. Where no pair of the top two fitted the budget, their entry
-    runs pick only when they are apart beyond their runs' noise and by ``MIN_GAIN``
-    (``apart_unpaired``): a bucket's runs on a loaded network or a busy server spread by tens
-    of percent. Where neither ran twice, the spread of the search's other configurations
-    that did stands for it, and where none did, a bucket's usual run-to-run noise
-    (``BUCKET_RUN_NOISE``). Otherwise the two are within noise, and the more robust is
-    picked (``Candidate.robustness``: fewer connections, kinder to the bucket and to a fleet
-    reading it at once)."""
+    """The search of a bucket: the file search's, with a bucket's usual run-to-run noise
+    (``BUCKET_RUN_NOISE``: runs on a loaded network or a busy server spread by tens of
+    percent) as the least that unpaired runs are weighed against; where they tie, the more
+    robust is fewer connections, kinder to the bucket and to a fleet reading it at once."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.usual = BUCKET_NOISE
-
-    def undecided(self, champion: Candidate, challenger: Candidate) -> tuple[Candidate, Duel]:
-        faster, slower = sorted((champion, challenger), key=lambda c: c.median_mbps, reverse=True)
-        if slower.median_mbps <= 0:
-            return faster, Duel(other=slower)
-        noise = self.noise(faster, slower)
-        if apart_unpaired(faster, slower, noise):
-            return faster, Duel(other=slower, noise=noise)
-        pick = min((faster, slower), key=lambda c: c.robustness())
-        other = slower if pick is faster else faster
-        return pick, Duel(other=other, tie=True, noise=noise)

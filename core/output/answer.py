@@ -14,7 +14,13 @@ from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.advice import clearly_gains
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.object_search import BUCKET_NOISE
-from modelmon.core.measuring.search import MIN_GAIN, Noise, apart_unpaired, unpaired_noise
+from modelmon.core.measuring.search import (
+    FILE_NOISE,
+    MIN_GAIN,
+    Noise,
+    apart_unpaired,
+    unpaired_noise,
+)
 from modelmon.core.output.comparison import (
     library_read,
     noise_words,
@@ -314,7 +320,7 @@ def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
     if duel is not None and duel.other is other:
         return _Against(duel.tie, duel.noise)  # kept only where runs not in pairs decided
     remote = any(file.remote is not None for file in rec.model.files)
-    usual = BUCKET_NOISE if remote else Noise()
+    usual = BUCKET_NOISE if remote else FILE_NOISE
     pool = [c for c in (*rec.ranked, *rec.unranked) if c.results]
     noise = unpaired_noise(used, other, pool, usual)
     faster, slower = sorted((used, other), key=lambda c: c.median_mbps, reverse=True)

@@ -8,7 +8,6 @@ import re
 
 from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.object_search import USUAL_BUCKET
 from modelmon.core.measuring.search import MIN_PAIRS, SEARCH, THEIRS, Noise
 from modelmon.core.options import MiB
 
@@ -104,8 +103,9 @@ def library_read(model_format: str, *, start: bool = False) -> str:
 
 
 def noise_words(noise: Noise) -> str:
-    """The noise runs not in pairs were weighed against, and whose: "the ±27 % their runs
-    spread". Where none was known: why (every configuration ran once)."""
+    """The noise runs not in pairs were weighed against, and whose: "the ±27% their runs
+    spread", "a bucket's usual ±22% run-to-run noise, more than the ±6% a few runs spread
+    here"."""
     if not noise.known:
         return "a noise no configuration had run twice to tell"
     spread = f"±{math.expm1(noise.log):.0%}"
@@ -114,14 +114,9 @@ def noise_words(noise: Noise) -> str:
     if noise.of == SEARCH:
         return f"the {spread} this search's repeated runs spread"
     usual = f"{noise.of} {spread} run-to-run noise"
-    if noise.of == USUAL_BUCKET:
-        usual = f"a bucket's usual {spread} run-to-run noise"
     if math.isfinite(noise.measured):
-        return (
-            f"{usual} (the ±{math.expm1(noise.measured):.0%} a few runs spread here is "
-            "too few to trust less)"
-        )
-    return f"{usual} (no configuration had run twice when they were judged)"
+        return f"{usual}, more than the ±{math.expm1(noise.measured):.0%} a few runs spread here"
+    return f"{usual}: when the two were judged, no configuration had run twice"
 
 
 def counted_words(text: str) -> str:

@@ -99,11 +99,16 @@ def test_recommend_on_a_bucket_writes_a_config_its_load_applies(
     assert storage is not None
     setting, point = max(storage.curve, key=lambda p: p[1])
     # The bound is whole reads at the curve's best setting, not that point's short read.
+    from modelmon.core.output.comparison import counted_words
+
     assert (
-        f"plain GETs at the curve's best setting, {setting} ({rate_text(point)} in the "
-        f"curve's short read), read the whole model at {rate_text(storage.mbps)}: the storage "
-        "bound"
-    ) in lines[0]
+        counted_words(
+            f"plain GETs at the curve's best setting, {setting} ({rate_text(point)} in the "
+            f"curve's short read), read the whole model at {rate_text(storage.mbps)}: the storage "
+            "bound"
+        )
+        in lines[0]
+    )
     # Nothing of a bucket is cached on this machine: no run of it is called cold.
     assert not [line for line in lines if "cold" in line]
     assert any("reads files, not objects" in line for line in rec.absent_peers)

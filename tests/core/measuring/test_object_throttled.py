@@ -177,12 +177,13 @@ class _OverrunRace:
 
 def test_a_bucket_pick_no_pair_confirmed_is_within_noise_and_has_fewer_connections() -> None:
     """The issue's loopback figures: 16 connections' entry run at 981 MB/s, 4's at 806; no
-    pair fitted. One run each tells no noise: the search says so and picks 4 connections,
-    where the file search takes the faster entry run."""
+    pair fitted. One run each tells no noise of its own: 1.22x is within twice a bucket's
+    usual noise, and within twice a file read's too (one rule in both searches), so both
+    pick 4 connections and say it is a tie."""
     from modelmon.core.measuring.object_search import BucketSearch
     from modelmon.core.measuring.search import Search
 
-    for searching, picked, tie in ((Search, 16, False), (BucketSearch, 4, True)):
+    for searching, picked, tie in ((Search, 4, True), (BucketSearch, 4, True)):
         race = _OverrunRace(5.0, {16: 981.0, 4: 806.0}, {16: 1.0, 4: 3.0})
         grid = [_ranged(16), _ranged(4)]
         best, duel = searching(race, grid, None).run()  # type: ignore[arg-type]

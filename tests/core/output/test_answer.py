@@ -81,7 +81,8 @@ def test_the_library_as_the_pick_says_keep_it(model: Model):
     # Its gain too, over the next fastest measured: the answer always carries one.
     assert found.gain == (
         f"1.79× as fast as modelmon's best measured here, {WHOLE.spec}: 905 MB/s against "
-        "505 MB/s, medians of 3 cold runs each, beyond twice the ±1% their runs spread."
+        "505 MB/s, medians of 3 cold runs each, beyond twice a file read's usual ±11% "
+        "run-to-run noise, more than the ±1% a few runs spread here."
     )
 
 
@@ -241,7 +242,8 @@ def test_a_baseline_of_one_run_is_said_as_one_run_beside_the_picks_three(model: 
     rec = record(model, winner=BEST, ranked=(BEST, library))
     assert answer(rec, "m.toml").gain == (
         f"2.30× {LIBRARY}: 905 MB/s (median of 3 cold runs) against 393 MB/s (1 cold run), "
-        "beyond twice the ±1% their runs spread."
+        "beyond twice a file read's usual ±11% run-to-run noise, more than the ±1% a few "
+        "runs spread here."
     )
 
 
@@ -282,8 +284,8 @@ def test_a_plain_download_that_wins_on_a_bucket_states_its_gain_over_the_concurr
     assert found.gain == (
         f"1.61× as fast as the best concurrent setting measured here, {many.spec} (16 "
         "connections, 16 MiB GETs): 900 MB/s (1 cold run) against 559 MB/s (1 cold run), "
-        "beyond twice a bucket's usual ±22% run-to-run noise (no configuration had run twice "
-        "when they were judged)."
+        "beyond twice a bucket's usual ±22% run-to-run noise: when the two were judged, no "
+        "configuration had run twice."
     )
 
 
@@ -307,8 +309,8 @@ def test_single_bucket_runs_a_gain_and_a_tie_read_by_one_rule(model: Model):
     found = answer(record(bucket, winner=near, ranked=(near, close)), "m.toml")
     assert "nothing measured here is clearly faster" in found.action
     assert found.gain.endswith(
-        "within twice a bucket's usual ±22% run-to-run noise (no "
-        "configuration had run twice when they were judged)."
+        "within twice a bucket's usual ±22% run-to-run noise: when the two were "
+        "judged, no configuration had run twice."
     )
     # A spread of a few runs under a bucket's usual noise is floored at it: the search's
     # pick at 1.49x a plain download, runs within ±6 %, is no change to make.
@@ -317,8 +319,8 @@ def test_single_bucket_runs_a_gain_and_a_tie_read_by_one_rule(model: Model):
     found = answer(record(bucket, winner=quick, ranked=(quick, slow)), "m.toml")
     assert "nothing measured here is clearly faster" in found.action
     assert found.gain.endswith(
-        "within twice a bucket's usual ±22% run-to-run noise (the ±6% a few runs spread here "
-        "is too few to trust less)."
+        "within twice a bucket's usual ±22% run-to-run noise, more than the ±6% a few runs "
+        "spread here."
     ), found.gain
 
 
