@@ -26,6 +26,7 @@ from modelmon.core.output.comparison import (
     noise_words,
     paired_verdict,
     pick_speedup,
+    robustness_reason,
     spec_words,
     times_text,
 )
@@ -275,6 +276,15 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     # make; runs not in pairs say the noise they were weighed against.
     against = _judged(rec, used, library)
     weighed = "" if against.noise is None else noise_words(against.noise)
+    if against.tie and used.robustness() < library.robustness():
+        # Within noise of what the user runs now, and picked for being more robust: said so.
+        why = f", within twice {weighed}" if weighed and speedup >= MIN_GAIN else ""
+        return Answer(
+            f"Load with {_how(used)}: as fast as {plain} within noise, and "
+            f"{robustness_reason(used, library)}.",
+            f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}{why}.",
+            _line(general, used),
+        )
     if speedup < MIN_GAIN or against.tie:  # not worth a change from what the user runs now
         why = f", within twice {weighed}" if weighed and speedup >= MIN_GAIN else ""
         return Answer(
@@ -317,8 +327,10 @@ def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
     runs not in pairs (``apart_unpaired``) on the search's runs, never a gain of single runs
     no noise was weighed against."""
     duel = rec.duel
-    if duel is not None and duel.other is other:
-        return _Against(duel.tie, duel.noise)  # kept only where runs not in pairs decided
+    if duel is not None and duel.other is other and duel.noise is None:
+        return _Against(duel.tie, None)  # their pairs decided
+    # Runs not in pairs: judged again on all their runs as the answer states them (the
+    # search judged its entry runs; the pick's evidence runs came after).
     remote = any(file.remote is not None for file in rec.model.files)
     usual = BUCKET_NOISE if remote else FILE_NOISE
     pool = [c for c in (*rec.ranked, *rec.unranked) if c.results]

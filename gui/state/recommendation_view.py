@@ -51,10 +51,11 @@ PICK = "the pick"
 SEARCH_BEST = "modelmon's best (search)"  # the search's pick beside the answer of a loader
 
 
-def versus_pick(candidate: Candidate, pick: Candidate, name: str = PICK) -> str:
+def versus_pick(candidate: Candidate, pick: Candidate, name: str = PICK, tied: bool = False) -> str:
     """ "the pick", "−54 % (the pick is 2.18× faster)", "+2 %"; "–" unmeasured. Against the
     finalist it was paired with, the pairs' median: the figure the explanation gives. ``name``:
-    what the pick is called."""
+    what the pick is called; ``tied``: the search found the two within noise, which is said
+    instead of a gain."""
     if candidate is pick:
         return name
     if pick.median_mbps <= 0 or not (candidate.results or candidate.stopped_below_mbps):
@@ -64,6 +65,8 @@ def versus_pick(candidate: Candidate, pick: Candidate, name: str = PICK) -> str:
         speedup = pick.median_mbps / (candidate.stopped_below_mbps or pick.median_mbps)
     bound = "under " if not candidate.results else ""
     change = f"{bound}{(1 / speedup - 1) * 100:+.0f} %".replace("-", "−")
+    if tied:
+        return f"{change} (within noise of {name})"
     if speedup > 1:
         return f"{change} ({name} is {times_text(speedup)} faster)"
     return change
@@ -197,7 +200,8 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
             ended = f"{name}: {why}; {ended}"
         elif c in faster:
             ended = f"a higher median than {name}'s, not picked: {why}; {ended}"
-        versus, paired = versus_pick(c, pick, name), paired_text(c, name)
+        tied = rec.duel is not None and rec.duel.other is c and rec.duel.tie
+        versus, paired = versus_pick(c, pick, name, tied), paired_text(c, name)
         if not c.results and versus == "–":  # why it has no figure, where one is looked for
             versus = c.reason or c.ended or "not measured"
         rows.append(

@@ -267,8 +267,12 @@ def test_a_tie_on_single_runs_is_not_said_as_paired_runs(sharded_model: Path) ->
     rec = _recommendation(sharded_model)
     faster = candidate("pread", 1040.0, workers=8)
     rec = dataclasses.replace(rec, ranked=(*rec.ranked, faster), duel=tie_without_pairs(faster))
-    cells = [row.cells[7] for row in ranking_rows(rec)]
+    rows = ranking_rows(rec)
+    cells = [row.cells[7] for row in rows]
     assert not [cell for cell in cells if "paired runs" in cell], cells
+    # Its "vs the pick" says within noise, as the answer does, never a gain of the pick.
+    (tied,) = [row.cells[5] for row in rows if row.cells[1] == faster.spec]
+    assert tied.endswith("(within noise of the pick)") and "faster" not in tied, tied
     assert cells[0].startswith(
         "the pick: their single runs are within twice a bucket's usual ±22% run-to-run noise"
     ), cells[0]
