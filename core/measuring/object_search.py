@@ -10,11 +10,11 @@ alternating pairs), but for a pick no pair confirmed (``BucketSearch``).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
-from modelmon.core.measuring.search import Noise, Search
+from modelmon.core.measuring.noise import BUCKET_NOISE
+from modelmon.core.measuring.search import Search
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_CHUNK, LoadOptions, MiB
 from modelmon.core.storage.connection import CLIENT_CONNECTIONS
@@ -22,15 +22,6 @@ from modelmon.core.storage.connection import CLIENT_CONNECTIONS
 # Where the curve says nothing: what parallel clients of S3 use by default.
 DEFAULT_CONNECTIONS, DEFAULT_PART = CLIENT_CONNECTIONS, 16 * MiB
 MAX_CONNECTIONS = 64
-# A bucket run's usual distance from its configuration's median (the median absolute
-# deviation of log rates). On loopback, 3 runs each of 8 configurations gave 1-13 %
-# (docs/benchmarks/objects.md), but runs of a 2.5 GB model spread further between searches:
-# a plain download at 837, 1,154 and 1,385 MB/s in three alternations (a deviation of 0.18),
-# and one setting's median at 1,351 then 1,004 MB/s in two searches minutes apart. Runs not
-# in pairs are told apart beyond twice this, never beyond twice less.
-BUCKET_RUN_NOISE = 0.20
-USUAL_BUCKET = "a bucket's usual"  # whose noise ``BUCKET_RUN_NOISE`` is, in words
-BUCKET_NOISE = Noise(BUCKET_RUN_NOISE, USUAL_BUCKET)
 MIN_PART = 4 * MiB
 
 
@@ -78,10 +69,8 @@ def object_candidates(model: Model, ceilings: Ceilings) -> list[Candidate]:
 
 class BucketSearch(Search):
     """The search of a bucket: the file search's, with a bucket's usual run-to-run noise
-    (``BUCKET_RUN_NOISE``: runs on a loaded network or a busy server spread by tens of
+    (``noise.BUCKET_RUN_NOISE``: runs on a loaded network or a busy server spread by tens of
     percent) as the least that unpaired runs are weighed against; where they tie, the more
     robust is fewer connections, kinder to the bucket and to a fleet reading it at once."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.usual = BUCKET_NOISE
+    usual = BUCKET_NOISE

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +37,7 @@ from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.measuring.ab import BEYOND_NOISE, Verdict, judge
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import clock_limit
+from modelmon.core.measuring.noise import FILE_NOISE, THEIRS, Noise, run_noise, unpaired_noise
 from modelmon.core.measuring.race import Race
 from modelmon.core.system.storage import StorageFacts
 
@@ -63,45 +63,6 @@ class Duel:
     noise: Noise | None = None  # what an unpaired decision weighed; None: pairs decided
 
 
-@dataclass(frozen=True)
-class Noise:
-    """The run-to-run noise that runs not in pairs are told apart by: the median absolute
-    deviation of log rates (infinite where none is known), and ``of`` whose runs it is
-    (``THEIRS``, ``SEARCH``, or the storage's usual noise). ``measured``: where the usual
-    noise stands for a smaller spread a few runs showed, that spread (else infinite)."""
-
-    log: float = math.inf
-    of: str = ""
-    measured: float = math.inf
-
-    @property
-    def known(self) -> bool:
-        return math.isfinite(self.log)
-
-
-THEIRS, SEARCH = "their runs", "this search's runs"
-# A cold file read's usual distance from its configuration's median (the median absolute
-# deviation of log rates). Cold loads of a 2.5 GB model here: 1,793, 1,864 and 2,280 MB/s
-# of one configuration (deviations 0.04 and 0.20); 2,103, 1,745 and 2,194 of another.
-# Runs not in pairs are told apart beyond twice this, never beyond twice less.
-FILE_NOISE = Noise(0.10, "a file read's usual")
-
-
-def unpaired_noise(a: Candidate, b: Candidate, pool: list[Candidate], usual: Noise) -> Noise:
-    """The noise two candidates' unpaired runs are weighed against: their own runs' spread;
-    where neither ran twice, that of every configuration of the search that did (the same
-    storage in the same minutes); where none did, the storage's ``usual``. Never less than
-    the usual: a spread of two or three runs is itself a guess, and a storage drifts between
-    runs that are not paired more than runs in a row show."""
-    own = run_noise(a, b)
-    found = Noise(own, THEIRS) if math.isfinite(own) else Noise(run_noise(*pool), SEARCH)
-    if not found.known:
-        return usual
-    if usual.known and usual.log > found.log:
-        return dataclasses.replace(usual, measured=found.log)
-    return found
-
-
 def apart_unpaired(faster: Candidate, slower: Candidate, noise: Noise) -> bool:
     """The one rule for runs not in pairs: the medians are apart beyond ``BEYOND_NOISE`` ×
     ``noise`` and by ``MIN_GAIN`` at least."""
@@ -122,20 +83,6 @@ def ruled_out_by(facts: StorageFacts | None, candidate: Candidate) -> str | None
         f"ruled out by storage: {who} sharing one descriptor on a {kind} mount "
         f"({facts.fs_type}) serialise on it: measured once, as the failure mode"
     )
-
-
-def run_noise(*candidates: Candidate) -> float:
-    """The run-to-run noise of ``candidates``' runs, unpaired: the median absolute deviation
-    of every run's log rate from its own candidate's median; infinite without two runs of
-    one candidate to spread."""
-    deviations = [
-        abs(math.log(run.mbps / c.median_mbps))
-        for c in candidates
-        if len(c.results) > 1
-        for run in c.results
-        if run.mbps > 0
-    ]
-    return statistics.median(deviations) if deviations else math.inf
 
 
 def clearly_faster(ratios: list[float], resolution: float = 0.0) -> bool:
@@ -232,6 +179,8 @@ class Search:
     modelmon's candidates (the grid's first ways of loading) have entered. ``reserve``: the
     baseline of the queue enters second, whatever the budget (the module's docstring)."""
 
+    usual = FILE_NOISE  # the storage's usual noise: unpaired runs are weighed against no less
+
     def __init__(
         self,
         race: Race,
@@ -247,8 +196,6 @@ class Search:
         self.duel: tuple[Candidate, Candidate] | None = None  # (champion, challenger) in pairs
         self.ratios: list[float] = []  # the open duel's pairs: challenger / champion
         self.last: Duel | None = None  # the last settled duel
-        # The storage's usual run-to-run noise: unpaired runs are weighed against no less.
-        self.usual = FILE_NOISE
 
     def run(self) -> tuple[Candidate | None, Duel | None]:
         """Race until nothing more fits; (the pick, how it was settled)."""

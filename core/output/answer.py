@@ -13,14 +13,8 @@ from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.advice import clearly_gains
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.object_search import BUCKET_NOISE
-from modelmon.core.measuring.search import (
-    FILE_NOISE,
-    MIN_GAIN,
-    Noise,
-    apart_unpaired,
-    unpaired_noise,
-)
+from modelmon.core.measuring.noise import Noise, unpaired_noise, usual_noise
+from modelmon.core.measuring.search import MIN_GAIN, apart_unpaired
 from modelmon.core.output.comparison import (
     library_read,
     noise_words,
@@ -275,28 +269,26 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     # gain its runs do not tell apart from their noise, or under MIN_GAIN, is no change to
     # make; runs not in pairs say the noise they were weighed against.
     against = _judged(rec, used, library)
-    weighed = "" if against.noise is None else noise_words(against.noise)
+    # Under MIN_GAIN it is no change whatever the noise: no noise is said of it.
+    weighed = _weighed(against) if speedup >= MIN_GAIN else ""
     if against.tie and used.robustness() < library.robustness():
         # Within noise of what the user runs now, and picked for being more robust: said so.
-        why = f", within twice {weighed}" if weighed and speedup >= MIN_GAIN else ""
         return Answer(
             f"Load with {_how(used)}: as fast as {plain} within noise, and "
             f"{robustness_reason(used, library)}.",
-            f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}{why}.",
+            f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}{weighed}.",
             _line(general, used),
         )
     if speedup < MIN_GAIN or against.tie:  # not worth a change from what the user runs now
-        why = f", within twice {weighed}" if weighed and speedup >= MIN_GAIN else ""
         return Answer(
             f"{verb} {plain}: nothing measured here is clearly faster.",
             f"modelmon's best, {used.spec}, is {times_text(speedup)} {plain}{paired}: "
-            f"{_against(used, library)}{why}.",
+            f"{_against(used, library)}{weighed}.",
             _line(general, library),
         )
-    why = f", beyond twice {weighed}" if weighed else ""
     return Answer(
         f"Load with {_how(used)}.",
-        f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}{why}.",
+        f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}{weighed}.",
         _line(general, used),
     )
 
@@ -332,9 +324,8 @@ def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
     # Runs not in pairs: judged again on all their runs as the answer states them (the
     # search judged its entry runs; the pick's evidence runs came after).
     remote = any(file.remote is not None for file in rec.model.files)
-    usual = BUCKET_NOISE if remote else FILE_NOISE
     pool = [c for c in (*rec.ranked, *rec.unranked) if c.results]
-    noise = unpaired_noise(used, other, pool, usual)
+    noise = unpaired_noise(used, other, pool, usual_noise(remote))
     faster, slower = sorted((used, other), key=lambda c: c.median_mbps, reverse=True)
     return _Against(not apart_unpaired(faster, slower, noise), noise)
 
@@ -349,20 +340,24 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _A
             f"It loads at {_rate(used)}, {_the_median(used)}; nothing else measured here "
             "completed to compare."
         )
-    # Runs not in pairs were weighed against a noise: which one is said, every time.
-    weighed = noise_words(against.noise) if against.noise is not None else ""
     if against.tie:
-        why = f", within twice {weighed}" if weighed else ""
         return (
             f"{other[0].upper()}{other[1:]} measured here, {spec_words(nearest)}, ran within "
-            f"noise of it: {_against(nearest, used)}{why}."  # the sentence's subject first
+            f"noise of it: {_against(nearest, used)}{_weighed(against)}."  # subject first
         )
     gain = pick_speedup(used, nearest) or 0.0
-    why = f", beyond twice {weighed}" if weighed else ""
     return (
         f"{times_text(gain)} as fast as {other} measured here, {spec_words(nearest)}: "
-        f"{_against(used, nearest)}{why}."
+        f"{_against(used, nearest)}{_weighed(against)}."
     )
+
+
+def _weighed(against: _Against) -> str:
+    """ ", within twice the ±31% their runs spread" of a tie, ", beyond twice ..." of a gain:
+    the noise runs not in pairs were weighed against, said every time; "" of pairs."""
+    if against.noise is None:
+        return ""
+    return f", {'within' if against.tie else 'beyond'} twice {noise_words(against.noise)}"
 
 
 def _unmeasured(used: Candidate, baseline: Candidate | None, plain: str) -> str:

@@ -296,19 +296,22 @@ def test_single_bucket_runs_a_gain_and_a_tie_read_by_one_rule(model: Model):
     next search of the same bytes. One rule now: runs not in pairs are weighed against their
     spread, never less than a bucket's usual noise, and each answer says which."""
     bucket = in_bucket(model)
+
+    def tied(winner: Candidate, *ranked: Candidate) -> str:
+        """The answer's gain line, where the answer says nothing is clearly faster."""
+        found = answer(record(bucket, winner=winner, ranked=ranked), "m.toml")
+        assert "nothing measured here is clearly faster" in found.action
+        return found.gain
+
     plain = candidate("ranged", 458, 789, threads=1, chunk=1 << 30, role="baseline")
     many = candidate("ranged", 892, threads=16, chunk=16 << 20)
-    found = answer(record(bucket, winner=plain, ranked=(many, plain)), "m.toml")
-    assert "nothing measured here is clearly faster" in found.action
-    assert found.gain.endswith(
+    assert tied(plain, many, plain).endswith(
         "892 MB/s (1 cold run) against 624 MB/s (median of 2 cold runs), "
         "within twice the ±31% their runs spread."
     )
     near = candidate("ranged", 804, threads=1, chunk=1 << 30, role="baseline")
     close = candidate("ranged", 559, threads=16, chunk=16 << 20)
-    found = answer(record(bucket, winner=near, ranked=(near, close)), "m.toml")
-    assert "nothing measured here is clearly faster" in found.action
-    assert found.gain.endswith(
+    assert tied(near, near, close).endswith(
         "within twice a bucket's usual ±22% run-to-run noise: when the two were "
         "judged, no configuration had run twice."
     )
@@ -316,12 +319,11 @@ def test_single_bucket_runs_a_gain_and_a_tie_read_by_one_rule(model: Model):
     # pick at 1.49x a plain download, runs within ±6 %, is no change to make.
     quick = candidate("ranged", 1351, 1260, 1440, threads=4, chunk=64 << 20)
     slow = candidate("ranged", 907, 850, 960, threads=1, chunk=1 << 30, role="baseline")
-    found = answer(record(bucket, winner=quick, ranked=(quick, slow)), "m.toml")
-    assert "nothing measured here is clearly faster" in found.action
-    assert found.gain.endswith(
+    gain = tied(quick, quick, slow)
+    assert gain.endswith(
         "within twice a bucket's usual ±22% run-to-run noise, more than the ±6% a few runs "
         "spread here."
-    ), found.gain
+    ), gain
 
 
 def test_one_pair_with_the_library_gives_the_gain_all_the_runs_give(model: Model):
@@ -334,7 +336,7 @@ def test_one_pair_with_the_library_gives_the_gain_all_the_runs_give(model: Model
 
     pick = candidate("sequential", 770, 792, 942, workers=4, chunk=16 << 20)
     library = candidate("library", 526, 401, role="baseline")
-    from modelmon.core.measuring.search import Noise, unpaired_noise
+    from modelmon.core.measuring.noise import Noise, unpaired_noise
 
     noise = unpaired_noise(pick, library, [pick, library], Noise())  # as the search weighs
     best, other, verdict, tie = decide(pick, library, [401 / 792], noise)
@@ -457,7 +459,7 @@ def test_a_robust_pick_within_noise_of_the_library_is_said_as_picked(model: Mode
     config that applies sequential, and "within twice ±11%" of figures 1.29x apart (the
     pick's evidence runs came after the judgement). The answer now judges all the runs it
     states, and where they tie says the search's pick and why it is picked."""
-    from modelmon.core.measuring.search import FILE_NOISE
+    from modelmon.core.measuring.noise import FILE_NOISE
 
     pick = candidate("sequential", 818, 1019, 1300, workers=4, chunk=16 << 20)
     library = candidate("library", 793, role="baseline")
