@@ -243,7 +243,7 @@ class Menus:
             "&Measure ceilings",
             "Ctrl+Shift+M",
             bench.measure_ceilings,
-            "Measure what this storage gives on this file.",
+            "Measure what this storage gives on this model.",
         )
         self.recommend_action = action(
             runs,

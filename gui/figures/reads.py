@@ -70,7 +70,7 @@ def _ceilings(axes: Axes, runs: FigureRuns) -> None:
             ls="--",
             lw=0.8,
             alpha=CEILING_ALPHA,
-            label="ceilings measured on this file" if index == 0 else None,
+            label="ceilings measured on this model" if index == 0 else None,
         )
         right = index % 2 == 0
         axes.text(

@@ -37,7 +37,7 @@ class ThroughputPlot(ThemedPlot):
             "Tensor bytes read per time bin (10–100 ms, coarser for longer "
             "loads), as MB/s; a read spanning bins counts in each by its "
             "overlap. Dashed in a run's colour: warm-up prefetch reads. Dashed "
-            "grey: the bounds and ceilings measured on this file by plain readers "
+            "grey: the bounds and ceilings measured on this model by plain readers "
             "(Run ▸ Measure ceilings): 'storage' bounds a load that discards or maps "
             "its bytes, the lower of 'storage' and 'memory fill' one that keeps them."
         )
@@ -80,7 +80,7 @@ class ThroughputPlot(ThemedPlot):
         self.set_title("Throughput", keys)
         captions = []
         if self.ceiling_lines:
-            captions.append("dashed grey lines: ceilings measured on this file")
+            captions.append("dashed grey lines: ceilings measured on this model")
         if self.prefetch_curves:
             captions.append("dashed in a run's colour: warm-up prefetch reads")
         self.set_caption(" · ".join(captions))

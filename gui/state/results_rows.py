@@ -25,7 +25,7 @@ COLUMNS = (
     ("Rate", "Tensor bytes loaded per second (decimal: MB/s, kB/s under 1 MB/s)."),
     (
         "% of bound",
-        "The rate as a share of the bound that applies to the run, measured on this file by plain "
+        "The rate as a share of the bound that applies to the run, measured on this model by plain "
         "readers (Run ▸ Measure ceilings): the storage for a load that discards or maps its "
         "bytes, the lower of the storage and the memory fill for one that keeps them, the warm "
         "read for a warm run. Above its bound by more than the bound's spread is no efficiency: "

@@ -130,7 +130,7 @@ class CompareBar(QWidget):
         # The bounds first when all of them do not fit the room: the rest are in the tooltip.
         self.ceilings_label.set_forms(ceilings_forms(ceilings, measured_when(ceilings)))
         self.ceilings_label.setToolTip(
-            "Ceilings measured on this file (the dashed lines), one set per model and "
+            "Ceilings measured on this model (the dashed lines), one set per model and "
             "storage, kept across sessions (Measure ceilings and recommendations share it):\n"
             + "\n".join(ceiling_lines(ceilings))
         )

@@ -97,3 +97,26 @@ def label_problems(plot: ThroughputPlot) -> list[str]:
     for i, (box, text) in enumerate(boxes):
         problems += [f"{text!r} over {o!r}" for b, o in boxes[i + 1 :] if box.intersects(b)]
     return problems
+
+
+def test_a_buckets_ceilings_are_not_said_to_be_measured_on_a_file(qtbot) -> None:
+    """A bucket's ceilings (no page cache: verified is None) are plain GETs of objects: the
+    caption under the plot, on screen and in an exported image, names no file."""
+    plot = ThroughputPlot()
+    qtbot.addWidget(plot)
+    plot.set_ceilings(
+        Ceilings(
+            "s3://models/lab/",
+            tuple(
+                Ceiling(name, mbps, (mbps,), f"{n} connection(s), 64 MiB GETs", None)
+                for name, mbps, n in (
+                    ("sequential_read", 620.0, 1),
+                    ("parallel_read", 1290.0, 4),
+                    ("storage", 1400.0, 16),
+                )
+            ),
+        )
+    )
+    caption = plot.caption.text()
+    assert caption.startswith("dashed grey lines: ceilings measured on this model"), caption
+    assert "file" not in caption and "file" not in plot.toolTip(), plot.toolTip()
