@@ -15,7 +15,8 @@ best meet in duels of alternating pairs that stop as soon as their own noise set
   the more robust (``Candidate.robustness``) wins. The loser leaves the race, the next
   challenger steps up, and entry resumes as far as the budget allows.
 - End: when nothing more fits, an open duel is judged as it stands (``decide``); the pick is
-  brought to ``EVIDENCE_RUNS`` runs, then spare budget buys more runs of it.
+  brought to ``EVIDENCE_RUNS`` runs, then spare budget buys more runs of it. A duel decided
+  on runs not in pairs is judged again on all those runs (``Search.judged_again``).
 - The baseline (``role == "baseline"``: the format library's own read, a plain download of a
   bucket: what a user runs who changes nothing) is the one run the answer's gain rests on.
   With ``reserve``, it enters right after the first run, before the budget is spent on
@@ -61,6 +62,7 @@ class Duel:
     tie: bool = False  # within noise or under MIN_GAIN: the more robust one was picked
     pairs: int = 0
     noise: Noise | None = None  # what an unpaired decision weighed; None: pairs decided
+    ratios: tuple[float, ...] = ()  # the pairs' other / pick rates, as ``verdict`` judged them
 
 
 def apart_unpaired(faster: Candidate, slower: Candidate, noise: Noise) -> bool:
@@ -344,7 +346,11 @@ class Search:
         noise = self.noise(*self.duel) if len(self.ratios) < MIN_PAIRS else None
         best, other, verdict, tie = decide(*self.duel, self.ratios, noise)
         other.verdict = verdict
-        self.last = Duel(other=other, verdict=verdict, tie=tie, pairs=len(self.ratios), noise=noise)
+        kept = best is self.duel[0]  # the ratios are challenger / champion
+        ratios = tuple(r if kept else 1 / r for r in self.ratios)
+        self.last = Duel(
+            other=other, verdict=verdict, tie=tie, pairs=len(ratios), noise=noise, ratios=ratios
+        )
         self.out.append(other)
         self.champion, self.duel, self.ratios = best, None, []
 
@@ -360,7 +366,26 @@ class Search:
                 candidate.ended, candidate.reason = "not measured", "not measured: no budget left"
         if champion is not None:
             fill(self.race, champion)
+            champion, duel = self.judged_again(champion, duel)
         return champion, duel
+
+    def judged_again(self, pick: Candidate, duel: Duel | None) -> tuple[Candidate, Duel | None]:
+        """A duel decided on runs not in pairs, judged again by the same rule on all the runs
+        the answer states: it was judged on entry runs (and a pair), and the pick's evidence
+        runs came after. This is the one judgement the answer, its why and the ranking say;
+        where it no longer holds, the rule's pick replaces the search's."""
+        if duel is None or duel.noise is None or not duel.other.results:
+            return pick, duel
+        if duel.verdict is None:
+            return self.undecided(pick, duel.other)
+        noise = self.noise(pick, duel.other)
+        best, other, verdict, tie = decide(pick, duel.other, list(duel.ratios), noise)
+        best.verdict, other.verdict = None, verdict
+        kept = best is pick
+        ratios = tuple(r if kept else 1 / r for r in duel.ratios)
+        return best, Duel(
+            other=other, verdict=verdict, tie=tie, pairs=duel.pairs, noise=noise, ratios=ratios
+        )
 
     def noise(self, a: Candidate, b: Candidate) -> Noise:
         """What ``a`` and ``b``'s unpaired runs are weighed against (``unpaired_noise``)."""

@@ -315,16 +315,15 @@ class _Against:
 
 
 def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
-    """The duel's judgement where ``other`` is its other finalist; else the same rule for
-    runs not in pairs (``apart_unpaired``) on the search's runs, never a gain of single runs
-    no noise was weighed against."""
+    """The duel's judgement where ``other`` is its other finalist (the search judged it on
+    all their runs: the why and the ranking say the same); else the same rule for runs not
+    in pairs (``apart_unpaired``) on all the search's runs, never a gain of single runs no
+    noise was weighed against."""
     duel = rec.duel
-    if duel is not None and duel.other is other and duel.noise is None:
-        return _Against(duel.tie, None)  # their pairs decided
-    # Runs not in pairs: judged again on all their runs as the answer states them (the
-    # search judged its entry runs; the pick's evidence runs came after).
+    if duel is not None and duel.other is other:
+        return _Against(duel.tie, duel.noise)
     remote = any(file.remote is not None for file in rec.model.files)
-    pool = [c for c in (*rec.ranked, *rec.unranked) if c.results]
+    pool = [c for c in (*rec.ranked, *rec.peers, *rec.unranked) if c.results]
     noise = unpaired_noise(used, other, pool, usual_noise(remote))
     faster, slower = sorted((used, other), key=lambda c: c.median_mbps, reverse=True)
     return _Against(not apart_unpaired(faster, slower, noise), noise)

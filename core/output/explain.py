@@ -91,21 +91,25 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
     other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
     if verdict is None:
         head = (
-            f"No paired runs with the other finalist ({other.spec}, "
-            f"{rate_text(other.median_mbps)}) fitted the budget: the pick rests on single entry "
-            "runs"
+            f"No paired runs with the other finalist ({other.spec}) fitted the budget, so "
+            f"their runs were weighed, not in pairs: the pick's {rate_text(used.median_mbps)} "
+            f"({runs_of(used)}) against {rate_text(other.median_mbps)} ({runs_of(other)})"
         )
         noise = rec.duel.noise
         weighed = f" ({noise_words(noise)})" if noise is not None else ""
-        if rec.duel.tie and used.robustness() != other.robustness():
+        if not rec.duel.tie:
+            beyond = f", apart by more than twice their noise{weighed}" if noise is not None else ""
+            return [f"{head}{beyond}. Give it a longer budget for a verdict."]
+        within = f"{head}; they are within twice their noise{weighed}"
+        if used.robustness() < other.robustness():
             return [
-                f"{head}, which do not tell the two apart beyond twice their noise{weighed}, "
-                f"so the simpler one is recommended: {used.spec}, because "
+                f"{within}, so the simpler one is recommended: {used.spec}, because "
                 f"{robustness_reason(used, other)}. Give it a longer budget for a verdict."
             ]
-        if noise is not None and not rec.duel.tie:
-            head += f", apart by more than twice their noise{weighed}"
-        return [f"{head}. Give it a longer budget for a verdict."]
+        return [
+            f"{within}, and neither is simpler, so the higher median decided: {used.spec}. "
+            "Give it a longer budget for a verdict."
+        ]
     gain = pick_speedup(used, other) or float("inf")
     head = (
         f"Paired with the other finalist ({other.spec}, {rate_text(other.median_mbps)}) in "

@@ -208,3 +208,30 @@ def test_a_mapping_under_min_gain_ahead_does_not_stand_for_modelmon(facts: Stora
     race = UnitRace(3 + 2 * MIN_PAIRS, rate)  # the three entries and one duel
     best, duel = Search(race, [mapping, planned, peer], facts).run()  # type: ignore[arg-type]
     assert best is planned and duel is not None and duel.tie and duel.other is mapping
+
+
+def test_a_decision_on_runs_not_in_pairs_is_judged_again_on_the_evidence(
+    facts: StorageFacts,
+) -> None:
+    """Walk 13: the answer weighed the pick against the other finalist on all their runs
+    (±15 %) and its why the noise the search weighed before the pick's evidence runs
+    (±13 %). The search now judges the duel again once the pick has its evidence, by the
+    same rule: here two workers led one by 1.29× on their entry runs and one pair, apart
+    beyond twice a file read's usual noise; their evidence run of 900 MB/s widens their
+    spread to ±14 %, and 1.24× is within twice that, so the more robust one worker is
+    picked, and the duel records the noise and tie every sentence says."""
+    from modelmon.core.measuring.noise import THEIRS
+
+    one, two = own(1), own(2)
+    # The race's runs in order: both entries, one pair (two first), two's evidence run.
+    script = {1: 900.0, 2: 1400.0, 3: 1300.0, 4: 1200.0, 5: 900.0}
+    race = UnitRace(5, lambda _, number: script[number])
+    best, duel = Search(race, [one, two], facts).run()  # type: ignore[arg-type]
+    assert race.log == [one, two, two, one, two]
+    assert [r.mbps for r in two.results] == pytest.approx([1400.0, 1300.0, 900.0], rel=1e-3)
+    assert duel is not None and duel.pairs == 1 and duel.noise is not None
+    assert duel.noise.of == THEIRS and round(math.expm1(duel.noise.log), 2) == 0.14
+    assert duel.tie and best is one and duel.other is two
+    assert duel.verdict is not None and duel.verdict.text == "within noise"
+    assert duel.ratios == pytest.approx((1300.0 / 1200.0,), rel=1e-3)  # other / pick
+    assert two.verdict is duel.verdict and one.verdict is None

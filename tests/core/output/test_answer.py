@@ -457,17 +457,19 @@ def test_a_robust_pick_within_noise_of_the_library_is_said_as_picked(model: Mode
     """The twelfth walk: the search tied the pick and the library on single entry runs and
     kept the more robust, sequential; the answer said "Keep the library's own read" beside a
     config that applies sequential, and "within twice ±11%" of figures 1.29x apart (the
-    pick's evidence runs came after the judgement). The answer now judges all the runs it
-    states, and where they tie says the search's pick and why it is picked."""
-    from modelmon.core.measuring.noise import FILE_NOISE
+    pick's evidence runs came after the judgement). The search now judges them again on all
+    the runs the answer states (``Search.judged_again``), and where they tie the answer says
+    the search's pick and why it is picked, with the noise that judgement weighed."""
+    from modelmon.core.measuring.noise import FILE_NOISE, unpaired_noise
 
     pick = candidate("sequential", 818, 1019, 1300, workers=4, chunk=16 << 20)
     library = candidate("library", 793, role="baseline")
+    noise = unpaired_noise(pick, library, [pick, library], FILE_NOISE)  # as the search weighs
     rec = record(
         model,
         winner=pick,
         ranked=(pick, library),
-        duel=Duel(other=library, tie=True, noise=FILE_NOISE),
+        duel=Duel(other=library, tie=True, noise=noise),
     )
     found = answer(rec, "m.toml")
     assert found.action.startswith(
@@ -480,3 +482,31 @@ def test_a_robust_pick_within_noise_of_the_library_is_said_as_picked(model: Mode
         "within twice the ±25% their runs spread."
     ), found.gain
     assert found.paste is not None and found.paste.tool == "modelmon"
+
+
+def test_the_answer_and_its_why_say_the_noise_of_one_judgement(model: Model):
+    """Walk 13: the answer said "beyond twice the ±15% their runs spread" and its why "more
+    than 2× the ±13% their runs spread" of one comparison: the answer weighed the runs
+    again, the why said the search's weighing. The search now judges the duel on all the
+    runs stated (``Search.judged_again``) and both say that one judgement's noise."""
+    import math
+
+    from modelmon.core.measuring.noise import THEIRS, Noise
+    from modelmon.core.output.comparison import noise_words
+    from modelmon.core.output.explain import explain
+
+    pick = candidate("sequential", 2393, 2100, 2600, workers=4, chunk=16 << 20)
+    library = candidate("library", 769, 700, role="baseline")
+    judged = Noise(math.log(1.13), THEIRS)  # what the search's last judgement weighed
+    best, _, verdict, tie = decide(pick, library, [700 / 2100], judged)
+    assert best is pick and not tie
+    rec = record(
+        model,
+        winner=pick,
+        ranked=(pick, library),
+        duel=Duel(other=library, verdict=verdict, tie=tie, pairs=1, noise=judged),
+    )
+    said = noise_words(judged)
+    assert said == "the ±13% their runs spread"
+    assert answer(rec, "m.toml").gain.endswith(f"beyond twice {said}.")
+    assert f"more than 2× {said} (a median deviation)" in " ".join(explain(rec))
