@@ -38,6 +38,9 @@ class Ceiling:
     wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
     # Of a bound found by a sweep: each setting tried once, and its MB/s (the bucket's curve).
     curve: tuple[tuple[str, float], ...] = ()
+    # Of a bucket's bound: the settings read whole, each with its median MB/s (the curve's
+    # best, and its next where the best's whole reads fell short): the bound is the faster.
+    whole: tuple[tuple[str, float], ...] = ()
     # The cgroup's read throttle that set this bound's rate, in words ("" none): a load's
     # reads can pass a throttle faster than the plain reads did.
     throttle: str = ""
@@ -49,6 +52,9 @@ class Ceiling:
     def spec_setting(self) -> str:
         """ "1320 MB/s at 4 connection(s), 16 MiB GETs": its rate and the setting that gave
         it (the best of a curve's)."""
+        if self.whole:
+            setting = max(self.whole, key=lambda point: point[1])[0]
+            return f"{rate_text(self.mbps)} at {setting}"
         if self.curve:
             setting = max(self.curve, key=lambda point: point[1])[0]
             return f"{rate_text(self.mbps)} at {setting}"
@@ -241,6 +247,7 @@ def make_ceiling(
     curve: tuple[tuple[str, float], ...] = (),
     throttle: str = "",
     slack: float = 0.0,
+    whole: tuple[tuple[str, float], ...] = (),
 ) -> Ceiling:
     """A ceiling measured now: the median of ``runs``, and how it was measured."""
     return Ceiling(
@@ -254,6 +261,7 @@ def make_ceiling(
         curve=curve,
         throttle=throttle,
         slack=slack,
+        whole=whole,
     )
 
 

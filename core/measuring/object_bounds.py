@@ -332,7 +332,11 @@ class ObjectCurve:
         )
 
     def best(self) -> tuple[int, int]:
-        return max(self.readings, key=lambda key: self.readings[key][0].mbps)
+        return self.ranked()[0]
+
+    def ranked(self) -> list[tuple[int, int]]:
+        """The settings of the curve, fastest short read first."""
+        return sorted(self.readings, key=lambda key: self.readings[key][0].mbps, reverse=True)
 
     def curve_text(self) -> str:
         return "; ".join(

@@ -26,12 +26,14 @@ MIN_PART = 4 * MiB
 
 
 def curve_best(ceilings: Ceilings) -> tuple[int, int]:
-    """(connections, part size) of the plain GETs' best setting, from the storage ceiling's
-    curve; the defaults where it was not measured."""
+    """(connections, part size) of the plain GETs' best setting: the storage bound's (the
+    faster of the settings read whole), else its curve's fastest short read; the defaults
+    where neither was measured."""
     storage = ceilings.get("storage")
-    if storage is None or not storage.curve:
+    points = (storage.whole or storage.curve) if storage is not None else ()
+    if not points:
         return DEFAULT_CONNECTIONS, DEFAULT_PART
-    setting = max(storage.curve, key=lambda point: point[1])[0]
+    setting = max(points, key=lambda point: point[1])[0]
     found = re.match(r"(\d+) connection\(s\), (\d+) MiB GETs", setting)
     if found is None:
         return DEFAULT_CONNECTIONS, DEFAULT_PART

@@ -5,9 +5,13 @@ bound found with more readers than the parallel ceiling's does not read as a con
 
 from __future__ import annotations
 
+import math
 import re
 
+from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
+from modelmon.core.measuring.noise import BUCKET_RUN_NOISE
+from modelmon.core.measuring.object_bounds import CURVE_POINT_S
 from modelmon.core.output.comparison import counted_words
 from modelmon.core.units import rate_text
 
@@ -22,8 +26,9 @@ def measured_sentence(ceilings: Ceilings) -> str | None:
     if sequential.verified is None:  # a bucket: no page cache
         best = f"; {_bound_of_curve(storage)}" if storage else ""
         return counted_words(
-            "Measured on this bucket by plain GETs (nothing cached on this machine): "
-            f"{sequential.spec_setting}; {parallel.spec_setting}{best}."
+            "Measured on this bucket by plain GETs (nothing cached on this machine): short "
+            f"reads (the objects' first {CURVE_POINT_S:g} s) ran at {sequential.spec_setting} "
+            f"and {parallel.spec_setting}{best}."
         )
     cold = sequential.verified and parallel.verified
     best = f"; {_sweep_bound(storage)}" if storage is not None else " (the ceilings)"
@@ -35,16 +40,27 @@ def measured_sentence(ceilings: Ceilings) -> str | None:
 
 
 def _bound_of_curve(storage: Ceiling) -> str:
-    """The storage bound of a bucket, told apart from its point on the curve: the point is a
-    short read, the bound whole reads of the model at that setting (the two differ)."""
+    """The storage bound of a bucket, told apart from the curve's points: a point is a short
+    read, the bound whole reads of the model (the two differ); where the curve's best
+    setting read whole fell short, its next was read whole too, and both are said."""
     if not storage.curve:
         return f"the storage bound: {storage.spec_setting}"
-    setting, point = max(storage.curve, key=lambda p: p[1])
-    return (
-        f"plain GETs at the curve's best setting, {setting} ({rate_text(point)} in the "
-        f"curve's short read), read the whole model at {rate_text(storage.mbps)}: the "
-        "storage bound"
+    short = dict(storage.curve)
+    whole = storage.whole or ((max(storage.curve, key=lambda p: p[1])[0], storage.mbps),)
+    (setting, mbps), *rest = whole
+    said = (
+        f"whole reads of the model ran at {rate_text(mbps)} at the curve's best setting, "
+        f"{setting} ({rate_text(short.get(setting, mbps))} in its short read)"
     )
+    said += "".join(f", and at {rate_text(m)} at its next, {s}" for s, m in rest)
+    said += (
+        f": the faster, {rate_text(storage.mbps)}, is the storage bound"
+        if rest
+        else ": the storage bound"
+    )
+    if math.log(max(short.values()) / storage.mbps) > BEYOND_NOISE * BUCKET_RUN_NOISE:
+        said += " (this server gives the first seconds of a read more than a whole read)"
+    return said
 
 
 def _readers(parallel: Ceiling) -> str:

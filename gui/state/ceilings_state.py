@@ -74,6 +74,7 @@ def ceilings_from_json(text: str, model: str) -> Ceilings | None:
                 measured_at=float(c.get("measured_at", 0.0)),
                 wall_s=float(c.get("wall_s", 0.0)),
                 curve=tuple((str(name), float(mbps)) for name, mbps in c.get("curve", ())),
+                whole=tuple((str(name), float(mbps)) for name, mbps in c.get("whole", ())),
                 throttle=str(c.get("throttle", "")),
                 slack=float(c.get("slack", 0.0)),
             )
