@@ -51,17 +51,18 @@ def system_memory(meminfo: procfs.ProcFile | None = None) -> tuple[float, float]
     return found["available"], found["cached"]
 
 
-def _rss(process: psutil.Process) -> float:
-    return float(process.memory_info().rss)
+def _memory(process: psutil.Process) -> procfs.PidMemory:
+    info = process.memory_info()
+    return procfs.PidMemory(float(info.rss), float(getattr(info, "shared", NAN)))
 
 
-class MemorySource(SystemAndWorkersSource[float]):
+class MemorySource(SystemAndWorkersSource[procfs.PidMemory]):
     name = "memory"
     description = "Worker RSS, available memory and page-cache size."
 
     def __init__(self, target: MonitorTarget) -> None:
         super().__init__(
-            target, "system memory", "worker memory", _rss, ("statm", procfs.pid_rss_bytes)
+            target, "system memory", "worker memory", _memory, ("statm", procfs.pid_memory)
         )
         self._meminfo = procfs.ProcFile(MEMINFO)  # where it cannot be read: psutil
 
@@ -81,6 +82,13 @@ class MemorySource(SystemAndWorkersSource[float]):
                 "bytes",
                 "Resident memory of all workers together; a page several workers map "
                 "counts once for each, so with mmap this can exceed what they use.",
+            ),
+            MetricSpec(
+                "workers_mapped",
+                "bytes",
+                "Of the workers' resident memory, the file pages they map (the model's "
+                "under mmap, libraries' code) and shared memory: page cache, which the "
+                "kernel can reclaim; a page several workers map counts once for each.",
             ),
             MetricSpec(
                 "mem_available",
@@ -104,16 +112,18 @@ class MemorySource(SystemAndWorkersSource[float]):
             self._system_log.ok()
         except Exception as error:
             self._system_log.failed(error)
-        total, known = 0.0, True
+        total, mapped, known = 0.0, 0.0, True
         for worker, reading in self._workers.read().items():
             if isinstance(reading, Gap):
                 values[f"worker_rss.{worker}"] = NAN
                 known = known and reading is Gap.EXITED  # an exited worker holds no memory
                 continue
-            values[f"worker_rss.{worker}"] = reading
-            total += reading
-            known = known and math.isfinite(reading)
+            values[f"worker_rss.{worker}"] = reading.rss
+            total += reading.rss
+            mapped += reading.mapped
+            known = known and math.isfinite(reading.rss)
         values["workers_rss"] = total if known else NAN
+        values["workers_mapped"] = mapped if known and math.isfinite(mapped) else NAN
         return values
 
     def close(self) -> None:

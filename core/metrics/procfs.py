@@ -61,9 +61,16 @@ def pid_busy_seconds(stat: bytes) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def pid_rss_bytes(statm: bytes) -> float:
-    """Resident memory from /proc/<pid>/statm (its second field, in pages), as psutil's rss."""
-    return float(int(statm.split(None, 2)[1]) * PAGE_SIZE)
+class PidMemory(NamedTuple):
+    rss: float  # resident bytes, as psutil's rss
+    mapped: float  # of them, file pages and shared memory mapped (page cache), as its shared
+
+
+def pid_memory(statm: bytes) -> PidMemory:
+    """Resident memory and its mapped file pages from /proc/<pid>/statm (its second and third
+    fields, in pages: RssFile + RssShmem is the third), as psutil's rss and shared."""
+    fields = statm.split(None, 3)
+    return PidMemory(float(int(fields[1]) * PAGE_SIZE), float(int(fields[2]) * PAGE_SIZE))
 
 
 class PidIo(NamedTuple):

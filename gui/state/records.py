@@ -154,6 +154,21 @@ class RunRecord:
             "workers counts once for each)",
         )
 
+    def peak_mapped(self) -> int | None:
+        """Of the workers' peak RSS (``peak_rss``), the file pages they mapped at that
+        sample (the model's under mmap, libraries'): page cache, not memory the load owns;
+        None where it was not sampled."""
+        sampled = self.sampled
+        if self.watched is not None or sampled is None:
+            return None
+        rss = sampled.series.get("workers_rss", (None, np.empty(0)))[1]
+        mapped = sampled.series.get("workers_mapped", (None, np.empty(0)))[1]
+        if len(mapped) != len(rss) or not len(rss):
+            return None
+        seen = np.where(np.isfinite(rss) & (rss > 0), rss, -1.0)
+        at = int(np.argmax(seen))
+        return int(mapped[at]) if seen[at] > 0 and np.isfinite(mapped[at]) else None
+
 
 def ceiling_for(record: RunRecord, ceilings: Ceilings | None) -> tuple[float, str] | None:
     """This run's MB/s as a fraction of the bound that applies (``Ceilings.bound``), and that

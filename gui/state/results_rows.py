@@ -17,6 +17,7 @@ from modelmon.gui.state.formatting import (
 )
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord, ceiling_for
 
+MAPPED_SHARE = 0.10  # of the workers' peak: a mapped share said in the Peak RSS cell
 COLUMNS = (
     ("Run", "Which configuration ran (and which pair, in an A/B)."),
     ("Strategy", "The strategy and every option that differs from the defaults."),
@@ -36,7 +37,9 @@ COLUMNS = (
         "Peak resident memory of the load's workers together, and of all of modelmon's "
         "processes (this app and the workers; free memory primed before the load is not in "
         "it: the cache tip says it). Summed over processes: a page several of them map (a "
-        "library, the model's pages under mmap) counts in each. Under a memory limit, the "
+        "library, the model's pages under mmap) counts in each. \"mapped\": of the workers' "
+        "peak, the file pages they map (the model's under mmap, libraries' code), page cache "
+        "a memory limit reclaims, unlike the load's own copies. Under a memory limit, the "
         "second figure is the cgroup's peak, which counts such a page once, page cache "
         "included: what the limit holds.",
     ),
@@ -120,6 +123,11 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
         rss = record.peak_rss()
         tree = result.process_tree_peak_rss if result is not None else None
         text = ram_text(rss[0]) if rss is not None else "–"
+        mapped = record.peak_mapped() if rss is not None else None
+        # Page cache the workers map (a limit reclaims it, a copy it cannot), said where it is
+        # a share of the peak worth the room: a tenth is more than libraries' code.
+        if rss is not None and mapped and mapped >= rss[0] * MAPPED_SHARE:
+            text += f" ({ram_text(mapped)} mapped)"
         if record.memory_limit is not None:
             return _with_cgroup(record, text)
         return text + (f" · all {ram_text(tree)}" if tree is not None else "")
@@ -203,8 +211,15 @@ def column_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None)
         return f"Its {limited.line()}." if limited is not None else COLUMNS[column][1]
     if column == PEAK_RSS:
         rss = record.peak_rss()
+        mapped = record.peak_mapped() if rss is not None else None
+        of_it = (
+            f" Of it, {mapped:,} bytes were file pages they mapped (page cache: the model's "
+            "under mmap, libraries' code), which a memory limit reclaims."
+            if mapped
+            else ""
+        )
         workers = (
-            f"Workers: {rss[0]:,} bytes, {rss[1]}."
+            f"Workers: {rss[0]:,} bytes, {rss[1]}.{of_it}"
             if rss is not None
             else "No sample of the workers' memory: the load was over before the sampler "
             "looked (View ▸ Sample metrics every sets how often it looks)."

@@ -75,7 +75,8 @@ def test_a_child_process_files_read_as_psutil_reads_them(child: subprocess.Popen
         busy = procfs.pid_busy_seconds(files["stat"].read())
         assert busy > 0
         assert busy == pytest.approx(times.user + times.system, abs=2 / procfs.CLOCK_TICKS)
-        assert procfs.pid_rss_bytes(files["statm"].read()) == process.memory_info().rss
+        memory, info = procfs.pid_memory(files["statm"].read()), process.memory_info()
+        assert (memory.rss, memory.mapped) == (info.rss, info.shared)  # the child is idle
         io = procfs.pid_io(files["io"].read())
         counters = process.io_counters()
         assert io.read_chars == counters.read_chars >= 1 << 20

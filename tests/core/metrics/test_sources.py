@@ -170,6 +170,7 @@ def test_memory_reads_meminfo_and_worker_rss(monkeypatch, system, tmp_path: Path
         "worker_rss.0": 1000.0,
         "worker_rss.1": 2000.0,
         "workers_rss": 3000.0,
+        "workers_mapped": 0.0,
         "mem_available": 24259204 * 1024.0,
         "page_cache": 1196588 * 1024.0,
     }

@@ -85,3 +85,31 @@ def test_under_a_limit_the_peak_cell_shows_the_cgroups_peak_beside_the_rss() -> 
     limited = _record(512 * MiB)
     assert cell_text(limited, PEAK_RSS).endswith(" · cgroup 300 MiB")
     assert "cgroup" not in cell_text(_record(None), PEAK_RSS)
+
+
+def test_the_peak_cell_says_how_much_of_the_workers_memory_is_mapped_page_cache() -> None:
+    """The fourteenth walk read "4.1 GiB · cgroup 4.0 GiB" under a 4 GiB limit (mmap-shared-fd,
+    4 workers, a 2.35 GiB model) as a load needing more than its limit: the workers' RSS
+    holds the model's pages they map, page cache the limit reclaims. The cell says that
+    share, at the sample where their RSS peaked."""
+    import numpy as np
+
+    GiB = 1 << 30
+    times = np.array([0.1, 0.2, 0.3])
+    series = {
+        "workers_rss": (times, np.array([1.0, 4.1, 3.0]) * GiB),
+        "workers_mapped": (times, np.array([0.2, 1.8, 1.9]) * GiB),
+    }
+    limited = _record(4 << 30)
+    assert limited.sampled is not None
+    mapped = RunRecord(
+        "B", "mmap-shared-fd", None, dataclasses.replace(limited.sampled, series=series)
+    )
+    assert mapped.peak_mapped() == int(1.8 * GiB)
+    assert cell_text(mapped, PEAK_RSS) == "4.1 GiB (1.8 GiB mapped) · cgroup 300 MiB"
+    tip = cell_tip(mapped, PEAK_RSS)
+    assert tip is not None and "which a memory limit reclaims" in tip
+    # A mapped share under a tenth (libraries' code) is left to the tooltip.
+    small = {**series, "workers_mapped": (times, np.array([0.01, 0.3, 0.3]) * GiB)}
+    plain = RunRecord("B", "pread", None, dataclasses.replace(limited.sampled, series=small))
+    assert cell_text(plain, PEAK_RSS) == "4.1 GiB · cgroup 300 MiB"
