@@ -88,11 +88,13 @@ def paired_text(candidate: Candidate, name: str = PICK) -> str:
     )
     verdicts = {"A faster": f"{name} faster", "B faster": "this one faster"}
     said = verdicts.get(verdict.text, verdict.text)
-    if verdict.pairs < 2:  # one pair: no median of pairs, no range to be within
-        return f"one pair: {who} {times_text(gain)}"
+    if verdict.pairs < 2:
+        # One pair estimates no noise: the search weighed all their runs, whose figure "vs
+        # the pick" gives (as the explanation); the pair's own ratio would be a second one.
+        return "one pair: too few to estimate the noise, so all their runs decided"
     return (
         f"{said}: {who} {times_text(gain)} by the median pair (pairs "
-        f"{low:.2f}–{high:.2f}×, {spread_words(verdict.noise)})"
+        f"{low:.2f}–{high:.2f}×, {spread_words(verdict.noise, verdict.pairs)})"
     )
 
 
