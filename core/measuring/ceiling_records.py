@@ -221,12 +221,14 @@ class Ceilings:
             )
         beside = fill_beside_mbps(fill)
         if beside is not None and beside < storage.mbps:
+            # The fill beside reads is no bound: a load reads into the memory it fills, so
+            # it may outrun both; it is why such a load can fall short of the storage's.
             return (
-                f"A load that keeps its bytes is limited here by the storage and filling fresh "
-                f"memory together: {rate_text(storage.mbps)} to read and {rate_text(fill.mbps)} "
-                f"to fill alone, but {rate_text(beside)} to fill while the reads run beside it "
-                "(they share "
-                "the CPUs)."
+                f"A load that keeps its bytes is bound here by the storage, "
+                f"{rate_text(storage.mbps)} to read; filling fresh memory takes "
+                f"{rate_text(fill.mbps)} alone but {rate_text(beside)} while plain reads run "
+                "beside it (they share the CPUs), so such a load may fall short of the storage "
+                "bound."
             )
         return (
             f"A load that keeps its bytes is limited here by the storage, not by filling "
