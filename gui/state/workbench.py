@@ -186,8 +186,9 @@ class Workbench:
             # The window's results change with the model: say where the others went.
             back = f"; {len(kept.records)} of this model's came back" if kept.records else ""
             self.message.emit(
-                f"{kept_runs} run(s) of {recent_label(previous.path)} are kept for when it is "
-                f"opened again{back}.",
+                f"{kept_runs} run{'s' if kept_runs != 1 else ''} of "
+                f"{recent_label(previous.path)} {'are' if kept_runs != 1 else 'is'} kept for "
+                f"when it is opened again in this window{back}.",
                 "info",
             )
         for label, why in self.configs.replaced.items():

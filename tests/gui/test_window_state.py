@@ -281,15 +281,15 @@ def test_opening_another_model_says_where_the_runs_went_and_which_came_back(
     said = window.messages.message()
     # Named with its folder: every sharded model is "model.safetensors.index.json".
     kept = recent_label(str(small_model))
-    assert said == f"1 run(s) of {kept} are kept for when it is opened again.", said
+    # Kept in this window (a new one starts empty): said so, as the fourteenth walk asked.
+    assert said == f"1 run of {kept} is kept for when it is opened again in this window.", said
     window.bench.run("A")
     wait_idle(qtbot, window)
     open_model(qtbot, window, small_model)
     assert len(window.bench.records) == 1  # back with its model, and said so
     assert window.messages.message() == (
-        f"1 run(s) of {recent_label(str(other))} are kept for when it is opened again; 1 of "
-        "this model's "
-        "came back."
+        f"1 run of {recent_label(str(other))} is kept for when it is opened again in this "
+        "window; 1 of this model's came back."
     )
 
 
