@@ -104,9 +104,10 @@ def library_read(model_format: str, *, start: bool = False) -> str:
 
 
 def noise_words(noise: Noise) -> str:
-    """The noise runs not in pairs were weighed against, and whose: "the ±27% their runs
-    spread", "a bucket's usual ±22% run-to-run noise, more than the ±6% a few runs spread
-    here"."""
+    """The noise runs not in pairs were weighed against, and whose, as one figure: "the ±27%
+    their runs spread", "a bucket's usual ±22% run-to-run noise, which stands in where a few
+    runs here spread less" (the smaller spread is no second figure: beside a gap, a user
+    reads it as the gap's measure)."""
     if not noise.known:
         return "a noise no configuration had run twice to tell"
     spread = f"±{math.expm1(noise.log):.0%}"
@@ -116,8 +117,8 @@ def noise_words(noise: Noise) -> str:
         return f"the {spread} this search's repeated runs spread"
     usual = f"{noise.of} {spread} run-to-run noise"
     if math.isfinite(noise.measured):
-        return f"{usual}, more than the ±{math.expm1(noise.measured):.0%} a few runs spread here"
-    return f"{usual}: when the two were judged, no configuration had run twice"
+        return f"{usual}, which stands in where a few runs here spread less"
+    return f"{usual}: no configuration here ran twice"
 
 
 def counted_words(text: str) -> str:
