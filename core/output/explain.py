@@ -136,7 +136,12 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             if apart < MIN_GAIN
             else f"within noise ({ahead}, but {spread})"
         )
-        within = head + middle + ": the pairs do not separate them"
+        # One pair decides nothing alone: said as the ranking says it, all their runs decided.
+        within = (
+            head + f"too few to estimate the noise, so all their runs decided: {middle}"
+            if pairs < MIN_PAIRS and noise is not None
+            else head + middle + ": the pairs do not separate them"
+        )
         if used.robustness() == other.robustness():
             return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]
         return [

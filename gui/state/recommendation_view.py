@@ -67,8 +67,9 @@ def versus_pick(candidate: Candidate, pick: Candidate, name: str = PICK, tied: b
     change = f"{bound}{(1 / speedup - 1) * 100:+.0f} %".replace("-", "−")
     if tied:
         return f"{change} (within noise of {name})"
-    if speedup > 1:
-        return f"{change} ({name} is {times_text(speedup)} faster)"
+    if speedup > 1:  # of a run cut early, a bound: "at least", as the explanation says
+        least = "at least " if bound else ""
+        return f"{change} ({name} is {least}{times_text(speedup)} faster)"
     return change
 
 
@@ -119,9 +120,10 @@ def median_text(c: Candidate) -> str:
 def not_first_words(rec: Recommendation, name: str = PICK) -> str:
     """Why the pick (called ``name``) leads the ranking though a higher median follows it."""
     duel = rec.duel
-    if duel is not None and duel.tie and duel.verdict is None:  # no pair fitted the budget
+    # No pair fitted the budget, or one (which estimates no noise): all their runs decided.
+    if duel is not None and duel.tie and (duel.verdict is None or duel.pairs < 2):
         noise = noise_words(duel.noise) if duel.noise is not None else "their noise"
-        return f"their single runs are within twice {noise}, and {name} is the simpler"
+        return f"their runs are within twice {noise}, and {name} is the simpler"
     if duel is not None and duel.tie:
         return f"paired runs did not separate them, and {name} is the simpler"
     if duel is not None and duel.verdict is not None:

@@ -127,7 +127,10 @@ def cell_text(record: RunRecord, column: int, ceilings: Ceilings | None = None) 
         # Page cache the workers map (a limit reclaims it, a copy it cannot), said where it is
         # a share of the peak worth the room: a tenth is more than libraries' code.
         if rss is not None and mapped and mapped >= rss[0] * MAPPED_SHARE:
-            text += f" ({ram_text(mapped)} mapped)"
+            # In the peak's unit, said once: the cell keeps its cgroup figure at 1000×700.
+            number, _, unit = ram_text(mapped).partition(" ")
+            share = number if text.endswith(f" {unit}") else f"{number} {unit}"
+            text += f" ({share} mapped)"
         if record.memory_limit is not None:
             return _with_cgroup(record, text)
         return text + (f" · all {ram_text(tree)}" if tree is not None else "")

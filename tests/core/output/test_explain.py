@@ -395,3 +395,29 @@ def test_a_file_bound_found_with_more_readers_names_both_settings(model: Model) 
         "descriptors reach 1560 MB/s; the best of a sweep of plain readers, 8 readers, 16 MiB "
         "requests, buffered, reads at 1995 MB/s: the storage bound."
     )
+
+
+def test_a_tie_on_one_pair_says_all_their_runs_decided_as_the_ranking_does(model) -> None:
+    """Walk 15: a bucket's why said "1 pair: within noise ...: the pairs do not separate
+    them" where its ranking said "one pair: too few to estimate the noise, so all their runs
+    decided". One pair decides nothing alone; both now say so."""
+    from modelmon.core.measuring.noise import BUCKET_NOISE, unpaired_noise
+
+    simple = candidate("sequential", 500, 692, 900, chunk=16 * MiB)
+    wide = candidate("sequential", 350, 750, workers=4, threads=2, chunk=64 * MiB)
+    noise = unpaired_noise(simple, wide, [simple, wide], BUCKET_NOISE)  # as the search does
+    best, other, verdict, tie = decide(simple, wide, [0.7], noise)
+    assert best is simple and tie
+    rec = record(
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=1, noise=noise),
+    )
+    text = " ".join(explain(rec))
+    assert (
+        "1 pair: too few to estimate the noise, so all their runs decided: within noise (the "
+        "pick 1.26× faster by their medians, but within twice the ±36% their runs spread), so "
+        "the simpler one is recommended"
+    ) in text, text
+    assert "the pairs do not separate them" not in text

@@ -76,6 +76,8 @@ def test_ranking_rows_say_runs_spread_regret_and_how_each_ended(sharded_model: P
     # beside "half the pairs" here, of two).
     assert "(pairs 1.41–1.45×, 2 of the 3 pairs within ±2 % of their median)" in second.cells[6]
     assert cut.cells[3] == "under 120 MB/s" and cut.cells[5].startswith("under −88 %")
+    # Its bound, not its rate: the pick is "at least" that much faster (walk 15).
+    assert cut.cells[5].endswith("(the pick is at least 8.33× faster)"), cut.cells[5]
     assert cut.cells[7] == "cut early: far behind; failure mode"
     assert late.cells[0] == "" and late.cells[2] == "0" and late.cells[7].startswith("not measured")
 
@@ -280,5 +282,5 @@ def test_a_tie_on_single_runs_is_not_said_as_paired_runs(sharded_model: Path) ->
     (tied,) = [row.cells[5] for row in rows if row.cells[1] == faster.spec]
     assert tied.endswith("(within noise of the pick)") and "faster" not in tied, tied
     assert cells[0].startswith(
-        "the pick: their single runs are within twice a bucket's usual ±22% run-to-run noise"
+        "the pick: their runs are within twice a bucket's usual ±22% run-to-run noise"
     ), cells[0]

@@ -106,7 +106,7 @@ def test_the_peak_cell_says_how_much_of_the_workers_memory_is_mapped_page_cache(
         "B", "mmap-shared-fd", None, dataclasses.replace(limited.sampled, series=series)
     )
     assert mapped.peak_mapped() == int(1.8 * GiB)
-    assert cell_text(mapped, PEAK_RSS) == "4.1 GiB (1.8 GiB mapped) · cgroup 300 MiB"
+    assert cell_text(mapped, PEAK_RSS) == "4.1 GiB (1.8 mapped) · cgroup 300 MiB"
     tip = cell_tip(mapped, PEAK_RSS)
     assert tip is not None and "which a memory limit reclaims" in tip
     # A mapped share under a tenth (libraries' code) is left to the tooltip.
