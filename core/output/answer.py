@@ -27,6 +27,7 @@ from modelmon.core.output.comparison import (
 from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
 from modelmon.core.output.run_words import counted, median_words, not_certain, runs_words
 from modelmon.core.output.snippets import Snippet, matching, snippets
+from modelmon.core.output.verdict import spread_words
 from modelmon.core.units import rate_text
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     # make; runs not in pairs say the noise they were weighed against.
     against = _judged(rec, used, library)
     # Under MIN_GAIN it is no change whatever the noise: no noise is said of it.
-    weighed = _weighed(against) if speedup >= MIN_GAIN else ""
+    weighed = _weighed(against, library) if speedup >= MIN_GAIN else ""
     if against.tie and used.robustness() < library.robustness():
         # Within noise of what the user runs now, and picked for being more robust: said so.
         return Answer(
@@ -340,23 +341,35 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _A
             "completed to compare."
         )
     if against.tie:
+        verdict = paired_verdict(nearest)
+        by_pairs = ""
+        if verdict is not None:  # their pairs' figure, as the why and the ranking give it
+            ratio = verdict.median_ratio  # nearest / the pick
+            ahead = (
+                f"it {times_text(ratio)} faster"
+                if ratio >= 1
+                else f"{times_text(1 / ratio)} slower"
+            )
+            by_pairs = f" by their {verdict.pairs} alternating pairs ({ahead} by the median pair)"
         return (
             f"{other[0].upper()}{other[1:]} measured here, {spec_words(nearest)}, ran within "
-            f"noise of it: {_against(nearest, used)}{_weighed(against)}."  # subject first
+            f"noise of it{by_pairs}: {_against(nearest, used)}{_weighed(against, nearest)}."
         )
     gain = pick_speedup(used, nearest) or 0.0
     return (
         f"{times_text(gain)} as fast as {other} measured here, {spec_words(nearest)}: "
-        f"{_against(used, nearest)}{_weighed(against)}."
+        f"{_against(used, nearest)}{_weighed(against, nearest)}."
     )
 
 
-def _weighed(against: _Against) -> str:
+def _weighed(against: _Against, other: Candidate) -> str:
     """ ", within twice the ±31% their runs spread" of a tie, ", beyond twice ..." of a gain:
-    the noise runs not in pairs were weighed against, said every time; "" of pairs."""
-    if against.noise is None:
-        return ""
-    return f", {'within' if against.tie else 'beyond'} twice {noise_words(against.noise)}"
+    the noise runs not in pairs were weighed against; of pairs, how far they spread (", both
+    pairs within ±16 % of their median"): a noise is said of every comparison."""
+    if against.noise is not None:
+        return f", {'within' if against.tie else 'beyond'} twice {noise_words(against.noise)}"
+    verdict = paired_verdict(other)
+    return f", {spread_words(verdict.noise, verdict.pairs)}" if verdict is not None else ""
 
 
 def _unmeasured(used: Candidate, baseline: Candidate | None, plain: str) -> str:

@@ -105,9 +105,9 @@ def library_read(model_format: str, *, start: bool = False) -> str:
 
 def noise_words(noise: Noise) -> str:
     """The noise runs not in pairs were weighed against, and whose, as one figure: "the ±27%
-    their runs spread", "a bucket's usual ±22% run-to-run noise, which stands in where a few
-    runs here spread less" (the smaller spread is no second figure: beside a gap, a user
-    reads it as the gap's measure)."""
+    their runs spread", "a bucket's usual ±22% run-to-run noise" (where it stands in for a
+    few runs' smaller deviation, that is not said: beside the runs' range, a user reads a
+    deviation as a wrong figure, and beside a gap, as the gap's measure)."""
     if not noise.known:
         return "a noise no configuration had run twice to tell"
     spread = f"±{math.expm1(noise.log):.0%}"
@@ -116,8 +116,8 @@ def noise_words(noise: Noise) -> str:
     if noise.of == SEARCH:
         return f"the {spread} this search's repeated runs spread"
     usual = f"{noise.of} {spread} run-to-run noise"
-    if math.isfinite(noise.measured):
-        return f"{usual}, which stands in where a few runs here spread less"
+    if math.isfinite(noise.measured):  # a few runs' smaller deviation: no second figure
+        return usual
     return f"{usual}: no configuration here ran twice"
 
 

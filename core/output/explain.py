@@ -157,7 +157,10 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             f"{BEYOND_NOISE:g}× {noise_words(noise)} (a median deviation)."
         ]
     if verdict.text == "A faster":
-        return [head + f"{times_text(gain)} faster, every pair agreeing beyond the noise."]
+        return [
+            head + f"{times_text(gain)} faster, every pair agreeing beyond twice their noise "
+            f"({spread_words(verdict.noise, pairs)})."
+        ]
     return [head + "the pick had the higher median but the pairs did not all agree."]
 
 

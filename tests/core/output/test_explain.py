@@ -421,3 +421,23 @@ def test_a_tie_on_one_pair_says_all_their_runs_decided_as_the_ranking_does(model
         "the simpler one is recommended"
     ) in text, text
     assert "the pairs do not separate them" not in text
+
+
+def test_pairs_that_decide_say_how_far_they_spread(model: Model) -> None:
+    """Walk 16: the CLI's why said "2 pairs: 2.25× faster, every pair agreeing beyond the
+    noise" and named no noise, where every other comparison names its own."""
+    fast = candidate("sequential", 2228, 2200, 2250, workers=4, chunk=16 * MiB)
+    library = candidate("library", 1017, 990, role="baseline")
+    best, other, verdict, tie = decide(fast, library, [0.45, 0.44])
+    assert best is fast and not tie
+    rec = record(
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=2),
+    )
+    text = " ".join(explain(rec))
+    assert (
+        "2 pairs: 2.22× faster, every pair agreeing beyond twice their noise (both pairs "
+        "within ±2 % of their median)."
+    ) in text, text
