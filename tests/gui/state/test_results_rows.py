@@ -83,7 +83,7 @@ def test_under_a_limit_the_peak_cell_shows_the_cgroups_peak_beside_the_rss() -> 
     RSS counts shared pages in each process. Under a limit the second figure is what the
     limit counts, the cgroup's peak."""
     limited = _record(512 * MiB)
-    assert cell_text(limited, PEAK_RSS).endswith(" · cgroup 300 MiB")
+    assert cell_text(limited, PEAK_RSS).startswith("cgroup 300 MiB · ")
     assert "cgroup" not in cell_text(_record(None), PEAK_RSS)
 
 
@@ -106,10 +106,10 @@ def test_the_peak_cell_says_how_much_of_the_workers_memory_is_mapped_page_cache(
         "B", "mmap-shared-fd", None, dataclasses.replace(limited.sampled, series=series)
     )
     assert mapped.peak_mapped() == int(1.8 * GiB)
-    assert cell_text(mapped, PEAK_RSS) == "4.1 GiB (1.8 mapped) · cgroup 300 MiB"
+    assert cell_text(mapped, PEAK_RSS) == "cgroup 300 MiB · 4.1 GiB (1.8 mapped)"
     tip = cell_tip(mapped, PEAK_RSS)
     assert tip is not None and "which a memory limit reclaims" in tip
     # A mapped share under a tenth (libraries' code) is left to the tooltip.
     small = {**series, "workers_mapped": (times, np.array([0.01, 0.3, 0.3]) * GiB)}
     plain = RunRecord("B", "pread", None, dataclasses.replace(limited.sampled, series=small))
-    assert cell_text(plain, PEAK_RSS) == "4.1 GiB · cgroup 300 MiB"
+    assert cell_text(plain, PEAK_RSS) == "cgroup 300 MiB · 4.1 GiB"
