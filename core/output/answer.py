@@ -245,8 +245,17 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     # A file's user reads it with its library now; a bucket's may stream it some other way.
     verb = "Load with" if remote else "Keep"
     if library is used:  # the library's read, a plain download of a bucket: the fastest way
-        other = "the best concurrent setting" if remote else "modelmon's best"
         nearest = _nearest(rec, used)
+        # The finalist it was raced against is named as such: not always the fastest other
+        # (walk 17: "the best concurrent setting" named the slowest, beside vLLM lines that
+        # named the fastest).
+        raced = rec.duel is not None and nearest is rec.duel.other
+        if raced:
+            what = "the concurrent setting" if remote else "modelmon's configuration"
+            other = f"{what} it was raced against"
+        else:
+            best = "the best concurrent setting" if remote else "modelmon's best"
+            other = f"{best} measured here"
         against = _judged(rec, used, nearest) if nearest is not None else _Against(False, None)
         why = (
             "nothing measured here is clearly faster"
@@ -352,12 +361,12 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _A
             )
             by_pairs = f" by their {verdict.pairs} alternating pairs ({ahead} by the median pair)"
         return (
-            f"{other[0].upper()}{other[1:]} measured here, {spec_words(nearest)}, ran within "
-            f"noise of it{by_pairs}: {_against(nearest, used)}{_weighed(against, nearest)}."
+            f"{other[0].upper()}{other[1:]}, {spec_words(nearest)}, ran within noise of "
+            f"it{by_pairs}: {_against(nearest, used)}{_weighed(against, nearest)}."
         )
     gain = pick_speedup(used, nearest) or 0.0
     return (
-        f"{times_text(gain)} as fast as {other} measured here, {spec_words(nearest)}: "
+        f"{times_text(gain)} as fast as {other}, {spec_words(nearest)}: "
         f"{_against(used, nearest)}{_weighed(against, nearest)}."
     )
 
