@@ -365,8 +365,11 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _A
             f"it{by_pairs}: {_against(nearest, used)}{_weighed(against, nearest)}."
         )
     gain = pick_speedup(used, nearest) or 0.0
+    verdict = paired_verdict(nearest)
+    # A gain of pairs is said as one (walk 19 read 1.19x beside medians 1.07x apart).
+    by_pairs = f", by the median of their {verdict.pairs} alternating pairs" if verdict else ""
     return (
-        f"{times_text(gain)} as fast as {other}, {spec_words(nearest)}: "
+        f"{times_text(gain)} as fast as {other}, {spec_words(nearest)}{by_pairs}: "
         f"{_against(used, nearest)}{_weighed(against, nearest)}."
     )
 
