@@ -142,6 +142,19 @@ def decide(
     return best, other, verdict, tie
 
 
+def decided(
+    own: Candidate, rival: Candidate, ratios: list[float], noise: Noise | None
+) -> tuple[Candidate, Duel]:
+    """``decide``'s judgement as the record every sentence reads (the pick, and the duel with
+    its pairs' ratios as other / pick); the loser carries the verdict, the pick none."""
+    best, other, verdict, tie = decide(own, rival, ratios, noise)
+    best.verdict, other.verdict = None, verdict
+    oriented = tuple(r if best is own else 1 / r for r in ratios)
+    return best, Duel(
+        other=other, verdict=verdict, tie=tie, pairs=len(ratios), noise=noise, ratios=oriented
+    )
+
+
 def modelmons_best(contenders: list[Candidate]) -> Candidate | None:
     """The first champion: the most robust of modelmon's contenders (fastest first) that are
     under ``MIN_GAIN`` below its fastest. A gain under ``MIN_GAIN`` never takes a duel from a
@@ -344,14 +357,8 @@ class Search:
         """The open duel decided: its loser leaves the race."""
         assert self.duel is not None
         noise = self.noise(*self.duel) if len(self.ratios) < MIN_PAIRS else None
-        best, other, verdict, tie = decide(*self.duel, self.ratios, noise)
-        other.verdict = verdict
-        kept = best is self.duel[0]  # the ratios are challenger / champion
-        ratios = tuple(r if kept else 1 / r for r in self.ratios)
-        self.last = Duel(
-            other=other, verdict=verdict, tie=tie, pairs=len(ratios), noise=noise, ratios=ratios
-        )
-        self.out.append(other)
+        best, self.last = decided(*self.duel, self.ratios, noise)
+        self.out.append(self.last.other)
         self.champion, self.duel, self.ratios = best, None, []
 
     def finish(self) -> tuple[Candidate | None, Duel | None]:
@@ -378,14 +385,7 @@ class Search:
             return pick, duel
         if duel.verdict is None:
             return self.undecided(pick, duel.other)
-        noise = self.noise(pick, duel.other)
-        best, other, verdict, tie = decide(pick, duel.other, list(duel.ratios), noise)
-        best.verdict, other.verdict = None, verdict
-        kept = best is pick
-        ratios = tuple(r if kept else 1 / r for r in duel.ratios)
-        return best, Duel(
-            other=other, verdict=verdict, tie=tie, pairs=duel.pairs, noise=noise, ratios=ratios
-        )
+        return decided(pick, duel.other, list(duel.ratios), self.noise(pick, duel.other))
 
     def noise(self, a: Candidate, b: Candidate) -> Noise:
         """What ``a`` and ``b``'s unpaired runs are weighed against (``unpaired_noise``)."""
