@@ -152,7 +152,8 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         noise = noise or Noise(run_noise(used, other), THEIRS)
         return [
             head + "too few to estimate the noise, so every run decided: the pick's "
-            f"({runs_of(used)}) against the other finalist's ({runs_of(other)}), "
+            f"{rate_text(used.median_mbps)} ({runs_of(used)}) against the other finalist's "
+            f"{rate_text(other.median_mbps)} ({runs_of(other)}), "
             f"{_times(used.median_mbps, other.median_mbps)} apart, more than "
             f"{BEYOND_NOISE:g}× {noise_words(noise)} (a median deviation)."
         ]

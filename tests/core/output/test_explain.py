@@ -120,6 +120,8 @@ def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
     )
     text = " ".join(explain(rec))
     assert "1 pair: too few to estimate the noise, so every run decided" in text
+    # Both rates are said, the pick's beside its runs as the other finalist's is.
+    assert "the pick's 605 MB/s (" in text and "the other finalist's 160 MB/s (" in text
     assert (
         "576–707" in text
         and "158–162" in text
