@@ -64,13 +64,22 @@ def versus_pick(candidate: Candidate, pick: Candidate, name: str = PICK, tied: b
     if speedup is None:  # stopped before a run completed: its bound against the pick's median
         speedup = pick.median_mbps / (candidate.stopped_below_mbps or pick.median_mbps)
     bound = "under " if not candidate.results else ""
-    change = f"{bound}{(1 / speedup - 1) * 100:+.0f} %".replace("-", "−")
+    change = bound + percent_change((1 / speedup - 1) * 100)
     if tied:
         return f"{change} (within noise of {name})"
     if speedup > 1:  # of a run cut early, a bound: "at least", as the explanation says
         least = "at least " if bound else ""
         return f"{change} ({name} is {least}{times_text(speedup)} faster)"
     return change
+
+
+def percent_change(percent: float) -> str:
+    """ "+2 %", "−41 %"; a change under half a percent keeps a decimal ("−0.3 %"), so that
+    no figure reads as a signed zero, and none at all is "0 %"."""
+    if round(percent, 1) == 0:
+        return "0 %"
+    text = f"{percent:+.0f} %" if abs(percent) >= 0.5 else f"{percent:+.1f} %"
+    return text.replace("-", "−")
 
 
 def paired_text(candidate: Candidate, name: str = PICK) -> str:

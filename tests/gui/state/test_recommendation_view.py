@@ -24,6 +24,7 @@ from modelmon.gui.state.recommendation_view import (
     left_out_text,
     loader_rows,
     paired_text,
+    percent_change,
     ranking_rows,
     recommendation_stopped,
     snippet_rows,
@@ -284,3 +285,13 @@ def test_a_tie_on_single_runs_is_not_said_as_paired_runs(sharded_model: Path) ->
     assert cells[0].startswith(
         "the pick: their runs are within twice a bucket's usual ±22% run-to-run noise"
     ), cells[0]
+
+
+def test_a_change_under_half_a_percent_is_not_a_signed_zero() -> None:
+    """The ranking read "−0 %" for a setting 0.3 % slower than the pick: a figure with a
+    sign and no size. Under half a percent it keeps a decimal; none at all is "0 %"."""
+    assert percent_change(-0.3) == "−0.3 %"
+    assert percent_change(0.2) == "+0.2 %"
+    assert percent_change(0.01) == "0 %"
+    assert percent_change(-41.2) == "−41 %"
+    assert percent_change(2.4) == "+2 %"
