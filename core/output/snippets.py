@@ -11,6 +11,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.model.kind import checkpoint_kind
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
+from modelmon.core.output import safetensors_lines
 from modelmon.core.output.readahead_words import permanent_readahead
 from modelmon.core.output.safetensors_lines import NUMPY_TYPES, safetensors_snippets
 from modelmon.core.output.server_lines import (
@@ -54,7 +55,10 @@ def snippets(
         out = [named("modelmon", f"import modelmon.core; {own}  ({STREAMED})")]
     else:
         out = [named("modelmon", f"import modelmon.core; tensors = {own}")]
-        out.append(named("torch", f"{torch_line(model, own)}  ({TORCH_ASIDE})"))
+        # Offered where torch is not installed too (a user's own environment may have it),
+        # said as the safetensors line says it.
+        missing = "" if safetensors_lines.torch_installed() else "; torch is not installed here"
+        out.append(named("torch", f"{torch_line(model, own)}  ({TORCH_ASIDE}{missing})"))
     kind = checkpoint_kind(model)
     if remote:  # the servers that stream a bucket, for a prefix they serve (its config.json)
         served = kind == "transformers"

@@ -142,6 +142,16 @@ def test_lines_are_only_for_loaders_that_read_a_checkpoint_of_its_kind(
     lines = snippets(open_model(sharded_model), streamed, (streamed,))
     assert [s.tool for s in lines][:2] == ["modelmon", "safetensors"]  # no tensors to wrap
     assert lines[0].aside.startswith("returns an empty dict: the config streams the model")
+    # The torch line is offered where torch is not installed too, and says so.
+    torch_aside = next(
+        s for s in snippets(open_model(sharded_model), winner, (winner,)) if s.tool == "torch"
+    ).aside
+    assert torch_aside.endswith("; torch is not installed here")
+    monkeypatch.setattr(safetensors_lines, "torch_installed", lambda: True)
+    torch_aside = next(
+        s for s in snippets(open_model(sharded_model), winner, (winner,)) if s.tool == "torch"
+    ).aside
+    assert "not installed" not in torch_aside
 
 
 def test_every_gguf_line_is_exact():
