@@ -72,7 +72,7 @@ class Verdict:
     # How far a pair's ratio may be off by the runs' timing alone (``timing_error``, median
     # over the pairs): a gain within it is within noise, however well the pairs agree.
     resolution: float = 0.0
-    # How many pairs it judges: under ``search.MIN_PAIRS`` their spread estimates no noise,
+    # How many pairs it judges: under ``judging.MIN_PAIRS`` their spread estimates no noise,
     # so a comparison of the two is of all their runs (``comparison.paired_verdict``).
     pairs: int = 0
 

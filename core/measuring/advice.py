@@ -28,6 +28,7 @@ from modelmon.core.errors import BUDGET_NOT_KEPT, BudgetWarning, OptionsError, w
 from modelmon.core.limits import EVIDENCE_OVERRUN, EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.judging import MIN_GAIN, clearly_faster
 from modelmon.core.measuring.loader_plan import (
     LoaderPlan,
     first_round,
@@ -43,7 +44,6 @@ from modelmon.core.measuring.recommend import (
     recommend,
     search_ceilings,
 )
-from modelmon.core.measuring.search import MIN_GAIN, clearly_faster
 from modelmon.core.model.records import Model
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.watching.result import WatchResult

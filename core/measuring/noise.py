@@ -1,6 +1,6 @@
 """The run-to-run noise that runs not in alternating pairs are told apart by: how far their
 runs spread, and the storage's usual noise that stands for it, and is never undercut, where
-few runs tell it (a file read's, a bucket's). ``search.apart_unpaired`` is the rule that
+few runs tell it (a file read's, a bucket's). ``judging.apart_unpaired`` is the rule that
 weighs them.
 """
 

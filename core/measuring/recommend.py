@@ -34,10 +34,11 @@ from modelmon.core.limits import (
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceilings
 from modelmon.core.measuring.ceilings import default_parallelism, measure_ceilings
+from modelmon.core.measuring.judging import Duel
 from modelmon.core.measuring.limit_probe import LimitProbes, LimitSearch
 from modelmon.core.measuring.object_search import BucketSearch, object_candidates
 from modelmon.core.measuring.race import Race
-from modelmon.core.measuring.search import Duel, Search, screening_order
+from modelmon.core.measuring.search import Search, screening_order
 from modelmon.core.measuring.search_space import candidates, peer_candidates, readahead_variants
 from modelmon.core.model.records import Model
 from modelmon.core.system import readahead

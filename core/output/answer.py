@@ -13,8 +13,8 @@ from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.advice import clearly_gains
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.judging import MIN_GAIN, apart_unpaired
 from modelmon.core.measuring.noise import Noise, unpaired_noise, usual_noise
-from modelmon.core.measuring.search import MIN_GAIN, apart_unpaired
 from modelmon.core.output.comparison import (
     library_read,
     noise_words,

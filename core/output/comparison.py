@@ -8,8 +8,8 @@ import re
 
 from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.judging import MIN_PAIRS
 from modelmon.core.measuring.noise import SEARCH, THEIRS, Noise
-from modelmon.core.measuring.search import MIN_PAIRS
 from modelmon.core.options import MiB
 
 # Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a

@@ -12,8 +12,8 @@ from modelmon.core.loading.strategies import get_strategy
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import keeps_bytes
+from modelmon.core.measuring.judging import MIN_GAIN, MIN_PAIRS
 from modelmon.core.measuring.noise import THEIRS, Noise, run_noise
-from modelmon.core.measuring.search import MIN_GAIN, MIN_PAIRS
 from modelmon.core.output.bound_words import far_below_bound
 from modelmon.core.output.ceiling_words import measured_sentence
 from modelmon.core.output.comparison import (

@@ -11,7 +11,7 @@ from typing import Any
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.advice import LoaderAdvice, clearly_gains
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.search import MIN_GAIN
+from modelmon.core.measuring.judging import MIN_GAIN
 from modelmon.core.model.records import Model
 from modelmon.core.output.comparison import times_text
 from modelmon.core.output.readahead_words import permanent_readahead

@@ -57,7 +57,7 @@ def advice(
 def tie_without_pairs(other: Candidate) -> Any:
     """How a bucket's search that fitted no pair of its top two, each run once, settles them
     within noise: against a bucket's usual noise."""
+    from modelmon.core.measuring.judging import Duel
     from modelmon.core.measuring.noise import BUCKET_NOISE
-    from modelmon.core.measuring.search import Duel
 
     return Duel(other=other, verdict=None, tie=True, noise=BUCKET_NOISE)

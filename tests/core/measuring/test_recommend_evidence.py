@@ -20,9 +20,10 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring import recommend as recommend_module
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.cutoff import MIN_LIMIT_S, clock_limit
+from modelmon.core.measuring.judging import decide
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.recommend import BudgetUse, Recommendation, recommend
-from modelmon.core.measuring.search import Search, decide, ruled_out_by, screening_order
+from modelmon.core.measuring.search import Search, ruled_out_by, screening_order
 from modelmon.core.measuring.search_space import peer_candidates
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model

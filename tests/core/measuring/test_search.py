@@ -15,7 +15,8 @@ from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.search import MIN_PAIRS, Search, settled
+from modelmon.core.measuring.judging import MIN_PAIRS, settled
+from modelmon.core.measuring.search import Search
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.storage import StorageFacts, storage_facts
 

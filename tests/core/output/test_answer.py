@@ -10,7 +10,7 @@ import pytest
 
 from modelmon.core.measuring import judge
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.search import Duel, decide
+from modelmon.core.measuring.judging import Duel, decide
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.output.answer import answer

@@ -11,8 +11,8 @@ import pytest
 from modelmon.core.configuration import parse_engine
 from modelmon.core.measuring.ab import judge
 from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
+from modelmon.core.measuring.judging import Duel, decide
 from modelmon.core.measuring.recommend import BudgetUse, Recommendation
-from modelmon.core.measuring.search import Duel, decide
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
