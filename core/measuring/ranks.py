@@ -342,6 +342,7 @@ class RanksRun:
                         0,
                         None,
                         None if whole else "it touched part of the copy",
+                        touched,
                     )
                 )
             else:

@@ -62,6 +62,7 @@ class RankResult:
     kept_bytes: int  # what it holds of the model as its own (0: it maps the shared copy)
     result: LoadResult | None  # its load (None: a one-reader rank, which maps the copy)
     error: str | None = None
+    mapped_bytes: int = 0  # what it maps of a one-reader's shared copy: the reader read it
 
     @property
     def end(self) -> float:
@@ -78,6 +79,7 @@ class RankResult:
             "bytes": self.read_bytes,
             "mbps": round(self.read_bytes / self.seconds / 1e6, 3) if self.seconds > 0 else 0.0,
             "kept_bytes": self.kept_bytes,
+            "mapped_bytes": self.mapped_bytes,
             "seconds": self.seconds,
             "start": self.start,
             "end": self.end,

@@ -278,6 +278,46 @@ def search_time_text(rec: Recommendation) -> str:
     return text + (f" ({past} s past it)" if past > 0 else "")
 
 
+def ranks_table(result: RanksResult) -> list[str]:
+    """One row per rank, the bytes it read itself and those it holds of the model (kept in
+    its own memory, or mapped from a one-reader's shared copy), and a line that says which."""
+    mapped = result.mode == "one-reader"
+    lines = [
+        f"{'rank':>4}  {'status':<9} {'read by it':>10} {'maps' if mapped else 'kept':>10} "
+        f"{'seconds':>8} {'start +s':>8}"
+    ]
+    for rank in result.ranks:
+        ok = rank.status == "ok"  # a failed rank's figures are no load's: none is written
+        held = rank.mapped_bytes if mapped else rank.kept_bytes
+        lines.append(
+            f"{rank.rank:>4}  {rank.status:<9} "
+            f"{human_bytes(rank.read_bytes) if ok else '–':>10} "
+            f"{ram_text(held) if ok else '–':>10} "  # memory: binary
+            f"{f'{rank.seconds:.3f}' if ok else '–':>8} {rank.start:>8.3f}"
+        )
+    lines.append(_ranks_table_note(result))
+    return lines
+
+
+def _ranks_table_note(result: RanksResult) -> str:
+    """What the table's bytes are of: whose reads, and what a rank holds."""
+    if result.mode == "one-reader":
+        if result.reader is None or result.reader.status != "ok":
+            return "each rank reads nothing itself: it maps the reader's copy once it is whole"
+        return (
+            "each rank read nothing itself: the reader read the model's "
+            f"{human_bytes(result.model_bytes)} once, into one shared copy, and every rank "
+            "maps all of it (in the node's memory once, not once per rank)"
+        )
+    kept = "none of it (discard)" if result.options.discard else "its tensor-parallel part"
+    if result.mode == "whole":
+        return f"each rank read the whole model itself and kept {kept}"
+    return (
+        "each rank read its own part itself (the whole of a tensor split along its "
+        f"columns) and kept {kept}"
+    )
+
+
 def render_ranks(result: RanksResult) -> str:
     """The text report of ``modelmon load --ranks``: one line per rank, the node's time and
     memory."""
@@ -301,19 +341,12 @@ def render_ranks(result: RanksResult) -> str:
             f"{reader.seconds:.3f} s"
             + (f" = {rate_text(reader.mbps)}" if reader.status == "ok" else "")
         )
-    lines.append(
-        f"{'rank':>4}  {'status':<9} {'read':>10} {'kept':>10} {'seconds':>8} {'start +s':>8}"
+    lines += ranks_table(result)
+    # Whole, each rank reads the model and keeps its part; sliced, each reads and keeps its
+    # part: the model is on the node once; one-reader, each maps the reader's whole copy.
+    where = {"whole": "read by every rank", "slice": "between the ranks"}.get(
+        result.mode, "on every rank"
     )
-    for rank in result.ranks:
-        ok = rank.status == "ok"  # a failed rank's figures are no load's: none is written
-        lines.append(
-            f"{rank.rank:>4}  {rank.status:<9} "
-            f"{human_bytes(rank.read_bytes) if ok else '–':>10} "
-            f"{ram_text(rank.kept_bytes) if ok else '–':>10} "  # memory: binary
-            f"{f'{rank.seconds:.3f}' if ok else '–':>8} {rank.start:>8.3f}"
-        )
-    # Sliced, each rank holds its tensor-parallel part: the model is on the node once.
-    where = "between the ranks" if result.mode == "slice" else "on every rank"
     lines.append(
         f"slowest rank: {result.seconds:.3f} s from the first go: the model's "
         f"{human_bytes(result.model_bytes)} {where} at {rate_text(result.mbps)}; "
