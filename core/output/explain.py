@@ -159,7 +159,8 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         ]
     if verdict.text == "A faster":
         return [
-            head + f"{times_text(gain)} faster, every pair agreeing beyond twice their noise "
+            head + f"{times_text(gain)} faster by the median pair, every pair agreeing beyond "
+            "twice their noise "
             f"({spread_words(verdict.noise, pairs)})."
         ]
     return [head + "the pick had the higher median but the pairs did not all agree."]

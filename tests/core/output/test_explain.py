@@ -312,7 +312,7 @@ def test_one_comparison_is_one_figure_in_the_sentences_and_the_ranking(model: Mo
     )
     text = " ".join(explain(rec))
     said = times_text(pick_speedup(best, other) or 0)
-    assert said == "2.13×" and f"{said} faster, every pair agreeing" in text
+    assert said == "2.13×" and f"{said} faster by the median pair, every pair agreeing" in text
     assert f"{said} slower: this is" in text  # the failure-mode sentence: the same figure
     assert times_text(1300 / 620) not in text
     # The same with the library as the runner-up: its sentence gives the finals' figure.
@@ -427,7 +427,9 @@ def test_a_tie_on_one_pair_says_all_their_runs_decided_as_the_ranking_does(model
 
 def test_pairs_that_decide_say_how_far_they_spread(model: Model) -> None:
     """Walk 16: the CLI's why said "2 pairs: 2.25× faster, every pair agreeing beyond the
-    noise" and named no noise, where every other comparison names its own."""
+    noise" and named no noise, where every other comparison names its own. Walk 20: "1.06×
+    faster" beside medians 1.17× apart, and not said to be of pairs: it is "by the median
+    pair"."""
     fast = candidate("sequential", 2228, 2200, 2250, workers=4, chunk=16 * MiB)
     library = candidate("library", 1017, 990, role="baseline")
     best, other, verdict, tie = decide(fast, library, [0.45, 0.44])
@@ -440,6 +442,7 @@ def test_pairs_that_decide_say_how_far_they_spread(model: Model) -> None:
     )
     text = " ".join(explain(rec))
     assert (
-        "2 pairs: 2.22× faster, every pair agreeing beyond twice their noise (both pairs "
+        "2 pairs: 2.22× faster by the median pair, every pair agreeing beyond twice their "
+        "noise (both pairs "
         "within ±2 % of their median)."
     ) in text, text
