@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from modelmon.core.output.answer import answer as recommendation_answer
     from modelmon.core.output.comparison import (
         noise_words,
+        paired_verdict,
         pick_speedup,
         shared_fd_caveat,
         times_text,
@@ -61,7 +62,10 @@ _EXPORTS = (
     ("modelmon.core.output.watch", "render_watch"),
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words pairs_lines"),
     ("modelmon.core.output.explain", "explain_recommendation=explain"),
-    ("modelmon.core.output.comparison", "shared_fd_caveat pick_speedup times_text noise_words"),
+    (
+        "modelmon.core.output.comparison",
+        "shared_fd_caveat pick_speedup paired_verdict times_text noise_words",
+    ),
     ("modelmon.core.output.snippets", "recommendation_snippets=snippets servers_left_out"),
     ("modelmon.core.output.answer", "recommendation_answer=answer answered as_told Answer"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),

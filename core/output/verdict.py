@@ -1,11 +1,11 @@
 """An A/B verdict in plain words: which side is faster, by how much, and how certain that is.
 
 "B faster: 1.13×" or "within noise, B/A 1.13×" makes the reader do the arithmetic and guess
-why; these sentences say it: "B is 13 % faster; not certain: every pair favours B, but the
-pairs vary 1.04–2.79× (half of them within ±9 % of the median)". The noise is said as what
-it is (the median distance of a pair from the median pair), so that a small one beside a
-wide range reads as it should: most pairs agree, a few do not. The app's verdict label and
-the CLI's A/B text use them.
+why; these sentences say it: "B is 13 % faster by the median pair; not certain: every pair
+favours B, but the pairs vary 1.04–2.79× (half of them within ±9 % of the median)". The
+noise is said as what it is (the median distance of a pair from the median pair), so that a
+small one beside a wide range reads as it should: most pairs agree, a few do not. The app's
+verdict label and the CLI's A/B text use them.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
         )
     if verdict.text in ("A faster", "B faster"):
         return (
-            f"{leader} is {gain_text(ratio)} faster: every one of the {pairs} pairs agrees "
+            f"{leader} is {gain_text(ratio)} faster by the median pair: every one of the "
+            f"{pairs} pairs agrees "
             f"({ratios}, {noise})"
         )
     if round((ratio - 1) * 100, 1) == 0:
@@ -77,9 +78,8 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
         # The ± is the pairs' own spread in every verdict; the timing's bound is said in
         # its own words: beside it, a second ± of another quantity reads as the same band.
         why = (
-            f"timed to the watch's samples, its ratios are no finer than "
-            f"{verdict.resolution * 100:.0f} % ({ratios}, {noise}): a larger model times them "
-            "finer"
+            f"timed to the watch's samples, no finer than {verdict.resolution * 100:.0f} % "
+            f"({ratios}, {noise}): a larger model times finer"
         )
     elif low < 1:
         why = f"the pairs disagree on which is faster ({ratios}, {noise})"
@@ -88,14 +88,16 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
             f"every pair favours {leader}, but the pairs vary {_range(low, high)} ({noise}): "
             "the gain is within twice that spread, run more pairs"
         )
-    return f"{leader} is {gain_text(ratio)} faster; not certain: {why}"
+    return f"{leader} is {gain_text(ratio)} faster by the median pair; not certain: {why}"
 
 
 def pairs_lines(ratios: Sequence[float], verdict: Verdict, pairs: int) -> list[str]:
     """An A/B's pairs and its verdict, as the CLI's reports end: "B/A per pair: …" and
     "verdict: …"."""
     each = " ".join(f"{r:.2f}" for r in ratios)
-    span = f"{verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, {spread_words(verdict.noise)}"
+    # Counted as the verdict under it counts them: one spread, said one way.
+    spread = spread_words(verdict.noise, len(ratios))
+    span = f"{verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, {spread}"
     of = median_words(counted(len(ratios), "pair"), len(ratios), span)
     return [
         f"B/A per pair: {each} → {verdict.median_ratio:.2f} ({of})",

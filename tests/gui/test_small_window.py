@@ -37,11 +37,11 @@ from ..core.output.test_ranks_answer import GiB, MiB, ranks_found, ranks_run
 from .conftest import open_model
 
 VERDICTS = (
-    "A is 6.3 % faster: every one of the 3 pairs agrees (A/B per pair 1.05–1.44×, 2 of the 3 "
-    "pairs within ±1 % of their median)",
-    "B is 6.0 % faster; not certain: timed to the watch's samples, its ratios are no finer than "
-    "20 % (B/A per pair 1.06–1.06×, 2 of the 3 pairs within ±0 % of their median): a larger "
-    "model times them finer",
+    "A is 6.3 % faster by the median pair: every one of the 3 pairs agrees (A/B per pair "
+    "1.05–1.44×, 2 of the 3 pairs within ±1 % of their median)",
+    "B is 6.0 % faster by the median pair; not certain: timed to the watch's samples, no finer "
+    "than 20 % (B/A per pair 1.06–1.06×, 2 of the 3 pairs within ±0 % of their median): a larger "
+    "model times finer",
 )
 
 

@@ -129,9 +129,9 @@ def test_programs_timed_to_samples_are_faster_only_past_their_timing(
     assert watched.verdict.text == "within noise"
     assert watched.verdict.resolution == pytest.approx(0.2)  # a sample of ten, on each side
     assert verdict_words(watched.verdict, 3) == (
-        "B is 6.0 % faster; not certain: timed to the watch's samples, its ratios are no finer "
+        "B is 6.0 % faster by the median pair; not certain: timed to the watch's samples, no finer "
         "than 20 % (B/A per pair 1.06–1.06×, 2 of the 3 pairs within ±0 % of their median): a "
-        "larger model times them finer"
+        "larger model times finer"
     )
     own_clocks = ScriptedRuns({strategy: list(rates) for strategy, rates in speeds.items()})
     timed = run_ab(model, *sides, n=3, run_one=own_clocks)
@@ -145,7 +145,7 @@ def test_timing_weighs_alike_whichever_side_leads(gain: float) -> None:
         verdict = judge(ratios, resolution=0.2)
         assert (verdict.text == "within noise") is (gain < 1.2), (ratios, verdict)
         if gain < 1.2:
-            assert "its ratios are no finer than 20 %" in verdict_words(verdict, 3)
+            assert "no finer than 20 %" in verdict_words(verdict, 3)
 
 
 def test_a_failed_run_voids_the_comparison(sharded_model: Path) -> None:

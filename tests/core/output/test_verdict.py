@@ -13,8 +13,8 @@ def test_faster_names_the_side_and_its_gain_in_percent():
     verdict = judge([1.12, 1.13, 1.14])
     assert verdict.text == "B faster"
     assert verdict_words(verdict, 3) == (
-        "B is 13 % faster: every one of the 3 pairs agrees (B/A per pair 1.12–1.14×, "
-        "2 of the 3 pairs within ±1 % of their median)"
+        "B is 13 % faster by the median pair: every one of the 3 pairs agrees (B/A per pair "
+        "1.12–1.14×, 2 of the 3 pairs within ±1 % of their median)"
     )
 
 
@@ -22,7 +22,9 @@ def test_slower_b_is_said_as_a_faster_never_as_a_loss():
     verdict = judge([0.5, 0.52, 0.48])
     assert verdict.text == "A faster"
     words = verdict_words(verdict, 3)
-    assert words.startswith("A is 2.00× faster: every one of the 3 pairs agrees (A/B per pair")
+    assert words.startswith(
+        "A is 2.00× faster by the median pair: every one of the 3 pairs agrees (A/B per pair"
+    )
     assert "1.92–2.08×" in words
 
 
@@ -31,10 +33,14 @@ def test_within_noise_says_who_is_ahead_and_why_it_is_not_certain():
     verdict = judge([1.04, 1.13, 2.79, 1.05, 1.3])
     assert verdict.text == "within noise"
     words = verdict_words(verdict, 5)
-    assert words.startswith("B is 13 % faster; not certain: every pair favours B, but the pairs")
+    assert words.startswith(
+        "B is 13 % faster by the median pair; not certain: every pair favours B, but the pairs"
+    )
     assert "1.04–2.79×" in words and "within twice that spread" in words
     disagree = verdict_words(judge([0.95, 1.1, 1.02]), 3)
-    assert disagree.startswith("B is 2.0 % faster; not certain: the pairs disagree")
+    assert disagree.startswith(
+        "B is 2.0 % faster by the median pair; not certain: the pairs disagree"
+    )
     even = verdict_words(Verdict("within noise", 1.0001, 0.98, 1.02, 0.01), 3)
     assert even == (
         "A and B are as fast as each other (B/A per pair 0.98–1.02×, 2 of the 3 pairs within "
@@ -57,6 +63,10 @@ def test_one_pairs_verdict_says_why_once():
     assert lines[0] == "B/A per pair: 1.30 → 1.30 (1 pair)"  # no median or range of one
     many = pairs_lines([1.2, 1.3, 1.4], judge([1.2, 1.3, 1.4]), 3)
     assert many[0].startswith("B/A per pair: 1.20 1.30 1.40 → 1.30 (median of 3 pairs, 1.20–1.40, ")
+    # Walk 20: "half the pairs within ±4 % of the median" above a verdict that said "2 of
+    # the 3 pairs within ±4 % of their median": one spread, counted one way in both lines.
+    counted = "2 of the 3 pairs within ±8 % of their median"
+    assert counted in many[0] and counted in many[1], many
 
 
 def test_a_stopped_ab_has_no_verdict():

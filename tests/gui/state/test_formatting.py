@@ -19,7 +19,9 @@ from modelmon.gui.state.formatting import (
 
 def test_the_verdict_label_is_the_sentence_capitalised():
     b_wins = Verdict("B faster", 2.31, 2.10, 2.52, 0.03)
-    assert verdict_text(b_wins, 3).startswith("B is 2.31× faster: every one of the 3 pairs")
+    assert verdict_text(b_wins, 3).startswith(
+        "B is 2.31× faster by the median pair: every one of the 3 pairs"
+    )
     tie = Verdict("within noise", 1.0, 0.95, 1.05, 0.02)
     assert verdict_text(tie, 3).startswith("A and B are as fast as each other")
 

@@ -70,8 +70,10 @@ def test_ranking_rows_say_runs_spread_regret_and_how_each_ended(sharded_model: P
     )
     assert pick.cells[4] == "990 MB/s–1010 MB/s" and pick.cells[5] == "the pick"
     # One comparison, one figure: against the pick it was paired with, the pairs' median
-    # (1 / 0.70), in "vs the pick" as in "paired with the pick" and the explanation.
-    assert second.cells[5] == "−30 % (the pick is 1.43× faster)"
+    # (1 / 0.70), in "vs the pick" as in "paired with the pick" and the explanation, said
+    # to be of pairs beside a rate column whose medians give another (walk 20: "+48 %"
+    # beside medians 5 % apart).
+    assert second.cells[5] == "−30 % by the median pair (the pick is 1.43× faster)"
     assert second.cells[6].startswith("the pick faster: the pick 1.43× by the median pair")
     # Of three pairs, as the explanation counts them (walk 14 read "both pairs" in the why
     # beside "half the pairs" here, of two).

@@ -6,8 +6,8 @@ from __future__ import annotations
 from modelmon.gui.widgets.compare_bar import CompareBar
 
 VERDICT = (
-    "B is 0.7 % faster; not certain: the pairs disagree on which is faster (B/A per pair "
-    "0.98–1.18×, half the pairs within ±2 % of the median)"
+    "B is 0.7 % faster by the median pair; not certain: the pairs disagree on which is faster "
+    "(B/A per pair 0.98–1.18×, half the pairs within ±2 % of the median)"
 )
 
 
