@@ -36,7 +36,8 @@ class Ceiling:
     verified: bool | None  # every run started in the cache state asked for (None: no cache)
     measured_at: float = 0.0  # time.time() when it was measured (0: unknown)
     wall_s: float = 0.0  # median wall time of one run, worker start-up included (0: unknown)
-    # Of a bound found by a sweep: each setting tried once, and its MB/s (the bucket's curve).
+    # Of a bound found by a sweep: each setting and its MB/s (a file's: the median of its
+    # runs, as the bound's is; a bucket's curve: one short read of each).
     curve: tuple[tuple[str, float], ...] = ()
     # Of a bucket's bound: the settings read whole, each with its median MB/s (the curve's
     # best, and its next where the best's whole reads fell short): the bound is the faster.
