@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QFont, QFontMetricsF
 from PySide6.QtWidgets import QWidget
 
 from modelmon.core import LoadResult
@@ -23,11 +25,35 @@ CHROME_PX = 80
 
 
 class BlockAxis(pg.AxisItem):
-    """Row numbers labelled with block names, thinned to what fits the axis' height."""
+    """Row numbers labelled with block names, thinned to what fits the axis' height.
+
+    As wide as its widest name from the moment the names are set: pyqtgraph widens an axis to
+    its labels only as it paints them, and leaves out each label wider than the axis is then.
+    Its first painting (an export of a tab never shown) would label only the narrow rows.
+    """
 
     def __init__(self) -> None:
         super().__init__("left")
         self.names: list[str] = []
+
+    def set_names(self, names: list[str]) -> None:
+        """The rows' block names, in row order; the axis made wide enough for each."""
+        self.names = list(names)
+        # Measured as pyqtgraph measures a label before it places it.
+        metrics = QFontMetricsF(self.style["tickFont"] or QFont())
+        room = QRectF(0, 0, 100, 100)
+        widest = max(
+            (
+                metrics.boundingRect(room, Qt.AlignmentFlag.AlignCenter, name).width()
+                for name in map(short_block_name, self.names)
+            ),
+            default=0.0,
+        )
+        # The labels, their gap to the ticks and the ticks; 1 px against rounding.
+        offset = self.style["tickTextOffset"][0] + max(0, self.style["tickLength"])
+        self.setWidth(math.ceil(widest) + offset + 1)
+        self.picture = None  # names changed: redraw the labels
+        self.update()
 
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # Qt names
         if not self.names:
@@ -135,9 +161,7 @@ class BlockTimelinePlot(ThemedPlot):
                 if self.ready.get(label)
             )
         )
-        self.axis.names = list(self.order)
-        self.axis.picture = None  # names changed: redraw the labels
-        self.axis.update()
+        self.axis.set_names(self.order)
         if self.order:
             self.item.setYRange(-0.6, len(self.order) - 0.4, padding=0)
         self.item.enableAutoRange(axis="x")
