@@ -39,15 +39,29 @@ def change_words(change: Candidate, base: Candidate) -> str:
 
 
 def _pairs(change: Candidate) -> str:
+    """What its gain (``LoaderAdvice.gain``) is of: the ratio of the medians unpaired, else
+    its paired rounds' median, said as such."""
     verdict = change.verdict
     if verdict is None:
-        return "unpaired"
+        return "by their medians, unpaired"
     count = len(change.results)
     if count == 1:
         return "1 paired cold round"
     agree = verdict.min_ratio > 1 or verdict.max_ratio < 1  # on which side is faster
     agreeing = "every pair agreeing" if agree else "the pairs disagreeing"
-    return f"{count} paired cold rounds, {agreeing}"
+    return f"by the median of {count} paired cold rounds, {agreeing}"
+
+
+def _by(candidate: Candidate) -> str:
+    """What a gain of ``LoaderAdvice.gain`` is of, said beside it: the median of its paired
+    rounds where they were judged, else the ratio of the two medians."""
+    verdict = candidate.verdict
+    if verdict is None:
+        return " by their medians"
+    rounds = verdict.pairs or len(candidate.results)
+    if rounds == 1:
+        return " in their one paired round"
+    return f" by the median of their {rounds} paired rounds"
 
 
 def _against_baseline(advice: LoaderAdvice, change: Candidate) -> str:
@@ -121,7 +135,8 @@ def loader_explanation(advice: LoaderAdvice) -> list[str]:
         ratio = advice.gain(best) or 0.0  # the answer's and the ranking's figure
         lines.append(
             f"modelmon's best ({best.spec}) loaded it at {rate_text(best.median_mbps)} in the "
-            f"same rounds: {times_text(ratio)} your loader as it is (modelmon.core.load(path, "
+            f"same rounds: {times_text(ratio)} your loader as it is{_by(best)} "
+            "(modelmon.core.load(path, "
             "config=...) applies it)" + _why_kept(advice, best, ratio) + "."
         )
     runs = [r for c in (loader, *advice.changes) for r in c.results]

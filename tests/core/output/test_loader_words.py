@@ -29,14 +29,28 @@ def test_a_change_faster_in_every_pair_is_said_as_the_loaders_own_line():
     lines = loader_explanation(_advice((change,), change))
     assert lines[0] == (
         "Change your loader: transformers from_pretrained with disable_mmap=true. "
-        "Measured here: 150 MB/s against 100 MB/s as it is, 1.50× (3 paired cold rounds, "
-        "every pair agreeing)."
+        "Measured here: 150 MB/s against 100 MB/s as it is, 1.50× (by the median of 3 paired "
+        "cold rounds, every pair agreeing)."
     )
     assert lines[1] == (
         "modelmon's best (sequential workers=4 threads=1 chunk=16MiB) loaded it at 405 MB/s in "
-        "the same rounds: 4.05× your loader as it is (modelmon.core.load(path, config=...) "
-        "applies it)."
+        "the same rounds: 4.05× your loader as it is by their medians (modelmon.core.load(path, "
+        "config=...) applies it)."
     )
+
+
+def test_modelmons_paired_gain_over_the_loader_says_it_is_of_the_rounds():
+    """Walk 20: "modelmon's best ... loaded it at 997 MB/s in the same rounds: 1.37× your
+    loader as it is" beside the loader's 731 MB/s (1.36× by their medians): 1.37× was the
+    median of the rounds' ratios, which the sentence did not say."""
+    paired = replace(
+        candidate("sequential", 1048, 945, workers=4, chunk=16 << 20),
+        verdict=judge([1048 / 809, 945 / 653]),
+    )
+    loader = engine_run("safetensors", 809, 653)
+    lines = loader_explanation(replace(advice(loader, "safetensors", (), None, paired)))
+    said = next(line for line in lines if line.startswith("modelmon's best"))
+    assert "× your loader as it is by the median of their 2 paired rounds (" in said, said
 
 
 def test_no_clear_change_keeps_the_loader_and_says_why():
