@@ -265,6 +265,16 @@ def search_memory_text(rec: Recommendation) -> str:
     text = f"peak RSS {ram_text(own)} in the recommended load's own processes"
     if trees:
         text += f", {ram_text(max(trees))} at most in all of modelmon's processes over the search"
+    limits = [r.memory_limit for r in runs if r.memory_limit is not None]
+    if trees and limits and max(trees) > min(m.peak_bytes for m in limits):
+        # Summed RSS counts a file page each process maps once per process, and page cache
+        # the limit reclaims: above the cgroup's peak, it reads as a load past its limit.
+        cgroup = max(m.peak_bytes for m in limits)
+        text += (
+            " (each process's peak RSS, summed: a page of the model that several of them map "
+            "counts in each, and mapped pages are page cache, which the limit reclaims; the "
+            f"memory cgroup, which the limit holds, peaked at {ram_text(cgroup)})"
+        )
     return text
 
 

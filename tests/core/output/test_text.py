@@ -88,3 +88,49 @@ def test_a_search_says_how_long_it_took_against_its_budget(sharded_model: Path) 
     assert search_time_text(rec) == "the search took 131 s; the budget was 60 s (71 s past it)"
     kept = dataclasses.replace(rec, budget=BudgetUse(given_s=60.0, elapsed_s=59.6))
     assert search_time_text(kept) == "the search took 60 s; the budget was 60 s"
+
+
+def test_a_tree_peak_above_the_limit_says_what_it_counts(sharded_model: Path) -> None:
+    """Walk 20: under a 4 GiB limit the CLI said "4.1 GiB at most in all of modelmon's
+    processes over the search" beside "it took at most 4.0 GiB" and no word why: summed RSS
+    counts a mapped page of the model in each process that maps it, page cache the limit
+    reclaims. The line says so, and gives the cgroup's own peak."""
+    from modelmon.core.system.memory_limit import MemoryLimit
+
+    GiB = 1 << 30
+    held = MemoryLimit(
+        limit_bytes=4 * GiB,
+        peak_bytes=4 * GiB - 10 * MiB,
+        anon_peak_bytes=2 * GiB,
+        cache_peak_bytes=2 * GiB,
+        mapped_peak_bytes=2 * GiB,
+        anon_at_peak_bytes=2 * GiB,
+        cache_at_peak_bytes=2 * GiB,
+        reread_bytes=0,
+        oom_killed=False,
+        oom_kills=0,
+        limit_hits=None,
+        pressure_stall_s=None,
+        cgroup="/sys/fs/cgroup/memory/modelmon-test",
+        version=1,
+    )
+    shared = candidate("mmap-shared-fd", 1400.0, workers=4)
+    shared.results = [
+        dataclasses.replace(with_peaks(r, (1 * GiB,) * 4, 100 * MiB), memory_limit=held)
+        for r in shared.results
+    ]
+    rec = Recommendation(
+        model=open_model(sharded_model),
+        winner=shared,
+        ranked=(shared,),
+        ceilings=None,  # type: ignore[arg-type]
+        usable_ram=10**10,
+        budget=BudgetUse(given_s=60.0, elapsed_s=58.0),
+    )
+    said = search_memory_text(rec)
+    assert said.startswith("peak RSS 4.0 GiB in the recommended load's own processes, 4.1 GiB")
+    assert "counts in each" in said and "which the limit reclaims" in said
+    assert said.endswith("the memory cgroup, which the limit holds, peaked at 4.0 GiB)"), said
+    # Within the limit, the line is as it was.
+    shared.results = [dataclasses.replace(r, workers=r.workers[:1]) for r in shared.results]
+    assert "(" not in search_memory_text(rec)
