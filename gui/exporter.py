@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from modelmon.core.errors import ModelmonError
+from modelmon.core.system import kept_answer_path
 from modelmon.gui.figures import VECTOR_FORMATS, FigureRuns, figure_bytes
 from modelmon.gui.plots.image_export import export_plot
 from modelmon.gui.state.events import Post
@@ -34,7 +35,6 @@ from modelmon.gui.state.export_format import (
     write_export,
 )
 from modelmon.gui.state.recommending import RecommendationShown
-from modelmon.gui.state.save_location import kept_answer_path
 from modelmon.gui.state.tasks import Tasks
 
 if TYPE_CHECKING:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         Saved,
         check_output,
         free_name,
+        kept_answer_path,
         state_home,
         write_or_keep,
     )
@@ -70,7 +71,7 @@ _EXPORTS = (
     ("modelmon.core.system.proc_status", "own_status_bytes"),
     (
         "modelmon.core.system.outputs",
-        "check_output write_or_keep Output Saved free_name state_home",
+        "check_output write_or_keep Output Saved free_name state_home kept_answer_path",
     ),
 )
 __all__, __getattr__, __dir__ = face("modelmon.core.system", _EXPORTS, globals())

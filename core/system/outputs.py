@@ -28,6 +28,7 @@ import re
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,6 +282,16 @@ def state_folder() -> Path:
     return state_home() / "unsaved"
 
 
+def kept_answer_path(model_name: str, now: float | None = None) -> Path:
+    """Where a recommendation's config file is kept where no file of the user's holds it (the
+    app's answer the moment its search ends; the CLI's ``-o -`` into a pipe), so that the line
+    to paste names a file that exists: ``$XDG_STATE_HOME/modelmon/recommendations/
+    MODEL-YYYYmmdd-HHMMSS.toml`` (``~/.local/state`` without it)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", model_name).strip(".-") or "model"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return state_home() / "recommendations" / f"{name[:80]}-{stamp}.toml"
+
+
 def free_name(folder: Path, name: str) -> Path:
     """``folder/name``, else the first free one of name-2, name-3 … (before the suffix)."""
     stem, suffix = os.path.splitext(name)
@@ -301,6 +312,25 @@ class Saved:
     # What the payload names itself by (``render``'s argument): the absolute path of the file
     # written where it is known, else its name.
     named: str = ""
+    # A copy kept of what went to a pipe or a terminal, which ``named`` is (``stdout_copy``).
+    copy: str | None = None
+
+
+def _keep_copy(
+    path: Path,
+    sources: tuple[str | os.PathLike[str], ...],
+    render: Callable[[str], bytes],
+    error: type[ModelmonError],
+) -> str | None:
+    """``render`` of ``path``'s own name written to ``path`` (a free name in its folder)
+    through the guard, and that name; None where it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        kept = absolute(str(free_name(path.parent, path.name)))
+        check_output(kept, sources, error).write(render(kept), error)
+    except (ModelmonError, OSError):
+        return None
+    return kept
 
 
 def write_or_keep(
@@ -311,23 +341,29 @@ def write_or_keep(
     default_name: str = "modelmon.out",
     replace_models: bool = False,
     override: str = "",
+    stdout_copy: Path | None = None,
 ) -> Saved:
     """Write ``render(name)`` to ``path`` through the guard (``replace_models``, ``override``:
     as ``check_output``'s); if that fails, keep it in a free name beside ``path``, else in
     ``state_folder()``: under ``default_name`` where ``path`` names a model (a report kept as
     ``model-2.safetensors`` would pass for one). ``render`` is given the absolute path of the
     file the payload is written to (a config names its own file in its snippets, and a line
-    pasted in another folder must find it); of standard output, the file it is redirected to,
-    else the name alone."""
+    pasted in another folder must find it); of standard output, the file it is redirected to;
+    of a pipe or a terminal, ``stdout_copy`` where one is given (a copy is kept there, so
+    that the name is of a file that exists: ``Saved.copy``), else the name alone."""
     text, sources = os.fspath(path), tuple(inputs)
     to_stdout = names_stdout(text)
     name = (stdout_file_name() if to_stdout else Path(text).name) or default_name
     named = (stdout_file_path() or name) if to_stdout else absolute(text)
+    copy = None
+    if to_stdout and stdout_file_path() is None and stdout_copy is not None:
+        copy = _keep_copy(stdout_copy, sources, render, error)
+        named = copy or named
     payload = render(named)
     try:
         output = check_output(text, sources, error, replace_models, override)
         output.write(payload, error)
-        return Saved(str(output), name, named=named)
+        return Saved(str(output), name, named=named, copy=copy)
     except ModelmonError as exc:
         failure = str(exc)
     if not to_stdout and ("\x00" in name or (not replace_models and model_kind(text))):

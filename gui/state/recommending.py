@@ -26,7 +26,7 @@ class RecommendationShown:
     recommendation: Recommendation | None = None
     explanation: tuple[str, ...] = ()
     exported_to: str | None = None  # the config file last written from it
-    # The copy the app keeps the moment the answer comes (``save_location.kept_answer_path``):
+    # The copy the app keeps the moment the answer comes (``system.kept_answer_path``):
     # the line to paste names a file that exists before any export.
     kept_to: str | None = None
     text: str = ""  # why it stopped

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import textwrap
 import threading
@@ -185,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         search_time_text,
     )
     from modelmon.core.output import recommendation_answer as answer
-    from modelmon.core.system import check_output, write_or_keep
+    from modelmon.core.system import check_output, kept_answer_path, write_or_keep
 
     apply_prime_option(args)
     model = open_model(args.path)
@@ -282,6 +283,8 @@ def run(args: argparse.Namespace) -> int:
         DEFAULT_NAME,
         replace_models=args.overwrite_model,
         override=OVERWRITE_MODEL,
+        # Into a pipe or a terminal, the config names a copy kept of it: a file that exists.
+        stdout_copy=kept_answer_path(os.path.basename(args.path.rstrip("/")) or "model"),
     )
     document = documents[saved.named]
     code = ExitCode.OK
@@ -299,6 +302,12 @@ def run(args: argparse.Namespace) -> int:
         print(render_config(document), end="", file=text)
     elif saved.failure is None and not output.is_stdout:
         print(f"\nwritten to {saved.where}", file=text)
+    elif saved.failure is None and saved.copy is not None:
+        print(
+            f"\nwritten to standard output; a copy, the file the lines to paste name, is kept "
+            f"in {saved.copy}",
+            file=text,
+        )
     return code
 
 

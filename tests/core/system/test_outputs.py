@@ -327,10 +327,9 @@ def test_everything_modelmon_keeps_is_under_one_state_home(
 ) -> None:
     """Results it could not write where asked, the app's kept answers and crash log: one
     folder, ``$XDG_STATE_HOME/modelmon`` (``~/.local/state/modelmon`` without it)."""
-    from modelmon.core.system import state_home
+    from modelmon.core.system import kept_answer_path, state_home
     from modelmon.core.system.outputs import state_folder
     from modelmon.gui.crash_log import crash_log_path
-    from modelmon.gui.state.save_location import kept_answer_path
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     home = tmp_path / "modelmon"

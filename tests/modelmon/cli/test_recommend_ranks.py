@@ -5,9 +5,11 @@ every tensor in each rank under that limit."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +102,27 @@ def test_the_python_line_of_a_slice_pick_loads_each_ranks_part(model: Path) -> N
             continue
         axis = 1 if "o_proj" in name or "down_proj" in name else 0
         assert np.array_equal(np.concatenate([p[name] for p in parts], axis=axis), array)
+
+
+def test_a_ranks_config_into_a_pipe_names_a_copy_and_its_answer_goes_to_stderr(
+    model: Path, tmp_path: Path
+) -> None:
+    """``recommend --ranks 2 -o - | cat``: standard output carries the config alone (the
+    answer goes to stderr), and the paste line names a copy kept in the state folder, a file
+    that exists (walk 20: a line naming a modelmon.toml that was never written)."""
+    state = tmp_path / "state"
+    done = subprocess.run(
+        [*MODELMON, "recommend", str(model), "--ranks", "2", "--budget", "10", "-o", "-"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "XDG_STATE_HOME": str(state)},
+    )
+    assert done.returncode == 0, done.stderr
+    kept = list((state / "modelmon" / "recommendations").glob("*.toml"))
+    assert len(kept) == 1 and kept[0].read_text() == done.stdout, kept
+    document = tomllib.loads(done.stdout)  # the config alone, nothing else
+    assert str(kept[0]) in document["apply"]["modelmon"]
+    assert "Paste (modelmon): " in done.stderr and str(kept[0]) in done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["state"]

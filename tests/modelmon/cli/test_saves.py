@@ -153,6 +153,31 @@ def test_recommend_writes_standard_output_by_name_to_standard_output(
     assert sorted(os.listdir(tmp_path)) == ["model", "redirected.toml"]
 
 
+def test_recommend_into_a_pipe_names_a_copy_it_keeps(model: Path, tmp_path: Path) -> None:
+    """``-o - | cat``: standard output is a pipe, no file. Walk 20's paste line then named
+    ``config='modelmon.toml'``, a file that did not exist. The config now names a copy kept
+    in the state folder, whose bytes are the ones the pipe carried, and stderr says where."""
+    state = tmp_path / "state"
+    done = subprocess.run(
+        [*MODELMON, "recommend", str(model), "--budget", "5", "--workers", "2", "-o", "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "XDG_STATE_HOME": str(state)},
+    )
+    assert done.returncode == 0, done.stderr
+    kept = list((state / "modelmon" / "recommendations").glob("*.toml"))
+    assert len(kept) == 1, kept
+    assert kept[0].read_text() == done.stdout  # the copy is what the pipe carried
+    line = tomllib.loads(done.stdout)["apply"]["modelmon"]
+    assert f"config='{kept[0]}'" in line, line
+    assert f"a copy, the file the lines to paste name, is kept in {kept[0]}" in done.stderr
+    assert f"config='{kept[0]}'" in done.stderr  # the answer's paste line, on stderr
+    assert sorted(os.listdir(tmp_path)) == ["model", "state"]  # nothing written here
+
+
 # --- never a model, judged by its bytes, unless --overwrite-model ---------------------------------
 
 
