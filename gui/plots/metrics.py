@@ -180,7 +180,7 @@ class MetricPlot(ThemedPlot):
         if short is None:
             self.short_runs.pop(snapshot.label, None)
         else:
-            self.short_runs[snapshot.label] = f"{run_key(snapshot.label)} took {short}"
+            self.short_runs[snapshot.label] = f"{run_key(snapshot.label)} {short}"
         self._show_note()
         x_end = peak_left = peak_right = 0.0
         for trace, name in drawn:

@@ -43,6 +43,9 @@ class MetricSnapshot:
     # Where a finished run ended (s), that its pictures stop at: a load that completed, or
     # a watch; NaN while it runs, or of a load stopped before its end.
     end_s: float = math.nan
+    # How a finished run ended, as its results row says: "ok", "cancelled" or "failed"; ""
+    # while it runs.
+    ending: str = ""
 
     @staticmethod
     def of_result(label: str, outcome: SessionResult) -> MetricSnapshot:
@@ -58,23 +61,33 @@ class MetricSnapshot:
             outcome.interval_s,
             outcome.result.seconds,
             outcome.result.seconds if outcome.result.status == "ok" else math.nan,
+            outcome.result.status,
         )
 
     def too_short(self, names: list[str]) -> str | None:
         """Of a finished run whose ``names`` series have no line to draw (fewer than two
-        samples each): why, in a few words; None when there is a line or the run is live."""
+        samples each): why, in the words that follow the run's name ("took 25 ms: over
+        before…", "was cancelled before…"); None when there is a line or the run is live."""
         if not self.final or not names:
             return None
         for name in names:
             values = self.series.get(name, (None, np.empty(0)))[1]
             if int(np.isfinite(values).sum()) >= 2:
                 return None
-        if math.isnan(self.seconds) or math.isnan(self.interval_s):
+        if math.isnan(self.interval_s):
             return None
-        return (
-            f"{self.seconds * 1000:.0f} ms: over before the sampler's second look "
-            f"(one every {self.interval_s * 1000:.0f} ms; View ▸ Sample metrics every)"
-        )
+        before = "before the sampler's second look"
+        every = f"one every {self.interval_s * 1000:.0f} ms"
+        # A run stopped before its end is timed to its last worker's end (0 s when none
+        # ended): how it ended says why it has no line, never a time it did not take.
+        if self.ending == "cancelled":
+            return f"was cancelled {before} ({every})"
+        if self.ending == "failed":
+            return f"failed {before} ({every})"
+        if math.isnan(self.seconds):
+            return None
+        took = f"took {self.seconds * 1000:.0f} ms"
+        return f"{took}: over {before} ({every}; View ▸ Sample metrics every)"
 
 
 def latest(series: Series, name: str) -> float:

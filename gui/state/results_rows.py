@@ -221,12 +221,19 @@ def column_tip(record: RunRecord, column: int, ceilings: Ceilings | None = None)
             if mapped
             else ""
         )
-        workers = (
-            f"Workers: {rss[0]:,} bytes, {rss[1]}.{of_it}"
-            if rss is not None
-            else "No sample of the workers' memory: the load was over before the sampler "
-            "looked (View ▸ Sample metrics every sets how often it looks)."
-        )
+        # A load stopped before the sampler looked says how it ended, as its status does.
+        stopped = {"cancelled": "was cancelled", "failed": "failed"}.get(record.status)
+        if rss is not None:
+            workers = f"Workers: {rss[0]:,} bytes, {rss[1]}.{of_it}"
+        elif stopped is not None:
+            workers = (
+                f"No sample of the workers' memory: the load {stopped} before the sampler looked."
+            )
+        else:
+            workers = (
+                "No sample of the workers' memory: the load was over before the sampler "
+                "looked (View ▸ Sample metrics every sets how often it looks)."
+            )
         memory = memory_text(result) if result is not None else ""
         limited = result.memory_limit if result is not None else None
         under = f"\nIts {limited.line()}." if limited is not None else ""

@@ -35,7 +35,7 @@ from modelmon.gui.state.live import (
     display_bin_s,
 )
 from modelmon.gui.state.metrics_live import MAX_POLL_S, POLL_S, PULL_SHARE, MetricSnapshot, latest
-from modelmon.gui.state.records import RunRecord, watch_failure
+from modelmon.gui.state.records import RunRecord, watch_failure, watch_status
 from modelmon.gui.state.residency_grid import Maps
 from modelmon.gui.state.results_rows import findings_words
 
@@ -204,6 +204,7 @@ def watch_snapshot(
         samples.interval_s,
         result.wall_seconds,  # the series span the whole watch, not first to last byte
         result.wall_seconds,
+        ending=watch_status(result),
     )
 
 

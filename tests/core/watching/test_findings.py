@@ -7,6 +7,8 @@ import dataclasses
 import json
 import math
 
+import numpy as np
+
 from modelmon.core.output.json import dumps
 from modelmon.core.system.cache import CacheState
 from modelmon.core.watching import findings as rules
@@ -16,6 +18,7 @@ from modelmon.core.watching.result import (
     FileReport,
     OtherReader,
     WatchResult,
+    WatchSamples,
 )
 
 GB = 1_000_000_000
@@ -85,6 +88,11 @@ def a_result(files: tuple[FileReport, ...] = (), **changes: object) -> WatchResu
         loader=LLAMA,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def samples(series: dict[str, tuple[np.ndarray, np.ndarray]], interval_s: float) -> WatchSamples:
+    """A watch's samples: ``series`` taken every ``interval_s``, nothing else."""
+    return WatchSamples(interval_s, {}, series, {}, {}, 0.0, 0.0)
 
 
 def codes(result: WatchResult) -> list[str]:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
-from modelmon.core.runs import MetricSpec
+from modelmon.core.runs import MetricSpec, SessionResult
 from modelmon.gui.main_window import MainWindow
-from modelmon.gui.plots.metrics import device_plot
+from modelmon.gui.plots.metrics import device_plot, memory_plot
 from modelmon.gui.state.colours import RUN_COLOURS
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.results_rows import PEAK_RSS
 
+from ...core.measuring.records import run
 from ..conftest import MEDIUM_OPTIONS, open_model, wait_idle
 
 
@@ -85,3 +87,25 @@ def test_a_run_over_before_the_second_sample_says_why_its_plot_is_empty(qtbot):
     two = {"load_mbps": (times, np.array([900.0, 950.0]))}
     plot.show_snapshot(MetricSnapshot("B", two, spec, {}, final=True, interval_s=0.1, seconds=0.2))
     assert not plot.note.isVisible() and plot.point_count("B") == 2
+
+
+def test_a_run_cancelled_or_failed_before_the_second_sample_says_so(qtbot):
+    # A stopped load's result has no time of its own until a worker ends: 0 s here. Its plots
+    # say how it ended, as the throughput key ("run B (cancelled)") and the results row do.
+    spec = {
+        "load_mbps": MetricSpec("load_mbps", "MB/s", "Bytes the load completed per second."),
+        "workers_rss": MetricSpec("workers_rss", "bytes", "The workers' RSS together."),
+    }
+    one_look = {name: (np.array([0.1]), np.array([900.0])) for name in spec}
+    for plot in (device_plot(), memory_plot()):  # of the Disk and the CPU & memory tabs
+        qtbot.addWidget(plot)
+        plot.show()
+        for status, said in (("cancelled", "was cancelled"), ("failed", "failed")):
+            result = dataclasses.replace(run(500.0), status=status, seconds=0.0)
+            outcome = SessionResult(result, 0.1, spec, one_look, {}, {})
+            plot.start_run("B")
+            plot.show_snapshot(MetricSnapshot.of_result("B", outcome))
+            assert plot.note.isVisible(), "a lone sample draws no line: the note says why"
+            assert plot.note.text() == (
+                f"run B {said} before the sampler's second look (one every 100 ms)"
+            ), plot.note.text()

@@ -113,3 +113,15 @@ def test_the_peak_cell_says_how_much_of_the_workers_memory_is_mapped_page_cache(
     small = {**series, "workers_mapped": (times, np.array([0.01, 0.3, 0.3]) * GiB)}
     plain = RunRecord("B", "pread", None, dataclasses.replace(limited.sampled, series=small))
     assert cell_text(plain, PEAK_RSS) == "cgroup 300 MiB · 4.1 GiB"
+
+
+def test_a_run_stopped_before_the_sampler_looked_says_how_it_ended() -> None:
+    """The Peak RSS tip of a run with no sample: a cancelled or failed run was not "over"
+    before the sampler looked; it was stopped, as its status cell says."""
+    for status, ended in (("ok", "was over"), ("cancelled", "was cancelled"), ("failed", "failed")):
+        result = dataclasses.replace(run(500.0), status=status)
+        record = RunRecord("B", "pread", None, SessionResult(result, 0.1, {}, {}, {}, {}))
+        tip = cell_tip(record, PEAK_RSS)
+        assert tip is not None and tip.startswith(
+            f"No sample of the workers' memory: the load {ended} before the sampler looked"
+        ), tip

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -25,10 +26,13 @@ from modelmon.gui.state.model_info import ModelInfo, gather
 from modelmon.gui.state.process_list import ProcessEntry, filtered
 from modelmon.gui.state.results_rows import STATUS, cell_text
 from modelmon.gui.state.watch_job import WatchInput, command_line, watch_request
+from modelmon.gui.state.watch_live import watch_snapshot
 from modelmon.gui.state.workbench import Workbench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from benchmarks.watched_programs import program
+
+from ...core.watching.test_findings import a_result, samples
 
 WAIT_S = 60.0
 # Reads the file named by argv[1] with os.read, 1 MiB a call, to its end; then says so
@@ -244,3 +248,22 @@ def test_processes_are_filtered_by_every_word():
     assert [e.pid for e in filtered(entries, "ANA python")] == [10]
     assert [e.pid for e in filtered(entries, "12")] == [12]
     assert filtered(entries, "") == entries
+
+
+def test_a_watch_over_or_cancelled_before_the_second_sample_says_which():
+    """Its metric plots' note: a cancelled watch says it was cancelled, as its key in the
+    throughput plot ("watch (cancelled)") does, not that it was over."""
+    one_look = {"workers_rss": (np.array([0.05]), np.array([1e9]))}
+    sampled = samples(one_look, 0.1)
+    over = a_result(wall_seconds=0.05, samples=sampled)
+    cancelled = a_result(status="cancelled", ended_by="cancel", wall_seconds=0.05, samples=sampled)
+    said = {}
+    for name, watched in (("over", over), ("cancelled", cancelled)):
+        snapshot = watch_snapshot("W", watched, ["/mnt/fuse/m.gguf"])
+        assert snapshot is not None
+        said[name] = snapshot.too_short(["workers_rss"])
+    assert said == {
+        "over": "took 50 ms: over before the sampler's second look (one every 100 ms; "
+        "View ▸ Sample metrics every)",
+        "cancelled": "was cancelled before the sampler's second look (one every 100 ms)",
+    }
