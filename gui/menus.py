@@ -166,7 +166,7 @@ class Menus:
         files.addSeparator()
         self.export_recommendation_action = action(
             files,
-            "Export &recommended configuration…",
+            "&Export recommended configuration…",
             None,
             w.exports.export_recommended,
             "Write the last recommendation's pick (Run ▸ Recommend…), with its evidence, as "

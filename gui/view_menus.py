@@ -90,7 +90,7 @@ class SampleMenu:
 
     def __init__(self, view: QMenu, settings: AppSettings, on_change: Callable[[float], None]):
         self.settings, self.on_change = settings, on_change
-        self.menu = view.addMenu("&Sample metrics every")
+        self.menu = view.addMenu("Sa&mple metrics every")
         self.menu.setToolTipsVisible(True)
         self.group = QActionGroup(self.menu)
         self.actions: dict[int, QAction] = {}

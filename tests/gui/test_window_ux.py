@@ -404,3 +404,23 @@ def test_the_system_theme_follows_the_desktop_and_a_chosen_one_does_not(
     desktop["dark"] = False
     hints.colorSchemeChanged.emit(Qt.ColorScheme.Light)
     assert not current_theme().dark
+
+
+def test_no_two_entries_of_a_menu_share_a_keyboard_accelerator(qtbot, window: MainWindow):
+    """Walk 20: File's "Open &recent" and "Export &recommended configuration…" both took R,
+    so alt+f, r never reached the export. Each menu's accelerators are its own."""
+    import re
+
+    from PySide6.QtWidgets import QMenu
+
+    menus = [a.menu() for a in window.menuBar().actions() if a.menu() is not None]
+    while menus:
+        menu = menus.pop()
+        assert isinstance(menu, QMenu)
+        keys = [
+            m.group(1).lower()
+            for a in menu.actions()
+            if (m := re.search(r"&([^&])", a.text().replace("&&", ""))) is not None
+        ]
+        assert len(keys) == len(set(keys)), (menu.title(), keys)
+        menus += [a.menu() for a in menu.actions() if a.menu() is not None]
