@@ -19,7 +19,11 @@ class ModelPanel(QGroupBox):
     """Format, size, tensors, dtypes and blocks; storage facts; available RAM vs model size."""
 
     ROWS = (
-        ("file", "File", "The model opened: a file, a shard index or a folder."),
+        (
+            "file",
+            "Model",
+            "The model opened: a file, a shard index, a folder, or a bucket's object or prefix.",
+        ),
         ("format", "Format", "File format and number of files."),
         ("size", "Size", "Bytes on disk, and bytes of tensor data a load reads."),
         ("tensors", "Tensors", "Number of tensors in the model."),
