@@ -6,6 +6,7 @@ measured here; and why no such line is given where they are left out."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 
 from modelmon.core.measuring.candidate import Candidate
@@ -130,11 +131,40 @@ SERVED_BY = (
 )
 
 
+def weights_beside(model: Model) -> int:
+    """How many other weight files (``*.safetensors``) lie in the folder of a local model named
+    by one of its files: a shard named alone. A server given the folder reads those too."""
+    if len(model.files) != 1 or model.files[0].remote is not None:
+        return 0
+    folder = model_folder_of(model)
+    if os.path.abspath(os.fspath(model.path)) == folder:
+        return 0
+    own = os.path.realpath(model.files[0].path)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    return sum(
+        1
+        for name in names
+        if name.endswith(".safetensors") and os.path.realpath(os.path.join(folder, name)) != own
+    )
+
+
 def servers_left_out(model: Model, tools: Iterable[str] = ()) -> str:
     """Why no line of vLLM or SGLang is among ``model``'s (``tools``: the lines given), in
     one sentence; "" where one is, or where the model is a GGUF (llama.cpp's lines serve it)."""
     kind = checkpoint_kind(model)
-    if kind in ("transformers", "gguf") or any(t.startswith(SERVER_TOOLS) for t in tools):
+    if any(t.startswith(SERVER_TOOLS) for t in tools):
+        return ""
+    others = weights_beside(model) if kind == "transformers" else 0
+    if others:
+        return (
+            f"No vLLM or SGLang line: they serve the whole folder, {model_folder_of(model)}, "
+            f"whose {others} other weight file{'s' if others != 1 else ''} this run did not "
+            "read; name the folder or its index to measure what they load."
+        )
+    if kind in ("transformers", "gguf"):
         return ""
     if kind == "diffusers":
         return (

@@ -19,6 +19,7 @@ from modelmon.core.output.server_lines import (
     object_snippets,
     servers_left_out,
     vllm_snippets,
+    weights_beside,
 )
 from modelmon.core.output.snippet import Snippet, stand_in
 
@@ -77,7 +78,9 @@ def snippets(
                     stand_in(pool, whole_reads),
                 )
             )
-        if kind == "transformers":  # what vLLM serves: a folder with its config.json
+        # What vLLM serves: a folder with its config.json; not for a shard named alone, of
+        # which the folder's lines would load more than was measured.
+        if kind == "transformers" and not weights_beside(model):
             out += vllm_snippets(model, winner, pool, peers)
     else:
         out.append(

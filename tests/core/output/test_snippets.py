@@ -321,3 +321,25 @@ def test_weights_alone_in_a_folder_say_why_no_server_line(
     )
     # A loader's own server line (the user's engine) is a line: nothing is left out.
     assert servers_left_out(open_model(sharded_model), ["vllm-eager"]) == ""
+
+
+def test_a_shard_named_alone_has_no_server_line_and_says_why(tmp_path: Path) -> None:
+    """Walk 20: `recommend model-00001-of-00002.safetensors` offered "vllm serve FOLDER",
+    which serves both shards (2.29 GB), beside a figure of the one shard measured (1.14
+    GB). A shard named alone has no server line; [apply_left_out] says why. Its folder or
+    index has them, as before."""
+    from modelmon.core import write_safetensors_model
+
+    index = write_safetensors_model(
+        tmp_path / "served", layers=2, hidden=64, vocab=256, shards=2, transformers_config=True
+    )
+    shard = open_model(sorted(index.parent.glob("*.safetensors"))[0])
+    winner = candidate("sequential", 900, workers=4)
+    tools = [s.tool for s in snippets(shard, winner, (winner,))]
+    assert not [t for t in tools if t.startswith(("vllm", "sglang"))], tools
+    why = servers_left_out(shard, tools)
+    assert why.startswith(f"No vLLM or SGLang line: they serve the whole folder, {index.parent}")
+    assert "whose 1 other weight file this run did not read" in why
+    whole = open_model(index)
+    tools = [s.tool for s in snippets(whole, winner, (winner,))]
+    assert any(t.startswith("vllm") for t in tools) and servers_left_out(whole, tools) == ""
