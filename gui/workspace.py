@@ -7,9 +7,10 @@ frame tick: a timer that, while a run is live, asks the state for its frame.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
+    QApplication,
     QFrame,
     QPushButton,
     QScrollArea,
@@ -278,14 +279,20 @@ class Workspace(QWidget):
     def bring_up(self, plot: ThemedPlot) -> None:
         """Lay ``plot`` out and let it draw what came while its tab was not shown (a plot
         on a hidden tab keeps a run's series for when it is shown): its tab is shown and the
-        one on screen back again, with no turn of the event loop between, so nothing on
-        screen changes. An export then paints, or takes the ranges of, the plot as it is."""
+        one on screen back again, with no painting between, so nothing on screen changes.
+        An export then paints, or takes the size and ranges of, the plot as it is."""
         current = self.tabs.currentIndex()
         for index in range(self.tabs.count()):
             if self.tabs.widget(index).isAncestorOf(plot) and index != current:
                 self.tabs.setCurrentIndex(index)
+                # Its layouts at the size the tab shows them (the Blocks tab's scroll bar
+                # included): Qt lays a widget just shown out on the next turn of the loop.
+                QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
                 self.tabs.setCurrentIndex(current)
-                return
+                break
+        # The range its data set, as its next painting takes it (the Blocks plot's times
+        # follow its bars): a plot never painted still has the range it was made with.
+        plot.item.vb.prepareForPaint()
 
     def clear_run_plots(self) -> None:
         """Empty every plot of runs, keys included (the model's axes and ceilings stay)."""
