@@ -40,9 +40,13 @@ class StatusLine:
     new_model: bool = False
 
 
+# No job: the line says where a first-time user starts, as the menus would.
+IDLE = "idle: Recommend… (Ctrl+E) finds what to change here; Run A loads it once"
+
+
 class JobStatus:
     def __init__(self) -> None:
-        self.line = StatusLine("idle", ended=True)
+        self.line = StatusLine(IDLE, ended=True)
         self.changed = Event()  # StatusLine
 
     def show(self, text: str, fraction: float | None = None) -> None:
@@ -55,5 +59,5 @@ class JobStatus:
 
     def idle(self) -> None:
         """Another model is open: no job, and no word of the last model's runs."""
-        self.line = StatusLine("idle", ended=True, new_model=True)
+        self.line = StatusLine(IDLE, ended=True, new_model=True)
         self.changed.emit(self.line)

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QSizePolic
 from modelmon.gui.state.formatting import bar_text, duration_text, human_bytes, rate_text
 from modelmon.gui.state.live import LiveUpdate
 from modelmon.gui.state.live_run import Shown
-from modelmon.gui.state.run_list import StatusLine
+from modelmon.gui.state.run_list import IDLE, StatusLine
 from modelmon.gui.widgets.elided_label import ElidedLabel
 
 BAR_PADDING_PX = 12  # the style's room either side of a progress bar's text
@@ -44,7 +44,7 @@ class ProgressStrip(QWidget):
         self.bar.setRange(0, 1000)
         self.bar.setTextVisible(True)
         self.bar.explanation = "Tensor bytes loaded so far of the model's total."
-        self.bar.setFormat("idle")
+        self.bar.setFormat(IDLE)
         # The detail (the spec, or MB/s and the ETA) shares the row with the bar, and gives
         # way first, ending in "…".
         self.detail = ElidedLabel("")

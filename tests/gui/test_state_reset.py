@@ -13,6 +13,7 @@ from modelmon.core import write_safetensors_model
 from modelmon.core.output import recommendation_answer as answer
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.plots.style import START_S
+from modelmon.gui.state.run_list import IDLE
 
 from .conftest import (
     MEDIUM_OPTIONS,
@@ -89,7 +90,7 @@ def test_nothing_of_the_last_models_run_stays_when_another_opens(
     for plot in timed:
         assert plot.item.vb.viewRange()[0] == [0.0, START_S], plot.title
     assert workspace.progress.detail.text() == ""
-    assert workspace.progress.bar.format() == "idle"
+    assert workspace.progress.bar.format() == IDLE
 
 
 def test_a_cancelled_ab_is_never_drawn_beside_an_earlier_ab(
@@ -166,7 +167,7 @@ def test_every_kind_of_job_leaves_an_empty_bar_and_the_next_clears_its_words(
     workspace = window.workspace
     bar = workspace.progress.bar
     open_model(qtbot, window, small_model)
-    assert bar.value() == 0 and bar.format() == "idle"
+    assert bar.value() == 0 and bar.format() == IDLE
     workspace.bench.run("A")
     wait_idle(qtbot, window)
     assert bar.value() == 0 and bar.format().startswith("Run A: ")  # its outcome, no fill
