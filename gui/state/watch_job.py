@@ -28,6 +28,24 @@ from modelmon.gui.state.records import WATCH_LABEL, RunRecord
 MAX_TITLE = 80
 
 
+# What a shell's double quotes leave as they are: a word holding none of these and a single
+# quote reads as it was typed inside them, where single quotes would close and reopen.
+DOUBLE_QUOTED_SPECIAL = frozenset('"$`\\!')
+
+
+def shell_words(argv: tuple[str, ...]) -> str:
+    """``argv`` as a shell line that runs it: ``shlex.join``'s quoting, except a word with a
+    single quote and nothing double quotes change, which is double quoted (``-c "d['k']"``,
+    not ``-c 'd['"'"'k'"'"']'``)."""
+    words = []
+    for word in argv:
+        if "'" in word and not DOUBLE_QUOTED_SPECIAL & set(word):
+            words.append(f'"{word}"')
+        else:
+            words.append(shlex.quote(word))
+    return " ".join(words)
+
+
 @dataclass(frozen=True, slots=True)
 class WatchRequest:
     command: tuple[str, ...] | None  # argv, or None to attach to ``pid``
@@ -44,7 +62,7 @@ class WatchRequest:
         """What is watched, whole, on one line: its command, or "pid 4242 (python serve.py)".
         The watch's spec: the results, the plots and their exports show it as it is."""
         if self.command is not None:
-            return " ".join(shlex.join(self.command).split())
+            return " ".join(shell_words(self.command).split())
         return f"pid {self.pid}" + (f" ({self.described})" if self.described else "")
 
     @property

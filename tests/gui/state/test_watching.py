@@ -267,3 +267,20 @@ def test_a_watch_over_or_cancelled_before_the_second_sample_says_which():
         "View ▸ Sample metrics every)",
         "cancelled": "was cancelled before the sampler's second look (one every 100 ms)",
     }
+
+
+def test_a_watched_command_reads_as_typed_and_still_runs() -> None:
+    """Walk 20: a command typed with double quotes around a script holding 'weight_map' was
+    shown as ``... ['"'"'weight_map'"'"'] ...``: shlex's quoting, runnable, unreadable. A
+    word holding single quotes and nothing double quotes change is double quoted; every
+    line still splits back into the words that ran."""
+    import shlex
+
+    from modelmon.gui.state.watch_job import shell_words
+
+    script = "import json, sys; d = json.load(open(sys.argv[1]))['weight_map']"
+    argv = ("/venv/bin/python", "-c", script, "/models/my model/index.json")
+    line = shell_words(argv)
+    assert line == f"/venv/bin/python -c \"{script}\" '/models/my model/index.json'"
+    for words in (argv, ("echo", "it's $HOME"), ("printf", "a\"b'c"), ("x", "")):
+        assert tuple(shlex.split(shell_words(words))) == words, shell_words(words)
