@@ -446,3 +446,22 @@ def test_pairs_that_decide_say_how_far_they_spread(model: Model) -> None:
         "noise (both pairs "
         "within ±2 % of their median)."
     ) in text, text
+
+
+def test_the_librarys_sentence_says_its_ratio_is_of_pairs(model: Model) -> None:
+    """Walk 21: "The library's own read (safetensors get_tensor) reached 885 MB/s: the
+    recommendation is 2.40x that" beside a pick of 2047 MB/s (2.31x): 2.40x was the median
+    of their pairs, which the sentence now says."""
+    fast = candidate("sequential", 2047, 1990, 2100, workers=4, chunk=16 * MiB)
+    library = candidate("library", 885, 870, 900, role="baseline")
+    best, other, verdict, tie = decide(fast, library, [1 / 2.40, 1 / 2.45, 1 / 2.35])
+    assert best is fast and not tie
+    other.verdict = verdict  # as the finals leave it
+    rec = record(
+        model,
+        winner=best,
+        ranked=(best, other),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=3),
+    )
+    text = " ".join(explain(rec))
+    assert "reached 885 MB/s: the recommendation is 2.40× that by the median of their " in text
