@@ -30,6 +30,9 @@ class Duel:
     pairs: int = 0
     noise: Noise | None = None  # what an unpaired decision weighed; None: pairs decided
     ratios: tuple[float, ...] = ()  # the pairs' other / pick rates, as ``verdict`` judged them
+    # The pick is the baseline (what the user runs now) the answer keeps over ``other``, the
+    # search's pick, which is under MIN_GAIN faster or within the noise of it.
+    kept: bool = False
 
 
 def apart_unpaired(faster: Candidate, slower: Candidate, noise: Noise) -> bool:

@@ -10,7 +10,7 @@ from modelmon.core.faces import face
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.advice import loader_config
-    from modelmon.core.output.answer import Answer, answered, as_told
+    from modelmon.core.output.answer import Answer, answered
     from modelmon.core.output.answer import answer as recommendation_answer
     from modelmon.core.output.comparison import (
         noise_words,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         search_memory_text,
         search_time_text,
     )
+    from modelmon.core.output.told import as_told
     from modelmon.core.output.verdict import pairs_lines, spread_words, stopped_words, verdict_words
     from modelmon.core.output.watch import render_watch
     from modelmon.core.system.host_memory import primed_text, priming_plan_text
@@ -67,7 +68,8 @@ _EXPORTS = (
         "shared_fd_caveat pick_speedup paired_verdict times_text noise_words",
     ),
     ("modelmon.core.output.snippets", "recommendation_snippets=snippets servers_left_out"),
-    ("modelmon.core.output.answer", "recommendation_answer=answer answered as_told Answer"),
+    ("modelmon.core.output.answer", "recommendation_answer=answer answered Answer"),
+    ("modelmon.core.output.told", "as_told"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
     ("modelmon.core.output.run_words", "median_words counted"),
     (

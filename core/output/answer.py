@@ -53,39 +53,6 @@ class Answer:
         return out
 
 
-def as_told(rec: Recommendation, advice: LoaderAdvice | None = None) -> Recommendation:
-    """The recommendation as its answer tells it, the one record every part of a config file
-    and every word about it is made from. Where the user's loader's rounds ran modelmon's
-    best, those runs (paired with the loader's: the answer's figure) are its evidence, not
-    the search's entry runs of the same configuration: otherwise ``[evidence]`` said 1 run at
-    1,748 MB/s and ``[recommendation]`` 3 runs at 1,875 MB/s of one configuration."""
-    if advice is None or not advice.modelmon.results or advice.modelmon.config != rec.winner.config:
-        return rec
-    winner = rec.winner
-    rounds = dataclasses.replace(
-        winner,
-        results=list(advice.modelmon.results),
-        wall_seconds=[],
-        ended="finished",
-        reason="",
-        stopped_below_mbps=None,
-    )
-
-    def told(candidate: Candidate) -> Candidate:
-        return rounds if candidate is winner else candidate
-
-    duel = rec.duel
-    if duel is not None and duel.other is winner:
-        duel = dataclasses.replace(duel, other=rounds)
-    return dataclasses.replace(
-        rec,
-        winner=rounds,
-        ranked=tuple(told(c) for c in rec.ranked),
-        pick=None if rec.pick is None or rec.pick is winner else rec.pick,
-        duel=duel,
-    )
-
-
 def _rate(candidate: Candidate) -> str:
     return rate_text(candidate.median_mbps)
 
@@ -337,6 +304,20 @@ def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
     noise = unpaired_noise(used, other, pool, usual_noise(remote))
     faster, slower = sorted((used, other), key=lambda c: c.median_mbps, reverse=True)
     return _Against(not apart_unpaired(faster, slower, noise), noise)
+
+
+def kept_baseline(rec: Recommendation) -> tuple[Candidate, Noise | None] | None:
+    """The baseline (``baseline_of``) where the answer keeps it over the search's pick, with
+    the noise the two were weighed against: the pick is under ``MIN_GAIN`` faster, or within
+    the noise of it and no more robust. None where the pick stands, or is the baseline."""
+    used, baseline = rec.used, baseline_of(rec)
+    if baseline is None or not baseline.results or baseline is used:
+        return None
+    against = _judged(rec, used, baseline)
+    if against.tie and used.robustness() < baseline.robustness():
+        return None  # as fast within noise, and more robust: the pick stands
+    speedup = pick_speedup(used, baseline) or 0.0
+    return (baseline, against.noise) if speedup < MIN_GAIN or against.tie else None
 
 
 def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _Against) -> str:

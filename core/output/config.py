@@ -18,10 +18,11 @@ from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.model.formats.opening import open_model_file
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
-from modelmon.core.output.answer import answered, as_told
+from modelmon.core.output.answer import answered
 from modelmon.core.output.config_text import IN_RAM, NOTHING_CACHED
 from modelmon.core.output.explain import explain
 from modelmon.core.output.snippets import Snippet, matching, servers_left_out, snippets
+from modelmon.core.output.told import as_told
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.storage import RAM_FS_TYPES, storage_facts
 from modelmon.core.units import rate_figure, rate_text

@@ -90,6 +90,20 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             "budget: none of the others was raced against it."
         ]
     other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
+    if rec.duel.kept:  # the answer keeps what the user runs now over the search's pick
+        searched = other.median_mbps / used.median_mbps if used.median_mbps > 0 else 0.0
+        noise = rec.duel.noise
+        how_far = (
+            f"under {MIN_GAIN - 1:.0%} apart"
+            if searched < MIN_GAIN or noise is None
+            else f"within twice {noise_words(noise)}"
+        )
+        return [
+            f"The search's pick, {other.spec}, was weighed against what you run now, "
+            f"{used.spec}, on their runs, not in pairs: {rate_text(other.median_mbps)} "
+            f"({runs_of(other)}) against {rate_text(used.median_mbps)} ({runs_of(used)}), "
+            f"{how_far}, so what you run now is kept. Give it a longer budget for a verdict."
+        ]
     if verdict is None:
         head = (
             f"No paired runs with the other finalist ({other.spec}) fitted the budget, so "

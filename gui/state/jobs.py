@@ -307,6 +307,7 @@ class RecommendJob(Job):
 
     def execute(self) -> Recommended:
         from modelmon.core import recommend
+        from modelmon.core.output import as_told
         from modelmon.core.output import explain_recommendation as explain
 
         if self.loader is not None:
@@ -321,11 +322,12 @@ class RecommendJob(Job):
         )
         if self.cancelled:
             raise LoadError("recommendation cancelled")
+        rec = as_told(rec)  # the one record the tab, its why and the config file tell
         return Recommended(rec, tuple(explain(rec)), self.memory_limit)
 
     def _with_loader(self, loader: str) -> Recommended:
         from modelmon.core import recommend_with_loader
-        from modelmon.core.output import recommendation_document
+        from modelmon.core.output import as_told, recommendation_document
 
         advised = recommend_with_loader(
             self.model,
@@ -340,6 +342,7 @@ class RecommendJob(Job):
         if self.cancelled:
             raise LoadError("recommendation cancelled")
         rec, advice, note = advised.recommendation, advised.advice, advised.note
+        rec = as_told(rec, advice)  # the one record the tab, its why and the config file tell
         document = recommendation_document(rec, "modelmon.toml", self.memory_limit, advice, note)
         return Recommended(
             rec,

@@ -1,0 +1,62 @@
+"""The recommendation as its answer tells it: one record for the answer, the why, the ranking
+and the config file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from modelmon.core.measuring.judging import Duel, decide
+from modelmon.core.model.formats import open_model
+from modelmon.core.output import as_told, recommendation_answer, recommendation_document
+from modelmon.core.output import explain_recommendation as explain
+from modelmon.gui.state.recommendation_view import ranking_rows
+
+from ..measuring.records import candidate
+from .test_explain import record
+
+
+def test_a_kept_baseline_is_the_pick_of_every_part(sharded_model: Path) -> None:
+    """Walk 21: the CLI answered "Load with a plain download: nothing measured here is
+    clearly faster" while its why said "so the simpler one is recommended: ranged threads=2
+    chunk=64MiB", and [recommendation] and [recommended] held that one: `load --config`
+    ran something else than the answer said. Here the search's pick (1269 MB/s, 4 runs) is
+    within a file read's noise of the library's one run (1058 MB/s), and maps the file with
+    more readers: the answer keeps the library's read, and so do the why, the ranking and
+    every section of the file."""
+    model = open_model(sharded_model)
+    searched = candidate("mmap", 1269, 1250, 1280, 1290, workers=2)
+    four = candidate("mmap", 1240, 1230, workers=4)
+    library = candidate("library", 1058, role="baseline")
+    best, other, verdict, tie = decide(searched, four, [0.98, 0.97])
+    assert best is searched and tie  # the simpler of two within noise
+    rec = record(
+        model,
+        winner=best,
+        ranked=(best, other, library),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=2),
+    )
+    said = recommendation_answer(rec, "m.toml")
+    assert said.action == (
+        "Keep the library's own read (safetensors get_tensor): nothing measured here is "
+        "clearly faster."
+    )
+    told = as_told(rec)
+    assert told.used is told.winner and told.winner.spec == library.spec
+    # The same answer, and no surer than the one run of what it keeps.
+    assert recommendation_answer(told, "m.toml").action == (
+        f"{said.action} Not certain: only 1 cold run of it fitted the budget; give it a "
+        "longer budget."
+    )
+    why = " ".join(explain(told))
+    assert f"The search's pick, {searched.spec}, was weighed against what you run now" in why
+    assert "so what you run now is kept" in why
+    assert f"simpler one is recommended: {searched.spec}" not in why
+    document = recommendation_document(rec, "m.toml")
+    assert document["recommendation"]["pick"] == library.spec
+    assert document["recommended"]["strategy"] == "library"
+    assert document["evidence"]["runs"] == 1
+    rows = ranking_rows(told)
+    assert [r.cells[1] for r in rows if r.picked] == [library.spec]
+    # No row says it was paired with "the pick" when its pairs were with the search's pick.
+    assert not [r for r in rows if "by the median pair" in " ".join(r.cells)], rows
+    assert as_told(told) == told  # told once is told
