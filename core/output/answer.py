@@ -256,7 +256,7 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
             f"{times_text(speedup)} {plain}{paired}: {_against(used, library)}{weighed}.",
             _line(general, used),
         )
-    if speedup < MIN_GAIN or against.tie:  # not worth a change from what the user runs now
+    if kept_baseline(rec) is not None:  # not worth a change from what the user runs now
         return Answer(
             f"{verb} {plain}: nothing measured here is clearly faster.",
             f"modelmon's best, {used.spec}, is {times_text(speedup)} {plain}{paired}: "
