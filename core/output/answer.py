@@ -217,13 +217,16 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
         # (walk 17: "the best concurrent setting" named the slowest, beside vLLM lines that
         # named the fastest).
         raced = rec.duel is not None and nearest is rec.duel.other
-        if raced:
+        if raced and rec.duel is not None and rec.duel.kept:
+            # Weighed on their runs, not raced in pairs: named as the why names it.
+            other = "the search's pick"
+        elif raced:
             what = "the concurrent setting" if remote else "modelmon's configuration"
             other = f"{what} it was raced against"
         else:
             best = "the best concurrent setting" if remote else "modelmon's best"
             other = f"{best} measured here"
-        against = _judged(rec, used, nearest) if nearest is not None else _Against(False, None)
+        against = judged(rec, used, nearest) if nearest is not None else Judged(False, None)
         why = (
             "nothing measured here is clearly faster"
             if against.tie
@@ -242,12 +245,12 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     paired = (
         ", by the median of their alternating pairs" if paired_verdict(library) is not None else ""
     )
-    # The one rule for the gain as for every comparison the answer states (``_judged``): a
+    # The one rule for the gain as for every comparison the answer states (``judged``): a
     # gain its runs do not tell apart from their noise, or under MIN_GAIN, is no change to
     # make; runs not in pairs say the noise they were weighed against.
-    against = _judged(rec, used, library)
+    against = judged(rec, used, library)
     # Under MIN_GAIN it is no change whatever the noise: no noise is said of it.
-    weighed = _weighed(against, library) if speedup >= MIN_GAIN else ""
+    weighed = weighed_words(against, library) if speedup >= MIN_GAIN else ""
     if against.tie and used.robustness() < library.robustness():
         # Within noise of what the user runs now, and picked for being more robust: said so.
         return Answer(
@@ -283,7 +286,7 @@ def _nearest(rec: Recommendation, used: Candidate) -> Candidate | None:
 
 
 @dataclass(frozen=True)
-class _Against:
+class Judged:
     """The pick against ``_nearest`` as the search's rule judged them: ``tie`` (within noise
     or under ``MIN_GAIN``), and where their runs were not in pairs, the ``noise`` weighed."""
 
@@ -291,19 +294,19 @@ class _Against:
     noise: Noise | None
 
 
-def _judged(rec: Recommendation, used: Candidate, other: Candidate) -> _Against:
+def judged(rec: Recommendation, used: Candidate, other: Candidate) -> Judged:
     """The duel's judgement where ``other`` is its other finalist (the search judged it on
     all their runs: the why and the ranking say the same); else the same rule for runs not
     in pairs (``apart_unpaired``) on all the search's runs, never a gain of single runs no
     noise was weighed against."""
     duel = rec.duel
     if duel is not None and duel.other is other:
-        return _Against(duel.tie, duel.noise)
+        return Judged(duel.tie, duel.noise)
     remote = any(file.remote is not None for file in rec.model.files)
     pool = [c for c in (*rec.ranked, *rec.peers, *rec.unranked) if c.results]
     noise = unpaired_noise(used, other, pool, usual_noise(remote))
     faster, slower = sorted((used, other), key=lambda c: c.median_mbps, reverse=True)
-    return _Against(not apart_unpaired(faster, slower, noise), noise)
+    return Judged(not apart_unpaired(faster, slower, noise), noise)
 
 
 def kept_baseline(rec: Recommendation) -> tuple[Candidate, Noise | None] | None:
@@ -313,14 +316,14 @@ def kept_baseline(rec: Recommendation) -> tuple[Candidate, Noise | None] | None:
     used, baseline = rec.used, baseline_of(rec)
     if baseline is None or not baseline.results or baseline is used:
         return None
-    against = _judged(rec, used, baseline)
+    against = judged(rec, used, baseline)
     if against.tie and used.robustness() < baseline.robustness():
         return None  # as fast within noise, and more robust: the pick stands
     speedup = pick_speedup(used, baseline) or 0.0
     return (baseline, against.noise) if speedup < MIN_GAIN or against.tie else None
 
 
-def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _Against) -> str:
+def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: Judged) -> str:
     """The gain of the baseline where it is the pick: over the next fastest measured (by
     their pairs where they ran in pairs, as everywhere), named as ``other``; where the search
     found the two within noise, that, and no gain. Runs not in pairs say the noise they were
@@ -343,7 +346,7 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _A
             by_pairs = f" by their {verdict.pairs} alternating pairs ({ahead} by the median pair)"
         return (
             f"{other[0].upper()}{other[1:]}, {spec_words(nearest)}, ran within noise of "
-            f"it{by_pairs}: {_against(nearest, used)}{_weighed(against, nearest)}."
+            f"it{by_pairs}: {_against(nearest, used)}{weighed_words(against, nearest)}."
         )
     gain = pick_speedup(used, nearest) or 0.0
     verdict = paired_verdict(nearest)
@@ -351,11 +354,11 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: _A
     by_pairs = f", by the median of their {verdict.pairs} alternating pairs" if verdict else ""
     return (
         f"{times_text(gain)} as fast as {other}, {spec_words(nearest)}{by_pairs}: "
-        f"{_against(used, nearest)}{_weighed(against, nearest)}."
+        f"{_against(used, nearest)}{weighed_words(against, nearest)}."
     )
 
 
-def _weighed(against: _Against, other: Candidate) -> str:
+def weighed_words(against: Judged, other: Candidate) -> str:
     """ ", within twice the ±31% their runs spread" of a tie, ", beyond twice ..." of a gain:
     the noise runs not in pairs were weighed against; of pairs, how far they spread (", both
     pairs within ±16 % of their median"): a noise is said of every comparison."""

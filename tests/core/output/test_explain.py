@@ -465,3 +465,32 @@ def test_the_librarys_sentence_says_its_ratio_is_of_pairs(model: Model) -> None:
     )
     text = " ".join(explain(rec))
     assert "reached 885 MB/s: the recommendation is 2.40× that by the median of their " in text
+
+
+def test_the_librarys_sentence_says_the_answers_judgement(model: Model) -> None:
+    """Walk 22: the answer said "1.45x the library's own read ... 934 MB/s against 646 MB/s,
+    medians of 3 cold runs each, beyond twice the ±14% their runs spread" while the why said
+    the library "reached 646 MB/s: within the winner's spread: little to gain over it" (the
+    pick's slowest run, 534 MB/s, was under the library's median: a rule of its own). The
+    why's sentence is the answer's judgement, with its gain and the noise it was weighed
+    against."""
+    from modelmon.core.output.answer import answer
+
+    fast = candidate("sequential", 934, 534, 1547, workers=4, chunk=16 * MiB)
+    other = candidate("sequential", 900, 880, 910, workers=8, chunk=16 * MiB)
+    library = candidate("library", 646, 640, 650, role="baseline")
+    best, runner_up, verdict, tie = decide(fast, other, [0.97, 0.96, 0.95])
+    assert best is fast
+    rec = record(
+        model,
+        winner=best,
+        ranked=(best, runner_up, library),
+        duel=Duel(other=runner_up, verdict=verdict, tie=tie, pairs=3),
+    )
+    gain = answer(rec, "m.toml").gain
+    assert gain.startswith("1.45× the library's own read"), gain
+    weighed = gain.split("each, ", 1)[1].removesuffix(".")
+    assert weighed.startswith("beyond twice "), gain
+    text = " ".join(explain(rec))
+    assert "little to gain" not in text, text
+    assert f"reached 646 MB/s: the recommendation is 1.45× that, {weighed}." in text, text

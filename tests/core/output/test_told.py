@@ -12,7 +12,7 @@ from modelmon.core.output import explain_recommendation as explain
 from modelmon.gui.state.recommendation_view import ranking_rows
 
 from ..measuring.records import candidate
-from .test_explain import record
+from .test_explain import in_bucket, record
 
 
 def test_a_kept_baseline_is_the_pick_of_every_part(sharded_model: Path) -> None:
@@ -51,6 +51,9 @@ def test_a_kept_baseline_is_the_pick_of_every_part(sharded_model: Path) -> None:
     assert f"The search's pick, {searched.spec}, was weighed against what you run now" in why
     assert "so what you run now is kept" in why
     assert f"simpler one is recommended: {searched.spec}" not in why
+    # Walk 22: what is kept is not called the best of a search that found it no faster.
+    assert "Best:" not in why and "is the best here" not in why, why
+    assert f"Kept: {library.spec}, what you run now, at 1058 MB/s (1 cold run)" in why, why
     document = recommendation_document(rec, "m.toml")
     assert document["recommendation"]["pick"] == library.spec
     assert document["recommended"]["strategy"] == "library"
@@ -60,3 +63,32 @@ def test_a_kept_baseline_is_the_pick_of_every_part(sharded_model: Path) -> None:
     # No row says it was paired with "the pick" when its pairs were with the search's pick.
     assert not [r for r in rows if "by the median pair" in " ".join(r.cells)], rows
     assert as_told(told) == told  # told once is told
+
+
+def test_a_kept_plain_download_is_kept_not_best_nor_raced(sharded_model: Path) -> None:
+    """Walk 22's bucket: the answer kept a plain download (593 MB/s, 1 run) over the search's
+    pick (737 MB/s, 4 runs), within twice a bucket's noise. The why then said "Best: ranged
+    threads=1 chunk=1024MiB ... at 593 MB/s (1 run)" beside loads at 593-773 MB/s, and the
+    answer named the pick "the concurrent setting it was raced against" where the why said
+    "on their runs, not in pairs". Both now say what happened: kept, and weighed."""
+    bucket = in_bucket(open_model(sharded_model))
+    searched = candidate("ranged", 737, 642, 918, 700, threads=16, chunk=64 << 20)
+    second = candidate("ranged", 500, 490, 510, threads=8, chunk=64 << 20)
+    plain = candidate("ranged", 593, threads=1, chunk=1 << 30, role="baseline")
+    best, other, verdict, tie = decide(searched, second, [0.7, 0.68])
+    assert best is searched
+    rec = record(
+        bucket,
+        winner=best,
+        ranked=(best, other, plain),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=2),
+    )
+    told = as_told(rec)
+    assert told.duel is not None and told.duel.kept and told.used.spec == plain.spec
+    said = recommendation_answer(told, "m.toml")
+    assert said.action.startswith("Load with a plain download"), said.action
+    assert said.gain.startswith(f"The search's pick, {searched.spec}"), said.gain
+    assert "raced" not in said.gain, said.gain
+    why = " ".join(explain(told))
+    assert "Best:" not in why, why
+    assert f"Kept: {plain.spec}" in why and ", what you run now, at 593 MB/s (1 " in why, why
