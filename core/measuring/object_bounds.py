@@ -4,12 +4,15 @@ of modelmon's strategies: the ceiling a load from object storage is judged again
 A plain reader is N connections, each taking the next GET of one part size from a queue of
 the model's parts in file order, its bytes read into one reused buffer and discarded: what a
 plain parallel client (``aws s3 cp``'s transfer manager) does, with no ``If-Match``, no
-record per request, and no retries but of a throttle (503 SlowDown, 429), waited out with
-backoff as a plain client's default retries do. Its ceiling is a curve, connections 1…64 ×
-part sizes: the endpoint's answer to "how many connections, how large a part", measured in
-the same session as the loads. Each point reads for ``CURVE_POINT_S`` at most (the GETs in
-flight then finish): the curve of a 10 GB model costs seconds a point, not a whole read
-each; the storage bound, its best setting, reads the whole model.
+record per request, and the retries a plain client's defaults make: a throttle (503
+SlowDown, 429) waited out with backoff, and a GET that failed in a way a retry may cure (no
+answer, a dropped connection, a server's 5xx) tried again within the storage timeout
+(``--storage-timeout``), as modelmon's own reads are. A reading that needed such a retry is
+read again once: its rate holds the wait, which is no bound. Its ceiling is a curve,
+connections 1…64 × part sizes: the endpoint's answer to "how many connections, how large a
+part", measured in the same session as the loads. Each point reads for ``CURVE_POINT_S`` at
+most (the GETs in flight then finish): the curve of a 10 GB model costs seconds a point, not
+a whole read each; the storage bound, its best setting, reads the whole model.
 
 A bucket that throttles takes a number of requests a second, whatever their size: a setting
 throttled asks for more than that, and more connections or smaller parts would ask for more
@@ -40,7 +43,7 @@ from modelmon.core.options import MiB
 from modelmon.core.storage.connection import Connection, Transient
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
-from modelmon.core.storage.policy import RetryPolicy
+from modelmon.core.storage.policy import RetryPolicy, read_policy
 from modelmon.core.storage.transfer import final_error
 from modelmon.core.storage.urls import ObjectURL
 from modelmon.core.units import rate_text
@@ -71,6 +74,7 @@ class ObjectReading:
     seconds: float  # from the first GET to the last body's end
     throttles: int = 0  # answers that were 503 SlowDown or 429 (each waited out)
     stopped: bool = False  # throttled for THROTTLED_S, stopped before its last byte
+    retries: int = 0  # GETs tried again after no answer, a dropped connection, a 5xx
 
     @property
     def setting(self) -> str:
@@ -127,9 +131,11 @@ class _Reading:
     throttles: int = 0
     first_throttle: float | None = None  # time.monotonic()
     last_throttle: Transient | None = None
+    retries: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
     failures: list[BaseException] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    policy: RetryPolicy = field(default_factory=read_policy)  # with the storage timeout
 
     def throttled(self, exc: Transient) -> None:
         with self.lock:
@@ -152,14 +158,46 @@ def _read_parts(connection: Connection, parts: _Parts, part: int, reading: _Read
         ):
             first_get = False
             url, first, last = taken
-            tries = 0
-            while not _get(connection, url, first, last, buffer, reading):
-                tries += 1  # throttled: waited out, as a plain client's retries do
-                if reading.stop.wait(_RETRIES.delay(tries)):
-                    return
+            if not _get_retried(connection, url, first, last, buffer, reading):
+                return
     except BaseException as exc:  # the caller raises it, one line
         reading.failures.append(exc)
         reading.stop.set()
+
+
+def _get_retried(
+    connection: Connection,
+    url: ObjectURL,
+    first: int,
+    last: int,
+    buffer: memoryview,
+    reading: _Reading,
+) -> bool:
+    """One GET, tried again as a plain client's defaults do: a throttle waited out (until the
+    reading stops), another failure a retry may cure within the policy's tries and the
+    storage timeout (counted from this GET's first try), else its final error. False when
+    the reading stopped meanwhile."""
+    throttles = failures = 0
+    since = time.monotonic()
+    while True:
+        try:
+            if _get(connection, url, first, last, buffer, reading):
+                return True
+            throttles += 1
+            delay = _RETRIES.delay(throttles)
+        except Transient as exc:
+            failures += 1
+            policy = reading.policy
+            limit = policy.unreachable_attempts if exc.kind == "unreachable" else policy.attempts
+            if failures >= limit:
+                raise final_error(url, exc, failures) from None
+            delay = policy.delay(failures)
+            if time.monotonic() - since + delay >= policy.patience_s:
+                raise final_error(url, exc, failures, policy.patience_s) from None
+            with reading.lock:
+                reading.retries += 1
+        if reading.stop.wait(delay):
+            return False
 
 
 def _get(
@@ -180,10 +218,10 @@ def _get(
                 raise StorageError(url.text, "the body ended early")
             left -= got
         body.finish()
-    except Transient as exc:  # a plain read is not retried: named as it failed...
+    except Transient as exc:
         if exc.kind != "throttled":
-            raise final_error(url, exc, 1) from None
-        reading.throttled(exc)  # ...but for a throttle, which a plain client waits out
+            raise  # tried again by the caller, as a plain client's retries do
+        reading.throttled(exc)
         return False
     with reading.lock:
         reading.read += last + 1 - first
@@ -226,8 +264,12 @@ def plain_get(
                 conn.close()
     if reading.failures:
         failure = reading.failures[0]
-        if isinstance(failure, StorageError):  # the storage's own words, as a load's
-            raise failure
+        step = f"in the plain GETs that measure the storage's bound ({connections} connection(s)"
+        step += f", {part // MiB} MiB GETs)"
+        if isinstance(failure, StorageError):  # the storage's own words, and where it failed
+            raise type(failure)(
+                failure.url, f"{failure.problem}, {step}", failure.status, failure.code
+            )
         raise LoadError(f"ceiling: plain GETs of {objects[0].url} failed: {one_line(failure)}")
     if not reading.read and reading.last_throttle is not None:  # throttled, every request
         count = reading.throttles
@@ -240,7 +282,14 @@ def plain_get(
         )
     mbps = reading.read / seconds / 1e6
     return ObjectReading(
-        connections, part, mbps, reading.read, seconds, reading.throttles, reading.stop.is_set()
+        connections,
+        part,
+        mbps,
+        reading.read,
+        seconds,
+        reading.throttles,
+        reading.stop.is_set(),
+        reading.retries,
     )
 
 
@@ -269,6 +318,8 @@ class ObjectCurve:
             raise LoadError("ceiling: cancelled")
         limit = None if whole else CURVE_POINT_S
         reading = plain_get(self.objects, connections, part, limit_s=limit)
+        if reading.retries:  # its rate holds a retry's wait: read again, once
+            reading = plain_get(self.objects, connections, part, limit_s=limit)
         found = self.whole if whole else self.readings
         found.setdefault((connections, part), []).append(reading)
         return reading

@@ -248,3 +248,41 @@ def test_a_point_of_the_curve_makes_a_get_on_every_connection_however_short_its_
     reading = plain_get(facts, 2, 64 << 10, limit_s=0.0)
     gets = [seen for seen in faulty_s3.proxy.seen if seen.method == "GET" and seen.range]
     assert len(gets) == 2 and reading.bytes == 2 * (64 << 10) and reading.mbps > 0
+
+
+def test_a_plain_get_that_failed_is_tried_again_and_its_reading_read_again(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """Walk 22: one GET of the storage bound's plain reads, under load, ended a whole search
+    ("no answer from http://127.0.0.1:9940, after 1 try"): a plain read tried nothing again
+    but a throttle. A plain client's defaults retry a 5xx and a dropped connection: so does
+    the plain reader, and the curve reads again a setting whose reading waited for one."""
+    facts = _facts(LARGE)
+    faulty_s3.proxy.faults.fail_with, faulty_s3.proxy.faults.failures = 500, 2
+    reading = plain_get(facts, 1, 1 << 20)
+    assert reading.retries == 2 and reading.bytes == sum(f.size for f in facts)
+    faulty_s3.proxy.faults.fail_with, faulty_s3.proxy.faults.failures = 500, 1
+    curve = ObjectCurve(open_model(LARGE), None)
+    again = curve.read(1, 1 << 20, whole=True)
+    assert again.retries == 0 and again.bytes == reading.bytes
+    assert curve.whole[(1, 1 << 20)] == [again]
+
+
+def test_a_plain_get_with_no_answer_names_the_step_and_the_storage_timeout(
+    faulty_s3: SimpleNamespace,
+) -> None:
+    """An endpoint that takes a GET and never answers ends the bound's reading at the storage
+    timeout, in a line that says where it was and how to wait longer."""
+    from modelmon.core.errors import StorageError
+    from modelmon.core.storage.policy import storage_timeout
+
+    facts = _facts(LARGE)
+    faulty_s3.proxy.faults.silent, faulty_s3.proxy.faults.after = True, 1
+    with storage_timeout(2), pytest.raises(StorageError) as caught:
+        plain_get(facts, 1, 1 << 20)
+    line = str(caught.value)
+    assert "nothing arrived within the storage timeout, 2 s" in line, line
+    assert "--storage-timeout SECONDS" in line, line
+    assert line.endswith(
+        ", in the plain GETs that measure the storage's bound (1 connection(s), 1 MiB GETs)"
+    ), line
