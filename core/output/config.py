@@ -335,7 +335,11 @@ def _evidence(lines: Sequence[Snippet]) -> dict[str, str]:
 def _note(candidate: Candidate) -> str:
     parts = [candidate.role] if candidate.role else []
     if not candidate.results and candidate.stopped_below_mbps is not None:
-        parts.append(
-            f"{candidate.reason or 'stopped early'}: median_mbps is the bound it stayed under"
+        # A rate of 0 bounds nothing: stopped before its first byte, it has no rate.
+        said = (
+            "median_mbps is the bound it stayed under"
+            if candidate.stopped_below_mbps > 0
+            else "stopped before any byte arrived, so median_mbps is no rate"
         )
+        parts.append(f"{candidate.reason or 'stopped early'}: {said}")
     return "; ".join(parts)

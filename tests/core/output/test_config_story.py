@@ -107,3 +107,20 @@ def test_the_alternatives_rank_after_the_pick_as_the_ranking_shows_them(model: M
     document = tomllib.loads(render(recommendation_document(rec, "/abs/m.toml")))
     ranks = [(a["spec"], a["rank"]) for a in document["alternatives"]]
     assert ranks == [(faster.spec, 2)]
+
+
+def test_an_alternative_stopped_before_any_byte_is_given_no_bound(model: Model) -> None:
+    """Walk 22: an alternative stopped before any byte arrived was written with median_mbps =
+    0.0, "the bound it stayed under": a rate of 0 bounds nothing."""
+    picked = candidate("sequential", 900, 910, 890, workers=4, chunk=16 << 20)
+    stopped = candidate("mmap", workers=8)
+    stopped.stopped_below_mbps, stopped.ended = 0.0, "cut early"
+    stopped.reason = "cut early: on course for far longer than the leader"
+    rec = record(model, winner=picked, ranked=(picked, stopped))
+    document = tomllib.loads(render(recommendation_document(rec, "/abs/m.toml")))
+    [row] = document["alternatives"]
+    assert "bound it stayed under" not in row["note"], row
+    assert row["note"] == (
+        "cut early: on course for far longer than the leader: stopped before any byte "
+        "arrived, so median_mbps is no rate"
+    ), row
