@@ -58,7 +58,8 @@ class Race:
         self.evidence_overrun_s = evidence_overrun_s
         self.progress, self.cancel = progress, cancel
         self.first_pace_s = first_pace_s  # a run's wall time, before any candidate ran
-        self.leader: float | None = None  # load seconds of the fastest completed load
+        self.leader: float | None = None  # median load seconds of the fastest candidate
+        self._medians: dict[int, float] = {}  # each candidate's median load seconds, by id
         self.overheads: list[float] = []  # wall time of a run minus its load time
         # The same for each other loader (by ``ProgramConfig.code``): its process start and
         # imports come on top.
@@ -161,8 +162,10 @@ class Race:
             candidate.results.append(result)
             # A rescreened candidate keeps no stale "not measured" reason.
             candidate.ended, candidate.reason = "finished", ""
-            if self.leader is None or result.seconds < self.leader:
-                self.leader = result.seconds
+            # The fastest candidate's median load time: one outlier run (walk 22: 1547 MB/s
+            # of a leader's 534-1547) would cut runs within the leader's own spread.
+            self._medians[id(candidate)] = statistics.median(r.seconds for r in candidate.results)
+            self.leader = min(self._medians.values())
             cold = "" if result.cache.cold else " (not verified cold)"
             self.progress(f"{candidate.spec}: {rate_text(result.mbps)}{cold}")
             return result

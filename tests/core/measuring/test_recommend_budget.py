@@ -234,3 +234,37 @@ def test_a_run_whose_readahead_another_modelmon_run_holds_fails_and_the_search_g
     monkeypatch.setattr(r, "_run_once", busy)
     assert r.run(held) is None
     assert held.ended == "failed" and held.reason.endswith("another modelmon run is using it")
+
+
+class _RatedRace(ClockedRace):
+    """As ``ClockedRace``, each run loading at the next rate of its candidate's list."""
+
+    def __init__(self, clock: Clock, rates: dict[int, list[float]]) -> None:
+        super().__init__(clock, budget_s=600.0)
+        self.rates = rates
+
+    def _run_once(
+        self, candidate: Candidate, limit: float | None, race: bool, horizon: float | None
+    ) -> tuple[LoadResult, int, RaceStop]:
+        self.clock.now += OWN_WALL_S
+        mbps = self.rates[candidate.options.workers].pop(0)
+        return load_result(mbps), 0, RaceStop(None, None)
+
+
+def test_the_leader_is_the_fastest_median_not_one_outlier_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Walk 22: entrants were cut against the leader's one outlier run (1547 MB/s of runs
+    534-1547, median 934): a cut at twice that run's time stops runs within the leader's own
+    spread. The leader is the fastest candidate's median load time."""
+    clock = Clock()
+    monkeypatch.setattr(race, "time", clock)
+    r = _RatedRace(clock, {4: [1547.0, 534.0, 934.0], 8: [700.0]})
+    leader = own(4)
+    r.run(leader)
+    assert r.leader == pytest.approx(1e9 / 1547e6)  # one run: that run
+    r.run(leader)
+    r.run(leader)
+    assert r.leader == pytest.approx(1e9 / 934e6)  # the median of its three
+    r.run(own(8))
+    assert r.leader == pytest.approx(1e9 / 934e6)  # 700 MB/s: not faster than that
