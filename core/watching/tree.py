@@ -155,7 +155,8 @@ class ProcessTree:
         self.adopter: int | None = None
         self._own: Callable[[], set[int]] = set
         self.adopted: set[int] = set()
-        self._discovered_at: int | None = None  # the last pid handed out at the last discovery
+        # The newest pid handed out, at the last two looks for new members.
+        self._discovered_at: tuple[int | None, int | None] = (None, None)
         stat = self._read_stat(root)
         if stat is None:
             raise ProcessLookupError(errno.ESRCH, f"no process {root}")
@@ -190,12 +191,14 @@ class ProcessTree:
     def _discover(self, now_ns: int, initial: bool) -> None:
         """Add the processes whose parent is a live member (repeatedly: a child and its own
         child may both be new)."""
-        # No pid handed out since the last discovery: no process is new (an orphan handed to
-        # the adopter had its pid already, and was found as a child when it was new).
-        last_pid = _last_pid()
-        if not initial and last_pid is not None and last_pid == self._discovered_at:
+        # No pid handed out since the look before the last: no process is new (an orphan
+        # handed to the adopter had its pid already, and was found as a child when it was
+        # new). A pid is handed out before its process is linked to its parent: the look
+        # after one that saw a new pid looks again.
+        last_pid, before = _last_pid(), self._discovered_at
+        self._discovered_at = (before[1], last_pid)
+        if not initial and last_pid is not None and before == (last_pid, last_pid):
             return
-        self._discovered_at = last_pid
         live = [m for m in self.members.values() if m.alive]
         threads = sum(m.threads for m in live)
         if _HAVE_CHILDREN and threads <= CHILDREN_FILES_UP_TO:
