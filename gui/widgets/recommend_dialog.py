@@ -4,6 +4,7 @@ its own afterwards (File ▸ Export recommended configuration…)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from modelmon.core.limits import DEFAULT_BUDGET_S, MAX_BUDGET_S, MIN_BUDGET_S
 from modelmon.gui.state.programs import COMMAND_CHOICE, SideChoice, engine_choices
+from modelmon.gui.theme import current_theme
 from modelmon.gui.widgets.program_editor import ProgramEditor
 
 MAX_RANKS = 64  # ranks of one node: GPUs per node, with room
@@ -39,6 +41,19 @@ TIPS = {
 }
 
 
+class BudgetBox(QSpinBox):
+    """Whole seconds. Enter on text the box cannot take (under the least budget) is
+    swallowed: a spin box would swap that text for its last value as editing ends, and the
+    dialog would then start a search of a budget other than the one shown."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not self.hasAcceptableInput():
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+
 class RecommendDialog(QDialog):
     def __init__(
         self,
@@ -49,7 +64,7 @@ class RecommendDialog(QDialog):
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Recommend a configuration")
-        self.budget = QSpinBox()
+        self.budget = BudgetBox()
         self.budget.setRange(int(MIN_BUDGET_S), int(MAX_BUDGET_S))
         self.budget.setValue(int(budget_s))
         self.budget.setSuffix(" s")
@@ -71,6 +86,13 @@ class RecommendDialog(QDialog):
         ok = buttons.button(QDialogButtonBox.StandardButton.Ok)
         ok.setText("Measure")
         ok.setToolTip(TIPS["ok"])
+        self.measure = ok
+        # Text the budget cannot take is said, and starts nothing, until it is one.
+        self.budget_error = QLabel()
+        self.budget_error.setWordWrap(True)
+        self.budget_error.setStyleSheet(f"color: {current_theme().error};")
+        self.budget_error.hide()
+        self.budget.lineEdit().textChanged.connect(self._budget_typed)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         outer = QVBoxLayout(self)
@@ -81,6 +103,7 @@ class RecommendDialog(QDialog):
         form = QFormLayout()
         outer.addLayout(form)
         form.addRow("Time budget:", self.budget)
+        form.addRow(self.budget_error)
         self.ranks = QSpinBox()
         self.ranks.setRange(1, MAX_RANKS)
         self.ranks.setValue(1)
@@ -126,6 +149,17 @@ class RecommendDialog(QDialog):
         self.adjustSize()
         self.intro.setMinimumHeight(self.intro.heightForWidth(self.intro.width()))
         self.adjustSize()
+
+    def _budget_typed(self) -> None:
+        taken = self.budget.hasAcceptableInput()
+        self.budget_error.setText(
+            ""
+            if taken
+            else f"Not a budget: {self.budget.text().strip()}. A search takes "
+            f"{MIN_BUDGET_S:.0f} to {MAX_BUDGET_S:.0f} s, in whole seconds."
+        )
+        self.budget_error.setVisible(not taken)
+        self.measure.setEnabled(taken)
 
     def _ranks_chosen(self, ranks: int) -> None:
         # N ranks are measured as modelmon's ways and Run:ai's; a server's own ranks are

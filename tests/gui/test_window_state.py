@@ -340,3 +340,30 @@ def test_the_recommend_dialog_offers_the_budget_last_measured_with(
     third.recommend()
     assert offered[-1] == DEFAULT_BUDGET_S
     third.close()
+
+
+def test_a_budget_the_dialog_cannot_take_is_refused_in_sight_not_swapped(qtbot):
+    """Walk 23: the budget field showed "1 s", Enter started "Recommending: a 60 s budget":
+    a spin box swaps text it cannot take for its last value as editing ends, without a word.
+    The dialog says why the text is no budget, Measure is greyed and Enter starts nothing,
+    until the field holds one."""
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    dialog = RecommendDialog(budget_s=60)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    measure = dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok)
+    dialog.budget.setFocus()
+    dialog.budget.selectAll()
+    qtbot.keyClicks(dialog.budget, "1")
+    assert dialog.budget.text() == "1 s"
+    assert dialog.budget_error.isVisible() and not measure.isEnabled()
+    assert dialog.budget_error.text() == (
+        "Not a budget: 1 s. A search takes 5 to 86400 s, in whole seconds."
+    )
+    qtbot.keyClick(dialog.budget, Qt.Key.Key_Return)
+    assert dialog.isVisible() and dialog.result() == 0
+    assert dialog.budget.text() == "1 s"  # what was typed stays, to be corrected
+    qtbot.keyClicks(dialog.budget, "0")
+    assert not dialog.budget_error.isVisible() and measure.isEnabled()
+    assert dialog.budget_s() == 10.0
