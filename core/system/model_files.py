@@ -6,7 +6,10 @@ guard (``system.outputs``) asks before a report replaces an existing file.
   whitespace serde allows);
 - a GGUF file: the magic ``GGUF``;
 - a safetensors shard index: a JSON object with a ``"weight_map"`` object among its first
-  ``INDEX_SNIFF_BYTES`` (an index names its metadata, then its map).
+  ``INDEX_SNIFF_BYTES`` (an index names its metadata, then its map);
+- a transformers model's config (``config.json``): a JSON object with a ``"model_type"`` or
+  ``"architectures"`` key among those bytes: what names the model's architecture, which
+  servers (vLLM, SGLang) and the answer's lines read beside the weights.
 
 The read is bounded and safe on anything a path may name: opened without blocking (a FIFO
 put there since the caller's ``stat``), ``fstat`` on the descriptor refuses all but a regular
@@ -27,10 +30,12 @@ GGUF_MAGIC = b"GGUF"
 JSON_SPACE = b" \t\r\n"
 UTF8_BOM = b"\xef\xbb\xbf"
 WEIGHT_MAP = re.compile(rb'"weight_map"[ \t\r\n]*:[ \t\r\n]*\{')
+CONFIG_KEY = re.compile(rb'"(?:model_type|architectures)"[ \t\r\n]*:')
 
 SAFETENSORS = "a safetensors model"
 GGUF = "a GGUF model"
 SHARD_INDEX = "a safetensors shard index"
+MODEL_CONFIG = "a model's config (it names the model's architecture)"
 
 
 def model_kind(path: str | os.PathLike[str]) -> str | None:
@@ -63,6 +68,9 @@ def _kind_of(fd: int, size: int) -> str | None:
     text = start.removeprefix(UTF8_BOM).lstrip(JSON_SPACE)
     if text[:1] in (b"{", b""):  # a JSON object, or only whitespace so far
         head = os.pread(fd, INDEX_SNIFF_BYTES, 0)
-        if head.removeprefix(UTF8_BOM).lstrip(JSON_SPACE)[:1] == b"{" and WEIGHT_MAP.search(head):
-            return SHARD_INDEX
+        if head.removeprefix(UTF8_BOM).lstrip(JSON_SPACE)[:1] == b"{":
+            if WEIGHT_MAP.search(head):
+                return SHARD_INDEX
+            if CONFIG_KEY.search(head):
+                return MODEL_CONFIG
     return None

@@ -115,3 +115,22 @@ def test_special_files_answer_at_once_and_are_left_alone(tmp_path: Path) -> None
         asking.join()
         pytest.fail("model_kind blocked on a FIFO")
     assert answers == [None, None]
+
+
+def test_a_transformers_config_is_a_model_file(models: dict[str, Path], tmp_path: Path) -> None:
+    """Walk 24: `recommend FOLDER -o FOLDER/config.json` replaced the model's config.json (the
+    file that names its architecture, which the same run read to list vLLM's lines) with the
+    report. A JSON object naming a "model_type" or "architectures" is a model's config, under
+    any name; a JSON object without them is not."""
+    from modelmon.core.system.model_files import MODEL_CONFIG
+
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32}
+    written = tmp_path / "config.json"
+    written.write_text(json.dumps(config, indent=2))
+    assert model_kind(written) == MODEL_CONFIG
+    only_type = tmp_path / "other.toml"
+    only_type.write_text(json.dumps({"model_type": "bert"}))
+    assert model_kind(only_type) == MODEL_CONFIG
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"hidden_size": 32, "note": "model_type is not a key here"}))
+    assert model_kind(plain) is None
