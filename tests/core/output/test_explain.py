@@ -494,3 +494,20 @@ def test_the_librarys_sentence_says_the_answers_judgement(model: Model) -> None:
     text = " ".join(explain(rec))
     assert "little to gain" not in text, text
     assert f"reached 646 MB/s: the recommendation is 1.45× that, {weighed}." in text, text
+
+
+def test_a_run_above_the_bound_its_median_is_under_is_said(model: Model) -> None:
+    """Walk 24: "Best: ... at 1742 MB/s (median of 2 cold runs, 1239–2246 MB/s), 99% of the
+    storage bound" of 1753 MB/s, measured once: a run 28 % above its bound, and not a word."""
+    storage = Ceiling("storage", 1753.0, (1753.0,), "best of a sweep", True)
+    ceilings = Ceilings("m", (storage,))
+    pick = candidate("sequential", 1239, 2246, workers=4, chunk=16 * MiB)
+    rec = record(model, winner=pick, ranked=(pick,), ceilings=ceilings)
+    text = " ".join(explain(rec))
+    assert "99% of the storage bound" in text, text
+    assert (
+        "1 of its 2 runs read faster than the storage bound (2246 MB/s against 1753 MB/s, one read)"
+    ) in text, text
+    within = candidate("sequential", 1700, 1742, workers=4, chunk=16 * MiB)
+    rec = record(model, winner=within, ranked=(within,), ceilings=ceilings)
+    assert "read faster than the" not in " ".join(explain(rec))
