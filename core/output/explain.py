@@ -84,13 +84,21 @@ def _not_cold(rec: Recommendation) -> list[str]:
 
 
 def _library(rec: Recommendation, used: Candidate, winner: Candidate) -> list[str]:
-    """The library's own read beside the pick, judged as the answer judges it (``judged``:
-    one rule, one figure; walk 22's why said "within the winner's spread" of a library the
-    answer called 1.45x slower beyond twice its noise)."""
+    """The library's own read beside the pick (cut early: the rate it stayed under), judged
+    as the answer judges it (``judged``: one rule, one figure; walk 22's why said "within
+    the winner's spread" of a library the answer called 1.45x slower beyond twice its
+    noise)."""
     baseline = _best(rec.ranked, "library")
-    if baseline is None:
-        return []
     library = library_read(rec.model.format, start=True)
+    if baseline is None:  # none completed: the rate a run cut early stayed under, if one was
+        stopped = next((c for c in rec.ranked if c.strategy == "library" and not c.results), None)
+        if stopped is None or not stopped.stopped_below_mbps:
+            return []
+        return [
+            f"{library} stayed under {rate_text(stopped.stopped_below_mbps)} before it was "
+            f"cut: the recommendation is {_times(used.median_mbps, stopped.stopped_below_mbps)} "
+            "that or more."
+        ]
     if baseline is winner:
         if rec.duel is not None and rec.duel.kept:
             return []  # kept, not found best: the duel's sentence says why
@@ -356,14 +364,6 @@ def explain(
     lines += readahead_sentence(rec)
     lines += _peers(rec)
     lines += _library(rec, used, winner)
-    stopped = next((c for c in rec.ranked if c.strategy == "library" and not c.results), None)
-    completed = _best(rec.ranked, "library")
-    if completed is None and stopped is not None and stopped.stopped_below_mbps:
-        lines.append(
-            f"{library_read(rec.model.format, start=True)} stayed under "
-            f"{rate_text(stopped.stopped_below_mbps)} before it was cut: the recommendation is "
-            f"{_times(used.median_mbps, stopped.stopped_below_mbps)} that or more."
-        )
     lines += _failure_mode(rec, used.median_mbps, facts)
     cut = [c for c in rec.ranked if c.ended == "cut early"]
     if cut:
