@@ -44,7 +44,7 @@ from modelmon.core.storage.connection import Connection, Transient
 from modelmon.core.storage.facts import ObjectFacts
 from modelmon.core.storage.objects import open_store
 from modelmon.core.storage.policy import RetryPolicy, read_policy
-from modelmon.core.storage.transfer import final_error
+from modelmon.core.storage.transfer import final_error, retry_delay
 from modelmon.core.storage.urls import ObjectURL
 from modelmon.core.units import rate_text
 
@@ -187,13 +187,7 @@ def _get_retried(
             delay = _RETRIES.delay(throttles)
         except Transient as exc:
             failures += 1
-            policy = reading.policy
-            limit = policy.unreachable_attempts if exc.kind == "unreachable" else policy.attempts
-            if failures >= limit:
-                raise final_error(url, exc, failures) from None
-            delay = policy.delay(failures)
-            if time.monotonic() - since + delay >= policy.patience_s:
-                raise final_error(url, exc, failures, policy.patience_s) from None
+            delay = retry_delay(reading.policy, url, exc, failures, since)
             with reading.lock:
                 reading.retries += 1
         if reading.stop.wait(delay):

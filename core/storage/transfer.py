@@ -277,16 +277,7 @@ class RangeReader:
         since ``since`` (``time.monotonic()``), or the final error when the tries or the
         storage timeout are spent; it ends early when the read is cancelled (LoadCancelled)
         or another reader failed (Stopped)."""
-        limit = self.policy.attempts
-        if exc.kind == "unreachable":
-            limit = self.policy.unreachable_attempts
-        if failures >= limit:
-            raise final_error(url, exc, failures)
-        delay = self.policy.delay(failures)
-        waited = time.monotonic() - since
-        if waited + delay >= self.policy.patience_s:
-            raise final_error(url, exc, failures, self.policy.patience_s)
-        deadline = time.monotonic() + delay
+        deadline = time.monotonic() + retry_delay(self.policy, url, exc, failures, since)
         while True:  # a back-off ends early when the read is cancelled or another reader failed
             left = deadline - time.monotonic()
             if self.cancel.wait(min(max(left, 0.0), _POLL_S)):
@@ -352,6 +343,22 @@ def final_error(
         )
     kind = _FINAL_ERRORS.get(exc.kind, StorageError)
     return kind(url.text, problem, exc.status, exc.code)
+
+
+def retry_delay(
+    policy: RetryPolicy, url: ObjectURL, exc: Transient, failures: int, since: float
+) -> float:
+    """The wait before the next try after ``failures`` failures in a row (``exc`` the last)
+    with no byte since ``since`` (``time.monotonic()``); the final error instead when the
+    policy's tries are spent (fewer for an endpoint that refuses connections) or the wait
+    would pass the storage timeout."""
+    limit = policy.unreachable_attempts if exc.kind == "unreachable" else policy.attempts
+    if failures >= limit:
+        raise final_error(url, exc, failures)
+    delay = policy.delay(failures)
+    if time.monotonic() - since + delay >= policy.patience_s:
+        raise final_error(url, exc, failures, policy.patience_s)
+    return delay
 
 
 def once_error(url: ObjectURL, exc: Transient) -> StorageError:
