@@ -66,26 +66,33 @@ def far_below_bound(
     return [text + "."]
 
 
-def runs_above_bound(used: Candidate, efficiency: Efficiency | None) -> list[str]:
+def runs_above_bound(
+    rec: Recommendation, used: Candidate, efficiency: Efficiency | None
+) -> list[str]:
     """Where the pick's median is within its bound but a run of it read beyond the bound's
     spread: the bound is one reading of a storage whose runs vary more (walk 24: a run of
-    2246 MB/s beside "99% of the storage bound" of 1753 MB/s, nothing said). The median above
-    the bound is said on the "Best:" line instead."""
+    2246 MB/s beside "99% of the storage bound" of 1753 MB/s, nothing said). The runs under
+    smaller memory limits are runs of the pick too (walk 25: "holds at ... 2512 MiB (2243
+    MB/s ...)" beside a bound of 2144 MB/s). The median above the bound is said on the
+    "Best:" line instead."""
     if efficiency is None or efficiency.above:
         return []
     bound = efficiency.bound
     if bound.name == "memory_fill" or bound.verified is None:  # a file storage's reads alone
         return []
-    over = [r.mbps for r in used.results if beyond_spread(r.mbps / bound.mbps, bound)]
+    probes = rec.limit_probes.probes if rec.limit_probes is not None else ()
+    probed = [p.mbps for p in probes if p.held and p.mbps]
+    rates = [r.mbps for r in used.results] + probed
+    over = [rate for rate in rates if beyond_spread(rate / bound.mbps, bound)]
     if not over:
         return []
     name = BOUND_WORDS.get(bound.name, bound.name.replace("_", " "))
     reads = "one read" if len(bound.runs) == 1 else f"the median of {len(bound.runs)} reads"
-    lowest = min(r.mbps for r in used.results)
+    limits = f" ({len(probed)} under a smaller memory limit)" if probed else ""
     return [
-        f"{len(over)} of its {len(used.results)} runs read faster than the {name} "
+        f"{len(over)} of its {len(rates)} runs{limits} read faster than the {name} "
         f"({rate_text(max(over))} against {rate_text(bound.mbps)}, {reads}): this storage's "
         f"reads vary more than the bound's {reads} shows (the pick's own runs "
-        f"{rate_text(lowest)}–{rate_text(max(over))}), so the bound is a floor of what it "
+        f"{rate_text(min(rates))}–{rate_text(max(over))}), so the bound is a floor of what it "
         "gives; the app's Run ▸ Measure ceilings reads each setting 3 times for a firmer one."
     ]

@@ -351,7 +351,7 @@ def explain(
     head = f"Kept: {spec_words(used)}, what you run now," if kept else f"Best: {spec_words(used)}"
     lines.append(f"{head} at {rate_text(used.median_mbps)} ({runs_of(used)}){ceiling_text}.")
     lines += far_below_bound(rec, used, efficiency)
-    lines += runs_above_bound(used, efficiency)
+    lines += runs_above_bound(rec, used, efficiency)
     lines += _not_cold(rec)
     lines += _under_limit(rec, used)
     if len(used.results) < EVIDENCE_RUNS:

@@ -4,6 +4,7 @@ on this machine, that it shares the load's CPUs."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import Ceiling, Ceilings
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
+from modelmon.core.options import MiB
 from modelmon.core.output.bound_words import is_loopback
 from modelmon.core.output.explain import explain
 
@@ -86,3 +88,27 @@ def test_a_pick_at_three_quarters_of_its_bound_is_explained_too(model: Model) ->
     four = candidate("ranged", 1056, threads=4, chunk=16 << 20)
     (said,) = said_of(model, "http://127.0.0.1:9557", (plain, four), bounds)
     assert "1056 MB/s–1240 MB/s (2 settings measured, 1 to 4 connections)" in said
+
+
+def test_a_probe_run_above_the_bound_is_said(model: Model) -> None:
+    """Walk 25: "reads at 2144 MB/s: the storage bound" and later "It holds at a memory limit
+    of 2512 MiB (2243 MB/s, ...)": a run of the pick under a smaller limit, 5 % above its
+    bound, with no word. The probes are runs of the pick as its search runs are."""
+    from modelmon.core.measuring.limit_probe import LimitProbe, LimitProbes
+
+    storage = Ceiling("storage", 2144.0, (2144.0,), "best of a sweep", True)
+    pick = candidate("sequential", 911, 1330, 1726, workers=4, chunk=16 * MiB)
+    held = LimitProbe(2512 * MiB, True, 2243.0, 2600 * MiB, 48 * MiB, "")
+    probes = LimitProbes(4 << 30, 2200 * MiB, (held,))
+    rec = record(
+        model, winner=pick, ranked=(pick,), ceilings=Ceilings("m", (storage,)), limit_probes=probes
+    )
+    text = " ".join(explain(rec))
+    assert (
+        "1 of its 4 runs (1 under a smaller memory limit) read faster than the storage bound "
+        "(2243 MB/s against 2144 MB/s, one read)"
+    ) in text, text
+    assert "the pick's own runs 911 MB/s–2243 MB/s" in text, text
+    slower = dataclasses.replace(held, mbps=2100.0)
+    rec = dataclasses.replace(rec, limit_probes=dataclasses.replace(probes, probes=(slower,)))
+    assert "read faster than the" not in " ".join(explain(rec))
