@@ -182,8 +182,11 @@ class Race:
             candidate.ended, candidate.reason = "cut early", stop.reason
         elif result.status == "cancelled":
             why = (
-                f"{CUT_FACTOR:g}× the leader's load time"
-                if (clock_cut and limit < budget_limit) or given
+                f"the end of the budget; a baseline is given {CUT_FACTOR:g}× the leader's "
+                "load time even so"
+                if given
+                else f"{CUT_FACTOR:g}× the leader's load time"
+                if clock_cut and limit < budget_limit
                 else "the budget kept for the duel"
                 if keep_s > 0
                 else "the end of the budget"

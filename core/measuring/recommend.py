@@ -141,6 +141,9 @@ def short_budget(
     needed = loads * pace_s
     which = "a first load and the baseline's" if loads > 1 else "a first load"
     head = f"{left:.0f} s of the budget are left after the ceilings"
+    if left_s < -0.5:  # the ceilings overran it already: that is past it too
+        head = f"the ceilings took it and {-left_s:.0f} s more"
+        left = left_s
     if needed > left + overrun_s:
         return (
             f"{BUDGET_NOT_KEPT}: {head}, and the loads every answer rests on ({which}) "

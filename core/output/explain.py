@@ -368,7 +368,7 @@ def explain(
     cut = [c for c in rec.ranked if c.ended == "cut early"]
     if cut:
         lines.append(
-            "Cut early (on course for far longer than the leader): "
+            "Cut early: "
             + "; ".join(f"{c.spec}: {c.reason.removeprefix('cut early: ')}" for c in cut)
             + "."
         )

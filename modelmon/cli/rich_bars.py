@@ -31,14 +31,16 @@ class BudgetBarColumn(ProgressColumn):
 
 
 class BudgetLeftColumn(ProgressColumn):
-    """What is left of the budget: an upper bound, since a search may end early."""
+    """What is left of the budget, then how far past it the search is: the ceilings and a
+    first load always run, and the pick's runs may overrun, so the budget is no promise of
+    an end (an "ETA" would be one)."""
 
     def render(self, task: Task) -> Text:
         total = task.total or 0.0
-        left = max(0.0, total - (task.elapsed or 0.0))
-        if left <= 0:  # the run in flight finishes before the search stops
-            return Text(f"finishing the last run (budget {total:.0f} s)")
-        return Text(f"ETA ≤ {left:.0f} s (budget {total:.0f} s)")
+        left = total - (task.elapsed or 0.0)
+        if left < 0.5:
+            return Text(f"{-left:.0f} s past the {total:.0f} s budget")
+        return Text(f"{left:.0f} s of the {total:.0f} s budget left")
 
 
 def columns(kind: str) -> tuple[ProgressColumn, ...]:

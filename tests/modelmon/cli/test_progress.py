@@ -97,8 +97,23 @@ def test_recommend_on_a_terminal_shows_what_is_left_of_the_budget(
         "recommend", str(sharded_model), "--budget", "5", "-o", str(tmp_path / "r.toml")
     )
     assert code == 0, err
-    assert "ETA ≤" in err and "budget 5 s" in err
-    assert "\nWhy:\n" in out and "ETA" not in out
+    assert "s of the 5 s budget left" in err
+    assert "\nWhy:\n" in out and "s budget left" not in out
+
+
+def test_the_budget_column_says_how_far_past_the_budget_it_is():
+    """Walk 25: "ETA ≤ 5 s (budget 5 s)" counted down while the ceilings (26 s) were measured,
+    then "finishing the last run" for 30 s: a search may run past its budget (the ceilings
+    and a first load always run), so the column says what is left, then how far past."""
+    from types import SimpleNamespace
+
+    from modelmon.cli.rich_bars import BudgetLeftColumn
+
+    column = BudgetLeftColumn()
+    said = column.render(SimpleNamespace(total=5.0, elapsed=2.2))  # type: ignore[arg-type]
+    assert said.plain == "3 s of the 5 s budget left"
+    said = column.render(SimpleNamespace(total=5.0, elapsed=26.4))  # type: ignore[arg-type]
+    assert said.plain == "21 s past the 5 s budget"
 
 
 def test_progress_bars_are_quiet_off_a_terminal(tmp_path: Path):
