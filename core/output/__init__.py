@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from modelmon.core.output.explain import explain as explain_recommendation
     from modelmon.core.output.json import SCHEMA_VERSION, dumps
     from modelmon.core.output.loader import in_loader_rounds, loader_snippets
+    from modelmon.core.output.not_picked import why_not_picked
     from modelmon.core.output.ranks_ab import ranks_run_line, render_ranks_ab
     from modelmon.core.output.ranks_answer import (
         paste_lines,
@@ -71,6 +72,7 @@ _EXPORTS = (
     ("modelmon.core.output.answer", "recommendation_answer=answer answered Answer"),
     ("modelmon.core.output.told", "as_told"),
     ("modelmon.core.output.loader", "loader_snippets in_loader_rounds"),
+    ("modelmon.core.output.not_picked", "why_not_picked"),
     ("modelmon.core.output.run_words", "median_words counted"),
     (
         "modelmon.core.output.ranks_answer",

@@ -21,6 +21,7 @@ from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.output.answer import answered
 from modelmon.core.output.config_text import IN_RAM, NOTHING_CACHED
 from modelmon.core.output.explain import explain
+from modelmon.core.output.not_picked import PICK, why_not_picked
 from modelmon.core.output.snippets import Snippet, matching, servers_left_out, snippets
 from modelmon.core.output.told import as_told
 from modelmon.core.system.memory import memory_facts
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ceiling_records import Ceilings
     from modelmon.core.measuring.recommend import Recommendation
 
+OWN = "modelmon's best"  # the file's pick where another loader is the answer's
 FINGERPRINT_BYTES = 1 << 20  # the head of each file: headers hold every name and offset
 
 
@@ -92,6 +94,7 @@ def build_document(
     peers: Sequence[Candidate] = (),
     pick: Candidate | None = None,
     evidence_lines: Callable[[list[Snippet]], list[Snippet]] | None = None,
+    above: Callable[[Candidate], str] | None = None,
 ) -> dict[str, Any]:
     """The config document for ``winner``, measured on ``model``.
 
@@ -103,7 +106,9 @@ def build_document(
     ``pick``: the overall pick when it is not ``winner`` (a peer that beat modelmon's best).
     ``evidence_lines``: the [apply] lines as [apply_evidence] tells what measured them
     (modelmon's own by its runs in the user's loader's rounds, ``in_loader_rounds``).
-    Reads the head of every model file for the fingerprint.
+    ``above``: why an alternative whose median is above ``winner``'s is not the pick
+    (``not_picked.why_not_picked``), said in its note. Reads the head of every model file
+    for the fingerprint.
     """
     machine: dict[str, Any] = {
         "ram_bytes": memory_facts().total,
@@ -162,7 +167,7 @@ def build_document(
                 "spec": c.spec,
                 "median_mbps": rate_figure(c.median_mbps),
                 "runs": len(c.results),
-                **({"note": _note(c)} if _note(c) else {}),
+                **({"note": note} if (note := _note(c, above)) else {}),
             }
             # The pick is 1, as every ranking shows it (a simpler pick may have the lower
             # median: ``ranked`` is by median), the others after it in their order.
@@ -282,6 +287,8 @@ def recommendation_document(
         peers=rec.peers,
         pick=rec.used,
         evidence_lines=None if advice is None else (lambda lines: in_loader_rounds(lines, advice)),
+        # The file's pick is rank 1; a peer that beat it is the answer's, not the file's.
+        above=lambda c: why_not_picked(rec, c, rec.winner, PICK if rec.used is rec.winner else OWN),
     )
     if advice is not None:
         lines = loader_snippets(advice, rec.model)
@@ -332,7 +339,9 @@ def _evidence(lines: Sequence[Snippet]) -> dict[str, str]:
     return {s.tool: s.evidence() for s in lines}
 
 
-def _note(candidate: Candidate) -> str:
+def _note(candidate: Candidate, above: Callable[[Candidate], str] | None) -> str:
+    """An alternative's note: its role, the bound of a run stopped early, and why one ranked
+    above the pick by its median is not the pick (``above``)."""
     parts = [candidate.role] if candidate.role else []
     if not candidate.results and candidate.stopped_below_mbps is not None:
         # A rate of 0 bounds nothing: stopped before its first byte, it has no rate.
@@ -342,4 +351,5 @@ def _note(candidate: Candidate) -> str:
             else "stopped before any byte arrived, so median_mbps is no rate"
         )
         parts.append(f"{candidate.reason or 'stopped early'}: {said}")
-    return "; ".join(parts)
+    why = above(candidate) if above is not None else ""
+    return "; ".join([*parts, why] if why else parts)

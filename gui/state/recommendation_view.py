@@ -23,6 +23,7 @@ from modelmon.core.output import (
     servers_left_out,
     spread_words,
     times_text,
+    why_not_picked,
 )
 from modelmon.core.output import recommendation_answer as answer
 from modelmon.core.output import recommendation_snippets as snippets
@@ -216,8 +217,8 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
         ended = ended_text(c)
         if c is pick and faster:
             ended = f"{name}: {why}; {ended}"
-        elif c in faster:
-            ended = f"a higher median than {name}'s, not picked: {why}; {ended}"
+        elif c in faster:  # why this one is not the pick: its own record, as the file says
+            ended = f"not picked: {why_not_picked(rec, c, pick, name)}; {ended}"
         tied = rec.duel is not None and rec.duel.other is c and rec.duel.tie
         versus, paired = versus_pick(c, pick, name, tied), paired_text(c, name)
         if not c.results and versus == "–":  # why it has no figure, where one is looked for

@@ -94,9 +94,10 @@ def test_failure_mode_and_baseline_are_explained(recommended: tuple[Path, dict])
     _, document = recommended
     text = " ".join(document["explanation"])
     assert "library" in text and "bound" in text
-    notes = {a.get("note") for a in document["alternatives"]}
+    # A role leads a note; why one ranked above the pick is not the pick may follow it.
+    roles = {a.get("note", "").split("; ")[0] for a in document["alternatives"]}
     if document["recommended"]["strategy"] != "library":
-        assert "baseline" in notes
+        assert "baseline" in roles
 
 
 def test_a_model_larger_than_its_memory_is_answered_that_it_does_not_fit(
