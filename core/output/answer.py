@@ -189,7 +189,7 @@ def baseline_of(rec: Recommendation) -> Candidate | None:
 
 def answer(rec: Recommendation, config_name: str, advice: LoaderAdvice | None = None) -> Answer:
     """The one answer of ``rec`` (with the user's loader measured beside it: ``advice``)."""
-    general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
+    general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers, rec.duel)
     if advice is not None:
         return _with_loader(rec, advice, general)
     found = _answer(rec, general)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.advice import LoaderAdvice
     from modelmon.core.measuring.candidate import Candidate
     from modelmon.core.measuring.ceiling_records import Ceilings
+    from modelmon.core.measuring.judging import Duel
     from modelmon.core.measuring.recommend import Recommendation
 
 OWN = "modelmon's best"  # the file's pick where another loader is the answer's
@@ -95,6 +96,7 @@ def build_document(
     pick: Candidate | None = None,
     evidence_lines: Callable[[list[Snippet]], list[Snippet]] | None = None,
     above: Callable[[Candidate], str] | None = None,
+    duel: Duel | None = None,
 ) -> dict[str, Any]:
     """The config document for ``winner``, measured on ``model``.
 
@@ -107,8 +109,9 @@ def build_document(
     ``evidence_lines``: the [apply] lines as [apply_evidence] tells what measured them
     (modelmon's own by its runs in the user's loader's rounds, ``in_loader_rounds``).
     ``above``: why an alternative whose median is above ``winner``'s is not the pick
-    (``not_picked.why_not_picked``), said in its note. Reads the head of every model file
-    for the fingerprint.
+    (``not_picked.why_not_picked``), said in its note. ``duel``: how the pick was settled,
+    whose other finalist a streamer is told for a one-connection pick. Reads the head of
+    every model file for the fingerprint.
     """
     machine: dict[str, Any] = {
         "ram_bytes": memory_facts().total,
@@ -140,7 +143,7 @@ def build_document(
     if ceilings is not None:
         evidence |= bound_evidence(ceilings, winner)
     chosen = pick or winner
-    lines = snippets(model, winner, tuple(ranked), config_name, tuple(peers))
+    lines = snippets(model, winner, tuple(ranked), config_name, tuple(peers), duel)
     evidence_of = _evidence(evidence_lines(lines) if evidence_lines is not None else lines)
     if chosen is not winner:
         evidence_of["modelmon"] += (
@@ -289,6 +292,7 @@ def recommendation_document(
         evidence_lines=None if advice is None else (lambda lines: in_loader_rounds(lines, advice)),
         # The file's pick is rank 1; a peer that beat it is the answer's, not the file's.
         above=lambda c: why_not_picked(rec, c, rec.winner, PICK if rec.used is rec.winner else OWN),
+        duel=rec.duel,
     )
     if advice is not None:
         lines = loader_snippets(advice, rec.model)

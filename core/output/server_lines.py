@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.judging import Duel
 from modelmon.core.model.kind import checkpoint_kind, model_folder_of
 from modelmon.core.model.records import Model
 from modelmon.core.output.paste import model_folder
@@ -80,21 +81,20 @@ def object_snippets(
     pool: tuple[Candidate, ...],
     peers: tuple[Candidate, ...],
     snip: Callable[[str, str, Candidate | None], Snippet],
+    duel: Duel | None = None,
 ) -> list[Snippet]:
     """Servers that stream a bucket with Run:ai Model Streamer, told the pick's connections
     and part size (its concurrency and chunk size); vLLM's for safetensors only. A streamer
     reads concurrently: where the pick is one connection (a plain download), it is told the
-    fastest concurrent setting measured instead, and the line says so."""
+    concurrent setting the answer weighed it against (``concurrent_setting``), and the
+    line says whose."""
     runai = [
         c for c in peers if c.program is not None and c.program.engine == "runai" and c.results
     ]
     best = max(runai, key=lambda c: c.median_mbps) if runai else None
     setting, whose = winner, "the pick's"
     if winner.readers <= 1:
-        concurrent = [c for c in pool if c.own is not None and c.readers > 1 and c.results]
-        if concurrent:
-            setting = max(concurrent, key=lambda c: c.median_mbps)
-            whose = f"the fastest concurrent setting measured ({setting.spec})'s"
+        setting, whose = concurrent_setting(pool, duel) or (setting, whose)
     concurrency = best.readers if best else max(setting.readers, 1)
     chunk = setting.options.chunk
     if model.format != "safetensors":
@@ -121,6 +121,32 @@ def object_snippets(
             best,
         ),
     ]
+
+
+def concurrent_setting(
+    pool: tuple[Candidate, ...], duel: Duel | None
+) -> tuple[Candidate, str] | None:
+    """The concurrent setting a streamer is told where the pick is one connection, and whose
+    it is in words: the pick's other finalist (``duel.other``), which the answer names (the
+    setting it was raced against, or the search's pick it keeps the plain download over);
+    else, where that is none of modelmon's concurrent settings, the fastest measured. One
+    lucky entry run, never raced, is no setting the answer relies on (8 connections of 256
+    MiB at 1,401.5 MB/s on 1 run, beside an answer that raced 8 connections of 64 MiB at
+    1,288 MB/s against the plain download). None where none was measured."""
+
+    def concurrent(c: Candidate) -> bool:
+        return c.own is not None and c.readers > 1 and bool(c.results)
+
+    other = duel.other if duel is not None else None
+    if duel is not None and other is not None and concurrent(other):
+        if duel.kept:
+            return other, f"the search's pick ({other.spec})'s"
+        return other, f"the concurrent setting the pick was raced against ({other.spec})'s"
+    measured = [c for c in pool if concurrent(c)]
+    if not measured:
+        return None
+    fastest = max(measured, key=lambda c: c.median_mbps)
+    return fastest, f"the fastest concurrent setting measured ({fastest.spec})'s"
 
 
 # The lines of the servers that read a transformers model's folder or prefix (vLLM, SGLang).

@@ -8,6 +8,7 @@ import os
 from dataclasses import replace
 
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.judging import Duel
 from modelmon.core.model.kind import checkpoint_kind
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions
@@ -32,9 +33,11 @@ def snippets(
     ranked: tuple[Candidate, ...],
     config_name: str = "modelmon.toml",
     peers: tuple[Candidate, ...] = (),
+    duel: Duel | None = None,
 ) -> list[Snippet]:
     """A snippet for each loader people use, marked measured (by the candidate that does what
-    it does, with its MB/s) or not measured here."""
+    it does, with its MB/s) or not measured here. ``duel``: how the pick was settled (a
+    streamer told a concurrent setting for a one-connection pick is told its finalist's)."""
     pool = (*ranked, *peers)
 
     def snip(tool: str, text: str, measured: Candidate | None) -> Snippet:
@@ -63,7 +66,7 @@ def snippets(
     kind = checkpoint_kind(model)
     if remote:  # the servers that stream a bucket, for a prefix they serve (its config.json)
         served = kind == "transformers"
-        lines = object_snippets(model, winner, pool, peers, snip) if served else []
+        lines = object_snippets(model, winner, pool, peers, snip, duel) if served else []
         plain = [c for c in pool if c.role == "baseline" and c.own is not None]
         return [*out, *[plain_download(model, c) for c in plain[:1]], *lines]
     if model.format == "safetensors":

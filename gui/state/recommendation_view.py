@@ -252,7 +252,7 @@ def snippet_rows(
     With the user's loader (``advice``), its engine's lines lead, measured (or translated),
     and the general lines they replace are left out (the config's [apply]: ``apply_tools``)."""
     mine = loader_snippets(advice, rec.model) if advice is not None else []
-    general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers)
+    general = snippets(rec.model, rec.winner, rec.ranked, config_name, rec.peers, rec.duel)
     if advice is not None:
         general = in_loader_rounds(general, advice)  # the answer's figure of modelmon's
         shown = {s.tool for s in mine}

@@ -272,6 +272,66 @@ def test_a_plain_download_pick_tells_a_streamer_the_fastest_concurrent_setting()
     )
 
 
+def test_a_plain_download_pick_tells_a_streamer_the_setting_it_was_raced_against(
+    moto_s3: SimpleNamespace,
+) -> None:
+    """A new user's walk on a loopback bucket: the answer kept the plain download (1,298
+    MB/s), raced in pairs with 8 connections of 64 MiB (1,288 MB/s); vLLM's and SGLang's
+    lines were told "the fastest concurrent setting measured (ranged threads=8
+    chunk=256MiB)", one run the answer never raced. They are told the setting it was raced
+    against, and [apply_evidence] says so."""
+    from modelmon.core.measuring.judging import Duel, decide
+    from modelmon.core.output.config import recommendation_document
+
+    from .test_explain import record
+
+    plain = candidate("ranged", 1290, 1298.4, 1310, 1285, threads=1, chunk=1 << 30)
+    plain.role = "baseline"
+    raced = candidate("ranged", 1280, 1288, 1295, threads=8, chunk=64 << 20)
+    best, other, verdict, tie = decide(raced, plain, [0.99, 1.0, 0.985])
+    assert best is plain and other is raced
+    raced.verdict = verdict
+    once = candidate("ranged", 1401.5, threads=8, chunk=256 << 20)
+    duel = Duel(other=raced, verdict=verdict, tie=tie, pairs=3)
+    model = open_model(f"s3://{BUCKET}/llama/")
+    made = {s.tool: s for s in snippets(model, plain, (once, plain, raced), duel=duel)}
+    vllm = made["vllm-runai_streamer"]
+    assert f"RUNAI_STREAMER_CHUNK_BYTESIZE={64 << 20}" in vllm.text
+    assert f"RUNAI_STREAMER_CHUNK_BYTESIZE={64 << 20}" in made["sglang"].text
+    whose = f"the concurrent setting the pick was raced against ({raced.spec})'s connections"
+    assert whose in vllm.evidence() and whose in made["sglang"].evidence()
+    rec = record(model, winner=plain, ranked=(once, plain, raced), duel=duel)
+    document = recommendation_document(rec, "m.toml")
+    assert document["apply"]["vllm-runai_streamer"] == vllm.text
+    assert whose in document["apply_evidence"]["vllm-runai_streamer"]
+    assert once.spec not in document["apply_evidence"]["sglang"]
+
+
+def test_a_kept_plain_download_tells_a_streamer_the_searchs_pick() -> None:
+    """The answer keeps the plain download over the search's pick, weighed on their runs:
+    a streamer is told the search's pick, named as the answer names it, not a faster
+    setting's one run."""
+    from modelmon.core.measuring.judging import Duel
+    from modelmon.core.measuring.noise import BUCKET_NOISE
+
+    url = "s3://models/llama/model.safetensors"
+    where = SimpleNamespace(host_kind="aws", endpoint="")
+    bucket = SimpleNamespace(
+        format="safetensors",
+        path=url,
+        files=(SimpleNamespace(path=url, remote=where),),
+        extents=(),
+        kind="transformers",
+    )
+    plain = candidate("ranged", 650, threads=1, chunk=1 << 30)
+    searched = candidate("ranged", 737, 642, 918, 700, threads=16, chunk=64 << 20)
+    once = candidate("ranged", 990, threads=32, chunk=16 << 20)
+    duel = Duel(other=searched, tie=True, noise=BUCKET_NOISE, kept=True)
+    made = {s.tool: s for s in snippets(bucket, plain, (once, searched, plain), duel=duel)}  # type: ignore[arg-type]
+    assert '{"concurrency": 16}' in made["vllm-runai_streamer"].text
+    assert f"the search's pick ({searched.spec})'s connections" in made["sglang"].evidence()
+
+
 SERVED_BY = (
     "No vLLM or SGLang line: they serve a folder or bucket prefix by its config.json, which "
     "names the model's architecture"
