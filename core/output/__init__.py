@@ -13,11 +13,13 @@ if TYPE_CHECKING:
     from modelmon.core.output.answer import Answer, answered
     from modelmon.core.output.answer import answer as recommendation_answer
     from modelmon.core.output.comparison import (
+        apart_text,
         noise_words,
         paired_verdict,
         pick_speedup,
         shared_fd_caveat,
         times_text,
+        weighed_against,
     )
     from modelmon.core.output.config import build_document, recommendation_document
     from modelmon.core.output.config_text import render as render_config
@@ -66,7 +68,8 @@ _EXPORTS = (
     ("modelmon.core.output.explain", "explain_recommendation=explain"),
     (
         "modelmon.core.output.comparison",
-        "shared_fd_caveat pick_speedup paired_verdict times_text noise_words",
+        "shared_fd_caveat pick_speedup paired_verdict times_text noise_words apart_text "
+        "weighed_against",
     ),
     ("modelmon.core.output.snippets", "recommendation_snippets=snippets servers_left_out"),
     ("modelmon.core.output.answer", "recommendation_answer=answer answered Answer"),

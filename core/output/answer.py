@@ -16,13 +16,14 @@ from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.judging import MIN_GAIN, apart_unpaired
 from modelmon.core.measuring.noise import Noise, unpaired_noise, usual_noise
 from modelmon.core.output.comparison import (
+    apart_text,
     library_read,
-    noise_words,
     paired_verdict,
     pick_speedup,
     robustness_reason,
     spec_words,
     times_text,
+    weighed_against,
 )
 from modelmon.core.output.loader import change_words, in_loader_rounds, loader_snippets
 from modelmon.core.output.run_words import counted, median_words, not_certain, runs_words
@@ -250,7 +251,7 @@ def _answer(rec: Recommendation, general: list[Snippet]) -> Answer:
     # make; runs not in pairs say the noise they were weighed against.
     against = judged(rec, used, library)
     # Under MIN_GAIN it is no change whatever the noise: no noise is said of it.
-    weighed = weighed_words(against, library) if speedup >= MIN_GAIN else ""
+    weighed = weighed_words(against, library, speedup) if speedup >= MIN_GAIN else ""
     if against.tie and used.robustness() < library.robustness():
         # Within noise of what the user runs now, and picked for being more robust: said so.
         return Answer(
@@ -344,9 +345,13 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: Ju
                 else f"{times_text(1 / ratio)} slower"
             )
             by_pairs = f" by their {verdict.pairs} alternating pairs ({ahead} by the median pair)"
+        # Runs not in pairs: their ratio beside the one their noise allows, as the why says.
+        ratio = nearest.median_mbps / used.median_mbps if used.median_mbps > 0 else 0.0
+        apart = f", {apart_text(ratio)}" if against.noise is not None else ""
         return (
             f"{other[0].upper()}{other[1:]}, {spec_words(nearest)}, ran within noise of "
-            f"it{by_pairs}: {_against(nearest, used)}{weighed_words(against, nearest)}."
+            f"it{by_pairs}: {_against(nearest, used)}{apart}"
+            f"{weighed_words(against, nearest, ratio)}."
         )
     gain = pick_speedup(used, nearest) or 0.0
     verdict = paired_verdict(nearest)
@@ -354,16 +359,17 @@ def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: Ju
     by_pairs = f", by the median of their {verdict.pairs} alternating pairs" if verdict else ""
     return (
         f"{times_text(gain)} as fast as {other}, {spec_words(nearest)}{by_pairs}: "
-        f"{_against(used, nearest)}{weighed_words(against, nearest)}."
+        f"{_against(used, nearest)}{weighed_words(against, nearest, gain)}."
     )
 
 
-def weighed_words(against: Judged, other: Candidate) -> str:
-    """ ", within twice the ±31% their runs spread" of a tie, ", beyond twice ..." of a gain:
-    the noise runs not in pairs were weighed against; of pairs, how far they spread (", both
-    pairs within ±16 % of their median"): a noise is said of every comparison."""
+def weighed_words(against: Judged, other: Candidate, ratio: float) -> str:
+    """ ", within twice the ±31% their runs spread (up to 1.72×)" of rates ``ratio`` apart
+    in a tie, ", beyond twice ... (over 1.22×)" of a gain: the noise runs not in pairs were
+    weighed against, and the ratio it allows; of pairs, how far they spread (", both pairs
+    within ±16 % of their median"): a noise is said of every comparison."""
     if against.noise is not None:
-        return f", {'within' if against.tie else 'beyond'} twice {noise_words(against.noise)}"
+        return f", {weighed_against(against.noise, ratio)}"
     verdict = paired_verdict(other)
     return f", {spread_words(verdict.noise, verdict.pairs)}" if verdict is not None else ""
 

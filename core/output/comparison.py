@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
-from modelmon.core.measuring.ab import Verdict
+from modelmon.core.measuring.ab import BEYOND_NOISE, Verdict
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.judging import MIN_PAIRS
 from modelmon.core.measuring.noise import SEARCH, THEIRS, Noise
@@ -108,17 +109,56 @@ def noise_words(noise: Noise) -> str:
     their runs spread", "a bucket's usual ±22% run-to-run noise" (where it stands in for a
     few runs' smaller deviation, that is not said: beside the runs' range, a user reads a
     deviation as a wrong figure, and beside a gap, as the gap's measure)."""
+    return "".join(_noise_parts(noise))
+
+
+def _noise_parts(noise: Noise) -> tuple[str, str]:
+    """``noise_words`` as its figure and what follows it (": no configuration here ran
+    twice"), so that the ratio twice the figure allows is said beside the figure."""
     if not noise.known:
-        return "a noise no configuration had run twice to tell"
+        return "a noise no configuration had run twice to tell", ""
     spread = f"±{math.expm1(noise.log):.0%}"
     if noise.of == THEIRS:
-        return f"the {spread} their runs spread"
+        return f"the {spread} their runs spread", ""
     if noise.of == SEARCH:
-        return f"the {spread} this search's repeated runs spread"
+        return f"the {spread} this search's repeated runs spread", ""
     usual = f"{noise.of} {spread} run-to-run noise"
     if math.isfinite(noise.measured):  # a few runs' smaller deviation: no second figure
-        return usual
-    return f"{usual}: no configuration here ran twice"
+        return usual, ""
+    return usual, ": no configuration here ran twice"
+
+
+def within_twice(ratio: float, log_noise: float) -> bool:
+    """Whether two rates ``ratio`` apart (either way round) are within ``BEYOND_NOISE`` ×
+    ``log_noise``: the noise half of the rule that weighs them (``judging``)."""
+    return ratio > 0 and abs(math.log(ratio)) <= BEYOND_NOISE * log_noise
+
+
+def twice_bound(ratio: float, log_noise: float, said: Callable[[float], str] = times_text) -> str:
+    """The ratio twice a noise allows, as ``ratio`` stands to it: "up to 1.69×" (within),
+    "over 1.22×" (beyond); "" where no noise is known. Twice is held in log space (twice
+    ±30% is 1.30² = 1.69×, not 1.60×): a user reads "twice ±30%" as ±60%, so the ratio
+    is said beside it (walk: "1.62×, within twice the ±30% their runs spread" read as a
+    contradiction). ``said``: how the sentence says its own ratio ("18 %" of an A/B)."""
+    if not math.isfinite(log_noise):
+        return ""
+    bound = said(math.exp(BEYOND_NOISE * log_noise))
+    return f"up to {bound}" if within_twice(ratio, log_noise) else f"over {bound}"
+
+
+def weighed_against(noise: Noise, ratio: float, said: Callable[[float], str] = times_text) -> str:
+    """Two rates ``ratio`` apart against the noise they were weighed against, as every
+    output says it: "within twice the ±30% their runs spread (up to 1.69×)", "beyond twice
+    a file read's usual ±11% run-to-run noise (over 1.22×)" (``said``: as ``twice_bound``)."""
+    within = "within" if within_twice(ratio, noise.log) else "beyond"
+    bound = twice_bound(ratio, noise.log, said)
+    figure, aside = _noise_parts(noise)
+    return f"{within} twice {figure}" + (f" ({bound})" if bound else "") + aside
+
+
+def apart_text(ratio: float) -> str:
+    """How far apart two rates ``ratio`` apart are, either way round: "1.03× apart"."""
+    return f"{times_text(max(ratio, 1 / ratio))} apart" if ratio > 0 else "∞× apart"
 
 
 def counted_words(text: str) -> str:

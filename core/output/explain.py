@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from modelmon.core.limits import EVIDENCE_RUNS
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.measuring.ab import BEYOND_NOISE
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.measuring.judging import MIN_GAIN, MIN_PAIRS
@@ -19,13 +18,16 @@ from modelmon.core.output.bound_words import far_below_bound, runs_above_bound
 from modelmon.core.output.ceiling_words import measured_sentence
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
+    apart_text,
     library_read,
-    noise_words,
     paired_verdict,
     pick_speedup,
     robustness_reason,
     spec_words,
     times_text,
+    twice_bound,
+    weighed_against,
+    within_twice,
 )
 from modelmon.core.output.readahead_words import readahead_sentence
 from modelmon.core.output.run_words import all_cold, runs_of, runs_words
@@ -111,12 +113,12 @@ def _library(rec: Recommendation, used: Candidate, winner: Candidate) -> list[st
         " by the median of their alternating pairs" if paired_verdict(baseline) is not None else ""
     )
     against = judged(rec, used, baseline)
-    figure = f"{times_text(speedup)} that{paired}{weighed_words(against, baseline)}"
-    if against.tie:
+    figure = f"{times_text(speedup)} that{paired}{weighed_words(against, baseline, speedup)}"
+    if against.tie:  # the figure in no parenthesis: the ratio its noise allows is in one
         return [
-            f"{library} reached {rate_text(baseline.median_mbps)}: as fast as the "
-            f"recommendation within noise (the recommendation is {figure}); the "
-            f"recommendation is picked because {robustness_reason(used, baseline)}."
+            f"{library} reached {rate_text(baseline.median_mbps)}: the recommendation is "
+            f"{figure}, as fast within noise; it is picked because "
+            f"{robustness_reason(used, baseline)}."
         ]
     return [f"{library} reached {rate_text(baseline.median_mbps)}: the recommendation is {figure}."]
 
@@ -128,14 +130,15 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             "It is the only one of modelmon's configurations that completed within the "
             "budget: none of the others was raced against it."
         ]
-    other, verdict, pairs = rec.duel.other, rec.duel.verdict, rec.duel.pairs
+    other, verdict, pairs, noise = rec.duel.other, rec.duel.verdict, rec.duel.pairs, rec.duel.noise
     if rec.duel.kept:  # the answer keeps what the user runs now over the search's pick
         searched = other.median_mbps / used.median_mbps if used.median_mbps > 0 else 0.0
-        noise = rec.duel.noise
+        # The answer's yardstick (a walk read "within twice a bucket's usual ±22%" there,
+        # "under 5% apart" here); the least gain worth a change where it alone keeps it.
         how_far = (
-            f"under {MIN_GAIN - 1:.0%} apart"
-            if searched < MIN_GAIN or noise is None
-            else f"within twice {noise_words(noise)}"
+            f"{apart_text(searched)}, {weighed_against(noise, searched)}"
+            if noise is not None and within_twice(searched, noise.log)
+            else f"under {MIN_GAIN - 1:.0%} apart"
         )
         return [
             f"The search's pick, {other.spec}, was weighed against what you run now, "
@@ -149,12 +152,13 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
             f"their runs were weighed, not in pairs: the pick's {rate_text(used.median_mbps)} "
             f"({runs_of(used)}) against {rate_text(other.median_mbps)} ({runs_of(other)})"
         )
-        noise = rec.duel.noise
-        weighed = f" ({noise_words(noise)})" if noise is not None else ""
+        ratio = other.median_mbps / max(used.median_mbps, 1e-9)
+        weighed = (
+            f", {apart_text(ratio)}, {weighed_against(noise, ratio)}" if noise is not None else ""
+        )
         if not rec.duel.tie:
-            beyond = f", apart by more than twice their noise{weighed}" if noise is not None else ""
-            return [f"{head}{beyond}. Give it a longer budget for a verdict."]
-        within = f"{head}; they are within twice their noise{weighed}"
+            return [f"{head}{weighed}. Give it a longer budget for a verdict."]
+        within = f"{head}{weighed or '; they are within twice their noise'}"
         if used.robustness() < other.robustness():
             return [
                 f"{within}, so the simpler one is recommended: {used.spec}, because "
@@ -169,14 +173,7 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         f"Paired with the other finalist ({other.spec}, {rate_text(other.median_mbps)}) in "
         f"alternating {_cold_word(used, other)}runs, {pairs} pair{'s' if pairs != 1 else ''}: "
     )
-    noise = rec.duel.noise
     if rec.duel.tie:
-        # Under MIN_PAIRS pairs the search weighed all their runs against ``noise``: that.
-        spread = (
-            f"within twice {noise_words(noise)}"
-            if pairs < MIN_PAIRS and noise is not None
-            else verdict.note or spread_words(verdict.noise, pairs)
-        )
         ahead = (
             f"the pick {times_text(gain)} faster"
             if gain >= 1
@@ -185,17 +182,20 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         # Under MIN_PAIRS pairs the gain is of all their runs (``pick_speedup``), as decided.
         ahead += " by the median pair" if pairs >= MIN_PAIRS else " by their medians"
         apart = max(gain, 1 / gain) if 0 < gain < float("inf") else float("inf")
-        middle = (
-            f"under {MIN_GAIN - 1:.0%} apart ({ahead}, {spread})"
-            if apart < MIN_GAIN
-            else f"within noise ({ahead}, but {spread})"
-        )
-        # One pair decides nothing alone: said as the ranking says it, all their runs decided.
-        within = (
-            head + f"too few to estimate the noise, so all their runs decided: {middle}"
-            if pairs < MIN_PAIRS and noise is not None
-            else head + middle + ": the pairs do not separate them"
-        )
+        close = f"under {MIN_GAIN - 1:.0%} apart" if apart < MIN_GAIN else ""
+        if pairs < MIN_PAIRS and noise is not None:
+            # One pair decides nothing alone: said as the ranking says it, all their runs
+            # decided, against ``noise``; the pairs' noise is what one pair cannot estimate.
+            within = (
+                head + "too few to estimate the pairs' noise, so all their runs decided: "
+                f"{ahead}, {close + ' and ' if close else ''}{weighed_against(noise, gain)}"
+            )
+        else:
+            spread = verdict.note or spread_words(verdict.noise, pairs)
+            middle = (
+                f"{close} ({ahead}, {spread})" if close else f"within noise ({ahead}, but {spread})"
+            )
+            within = head + middle + ": the pairs do not separate them"
         if used.robustness() == other.robustness():
             return [f"{within} and neither is simpler, so the higher median decided: {used.spec}."]
         return [
@@ -204,18 +204,18 @@ def _duel(rec: Recommendation, used: Candidate) -> list[str]:
         ]
     if pairs < MIN_PAIRS:
         noise = noise or Noise(run_noise(used, other), THEIRS)
+        ratio = used.median_mbps / max(other.median_mbps, 1e-9)
         return [
-            head + "too few to estimate the noise, so every run decided: the pick's "
-            f"{rate_text(used.median_mbps)} ({runs_of(used)}) against the other finalist's "
-            f"{rate_text(other.median_mbps)} ({runs_of(other)}), "
-            f"{_times(used.median_mbps, other.median_mbps)} apart, more than "
-            f"{BEYOND_NOISE:g}× {noise_words(noise)} (a median deviation)."
+            head + "too few to estimate the pairs' noise, so all their runs decided: the "
+            f"pick's {rate_text(used.median_mbps)} ({runs_of(used)}) against the other "
+            f"finalist's {rate_text(other.median_mbps)} ({runs_of(other)}), "
+            f"{apart_text(ratio)}, {weighed_against(noise, ratio)}."
         ]
     if verdict.text == "A faster":
+        bound = twice_bound(gain, math.log1p(verdict.noise))
         return [
-            head + f"{times_text(gain)} faster by the median pair, every pair agreeing beyond "
-            "twice their noise "
-            f"({spread_words(verdict.noise, pairs)})."
+            head + f"{times_text(gain)} faster by the median pair, every pair agreeing, beyond "
+            f"twice their noise ({bound}; {spread_words(verdict.noise, pairs)})."
         ]
     return [head + "the pick had the higher median but the pairs did not all agree."]
 

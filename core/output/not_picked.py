@@ -14,12 +14,17 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from modelmon.core.measuring.ab import BEYOND_NOISE, Verdict
+from modelmon.core.measuring.ab import Verdict
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.judging import MIN_GAIN, Duel
 from modelmon.core.measuring.noise import Noise
 from modelmon.core.output.answer import judged
-from modelmon.core.output.comparison import noise_words, paired_verdict, times_text
+from modelmon.core.output.comparison import (
+    paired_verdict,
+    times_text,
+    weighed_against,
+    within_twice,
+)
 from modelmon.core.output.run_words import counted, runs_words
 
 if TYPE_CHECKING:
@@ -115,9 +120,7 @@ def _weighed(ratio: float, noise: Noise | None) -> str:
     apart; else beyond the noise (which no duel then settled)."""
     if noise is None or not noise.known:
         return "within a noise no configuration had run twice to tell"
-    gap = math.log(ratio)
-    if gap <= BEYOND_NOISE * noise.log:
-        return f"within twice {noise_words(noise)}"
-    if ratio < MIN_GAIN:
-        return UNDER_GAIN
-    return f"beyond twice {noise_words(noise)}"
+    # With the gain twice the noise allows, said as this note says its gain ("8%").
+    if within_twice(ratio, noise.log) or ratio >= MIN_GAIN:
+        return weighed_against(noise, ratio, _percent)
+    return UNDER_GAIN

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from modelmon.core.measuring.ab import Verdict
+from modelmon.core.output.comparison import twice_bound
 from modelmon.core.output.run_words import counted, median_words
 
 __all__ = ["gain_text", "pairs_lines", "spread_words", "stopped_words", "verdict_words"]
@@ -83,10 +84,11 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
         )
     elif low < 1:
         why = f"the pairs disagree on which is faster ({ratios}, {noise})"
-    else:
+    else:  # the gain twice the spread allows, said as the gain is (twice ±10 % is 21 %)
+        bound = twice_bound(ratio, math.log1p(verdict.noise), gain_text)
         why = (
             f"every pair favours {leader}, but the pairs vary {_range(low, high)} ({noise}): "
-            "the gain is within twice that spread, run more pairs"
+            f"the gain is within twice that spread ({bound}), run more pairs"
         )
     return f"{leader} is {gain_text(ratio)} faster by the median pair; not certain: {why}"
 

@@ -14,15 +14,16 @@ from modelmon.core import Candidate, Recommendation
 from modelmon.core.output import (
     Answer,
     answered,
+    apart_text,
     in_loader_rounds,
     loader_snippets,
-    noise_words,
     paired_verdict,
     pick_speedup,
     search_memory_text,
     servers_left_out,
     spread_words,
     times_text,
+    weighed_against,
     why_not_picked,
 )
 from modelmon.core.output import recommendation_answer as answer
@@ -107,7 +108,7 @@ def paired_text(candidate: Candidate, name: str = PICK) -> str:
     if verdict.pairs < 2:
         # One pair estimates no noise: the search weighed all their runs, whose figure "vs
         # the pick" gives (as the explanation); the pair's own ratio would be a second one.
-        return "one pair: too few to estimate the noise, so all their runs decided"
+        return "one pair: too few to estimate the pairs' noise, so all their runs decided"
     return (
         f"{said}: {who} {times_text(gain)} by the median pair (pairs "
         f"{low:.2f}–{high:.2f}×, {spread_words(verdict.noise, verdict.pairs)})"
@@ -137,8 +138,12 @@ def not_first_words(rec: Recommendation, name: str = PICK) -> str:
     duel = rec.duel
     # No pair fitted the budget, or one (which estimates no noise): all their runs decided.
     if duel is not None and duel.tie and (duel.verdict is None or duel.pairs < 2):
-        noise = noise_words(duel.noise) if duel.noise is not None else "their noise"
-        return f"their runs are within twice {noise}, and {name} is the simpler"
+        if duel.noise is None:
+            return f"their runs are within twice their noise, and {name} is the simpler"
+        # Their ratio beside the one their noise allows, as the answer and the why say it.
+        ratio = pick_speedup(rec.used, duel.other) or 0.0
+        weighed = weighed_against(duel.noise, ratio)
+        return f"their runs are {apart_text(ratio)}, {weighed}, and {name} is the simpler"
     if duel is not None and duel.tie:
         return f"paired runs did not separate them, and {name} is the simpler"
     if duel is not None and duel.verdict is not None:

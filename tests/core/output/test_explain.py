@@ -90,6 +90,29 @@ def test_entry_runs_within_noise_say_so_and_why_the_simpler_one(model: Model) ->
     undecided = record(model, winner=fast, ranked=(fast, few), duel=Duel(other=few))
     text = " ".join(explain(undecided))
     assert "against 806 MB/s (1 cold run). Give it a longer budget for a verdict." in text
+    # With the noise they were weighed against: their ratio, and the ratio that noise allows
+    # (a new user's walk read "within twice their noise (the ±30% their runs spread)" of
+    # runs 1.62x apart as ±60% overshot: twice is held in log space, 1.30² = 1.69×).
+    import math
+
+    from modelmon.core.measuring.noise import THEIRS, Noise
+
+    noise = Noise(math.log(1.30), THEIRS)
+    rec = record(
+        model, winner=few, ranked=(fast, few), duel=Duel(other=fast, tie=True, noise=noise)
+    )
+    text = " ".join(explain(rec))
+    assert (
+        "against 981 MB/s (1 cold run), 1.22× apart, within twice the ±30% their runs spread "
+        f"(up to 1.69×), so the simpler one is recommended: {few.spec}"
+    ) in text, text
+    small = Noise(math.log(1.05), THEIRS)
+    apart = record(model, winner=fast, ranked=(fast, few), duel=Duel(other=few, noise=small))
+    text = " ".join(explain(apart))
+    assert (
+        "against 806 MB/s (1 cold run), 1.22× apart, beyond twice the ±5% their runs spread "
+        "(over 1.10×). Give it a longer budget for a verdict."
+    ) in text, text
 
 
 def test_tie_with_the_library_says_why_planned_reads_win(model: Model) -> None:
@@ -108,7 +131,11 @@ def test_tie_with_the_library_says_why_planned_reads_win(model: Model) -> None:
     assert "twice the model's bytes at peak" in text
 
 
-def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
+def test_one_pair_far_apart_says_all_their_runs_decided(model: Model) -> None:
+    """A new user's walk read "1 pair: too few to estimate the noise, so every run decided:
+    ... more than 2× the ±12% their runs spread": a noise said not to be estimated, then
+    given. It is the pairs' noise that one pair cannot estimate: all their runs are weighed
+    against the noise of their runs, said as every such comparison says it."""
     fast = candidate("sequential", 605, 576, 707, workers=4, chunk=16 * MiB)
     slow = candidate("pread", 162, 158)
     best, other, verdict, tie = decide(fast, slow, [0.27])
@@ -119,13 +146,14 @@ def test_one_pair_far_apart_says_every_run_decided(model: Model) -> None:
         duel=Duel(other=other, verdict=verdict, tie=tie, pairs=1),
     )
     text = " ".join(explain(rec))
-    assert "1 pair: too few to estimate the noise, so every run decided" in text
+    assert "1 pair: too few to estimate the pairs' noise, so all their runs decided" in text
+    assert "too few to estimate the noise" not in text
     # Both rates are said, the pick's beside its runs as the other finalist's is.
     assert "the pick's 605 MB/s (" in text and "the other finalist's 160 MB/s (" in text
     assert (
         "576–707" in text
         and "158–162" in text
-        and "3.78× apart, more than 2× the ±1% their runs spread (a median deviation)" in text
+        and "3.78× apart, beyond twice the ±1% their runs spread (over 1.03×)." in text
     )
 
 
@@ -418,9 +446,9 @@ def test_a_tie_on_one_pair_says_all_their_runs_decided_as_the_ranking_does(model
     )
     text = " ".join(explain(rec))
     assert (
-        "1 pair: too few to estimate the noise, so all their runs decided: within noise (the "
-        "pick 1.26× faster by their medians, but within twice the ±36% their runs spread), so "
-        "the simpler one is recommended"
+        "1 pair: too few to estimate the pairs' noise, so all their runs decided: the pick "
+        "1.26× faster by their medians, within twice the ±36% their runs spread (up to 1.86×), "
+        "so the simpler one is recommended"
     ) in text, text
     assert "the pairs do not separate them" not in text
 
@@ -442,9 +470,8 @@ def test_pairs_that_decide_say_how_far_they_spread(model: Model) -> None:
     )
     text = " ".join(explain(rec))
     assert (
-        "2 pairs: 2.22× faster by the median pair, every pair agreeing beyond twice their "
-        "noise (both pairs "
-        "within ±2 % of their median)."
+        "2 pairs: 2.22× faster by the median pair, every pair agreeing, beyond twice their "
+        "noise (over 1.02×; both pairs within ±2 % of their median)."
     ) in text, text
 
 

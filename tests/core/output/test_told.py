@@ -92,3 +92,30 @@ def test_a_kept_plain_download_is_kept_not_best_nor_raced(sharded_model: Path) -
     why = " ".join(explain(told))
     assert "Best:" not in why, why
     assert f"Kept: {plain.spec}" in why and ", what you run now, at 593 MB/s (1 " in why, why
+
+
+def test_a_kept_plain_download_names_one_yardstick_in_answer_and_why(sharded_model: Path):
+    """A new user's walk on a bucket: the answer kept the plain download "within twice a
+    bucket's usual ±22% run-to-run noise" while its why said "under 5% apart, so what you
+    run now is kept": two yardsticks for one comparison. Both now give the two medians'
+    ratio and the one noise it was weighed against, with the ratio that noise allows."""
+    bucket = in_bucket(open_model(sharded_model))
+    searched = candidate("ranged", 610, 600, 620, 615, threads=16, chunk=64 << 20)
+    second = candidate("ranged", 500, 490, 510, threads=8, chunk=64 << 20)
+    plain = candidate("ranged", 593, threads=1, chunk=1 << 30, role="baseline")
+    best, other, verdict, tie = decide(searched, second, [0.7, 0.68])
+    assert best is searched
+    rec = record(
+        bucket,
+        winner=best,
+        ranked=(best, other, plain),
+        duel=Duel(other=other, verdict=verdict, tie=tie, pairs=2),
+    )
+    told = as_told(rec)
+    assert told.duel is not None and told.duel.kept
+    weighed = "1.03× apart, within twice a bucket's usual ±22% run-to-run noise (up to 1.49×)"
+    gain = recommendation_answer(told, "m.toml").gain
+    assert gain.endswith(f"against 593 MB/s (1 cold run), {weighed}."), gain
+    why = " ".join(explain(told))
+    assert f"against 593 MB/s (1 cold run), {weighed}, so what you run now is kept" in why, why
+    assert "under 5% apart" not in why, why

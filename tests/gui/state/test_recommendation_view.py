@@ -266,7 +266,7 @@ def test_one_pair_with_the_pick_is_said_as_one_and_the_gain_is_of_all_runs() -> 
     library.verdict = judge([401 / 792])  # its one pair with the pick: library / pick
     assert versus_pick(library, pick) == "−41 % (the pick is 1.71× faster)"
     said = paired_text(library)
-    assert said == "one pair: too few to estimate the noise, so all their runs decided"
+    assert said == "one pair: too few to estimate the pairs' noise, so all their runs decided"
     assert "×" not in said
 
 
@@ -284,8 +284,10 @@ def test_a_tie_on_single_runs_is_not_said_as_paired_runs(sharded_model: Path) ->
     # Its "vs the pick" says within noise, as the answer does, never a gain of the pick.
     (tied,) = [row.cells[5] for row in rows if row.cells[1] == faster.spec]
     assert tied.endswith("(within noise of the pick)") and "faster" not in tied, tied
+    # Their ratio beside the ratio the noise allows, as the answer and the why say it.
     assert cells[0].startswith(
-        "the pick: their runs are within twice a bucket's usual ±22% run-to-run noise"
+        "the pick: their runs are 1.04× apart, within twice a bucket's usual ±22% run-to-run "
+        "noise (up to 1.49×): no configuration here ran twice, and the pick is the simpler"
     ), cells[0]
 
 
