@@ -49,6 +49,26 @@ from modelmon.gui.state.watch_job import WatchJob, WatchRequest, model_scope
 CEILING_REPEATS = 3
 
 
+NO_LIMIT = ("", "none", "no", "off")
+
+
+def read_memory_limit(text: str) -> tuple[int | None, str | None]:
+    """``text`` as a memory limit (None: no limit), or the one line why it is none modelmon
+    takes: checked as it is typed, so a dialog never shows a refusal of text it no longer
+    holds."""
+    if text.strip().lower() in NO_LIMIT:
+        return None, None
+    shown = printable(text.strip())
+    try:
+        size = parse_size(text)
+    except OptionsError:
+        return None, f"Not a memory limit: {shown} (write 16Gi or 512Mi)"
+    try:
+        return check_memory_limit(size), None
+    except OptionsError:
+        return None, f"The memory limit must be {memory_limit_range()}, not {shown}"
+
+
 class Workbench:
     def __init__(self, post: Post, ceiling_store: CeilingStore | None = None) -> None:
         self.info: ModelInfo | None = None
@@ -309,18 +329,9 @@ class Workbench:
         """Run what follows under ``text`` (``16Gi``, ``512MiB``; empty or ``none``: no limit).
         The one line why not when it is no limit modelmon takes; a limit no cgroup can be made
         for here is kept and said in a warning (runs then only plan with it)."""
-        if text.strip().lower() in ("", "none", "no", "off"):
-            limit = None
-        else:
-            try:
-                size = parse_size(text)
-            except OptionsError:
-                return f"Not a memory limit: {printable(text.strip())} (write 16Gi or 512Mi)"
-            try:
-                limit = check_memory_limit(size)
-            except OptionsError:
-                shown = printable(text.strip())
-                return f"The memory limit must be {memory_limit_range()}, not {shown}"
+        limit, refused = read_memory_limit(text)
+        if refused is not None:
+            return refused
         self.memory_limit = limit
         self.memory_limit_changed.emit(limit)
         unavailable = memory_limit_unavailable(limit) if limit is not None else None

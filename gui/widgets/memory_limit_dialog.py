@@ -1,6 +1,8 @@
 """Run ▸ Memory limit…: the limit the next runs run under, as a container's would apply. It
-only asks: ``apply(text)`` (the state's) takes the text or says in one line why not, and the
-dialog stays open with that line until a limit is taken or the user cancels."""
+only asks: the field is checked as it is typed (the state's ``read_memory_limit``), its one
+line why not shown under it with OK greyed; ``apply(text)`` (the state's) takes the text or
+says why not, and the dialog stays open with that line until a limit is taken or the user
+cancels."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from modelmon.gui.state.workbench import read_memory_limit
 from modelmon.gui.theme import current_theme
 
 HINT = (
@@ -53,8 +56,10 @@ class MemoryLimitDialog(QDialog):
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
+        self.ok = buttons.button(QDialogButtonBox.StandardButton.Ok)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        self.field.textChanged.connect(self._typed)
         layout = QVBoxLayout(self)
         layout.setSizeConstraint(QLayout.SizeConstraint.SetFixedSize)  # grows with the error
         layout.addWidget(self.field)
@@ -62,11 +67,19 @@ class MemoryLimitDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(buttons)
 
+    def _typed(self, text: str) -> None:
+        _limit, refused = read_memory_limit(text)
+        self._say(refused)
+
+    def _say(self, refused: str | None) -> None:
+        self.error.setText(refused or "")
+        self.error.setVisible(refused is not None)
+        self.ok.setEnabled(refused is None)
+
     def accept(self) -> None:
         refused = self.apply(self.field.text())
         if refused is None:
             super().accept()
             return
-        self.error.setText(refused)
-        self.error.show()
+        self._say(refused)
         self.field.setFocus()

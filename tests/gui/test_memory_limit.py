@@ -67,6 +67,29 @@ def test_a_limit_is_refused_in_one_line_then_taken_and_cleared(qtbot, window: Ma
     assert k8s_text(max_memory_limit()) != ""  # every limit it takes has a text to show
 
 
+def test_the_limit_is_checked_as_it_is_typed(qtbot, window: MainWindow):
+    """Walk 25: "Not a memory limit: garbage! (write 16Gi or 512Mi)" stayed under the field
+    while it held "999Ti", then "4Gi": the field is checked as it is typed, OK greyed while it
+    holds no limit modelmon takes, and nothing is set until OK."""
+    seen: list[tuple[str, bool]] = []
+
+    def answer() -> None:
+        dialog = window.dialog
+        assert dialog is not None
+        for text in ("garbage!", "999Ti", "4Gi", ""):
+            dialog.field.setText(text)
+            shown = dialog.error.text() if not dialog.error.isHidden() else ""
+            seen.append((shown, dialog.ok.isEnabled()))
+        dialog.reject()
+
+    QTimer.singleShot(0, answer)
+    window.menus.memory_limit_action.trigger()
+    assert seen[0] == ("Not a memory limit: garbage! (write 16Gi or 512Mi)", False)
+    assert seen[1][0].startswith("The memory limit must be from 1 MiB to ") and not seen[1][1]
+    assert seen[2] == ("", True) and seen[3] == ("", True)
+    assert window.bench.memory_limit is None  # typed, never taken
+
+
 @REAL
 def test_a_run_under_the_limit_is_measured_in_its_cgroup_and_plotted(
     qtbot, window: MainWindow, small_model: Path, tmp_path: Path
