@@ -221,7 +221,10 @@ def ranking_rows(rec: Recommendation, advice: Any = None) -> list[RankingRow]:
         median = median_text(c)
         ended = ended_text(c)
         if c is pick and faster:
-            ended = f"{name}: {why}; {ended}"
+            # Its duel explains it only where its other finalist is among the faster.
+            raced = rec.duel is not None and rec.duel.other in faster
+            said = why if raced else f"each row with a higher median says why it is not {name}"
+            ended = f"{name}: {said}; {ended}"
         elif c in faster:  # why this one is not the pick: its own record, as the file says
             ended = f"not picked: {why_not_picked(rec, c, pick, name)}; {ended}"
         tied = rec.duel is not None and rec.duel.other is c and rec.duel.tie

@@ -75,6 +75,11 @@ def test_a_setting_screened_once_above_the_kept_download_says_it_was_not_raced(
     # The app's ranking says the same of the row.
     [row] = [r for r in ranking_rows(rec) if r.cells[1] == once.spec]
     assert row.cells[-1].startswith(f"not picked: {rows[once.spec]['note']}; finished"), row
+    # The pick's row speaks of the duel only where its other finalist is among those above.
+    (first,) = [r for r in ranking_rows(rec) if r.cells[1] == plain.spec]
+    assert first.cells[-1].startswith(
+        "the pick: each row with a higher median says why it is not the pick;"
+    ), first
 
 
 def test_settings_screened_once_above_the_searchs_pick_say_so(moto_s3: SimpleNamespace) -> None:
