@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from modelmon.core.output.answer import answer as recommendation_answer
     from modelmon.core.output.comparison import (
         apart_text,
-        noise_words,
         paired_verdict,
         pick_speedup,
         shared_fd_caveat,
@@ -68,8 +67,7 @@ _EXPORTS = (
     ("modelmon.core.output.explain", "explain_recommendation=explain"),
     (
         "modelmon.core.output.comparison",
-        "shared_fd_caveat pick_speedup paired_verdict times_text noise_words apart_text "
-        "weighed_against",
+        "shared_fd_caveat pick_speedup paired_verdict times_text apart_text weighed_against",
     ),
     ("modelmon.core.output.snippets", "recommendation_snippets=snippets servers_left_out"),
     ("modelmon.core.output.answer", "recommendation_answer=answer answered Answer"),
