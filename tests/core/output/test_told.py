@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.judging import Duel, decide
+from modelmon.core.measuring.recommend import Recommendation
 from modelmon.core.model.formats import open_model
 from modelmon.core.output import as_told, recommendation_answer, recommendation_document
 from modelmon.core.output import explain_recommendation as explain
@@ -119,3 +121,34 @@ def test_a_kept_plain_download_names_one_yardstick_in_answer_and_why(sharded_mod
     why = " ".join(explain(told))
     assert f"against 593 MB/s (1 cold run), {weighed}, so what you run now is kept" in why, why
     assert "under 5% apart" not in why, why
+
+
+def test_no_plain_download_is_kept_beside_a_setting_clearly_faster_than_it(
+    sharded_model: Path,
+) -> None:
+    """Walk 26's bucket: "Load with a plain download ...: nothing measured here is clearly
+    faster" (983 MB/s, 1 run; the search's pick 1451 MB/s, 1.48x, within the 1.49x twice a
+    bucket's noise allows) while the config file ranked 8 connections of 64 MiB at 1478 MB/s,
+    "beyond twice a bucket's usual ±22% run-to-run noise": something measured was clearly
+    faster. The download is kept only where nothing measured is; else the pick stands."""
+    bucket = in_bucket(open_model(sharded_model))
+    searched = candidate("ranged", 1451, 1400, 1460, 1500, threads=8, chunk=256 << 20)
+    fast = candidate("ranged", 1477.7, 1477.7, threads=8, chunk=64 << 20)
+    second = candidate("ranged", 1300, 1290, 1310, threads=4, chunk=64 << 20)
+    plain = candidate("ranged", 983, threads=1, chunk=1 << 30, role="baseline")
+    best, other, verdict, tie = decide(searched, second, [0.9, 0.89, 0.9])
+    assert best is searched
+
+    def told_of(*ranked: Candidate) -> Recommendation:
+        duel = Duel(other=other, verdict=verdict, tie=tie, pairs=3)
+        return as_told(record(bucket, winner=best, ranked=ranked, duel=duel))
+
+    told = told_of(fast, best, other, plain)
+    assert told.duel is not None and not told.duel.kept
+    said = recommendation_answer(told, "m.toml")
+    assert said.action.startswith(f"Load with modelmon, {searched.spec}"), said.action
+    assert "nothing measured here is clearly faster" not in said.action, said.action
+    assert said.gain.startswith("1.48× a plain download"), said.gain
+    # Without the faster setting, nothing measured is clearly faster: the download is kept.
+    kept = told_of(best, other, plain)
+    assert kept.duel is not None and kept.duel.kept
