@@ -150,6 +150,16 @@ class Session:
     def reads(self) -> ReadLog:
         return self.load.reads
 
+    def _first_look_ns(self) -> int:
+        """A run stopped before its workers went has no load start: its looks (the residency
+        map taken before the go) are timed from the first, never from 0 (the clock's own
+        origin, hours before)."""
+        if self.sampler is None:
+            return 0
+        maps = [t for t, _ in self.sampler.residency_maps()]
+        starts = self.sampler.sampled().starts
+        return min([*maps, *(int(t) for t in starts[:1])], default=0)
+
     def _prepare_sampling(self, state: CacheState) -> bool:
         """Once the workers are ready and the cache is prepared: the sampler's baselines
         (rates, the first residency map), so none of that work delays the first sample of the
@@ -187,7 +197,7 @@ class Session:
         return self._assemble(result)
 
     def _assemble(self, result: LoadResult) -> SessionResult:
-        t0 = self.load.t0_ns
+        t0 = self.load.t0_ns or self._first_look_ns()
         columns = self.load.reads.columns()
         reads = {
             "start": (columns["start"] - t0) / 1e9,

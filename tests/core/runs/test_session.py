@@ -102,3 +102,18 @@ def test_fuse_session_covers_the_load(slow_model: Path, tmp_path: Path) -> None:
 def test_session_without_monitoring(slow_model: Path) -> None:
     outcome = Session(slow_model, "sequential", LoadOptions(discard=True), monitor=False).run()
     assert outcome.result.status == "ok" and outcome.series == {} and outcome.samples_taken == 0
+
+
+def test_a_run_stopped_before_its_load_began_is_drawn_from_its_first_look(
+    slow_model: Path,
+) -> None:
+    """Walk 26: an A/B run cancelled at its start gate kept the residency map the sampler
+    takes before the workers go, timed against a load start of 0: the Page cache plot's
+    "time since load start" ran to 19,000 s (the machine's uptime). With no load start, its
+    looks are timed from the first one."""
+    session = Session(slow_model, "sequential", SLOW, interval_s=0.1)
+    session.start_gate = lambda state: False  # the gate refuses: the workers never go
+    outcome = session.run()
+    assert outcome.result.status == "cancelled" and session.load.t0_ns == 0
+    times = [t for t, _ in outcome.residency_maps]
+    assert times == [0.0], times
