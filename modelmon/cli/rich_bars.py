@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TextIO
 
 from rich.console import Console
@@ -38,9 +39,9 @@ class BudgetLeftColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         total = task.total or 0.0
         left = total - (task.elapsed or 0.0)
-        if left < 0.5:
+        if left <= 0:
             return Text(f"{-left:.0f} s past the {total:.0f} s budget")
-        return Text(f"{left:.0f} s of the {total:.0f} s budget left")
+        return Text(f"{math.ceil(left)} s of the {total:.0f} s budget left")
 
 
 def columns(kind: str) -> tuple[ProgressColumn, ...]:
@@ -67,7 +68,8 @@ class RichBars:
     def __init__(self, stream: TextIO) -> None:
         self.console = Console(file=stream)
         # stdout is left alone: what a verb prints there is its result, never the bars' business.
-        self.progress = Progress(console=self.console, redirect_stdout=False, redirect_stderr=False)
+        # What else writes to stderr (a warning) is printed above the bars, never glued to them.
+        self.progress = Progress(console=self.console, redirect_stdout=False, redirect_stderr=True)
 
     def start(self) -> None:
         self.progress.start()

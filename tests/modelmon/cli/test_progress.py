@@ -111,9 +111,14 @@ def test_the_budget_column_says_how_far_past_the_budget_it_is():
 
     column = BudgetLeftColumn()
     said = column.render(SimpleNamespace(total=5.0, elapsed=2.2))  # type: ignore[arg-type]
-    assert said.plain == "3 s of the 5 s budget left"
+    assert said.plain == "3 s of the 5 s budget left"  # 2.8 s, up to a whole second
     said = column.render(SimpleNamespace(total=5.0, elapsed=26.4))  # type: ignore[arg-type]
     assert said.plain == "21 s past the 5 s budget"
+    # Walk 26 read "-0 s past" just before the end: what is left counts up to a whole second.
+    said = column.render(SimpleNamespace(total=5.0, elapsed=4.8))  # type: ignore[arg-type]
+    assert said.plain == "1 s of the 5 s budget left"
+    said = column.render(SimpleNamespace(total=5.0, elapsed=5.2))  # type: ignore[arg-type]
+    assert said.plain == "0 s past the 5 s budget"
 
 
 def test_progress_bars_are_quiet_off_a_terminal(tmp_path: Path):
