@@ -105,7 +105,8 @@ def test_a_probe_run_above_the_bound_is_said(model: Model) -> None:
     )
     text = " ".join(explain(rec))
     assert (
-        "1 of its 4 runs (1 under a smaller memory limit) read faster than the storage bound "
+        "1 of its 4 runs (the search's 3 and 1 under a smaller memory limit) read faster than "
+        "the storage bound "
         "(2243 MB/s against 2144 MB/s, one read)"
     ) in text, text
     assert "the pick's own runs 911 MB/s–2243 MB/s" in text, text
