@@ -287,6 +287,8 @@ def test_a_warm_file_reclaimed_while_nobody_reads_it_has_no_arrivals(
 # Forks, the child calls setsid and forks again, and the grandchild (a daemon, no longer in
 # the command's tree by parentage) reads the model whole, writes its pid and waits; the
 # command and the middle process exit at once.
+# The daemon says its pid before it reads: the watch may end it as soon as the model has
+# arrived, which can be before a line after its reads would run.
 DAEMONIZING = """
 import os, sys, time
 if os.fork():
@@ -294,12 +296,12 @@ if os.fork():
 os.setsid()
 if os.fork():
     os._exit(0)
+with open(sys.argv[2], "w") as out:
+    out.write(str(os.getpid()))
 if sys.argv[3] == "reads":
     with open(sys.argv[1], "rb") as model:
         while model.read(1 << 20):
             pass
-with open(sys.argv[2], "w") as out:
-    out.write(str(os.getpid()))
 time.sleep(60)
 """
 
