@@ -331,15 +331,13 @@ def kept_baseline(rec: Recommendation) -> tuple[Candidate, Noise | None] | None:
     speedup = pick_speedup(used, baseline) or 0.0
     if speedup >= MIN_GAIN and not against.tie:
         return None
+    # Any other setting faster beyond the rule for runs not in pairs (MIN_GAIN included).
     rivals = [c for c in rec.ranked if c.results and c.role != "failure mode"]
-    if any(_clearly_faster(rec, c, baseline) for c in rivals if c not in (used, baseline)):
+    others = [c for c in rivals if c is not used and c is not baseline]
+    faster = [c for c in others if c.median_mbps > baseline.median_mbps]
+    if any(not _unpaired(rec, c, baseline).tie for c in faster):
         return None
     return baseline, against.noise
-
-
-def _clearly_faster(rec: Recommendation, candidate: Candidate, baseline: Candidate) -> bool:
-    gain = candidate.median_mbps / baseline.median_mbps if baseline.median_mbps > 0 else 0.0
-    return gain >= MIN_GAIN and not _unpaired(rec, candidate, baseline).tie
 
 
 def _fastest(used: Candidate, nearest: Candidate | None, other: str, against: Judged) -> str:
