@@ -27,6 +27,8 @@ import pytest
 from modelmon.core import write_safetensors_model
 from modelmon.core.system import evict, residency_of
 
+from .conftest import load_workers
+
 # A bound a hang always reaches (a read of a FIFO, a wait with no way out) and no correct run
 # comes near: a refusal takes an interpreter's start, 3-7 s with both cores busy elsewhere.
 HANG_S = 60.0
@@ -525,12 +527,8 @@ class Running:
         self.workers: set[psutil.Process] = set()
 
     def _note_workers(self) -> None:
-        # Not multiprocessing's resource tracker: that one exits after its parent, by design.
         with contextlib.suppress(psutil.Error):
-            for child in self.parent.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    if "resource_tracker" not in " ".join(child.cmdline()):
-                        self.workers.add(child)
+            self.workers.update(load_workers(self.parent))
 
     def wait_until_reading(self) -> None:
         """Poll for the state (the model being read), capped so a broken run fails."""

@@ -19,6 +19,8 @@ from modelmon.core import apply_config, open_model, write_safetensors_model
 from modelmon.core.errors import ConfigMismatchWarning, ReadaheadSkippedWarning
 from modelmon.core.options import LoadOptions, MiB, parse_spec
 
+from .conftest import load_workers
+
 
 def test_load_json(modelmon, sharded_model: Path) -> None:
     done = modelmon(
@@ -109,8 +111,7 @@ def test_ctrl_c_cancels_and_leaves_no_worker(modelmon_argv: list[str], tmp_path:
     parent = psutil.Process(process.pid)
 
     def workers() -> list[psutil.Process]:
-        # Not multiprocessing's resource tracker: that one exits after its parent, by design.
-        return [c for c in parent.children() if "resource_tracker" not in " ".join(c.cmdline())]
+        return load_workers(parent)
 
     deadline = time.monotonic() + 30
     while len(workers()) < 2 and time.monotonic() < deadline:

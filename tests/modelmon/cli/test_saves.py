@@ -32,6 +32,7 @@ from modelmon.core.errors import BUDGET_NOT_KEPT
 
 from ...conftest import mounted_loop_disk
 from ...object_store import BUCKET
+from .conftest import WORKER_MARK
 
 MODELMON = [sys.executable, "-m", "modelmon"]
 # A refusal takes an interpreter's start (3-7 s with both cores busy elsewhere); a run that
@@ -368,7 +369,7 @@ def measuring(process: subprocess.Popen[str]) -> bool:
         with contextlib.suppress(OSError):
             for child in children.read_text().split():
                 cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-                if b"resource_tracker" not in cmdline:
+                if WORKER_MARK.encode() in cmdline:
                     return True
     return False
 
