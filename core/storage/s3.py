@@ -227,7 +227,7 @@ def translate(store: S3Store, url: ObjectURL, response: Any) -> Exception:
         if code == "NoSuchBucket":
             problem = f"no bucket {url.host!r} at {store.endpoint}"
         else:
-            problem = "no such object"
+            problem = f"no such object at {store.endpoint}"
         return ObjectNotFoundError(url.text, f"{problem} ({answer})", status, code)
     if status == 412:
         return ObjectChangedError(

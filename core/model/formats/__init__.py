@@ -9,7 +9,7 @@ from pathlib import Path
 
 from modelmon.core.errors import EmptyModelError, ModelFormatError, ModelReferenceError
 from modelmon.core.model.formats.combine import combine
-from modelmon.core.model.formats.opening import GGUF_MAGIC, format_of, open_model_file
+from modelmon.core.model.formats.opening import format_of, not_gguf_magic, open_model_file
 from modelmon.core.model.formats.safetensors import parse_safetensors_file
 from modelmon.core.model.formats.safetensors_index import parse_index
 from modelmon.core.model.records import Model
@@ -99,9 +99,7 @@ def _open_file(target: Path) -> Model:
         # about a file its user meant as a GGUF names the wrong format.
         raise ModelFormatError(
             name,
-            f"not a GGUF file: it does not begin with GGUF's magic {GGUF_MAGIC!r} (its first "
-            f"bytes are {magic!r}), and it is no safetensors file either",
-            0,
+            f"not a GGUF file: {not_gguf_magic(magic)}, and it is no safetensors file either",
         ) from exc
     return Model(name, "safetensors", (file,), tuple(extents), metadata)
 

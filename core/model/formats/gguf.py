@@ -34,7 +34,7 @@ from modelmon.core.errors import LoadError, ModelFormatError
 from modelmon.core.model.blocks import block_of
 from modelmon.core.model.formats import gguf_format as spec
 from modelmon.core.model.formats.gguf_reads import BoundedReads, show_name
-from modelmon.core.model.formats.opening import open_model_file
+from modelmon.core.model.formats.opening import not_gguf_magic, open_model_file
 from modelmon.core.model.formats.shapes import array_shape_problem
 from modelmon.core.model.records import Model, ModelFile, TensorExtent
 from modelmon.core.storage.facts import ObjectFacts
@@ -137,9 +137,10 @@ class _Walk(BoundedReads):
         self.need(min(self.size, spec.HEADER_SIZE))
         magic = bytes(self.buf[:4])
         if magic != b"GGUF":
-            raise self.fail(f"not a GGUF file (magic {magic!r}, expected b'GGUF')", 0)
+            raise ModelFormatError(self.file, f"not a GGUF file: {not_gguf_magic(magic)}")
         if self.size < spec.HEADER_SIZE:
-            raise self.fail(f"truncated header: {self.size} bytes, need {spec.HEADER_SIZE}", 0)
+            cut = f"truncated header: the file has {self.size} bytes, a GGUF header"
+            raise ModelFormatError(self.file, f"{cut} {spec.HEADER_SIZE}")
         # Like GGUFReader: a version whose low 16 bits read as 0 was written on a machine of
         # the other byte order, and every number in the file is swapped.
         native = "<" if sys.byteorder == "little" else ">"

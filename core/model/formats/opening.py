@@ -22,6 +22,19 @@ GGUF_MAGIC = b"GGUF"
 SWAPPED_GGUF_MAGIC = GGUF_MAGIC[::-1]
 
 
+def shown_bytes(data: bytes) -> str:
+    """A file's first bytes as a user reads them: in quotes where they are printable ASCII
+    (a text file's "this"), in hex otherwise (Python's ``b'\\x89PNG'`` means nothing to most)."""
+    if data and all(0x20 <= byte < 0x7F for byte in data):
+        return f'"{data.decode("ascii")}"'
+    return f"0x{data.hex()}"
+
+
+def not_gguf_magic(magic: bytes) -> str:
+    """Why a file is no GGUF, by its first bytes."""
+    return f"it begins with {shown_bytes(magic)}, not GGUF's magic {shown_bytes(GGUF_MAGIC)}"
+
+
 def format_of(name: str, magic: bytes) -> str:
     """ "gguf" or "safetensors" (whose header the parser then checks), by a file's first four
     bytes; ModelFormatError for an empty or byte-swapped file."""
@@ -30,8 +43,7 @@ def format_of(name: str, magic: bytes) -> str:
     if magic == SWAPPED_GGUF_MAGIC:
         raise ModelFormatError(
             name,
-            f"a byte-swapped GGUF (magic {magic!r}, not {GGUF_MAGIC!r}): written in the wrong "
-            "byte order, which the gguf reader and llama.cpp refuse too",
-            0,
+            f"a byte-swapped GGUF ({not_gguf_magic(magic)}): written in the wrong byte order, "
+            "which the gguf reader and llama.cpp refuse too",
         )
     return "gguf" if magic == GGUF_MAGIC else "safetensors"

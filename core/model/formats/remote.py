@@ -130,7 +130,8 @@ class _Opening:
                 prefix.text, f"several GGUF files ({', '.join(ggufs[:4])}...); name one"
             )
         if not listed:
-            raise ObjectNotFoundError(prefix.text, "no objects under this prefix")
+            problem = f"no objects under this prefix at {self.store.endpoint}"
+            raise ObjectNotFoundError(prefix.text, problem)
         raise ModelFormatError(prefix.text, "holds no .safetensors, index or .gguf object")
 
     def sharded(self, index: ObjectURL) -> Model:

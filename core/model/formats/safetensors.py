@@ -67,9 +67,7 @@ def header_of(source: ByteSource) -> tuple[bytes, int, int]:
             # their value means nothing to a user.
             if source.read_at(8, 64).lstrip(b" \t\r\n")[:1] != b"{":
                 raise _fail(
-                    name,
-                    "not a safetensors file (it does not begin with a safetensors header)",
-                    0,
+                    name, "not a safetensors file: it does not begin with a safetensors header"
                 )
             if header_len > MAX_HEADER_BYTES:
                 raise _fail(name, f"header length {header_len} exceeds the 100 MB limit", 0)

@@ -50,7 +50,12 @@ def _answer(status: int, code: str, **headers: str) -> dict[str, object]:
         ),
         (403, "AccessDenied", StorageAccessError, "these credentials may not read it"),
         (400, "AuthorizationHeaderMalformed", StorageAccessError, "set AWS_REGION"),
-        (404, "NoSuchKey", ObjectNotFoundError, "no such object (404 NoSuchKey)"),
+        (
+            404,
+            "NoSuchKey",
+            ObjectNotFoundError,
+            "no such object at https://s3.eu-west-1.amazonaws.com (404 NoSuchKey)",
+        ),
         (412, "PreconditionFailed", ObjectChangedError, "replaced since it was opened"),
         (
             301,

@@ -198,7 +198,10 @@ def test_a_shard_the_index_names_but_the_bucket_lacks(moto_s3: SimpleNamespace) 
 @pytest.mark.parametrize(
     ("url", "says"),
     [
-        ("s3://models/single/missing.safetensors", r"no such object \(404 NoSuchKey\)"),
+        (
+            "s3://models/single/missing.safetensors",
+            r"no such object at http://127\.0\.0\.1:\d+ \(404 NoSuchKey\)",
+        ),
         (
             "s3://no-such-bucket/model.safetensors",
             r"no bucket 'no-such-bucket' at http://127\.0\.0\.1:\d+ \(404 NoSuchBucket\)",
@@ -207,7 +210,7 @@ def test_a_shard_the_index_names_but_the_bucket_lacks(moto_s3: SimpleNamespace) 
             "s3://no-such-bucket/llama",  # a key or a prefix: neither gets a "/" added
             r"no bucket 'no-such-bucket' at http://127\.0\.0\.1:\d+ \(404 NoSuchBucket\)",
         ),
-        ("s3://models/nothing-here/", "no objects under this prefix"),
+        ("s3://models/nothing-here/", r"no objects under this prefix at http://127\.0\.0\.1:\d+$"),
     ],
 )
 def test_missing_buckets_keys_and_prefixes(s3: SimpleNamespace, url: str, says: str) -> None:

@@ -61,7 +61,7 @@ def test_inspect_a_prefix_as_json(modelmon, rclone_s3: SimpleNamespace) -> None:
         (
             (f"s3://{BUCKET}/single/missing.safetensors",),
             STORAGE_FAILED,
-            r"no such object \(404 NoSuchKey\)",
+            r"no such object at http://127\.0\.0\.1:\d+ \(404 NoSuchKey\)",
         ),
         (
             ("s3://no-bucket/x.gguf",),

@@ -298,7 +298,14 @@ def base_with(
 
 DAMAGED: dict[str, tuple[bytes, str]] = {
     "empty": (b"", "not a GGUF file"),
-    "bad magic": (base_with(magic=b"GGML"), "not a GGUF file (magic b'GGML'"),
+    "cut in its header": (
+        base_with()[:8],
+        "truncated header: the file has 8 bytes, a GGUF header 24",
+    ),
+    "bad magic": (
+        base_with(magic=b"GGML"),
+        'not a GGUF file: it begins with "GGML", not GGUF\'s magic "GGUF"',
+    ),
     "version 1": (base_with(version=1), "unsupported GGUF version 1"),
     "version 99": (base_with(version=99), "unsupported GGUF version 99"),
     "big-endian version 99": (base_with(version=99 << 24), "unsupported GGUF version 99"),
