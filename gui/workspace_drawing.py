@@ -66,8 +66,8 @@ def show_series(page: Page, snapshot: MetricSnapshot) -> None:
 
 def end_plots(page: Page, record: RunRecord) -> None:
     """What a run's end adds: its blocks, its cold start, how it ended in its key."""
-    if record.result is not None:
-        page.blocks.show_result(record.label, record.result)
+    if record.outcome is not None:
+        page.blocks.show_record(record)
     shown = cold_start_shown(record)
     if shown is not None and (shown.lanes or shown.ready_s is not None):
         page.cold_start.show(shown)

@@ -25,12 +25,13 @@ if TYPE_CHECKING:
     from modelmon.core.loading.preflight import check_loadable
     from modelmon.core.loading.processes import stop_workers
     from modelmon.core.loading.reads import DescriptorTally
-    from modelmon.core.loading.result import BlockTiming
+    from modelmon.core.loading.result import BlockTiming, blocks_ready_s
     from modelmon.core.loading.runner import LoadRun
     from modelmon.core.loading.strategies import default_strategy, get_strategy
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.metrics.read_bins import ReadBins
     from modelmon.core.metrics.series import Sampled
+    from modelmon.core.runs.arrivals import arrival_blocks
     from modelmon.core.runs.command_output import last_line
     from modelmon.core.runs.program import ProgramRun
     from modelmon.core.runs.session import Session, SessionResult
@@ -44,7 +45,8 @@ _EXPORTS = (
     ("modelmon.core.runs.command_output", "last_line"),
     ("modelmon.core.runs.warm", "warm_each"),
     ("modelmon.core.loading.runner", "LoadRun"),
-    ("modelmon.core.loading.result", "BlockTiming"),
+    ("modelmon.core.loading.result", "BlockTiming blocks_ready_s"),
+    ("modelmon.core.runs.arrivals", "arrival_blocks"),
     ("modelmon.core.loading.strategies", "default_strategy get_strategy"),
     ("modelmon.core.loading.preflight", "check_loadable"),
     ("modelmon.core.loading.inproc", "in_process"),

@@ -19,24 +19,21 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from modelmon.core.configuration import ProgramConfig
 from modelmon.core.errors import OptionsError, WatchError, redact_urls
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.loading.envelope import StartGate, run_envelope
 from modelmon.core.loading.reads import ReadLog, now_ns
 from modelmon.core.loading.result import (
-    BlockTiming,
     LoadResult,
     WorkerTiming,
-    block_timings,
     coarse,
     overlap_note,
 )
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
+from modelmon.core.runs.arrivals import arrival_blocks
 from modelmon.core.runs.command_output import last_line, own_figure, own_report
 from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
 from modelmon.core.runs.verdict import judge
@@ -316,7 +313,11 @@ class ProgramRun:
             bytes=watched.bytes_read if status == "ok" else 0,
             seconds=seconds if status == "ok" else 0.0,
             cache=watched.cache or not_measured(self.cache),
-            blocks=self._blocks(watched) if status == "ok" and not past_cache else (),
+            blocks=(
+                arrival_blocks(self.model, self.watch, watched.first_byte_s)
+                if status == "ok" and not past_cache and self.watch is not None
+                else ()
+            ),
             workers=(
                 WorkerTiming(0, watched.pid, watched.bytes_read, seconds, 0, watched.peak_rss),
             ),
@@ -328,24 +329,6 @@ class ProgramRun:
             memory_limit=watched.memory_limit,
         )
         return load, found
-
-    def _blocks(self, watched: WatchResult) -> tuple[BlockTiming, ...]:
-        """When each block's bytes arrived, from the first byte on: the watch's arrivals
-        laid over the model's tensors, as a load's reads are."""
-        watch = self.watch
-        if watch is None or watched.first_byte_s is None:
-            return ()
-        columns = watch.reads.columns()
-        index = {os.path.realpath(f.path): i for i, f in enumerate(self.model.files)}
-        known = {f.index: index.get(f.path, -1) for f in watch.files.files}
-        files = np.array([known.get(int(i), -1) for i in columns["file"]], dtype=np.int64)
-        keep = files >= 0
-        reads = {key: column[keep] for key, column in columns.items()}
-        reads["file"] = files[keep]
-        reads["prefetch"] = np.zeros(int(keep.sum()), dtype=bool)
-        start_ns = watch.t0_ns + round(watched.first_byte_s * 1e9)
-        timings = block_timings(self.model, reads, start_ns)
-        return tuple(replace(b, start=max(0.0, b.start), end=max(0.0, b.end)) for b in timings)
 
 
 def run_program(

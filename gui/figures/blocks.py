@@ -31,8 +31,7 @@ MAX_LABELS = 80  # more rows than this: every n-th is labelled
 def blocks(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     order = list(runs.block_order)
     for record in runs.runs:
-        if record.result is not None:
-            order += [b.name for b in record.result.blocks if b.name not in order]
+        order += [b.name for b in record.blocks if b.name not in order]
     figure, axes = plot_over_time(
         runs, heading, title="Blocks: first to last read", height_in=len(order) * ROW_IN + 1.6
     )
@@ -41,22 +40,23 @@ def blocks(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     row_of = {name: row for row, name in enumerate(order)}
     drawn = 0
     for record in runs.runs:
-        result = record.result
-        if result is None or not result.blocks:
+        timed = record.blocks
+        if not timed:
             continue
         colour = run_colour(record.label)
-        ready = blocks_ready_text(result)
-        rows = np.array([row_of[b.name] for b in result.blocks], dtype=np.float64)
+        ready = blocks_ready_text(timed)
+        rows = np.array([row_of[b.name] for b in timed], dtype=np.float64)
         axes.barh(
             rows + ROW_OFFSETS.get(record.label, 0.0),
-            [max(b.seconds, 0.0) for b in result.blocks],
-            left=[b.start for b in result.blocks],
+            [max(b.seconds, 0.0) for b in timed],
+            left=[b.start for b in timed],
             height=BAR_HEIGHT,
             color=colour,
             label=run_name(record) + (f" ({ready})" if ready else ""),
         )
-        if result.first_block_s is not None:  # when the run's first block was ready
-            axes.axvline(result.first_block_s, color=colour, ls="--", lw=0.8)
+        first = record.first_block_s
+        if first is not None:  # when the run's first block was ready
+            axes.axvline(first, color=colour, ls="--", lw=0.8)
         drawn += 1
     step = max(1, -(-len(order) // MAX_LABELS))
     axes.set_yticks(range(0, len(order), step))
@@ -65,7 +65,7 @@ def blocks(runs: FigureRuns, heading: Sequence[str]) -> Figure:
     axes.grid(axis="y", visible=False)
     axes_ranges(axes, FigureRuns(runs.runs, x_range=runs.x_range))
     if not drawn:
-        ended = [run_name(r) for r in runs.runs]
-        note(axes, f"{', '.join(ended)}: no block was loaded in full" if ended else NO_RUN)
+        untimed = [f"{run_name(r)}: {r.untimed}" for r in runs.runs if r.untimed]
+        note(axes, "\n".join(untimed) if untimed else NO_RUN)
     key_below(figure, axes, columns=2)
     return figure

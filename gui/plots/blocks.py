@@ -11,11 +11,11 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
 from PySide6.QtWidgets import QWidget
 
-from modelmon.core import LoadResult
 from modelmon.core.runs import BlockTiming
 from modelmon.gui.figures.blocks import BAR_HEIGHT, ROW_OFFSETS
 from modelmon.gui.plots.style import PLOT_MIN_HEIGHT, ThemedPlot, pen
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
+from modelmon.gui.state.records import RunRecord, run_key
 from modelmon.gui.theme import current_theme
 
 LABEL_SPACING_PX = 16  # at least this much height per shown label, so labels never overlap
@@ -97,6 +97,7 @@ class BlockTimelinePlot(ThemedPlot):
         self.blocks: dict[str, tuple[BlockTiming, ...]] = {}
         self.ready: dict[str, str] = {}  # per run: when its first and half of its blocks were
         self.ready_at: dict[str, float | None] = {}  # per run: its first block's time
+        self.untimed: dict[str, str] = {}  # per run without a block: why
         self.ready_lines: list[pg.InfiniteLine] = []
         self.bars: dict[str, pg.BarGraphItem] = {}
         self.order: list[str] = []
@@ -107,16 +108,23 @@ class BlockTimelinePlot(ThemedPlot):
         self.blocks.clear()
         self.ready.clear()
         self.ready_at.clear()
+        self.untimed.clear()
         self._redraw()
         self.set_plot_min_height(
             max(PLOT_MIN_HEIGHT, len(self.order) * LABEL_SPACING_PX + CHROME_PX)
         )
 
-    def show_result(self, label: str, result: LoadResult) -> None:
-        self.blocks[label] = result.blocks
-        self.ready[label] = blocks_ready_text(result)
-        self.ready_at[label] = result.first_block_s
-        for block in result.blocks:
+    def show_record(self, record: RunRecord) -> None:
+        """A finished run's blocks (a load's reads, a watch's arrivals), or why it has none;
+        they replace those of the last run of its label."""
+        label, blocks = record.label, record.blocks
+        self.blocks[label] = blocks
+        self.ready[label] = blocks_ready_text(blocks)
+        self.ready_at[label] = record.first_block_s
+        self.untimed.pop(label, None)
+        if record.untimed is not None:
+            self.untimed[label] = record.untimed
+        for block in blocks:
             if block.name not in self.order:
                 self.order.append(block.name)
         self._redraw()
@@ -152,15 +160,17 @@ class BlockTimelinePlot(ThemedPlot):
                 self.ready_lines.append(line)
         self.set_title(
             "Blocks: first to last read",
-            [(f"run {label}", theme.run_colour(label)) for label in sorted(self.bars)],
+            [(run_key(label), theme.run_colour(label)) for label in sorted(self.bars)],
         )
         self.set_caption(
             " · ".join(
-                f"run {label}: {self.ready[label]}"
+                f"{run_key(label)}: {self.ready[label]}"
                 for label in sorted(self.bars)
                 if self.ready.get(label)
             )
         )
+        untimed = [f"{run_key(label)}: {why}" for label, why in sorted(self.untimed.items())]
+        self.set_note("\n".join(untimed) or None)
         self.axis.set_names(self.order)
         if self.order:
             self.item.setYRange(-0.6, len(self.order) - 0.4, padding=0)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from modelmon.core import ABResult, CacheState, Ceilings, LoadResult, ReadStats, Verdict
+from modelmon.core import ABResult, CacheState, Ceilings, ReadStats, Verdict
 from modelmon.core.measuring import SideSummary
 from modelmon.core.output import counted, human_bytes, median_words, verdict_words
 from modelmon.core.output import rate_text as engine_rate_text
+from modelmon.core.runs import BlockTiming, blocks_ready_s
 
 __all__ = [
     "ab_detail_lines",
@@ -234,9 +235,9 @@ def nice_ceiling(value: float) -> float:
     return next(step for step in steps if step >= value * (1 - 1e-9))
 
 
-def blocks_ready_text(result: LoadResult) -> str:
+def blocks_ready_text(blocks: tuple[BlockTiming, ...]) -> str:
     """ "first block 0.120 s, half 0.480 s": when a streaming loader could start; "" if none."""
-    first, half = result.first_block_s, result.half_blocks_s
+    first, half = blocks_ready_s(blocks, 1), blocks_ready_s(blocks, (len(blocks) + 1) // 2)
     if first is None or half is None:
         return ""
     return f"first block {first:.3f} s, half {half:.3f} s"

@@ -7,8 +7,8 @@ viewed since a run draws that run only when it is shown).
 ``shown`` is the last run of each label since the plots were last cleared (a new model, an
 A/B, a watch), oldest first: what the workbench keeps in ``shown_runs``. The plots that
 overlay runs (throughput, the metrics) show each of them; those that picture one run (the
-access pattern, the page cache) show the last that left something to draw; the Blocks plot
-shows the loads among them (a watch has no blocks).
+access pattern, the page cache) show the last that left something to draw. The Blocks plot
+shows each as well: a load's blocks as it read them, a watch's as they arrived.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from modelmon.gui.state.run_trace import has_trace
 
 EACH = "each"  # the last run of each label
 LAST = "last"  # the last run that left something to draw
-LOADS = "loads"  # the last run of each label that was a load (A, B), not a watch
 
 SHOWS: dict[str, str] = {
     "Throughput": EACH,
     "Access pattern": LAST,
     **dict.fromkeys(METRIC_VIEWS, EACH),
     "Page cache": LAST,
-    "Blocks": LOADS,
+    "Blocks": EACH,
 }
 
 
@@ -39,8 +38,6 @@ def plot_runs(name: str, shown: Sequence[RunRecord]) -> list[RunRecord]:
         raise KeyError(f"no plot named {name!r}")
     if how == EACH:
         return list(shown)
-    if how == LOADS:
-        return [record for record in shown if not record.is_watch]
     traced = [record for record in shown if has_trace(record)]
     return traced[-1:]
 

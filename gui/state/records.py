@@ -11,7 +11,7 @@ import numpy as np
 
 from modelmon.core import CacheState, Ceilings, LoadResult, ProgramResult, WatchResult
 from modelmon.core.measuring import keeps_bytes
-from modelmon.core.runs import SessionResult
+from modelmon.core.runs import BlockTiming, SessionResult, blocks_ready_s
 from modelmon.core.system import MemoryLimit
 
 WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
@@ -33,6 +33,8 @@ class RunRecord:
     session: str | None = None  # the A/B it belongs to: "A/B 2 at 14:03:55"; None if single
     number: int = 0  # of a watch: the how-manieth on this model, for its name
     stderr_line: str = ""  # of a watched command: the last line of its errors
+    # Of a watch: when each block arrived, from its first byte (a load's are its result's).
+    arrivals: tuple[BlockTiming, ...] = ()
 
     @property
     def sampled(self) -> SessionResult | None:
@@ -59,6 +61,30 @@ class RunRecord:
         if isinstance(self.outcome, SessionResult | ProgramResult):
             return self.outcome.result
         return None
+
+    @property
+    def blocks(self) -> tuple[BlockTiming, ...]:
+        """When each block was read (a load) or arrived (a watch), in use order."""
+        return self.result.blocks if self.result is not None else self.arrivals
+
+    @property
+    def first_block_s(self) -> float | None:
+        """When the first block in use order was complete (None without blocks)."""
+        return blocks_ready_s(self.blocks, 1)
+
+    @property
+    def untimed(self) -> str | None:
+        """Why the run has no block to draw, in a few words; None when it has some."""
+        if self.blocks:
+            return None
+        if self.status != "ok":
+            return f"{self.status}: no block was loaded in full"
+        if self.is_watch:
+            return (
+                "no byte of the model was seen arriving in the page cache (a bucket's come "
+                "over sockets; reads past the cache leave none)"
+            )
+        return "no block was loaded in full"
 
     @property
     def memory_limit(self) -> MemoryLimit | None:

@@ -29,12 +29,11 @@ def check_exports(
     qtbot, window: MainWindow, tmp_path: Path, stage: str, last: str, each: set[str]
 ) -> None:
     """Every plot, as SVG and PNG, draws the runs its heading names: ``each`` where the plot
-    overlays runs (the loads among them in Blocks), ``last``'s where it pictures one."""
+    overlays runs, ``last``'s where it pictures one."""
     shown = window.workspace.tabs.currentIndex()
     exporter = window.workspace.exporter
     for name in PLOTS:
-        overlaid = each - {WATCH_LABEL} if name == "Blocks" else each
-        expected = overlaid if name in (*EACH, "Blocks") else {last}
+        expected = each if name in EACH else {last}
         for fmt in ("svg", "png"):
             path = tmp_path / f"{stage}-{name.replace(' ', '-')}.{fmt}"
             ok, text = export(qtbot, window, lambda p, n=name: exporter.export_plot(n, p), path)

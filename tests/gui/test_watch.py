@@ -104,6 +104,11 @@ def test_a_watched_command_fills_the_live_plots_and_the_results(
     assert cell_text(record, CEILING_COLUMN, slow) == "above its bound"
     assert window.messages.message().startswith(f"{record.spec}: {size / 1e6:.2f} MB")
     assert window.menus.json_action.isEnabled()
+    # Its blocks, from when their bytes arrived, in the Blocks tab, as a load's are.
+    blocks = workspace.blocks
+    assert blocks.run_labels == ["W"] and not blocks.note.text(), blocks.note.text()
+    assert [b.name for b in record.arrivals] == blocks.order
+    assert blocks.caption.text().startswith("watch: first block "), blocks.caption.text()
     window.show_model_tab(2)  # Disk & page cache: the model's pages as the last look saw them
     # (all in after the read, unless a host's proactive reclaim, as DAMON's here, took some
     # of the fresh pages before that look: the panel says what the look saw).

@@ -22,7 +22,7 @@ from modelmon.core import (
     write_safetensors_model,
 )
 from modelmon.core.options import LoadOptions
-from modelmon.core.runs import Session
+from modelmon.core.runs import Session, arrival_blocks
 from modelmon.gui.figures import FigureRuns, drawn
 from modelmon.gui.figures.canvas import NO_RUN, styled
 from modelmon.gui.state.colours import RUN_COLOURS, worker_colour
@@ -185,6 +185,29 @@ def test_a_figure_of_nothing_says_so_in_both_formats(model: Model):
     pdf, _ = drawn("Throughput", empty, "pdf")
     assert any(NOTHING in t for t in pdf_texts(pdf))
     assert not stroked_paths(pdf, RUN_COLOURS["A"])
+
+
+def test_a_watchs_blocks_are_drawn_from_its_arrivals_or_said_missing(
+    kinds, model: Model, reader: Path
+):
+    """A watch's blocks are when their bytes arrived (``arrival_blocks``), drawn in the
+    watch's colour; a watch that saw none arrive (a bucket's bytes come over sockets) says
+    so in the figure rather than drawing an empty frame."""
+    command = (sys.executable, str(reader), model.path)
+    watch = Watch(command, model=model.paths, cache="cold", interval_s=0.05)
+    watched = watch.run()
+    arrivals = arrival_blocks(model, watch, watched.first_byte_s)
+    assert [b.name for b in arrivals] == model.blocks(), arrivals
+    assert all(0 <= b.start <= b.end <= (watched.seconds or 0) + 0.5 for b in arrivals)
+    timed = RunRecord(WATCH_LABEL, " ".join(command), None, watched, number=1, arrivals=arrivals)
+    data, _ = drawn("Blocks", FigureRuns((timed,), model), "svg", HEADING)
+    words = " ".join(svg_comments(data))
+    assert "watch (first block" in words and NOTHING not in words, words
+    assert saturated(cairosvg_png(data, 700)).sum() > 50, "no bar drawn"
+    (untimed,) = kinds["watch"]  # made without its arrivals
+    data, _ = drawn("Blocks", FigureRuns((untimed,), model), "svg", HEADING)
+    words = " ".join(svg_comments(data))
+    assert "watch: no byte of the model was seen arriving in the page cache" in words, words
 
 
 def test_a_long_command_is_in_the_heading_whole_and_within_the_figure(kinds, model: Model):
