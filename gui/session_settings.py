@@ -1,6 +1,6 @@
 """What a window keeps of itself between sessions: its geometry, configurations A and B (a
-file's pair and a bucket's) and the A/B's pairs, through ``AppSettings``; restored when the
-window is made, remembered when it closes."""
+file's pair and a bucket's), the A/B's pairs and the memory limit, through ``AppSettings``;
+restored when the window is made, remembered when it closes."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ DEFAULT_SIZE = QSize(1400, 900)
 def restore_session(
     window: QMainWindow, settings: AppSettings, bench: Workbench, labels: Iterable[str]
 ) -> None:
-    """The geometry, configurations A and B and the pairs of the last session."""
+    """The geometry, configurations A and B, the pairs and the memory limit of the last
+    session. A limit this machine no longer takes (less RAM) is dropped, and said."""
     geometry = settings.geometry()
     if geometry is None or not window.restoreGeometry(geometry):
         screen = window.screen().availableGeometry().size()
@@ -34,12 +35,17 @@ def restore_session(
     pairs = settings.pairs()
     if pairs is not None:
         bench.ab.set_pairs(pairs)
+    limit = settings.memory_limit()
+    refused = bench.set_memory_limit(limit) if limit else None
+    if refused is not None:
+        bench.message.emit(f"The last session's memory limit is not kept: {refused}", "warning")
 
 
 def remember_session(
     window: QMainWindow, settings: AppSettings, bench: Workbench, labels: Iterable[str]
 ) -> None:
-    """Keep the geometry, configurations A and B (a file's and a bucket's) and the pairs."""
+    """Keep the geometry, configurations A and B (a file's and a bucket's), the pairs and the
+    memory limit."""
     settings.set_geometry(window.saveGeometry())
     configs = bench.configs
     for label in labels:
@@ -49,3 +55,4 @@ def remember_session(
                 options = configs.effective(label)
             settings.set_config(label, strategy, options, objects)
     settings.set_pairs(bench.ab.pairs)
+    settings.set_memory_limit(bench.memory_limit_text)

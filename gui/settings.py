@@ -30,6 +30,7 @@ THEME = "view/theme"  # "system" | "light" | "dark"
 SAMPLE_MS = "metrics/sample_ms"
 SAMPLE_CHOICES_MS = (50, 100, 250, 500)  # 100: the default; 50 for short loads, more for long
 PRIME_MEMORY = "measure/prime_memory"  # one of core.options.PRIME_MODES
+MEMORY_LIMIT = "measure/memory_limit"  # Run ▸ Memory limit… as written ("4Gi"); empty: none
 CEILINGS = "ceilings/{key}"  # a model's ceilings on its storage, JSON (state/ceilings_state.py)
 BUCKET_PREFIX = "bucket/prefix"  # the s3:// prefix the start page lists (a URL, no credential)
 BUCKET_ENDPOINT = "bucket/endpoint"  # the S3 endpoint named in Open URL (no credential)
@@ -145,6 +146,12 @@ class AppSettings:
         if mode not in PRIME_MODES:
             raise ValueError(f"prime memory must be one of {PRIME_MODES}, not {mode!r}")
         self._set(PRIME_MEMORY, mode)
+
+    def memory_limit(self) -> str:
+        return self._text(MEMORY_LIMIT) or ""
+
+    def set_memory_limit(self, text: str) -> None:
+        self._set(MEMORY_LIMIT, text)
 
     def bucket_prefix(self) -> str | None:
         return self._text(BUCKET_PREFIX)

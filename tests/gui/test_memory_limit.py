@@ -17,7 +17,7 @@ from modelmon.gui.state.results_rows import LIMIT, PEAK_RSS
 from modelmon.gui.state.workbench import k8s_text
 
 from ..core.system.test_memory_cgroup import REAL
-from .conftest import open_model, wait_idle
+from .conftest import empty_home_discovery, open_model, wait_idle
 from .test_export import export
 from .test_watch import answer_watch, quoted
 
@@ -153,3 +153,37 @@ def test_a_watched_command_runs_under_the_limit(
     assert limited is not None and limited.limit_bytes == 256 * MiB
     assert window.workspace.results.results.cell_text(record, LIMIT) == "256 MiB"
     assert 0 < limited.peak_bytes <= 256 * MiB and not Path(limited.cgroup).exists()
+
+
+def test_the_limit_is_kept_across_restarts_and_said_at_start(qtbot, settings, tmp_path: Path):
+    """Walks 26/27: a limit set in one session was gone in the next, with nothing said. It
+    is kept as written, named in the menu and said when the window opens; cleared, it stays
+    cleared; a kept limit this machine no longer takes is dropped, and said so."""
+
+    def reopened() -> MainWindow:
+        window = MainWindow(settings=settings, discover=empty_home_discovery(tmp_path / "home"))
+        qtbot.addWidget(window)
+        window.show()
+        return window
+
+    first = reopened()
+    assert first.bench.memory_limit is None
+    answer_limit_dialog(first, "256Mi")
+    first.close()
+    second = reopened()
+    assert second.bench.memory_limit == 256 * MiB
+    assert second.menus.memory_limit_action.text() == "Memory &limit: 256 MiB…"
+    assert second.messages.message().startswith("The next runs run under a 256 MiB memory limit")
+    answer_limit_dialog(second, "")
+    second.close()
+    third = reopened()
+    assert third.bench.memory_limit is None
+    assert third.menus.memory_limit_action.text() == "Memory &limit: none…"
+    third.close()
+    settings.setValue("measure/memory_limit", "999Ti")  # more RAM than this machine has
+    fourth = reopened()
+    assert fourth.bench.memory_limit is None
+    said = fourth.messages.message()
+    assert said.startswith("The last session's memory limit is not kept: The memory limit must")
+    assert "not 999Ti" in said
+    fourth.close()
