@@ -211,7 +211,8 @@ def cache_evidence(model: Model, runs: Sequence[LoadResult], asked: str) -> dict
 def bound_evidence(ceilings: Ceilings, winner: Candidate) -> dict[str, Any]:
     """The evidence's bound: the storage's and the memory fill's rates, the bound of the
     winner's load (discard or mapped: the storage; keeping its bytes: the lower of both),
-    its spread, what each was measured with, and the winner's fraction of it."""
+    its runs and their spread (none of one run: one read has no spread), what each was
+    measured with, and the winner's fraction of it."""
     keeps = keeps_bytes(winner.strategy, winner.options.discard)
     efficiency = ceilings.efficiency(winner.median_mbps, keeps)
     if efficiency is None:
@@ -220,9 +221,11 @@ def bound_evidence(ceilings: Ceilings, winner: Candidate) -> dict[str, Any]:
     bound: dict[str, Any] = {
         "bound": efficiency.bound.name,
         "bound_mbps": rate_figure(efficiency.bound.mbps),
-        "spread": round(efficiency.bound.spread, 3),
+        "bound_runs": len(efficiency.bound.runs),
         "load_keeps_bytes": keeps,
     }
+    if efficiency.bound.spread > 0:
+        bound["spread"] = round(efficiency.bound.spread, 3)
     for name, ceiling in (("storage", storage), ("memory_fill", fill)):
         if ceiling is not None:
             bound[f"{name}_mbps"] = rate_figure(ceiling.mbps)

@@ -294,6 +294,10 @@ def test_ceilings_measured_in_the_session_are_reused_not_remeasured(sharded_mode
     assert bound is not None and bound.name in ("storage", "memory_fill")
     assert bound.mbps == min(rec.ceilings.get(n).mbps for n in ("storage", "memory_fill"))
     assert evidence["ceiling"] == bound.name and evidence["bound"]["load_keeps_bytes"]
+    # Its runs, and a spread only where there are two or more (one read has none: walk 27
+    # read "spread = 0.0" of a bound read once).
+    assert evidence["bound"]["bound_runs"] == len(bound.runs)
+    assert ("spread" in evidence["bound"]) == (len(bound.runs) > 1 or bound.slack > 0)
     assert evidence["fraction_of_ceiling"] == round(rec.winner.median_mbps / bound.mbps, 3)
 
 
