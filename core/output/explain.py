@@ -17,7 +17,6 @@ from modelmon.core.output.answer import judged, weighed_words
 from modelmon.core.output.bound_words import far_below_bound, runs_above_bound
 from modelmon.core.output.ceiling_words import measured_sentence
 from modelmon.core.output.comparison import (
-    SHARED_FD_CAVEAT,
     apart_text,
     library_read,
     paired_verdict,
@@ -29,6 +28,7 @@ from modelmon.core.output.comparison import (
     weighed_against,
     within_twice,
 )
+from modelmon.core.output.failure_mode import failure_mode_lines
 from modelmon.core.output.readahead_words import readahead_sentence
 from modelmon.core.output.run_words import all_cold, runs_of, runs_words
 from modelmon.core.output.verdict import spread_words
@@ -251,43 +251,6 @@ def _peers(rec: Recommendation) -> list[str]:
     return lines
 
 
-def _failure_mode(rec: Recommendation, best: float, facts: StorageFacts | None) -> list[str]:
-    shared = next((c for c in rec.ranked if c.strategy == "mmap-shared-fd"), None)
-    if shared is None:
-        return []
-    rate = shared.median_mbps
-    bound = "under " if not shared.results else ""
-    where = (
-        "the FUSE failure mode (GCSFuse, s3fs, rclone)"
-        if facts is not None and facts.is_fuse
-        else "the network-filesystem failure mode"
-        if facts is not None and facts.is_network
-        else "the failure mode of FUSE and network mounts"
-    )
-    # What the read log saw: how many readers went through the one description.
-    sharing = next((r.descriptor_sharing for r in shared.results if r.descriptor_sharing), None)
-    who = sharing or f"{shared.readers} readers"
-    if not shared.results and rate <= 0:  # stopped before one piece completed: no rate
-        return [
-            f"mmap with one shared descriptor ({who}) loaded nothing before it was stopped, "
-            f"where the best ran at {rate_text(best)}: this is {where}. Give every reader its "
-            "own descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
-        ]
-    if rate < best:
-        speedup = pick_speedup(rec.used, shared) if shared.results else None
-        slower = times_text(speedup) if speedup is not None else _times(best, rate)
-        return [
-            f"mmap with one shared descriptor ({who}): "
-            f"{bound}{rate_text(rate)} here, {'at least ' if bound else ''}"
-            f"{slower} slower: this is {where}. Give every reader its own "
-            "descriptor." + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
-        ]
-    return [
-        f"Workers mapping one shared descriptor ({who}) were not slower here ({rate_text(rate)} in "
-        f"{len(shared.results)} run): {SHARED_FD_CAVEAT}."
-    ]
-
-
 def _overlaps(rec: Recommendation) -> list[str]:
     """Runs of this search that shared the device with other modelmon runs: said, with who."""
     runs = [r for c in (*rec.ranked, *rec.peers, *rec.unranked) for r in c.results]
@@ -364,7 +327,7 @@ def explain(
     lines += readahead_sentence(rec)
     lines += _peers(rec)
     lines += _library(rec, used, winner)
-    lines += _failure_mode(rec, used.median_mbps, facts)
+    lines += failure_mode_lines(rec, used.median_mbps, facts)
     cut = [c for c in rec.ranked if c.ended == "cut early"]
     if cut:
         lines.append(

@@ -208,6 +208,27 @@ def test_shared_descriptor_on_fuse_is_named_the_failure_mode(model: Model, tmp_p
     assert "(4 readers)" in line  # no read log said more
 
 
+def test_a_shared_descriptor_within_the_noise_is_not_called_the_failure_here(
+    model: Model,
+) -> None:
+    """Walk 27 read "1.22× slower: this is the failure mode" of one run: a gap within twice
+    the noise is said as such, and the failure mode as where it bites, not as seen here."""
+    winner = candidate("sequential", 330, 320, 340, workers=4, chunk=16 * MiB)
+    shared = candidate("mmap-shared-fd", 300, workers=4, role="failure mode")
+    rec = record(model, winner=winner, ranked=(winner, shared))
+    line = next(x for x in explain(rec) if x.startswith("mmap with one shared"))
+    assert line == (
+        "mmap with one shared descriptor (4 readers): 300 MB/s here, 1.10× slower, within "
+        "twice a file read's usual ±11% run-to-run noise (up to 1.22×): not clearly slower on "
+        "this storage, but it is the failure mode of FUSE and network mounts. Give every "
+        "reader its own descriptor."
+    )
+    faster = candidate("mmap-shared-fd", 400, workers=4, role="failure mode")
+    rec = record(model, winner=winner, ranked=(winner, faster))
+    line = next(x for x in explain(rec) if x.startswith("Workers mapping one shared"))
+    assert "were not slower here (400 MB/s, 1 " in line and " run)" in line, line
+
+
 def test_a_failure_mode_stopped_before_any_byte_says_so_not_a_rate(
     model: Model, tmp_path: Path
 ) -> None:
