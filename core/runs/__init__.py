@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from modelmon.core.metrics.base import MetricSpec
     from modelmon.core.metrics.read_bins import ReadBins
     from modelmon.core.metrics.series import Sampled
-    from modelmon.core.runs.arrivals import arrival_blocks
+    from modelmon.core.runs.arrivals import NO_ARRIVALS, arrival_blocks, untimed_reason
     from modelmon.core.runs.command_output import last_line
     from modelmon.core.runs.program import ProgramRun
     from modelmon.core.runs.session import Session, SessionResult
@@ -46,7 +46,7 @@ _EXPORTS = (
     ("modelmon.core.runs.warm", "warm_each"),
     ("modelmon.core.loading.runner", "LoadRun"),
     ("modelmon.core.loading.result", "BlockTiming blocks_ready_s"),
-    ("modelmon.core.runs.arrivals", "arrival_blocks"),
+    ("modelmon.core.runs.arrivals", "arrival_blocks untimed_reason NO_ARRIVALS"),
     ("modelmon.core.loading.strategies", "default_strategy get_strategy"),
     ("modelmon.core.loading.preflight", "check_loadable"),
     ("modelmon.core.loading.inproc", "in_process"),

@@ -18,12 +18,14 @@ from modelmon.gui.figures.canvas import (
     run_name,
 )
 from modelmon.gui.state.formatting import blocks_ready_text, short_block_name
+from modelmon.gui.state.records import WATCH_LABEL
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-BAR_HEIGHT = 0.4
-ROW_OFFSETS = {"A": -0.21, "B": 0.21}  # A in the upper half of a block's row, B in the lower
+# A block's row holds a lane for each of A, a watch and B, so none covers another's bar.
+BAR_HEIGHT = 0.26
+ROW_OFFSETS = {"A": -0.28, WATCH_LABEL: 0.0, "B": 0.28}
 ROW_IN = 0.16  # inches per block row: every row keeps a readable label
 MAX_LABELS = 80  # more rows than this: every n-th is labelled
 

@@ -11,7 +11,13 @@ import numpy as np
 
 from modelmon.core import CacheState, Ceilings, LoadResult, ProgramResult, WatchResult
 from modelmon.core.measuring import keeps_bytes
-from modelmon.core.runs import BlockTiming, SessionResult, blocks_ready_s
+from modelmon.core.runs import (
+    NO_ARRIVALS,
+    BlockTiming,
+    SessionResult,
+    blocks_ready_s,
+    untimed_reason,
+)
 from modelmon.core.system import MemoryLimit
 
 WATCH_LABEL = "W"  # a watched run's label: its colour and its curves' key
@@ -78,12 +84,10 @@ class RunRecord:
         if self.blocks:
             return None
         if self.status != "ok":
-            return f"{self.status}: no block was loaded in full"
-        if self.is_watch:
-            return (
-                "no byte of the model was seen arriving in the page cache (a bucket's come "
-                "over sockets; reads past the cache leave none)"
-            )
+            return f"{self.status}: blocks are timed only for a run that finished"
+        watched = self.watched
+        if watched is not None:
+            return untimed_reason(watched) or NO_ARRIVALS
         return "no block was loaded in full"
 
     @property

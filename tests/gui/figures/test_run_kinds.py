@@ -5,6 +5,7 @@ key), never the "nothing to draw" note; the heading and a long command fit the f
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -208,6 +209,20 @@ def test_a_watchs_blocks_are_drawn_from_its_arrivals_or_said_missing(
     data, _ = drawn("Blocks", FigureRuns((untimed,), model), "svg", HEADING)
     words = " ".join(svg_comments(data))
     assert "watch: no byte of the model was seen arriving in the page cache" in words, words
+
+
+def test_a_watch_that_saw_part_of_the_model_arrive_says_why_it_has_no_blocks(kinds) -> None:
+    """The record's words for a watch without blocks are the engine's reason
+    (``untimed_reason``, tests/core/runs/test_arrivals.py), and a run that did not finish
+    says that, not that no block loaded."""
+    watched = kinds["watch"][0].outcome
+    warm = dataclasses.replace(watched.cache, resident_before=0.6, cold=False)
+    record = RunRecord(WATCH_LABEL, "w", None, dataclasses.replace(watched, cache=warm))
+    assert record.untimed is not None
+    assert record.untimed.startswith("60% of the model was in the page cache before it")
+    cancelled = dataclasses.replace(watched, ended_by="cancel")
+    record = RunRecord(WATCH_LABEL, "w", None, cancelled)
+    assert record.untimed == "cancelled: blocks are timed only for a run that finished"
 
 
 def test_a_long_command_is_in_the_heading_whole_and_within_the_figure(kinds, model: Model):
