@@ -38,7 +38,8 @@ def restore_session(
     limit = settings.memory_limit()
     refused = bench.set_memory_limit(limit) if limit else None
     if refused is not None:
-        bench.message.emit(f"The last session's memory limit is not kept: {refused}", "warning")
+        why = refused[:1].lower() + refused[1:]  # "The memory limit must be ...", mid-sentence
+        bench.message.emit(f"The last session's memory limit is not kept: {why}", "warning")
 
 
 def remember_session(

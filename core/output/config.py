@@ -224,7 +224,7 @@ def bound_evidence(ceilings: Ceilings, winner: Candidate) -> dict[str, Any]:
         "bound_runs": len(efficiency.bound.runs),
         "load_keeps_bytes": keeps,
     }
-    if efficiency.bound.spread > 0:
+    if len(efficiency.bound.runs) > 1 or efficiency.bound.slack > 0:
         bound["spread"] = round(efficiency.bound.spread, 3)
     for name, ceiling in (("storage", storage), ("memory_fill", fill)):
         if ceiling is not None:

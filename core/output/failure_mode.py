@@ -61,6 +61,7 @@ def failure_mode_lines(rec: Recommendation, best: float, facts: StorageFacts | N
                 f"mmap with one shared descriptor ({who}): {rate_text(rate)} here, {slower} "
                 f"slower, {unclear}: not clearly slower on this storage, but it is {where}. "
                 "Give every reader its own descriptor."
+                + (f" ({shared.reason})" if shared.ended == "ruled out" else "")
             ]
         return [
             f"mmap with one shared descriptor ({who}): "
@@ -87,5 +88,8 @@ def _not_clearly_slower(
         if verdict.text != "within noise":
             return None
         return f"within the noise of their pairs ({spread_words(verdict.noise, verdict.pairs)})"
-    noise = unpaired_noise(rec.used, shared, list(rec.ranked), usual_noise(remote=False))
+    # The pool and the usual noise the answer weighs runs not in pairs by (``answer.judged``).
+    pool = [c for c in (*rec.ranked, *rec.peers, *rec.unranked) if c.results]
+    remote = any(file.remote is not None for file in rec.model.files)
+    noise = unpaired_noise(rec.used, shared, pool, usual_noise(remote))
     return weighed_against(noise, speedup) if within_twice(speedup, noise.log) else None

@@ -184,6 +184,6 @@ def test_the_limit_is_kept_across_restarts_and_said_at_start(qtbot, settings, tm
     fourth = reopened()
     assert fourth.bench.memory_limit is None
     said = fourth.messages.message()
-    assert said.startswith("The last session's memory limit is not kept: The memory limit must")
+    assert said.startswith("The last session's memory limit is not kept: the memory limit must")
     assert "not 999Ti" in said
     fourth.close()

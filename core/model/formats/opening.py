@@ -32,6 +32,9 @@ def shown_bytes(data: bytes) -> str:
 
 def not_gguf_magic(magic: bytes) -> str:
     """Why a file is no GGUF, by its first bytes."""
+    if len(magic) < len(GGUF_MAGIC):
+        held = f"{len(magic)} byte" + ("" if len(magic) == 1 else "s")
+        return f"it holds {held}, fewer than GGUF's magic {shown_bytes(GGUF_MAGIC)}"
     return f"it begins with {shown_bytes(magic)}, not GGUF's magic {shown_bytes(GGUF_MAGIC)}"
 
 

@@ -570,6 +570,7 @@ def test_ctrl_c_and_sigterm_stop_cleanly(
     running = Running(slow_model, verb, str(slow_model), *flags)
     running.wait_until_reading()
     if verb == "load":
+        assert running.workers  # a test that froze none could not see the hang it guards
         for worker in running.workers:
             worker.send_signal(signal.SIGSTOP)
     running.process.send_signal(number)

@@ -297,7 +297,7 @@ def base_with(
 
 
 DAMAGED: dict[str, tuple[bytes, str]] = {
-    "empty": (b"", "not a GGUF file"),
+    "empty": (b"", "not a GGUF file (0 bytes)"),
     "cut in its header": (
         base_with()[:8],
         "truncated header: the file has 8 bytes, a GGUF header 24",

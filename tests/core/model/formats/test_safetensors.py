@@ -269,6 +269,10 @@ def test_text_and_truncated_files_are_named_for_what_they_are(tmp_path: Path) ->
         open_model(named_gguf)
     said = 'not a GGUF file: it begins with "this", not GGUF\'s magic "GGUF", and it is no'
     assert said in str(named.value) and "(at byte" not in str(named.value)
+    short = tmp_path / "short.gguf"
+    short.write_bytes(b"ab")  # fewer bytes than the magic: never "it begins with 0x6162"
+    with pytest.raises(ModelFormatError, match="it holds 2 bytes, fewer than GGUF's magic"):
+        open_model(short)
     weights = write_raw(tmp_path / "w.gguf", {"t": entry("U8", [64], 0, 64)}, b"\0" * 64)
     assert open_model(weights).format == "safetensors"
 
