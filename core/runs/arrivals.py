@@ -39,8 +39,8 @@ def untimed_reason(watched: WatchResult) -> str | None:
             else "the model may have been"
         )
         return (
-            f"{before} in the page cache before it: what arrived is the rest, and its first "
-            "block is not the model's (a cold cache times them all)"
+            f"{before} in the page cache before it: a block already cached never arrives, "
+            "so arrivals cannot time the blocks (a cold cache times them all)"
         )
     if watched.first_byte_s is None or watched.bytes_read <= 0:
         return NO_ARRIVALS

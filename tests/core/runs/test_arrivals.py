@@ -59,7 +59,7 @@ def test_part_of_the_model_arriving_times_no_block_and_says_why(cold) -> None:
     assert watched.cache is not None
     warm = dataclasses.replace(watched.cache, resident_before=0.6, cold=False)
     assert (untimed_reason(dataclasses.replace(watched, cache=warm)) or "").startswith(
-        "60% of the model was in the page cache before it: what arrived is the rest"
+        "60% of the model was in the page cache before it: a block already cached never arrives"
     )
     assert (untimed_reason(dataclasses.replace(watched, cache=None)) or "").startswith(
         "the model may have been in the page cache before it"
