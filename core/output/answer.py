@@ -14,13 +14,14 @@ from modelmon.core.loaders.registry import get_engine
 from modelmon.core.measuring.advice import clearly_gains
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.judging import MIN_GAIN, apart_unpaired
-from modelmon.core.measuring.noise import Noise, unpaired_noise, usual_noise
+from modelmon.core.measuring.noise import Noise
 from modelmon.core.output.comparison import (
     apart_text,
     library_read,
     paired_verdict,
     pick_speedup,
     robustness_reason,
+    search_noise,
     spec_words,
     times_text,
     weighed_against,
@@ -308,9 +309,7 @@ def judged(rec: Recommendation, used: Candidate, other: Candidate) -> Judged:
 
 def _unpaired(rec: Recommendation, used: Candidate, other: Candidate) -> Judged:
     """``used`` against ``other`` by the rule for runs not in pairs, on all the search's runs."""
-    remote = any(file.remote is not None for file in rec.model.files)
-    pool = [c for c in (*rec.ranked, *rec.peers, *rec.unranked) if c.results]
-    noise = unpaired_noise(used, other, pool, usual_noise(remote))
+    noise = search_noise(rec, used, other)
     faster, slower = sorted((used, other), key=lambda c: c.median_mbps, reverse=True)
     return Judged(not apart_unpaired(faster, slower, noise), noise)
 

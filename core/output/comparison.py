@@ -6,12 +6,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from modelmon.core.measuring.ab import BEYOND_NOISE, Verdict
 from modelmon.core.measuring.candidate import Candidate
 from modelmon.core.measuring.judging import MIN_PAIRS
-from modelmon.core.measuring.noise import SEARCH, THEIRS, Noise
+from modelmon.core.measuring.noise import SEARCH, THEIRS, Noise, unpaired_noise, usual_noise
 from modelmon.core.options import MiB
+
+if TYPE_CHECKING:
+    from modelmon.core.measuring.recommend import Recommendation
 
 # Why a fast mmap-shared-fd is still not advised: the recommendation never picks it, and a
 # config that holds it (an exported A/B winner) says this beside it.
@@ -166,3 +170,11 @@ def counted_words(text: str) -> str:
     "8 readers" (the records keep their form: stored settings are parsed back by it)."""
     text = re.sub(r"\b1 (\w+)\(s\)", r"1 \1", text)
     return re.sub(r"\b(\d+) (\w+)\(s\)", r"\1 \2s", text)
+
+
+def search_noise(rec: Recommendation, a: Candidate, b: Candidate) -> Noise:
+    """``unpaired_noise`` of two of a search's candidates: every configuration of it that ran
+    as the pool, the usual noise of its storage (a bucket's, or a file read's)."""
+    remote = any(file.remote is not None for file in rec.model.files)
+    pool = [c for c in (*rec.ranked, *rec.peers, *rec.unranked) if c.results]
+    return unpaired_noise(a, b, pool, usual_noise(remote))

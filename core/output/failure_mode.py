@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelmon.core.measuring.candidate import Candidate
-from modelmon.core.measuring.noise import unpaired_noise, usual_noise
 from modelmon.core.output.comparison import (
     SHARED_FD_CAVEAT,
     paired_verdict,
     pick_speedup,
+    search_noise,
     times_text,
     weighed_against,
     within_twice,
@@ -88,8 +88,5 @@ def _not_clearly_slower(
         if verdict.text != "within noise":
             return None
         return f"within the noise of their pairs ({spread_words(verdict.noise, verdict.pairs)})"
-    # The pool and the usual noise the answer weighs runs not in pairs by (``answer.judged``).
-    pool = [c for c in (*rec.ranked, *rec.peers, *rec.unranked) if c.results]
-    remote = any(file.remote is not None for file in rec.model.files)
-    noise = unpaired_noise(rec.used, shared, pool, usual_noise(remote))
+    noise = search_noise(rec, rec.used, shared)  # as the answer weighs runs not in pairs
     return weighed_against(noise, speedup) if within_twice(speedup, noise.log) else None
