@@ -50,12 +50,11 @@ def untimed_reason(watched: WatchResult) -> str | None:
     return None
 
 
-def arrival_blocks(
-    model: Model, watch: Watch, first_byte_s: float | None
-) -> tuple[BlockTiming, ...]:
-    """``model``'s blocks as ``watch`` saw them arrive, in seconds since its first byte
-    (``first_byte_s`` after the watch began); none before a first byte."""
-    if first_byte_s is None:
+def arrival_blocks(model: Model, watch: Watch, watched: WatchResult) -> tuple[BlockTiming, ...]:
+    """``model``'s blocks as ``watch`` saw them arrive, in seconds since its first byte; none
+    where the arrivals cannot time them (``untimed_reason``)."""
+    first_byte_s = watched.first_byte_s
+    if first_byte_s is None or untimed_reason(watched) is not None:
         return ()
     columns = watch.reads.columns()
     index = {os.path.realpath(f.path): i for i, f in enumerate(model.files)}

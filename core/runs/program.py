@@ -33,7 +33,7 @@ from modelmon.core.loading.result import (
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
-from modelmon.core.runs.arrivals import arrival_blocks, untimed_reason
+from modelmon.core.runs.arrivals import arrival_blocks
 from modelmon.core.runs.command_output import last_line, own_figure, own_report
 from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
 from modelmon.core.runs.verdict import judge
@@ -314,11 +314,8 @@ class ProgramRun:
             seconds=seconds if status == "ok" else 0.0,
             cache=watched.cache or not_measured(self.cache),
             blocks=(
-                arrival_blocks(self.model, self.watch, watched.first_byte_s)
-                if status == "ok"
-                and not past_cache
-                and self.watch is not None
-                and untimed_reason(watched) is None
+                arrival_blocks(self.model, self.watch, watched)
+                if status == "ok" and not past_cache and self.watch is not None
                 else ()
             ),
             workers=(

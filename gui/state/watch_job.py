@@ -20,7 +20,7 @@ from typing import IO
 from modelmon.core import Model, Watch, WatchResult
 from modelmon.core.errors import OptionsError, one_line
 from modelmon.core.options import CACHE_MODES
-from modelmon.core.runs import arrival_blocks, last_line, untimed_reason
+from modelmon.core.runs import arrival_blocks, last_line
 from modelmon.gui.state.jobs import MAP_INTERVAL_S, Job, RunStart
 from modelmon.gui.state.programs import command_words, model_path
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord, watch_status
@@ -172,7 +172,7 @@ class WatchJob(Job):
                 WATCH_LABEL, spec, None, None, one_line(exc), number=request.number
             )
             raise
-        ok = watch_status(result) == "ok" and untimed_reason(result) is None
+        ok = watch_status(result) == "ok"
         self._ended = RunRecord(
             WATCH_LABEL,
             spec,
@@ -180,6 +180,6 @@ class WatchJob(Job):
             result,
             number=request.number,
             stderr_line=last_line(errors),
-            arrivals=arrival_blocks(self.model, self.watch, result.first_byte_s) if ok else (),
+            arrivals=arrival_blocks(self.model, self.watch, result) if ok else (),
         )
         return result

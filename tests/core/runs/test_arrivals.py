@@ -49,7 +49,7 @@ def test_a_whole_cold_arrival_times_every_block_from_the_first(model: Model, col
     watch, watched = cold
     assert watched.cache is not None and watched.cache.cold
     assert untimed_reason(watched) is None
-    blocks = arrival_blocks(model, watch, watched.first_byte_s)
+    blocks = arrival_blocks(model, watch, watched)
     assert [b.name for b in blocks] == model.blocks()
     assert blocks[0].start < blocks[-1].end
 

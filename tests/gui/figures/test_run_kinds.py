@@ -197,7 +197,7 @@ def test_a_watchs_blocks_are_drawn_from_its_arrivals_or_said_missing(
     command = (sys.executable, str(reader), model.path)
     watch = Watch(command, model=model.paths, cache="cold", interval_s=0.05)
     watched = watch.run()
-    arrivals = arrival_blocks(model, watch, watched.first_byte_s)
+    arrivals = arrival_blocks(model, watch, watched)
     assert [b.name for b in arrivals] == model.blocks(), arrivals
     assert all(0 <= b.start <= b.end <= (watched.seconds or 0) + 0.5 for b in arrivals)
     timed = RunRecord(WATCH_LABEL, " ".join(command), None, watched, number=1, arrivals=arrivals)
