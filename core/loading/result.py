@@ -168,8 +168,7 @@ class LoadResult:
     @property
     def half_blocks_s(self) -> float | None:
         """Seconds until the first half of the blocks (in use order) were all complete."""
-        count = (len(self.blocks) + 1) // 2
-        return blocks_ready_s(self.blocks, count) if self.status == "ok" else None
+        return half_blocks_ready_s(self.blocks) if self.status == "ok" else None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -279,6 +278,11 @@ def blocks_ready_s(blocks: tuple[BlockTiming, ...], count: int) -> float | None:
     if not blocks or count < 1:
         return None
     return max(block.end for block in blocks[:count])
+
+
+def half_blocks_ready_s(blocks: tuple[BlockTiming, ...]) -> float | None:
+    """When the first half of ``blocks`` in use order (rounded up) were all complete."""
+    return blocks_ready_s(blocks, (len(blocks) + 1) // 2)
 
 
 def model_checksum(crcs: dict[str, int], model: Model) -> str:

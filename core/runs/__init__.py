@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from modelmon.core.loading.preflight import check_loadable
     from modelmon.core.loading.processes import stop_workers
     from modelmon.core.loading.reads import DescriptorTally
-    from modelmon.core.loading.result import BlockTiming, blocks_ready_s
+    from modelmon.core.loading.result import BlockTiming, blocks_ready_s, half_blocks_ready_s
     from modelmon.core.loading.runner import LoadRun
     from modelmon.core.loading.strategies import default_strategy, get_strategy
     from modelmon.core.metrics.base import MetricSpec
@@ -45,7 +45,7 @@ _EXPORTS = (
     ("modelmon.core.runs.command_output", "last_line"),
     ("modelmon.core.runs.warm", "warm_each"),
     ("modelmon.core.loading.runner", "LoadRun"),
-    ("modelmon.core.loading.result", "BlockTiming blocks_ready_s"),
+    ("modelmon.core.loading.result", "BlockTiming blocks_ready_s half_blocks_ready_s"),
     ("modelmon.core.runs.arrivals", "arrival_blocks untimed_reason NO_ARRIVALS"),
     ("modelmon.core.loading.strategies", "default_strategy get_strategy"),
     ("modelmon.core.loading.preflight", "check_loadable"),

@@ -9,7 +9,7 @@ from modelmon.core import ABResult, CacheState, Ceilings, ReadStats, Verdict
 from modelmon.core.measuring import SideSummary
 from modelmon.core.output import counted, human_bytes, median_words, verdict_words
 from modelmon.core.output import rate_text as engine_rate_text
-from modelmon.core.runs import BlockTiming, blocks_ready_s
+from modelmon.core.runs import BlockTiming, blocks_ready_s, half_blocks_ready_s
 
 __all__ = [
     "ab_detail_lines",
@@ -237,7 +237,7 @@ def nice_ceiling(value: float) -> float:
 
 def blocks_ready_text(blocks: tuple[BlockTiming, ...]) -> str:
     """ "first block 0.120 s, half 0.480 s": when a streaming loader could start; "" if none."""
-    first, half = blocks_ready_s(blocks, 1), blocks_ready_s(blocks, (len(blocks) + 1) // 2)
+    first, half = blocks_ready_s(blocks, 1), half_blocks_ready_s(blocks)
     if first is None or half is None:
         return ""
     return f"first block {first:.3f} s, half {half:.3f} s"
