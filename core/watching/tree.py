@@ -155,8 +155,10 @@ class ProcessTree:
         self.adopter: int | None = None
         self._own: Callable[[], set[int]] = set
         self.adopted: set[int] = set()
-        # The newest pid handed out, at the last two looks for new members.
-        self._discovered_at: tuple[int | None, int | None] = (None, None)
+        # The newest pid handed out and the members seen ended, at the last two looks for new
+        # members; a member's end hands its children to the adopter without a new pid.
+        self._ended: set[int] = set()
+        self._discovered_at: tuple[object, object] = (None, None)
         stat = self._read_stat(root)
         if stat is None:
             raise ProcessLookupError(errno.ESRCH, f"no process {root}")
@@ -191,13 +193,14 @@ class ProcessTree:
     def _discover(self, now_ns: int, initial: bool) -> None:
         """Add the processes whose parent is a live member (repeatedly: a child and its own
         child may both be new)."""
-        # No pid handed out since the look before the last: no process is new (an orphan
-        # handed to the adopter had its pid already, and was found as a child when it was
-        # new). A pid is handed out before its process is linked to its parent: the look
-        # after one that saw a new pid looks again.
+        # No pid handed out and no member ended since the look before the last: no process is
+        # new. A pid is handed out before its process is linked to its parent: the look after
+        # one that saw a new pid looks again, and two quick looks may both miss the link; the
+        # parent's end, which hands such a child to the adopter as an orphan, looks again too.
         last_pid, before = _last_pid(), self._discovered_at
-        self._discovered_at = (before[1], last_pid)
-        if not initial and last_pid is not None and before == (last_pid, last_pid):
+        key = (last_pid, len(self._ended))
+        self._discovered_at = (before[1], key)
+        if not initial and last_pid is not None and before == (key, key):
             return
         live = [m for m in self.members.values() if m.alive]
         threads = sum(m.threads for m in live)
@@ -336,6 +339,7 @@ class ProcessTree:
                 member.rss, member.anon_rss = parse_statm(member.proc("statm").read())
             else:  # a zombie holds no memory; its counters are final
                 member.rss = member.anon_rss = 0
+                self._ended.add(member.pid)
             member.peak_rss = max(member.peak_rss, member.rss)
             member.peak_anon_rss = max(member.peak_anon_rss, member.anon_rss)
             self.runnable = self.runnable or stat.state == "R"
@@ -367,6 +371,7 @@ class ProcessTree:
         member (it reaped it); otherwise they are kept here."""
         member.exited_ns = now_ns
         member.rss = member.anon_rss = 0
+        self._ended.add(member.pid)
         member.close()
         parent = self.members.get(member.ppid)
         if parent is None or not parent.alive:

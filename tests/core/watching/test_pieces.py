@@ -3,7 +3,9 @@ arrivals, the tree's totals, model files from arguments, the loader, the arrival
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from modelmon.core.errors import OptionsError, WatchError
 from modelmon.core.loading.reads import now_ns
 from modelmon.core.system import cache
 from modelmon.core.system.residency import PAGE_SIZE
+from modelmon.core.watching import tree as tree_module
 from modelmon.core.watching.arrival import FOLIO_PAGES, FULL_BIN_TURNS, FileArrival, bin_edges
 from modelmon.core.watching.assemble import arrival_span
 from modelmon.core.watching.descriptors import DescriptorGroups, kcmp_same_file
@@ -24,6 +27,7 @@ from modelmon.core.watching.files import ModelFiles
 from modelmon.core.watching.loaders import detect, fix
 from modelmon.core.watching.naming import models_in_arguments, named_files
 from modelmon.core.watching.openings import Descriptor, mapping_rss, parse_fdinfo, parse_maps
+from modelmon.core.watching.orphans import hold_subreaper, own_children, release_subreaper
 from modelmon.core.watching.page_runs import merge_runs, page_runs
 from modelmon.core.watching.proc_counters import parse_stat
 from modelmon.core.watching.tree import ProcessTree
@@ -392,6 +396,60 @@ def test_the_tree_claims_a_descendant_it_has_not_discovered_yet() -> None:
         parent.wait()
         if parent.stdout is not None:
             parent.stdout.close()
+
+
+# Starts a child, writes its pid, and exits once told on stdin (its child goes on).
+LEAVING_PARENT = (
+    "import subprocess, sys\n"
+    "child = subprocess.Popen(['sleep', '60'], stdin=subprocess.DEVNULL)\n"
+    "print(child.pid, flush=True)\n"
+    "sys.stdin.readline()\n"
+)
+
+
+def test_a_child_two_looks_missed_is_found_when_its_parent_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two quick looks may both come before a new child is linked to its parent, and no new
+    pid follows it: the tree would never look again (a daemon's middle process was missed,
+    the watch ended at the command's exit and stopped the daemon before it ran). The
+    parent's end, which hands the child to the adopter as an orphan, makes it look again."""
+    assert hold_subreaper()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", LEAVING_PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    tree, child = None, None
+    try:
+        child = int(parent.stdout.readline())
+        tree = ProcessTree(parent.pid, attached=False, now_ns=now_ns())
+        tree.adopt_orphans(os.getpid(), own_children)
+        # Two looks while the child is not linked to its parent yet (as under load).
+        listed = tree_module._children
+        hidden = {child}
+        monkeypatch.setattr(
+            tree_module, "_children", lambda pid: [c for c in listed(pid) if c not in hidden]
+        )
+        tree.refresh(now_ns())
+        tree.refresh(now_ns())
+        assert child not in tree.members
+        hidden.clear()
+        parent.stdin.write(b"\n")
+        parent.stdin.flush()
+        os.waitid(os.P_PID, parent.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped yet
+        tree.refresh(now_ns())
+        assert child in tree.members and child in tree.adopted
+    finally:
+        if tree is not None:
+            tree.close()
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):  # ours once adopted: reaped here
+                os.waitpid(child, 0)
+        parent.wait()
+        parent.stdin.close()
+        parent.stdout.close()
+        release_subreaper()
 
 
 def test_arrival_span_at_the_steady_rate() -> None:
