@@ -131,6 +131,14 @@ class LoadResult:
     # A load the storage failed (throttled past the retries, an object changed, access
     # refused...): that typed error, whose line ``error`` is. Not in the JSON: ``error`` is.
     storage_error: StorageError | None = field(default=None, compare=False)
+    # A server's run (a program seen ready: listening, a line, a URL): seconds from its
+    # start to ready, the figure an A/B of servers compares; None for a load that ends.
+    ready_s: float | None = None
+    # How finely ``ready_s`` is known: the period of the looks that saw it (0: to the line).
+    ready_every_s: float = 0.0
+    # A server's cold start in spans, seconds each: "before", "weights", "after" (the
+    # watch's phases) and "line: NAME" (a span the server's own lines timed).
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def coarse_timing(self) -> bool:
@@ -154,6 +162,11 @@ class LoadResult:
     def overlapped_by(self) -> str | None:
         """The other modelmon runs that used the device during the timed load, if any."""
         return "; ".join(self.overlapped) if self.overlapped else None
+
+    @property
+    def server(self) -> bool:
+        """A server's run, timed to ready (``ready_s``)."""
+        return self.ready_s is not None
 
     @property
     def mbps(self) -> float:

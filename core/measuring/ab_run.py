@@ -9,18 +9,22 @@ import statistics
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from modelmon.core.configuration import Configuration, ProgramConfig
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MAX_AB_PAIRS, check_whole
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.measuring.ab import (
+    BY_READY,
     ABFailed,
     ABResult,
     Paired,
     Verdict,
+    compared_by,
     judge,
+    pair_ratio,
+    phase_shifts,
     summarize,
     timing_error,
 )
@@ -29,6 +33,7 @@ from modelmon.core.options import CacheMode
 from modelmon.core.runs.start import RunOutcome, run_for
 from modelmon.core.runs.warm import warm_each
 from modelmon.core.system.storage_rest import rest_storage
+from modelmon.core.watching.ready import ReadyCondition
 
 # Runs one load of an A/B: (side "A" | "B", 0-based pair, its configuration with the A/B's
 # cache state) → the run as a load.
@@ -38,19 +43,30 @@ R = TypeVar("R", bound=Paired)  # one run of an A/B: a load, or a ranks run
 OnOutcome = Callable[[str, int, RunOutcome], None]
 
 
-def check_cache(configs: tuple[Configuration, ...], cache: str) -> None:
-    """A program's load is timed by the bytes that arrive: its sides need a cold cache."""
-    programs = [c.spec for c in configs if isinstance(c, ProgramConfig)]
+class Serving(TypedDict, total=False):
+    """When a program of an A/B is ready (``runs.program.ProgramRun``): its condition, and
+    how long it may take."""
+
+    ready: ReadyCondition | None
+    ready_timeout_s: float | None
+
+
+def check_cache(configs: tuple[Configuration, ...], cache: str, servers: set[str]) -> None:
+    """A program's load is timed by the bytes that arrive: its sides need a cold cache, but
+    for a server (``servers``: the codes of the programs whose uncounted run was seen ready),
+    timed to its ready from any cache."""
+    programs = [c for c in configs if isinstance(c, ProgramConfig) and c.code not in servers]
     if programs and cache != "cold":
         raise OptionsError(
-            f"{programs[0]}: a program's load is timed by the bytes that arrive from storage, "
-            f"and a {cache} model brings none: use a cold cache"
+            f"{programs[0].spec}: a program's load is timed by the bytes that arrive from "
+            f"storage, and a {cache} model brings none: use a cold cache (a server, seen "
+            "ready, is timed to its ready from any cache)"
         )
 
 
 def with_cache(config: Configuration, cache: CacheMode) -> Configuration:
     """The configuration as an A/B runs it: a strategy from the A/B's cache state (a
-    program's run is always cold: ``check_cache``)."""
+    program's run is given it as it starts: ``check_cache`` says which may take it)."""
     if isinstance(config, ProgramConfig):
         return config
     return config.with_options(cache=cache)
@@ -72,6 +88,7 @@ def run_ab(
     on_rest: Callable[[float], None] | None = None,
     time_limit_s: float | None = None,
     memory_limit: int | None = None,
+    serving: Serving | None = None,
 ) -> ABResult:
     """Run A, B, A, B … ``n`` pairs; each run starts from the same verified ``cache`` state.
 
@@ -84,20 +101,28 @@ def run_ab(
     ``on_rest`` hears the seconds first. A run still going ``time_limit_s`` after its start
     is stopped, and the A/B with it (a server that never exits and never loads it all). Under
     ``memory_limit`` every run happens in a memory cgroup of that size. A run the storage
-    failed ends the A/B with that StorageError (throttled, changed, refused...)."""
+    failed ends the A/B with that StorageError (throttled, changed, refused...).
+
+    A program seen ready (a server: by default its first listening socket after its
+    weights; ``serving``'s ``ready`` and ``ready_timeout_s`` ask otherwise) is stopped there
+    with everything it started, and timed to ready: two servers are compared by their time
+    to ready, each phase of their cold starts beside it (``ABResult.phases``), from any
+    cache state."""
     check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
-    check_cache((a, b), cache)
-    warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm)
+    warmed = warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm, **(serving or {}))
+    check_cache((a, b), cache, {code for code, result in warmed.items() if result.server})
 
     def load(side: str, pair: int, config: Configuration) -> LoadResult:
         outcome = run_for(
             model,
             config,
+            cache,
             cancel=cancel,
             monitor=False,
             path=path,
             time_limit_s=time_limit_s,
             memory_limit=memory_limit,
+            **(serving or {}),
         ).run()
         if on_outcome is not None:
             on_outcome(side, pair, outcome)
@@ -116,7 +141,8 @@ def run_ab(
     results, ratios, verdict = judged(ordered, cache)
     side_a = summarize(a.spec, results["A"])
     side_b = summarize(b.spec, results["B"])
-    return ABResult(side_a, side_b, tuple(ratios), verdict, tuple(ordered), cache)
+    shifts = phase_shifts(results["A"], results["B"]) if verdict.by == BY_READY else ()
+    return ABResult(side_a, side_b, tuple(ratios), verdict, tuple(ordered), cache, shifts)
 
 
 def alternate(
@@ -146,6 +172,7 @@ def alternate(
                 raise result.storage_error
             if result.status != "ok":
                 raise ABFailed(side, pair, result)
+            compared_by(ordered)  # a server beside a load: void now
     return ordered
 
 
@@ -161,11 +188,12 @@ def judged(
     if pairs == 0:
         raise ABFailed("A", 0, None)
     results = {side: runs[:pairs] for side, runs in results.items()}
-    ratios = [results["B"][i].mbps / results["A"][i].mbps for i in range(pairs)]
+    by = compared_by([(side, run) for side, runs in results.items() for run in runs])
+    ratios = [pair_ratio(results["A"][i], results["B"][i], by) for i in range(pairs)]
     resolution = statistics.median(
         timing_error(results["A"][i], results["B"][i]) for i in range(pairs)
     )
-    verdict = judge(ratios, resolution)
+    verdict = judge(ratios, resolution, by)
     not_cold = [
         f"{s} run {i // 2 + 1}"
         for i, (s, r) in enumerate(ordered)
@@ -183,10 +211,21 @@ def warm_sides(
     cancel: threading.Event | None = None,
     path: str | None = None,
     on_warm: Callable[[str], None] | None = None,
-) -> None:
-    """One uncounted run of each program among ``configs`` (``runs.warm.warm_each``); a stop
-    asked meanwhile voids the A/B before its first run."""
+    ready: ReadyCondition | None = None,
+    ready_timeout_s: float | None = None,
+) -> dict[str, LoadResult]:
+    """One uncounted run of each program among ``configs`` (``runs.warm.warm_each``), by
+    its code; a stop asked meanwhile voids the A/B before its first run."""
     programs = [c for c in configs if isinstance(c, ProgramConfig)]
-    warm_each(model, programs, cancel=cancel, path=path, on_warm=on_warm)
+    warmed = warm_each(
+        model,
+        programs,
+        cancel=cancel,
+        path=path,
+        on_warm=on_warm,
+        ready=ready,
+        ready_timeout_s=ready_timeout_s,
+    )
     if cancel is not None and cancel.is_set():
         raise ABFailed("A", 0, None)
+    return warmed

@@ -154,6 +154,19 @@ class RanksResult:
         return max((load.timed_every_s for load in loads), default=0.0)
 
     @property
+    def ready_s(self) -> float | None:
+        """A ranks run ends when its ranks have loaded: no server's ready."""
+        return None
+
+    @property
+    def ready_every_s(self) -> float:
+        return 0.0
+
+    @property
+    def phases(self) -> dict[str, float]:
+        return {}
+
+    @property
     def straggler(self) -> Straggler | None:
         ok = [(f"rank {r.rank}", r.seconds) for r in self.ranks if r.status == "ok"]
         return find_straggler(ok) if len(ok) > 1 else None

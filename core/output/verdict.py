@@ -13,11 +13,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from modelmon.core.measuring.ab import Verdict
+from modelmon.core.measuring.ab import BY_READY, PhaseShift, Verdict
 from modelmon.core.output.comparison import twice_bound
 from modelmon.core.output.run_words import counted, median_words
 
-__all__ = ["gain_text", "pairs_lines", "spread_words", "stopped_words", "verdict_words"]
+__all__ = [
+    "gain_text",
+    "pairs_lines",
+    "phase_name",
+    "shift_words",
+    "sooner_text",
+    "spread_words",
+    "stopped_words",
+    "verdict_words",
+]
+# A server's phases as the verdict names them.
+PHASE_NAMES = {"before": "before the weights", "weights": "the weights", "after": "after them"}
 
 
 def spread_words(noise: float, pairs: int | None = None) -> str:
@@ -44,6 +55,15 @@ def gain_text(ratio: float) -> str:
     return f"{percent:.1f} %" if percent < 10 else f"{percent:.0f} %"
 
 
+def sooner_text(ratio: float) -> str:
+    """How much sooner a server is ready, from its speed-up (the other's time to ready over
+    its own, ≥ 1): "in 31 % less time", "2.50× sooner" from 2× on."""
+    if ratio >= 2:
+        return f"{ratio:.2f}× sooner"
+    less = (1 - 1 / ratio) * 100
+    return f"in {less:.1f} % less time" if less < 10 else f"in {less:.0f} % less time"
+
+
 def _range(low: float, high: float) -> str:
     return f"{low:.2f}–{high:.2f}×"
 
@@ -56,31 +76,47 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
     other; one pair only (no estimate of the noise at all).
     """
     ratio, low, high = verdict.median_ratio, verdict.min_ratio, verdict.max_ratio
+    # Servers are compared by their time to ready: the same ratio, said as who is ready first.
+    ready = verdict.by == BY_READY
+
+    def ahead(who: str, verb: str, gain: float) -> str:
+        if ready:
+            return f"{who} {verb} ready {sooner_text(gain)}"
+        return f"{who} {verb} {gain_text(gain)} faster"
+
     leader, trailer = "B", "A"
     if ratio < 1:  # say the leader's gain, not the other's loss: A's speed over B's
         leader, trailer = "A", "B"
         ratio, low, high = 1 / ratio, 1 / high, 1 / low
     noise = spread_words(verdict.noise, pairs)
-    ratios = f"{leader}/{trailer} per pair {_range(low, high)}"
+    ratios = (
+        f"{trailer}'s time to ready over {leader}'s per pair {_range(low, high)}"
+        if ready
+        else f"{leader}/{trailer} per pair {_range(low, high)}"
+    )
     if pairs < 2:
         return (
-            f"{leader} was {gain_text(ratio)} faster in the one pair run; not certain: one "
+            f"{ahead(leader, 'was', ratio)} in the one pair run; not certain: one "
             "pair gives no estimate of the noise, run more pairs"
         )
     if verdict.text in ("A faster", "B faster"):
         return (
-            f"{leader} is {gain_text(ratio)} faster by the median pair: every one of the "
+            f"{ahead(leader, 'is', ratio)} by the median pair: every one of the "
             f"{pairs} pairs agrees "
             f"({ratios}, {noise})"
         )
     if round((ratio - 1) * 100, 1) == 0:
-        return f"A and B are as fast as each other ({ratios}, {noise})"
+        alike = "ready as soon as" if ready else "as fast as"
+        return f"A and B are {alike} each other ({ratios}, {noise})"
     if verdict.within_timing:
         # The ± is the pairs' own spread in every verdict; the timing's bound is said in
         # its own words: beside it, a second ± of another quantity reads as the same band.
         why = (
             f"timed to the watch's samples, no finer than {verdict.resolution * 100:.0f} % "
             f"({ratios}, {noise}): a larger model times finer"
+            if not ready
+            else f"its ready is seen no finer than {verdict.resolution * 100:.0f} % "
+            f"({ratios}, {noise})"
         )
     elif low < 1:
         why = f"the pairs disagree on which is faster ({ratios}, {noise})"
@@ -90,7 +126,7 @@ def verdict_words(verdict: Verdict, pairs: int) -> str:
             f"every pair favours {leader}, but the pairs vary {_range(low, high)} ({noise}): "
             f"the gain is within twice that spread ({bound}), run more pairs"
         )
-    return f"{leader} is {gain_text(ratio)} faster by the median pair; not certain: {why}"
+    return f"{ahead(leader, 'is', ratio)} by the median pair; not certain: {why}"
 
 
 def pairs_lines(ratios: Sequence[float], verdict: Verdict, pairs: int) -> list[str]:
@@ -101,8 +137,9 @@ def pairs_lines(ratios: Sequence[float], verdict: Verdict, pairs: int) -> list[s
     spread = spread_words(verdict.noise, len(ratios))
     span = f"{verdict.min_ratio:.2f}–{verdict.max_ratio:.2f}, {spread}"
     of = median_words(counted(len(ratios), "pair"), len(ratios), span)
+    head = "A/B time to ready per pair" if verdict.by == BY_READY else "B/A per pair"
     return [
-        f"B/A per pair: {each} → {verdict.median_ratio:.2f} ({of})",
+        f"{head}: {each} → {verdict.median_ratio:.2f} ({of})",
         # The words say what a note would (one pair: no noise known), once.
         f"verdict: {verdict_words(verdict, pairs)}",
     ]
@@ -115,3 +152,21 @@ def stopped_words(cancelled: bool, pairs_done: int, pairs: int, error: str | Non
         return " ".join(("A/B cancelled", done)).strip() + ": no verdict"
     reason = f" ({error})" if error else ""
     return " ".join(("A/B stopped", done)).strip() + f": no verdict{reason}"
+
+
+def phase_name(name: str) -> str:
+    """A phase of a cold start as a verdict names it: "the weights", "'init engine'"."""
+    if name.startswith("line: "):
+        return f"its line '{name.removeprefix('line: ')}'"
+    return PHASE_NAMES.get(name, name)
+
+
+def shift_words(shifts: Sequence[PhaseShift]) -> str:
+    """Where two servers' times to ready differ, phase by phase: "the weights 4.1 s → 1.2 s,
+    the rest equal"; the phases the watch cut first, then the server's own lines."""
+    moved = [s for s in shifts if s.differs]
+    if not moved:
+        return "no phase differs beyond the pairs' noise on its own"
+    said = ", ".join(f"{phase_name(s.name)} {s.a_s:.1f} s → {s.b_s:.1f} s" for s in moved)
+    unmoved = [s for s in shifts if not s.differs and not s.name.startswith("line: ")]
+    return f"{said}, the rest equal" if unmoved else said

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from modelmon.core.configuration import ProgramConfig
-from modelmon.core.errors import OptionsError, WatchError, redact_urls
+from modelmon.core.errors import WatchError, redact_urls
 from modelmon.core.loaders.registry import get_engine
 from modelmon.core.loading.envelope import StartGate, run_envelope
 from modelmon.core.loading.reads import ReadLog, now_ns
@@ -38,6 +38,7 @@ from modelmon.core.runs.command_output import last_line, own_figure, own_report
 from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
 from modelmon.core.runs.verdict import judge
 from modelmon.core.system.cache import CacheState, not_measured
+from modelmon.core.watching.ready import ReadyCondition, resolution_s
 from modelmon.core.watching.result import Finding, WatchResult
 from modelmon.core.watching.watch import MAP_INTERVAL_S, Watch
 
@@ -87,12 +88,9 @@ class ProgramRun:
         path: str | None = None,
         map_interval_s: float = MAP_INTERVAL_S,
         memory_limit: int | None = None,
+        ready: ReadyCondition | None = None,
+        ready_timeout_s: float | None = None,
     ) -> None:
-        if cache == "warm" and program.kind != "engine":
-            raise OptionsError(
-                f"{program.spec}: a program's load is timed by the bytes that arrive from "
-                "storage, and a warm model brings none: run it from a cold cache"
-            )
         self.model, self.program, self.cache = model, program, cache
         # What {path} stands for: the path the user named (a folder, say), else the model's;
         # an object's URL as it is requested (its query whole), written only redacted.
@@ -101,6 +99,9 @@ class ProgramRun:
         self.time_limit_s, self.interval_s = time_limit_s, interval_s
         self.map_interval_s, self.memory_limit = map_interval_s, memory_limit
         self.start_gate = start_gate
+        # When a command is ready (a server): the default, its first listening socket after
+        # its weights; its run then ends there, timed to ready (``runs.verdict``).
+        self.ready, self.ready_timeout_s = ready, ready_timeout_s
         self.paths = [f.path for f in model.files if f.remote is None]  # cache, readahead
         self.watch: Watch | None = None
         self.limit_reached = False
@@ -169,6 +170,8 @@ class ProgramRun:
                 # The child harness is no server: it ends once it has loaded, and the sockets
                 # its ranks listen on (a torch.distributed store, gloo's) say nothing of ready.
                 after_ready="watch" if self.program.kind == "engine" else "stop",
+                ready=self.ready if self.program.kind != "engine" else None,
+                ready_timeout_s=self.ready_timeout_s if self.program.kind != "engine" else None,
             )
             stopper = threading.Thread(target=self._stop_when_asked, name="modelmon-program")
             stopper.start()
@@ -210,7 +213,11 @@ class ProgramRun:
     def _loaded_and_quiet(self, watch: Watch) -> bool:
         """Whether the program has been quiet for ``SETTLED_S`` after its whole model
         arrived (from a cold cache; from a cache as it is, where the model may already be
-        there and nothing arrives, after it was active at all: an uncounted warm-up run)."""
+        there and nothing arrives, after it was active at all: an uncounted warm-up run).
+        Never for a server asked to be ready, or given a time to be: its ready ends it, or
+        its timeout."""
+        if self.ready_timeout_s is not None or (self.ready is not None and self.ready.asked):
+            return False
         if self.cache == "cold":
             model_bytes = sum(f.size for f in self.model.files)
             if watch.progress().arrived_bytes < model_bytes:
@@ -297,7 +304,10 @@ class ProgramRun:
                 f"its whole model had arrived and nothing more for {SETTLED_S:g} s while it "
                 "still ran (a server that loaded and serves): modelmon ended it there"
             )
-        if status == "ok" and coarse(seconds, watched.interval_s):
+        cold = watched.cold_start
+        served = cold is not None and status == "ok" and watched.ended_by == "ready"
+        ready_s = cold.ready_s if served and cold is not None else None
+        if status == "ok" and ready_s is None and coarse(seconds, watched.interval_s):
             notes.append(
                 f"the load lasted {seconds:.2f} s, about {seconds / watched.interval_s:.0f} of "
                 f"the watch's {watched.interval_s:g} s samples: its rate is known to a sample, "
@@ -327,6 +337,9 @@ class ProgramRun:
             overlapped=overlapped,
             own_seconds=own_seconds,
             memory_limit=watched.memory_limit,
+            ready_s=ready_s,
+            ready_every_s=resolution_s(cold.ready_by) if cold is not None else 0.0,
+            phases=cold.spans() if cold is not None and ready_s is not None else {},
         )
         return load, found
 

@@ -24,6 +24,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
 from modelmon.core.runs.program import INTERVAL_S, ProgramResult, ProgramRun
 from modelmon.core.runs.session import Session, SessionResult
+from modelmon.core.watching.ready import ReadyCondition
 from modelmon.core.watching.watch import MAP_INTERVAL_S
 
 RunOutcome = SessionResult | ProgramResult
@@ -65,13 +66,16 @@ def run_for(
     monitor: bool = True,
     path: str | None = None,
     memory_limit: int | None = None,
+    ready: ReadyCondition | None = None,
+    ready_timeout_s: float | None = None,
 ) -> Session | ProgramRun:
     """The run ``config`` calls for on ``model``, from the cache state ``cache`` (None: a
     strategy's own option; a program's run is always timed from a cold cache, or a kept one
     where its code is warmed). ``monitor``: sample its metrics (a program's watch always
     does), residency maps every ``map_interval_s``. ``path``: what a program's ``{path}``
     stands for (default: the model's path). ``memory_limit``: the run happens in a memory
-    cgroup of that size (``system.memory_cgroup``), where one can be made."""
+    cgroup of that size (``system.memory_cgroup``), where one can be made. ``ready`` and
+    ``ready_timeout_s``: when a program is ready, a server (``runs.program``)."""
     if isinstance(config, StrategyConfig):
         options = config.options if cache is None else config.options.with_(cache=cache)
         return Session(
@@ -98,5 +102,7 @@ def run_for(
             path=path,
             map_interval_s=map_interval_s,
             memory_limit=memory_limit,
+            ready=ready,
+            ready_timeout_s=ready_timeout_s,
         )
     raise OptionsError(f"not a configuration: {config!r}")

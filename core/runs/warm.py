@@ -12,6 +12,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.model.records import Model
 from modelmon.core.runs.program import ProgramRun
 from modelmon.core.runs.verdict import UNTIMED
+from modelmon.core.watching.ready import ReadyCondition
 
 
 def warm_code(
@@ -20,6 +21,8 @@ def warm_code(
     *,
     cancel: threading.Event | None = None,
     path: str | None = None,
+    ready: ReadyCondition | None = None,
+    ready_timeout_s: float | None = None,
 ) -> LoadResult:
     """One run of ``program`` that is not counted, from the cache as it is, so that the runs
     compared after it find its code (its imports, its libraries) in the page cache, as a
@@ -28,7 +31,16 @@ def warm_code(
     budget (on the throttled disk, the first run after a minute's idle loaded at half the
     rate of the runs after it, and a host that pages out idle cache does that to any run
     that follows a minute without the program)."""
-    return ProgramRun(model, program, "keep", cancel=cancel, path=path).run().result
+    run = ProgramRun(
+        model,
+        program,
+        "keep",
+        cancel=cancel,
+        path=path,
+        ready=ready,
+        ready_timeout_s=ready_timeout_s,
+    )
+    return run.run().result
 
 
 def warm_failure(result: LoadResult) -> str | None:
@@ -51,17 +63,22 @@ def warm_each(
     cancel: threading.Event | None = None,
     path: str | None = None,
     on_warm: Callable[[str], None] | None = None,
-) -> None:
+    ready: ReadyCondition | None = None,
+    ready_timeout_s: float | None = None,
+) -> dict[str, LoadResult]:
     """``warm_code`` once for each code among ``programs``, in order (``ProgramConfig.code``:
     one engine's configurations, or one command's, share theirs); ``on_warm`` hears each
-    one's ``warming_line`` as it starts. It ends early once ``cancel`` is set."""
-    warmed: set[str] = set()
+    one's ``warming_line`` as it starts. It ends early once ``cancel`` is set. Each code's
+    uncounted run: a server's was seen ready (``LoadResult.server``)."""
+    warmed: dict[str, LoadResult] = {}
     for program in programs:
         if program.code in warmed:
             continue
         if cancel is not None and cancel.is_set():
-            return
-        warmed.add(program.code)
+            break
         if on_warm is not None:
             on_warm(warming_line(program.spec))
-        warm_code(model, program, cancel=cancel, path=path)
+        warmed[program.code] = warm_code(
+            model, program, cancel=cancel, path=path, ready=ready, ready_timeout_s=ready_timeout_s
+        )
+    return warmed

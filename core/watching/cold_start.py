@@ -123,6 +123,10 @@ class ColdStart:
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
 
+    def spans(self) -> dict[str, float]:
+        """Seconds of each phase, by name: what a run of a server keeps of its cold start."""
+        return {p.name: round(p.seconds, 4) for p in self.phases}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ready_s": None if self.ready_s is None else round(self.ready_s, 4),

@@ -36,6 +36,21 @@ FOREIGN_AFTER_S = 2.0  # a new listening socket no process of the tree holds, lo
 READY_BY = ("listen", "port", "line", "url")
 BEFORE_WEIGHTS = "before its weights were read"
 NOT_A_RANK = "by a process that is neither the command nor one that read the model"
+# How finely each way of seeing ready times it: a socket is placed between two looks (half
+# their period either way), a URL answers within its period, a line is timed when read.
+RESOLUTION_S = {
+    "listen": LISTEN_PERIOD_S / 2,
+    "port": LISTEN_PERIOD_S / 2,
+    "url": URL_PERIOD_S,
+    "line": 0.0,
+}
+
+
+def resolution_s(by: str | None) -> float:
+    """How finely a ready seen ``by`` one of ``READY_BY`` is timed (0 for none)."""
+    return RESOLUTION_S.get(by or "", 0.0)
+
+
 # A listening socket is ready once this long has passed with no model byte after it.
 SETTLE_S = 1.0
 # A server that listened before its weights and was then this quiet is taken as ready then.

@@ -47,7 +47,7 @@ class Serving:
 
     def end(self, observer: Observer, t0_ns: int) -> str | None:
         """'ready' when the watch ends now (ready, and the time after it asked for is over);
-        'ready-timeout' when a ready asked for did not come in time; else None."""
+        'ready-timeout' when it was not ready within the timeout given; else None."""
         ready = self.ready
         now = now_ns()
         ready.look(now, *observer.ready_context())
@@ -61,8 +61,10 @@ class Serving:
                 return None
             after = 0.0 if self.after == "stop" else float(self.after)
             return "ready" if now >= seen.at_ns + after * 1e9 else None
+        # A timeout is asked for with a condition or alone (the default, a listening socket):
+        # either way a command not ready by then is stopped and fails.
         timeout = self.timeout_s
-        if ready.condition.asked and timeout is not None and now - t0_ns >= timeout * 1e9:
+        if timeout is not None and now - t0_ns >= timeout * 1e9:
             return "ready-timeout"
         return None
 

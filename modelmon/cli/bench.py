@@ -40,13 +40,16 @@ EXAMPLES = """\
   modelmon bench model.safetensors --a sequential --b "sequential readahead=4096" --cache warm
   modelmon bench model.gguf --a "engine: llamacpp" --b "engine: llamacpp load_mode=none"
   modelmon bench ./my-model --a "cmd: python serve.py --model {path}" --b "sequential workers=4"
+  modelmon bench ./llama --a "cmd: vllm serve {path}" --ready-url http://127.0.0.1:8000/health \\
+      --b "cmd: vllm serve {path} --load-format runai_streamer"       two servers, to ready
   modelmon bench model.gguf --a mmap --b "sequential --discard" --memory-limit 8Gi
   modelmon bench model.safetensors --a sequential --b sequential --ranks 4 --b-ranks-mode one-reader
 """
 SPEC_HELP = (
     "configuration {side}, e.g. {example} (name=value, or load's flags: {flags}); or a program: "
     '"cmd: COMMAND ARGS" ({{path}} is the model) or "engine: NAME knob=value" '
-    "(modelmon engines lists them), run watched, from a cold cache"
+    "(modelmon engines lists them), run watched, from a cold cache. A program seen ready "
+    "(a server: see the ready options) is stopped there and timed to ready"
 )
 
 
@@ -98,6 +101,9 @@ def add_parser(verbs: Verbs) -> None:
     from modelmon.cli.bench_ranks import add_options as add_ranks_options
 
     add_ranks_options(parser)
+    from modelmon.cli.flags import add_ready_options
+
+    add_ready_options(parser)
 
 
 class _SpecParser(argparse.ArgumentParser):
@@ -152,6 +158,14 @@ def unused_by_bench(config: Configuration, cache: str) -> list[str]:
 
 def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None) -> str:
     from modelmon.core.output import pairs_lines, ram_text, rate_span_text, rate_text
+
+    if ab.by == "ready":  # servers: compared by their time to ready
+        from modelmon.core.output import render_server_ab
+
+        lines = render_server_ab(ab)
+        for side, watches in (watched or {}).items():
+            lines += watched_lines(side, watches)
+        return "\n".join(lines)
 
     rows = [
         (
@@ -244,7 +258,7 @@ def shared_device_lines(ab: ABResult) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from modelmon.cli.bench_ranks import run as run_ranks
     from modelmon.cli.bench_ranks import wanted as ranks_wanted
-    from modelmon.cli.flags import say_memory_limit
+    from modelmon.cli.flags import ready_options, say_memory_limit
     from modelmon.cli.priming import apply_prime_option
     from modelmon.cli.progress import progress_bars
     from modelmon.core import ProgramResult, open_model, run_ab
@@ -255,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.runs import get_engine
 
     apply_prime_option(args)
+    ready, ready_timeout = ready_options(args)
     a = parse_config_spec(args.a, "--a")
     b = parse_config_spec(args.b, "--b")
     ignored = {
@@ -323,6 +338,7 @@ def run(args: argparse.Namespace) -> int:
                 on_warm=bars.log,
                 time_limit_s=args.time_limit,
                 memory_limit=limit,
+                serving={"ready": ready, "ready_timeout_s": ready_timeout},
             )
         except ABFailed as exc:
             if cancel.is_set():  # the user's Ctrl+C; a run stopped at its time limit is not

@@ -272,3 +272,60 @@ def load_options(flags: Mapping[str, Any], base: LoadOptions | None = None) -> L
     """``LoadOptions`` from the flags of ``add_load_options`` that are in ``flags``, over
     ``base``."""
     return options_from_mapping(given_options(flags), base)
+
+
+DEFAULT_READY_TIMEOUT_S = 900.0  # a server cold-starting from a bucket may take minutes
+READY_GROUP = (
+    "when a server's cold start ends. By default, at its first listening TCP socket (of the "
+    "command or of a process that read the model) opened after the first model byte; the "
+    "command is then stopped. Asked for, the first of these is ready:"
+)
+
+
+def add_ready_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """``--ready-port``, ``--ready-line``, ``--ready-url`` and ``--ready-timeout``: when a
+    watched command (``watch``) or a server run (``bench``, ``recommend --server``) is
+    ready. The group, for a verb that adds its own."""
+    ready = parser.add_argument_group("ready", READY_GROUP)
+    ready.add_argument(
+        "--ready-port",
+        type=whole_in(1, 65535),
+        metavar="PORT",
+        help="a process of the command's tree listens on this TCP port",
+    )
+    ready.add_argument(
+        "--ready-line",
+        metavar="REGEX",
+        help="a line of the command's output (stdout or stderr) matches this regular "
+        "expression (Python's syntax; each line's match is bounded in time)",
+    )
+    ready.add_argument(
+        "--ready-url",
+        metavar="URL",
+        help="this http(s) URL answers 2xx (asked every 0.2 s): /health, /v1/models",
+    )
+    ready.add_argument(
+        "--ready-timeout",
+        type=number_in(1.0, 86400.0, "s"),
+        default=None,
+        metavar="SECONDS",
+        help="a command not ready this long after it started is stopped and fails (exit 9 "
+        "for watch); with --ready-port, --ready-line or --ready-url the default is "
+        f"{DEFAULT_READY_TIMEOUT_S:.0f}; alone, it bounds the default ready (a listening "
+        "socket)",
+    )
+    return ready
+
+
+def ready_options(args: argparse.Namespace) -> tuple[Any, float | None]:
+    """The ``ReadyCondition`` the ready flags ask for (checked: a bad pattern or URL is one
+    line now, not after a run), and the timeout: the one given, else the default where a
+    condition was named, else none (a loader that is no server runs as long as it loads)."""
+    from modelmon.core import ReadyCondition
+
+    condition = ReadyCondition(args.ready_port, args.ready_line, args.ready_url)
+    condition.check()
+    timeout = args.ready_timeout
+    if timeout is None and condition.asked:
+        timeout = DEFAULT_READY_TIMEOUT_S
+    return condition, timeout

@@ -43,7 +43,6 @@ EXAMPLES = """\
   modelmon watch --memory-limit 16Gi -- python load.py /models/llama     as in a 16 GiB pod
 """
 MAX_PID = 2**22  # the kernel's pid_max ceiling (PID_MAX_LIMIT on 64-bit)
-DEFAULT_READY_TIMEOUT_S = 900.0  # a server cold-starting from a bucket may take minutes
 
 
 def _after_ready(text: str) -> str | float:
@@ -123,30 +122,9 @@ def add_parser(verbs: Verbs) -> None:
     from modelmon.cli.flags import add_memory_limit_option
 
     add_memory_limit_option(parser, "the command and its children")
-    ready = parser.add_argument_group(
-        "ready",
-        "when a server's cold start ends. By default, at its first listening TCP socket "
-        "(of the command or of a process that read the model) opened after the first model "
-        "byte; the watch then ends and the command is stopped. Asked for, the first of "
-        "these is ready:",
-    )
-    ready.add_argument(
-        "--ready-port",
-        type=whole_in(1, 65535),
-        metavar="PORT",
-        help="a process of the command's tree listens on this TCP port",
-    )
-    ready.add_argument(
-        "--ready-line",
-        metavar="REGEX",
-        help="a line of the command's output (stdout or stderr) matches this regular "
-        "expression (its output then passes through modelmon, unchanged)",
-    )
-    ready.add_argument(
-        "--ready-url",
-        metavar="URL",
-        help="this http(s) URL answers 2xx (asked every 0.2 s): /health, /v1/models",
-    )
+    from modelmon.cli.flags import add_ready_options
+
+    ready = add_ready_options(parser)
     ready.add_argument(
         "--after-ready",
         type=_after_ready,
@@ -154,15 +132,6 @@ def add_parser(verbs: Verbs) -> None:
         metavar="stop|watch|SECONDS",
         help="once ready: stop the command and end (default), watch on until it exits or "
         "is quiet, or watch this many seconds more, then stop it",
-    )
-    ready.add_argument(
-        "--ready-timeout",
-        type=number_in(1.0, 86400.0, "s"),
-        default=DEFAULT_READY_TIMEOUT_S,
-        metavar="SECONDS",
-        help="with --ready-port, --ready-line or --ready-url: a command not ready this long "
-        f"after it started is stopped (exit {int(ExitCode.NOT_READY)}); default "
-        f"{DEFAULT_READY_TIMEOUT_S:.0f}",
     )
     parser.add_argument(
         "command",
@@ -173,8 +142,8 @@ def add_parser(verbs: Verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from modelmon.cli.flags import say_memory_limit
-    from modelmon.core import Command, ReadyCondition, Watch, storage_references
+    from modelmon.cli.flags import ready_options, say_memory_limit
+    from modelmon.core import Command, Watch, storage_references
     from modelmon.core.output import render_watch
 
     command = list(args.command)
@@ -183,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if bool(command) == (args.pid is not None):
         return fail("watch needs a command after -- or --pid PID (one of the two)", ExitCode.USAGE)
     # Leading NAME=VALUE words set the command's environment, as in a shell and in cmd:.
+    ready, ready_timeout = ready_options(args)
     words = (
         Command.from_words(command, "watch's command", "python load.py MODEL") if command else None
     )
@@ -196,9 +166,9 @@ def run(args: argparse.Namespace) -> int:
         interval_s=args.interval_ms / 1000,
         stdout=sys.stderr.fileno() if args.json else None,
         memory_limit=say_memory_limit(args.memory_limit) if command else args.memory_limit,
-        ready=ReadyCondition(args.ready_port, args.ready_line, args.ready_url),
+        ready=ready,
         after_ready=args.after_ready,
-        ready_timeout_s=args.ready_timeout,
+        ready_timeout_s=ready_timeout,
     )
     with cancel_on_interrupt(watch.cancel):
         result = watch.run()
@@ -236,10 +206,11 @@ def _exit_code(result: WatchResult) -> int:
     if result.status == "exited" and result.exit_code:
         return fail(f"{what} exited with {result.exit_code}", ExitCode.WATCHED_FAILED)
     cold = result.cold_start
-    if cold is not None and cold.asked and cold.ready_s is None:
+    timed_out = result.ended_by == "ready-timeout"
+    if cold is not None and (cold.asked or timed_out) and cold.ready_s is None:
         why = (
             f"not ready within {result.wall_seconds:.0f} s (--ready-timeout)"
-            if result.ended_by == "ready-timeout"
+            if timed_out
             else "exited before it was ready"
         )
         if cold.ready_url_failure:

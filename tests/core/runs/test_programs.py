@@ -110,9 +110,12 @@ def test_a_command_past_its_time_limit_is_stopped(model: Path) -> None:
     assert (outcome.result.error or "").startswith("stopped at its time limit")
 
 
-def test_a_program_is_never_timed_from_a_warm_cache(model: Path) -> None:
-    with pytest.raises(OptionsError, match="a warm model brings none"):
-        ProgramRun(open_model(model), parse_program("cmd: cat {path}"), "warm")
+def test_a_load_is_never_timed_from_a_warm_cache(model: Path) -> None:
+    """A program that loads and exits brings no byte from a warm cache: its run fails, and
+    an A/B of it refuses the warm cache once its uncounted run has shown it is no server."""
+    outcome = ProgramRun(open_model(model), parse_program("cmd: cat {path}"), "warm").run()
+    assert outcome.result.status == "failed"
+    assert "a warm model brings none" in (outcome.result.error or "")
     with pytest.raises(OptionsError, match="use a cold cache"):
         run_ab(
             open_model(model),
