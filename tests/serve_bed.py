@@ -3,6 +3,7 @@
     python serve_bed.py MODEL [--ranks N] [--mode whole|slice] [--import-s S] [--other-mb M]
                               [--post-s S] [--slow-rank R --slow-mbps X] [--die-rank R]
                               [--dist pipes|gloo] [--listen-early | --lazy | --never-ready]
+                              [--phase-lines [--prefetch] [--idle-s S]]
 
 It starts as a server does: imports and set-up (``--import-s`` of CPU, ``--other-mb`` of other
 files read: the standard library's sources), the weights (each rank a process, as torchrun
@@ -23,6 +24,13 @@ Its own timeline goes to stderr as ``serve_bed: EVENT SECONDS [rank R]``, second
 server's process started (its ``/proc/self/stat`` start, the clock the kernel keeps); the port
 to stdout as ``serve_bed: listening on PORT``. ``--dist gloo`` joins the ranks with
 torch.distributed's gloo backend instead of pipes (its store listens before any weight).
+
+``--phase-lines`` prints its phases to stdout as vLLM 0.32 prints its own, each timed by its
+own clock ("Loading weights took 1.23 seconds" after the weights, "init engine (profile,
+create kv cache, warmup model) took 0.50 s" after the post-processing); ``--prefetch`` reads
+each weight file through once (at ``--pace-mbps``) before that clock starts, as vLLM's
+prefetch strategy fills the page cache first, so the bytes arrive before the clock it
+reports; ``--idle-s`` waits before it listens, in no line.
 """
 
 from __future__ import annotations
@@ -227,11 +235,19 @@ def run_rank(args: argparse.Namespace, rank: int, ranks: int, to_parent, from_pa
     pace = Pace(args.slow_mbps if rank == args.slow_rank else args.pace_mbps)
     die = args.die_after_mb * 1e6 if rank == args.die_rank else None
     say("first-byte", rank)
+    if args.prefetch and not args.model.startswith("s3://"):
+        for file in files_of(args.model):  # at the pace asked; the load after it is not
+            with open(file, "rb", buffering=0) as whole:
+                while chunk := whole.read(8 << 20):
+                    pace.took(len(chunk))
+        pace = Pace(None)
+    clock = time.perf_counter()
     if args.model.startswith("s3://"):
         kept = load_bucket(args.model, args.mode, rank, ranks, pace, die)
     else:
         kept = load_local(files_of(args.model), args.mode, rank, ranks, pace, die)
     say("last-byte", rank)
+    log_line(args, f"Loading weights took {time.perf_counter() - clock:.2f} seconds")
     if args.mode == "whole" and ranks > 1:
         # Every rank holds the whole model until all have read it, as a collective after
         # loading makes them: then each keeps its part.
@@ -245,9 +261,24 @@ def run_rank(args: argparse.Namespace, rank: int, ranks: int, to_parent, from_pa
             if from_parent.readline() != b"go\n":
                 sys.exit(3)
         kept = narrow(kept, rank, ranks)
+    clock = time.perf_counter()
     busy(args.post_s)
     say("post-done", rank)
+    log_line(
+        args,
+        "init engine (profile, create kv cache, warmup model) took "
+        f"{time.perf_counter() - clock:.2f} s",
+    )
     return kept
+
+
+def log_line(args: argparse.Namespace, text: str) -> None:
+    """One of its phase lines, as vLLM's logger prints it (``--phase-lines``): on standard
+    output, but a rank's, whose standard output is its pipe to the server."""
+    if args.phase_lines:
+        stamp = time.strftime("%m-%d %H:%M:%S")
+        line = f"(Worker pid={os.getpid()}) INFO {stamp} [serve_bed.py:1] {text}\n"
+        os.write(2 if args.as_rank is not None else 1, line.encode())
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -335,6 +366,9 @@ def main() -> None:
     parser.add_argument("--lazy", action="store_true")
     parser.add_argument("--never-ready", action="store_true")
     parser.add_argument("--serve-s", type=float, default=600.0)
+    parser.add_argument("--phase-lines", action="store_true")
+    parser.add_argument("--prefetch", action="store_true")
+    parser.add_argument("--idle-s", type=float, default=0.0)
     parser.add_argument("--as-rank", type=int, default=None)
     parser.add_argument("--as-side-listener", action="store_true")
     args = parser.parse_args()
@@ -369,6 +403,7 @@ def main() -> None:
     if args.never_ready:
         time.sleep(args.serve_s)
         return
+    time.sleep(args.idle_s)
     Health.ready = True
     if server is None:
         server = listen(args.port)

@@ -11,6 +11,8 @@ from modelmon.core.units import human_bytes, rate_text
 from modelmon.core.watching.cold_findings import PHASE_WORDS, headline
 from modelmon.core.watching.findings import readers_line
 from modelmon.core.watching.result import WatchResult
+from modelmon.core.watching.server_findings import gap_kind
+from modelmon.core.watching.server_lines import LABELS
 
 
 def _what(result: WatchResult) -> str:
@@ -68,6 +70,38 @@ def _ranks(result: WatchResult) -> list[str]:
             + ("" if rank.exited_s is None else f"  exited at {rank.exited_s:.2f}")
         )
     return lines
+
+
+def _server_lines(result: WatchResult) -> list[str]:
+    """The server's own phase lines on its timeline, what arrived and ran in each, and the
+    stretches in none, in order of time."""
+    cold = result.cold_start
+    if cold is None or not cold.lines:
+        return []
+    rows: list[tuple[float, str]] = []
+    for line in cold.lines:
+        if line.mark:
+            rows.append((line.start_s, f"{line.start_s:7.2f}            {line.text}"))
+            continue
+        said = f"{line.start_s:7.2f} → {line.end_s:7.2f}  {line.text}"
+        window = line.measured
+        if window is not None:
+            said += (
+                f"  [{human_bytes(window.model_bytes)} of the model arrived, "
+                f"{window.cores(line.seconds):.1f} cores]"
+            )
+        rows.append((line.start_s, said))
+    for gap in cold.gaps:
+        rows.append(
+            (
+                gap.start_s,
+                f"{gap.start_s:7.2f} → {gap.end_s:7.2f}  in no line ({gap.seconds:.1f} s): "
+                f"{gap_kind(gap)}",
+            )
+        )
+    engines = sorted({LABELS[line.engine] for line in cold.lines})
+    head = f"server:   its own lines ({', '.join(engines)}), seconds since it started:"
+    return [head, *(f"          {text}" for _, text in sorted(rows, key=lambda row: row[0]))]
 
 
 def _limit_moment(result: WatchResult) -> str | None:
@@ -148,6 +182,7 @@ def render_watch(result: WatchResult) -> str:
         f"(private {ram_text(result.peak_anon_rss)}), CPU {result.cpu_seconds:.1f} s"
     )
     lines += _ranks(result)
+    lines += _server_lines(result)
     for description in result.descriptions:
         if description.shared:
             lines.append(

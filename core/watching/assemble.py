@@ -27,6 +27,7 @@ from modelmon.core.watching.result import (
     WatchResult,
     WatchSamples,
 )
+from modelmon.core.watching.server_lines import ServerLine
 
 QUIET_AT_END_S = 1.0  # quiet this long at the end makes its start "when it went quiet"
 
@@ -101,6 +102,7 @@ def assemble(
     changed_files: Sequence[str] = (),
     memory: MemoryCgroup | None = None,
     ready: ReadyWatch | None = None,
+    lines: Sequence[ServerLine] = (),
 ) -> WatchResult:
     def seconds(ns: int | None) -> float | None:
         return None if ns is None else (ns - t0_ns) / 1e9
@@ -285,6 +287,7 @@ def assemble(
                 url_failure=ready.url_failure,
                 commands={p.pid: p.command for p in processes},
                 memory=(memory.limit, list(memory.samples)) if memory is not None else None,
+                lines=lines,
             ),
         )
     return dataclasses.replace(result, findings=findings(result))

@@ -17,6 +17,8 @@ from typing import Any
 
 from modelmon.core.watching.rank_evidence import Evidence, ProcessEvidence
 from modelmon.core.watching.ready import BEFORE_WEIGHTS, NOT_A_RANK, EarlyListen, ReadySeen
+from modelmon.core.watching.server_lines import ServerLine
+from modelmon.core.watching.server_phases import Gap, ServerSpan, Window, gaps, place
 
 RANK_MIN_BYTES = 1 << 20  # a process that read less of the model read its header at most
 RANK_MIN_SHARE = 0.02  # of the model
@@ -119,13 +121,23 @@ class ColdStart:
     early_listens: tuple[tuple[float, int, int, str], ...]  # (s, port, pid, why)
     ready_url_failure: str | None = None  # what a ready URL last answered, never ready
     memory: LimitMoment | None = None
+    # The server's own phase lines, placed (``server_phases``), and the stretches before
+    # ready that none accounts for.
+    lines: tuple[ServerSpan, ...] = ()
+    gaps: tuple[Gap, ...] = ()
 
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
 
     def spans(self) -> dict[str, float]:
-        """Seconds of each phase, by name: what a run of a server keeps of its cold start."""
-        return {p.name: round(p.seconds, 4) for p in self.phases}
+        """Seconds of each phase, by name, then of each span its own lines state ("line:
+        Loading weights"): what a run of a server keeps of its cold start."""
+        spans = {p.name: round(p.seconds, 4) for p in self.phases}
+        for line in self.lines:
+            if line.stated_s is not None:
+                key = f"line: {line.name}"
+                spans[key] = max(spans.get(key, 0.0), round(line.stated_s, 4))
+        return spans
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,6 +154,8 @@ class ColdStart:
             ],
             "ready_url_failure": self.ready_url_failure,
             "memory": None if self.memory is None else self.memory.to_dict(),
+            "lines": [line.to_dict() for line in self.lines],
+            "gaps": [gap.to_dict() for gap in self.gaps],
         }
 
 
@@ -288,6 +302,7 @@ def build_cold_start(
     url_failure: str | None = None,
     commands: dict[int, str] | None = None,
     memory: tuple[int, Sequence[tuple[int, int, int, int]]] | None = None,
+    lines: Sequence[ServerLine] = (),
 ) -> ColdStart:
     """The cold start of a watched command from what the watch saw. ``span``: the first and
     last model byte's arrival (None: none arrived); ``memory``: the limit and the cgroup's
@@ -319,6 +334,19 @@ def build_cold_start(
     limit = None
     if memory is not None:
         limit = _limit_moment(memory[1], memory[0], bounds, ready_ns, evidence, ranks, t0_ns)
+
+    def measure(start: int, end: int) -> Window:
+        cut = _phase("", start, end, t0_ns, evidence, windows)
+        return Window(
+            cut.cpu_s,
+            cut.model_bytes,
+            cut.other_read_bytes,
+            cut.anon_growth_bytes,
+            cut.machine_busy,
+        )
+
+    placed = place([line for line in lines if line.at_ns <= stop], t0_ns, measure)
+    ready_s = None if ready_ns is None else (ready_ns - t0_ns) / 1e9
     return ColdStart(
         ready_s=None if ready_ns is None else (ready_ns - t0_ns) / 1e9,
         ready_by=ready.by if ready is not None else None,
@@ -332,6 +360,8 @@ def build_cold_start(
         ),
         ready_url_failure=url_failure if ready is None else None,
         memory=limit,
+        lines=placed,
+        gaps=gaps(placed, ready_s, t0_ns, measure) if ready_s is not None else (),
     )
 
 

@@ -18,6 +18,7 @@ from modelmon.core.watching.cold_findings import COLD_START_RULES
 from modelmon.core.watching.loaders import fix
 from modelmon.core.watching.memory_findings import cache_charged, oom_killed, re_read
 from modelmon.core.watching.result import FileReport, Finding, OtherReader, WatchResult
+from modelmon.core.watching.server_findings import SERVER_RULES
 
 PARTIAL_BELOW = 0.9  # of a mapped file read: under this, the load touched only part of it
 MAPPED_MIN_BYTES = 16 << 20  # arrivals through a mapping worth a word
@@ -346,6 +347,7 @@ RULES: tuple[Callable[[WatchResult], Finding | None], ...] = (
     cache_charged,
     *BUCKET_RULES,
     *COLD_START_RULES,
+    *SERVER_RULES,
 )
 
 

@@ -19,15 +19,17 @@ the middle of the two), a line when it is read, a URL when its answer arrives.
 
 from __future__ import annotations
 
-import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+import regex
+
 from modelmon.core.errors import OptionsError, printable, redact_url
 from modelmon.core.loading.reads import now_ns
 from modelmon.core.system.sockets import listening_sockets, socket_inodes
+from modelmon.core.watching.output_tap import compile_ready
 
 LISTEN_PERIOD_S = 0.1  # between looks for listening sockets
 URL_PERIOD_S = 0.2  # between requests of a ready URL
@@ -83,8 +85,8 @@ class ReadyCondition:
             if not self.line:
                 raise OptionsError("--ready-line is empty: give a regular expression")
             try:
-                re.compile(self.line)
-            except re.error as exc:
+                compile_ready(self.line)
+            except regex.error as exc:
                 raise OptionsError(f"--ready-line is not a regular expression: {exc}") from None
         if self.url is not None:
             check_ready_url(self.url)

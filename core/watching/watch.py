@@ -195,6 +195,7 @@ class Watch:
                 changed_files=changed_files(self._stamps, self.files),
                 memory=self.memory.cgroup,
                 ready=self.serving.ready if self.serving is not None else None,
+                lines=self.serving.lines if self.serving is not None else (),
             )
         finally:
             self.observer.close()
@@ -389,6 +390,8 @@ class Watch:
 
     def _notes(self) -> list[str]:
         notes = self.notes + self.memory.notes
+        if self.serving is not None:
+            notes += self.serving.notes
         left = exits.still_running_note(self.observer.tree)
         if left is not None:
             notes.append(left)

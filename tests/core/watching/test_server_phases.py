@@ -1,0 +1,99 @@
+"""A server's own phase lines, read from its output as it runs, placed on its cold start beside
+what the watch measured, checked against the bytes, and the time in no line named. The server
+is tests/serve_bed.py with --phase-lines: it reads its weights for real and prints, as vLLM
+0.32 does, how long its own clock says they took."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from modelmon.core import ReadyCondition, Watch, WatchResult
+from modelmon.core.output.watch import render_watch
+
+from .test_cold_start import first, last, serve
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from modelmon.core import write_safetensors_model
+
+    return write_safetensors_model(
+        tmp_path_factory.mktemp("phase-lines"), layers=2, hidden=1024, vocab=4096, seed=22
+    )
+
+
+def codes(result: WatchResult) -> dict[str, str]:
+    return {finding.code: finding.text for finding in result.findings}
+
+
+def test_its_lines_are_placed_where_its_own_clock_put_them(model: Path, tmp_path: Path) -> None:
+    result, said = serve(
+        model, tmp_path, "--phase-lines", "--pace-mbps", "40", "--post-s", "1", "--idle-s", "2.5"
+    )
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is not None
+    spans = {line.name: line for line in cold.lines}
+    weights, engine = spans["Loading weights"], spans["init engine"]
+    # Each span ends where its line was read: after the server said it, before ready.
+    assert first(said, "last-byte") - 0.1 <= weights.end_s <= engine.start_s + 0.1
+    assert weights.stated_s == pytest.approx(weights.seconds)
+    assert engine.stated_s == pytest.approx(1.0, abs=0.2)  # its CPU-bound step
+    assert engine.end_s <= cold.ready_s
+    # What the watch measured in each: the weights' bytes in the first, CPU in the second.
+    assert weights.measured is not None and weights.measured.model_bytes > 0.8 * result.model_bytes
+    assert engine.measured is not None and engine.measured.cores(engine.seconds) > 0.5
+    # The wait before it listened is in no line: named, and said to be waiting.
+    (gap,) = [g for g in cold.gaps if g.before == "ready"]
+    assert gap.after == "'init engine'" and gap.seconds == pytest.approx(2.5, abs=0.5)
+    assert "is in no line: waiting" in codes(result)["unlogged-time"]
+    # Its clock of the weights agrees with the bytes: no finding says otherwise.
+    assert "server-clock" not in codes(result)
+    # --json keeps them; the text shows them on its timeline.
+    document = result.to_dict()["cold_start"]
+    assert [line["name"] for line in document["lines"]] == ["Loading weights", "init engine"]
+    assert document["gaps"][-1]["before"] == "ready"
+    text = render_watch(result)
+    assert "server:   its own lines (vLLM)" in text and "in no line (2." in text
+    assert last(said, "post-done") <= cold.ready_s + 0.1
+
+
+def test_bytes_read_before_its_clock_started_are_said(model: Path, tmp_path: Path) -> None:
+    """A prefetch before the server starts its clock (vLLM's prefetch strategy): its own line
+    times the reading from the page cache, the watch the bytes' arrival."""
+    result, _ = serve(model, tmp_path, "--phase-lines", "--prefetch", "--pace-mbps", "40")
+    text = codes(result)["server-clock"]
+    assert "the server says its weights took" in text
+    assert "before it started its clock" in text, text
+    cold = result.cold_start
+    assert cold is not None
+    weights = cold.phase("weights")
+    assert weights is not None and weights.seconds > 1.0
+
+
+def test_a_server_with_no_lines_has_no_gaps(model: Path, tmp_path: Path) -> None:
+    result, _ = serve(model, tmp_path, "--post-s", "0.3")
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is not None
+    assert cold.lines == () and cold.gaps == ()
+    assert "unlogged-time" not in codes(result)
+
+
+def test_a_catastrophic_ready_line_keeps_the_timeout(tmp_path: Path) -> None:
+    """(a+)+$ on a line of 50,000 a's and a '!' backtracks for ever: each search is bounded,
+    and the timeout ends the watch as asked; the notes say the expression was given up."""
+    script = "import sys, time; print('a' * 50000 + '!', flush=True); time.sleep(60)"
+    began = time.monotonic()
+    with (tmp_path / "out").open("wb") as out:
+        result = Watch(
+            [sys.executable, "-c", script],
+            ready=ReadyCondition(line="(a+)+$"),
+            ready_timeout_s=3.0,
+            stdout=out.fileno(),
+        ).run()
+    assert time.monotonic() - began < 15
+    assert result.ended_by == "ready-timeout"
+    assert any("searched no more" in note for note in result.notes), result.notes
