@@ -7,7 +7,8 @@ from text at the edge (the CLI's ``--a/--b``, the app's sides and settings, ``re
 In words (what ``spec`` gives and ``parse_configuration`` reads back):
 
 - ``STRATEGY [NAME=VALUE ...]``: ``sequential workers=4 chunk=16MiB`` (``options.parse_spec``).
-- ``cmd: [readahead=KIB] [NAME=VALUE ...] COMMAND ARGS...``: a command (``Command``).
+- ``cmd: [readahead=KIB] [page_cache=cold|warm] [compile_cache=fresh|kept] [NAME=VALUE ...]
+  COMMAND ARGS...``: a command (``Command``).
 - ``engine: NAME [KNOB=VALUE ...] [readahead=KIB]``: one of ``loaders.registry.ENGINES``, run
   by the one child harness (``loaders/child.py``) as its users run it, with knobs they know
   (``disable_mmap=true``, ``load_mode=none``, ``RUNAI_STREAMER_CONCURRENCY=16``).
@@ -17,7 +18,10 @@ shell: ``Command`` is the one grammar for ``cmd:``, ``modelmon watch -- ...`` an
 command field. ``{path}`` in any word, an environment word's value included, stands for the
 model's path. Leading ``NAME=VALUE`` words set the command's environment, as in a shell;
 ``readahead=KIB`` is modelmon's: the device's readahead for the run (set and put back as for
-modelmon's own runs).
+modelmon's own runs). So are ``page_cache`` (the model's page cache as the run starts, verified:
+a server's, timed to ready, may start warm, as on a pre-warmed node) and ``compile_cache``
+(the engine's compile caches, ``runs.compile_cache``: a new empty folder each run, or one kept
+from run to run of the experiment, as a persisted volume keeps it).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from modelmon.core.loaders.registry import CHILD, get_engine
 from modelmon.core.options import LoadOptions, format_spec, parse_readahead, parse_spec
 
 CMD, ENGINE = "cmd:", "engine:"
+PAGE_CACHES = ("cold", "warm")
+COMPILE_CACHES = ("fresh", "kept")
 PATH_FIELD = "{path}"
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 _PLAIN = re.compile(r"[\w@%+=:,./{}-]+")  # a word shown as it is (else quoted as a shell would)
@@ -136,11 +142,20 @@ class ProgramConfig:
     engine: str | None = None  # a loader's registry name
     knobs: tuple[tuple[str, str], ...] = ()  # a loader's knobs as given, in the order given
     readahead: int | None = None  # KiB of device readahead for the run; None: as it is
+    # The page cache the run starts from ("cold", "warm"); None: the experiment's.
+    page_cache: Literal["cold", "warm"] | None = None
+    # The engine's compile caches: "fresh" (empty each run), "kept" (from run to run of the
+    # experiment); None: wherever its environment puts them.
+    compile_cache: Literal["fresh", "kept"] | None = None
 
     @property
     def spec(self) -> str:
         """The configuration in words; ``parse_configuration`` reads it back."""
         ahead = [] if self.readahead is None else [f"readahead={self.readahead}"]
+        if self.page_cache is not None:
+            ahead.append(f"page_cache={self.page_cache}")
+        if self.compile_cache is not None:
+            ahead.append(f"compile_cache={self.compile_cache}")
         if self.kind == "engine":
             knobs = [f"{name}={_shown(value)}" for name, value in self.knobs]
             return " ".join([ENGINE, str(self.engine), *knobs, *ahead])
@@ -167,7 +182,9 @@ class ProgramConfig:
         if self.kind == "engine":
             return f"{ENGINE} {self.engine}"
         assert self.command_words is not None
-        return " ".join([CMD, *(_shown(word) for word in self.command_words.argv)])
+        # A kept compile cache is filled by its own uncounted run, as a first start fills it.
+        kept = ["compile_cache=kept"] if self.compile_cache == "kept" else []
+        return " ".join([CMD, *kept, *(_shown(word) for word in self.command_words.argv)])
 
     def with_readahead(self, kib: int | None) -> ProgramConfig:
         return replace(self, readahead=kib)
@@ -254,13 +271,31 @@ def parse_program(text: str) -> ProgramConfig:
 def _parse_command(rest: str) -> ProgramConfig:
     words = Command.parse(rest, CMD)
     readahead = None
+    page: Literal["cold", "warm"] | None = None
+    compiled: Literal["fresh", "kept"] | None = None
     env = []
     for name, value in words.env:
         if name == "readahead":
             readahead = parse_readahead(value)
+        elif name == "page_cache":
+            page = _one_of(name, value, PAGE_CACHES)  # type: ignore[assignment]
+        elif name == "compile_cache":
+            compiled = _one_of(name, value, COMPILE_CACHES)  # type: ignore[assignment]
         else:
             env.append((name, value))
-    return ProgramConfig("cmd", Command(words.argv, tuple(env)), readahead=readahead)
+    return ProgramConfig(
+        "cmd",
+        Command(words.argv, tuple(env)),
+        readahead=readahead,
+        page_cache=page,
+        compile_cache=compiled,
+    )
+
+
+def _one_of(name: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise OptionsError(f"{CMD} {name} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
 
 
 def parse_engine(text: str) -> ProgramConfig:

@@ -3,7 +3,7 @@
     python serve_bed.py MODEL [--ranks N] [--mode whole|slice] [--import-s S] [--other-mb M]
                               [--post-s S] [--slow-rank R --slow-mbps X] [--die-rank R]
                               [--dist pipes|gloo] [--listen-early | --lazy | --never-ready]
-                              [--phase-lines [--prefetch] [--idle-s S]]
+                              [--phase-lines [--prefetch] [--idle-s S]] [--compile-s S]
 
 It starts as a server does: imports and set-up (``--import-s`` of CPU, ``--other-mb`` of other
 files read: the standard library's sources), the weights (each rank a process, as torchrun
@@ -31,6 +31,10 @@ create kv cache, warmup model) took 0.50 s" after the post-processing); ``--pref
 each weight file through once (at ``--pace-mbps``) before that clock starts, as vLLM's
 prefetch strategy fills the page cache first, so the bytes arrive before the clock it
 reports; ``--idle-s`` waits before it listens, in no line.
+
+``--compile-s`` compiles as an engine does after its weights: ``S`` seconds of CPU, whose
+result it writes into ``$VLLM_CACHE_ROOT`` (or ``~/.cache/serve_bed``) and finds there at its
+next start, which then only reads it ("torch.compile took ... s in total" either way).
 """
 
 from __future__ import annotations
@@ -262,6 +266,8 @@ def run_rank(args: argparse.Namespace, rank: int, ranks: int, to_parent, from_pa
                 sys.exit(3)
         kept = narrow(kept, rank, ranks)
     clock = time.perf_counter()
+    if args.compile_s:
+        compile_step(args)
     busy(args.post_s)
     say("post-done", rank)
     log_line(
@@ -270,6 +276,22 @@ def run_rank(args: argparse.Namespace, rank: int, ranks: int, to_parent, from_pa
         f"{time.perf_counter() - clock:.2f} s",
     )
     return kept
+
+
+def compile_step(args: argparse.Namespace) -> None:
+    """Compute for ``--compile-s`` seconds, or read what a start before computed."""
+    root = Path(os.environ.get("VLLM_CACHE_ROOT") or Path.home() / ".cache" / "serve_bed")
+    artefact = root / "torch_compile_cache" / f"compiled-{args.compile_s:g}.bin"
+    clock = time.perf_counter()
+    if artefact.exists():
+        artefact.read_bytes()
+        say("compile-cached")
+    else:
+        busy(args.compile_s)
+        artefact.parent.mkdir(parents=True, exist_ok=True)
+        artefact.write_bytes(os.urandom(1 << 20))
+        say("compiled")
+    log_line(args, f"torch.compile took {time.perf_counter() - clock:.2f} s in total")
 
 
 def log_line(args: argparse.Namespace, text: str) -> None:
@@ -369,6 +391,7 @@ def main() -> None:
     parser.add_argument("--phase-lines", action="store_true")
     parser.add_argument("--prefetch", action="store_true")
     parser.add_argument("--idle-s", type=float, default=0.0)
+    parser.add_argument("--compile-s", type=float, default=0.0)
     parser.add_argument("--as-rank", type=int, default=None)
     parser.add_argument("--as-side-listener", action="store_true")
     args = parser.parse_args()

@@ -12,6 +12,7 @@ from modelmon.core.faces import face
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.ab import ABFailed, SideSummary, judge
+    from modelmon.core.measuring.ab_run import RunSettings
     from modelmon.core.measuring.advice import LoaderAdvice
     from modelmon.core.measuring.candidate import median_error
     from modelmon.core.measuring.ceiling_records import (
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = (
     ("modelmon.core.measuring.ab", "ABFailed SideSummary judge"),
+    ("modelmon.core.measuring.ab_run", "RunSettings"),
     ("modelmon.core.measuring.recommend", "BudgetUse"),
     ("modelmon.core.measuring.search_space", "candidates"),
     ("modelmon.core.measuring.candidate", "median_error"),

@@ -5,6 +5,7 @@ the verdict count them alike (``measuring.ab``)."""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 from collections.abc import Callable, Sequence
@@ -30,14 +31,15 @@ from modelmon.core.measuring.ab import (
 )
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
+from modelmon.core.runs.compile_cache import CompileCaches, asks_compile_cache
 from modelmon.core.runs.start import RunOutcome, run_for
 from modelmon.core.runs.warm import warm_each
 from modelmon.core.system.storage_rest import rest_storage
 from modelmon.core.watching.ready import ReadyCondition
 
 # Runs one load of an A/B: (side "A" | "B", 0-based pair, its configuration with the A/B's
-# cache state) → the run as a load.
-RunOne = Callable[[str, int, Configuration], LoadResult]
+# cache state, what ``run_for`` is to be given for it) → the run as a load.
+RunOne = Callable[[str, int, Configuration, "RunSettings"], LoadResult]
 R = TypeVar("R", bound=Paired)  # one run of an A/B: a load, or a ranks run
 # Hears each run of an A/B as it ends, when the A/B runs them itself: (side, pair, outcome).
 OnOutcome = Callable[[str, int, RunOutcome], None]
@@ -51,17 +53,28 @@ class Serving(TypedDict, total=False):
     ready_timeout_s: float | None
 
 
+class RunSettings(Serving, total=False):
+    """What ``run_for`` is given for each run of an A/B: its cache state, when a program is
+    ready, and the A/B's compile-cache folders (``runs.compile_cache``)."""
+
+    cache: CacheMode
+    compile_caches: CompileCaches | None
+
+
 def check_cache(configs: tuple[Configuration, ...], cache: str, servers: set[str]) -> None:
-    """A program's load is timed by the bytes that arrive: its sides need a cold cache, but
-    for a server (``servers``: the codes of the programs whose uncounted run was seen ready),
-    timed to its ready from any cache."""
-    programs = [c for c in configs if isinstance(c, ProgramConfig) and c.code not in servers]
-    if programs and cache != "cold":
-        raise OptionsError(
-            f"{programs[0].spec}: a program's load is timed by the bytes that arrive from "
-            f"storage, and a {cache} model brings none: use a cold cache (a server, seen "
-            "ready, is timed to its ready from any cache)"
-        )
+    """A program's load is timed by the bytes that arrive: its sides need a cold cache (the
+    A/B's, or its own ``page_cache``), but for a server (``servers``: the codes of the
+    programs whose uncounted run was seen ready), timed to its ready from any cache."""
+    for config in configs:
+        if not isinstance(config, ProgramConfig) or config.code in servers:
+            continue
+        state = config.page_cache or cache
+        if state != "cold":
+            raise OptionsError(
+                f"{config.spec}: a program's load is timed by the bytes that arrive from "
+                f"storage, and a {state} model brings none: use a cold cache (a server, "
+                "seen ready, is timed to its ready from any cache)"
+            )
 
 
 def with_cache(config: Configuration, cache: CacheMode) -> Configuration:
@@ -109,35 +122,45 @@ def run_ab(
     to ready, each phase of their cold starts beside it (``ABResult.phases``), from any
     cache state."""
     check_whole("n (pairs)", n, 1, MAX_AB_PAIRS)
-    warmed = warm_sides(model, (a, b), cancel=cancel, path=path, on_warm=on_warm, **(serving or {}))
-    check_cache((a, b), cache, {code for code, result in warmed.items() if result.server})
-
-    def load(side: str, pair: int, config: Configuration) -> LoadResult:
-        outcome = run_for(
+    with contextlib.ExitStack() as stack:
+        caches = stack.enter_context(CompileCaches()) if asks_compile_cache(a, b) else None
+        settings: RunSettings = {"cache": cache, **(serving or {}), "compile_caches": caches}
+        warmed = warm_sides(
             model,
-            config,
-            cache,
+            (a, b),
             cancel=cancel,
-            monitor=False,
             path=path,
-            time_limit_s=time_limit_s,
-            memory_limit=memory_limit,
+            on_warm=on_warm,
             **(serving or {}),
-        ).run()
-        if on_outcome is not None:
-            on_outcome(side, pair, outcome)
-        return outcome.result
+            compile_caches=caches,
+        )
+        check_cache((a, b), cache, {code for code, result in warmed.items() if result.server})
 
-    run = run_one or load
-    configs = {"A": a, "B": b}
-    ordered = alternate(
-        lambda side, pair: run(side, pair, with_cache(configs[side], cache)),
-        n,
-        [f.path for f in model.files],
-        cancel=cancel,
-        on_rest=on_rest,
-        on_result=on_result,
-    )
+        def load(side: str, pair: int, config: Configuration, given: RunSettings) -> LoadResult:
+            outcome = run_for(
+                model,
+                config,
+                cancel=cancel,
+                monitor=False,
+                path=path,
+                time_limit_s=time_limit_s,
+                memory_limit=memory_limit,
+                **given,
+            ).run()
+            if on_outcome is not None:
+                on_outcome(side, pair, outcome)
+            return outcome.result
+
+        run = run_one or load
+        configs = {"A": a, "B": b}
+        ordered = alternate(
+            lambda side, pair: run(side, pair, with_cache(configs[side], cache), settings),
+            n,
+            [f.path for f in model.files],
+            cancel=cancel,
+            on_rest=on_rest,
+            on_result=on_result,
+        )
     results, ratios, verdict = judged(ordered, cache)
     side_a = summarize(a.spec, results["A"])
     side_b = summarize(b.spec, results["B"])
@@ -213,6 +236,7 @@ def warm_sides(
     on_warm: Callable[[str], None] | None = None,
     ready: ReadyCondition | None = None,
     ready_timeout_s: float | None = None,
+    compile_caches: CompileCaches | None = None,
 ) -> dict[str, LoadResult]:
     """One uncounted run of each program among ``configs`` (``runs.warm.warm_each``), by
     its code; a stop asked meanwhile voids the A/B before its first run."""
@@ -225,6 +249,7 @@ def warm_sides(
         on_warm=on_warm,
         ready=ready,
         ready_timeout_s=ready_timeout_s,
+        compile_caches=compile_caches,
     )
     if cancel is not None and cancel.is_set():
         raise ABFailed("A", 0, None)

@@ -13,6 +13,7 @@ from a cold start is a failed run, with its exit code and the last line it wrote
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -35,6 +36,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
 from modelmon.core.runs.arrivals import arrival_blocks
 from modelmon.core.runs.command_output import last_line, own_figure, own_report
+from modelmon.core.runs.compile_cache import CompileCaches
 from modelmon.core.runs.direct import DIRECT_OWN_CLOCK, DIRECT_READS, bypassed_cache, direct_reads
 from modelmon.core.runs.verdict import judge
 from modelmon.core.system.cache import CacheState, not_measured
@@ -90,8 +92,12 @@ class ProgramRun:
         memory_limit: int | None = None,
         ready: ReadyCondition | None = None,
         ready_timeout_s: float | None = None,
+        compile_caches: CompileCaches | None = None,
     ) -> None:
         self.model, self.program, self.cache = model, program, cache
+        # Where its compile caches go, when it asks for them (``runs.compile_cache``): the
+        # experiment's folders, else folders of its own for this run.
+        self.compile_caches = compile_caches
         # What {path} stands for: the path the user named (a folder, say), else the model's;
         # an object's URL as it is requested (its query whole), written only redacted.
         self.path = _requested(path or model.path, model)
@@ -138,12 +144,20 @@ class ProgramRun:
         return self.watch.sampler if self.watch is not None else None
 
     def run(self) -> ProgramResult:
+        with contextlib.ExitStack() as stack:
+            caches = self.compile_caches
+            if caches is None and self.program.compile_cache is not None:
+                caches = stack.enter_context(CompileCaches())
+            compiled = stack.enter_context(caches.environment(self.program)) if caches else {}
+            return self._run(compiled)
+
+    def _run(self, compiled: dict[str, str]) -> ProgramResult:
         with (
             tempfile.TemporaryFile() as out,
             tempfile.TemporaryFile() as err,
             run_envelope(self.paths, self.program.readahead) as envelope,
         ):
-            environment = {**os.environ, **self.program.environment(self.path)}
+            environment = {**os.environ, **self.program.environment(self.path), **compiled}
             if self.program.kind == "engine":
                 environment |= ENGINE_ENVIRONMENT
             command = self.program.command(self.path)

@@ -22,6 +22,7 @@ from modelmon.core.loading.reads import ReadLog
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode
+from modelmon.core.runs.compile_cache import CompileCaches
 from modelmon.core.runs.program import INTERVAL_S, ProgramResult, ProgramRun
 from modelmon.core.runs.session import Session, SessionResult
 from modelmon.core.watching.ready import ReadyCondition
@@ -68,6 +69,7 @@ def run_for(
     memory_limit: int | None = None,
     ready: ReadyCondition | None = None,
     ready_timeout_s: float | None = None,
+    compile_caches: CompileCaches | None = None,
 ) -> Session | ProgramRun:
     """The run ``config`` calls for on ``model``, from the cache state ``cache`` (None: a
     strategy's own option; a program's run is always timed from a cold cache, or a kept one
@@ -75,7 +77,9 @@ def run_for(
     does), residency maps every ``map_interval_s``. ``path``: what a program's ``{path}``
     stands for (default: the model's path). ``memory_limit``: the run happens in a memory
     cgroup of that size (``system.memory_cgroup``), where one can be made. ``ready`` and
-    ``ready_timeout_s``: when a program is ready, a server (``runs.program``)."""
+    ``ready_timeout_s``: when a program is ready, a server (``runs.program``); a program's
+    own ``page_cache`` is the state it starts from, and ``compile_caches`` the experiment's
+    folders for its ``compile_cache`` (``runs.compile_cache``)."""
     if isinstance(config, StrategyConfig):
         options = config.options if cache is None else config.options.with_(cache=cache)
         return Session(
@@ -94,7 +98,7 @@ def run_for(
         return ProgramRun(
             model,
             config,
-            "cold" if cache is None else cache,
+            config.page_cache or ("cold" if cache is None else cache),
             cancel=cancel,
             time_limit_s=time_limit_s,
             interval_s=interval_s,
@@ -104,5 +108,6 @@ def run_for(
             memory_limit=memory_limit,
             ready=ready,
             ready_timeout_s=ready_timeout_s,
+            compile_caches=compile_caches,
         )
     raise OptionsError(f"not a configuration: {config!r}")

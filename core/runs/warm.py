@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from modelmon.core.configuration import ProgramConfig
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.model.records import Model
+from modelmon.core.runs.compile_cache import CompileCaches
 from modelmon.core.runs.program import ProgramRun
 from modelmon.core.runs.verdict import UNTIMED
 from modelmon.core.watching.ready import ReadyCondition
@@ -23,6 +24,7 @@ def warm_code(
     path: str | None = None,
     ready: ReadyCondition | None = None,
     ready_timeout_s: float | None = None,
+    compile_caches: CompileCaches | None = None,
 ) -> LoadResult:
     """One run of ``program`` that is not counted, from the cache as it is, so that the runs
     compared after it find its code (its imports, its libraries) in the page cache, as a
@@ -39,6 +41,7 @@ def warm_code(
         path=path,
         ready=ready,
         ready_timeout_s=ready_timeout_s,
+        compile_caches=compile_caches,
     )
     return run.run().result
 
@@ -65,6 +68,7 @@ def warm_each(
     on_warm: Callable[[str], None] | None = None,
     ready: ReadyCondition | None = None,
     ready_timeout_s: float | None = None,
+    compile_caches: CompileCaches | None = None,
 ) -> dict[str, LoadResult]:
     """``warm_code`` once for each code among ``programs``, in order (``ProgramConfig.code``:
     one engine's configurations, or one command's, share theirs); ``on_warm`` hears each
@@ -79,6 +83,12 @@ def warm_each(
         if on_warm is not None:
             on_warm(warming_line(program.spec))
         warmed[program.code] = warm_code(
-            model, program, cancel=cancel, path=path, ready=ready, ready_timeout_s=ready_timeout_s
+            model,
+            program,
+            cancel=cancel,
+            path=path,
+            ready=ready,
+            ready_timeout_s=ready_timeout_s,
+            compile_caches=compile_caches,
         )
     return warmed

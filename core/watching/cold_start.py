@@ -345,7 +345,9 @@ def build_cold_start(
             cut.machine_busy,
         )
 
-    placed = place([line for line in lines if line.at_ns <= stop], t0_ns, measure)
+    # Every line read while watched: one printed just before the server listened may be read
+    # after the moment its socket is placed at (between two looks).
+    placed = place([line for line in lines if line.at_ns <= end_ns], t0_ns, measure)
     ready_s = None if ready_ns is None else (ready_ns - t0_ns) / 1e9
     return ColdStart(
         ready_s=None if ready_ns is None else (ready_ns - t0_ns) / 1e9,

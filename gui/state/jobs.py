@@ -35,7 +35,7 @@ from modelmon.core import (
     run_for,
 )
 from modelmon.core.errors import LoadError, ModelmonError, one_line
-from modelmon.core.measuring import CEILINGS
+from modelmon.core.measuring import CEILINGS, RunSettings
 from modelmon.core.options import CacheMode
 from modelmon.core.runs import ProgramRun, RunOutcome, Session
 from modelmon.gui.state.programs import model_path
@@ -162,10 +162,12 @@ class Job:
         config: Configuration,
         pair: int | None = None,
         pairs: int | None = None,
+        settings: RunSettings | None = None,
     ) -> RunOutcome:
         """One monitored run of ``config`` (``run_for``), announced and concluded: a
         strategy's as its workers start, a program's once its cache is verified cold, with
-        the watch that times it."""
+        the watch that times it; ``settings``: what an A/B gives each of its runs (its cache
+        state, when a server is ready, its compile caches)."""
         ab_session = getattr(self, "session", None)  # an A/B's name, for its runs' records
         spec = config.spec
         live: Session | ProgramRun | None = None
@@ -185,6 +187,7 @@ class Job:
                 start_gate=announce,
                 path=model_path(self.model),
                 memory_limit=self.memory_limit,
+                **(settings or {}),
             )
             if isinstance(live, Session):
                 self.report(RunStart(label, spec, pair, pairs, live))
@@ -227,8 +230,10 @@ class ABJob(Job):
         self.session = session
 
     def execute(self) -> ABResult:
-        def run_one(side: str, pair: int, config: Configuration) -> LoadResult:
-            return self.run_config(side, config, pair, self.n).result
+        def run_one(
+            side: str, pair: int, config: Configuration, settings: RunSettings
+        ) -> LoadResult:
+            return self.run_config(side, config, pair, self.n, settings).result
 
         return run_ab(
             self.model,

@@ -156,13 +156,17 @@ def unused_by_bench(config: Configuration, cache: str) -> list[str]:
     return unused
 
 
-def render_ab(ab: ABResult, watched: dict[str, list[WatchResult]] | None = None) -> str:
+def render_ab(
+    ab: ABResult,
+    watched: dict[str, list[WatchResult]] | None = None,
+    configs: tuple[Configuration, Configuration] | None = None,
+) -> str:
     from modelmon.core.output import pairs_lines, ram_text, rate_span_text, rate_text
 
     if ab.by == "ready":  # servers: compared by their time to ready
         from modelmon.core.output import render_server_ab
 
-        lines = render_server_ab(ab)
+        lines = render_server_ab(ab, *(configs or (None, None)))
         for side, watches in (watched or {}).items():
             lines += watched_lines(side, watches)
         return "\n".join(lines)
@@ -355,5 +359,5 @@ def run(args: argparse.Namespace) -> int:
                 run_dict["watched"] = outcome.watch.to_dict()
         emit_json(document)
     else:
-        print(render_ab(ab, watched))
+        print(render_ab(ab, watched, (a, b)))
     return ExitCode.OK

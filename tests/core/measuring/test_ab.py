@@ -32,7 +32,7 @@ class ScriptedRuns:
         self.speeds, self.status = speeds, status
         self.order: list[tuple[str, int, str, str]] = []
 
-    def __call__(self, side: str, pair: int, config: Configuration) -> LoadResult:
+    def __call__(self, side: str, pair: int, config: Configuration, *_: object) -> LoadResult:
         assert isinstance(config, StrategyConfig)
         self.order.append((side, pair, config.strategy, config.options.cache))
         return fake_result(self.speeds[config.strategy].pop(0), status=self.status)
@@ -70,7 +70,7 @@ def test_on_network_storage_each_run_starts_once_the_last_one_rested(
     runs = ScriptedRuns({"mmap": [100, 100], "sequential": [200, 200]})
     spans: list[tuple[float, float]] = []
 
-    def announced(side: str, pair: int, config: Configuration) -> LoadResult:
+    def announced(side: str, pair: int, config: Configuration, *_: object) -> LoadResult:
         started = time.monotonic()  # as a real run: announced on the model's devices
         with device_use.activity(readahead.device_names(f.path for f in model.files)):
             result = runs(side, pair, config)
@@ -120,7 +120,7 @@ def test_programs_timed_to_samples_are_faster_only_past_their_timing(
     sides = StrategyConfig("mmap", LoadOptions()), StrategyConfig("sequential", LoadOptions())
     speeds = {"mmap": [100.0] * 3, "sequential": [106.0] * 3}
 
-    def sampled(side: str, pair: int, config: Configuration) -> LoadResult:
+    def sampled(side: str, pair: int, config: Configuration, *_: object) -> LoadResult:
         assert isinstance(config, StrategyConfig)
         result = fake_result(speeds[config.strategy][pair])
         return replace(result, timed_every_s=0.1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,30 @@ def test_a_bad_ready_line_is_refused_before_anything_runs(modelmon: RunCli, mode
     )
     assert done.returncode == 2
     assert "--ready-line is not a regular expression" in done.stderr
+
+
+def test_a_kept_compile_cache_against_a_fresh_one(modelmon: RunCli, model: Path) -> None:
+    """The server compiles for 1.5 s of CPU into its compile cache and reads it back at its
+    next start: modelmon points the cache at a new folder each run (fresh) or at one kept
+    across the side's runs, filled by its uncounted run (kept); the user's own is untouched."""
+    compiling = server("--phase-lines", "--compile-s", "1.5")
+    own = Path.home() / ".cache" / "serve_bed"
+    done = modelmon(
+        "bench",
+        str(model),
+        "--a",
+        compiling.replace("cmd: ", "cmd: compile_cache=fresh ", 1),
+        "--b",
+        compiling.replace("cmd: ", "cmd: compile_cache=kept ", 1),
+        "-n",
+        "2",
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    where = next(line for line in lines if line.startswith("where: "))
+    assert "its line 'torch.compile' 1." in where and "→ 0.0 s" in where, where
+    saved = next(line for line in lines if line.startswith("cache: "))
+    assert saved.startswith("cache: persisting its compile caches (TORCHINDUCTOR_CACHE_DIR) saves")
+    assert not own.exists(), "the server's own cache folder was used"
+    assert not list(Path(tempfile.gettempdir()).glob("modelmon-compile-*"))
