@@ -11,6 +11,7 @@ configurations and the errors — what a library user needs, on one screen.
   ``run_program``, ``RanksRun`` (N ranks on this machine at once), ``watch`` and ``Watch``
   (another program's load, from outside, until it is ready), ``run_ab``,
   ``measure_ceilings``, ``recommend``, ``recommend_ranks``, ``recommend_with_loader``,
+  ``recommend_server`` (a server's variants, by its time to ready),
   ``discover_models``, config files (``read_config``, ``apply_config``), test models
   (``write_safetensors_model``, ``write_gguf_model``).
 - Records: what the verbs return (``LoadResult``, ``ProgramResult``, ``RanksResult``,
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ranks_records import RanksResult
     from modelmon.core.measuring.ranks_search import RanksRecommendation, recommend_ranks
     from modelmon.core.measuring.recommend import Recommendation, recommend
+    from modelmon.core.measuring.server_advice import recommend_server
     from modelmon.core.model.discovery import DiscoveredModel, Discovery, discover_models
     from modelmon.core.model.formats import open_model
     from modelmon.core.model.records import Model, ModelFile, TensorExtent
@@ -125,6 +127,7 @@ _EXPORTS = (
     ("modelmon.core.measuring.candidate", "Candidate"),
     ("modelmon.core.measuring.ranks_search", "recommend_ranks RanksRecommendation"),
     ("modelmon.core.measuring.advice", "recommend_with_loader LoaderRecommendation"),
+    ("modelmon.core.measuring.server_advice", "recommend_server"),
     ("modelmon.core.loading.config_file", "apply_config read_config"),
     ("modelmon.core.model.synth", "write_safetensors_model"),
     ("modelmon.core.model.synth_gguf", "write_gguf_model"),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from modelmon.core.measuring.ranks_search import WayMeasured
     from modelmon.core.measuring.recommend import BudgetUse
     from modelmon.core.measuring.search_space import candidates
+    from modelmon.core.measuring.server_advice import ServerAdvice
 
 _EXPORTS = (
     ("modelmon.core.measuring.ab", "ABFailed SideSummary judge"),
@@ -40,5 +41,6 @@ _EXPORTS = (
     ("modelmon.core.measuring.ranks_search", "WayMeasured"),
     ("modelmon.core.measuring.ranks", "check_ranks"),
     ("modelmon.core.measuring.advice", "LoaderAdvice"),
+    ("modelmon.core.measuring.server_advice", "ServerAdvice"),
 )
 __all__, __getattr__, __dir__ = face("modelmon.core.measuring", _EXPORTS, globals())

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     )
     from modelmon.core.output.run_words import counted, median_words
     from modelmon.core.output.server_ab import render_server_ab
+    from modelmon.core.output.server_answer import render_server_answer
     from modelmon.core.output.snippets import servers_left_out
     from modelmon.core.output.snippets import snippets as recommendation_snippets
     from modelmon.core.output.text import (
@@ -66,6 +67,7 @@ _EXPORTS = (
     ("modelmon.core.output.watch", "render_watch"),
     ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words pairs_lines"),
     ("modelmon.core.output.server_ab", "render_server_ab"),
+    ("modelmon.core.output.server_answer", "render_server_answer"),
     ("modelmon.core.output.explain", "explain_recommendation=explain"),
     (
         "modelmon.core.output.comparison",

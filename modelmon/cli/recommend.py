@@ -55,6 +55,7 @@ EXAMPLES = """\
   modelmon recommend hf:org/name --json > recommendation.json
   modelmon recommend model.gguf --engine llamacpp               your llama-cpp-python, measured
   modelmon recommend ./llama --loader "cmd: python serve.py --model {path}"
+  modelmon recommend ./llama --server "cmd: vllm serve {path}" --variant "--dtype float16"
   modelmon load model.safetensors --config modelmon.toml    apply what it wrote
 """
 WRAP = 100  # the explanation's sentences are wrapped to this width, under "Why:"
@@ -91,7 +92,7 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument(
         "--budget",
         type=number_in(MIN_BUDGET_S, MAX_BUDGET_S, "s"),
-        default=DEFAULT_BUDGET_S,
+        default=None,
         metavar="SECONDS",
         help=BUDGET_HELP,
     )
@@ -146,6 +147,32 @@ def add_parser(verbs: Verbs) -> None:
     )
     add_overwrite_model_option(parser, "-o")
     parser.add_argument("--json", action="store_true", help="print the config document as JSON")
+    server = parser.add_argument_group(
+        "a server",
+        "recommend for a serving program by its time to ready: the command as it is and "
+        "with each change that may make it ready sooner, each start from a cold page cache "
+        "and fresh compile caches (a new pod's), stopped at ready; the answer is the command "
+        "with the change, to paste",
+    )
+    server.add_argument(
+        "--server",
+        metavar="SPEC",
+        help='your server as you run it: "cmd: COMMAND ARGS" ({path} is the model), e.g. '
+        '"cmd: vllm serve {path} --port 8000". Its engine\'s loading settings (vLLM, '
+        "SGLang, llama.cpp's server) and its caches (a kept compile cache, a pre-warmed "
+        "page cache) are measured as variants; default budget 1800 s",
+    )
+    server.add_argument(
+        "--variant",
+        action="append",
+        metavar="CHANGE",
+        help='a change of yours to measure, repeatable: flags ("--load-format '
+        'runai_streamer", "--dtype=float16": each replaces the same flag of the command, '
+        'or is added) or NAME=VALUE words first ("OMP_NUM_THREADS=2")',
+    )
+    from modelmon.cli.flags import add_ready_options
+
+    add_ready_options(parser)
     from modelmon.cli.flags import add_storage_timeout_option
 
     add_storage_timeout_option(parser)
@@ -189,6 +216,13 @@ def run(args: argparse.Namespace) -> int:
     from modelmon.core.system import check_output, kept_answer_path, write_or_keep
 
     apply_prime_option(args)
+    if args.server is not None:
+        from modelmon.cli.recommend_server import run as run_server
+
+        return run_server(args)
+    if args.variant:
+        raise OptionsError("--variant is a change of a server's command: give --server too")
+    args.budget = DEFAULT_BUDGET_S if args.budget is None else args.budget
     model = open_model(args.path)
     require_tensor_bytes(model)
     with_loader = args.loader is not None or args.engine is not None

@@ -235,6 +235,7 @@ FACE_NAMES_FOR_LIBRARY_USERS = {
     },
     "modelmon.core.measuring": {
         "LoaderAdvice": "LoaderRecommendation.advice",
+        "ServerAdvice": "what recommend_server returns",
         "BudgetUse": "Recommendation.budget",
         "judge": "a Verdict of one's own runs, as run_ab judges them",
         "candidates": "the grid recommend searches, for a given model and memory",
