@@ -17,7 +17,7 @@ from modelmon.gui.plots.cold_start import ColdStartPlot
 from modelmon.gui.plots.metrics import MetricPlot
 from modelmon.gui.plots.residency import ResidencyPlot
 from modelmon.gui.plots.throughput import ThroughputPlot
-from modelmon.gui.state.cold_start_view import cold_start_shown
+from modelmon.gui.state.cold_start_view import ab_cold_starts, cold_start_shown
 from modelmon.gui.state.live_run import Frame, Shown
 from modelmon.gui.state.metrics_live import MetricSnapshot
 from modelmon.gui.state.recommending import RecommendationShown
@@ -68,7 +68,9 @@ def end_plots(page: Page, record: RunRecord) -> None:
     """What a run's end adds: its blocks, its cold start, how it ended in its key."""
     if record.outcome is not None:
         page.blocks.show_record(record)
-    shown = cold_start_shown(record)
+    # An A/B's run of a server: both sides' last cold starts, side by side, once both are.
+    both = ab_cold_starts([*page.bench.records, record]) if record.session is not None else None
+    shown = both or cold_start_shown(record)
     if shown is not None and (shown.lanes or shown.ready_s is not None):
         page.cold_start.show(shown)
     if record.status != "ok":  # its curve says how it ended, not just "run A"

@@ -50,7 +50,13 @@ if TYPE_CHECKING:
         search_time_text,
     )
     from modelmon.core.output.told import as_told
-    from modelmon.core.output.verdict import pairs_lines, spread_words, stopped_words, verdict_words
+    from modelmon.core.output.verdict import (
+        pairs_lines,
+        shift_words,
+        spread_words,
+        stopped_words,
+        verdict_words,
+    )
     from modelmon.core.output.watch import render_watch
     from modelmon.core.system.host_memory import primed_text, priming_plan_text
     from modelmon.core.system.memory_limit import ram_text
@@ -65,7 +71,10 @@ _EXPORTS = (
         "search_time_text",
     ),
     ("modelmon.core.output.watch", "render_watch"),
-    ("modelmon.core.output.verdict", "verdict_words stopped_words spread_words pairs_lines"),
+    (
+        "modelmon.core.output.verdict",
+        "verdict_words stopped_words spread_words pairs_lines shift_words",
+    ),
     ("modelmon.core.output.server_ab", "render_server_ab"),
     ("modelmon.core.output.server_answer", "render_server_answer"),
     ("modelmon.core.output.explain", "explain_recommendation=explain"),

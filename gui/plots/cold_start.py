@@ -1,6 +1,7 @@
 """A watched server's cold start: one lane per rank (a bar from its first model byte to its
-last), the phases shaded behind them (before the weights, the weights, after them) and ready
-as a dashed line: which rank the server waited for, and for what."""
+last), a lane of the server's own phase lines, the phases shaded behind them (before the
+weights, the weights, after them) and ready as a dashed line: which rank the server waited
+for, and for what. An A/B of two servers: both timelines, A's lanes above B's."""
 
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ class ColdStartPlot(ThemedPlot):
         )
         self.plot.setToolTip(
             "Each rank (a process that read the model) as a bar from its first model byte to "
-            "its last, with what it read and held; shaded behind: before the weights, the "
-            "weights, after them; the dashed line is when the server was ready."
+            "its last, with what it read and held; the server's own phase lines, and the "
+            "stretches in no line; shaded behind: before the weights, the weights, after "
+            "them; the dashed line is when the server was ready."
         )
         self.item.invertY(True)  # rank 0 at the top
         self.item.setLimits(xMin=0)
@@ -91,23 +93,23 @@ class ColdStartPlot(ThemedPlot):
             region.setToolTip(f"{PHASE_NAMES[name]}: {start:.1f} → {end:.1f} s")
             self._add(region)
         for row, lane in enumerate(shown.lanes):
-            bar = pg.BarGraphItem(
-                x0=[lane.start_s],
-                width=[max(lane.end_s - lane.start_s, 0.0)],
-                y=[row],
-                height=LANE_HEIGHT,
-                brush=pg.mkBrush(lane.colour),
-                pen=pen(lane.colour),
-            )
-            bar.setToolTip(f"{lane.label}: {lane.words}")
-            self._add(bar)
-            words = pg.TextItem(lane.words, anchor=(0, 0.5), color=lane.colour)
-            words.setPos(lane.end_s, row)
-            self._add(words)
-        if shown.ready_s is not None:
-            line = pg.InfiniteLine(
-                shown.ready_s, angle=90, label="ready", labelOpts={"position": 0.95}
-            )
+            for bar in lane.bars:
+                drawn = pg.BarGraphItem(
+                    x0=[bar.start_s],
+                    width=[max(bar.end_s - bar.start_s, 0.0)],
+                    y=[row],
+                    height=LANE_HEIGHT,
+                    brush=pg.mkBrush(bar.colour),
+                    pen=pen(bar.colour),
+                )
+                drawn.setToolTip(f"{lane.label}: {bar.tip or bar.words}")
+                self._add(drawn)
+                if bar.words:
+                    words = pg.TextItem(bar.words, anchor=(0, 0.5), color=bar.colour)
+                    words.setPos(bar.end_s, row)
+                    self._add(words)
+        for name, at in shown.readies:
+            line = pg.InfiniteLine(at, angle=90, label=name, labelOpts={"position": 0.95})
             self._add(text_line(line))
         self.axis.names = [lane.label for lane in shown.lanes]
         self.axis.picture = None

@@ -27,6 +27,10 @@ def pick(ab: ABResult) -> ABPick:
         return ABPick("A", True)
     if ab.verdict.text == "B faster":
         return ABPick("B", True)
+    if ab.by == "ready":  # servers: the one ready sooner by its median
+        return ABPick(
+            "B" if (ab.b.median_ready_s or 0) < (ab.a.median_ready_s or 0) else "A", False
+        )
     return ABPick("B" if ab.b.median_mbps > ab.a.median_mbps else "A", False)
 
 
@@ -78,9 +82,13 @@ def _gain_of_pairs(ab: ABResult) -> list[str]:
     """Where the verdict's figure (the median of the pairs' ratios) and the ratio of the two
     sides' medians (the lines above it) differ by more than 5 %, which figure is which."""
     pairs = ab.verdict.median_ratio
-    if pairs <= 0 or ab.a.median_mbps <= 0 or ab.b.median_mbps <= 0:
+    if ab.by == "ready":  # servers' ratios are A's time to ready over B's
+        a, b = ab.b.median_ready_s or 0.0, ab.a.median_ready_s or 0.0
+    else:
+        a, b = ab.a.median_mbps, ab.b.median_mbps
+    if pairs <= 0 or a <= 0 or b <= 0:
         return []
-    medians = ab.b.median_mbps / ab.a.median_mbps
+    medians = b / a
     if abs(math.log(pairs / medians)) <= math.log(1.05):
         return []
     return [

@@ -13,13 +13,15 @@ from modelmon.core.output import stopped_words
 from modelmon.gui.state.events import Event
 
 
-def ab_cache(*sides: LoadOptions, asked: CacheMode | None = None, programs: int = 0) -> CacheMode:
+def ab_cache(*sides: LoadOptions, asked: CacheMode | None = None) -> CacheMode:
     """The cache state every run of the A/B starts from: ``asked``, else that of its sides
     (the options of A and B that are modelmon's strategies), which must agree.
 
     An A/B compares loads from the same verified state; sides that start from different
-    states would measure the cache, not the strategies. A program side (``programs`` of
-    them) is timed by the bytes that arrive from storage: its A/B starts cold.
+    states would measure the cache, not the strategies. A program side that loads is timed
+    by the bytes that arrive from storage, and a server by its time to ready from any state:
+    which one it is, its uncounted first run tells, and the A/B refuses a warm cache then
+    for a program that is no server (``core.measuring.ab_run.check_cache``).
     """
     states: set[CacheMode] = {side.cache for side in sides}
     if len(states) > 1 and asked is None:
@@ -28,14 +30,7 @@ def ab_cache(*sides: LoadOptions, asked: CacheMode | None = None, programs: int 
             f"A/B needs one cache state for both sides: A is {a!r}, B is {b!r}; "
             "set the same Cache in both configurations"
         )
-    cache = asked or (states.pop() if states else "cold")
-    if programs and cache != "cold":
-        raise OptionsError(
-            f"an A/B with a program side starts from a cold cache (a program's load is timed "
-            f"by the bytes that arrive from storage), not {cache}: set Cache to cold in the "
-            "other configuration"
-        )
-    return cache
+    return asked or (states.pop() if states else "cold")
 
 
 class ABHistory:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from modelmon.core import ABResult, CacheState, Ceilings, ReadStats, Verdict
 from modelmon.core.measuring import SideSummary
-from modelmon.core.output import counted, human_bytes, median_words, verdict_words
+from modelmon.core.output import counted, human_bytes, median_words, shift_words, verdict_words
 from modelmon.core.output import rate_text as engine_rate_text
 from modelmon.core.runs import BlockTiming, blocks_ready_s, half_blocks_ready_s
 
@@ -138,7 +138,12 @@ def verdict_text(verdict: Verdict, pairs: int) -> str:
 
 
 def ab_side_line(side: str, summary: SideSummary) -> str:
-    """ "A: sequential: 480 MB/s (median of 3 runs, 470 MB/s–490 MB/s)"; "(1 run)" of one."""
+    """ "A: sequential: 480 MB/s (median of 3 runs, 470 MB/s–490 MB/s)"; "(1 run)" of one; a
+    server's: "A: cmd: vllm serve …: ready in 41.2 s (median of 3 runs, 40.9–42.0 s)"."""
+    if summary.median_ready_s is not None:
+        span = f"{summary.min_ready_s or 0:.1f}–{summary.max_ready_s or 0:.1f} s"
+        runs = median_words(counted(summary.runs, "run"), summary.runs, span)
+        return f"{side}: {summary.spec}: ready in {summary.median_ready_s:.1f} s ({runs})"
     span = f"{rate_text(summary.min_mbps)}–{rate_text(summary.max_mbps)}"
     runs = median_words(counted(summary.runs, "run"), summary.runs, span)
     return f"{side}: {summary.spec}: {rate_text(summary.median_mbps)} ({runs})"
@@ -147,6 +152,13 @@ def ab_side_line(side: str, summary: SideSummary) -> str:
 def ab_detail_lines(ab: ABResult) -> list[str]:
     """Each side's median and range, and the pairs' ratios: what the verdict was made from."""
     sides = [ab_side_line(side, summary) for side, summary in (("A", ab.a), ("B", ab.b))]
+    if ab.by == "ready":
+        ratios = ", ".join(f"{r:.2f}" for r in ab.ratios)
+        return [
+            *sides,
+            f"pairs, A's time to ready over B's: {ratios}; {ab_cache_words(ab)}",
+            f"where: {shift_words(ab.phases)}",
+        ]
     return [*sides, f"pairs B/A: {', '.join(f'{r:.2f}' for r in ab.ratios)}; {ab_cache_words(ab)}"]
 
 

@@ -256,9 +256,7 @@ class Workbench:
         try:
             programs = [s for s in LABELS if is_program(self.configs.strategy(s))]
             cache: CacheMode = ab_cache(
-                *(self.configs.effective(s) for s in LABELS if s not in programs),
-                asked=cache,
-                programs=len(programs),
+                *(self.configs.effective(s) for s in LABELS if s not in programs), asked=cache
             )
         except OptionsError as exc:
             self.message.emit(str(exc), "warning")

@@ -118,3 +118,35 @@ def test_a_program_configuration_is_remembered_as_typed(window: MainWindow):
     assert window.settings.config("B") == ("cmd: python load.py {path}", PROGRAM_OPTIONS)
     window.settings.set_config("A", "cmd: 'unclosed", PROGRAM_OPTIONS)  # said when it runs
     assert window.settings.config("A") == ("cmd: 'unclosed", PROGRAM_OPTIONS)
+
+
+def test_two_servers_as_an_a_b_are_ready_side_by_side(qtbot, window: MainWindow, model: Path):
+    """Two commands of the test bed server, B's weights read paced: the A/B compares their
+    time to ready, says where the difference is, and draws both cold starts on one axis."""
+    import sys
+
+    from modelmon.gui.state.formatting import ab_detail_lines
+
+    bed = Path(__file__).resolve().parents[1] / "serve_bed.py"
+    line = f"{sys.executable} {bed} {{path}} --import-s 0.2 --other-mb 1 --post-s 0.2"
+    open_model(qtbot, window, model)
+    workspace = window.workspace
+    for side, extra in (("A", ""), ("B", " --pace-mbps 8")):
+        panel = workspace.panels[side]
+        panel.strategy_box.setCurrentText(COMMAND_CHOICE)
+        panel.program.command.setText(line + extra)
+    workspace.compare.pairs.setValue(1)
+    workspace.compare.ab_button.click()
+    wait_idle(qtbot, window)
+    ab = workspace.bench.ab.history.result
+    assert ab is not None, window.messages.message()
+    assert ab.by == "ready" and (ab.b.median_ready_s or 0) > (ab.a.median_ready_s or 0)
+    details = ab_detail_lines(ab)
+    assert details[0].startswith("A: cmd:") and ": ready in " in details[0]
+    assert details[-1].startswith("where: the weights ")
+    assert "ready" in workspace.compare.verdict.text()
+    shown = workspace.cold_start.shown
+    assert shown is not None and [name for name, _ in shown.readies] == ["A ready", "B ready"]
+    labels = [lane.label for lane in shown.lanes]
+    assert labels[0] == "A · phases" and "B · phases" in labels
+    assert any(label.startswith("B · rank 0") for label in labels)
