@@ -391,6 +391,8 @@ class BenchResults:
     objects: list[dict[str, Any]] = field(default_factory=list)
     # Loads under memory limits (benchmarks/limits.py), as it wrote them.
     limits: dict[str, Any] | None = None
+    # A real server, vLLM's CPU build (benchmarks/servers.py), as it wrote its figures.
+    servers: dict[str, Any] | None = None
     wall_s: float = 0.0
     plots: dict[str, str] = field(default_factory=dict)  # "env-cache" → PNG file name
     rendered_again: str | None = None  # the command that rendered this file again

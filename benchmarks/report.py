@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from benchmarks import extras, knobs
+from benchmarks import extras, knobs, servers
 from benchmarks.diagnose import summary_line
 from benchmarks.engine_tables import markdown as engines_markdown
 from benchmarks.explain import explain_miss
@@ -333,6 +333,12 @@ def render(results: BenchResults) -> str:
     ]
     out += objects_section(results.objects, results.skipped.get("objects"))
     out += limits_section(results.limits, results.skipped.get("limits"))
+    if results.servers is not None:  # benchmarks/servers.py: a real vLLM server
+        out.append(servers.markdown(results.servers))
+    elif "servers" in results.skipped:
+        out.append(
+            f"## A real server: vLLM (CPU build)\n\nNot run: {results.skipped['servers']}.\n"
+        )
     if results.knobs is not None:  # benchmarks/knobs.py: readahead, time to the first block
         out.append(knobs.markdown(results.knobs))
     elif "knobs" in results.skipped:

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-from benchmarks import engines, extras, knobs, memory, plots, report, suite, watch
+from benchmarks import engines, extras, knobs, memory, plots, report, servers, suite, watch
 from benchmarks.codec import from_json, to_json
 from benchmarks.envs import EnvUnavailable
 from benchmarks.jobs import PEER_ENGINES
@@ -92,7 +92,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="keep the scratch folder (models are reused by the next run)",
     )
     parser.add_argument(
-        "--envs", help="comma-separated subset of local,hdd,fuse (default all; --smoke: local)"
+        "--envs",
+        help="comma-separated subset of local,hdd,fuse,servers (default all; --smoke: "
+        "local); servers: a real vLLM (CPU) server's cold start, A/B'd and recommended",
     )
     parser.add_argument(
         "--repeats",
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> BenchResults:
     profile = suite.smoke_profile() if args.smoke else suite.full_profile()
     if args.repeats:
         profile = dataclasses.replace(profile, repeats=args.repeats)
-    chosen = args.envs or ("local" if args.smoke else "local,hdd,fuse")
+    chosen = args.envs or ("local" if args.smoke else "local,hdd,fuse,servers")
     envs = [e.strip() for e in chosen.split(",") if e.strip()]
     scratch = args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
@@ -170,6 +172,8 @@ def run(args: argparse.Namespace) -> BenchResults:
         _watch(profile, paths, envs, scratch, args.smoke, results)
         _objects(scratch, args.smoke, profile.repeats, results)
         _limits(paths, scratch, args.smoke, profile.repeats, results)
+        if "servers" in envs:
+            _servers(scratch, profile.repeats, results)
         if not args.smoke and "hdd" in envs:  # the disk's own knobs (benchmarks/knobs.py)
             small = paths[SMALL.key]
             results.knobs = _guarded(
@@ -183,6 +187,25 @@ def run(args: argparse.Namespace) -> BenchResults:
     results.wall_s = time.monotonic() - started
     _write(results, args.out)
     return results
+
+
+SERVER_BUDGET_S = 1500.0  # recommend --server: vLLM's starts take a minute each here
+
+
+def _servers(scratch: Path, repeats: int, results: BenchResults) -> None:
+    """A real serving engine end to end (benchmarks/servers.py), where vLLM's CPU build
+    runs here."""
+    why = servers.unavailable()
+    if why is not None:
+        results.skipped["servers"] = why
+        say(f"servers skipped: {why}")
+        return
+    model, _ = ensure_model(servers.MODEL, scratch)
+    results.servers = _guarded(
+        results,
+        "servers",
+        lambda: servers.run(model, max(1, repeats), SERVER_BUDGET_S, say),
+    )
 
 
 ENGINE_BUDGET_S = 60.0  # recommend --engine: half for modelmon's search, half for the loader

@@ -26,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from modelmon.core.loading.processes import death_description, oom_kills
+from modelmon.core.loading.processes import death_description
 from modelmon.core.options import CacheMode
 from modelmon.core.system import cache, device_use, host_memory, readahead, residency
+from modelmon.core.system.oom import oom_kills
 from modelmon.core.system.readiness import wait_readable
 
 READY_TIMEOUT_S = 120.0  # a fresh interpreter importing torch on a busy machine
@@ -120,7 +121,7 @@ def _ended_why(child: subprocess.Popen[str], oom_kills_before: int | None, who: 
         code = child.wait(STOP_GRACE_S)  # its output ended: it exits now, if not already
     except subprocess.TimeoutExpired:
         return f"{who} closed its output without a result"
-    return f"{who} (pid {child.pid}) {death_description(code, oom_kills_before)}"
+    return f"{who} (pid {child.pid}) {death_description(code, oom_kills_before, child.pid)}"
 
 
 def run_fresh(

@@ -4,7 +4,7 @@
 wait of the parent's end when one exits. ``LoadRun`` and the app's bridge end theirs through
 ``stop_processes``: join, then terminate, then kill, each with a short grace, so none outlives
 the run; ``death_description`` says in words how one ended early, and whether the kernel's
-OOM killer did it (its ``oom_kill`` count in /proc/vmstat rose since the run began).
+OOM killer did it (``system.oom``: its record of that process, or the run's cgroup's).
 
 A process killed while it waits for a FUSE request (a read of a network filesystem's file)
 exits only once the filesystem answers that request: the kernel lets it finish, however long
@@ -30,9 +30,10 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import send_handle
 from typing import Any, TypeVar
 
+from modelmon.core.system.oom import oom_killed
+
 JOIN_GRACE_S = 0.5
 FAILED_GRACE_S = 0.2  # once the run has failed, the others' last reads are worth no longer
-VMSTAT = "/proc/vmstat"
 # /proc/PID/stat, counted from the field after "(comm)": flags (field 9), and the exit status
 # (field 52), which the kernel sets as the process begins its exit.
 STAT_FLAGS, STAT_EXIT_CODE = 6, 49
@@ -275,33 +276,31 @@ def exit_description(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def oom_kills(vmstat: str = VMSTAT) -> int | None:
-    """How many processes the kernel's OOM killer has killed since boot (``oom_kill`` in
-    /proc/vmstat, any cgroup's included); None where the kernel does not count them."""
-    try:
-        with open(vmstat) as lines:
-            for line in lines:
-                name, _, value = line.partition(" ")
-                if name == "oom_kill":
-                    return int(value)
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def death_description(exitcode: int | None, oom_kills_before: int | None) -> str:
+def death_description(
+    exitcode: int | None,
+    oom_kills_before: int | None,
+    pid: int | None = None,
+    cgroup_oom_kills: int | None = None,
+) -> str:
     """How a process that should still be working ended, after its name ("worker 2 (pid N)
-    ..."). A SIGKILL is what the OOM killer sends: said for sure when the kernel's OOM kill
-    count rose since ``oom_kills_before`` (``oom_kills()`` at the start), asked otherwise."""
+    ..."). A SIGKILL is what the OOM killer sends: said so for the run's own cgroup's kills
+    (``cgroup_oom_kills``, those since it was made), or the kernel's record of ``pid``
+    (``system.oom``); where neither tells, the machine's count (``oom_kills_before``, at the
+    start) can only say it was not one, or that it may have been."""
     if exitcode is not None and exitcode >= 0:
         return f"{exit_description(exitcode)} before finishing"
     if exitcode != -signal.SIGKILL:
         return f"was {exit_description(exitcode)}"
-    now = oom_kills()
-    if oom_kills_before is None or now is None:
-        return "was killed by SIGKILL: out of memory?"
-    if now > oom_kills_before:
+    killed = True if cgroup_oom_kills else None
+    if killed is None and pid is not None:
+        killed = oom_killed(pid, oom_kills_before)
+    if killed:
         return "was killed by SIGKILL: the kernel's OOM killer ended it (out of memory)"
+    if killed is None:
+        return (
+            "was killed by SIGKILL while the kernel's OOM killer was at work on this machine: "
+            "out of memory? (the kernel's log, which names the process, cannot be read here)"
+        )
     return (
         "was killed by SIGKILL, not by the kernel's OOM killer "
         "(a kill -9, or a user-space OOM daemon such as systemd-oomd?)"

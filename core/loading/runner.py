@@ -41,7 +41,6 @@ from modelmon.core.loading.processes import (
     JOIN_GRACE_S,
     halted_on_exit,
     held_note,
-    oom_kills,
     start_workers,
     stop_processes,
 )
@@ -68,6 +67,7 @@ from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache, host_memory
 from modelmon.core.system.memory_cgroup import MemoryCgroup
 from modelmon.core.system.memory_limit import oom_failure
+from modelmon.core.system.oom import oom_kills
 
 
 class LoadRun:
@@ -319,7 +319,8 @@ class LoadRun:
             pipes.close()
             grace_s = FAILED_GRACE_S if pipes.failed else JOIN_GRACE_S
             self.held = held_note(stop_processes(pipes.processes, grace_s))
-            pipes.name_death(self._oom_kills)
+            cgroup = self.memory_cgroup
+            pipes.name_death(self._oom_kills, cgroup.oom_kills() if cgroup is not None else None)
             host_memory.note_free()  # the workers' memory, their arrays and interpreters
             for descriptor in shared:
                 os.close(descriptor)

@@ -95,14 +95,19 @@ class WorkerPipes:
         for worker in exited + ending_workers(by_sentinel, self.processes):
             self._died(worker, open_conns, on_message)
 
-    def name_death(self, oom_kills_at_start: int | None) -> None:
+    def name_death(
+        self, oom_kills_at_start: int | None, cgroup_oom_kills: int | None = None
+    ) -> None:
         """Say how the dead worker ended, once the workers are stopped: its signal, and
-        whether the OOM killer sent it (the kernel's count of its kills rose since
+        whether the OOM killer sent it (``processes.death_description``: the run's cgroup's
+        ``cgroup_oom_kills``, the kernel's record of the worker, the machine's count since
         ``oom_kills_at_start``)."""
         if self.dead is None or self.failure is not None:
             return
         process = self.processes[self.dead]
-        description = death_description(exit_code(process), oom_kills_at_start)
+        description = death_description(
+            exit_code(process), oom_kills_at_start, process.pid, cgroup_oom_kills
+        )
         self.failure = f"worker {self.dead} (pid {process.pid}) {description}"
 
     def close(self) -> None:

@@ -46,7 +46,7 @@ from modelmon.core.measuring.ranks_records import (
 )
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
-from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
+from modelmon.core.model.tensor_parallel import kept_bytes, replicated, tp_slice
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
 from modelmon.core.system import cache
 from modelmon.core.system.memory_cgroup import MemoryCgroup
@@ -64,11 +64,15 @@ def check_ranks(
         raise OptionsError(f"ranks must be a whole number from 1 to {MAX_PARALLEL}, not {ranks!r}")
     if mode not in RANKS_MODES:
         raise OptionsError(f"unknown ranks mode {mode!r}: use {', '.join(RANKS_MODES)}")
-    rows = [e.array_shape[0] for e in model.extents if len(e.array_shape) >= 2]
-    if mode == "slice" and rows and ranks > min(rows):
+    gguf = model.format == "gguf"
+    split = [e for e in model.extents if not replicated(e, 1, gguf)]
+    if mode == "slice" and split and all(replicated(e, ranks, gguf) for e in split):
+        smallest = min(split, key=lambda e: e.array_shape[0])
         raise OptionsError(
-            f"{ranks} slice ranks, but a tensor of the model has {min(rows)} rows: a rank would "
-            "hold none of it (engines refuse a tensor-parallel size its shapes cannot split)"
+            f"{ranks} slice ranks, but no weight of the model splits {ranks} ways (the "
+            f"smallest, {smallest.name}, has {smallest.array_shape[0]} rows): every rank "
+            "would hold it whole (engines refuse a tensor-parallel size its shapes cannot "
+            "split)"
         )
     if mode == "one-reader" and not get_strategy(strategy).allocates:
         raise OptionsError(

@@ -5,7 +5,9 @@ the ranks: column-parallel ones (attention's q, k, v; the MLP's gate and up), th
 and the head (vocabulary-parallel) along their first dimension, which in a row-major
 checkpoint is one contiguous range per rank; row-parallel ones (attention's output, the MLP's
 down projection) along their second dimension, a stretch of every row: strided. Norms and
-biases of row-parallel layers are whole on every rank.
+biases of row-parallel layers are whole on every rank, and so are a model's integer buffers
+(BERT's ``position_ids``, I64 [1, 512]: no engine shards an index) and any tensor with fewer
+entries along its split than there are ranks (``replicated``).
 
 A contiguous part becomes an extent of its own (the rank reads just those bytes). A strided
 part is read whole and kept in part (``KeptPart``): its rows are a few KiB each, under what
@@ -52,6 +54,21 @@ def _share(length: int, rank: int, ranks: int) -> tuple[int, int]:
     return min(length, rank * per), min(length, (rank + 1) * per)
 
 
+# Integer tensors are buffers (positions, token types, indices), never sharded. GGUF's
+# quantized types are not integers: they are split along their rows.
+BUFFER_DTYPES = frozenset({"I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL"})
+
+
+def replicated(extent: TensorExtent, ranks: int, gguf: bool) -> bool:
+    """Whether every rank holds ``extent`` whole: a scalar, a norm or a bias (one dimension),
+    an integer buffer, or a tensor with fewer entries along its split than ``ranks``."""
+    shape = extent.array_shape
+    if len(shape) < 2 or extent.length == 0 or (not gguf and extent.dtype in BUFFER_DTYPES):
+        return True
+    split = shape[1] if not gguf and ROW_PARALLEL.search(extent.name) else shape[0]
+    return split < ranks
+
+
 def tp_slice(model: Model, rank: int, ranks: int) -> tuple[Model, dict[str, KeptPart]]:
     """Rank ``rank`` of ``ranks``'s part of ``model``: a model of the extents it reads, and
     of those it reads whole, what it keeps (by extent name). ``ranks == 1``: all of it."""
@@ -65,8 +82,8 @@ def tp_slice(model: Model, rank: int, ranks: int) -> tuple[Model, dict[str, Kept
     with collector_paused():
         for extent in model.extents:
             shape = extent.array_shape
-            if len(shape) < 2 or extent.length == 0:
-                extents.append(extent)  # a norm, a bias, a scalar: whole on every rank
+            if replicated(extent, ranks, gguf):
+                extents.append(extent)  # a norm, a bias, a buffer: whole on every rank
                 continue
             rows = shape[0]
             row_bytes = extent.length // rows if rows else 0

@@ -11,22 +11,40 @@ from pathlib import Path
 
 import pytest
 
-from modelmon.core.loading.processes import death_description, ending_code, oom_kills
+from modelmon.core.loading.processes import death_description, ending_code
+from modelmon.core.system import oom
+from modelmon.core.system.oom import oom_kills
 
 
-def test_a_sigkill_is_put_down_to_the_oom_killer_only_when_it_acted(tmp_path: Path) -> None:
+def test_a_sigkill_is_put_down_to_the_oom_killer_only_when_it_killed_that_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel's own record names the process it killed: a kill -9 while another
+    process anywhere ran out of memory is not called an OOM kill (the machine's count rose
+    all the same)."""
     vmstat = tmp_path / "vmstat"
     vmstat.write_text("pgfault 100\noom_kill 7\npgmajfault 3\n")
     assert oom_kills(str(vmstat)) == 7
     assert oom_kills(str(tmp_path / "none")) is None
-    now = oom_kills()
-    if now is None:
-        pytest.skip("this kernel does not count OOM kills in /proc/vmstat")
-    assert "OOM killer ended it" in death_description(-signal.SIGKILL, now - 1)
-    assert "not by the kernel's OOM killer" in death_description(-signal.SIGKILL, now)
-    assert death_description(-signal.SIGKILL, None) == "was killed by SIGKILL: out of memory?"
-    assert death_description(-signal.SIGSEGV, now) == "was killed by SIGSEGV"
-    assert death_description(3, now) == "exited with code 3 before finishing"
+    log = tmp_path / "kmsg"
+    log.write_text(
+        "6,100,5,-;oom-kill:constraint=CONSTRAINT_MEMCG,task_memcg=/x,task=python,pid=4242,uid=0\n"
+    )
+    assert oom.logged_oom_kill(4242, str(log)) is True
+    assert oom.logged_oom_kill(424, str(log)) is False
+    assert oom.logged_oom_kill(4242, str(tmp_path / "unreadable")) is None
+    monkeypatch.setattr(oom, "logged_oom_kill", lambda pid: pid == 4242)
+    assert "OOM killer ended it" in death_description(-signal.SIGKILL, 0, 4242)
+    # Another process's OOM kill on the machine: the count rose, this one was a kill -9.
+    assert "not by the kernel's OOM killer" in death_description(-signal.SIGKILL, 0, 5151)
+    monkeypatch.setattr(oom, "logged_oom_kill", lambda pid: None)  # the log unreadable
+    monkeypatch.setattr(oom, "oom_kills", lambda: 8)
+    assert "not by the kernel's OOM killer" in death_description(-signal.SIGKILL, 8, 5151)
+    assert "cannot be read here" in death_description(-signal.SIGKILL, 7, 5151)
+    # The run's own cgroup counted a kill: that one.
+    assert "OOM killer ended it" in death_description(-signal.SIGKILL, 8, 5151, 1)
+    assert death_description(-signal.SIGSEGV, 8) == "was killed by SIGSEGV"
+    assert death_description(3, 8) == "exited with code 3 before finishing"
 
 
 def test_how_a_process_ends_is_known_before_it_is_reaped() -> None:
