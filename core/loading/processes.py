@@ -181,6 +181,19 @@ def ending_code(pid: int | None) -> int | None:
     return None
 
 
+def stopped(pid: int | None) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP, SIGTSTP, a debugger's trace): it makes
+    no progress until something continues it."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("T", "t")
+
+
 def ending_workers(by_sentinel: dict[Any, int], processes: list[Any]) -> list[int]:
     """The workers of ``by_sentinel`` (sentinel → worker index into ``processes``) bound to
     end though their sentinel may be silent (``ending_code``): taken out of it."""

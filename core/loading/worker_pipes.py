@@ -24,12 +24,20 @@ from typing import Any
 
 from modelmon.core.errors import StorageError
 from modelmon.core.loading.messages import ReadBatch, WorkerDone, WorkerFailed, WorkerReady
-from modelmon.core.loading.processes import death_description, ending_workers, exit_code
+from modelmon.core.loading.processes import (
+    death_description,
+    ending_workers,
+    exit_code,
+    stopped,
+)
 from modelmon.core.loading.reads import ReadLog, now_ns
 
 READY_TIMEOUT_S = 120.0
 WAIT_S = 0.05  # the longest wait on the pipes before the run's limits are checked again
 KILLED_CHECK_S = 0.05  # how often a run looks for a worker killed but not yet exited
+# A worker stopped this long (SIGSTOP: a debugger, a freezer, Ctrl+Z of its own) makes no
+# progress and its load cannot be timed: the run fails, rather than wait for ever.
+STOPPED_LIMIT_S = 10.0
 # The run's ``on_message``, passed to each call rather than kept: a session drops it from its
 # run once the run is over, and nothing here may hold it on.
 Receiver = Callable[[object], None] | None
@@ -49,6 +57,7 @@ class WorkerPipes:
         self.storage_error: StorageError | None = None  # the failure, when the storage's
         self.dead: int | None = None  # the first worker that died before finishing
         self._cancel = cancel
+        self._stopped_since: dict[int, float] = {}  # worker → when it was first seen stopped
 
     @property
     def failed(self) -> bool:
@@ -85,7 +94,25 @@ class WorkerPipes:
                 next_check = time.monotonic() + KILLED_CHECK_S
                 for worker in ending_workers(by_sentinel, self.processes):
                     self._died(worker, open_conns, on_message)
+                self._look_for_stopped(by_sentinel)
         return False
+
+    def _look_for_stopped(self, by_sentinel: dict[Any, int]) -> None:
+        """Fail the run for a worker stopped ``STOPPED_LIMIT_S`` (its state T): it would be
+        waited for as long as it stays so, with no way out but a stop from outside."""
+        now = time.monotonic()
+        for worker in by_sentinel.values():
+            pid = self.processes[worker].pid
+            if not stopped(pid):
+                self._stopped_since.pop(worker, None)
+                continue
+            since = self._stopped_since.setdefault(worker, now)
+            if now - since >= STOPPED_LIMIT_S and not self.failed:
+                self.failure = (
+                    f"worker {worker} (pid {pid}) was stopped (SIGSTOP: a debugger, a freezer?) "
+                    f"for {STOPPED_LIMIT_S:.0f} s: a load it holds up cannot be timed, so the "
+                    "run was ended"
+                )
 
     def note_deaths(self, on_message: Receiver) -> None:
         """The workers that died while the run waited to start fail it (no waiting)."""

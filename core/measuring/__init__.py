@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         keeps_bytes,
     )
     from modelmon.core.measuring.object_bounds import ObjectReading, plain_read
-    from modelmon.core.measuring.ranks import check_ranks
+    from modelmon.core.measuring.ranks_checks import check_ranks
     from modelmon.core.measuring.ranks_records import find_straggler
     from modelmon.core.measuring.ranks_search import WayMeasured
     from modelmon.core.measuring.recommend import BudgetUse
@@ -39,7 +39,7 @@ _EXPORTS = (
     ("modelmon.core.measuring.object_bounds", "plain_read ObjectReading"),
     ("modelmon.core.measuring.ranks_records", "find_straggler"),
     ("modelmon.core.measuring.ranks_search", "WayMeasured"),
-    ("modelmon.core.measuring.ranks", "check_ranks"),
+    ("modelmon.core.measuring.ranks_checks", "check_ranks"),
     ("modelmon.core.measuring.advice", "LoaderAdvice"),
     ("modelmon.core.measuring.server_advice", "ServerAdvice"),
 )

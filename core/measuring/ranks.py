@@ -29,16 +29,14 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from modelmon.core.errors import OptionsError
 from modelmon.core.loading.envelope import StartGate
 from modelmon.core.loading.processes import main_module_hidden, polling_thread, stop_processes
 from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.loading.shared_copy import SharedCopy, rank_main, shared_copy
-from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.measuring.ranks_node import node_cgroup, node_memory
+from modelmon.core.measuring.ranks_checks import check_fits, check_ranks
+from modelmon.core.measuring.ranks_node import needs_bytes, node_cgroup, node_memory
 from modelmon.core.measuring.ranks_records import (
-    RANKS_MODES,
     NodeMemory,
     RankResult,
     RanksMode,
@@ -46,41 +44,18 @@ from modelmon.core.measuring.ranks_records import (
 )
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.records import Model
-from modelmon.core.model.tensor_parallel import kept_bytes, replicated, tp_slice
-from modelmon.core.options import MAX_PARALLEL, LoadOptions
+from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
+from modelmon.core.options import LoadOptions
 from modelmon.core.system import cache
 from modelmon.core.system.memory_cgroup import MemoryCgroup
+from modelmon.core.system.memory_limit import ram_text
 
 ATTACH_WAIT_S = 60.0  # for a one-reader rank to map and touch the copy, once it is whole
 POLL_S = 0.05  # how often the ranks look whether their caller asked them to stop
-
-
-def check_ranks(
-    model: Model, strategy: str, ranks: int, mode: str, options: LoadOptions | None = None
-) -> None:
-    """OptionsError, in one line, for ranks that cannot be run as asked."""
-    whole = isinstance(ranks, int) and not isinstance(ranks, bool)
-    if not whole or not 1 <= ranks <= MAX_PARALLEL:
-        raise OptionsError(f"ranks must be a whole number from 1 to {MAX_PARALLEL}, not {ranks!r}")
-    if mode not in RANKS_MODES:
-        raise OptionsError(f"unknown ranks mode {mode!r}: use {', '.join(RANKS_MODES)}")
-    gguf = model.format == "gguf"
-    split = [e for e in model.extents if not replicated(e, 1, gguf)]
-    if mode == "slice" and split and all(replicated(e, ranks, gguf) for e in split):
-        smallest = min(split, key=lambda e: e.array_shape[0])
-        raise OptionsError(
-            f"{ranks} slice ranks, but no weight of the model splits {ranks} ways (the "
-            f"smallest, {smallest.name}, has {smallest.array_shape[0]} rows): every rank "
-            "would hold it whole (engines refuse a tensor-parallel size its shapes cannot "
-            "split)"
-        )
-    if mode == "one-reader" and not get_strategy(strategy).allocates:
-        raise OptionsError(
-            f"one-reader needs a strategy that reads into memory, not {strategy} (whose "
-            "tensors are views of the file's mapping): sequential, pread, direct, mmap, stream"
-        )
-    if mode == "one-reader" and options is not None and options.discard:
-        raise OptionsError("one-reader keeps one shared copy: it cannot discard")
+# Under a limit, ranks that have read this many times the model again after reclaim thrash:
+# they would go on for minutes, timing the limit, not the load. Looked at every THRASH_LOOK_S.
+THRASH_STOP_SHARE = 1.0
+THRASH_LOOK_S = 0.5
 
 
 class RanksRun:
@@ -104,6 +79,8 @@ class RanksRun:
         self.strategy = strategy
         self.options = options or LoadOptions()
         check_ranks(self.model, strategy, ranks, mode, self.options)
+        if memory_limit is not None and not self.options.discard:
+            check_fits(self.model, ranks, mode, memory_limit)
         self.mode: RanksMode = mode
         self.ranks = ranks
         self.memory_limit = memory_limit
@@ -123,6 +100,7 @@ class RanksRun:
         self._arrived: set[int] = set()
         self._lock = threading.Lock()
         self._failed_rank: int | None = None  # the first rank whose load failed
+        self._thrashed: int | None = None  # bytes read again after reclaim, when stopped so
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -149,6 +127,8 @@ class RanksRun:
                     polling_thread(look, lambda _: self.cancel(), "modelmon-ranks-stop")
                 )
             node, notes = stack.enter_context(node_cgroup(self.memory_limit))
+            if node is not None and self.memory_limit is not None:
+                stack.enter_context(self._stop_thrashing(node))
             if self.mode == "one-reader":
                 copy = stack.enter_context(shared_copy(self.model))
                 ranks, reader = self._one_reader(copy, node)
@@ -159,6 +139,23 @@ class RanksRun:
         return self._result(ranks, reader, memory, extra + notes)
 
     # --- the node's cgroup ----------------------------------------------------------------
+
+    def _stop_thrashing(self, node: MemoryCgroup) -> Any:
+        """For the run, a thread that stops the ranks once they have read
+        ``THRASH_STOP_SHARE`` of the model again after reclaim under the limit."""
+        bound = THRASH_STOP_SHARE * self.model.total_bytes
+
+        def look() -> int | None:
+            if self._cancel.wait(THRASH_LOOK_S):
+                return None
+            reread = node.reread_bytes()
+            return reread if reread >= bound else None
+
+        def stop(reread: int) -> None:
+            self._thrashed = reread
+            self.cancel()
+
+        return polling_thread(look, stop, "modelmon-ranks-thrash")
 
     # --- whole and slice: a load of its own per rank -------------------------------------
 
@@ -366,7 +363,17 @@ class RanksRun:
         statuses = {r.status for r in ranks} | ({reader.status} if reader else set())
         status = next((s for s in ("failed", "cancelled") if s in statuses), "ok")
         error = None
-        if reader is not None and reader.status != "ok":
+        if self._thrashed is not None and self.memory_limit is not None:
+            status = "failed"
+            error = (
+                f"thrashing under the {ram_text(self.memory_limit)} limit: the ranks read "
+                f"{ram_text(self._thrashed)} again after reclaim dropped it "
+                f"({self._thrashed / self.model.total_bytes:.1f}× the model) and went on; "
+                "stopped there: a load that cannot keep its pages times the limit, not itself "
+                f"({self.mode} plans {ram_text(needs_bytes(self.model, self.ranks, self.mode))} "
+                "with its processes, and the page cache its reads pass through on top)"
+            )
+        elif reader is not None and reader.status != "ok":
             error = f"the reader: {reader.error or reader.status}"
         elif status != "ok":
             worst = next(r for r in ranks if r.status == status)

@@ -17,7 +17,8 @@ from modelmon.core.errors import OptionsError
 from modelmon.core.limits import MAX_AB_PAIRS, check_whole
 from modelmon.core.measuring.ab import SideSummary, Verdict, side_summary
 from modelmon.core.measuring.ab_run import alternate, judged
-from modelmon.core.measuring.ranks import RanksRun, check_ranks
+from modelmon.core.measuring.ranks import RanksRun
+from modelmon.core.measuring.ranks_checks import check_ranks
 from modelmon.core.measuring.ranks_records import NodeMemory, RanksMode, RanksResult
 from modelmon.core.model.records import Model
 from modelmon.core.options import CacheMode

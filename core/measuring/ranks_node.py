@@ -1,7 +1,8 @@
-"""The node's memory over a ranks run: one memory cgroup holds every rank's processes (the
-limit asked for, or one the size of the machine's memory, there only to measure), whose peak,
-anonymous memory and page cache (shared memory included) are the node's; where no cgroup can
-be made, the ranks' own peaks summed, said so."""
+"""The node's memory over a ranks run: what each way needs, as planned (``needs_bytes``), and
+what it held: one memory cgroup holds every rank's processes (the limit asked for, or one the
+size of the machine's memory, there only to measure), whose peak, anonymous memory and page
+cache (shared memory included) are the node's; where no cgroup can be made, the ranks' own
+peaks summed, said so."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from modelmon.core.loading.result import LoadResult
-from modelmon.core.measuring.ranks_records import NodeMemory
+from modelmon.core.measuring.ranks_records import NodeMemory, RanksMode
+from modelmon.core.model.records import Model
+from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.memory_cgroup import MemoryCgroup, limited
-from modelmon.core.system.memory_limit import MemoryLimit, planned_only
+from modelmon.core.system.memory_limit import PROCESS_BYTES, MemoryLimit, planned_only, ram_text
 
 
 @contextmanager
@@ -50,3 +53,33 @@ def node_memory(
         return cgroup_memory(node.record(), limit_asked)
     summed = sum(w.peak_rss for load in loads for w in load.workers)
     return NodeMemory(summed, None, None, False, None)
+
+
+def weights_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
+    """What ``ranks`` ranks loading ``model`` in ``mode`` hold of its weights at once, at
+    least: N copies, their parts (a strided tensor read whole, one at a time), one copy."""
+    if mode == "whole":
+        return ranks * model.total_bytes
+    if mode == "one-reader":
+        return model.total_bytes
+    total = 0
+    for rank in range(ranks):
+        part, kept = tp_slice(model, rank, ranks)
+        staged = max((e.length for e in part.extents if e.name in kept), default=0)
+        total += kept_bytes(part, kept) + staged
+    return total
+
+
+def needs_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
+    """Their weights and each rank's process (a one-reader's reader too), as planned."""
+    processes = (ranks + (mode == "one-reader")) * PROCESS_BYTES
+    return weights_bytes(model, ranks, mode) + processes
+
+
+def needs_why(mode: RanksMode, ranks: int, model: Model) -> str:
+    """What ``needs_bytes`` is made of, in words."""
+    if mode == "whole":
+        return f"{ranks} copies of the model's {ram_text(model.total_bytes)}, and {ranks} processes"
+    if mode == "one-reader":
+        return f"one copy of the model's {ram_text(model.total_bytes)}, and its processes"
+    return f"each rank's part of the model, and {ranks} processes"

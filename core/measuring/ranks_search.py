@@ -28,10 +28,11 @@ from typing import Any
 from modelmon.core.configuration import ProgramConfig, parse_configuration
 from modelmon.core.errors import BUDGET_NOT_KEPT, BudgetWarning, OptionsError, warn
 from modelmon.core.measuring.race import PEER_START_GUESS_S
-from modelmon.core.measuring.ranks import RanksRun, check_ranks
+from modelmon.core.measuring.ranks import RanksRun
+from modelmon.core.measuring.ranks_checks import check_ranks
+from modelmon.core.measuring.ranks_node import needs_bytes, needs_why, weights_bytes
 from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode, RanksResult
 from modelmon.core.model.records import Model
-from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
 from modelmon.core.options import MAX_PARALLEL, LoadOptions, MiB, format_spec
 from modelmon.core.system.memory_limit import PROCESS_BYTES, ram_text
 
@@ -158,27 +159,6 @@ class RanksRecommendation:
         }
 
 
-def weights_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
-    """What ``ranks`` ranks loading ``model`` in ``mode`` hold of its weights at once, at
-    least: N copies, their parts (a strided tensor read whole, one at a time), one copy."""
-    if mode == "whole":
-        return ranks * model.total_bytes
-    if mode == "one-reader":
-        return model.total_bytes
-    total = 0
-    for rank in range(ranks):
-        part, kept = tp_slice(model, rank, ranks)
-        staged = max((e.length for e in part.extents if e.name in kept), default=0)
-        total += kept_bytes(part, kept) + staged
-    return total
-
-
-def needs_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
-    """Their weights and each rank's process (a one-reader's reader too), as planned."""
-    processes = (ranks + (mode == "one-reader")) * PROCESS_BYTES
-    return weights_bytes(model, ranks, mode) + processes
-
-
 # Run:ai's streamer in every rank, reading all (vLLM's runai_streamer under tensor
 # parallelism), and distributed (one reads, the ranks get it over torch.distributed): its
 # `ranks` knob runs them over gloo on this machine.
@@ -246,7 +226,7 @@ def recommend_ranks(
         needs = needs_bytes(model, ranks, way.mode)
         refused = None
         if memory_limit is not None and weights_bytes(model, ranks, way.mode) > memory_limit:
-            refused = f"needs at least {ram_text(needs)} ({_why(way.mode, ranks, model)})"
+            refused = f"needs at least {ram_text(needs)} ({needs_why(way.mode, ranks, model)})"
         ways.append(WayMeasured(way, needs, refused=refused))
     order = [i for i, w in enumerate(ways) if w.refused is None]
     walls: list[tuple[RanksWay, float]] = []  # round 1's runs: what the rest of it will take
@@ -376,11 +356,3 @@ def _pick(ways: Sequence[WayMeasured]) -> WayMeasured | None:
     best = min(w.seconds or 0.0 for w in fitting)
     close = [w for w in fitting if (w.seconds or 0.0) <= best * (1 + NOISE)]
     return min(close, key=lambda w: (w.held_bytes or w.needs_bytes, w.seconds or 0.0))
-
-
-def _why(mode: RanksMode, ranks: int, model: Model) -> str:
-    if mode == "whole":
-        return f"{ranks} copies of the model's {ram_text(model.total_bytes)}, and {ranks} processes"
-    if mode == "one-reader":
-        return f"one copy of the model's {ram_text(model.total_bytes)}, and its processes"
-    return f"each rank's part of the model, and {ranks} processes"

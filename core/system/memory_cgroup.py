@@ -223,6 +223,11 @@ class MemoryCgroup:
         stat = self._stat()
         return stat.get(f"total_{REFAULT}", stat.get(REFAULT, 0))
 
+    def reread_bytes(self) -> int:
+        """Pages read again after reclaim dropped them, since the cgroup was made (its
+        refaults): a load that keeps doing it thrashes."""
+        return max(0, self._refaults() - self._refaults_before) * PAGE_SIZE
+
     def _pressure(self) -> int | None:
         return pressure_total_us(read_text(self.directory / "memory.pressure"))
 

@@ -107,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
     model = open_model(args.path)
     if args.config:  # the flags given override the file, as the library's options do
         chosen = apply_config(args.config, model, given.get("strategy"), given_options(given))
+        from modelmon.cli.ranks import from_config
+        from modelmon.core import read_config
+
+        section = read_config(args.config).document.get("ranks", {})
+        for line in from_config(args, section, args.config):
+            note(line)
     else:
         strategy = given.get("strategy") or default_strategy(model)
         chosen = StrategyConfig(strategy, load_options(vars(args)))

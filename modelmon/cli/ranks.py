@@ -27,10 +27,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ranks",
         type=whole_in(1, MAX_PARALLEL),
-        default=1,
+        default=None,
         metavar="N",
         help="N loaders at once on this node, started together, each with its own --workers "
-        f"(1 to {MAX_PARALLEL})",
+        f"(1 to {MAX_PARALLEL}); default: a --config's [ranks], else 1",
     )
     parser.add_argument(
         "--ranks-mode",
@@ -39,7 +39,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="with --ranks: how they get their weights: whole (each reads every byte into "
         "its own memory and keeps its part, as engines that narrow each tensor do; the "
         "default), slice (each reads only its tensor-parallel part), one-reader (one "
-        "process reads one shared copy, every rank maps it)",
+        "process reads one shared copy, every rank maps it); default: a --config's [ranks]",
     )
     parser.add_argument(
         "--ranks-split",
@@ -49,7 +49,34 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    return bool(args.ranks != 1 or args.ranks_split or args.ranks_mode)
+    """Whether the load runs ranks; a mode without ``--ranks`` is refused in one line, as
+    every verb refuses it."""
+    from modelmon.core.errors import OptionsError
+
+    mode = "--ranks-split" if args.ranks_split else "--ranks-mode" if args.ranks_mode else None
+    if args.ranks is None and mode is not None:
+        raise OptionsError(f"{mode} is how --ranks N ranks get their weights: give --ranks")
+    return args.ranks is not None and args.ranks != 1
+
+
+def from_config(args: argparse.Namespace, section: dict[str, object], config: str) -> list[str]:
+    """The ranks of a config's ``[ranks]`` (``recommend --ranks``) applied where the flags
+    leave them: its mode, and its rank count where none is given; a flag that contradicts
+    it is said (it wins)."""
+    said: list[str] = []
+    mode, count = section.get("mode"), section.get("ranks")
+    if not isinstance(mode, str) or not isinstance(count, int):
+        return said
+    given = "slice" if args.ranks_split else args.ranks_mode
+    if given is not None and given != mode:
+        said.append(f"--ranks-mode {given}, not {config}'s {mode} (measured for {count} ranks)")
+    if args.ranks is not None and args.ranks != count:
+        said.append(f"--ranks {args.ranks}: {config}'s {mode} was measured for {count} ranks")
+    if args.ranks is None:
+        args.ranks = count
+    if given is None and args.ranks != 1:
+        args.ranks_mode = mode
+    return said
 
 
 def mode_of(args: argparse.Namespace) -> str:

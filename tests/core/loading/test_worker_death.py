@@ -167,3 +167,46 @@ def test_a_worker_the_oom_killer_ends_is_said_to_be_its(model: Path) -> None:
     outcome = json.loads(done.stdout)
     assert outcome["status"] == "failed"
     assert "was killed by SIGKILL: the kernel's OOM killer ended it" in outcome["error"], outcome
+
+
+_STOPPED_LOAD = """
+import json, os, signal, sys
+from modelmon.core.loading import worker_pipes
+from modelmon.core.loading.runner import LoadRun
+from modelmon.core.options import LoadOptions
+
+worker_pipes.STOPPED_LIMIT_S = 1.0
+options = LoadOptions(workers=2, threads=2, chunk=4096, discard=True, cache="keep")
+stopped = []
+
+def stop_worker_0(run):
+    pid = run.worker_pids()[0]
+    os.kill(pid, signal.SIGSTOP)
+    stopped.append(pid)
+
+run = LoadRun(sys.argv[1], "sequential", options, on_start=stop_worker_0)
+result = run.run()
+alive = [p for p in run.worker_pids().values() if os.path.exists(f"/proc/{p}")]
+said = {"status": result.status, "error": result.error, "pid": stopped[0], "alive": alive}
+print(json.dumps(said))
+"""
+
+
+def test_a_stopped_worker_fails_the_run_with_its_name(model: Path) -> None:
+    """A worker stopped mid-load (SIGSTOP: a debugger, a freezer) holds the load up for as
+    long as it stays so: the run fails past ``STOPPED_LIMIT_S`` (1 s here), naming it, and
+    the stopped worker is ended with the others."""
+    done = subprocess.run(
+        [sys.executable, "-c", _STOPPED_LOAD, str(model)],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "failed", outcome
+    assert outcome["error"].startswith(
+        f"worker 0 (pid {outcome['pid']}) was stopped (SIGSTOP: a debugger, a freezer?) for 1 s"
+    ), outcome["error"]
+    assert outcome["alive"] == []

@@ -15,6 +15,7 @@ from modelmon.core.errors import OptionsError
 from modelmon.core.loading.messages import ReadBatch, WorkerReady
 from modelmon.core.loading.runner import LoadRun, run_load
 from modelmon.core.measuring.ranks import RanksRun, run_ranks
+from modelmon.core.measuring.ranks_checks import check_ranks
 from modelmon.core.measuring.ranks_records import find_straggler
 from modelmon.core.model.formats import open_model
 from modelmon.core.model.synth import write_safetensors_model
@@ -22,6 +23,8 @@ from modelmon.core.options import LoadOptions
 from modelmon.core.output.json import dumps
 from modelmon.core.output.text import render_ranks
 from modelmon.core.system import cache
+
+from ..system.test_memory_cgroup import REAL
 
 
 def strict_json(data: object) -> object:
@@ -136,11 +139,19 @@ def test_one_reader_ranks_map_one_shared_copy(sharded_model: Path) -> None:
     assert "reader: ok" in render_ranks(result)
 
 
-def test_ranks_that_cannot_be_run_as_asked_are_refused(bf16_model: Path) -> None:
+def test_ranks_that_cannot_be_run_as_asked_are_refused(bf16_model: Path, tmp_path: Path) -> None:
+    # Its widest weights split 128 ways (the MLP's 128 rows, or columns of down_proj).
+    folder = tmp_path / "tiny"
+    tiny = open_model(
+        write_safetensors_model(folder, layers=1, hidden=32, intermediate=128, vocab=16)
+    )
+    with pytest.raises(OptionsError, match="no weight of the model splits 200 ways"):
+        check_ranks(tiny, "sequential", 200, "slice")
+    with pytest.raises(OptionsError, match="no weight of the model splits 129 ways"):
+        RanksRun(tiny, ranks=129, mode="slice")
+    # Some weights split, others (the 16-row vocabulary) are held whole by every rank.
+    RanksRun(tiny, ranks=64, mode="slice")
     model = open_model(bf16_model)
-    rows = min(e.array_shape[0] for e in model.extents if len(e.array_shape) >= 2)
-    with pytest.raises(OptionsError, match="rows"):
-        RanksRun(model, ranks=rows + 1, mode="slice")
     with pytest.raises(OptionsError, match="ranks"):
         RanksRun(model, ranks=0)
     with pytest.raises(OptionsError, match="mode"):
@@ -240,3 +251,44 @@ def test_a_start_gate_hears_the_verified_cache_once_every_worker_is_ready_and_ma
     assert seen == [(3, 0, True)]  # all three workers ready, not one read yet, verified cold
     assert result.status == "cancelled" and result.bytes == 0 and run.t0_ns == 0
     assert result.cache.cold and result.cache.method != "none"
+
+
+def test_a_bert_slices_with_its_buffers_whole_in_every_rank(tmp_path: Path) -> None:
+    """BERT's position_ids (I64 [1, 512]) is a buffer no engine shards: every slice rank
+    holds it whole, and the weights are split."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "bert.safetensors"
+    save_file(
+        {
+            "embeddings.position_ids": np.arange(512, dtype=np.int64).reshape(1, 512),
+            "embeddings.word_embeddings.weight": np.ones((1024, 64), np.float16),
+            "encoder.layer.0.attention.self.query.weight": np.ones((64, 64), np.float16),
+        },
+        str(path),
+    )
+    result = run_ranks(path, "sequential", LoadOptions(cache="keep"), ranks=2, mode="slice")
+    assert result.status == "ok", result.error
+    for rank in result.ranks:
+        assert rank.result is not None and rank.result.status == "ok"
+
+
+@REAL
+def test_ranks_that_thrash_under_their_limit_are_stopped(
+    sharded_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranks re-reading their model after reclaim would go on for minutes, timing the limit:
+    once the node's cgroup counts the model read again (here said so at once), they stop,
+    and the run fails saying why."""
+    from modelmon.core.measuring import ranks
+    from modelmon.core.system.memory_cgroup import MemoryCgroup
+
+    monkeypatch.setattr(ranks, "THRASH_LOOK_S", 0.01)
+    monkeypatch.setattr(MemoryCgroup, "reread_bytes", lambda self: 1 << 40)
+    result = RanksRun(
+        sharded_model, "pread", LoadOptions(cache="cold"), ranks=2, memory_limit=2 << 30
+    ).run()
+    assert result.status == "failed"
+    assert (result.error or "").startswith("thrashing under the 2.0 GiB limit: the ranks read")
+    assert "stopped there" in (result.error or "")

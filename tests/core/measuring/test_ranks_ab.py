@@ -21,10 +21,11 @@ SEQUENTIAL = StrategyConfig("sequential", LoadOptions())
 
 
 def test_a_side_that_cannot_run_its_ranks_is_named_before_any_run(tmp_path: Path) -> None:
-    model = open_model(write_safetensors_model(tmp_path, layers=1, hidden=16, vocab=32))
+    tiny = write_safetensors_model(tmp_path, layers=1, hidden=16, intermediate=32, vocab=32)
+    model = open_model(tiny)  # its widest weights split 32 ways
     whole, sliced = RanksSide("whole", SEQUENTIAL), RanksSide("slice", SEQUENTIAL)
-    with pytest.raises(OptionsError, match=r"^B \(slice, sequential\): 32 slice ranks"):
-        run_ranks_ab(model, whole, sliced, ranks=32)
+    with pytest.raises(OptionsError, match=r"^B \(slice, sequential\): 33 slice ranks"):
+        run_ranks_ab(model, whole, sliced, ranks=33)
     viewed = RanksSide("one-reader", StrategyConfig("mmap-view", LoadOptions()))
     with pytest.raises(OptionsError, match=r"^A \(one-reader, mmap-view\): one-reader needs"):
         run_ranks_ab(model, viewed, whole, ranks=2)

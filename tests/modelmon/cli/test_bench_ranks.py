@@ -91,8 +91,8 @@ def test_the_text_names_modes_node_memory_and_the_limit_the_node_ran_in(
         (["--ranks-mode", "one-reader"], "--ranks-mode is how --ranks N ranks get their"),
         (["--b-ranks-mode", "slice"], "--b-ranks-mode is how --ranks N ranks get their"),
         (
-            ["--ranks", "32", "--ranks-mode", "slice"],
-            "A (slice, sequential): 32 slice ranks, but a tensor of the model has 16 rows",
+            ["--ranks", "33", "--ranks-mode", "slice"],
+            "A (slice, sequential): 33 slice ranks, but no weight of the model splits 33 ways",
         ),
         (
             ["--ranks", "2", "--b", "mmap-view", "--b-ranks-mode", "one-reader"],
@@ -109,7 +109,8 @@ def test_the_text_names_modes_node_memory_and_the_limit_the_node_ran_in(
     ],
 )
 def test_bad_ranks_input_is_one_line(modelmon, tmp_path: Path, flags: list[str], said: str) -> None:
-    tiny = write_safetensors_model(tmp_path, layers=1, hidden=16, vocab=32)
+    # Its widest weights split 32 ways: 32 rows of its MLP, its vocabulary, its columns.
+    tiny = write_safetensors_model(tmp_path, layers=1, hidden=16, intermediate=32, vocab=32)
     sides = {"--a": "sequential", "--b": "pread"}
     for flag in ("--a", "--b"):
         if flag in flags:

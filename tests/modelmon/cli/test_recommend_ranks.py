@@ -31,6 +31,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+@pytest.mark.timeout(400)  # the search, the pasted line, the config applied three ways
 def test_whole_is_refused_and_the_pick_loads_every_tensor_in_each_rank(
     model: Path, tmp_path: Path
 ) -> None:
@@ -77,6 +78,41 @@ def test_whole_is_refused_and_the_pick_loads_every_tensor_in_each_rank(
     result = json.loads(ran.stdout)
     assert result["status"] == "ok" and result["mode"] == pick["mode"]
     assert len(result["ranks"]) == 4 and all(r["status"] == "ok" for r in result["ranks"])
+    # The config alone applies wholly: its mode, and its rank count where none is given.
+    for extra in ([], ["--ranks", "4"]):
+        load = [*MODELMON, "load", str(model), "--config", str(config), "--memory-limit", "256Mi"]
+        applied = subprocess.run(
+            [*load, *extra, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert applied.returncode == 0, applied.stderr
+        loaded = json.loads(applied.stdout)
+        assert loaded["mode"] == pick["mode"] and len(loaded["ranks"]) == 4
+    # A flag that contradicts it is said, and whole, which cannot fit, refused before it runs.
+    refused = subprocess.run(
+        [*load, "--ranks-mode", "whole"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert any(f"--ranks-mode whole, not {config}'s {pick['mode']}" in line for line in lines)
+    assert "4 ranks whole do not fit in 256 MiB" in lines[-1], lines[-1]
+    assert f"{pick['mode']} holds" in lines[-1]
+
+
+def test_a_ranks_mode_without_ranks_is_refused_by_every_verb(model: Path) -> None:
+    for verb in (["load", str(model)], ["bench", str(model), "--a", "pread", "--b", "pread"]):
+        done = subprocess.run(
+            [*MODELMON, *verb, "--ranks-mode", "slice"], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, (verb, done.stderr)
+        assert done.stderr.strip().splitlines()[-1] == (
+            "modelmon: --ranks-mode is how --ranks N ranks get their weights: give --ranks"
+        )
 
 
 def test_the_python_line_of_a_slice_pick_loads_each_ranks_part(model: Path) -> None:
