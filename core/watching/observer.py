@@ -331,9 +331,11 @@ class Observer:
         self,
     ) -> tuple[list[int], int, Callable[[], set[int]], tuple[int, int] | None]:
         """What a look for a ready server needs: the tree's live pids, its root, the pids
-        that read the model (asked when needed), and when the first and the latest model
-        bytes arrived (None: none yet). A page scan's window bounds its bytes' arrival; a
-        rank's growth seen at a tick came within the tick before."""
+        that read the model and their descendants (asked when needed: a pre-forking server's
+        workers, forked by the process that read the weights, share them and serve), and
+        when the first and the latest model bytes arrived (None: none yet). A page scan's
+        window bounds its bytes' arrival; a rank's growth seen at a tick came within the
+        tick before."""
         with self.lock:
             tree = self.tree
             if tree is None:
@@ -350,7 +352,21 @@ class Observer:
 
     def _ranks(self, model_bytes: int) -> set[int]:
         with self.lock:
-            return rank_pids(self.evidence, model_bytes)
+            found = rank_pids(self.evidence, model_bytes)
+            tree = self.tree
+            if tree is None or not found:
+                return found
+            parents = {m.pid: m.ppid for m in tree.members.values()}
+        for pid in list(parents):
+            seen: set[int] = set()
+            ancestor = parents.get(pid)
+            while ancestor is not None and ancestor not in seen:
+                if ancestor in found:
+                    found.add(pid)
+                    break
+                seen.add(ancestor)
+                ancestor = parents.get(ancestor)
+        return found
 
     def progress(self) -> Progress:
         with self.lock:

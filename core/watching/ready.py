@@ -88,6 +88,10 @@ class ReadyCondition:
                 compile_ready(self.line)
             except regex.error as exc:
                 raise OptionsError(f"--ready-line is not a regular expression: {exc}") from None
+            except RecursionError:  # the parser recurses once a level of nesting
+                raise OptionsError(
+                    "--ready-line is nested too deeply to be compiled: simplify its groups"
+                ) from None
         if self.url is not None:
             check_ready_url(self.url)
 
@@ -161,7 +165,14 @@ class ReadyWatch:
         """Before the command starts: the sockets already listening are not its own; a ready
         URL that answers already is someone else's server."""
         if self.watches_sockets:
-            self._known = set(_listening().keys())
+            listening = _listening()
+            self._known = set(listening)
+            port = self.condition.port
+            if port is not None and port in listening.values():
+                raise OptionsError(
+                    f"--ready-port {port}: another process listens on it already, before the "
+                    "command starts: its own would fail to bind, or never be the one seen"
+                )
         if self.condition.url is not None:
             answer = _ask(self.condition.url)
             if answer[0]:

@@ -97,3 +97,57 @@ def test_a_catastrophic_ready_line_keeps_the_timeout(tmp_path: Path) -> None:
     assert time.monotonic() - began < 15
     assert result.ended_by == "ready-timeout"
     assert any("searched no more" in note for note in result.notes), result.notes
+
+
+PRE_FORK = """
+import os, socket, sys, time
+with open(sys.argv[1], 'rb') as model:
+    while model.read(1 << 20):
+        pass
+time.sleep(0.3)
+for _ in range(2):  # workers forked after the weights, as gunicorn --preload forks them
+    if os.fork() == 0:
+        server = socket.socket()
+        server.bind(('127.0.0.1', 0))
+        server.listen()
+        time.sleep(60)
+        os._exit(0)
+time.sleep(60)
+"""
+
+
+def test_a_pre_forking_servers_workers_are_its_ready(model: Path, tmp_path: Path) -> None:
+    """The process that read the weights forks the workers that listen: they share what it
+    read, and their listening is the server's ready."""
+    with (tmp_path / "out").open("wb") as out:
+        result = Watch(
+            [sys.executable, "-c", PRE_FORK, str(model)],
+            model=str(model),
+            ready_timeout_s=30.0,
+            stdout=out.fileno(),
+        ).run()
+    cold = result.cold_start
+    assert cold is not None and result.ended_by == "ready", (result.ended_by, cold)
+    assert cold.ready_by == "listen" and cold.ready_s is not None
+    weights = cold.phase("weights")
+    assert weights is not None and cold.ready_s > weights.end_s
+
+
+def test_a_ready_port_held_before_the_start_is_refused_at_once(tmp_path: Path) -> None:
+    import socket
+
+    from modelmon.core.errors import OptionsError
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(OptionsError, match=f"--ready-port {port}: another process listens"):
+            Watch(["sleep", "30"], ready=ReadyCondition(port=port), ready_timeout_s=5).run()
+
+
+def test_a_ready_line_nested_too_deeply_is_one_line() -> None:
+    from modelmon.core.errors import OptionsError
+
+    with pytest.raises(OptionsError, match="nested too deeply"):
+        ReadyCondition(line="(" * 400 + "a" + ")" * 400).check()
