@@ -85,8 +85,11 @@ def gap_kind(gap: Gap) -> str:
     cores = window.cores(gap.seconds)
     if cores >= CPU_BOUND:
         return f"CPU-bound ({cores:.1f} cores of the tree busy)"
+    idle = cores < IDLE_BELOW and window.model_bytes + window.other_read_bytes < 1 << 20
     if window.machine_busy >= MACHINE_BUSY:
-        return f"short of CPU: the machine's cores were {window.machine_busy:.0%} busy"
+        # A tree that waits and one kept from the cores both use none of them.
+        busy = f"the machine's cores were {window.machine_busy:.0%} busy"
+        return f"waiting, or short of CPU ({busy})" if idle else f"short of CPU: {busy}"
     if window.model_bytes >= 1 << 20:
         return f"reading {human_bytes(window.model_bytes)} of the model"
     if window.other_read_bytes >= 1 << 20:

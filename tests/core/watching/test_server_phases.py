@@ -49,7 +49,7 @@ def test_its_lines_are_placed_where_its_own_clock_put_them(model: Path, tmp_path
     # The wait before it listened is in no line: named, and said to be waiting.
     (gap,) = [g for g in cold.gaps if g.before == "ready"]
     assert gap.after == "'init engine'" and gap.seconds == pytest.approx(2.5, abs=0.5)
-    assert "is in no line: waiting" in codes(result)["unlogged-time"]
+    assert "is in no line: waiting" in codes(result)["unlogged-time"]  # or short of CPU, too
     # Its clock of the weights agrees with the bytes: no finding says otherwise.
     assert "server-clock" not in codes(result)
     # --json keeps them; the text shows them on its timeline.
@@ -100,10 +100,10 @@ def test_a_catastrophic_ready_line_keeps_the_timeout(tmp_path: Path) -> None:
 
 
 PRE_FORK = """
-import os, socket, sys, time
-with open(sys.argv[1], 'rb') as model:
-    while model.read(1 << 20):
-        pass
+import mmap, os, socket, sys, time
+with open(sys.argv[1], 'rb') as model:  # mapped and touched, kept mapped: safetensors' way
+    weights = mmap.mmap(model.fileno(), 0, prot=mmap.PROT_READ)
+touched = sum(weights[i] for i in range(0, len(weights), 4096))
 time.sleep(0.3)
 for _ in range(2):  # workers forked after the weights, as gunicorn --preload forks them
     if os.fork() == 0:
