@@ -35,7 +35,7 @@ from modelmon.core.loading.result import LoadResult
 from modelmon.core.loading.runner import LoadRun
 from modelmon.core.loading.shared_copy import SharedCopy, rank_main, shared_copy
 from modelmon.core.measuring.ranks_checks import check_fits, check_ranks
-from modelmon.core.measuring.ranks_node import needs_bytes, node_cgroup, node_memory
+from modelmon.core.measuring.ranks_node import node_cgroup, node_memory, weights_bytes
 from modelmon.core.measuring.ranks_records import (
     NodeMemory,
     RankResult,
@@ -370,8 +370,8 @@ class RanksRun:
                 f"{ram_text(self._thrashed)} again after reclaim dropped it "
                 f"({self._thrashed / self.model.total_bytes:.1f}× the model) and went on; "
                 "stopped there: a load that cannot keep its pages times the limit, not itself "
-                f"({self.mode} plans {ram_text(needs_bytes(self.model, self.ranks, self.mode))} "
-                "with its processes, and the page cache its reads pass through on top)"
+                f"(its weights hold {ram_text(weights_bytes(self.model, self.ranks, self.mode))}, "
+                "its processes and the page cache its reads pass through more)"
             )
         elif reader is not None and reader.status != "ok":
             error = f"the reader: {reader.error or reader.status}"

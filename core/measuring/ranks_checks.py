@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from modelmon.core.errors import DoesNotFitError, OptionsError
 from modelmon.core.loading.strategies import get_strategy
-from modelmon.core.measuring.ranks_node import needs_bytes, needs_why, weights_bytes
+from modelmon.core.measuring.ranks_node import needs_why, weights_bytes
 from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode
 from modelmon.core.model.records import Model
 from modelmon.core.model.tensor_parallel import replicated
@@ -57,7 +57,8 @@ def check_fits(model: Model, ranks: int, mode: RanksMode, limit: int) -> None:
     instead = f"; {', '.join(fitting)} (--ranks-mode)" if fitting else ""
     raise DoesNotFitError(
         f"{ranks} ranks {mode} do not fit in {ram_text(limit)}: they hold "
-        f"{ram_text(weights)} of weights at least ({needs_why(mode, ranks, model)}){instead}",
-        needs_bytes(model, ranks, mode),
+        f"{ram_text(weights)} of weights ({needs_why(mode, ranks, model)}), and their processes "
+        f"more{instead}",
+        weights,
         limit,
     )

@@ -1,8 +1,8 @@
-"""The node's memory over a ranks run: what each way needs, as planned (``needs_bytes``), and
-what it held: one memory cgroup holds every rank's processes (the limit asked for, or one the
-size of the machine's memory, there only to measure), whose peak, anonymous memory and page
-cache (shared memory included) are the node's; where no cgroup can be made, the ranks' own
-peaks summed, said so."""
+"""The node's memory over a ranks run: what each way's weights hold at least
+(``weights_bytes``), and what it held: one memory cgroup holds every rank's processes (the
+limit asked for, or one the size of the machine's memory, there only to measure), whose
+peak, anonymous memory and page cache (shared memory included) are the node's; where no
+cgroup can be made, the ranks' own peaks summed, said so."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.model.tensor_parallel import kept_bytes, tp_slice
 from modelmon.core.system.memory import memory_facts
 from modelmon.core.system.memory_cgroup import MemoryCgroup, limited
-from modelmon.core.system.memory_limit import PROCESS_BYTES, MemoryLimit, planned_only, ram_text
+from modelmon.core.system.memory_limit import MemoryLimit, planned_only, ram_text
 
 
 @contextmanager
@@ -70,16 +70,10 @@ def weights_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
     return total
 
 
-def needs_bytes(model: Model, ranks: int, mode: RanksMode) -> int:
-    """Their weights and each rank's process (a one-reader's reader too), as planned."""
-    processes = (ranks + (mode == "one-reader")) * PROCESS_BYTES
-    return weights_bytes(model, ranks, mode) + processes
-
-
 def needs_why(mode: RanksMode, ranks: int, model: Model) -> str:
-    """What ``needs_bytes`` is made of, in words."""
+    """What ``weights_bytes`` is made of, in words (the processes hold more beside)."""
     if mode == "whole":
-        return f"{ranks} copies of the model's {ram_text(model.total_bytes)}, and {ranks} processes"
+        return f"{ranks} copies of the model's {ram_text(model.total_bytes)}"
     if mode == "one-reader":
-        return f"one copy of the model's {ram_text(model.total_bytes)}, and its processes"
-    return f"each rank's part of the model, and {ranks} processes"
+        return f"one copy of the model's {ram_text(model.total_bytes)}"
+    return f"each rank's part of the model's {ram_text(model.total_bytes)}"

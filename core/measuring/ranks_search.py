@@ -2,9 +2,9 @@
 loading that keeps every byte (``ranks.RANKS_MODES`` with a strategy each) measured here, the
 fastest that holds picked, and the smallest limit it holds at.
 
-Before anything runs, a way whose weights alone outgrow the limit is set aside with what it
-needs (``needs_bytes``: N copies for ``whole``, one for ``slice`` and ``one-reader``, and
-``PROCESS_BYTES`` for each rank's process, a plan: a small interpreter takes less). The
+Before anything runs, a way whose weights alone outgrow the limit is set aside with what they
+hold (``weights_bytes``: N copies for ``whole``, the parts for ``slice``, one for
+``one-reader``), a sure bound: its processes hold more beside, which only a run measures. The
 others run under the limit, round by round in alternating order, until
 each has ``REPEATS`` runs or the budget is spent: a way OOM-killed there does not fit, one that
 read the model again after reclaim ran the limit's time, not its own. The pick is the fastest
@@ -30,7 +30,7 @@ from modelmon.core.errors import BUDGET_NOT_KEPT, BudgetWarning, OptionsError, w
 from modelmon.core.measuring.race import PEER_START_GUESS_S
 from modelmon.core.measuring.ranks import RanksRun
 from modelmon.core.measuring.ranks_checks import check_ranks
-from modelmon.core.measuring.ranks_node import needs_bytes, needs_why, weights_bytes
+from modelmon.core.measuring.ranks_node import needs_why, weights_bytes
 from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode, RanksResult
 from modelmon.core.model.records import Model
 from modelmon.core.options import MAX_PARALLEL, LoadOptions, MiB, format_spec
@@ -67,7 +67,7 @@ class RanksWay:
 @dataclass(frozen=True, slots=True)
 class WayMeasured:
     way: RanksWay
-    needs_bytes: int  # what its weights and processes hold at once, planned
+    needs_bytes: int  # what its weights hold at once, at least (its processes hold more)
     runs: tuple[RanksResult, ...] = ()
     refused: str | None = None  # why it was not run (it cannot fit the limit)
 
@@ -138,7 +138,7 @@ class RanksRecommendation:
         return self.pick is None
 
     def least_needed(self) -> int:
-        """The least any way needs, planned: what a limit must be at least."""
+        """The least any way's weights hold: what a limit must be more than."""
         return min(w.needs_bytes for w in self.ways)
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,10 +223,13 @@ def recommend_ranks(
     for way in planned:
         if way.engine is None:
             check_ranks(model, way.strategy, ranks, way.mode)
-        needs = needs_bytes(model, ranks, way.mode)
+        needs = weights_bytes(model, ranks, way.mode)
         refused = None
-        if memory_limit is not None and weights_bytes(model, ranks, way.mode) > memory_limit:
-            refused = f"needs at least {ram_text(needs)} ({needs_why(way.mode, ranks, model)})"
+        if memory_limit is not None and needs > memory_limit:
+            refused = (
+                f"needs more than {ram_text(needs)}: its weights alone, "
+                f"{needs_why(way.mode, ranks, model)}"
+            )
         ways.append(WayMeasured(way, needs, refused=refused))
     order = [i for i, w in enumerate(ways) if w.refused is None]
     walls: list[tuple[RanksWay, float]] = []  # round 1's runs: what the rest of it will take

@@ -117,15 +117,23 @@ def render_ranks_answer(found: RanksRecommendation, config_path: str | None) -> 
     pick = found.pick
     if pick is None:
         least = found.least_needed()
+        ran = [w for w in found.ways if w.refused is None and w.runs]
         lines.append(
-            f"Does not fit: {found.ranks} ranks of this model need at least "
-            f"{ram_text(least)} of memory{limit and ' (the limit is ' + limit[8:] + ')'}, "
-            "for their weights and processes; none held."
+            f"Does not fit{limit}: {found.ranks} ranks of this model hold more than "
+            f"{ram_text(least)} of weights in the least of its ways, and their processes "
+            "more beside; none held."
         )
-        lines.append(
-            f"What would fit: a limit of {ram_text(least)} or more, or fewer ranks per node "
-            "(each one-reader or slice rank adds little beyond one copy)."
-        )
+        if ran and found.memory_limit:
+            lines.append(
+                f"What would fit: more than {size_text(found.memory_limit)} (the "
+                f"{len(ran)} way(s) that ran under it did not hold), or fewer ranks per node."
+            )
+        else:
+            lines.append(
+                f"What would fit: a limit well above {ram_text(least)}, with room for the "
+                f"ranks' {found.ranks} processes, or fewer ranks per node (each one-reader or "
+                "slice rank adds little beyond one copy)."
+            )
     else:
         holds = (
             (

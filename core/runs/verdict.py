@@ -91,14 +91,16 @@ def _as_server(watched: WatchResult, model: Model, said: str) -> tuple[str, str 
         return None  # seen ready, and watched on (an engine's run): judged as its load
     if watched.changed_files:
         return "failed", "it wrote into its model while it ran: not a start of the model"
-    if cold.lazy:
+    # From a cold cache its weights' bytes arrive, and tell a lazy server; from a warm one
+    # nothing arrives, and a quick read between two looks may leave no trace of its own.
+    fresh = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
+    if cold.lazy and fresh:
         return "failed", (
             f"ready at {cold.ready_s:.1f} s, before any of its weights was read (a lazy server "
             "loads on its first request): its time to ready is no cold start's; name what "
             "answers once it has loaded (--ready-url, --ready-line)"
         )
     model_bytes = sum(f.size for f in model.files)
-    fresh = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
     if fresh and model_bytes and watched.bytes_read < PARTIAL_BELOW * model_bytes:
         share = watched.bytes_read / model_bytes
         return "failed", (

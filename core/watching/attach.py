@@ -75,12 +75,13 @@ def check_watch(
             "read what it read (attached, the cache is kept as it is)"
         )
     if ready is not None:
-        if pid is not None and ready.asked:
-            raise OptionsError(
-                "--ready-* applies to a command modelmon starts: a running process's cold "
-                "start is over"
-            )
         ready.check()
+    asked = (ready is not None and ready.asked) or ready_timeout_s is not None
+    if pid is not None and (asked or after_ready != "stop"):
+        raise OptionsError(
+            "--ready-* and --after-ready apply to a command modelmon starts: a running "
+            "process's cold start is over"
+        )
     if isinstance(after_ready, str) and after_ready not in ("stop", "watch"):
         raise OptionsError(f"after ready: stop, watch or a number of seconds, not {after_ready!r}")
     if not isinstance(after_ready, str) and not 0 <= after_ready <= MAX_QUIET_S:

@@ -1,12 +1,21 @@
-"""A watched command's standard output and error through pipes, passed on unchanged, each
-line handed on (the server's own phase lines) and searched for the ready expression
-(``--ready-line``).
+"""A watched command's standard output and error through pipes, passed on unchanged; the lines
+that hold one of a few words handed on (the server's own phase lines), and the ready
+expression (``--ready-line``) searched for.
+
+Output is looked at a chunk at a time, never a line at a time: a chatty server writes
+hundreds of thousands of lines before it is ready, and a per-line search would slow it
+through the pipe (300,000 lines took 4 s so, 0.5 s alone). Its complete lines are searched
+as one text, each line's start and end anchors where its ``^`` and ``$`` would be; a match's
+own line is then searched alone (a match may span lines, which a line's search would not
+find). A phase line is found by a plain search for its words (memory speed), binary output
+(a NUL in it) not at all.
 
 A ready expression is the user's input, and a regular expression can take time exponential
-in its line ((a+)+$ on a line of a's and a "!"): each search is bounded (``MATCH_S``, with
-the ``regex`` engine's timeout, which also lets other threads run meanwhile), and all of them
-together (``MATCH_BUDGET_S``); past that the expression is searched no more, and the watch's
-notes say so: the ready timeout, Ctrl+C and the signals stay as they are.
+in its text ((a+)+$ on a line of a's and a "!"): each search is bounded (``MATCH_S``, the
+``regex`` engine's timeout, which also lets other threads run meanwhile), and so is all of
+it: past ``MATCH_BUDGET_S`` of this thread's CPU, where that is more than ``MATCH_SHARE`` of
+the time the tap has run, the expression is searched no more, and the watch's notes say so.
+The ready timeout, Ctrl+C and the signals stay as they are.
 """
 
 from __future__ import annotations
@@ -22,25 +31,27 @@ import regex
 
 from modelmon.core.loading.reads import now_ns
 
-MAX_LINE = 1 << 20  # bytes of one output line kept for matching: a longer one is matched cut
+MAX_LINE = 1 << 20  # bytes of one line kept for the ready expression: a longer one is cut
 # The longest line handed on as a possible phase line of a server's (its log lines are far
-# shorter): a program that writes much else costs a copy, not a search of every byte.
+# shorter).
 PHASE_LINE = 4096
 TAP_POLL_S = 0.1  # the tap's wait, between looks at its stop flag
-MATCH_S = 0.1  # the most one line's search for the ready expression may take
-MATCH_BUDGET_S = 2.0  # all the searches together
+MATCH_S = 0.1  # the most one search of the ready expression may take
+MATCH_BUDGET_S = 2.0  # of the tap thread's CPU on the ready expression, before it may give up
+MATCH_SHARE = 0.25  # ... and as a share of the time the tap has run: a cheap one never does
 
 
 def compile_ready(pattern: str) -> regex.Pattern[str]:
-    """The ready expression as the tap searches it (Python's ``re`` syntax: ``regex``'s
+    """The ready expression as a line is searched for it (Python's ``re`` syntax: ``regex``'s
     version 0 is compatible with it); ``regex.error`` for one that is not an expression."""
     return regex.compile(pattern, flags=regex.VERSION0)
 
 
 class OutputTap:
-    """The command's standard output and error through pipes: each line is passed on to where
-    it would have gone, and the first that matches ``pattern`` is reported with the time it
-    was read. The thread ends at both pipes' end or at ``stop``."""
+    """The command's standard output and error through pipes: each byte is passed on to where
+    it would have gone; the first line that matches ``pattern`` is reported with the time it
+    was read (``on_match``), and each line holding one of ``line_filter``'s words too
+    (``on_line``). The thread ends at both pipes' end or at ``stop``."""
 
     def __init__(
         self,
@@ -49,16 +60,20 @@ class OutputTap:
         stdout: int | None,
         stderr: int | None,
         on_line: Callable[[int, str], None] | None = None,
-        line_filter: tuple[bytes, ...] | None = None,
+        line_filter: tuple[bytes, ...] = (),
     ) -> None:
         self._pattern = compile_ready(pattern) if pattern is not None else None
-        self._on_match = on_match
-        self._on_line = on_line
-        # Only lines holding one of these words reach ``on_line``, found in the bytes as they come:
-        # the other lines of a program that writes much are passed on and never looked at.
-        self._filter = line_filter
-        self._matched = pattern is None  # nothing to search for
-        self._spent_s = 0.0  # on the ready expression's searches
+        # The same, over many lines at once: ^ and $ at each line's start and end.
+        self._lines_pattern = (
+            regex.compile(pattern, flags=regex.VERSION0 | regex.MULTILINE)
+            if pattern is not None
+            else None
+        )
+        self._on_match, self._on_line = on_match, on_line
+        self._filter = line_filter if on_line is not None else ()
+        self._searching = pattern is not None  # until matched, or given up
+        self._spent_s = 0.0  # this thread's CPU on the ready expression's searches
+        self._began = time.monotonic()
         self.notes: list[str] = []
         out_read, self.stdout = os.pipe()
         err_read, self.stderr = os.pipe()
@@ -77,6 +92,7 @@ class OutputTap:
         the write ends close, so the pipes end when the command's tree closes them."""
         os.close(self.stdout)
         os.close(self.stderr)
+        self._began = time.monotonic()
         self._thread.start()
 
     def _run(self) -> None:
@@ -102,105 +118,116 @@ class OutputTap:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
+    @property
+    def _looking(self) -> bool:
+        return self._searching or bool(self._filter)
+
     def _pass_on(self, fd: int, data: bytes) -> None:
         with contextlib.suppress(OSError):
             _write_all(self._sinks[fd], data)
-        if self._matched and self._on_line is None:
+        if not self._looking:
             return
         at = now_ns()
         buffer = self._buffers[fd]
-        start = len(buffer)  # where the new data begins: no newline before it
+        start = len(buffer)  # no newline before the new data
         buffer += data
-        if self._matched and self._filter is not None:
-            self._scan(fd, at, buffer)
-            return
-        while True:
-            end = buffer.find(b"\n", start)
-            if end < 0:
-                break
-            if not self._skipping[fd]:
-                self._match(at, bytes(buffer[:end]))
-            self._skipping[fd] = False
-            del buffer[: end + 1]
-            start = 0
-            if self._matched and self._on_line is None:
-                buffer.clear()
-                return
-        # A line longer than anything still looked for is cut: matched as far as it goes
-        # (a ready expression), its rest skipped to its newline.
-        limit = PHASE_LINE if self._matched else MAX_LINE
-        if len(buffer) > limit:
-            if not self._skipping[fd]:
-                self._match(at, bytes(buffer[:limit]))
-            self._skipping[fd] = True
-            buffer.clear()
-
-    def _scan(self, fd: int, at: int, buffer: bytearray) -> None:
-        """The complete lines of ``buffer`` that hold one of the filter's words, handed on in
-        order; the last, incomplete line kept (cut, and skipped to its newline, past
-        ``PHASE_LINE``). Each word is found by a plain search of the bytes, which runs at
-        memory speed, where an alternation of them in a regular expression would not; binary
-        output (a NUL in it) is not searched."""
-        assert self._filter is not None and self._on_line is not None
-        last = buffer.rfind(b"\n")
+        last = buffer.rfind(b"\n", start)
         if last >= 0:
             begun = 0
             if self._skipping[fd]:  # the rest of a line cut: up to its newline
                 begun = buffer.find(b"\n") + 1
                 self._skipping[fd] = False
-            heads: set[int] = set()
-            # A stretch holding a NUL byte is binary output (a model piped out, say): no
-            # log line is in it, and one search for the NUL spares a search for each word.
-            words = () if buffer.find(b"\0", begun, last) >= 0 else self._filter
-            for word in words:
-                found = buffer.find(word, begun, last)
-                while found >= 0:
-                    head = buffer.rfind(b"\n", begun, found) + 1 if found > begun else begun
-                    heads.add(max(head, begun))
-                    found = buffer.find(word, buffer.find(b"\n", found), last)
-                    if found < 0:
-                        break
-            for head in sorted(heads):
-                tail = buffer.find(b"\n", head)
-                if tail - head <= PHASE_LINE:
-                    text = bytes(buffer[head:tail]).decode(errors="replace").rstrip("\r")
-                    self._on_line(at, text)
+            self._look(at, buffer, begun, last)
             del buffer[: last + 1]
-        if len(buffer) > PHASE_LINE:
+        # A line longer than anything still looked for is cut: searched as far as it goes
+        # (the ready expression), its rest skipped to its newline.
+        limit = MAX_LINE if self._searching else PHASE_LINE
+        if len(buffer) > limit:
+            if not self._skipping[fd]:
+                self._look(at, buffer, 0, limit)
             self._skipping[fd] = True
             buffer.clear()
 
     def _flush(self, fd: int) -> None:
+        """The stream ended: its last line, without a newline, is a line."""
         buffer = self._buffers[fd]
-        if buffer and not self._skipping[fd]:
-            self._match(now_ns(), bytes(buffer))
+        if buffer and not self._skipping[fd] and self._looking:
+            self._look(now_ns(), buffer, 0, len(buffer))
         buffer.clear()
 
-    def _match(self, at: int, line: bytes) -> None:
-        text = line.decode(errors="replace").rstrip("\r")
-        if self._on_line is not None and len(line) <= PHASE_LINE:
-            self._on_line(at, text)
-        if self._matched or self._pattern is None:
-            return
-        began = time.monotonic()
-        try:
-            found = self._pattern.search(text, timeout=MATCH_S, concurrent=True)
-        except TimeoutError:
-            found = None
-            self._gave_up(f"one line of {len(line):,} bytes took it over {MATCH_S:g} s")
-        self._spent_s += time.monotonic() - began
-        if found is not None:
-            self._matched = True
-            self._on_match(at, text)
-        elif self._spent_s > MATCH_BUDGET_S and not self._matched:
-            self._gave_up(f"its searches took {self._spent_s:.1f} s of CPU in all")
+    def _look(self, at: int, buffer: bytearray, begun: int, end: int) -> None:
+        """Look at ``buffer[begun:end]``, complete lines (the last one's newline at
+        ``end``, or cut there)."""
+        if self._filter:
+            self._phase_lines(at, buffer, begun, end)
+        if self._searching:
+            text = bytes(buffer[begun:end]).decode(errors="replace")
+            self._search(at, text)
 
-    def _gave_up(self, why: str) -> None:
-        """Search the ready expression no more (its line, or its lines, took too long)."""
-        self._matched = True
+    def _phase_lines(self, at: int, buffer: bytearray, begun: int, end: int) -> None:
+        """Hand on, in order, the lines of ``buffer[begun:end]`` holding one of the filter's
+        words: each word found by a plain search of the bytes (at memory speed, where an
+        alternation of them in a regular expression would not be); a stretch holding a NUL
+        is binary output, with no log line in it, and is not searched."""
+        assert self._on_line is not None
+        if buffer.find(b"\0", begun, end) >= 0:
+            return
+        heads: set[int] = set()
+        for word in self._filter:
+            found = buffer.find(word, begun, end)
+            while found >= 0:
+                heads.add(buffer.rfind(b"\n", begun, found) + 1 if found > begun else begun)
+                tail = buffer.find(b"\n", found, end)
+                if tail < 0:
+                    break
+                found = buffer.find(word, tail, end)
+        for head in sorted(heads):
+            tail = buffer.find(b"\n", head, end)
+            tail = end if tail < 0 else tail
+            if tail - head <= PHASE_LINE:
+                self._on_line(at, bytes(buffer[head:tail]).decode(errors="replace").rstrip("\r"))
+
+    def _search(self, at: int, text: str) -> None:
+        """The ready expression over ``text``'s lines: a match's line is searched alone."""
+        assert self._pattern is not None and self._lines_pattern is not None
+        began = time.thread_time()
+        try:
+            position = 0
+            while self._searching:
+                found = self._lines_pattern.search(text, position, timeout=MATCH_S, concurrent=True)
+                if found is None:
+                    return
+                head = text.rfind("\n", 0, found.start()) + 1
+                tail = text.find("\n", found.start())
+                tail = len(text) if tail < 0 else tail
+                line = text[head:tail].rstrip("\r")
+                if self._pattern.search(line, timeout=MATCH_S, concurrent=True):
+                    self._searching = False
+                    self._on_match(at, line)
+                    return
+                position = tail + 1
+        except TimeoutError:
+            self._give_up(f"one search of {len(text):,} characters took it over {MATCH_S:g} s")
+        finally:
+            self._spent_s += time.thread_time() - began
+            elapsed = time.monotonic() - self._began
+            if (
+                self._searching
+                and self._spent_s > MATCH_BUDGET_S
+                and self._spent_s > MATCH_SHARE * elapsed
+            ):
+                self._give_up(
+                    f"its searches took {self._spent_s:.1f} s of CPU, "
+                    f"{self._spent_s / max(elapsed, 1e-9):.0%} of the {elapsed:.0f} s watched"
+                )
+
+    def _give_up(self, why: str) -> None:
+        """Search the ready expression no more (its text, or its texts, took too long)."""
+        self._searching = False
         self.notes.append(
             f"--ready-line's expression was searched no more: {why} (an expression that "
-            "backtracks, such as (a+)+$): the command's ready is not seen by its output"
+            "backtracks, such as (a+)+$, on a long line): the command's ready is not seen by "
+            "its output"
         )
 
     def stop(self) -> None:

@@ -76,6 +76,20 @@ def from_config(args: argparse.Namespace, section: dict[str, object], config: st
         args.ranks = count
     if given is None and args.ranks != 1:
         args.ranks_mode = mode
+    held, limit = section.get("node_held_bytes"), getattr(args, "memory_limit", None)
+    same = args.ranks == count and args.ranks_mode == mode
+    if same and isinstance(held, int) and limit is not None and held > limit:
+        from modelmon.core.errors import DoesNotFitError
+        from modelmon.core.output import limit_text, ram_text
+
+        holds = section.get("holds_at_bytes")
+        at = f"; it holds at {ram_text(holds)}" if isinstance(holds, int) else ""
+        raise DoesNotFitError(
+            f"{config}'s {count} ranks {mode} held {ram_text(held)} that no reclaim frees "
+            f"(measured): --memory-limit {limit_text(limit)} is below it{at}",
+            held,
+            limit,
+        )
     return said
 
 

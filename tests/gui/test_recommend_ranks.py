@@ -78,7 +78,7 @@ def test_ranks_are_recommended_under_the_limit_and_exported(
     }
     for strategy in ("sequential", "direct"):
         (whole,) = [row for spec, row in rows.items() if spec.startswith(f"whole · {strategy}")]
-        assert whole[-1].startswith("does not fit: needs at least") and whole[3] == "0"
+        assert whole[-1].startswith("does not fit: needs more than") and whole[3] == "0"
     picked = rows[found.pick.way.spec]
     assert picked[5] == "the pick" and picked[-1] == "held" and picked[6] != "–"
     assert table.item(0, 1).font().bold()  # the pick leads, in bold
@@ -104,7 +104,7 @@ def test_ranks_that_cannot_fit_say_what_would(qtbot, window: MainWindow, model: 
     assert found is not None and found.pick is None
     assert all(way.runs == () for way in found.ways)  # refused before any ran
     summary = window.workspace.recommendation.summary.text()
-    assert summary.startswith("Does not fit: 2 ranks of this model need at least ")
-    assert "What would fit: a limit of " in summary
+    assert summary.startswith("Does not fit within 16 MiB: 2 ranks of this model hold more than ")
+    assert "What would fit: a limit well above " in summary
     assert window.messages.level == "warning"
     assert not window.workspace.recommendation.paste_row.isVisible()

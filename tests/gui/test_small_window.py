@@ -95,7 +95,7 @@ def test_a_ranks_answers_ways_show_whole_at_1000_px(
     refused = WayMeasured(
         whole,
         516 * MiB,
-        refused="needs at least 516 MiB (4 copies of the model's 65 MiB, and 4 processes)",
+        refused="needs more than 260 MiB: its weights alone, 4 copies of the model's 65 MiB",
     )
     one = dataclasses.replace(
         slice_way, mode="one-reader", strategy="direct", options=LoadOptions(workers=4)

@@ -60,7 +60,7 @@ def test_whole_is_refused_and_the_pick_loads_every_tensor_in_each_rank(
     ways = {(w["mode"], w["strategy"]): w for w in found["ways"]}
     for strategy in ("sequential", "direct"):
         refused = ways[("whole", strategy)]["refused"]
-        assert refused and refused.startswith("needs at least")  # never run
+        assert refused and refused.startswith("needs more than")  # never run
         assert ways[("whole", strategy)]["run_seconds"] == []
     pick = found["pick"]
     assert pick["mode"] in ("slice", "one-reader") and pick["fits"]
@@ -102,6 +102,11 @@ def test_whole_is_refused_and_the_pick_loads_every_tensor_in_each_rank(
     assert any(f"--ranks-mode whole, not {config}'s {pick['mode']}" in line for line in lines)
     assert "4 ranks whole do not fit in 256 MiB" in lines[-1], lines[-1]
     assert f"{pick['mode']} holds" in lines[-1]
+    # Below what the config measured its ranks to hold that no reclaim frees: refused too.
+    small = subprocess.run([*load[:-1], "32Mi"], capture_output=True, text=True, timeout=60)
+    assert small.returncode == 1, small.stderr
+    assert f"{config}'s 4 ranks {pick['mode']} held " in small.stderr
+    assert "--memory-limit 32 MiB is below it; it holds at " in small.stderr
 
 
 def test_a_ranks_mode_without_ranks_is_refused_by_every_verb(model: Path) -> None:
