@@ -94,15 +94,21 @@ def _as_server(watched: WatchResult, model: Model, said: str) -> tuple[str, str 
     # From a cold cache its weights' bytes arrive, and tell a lazy server; from a warm one
     # nothing arrives, and a quick read between two looks may leave no trace of its own.
     fresh = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
-    if cold.lazy and fresh:
+    if (
+        cold.lazy
+        and fresh
+        and watched.read_bytes < PARTIAL_BELOW * sum(f.size for f in model.files)
+    ):
         return "failed", (
             f"ready at {cold.ready_s:.1f} s, before any of its weights was read (a lazy server "
             "loads on its first request): its time to ready is no cold start's; name what "
             "answers once it has loaded (--ready-url, --ready-line)"
         )
     model_bytes = sum(f.size for f in model.files)
-    if fresh and model_bytes and watched.bytes_read < PARTIAL_BELOW * model_bytes:
-        share = watched.bytes_read / model_bytes
+    # Read past the page cache (O_DIRECT), its bytes arrive nowhere: the block layer counts.
+    read = max(watched.bytes_read, watched.read_bytes)
+    if fresh and model_bytes and read < PARTIAL_BELOW * model_bytes:
+        share = read / model_bytes
         return "failed", (
             f"ready having read only {share:.0%} of its model from a cold cache: the rest "
             "waits for its first requests, so its time to ready is not its cold start's"

@@ -281,6 +281,7 @@ class Observer:
                 self.rss,
                 self.anon_rss,
                 self._machine_cpu(),
+                self.totals.read_bytes,
             )
         last, self._last_tick = self._last_tick, (now_ns, self.totals)
         if final or self.ended:  # a stopped program's teardown is not activity

@@ -26,6 +26,9 @@ class TreeFigures(NamedTuple):
     anon_rss: int
     machine_busy_s: float  # CPU seconds of all the machine's cores not idle (nor in IO wait)
     machine_total_s: float
+    # Bytes the tree made the block layer read (read_bytes of /proc/PID/io), O_DIRECT's too:
+    # what a load past the page cache leaves as its only trace.
+    storage_read_bytes: int = 0
 
 
 @dataclass
@@ -148,6 +151,7 @@ class Evidence:
         rss: int,
         anon_rss: int,
         machine: tuple[float, float] = (0.0, 0.0),
+        storage_read_bytes: int = 0,
     ) -> None:
         """One tick: ``members`` (pid, parent pid, read_chars, anon_rss, exited_ns) of every
         process of the tree, the tree's totals and the machine's (busy, total) CPU seconds.
@@ -172,7 +176,14 @@ class Evidence:
             process.anon_peak = max(process.anon_peak, anon)
         self.history.append(
             TreeFigures(
-                now_ns, cpu_seconds, system_seconds, self._other_read, rss, anon_rss, *machine
+                now_ns,
+                cpu_seconds,
+                system_seconds,
+                self._other_read,
+                rss,
+                anon_rss,
+                *machine,
+                storage_read_bytes,
             )
         )
 
@@ -207,4 +218,5 @@ class Evidence:
             round(between(before.anon_rss, after.anon_rss)),
             between(before.machine_busy_s, after.machine_busy_s),
             between(before.machine_total_s, after.machine_total_s),
+            round(between(before.storage_read_bytes, after.storage_read_bytes)),
         )

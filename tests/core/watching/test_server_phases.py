@@ -151,3 +151,43 @@ def test_a_ready_line_nested_too_deeply_is_one_line() -> None:
 
     with pytest.raises(OptionsError, match="nested too deeply"):
         ReadyCondition(line="(" * 400 + "a" + ")" * 400).check()
+
+
+DIRECT = """
+import mmap, os, socket, sys, time
+size = os.path.getsize(sys.argv[1])
+descriptor = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buffer = mmap.mmap(-1, 1 << 20)  # page-aligned, as O_DIRECT wants
+done = 0
+while done < size:
+    got = os.preadv(descriptor, [buffer], done)
+    if got <= 0:
+        break
+    done += got
+    time.sleep(0.02)  # a pace the watch's looks see
+os.close(descriptor)
+server = socket.socket()
+server.bind(('127.0.0.1', 0))
+server.listen()
+time.sleep(60)
+"""
+
+
+def test_a_server_reading_past_the_page_cache_is_timed_by_its_block_reads(
+    model: Path, tmp_path: Path
+) -> None:
+    """O_DIRECT (Run:ai's streamer, fastsafetensors) leaves no page in the cache to arrive:
+    its weights' phase is the stretch of the tree's block reads, and it is no lazy server."""
+    with (tmp_path / "out").open("wb") as out:
+        result = Watch(
+            [sys.executable, "-c", DIRECT, str(model)],
+            model=str(model),
+            ready_timeout_s=60.0,
+            stdout=out.fileno(),
+        ).run()
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is not None and not cold.lazy
+    weights = cold.phase("weights")
+    assert weights is not None and weights.seconds > 0.5
+    assert result.read_bytes >= 0.9 * result.model_bytes
+    assert weights.end_s <= cold.ready_s
