@@ -62,6 +62,7 @@ def test_every_optional_engine_is_installed_by_the_one_function() -> None:
     assert installed == [
         "transformers",
         "diffusers",
+        "fastapi",  # transformers serve: the suite's real server
         "runai_model_streamer_s3",
         "fastsafetensors",
         "instanttensor",

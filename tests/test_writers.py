@@ -39,6 +39,8 @@ OWN_WRITERS = {
     "a memfd of modelmon's own, opened read-write through its holder's /proc/PID/fd/N",
     "gui/crash_log.py": "the app's own crash log in its state folder (0600, never a link): "
     "appends and rotates it to crash.log.1 past its size cap",
+    "core/runs/compile_cache.py": "the compile-cache folders of a server's runs, made new "
+    "under the temporary folder, removed at the experiment's end (by a guardian if killed)",
     "core/loaders/child.py": "an engine's run, a child that never imports modelmon (so "
     "not its guard either): only with MODELMON_ENGINE_HOLD set (tests), an empty 'loaded' "
     "marker in the folder it names",

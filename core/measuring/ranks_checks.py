@@ -5,11 +5,11 @@ limit (``check_fits``)."""
 from __future__ import annotations
 
 from modelmon.core.errors import DoesNotFitError, OptionsError
-from modelmon.core.loading.strategies import get_strategy
+from modelmon.core.loading.strategies import STRATEGIES, get_strategy
 from modelmon.core.measuring.ranks_node import needs_why, weights_bytes
 from modelmon.core.measuring.ranks_records import RANKS_MODES, RanksMode
 from modelmon.core.model.records import Model
-from modelmon.core.model.tensor_parallel import replicated
+from modelmon.core.model.tensor_parallel import split_size
 from modelmon.core.options import MAX_PARALLEL, LoadOptions
 from modelmon.core.system.memory_limit import ram_text
 
@@ -24,19 +24,20 @@ def check_ranks(
     if mode not in RANKS_MODES:
         raise OptionsError(f"unknown ranks mode {mode!r}: use {', '.join(RANKS_MODES)}")
     gguf = model.format == "gguf"
-    split = [e for e in model.extents if not replicated(e, 1, gguf)]
-    if mode == "slice" and split and all(replicated(e, ranks, gguf) for e in split):
-        smallest = min(split, key=lambda e: e.array_shape[0])
+    widest = max(model.extents, key=lambda e: split_size(e, gguf), default=None)
+    most = split_size(widest, gguf) if widest is not None else 0
+    if mode == "slice" and widest is not None and 0 < most < ranks:
         raise OptionsError(
             f"{ranks} slice ranks, but no weight of the model splits {ranks} ways (the "
-            f"smallest, {smallest.name}, has {smallest.array_shape[0]} rows): every rank "
-            "would hold it whole (engines refuse a tensor-parallel size its shapes cannot "
+            f"widest, {widest.name}, splits {most} ways at most): every rank would hold "
+            "every weight whole (engines refuse a tensor-parallel size its shapes cannot "
             "split)"
         )
     if mode == "one-reader" and not get_strategy(strategy).allocates:
+        allocating = ", ".join(name for name in STRATEGIES if get_strategy(name).allocates)
         raise OptionsError(
             f"one-reader needs a strategy that reads into memory, not {strategy} (whose "
-            "tensors are views of the file's mapping): sequential, pread, direct, mmap, stream"
+            f"tensors are views of the file's mapping): {allocating}"
         )
     if mode == "one-reader" and options is not None and options.discard:
         raise OptionsError("one-reader keeps one shared copy: it cannot discard")

@@ -59,14 +59,19 @@ def _share(length: int, rank: int, ranks: int) -> tuple[int, int]:
 BUFFER_DTYPES = frozenset({"I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL"})
 
 
+def split_size(extent: TensorExtent, gguf: bool) -> int:
+    """How many ways ``extent`` can be split at most: its entries along its split (0 for a
+    scalar, a norm or a bias, an integer buffer: never split)."""
+    shape = extent.array_shape
+    if len(shape) < 2 or extent.length == 0 or (not gguf and extent.dtype in BUFFER_DTYPES):
+        return 0
+    return shape[1] if not gguf and ROW_PARALLEL.search(extent.name) else shape[0]
+
+
 def replicated(extent: TensorExtent, ranks: int, gguf: bool) -> bool:
     """Whether every rank holds ``extent`` whole: a scalar, a norm or a bias (one dimension),
     an integer buffer, or a tensor with fewer entries along its split than ``ranks``."""
-    shape = extent.array_shape
-    if len(shape) < 2 or extent.length == 0 or (not gguf and extent.dtype in BUFFER_DTYPES):
-        return True
-    split = shape[1] if not gguf and ROW_PARALLEL.search(extent.name) else shape[0]
-    return split < ranks
+    return split_size(extent, gguf) < max(ranks, 1) or split_size(extent, gguf) == 0
 
 
 def tp_slice(model: Model, rank: int, ranks: int) -> tuple[Model, dict[str, KeptPart]]:

@@ -160,7 +160,7 @@ def assemble(
                     slot=member.slot,
                     command=" ".join(member.command)[:500],
                     started_s=seconds(member.first_seen_ns) or 0.0,
-                    exited_s=seconds(member.exited_ns),
+                    exited_s=seconds(member.died_ns),
                     major_faults=counters.major_faults,
                     minor_faults=counters.minor_faults,
                     cpu_seconds=round(counters.cpu_seconds, 3),

@@ -67,7 +67,7 @@ def headline(cold: ColdStart) -> str:
     if cold.ready_s is None:
         never = "never seen ready"
         if cold.ready_url_failure:
-            never += f" (the ready URL: {cold.ready_url_failure})"
+            never += f" (the ready URL {cold.ready_url_failure})"
         return f"{never}: {clauses}"
     how = cold.ready_detail or cold.ready_by
     if cold.lazy:

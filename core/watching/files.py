@@ -51,8 +51,45 @@ class ModelFile:
     stamp: tuple[int, int] | None = None  # (size, mtime) when it became known (file_stamp)
 
 
+# What a weight file of each kind starts with; a file with such a name and none of these is
+# not the model (a data file named big.bin). Suffixes not listed are taken by their name.
+MAGIC = {
+    ".bin": (
+        b"PK\x03\x04",
+        b"\x80\x02",
+        b"\x80\x03",
+        b"\x80\x04",
+        b"\x80\x05",
+        b"lmgg",
+        b"tjgg",
+        b"fmgg",
+        b"GGUF",
+    ),
+    ".pt": (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"),
+    ".pth": (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"),
+    ".ckpt": (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"),
+    ".h5": (b"\x89HDF\r\n\x1a\n",),
+    ".npz": (b"PK\x03\x04",),
+}
+
+
 def looks_like_model(path: str) -> bool:
     return path.lower().endswith(MODEL_SUFFIXES)
+
+
+def holds_weights(path: str) -> bool:
+    """Whether a file with a name other files share too (``.bin``, ``.pt``, ``.h5`` ...)
+    starts as its kind of weights does (a pickle's or a zip's start for torch's .bin); True
+    for a name only weights have (``.safetensors``), and where it cannot be read."""
+    magics = MAGIC.get(os.path.splitext(path)[1].lower())
+    if magics is None:
+        return True
+    try:
+        with open(path, "rb") as file:
+            head = file.read(8)
+    except OSError:
+        return True
+    return head.startswith(magics)
 
 
 def identity_of(path: str) -> tuple[Identity, int] | None:
@@ -117,7 +154,11 @@ class ModelFiles:
         if path in self._refused:
             return None
         resolved = os.path.realpath(path)
+        named = resolved in self.scope_files or path in self.scope_files
         if not self.in_scope(resolved) and not self.in_scope(path):
+            self._refused.add(path)
+            return None
+        if not named and not holds_weights(resolved):  # named by the user: theirs to say
             self._refused.add(path)
             return None
         if not self.scoped:

@@ -25,7 +25,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.model.references import is_reference, resolve_reference
 from modelmon.core.storage.urls import is_url
 from modelmon.core.watching.connections import BucketArrivals
-from modelmon.core.watching.files import looks_like_model
+from modelmon.core.watching.files import holds_weights, looks_like_model
 
 FOLDER_DEPTH = 3  # a model folder's files: diffusers keeps them one level down (unet/...)
 FOLDER_FILES = 4096  # bound on the files a folder walk looks at
@@ -51,7 +51,7 @@ def folder_files(folder: str) -> list[str]:
         dirs.sort()
         for name in sorted(names):
             path = os.path.join(root, name)
-            if looks_like_model(name) and os.path.isfile(path):
+            if looks_like_model(name) and os.path.isfile(path) and holds_weights(path):
                 found.append(path)
             if len(found) >= FOLDER_FILES:
                 return found
@@ -175,7 +175,7 @@ def models_in_arguments(argv: Sequence[str]) -> tuple[list[NamedModel], list[str
                 found.append(resolve_model(value))
             elif os.path.isdir(value):
                 found += _folder_in_arguments(value)
-            elif looks_like_model(value) and os.path.isfile(value):
+            elif looks_like_model(value) and os.path.isfile(value) and holds_weights(value):
                 found.append(NamedModel(value, (value,), None))
         except (ModelFormatError, ReferenceSyntaxError) as error:
             notes.append(f"the command's argument {error}: not watched as its model")

@@ -273,7 +273,7 @@ class Observer:
             self.evidence.ticked(
                 now_ns,
                 [
-                    (m.pid, m.ppid, m.last.read_chars, m.anon_rss, m.exited_ns)
+                    (m.pid, m.ppid, m.last.read_chars, m.anon_rss, m.exited_ns, m.died_ns)
                     for m in tree.members.values()
                 ],
                 self.totals.cpu_seconds,
@@ -352,21 +352,25 @@ class Observer:
         return pids, tree.root, lambda: self._ranks(model_bytes), span
 
     def _ranks(self, model_bytes: int) -> set[int]:
+        """The ranks, and the processes they forked without running another program (a
+        pre-forking server's workers: the same command line as the rank that read the
+        weights); a helper a rank started (a metrics exporter) is none of them."""
         with self.lock:
             found = rank_pids(self.evidence, model_bytes)
             tree = self.tree
             if tree is None or not found:
                 return found
-            parents = {m.pid: m.ppid for m in tree.members.values()}
-        for pid in list(parents):
+            members = {m.pid: (m.ppid, m.command) for m in tree.members.values()}
+        for pid, (ppid, command) in members.items():
             seen: set[int] = set()
-            ancestor = parents.get(pid)
-            while ancestor is not None and ancestor not in seen:
+            ancestor = ppid
+            while ancestor in members and ancestor not in seen and pid not in found:
+                if members[ancestor][1] != command:
+                    break  # another program: not a worker forked from the rank
                 if ancestor in found:
                     found.add(pid)
-                    break
                 seen.add(ancestor)
-                ancestor = parents.get(ancestor)
+                ancestor = members[ancestor][0]
         return found
 
     def progress(self) -> Progress:

@@ -77,6 +77,7 @@ class ProcessEvidence:
             self.growth.append((now_ns, bytes_read))
 
 
+MAX_RANK_LABEL = 1 << 16  # larger than any job's world size
 RANK_VARIABLES = (b"RANK", b"LOCAL_RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
 
 
@@ -90,7 +91,8 @@ def rank_of(pid: int) -> tuple[int, str] | None:
     found = dict(word.partition(b"=")[::2] for word in words if b"=" in word)
     for name in RANK_VARIABLES:
         value = found.get(name, b"")
-        if value.isdigit():
+        # A rank beyond any job's size is no rank's number: the ranks are told by order.
+        if value.isdigit() and len(value) <= 6 and int(value) < MAX_RANK_LABEL:
             return int(value), name.decode()
     return None
 
@@ -105,7 +107,11 @@ class Evidence:
         self.history: list[TreeFigures] = []
         self._other_read = 0
         self._descriptor_holders: set[int] = set()
+        # Holders at the look before: a rank that read its shard between two looks and closed
+        # it held it at the first, and its reading since is the model's.
+        self._held_before: set[int] = set()
         self._reaped: dict[int, int] = {}  # pid → read-call bytes of children it reaps
+        self._counted_reaped: set[int] = set()
 
     def process(self, pid: int, now_ns: int) -> ProcessEvidence:
         found = self.processes.get(pid)
@@ -123,7 +129,7 @@ class Evidence:
         """One look: ``mapped`` {pid: {file: model bytes resident in its mappings}} (only from
         a look that read smaps), ``positions`` {pid: {file: offset}} of its model descriptors,
         ``holders`` the pids with a model descriptor open."""
-        self._descriptor_holders = holders
+        self._held_before, self._descriptor_holders = self._descriptor_holders, holders
         for pid, files in mapped.items():
             process = self.process(pid, now_ns)
             for file, resident in files.items():
@@ -145,7 +151,7 @@ class Evidence:
     def ticked(
         self,
         now_ns: int,
-        members: list[tuple[int, int, int, int, int | None]],
+        members: list[tuple[int, int, int, int, int | None, int | None]],
         cpu_seconds: float,
         system_seconds: float,
         rss: int,
@@ -153,22 +159,31 @@ class Evidence:
         machine: tuple[float, float] = (0.0, 0.0),
         storage_read_bytes: int = 0,
     ) -> None:
-        """One tick: ``members`` (pid, parent pid, read_chars, anon_rss, exited_ns) of every
-        process of the tree, the tree's totals and the machine's (busy, total) CPU seconds.
+        """One tick: ``members`` (pid, parent pid, read_chars, anon_rss, reaped_ns, died_ns)
+        of every process of the tree, the tree's totals and the machine's (busy, total) CPU
+        seconds.
         A parent's counters take in a child's when it reaps it: those bytes were the child's,
         counted already."""
-        for pid, ppid, chars, anon, exited in members:
+        for pid, ppid, chars, _anon, exited, _died in members:
+            # Reaped: what its read calls returned goes to its parent's counters, whenever the
+            # parent's next read sees it; credited to the parent until then.
+            if exited is not None and pid not in self._counted_reaped:
+                self._counted_reaped.add(pid)
+                self._reaped[ppid] = self._reaped.get(ppid, 0) + chars
+        for pid, _ppid, chars, anon, _exited, died in members:
             process = self.process(pid, now_ns)
             if process.anon_first is None:  # its first tick: what it holds already is not read
                 process.anon_first = anon
             grown = max(0, chars - process.last_chars) if process.last_chars else 0
             process.last_chars = chars
-            reaped = min(grown, self._reaped.pop(pid, 0))
-            grown -= reaped
-            if exited is not None and process.exited_ns is None:
-                process.exited_ns = exited
-                self._reaped[ppid] = self._reaped.get(ppid, 0) + chars
-            if pid in self._descriptor_holders:
+            credit = self._reaped.get(pid, 0)
+            if credit:
+                taken = min(grown, credit)
+                grown -= taken
+                self._reaped[pid] = credit - taken
+            if died is not None and process.exited_ns is None:
+                process.exited_ns = died  # its end, though its parent reaps it later
+            if pid in self._descriptor_holders or pid in self._held_before:
                 process.read_calls_bytes += grown
                 process.note(now_ns)
             else:

@@ -19,6 +19,7 @@ the middle of the two), a line when it is read, a URL when its answer arrives.
 
 from __future__ import annotations
 
+import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
@@ -85,8 +86,9 @@ class ReadyCondition:
             if not self.line:
                 raise OptionsError("--ready-line is empty: give a regular expression")
             try:
+                re.compile(self.line)  # Python's syntax, as --help promises (no match is run)
                 compile_ready(self.line)
-            except regex.error as exc:
+            except (re.error, regex.error) as exc:
                 raise OptionsError(f"--ready-line is not a regular expression: {exc}") from None
             except RecursionError:  # the parser recurses once a level of nesting
                 raise OptionsError(
@@ -103,7 +105,10 @@ def shown_url(url: str) -> str:
 
 
 def check_ready_url(url: str) -> None:
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket, say
+        raise OptionsError(f"--ready-url {shown_url(url)}: not a URL") from None
     if parts.scheme not in ("http", "https"):
         raise OptionsError(f"--ready-url {shown_url(url)}: not an http:// or https:// URL")
     try:
@@ -327,8 +332,8 @@ def _listening() -> dict[int, int]:
 
 
 def _ask(url: str) -> tuple[bool, str]:
-    """(2xx, its status) of one GET of ``url``; (False, why) when it gave no answer (refused,
-    none in time)."""
+    """(2xx, its status) of one GET of ``url``; (False, why) where it did not answer 2xx, in
+    words that follow "the ready URL": "answered 500", "gave no answer: ..."."""
     import urllib3
 
     timeout = urllib3.Timeout(connect=URL_TIMEOUT_S, read=URL_TIMEOUT_S)
@@ -338,15 +343,15 @@ def _ask(url: str) -> tuple[bool, str]:
             status = response.status
             response.release_conn()
     except urllib3.exceptions.NameResolutionError:
-        return False, "no answer: its host name does not resolve"
+        return False, "gave no answer: its host name does not resolve"
     except urllib3.exceptions.NewConnectionError:
-        return False, "no answer: the connection was refused"
+        return False, "gave no answer: the connection was refused"
     except urllib3.exceptions.ConnectTimeoutError:
-        return False, f"no answer: no connection within {URL_TIMEOUT_S:.0f} s"
+        return False, f"gave no answer: no connection within {URL_TIMEOUT_S:.0f} s"
     except urllib3.exceptions.ReadTimeoutError:
-        return False, f"no answer within {URL_TIMEOUT_S:.0f} s"
+        return False, f"gave no answer within {URL_TIMEOUT_S:.0f} s"
     except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-        return False, f"no answer: {type(exc).__name__}"
+        return False, f"gave no answer: {type(exc).__name__}"
     if 200 <= status < 300:
         return True, str(status)
-    return False, f"it answered {status}"
+    return False, f"answered {status}"

@@ -113,6 +113,7 @@ class Member:
     peak_rss: int = 0
     peak_anon_rss: int = 0
     exited_ns: int | None = None
+    died_ns: int | None = None  # first seen a zombie: it ended then, though not yet reaped
     run_delay_ns: int | None = None  # its main thread's wait for a CPU so far (None: unknown)
     no_schedstat: bool = False
     io_denied: bool = False
@@ -339,6 +340,7 @@ class ProcessTree:
                 member.rss, member.anon_rss = parse_statm(member.proc("statm").read())
             else:  # a zombie holds no memory; its counters are final
                 member.rss = member.anon_rss = 0
+                member.died_ns = member.died_ns or now_ns
                 self._ended.add(member.pid)
             member.peak_rss = max(member.peak_rss, member.rss)
             member.peak_anon_rss = max(member.peak_anon_rss, member.anon_rss)
@@ -370,6 +372,7 @@ class ProcessTree:
         """The member is gone (reaped). Its counters went to its parent when that is a live
         member (it reaped it); otherwise they are kept here."""
         member.exited_ns = now_ns
+        member.died_ns = member.died_ns or now_ns
         member.rss = member.anon_rss = 0
         self._ended.add(member.pid)
         member.close()

@@ -53,6 +53,8 @@ def wanted(args: argparse.Namespace) -> bool:
     every verb refuses it."""
     from modelmon.core.errors import OptionsError
 
+    if args.ranks_split and args.ranks_mode not in (None, "slice"):
+        raise OptionsError(f"--ranks-split is --ranks-mode slice, not {args.ranks_mode}")
     mode = "--ranks-split" if args.ranks_split else "--ranks-mode" if args.ranks_mode else None
     if args.ranks is None and mode is not None:
         raise OptionsError(f"{mode} is how --ranks N ranks get their weights: give --ranks")

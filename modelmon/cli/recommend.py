@@ -75,6 +75,20 @@ BUDGET_HELP = (
 )
 
 
+class GivenBudget(argparse.Action):
+    """--budget, remembering that it was given (a server's search has a default of its own)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.budget_given = True
+
+
 def add_parser(verbs: Verbs) -> None:
     parser = add_verb(
         verbs,
@@ -92,7 +106,8 @@ def add_parser(verbs: Verbs) -> None:
     parser.add_argument(
         "--budget",
         type=number_in(MIN_BUDGET_S, MAX_BUDGET_S, "s"),
-        default=None,
+        default=DEFAULT_BUDGET_S,
+        action=GivenBudget,
         metavar="SECONDS",
         help=BUDGET_HELP,
     )
@@ -222,7 +237,6 @@ def run(args: argparse.Namespace) -> int:
         return run_server(args)
     if args.variant:
         raise OptionsError("--variant is a change of a server's command: give --server too")
-    args.budget = DEFAULT_BUDGET_S if args.budget is None else args.budget
     model = open_model(args.path)
     require_tensor_bytes(model)
     with_loader = args.loader is not None or args.engine is not None

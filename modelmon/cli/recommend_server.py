@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     model = open_model(args.path)
     require_tensor_bytes(model)
     path = named_path(args.path, model.path)
-    budget = args.budget if args.budget is not None else DEFAULT_SERVER_BUDGET_S
+    budget = args.budget if getattr(args, "budget_given", False) else DEFAULT_SERVER_BUDGET_S
     cancel = threading.Event()
 
     def progress(text: str) -> None:

@@ -165,3 +165,20 @@ def test_a_watch_of_hub_and_ollama_references(model_home: SimpleNamespace, how: 
     assert watched(result) == expected and all(f.named for f in result.files)
     assert result.cache is not None and result.cache.cold
     assert result.bytes_read == sum(os.path.getsize(p) for p in expected)
+
+
+def test_a_file_named_as_weights_without_their_first_bytes_is_not_the_model(
+    tmp_path: Path,
+) -> None:
+    """A data file named big.bin in a command's arguments is not torch's pytorch_model.bin:
+    its first bytes are neither a zip's nor a pickle's."""
+    from modelmon.core.watching.files import holds_weights
+    from modelmon.core.watching.naming import models_in_arguments
+
+    data = tmp_path / "big.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    torch_file = tmp_path / "pytorch_model.bin"
+    torch_file.write_bytes(b"PK\x03\x04" + os.urandom(1000))
+    assert not holds_weights(str(data)) and holds_weights(str(torch_file))
+    found, _ = models_in_arguments(["python", "x.py", str(data), str(torch_file)])
+    assert [m.files for m in found] == [(str(torch_file),)]

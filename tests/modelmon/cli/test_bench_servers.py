@@ -141,7 +141,8 @@ def test_a_kept_compile_cache_against_a_fresh_one(modelmon: RunCli, model: Path)
     next start: modelmon points the cache at a new folder each run (fresh) or at one kept
     across the side's runs, filled by its uncounted run (kept); the user's own is untouched."""
     compiling = server("--phase-lines", "--compile-s", "1.5")
-    own = Path.home() / ".cache" / "serve_bed"
+    own = Path.home() / ".cache" / "serve_bed"  # the server's own folder, where no variable
+    before = sorted(own.rglob("*")) if own.exists() else None  # names another
     done = modelmon(
         "bench",
         str(model),
@@ -159,5 +160,6 @@ def test_a_kept_compile_cache_against_a_fresh_one(modelmon: RunCli, model: Path)
     assert "its line 'torch.compile' 1." in where and "→ 0.0 s" in where, where
     saved = next(line for line in lines if line.startswith("cache: "))
     assert saved.startswith("cache: persisting its compile caches (TORCHINDUCTOR_CACHE_DIR) saves")
-    assert not own.exists(), "the server's own cache folder was used"
+    after = sorted(own.rglob("*")) if own.exists() else None
+    assert after == before, "the server's own cache folder was used"
     assert not list(Path(tempfile.gettempdir()).glob("modelmon-compile-*"))

@@ -96,8 +96,8 @@ def test_every_nodes_ranks_are_asked_to_run_under_the_memory_limit(
             "--a cmd: cat {path}: --ranks runs modelmon's strategies as N ranks",
         ),
         (
-            ["load", "--ranks", "32", "--ranks-mode", "slice", "--strategy", "sequential"],
-            "[load] sequential cache=cold: 32 slice ranks, but a tensor of the model has 16 rows",
+            ["load", "--ranks", "33", "--ranks-mode", "slice", "--strategy", "sequential"],
+            "[load] sequential cache=cold: 33 slice ranks, but no weight of the model splits 33",
         ),
         (
             ["bench", "--a", "pread", "--b", "mmap-view", "--ranks", "2", "--ranks-mode",
@@ -113,7 +113,8 @@ def test_bad_ranks_input_is_one_line_before_ray(
     args: list[str],
     said: str,
 ) -> None:
-    tiny = write_safetensors_model(tmp_path, layers=1, hidden=16, vocab=32)
+    # Its widest weights split 32 ways: 32 rows of its MLP, its vocabulary, its columns.
+    tiny = write_safetensors_model(tmp_path, layers=1, hidden=16, intermediate=32, vocab=32)
     monkeypatch.setitem(sys.modules, "ray", None)  # any import of Ray would fail the test
     verb, *rest = args
     code = None
