@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Iterable
 
 KMSG = "/dev/kmsg"
 KMSG_MAX_RECORDS = 100_000  # the ring buffer holds far fewer: a bound on the reading
@@ -74,3 +75,34 @@ def oom_killed(pid: int, count_before: int | None) -> bool | None:
     if count_before is None or now is None or now > count_before:
         return None
     return False
+
+
+def oom_victims(pids: Iterable[int], kmsg: str = KMSG) -> dict[int, str]:
+    """The processes among ``pids`` the kernel's log says its OOM killer killed, with the
+    name it gives each ("Killed process 4242 (python)"); empty where the log cannot be read."""
+    wanted = set(pids)
+    found: dict[int, str] = {}
+    record_of = re.compile(rb"Killed process (\d+) \(([^)]*)\)")
+    try:
+        descriptor = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return found
+    try:
+        for _ in range(KMSG_MAX_RECORDS):
+            try:
+                record = os.read(descriptor, 8192)
+            except BlockingIOError:
+                break
+            except BrokenPipeError:
+                continue
+            except OSError:
+                break
+            if not record:
+                break
+            for pid, name in record_of.findall(record):
+                if int(pid) in wanted:
+                    found[int(pid)] = name.decode(errors="replace")
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+    return found

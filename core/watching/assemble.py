@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from modelmon.core.metrics.sampler import Sampler
 from modelmon.core.system.cache import CacheState, hidden_reason
 from modelmon.core.system.memory_cgroup import MemoryCgroup
+from modelmon.core.system.oom import oom_victims
 from modelmon.core.system.residency import PAGE_SIZE
 from modelmon.core.system.storage import StorageFacts, storage_facts
 from modelmon.core.watching.cold_start import build_cold_start
@@ -270,6 +271,7 @@ def assemble(
         if memory is not None
         else None,
         connections=observer.bucket.report(t0_ns) if observer.bucket is not None else None,
+        oom_victims=_oom_victims(memory, processes),
     )
     if ready is not None and not attached:
         result = dataclasses.replace(
@@ -291,6 +293,17 @@ def assemble(
             ),
         )
     return dataclasses.replace(result, findings=findings(result))
+
+
+def _oom_victims(
+    memory: MemoryCgroup | None, processes: Sequence[ProcessReport]
+) -> tuple[tuple[int, str], ...]:
+    """The tree's processes the OOM killer killed, by the kernel's log, where its cgroup
+    counted a kill (no look at the log otherwise)."""
+    if memory is None or not memory.oom_kills():
+        return ()
+    victims = oom_victims(p.pid for p in processes)
+    return tuple(sorted(victims.items()))
 
 
 def bucket_file(bucket: BucketArrivals) -> FileReport:

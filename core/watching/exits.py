@@ -12,9 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from modelmon.core.loading.reads import now_ns
 from modelmon.core.watching.tree import ProcessTree
+
+if TYPE_CHECKING:
+    from modelmon.core.watching.observer import Observer
 
 # The status of a watch of a command modelmon started, by what ended it.
 STARTED_STATUS = {
@@ -71,3 +75,28 @@ def still_running_note(tree: ProcessTree | None) -> str | None:
     return f"{len(left)} process(es) of the tree still run after the watch: pids " + ", ".join(
         map(str, left[:10])
     )
+
+
+def newly_stopped(observer: Observer, said: set[int], t0_ns: int, after_s: float) -> list[str]:
+    """A line for each process of the watched tree stopped (SIGSTOP, a debugger's trace) for
+    ``after_s`` and not in ``said`` (added to it): the watch waits while it stays so."""
+    tree = observer.tree
+    if tree is None:
+        return []
+    now = now_ns()
+    with observer.lock:
+        stopped = [
+            (m.pid, " ".join(m.command)[:60], m.stopped_ns)
+            for m in tree.live()
+            if m.stopped_ns is not None and m.pid not in said
+        ]
+    lines = []
+    for pid, command, since in stopped:
+        if since is None or now - since < after_s * 1e9:
+            continue
+        said.add(pid)
+        lines.append(
+            f"pid {pid} ({command}) is stopped (SIGSTOP: a debugger, a freezer?) since "
+            f"{(since - t0_ns) / 1e9:.0f} s: the watch waits while it stays so; Ctrl+C ends it"
+        )
+    return lines

@@ -76,11 +76,13 @@ def oom_killed(result: WatchResult) -> Finding | None:
     limited = result.memory_limit
     if limited is None or not limited.oom_killed:
         return None
+    named = f": {result.oom_victims_text()}" if result.oom_victims else ""
     text = (
-        f"The kernel's OOM killer killed {limited.oom_kills} process(es) of the program at "
-        f"the memory limit of {size_text(limited.limit_bytes)} ({limited.held_text()}): its "
-        "anonymous memory (the arrays it copied the weights into) outgrew the limit, which "
-        "reclaiming the page cache cannot make room for."
+        f"The kernel's OOM killer killed {limited.oom_kills} process(es) of the program"
+        f"{named}, at the memory limit of {size_text(limited.limit_bytes)} "
+        f"({limited.held_text()}): the tree's anonymous memory (arrays, the copies of the "
+        "weights it keeps) outgrew the limit, which reclaiming the page cache cannot make "
+        "room for."
     )
     evidence = {
         "oom_kills": limited.oom_kills,
@@ -88,6 +90,7 @@ def oom_killed(result: WatchResult) -> Finding | None:
         "peak_bytes": limited.peak_bytes,
         "anon_peak_bytes": limited.anon_peak_bytes,
         "cache_peak_bytes": limited.cache_peak_bytes,
+        "victims": [{"pid": pid, "name": name} for pid, name in result.oom_victims],
     }
     # How much more it needed is not known (it was killed on its way): what it reached is.
     words = fix("oom-killed", result.loader) + (

@@ -179,6 +179,12 @@ class WatchResult:
     connections: ConnectionReport | None = None
     # A started command's cold start: ready, its phases, its ranks (None when attached).
     cold_start: ColdStart | None = None
+    # The processes of the tree the kernel's log says its OOM killer killed: (pid, name).
+    oom_victims: tuple[tuple[int, str], ...] = ()
+
+    def oom_victims_text(self) -> str:
+        """'pid 4242 (python)', the OOM killer's victims; '' where none is known."""
+        return ", ".join(f"pid {pid} ({name})" for pid, name in self.oom_victims)
 
     @property
     def mbps(self) -> float | None:
@@ -200,9 +206,11 @@ class WatchResult:
 
     @property
     def killed_text(self) -> str:
-        """How the signal ended it: 'killed by SIGTERM', or the OOM kill at its memory limit."""
+        """How the signal ended it: 'killed by SIGTERM', or the OOM kill at its memory limit
+        (where the OOM killer ended the command itself, or the log names no victim)."""
         limited = self.memory_limit
-        if limited is not None and limited.oom_killed:
+        own = not self.oom_victims or any(pid == self.pid for pid, _ in self.oom_victims)
+        if limited is not None and limited.oom_killed and own:
             return limited.oom_text()
         return f"killed by {self.signal}"
 
@@ -260,6 +268,7 @@ class WatchResult:
             "memory_limit": self.memory_limit.to_dict() if self.memory_limit else None,
             "connections": asdict(self.connections) if self.connections else None,
             "cold_start": self.cold_start.to_dict() if self.cold_start else None,
+            "oom_victims": [{"pid": pid, "name": name} for pid, name in self.oom_victims],
         }
         if samples and self.samples is not None:
             data["samples"] = _samples_dict(self.samples)

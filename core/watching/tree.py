@@ -114,6 +114,7 @@ class Member:
     peak_anon_rss: int = 0
     exited_ns: int | None = None
     died_ns: int | None = None  # first seen a zombie: it ended then, though not yet reaped
+    stopped_ns: int | None = None  # first seen stopped (SIGSTOP, a trace), while it stays so
     run_delay_ns: int | None = None  # its main thread's wait for a CPU so far (None: unknown)
     no_schedstat: bool = False
     io_denied: bool = False
@@ -345,6 +346,10 @@ class ProcessTree:
             member.peak_rss = max(member.peak_rss, member.rss)
             member.peak_anon_rss = max(member.peak_anon_rss, member.anon_rss)
             self.runnable = self.runnable or stat.state == "R"
+            if stat.state in ("T", "t"):
+                member.stopped_ns = member.stopped_ns or now_ns
+            else:
+                member.stopped_ns = None
             self._read_run_delay(member, stat.state)
         except (ProcessLookupError, FileNotFoundError, ValueError, IndexError):
             self._vanish(member, now_ns)

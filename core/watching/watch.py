@@ -21,7 +21,7 @@ import dataclasses
 import os
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from modelmon.core.errors import WatchError
@@ -62,6 +62,9 @@ from modelmon.core.watching.stopping import (
 )
 
 ATTACHED_QUIET_S = 5.0
+# A process of the tree stopped this long (SIGSTOP, a debugger) is said, once, as it happens:
+# the watch waits for it, and the user sees why (``exits.newly_stopped``).
+STOPPED_SAY_S = 10.0
 # After the command exits, what it left running is watched until the model has not arrived
 # for this long (a launcher's loader still loading), then stopped.
 LEFTOVER_QUIET_S = 3.0
@@ -96,6 +99,7 @@ class Watch:
         ready: ReadyCondition | None = None,
         after_ready: AfterReady = "stop",
         ready_timeout_s: float | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> None:
         check_watch(command, pid, cache, quiet_s, interval_s, ready, after_ready, ready_timeout_s)
         check_command(command if pid is None else None, env)
@@ -127,6 +131,9 @@ class Watch:
         self._subreaper = False  # held from the command's start to its reaping
         self._exit_seen_ns: int | None = None  # when the command was first seen exited
         self._stamps: dict[str, tuple[int, int] | None] = {}  # the model files at the start
+        # Hears what the watch has to say while it runs (a process of the tree stopped).
+        self.on_notice = on_notice
+        self._said_stopped: set[int] = set()
         # A started command's ready: the first of the conditions (a listening socket of the
         # tree by default); then the watch ends, goes on ("watch") or ends that many s later.
         self.serving = (
@@ -311,6 +318,7 @@ class Watch:
                 ended_by = self.serving.end(self.observer, self.t0_ns) if self.serving else None
                 if ended_by is not None:
                     return self._ended(root, ended_by)
+                self._say_stopped()
                 exited = self._exited(root)
                 if exited and not self._leftovers_loading():
                     return self._ended(root, "exit")
@@ -323,6 +331,15 @@ class Watch:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
+
+    def _say_stopped(self) -> None:
+        """Say, once each, the processes of the tree stopped ``STOPPED_SAY_S``."""
+        for line in exits.newly_stopped(
+            self.observer, self._said_stopped, self.t0_ns, STOPPED_SAY_S
+        ):
+            self.notes.append(line)
+            if self.on_notice is not None:
+                self.on_notice(line)
 
     def _exited(self, root: int) -> bool:
         return exits.root_exited(self._process, self.observer.tree, root)

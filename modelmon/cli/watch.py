@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         ready=ready,
         after_ready=args.after_ready,
         ready_timeout_s=ready_timeout,
+        on_notice=lambda line: print(f"modelmon: {line}", file=sys.stderr, flush=True),
     )
     with cancel_on_interrupt(watch.cancel):
         result = watch.run()
@@ -185,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _exit_code(result: WatchResult) -> int:
     """One line for a watch that did not see a load run to its end, and its exit code."""
+    from modelmon.core.output import limit_text
+
     what = f"pid {result.pid}"
     if result.command:
         what = " ".join(shlex.join(result.command).split())
@@ -200,6 +203,16 @@ def _exit_code(result: WatchResult) -> int:
         return fail(f"cancelled: {what} was stopped", ExitCode.CANCELLED)
     limited: MemoryLimit | None = result.memory_limit
     if limited is not None and limited.oom_killed:  # the command, or a process of its tree
+        victims = result.oom_victims
+        if victims and all(pid != result.pid for pid, _ in victims):
+            ended = (
+                f"killed by {result.signal}" if result.signal else f"exited with {result.exit_code}"
+            )
+            return fail(
+                f"{what} {ended}; the kernel's OOM killer ended {result.oom_victims_text()} of "
+                f"its tree at the memory limit of {limit_text(limited.limit_bytes)}",
+                ExitCode.WATCHED_FAILED,
+            )
         return fail(f"{what}: {limited.oom_text()}", ExitCode.WATCHED_FAILED)
     if result.status == "killed":
         return fail(f"{what} was killed by {result.signal}", ExitCode.WATCHED_FAILED)

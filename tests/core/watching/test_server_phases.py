@@ -191,3 +191,42 @@ def test_a_server_reading_past_the_page_cache_is_timed_by_its_block_reads(
     assert weights is not None and weights.seconds > 0.5
     assert result.read_bytes >= 0.9 * result.model_bytes
     assert weights.end_s <= cold.ready_s
+
+
+def test_a_stopped_process_of_the_tree_is_said_as_the_watch_waits(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank stopped mid-load (SIGSTOP: a debugger, a freezer) holds the watch as long as
+    it stays so: it is said as it happens, once, and kept in the result's notes."""
+    import threading
+
+    from modelmon.core.watching import watch as watching
+
+    monkeypatch.setattr(watching, "STOPPED_SAY_S", 0.5)
+    script = (
+        "import os, signal, sys, time\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    open(sys.argv[1], 'rb').read(1 << 20)\n"
+        "    os.kill(os.getpid(), signal.SIGSTOP)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(child, 0)\n"
+    )
+    heard: list[str] = []
+    with (tmp_path / "out").open("wb") as out:
+        running = Watch(
+            [sys.executable, "-c", script, str(model)],
+            model=str(model),
+            stdout=out.fileno(),
+            on_notice=heard.append,
+        )
+        done: list[WatchResult] = []
+        thread = threading.Thread(target=lambda: done.append(running.run()))
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not heard and time.monotonic() < deadline:
+            time.sleep(0.05)
+        running.cancel()
+        thread.join(30)
+    assert len(heard) == 1 and "is stopped (SIGSTOP: a debugger, a freezer?)" in heard[0]
+    assert heard[0] in done[0].notes

@@ -183,7 +183,40 @@ def test_watch_names_the_oom_kill_of_a_program_keeping_more_than_the_limit(shard
     assert set(limited) >= LIMIT_KEYS
     assert limited["oom_killed"] is True and 0 < limited["peak_bytes"] <= 48 * MiB
     assert "oom-killed" in [f["code"] for f in data["findings"]]
+    assert [victim["pid"] for victim in data["oom_victims"]] == [data["pid"]]
     assert not Path(limited["cgroup"]).exists()
+
+
+# Reads the model, starts a child that takes far more than the limit, and exits 3 itself.
+HOGGING_LAUNCHER = (
+    "import subprocess, sys; open(sys.argv[1], 'rb').read(); "
+    "subprocess.run([sys.executable, '-c', 'x = bytearray(300 << 20); x[::4096] = b\"1\" * "
+    "len(x[::4096])']); sys.exit(3)"
+)
+
+
+@REAL
+def test_watch_names_the_process_the_oom_killer_ended_not_the_command(shard: Path) -> None:
+    """The OOM killer ends a child, and the command exits on its own: its exit is its own,
+    and the child is the one named (the kernel's log says which it killed)."""
+    done = modelmon(
+        "watch",
+        "--json",
+        "--memory-limit",
+        "128Mi",
+        "--",
+        sys.executable,
+        "-c",
+        HOGGING_LAUNCHER,
+        str(shard),
+    )
+    assert done.returncode == 5, done.stderr
+    data = json.loads(done.stdout)
+    victims = [victim["pid"] for victim in data["oom_victims"]]
+    assert victims and data["pid"] not in victims, data["oom_victims"]
+    last = done.stderr.strip().splitlines()[-1]
+    assert " exited with 3; the kernel's OOM killer ended pid " in last, last
+    assert "of its tree at the memory limit of 128 MiB" in last
 
 
 @REAL
