@@ -163,8 +163,12 @@ def phase_name(name: str) -> str:
 
 def shift_words(shifts: Sequence[PhaseShift]) -> str:
     """Where two servers' times to ready differ, phase by phase: "the weights 4.1 s → 1.2 s,
-    the rest equal"; the phases the watch cut first, then the server's own lines."""
-    moved = [s for s in shifts if s.differs]
+    the rest equal"; the phases the watch cut first, then the server's own lines, each by how
+    far it moved, most first: the reason for the difference leads."""
+    moved = sorted(
+        (s for s in shifts if s.differs),
+        key=lambda s: (s.name.startswith("line: "), -abs(s.change_s)),
+    )
     if not moved:
         return "no phase differs beyond the pairs' noise on its own"
     said = ", ".join(f"{phase_name(s.name)} {s.a_s:.1f} s → {s.b_s:.1f} s" for s in moved)

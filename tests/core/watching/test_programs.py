@@ -403,7 +403,7 @@ def test_a_file_of_the_model_found_while_the_program_ran_is_checked_for_writes_t
     folder.mkdir()
     shutil.copy(small_model, folder / "model.safetensors")
     extra = folder / "extra.bin"
-    extra.write_bytes(b"\1" * (1 << 20))
+    extra.write_bytes(b"\x80\x02" + b"\1" * ((1 << 20) - 2))  # starts as torch's pickle does
     # Holds the file open long enough to be found by a look on a busy machine, then writes.
     writer = (
         "import sys, time; f = open(sys.argv[1], 'rb'); f.read(); time.sleep(2); "

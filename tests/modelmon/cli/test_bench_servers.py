@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -136,10 +135,15 @@ def test_a_bad_ready_line_is_refused_before_anything_runs(modelmon: RunCli, mode
     assert "--ready-line is not a regular expression" in done.stderr
 
 
-def test_a_kept_compile_cache_against_a_fresh_one(modelmon: RunCli, model: Path) -> None:
+def test_a_kept_compile_cache_against_a_fresh_one(
+    modelmon: RunCli, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The server compiles for 1.5 s of CPU into its compile cache and reads it back at its
     next start: modelmon points the cache at a new folder each run (fresh) or at one kept
     across the side's runs, filled by its uncounted run (kept); the user's own is untouched."""
+    scratch = tmp_path / "tmp"  # this run's temporary folders, apart from other tests'
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     compiling = server("--phase-lines", "--compile-s", "1.5")
     own = Path.home() / ".cache" / "serve_bed"  # the server's own folder, where no variable
     before = sorted(own.rglob("*")) if own.exists() else None  # names another
@@ -162,4 +166,4 @@ def test_a_kept_compile_cache_against_a_fresh_one(modelmon: RunCli, model: Path)
     assert saved.startswith("cache: persisting its compile caches (TORCHINDUCTOR_CACHE_DIR) saves")
     after = sorted(own.rglob("*")) if own.exists() else None
     assert after == before, "the server's own cache folder was used"
-    assert not list(Path(tempfile.gettempdir()).glob("modelmon-compile-*"))
+    assert not list(scratch.glob("modelmon-compile-*"))

@@ -11,7 +11,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,8 +30,11 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_answer_is_the_fastest_change_with_its_line_to_paste(
-    modelmon: RunCli, model: Path, tmp_path: Path
+    modelmon: RunCli, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    scratch = tmp_path / "tmp"  # this run's temporary folders, apart from other tests'
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     done = modelmon(
         "recommend",
         str(model),
@@ -77,7 +79,7 @@ def test_the_answer_is_the_fastest_change_with_its_line_to_paste(
     finally:
         server.kill()
         server.wait()
-    assert not list(Path(tempfile.gettempdir()).glob("modelmon-compile-*"))
+    assert not list(scratch.glob("modelmon-compile-*"))
 
 
 def test_a_program_that_is_no_server_is_refused(modelmon: RunCli, model: Path) -> None:

@@ -379,7 +379,7 @@ def test_a_command_reading_two_thousand_files_is_watched_under_a_1024_limit(
     files = []
     for index in range(2000):
         part = folder / f"part-{index:04d}.bin"
-        part.write_bytes(index.to_bytes(2, "little") * 8192)
+        part.write_bytes(b"\x80\x02" + index.to_bytes(2, "little") * 8191)  # a pickle's start
         files.append(str(part))
     seen = tmp_path / "limit-seen"
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
