@@ -201,10 +201,11 @@ def _servers(scratch: Path, repeats: int, results: BenchResults) -> None:
         say(f"servers skipped: {why}")
         return
     model, _ = ensure_model(servers.MODEL, scratch)
+    small, _ = ensure_model(servers.COMPILE_MODEL, scratch)
     results.servers = _guarded(
         results,
         "servers",
-        lambda: servers.run(model, max(1, repeats), SERVER_BUDGET_S, say),
+        lambda: servers.run(model, small, max(1, repeats), SERVER_BUDGET_S, say),
     )
 
 

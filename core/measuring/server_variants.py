@@ -24,6 +24,7 @@ from modelmon.core.errors import OptionsError
 
 Kind = Literal["yours", "engine", "cache"]
 THREADS = 8  # a multithreaded load's threads: what SGLang's and vLLM's examples use
+RUNAI_CONCURRENCY = 32  # Run:ai's streamer's reads at once, twice its default
 PROBE_S = 20.0  # the most a check of the server's interpreter may take
 
 
@@ -200,6 +201,13 @@ def engine_variants(program: ProgramConfig) -> tuple[list[Variant], list[LeftOut
                 )
                 continue
             add(f"--load-format {name}", why)
+            if name == "runai_streamer" and engine == "vllm":  # its concurrency, raised
+                extra = json.dumps({"concurrency": RUNAI_CONCURRENCY})
+                add(
+                    f"--load-format {name} --model-loader-extra-config '{extra}'",
+                    f"Run:ai's streamer with {RUNAI_CONCURRENCY} concurrent reads (its default "
+                    "is 16)",
+                )
         if flag_value(program, "--model-loader-extra-config") is None and current == "auto":
             extra = json.dumps({"enable_multithread_load": True, "num_threads": THREADS})
             add(

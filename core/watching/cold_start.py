@@ -27,8 +27,6 @@ LIMIT_REACHED_SHARE = 0.97  # of a memory limit, charged: the cgroup is reclaimi
 # A rank's last model byte this long after the last arrival ends the weights (closer, it is
 # the same byte seen a tick later).
 RANK_LATE_S = 0.25
-# Of the model, read past the page cache by the tree's block reads: its weights' reading.
-STORAGE_SHARE = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,23 +255,6 @@ def _reading_span(evidence: Evidence, ranks: set[int]) -> tuple[int, int] | None
     return (min(times), max(times)) if times else None
 
 
-def _storage_span(evidence: Evidence, model_bytes: int, until_ns: int) -> tuple[int, int] | None:
-    """Where nothing arrived in the page cache and no rank was seen reading (reads past the
-    page cache: O_DIRECT, a streamer's own buffers), the stretch in which the tree's block
-    reads took in a model's worth: from the last tick before they did to the first after;
-    None where they never came to ``STORAGE_SHARE`` of it before ``until_ns``."""
-    ticks = [t for t in evidence.history if t.at_ns <= until_ns]
-    if not ticks or not model_bytes:
-        return None
-    start, end = ticks[0].storage_read_bytes, ticks[-1].storage_read_bytes
-    if end - start < STORAGE_SHARE * model_bytes:
-        return None
-    done = next(t for t in ticks if t.storage_read_bytes >= end - (1 - STORAGE_SHARE) * model_bytes)
-    wanted = done.storage_read_bytes - STORAGE_SHARE * model_bytes
-    began = max((t for t in ticks if t.storage_read_bytes <= wanted), key=lambda t: t.at_ns)
-    return began.at_ns, done.at_ns
-
-
 def _limit_moment(
     samples: Sequence[tuple[int, int, int, int]],
     limit: int,
@@ -331,7 +312,7 @@ def build_cold_start(
     if span is None:
         span = read
     if span is None:
-        span = _storage_span(evidence, model_bytes, ready.at_ns if ready else end_ns)
+        span = evidence.storage_span(model_bytes, ready.at_ns if ready else end_ns)
     elif read is not None and read[1] - span[1] > RANK_LATE_S * 1e9:
         # A rank still read after the last byte arrived (from the page cache, which others
         # or readahead filled): the weights are read when the last rank has read them.

@@ -77,6 +77,8 @@ class ProcessEvidence:
             self.growth.append((now_ns, bytes_read))
 
 
+# Of the model, read past the page cache by the tree's block reads: its weights' reading.
+STORAGE_SHARE = 0.9
 MAX_RANK_LABEL = 1 << 16  # larger than any job's world size
 RANK_VARIABLES = (b"RANK", b"LOCAL_RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
 
@@ -201,6 +203,24 @@ class Evidence:
                 storage_read_bytes,
             )
         )
+
+    def storage_span(self, model_bytes: int, until_ns: int) -> tuple[int, int] | None:
+        """Where nothing arrived in the page cache and no rank was seen reading (reads past
+        the page cache: O_DIRECT, a streamer's own buffers), the stretch in which the tree's
+        block reads took in a model's worth: from the last tick before they did to the
+        first after; None where they never came to ``STORAGE_SHARE`` of it by ``until_ns``."""
+        ticks = [t for t in self.history if t.at_ns <= until_ns]
+        if not ticks or not model_bytes:
+            return None
+        start, end = ticks[0].storage_read_bytes, ticks[-1].storage_read_bytes
+        if end - start < STORAGE_SHARE * model_bytes:
+            return None
+        done = next(
+            t for t in ticks if t.storage_read_bytes >= end - (1 - STORAGE_SHARE) * model_bytes
+        )
+        wanted = done.storage_read_bytes - STORAGE_SHARE * model_bytes
+        began = max((t for t in ticks if t.storage_read_bytes <= wanted), key=lambda t: t.at_ns)
+        return began.at_ns, done.at_ns
 
     def at(self, at_ns: int) -> TreeFigures | None:
         """The tree's figures at ``at_ns``, between the two ticks around it (linearly)."""

@@ -5,13 +5,14 @@ A command starts in a session (and process group) of its own, after the page cac
 model it names was prepared (cold by default, verified, as for modelmon's own loads). The
 watch ends when:
 - the command exits (or the attached process does);
-- ``quiet_s`` is set and the tree has been quiet that long: no model page arriving, under
-  10 % of a core and under 1 MB/s read. A command must have touched the model first (a
-  server that loaded and now waits); it is then stopped, SIGTERM to its process group and
-  every process of its tree, SIGKILL 3 s later if it lingers. An attached process is left
-  alone (the watch detaches). Attached, ``quiet_s`` defaults to 5 s;
+- a started command is ready, or not ready by its timeout (``serving``): it is stopped;
+- ``quiet_s`` is set and the tree has been quiet that long (no model page arriving, under
+  10 % of a core, under 1 MB/s read) after it touched the model: a command is stopped
+  (SIGTERM to its group and tree, SIGKILL 3 s later), an attached process left alone;
+  attached, ``quiet_s`` defaults to 5 s;
 - ``cancel()`` is called (Ctrl+C): a command is stopped as above, nothing is left behind.
-Every wait has a way out: the waits are pidfd polls of POLL_S that look at the cancel flag.
+Every wait has a way out: pidfd polls of POLL_S that look at the cancel flag; a process of
+the tree stopped (SIGSTOP) is said as the watch waits for it.
 """
 
 from __future__ import annotations
