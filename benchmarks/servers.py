@@ -191,7 +191,7 @@ def run(model: Path, small: Path, rounds: int, budget_s: float, say: Say) -> dic
     compiled = serve_spec(vllm, port, eager=False)
     found["compile"] = modelmon(
         "bench",
-        str(model.parent),
+        str(small.parent),
         "--a",
         f"cmd: compile_cache=fresh {compiled}",
         "--b",
@@ -305,9 +305,13 @@ def _ab_section(title: str, ab: dict[str, Any], sides: str) -> list[str]:
     if "failed" in ab or not ab:
         return [*out, f"Failed: {ab.get('failed', 'not run')}.\n"]
     a, b, verdict = ab["a"], ab["b"], ab["verdict"]
+    # A server's own line that some run did not print is no phase of the pairs (Run:ai's
+    # streamer prints no 'Loading weights'): as modelmon compares them.
+    printed = [set(run.get("phases") or {}) for run in ab.get("runs", [])]
     phases = "; ".join(
         f"{s['name']} {s['a_s']:.1f} → {s['b_s']:.1f} s{' (differs)' if s['differs'] else ''}"
         for s in ab["phases"]
+        if not s["name"].startswith("line: ") or all(s["name"] in seen for seen in printed)
     )
     out += [
         "| side | ready (median) | min–max | runs |",

@@ -113,3 +113,10 @@ STORAGE_TIMEOUT_ENV = "MODELMON_STORAGE_TIMEOUT"
 # (a 0 s quiet stopped a loader 0.2 s in with 16 % of its model arrived).
 MIN_QUIET_S = 1.0
 MAX_QUIET_S = 86_400.0
+
+# How long a server may take to be ready once a ready condition (a port, a line, a URL) is
+# named and no timeout is: a server cold-starting from a bucket, or compiling, takes
+# minutes. The most a timeout may be asked is a day.
+DEFAULT_READY_TIMEOUT_S = 900.0
+MIN_READY_TIMEOUT_S = 1.0
+MAX_READY_TIMEOUT_S = 86_400.0

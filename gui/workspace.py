@@ -33,11 +33,13 @@ from modelmon.gui.state.configs import LABELS
 from modelmon.gui.state.events import Post
 from modelmon.gui.state.live_run import TICK_S
 from modelmon.gui.state.model_info import ModelInfo
+from modelmon.gui.state.programs import is_program
 from modelmon.gui.state.row_heights import RowNeeds, row_heights
 from modelmon.gui.state.workbench import Workbench
 from modelmon.gui.widgets.compare_bar import CompareBar
 from modelmon.gui.widgets.model_panel import ModelPanel
 from modelmon.gui.widgets.progress_strip import ProgressStrip
+from modelmon.gui.widgets.ready_row import ReadyRow
 from modelmon.gui.widgets.recommendation_view import RecommendationView
 from modelmon.gui.widgets.results_table import ResultsTable
 from modelmon.gui.widgets.strategy_panel import StrategyPanel
@@ -85,6 +87,7 @@ class Workspace(QWidget):
         self.panels = {label: StrategyPanel(label) for label in LABELS}
         self.progress = ProgressStrip()
         self.compare = CompareBar()
+        self.ready_row = ReadyRow()  # shown while a side runs a command
         self.throughput = ThroughputPlot()
         self.access = AccessPatternPlot()
         self.blocks = BlockTimelinePlot()
@@ -189,6 +192,7 @@ class Workspace(QWidget):
         middle_layout.setSpacing(MIDDLE_SPACING)
         middle_layout.addWidget(self.progress)
         middle_layout.addWidget(self.compare)
+        middle_layout.addWidget(self.ready_row)
         middle_layout.addWidget(self.tabs, 1)
         # One vertical splitter: the user moves the room between the facts, the plots and
         # the results; on resize the plots give and take first.
@@ -247,6 +251,7 @@ class Workspace(QWidget):
         bars = (
             self.progress.sizeHint().height()
             + self.compare.sizeHint().height()
+            + (self.ready_row.sizeHint().height() if self.ready_row.isVisibleTo(self) else 0)
             + self._tab_chrome()
             + 2 * MIDDLE_SPACING
         )
@@ -344,6 +349,23 @@ class Workspace(QWidget):
                 panel.set_readahead_unavailable(configs.readahead_unavailable)
 
         configs.limits_changed.connect(limits)
+
+        def ready_shown(*_: object) -> None:
+            shown = any(is_program(configs.strategy(label)) for label in LABELS)
+            if shown != self.ready_row.isVisibleTo(self):
+                self.ready_row.setVisible(shown)
+                self._refit_rows()
+
+        configs.changed.connect(ready_shown)
+        self.ready_row.edited.connect(
+            lambda kind, value, timeout: bench.ready.set(kind, value, timeout)
+        )
+        bench.ready.changed.connect(
+            lambda rule: self.ready_row.show_rule(rule, bench.ready.problem())
+        )
+        self.ready_row.show_rule(bench.ready.rule, bench.ready.problem())
+        self.ready_row.setVisible(False)
+        ready_shown()
         self.compare.set_pairs(bench.ab.pairs)
         self.compare.pairs_changed.connect(bench.ab.set_pairs)
         bench.ab.pairs_changed.connect(self.compare.set_pairs)

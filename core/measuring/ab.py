@@ -254,15 +254,22 @@ def pair_ratio(a: Paired, b: Paired, by: str) -> float:
 
 
 def phase_shifts(a_runs: Sequence[Paired], b_runs: Sequence[Paired]) -> tuple[PhaseShift, ...]:
-    """Each phase of two servers' cold starts, pair by pair: its medians, its median change,
-    and whether it differs (every pair agrees, beyond twice their spread, and by at least
-    ``PHASE_MIN_S`` and ``PHASE_MIN_SHARE`` of the time to ready's change)."""
+    """Each phase of two servers' cold starts, pair by pair (their own lines where every run
+    printed them): its medians, its median change, and whether it differs (every pair
+    agrees, beyond twice their spread, and by at least ``PHASE_MIN_S`` and
+    ``PHASE_MIN_SHARE`` of the time to ready's change)."""
     pairs = list(zip(a_runs, b_runs, strict=False))
     ready = [(b.ready_s or 0.0) - (a.ready_s or 0.0) for a, b in pairs]
     moved = abs(statistics.median(ready)) if ready else 0.0
     names = dict.fromkeys(name for a, b in pairs for name in (*a.phases, *b.phases))
     shifts = []
     for name in names:
+        # A server's own line that a run did not print took no 0 s: it is another server's
+        # stage (Run:ai's streamer prints no 'Loading weights'), and does not compare.
+        if name.startswith("line: ") and not all(
+            name in a.phases and name in b.phases for a, b in pairs
+        ):
+            continue
         changes = [b.phases.get(name, 0.0) - a.phases.get(name, 0.0) for a, b in pairs]
         middle = statistics.median(changes)
         spread = statistics.median(abs(c - middle) for c in changes)

@@ -18,6 +18,9 @@
   cold-start.png        the Cold start tab after File ▸ Watch a command… of a small server
                         (tests/serve_bed.py) whose 4 ranks each read the whole demo model:
                         the ranks' lanes, the phases and ready
+  cold-start-ab.png     the Cold start tab after an A/B × 1 of two commands of that server,
+                        B's reads paced to 30 MB/s, ready when its "ready" line is printed:
+                        both cold starts on one axis, the ready row under the A/B's controls
 
 and, through File ▸ Export plot, the A/B's throughput as a figure (throughput.svg).
 
@@ -56,6 +59,7 @@ NAMES = (
     "watch",
     "ab-command",
     "cold-start",
+    "cold-start-ab",
 )
 # The server of the cold-start picture: imports, 4 ranks reading the whole model, a
 # post-processing step, then it listens (what ends the watch).
@@ -63,6 +67,10 @@ SERVER_COMMAND = (
     f"python {ROOT / 'tests' / 'serve_bed.py'} {{path}} --ranks 4 --mode whole "
     "--import-s 1.5 --post-s 1.5 --pace-mbps 150"
 )
+# The two servers of the A/B picture: one rank, the same but its reads paced; ready when it
+# says so on its standard error.
+AB_SERVER = f"python {ROOT / 'tests' / 'serve_bed.py'} {{path}} --import-s 1 --post-s 1 --pace-mbps"
+AB_READY_LINE = "serve_bed: ready"
 # The user's loader in the pictures, as a user would type it: ``python load.py {path}``, run
 # in a folder holding load.py (the scratch folder's ``loader``).
 LOADER_COMMAND = "python load.py {path}"
@@ -254,6 +262,20 @@ def main() -> int:
                 next(i for i in range(tabs.count()) if tabs.tabText(i) == "Cold start")
             )
             save("cold-start")
+
+        if "cold-start-ab" in wanted:
+            from modelmon.core.options import LoadOptions
+
+            for side, pace in (("A", 150), ("B", 30)):
+                bench.configs.set(side, command_spec(f"{AB_SERVER} {pace}"), LoadOptions())
+            bench.ready.set("line", AB_READY_LINE)
+            bench.run_ab(1)
+            wait(lambda: not bench.running, "the servers' A/B")
+            tabs = workspace.tabs
+            tabs.setCurrentIndex(
+                next(i for i in range(tabs.count()) if tabs.tabText(i) == "Cold start")
+            )
+            save("cold-start-ab")
 
         for record in bench.records:
             result = record.result

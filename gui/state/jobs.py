@@ -202,12 +202,19 @@ class Job:
 class SingleRun(Job):
     kind = "run"
 
-    def __init__(self, model: Model, label: str, config: Configuration) -> None:
+    def __init__(
+        self,
+        model: Model,
+        label: str,
+        config: Configuration,
+        serving: RunSettings | None = None,
+    ) -> None:
+        """``serving``: when a command that serves is ready (``ReadyRule.serving``)."""
         super().__init__(model)
-        self.label, self.config = label, config
+        self.label, self.config, self.serving = label, config, serving
 
     def execute(self) -> RunOutcome:
-        return self.run_config(self.label, self.config)
+        return self.run_config(self.label, self.config, settings=self.serving)
 
 
 class ABJob(Job):
@@ -223,11 +230,14 @@ class ABJob(Job):
         n: int,
         cache: CacheMode,
         session: str | None = None,
+        serving: RunSettings | None = None,
     ) -> None:
-        """``session`` names this A/B in its runs' records ("A/B 2 at 14:03:55")."""
+        """``session`` names this A/B in its runs' records ("A/B 2 at 14:03:55");
+        ``serving``: when its commands that serve are ready (``ReadyRule.serving``)."""
         super().__init__(model)
         self.a, self.b, self.n, self.cache = a, b, n, cache
         self.session = session
+        self.serving = serving
 
     def execute(self) -> ABResult:
         def run_one(
@@ -243,6 +253,7 @@ class ABJob(Job):
             cache=self.cache,
             cancel=self.cancel_event,
             run_one=run_one,
+            serving=self.serving,
             on_warm=lambda line: self.report(JobProgress(f"{line}…")),
             on_rest=lambda seconds: self.report(
                 JobProgress(

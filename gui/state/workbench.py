@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Literal
 
 from modelmon.core.errors import OptionsError, printable
+from modelmon.core.measuring import RunSettings
 from modelmon.core.options import CacheMode, parse_size
 from modelmon.core.output import limit_text as size_words
 from modelmon.core.system import check_memory_limit, memory_limit_range, memory_limit_unavailable
@@ -38,6 +40,7 @@ from modelmon.gui.state.model_info import ModelInfo
 from modelmon.gui.state.model_sessions import ModelResults, ModelSessions
 from modelmon.gui.state.plot_runs import plot_runs
 from modelmon.gui.state.programs import is_program, loader_error, side_config, spec_error
+from modelmon.gui.state.ready_rule import ReadyState
 from modelmon.gui.state.recent_entries import recent_label
 from modelmon.gui.state.recommending import RecommendationState
 from modelmon.gui.state.records import WATCH_LABEL, RunRecord
@@ -75,6 +78,7 @@ class Workbench:
         self.configs = Configs()
         self.runs = RunList()
         self.ab = ABState()
+        self.ready = ReadyState()  # when a command that serves is ready
         self.ceilings = CeilingsState(ceiling_store)
         self.recommendation = RecommendationState()
         self.live = LiveRun()
@@ -236,7 +240,11 @@ class Workbench:
         if refused is not None:
             self.message.emit(f"Configuration {label}: {refused}", "warning")
             return
-        self._start(SingleRun(self.info.model, label, side_config(strategy, options)))
+        serving = self._serving((strategy,))
+        if serving is False:
+            return
+        config = side_config(strategy, options)
+        self._start(SingleRun(self.info.model, label, config, serving or None))
 
     def run_ab(self, pairs: int | None = None, cache: CacheMode | None = None) -> None:
         """A B A B … ``pairs`` pairs (default: the pairs set) from the same verified cache
@@ -252,6 +260,9 @@ class Workbench:
             if refused is not None:
                 self.message.emit(f"Configuration {label}: {refused}", "warning")
                 return
+        serving = self._serving(tuple(self.configs.strategy(s) for s in LABELS))
+        if serving is False:
+            return
         a, b = (side_config(self.configs.strategy(s), self.configs.effective(s)) for s in LABELS)
         try:
             programs = [s for s in LABELS if is_program(self.configs.strategy(s))]
@@ -264,7 +275,18 @@ class Workbench:
         # The plots show this A/B's runs only: never a run of an earlier one beside them.
         self.clear_run_plots()
         session = self.ab.start(time.strftime("%H:%M:%S"), pairs)  # no verdict until it ends
-        self._start(ABJob(self.info.model, a, b, pairs, cache, session))
+        self._start(ABJob(self.info.model, a, b, pairs, cache, session, serving or None))
+
+    def _serving(self, strategies: tuple[str, ...]) -> RunSettings | Literal[False] | None:
+        """When the commands among ``strategies`` are ready (None: no command, or the
+        default rule); False, with its one line said, where the rule set cannot be used."""
+        if not any(is_program(strategy) for strategy in strategies):
+            return None
+        try:
+            return self.ready.rule.serving()
+        except OptionsError as exc:
+            self.message.emit(f"Servers' ready: {exc}", "warning")
+            return False
 
     def measure_ceilings(self) -> None:
         if self.running or self.info is None:

@@ -12,9 +12,12 @@ from typing import Any, TypeVar
 
 from modelmon.core.errors import OptionsError
 from modelmon.core.limits import (
+    DEFAULT_READY_TIMEOUT_S,
     DEFAULT_STORAGE_TIMEOUT_S,
     MAX_AB_PAIRS,
+    MAX_READY_TIMEOUT_S,
     MAX_STORAGE_TIMEOUT_S,
+    MIN_READY_TIMEOUT_S,
     MIN_STORAGE_TIMEOUT_S,
     STORAGE_TIMEOUT_ENV,
     range_text,
@@ -274,7 +277,6 @@ def load_options(flags: Mapping[str, Any], base: LoadOptions | None = None) -> L
     return options_from_mapping(given_options(flags), base)
 
 
-DEFAULT_READY_TIMEOUT_S = 900.0  # a server cold-starting from a bucket may take minutes
 READY_GROUP = (
     "when a server's cold start ends. By default, at its first listening TCP socket (of the "
     "command or of a process that read the model) opened after the first model byte; the "
@@ -306,7 +308,7 @@ def add_ready_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGrou
     )
     ready.add_argument(
         "--ready-timeout",
-        type=number_in(1.0, 86400.0, "s"),
+        type=number_in(MIN_READY_TIMEOUT_S, MAX_READY_TIMEOUT_S, "s"),
         default=None,
         metavar="SECONDS",
         help="a command not ready this long after it started is stopped and fails (exit 9 "

@@ -150,3 +150,35 @@ def test_two_servers_as_an_a_b_are_ready_side_by_side(qtbot, window: MainWindow,
     labels = [lane.label for lane in shown.lanes]
     assert labels[0] == "A · phases" and "B · phases" in labels
     assert any(label.startswith("B · rank 0") for label in labels)
+
+
+def test_a_server_is_run_to_the_ready_the_user_set(qtbot, window: MainWindow, model: Path):
+    """The ready row appears once a side is a command; a run of the server ends when the line
+    set is printed (timed by the line, not a socket's poll), and a pattern that cannot be
+    used is said under it and refused in one line before anything runs."""
+    import sys
+
+    bed = Path(__file__).resolve().parents[1] / "serve_bed.py"
+    open_model(qtbot, window, model)
+    workspace = window.workspace
+    row = workspace.ready_row
+    assert not row.isVisibleTo(window)
+    panel = workspace.panels["A"]
+    panel.strategy_box.setCurrentText(COMMAND_CHOICE)
+    panel.program.command.setText(f"{sys.executable} {bed} {{path}} --import-s 0.1 --post-s 0.3")
+    assert row.isVisibleTo(window) and not row.value.isEnabled()
+    row.kind.setCurrentIndex(row.kind.findData("line"))
+    row.value.setText("(unclosed")
+    assert row.error.text().startswith("the ready line is not a regular expression")
+    runs = len(workspace.bench.records)
+    panel.run_button.click()
+    assert len(workspace.bench.records) == runs and not workspace.bench.running
+    assert "Servers' ready: the ready line" in window.messages.message()
+    row.value.setText("serve_bed: ready")
+    assert row.error.text() == ""
+    panel.run_button.click()
+    wait_idle(qtbot, window)
+    record = workspace.bench.records[-1]
+    assert record.label == "A" and record.status == "ok", record.error
+    cold = record.watched.cold_start if record.watched else None
+    assert cold is not None and cold.ready_by == "line" and cold.ready_s is not None
