@@ -342,6 +342,11 @@ class Observer:
             if tree is None:
                 return [], 0, set, None
             pids = [m.pid for m in tree.live()]
+            root = tree.members.get(tree.root)
+            # A daemon the command left (handed to modelmon when its parents ended) stands
+            # for the command once it has exited: its listening socket is the server's.
+            ended = root is not None and (not root.alive or root.died_ns is not None)
+            stands_in = set(tree.adopted) if ended else set()
             times = [start for start, _, n in self._windows() if n > 0]
             for process in self.evidence.processes.values():
                 times += [t - self.interval_ns for t, _ in process.growth[:1] + process.growth[-1:]]
@@ -349,7 +354,7 @@ class Observer:
                 self.bucket.size if self.bucket is not None else 0
             )
         span = (min(times), max(times)) if times else None
-        return pids, tree.root, lambda: self._ranks(model_bytes), span
+        return pids, tree.root, lambda: self._ranks(model_bytes) | stands_in, span
 
     def _ranks(self, model_bytes: int) -> set[int]:
         """The ranks, and the processes they forked without running another program (a

@@ -219,6 +219,7 @@ class ReadyWatch:
         first and the latest model bytes arrived (None: none yet)."""
         if not self.watches_sockets or self.seen is not None:
             return
+        self._reconsider(ranks, model_ns)
         self._confirm(now, model_ns)
         previous = self._last_look_ns
         if previous is not None and now - previous < LISTEN_PERIOD_S * 1e9:
@@ -270,6 +271,22 @@ class ReadyWatch:
             self.early.append(replace(listen, why=NOT_A_RANK))
         elif self._candidate is None:
             self._candidate = listen  # ready once no model byte arrives after it
+
+    def _reconsider(self, ranks: Callable[[], set[int]], model_ns: tuple[int, int] | None) -> None:
+        """A listen set aside as no rank's, by a process known since to have read the model
+        (its reads placed later, or a daemon standing for its exited command): the
+        candidate now."""
+        if self._candidate is not None or self.condition.port is not None or model_ns is None:
+            return
+        others = [e for e in self.early if e.why == NOT_A_RANK and e.at_ns >= model_ns[0]]
+        if not others:
+            return
+        readers = ranks()
+        for listen in others:
+            if listen.pid in readers:
+                self.early.remove(listen)
+                self._candidate = replace(listen, why="")
+                return
 
     def _confirm(self, now: int, model_ns: tuple[int, int] | None) -> None:
         """The candidate is ready once the weights have stopped arriving before it (for

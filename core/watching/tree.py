@@ -157,6 +157,10 @@ class ProcessTree:
         self.adopter: int | None = None
         self._own: Callable[[], set[int]] = set
         self.adopted: set[int] = set()
+        # The adopter's children judged not orphans of the tree (its own, or older than it).
+        # A daemon's middle process may end unseen, handing its child to the adopter with no
+        # new pid and no member's end: a child of the adopter not judged yet is looked at.
+        self._judged: set[int] = set()
         # The newest pid handed out and the members seen ended, at the last two looks for new
         # members; a member's end hands its children to the adopter without a new pid.
         self._ended: set[int] = set()
@@ -202,14 +206,15 @@ class ProcessTree:
         last_pid, before = _last_pid(), self._discovered_at
         key = (last_pid, len(self._ended))
         self._discovered_at = (before[1], key)
-        if not initial and last_pid is not None and before == (key, key):
+        quiet = not initial and last_pid is not None and before == (key, key)
+        if quiet and not self._unjudged_children():
             return
         live = [m for m in self.members.values() if m.alive]
         threads = sum(m.threads for m in live)
         if _HAVE_CHILDREN and threads <= CHILDREN_FILES_UP_TO:
             candidates = self._children_of(live) | self._orphans()
         else:
-            candidates = self._listed()
+            candidates = self._listed() | self._orphans()
         pids = {m.pid for m in live}
         own = self._own() if self.adopter is not None and candidates else set()
         added = True
@@ -218,14 +223,20 @@ class ProcessTree:
             for pid, stat in sorted(candidates.items(), key=lambda item: item[1].start_ticks):
                 orphan = self._is_orphan(pid, stat, own)
                 if stat.ppid in pids or orphan:
+                    member = self._join(pid, stat, now_ns, initial)
                     if orphan:
                         self.adopted.add(pid)
-                    self._join(pid, stat, now_ns, initial)
+                        self._others.pop(pid, None)  # seen before it was handed over
+                        # Its children: a daemon's middle process may be ending already.
+                        candidates.update(self._children_of([member]))
                     pids.add(pid)
                     del candidates[pid]
                     added = True
         for pid, stat in candidates.items():
-            self._others[pid] = stat.start_ticks
+            if stat.ppid == self.adopter:
+                self._judged.add(pid)
+            else:
+                self._others[pid] = stat.start_ticks
 
     def adopt_orphans(self, adopter: int, own: Callable[[], set[int]]) -> None:
         """From now on, a child of ``adopter`` (the watching process, a subreaper) born since
@@ -238,12 +249,26 @@ class ProcessTree:
         found: dict[int, StatLine] = {}
         if self.adopter is None:
             return found
-        for child in _children(self.adopter):
-            if child not in self.members and child not in self._others:
-                stat = self._read_stat(child)
-                if stat is not None:
-                    found[child] = stat
+        for child in self._unjudged_children():
+            stat = self._read_stat(child)
+            if stat is not None:
+                found[child] = stat
         return found
+
+    def orphans_pending(self) -> bool:
+        """Whether a child was handed to the adopter since the last look for members."""
+        return bool(self._unjudged_children())
+
+    def _unjudged_children(self) -> list[int]:
+        """The adopter's children neither members nor judged: an orphan may be among them
+        (one seen before it was handed over is looked at again)."""
+        if self.adopter is None:
+            return []
+        return [
+            child
+            for child in _children(self.adopter)
+            if child not in self.members and child not in self._judged
+        ]
 
     def _is_orphan(self, pid: int, stat: StatLine, own: set[int]) -> bool:
         root = self.members.get(self.root)

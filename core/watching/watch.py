@@ -346,9 +346,17 @@ class Watch:
         return exits.root_exited(self._process, self.observer.tree, root)
 
     def _leftovers(self) -> list[tuple[int, int]]:
-        if self._process is None or self.observer.tree is None:
+        tree = self.observer.tree
+        if self._process is None or tree is None:
             return []
-        return leftovers(self.observer, self.observer.tree.root)
+        left = leftovers(self.observer, tree.root)
+        # A daemon's middle process ending as it is looked at hands its child over after the
+        # look: looked at again, a bounded number of times.
+        for _ in range(3):
+            if left or not tree.orphans_pending():
+                break
+            left = leftovers(self.observer, tree.root)
+        return left
 
     def _leftovers_loading(self) -> bool:
         """Whether the command's exit does not end the watch yet: processes it left still

@@ -431,3 +431,60 @@ def test_gloo_ranks_whose_store_listens_before_the_weights_are_ready_later(
     )
     port = announced_port(tmp_path / "bed.log")  # ready is the server's own listen
     assert cold.ready_detail == f"pid {result.pid} listened on :{port}"
+
+
+# A server that daemonizes (double fork, a new session, the first two processes gone at
+# once), then reads its weights and listens: argv[1] the model, argv[2] a marker of the test.
+DAEMON = """
+import os, socket, sys, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+with open(sys.argv[1], "rb") as weights:
+    while weights.read(1 << 20):
+        pass
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen()
+time.sleep(60)
+"""
+
+
+def test_a_server_that_daemonizes_is_followed_to_its_ready(model: Path, tmp_path: Path) -> None:
+    """Its middle process ends before any look sees it: the server is handed to modelmon as
+    an orphan with no new pid and no member's end, and is still found, seen ready when it
+    listens, and stopped."""
+    marker = str(tmp_path / "daemon")
+    result = Watch(
+        [sys.executable, "-c", DAEMON, str(model), marker],
+        model=str(model),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ).run()
+    cold = result.cold_start
+    assert cold is not None and cold.ready_s is not None and cold.ready_by == "listen", cold
+    assert result.bytes_read >= 0.9 * model.stat().st_size
+    left = [
+        pid
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and marker.encode() in _cmdline(pid) and _state(pid) != b"Z"
+    ]
+    assert not left, "the daemon outlived the watch"
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read()
+    except OSError:
+        return b""
+
+
+def _state(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return b"gone"
