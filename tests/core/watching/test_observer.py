@@ -131,13 +131,15 @@ def test_a_tree_that_ends_on_sigterm_is_not_killed() -> None:
 
 # Busy on CPU 0, in a session whose share of a CPU is the least (an autogroup of nice 19):
 # beside a busy process of another session on that CPU it gets almost none of it.
+# Says it runs before it lowers its own priority: once lowered, on a core a hog and the other
+# test worker share, its next write could wait half a minute for a slice.
 STARVED = """
 import os, sys
 os.sched_setaffinity(0, {0})
-with open("/proc/self/autogroup", "w") as group:
-    group.write("19")
 sys.stdout.write("busy\\n")
 sys.stdout.flush()
+with open("/proc/self/autogroup", "w") as group:
+    group.write("19")
 while True:
     pass
 """
@@ -151,6 +153,10 @@ def test_a_tree_starved_of_cpu_is_not_quiet() -> None:
     process, observer = _observed([sys.executable, "-c", STARVED])
     try:
         assert process.stdout is not None and process.stdout.readline() == "busy\n"
+        deadline = time.monotonic() + 30.0
+        while not Path(f"/proc/{process.pid}/autogroup").read_text().rstrip().endswith(" 19"):
+            assert time.monotonic() < deadline, "it never lowered its priority"
+            time.sleep(0.01)
         observer.tick(now_ns())
         begun, used = now_ns(), observer.totals.cpu_seconds
         deadline = time.monotonic() + 2.0
