@@ -167,6 +167,7 @@ def ranks_document(found: RanksRecommendation, config_name: str) -> dict[str, An
     """The config file of a ranks recommendation (``render`` writes it as TOML); its
     [recommended] table is the pick's strategy, so `load --config` applies it to each rank."""
     from modelmon.core.loading.config_file import FORMAT_VERSION
+    from modelmon.core.loading.identity import model_identity
     from modelmon.core.model.formats import open_model
 
     model = open_model(found.model)
@@ -179,6 +180,8 @@ def ranks_document(found: RanksRecommendation, config_name: str) -> dict[str, An
             "files": len(model.files),
             "fingerprint": fingerprint(model),
         },
+        # What it was measured on: applied to another model, a load says so in one line.
+        "identity": model_identity(model),
     }
     pick = found.pick
     ranks: dict[str, Any] = {"ranks": found.ranks, "fits": pick is not None}

@@ -279,7 +279,9 @@ def test_a_bucket_read_at_kilobytes_a_second_keeps_its_rates_in_the_file(
     assert written.strategy == "pread"
 
 
-def test_a_ranks_config_applies_with_the_page_cache_kept(sharded_model: Path) -> None:
+def test_a_ranks_config_applies_with_the_page_cache_kept(
+    sharded_model: Path, tmp_path: Path
+) -> None:
     """The ways were measured cold, but the file a load applies (`modelmon load --config`,
     `core.load(config=...)`) keeps the page cache, as recommend's own file does: "cold"
     there would evict the model before every load of it."""
@@ -303,3 +305,16 @@ def test_a_ranks_config_applies_with_the_page_cache_kept(sharded_model: Path) ->
     document = ranks_document(found, "/tmp/ranks.toml")
     assert document["recommended"]["strategy"] == "direct"
     assert document["recommended"]["cache"] == "keep"
+    # What it was measured on: applied to another model, the load says so in one line.
+    from modelmon.core.errors import ConfigMismatchWarning
+    from modelmon.core.loading.config_file import apply_config
+    from modelmon.core.model.formats import open_model
+    from modelmon.core.output.config_text import render
+
+    written = tmp_path / "ranks.toml"
+    written.write_text(render(document))
+    from modelmon.core import write_safetensors_model
+
+    other = write_safetensors_model(tmp_path / "other", layers=1, hidden=64, vocab=128, seed=5)
+    with pytest.warns(ConfigMismatchWarning, match="measured on a different model"):
+        apply_config(written, open_model(str(other)))
