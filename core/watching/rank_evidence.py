@@ -219,7 +219,12 @@ class Evidence:
             t for t in ticks if t.storage_read_bytes >= end - (1 - STORAGE_SHARE) * model_bytes
         )
         wanted = done.storage_read_bytes - STORAGE_SHARE * model_bytes
-        began = max((t for t in ticks if t.storage_read_bytes <= wanted), key=lambda t: t.at_ns)
+        # The tree's sum drops when a member ends: no tick may be that low; then from the first.
+        began = max(
+            (t for t in ticks if t.storage_read_bytes <= wanted),
+            key=lambda t: t.at_ns,
+            default=ticks[0],
+        )
         return began.at_ns, done.at_ns
 
     def at(self, at_ns: int) -> TreeFigures | None:
