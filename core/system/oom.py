@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 
 KMSG = "/dev/kmsg"
 KMSG_MAX_RECORDS = 100_000  # the ring buffer holds far fewer: a bound on the reading
@@ -36,32 +36,44 @@ def oom_kills(vmstat: str = VMSTAT) -> int | None:
     return None
 
 
-def logged_oom_kill(pid: int, kmsg: str = KMSG) -> bool | None:
-    """Whether the kernel's log records an OOM kill of ``pid``; None where the log cannot be
-    read. Records are read from the start of the ring buffer to its end, without waiting."""
-    wanted = re.compile(rf"(?:Killed process {pid} \(|oom-kill:.*[,:]pid={pid},)".encode())
+class _Unreadable(Exception):
+    """The kernel's log cannot be read (not there, not allowed, failing)."""
+
+
+def _kmsg_records(kmsg: str) -> Generator[bytes, None, None]:
+    """The kernel log's records from the start of its ring buffer to its end, without
+    waiting; ``_Unreadable`` where it cannot be read."""
     try:
         descriptor = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return None
+        raise _Unreadable from None
     try:
         for _ in range(KMSG_MAX_RECORDS):
             try:
                 record = os.read(descriptor, 8192)
             except BlockingIOError:
-                return False  # the end of the log
+                return  # the end of the log
             except BrokenPipeError:
                 continue  # records overwritten while read: the next one follows
             except OSError:
-                return None
+                raise _Unreadable from None
             if not record:
-                return False
-            if wanted.search(record):
-                return True
-        return False
+                return
+            yield record
     finally:
         with contextlib.suppress(OSError):
             os.close(descriptor)
+
+
+def logged_oom_kill(pid: int, kmsg: str = KMSG) -> bool | None:
+    """Whether the kernel's log records an OOM kill of ``pid``; None where the log cannot be
+    read. Records are read from the start of the ring buffer to its end, without waiting."""
+    wanted = re.compile(rf"(?:Killed process {pid} \(|oom-kill:.*[,:]pid={pid},)".encode())
+    try:
+        with contextlib.closing(_kmsg_records(kmsg)) as records:
+            return any(wanted.search(record) for record in records)
+    except _Unreadable:
+        return None
 
 
 def oom_killed(pid: int, count_before: int | None) -> bool | None:
@@ -83,26 +95,9 @@ def oom_victims(pids: Iterable[int], kmsg: str = KMSG) -> dict[int, str]:
     wanted = set(pids)
     found: dict[int, str] = {}
     record_of = re.compile(rb"Killed process (\d+) \(([^)]*)\)")
-    try:
-        descriptor = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return found
-    try:
-        for _ in range(KMSG_MAX_RECORDS):
-            try:
-                record = os.read(descriptor, 8192)
-            except BlockingIOError:
-                break
-            except BrokenPipeError:
-                continue
-            except OSError:
-                break
-            if not record:
-                break
+    with contextlib.suppress(_Unreadable), contextlib.closing(_kmsg_records(kmsg)) as records:
+        for record in records:
             for pid, name in record_of.findall(record):
                 if int(pid) in wanted:
                     found[int(pid)] = name.decode(errors="replace")
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(descriptor)
     return found

@@ -107,18 +107,24 @@ def serve_url(
 def leftovers(model: str) -> list[int]:
     """Processes of the test bed serving ``model`` still running (another test's bed on this
     machine serves a model of its own)."""
+    return running_with(str(BED), model)
+
+
+def running_with(*words: str) -> list[int]:
+    """Processes still running (not zombies) whose arguments hold every one of ``words``."""
+    wanted = [word.encode() for word in words]
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/cmdline", "rb") as cmdline:
-                words = cmdline.read().split(b"\0")
+                argv = cmdline.read().split(b"\0")
             with open(f"/proc/{name}/stat", "rb") as stat:
                 state = stat.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(BED).encode() in words and model.encode() in words and state != b"Z":
+        if all(word in argv for word in wanted) and state != b"Z":
             found.append(int(name))
     return found
 
@@ -466,25 +472,4 @@ def test_a_server_that_daemonizes_is_followed_to_its_ready(model: Path, tmp_path
     cold = result.cold_start
     assert cold is not None and cold.ready_s is not None and cold.ready_by == "listen", cold
     assert result.bytes_read >= 0.9 * model.stat().st_size
-    left = [
-        pid
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and marker.encode() in _cmdline(pid) and _state(pid) != b"Z"
-    ]
-    assert not left, "the daemon outlived the watch"
-
-
-def _cmdline(pid: str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return cmdline.read()
-    except OSError:
-        return b""
-
-
-def _state(pid: str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0]
-    except OSError:
-        return b"gone"
+    assert not running_with(marker), "the daemon outlived the watch"
