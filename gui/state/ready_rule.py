@@ -107,7 +107,7 @@ class ReadyRule:
 
 
 def _said(kind: str) -> str:
-    return {"port": "the ready port", "line": "the ready line", "url": "the ready URL"}[kind]
+    return _FLAG_WORDS[f"--ready-{kind}"]
 
 
 def _hint(kind: str) -> str:
