@@ -4,6 +4,7 @@
                               [--post-s S] [--slow-rank R --slow-mbps X] [--die-rank R]
                               [--dist pipes|gloo] [--listen-early | --lazy | --never-ready]
                               [--phase-lines [--prefetch] [--idle-s S]] [--compile-s S]
+                              [--sleep-steps]
 
 It starts as a server does: imports and set-up (``--import-s`` of CPU, ``--other-mb`` of other
 files read: the standard library's sources), the weights (each rank a process, as torchrun
@@ -35,6 +36,10 @@ reports; ``--idle-s`` waits before it listens, in no line.
 ``--compile-s`` compiles as an engine does after its weights: ``S`` seconds of CPU, whose
 result it writes into ``$VLLM_CACHE_ROOT`` (or ``~/.cache/serve_bed``) and finds there at its
 next start, which then only reads it ("torch.compile took ... s in total" either way).
+
+``--sleep-steps`` waits out the import, compile and post-processing steps on the clock
+instead of computing them: a test that judges changes by the time to ready then does not
+hang on what its neighbours do with the machine's cores.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from pathlib import Path
 
 T0_VARIABLE = "SERVE_BED_T0"  # the server's start (CLOCK_BOOTTIME s), handed to its ranks
 CLIENTS: list[object] = []
+SLEEP_STEPS = "--sleep-steps" in sys.argv
 
 
 def process_start() -> float:
@@ -77,6 +83,9 @@ def busy(seconds: float) -> None:
     are busy it takes longer, but it computes until it is done, so the moment it says it is
     done is when it stopped computing (a wall-clock deadline may pass while it waits for a
     core, and its last stretch is then no computing at all)."""
+    if SLEEP_STEPS:
+        time.sleep(seconds)
+        return
     deadline = time.process_time() + seconds
     value = 0
     while time.process_time() < deadline:
@@ -392,6 +401,7 @@ def main() -> None:
     parser.add_argument("--prefetch", action="store_true")
     parser.add_argument("--idle-s", type=float, default=0.0)
     parser.add_argument("--compile-s", type=float, default=0.0)
+    parser.add_argument("--sleep-steps", action="store_true")  # read as SLEEP_STEPS
     parser.add_argument("--as-rank", type=int, default=None)
     parser.add_argument("--as-side-listener", action="store_true")
     args = parser.parse_args()
