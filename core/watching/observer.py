@@ -330,30 +330,37 @@ class Observer:
 
     def ready_context(
         self,
-    ) -> tuple[list[int], int, Callable[[], set[int]], tuple[int, int] | None]:
+    ) -> tuple[list[int], int, Callable[[], set[int]], tuple[int, int, int] | None]:
         """What a look for a ready server needs: the tree's live pids, its root, the pids
         that read the model and their descendants (asked when needed: a pre-forking server's
         workers, forked by the process that read the weights, share them and serve), and
-        when the first and the latest model bytes arrived (None: none yet). A page scan's
-        window bounds its bytes' arrival; a rank's growth seen at a tick came within the
-        tick before."""
+        when model bytes arrived: the first at the earliest, the latest at the earliest and at
+        the latest (None: none yet). A page scan's window bounds its bytes' arrival; a rank's
+        growth seen at a tick came within the tick before."""
         with self.lock:
             tree = self.tree
             if tree is None:
                 return [], 0, set, None
             pids = [m.pid for m in tree.live()]
             root = tree.members.get(tree.root)
-            # A daemon the command left (handed to modelmon when its parents ended) stands
-            # for the command once it has exited: its listening socket is the server's.
+            # What the command left running (a daemon, handed to modelmon when its parents
+            # ended, and what it started) stands for the command once it has exited: its
+            # listening socket is the server's (its reads may fall between two looks at its
+            # descriptors, and its parent may have been no orphan when it was found).
             ended = root is not None and (not root.alive or root.died_ns is not None)
-            stands_in = set(tree.adopted) if ended else set()
-            times = [start for start, _, n in self._windows() if n > 0]
+            stands_in = set(tree.members) - {tree.root} if ended else set()
+            windows = [(start, end) for start, end, n in self._windows() if n > 0]
             for process in self.evidence.processes.values():
-                times += [t - self.interval_ns for t, _ in process.growth[:1] + process.growth[-1:]]
+                windows += [(t - self.interval_ns, t) for t, _ in process.growth[:1]]
+                windows += [(t - self.interval_ns, t) for t, _ in process.growth[-1:]]
             model_bytes = sum(f.size for f in self.files.files) + (
                 self.bucket.size if self.bucket is not None else 0
             )
-        span = (min(times), max(times)) if times else None
+        span = (
+            (min(w[0] for w in windows), max(w[0] for w in windows), max(w[1] for w in windows))
+            if windows
+            else None
+        )
         return pids, tree.root, lambda: self._ranks(model_bytes) | stands_in, span
 
     def _ranks(self, model_bytes: int) -> set[int]:

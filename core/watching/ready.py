@@ -137,10 +137,11 @@ class EarlyListen:
     """A listening socket opened before the first model byte (or by a process that is neither
     the command nor a rank): seen, not taken as ready."""
 
-    at_ns: int
+    at_ns: int  # midway between the look before and the look that saw it
     port: int
     pid: int
     why: str
+    seen_ns: int = 0  # the look that saw it: it listened by then
 
 
 class ReadyWatch:
@@ -156,8 +157,11 @@ class ReadyWatch:
         self.url_failure: str | None = None  # the last reason the ready URL did not answer
         self._lock = threading.Lock()
         self._known: set[int] = set()  # listening inodes already placed
-        self._pending: dict[int, int] = {}  # new listening inodes not placed yet: first seen
+        # New listening inodes not placed yet: when first seen (midway, and the look).
+        self._pending: dict[int, tuple[int, int]] = {}
         self._candidate: EarlyListen | None = None  # a listen after the first model byte
+        # Early listens a model byte arrived after, past the look that saw them: early for good.
+        self._settled: list[EarlyListen] = []
         self._last_look_ns: int | None = None
         self._stop = threading.Event()
         self._url_thread: threading.Thread | None = None
@@ -212,14 +216,15 @@ class ReadyWatch:
         pids: Iterable[int],
         root: int,
         ranks: Callable[[], set[int]],
-        model_ns: tuple[int, int] | None,
+        model_ns: tuple[int, int, int] | None,
     ) -> None:
         """Look for new listening sockets of the tree (``pids``), at most every
         ``LISTEN_PERIOD_S``. ``ranks``: the pids that read the model; ``model_ns``: when the
-        first and the latest model bytes arrived (None: none yet)."""
+        first model byte arrived, and the latest at the earliest and at the latest (None:
+        none yet)."""
         if not self.watches_sockets or self.seen is not None:
             return
-        self._reconsider(ranks, model_ns)
+        self._reconsider(root, ranks, model_ns)
         self._confirm(now, model_ns)
         previous = self._last_look_ns
         if previous is not None and now - previous < LISTEN_PERIOD_S * 1e9:
@@ -231,14 +236,14 @@ class ReadyWatch:
             return
         at = now if previous is None else (previous + now) // 2
         for inode in new:
-            self._pending.setdefault(inode, at)
+            self._pending.setdefault(inode, (at, now))
         holders: dict[int, int] = {}
         for pid in pids:
             for inode in socket_inodes(pid) & new.keys():
                 holders[inode] = pid
         for inode, port in sorted(new.items(), key=lambda item: item[1]):
             holder = holders.get(inode)
-            first = self._pending[inode]
+            first, seen = self._pending[inode]
             if holder is None:
                 # Not the tree's, or of a process the tree has not found yet: looked at
                 # again for a while, then left alone.
@@ -248,7 +253,7 @@ class ReadyWatch:
                 continue
             self._known.add(inode)
             del self._pending[inode]
-            self._place(EarlyListen(first, port, holder, ""), root, ranks, model_ns)
+            self._place(EarlyListen(first, port, holder, "", seen), root, ranks, model_ns)
         for inode in [i for i in self._pending if i not in listening]:
             del self._pending[inode]  # closed before it was placed
 
@@ -257,7 +262,7 @@ class ReadyWatch:
         listen: EarlyListen,
         root: int,
         ranks: Callable[[], set[int]],
-        model_ns: tuple[int, int] | None,
+        model_ns: tuple[int, int, int] | None,
     ) -> None:
         """A new listening socket of the tree: ready, a candidate for it, or early."""
         detail = f"pid {listen.pid} listened on :{listen.port}"
@@ -272,32 +277,50 @@ class ReadyWatch:
         elif self._candidate is None:
             self._candidate = listen  # ready once no model byte arrives after it
 
-    def _reconsider(self, ranks: Callable[[], set[int]], model_ns: tuple[int, int] | None) -> None:
-        """A listen set aside as no rank's, by a process known since to have read the model
-        (its reads placed later, or a daemon standing for its exited command): the
-        candidate now."""
+    def _reconsider(
+        self, root: int, ranks: Callable[[], set[int]], model_ns: tuple[int, int, int] | None
+    ) -> None:
+        """A listen set aside before a model byte was known to have come before it (a page
+        scan places bytes a look later than the socket's look), or as no rank's, by a process
+        known since to have read the model (its reads placed later, or a daemon standing for
+        its exited command): the candidate now, when a model byte arrived by the look that
+        saw it. ``_confirm`` then judges it against the bytes after it."""
         if self._candidate is not None or self.condition.port is not None or model_ns is None:
             return
-        others = [e for e in self.early if e.why == NOT_A_RANK and e.at_ns >= model_ns[0]]
+        others = [
+            e
+            for e in self.early
+            if e not in self._settled and max(e.at_ns, e.seen_ns) >= model_ns[0]
+        ]
         if not others:
             return
         readers = ranks()
         for listen in others:
-            if listen.pid in readers:
+            if listen.pid == root or listen.pid in readers:
                 self.early.remove(listen)
                 self._candidate = replace(listen, why="")
                 return
 
-    def _confirm(self, now: int, model_ns: tuple[int, int] | None) -> None:
+    def _confirm(self, now: int, model_ns: tuple[int, int, int] | None) -> None:
         """The candidate is ready once the weights have stopped arriving before it (for
-        ``SETTLE_S``); a model byte that arrived after it makes it one of the early ones."""
+        ``SETTLE_S``); a model byte that arrived after the look that saw it makes it one of
+        the early ones. One that arrived between that look and the one before leaves the
+        order open: the socket is taken to have listened after it (as a server listens once
+        loaded), placed no earlier than the latest byte could have arrived."""
         candidate = self._candidate
         if candidate is None or model_ns is None:
             return
-        if model_ns[1] > candidate.at_ns:
-            self.early.append(replace(candidate, why=BEFORE_WEIGHTS))
+        if model_ns[1] > max(candidate.at_ns, candidate.seen_ns):
+            early = replace(candidate, why=BEFORE_WEIGHTS)
+            self.early.append(early)
+            self._settled.append(early)
             self._candidate = None
-        elif now - candidate.at_ns >= SETTLE_S * 1e9:
+            return
+        latest = min(model_ns[2], candidate.seen_ns)
+        if latest > candidate.at_ns:
+            candidate = replace(candidate, at_ns=latest)
+            self._candidate = candidate
+        if now - candidate.at_ns >= SETTLE_S * 1e9:
             detail = f"pid {candidate.pid} listened on :{candidate.port}"
             self._mark(candidate.at_ns, "listen", detail)
 

@@ -440,7 +440,8 @@ def test_gloo_ranks_whose_store_listens_before_the_weights_are_ready_later(
 
 
 # A server that daemonizes (double fork, a new session, the first two processes gone at
-# once), then reads its weights and listens: argv[1] the model, argv[2] a marker of the test.
+# once), then reads its weights and listens: argv[1] the model, argv[2] a marker of the test,
+# argv[3] how long it waits before it reads.
 DAEMON = """
 import os, socket, sys, time
 if os.fork():
@@ -448,6 +449,7 @@ if os.fork():
 os.setsid()
 if os.fork():
     os._exit(0)
+time.sleep(float(sys.argv[3]))
 with open(sys.argv[1], "rb") as weights:
     while weights.read(1 << 20):
         pass
@@ -458,18 +460,24 @@ time.sleep(60)
 """
 
 
-def test_a_server_that_daemonizes_is_followed_to_its_ready(model: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pause", ["0", "1"])
+def test_a_server_that_daemonizes_is_followed_to_its_ready(
+    model: Path, tmp_path: Path, pause: str
+) -> None:
     """Its middle process ends before any look sees it: the server is handed to modelmon as
     an orphan with no new pid and no member's end, and is still found, seen ready when it
-    listens, and stopped."""
+    listens, and stopped. Found before it reads, it may read all and listen between two
+    looks at its descriptors: its listen is still the server's, after its weights."""
     marker = str(tmp_path / "daemon")
     result = Watch(
-        [sys.executable, "-c", DAEMON, str(model), marker],
+        [sys.executable, "-c", DAEMON, str(model), marker, pause],
         model=str(model),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ).run()
     cold = result.cold_start
     assert cold is not None and cold.ready_s is not None and cold.ready_by == "listen", cold
+    assert "before its weights" not in (cold.ready_detail or "")
     assert result.bytes_read >= 0.9 * model.stat().st_size
+    assert result.first_byte_s is not None and cold.ready_s >= result.first_byte_s
     assert not running_with(marker), "the daemon outlived the watch"
