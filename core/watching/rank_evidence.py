@@ -113,6 +113,9 @@ class Evidence:
         # it held it at the first, and its reading since is the model's.
         self._held_before: set[int] = set()
         self._reaped: dict[int, int] = {}  # pid → read-call bytes of children it reaps
+        # pid → its read calls' bytes since it last held a model descriptor at a tick: a
+        # reader found holding one at a later look had read some of it before.
+        self._unheld: dict[int, int] = {}
         self._counted_reaped: set[int] = set()
 
     def process(self, pid: int, now_ns: int) -> ProcessEvidence:
@@ -186,10 +189,11 @@ class Evidence:
             if died is not None and process.exited_ns is None:
                 process.exited_ns = died  # its end, though its parent reaps it later
             if pid in self._descriptor_holders or pid in self._held_before:
-                process.read_calls_bytes += grown
+                process.read_calls_bytes += grown + self._before_held(process, grown)
                 process.note(now_ns)
             else:
                 self._other_read += grown
+                self._unheld[pid] = self._unheld.get(pid, 0) + grown
             process.anon_peak = max(process.anon_peak, anon)
         self.history.append(
             TreeFigures(
@@ -203,6 +207,17 @@ class Evidence:
                 storage_read_bytes,
             )
         )
+
+    def _before_held(self, process: ProcessEvidence, grown: int) -> int:
+        """What a process newly seen holding a model descriptor read of the model before the
+        tick that saw it: its read calls' bytes since it last held one (taken from the other
+        files'), up to what its descriptors' offsets show of the model beyond its counted
+        bytes (its imports and other files' reads are not the model's)."""
+        before = self._unheld.pop(process.pid, 0)
+        shown = sum(process.positions.values()) - process.read_calls_bytes - grown
+        credit = min(before, max(0, shown))
+        self._other_read -= credit
+        return credit
 
     def storage_span(self, model_bytes: int, until_ns: int) -> tuple[int, int] | None:
         """Where nothing arrived in the page cache and no rank was seen reading (reads past

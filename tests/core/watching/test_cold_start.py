@@ -481,3 +481,51 @@ def test_a_server_that_daemonizes_is_followed_to_its_ready(
     assert result.bytes_read >= 0.9 * model.stat().st_size
     assert result.first_byte_s is not None and cold.ready_s >= result.first_byte_s
     assert not running_with(marker), "the daemon outlived the watch"
+
+
+# A launcher whose two ranks each read the whole model (argv[1]) in three stretches: a burst
+# before a look can see its descriptor, a paced middle the looks see, and a burst after the
+# last of them; argv[2] a marker of the test.
+BURSTS = """
+import os, subprocess, sys, time
+if sys.argv[-1] == "rank":
+    with open(sys.argv[1], "rb", buffering=0) as weights:
+        weights.read(20 << 20)
+        for _ in range(24):
+            weights.read(1 << 20)
+            time.sleep(0.05)
+        while weights.read(8 << 20):
+            pass
+    time.sleep(0.5)
+    sys.exit(0)
+children = [
+    subprocess.Popen(
+        [sys.executable, sys.argv[0], *sys.argv[1:], "rank"],
+        env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "2"},
+    )
+    for rank in range(2)
+]
+sys.exit(max(child.wait() for child in children))
+"""
+
+
+def test_a_rank_is_credited_what_it_read_before_and_after_the_looks_saw_it(
+    model: Path, tmp_path: Path
+) -> None:
+    """A rank's bytes are what it read of the model, though its reading began before the
+    first look that saw its descriptor and ended after the last: the offsets a look sees
+    bound what it read before, its read calls count the rest."""
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(BURSTS)
+    result = Watch(
+        [sys.executable, str(launcher), str(model), str(tmp_path)],
+        model=str(model),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ).run()
+    cold = result.cold_start
+    assert cold is not None and len(cold.ranks) == 2, cold
+    size = model.stat().st_size
+    for rank in cold.ranks:
+        assert rank.model_bytes >= 0.99 * size, (rank, size)
+    assert not running_with(str(launcher))
