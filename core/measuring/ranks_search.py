@@ -6,7 +6,8 @@ Before anything runs, a way whose weights alone outgrow the limit is set aside w
 hold (``weights_bytes``: N copies for ``whole``, the parts for ``slice``, one for
 ``one-reader``), a sure bound: its processes hold more beside, which only a run measures. The
 others run under the limit, round by round in alternating order, until
-each has ``REPEATS`` runs or the budget is spent: a way OOM-killed there does not fit, one that
+each has ``REPEATS`` runs or the budget is spent (past round 1, a run that would end past it,
+by round 1's walls, is not started): a way OOM-killed there does not fit, one that
 read the model again after reclaim ran the limit's time, not its own. The pick is the fastest
 by the median of its slowest rank's time; within ``NOISE`` of it, the one that holds less.
 Then the smallest limit the pick holds at: its anonymous and shared memory at their peak, and
@@ -237,7 +238,8 @@ def recommend_ranks(
     for round_number in range(REPEATS):
         for index in order if round_number % 2 == 0 else reversed(order):
             measured = ways[index]
-            if stop.is_set() or (round_number and time.monotonic() >= deadline):
+            # Past round 1, a run that would end past the deadline is not started.
+            if stop.is_set() or (round_number and _past(deadline, measured.way, walls)):
                 break
             if measured.failure is not None:  # it did not hold: not run again
                 continue
@@ -257,7 +259,7 @@ def recommend_ranks(
     if pick is not None:
         holds_at = _round_up((pick.held_bytes or pick.needs_bytes) + ranks * PROCESS_BYTES)
         if memory_limit is None or holds_at < memory_limit:
-            if time.monotonic() < deadline and not stop.is_set():
+            if not _past(deadline, pick.way, walls) and not stop.is_set():
                 say(f"checking it holds at {ram_text(holds_at)}: {pick.way.spec}")
                 check = _run(model, ranks, pick.way, holds_at, stop)
                 verified = check.status == "ok"
@@ -278,6 +280,11 @@ def recommend_ranks(
         time.monotonic() - started,
         tuple(left_out),
     )
+
+
+def _past(deadline: float, way: RanksWay, walls: list[tuple[RanksWay, float]]) -> bool:
+    """Whether a run of ``way`` started now would end past ``deadline``."""
+    return time.monotonic() + (_wall_of(way, walls) if walls else 0.0) > deadline
 
 
 def _wall_of(way: RanksWay, walls: list[tuple[RanksWay, float]]) -> float:
