@@ -41,7 +41,8 @@ def test_its_lines_are_placed_where_its_own_clock_put_them(model: Path, tmp_path
     # Each span ends where its line was read: after the server said it, before ready.
     assert first(said, "last-byte") - 0.1 <= weights.end_s <= engine.start_s + 0.1
     assert weights.stated_s == pytest.approx(weights.seconds)
-    assert engine.stated_s == pytest.approx(1.0, abs=0.2)  # its CPU-bound step
+    # Its CPU-bound step: a second of CPU, longer on the clock where the cores are busy.
+    assert engine.stated_s is not None and engine.stated_s >= 0.99
     assert engine.end_s <= cold.ready_s
     # What the watch measured in each: the weights' bytes in the first, CPU in the second.
     assert weights.measured is not None and weights.measured.model_bytes > 0.8 * result.model_bytes
