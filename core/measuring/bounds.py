@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +46,16 @@ class Reading:
         return f"{self.readers} reader(s), {self.request // MiB} MiB requests, {mode}"
 
 
+SETTING = re.compile(r"(\d+) reader\(s\), \d+ MiB requests, (O_DIRECT|buffered)")
+
+
+def readers_of(setting: str) -> tuple[int, bool] | None:
+    """The readers and whether they read O_DIRECT, of a ``Reading.setting`` (None: another's,
+    a bucket's curve)."""
+    found = SETTING.fullmatch(setting)
+    return (int(found[1]), found[2] == "O_DIRECT") if found else None
+
+
 def _ranges(sizes: Sequence[int], readers: int) -> list[list[tuple[int, int, int]]]:
     """The files' bytes, end to end, cut into ``readers`` contiguous ranges of (file, offset,
     length) pieces."""
@@ -69,9 +80,15 @@ def _read_pieces(
     request: int,
     direct: bool,
     failures: list[BaseException],
+    kept: list[mmap.mmap] | None = None,
 ) -> None:
-    buffer = mmap.mmap(-1, request)  # page-aligned, as O_DIRECT needs
+    keep = kept is not None
+    # Page-aligned, as O_DIRECT needs: one reused request's worth, or (keeping) fresh memory
+    # for every byte of the range, faulted in as the reads land, as a load's arrays are.
+    span = sum(length for _, _, length in pieces) + (2 * len(pieces) * ALIGN if direct else 0)
+    buffer = mmap.mmap(-1, max(ALIGN, span) if keep else request)
     view = memoryview(buffer)
+    at = 0  # where the next bytes land, keeping
     descriptors: dict[int, int] = {}
     flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
     try:
@@ -85,36 +102,45 @@ def _read_pieces(
                 want = min(request, end - offset)
                 if direct:
                     want = -(-want // ALIGN) * ALIGN
-                got = os.preadv(fd, [view[:want]], offset)
+                got = os.preadv(fd, [view[at : at + want]], offset)
                 if got <= 0:
                     break
                 offset += got
+                if keep:
+                    at += -(-got // ALIGN) * ALIGN if direct else got
     except BaseException as exc:  # the caller raises it, one line
         failures.append(exc)
     finally:
         for fd in descriptors.values():
             os.close(fd)
         view.release()
-        buffer.close()
+        if kept is not None:  # unmapped once timed: a load keeps its arrays
+            kept.append(buffer)
+        else:
+            buffer.close()
 
 
 def plain_read(
-    paths: Sequence[str], readers: int, request: int, *, direct: bool = False
+    paths: Sequence[str], readers: int, request: int, *, direct: bool = False, keep: bool = False
 ) -> Reading:
     """Read every byte of ``paths`` once with ``readers`` threads, each its own descriptors
-    and one contiguous range; the bytes are discarded. The cache state is the caller's."""
+    and one contiguous range; the bytes are discarded, or (``keep``) read into fresh memory,
+    one mapping a reader, as a load keeps them. The cache state is the caller's."""
     sizes = [os.stat(path).st_size for path in paths]
     plan = _ranges(sizes, readers)
     failures: list[BaseException] = []
+    kept: list[mmap.mmap] | None = [] if keep else None
     threads = [
         threading.Thread(
             target=_read_pieces,
-            args=(paths, pieces, request, direct, failures),
+            args=(paths, pieces, request, direct, failures, kept),
             name=f"modelmon-plain-read-{i}",
         )
         for i, pieces in enumerate(plan)
     ]
     seconds = _timed(threads)
+    for buffer in kept or ():
+        buffer.close()
     if failures:
         raise failures[0]
     return Reading(readers, request, direct, sum(sizes) / seconds / 1e6)

@@ -21,7 +21,11 @@ CEILINGS = (
     "storage",
     "memory_fill",
     "memcpy",
+    "keeping_read",
 )
+# A keeping read (plain reads into fresh memory) holds the whole model at once: measured only
+# where that is this share of usable memory at most.
+KEEPING_SHARE = 0.5
 # The strategies whose loads keep no copy of the bytes (tensors are views of the mapping):
 # the storage alone bounds them, as it bounds a load that discards.
 VIEWS = ("mmap-view",)

@@ -31,6 +31,7 @@ process); a cache in the server is the server's.
 from __future__ import annotations
 
 import math
+import mmap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -147,7 +148,15 @@ class _Reading:
                 self.stop.set()
 
 
-def _read_parts(connection: Connection, parts: _Parts, part: int, reading: _Reading) -> None:
+def _read_parts(
+    connection: Connection,
+    parts: _Parts,
+    part: int,
+    reading: _Reading,
+    kept: list[mmap.mmap] | None = None,
+) -> None:
+    """GETs of ``parts`` over ``connection``, read into one reused buffer, or (``kept``) each
+    into fresh memory, kept there as a load keeps its bytes (freed by the caller)."""
     buffer = memoryview(bytearray(min(part, 8 * MiB)))
     first_get = True  # every connection makes one, however late its thread ran
     try:
@@ -158,6 +167,10 @@ def _read_parts(connection: Connection, parts: _Parts, part: int, reading: _Read
         ):
             first_get = False
             url, first, last = taken
+            if kept is not None:
+                fresh = mmap.mmap(-1, last + 1 - first)
+                kept.append(fresh)
+                buffer = memoryview(fresh)
             if not _get_retried(connection, url, first, last, buffer, reading):
                 return
     except BaseException as exc:  # the caller raises it, one line
@@ -205,12 +218,15 @@ def _get(
     """One GET read and discarded; False when it was throttled."""
     try:
         _answer, body = connection.get(url, first, last, None)
-        left = last + 1 - first
+        left, done = last + 1 - first, 0
         while left > 0:
-            got = body.readinto(buffer[: min(left, len(buffer))])
+            # On through the buffer, around again where it is shorter than the GET.
+            at = done % len(buffer)
+            got = body.readinto(buffer[at : at + min(left, len(buffer) - at)])
             if got <= 0:
                 raise StorageError(url.text, "the body ended early")
             left -= got
+            done += got
         body.finish()
     except Transient as exc:
         if exc.kind != "throttled":
@@ -228,6 +244,7 @@ def plain_get(
     part: int,
     start_gate: Callable[[], bool] | None = None,
     limit_s: float | None = None,
+    keep: bool = False,
 ) -> ObjectReading:
     """Read every byte of ``objects`` once over ``connections`` connections (each its own,
     each taking the next GET of ``part`` bytes as it is free); the bytes are discarded. With
@@ -235,15 +252,18 @@ def plain_get(
     reading is called off, ``LoadCancelled``). ``limit_s``: no GET is begun after that many
     seconds from the first (each connection makes one at least). A read throttled for
     ``THROTTLED_S`` stops there too. Its rate is what it read over the time it took."""
+    # keep: each GET's bytes read into fresh memory, kept until the reading is timed, as a
+    # load keeps them.
     parts = _Parts(objects, part)
     reading = _Reading()
+    kept: list[mmap.mmap] | None = [] if keep else None
     with open_store(objects[0].object_url()) as store:
         opened = [store.connect() for _ in range(max(1, min(connections, len(parts))))]
         try:
             threads = [
                 threading.Thread(
                     target=_read_parts,
-                    args=(conn, parts, part, reading),
+                    args=(conn, parts, part, reading, kept),
                     name=f"modelmon-plain-get-{n}",
                 )
                 for n, conn in enumerate(opened)
@@ -256,6 +276,8 @@ def plain_get(
         finally:
             for conn in opened:
                 conn.close()
+            for fresh in kept or ():
+                fresh.close()
     if reading.failures:
         failure = reading.failures[0]
         step = f"in the plain GETs that measure the storage's bound ({connections} connection(s)"

@@ -30,6 +30,7 @@ from modelmon.core.measuring.bounds import (
 )
 from modelmon.core.measuring.ceiling_records import (
     CEILINGS,
+    KEEPING_SHARE,
     Ceiling,
     Ceilings,
     fill_ceiling,
@@ -41,6 +42,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
 from modelmon.core.storage.connection import CLIENT_CONNECTIONS
 from modelmon.core.system.cache import prime_fresh_memory
+from modelmon.core.system.memory import memory_facts
 from modelmon.core.units import rate_text
 
 # Connections of the plain parallel read: what a parallel client opens without tuning.
@@ -66,13 +68,17 @@ def object_ceilings(
         if cancel is not None and cancel.is_set():
             break
         ceiling = _measure(name, model, curve, repeats)
+        if ceiling is None:
+            continue
         items.append(ceiling)
         if on_ceiling is not None:
             on_ceiling(ceiling)
     return Ceilings(model.path, tuple(sorted(items, key=lambda c: CEILINGS.index(c.name))))
 
 
-def _measure(name: str, model: Model, curve: ObjectCurve, repeats: int) -> Ceiling:
+def _measure(name: str, model: Model, curve: ObjectCurve, repeats: int) -> Ceiling | None:
+    if name == "keeping_read":
+        return _keeping(model, curve, repeats)
     if name == "memcpy":
         runs = [memcpy_mbps() for _ in range(repeats)]
         return make_ceiling(name, runs, "numpy copy of a 256 MiB buffer in RAM", None)
@@ -111,6 +117,27 @@ def _storage(curve: ObjectCurve, repeats: int) -> Ceiling:
     )
     points = tuple((readings[0].label, readings[0].mbps) for readings in curve.readings.values())
     return make_ceiling("storage", runs, spec, None, curve=points, whole=whole)
+
+
+def _keeping(model: Model, curve: ObjectCurve, repeats: int) -> Ceiling | None:
+    """Plain GETs of the whole model at the storage bound's setting (its fastest whole
+    read), each GET's bytes kept in fresh memory as a load keeps them: what plain code keeps
+    at here (None where the model would take more than ``KEEPING_SHARE`` of usable memory)."""
+    if model.file_bytes > KEEPING_SHARE * memory_facts().usable:
+        return None
+    if curve.whole:
+        key = max(curve.whole, key=lambda k: statistics.median(r.mbps for r in curve.whole[k]))
+    else:
+        key = curve.best() if curve.readings else (PARALLEL_CONNECTIONS, CURVE_PART)
+    runs = []
+    for _ in range(repeats):
+        prime_fresh_memory(model.file_bytes)
+        reading = plain_get(curve.objects, *key, keep=True)
+        runs.append(reading.mbps)
+    spec = (
+        f"plain GETs of the whole model, {reading.setting}, each GET's bytes kept in fresh memory"
+    )
+    return make_ceiling("keeping_read", runs, spec, None)
 
 
 def _fill(model: Model, curve: ObjectCurve, repeats: int) -> Ceiling:

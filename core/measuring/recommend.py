@@ -39,7 +39,12 @@ from modelmon.core.measuring.limit_probe import LimitProbes, LimitSearch
 from modelmon.core.measuring.object_search import BucketSearch, object_candidates
 from modelmon.core.measuring.race import Race
 from modelmon.core.measuring.search import Search, screening_order
-from modelmon.core.measuring.search_space import candidates, peer_candidates, readahead_variants
+from modelmon.core.measuring.search_space import (
+    candidates,
+    peer_candidates,
+    readahead_variants,
+    storage_lead,
+)
 from modelmon.core.model.records import Model
 from modelmon.core.system import readahead
 from modelmon.core.system.memory import check_memory_limit, memory_facts
@@ -116,7 +121,15 @@ def left_out(order: list[Candidate]) -> tuple[Candidate, ...]:
     )
 
 
-NEEDED_CEILINGS = ("sequential_read", "parallel_read", "storage", "memory_fill", "memcpy")
+# keeping_read: no bound, what says what holds a keeping load under its storage bound.
+NEEDED_CEILINGS = (
+    "sequential_read",
+    "parallel_read",
+    "storage",
+    "memory_fill",
+    "memcpy",
+    "keeping_read",
+)
 
 
 def first_pace(model: Model, ceilings: Ceilings) -> float:
@@ -269,7 +282,7 @@ def recommend(
     elif remote:
         own = object_candidates(model, ceilings)
     else:
-        own = candidates(model, parallel)
+        own = candidates(model, parallel, storage_lead(ceilings))
     rivals, absent = peer_candidates(model, parallel) if peers else ([], [])
     for note in absent:
         say(note)

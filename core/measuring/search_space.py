@@ -11,7 +11,9 @@ from collections.abc import Callable
 from modelmon.core.configuration import ProgramConfig
 from modelmon.core.limits import SEARCH_WIDTH
 from modelmon.core.loaders.registry import ENGINES
+from modelmon.core.measuring.bounds import readers_of
 from modelmon.core.measuring.candidate import Candidate
+from modelmon.core.measuring.ceiling_records import Ceilings
 from modelmon.core.model.records import Model
 from modelmon.core.options import LoadOptions, MiB
 from modelmon.core.system import readahead
@@ -21,8 +23,14 @@ from modelmon.core.system import readahead
 READAHEAD_KIB = (128, 1024, 4096, 16384)
 
 
-def candidates(model: Model, parallel: int) -> list[Candidate]:
-    """The search space, most promising first (the budget trims from the end).
+def candidates(
+    model: Model, parallel: int, lead: tuple[int, bool] | None = None
+) -> list[Candidate]:
+    """The search space, most promising first (the budget trims from the end). ``lead``: the
+    readers of the storage bound's best plain setting and whether they read O_DIRECT: the
+    configuration that reads as they do enters first (a sweep that found 1 reader, or
+    O_DIRECT, fastest here found what this storage likes; on FUSE a 120 s budget screens
+    little more than the first two).
 
     Each way of loading comes before variants of one: parallel reads into arrays, then no
     copy at all (tensors as views of the page cache: half the memory taken, and no copy on
@@ -53,7 +61,38 @@ def candidates(model: Model, parallel: int) -> list[Candidate]:
     ]
     after_direct = next(i for i, c in enumerate(grid) if c.strategy == "direct") + 1
     grid.insert(after_direct, Candidate.of("warmup", base.with_(workers=parallel)))
-    return grid
+    first = _reading_as(grid, lead)
+    return grid if first is None else [first, *(c for c in grid if c is not first)]
+
+
+def storage_lead(ceilings: Ceilings) -> tuple[int, bool] | None:
+    """The readers of the storage bound's best plain setting, and whether they read
+    O_DIRECT (None: no sweep measured)."""
+    storage = ceilings.get("storage")
+    if storage is None or not storage.curve:
+        return None
+    return readers_of(max(storage.curve, key=lambda point: point[1])[0])
+
+
+def _reading_as(grid: list[Candidate], lead: tuple[int, bool] | None) -> Candidate | None:
+    """The candidate of ``grid`` that reads as plain readers ``lead`` do: O_DIRECT ones as
+    ``direct`` does, buffered ones as ``sequential`` with as many workers of one thread."""
+    if lead is None:
+        return None
+    readers, direct = lead
+    for candidate in grid:
+        options = candidate.options
+        if direct and candidate.strategy == "direct" and options.workers == readers:
+            return candidate
+        if (
+            not direct
+            and candidate.strategy == "sequential"
+            and options.workers == readers
+            and options.threads == 1
+            and options.fadvise == "none"
+        ):
+            return candidate
+    return None
 
 
 NUMPY_TYPES = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}

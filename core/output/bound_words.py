@@ -6,12 +6,16 @@ read "16 connections reach 2,044 MB/s" as advice. Where the endpoint is this mac
 server shares the load's CPUs, which also copy every byte into memory: that is said too.
 
 And why a file's best load has a run above its bound while its median is within it: the bound
-is a few plain reads of a storage whose runs vary more (``runs_above_bound``).
+is a few plain reads of a storage whose runs vary more (``runs_above_bound``); and where a
+file's best load that keeps its bytes stays under its bound, what plain readers that keep
+theirs reach here (``keeping_cost``): faulting in fresh memory takes CPUs the reads, and a
+FUSE mount's daemon, need too.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import urllib.parse
 from typing import TYPE_CHECKING
 
@@ -21,6 +25,11 @@ from modelmon.core.units import rate_text
 
 if TYPE_CHECKING:
     from modelmon.core.measuring.recommend import Recommendation
+
+# Under this share of its storage bound, a file's best load that keeps its bytes is set beside
+# plain readers that keep theirs; those this far under the bound show what keeping costs here.
+KEEPING_BELOW = 0.9
+KEEPING_SHORT = 0.95
 
 # Below this share of its bound, a bucket's best load is explained: a gap of a fifth or more
 # is one a user asks about (why the bound's own setting, as a load, keeps less).
@@ -98,4 +107,33 @@ def runs_above_bound(
         f"reads vary more than the bound's {reads} shows (the pick's own runs "
         f"{rate_text(min(rates))}–{rate_text(max(over))}), so the bound is a floor of what it "
         "gives; the app's Run ▸ Measure ceilings reads each setting 3 times for a firmer one."
+    ]
+
+
+def keeping_cost(rec: Recommendation, used: Candidate, efficiency: Efficiency | None) -> list[str]:
+    """What holds a keeping best load under its storage bound, in one sentence with the
+    figure that shows it (none where it is near the bound or plain keeping reads are)."""
+    if efficiency is None or efficiency.above or not efficiency.keeps:
+        return []
+    keeping = rec.ceilings.get("keeping_read")
+    bound = efficiency.bound
+    if keeping is None or bound.name != "storage" or efficiency.fraction >= KEEPING_BELOW:
+        return []
+    if keeping.mbps >= KEEPING_SHORT * bound.mbps:
+        return []
+    endpoints = [f.remote.endpoint for f in rec.model.files if f.remote is not None]
+    if endpoints:
+        plain = "plain GETs that keep their bytes in fresh memory, as a load does, reach"
+        on_this = all(is_loopback(endpoint) for endpoint in endpoints)
+        sharing = "the endpoint's server, the GETs and" if on_this else "the GETs and"
+    else:
+        plain = "plain readers that keep their bytes in fresh memory, as a load does, read at"
+        fuse = rec.storage is not None and rec.storage.is_fuse
+        sharing = "the mount's FUSE daemon, the reads and" if fuse else "the reads and"
+    ratio = used.median_mbps / keeping.mbps
+    lead = "What holds the rest is this machine's" if ratio >= KEEPING_BELOW else "Keeping costs"
+    return [
+        f"{lead}: {plain} {rate_text(keeping.mbps)} here, {keeping.mbps / bound.mbps:.0%} of "
+        f"the storage bound ({sharing} faulting in fresh memory share {os.cpu_count() or 1} "
+        f"CPUs); the pick reads at {ratio:.2f}× that."
     ]

@@ -226,7 +226,8 @@ def bound_evidence(ceilings: Ceilings, winner: Candidate) -> dict[str, Any]:
     }
     if len(efficiency.bound.runs) > 1 or efficiency.bound.slack > 0:
         bound["spread"] = round(efficiency.bound.spread, 3)
-    for name, ceiling in (("storage", storage), ("memory_fill", fill)):
+    keeping = ceilings.get("keeping_read")
+    for name, ceiling in (("storage", storage), ("memory_fill", fill), ("keeping_read", keeping)):
         if ceiling is not None:
             bound[f"{name}_mbps"] = rate_figure(ceiling.mbps)
             bound[f"{name}_measured_with"] = ceiling.spec

@@ -14,7 +14,7 @@ from modelmon.core.measuring.ceiling_records import keeps_bytes
 from modelmon.core.measuring.judging import MIN_GAIN, MIN_PAIRS
 from modelmon.core.measuring.noise import THEIRS, Noise, run_noise
 from modelmon.core.output.answer import judged, weighed_words
-from modelmon.core.output.bound_words import far_below_bound, runs_above_bound
+from modelmon.core.output.bound_words import far_below_bound, keeping_cost, runs_above_bound
 from modelmon.core.output.ceiling_words import measured_sentence
 from modelmon.core.output.comparison import (
     apart_text,
@@ -314,6 +314,7 @@ def explain(
     head = f"Kept: {spec_words(used)}, what you run now," if kept else f"Best: {spec_words(used)}"
     lines.append(f"{head} at {rate_text(used.median_mbps)} ({runs_of(used)}){ceiling_text}.")
     lines += far_below_bound(rec, used, efficiency)
+    lines += keeping_cost(rec, used, efficiency)
     lines += runs_above_bound(rec, used, efficiency)
     lines += _not_cold(rec)
     lines += _under_limit(rec, used)

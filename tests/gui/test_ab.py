@@ -75,8 +75,13 @@ def test_ceilings_fill_the_dashed_lines_and_the_percent_column(
         "storage",
         "memory_fill",
         "memcpy",
+        "keeping_read",
     }
-    assert all(len(c.runs) == 1 for c in ceilings.items)
+    # One run each; the sweep's best setting three (the bound their median, and a named
+    # read of that setting shares them).
+    swept = ("storage", "sequential_read", "parallel_read")
+    assert all(len(c.runs) == 1 for c in ceilings.items if c.name not in swept)
+    assert all(len(c.runs) in (1, 3) for c in ceilings.items if c.name in swept)
     assert set(workspace.throughput.ceiling_lines) == {c.name for c in ceilings.items}
     cell = model.cell_text(workspace.bench.records[0], CEILING_COLUMN)
     assert re.fullmatch(r"\d+%|above its bound", cell), cell

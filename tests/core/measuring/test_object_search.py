@@ -32,7 +32,16 @@ def test_the_bucket_ceiling_is_the_best_of_a_curve_of_plain_gets(
     (facts,) = [f.remote for f in model.files if f.remote is not None]
     ceilings = measure_ceilings(model, repeats=1)
     names = {c.name for c in ceilings.items}
-    assert names == {"sequential_read", "parallel_read", "storage", "memory_fill", "memcpy"}
+    assert names == {
+        "sequential_read",
+        "parallel_read",
+        "storage",
+        "memory_fill",
+        "memcpy",
+        "keeping_read",
+    }
+    keeping = ceilings.get("keeping_read")
+    assert keeping is not None and keeping.spec.endswith("each GET's bytes kept in fresh memory")
     storage = ceilings.get("storage")
     assert storage is not None and storage.verified is None  # no page cache to verify
     parts = [CURVE_PART, *PARTS]

@@ -5,6 +5,7 @@ on this machine, that it shares the load's CPUs."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from modelmon.core.model.records import Model
 from modelmon.core.options import MiB
 from modelmon.core.output.bound_words import is_loopback
 from modelmon.core.output.explain import explain
+from modelmon.core.system.storage import StorageFacts
 
 from ..measuring.records import candidate
 from .test_explain import in_bucket, record
@@ -113,3 +115,42 @@ def test_a_probe_run_above_the_bound_is_said(model: Model) -> None:
     slower = dataclasses.replace(held, mbps=2100.0)
     rec = dataclasses.replace(rec, limit_probes=dataclasses.replace(probes, probes=(slower,)))
     assert "read faster than the" not in " ".join(explain(rec))
+
+
+# The walk's FUSE mount: plain readers discarding their bytes at 420 MB/s, keeping them at 330.
+FUSE_BOUNDS = Ceilings(
+    "m",
+    (
+        Ceiling("storage", 420.0, (410.0, 420.0, 430.0), "1 reader(s), buffered", True),
+        Ceiling("memory_fill", 2900.0, (2900.0,), "2 threads", True),
+        Ceiling("keeping_read", 330.0, (330.0,), "kept in fresh memory", True),
+    ),
+)
+FUSE = StorageFacts(
+    "/mnt/m", "/mnt", "fuse.rclone", "remote:", None, None, None, None, None, None, True, True, ""
+)
+
+
+def keeping_said(model: Model, pick: Candidate, bounds: Ceilings = FUSE_BOUNDS) -> list[str]:
+    rec = record(model, winner=pick, ranked=(pick,), ceilings=bounds, storage=FUSE)
+    return [line for line in explain(rec) if "plain readers that keep" in line]
+
+
+def test_a_keeping_load_under_its_bound_is_set_beside_plain_keeping_readers(model: Model) -> None:
+    (said,) = keeping_said(model, candidate("sequential", 310, 320, 300, workers=4))
+    assert said == (
+        "What holds the rest is this machine's: plain readers that keep their bytes in fresh "
+        "memory, as a load does, read at 330 MB/s here, 79% of the storage bound (the mount's "
+        f"FUSE daemon, the reads and faulting in fresh memory share {os.cpu_count()} CPUs); "
+        "the pick reads at 0.94× that."
+    )
+    (slow,) = keeping_said(model, candidate("sequential", 200, 210, 190, workers=4))
+    assert slow.startswith("Keeping costs: plain readers") and slow.endswith("at 0.61× that.")
+    # Near its bound, a view that keeps nothing, or keeping readers near the bound: nothing.
+    assert not keeping_said(model, candidate("sequential", 390, 400, 380, workers=4))
+    assert not keeping_said(model, candidate("mmap-view", 300, 310, 290, workers=4))
+    near = dataclasses.replace(
+        FUSE_BOUNDS,
+        items=(*FUSE_BOUNDS.items[:2], Ceiling("keeping_read", 410.0, (410.0,), "", True)),
+    )
+    assert not keeping_said(model, candidate("sequential", 310, 320, 300, workers=4), near)
