@@ -28,7 +28,7 @@ OWN_WRITERS = {
     "core/system/readahead_records.py": "the restore records of readahead a run changed, in "
     "modelmon's own state folder",
     "core/system/proc_status.py": "writes the kernel's /proc/self/clear_refs to reset this "
-    "process's peak RSS",
+    "process's peak RSS, and /proc/self/oom_score_adj to offer a worker to the OOM killer",
     "modelmon/cli/common.py": "opens /dev/null for writing, to point a stdout whose reader has "
     "gone at nowhere",
     "core/model/demo.py": "the demo models, built in its own scratch folder; only entries its "

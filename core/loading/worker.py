@@ -35,7 +35,7 @@ from modelmon.core.model.records import Model, ModelFile
 from modelmon.core.model.tensor_parallel import KeptPart
 from modelmon.core.options import LoadOptions
 from modelmon.core.system.libc import LIBC
-from modelmon.core.system.proc_status import own_status_bytes
+from modelmon.core.system.proc_status import own_status_bytes, raise_oom_score
 
 PR_SET_PDEATHSIG = 1
 GO = b"go"  # the parent's word to start, sent over each worker's own pipe
@@ -153,11 +153,6 @@ def _die_with_parent(parent_pid: int) -> None:
 WORKER_OOM_SCORE_ADJ = 500
 
 
-def _first_for_the_oom_killer() -> None:
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
-        adj.write(str(WORKER_OOM_SCORE_ADJ))
-
-
 def _resized(files: tuple[ModelFile, ...]) -> str | None:
     """Which planned file's size is not what it was when the load was planned, in one line."""
     for file in files:
@@ -204,7 +199,7 @@ def worker_main(task: WorkerTask, conn: Connection, memory: RunMemory) -> None:
     ``memory``: the run's stop flag, and the queue this worker's readers share with every
     other worker's when the work is shared."""
     _die_with_parent(task.parent_pid)
-    _first_for_the_oom_killer()
+    raise_oom_score(WORKER_OOM_SCORE_ADJ)
     # Ctrl+C in a terminal reaches the whole process group: the parent decides, not us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     send_lock = threading.Lock()

@@ -32,6 +32,7 @@ CEILING_NAMES = {
     "parallel_read": "parallel",
     "parallel_read_warm": "warm",
     "memcpy": "memcpy",
+    "keeping_read": "keeping",
 }
 
 

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QApplication, QLineEdit
 
 from modelmon.core import write_safetensors_model
 from modelmon.core.limits import DEFAULT_BUDGET_S
+from modelmon.core.measuring import CEILINGS
 from modelmon.gui.main_window import MainWindow
 from modelmon.gui.state.ceilings_state import storage_key
 from modelmon.gui.state.model_info import gather
@@ -43,7 +44,7 @@ def test_ceilings_are_kept_across_restarts_per_model_and_storage_with_their_age(
     first.bench.measure_ceilings()
     wait_idle(qtbot, first)
     measured = first.bench.ceilings.current
-    assert measured is not None and len(measured.items) == 6, first.messages.message()
+    assert measured is not None and len(measured.items) == len(CEILINGS), first.messages.message()
     first.close()
 
     second = new_window(qtbot, tmp_path / "kept.ini", tmp_path)
