@@ -54,14 +54,18 @@ class Ceiling:
     slack: float = 0.0
 
     @property
+    def best_setting(self) -> str | None:
+        """The setting that gave its rate: the best of its whole reads, else of its curve
+        (None: measured at one setting)."""
+        points = self.whole or self.curve
+        return max(points, key=lambda point: point[1])[0] if points else None
+
+    @property
     def spec_setting(self) -> str:
         """ "1320 MB/s at 4 connection(s), 16 MiB GETs": its rate and the setting that gave
         it (the best of a curve's)."""
-        if self.whole:
-            setting = max(self.whole, key=lambda point: point[1])[0]
-            return f"{rate_text(self.mbps)} at {setting}"
-        if self.curve:
-            setting = max(self.curve, key=lambda point: point[1])[0]
+        setting = self.best_setting
+        if setting is not None:
             return f"{rate_text(self.mbps)} at {setting}"
         return f"{rate_text(self.mbps)} ({self.spec})"
 

@@ -98,19 +98,30 @@ class _Plain:
         self.best: tuple[int, int, bool] | None = None  # the sweep's best setting, once swept
 
     def read(self, readers: int, request: int, direct: bool, cache: CacheMode) -> Reading:
+        """One plain read of a setting from ``cache``, kept with the setting's others."""
+        key = (readers, request, direct, cache)
+        reading, ready, wall = self._once(readers, request, direct, cache)
+        self.verified.setdefault(key, []).append(ready)
+        self.readings.setdefault(key, []).append(reading)
+        self.walls.setdefault(key, []).append(wall)
+        return reading
+
+    def _once(
+        self, readers: int, request: int, direct: bool, cache: CacheMode, keep: bool = False
+    ) -> tuple[Reading, bool, float]:
+        """One plain read from ``cache`` (``keep``: into fresh memory, primed for it): the
+        reading, whether the cache state was verified, and its wall time with the
+        preparation."""
         if self.cancel is not None and self.cancel.is_set():
             raise LoadError("ceiling: cancelled")
-        key = (readers, request, direct, cache)
         started = time.monotonic()
-        ready = _cold_or_warm(self.paths, cache, self.cancel, direct=direct)
-        self.verified.setdefault(key, []).append(ready)
+        arrays = self.nbytes if keep else 0
+        ready = _cold_or_warm(self.paths, cache, self.cancel, arrays=arrays, direct=direct)
         try:
-            reading = plain_read(self.paths, readers, request, direct=direct)
+            reading = plain_read(self.paths, readers, request, direct=direct, keep=keep)
         except OSError as exc:
             raise LoadError(f"ceiling: plain read of {self.paths[0]} failed: {exc}") from None
-        self.readings.setdefault(key, []).append(reading)
-        self.walls.setdefault(key, []).append(time.monotonic() - started)
-        return reading
+        return reading, ready, time.monotonic() - started
 
     def named(
         self, name: str, readers: int, request: int, cache: CacheMode, repeats: int
@@ -215,23 +226,13 @@ class _Plain:
         the model would take more than ``KEEPING_SHARE`` of usable memory."""
         if self.nbytes > KEEPING_SHARE * memory_facts().usable:
             return None
-        readers, request, direct = setting
-        runs, verified, walls = [], True, []
-        for _ in range(repeats):
-            if self.cancel is not None and self.cancel.is_set():
-                raise LoadError("ceiling: cancelled")
-            started = time.monotonic()
-            ready = _cold_or_warm(
-                self.paths, "cold", self.cancel, arrays=self.nbytes, direct=direct
-            )
-            verified = verified and ready
-            try:
-                reading = plain_read(self.paths, readers, request, direct=direct, keep=True)
-            except OSError as exc:
-                raise LoadError(f"ceiling: plain read of {self.paths[0]} failed: {exc}") from None
-            runs.append(reading.mbps)
-            walls.append(time.monotonic() - started)
-        spec = f"plain reader, {reading.setting}, own descriptors, bytes kept in fresh memory, cold"
+        done = [self._once(*setting, "cold", keep=True) for _ in range(repeats)]
+        runs = [reading.mbps for reading, _, _ in done]
+        verified = all(ready for _, ready, _ in done)
+        walls = [wall for _, _, wall in done]
+        spec = (
+            f"plain reader, {done[0][0].setting}, own descriptors, bytes kept in fresh memory, cold"
+        )
         return self._through_throttle("keeping_read", runs, spec, verified, walls)
 
     def _runs(self, setting: tuple[int, int, bool], most: int) -> list[float]:

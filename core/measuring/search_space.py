@@ -69,9 +69,8 @@ def storage_lead(ceilings: Ceilings) -> tuple[int, bool] | None:
     """The readers of the storage bound's best plain setting, and whether they read
     O_DIRECT (None: no sweep measured)."""
     storage = ceilings.get("storage")
-    if storage is None or not storage.curve:
-        return None
-    return readers_of(max(storage.curve, key=lambda point: point[1])[0])
+    setting = storage.best_setting if storage is not None else None
+    return readers_of(setting) if setting is not None else None
 
 
 def _reading_as(grid: list[Candidate], lead: tuple[int, bool] | None) -> Candidate | None:

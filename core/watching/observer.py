@@ -351,8 +351,8 @@ class Observer:
             stands_in = set(tree.members) - {tree.root} if ended else set()
             windows = [(start, end) for start, end, n in self._windows() if n > 0]
             for process in self.evidence.processes.values():
-                windows += [(t - self.interval_ns, t) for t, _ in process.growth[:1]]
-                windows += [(t - self.interval_ns, t) for t, _ in process.growth[-1:]]
+                ends = process.growth[:1] + process.growth[-1:]
+                windows += [(t - self.interval_ns, t) for t, _ in ends]
             model_bytes = sum(f.size for f in self.files.files) + (
                 self.bucket.size if self.bucket is not None else 0
             )

@@ -137,11 +137,11 @@ class EarlyListen:
     """A listening socket opened before the first model byte (or by a process that is neither
     the command nor a rank): seen, not taken as ready."""
 
-    at_ns: int  # midway between the look before and the look that saw it
+    at_ns: int  # midway between the look before and the look that saw it (no later)
     port: int
     pid: int
     why: str
-    seen_ns: int = 0  # the look that saw it: it listened by then
+    seen_ns: int  # the look that saw it: it listened by then
 
 
 class ReadyWatch:
@@ -287,11 +287,7 @@ class ReadyWatch:
         saw it. ``_confirm`` then judges it against the bytes after it."""
         if self._candidate is not None or self.condition.port is not None or model_ns is None:
             return
-        others = [
-            e
-            for e in self.early
-            if e not in self._settled and max(e.at_ns, e.seen_ns) >= model_ns[0]
-        ]
+        others = [e for e in self.early if e not in self._settled and e.seen_ns >= model_ns[0]]
         if not others:
             return
         readers = ranks()
@@ -310,7 +306,7 @@ class ReadyWatch:
         candidate = self._candidate
         if candidate is None or model_ns is None:
             return
-        if model_ns[1] > max(candidate.at_ns, candidate.seen_ns):
+        if model_ns[1] > candidate.seen_ns:
             early = replace(candidate, why=BEFORE_WEIGHTS)
             self.early.append(early)
             self._settled.append(early)
