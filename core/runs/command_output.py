@@ -13,6 +13,8 @@ from modelmon.core.errors import redact_urls
 
 OUTPUT_TAIL = 64 << 10  # the end of a command's output read for its last line or report
 LINE_CHARS = 300  # of that last line, at most
+# The last line a command prints to be timed by its own clock where the watch cannot.
+OWN_REPORT = '{"engine": NAME, "seconds": S, "bytes": B}'
 
 
 def own_figure(own: dict[str, Any] | None, key: str) -> float | None:
@@ -40,7 +42,9 @@ def last_line(stream: IO[bytes]) -> str:
 
 
 def own_report(stream: IO[bytes]) -> dict[str, Any] | None:
-    """The child harness's report, its last JSON line (an engine may print megabytes first)."""
+    """The child harness's report, its last JSON line (an engine may print megabytes first);
+    a command's own in the same form (``OWN_REPORT``) times it where the watch cannot (direct
+    reads that began and ended between two looks)."""
     for line in reversed(_tail_lines(stream)):
         with contextlib.suppress(ValueError):
             found = json.loads(line)

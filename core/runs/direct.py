@@ -33,16 +33,24 @@ def reads_direct(watched: WatchResult, known: bool = False) -> bool:
 
 
 def bypassed_cache(watched: WatchResult, own_bytes: float | None, known: bool = False) -> bool:
-    """Whether a run whose child harness touched ``own_bytes`` read them past the page cache:
-    direct reads known or seen, or, from a verified cold cache, bytes the child touched that
+    """Whether a run whose own report says it touched ``own_bytes`` read them past the page
+    cache: direct reads known or seen, or, from a verified cold cache, bytes it touched that
     never arrived there (a descriptor opened and closed between two looks, a mount that
-    serves every read direct)."""
+    serves every read direct) and that its tree did read (the block layer's count, or its
+    read calls' off a block device): a report alone loads nothing."""
     if reads_direct(watched, known):
         return True
     model = watched.model_bytes
     cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
     touched = own_bytes is not None and own_bytes >= PARTIAL_BELOW * model
-    return cold and touched and watched.bytes_read < PARTIAL_BELOW * model
+    on_blocks = all(_on_block_device(f.path) for f in watched.files)
+    read = watched.read_bytes if on_blocks else watched.read_chars
+    return (
+        cold
+        and touched
+        and watched.bytes_read < PARTIAL_BELOW * model
+        and read >= PARTIAL_BELOW * model
+    )
 
 
 def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float] | None:

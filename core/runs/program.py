@@ -199,7 +199,7 @@ class ProgramRun:
                 stopper.join()
             overlapped = envelope.timed_part_ended()
             stderr = last_line(err)
-            own = own_report(out) if self.program.kind == "engine" else None
+            own = own_report(out)
         load, found = self._as_load(watched, stderr, [*envelope.setup_notes], overlapped, own)
         # The watch as the run judged it: no finding the run ruled out beside its result.
         return ProgramResult(load, replace(watched, findings=found), own, stderr)
@@ -273,7 +273,8 @@ class ProgramRun:
         """The run as a load, and the watch's findings that apply to it."""
         engine = get_engine(self.program.engine) if self.program.engine else None
         own_seconds, own_bytes = own_figure(own, "seconds"), own_figure(own, "bytes")
-        if self.cache == "warm" and own_seconds and own_bytes:
+        engine_warm = self.cache == "warm" and self.program.kind == "engine"
+        if engine_warm and own_seconds and own_bytes:
             # From a warm page cache nothing arrives from storage for the watch to time: the
             # child harness's own clock (its load and its touch of every byte) times it.
             watched = replace(watched, bytes_read=int(own_bytes), seconds=own_seconds)
@@ -281,7 +282,7 @@ class ProgramRun:
                 "timed by the loader's own clock (its load and its touch of every byte, "
                 "imports apart): from a warm page cache no bytes arrive for the watch to time"
             )
-        own_clock = self.cache == "warm" and bool(own_seconds and own_bytes)
+        own_clock = engine_warm and bool(own_seconds and own_bytes)
         known = engine is not None and engine.reads_direct(self.program.settings)
         past_cache = (
             not own_clock and bool(own_seconds) and bypassed_cache(watched, own_bytes, known)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 
 from modelmon.core.model.records import Model
+from modelmon.core.runs.command_output import OWN_REPORT
 from modelmon.core.system.cache import COLD_THRESHOLD
+from modelmon.core.units import human_bytes
 from modelmon.core.watching.findings import PARTIAL_BELOW, readers_line
 from modelmon.core.watching.result import WatchResult
 
@@ -65,6 +67,13 @@ def judge(
                 f"{share} while another process read its files "
                 f"({readers_line(watched.other_readers)}): pages it dropped arrive "
                 "unseen, so the load is not timed; run it when nothing else reads the model"
+            )
+        if watched.read_bytes >= PARTIAL_BELOW * model_bytes:
+            return "failed", (
+                f"{share}, yet its processes read {human_bytes(watched.read_bytes)} from "
+                "storage: reads past the page cache (O_DIRECT) that began and ended between "
+                "two of the watch's looks cannot be timed from outside; a program that "
+                f"prints {OWN_REPORT} as its last line is timed by its own clock"
             )
         return "failed", f"{share}: a lazy load measures nothing (touch every byte it loads)"
     if watched.seconds is None or watched.seconds <= 0:

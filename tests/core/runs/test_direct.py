@@ -1,5 +1,6 @@
 """Which runs read past the page cache, decided from what the watch saw and what the child
-harness touched: the ones timed by the loader's own clock instead of the arrivals."""
+harness (or a command's own report) touched: the ones timed by the loader's own clock
+instead of the arrivals."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def test_bytes_touched_that_never_arrived_in_a_cold_cache_were_read_past_it() ->
     # The child did not touch it: a lazy load, not one past the cache.
     assert not bypassed_cache(NOTHING_ARRIVED, own_bytes=GB // 100)
     assert not bypassed_cache(NOTHING_ARRIVED, own_bytes=None)
+    # A report its tree's reads do not bear out (nothing read from storage) loads nothing.
+    unread = dataclasses.replace(NOTHING_ARRIVED, read_bytes=GB // 100, read_chars=GB // 100)
+    assert not bypassed_cache(unread, own_bytes=GB)
     # Its bytes arrived: a buffered load, timed by its arrivals.
     assert not bypassed_cache(a_result(), own_bytes=GB)
     # From a warm cache nothing arrives for anyone: not a sign of direct reads.

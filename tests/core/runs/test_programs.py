@@ -98,6 +98,31 @@ def test_a_run_that_loads_nothing_whole_is_failed(model: Path, script: str, said
     assert said in (outcome.result.error or ""), outcome.result.error
 
 
+DIRECT_REPORTER = """import json, mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buffer, done, started = mmap.mmap(-1, 1 << 20), 0, time.perf_counter()
+while (got := os.preadv(fd, [buffer], done)) > 0:
+    done += got
+print(json.dumps({'engine': 'mine', 'seconds': time.perf_counter() - started, 'bytes': done}))
+"""
+
+
+def test_a_command_that_reads_direct_and_reports_its_clock_is_timed_by_it(
+    model: Path, tmp_path: Path
+) -> None:
+    """A program reading its model past the page cache leaves no page to see arriving (and,
+    small, may open, read and close between two looks): its own report, borne out by its
+    tree's reads from storage, times it, as the engines' harness's does."""
+    script = tmp_path / "direct_reader.py"
+    script.write_text(DIRECT_REPORTER)
+    outcome = _run(model, f"cmd: {PYTHON} {script} {{path}}")
+    load = outcome.result
+    assert load.status == "ok", load.error
+    assert load.cache.cold and load.bytes == model.stat().st_size
+    assert any(note.startswith("direct I/O: the page cache never holds") for note in load.notes)
+    assert outcome.watch is not None and outcome.watch.read_bytes >= load.bytes
+
+
 def test_a_command_that_cannot_start_is_a_failed_run(model: Path) -> None:
     outcome = _run(model, "cmd: modelmon-no-such-program {path}")
     assert outcome.result.status == "failed" and outcome.watch is None
