@@ -25,6 +25,7 @@ from modelmon.core.watching.cold_start import rank_pids
 from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.descriptors import DescriptorGroups
 from modelmon.core.watching.files import ModelFile, ModelFiles
+from modelmon.core.watching.findings import PARTIAL_BELOW
 from modelmon.core.watching.mapped_reads import MappedReads
 from modelmon.core.watching.openings import look
 from modelmon.core.watching.others import OTHERS_CPU_SHARE, OtherReaders
@@ -370,6 +371,8 @@ class Observer:
         with self.lock:
             found = rank_pids(self.evidence, model_bytes)
             tree = self.tree
+            if tree is not None and not found and self._arrived_unseen(model_bytes):
+                found = {tree.root}
             if tree is None or not found:
                 return found
             members = {m.pid: (m.ppid, m.command) for m in tree.members.values()}
@@ -384,6 +387,15 @@ class Observer:
                 seen.add(ancestor)
                 ancestor = members[ancestor][0]
         return found
+
+    def _arrived_unseen(self, model_bytes: int) -> bool:
+        """The model arrived, read by no process the looks saw reading it (opened, read and
+        closed between two looks): the command stands for its reader, and the workers it
+        forks afterwards for its ranks."""
+        arrived = self.arrivals.arrived_bytes() + (
+            self.bucket.received if self.bucket is not None else 0
+        )
+        return model_bytes > 0 and arrived >= PARTIAL_BELOW * model_bytes
 
     def progress(self) -> Progress:
         with self.lock:
