@@ -241,6 +241,16 @@ def validate(name: str, document: dict[str, Any]) -> ConfigFile:
             "measure again with more memory (recommend --memory-limit) or fewer weights per "
             "process (recommend --ranks N)"
         )
+    ranks = document.get("ranks", {})
+    if ranks.get("fits") is False and "recommended" not in document:
+        limit, least = ranks.get("memory_limit_bytes"), ranks.get("least_needed_bytes")
+        within = f" within {limit / 2**20:,.0f} MiB" if isinstance(limit, int) else ""
+        needed = f" (the least a way needed: {least / 2**20:,.0f} MiB)" if least else ""
+        raise ConfigError(
+            f"{name}: no way of loading {ranks.get('ranks', '?')} ranks fit{within} there: "
+            f"nothing to apply{needed}; measure again with a larger limit (recommend --ranks "
+            "N --memory-limit SIZE) or fewer ranks"
+        )
     strategy, options = _recommended(document.get("recommended"), fail)
     return ConfigFile(name, strategy, options, document)
 

@@ -121,6 +121,13 @@ def check_ready_url(url: str) -> None:
         raise OptionsError(f"--ready-url {shown_url(url)}: its port is not a TCP port")
     if any(ord(char) < 0x21 for char in url):
         raise OptionsError(f"--ready-url {shown_url(url)}: holds spaces or control characters")
+    from urllib3.exceptions import LocationParseError
+    from urllib3.util import parse_url
+
+    try:  # what asks it: a host urlsplit passes ("[v1.x]") may be no host urllib3 can reach
+        parse_url(url)
+    except LocationParseError:
+        raise OptionsError(f"--ready-url {shown_url(url)}: not a URL (its host)") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -318,3 +318,36 @@ def test_a_ranks_config_applies_with_the_page_cache_kept(
     other = write_safetensors_model(tmp_path / "other", layers=1, hidden=64, vocab=128, seed=5)
     with pytest.warns(ConfigMismatchWarning, match="measured on a different model"):
         apply_config(written, open_model(str(other)))
+
+
+def test_a_ranks_config_where_no_way_fit_says_so_when_applied(
+    sharded_model: Path, tmp_path: Path
+) -> None:
+    """recommend --ranks under a limit nothing fits in writes its answer (no [recommended]
+    table); a load that applies it is refused saying that nothing fit, not that the file
+    is missing a table."""
+    from modelmon.core.errors import ConfigError
+    from modelmon.core.loading.config_file import apply_config
+    from modelmon.core.measuring.ranks_search import RanksRecommendation, RanksWay, WayMeasured
+    from modelmon.core.model.formats import open_model
+    from modelmon.core.output.config_text import render
+    from modelmon.core.output.ranks_answer import ranks_document
+
+    way = WayMeasured(RanksWay("whole", "sequential", LoadOptions()), needs_bytes=283 << 20)
+    found = RanksRecommendation(
+        model=str(sharded_model),
+        model_bytes=1 << 20,
+        ranks=4,
+        memory_limit=1 << 20,
+        ways=(way,),
+        pick=None,
+        holds_at=None,
+        holds_verified=False,
+        budget_s=60.0,
+        seconds=1.0,
+    )
+    written = tmp_path / "nothing.toml"
+    written.write_text(render(ranks_document(found, str(written))))
+    said = r"no way of loading 4 ranks fit within 1 MiB there: nothing to apply \(the least"
+    with pytest.raises(ConfigError, match=said + r" a way needed: 283 MiB\)"):
+        apply_config(written, open_model(str(sharded_model)))

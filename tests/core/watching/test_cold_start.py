@@ -380,9 +380,12 @@ def test_ready_conditions_that_cannot_be_watched_for_are_refused() -> None:
         (ReadyCondition(line="(unclosed"), "regular expression"),
         (ReadyCondition(url="ftp://host/x"), "http"),
         (ReadyCondition(url="http://:80/x"), "host"),
+        (ReadyCondition(url="http://[::1/?token=SECRET"), "not a URL"),
+        (ReadyCondition(url="http://[v1.x]/?token=SECRET"), r"not a URL \(its host\)"),
     ):
-        with pytest.raises(OptionsError, match=words):
+        with pytest.raises(OptionsError, match=words) as refused:
             Watch(["true"], ready=condition)
+        assert "SECRET" not in str(refused.value)
     with pytest.raises(OptionsError, match="command modelmon starts"):
         Watch(pid=os.getpid() + 10**6, ready=ReadyCondition(port=80))
 
