@@ -21,11 +21,10 @@ from modelmon.core.loading.messages import ReadBatch
 from modelmon.core.loading.reads import ReadLog
 from modelmon.core.metrics.procfs import ProcFile, system_cpu_line
 from modelmon.core.watching.arrival_rounds import ArrivalTracker
-from modelmon.core.watching.cold_start import rank_pids
+from modelmon.core.watching.cold_start import RANK_MIN_BYTES, RANK_MIN_SHARE, rank_pids
 from modelmon.core.watching.connections import BucketArrivals
 from modelmon.core.watching.descriptors import DescriptorGroups
 from modelmon.core.watching.files import ModelFile, ModelFiles
-from modelmon.core.watching.findings import PARTIAL_BELOW
 from modelmon.core.watching.mapped_reads import MappedReads
 from modelmon.core.watching.openings import look
 from modelmon.core.watching.others import OTHERS_CPU_SHARE, OtherReaders
@@ -389,13 +388,15 @@ class Observer:
         return found
 
     def _arrived_unseen(self, model_bytes: int) -> bool:
-        """The model arrived, read by no process the looks saw reading it (opened, read and
+        """Model bytes arrived, read by no process the looks saw reading them (opened, read and
         closed between two looks): the command stands for its reader, and the workers it
         forks afterwards for its ranks."""
         arrived = self.arrivals.arrived_bytes() + (
             self.bucket.received if self.bucket is not None else 0
         )
-        return model_bytes > 0 and arrived >= PARTIAL_BELOW * model_bytes
+        # As much as makes a rank of a process seen reading (a model partly cached before
+        # the start brings only the rest).
+        return model_bytes > 0 and arrived >= max(RANK_MIN_BYTES, RANK_MIN_SHARE * model_bytes)
 
     def progress(self) -> Progress:
         with self.lock:
