@@ -97,14 +97,14 @@ def applied_round(target: str, config: Path, number: int) -> dict[str, Any]:
     """The pick of ``config`` applied in a fresh process and its bound measured again, in
     the order the round's number gives: the applied MB/s over the bound of this round."""
     model = open_model(target)
-    files = [f.path for f in model.files]
     remote = any(f.remote is not None for f in model.files)
+    files = [] if remote else [f.path for f in model.files]  # a bucket's: no page cache
     found: dict[str, Any] = {}
 
     def bound() -> None:
         ceilings = measure_ceilings(model, ("storage", "memory_fill"), repeats=1)
         rates = [c.mbps for c in (ceilings.get("storage"), ceilings.get("memory_fill")) if c]
-        found["bound_mbps"] = min(rates) if rates else None
+        found["round_bound_mbps"] = min(rates) if rates else None
 
     def applied() -> None:
         result = run_fresh(
@@ -119,8 +119,8 @@ def applied_round(target: str, config: Path, number: int) -> dict[str, Any]:
 
     for step in (bound, applied) if number % 2 == 0 else (applied, bound):
         step()
-    if found.get("applied_mbps") and found.get("bound_mbps"):
-        found["applied_fraction"] = found["applied_mbps"] / found["bound_mbps"]
+    if found.get("applied_mbps") and found.get("round_bound_mbps"):
+        found["applied_fraction"] = found["applied_mbps"] / found["round_bound_mbps"]
     return found
 
 
@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> None:
                     print(storage, "applied", number, json.dumps(run), flush=True)
         found[storage] = {"runs": runs, "medians": summary(runs)}
         print(storage, "medians", found[storage]["medians"], flush=True)
-    if args.out is not None:
-        args.out.write_text(json.dumps(found, indent=1) + "\n")
+        if args.out is not None:  # each storage's as it ends: a later one may fail
+            args.out.write_text(json.dumps(found, indent=1) + "\n")
 
 
 if __name__ == "__main__":
