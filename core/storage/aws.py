@@ -11,6 +11,7 @@ and never holds them. botocore is imported only here and in ``s3``, on the first
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, cast
@@ -29,6 +30,10 @@ from modelmon.core.storage.facts import host_kind
 from modelmon.core.storage.policy import Timeouts
 
 _ADDRESSING = ("path", "virtual", "auto")
+# botocore's data (the S3 API's model, its endpoints), parsed once per process and search
+# path: a new session parses it again (0.2 s), and every load from a bucket opens one.
+_LOADERS: dict[str | None, Any] = {}
+_LOADERS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,7 @@ class S3Access:
         self._timeouts = timeouts or Timeouts()
         try:
             self._session = botocore.session.Session()
+            _share_loader(self._session)
             profile = self._session.get_config_variable("profile")
             scoped = self._session.get_scoped_config()
             credentials = self._session.get_credentials()
@@ -174,3 +180,11 @@ def _addressing(scoped: dict[str, Any]) -> str | None:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def _share_loader(session: Any) -> None:
+    """Give ``session`` the process's loader of botocore's data files for its search path."""
+    key = os.environ.get("AWS_DATA_PATH")
+    with _LOADERS_LOCK:
+        loader = _LOADERS.setdefault(key, session.get_component("data_loader"))
+    session.register_component("data_loader", loader)
