@@ -62,3 +62,23 @@ def test_no_credentials_means_anonymous_requests(
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     facts = open_model(SINGLE).files[0].remote  # moto's objects are public-read
     assert facts is not None and facts.credentials == "none: anonymous requests"
+
+
+def test_every_session_of_a_process_shares_one_parse_of_botocores_data(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each load from a bucket opens a store and a botocore session: they share the parse of
+    botocore's data files (the S3 API's model), per search path, not each its own."""
+    from modelmon.core.storage.aws import S3Access
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("AWS_DATA_PATH", raising=False)
+
+    def loader() -> object:
+        return S3Access(f"s3://{BUCKET}")._session.get_component("data_loader")
+
+    first = loader()
+    assert loader() is first
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    other = loader()
+    assert other is not first and loader() is other
