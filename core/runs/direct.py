@@ -43,8 +43,7 @@ def bypassed_cache(watched: WatchResult, own_bytes: float | None, known: bool = 
     model = watched.model_bytes
     cold = watched.cache is not None and watched.cache.resident_before <= COLD_THRESHOLD
     touched = own_bytes is not None and own_bytes >= PARTIAL_BELOW * model
-    on_blocks = all(_on_block_device(f.path) for f in watched.files)
-    read = watched.read_bytes if on_blocks else watched.read_chars
+    read = watched.read_bytes if _tree_counter(watched) == "read_bytes" else watched.read_chars
     return (
         cold
         and touched
@@ -64,9 +63,10 @@ def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float]
     and the model is timed at the rate of the bytes read in it. None for any other program."""
     if not reads_direct(watched, known):
         return None
-    on_blocks = all(_on_block_device(f.path) for f in watched.files)
+    counter = _tree_counter(watched)
+    on_blocks = counter == "read_bytes"
     samples = watched.samples
-    found = samples.series.get("read_bytes" if on_blocks else "read_chars") if samples else None
+    found = samples.series.get(counter) if samples else None
     if found is None:
         return None
     times, values = found
@@ -87,6 +87,13 @@ def direct_reads(watched: WatchResult, known: bool = False) -> tuple[int, float]
     if end <= start or spanned <= 0:
         return None
     return int(model), (end - start) * model / spanned
+
+
+def _tree_counter(watched: WatchResult) -> str:
+    """The tree's counter that holds its direct reads: the block layer's (read_bytes) where
+    every model file is on a block device, its read calls' (rchar) elsewhere (FUSE, NFS)."""
+    on_blocks = all(_on_block_device(f.path) for f in watched.files)
+    return "read_bytes" if on_blocks else "read_chars"
 
 
 def _on_block_device(path: str) -> bool:

@@ -7,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -279,29 +280,37 @@ def test_a_bucket_read_at_kilobytes_a_second_keeps_its_rates_in_the_file(
     assert written.strategy == "pread"
 
 
+def _ranks_answer(model: Path, limit: int, way: Any, pick: Any) -> Any:
+    """recommend --ranks 4's answer for ``model`` under ``limit``: ``way`` measured,
+    ``pick`` (None: nothing fit)."""
+    from modelmon.core.measuring.ranks_search import RanksRecommendation
+
+    return RanksRecommendation(
+        model=str(model),
+        model_bytes=1 << 20,
+        ranks=4,
+        memory_limit=limit,
+        ways=(way,),
+        pick=pick,
+        holds_at=None,
+        holds_verified=False,
+        budget_s=60.0,
+        seconds=1.0,
+    )
+
+
 def test_a_ranks_config_applies_with_the_page_cache_kept(
     sharded_model: Path, tmp_path: Path
 ) -> None:
     """The ways were measured cold, but the file a load applies (`modelmon load --config`,
     `core.load(config=...)`) keeps the page cache, as recommend's own file does: "cold"
     there would evict the model before every load of it."""
-    from modelmon.core.measuring.ranks_search import RanksRecommendation, RanksWay, WayMeasured
+    from modelmon.core.measuring.ranks_search import RanksWay, WayMeasured
     from modelmon.core.output.ranks_answer import ranks_document
 
     way = RanksWay("one-reader", "direct", LoadOptions(workers=4, cache="cold"))
     pick = WayMeasured(way, needs_bytes=3 << 30)
-    found = RanksRecommendation(
-        model=str(sharded_model),
-        model_bytes=1 << 20,
-        ranks=4,
-        memory_limit=4 << 30,
-        ways=(pick,),
-        pick=pick,
-        holds_at=None,
-        holds_verified=False,
-        budget_s=120.0,
-        seconds=118.0,
-    )
+    found = _ranks_answer(sharded_model, 4 << 30, pick, pick)
     document = ranks_document(found, "/tmp/ranks.toml")
     assert document["recommended"]["strategy"] == "direct"
     assert document["recommended"]["cache"] == "keep"
@@ -328,24 +337,13 @@ def test_a_ranks_config_where_no_way_fit_says_so_when_applied(
     is missing a table."""
     from modelmon.core.errors import ConfigError
     from modelmon.core.loading.config_file import apply_config
-    from modelmon.core.measuring.ranks_search import RanksRecommendation, RanksWay, WayMeasured
+    from modelmon.core.measuring.ranks_search import RanksWay, WayMeasured
     from modelmon.core.model.formats import open_model
     from modelmon.core.output.config_text import render
     from modelmon.core.output.ranks_answer import ranks_document
 
     way = WayMeasured(RanksWay("whole", "sequential", LoadOptions()), needs_bytes=283 << 20)
-    found = RanksRecommendation(
-        model=str(sharded_model),
-        model_bytes=1 << 20,
-        ranks=4,
-        memory_limit=1 << 20,
-        ways=(way,),
-        pick=None,
-        holds_at=None,
-        holds_verified=False,
-        budget_s=60.0,
-        seconds=1.0,
-    )
+    found = _ranks_answer(sharded_model, 1 << 20, way, None)
     written = tmp_path / "nothing.toml"
     written.write_text(render(ranks_document(found, str(written))))
     said = r"no way of loading 4 ranks fit within 1 MiB there: nothing to apply \(the least"

@@ -13,23 +13,19 @@ import pytest
 from modelmon.core import Watch, write_safetensors_model
 
 from .test_cold_start import running_with
+from .test_server_phases import FORKED_LISTENERS
 
 # argv[1]: the model; argv[2]: a marker of the test. Reads the model whole at once, then
 # forks two workers that each listen on a port of their own and serve.
-PREFORK = """
+PREFORK = (
+    """
 import os, socket, sys, time
 with open(sys.argv[1], "rb") as weights:
     while weights.read(8 << 20):
         pass
-for _ in range(2):
-    if os.fork() == 0:
-        server = socket.socket()
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        time.sleep(60)
-        os._exit(0)
-time.sleep(60)
 """
+    + FORKED_LISTENERS
+)
 
 
 @pytest.fixture(scope="module")

@@ -100,13 +100,10 @@ def test_a_catastrophic_ready_line_keeps_the_timeout(tmp_path: Path) -> None:
     assert any("searched no more" in note for note in result.notes), result.notes
 
 
-PRE_FORK = """
-import mmap, os, socket, sys, time
-with open(sys.argv[1], 'rb') as model:  # mapped and touched, kept mapped: safetensors' way
-    weights = mmap.mmap(model.fileno(), 0, prot=mmap.PROT_READ)
-touched = sum(weights[i] for i in range(0, len(weights), 4096))
-time.sleep(1.0)  # apart from the weights by more than a page scan takes on a busy machine
-for _ in range(2):  # workers forked after the weights, as gunicorn --preload forks them
+# The end of a pre-forking server: two workers forked after the weights, as gunicorn
+# --preload forks them, each listening on a port of its own.
+FORKED_LISTENERS = """
+for _ in range(2):
     if os.fork() == 0:
         server = socket.socket()
         server.bind(('127.0.0.1', 0))
@@ -115,6 +112,16 @@ for _ in range(2):  # workers forked after the weights, as gunicorn --preload fo
         os._exit(0)
 time.sleep(60)
 """
+PRE_FORK = (
+    """
+import mmap, os, socket, sys, time
+with open(sys.argv[1], 'rb') as model:  # mapped and touched, kept mapped: safetensors' way
+    weights = mmap.mmap(model.fileno(), 0, prot=mmap.PROT_READ)
+touched = sum(weights[i] for i in range(0, len(weights), 4096))
+time.sleep(1.0)  # apart from the weights by more than a page scan takes on a busy machine
+"""
+    + FORKED_LISTENERS
+)
 
 
 def test_a_pre_forking_servers_workers_are_its_ready(model: Path, tmp_path: Path) -> None:
