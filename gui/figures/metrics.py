@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
     from modelmon.gui.state.records import RunRecord
 
+# Over the axes' spines (2.5): a series at zero lies on the bottom spine, and drawn under it a
+# run that waited on nothing would look as if it had no line.
+LINE_ZORDER = 2.6
 FAINT_ALPHA = 90 / 255  # the live plot's faint per-worker lines
 AREA_ALPHA = 45 / 255  # each area of a run's memory cgroup, as the live plot's
 LINE_STYLES = {"dashed": "--", "dotted": ":"}
@@ -69,6 +72,7 @@ def metric(view: MetricView, runs: FigureRuns, heading: Sequence[str]) -> Figure
                     alpha=FAINT_ALPHA if faint else 1.0,
                     marker="o" if few else None,
                     ms=2.5,
+                    zorder=LINE_ZORDER,
                     label=None if named else run_name(record),
                 )
                 named, drawn = True, drawn + 1

@@ -7,7 +7,6 @@ from pathlib import Path
 from xml.dom import minidom
 
 import numpy as np
-import pytest
 
 from modelmon.gui.figures import drawn
 from modelmon.gui.main_window import MainWindow
@@ -20,6 +19,7 @@ from .figures.svg_checks import (
     cairosvg_png,
     check_svg,
     crop,
+    curve_top_spans,
     curve_tops,
     occupancy,
     pixels,
@@ -28,6 +28,7 @@ from .figures.svg_checks import (
 )
 from .test_export import export
 
+PEN_REACH = 0.004  # of the plot's width: about three pixels of a PNG or a rendered figure
 HEADING = ["modelmon · test · exported 2024-01-01 12:00", "A: one", "B: two"]
 
 
@@ -91,8 +92,13 @@ def test_svg_figures_put_the_data_where_the_png_of_the_plot_has_it(
     middles = (np.arange(len(rates)) + 0.5) * width
     (x0, x1), _ = workspace.throughput.item.vb.viewRange()
     at = (middles - x0) / (x1 - x0)
-    from_png = curve_tops(bluish(png_region(window, "Throughput")), at)
-    from_svg = curve_tops(bluish(svg_region(window, "Throughput", path)), at)
+    png_mask = bluish(png_region(window, "Throughput"))
+    svg_mask = bluish(svg_region(window, "Throughput", path))
+    from_png, from_svg = curve_tops(png_mask, at), curve_tops(svg_mask, at)
+    # Within a pen's reach either side: next to a steep segment the top a column shows is
+    # the stroke's edge, higher the thicker the pen, and the figure's pen is not the plot's.
+    png_low, png_high = curve_top_spans(png_mask, at, PEN_REACH)
+    svg_low, svg_high = curve_top_spans(svg_mask, at, PEN_REACH)
     assert len(rates) >= 5 and from_png.max() > 0.1  # a curve was found at all
     # Compared where A's top is drawn alike in both: not where B's line crosses A's height
     # near it (B's line, drawn over A's and thicker in the figure, hides A's line there and
@@ -106,7 +112,8 @@ def test_svg_figures_put_the_data_where_the_png_of_the_plot_has_it(
     clear = (rates > near.max(axis=0)) | (rates < near.min(axis=0))
     clear[[0, -1]] = False
     assert clear.sum() >= 3, (rates, near)
-    assert from_svg[clear] == pytest.approx(from_png[clear], abs=0.03)
+    apart = np.maximum(svg_low - png_high, png_low - svg_high)  # > 0: the spans miss
+    assert np.all(apart[clear] <= 0.03), (from_png[clear], from_svg[clear], apart[clear])
 
     # Access pattern: the reads' segments cover the same parts of the plot.
     path = tmp_path / "access.svg"

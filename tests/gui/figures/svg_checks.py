@@ -88,6 +88,20 @@ def curve_tops(mask: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.array([float(tops[c - 1 : c + 2].max()) for c in columns])
 
 
+def curve_top_spans(
+    mask: np.ndarray, at: np.ndarray, reach: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and highest the marked pixels reach (as ``curve_tops``) over the columns
+    within ``reach`` (a fraction of the width) of each position in ``at``."""
+    height, width = mask.shape
+    rows = np.where(mask.any(axis=0), mask.argmax(axis=0), height)
+    tops = 1.0 - rows / height
+    half = max(1, round(reach * width))
+    columns = np.clip(np.round(at * width).astype(int), half, width - 1 - half)
+    spans = [tops[c - half : c + half + 1] for c in columns]
+    return np.array([s.min() for s in spans]), np.array([s.max() for s in spans])
+
+
 def occupancy(mask: np.ndarray, shape: tuple[int, int] = (10, 16)) -> np.ndarray:
     """Which cells of a coarse grid over the region hold any marked pixel."""
     cells = np.zeros(shape, dtype=bool)

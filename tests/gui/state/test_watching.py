@@ -87,10 +87,21 @@ class Watching:
     def until(self, condition: Callable[[], bool]) -> None:
         deadline = time.monotonic() + WAIT_S
         while not condition():
-            assert time.monotonic() < deadline, "the state never got there"
+            assert time.monotonic() < deadline, f"the state never got there: {self.state()}"
             self.queue.run_pending(wait_s=0.02)
             if self.bench.live.active:
                 self.bench.live.tick()
+
+    def state(self) -> str:
+        """What the test waited on, for a wait that timed out."""
+        update, watch = self.bench.live.last_update, self.watch_object
+        progress = watch.progress() if watch is not None else None
+        reads = sum(len(f.reads) for f in self.frames)
+        return (
+            f"running {self.bench.running}, live {self.bench.live.active}, last update "
+            f"{update and (update.phase, update.bytes_done, update.bytes_total)}, {progress}, "
+            f"{len(self.frames)} frames with {reads} reads"
+        )
 
     def idle(self) -> None:
         self.until(lambda: not self.bench.running)
