@@ -20,6 +20,7 @@ import numpy as np
 from modelmon.core.loading.messages import ReadBatch
 from modelmon.core.loading.reads import ReadLog
 from modelmon.core.metrics.procfs import ProcFile, system_cpu_line
+from modelmon.core.watching.accessors import Accessors
 from modelmon.core.watching.arrival_rounds import ArrivalTracker
 from modelmon.core.watching.cold_start import RANK_MIN_BYTES, RANK_MIN_SHARE, rank_pids
 from modelmon.core.watching.connections import BucketArrivals
@@ -97,6 +98,7 @@ class Observer:
         # A model in a bucket: its bytes arrive over the tree's connections to the endpoint.
         self.bucket: BucketArrivals | None = None
         self.evidence = Evidence()  # each process's reading of the model, the tree's figures
+        self.accessors = Accessors()  # the kernel's word on who opened or read a model file
         self._proc_stat = ProcFile("/proc/stat")
         self.mapped_reads = MappedReads(
             self.evidence,
@@ -122,7 +124,9 @@ class Observer:
 
     def track(self, model_files: list[ModelFile], now_ns: int) -> None:
         """Start scanning these files' pages (their state now is the starting state)."""
+        self.accessors.track(model_files)
         for model_file in model_files:
+            self.evidence.sizes[model_file.index] = model_file.size
             self.uses.setdefault(model_file.index, FileUse())
             if model_file.index not in self.arrivals.files:
                 self.arrivals.add(model_file, now_ns)
@@ -158,6 +162,13 @@ class Observer:
                 self.round_arrived = 0
             if self.bucket is not None and tree is not None:
                 self._look_at_bucket(now_ns, [member.pid for member in tree.live()], final)
+            if tree is not None:
+                accessed = self.accessors.take(tree.members)
+                since = {
+                    pid: tree.members[pid].last.read_chars - tree.members[pid].baseline.read_chars
+                    for pid in accessed
+                }
+                self.evidence.accessed(now_ns, accessed, since)
             self._figures(now_ns, final)
         self.cpu_ns += time.thread_time_ns() - started
 
@@ -204,7 +215,9 @@ class Observer:
             if group.last_seen_ns == now_ns and len(group.pids) == 1:
                 offsets = positions.setdefault(group.pids[0], {})
                 offsets[group.file] = max(offsets.get(group.file, 0), group.position)
-        holding = {d.pid for d in descriptors}
+        holding: dict[int, set[int]] = {}
+        for descriptor in descriptors:
+            holding.setdefault(descriptor.pid, set()).add(descriptor.file)
         self.evidence.looked(now_ns, mapped_by, positions, holding)
         self.looks += 1
         cost = time.thread_time_ns() - started
@@ -425,6 +438,7 @@ class Observer:
         self.mapped_reads.stop()
         with self.lock:
             self.arrivals.close()
+            self.accessors.close()
             if self.bucket is not None:
                 self.bucket.close()
             if self.tree is not None:

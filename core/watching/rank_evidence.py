@@ -45,6 +45,15 @@ class ProcessEvidence:
     mapped_rises: int = 0
     positions: dict[int, int] = field(default_factory=dict)  # file → furthest offset
     read_calls_bytes: int = 0  # rchar while it held a model descriptor
+    # rchar while the kernel saw it open or read a model file (and no descriptor of it was
+    # seen): counted once its reading of the model comes to ACCESS_SHARE of ``room`` (less
+    # is a header read beside other files' reads).
+    access_bytes: int = 0
+    # The model files it held a descriptor of or the kernel saw it open or read, and their
+    # bytes: what its read calls can have read of the model, however much they read.
+    files: set[int] = field(default_factory=set)
+    room: int = 0
+    read_before_counted: int = 0  # its read calls' bytes in the watch before its first tick
     connection_bytes: int = 0  # received on its connections to the bucket's endpoint
     # (ns, bytes read so far) whenever that grew; the first and last say when it read.
     growth: list[tuple[int, int]] = field(default_factory=list)
@@ -62,9 +71,15 @@ class ProcessEvidence:
             sum(self.mapped_peaks.values()),
             self.mapped_rises,
             sum(self.positions.values()),
-            self.read_calls_bytes,
+            self.read_calls_bytes + self.kernel_seen_bytes,
             self.connection_bytes,
         )
+
+    @property
+    def kernel_seen_bytes(self) -> int:
+        """Its read calls' bytes while the kernel alone saw it at the model's files."""
+        reading = self.access_bytes + self.read_calls_bytes
+        return self.access_bytes if reading >= ACCESS_SHARE * self.room else 0
 
     def note(self, now_ns: int) -> None:
         bytes_read = self.read_bytes
@@ -79,6 +94,9 @@ class ProcessEvidence:
 
 # Of the model, read past the page cache by the tree's block reads: its weights' reading.
 STORAGE_SHARE = 0.9
+# Of the model files a process was seen to open or read, by the kernel alone: what its read
+# calls must come to while it did, to be its reading of them.
+ACCESS_SHARE = 0.5
 MAX_RANK_LABEL = 1 << 16  # larger than any job's world size
 RANK_VARIABLES = (b"RANK", b"LOCAL_RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
 
@@ -106,6 +124,7 @@ class Evidence:
 
     def __init__(self) -> None:
         self.processes: dict[int, ProcessEvidence] = {}
+        self.sizes: dict[int, int] = {}  # the model files' sizes, by index
         self.history: list[TreeFigures] = []
         self._other_read = 0
         self._descriptor_holders: set[int] = set()
@@ -117,6 +136,10 @@ class Evidence:
         # reader found holding one at a later look had read some of it before.
         self._unheld: dict[int, int] = {}
         self._counted_reaped: set[int] = set()
+        # The pids the kernel saw open or read a model file since the last tick, and in the
+        # tick before (a read call's bytes may reach the counters a tick after its event).
+        self._accessing: set[int] = set()
+        self._accessed_before: set[int] = set()
 
     def process(self, pid: int, now_ns: int) -> ProcessEvidence:
         found = self.processes.get(pid)
@@ -129,12 +152,14 @@ class Evidence:
         now_ns: int,
         mapped: dict[int, dict[int, int]],
         positions: dict[int, dict[int, int]],
-        holders: set[int],
+        holders: dict[int, set[int]],
     ) -> None:
         """One look: ``mapped`` {pid: {file: model bytes resident in its mappings}} (only from
         a look that read smaps), ``positions`` {pid: {file: offset}} of its model descriptors,
-        ``holders`` the pids with a model descriptor open."""
-        self._held_before, self._descriptor_holders = self._descriptor_holders, holders
+        ``holders`` {pid: the model files it has a descriptor of}."""
+        self._held_before, self._descriptor_holders = self._descriptor_holders, set(holders)
+        for pid, held in holders.items():
+            self._touched(self.process(pid, now_ns), held)
         for pid, files in mapped.items():
             process = self.process(pid, now_ns)
             for file, resident in files.items():
@@ -145,6 +170,24 @@ class Evidence:
             for file, offset in offsets.items():
                 process.positions[file] = max(process.positions.get(file, 0), offset)
             process.note(now_ns)
+
+    def _touched(self, process: ProcessEvidence, files: set[int]) -> None:
+        if not files <= process.files:
+            process.files |= files
+            process.room = sum(self.sizes.get(index, 0) for index in process.files)
+
+    def accessed(
+        self, now_ns: int, found: dict[int, set[int]], read_since_start: dict[int, int]
+    ) -> None:
+        """{pid: the model files} the kernel saw opened or read since the last call; {pid:
+        its read calls' bytes since the watch began} (before a tick first counted it, a
+        process that read and held nothing at the looks read from the model then)."""
+        for pid, files in found.items():
+            process = self.process(pid, now_ns)
+            self._touched(process, files)
+            if not process.last_chars:
+                process.read_before_counted = read_since_start.get(pid, 0)
+        self._accessing |= set(found)
 
     def connections(self, now_ns: int, received: dict[int, int]) -> None:
         """{pid: bytes received so far on its connections to the bucket's endpoint}."""
@@ -175,11 +218,14 @@ class Evidence:
             if exited is not None and pid not in self._counted_reaped:
                 self._counted_reaped.add(pid)
                 self._reaped[ppid] = self._reaped.get(ppid, 0) + chars
+        accessing = self._accessing | self._accessed_before
+        self._accessed_before, self._accessing = self._accessing, set()
         for pid, _ppid, chars, anon, _exited, died in members:
             process = self.process(pid, now_ns)
             if process.anon_first is None:  # its first tick: what it holds already is not read
                 process.anon_first = anon
-            grown = max(0, chars - process.last_chars) if process.last_chars else 0
+            first = not process.last_chars
+            grown = max(0, chars - process.last_chars) if not first else 0
             process.last_chars = chars
             credit = self._reaped.get(pid, 0)
             if credit:
@@ -189,8 +235,22 @@ class Evidence:
             if died is not None and process.exited_ns is None:
                 process.exited_ns = died  # its end, though its parent reaps it later
             if pid in self._descriptor_holders or pid in self._held_before:
-                process.read_calls_bytes += grown + self._before_held(process, grown)
+                # Up to its files' bytes: the rest of the tick's read calls were of other
+                # files (or the model again: the counters cannot tell them apart).
+                read = grown + self._before_held(process, grown)
+                credit = min(read, self._room_left(process))
+                process.read_calls_bytes += credit
                 process.note(now_ns)
+                self._other_read += read - credit
+            elif pid in accessing:
+                # Its reading before the first tick that saw it, too: a rank that read its
+                # shard wholly before the tree found it.
+                read = process.read_before_counted if first else grown
+                credit = min(read, self._room_left(process))
+                process.access_bytes += credit
+                process.note(now_ns)
+                self._other_read += read - credit
+                self._unheld[pid] = self._unheld.get(pid, 0) + read - credit
             else:
                 self._other_read += grown
                 self._unheld[pid] = self._unheld.get(pid, 0) + grown
@@ -207,6 +267,10 @@ class Evidence:
                 storage_read_bytes,
             )
         )
+
+    @staticmethod
+    def _room_left(process: ProcessEvidence) -> int:
+        return max(0, process.room - process.read_calls_bytes - process.access_bytes)
 
     def _before_held(self, process: ProcessEvidence, grown: int) -> int:
         """What a process newly seen holding a model descriptor read of the model before the
