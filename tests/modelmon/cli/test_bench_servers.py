@@ -104,14 +104,16 @@ def test_a_server_beside_a_load_is_refused_in_one_line(modelmon: RunCli, model: 
 
 def test_servers_from_a_warm_page_cache(modelmon: RunCli, model: Path) -> None:
     """What a pre-warmed node saves: a server is timed to its ready from any cache; nothing
-    arrives, and its weights phase is its processes' own reading."""
+    arrives, and its weights phase is its processes' own reading. Paced, so that its reading
+    lasts several looks: from a warm cache, unpaced, the server maps and copies its 16 MB
+    within a few milliseconds, which a look 0.1 s apart may not see."""
     done = modelmon(
         "bench",
         str(model),
         "--a",
-        server(),
+        server("--pace-mbps", "40"),
         "--b",
-        server("--post-s", "1.5"),
+        server("--pace-mbps", "40", "--post-s", "1.5"),
         "-n",
         "1",
         "--cache",
