@@ -43,8 +43,8 @@ class Accessors:
             known, ticks = pending.get(pid, ({}, PENDING_TICKS))
             merged = {f: known.get(f, 0) | events.get(f, 0) for f in known.keys() | events.keys()}
             pending[pid] = (merged, ticks)
-        found = {pid: set(files) for pid, files in self._open.items() if pid in members}
-        self._open = {pid: files for pid, files in self._open.items() if pid in members}
+        self._open = {pid: files for pid, files in self._open.items() if files and pid in members}
+        found = {pid: set(files) for pid, files in self._open.items()}
         for pid, (events, ticks) in pending.items():
             if pid not in members:
                 if ticks > 1:

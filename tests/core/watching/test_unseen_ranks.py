@@ -14,6 +14,7 @@ import pytest
 
 from modelmon.core import Watch, write_safetensors_model
 from modelmon.core.system.file_access import FAN_CLOSE_NOWRITE, FAN_OPEN, FileAccess
+from modelmon.core.watching.accessors import Accessors
 
 from .test_cold_start import running_with
 
@@ -121,3 +122,33 @@ def test_ranks_that_read_between_two_looks_are_each_a_row_with_the_model_they_re
     other_read = sum(phase.other_read_bytes for phase in cold.phases)
     assert RANKS * OTHER_BYTES / 2 <= other_read <= RANKS * (OTHER_BYTES + size // 2), other_read
     assert not running_with(marker), "a rank outlived the watch"
+
+
+class Events:
+    """The kernel's events, as a FileAccess gives them, one batch a tick."""
+
+    def __init__(self, *batches: dict[int, dict[int, int]]) -> None:
+        self.batches = list(batches)
+
+    def take(self) -> dict[int, dict[int, int]]:
+        return self.batches.pop(0) if self.batches else {}
+
+
+def test_a_process_has_a_file_open_from_its_open_to_its_close() -> None:
+    """Between the two, ticks with no event of it count it (it reads what it opened); after
+    the close it is no longer at the model (its reading then is of other files)."""
+    accessors = Accessors()
+    accessors.access = Events(  # type: ignore[assignment]
+        {7: {0: FAN_OPEN}, 8: {1: FAN_OPEN | FAN_CLOSE_NOWRITE}, 99: {0: FAN_OPEN}},
+        {},
+        {7: {0: FAN_CLOSE_NOWRITE}},
+        {},
+    )
+    members = {7, 8}
+    # 99 is no member (yet): held over a few ticks, then dropped.
+    assert [accessors.take(members) for _ in range(4)] == [
+        {7: {0}, 8: {1}},
+        {7: {0}},
+        {7: {0}},
+        {},
+    ]
