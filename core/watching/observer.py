@@ -98,7 +98,7 @@ class Observer:
         # A model in a bucket: its bytes arrive over the tree's connections to the endpoint.
         self.bucket: BucketArrivals | None = None
         self.evidence = Evidence()  # each process's reading of the model, the tree's figures
-        self.accessors = Accessors()  # the kernel's word on who opened or read a model file
+        self.accessors = Accessors()  # the kernel's word on who had a model file open
         self._proc_stat = ProcFile("/proc/stat")
         self.mapped_reads = MappedReads(
             self.evidence,

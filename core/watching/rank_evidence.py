@@ -45,11 +45,11 @@ class ProcessEvidence:
     mapped_rises: int = 0
     positions: dict[int, int] = field(default_factory=dict)  # file → furthest offset
     read_calls_bytes: int = 0  # rchar while it held a model descriptor
-    # rchar while the kernel saw it open or read a model file (and no descriptor of it was
+    # rchar while the kernel saw it with a model file open (and no descriptor of it was
     # seen): counted once its reading of the model comes to ACCESS_SHARE of ``room`` (less
     # is a header read beside other files' reads).
     access_bytes: int = 0
-    # The model files it held a descriptor of or the kernel saw it open or read, and their
+    # The model files it held a descriptor of or the kernel saw it open, and their
     # bytes: what its read calls can have read of the model, however much they read.
     files: set[int] = field(default_factory=set)
     room: int = 0
@@ -94,7 +94,7 @@ class ProcessEvidence:
 
 # Of the model, read past the page cache by the tree's block reads: its weights' reading.
 STORAGE_SHARE = 0.9
-# Of the model files a process was seen to open or read, by the kernel alone: what its read
+# Of the model files a process was seen to have open, by the kernel alone: what its read
 # calls must come to while it did, to be its reading of them.
 ACCESS_SHARE = 0.5
 MAX_RANK_LABEL = 1 << 16  # larger than any job's world size
@@ -136,7 +136,7 @@ class Evidence:
         # reader found holding one at a later look had read some of it before.
         self._unheld: dict[int, int] = {}
         self._counted_reaped: set[int] = set()
-        # The pids the kernel saw open or read a model file since the last tick, and in the
+        # The pids the kernel saw with a model file open since the last tick, and in the
         # tick before (a read call's bytes may reach the counters a tick after its event).
         self._accessing: set[int] = set()
         self._accessed_before: set[int] = set()
@@ -179,7 +179,7 @@ class Evidence:
     def accessed(
         self, now_ns: int, found: dict[int, set[int]], read_since_start: dict[int, int]
     ) -> None:
-        """{pid: the model files} the kernel saw opened or read since the last call; {pid:
+        """{pid: the model files} the kernel saw it have open since the last call; {pid:
         its read calls' bytes since the watch began} (before a tick first counted it, a
         process that read and held nothing at the looks read from the model then)."""
         for pid, files in found.items():

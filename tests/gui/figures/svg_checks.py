@@ -78,12 +78,17 @@ def saturated(region: np.ndarray) -> np.ndarray:
     return region.max(axis=2) - region.min(axis=2) > 60
 
 
+def column_tops(mask: np.ndarray) -> np.ndarray:
+    """How high the marked pixels reach in each column (0 bottom .. 1 top; 0 if none)."""
+    height = mask.shape[0]
+    rows = np.where(mask.any(axis=0), mask.argmax(axis=0), height)
+    return 1.0 - rows / height
+
+
 def curve_tops(mask: np.ndarray, at: np.ndarray) -> np.ndarray:
     """How high the marked pixels reach (0 bottom .. 1 top; 0 if none) at ``at``: positions
     across the region as fractions of its width (the pixel columns either side count too)."""
-    height, width = mask.shape
-    rows = np.where(mask.any(axis=0), mask.argmax(axis=0), height)
-    tops = 1.0 - rows / height
+    tops, width = column_tops(mask), mask.shape[1]
     columns = np.clip(np.round(at * width).astype(int), 1, width - 2)
     return np.array([float(tops[c - 1 : c + 2].max()) for c in columns])
 
@@ -93,9 +98,7 @@ def curve_top_spans(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The lowest and highest the marked pixels reach (as ``curve_tops``) over the columns
     within ``reach`` (a fraction of the width) of each position in ``at``."""
-    height, width = mask.shape
-    rows = np.where(mask.any(axis=0), mask.argmax(axis=0), height)
-    tops = 1.0 - rows / height
+    tops, width = column_tops(mask), mask.shape[1]
     half = max(1, round(reach * width))
     columns = np.clip(np.round(at * width).astype(int), half, width - 1 - half)
     spans = [tops[c - half : c + half + 1] for c in columns]
